@@ -1,0 +1,343 @@
+// Package planner turns a parsed plan into something a NIC can run. Elaborate evaluates the SPMD
+// text for every rank into a Graph (ranks, buffers, queues, ops, dependency edges, all with source
+// positions); Check verifies it (matching, bounds, cycles, FIFO deadlocks, races); Compile lowers it
+// for a Target into per-queue WQE chains with WAIT/ENABLE entries and signalling.
+package planner
+
+import (
+	"fmt"
+
+	"github.com/coredag/coredag/dsl"
+)
+
+// OpID indexes Graph.Ops. Ops of one rank are contiguous and in declaration order.
+type OpID int32
+
+// QueueID indexes Graph.Queues. Queues of one rank are contiguous and in declaration order.
+type QueueID int32
+
+// BufID indexes Graph.Buffers (buffers are symmetric: the same on every rank).
+type BufID int32
+
+// None is the null value of OpID, QueueID and BufID.
+const None = -1
+
+// ElemType is a buffer element type.
+type ElemType uint8
+
+// Element types of the language.
+const (
+	U8 ElemType = iota
+	I32
+	U32
+	I64
+	U64
+	F32
+	F64
+)
+
+var elemNames = [...]string{"u8", "i32", "u32", "i64", "u64", "f32", "f64"}
+var elemSizes = [...]int64{1, 4, 4, 8, 8, 4, 8}
+
+func (t ElemType) String() string { return elemNames[t] }
+
+// Size is the size of one element in bytes.
+func (t ElemType) Size() int64 { return elemSizes[t] }
+
+// IsFloat reports whether t is f32 or f64.
+func (t ElemType) IsFloat() bool { return t == F32 || t == F64 }
+
+// IsSigned reports whether t is a signed integer type.
+func (t ElemType) IsSigned() bool { return t == I32 || t == I64 }
+
+// ParseElemType maps a type keyword to its ElemType.
+func ParseElemType(s string) (ElemType, bool) {
+	for i, n := range elemNames {
+		if n == s {
+			return ElemType(i), true
+		}
+	}
+	return 0, false
+}
+
+// Access is a set of remote access flags on a buffer.
+type Access uint8
+
+// Remote access flags (local write is always allowed).
+const (
+	RemoteRead Access = 1 << iota
+	RemoteWrite
+	RemoteAtomic
+)
+
+func (a Access) String() string {
+	s := ""
+	for _, f := range []struct {
+		bit  Access
+		name string
+	}{{RemoteRead, "remote_read"}, {RemoteWrite, "remote_write"}, {RemoteAtomic, "remote_atomic"}} {
+		if a&f.bit != 0 {
+			if s != "" {
+				s += " "
+			}
+			s += f.name
+		}
+	}
+	return s
+}
+
+// InitFunc fills dst (the whole buffer's bytes, little-endian elements) with the buffer's initial
+// contents on rank. It is evaluated at run time, not during elaboration: an init expression may
+// be costly over large buffers.
+type InitFunc func(rank int, dst []byte) error
+
+// Buffer is a symmetric buffer: every rank has one with the same type, count and flags.
+type Buffer struct {
+	Name   string
+	Type   ElemType
+	Count  int64 // elements
+	Access Access
+	Init   InitFunc // nil: zero-filled
+	Pos    dsl.Pos
+}
+
+// Bytes is the buffer's size in bytes.
+func (b *Buffer) Bytes() int64 { return b.Count * b.Type.Size() }
+
+// Slice is a range of elements [Off, Off+Len) of a buffer. Buf == None means no slice
+// (a zero-length send, a recv for notify writes, an atomic without `to`).
+type Slice struct {
+	Buf BufID
+	Off int64 // first element
+	Len int64 // elements
+	Pos dsl.Pos
+}
+
+// NoSlice is the absent slice.
+var NoSlice = Slice{Buf: None}
+
+// Valid reports whether s names a buffer range.
+func (s Slice) Valid() bool { return s.Buf != None }
+
+// Queue is one end of an RC connection, on one rank. It has a send side (send, write, read,
+// atomic) and a receive side (recv); each side is FIFO.
+type Queue struct {
+	Name     string // with indices, e.g. "hop[2]"
+	Rank     int
+	PeerRank int
+	Peer     QueueID // the peer rank's queue paired with this one (None until paired)
+	Depth    int
+	SendOps  []OpID // send-side ops in declaration order
+	RecvOps  []OpID // recv ops in declaration order
+	Pos      dsl.Pos
+}
+
+// Loopback reports whether the queue connects a rank to itself.
+func (q *Queue) Loopback() bool { return q.PeerRank == q.Rank }
+
+// OpKind is what an op does.
+type OpKind uint8
+
+// Op kinds of the language.
+const (
+	OpSend OpKind = iota
+	OpRecv
+	OpWrite
+	OpRead
+	OpAtomicAdd
+	OpAtomicCAS
+	OpReduce
+	OpCopy
+	OpNop
+)
+
+var opKindNames = [...]string{"send", "recv", "write", "read", "atomic add", "atomic cas", "reduce", "copy", "nop"}
+
+func (k OpKind) String() string { return opKindNames[k] }
+
+// OnQueue reports whether ops of this kind are posted to a queue (otherwise they run on the host).
+func (k OpKind) OnQueue() bool { return k <= OpAtomicCAS }
+
+// IsRecvSide reports whether ops of this kind sit on a queue's receive side.
+func (k OpKind) IsRecvSide() bool { return k == OpRecv }
+
+// IsAtomic reports whether the op is a remote atomic.
+func (k OpKind) IsAtomic() bool { return k == OpAtomicAdd || k == OpAtomicCAS }
+
+// ReduceOp is the operator of a reduce.
+type ReduceOp uint8
+
+// Reduction operators.
+const (
+	RedSum ReduceOp = iota
+	RedProd
+	RedMin
+	RedMax
+	RedBand
+	RedBor
+	RedBxor
+)
+
+var reduceNames = [...]string{"sum", "prod", "min", "max", "band", "bor", "bxor"}
+
+func (r ReduceOp) String() string { return reduceNames[r] }
+
+// ParseReduceOp maps a reduction keyword to its ReduceOp.
+func ParseReduceOp(s string) (ReduceOp, bool) {
+	for i, n := range reduceNames {
+		if n == s {
+			return ReduceOp(i), true
+		}
+	}
+	return 0, false
+}
+
+// Op is one operation on one rank. Which slices are local and which are on the peer depends on
+// the kind:
+//
+//	kind        Src                 Dst                   Fetch
+//	send        local (optional)    -                     -
+//	recv        -                   local (optional)      -
+//	write       local               peer                  -
+//	read        peer                local                 -
+//	atomic      -                   peer element (r+w)    local (optional)
+//	reduce      local               local (read+write)    -
+//	copy        local               local                 -
+//	nop         -                   -                     -
+type Op struct {
+	Name   string // with indices, e.g. "tx[2]"
+	Rank   int
+	Kind   OpKind
+	Queue  QueueID // None for host ops
+	Src    Slice
+	Dst    Slice
+	Fetch  Slice
+	Red    ReduceOp // reduce only
+	A, B   int64    // atomic add: A is the addend; cas: A compare, B swap
+	Inline bool     // send ... inline
+	Notify bool     // write ... notify (write with immediate: consumes a recv at the peer)
+	Match  OpID     // send/notify write <-> its matching recv on the peer (None if unmatched)
+	Index  int      // position on its queue side (k-th send-side or recv-side op), -1 for host ops
+	Pos    dsl.Pos  // the op statement
+}
+
+// Edge is a dependency: To starts only after From has completed (same rank).
+type Edge struct {
+	From, To OpID
+	Pos      dsl.Pos // the `after` clause or dependency statement that made it
+}
+
+// Param is an evaluated plan parameter.
+type Param struct {
+	Name  string
+	Value int64
+	Pos   dsl.Pos
+}
+
+// RankSpan is the range of ops and queues that belong to one rank.
+type RankSpan struct {
+	FirstOp, EndOp       OpID
+	FirstQueue, EndQueue QueueID
+}
+
+// Graph is the elaborated plan: every rank's ops, queues and dependencies, with positions.
+type Graph struct {
+	Name    string
+	File    string
+	Ranks   int
+	Params  []Param
+	Buffers []Buffer
+	Queues  []Queue
+	Ops     []Op
+	Edges   []Edge     // explicit `after` edges, in source order per rank
+	Rank    []RankSpan // indexed by rank
+
+	// CSR adjacency over Edges, built by Index: predecessors of op i are
+	// predList[predStart[i]:predStart[i+1]], successors likewise.
+	predStart, predList []int32
+	succStart, succList []int32
+}
+
+// Index builds the adjacency arrays behind Preds and Succs. Call it after changing Edges.
+func (g *Graph) Index() {
+	n := len(g.Ops)
+	g.predStart, g.predList = buildCSR(n, g.Edges, func(e Edge) (int32, int32) { return int32(e.To), int32(e.From) })
+	g.succStart, g.succList = buildCSR(n, g.Edges, func(e Edge) (int32, int32) { return int32(e.From), int32(e.To) })
+}
+
+func buildCSR(n int, edges []Edge, key func(Edge) (int32, int32)) (start, list []int32) {
+	start = make([]int32, n+1)
+	for _, e := range edges {
+		k, _ := key(e)
+		start[k+1]++
+	}
+	for i := 0; i < n; i++ {
+		start[i+1] += start[i]
+	}
+	list = make([]int32, len(edges))
+	fill := append([]int32(nil), start[:n]...)
+	for _, e := range edges {
+		k, v := key(e)
+		list[fill[k]] = v
+		fill[k]++
+	}
+	return start, list
+}
+
+// Preds returns the explicit predecessors of op (ops it is `after`). The slice is shared: do not modify it.
+func (g *Graph) Preds(op OpID) []int32 {
+	if g.predStart == nil {
+		g.Index()
+	}
+	return g.predList[g.predStart[op]:g.predStart[op+1]]
+}
+
+// Succs returns the explicit successors of op. The slice is shared: do not modify it.
+func (g *Graph) Succs(op OpID) []int32 {
+	if g.succStart == nil {
+		g.Index()
+	}
+	return g.succList[g.succStart[op]:g.succStart[op+1]]
+}
+
+// RankOps returns the ids of rank r's ops, in declaration order.
+func (g *Graph) RankOps(r int) (first, end OpID) { return g.Rank[r].FirstOp, g.Rank[r].EndOp }
+
+// Param returns the value of a parameter.
+func (g *Graph) Param(name string) (int64, bool) {
+	for _, p := range g.Params {
+		if p.Name == name {
+			return p.Value, true
+		}
+	}
+	return 0, false
+}
+
+// OpString names an op for messages: "tx[2] on rank 1".
+func (g *Graph) OpString(id OpID) string {
+	op := &g.Ops[id]
+	return fmt.Sprintf("%s on rank %d", op.Name, op.Rank)
+}
+
+// SliceString formats a slice as the language writes it: buf[lo:hi].
+func (g *Graph) SliceString(s Slice) string {
+	if !s.Valid() {
+		return "-"
+	}
+	b := &g.Buffers[s.Buf]
+	if s.Off == 0 && s.Len == b.Count {
+		return b.Name
+	}
+	if s.Len == 1 {
+		return fmt.Sprintf("%s[%d]", b.Name, s.Off)
+	}
+	return fmt.Sprintf("%s[%d:%d]", b.Name, s.Off, s.Off+s.Len)
+}
+
+// Bytes is the slice's length in bytes.
+func (g *Graph) Bytes(s Slice) int64 {
+	if !s.Valid() {
+		return 0
+	}
+	return s.Len * g.Buffers[s.Buf].Type.Size()
+}
