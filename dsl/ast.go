@@ -1,0 +1,286 @@
+package dsl
+
+// The AST of a .dag file. Every node knows where it starts (Pos) and where it ends (End: the
+// position just past its last byte), so diagnostics can point at any part of a statement.
+
+// Node is any AST node.
+type Node interface {
+	Pos() Pos
+	End() Pos
+}
+
+// Span is embedded in every node and records its extent.
+type Span struct {
+	From, To Pos
+}
+
+// Pos is where the node starts.
+func (s Span) Pos() Pos { return s.From }
+
+// End is the position just past the node.
+func (s Span) End() Pos { return s.To }
+
+// File is a parsed .dag file.
+type File struct {
+	Span
+	Name     string
+	Stmts    []Stmt
+	Comments []*Comment // every comment of the file, in source order (the formatter places them)
+}
+
+// Comment is a `#` comment, Text including the `#`.
+type Comment struct {
+	Span
+	Text string
+}
+
+// Stmt is a statement.
+type Stmt interface {
+	Node
+	stmtNode()
+}
+
+// PlanStmt is `plan NAME`.
+type PlanStmt struct {
+	Span
+	Name *Ident
+}
+
+// ParamStmt is `param NAME = EXPR`.
+type ParamStmt struct {
+	Span
+	Name  *Ident
+	Value Expr
+}
+
+// LetStmt is `let NAME = EXPR`.
+type LetStmt struct {
+	Span
+	Name  *Ident
+	Value Expr
+}
+
+// BufferStmt is `buffer NAME TYPE[COUNT] [ACCESS...] [init EXPR]`.
+type BufferStmt struct {
+	Span
+	Name   *Ident
+	Type   *Ident   // u8 i32 u32 i64 u64 f32 f64
+	Count  Expr     // elements
+	Access []*Ident // remote_read remote_write remote_atomic, as written
+	Init   Expr     // nil when absent
+}
+
+// QueueStmt is `queue NAME[IDX...] to EXPR [peer NAME[IDX...]] [depth EXPR]`.
+type QueueStmt struct {
+	Span
+	Name  *Name
+	To    Expr
+	Peer  *Name // nil when absent
+	Depth Expr  // nil when absent
+}
+
+// OpStmt is `op NAME[IDX...] = OPERATION [after REF, REF...]`.
+type OpStmt struct {
+	Span
+	Name  *Name
+	Op    Operation
+	After []*Name
+}
+
+// DepStmt is `REF, REF... after REF, REF...`.
+type DepStmt struct {
+	Span
+	Ops   []*Name
+	After []*Name
+}
+
+// ForStmt is `for VAR in FROM .. TO [step STEP] { BODY }` (half-open range).
+type ForStmt struct {
+	Span
+	Var      *Ident
+	From, To Expr
+	Step     Expr // nil when absent
+	Body     []Stmt
+}
+
+// IfStmt is `if COND { THEN } [else { ELSE }]`; `else if` is an IfStmt as the only Else statement
+// with ElseIf set.
+type IfStmt struct {
+	Span
+	Cond   Expr
+	Then   []Stmt
+	Else   []Stmt // nil when absent
+	ElseIf bool   // Else holds exactly one *IfStmt written as `else if`
+}
+
+func (*PlanStmt) stmtNode()   {}
+func (*ParamStmt) stmtNode()  {}
+func (*LetStmt) stmtNode()    {}
+func (*BufferStmt) stmtNode() {}
+func (*QueueStmt) stmtNode()  {}
+func (*OpStmt) stmtNode()     {}
+func (*DepStmt) stmtNode()    {}
+func (*ForStmt) stmtNode()    {}
+func (*IfStmt) stmtNode()     {}
+
+// Name is a possibly indexed name: `tx`, `tx[s]`, `hop[k, j]`.
+type Name struct {
+	Span
+	Ident *Ident
+	Index []Expr // nil for a plain name
+}
+
+// SliceKind says how a slice was written.
+type SliceKind uint8
+
+// Slice forms.
+const (
+	SliceWhole SliceKind = iota // buf
+	SliceElem                   // buf[i]
+	SliceRange                  // buf[lo:hi]
+)
+
+// Slice is `buf`, `buf[i]` or `buf[lo:hi]`.
+type Slice struct {
+	Span
+	Kind SliceKind
+	Buf  *Ident
+	Lo   Expr // the index for SliceElem, the low bound for SliceRange
+	Hi   Expr // SliceRange only
+}
+
+// Operation is the right-hand side of an op statement.
+type Operation interface {
+	Node
+	opNode()
+}
+
+// SendOp is `send Q [SLICE] [inline]`.
+type SendOp struct {
+	Span
+	Queue  *Name
+	Slice  *Slice // nil: zero-length message
+	Inline bool
+}
+
+// RecvOp is `recv Q [SLICE]`.
+type RecvOp struct {
+	Span
+	Queue *Name
+	Slice *Slice // nil: for notify writes
+}
+
+// WriteOp is `write Q SLICE to SLICE [notify]`.
+type WriteOp struct {
+	Span
+	Queue    *Name
+	Src, Dst *Slice
+	Notify   bool
+}
+
+// ReadOp is `read Q SLICE to SLICE` (Src on the peer, Dst local).
+type ReadOp struct {
+	Span
+	Queue    *Name
+	Src, Dst *Slice
+}
+
+// AtomicOp is `atomic add Q SLICE EXPR [to SLICE]` or `atomic cas Q SLICE EXPR EXPR [to SLICE]`.
+type AtomicOp struct {
+	Span
+	Kind   *Ident // add or cas
+	Queue  *Name
+	Target *Slice
+	A      Expr   // add: addend; cas: compare
+	B      Expr   // cas: swap; nil for add
+	To     *Slice // nil when absent
+}
+
+// ReduceOp is `reduce OP SLICE from SLICE`.
+type ReduceOp struct {
+	Span
+	Op       *Ident // sum prod min max band bor bxor
+	Dst, Src *Slice
+}
+
+// CopyOp is `copy SLICE to SLICE`.
+type CopyOp struct {
+	Span
+	Src, Dst *Slice
+}
+
+// NopOp is `nop`.
+type NopOp struct {
+	Span
+}
+
+func (*SendOp) opNode()   {}
+func (*RecvOp) opNode()   {}
+func (*WriteOp) opNode()  {}
+func (*ReadOp) opNode()   {}
+func (*AtomicOp) opNode() {}
+func (*ReduceOp) opNode() {}
+func (*CopyOp) opNode()   {}
+func (*NopOp) opNode()    {}
+
+// Expr is an expression.
+type Expr interface {
+	Node
+	exprNode()
+}
+
+// Ident is a name (also `rank`, `ranks` and type or operator keywords where the grammar takes one).
+type Ident struct {
+	Span
+	Name string
+}
+
+// IntLit is an integer literal, possibly with a byte unit; Value includes the unit.
+type IntLit struct {
+	Span
+	Raw   string // as written: "42", "0x2a", "1_000", "4KiB"
+	Value int64
+}
+
+// FloatLit is a float literal (only meaningful in init of float buffers).
+type FloatLit struct {
+	Span
+	Raw   string
+	Value float64
+}
+
+// UnaryExpr is `-X`, `!X` (also `+X` and `^X`, Go's bitwise complement, if the grammar takes them).
+type UnaryExpr struct {
+	Span
+	Op string
+	X  Expr
+}
+
+// BinaryExpr is `X op Y` for the operators of DSL.md (Expressions), Op as written ("**", "<<", "&&").
+type BinaryExpr struct {
+	Span
+	Op    string
+	OpPos Pos
+	X, Y  Expr
+}
+
+// CallExpr is `min(a, b)`, `max(a, b)` or `log2(x)`.
+type CallExpr struct {
+	Span
+	Fun  *Ident
+	Args []Expr
+}
+
+// ParenExpr is `(X)`; kept so the formatter can reproduce the user's grouping.
+type ParenExpr struct {
+	Span
+	X Expr
+}
+
+func (*Ident) exprNode()      {}
+func (*IntLit) exprNode()     {}
+func (*FloatLit) exprNode()   {}
+func (*UnaryExpr) exprNode()  {}
+func (*BinaryExpr) exprNode() {}
+func (*CallExpr) exprNode()   {}
+func (*ParenExpr) exprNode()  {}
