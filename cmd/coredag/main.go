@@ -1,0 +1,144 @@
+// Command coredag checks, compiles, runs and draws .dag plans: SPMD schedules of RDMA NIC work.
+//
+// Each subcommand lives in its own file and registers itself with register in an init function;
+// this file holds only what they share: flag parsing, exit codes and the output streams.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/alecthomas/kong"
+)
+
+// version is the release of the tool; -ldflags "-X main.version=..." overrides it.
+var version = "0.1.0-dev"
+
+// Exit codes shared by all subcommands.
+const (
+	exitOK    = 0 // success
+	exitFail  = 1 // diagnostics found, verification failed, run did not match the reference
+	exitUsage = 2 // bad flags or arguments, unreadable files
+)
+
+// env is what a subcommand's Run method receives: the process's streams.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// exitError ends a command with a given exit code after the command has printed its own output.
+type exitError struct {
+	code int
+	err  error // optional, printed by main
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+// usageError reports bad arguments: exit code 2.
+func usageError(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// command describes a subcommand; new builds a fresh flag struct for each invocation.
+type command struct {
+	name, help string
+	new        func() any
+}
+
+var commands []command
+
+// register adds a subcommand. Each subcommand file calls it from init.
+func register(name, help string, new func() any) {
+	commands = append(commands, command{name, help, new})
+}
+
+type cli struct {
+	Version kong.VersionFlag `help:"Print the version and exit."`
+}
+
+const description = `coredag checks, compiles, runs and draws .dag plans: SPMD schedules of RDMA NIC
+work (sends, receives, RDMA writes and reads, atomics, local reductions) and the dependencies
+between them. Run "coredag COMMAND --help" for a command's flags.`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// exitRequest carries kong's exit (after --help or --version) out of its parser.
+type exitRequest struct{ code int }
+
+// run executes one coredag invocation and returns its exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	opts := []kong.Option{
+		kong.Name("coredag"),
+		kong.Description(description),
+		kong.Writers(stdout, stderr),
+		kong.Vars{"version": "coredag " + version},
+		kong.UsageOnError(),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Exit(func(c int) { panic(exitRequest{c}) }),
+	}
+	for _, c := range commands {
+		opts = append(opts, kong.DynamicCommand(c.name, c.help, "", c.new()))
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			req, ok := r.(exitRequest)
+			if !ok {
+				panic(r)
+			}
+			code = req.code
+		}
+	}()
+	var root cli
+	parser, err := kong.New(&root, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "coredag: internal error: %v\n", err)
+		return exitUsage
+	}
+	ctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "coredag: %v\n", err)
+		if len(args) == 0 {
+			fmt.Fprintln(stderr, `run "coredag --help" for the commands`)
+		}
+		return exitUsage
+	}
+	err = ctx.Run(&env{stdin: stdin, stdout: stdout, stderr: stderr})
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(stderr, "coredag: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintf(stderr, "coredag: %v\n", err)
+	return exitFail
+}
+
+// A subcommand file looks like this:
+//
+//	func init() {
+//		register("check", "Check plans for mistakes.", func() any { return &checkCmd{} })
+//	}
+//
+//	type checkCmd struct {
+//		Files []string `arg:"" help:"Plan files."`
+//	}
+//
+//	func (c *checkCmd) Run(e *env) error { ... }
+//
+// Run returns nil (exit 0), an *exitError for a specific code (usageError for 2), or another
+// error (printed, exit 1). Plans are read through loadPlans in load.go, which takes the shared
+// -p NAME=VALUE parameter flags (paramFlags) and prints diagnostics with printDiagnostics.
