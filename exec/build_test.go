@@ -1,0 +1,243 @@
+package exec
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/planner"
+)
+
+// gbuild builds a planner.Graph by hand, the way Elaborate would, so the reference and the
+// engines can be tested on exact shapes (and on shapes the checker would reject).
+type gbuild struct {
+	g     *planner.Graph
+	line  int
+	names map[string]planner.OpID // "rank/name" -> op
+	qname map[string]planner.QueueID
+	peerQ map[planner.QueueID]string // peer queue name
+	after []pendingEdge
+}
+
+type pendingEdge struct {
+	rank     int
+	from, to string
+}
+
+func newBuild(name string, ranks int) *gbuild {
+	return &gbuild{
+		g:     &planner.Graph{Name: name, File: name + ".dag", Ranks: ranks, Rank: make([]planner.RankSpan, ranks)},
+		names: map[string]planner.OpID{},
+		qname: map[string]planner.QueueID{},
+		peerQ: map[planner.QueueID]string{},
+	}
+}
+
+func (b *gbuild) pos() dsl.Pos {
+	b.line++
+	return dsl.Pos{File: b.g.File, Line: b.line, Col: 1}
+}
+
+// buffer declares a symmetric buffer; init gives element i on rank (nil: zeroed).
+func (b *gbuild) buffer(name string, t planner.ElemType, count int64, acc planner.Access, init func(rank int, i int64) float64) planner.BufID {
+	buf := planner.Buffer{Name: name, Type: t, Count: count, Access: acc, Pos: b.pos()}
+	if init != nil {
+		buf.Init = func(rank int, dst []byte) error {
+			for i := int64(0); i < count; i++ {
+				putElem(t, dst, i, init(rank, i))
+			}
+			return nil
+		}
+	}
+	b.g.Buffers = append(b.g.Buffers, buf)
+	return planner.BufID(len(b.g.Buffers) - 1)
+}
+
+func putElem(t planner.ElemType, dst []byte, i int64, v float64) {
+	off := i * t.Size()
+	le := binary.LittleEndian
+	switch t {
+	case planner.U8:
+		dst[off] = uint8(int64(v))
+	case planner.I32, planner.U32:
+		le.PutUint32(dst[off:], uint32(int64(v)))
+	case planner.I64, planner.U64:
+		le.PutUint64(dst[off:], uint64(int64(v)))
+	case planner.F32:
+		le.PutUint32(dst[off:], math.Float32bits(float32(v)))
+	case planner.F64:
+		le.PutUint64(dst[off:], math.Float64bits(v))
+	}
+}
+
+// rankB declares one rank's queues and ops. Ranks must be built in order 0, 1, ...
+type rankB struct {
+	b *gbuild
+	r int
+}
+
+func (b *gbuild) rank(r int, fn func(rb *rankB)) {
+	b.g.Rank[r].FirstOp = planner.OpID(len(b.g.Ops))
+	b.g.Rank[r].FirstQueue = planner.QueueID(len(b.g.Queues))
+	fn(&rankB{b: b, r: r})
+	b.g.Rank[r].EndOp = planner.OpID(len(b.g.Ops))
+	b.g.Rank[r].EndQueue = planner.QueueID(len(b.g.Queues))
+}
+
+// forEach builds every rank with the same SPMD body.
+func (b *gbuild) forEach(fn func(rb *rankB)) *gbuild {
+	for r := 0; r < b.g.Ranks; r++ {
+		b.rank(r, fn)
+	}
+	return b
+}
+
+func (rb *rankB) queue(name string, peer int, peerName string) {
+	g := rb.b.g
+	if peerName == "" {
+		peerName = name
+	}
+	g.Queues = append(g.Queues, planner.Queue{Name: name, Rank: rb.r, PeerRank: peer, Peer: planner.None, Depth: 128, Pos: rb.b.pos()})
+	id := planner.QueueID(len(g.Queues) - 1)
+	rb.b.qname[fmt.Sprintf("%d/%s", rb.r, name)] = id
+	rb.b.peerQ[id] = peerName
+}
+
+// sl makes a slice of buffer buf [lo, hi).
+func sl(buf planner.BufID, lo, hi int64) planner.Slice {
+	return planner.Slice{Buf: buf, Off: lo, Len: hi - lo}
+}
+
+// opSpec is an op to add; Queue is given by name.
+type opSpec struct {
+	Kind              planner.OpKind
+	Q                 string
+	Src, Dst, Fetch   planner.Slice
+	Red               planner.ReduceOp
+	A, B              int64
+	Notify, Inline    bool
+	After             []string
+	srcSet, dstSet, f bool
+}
+
+func (rb *rankB) op(name string, s opSpec) {
+	g := rb.b.g
+	op := planner.Op{Name: name, Rank: rb.r, Kind: s.Kind, Queue: planner.None, Src: planner.NoSlice, Dst: planner.NoSlice,
+		Fetch: planner.NoSlice, Red: s.Red, A: s.A, B: s.B, Notify: s.Notify, Inline: s.Inline, Match: planner.None, Index: -1, Pos: rb.b.pos()}
+	if s.Src.Len > 0 {
+		op.Src = s.Src
+	}
+	if s.Dst.Len > 0 {
+		op.Dst = s.Dst
+	}
+	if s.Fetch.Len > 0 {
+		op.Fetch = s.Fetch
+	}
+	id := planner.OpID(len(g.Ops))
+	if s.Kind.OnQueue() {
+		qid, ok := rb.b.qname[fmt.Sprintf("%d/%s", rb.r, s.Q)]
+		if !ok {
+			panic("test build: unknown queue " + s.Q)
+		}
+		op.Queue = qid
+		q := &g.Queues[qid]
+		if s.Kind.IsRecvSide() {
+			op.Index = len(q.RecvOps)
+			q.RecvOps = append(q.RecvOps, id)
+		} else {
+			op.Index = len(q.SendOps)
+			q.SendOps = append(q.SendOps, id)
+		}
+	}
+	g.Ops = append(g.Ops, op)
+	rb.b.names[fmt.Sprintf("%d/%s", rb.r, name)] = id
+	for _, a := range s.After {
+		rb.b.after = append(rb.b.after, pendingEdge{rank: rb.r, from: a, to: name})
+	}
+}
+
+// dep adds `to after from` on this rank (forward references allowed).
+func (rb *rankB) dep(to string, from ...string) {
+	for _, f := range from {
+		rb.b.after = append(rb.b.after, pendingEdge{rank: rb.r, from: f, to: to})
+	}
+}
+
+// done pairs queues, matches sends with recvs, resolves edges and indexes the graph.
+func (b *gbuild) done() *planner.Graph {
+	g := b.g
+	for qi := range g.Queues {
+		q := &g.Queues[qi]
+		if p, ok := b.qname[fmt.Sprintf("%d/%s", q.PeerRank, b.peerQ[planner.QueueID(qi)])]; ok {
+			q.Peer = p
+		}
+	}
+	for qi := range g.Queues {
+		q := &g.Queues[qi]
+		if q.Peer == planner.None {
+			continue
+		}
+		k := 0
+		peer := &g.Queues[q.Peer]
+		for _, id := range q.SendOps {
+			op := &g.Ops[id]
+			if op.Kind == planner.OpSend || (op.Kind == planner.OpWrite && op.Notify) {
+				if k < len(peer.RecvOps) {
+					op.Match = peer.RecvOps[k]
+					g.Ops[peer.RecvOps[k]].Match = id
+				}
+				k++
+			}
+		}
+	}
+	for _, e := range b.after {
+		from, ok1 := b.names[fmt.Sprintf("%d/%s", e.rank, e.from)]
+		to, ok2 := b.names[fmt.Sprintf("%d/%s", e.rank, e.to)]
+		if !ok1 || !ok2 {
+			panic(fmt.Sprintf("test build: unknown op in %s after %s on rank %d", e.to, e.from, e.rank))
+		}
+		g.Edges = append(g.Edges, planner.Edge{From: from, To: to, Pos: g.Ops[to].Pos})
+	}
+	g.Index()
+	return g
+}
+
+// opID finds op name on rank.
+func (b *gbuild) opID(rank int, name string) planner.OpID {
+	return b.names[fmt.Sprintf("%d/%s", rank, name)]
+}
+
+// ringAllreduce builds the DSL.md ring allreduce (data f32[ranks*n] init rank+1).
+func ringAllreduce(ranks int, n int64) *planner.Graph {
+	b := newBuild("ring_allreduce", ranks)
+	data := b.buffer("data", planner.F32, int64(ranks)*n, planner.RemoteWrite, func(r int, _ int64) float64 { return float64(r + 1) })
+	tmp := b.buffer("tmp", planner.F32, n, 0, nil)
+	mod := func(a int) int64 { return int64(((a % ranks) + ranks) % ranks) }
+	b.forEach(func(rb *rankB) {
+		r := rb.r
+		rb.queue("right", (r+1)%ranks, "left")
+		rb.queue("left", (r-1+ranks)%ranks, "right")
+		for s := 0; s < ranks-1; s++ {
+			sc, rc := mod(r-s), mod(r-s-1)
+			rb.op(fmt.Sprintf("tx[%d]", s), opSpec{Kind: planner.OpSend, Q: "right", Src: sl(data, sc*n, (sc+1)*n)})
+			rb.op(fmt.Sprintf("rx[%d]", s), opSpec{Kind: planner.OpRecv, Q: "left", Dst: sl(tmp, 0, n)})
+			rb.op(fmt.Sprintf("red[%d]", s), opSpec{Kind: planner.OpReduce, Red: planner.RedSum, Dst: sl(data, rc*n, (rc+1)*n), Src: sl(tmp, 0, n),
+				After: []string{fmt.Sprintf("rx[%d]", s)}})
+			if s > 0 {
+				rb.dep(fmt.Sprintf("tx[%d]", s), fmt.Sprintf("red[%d]", s-1))
+				rb.dep(fmt.Sprintf("rx[%d]", s), fmt.Sprintf("red[%d]", s-1))
+			}
+		}
+		for s := 0; s < ranks-1; s++ {
+			c := mod(r - s + 1)
+			after := fmt.Sprintf("got[%d]", s-1)
+			if s == 0 {
+				after = fmt.Sprintf("red[%d]", ranks-2)
+			}
+			rb.op(fmt.Sprintf("ag[%d]", s), opSpec{Kind: planner.OpWrite, Q: "right", Src: sl(data, c*n, (c+1)*n), Dst: sl(data, c*n, (c+1)*n), Notify: true, After: []string{after}})
+			rb.op(fmt.Sprintf("got[%d]", s), opSpec{Kind: planner.OpRecv, Q: "left"})
+		}
+	})
+	return b.done()
+}

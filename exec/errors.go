@@ -1,0 +1,95 @@
+package exec
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/planner"
+)
+
+// OpError is a runtime fault of one op: it names the op, its rank and queue, and the source line
+// the op (and the WQE made from it) came from, so a person can find it in the .dag file.
+type OpError struct {
+	Op    string  // op name with indices, e.g. "tx[2]"
+	Rank  int     // the rank that posted it
+	Queue string  // queue name, "" for host ops
+	Pos   dsl.Pos // the op statement
+	Err   error   // what went wrong
+}
+
+func (e *OpError) Error() string {
+	where := fmt.Sprintf("op %s on rank %d", e.Op, e.Rank)
+	if e.Queue != "" {
+		where += fmt.Sprintf(", queue %s", e.Queue)
+	}
+	return fmt.Sprintf("%s: %s: %v", e.Pos, where, e.Err)
+}
+
+// Unwrap returns the underlying cause.
+func (e *OpError) Unwrap() error { return e.Err }
+
+// opError wraps err as a fault of op id of g.
+func opError(g *planner.Graph, id planner.OpID, err error) *OpError {
+	op := &g.Ops[id]
+	q := ""
+	if op.Queue != planner.None {
+		q = g.Queues[op.Queue].Name
+	}
+	return &OpError{Op: op.Name, Rank: op.Rank, Queue: q, Pos: op.Pos, Err: err}
+}
+
+func opErrorf(g *planner.Graph, id planner.OpID, format string, args ...any) *OpError {
+	return opError(g, id, fmt.Errorf(format, args...))
+}
+
+// ErrHang is wrapped by the error of a run that stopped making progress; the HangError says
+// where.
+var ErrHang = errors.New("run stopped making progress")
+
+// Stuck is one blocked item of a hung run: a WAIT that never saw its count, or an op whose
+// completion never came.
+type Stuck struct {
+	Rank     int
+	Queue    string // the queue that is blocked (the one holding the WAIT, or the op's queue)
+	CQ       string // the CQ waited on or polled
+	Reached  uint64 // completions seen on CQ
+	Awaited  uint64 // completions needed
+	Producer string // the op expected to produce the awaited completion, with its position
+	What     string // "WAIT", "post", "recv", ...
+}
+
+func (s Stuck) String() string {
+	msg := fmt.Sprintf("rank %d: %s on queue %s is stuck: CQ %s reached %d of %d completions",
+		s.Rank, s.What, s.Queue, s.CQ, s.Reached, s.Awaited)
+	if s.Producer != "" {
+		msg += "; expected from " + s.Producer
+	}
+	return msg
+}
+
+// HangError reports a run that made no progress for the hang timeout, with every stuck item
+// (first the ones that block others).
+type HangError struct {
+	Iteration int
+	Stuck     []Stuck
+	Detail    string // the provider's own stall diagnosis, if it gave one
+}
+
+func (e *HangError) Error() string {
+	msg := fmt.Sprintf("iteration %d: %v", e.Iteration, ErrHang)
+	for i, s := range e.Stuck {
+		if i == 6 {
+			msg += fmt.Sprintf("\n  ... and %d more", len(e.Stuck)-i)
+			break
+		}
+		msg += "\n  " + s.String()
+	}
+	if e.Detail != "" {
+		msg += "\n  NIC: " + e.Detail
+	}
+	return msg
+}
+
+// Unwrap lets errors.Is(err, ErrHang) recognise a hang.
+func (e *HangError) Unwrap() error { return ErrHang }

@@ -1,0 +1,323 @@
+package exec
+
+import (
+	"github.com/coredag/coredag/planner"
+)
+
+// Reference runs g serially and returns the final memory of one iteration: every buffer reset to
+// its init values, then every op executed once, atomically, in a topological order of the
+// happens-before relation (after edges, FIFO order on each queue side, and each send or notify
+// write together with the recv it matches, which run as one step: the data lands when both are
+// posted). For a race-free plan any such order gives the same memory, so this is the result
+// every engine must reproduce.
+//
+// The reference checks what a NIC would check: matching, lengths, bounds and remote access
+// flags. A violation is an *OpError naming the op; a dependency cycle is an error naming an op
+// on it.
+func Reference(g *planner.Graph) (*Memory, error) {
+	order, err := SerialOrder(g)
+	if err != nil {
+		return nil, err
+	}
+	m := NewMemory(g)
+	if err := m.ResetAll(); err != nil {
+		return nil, err
+	}
+	for _, id := range order {
+		if err := m.Apply(id); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// SerialOrder returns the ops of g in a topological order of happens-before, with each matched
+// recv left out (Apply on its send or notify write performs it). Among ready ops the lowest id
+// goes first, so the order is deterministic.
+func SerialOrder(g *planner.Graph) ([]planner.OpID, error) {
+	n := len(g.Ops)
+	// node[i] is the op that carries op i: a matched recv merges into its sender.
+	node := make([]int32, n)
+	for i := range g.Ops {
+		node[i] = int32(i)
+	}
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		switch {
+		case op.Kind == planner.OpSend || (op.Kind == planner.OpWrite && op.Notify):
+			if op.Match == planner.None {
+				return nil, opErrorf(g, planner.OpID(i), "%s has no matching recv on rank %d: it would never complete", op.Kind, peerRank(g, op))
+			}
+			node[op.Match] = int32(i)
+		case op.Kind == planner.OpRecv && op.Match == planner.None:
+			return nil, opErrorf(g, planner.OpID(i), "recv has no matching send or notify write from rank %d: it would never complete", peerRank(g, op))
+		}
+	}
+	type arc struct{ from, to int32 }
+	var arcs []arc
+	add := func(a, b planner.OpID) error {
+		x, y := node[a], node[b]
+		if x == y {
+			return opErrorf(g, b, "must start after %s completes, but they are one transfer (the send completes only after its recv is posted): this deadlocks", g.OpString(a))
+		}
+		arcs = append(arcs, arc{x, y})
+		return nil
+	}
+	for _, e := range g.Edges {
+		if err := add(e.From, e.To); err != nil {
+			return nil, err
+		}
+	}
+	for qi := range g.Queues {
+		q := &g.Queues[qi]
+		for _, side := range [][]planner.OpID{q.SendOps, q.RecvOps} {
+			for k := 1; k < len(side); k++ {
+				if err := add(side[k-1], side[k]); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	indeg := make([]int32, n)
+	start := make([]int32, n+1)
+	for _, a := range arcs {
+		indeg[a.to]++
+		start[a.from+1]++
+	}
+	for i := 0; i < n; i++ {
+		start[i+1] += start[i]
+	}
+	succ := make([]int32, len(arcs))
+	fill := append([]int32(nil), start[:n]...)
+	for _, a := range arcs {
+		succ[fill[a.from]] = a.to
+		fill[a.from]++
+	}
+	h := &minHeap{}
+	for i := 0; i < n; i++ {
+		if node[i] == int32(i) && indeg[i] == 0 {
+			h.push(int32(i))
+		}
+	}
+	order := make([]planner.OpID, 0, n)
+	for h.len() > 0 {
+		x := h.pop()
+		order = append(order, planner.OpID(x))
+		for _, y := range succ[start[x]:start[x+1]] {
+			if indeg[y]--; indeg[y] == 0 {
+				h.push(y)
+			}
+		}
+	}
+	nodes := 0
+	for i := 0; i < n; i++ {
+		if node[i] == int32(i) {
+			nodes++
+		}
+	}
+	if len(order) != nodes {
+		for i := 0; i < n; i++ {
+			if node[i] == int32(i) && indeg[i] > 0 {
+				return nil, opErrorf(g, planner.OpID(i), "is on a dependency cycle (through after edges, queue order or send/recv matching): it can never start")
+			}
+		}
+	}
+	return order, nil
+}
+
+// minHeap is a binary min-heap of op ids.
+type minHeap struct{ a []int32 }
+
+func (h *minHeap) len() int { return len(h.a) }
+
+func (h *minHeap) push(x int32) {
+	h.a = append(h.a, x)
+	i := len(h.a) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if h.a[p] <= h.a[i] {
+			break
+		}
+		h.a[p], h.a[i] = h.a[i], h.a[p]
+		i = p
+	}
+}
+
+func (h *minHeap) pop() int32 {
+	x := h.a[0]
+	last := len(h.a) - 1
+	h.a[0] = h.a[last]
+	h.a = h.a[:last]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < last && h.a[l] < h.a[m] {
+			m = l
+		}
+		if r < last && h.a[r] < h.a[m] {
+			m = r
+		}
+		if m == i {
+			return x
+		}
+		h.a[m], h.a[i] = h.a[i], h.a[m]
+		i = m
+	}
+}
+
+func peerRank(g *planner.Graph, op *planner.Op) int {
+	if op.Queue == planner.None {
+		return op.Rank
+	}
+	return g.Queues[op.Queue].PeerRank
+}
+
+// Apply executes op id atomically on m with its exact semantics. A send or notify write also
+// performs its matched recv. Errors are *OpError values naming the op.
+func (m *Memory) Apply(id planner.OpID) error {
+	g := m.g
+	op := &g.Ops[id]
+	local := func(s planner.Slice) ([]byte, error) {
+		b, err := m.SliceBytes(op.Rank, s)
+		if err != nil {
+			return nil, opError(g, id, err)
+		}
+		return b, nil
+	}
+	remote := func(s planner.Slice, need planner.Access) ([]byte, error) {
+		peer := peerRank(g, op)
+		if !s.Valid() {
+			return nil, opErrorf(g, id, "%s has no remote slice", op.Kind)
+		}
+		b, err := m.SliceBytes(peer, s)
+		if err != nil {
+			return nil, opErrorf(g, id, "remote access to rank %d: %v", peer, err)
+		}
+		if buf := &g.Buffers[s.Buf]; buf.Access&need == 0 {
+			return nil, opErrorf(g, id, "remote access error: %s on rank %d is not %s (add the flag to buffer %s)", g.SliceString(s), peer, need, buf.Name)
+		}
+		return b, nil
+	}
+	switch op.Kind {
+	case planner.OpSend, planner.OpWrite:
+		src, err := local(op.Src)
+		if err != nil {
+			return err
+		}
+		if op.Kind == planner.OpWrite {
+			dst, err := remote(op.Dst, planner.RemoteWrite)
+			if err != nil {
+				return err
+			}
+			if len(dst) != len(src) {
+				return opErrorf(g, id, "write of %d bytes into %s of %d bytes", len(src), g.SliceString(op.Dst), len(dst))
+			}
+			copy(dst, src)
+			if !op.Notify {
+				return nil
+			}
+		}
+		if op.Match == planner.None {
+			return opErrorf(g, id, "%s has no matching recv on rank %d", op.Kind, peerRank(g, op))
+		}
+		rv := &g.Ops[op.Match]
+		dst, err := m.SliceBytes(rv.Rank, rv.Dst)
+		if err != nil {
+			return opError(g, op.Match, err)
+		}
+		if op.Kind == planner.OpWrite {
+			if len(dst) != 0 {
+				return opErrorf(g, op.Match, "recv matched with notify write %s must have no slice", g.OpString(id))
+			}
+			return nil
+		}
+		if len(dst) != len(src) {
+			return opErrorf(g, id, "send of %d bytes matched with recv %s of %d bytes", len(src), g.OpString(op.Match), len(dst))
+		}
+		copy(dst, src)
+	case planner.OpRecv:
+		// Performed by its sender.
+	case planner.OpRead:
+		src, err := remote(op.Src, planner.RemoteRead)
+		if err != nil {
+			return err
+		}
+		dst, err := local(op.Dst)
+		if err != nil {
+			return err
+		}
+		if len(dst) != len(src) {
+			return opErrorf(g, id, "read of %d bytes into %s of %d bytes", len(src), g.SliceString(op.Dst), len(dst))
+		}
+		copy(dst, src)
+	case planner.OpAtomicAdd, planner.OpAtomicCAS:
+		tgt, err := remote(op.Dst, planner.RemoteAtomic)
+		if err != nil {
+			return err
+		}
+		if len(tgt) != 8 {
+			return opErrorf(g, id, "atomic target %s is %d bytes, not 8", g.SliceString(op.Dst), len(tgt))
+		}
+		fetch, err := local(op.Fetch)
+		if err != nil {
+			return err
+		}
+		if op.Fetch.Valid() && len(fetch) != 8 {
+			return opErrorf(g, id, "atomic fetch target %s is %d bytes, not 8", g.SliceString(op.Fetch), len(fetch))
+		}
+		old := AtomicApply(op.Kind, tgt, op.A, op.B)
+		if fetch != nil {
+			putU64(fetch, old)
+		}
+	case planner.OpReduce, planner.OpCopy, planner.OpNop:
+		return m.RunHost(id)
+	default:
+		return opErrorf(g, id, "unknown op kind #%d", op.Kind)
+	}
+	return nil
+}
+
+// RunHost executes host op id (reduce, copy or nop) on the CPU against m.
+func (m *Memory) RunHost(id planner.OpID) error {
+	g := m.g
+	op := &g.Ops[id]
+	switch op.Kind {
+	case planner.OpNop:
+		return nil
+	case planner.OpReduce, planner.OpCopy:
+	default:
+		return opErrorf(g, id, "%s is not a host op", op.Kind)
+	}
+	dst, err := m.SliceBytes(op.Rank, op.Dst)
+	if err != nil {
+		return opError(g, id, err)
+	}
+	src, err := m.SliceBytes(op.Rank, op.Src)
+	if err != nil {
+		return opError(g, id, err)
+	}
+	if op.Kind == planner.OpCopy {
+		if len(dst) != len(src) {
+			return opErrorf(g, id, "copy of %d bytes into %s of %d bytes", len(src), g.SliceString(op.Dst), len(dst))
+		}
+		copy(dst, src)
+		return nil
+	}
+	if op.Src.Buf == planner.None || op.Dst.Buf == planner.None {
+		return opErrorf(g, id, "reduce needs two slices")
+	}
+	t := g.Buffers[op.Dst.Buf].Type
+	if g.Buffers[op.Src.Buf].Type != t {
+		return opErrorf(g, id, "reduce of %s from %s: element types differ", t, g.Buffers[op.Src.Buf].Type)
+	}
+	if err := Reduce(t, op.Red, dst, src); err != nil {
+		return opError(g, id, err)
+	}
+	return nil
+}
+
+func putU64(b []byte, v uint64) {
+	_ = b[7]
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+	b[4], b[5], b[6], b[7] = byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56)
+}
