@@ -1,0 +1,272 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/coredag/coredag/dsl"
+)
+
+// This file defines the Plan: what Compile hands to the engines, the listing and the viz.
+// A Plan is plain data. Every rank has work queues (the send and receive side of each graph
+// queue, plus the management queue and the host-signal queue when the target needs them), one CQ
+// per work queue, and per queue a chain of WQEs for one iteration. Counts in WAIT and ENABLE
+// entries are absolute for iteration 0; iteration i adds i times the per-iteration count of the
+// CQ or work queue they name, wrapping at 2^24 (CQ) and 2^16 (work queue) like the hardware
+// producer indices do (package wait has the arithmetic).
+
+// Style is how a target enforces cross-queue dependencies.
+type Style uint8
+
+// Lowering styles (DESIGN.md, CORE-Direct in brief).
+const (
+	// StyleNone: no WAIT or ENABLE entries; the polling engine enforces dependencies on the CPU.
+	StyleNone Style = iota
+	// StyleManaged: all data queues are managed; a per-rank management queue holds WAIT and
+	// ENABLE entries and walks the DAG.
+	StyleManaged
+	// StyleInline: WAITs sit in the data send queues right before the WQE they guard; receive
+	// queues with dependencies are managed and enabled from their queue pair's send queue.
+	StyleInline
+)
+
+var styleNames = [...]string{"none", "managed", "inline"}
+
+func (s Style) String() string {
+	if int(s) < len(styleNames) {
+		return styleNames[s]
+	}
+	return fmt.Sprintf("Style(%d)", s)
+}
+
+// Target is a named NIC capability profile that Compile lowers for.
+type Target struct {
+	Name         string
+	Description  string
+	CrossChannel bool  // CQE_WAIT / SEND_EN / RECV_EN are available
+	Style        Style // how dependencies are enforced
+	// PrePost is true when whole chains are posted before an iteration starts (offload), so every
+	// data queue's chain for one iteration must fit its declared depth.
+	PrePost    bool
+	MaxWQDepth int // largest work queue the NIC supports (WQEs)
+	MaxCQDepth int // largest CQ the NIC supports (CQEs)
+	MaxInline  int // largest inline payload in bytes (0: no inline sends)
+	// CanCalc reports that the NIC can reduce data itself (vector calc). Compile lowers every
+	// reduce to a HOST step today; the flag describes the hardware.
+	CanCalc bool
+}
+
+// Opcode is what a WQE asks the NIC (or, for HOST, the CPU) to do.
+type Opcode uint8
+
+// WQE opcodes. The names are those of the verbs and MLNX_OFED experimental verbs they map to.
+const (
+	OpcSend       Opcode = iota // SEND (two-sided)
+	OpcRecv                     // RECV (posted receive buffer)
+	OpcWrite                    // RDMA_WRITE
+	OpcWriteImm                 // RDMA_WRITE_IMM (notify write: consumes a recv at the peer)
+	OpcRead                     // RDMA_READ
+	OpcAtomicFAdd               // ATOMIC_FADD (8-byte fetch-and-add)
+	OpcAtomicCAS                // ATOMIC_CAS (8-byte compare-and-swap)
+	OpcNop                      // NOP (host-signal: completes to tell the NIC a CPU step is done)
+	OpcWait                     // CQE_WAIT (cross-channel: stop until a CQ reached a count)
+	OpcSendEnable               // SEND_EN (cross-channel: let a managed send queue run up to an index)
+	OpcRecvEnable               // RECV_EN (cross-channel: let a managed receive queue run up to an index)
+	OpcHost                     // HOST (a CPU step, e.g. reduce; never posted to the NIC)
+	numOpcodes
+)
+
+var opcodeNames = [...]string{"SEND", "RECV", "RDMA_WRITE", "RDMA_WRITE_IMM", "RDMA_READ",
+	"ATOMIC_FADD", "ATOMIC_CAS", "NOP", "CQE_WAIT", "SEND_EN", "RECV_EN", "HOST"}
+
+func (o Opcode) String() string {
+	if o < numOpcodes {
+		return opcodeNames[o]
+	}
+	return fmt.Sprintf("Opcode(%d)", o)
+}
+
+// ParseOpcode maps an opcode name (as String prints it) back to its Opcode.
+func ParseOpcode(s string) (Opcode, bool) {
+	for i, n := range opcodeNames {
+		if n == s {
+			return Opcode(i), true
+		}
+	}
+	return 0, false
+}
+
+// Posted reports whether WQEs with this opcode are posted to a NIC work queue (all but HOST).
+func (o Opcode) Posted() bool { return o != OpcHost }
+
+// IsData reports whether the opcode moves data (or consumes a message) for a graph op.
+func (o Opcode) IsData() bool { return o <= OpcAtomicCAS }
+
+// IsReadLike reports whether a later WQE of the same queue needs a fence to start only after
+// this one completed (RDMA_READ and atomics write local memory late).
+func (o Opcode) IsReadLike() bool {
+	return o == OpcRead || o == OpcAtomicFAdd || o == OpcAtomicCAS
+}
+
+// Flags are per-WQE flags.
+type Flags uint8
+
+// WQE flags.
+const (
+	Signalled Flags = 1 << iota // produce a CQE (IBV_SEND_SIGNALED); receives always do
+	Fence                       // start only after earlier READ/ATOMIC WQEs of the queue completed
+	Inline                      // payload copied into the WQE (IBV_SEND_INLINE)
+)
+
+func (f Flags) String() string {
+	s := ""
+	for _, x := range []struct {
+		bit  Flags
+		name string
+	}{{Signalled, "signalled"}, {Fence, "fence"}, {Inline, "inline"}} {
+		if f&x.bit != 0 {
+			if s != "" {
+				s += ","
+			}
+			s += x.name
+		}
+	}
+	return s
+}
+
+// Cond is a completion condition: the rank-local CQ has produced at least Count completions
+// (cumulative over the CQ's life, 24-bit, compared cyclically). Count is for iteration 0.
+type Cond struct {
+	CQ    int    // index into RankPlan.CQs
+	Count uint32 // producer index to reach, iteration 0
+	Op    OpID   // the op whose completion this count stands for
+}
+
+// WQE is one entry of a work queue chain.
+//
+// Operands by opcode:
+//
+//	SEND            Local: payload (may be absent)             Peer
+//	RECV            Local: landing buffer (may be absent)
+//	RDMA_WRITE(_IMM) Local: source, Remote: destination        Peer
+//	RDMA_READ       Remote: source, Local: destination         Peer
+//	ATOMIC_*        Remote: the 8-byte element, Local: fetched old value (may be absent), A, B   Peer
+//	CQE_WAIT        Wait: the CQ and count (Wait.Op is the op awaited)
+//	SEND_EN/RECV_EN Queue: the managed work queue, UpTo: WQEs [0, UpTo) may run (iteration 0)
+//	HOST            Op: the graph op the CPU runs; Waits: completions it needs first
+//	NOP             Op: the host op whose completion it signals
+type WQE struct {
+	Opcode Opcode
+	// Op is the graph op the entry belongs to: for data WQEs, HOST and NOP the op itself; for
+	// CQE_WAIT the op it holds back; for SEND_EN/RECV_EN the last op it enables.
+	Op   OpID
+	Name string  // Op's name, e.g. "tx[2]"
+	Pos  dsl.Pos // Op's source position
+	// Local and Remote are the operands as graph slices; Remote lives on rank Peer.
+	Local, Remote Slice
+	Peer          int   // peer rank for data WQEs, -1 otherwise
+	A, B          int64 // atomic operands: FADD addend in A; CAS compare in A, swap in B
+	Red           ReduceOp
+	Flags         Flags
+	Wait          Cond   // CQE_WAIT only
+	Queue         int    // SEND_EN/RECV_EN: the rank-local work queue index enabled
+	UpTo          uint32 // SEND_EN/RECV_EN: enabled producer index (exclusive), iteration 0
+	Waits         []Cond // HOST only: completions the CPU waits for before running the op
+}
+
+// Signalled reports whether the WQE produces a completion on its queue's CQ.
+func (w *WQE) Signalled() bool { return w.Flags&Signalled != 0 }
+
+// QueueKind says what a work queue carries.
+type QueueKind uint8
+
+// Work queue kinds.
+const (
+	SendQueue       QueueKind = iota // the send side of a graph queue's QP
+	RecvQueue                        // the receive side of a graph queue's QP
+	MgmtQueue                        // the management (cross-channel master) queue of a rank
+	HostSignalQueue                  // HOST steps (run by the CPU) and the NOPs that signal them
+)
+
+var queueKindNames = [...]string{"send", "recv", "mgmt", "host"}
+
+func (k QueueKind) String() string {
+	if int(k) < len(queueKindNames) {
+		return queueKindNames[k]
+	}
+	return fmt.Sprintf("QueueKind(%d)", k)
+}
+
+// WorkQueue is one NIC work queue of a rank with its chain for one iteration.
+type WorkQueue struct {
+	Name    string // "right.sq", "right.rq", "mgmt", "host"
+	Kind    QueueKind
+	Queue   QueueID // the graph queue (None for mgmt and host)
+	CQ      int     // rank-local CQ index, -1 when the queue needs none (host queue on generic)
+	Managed bool    // runs only up to what SEND_EN/RECV_EN allow
+	Depth   int     // work queue size to create (WQEs)
+	Chain   []WQE
+	// PerIteration is how many WQEs one iteration posts to the NIC (HOST entries excluded): the
+	// amount re-arm adds to ENABLE indices of this queue per iteration.
+	PerIteration uint32
+}
+
+// CQ is one completion queue of a rank; each serves exactly one work queue, so "the k-th
+// completion" names exactly one WQE.
+type CQ struct {
+	Name  string // "right.scq", "right.rcq", "mgmt.cq", "host.cq"
+	Queue int    // the rank-local work queue it serves
+	Depth int    // CQ size to create
+	// PerIteration is how many completions one iteration produces: the amount re-arm adds to
+	// WAIT counts on this CQ per iteration.
+	PerIteration uint32
+}
+
+// Loc is where a graph op landed in a Plan: the rank-local work queue and chain index of its
+// data WQE (or of its HOST entry for host ops).
+type Loc struct {
+	Queue int
+	Index int
+}
+
+// RankPlan is everything one rank posts.
+type RankPlan struct {
+	Rank   int
+	Queues []WorkQueue
+	CQs    []CQ
+	Mgmt   int // index of the management queue in Queues, -1 if the style has none
+	Host   int // index of the host-signal queue in Queues, -1 if the rank has no host ops
+	// SendWQ and RecvWQ map the rank's graph queues (QueueID minus the rank's FirstQueue) to
+	// the indices in Queues of their send and receive work queues.
+	SendWQ, RecvWQ []int
+}
+
+// Stats summarises a compiled plan (all ranks, one iteration).
+type Stats struct {
+	WQEs         int // posted WQEs (data, NOP, WAIT, ENABLE)
+	DataWQEs     int // data WQEs (send, recv, write, read, atomic)
+	HostSteps    int // HOST entries
+	NaiveWaits   int // WAITs a naive lowering emits: one per cross-queue dependency into NIC work
+	Waits        int // CQE_WAIT entries after minimisation
+	NaiveEnables int // ENABLEs a naive lowering emits: one per managed WQE
+	Enables      int // SEND_EN + RECV_EN entries after merging
+	HostWaits    int // completion conditions the CPU checks before HOST steps
+	Fences       int // WQEs with the fence flag
+	Signalled    int // posted WQEs that produce a completion
+	CriticalPath int // ops on the longest dependency path (after edges, queue order, matching)
+}
+
+// Plan is a Graph compiled for a Target.
+type Plan struct {
+	Graph  *Graph
+	Target Target
+	Ranks  []RankPlan
+	Loc    []Loc // indexed by OpID
+	Stats  Stats
+}
+
+// WQEOf returns the WQE an op was lowered to (the HOST entry for host ops).
+func (p *Plan) WQEOf(id OpID) *WQE {
+	r := p.Graph.Ops[id].Rank
+	l := p.Loc[id]
+	return &p.Ranks[r].Queues[l.Queue].Chain[l.Index]
+}
