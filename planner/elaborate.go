@@ -1,0 +1,631 @@
+package planner
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/coredag/coredag/dsl"
+)
+
+// Limits that keep a mistaken plan (a loop to 1e18, a million ranks) from exhausting the machine:
+// exceeding one is an error, never a hang.
+const (
+	MaxRanks      = 1 << 16
+	MaxOps        = 1 << 24 // ops over all ranks
+	MaxIterations = 1 << 27 // loop iterations over all ranks
+	DefaultDepth  = 128
+)
+
+// Elaborate evaluates the SPMD text of f for every rank into a Graph and runs the front-end
+// checks (names, shapes, matching). params overrides declared params (`coredag -p`). The error,
+// if any, is a dsl.ErrorList holding every diagnostic of the first phase that found some.
+func Elaborate(f *dsl.File, params map[string]int64) (*Graph, error) {
+	el := &elaborator{file: f, g: &Graph{File: f.Name}, overrides: params}
+	el.run()
+	if err := el.result(); err != nil {
+		return nil, err
+	}
+	return el.g, nil
+}
+
+// phase orders diagnostics: only the first phase with errors is reported (DSL.md, Details).
+type phase int
+
+const (
+	phaseNames phase = iota // names, declarations and expressions
+	phaseShapes             // bounds, lengths, types, access flags
+	phaseMatch              // queue pairing and send/recv matching
+	numPhases
+)
+
+// diags collects diagnostics of one phase. The same mistake made by every rank of an SPMD
+// text is one diagnostic that lists the ranks, not one per rank.
+type diags struct {
+	order []diagKey
+	ranks map[diagKey][]int
+}
+
+type diagKey struct {
+	pos dsl.Pos
+	msg string
+}
+
+func (d *diags) add(pos dsl.Pos, rank int, format string, args ...any) {
+	k := diagKey{pos, fmt.Sprintf(format, args...)}
+	if d.ranks == nil {
+		d.ranks = map[diagKey][]int{}
+	}
+	rs, seen := d.ranks[k]
+	if !seen {
+		d.order = append(d.order, k)
+	}
+	if rank >= 0 && (len(rs) == 0 || rs[len(rs)-1] != rank) {
+		rs = append(rs, rank)
+	}
+	d.ranks[k] = rs
+}
+
+func (d *diags) list(ranks int) dsl.ErrorList {
+	var l dsl.ErrorList
+	perPos := map[dsl.Pos]int{}
+	for _, k := range d.order {
+		perPos[k.pos]++
+		if perPos[k.pos] > 3 { // the rest are the same mistake with other values
+			continue
+		}
+		msg := k.msg
+		if rs := d.ranks[k]; len(rs) > 0 && ranks > 1 {
+			msg += " (" + rankList(rs, ranks) + ")"
+		}
+		l = append(l, &dsl.Error{Pos: k.pos, Msg: msg})
+	}
+	for pos, n := range perPos {
+		if n > 3 {
+			l = append(l, &dsl.Error{Pos: pos, Msg: fmt.Sprintf("... and %d more errors of this statement on other ranks", n-3)})
+		}
+	}
+	l.Sort()
+	return l
+}
+
+// rankList describes a set of ranks briefly: "on rank 3", "on ranks 0, 1, 2", "on all 8 ranks".
+func rankList(rs []int, ranks int) string {
+	switch {
+	case len(rs) == ranks:
+		return fmt.Sprintf("on all %d ranks", ranks)
+	case len(rs) == 1:
+		return fmt.Sprintf("on rank %d", rs[0])
+	}
+	var b strings.Builder
+	b.WriteString("on ranks ")
+	for i, r := range rs {
+		if i == 4 {
+			fmt.Fprintf(&b, " and %d more", len(rs)-4)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(r))
+	}
+	return b.String()
+}
+
+type elaborator struct {
+	file      *dsl.File
+	g         *Graph
+	overrides map[string]int64
+	diag      [numPhases]diags
+
+	globals *scope           // params, then the per-rank `rank` and `ranks` on top
+	bufIdx  map[string]BufID // buffer name -> id
+
+	// per-rank state, reset for each rank
+	rank      int
+	opIdx     map[string]OpID
+	queueIdx  map[string]QueueID
+	opNames   map[string]bool // base names of ops declared on this rank (for hints)
+	pending   []pendingRef
+	opQueue   []queueRef // per op of this rank: its queue reference
+	peerRefs  []queueRef // per queue of the graph: its peer queue reference
+	iters     int64
+	truncated bool
+}
+
+// pendingRef is a dependency edge by name, resolved once the whole rank is elaborated because
+// references may name ops declared later. The waiting side is an op id (an `after` clause) or,
+// in a dependency statement, another name.
+type pendingRef struct {
+	from opName
+	to   OpID   // the op that waits, or None
+	toBy opName // the waiting op's name when to is None
+}
+
+// opName is an evaluated reference to an op: "red[2]", its base name and where it was written.
+type opName struct {
+	name, base string
+	pos        dsl.Pos
+}
+
+// queueRef names a queue, resolved at the end of the rank like op references.
+type queueRef struct {
+	name string
+	pos  dsl.Pos
+}
+
+func (el *elaborator) errorf(ph phase, pos dsl.Pos, format string, args ...any) {
+	el.diag[ph].add(pos, el.rank, format, args...)
+}
+
+// globalErrorf reports a mistake that does not depend on the rank.
+func (el *elaborator) globalErrorf(ph phase, pos dsl.Pos, format string, args ...any) {
+	el.diag[ph].add(pos, -1, format, args...)
+}
+
+func (el *elaborator) result() error {
+	for ph := range el.diag {
+		if l := el.diag[ph].list(el.g.Ranks); len(l) > 0 {
+			return l
+		}
+	}
+	return nil
+}
+
+func (el *elaborator) run() {
+	el.header()
+	if el.result() != nil || el.g.Ranks == 0 {
+		return
+	}
+	el.g.Rank = make([]RankSpan, el.g.Ranks)
+	el.opIdx = map[string]OpID{}
+	el.queueIdx = map[string]QueueID{}
+	el.opNames = map[string]bool{}
+	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
+		el.elaborateRank(r)
+	}
+	if el.result() != nil {
+		return
+	}
+	el.pairQueues()
+	if el.result() != nil {
+		return
+	}
+	el.matchMessages()
+	el.g.Index()
+}
+
+// header reads what is global: the plan name, params (with -p overrides) and buffers.
+func (el *elaborator) header() {
+	g := el.g
+	el.globals = &scope{}
+	declared := map[string]dsl.Pos{}
+	seenPlan := false
+	for i, st := range el.file.Stmts {
+		switch st := st.(type) {
+		case *dsl.PlanStmt:
+			switch {
+			case seenPlan:
+				el.globalErrorf(phaseNames, st.Pos(), "second plan statement: a file holds one plan, named once at its top")
+			case i != 0:
+				el.globalErrorf(phaseNames, st.Pos(), "plan %s must be the first statement of the file", st.Name.Name)
+			}
+			seenPlan = true
+			g.Name = st.Name.Name
+		case *dsl.ParamStmt:
+			name := st.Name.Name
+			if p, dup := declared[name]; dup {
+				el.globalErrorf(phaseNames, st.Name.Pos(), "param %s declared twice (first at %s)", name, p)
+				continue
+			}
+			declared[name] = st.Name.Pos()
+			v, err := evalInt(st.Value, el.globals)
+			if err != nil {
+				el.globalErrorf(phaseNames, err.pos, "%s", err.msg)
+				continue
+			}
+			if ov, ok := el.overrides[name]; ok {
+				v = ov
+			}
+			el.globals.bind(name, v)
+			g.Params = append(g.Params, Param{Name: name, Value: v, Pos: st.Name.Pos()})
+		}
+	}
+	if !seenPlan {
+		pos := dsl.Pos{File: el.file.Name, Line: 1, Col: 1}
+		if len(el.file.Stmts) > 0 {
+			pos = el.file.Stmts[0].Pos()
+		}
+		el.globalErrorf(phaseNames, pos, "missing plan statement: start the file with `plan NAME`")
+	}
+	var unknown []string
+	for name := range el.overrides {
+		if _, ok := declared[name]; !ok {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	for _, name := range unknown {
+		names := make([]string, 0, len(g.Params))
+		for _, p := range g.Params {
+			names = append(names, p.Name)
+		}
+		hint := "the plan declares no params"
+		if len(names) > 0 {
+			hint = "declared params: " + strings.Join(names, ", ")
+		}
+		el.globalErrorf(phaseNames, dsl.Pos{File: el.file.Name}, "-p %s: the plan has no param %s (%s)", name, name, hint)
+	}
+	g.Ranks = 1
+	if v, ok := el.globals.lookup("ranks"); ok {
+		if v < 1 || v > MaxRanks {
+			el.globalErrorf(phaseNames, declared["ranks"], "ranks = %d: the world size must be between 1 and %d", v, MaxRanks)
+			g.Ranks = 0
+			return
+		}
+		g.Ranks = int(v)
+	} else {
+		el.globals.bind("ranks", 1)
+	}
+	el.bufIdx = map[string]BufID{}
+	for _, st := range el.file.Stmts {
+		if st, ok := st.(*dsl.BufferStmt); ok {
+			el.buffer(st)
+		}
+	}
+}
+
+func (el *elaborator) buffer(st *dsl.BufferStmt) {
+	name := st.Name.Name
+	if id, dup := el.bufIdx[name]; dup {
+		el.globalErrorf(phaseNames, st.Name.Pos(), "buffer %s declared twice (first at %s)", name, el.g.Buffers[id].Pos)
+		return
+	}
+	b := Buffer{Name: name, Pos: st.Name.Pos()}
+	t, ok := ParseElemType(st.Type.Name)
+	if !ok {
+		el.globalErrorf(phaseNames, st.Type.Pos(), "unknown element type %s (one of u8 i32 u32 i64 u64 f32 f64)", st.Type.Name)
+		return
+	}
+	b.Type = t
+	if uses(st.Count, "rank") {
+		el.globalErrorf(phaseNames, st.Count.Pos(), "the count of buffer %s depends on rank: buffers are symmetric, every rank has the same ones", name)
+		return
+	}
+	n, err := evalInt(st.Count, el.globals)
+	if err != nil {
+		el.globalErrorf(phaseNames, err.pos, "%s", err.msg)
+		return
+	}
+	if n <= 0 || n > math.MaxInt64/8 || n*t.Size() > 1<<40 {
+		el.globalErrorf(phaseShapes, st.Count.Pos(), "buffer %s has %d elements: a buffer needs between 1 element and 1 TiB", name, n)
+		return
+	}
+	b.Count = n
+	for _, a := range st.Access {
+		switch a.Name {
+		case "remote_read":
+			b.Access |= RemoteRead
+		case "remote_write":
+			b.Access |= RemoteWrite
+		case "remote_atomic":
+			b.Access |= RemoteAtomic
+		default:
+			el.globalErrorf(phaseNames, a.Pos(), "unknown access flag %s (remote_read, remote_write or remote_atomic)", a.Name)
+		}
+	}
+	if st.Init != nil {
+		if hasFloat(st.Init) && !t.IsFloat() {
+			el.globalErrorf(phaseShapes, st.Init.Pos(), "float init for %s buffer %s: use an integer expression, or make the buffer f32 or f64", t, name)
+			return
+		}
+		b.Init = el.initFunc(st.Init, t)
+	}
+	el.bufIdx[name] = BufID(len(el.g.Buffers))
+	el.g.Buffers = append(el.g.Buffers, b)
+}
+
+// initFunc builds the function that fills a buffer from its init expression on a rank; `i` is
+// the element index. An expression that does not use `i` is evaluated once per rank.
+func (el *elaborator) initFunc(e dsl.Expr, t ElemType) InitFunc {
+	globals := el.globals
+	float := hasFloat(e)
+	perElem := uses(e, "i")
+	return func(rank int, dst []byte) error {
+		s := &scope{parent: globals}
+		s.bind("rank", int64(rank))
+		s.bind("i", 0)
+		size := int(t.Size())
+		n := len(dst) / size
+		for i := 0; i < n; i++ {
+			if i > 0 && !perElem {
+				copy(dst[i*size:], dst[:size*min(i, n-i)])
+				i += min(i, n-i) - 1
+				continue
+			}
+			s.values[1] = int64(i)
+			var bitsv uint64
+			if float {
+				v, err := evalFloat(e, s)
+				if err != nil {
+					return fmt.Errorf("%s: %s (init of element %d on rank %d)", err.pos, err.msg, i, rank)
+				}
+				bitsv = floatBits(v, t)
+			} else {
+				v, err := evalInt(e, s)
+				if err != nil {
+					return fmt.Errorf("%s: %s (init of element %d on rank %d)", err.pos, err.msg, i, rank)
+				}
+				bitsv = intBits(v, t)
+			}
+			putElem(dst[i*size:], t, bitsv)
+		}
+		return nil
+	}
+}
+
+func floatBits(v float64, t ElemType) uint64 {
+	if t == F32 {
+		return uint64(math.Float32bits(float32(v)))
+	}
+	return math.Float64bits(v)
+}
+
+// intBits converts an integer to the element type's bit pattern: integers wrap modulo 2^bits.
+func intBits(v int64, t ElemType) uint64 {
+	switch t {
+	case F32:
+		return uint64(math.Float32bits(float32(v)))
+	case F64:
+		return math.Float64bits(float64(v))
+	}
+	return uint64(v)
+}
+
+func putElem(dst []byte, t ElemType, v uint64) {
+	switch t.Size() {
+	case 1:
+		dst[0] = byte(v)
+	case 4:
+		binary.LittleEndian.PutUint32(dst, uint32(v))
+	default:
+		binary.LittleEndian.PutUint64(dst, v)
+	}
+}
+
+// elaborateRank walks the whole text as rank r sees it.
+func (el *elaborator) elaborateRank(r int) {
+	g := el.g
+	el.rank = r
+	clear(el.opIdx)
+	clear(el.queueIdx)
+	clear(el.opNames)
+	el.pending = el.pending[:0]
+	el.opQueue = el.opQueue[:0]
+	g.Rank[r] = RankSpan{FirstOp: OpID(len(g.Ops)), FirstQueue: QueueID(len(g.Queues))}
+	top := &scope{parent: el.globals}
+	top.bind("rank", int64(r))
+	el.block(el.file.Stmts, top, true)
+	g.Rank[r].EndOp, g.Rank[r].EndQueue = OpID(len(g.Ops)), QueueID(len(g.Queues))
+	el.resolveRank()
+}
+
+func (el *elaborator) eval(e dsl.Expr, s *scope) (int64, bool) {
+	v, err := evalInt(e, s)
+	if err != nil {
+		el.errorf(phaseNames, err.pos, "%s", err.msg)
+		return 0, false
+	}
+	return v, true
+}
+
+// block elaborates a list of statements in a new scope layer s.
+func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
+	for _, st := range stmts {
+		if el.truncated {
+			return
+		}
+		switch st := st.(type) {
+		case *dsl.PlanStmt:
+			if !top {
+				el.globalErrorf(phaseNames, st.Pos(), "plan statement inside a block: put it first in the file")
+			}
+		case *dsl.ParamStmt:
+			if !top {
+				el.globalErrorf(phaseNames, st.Pos(), "param %s inside a block: params are declared at the top level", st.Name.Name)
+			}
+		case *dsl.BufferStmt:
+			if !top {
+				el.globalErrorf(phaseNames, st.Pos(), "buffer %s inside a block: buffers are symmetric and declared at the top level", st.Name.Name)
+			}
+		case *dsl.LetStmt:
+			name := st.Name.Name
+			if s.has(name) {
+				el.errorf(phaseNames, st.Name.Pos(), "%s is already defined in this block", name)
+				continue
+			}
+			if v, ok := el.eval(st.Value, s); ok {
+				s.bind(name, v)
+			} else {
+				s.bind(name, 0) // keep later uses from cascading into "undefined"
+			}
+		case *dsl.QueueStmt:
+			el.queue(st, s)
+		case *dsl.OpStmt:
+			el.op(st, s)
+		case *dsl.DepStmt:
+			el.dep(st, s)
+		case *dsl.ForStmt:
+			el.loop(st, s)
+		case *dsl.IfStmt:
+			el.cond(st, s)
+		}
+	}
+}
+
+func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
+	from, ok1 := el.eval(st.From, s)
+	to, ok2 := el.eval(st.To, s)
+	step := int64(1)
+	ok3 := true
+	if st.Step != nil {
+		step, ok3 = el.eval(st.Step, s)
+		if ok3 && step <= 0 {
+			el.errorf(phaseNames, st.Step.Pos(), "for step %d: the step must be positive", step)
+			return
+		}
+	}
+	if !ok1 || !ok2 || !ok3 {
+		return
+	}
+	body := &scope{parent: s}
+	for v := from; v < to; v += step {
+		if el.iters++; el.iters > MaxIterations {
+			el.errorf(phaseNames, st.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
+			el.truncated = true
+			return
+		}
+		body.names, body.values = body.names[:0], body.values[:0]
+		body.bind(st.Var.Name, v)
+		el.block(st.Body, body, false)
+		if v > math.MaxInt64-step {
+			break
+		}
+	}
+}
+
+func (el *elaborator) cond(st *dsl.IfStmt, s *scope) {
+	c, ok := el.eval(st.Cond, s)
+	if !ok {
+		return
+	}
+	if c != 0 {
+		el.block(st.Then, &scope{parent: s}, false)
+	} else if st.Else != nil {
+		el.block(st.Else, &scope{parent: s}, false)
+	}
+}
+
+// name evaluates an indexed name into its canonical text: "tx[3]", "hop[1,2]".
+func (el *elaborator) name(n *dsl.Name, s *scope) (string, bool) {
+	if len(n.Index) == 0 {
+		return n.Ident.Name, true
+	}
+	buf := make([]byte, 0, len(n.Ident.Name)+8)
+	buf = append(buf, n.Ident.Name...)
+	buf = append(buf, '[')
+	for i, ix := range n.Index {
+		v, ok := el.eval(ix, s)
+		if !ok {
+			return "", false
+		}
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendInt(buf, v, 10)
+	}
+	return string(append(buf, ']')), true
+}
+
+func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
+	g := el.g
+	name, ok := el.name(st.Name, s)
+	if !ok {
+		return
+	}
+	if id, dup := el.queueIdx[name]; dup {
+		el.errorf(phaseNames, st.Name.Pos(), "queue %s declared twice (first at %s)", name, g.Queues[id].Pos)
+		return
+	}
+	peer, ok := el.eval(st.To, s)
+	if !ok {
+		return
+	}
+	if peer < 0 || peer >= int64(g.Ranks) {
+		el.errorf(phaseShapes, st.To.Pos(), "queue %s connects to rank %d, outside 0..%d (wrap it with %% ranks?)", name, peer, g.Ranks-1)
+		return
+	}
+	depth := int64(DefaultDepth)
+	if st.Depth != nil {
+		if depth, ok = el.eval(st.Depth, s); !ok {
+			return
+		}
+		if depth < 1 || depth > 1<<15 {
+			el.errorf(phaseShapes, st.Depth.Pos(), "queue %s depth %d: must be between 1 and 32768", name, depth)
+			return
+		}
+	}
+	peerName := name
+	if st.Peer != nil {
+		if peerName, ok = el.name(st.Peer, s); !ok {
+			return
+		}
+	}
+	el.queueIdx[name] = QueueID(len(g.Queues))
+	g.Queues = append(g.Queues, Queue{Name: name, Rank: el.rank, PeerRank: int(peer), Peer: None, Depth: int(depth), Pos: st.Name.Pos()})
+	peerPos := st.Name.Pos()
+	if st.Peer != nil {
+		peerPos = st.Peer.Pos()
+	}
+	el.peerRefs = append(el.peerRefs, queueRef{name: peerName, pos: peerPos})
+}
+
+func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
+	g := el.g
+	name, ok := el.name(st.Name, s)
+	if !ok {
+		return
+	}
+	if id, dup := el.opIdx[name]; dup {
+		el.errorf(phaseNames, st.Name.Pos(), "op %s declared twice on this rank (first at %s): give each op its own name or index", name, g.Ops[id].Pos)
+		return
+	}
+	if len(g.Ops) >= MaxOps {
+		el.errorf(phaseNames, st.Pos(), "the plan has more than %d ops", MaxOps)
+		el.truncated = true
+		return
+	}
+	op := Op{Name: name, Rank: el.rank, Queue: None, Src: NoSlice, Dst: NoSlice, Fetch: NoSlice, Match: None, Index: -1, Pos: st.Name.Pos()}
+	var qref queueRef
+	ok = el.operation(st.Op, s, &op, &qref)
+	if !ok {
+		return
+	}
+	id := OpID(len(g.Ops))
+	el.opIdx[name] = id
+	el.opNames[st.Name.Ident.Name] = true
+	g.Ops = append(g.Ops, op)
+	el.opQueue = append(el.opQueue, qref)
+	el.refs(st.After, s, []OpID{id})
+}
+
+// refs records `after` references: every op in waiters waits for every op named by after.
+func (el *elaborator) refs(after []*dsl.Name, s *scope, waiters []OpID) {
+	for _, a := range after {
+		name, ok := el.name(a, s)
+		if !ok {
+			continue
+		}
+		for _, w := range waiters {
+			el.pending = append(el.pending, pendingRef{from: opName{name, a.Ident.Name, a.Pos()}, to: w})
+		}
+	}
+}
+
+func (el *elaborator) dep(st *dsl.DepStmt, s *scope) {
+	for _, o := range st.Ops {
+		name, ok := el.name(o, s)
+		if !ok {
+			continue
+		}
+		waiter := opName{name, o.Ident.Name, o.Pos()}
+		for _, a := range st.After {
+			if an, ok := el.name(a, s); ok {
+				el.pending = append(el.pending, pendingRef{from: opName{an, a.Ident.Name, a.Pos()}, to: None, toBy: waiter})
+			}
+		}
+	}
+}

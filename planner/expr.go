@@ -1,0 +1,390 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/coredag/coredag/dsl"
+)
+
+// scope is a chain of constant bindings (params, lets, loop variables). Plans bind few names at
+// a time, so a linear scan beats a map and allocates nothing.
+type scope struct {
+	names  []string
+	values []int64
+	parent *scope
+}
+
+func (s *scope) lookup(name string) (int64, bool) {
+	for ; s != nil; s = s.parent {
+		for i := len(s.names) - 1; i >= 0; i-- {
+			if s.names[i] == name {
+				return s.values[i], true
+			}
+		}
+	}
+	return 0, false
+}
+
+func (s *scope) has(name string) bool {
+	for _, n := range s.names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *scope) bind(name string, v int64) {
+	s.names = append(s.names, name)
+	s.values = append(s.values, v)
+}
+
+// evalError is an expression error with the position of the offending sub-expression.
+type evalError struct {
+	pos dsl.Pos
+	msg string
+}
+
+func (e *evalError) Error() string { return e.pos.String() + ": " + e.msg }
+
+func errAt(n dsl.Node, format string, args ...any) *evalError {
+	return &evalError{pos: n.Pos(), msg: fmt.Sprintf(format, args...)}
+}
+
+// evalInt evaluates an integer expression with 64-bit signed arithmetic, floor division and
+// modulo, and errors (not wrap-around) on overflow, division by zero, log2 of a non-power of
+// two and negative shifts, as DSL.md (Expressions) requires.
+func evalInt(e dsl.Expr, s *scope) (int64, *evalError) {
+	switch e := e.(type) {
+	case *dsl.IntLit:
+		return e.Value, nil
+	case *dsl.FloatLit:
+		return 0, errAt(e, "float literal %s in an integer expression: floats are allowed only in the init of an f32 or f64 buffer", e.Raw)
+	case *dsl.Ident:
+		if v, ok := s.lookup(e.Name); ok {
+			return v, nil
+		}
+		return 0, errAt(e, "undefined: %s (declare it with let or param, or bind it with for)", e.Name)
+	case *dsl.ParenExpr:
+		return evalInt(e.X, s)
+	case *dsl.UnaryExpr:
+		x, err := evalInt(e.X, s)
+		if err != nil {
+			return 0, err
+		}
+		switch e.Op {
+		case "-":
+			if x == math.MinInt64 {
+				return 0, errAt(e, "integer overflow: -(%d) does not fit in 64 bits", x)
+			}
+			return -x, nil
+		case "+":
+			return x, nil
+		case "!":
+			return b2i(x == 0), nil
+		case "^":
+			return ^x, nil
+		}
+		return 0, errAt(e, "unknown unary operator %q", e.Op)
+	case *dsl.BinaryExpr:
+		return evalBinary(e, s)
+	case *dsl.CallExpr:
+		return evalCall(e, s)
+	}
+	return 0, errAt(e, "unsupported expression")
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func evalBinary(e *dsl.BinaryExpr, s *scope) (int64, *evalError) {
+	x, err := evalInt(e.X, s)
+	if err != nil {
+		return 0, err
+	}
+	switch e.Op { // short-circuit forms first: the right side may not be evaluable
+	case "&&":
+		if x == 0 {
+			return 0, nil
+		}
+		y, err := evalInt(e.Y, s)
+		return b2i(y != 0), err
+	case "||":
+		if x != 0 {
+			return 1, nil
+		}
+		y, err := evalInt(e.Y, s)
+		return b2i(y != 0), err
+	}
+	y, err := evalInt(e.Y, s)
+	if err != nil {
+		return 0, err
+	}
+	overflow := func() (int64, *evalError) {
+		return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("integer overflow: %d %s %d does not fit in 64 bits", x, e.Op, y)}
+	}
+	switch e.Op {
+	case "+":
+		r := x + y
+		if (r > x) != (y > 0) {
+			return overflow()
+		}
+		return r, nil
+	case "-":
+		r := x - y
+		if (r < x) != (y > 0) {
+			return overflow()
+		}
+		return r, nil
+	case "*":
+		r, ok := mulChecked(x, y)
+		if !ok {
+			return overflow()
+		}
+		return r, nil
+	case "/", "%":
+		if y == 0 {
+			return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("division by zero in %d %s %d", x, e.Op, y)}
+		}
+		if x == math.MinInt64 && y == -1 {
+			if e.Op == "%" {
+				return 0, nil
+			}
+			return overflow()
+		}
+		q, r := x/y, x%y
+		if r != 0 && (r < 0) != (y < 0) { // floor, not truncation
+			q--
+			r += y
+		}
+		if e.Op == "/" {
+			return q, nil
+		}
+		return r, nil
+	case "**":
+		if y < 0 {
+			return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("negative exponent in %d ** %d", x, y)}
+		}
+		switch x { // the bases whose powers never overflow, however large y is
+		case 0:
+			return b2i(y == 0), nil
+		case 1:
+			return 1, nil
+		case -1:
+			return 1 - 2*(y&1), nil
+		}
+		r := int64(1)
+		for i := int64(0); i < y; i++ { // |x| >= 2: at most 63 rounds before overflow
+			var ok bool
+			if r, ok = mulChecked(r, x); !ok {
+				return overflow()
+			}
+		}
+		return r, nil
+	case "<<":
+		if y < 0 {
+			return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("negative shift count in %d << %d", x, y)}
+		}
+		if x == 0 {
+			return 0, nil
+		}
+		if y >= 63 || x<<y>>y != x || (x > 0) != (x<<y > 0) {
+			return overflow()
+		}
+		return x << y, nil
+	case ">>":
+		if y < 0 {
+			return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("negative shift count in %d >> %d", x, y)}
+		}
+		if y > 63 {
+			y = 63
+		}
+		return x >> y, nil
+	case "&":
+		return x & y, nil
+	case "|":
+		return x | y, nil
+	case "^":
+		return x ^ y, nil
+	case "&^":
+		return x &^ y, nil
+	case "==":
+		return b2i(x == y), nil
+	case "!=":
+		return b2i(x != y), nil
+	case "<":
+		return b2i(x < y), nil
+	case "<=":
+		return b2i(x <= y), nil
+	case ">":
+		return b2i(x > y), nil
+	case ">=":
+		return b2i(x >= y), nil
+	}
+	return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("unknown operator %q", e.Op)}
+}
+
+// mulChecked multiplies and reports whether the product fits in 64 bits.
+func mulChecked(x, y int64) (int64, bool) {
+	if x == 0 || y == 0 {
+		return 0, true
+	}
+	r := x * y
+	if r/y != x || (x == -1 && y == math.MinInt64) || (y == -1 && x == math.MinInt64) {
+		return 0, false
+	}
+	return r, true
+}
+
+func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
+	want := map[string]int{"min": 2, "max": 2, "log2": 1}
+	n, ok := want[e.Fun.Name]
+	if !ok {
+		return 0, errAt(e.Fun, "unknown function %s (the functions are min, max and log2)", e.Fun.Name)
+	}
+	if len(e.Args) != n {
+		return 0, errAt(e, "%s takes %d argument(s), got %d", e.Fun.Name, n, len(e.Args))
+	}
+	var args [2]int64
+	for i, a := range e.Args {
+		v, err := evalInt(a, s)
+		if err != nil {
+			return 0, err
+		}
+		args[i] = v
+	}
+	switch e.Fun.Name {
+	case "min":
+		return min(args[0], args[1]), nil
+	case "max":
+		return max(args[0], args[1]), nil
+	}
+	x := args[0]
+	if x <= 0 || x&(x-1) != 0 {
+		return 0, errAt(e, "log2(%d): the argument must be a positive power of two", x)
+	}
+	return int64(bits.TrailingZeros64(uint64(x))), nil
+}
+
+// hasFloat reports whether an expression contains a float literal; such an init expression is
+// computed in float64.
+func hasFloat(e dsl.Expr) bool {
+	switch e := e.(type) {
+	case *dsl.FloatLit:
+		return true
+	case *dsl.ParenExpr:
+		return hasFloat(e.X)
+	case *dsl.UnaryExpr:
+		return hasFloat(e.X)
+	case *dsl.BinaryExpr:
+		return hasFloat(e.X) || hasFloat(e.Y)
+	case *dsl.CallExpr:
+		for _, a := range e.Args {
+			if hasFloat(a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// uses reports whether an expression refers to name.
+func uses(e dsl.Expr, name string) bool {
+	switch e := e.(type) {
+	case *dsl.Ident:
+		return e.Name == name
+	case *dsl.ParenExpr:
+		return uses(e.X, name)
+	case *dsl.UnaryExpr:
+		return uses(e.X, name)
+	case *dsl.BinaryExpr:
+		return uses(e.X, name) || uses(e.Y, name)
+	case *dsl.CallExpr:
+		for _, a := range e.Args {
+			if uses(a, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// evalFloat evaluates an init expression that contains a float literal: arithmetic in float64,
+// `/` as true division. Integer-only operators are errors there.
+func evalFloat(e dsl.Expr, s *scope) (float64, *evalError) {
+	switch e := e.(type) {
+	case *dsl.FloatLit:
+		return e.Value, nil
+	case *dsl.IntLit:
+		return float64(e.Value), nil
+	case *dsl.Ident:
+		v, err := evalInt(e, s)
+		return float64(v), err
+	case *dsl.ParenExpr:
+		return evalFloat(e.X, s)
+	case *dsl.UnaryExpr:
+		x, err := evalFloat(e.X, s)
+		if err != nil {
+			return 0, err
+		}
+		switch e.Op {
+		case "-":
+			return -x, nil
+		case "+":
+			return x, nil
+		}
+		return 0, errAt(e, "operator %s is not defined on floats", e.Op)
+	case *dsl.CallExpr:
+		if (e.Fun.Name == "min" || e.Fun.Name == "max") && len(e.Args) == 2 {
+			a, err := evalFloat(e.Args[0], s)
+			if err != nil {
+				return 0, err
+			}
+			b, err := evalFloat(e.Args[1], s)
+			if err != nil {
+				return 0, err
+			}
+			if e.Fun.Name == "min" {
+				return math.Min(a, b), nil
+			}
+			return math.Max(a, b), nil
+		}
+		if !hasFloat(e) {
+			v, err := evalInt(e, s)
+			return float64(v), err
+		}
+		return 0, errAt(e, "%s is not defined on floats", e.Fun.Name)
+	case *dsl.BinaryExpr:
+		x, err := evalFloat(e.X, s)
+		if err != nil {
+			return 0, err
+		}
+		y, err := evalFloat(e.Y, s)
+		if err != nil {
+			return 0, err
+		}
+		switch e.Op {
+		case "+":
+			return x + y, nil
+		case "-":
+			return x - y, nil
+		case "*":
+			return x * y, nil
+		case "/":
+			if y == 0 {
+				return 0, &evalError{pos: e.OpPos, msg: "division by zero"}
+			}
+			return x / y, nil
+		case "**":
+			return math.Pow(x, y), nil
+		}
+		return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("operator %s is not defined on floats (it needs integers)", e.Op)}
+	}
+	return 0, errAt(e, "unsupported expression")
+}

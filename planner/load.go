@@ -1,0 +1,25 @@
+package planner
+
+import "github.com/coredag/coredag/dsl"
+
+// Check runs the verification phase over an elaborated Graph: cycles, FIFO deadlocks and races.
+func Check(g *Graph) error {
+	return Verify(g).Err()
+}
+
+// Load parses, elaborates and checks a plan: the front half of every coredag command.
+// The error, if any, is a dsl.ErrorList of positioned diagnostics.
+func Load(filename string, src []byte, params map[string]int64) (*Graph, error) {
+	f, err := dsl.Parse(filename, src)
+	if err != nil {
+		return nil, err
+	}
+	g, err := Elaborate(f, params)
+	if err != nil {
+		return nil, err
+	}
+	if err := Check(g); err != nil {
+		return nil, err
+	}
+	return g, nil
+}

@@ -1,0 +1,228 @@
+package planner
+
+import (
+	"github.com/coredag/coredag/dsl"
+)
+
+// operation fills op from the right-hand side of an op statement and records its queue
+// reference. It reports false when the op could not be evaluated (the error is recorded).
+func (el *elaborator) operation(o dsl.Operation, s *scope, op *Op, qref *queueRef) bool {
+	ok := true
+	queue := func(n *dsl.Name) {
+		name, good := el.name(n, s)
+		ok = ok && good
+		*qref = queueRef{name: name, pos: n.Pos()}
+	}
+	slice := func(sl *dsl.Slice) Slice {
+		if sl == nil {
+			return NoSlice
+		}
+		v, good := el.slice(sl, s)
+		ok = ok && good
+		return v
+	}
+	switch o := o.(type) {
+	case *dsl.SendOp:
+		op.Kind, op.Inline = OpSend, o.Inline
+		queue(o.Queue)
+		op.Src = slice(o.Slice)
+	case *dsl.RecvOp:
+		op.Kind = OpRecv
+		queue(o.Queue)
+		op.Dst = slice(o.Slice)
+	case *dsl.WriteOp:
+		op.Kind, op.Notify = OpWrite, o.Notify
+		queue(o.Queue)
+		op.Src, op.Dst = slice(o.Src), slice(o.Dst)
+		if ok {
+			el.sameBytes(op, o.Pos(), "write", op.Src, op.Dst)
+			el.remote(op.Dst, RemoteWrite, "write to")
+		}
+	case *dsl.ReadOp:
+		op.Kind = OpRead
+		queue(o.Queue)
+		op.Src, op.Dst = slice(o.Src), slice(o.Dst)
+		if ok {
+			el.sameBytes(op, o.Pos(), "read", op.Src, op.Dst)
+			el.remote(op.Src, RemoteRead, "read from")
+		}
+	case *dsl.AtomicOp:
+		op.Kind = OpAtomicAdd
+		if o.Kind.Name == "cas" {
+			op.Kind = OpAtomicCAS
+		}
+		queue(o.Queue)
+		op.Dst = slice(o.Target)
+		op.Fetch = slice(o.To)
+		var good bool
+		if op.A, good = el.eval(o.A, s); !good {
+			ok = false
+		}
+		if o.B != nil {
+			if op.B, good = el.eval(o.B, s); !good {
+				ok = false
+			}
+		}
+		if ok {
+			el.atomicSlice(op.Dst, "target")
+			if op.Fetch.Valid() {
+				el.atomicSlice(op.Fetch, "fetch destination")
+			}
+			el.remote(op.Dst, RemoteAtomic, "atomic on")
+		}
+	case *dsl.ReduceOp:
+		op.Kind = OpReduce
+		red, known := ParseReduceOp(o.Op.Name)
+		if !known {
+			el.errorf(phaseNames, o.Op.Pos(), "unknown reduction %s (sum prod min max band bor bxor)", o.Op.Name)
+			return false
+		}
+		op.Red = red
+		op.Dst, op.Src = slice(o.Dst), slice(o.Src)
+		if ok {
+			el.reduceShapes(op, o)
+		}
+	case *dsl.CopyOp:
+		op.Kind = OpCopy
+		op.Src, op.Dst = slice(o.Src), slice(o.Dst)
+		if ok {
+			el.sameBytes(op, o.Pos(), "copy", op.Src, op.Dst)
+			el.noOverlap(op.Src, op.Dst, o.Dst.Pos(), "copy")
+		}
+	case *dsl.NopOp:
+		op.Kind = OpNop
+	default:
+		el.errorf(phaseNames, o.Pos(), "unsupported operation")
+		return false
+	}
+	return ok
+}
+
+// slice evaluates a slice and checks it is non-empty and in bounds.
+func (el *elaborator) slice(sl *dsl.Slice, s *scope) (Slice, bool) {
+	id, ok := el.bufIdx[sl.Buf.Name]
+	if !ok {
+		el.errorf(phaseNames, sl.Buf.Pos(), "unknown buffer %s%s", sl.Buf.Name, suggest(sl.Buf.Name, el.bufferNames()))
+		return NoSlice, false
+	}
+	b := &el.g.Buffers[id]
+	out := Slice{Buf: id, Len: b.Count, Pos: sl.Pos()}
+	switch sl.Kind {
+	case dsl.SliceElem:
+		i, ok := el.eval(sl.Lo, s)
+		if !ok {
+			return NoSlice, false
+		}
+		if i < 0 || i >= b.Count {
+			el.errorf(phaseShapes, sl.Lo.Pos(), "index %d is out of range for %s (%d elements: 0..%d)", i, b.Name, b.Count, b.Count-1)
+			return NoSlice, false
+		}
+		out.Off, out.Len = i, 1
+	case dsl.SliceRange:
+		lo, ok1 := el.eval(sl.Lo, s)
+		hi, ok2 := el.eval(sl.Hi, s)
+		if !ok1 || !ok2 {
+			return NoSlice, false
+		}
+		switch {
+		case lo < 0 || lo > b.Count:
+			el.errorf(phaseShapes, sl.Lo.Pos(), "slice %s[%d:%d] starts out of range (%s has %d elements)", b.Name, lo, hi, b.Name, b.Count)
+			return NoSlice, false
+		case hi > b.Count:
+			el.errorf(phaseShapes, sl.Hi.Pos(), "slice %s[%d:%d] ends past the end of %s (%d elements)", b.Name, lo, hi, b.Name, b.Count)
+			return NoSlice, false
+		case hi <= lo:
+			el.errorf(phaseShapes, sl.Pos(), "slice %s[%d:%d] is empty: slices need lo < hi", b.Name, lo, hi)
+			return NoSlice, false
+		}
+		out.Off, out.Len = lo, hi-lo
+	}
+	return out, true
+}
+
+func (el *elaborator) bufferNames() []string {
+	names := make([]string, len(el.g.Buffers))
+	for i := range el.g.Buffers {
+		names[i] = el.g.Buffers[i].Name
+	}
+	return names
+}
+
+func (el *elaborator) sameBytes(op *Op, pos dsl.Pos, what string, a, b Slice) {
+	if na, nb := el.g.Bytes(a), el.g.Bytes(b); na != nb {
+		el.errorf(phaseShapes, pos, "%s of %d bytes (%s) into %d bytes (%s): the two slices must have the same length in bytes",
+			what, na, el.g.SliceString(a), nb, el.g.SliceString(b))
+	}
+}
+
+func (el *elaborator) remote(sl Slice, flag Access, what string) {
+	b := &el.g.Buffers[sl.Buf]
+	if b.Access&flag == 0 {
+		el.errorf(phaseShapes, sl.Pos, "remote %s %s, which lacks %s: add %s to `buffer %s`", what, b.Name, flag, flag, b.Name)
+	}
+}
+
+func (el *elaborator) atomicSlice(sl Slice, what string) {
+	b := &el.g.Buffers[sl.Buf]
+	switch {
+	case b.Type != U64 && b.Type != I64:
+		el.errorf(phaseShapes, sl.Pos, "atomic %s %s is %s: atomics work on 8-byte integers, make the buffer u64 or i64", what, el.g.SliceString(sl), b.Type)
+	case sl.Len != 1:
+		el.errorf(phaseShapes, sl.Pos, "atomic %s %s has %d elements: an atomic works on one 8-byte element, e.g. %s[%d]", what, el.g.SliceString(sl), sl.Len, b.Name, sl.Off)
+	}
+}
+
+func (el *elaborator) reduceShapes(op *Op, o *dsl.ReduceOp) {
+	dst, src := &el.g.Buffers[op.Dst.Buf], &el.g.Buffers[op.Src.Buf]
+	switch {
+	case dst.Type != src.Type:
+		el.errorf(phaseShapes, o.Src.Pos(), "reduce %s into %s from %s: both sides need the same type (%s and %s)", op.Red, dst.Name, src.Name, dst.Type, src.Type)
+	case op.Dst.Len != op.Src.Len:
+		el.errorf(phaseShapes, o.Src.Pos(), "reduce %s of %d elements (%s) from %d elements (%s): counts must match",
+			op.Red, op.Dst.Len, el.g.SliceString(op.Dst), op.Src.Len, el.g.SliceString(op.Src))
+	case op.Red >= RedBand && dst.Type.IsFloat():
+		el.errorf(phaseShapes, o.Op.Pos(), "reduce %s on %s buffer %s: bitwise reductions need integer types", op.Red, dst.Type, dst.Name)
+	default:
+		el.noOverlap(op.Src, op.Dst, o.Src.Pos(), "reduce")
+	}
+}
+
+func (el *elaborator) noOverlap(a, b Slice, pos dsl.Pos, what string) {
+	if a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len {
+		el.errorf(phaseShapes, pos, "%s between overlapping slices %s and %s: use disjoint ranges or a temporary buffer", what, el.g.SliceString(a), el.g.SliceString(b))
+	}
+}
+
+// suggest returns " (did you mean X?)" for the known name closest to name, or "".
+func suggest(name string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(name, k); d < bestD || (d == bestD && best != "" && k < best) {
+			best, bestD = k, d
+		}
+	}
+	if best == "" || best == name {
+		return ""
+	}
+	return " (did you mean " + best + "?)"
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
