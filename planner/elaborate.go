@@ -36,9 +36,9 @@ func Elaborate(f *dsl.File, params map[string]int64) (*Graph, error) {
 type phase int
 
 const (
-	phaseNames phase = iota // names, declarations and expressions
-	phaseShapes             // bounds, lengths, types, access flags
-	phaseMatch              // queue pairing and send/recv matching
+	phaseNames  phase = iota // names, declarations and expressions
+	phaseShapes              // bounds, lengths, types, access flags
+	phaseMatch               // queue pairing and send/recv matching
 	numPhases
 )
 
