@@ -1,0 +1,269 @@
+package dsl
+
+import (
+	"github.com/alecthomas/participle/v2"
+	"github.com/alecthomas/participle/v2/lexer"
+)
+
+// The participle grammar. Its structs mirror DSL.md closely and are converted into the public
+// AST by convert.go; every struct records the tokens it matched, which gives exact spans.
+// Expressions are parsed flat (operands and operators) and then arranged by precedence climbing,
+// which keeps the grammar small and the parser free of deep recursion on long operator chains.
+
+type gFile struct {
+	Stmts []*gStmt `parser:"( @@ ( Sep @@ )* )?"`
+}
+
+type gStmt struct {
+	Plan   *gPlan   `parser:"  @@"`
+	Param  *gParam  `parser:"| @@"`
+	Let    *gLet    `parser:"| @@"`
+	Buffer *gBuffer `parser:"| @@"`
+	Queue  *gQueue  `parser:"| @@"`
+	Op     *gOp     `parser:"| @@"`
+	For    *gFor    `parser:"| @@"`
+	If     *gIf     `parser:"| @@"`
+	Dep    *gDep    `parser:"| @@"`
+}
+
+type gIdent struct {
+	Pos  lexer.Position
+	Name string `parser:"@Ident"`
+}
+
+type gPlan struct {
+	Tokens []lexer.Token
+	Name   *gIdent `parser:"'plan' @@"`
+}
+
+// gParamName is a param's name: `ranks` is a keyword but `param ranks = N` sets the world size.
+type gParamName struct {
+	Pos  lexer.Position
+	Name string `parser:"@(Ident | 'ranks')"`
+}
+
+type gParam struct {
+	Tokens []lexer.Token
+	Name   *gParamName `parser:"'param' @@"`
+	Value  *gExpr      `parser:"'=' @@"`
+}
+
+type gLet struct {
+	Tokens []lexer.Token
+	Name   *gIdent `parser:"'let' @@"`
+	Value  *gExpr  `parser:"'=' @@"`
+}
+
+type gType struct {
+	Pos  lexer.Position
+	Name string `parser:"@('u8' | 'i32' | 'u32' | 'i64' | 'u64' | 'f32' | 'f64')"`
+}
+
+type gAccess struct {
+	Pos  lexer.Position
+	Name string `parser:"@('remote_read' | 'remote_write' | 'remote_atomic')"`
+}
+
+type gBuffer struct {
+	Tokens []lexer.Token
+	Name   *gIdent    `parser:"'buffer' @@"`
+	Type   *gType     `parser:"@@"`
+	Count  *gExpr     `parser:"'[' @@ ']'"`
+	Access []*gAccess `parser:"@@*"`
+	Init   *gExpr     `parser:"( 'init' @@ )?"`
+}
+
+type gName struct {
+	Tokens []lexer.Token
+	Ident  *gIdent  `parser:"@@"`
+	Index  []*gExpr `parser:"( '[' @@ ( ',' @@ )* ']' )?"`
+}
+
+type gQueue struct {
+	Tokens []lexer.Token
+	Name   *gName `parser:"'queue' @@"`
+	To     *gExpr `parser:"'to' @@"`
+	Peer   *gName `parser:"( 'peer' @@ )?"`
+	Depth  *gExpr `parser:"( 'depth' @@ )?"`
+}
+
+type gOp struct {
+	Tokens []lexer.Token
+	Name   *gName      `parser:"'op' @@"`
+	Op     *gOperation `parser:"'=' @@"`
+	After  []*gName    `parser:"( 'after' @@ ( ',' @@ )* )?"`
+}
+
+type gDep struct {
+	Tokens []lexer.Token
+	Ops    []*gName `parser:"@@ ( ',' @@ )*"`
+	After  []*gName `parser:"'after' @@ ( ',' @@ )*"`
+}
+
+type gBlock struct {
+	Tokens []lexer.Token
+	Stmts  []*gStmt `parser:"'{' ( @@ ( Sep @@ )* )? '}'"`
+}
+
+type gFor struct {
+	Tokens []lexer.Token
+	Var    *gIdent `parser:"'for' @@"`
+	From   *gExpr  `parser:"'in' @@"`
+	To     *gExpr  `parser:"'..' @@"`
+	Step   *gExpr  `parser:"( 'step' @@ )?"`
+	Body   *gBlock `parser:"@@"`
+}
+
+type gIf struct {
+	Tokens []lexer.Token
+	Cond   *gExpr  `parser:"'if' @@"`
+	Then   *gBlock `parser:"@@"`
+	ElseIf *gIf    `parser:"( 'else' ( @@"`
+	Else   *gBlock `parser:"| @@ ) )?"`
+}
+
+type gSlice struct {
+	Tokens []lexer.Token
+	Buf    *gIdent `parser:"@@"`
+	Open   bool    `parser:"( @'['"`
+	Lo     *gExpr  `parser:"@@"`
+	Colon  bool    `parser:"( @':'"`
+	Hi     *gExpr  `parser:"@@ )? ']' )?"`
+}
+
+type gOperation struct {
+	Send   *gSend   `parser:"  @@"`
+	Recv   *gRecv   `parser:"| @@"`
+	Write  *gWrite  `parser:"| @@"`
+	Read   *gRead   `parser:"| @@"`
+	Atomic *gAtomic `parser:"| @@"`
+	Reduce *gReduce `parser:"| @@"`
+	Copy   *gCopy   `parser:"| @@"`
+	Nop    *gNop    `parser:"| @@"`
+}
+
+type gSend struct {
+	Tokens []lexer.Token
+	Queue  *gName  `parser:"'send' @@"`
+	Slice  *gSlice `parser:"@@?"`
+	Inline bool    `parser:"@'inline'?"`
+}
+
+type gRecv struct {
+	Tokens []lexer.Token
+	Queue  *gName  `parser:"'recv' @@"`
+	Slice  *gSlice `parser:"@@?"`
+}
+
+type gWrite struct {
+	Tokens []lexer.Token
+	Queue  *gName  `parser:"'write' @@"`
+	Src    *gSlice `parser:"@@"`
+	Dst    *gSlice `parser:"'to' @@"`
+	Notify bool    `parser:"@'notify'?"`
+}
+
+type gRead struct {
+	Tokens []lexer.Token
+	Queue  *gName  `parser:"'read' @@"`
+	Src    *gSlice `parser:"@@"`
+	Dst    *gSlice `parser:"'to' @@"`
+}
+
+type gAtomic struct {
+	Tokens []lexer.Token
+	Add    *gAtomicAdd `parser:"'atomic' ( @@"`
+	Cas    *gAtomicCas `parser:"| @@ )"`
+	To     *gSlice     `parser:"( 'to' @@ )?"`
+}
+
+type gAtomicAdd struct {
+	Pos    lexer.Position
+	Queue  *gName  `parser:"'add' @@"`
+	Target *gSlice `parser:"@@"`
+	A      *gExpr  `parser:"@@"`
+}
+
+type gAtomicCas struct {
+	Pos    lexer.Position
+	Queue  *gName  `parser:"'cas' @@"`
+	Target *gSlice `parser:"@@"`
+	A      *gUnary `parser:"@@"`
+	B      *gUnary `parser:"@@"`
+}
+
+type gReduceOp struct {
+	Pos  lexer.Position
+	Name string `parser:"@('sum' | 'prod' | 'min' | 'max' | 'band' | 'bor' | 'bxor')"`
+}
+
+type gReduce struct {
+	Tokens []lexer.Token
+	Op     *gReduceOp `parser:"'reduce' @@"`
+	Dst    *gSlice    `parser:"@@"`
+	Src    *gSlice    `parser:"'from' @@"`
+}
+
+type gCopy struct {
+	Tokens []lexer.Token
+	Src    *gSlice `parser:"'copy' @@"`
+	Dst    *gSlice `parser:"'to' @@"`
+}
+
+type gNop struct {
+	Tokens []lexer.Token
+	Nop    bool `parser:"@'nop'"`
+}
+
+// gExpr is a flat sequence of unary operands and binary operators.
+type gExpr struct {
+	Tokens []lexer.Token
+	First  *gUnary    `parser:"@@"`
+	Rest   []*gBinary `parser:"@@*"`
+}
+
+type gBinary struct {
+	Pos lexer.Position
+	Op  string  `parser:"@('||' | '&&' | '==' | '!=' | '<=' | '>=' | '<' | '>' | '<<' | '>>' | '+' | '-' | '|' | '^' | '*' | '/' | '%' | '&')"`
+	Y   *gUnary `parser:"@@"`
+}
+
+// gUnary is prefix operators applied to a power chain; `parser:"**"` binds tighter than the prefix
+// operators and is right-associative: -a ** -b ** c is -(a ** (-(b ** c))).
+type gUnary struct {
+	Tokens []lexer.Token
+	Ops    []*gPrefix `parser:"@@*"`
+	X      *gPrimary  `parser:"@@"`
+	Pow    *gPow      `parser:"@@?"`
+}
+
+type gPrefix struct {
+	Pos lexer.Position
+	Op  string `parser:"@('-' | '!' | '+' | '^')"`
+}
+
+type gPow struct {
+	Pos lexer.Position
+	Y   *gUnary `parser:"'**' @@"`
+}
+
+type gPrimary struct {
+	Tokens []lexer.Token
+	Named  *gNamed `parser:"  @@"`
+	Int    *string `parser:"| @Int"`
+	Float  *string `parser:"| @Float"`
+	Paren  *gExpr  `parser:"| '(' @@ ')'"`
+}
+
+// gNamed is a name or a call; min and max are keywords that double as functions.
+type gNamed struct {
+	Tokens []lexer.Token
+	Name   string   `parser:"@(Ident | 'rank' | 'ranks' | 'min' | 'max')"`
+	Call   bool     `parser:"( @'('"`
+	Args   []*gExpr `parser:"( @@ ( ',' @@ )* )? ')' )?"`
+}
+
+var parser = participle.MustBuild[gFile](
+	participle.Lexer(lexDef),
+	participle.UseLookahead(1),
+)

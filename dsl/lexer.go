@@ -1,0 +1,250 @@
+package dsl
+
+import (
+	"fmt"
+	"sort"
+	"unicode/utf8"
+
+	"github.com/alecthomas/participle/v2/lexer"
+)
+
+// The lexer is participle's regexp lexer, followed by one linear pass (scan) that does what a
+// regular language cannot: it recomputes columns in bytes, retags reserved words as keywords,
+// pulls comments out of the stream, drops newlines inside (...) and [...], collapses runs of
+// statement separators, and checks bracket nesting, so the grammar only sees meaningful tokens.
+
+// lexDef lists the token rules in the order they are tried. Sep is a statement separator
+// (a newline or ";"); Invalid catches any other character so lexing itself never fails.
+// Keyword matches nothing here: scan retags reserved Idents with its type.
+var lexDef = lexer.MustSimple([]lexer.SimpleRule{
+	{Name: "Comment", Pattern: `#[^\n]*`},
+	{Name: "Sep", Pattern: `[\n;]`},
+	{Name: "Space", Pattern: `[ \t\r\f\v]+`},
+	{Name: "Float", Pattern: `[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?[A-Za-z0-9_]*|[0-9]+[eE][+-]?[0-9]+[A-Za-z0-9_]*`},
+	{Name: "Int", Pattern: `[0-9][A-Za-z0-9_]*`},
+	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
+	{Name: "Punct", Pattern: `\*\*|\.\.|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^!<>=(){}\[\],:]`},
+	{Name: "Invalid", Pattern: `.`},
+	{Name: "Keyword", Pattern: `[^\x00-\x{10FFFF}]`},
+})
+
+// Token types of lexDef, looked up once.
+var (
+	symbols     = lexDef.Symbols()
+	tokComment  = symbols["Comment"]
+	tokSep      = symbols["Sep"]
+	tokSpace    = symbols["Space"]
+	tokFloat    = symbols["Float"]
+	tokInt      = symbols["Int"]
+	tokIdent    = symbols["Ident"]
+	tokPunct    = symbols["Punct"]
+	tokInvalid  = symbols["Invalid"]
+	tokKeyword  = symbols["Keyword"]
+	keywordList = []string{
+		"plan", "param", "let", "buffer", "queue", "op", "for", "in", "step", "if", "else", "to",
+		"peer", "depth", "init", "after", "send", "recv", "write", "read", "atomic", "add", "cas",
+		"reduce", "from", "copy", "nop", "inline", "notify", "remote_read", "remote_write",
+		"remote_atomic", "sum", "prod", "min", "max", "band", "bor", "bxor", "u8", "i32", "u32",
+		"i64", "u64", "f32", "f64", "rank", "ranks",
+	}
+	keywords = func() map[string]bool {
+		m := make(map[string]bool, len(keywordList))
+		for _, k := range keywordList {
+			m[k] = true
+		}
+		return m
+	}()
+)
+
+// Keywords returns the reserved words of the language, in the order of DSL.md.
+func Keywords() []string { return append([]string(nil), keywordList...) }
+
+// IsKeyword reports whether s is a reserved word.
+func IsKeyword(s string) bool { return keywords[s] }
+
+// maxNesting bounds the depth of brackets, so a pathological input cannot exhaust the stack of
+// the recursive-descent parser.
+const maxNesting = 200
+
+// scanned is the output of scan.
+type scanned struct {
+	toks     []lexer.Token // meaningful tokens, ending with EOF
+	comments []*Comment
+	lines    []int // offsets of line starts, for positions of arbitrary offsets
+}
+
+// posAt converts a byte offset into a Pos.
+func (s *scanned) posAt(file string, off int) Pos {
+	line := sort.Search(len(s.lines), func(i int) bool { return s.lines[i] > off }) // first start past off
+	return Pos{File: file, Offset: off, Line: line, Col: off - s.lines[line-1] + 1}
+}
+
+// scan lexes src and prepares the token stream for the grammar. Lexical errors (invalid
+// characters, unbalanced or too deeply nested brackets) are added to errs.
+func scan(filename string, src []byte, errs *ErrorList) *scanned {
+	s := &scanned{lines: []int{0}}
+	for i, c := range src {
+		if c == '\n' {
+			s.lines = append(s.lines, i+1)
+		}
+	}
+	lx, err := lexDef.LexString(filename, string(src))
+	if err != nil { // cannot happen: Invalid matches any character
+		errs.Add(Pos{File: filename, Line: 1, Col: 1}, "cannot read the file: %v", err)
+		return s
+	}
+	var (
+		stack      []lexer.Token // open brackets
+		line       = 1           // line of the current token
+		lineStart  = 0
+		pendingSep *lexer.Token // a separator not yet known to be needed
+		powChain   int          // "**" since the last separator: each one nests the parse
+	)
+	s.toks = make([]lexer.Token, 0, len(src)/3+1)
+	emit := func(t lexer.Token) {
+		if pendingSep != nil {
+			// A separator before "}" or "else", or at the end, or after "{" or another
+			// separator or at the start, carries no meaning.
+			last := lexer.Token{}
+			if len(s.toks) > 0 {
+				last = s.toks[len(s.toks)-1]
+			}
+			needed := len(s.toks) > 0 && !isPunct(last, "{") && !(last.Type == tokKeyword && last.Value == "else") &&
+				t.Type != lexer.EOF && !isPunct(t, "}") && !(t.Type == tokKeyword && t.Value == "else")
+			if needed {
+				s.toks = append(s.toks, *pendingSep)
+			}
+			pendingSep = nil
+		}
+		s.toks = append(s.toks, t)
+	}
+	for {
+		t, err := lx.Next()
+		if err != nil {
+			errs.Add(s.posAt(filename, t.Pos.Offset), "cannot read the file: %v", err)
+			break
+		}
+		// Participle counts columns in runes and we promise bytes: recompute from the offset.
+		for line < len(s.lines) && s.lines[line] <= t.Pos.Offset {
+			lineStart = s.lines[line]
+			line++
+		}
+		t.Pos.Line, t.Pos.Column = line, t.Pos.Offset-lineStart+1
+		switch t.Type {
+		case lexer.EOF:
+			for _, o := range stack {
+				errs.Add(tokPos(o), "unclosed %q: add the matching %q", o.Value, closer(o.Value))
+			}
+			pendingSep = nil
+			emit(t)
+			return s
+		case tokSpace:
+			continue
+		case tokComment:
+			s.comments = append(s.comments, &Comment{
+				Span: Span{From: tokPos(t), To: tokEnd(t)},
+				Text: t.Value,
+			})
+			continue
+		case tokInvalid:
+			r, _ := utf8.DecodeRuneInString(t.Value)
+			if r == utf8.RuneError {
+				errs.Add(tokPos(t), "invalid byte %#02x: a .dag file is UTF-8 text", src[t.Pos.Offset])
+			} else {
+				errs.Add(tokPos(t), "invalid character %q: not part of the language (comments start with #)", r)
+			}
+			continue
+		case tokSep:
+			if t.Value == "\n" && len(stack) > 0 && stack[len(stack)-1].Value != "{" {
+				continue // a newline inside (...) or [...] does not end a statement
+			}
+			powChain = 0
+			if pendingSep == nil || pendingSep.Value == "\n" {
+				t := t
+				pendingSep = &t
+			}
+			continue
+		case tokIdent:
+			if keywords[t.Value] {
+				t.Type = tokKeyword
+			}
+		case tokPunct:
+			switch t.Value {
+			case "**":
+				if powChain++; powChain > maxNesting {
+					errs.Add(tokPos(t), "more than %d \"**\" in one statement: split the expression with let", maxNesting)
+					return s
+				}
+			case "(", "[", "{":
+				if len(stack) >= maxNesting {
+					errs.Add(tokPos(t), "brackets nested more than %d deep: simplify the expression or use let", maxNesting)
+					return s
+				}
+				stack = append(stack, t)
+			case ")", "]", "}":
+				if len(stack) == 0 {
+					break // the grammar reports the stray closer with its context
+				}
+				top := stack[len(stack)-1]
+				if closer(top.Value) != t.Value {
+					errs.Add(tokPos(t), "unexpected %q: the innermost open bracket is %q at %d:%d; close it with %q first",
+						t.Value, top.Value, top.Pos.Line, top.Pos.Column, closer(top.Value))
+					return s
+				}
+				stack = stack[:len(stack)-1]
+			}
+		}
+		emit(t)
+	}
+	return s
+}
+
+func closer(open string) string {
+	switch open {
+	case "(":
+		return ")"
+	case "[":
+		return "]"
+	}
+	return "}"
+}
+
+func isPunct(t lexer.Token, v string) bool { return t.Type == tokPunct && t.Value == v }
+
+// tokPos is where t starts; scan has already fixed its line and column.
+func tokPos(t lexer.Token) Pos {
+	return Pos{File: t.Pos.Filename, Offset: t.Pos.Offset, Line: t.Pos.Line, Col: t.Pos.Column}
+}
+
+// tokEnd is the position just past t. Only Sep spans a line break and it never ends a node.
+func tokEnd(t lexer.Token) Pos {
+	p := tokPos(t)
+	p.Offset += len(t.Value)
+	p.Col += len(t.Value)
+	return p
+}
+
+// describe names a token for a message: a quoted value, "end of line" or "end of file".
+func describe(t lexer.Token) string {
+	switch {
+	case t.EOF():
+		return "end of file"
+	case t.Type == tokSep && t.Value == "\n":
+		return "end of line"
+	}
+	return fmt.Sprintf("%q", t.Value)
+}
+
+// sliceLexer feeds participle the tokens prepared by scan.
+type sliceLexer struct {
+	toks []lexer.Token
+	i    int
+}
+
+func (l *sliceLexer) Next() (lexer.Token, error) {
+	if l.i >= len(l.toks) {
+		return l.toks[len(l.toks)-1], nil
+	}
+	l.i++
+	return l.toks[l.i-1], nil
+}

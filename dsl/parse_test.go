@@ -1,0 +1,164 @@
+package dsl
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sexpr renders an expression fully parenthesised, to test precedence and associativity.
+func sexpr(e Expr) string {
+	switch e := e.(type) {
+	case *Ident:
+		return e.Name
+	case *IntLit:
+		return fmt.Sprint(e.Value)
+	case *FloatLit:
+		return fmt.Sprint(e.Value)
+	case *UnaryExpr:
+		return "(" + e.Op + sexpr(e.X) + ")"
+	case *BinaryExpr:
+		return "(" + sexpr(e.X) + " " + e.Op + " " + sexpr(e.Y) + ")"
+	case *ParenExpr:
+		return "[" + sexpr(e.X) + "]"
+	case *CallExpr:
+		var args []string
+		for _, a := range e.Args {
+			args = append(args, sexpr(a))
+		}
+		return e.Fun.Name + "(" + strings.Join(args, ", ") + ")"
+	}
+	return fmt.Sprintf("?%T", e)
+}
+
+func parseExpr(t *testing.T, src string) Expr {
+	t.Helper()
+	f, err := Parse("e.dag", []byte("let x = "+src))
+	require.NoError(t, err)
+	require.Len(t, f.Stmts, 1)
+	return f.Stmts[0].(*LetStmt).Value
+}
+
+func TestParseExprPrecedence(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{"1 + 2 * 3", "(1 + (2 * 3))"},
+		{"1 - 2 - 3", "((1 - 2) - 3)"},
+		{"2 ** 3 ** 2", "(2 ** (3 ** 2))"},
+		{"-2 ** 2", "(-(2 ** 2))"},
+		{"2 ** -1", "(2 ** (-1))"},
+		{"-a ** -b ** c", "(-(a ** (-(b ** c))))"},
+		{"a << 1 + b", "((a << 1) + b)"},
+		{"a & b | c ^ d", "(((a & b) | c) ^ d)"},
+		{"a == b && c < d || !e", "(((a == b) && (c < d)) || (!e))"},
+		{"a || b && c", "(a || (b && c))"},
+		{"(rank - 1) % ranks", "([(rank - 1)] % ranks)"},
+		{"min(a, b + 1) * log2(x)", "(min(a, (b + 1)) * log2(x))"},
+		{"max(1,\n 2)", "max(1, 2)"},
+		{"4KiB / 0x10 + 1_000", "((4096 / 16) + 1000)"},
+		{"- - 3", "(-(-3))"},
+		{"^a % 2", "((^a) % 2)"},
+		{"1.5e3 * 0.5", "(1500 * 0.5)"},
+		{"1e-3", "0.001"},
+		{"2GiB", "2147483648"},
+		{"a >= b != c <= d", "(((a >= b) != c) <= d)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.src, func(t *testing.T) {
+			assert.Equal(t, tt.want, sexpr(parseExpr(t, tt.src)))
+		})
+	}
+}
+
+func TestParseSpans(t *testing.T) {
+	src := "plan p # c1\nop tx[s, 2] = write right data[sc * n : (sc + 1) * n] to data notify after a, b[1]\n"
+	f, err := Parse("s.dag", []byte(src))
+	require.NoError(t, err)
+	text := func(n Node) string { return src[n.Pos().Offset:n.End().Offset] }
+	op := f.Stmts[1].(*OpStmt)
+	w := op.Op.(*WriteOp)
+	assert.Equal(t, "tx[s, 2]", text(op.Name))
+	assert.Equal(t, "write right data[sc * n : (sc + 1) * n] to data notify", text(w))
+	assert.Equal(t, "data[sc * n : (sc + 1) * n]", text(w.Src))
+	assert.Equal(t, SliceRange, w.Src.Kind)
+	assert.Equal(t, "(sc + 1) * n", text(w.Src.Hi))
+	assert.Equal(t, SliceWhole, w.Dst.Kind)
+	assert.True(t, w.Notify)
+	assert.Equal(t, "b[1]", text(op.After[1]))
+	assert.Equal(t, Pos{File: "s.dag", Offset: 15, Line: 2, Col: 4}, op.Name.Pos())
+	assert.Equal(t, "op tx[s, 2] = write right data[sc * n : (sc + 1) * n] to data notify after a, b[1]", text(op))
+	require.Len(t, f.Comments, 1)
+	assert.Equal(t, "# c1", f.Comments[0].Text)
+	assert.Equal(t, 8, f.Comments[0].Pos().Col)
+}
+
+func TestParseColumnsAreBytes(t *testing.T) {
+	src := "# héllo wörld\nlet x = 1 # ünïcode\nlet y = $"
+	_, err := Parse("u.dag", []byte(src))
+	require.Error(t, err)
+	list := err.(ErrorList)
+	require.Len(t, list, 1)
+	assert.Equal(t, 3, list[0].Pos.Line)
+	assert.Equal(t, 9, list[0].Pos.Col)
+	f, err := Parse("u.dag", []byte("let x = 1 # ünï\nlet y = 2"))
+	require.NoError(t, err)
+	assert.Equal(t, 11, f.Comments[0].Pos().Col)
+	assert.Equal(t, 18, f.Comments[0].End().Col) // "# ünï" is 7 bytes from column 11
+}
+
+func TestParseForms(t *testing.T) {
+	src := `plan p; param ranks = 4
+buffer b u64[4KiB] remote_read remote_atomic init -1
+queue hop[k] to rank ^ (1 << k) peer hop[k] depth 64
+op a = send hop[k] data[0:4] inline
+op b = recv q
+op c = atomic cas q b[0] 1 (x + 1) to old[0]
+op d = atomic add q b[1] -1
+op e = reduce bxor x from y
+op f = copy x[1] to y
+op g = nop after a, b
+for i in 0..3 step 2 { a, b after c }
+if x { } else if y { op h = nop } else { }
+`
+	f, err := Parse("f.dag", []byte(src))
+	require.NoError(t, err)
+	require.Len(t, f.Stmts, 13)
+	buf := f.Stmts[2].(*BufferStmt)
+	assert.Equal(t, "u64", buf.Type.Name)
+	assert.Equal(t, int64(4096), buf.Count.(*IntLit).Value)
+	assert.Len(t, buf.Access, 2)
+	assert.Equal(t, "(-1)", sexpr(buf.Init))
+	q := f.Stmts[3].(*QueueStmt)
+	assert.Equal(t, "hop", q.Name.Ident.Name)
+	assert.Equal(t, "(rank ^ [(1 << k)])", sexpr(q.To))
+	assert.Equal(t, "64", sexpr(q.Depth))
+	send := f.Stmts[4].(*OpStmt).Op.(*SendOp)
+	assert.Equal(t, "hop", send.Queue.Ident.Name)
+	assert.Len(t, send.Queue.Index, 1)
+	assert.Equal(t, "data", send.Slice.Buf.Name)
+	assert.True(t, send.Inline)
+	assert.Nil(t, f.Stmts[5].(*OpStmt).Op.(*RecvOp).Slice)
+	cas := f.Stmts[6].(*OpStmt).Op.(*AtomicOp)
+	assert.Equal(t, "cas", cas.Kind.Name)
+	assert.Equal(t, "1", sexpr(cas.A))
+	assert.Equal(t, "[(x + 1)]", sexpr(cas.B))
+	assert.Equal(t, SliceElem, cas.To.Kind)
+	add := f.Stmts[7].(*OpStmt).Op.(*AtomicOp)
+	assert.Equal(t, "(-1)", sexpr(add.A))
+	assert.Nil(t, add.B)
+	assert.Equal(t, "bxor", f.Stmts[8].(*OpStmt).Op.(*ReduceOp).Op.Name)
+	assert.Len(t, f.Stmts[10].(*OpStmt).After, 2)
+	loop := f.Stmts[11].(*ForStmt)
+	assert.Equal(t, "0", sexpr(loop.From))
+	assert.Equal(t, "3", sexpr(loop.To))
+	assert.Equal(t, "2", sexpr(loop.Step))
+	require.Len(t, loop.Body, 1)
+	ifs := f.Stmts[12].(*IfStmt)
+	assert.True(t, ifs.ElseIf)
+	require.Len(t, ifs.Else, 1)
+	inner := ifs.Else[0].(*IfStmt)
+	assert.NotNil(t, inner.Else)
+	assert.Empty(t, inner.Else)
+}

@@ -1,0 +1,294 @@
+package dsl
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/alecthomas/participle/v2"
+	"github.com/alecthomas/participle/v2/lexer"
+)
+
+// Participle reports a syntax error as the unexpected token and the rest of the grammar sequence
+// it was trying to match. This file turns that into a message a person can act on: what was
+// expected, where in the statement, what was found instead, and a hint when one is obvious.
+
+// expectedOf returns the first element participle expected ("" when it expected the end of the
+// statement): a quoted literal such as `"to"` or a grammar struct name such as `GSlice`.
+func expectedOf(u *participle.UnexpectedTokenError) string {
+	m := u.Message()
+	i := strings.Index(m, " (expected ")
+	if i < 0 {
+		return ""
+	}
+	rest := strings.TrimSpace(m[i+len(" (expected "):])
+	if strings.HasPrefix(rest, `"`) {
+		if j := strings.Index(rest[1:], `"`); j >= 0 {
+			return rest[:j+2]
+		}
+	}
+	end := strings.IndexAny(rest, " ()?*+|")
+	if end < 0 {
+		end = len(rest)
+	}
+	return rest[:end]
+}
+
+// expectedText describes a grammar element in the words of DSL.md.
+func expectedText(exp string) string {
+	switch exp {
+	case "GIdent", "GName", "GParamName":
+		return "a name"
+	case "GSlice":
+		return "a buffer slice (buf, buf[i] or buf[lo:hi])"
+	case "GExpr", "GUnary", "GPrimary", "GPow", "GNamed", "GPrefix":
+		return "an expression"
+	case "GType":
+		return "an element type (u8 i32 u32 i64 u64 f32 f64)"
+	case "GBlock":
+		return `"{"`
+	case "GOperation":
+		return "an operation (send, recv, write, read, atomic, reduce, copy or nop)"
+	case "GAtomicAdd":
+		return `"add" or "cas"`
+	case "GReduceOp":
+		return "a reduction operator (sum prod min max band bor bxor)"
+	case "GStmt":
+		return "a statement"
+	}
+	return exp
+}
+
+// stmtKeywords are the words that start a statement.
+var stmtKeywords = map[string]bool{"plan": true, "param": true, "let": true, "buffer": true,
+	"queue": true, "op": true, "for": true, "if": true}
+
+// opKeywords are the words that start an operation.
+var opKeywords = map[string]bool{"send": true, "recv": true, "write": true, "read": true,
+	"atomic": true, "reduce": true, "copy": true, "nop": true}
+
+// stmtContext finds the statement that contains toks[i]: its first token and, for an op
+// statement, the operation keyword.
+func stmtContext(toks []lexer.Token, i int) (stmt, op string, cas bool, start int) {
+	depth := 0
+	for j := i - 1; j >= 0; j-- {
+		t := toks[j]
+		if t.Type == tokSep && depth == 0 {
+			start = j + 1
+			break
+		}
+		if t.Type == tokPunct {
+			switch t.Value {
+			case ")", "]", "}":
+				depth++
+			case "(", "[", "{":
+				depth--
+			}
+		}
+		if depth < 0 {
+			start = j + 1
+			break
+		}
+	}
+	if start >= len(toks) || start >= i {
+		return "", "", false, start
+	}
+	first := toks[start]
+	if first.Type == tokKeyword {
+		stmt = first.Value
+	} else if first.Type == tokIdent {
+		stmt = "dependency"
+	}
+	if stmt == "op" {
+		for j := start; j < i; j++ {
+			if toks[j].Type == tokKeyword && opKeywords[toks[j].Value] {
+				op = toks[j].Value
+				cas = op == "atomic" && j+1 < i && toks[j+1].Value == "cas"
+				break
+			}
+		}
+	}
+	return stmt, op, cas, start
+}
+
+// explain builds the diagnostic for an unexpected token tok where the grammar expected exp.
+func explain(sc *scanned, tok lexer.Token, exp string) (Pos, string) {
+	i := tokIndex(sc.toks, tok.Pos.Offset)
+	stmt, op, cas, start := stmtContext(sc.toks, i)
+	got := describe(tok)
+	var prev lexer.Token
+	if i > 0 {
+		prev = sc.toks[i-1]
+	}
+
+	// A misspelt statement keyword reads as the start of a dependency statement.
+	if stmt == "dependency" && start < i && sc.toks[start].Type == tokIdent {
+		if s := suggest(sc.toks[start], stmtWords); s != "" {
+			first := sc.toks[start]
+			return tokPos(first), fmt.Sprintf("unknown statement %q%s", first.Value, s)
+		}
+	}
+
+	// A reserved word where a name belongs.
+	if tok.Type == tokKeyword && tok.Value == "rank" && stmt == "param" {
+		return tokPos(tok), `"rank" is read-only: it is the rank running the plan; only "ranks" (the world size) and your own names can be params`
+	}
+	if tok.Type == tokKeyword && (exp == "GIdent" || exp == "GName" || exp == "GSlice" || exp == "GParamName") {
+		return tokPos(tok), fmt.Sprintf("%q is a reserved keyword and cannot be used as a name; pick another name (for example %q)",
+			tok.Value, tok.Value+"_")
+	}
+
+	// At the start of a statement.
+	if i == start {
+		switch {
+		case tok.Type == tokKeyword && tok.Value == "else":
+			return tokPos(tok), `"else" without an "if": else must follow the "}" that closes an if block`
+		case tok.Type == tokKeyword && opKeywords[tok.Value]:
+			return tokPos(tok), fmt.Sprintf("%q is an operation, not a statement: declare it as op NAME = %s ...", tok.Value, tok.Value)
+		case isPunct(tok, "}"):
+			return tokPos(tok), `unexpected "}": there is no open block to close`
+		}
+		msg := "expected a statement (plan, param, let, buffer, queue, op, for, if, or a dependency a, b after c), got " + got
+		return tokPos(tok), msg + suggest(tok, stmtWords)
+	}
+
+	// Alternatives that failed on their first token leave no expectation: name them.
+	if exp == "" {
+		switch {
+		case prev.Type == tokKeyword && prev.Value == "atomic":
+			exp = "GAtomicAdd"
+		case prev.Type == tokKeyword && prev.Value == "reduce":
+			exp = "GReduceOp"
+		case isPunct(prev, "=") && stmt == "op":
+			exp = "GOperation"
+		}
+	}
+
+	// The statement is complete but more follows on the line.
+	if exp == "" {
+		where := "the " + stmt + " statement"
+		if op != "" {
+			where = "the " + op + " operation"
+		}
+		msg := fmt.Sprintf("unexpected %s after %s: put each statement on its own line or separate statements with \";\"", got, where)
+		if cas {
+			msg += "; the compare and swap values of atomic cas are primaries, so parenthesise expressions, as in (x + 1)"
+		}
+		return tokPos(tok), msg + suggest(tok, tailWords)
+	}
+
+	return tokPos(tok), fmt.Sprintf("expected %s%s, got %s", expectedText(exp), where(stmt, op, exp, prev), got) + hint(stmt, exp, tok)
+}
+
+// where says where in the statement an element was expected.
+func where(stmt, op, exp string, prev lexer.Token) string {
+	switch {
+	case exp == `"to"` && (op == "write" || op == "read" || op == "copy"):
+		return " after the source slice of " + op
+	case exp == `"to"` && stmt == "queue":
+		return " after the queue name"
+	case exp == `"from"` && op == "reduce":
+		return " after the destination slice of reduce"
+	case exp == `"="` && (stmt == "param" || stmt == "let" || stmt == "op"):
+		return " after the name in " + stmt
+	case exp == `"in"` && stmt == "for":
+		return " after the loop variable"
+	case exp == `".."` && stmt == "for":
+		return " after the start of the range (for VAR in FROM .. TO)"
+	case exp == `"after"` && stmt == "dependency":
+		return ` in a dependency statement (a, b after c)`
+	case exp == "GBlock" && (stmt == "for" || stmt == "if"):
+		return " to open the body of " + stmt
+	case exp == `"["` && stmt == "buffer":
+		return " after the element type (buffer NAME TYPE[COUNT])"
+	case exp == "GType":
+		return " after the buffer name"
+	case exp == "GSlice" && op != "":
+		if isPunct(prev, "to") || prev.Value == "to" {
+			return " as the destination of " + op
+		}
+		if prev.Value == "from" {
+			return " as the source of reduce"
+		}
+		return " in " + op
+	case exp == "GName" && (prev.Value == "after" || isPunct(prev, ",")):
+		return " in the after list"
+	case exp == "GName" && prev.Type == tokKeyword && opKeywords[prev.Value]:
+		return " (the queue) after " + prev.Value
+	case exp == "GName" && prev.Value == "peer":
+		return " (the peer's queue) after peer"
+	case op != "":
+		return " in " + op
+	case stmt == "dependency":
+		return " in the dependency statement"
+	case stmt != "":
+		return " in the " + stmt + " statement"
+	}
+	return ""
+}
+
+// hint adds advice for common slips.
+func hint(stmt, exp string, tok lexer.Token) string {
+	switch {
+	case stmt == "dependency" && isPunct(tok, "="):
+		return "; to declare a constant write let NAME = EXPR, an operation op NAME = ..."
+	case exp == "GOperation":
+		return suggest(tok, []string{"send", "recv", "write", "read", "atomic", "reduce", "copy", "nop"})
+	case exp == "GAtomicAdd":
+		return suggest(tok, []string{"add", "cas"})
+	case exp == "GReduceOp":
+		return suggest(tok, []string{"sum", "prod", "min", "max", "band", "bor", "bxor"})
+	case exp == "GType":
+		return suggest(tok, []string{"u8", "i32", "u32", "i64", "u64", "f32", "f64"})
+	case strings.HasPrefix(exp, `"`):
+		return suggest(tok, []string{strings.Trim(exp, `"`)})
+	}
+	return ""
+}
+
+// Words that start a statement, and words that may follow a complete part of one.
+var (
+	stmtWords = []string{"plan", "param", "let", "buffer", "queue", "op", "for", "if"}
+	tailWords = []string{"inline", "notify", "after", "peer", "depth", "init", "step", "to", "from",
+		"remote_read", "remote_write", "remote_atomic", "else"}
+)
+
+// suggest proposes a keyword for a misspelt word.
+func suggest(tok lexer.Token, words []string) string {
+	if tok.Type != tokIdent && tok.Type != tokKeyword || len(tok.Value) < 2 {
+		return ""
+	}
+	best, bestD := "", 3
+	for _, k := range words {
+		if d := editDistance(tok.Value, k); d < bestD && d <= (len(k)+1)/2 {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance of two short words.
+func editDistance(a, b string) int {
+	if len(a) > 32 || len(b) > 32 {
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
