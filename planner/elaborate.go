@@ -203,6 +203,7 @@ func (el *elaborator) header() {
 	g := el.g
 	el.globals = &scope{}
 	declared := map[string]dsl.Pos{}
+	perRank := map[string]bool{"rank": true} // top-level lets whose value depends on the rank
 	seenPlan := false
 	for i, st := range el.file.Stmts {
 		switch st := st.(type) {
@@ -232,6 +233,19 @@ func (el *elaborator) header() {
 			}
 			el.globals.bind(name, v)
 			g.Params = append(g.Params, Param{Name: name, Value: v, Pos: st.Name.Pos()})
+		case *dsl.LetStmt:
+			// A top-level let that does not depend on the rank is a global constant: buffer
+			// counts may use it. The others are evaluated per rank.
+			if usesAny(st.Value, perRank) || el.globals.has(st.Name.Name) {
+				perRank[st.Name.Name] = true
+				continue
+			}
+			v, err := evalInt(st.Value, el.globals)
+			if err != nil {
+				el.globalErrorf(phaseNames, err.pos, "%s", err.msg)
+				v = 0 // reported once here; its uses must not cascade into more errors
+			}
+			el.globals.bind(st.Name.Name, v)
 		}
 	}
 	if !seenPlan {
@@ -273,12 +287,12 @@ func (el *elaborator) header() {
 	el.bufIdx = map[string]BufID{}
 	for _, st := range el.file.Stmts {
 		if st, ok := st.(*dsl.BufferStmt); ok {
-			el.buffer(st)
+			el.buffer(st, perRank)
 		}
 	}
 }
 
-func (el *elaborator) buffer(st *dsl.BufferStmt) {
+func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 	name := st.Name.Name
 	if id, dup := el.bufIdx[name]; dup {
 		el.globalErrorf(phaseNames, st.Name.Pos(), "buffer %s declared twice (first at %s)", name, el.g.Buffers[id].Pos)
@@ -291,7 +305,7 @@ func (el *elaborator) buffer(st *dsl.BufferStmt) {
 		return
 	}
 	b.Type = t
-	if uses(st.Count, "rank") {
+	if usesAny(st.Count, perRank) {
 		el.globalErrorf(phaseNames, st.Count.Pos(), "the count of buffer %s depends on rank: buffers are symmetric, every rank has the same ones", name)
 		return
 	}

@@ -296,18 +296,23 @@ func hasFloat(e dsl.Expr) bool {
 
 // uses reports whether an expression refers to name.
 func uses(e dsl.Expr, name string) bool {
+	return usesAny(e, map[string]bool{name: true})
+}
+
+// usesAny reports whether an expression refers to any of names.
+func usesAny(e dsl.Expr, names map[string]bool) bool {
 	switch e := e.(type) {
 	case *dsl.Ident:
-		return e.Name == name
+		return names[e.Name]
 	case *dsl.ParenExpr:
-		return uses(e.X, name)
+		return usesAny(e.X, names)
 	case *dsl.UnaryExpr:
-		return uses(e.X, name)
+		return usesAny(e.X, names)
 	case *dsl.BinaryExpr:
-		return uses(e.X, name) || uses(e.Y, name)
+		return usesAny(e.X, names) || usesAny(e.Y, names)
 	case *dsl.CallExpr:
 		for _, a := range e.Args {
-			if uses(a, name) {
+			if usesAny(a, names) {
 				return true
 			}
 		}
