@@ -387,7 +387,8 @@ type Stall struct {
 	Op     Opcode      // the head request's opcode
 	Reason StallReason // why it cannot run
 	// For StallWaitCQ: the CQ, the completions it produced so far and the count awaited.
-	// For StallNotEnabled: Reached is the enabled index, Awaited the head index.
+	// For StallNotEnabled: Reached is the enabled index, Awaited the index an ENABLE must reach for
+	// the head to run (both modulo 2^16).
 	CQ      uint32
 	Reached uint64
 	Awaited uint64
@@ -406,7 +407,7 @@ func (s Stall) String() string {
 	case StallWaitCQ:
 		return fmt.Sprintf("%s waits for cq %d to reach %d completions, it has %d", head, s.CQ, s.Awaited, s.Reached)
 	case StallNotEnabled:
-		return fmt.Sprintf("%s is not enabled: enabled up to index %d, needs %d", head, s.Reached, s.Awaited+1)
+		return fmt.Sprintf("%s is not enabled: enabled up to index %d, needs %d", head, s.Reached, s.Awaited)
 	case StallNoRecv:
 		return fmt.Sprintf("%s: no matching receive posted at %s (receiver not ready)", head, s.Peer)
 	}
@@ -421,6 +422,13 @@ type NICStats struct {
 	Enables    uint64 // SEND_EN and RECV_EN requests executed
 	RNRRetries uint64 // receiver-not-ready retries
 	Bytes      uint64 // payload bytes moved
+}
+
+// FaultExplainer is implemented by providers that can say, in words, why a work request failed
+// (which key, bound or permission), beyond its completion status.
+type FaultExplainer interface {
+	// Explain returns why request id on rank's QP qpn failed, or false if it did not fail.
+	Explain(rank int, qpn uint32, id uint64) (string, bool)
 }
 
 // StatsReporter is implemented by providers that count what their NIC did.

@@ -1,0 +1,73 @@
+package softnic
+
+import (
+	"fmt"
+
+	"github.com/coredag/coredag/exec"
+)
+
+// cq is a completion queue: a ring of completions plus the cumulative producer count that
+// CQE_WAIT compares against.
+type cq struct {
+	ctx      *Context
+	num      uint32
+	ring     []exec.WC
+	produced uint64 // completions produced over the CQ's life
+	consumed uint64 // completions polled
+	overflow bool
+	closed   bool
+}
+
+var _ exec.CQ = (*cq)(nil)
+
+func (q *cq) Num() uint32 { return q.num }
+func (q *cq) Depth() int  { return len(q.ring) }
+
+// Produced is the cumulative number of completions the CQ has produced.
+func (q *cq) Produced() uint64 { return q.produced }
+
+// Poll returns pending completions; when there are none it advances the fabric until this CQ has
+// one or nothing can run.
+func (q *cq) Poll(wc []exec.WC) (int, error) {
+	if q.closed {
+		return 0, fmt.Errorf("softnic: rank %d cq %d: Poll on a closed CQ: %w", q.ctx.rank, q.num, exec.ErrClosed)
+	}
+	if q.produced == q.consumed && !q.overflow {
+		q.ctx.nic.progress(q)
+	}
+	if q.overflow {
+		return 0, fmt.Errorf("softnic: rank %d cq %d overflowed: more than %d completions were pending; "+
+			"poll it more often or create it deeper", q.ctx.rank, q.num, len(q.ring))
+	}
+	n := 0
+	d := uint64(len(q.ring))
+	for n < len(wc) && q.consumed < q.produced {
+		wc[n] = q.ring[q.consumed%d]
+		q.consumed++
+		n++
+	}
+	return n, nil
+}
+
+// Close destroys the CQ.
+func (q *cq) Close() error {
+	for _, p := range q.ctx.qps {
+		if !p.closed && (p.scq == q || p.rcq == q) {
+			return fmt.Errorf("softnic: rank %d cq %d: close QP %d first, it uses this CQ", q.ctx.rank, q.num, p.num)
+		}
+	}
+	q.closed = true
+	return nil
+}
+
+// push produces one completion.
+func (q *cq) push(wc exec.WC) {
+	n := q.ctx.nic
+	n.stats.CQEs++
+	if q.produced-q.consumed >= uint64(len(q.ring)) {
+		q.overflow = true
+	} else {
+		q.ring[q.produced%uint64(len(q.ring))] = wc
+	}
+	q.produced++
+}

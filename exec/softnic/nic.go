@@ -1,0 +1,195 @@
+// Package softnic is coredag's software NIC: an exec.Provider in which every rank of a plan lives
+// in one process and one fabric. It implements reliable-connected semantics (in-order queues,
+// send/receive matching, receiver-not-ready retry, RDMA write, write with immediate, read, 8-byte
+// atomics, key, bounds and permission checks with the verbs completion statuses, error state and
+// flush) and the CORE-Direct cross-channel entries (CQE_WAIT, SEND_EN, RECV_EN, managed queues),
+// which can be switched off to act as a plain NIC.
+//
+// Nothing runs in the background: the fabric advances only inside Progress and CQ.Poll, on the
+// caller's goroutine, without locks. By default queues are served in a fixed round-robin order and
+// a work request completes as soon as it executes. With Options.Seeded, every step picks at random
+// (from a seeded generator) among the runnable queue heads and the pending completions, so one seed
+// gives one reproducible interleaving and different seeds explore different ones. With
+// Options.Trace, the NIC records when each work request was posted, started and completed on a
+// logical clock, for checkers that assert no dependency was violated.
+//
+// A NIC and everything opened from it must be used from one goroutine at a time.
+package softnic
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/coredag/coredag/exec"
+)
+
+// Options configure a software NIC. The zero value is a cross-channel NIC with round-robin
+// progress and no trace.
+type Options struct {
+	// NoCrossChannel makes the NIC a plain one: CQE_WAIT, SEND_EN and RECV_EN are rejected at post
+	// time and managed or cross-channel QPs cannot be created.
+	NoCrossChannel bool
+	// Seeded picks the next step at random, from a generator seeded with Seed, among all runnable
+	// queue heads and pending completions, instead of serving queues round-robin.
+	Seeded bool
+	Seed   uint64
+	// Trace records one Event per work request (see NIC.Trace). Off by default: it costs memory.
+	Trace bool
+	// MaxInline is the device's inline limit in bytes (default 256).
+	MaxInline int
+	// MaxDepth bounds queue and CQ depths (default 1<<16).
+	MaxDepth int
+}
+
+// NIC is the software NIC and its fabric. It implements exec.Provider, exec.Progresser and
+// exec.StatsReporter.
+type NIC struct {
+	opts  Options
+	ctxs  []*Context // by rank; nil when not open
+	rng   *rand.Rand
+	clock uint64 // logical time: one tick per post, execution and completion
+	tick  uint64 // Progress calls, the unit of the RNR retry timer
+
+	active []*qp // QPs with send-queue work not yet completed, in activation order
+	cands  []cand
+
+	stats  exec.NICStats
+	trace  []Event
+	faults []Fault
+}
+
+var (
+	_ exec.Provider       = (*NIC)(nil)
+	_ exec.Progresser     = (*NIC)(nil)
+	_ exec.StatsReporter  = (*NIC)(nil)
+	_ exec.FaultExplainer = (*NIC)(nil)
+)
+
+// New creates a software NIC with its fabric.
+func New(opts Options) *NIC {
+	if opts.MaxInline <= 0 {
+		opts.MaxInline = 256
+	}
+	if opts.MaxDepth <= 0 {
+		opts.MaxDepth = 1 << 16
+	}
+	n := &NIC{opts: opts}
+	if opts.Seeded {
+		n.rng = rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))
+	}
+	return n
+}
+
+// Name is "softnic".
+func (n *NIC) Name() string { return "softnic" }
+
+// Caps reports the NIC's capabilities.
+func (n *NIC) Caps() exec.Caps {
+	return exec.Caps{
+		CrossChannel: !n.opts.NoCrossChannel,
+		MaxInline:    n.opts.MaxInline,
+		MaxQPDepth:   n.opts.MaxDepth,
+		MaxCQDepth:   n.opts.MaxDepth,
+		Atomics:      true,
+		InProcess:    true,
+	}
+}
+
+// Open opens the context of a rank. Every rank of a plan may be opened, each once.
+func (n *NIC) Open(rank int) (exec.Context, error) {
+	if rank < 0 || rank > 1<<20 {
+		return nil, fmt.Errorf("softnic: cannot open rank %d: ranks are 0 or more", rank)
+	}
+	for len(n.ctxs) <= rank {
+		n.ctxs = append(n.ctxs, nil)
+	}
+	if n.ctxs[rank] != nil {
+		return nil, fmt.Errorf("softnic: rank %d is already open: open each rank once and share its context", rank)
+	}
+	c := &Context{nic: n, rank: rank, nextAddr: 0x10000}
+	n.ctxs[rank] = c
+	return c, nil
+}
+
+// NICStats returns the counters since the NIC was created.
+func (n *NIC) NICStats() exec.NICStats { return n.stats }
+
+// Now is the current logical time.
+func (n *NIC) Now() uint64 { return n.clock }
+
+// Context is one rank's device context.
+type Context struct {
+	nic      *NIC
+	rank     int
+	closed   bool
+	pds      []*pd
+	mrs      []*mr // key index - 1
+	cqs      []*cq // CQ number - 1
+	qps      []*qp // QP number - 1
+	nextAddr uint64
+}
+
+var _ exec.Context = (*Context)(nil)
+
+// Rank is the context's rank.
+func (c *Context) Rank() int { return c.rank }
+
+// AllocPD allocates a protection domain.
+func (c *Context) AllocPD() (exec.PD, error) {
+	if c.closed {
+		return nil, fmt.Errorf("softnic: rank %d: AllocPD on a closed context: %w", c.rank, exec.ErrClosed)
+	}
+	p := &pd{ctx: c, id: len(c.pds)}
+	c.pds = append(c.pds, p)
+	return p, nil
+}
+
+// CreateCQ creates a completion queue of the given depth.
+func (c *Context) CreateCQ(depth int) (exec.CQ, error) {
+	if c.closed {
+		return nil, fmt.Errorf("softnic: rank %d: CreateCQ on a closed context: %w", c.rank, exec.ErrClosed)
+	}
+	if depth <= 0 || depth > c.nic.opts.MaxDepth {
+		return nil, fmt.Errorf("softnic: rank %d: CQ depth %d out of range: use 1..%d", c.rank, depth, c.nic.opts.MaxDepth)
+	}
+	q := &cq{ctx: c, num: uint32(len(c.cqs) + 1), ring: make([]exec.WC, depth)}
+	c.cqs = append(c.cqs, q)
+	return q, nil
+}
+
+// Close closes the context and destroys its QPs: their pending work is dropped.
+func (c *Context) Close() error {
+	if c.closed {
+		return nil
+	}
+	for _, q := range c.qps {
+		if q != nil {
+			q.closed = true
+		}
+	}
+	c.closed = true
+	c.nic.ctxs[c.rank] = nil
+	return nil
+}
+
+func (c *Context) cqByNum(num uint32) *cq {
+	if num == 0 || int(num) > len(c.cqs) {
+		return nil
+	}
+	q := c.cqs[num-1]
+	if q.closed {
+		return nil
+	}
+	return q
+}
+
+func (c *Context) qpByNum(num uint32) *qp {
+	if num == 0 || int(num) > len(c.qps) {
+		return nil
+	}
+	q := c.qps[num-1]
+	if q.closed {
+		return nil
+	}
+	return q
+}

@@ -1,0 +1,435 @@
+package softnic
+
+import (
+	"encoding/binary"
+
+	"github.com/coredag/coredag/exec"
+)
+
+// blocker is why a send-queue head cannot execute now.
+type blocker uint8
+
+const (
+	runnable blocker = iota
+	blockedNotEnabled
+	blockedFence
+	blockedWait
+	blockedRNR
+)
+
+// cand is one step the seeded scheduler may take: execute q's head, or complete q's oldest
+// in-flight request.
+type cand struct {
+	q        *qp
+	complete bool
+}
+
+// Progress advances the fabric until nothing can run and returns the number of steps made
+// (executions, completions, and bounded receiver-not-ready retries). 0 means the fabric is idle or
+// stalled; Stalls tells which.
+func (n *NIC) Progress() int { return n.progress(nil) }
+
+// progress runs steps until nothing can run, or until the CQ until (if not nil) has a completion.
+func (n *NIC) progress(until *cq) int {
+	n.tick++
+	steps := 0
+	if n.rng == nil {
+		for {
+			made := 0
+			for i := 0; i < len(n.active); i++ {
+				made += n.active[i].runFIFO()
+			}
+			n.compact()
+			steps += made
+			if made == 0 || (until != nil && until.produced != until.consumed) {
+				return steps
+			}
+		}
+	}
+	for {
+		n.cands = n.cands[:0]
+		for _, q := range n.active {
+			if q.closed {
+				continue
+			}
+			if q.sqDone < q.sqHead {
+				n.cands = append(n.cands, cand{q: q, complete: true})
+			}
+			if q.sqHead < q.sqTail {
+				if b := q.headBlocker(); b == runnable {
+					n.cands = append(n.cands, cand{q: q})
+				} else if b == blockedRNR && q.rnrRetry() {
+					steps++
+				}
+			}
+		}
+		if len(n.cands) == 0 {
+			n.compact()
+			return steps
+		}
+		c := n.cands[n.rng.IntN(len(n.cands))]
+		if c.complete {
+			c.q.completeOne()
+		} else {
+			c.q.execute()
+		}
+		steps++
+		if until != nil && until.produced != until.consumed {
+			n.compact()
+			return steps
+		}
+	}
+}
+
+// compact drops QPs with no send work left from the active list, keeping the order.
+func (n *NIC) compact() {
+	k := 0
+	for _, q := range n.active {
+		if !q.closed && q.sqDone < q.sqTail {
+			n.active[k] = q
+			k++
+		} else {
+			q.active = false
+		}
+	}
+	clear(n.active[k:])
+	n.active = n.active[:k]
+}
+
+// runFIFO executes and completes this QP's runnable heads in order; it returns the steps made.
+func (q *qp) runFIFO() int {
+	steps := 0
+	for !q.closed && q.sqHead < q.sqTail {
+		b := q.headBlocker()
+		if b == blockedRNR {
+			if q.rnrRetry() {
+				steps++
+				continue
+			}
+			break
+		}
+		if b != runnable {
+			break
+		}
+		q.execute()
+		for q.sqDone < q.sqHead {
+			q.completeOne()
+		}
+		steps++
+	}
+	return steps
+}
+
+// headBlocker says whether the head of the send queue can execute, without side effects.
+func (q *qp) headBlocker() blocker {
+	if q.state == stateError {
+		return runnable // it will flush
+	}
+	w := &q.sq[q.sqHead%uint64(len(q.sq))]
+	if q.cfg.ManagedSend && !wqEnabled(q.sqHead, q.sqEnable) {
+		return blockedNotEnabled
+	}
+	if w.wr.Flags&exec.FlagFence != 0 && q.inflightRA > 0 {
+		return blockedFence
+	}
+	switch w.wr.Op {
+	case exec.OpCQEWait:
+		if c := q.ctx.cqByNum(w.wr.WaitCQ); c != nil && !cqReached(c.produced, w.wr.Count) {
+			return blockedWait
+		}
+	case exec.OpSend, exec.OpRDMAWriteImm:
+		if r := q.remote; r != nil && !r.closed && r.state != stateError && !r.recvReady() {
+			return blockedRNR
+		}
+	}
+	return runnable
+}
+
+// rnrRetry counts one receiver-not-ready retry of the head per Progress call. With a bounded
+// QPConfig.RNRRetry, the request fails with StatusRNRRetryExceeded once the bound is passed. It
+// reports whether it counted as a step (bounded retries do, so callers keep polling until the
+// failure; unbounded ones do not, so a lasting RNR shows as a stall).
+func (q *qp) rnrRetry() bool {
+	n := q.ctx.nic
+	w := &q.sq[q.sqHead%uint64(len(q.sq))]
+	if w.rnrTick == n.tick {
+		return false
+	}
+	w.rnrTick = n.tick
+	w.rnrTries++
+	n.stats.RNRRetries++
+	if q.cfg.RNRRetry == 0 {
+		return false
+	}
+	if int(w.rnrTries) > q.cfg.RNRRetry {
+		n.clock++
+		n.stats.WQEs++
+		n.start(w.ev)
+		w.status = exec.StatusRNRRetryExceeded
+		n.fault(q, w, q.sqHead, "no receive was posted at "+q.peer.String()+" within the RNR retry limit")
+		q.sqHead++
+		q.fail(false)
+	}
+	return true
+}
+
+// execute runs the head of the send queue: moves the data, checks keys, bounds and permissions,
+// consumes the peer's receive. The request is then in flight until completeOne.
+func (q *qp) execute() {
+	n := q.ctx.nic
+	idx := q.sqHead
+	w := &q.sq[idx%uint64(len(q.sq))]
+	if q.state == stateError {
+		q.flushSend()
+		return
+	}
+	n.clock++
+	n.stats.WQEs++
+	n.start(w.ev)
+	wr := &w.wr
+	w.status = exec.StatusSuccess
+	w.byteLen = 0
+	switch wr.Op {
+	case exec.OpNop:
+	case exec.OpCQEWait:
+		n.stats.Waits++
+	case exec.OpSendEnable:
+		t := q.ctx.qpByNum(wr.TargetQP)
+		if t != nil {
+			t.sqEnable = uint16(wr.Count)
+		}
+		n.stats.Enables++
+	case exec.OpRecvEnable:
+		if t := q.ctx.qpByNum(wr.TargetQP); t != nil {
+			t.enableRecv(uint16(wr.Count))
+		}
+		n.stats.Enables++
+	default:
+		if !q.transfer(w, idx) {
+			return // failed: the QP is flushed
+		}
+	}
+	q.sqHead++
+	if wr.Op == exec.OpRDMARead || wr.Op == exec.OpAtomicFAdd || wr.Op == exec.OpAtomicCAS {
+		q.inflightRA++
+	}
+}
+
+// transfer runs a data request. On a fault it completes the request with the fault's status,
+// moves the QP (and, for faults the responder detects, the peer) to the error state, and
+// returns false.
+func (q *qp) transfer(w *swqe, idx uint64) bool {
+	n := q.ctx.nic
+	wr := &w.wr
+	r := q.remote
+	if r == nil || r.closed || r.state == stateError {
+		return q.failReq(w, idx, exec.StatusRemoteInvalidRequest, "the peer QP "+q.peer.String()+" is closed or in the error state", false)
+	}
+	// Local source (or destination for READ and atomics).
+	var local []byte
+	switch {
+	case wr.Op == exec.OpRDMARead || wr.Op == exec.OpAtomicFAdd || wr.Op == exec.OpAtomicCAS:
+		if wr.Local.Len > 0 {
+			b, why := lookup(q.ctx, q.pd, wr.Local.LKey, lkeyTag, wr.Local.Addr, wr.Local.Len, exec.AccessLocalWrite)
+			if b == nil {
+				return q.failReq(w, idx, exec.StatusLocalProtectionError, "local buffer: "+why, false)
+			}
+			local = b
+		}
+	case wr.Flags&exec.FlagInline != 0:
+		off := int(idx%uint64(len(q.sq))) * q.cfg.MaxInline
+		local = q.inline[off : off+int(wr.Local.Len)]
+	case wr.Local.Len > 0:
+		b, why := lookup(q.ctx, q.pd, wr.Local.LKey, lkeyTag, wr.Local.Addr, wr.Local.Len, 0)
+		if b == nil {
+			return q.failReq(w, idx, exec.StatusLocalProtectionError, "local buffer: "+why, false)
+		}
+		local = b
+	}
+	switch wr.Op {
+	case exec.OpSend:
+		return q.deliver(w, idx, local, 0, exec.OpRecv)
+	case exec.OpRDMAWrite, exec.OpRDMAWriteImm:
+		dst, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, wr.Local.Len, exec.AccessRemoteWrite)
+		if dst == nil {
+			return q.failReq(w, idx, exec.StatusRemoteAccessError, "remote buffer at "+q.peer.String()+": "+why, true)
+		}
+		if wr.Op == exec.OpRDMAWriteImm {
+			if !q.deliver(w, idx, nil, wr.Imm, exec.OpRecvImm) {
+				return false
+			}
+		}
+		copy(dst, local)
+		n.stats.Bytes += uint64(len(local))
+		w.byteLen = wr.Local.Len
+	case exec.OpRDMARead:
+		src, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, wr.Local.Len, exec.AccessRemoteRead)
+		if src == nil {
+			return q.failReq(w, idx, exec.StatusRemoteAccessError, "remote buffer at "+q.peer.String()+": "+why, true)
+		}
+		copy(local, src)
+		n.stats.Bytes += uint64(len(src))
+		w.byteLen = wr.Local.Len
+	case exec.OpAtomicFAdd, exec.OpAtomicCAS:
+		if wr.RemoteAddr%8 != 0 {
+			return q.failReq(w, idx, exec.StatusRemoteInvalidRequest, "atomic remote address is not 8-byte aligned", true)
+		}
+		dst, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, 8, exec.AccessRemoteAtomic)
+		if dst == nil {
+			return q.failReq(w, idx, exec.StatusRemoteAccessError, "remote atomic target at "+q.peer.String()+": "+why, true)
+		}
+		old := binary.LittleEndian.Uint64(dst)
+		if wr.Op == exec.OpAtomicFAdd {
+			binary.LittleEndian.PutUint64(dst, old+wr.CompareAdd)
+		} else if old == wr.CompareAdd {
+			binary.LittleEndian.PutUint64(dst, wr.Swap)
+		}
+		if local != nil {
+			binary.LittleEndian.PutUint64(local, old)
+		}
+		n.stats.Bytes += 8
+		w.byteLen = 8
+	}
+	return true
+}
+
+// deliver consumes the peer's next receive for a SEND (payload data) or a WRITE_IMM (no payload
+// into the receive, immediate imm) and completes it.
+func (q *qp) deliver(w *swqe, idx uint64, data []byte, imm uint32, op exec.Opcode) bool {
+	n := q.ctx.nic
+	r := q.remote
+	rw := &r.rq[r.rqHead%uint64(len(r.rq))]
+	r.rqHead++
+	wc := exec.WC{ID: rw.wr.ID, Opcode: op, QPN: r.num, Imm: imm}
+	if op == exec.OpRecvImm {
+		wc.ByteLen = w.wr.Local.Len
+	} else {
+		wc.ByteLen = uint32(len(data))
+		if len(data) > int(rw.wr.Local.Len) {
+			wc.Status = exec.StatusLocalLengthError
+			n.endRecv(r, rw, wc)
+			n.faultRecv(r, rw, r.rqHead-1, "the message from "+q.String()+" is longer than the receive buffer")
+			return q.failReq(w, idx, exec.StatusRemoteInvalidRequest, "the message is longer than the receive buffer at "+q.peer.String(), true)
+		}
+		if len(data) > 0 {
+			dst, why := lookup(r.ctx, r.pd, rw.wr.Local.LKey, lkeyTag, rw.wr.Local.Addr, uint32(len(data)), exec.AccessLocalWrite)
+			if dst == nil {
+				wc.Status = exec.StatusLocalProtectionError
+				n.endRecv(r, rw, wc)
+				n.faultRecv(r, rw, r.rqHead-1, "receive buffer: "+why)
+				return q.failReq(w, idx, exec.StatusRemoteInvalidRequest, "the receive at "+q.peer.String()+" has a bad buffer", true)
+			}
+			copy(dst, data)
+			n.stats.Bytes += uint64(len(data))
+		}
+		w.byteLen = uint32(len(data))
+	}
+	n.stats.WQEs++
+	n.endRecv(r, rw, wc)
+	return true
+}
+
+// endRecv produces a receive's completion.
+func (n *NIC) endRecv(r *qp, rw *rwqe, wc exec.WC) {
+	n.clock++
+	if rw.ev >= 0 {
+		e := &n.trace[rw.ev]
+		if e.Start == 0 {
+			e.Start = n.clock
+		}
+		e.End, e.Status = n.clock, wc.Status
+	}
+	r.rcq.push(wc)
+}
+
+// failReq completes the request at idx with status, records why, and moves the QP (and with
+// peerToo the peer) to the error state. It returns false for the callers' convenience.
+func (q *qp) failReq(w *swqe, idx uint64, status exec.Status, why string, peerToo bool) bool {
+	w.status = status
+	q.ctx.nic.fault(q, w, idx, why)
+	q.sqHead++
+	if w.wr.Op == exec.OpRDMARead || w.wr.Op == exec.OpAtomicFAdd || w.wr.Op == exec.OpAtomicCAS {
+		q.inflightRA++
+	}
+	q.fail(peerToo)
+	return false
+}
+
+// fail moves the QP to the error state: requests in flight complete with their status, the rest
+// of both queues flush. RC faults that the responder detects also break the responder's QP.
+func (q *qp) fail(peerToo bool) {
+	if q.state == stateError {
+		return
+	}
+	q.state = stateError
+	for q.sqDone < q.sqHead {
+		q.completeOne()
+	}
+	q.flushSend()
+	q.flushRecv()
+	if peerToo && q.remote != nil && q.remote != q {
+		q.remote.fail(false)
+	}
+}
+
+// flushSend completes every request not yet executed with StatusFlushError.
+func (q *qp) flushSend() {
+	n := q.ctx.nic
+	for q.sqDone < q.sqHead {
+		q.completeOne()
+	}
+	for q.sqHead < q.sqTail {
+		w := &q.sq[q.sqHead%uint64(len(q.sq))]
+		w.status = exec.StatusFlushError
+		n.clock++
+		n.start(w.ev)
+		q.sqHead++
+		q.completeOne()
+	}
+}
+
+// flushRecv completes every posted receive with StatusFlushError.
+func (q *qp) flushRecv() {
+	n := q.ctx.nic
+	for q.rqHead < q.rqTail {
+		rw := &q.rq[q.rqHead%uint64(len(q.rq))]
+		q.rqHead++
+		n.endRecv(q, rw, exec.WC{ID: rw.wr.ID, Status: exec.StatusFlushError, Opcode: exec.OpRecv, QPN: q.num})
+	}
+}
+
+// completeOne completes the oldest in-flight request: a completion if it is signalled or failed,
+// and, with a completion, the reclaim of its slot and all earlier ones.
+func (q *qp) completeOne() {
+	n := q.ctx.nic
+	w := &q.sq[q.sqDone%uint64(len(q.sq))]
+	n.clock++
+	if w.ev >= 0 {
+		e := &n.trace[w.ev]
+		e.End, e.Status = n.clock, w.status
+	}
+	op := w.wr.Op
+	if op == exec.OpRDMARead || op == exec.OpAtomicFAdd || op == exec.OpAtomicCAS {
+		q.inflightRA--
+	}
+	q.sqDone++
+	if w.wr.Flags&exec.FlagSignaled != 0 || w.status != exec.StatusSuccess {
+		q.scq.push(exec.WC{ID: w.wr.ID, Status: w.status, Opcode: op, QPN: q.num, ByteLen: w.byteLen})
+		q.sqFreed = q.sqDone
+	}
+}
+
+// enableRecv moves a managed receive queue's enable index; the trace records when each receive
+// became available.
+func (q *qp) enableRecv(upto uint16) {
+	n := q.ctx.nic
+	if n.opts.Trace {
+		for i := q.rqHead; i < q.rqTail; i++ {
+			rw := &q.rq[i%uint64(len(q.rq))]
+			if rw.ev >= 0 && n.trace[rw.ev].Start == 0 && wqEnabled(i, upto) {
+				n.trace[rw.ev].Start = n.clock
+			}
+		}
+	}
+	q.rqEnable = upto
+}

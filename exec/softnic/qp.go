@@ -1,0 +1,305 @@
+package softnic
+
+import (
+	"fmt"
+
+	"github.com/coredag/coredag/exec"
+)
+
+type qpState uint8
+
+const (
+	stateInit  qpState = iota // created, receives may be posted
+	stateRTS                  // connected: sends may be posted
+	stateError                // a fault happened: everything flushes
+)
+
+// swqe is a send-queue slot.
+type swqe struct {
+	wr       exec.SendWR
+	status   exec.Status
+	byteLen  uint32
+	ev       int32 // trace event, -1 without trace
+	rnrTries int32
+	rnrTick  uint64
+}
+
+// rwqe is a receive-queue slot.
+type rwqe struct {
+	wr exec.RecvWR
+	ev int32
+}
+
+// qp is an RC queue pair. Indices are cumulative over the QP's life: a slot is index % depth.
+//
+// Send queue: [sqFreed, sqDone) completed but not reclaimed (no signalled completion after them
+// yet), [sqDone, sqHead) executed and in flight, [sqHead, sqTail) posted, waiting to execute.
+// Receive queue: [rqHead, rqTail) posted, not consumed; consumed receives complete at once.
+type qp struct {
+	ctx    *Context
+	pd     *pd
+	num    uint32
+	cfg    exec.QPConfig
+	scq    *cq
+	rcq    *cq
+	state  qpState
+	closed bool
+	remote *qp
+	peer   exec.QPInfo
+	active bool // in nic.active
+
+	sq                              []swqe
+	sqTail, sqHead, sqDone, sqFreed uint64
+	sqEnable                        uint16
+	inflightRA                      int // executed READ/atomic requests not yet complete (fences)
+	inline                          []byte
+
+	rq             []rwqe
+	rqTail, rqHead uint64
+	rqEnable       uint16
+}
+
+var _ exec.QP = (*qp)(nil)
+
+func newQP(p *pd, cfg exec.QPConfig) (*qp, error) {
+	c := p.ctx
+	n := c.nic
+	where := fmt.Sprintf("softnic: rank %d: CreateQP", c.rank)
+	if p.closed || c.closed {
+		return nil, fmt.Errorf("%s on a closed PD: %w", where, exec.ErrClosed)
+	}
+	scq, ok1 := cfg.SendCQ.(*cq)
+	rcq, ok2 := cfg.RecvCQ.(*cq)
+	if !ok1 || !ok2 || scq == nil || rcq == nil {
+		return nil, fmt.Errorf("%s: SendCQ and RecvCQ must be CQs created by this software NIC", where)
+	}
+	if scq.ctx != c || rcq.ctx != c {
+		return nil, fmt.Errorf("%s: its CQs belong to another rank's context: %w", where, exec.ErrWrongContext)
+	}
+	if scq.closed || rcq.closed {
+		return nil, fmt.Errorf("%s: one of its CQs is closed: %w", where, exec.ErrClosed)
+	}
+	for _, d := range [...]struct {
+		name string
+		v    int
+	}{{"SendDepth", cfg.SendDepth}, {"RecvDepth", cfg.RecvDepth}} {
+		if d.v <= 0 || d.v > n.opts.MaxDepth {
+			return nil, fmt.Errorf("%s: %s %d out of range: use 1..%d", where, d.name, d.v, n.opts.MaxDepth)
+		}
+	}
+	if cfg.MaxInline < 0 || cfg.MaxInline > n.opts.MaxInline {
+		return nil, fmt.Errorf("%s: MaxInline %d out of range: the device inlines at most %d bytes: %w",
+			where, cfg.MaxInline, n.opts.MaxInline, exec.ErrInlineTooLarge)
+	}
+	if (cfg.CrossChannel || cfg.ManagedSend || cfg.ManagedRecv) && n.opts.NoCrossChannel {
+		return nil, fmt.Errorf("%s: cross-channel or managed queues requested, but this NIC runs without "+
+			"cross-channel (use the polling engine or enable cross-channel): %w", where, exec.ErrNoCrossChannel)
+	}
+	if cfg.RNRRetry < 0 {
+		return nil, fmt.Errorf("%s: RNRRetry %d is negative: use 0 to retry forever or a positive bound", where, cfg.RNRRetry)
+	}
+	q := &qp{
+		ctx: c, pd: p, num: uint32(len(c.qps) + 1), cfg: cfg, scq: scq, rcq: rcq,
+		sq: make([]swqe, cfg.SendDepth),
+		rq: make([]rwqe, cfg.RecvDepth),
+	}
+	if cfg.MaxInline > 0 {
+		q.inline = make([]byte, cfg.SendDepth*cfg.MaxInline)
+	}
+	c.qps = append(c.qps, q)
+	return q, nil
+}
+
+func (q *qp) String() string { return fmt.Sprintf("rank %d qp %d", q.ctx.rank, q.num) }
+
+func (q *qp) Num() uint32 { return q.num }
+
+// Info describes this end: the software NIC needs only the rank and the QP number.
+func (q *qp) Info() exec.QPInfo { return exec.QPInfo{Rank: q.ctx.rank, QPN: q.num} }
+
+// Connect connects the QP to the remote end, which must be a QP of an open context of this NIC.
+func (q *qp) Connect(remote exec.QPInfo) error {
+	if q.closed {
+		return fmt.Errorf("softnic: %s: Connect on a closed QP: %w", q, exec.ErrClosed)
+	}
+	if q.state != stateInit {
+		return fmt.Errorf("softnic: %s is already connected to %s; create a new QP for another connection", q, q.peer)
+	}
+	n := q.ctx.nic
+	if remote.Rank < 0 || remote.Rank >= len(n.ctxs) || n.ctxs[remote.Rank] == nil {
+		return fmt.Errorf("softnic: %s: cannot connect to %s: rank %d is not open on this NIC", q, remote, remote.Rank)
+	}
+	r := n.ctxs[remote.Rank].qpByNum(remote.QPN)
+	if r == nil {
+		return fmt.Errorf("softnic: %s: cannot connect to %s: no such QP", q, remote)
+	}
+	q.remote, q.peer, q.state = r, remote, stateRTS
+	return nil
+}
+
+// Close destroys the QP; its pending work is dropped without completions.
+func (q *qp) Close() error {
+	q.closed = true
+	return nil
+}
+
+// PostSend validates and enqueues a batch of send work requests.
+func (q *qp) PostSend(wrs []exec.SendWR) (int, error) {
+	for i := range wrs {
+		if err := q.postSend(&wrs[i]); err != nil {
+			return i, err
+		}
+	}
+	q.activate()
+	return len(wrs), nil
+}
+
+func (q *qp) postSend(wr *exec.SendWR) error {
+	if q.closed {
+		return fmt.Errorf("softnic: %s: PostSend on a closed QP: %w", q, exec.ErrClosed)
+	}
+	if q.state == stateInit {
+		return fmt.Errorf("softnic: %s: PostSend before Connect (connect a local-only queue to its own Info()): %w", q, exec.ErrNotConnected)
+	}
+	if q.sqTail-q.sqFreed >= uint64(len(q.sq)) {
+		return fmt.Errorf("softnic: %s: send queue full: %d requests outstanding, depth %d "+
+			"(slots are reclaimed only by a signalled completion; signal one request every so often or deepen the queue): %w",
+			q, q.sqTail-q.sqFreed, len(q.sq), exec.ErrQueueFull)
+	}
+	if err := q.checkSend(wr); err != nil {
+		return err
+	}
+	n := q.ctx.nic
+	slot := q.sqTail % uint64(len(q.sq))
+	w := &q.sq[slot]
+	*w = swqe{wr: *wr, ev: -1}
+	if wr.Flags&exec.FlagInline != 0 && wr.Local.Len > 0 {
+		src := q.findLocal(wr.Local.Addr, wr.Local.Len)
+		if src == nil {
+			return fmt.Errorf("softnic: %s: inline %s wr_id %d: address %#x+%d is in no memory region of rank %d: %w",
+				q, wr.Op, wr.ID, wr.Local.Addr, wr.Local.Len, q.ctx.rank, exec.ErrBadRequest)
+		}
+		off := int(slot) * q.cfg.MaxInline
+		copy(q.inline[off:off+len(src)], src)
+	}
+	n.clock++
+	if n.opts.Trace {
+		w.ev = n.record(Event{Rank: q.ctx.rank, QPN: q.num, Index: q.sqTail, ID: wr.ID, Op: wr.Op, Posted: n.clock})
+	}
+	q.sqTail++
+	if q.state == stateError {
+		q.flushSend()
+	}
+	return nil
+}
+
+// checkSend rejects requests that can never run on this QP.
+func (q *qp) checkSend(wr *exec.SendWR) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("softnic: %s: %s wr_id %d: %s: %w", q, wr.Op, wr.ID, fmt.Sprintf(format, args...), exec.ErrBadRequest)
+	}
+	if wr.Op > exec.OpRecvEnable {
+		return bad("not a send-queue opcode")
+	}
+	if wr.Flags&^(exec.FlagSignaled|exec.FlagFence|exec.FlagInline) != 0 {
+		return bad("unknown flags %#x", uint8(wr.Flags))
+	}
+	if wr.Op.IsCrossChannel() {
+		if q.ctx.nic.opts.NoCrossChannel {
+			return fmt.Errorf("softnic: %s: %s wr_id %d: this NIC runs without cross-channel (use the polling engine): %w",
+				q, wr.Op, wr.ID, exec.ErrNoCrossChannel)
+		}
+		if !q.cfg.CrossChannel {
+			return bad("the QP was created without QPConfig.CrossChannel")
+		}
+	}
+	switch wr.Op {
+	case exec.OpCQEWait:
+		if q.ctx.cqByNum(wr.WaitCQ) == nil {
+			return bad("rank %d has no CQ %d to wait on", q.ctx.rank, wr.WaitCQ)
+		}
+	case exec.OpSendEnable, exec.OpRecvEnable:
+		t := q.ctx.qpByNum(wr.TargetQP)
+		if t == nil {
+			return bad("rank %d has no QP %d to enable", q.ctx.rank, wr.TargetQP)
+		}
+		if wr.Op == exec.OpSendEnable && !t.cfg.ManagedSend {
+			return bad("QP %d was created without ManagedSend", wr.TargetQP)
+		}
+		if wr.Op == exec.OpRecvEnable && !t.cfg.ManagedRecv {
+			return bad("QP %d was created without ManagedRecv", wr.TargetQP)
+		}
+	case exec.OpAtomicFAdd, exec.OpAtomicCAS:
+		if wr.Local.Len != 0 && wr.Local.Len != 8 {
+			return bad("the local result buffer is %d bytes: atomics fetch 8 (or 0 to discard)", wr.Local.Len)
+		}
+	}
+	if wr.Flags&exec.FlagInline != 0 {
+		switch wr.Op {
+		case exec.OpSend, exec.OpRDMAWrite, exec.OpRDMAWriteImm:
+		default:
+			return bad("only SEND and RDMA writes can be inline")
+		}
+		if int(wr.Local.Len) > q.cfg.MaxInline {
+			return fmt.Errorf("softnic: %s: %s wr_id %d: %d bytes inline, the QP allows %d (QPConfig.MaxInline): %w",
+				q, wr.Op, wr.ID, wr.Local.Len, q.cfg.MaxInline, exec.ErrInlineTooLarge)
+		}
+	}
+	return nil
+}
+
+// findLocal finds [addr, addr+n) in any live region of the QP's PD, ignoring keys (inline data).
+func (q *qp) findLocal(addr uint64, n uint32) []byte {
+	for _, m := range q.ctx.mrs {
+		if m.closed || m.pd != q.pd || addr < m.addr || addr-m.addr > uint64(len(m.buf)) ||
+			uint64(n) > uint64(len(m.buf))-(addr-m.addr) {
+			continue
+		}
+		off := addr - m.addr
+		return m.buf[off : off+uint64(n)]
+	}
+	return nil
+}
+
+// PostRecv enqueues a batch of receive work requests.
+func (q *qp) PostRecv(wrs []exec.RecvWR) (int, error) {
+	n := q.ctx.nic
+	for i := range wrs {
+		if q.closed {
+			return i, fmt.Errorf("softnic: %s: PostRecv on a closed QP: %w", q, exec.ErrClosed)
+		}
+		if q.rqTail-q.rqHead >= uint64(len(q.rq)) {
+			return i, fmt.Errorf("softnic: %s: receive queue full: %d receives posted, depth %d: %w",
+				q, q.rqTail-q.rqHead, len(q.rq), exec.ErrQueueFull)
+		}
+		r := &q.rq[q.rqTail%uint64(len(q.rq))]
+		*r = rwqe{wr: wrs[i], ev: -1}
+		n.clock++
+		if n.opts.Trace {
+			e := Event{Rank: q.ctx.rank, QPN: q.num, Recv: true, Index: q.rqTail, ID: wrs[i].ID, Op: exec.OpRecv, Posted: n.clock}
+			if !q.cfg.ManagedRecv || wqEnabled(q.rqTail, q.rqEnable) {
+				e.Start = n.clock
+			}
+			r.ev = n.record(e)
+		}
+		q.rqTail++
+		if q.state == stateError {
+			q.flushRecv()
+		}
+	}
+	return len(wrs), nil
+}
+
+// activate puts the QP on the fabric's list of queues with send work.
+func (q *qp) activate() {
+	if !q.active && q.sqDone < q.sqTail {
+		q.active = true
+		n := q.ctx.nic
+		n.active = append(n.active, q)
+	}
+}
+
+// recvReady reports whether an incoming message would find a receive.
+func (q *qp) recvReady() bool {
+	return q.rqHead < q.rqTail && (!q.cfg.ManagedRecv || wqEnabled(q.rqHead, q.rqEnable))
+}
