@@ -78,8 +78,8 @@ func (d *diags) list(ranks int) dsl.ErrorList {
 			continue
 		}
 		msg := k.msg
-		if rs := d.ranks[k]; len(rs) > 0 && ranks > 1 {
-			msg += " (" + rankList(rs, ranks) + ")"
+		if rs := d.ranks[k]; len(rs) > 0 && len(rs) < ranks { // a mistake of every rank needs no list
+			msg += " (" + rankList(rs) + ")"
 		}
 		l = append(l, &dsl.Error{Pos: k.pos, Msg: msg})
 	}
@@ -92,12 +92,9 @@ func (d *diags) list(ranks int) dsl.ErrorList {
 	return l
 }
 
-// rankList describes a set of ranks briefly: "on rank 3", "on ranks 0, 1, 2", "on all 8 ranks".
-func rankList(rs []int, ranks int) string {
-	switch {
-	case len(rs) == ranks:
-		return fmt.Sprintf("on all %d ranks", ranks)
-	case len(rs) == 1:
+// rankList describes a set of ranks briefly: "on rank 3", "on ranks 0, 1, 2 and 5 more".
+func rankList(rs []int) string {
+	if len(rs) == 1 {
 		return fmt.Sprintf("on rank %d", rs[0])
 	}
 	var b strings.Builder

@@ -131,7 +131,9 @@ func TestElaborateDiagnostics(t *testing.T) {
 		want      []string // "line:col: substring" in order
 	}{
 		{"one report for all ranks", "plan p\nparam ranks = 4\nop a = nop after b\n", nil,
-			[]string{"3:18: unknown op b (on all 4 ranks)"}},
+			[]string{"3:18: unknown op b"}},
+		{"ranks listed when not all", "plan p\nparam ranks = 4\nif rank > 1 { op a = nop after b }\n", nil,
+			[]string{"3:32: unknown op b (on ranks 2, 3)"}},
 		{"phases stop later phases", "plan p\nbuffer x u8[4]\nop a = copy x[0:9] to x[0:2]\nop b = nop after zz\n", nil,
 			[]string{"4:18: unknown op zz"}},
 		{"unknown param override", "plan p\nparam n = 1\n", map[string]int64{"m": 2},

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// binary is the coredag command built once for the tests that run it as a user would.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "coredag-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	binary = filepath.Join(dir, "coredag")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building coredag: %v\n%s", err, out)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// coredag runs the built binary from the repository root and returns its exit code and output.
+// Every run is bounded: a hang is a test failure, not a stuck CI.
+func coredag(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Stdin = bytes.NewBufferString(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		code = 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("coredag %q did not finish in 2 minutes", args)
+	}
+	return code, out.String(), errb.String()
+}
+
+func plansFiles(t *testing.T) []string {
+	files, err := filepath.Glob(filepath.Join("..", "..", "plans", "*.dag"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 8, "the plan library has at least eight plans")
+	for i, f := range files {
+		files[i], _ = filepath.Rel(filepath.Join("..", ".."), f)
+	}
+	return files
+}
+
+// TestPlansCheck: every plan in plans/ is accepted for ranks 2, 3, 4 and 8, except that a plan
+// needing a power of two refuses 3 with a positioned error saying so.
+func TestPlansCheck(t *testing.T) {
+	pow2 := regexp.MustCompile(`(?m)^plans/\w+\.dag:\d+:\d+: .*power of two`)
+	for _, f := range plansFiles(t) {
+		for _, ranks := range []int{2, 3, 4, 8} {
+			code, stdout, stderr := coredag(t, "", "check", "-p", fmt.Sprintf("ranks=%d", ranks), f)
+			if ranks == 3 && code == exitFail && pow2.MatchString(stderr) {
+				continue
+			}
+			assert.Equal(t, exitOK, code, "%s ranks=%d:\n%s", f, ranks, stderr)
+			assert.Contains(t, stdout, f+": ok")
+		}
+	}
+}
+
+func TestCheckExitCodesAndJSON(t *testing.T) {
+	code, _, stderr := coredag(t, "")
+	assert.Equal(t, exitUsage, code, stderr)
+
+	code, _, stderr = coredag(t, "", "check", "no/such/file.dag")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "no such file")
+
+	code, _, stderr = coredag(t, "", "check", "-p", "ranks", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "want NAME=VALUE")
+
+	bad := "plan p\nparam ranks = 2\nbuffer b u8[4]\nop c = copy b[0:2] to b[1:5]\n"
+	code, _, stderr = coredag(t, bad, "check", "-")
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stderr, "<stdin>:4:27: slice b[1:5] ends past the end of b (4 elements)")
+	assert.Contains(t, stderr, "\n    op c = copy b[0:2] to b[1:5]\n                              ^\n", "source line and caret")
+
+	code, stdout, _ := coredag(t, bad, "check", "--json", "-")
+	assert.Equal(t, exitFail, code)
+	var reports []checkReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &reports), stdout)
+	require.Len(t, reports, 1)
+	assert.False(t, reports[0].OK)
+	require.Len(t, reports[0].Diagnostics, 1)
+	assert.Equal(t, jsonDiagnostic{File: "<stdin>", Line: 4, Col: 27, Message: "slice b[1:5] ends past the end of b (4 elements)"}, reports[0].Diagnostics[0])
+
+	code, stdout, _ = coredag(t, "", "check", "-p", "ranks=0x8", "-p", "n=1KiB", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitOK, code)
+	assert.Contains(t, stdout, "8 ranks")
+
+	code, stdout, _ = coredag(t, "", "--version")
+	assert.Equal(t, exitOK, code)
+	assert.Contains(t, stdout, "coredag ")
+}
