@@ -1,0 +1,264 @@
+package planner
+
+import "sort"
+
+// The happens-before relation of DSL.md ("Dependencies") as a DAG over events. Every op has three
+// events, numbered 3*op (start), 3*op+1 (landing) and 3*op+2 (end). Host ops and recvs do not
+// land anything themselves: their landing event is a filler between start and end, and a recv
+// takes its data at the landing event of the send (or notify write) that matches it.
+//
+// Edges:
+//
+//	start(x) -> land(x) -> end(x)                      every op
+//	end(a) -> start(b)                                 `b after a`
+//	start(p) -> start(n), end(p) -> end(n)             consecutive ops on one side of a queue
+//	start(r) -> land(s) -> end(r)                      send or notify write s matched with recv r
+//
+// The same graph answers the deadlock question (a cycle is a set of events that all wait on each
+// other) and the race question (reachability between access intervals).
+
+// event is a node of the happens-before graph.
+type event int32
+
+const (
+	evStart = 0
+	evLand  = 1
+	evEnd   = 2
+)
+
+func startOf(op OpID) event { return event(op) * 3 }
+func landOf(op OpID) event  { return event(op)*3 + evLand }
+func endOf(op OpID) event   { return event(op)*3 + evEnd }
+
+// op is the op the event belongs to.
+func (e event) op() OpID { return OpID(e / 3) }
+
+// phase is evStart, evLand or evEnd.
+func (e event) phase() int { return int(e % 3) }
+
+// hbGraph is the event DAG with a topological order and a reachability oracle.
+type hbGraph struct {
+	g         *Graph
+	n         int
+	succStart []int32
+	succ      []int32
+
+	// Valid when acyclic: order lists events topologically, topo is its inverse.
+	acyclic bool
+	order   []int32
+	topo    []int32
+
+	// Scratch for bounded searches: a node is visited in the current search when
+	// stamp[node] == epoch, so no clearing between searches.
+	stamp []uint32
+	epoch uint32
+	stack []int32
+}
+
+// newHB builds the event graph of g and sorts it topologically.
+func newHB(g *Graph) *hbGraph {
+	n := 3 * len(g.Ops)
+	h := &hbGraph{g: g, n: n}
+	var from, to []int32
+	add := func(a, b event) {
+		from = append(from, int32(a))
+		to = append(to, int32(b))
+	}
+	// Capacity estimate: 2 per op, 2 per queue-order pair, 2 per match, one per edge.
+	est := 6*len(g.Ops) + len(g.Edges)
+	from = make([]int32, 0, est)
+	to = make([]int32, 0, est)
+	for i := range g.Ops {
+		id := OpID(i)
+		add(startOf(id), landOf(id))
+		add(landOf(id), endOf(id))
+		op := &g.Ops[i]
+		if (op.Kind == OpSend || op.Kind == OpWrite && op.Notify) && op.Match != None {
+			r := op.Match
+			add(startOf(r), landOf(id))
+			add(landOf(id), endOf(r))
+		}
+	}
+	for _, e := range g.Edges {
+		add(endOf(e.From), startOf(e.To))
+	}
+	for qi := range g.Queues {
+		q := &g.Queues[qi]
+		for _, side := range [2][]OpID{q.SendOps, q.RecvOps} {
+			for k := 1; k < len(side); k++ {
+				add(startOf(side[k-1]), startOf(side[k]))
+				add(endOf(side[k-1]), endOf(side[k]))
+			}
+		}
+	}
+	h.succStart = make([]int32, n+1)
+	for _, f := range from {
+		h.succStart[f+1]++
+	}
+	for i := 0; i < n; i++ {
+		h.succStart[i+1] += h.succStart[i]
+	}
+	h.succ = make([]int32, len(from))
+	fill := make([]int32, n)
+	copy(fill, h.succStart[:n])
+	for i, f := range from {
+		h.succ[fill[f]] = to[i]
+		fill[f]++
+	}
+	h.sort()
+	h.stamp = make([]uint32, n)
+	return h
+}
+
+// succs returns the successors of event v.
+func (h *hbGraph) succs(v int32) []int32 { return h.succ[h.succStart[v]:h.succStart[v+1]] }
+
+// sort computes a topological order with Kahn's algorithm; it sets acyclic to false when some
+// events are left over (they sit on or behind a cycle).
+func (h *hbGraph) sort() {
+	indeg := make([]int32, h.n)
+	for _, w := range h.succ {
+		indeg[w]++
+	}
+	order := make([]int32, 0, h.n)
+	for v := 0; v < h.n; v++ {
+		if indeg[v] == 0 {
+			order = append(order, int32(v))
+		}
+	}
+	for i := 0; i < len(order); i++ {
+		for _, w := range h.succs(order[i]) {
+			indeg[w]--
+			if indeg[w] == 0 {
+				order = append(order, w)
+			}
+		}
+	}
+	h.acyclic = len(order) == h.n
+	if !h.acyclic {
+		return
+	}
+	h.order = order
+	h.topo = make([]int32, h.n)
+	for i, v := range order {
+		h.topo[v] = int32(i)
+	}
+}
+
+// reachResult is the answer of a bounded reachability search.
+type reachResult uint8
+
+const (
+	reachNo reachResult = iota
+	reachYes
+	reachUnknown // the search gave up; resolve with resolveBatch
+)
+
+// reach reports whether x happens before or at y, visiting at most budget events. Only events
+// whose topological index lies between x's and y's can be on a path, which keeps searches between
+// nearby events short.
+func (h *hbGraph) reach(x, y event, budget int) reachResult {
+	if x == y {
+		return reachYes
+	}
+	ty := h.topo[y]
+	if h.topo[x] >= ty {
+		return reachNo
+	}
+	h.epoch++
+	if h.epoch == 0 { // wrapped: forget all stamps
+		clear(h.stamp)
+		h.epoch = 1
+	}
+	stack := append(h.stack[:0], int32(x))
+	h.stamp[x] = h.epoch
+	visited := 0
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, w := range h.succs(v) {
+			if w == int32(y) {
+				h.stack = stack
+				return reachYes
+			}
+			if h.topo[w] < ty && h.stamp[w] != h.epoch {
+				h.stamp[w] = h.epoch
+				stack = append(stack, w)
+				visited++
+				if visited > budget {
+					h.stack = stack
+					return reachUnknown
+				}
+			}
+		}
+	}
+	h.stack = stack
+	return reachNo
+}
+
+// hbQuery is a deferred reachability question: does x happen before or at y?
+type hbQuery struct {
+	x, y event
+	ans  bool
+}
+
+// resolveBatch answers queries exactly by propagating bitsets of sources in topological order,
+// 64 sources per pass, each pass restricted to the window of topological indices its queries span.
+// Sorting by source keeps the windows of one pass close together.
+func (h *hbGraph) resolveBatch(qs []hbQuery) {
+	if len(qs) == 0 {
+		return
+	}
+	sort.Slice(qs, func(i, j int) bool { return h.topo[qs[i].x] < h.topo[qs[j].x] })
+	bits := make([]uint64, h.n)
+	for lo := 0; lo < len(qs); lo += 64 {
+		block := qs[lo:min(lo+64, len(qs))]
+		first, last := int32(h.n), int32(0)
+		for j, q := range block {
+			bits[q.x] |= 1 << uint(j)
+			first = min(first, h.topo[q.x])
+			last = max(last, h.topo[q.y])
+		}
+		for i := first; i <= last; i++ {
+			v := h.order[i]
+			b := bits[v]
+			if b == 0 {
+				continue
+			}
+			for _, w := range h.succs(v) {
+				if h.topo[w] <= last {
+					bits[w] |= b
+				}
+			}
+		}
+		for j := range block {
+			block[j].ans = block[j].x == block[j].y || bits[block[j].y]&(1<<uint(j)) != 0
+		}
+		for i := first; i <= last; i++ {
+			bits[h.order[i]] = 0
+		}
+	}
+}
+
+// forward marks every event reachable from the given events (themselves included).
+func (h *hbGraph) forward(from ...event) []bool {
+	seen := make([]bool, h.n)
+	stack := make([]int32, 0, 64)
+	for _, e := range from {
+		if !seen[e] {
+			seen[e] = true
+			stack = append(stack, int32(e))
+		}
+	}
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, w := range h.succs(v) {
+			if !seen[w] {
+				seen[w] = true
+				stack = append(stack, w)
+			}
+		}
+	}
+	return seen
+}

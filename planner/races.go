@@ -1,0 +1,503 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/coredag/coredag/dsl"
+)
+
+// AccessKind says how an access touches memory.
+type AccessKind uint8
+
+// Access kinds. Two accesses conflict unless both read, or both are commuting atomic adds.
+const (
+	AccessRead  AccessKind = iota
+	AccessWrite            // includes read-modify-write (reduce, cas, fetching atomics)
+	AccessAdd              // atomic add without `to`: commutes with other AccessAdd
+)
+
+func (k AccessKind) String() string { return [...]string{"read", "write", "add"}[k] }
+
+// MemAccess is one op's access to a range of one rank's memory. It happens somewhere in the interval
+// of happens-before events [from, to] (DSL.md, Dependencies).
+type MemAccess struct {
+	Op       OpID
+	Rank     int // whose memory: the op's rank, or its queue's peer for remote accesses
+	Buf      BufID
+	Off, Len int64 // elements
+	Kind     AccessKind
+	Pos      dsl.Pos // the slice in the source (the op statement if the slice has no position)
+
+	from, to event
+}
+
+// conflicts reports whether a and b touch memory in ways whose order matters.
+func (a *MemAccess) conflicts(b *MemAccess) bool {
+	return a.Kind != b.Kind || a.Kind == AccessWrite
+}
+
+// accesses appends op id's memory accesses to out. This is the one place that knows, for each
+// kind of op, which slices it reads and writes, on which rank, and when.
+//
+//	kind            access                            rank   interval
+//	send            read Src                          own    [start, land]
+//	recv            write Dst                         own    [land, land] of the matching send
+//	write           read Src, write Dst               own, peer  [start, land]
+//	read            read Src                          peer   [start, land]
+//	                write Dst                         own    [land, end]
+//	atomic add      add Dst (write if it fetches)     peer   [land, land]
+//	atomic cas      write Dst                         peer   [land, land]
+//	atomic          write Fetch                       own    [land, end]
+//	reduce          read Src, write Dst               own    [start, end]
+//	copy            read Src, write Dst               own    [start, end]
+func accesses(g *Graph, id OpID, out []MemAccess) []MemAccess {
+	op := &g.Ops[id]
+	own, peer := op.Rank, op.Rank
+	if op.Queue != None {
+		peer = g.Queues[op.Queue].PeerRank
+	}
+	start, land, end := startOf(id), landOf(id), endOf(id)
+	add := func(s Slice, rank int, kind AccessKind, from, to event) {
+		if !s.Valid() || s.Len <= 0 {
+			return
+		}
+		pos := s.Pos
+		if !pos.IsValid() {
+			pos = op.Pos
+		}
+		out = append(out, MemAccess{Op: id, Rank: rank, Buf: s.Buf, Off: s.Off, Len: s.Len, Kind: kind, Pos: pos, from: from, to: to})
+	}
+	switch op.Kind {
+	case OpSend:
+		add(op.Src, own, AccessRead, start, land)
+	case OpRecv:
+		if op.Match != None {
+			l := landOf(op.Match)
+			add(op.Dst, own, AccessWrite, l, l)
+		} else {
+			add(op.Dst, own, AccessWrite, start, end)
+		}
+	case OpWrite:
+		add(op.Src, own, AccessRead, start, land)
+		add(op.Dst, peer, AccessWrite, start, land)
+	case OpRead:
+		add(op.Src, peer, AccessRead, start, land)
+		add(op.Dst, own, AccessWrite, land, end)
+	case OpAtomicAdd, OpAtomicCAS:
+		kind := AccessWrite
+		if op.Kind == OpAtomicAdd && !op.Fetch.Valid() {
+			kind = AccessAdd
+		}
+		add(op.Dst, peer, kind, land, land)
+		add(op.Fetch, own, AccessWrite, land, end)
+	case OpReduce, OpCopy:
+		add(op.Src, own, AccessRead, start, end)
+		add(op.Dst, own, AccessWrite, start, end)
+	}
+	return out
+}
+
+// Race is a pair of conflicting accesses to the same elements of one rank's memory, neither of
+// which happens before the other. First is the one that can start earlier.
+type Race struct {
+	First, Second MemAccess
+	Off, Len      int64 // the elements both touch
+}
+
+// Rank is the rank whose memory the race is on.
+func (r Race) Rank() int { return r.First.Rank }
+
+// Buf is the buffer the race is on.
+func (r Race) Buf() BufID { return r.First.Buf }
+
+// Races returns every race of g, one per pair of op instances and buffer, sorted by rank, buffer
+// and offset. A Graph whose happens-before relation has a cycle (see Verify) has no meaningful
+// races, and Races returns nil for it.
+func Races(g *Graph) []Race {
+	if len(g.Ops) == 0 {
+		return nil
+	}
+	h := newHB(g)
+	if !h.acyclic {
+		return nil
+	}
+	return findRaces(g, h)
+}
+
+// Budgets of the bounded searches: a check that would search further is resolved in a batch
+// (exactly); a read-set pruning question that would search further is answered "no", which only
+// keeps one more read in the set.
+const (
+	checkBudget = 512
+	pruneBudget = 64
+)
+
+// raceFinder sweeps the accesses of each (rank, buffer) in topological order of their starts,
+// keeping per elementary segment of the buffer the last write and the reads and commuting adds
+// since it (each as an antichain). A new access is checked only against that state: if all
+// checks pass, every earlier conflicting access is ordered before it by transitivity, so the
+// sweep finds a race on every segment that has one while asking few reachability questions.
+type raceFinder struct {
+	g   *Graph
+	h   *hbGraph
+	acc []MemAccess
+
+	deferred []hbQuery
+	pairs    [][2]int32 // access pairs of deferred queries
+	found    map[[2]int32]bool
+	races    [][2]int32
+	checked  []int32 // earlier accesses already checked against the current one
+}
+
+type segState struct {
+	last  int32
+	reads []int32
+	adds  []int32
+}
+
+func findRaces(g *Graph, h *hbGraph) []Race {
+	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}}
+	for i := range g.Ops {
+		f.acc = accesses(g, OpID(i), f.acc)
+	}
+	byGroup := f.sortAccesses()
+	var states []segState
+	var bounds []int64
+	for _, grp := range byGroup {
+		bounds = bounds[:0]
+		for _, a := range grp {
+			bounds = append(bounds, f.acc[a].Off, f.acc[a].Off+f.acc[a].Len)
+		}
+		sort.Slice(bounds, func(i, j int) bool { return bounds[i] < bounds[j] })
+		bounds = compact(bounds)
+		nseg := len(bounds) - 1
+		for len(states) < nseg {
+			states = append(states, segState{})
+		}
+		for s := 0; s < nseg; s++ {
+			states[s] = segState{last: -1, reads: states[s].reads[:0], adds: states[s].adds[:0]}
+		}
+		for _, a := range grp {
+			ac := &f.acc[a]
+			lo := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= ac.Off })
+			hi := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= ac.Off+ac.Len })
+			f.checked = f.checked[:0]
+			for s := lo; s < hi; s++ {
+				f.visit(&states[s], a)
+			}
+		}
+	}
+	f.h.resolveBatch(f.deferred)
+	for i, q := range f.deferred {
+		if !q.ans {
+			f.race(f.pairs[i][0], f.pairs[i][1])
+		}
+	}
+	return f.collect()
+}
+
+// sortAccesses groups access indices by (rank, buffer), each group in topological order of the
+// accesses' first events, with two counting sorts.
+func (f *raceFinder) sortAccesses() [][]int32 {
+	h := f.h
+	n := len(f.acc)
+	byTopo := make([]int32, n)
+	count := make([]int32, h.n+1)
+	for i := range f.acc {
+		count[h.topo[f.acc[i].from]+1]++
+	}
+	for i := 0; i < h.n; i++ {
+		count[i+1] += count[i]
+	}
+	for i := range f.acc {
+		t := h.topo[f.acc[i].from]
+		byTopo[count[t]] = int32(i)
+		count[t]++
+	}
+	nbuf := len(f.g.Buffers)
+	ngroups := f.g.Ranks * nbuf
+	if ngroups == 0 {
+		return nil
+	}
+	gstart := make([]int32, ngroups+1)
+	key := func(a int32) int { return f.acc[a].Rank*nbuf + int(f.acc[a].Buf) }
+	for _, a := range byTopo {
+		gstart[key(a)+1]++
+	}
+	for i := 0; i < ngroups; i++ {
+		gstart[i+1] += gstart[i]
+	}
+	sorted := make([]int32, n)
+	fill := append([]int32(nil), gstart[:ngroups]...)
+	for _, a := range byTopo {
+		k := key(a)
+		sorted[fill[k]] = a
+		fill[k]++
+	}
+	var groups [][]int32
+	for k := 0; k < ngroups; k++ {
+		if gstart[k] < gstart[k+1] {
+			groups = append(groups, sorted[gstart[k]:gstart[k+1]])
+		}
+	}
+	return groups
+}
+
+func compact(s []int64) []int64 {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// visit applies access a to the state of one segment.
+func (f *raceFinder) visit(st *segState, a int32) {
+	ac := &f.acc[a]
+	if st.last >= 0 {
+		f.check(st.last, a)
+	}
+	if ac.Kind != AccessRead {
+		for _, r := range st.reads {
+			f.check(r, a)
+		}
+	}
+	if ac.Kind != AccessAdd {
+		for _, r := range st.adds {
+			f.check(r, a)
+		}
+	}
+	switch ac.Kind {
+	case AccessWrite:
+		st.last = a
+		st.reads = st.reads[:0]
+		st.adds = st.adds[:0]
+	case AccessRead:
+		st.reads = f.insert(st.reads, a)
+	case AccessAdd:
+		st.adds = f.insert(st.adds, a)
+	}
+}
+
+// insert adds a to an antichain, dropping the members that happen before it (a later conflicting
+// access ordered after a is then ordered after them too).
+func (f *raceFinder) insert(set []int32, a int32) []int32 {
+	from := f.acc[a].from
+	out := set[:0]
+	for _, r := range set {
+		if r == a {
+			return set
+		}
+		if f.h.reach(f.acc[r].to, from, pruneBudget) != reachYes {
+			out = append(out, r)
+		}
+	}
+	return append(out, a)
+}
+
+// check asks whether earlier access p is ordered before a, recording a race or a deferred query.
+func (f *raceFinder) check(p, a int32) {
+	pa, aa := &f.acc[p], &f.acc[a]
+	if pa.Op == aa.Op || !pa.conflicts(aa) {
+		return
+	}
+	for _, c := range f.checked {
+		if c == p {
+			return
+		}
+	}
+	f.checked = append(f.checked, p)
+	switch f.h.reach(pa.to, aa.from, checkBudget) {
+	case reachNo:
+		f.race(p, a)
+	case reachUnknown:
+		f.deferred = append(f.deferred, hbQuery{x: pa.to, y: aa.from})
+		f.pairs = append(f.pairs, [2]int32{p, a})
+	}
+}
+
+func (f *raceFinder) race(p, a int32) {
+	k := [2]int32{p, a}
+	if !f.found[k] {
+		f.found[k] = true
+		f.races = append(f.races, k)
+	}
+}
+
+// collect merges the racing access pairs into one Race per pair of ops and buffer.
+func (f *raceFinder) collect() []Race {
+	type key struct {
+		a, b OpID
+		rank int
+		buf  BufID
+	}
+	index := map[key]int{}
+	var out []Race
+	for _, pr := range f.races {
+		a, b := f.acc[pr[0]], f.acc[pr[1]]
+		lo, hi := max(a.Off, b.Off), min(a.Off+a.Len, b.Off+b.Len)
+		k := key{a.Op, b.Op, a.Rank, a.Buf}
+		if i, ok := index[k]; ok {
+			r := &out[i]
+			nlo, nhi := min(r.Off, lo), max(r.Off+r.Len, hi)
+			r.Off, r.Len = nlo, nhi-nlo
+			continue
+		}
+		index[k] = len(out)
+		out = append(out, Race{First: a, Second: b, Off: lo, Len: hi - lo})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		x, y := &out[i], &out[j]
+		if x.First.Rank != y.First.Rank {
+			return x.First.Rank < y.First.Rank
+		}
+		if x.First.Buf != y.First.Buf {
+			return x.First.Buf < y.First.Buf
+		}
+		if x.Off != y.Off {
+			return x.Off < y.Off
+		}
+		if x.First.Op != y.First.Op {
+			return x.First.Op < y.First.Op
+		}
+		return x.Second.Op < y.Second.Op
+	})
+	return out
+}
+
+// Fix is a missing ordering that would remove a race: `Op after After`, both ops on Rank.
+type Fix struct {
+	Rank      int
+	Op, After OpID
+}
+
+// Format writes the fix as an instruction: "add `red[1] after ag[0]` on rank 2".
+func (f Fix) Format(g *Graph) string {
+	return fmt.Sprintf("add `%s after %s` on rank %d", g.Ops[f.Op].Name, g.Ops[f.After].Name, f.Rank)
+}
+
+// ExplainRaces returns, for each race, the shortest missing ordering that would fix it: one
+// `after` edge on one rank that orders the two accesses without creating a cycle (ok false when
+// there is none, which cannot happen for a race between ops of a valid plan). The edge is on the
+// rank of the op that should wait, and it waits for the earliest op of that rank whose completion
+// implies the other access is over (the other op itself when it is on the same rank).
+// Between two ops of one rank, the one declared first is assumed to be meant to go first.
+func ExplainRaces(g *Graph, races []Race) (fixes []Fix, ok []bool) {
+	if len(races) == 0 {
+		return nil, nil
+	}
+	h := newHB(g)
+	if !h.acyclic {
+		return make([]Fix, len(races)), make([]bool, len(races))
+	}
+	for _, r := range races {
+		f, good := explain(g, h, r)
+		fixes = append(fixes, f)
+		ok = append(ok, good)
+	}
+	return fixes, ok
+}
+
+func explain(g *Graph, h *hbGraph, r Race) (Fix, bool) {
+	a, b := r.First, r.Second
+	if g.Ops[a.Op].Rank == g.Ops[b.Op].Rank && b.Op < a.Op {
+		a, b = b, a
+	}
+	if f, ok := orderBefore(g, h, a, b); ok {
+		return f, true
+	}
+	return orderBefore(g, h, b, a)
+}
+
+// orderBefore finds an edge `b.Op after x` on b.Op's rank such that access a ends before x
+// completes, choosing the x that completes earliest, and refusing edges that would close a cycle.
+func orderBefore(g *Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
+	rank := g.Ops[b.Op].Rank
+	afterA := h.forward(a.to)
+	fromB := h.forward(startOf(b.Op))
+	first, end := g.RankOps(rank)
+	best := OpID(None)
+	for x := first; x < end; x++ {
+		e := endOf(x)
+		if x == b.Op || !afterA[e] || fromB[e] {
+			continue
+		}
+		if x == a.Op { // the other op itself reads best
+			best = x
+			break
+		}
+		if best == None || h.topo[e] < h.topo[endOf(best)] {
+			best = x
+		}
+	}
+	if best == None {
+		return Fix{}, false
+	}
+	return Fix{Rank: rank, Op: b.Op, After: best}, true
+}
+
+// raceErrors turns the races of g into diagnostics, one per pair of op statements and buffer,
+// naming the ranks whose memory it occurs in.
+func raceErrors(g *Graph, h *hbGraph) dsl.ErrorList {
+	if h == nil || !h.acyclic {
+		return nil
+	}
+	races := findRaces(g, h)
+	var groups reportGroups
+	for _, r := range races {
+		oa, ob := &g.Ops[r.First.Op], &g.Ops[r.Second.Op]
+		key := fmt.Sprintf("%s %s %d %s %s", oa.Pos, ob.Pos, r.Buf(), r.First.Pos, r.Second.Pos)
+		groups.add(key, []int{r.Rank()}, func(ranks string) *dsl.Error {
+			return raceError(g, h, r, ranks)
+		})
+	}
+	return groups.errors()
+}
+
+func raceError(g *Graph, h *hbGraph, r Race, ranks string) *dsl.Error {
+	a, b := r.First, r.Second
+	if b.Pos.Before(a.Pos) {
+		a, b = b, a
+	}
+	where := fmt.Sprintf("rank %d's %s", r.Rank(), g.SliceString(Slice{Buf: r.Buf(), Off: r.Off, Len: r.Len}))
+	hint := "order them with an `after`"
+	if f, ok := explain(g, h, r); ok {
+		hint = f.Format(g)
+	}
+	also := ""
+	if ranks != fmt.Sprintf("rank %d", r.Rank()) {
+		also = "; the same race is on " + ranks
+	}
+	return &dsl.Error{Pos: a.Pos, Msg: fmt.Sprintf(
+		"race on %s: %s %s it, and %s %s it (%s); neither is ordered before the other, so the result depends on timing (%s%s)",
+		where, describeOp(g, a.Op), accessVerb(g, a), describeOp(g, b.Op), accessVerb(g, b), b.Pos, hint, also)}
+}
+
+func describeOp(g *Graph, id OpID) string {
+	op := &g.Ops[id]
+	return fmt.Sprintf("%s %s on rank %d", op.Kind, op.Name, op.Rank)
+}
+
+func accessVerb(g *Graph, a MemAccess) string {
+	op := &g.Ops[a.Op]
+	switch {
+	case a.Kind == AccessRead:
+		return "reads"
+	case a.Kind == AccessAdd:
+		return "atomically adds to"
+	case op.Kind.IsAtomic() && a.from != a.to: // the local copy of the old value
+		return "fetches into"
+	case op.Kind == OpAtomicCAS:
+		return "compares and swaps"
+	case op.Kind == OpAtomicAdd:
+		return "fetches and adds to"
+	case op.Kind == OpRecv:
+		return "receives into"
+	case op.Kind == OpReduce:
+		return "reduces into"
+	}
+	return "writes"
+}

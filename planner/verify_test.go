@@ -1,0 +1,67 @@
+package planner
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/stretchr/testify/require"
+)
+
+// loadPlan parses and elaborates a plan file without running Check, so tests can inspect or
+// mutate the Graph before verifying it.
+func loadPlan(t testing.TB, path string, params map[string]int64) *Graph {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	require.NoError(t, err)
+	f, err := dsl.Parse(path, src)
+	require.NoError(t, err)
+	g, err := Elaborate(f, params)
+	require.NoError(t, err)
+	return g
+}
+
+// planRanks are the world sizes every plan in plans/ must verify cleanly at; plans that need a
+// power of two skip the others.
+var planRanks = []int64{2, 3, 4, 8}
+
+func planFiles(t testing.TB) []string {
+	files, err := filepath.Glob("../plans/*.dag")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	return files
+}
+
+// elaborates reports whether the plan accepts the world size (recursive doubling needs a power of two).
+func elaborates(path string, ranks int64) bool {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	f, err := dsl.Parse(path, src)
+	if err != nil {
+		return false
+	}
+	_, err = Elaborate(f, map[string]int64{"ranks": ranks})
+	return err == nil
+}
+
+func TestVerifyPlansClean(t *testing.T) {
+	for _, path := range planFiles(t) {
+		for _, ranks := range planRanks {
+			name := strings.TrimSuffix(filepath.Base(path), ".dag")
+			t.Run(name+"/ranks="+strconv.FormatInt(ranks, 10), func(t *testing.T) {
+				if !elaborates(path, ranks) {
+					t.Skipf("%s does not support ranks=%d", name, ranks)
+				}
+				g := loadPlan(t, path, map[string]int64{"ranks": ranks})
+				require.Empty(t, Verify(g), "plan %s at ranks=%d", name, ranks)
+				require.Empty(t, Races(g))
+			})
+		}
+	}
+}
+
