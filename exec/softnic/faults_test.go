@@ -235,13 +235,13 @@ func TestPostErrors(t *testing.T) {
 		},
 		{
 			name: "SEND_EN without cross-channel", opts: Options{NoCrossChannel: true},
-			wrs:  func(a *end) []exec.SendWR { return []exec.SendWR{{Op: exec.OpSendEnable, TargetQP: 1}} },
-			err:  exec.ErrNoCrossChannel,
+			wrs: func(a *end) []exec.SendWR { return []exec.SendWR{{Op: exec.OpSendEnable, TargetQP: 1}} },
+			err: exec.ErrNoCrossChannel,
 		},
 		{
 			name: "RECV_EN without cross-channel", opts: Options{NoCrossChannel: true},
-			wrs:  func(a *end) []exec.SendWR { return []exec.SendWR{{Op: exec.OpRecvEnable, TargetQP: 1}} },
-			err:  exec.ErrNoCrossChannel,
+			wrs: func(a *end) []exec.SendWR { return []exec.SendWR{{Op: exec.OpRecvEnable, TargetQP: 1}} },
+			err: exec.ErrNoCrossChannel,
 		},
 		{
 			name: "WAIT on a QP created without CrossChannel",
@@ -250,13 +250,13 @@ func TestPostErrors(t *testing.T) {
 		},
 		{
 			name: "WAIT on an unknown CQ", cfg: exec.QPConfig{CrossChannel: true},
-			wrs:  func(a *end) []exec.SendWR { return []exec.SendWR{{Op: exec.OpCQEWait, WaitCQ: 99}} },
-			err:  exec.ErrBadRequest, msg: "no CQ 99",
+			wrs: func(a *end) []exec.SendWR { return []exec.SendWR{{Op: exec.OpCQEWait, WaitCQ: 99}} },
+			err: exec.ErrBadRequest, msg: "no CQ 99",
 		},
 		{
 			name: "SEND_EN of an unmanaged QP", cfg: exec.QPConfig{CrossChannel: true},
-			wrs:  func(a *end) []exec.SendWR { return []exec.SendWR{{Op: exec.OpSendEnable, TargetQP: a.qp.Num()}} },
-			err:  exec.ErrBadRequest, msg: "without ManagedSend",
+			wrs: func(a *end) []exec.SendWR { return []exec.SendWR{{Op: exec.OpSendEnable, TargetQP: a.qp.Num()}} },
+			err: exec.ErrBadRequest, msg: "without ManagedSend",
 		},
 		{
 			name: "inline too large", cfg: exec.QPConfig{MaxInline: 8},
