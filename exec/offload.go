@@ -1,0 +1,509 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/wait"
+)
+
+// offloadEngine posts every rank's compiled chains, WAIT and ENABLE entries included, and lets
+// the NIC walk them. The CPU polls the CQs (counting completions, checking statuses), runs the
+// HOST entries of each rank's host-signal chain once the completions they wait for exist, and
+// posts the signalled NOP that follows each one, which is how WAITs order NIC work after CPU work.
+// Between iterations it re-arms the chains: WAIT counts move by the CQ's per-iteration
+// completions and ENABLE indices by the target queue's per-iteration WQEs, cyclically.
+type offloadEngine struct {
+	g     *planner.Graph
+	plan  *planner.Plan
+	mem   *Memory
+	prog  Progresser
+	hang  time.Duration
+	ranks []offRank
+	wc    []WC
+
+	posted, polled, hostSteps, waits, enables uint64
+}
+
+type offRank struct {
+	rp  *planner.RankPlan
+	res *rankRes
+	wqs []offWQ // by plan work queue
+	cqs []offCQ // by plan CQ
+	// host chain cursor
+	hostNext int
+}
+
+type offWQ struct {
+	wq     *planner.WorkQueue
+	qp     QP   // nil for a host queue without CQ
+	recv   bool // a receive queue
+	host   bool // the host-signal queue: its NOPs are posted by the CPU
+	swr    []SendWR
+	rwr    []RecvWR
+	next   int      // chain entries posted (or run, for HOST) this iteration
+	waitAt []int32  // chain indices of CQE_WAIT entries
+	waitB  []uint32 // their iteration-0 counts
+	waitP  []uint32 // per-iteration completions of the CQ they wait on
+	enAt   []int32  // chain indices of SEND_EN / RECV_EN entries
+	enB    []uint32
+	enP    []uint32
+}
+
+type offCQ struct {
+	cq     CQ
+	name   string
+	wq     int
+	count  uint64 // completions polled over the run
+	target uint64 // count at the end of the current iteration
+	per    uint64
+}
+
+const offloadTag = uint64(1) << 62
+
+func offID(rank, wq, idx int) uint64 {
+	return offloadTag | uint64(rank)<<40 | uint64(wq)<<24 | uint64(idx)
+}
+
+func newOffload(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, p Provider, opts Options) (*offloadEngine, error) {
+	e := &offloadEngine{g: g, plan: plan, mem: mem, hang: opts.HangTimeout, wc: make([]WC, 64)}
+	e.prog, _ = p.(Progresser)
+	maxInline := p.Caps().MaxInline
+	for _, r := range res {
+		rp := &plan.Ranks[r.rank]
+		or := offRank{rp: rp, res: r, wqs: make([]offWQ, len(rp.Queues)), cqs: make([]offCQ, len(rp.CQs))}
+		for ci := range rp.CQs {
+			or.cqs[ci] = offCQ{name: rp.CQs[ci].Name, wq: rp.CQs[ci].Queue, per: uint64(rp.CQs[ci].PerIteration)}
+		}
+		for qi, spec := range r.layout.qps {
+			if spec.sendWQ >= 0 {
+				or.wqs[spec.sendWQ].qp = r.qps[qi]
+			}
+			if spec.recvWQ >= 0 {
+				or.wqs[spec.recvWQ].qp = r.qps[qi]
+				or.wqs[spec.recvWQ].recv = true
+			}
+		}
+		for ci := range rp.CQs {
+			or.cqs[ci].cq = r.cqs[ci] // offloadLayout creates the plan's CQs in order
+		}
+		for wi := range rp.Queues {
+			wq := &rp.Queues[wi]
+			o := &or.wqs[wi]
+			o.wq = wq
+			o.host = wi == rp.Host
+			if o.recv || wq.Kind == planner.RecvQueue {
+				o.recv = true
+				for k := range wq.Chain {
+					w := &wq.Chain[k]
+					o.rwr = append(o.rwr, RecvWR{ID: offID(r.rank, wi, k), Local: r.local(g, w.Local)})
+				}
+				continue
+			}
+			for k := range wq.Chain {
+				w := &wq.Chain[k]
+				wr, err := e.buildWR(r, rp, &or, wi, k, w, maxInline)
+				if err != nil {
+					return nil, err
+				}
+				o.swr = append(o.swr, wr)
+			}
+			if o.qp == nil && len(o.swr) > 0 && !o.host {
+				return nil, fmt.Errorf("rank %d: work queue %s has a chain but no QP", r.rank, wq.Name)
+			}
+		}
+		e.ranks = append(e.ranks, or)
+	}
+	return e, nil
+}
+
+// buildWR lowers one chain entry to a work request for iteration 0.
+func (e *offloadEngine) buildWR(r *rankRes, rp *planner.RankPlan, or *offRank, wi, k int, w *planner.WQE, maxInline int) (SendWR, error) {
+	g := e.g
+	o := &or.wqs[wi]
+	wr := SendWR{ID: offID(r.rank, wi, k)}
+	if w.Flags&planner.Signalled != 0 {
+		wr.Flags |= FlagSignaled
+	}
+	if w.Flags&planner.Fence != 0 {
+		wr.Flags |= FlagFence
+	}
+	remote := func(s planner.Slice) { wr.RemoteAddr, wr.RKey = r.remote(g, w.Peer, s) }
+	switch w.Opcode {
+	case planner.OpcSend:
+		wr.Op, wr.Local = OpSend, r.local(g, w.Local)
+		if w.Flags&planner.Inline != 0 && int(wr.Local.Len) <= maxInline {
+			wr.Flags |= FlagInline
+		}
+	case planner.OpcWrite, planner.OpcWriteImm:
+		wr.Op, wr.Local = OpRDMAWrite, r.local(g, w.Local)
+		if w.Opcode == planner.OpcWriteImm {
+			wr.Op, wr.Imm = OpRDMAWriteImm, uint32(w.Op)
+		}
+		remote(w.Remote)
+	case planner.OpcRead:
+		wr.Op, wr.Local = OpRDMARead, r.local(g, w.Local)
+		remote(w.Remote)
+	case planner.OpcAtomicFAdd, planner.OpcAtomicCAS:
+		wr.Op, wr.Local = OpAtomicFAdd, r.local(g, w.Local)
+		if w.Opcode == planner.OpcAtomicCAS {
+			wr.Op = OpAtomicCAS
+		}
+		wr.CompareAdd, wr.Swap = uint64(w.A), uint64(w.B)
+		remote(w.Remote)
+	case planner.OpcNop:
+		wr.Op = OpNop
+	case planner.OpcWait:
+		if w.Wait.CQ < 0 || w.Wait.CQ >= len(rp.CQs) || or.cqs[w.Wait.CQ].cq == nil {
+			return wr, fmt.Errorf("%s: rank %d %s: WAIT names CQ #%d, which the rank does not have", w.Pos, r.rank, rp.Queues[wi].Name, w.Wait.CQ)
+		}
+		wr.Op, wr.WaitCQ, wr.Count = OpCQEWait, or.cqs[w.Wait.CQ].cq.Num(), w.Wait.Count
+		o.waitAt = append(o.waitAt, int32(k))
+		o.waitB = append(o.waitB, w.Wait.Count)
+		o.waitP = append(o.waitP, rp.CQs[w.Wait.CQ].PerIteration)
+	case planner.OpcSendEnable, planner.OpcRecvEnable:
+		if w.Queue < 0 || w.Queue >= len(rp.Queues) || or.wqs[w.Queue].qp == nil {
+			return wr, fmt.Errorf("%s: rank %d %s: ENABLE names work queue #%d, which the rank does not have", w.Pos, r.rank, rp.Queues[wi].Name, w.Queue)
+		}
+		wr.Op = OpSendEnable
+		if w.Opcode == planner.OpcRecvEnable {
+			wr.Op = OpRecvEnable
+		}
+		wr.TargetQP, wr.Count = or.wqs[w.Queue].qp.Num(), w.UpTo
+		o.enAt = append(o.enAt, int32(k))
+		o.enB = append(o.enB, w.UpTo)
+		o.enP = append(o.enP, rp.Queues[w.Queue].PerIteration)
+	case planner.OpcHost:
+		// run by the CPU, never posted
+	default:
+		return wr, fmt.Errorf("%s: rank %d %s: unexpected %s entry", w.Pos, r.rank, rp.Queues[wi].Name, w.Opcode)
+	}
+	return wr, nil
+}
+
+func (e *offloadEngine) rearm(iter int) {
+	for ri := range e.ranks {
+		or := &e.ranks[ri]
+		or.hostNext = 0
+		for wi := range or.wqs {
+			o := &or.wqs[wi]
+			o.next = 0
+			for j, k := range o.waitAt {
+				o.swr[k].Count = wait.CQ.At(o.waitB[j], o.waitP[j], uint64(iter))
+			}
+			for j, k := range o.enAt {
+				o.swr[k].Count = wait.WQ.At(o.enB[j], o.enP[j], uint64(iter))
+			}
+		}
+		for ci := range or.cqs {
+			c := &or.cqs[ci]
+			c.target = uint64(iter+1) * c.per
+		}
+	}
+}
+
+func (e *offloadEngine) counters(r *Result) {
+	r.WQEsPosted += e.posted
+	r.CQEsPolled += e.polled
+	r.HostSteps += e.hostSteps
+	r.Waits += e.waits
+	r.Enables += e.enables
+}
+
+// post posts what remains of every NIC chain (all of it at iteration start; the rest later when
+// a queue was full).
+func (e *offloadEngine) post() (bool, error) {
+	did := false
+	for ri := range e.ranks {
+		or := &e.ranks[ri]
+		for wi := range or.wqs {
+			o := &or.wqs[wi]
+			if o.host || o.qp == nil {
+				continue
+			}
+			var n int
+			var err error
+			if o.recv {
+				if o.next >= len(o.rwr) {
+					continue
+				}
+				n, err = o.qp.PostRecv(o.rwr[o.next:])
+			} else {
+				if o.next >= len(o.swr) {
+					continue
+				}
+				n, err = o.qp.PostSend(o.swr[o.next:])
+				for _, w := range o.wq.Chain[o.next : o.next+n] {
+					switch w.Opcode {
+					case planner.OpcWait:
+						e.waits++
+					case planner.OpcSendEnable, planner.OpcRecvEnable:
+						e.enables++
+					}
+				}
+			}
+			o.next += n
+			e.posted += uint64(n)
+			did = did || n > 0
+			if err != nil && !errors.Is(err, ErrQueueFull) {
+				return did, e.wqeError(or, wi, o.next, fmt.Errorf("post: %w", err))
+			}
+		}
+	}
+	return did, nil
+}
+
+// wqeError names the op behind chain entry k of work queue wi.
+func (e *offloadEngine) wqeError(or *offRank, wi, k int, err error) error {
+	wq := &or.rp.Queues[wi]
+	if k < 0 || k >= len(wq.Chain) {
+		return fmt.Errorf("rank %d work queue %s: %w", or.rp.Rank, wq.Name, err)
+	}
+	w := &wq.Chain[k]
+	return &OpError{Op: w.Name, Rank: or.rp.Rank, Queue: wq.Name, Pos: w.Pos, Err: fmt.Errorf("%s entry #%d: %w", w.Opcode, k, err)}
+}
+
+// runHost runs the rank's host chain as far as the completions allow: HOST entries whose waits
+// hold, and the NOPs that signal them.
+func (e *offloadEngine) runHost(or *offRank, iter int) (bool, error) {
+	if or.rp.Host < 0 {
+		return false, nil
+	}
+	wi := or.rp.Host
+	o := &or.wqs[wi]
+	chain := o.wq.Chain
+	did := false
+	for or.hostNext < len(chain) {
+		k := or.hostNext
+		w := &chain[k]
+		switch w.Opcode {
+		case planner.OpcHost:
+			for _, c := range w.Waits {
+				if c.CQ < 0 || c.CQ >= len(or.cqs) {
+					return did, e.wqeError(or, wi, k, fmt.Errorf("waits on CQ #%d, which the rank does not have", c.CQ))
+				}
+				cq := &or.cqs[c.CQ]
+				if cq.count < uint64(c.Count)+uint64(iter)*cq.per {
+					return did, nil
+				}
+			}
+			if err := e.mem.RunHost(w.Op); err != nil {
+				return did, err
+			}
+			e.hostSteps++
+		case planner.OpcNop:
+			if o.qp == nil {
+				return did, e.wqeError(or, wi, k, errors.New("NOP on a host queue without QP"))
+			}
+			n, err := o.qp.PostSend(o.swr[k : k+1])
+			if n == 0 {
+				if err != nil && !errors.Is(err, ErrQueueFull) {
+					return did, e.wqeError(or, wi, k, fmt.Errorf("post: %w", err))
+				}
+				return did, nil
+			}
+			e.posted++
+		default:
+			return did, e.wqeError(or, wi, k, fmt.Errorf("unexpected %s entry on the host queue", w.Opcode))
+		}
+		or.hostNext++
+		did = true
+	}
+	return did, nil
+}
+
+func (e *offloadEngine) finished() bool {
+	for ri := range e.ranks {
+		or := &e.ranks[ri]
+		if or.rp.Host >= 0 && or.hostNext < len(or.rp.Queues[or.rp.Host].Chain) {
+			return false
+		}
+		for ci := range or.cqs {
+			if or.cqs[ci].count < or.cqs[ci].target {
+				return false
+			}
+		}
+		for wi := range or.wqs {
+			o := &or.wqs[wi]
+			if !o.host && o.qp != nil && o.next < len(o.wq.Chain) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (e *offloadEngine) poll() (bool, error) {
+	did := false
+	for ri := range e.ranks {
+		or := &e.ranks[ri]
+		for ci := range or.cqs {
+			c := &or.cqs[ci]
+			if c.cq == nil {
+				continue
+			}
+			n, err := c.cq.Poll(e.wc)
+			if err != nil {
+				return did, fmt.Errorf("rank %d: CQ %s: %w", or.rp.Rank, c.name, err)
+			}
+			if n == 0 {
+				continue
+			}
+			did = true
+			c.count += uint64(n)
+			e.polled += uint64(n)
+			for k := 0; k < n; k++ {
+				wc := &e.wc[k]
+				if wc.Status == StatusSuccess {
+					continue
+				}
+				wi, idx := int(wc.ID>>24&0xffff), int(wc.ID&0xffffff)
+				if wc.ID&offloadTag == 0 || wi >= len(or.wqs) {
+					return did, fmt.Errorf("rank %d: CQ %s: work request %d failed with status %s", or.rp.Rank, c.name, wc.ID, wc.Status)
+				}
+				return did, e.wqeError(or, wi, idx, fmt.Errorf("completed with status %s on CQ %s", wc.Status, c.name))
+			}
+		}
+	}
+	return did, nil
+}
+
+func (e *offloadEngine) iterate(ctx context.Context, iter int) error {
+	if _, err := e.post(); err != nil {
+		return err
+	}
+	idle := 0
+	var idleSince time.Time
+	for !e.finished() {
+		progress, err := e.poll()
+		if err != nil {
+			return err
+		}
+		for ri := range e.ranks {
+			did, err := e.runHost(&e.ranks[ri], iter)
+			if err != nil {
+				return err
+			}
+			progress = progress || did
+		}
+		did, err := e.post()
+		if err != nil {
+			return err
+		}
+		if progress || did {
+			idle = 0
+			continue
+		}
+		if e.prog != nil && e.prog.Progress() > 0 {
+			continue
+		}
+		if e.prog != nil {
+			return e.diagnose(iter)
+		}
+		idle++
+		if idle&1023 == 1 {
+			now := time.Now()
+			if idle == 1 {
+				idleSince = now
+			} else if now.Sub(idleSince) > e.hang {
+				return e.diagnose(iter)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("iteration %d: %w", iter, ctx.Err())
+			default:
+			}
+		}
+	}
+	return nil
+}
+
+// diagnose names, per rank, the WAITs whose CQ has not reached its count, the HOST step the CPU
+// is waiting to run, and the CQs short of their per-iteration completions with the op expected to
+// produce the next one. With a software NIC it adds the NIC's own view of every stuck queue head.
+func (e *offloadEngine) diagnose(iter int) error {
+	h := &HangError{Iteration: iter}
+	for ri := range e.ranks {
+		or := &e.ranks[ri]
+		rp := or.rp
+		rank := rp.Rank
+		if rp.Host >= 0 && or.hostNext < len(rp.Queues[rp.Host].Chain) {
+			w := &rp.Queues[rp.Host].Chain[or.hostNext]
+			for _, c := range w.Waits {
+				cq := &or.cqs[c.CQ]
+				need := uint64(c.Count) + uint64(iter)*cq.per
+				if cq.count < need {
+					h.Stuck = append(h.Stuck, Stuck{Rank: rank, Queue: rp.Queues[rp.Host].Name, CQ: cq.name, Reached: cq.count, Awaited: need,
+						Producer: e.opRef(c.Op), What: fmt.Sprintf("HOST %s (%s)", w.Name, w.Pos)})
+				}
+			}
+		}
+		for ci := range or.cqs {
+			cq := &or.cqs[ci]
+			if cq.count >= cq.target {
+				continue
+			}
+			// The chain entry that would produce the next completion of this CQ.
+			wq := &rp.Queues[cq.wq]
+			seen := cq.count - uint64(iter)*cq.per
+			producer := ""
+			var n uint64
+			for k := range wq.Chain {
+				w := &wq.Chain[k]
+				if w.Opcode == planner.OpcHost || (wq.Kind != planner.RecvQueue && !w.Signalled()) {
+					continue
+				}
+				if n == seen {
+					producer = fmt.Sprintf("%s %s (%s)", w.Opcode, w.Name, w.Pos)
+					break
+				}
+				n++
+			}
+			// The WAIT in any queue of the rank that blocks on this CQ, if one does.
+			h.Stuck = append(h.Stuck, Stuck{Rank: rank, Queue: wq.Name, CQ: cq.name, Reached: cq.count, Awaited: cq.target,
+				Producer: producer, What: "completions"})
+		}
+	}
+	if e.prog != nil {
+		var det []string
+		for _, st := range e.prog.Stalls() {
+			msg := st.String()
+			if w, or := e.wqeOf(st.ID); w != nil {
+				msg += fmt.Sprintf(" = %s %s (%s)", w.Opcode, w.Name, w.Pos)
+				if w.Opcode == planner.OpcWait {
+					cq := &or.cqs[w.Wait.CQ]
+					h.Stuck = append([]Stuck{{Rank: or.rp.Rank, Queue: or.rp.Queues[int(st.ID>>24&0xffff)].Name, CQ: cq.name,
+						Reached: st.Reached, Awaited: st.Awaited, Producer: e.opRef(w.Wait.Op), What: "WAIT before " + w.Name}}, h.Stuck...)
+				}
+			}
+			det = append(det, msg)
+		}
+		h.Detail = joinMax(det, 6)
+	}
+	return h
+}
+
+func (e *offloadEngine) opRef(id planner.OpID) string {
+	if id < 0 || int(id) >= len(e.g.Ops) {
+		return ""
+	}
+	return opRef(e.g, id)
+}
+
+// wqeOf maps a work request ID back to its chain entry.
+func (e *offloadEngine) wqeOf(id uint64) (*planner.WQE, *offRank) {
+	if id&offloadTag == 0 {
+		return nil, nil
+	}
+	rank, wi, k := int(id>>40&0x3fffff), int(id>>24&0xffff), int(id&0xffffff)
+	for ri := range e.ranks {
+		or := &e.ranks[ri]
+		if or.rp.Rank == rank && wi < len(or.rp.Queues) && k < len(or.rp.Queues[wi].Chain) {
+			return &or.rp.Queues[wi].Chain[k], or
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,421 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coredag/coredag/planner"
+)
+
+// pollEngine walks the dependency graph on the CPU. Every local op has a counter of unfinished
+// explicit predecessors; successors live in one flat CSR array; each queue side keeps its work
+// requests prebuilt in queue order, so posting a run of ready ones is one PostSend of a
+// sub-slice. The hot loop polls every CQ, resolves successors, runs host ops whose inputs are
+// complete, and posts newly ready work requests in batches, without allocating or locking.
+// Re-arming copies the initial counters back in place.
+type pollEngine struct {
+	g    *planner.Graph
+	mem  *Memory
+	res  []*rankRes
+	prog Progresser
+	hang time.Duration
+
+	pending, initPending []int32 // by op: unfinished predecessors
+	succStart, succList  []int32 // CSR of explicit successors
+	ready                []bool  // by op: predecessors done, waiting for its turn on the queue
+	opSide               []int32 // by op: side index, -1 for host ops
+	opSlot               []int32 // by op: position on its side
+	roots                []int32 // local ops without predecessors
+	sides                []pollSide
+	dirty                []int32 // sides that may post
+	inDirty              []bool
+	stack                []int32 // host ops ready to run
+	cqs                  []pollCQ
+	wc                   []WC
+	localOps             int
+	left                 int // local ops not complete this iteration
+	scan                 int // CQ scan offset (Options.Seed)
+
+	posted, polled, hostSteps uint64
+}
+
+// pollSide is one side (send or receive) of one graph queue on one rank.
+type pollSide struct {
+	qp          QP
+	recv        bool
+	rank        int
+	queue       planner.QueueID
+	cq          int32 // index into pollEngine.cqs
+	ops         []int32
+	swr         []SendWR
+	rwr         []RecvWR
+	next, done  int32 // posted up to next, completed up to done (slots)
+	depth       int32
+	signalledAt []bool // by slot: produces a completion
+}
+
+type pollCQ struct {
+	cq   CQ
+	side int32
+	name string
+	rank int
+}
+
+func newPoll(g *planner.Graph, mem *Memory, res []*rankRes, p Provider, opts Options) (*pollEngine, error) {
+	n := len(g.Ops)
+	e := &pollEngine{g: g, mem: mem, res: res, hang: opts.HangTimeout,
+		pending: make([]int32, n), initPending: make([]int32, n), ready: make([]bool, n),
+		opSide: make([]int32, n), opSlot: make([]int32, n), wc: make([]WC, 64)}
+	e.prog, _ = p.(Progresser)
+	for i := range e.opSide {
+		e.opSide[i] = -1
+	}
+	e.succStart = make([]int32, n+1)
+	for i := 0; i < n; i++ {
+		s := g.Succs(planner.OpID(i))
+		e.succStart[i+1] = e.succStart[i] + int32(len(s))
+		e.succList = append(e.succList, s...)
+	}
+	maxInline := p.Caps().MaxInline
+	for _, r := range res {
+		first, end := g.RankOps(r.rank)
+		for id := first; id < end; id++ {
+			e.initPending[id] = int32(len(g.Preds(id)))
+			if e.initPending[id] == 0 {
+				e.roots = append(e.roots, int32(id))
+			}
+			e.localOps++
+		}
+		for qi, spec := range r.layout.qps {
+			q := &g.Queues[spec.graphQueue]
+			for _, recv := range []bool{false, true} {
+				side := pollSide{qp: r.qps[qi], recv: recv, rank: r.rank, queue: spec.graphQueue, depth: int32(spec.sendDepth)}
+				ops, cq := q.SendOps, spec.sendCQ
+				if recv {
+					ops, cq, side.depth = q.RecvOps, spec.recvCQ, int32(spec.recvDepth)
+				}
+				si := int32(len(e.sides))
+				side.cq = int32(len(e.cqs))
+				e.cqs = append(e.cqs, pollCQ{cq: r.cqs[cq], side: si, name: r.layout.cqs[cq].name, rank: r.rank})
+				every := max(side.depth/2, 1)
+				for k, id := range ops {
+					side.ops = append(side.ops, int32(id))
+					e.opSide[id], e.opSlot[id] = si, int32(k)
+					if recv {
+						l := r.local(g, g.Ops[id].Dst)
+						side.rwr = append(side.rwr, RecvWR{ID: uint64(id), Local: l})
+						side.signalledAt = append(side.signalledAt, true)
+						continue
+					}
+					wr := r.dataWR(g, id, maxInline)
+					// Signal what someone waits for, the queue's last op, and every half
+					// depth so unsignalled requests cannot fill the queue.
+					sig := len(g.Succs(id)) > 0 || k == len(ops)-1 || int32(k+1)%every == 0
+					if sig {
+						wr.Flags |= FlagSignaled
+					}
+					side.swr = append(side.swr, wr)
+					side.signalledAt = append(side.signalledAt, sig)
+				}
+				e.sides = append(e.sides, side)
+			}
+		}
+	}
+	e.inDirty = make([]bool, len(e.sides))
+	e.dirty = make([]int32, 0, len(e.sides))
+	e.stack = make([]int32, 0, n)
+	if len(e.cqs) > 0 {
+		e.scan = int(opts.Seed % uint64(len(e.cqs)))
+	}
+	return e, nil
+}
+
+func (e *pollEngine) rearm(int) {
+	copy(e.pending, e.initPending)
+	clear(e.ready)
+	for i := range e.sides {
+		e.sides[i].next, e.sides[i].done = 0, 0
+	}
+	e.left = e.localOps
+}
+
+func (e *pollEngine) counters(r *Result) {
+	r.WQEsPosted += e.posted
+	r.CQEsPolled += e.polled
+	r.HostSteps += e.hostSteps
+}
+
+// markReady handles op id whose predecessors are all complete.
+func (e *pollEngine) markReady(id int32) {
+	si := e.opSide[id]
+	if si < 0 {
+		e.stack = append(e.stack, id)
+		return
+	}
+	e.ready[id] = true
+	e.touch(si)
+}
+
+func (e *pollEngine) touch(si int32) {
+	if !e.inDirty[si] {
+		e.inDirty[si] = true
+		e.dirty = append(e.dirty, si)
+	}
+}
+
+// complete records op id's completion and releases its successors.
+func (e *pollEngine) complete(id int32) {
+	e.left--
+	for _, s := range e.succList[e.succStart[id]:e.succStart[id+1]] {
+		if e.pending[s]--; e.pending[s] == 0 {
+			e.markReady(s)
+		}
+	}
+}
+
+// runHost runs ready host ops (and those they make ready).
+func (e *pollEngine) runHost() error {
+	for len(e.stack) > 0 {
+		id := e.stack[len(e.stack)-1]
+		e.stack = e.stack[:len(e.stack)-1]
+		if err := e.mem.RunHost(planner.OpID(id)); err != nil {
+			return err
+		}
+		e.hostSteps++
+		e.complete(id)
+	}
+	return nil
+}
+
+// flush posts, per dirty side, the run of ready work requests at its head that fits its depth.
+func (e *pollEngine) flush() (bool, error) {
+	did := false
+	for len(e.dirty) > 0 {
+		si := e.dirty[len(e.dirty)-1]
+		e.dirty = e.dirty[:len(e.dirty)-1]
+		e.inDirty[si] = false
+		s := &e.sides[si]
+		lo, hi, n := s.next, s.next, int32(len(s.ops))
+		for hi < n && hi-s.done < s.depth && e.ready[s.ops[hi]] {
+			hi++
+		}
+		if hi == lo {
+			continue
+		}
+		var k int
+		var err error
+		if s.recv {
+			k, err = s.qp.PostRecv(s.rwr[lo:hi])
+		} else {
+			k, err = s.qp.PostSend(s.swr[lo:hi])
+		}
+		s.next += int32(k)
+		e.posted += uint64(k)
+		did = did || k > 0
+		if err != nil {
+			if errors.Is(err, ErrQueueFull) {
+				continue // retried when a completion frees a slot
+			}
+			return did, opErrorf(e.g, planner.OpID(s.ops[lo+int32(k)]), "post: %w", err)
+		}
+	}
+	return did, nil
+}
+
+// handle processes one completion.
+func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
+	if wc.ID >= uint64(len(e.opSide)) {
+		return fmt.Errorf("rank %d: CQ %s returned a completion for unknown work request %d", c.rank, c.name, wc.ID)
+	}
+	id := int32(wc.ID)
+	if wc.Status != StatusSuccess {
+		return opErrorf(e.g, planner.OpID(id), "completed with status %s on CQ %s", wc.Status, c.name)
+	}
+	si := e.opSide[id]
+	if si != c.side {
+		return fmt.Errorf("rank %d: CQ %s returned a completion for %s, which is not on its queue", c.rank, c.name, e.g.OpString(planner.OpID(id)))
+	}
+	s := &e.sides[si]
+	slot := e.opSlot[id]
+	if slot < s.done || slot >= s.next {
+		return opErrorf(e.g, planner.OpID(id), "completion on CQ %s out of queue order (slot %d, completed up to %d, posted up to %d)", c.name, slot, s.done, s.next)
+	}
+	// A signalled completion implies every earlier request of the queue completed.
+	for s.done <= slot {
+		e.complete(s.ops[s.done])
+		s.done++
+	}
+	if s.next < int32(len(s.ops)) && e.ready[s.ops[s.next]] {
+		e.touch(si)
+	}
+	return nil
+}
+
+func (e *pollEngine) iterate(ctx context.Context, iter int) error {
+	for _, id := range e.roots {
+		e.markReady(id)
+	}
+	if err := e.runHost(); err != nil {
+		return err
+	}
+	if _, err := e.flush(); err != nil {
+		return err
+	}
+	idle := 0
+	var idleSince time.Time
+	ncq := len(e.cqs)
+	for e.left > 0 {
+		progress := false
+		for j := 0; j < ncq; j++ {
+			c := &e.cqs[(j+e.scan)%ncq]
+			n, err := c.cq.Poll(e.wc)
+			if err != nil {
+				return fmt.Errorf("rank %d: CQ %s: %w", c.rank, c.name, err)
+			}
+			if n == 0 {
+				continue
+			}
+			progress = true
+			e.polled += uint64(n)
+			for k := 0; k < n; k++ {
+				if err := e.handle(c, &e.wc[k]); err != nil {
+					return err
+				}
+			}
+		}
+		if len(e.stack) > 0 {
+			progress = true
+			if err := e.runHost(); err != nil {
+				return err
+			}
+		}
+		if did, err := e.flush(); err != nil {
+			return err
+		} else if did {
+			progress = true
+		}
+		if progress {
+			idle = 0
+			continue
+		}
+		if e.prog != nil && e.prog.Progress() > 0 {
+			continue
+		}
+		if e.prog != nil {
+			// A software NIC with nothing runnable and an engine with nothing to do: stalled.
+			return e.diagnose(iter)
+		}
+		idle++
+		if idle&1023 == 1 {
+			now := time.Now()
+			if idle == 1 {
+				idleSince = now
+			} else if now.Sub(idleSince) > e.hang {
+				return e.diagnose(iter)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("iteration %d: %w", iter, ctx.Err())
+			default:
+			}
+		}
+	}
+	return nil
+}
+
+// diagnose describes why the iteration cannot finish: posted work requests whose completion
+// never came, and the first unposted op of each queue side with the predecessors it waits for.
+func (e *pollEngine) diagnose(iter int) error {
+	h := &HangError{Iteration: iter}
+	g := e.g
+	qpSide := map[uint32]int32{}
+	for si := range e.sides {
+		s := &e.sides[si]
+		if !s.recv {
+			qpSide[s.qp.Num()] = int32(si)
+		}
+		n := int32(len(s.ops))
+		if s.done >= n {
+			continue
+		}
+		q := &g.Queues[s.queue]
+		cqName := e.cqs[s.cq].name
+		if s.done < s.next {
+			// The completion that would move this side on: the first signalled slot at or after done.
+			k := s.done
+			for k < s.next-1 && !s.signalledAt[k] {
+				k++
+			}
+			id := planner.OpID(s.ops[s.done])
+			what := "post of " + g.Ops[id].Kind.String()
+			if s.recv {
+				what = "posted recv"
+			}
+			h.Stuck = append(h.Stuck, Stuck{Rank: s.rank, Queue: q.Name, CQ: cqName, Reached: uint64(s.done), Awaited: uint64(k + 1),
+				Producer: opRef(g, planner.OpID(s.ops[k])), What: what + " " + g.Ops[id].Name})
+			continue
+		}
+		id := planner.OpID(s.ops[s.next])
+		var blockers []string
+		for _, p := range g.Preds(id) {
+			if !e.opDone(p) {
+				blockers = append(blockers, opRef(g, planner.OpID(p)))
+			}
+		}
+		if len(blockers) > 0 {
+			h.Stuck = append(h.Stuck, Stuck{Rank: s.rank, Queue: q.Name, CQ: cqName, Reached: uint64(s.done), Awaited: uint64(s.done + 1),
+				Producer: fmt.Sprintf("%s, which waits for %s", opRef(g, id), joinMax(blockers, 3)), What: "unposted " + g.Ops[id].Kind.String() + " " + g.Ops[id].Name})
+		}
+	}
+	if e.prog != nil {
+		var det []string
+		for _, st := range e.prog.Stalls() {
+			msg := st.String()
+			if si, ok := qpSide[st.QPN]; ok && !st.Recv && st.ID < uint64(len(g.Ops)) {
+				msg = fmt.Sprintf("%s (op %s, queue %s)", msg, opRef(g, planner.OpID(st.ID)), g.Queues[e.sides[si].queue].Name)
+			}
+			det = append(det, msg)
+		}
+		h.Detail = joinMax(det, 6)
+	}
+	return h
+}
+
+// opDone reports whether local op p completed in this iteration.
+func (e *pollEngine) opDone(p int32) bool {
+	si := e.opSide[p]
+	if si < 0 {
+		return e.pending[p] == 0 && !e.inStack(p)
+	}
+	return e.opSlot[p] < e.sides[si].done
+}
+
+func (e *pollEngine) inStack(p int32) bool {
+	for _, x := range e.stack {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
+
+// opRef names an op with its position: "tx[2] on rank 1 (ring.dag:12:3)".
+func opRef(g *planner.Graph, id planner.OpID) string {
+	return fmt.Sprintf("%s (%s)", g.OpString(id), g.Ops[id].Pos)
+}
+
+func joinMax(s []string, n int) string {
+	out := ""
+	for i, x := range s {
+		if i == n {
+			return out + fmt.Sprintf("; and %d more", len(s)-n)
+		}
+		if i > 0 {
+			out += "; "
+		}
+		out += x
+	}
+	return out
+}

@@ -1,0 +1,324 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/coredag/coredag/planner"
+)
+
+// Engine selects who walks the dependency graph during a run.
+type Engine uint8
+
+// Engines.
+const (
+	// Auto picks Offload when the provider and the plan's target have cross-channel, else Poll.
+	Auto Engine = iota
+	// Offload posts every rank's compiled chains, WAIT and ENABLE entries included, and lets the
+	// NIC walk them; the CPU only runs HOST steps and re-arms between iterations.
+	Offload
+	// Poll keeps per-op dependency counters on the CPU and posts each WQE when its
+	// predecessors have completed.
+	Poll
+)
+
+var engineNames = [...]string{"auto", "offload", "poll"}
+
+func (e Engine) String() string {
+	if int(e) < len(engineNames) {
+		return engineNames[e]
+	}
+	return fmt.Sprintf("Engine(%d)", e)
+}
+
+// ParseEngine maps "auto", "offload" or "poll" to an Engine.
+func ParseEngine(s string) (Engine, error) {
+	for i, n := range engineNames {
+		if n == s {
+			return Engine(i), nil
+		}
+	}
+	return Auto, fmt.Errorf("unknown engine %q (use auto, offload or poll)", s)
+}
+
+// DefaultHangTimeout bounds how long a run may make no progress before it ends with a
+// HangError. A software provider's stall is detected at once; the timeout is for hardware.
+const DefaultHangTimeout = 10 * time.Second
+
+// Options tune a Run.
+type Options struct {
+	Engine Engine
+	// Iters is the number of iterations (default 1). Buffers are reset to their init values
+	// before each one, outside the timed region.
+	Iters int
+	// Seed varies the order in which the polling engine scans completion queues, so different
+	// seeds exercise different host-side interleavings (the software NIC has its own seed).
+	Seed uint64
+	// HangTimeout: a run that makes no progress for this long ends with a *HangError
+	// (DefaultHangTimeout when zero).
+	HangTimeout time.Duration
+	// Ranks lists the ranks this process runs; nil means every rank of the plan. A provider that
+	// owns one rank per process runs with Ranks = []int{r} and Exchange and Barrier set.
+	Ranks []int
+	// Exchange hands this process's endpoints to the other processes and returns the endpoints
+	// of all ranks, indexed by rank. Nil when every rank is local.
+	Exchange func(ctx context.Context, local []Endpoint) ([]Endpoint, error)
+	// Barrier synchronises all processes; Run calls it after resetting buffers and after each
+	// iteration, so no peer writes into a buffer that is being reset. Nil when every rank is local.
+	Barrier func(ctx context.Context) error
+	// Reference is the expected memory (from Reference); computed when nil.
+	Reference *Memory
+	// OnIteration, when set, is called after each iteration with the number done and the total
+	// (for progress bars). It runs outside the timed region.
+	OnIteration func(done, total int)
+}
+
+// Verdict says whether one rank's memory equals the reference after the last iteration.
+type Verdict struct {
+	Rank       int
+	OK         bool
+	Mismatches []Mismatch
+}
+
+// Latency summarises the wall time of the iterations.
+type Latency struct {
+	Min, Median, P99, Max time.Duration
+	All                   []time.Duration // in iteration order
+}
+
+// Result is what a run did and whether it computed the right thing.
+type Result struct {
+	Engine   Engine // the engine that ran (never Auto)
+	Provider string
+	Target   string
+	Iters    int
+	OK       bool      // every local rank's memory equals the reference
+	Verdicts []Verdict // one per local rank, in rank order
+	Latency  Latency
+	// Counters over all iterations and local ranks.
+	WQEsPosted uint64 // work requests posted (data, NOP, WAIT, ENABLE)
+	CQEsPolled uint64
+	Waits      uint64 // CQE_WAIT entries executed (offload)
+	Enables    uint64 // SEND_EN and RECV_EN entries executed (offload)
+	HostSteps  uint64 // host ops run on the CPU
+	RNRRetries uint64
+	Memory     *Memory // the final memory (local ranks only)
+}
+
+// driver is an engine bound to a set's resources.
+type driver interface {
+	// rearm prepares iteration iter (outside the timed region).
+	rearm(iter int)
+	// iterate runs one iteration to completion.
+	iterate(ctx context.Context, iter int) error
+	// counters adds the engine's own counters to r.
+	counters(r *Result)
+}
+
+// Run executes plan (compiled from g) on provider p: it registers every local rank's buffers,
+// creates and connects the queues, runs opts.Iters iterations with the chosen engine, and
+// compares the final memory with the reference. A fault or a hang ends the run with an error
+// (an *OpError or a *HangError); the Result, when not nil, holds what was measured up to then.
+func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, opts Options) (*Result, error) {
+	if g == nil || p == nil {
+		return nil, errors.New("run: need a graph and a provider")
+	}
+	if plan != nil && plan.Graph != g {
+		return nil, errors.New("run: the plan was compiled from another graph")
+	}
+	if opts.Iters <= 0 {
+		opts.Iters = 1
+	}
+	if opts.HangTimeout <= 0 {
+		opts.HangTimeout = DefaultHangTimeout
+	}
+	ranks := opts.Ranks
+	if ranks == nil {
+		for r := 0; r < g.Ranks; r++ {
+			ranks = append(ranks, r)
+		}
+	}
+	ranks = slices.Clone(ranks)
+	slices.Sort(ranks)
+	for _, r := range ranks {
+		if r < 0 || r >= g.Ranks {
+			return nil, fmt.Errorf("run: rank %d is not in the plan (ranks 0..%d)", r, g.Ranks-1)
+		}
+	}
+	if len(ranks) < g.Ranks && (opts.Exchange == nil || opts.Barrier == nil) {
+		return nil, fmt.Errorf("run: %d of %d ranks are local: Exchange and Barrier must connect the others", len(ranks), g.Ranks)
+	}
+	caps := p.Caps()
+	engine, err := chooseEngine(opts.Engine, plan, caps)
+	if err != nil {
+		return nil, err
+	}
+	ref := opts.Reference
+	if ref == nil {
+		if ref, err = Reference(g); err != nil {
+			return nil, err
+		}
+	}
+	layout := func(rank int) (rankLayout, error) { return pollLayout(g, rank, caps), nil }
+	if engine == Offload {
+		layout = func(rank int) (rankLayout, error) { return offloadLayout(g, &plan.Ranks[rank]) }
+	}
+	res, err := setupRanks(ctx, p, g, ranks, layout, opts.Exchange)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, r := range res {
+			r.close()
+		}
+	}()
+	bufs := make([][][]byte, g.Ranks)
+	for _, r := range res {
+		bufs[r.rank] = make([][]byte, len(g.Buffers))
+		for b, mr := range r.mrs {
+			bufs[r.rank][b] = mr.Bytes()[:g.Buffers[b].Bytes()]
+		}
+	}
+	mem, err := NewMemoryFrom(g, bufs)
+	if err != nil {
+		return nil, err
+	}
+	var d driver
+	if engine == Offload {
+		d, err = newOffload(g, plan, mem, res, p, opts)
+	} else {
+		d, err = newPoll(g, mem, res, p, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &Result{Engine: engine, Provider: p.Name(), Iters: opts.Iters, Memory: mem}
+	if plan != nil {
+		out.Target = plan.Target.Name
+	}
+	var before NICStats
+	sr, _ := p.(StatsReporter)
+	if sr != nil {
+		before = sr.NICStats()
+	}
+	lat := make([]time.Duration, 0, opts.Iters)
+	finish := func(err error) (*Result, error) {
+		d.counters(out)
+		if sr != nil {
+			after := sr.NICStats()
+			out.RNRRetries = after.RNRRetries - before.RNRRetries
+			if engine == Offload {
+				out.Waits = after.Waits - before.Waits
+				out.Enables = after.Enables - before.Enables
+			}
+		}
+		out.Latency = summarise(lat)
+		if err != nil {
+			return out, err
+		}
+		out.OK = true
+		for _, r := range ranks {
+			v := Verdict{Rank: r, OK: true}
+			for _, m := range mem.Diff(ref) {
+				if m.Rank == r {
+					v.OK = false
+					v.Mismatches = append(v.Mismatches, m)
+				}
+			}
+			out.OK = out.OK && v.OK
+			out.Verdicts = append(out.Verdicts, v)
+		}
+		return out, nil
+	}
+	for it := 0; it < opts.Iters; it++ {
+		for _, r := range ranks {
+			if err := mem.Reset(r); err != nil {
+				return finish(err)
+			}
+		}
+		d.rearm(it)
+		if opts.Barrier != nil {
+			if err := opts.Barrier(ctx); err != nil {
+				return finish(fmt.Errorf("iteration %d: barrier before the run: %w", it, err))
+			}
+		}
+		t0 := time.Now()
+		err := d.iterate(ctx, it)
+		lat = append(lat, time.Since(t0))
+		if err != nil {
+			return finish(err)
+		}
+		if opts.Barrier != nil {
+			if err := opts.Barrier(ctx); err != nil {
+				return finish(fmt.Errorf("iteration %d: barrier after the run: %w", it, err))
+			}
+		}
+		if opts.OnIteration != nil {
+			opts.OnIteration(it+1, opts.Iters)
+		}
+	}
+	return finish(nil)
+}
+
+func chooseEngine(e Engine, plan *planner.Plan, caps Caps) (Engine, error) {
+	switch e {
+	case Auto:
+		if caps.CrossChannel && plan != nil && plan.Target.CrossChannel {
+			return Offload, nil
+		}
+		return Poll, nil
+	case Poll:
+		return Poll, nil
+	case Offload:
+		if plan == nil {
+			return e, errors.New("the offload engine needs a compiled plan")
+		}
+		if !plan.Target.CrossChannel || plan.Target.Style == planner.StyleNone {
+			return e, fmt.Errorf("the offload engine needs a plan compiled for a cross-channel target; target %s has none (compile for connectx or connectx-inline, or use the poll engine)", plan.Target.Name)
+		}
+		if !caps.CrossChannel {
+			return e, fmt.Errorf("the offload engine needs cross-channel (CORE-Direct) support, which this NIC lacks: %w (use the poll engine)", ErrNoCrossChannel)
+		}
+		return Offload, nil
+	}
+	return e, fmt.Errorf("unknown engine %v", e)
+}
+
+func summarise(lat []time.Duration) Latency {
+	if len(lat) == 0 {
+		return Latency{}
+	}
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	p99 := (len(s)*99 + 99) / 100 // nearest rank
+	return Latency{Min: s[0], Median: s[len(s)/2], P99: s[min(p99, len(s))-1], Max: s[len(s)-1], All: lat}
+}
+
+// Summary is a short human-readable account of the run, one line per fact.
+func (r *Result) Summary() string {
+	var sb strings.Builder
+	verdict := "memory matches the reference on every rank"
+	if !r.OK {
+		verdict = "MISMATCH"
+	}
+	fmt.Fprintf(&sb, "%s engine on %s", r.Engine, r.Provider)
+	if r.Target != "" {
+		fmt.Fprintf(&sb, " (target %s)", r.Target)
+	}
+	fmt.Fprintf(&sb, ", %d iterations: %s\n", r.Iters, verdict)
+	for _, v := range r.Verdicts {
+		if !v.OK {
+			for _, m := range v.Mismatches {
+				fmt.Fprintf(&sb, "  %s\n", m)
+			}
+		}
+	}
+	fmt.Fprintf(&sb, "latency min %v median %v p99 %v\n", r.Latency.Min, r.Latency.Median, r.Latency.P99)
+	fmt.Fprintf(&sb, "WQEs posted %d, CQEs polled %d, WAITs %d, ENABLEs %d, host steps %d, RNR retries %d\n",
+		r.WQEsPosted, r.CQEsPolled, r.Waits, r.Enables, r.HostSteps, r.RNRRetries)
+	return sb.String()
+}

@@ -1,0 +1,366 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/coredag/coredag/planner"
+)
+
+// Endpoint is what one rank tells its peers before queues connect: the connection end of each
+// of its QPs (graph queues first, in the rank's declaration order, then any local-only queues)
+// and the remote descriptor of each buffer. It is plain data, safe to send between processes.
+type Endpoint struct {
+	Rank int        `json:"rank"`
+	QPs  []QPInfo   `json:"qps"`
+	MRs  []RemoteMR `json:"mrs"`
+}
+
+// qpSpec is one QP to create on a rank: a graph queue (both of its sides) or a local-only queue
+// (the management or host-signal queue of the offload engine, connected to itself).
+type qpSpec struct {
+	name       string
+	graphQueue planner.QueueID // None for local-only queues
+	sendCQ     int             // index into rankLayout.cqs
+	recvCQ     int             // index into rankLayout.cqs; -1: none (local-only queues)
+	sendDepth  int
+	recvDepth  int
+	sendWQ     int // plan work queue of the send side (offload), -1 otherwise
+	recvWQ     int // plan work queue of the receive side (offload), -1 otherwise
+	managedS   bool
+	managedR   bool
+	crossChan  bool
+}
+
+type cqSpec struct {
+	name  string
+	depth int
+}
+
+// rankLayout is the set of CQs and QPs one rank creates.
+type rankLayout struct {
+	cqs []cqSpec
+	qps []qpSpec
+}
+
+// rankRes is one rank's open device and everything created on it.
+type rankRes struct {
+	rank   int
+	layout rankLayout
+	dev    Context
+	pd     PD
+	mrs    []MR // by buffer
+	cqs    []CQ // by layout.cqs
+	qps    []QP // by layout.qps
+	peers  []Endpoint
+}
+
+// pollLayout gives every graph queue of rank one QP with a CQ per side.
+func pollLayout(g *planner.Graph, rank int, caps Caps) rankLayout {
+	var l rankLayout
+	span := g.Rank[rank]
+	for q := span.FirstQueue; q < span.EndQueue; q++ {
+		gq := &g.Queues[q]
+		d := clampDepth(gq.Depth, caps.MaxQPDepth)
+		l.cqs = append(l.cqs, cqSpec{name: gq.Name + ".scq", depth: clampDepth(d, caps.MaxCQDepth)},
+			cqSpec{name: gq.Name + ".rcq", depth: clampDepth(d, caps.MaxCQDepth)})
+		l.qps = append(l.qps, qpSpec{name: gq.Name, graphQueue: q, sendCQ: len(l.cqs) - 2, recvCQ: len(l.cqs) - 1,
+			sendDepth: d, recvDepth: d, sendWQ: -1, recvWQ: -1})
+	}
+	return l
+}
+
+func clampDepth(d, max int) int {
+	if d <= 0 {
+		d = 1
+	}
+	if max > 0 && d > max {
+		d = max
+	}
+	return d
+}
+
+// offloadLayout creates what the compiled RankPlan names: one QP per graph queue carrying its
+// send and receive work queues, plus self-connected QPs for the management and host-signal
+// queues; one CQ per plan CQ.
+func offloadLayout(g *planner.Graph, rp *planner.RankPlan) (rankLayout, error) {
+	var l rankLayout
+	for _, c := range rp.CQs {
+		l.cqs = append(l.cqs, cqSpec{name: c.Name, depth: max(c.Depth, 1)})
+	}
+	span := g.Rank[rp.Rank]
+	nq := int(span.EndQueue - span.FirstQueue)
+	if len(rp.SendWQ) != nq || len(rp.RecvWQ) != nq {
+		return l, fmt.Errorf("rank %d: the plan maps %d graph queues, the graph has %d", rp.Rank, len(rp.SendWQ), nq)
+	}
+	cqOf := func(wq int) int {
+		if wq < 0 || wq >= len(rp.Queues) {
+			return -1
+		}
+		return rp.Queues[wq].CQ
+	}
+	for i := 0; i < nq; i++ {
+		s, r := rp.SendWQ[i], rp.RecvWQ[i]
+		spec := qpSpec{name: g.Queues[span.FirstQueue+planner.QueueID(i)].Name, graphQueue: span.FirstQueue + planner.QueueID(i),
+			sendWQ: s, recvWQ: r, sendCQ: cqOf(s), recvCQ: cqOf(r), sendDepth: 1, recvDepth: 1}
+		if s >= 0 {
+			wq := &rp.Queues[s]
+			spec.sendDepth, spec.managedS = max(wq.Depth, 1), wq.Managed
+			spec.crossChan = chainHasCrossChannel(wq.Chain)
+		}
+		if r >= 0 {
+			wq := &rp.Queues[r]
+			spec.recvDepth, spec.managedR = max(wq.Depth, 1), wq.Managed
+		}
+		if spec.sendCQ < 0 || spec.recvCQ < 0 {
+			return l, fmt.Errorf("rank %d queue %s: the plan gives its work queues no CQ", rp.Rank, spec.name)
+		}
+		l.qps = append(l.qps, spec)
+	}
+	for _, wqi := range []int{rp.Mgmt, rp.Host} {
+		if wqi < 0 {
+			continue
+		}
+		wq := &rp.Queues[wqi]
+		if wq.CQ < 0 {
+			continue // a host queue without CQ posts nothing
+		}
+		l.qps = append(l.qps, qpSpec{name: wq.Name, graphQueue: planner.None, sendWQ: wqi, recvWQ: -1,
+			sendCQ: wq.CQ, recvCQ: wq.CQ, sendDepth: max(wq.Depth, 1), recvDepth: 1,
+			managedS: wq.Managed, crossChan: chainHasCrossChannel(wq.Chain)})
+	}
+	return l, nil
+}
+
+func chainHasCrossChannel(chain []planner.WQE) bool {
+	for i := range chain {
+		switch chain[i].Opcode {
+		case planner.OpcWait, planner.OpcSendEnable, planner.OpcRecvEnable:
+			return true
+		}
+	}
+	return false
+}
+
+// accessOf is the MR access a buffer needs: local write always (receives, reads and fetches
+// land in it), plus the remote rights the plan declared.
+func accessOf(b *planner.Buffer) Access {
+	a := AccessLocalWrite
+	if b.Access&planner.RemoteWrite != 0 {
+		a |= AccessRemoteWrite
+	}
+	if b.Access&planner.RemoteRead != 0 {
+		a |= AccessRemoteRead
+	}
+	if b.Access&planner.RemoteAtomic != 0 {
+		a |= AccessRemoteAtomic
+	}
+	return a
+}
+
+// openRank opens rank's device and creates its PD, one MR per buffer, its CQs and QPs.
+func openRank(p Provider, g *planner.Graph, rank int, l rankLayout) (*rankRes, error) {
+	dev, err := p.Open(rank)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: open device: %w", rank, err)
+	}
+	res := &rankRes{rank: rank, layout: l, dev: dev}
+	fail := func(err error) (*rankRes, error) {
+		res.close()
+		return nil, err
+	}
+	if res.pd, err = dev.AllocPD(); err != nil {
+		return fail(fmt.Errorf("rank %d: allocate protection domain: %w", rank, err))
+	}
+	for i := range g.Buffers {
+		b := &g.Buffers[i]
+		mr, err := res.pd.AllocMR(int(b.Bytes()), accessOf(b))
+		if err != nil {
+			return fail(fmt.Errorf("%s: rank %d: register buffer %s (%d bytes, %s): %w", b.Pos, rank, b.Name, b.Bytes(), accessOf(b), err))
+		}
+		res.mrs = append(res.mrs, mr)
+	}
+	for _, c := range l.cqs {
+		cq, err := dev.CreateCQ(c.depth)
+		if err != nil {
+			return fail(fmt.Errorf("rank %d: create CQ %s (depth %d): %w", rank, c.name, c.depth, err))
+		}
+		res.cqs = append(res.cqs, cq)
+	}
+	for _, s := range l.qps {
+		cfg := QPConfig{SendCQ: res.cqs[s.sendCQ], RecvCQ: res.cqs[s.sendCQ], SendDepth: s.sendDepth, RecvDepth: s.recvDepth,
+			MaxInline: p.Caps().MaxInline, CrossChannel: s.crossChan, ManagedSend: s.managedS, ManagedRecv: s.managedR}
+		if s.recvCQ >= 0 {
+			cfg.RecvCQ = res.cqs[s.recvCQ]
+		}
+		qp, err := res.pd.CreateQP(cfg)
+		if err != nil {
+			return fail(fmt.Errorf("rank %d: create QP for queue %s: %w", rank, s.name, err))
+		}
+		res.qps = append(res.qps, qp)
+	}
+	return res, nil
+}
+
+// endpoint is what this rank hands its peers.
+func (r *rankRes) endpoint() Endpoint {
+	ep := Endpoint{Rank: r.rank}
+	for _, qp := range r.qps {
+		ep.QPs = append(ep.QPs, qp.Info())
+	}
+	for _, mr := range r.mrs {
+		ep.MRs = append(ep.MRs, mr.Remote())
+	}
+	return ep
+}
+
+// connect brings every QP of the rank to RTS: graph queues to their peer's paired queue,
+// local-only queues to themselves.
+func (r *rankRes) connect(g *planner.Graph, eps []Endpoint) error {
+	r.peers = eps
+	for i, s := range r.layout.qps {
+		var remote QPInfo
+		if s.graphQueue == planner.None {
+			remote = r.qps[i].Info()
+		} else {
+			q := &g.Queues[s.graphQueue]
+			if q.Peer == planner.None {
+				return fmt.Errorf("%s: rank %d queue %s has no paired queue on rank %d", q.Pos, r.rank, q.Name, q.PeerRank)
+			}
+			peer := q.PeerRank
+			if peer < 0 || peer >= len(eps) || eps[peer].Rank != peer {
+				return fmt.Errorf("%s: rank %d queue %s: no connection information for peer rank %d", q.Pos, r.rank, q.Name, peer)
+			}
+			idx := int(q.Peer - g.Rank[peer].FirstQueue)
+			if idx < 0 || idx >= len(eps[peer].QPs) {
+				return fmt.Errorf("%s: rank %d queue %s: peer rank %d sent %d queue ends, needs #%d", q.Pos, r.rank, q.Name, peer, len(eps[peer].QPs), idx)
+			}
+			remote = eps[peer].QPs[idx]
+		}
+		if err := r.qps[i].Connect(remote); err != nil {
+			return fmt.Errorf("rank %d: connect queue %s to %s: %w", r.rank, s.name, remote, err)
+		}
+	}
+	return nil
+}
+
+// close releases everything, QPs first; errors are ignored (best effort teardown).
+func (r *rankRes) close() {
+	for _, qp := range r.qps {
+		_ = qp.Close()
+	}
+	for _, cq := range r.cqs {
+		_ = cq.Close()
+	}
+	for _, mr := range r.mrs {
+		_ = mr.Close()
+	}
+	if r.pd != nil {
+		_ = r.pd.Close()
+	}
+	if r.dev != nil {
+		_ = r.dev.Close()
+	}
+}
+
+// local is the SGE of slice s of this rank's memory (Len 0 when s is absent).
+func (r *rankRes) local(g *planner.Graph, s planner.Slice) SGE {
+	if !s.Valid() {
+		return SGE{}
+	}
+	sz := g.Buffers[s.Buf].Type.Size()
+	mr := r.mrs[s.Buf]
+	return SGE{Addr: mr.Addr() + uint64(s.Off*sz), Len: uint32(s.Len * sz), LKey: mr.LKey()}
+}
+
+// remote is the address and rkey of slice s on peer rank.
+func (r *rankRes) remote(g *planner.Graph, peer int, s planner.Slice) (uint64, uint32) {
+	if !s.Valid() || peer < 0 || peer >= len(r.peers) || int(s.Buf) >= len(r.peers[peer].MRs) {
+		return 0, 0
+	}
+	sz := g.Buffers[s.Buf].Type.Size()
+	m := r.peers[peer].MRs[s.Buf]
+	return m.Addr + uint64(s.Off*sz), m.RKey
+}
+
+// dataWR builds the send-queue work request of graph op id (send, write, read or atomic).
+func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, maxInline int) SendWR {
+	op := &g.Ops[id]
+	peer := peerRank(g, op)
+	wr := SendWR{ID: uint64(id)}
+	switch op.Kind {
+	case planner.OpSend:
+		wr.Op, wr.Local = OpSend, r.local(g, op.Src)
+		if op.Inline && int(wr.Local.Len) <= maxInline {
+			wr.Flags |= FlagInline
+		}
+	case planner.OpWrite:
+		wr.Op, wr.Local = OpRDMAWrite, r.local(g, op.Src)
+		if op.Notify {
+			wr.Op = OpRDMAWriteImm
+			wr.Imm = uint32(id)
+		}
+		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst)
+	case planner.OpRead:
+		wr.Op, wr.Local = OpRDMARead, r.local(g, op.Dst)
+		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Src)
+	case planner.OpAtomicAdd, planner.OpAtomicCAS:
+		wr.Op, wr.Local = OpAtomicFAdd, r.local(g, op.Fetch)
+		if op.Kind == planner.OpAtomicCAS {
+			wr.Op = OpAtomicCAS
+		}
+		wr.CompareAdd, wr.Swap = uint64(op.A), uint64(op.B)
+		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst)
+	}
+	return wr
+}
+
+// setupRanks opens and connects the ranks this process runs. exchange hands every local
+// endpoint to the other processes and returns all ranks' endpoints indexed by rank; nil means
+// every rank is local.
+func setupRanks(ctx context.Context, p Provider, g *planner.Graph, ranks []int, layout func(rank int) (rankLayout, error),
+	exchange func(context.Context, []Endpoint) ([]Endpoint, error)) ([]*rankRes, error) {
+	var res []*rankRes
+	fail := func(err error) ([]*rankRes, error) {
+		for _, r := range res {
+			r.close()
+		}
+		return nil, err
+	}
+	for _, rank := range ranks {
+		l, err := layout(rank)
+		if err != nil {
+			return fail(err)
+		}
+		r, err := openRank(p, g, rank, l)
+		if err != nil {
+			return fail(err)
+		}
+		res = append(res, r)
+	}
+	local := make([]Endpoint, len(res))
+	for i, r := range res {
+		local[i] = r.endpoint()
+	}
+	var all []Endpoint
+	if exchange != nil {
+		var err error
+		if all, err = exchange(ctx, local); err != nil {
+			return fail(fmt.Errorf("exchange connection information: %w", err))
+		}
+	} else {
+		all = make([]Endpoint, g.Ranks)
+		for i := range all {
+			all[i].Rank = -1
+		}
+		for _, ep := range local {
+			all[ep.Rank] = ep
+		}
+	}
+	for _, r := range res {
+		if err := r.connect(g, all); err != nil {
+			return fail(err)
+		}
+	}
+	return res, nil
+}
