@@ -1,0 +1,191 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// freeAddr returns a loopback address with a port nobody listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// group runs f on size ranks concurrently, each with its own Comm, and returns their errors.
+func group(t *testing.T, size int, timeout time.Duration, f func(c *Comm) error) []error {
+	t.Helper()
+	addr := freeAddr(t)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r := range size {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := Connect(context.Background(), Config{World: World{Rank: r, Size: size}, Addr: addr, Timeout: timeout})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer c.Close()
+			errs[r] = f(c)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func TestCollectives(t *testing.T) {
+	for _, size := range []int{1, 2, 5} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			errs := group(t, size, 10*time.Second, func(c *Comm) error {
+				ctx := context.Background()
+				all, err := c.AllGather(ctx, []byte(fmt.Sprintf("rank %d", c.Rank())))
+				if err != nil {
+					return err
+				}
+				for r, b := range all {
+					if string(b) != fmt.Sprintf("rank %d", r) {
+						return fmt.Errorf("rank %d: AllGather[%d] = %q", c.Rank(), r, b)
+					}
+				}
+				if err := c.Barrier(ctx); err != nil {
+					return err
+				}
+				b, err := c.Broadcast(ctx, []byte("from 0"))
+				if err != nil || string(b) != "from 0" {
+					return fmt.Errorf("rank %d: Broadcast = %q, %v", c.Rank(), b, err)
+				}
+				got, err := c.Gather(ctx, []byte{byte(c.Rank() * 3)})
+				if err != nil {
+					return err
+				}
+				if c.Rank() != 0 {
+					if got != nil {
+						return fmt.Errorf("rank %d: Gather returned data off rank 0", c.Rank())
+					}
+					return nil
+				}
+				for r := range got {
+					if len(got[r]) != 1 || got[r][0] != byte(r*3) {
+						return fmt.Errorf("Gather[%d] = %v", r, got[r])
+					}
+				}
+				return nil
+			})
+			for r, err := range errs {
+				require.NoError(t, err, "rank %d", r)
+			}
+		})
+	}
+}
+
+func TestExchange(t *testing.T) {
+	type ep struct {
+		Rank int
+		QPN  uint32
+	}
+	errs := group(t, 3, 10*time.Second, func(c *Comm) error {
+		// Rank r contributes one entry, except that rank 0 runs two ranks (0 and 3).
+		local := []ep{{Rank: c.Rank(), QPN: uint32(100 + c.Rank())}}
+		if c.Rank() == 0 {
+			local = append(local, ep{Rank: 3, QPN: 103})
+		}
+		all, err := Exchange(c, 4, func(e ep) int { return e.Rank })(context.Background(), local)
+		if err != nil {
+			return err
+		}
+		for r, e := range all {
+			if e.Rank != r || e.QPN != uint32(100+r) {
+				return fmt.Errorf("rank %d: entry %d = %+v", c.Rank(), r, e)
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+}
+
+func TestMissingRankTimesOut(t *testing.T) {
+	addr := freeAddr(t)
+	start := time.Now()
+	_, err := Connect(context.Background(), Config{World: World{Rank: 0, Size: 3}, Addr: addr, Timeout: 300 * time.Millisecond})
+	require.ErrorContains(t, err, "ranks 1, 2 never connected")
+	require.Less(t, time.Since(start), 5*time.Second)
+
+	_, err = Connect(context.Background(), Config{World: World{Rank: 2, Size: 3}, Addr: addr, Timeout: 300 * time.Millisecond})
+	require.ErrorContains(t, err, "rank 2 could not reach rank 0 at "+addr)
+}
+
+func TestMismatchedWorld(t *testing.T) {
+	addr := freeAddr(t)
+	var wg sync.WaitGroup
+	var rootErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, rootErr = Connect(context.Background(), Config{World: World{Rank: 0, Size: 2}, Addr: addr, Timeout: 5 * time.Second})
+	}()
+	_, err := Connect(context.Background(), Config{World: World{Rank: 1, Size: 3}, Addr: addr, Timeout: 5 * time.Second})
+	wg.Wait()
+	require.ErrorContains(t, err, "rank 0 refused rank 1: rank 1 says there are 3 ranks, rank 0 says 2")
+	require.ErrorContains(t, rootErr, "start every rank with the same --ranks")
+}
+
+func TestStrayClientIsIgnored(t *testing.T) {
+	addr := freeAddr(t)
+	errs := make(chan error, 1)
+	go func() {
+		c, err := Connect(context.Background(), Config{World: World{Rank: 0, Size: 2}, Addr: addr, Timeout: 5 * time.Second})
+		if err == nil {
+			c.Close()
+		}
+		errs <- err
+	}()
+	var stray net.Conn
+	require.Eventually(t, func() bool {
+		var err error
+		stray, err = net.Dial("tcp", addr)
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond)
+	stray.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+	stray.Close()
+	c, err := Connect(context.Background(), Config{World: World{Rank: 1, Size: 2}, Addr: addr, Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	c.Close()
+	require.NoError(t, <-errs)
+}
+
+func TestPeerExitIsReported(t *testing.T) {
+	errs := group(t, 2, 5*time.Second, func(c *Comm) error {
+		if c.Rank() == 1 {
+			return nil // leaves without taking part: its deferred Close drops the connection
+		}
+		_, err := c.AllGather(context.Background(), []byte("x"))
+		return err
+	})
+	require.Error(t, errs[0])
+	require.Regexp(t, `AllGather on rank 0: connection to rank 1 lost: .* \(did rank 1 exit`, errs[0].Error())
+}
+
+func TestMismatchedCollective(t *testing.T) {
+	errs := group(t, 2, 5*time.Second, func(c *Comm) error {
+		if c.Rank() == 1 {
+			c.Barrier(context.Background())
+			return nil
+		}
+		_, err := c.Gather(context.Background(), nil)
+		return err
+	})
+	require.ErrorContains(t, errs[0], "rank 0 called Gather while rank 1 called Barrier")
+}

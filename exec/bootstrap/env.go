@@ -1,0 +1,77 @@
+package bootstrap
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// launcherVars lists, in order of preference, the environment variable pairs (rank, size) that
+// common launchers set for every process they start: Open MPI's mpirun, MPICH/Hydra and Intel MPI
+// (PMI), and Slurm's srun.
+var launcherVars = [][2]string{
+	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+	{"PMI_RANK", "PMI_SIZE"},
+	{"SLURM_PROCID", "SLURM_NTASKS"},
+}
+
+// World is the position of this process in a multi-process run.
+type World struct {
+	Rank   int    // this process's rank, 0 <= Rank < Size
+	Size   int    // number of processes (ranks)
+	Source string // where Rank and Size came from: "flags" or the launcher's variable names
+}
+
+// ResolveWorld decides this process's rank and the world size. Explicit values (from command-line
+// flags) win; a negative value means "not given". Whatever is missing is taken from the first
+// launcher whose variables are set (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE,
+// SLURM_PROCID/SLURM_NTASKS). getenv is os.Getenv when nil; tests pass their own.
+func ResolveWorld(rank, size int, getenv func(string) string) (World, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	w := World{Rank: rank, Size: size, Source: "flags"}
+	if rank < 0 || size < 0 {
+		for _, pair := range launcherVars {
+			rs, ss := getenv(pair[0]), getenv(pair[1])
+			if rs == "" && ss == "" {
+				continue
+			}
+			if rs == "" || ss == "" {
+				return World{}, fmt.Errorf("launcher environment is incomplete: %s=%q but %s=%q (set both, or pass --rank and --ranks)",
+					pair[0], rs, pair[1], ss)
+			}
+			r, err := strconv.Atoi(rs)
+			if err != nil {
+				return World{}, fmt.Errorf("launcher variable %s=%q is not an integer rank", pair[0], rs)
+			}
+			s, err := strconv.Atoi(ss)
+			if err != nil {
+				return World{}, fmt.Errorf("launcher variable %s=%q is not an integer process count", pair[1], ss)
+			}
+			src := pair[0] + "/" + pair[1]
+			if rank < 0 {
+				w.Rank = r
+				w.Source = src
+			}
+			if size < 0 {
+				w.Size = s
+				w.Source = src
+			}
+			if rank >= 0 || size >= 0 {
+				w.Source = "flags and " + src
+			}
+			break
+		}
+	}
+	if w.Rank < 0 || w.Size < 0 {
+		return World{}, fmt.Errorf("rank and world size are unknown: pass --rank R --ranks N, or start the processes with mpirun or srun (which set OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS)")
+	}
+	if w.Size < 1 {
+		return World{}, fmt.Errorf("world size %d (from %s) must be at least 1", w.Size, w.Source)
+	}
+	if w.Rank >= w.Size {
+		return World{}, fmt.Errorf("rank %d (from %s) is out of range for %d ranks: ranks are 0..%d", w.Rank, w.Source, w.Size, w.Size-1)
+	}
+	return w, nil
+}

@@ -1,0 +1,70 @@
+//go:build verbs && linux
+
+package verbs
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/coredag/coredag/exec"
+)
+
+// cq is a completion queue.
+type cq struct {
+	ctx    *context
+	cq     *C.struct_ibv_cq
+	num    uint32
+	depth  int
+	closed bool
+}
+
+func (q *cq) Num() uint32 { return q.num }
+func (q *cq) Depth() int  { return q.depth }
+
+// Poll reads up to len(wc) completions with ibv_poll_cq calls of up to 64 entries, converting
+// them in C straight into wc.
+func (q *cq) Poll(wc []exec.WC) (int, error) {
+	if len(wc) == 0 {
+		return 0, nil
+	}
+	if q.closed {
+		return 0, fmt.Errorf("verbs: rank %d: Poll on closed cq %d: %w", q.ctx.rank, q.num, exec.ErrClosed)
+	}
+	if !wrLayoutOK {
+		return 0, fmt.Errorf("verbs: rank %d cq %d: exec.WC no longer matches the C layout in exec/verbs/shim.h: %w", q.ctx.rank, q.num, exec.ErrProviderLimited)
+	}
+	n := int(C.cd_poll_cq(q.cq, (*C.cd_wc)(unsafe.Pointer(&wc[0])), C.int(len(wc))))
+	if n < 0 {
+		return 0, fmt.Errorf("verbs: rank %d: ibv_poll_cq failed on cq %d (depth %d): the CQ overflowed or the device failed; give it more depth or poll more often", q.ctx.rank, q.num, q.depth)
+	}
+	for i := range wc[:n] {
+		if wc[i].Opcode == unknownOpcode {
+			// Error completions carry no opcode in verbs: recover it from the post record.
+			if p := q.ctx.qpByNum(wc[i].QPN); p != nil {
+				wc[i].Opcode = p.lookup(wc[i].ID)
+			}
+		}
+	}
+	q.ctx.stats.CQEs += uint64(n)
+	return n, nil
+}
+
+// unknownOpcode is what the shim stores when verbs does not say which operation completed.
+const unknownOpcode exec.Opcode = 0xff
+
+// Close destroys the CQ.
+func (q *cq) Close() error {
+	if q.closed {
+		return nil
+	}
+	q.closed = true
+	if rc := C.ibv_destroy_cq(q.cq); rc != 0 {
+		return fmt.Errorf("verbs: rank %d: ibv_destroy_cq(cq %d): errno %d (destroy its QPs first)", q.ctx.rank, q.num, rc)
+	}
+	return nil
+}

@@ -1,0 +1,130 @@
+//go:build verbs && linux
+
+package verbs
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/coredag/coredag/exec"
+)
+
+// mrAlign is the alignment of registered memory: a page, so regions never share a cache line or
+// a page with other data.
+const mrAlign = 4096
+
+// pd is a protection domain.
+type pd struct {
+	ctx     *context
+	pd      *C.struct_ibv_pd
+	mrs     []*mr
+	scratch *mr // 64 bytes for discarded atomic results
+	closed  bool
+}
+
+// verbsAccess converts access rights. Verbs requires local write for remote write and atomics.
+func verbsAccess(a exec.Access) C.int {
+	var f C.int
+	if a&(exec.AccessLocalWrite|exec.AccessRemoteWrite|exec.AccessRemoteAtomic) != 0 {
+		f |= C.IBV_ACCESS_LOCAL_WRITE
+	}
+	if a&exec.AccessRemoteWrite != 0 {
+		f |= C.IBV_ACCESS_REMOTE_WRITE
+	}
+	if a&exec.AccessRemoteRead != 0 {
+		f |= C.IBV_ACCESS_REMOTE_READ
+	}
+	if a&exec.AccessRemoteAtomic != 0 {
+		f |= C.IBV_ACCESS_REMOTE_ATOMIC
+	}
+	return f
+}
+
+// AllocMR allocates page-aligned, zeroed memory outside the Go heap and registers it.
+func (d *pd) AllocMR(size int, access exec.Access) (exec.MR, error) {
+	if d.closed {
+		return nil, fmt.Errorf("verbs: rank %d: AllocMR on a closed PD: %w", d.ctx.rank, exec.ErrClosed)
+	}
+	if size <= 0 {
+		return nil, fmt.Errorf("verbs: rank %d: memory region of %d bytes: the size must be positive", d.ctx.rank, size)
+	}
+	var mem unsafe.Pointer
+	if rc := C.posix_memalign(&mem, mrAlign, C.size_t(size)); rc != 0 {
+		return nil, fmt.Errorf("verbs: rank %d: cannot allocate %d bytes for a memory region (errno %d)", d.ctx.rank, size, rc)
+	}
+	C.memset(mem, 0, C.size_t(size))
+	h := C.ibv_reg_mr(d.pd, mem, C.size_t(size), verbsAccess(access))
+	if h == nil {
+		C.free(mem)
+		return nil, fmt.Errorf("verbs: rank %d: registering %d bytes with %v failed on %s: raise the locked-memory limit (ulimit -l unlimited) or register less",
+			d.ctx.rank, size, access, d.ctx.prov.name)
+	}
+	m := &mr{pd: d, mr: h, mem: mem, size: size, access: access}
+	if d.scratch != nil { // the scratch region itself is tracked separately
+		d.mrs = append(d.mrs, m)
+	}
+	return m, nil
+}
+
+// CreateQP creates an RC queue pair. Cross-channel options are refused: upstream verbs has none.
+func (d *pd) CreateQP(cfg exec.QPConfig) (exec.QP, error) {
+	return d.createQP(cfg)
+}
+
+// Close deallocates the PD.
+func (d *pd) Close() error {
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	if rc := C.ibv_dealloc_pd(d.pd); rc != 0 {
+		return fmt.Errorf("verbs: rank %d: ibv_dealloc_pd: errno %d (close its QPs and memory regions first)", d.ctx.rank, rc)
+	}
+	return nil
+}
+
+// mr is a registered memory region and the C memory under it.
+type mr struct {
+	pd     *pd
+	mr     *C.struct_ibv_mr
+	mem    unsafe.Pointer
+	size   int
+	access exec.Access
+	closed bool
+}
+
+func (m *mr) Bytes() []byte {
+	if m.closed {
+		return nil
+	}
+	return unsafe.Slice((*byte)(m.mem), m.size)
+}
+func (m *mr) Addr() uint64        { return uint64(uintptr(m.mem)) }
+func (m *mr) LKey() uint32        { return uint32(m.mr.lkey) }
+func (m *mr) RKey() uint32        { return uint32(m.mr.rkey) }
+func (m *mr) Access() exec.Access { return m.access }
+func (m *mr) Remote() exec.RemoteMR {
+	return exec.RemoteMR{Addr: m.Addr(), RKey: m.RKey(), Len: uint64(m.size)}
+}
+
+// Close deregisters the region and frees its memory.
+func (m *mr) Close() error {
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	rc := C.ibv_dereg_mr(m.mr)
+	if rc != 0 {
+		// The NIC may still map the memory: leak it rather than free it under the device.
+		return fmt.Errorf("verbs: rank %d: ibv_dereg_mr: errno %d (destroy the QPs using it first)", m.pd.ctx.rank, rc)
+	}
+	C.free(m.mem)
+	return nil
+}

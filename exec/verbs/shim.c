@@ -1,0 +1,273 @@
+//go:build verbs && linux
+
+// shim.c: work request lists built on the C stack, one ibv_post_send per batch; batched polling.
+
+#include <errno.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include "shim.h"
+
+// BATCH bounds the work requests built on the stack per ibv_post_send call. Longer lists are
+// posted in consecutive chunks (one doorbell per chunk).
+#define BATCH 64
+
+static int fill_send(struct ibv_send_wr *w, struct ibv_sge *s, const cd_send_wr *in,
+		     uint32_t max_inline, cd_scratch scratch) {
+	memset(w, 0, sizeof(*w));
+	w->wr_id = in->id;
+	s->addr = in->local.addr;
+	s->length = in->local.len;
+	s->lkey = in->local.lkey;
+	w->sg_list = s;
+	w->num_sge = in->local.len > 0 ? 1 : 0;
+	if (in->flags & CD_FLAG_SIGNALED)
+		w->send_flags |= IBV_SEND_SIGNALED;
+	if (in->flags & CD_FLAG_FENCE)
+		w->send_flags |= IBV_SEND_FENCE;
+	switch (in->op) {
+	case CD_OP_SEND:
+		w->opcode = IBV_WR_SEND;
+		if (in->flags & CD_FLAG_INLINE) {
+			if (in->local.len > max_inline)
+				return CD_ERR_INLINE;
+			w->send_flags |= IBV_SEND_INLINE;
+		}
+		return 0;
+	case CD_OP_WRITE:
+	case CD_OP_WRITE_IMM:
+		w->opcode = in->op == CD_OP_WRITE ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM;
+		w->imm_data = htonl(in->imm);
+		w->wr.rdma.remote_addr = in->remote_addr;
+		w->wr.rdma.rkey = in->rkey;
+		if (in->flags & CD_FLAG_INLINE) {
+			if (in->local.len > max_inline)
+				return CD_ERR_INLINE;
+			w->send_flags |= IBV_SEND_INLINE;
+		}
+		return 0;
+	case CD_OP_NOP:
+		// Upstream verbs has no NOP: a zero-length RDMA WRITE needs no key, touches no memory
+		// and completes in queue order, which is all a NOP promises.
+		w->opcode = IBV_WR_RDMA_WRITE;
+		w->num_sge = 0;
+		return 0;
+	case CD_OP_READ:
+		w->opcode = IBV_WR_RDMA_READ;
+		w->wr.rdma.remote_addr = in->remote_addr;
+		w->wr.rdma.rkey = in->rkey;
+		return 0;
+	case CD_OP_FADD:
+	case CD_OP_CAS:
+		w->opcode = in->op == CD_OP_FADD ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
+		w->wr.atomic.remote_addr = in->remote_addr;
+		w->wr.atomic.rkey = in->rkey;
+		w->wr.atomic.compare_add = in->compare_add;
+		w->wr.atomic.swap = in->swap;
+		if (in->local.len == 0) {
+			// The fetched value is discarded: land it in the PD's scratch word.
+			s->addr = scratch.addr;
+			s->length = 8;
+			s->lkey = scratch.lkey;
+		} else if (in->local.len != 8) {
+			return CD_ERR_ATOMIC_LEN;
+		}
+		w->num_sge = 1;
+		return 0;
+	}
+	return CD_ERR_BAD_OPCODE;
+}
+
+int cd_post_send(struct ibv_qp *qp, const cd_send_wr *wrs, int n, uint32_t max_inline,
+		 cd_scratch scratch, int *posted) {
+	struct ibv_send_wr w[BATCH];
+	struct ibv_sge s[BATCH];
+	*posted = 0;
+	while (*posted < n) {
+		int k = n - *posted < BATCH ? n - *posted : BATCH;
+		const cd_send_wr *in = wrs + *posted;
+		int ok = 0, rc = 0;
+		for (; ok < k; ok++) {
+			rc = fill_send(&w[ok], &s[ok], &in[ok], max_inline, scratch);
+			if (rc != 0)
+				break;
+			w[ok].next = ok + 1 < k ? &w[ok + 1] : NULL;
+		}
+		if (ok > 0) {
+			struct ibv_send_wr *bad = NULL;
+			w[ok - 1].next = NULL;
+			int prc = ibv_post_send(qp, w, &bad);
+			if (prc != 0) {
+				*posted += bad ? (int)(bad - w) : 0;
+				return prc;
+			}
+			*posted += ok;
+		}
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+int cd_post_recv(struct ibv_qp *qp, const cd_recv_wr *wrs, int n, int *posted) {
+	struct ibv_recv_wr w[BATCH];
+	struct ibv_sge s[BATCH];
+	*posted = 0;
+	while (*posted < n) {
+		int k = n - *posted < BATCH ? n - *posted : BATCH;
+		const cd_recv_wr *in = wrs + *posted;
+		for (int i = 0; i < k; i++) {
+			s[i].addr = in[i].local.addr;
+			s[i].length = in[i].local.len;
+			s[i].lkey = in[i].local.lkey;
+			w[i].wr_id = in[i].id;
+			w[i].sg_list = &s[i];
+			w[i].num_sge = in[i].local.len > 0 ? 1 : 0;
+			w[i].next = i + 1 < k ? &w[i + 1] : NULL;
+		}
+		struct ibv_recv_wr *bad = NULL;
+		int rc = ibv_post_recv(qp, w, &bad);
+		if (rc != 0) {
+			*posted += bad ? (int)(bad - w) : 0;
+			return rc;
+		}
+		*posted += k;
+	}
+	return 0;
+}
+
+static uint8_t map_status(enum ibv_wc_status st) {
+	switch (st) {
+	case IBV_WC_SUCCESS: return CD_ST_SUCCESS;
+	case IBV_WC_LOC_LEN_ERR: return CD_ST_LOC_LEN;
+	case IBV_WC_LOC_PROT_ERR: return CD_ST_LOC_PROT;
+	case IBV_WC_REM_ACCESS_ERR: return CD_ST_REM_ACCESS;
+	case IBV_WC_REM_INV_REQ_ERR: return CD_ST_REM_INV_REQ;
+	case IBV_WC_RNR_RETRY_EXC_ERR: return CD_ST_RNR;
+	case IBV_WC_WR_FLUSH_ERR: return CD_ST_FLUSH;
+	default: return CD_ST_GENERAL;
+	}
+}
+
+static uint8_t map_opcode(const struct ibv_wc *wc) {
+	switch (wc->opcode) {
+	case IBV_WC_SEND: return CD_OP_SEND;
+	case IBV_WC_RDMA_WRITE: return CD_OP_WRITE;
+	case IBV_WC_RDMA_READ: return CD_OP_READ;
+	case IBV_WC_FETCH_ADD: return CD_OP_FADD;
+	case IBV_WC_COMP_SWAP: return CD_OP_CAS;
+	case IBV_WC_RECV: return CD_OP_RECV;
+	case IBV_WC_RECV_RDMA_WITH_IMM: return CD_OP_RECV_IMM;
+	default: return 0xff; // unknown: the Go side resolves it from its post record
+	}
+}
+
+int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n) {
+	struct ibv_wc wc[BATCH];
+	int got = 0;
+	while (got < n) {
+		int k = n - got < BATCH ? n - got : BATCH;
+		int rc = ibv_poll_cq(cq, k, wc);
+		if (rc < 0)
+			return got > 0 ? got : -1;
+		for (int i = 0; i < rc; i++) {
+			cd_wc *o = &out[got + i];
+			o->id = wc[i].wr_id;
+			o->status = map_status(wc[i].status);
+			// opcode is defined only for successful completions.
+			o->opcode = wc[i].status == IBV_WC_SUCCESS ? map_opcode(&wc[i]) : 0xff;
+			o->qpn = wc[i].qp_num;
+			o->byte_len = wc[i].byte_len;
+			o->imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc[i].imm_data) : 0;
+		}
+		got += rc;
+		if (rc < k)
+			break;
+	}
+	return got;
+}
+
+struct ibv_qp *cd_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
+			    uint32_t send_depth, uint32_t recv_depth, uint32_t max_inline,
+			    uint32_t *got_inline) {
+	struct ibv_qp_init_attr a;
+	memset(&a, 0, sizeof(a));
+	a.send_cq = scq;
+	a.recv_cq = rcq;
+	a.qp_type = IBV_QPT_RC;
+	a.sq_sig_all = 0;
+	a.cap.max_send_wr = send_depth;
+	a.cap.max_recv_wr = recv_depth;
+	a.cap.max_send_sge = 1;
+	a.cap.max_recv_sge = 1;
+	a.cap.max_inline_data = max_inline;
+	struct ibv_qp *qp = ibv_create_qp(pd, &a);
+	if (qp)
+		*got_inline = a.cap.max_inline_data;
+	return qp;
+}
+
+int cd_qp_to_init(struct ibv_qp *qp, uint8_t port, int access) {
+	struct ibv_qp_attr a;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.pkey_index = 0;
+	a.port_num = port;
+	a.qp_access_flags = access;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+int cd_qp_to_rtr(struct ibv_qp *qp, uint8_t port, uint32_t dest_qpn, uint32_t rq_psn, uint16_t dlid,
+		 const uint8_t *gid, int global, uint8_t sgid_index, int mtu, uint8_t max_rd_atomic) {
+	struct ibv_qp_attr a;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = (enum ibv_mtu)mtu;
+	a.dest_qp_num = dest_qpn;
+	a.rq_psn = rq_psn;
+	a.max_dest_rd_atomic = max_rd_atomic;
+	a.min_rnr_timer = 1; // 0.01 ms: retry soon, receivers post late in dependency chains
+	a.ah_attr.dlid = dlid;
+	a.ah_attr.port_num = port;
+	if (global) {
+		a.ah_attr.is_global = 1;
+		memcpy(a.ah_attr.grh.dgid.raw, gid, 16);
+		a.ah_attr.grh.sgid_index = sgid_index;
+		a.ah_attr.grh.hop_limit = 64;
+	}
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+}
+
+int cd_qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t retry, uint8_t rnr_retry,
+		 uint8_t max_rd_atomic) {
+	struct ibv_qp_attr a;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14; // 4.096 us * 2^14 = 67 ms per transport retry
+	a.retry_cnt = retry;
+	a.rnr_retry = rnr_retry;
+	a.sq_psn = sq_psn;
+	a.max_rd_atomic = max_rd_atomic;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+int cd_qp_state(struct ibv_qp *qp) {
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) != 0)
+		return -1;
+	return a.qp_state;
+}
+
+int cd_gid_type(struct ibv_context *ctx, uint8_t port, int i, uint8_t *gid) {
+	struct ibv_gid_entry e;
+	if (ibv_query_gid_ex(ctx, port, (uint32_t)i, &e, 0) != 0)
+		return -1;
+	memcpy(gid, e.gid.raw, 16);
+	return e.gid_type == IBV_GID_TYPE_ROCE_V2 ? 1 : 0;
+}
+
+int cd_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr) {
+	return ibv_query_port(ctx, port, attr);
+}
