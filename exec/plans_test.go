@@ -1,0 +1,180 @@
+package exec_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/planner"
+)
+
+// expectation checks a plan's final memory against its known mathematical result, computed here
+// from the math, independently of the reference interpreter.
+type expectation func(t *testing.T, g *planner.Graph, m *exec.Memory)
+
+func param(t *testing.T, g *planner.Graph, name string) int64 {
+	v, ok := g.Param(name)
+	require.True(t, ok, "plan %s has no param %s", g.Name, name)
+	return v
+}
+
+func buf(t *testing.T, m *exec.Memory, name string) planner.BufID {
+	b, ok := m.Buffer(name)
+	require.True(t, ok, "no buffer %s", name)
+	return b
+}
+
+// each checks want(rank, i) for every element of buffer name on every rank.
+func each(t *testing.T, g *planner.Graph, m *exec.Memory, name string, want func(r int, i int64) float64) {
+	t.Helper()
+	b := buf(t, m, name)
+	for r := 0; r < g.Ranks; r++ {
+		for i, v := range m.Float64s(r, b) {
+			if w := want(r, int64(i)); v != w {
+				require.Failf(t, "wrong result", "%s ranks=%d: rank %d %s[%d] = %v, the math says %v", g.Name, g.Ranks, r, name, i, v, w)
+			}
+		}
+	}
+}
+
+var expectations = map[string]expectation{
+	"ring_allreduce": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+		n := float64(g.Ranks * (g.Ranks + 1) / 2)
+		each(t, g, m, "data", func(int, int64) float64 { return n })
+	},
+	"recursive_doubling_allreduce": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+		p := int64(g.Ranks)
+		each(t, g, m, "data", func(_ int, i int64) float64 { return float64(p*i + 1000*p*(p-1)/2) })
+	},
+	"dissemination_barrier": func(*testing.T, *planner.Graph, *exec.Memory) {},
+	"binomial_bcast": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+		each(t, g, m, "data", func(_ int, i int64) float64 { return float64(1000 + i) })
+	},
+	"ring_allgather": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+		each(t, g, m, "data", func(_ int, i int64) float64 { return float64(i + 1) })
+	},
+	"pairwise_alltoall": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+		n := param(t, g, "n")
+		each(t, g, m, "dst", func(r int, i int64) float64 { return float64((i/n)*1_000_000 + int64(r)*n + i%n) })
+	},
+	"pipeline_chain": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+		each(t, g, m, "data", func(_ int, i int64) float64 { return float64(7*i + 1) })
+	},
+	"atomic_fanin": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+		sum := float64(g.Ranks * (g.Ranks + 1) / 2)
+		root := int(param(t, g, "root"))
+		each(t, g, m, "total", func(int, int64) float64 { return sum })
+		each(t, g, m, "counter", func(r int, _ int64) float64 {
+			if r == root {
+				return sum
+			}
+			return 0
+		})
+	},
+	"read_gather": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+		root := int(param(t, g, "root"))
+		each(t, g, m, "all", func(r int, i int64) float64 {
+			if r == root {
+				return float64(i)
+			}
+			return 0
+		})
+	},
+	"notify_scatter": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+		n := param(t, g, "n")
+		each(t, g, m, "dst", func(r int, e int64) float64 { return float64(int64(r)*n+e) / 2 })
+		each(t, g, m, "acc", func(r int, e int64) float64 { return float64(r) + float64(int64(r)*n+e)/2 })
+	},
+	"cas_handoff": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+		each(t, g, m, "owner", func(r int, _ int64) float64 {
+			if r == 0 {
+				return float64(g.Ranks)
+			}
+			return 0
+		})
+		each(t, g, m, "seen", func(r int, _ int64) float64 { return float64(r) })
+	},
+}
+
+// loadPlan loads plans/NAME.dag for the given world size; ok is false when the plan does not
+// allow it (the recursive-doubling allreduce needs a power of two).
+func loadPlan(t testing.TB, path string, ranks int) (*planner.Graph, bool) {
+	src, err := os.ReadFile(path)
+	require.NoError(t, err)
+	g, err := planner.Load(path, src, map[string]int64{"ranks": int64(ranks)})
+	if err != nil {
+		if strings.Contains(path, "recursive_doubling") && ranks&(ranks-1) != 0 {
+			return nil, false
+		}
+		require.NoError(t, err, "load %s ranks=%d", path, ranks)
+	}
+	return g, true
+}
+
+// engineCase is one way of running a plan.
+type engineCase struct {
+	name   string
+	engine exec.Engine
+	target string // "" for the poll engine without a compiled plan
+	cross  bool   // the software NIC has cross-channel
+}
+
+var engineCases = []engineCase{
+	{"poll", exec.Poll, "", false},
+	{"poll-generic", exec.Poll, "generic", true},
+	{"offload", exec.Offload, "connectx", true},
+	{"offload-inline", exec.Offload, "connectx-inline", true},
+}
+
+// runCase runs g as c says with schedule seed seed (0: round-robin) and returns the result.
+func runCase(t testing.TB, g *planner.Graph, c engineCase, seed uint64, iters int, trace bool) (*exec.Result, *softnic.NIC, *planner.Plan, error) {
+	var plan *planner.Plan
+	if c.target != "" {
+		p, err := compileFor(g, c.target)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		plan = p
+	}
+	nic := softnic.New(softnic.Options{NoCrossChannel: !c.cross, Seeded: seed != 0, Seed: seed, Trace: trace})
+	res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: c.engine, Iters: iters, Seed: seed})
+	return res, nic, plan, err
+}
+
+func TestPlans(t *testing.T) {
+	files, err := filepath.Glob("../plans/*.dag")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".dag")
+		check, ok := expectations[name]
+		require.True(t, ok, "plan %s has no expectation in this test: add its known result", name)
+		for _, ranks := range []int{1, 2, 3, 4, 8} {
+			g, ok := loadPlan(t, f, ranks)
+			if !ok {
+				continue
+			}
+			ref, err := exec.Reference(g)
+			require.NoError(t, err)
+			t.Run(fmt.Sprintf("%s/ranks=%d/reference", name, ranks), func(t *testing.T) { check(t, g, ref) })
+			for _, c := range engineCases {
+				t.Run(fmt.Sprintf("%s/ranks=%d/%s", name, ranks, c.name), func(t *testing.T) {
+					if c.target != "" && !haveCompiler {
+						t.Skip("planner.Compile is not available yet")
+					}
+					res, _, _, err := runCase(t, g, c, 0, 2, false)
+					require.NoError(t, err)
+					require.True(t, res.OK, res.Summary())
+					check(t, g, res.Memory)
+				})
+			}
+		}
+	}
+}
