@@ -1,7 +1,48 @@
 package exec
 
+import "github.com/coredag/coredag/planner"
+
 // Test-only exports for the external test package (which may import exec/softnic).
 var (
 	RingAllreduceForTest = ringAllreduce
 	ExchangeForTest      = exchange
 )
+
+// FaultGraphForTest builds graphs the checker would reject, for fault tests: "perm" (a write
+// into a buffer without remote_write), "oob" (a read past the end of the peer's buffer),
+// "unmatched" (a send no recv ever matches) and "deadlock" (each rank's send waits for its recv).
+func FaultGraphForTest(kind string) *planner.Graph {
+	b := newBuild(kind, 2)
+	switch kind {
+	case "perm":
+		x := b.buffer("x", planner.U8, 8, 0, nil)
+		b.forEach(func(rb *rankB) {
+			rb.queue("q", 1-rb.r, "")
+			if rb.r == 0 {
+				rb.op("w", opSpec{Kind: planner.OpWrite, Q: "q", Src: sl(x, 0, 8), Dst: sl(x, 0, 8)})
+			}
+		})
+	case "oob":
+		x := b.buffer("x", planner.U8, 8, planner.RemoteRead, nil)
+		b.forEach(func(rb *rankB) {
+			rb.queue("q", 1-rb.r, "")
+			if rb.r == 1 {
+				rb.op("rd", opSpec{Kind: planner.OpRead, Q: "q", Src: sl(x, 4, 12), Dst: sl(x, 0, 8)})
+			}
+		})
+	case "unmatched":
+		b.forEach(func(rb *rankB) {
+			rb.queue("q", 1-rb.r, "")
+			if rb.r == 0 {
+				rb.op("lonely", opSpec{Kind: planner.OpSend, Q: "q"})
+			}
+		})
+	case "deadlock":
+		b.forEach(func(rb *rankB) {
+			rb.queue("q", 1-rb.r, "")
+			rb.op("rx", opSpec{Kind: planner.OpRecv, Q: "q"})
+			rb.op("tx", opSpec{Kind: planner.OpSend, Q: "q", After: []string{"rx"}})
+		})
+	}
+	return b.done()
+}

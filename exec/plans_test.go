@@ -92,6 +92,21 @@ var expectations = map[string]expectation{
 		each(t, g, m, "dst", func(r int, e int64) float64 { return float64(int64(r)*n+e) / 2 })
 		each(t, g, m, "acc", func(r int, e int64) float64 { return float64(r) + float64(int64(r)*n+e)/2 })
 	},
+	"binomial_reduce": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+		root, p := int(param(t, g, "root")), g.Ranks
+		each(t, g, m, "mask", func(r int, _ int64) float64 {
+			v := ((r-root)%p + p) % p
+			span := p // the root's subtree is everyone
+			if v != 0 {
+				span = v & -v // lowest set bit: the subtree is v .. v+span-1
+			}
+			var or uint64
+			for w := v; w < v+span && w < p; w++ {
+				or |= 1 << ((w + root) % p)
+			}
+			return float64(or)
+		})
+	},
 	"cas_handoff": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
 		each(t, g, m, "owner", func(r int, _ int64) float64 {
 			if r == 0 {
