@@ -354,6 +354,10 @@ func (c *Comm) recv(ctx context.Context, conn net.Conn, peer int, kind frameKind
 		return nil, fmt.Errorf("bootstrap: %v on rank %d: rank %d sent nothing within %v (is it still running, or stuck before the same step?)", kind, c.world.Rank, peer, c.timeout.Round(time.Second))
 	case err != nil:
 		return nil, fmt.Errorf("bootstrap: %v on rank %d: connection to rank %d lost: %v (did rank %d exit? its own output says why)", kind, c.world.Rank, peer, err, peer)
+	case got == kindAbort && peer == 0 && c.world.Rank != 0:
+		return nil, fmt.Errorf("bootstrap: %v on rank %d: rank 0 ended the run: %s", kind, c.world.Rank, b)
+	case got == kindAbort:
+		return nil, fmt.Errorf("bootstrap: %v on rank %d: rank %d failed: %s", kind, c.world.Rank, peer, b)
 	case got != kind:
 		return nil, fmt.Errorf("bootstrap: rank %d called %v while rank %d called %v: every rank must call the same collectives in the same order", c.world.Rank, kind, peer, got)
 	}

@@ -189,3 +189,51 @@ func TestMismatchedCollective(t *testing.T) {
 	})
 	require.ErrorContains(t, errs[0], "rank 0 called Gather while rank 1 called Barrier")
 }
+
+func TestFinishAfterFailure(t *testing.T) {
+	// Rank 1 fails; ranks 0 and 2 are blocked in a Barrier it never reaches. The abort releases
+	// them at once, and rank 0 collects all three verdicts.
+	var reports []Report
+	start := time.Now()
+	errs := group(t, 3, 20*time.Second, func(c *Comm) error {
+		ctx := context.Background()
+		own := Report{Rank: c.Rank(), OK: true}
+		if c.Rank() == 1 {
+			own = Report{Rank: 1, Error: "remote access error in tx[0]"}
+		} else if err := c.Barrier(ctx); err != nil {
+			own = Report{Rank: c.Rank(), Error: err.Error()}
+		}
+		all, err := Finish(ctx, c, own)
+		if c.Rank() == 0 {
+			reports = all
+		}
+		return err
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	require.Less(t, time.Since(start), 10*time.Second, "no rank waited for a timeout")
+	require.Len(t, reports, 3)
+	require.Equal(t, "rank 1: FAIL: remote access error in tx[0]", reports[1].String())
+	require.Contains(t, reports[0].Error, "rank 1 failed: rank 1: FAIL: remote access error in tx[0]")
+	require.Contains(t, reports[2].Error, "rank 0 ended the run")
+	require.ErrorContains(t, AllOK(reports), "ranks 0, 1, 2 failed")
+}
+
+func TestFinishAllOK(t *testing.T) {
+	var reports []Report
+	errs := group(t, 4, 10*time.Second, func(c *Comm) error {
+		all, err := Finish(context.Background(), c, Report{Rank: c.Rank(), OK: true, Median: time.Millisecond})
+		if c.Rank() == 0 {
+			reports = all
+		}
+		return err
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	require.NoError(t, AllOK(reports))
+	for r, rep := range reports {
+		require.Equal(t, fmt.Sprintf("rank %d: ok", r), rep.String())
+	}
+}

@@ -33,6 +33,8 @@ const (
 	kindAllGather frameKind = 'A'
 	kindBroadcast frameKind = 'B'
 	kindBarrier   frameKind = 'b'
+	kindAbort     frameKind = 'X' // payload: why the sender gave up
+	kindReport    frameKind = 'V' // payload: the sender's Report, JSON
 )
 
 func (k frameKind) String() string {
@@ -51,6 +53,10 @@ func (k frameKind) String() string {
 		return "Broadcast"
 	case kindBarrier:
 		return "Barrier"
+	case kindAbort:
+		return "abort"
+	case kindReport:
+		return "Finish"
 	}
 	return fmt.Sprintf("frame kind %#x", byte(k))
 }
