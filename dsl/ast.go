@@ -101,6 +101,8 @@ type ForStmt struct {
 	From, To Expr
 	Step     Expr // nil when absent
 	Body     []Stmt
+
+	Lbrace, Rbrace Pos // the braces around Body (kept for comment placement by the formatter)
 }
 
 // IfStmt is `if COND { THEN } [else { ELSE }]`; `else if` is an IfStmt as the only Else statement
@@ -111,6 +113,9 @@ type IfStmt struct {
 	Then   []Stmt
 	Else   []Stmt // nil when absent
 	ElseIf bool   // Else holds exactly one *IfStmt written as `else if`
+
+	Lbrace, Rbrace         Pos // the braces around Then
+	ElseLbrace, ElseRbrace Pos // the braces around Else; zero when absent or for else if
 }
 
 func (*PlanStmt) stmtNode()   {}

@@ -97,6 +97,7 @@ func (c *converter) stmt(g *gStmt) Stmt {
 	case g.For != nil:
 		f := g.For
 		s := &ForStmt{Span: span(f.Tokens), Var: c.ident(f.Var), From: c.expr(f.From), To: c.expr(f.To), Body: c.block(f.Body)}
+		s.Lbrace, s.Rbrace = braces(f.Body)
 		if f.Step != nil {
 			s.Step = c.expr(f.Step)
 		}
@@ -109,12 +110,14 @@ func (c *converter) stmt(g *gStmt) Stmt {
 
 func (c *converter) ifStmt(g *gIf) *IfStmt {
 	s := &IfStmt{Span: span(g.Tokens), Cond: c.expr(g.Cond), Then: c.block(g.Then)}
+	s.Lbrace, s.Rbrace = braces(g.Then)
 	switch {
 	case g.ElseIf != nil:
 		s.Else = []Stmt{c.ifStmt(g.ElseIf)}
 		s.ElseIf = true
 	case g.Else != nil:
 		s.Else = c.block(g.Else)
+		s.ElseLbrace, s.ElseRbrace = braces(g.Else)
 		if s.Else == nil {
 			s.Else = []Stmt{} // present but empty: keep `else {}` distinguishable from no else
 		}
@@ -123,6 +126,11 @@ func (c *converter) ifStmt(g *gIf) *IfStmt {
 		s.Then = []Stmt{}
 	}
 	return s
+}
+
+// braces returns the positions of a block's "{" and "}".
+func braces(g *gBlock) (Pos, Pos) {
+	return tokPos(g.Tokens[0]), tokPos(g.Tokens[len(g.Tokens)-1])
 }
 
 func (c *converter) names(gs []*gName) []*Name {

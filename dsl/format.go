@@ -1,0 +1,455 @@
+package dsl
+
+import (
+	"bytes"
+	"sort"
+	"strings"
+)
+
+// Format prints f in canonical form, like gofmt: one statement per line, blocks indented by two
+// spaces, single spaces around binary operators, numbers and parentheses as written, comments
+// kept (own-line comments at the indentation of the code they precede, trailing comments aligned
+// in runs), and blank lines kept but collapsed to one. Formatting is idempotent and
+// Parse(Format(f)) equals f up to positions.
+func Format(f *File) []byte {
+	p := &printer{comments: append([]*Comment(nil), f.Comments...)}
+	sort.SliceStable(p.comments, func(i, j int) bool { return p.comments[i].From.Offset < p.comments[j].From.Offset })
+	p.stmts(f.Stmts, 0)
+	p.flush(-1, 0) // comments after the last statement
+	return p.render()
+}
+
+// line is one output line before trailing comments are aligned.
+type line struct {
+	indent  int
+	text    string // "" for a blank line or an own-line comment (then in comment)
+	comment string
+	opener  bool // ends with "{": no blank line may follow
+}
+
+type printer struct {
+	comments []*Comment
+	next     int // first comment not yet printed
+	out      []line
+	lastLine int // source line of the last printed code or comment, 0 at the start
+}
+
+// blankBefore emits one blank line when the source had one or more before srcLine.
+func (p *printer) blankBefore(srcLine int) {
+	if p.lastLine == 0 || srcLine <= p.lastLine+1 || len(p.out) == 0 {
+		return
+	}
+	if last := p.out[len(p.out)-1]; last.opener || (last.text == "" && last.comment == "") {
+		return
+	}
+	p.out = append(p.out, line{})
+}
+
+// flush prints the comments that start before offset (all of them for -1) at indent. A comment
+// on the source line where the last printed code ended becomes that line's trailing comment.
+func (p *printer) flush(offset, indent int) {
+	for p.next < len(p.comments) && (offset < 0 || p.comments[p.next].From.Offset < offset) {
+		c := p.comments[p.next]
+		p.next++
+		text := strings.TrimRight(c.Text, " \t\r\f\v")
+		if n := len(p.out); n > 0 && c.From.Line == p.lastLine && p.out[n-1].text != "" && p.out[n-1].comment == "" {
+			p.out[n-1].comment = text
+			continue
+		}
+		p.blankBefore(c.From.Line)
+		p.out = append(p.out, line{indent: indent, comment: text})
+		p.lastLine = c.To.Line
+	}
+}
+
+// code prints a line of code that came from source lines from..to.
+func (p *printer) code(indent int, text string, from, to int, opener bool) {
+	p.blankBefore(from)
+	p.out = append(p.out, line{indent: indent, text: text, opener: opener})
+	p.lastLine = to
+}
+
+func (p *printer) stmts(list []Stmt, indent int) {
+	for _, s := range list {
+		p.flush(s.Pos().Offset, indent)
+		p.stmt(s, indent)
+	}
+}
+
+func (p *printer) stmt(s Stmt, indent int) {
+	switch s := s.(type) {
+	case *ForStmt:
+		p.flush(s.Lbrace.Offset, indent) // comments inside the header move above it
+		var b strings.Builder
+		b.WriteString("for " + s.Var.Name + " in ")
+		writeExpr(&b, s.From)
+		b.WriteString(" .. ")
+		writeExpr(&b, s.To)
+		if s.Step != nil {
+			b.WriteString(" step ")
+			writeExpr(&b, s.Step)
+		}
+		b.WriteString(" {")
+		p.code(indent, b.String(), s.Pos().Line, lineOf(s.Lbrace, s.To.End()), true)
+		p.block(s.Body, indent, s.Rbrace, s.End())
+		p.out = append(p.out, line{indent: indent, text: "}"})
+		p.lastLine = lineOf(s.Rbrace, s.End())
+	case *IfStmt:
+		p.ifStmt(s, indent, "if ")
+		p.lastLine = lineOf(s.lastBrace(), s.End())
+	default:
+		p.flush(s.End().Offset, indent) // comments inside a statement move above it
+		p.code(indent, stmtText(s), s.Pos().Line, s.End().Line, false)
+	}
+}
+
+// lineOf is the line of p, or of the fallback position when p is unknown (hand-built ASTs).
+func lineOf(p, fallback Pos) int {
+	if p.IsValid() {
+		return p.Line
+	}
+	return fallback.Line
+}
+
+// lastBrace is the closing brace of the whole if/else chain.
+func (s *IfStmt) lastBrace() Pos {
+	for s.ElseIf && len(s.Else) == 1 {
+		inner, ok := s.Else[0].(*IfStmt)
+		if !ok {
+			break
+		}
+		s = inner
+	}
+	if s.Else != nil && !s.ElseIf {
+		return s.ElseRbrace
+	}
+	return s.Rbrace
+}
+
+// block prints a block's statements and the comments before its closing brace.
+func (p *printer) block(body []Stmt, indent int, rbrace, fallback Pos) {
+	p.stmts(body, indent+1)
+	end := rbrace.Offset
+	if !rbrace.IsValid() {
+		end = fallback.Offset
+	}
+	p.flush(end, indent+1)
+}
+
+// ifStmt prints an if (prefix "if " or "} else if ") and its else chain.
+func (p *printer) ifStmt(s *IfStmt, indent int, prefix string) {
+	p.flush(s.Lbrace.Offset, indent)
+	var b strings.Builder
+	b.WriteString(prefix)
+	writeExpr(&b, s.Cond)
+	b.WriteString(" {")
+	p.code(indent, b.String(), s.Pos().Line, lineOf(s.Lbrace, s.Cond.End()), true)
+	p.block(s.Then, indent, s.Rbrace, s.End())
+	switch {
+	case s.ElseIf && len(s.Else) == 1:
+		if inner, ok := s.Else[0].(*IfStmt); ok {
+			p.lastLine = lineOf(s.Rbrace, s.End())
+			p.ifStmt(inner, indent, "} else if ")
+			return
+		}
+		fallthrough
+	case s.Else != nil:
+		p.out = append(p.out, line{indent: indent, text: "} else {", opener: true})
+		p.lastLine = lineOf(s.ElseLbrace, s.End())
+		p.block(s.Else, indent, s.ElseRbrace, s.End())
+	}
+	p.out = append(p.out, line{indent: indent, text: "}"})
+}
+
+// render aligns runs of trailing comments and joins the lines.
+func (p *printer) render() []byte {
+	var buf bytes.Buffer
+	for i := 0; i < len(p.out); {
+		// A run: consecutive code lines with trailing comments at one indentation.
+		j, width := i, 0
+		for j < len(p.out) && p.out[j].text != "" && p.out[j].comment != "" && p.out[j].indent == p.out[i].indent {
+			width = max(width, len(p.out[j].text))
+			j++
+		}
+		if j == i {
+			writeLine(&buf, p.out[i], 0)
+			i++
+			continue
+		}
+		for ; i < j; i++ {
+			writeLine(&buf, p.out[i], width)
+		}
+	}
+	return buf.Bytes()
+}
+
+func writeLine(buf *bytes.Buffer, l line, width int) {
+	if l.text == "" && l.comment == "" {
+		buf.WriteByte('\n')
+		return
+	}
+	buf.WriteString(strings.Repeat("  ", l.indent))
+	buf.WriteString(l.text)
+	if l.comment != "" {
+		if l.text != "" {
+			buf.WriteString(strings.Repeat(" ", width-len(l.text)+1))
+		}
+		buf.WriteString(l.comment)
+	}
+	buf.WriteByte('\n')
+}
+
+// stmtText prints a simple (block-free) statement on one line.
+func stmtText(s Stmt) string {
+	var b strings.Builder
+	switch s := s.(type) {
+	case *PlanStmt:
+		b.WriteString("plan " + s.Name.Name)
+	case *ParamStmt:
+		b.WriteString("param " + s.Name.Name + " = ")
+		writeExpr(&b, s.Value)
+	case *LetStmt:
+		b.WriteString("let " + s.Name.Name + " = ")
+		writeExpr(&b, s.Value)
+	case *BufferStmt:
+		b.WriteString("buffer " + s.Name.Name + " " + s.Type.Name + "[")
+		writeExpr(&b, s.Count)
+		b.WriteString("]")
+		for _, a := range s.Access {
+			b.WriteString(" " + a.Name)
+		}
+		if s.Init != nil {
+			b.WriteString(" init ")
+			writeExpr(&b, s.Init)
+		}
+	case *QueueStmt:
+		b.WriteString("queue ")
+		writeName(&b, s.Name)
+		b.WriteString(" to ")
+		writeExpr(&b, s.To)
+		if s.Peer != nil {
+			b.WriteString(" peer ")
+			writeName(&b, s.Peer)
+		}
+		if s.Depth != nil {
+			b.WriteString(" depth ")
+			writeExpr(&b, s.Depth)
+		}
+	case *OpStmt:
+		b.WriteString("op ")
+		writeName(&b, s.Name)
+		b.WriteString(" = ")
+		writeOp(&b, s.Op)
+		if len(s.After) > 0 {
+			b.WriteString(" after ")
+			writeNames(&b, s.After)
+		}
+	case *DepStmt:
+		writeNames(&b, s.Ops)
+		b.WriteString(" after ")
+		writeNames(&b, s.After)
+	}
+	return b.String()
+}
+
+func writeNames(b *strings.Builder, names []*Name) {
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		writeName(b, n)
+	}
+}
+
+func writeName(b *strings.Builder, n *Name) {
+	b.WriteString(n.Ident.Name)
+	if len(n.Index) > 0 {
+		b.WriteByte('[')
+		writeList(b, n.Index)
+		b.WriteByte(']')
+	}
+}
+
+func writeList(b *strings.Builder, list []Expr) {
+	for i, x := range list {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		writeExpr(b, x)
+	}
+}
+
+// writeSlice prints buf, buf[i] or buf[lo:hi]; a range with a compound bound gets spaces
+// around its colon (data[sc * n : (sc + 1) * n]), a simple one does not (data[0:4]).
+func writeSlice(b *strings.Builder, s *Slice) {
+	b.WriteString(s.Buf.Name)
+	switch s.Kind {
+	case SliceElem:
+		b.WriteByte('[')
+		writeExpr(b, s.Lo)
+		b.WriteByte(']')
+	case SliceRange:
+		b.WriteByte('[')
+		writeExpr(b, s.Lo)
+		if isOperand(s.Lo) && isOperand(s.Hi) {
+			b.WriteByte(':')
+		} else {
+			b.WriteString(" : ")
+		}
+		writeExpr(b, s.Hi)
+		b.WriteByte(']')
+	}
+}
+
+func writeOp(b *strings.Builder, op Operation) {
+	switch op := op.(type) {
+	case *SendOp:
+		b.WriteString("send ")
+		writeName(b, op.Queue)
+		if op.Slice != nil {
+			b.WriteByte(' ')
+			writeSlice(b, op.Slice)
+		}
+		if op.Inline {
+			b.WriteString(" inline")
+		}
+	case *RecvOp:
+		b.WriteString("recv ")
+		writeName(b, op.Queue)
+		if op.Slice != nil {
+			b.WriteByte(' ')
+			writeSlice(b, op.Slice)
+		}
+	case *WriteOp:
+		b.WriteString("write ")
+		writeName(b, op.Queue)
+		b.WriteByte(' ')
+		writeSlice(b, op.Src)
+		b.WriteString(" to ")
+		writeSlice(b, op.Dst)
+		if op.Notify {
+			b.WriteString(" notify")
+		}
+	case *ReadOp:
+		b.WriteString("read ")
+		writeName(b, op.Queue)
+		b.WriteByte(' ')
+		writeSlice(b, op.Src)
+		b.WriteString(" to ")
+		writeSlice(b, op.Dst)
+	case *AtomicOp:
+		b.WriteString("atomic " + op.Kind.Name + " ")
+		writeName(b, op.Queue)
+		b.WriteByte(' ')
+		writeSlice(b, op.Target)
+		b.WriteByte(' ')
+		if op.B != nil || op.Kind.Name == "cas" {
+			writeUnary(b, op.A)
+			b.WriteByte(' ')
+			writeUnary(b, op.B)
+		} else {
+			writeExpr(b, op.A)
+		}
+		if op.To != nil {
+			b.WriteString(" to ")
+			writeSlice(b, op.To)
+		}
+	case *ReduceOp:
+		b.WriteString("reduce " + op.Op.Name + " ")
+		writeSlice(b, op.Dst)
+		b.WriteString(" from ")
+		writeSlice(b, op.Src)
+	case *CopyOp:
+		b.WriteString("copy ")
+		writeSlice(b, op.Src)
+		b.WriteString(" to ")
+		writeSlice(b, op.Dst)
+	case *NopOp:
+		b.WriteString("nop")
+	}
+}
+
+// isOperand reports whether x prints as one unbroken operand.
+func isOperand(x Expr) bool {
+	switch x.(type) {
+	case *Ident, *IntLit, *FloatLit, *CallExpr, *ParenExpr:
+		return true
+	}
+	return false
+}
+
+// exprPrec is the binding strength of x: 6 for ** (and unary), 7 for operands.
+func exprPrec(x Expr) int {
+	switch x := x.(type) {
+	case *BinaryExpr:
+		if x.Op == "**" {
+			return 6
+		}
+		return binaryPrec(x.Op)
+	case *UnaryExpr:
+		return 6
+	}
+	return 7
+}
+
+// writeUnary prints a cas operand, which must be a unary expression (a primary, possibly
+// signed or raised to a power); anything looser is parenthesised.
+func writeUnary(b *strings.Builder, x Expr) {
+	writeSub(b, x, exprPrec(x) < 6)
+}
+
+func writeSub(b *strings.Builder, x Expr, paren bool) {
+	if paren {
+		b.WriteByte('(')
+		writeExpr(b, x)
+		b.WriteByte(')')
+		return
+	}
+	writeExpr(b, x)
+}
+
+// writeExpr prints x with single spaces around binary operators. Parentheses are printed as
+// written; for hand-built trees, parentheses are added where the structure needs them.
+func writeExpr(b *strings.Builder, x Expr) {
+	switch x := x.(type) {
+	case nil:
+		b.WriteString("<nil>")
+	case *Ident:
+		b.WriteString(x.Name)
+	case *IntLit:
+		b.WriteString(x.Raw)
+	case *FloatLit:
+		b.WriteString(x.Raw)
+	case *ParenExpr:
+		b.WriteByte('(')
+		writeExpr(b, x.X)
+		b.WriteByte(')')
+	case *CallExpr:
+		b.WriteString(x.Fun.Name + "(")
+		writeList(b, x.Args)
+		b.WriteByte(')')
+	case *UnaryExpr:
+		b.WriteString(x.Op)
+		if isUnary(x.X) {
+			b.WriteByte(' ') // "- -x", not "--x"
+			writeExpr(b, x.X)
+			return
+		}
+		// The operand of a prefix operator is a primary or a power (** binds tighter).
+		writeSub(b, x.X, exprPrec(x.X) < 6)
+	case *BinaryExpr:
+		if x.Op == "**" {
+			// Power: the left operand is a primary, the right one a unary expression.
+			writeSub(b, x.X, exprPrec(x.X) < 7)
+			b.WriteString(" ** ")
+			writeSub(b, x.Y, exprPrec(x.Y) < 6)
+			return
+		}
+		prec := binaryPrec(x.Op)
+		writeSub(b, x.X, exprPrec(x.X) < prec)
+		b.WriteString(" " + x.Op + " ")
+		writeSub(b, x.Y, exprPrec(x.Y) <= prec)
+	}
+}
+
+func isUnary(x Expr) bool { _, ok := x.(*UnaryExpr); return ok }
