@@ -183,6 +183,10 @@ func (el *elaborator) run() {
 	el.opNames = map[string]bool{}
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
 		el.elaborateRank(r)
+		if r == 0 && el.g.Ranks > 1 { // SPMD: other ranks are about as large, so grow once
+			want := len(el.g.Ops) * el.g.Ranks * 9 / 8
+			el.g.Ops = append(make([]Op, 0, min(want, MaxOps)), el.g.Ops...)
+		}
 	}
 	if el.result() != nil {
 		return
