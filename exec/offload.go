@@ -507,3 +507,16 @@ func (e *offloadEngine) wqeOf(id uint64) (*planner.WQE, *offRank) {
 	}
 	return nil, nil
 }
+
+// WQEOfID maps the ID of a work request the offload engine posted back to its chain entry in
+// plan, for trace checkers and diagnostics.
+func WQEOfID(plan *planner.Plan, id uint64) (*planner.WQE, bool) {
+	if id&offloadTag == 0 {
+		return nil, false
+	}
+	rank, wi, k := int(id>>40&0x3fffff), int(id>>24&0xffff), int(id&0xffffff)
+	if rank >= len(plan.Ranks) || wi >= len(plan.Ranks[rank].Queues) || k >= len(plan.Ranks[rank].Queues[wi].Chain) {
+		return nil, false
+	}
+	return &plan.Ranks[rank].Queues[wi].Chain[k], true
+}
