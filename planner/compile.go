@@ -1,0 +1,233 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/coredag/coredag/dsl"
+)
+
+// Compile lowers a checked Graph for a Target into a Plan: per rank, one work queue per queue
+// side, one CQ per work queue, the management queue (managed style), the host-signal queue, and
+// WQE chains with the WAIT and ENABLE entries, fences and signalling that make the NIC honour
+// every dependency of the Graph.
+//
+// The lowering walks one global order of events (the start and the end of every op, over all
+// ranks) that is a topological order of the happens-before graph: `after` edges, queue order,
+// and the two halves of every message. WAIT and ENABLE entries are appended to a queue in that
+// order, and the CPU runs a rank's HOST steps one at a time in that order, so a queue that blocks
+// on a WAIT only ever waits for an event that comes earlier: no chain can block forever unless
+// the Graph itself deadlocks. Starts are taken before ends whenever possible, which puts ENABLEs
+// early and WAITs late.
+//
+// Errors (a dsl.ErrorList) report chains that do not fit the target's depth limits, inline
+// payloads above its limit, and dependency cycles the checker should have caught.
+func Compile(g *Graph, t Target) (*Plan, error) {
+	if g == nil {
+		return nil, fmt.Errorf("compile: nil graph")
+	}
+	if t.Style != StyleNone && !t.CrossChannel {
+		return nil, fmt.Errorf("compile: target %q uses the %s style but has no cross-channel support", t.Name, t.Style)
+	}
+	if g.predStart == nil || len(g.predStart) != len(g.Ops)+1 {
+		g.Index()
+	}
+	c := &compiler{g: g, t: t}
+	c.plan = &Plan{Graph: g, Target: t, Loc: make([]Loc, len(g.Ops))}
+	c.errs = c.checkInputs()
+	if len(c.errs) > 0 {
+		c.errs.Sort()
+		return nil, c.errs
+	}
+	order, critical, err := c.eventOrder()
+	if err != nil {
+		return nil, err
+	}
+	c.plan.Stats.CriticalPath = critical
+	c.lowerRanks(order)
+	c.signal()
+	c.checkLimits()
+	if len(c.errs) > 0 {
+		c.errs.Sort()
+		return nil, c.errs
+	}
+	c.stats()
+	return c.plan, nil
+}
+
+// compiler holds the state of one Compile call.
+type compiler struct {
+	g    *Graph
+	t    Target
+	plan *Plan
+	errs dsl.ErrorList
+	// waited marks ops whose completion something observes (a WAIT, a HOST step, or on the
+	// generic target the polling engine); their WQE must be signalled.
+	waited []bool
+	// prevOnSide is the previous op on the same queue side (None for the first and host ops).
+	prevOnSide []int32
+
+	naiveWaits, naiveEnables, hostWaits int
+}
+
+// checkInputs reports problems of the Graph that no lowering can fix for this target.
+func (c *compiler) checkInputs() dsl.ErrorList {
+	var errs dsl.ErrorList
+	g := c.g
+	for i := range g.Queues {
+		q := &g.Queues[i]
+		if q.Depth < 1 {
+			errs.Add(q.Pos, "queue %s on rank %d has depth %d: a queue needs room for at least one WQE (declare `depth 1` or more)", q.Name, q.Rank, q.Depth)
+		} else if q.Depth > c.t.MaxWQDepth {
+			errs.Add(q.Pos, "queue %s on rank %d has depth %d, above the %d WQEs target %s supports (lower its `depth`)", q.Name, q.Rank, q.Depth, c.t.MaxWQDepth, c.t.Name)
+		}
+	}
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		if op.Inline {
+			if n := g.Bytes(op.Src); n > int64(c.t.MaxInline) {
+				errs.Add(op.Pos, "%s sends %d bytes inline, above the %d-byte inline limit of target %s (drop `inline` or send fewer bytes)", g.OpString(OpID(i)), n, c.t.MaxInline, c.t.Name)
+			}
+		}
+		if op.Kind.OnQueue() && (op.Queue < 0 || int(op.Queue) >= len(g.Queues)) {
+			errs.Add(op.Pos, "%s is not on a valid queue (the graph was not elaborated)", g.OpString(OpID(i)))
+		}
+	}
+	return errs
+}
+
+// Events: op o has start event 2o and end event 2o+1.
+func startEv(o OpID) int32 { return int32(o) * 2 }
+func endEv(o OpID) int32   { return int32(o)*2 + 1 }
+
+// sideNeighbours returns, for every queue op, the previous and next op on the same queue side.
+func (c *compiler) sideNeighbours() (prev, next []int32) {
+	g := c.g
+	prev = make([]int32, len(g.Ops))
+	next = make([]int32, len(g.Ops))
+	for i := range prev {
+		prev[i], next[i] = None, None
+	}
+	link := func(ops []OpID) {
+		for k := 1; k < len(ops); k++ {
+			prev[ops[k]] = int32(ops[k-1])
+			next[ops[k-1]] = int32(ops[k])
+		}
+	}
+	for i := range g.Queues {
+		link(g.Queues[i].SendOps)
+		link(g.Queues[i].RecvOps)
+	}
+	return prev, next
+}
+
+// eventOrder returns a topological order of all events (Kahn's algorithm, starts first, a rank's
+// host ops serialised) and the critical path length in ops.
+func (c *compiler) eventOrder() (order []int32, critical int, err error) {
+	g := c.g
+	n := len(g.Ops)
+	prev, next := c.sideNeighbours()
+	c.prevOnSide = prev
+	indeg := make([]int32, 2*n)
+	for o := 0; o < n; o++ {
+		op := &g.Ops[o]
+		has := int32(0)
+		if prev[o] != None {
+			has = 1
+		}
+		indeg[2*o] = int32(len(g.Preds(OpID(o)))) + has
+		indeg[2*o+1] = 1 + has
+		if op.Match != None {
+			indeg[2*o+1]++
+		}
+	}
+	dist := make([]int32, 2*n) // longest path (in ends) reaching each event
+	order = make([]int32, 0, 2*n)
+	starts := make([]int32, 0, n)
+	ends := make([]int32, 0, n)
+	hostBusy := make([]bool, g.Ranks)
+	parked := make([][]int32, g.Ranks)
+	readyStart := func(ev int32) {
+		op := &g.Ops[ev/2]
+		if !op.Kind.OnQueue() {
+			if hostBusy[op.Rank] {
+				parked[op.Rank] = append(parked[op.Rank], ev)
+				return
+			}
+			hostBusy[op.Rank] = true
+		}
+		starts = append(starts, ev)
+	}
+	for o := 0; o < n; o++ {
+		if indeg[2*o] == 0 {
+			readyStart(int32(2 * o))
+		}
+	}
+	relax := func(from, to int32) {
+		w := from & 1 // ends weigh one op
+		if d := dist[from] + w; d > dist[to] {
+			dist[to] = d
+		}
+		indeg[to]--
+		if indeg[to] == 0 {
+			if to&1 == 0 {
+				readyStart(to)
+			} else {
+				ends = append(ends, to)
+			}
+		}
+	}
+	si, ei := 0, 0
+	for si < len(starts) || ei < len(ends) {
+		var ev int32
+		if si < len(starts) {
+			ev, si = starts[si], si+1
+		} else {
+			ev, ei = ends[ei], ei+1
+		}
+		order = append(order, ev)
+		o := OpID(ev / 2)
+		op := &g.Ops[o]
+		if ev&1 == 0 {
+			relax(ev, ev+1)
+			if next[o] != None {
+				relax(ev, startEv(OpID(next[o])))
+			}
+			if op.Match != None {
+				relax(ev, endEv(op.Match))
+			}
+		} else {
+			if d := int(dist[ev]) + 1; d > critical {
+				critical = d
+			}
+			for _, s := range g.Succs(o) {
+				relax(ev, startEv(OpID(s)))
+			}
+			if next[o] != None {
+				relax(ev, endEv(OpID(next[o])))
+			}
+			if !op.Kind.OnQueue() {
+				r := op.Rank
+				hostBusy[r] = false
+				if len(parked[r]) > 0 {
+					p := parked[r][0]
+					parked[r] = parked[r][1:]
+					hostBusy[r] = true
+					starts = append(starts, p)
+				}
+			}
+		}
+	}
+	if len(order) < 2*n {
+		var errs dsl.ErrorList
+		for o := 0; o < n; o++ {
+			if indeg[2*o] > 0 || indeg[2*o+1] > 0 {
+				errs.Add(g.Ops[o].Pos, "%s can never start: it is on a dependency cycle through `after` edges, queue order and message matching (run `coredag check` to see the cycle, then remove one of its edges)", g.OpString(OpID(o)))
+				if len(errs) >= 5 {
+					break
+				}
+			}
+		}
+		return nil, 0, errs
+	}
+	return order, critical, nil
+}

@@ -1,0 +1,384 @@
+package planner
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// ListOptions selects what a listing shows.
+type ListOptions struct {
+	Rank int // only this rank; -1 for all
+}
+
+// WriteListing writes the text listing of a Plan: per rank and work queue, each WQE's index,
+// opcode, operands, flags, and the op and file:line it came from; WAITs say in words what they
+// wait for. A summary ends it.
+func WriteListing(w io.Writer, p *Plan, opt ListOptions) error {
+	g := p.Graph
+	b := &strings.Builder{}
+	t := p.Target
+	fmt.Fprintf(b, "plan %s  target %s (%s style, cross-channel %s)  ranks %d\n", g.Name, t.Name, t.Style, yesNo(t.CrossChannel), g.Ranks)
+	for r := range p.Ranks {
+		if opt.Rank >= 0 && r != opt.Rank {
+			continue
+		}
+		rp := &p.Ranks[r]
+		fmt.Fprintf(b, "\nrank %d\n", r)
+		for wi := range rp.Queues {
+			q := &rp.Queues[wi]
+			fmt.Fprintf(b, "  %s  %s", q.Name, q.Kind)
+			if q.Managed {
+				b.WriteString(", managed")
+			}
+			fmt.Fprintf(b, ", depth %d", q.Depth)
+			if q.CQ >= 0 {
+				cq := &rp.CQs[q.CQ]
+				fmt.Fprintf(b, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
+			}
+			fmt.Fprintf(b, ", %d WQEs per iteration\n", q.PerIteration)
+			if len(q.Chain) == 0 {
+				b.WriteString("    (empty)\n")
+				continue
+			}
+			tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+			for k := range q.Chain {
+				e := &q.Chain[k]
+				fmt.Fprintf(tw, "    [%d]\t%s\t%s\t%s\t%s\t%s\n", k, e.Opcode, operands(p, rp, e), e.Flags, e.Name, shortPos(e))
+			}
+			tw.Flush()
+		}
+		s := rankStats(p, r)
+		fmt.Fprintf(b, "  rank %d: %d WQEs (%d data), %d HOST steps, %d WAITs, %d ENABLEs, %d host waits, %d fences, %d signalled\n",
+			r, s.WQEs, s.DataWQEs, s.HostSteps, s.Waits, s.Enables, s.HostWaits, s.Fences, s.Signalled)
+	}
+	fmt.Fprintf(b, "\nsummary: %s\n", summary(p.Stats))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func shortPos(e *WQE) string {
+	if !e.Pos.IsValid() {
+		return "-"
+	}
+	return fmt.Sprintf("%s:%d", e.Pos.File, e.Pos.Line)
+}
+
+func summary(s Stats) string {
+	return fmt.Sprintf("%d WQEs (%d data), %d HOST steps, WAITs %d naive -> %d, ENABLEs %d naive -> %d, %d host waits, %d fences, %d signalled, critical path %d ops",
+		s.WQEs, s.DataWQEs, s.HostSteps, s.NaiveWaits, s.Waits, s.NaiveEnables, s.Enables, s.HostWaits, s.Fences, s.Signalled, s.CriticalPath)
+}
+
+// rankStats counts one rank's entries (naive counts and the critical path are plan-wide and
+// stay zero).
+func rankStats(p *Plan, r int) Stats {
+	var s Stats
+	for _, q := range p.Ranks[r].Queues {
+		for k := range q.Chain {
+			e := &q.Chain[k]
+			if e.Opcode.Posted() {
+				s.WQEs++
+				if e.Signalled() {
+					s.Signalled++
+				}
+			}
+			switch {
+			case e.Opcode.IsData():
+				s.DataWQEs++
+			case e.Opcode == OpcHost:
+				s.HostSteps++
+				s.HostWaits += len(e.Waits)
+			case e.Opcode == OpcWait:
+				s.Waits++
+			case e.Opcode == OpcSendEnable || e.Opcode == OpcRecvEnable:
+				s.Enables++
+			}
+			if e.Flags&Fence != 0 {
+				s.Fences++
+			}
+		}
+	}
+	return s
+}
+
+func condString(p *Plan, rp *RankPlan, c Cond) string {
+	name := "?"
+	if c.CQ >= 0 && c.CQ < len(rp.CQs) {
+		name = rp.CQs[c.CQ].Name
+	}
+	who := "?"
+	if c.Op >= 0 && int(c.Op) < len(p.Graph.Ops) {
+		who = p.Graph.Ops[c.Op].Name
+	}
+	return fmt.Sprintf("%s >= %d  (%s done)", name, c.Count, who)
+}
+
+// operands describes a WQE's operands in words.
+func operands(p *Plan, rp *RankPlan, e *WQE) string {
+	g := p.Graph
+	sl := g.SliceString
+	switch e.Opcode {
+	case OpcSend:
+		if !e.Local.Valid() {
+			return fmt.Sprintf("empty message to rank %d", e.Peer)
+		}
+		return fmt.Sprintf("%s (%d B) to rank %d", sl(e.Local), g.Bytes(e.Local), e.Peer)
+	case OpcRecv:
+		if !e.Local.Valid() {
+			return fmt.Sprintf("no buffer, from rank %d", e.Peer)
+		}
+		return fmt.Sprintf("into %s (%d B) from rank %d", sl(e.Local), g.Bytes(e.Local), e.Peer)
+	case OpcWrite, OpcWriteImm:
+		return fmt.Sprintf("%s to rank %d %s (%d B)", sl(e.Local), e.Peer, sl(e.Remote), g.Bytes(e.Local))
+	case OpcRead:
+		return fmt.Sprintf("rank %d %s into %s (%d B)", e.Peer, sl(e.Remote), sl(e.Local), g.Bytes(e.Local))
+	case OpcAtomicFAdd:
+		s := fmt.Sprintf("rank %d %s += %d", e.Peer, sl(e.Remote), e.A)
+		if e.Local.Valid() {
+			s += ", old into " + sl(e.Local)
+		}
+		return s
+	case OpcAtomicCAS:
+		s := fmt.Sprintf("rank %d %s: if %d then %d", e.Peer, sl(e.Remote), e.A, e.B)
+		if e.Local.Valid() {
+			s += ", old into " + sl(e.Local)
+		}
+		return s
+	case OpcNop:
+		return fmt.Sprintf("signal %s done", e.Name)
+	case OpcWait:
+		return "wait " + condString(p, rp, e.Wait)
+	case OpcSendEnable, OpcRecvEnable:
+		name := "?"
+		if e.Queue >= 0 && e.Queue < len(rp.Queues) {
+			name = rp.Queues[e.Queue].Name
+		}
+		return fmt.Sprintf("enable %s up to %d", name, e.UpTo)
+	case OpcHost:
+		op := &g.Ops[e.Op]
+		var s string
+		switch op.Kind {
+		case OpReduce:
+			s = fmt.Sprintf("reduce %s %s from %s", op.Red, sl(op.Dst), sl(op.Src))
+		case OpCopy:
+			s = fmt.Sprintf("copy %s to %s", sl(op.Src), sl(op.Dst))
+		default:
+			s = op.Kind.String()
+		}
+		for i, c := range e.Waits {
+			if i == 0 {
+				s += "; after "
+			} else {
+				s += ", "
+			}
+			s += condString(p, rp, c)
+		}
+		return s
+	}
+	return ""
+}
+
+// The JSON listing. Its shape is documented in docs/compile-json.md and kept stable: fields are
+// only ever added.
+
+type jsonPlan struct {
+	Version int         `json:"version"`
+	Plan    string      `json:"plan"`
+	File    string      `json:"file"`
+	Params  []jsonParam `json:"params"`
+	Target  jsonTarget  `json:"target"`
+	Ranks   []jsonRank  `json:"ranks"`
+	Stats   jsonStats   `json:"stats"`
+}
+
+type jsonParam struct {
+	Name  string `json:"name"`
+	Value int64  `json:"value"`
+}
+
+type jsonTarget struct {
+	Name         string `json:"name"`
+	Style        string `json:"style"`
+	CrossChannel bool   `json:"cross_channel"`
+	PrePost      bool   `json:"pre_post"`
+	MaxWQDepth   int    `json:"max_wq_depth"`
+	MaxCQDepth   int    `json:"max_cq_depth"`
+	MaxInline    int    `json:"max_inline"`
+	CanCalc      bool   `json:"can_calc"`
+}
+
+type jsonRank struct {
+	Rank   int         `json:"rank"`
+	Queues []jsonQueue `json:"queues"`
+	CQs    []jsonCQ    `json:"cqs"`
+}
+
+type jsonQueue struct {
+	Name         string    `json:"name"`
+	Kind         string    `json:"kind"`
+	Queue        string    `json:"queue,omitempty"`
+	CQ           string    `json:"cq,omitempty"`
+	Managed      bool      `json:"managed"`
+	Depth        int       `json:"depth"`
+	PerIteration uint32    `json:"per_iteration"`
+	WQEs         []jsonWQE `json:"wqes"`
+}
+
+type jsonCQ struct {
+	Name         string `json:"name"`
+	Queue        string `json:"queue"`
+	Depth        int    `json:"depth"`
+	PerIteration uint32 `json:"per_iteration"`
+}
+
+type jsonSlice struct {
+	Buffer string `json:"buffer"`
+	Offset int64  `json:"offset"`
+	Count  int64  `json:"count"`
+	Bytes  int64  `json:"bytes"`
+}
+
+type jsonCond struct {
+	CQ    string `json:"cq"`
+	Count uint32 `json:"count"`
+	Op    string `json:"op"`
+}
+
+type jsonEnable struct {
+	Queue string `json:"queue"`
+	UpTo  uint32 `json:"upto"`
+}
+
+type jsonWQE struct {
+	Index  int         `json:"index"`
+	Opcode string      `json:"opcode"`
+	Op     string      `json:"op"`
+	Pos    string      `json:"pos"`
+	Flags  []string    `json:"flags"`
+	Peer   *int        `json:"peer,omitempty"`
+	Local  *jsonSlice  `json:"local,omitempty"`
+	Remote *jsonSlice  `json:"remote,omitempty"`
+	Source *jsonSlice  `json:"source,omitempty"`
+	Add    *int64      `json:"add,omitempty"`
+	Cmp    *int64      `json:"compare,omitempty"`
+	Swap   *int64      `json:"swap,omitempty"`
+	Reduce string      `json:"reduce,omitempty"`
+	Wait   *jsonCond   `json:"wait,omitempty"`
+	Enable *jsonEnable `json:"enable,omitempty"`
+	Waits  []jsonCond  `json:"waits,omitempty"`
+}
+
+type jsonStats struct {
+	WQEs         int `json:"wqes"`
+	DataWQEs     int `json:"data_wqes"`
+	HostSteps    int `json:"host_steps"`
+	NaiveWaits   int `json:"naive_waits"`
+	Waits        int `json:"waits"`
+	NaiveEnables int `json:"naive_enables"`
+	Enables      int `json:"enables"`
+	HostWaits    int `json:"host_waits"`
+	Fences       int `json:"fences"`
+	Signalled    int `json:"signalled"`
+	CriticalPath int `json:"critical_path"`
+}
+
+// WriteJSON writes the Plan as JSON (docs/compile-json.md). Every WQE object has an "opcode"
+// field holding one of the Opcode names.
+func WriteJSON(w io.Writer, p *Plan, opt ListOptions) error {
+	g := p.Graph
+	t := p.Target
+	out := jsonPlan{Version: 1, Plan: g.Name, File: g.File, Params: []jsonParam{}, Ranks: []jsonRank{},
+		Target: jsonTarget{Name: t.Name, Style: t.Style.String(), CrossChannel: t.CrossChannel, PrePost: t.PrePost,
+			MaxWQDepth: t.MaxWQDepth, MaxCQDepth: t.MaxCQDepth, MaxInline: t.MaxInline, CanCalc: t.CanCalc},
+		Stats: jsonStats(p.Stats)}
+	for _, prm := range g.Params {
+		out.Params = append(out.Params, jsonParam{prm.Name, prm.Value})
+	}
+	slice := func(s Slice) *jsonSlice {
+		if !s.Valid() {
+			return nil
+		}
+		return &jsonSlice{Buffer: g.Buffers[s.Buf].Name, Offset: s.Off, Count: s.Len, Bytes: g.Bytes(s)}
+	}
+	for r := range p.Ranks {
+		if opt.Rank >= 0 && r != opt.Rank {
+			continue
+		}
+		rp := &p.Ranks[r]
+		jr := jsonRank{Rank: r, Queues: []jsonQueue{}, CQs: []jsonCQ{}}
+		cqName := func(i int) string {
+			if i < 0 || i >= len(rp.CQs) {
+				return ""
+			}
+			return rp.CQs[i].Name
+		}
+		cond := func(c Cond) jsonCond {
+			return jsonCond{CQ: cqName(c.CQ), Count: c.Count, Op: g.Ops[c.Op].Name}
+		}
+		for wi := range rp.Queues {
+			q := &rp.Queues[wi]
+			jq := jsonQueue{Name: q.Name, Kind: q.Kind.String(), CQ: cqName(q.CQ), Managed: q.Managed, Depth: q.Depth,
+				PerIteration: q.PerIteration, WQEs: []jsonWQE{}}
+			if q.Queue != None {
+				jq.Queue = g.Queues[q.Queue].Name
+			}
+			for k := range q.Chain {
+				e := &q.Chain[k]
+				je := jsonWQE{Index: k, Opcode: e.Opcode.String(), Op: e.Name, Pos: e.Pos.String(), Flags: []string{},
+					Local: slice(e.Local), Remote: slice(e.Remote)}
+				for _, f := range []struct {
+					bit  Flags
+					name string
+				}{{Signalled, "signalled"}, {Fence, "fence"}, {Inline, "inline"}} {
+					if e.Flags&f.bit != 0 {
+						je.Flags = append(je.Flags, f.name)
+					}
+				}
+				if e.Opcode.IsData() {
+					peer := e.Peer
+					je.Peer = &peer
+				}
+				switch e.Opcode {
+				case OpcAtomicFAdd:
+					a := e.A
+					je.Add = &a
+				case OpcAtomicCAS:
+					a, b := e.A, e.B
+					je.Cmp, je.Swap = &a, &b
+				case OpcWait:
+					c := cond(e.Wait)
+					je.Wait = &c
+				case OpcSendEnable, OpcRecvEnable:
+					je.Enable = &jsonEnable{Queue: rp.Queues[e.Queue].Name, UpTo: e.UpTo}
+				case OpcHost:
+					if g.Ops[e.Op].Kind == OpReduce {
+						je.Reduce = e.Red.String()
+					}
+					je.Local, je.Source = slice(g.Ops[e.Op].Dst), slice(g.Ops[e.Op].Src)
+					for _, c := range e.Waits {
+						je.Waits = append(je.Waits, cond(c))
+					}
+				}
+				jq.WQEs = append(jq.WQEs, je)
+			}
+			jr.Queues = append(jr.Queues, jq)
+		}
+		for ci := range rp.CQs {
+			cq := &rp.CQs[ci]
+			jr.CQs = append(jr.CQs, jsonCQ{Name: cq.Name, Queue: rp.Queues[cq.Queue].Name, Depth: cq.Depth, PerIteration: cq.PerIteration})
+		}
+		out.Ranks = append(out.Ranks, jr)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

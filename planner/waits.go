@@ -1,0 +1,417 @@
+package planner
+
+// Wait insertion and minimisation. Each rank is lowered on its own, walking its events in the
+// global order Compile computed. At the start of a NIC op, each predecessor on another work queue
+// needs a WAIT for its completion, placed in the queue that holds the op back (the management
+// queue in the managed style, the data send queue in the inline style). A WAIT is skipped when it
+// is already implied:
+//   - by FIFO order: the predecessor is on the same work queue (a fence covers READ/ATOMIC);
+//   - by an earlier WAIT of the same placing queue, or transitively: the placing queue keeps a
+//     knowledge vector (per work queue of the rank, how many of its ops are known complete), and
+//     every op carries the vector its completion implies (what was known when it started, plus
+//     its queue predecessors, plus itself);
+//   - by another WAIT of the same op whose completion implies this one.
+// HOST steps get the same treatment, with the CPU as the placing queue: the CPU runs a rank's
+// host steps one after another, so a host step's completion implies all earlier ones.
+
+// impLimit bounds the per-rank implication table (ops × work queues). Beyond it, knowledge is
+// tracked per waited op only: still correct, merely less minimal.
+const impLimit = 1 << 24
+
+// lowerRanks lowers every rank in the event order.
+func (c *compiler) lowerRanks(order []int32) {
+	g := c.g
+	c.waited = make([]bool, len(g.Ops))
+	start := make([]int, g.Ranks+1)
+	for _, ev := range order {
+		start[g.Ops[ev/2].Rank+1]++
+	}
+	for r := 0; r < g.Ranks; r++ {
+		start[r+1] += start[r]
+	}
+	byRank := make([]int32, len(order))
+	fill := append([]int(nil), start[:g.Ranks]...)
+	for _, ev := range order {
+		r := g.Ops[ev/2].Rank
+		byRank[fill[r]] = ev
+		fill[r]++
+	}
+	c.plan.Ranks = make([]RankPlan, g.Ranks)
+	var scratch []int32
+	for r := 0; r < g.Ranks; r++ {
+		l := c.newRankLower(r, &scratch)
+		for _, ev := range byRank[start[r]:start[r+1]] {
+			if ev&1 == 0 {
+				l.start(OpID(ev / 2))
+			} else {
+				l.end(OpID(ev / 2))
+			}
+		}
+	}
+}
+
+// enableRef remembers the last ENABLE emitted for a managed work queue, so that consecutive
+// ENABLEs with no WAIT between them merge into one.
+type enableRef struct {
+	placer, index, seq int
+}
+
+type rankLower struct {
+	c       *compiler
+	g       *Graph
+	rp      *RankPlan
+	firstOp OpID
+	firstQ  QueueID
+	nq      int
+	dims    int     // tracked work queues: 2 per graph queue, plus the host chain
+	imp     []int32 // (op - firstOp) * dims: what an op's completion implies; nil if too large
+	hostOrd []int32
+	nHost   int
+
+	kMgmt, kHost []int32
+	kSQ          [][]int32 // inline style: knowledge of each data send queue
+	waitSeq      []int     // WAITs emitted so far, per placing work queue
+	lastEn       []enableRef
+	rqManaged    []bool
+	stamp        []int32
+	stampVal     int32
+	pending      []OpID
+}
+
+func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
+	g := c.g
+	span := g.Rank[r]
+	l := &rankLower{c: c, g: g, rp: &c.plan.Ranks[r], firstOp: span.FirstOp, firstQ: span.FirstQueue}
+	l.nq = int(span.EndQueue - span.FirstQueue)
+	l.dims = 2*l.nq + 1
+	nops := int(span.EndOp - span.FirstOp)
+	if c.t.Style != StyleNone && nops*l.dims <= impLimit {
+		need := nops * l.dims
+		if cap(*scratch) < need {
+			*scratch = make([]int32, need)
+		}
+		l.imp = (*scratch)[:need]
+		clear(l.imp)
+	}
+	l.hostOrd = make([]int32, nops)
+	l.stamp = make([]int32, nops)
+	l.kMgmt = make([]int32, l.dims)
+	l.kHost = make([]int32, l.dims)
+	l.rqManaged = make([]bool, l.nq)
+	hasHost := false
+	for o := span.FirstOp; o < span.EndOp; o++ {
+		op := &g.Ops[o]
+		if !op.Kind.OnQueue() {
+			hasHost = true
+			continue
+		}
+		if op.Kind.IsRecvSide() {
+			for _, p := range g.Preds(o) {
+				if l.dim(OpID(p)) != l.dim(o) {
+					l.rqManaged[op.Queue-span.FirstQueue] = true
+				}
+			}
+		}
+	}
+	rp := l.rp
+	rp.Rank, rp.Mgmt, rp.Host = r, -1, -1
+	rp.SendWQ = make([]int, l.nq)
+	rp.RecvWQ = make([]int, l.nq)
+	style := c.t.Style
+	for i := 0; i < l.nq; i++ {
+		q := &g.Queues[span.FirstQueue+QueueID(i)]
+		rp.SendWQ[i], rp.RecvWQ[i] = 2*i, 2*i+1
+		rp.Queues = append(rp.Queues,
+			WorkQueue{Name: q.Name + ".sq", Kind: SendQueue, Queue: span.FirstQueue + QueueID(i), CQ: 2 * i,
+				Managed: style == StyleManaged, Depth: q.Depth},
+			WorkQueue{Name: q.Name + ".rq", Kind: RecvQueue, Queue: span.FirstQueue + QueueID(i), CQ: 2*i + 1,
+				Managed: style == StyleManaged || (style == StyleInline && l.rqManaged[i]), Depth: q.Depth})
+		rp.CQs = append(rp.CQs, CQ{Name: q.Name + ".scq", Queue: 2 * i}, CQ{Name: q.Name + ".rcq", Queue: 2*i + 1})
+	}
+	if style == StyleInline {
+		l.kSQ = make([][]int32, l.nq)
+		for i := range l.kSQ {
+			l.kSQ[i] = make([]int32, l.dims)
+		}
+	}
+	if style == StyleManaged {
+		rp.Mgmt = len(rp.Queues)
+		rp.Queues = append(rp.Queues, WorkQueue{Name: "mgmt", Kind: MgmtQueue, Queue: None, CQ: len(rp.CQs)})
+		rp.CQs = append(rp.CQs, CQ{Name: "mgmt.cq", Queue: rp.Mgmt})
+	}
+	if hasHost {
+		rp.Host = len(rp.Queues)
+		wq := WorkQueue{Name: "host", Kind: HostSignalQueue, Queue: None, CQ: -1}
+		if style != StyleNone {
+			wq.CQ = len(rp.CQs)
+			rp.CQs = append(rp.CQs, CQ{Name: "host.cq", Queue: rp.Host})
+		}
+		rp.Queues = append(rp.Queues, wq)
+	}
+	l.waitSeq = make([]int, len(rp.Queues))
+	l.lastEn = make([]enableRef, len(rp.Queues))
+	for i := range l.lastEn {
+		l.lastEn[i].index = -1
+	}
+	return l
+}
+
+// dim is the tracked work queue of an op: 2i or 2i+1 for graph queue i's sides, 2nq for host.
+func (l *rankLower) dim(o OpID) int {
+	op := &l.g.Ops[o]
+	if !op.Kind.OnQueue() {
+		return l.dims - 1
+	}
+	d := 2 * int(op.Queue-l.firstQ)
+	if op.Kind.IsRecvSide() {
+		d++
+	}
+	return d
+}
+
+// ord is an op's position among the ops of its tracked work queue.
+func (l *rankLower) ord(o OpID) int32 {
+	op := &l.g.Ops[o]
+	if !op.Kind.OnQueue() {
+		return l.hostOrd[o-l.firstOp]
+	}
+	return int32(op.Index)
+}
+
+func (l *rankLower) row(o OpID) []int32 {
+	i := int(o-l.firstOp) * l.dims
+	return l.imp[i : i+l.dims]
+}
+
+func (l *rankLower) known(k []int32, o OpID) bool { return k[l.dim(o)] > l.ord(o) }
+
+// learn records in k that o has completed, with everything its completion implies.
+func (l *rankLower) learn(k []int32, o OpID) {
+	if l.imp != nil {
+		for j, v := range l.row(o) {
+			k[j] = max(k[j], v)
+		}
+		return
+	}
+	d := l.dim(o)
+	k[d] = max(k[d], l.ord(o)+1)
+}
+
+// implies reports whether a's completion implies b's.
+func (l *rankLower) implies(a, b OpID) bool {
+	if l.imp != nil {
+		return l.row(a)[l.dim(b)] > l.ord(b)
+	}
+	return l.dim(a) == l.dim(b) && l.ord(a) > l.ord(b)
+}
+
+// needs collects into l.pending the predecessors of o that the placing queue's knowledge k does
+// not already cover, minimised, and reports whether o needs a fence for a same-queue READ or
+// ATOMIC predecessor. k == nil means nothing is placed (the generic target).
+func (l *rankLower) needs(o OpID, k []int32, counted *int) (fence bool) {
+	l.stampVal++
+	l.pending = l.pending[:0]
+	d := l.dim(o)
+	for _, p := range l.g.Preds(o) {
+		x := OpID(p)
+		if l.stamp[x-l.firstOp] == l.stampVal {
+			continue
+		}
+		l.stamp[x-l.firstOp] = l.stampVal
+		if l.dim(x) == d {
+			if l.g.Ops[x].Kind == OpRead || l.g.Ops[x].Kind.IsAtomic() {
+				fence = fence || k == nil || !l.known(k, x)
+			}
+			continue
+		}
+		*counted++
+		if k == nil {
+			l.c.waited[x] = true
+			continue
+		}
+		if !l.known(k, x) {
+			l.pending = append(l.pending, x)
+		}
+	}
+	n := 0
+	for i, x := range l.pending {
+		implied := false
+		for j, y := range l.pending {
+			if i != j && l.implies(y, x) {
+				implied = true
+				break
+			}
+		}
+		if !implied {
+			l.pending[n] = x
+			n++
+		}
+	}
+	l.pending = l.pending[:n]
+	return fence
+}
+
+func (l *rankLower) start(o OpID) {
+	op := &l.g.Ops[o]
+	if !op.Kind.OnQueue() {
+		l.startHost(o)
+		return
+	}
+	c := l.c
+	wq := l.dim(o) // work queue index equals the tracked dimension for data queues
+	qi := int(op.Queue - l.firstQ)
+	place, k := -1, []int32(nil)
+	enable := false
+	switch c.t.Style {
+	case StyleManaged:
+		place, k, enable = l.rp.Mgmt, l.kMgmt, true
+	case StyleInline:
+		if !op.Kind.IsRecvSide() {
+			place, k = wq, l.kSQ[qi]
+		} else if l.rqManaged[qi] {
+			place, k, enable = l.rp.SendWQ[qi], l.kSQ[qi], true
+		}
+	}
+	fence := l.needs(o, k, &c.naiveWaits)
+	if place >= 0 {
+		for _, x := range l.pending {
+			l.emitWait(place, o, x)
+			l.learn(k, x)
+		}
+	}
+	e := dataWQE(l.g, o)
+	if fence {
+		e.Flags |= Fence
+	}
+	q := &l.rp.Queues[wq]
+	c.plan.Loc[o] = Loc{Queue: wq, Index: len(q.Chain)}
+	q.Chain = append(q.Chain, e)
+	if enable {
+		c.naiveEnables++
+		l.emitEnable(place, wq, o)
+	}
+	if l.imp != nil {
+		r := l.row(o)
+		if k != nil {
+			copy(r, k)
+		} else {
+			clear(r)
+		}
+	}
+}
+
+func (l *rankLower) end(o OpID) {
+	op := &l.g.Ops[o]
+	host := !op.Kind.OnQueue()
+	if l.imp != nil {
+		r := l.row(o)
+		if p := l.c.prevOnSide[o]; p != None {
+			for j, v := range l.row(OpID(p)) {
+				r[j] = max(r[j], v)
+			}
+		}
+		d := l.dim(o)
+		r[d] = max(r[d], l.ord(o)+1)
+	}
+	if host {
+		l.learn(l.kHost, o)
+	}
+}
+
+func (l *rankLower) startHost(o OpID) {
+	c := l.c
+	ord := int32(l.nHost)
+	l.hostOrd[o-l.firstOp] = ord
+	l.nHost++
+	var k []int32
+	if c.t.Style != StyleNone {
+		k = l.kHost
+	}
+	var naive int
+	l.needs(o, k, &naive)
+	op := &l.g.Ops[o]
+	e := WQE{Opcode: OpcHost, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1, Red: op.Red,
+		Local: NoSlice, Remote: NoSlice, Wait: Cond{CQ: -1, Op: None}, Queue: -1}
+	if k != nil {
+		for _, x := range l.pending {
+			e.Waits = append(e.Waits, Cond{CQ: -1, Op: x})
+			c.waited[x] = true
+			l.learn(k, x)
+		}
+		c.hostWaits += len(l.pending)
+	}
+	hq := &l.rp.Queues[l.rp.Host]
+	c.plan.Loc[o] = Loc{Queue: l.rp.Host, Index: len(hq.Chain)}
+	hq.Chain = append(hq.Chain, e)
+	if c.t.Style != StyleNone {
+		hq.Chain = append(hq.Chain, WQE{Opcode: OpcNop, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
+			Local: NoSlice, Remote: NoSlice, Flags: Signalled, Wait: Cond{CQ: -1, Op: None}, Queue: -1})
+	}
+	if l.imp != nil {
+		if k != nil {
+			copy(l.row(o), k)
+		} else {
+			clear(l.row(o))
+		}
+	}
+}
+
+// emitWait appends a CQE_WAIT for x's completion to work queue place, holding back o. Its CQ and
+// count are filled in once signalling is known.
+func (l *rankLower) emitWait(place int, o, x OpID) {
+	op := &l.g.Ops[o]
+	q := &l.rp.Queues[place]
+	q.Chain = append(q.Chain, WQE{Opcode: OpcWait, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
+		Local: NoSlice, Remote: NoSlice, Wait: Cond{CQ: -1, Op: x}, Queue: -1})
+	l.c.waited[x] = true
+	l.waitSeq[place]++
+}
+
+// emitEnable lets managed work queue wq run up to and including o, merging with the previous
+// ENABLE of wq when no WAIT was placed since.
+func (l *rankLower) emitEnable(place, wq int, o OpID) {
+	op := &l.g.Ops[o]
+	q := &l.rp.Queues[place]
+	upTo := uint32(op.Index + 1)
+	le := &l.lastEn[wq]
+	if le.index >= 0 && le.placer == place && le.seq == l.waitSeq[place] {
+		e := &q.Chain[le.index]
+		e.UpTo, e.Op, e.Name, e.Pos = upTo, o, op.Name, op.Pos
+		return
+	}
+	opc := OpcSendEnable
+	if op.Kind.IsRecvSide() {
+		opc = OpcRecvEnable
+	}
+	*le = enableRef{placer: place, index: len(q.Chain), seq: l.waitSeq[place]}
+	q.Chain = append(q.Chain, WQE{Opcode: opc, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
+		Local: NoSlice, Remote: NoSlice, Wait: Cond{CQ: -1, Op: None}, Queue: wq, UpTo: upTo})
+}
+
+// dataWQE is the data WQE of a queue op, with its operands.
+func dataWQE(g *Graph, o OpID) WQE {
+	op := &g.Ops[o]
+	e := WQE{Op: o, Name: op.Name, Pos: op.Pos, Local: NoSlice, Remote: NoSlice,
+		Peer: g.Queues[op.Queue].PeerRank, Wait: Cond{CQ: -1, Op: None}, Queue: -1}
+	switch op.Kind {
+	case OpSend:
+		e.Opcode, e.Local = OpcSend, op.Src
+		if op.Inline {
+			e.Flags |= Inline
+		}
+	case OpRecv:
+		e.Opcode, e.Local = OpcRecv, op.Dst
+	case OpWrite:
+		e.Opcode, e.Local, e.Remote = OpcWrite, op.Src, op.Dst
+		if op.Notify {
+			e.Opcode = OpcWriteImm
+		}
+	case OpRead:
+		e.Opcode, e.Remote, e.Local = OpcRead, op.Src, op.Dst
+	case OpAtomicAdd:
+		e.Opcode, e.Remote, e.Local, e.A = OpcAtomicFAdd, op.Dst, op.Fetch, op.A
+	case OpAtomicCAS:
+		e.Opcode, e.Remote, e.Local, e.A, e.B = OpcAtomicCAS, op.Dst, op.Fetch, op.A, op.B
+	}
+	return e
+}
