@@ -122,3 +122,40 @@ func TestCheckExitCodesAndJSON(t *testing.T) {
 	assert.Equal(t, exitOK, code)
 	assert.Contains(t, stdout, "coredag ")
 }
+
+func TestFmt(t *testing.T) {
+	messy := "plan   x\nparam ranks=2 # c\nbuffer b u8[4]\nop a=copy b[0:2] to b[2:4]\n"
+	tidy := "plan x\nparam ranks = 2 # c\nbuffer b u8[4]\nop a = copy b[0:2] to b[2:4]\n"
+	code, stdout, _ := coredag(t, messy, "fmt")
+	assert.Equal(t, exitOK, code)
+	assert.Equal(t, tidy, stdout)
+
+	dir := t.TempDir()
+	f, clean := filepath.Join(dir, "messy.dag"), filepath.Join(dir, "sub", "tidy.dag")
+	require.NoError(t, os.WriteFile(f, []byte(messy), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Dir(clean), 0o755))
+	require.NoError(t, os.WriteFile(clean, []byte(tidy), 0o644))
+
+	code, stdout, _ = coredag(t, "", "fmt", "-l", dir)
+	assert.Equal(t, exitOK, code)
+	assert.Equal(t, f+"\n", stdout, "-l lists only the file that would change")
+
+	code, stdout, _ = coredag(t, "", "fmt", "-d", f)
+	assert.Equal(t, exitOK, code)
+	assert.Contains(t, stdout, "-op a=copy b[0:2] to b[2:4]\n+op a = copy b[0:2] to b[2:4]\n")
+
+	code, _, _ = coredag(t, "", "fmt", "-w", dir)
+	assert.Equal(t, exitOK, code)
+	got, err := os.ReadFile(f)
+	require.NoError(t, err)
+	assert.Equal(t, tidy, string(got))
+
+	broken := filepath.Join(dir, "broken.dag")
+	require.NoError(t, os.WriteFile(broken, []byte("plan p\nop a = = nop\n"), 0o644))
+	code, _, stderr := coredag(t, "", "fmt", "-w", broken)
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stderr, "broken.dag:2:")
+	got, err = os.ReadFile(broken)
+	require.NoError(t, err)
+	assert.Equal(t, "plan p\nop a = = nop\n", string(got), "a file with syntax errors is left as it was")
+}

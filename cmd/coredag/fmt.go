@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/coredag/coredag/dsl"
+)
+
+func init() {
+	register("fmt", "Format plans canonically (like gofmt); stdin to stdout when no file is given.", func() any { return &fmtCmd{} })
+}
+
+type fmtCmd struct {
+	List  bool     `short:"l" help:"List files whose formatting differs from coredag's."`
+	Write bool     `short:"w" help:"Write the result to the file instead of stdout."`
+	Diff  bool     `short:"d" help:"Print a unified diff instead of the formatted text."`
+	Paths []string `arg:"" optional:"" name:"path" help:"Plan files, or directories to search for .dag files."`
+}
+
+func (c *fmtCmd) Run(e *env) error {
+	if len(c.Paths) == 0 {
+		if c.Write {
+			return usageError("fmt -w needs files to write")
+		}
+		src, err := readSource(e, "-")
+		if err != nil {
+			return err
+		}
+		return c.file(e, "<stdin>", src, true)
+	}
+	failed := false
+	for _, p := range c.Paths {
+		files, err := dagFiles(p)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		for _, f := range files {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				return usageError("%v", err)
+			}
+			if err := c.file(e, f, src, false); err != nil {
+				if _, ok := err.(*exitError); !ok {
+					return err
+				}
+				failed = true
+			}
+		}
+	}
+	if failed {
+		return &exitError{code: exitFail}
+	}
+	return nil
+}
+
+// file formats one source; a file with syntax errors is reported and left untouched.
+func (c *fmtCmd) file(e *env, name string, src []byte, stdin bool) error {
+	f, err := dsl.Parse(name, src)
+	if err != nil {
+		dsl.PrintError(e.stderr, err, dsl.Sources{name: src})
+		return &exitError{code: exitFail}
+	}
+	out := dsl.Format(f)
+	changed := !bytes.Equal(src, out)
+	if c.List && changed {
+		fmt.Fprintln(e.stdout, name)
+	}
+	if c.Write && changed {
+		info, err := os.Stat(name)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(name, out, info.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	if c.Diff && changed {
+		e.stdout.Write(unifiedDiff(name, src, out))
+	}
+	if !c.List && !c.Write && !c.Diff {
+		e.stdout.Write(out)
+	}
+	return nil
+}
+
+// dagFiles expands a path: a file stands for itself, a directory for the .dag files under it.
+func dagFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".dag") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	return files, err
+}
