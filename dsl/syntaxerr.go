@@ -137,8 +137,9 @@ func explain(sc *scanned, tok lexer.Token, exp string) (Pos, string) {
 			tok.Value, tok.Value+"_")
 	}
 
-	// At the start of a statement.
-	if i == start {
+	// At the start of a statement (scan drops the separator before "else" and "}", so a stray
+	// one looks like the continuation of the statement before it).
+	if i == start || exp == "" && (tok.Type == tokKeyword && tok.Value == "else" || isPunct(tok, "}")) {
 		switch {
 		case tok.Type == tokKeyword && tok.Value == "else":
 			return tokPos(tok), `"else" without an "if": else must follow the "}" that closes an if block`
@@ -176,7 +177,11 @@ func explain(sc *scanned, tok lexer.Token, exp string) (Pos, string) {
 		return tokPos(tok), msg + suggest(tok, tailWords)
 	}
 
-	return tokPos(tok), fmt.Sprintf("expected %s%s, got %s", expectedText(exp), where(stmt, op, exp, prev), got) + hint(stmt, exp, tok)
+	at := tokPos(tok)
+	if (tok.EOF() || tok.Type == tokSep && tok.Value == "\n") && i > 0 {
+		at = tokEnd(prev) // point at where the line's code ends, not past a trailing comment
+	}
+	return at, fmt.Sprintf("expected %s%s, got %s", expectedText(exp), where(stmt, op, exp, prev), got) + hint(stmt, exp, tok)
 }
 
 // where says where in the statement an element was expected.
