@@ -1,0 +1,531 @@
+package viz
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/coredag/coredag/planner"
+	"github.com/emicklei/dot"
+)
+
+// Plan draws the plan view of a compiled plan: per rank a cluster, inside it one lane per work
+// queue with its WQEs in chain order from left to right. A CQE_WAIT gets a dashed edge from the
+// WQE whose completion it counts; SEND_EN/RECV_EN an edge to the last WQE they release; HOST steps
+// (drawn grey, octagonal) get dotted edges from the completions the CPU waits for. Signalled WQEs
+// have a double border. Matched transfers are linked across ranks by light dashed edges.
+//
+// Above the node limit the middle of long lanes folds into summary nodes (the first and last
+// entries and highlighted ones stay), then whole ranks fold into one node each.
+func Plan(p *planner.Plan, opts Options) *dot.Graph {
+	v := &planView{p: p, g: p.Graph, opts: opts}
+	v.layout()
+	return v.draw()
+}
+
+// Lane folding keeps the first laneHead and last laneTail entries of a lane.
+const (
+	laneHead = 3
+	laneTail = 2
+)
+
+// pnode is one node of the plan view: a WQE, a folded run of a lane, or a folded rank.
+type pnode struct {
+	rank, queue int // queue -1: rank summary
+	lo, hi      int // chain entries [lo, hi); hi == lo+1 for a single WQE
+	single      bool
+}
+
+type planView struct {
+	p     *planner.Plan
+	g     *planner.Graph
+	opts  Options
+	nodes []pnode
+	// rep[rank][queue][index] is the pnode of a chain entry (-1: not drawn).
+	rep [][][]int32
+	hl  map[WQERef]bool // lookup only
+}
+
+func (v *planView) layout() {
+	p := v.p
+	v.hl = make(map[WQERef]bool, len(v.opts.Highlight.WQEs))
+	for _, h := range v.opts.Highlight.WQEs {
+		v.hl[h] = true
+	}
+	var selected []int
+	total := 0
+	for r := range p.Ranks {
+		if v.opts.drawsRank(r) {
+			selected = append(selected, r)
+			total += rankEntries(&p.Ranks[r])
+		}
+	}
+	limit := v.opts.limit()
+	fold := !v.opts.Full && total > limit
+	// After folding lanes, count again; fold whole ranks (all but the first selected) if needed.
+	lanesFolded := func(r int) int {
+		n := 0
+		for qi := range p.Ranks[r].Queues {
+			n += len(v.laneRuns(r, qi, fold))
+		}
+		return n
+	}
+	expanded := make([]bool, len(p.Ranks))
+	for _, r := range selected {
+		expanded[r] = true
+	}
+	if fold && len(selected) > 1 {
+		used := lanesFolded(selected[0])
+		folding := false
+		for i, r := range selected[1:] {
+			after := len(selected) - 2 - i
+			need := lanesFolded(r)
+			if folding || used+need+after > limit {
+				folding = true
+				expanded[r] = false
+				used++
+				continue
+			}
+			used += need
+		}
+	}
+	v.rep = make([][][]int32, len(p.Ranks))
+	for r := range p.Ranks {
+		rp := &p.Ranks[r]
+		v.rep[r] = make([][]int32, len(rp.Queues))
+		summary := int32(-1)
+		if !expanded[r] {
+			summary = int32(len(v.nodes))
+			v.nodes = append(v.nodes, pnode{rank: r, queue: -1})
+		}
+		for qi := range rp.Queues {
+			chain := rp.Queues[qi].Chain
+			rep := make([]int32, len(chain))
+			v.rep[r][qi] = rep
+			if !expanded[r] {
+				for i := range rep {
+					rep[i] = summary
+				}
+				continue
+			}
+			for _, run := range v.laneRuns(r, qi, fold) {
+				id := int32(len(v.nodes))
+				v.nodes = append(v.nodes, pnode{rank: r, queue: qi, lo: run[0], hi: run[1], single: run[1]-run[0] == 1})
+				for i := run[0]; i < run[1]; i++ {
+					rep[i] = id
+				}
+			}
+		}
+	}
+}
+
+// rankEntries counts the chain entries of a rank.
+func rankEntries(rp *planner.RankPlan) int {
+	n := 0
+	for qi := range rp.Queues {
+		n += len(rp.Queues[qi].Chain)
+	}
+	return n
+}
+
+// laneRuns splits a lane into drawn runs [lo, hi): single entries, and when folding, the runs
+// between the kept head, tail and highlighted entries.
+func (v *planView) laneRuns(r, qi int, fold bool) [][2]int {
+	n := len(v.p.Ranks[r].Queues[qi].Chain)
+	runs := make([][2]int, 0, n)
+	keep := func(i int) bool {
+		return !fold || i < laneHead || i >= n-laneTail || v.hl[WQERef{r, qi, i}]
+	}
+	for i := 0; i < n; {
+		if keep(i) {
+			runs = append(runs, [2]int{i, i + 1})
+			i++
+			continue
+		}
+		j := i
+		for j < n && !keep(j) {
+			j++
+		}
+		if j-i == 1 {
+			runs = append(runs, [2]int{i, i + 1})
+		} else {
+			runs = append(runs, [2]int{i, j})
+		}
+		i = j
+	}
+	return runs
+}
+
+// postedEntry returns the chain index of the k-th posted WQE (HOST entries are not posted) of a
+// work queue, or -1.
+func postedEntry(wq *planner.WorkQueue, k int) int {
+	for i := range wq.Chain {
+		if !wq.Chain[i].Opcode.Posted() {
+			continue
+		}
+		if k == 0 {
+			return i
+		}
+		k--
+	}
+	return -1
+}
+
+// completionEntry returns the chain index of the WQE producing the count-th completion
+// (1-based, iteration 0) of a work queue, or -1.
+func completionEntry(wq *planner.WorkQueue, count uint32) int {
+	if count == 0 {
+		return -1
+	}
+	var seen uint32
+	for i := range wq.Chain {
+		w := &wq.Chain[i]
+		if !w.Opcode.Posted() || !(w.Signalled() || w.Opcode == planner.OpcRecv) {
+			continue
+		}
+		seen++
+		if seen == count {
+			return i
+		}
+	}
+	return -1
+}
+
+// awaited finds the WQE whose completion a condition counts: by walking the CQ's work queue,
+// else through the plan's location of the op it stands for.
+func (v *planView) awaited(r int, c planner.Cond) (queue, index int, ok bool) {
+	rp := &v.p.Ranks[r]
+	if c.CQ >= 0 && c.CQ < len(rp.CQs) {
+		q := rp.CQs[c.CQ].Queue
+		if q >= 0 && q < len(rp.Queues) {
+			if i := completionEntry(&rp.Queues[q], c.Count); i >= 0 {
+				return q, i, true
+			}
+		}
+	}
+	return v.locOf(c.Op)
+}
+
+// locOf is where op id landed, checked against the plan's bounds.
+func (v *planView) locOf(id planner.OpID) (queue, index int, ok bool) {
+	if id < 0 || int(id) >= len(v.p.Loc) || int(id) >= len(v.g.Ops) {
+		return 0, 0, false
+	}
+	r := v.g.Ops[id].Rank
+	l := v.p.Loc[id]
+	if r < 0 || r >= len(v.p.Ranks) || l.Queue < 0 || l.Queue >= len(v.p.Ranks[r].Queues) ||
+		l.Index < 0 || l.Index >= len(v.p.Ranks[r].Queues[l.Queue].Chain) {
+		return 0, 0, false
+	}
+	return l.Queue, l.Index, true
+}
+
+// Plan-view edge colours.
+const (
+	colorWait   = "#d9730d"
+	colorEnable = "#2a9d3a"
+	colorHost   = "#6b6b6b"
+)
+
+func (v *planView) draw() *dot.Graph {
+	p, g := v.p, v.g
+	note := v.opts.Highlight.Note
+	d := newRoot(title("plan", g.Name, len(p.Ranks), g.Params, "target "+p.Target.Name+planNote(note)), "LR")
+	d.Attr("ranksep", "0.3")
+	dnodes := make([]dot.Node, len(v.nodes))
+	made := make([]bool, len(v.nodes))
+	rankCl := make([]*dot.Graph, len(p.Ranks))
+	laneCl := make([][]*dot.Graph, len(p.Ranks))
+
+	nodeOf := func(id int32) dot.Node {
+		if made[id] {
+			return dnodes[id]
+		}
+		x := &v.nodes[id]
+		var n dot.Node
+		if x.queue < 0 {
+			n = summaryNode(d, fmt.Sprintf("rank%06d", x.rank), v.rankSummary(x.rank))
+		} else {
+			if rankCl[x.rank] == nil {
+				rankCl[x.rank] = cluster(d, fmt.Sprintf("r%06d", x.rank), fmt.Sprintf("rank %d", x.rank), colorRankBG)
+				laneCl[x.rank] = make([]*dot.Graph, len(p.Ranks[x.rank].Queues))
+			}
+			lane := laneCl[x.rank][x.queue]
+			if lane == nil {
+				wq := &p.Ranks[x.rank].Queues[x.queue]
+				lane = cluster(rankCl[x.rank], fmt.Sprintf("q%05d", x.queue), v.laneLabel(x.rank, wq), colorLaneBG)
+				laneCl[x.rank][x.queue] = lane
+			}
+			id := fmt.Sprintf("w%06d_%05d_%07d", x.rank, x.queue, x.lo)
+			wq := &p.Ranks[x.rank].Queues[x.queue]
+			if x.single {
+				w := &wq.Chain[x.lo]
+				n = node(lane, id, v.wqeLabel(x.rank, x.lo, w))
+				styleWQE(n, w)
+				if v.hl[WQERef{x.rank, x.queue, x.lo}] {
+					highlight(n)
+				}
+			} else {
+				n = summaryNode(lane, id, foldLabel(wq.Chain[x.lo:x.hi], x.lo, x.hi))
+			}
+		}
+		dnodes[id], made[id] = n, true
+		return n
+	}
+	for i := range v.nodes {
+		if v.opts.drawsRank(v.nodes[i].rank) {
+			nodeOf(int32(i))
+		}
+	}
+	type edgeKey struct {
+		a, b int32
+		kind string
+	}
+	seen := make(map[edgeKey]bool) // lookup only: edges are drawn in plan order
+	edge := func(r1, q1, i1, r2, q2, i2 int, kind string) {
+		a, b := v.rep[r1][q1][i1], v.rep[r2][q2][i2]
+		if a < 0 || b < 0 || a == b || seen[edgeKey{a, b, kind}] {
+			return
+		}
+		if !v.opts.drawsRank(r1) && !v.opts.drawsRank(r2) {
+			return
+		}
+		seen[edgeKey{a, b, kind}] = true
+		e := d.Edge(nodeOf(a), nodeOf(b))
+		hl := v.hl[WQERef{r1, q1, i1}] && v.hl[WQERef{r2, q2, i2}]
+		switch kind {
+		case "chain":
+			e.Attr("color", colorOrder)
+			e.Attr("arrowsize", "0.5")
+			e.Attr("weight", "10")
+		case "wait":
+			e.Attr("style", "dashed")
+			e.Attr("color", colorWait)
+			e.Attr("penwidth", "1.3")
+		case "enable":
+			e.Attr("color", colorEnable)
+			e.Attr("penwidth", "1.3")
+		case "host":
+			e.Attr("style", "dotted")
+			e.Attr("color", colorHost)
+		case "match":
+			e.Attr("style", "dashed")
+			e.Attr("color", colorMatch)
+			e.Attr("constraint", "false")
+			e.Attr("arrowsize", "0.6")
+		}
+		if hl {
+			e.Attr("color", colorHighlight)
+			e.Attr("penwidth", "3")
+		}
+	}
+	// Chain order first, so each lane reads left to right.
+	for r := range p.Ranks {
+		if !v.opts.drawsRank(r) {
+			continue
+		}
+		for qi := range p.Ranks[r].Queues {
+			for i := 1; i < len(p.Ranks[r].Queues[qi].Chain); i++ {
+				edge(r, qi, i-1, r, qi, i, "chain")
+			}
+		}
+	}
+	for r := range p.Ranks {
+		rp := &p.Ranks[r]
+		for qi := range rp.Queues {
+			for i := range rp.Queues[qi].Chain {
+				w := &rp.Queues[qi].Chain[i]
+				switch w.Opcode {
+				case planner.OpcWait:
+					if aq, ai, ok := v.awaited(r, w.Wait); ok {
+						edge(r, aq, ai, r, qi, i, "wait")
+					}
+				case planner.OpcSendEnable, planner.OpcRecvEnable:
+					if w.Queue >= 0 && w.Queue < len(rp.Queues) && w.UpTo > 0 {
+						if ti := postedEntry(&rp.Queues[w.Queue], int(w.UpTo)-1); ti >= 0 {
+							edge(r, qi, i, r, w.Queue, ti, "enable")
+						}
+					}
+				case planner.OpcHost:
+					for _, c := range w.Waits {
+						if aq, ai, ok := v.awaited(r, c); ok {
+							edge(r, aq, ai, r, qi, i, "host")
+						}
+					}
+				}
+				if w.Opcode.IsData() && w.Op >= 0 && int(w.Op) < len(g.Ops) {
+					op := &g.Ops[w.Op]
+					if op.Match != planner.None && (op.Kind == planner.OpSend || op.Kind == planner.OpWrite && op.Notify) {
+						if mq, mi, ok := v.locOf(op.Match); ok {
+							edge(r, qi, i, g.Ops[op.Match].Rank, mq, mi, "match")
+						}
+					}
+				}
+			}
+		}
+	}
+	return d
+}
+
+func planNote(note string) string {
+	if note == "" {
+		return ""
+	}
+	return "\n" + note
+}
+
+// laneLabel names a lane: work queue, its CQ and whether it is managed.
+func (v *planView) laneLabel(r int, wq *planner.WorkQueue) string {
+	s := wq.Name
+	rp := &v.p.Ranks[r]
+	if wq.Kind == planner.SendQueue || wq.Kind == planner.RecvQueue {
+		if q := wq.Queue; q >= 0 && int(q) < len(v.g.Queues) {
+			s += fmt.Sprintf(" (rank %d)", v.g.Queues[q].PeerRank)
+		}
+	}
+	if wq.CQ >= 0 && wq.CQ < len(rp.CQs) {
+		s += "  cq " + rp.CQs[wq.CQ].Name
+	}
+	if wq.Managed {
+		s += "  managed"
+	}
+	return s
+}
+
+// cqName names a rank-local CQ for labels.
+func (v *planView) cqName(r, cq int) string {
+	if cq >= 0 && cq < len(v.p.Ranks[r].CQs) {
+		return v.p.Ranks[r].CQs[cq].Name
+	}
+	return fmt.Sprintf("cq%d", cq)
+}
+
+// wqName names a rank-local work queue for labels.
+func (v *planView) wqName(r, q int) string {
+	if q >= 0 && q < len(v.p.Ranks[r].Queues) {
+		return v.p.Ranks[r].Queues[q].Name
+	}
+	return fmt.Sprintf("wq%d", q)
+}
+
+// wqeLabel is a WQE node's label: index and opcode, operands, and the op it serves.
+func (v *planView) wqeLabel(r, i int, w *planner.WQE) string {
+	g := v.g
+	head := fmt.Sprintf("[%d] %s", i, w.Opcode)
+	if f := w.Flags &^ planner.Signalled; f != 0 {
+		head += " " + f.String()
+	}
+	if w.Signalled() {
+		head += " (sig)"
+	}
+	sl := func(s planner.Slice) string {
+		if !s.Valid() || int(s.Buf) >= len(g.Buffers) {
+			return "-"
+		}
+		return g.SliceString(s)
+	}
+	var body string
+	switch w.Opcode {
+	case planner.OpcSend:
+		body = fmt.Sprintf("%s -> rank %d", sl(w.Local), w.Peer)
+	case planner.OpcRecv:
+		body = sl(w.Local)
+	case planner.OpcWrite, planner.OpcWriteImm:
+		body = fmt.Sprintf("%s -> rank %d %s", sl(w.Local), w.Peer, sl(w.Remote))
+	case planner.OpcRead:
+		body = fmt.Sprintf("rank %d %s -> %s", w.Peer, sl(w.Remote), sl(w.Local))
+	case planner.OpcAtomicFAdd:
+		body = fmt.Sprintf("rank %d %s += %d", w.Peer, sl(w.Remote), w.A)
+	case planner.OpcAtomicCAS:
+		body = fmt.Sprintf("rank %d %s: %d -> %d", w.Peer, sl(w.Remote), w.A, w.B)
+	case planner.OpcWait:
+		body = fmt.Sprintf("%s >= %d", v.cqName(r, w.Wait.CQ), w.Wait.Count)
+	case planner.OpcSendEnable, planner.OpcRecvEnable:
+		body = fmt.Sprintf("%s upto %d", v.wqName(r, w.Queue), w.UpTo)
+	case planner.OpcHost:
+		if w.Op >= 0 && int(w.Op) < len(g.Ops) {
+			body = OpText(g, &g.Ops[w.Op])
+		}
+	case planner.OpcNop:
+		body = "signals host step"
+	}
+	s := head
+	if body != "" {
+		s += "\n" + body
+	}
+	if w.Name != "" {
+		what := w.Name
+		switch w.Opcode {
+		case planner.OpcWait:
+			what = "holds " + w.Name
+		case planner.OpcSendEnable, planner.OpcRecvEnable:
+			what = "releases up to " + w.Name
+		}
+		s += "\n" + what
+	}
+	return s
+}
+
+// styleWQE shapes a WQE node by opcode; signalled WQEs get a double border.
+func styleWQE(n dot.Node, w *planner.WQE) {
+	shape, fill := "box", "white"
+	switch w.Opcode {
+	case planner.OpcSend, planner.OpcRecv:
+		fill = "#d6e6fa"
+	case planner.OpcWrite, planner.OpcWriteImm, planner.OpcRead:
+		fill = "#d9f0d3"
+	case planner.OpcAtomicFAdd, planner.OpcAtomicCAS:
+		fill = "#fde0c5"
+	case planner.OpcWait:
+		shape, fill = "box", "#fff0dc"
+		n.Attr("style", "filled,dashed")
+	case planner.OpcSendEnable, planner.OpcRecvEnable:
+		shape, fill = "box", "#e3f5e1"
+		n.Attr("style", "filled,rounded")
+	case planner.OpcHost:
+		shape, fill = "octagon", "#dcdcdc"
+	case planner.OpcNop:
+		shape, fill = "box", "#f0f0f0"
+	}
+	n.Attr("shape", shape)
+	n.Attr("fillcolor", fill)
+	if w.Signalled() {
+		n.Attr("peripheries", "2")
+	}
+}
+
+// opcodeCounts summarises entries by opcode in enum order: "60 SEND, 60 CQE_WAIT".
+func opcodeCounts(chain []planner.WQE) string {
+	var counts [planner.OpcHost + 1]int
+	for i := range chain {
+		if o := chain[i].Opcode; int(o) < len(counts) {
+			counts[o]++
+		}
+	}
+	var parts []string
+	for o, c := range counts {
+		if c > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c, planner.Opcode(o)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// foldLabel describes a folded run of a lane.
+func foldLabel(chain []planner.WQE, lo, hi int) string {
+	s := fmt.Sprintf("[%d..%d] %s folded\n%s", lo, hi-1, plural(hi-lo, "entry"), opcodeCounts(chain))
+	if first, last := chain[0].Name, chain[len(chain)-1].Name; first != "" && last != "" {
+		s += fmt.Sprintf("\n%s .. %s", first, last)
+	}
+	return s
+}
+
+// rankSummary describes a folded rank: its lanes with their entry counts.
+func (v *planView) rankSummary(r int) string {
+	rp := &v.p.Ranks[r]
+	var b strings.Builder
+	fmt.Fprintf(&b, "rank %d (folded)\n%s", r, plural(rankEntries(rp), "WQE"))
+	for qi := range rp.Queues {
+		fmt.Fprintf(&b, "\n%s: %d", rp.Queues[qi].Name, len(rp.Queues[qi].Chain))
+	}
+	return b.String()
+}

@@ -1,0 +1,228 @@
+// Package viz draws plans with Graphviz. It builds two views as github.com/emicklei/dot graphs:
+//
+//   - the graph view (Graph) of an elaborated planner.Graph: one node per op, grouped in a cluster
+//     per rank and, inside it, a cluster per queue and one for host ops; `after` edges solid,
+//     send->recv and notify-write->recv matches dashed across ranks, queue order as light edges;
+//   - the plan view (Plan) of a compiled planner.Plan: one lane per work queue per rank with the
+//     WQEs in chain order left to right, WAIT entries fed by a dashed edge from the WQE whose
+//     completion they count, ENABLE entries pointing at the last WQE they release.
+//
+// Render turns DOT text into SVG or PNG in process (github.com/goccy/go-graphviz runs Graphviz as
+// WebAssembly), so no system Graphviz is needed.
+//
+// Output is deterministic: nodes, clusters and edges are created in plan order and given ids that
+// sort in that order (emicklei/dot writes nodes and clusters sorted by id), and no map is iterated.
+// Large plans are summarised (see Options.Limit) unless Options.Full is set.
+package viz
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/coredag/coredag/planner"
+	"github.com/emicklei/dot"
+)
+
+// DefaultLimit is the number of nodes above which a view is summarised when Options.Limit is 0.
+const DefaultLimit = 400
+
+// Options control what a view draws. The zero value draws every rank, summarised above
+// DefaultLimit nodes.
+type Options struct {
+	// Ranks restricts the drawing to these ranks; nil draws every rank. Ranks left out that are
+	// connected to drawn ones (by matched transfers) appear as one summary node each.
+	Ranks []int
+	// Limit is the node count above which repeated loop bodies, then whole ranks, are collapsed
+	// into summary nodes. 0 means DefaultLimit.
+	Limit int
+	// Full draws every node whatever the count.
+	Full bool
+	// Highlight marks ops (graph view) or WQEs (plan view), e.g. a stuck WAIT and the WQE it awaits.
+	Highlight Highlight
+}
+
+// Highlight names the elements a view draws in red, with an optional caption under the title.
+type Highlight struct {
+	Ops  []planner.OpID // graph view
+	WQEs []WQERef       // plan view
+	Note string         // caption, e.g. "stuck: WAIT right.scq >= 3 (reached 2)"
+}
+
+// WQERef names one WQE of a compiled plan: entry Index of queue Queue's chain on rank Rank.
+type WQERef struct {
+	Rank  int
+	Queue int // index into the rank's queue list
+	Index int // position in the chain
+}
+
+func (o *Options) limit() int {
+	if o.Limit > 0 {
+		return o.Limit
+	}
+	return DefaultLimit
+}
+
+// drawsRank reports whether rank r is selected by Options.Ranks.
+func (o *Options) drawsRank(r int) bool {
+	if o.Ranks == nil {
+		return true
+	}
+	for _, x := range o.Ranks {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Colours and fonts shared by both views.
+const (
+	fontName       = "Helvetica"
+	colorHighlight = "#d62728"
+	colorMatch     = "#1f5fbf"
+	colorOrder     = "#b0b0b0"
+	colorRankBG    = "#f7f7f7"
+	colorLaneBG    = "#ffffff"
+	colorSummary   = "#fff3c4"
+)
+
+// newRoot creates the top-level directed graph with the attributes both views share.
+func newRoot(title string, rankdir string) *dot.Graph {
+	d := dot.NewGraph(dot.Directed)
+	d.ID("coredag")
+	d.Attr("rankdir", rankdir)
+	d.Attr("fontname", fontName)
+	d.Attr("fontsize", "12")
+	d.Attr("labelloc", "t")
+	d.Attr("label", title)
+	d.Attr("newrank", "true")
+	d.Attr("nodesep", "0.25")
+	d.Attr("ranksep", "0.35")
+	return d
+}
+
+// cluster adds a cluster subgraph. key must sort the clusters of one parent in drawing order.
+func cluster(parent *dot.Graph, key, label, bg string) *dot.Graph {
+	c := parent.Subgraph(key, dot.ClusterOption{})
+	c.Attr("label", label)
+	c.Attr("fontname", fontName)
+	c.Attr("fontsize", "11")
+	c.Attr("style", "filled,rounded")
+	c.Attr("fillcolor", bg)
+	c.Attr("color", "#999999")
+	c.Attr("labeljust", "l")
+	return c
+}
+
+// node adds a node with the attributes every node shares.
+func node(parent *dot.Graph, id, label string) dot.Node {
+	n := parent.Node(id)
+	n.Attr("label", label)
+	n.Attr("fontname", fontName)
+	n.Attr("fontsize", "10")
+	n.Attr("style", "filled")
+	n.Attr("fillcolor", "white")
+	return n
+}
+
+// highlight marks a node as part of the Highlight set.
+func highlight(n dot.Node) {
+	n.Attr("color", colorHighlight)
+	n.Attr("fontcolor", colorHighlight)
+	n.Attr("penwidth", "3")
+}
+
+// summaryNode adds a node standing for many collapsed elements.
+func summaryNode(parent *dot.Graph, id, label string) dot.Node {
+	n := node(parent, id, label)
+	n.Attr("shape", "note")
+	n.Attr("fillcolor", colorSummary)
+	return n
+}
+
+// title is the heading of a view: plan name, view, ranks, and the highlight note.
+func title(kind, name string, ranks int, params []planner.Param, note string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s view, %d rank", name, kind, ranks)
+	if ranks != 1 {
+		b.WriteString("s")
+	}
+	for _, p := range params {
+		if p.Name == "ranks" {
+			continue
+		}
+		fmt.Fprintf(&b, ", %s=%d", p.Name, p.Value)
+	}
+	if note != "" {
+		b.WriteString("\n")
+		b.WriteString(note)
+	}
+	return b.String()
+}
+
+// posString is "file:line" with the file's base name, so drawings do not depend on where the
+// plan was read from.
+func posString(file string, line int) string {
+	if line <= 0 {
+		return ""
+	}
+	if file == "" {
+		return fmt.Sprintf("line %d", line)
+	}
+	return fmt.Sprintf("%s:%d", filepath.Base(file), line)
+}
+
+// familyOf splits an indexed name into its base and index text: "tx[2]" -> "tx", "[2]".
+func familyOf(name string) (base, index string) {
+	if i := strings.IndexByte(name, '['); i > 0 {
+		return name[:i], name[i:]
+	}
+	return name, ""
+}
+
+// plural formats a count with a noun: "1 op", "3 ops", "2 entries".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	if strings.HasSuffix(noun, "y") {
+		return fmt.Sprintf("%d %sies", n, noun[:len(noun)-1])
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// orderClusters keeps clusters in the given order (left to right in a top-down drawing, top to
+// bottom in a left-right one). Graphviz orders clusters to minimise crossings, and edges between
+// clusters (matched transfers around a ring) easily make it draw rank 1 before rank 0. So each
+// cluster gets an invisible anchor node outside all clusters; the anchors share one rank, chained
+// by invisible edges that fix their order, and each anchor pulls its cluster's first node with
+// anchorPull parallel invisible edges, which mincross counts as that many crossings if the
+// clusters were out of order. One rank=same group only: emicklei/dot writes several groups in map
+// order.
+func orderClusters(d *dot.Graph, first []dot.Node, ids []string) {
+	if len(first) < 2 {
+		return
+	}
+	anchors := make([]dot.Node, len(first))
+	for i := range first {
+		a := d.Node(ids[i])
+		a.Attr("label", "")
+		a.Attr("shape", "point")
+		a.Attr("style", "invis")
+		a.Attr("width", "0")
+		anchors[i] = a
+		if i > 0 {
+			d.Edge(anchors[i-1], a).Attr("style", "invis")
+		}
+	}
+	for i, a := range anchors {
+		for k := 0; k < anchorPull; k++ {
+			d.Edge(a, first[i]).Attr("style", "invis")
+		}
+	}
+	d.AddToSameRank("anchors", anchors...)
+}
+
+// anchorPull is how many crossings an anchor edge is worth (see orderClusters).
+const anchorPull = 8

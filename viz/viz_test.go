@@ -1,0 +1,246 @@
+package viz
+
+import (
+	"bytes"
+	"encoding/xml"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/coredag/coredag/planner"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/viz")
+
+const goldenDir = "../testdata/viz"
+
+// loadPlans loads every plan of plans/ with its default parameters.
+func loadPlans(t testing.TB) map[string]*planner.Graph {
+	t.Helper()
+	files, err := filepath.Glob("../plans/*.dag")
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no plans in plans/")
+	out := map[string]*planner.Graph{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		g, err := planner.Load(f, src, nil)
+		require.NoError(t, err, "loading %s", f)
+		out[strings.TrimSuffix(filepath.Base(f), ".dag")] = g
+	}
+	return out
+}
+
+func sortedNames(m map[string]*planner.Graph) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	// sort without importing sort for a handful of names
+	for i := 1; i < len(names); i++ {
+		for j := i; j > 0 && names[j] < names[j-1]; j-- {
+			names[j], names[j-1] = names[j-1], names[j]
+		}
+	}
+	return names
+}
+
+// compile compiles g for connectx, or for generic when a plan does not fit connectx (whole
+// chains pre-posted within the declared depths).
+func compile(t testing.TB, g *planner.Graph) *planner.Plan {
+	t.Helper()
+	for _, target := range []string{"connectx", "generic"} {
+		tg, err := planner.LookupTarget(target)
+		require.NoError(t, err)
+		if p, err := planner.Compile(g, tg); err == nil {
+			return p
+		}
+	}
+	t.Fatalf("%s compiles for no target", g.Name)
+	return nil
+}
+
+// has reports whether s contains sub, without dumping s on failure.
+func has(t *testing.T, s, sub string) {
+	t.Helper()
+	if !strings.Contains(s, sub) {
+		t.Errorf("DOT output lacks %q", sub)
+	}
+}
+
+func hasNot(t *testing.T, s, sub string) {
+	t.Helper()
+	if strings.Contains(s, sub) {
+		t.Errorf("DOT output has %q", sub)
+	}
+}
+
+// golden compares got with testdata/viz/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join(goldenDir, name)
+	if *update {
+		require.NoError(t, os.MkdirAll(goldenDir, 0o755))
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "missing golden file (run go test ./viz -update)")
+	if !bytes.Equal(want, got) {
+		t.Errorf("%s differs from the golden file; run go test ./viz -update and review the diff", path)
+	}
+}
+
+// TestGolden pins the DOT of both views of every plan in plans/.
+func TestGolden(t *testing.T) {
+	plans := loadPlans(t)
+	for _, name := range sortedNames(plans) {
+		g := plans[name]
+		t.Run(name, func(t *testing.T) {
+			gd := Graph(g, Options{}).String()
+			golden(t, name+".graph.dot", []byte(gd))
+			pd := Plan(compile(t, g), Options{}).String()
+			golden(t, name+".plan.dot", []byte(pd))
+			// Same input, same bytes.
+			assert.Equal(t, gd, Graph(g, Options{}).String())
+			assert.Equal(t, pd, Plan(compile(t, g), Options{}).String())
+		})
+	}
+}
+
+// svgText collects the character data of an SVG document, checking that it is well-formed XML.
+func svgText(t *testing.T, svg []byte) string {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	dec.Strict = true
+	var text strings.Builder
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err, "SVG is not well-formed XML")
+		if cd, ok := tok.(xml.CharData); ok {
+			text.Write(cd)
+			text.WriteByte('\n')
+		}
+	}
+	return text.String()
+}
+
+// TestSVGHasEveryOp renders both views of every plan and finds every op's name in the text.
+func TestSVGHasEveryOp(t *testing.T) {
+	plans := loadPlans(t)
+	for _, name := range sortedNames(plans) {
+		g := plans[name]
+		t.Run(name, func(t *testing.T) {
+			for _, view := range []string{"graph", "plan"} {
+				d := Graph(g, Options{})
+				if view == "plan" {
+					d = Plan(compile(t, g), Options{})
+				}
+				var buf bytes.Buffer
+				require.NoError(t, Write(d, SVG, &buf))
+				text := svgText(t, buf.Bytes())
+				for i := range g.Ops {
+					assert.Contains(t, text, g.Ops[i].Name, "%s view lacks %s", view, g.OpString(planner.OpID(i)))
+				}
+			}
+		})
+	}
+}
+
+func TestPNG(t *testing.T) {
+	g := ringGraph(4, 16)
+	var buf bytes.Buffer
+	require.NoError(t, Write(Graph(g, Options{}), PNG, &buf))
+	assert.True(t, bytes.HasPrefix(buf.Bytes(), []byte("\x89PNG\r\n\x1a\n")), "not a PNG")
+	var again bytes.Buffer
+	require.NoError(t, Write(Graph(g, Options{}), PNG, &again))
+	assert.Equal(t, buf.Bytes(), again.Bytes(), "PNG output is not deterministic")
+}
+
+func TestFormatForFile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want Format
+		ok   bool
+	}{{"a.dot", DOT, true}, {"a.gv", DOT, true}, {"x/b.SVG", SVG, true}, {"c.png", PNG, true}, {"d.pdf", "", false}, {"noext", "", false}} {
+		f, err := FormatForFile(tc.name)
+		if tc.ok {
+			assert.NoError(t, err, tc.name)
+			assert.Equal(t, tc.want, f, tc.name)
+		} else {
+			assert.Error(t, err, tc.name)
+		}
+	}
+}
+
+func TestRenderErrors(t *testing.T) {
+	assert.Error(t, Render([]byte("digraph { a -> ; }"), SVG, io.Discard))
+	assert.Error(t, Render([]byte("digraph { a }"), Format("pdf"), io.Discard))
+	var buf bytes.Buffer
+	require.NoError(t, Render([]byte("digraph { a }"), DOT, &buf))
+	assert.Equal(t, "digraph { a }", buf.String())
+}
+
+// TestGraphViewStructure checks clusters, edge styles and labels on the hand-built ring.
+func TestGraphViewStructure(t *testing.T) {
+	g := ringGraph(4, 1024)
+	s := Graph(g, Options{}).String()
+	for r := 0; r < 4; r++ {
+		has(t, s, fmt.Sprintf(`label="rank %d"`, r))
+	}
+	has(t, s, `label="queue right -> rank 1"`)
+	has(t, s, `label="host"`)
+	has(t, s, `label="tx[0]\nsend right data[0:1024]\nring_allreduce.dag:15"`)
+	has(t, s, `label="ag[0]\nwrite right data[1024:2048] to data[1024:2048] notify\nring_allreduce.dag:22"`)
+	// 4 ranks x 6 matched transfers, dashed; after edges solid black.
+	assert.Equal(t, 4*6, strings.Count(s, `style="dashed"`))
+	assert.Equal(t, 4*(3+2*2+3), strings.Count(s, `[color="black"]`))
+	hasNot(t, s, "folded")
+}
+
+func TestGraphFoldsLoops(t *testing.T) {
+	g := ringGraph(16, 8) // 16 ranks x 75 ops = 1200 ops
+	s := Graph(g, Options{}).String()
+	has(t, s, `loop body x 12 folded\ntx, rx, red  [2] .. [13]\n36 ops: 12 send, 12 recv, 12 reduce`)
+	has(t, s, `loop body x 12 folded\nag, got  [2] .. [13]\n24 ops: 12 recv, 12 write`)
+	hasNot(t, s, "rank 15 (folded)")
+	nodes := strings.Count(s, "fontsize=\"10\"")
+	assert.LessOrEqual(t, nodes, DefaultLimit)
+	full := Graph(g, Options{Full: true}).String()
+	hasNot(t, full, "folded")
+	has(t, full, `label="tx[7]\n`)
+	assert.Equal(t, len(g.Ops), strings.Count(full, "fontsize=\"10\""))
+}
+
+func TestGraphFoldsRanks(t *testing.T) {
+	g := ringGraph(16, 8)
+	s := Graph(g, Options{Limit: 60}).String()
+	has(t, s, `label="rank 0"`)
+	has(t, s, `label="rank 1"`)
+	has(t, s, `rank 15 (folded)\n75 ops: 15 send, 30 recv, 15 write, 15 reduce\nqueues: right, left`)
+	hasNot(t, s, `label="rank 2"`)
+	assert.LessOrEqual(t, strings.Count(s, "fontsize=\"10\""), 60)
+}
+
+func TestGraphRankFilterAndHighlight(t *testing.T) {
+	g := ringGraph(4, 8)
+	first, _ := g.RankOps(2)
+	s := Graph(g, Options{Ranks: []int{2}, Highlight: Highlight{Ops: []planner.OpID{first}, Note: "stuck here"}}).String()
+	has(t, s, `label="rank 2"`)
+	hasNot(t, s, `label="rank 1"`)
+	// The neighbours appear as summaries because matched transfers reach them; rank 0 does not.
+	has(t, s, "rank 1 (folded)")
+	has(t, s, "rank 3 (folded)")
+	hasNot(t, s, "rank 0 (folded)")
+	has(t, s, `penwidth="3"`)
+	has(t, s, "stuck here")
+}
