@@ -135,7 +135,10 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *planner.RankPlan, or *offRank, w
 	switch w.Opcode {
 	case planner.OpcSend:
 		wr.Op, wr.Local = OpSend, r.local(g, w.Local)
-		if w.Flags&planner.Inline != 0 && int(wr.Local.Len) <= maxInline {
+		// An inline payload is copied when the WQE is posted, and chains are posted before the
+		// iteration runs: only a send with no predecessors can be sure its data is final then
+		// (anything writing its slice would have to be ordered before it).
+		if w.Flags&planner.Inline != 0 && int(wr.Local.Len) <= maxInline && len(g.Preds(w.Op)) == 0 {
 			wr.Flags |= FlagInline
 		}
 	case planner.OpcWrite, planner.OpcWriteImm:
