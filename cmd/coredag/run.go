@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/term"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/planner"
+)
+
+func init() {
+	register("run", "Run a plan on the software NIC and check its memory against the reference.", func() any { return &runCmd{} })
+}
+
+type runCmd struct {
+	paramFlags
+	Engine  string   `default:"auto" enum:"auto,offload,poll" help:"Engine: offload (the NIC walks compiled WAIT/ENABLE chains), poll (the CPU walks the DAG) or auto (offload when the NIC has cross-channel)."`
+	Target  string   `placeholder:"NAME" help:"Target to compile for (default: connectx for offload, generic for poll)."`
+	Iters   int      `default:"1" help:"Iterations (buffers are reset before each, outside the timed region)."`
+	Seed    uint64   `help:"Schedule seed of the software NIC (0: round-robin)."`
+	Explore int      `placeholder:"K" help:"Run K times with seeds S, S+1, ... (S = --seed, or 1) to explore interleavings."`
+	JSON    bool     `help:"Print the result as JSON on stdout."`
+	Dump    []string `placeholder:"BUF" help:"Add the final contents of buffer BUF on every rank (repeatable)."`
+	File    string   `arg:"" name:"file" help:"Plan file (- for stdin)."`
+}
+
+// runReport is the --json output of run.
+type runReport struct {
+	File       string             `json:"file"`
+	Plan       string             `json:"plan"`
+	Ranks      int                `json:"ranks"`
+	Engine     string             `json:"engine"`
+	Target     string             `json:"target,omitempty"`
+	Provider   string             `json:"provider"`
+	Seed       uint64             `json:"seed"`
+	Iters      int                `json:"iters"`
+	OK         bool               `json:"ok"`
+	Error      string             `json:"error,omitempty"`
+	Mismatches []string           `json:"mismatches,omitempty"`
+	LatencyNS  map[string]int64   `json:"latency_ns"`
+	WQEs       uint64             `json:"wqes_posted"`
+	CQEs       uint64             `json:"cqes_polled"`
+	Waits      uint64             `json:"waits"`
+	Enables    uint64             `json:"enables"`
+	HostSteps  uint64             `json:"host_steps"`
+	RNR        uint64             `json:"rnr_retries"`
+	Buffers    map[string][][]any `json:"buffers,omitempty"`
+	Runs       []map[string]any   `json:"explored,omitempty"`
+}
+
+func (c *runCmd) Run(e *env) error {
+	l, err := mustLoad(e, c.File, c.paramFlags)
+	if err != nil {
+		return err
+	}
+	g := l.graph
+	engine, err := exec.ParseEngine(c.Engine)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if c.Iters < 1 {
+		return usageError("--iters %d: need at least 1", c.Iters)
+	}
+	for _, b := range c.Dump {
+		if _, ok := exec.BufferByName(g, b); !ok {
+			return usageError("--dump %s: plan %s has no buffer %s", b, g.Name, b)
+		}
+	}
+	tname := c.Target
+	if tname == "" {
+		tname = "connectx"
+		if engine == exec.Poll {
+			tname = "generic"
+		}
+	}
+	target, err := planner.LookupTarget(tname)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	plan, err := planner.Compile(g, target)
+	if err != nil {
+		dsl.PrintError(e.stderr, err, dsl.Sources{l.path: l.src})
+		return &exitError{code: exitFail}
+	}
+	ref, err := exec.Reference(g)
+	if err != nil {
+		dsl.PrintError(e.stderr, err, dsl.Sources{l.path: l.src})
+		return &exitError{code: exitFail}
+	}
+	seeds := []uint64{c.Seed}
+	if c.Explore > 0 {
+		seeds = seeds[:0]
+		first := max(c.Seed, 1)
+		for k := 0; k < c.Explore; k++ {
+			seeds = append(seeds, first+uint64(k))
+		}
+	}
+	rep := runReport{File: l.path, Plan: g.Name, Ranks: g.Ranks, Target: target.Name, Seed: seeds[0], Iters: c.Iters, OK: true}
+	bar := newProgress(e, c.Iters*len(seeds))
+	var last *exec.Result
+	for _, seed := range seeds {
+		nic := softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
+		res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{
+			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, OnIteration: func(int, int) { bar.step() },
+		})
+		if err != nil {
+			bar.abort()
+			rep.OK, rep.Error = false, err.Error()
+			if res != nil {
+				last = res
+			}
+			if !c.JSON {
+				fmt.Fprintf(e.stderr, "%s: run failed (seed %d): ", l.path, seed)
+				dsl.PrintError(e.stderr, err, dsl.Sources{l.path: l.src})
+			}
+			break
+		}
+		last = res
+		if len(seeds) > 1 {
+			rep.Runs = append(rep.Runs, map[string]any{"seed": seed, "ok": res.OK, "median_ns": res.Latency.Median.Nanoseconds()})
+		}
+		if !res.OK {
+			rep.OK = false
+			for _, v := range res.Verdicts {
+				for _, m := range v.Mismatches {
+					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("seed %d: %s", seed, m))
+				}
+			}
+		}
+	}
+	bar.done()
+	if last != nil {
+		rep.Engine, rep.Provider = last.Engine.String(), last.Provider
+		rep.LatencyNS = map[string]int64{"min": last.Latency.Min.Nanoseconds(), "median": last.Latency.Median.Nanoseconds(), "p99": last.Latency.P99.Nanoseconds()}
+		rep.WQEs, rep.CQEs, rep.Waits, rep.Enables, rep.HostSteps, rep.RNR = last.WQEsPosted, last.CQEsPolled, last.Waits, last.Enables, last.HostSteps, last.RNRRetries
+		for _, name := range c.Dump {
+			b, _ := exec.BufferByName(g, name)
+			if rep.Buffers == nil {
+				rep.Buffers = map[string][][]any{}
+			}
+			for r := 0; r < g.Ranks; r++ {
+				rep.Buffers[name] = append(rep.Buffers[name], last.Memory.Values(r, b))
+			}
+		}
+	}
+	if c.JSON {
+		if err := writeJSON(e.stdout, rep); err != nil {
+			return err
+		}
+	} else if last != nil {
+		printRun(e, l.path, &rep, last, len(seeds))
+	}
+	if !rep.OK {
+		return &exitError{code: exitFail}
+	}
+	return nil
+}
+
+func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
+	verdict := "memory matches the reference on every rank"
+	if !rep.OK {
+		verdict = "memory DIFFERS from the reference"
+		if rep.Error != "" {
+			verdict = "run failed"
+		}
+	}
+	fmt.Fprintf(e.stdout, "%s: plan %s, %d ranks, %s engine, target %s, %d iterations", path, rep.Plan, rep.Ranks, rep.Engine, rep.Target, rep.Iters)
+	if runs > 1 {
+		fmt.Fprintf(e.stdout, " x %d schedule seeds", runs)
+	}
+	fmt.Fprintf(e.stdout, ": %s\n", verdict)
+	for _, m := range rep.Mismatches {
+		fmt.Fprintf(e.stdout, "  %s\n", m)
+	}
+	fmt.Fprintf(e.stdout, "latency: min %v, median %v, p99 %v\n", res.Latency.Min, res.Latency.Median, res.Latency.P99)
+	fmt.Fprintf(e.stdout, "WQEs posted %d, CQEs polled %d, WAITs %d, ENABLEs %d, host steps %d, RNR retries %d\n",
+		rep.WQEs, rep.CQEs, rep.Waits, rep.Enables, rep.HostSteps, rep.RNR)
+	for _, name := range sortedKeys(rep.Buffers) {
+		for r, vals := range rep.Buffers[name] {
+			fmt.Fprintf(e.stdout, "%s[rank %d] = %v\n", name, r, vals)
+		}
+	}
+}
+
+func sortedKeys(m map[string][][]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// progress is a progress bar on stderr that appears only when stderr is a terminal and the run
+// has lasted more than a second.
+type progress struct {
+	enabled bool
+	total   int
+	n       int
+	start   time.Time
+	p       *mpb.Progress
+	bar     *mpb.Bar
+	out     *os.File
+}
+
+func newProgress(e *env, total int) *progress {
+	f, ok := e.stderr.(*os.File)
+	return &progress{enabled: ok && term.IsTerminal(int(f.Fd())), total: total, start: time.Now(), out: f}
+}
+
+func (p *progress) step() {
+	p.n++
+	if !p.enabled {
+		return
+	}
+	if p.bar == nil {
+		if time.Since(p.start) < time.Second {
+			return
+		}
+		p.p = mpb.New(mpb.WithOutput(p.out), mpb.WithWidth(40))
+		p.bar = p.p.AddBar(int64(p.total), mpb.PrependDecorators(decor.Name("run "), decor.CountersNoUnit("%d/%d")),
+			mpb.AppendDecorators(decor.EwmaETA(decor.ET_STYLE_GO, 30)))
+		p.bar.SetCurrent(int64(p.n))
+		return
+	}
+	p.bar.Increment()
+}
+
+func (p *progress) abort() {
+	if p.bar != nil {
+		p.bar.Abort(false)
+	}
+}
+
+func (p *progress) done() {
+	if p.p != nil {
+		if !p.bar.Completed() {
+			p.bar.SetTotal(int64(p.n), true)
+		}
+		p.p.Wait()
+	}
+}
