@@ -18,9 +18,13 @@ func checkFIFO(g *Graph) (dsl.ErrorList, *hbGraph) {
 	if errs := checkQueueOrder(g); len(errs) > 0 {
 		return errs, nil
 	}
-	h := newHB(g)
+	h := newHB(g, true)
 	if h.acyclic {
 		return nil, h
+	}
+	// Loops within one rank first: a loop across ranks often only exists because of them.
+	if local := newHB(g, false); !local.acyclic {
+		return deadlockLoops(g, local), nil
 	}
 	return deadlockLoops(g, h), nil
 }

@@ -55,8 +55,9 @@ type hbGraph struct {
 	stack []int32
 }
 
-// newHB builds the event graph of g and sorts it topologically.
-func newHB(g *Graph) *hbGraph {
+// newHB builds the event graph of g and sorts it topologically. Without matching, it leaves out
+// the edges between ranks (for finding deadlocks within one rank).
+func newHB(g *Graph, matching bool) *hbGraph {
 	n := 3 * len(g.Ops)
 	h := &hbGraph{g: g, n: n}
 	var from, to []int32
@@ -73,7 +74,7 @@ func newHB(g *Graph) *hbGraph {
 		add(startOf(id), landOf(id))
 		add(landOf(id), endOf(id))
 		op := &g.Ops[i]
-		if (op.Kind == OpSend || op.Kind == OpWrite && op.Notify) && op.Match != None {
+		if matching && (op.Kind == OpSend || op.Kind == OpWrite && op.Notify) && op.Match != None {
 			r := op.Match
 			add(startOf(r), landOf(id))
 			add(landOf(id), endOf(r))

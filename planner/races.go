@@ -118,7 +118,7 @@ func Races(g *Graph) []Race {
 	if len(g.Ops) == 0 {
 		return nil
 	}
-	h := newHB(g)
+	h := newHB(g, true)
 	if !h.acyclic {
 		return nil
 	}
@@ -389,7 +389,7 @@ func ExplainRaces(g *Graph, races []Race) (fixes []Fix, ok []bool) {
 	if len(races) == 0 {
 		return nil, nil
 	}
-	h := newHB(g)
+	h := newHB(g, true)
 	if !h.acyclic {
 		return make([]Fix, len(races)), make([]bool, len(races))
 	}
@@ -448,8 +448,11 @@ func raceErrors(g *Graph, h *hbGraph) dsl.ErrorList {
 	races := findRaces(g, h)
 	var groups reportGroups
 	for _, r := range races {
-		oa, ob := &g.Ops[r.First.Op], &g.Ops[r.Second.Op]
-		key := fmt.Sprintf("%s %s %d %s %s", oa.Pos, ob.Pos, r.Buf(), r.First.Pos, r.Second.Pos)
+		a, b := r.First, r.Second
+		if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
+			a, b = b, a
+		}
+		key := fmt.Sprintf("%s %s %s %s %d", g.Ops[a.Op].Pos, g.Ops[b.Op].Pos, a.Pos, b.Pos, r.Buf())
 		groups.add(key, []int{r.Rank()}, func(ranks string) *dsl.Error {
 			return raceError(g, h, r, ranks)
 		})

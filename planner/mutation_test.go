@@ -1,0 +1,111 @@
+package planner
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/stretchr/testify/assert"
+)
+
+// mutateRanks are the world sizes each mutant is verified at; a deletion counts as reported
+// when Verify finds an error at any of them (plans that need a power of two skip 3).
+var mutateRanks = []int64{3, 4, 8}
+
+// harmlessDeletions lists the `after` edges of plans/ whose deletion leaves the final memory
+// independent of timing, keyed "file:line:col of the reference -> waiting op's line", with why.
+// Every other deletion must make Verify report an error.
+var harmlessDeletions = map[string]string{
+	// The barrier has no buffers: its edges order synchronisation only, so without them the
+	// plan is no longer a barrier, but no memory depends on timing.
+	"dissemination_barrier.dag:24:32 -> 22": "no memory: arrive[k] after heard[k-1] only paces the rounds",
+	"dissemination_barrier.dag:25:45 -> 25": "no memory: done is a nop",
+	// Each put[s] writes a distinct block of a distinct peer's dst and reads src, which nobody
+	// writes: the edge is flow control (one message in flight per rank), not a data dependency.
+	"pairwise_alltoall.dag:31:27 -> 29": "flow control only: blocks written are disjoint and src is read-only",
+	// done is a nop that marks the end of the gather; it touches no memory.
+	"read_gather.dag:30:16 -> 22": "done is a nop with no accesses",
+}
+
+// clauseEdges groups a Graph's edges by source-level edge: the reference (Edge.Pos) and the
+// statement of the op that waits (one clause like `tx[s], rx[s] after red[s-1]` makes two).
+func clauseEdges(g *Graph) (keys []string, edges map[string][]int) {
+	edges = map[string][]int{}
+	for i, e := range g.Edges {
+		k := fmt.Sprintf("%s:%d:%d -> %d", filepath.Base(e.Pos.File), e.Pos.Line, e.Pos.Col, g.Ops[e.To].Pos.Line)
+		if _, ok := edges[k]; !ok {
+			keys = append(keys, k)
+		}
+		edges[k] = append(edges[k], i)
+	}
+	return keys, edges
+}
+
+// withoutEdges returns a copy of g without the edges at the given indices.
+func withoutEdges(g *Graph, drop []int) *Graph {
+	m := *g
+	skip := map[int]bool{}
+	for _, i := range drop {
+		skip[i] = true
+	}
+	m.Edges = nil
+	for i, e := range g.Edges {
+		if !skip[i] {
+			m.Edges = append(m.Edges, e)
+		}
+	}
+	m.predStart, m.succStart = nil, nil
+	m.Index()
+	return &m
+}
+
+// TestMutationDeleteEachAfter deletes each source-level `after` edge of every plan in turn: the
+// deletion must be reported unless it is listed in harmlessDeletions (and a listed one must
+// really be harmless, so the list stays honest).
+func TestMutationDeleteEachAfter(t *testing.T) {
+	caught := map[string]bool{}
+	var all []string
+	for _, path := range planFiles(t) {
+		for _, ranks := range mutateRanks {
+			if !elaborates(path, ranks) {
+				continue
+			}
+			g := loadPlan(t, path, map[string]int64{"ranks": ranks})
+			keys, edges := clauseEdges(g)
+			for _, k := range keys {
+				if _, ok := caught[k]; !ok {
+					all = append(all, k)
+					caught[k] = false
+				}
+				if errs := Verify(withoutEdges(g, edges[k])); len(errs) > 0 {
+					caught[k] = true
+					assertOnlyRaces(t, k, errs)
+				}
+			}
+		}
+	}
+	sort.Strings(all)
+	assert.GreaterOrEqual(t, len(all), 20, "source-level edges mutated")
+	for _, k := range all {
+		reason, harmless := harmlessDeletions[k]
+		if harmless {
+			assert.False(t, caught[k], "deleting %s is listed as harmless (%s) but Verify reports it", k, reason)
+		} else {
+			assert.True(t, caught[k], "deleting %s makes the plan timing-dependent, but Verify is silent", k)
+		}
+	}
+	for k := range harmlessDeletions {
+		assert.Contains(t, caught, k, "harmlessDeletions names an edge that no longer exists")
+	}
+}
+
+// assertOnlyRaces checks that deleting an edge yields races, never a cycle or deadlock: removing
+// an ordering cannot create a loop of waits.
+func assertOnlyRaces(t *testing.T, key string, errs dsl.ErrorList) {
+	t.Helper()
+	for _, e := range errs {
+		assert.Regexp(t, "^race on rank", e.Msg, "deleting %s", key)
+	}
+}

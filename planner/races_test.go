@@ -1,0 +1,151 @@
+package planner
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// ringGraph elaborates plans/ring_allreduce.dag (DSL.md's example) for a world size.
+func ringGraph(b testing.TB, ranks int64) *Graph {
+	return loadPlan(b, "../plans/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1024})
+}
+
+func graphOf(t *testing.T, src string) *Graph {
+	t.Helper()
+	f, err := dsl.Parse("t.dag", []byte(src))
+	require.NoError(t, err)
+	g, err := Elaborate(f, nil)
+	require.NoError(t, err)
+	return g
+}
+
+func TestRacesAndFixes(t *testing.T) {
+	tests := []struct {
+		name  string
+		src   string
+		races []string // "rank buf[range] first/second"
+		fixes []string
+	}{
+		{
+			name: "adds without fetch commute",
+			src: `plan p
+param ranks = 2
+buffer ctr u64[1] remote_atomic
+queue q to (rank + 1) % ranks
+op a1 = atomic add q ctr[0] 1
+op a2 = atomic add q ctr[0] 2
+`,
+		},
+		{
+			name: "ring allreduce without the WAR edge on tmp",
+			src: `plan p
+param ranks = 3
+param n = 4
+buffer data f32[ranks * n]
+buffer tmp f32[n]
+queue right to (rank + 1) % ranks peer left
+queue left to (rank - 1) % ranks peer right
+for s in 0 .. ranks - 1 {
+  let sc = (rank - s) % ranks
+  let rc = (rank - s - 1) % ranks
+  op tx[s] = send right data[sc * n : (sc + 1) * n]
+  op rx[s] = recv left tmp
+  op red[s] = reduce sum data[rc * n : (rc + 1) * n] from tmp after rx[s]
+  if s > 0 { tx[s] after red[s - 1]; rx[s] after rx[s - 1] }
+}
+`,
+			races: []string{"0 tmp red[0]/rx[1]", "1 tmp red[0]/rx[1]", "2 tmp red[0]/rx[1]"},
+			fixes: []string{"add `rx[1] after red[0]` on rank 0", "add `rx[1] after red[0]` on rank 1", "add `rx[1] after red[0]` on rank 2"},
+		},
+		{
+			name: "notify write consumed before its notification",
+			src: `plan p
+param ranks = 2
+buffer d f64[4] remote_write
+buffer acc f64[4]
+buffer out f64[4]
+queue q to (rank + 1) % ranks
+op w = write q acc to d notify
+op got = recv q
+op use = copy d to out
+`,
+			races: []string{"0 d use/w", "1 d w/use"}, // First is whichever can start first in a topological order
+			fixes: []string{"add `use after got` on rank 0", "add `use after got` on rank 1"},
+		},
+		{
+			name: "partial overlap is reported as the overlap",
+			src: `plan p
+buffer a u8[16]
+buffer b u8[16]
+op lo = copy a[0:8] to b[0:8]
+op mid = copy a[8:12] to b[6:10]
+`,
+			races: []string{"0 b[6:8] lo/mid"},
+			fixes: []string{"add `mid after lo` on rank 0"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := graphOf(t, tt.src)
+			races := Races(g)
+			var got []string
+			for _, r := range races {
+				got = append(got, fmt.Sprintf("%d %s %s/%s", r.Rank(),
+					g.SliceString(Slice{Buf: r.Buf(), Off: r.Off, Len: r.Len}), g.Ops[r.First.Op].Name, g.Ops[r.Second.Op].Name))
+			}
+			assert.Equal(t, tt.races, got)
+			fixes, ok := ExplainRaces(g, races)
+			var fixText []string
+			for i, f := range fixes {
+				require.True(t, ok[i])
+				fixText = append(fixText, f.Format(g))
+				// The fix must really remove the race: add the edge and check again.
+				m := *g
+				m.Edges = append(append([]Edge(nil), g.Edges...), Edge{From: f.After, To: f.Op})
+				m.Index()
+				for _, r := range Races(&m) {
+					assert.False(t, r.First.Op == races[i].First.Op && r.Second.Op == races[i].Second.Op,
+						"fix %s leaves the race", f.Format(g))
+				}
+			}
+			assert.Equal(t, tt.fixes, fixText)
+			assert.Equal(t, len(races) == 0, len(Verify(g)) == 0)
+		})
+	}
+}
+
+func TestFormatRanks(t *testing.T) {
+	for _, tt := range []struct {
+		in   []int
+		want string
+	}{
+		{[]int{3}, "rank 3"},
+		{[]int{1, 0, 1}, "ranks 0, 1"},
+		{[]int{0, 1, 2, 3}, "ranks 0-3"},
+		{[]int{0, 2, 4, 5, 6, 9}, "ranks 0, 2, 4-6, 9"},
+	} {
+		assert.Equal(t, tt.want, formatRanks(tt.in))
+	}
+}
+
+// BenchmarkCheck verifies the ring allreduce (all phases: cycles, FIFO deadlocks, races) at
+// growing world sizes and reports the cost per op.
+func BenchmarkCheck(b *testing.B) {
+	for _, ranks := range []int64{64, 128, 256} {
+		g := ringGraph(b, ranks)
+		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if errs := Verify(g); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			}
+			b.ReportMetric(float64(len(g.Ops)), "ops")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/planop")
+		})
+	}
+}
