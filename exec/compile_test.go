@@ -1,6 +1,9 @@
 package exec_test
 
 import (
+	"testing"
+
+	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -13,4 +16,15 @@ func compileFor(g *planner.Graph, target string) (*planner.Plan, error) {
 		return nil, err
 	}
 	return planner.Compile(g, t)
+}
+
+func mustCompile(tb testing.TB, g *planner.Graph, e exec.Engine) *planner.Plan {
+	if e != exec.Offload {
+		return nil
+	}
+	p, err := compileFor(g, "connectx")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
 }

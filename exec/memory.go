@@ -9,6 +9,7 @@
 package exec
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -252,6 +253,9 @@ func (m *Memory) Diff(want *Memory) []Mismatch {
 		for b := range m.g.Buffers {
 			buf := &m.g.Buffers[b]
 			got, exp := m.bufs[r][b], want.bufs[r][b]
+			if bytes.Equal(got, exp) {
+				continue
+			}
 			first, n := int64(-1), int64(0)
 			sz := buf.Type.Size()
 			for i := int64(0); i < buf.Count; i++ {
