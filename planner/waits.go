@@ -218,6 +218,11 @@ func (l *rankLower) needs(o OpID, k []int32, counted *int) (fence bool) {
 			continue
 		}
 		l.stamp[x-l.firstOp] = l.stampVal
+		if k == nil && l.c.t.Style == StyleNone {
+			// The polling engine counts every predecessor, on this queue or not, so it must
+			// see each one's completion.
+			l.c.waited[x] = true
+		}
 		if l.dim(x) == d {
 			if l.g.Ops[x].Kind == OpRead || l.g.Ops[x].Kind.IsAtomic() {
 				fence = fence || k == nil || !l.known(k, x)

@@ -1,0 +1,241 @@
+package replay
+
+import (
+	"fmt"
+
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/wait"
+)
+
+// machine executes the chains abstractly, with the NIC's semantics: FIFO queues, WAITs on
+// cumulative 24-bit CQ counts, managed queues gated by 16-bit ENABLE indices, fences, in-order
+// completions, a message completing only once both ends are posted, and the CPU running HOST
+// steps when their conditions hold.
+type machine struct {
+	c       *checker
+	it      uint64
+	head    [][]int
+	started [][][]bool
+	done    [][][]bool
+	count   [][]uint32 // per rank, per CQ
+	enabled [][]uint32 // per rank, per work queue: ENABLE index reached (16-bit)
+	partner map[entry]entry
+}
+
+func (c *checker) checkProgress() {
+	p := c.p
+	m := &machine{c: c, partner: map[entry]entry{}}
+	for _, pr := range c.messages() {
+		m.partner[pr[0]], m.partner[pr[1]] = pr[1], pr[0]
+	}
+	m.count = make([][]uint32, len(p.Ranks))
+	m.enabled = make([][]uint32, len(p.Ranks))
+	for r := range p.Ranks {
+		rp := &p.Ranks[r]
+		m.count[r] = make([]uint32, len(rp.CQs))
+		for ci := range rp.CQs {
+			m.count[r][ci] = wait.CQ.At(0, rp.CQs[ci].PerIteration, c.opt.FirstIter)
+		}
+		m.enabled[r] = make([]uint32, len(rp.Queues))
+		for q := range rp.Queues {
+			m.enabled[r][q] = wait.WQ.At(0, rp.Queues[q].PerIteration, c.opt.FirstIter)
+		}
+	}
+	for k := 0; k < c.opt.Iterations; k++ {
+		m.it = c.opt.FirstIter + uint64(k)
+		if !m.iterate() {
+			return
+		}
+	}
+}
+
+func (m *machine) reset() {
+	p := m.c.p
+	m.head = make([][]int, len(p.Ranks))
+	m.started = make([][][]bool, len(p.Ranks))
+	m.done = make([][][]bool, len(p.Ranks))
+	for r := range p.Ranks {
+		rp := &p.Ranks[r]
+		m.head[r] = make([]int, len(rp.Queues))
+		m.started[r] = make([][]bool, len(rp.Queues))
+		m.done[r] = make([][]bool, len(rp.Queues))
+		for q := range rp.Queues {
+			m.started[r][q] = make([]bool, len(rp.Queues[q].Chain))
+			m.done[r][q] = make([]bool, len(rp.Queues[q].Chain))
+		}
+	}
+}
+
+// cond reports whether a completion condition holds in this iteration.
+func (m *machine) cond(r int, c planner.Cond) bool {
+	cq := &m.c.p.Ranks[r].CQs[c.CQ]
+	return wait.CQ.Reached(m.count[r][c.CQ], wait.CQ.At(c.Count, cq.PerIteration, m.it))
+}
+
+// observed reports whether a polling engine has seen op a complete.
+func (m *machine) observed(a planner.OpID) bool {
+	o := m.c.observer(a)
+	return o.i >= 0 && m.done[o.r][o.q][o.i]
+}
+
+// canStart reports whether the entry at the head of a queue may start now.
+func (m *machine) canStart(e entry) bool {
+	c := m.c
+	rp := &c.p.Ranks[e.r]
+	wq := &rp.Queues[e.q]
+	w := &wq.Chain[e.i]
+	generic := c.p.Target.Style == planner.StyleNone
+	switch w.Opcode {
+	case planner.OpcWait:
+		return m.cond(e.r, w.Wait)
+	case planner.OpcHost:
+		if generic {
+			for _, a := range c.g.Preds(w.Op) {
+				if !m.observed(planner.OpID(a)) {
+					return false
+				}
+			}
+			return true
+		}
+		for _, cd := range w.Waits {
+			if !m.cond(e.r, cd) {
+				return false
+			}
+		}
+		return true
+	}
+	if wq.Managed {
+		idx := wait.WQ.At(uint32(c.posted[e.r][e.q][e.i])+1, wq.PerIteration, m.it)
+		if !wait.WQ.Reached(m.enabled[e.r][e.q], idx) {
+			return false
+		}
+	}
+	if w.Flags&planner.Fence != 0 {
+		for j := 0; j < e.i; j++ {
+			if readLike(wq.Chain[j].Opcode) && !m.done[e.r][e.q][j] {
+				return false
+			}
+		}
+	}
+	if generic && isData(w.Opcode) {
+		for _, a := range c.g.Preds(w.Op) {
+			if !m.observed(planner.OpID(a)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// iterate runs one iteration to its fixpoint and reports whether everything completed.
+func (m *machine) iterate() bool {
+	c := m.c
+	p := c.p
+	m.reset()
+	generic := p.Target.Style == planner.StyleNone
+	for progress := true; progress; {
+		progress = false
+		for r := range p.Ranks {
+			rp := &p.Ranks[r]
+			for q := range rp.Queues {
+				wq := &rp.Queues[q]
+				if generic && wq.Kind == planner.HostSignalQueue {
+					// the polling engine runs host ops as they become ready, in any order
+					for i := range wq.Chain {
+						e := entry{r, q, i}
+						if !m.started[r][q][i] && m.canStart(e) {
+							m.started[r][q][i], m.done[r][q][i] = true, true
+							progress = true
+						}
+					}
+					continue
+				}
+				for m.head[r][q] < len(wq.Chain) {
+					e := entry{r, q, m.head[r][q]}
+					if !m.canStart(e) {
+						break
+					}
+					w := &wq.Chain[e.i]
+					m.started[r][q][e.i] = true
+					m.head[r][q]++
+					progress = true
+					// WAIT and ENABLE entries complete through the in-order loop below (a
+					// signalled one produces a CQE like any other); the CPU finishes a HOST step
+					// as it starts it.
+					switch w.Opcode {
+					case planner.OpcHost:
+						m.done[r][q][e.i] = true
+					case planner.OpcSendEnable, planner.OpcRecvEnable:
+						t := w.Queue
+						v := wait.WQ.At(w.UpTo, rp.Queues[t].PerIteration, m.it)
+						if !wait.WQ.Reached(m.enabled[r][t], v) {
+							m.enabled[r][t] = v
+						}
+					}
+				}
+				// completions, in queue order
+				for i := range wq.Chain {
+					if m.done[r][q][i] {
+						continue
+					}
+					if !m.started[r][q][i] || !m.completable(entry{r, q, i}) {
+						break
+					}
+					m.done[r][q][i] = true
+					progress = true
+					if wq.Chain[i].Flags&planner.Signalled != 0 && wq.Chain[i].Opcode != planner.OpcHost {
+						m.count[r][wq.CQ] = wait.CQ.Add(m.count[r][wq.CQ], 1)
+					}
+				}
+			}
+		}
+	}
+	var stuck []string
+	for r := range p.Ranks {
+		rp := &p.Ranks[r]
+		for q := range rp.Queues {
+			for i := range rp.Queues[q].Chain {
+				if !m.done[r][q][i] {
+					stuck = append(stuck, m.why(entry{r, q, i}))
+					break // the first blocked entry of each queue
+				}
+			}
+		}
+	}
+	if len(stuck) > 0 {
+		c.errorf(c.g.Ops[0].Pos, "iteration %d never finishes; blocked: %s", m.it, joinStrings(stuck))
+		return false
+	}
+	return true
+}
+
+// completable reports whether a started entry may complete (earlier ones have, by the caller's
+// order; a message needs its other end posted).
+func (m *machine) completable(e entry) bool {
+	if o, ok := m.partner[e]; ok {
+		return m.started[o.r][o.q][o.i]
+	}
+	return true
+}
+
+// why says what a blocked entry waits for.
+func (m *machine) why(e entry) string {
+	c := m.c
+	rp := &c.p.Ranks[e.r]
+	w := c.at(e)
+	s := fmt.Sprintf("%s (%s)", c.name(e), w.Name)
+	switch {
+	case m.started[e.r][e.q][e.i]:
+		if o, ok := m.partner[e]; ok {
+			s += fmt.Sprintf(" waits for its peer %s to be posted", c.name(o))
+		} else {
+			s += " started but never completed"
+		}
+	case w.Opcode == planner.OpcWait:
+		cq := &rp.CQs[w.Wait.CQ]
+		s += fmt.Sprintf(" waits for %s >= %d, count is %d", cq.Name, wait.CQ.At(w.Wait.Count, cq.PerIteration, m.it), m.count[e.r][w.Wait.CQ])
+	case rp.Queues[e.q].Managed:
+		s += fmt.Sprintf(" not enabled (index %d)", m.enabled[e.r][e.q])
+	}
+	return s
+}

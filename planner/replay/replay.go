@@ -1,0 +1,308 @@
+// Package replay checks a compiled Plan independently of the code that lowered it. It reads only
+// the Plan's chains and the Graph, and proves three things:
+//
+//  1. Shape: every graph op became exactly one WQE (or HOST step) on the right rank and work
+//     queue, with the opcode, operands and peer its kind calls for, and per-iteration counts
+//     agree with the chains.
+//  2. Enforcement: for every `after` edge a -> b, b cannot start before a's completion exists, in
+//     any execution. The checker builds the graph of necessary orderings of the plan's own
+//     mechanisms (queue FIFO starts and in-order completions, WAITs on the k-th completion of a
+//     CQ, the first ENABLE that lets a managed WQE run, fences, the CPU's host-step conditions)
+//     and propagates, per event, how many entries of each work queue of the rank are guaranteed
+//     complete. An edge is also accepted when RC gives the same effect: a and b on one queue in
+//     that order, a not a READ/ATOMIC or b fenced (DSL.md, Dependencies). On the generic target
+//     the polling engine posts an op once every predecessor's completion is observed (a signalled
+//     CQE at or after it), which the checker models.
+//  3. Progress: the chains are executed abstractly for several iterations, re-armed with the
+//     cyclic count arithmetic of package wait, starting close to the 24-bit and 16-bit wraps.
+//     Every entry must complete; enabling is monotone, so one maximal execution decides it for
+//     all schedules. A stuck run names the blocked entries and what they wait for.
+package replay
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/planner"
+)
+
+// Options tunes Check.
+type Options struct {
+	Iterations int    // iterations executed in the progress check (default 3)
+	FirstIter  uint64 // iteration number of the first one executed (default: close to the wraps)
+}
+
+// Check replays p and returns every problem found, as positioned diagnostics.
+func Check(p *planner.Plan, opt Options) error {
+	if opt.Iterations <= 0 {
+		opt.Iterations = 3
+	}
+	if opt.FirstIter == 0 {
+		opt.FirstIter = 1<<16 - 1 // WQ indices wrap during the run; CQ counts for chains with many completions
+	}
+	c := &checker{p: p, g: p.Graph, opt: opt}
+	c.index()
+	c.checkShape()
+	if len(c.errs) == 0 {
+		c.checkEnforced()
+	}
+	if len(c.errs) == 0 {
+		c.checkProgress()
+	}
+	c.errs.Sort()
+	return c.errs.Err()
+}
+
+// entry addresses a chain entry: rank, work queue, index.
+type entry struct{ r, q, i int }
+
+type checker struct {
+	p    *planner.Plan
+	g    *planner.Graph
+	opt  Options
+	errs dsl.ErrorList
+	// of[op] is the entry that carries the op (data WQE or HOST step); found[op] how many did.
+	of    []entry
+	found []int
+	// posted[r][q][i] is entry i's index among the posted entries of its queue (-1 for HOST).
+	posted [][][]int
+}
+
+func (c *checker) errorf(pos dsl.Pos, format string, args ...any) {
+	if len(c.errs) < 50 {
+		c.errs.Add(pos, format, args...)
+	}
+}
+
+func (c *checker) at(e entry) *planner.WQE { return &c.p.Ranks[e.r].Queues[e.q].Chain[e.i] }
+
+func (c *checker) name(e entry) string {
+	return fmt.Sprintf("rank %d %s[%d] %s", e.r, c.p.Ranks[e.r].Queues[e.q].Name, e.i, c.at(e).Opcode)
+}
+
+func (c *checker) index() {
+	c.of = make([]entry, len(c.g.Ops))
+	c.found = make([]int, len(c.g.Ops))
+	c.posted = make([][][]int, len(c.p.Ranks))
+	for r := range c.p.Ranks {
+		rp := &c.p.Ranks[r]
+		c.posted[r] = make([][]int, len(rp.Queues))
+		for q := range rp.Queues {
+			chain := rp.Queues[q].Chain
+			c.posted[r][q] = make([]int, len(chain))
+			n := 0
+			for i := range chain {
+				e := &chain[i]
+				if e.Opcode == planner.OpcHost {
+					c.posted[r][q][i] = -1
+				} else {
+					c.posted[r][q][i] = n
+					n++
+				}
+				if isData(e.Opcode) || e.Opcode == planner.OpcHost {
+					if e.Op < 0 || int(e.Op) >= len(c.g.Ops) {
+						c.errorf(e.Pos, "%s names no graph op", c.name(entry{r, q, i}))
+						continue
+					}
+					c.of[e.Op] = entry{r, q, i}
+					c.found[e.Op]++
+				}
+			}
+		}
+	}
+}
+
+func isData(o planner.Opcode) bool {
+	switch o {
+	case planner.OpcSend, planner.OpcRecv, planner.OpcWrite, planner.OpcWriteImm, planner.OpcRead,
+		planner.OpcAtomicFAdd, planner.OpcAtomicCAS:
+		return true
+	}
+	return false
+}
+
+func readLike(o planner.Opcode) bool {
+	return o == planner.OpcRead || o == planner.OpcAtomicFAdd || o == planner.OpcAtomicCAS
+}
+
+// checkShape verifies the op-to-WQE correspondence and the per-iteration counts.
+func (c *checker) checkShape() {
+	g := c.g
+	if len(c.p.Ranks) != g.Ranks {
+		c.errorf(dsl.Pos{File: g.File}, "plan has %d ranks, graph %d", len(c.p.Ranks), g.Ranks)
+		return
+	}
+	for id := range g.Ops {
+		op := &g.Ops[id]
+		if c.found[id] != 1 {
+			c.errorf(op.Pos, "%s appears %d times in the plan, want once", g.OpString(planner.OpID(id)), c.found[id])
+			continue
+		}
+		e := c.of[id]
+		w := c.at(e)
+		wq := &c.p.Ranks[e.r].Queues[e.q]
+		if e.r != op.Rank {
+			c.errorf(op.Pos, "%s lowered on rank %d", g.OpString(planner.OpID(id)), e.r)
+		}
+		want, local, remote := expect(op)
+		if w.Opcode != want {
+			c.errorf(op.Pos, "%s lowered to %s, want %s", g.OpString(planner.OpID(id)), w.Opcode, want)
+			continue
+		}
+		if want == planner.OpcHost {
+			if wq.Kind != planner.HostSignalQueue {
+				c.errorf(op.Pos, "HOST step of %s sits on %s, not on the host-signal queue", op.Name, wq.Name)
+			}
+			continue
+		}
+		wantKind := planner.SendQueue
+		if op.Kind == planner.OpRecv {
+			wantKind = planner.RecvQueue
+		}
+		if wq.Queue != op.Queue || wq.Kind != wantKind {
+			c.errorf(op.Pos, "%s lowered onto %s, not the %s side of its queue", g.OpString(planner.OpID(id)), wq.Name, wantKind)
+		}
+		if w.Local != local || w.Remote != remote {
+			c.errorf(op.Pos, "%s has operands %s/%s, want %s/%s", g.OpString(planner.OpID(id)),
+				g.SliceString(w.Local), g.SliceString(w.Remote), g.SliceString(local), g.SliceString(remote))
+		}
+		if peer := g.Queues[op.Queue].PeerRank; w.Peer != peer {
+			c.errorf(op.Pos, "%s targets rank %d, want %d", g.OpString(planner.OpID(id)), w.Peer, peer)
+		}
+		if (w.Flags&planner.Inline != 0) != op.Inline {
+			c.errorf(op.Pos, "%s: inline flag disagrees with the source", g.OpString(planner.OpID(id)))
+		}
+	}
+	for r := range c.p.Ranks {
+		rp := &c.p.Ranks[r]
+		sig := make([]uint32, len(rp.CQs))
+		for q := range rp.Queues {
+			wq := &rp.Queues[q]
+			n := uint32(0)
+			for i := range wq.Chain {
+				e := &wq.Chain[i]
+				if e.Opcode == planner.OpcHost {
+					continue
+				}
+				n++
+				if e.Opcode == planner.OpcRecv && e.Flags&planner.Signalled == 0 {
+					c.errorf(e.Pos, "%s: receives always complete with a CQE and must be marked signalled", c.name(entry{r, q, i}))
+				}
+				if e.Flags&planner.Signalled != 0 {
+					if wq.CQ < 0 {
+						c.errorf(e.Pos, "%s is signalled but its queue has no CQ", c.name(entry{r, q, i}))
+						continue
+					}
+					sig[wq.CQ]++
+				}
+			}
+			if n != wq.PerIteration {
+				c.errorf(dsl.Pos{File: c.g.File}, "rank %d %s: PerIteration %d, but the chain posts %d", r, wq.Name, wq.PerIteration, n)
+			}
+			if wq.CQ >= len(rp.CQs) {
+				c.errorf(dsl.Pos{File: c.g.File}, "rank %d %s: CQ %d out of range", r, wq.Name, wq.CQ)
+			} else if wq.CQ >= 0 && rp.CQs[wq.CQ].Queue != q {
+				c.errorf(dsl.Pos{File: c.g.File}, "rank %d: CQ %s serves another queue than %s; one CQ per queue keeps counts exact", r, rp.CQs[wq.CQ].Name, wq.Name)
+			}
+			if wq.Managed && wq.Kind != planner.SendQueue && wq.Kind != planner.RecvQueue {
+				c.errorf(dsl.Pos{File: c.g.File}, "rank %d %s: only data queues may be managed", r, wq.Name)
+			}
+		}
+		for ci := range rp.CQs {
+			if sig[ci] != rp.CQs[ci].PerIteration {
+				c.errorf(dsl.Pos{File: c.g.File}, "rank %d CQ %s: PerIteration %d, but its queue signals %d", r, rp.CQs[ci].Name, rp.CQs[ci].PerIteration, sig[ci])
+			}
+		}
+	}
+}
+
+// expect is what a graph op must lower to.
+func expect(op *planner.Op) (planner.Opcode, planner.Slice, planner.Slice) {
+	switch op.Kind {
+	case planner.OpSend:
+		return planner.OpcSend, op.Src, planner.NoSlice
+	case planner.OpRecv:
+		return planner.OpcRecv, op.Dst, planner.NoSlice
+	case planner.OpWrite:
+		if op.Notify {
+			return planner.OpcWriteImm, op.Src, op.Dst
+		}
+		return planner.OpcWrite, op.Src, op.Dst
+	case planner.OpRead:
+		return planner.OpcRead, op.Dst, op.Src
+	case planner.OpAtomicAdd:
+		return planner.OpcAtomicFAdd, op.Fetch, op.Dst
+	case planner.OpAtomicCAS:
+		return planner.OpcAtomicCAS, op.Fetch, op.Dst
+	}
+	return planner.OpcHost, planner.NoSlice, planner.NoSlice
+}
+
+// signalledNth returns the chain index of the n-th (1-based) signalled posted entry of queue q
+// of rank r, or -1.
+func (c *checker) signalledNth(r, q int, n uint32) int {
+	chain := c.p.Ranks[r].Queues[q].Chain
+	k := uint32(0)
+	for i := range chain {
+		if chain[i].Opcode != planner.OpcHost && chain[i].Flags&planner.Signalled != 0 {
+			k++
+			if k == n {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// messages pairs message-consuming sends (SEND, RDMA_WRITE_IMM) with the peer's RECVs, k-th with
+// k-th per connection, from the chains and the graph's queue pairing.
+func (c *checker) messages() (pairs [][2]entry) {
+	g := c.g
+	for r := range c.p.Ranks {
+		rp := &c.p.Ranks[r]
+		for q := range rp.Queues {
+			wq := &rp.Queues[q]
+			if wq.Kind != planner.SendQueue {
+				continue
+			}
+			peerQ := g.Queues[wq.Queue].Peer
+			pr := g.Queues[peerQ].Rank
+			var recvs []entry
+			for pq := range c.p.Ranks[pr].Queues {
+				pw := &c.p.Ranks[pr].Queues[pq]
+				if pw.Kind == planner.RecvQueue && pw.Queue == peerQ {
+					for i := range pw.Chain {
+						if pw.Chain[i].Opcode == planner.OpcRecv {
+							recvs = append(recvs, entry{pr, pq, i})
+						}
+					}
+				}
+			}
+			k := 0
+			for i := range wq.Chain {
+				o := wq.Chain[i].Opcode
+				if o != planner.OpcSend && o != planner.OpcWriteImm {
+					continue
+				}
+				if k >= len(recvs) {
+					c.errorf(wq.Chain[i].Pos, "%s has no matching RECV on rank %d", c.name(entry{r, q, i}), pr)
+					break
+				}
+				s := entry{r, q, i}
+				pairs = append(pairs, [2]entry{s, recvs[k]})
+				if m := g.Ops[c.at(s).Op].Match; m != planner.None && m != c.at(recvs[k]).Op {
+					c.errorf(wq.Chain[i].Pos, "%s meets %s, but the graph matches it with %s", c.name(s), c.name(recvs[k]), g.Ops[m].Name)
+				}
+				k++
+			}
+		}
+	}
+	return pairs
+}
+
+func joinStrings(s []string) string {
+	sort.Strings(s)
+	return strings.Join(s, "; ")
+}

@@ -1,0 +1,227 @@
+package replay_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/randgraph"
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/replay"
+)
+
+// allMessages joins every diagnostic of an error list (Error() prints only the first).
+func allMessages(err error) string {
+	var list dsl.ErrorList
+	if errors.As(err, &list) {
+		var b strings.Builder
+		for _, e := range list {
+			b.WriteString(e.Error() + "\n")
+		}
+		return b.String()
+	}
+	return err.Error()
+}
+
+// remove drops entry i of rank r's queue q and keeps the per-iteration counts consistent, so
+// that only the ordering the entry gave is lost.
+func remove(p *planner.Plan, r, q, i int) {
+	wq := &p.Ranks[r].Queues[q]
+	if wq.Chain[i].Signalled() {
+		p.Ranks[r].CQs[wq.CQ].PerIteration--
+	}
+	wq.Chain = append(wq.Chain[:i:i], wq.Chain[i+1:]...)
+	wq.PerIteration--
+}
+
+func compile(t *testing.T, g *planner.Graph, target string) *planner.Plan {
+	t.Helper()
+	tg, err := planner.LookupTarget(target)
+	require.NoError(t, err)
+	p, err := planner.Compile(g, tg)
+	require.NoError(t, err)
+	return p
+}
+
+func loadPlans(t *testing.T, ranks int64) map[string]*planner.Graph {
+	t.Helper()
+	files, err := filepath.Glob("../../plans/*.dag")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	out := map[string]*planner.Graph{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		g, err := planner.Load("plans/"+filepath.Base(f), src, map[string]int64{"ranks": ranks})
+		require.NoError(t, err, f)
+		out[filepath.Base(f)] = g
+	}
+	return out
+}
+
+func TestReplayPlans(t *testing.T) {
+	for _, ranks := range []int64{2, 4, 8} {
+		for name, g := range loadPlans(t, ranks) {
+			for _, tg := range planner.Targets() {
+				p, err := planner.Compile(g, tg)
+				if err != nil && tg.PrePost && strings.Contains(err.Error(), "posts whole chains") {
+					t.Logf("%s ranks=%d: %v", name, ranks, err)
+					continue
+				}
+				require.NoError(t, err, "%s ranks=%d target %s", name, ranks, tg.Name)
+				assert.NoError(t, replay.Check(p, replay.Options{}), "%s ranks=%d target %s", name, ranks, tg.Name)
+			}
+		}
+	}
+}
+
+func TestReplayRandomGraphs(t *testing.T) {
+	const seed0, n = 20261123, 600
+	for k := uint64(0); k < n; k++ {
+		seed := seed0 + k
+		g := randgraph.New(seed, randgraph.Config{})
+		for _, tg := range planner.Targets() {
+			p, err := planner.Compile(g, tg)
+			require.NoError(t, err, "seed %d target %s", seed, tg.Name)
+			if err := replay.Check(p, replay.Options{}); err != nil {
+				t.Fatalf("seed %d target %s: %v", seed, tg.Name, err)
+			}
+		}
+	}
+}
+
+// Bigger random graphs, fewer of them.
+func TestReplayLargerRandomGraphs(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		g := randgraph.New(seed, randgraph.Config{MinRanks: 3, MaxRanks: 6, MaxSteps: 120, MaxPreds: 4})
+		for _, tg := range planner.Targets() {
+			p, err := planner.Compile(g, tg)
+			require.NoError(t, err, "seed %d target %s", seed, tg.Name)
+			require.NoError(t, replay.Check(p, replay.Options{Iterations: 2, FirstIter: 1 << 24}), "seed %d target %s", seed, tg.Name)
+		}
+	}
+}
+
+// Corrupting a correct plan must be caught: dropping a WAIT, an ENABLE, a fence or a HOST
+// condition, or lowering a signalled completion.
+func TestReplayCatchesCorruption(t *testing.T) {
+	type mutation struct {
+		name  string
+		apply func(p *planner.Plan) bool // false: nothing to corrupt in this plan
+		want  string
+	}
+	drop := func(opc planner.Opcode) func(p *planner.Plan) bool {
+		return func(p *planner.Plan) bool {
+			for r := range p.Ranks {
+				for q := range p.Ranks[r].Queues {
+					chain := p.Ranks[r].Queues[q].Chain
+					for i := range chain {
+						if chain[i].Opcode == opc {
+							remove(p, r, q, i)
+							return true
+						}
+					}
+				}
+			}
+			return false
+		}
+	}
+	muts := []mutation{
+		{"drop a WAIT", drop(planner.OpcWait), "not enforced"},
+		{"drop the last ENABLE of a queue", func(p *planner.Plan) bool {
+			for r := range p.Ranks {
+				last := map[int][2]int{} // target queue -> placing queue, index
+				for q := range p.Ranks[r].Queues {
+					for i, e := range p.Ranks[r].Queues[q].Chain {
+						if e.Opcode == planner.OpcSendEnable || e.Opcode == planner.OpcRecvEnable {
+							last[e.Queue] = [2]int{q, i}
+						}
+					}
+				}
+				for t := range p.Ranks[r].Queues {
+					if at, ok := last[t]; ok {
+						remove(p, r, at[0], at[1])
+						return true
+					}
+				}
+			}
+			return false
+		}, "no ENABLE ever lets it run"},
+		{"drop a HOST condition", func(p *planner.Plan) bool {
+			for r := range p.Ranks {
+				for q := range p.Ranks[r].Queues {
+					for i := range p.Ranks[r].Queues[q].Chain {
+						e := &p.Ranks[r].Queues[q].Chain[i]
+						if e.Opcode == planner.OpcHost && len(e.Waits) > 0 {
+							e.Waits = e.Waits[1:]
+							return true
+						}
+					}
+				}
+			}
+			return false
+		}, "not enforced"},
+		{"wait for a count that never comes", func(p *planner.Plan) bool {
+			for r := range p.Ranks {
+				for q := range p.Ranks[r].Queues {
+					for i := range p.Ranks[r].Queues[q].Chain {
+						e := &p.Ranks[r].Queues[q].Chain[i]
+						if e.Opcode == planner.OpcWait {
+							e.Wait.Count = p.Ranks[r].CQs[e.Wait.CQ].PerIteration + 1
+							return true
+						}
+					}
+				}
+			}
+			return false
+		}, "blocks forever"},
+	}
+	for _, m := range muts {
+		t.Run(m.name, func(t *testing.T) {
+			caught, tried := 0, 0
+			for _, target := range []string{"connectx", "connectx-inline"} {
+				for seed := uint64(1); seed <= 60; seed++ {
+					g := randgraph.New(seed, randgraph.Config{})
+					p := compile(t, g, target)
+					if !m.apply(p) {
+						continue
+					}
+					tried++
+					err := replay.Check(p, replay.Options{})
+					if err != nil && strings.Contains(allMessages(err), m.want) {
+						caught++
+					}
+				}
+			}
+			require.NotZero(t, tried, "no plan had anything to corrupt")
+			assert.Equal(t, tried, caught, "corruptions caught")
+		})
+	}
+}
+
+// The exchange example of LOWERING.md, with the WAR edge the race checker demands.
+func TestReplayExchangeWithoutItsWaitDeadlocksOrRaces(t *testing.T) {
+	src, err := os.ReadFile("../../testdata/compile/exchange.dag")
+	require.NoError(t, err)
+	g, err := planner.Load("exchange.dag", src, nil)
+	require.NoError(t, err)
+	p := compile(t, g, "connectx")
+	require.NoError(t, replay.Check(p, replay.Options{}))
+	// Lower the host-signal wait to count 0: tx2 may now start before red.
+	for q := range p.Ranks[0].Queues {
+		for i := range p.Ranks[0].Queues[q].Chain {
+			if e := &p.Ranks[0].Queues[q].Chain[i]; e.Opcode == planner.OpcWait {
+				e.Wait.Count = 0
+			}
+		}
+	}
+	err = replay.Check(p, replay.Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "red on rank 0 -> tx2 is not enforced")
+}
