@@ -16,7 +16,7 @@ import (
 
 // cq is a completion queue.
 type cq struct {
-	ctx    *context
+	ctx    *devContext
 	cq     *C.struct_ibv_cq
 	num    uint32
 	depth  int

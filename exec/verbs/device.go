@@ -230,7 +230,7 @@ func (p *Provider) Open(rank int) (exec.Context, error) {
 		return nil, err
 	}
 	p.opened[rank] = true
-	return &context{prov: p, rank: rank, ctx: ctx}, nil
+	return &devContext{prov: p, rank: rank, ctx: ctx}, nil
 }
 
 func (p *Provider) release(rank int) {
@@ -239,8 +239,8 @@ func (p *Provider) release(rank int) {
 	p.mu.Unlock()
 }
 
-// context is one rank's device context and the registry of what was created from it.
-type context struct {
+// devContext is one rank's device context and the registry of what was created from it.
+type devContext struct {
 	prov   *Provider
 	rank   int
 	ctx    *C.struct_ibv_context
@@ -251,13 +251,13 @@ type context struct {
 	stats  exec.NICStats
 }
 
-func (c *context) Rank() int { return c.rank }
+func (c *devContext) Rank() int { return c.rank }
 
 // NICStats reports work requests posted and completions polled by this context. The device does
 // not report RNR retries per context; they stay 0.
-func (c *context) NICStats() exec.NICStats { return c.stats }
+func (c *devContext) NICStats() exec.NICStats { return c.stats }
 
-func (c *context) AllocPD() (exec.PD, error) {
+func (c *devContext) AllocPD() (exec.PD, error) {
 	if c.closed {
 		return nil, fmt.Errorf("verbs: rank %d: AllocPD on a closed context: %w", c.rank, exec.ErrClosed)
 	}
@@ -277,7 +277,7 @@ func (c *context) AllocPD() (exec.PD, error) {
 	return d, nil
 }
 
-func (c *context) CreateCQ(depth int) (exec.CQ, error) {
+func (c *devContext) CreateCQ(depth int) (exec.CQ, error) {
 	if c.closed {
 		return nil, fmt.Errorf("verbs: rank %d: CreateCQ on a closed context: %w", c.rank, exec.ErrClosed)
 	}
@@ -295,7 +295,7 @@ func (c *context) CreateCQ(depth int) (exec.CQ, error) {
 
 // Close destroys, in order, the QPs, memory regions, CQs and PDs created from the context, then
 // closes the device. It reports the first failure and continues with the rest.
-func (c *context) Close() error {
+func (c *devContext) Close() error {
 	if c.closed {
 		return nil
 	}
@@ -329,7 +329,7 @@ func (c *context) Close() error {
 }
 
 // qpByNum finds a QP of this context by number (error paths only).
-func (c *context) qpByNum(n uint32) *qp {
+func (c *devContext) qpByNum(n uint32) *qp {
 	for _, q := range c.qps {
 		if q.num == n {
 			return q

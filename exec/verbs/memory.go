@@ -22,7 +22,7 @@ const mrAlign = 4096
 
 // pd is a protection domain.
 type pd struct {
-	ctx     *context
+	ctx     *devContext
 	pd      *C.struct_ibv_pd
 	mrs     []*mr
 	scratch *mr // 64 bytes for discarded atomic results

@@ -1,0 +1,247 @@
+//go:build verbs && linux
+
+package verbs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/bootstrap"
+	"github.com/coredag/coredag/planner"
+	"github.com/stretchr/testify/require"
+)
+
+// Multi-process tests: the parent test starts one copy of the test binary per rank, each running
+// TestRankProcess, which runs its rank of a plan on the verbs device with the polling engine and
+// connects to the others through exec/bootstrap. Ranks learn their position from the Open MPI
+// variables, as under mpirun.
+
+// Environment of a rank process.
+const (
+	envPlan  = "COREDAG_VERBS_PLAN"      // .dag file to run
+	envFault = "COREDAG_VERBS_FAULT"     // perm, oob or unmatched: break the plan after loading
+	envBoot  = "COREDAG_VERBS_BOOTSTRAP" // rank 0's HOST:PORT
+	envIters = "COREDAG_VERBS_ITERS"     // iterations (default 1)
+)
+
+// rankOutput is what rank 0 prints for the parent: one line per rank's verdict, and the median.
+var (
+	verdictLine = regexp.MustCompile(`(?m)^VERDICT (.*)$`)
+	medianLine  = regexp.MustCompile(`(?m)^MEDIAN (\d+) ns over (\d+) iterations$`)
+)
+
+// TestRankProcess is one rank of a multi-process run; it does nothing unless started by
+// spawnRanks.
+func TestRankProcess(t *testing.T) {
+	path := os.Getenv(envPlan)
+	if path == "" {
+		t.Skip("runs only as a rank process started by the multi-process tests")
+	}
+	world, err := bootstrap.ResolveWorld(-1, -1, nil)
+	require.NoError(t, err)
+	src, err := os.ReadFile(path)
+	require.NoError(t, err)
+	g, err := planner.Load(filepath.Base(path), src, map[string]int64{"ranks": int64(world.Size)})
+	require.NoError(t, err)
+	opts := exec.Options{Engine: exec.Poll, Iters: 1, HangTimeout: 5 * time.Second}
+	if n, err := strconv.Atoi(os.Getenv(envIters)); err == nil {
+		opts.Iters = n
+	}
+	if f := os.Getenv(envFault); f != "" {
+		breakGraph(t, g, f)
+		opts.Reference = exec.NewMemory(g) // the reference rejects broken graphs
+	}
+	vo := DefaultOptions()
+	vo.Device = os.Getenv("COREDAG_VERBS_DEVICE")
+	vo.Ranks = []int{world.Rank}
+	p, err := New(vo)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := bootstrap.Config{World: world, Addr: os.Getenv(envBoot), Timeout: 30 * time.Second}
+	res, own, all, err := bootstrap.RunProcess(ctx, g, nil, p, cfg, opts)
+	require.NoError(t, err)
+	t.Logf("own verdict: %v", own)
+	if world.Rank != 0 {
+		return
+	}
+	for _, r := range all {
+		fmt.Printf("VERDICT %s\n", strings.ReplaceAll(r.String(), "\n", " | "))
+	}
+	if res != nil && res.OK {
+		fmt.Printf("MEDIAN %d ns over %d iterations\n", res.Latency.Median.Nanoseconds(), res.Iters)
+	}
+	require.NoError(t, bootstrap.AllOK(all))
+}
+
+// breakGraph turns a valid fault plan from testdata/verbs into the fault it is named for.
+func breakGraph(t *testing.T, g *planner.Graph, fault string) {
+	op := func(name string) *planner.Op {
+		for i := range g.Ops {
+			if g.Ops[i].Name == name {
+				return &g.Ops[i]
+			}
+		}
+		t.Fatalf("fault %s: no op %s in %s", fault, name, g.File)
+		return nil
+	}
+	switch fault {
+	case "perm": // remote write without remote_write
+		g.Buffers[op("w").Dst.Buf].Access &^= planner.RemoteWrite
+	case "oob": // read past the end of the peer's buffer
+		op("rd").Src.Off = 12
+	case "unmatched": // delete the only receive, the last op of the graph
+		rx := op("rx")
+		id := planner.OpID(len(g.Ops) - 1)
+		require.Equal(t, rx, &g.Ops[id], "rx must be the last op")
+		q := &g.Queues[rx.Queue]
+		q.RecvOps = slices.DeleteFunc(q.RecvOps, func(o planner.OpID) bool { return o == id })
+		g.Ops[rx.Match].Match = planner.None
+		g.Ops = g.Ops[:id]
+		g.Rank[rx.Rank].EndOp = id
+		g.Index()
+	default:
+		t.Fatalf("unknown fault %q", fault)
+	}
+}
+
+// rankRun is the outcome of one multi-process run.
+type rankRun struct {
+	out   []string // each rank's output
+	err   []error  // each rank's exit
+	rank0 string
+}
+
+// spawnRanks runs plan with n rank processes and waits for all of them.
+func spawnRanks(t *testing.T, plan string, n int, env ...string) rankRun {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := rankRun{out: make([]string, n), err: make([]error, n)}
+	var wg sync.WaitGroup
+	for r := range n {
+		cmd := osexec.CommandContext(ctx, os.Args[0], "-test.run=^TestRankProcess$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), envPlan+"="+plan, envBoot+"="+addr,
+			"OMPI_COMM_WORLD_RANK="+strconv.Itoa(r), "OMPI_COMM_WORLD_SIZE="+strconv.Itoa(n))
+		cmd.Env = append(cmd.Env, env...)
+		var buf bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+		require.NoError(t, cmd.Start())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run.err[r] = cmd.Wait()
+			run.out[r] = buf.String()
+		}()
+	}
+	wg.Wait()
+	run.rank0 = run.out[0]
+	return run
+}
+
+func (r rankRun) dump(t *testing.T) {
+	for i, o := range r.out {
+		t.Logf("--- rank %d (exit: %v)\n%s", i, r.err[i], o)
+	}
+}
+
+func requireDevice(t *testing.T) {
+	t.Helper()
+	if os.Getenv(envPlan) != "" {
+		t.Skip("inside a rank process")
+	}
+	provider(t)
+}
+
+// TestPlansMultiProcess runs every plan in plans/ with 2 and 4 ranks, one process per rank.
+func TestPlansMultiProcess(t *testing.T) {
+	requireDevice(t)
+	plans, err := filepath.Glob("../../plans/*.dag")
+	require.NoError(t, err)
+	require.NotEmpty(t, plans)
+	for _, plan := range plans {
+		for _, n := range []int{2, 4} {
+			t.Run(fmt.Sprintf("%s/ranks=%d", strings.TrimSuffix(filepath.Base(plan), ".dag"), n), func(t *testing.T) {
+				run := spawnRanks(t, plan, n)
+				verdicts := verdictLine.FindAllStringSubmatch(run.rank0, -1)
+				ok := len(verdicts) == n
+				for r, v := range verdicts {
+					ok = ok && v[1] == fmt.Sprintf("rank %d: ok", r)
+				}
+				for _, e := range run.err {
+					ok = ok && e == nil
+				}
+				if !ok {
+					run.dump(t)
+					t.Fatalf("%s with %d ranks did not verify on every rank", plan, n)
+				}
+			})
+		}
+	}
+}
+
+// TestFaultsMultiProcess: the fault cases of the execution issue on a real NIC, each ending with
+// an error that names the op, rank, queue and source line, within a bounded time.
+func TestFaultsMultiProcess(t *testing.T) {
+	requireDevice(t)
+	tests := []struct {
+		fault, plan string
+		want        []string // on rank 0's verdict lines
+	}{
+		{"perm", "fault_perm.dag", []string{`rank 0: FAIL: .*fault_perm.dag:8:\d+: op w on rank 0, queue q: completed with status remote access error`}},
+		{"oob", "fault_oob.dag", []string{`rank 1: FAIL: .*fault_oob.dag:8:\d+: op rd on rank 1, queue q: completed with status remote access error`}},
+		{"unmatched", "fault_unmatched.dag", []string{`rank 0: FAIL: .*lonely.*stuck`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fault, func(t *testing.T) {
+			start := time.Now()
+			run := spawnRanks(t, "../../testdata/verbs/"+tt.plan, 2, envFault+"="+tt.fault)
+			verdicts := strings.Join(verdictLine.FindAllString(run.rank0, -1), "\n")
+			ok := run.err[0] != nil && len(verdictLine.FindAllString(run.rank0, -1)) == 2
+			for _, w := range tt.want {
+				ok = ok && regexp.MustCompile(w).MatchString(verdicts)
+			}
+			if !ok {
+				run.dump(t)
+				t.Fatalf("fault %s: rank 0 did not report the expected failure; verdicts:\n%s", tt.fault, verdicts)
+			}
+			t.Logf("%s ended in %v:\n%s", tt.fault, time.Since(start).Round(time.Millisecond), verdicts)
+		})
+	}
+}
+
+// TestPingPong runs testdata/verbs/pingpong.dag (1,000 dependent notified writes bouncing between
+// two processes) and prints the per-hop latency for scripts/vm-test.sh to compare with
+// ib_write_lat. COREDAG_PINGPONG_ITERS sets the iterations (default 5).
+func TestPingPong(t *testing.T) {
+	requireDevice(t)
+	iters := "5"
+	if s := os.Getenv("COREDAG_PINGPONG_ITERS"); s != "" {
+		iters = s
+	}
+	run := spawnRanks(t, "../../testdata/verbs/pingpong.dag", 2, envIters+"="+iters)
+	m := medianLine.FindStringSubmatch(run.rank0)
+	if run.err[0] != nil || run.err[1] != nil || m == nil {
+		run.dump(t)
+		t.Fatal("pingpong did not verify")
+	}
+	ns, _ := strconv.ParseFloat(m[1], 64)
+	fmt.Printf("PINGPONG per-hop median %.2f us (iteration median %.3f ms over %s iterations, 1000 hops)\n", ns/1000/1000, ns/1e6, m[2])
+}
