@@ -276,6 +276,17 @@ func (v *planView) draw() *dot.Graph {
 			nodeOf(int32(i))
 		}
 	}
+	// Keep ranks, and lanes within a rank, in plan order from top to bottom.
+	var firsts []dot.Node
+	var ids []string
+	for i := range v.nodes {
+		x := &v.nodes[i]
+		if made[i] && (x.queue < 0 || x.lo == 0) {
+			firsts = append(firsts, dnodes[i])
+			ids = append(ids, fmt.Sprintf("anchor%06d_%05d", x.rank, x.queue+1))
+		}
+	}
+	orderClusters(d, firsts, ids)
 	type edgeKey struct {
 		a, b int32
 		kind string
