@@ -12,6 +12,7 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/planner"
 )
 
 // TestPollFaults runs graphs the checker would reject: each run must end (no hang, no panic)
@@ -55,4 +56,42 @@ func TestPollFaults(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestOffloadFaults alters a checked and compiled plan so that it fails at run time: the offload
+// engine must end with an error naming the op, rank, queue and source line, or a hang diagnosis
+// naming the stuck WAIT, its CQ, the counts and the op expected to produce the completion.
+func TestOffloadFaults(t *testing.T) {
+	load := func(t *testing.T) (*planner.Graph, *planner.Plan) {
+		g, _ := loadPlan(t, "../plans/ring_allreduce.dag", 2, map[string]int64{"n": 4})
+		plan, err := compileFor(g, "connectx")
+		require.NoError(t, err)
+		return g, plan
+	}
+	t.Run("write without remote_write", func(t *testing.T) {
+		g, plan := load(t)
+		g.Buffers[0].Access = 0 // registered without remote write
+		_, err := exec.Run(context.Background(), g, plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Offload, Reference: exec.NewMemory(g)})
+		var oe *exec.OpError
+		require.ErrorAs(t, err, &oe, "%v", err)
+		assert.Regexp(t, `ring_allreduce.dag:\d+:\d+: op ag\[0\] on rank \d, queue right.sq: RDMA_WRITE_IMM entry #\d+: completed with status remote access error`, err.Error())
+	})
+	t.Run("unreachable WAIT", func(t *testing.T) {
+		g, plan := load(t)
+		rp := &plan.Ranks[1]
+		found := false
+		for k := range rp.Queues[rp.Mgmt].Chain {
+			w := &rp.Queues[rp.Mgmt].Chain[k]
+			if w.Opcode == planner.OpcWait {
+				w.Wait.Count += 100
+				found = true
+				break
+			}
+		}
+		require.True(t, found)
+		_, err := exec.Run(context.Background(), g, plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Offload, HangTimeout: time.Second})
+		var he *exec.HangError
+		require.ErrorAs(t, err, &he, "%v", err)
+		assert.Regexp(t, `rank 1: WAIT before \S+ on queue mgmt is stuck: CQ \S+ reached \d+ of 10\d completions; expected from \S+ on rank 1 \(\S+ring_allreduce.dag:\d+:\d+\)`, err.Error())
+	})
 }
