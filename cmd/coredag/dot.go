@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/viz"
+)
+
+func init() {
+	register("dot", "Draw a plan with Graphviz: the op graph or the compiled WQE chains, as DOT, SVG or PNG.", func() any { return &dotCmd{} })
+}
+
+type dotCmd struct {
+	paramFlags
+	View   string `default:"graph" enum:"graph,plan" help:"What to draw: graph (ops and dependencies) or plan (compiled WQE chains per queue)."`
+	Target string `default:"connectx" help:"Target to compile for with --view plan."`
+	Rank   []int  `help:"Draw only these ranks (repeatable); others reached by transfers appear as one node."`
+	Out    string `short:"o" placeholder:"FILE" help:"Write to FILE; the format follows its extension (.dot, .svg, .png). Default: DOT on stdout."`
+	Limit  int    `default:"400" help:"Fold loop bodies, then ranks, into summary nodes above this many nodes."`
+	Full   bool   `help:"Draw every node, whatever the count."`
+	File   string `arg:"" name:"file" help:"Plan file (- for stdin)."`
+}
+
+func (c *dotCmd) Run(e *env) error {
+	format := viz.DOT
+	if c.Out != "" {
+		f, err := viz.FormatForFile(c.Out)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		format = f
+	}
+	if c.Limit <= 0 {
+		return usageError("--limit %d: want a positive node count", c.Limit)
+	}
+	l, err := mustLoad(e, c.File, c.paramFlags)
+	if err != nil {
+		return err
+	}
+	g := l.graph
+	for _, r := range c.Rank {
+		if r < 0 || r >= g.Ranks {
+			return usageError("--rank %d: plan %s has ranks 0..%d", r, g.Name, g.Ranks-1)
+		}
+	}
+	opts := viz.Options{Ranks: c.Rank, Limit: c.Limit, Full: c.Full}
+	var text string
+	switch c.View {
+	case "plan":
+		t, err := planner.LookupTarget(c.Target)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		p, err := planner.Compile(g, t)
+		if err != nil {
+			printDiagnostics(e.stderr, &loaded{path: l.path, src: l.src, err: err})
+			return &exitError{code: exitFail}
+		}
+		text = viz.Plan(p, opts).String()
+	default:
+		text = viz.Graph(g, opts).String()
+	}
+	var buf bytes.Buffer
+	if err := viz.Render([]byte(text), format, &buf); err != nil {
+		return err
+	}
+	if c.Out == "" {
+		_, err := e.stdout.Write(buf.Bytes())
+		return err
+	}
+	if err := os.WriteFile(c.Out, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("writing the drawing: %w", err)
+	}
+	return nil
+}
