@@ -85,7 +85,7 @@ func (c *compiler) checkInputs() dsl.ErrorList {
 		op := &g.Ops[i]
 		if op.Inline {
 			if n := g.Bytes(op.Src); n > int64(c.t.MaxInline) {
-				errs.Add(op.Pos, "%s sends %d bytes inline, above the %d-byte inline limit of target %s (drop `inline` or send fewer bytes)", g.OpString(OpID(i)), n, c.t.MaxInline, c.t.Name)
+				errs.Add(op.Pos, "%s sends %d bytes inline, above the %d-byte inline limit of target %s (drop `inline` or send fewer bytes)", op.Name, n, c.t.MaxInline, c.t.Name)
 			}
 		}
 		if op.Kind.OnQueue() && (op.Queue < 0 || int(op.Queue) >= len(g.Queues)) {

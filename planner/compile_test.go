@@ -1,0 +1,326 @@
+package planner_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/planner"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/compile")
+
+func load(t testing.TB, path string, params map[string]int64) *planner.Graph {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	require.NoError(t, err)
+	name := strings.TrimPrefix(path, "../")
+	g, err := planner.Load(name, src, params)
+	require.NoError(t, err, path)
+	return g
+}
+
+func compileFor(t testing.TB, g *planner.Graph, target string) *planner.Plan {
+	t.Helper()
+	tg, err := planner.LookupTarget(target)
+	require.NoError(t, err)
+	p, err := planner.Compile(g, tg)
+	require.NoError(t, err)
+	return p
+}
+
+// listingOrError is what a golden file holds: the listing, or the diagnostics Compile gave.
+func listingOrError(g *planner.Graph, tg planner.Target) string {
+	p, err := planner.Compile(g, tg)
+	var b bytes.Buffer
+	if err != nil {
+		dsl.PrintError(&b, err, nil)
+		return "compile error:\n" + b.String()
+	}
+	if err := planner.WriteListing(&b, p, planner.ListOptions{Rank: -1}); err != nil {
+		return "listing error: " + err.Error()
+	}
+	return b.String()
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "missing golden file (run go test ./planner -run Golden -update)")
+	assert.Equal(t, string(want), got, "%s differs (rerun with -update if the change is intended)", path)
+}
+
+// TestGoldenListings compiles every plan in plans/ on every target for ranks 2 and 4.
+func TestGoldenListings(t *testing.T) {
+	files, err := filepath.Glob("../plans/*.dag")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	files = append(files, "../testdata/compile/exchange.dag")
+	for _, f := range files {
+		base := strings.TrimSuffix(filepath.Base(f), ".dag")
+		rankList := []int64{2, 4}
+		if base == "exchange" {
+			rankList = []int64{2} // its queue pairs rank r with r+1 both ways: two ranks only
+		}
+		for _, ranks := range rankList {
+			g := load(t, f, map[string]int64{"ranks": ranks})
+			for _, tg := range planner.Targets() {
+				name := fmt.Sprintf("%s.r%d.%s.txt", base, ranks, tg.Name)
+				t.Run(name, func(t *testing.T) {
+					golden(t, filepath.Join("../testdata/compile", name), listingOrError(g, tg))
+				})
+			}
+		}
+	}
+}
+
+func TestGoldenJSON(t *testing.T) {
+	g := load(t, "../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
+	for _, target := range []string{"connectx", "connectx-inline", "generic"} {
+		p := compileFor(t, g, target)
+		var b bytes.Buffer
+		require.NoError(t, planner.WriteJSON(&b, p, planner.ListOptions{Rank: -1}))
+		golden(t, fmt.Sprintf("../testdata/compile/ring_allreduce.r4.%s.json", target), b.String())
+	}
+}
+
+// Every WQE object of the JSON form names its opcode with one of the documented names.
+func TestJSONOpcodes(t *testing.T) {
+	g := load(t, "../testdata/compile/exchange.dag", nil)
+	known := map[string]bool{}
+	for _, n := range []string{"SEND", "RECV", "RDMA_WRITE", "RDMA_WRITE_IMM", "RDMA_READ", "ATOMIC_FADD",
+		"ATOMIC_CAS", "NOP", "CQE_WAIT", "SEND_EN", "RECV_EN", "HOST"} {
+		known[n] = true
+		o, ok := planner.ParseOpcode(n)
+		require.True(t, ok)
+		assert.Equal(t, n, o.String())
+	}
+	seen := map[string]bool{}
+	for _, tg := range planner.Targets() {
+		var b bytes.Buffer
+		require.NoError(t, planner.WriteJSON(&b, compileFor(t, g, tg.Name), planner.ListOptions{Rank: -1}))
+		var doc struct {
+			Ranks []struct {
+				Queues []struct {
+					WQEs []map[string]any `json:"wqes"`
+				} `json:"queues"`
+			} `json:"ranks"`
+		}
+		require.NoError(t, json.Unmarshal(b.Bytes(), &doc))
+		for _, r := range doc.Ranks {
+			for _, q := range r.Queues {
+				for _, w := range q.WQEs {
+					opc, ok := w["opcode"].(string)
+					require.True(t, ok, "WQE without opcode: %v", w)
+					assert.True(t, known[opc], "unknown opcode %q", opc)
+					seen[opc] = true
+				}
+			}
+		}
+	}
+	for _, n := range []string{"SEND", "RECV", "CQE_WAIT", "SEND_EN", "RECV_EN", "HOST", "NOP"} {
+		assert.True(t, seen[n], "exchange should produce %s", n)
+	}
+}
+
+type shape struct {
+	queue string
+	ops   []string // opcode[:flags]
+}
+
+func chainShape(p *planner.Plan, rank int, queue string) []string {
+	for _, q := range p.Ranks[rank].Queues {
+		if q.Name != queue {
+			continue
+		}
+		var out []string
+		for _, e := range q.Chain {
+			s := e.Opcode.String()
+			if e.Signalled() {
+				s += "!"
+			}
+			switch e.Opcode {
+			case planner.OpcWait:
+				s += fmt.Sprintf(" %s>=%d", p.Ranks[rank].CQs[e.Wait.CQ].Name, e.Wait.Count)
+			case planner.OpcSendEnable, planner.OpcRecvEnable:
+				s += fmt.Sprintf(" %s<%d", p.Ranks[rank].Queues[e.Queue].Name, e.UpTo)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	return nil
+}
+
+// The exchange plan of LOWERING.md (with the WAR edge red after tx the race checker requires).
+func TestExchangeLowering(t *testing.T) {
+	g := load(t, "../testdata/compile/exchange.dag", nil)
+	cases := []struct {
+		target string
+		want   []shape
+		waits  [2]int // naive, after
+	}{
+		{"connectx", []shape{
+			{"mgmt", []string{"SEND_EN q.sq<1", "RECV_EN q.rq<1", "CQE_WAIT host.cq>=1", "SEND_EN q.sq<2", "RECV_EN! q.rq<2"}},
+			{"q.sq", []string{"SEND!", "SEND!"}}, // tx is signalled: red waits for it (WAR)
+			{"q.rq", []string{"RECV!", "RECV!"}},
+			{"host", []string{"HOST", "NOP!"}},
+		}, [2]int{4, 2}},
+		{"connectx-inline", []shape{
+			{"q.sq", []string{"SEND!", "RECV_EN q.rq<1", "CQE_WAIT host.cq>=1", "SEND", "RECV_EN! q.rq<2"}},
+			{"q.rq", []string{"RECV!", "RECV!"}},
+		}, [2]int{4, 2}},
+		{"generic", []shape{
+			{"q.sq", []string{"SEND!", "SEND!"}},
+			{"q.rq", []string{"RECV!", "RECV!"}},
+			{"host", []string{"HOST"}},
+		}, [2]int{4, 0}},
+	}
+	for _, c := range cases {
+		t.Run(c.target, func(t *testing.T) {
+			p := compileFor(t, g, c.target)
+			for _, s := range c.want {
+				assert.Equal(t, s.ops, chainShape(p, 0, s.queue), "queue %s", s.queue)
+			}
+			assert.Equal(t, c.waits[0], p.Stats.NaiveWaits)
+			assert.Equal(t, c.waits[1], p.Stats.Waits)
+			assert.Equal(t, 3, p.Stats.CriticalPath)
+			host := p.WQEOf(2) // red on rank 0
+			assert.Equal(t, planner.OpcHost, host.Opcode)
+			if c.target != "generic" {
+				require.Len(t, host.Waits, 2, "red waits for rx and tx")
+			}
+		})
+	}
+}
+
+// Without the WAR edge of tx, the managed lowering is exactly LOWERING.md's: tx unsignalled.
+func TestSelectiveSignalling(t *testing.T) {
+	src := `plan s
+param ranks = 2
+buffer a f32[4]
+buffer t f32[4]
+buffer u f32[4]
+queue q to (rank + 1) % ranks
+op tx  = send q a
+op rx  = recv q t
+op red = reduce sum u from t after rx
+op tx2 = send q u after red
+op rx2 = recv q t after red
+`
+	g, err := planner.Load("s.dag", []byte(src), nil)
+	require.NoError(t, err)
+	p := compileFor(t, g, "connectx")
+	assert.Equal(t, []string{"SEND", "SEND!"}, chainShape(p, 0, "q.sq"), "tx is signalled only if waited on")
+}
+
+func TestFenceAfterRead(t *testing.T) {
+	src := `plan f
+param ranks = 2
+buffer a u64[4] remote_read
+buffer b u64[4]
+queue q to (rank + 1) % ranks
+op rd = read q a to b
+op tx = send q b after rd
+op rx = recv q a[0:4]
+rx after rd
+`
+	g, err := planner.Load("f.dag", []byte(src), nil)
+	require.NoError(t, err)
+	for _, tg := range planner.Targets() {
+		p := compileFor(t, g, tg.Name)
+		e := p.WQEOf(1)
+		assert.Equal(t, planner.OpcSend, e.Opcode)
+		assert.NotZero(t, e.Flags&planner.Fence, "%s: a send after a read on its queue is fenced", tg.Name)
+	}
+}
+
+func TestDepthLimits(t *testing.T) {
+	g := load(t, "../plans/ring_allreduce.dag", map[string]int64{"ranks": 72, "n": 1})
+	tg, _ := planner.LookupTarget("connectx")
+	_, err := planner.Compile(g, tg)
+	require.Error(t, err)
+	var list dsl.ErrorList
+	require.ErrorAs(t, err, &list)
+	assert.Contains(t, list[0].Msg, "depth is 128")
+	assert.Contains(t, list[0].Msg, "declare `depth 256`")
+	assert.True(t, list[0].Pos.IsValid(), "the error points at the queue declaration")
+	gen, _ := planner.LookupTarget("generic")
+	_, err = planner.Compile(g, gen)
+	assert.NoError(t, err, "the polling engine refills as slots free")
+}
+
+func TestInlineLimit(t *testing.T) {
+	src := `plan i
+param ranks = 2
+buffer a u8[512]
+buffer b u8[512]
+queue q to (rank + 1) % ranks
+op tx = send q a inline
+op rx = recv q b
+`
+	g, err := planner.Load("i.dag", []byte(src), nil)
+	require.NoError(t, err)
+	for _, tg := range planner.Targets() {
+		_, err := planner.Compile(g, tg)
+		require.Error(t, err, tg.Name)
+		assert.Contains(t, err.Error(), "i.dag:6:")
+		assert.NotContains(t, err.Error(), "more errors", "one error per statement, not per rank")
+		assert.Contains(t, err.Error(), "drop `inline`")
+	}
+}
+
+func TestTargets(t *testing.T) {
+	names := []string{}
+	for _, tg := range planner.Targets() {
+		names = append(names, tg.Name)
+		assert.NotEmpty(t, tg.Description)
+		assert.Equal(t, tg.Style != planner.StyleNone, tg.CrossChannel)
+	}
+	assert.Equal(t, []string{"connectx", "connectx-inline", "generic"}, names)
+	_, err := planner.LookupTarget("bluefield")
+	assert.ErrorContains(t, err, "known targets: connectx, connectx-inline, generic")
+}
+
+// ringWithDepth is the ring allreduce of plans/ with queues deep enough to pre-post a whole
+// iteration at any size.
+func ringWithDepth(t testing.TB) []byte {
+	src, err := os.ReadFile("../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	s := strings.Replace(string(src), "peer left\n", "peer left depth 2 * ranks\n", 1)
+	s = strings.Replace(s, "peer right\n", "peer right depth 2 * ranks\n", 1)
+	require.Contains(t, s, "depth 2 * ranks")
+	return []byte(s)
+}
+
+func BenchmarkCompile(b *testing.B) {
+	src := ringWithDepth(b)
+	tg, _ := planner.LookupTarget("connectx")
+	for _, ranks := range []int64{64, 128, 256} {
+		b.Run(fmt.Sprintf("ring_allreduce/ranks=%d", ranks), func(b *testing.B) {
+			g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 16})
+			require.NoError(b, err)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := planner.Compile(g, tg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/op-in-graph")
+			b.ReportMetric(float64(len(g.Ops)), "graph-ops")
+		})
+	}
+}
