@@ -14,16 +14,16 @@ type gFile struct {
 	Stmts []*gStmt `parser:"( @@ ( Sep @@ )* )?"`
 }
 
-type gStmt struct {
-	Plan   *gPlan   `parser:"  @@"`
-	Param  *gParam  `parser:"| @@"`
+type gStmt struct { // alternatives ordered by how often they occur, which saves backtracking
+	Op     *gOp     `parser:"  @@"`
+	Dep    *gDep    `parser:"| @@"`
 	Let    *gLet    `parser:"| @@"`
+	If     *gIf     `parser:"| @@"`
+	For    *gFor    `parser:"| @@"`
 	Buffer *gBuffer `parser:"| @@"`
 	Queue  *gQueue  `parser:"| @@"`
-	Op     *gOp     `parser:"| @@"`
-	For    *gFor    `parser:"| @@"`
-	If     *gIf     `parser:"| @@"`
-	Dep    *gDep    `parser:"| @@"`
+	Param  *gParam  `parser:"| @@"`
+	Plan   *gPlan   `parser:"| @@"`
 }
 
 type gIdent struct {
@@ -251,8 +251,8 @@ type gPrimary struct {
 	Tokens []lexer.Token
 	Named  *gNamed `parser:"  @@"`
 	Int    *string `parser:"| @Int"`
-	Float  *string `parser:"| @Float"`
 	Paren  *gExpr  `parser:"| '(' @@ ')'"`
+	Float  *string `parser:"| @Float"`
 }
 
 // gNamed is a name or a call; min and max are keywords that double as functions.
