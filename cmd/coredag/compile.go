@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"github.com/coredag/coredag/planner"
+)
+
+func init() {
+	register("compile", "Compile a plan into per-queue WQE chains (WAIT/ENABLE, fences, signalling) and list them.", func() any { return &compileCmd{} })
+}
+
+type compileCmd struct {
+	paramFlags
+	Target string `default:"connectx" help:"Target to compile for (see coredag targets)."`
+	Rank   int    `default:"-1" help:"List only this rank (default: all)."`
+	Format string `default:"text" enum:"text,json" help:"Listing format: text or json (docs/compile-json.md)."`
+	Out    string `short:"o" placeholder:"FILE" help:"Write the listing to FILE instead of stdout."`
+	File   string `arg:"" name:"file" help:"Plan file (- for stdin)."`
+}
+
+func (c *compileCmd) Run(e *env) error {
+	t, err := planner.LookupTarget(c.Target)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	l, err := mustLoad(e, c.File, c.paramFlags)
+	if err != nil {
+		return err
+	}
+	if c.Rank < -1 || c.Rank >= l.graph.Ranks {
+		return usageError("--rank %d: plan %s has ranks 0..%d", c.Rank, l.graph.Name, l.graph.Ranks-1)
+	}
+	p, err := planner.Compile(l.graph, t)
+	if err != nil {
+		printDiagnostics(e.stderr, &loaded{path: l.path, src: l.src, err: err})
+		return &exitError{code: exitFail}
+	}
+	var buf bytes.Buffer
+	opt := planner.ListOptions{Rank: c.Rank}
+	if c.Format == "json" {
+		err = planner.WriteJSON(&buf, p, opt)
+	} else {
+		err = planner.WriteListing(&buf, p, opt)
+	}
+	if err != nil {
+		return err
+	}
+	if c.Out == "" {
+		_, err := e.stdout.Write(buf.Bytes())
+		return err
+	}
+	if err := os.WriteFile(c.Out, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("writing the listing: %w", err)
+	}
+	return nil
+}
