@@ -1,0 +1,44 @@
+package planner_test
+
+import (
+	"fmt"
+
+	"github.com/coredag/coredag/planner"
+)
+
+// Parse, check and compile a plan, then look at what the NIC will run.
+func ExampleCompile() {
+	src := `plan pingpong
+param ranks = 2
+buffer a u64[8]
+buffer b u64[8]
+queue q to 1 - rank
+op tx = send q a
+op rx = recv q b
+op back = send q b after rx
+op got = recv q a after tx
+`
+	g, err := planner.Load("pingpong.dag", []byte(src), nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	target, _ := planner.LookupTarget("connectx")
+	plan, err := planner.Compile(g, target)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, e := range plan.Ranks[0].Queues[plan.Ranks[0].Mgmt].Chain {
+		fmt.Println(e.Opcode, e.Name)
+	}
+	fmt.Printf("WAITs: %d naive, %d after minimisation\n", plan.Stats.NaiveWaits, plan.Stats.Waits)
+	// Output:
+	// SEND_EN tx
+	// RECV_EN rx
+	// CQE_WAIT back
+	// SEND_EN back
+	// CQE_WAIT got
+	// RECV_EN got
+	// WAITs: 4 naive, 4 after minimisation
+}
