@@ -1,0 +1,281 @@
+package softnic
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/exec"
+)
+
+// TestZeroAllocs guards the hot path: posting and polling allocate nothing, in both progress
+// modes, for one-sided and two-sided requests and for cross-channel entries.
+func TestZeroAllocs(t *testing.T) {
+	for _, opts := range []Options{{}, {Seeded: true, Seed: 3}} {
+		nic := New(opts)
+		a, b := pair(t, nic, allAccess, exec.QPConfig{CrossChannel: true, MaxInline: 64})
+		addr, key := b.remote(0)
+		wrs := []exec.SendWR{
+			{ID: 1, Op: exec.OpRDMAWrite, Local: a.sge(0, 1024), RemoteAddr: addr, RKey: key},
+			{ID: 2, Op: exec.OpSend, Flags: exec.FlagInline, Local: exec.SGE{Addr: a.mr.Addr(), Len: 32}},
+			{ID: 3, Op: exec.OpCQEWait, WaitCQ: a.scq.Num()}, // the previous round's atomic
+			{ID: 4, Op: exec.OpAtomicFAdd, Local: a.sge(64, 8), RemoteAddr: addr, RKey: key, CompareAdd: 1, Flags: exec.FlagSignaled},
+		}
+		rwr := []exec.RecvWR{{ID: 9, Local: b.sge(2048, 64)}}
+		wc := make([]exec.WC, 8)
+		rounds := uint32(0)
+		allocs := testing.AllocsPerRun(200, func() {
+			wrs[2].Count = rounds
+			rounds++
+			if _, err := b.qp.PostRecv(rwr); err != nil {
+				panic(err)
+			}
+			if _, err := a.qp.PostSend(wrs); err != nil {
+				panic(err)
+			}
+			if n, err := a.scq.Poll(wc); n != 1 || err != nil {
+				panic(fmt.Sprint("no send completion: ", err, nic.Stalls()))
+			}
+			if n, _ := b.rcq.Poll(wc); n != 1 {
+				panic("no receive completion")
+			}
+		})
+		assert.Zero(t, allocs, "seeded=%v", opts.Seeded)
+		assert.Empty(t, nic.Faults())
+	}
+}
+
+// BenchmarkDataPath moves one large message per operation through the software NIC and, side by
+// side in the same benchmark, copies the same bytes with copy(), reporting both rates and their
+// ratio (1 means the NIC costs nothing beyond the copy).
+func BenchmarkDataPath(b *testing.B) {
+	for _, op := range []exec.Opcode{exec.OpRDMAWrite, exec.OpSend, exec.OpRDMARead} {
+		for _, size := range []int{64 << 10, 1 << 20, 4 << 20} {
+			b.Run(fmt.Sprintf("%s/%dKiB", op, size>>10), func(b *testing.B) {
+				nic := New(Options{})
+				cfg := exec.QPConfig{SendDepth: 16, RecvDepth: 16}
+				x, y := newBenchEnd(b, nic, 0, size, cfg), newBenchEnd(b, nic, 1, size, cfg)
+				require.NoError(b, x.qp.Connect(y.qp.Info()))
+				require.NoError(b, y.qp.Connect(x.qp.Info()))
+				fill(x.mr.Bytes(), 1)
+				addr, key := y.remote(0)
+				wr := []exec.SendWR{{ID: 1, Op: op, Flags: exec.FlagSignaled, Local: x.sge(0, size), RemoteAddr: addr, RKey: key}}
+				rwr := []exec.RecvWR{{ID: 2, Local: y.sge(0, size)}}
+				wc := make([]exec.WC, 4)
+				src, dst := x.mr.Bytes(), y.mr.Bytes() // the same bytes the NIC moves
+				var nicTime, copyTime time.Duration
+				b.SetBytes(int64(size))
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					t0 := time.Now()
+					if op == exec.OpSend {
+						if _, err := y.qp.PostRecv(rwr); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if _, err := x.qp.PostSend(wr); err != nil {
+						b.Fatal(err)
+					}
+					if n, err := x.scq.Poll(wc); n != 1 || err != nil || wc[0].Status != exec.StatusSuccess {
+						b.Fatalf("poll: %d %v %v", n, err, wc[0])
+					}
+					if op == exec.OpSend {
+						y.rcq.Poll(wc)
+					}
+					t1 := time.Now()
+					if op == exec.OpRDMARead {
+						copy(src, dst)
+					} else {
+						copy(dst, src)
+					}
+					copyTime += time.Since(t1)
+					nicTime += t1.Sub(t0)
+				}
+				reportRates(b, float64(size)*float64(b.N), nicTime, copyTime)
+			})
+		}
+	}
+}
+
+// BenchmarkRingAllreduceData is the data movement of the ring allreduce with 4 ranks and 1M f32
+// per chunk: 3 reduce-scatter steps of SEND into a temporary buffer and 3 allgather steps of
+// WRITE_IMM into place, every rank at once, step by step as an engine would post them. The same
+// number of bytes is copied with copy() in the same benchmark. The reductions are host work and
+// not part of the NIC's data path.
+func BenchmarkRingAllreduceData(b *testing.B) {
+	const ranks, n = 4, 1 << 20
+	chunk := 4 * n
+	type rk struct {
+		data, tmp exec.MR
+		qpR, qpL  exec.QP // to the right neighbour, from the left
+		scq, rcq  exec.CQ
+	}
+	nic := New(Options{})
+	rs := make([]*rk, ranks)
+	for r := range rs {
+		c, err := nic.Open(r)
+		require.NoError(b, err)
+		pd, _ := c.AllocPD()
+		x := &rk{}
+		x.data, err = pd.AllocMR(ranks*chunk, exec.AccessLocalWrite|exec.AccessRemoteWrite)
+		require.NoError(b, err)
+		x.tmp, err = pd.AllocMR(chunk, exec.AccessLocalWrite)
+		require.NoError(b, err)
+		x.scq, _ = c.CreateCQ(64)
+		x.rcq, _ = c.CreateCQ(64)
+		x.qpR, err = pd.CreateQP(exec.QPConfig{SendCQ: x.scq, RecvCQ: x.rcq, SendDepth: 16, RecvDepth: 16})
+		require.NoError(b, err)
+		x.qpL, err = pd.CreateQP(exec.QPConfig{SendCQ: x.scq, RecvCQ: x.rcq, SendDepth: 16, RecvDepth: 16})
+		require.NoError(b, err)
+		rs[r] = x
+	}
+	for r, x := range rs {
+		right := rs[(r+1)%ranks]
+		require.NoError(b, x.qpR.Connect(right.qpL.Info()))
+		require.NoError(b, right.qpL.Connect(x.qpR.Info()))
+	}
+	mod := func(v int) int { return ((v % ranks) + ranks) % ranks }
+	swr := make([]exec.SendWR, 1)
+	rwr := make([]exec.RecvWR, 1)
+	wc := make([]exec.WC, 8)
+	step := func(s int, gather bool) {
+		for r, x := range rs {
+			rwr[0] = exec.RecvWR{ID: uint64(s)}
+			if !gather {
+				rwr[0].Local = exec.SGE{Addr: x.tmp.Addr(), Len: uint32(chunk), LKey: x.tmp.LKey()}
+			}
+			if _, err := x.qpL.PostRecv(rwr); err != nil {
+				b.Fatal(err)
+			}
+			_ = r
+		}
+		for r, x := range rs {
+			c := mod(r - s)
+			if gather {
+				c = mod(r - s + 1)
+			}
+			local := exec.SGE{Addr: x.data.Addr() + uint64(c*chunk), Len: uint32(chunk), LKey: x.data.LKey()}
+			swr[0] = exec.SendWR{ID: uint64(s), Op: exec.OpSend, Flags: exec.FlagSignaled, Local: local}
+			if gather {
+				right := rs[(r+1)%ranks]
+				swr[0].Op = exec.OpRDMAWriteImm
+				swr[0].RemoteAddr, swr[0].RKey = right.data.Addr()+uint64(c*chunk), right.data.RKey()
+			}
+			if _, err := x.qpR.PostSend(swr); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, x := range rs {
+			for got := 0; got < 2; {
+				k, err := x.scq.Poll(wc)
+				if err != nil || k == 0 {
+					b.Fatalf("step %d: poll: %d %v %v", s, k, err, nic.Stalls())
+				}
+				k2, _ := x.rcq.Poll(wc[k:])
+				for _, w := range wc[:k+k2] {
+					if w.Status != exec.StatusSuccess {
+						b.Fatalf("step %d: %v", s, w)
+					}
+				}
+				got += k + k2
+			}
+		}
+	}
+	moved := float64(2 * (ranks - 1) * ranks * chunk)
+	// copyStep does with copy() what step makes the NIC do: the same bytes, same buffers.
+	copyStep := func(s int, gather bool) {
+		for r, x := range rs {
+			right := rs[(r+1)%ranks]
+			if gather {
+				c := mod(r - s + 1)
+				copy(right.data.Bytes()[c*chunk:(c+1)*chunk], x.data.Bytes()[c*chunk:(c+1)*chunk])
+			} else {
+				c := mod(r - s)
+				copy(right.tmp.Bytes(), x.data.Bytes()[c*chunk:(c+1)*chunk])
+			}
+		}
+	}
+	var nicTime, copyTime time.Duration
+	b.SetBytes(int64(moved))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		for s := 0; s < ranks-1; s++ {
+			step(s, false)
+		}
+		for s := 0; s < ranks-1; s++ {
+			step(s, true)
+		}
+		t1 := time.Now()
+		for s := 0; s < ranks-1; s++ {
+			copyStep(s, false)
+		}
+		for s := 0; s < ranks-1; s++ {
+			copyStep(s, true)
+		}
+		copyTime += time.Since(t1)
+		nicTime += t1.Sub(t0)
+	}
+	reportRates(b, moved*float64(b.N), nicTime, copyTime)
+}
+
+func reportRates(b *testing.B, bytes float64, nicTime, copyTime time.Duration) {
+	nicGBs := bytes / nicTime.Seconds() / 1e9
+	copyGBs := bytes / copyTime.Seconds() / 1e9
+	b.ReportMetric(nicGBs, "nic-GB/s")
+	b.ReportMetric(copyGBs, "copy-GB/s")
+	b.ReportMetric(nicGBs/copyGBs, "nic/copy")
+}
+
+func newBenchEnd(b *testing.B, nic *NIC, rank, size int, cfg exec.QPConfig) *end {
+	e := &end{}
+	var err error
+	e.ctx, err = nic.Open(rank)
+	require.NoError(b, err)
+	e.pd, _ = e.ctx.AllocPD()
+	e.scq, _ = e.ctx.CreateCQ(64)
+	e.rcq, _ = e.ctx.CreateCQ(64)
+	e.mr, err = e.pd.AllocMR(size, allAccess)
+	require.NoError(b, err)
+	cfg.SendCQ, cfg.RecvCQ = e.scq, e.rcq
+	e.qp, err = e.pd.CreateQP(cfg)
+	require.NoError(b, err)
+	return e
+}
+
+// BenchmarkSmallOps measures the per-request cost of the fabric: a batch of 64 small signalled
+// writes per operation, posted with one call and polled in batches.
+func BenchmarkSmallOps(b *testing.B) {
+	for _, opts := range []Options{{}, {Seeded: true, Seed: 1}} {
+		b.Run(fmt.Sprintf("seeded=%v", opts.Seeded), func(b *testing.B) {
+			nic := New(opts)
+			cfg := exec.QPConfig{SendDepth: 128, RecvDepth: 16}
+			x, y := newBenchEnd(b, nic, 0, 4096, cfg), newBenchEnd(b, nic, 1, 4096, cfg)
+			require.NoError(b, x.qp.Connect(y.qp.Info()))
+			require.NoError(b, y.qp.Connect(x.qp.Info()))
+			addr, key := y.remote(0)
+			wrs := make([]exec.SendWR, 64)
+			for i := range wrs {
+				wrs[i] = exec.SendWR{ID: uint64(i), Op: exec.OpRDMAWrite, Flags: exec.FlagSignaled, Local: x.sge(i*8, 8), RemoteAddr: addr + uint64(i*8), RKey: key}
+			}
+			wc := make([]exec.WC, 64)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := x.qp.PostSend(wrs); err != nil {
+					b.Fatal(err)
+				}
+				for got := 0; got < len(wrs); {
+					n, err := x.scq.Poll(wc)
+					if err != nil || n == 0 {
+						b.Fatalf("poll: %d %v", n, err)
+					}
+					got += n
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(wrs)), "ns/wqe")
+		})
+	}
+}
