@@ -85,11 +85,19 @@ func (d *diags) list(ranks int) dsl.ErrorList {
 	}
 	for pos, n := range perPos {
 		if n > 3 {
-			l = append(l, &dsl.Error{Pos: pos, Msg: fmt.Sprintf("... and %d more errors of this statement on other ranks", n-3)})
+			l = append(l, &dsl.Error{Pos: pos, Msg: fmt.Sprintf("... and %s of this statement on other ranks", plural(n-3, "more error"))})
 		}
 	}
 	l.Sort()
 	return l
+}
+
+// plural formats a count with its noun: "1 recv", "3 recvs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // rankList describes a set of ranks briefly: "on rank 3", "on ranks 0, 1, 2 and 5 more".

@@ -195,7 +195,10 @@ func (el *elaborator) noOverlap(a, b Slice, pos dsl.Pos, what string) {
 
 // suggest returns " (did you mean X?)" for the known name closest to name, or "".
 func suggest(name string, known []string) string {
-	limit := min(len(name)/3, 2) // a one-letter name is no typo of another one-letter name
+	limit := min(max(len(name)/3, 1), 2) // up to 2 edits, 1 for short names
+	if len(name) < 2 {
+		return "" // a one-letter name is no typo of another one-letter name
+	}
 	best, bestD := "", limit+1
 	for _, k := range known {
 		if d := editDistance(name, k); d < bestD || (d == bestD && best != "" && k < best) {

@@ -1,6 +1,9 @@
 package planner
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+)
 
 // resolveRank binds the names used on the current rank once all its declarations are known:
 // each op's queue, and every dependency edge.
@@ -79,21 +82,32 @@ func (el *elaborator) pairQueues() {
 	for i := range g.Queues {
 		byName[key{g.Queues[i].Rank, g.Queues[i].Name}] = QueueID(i)
 	}
+	named := make([]QueueID, len(g.Queues)) // the queue each one names as its peer, or None
 	for i := range g.Queues {
 		q := &g.Queues[i]
 		ref := el.peerRefs[i]
 		pid, ok := byName[key{q.PeerRank, ref.name}]
+		named[i] = pid
 		if !ok {
+			named[i] = None
 			el.diag[phaseMatch].add(ref.pos, q.Rank, "queue %s connects to rank %d, which has no queue %s to pair with: declare it there, or name its queue with `peer`", q.Name, q.PeerRank, ref.name)
-			continue
 		}
-		p := &g.Queues[pid]
-		back := el.peerRefs[pid].name
-		if p.PeerRank != q.Rank || back != q.Name {
-			el.diag[phaseMatch].add(ref.pos, q.Rank, "queue %s pairs with %s on rank %d, but that queue pairs with %s on rank %d: a pairing must be mutual", q.Name, p.Name, q.PeerRank, back, p.PeerRank)
-			continue
+	}
+	for i := range g.Queues {
+		q, pid := &g.Queues[i], named[i]
+		switch {
+		case pid == None:
+		case named[pid] == QueueID(i):
+			q.Peer = pid
+		case named[pid] == None: // its own missing peer is the mistake, reported there
+		case g.Queues[pid].Loopback():
+			el.diag[phaseMatch].add(el.peerRefs[i].pos, q.Rank, "queue %s connects to rank %d's queue %s, but that is a loopback queue (its peer is rank %d itself): a pairing must be mutual",
+				q.Name, q.PeerRank, g.Queues[pid].Name, q.PeerRank)
+		default:
+			p := &g.Queues[named[pid]]
+			el.diag[phaseMatch].add(el.peerRefs[i].pos, q.Rank, "queue %s connects to rank %d's queue %s, but that queue pairs with rank %d's %s instead: both ends must name each other",
+				q.Name, q.PeerRank, g.Queues[pid].Name, p.Rank, p.Name)
 		}
-		q.Peer = pid
 	}
 }
 
@@ -114,8 +128,8 @@ func (el *elaborator) matchMessages() {
 				continue
 			}
 			if k >= len(recvs) {
-				el.diag[phaseMatch].add(s.Pos, s.Rank, "%s %s has no matching recv: rank %d posts %d recvs on %s but this rank sends at least %d messages on %s",
-					s.Kind, s.Name, q.PeerRank, len(recvs), g.Queues[q.Peer].Name, k+1, q.Name)
+				el.diag[phaseMatch].add(s.Pos, s.Rank, "%s %s has no matching recv: rank %d posts %s on %s but this rank sends at least %s on %s",
+					s.Kind, s.Name, q.PeerRank, plural(len(recvs), "recv"), g.Queues[q.Peer].Name, plural(k+1, "message"), q.Name)
 				k++
 				continue
 			}
@@ -130,14 +144,22 @@ func (el *elaborator) matchMessages() {
 				continue
 			}
 			if sb, rb := g.Bytes(s.Src), g.Bytes(r.Dst); sb != rb {
-				el.diag[phaseMatch].add(s.Pos, s.Rank, "send %s of %d bytes (%s) is matched by recv %s of %d bytes (%s) on rank %d at %s: lengths must be equal",
-					s.Name, sb, g.SliceString(s.Src), r.Name, rb, g.SliceString(r.Dst), r.Rank, r.Pos)
+				el.diag[phaseMatch].add(s.Pos, s.Rank, "send %s of %s is matched by recv %s of %s on rank %d at %s: lengths must be equal",
+					s.Name, sizedSlice(g, s.Src), r.Name, sizedSlice(g, r.Dst), r.Rank, r.Pos)
 			}
 		}
 		for sent := k; k < len(recvs); k++ {
 			r := &g.Ops[recvs[k]]
-			el.diag[phaseMatch].add(r.Pos, r.Rank, "recv %s is never matched: rank %d sends only %d messages on %s, the peer of %s",
-				r.Name, q.Rank, sent, q.Name, g.Queues[q.Peer].Name)
+			el.diag[phaseMatch].add(r.Pos, r.Rank, "recv %s is never matched: rank %d sends only %s on %s, the peer of %s",
+				r.Name, q.Rank, plural(sent, "message"), q.Name, g.Queues[q.Peer].Name)
 		}
 	}
+}
+
+// sizedSlice describes a message buffer for diagnostics: "16 bytes (data[0:4])" or "0 bytes (no slice)".
+func sizedSlice(g *Graph, s Slice) string {
+	if !s.Valid() {
+		return "0 bytes (no slice)"
+	}
+	return fmt.Sprintf("%d bytes (%s)", g.Bytes(s), g.SliceString(s))
 }
