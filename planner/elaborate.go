@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,27 +71,55 @@ func (d *diags) add(pos dsl.Pos, rank int, format string, args ...any) {
 }
 
 func (d *diags) list(ranks int) dsl.ErrorList {
-	var l dsl.ErrorList
-	perPos := map[dsl.Pos]int{}
-	for _, k := range d.order {
-		perPos[k.pos]++
-		if perPos[k.pos] > 3 { // the rest are the same mistake with other values
-			continue
-		}
-		msg := k.msg
-		if rs := d.ranks[k]; len(rs) > 0 && len(rs) < ranks { // a mistake of every rank needs no list
-			msg += " (" + rankList(rs) + ")"
-		}
-		l = append(l, &dsl.Error{Pos: k.pos, Msg: msg})
+	// Ranks often make the same mistake with different numbers in it ("rank 1's queue" on rank
+	// 0, "rank 2's queue" on rank 1): such messages at one position are one diagnostic, worded
+	// for the first rank, that lists the others.
+	type group struct {
+		first diagKey
+		ranks []int
 	}
-	for pos, n := range perPos {
-		if n > 3 {
-			l = append(l, &dsl.Error{Pos: pos, Msg: fmt.Sprintf("... and %s of this statement on other ranks", plural(n-3, "more error"))})
+	var order []diagKey
+	groups := map[diagKey]*group{}
+	for _, k := range d.order {
+		shape := diagKey{k.pos, digits.ReplaceAllString(k.msg, "#")}
+		gr, ok := groups[shape]
+		if !ok {
+			gr = &group{first: k}
+			groups[shape] = gr
+			order = append(order, shape)
 		}
+		gr.ranks = append(gr.ranks, d.ranks[k]...)
+	}
+	var l dsl.ErrorList
+	for _, shape := range order {
+		gr := groups[shape]
+		msg, own := gr.first.msg, d.ranks[gr.first]
+		switch {
+		case len(gr.ranks) == 0 || len(own) == ranks: // not rank-specific, or every rank alike
+		case len(own) == len(gr.ranks):
+			msg += " (on " + formatRanks(own) + ")"
+		default:
+			others := map[int]bool{}
+			for _, r := range gr.ranks {
+				others[r] = true
+			}
+			for _, r := range own {
+				delete(others, r)
+			}
+			rest := make([]int, 0, len(others))
+			for r := range others {
+				rest = append(rest, r)
+			}
+			msg += " (on " + formatRanks(own) + "; likewise on " + formatRanks(rest) + ")"
+		}
+		l = append(l, &dsl.Error{Pos: shape.pos, Msg: msg})
 	}
 	l.Sort()
 	return l
 }
+
+// digits matches the numbers in a message, which differ between ranks making one mistake.
+var digits = regexp.MustCompile(`[0-9]+`)
 
 // plural formats a count with its noun: "1 recv", "3 recvs".
 func plural(n int, noun string) string {
@@ -98,26 +127,6 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
-}
-
-// rankList describes a set of ranks briefly: "on rank 3", "on ranks 0, 1, 2 and 5 more".
-func rankList(rs []int) string {
-	if len(rs) == 1 {
-		return fmt.Sprintf("on rank %d", rs[0])
-	}
-	var b strings.Builder
-	b.WriteString("on ranks ")
-	for i, r := range rs {
-		if i == 4 {
-			fmt.Fprintf(&b, " and %d more", len(rs)-4)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Itoa(r))
-	}
-	return b.String()
 }
 
 type elaborator struct {
