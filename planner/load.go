@@ -8,7 +8,8 @@ func Check(g *Graph) error {
 }
 
 // Load parses, elaborates and checks a plan: the front half of every coredag command.
-// The error, if any, is a dsl.ErrorList of positioned diagnostics.
+// The error, if any, is a dsl.ErrorList of positioned diagnostics. When only verification
+// failed, the Graph is returned too, so a caller can explain the failure (SuggestFixes).
 func Load(filename string, src []byte, params map[string]int64) (*Graph, error) {
 	f, err := dsl.Parse(filename, src)
 	if err != nil {
@@ -18,8 +19,5 @@ func Load(filename string, src []byte, params map[string]int64) (*Graph, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := Check(g); err != nil {
-		return nil, err
-	}
-	return g, nil
+	return g, Check(g)
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+
+	"github.com/coredag/coredag/planner"
 )
 
 func init() {
@@ -10,8 +12,9 @@ func init() {
 
 type checkCmd struct {
 	paramFlags
-	JSON  bool     `help:"Print diagnostics as JSON on stdout."`
-	Files []string `arg:"" name:"file" help:"Plan files (- for stdin)."`
+	JSON         bool     `help:"Print diagnostics as JSON on stdout."`
+	ExplainRaces bool     `help:"When a plan has races, list the after edges that would make it race-free."`
+	Files        []string `arg:"" name:"file" help:"Plan files (- for stdin)."`
 }
 
 // checkReport is the --json output of check.
@@ -21,6 +24,14 @@ type checkReport struct {
 	Ranks       int              `json:"ranks,omitempty"`
 	Ops         int              `json:"ops,omitempty"`
 	Diagnostics []jsonDiagnostic `json:"diagnostics"`
+	Fixes       []jsonFix        `json:"fixes,omitempty"` // with --explain-races
+}
+
+// jsonFix is one suggested `op after after` edge and the ranks that need it.
+type jsonFix struct {
+	Op    string `json:"op"`
+	After string `json:"after"`
+	Ranks []int  `json:"ranks"`
 }
 
 func (c *checkCmd) Run(e *env) error {
@@ -37,6 +48,9 @@ func (c *checkCmd) Run(e *env) error {
 			r.Diagnostics = diagnosticsJSON(l.err)
 			if !c.JSON {
 				printDiagnostics(e.stderr, l)
+			}
+			if c.ExplainRaces && l.graph != nil {
+				c.explain(e, l, &r)
 			}
 		} else {
 			r.Ranks, r.Ops = l.graph.Ranks, len(l.graph.Ops)
@@ -55,4 +69,22 @@ func (c *checkCmd) Run(e *env) error {
 		return &exitError{code: exitFail}
 	}
 	return nil
+}
+
+// explain suggests the orderings that would remove a plan's races.
+func (c *checkCmd) explain(e *env, l *loaded, r *checkReport) {
+	fixes := planner.SuggestFixes(l.graph)
+	if len(fixes.Edges) == 0 {
+		return
+	}
+	for _, f := range fixes.Edges {
+		r.Fixes = append(r.Fixes, jsonFix{Op: f.Op, After: f.After, Ranks: f.Ranks})
+	}
+	if c.JSON {
+		return
+	}
+	fmt.Fprintf(e.stderr, "%s: to make the plan race-free, add these orderings (as `after` clauses or dependency statements):\n%s", l.path, fixes)
+	if !fixes.Complete {
+		fmt.Fprintln(e.stderr, "  (some races have no single-edge fix: order the two accesses by hand)")
+	}
 }

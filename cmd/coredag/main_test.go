@@ -159,3 +159,26 @@ func TestFmt(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "plan p\nop a = = nop\n", string(got), "a file with syntax errors is left as it was")
 }
+
+func TestCheckExplainRaces(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "plans", "ring_allreduce.dag"))
+	require.NoError(t, err)
+	racy := bytes.Replace(src, []byte("tx[s], rx[s] after red[s - 1]"), []byte("tx[s] after red[s - 1]"), 1)
+	require.NotEqual(t, src, racy)
+
+	code, _, stderr := coredag(t, string(racy), "check", "-")
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stderr, "race on rank")
+	assert.NotContains(t, stderr, "to make the plan race-free")
+
+	code, _, stderr = coredag(t, string(racy), "check", "--explain-races", "-")
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stderr, "to make the plan race-free")
+	assert.Contains(t, stderr, "rx[1] after red[0]   # on ranks 0-3")
+
+	code, stdout, _ := coredag(t, string(racy), "check", "--explain-races", "--json", "-")
+	assert.Equal(t, exitFail, code)
+	var reports []checkReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &reports))
+	assert.Contains(t, reports[0].Fixes, jsonFix{Op: "rx[1]", After: "red[0]", Ranks: []int{0, 1, 2, 3}})
+}

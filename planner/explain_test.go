@@ -1,0 +1,47 @@
+package planner
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/dsl"
+)
+
+// TestSuggestFixes removes an ordering from the ring allreduce and checks that the suggested
+// edges really make the plan race-free, and that they are the edges the plan had.
+func TestSuggestFixes(t *testing.T) {
+	src, err := os.ReadFile("../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	broken := strings.Replace(string(src), "tx[s], rx[s] after red[s - 1]", "tx[s] after red[s - 1]", 1)
+	require.NotEqual(t, string(src), broken, "the plan changed: update the test")
+	f, err := dsl.Parse("ring.dag", []byte(broken))
+	require.NoError(t, err)
+	g, err := Elaborate(f, map[string]int64{"ranks": 4})
+	require.NoError(t, err)
+	require.NotEmpty(t, Races(g))
+	edges := len(g.Edges)
+
+	plan := SuggestFixes(g)
+	assert.True(t, plan.Complete)
+	assert.Len(t, g.Edges, edges, "the graph is not modified")
+	var found bool
+	for _, e := range plan.Edges {
+		if e.Op == "rx[1]" && e.After == "red[0]" {
+			found = true
+			assert.Equal(t, []int{0, 1, 2, 3}, e.Ranks)
+		}
+	}
+	assert.True(t, found, "expected rx[1] after red[0] among:\n%s", plan)
+
+	assert.Len(t, plan.Edges, 2, "implied edges are pruned:\n%s", plan)
+	// Apply the suggestion on every listed rank: the plan must verify clean.
+	keep := make([]bool, len(plan.Edges))
+	for i := range keep {
+		keep[i] = true
+	}
+	assert.Empty(t, Verify(withEdges(g, plan.Edges, keep)))
+}
