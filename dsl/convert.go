@@ -283,12 +283,12 @@ func (c *converter) primary(g *gPrimary) Expr {
 		return &FloatLit{Span: sp, Raw: *g.Float, Value: v}
 	case g.Paren != nil:
 		return &ParenExpr{Span: sp, X: c.expr(g.Paren)}
+	case g.World != nil:
+		return &Ident{Span: sp, Name: *g.World}
 	}
 	n := g.Named
 	id := &Ident{Span: wordSpan(n.Tokens[0].Pos, n.Name), Name: n.Name}
 	switch {
-	case n.Call && (n.Name == "rank" || n.Name == "ranks"):
-		c.errs.Add(id.From, "%q is not a function: it is the %s; remove the parentheses", n.Name, map[string]string{"rank": "rank running the plan", "ranks": "world size"}[n.Name])
 	case !n.Call && (n.Name == "min" || n.Name == "max"):
 		c.errs.Add(id.From, "%q is a reserved keyword and cannot be used as a name; as a function write %s(a, b)", n.Name, n.Name)
 	}

@@ -250,6 +250,7 @@ type gPow struct {
 type gPrimary struct {
 	Tokens []lexer.Token
 	Named  *gNamed `parser:"  @@"`
+	World  *string `parser:"| @('rank' | 'ranks')"` // never a call: in cas, rank (x) is two operands
 	Int    *string `parser:"| @Int"`
 	Paren  *gExpr  `parser:"| '(' @@ ')'"`
 	Float  *string `parser:"| @Float"`
@@ -258,7 +259,7 @@ type gPrimary struct {
 // gNamed is a name or a call; min and max are keywords that double as functions.
 type gNamed struct {
 	Tokens []lexer.Token
-	Name   string   `parser:"@(Ident | 'rank' | 'ranks' | 'min' | 'max')"`
+	Name   string   `parser:"@(Ident | 'min' | 'max')"`
 	Call   bool     `parser:"( @'('"`
 	Args   []*gExpr `parser:"( @@ ( ',' @@ )* )? ')' )?"`
 }

@@ -162,3 +162,17 @@ if x { } else if y { op h = nop } else { }
 	assert.NotNil(t, inner.Else)
 	assert.Empty(t, inner.Else)
 }
+
+// TestCasOperandsAfterRank: rank and ranks are never functions, so in `atomic cas Q S rank (x)`
+// the parenthesised expression is the swap operand, not an argument list.
+func TestCasOperandsAfterRank(t *testing.T) {
+	f, err := Parse("t.dag", []byte("plan p\nop a = atomic cas q x[0] rank (rank + 1) to y[0]\nop b = atomic cas q x[0] ranks (1)\n"))
+	require.NoError(t, err)
+	a := f.Stmts[1].(*OpStmt).Op.(*AtomicOp)
+	assert.Equal(t, "rank", a.A.(*Ident).Name)
+	assert.IsType(t, &ParenExpr{}, a.B)
+	require.NotNil(t, a.To)
+	b := f.Stmts[2].(*OpStmt).Op.(*AtomicOp)
+	assert.Equal(t, "ranks", b.A.(*Ident).Name)
+	assert.IsType(t, &ParenExpr{}, b.B)
+}
