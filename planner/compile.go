@@ -13,7 +13,8 @@ import (
 //
 // The lowering walks one global order of events (the start and the end of every op, over all
 // ranks) that is a topological order of the happens-before graph: `after` edges, queue order,
-// and the two halves of every message. WAIT and ENABLE entries are appended to a queue in that
+// and the two halves of every message (in the inline style also "a message starts only once its
+// receive is posted": see eventOrder). WAIT and ENABLE entries are appended to a queue in that
 // order, and the CPU runs a rank's HOST steps one at a time in that order, so a queue that blocks
 // on a WAIT only ever waits for an event that comes earlier: no chain can block forever unless
 // the Graph itself deadlocks. Starts are taken before ends whenever possible, which puts ENABLEs
@@ -127,6 +128,21 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 	n := len(g.Ops)
 	prev, next := c.sideNeighbours()
 	c.prevOnSide = prev
+	// In the inline style a message (SEND, or a notify write) also starts only after the start
+	// of the receive it consumes. RC retries a message whose receive is not posted at the head
+	// of its send queue (receiver not ready), so nothing behind it in that queue runs until the
+	// peer posts the receive; and the inline style hosts the RECV_ENs of managed receive queues
+	// in send queues. Without this edge a RECV_EN could land behind a send whose peer's RECV_EN
+	// sits, symmetrically, behind a send that needs the first receive: a deadlock. With it, every
+	// entry of a send queue (a WAIT for an end, a RECV_EN at a receive's start, a message after
+	// its receive's start) is appended at an event whose own conditions all come earlier in the
+	// order, so induction over the order shows every chain runs to its end. The edge adds no
+	// cycle: everything a message's start leads to is after the end of that message or of its
+	// receive, and both already follow the receive's start. The managed style needs no such edge:
+	// its management queue holds only WAITs and ENABLEs, never a message, so nothing there queues
+	// behind a receiver-not-ready retry; a WAIT for a message's completion is placed after that
+	// end in the order, which already follows the start (posting) of its receive.
+	postFirst := c.t.Style == StyleInline
 	indeg := make([]int32, 2*n)
 	for o := 0; o < n; o++ {
 		op := &g.Ops[o]
@@ -138,6 +154,9 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 		indeg[2*o+1] = 1 + has
 		if op.Match != None {
 			indeg[2*o+1]++
+			if postFirst && !op.Kind.IsRecvSide() {
+				indeg[2*o]++
+			}
 		}
 	}
 	dist := make([]int32, 2*n) // longest path (in ends) reaching each event
@@ -194,6 +213,9 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 			}
 			if op.Match != None {
 				relax(ev, endEv(op.Match))
+				if postFirst && op.Kind.IsRecvSide() {
+					relax(ev, startEv(op.Match))
+				}
 			}
 		} else {
 			if d := int(dist[ev]) + 1; d > critical {

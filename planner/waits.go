@@ -274,6 +274,9 @@ func (l *rankLower) start(o OpID) {
 		if !op.Kind.IsRecvSide() {
 			place, k = wq, l.kSQ[qi]
 		} else if l.rqManaged[qi] {
+			// The RECV_EN goes to the queue pair's send queue at this receive's start; the
+			// event order puts the start of every message after the start of its receive
+			// (eventOrder), so no send ahead of it here waits for a receive enabled later.
 			place, k, enable = l.rp.SendWQ[qi], l.kSQ[qi], true
 		}
 	}
