@@ -1,6 +1,9 @@
 package replay
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/coredag/coredag/planner"
 )
 
@@ -126,8 +129,11 @@ func (c *checker) build() *necessity {
 		}
 	}
 	for _, m := range c.messages() {
+		// A message starts only once the peer's receive is posted (RC retries it at the head
+		// of its queue until then: receiver not ready), and the receive completes only once
+		// the message was sent.
 		s, r := m[0], m[1]
-		n.add(n.start(r), n.finish(s))
+		n.add(n.start(r), n.start(s))
 		n.add(n.start(s), n.finish(r))
 	}
 	return n
@@ -201,13 +207,7 @@ func (c *checker) checkEnforced() {
 		}
 	}
 	if len(order) < total {
-		var stuck []string
-		for v := range indeg {
-			if indeg[v] > 0 && v%2 == 0 && len(stuck) < 6 {
-				stuck = append(stuck, c.name(n.ents[v/2]))
-			}
-		}
-		c.errorf(c.g.Ops[0].Pos, "the chains deadlock: their orderings form a cycle through %s", joinStrings(stuck))
+		c.errorf(c.g.Ops[0].Pos, "the chains deadlock: their orderings form a cycle: %s", n.cycle(c, indeg))
 		return
 	}
 	if c.p.Target.Style == planner.StyleNone {
@@ -247,4 +247,51 @@ func (c *checker) checkEnforced() {
 		c.errorf(edge.Pos, "edge %s -> %s is not enforced: %s can start before %s completes (%s, %s)",
 			c.g.OpString(edge.From), c.g.Ops[edge.To].Name, c.g.Ops[edge.To].Name, c.g.Ops[edge.From].Name, c.name(b), c.name(a))
 	}
+}
+
+// cycle names one cycle of the necessity graph among the events Kahn's algorithm could not order
+// (indeg > 0), each entry once, in the order the events must happen, e.g. a RECV_EN, the RECV it
+// posts, the peer's SEND that needs it, and the WAIT and RECV_EN queued behind that SEND.
+func (n *necessity) cycle(c *checker, indeg []int) string {
+	v := -1
+	for u := range indeg {
+		if indeg[u] > 0 {
+			v = u
+			break
+		}
+	}
+	// Every unordered event has an unordered predecessor: walk backwards until an event repeats.
+	seen := map[int]int{}
+	var path []int
+	for {
+		if at, ok := seen[v]; ok {
+			path = path[at:]
+			break
+		}
+		seen[v] = len(path)
+		path = append(path, v)
+		next := -1
+		for _, u := range n.preds[v] {
+			if indeg[u] > 0 {
+				next = int(u)
+				break
+			}
+		}
+		if next < 0 {
+			return "(none found)"
+		}
+		v = next
+	}
+	var names []string
+	last := -1
+	for k := len(path) - 1; k >= 0; k-- { // forwards in time
+		if id := path[k] / 2; id != last {
+			names = append(names, c.name(n.ents[id]))
+			last = id
+		}
+	}
+	if len(names) > 12 {
+		names = append(names[:12], fmt.Sprintf("... (%d more)", len(names)-12))
+	}
+	return strings.Join(names, " -> ")
 }

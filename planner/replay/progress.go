@@ -9,8 +9,9 @@ import (
 
 // machine executes the chains abstractly, with the NIC's semantics: FIFO queues, WAITs on
 // cumulative 24-bit CQ counts, managed queues gated by 16-bit ENABLE indices, fences, in-order
-// completions, a message completing only once both ends are posted, and the CPU running HOST
-// steps when their conditions hold.
+// completions, a message (SEND or RDMA_WRITE_IMM) starting only once the peer's matching RECV is
+// posted (RNR retries hold it and everything behind it at the head of its send queue), and the
+// CPU running HOST steps when their conditions hold.
 type machine struct {
 	c       *checker
 	it      uint64
@@ -109,6 +110,9 @@ func (m *machine) canStart(e entry) bool {
 		if !wait.WQ.Reached(m.enabled[e.r][e.q], idx) {
 			return false
 		}
+	}
+	if m.rnr(e) {
+		return false
 	}
 	if w.Flags&planner.Fence != 0 {
 		for j := 0; j < e.i; j++ {
@@ -209,6 +213,20 @@ func (m *machine) iterate() bool {
 	return true
 }
 
+// rnr reports whether e is a message (SEND or RDMA_WRITE_IMM) whose matching RECV at the peer is
+// not posted yet (started: enabled, on a managed receive queue, and reached in queue order). RC
+// retries such a message at the head of its send queue (receiver not ready), so neither it nor
+// anything behind it in the FIFO runs until the peer posts the receive. This cross-rank wait is
+// what turns a RECV_EN queued behind a send into a deadlock when the peer is in the mirror position.
+func (m *machine) rnr(e entry) bool {
+	w := m.c.at(e)
+	if w.Opcode != planner.OpcSend && w.Opcode != planner.OpcWriteImm {
+		return false
+	}
+	o, ok := m.partner[e]
+	return ok && !m.started[o.r][o.q][o.i]
+}
+
 // completable reports whether a started entry may complete (earlier ones have, by the caller's
 // order; a message needs its other end posted).
 func (m *machine) completable(e entry) bool {
@@ -236,6 +254,8 @@ func (m *machine) why(e entry) string {
 		s += fmt.Sprintf(" waits for %s >= %d, count is %d", cq.Name, wait.CQ.At(w.Wait.Count, cq.PerIteration, m.it), m.count[e.r][w.Wait.CQ])
 	case rp.Queues[e.q].Managed:
 		s += fmt.Sprintf(" not enabled (index %d)", m.enabled[e.r][e.q])
+	case m.rnr(e):
+		s += fmt.Sprintf(" is retried (receiver not ready) until its peer %s is posted", c.name(m.partner[e]))
 	}
 	return s
 }
