@@ -67,7 +67,7 @@ type compiler struct {
 	// prevOnSide is the previous op on the same queue side (None for the first and host ops).
 	prevOnSide []int32
 
-	naiveWaits, naiveEnables, hostWaits int
+	naiveWaits, naiveEnables int
 }
 
 // checkInputs reports problems of the Graph that no lowering can fix for this target.

@@ -183,34 +183,19 @@ func (c *compiler) checkLimits() {
 	}
 }
 
-// stats fills Plan.Stats (CriticalPath is set earlier).
+// stats fills Plan.Stats from the per-rank counts (CriticalPath is set earlier).
 func (c *compiler) stats() {
 	s := &c.plan.Stats
-	s.NaiveWaits, s.NaiveEnables, s.HostWaits = c.naiveWaits, c.naiveEnables, c.hostWaits
 	for r := range c.plan.Ranks {
-		for _, q := range c.plan.Ranks[r].Queues {
-			for k := range q.Chain {
-				e := &q.Chain[k]
-				if e.Opcode.Posted() {
-					s.WQEs++
-					if e.Signalled() {
-						s.Signalled++
-					}
-				}
-				switch {
-				case e.Opcode.IsData():
-					s.DataWQEs++
-				case e.Opcode == OpcHost:
-					s.HostSteps++
-				case e.Opcode == OpcWait:
-					s.Waits++
-				case e.Opcode == OpcSendEnable || e.Opcode == OpcRecvEnable:
-					s.Enables++
-				}
-				if e.Flags&Fence != 0 {
-					s.Fences++
-				}
-			}
-		}
+		rs := rankStats(c.plan, r)
+		s.WQEs += rs.WQEs
+		s.DataWQEs += rs.DataWQEs
+		s.HostSteps += rs.HostSteps
+		s.HostWaits += rs.HostWaits
+		s.Waits += rs.Waits
+		s.Enables += rs.Enables
+		s.Fences += rs.Fences
+		s.Signalled += rs.Signalled
 	}
+	s.NaiveWaits, s.NaiveEnables = c.naiveWaits, c.naiveEnables
 }

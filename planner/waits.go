@@ -346,7 +346,6 @@ func (l *rankLower) startHost(o OpID) {
 			c.waited[x] = true
 			l.learn(k, x)
 		}
-		c.hostWaits += len(l.pending)
 	}
 	hq := &l.rp.Queues[l.rp.Host]
 	c.plan.Loc[o] = Loc{Queue: l.rp.Host, Index: len(hq.Chain)}
