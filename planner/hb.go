@@ -152,7 +152,7 @@ type reachResult uint8
 const (
 	reachNo reachResult = iota
 	reachYes
-	reachUnknown // the search gave up; resolve with resolveBatch
+	reachUnknown // the search gave up; resolve answers it exactly (reach.go)
 )
 
 // reach reports whether x happens before or at y, visiting at most budget events. Only events
@@ -205,17 +205,23 @@ type hbQuery struct {
 
 // resolveBatch answers queries exactly by propagating bitsets of sources in topological order,
 // 64 sources per pass, each pass restricted to the window of topological indices its queries span.
-// Sorting by source keeps the windows of one pass close together.
+// Taking the queries in order of their sources keeps the windows of one pass close together; qs
+// itself keeps its order.
 func (h *hbGraph) resolveBatch(qs []hbQuery) {
 	if len(qs) == 0 {
 		return
 	}
-	sort.Slice(qs, func(i, j int) bool { return h.topo[qs[i].x] < h.topo[qs[j].x] })
+	idx := make([]int32, len(qs))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	sort.Slice(idx, func(i, j int) bool { return h.topo[qs[idx[i]].x] < h.topo[qs[idx[j]].x] })
 	bits := make([]uint64, h.n)
-	for lo := 0; lo < len(qs); lo += 64 {
-		block := qs[lo:min(lo+64, len(qs))]
+	for lo := 0; lo < len(idx); lo += 64 {
+		block := idx[lo:min(lo+64, len(idx))]
 		first, last := int32(h.n), int32(0)
-		for j, q := range block {
+		for j, qi := range block {
+			q := &qs[qi]
 			bits[q.x] |= 1 << uint(j)
 			first = min(first, h.topo[q.x])
 			last = max(last, h.topo[q.y])
@@ -232,8 +238,9 @@ func (h *hbGraph) resolveBatch(qs []hbQuery) {
 				}
 			}
 		}
-		for j := range block {
-			block[j].ans = block[j].x == block[j].y || bits[block[j].y]&(1<<uint(j)) != 0
+		for j, qi := range block {
+			q := &qs[qi]
+			q.ans = q.x == q.y || bits[q.y]&(1<<uint(j)) != 0
 		}
 		for i := first; i <= last; i++ {
 			bits[h.order[i]] = 0

@@ -125,9 +125,9 @@ func Races(g *Graph) []Race {
 	return findRaces(g, h)
 }
 
-// Budgets of the bounded searches: a check that would search further is resolved in a batch
-// (exactly); a read-set pruning question that would search further is answered "no", which only
-// keeps one more read in the set.
+// Budgets of the bounded searches: a check that would search further is answered exactly, with
+// the others like it, by hbGraph.resolve; a read-set pruning question that would search further
+// is answered "no", which only keeps one more read in the set.
 const (
 	checkBudget = 512
 	pruneBudget = 64
@@ -188,7 +188,7 @@ func findRaces(g *Graph, h *hbGraph) []Race {
 			}
 		}
 	}
-	f.h.resolveBatch(f.deferred)
+	f.h.resolve(f.deferred)
 	for i, q := range f.deferred {
 		if !q.ans {
 			f.race(f.pairs[i][0], f.pairs[i][1])

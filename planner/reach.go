@@ -1,0 +1,412 @@
+package planner
+
+import (
+	"math"
+	"slices"
+)
+
+// Exact answers to the happens-before questions a bounded search gave up on: "does event x
+// happen before event y?" when the only paths are long, like the ring allreduce's chunk reduced
+// early on rank r and the allgather write into it from rank r-1, ordered only through every
+// other rank. Searching or propagating bitsets over the graph for each of those costs the size of
+// the graph per question; this answers them all in a few linear sweeps for plans whose ranks
+// talk along a ring, a chain or a tree.
+//
+// Chains. The starts of one queue side are totally ordered, and so are its ends (FIFO). Given a
+// chain c_0 < c_1 < ..., one backward sweep gives every event the first c_i it reaches, out(e),
+// and one forward sweep the last c_i that reaches it, in(e); then x happens before y through the
+// chain exactly when out(x) <= in(y).
+//
+// Separators. The only edges between ranks are a send's (or notify write's) matching edges:
+// start(recv) -> land(send) -> end(recv). So a path that touches a rank passes one of its chains:
+// it enters at a recv's end, or at a landing that goes on to its send's end; it leaves at a recv's
+// start, or at a landing that comes from its send's start. The one exception is a path through a
+// landing alone, start(recv) -> land(send) -> end(recv), and it can go through the recv's own
+// landing instead, on the recv's rank. (Questions whose own ends are such landings are split
+// first into questions about their neighbours.) Hence for a set S of ranks that separates the
+// graph of ranks (joined when they match a send and a recv): a question between events off S is
+// answered yes by S's chains, or its paths avoid S and lie in one component of the rest, where
+// the same step repeats with that component's own separator. A question with an end on S is
+// answered by S's chains alone, except between two events of one rank of S, whose path may stay
+// in the rank: those, and the questions of components without a small separator, go to
+// resolveBatch.
+
+// maxSepRanks bounds the separator of a component; a component without a separator this small
+// (ranks that all talk to each other) has its questions answered by resolveBatch.
+const maxSepRanks = 8
+
+// subQuery is one of the questions a query is split into: the query is yes if any is.
+type subQuery struct {
+	x, y event
+	q    int32
+}
+
+// sepReach holds the scratch state of resolve.
+type sepReach struct {
+	h      *hbGraph
+	g      *Graph
+	opRank []int32
+
+	// The graph of ranks, as CSR adjacency.
+	adjStart, adj []int32
+
+	// Per rank: the component being solved is the ranks with mark == cur, and its separator the
+	// ranks with mark == cur+1. comp numbers the components of the rest.
+	mark  []int32
+	stamp int32
+	comp  []int32
+	dist  []int32
+	queue []int32
+
+	// Per event: the chain labels and the position of the event on the current chain (-1 off it).
+	in, out, chainPos []int32
+
+	ans     []bool
+	residue []hbQuery
+	resOf   []int32
+}
+
+// component is a set of ranks with the questions still open in it.
+type component struct {
+	ranks []int32
+	subs  []subQuery
+}
+
+// resolve answers every query exactly.
+func (h *hbGraph) resolve(qs []hbQuery) {
+	if len(qs) == 0 {
+		return
+	}
+	r := newSepReach(h, len(qs))
+	var subs []subQuery
+	for i, q := range qs {
+		subs = r.split(q, int32(i), subs)
+	}
+	all := make([]int32, h.g.Ranks)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	r.stamp++
+	for _, k := range all {
+		r.mark[k] = r.stamp
+	}
+	stack := r.children(all, subs, 0)
+	for len(stack) > 0 {
+		c := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		stack = append(stack, r.solve(c)...)
+	}
+	h.resolveBatch(r.residue)
+	for i, q := range r.residue {
+		if q.ans {
+			r.ans[r.resOf[i]] = true
+		}
+	}
+	for i := range qs {
+		qs[i].ans = r.ans[i]
+	}
+}
+
+func newSepReach(h *hbGraph, nq int) *sepReach {
+	g := h.g
+	r := &sepReach{h: h, g: g, ans: make([]bool, nq)}
+	r.opRank = make([]int32, len(g.Ops))
+	for i := range g.Ops {
+		r.opRank[i] = int32(g.Ops[i].Rank)
+	}
+	// Ranks are joined by matched pairs; both directions, duplicates removed per rank.
+	var pairs [][2]int32
+	for i := range g.Ops {
+		if m := matchedSender(g, OpID(i)); m != None {
+			a, b := r.opRank[i], r.opRank[m]
+			if a != b {
+				pairs = append(pairs, [2]int32{a, b}, [2]int32{b, a})
+			}
+		}
+	}
+	slices.SortFunc(pairs, func(p, q [2]int32) int {
+		if p[0] != q[0] {
+			return int(p[0] - q[0])
+		}
+		return int(p[1] - q[1])
+	})
+	pairs = slices.Compact(pairs)
+	r.adjStart = make([]int32, g.Ranks+1)
+	r.adj = make([]int32, len(pairs))
+	for i, p := range pairs {
+		r.adjStart[p[0]+1]++
+		r.adj[i] = p[1]
+	}
+	for k := 0; k < g.Ranks; k++ {
+		r.adjStart[k+1] += r.adjStart[k]
+	}
+	r.mark = make([]int32, g.Ranks)
+	r.comp = make([]int32, g.Ranks)
+	r.dist = make([]int32, g.Ranks)
+	r.in = make([]int32, h.n)
+	r.out = make([]int32, h.n)
+	r.chainPos = make([]int32, h.n)
+	for i := range r.chainPos {
+		r.chainPos[i] = -1
+	}
+	return r
+}
+
+// matchedSender returns the recv matched with op id when id is a send or notify write, the ops
+// whose landing has edges to another rank's recv; otherwise None.
+func matchedSender(g *Graph, id OpID) OpID {
+	op := &g.Ops[id]
+	if (op.Kind == OpSend || op.Kind == OpWrite && op.Notify) && op.Match != None {
+		return op.Match
+	}
+	return None
+}
+
+// split appends the questions query q is made of: x happens before y when x is y, or when a
+// successor of x reaches a predecessor of y, for the matched landings whose edges cross ranks.
+func (r *sepReach) split(q hbQuery, qi int32, out []subQuery) []subQuery {
+	if q.x == q.y {
+		r.ans[qi] = true
+		return out
+	}
+	xs, ys := []event{q.x}, []event{q.y}
+	if q.x.phase() == evLand {
+		if m := matchedSender(r.g, q.x.op()); m != None {
+			xs = []event{endOf(q.x.op()), endOf(m)}
+		}
+	}
+	if q.y.phase() == evLand {
+		if m := matchedSender(r.g, q.y.op()); m != None {
+			ys = []event{startOf(q.y.op()), startOf(m)}
+		}
+	}
+	for _, x := range xs {
+		for _, y := range ys {
+			switch {
+			case x == y:
+				r.ans[qi] = true
+			case r.h.topo[x] < r.h.topo[y]:
+				out = append(out, subQuery{x, y, qi})
+			}
+		}
+	}
+	return out
+}
+
+// rank is the rank event e happens on.
+func (r *sepReach) rank(e event) int32 { return r.opRank[e.op()] }
+
+// children numbers the components of the ranks marked r.stamp among ranks (ignoring the
+// others) and hands each the questions inside it. A question between two components has no
+// path. With limit > 0, questions of a child with more than limit ranks go to resolveBatch.
+func (r *sepReach) children(ranks []int32, subs []subQuery, limit int) []component {
+	cur := r.stamp
+	var out []component
+	for _, k := range ranks {
+		if r.mark[k] != cur {
+			continue
+		}
+		id := int32(len(out))
+		c := component{}
+		r.bfs(k, cur, func(v int32) {
+			r.mark[v] = -1 // visited; children get fresh stamps when solved
+			r.comp[v] = id
+			c.ranks = append(c.ranks, v)
+		})
+		out = append(out, c)
+	}
+	for _, s := range subs {
+		if r.ans[s.q] {
+			continue
+		}
+		cx, cy := r.comp[r.rank(s.x)], r.comp[r.rank(s.y)]
+		if cx != cy {
+			continue
+		}
+		if limit > 0 && len(out[cx].ranks) > limit {
+			r.toResidue(s)
+			continue
+		}
+		out[cx].subs = append(out[cx].subs, s)
+	}
+	kept := out[:0]
+	for _, c := range out {
+		if len(c.subs) > 0 {
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
+// bfs visits the ranks marked m reachable from start, in breadth-first order, setting dist.
+// It stops at ranks visit re-marks.
+func (r *sepReach) bfs(start, m int32, visit func(int32)) {
+	seen := r.stamp + 2 // unique within this bfs: the caller's stamps are r.stamp and r.stamp+1
+	r.stamp = seen
+	q := append(r.queue[:0], start)
+	r.dist[start] = 0
+	marked := []int32{start}
+	r.mark[start] = seen
+	for i := 0; i < len(q); i++ {
+		v := q[i]
+		for _, w := range r.adj[r.adjStart[v]:r.adjStart[v+1]] {
+			if r.mark[w] == m {
+				r.mark[w] = seen
+				r.dist[w] = r.dist[v] + 1
+				q = append(q, w)
+				marked = append(marked, w)
+			}
+		}
+	}
+	for _, v := range marked {
+		r.mark[v] = m
+	}
+	for _, v := range q {
+		visit(v)
+	}
+	r.queue = q
+}
+
+func (r *sepReach) toResidue(s subQuery) {
+	r.residue = append(r.residue, hbQuery{x: s.x, y: s.y})
+	r.resOf = append(r.resOf, s.q)
+}
+
+// solve answers the questions of one component through its separator's chains and returns the
+// components of the rest that still have questions.
+func (r *sepReach) solve(c component) []component {
+	r.stamp += 3
+	cur := r.stamp
+	for _, k := range c.ranks {
+		r.mark[k] = cur
+	}
+	sep := r.separator(c.ranks, cur)
+	if len(sep) > maxSepRanks {
+		for _, s := range c.subs {
+			r.toResidue(s)
+		}
+		return nil
+	}
+	for _, k := range sep {
+		r.mark[k] = cur + 1
+	}
+	r.certify(c, sep, cur)
+	// What the chains did not answer: on S, a question within one rank may have a path inside
+	// it; any other has no path. Off S, the paths lie in one component of the rest.
+	var rest []subQuery
+	for _, s := range c.subs {
+		if r.ans[s.q] {
+			continue
+		}
+		kx, ky := r.rank(s.x), r.rank(s.y)
+		switch {
+		case r.mark[kx] == cur+1 || r.mark[ky] == cur+1:
+			if kx == ky {
+				r.toResidue(s)
+			}
+		default:
+			rest = append(rest, s)
+		}
+	}
+	r.stamp = cur // children of the ranks still marked cur
+	// A separator that leaves most of the component in one piece makes little progress (ranks
+	// that all talk to each other): hand those questions to resolveBatch.
+	return r.children(c.ranks, rest, max(3*len(c.ranks)/4, 1))
+}
+
+// separator returns the middle layer of a breadth-first search from a rank farthest from the
+// component's first one: removing it separates the nearer layers from the farther ones.
+func (r *sepReach) separator(ranks []int32, cur int32) []int32 {
+	far := ranks[0]
+	r.bfs(ranks[0], cur, func(v int32) { far = v })
+	var layer []int32
+	var order []int32
+	r.bfs(far, cur, func(v int32) { order = append(order, v) })
+	mid := r.dist[order[len(order)-1]] / 2
+	for _, v := range order {
+		if r.dist[v] == mid {
+			layer = append(layer, v)
+		}
+	}
+	return layer
+}
+
+// certify answers yes the questions of c that have a path through a chain of a separator rank.
+func (r *sepReach) certify(c component, sep []int32, cur int32) {
+	evs := r.events(c.ranks)
+	in, out, pos := r.in, r.out, r.chainPos
+	inC := func(e int32) bool { m := r.mark[r.opRank[e/3]]; return m == cur || m == cur+1 }
+	for _, k := range sep {
+		span := r.g.Rank[k]
+		for qi := span.FirstQueue; qi < span.EndQueue; qi++ {
+			q := &r.g.Queues[qi]
+			for _, side := range [2][]OpID{q.SendOps, q.RecvOps} {
+				for _, ev := range [2]func(OpID) event{startOf, endOf} {
+					if len(side) == 0 {
+						continue
+					}
+					for i, op := range side {
+						pos[ev(op)] = int32(i)
+					}
+					for _, v := range evs {
+						in[v] = -1
+					}
+					for _, v := range evs {
+						val := max(in[v], pos[v])
+						in[v] = val
+						if val < 0 {
+							continue
+						}
+						for _, w := range r.h.succs(v) {
+							if in[w] < val && inC(w) {
+								in[w] = val
+							}
+						}
+					}
+					for i := len(evs) - 1; i >= 0; i-- {
+						v := evs[i]
+						val := int32(math.MaxInt32)
+						if pos[v] >= 0 {
+							val = pos[v]
+						} else {
+							for _, w := range r.h.succs(v) {
+								if out[w] < val && inC(w) {
+									val = out[w]
+								}
+							}
+						}
+						out[v] = val
+					}
+					for _, op := range side {
+						pos[ev(op)] = -1
+					}
+					for _, s := range c.subs {
+						if !r.ans[s.q] && out[s.x] <= in[s.y] {
+							r.ans[s.q] = true
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// events lists the events of the given ranks in topological order.
+func (r *sepReach) events(ranks []int32) []int32 {
+	h := r.h
+	if len(ranks) == r.g.Ranks {
+		return h.order
+	}
+	var ts []int32
+	for _, k := range ranks {
+		first, end := r.g.RankOps(int(k))
+		for e := startOf(first); e < startOf(end); e++ {
+			ts = append(ts, h.topo[e])
+		}
+	}
+	slices.Sort(ts)
+	for i, t := range ts {
+		ts[i] = h.order[t]
+	}
+	return ts
+}

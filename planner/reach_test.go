@@ -1,0 +1,65 @@
+package planner_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/randgraph"
+	"github.com/coredag/coredag/planner"
+	"github.com/stretchr/testify/require"
+)
+
+// checkReach compares the race check's reachability oracle with a plain search on every pair of
+// events of g.
+func checkReach(t *testing.T, g *planner.Graph, what string) {
+	t.Helper()
+	n := planner.HBEvents(g)
+	require.NotZero(t, n, "%s: cyclic", what)
+	var pairs [][2]int32
+	for x := range n {
+		for y := range n {
+			pairs = append(pairs, [2]int32{int32(x), int32(y)})
+		}
+	}
+	fast, plain := planner.HBReach(g, pairs)
+	for i, p := range pairs {
+		if fast[i] != plain[i] {
+			t.Fatalf("%s: event %d happens before event %d: oracle says %v, search says %v", what, p[0], p[1], fast[i], plain[i])
+		}
+	}
+}
+
+func TestReachRandomGraphs(t *testing.T) {
+	const seed0, n = 20260301, 240
+	configs := []randgraph.Config{
+		{},
+		{MinRanks: 4, MaxRanks: 12, MaxSteps: 60, MaxPreds: 2},
+		{MinRanks: 8, MaxRanks: 16, MaxSteps: 50, MaxPreds: 1},
+	}
+	for k := range uint64(n) {
+		seed := seed0 + k
+		cfg := configs[k%uint64(len(configs))]
+		checkReach(t, randgraph.New(seed, cfg), fmt.Sprintf("seed %d (config %+v)", seed, cfg))
+	}
+}
+
+// The plans whose ranks talk along a ring, a chain or a tree, where the oracle goes through
+// separators rather than falling back.
+func TestReachPlans(t *testing.T) {
+	for _, name := range []string{"ring_allreduce", "ring_allgather", "pipeline_chain", "binomial_reduce", "recursive_doubling_allreduce"} {
+		for _, ranks := range []int64{5, 8} {
+			path := "../plans/" + name + ".dag"
+			src, err := os.ReadFile(path)
+			require.NoError(t, err)
+			f, err := dsl.Parse(path, src)
+			require.NoError(t, err)
+			g, err := planner.Elaborate(f, map[string]int64{"ranks": ranks, "n": 4})
+			if err != nil {
+				continue // needs another world size
+			}
+			checkReach(t, g, fmt.Sprintf("%s ranks=%d", name, ranks))
+		}
+	}
+}
