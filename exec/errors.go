@@ -57,6 +57,72 @@ type Stuck struct {
 	Awaited  uint64 // completions needed
 	Producer string // the op expected to produce the awaited completion, with its position
 	What     string // "WAIT", "post", "recv", ...
+	// At is the blocked chain entry in the compiled plan (the WAIT, the HOST step, the WQE whose
+	// completion never came or that was never posted), and ProducerAt the WQE expected to
+	// produce the awaited completion; nil where the engine cannot place them (e.g. a run
+	// without a plan).
+	At, ProducerAt *WQELoc
+	// stuckOp and producerOp are the ops an engine without a plan blames (byOp set); Run
+	// places them in the plan.
+	stuckOp, producerOp planner.OpID
+	byOp                bool
+}
+
+// WQELoc names one chain entry of a compiled plan: entry Index of the chain of work queue Queue
+// (an index into the rank's planner.RankPlan.Queues) on rank Rank.
+type WQELoc struct {
+	Rank, Queue, Index int
+}
+
+// locOf is where op id landed in plan, or nil.
+func locOf(plan *planner.Plan, id planner.OpID) *WQELoc {
+	if plan == nil || id < 0 || int(id) >= len(plan.Loc) || int(id) >= len(plan.Graph.Ops) {
+		return nil
+	}
+	r := plan.Graph.Ops[id].Rank
+	l := plan.Loc[id]
+	if r < 0 || r >= len(plan.Ranks) || l.Queue < 0 || l.Queue >= len(plan.Ranks[r].Queues) ||
+		l.Index < 0 || l.Index >= len(plan.Ranks[r].Queues[l.Queue].Chain) {
+		return nil
+	}
+	return &WQELoc{Rank: r, Queue: l.Queue, Index: l.Index}
+}
+
+// awaitedLoc is the WQE whose completion condition c of rank r counts: the one producing the
+// c.Count-th completion of the CQ's work queue (iteration 0), else where c.Op landed.
+func awaitedLoc(plan *planner.Plan, r int, c planner.Cond) *WQELoc {
+	rp := &plan.Ranks[r]
+	if c.CQ >= 0 && c.CQ < len(rp.CQs) && c.Count > 0 {
+		if q := rp.CQs[c.CQ].Queue; q >= 0 && q < len(rp.Queues) {
+			var seen uint32
+			for i := range rp.Queues[q].Chain {
+				w := &rp.Queues[q].Chain[i]
+				if !w.Opcode.Posted() || !(w.Signalled() || w.Opcode == planner.OpcRecv) {
+					continue
+				}
+				if seen++; seen == c.Count {
+					return &WQELoc{Rank: r, Queue: q, Index: i}
+				}
+			}
+		}
+	}
+	return locOf(plan, c.Op)
+}
+
+// locate places the ops an engine without a plan blamed.
+func (e *HangError) locate(plan *planner.Plan) {
+	for i := range e.Stuck {
+		s := &e.Stuck[i]
+		if !s.byOp {
+			continue
+		}
+		if s.At == nil {
+			s.At = locOf(plan, s.stuckOp)
+		}
+		if s.ProducerAt == nil {
+			s.ProducerAt = locOf(plan, s.producerOp)
+		}
+	}
 }
 
 func (s Stuck) String() string {

@@ -440,7 +440,8 @@ func (e *offloadEngine) diagnose(iter int) error {
 				need := uint64(c.Count) + uint64(iter)*cq.per
 				if cq.count < need {
 					h.Stuck = append(h.Stuck, Stuck{Rank: rank, Queue: rp.Queues[rp.Host].Name, CQ: cq.name, Reached: cq.count, Awaited: need,
-						Producer: e.opRef(c.Op), What: fmt.Sprintf("HOST %s (%s)", w.Name, w.Pos)})
+						Producer: e.opRef(c.Op), What: fmt.Sprintf("HOST %s (%s)", w.Name, w.Pos),
+						At: &WQELoc{Rank: rank, Queue: rp.Host, Index: or.hostNext}, ProducerAt: awaitedLoc(e.plan, rank, c)})
 				}
 			}
 		}
@@ -453,6 +454,7 @@ func (e *offloadEngine) diagnose(iter int) error {
 			wq := &rp.Queues[cq.wq]
 			seen := cq.count - uint64(iter)*cq.per
 			producer := ""
+			var at *WQELoc
 			var n uint64
 			for k := range wq.Chain {
 				w := &wq.Chain[k]
@@ -461,13 +463,14 @@ func (e *offloadEngine) diagnose(iter int) error {
 				}
 				if n == seen {
 					producer = fmt.Sprintf("%s %s (%s)", w.Opcode, w.Name, w.Pos)
+					at = &WQELoc{Rank: rank, Queue: cq.wq, Index: k}
 					break
 				}
 				n++
 			}
 			// The WAIT in any queue of the rank that blocks on this CQ, if one does.
 			h.Stuck = append(h.Stuck, Stuck{Rank: rank, Queue: wq.Name, CQ: cq.name, Reached: cq.count, Awaited: cq.target,
-				Producer: producer, What: "completions"})
+				Producer: producer, What: "completions", At: at})
 		}
 	}
 	if e.prog != nil {
@@ -478,8 +481,11 @@ func (e *offloadEngine) diagnose(iter int) error {
 				msg += fmt.Sprintf(" = %s %s (%s)", w.Opcode, w.Name, w.Pos)
 				if w.Opcode == planner.OpcWait {
 					cq := &or.cqs[w.Wait.CQ]
-					h.Stuck = append([]Stuck{{Rank: or.rp.Rank, Queue: or.rp.Queues[int(st.ID>>24&0xffff)].Name, CQ: cq.name,
-						Reached: st.Reached, Awaited: st.Awaited, Producer: e.opRef(w.Wait.Op), What: "WAIT before " + w.Name}}, h.Stuck...)
+					wi := int(st.ID >> 24 & 0xffff)
+					h.Stuck = append([]Stuck{{Rank: or.rp.Rank, Queue: or.rp.Queues[wi].Name, CQ: cq.name,
+						Reached: st.Reached, Awaited: st.Awaited, Producer: e.opRef(w.Wait.Op), What: "WAIT before " + w.Name,
+						At:         &WQELoc{Rank: or.rp.Rank, Queue: wi, Index: int(st.ID & 0xffffff)},
+						ProducerAt: awaitedLoc(e.plan, or.rp.Rank, w.Wait)}}, h.Stuck...)
 				}
 			}
 			det = append(det, msg)

@@ -354,19 +354,25 @@ func (e *pollEngine) diagnose(iter int) error {
 				what = "posted recv"
 			}
 			h.Stuck = append(h.Stuck, Stuck{Rank: s.rank, Queue: q.Name, CQ: cqName, Reached: uint64(s.done), Awaited: uint64(k + 1),
-				Producer: opRef(g, planner.OpID(s.ops[k])), What: what + " " + g.Ops[id].Name})
+				Producer: opRef(g, planner.OpID(s.ops[k])), What: what + " " + g.Ops[id].Name,
+				stuckOp: id, producerOp: planner.OpID(s.ops[k]), byOp: true})
 			continue
 		}
 		id := planner.OpID(s.ops[s.next])
 		var blockers []string
+		first := planner.OpID(planner.None)
 		for _, p := range g.Preds(id) {
 			if !e.opDone(p) {
 				blockers = append(blockers, opRef(g, planner.OpID(p)))
+				if first == planner.None {
+					first = planner.OpID(p)
+				}
 			}
 		}
 		if len(blockers) > 0 {
 			h.Stuck = append(h.Stuck, Stuck{Rank: s.rank, Queue: q.Name, CQ: cqName, Reached: uint64(s.done), Awaited: uint64(s.done + 1),
-				Producer: fmt.Sprintf("%s, which waits for %s", opRef(g, id), joinMax(blockers, 3)), What: "unposted " + g.Ops[id].Kind.String() + " " + g.Ops[id].Name})
+				Producer: fmt.Sprintf("%s, which waits for %s", opRef(g, id), joinMax(blockers, 3)), What: "unposted " + g.Ops[id].Kind.String() + " " + g.Ops[id].Name,
+				stuckOp: id, producerOp: first, byOp: true})
 		}
 	}
 	if e.prog != nil {

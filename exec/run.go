@@ -218,6 +218,10 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 		}
 		out.Latency = summarise(lat)
 		if err != nil {
+			var h *HangError
+			if plan != nil && errors.As(err, &h) {
+				h.locate(plan)
+			}
 			return out, err
 		}
 		out.OK = true

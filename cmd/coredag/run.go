@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/vbauerster/mpb/v8"
@@ -14,6 +17,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/viz"
 )
 
 func init() {
@@ -29,6 +33,7 @@ type runCmd struct {
 	Explore int      `placeholder:"K" help:"Run K times with seeds S, S+1, ... (S = --seed, or 1) to explore interleavings."`
 	JSON    bool     `help:"Print the result as JSON on stdout."`
 	Dump    []string `placeholder:"BUF" help:"Add the final contents of buffer BUF on every rank (repeatable)."`
+	OnHang  string   `name:"on-hang" placeholder:"FILE" help:"When the run is diagnosed as stuck, draw the plan view with the stuck WAIT and the WQE it awaits highlighted into FILE (.svg, .png or .dot)."`
 	File    string   `arg:"" name:"file" help:"Plan file (- for stdin)."`
 }
 
@@ -72,6 +77,11 @@ func (c *runCmd) Run(e *env) error {
 	for _, b := range c.Dump {
 		if _, ok := exec.BufferByName(g, b); !ok {
 			return usageError("--dump %s: plan %s has no buffer %s", b, g.Name, b)
+		}
+	}
+	if c.OnHang != "" {
+		if _, err := viz.FormatForFile(c.OnHang); err != nil {
+			return usageError("--on-hang: %v", err)
 		}
 	}
 	tname := c.Target
@@ -120,6 +130,14 @@ func (c *runCmd) Run(e *env) error {
 			if !c.JSON {
 				fmt.Fprintf(e.stderr, "%s: run failed (seed %d): ", l.path, seed)
 				dsl.PrintError(e.stderr, err, dsl.Sources{l.path: l.src})
+			}
+			var hang *exec.HangError
+			if c.OnHang != "" && errors.As(err, &hang) {
+				if werr := writeHangView(c.OnHang, plan, hang); werr != nil {
+					fmt.Fprintf(e.stderr, "%s: --on-hang: %v\n", l.path, werr)
+				} else {
+					fmt.Fprintf(e.stderr, "%s: plan view of the hang written to %s\n", l.path, c.OnHang)
+				}
 			}
 			break
 		}
@@ -251,4 +269,60 @@ func (p *progress) done() {
 		}
 		p.p.Wait()
 	}
+}
+
+// writeHangView draws the plan view of a hung run into path (format by extension), with the
+// stuck entries and the WQEs they await highlighted and the first stuck item as the caption.
+func writeHangView(path string, plan *planner.Plan, h *exec.HangError) error {
+	format, err := viz.FormatForFile(path)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := viz.Write(viz.Plan(plan, viz.Options{Highlight: hangHighlight(h)}), format, &buf); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// hangHighlight picks what a hang drawing marks: every stuck WAIT or HOST step (or, for the
+// polling engine, stuck WQE) that the engine placed in the plan, with the WQE it awaits; failing
+// those, the first placed item alone.
+func hangHighlight(h *exec.HangError) viz.Highlight {
+	var hl viz.Highlight
+	seen := map[viz.WQERef]bool{} // lookup only: WQEs keeps the order
+	add := func(l *exec.WQELoc) {
+		if l == nil {
+			return
+		}
+		ref := viz.WQERef{Rank: l.Rank, Queue: l.Queue, Index: l.Index}
+		if !seen[ref] {
+			seen[ref] = true
+			hl.WQEs = append(hl.WQEs, ref)
+		}
+	}
+	var first *exec.Stuck
+	for i := range h.Stuck {
+		if s := &h.Stuck[i]; s.At != nil && s.ProducerAt != nil {
+			add(s.At)
+			add(s.ProducerAt)
+			if first == nil {
+				first = s
+			}
+		}
+	}
+	if first == nil {
+		for i := range h.Stuck {
+			if s := &h.Stuck[i]; s.At != nil {
+				add(s.At)
+				first = s
+				break
+			}
+		}
+	}
+	hl.Note = fmt.Sprintf("hung in iteration %d", h.Iteration)
+	if first != nil {
+		hl.Note += ": " + strings.ReplaceAll(first.String(), "; ", "\n")
+	}
+	return hl
 }
