@@ -38,7 +38,17 @@ func (q *cq) Poll(wc []exec.WC) (int, error) {
 	if !wrLayoutOK {
 		return 0, fmt.Errorf("verbs: rank %d cq %d: exec.WC no longer matches the C layout in exec/verbs/shim.h: %w", q.ctx.rank, q.num, exec.ErrProviderLimited)
 	}
-	n := int(C.cd_poll_cq(q.cq, (*C.cd_wc)(unsafe.Pointer(&wc[0])), C.int(len(wc))))
+	c := q.ctx
+	yield := C.int(0)
+	if c.prov.yield && c.idle >= idleBeforeYield {
+		yield = 1
+	}
+	n := int(C.cd_poll_cq(q.cq, (*C.cd_wc)(unsafe.Pointer(&wc[0])), C.int(len(wc)), yield))
+	if n == 0 {
+		c.idle++
+	} else {
+		c.idle = 0
+	}
 	if n < 0 {
 		return 0, fmt.Errorf("verbs: rank %d: ibv_poll_cq failed on cq %d (depth %d): the CQ overflowed or the device failed; give it more depth or poll more often", q.ctx.rank, q.num, q.depth)
 	}
@@ -53,6 +63,10 @@ func (q *cq) Poll(wc []exec.WC) (int, error) {
 	q.ctx.stats.CQEs += uint64(n)
 	return n, nil
 }
+
+// idleBeforeYield is how many empty polls in a row a context makes before it starts yielding the
+// CPU on each further empty poll (software devices only, see Options.Idle).
+const idleBeforeYield = 8
 
 // unknownOpcode is what the shim stores when verbs does not say which operation completed.
 const unknownOpcode exec.Opcode = 0xff

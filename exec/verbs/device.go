@@ -37,6 +37,7 @@ type Provider struct {
 	mtu      int // active path MTU in bytes
 	rdAtomic int // outstanding READs/atomics per QP, both directions
 	caps     exec.Caps
+	yield    bool // empty polls yield the CPU (see Options.Idle)
 
 	mu     sync.Mutex
 	opened map[int]bool
@@ -122,7 +123,19 @@ func (p *Provider) probe(ctx *C.struct_ibv_context) error {
 		Atomics:      da.atomic_cap != C.IBV_ATOMIC_NONE,
 	}
 	p.caps.MaxInline = probeInline(ctx)
+	switch p.opts.Idle {
+	case IdleAuto:
+		p.yield = softwareVendor(uint32(da.vendor_id))
+	case IdleYield:
+		p.yield = true
+	}
 	return nil
+}
+
+// softwareVendor reports whether a vendor ID is that of a software RDMA device: Soft-RoCE (rxe)
+// or Soft-iWARP (siw), whose data path runs in the kernel on the same CPUs as the pollers.
+func softwareVendor(id uint32) bool {
+	return id == 0xffffff || id == 0x626d74
 }
 
 // pickGID chooses the GID table entry (Options.GIDIndex, or automatically).
@@ -203,7 +216,10 @@ func (p *Provider) Name() string { return "verbs" }
 func (p *Provider) Caps() exec.Caps { return p.caps }
 
 // String describes the device, port and address, e.g. "rxe0 port 1 RoCE v2 gid[1] ::ffff:10.77.0.1 mtu 1024".
-func (p *Provider) String() string {
+func (p *Provider) String() (s string) {
+	if p.yield {
+		defer func() { s += " (yields when idle)" }()
+	}
 	if !p.ethernet {
 		return fmt.Sprintf("%s port %d InfiniBand lid %d mtu %d", p.name, p.port, p.lid, p.mtu)
 	}
@@ -249,6 +265,7 @@ type devContext struct {
 	qps    []*qp
 	closed bool
 	stats  exec.NICStats
+	idle   int // empty polls in a row
 }
 
 func (c *devContext) Rank() int { return c.rank }

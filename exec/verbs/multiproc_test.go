@@ -11,6 +11,7 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,8 +65,7 @@ func TestRankProcess(t *testing.T) {
 		breakGraph(t, g, f)
 		opts.Reference = exec.NewMemory(g) // the reference rejects broken graphs
 	}
-	vo := DefaultOptions()
-	vo.Device = os.Getenv("COREDAG_VERBS_DEVICE")
+	vo := testOptions()
 	vo.Ranks = []int{world.Rank}
 	p, err := New(vo)
 	require.NoError(t, err)
@@ -134,10 +134,18 @@ func spawnRanks(t *testing.T, plan string, n int, env ...string) rankRun {
 	ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	_, err = osexec.LookPath("taskset")
+	pin := err == nil && n <= runtime.NumCPU()
 	run := rankRun{out: make([]string, n), err: make([]error, n)}
 	var wg sync.WaitGroup
 	for r := range n {
-		cmd := osexec.CommandContext(ctx, os.Args[0], "-test.run=^TestRankProcess$", "-test.v", "-test.count=1")
+		args := []string{os.Args[0], "-test.run=^TestRankProcess$", "-test.v", "-test.count=1"}
+		if pin {
+			// One CPU per rank: busy-polling ranks that share a CPU wait a scheduler time
+			// slice (milliseconds) for each other at every hop.
+			args = append([]string{"taskset", "-c", strconv.Itoa(r % runtime.NumCPU())}, args...)
+		}
+		cmd := osexec.CommandContext(ctx, args[0], args[1:]...)
 		cmd.Env = append(os.Environ(), envPlan+"="+plan, envBoot+"="+addr,
 			"OMPI_COMM_WORLD_RANK="+strconv.Itoa(r), "OMPI_COMM_WORLD_SIZE="+strconv.Itoa(n))
 		cmd.Env = append(cmd.Env, env...)

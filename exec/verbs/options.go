@@ -40,7 +40,21 @@ type Options struct {
 	// Ranks limits the ranks Open accepts, for runs with one process per rank (Ranks = {R}). Nil
 	// lets one process open any number of ranks, each with its own device context.
 	Ranks []int
+	// Idle says what polling an empty CQ does: spin, or yield the CPU. IdleAuto yields on software
+	// devices (Soft-RoCE, Soft-iWARP), whose kernel threads need the CPU the poller spins on, and
+	// spins on hardware.
+	Idle Idle
 }
+
+// Idle is the behaviour of a poll that finds no completion.
+type Idle uint8
+
+// Idle behaviours.
+const (
+	IdleAuto  Idle = iota // yield on software devices, spin on hardware
+	IdleSpin              // always spin
+	IdleYield             // after a few empty polls in a row, sched_yield on each empty poll
+)
 
 // DefaultOptions returns the first device, port 1, automatic GID selection, any rank.
 func DefaultOptions() Options {

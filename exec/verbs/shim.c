@@ -3,6 +3,7 @@
 // shim.c: work request lists built on the C stack, one ibv_post_send per batch; batched polling.
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include "shim.h"
@@ -161,7 +162,7 @@ static uint8_t map_opcode(const struct ibv_wc *wc) {
 	}
 }
 
-int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n) {
+int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int yield) {
 	struct ibv_wc wc[BATCH];
 	int got = 0;
 	while (got < n) {
@@ -183,6 +184,8 @@ int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n) {
 		if (rc < k)
 			break;
 	}
+	if (got == 0 && yield)
+		sched_yield();
 	return got;
 }
 

@@ -17,13 +17,25 @@ import (
 
 func provider(t *testing.T) exec.Provider {
 	t.Helper()
-	opts := DefaultOptions()
-	opts.Device = os.Getenv("COREDAG_VERBS_DEVICE")
+	opts := testOptions()
 	p, err := New(opts)
 	if err != nil {
 		t.Skipf("no usable RDMA device: %v", err)
 	}
 	return p
+}
+
+// testOptions reads COREDAG_VERBS_DEVICE and COREDAG_VERBS_IDLE (spin or yield).
+func testOptions() Options {
+	opts := DefaultOptions()
+	opts.Device = os.Getenv("COREDAG_VERBS_DEVICE")
+	switch os.Getenv("COREDAG_VERBS_IDLE") {
+	case "spin":
+		opts.Idle = IdleSpin
+	case "yield":
+		opts.Idle = IdleYield
+	}
+	return opts
 }
 
 // end is one rank of a connected pair: a PD, a region, a CQ per queue side and one QP.
@@ -239,8 +251,7 @@ func TestFaults(t *testing.T) {
 }
 
 func TestOpenRestricted(t *testing.T) {
-	opts := DefaultOptions()
-	opts.Device = os.Getenv("COREDAG_VERBS_DEVICE")
+	opts := testOptions()
 	opts.Ranks = []int{3}
 	p, err := New(opts)
 	if err != nil {

@@ -1,0 +1,109 @@
+#!/bin/bash
+# vm-test.sh -- coredag on real libibverbs, run INSIDE the Soft-RoCE VM of ../shared/tools/rxe-vm.sh
+# (.ci/vm.sh builds the binaries on the host and starts this script in the VM).
+#
+# 1. provider tests on the device (every opcode, batching, completion statuses);
+# 2. every plan in plans/ with 2 and 4 ranks as separate processes, polling engine, memory checked
+#    against the reference on every rank (rank and size from OMPI_COMM_WORLD_RANK/SIZE);
+# 3. the fault cases: remote write without permission, out-of-bounds remote read, a send that
+#    never finds a receive: each must end with an error naming the op, in bounded time;
+# 4. if out/coredag was built with verbs support, the same plans through `coredag run --provider verbs`;
+# 5. latency: testdata/verbs/pingpong.dag (1,000 dependent notified writes bouncing between two
+#    processes) against perftest's ib_write_lat on the same device, medians of RUNS runs each.
+# Exits non-zero if anything in 1-4 fails. The latency ratio is reported, not enforced: the VM is
+# emulated and shares its host, so timings are noisy.
+#
+# Env: COREDAG_VERBS_DEVICE (rxe0), RUNS (3), VERBS_TEST (out/verbs.test), COREDAG (out/coredag).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+DEV=${COREDAG_VERBS_DEVICE:-rxe0}
+RUNS=${RUNS:-3}
+TEST=$(realpath "${VERBS_TEST:-out/verbs.test}" 2>/dev/null) || TEST=""
+COREDAG=${COREDAG:-out/coredag}
+export COREDAG_VERBS_DEVICE=$DEV
+FAILED=()
+
+step() { echo; echo "=== $*"; }
+fail() { echo "FAIL: $*"; FAILED+=("$*"); }
+
+if [ -z "$TEST" ] || [ ! -x "$TEST" ]; then
+  echo "vm-test.sh: ${VERBS_TEST:-out/verbs.test} is missing: build it on the host with" >&2
+  echo "  go test -c -tags verbs -o out/verbs.test ./exec/verbs" >&2
+  exit 2
+fi
+if ! ibv_devinfo -d "$DEV" >/dev/null 2>&1; then
+  echo "vm-test.sh: no RDMA device $DEV here: run me inside ../shared/tools/rxe-vm.sh (or set COREDAG_VERBS_DEVICE)" >&2
+  exit 2
+fi
+
+step "provider tests on $DEV"
+(cd exec/verbs && "$TEST" -test.run '^(TestLayout|TestCaps|TestDataPath|TestBigBatch|TestFaults|TestOpenRestricted|TestRawPingPong)$' -test.v -test.timeout 120s) \
+  | grep -v '^=== RUN' || fail "provider tests"
+
+step "every plan in plans/ with 2 and 4 ranks, one process per rank"
+(cd exec/verbs && "$TEST" -test.run '^TestPlansMultiProcess$' -test.v -test.timeout 600s) \
+  | grep -E '^(---|    ---|ok|PASS|FAIL)|VERDICT|rank [0-9]' || fail "plans on verbs"
+
+step "fault cases, one process per rank"
+(cd exec/verbs && "$TEST" -test.run '^TestFaultsMultiProcess$' -test.v -test.timeout 120s) \
+  | grep -E '^(---|    ---|ok|PASS|FAIL)|VERDICT|ended in' || fail "fault cases on verbs"
+
+if [ -x "$COREDAG" ] && "$COREDAG" run --help 2>&1 | grep -q -- '--bootstrap'; then
+  step "coredag run --provider verbs, one process per rank"
+  port=7400
+  for plan in plans/*.dag; do
+    for n in 2 4; do
+      port=$((port + 1)); pids=()
+      for ((r = 0; r < n; r++)); do
+        "$COREDAG" run --provider verbs --engine poll --rank $r --ranks $n --bootstrap 127.0.0.1:$port \
+          --device "$DEV" -p ranks=$n "$plan" >"/tmp/cli.$r.log" 2>&1 &
+        pids+=($!)
+      done
+      ok=1
+      for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
+      if [ $ok = 1 ]; then echo "ok   $plan ranks=$n"; else
+        fail "coredag run $plan ranks=$n"; tail -n 20 /tmp/cli.*.log
+      fi
+    done
+  done
+else
+  echo; echo "(skipping the CLI: $COREDAG is missing or has no --provider verbs yet)"
+fi
+
+step "latency: pingpong (1,000 dependent writes, polling engine) vs ib_write_lat on $DEV"
+median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+pp=(); wl=()
+ncpu=$(nproc)
+for ((i = 1; i <= RUNS; i++)); do
+  v=$(cd exec/verbs && "$TEST" -test.run '^TestPingPong$' -test.timeout 300s 2>&1 | sed -n 's/^PINGPONG per-hop median \([0-9.]*\) us.*/\1/p')
+  [ -n "$v" ] && pp+=("$v") || fail "pingpong run $i"
+  # Same placement as the ranks: server and client on different CPUs when there are two.
+  srv=(); cli=()
+  if [ "$ncpu" -ge 2 ] && command -v taskset >/dev/null; then srv=(taskset -c 0); cli=(taskset -c 1); fi
+  "${srv[@]}" ib_write_lat -d "$DEV" -x 1 -n 1000 -F >/tmp/wlat.srv 2>&1 &
+  spid=$!
+  v=""
+  for try in 1 2 3 4 5 6 7 8 9 10; do
+    sleep 1
+    out=$("${cli[@]}" ib_write_lat -d "$DEV" -x 1 -n 1000 -F 10.77.0.1 2>&1) && {
+      v=$(echo "$out" | awk '/#bytes/ {getline; print $5}'); break; }
+  done
+  wait $spid 2>/dev/null
+  [ -n "$v" ] && wl+=("$v") || fail "ib_write_lat run $i"
+  echo "run $i: pingpong per hop ${pp[-1]:-?} us, ib_write_lat typical ${v:-?} us"
+done
+if [ ${#pp[@]} -gt 0 ] && [ ${#wl[@]} -gt 0 ]; then
+  mp=$(printf '%s\n' "${pp[@]}" | median); mw=$(printf '%s\n' "${wl[@]}" | median)
+  ratio=$(awk -v a="$mp" -v b="$mw" 'BEGIN {printf "%.2f", a / b}')
+  echo "median of $RUNS runs: coredag pingpong $mp us per hop, ib_write_lat $mw us per hop (half round trip)"
+  verdict="met"; awk -v r="$ratio" 'BEGIN {exit !(r > 1.2)}' && verdict="NOT met"
+  echo "per-hop latency ratio coredag / ib_write_lat = $ratio (target <= 1.2: $verdict)"
+fi
+
+echo
+if [ ${#FAILED[@]} -gt 0 ]; then
+  echo "vm-test.sh: ${#FAILED[@]} failure(s):"; printf '  %s\n' "${FAILED[@]}"
+  exit 1
+fi
+echo "vm-test.sh: all plans and fault cases verified on $DEV"
