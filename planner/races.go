@@ -129,7 +129,7 @@ func Races(g *Graph) []Race {
 // the others like it, by hbGraph.resolve; a read-set pruning question that would search further
 // is answered "no", which only keeps one more read in the set.
 const (
-	checkBudget = 512
+	checkBudget = 64
 	pruneBudget = 64
 )
 
@@ -158,6 +158,7 @@ type segState struct {
 
 func findRaces(g *Graph, h *hbGraph) []Race {
 	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}}
+	f.acc = make([]MemAccess, 0, 2*len(g.Ops)) // most ops access one or two slices
 	for i := range g.Ops {
 		f.acc = accesses(g, OpID(i), f.acc)
 	}

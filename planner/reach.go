@@ -58,8 +58,10 @@ type sepReach struct {
 	dist  []int32
 	queue []int32
 
-	// Per event: the chain labels and the position of the event on the current chain (-1 off it).
+	// Per event: the chain labels, the position of the event on the current chain (-1 off it),
+	// and whether it belongs to the component being solved.
 	in, out, chainPos []int32
+	member            []bool
 
 	ans     []bool
 	residue []hbQuery
@@ -146,6 +148,7 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	r.in = make([]int32, h.n)
 	r.out = make([]int32, h.n)
 	r.chainPos = make([]int32, h.n)
+	r.member = make([]bool, h.n)
 	for i := range r.chainPos {
 		r.chainPos[i] = -1
 	}
@@ -290,7 +293,7 @@ func (r *sepReach) solve(c component) []component {
 	for _, k := range sep {
 		r.mark[k] = cur + 1
 	}
-	r.certify(c, sep, cur)
+	r.certify(c, sep)
 	// What the chains did not answer: on S, a question within one rank may have a path inside
 	// it; any other has no path. Off S, the paths lie in one component of the rest.
 	var rest []subQuery
@@ -332,62 +335,80 @@ func (r *sepReach) separator(ranks []int32, cur int32) []int32 {
 }
 
 // certify answers yes the questions of c that have a path through a chain of a separator rank.
-func (r *sepReach) certify(c component, sep []int32, cur int32) {
+func (r *sepReach) certify(c component, sep []int32) {
 	evs := r.events(c.ranks)
-	in, out, pos := r.in, r.out, r.chainPos
-	inC := func(e int32) bool { m := r.mark[r.opRank[e/3]]; return m == cur || m == cur+1 }
+	whole := len(evs) == r.h.n
+	if !whole {
+		for _, v := range evs {
+			r.member[v] = true
+		}
+	}
 	for _, k := range sep {
 		span := r.g.Rank[k]
 		for qi := span.FirstQueue; qi < span.EndQueue; qi++ {
 			q := &r.g.Queues[qi]
 			for _, side := range [2][]OpID{q.SendOps, q.RecvOps} {
+				if len(side) == 0 {
+					continue
+				}
 				for _, ev := range [2]func(OpID) event{startOf, endOf} {
-					if len(side) == 0 {
-						continue
-					}
 					for i, op := range side {
-						pos[ev(op)] = int32(i)
+						r.chainPos[ev(op)] = int32(i)
 					}
-					for _, v := range evs {
-						in[v] = -1
-					}
-					for _, v := range evs {
-						val := max(in[v], pos[v])
-						in[v] = val
-						if val < 0 {
-							continue
-						}
-						for _, w := range r.h.succs(v) {
-							if in[w] < val && inC(w) {
-								in[w] = val
-							}
-						}
-					}
-					for i := len(evs) - 1; i >= 0; i-- {
-						v := evs[i]
-						val := int32(math.MaxInt32)
-						if pos[v] >= 0 {
-							val = pos[v]
-						} else {
-							for _, w := range r.h.succs(v) {
-								if out[w] < val && inC(w) {
-									val = out[w]
-								}
-							}
-						}
-						out[v] = val
-					}
+					r.label(evs, whole)
 					for _, op := range side {
-						pos[ev(op)] = -1
+						r.chainPos[ev(op)] = -1
 					}
 					for _, s := range c.subs {
-						if !r.ans[s.q] && out[s.x] <= in[s.y] {
+						if !r.ans[s.q] && r.out[s.x] <= r.in[s.y] {
 							r.ans[s.q] = true
 						}
 					}
 				}
 			}
 		}
+	}
+	if !whole {
+		for _, v := range evs {
+			r.member[v] = false
+		}
+	}
+}
+
+// label sets in and out of the events evs (in topological order) for the chain marked in
+// chainPos: out(e) is the first position on the chain that e reaches, in(e) the last that reaches
+// e, counting only paths inside evs (all events when whole).
+func (r *sepReach) label(evs []int32, whole bool) {
+	in, out, pos, member := r.in, r.out, r.chainPos, r.member
+	start, succ := r.h.succStart, r.h.succ
+	for _, v := range evs {
+		in[v] = -1
+	}
+	for _, v := range evs {
+		val := max(in[v], pos[v])
+		in[v] = val
+		if val < 0 {
+			continue
+		}
+		for _, w := range succ[start[v]:start[v+1]] {
+			if in[w] < val && (whole || member[w]) {
+				in[w] = val
+			}
+		}
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		v := evs[i]
+		val := int32(math.MaxInt32)
+		if pos[v] >= 0 {
+			val = pos[v]
+		} else {
+			for _, w := range succ[start[v]:start[v+1]] {
+				if out[w] < val && (whole || member[w]) {
+					val = out[w]
+				}
+			}
+		}
+		out[v] = val
 	}
 }
 
