@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -182,30 +183,99 @@ func (c *runCmd) Run(e *env) error {
 	return nil
 }
 
+// printRun prints the human-readable result: first a verdict line that starts with PASS or FAIL
+// and names the file, then what ran, the latency of the (last) run and its counters.
 func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
-	verdict := "memory matches the reference on every rank"
-	if !rep.OK {
-		verdict = "memory DIFFERS from the reference"
-		if rep.Error != "" {
-			verdict = "run failed"
-		}
+	where := fmt.Sprintf("on every rank (%s)", plural(rep.Ranks, "rank"))
+	switch {
+	case rep.OK:
+		fmt.Fprintf(e.stdout, "PASS %s: memory matches the reference %s\n", path, where)
+	case rep.Error != "":
+		msg, _, _ := strings.Cut(rep.Error, "\n")
+		fmt.Fprintf(e.stdout, "FAIL %s: run failed: %s\n", path, msg)
+	default:
+		fmt.Fprintf(e.stdout, "FAIL %s: memory differs from the reference (%s)\n", path, plural(len(rep.Mismatches), "mismatch"))
 	}
-	fmt.Fprintf(e.stdout, "%s: plan %s, %d ranks, %s engine, target %s, %d iterations", path, rep.Plan, rep.Ranks, rep.Engine, rep.Target, rep.Iters)
+	fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, %s, %s", rep.Plan, rep.Engine, rep.Target, rep.Provider, plural(rep.Iters, "iteration"))
+	last := ""
 	if runs > 1 {
-		fmt.Fprintf(e.stdout, " x %d schedule seeds", runs)
+		fmt.Fprintf(e.stdout, ", schedule seeds %d-%d", rep.Seed, rep.Seed+uint64(runs)-1)
+		last = fmt.Sprintf(" (last run, seed %d)", rep.Seed+uint64(runs)-1)
+	} else if rep.Seed != 0 {
+		fmt.Fprintf(e.stdout, ", schedule seed %d", rep.Seed)
 	}
-	fmt.Fprintf(e.stdout, ": %s\n", verdict)
+	fmt.Fprintln(e.stdout)
 	for _, m := range rep.Mismatches {
 		fmt.Fprintf(e.stdout, "  %s\n", m)
 	}
-	fmt.Fprintf(e.stdout, "latency: min %v, median %v, p99 %v\n", res.Latency.Min, res.Latency.Median, res.Latency.P99)
-	fmt.Fprintf(e.stdout, "WQEs posted %d, CQEs polled %d, WAITs %d, ENABLEs %d, host steps %d, RNR retries %d\n",
-		rep.WQEs, rep.CQEs, rep.Waits, rep.Enables, rep.HostSteps, rep.RNR)
+	l := res.Latency
+	if len(l.All) == 1 {
+		fmt.Fprintf(e.stdout, "  latency %s%s\n", fmtDuration(l.Min), last)
+	} else {
+		fmt.Fprintf(e.stdout, "  latency min %s, median %s, p99 %s%s\n", fmtDuration(l.Min), fmtDuration(l.Median), fmtDuration(l.P99), last)
+	}
+	fmt.Fprintf(e.stdout, "  totals: %s posted, %s polled, %s, %s, %s, %s\n",
+		plural(int(rep.WQEs), "WQE"), plural(int(rep.CQEs), "CQE"), plural(int(rep.Waits), "WAIT"),
+		plural(int(rep.Enables), "ENABLE"), plural(int(rep.HostSteps), "host step"), plural(int(rep.RNR), "RNR retry"))
 	for _, name := range sortedKeys(rep.Buffers) {
 		for r, vals := range rep.Buffers[name] {
 			fmt.Fprintf(e.stdout, "%s[rank %d] = %v\n", name, r, vals)
 		}
 	}
+}
+
+// plural returns "1 rank", "2 ranks", "3 RNR retries", "2 mismatches".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	switch {
+	case strings.HasSuffix(noun, "ry"):
+		noun = strings.TrimSuffix(noun, "y") + "ies"
+	case strings.HasSuffix(noun, "ch"), strings.HasSuffix(noun, "sh"), strings.HasSuffix(noun, "s"):
+		noun += "es"
+	default:
+		noun += "s"
+	}
+	return fmt.Sprintf("%d %s", n, noun)
+}
+
+// fmtDuration prints d with three significant digits in the largest unit that keeps it at
+// least 1: "850 ns", "35.3 µs", "1.27 ms", "2.50 s" (time.Duration's String prints every digit).
+func fmtDuration(d time.Duration) string {
+	if d < time.Microsecond {
+		return fmt.Sprintf("%d ns", d.Nanoseconds())
+	}
+	units := []struct {
+		name string
+		size time.Duration
+	}{{"µs", time.Microsecond}, {"ms", time.Millisecond}, {"s", time.Second}}
+	for i, u := range units {
+		s, v := sig3(float64(d) / float64(u.size))
+		if v < 1000 || i == len(units)-1 {
+			return s + " " + u.name
+		}
+	}
+	panic("unreachable")
+}
+
+// sig3 rounds v (>= 1) to three significant digits: the text and the rounded value.
+func sig3(v float64) (string, float64) {
+	decimals := func(v float64) int {
+		switch {
+		case v < 10:
+			return 2
+		case v < 100:
+			return 1
+		}
+		return 0
+	}
+	s := strconv.FormatFloat(v, 'f', decimals(v), 64)
+	r, _ := strconv.ParseFloat(s, 64)
+	if decimals(r) != decimals(v) { // 9.996 rounds to 10.00: print 10.0
+		s = strconv.FormatFloat(r, 'f', decimals(r), 64)
+	}
+	return s, r
 }
 
 func sortedKeys(m map[string][][]any) []string {
