@@ -58,9 +58,15 @@ type sepReach struct {
 	dist  []int32
 	queue []int32
 
-	// Per event: the chain labels, the position of the event on the current chain (-1 off it),
-	// and whether it belongs to the component being solved.
+	// The successor lists in topological positions: those of the event at position t are
+	// tSucc[tStart[t]:tStart[t+1]]. all lists every position.
+	tStart, tSucc, all []int32
+
+	// Per topological position: the chain labels (lanes per event), the lane of the chain the
+	// event is on (-1 off the chains being labelled) and its position there, and whether it
+	// belongs to the component being solved.
 	in, out, chainPos []int32
+	lane              []int8
 	member            []bool
 
 	ans     []bool
@@ -145,12 +151,23 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	r.mark = make([]int32, g.Ranks)
 	r.comp = make([]int32, g.Ranks)
 	r.dist = make([]int32, g.Ranks)
-	r.in = make([]int32, h.n)
-	r.out = make([]int32, h.n)
+	r.tStart = make([]int32, h.n+1)
+	r.tSucc = make([]int32, 0, len(h.succ))
+	r.all = make([]int32, h.n)
+	for t, v := range h.order {
+		for _, w := range h.succs(v) {
+			r.tSucc = append(r.tSucc, h.topo[w])
+		}
+		r.tStart[t+1] = int32(len(r.tSucc))
+		r.all[t] = int32(t)
+	}
+	r.in = make([]int32, lanes*h.n)
+	r.out = make([]int32, lanes*h.n)
 	r.chainPos = make([]int32, h.n)
+	r.lane = make([]int8, h.n)
 	r.member = make([]bool, h.n)
-	for i := range r.chainPos {
-		r.chainPos[i] = -1
+	for i := range r.lane {
+		r.lane[i] = -1
 	}
 	return r
 }
@@ -334,89 +351,129 @@ func (r *sepReach) separator(ranks []int32, cur int32) []int32 {
 	return layer
 }
 
+// lanes is how many chains one pair of sweeps labels at once: the labels of an event sit side by
+// side, so a sweep reads each successor's once for all of them.
+const lanes = 4
+
+// chain is the starts or the ends of one queue side.
+type chain struct {
+	side []OpID
+	ev   func(OpID) event
+}
+
 // certify answers yes the questions of c that have a path through a chain of a separator rank.
+// It works in topological positions rather than events, so that the sweeps read memory in order.
 func (r *sepReach) certify(c component, sep []int32) {
-	evs := r.events(c.ranks)
-	whole := len(evs) == r.h.n
+	ts := r.positions(c.ranks)
+	whole := len(ts) == r.h.n
 	if !whole {
-		for _, v := range evs {
-			r.member[v] = true
+		for _, t := range ts {
+			r.member[t] = true
 		}
 	}
-	for _, k := range sep {
-		span := r.g.Rank[k]
-		for qi := span.FirstQueue; qi < span.EndQueue; qi++ {
-			q := &r.g.Queues[qi]
-			for _, side := range [2][]OpID{q.SendOps, q.RecvOps} {
-				if len(side) == 0 {
-					continue
-				}
-				for _, ev := range [2]func(OpID) event{startOf, endOf} {
-					for i, op := range side {
-						r.chainPos[ev(op)] = int32(i)
-					}
-					r.label(evs, whole)
-					for _, op := range side {
-						r.chainPos[ev(op)] = -1
-					}
-					for _, s := range c.subs {
-						if !r.ans[s.q] && r.out[s.x] <= r.in[s.y] {
-							r.ans[s.q] = true
-						}
+	var chains []chain
+	for _, ev := range [2]func(OpID) event{startOf, endOf} {
+		for _, k := range sep {
+			span := r.g.Rank[k]
+			for qi := span.FirstQueue; qi < span.EndQueue; qi++ {
+				q := &r.g.Queues[qi]
+				for _, side := range [2][]OpID{q.SendOps, q.RecvOps} {
+					if len(side) > 0 {
+						chains = append(chains, chain{side, ev})
 					}
 				}
 			}
 		}
 	}
+	topo := r.h.topo
+	for lo := 0; lo < len(chains); lo += lanes {
+		block := chains[lo:min(lo+lanes, len(chains))]
+		for l, ch := range block {
+			for i, op := range ch.side {
+				t := topo[ch.ev(op)]
+				r.lane[t] = int8(l)
+				r.chainPos[t] = int32(i)
+			}
+		}
+		r.label(ts, whole)
+		for _, ch := range block {
+			for _, op := range ch.side {
+				r.lane[topo[ch.ev(op)]] = -1
+			}
+		}
+		open := false
+		for _, s := range c.subs {
+			if r.ans[s.q] {
+				continue
+			}
+			tx, ty := topo[s.x]*lanes, topo[s.y]*lanes
+			x, y := r.out[tx:tx+lanes], r.in[ty:ty+lanes]
+			for l := range block {
+				if x[l] <= y[l] {
+					r.ans[s.q] = true
+					break
+				}
+			}
+			open = open || !r.ans[s.q]
+		}
+		if !open {
+			break
+		}
+	}
 	if !whole {
-		for _, v := range evs {
-			r.member[v] = false
+		for _, t := range ts {
+			r.member[t] = false
 		}
 	}
 }
 
-// label sets in and out of the events evs (in topological order) for the chain marked in
-// chainPos: out(e) is the first position on the chain that e reaches, in(e) the last that reaches
-// e, counting only paths inside evs (all events when whole).
-func (r *sepReach) label(evs []int32, whole bool) {
-	in, out, pos, member := r.in, r.out, r.chainPos, r.member
-	start, succ := r.h.succStart, r.h.succ
-	for _, v := range evs {
-		in[v] = -1
+// label sets, for each lane, in and out at the topological positions ts (in order): out is the
+// first position on the lane's chain that the event there reaches, in the last one that reaches
+// it, counting only paths inside ts (all events when whole). The sweeps are unrolled for four
+// lanes.
+func (r *sepReach) label(ts []int32, whole bool) {
+	in, out, member := r.in, r.out, r.member
+	start, succ := r.tStart, r.tSucc
+	for _, t := range ts {
+		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
+		it[0], it[1], it[2], it[3] = -1, -1, -1, -1
 	}
-	for _, v := range evs {
-		val := max(in[v], pos[v])
-		in[v] = val
-		if val < 0 {
+	for _, t := range ts {
+		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
+		if l := r.lane[t]; l >= 0 {
+			it[l] = max(it[l], r.chainPos[t])
+		}
+		if max(it[0], it[1], it[2], it[3]) < 0 {
 			continue
 		}
-		for _, w := range succ[start[v]:start[v+1]] {
-			if in[w] < val && (whole || member[w]) {
-				in[w] = val
+		for _, w := range succ[start[t]:start[t+1]] {
+			if whole || member[w] {
+				iw := in[w*lanes : w*lanes+lanes : w*lanes+lanes]
+				iw[0], iw[1], iw[2], iw[3] = max(iw[0], it[0]), max(iw[1], it[1]), max(iw[2], it[2]), max(iw[3], it[3])
 			}
 		}
 	}
-	for i := len(evs) - 1; i >= 0; i-- {
-		v := evs[i]
-		val := int32(math.MaxInt32)
-		if pos[v] >= 0 {
-			val = pos[v]
-		} else {
-			for _, w := range succ[start[v]:start[v+1]] {
-				if out[w] < val && (whole || member[w]) {
-					val = out[w]
-				}
+	for i := len(ts) - 1; i >= 0; i-- {
+		t := ts[i]
+		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
+		ot[0], ot[1], ot[2], ot[3] = math.MaxInt32, math.MaxInt32, math.MaxInt32, math.MaxInt32
+		for _, w := range succ[start[t]:start[t+1]] {
+			if whole || member[w] {
+				ow := out[w*lanes : w*lanes+lanes : w*lanes+lanes]
+				ot[0], ot[1], ot[2], ot[3] = min(ot[0], ow[0]), min(ot[1], ow[1]), min(ot[2], ow[2]), min(ot[3], ow[3])
 			}
 		}
-		out[v] = val
+		if l := r.lane[t]; l >= 0 {
+			ot[l] = r.chainPos[t]
+		}
 	}
 }
 
-// events lists the events of the given ranks in topological order.
-func (r *sepReach) events(ranks []int32) []int32 {
+// positions lists the topological positions of the events of the given ranks, in order.
+func (r *sepReach) positions(ranks []int32) []int32 {
 	h := r.h
 	if len(ranks) == r.g.Ranks {
-		return h.order
+		return r.all
 	}
 	var ts []int32
 	for _, k := range ranks {
@@ -426,8 +483,5 @@ func (r *sepReach) events(ranks []int32) []int32 {
 		}
 	}
 	slices.Sort(ts)
-	for i, t := range ts {
-		ts[i] = h.order[t]
-	}
 	return ts
 }
