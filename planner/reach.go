@@ -50,8 +50,8 @@ type sepReach struct {
 	// The graph of ranks, as CSR adjacency.
 	adjStart, adj []int32
 
-	// Per rank: the component being solved is the ranks with mark == cur, and its separator the
-	// ranks with mark == cur+1. comp numbers the components of the rest.
+	// Per rank: a stamp saying which set of ranks it is in at the moment (see fresh), and the
+	// number of its component when components are being found.
 	mark  []int32
 	stamp int32
 	comp  []int32
@@ -94,11 +94,11 @@ func (h *hbGraph) resolve(qs []hbQuery) {
 	for i := range all {
 		all[i] = int32(i)
 	}
-	r.stamp++
+	cur := r.fresh()
 	for _, k := range all {
-		r.mark[k] = r.stamp
+		r.mark[k] = cur
 	}
-	stack := r.children(all, subs, 0)
+	stack := r.children(all, cur, subs, 0)
 	for len(stack) > 0 {
 		c := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -216,11 +216,10 @@ func (r *sepReach) split(q hbQuery, qi int32, out []subQuery) []subQuery {
 // rank is the rank event e happens on.
 func (r *sepReach) rank(e event) int32 { return r.opRank[e.op()] }
 
-// children numbers the components of the ranks marked r.stamp among ranks (ignoring the
-// others) and hands each the questions inside it. A question between two components has no
-// path. With limit > 0, questions of a child with more than limit ranks go to resolveBatch.
-func (r *sepReach) children(ranks []int32, subs []subQuery, limit int) []component {
-	cur := r.stamp
+// children numbers the components of the ranks marked cur among ranks (ignoring the others)
+// and hands each the questions inside it. A question between two components has no path. With
+// limit > 0, questions of a child with more than limit ranks go to resolveBatch.
+func (r *sepReach) children(ranks []int32, cur int32, subs []subQuery, limit int) []component {
 	var out []component
 	for _, k := range ranks {
 		if r.mark[k] != cur {
@@ -258,14 +257,12 @@ func (r *sepReach) children(ranks []int32, subs []subQuery, limit int) []compone
 	return kept
 }
 
-// bfs visits the ranks marked m reachable from start, in breadth-first order, setting dist.
-// It stops at ranks visit re-marks.
+// bfs visits start and the ranks marked m that it reaches through ranks marked m, in
+// breadth-first order, with their distance from start in dist.
 func (r *sepReach) bfs(start, m int32, visit func(int32)) {
-	seen := r.stamp + 2 // unique within this bfs: the caller's stamps are r.stamp and r.stamp+1
-	r.stamp = seen
+	seen := r.fresh()
 	q := append(r.queue[:0], start)
 	r.dist[start] = 0
-	marked := []int32{start}
 	r.mark[start] = seen
 	for i := 0; i < len(q); i++ {
 		v := q[i]
@@ -274,19 +271,25 @@ func (r *sepReach) bfs(start, m int32, visit func(int32)) {
 				r.mark[w] = seen
 				r.dist[w] = r.dist[v] + 1
 				q = append(q, w)
-				marked = append(marked, w)
 			}
 		}
 	}
-	for _, v := range marked {
+	for _, v := range q {
 		r.mark[v] = m
 	}
+	r.queue = q
 	for _, v := range q {
 		visit(v)
 	}
-	r.queue = q
 }
 
+// fresh returns a stamp no rank carries yet.
+func (r *sepReach) fresh() int32 {
+	r.stamp++
+	return r.stamp
+}
+
+// toResidue leaves a question to resolveBatch.
 func (r *sepReach) toResidue(s subQuery) {
 	r.residue = append(r.residue, hbQuery{x: s.x, y: s.y})
 	r.resOf = append(r.resOf, s.q)
@@ -295,8 +298,7 @@ func (r *sepReach) toResidue(s subQuery) {
 // solve answers the questions of one component through its separator's chains and returns the
 // components of the rest that still have questions.
 func (r *sepReach) solve(c component) []component {
-	r.stamp += 3
-	cur := r.stamp
+	cur, onSep := r.fresh(), r.fresh()
 	for _, k := range c.ranks {
 		r.mark[k] = cur
 	}
@@ -308,7 +310,7 @@ func (r *sepReach) solve(c component) []component {
 		return nil
 	}
 	for _, k := range sep {
-		r.mark[k] = cur + 1
+		r.mark[k] = onSep
 	}
 	r.certify(c, sep)
 	// What the chains did not answer: on S, a question within one rank may have a path inside
@@ -320,7 +322,7 @@ func (r *sepReach) solve(c component) []component {
 		}
 		kx, ky := r.rank(s.x), r.rank(s.y)
 		switch {
-		case r.mark[kx] == cur+1 || r.mark[ky] == cur+1:
+		case r.mark[kx] == onSep || r.mark[ky] == onSep:
 			if kx == ky {
 				r.toResidue(s)
 			}
@@ -328,10 +330,9 @@ func (r *sepReach) solve(c component) []component {
 			rest = append(rest, s)
 		}
 	}
-	r.stamp = cur // children of the ranks still marked cur
 	// A separator that leaves most of the component in one piece makes little progress (ranks
 	// that all talk to each other): hand those questions to resolveBatch.
-	return r.children(c.ranks, rest, max(3*len(c.ranks)/4, 1))
+	return r.children(c.ranks, cur, rest, max(3*len(c.ranks)/4, 1))
 }
 
 // separator returns the middle layer of a breadth-first search from a rank farthest from the
