@@ -38,7 +38,7 @@ func WriteListing(w io.Writer, p *Plan, opt ListOptions) error {
 				cq := &rp.CQs[q.CQ]
 				fmt.Fprintf(b, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
 			}
-			fmt.Fprintf(b, ", %d WQEs per iteration\n", q.PerIteration)
+			fmt.Fprintf(b, ", %s per iteration\n", plural(int(q.PerIteration), "WQE"))
 			if len(q.Chain) == 0 {
 				b.WriteString("    (empty)\n")
 				continue
@@ -51,8 +51,9 @@ func WriteListing(w io.Writer, p *Plan, opt ListOptions) error {
 			tw.Flush()
 		}
 		s := rankStats(p, r)
-		fmt.Fprintf(b, "  rank %d: %d WQEs (%d data), %d HOST steps, %d WAITs, %d ENABLEs, %d host waits, %d fences, %d signalled\n",
-			r, s.WQEs, s.DataWQEs, s.HostSteps, s.Waits, s.Enables, s.HostWaits, s.Fences, s.Signalled)
+		fmt.Fprintf(b, "  rank %d: %s (%d data), %s, %s, %s, %s, %s, %d signalled\n",
+			r, plural(s.WQEs, "WQE"), s.DataWQEs, plural(s.HostSteps, "HOST step"), plural(s.Waits, "WAIT"),
+			plural(s.Enables, "ENABLE"), plural(s.HostWaits, "host wait"), plural(s.Fences, "fence"), s.Signalled)
 	}
 	fmt.Fprintf(b, "\nsummary: %s\n", summary(p.Stats))
 	_, err := io.WriteString(w, b.String())
@@ -74,8 +75,9 @@ func shortPos(e *WQE) string {
 }
 
 func summary(s Stats) string {
-	return fmt.Sprintf("%d WQEs (%d data), %d HOST steps, WAITs %d naive -> %d, ENABLEs %d naive -> %d, %d host waits, %d fences, %d signalled, critical path %d ops",
-		s.WQEs, s.DataWQEs, s.HostSteps, s.NaiveWaits, s.Waits, s.NaiveEnables, s.Enables, s.HostWaits, s.Fences, s.Signalled, s.CriticalPath)
+	return fmt.Sprintf("%s (%d data), %s, WAITs %d naive -> %d, ENABLEs %d naive -> %d, %s, %s, %d signalled, critical path %s",
+		plural(s.WQEs, "WQE"), s.DataWQEs, plural(s.HostSteps, "HOST step"), s.NaiveWaits, s.Waits, s.NaiveEnables, s.Enables,
+		plural(s.HostWaits, "host wait"), plural(s.Fences, "fence"), s.Signalled, plural(s.CriticalPath, "op"))
 }
 
 // rankStats counts one rank's entries (naive counts and the critical path are plan-wide and
