@@ -27,6 +27,7 @@ func init() {
 
 type runCmd struct {
 	paramFlags
+	verbsFlags
 	Engine  string   `default:"auto" enum:"auto,offload,poll" help:"Engine: offload (the NIC walks compiled WAIT/ENABLE chains), poll (the CPU walks the DAG) or auto (offload when the NIC has cross-channel)."`
 	Target  string   `placeholder:"NAME" help:"Target to compile for (default: connectx for offload, generic for poll)."`
 	Iters   int      `default:"1" help:"Iterations (buffers are reset before each, outside the timed region)."`
@@ -63,6 +64,9 @@ type runReport struct {
 }
 
 func (c *runCmd) Run(e *env) error {
+	if c.Provider == "verbs" {
+		return c.runVerbs(e)
+	}
 	l, err := mustLoad(e, c.File, c.paramFlags)
 	if err != nil {
 		return err

@@ -42,6 +42,7 @@ type Comm struct {
 	timeout time.Duration
 	peers   []net.Conn // on rank 0: peers[r] is rank r's connection (peers[0] is nil)
 	root    net.Conn   // on other ranks: the connection to rank 0
+	early   [][]byte   // on rank 0: reports that arrived during a collective, by rank
 }
 
 // Rank returns this process's rank.
@@ -358,6 +359,12 @@ func (c *Comm) recv(ctx context.Context, conn net.Conn, peer int, kind frameKind
 		return nil, fmt.Errorf("bootstrap: %v on rank %d: rank 0 ended the run: %s", kind, c.world.Rank, b)
 	case got == kindAbort:
 		return nil, fmt.Errorf("bootstrap: %v on rank %d: rank %d failed: %s", kind, c.world.Rank, peer, b)
+	case got == kindReport && c.world.Rank == 0:
+		if c.early == nil {
+			c.early = make([][]byte, c.world.Size)
+		}
+		c.early[peer] = b // Finish reads it from here
+		return nil, fmt.Errorf("bootstrap: rank %d finished its run while rank 0 was still in %v: every rank must run the same plan with the same parameters and --iters", peer, kind)
 	case got != kind:
 		return nil, fmt.Errorf("bootstrap: rank %d called %v while rank %d called %v: every rank must call the same collectives in the same order", c.world.Rank, kind, peer, got)
 	}

@@ -237,3 +237,28 @@ func TestFinishAllOK(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("rank %d: ok", r), rep.String())
 	}
 }
+
+func TestRankFinishedEarly(t *testing.T) {
+	// Rank 1 runs fewer iterations than rank 0: its report arrives while rank 0 waits in a
+	// Barrier. Rank 0 says so, and still shows rank 1's own verdict.
+	var reports []Report
+	errs := group(t, 2, 10*time.Second, func(c *Comm) error {
+		ctx := context.Background()
+		own := Report{Rank: c.Rank(), OK: true}
+		if c.Rank() == 0 {
+			if err := c.Barrier(ctx); err != nil {
+				own = Report{Rank: 0, Error: err.Error()}
+			}
+		}
+		all, err := Finish(ctx, c, own)
+		if c.Rank() == 0 {
+			reports = all
+		}
+		return err
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	require.Contains(t, reports[0].Error, "rank 1 finished its run while rank 0 was still in Barrier")
+	require.True(t, reports[1].OK, "%v", reports[1])
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/bootstrap"
+	"github.com/coredag/coredag/exec/verbs"
+	"github.com/coredag/coredag/planner"
+)
+
+// verbsFlags are the flags of `coredag run` for real RDMA devices: one process per rank, started
+// by hand, by mpirun or by srun.
+type verbsFlags struct {
+	Provider  string `default:"softnic" enum:"softnic,verbs" help:"NIC: softnic (every rank in this process) or verbs (a real RDMA device, one process per rank; needs a build with -tags verbs)."`
+	Rank      int    `default:"-1" help:"With --provider verbs: this process's rank (default: from mpirun or srun, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)."`
+	NumRanks  int    `name:"ranks" default:"-1" help:"With --provider verbs: the number of processes (default: from mpirun or srun); sets the plan's ranks param unless -p ranks= is given."`
+	Bootstrap string `placeholder:"HOST:PORT" help:"With --provider verbs: rank 0 listens on HOST:PORT, the other ranks connect there to exchange queue pair numbers, GIDs and rkeys."`
+	Device    string `placeholder:"NAME" help:"With --provider verbs: RDMA device, e.g. mlx5_0 or rxe0 (ibv_devices lists them; default: the first)."`
+	GIDIndex  int    `name:"gid-index" default:"-1" help:"With --provider verbs: GID table index for RoCE (default: the first RoCE v2 GID with an IPv4 address)."`
+}
+
+// verbsResult is the --json output of a verbs run on rank 0.
+type verbsResult struct {
+	File     string             `json:"file"`
+	Plan     string             `json:"plan"`
+	Ranks    int                `json:"ranks"`
+	Provider string             `json:"provider"`
+	Device   string             `json:"device"`
+	Iters    int                `json:"iters"`
+	OK       bool               `json:"ok"`
+	Reports  []bootstrap.Report `json:"ranks_reports"`
+}
+
+// runVerbs runs this process's rank of the plan on a verbs device and, on rank 0, prints the
+// verdict of every rank.
+func (c *runCmd) runVerbs(e *env) error {
+	if !verbs.Available {
+		return usageError("--provider verbs: %v", verbs.ErrNotBuilt)
+	}
+	world, err := bootstrap.ResolveWorld(c.Rank, c.NumRanks, nil)
+	if err != nil {
+		return usageError("--provider verbs: %v", err)
+	}
+	if world.Size > 1 && c.Bootstrap == "" {
+		return usageError("--provider verbs with %d ranks needs --bootstrap HOST:PORT (rank 0's host and a free port, the same on every rank)", world.Size)
+	}
+	if c.Explore > 0 || c.OnHang != "" || len(c.Dump) > 0 {
+		return usageError("--explore, --on-hang and --dump work with the software NIC only")
+	}
+	pf := c.paramFlags
+	if !hasParam(pf, "ranks") {
+		pf.Params = append(append([]string(nil), pf.Params...), "ranks="+strconv.Itoa(world.Size))
+	}
+	l, err := mustLoad(e, c.File, pf)
+	if err != nil {
+		return err
+	}
+	g := l.graph
+	if g.Ranks != world.Size {
+		return usageError("plan %s has %d ranks but %d processes run it: make -p ranks= match --ranks", g.Name, g.Ranks, world.Size)
+	}
+	engine, err := exec.ParseEngine(c.Engine)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if c.Iters < 1 {
+		return usageError("--iters %d: need at least 1", c.Iters)
+	}
+	tname := c.Target
+	if tname == "" {
+		tname = "generic"
+	}
+	target, err := planner.LookupTarget(tname)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	plan, err := planner.Compile(g, target)
+	if err != nil {
+		dsl.PrintError(e.stderr, err, dsl.Sources{l.path: l.src})
+		return &exitError{code: exitFail}
+	}
+	ref, err := exec.Reference(g)
+	if err != nil {
+		dsl.PrintError(e.stderr, err, dsl.Sources{l.path: l.src})
+		return &exitError{code: exitFail}
+	}
+	vo := verbs.DefaultOptions()
+	vo.Device, vo.GIDIndex, vo.Ranks = c.Device, c.GIDIndex, []int{world.Rank}
+	nic, err := verbs.New(vo)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "rank %d: %v\n", world.Rank, err)
+		return &exitError{code: exitFail}
+	}
+	cfg := bootstrap.Config{World: world, Addr: c.Bootstrap}
+	_, own, all, err := bootstrap.RunProcess(context.Background(), g, plan, nic, cfg,
+		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "rank %d: %v\n", world.Rank, err)
+		return &exitError{code: exitFail}
+	}
+	if world.Rank != 0 {
+		if !own.OK {
+			fmt.Fprintf(e.stderr, "%s: %v\n", l.path, own)
+			return &exitError{code: exitFail}
+		}
+		return nil
+	}
+	ok := bootstrap.AllOK(all) == nil
+	if c.JSON {
+		if err := writeJSON(e.stdout, verbsResult{File: l.path, Plan: g.Name, Ranks: g.Ranks, Provider: "verbs",
+			Device: fmt.Sprint(nic), Iters: c.Iters, OK: ok, Reports: all}); err != nil {
+			return err
+		}
+	} else {
+		verdict := "PASS %s: memory matches the reference on every rank (%s, one process each)\n"
+		if !ok {
+			verdict = "FAIL %s: not every rank verified (%s, one process each)\n"
+		}
+		fmt.Fprintf(e.stdout, verdict, l.path, plural(g.Ranks, "rank"))
+		fmt.Fprintf(e.stdout, "  plan %s, poll engine, target %s, verbs on %v, %s\n", g.Name, target.Name, nic, plural(c.Iters, "iteration"))
+		for _, r := range all {
+			line := r.String()
+			if r.OK && r.Median > 0 {
+				line += fmt.Sprintf(", median iteration %s, %s posted, %s polled", fmtDuration(r.Median), plural(int(r.WQEs), "WQE"), plural(int(r.CQEs), "CQE"))
+			}
+			fmt.Fprintf(e.stdout, "  %s\n", strings.ReplaceAll(line, "\n", "\n    "))
+		}
+	}
+	if !ok {
+		return &exitError{code: exitFail}
+	}
+	return nil
+}
+
+// hasParam reports whether -p NAME=... was given.
+func hasParam(p paramFlags, name string) bool {
+	for _, kv := range p.Params {
+		if k, _, ok := strings.Cut(kv, "="); ok && strings.TrimSpace(k) == name {
+			return true
+		}
+	}
+	return false
+}
