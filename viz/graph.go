@@ -323,6 +323,7 @@ func (v *graphView) draw() *dot.Graph {
 		kind int
 	}
 	seen := make(map[edgeKey]bool) // lookup only: edges are drawn in plan order
+	merged := newMerger()
 	addEdge := func(from, to planner.OpID, kind int) {
 		if !v.opValid(from) || !v.opValid(to) {
 			return
@@ -338,8 +339,19 @@ func (v *graphView) draw() *dot.Graph {
 		if seen[edgeKey{a, b, kind}] || kind == edgeOrder && seen[edgeKey{a, b, edgeAfter}] {
 			return
 		}
+		// Transfers between a queue and a folded rank merge into one edge that counts them.
+		if kind == edgeMatch {
+			if key, ok := v.summaryKey(a, b); ok && merged.seen(key) {
+				return
+			}
+		}
 		seen[edgeKey{a, b, kind}] = true
 		e := d.Edge(vertexNode(a), vertexNode(b))
+		if kind == edgeMatch {
+			if key, ok := v.summaryKey(a, b); ok {
+				merged.add(key, e)
+			}
+		}
 		switch kind {
 		case edgeAfter:
 			e.Attr("color", "black")
@@ -387,7 +399,22 @@ func (v *graphView) draw() *dot.Graph {
 		}
 		addEdge(planner.OpID(id), op.Match, edgeMatch)
 	}
+	merged.label()
 	return d
+}
+
+// summaryKey groups a transfer edge between vertices a and b when exactly one end is a folded
+// rank: by the other end's rank and queue cluster, the summary and the direction.
+func (v *graphView) summaryKey(a, b int32) (mergeKey, bool) {
+	folded := func(i int32) bool { x := &v.vs[i]; return x.op == planner.None && !x.loop }
+	switch {
+	case folded(a) == folded(b):
+		return mergeKey{}, false
+	case folded(b):
+		return mergeKey{rank: v.vs[a].rank, lane: int(v.vs[a].queue), summary: b}, true
+	default:
+		return mergeKey{rank: v.vs[b].rank, lane: int(v.vs[b].queue), summary: a, in: true}, true
+	}
 }
 
 // queueLabel names a queue's cluster: "right -> rank 1 (left)".

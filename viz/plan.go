@@ -292,6 +292,7 @@ func (v *planView) draw() *dot.Graph {
 		kind string
 	}
 	seen := make(map[edgeKey]bool) // lookup only: edges are drawn in plan order
+	merged := newMerger()
 	edge := func(r1, q1, i1, r2, q2, i2 int, kind string) {
 		a, b := v.rep[r1][q1][i1], v.rep[r2][q2][i2]
 		if a < 0 || b < 0 || a == b || seen[edgeKey{a, b, kind}] {
@@ -300,8 +301,17 @@ func (v *planView) draw() *dot.Graph {
 		if !v.opts.drawsRank(r1) && !v.opts.drawsRank(r2) {
 			return
 		}
+		// Transfers between a lane and a folded rank merge into one edge that counts them.
+		key, bundle := v.summaryKey(a, b)
+		bundle = bundle && kind == "match"
+		if bundle && merged.seen(key) {
+			return
+		}
 		seen[edgeKey{a, b, kind}] = true
 		e := d.Edge(nodeOf(a), nodeOf(b))
+		if bundle {
+			merged.add(key, e)
+		}
 		hl := v.hl[WQERef{r1, q1, i1}] && v.hl[WQERef{r2, q2, i2}]
 		switch kind {
 		case "chain":
@@ -374,7 +384,22 @@ func (v *planView) draw() *dot.Graph {
 			}
 		}
 	}
+	merged.label()
 	return d
+}
+
+// summaryKey groups a transfer edge between nodes a and b when exactly one end is a folded
+// rank: by the other end's lane, the summary and the direction.
+func (v *planView) summaryKey(a, b int32) (mergeKey, bool) {
+	x, y := &v.nodes[a], &v.nodes[b]
+	switch {
+	case (x.queue < 0) == (y.queue < 0):
+		return mergeKey{}, false
+	case y.queue < 0:
+		return mergeKey{rank: x.rank, lane: x.queue, summary: b}, true
+	default:
+		return mergeKey{rank: y.rank, lane: y.queue, summary: a, in: true}, true
+	}
 }
 
 func planNote(note string) string {

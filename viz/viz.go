@@ -226,3 +226,50 @@ func orderClusters(d *dot.Graph, first []dot.Node, ids []string) {
 
 // anchorPull is how many crossings an anchor edge is worth (see orderClusters).
 const anchorPull = 8
+
+// mergeKey names a bundle of transfer edges between one drawn cluster (a rank's queue or lane)
+// and one folded rank, in one direction.
+type mergeKey struct {
+	rank, lane int
+	summary    int32
+	in         bool // from the folded rank into the cluster
+}
+
+// merger draws the first edge of each bundle and counts the rest: with --rank, the many
+// transfers to a neighbour's summary node otherwise make a tangle of parallel edges.
+type merger struct {
+	index map[mergeKey]int // lookup only: bundles keeps the order
+	edges []dot.Edge
+	count []int
+}
+
+func newMerger() *merger { return &merger{index: map[mergeKey]int{}} }
+
+// seen counts one more transfer of key's bundle and reports whether it already has an edge.
+func (m *merger) seen(k mergeKey) bool {
+	i, ok := m.index[k]
+	if ok {
+		m.count[i]++
+	}
+	return ok
+}
+
+// add records e as the edge drawn for key's bundle.
+func (m *merger) add(k mergeKey, e dot.Edge) {
+	m.index[k] = len(m.edges)
+	m.edges = append(m.edges, e)
+	m.count = append(m.count, 1)
+}
+
+// label writes the count on every bundle of more than one transfer.
+func (m *merger) label() {
+	for i, e := range m.edges {
+		if n := m.count[i]; n > 1 {
+			e.Attr("label", plural(n, "transfer"))
+			e.Attr("fontname", fontName)
+			e.Attr("fontsize", "9")
+			e.Attr("fontcolor", colorMatch)
+			e.Attr("penwidth", "1.5")
+		}
+	}
+}

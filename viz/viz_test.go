@@ -244,3 +244,19 @@ func TestGraphRankFilterAndHighlight(t *testing.T) {
 	has(t, s, `penwidth="3"`)
 	has(t, s, "stuck here")
 }
+
+// TestRankFilterMergesTransfers: with one rank drawn, the transfers between one of its queues
+// and a neighbour's summary node are one edge labelled with their count, in both views.
+func TestRankFilterMergesTransfers(t *testing.T) {
+	g := ringGraph(4, 8)
+	// Rank 1 sends 6 messages to rank 2 on "right" and receives 6 from rank 0 on "left".
+	s := Graph(g, Options{Ranks: []int{1}}).String()
+	assert.Equal(t, 2, strings.Count(s, `style="dashed"`), "one transfer edge per neighbour")
+	assert.Equal(t, 2, strings.Count(s, `label="6 transfers"`))
+	p := Plan(compile(t, g), Options{Ranks: []int{1}}).String()
+	assert.Equal(t, 2, strings.Count(p, `constraint="false"`), "one transfer edge per neighbour")
+	assert.Equal(t, 2, strings.Count(p, `label="6 transfers"`))
+	// Unfiltered, nothing is folded and nothing merges.
+	hasNot(t, Graph(g, Options{}).String(), "transfers")
+	hasNot(t, Plan(compile(t, g), Options{}).String(), "transfers")
+}
