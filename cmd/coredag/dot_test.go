@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDotStdoutDeterministic: DOT on stdout is the same bytes on every run, in both views.
+func TestDotStdoutDeterministic(t *testing.T) {
+	for _, view := range []string{"graph", "plan"} {
+		code1, out1, stderr := coredag(t, "", "dot", "--view", view, "-p", "ranks=4", "plans/ring_allreduce.dag")
+		require.Equal(t, 0, code1, stderr)
+		code2, out2, _ := coredag(t, "", "dot", "--view", view, "-p", "ranks=4", "plans/ring_allreduce.dag")
+		require.Equal(t, 0, code2)
+		assert.True(t, bytes.HasPrefix([]byte(out1), []byte("digraph ")), "%s view: %.40q", view, out1)
+		assert.Equal(t, out1, out2, "%s view differs between two runs", view)
+	}
+}
+
+// TestDotSVG: -o x.svg writes well-formed XML that names the plan's ops.
+func TestDotSVG(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ring.svg")
+	code, stdout, stderr := coredag(t, "", "dot", "-p", "ranks=2", "-o", out, "plans/ring_allreduce.dag")
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stdout)
+	svg, err := os.ReadFile(out)
+	require.NoError(t, err)
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		_, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err, "not well-formed XML")
+	}
+	for _, op := range []string{"tx[0]", "rx[0]", "red[0]", "ag[0]", "got[0]"} {
+		assert.Contains(t, string(svg), ">"+op+"<", "op %s", op)
+	}
+}
+
+// TestDotPNG: -o x.png writes a PNG.
+func TestDotPNG(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ring.png")
+	code, _, stderr := coredag(t, "", "dot", "--view", "plan", "-p", "ranks=2", "-o", out, "plans/ring_allreduce.dag")
+	require.Equal(t, 0, code, stderr)
+	png, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "%.8q", png)
+}
+
+// TestDotUsageErrors: an output format coredag cannot write, a rank the plan lacks and a
+// non-positive limit are usage errors (exit 2) that write nothing.
+func TestDotUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-o", filepath.Join(dir, "ring.jpg")}, `unknown drawing format ".jpg"`},
+		{[]string{"--rank", "9"}, "--rank 9: plan ring_allreduce has ranks 0..3"},
+		{[]string{"--limit", "0"}, "--limit 0"},
+	} {
+		args := append([]string{"dot", "-p", "ranks=4"}, tt.args...)
+		code, stdout, stderr := coredag(t, "", append(args, "plans/ring_allreduce.dag")...)
+		assert.Equal(t, 2, code, "%q: %s", tt.args, stderr)
+		assert.Empty(t, stdout)
+		assert.Contains(t, stderr, tt.want)
+	}
+	assert.NoFileExists(t, filepath.Join(dir, "ring.jpg"))
+}
+
+// TestDotPlanGeneric: the plan view compiles for the target asked for; the generic target has no
+// WAIT or ENABLE entries.
+func TestDotPlanGeneric(t *testing.T) {
+	code, generic, stderr := coredag(t, "", "dot", "--view", "plan", "--target", "generic", "-p", "ranks=2", "plans/ring_allreduce.dag")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, generic, "target generic")
+	assert.Contains(t, generic, "SEND")
+	assert.NotContains(t, generic, "CQE_WAIT")
+	assert.NotContains(t, generic, "SEND_EN")
+	code, connectx, stderr := coredag(t, "", "dot", "--view", "plan", "-p", "ranks=2", "plans/ring_allreduce.dag")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, connectx, "CQE_WAIT")
+	code, _, stderr = coredag(t, "", "dot", "--view", "plan", "--target", "nosuch", "plans/ring_allreduce.dag")
+	assert.Equal(t, 2, code, stderr)
+}
