@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,9 +70,17 @@ func (c *runCmd) Run(e *env) error {
 	if c.Provider == "verbs" {
 		return c.runVerbs(e)
 	}
-	l, err := mustLoad(e, c.File, c.paramFlags)
+	l, err := loadPlan(e, c.File, c.paramFlags)
 	if err != nil {
 		return err
+	}
+	if l.err != nil {
+		if c.JSON {
+			_ = writeJSON(e.stdout, checkReport{File: l.path, Diagnostics: diagnosticsJSON(l.err)})
+		} else {
+			printDiagnostics(e.stderr, l)
+		}
+		return &exitError{code: exitFail}
 	}
 	g := l.graph
 	engine, err := exec.ParseEngine(c.Engine)
@@ -99,6 +110,9 @@ func (c *runCmd) Run(e *env) error {
 	target, err := planner.LookupTarget(tname)
 	if err != nil {
 		return usageError("%v", err)
+	}
+	if engine == exec.Offload && !target.CrossChannel {
+		return usageError("--engine offload needs a cross-channel target (connectx or connectx-inline); %s has none, so use --engine poll", target.Name)
 	}
 	plan, err := planner.Compile(g, target)
 	if err != nil {
@@ -170,7 +184,7 @@ func (c *runCmd) Run(e *env) error {
 				rep.Buffers = map[string][][]any{}
 			}
 			for r := 0; r < g.Ranks; r++ {
-				rep.Buffers[name] = append(rep.Buffers[name], last.Memory.Values(r, b))
+				rep.Buffers[name] = append(rep.Buffers[name], jsonValues(last.Memory.Values(r, b)))
 			}
 		}
 	}
@@ -283,16 +297,27 @@ func sig3(v float64) (string, float64) {
 }
 
 func sortedKeys(m map[string][][]any) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
+	return slices.Sorted(maps.Keys(m))
+}
+
+// jsonValues makes buffer values encodable: JSON has no NaN or infinities, so those floats
+// become the strings "NaN", "+Inf" and "-Inf".
+func jsonValues(vals []any) []any {
+	for i, v := range vals {
+		var f float64
+		switch x := v.(type) {
+		case float32:
+			f = float64(x)
+		case float64:
+			f = x
+		default:
+			continue
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			vals[i] = strconv.FormatFloat(f, 'g', -1, 64)
 		}
 	}
-	return out
+	return vals
 }
 
 // progress is a progress bar on stderr that appears only when stderr is a terminal and the run

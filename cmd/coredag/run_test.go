@@ -208,9 +208,10 @@ func TestRunExitCodes(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, "no such file")
 
-	// A plan with diagnostics: exit 1, positioned messages on stderr, nothing run.
+	// A plan with diagnostics: exit 1, positioned messages on stderr (on stdout with --json,
+	// see TestRunEdgeCases), nothing run.
 	bad := "plan p\nparam ranks = 2\nbuffer b u8[4]\nop c = copy b[0:2] to b[1:5]\n"
-	for _, args := range [][]string{{"run", "-"}, {"run", "--json", "-"}, {"run", "--engine", "poll", "-"}} {
+	for _, args := range [][]string{{"run", "-"}, {"run", "--engine", "poll", "-"}} {
 		code, stdout, stderr := coredag(t, bad, args...)
 		assert.Equal(t, exitFail, code, "%q", args)
 		assert.Contains(t, stderr, "<stdin>:4:27: slice b[1:5] ends past the end of b (4 elements)", "%q", args)
@@ -273,4 +274,33 @@ func TestFmtDuration(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, fmtDuration(c.d), "%d ns", int64(c.d))
 	}
+}
+
+func TestRunEdgeCases(t *testing.T) {
+	// JSON has no infinities: they are dumped as strings and the report stays valid.
+	inf := "plan p\nparam ranks = 1\nbuffer b f32[2] init 1e39\nbuffer c f32[2]\nop x = copy b to c\n"
+	code, stdout, stderr := coredag(t, inf, "run", "--json", "--dump", "c", "-")
+	require.Equal(t, exitOK, code, stderr)
+	var rep struct {
+		OK      bool               `json:"ok"`
+		Buffers map[string][][]any `json:"buffers"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep), stdout)
+	assert.True(t, rep.OK)
+	assert.Equal(t, [][]any{{"+Inf", "+Inf"}}, rep.Buffers["c"])
+
+	// A plan with diagnostics still answers --json, on stdout.
+	bad := "plan p\nparam ranks = 2\nbuffer b u8[4]\nop c = copy b[0:2] to b[1:5]\n"
+	code, stdout, _ = coredag(t, bad, "run", "--json", "-")
+	assert.Equal(t, exitFail, code)
+	var diag checkReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &diag), stdout)
+	assert.False(t, diag.OK)
+	require.Len(t, diag.Diagnostics, 1)
+	assert.Equal(t, 4, diag.Diagnostics[0].Line)
+
+	// The offload engine cannot run a plan compiled without cross-channel: a usage error.
+	code, _, stderr = coredag(t, "", "run", "--engine", "offload", "--target", "generic", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "--engine offload needs a cross-channel target")
 }
