@@ -19,12 +19,17 @@ func Format(f *File) []byte {
 	return p.render()
 }
 
-// line is one output line before trailing comments are aligned.
+// line is one output line before declarations and trailing comments are aligned.
 type line struct {
 	indent  int
 	text    string // "" for a blank line or an own-line comment (then in comment)
 	comment string
 	opener  bool // ends with "{": no blank line may follow
+
+	// A declaration's text is head + " " + tail; in a run of consecutive declarations of one
+	// kind the heads are padded to one width, so `=`, types and `to` line up as in DSL.md.
+	kind       string // "op", "let", "param", "buffer", "queue"; "" for other lines
+	head, tail string
 }
 
 type printer struct {
@@ -77,18 +82,18 @@ func (p *printer) stmts(list []Stmt, indent int) {
 }
 
 func (p *printer) stmt(s Stmt, indent int) {
+	switch s.(type) {
+	case *ForStmt, *IfStmt:
+		if p.oneLine(s) {
+			p.code(indent, oneLineText(s), s.Pos().Line, s.End().Line, false)
+			return
+		}
+	}
 	switch s := s.(type) {
 	case *ForStmt:
 		p.flush(s.Lbrace.Offset, indent) // comments inside the header move above it
 		var b strings.Builder
-		b.WriteString("for " + s.Var.Name + " in ")
-		writeExpr(&b, s.From)
-		b.WriteString(" .. ")
-		writeExpr(&b, s.To)
-		if s.Step != nil {
-			b.WriteString(" step ")
-			writeExpr(&b, s.Step)
-		}
+		writeForHeader(&b, s)
 		b.WriteString(" {")
 		p.code(indent, b.String(), s.Pos().Line, lineOf(s.Lbrace, s.To.End()), true)
 		p.block(s.Body, indent, s.Rbrace, s.End())
@@ -99,7 +104,77 @@ func (p *printer) stmt(s Stmt, indent int) {
 		p.lastLine = lineOf(s.lastBrace(), s.End())
 	default:
 		p.flush(s.End().Offset, indent) // comments inside a statement move above it
-		p.code(indent, stmtText(s), s.Pos().Line, s.End().Line, false)
+		p.blankBefore(s.Pos().Line)
+		kind, head, tail := declParts(s)
+		l := line{indent: indent, kind: kind, head: head, tail: tail, text: stmtText(s)}
+		p.out = append(p.out, l)
+		p.lastLine = s.End().Line
+	}
+}
+
+// oneLine reports whether a block statement stays on one line: the user wrote it on one line,
+// each of its blocks holds one simple statement, and no comment sits inside it.
+func (p *printer) oneLine(s Stmt) bool {
+	if s.Pos().Line != s.End().Line {
+		return false
+	}
+	simple := func(body []Stmt) bool {
+		if len(body) != 1 {
+			return false
+		}
+		switch body[0].(type) {
+		case *ForStmt, *IfStmt:
+			return false
+		}
+		return true
+	}
+	switch s := s.(type) {
+	case *ForStmt:
+		if !simple(s.Body) {
+			return false
+		}
+	case *IfStmt:
+		if !simple(s.Then) || s.ElseIf || (s.Else != nil && !simple(s.Else)) {
+			return false
+		}
+	}
+	for _, c := range p.comments[p.next:] {
+		if c.From.Offset >= s.End().Offset {
+			break
+		}
+		if c.From.Offset > s.Pos().Offset {
+			return false
+		}
+	}
+	return true
+}
+
+// oneLineText prints a one-line for or if: `if s > 0 { tx[s] after red[s - 1] }`.
+func oneLineText(s Stmt) string {
+	var b strings.Builder
+	switch s := s.(type) {
+	case *ForStmt:
+		writeForHeader(&b, s)
+		b.WriteString(" { " + stmtText(s.Body[0]) + " }")
+	case *IfStmt:
+		b.WriteString("if ")
+		writeExpr(&b, s.Cond)
+		b.WriteString(" { " + stmtText(s.Then[0]) + " }")
+		if s.Else != nil {
+			b.WriteString(" else { " + stmtText(s.Else[0]) + " }")
+		}
+	}
+	return b.String()
+}
+
+func writeForHeader(b *strings.Builder, s *ForStmt) {
+	b.WriteString("for " + s.Var.Name + " in ")
+	writeExpr(b, s.From)
+	b.WriteString(" .. ")
+	writeExpr(b, s.To)
+	if s.Step != nil {
+		b.WriteString(" step ")
+		writeExpr(b, s.Step)
 	}
 }
 
@@ -161,8 +236,23 @@ func (p *printer) ifStmt(s *IfStmt, indent int, prefix string) {
 	p.out = append(p.out, line{indent: indent, text: "}"})
 }
 
-// render aligns runs of trailing comments and joins the lines.
+// render aligns runs of declarations and of trailing comments, and joins the lines.
 func (p *printer) render() []byte {
+	for i := 0; i < len(p.out); {
+		j, width := i, 0
+		for j < len(p.out) && p.out[j].kind != "" && p.out[j].kind == p.out[i].kind && p.out[j].indent == p.out[i].indent {
+			width = max(width, len(p.out[j].head))
+			j++
+		}
+		if j == i {
+			i++
+			continue
+		}
+		for ; i < j; i++ {
+			l := &p.out[i]
+			l.text = l.head + strings.Repeat(" ", width-len(l.head)+1) + l.tail
+		}
+	}
 	var buf bytes.Buffer
 	for i := 0; i < len(p.out); {
 		// A run: consecutive code lines with trailing comments at one indentation.
@@ -197,6 +287,30 @@ func writeLine(buf *bytes.Buffer, l line, width int) {
 		buf.WriteString(l.comment)
 	}
 	buf.WriteByte('\n')
+}
+
+// declParts splits a declaration into the part whose width is aligned in a run and the rest:
+// "op tx[s]" + "= send ...", "buffer data" + "f32[n] ...", "queue right" + "to ...".
+func declParts(s Stmt) (kind, head, tail string) {
+	text := stmtText(s)
+	var cut string
+	switch s := s.(type) {
+	case *OpStmt:
+		kind, cut = "op", " = "
+	case *LetStmt:
+		kind, cut = "let", " = "
+	case *ParamStmt:
+		kind, cut = "param", " = "
+	case *BufferStmt:
+		kind, head = "buffer", "buffer "+s.Name.Name
+		return kind, head, strings.TrimPrefix(text, head+" ")
+	case *QueueStmt:
+		kind, cut = "queue", " to "
+	default:
+		return "", "", ""
+	}
+	i := strings.Index(text, cut)
+	return kind, text[:i], text[i+1:]
 }
 
 // stmtText prints a simple (block-free) statement on one line.
