@@ -16,10 +16,14 @@ import (
 // exceeding one is an error, never a hang.
 const (
 	MaxRanks      = 1 << 16
-	MaxOps        = 1 << 24 // ops over all ranks
-	MaxIterations = 1 << 27 // loop iterations over all ranks
+	MaxOps        = 1 << 22 // ops over all ranks: ~4M ops is ~1.3 GB of Graph, checks and plan
+	MaxInitChecks = 1 << 22 // per-element init evaluations done while checking (the rest at run time)
+	MaxIterations = 1 << 24 // loop iterations over all ranks
 	DefaultDepth  = 128
 )
+
+// maxOps is MaxOps, lowered by tests that exercise the limit.
+var maxOps = MaxOps
 
 // Elaborate evaluates the SPMD text of f for every rank into a Graph and runs the front-end
 // checks (names, shapes, matching). params overrides declared params (`coredag -p`). The error,
@@ -194,6 +198,7 @@ func (el *elaborator) run() {
 	if el.result() != nil || el.g.Ranks == 0 {
 		return
 	}
+	el.checkInits()
 	el.g.Rank = make([]RankSpan, el.g.Ranks)
 	el.opIdx = map[string]OpID{}
 	el.queueIdx = map[string]QueueID{}
@@ -202,7 +207,7 @@ func (el *elaborator) run() {
 		el.elaborateRank(r)
 		if r == 0 && el.g.Ranks > 1 { // SPMD: other ranks are about as large, so grow once
 			want := len(el.g.Ops) * el.g.Ranks * 9 / 8
-			el.g.Ops = append(make([]Op, 0, min(want, MaxOps)), el.g.Ops...)
+			el.g.Ops = append(make([]Op, 0, min(want, maxOps)), el.g.Ops...)
 		}
 	}
 	if el.result() != nil {
@@ -332,8 +337,8 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 		el.globalErrorf(phaseNames, err.pos, "%s", err.msg)
 		return
 	}
-	if n <= 0 || n > math.MaxInt64/8 || n*t.Size() > 1<<40 {
-		el.globalErrorf(phaseShapes, st.Count.Pos(), "buffer %s has %d elements: a buffer needs between 1 element and 1 TiB", name, n)
+	if n <= 0 || n > (1<<40)/t.Size() {
+		el.globalErrorf(phaseShapes, st.Count.Pos(), "buffer %s has %d elements of %d bytes: a buffer needs at least 1 element and at most 1 TiB", name, n, t.Size())
 		return
 	}
 	b.Count = n
@@ -355,6 +360,7 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 			return
 		}
 		b.Init = el.initFunc(st.Init, t)
+		b.perElem = uses(st.Init, "i")
 	}
 	el.bufIdx[name] = BufID(len(el.g.Buffers))
 	el.g.Buffers = append(el.g.Buffers, b)
@@ -383,19 +389,55 @@ func (el *elaborator) initFunc(e dsl.Expr, t ElemType) InitFunc {
 			if float {
 				v, err := evalFloat(e, s)
 				if err != nil {
-					return fmt.Errorf("%s: %s (init of element %d on rank %d)", err.pos, err.msg, i, rank)
+					return initError(err, i, rank)
 				}
 				bitsv = floatBits(v, t)
 			} else {
 				v, err := evalInt(e, s)
 				if err != nil {
-					return fmt.Errorf("%s: %s (init of element %d on rank %d)", err.pos, err.msg, i, rank)
+					return initError(err, i, rank)
 				}
 				bitsv = intBits(v, t)
 			}
 			putElem(dst[i*size:], t, bitsv)
 		}
 		return nil
+	}
+}
+
+// initError positions an init failure at the offending sub-expression.
+func initError(err *evalError, i, rank int) *dsl.Error {
+	return &dsl.Error{Pos: err.pos, Msg: fmt.Sprintf("%s (init of element %d on rank %d)", err.msg, i, rank)}
+}
+
+// checkInits evaluates every buffer's init on every rank, so that an init that fails (a
+// division by zero at one element) is a diagnostic of check, not a failure of run. An init that
+// does not use `i` costs one evaluation per rank; one that does costs one per element, and past
+// MaxInitChecks evaluations in all, the rest is left to run time.
+func (el *elaborator) checkInits() {
+	budget := int64(MaxInitChecks)
+	for bi := range el.g.Buffers {
+		b := &el.g.Buffers[bi]
+		if b.Init == nil {
+			continue
+		}
+		n := int64(1)
+		if b.perElem {
+			n = b.Count
+		}
+		if n*int64(el.g.Ranks) > budget {
+			continue
+		}
+		budget -= n * int64(el.g.Ranks)
+		dst := make([]byte, n*b.Type.Size())
+		for r := 0; r < el.g.Ranks; r++ {
+			if err := b.Init(r, dst); err != nil {
+				if de, ok := err.(*dsl.Error); ok {
+					msg, _, _ := strings.Cut(de.Msg, " (init of element")
+					el.diag[phaseNames].add(de.Pos, r, "%s in the init of buffer %s", msg, b.Name)
+				}
+			}
+		}
 	}
 }
 
@@ -514,7 +556,7 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 		return
 	}
 	body := &scope{parent: s}
-	for v := from; v < to; v += step {
+	for v := from; v < to && !el.truncated; v += step {
 		if el.iters++; el.iters > MaxIterations {
 			el.errorf(phaseNames, st.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
 			el.truncated = true
@@ -615,8 +657,8 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 		el.errorf(phaseNames, st.Name.Pos(), "op %s declared twice on this rank (first at %s): give each op its own name or index", name, g.Ops[id].Pos)
 		return
 	}
-	if len(g.Ops) >= MaxOps {
-		el.errorf(phaseNames, st.Pos(), "the plan has more than %d ops", MaxOps)
+	if len(g.Ops) >= maxOps {
+		el.errorf(phaseNames, st.Pos(), "the plan has more than %d ops over all its ranks: is a loop bound or the rank count wrong?", maxOps)
 		el.truncated = true
 		return
 	}

@@ -99,6 +99,8 @@ type Buffer struct {
 	Access Access
 	Init   InitFunc // nil: zero-filled
 	Pos    dsl.Pos
+
+	perElem bool // Init depends on the element index i
 }
 
 // Bytes is the buffer's size in bytes.

@@ -23,6 +23,10 @@ func (el *elaborator) resolveRank() {
 		}
 		op.Queue = qid
 		q := &g.Queues[qid]
+		if (op.Kind == OpWrite || op.Kind == OpRead) && q.Loopback() {
+			// Both slices are in this rank's memory, and DMA gives overlapping ranges no order.
+			el.noOverlap(op.Src, op.Dst, op.Pos, "loopback "+op.Kind.String())
+		}
 		if op.Kind.IsRecvSide() {
 			op.Index = len(q.RecvOps)
 			q.RecvOps = append(q.RecvOps, id)
