@@ -19,6 +19,20 @@ var units = []struct {
 	{"TiB", 1 << 40},
 }
 
+// ParseInt reads an integer written as the language writes literals (42, 0x2a, 1_000, 4KiB),
+// with an optional leading minus sign: values given outside a plan, as in `coredag -p n=4KiB`.
+func ParseInt(s string) (int64, error) {
+	neg := strings.HasPrefix(s, "-")
+	v, msg := parseInt(strings.TrimPrefix(s, "-"))
+	if msg != "" {
+		return 0, errors.New(msg)
+	}
+	if neg {
+		v = -v
+	}
+	return v, nil
+}
+
 // parseInt returns the value of an integer literal (42, 0x2a, 1_000, 4KiB) or a message saying
 // what is wrong with it.
 func parseInt(raw string) (int64, string) {

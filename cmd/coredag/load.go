@@ -3,11 +3,8 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/planner"
@@ -20,42 +17,11 @@ type paramFlags struct {
 
 // values parses the -p flags.
 func (p paramFlags) values() (map[string]int64, error) {
-	out := make(map[string]int64, len(p.Params))
-	for _, kv := range p.Params {
-		name, val, ok := strings.Cut(kv, "=")
-		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
-		if !ok || name == "" || val == "" {
-			return nil, usageError("-p %q: want NAME=VALUE, e.g. -p ranks=8", kv)
-		}
-		v, err := parseInt(val)
-		if err != nil {
-			return nil, usageError("-p %s: %v", kv, err)
-		}
-		out[name] = v
-	}
-	return out, nil
-}
-
-// parseInt reads an integer as the language writes it: 42, 0x2a, 1_000, 4KiB.
-func parseInt(s string) (int64, error) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseInt(s, 0, 64)
+	v, err := planner.ParseParams(p.Params)
 	if err != nil {
-		return 0, fmt.Errorf("%q is not an integer", s)
+		return nil, usageError("-p %v", err)
 	}
-	if v != 0 && (v*mult/mult != v) {
-		return 0, fmt.Errorf("%s overflows 64 bits", s)
-	}
-	return v * mult, nil
+	return v, nil
 }
 
 // loaded is one plan file read, parsed, elaborated and checked.
