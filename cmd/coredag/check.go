@@ -35,12 +35,18 @@ type jsonFix struct {
 }
 
 func (c *checkCmd) Run(e *env) error {
+	if _, err := c.paramFlags.values(); err != nil {
+		return err
+	}
 	var reports []checkReport
-	failed := false
+	failed, unreadable := false, false
 	for _, path := range c.Files {
 		l, err := loadPlan(e, path, c.paramFlags)
-		if err != nil {
-			return err
+		if err != nil { // an unreadable file: say so, check the others, exit 2 at the end
+			unreadable = true
+			fmt.Fprintf(e.stderr, "coredag: %v\n", err)
+			reports = append(reports, checkReport{File: path, Diagnostics: []jsonDiagnostic{{File: path, Message: err.Error()}}})
+			continue
 		}
 		r := checkReport{File: l.path, OK: l.err == nil, Diagnostics: []jsonDiagnostic{}}
 		if l.err != nil {
@@ -55,7 +61,7 @@ func (c *checkCmd) Run(e *env) error {
 		} else {
 			r.Ranks, r.Ops = l.graph.Ranks, len(l.graph.Ops)
 			if !c.JSON {
-				fmt.Fprintf(e.stdout, "%s: ok (plan %s, %d ranks, %d ops)\n", l.path, l.graph.Name, l.graph.Ranks, len(l.graph.Ops))
+				fmt.Fprintf(e.stdout, "%s: ok (plan %s, %s, %s)\n", l.path, l.graph.Name, plural(l.graph.Ranks, "rank"), plural(len(l.graph.Ops), "op"))
 			}
 		}
 		reports = append(reports, r)
@@ -65,7 +71,10 @@ func (c *checkCmd) Run(e *env) error {
 			return err
 		}
 	}
-	if failed {
+	switch {
+	case unreadable:
+		return &exitError{code: exitUsage}
+	case failed:
 		return &exitError{code: exitFail}
 	}
 	return nil

@@ -26,7 +26,7 @@ func (c *compileCmd) Run(e *env) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
-	l, err := mustLoad(e, c.File, c.paramFlags)
+	l, err := mustLoad(e, c.File, c.paramFlags, c.Format == "json")
 	if err != nil {
 		return err
 	}
@@ -35,7 +35,8 @@ func (c *compileCmd) Run(e *env) error {
 	}
 	p, err := planner.Compile(l.graph, t)
 	if err != nil {
-		printDiagnostics(e.stderr, &loaded{path: l.path, src: l.src, err: err})
+		l.err = err
+		reportDiagnostics(e, l, c.Format == "json")
 		return &exitError{code: exitFail}
 	}
 	var buf bytes.Buffer

@@ -36,7 +36,7 @@ func (c *dotCmd) Run(e *env) error {
 	if c.Limit <= 0 {
 		return usageError("--limit %d: want a positive node count", c.Limit)
 	}
-	l, err := mustLoad(e, c.File, c.paramFlags)
+	l, err := mustLoad(e, c.File, c.paramFlags, false)
 	if err != nil {
 		return err
 	}

@@ -58,17 +58,27 @@ func loadPlan(e *env, path string, p paramFlags) (*loaded, error) {
 	return &loaded{path: name, src: src, graph: g, err: err}, nil
 }
 
-// mustLoad loads a plan and, when it has diagnostics, prints them and ends with exit 1.
-func mustLoad(e *env, path string, p paramFlags) (*loaded, error) {
+// mustLoad loads a plan and, when it has diagnostics, reports them and ends with exit 1: as
+// text on stderr, or with asJSON as the object `check --json` prints for one file, on stdout.
+func mustLoad(e *env, path string, p paramFlags, asJSON bool) (*loaded, error) {
 	l, err := loadPlan(e, path, p)
 	if err != nil {
 		return nil, err
 	}
 	if l.err != nil {
-		printDiagnostics(e.stderr, l)
+		reportDiagnostics(e, l, asJSON)
 		return nil, &exitError{code: exitFail}
 	}
 	return l, nil
+}
+
+// reportDiagnostics prints a plan's diagnostics as text on stderr or as JSON on stdout.
+func reportDiagnostics(e *env, l *loaded, asJSON bool) {
+	if asJSON {
+		_ = writeJSON(e.stdout, checkReport{File: l.path, Diagnostics: diagnosticsJSON(l.err)})
+		return
+	}
+	printDiagnostics(e.stderr, l)
 }
 
 // printDiagnostics prints a plan's diagnostics as file:line:col: message, with the source

@@ -182,3 +182,34 @@ func TestCheckExplainRaces(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &reports))
 	assert.Contains(t, reports[0].Fixes, jsonFix{Op: "rx[1]", After: "red[0]", Ranks: []int{0, 1, 2, 3}})
 }
+
+func TestCheckManyFiles(t *testing.T) {
+	// An unreadable file does not stop the others from being checked; it makes the exit 2.
+	code, stdout, stderr := coredag(t, "", "check", "plans/ring_allreduce.dag", "no/such.dag", "plans/pipeline_chain.dag")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "no/such.dag")
+	assert.Contains(t, stdout, "plans/ring_allreduce.dag: ok")
+	assert.Contains(t, stdout, "plans/pipeline_chain.dag: ok")
+
+	code, stdout, _ = coredag(t, "", "check", "--json", "plans/ring_allreduce.dag", "no/such.dag")
+	assert.Equal(t, exitUsage, code)
+	var reports []checkReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &reports), stdout)
+	require.Len(t, reports, 2)
+	assert.True(t, reports[0].OK)
+	assert.False(t, reports[1].OK)
+
+	code, stdout, _ = coredag(t, "plan p\nop a = nop\n", "check", "-")
+	assert.Equal(t, exitOK, code)
+	assert.Equal(t, "<stdin>: ok (plan p, 1 rank, 1 op)\n", stdout)
+}
+
+func TestCompileJSONDiagnostics(t *testing.T) {
+	bad := "plan p\nparam ranks = 2\nbuffer b u8[4]\nop c = copy b[0:2] to b[1:5]\n"
+	code, stdout, _ := coredag(t, bad, "compile", "--format", "json", "-")
+	assert.Equal(t, exitFail, code)
+	var r checkReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
+	require.Len(t, r.Diagnostics, 1)
+	assert.Equal(t, 4, r.Diagnostics[0].Line)
+}

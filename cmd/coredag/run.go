@@ -75,11 +75,7 @@ func (c *runCmd) Run(e *env) error {
 		return err
 	}
 	if l.err != nil {
-		if c.JSON {
-			_ = writeJSON(e.stdout, checkReport{File: l.path, Diagnostics: diagnosticsJSON(l.err)})
-		} else {
-			printDiagnostics(e.stderr, l)
-		}
+		reportDiagnostics(e, l, c.JSON)
 		return &exitError{code: exitFail}
 	}
 	g := l.graph
@@ -116,7 +112,8 @@ func (c *runCmd) Run(e *env) error {
 	}
 	plan, err := planner.Compile(g, target)
 	if err != nil {
-		dsl.PrintError(e.stderr, err, dsl.Sources{l.path: l.src})
+		l.err = err
+		reportDiagnostics(e, l, c.JSON)
 		return &exitError{code: exitFail}
 	}
 	ref, err := exec.Reference(g)

@@ -56,7 +56,7 @@ func (c *runCmd) runVerbs(e *env) error {
 	if !hasParam(pf, "ranks") {
 		pf.Params = append(append([]string(nil), pf.Params...), "ranks="+strconv.Itoa(world.Size))
 	}
-	l, err := mustLoad(e, c.File, pf)
+	l, err := mustLoad(e, c.File, pf, false)
 	if err != nil {
 		return err
 	}
