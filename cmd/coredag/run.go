@@ -70,22 +70,11 @@ func (c *runCmd) Run(e *env) error {
 	if c.Provider == "verbs" {
 		return c.runVerbs(e)
 	}
-	l, err := loadPlan(e, c.File, c.paramFlags)
+	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON)
 	if err != nil {
 		return err
 	}
-	if l.err != nil {
-		reportDiagnostics(e, l, c.JSON)
-		return &exitError{code: exitFail}
-	}
 	g := l.graph
-	engine, err := exec.ParseEngine(c.Engine)
-	if err != nil {
-		return usageError("%v", err)
-	}
-	if c.Iters < 1 {
-		return usageError("--iters %d: need at least 1", c.Iters)
-	}
 	for _, b := range c.Dump {
 		if _, ok := exec.BufferByName(g, b); !ok {
 			return usageError("--dump %s: plan %s has no buffer %s", b, g.Name, b)
@@ -96,31 +85,11 @@ func (c *runCmd) Run(e *env) error {
 			return usageError("--on-hang: %v", err)
 		}
 	}
-	tname := c.Target
-	if tname == "" {
-		tname = "connectx"
-		if engine == exec.Poll {
-			tname = "generic"
-		}
-	}
-	target, err := planner.LookupTarget(tname)
+	engine, plan, ref, err := c.setup(e, l, "connectx")
 	if err != nil {
-		return usageError("%v", err)
+		return err
 	}
-	if engine == exec.Offload && !target.CrossChannel {
-		return usageError("--engine offload needs a cross-channel target (connectx or connectx-inline); %s has none, so use --engine poll", target.Name)
-	}
-	plan, err := planner.Compile(g, target)
-	if err != nil {
-		l.err = err
-		reportDiagnostics(e, l, c.JSON)
-		return &exitError{code: exitFail}
-	}
-	ref, err := exec.Reference(g)
-	if err != nil {
-		dsl.PrintError(e.stderr, err, dsl.Sources{l.path: l.src})
-		return &exitError{code: exitFail}
-	}
+	target := plan.Target
 	seeds := []uint64{c.Seed}
 	if c.Explore > 0 {
 		seeds = seeds[:0]
@@ -196,6 +165,43 @@ func (c *runCmd) Run(e *env) error {
 		return &exitError{code: exitFail}
 	}
 	return nil
+}
+
+// setup does what a run needs on any provider: it parses the engine, compiles the plan for
+// --target (defaultTarget for the offload engine, generic for the polling engine) and computes
+// the reference memory. Errors are reported and returned as exit codes.
+func (c *runCmd) setup(e *env, l *loaded, defaultTarget string) (exec.Engine, *planner.Plan, *exec.Memory, error) {
+	engine, err := exec.ParseEngine(c.Engine)
+	if err != nil {
+		return 0, nil, nil, usageError("%v", err)
+	}
+	if c.Iters < 1 {
+		return 0, nil, nil, usageError("--iters %d: need at least 1", c.Iters)
+	}
+	tname := c.Target
+	if tname == "" {
+		tname = defaultTarget
+		if engine == exec.Poll {
+			tname = "generic"
+		}
+	}
+	target, err := planner.LookupTarget(tname)
+	if err != nil {
+		return 0, nil, nil, usageError("%v", err)
+	}
+	if engine == exec.Offload && !target.CrossChannel {
+		return 0, nil, nil, usageError("--engine offload needs a cross-channel target (connectx or connectx-inline); %s has none, so use --engine poll", target.Name)
+	}
+	plan, err := planner.Compile(l.graph, target)
+	if err == nil {
+		var ref *exec.Memory
+		if ref, err = exec.Reference(l.graph); err == nil {
+			return engine, plan, ref, nil
+		}
+	}
+	l.err = err
+	reportDiagnostics(e, l, c.JSON)
+	return 0, nil, nil, &exitError{code: exitFail}
 }
 
 // printRun prints the human-readable result: first a verdict line that starts with PASS or FAIL

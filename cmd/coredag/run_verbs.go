@@ -6,11 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/bootstrap"
 	"github.com/coredag/coredag/exec/verbs"
-	"github.com/coredag/coredag/planner"
 )
 
 // verbsFlags are the flags of `coredag run` for real RDMA devices: one process per rank, started
@@ -64,30 +62,13 @@ func (c *runCmd) runVerbs(e *env) error {
 	if g.Ranks != world.Size {
 		return usageError("plan %s has %d ranks but %d processes run it: make -p ranks= match --ranks", g.Name, g.Ranks, world.Size)
 	}
-	engine, err := exec.ParseEngine(c.Engine)
+	engine, plan, ref, err := c.setup(e, l, "generic") // no cross-channel in upstream verbs
 	if err != nil {
-		return usageError("%v", err)
+		return err
 	}
-	if c.Iters < 1 {
-		return usageError("--iters %d: need at least 1", c.Iters)
-	}
-	tname := c.Target
-	if tname == "" {
-		tname = "generic"
-	}
-	target, err := planner.LookupTarget(tname)
-	if err != nil {
-		return usageError("%v", err)
-	}
-	plan, err := planner.Compile(g, target)
-	if err != nil {
-		dsl.PrintError(e.stderr, err, dsl.Sources{l.path: l.src})
-		return &exitError{code: exitFail}
-	}
-	ref, err := exec.Reference(g)
-	if err != nil {
-		dsl.PrintError(e.stderr, err, dsl.Sources{l.path: l.src})
-		return &exitError{code: exitFail}
+	target := plan.Target
+	if engine == exec.Auto {
+		engine = exec.Poll
 	}
 	vo := verbs.DefaultOptions()
 	vo.Device, vo.GIDIndex, vo.Ranks = c.Device, c.GIDIndex, []int{world.Rank}
@@ -122,7 +103,7 @@ func (c *runCmd) runVerbs(e *env) error {
 			verdict = "FAIL %s: not every rank verified (%s, one process each)\n"
 		}
 		fmt.Fprintf(e.stdout, verdict, l.path, plural(g.Ranks, "rank"))
-		fmt.Fprintf(e.stdout, "  plan %s, poll engine, target %s, verbs on %v, %s\n", g.Name, target.Name, nic, plural(c.Iters, "iteration"))
+		fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, verbs on %v, %s\n", g.Name, engine, target.Name, nic, plural(c.Iters, "iteration"))
 		for _, r := range all {
 			line := r.String()
 			if r.OK && r.Median > 0 {
