@@ -473,7 +473,7 @@ func raceError(g *Graph, h *hbGraph, r Race, ranks string) *dsl.Error {
 	}
 	also := ""
 	if ranks != fmt.Sprintf("rank %d", r.Rank()) {
-		also = "; the same race is on " + ranks
+		also = "; " + ranks + " all have it"
 	}
 	return &dsl.Error{Pos: a.Pos, Msg: fmt.Sprintf(
 		"race on %s: %s %s it, and %s %s it (%s); neither is ordered before the other, so the result depends on timing (%s%s)",
