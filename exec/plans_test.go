@@ -147,14 +147,6 @@ type engineCase struct {
 	cross  bool   // the software NIC has cross-channel
 }
 
-// prePostParams are overrides for targets that post whole chains before an iteration: a plan
-// whose declared queue depth is smaller than one iteration's chain (the pipeline's staging
-// slots bound its posted receives on purpose) is valid only on the polling engine, which
-// refills as slots free; the offload targets run it with the depth raised.
-var prePostParams = map[string]map[string]int64{
-	"pipeline_chain": {"slots": 8},
-}
-
 var engineCases = []engineCase{
 	{"poll", exec.Poll, "", false},
 	{"poll-generic", exec.Poll, "generic", true},
@@ -197,10 +189,6 @@ func TestPlans(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/ranks=%d/%s", name, ranks, c.name), func(t *testing.T) {
 					if c.target != "" && !haveCompiler {
 						t.Skip("planner.Compile is not available yet")
-					}
-					g := g
-					if over, ok := prePostParams[name]; ok && c.engine == exec.Offload {
-						g, _ = loadPlan(t, f, ranks, over)
 					}
 					res, _, _, err := runCase(t, g, c, 0, 2, false)
 					require.NoError(t, err)
