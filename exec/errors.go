@@ -76,13 +76,11 @@ type WQELoc struct {
 
 // locOf is where op id landed in plan, or nil.
 func locOf(plan *planner.Plan, id planner.OpID) *WQELoc {
-	if plan == nil || id < 0 || int(id) >= len(plan.Loc) || int(id) >= len(plan.Graph.Ops) {
+	if plan == nil {
 		return nil
 	}
-	r := plan.Graph.Ops[id].Rank
-	l := plan.Loc[id]
-	if r < 0 || r >= len(plan.Ranks) || l.Queue < 0 || l.Queue >= len(plan.Ranks[r].Queues) ||
-		l.Index < 0 || l.Index >= len(plan.Ranks[r].Queues[l.Queue].Chain) {
+	r, l, ok := plan.Place(id)
+	if !ok {
 		return nil
 	}
 	return &WQELoc{Rank: r, Queue: l.Queue, Index: l.Index}
@@ -91,20 +89,8 @@ func locOf(plan *planner.Plan, id planner.OpID) *WQELoc {
 // awaitedLoc is the WQE whose completion condition c of rank r counts: the one producing the
 // c.Count-th completion of the CQ's work queue (iteration 0), else where c.Op landed.
 func awaitedLoc(plan *planner.Plan, r int, c planner.Cond) *WQELoc {
-	rp := &plan.Ranks[r]
-	if c.CQ >= 0 && c.CQ < len(rp.CQs) && c.Count > 0 {
-		if q := rp.CQs[c.CQ].Queue; q >= 0 && q < len(rp.Queues) {
-			var seen uint32
-			for i := range rp.Queues[q].Chain {
-				w := &rp.Queues[q].Chain[i]
-				if !w.Opcode.Posted() || !(w.Signalled() || w.Opcode == planner.OpcRecv) {
-					continue
-				}
-				if seen++; seen == c.Count {
-					return &WQELoc{Rank: r, Queue: q, Index: i}
-				}
-			}
-		}
+	if q, i, ok := plan.Producer(r, c.CQ, c.Count); ok {
+		return &WQELoc{Rank: r, Queue: q, Index: i}
 	}
 	return locOf(plan, c.Op)
 }

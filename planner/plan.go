@@ -173,8 +173,15 @@ type WQE struct {
 	Waits         []Cond // HOST only: completions the CPU waits for before running the op
 }
 
-// Signalled reports whether the WQE produces a completion on its queue's CQ.
+// Signalled reports whether the WQE carries the Signalled flag.
 func (w *WQE) Signalled() bool { return w.Flags&Signalled != 0 }
+
+// Completes reports whether the WQE produces a completion on its queue's CQ: it is posted, and
+// signalled or a RECV (a receive always completes with a CQE, flag or not). Completion counts,
+// WAIT counts included, count exactly these WQEs.
+func (w *WQE) Completes() bool {
+	return w.Opcode.Posted() && (w.Signalled() || w.Opcode == OpcRecv)
+}
 
 // QueueKind says what a work queue carries.
 type QueueKind uint8

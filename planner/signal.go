@@ -64,7 +64,7 @@ func (c *compiler) signal() {
 			count[wi] = make([]uint32, len(q.Chain))
 			n := uint32(0)
 			for k := range q.Chain {
-				if q.Chain[k].Opcode.Posted() && q.Chain[k].Signalled() {
+				if q.Chain[k].Completes() {
 					n++
 				}
 				count[wi][k] = n

@@ -170,53 +170,19 @@ func postedEntry(wq *planner.WorkQueue, k int) int {
 	return -1
 }
 
-// completionEntry returns the chain index of the WQE producing the count-th completion
-// (1-based, iteration 0) of a work queue, or -1.
-func completionEntry(wq *planner.WorkQueue, count uint32) int {
-	if count == 0 {
-		return -1
-	}
-	var seen uint32
-	for i := range wq.Chain {
-		w := &wq.Chain[i]
-		if !w.Opcode.Posted() || !(w.Signalled() || w.Opcode == planner.OpcRecv) {
-			continue
-		}
-		seen++
-		if seen == count {
-			return i
-		}
-	}
-	return -1
-}
-
-// awaited finds the WQE whose completion a condition counts: by walking the CQ's work queue,
-// else through the plan's location of the op it stands for.
+// awaited finds the WQE whose completion a condition counts: the producer of that completion
+// of the CQ, else through the plan's location of the op it stands for.
 func (v *planView) awaited(r int, c planner.Cond) (queue, index int, ok bool) {
-	rp := &v.p.Ranks[r]
-	if c.CQ >= 0 && c.CQ < len(rp.CQs) {
-		q := rp.CQs[c.CQ].Queue
-		if q >= 0 && q < len(rp.Queues) {
-			if i := completionEntry(&rp.Queues[q], c.Count); i >= 0 {
-				return q, i, true
-			}
-		}
+	if q, i, ok := v.p.Producer(r, c.CQ, c.Count); ok {
+		return q, i, true
 	}
 	return v.locOf(c.Op)
 }
 
 // locOf is where op id landed, checked against the plan's bounds.
 func (v *planView) locOf(id planner.OpID) (queue, index int, ok bool) {
-	if id < 0 || int(id) >= len(v.p.Loc) || int(id) >= len(v.g.Ops) {
-		return 0, 0, false
-	}
-	r := v.g.Ops[id].Rank
-	l := v.p.Loc[id]
-	if r < 0 || r >= len(v.p.Ranks) || l.Queue < 0 || l.Queue >= len(v.p.Ranks[r].Queues) ||
-		l.Index < 0 || l.Index >= len(v.p.Ranks[r].Queues[l.Queue].Chain) {
-		return 0, 0, false
-	}
-	return l.Queue, l.Index, true
+	_, l, ok := v.p.Place(id)
+	return l.Queue, l.Index, ok
 }
 
 // Plan-view edge colours.
