@@ -1,7 +1,8 @@
-// Package wait is the WAIT/ENABLE vocabulary shared by the planner and the executors: conditions
-// on cumulative completion counts, the cyclic arithmetic of the NIC's 24-bit CQ and 16-bit work
-// queue producer indices, per-iteration re-arm offsets for persistent plans, and small software
-// waiters that engines and the software NIC block on.
+// Package wait is the WAIT/ENABLE index arithmetic shared by the planner and the executors: the
+// cyclic arithmetic of the NIC's 24-bit CQ and 16-bit work queue producer indices (compare,
+// advance, check that a chain's per-iteration count fits) and the per-iteration re-arm offsets
+// of persistent plans. The conditions themselves (planner.Cond) and the waiting on them (the
+// engines, the software NIC) live with their users.
 //
 // Counts are cumulative over a queue's life and wrap: a CQ's producer index is 24 bits wide and a
 // work queue's 16 bits. Two indices are compared cyclically: a reaches b when the distance from b
@@ -65,21 +66,3 @@ func (s Space) Check(perIteration uint64) error {
 }
 
 func (s Space) String() string { return fmt.Sprintf("%d-bit", s.Bits()) }
-
-// Cond is a completion condition: counter Counter has reached Count (cyclically, in Space).
-// Counter is an index the user defines (the planner uses rank-local CQ indices).
-type Cond struct {
-	Counter int32
-	Count   uint32
-}
-
-// At returns the condition for iteration iter, when the counter advances perIteration per
-// iteration.
-func (c Cond) At(perIteration uint32, iter uint64) Cond {
-	return Cond{Counter: c.Counter, Count: CQ.At(c.Count, perIteration, iter)}
-}
-
-// Holds reports whether the condition holds given the counter's current value.
-func (c Cond) Holds(value uint32) bool { return CQ.Reached(value, c.Count) }
-
-func (c Cond) String() string { return fmt.Sprintf("counter %d >= %d", c.Counter, c.Count) }

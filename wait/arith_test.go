@@ -87,18 +87,6 @@ func TestCheck(t *testing.T) {
 	assert.ErrorContains(t, CQ.Check(1<<23), "24-bit")
 }
 
-func TestCond(t *testing.T) {
-	c := Cond{Counter: 2, Count: 4}
-	assert.True(t, c.Holds(4))
-	assert.False(t, c.Holds(3))
-	c5 := c.At(3, 5)
-	assert.Equal(t, uint32(19), c5.Count)
-	assert.Equal(t, int32(2), c5.Counter)
-	vals := map[int32]uint32{0: 1, 2: 4}
-	assert.True(t, All([]Cond{{0, 1}, {2, 4}}, func(k int32) uint32 { return vals[k] }))
-	assert.False(t, All([]Cond{{0, 2}, {2, 4}}, func(k int32) uint32 { return vals[k] }))
-}
-
 func FuzzReachedConsistentWithDiff(f *testing.F) {
 	f.Add(uint32(0), uint32(0))
 	f.Add(uint32(1<<24-1), uint32(1))
