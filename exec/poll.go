@@ -27,7 +27,9 @@ type pollEngine struct {
 	ready                []bool  // by op: predecessors done, waiting for its turn on the queue
 	opSide               []int32 // by op: side index, -1 for host ops
 	opSlot               []int32 // by op: position on its side
-	roots                []int32 // local ops without predecessors
+	roots                []int32 // local ops without predecessors, except receives
+	recvRoots            []int32 // receives without predecessors: posted by rearm
+	prepostErr           error   // from posting recvRoots; reported by iterate
 	sides                []pollSide
 	dirty                []int32 // sides that may post
 	inDirty              []bool
@@ -123,6 +125,15 @@ func newPoll(g *planner.Graph, mem *Memory, res []*rankRes, p Provider, opts Opt
 			}
 		}
 	}
+	roots := e.roots[:0:0]
+	for _, id := range e.roots {
+		if si := e.opSide[id]; si >= 0 && e.sides[si].recv {
+			e.recvRoots = append(e.recvRoots, id)
+		} else {
+			roots = append(roots, id)
+		}
+	}
+	e.roots = roots
 	e.inDirty = make([]bool, len(e.sides))
 	e.dirty = make([]int32, 0, len(e.sides))
 	e.stack = make([]int32, 0, n)
@@ -139,6 +150,19 @@ func (e *pollEngine) rearm(int) {
 		e.sides[i].next, e.sides[i].done = 0, 0
 	}
 	e.left = e.localOps
+	e.prepostErr = e.prepost()
+}
+
+// prepost posts the receives that wait for nothing, before the iteration starts: rearm runs
+// after the memory reset and before the barrier that releases the peers, so their first messages
+// find a receive (no receiver-not-ready NAK and retry timer) and posting them is not timed.
+// The previous iteration completed every op on every rank, so no stale message can consume them.
+func (e *pollEngine) prepost() error {
+	for _, id := range e.recvRoots {
+		e.markReady(id)
+	}
+	_, err := e.flush()
+	return err
 }
 
 func (e *pollEngine) counters(r *Result) {
@@ -254,6 +278,9 @@ func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
 }
 
 func (e *pollEngine) iterate(ctx context.Context, iter int) error {
+	if err := e.prepostErr; err != nil {
+		return err
+	}
 	for _, id := range e.roots {
 		e.markReady(id)
 	}

@@ -83,6 +83,7 @@ func TestRankProcess(t *testing.T) {
 	}
 	if res != nil && res.OK {
 		fmt.Printf("MEDIAN %d ns over %d iterations\n", res.Latency.Median.Nanoseconds(), res.Iters)
+		fmt.Printf("ITERS %v\n", res.Latency.All)
 	}
 	require.NoError(t, bootstrap.AllOK(all))
 }
@@ -251,5 +252,8 @@ func TestPingPong(t *testing.T) {
 		t.Fatal("pingpong did not verify")
 	}
 	ns, _ := strconv.ParseFloat(m[1], 64)
+	if m := regexp.MustCompile(`(?m)^ITERS .*$`).FindString(run.rank0); m != "" {
+		fmt.Println(m)
+	}
 	fmt.Printf("PINGPONG per-hop median %.2f us (iteration median %.3f ms over %s iterations, 1000 hops)\n", ns/1000/1000, ns/1e6, m[2])
 }
