@@ -378,8 +378,7 @@ func (e *offloadEngine) iterate(ctx context.Context, iter int) error {
 	if _, err := e.post(); err != nil {
 		return err
 	}
-	idle := 0
-	var idleSince time.Time
+	watch := stallWatch{prog: e.prog, limit: e.hang}
 	for !e.finished() {
 		progress, err := e.poll()
 		if err != nil {
@@ -397,28 +396,13 @@ func (e *offloadEngine) iterate(ctx context.Context, iter int) error {
 			return err
 		}
 		if progress || did {
-			idle = 0
+			watch.reset()
 			continue
 		}
-		if e.prog != nil && e.prog.Progress() > 0 {
-			continue
-		}
-		if e.prog != nil {
+		if stuck, err := watch.quiet(ctx, iter); err != nil {
+			return err
+		} else if stuck {
 			return e.diagnose(iter)
-		}
-		idle++
-		if idle&1023 == 1 {
-			now := time.Now()
-			if idle == 1 {
-				idleSince = now
-			} else if now.Sub(idleSince) > e.hang {
-				return e.diagnose(iter)
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("iteration %d: %w", iter, ctx.Err())
-			default:
-			}
 		}
 	}
 	return nil

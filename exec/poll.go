@@ -290,8 +290,7 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 	if _, err := e.flush(); err != nil {
 		return err
 	}
-	idle := 0
-	var idleSince time.Time
+	watch := stallWatch{prog: e.prog, limit: e.hang}
 	ncq := len(e.cqs)
 	for e.left > 0 {
 		progress := false
@@ -324,29 +323,14 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 			progress = true
 		}
 		if progress {
-			idle = 0
+			watch.reset()
 			continue
 		}
-		if e.prog != nil && e.prog.Progress() > 0 {
-			continue
-		}
-		if e.prog != nil {
-			// A software NIC with nothing runnable and an engine with nothing to do: stalled.
+		// A software NIC with nothing runnable and an engine with nothing to do: stalled.
+		if stuck, err := watch.quiet(ctx, iter); err != nil {
+			return err
+		} else if stuck {
 			return e.diagnose(iter)
-		}
-		idle++
-		if idle&1023 == 1 {
-			now := time.Now()
-			if idle == 1 {
-				idleSince = now
-			} else if now.Sub(idleSince) > e.hang {
-				return e.diagnose(iter)
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("iteration %d: %w", iter, ctx.Err())
-			default:
-			}
 		}
 	}
 	return nil

@@ -1,0 +1,45 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// stallWatch decides when an engine that found nothing to do in a round is stuck. With a
+// provider that reports its own progress (the software NIC), a round where neither the engine
+// nor the NIC can move is final at once. With a real NIC the engine keeps polling and gives up
+// after the hang timeout without progress, checking the context now and then; time is read only
+// every 1024 idle rounds, so the polling loop stays cheap.
+type stallWatch struct {
+	prog  Progresser // nil for a NIC that progresses by itself
+	limit time.Duration
+	idle  int
+	since time.Time
+}
+
+// reset records a round that made progress.
+func (w *stallWatch) reset() { w.idle = 0 }
+
+// quiet records a round without progress. It reports stuck when the engine should diagnose a
+// hang, and an error when ctx ended.
+func (w *stallWatch) quiet(ctx context.Context, iter int) (stuck bool, err error) {
+	if w.prog != nil {
+		return w.prog.Progress() == 0, nil
+	}
+	w.idle++
+	if w.idle&1023 == 1 {
+		now := time.Now()
+		if w.idle == 1 {
+			w.since = now
+		} else if now.Sub(w.since) > w.limit {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("iteration %d: %w", iter, ctx.Err())
+		default:
+		}
+	}
+	return false, nil
+}
