@@ -187,6 +187,9 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *planner.RankPlan, or *offRank, w
 	return wr, nil
 }
 
+// prepost has nothing to do: the offload engine posts each iteration's chains in iterate.
+func (e *offloadEngine) prepost() error { return nil }
+
 func (e *offloadEngine) rearm(iter int) {
 	for ri := range e.ranks {
 		or := &e.ranks[ri]

@@ -28,8 +28,7 @@ type pollEngine struct {
 	opSide               []int32 // by op: side index, -1 for host ops
 	opSlot               []int32 // by op: position on its side
 	roots                []int32 // local ops without predecessors, except receives
-	recvRoots            []int32 // receives without predecessors: posted by rearm
-	prepostErr           error   // from posting recvRoots; reported by iterate
+	recvRoots            []int32 // receives without predecessors: posted by prepost
 	sides                []pollSide
 	dirty                []int32 // sides that may post
 	inDirty              []bool
@@ -65,7 +64,10 @@ type pollCQ struct {
 	rank int
 }
 
-func newPoll(g *planner.Graph, mem *Memory, res []*rankRes, p Provider, opts Options) (*pollEngine, error) {
+// newPoll sets up the polling engine. The plan, compiled for a target without cross-channel
+// (generic), decides which WQEs are signalled and which sends go inline; without one, every WQE
+// is signalled and sends go inline as the plan text says.
+func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, p Provider, opts Options) (*pollEngine, error) {
 	n := len(g.Ops)
 	e := &pollEngine{g: g, mem: mem, res: res, hang: opts.HangTimeout,
 		pending: make([]int32, n), initPending: make([]int32, n), ready: make([]bool, n),
@@ -101,7 +103,6 @@ func newPoll(g *planner.Graph, mem *Memory, res []*rankRes, p Provider, opts Opt
 				si := int32(len(e.sides))
 				side.cq = int32(len(e.cqs))
 				e.cqs = append(e.cqs, pollCQ{cq: r.cqs[cq], side: si, name: r.layout.cqs[cq].name, rank: r.rank})
-				every := max(side.depth/2, 1)
 				for k, id := range ops {
 					side.ops = append(side.ops, int32(id))
 					e.opSide[id], e.opSlot[id] = si, int32(k)
@@ -111,10 +112,12 @@ func newPoll(g *planner.Graph, mem *Memory, res []*rankRes, p Provider, opts Opt
 						side.signalledAt = append(side.signalledAt, true)
 						continue
 					}
-					wr := r.dataWR(g, id, maxInline)
-					// Signal what someone waits for, the queue's last op, and every half
-					// depth so unsignalled requests cannot fill the queue.
-					sig := len(g.Succs(id)) > 0 || k == len(ops)-1 || int32(k+1)%every == 0
+					sig, inline := true, g.Ops[id].Inline
+					if plan != nil {
+						w := plan.WQEOf(id)
+						sig, inline = w.Signalled(), w.Flags&planner.Inline != 0
+					}
+					wr := r.dataWR(g, id, inline, maxInline)
 					if sig {
 						wr.Flags |= FlagSignaled
 					}
@@ -150,12 +153,11 @@ func (e *pollEngine) rearm(int) {
 		e.sides[i].next, e.sides[i].done = 0, 0
 	}
 	e.left = e.localOps
-	e.prepostErr = e.prepost()
 }
 
-// prepost posts the receives that wait for nothing, before the iteration starts: rearm runs
+// prepost posts the receives that wait for nothing, before the iteration starts: Run calls it
 // after the memory reset and before the barrier that releases the peers, so their first messages
-// find a receive (no receiver-not-ready NAK and retry timer) and posting them is not timed.
+// find a receive (no receiver-not-ready NAK and retry timer), as persistent operations pre-post.
 // The previous iteration completed every op on every rank, so no stale message can consume them.
 func (e *pollEngine) prepost() error {
 	for _, id := range e.recvRoots {
@@ -278,9 +280,6 @@ func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
 }
 
 func (e *pollEngine) iterate(ctx context.Context, iter int) error {
-	if err := e.prepostErr; err != nil {
-		return err
-	}
 	for _, id := range e.roots {
 		e.markReady(id)
 	}

@@ -111,8 +111,11 @@ type Result struct {
 
 // driver is an engine bound to a set's resources.
 type driver interface {
-	// rearm prepares iteration iter (outside the timed region).
+	// rearm resets the engine's state for iteration iter (outside the timed region).
 	rearm(iter int)
+	// prepost posts what waits for nothing and must be in place before any peer starts (the
+	// receives of the polling engine), after rearm and before the start barrier.
+	prepost() error
 	// iterate runs one iteration to completion.
 	iterate(ctx context.Context, iter int) error
 	// counters adds the engine's own counters to r.
@@ -191,7 +194,7 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 	if engine == Offload {
 		d, err = newOffload(g, plan, mem, res, p, opts)
 	} else {
-		d, err = newPoll(g, mem, res, p, opts)
+		d, err = newPoll(g, plan, mem, res, p, opts)
 	}
 	if err != nil {
 		return nil, err
@@ -245,6 +248,9 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 			}
 		}
 		d.rearm(it)
+		if err := d.prepost(); err != nil {
+			return finish(fmt.Errorf("iteration %d: %w", it, err))
+		}
 		if opts.Barrier != nil {
 			if err := opts.Barrier(ctx); err != nil {
 				return finish(fmt.Errorf("iteration %d: barrier before the run: %w", it, err))
@@ -274,8 +280,11 @@ func chooseEngine(e Engine, plan *planner.Plan, caps Caps) (Engine, error) {
 		if caps.CrossChannel && plan != nil && plan.Target.CrossChannel {
 			return Offload, nil
 		}
-		return Poll, nil
+		return chooseEngine(Poll, plan, caps)
 	case Poll:
+		if plan != nil && plan.Target.CrossChannel {
+			return e, fmt.Errorf("the poll engine walks the DAG itself and runs plans compiled for a target without cross-channel; target %s has WAIT/ENABLE chains for the offload engine (compile for generic)", plan.Target.Name)
+		}
 		return Poll, nil
 	case Offload:
 		if plan == nil {

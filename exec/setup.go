@@ -283,15 +283,16 @@ func (r *rankRes) remote(g *planner.Graph, peer int, s planner.Slice) (uint64, u
 	return m.Addr + uint64(s.Off*sz), m.RKey
 }
 
-// dataWR builds the send-queue work request of graph op id (send, write, read or atomic).
-func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, maxInline int) SendWR {
+// dataWR builds the send-queue work request of graph op id (send, write, read or atomic); a
+// send goes inline when inline is set and the NIC takes its payload inline.
+func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, inline bool, maxInline int) SendWR {
 	op := &g.Ops[id]
 	peer := peerRank(g, op)
 	wr := SendWR{ID: uint64(id)}
 	switch op.Kind {
 	case planner.OpSend:
 		wr.Op, wr.Local = OpSend, r.local(g, op.Src)
-		if op.Inline && int(wr.Local.Len) <= maxInline {
+		if inline && int(wr.Local.Len) <= maxInline {
 			wr.Flags |= FlagInline
 		}
 	case planner.OpWrite:

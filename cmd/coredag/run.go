@@ -192,6 +192,9 @@ func (c *runCmd) setup(e *env, l *loaded, defaultTarget string) (exec.Engine, *p
 	if engine == exec.Offload && !target.CrossChannel {
 		return 0, nil, nil, usageError("--engine offload needs a cross-channel target (connectx or connectx-inline); %s has none, so use --engine poll", target.Name)
 	}
+	if engine == exec.Poll && target.CrossChannel {
+		return 0, nil, nil, usageError("--engine poll walks the DAG itself: it runs plans for --target generic; %s's WAIT/ENABLE chains are for --engine offload", target.Name)
+	}
 	plan, err := planner.Compile(l.graph, target)
 	if err == nil {
 		var ref *exec.Memory

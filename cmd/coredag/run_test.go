@@ -48,7 +48,6 @@ func TestRunEngines(t *testing.T) {
 		{[]string{"--engine", "offload"}, "offload", "connectx"},
 		{[]string{"--engine", "offload", "--target", "connectx-inline"}, "offload", "connectx-inline"},
 		{[]string{"--engine", "poll"}, "poll", "generic"},
-		{[]string{"--engine", "poll", "--target", "connectx"}, "poll", "connectx"},
 	} {
 		rep := runJSON(t, exitOK, append(c.args, plan)...)
 		assert.True(t, rep.OK, "%q", c.args)
@@ -299,8 +298,12 @@ func TestRunEdgeCases(t *testing.T) {
 	require.Len(t, diag.Diagnostics, 1)
 	assert.Equal(t, 4, diag.Diagnostics[0].Line)
 
-	// The offload engine cannot run a plan compiled without cross-channel: a usage error.
+	// The offload engine cannot run a plan compiled without cross-channel, nor the poll engine
+	// one with WAIT/ENABLE chains: usage errors.
 	code, _, stderr = coredag(t, "", "run", "--engine", "offload", "--target", "generic", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, "--engine offload needs a cross-channel target")
+	code, _, stderr = coredag(t, "", "run", "--engine", "poll", "--target", "connectx", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "--engine poll walks the DAG itself")
 }
