@@ -259,41 +259,11 @@ var (
 
 // suggest proposes a keyword for a misspelt word.
 func suggest(tok lexer.Token, words []string) string {
-	if tok.Type != tokIdent && tok.Type != tokKeyword || len(tok.Value) < 2 {
+	if tok.Type != tokIdent && tok.Type != tokKeyword {
 		return ""
 	}
-	best, bestD := "", 3
-	for _, k := range words {
-		if d := editDistance(tok.Value, k); d < bestD && d <= (len(k)+1)/2 {
-			best, bestD = k, d
-		}
+	if best := Closest(tok.Value, words); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance of two short words.
-func editDistance(a, b string) int {
-	if len(a) > 32 || len(b) > 32 {
-		return 99
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }

@@ -195,38 +195,8 @@ func (el *elaborator) noOverlap(a, b Slice, pos dsl.Pos, what string) {
 
 // suggest returns " (did you mean X?)" for the known name closest to name, or "".
 func suggest(name string, known []string) string {
-	limit := min(max(len(name)/3, 1), 2) // up to 2 edits, 1 for short names
-	if len(name) < 2 {
-		return "" // a one-letter name is no typo of another one-letter name
+	if best := dsl.Closest(name, known); best != "" {
+		return " (did you mean " + best + "?)"
 	}
-	best, bestD := "", limit+1
-	for _, k := range known {
-		if d := editDistance(name, k); d < bestD || (d == bestD && best != "" && k < best) {
-			best, bestD = k, d
-		}
-	}
-	if best == "" || best == name {
-		return ""
-	}
-	return " (did you mean " + best + "?)"
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
