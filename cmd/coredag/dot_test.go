@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/xml"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,14 +30,7 @@ func TestDotSVG(t *testing.T) {
 	assert.Empty(t, stdout)
 	svg, err := os.ReadFile(out)
 	require.NoError(t, err)
-	dec := xml.NewDecoder(bytes.NewReader(svg))
-	for {
-		_, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err, "not well-formed XML")
-	}
+	requireWellFormedXML(t, svg)
 	for _, op := range []string{"tx[0]", "rx[0]", "red[0]", "ag[0]", "got[0]"} {
 		assert.Contains(t, string(svg), ">"+op+"<", "op %s", op)
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,4 +214,17 @@ func TestCompileJSONDiagnostics(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
 	require.Len(t, r.Diagnostics, 1)
 	assert.Equal(t, 4, r.Diagnostics[0].Line)
+}
+
+// requireWellFormedXML fails the test unless data (an SVG) parses as XML to its end.
+func requireWellFormedXML(t *testing.T, data []byte) {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(data))
+	for {
+		_, err := dec.Token()
+		if err == io.EOF {
+			return
+		}
+		require.NoError(t, err, "not well-formed XML")
+	}
 }

@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -145,14 +143,7 @@ func TestWriteHangViewOffload(t *testing.T) {
 	require.NoError(t, writeHangView(svgFile, plan, h))
 	svg, err := os.ReadFile(svgFile)
 	require.NoError(t, err)
-	dec := xml.NewDecoder(bytes.NewReader(svg))
-	for {
-		_, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err, "hang.svg is not well-formed XML")
-	}
+	requireWellFormedXML(t, svg)
 	assert.Contains(t, string(svg), "#d62728")
 	assert.Contains(t, string(svg), "WAIT before")
 
