@@ -1,10 +1,7 @@
 package planner
 
 import (
-	"encoding/binary"
-	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,109 +34,13 @@ func Elaborate(f *dsl.File, params map[string]int64) (*Graph, error) {
 	return el.g, nil
 }
 
-// phase orders diagnostics: only the first phase with errors is reported (DSL.md, Details).
-type phase int
-
-const (
-	phaseNames  phase = iota // names, declarations and expressions
-	phaseShapes              // bounds, lengths, types, access flags
-	phaseMatch               // queue pairing and send/recv matching
-	numPhases
-)
-
-// diags collects diagnostics of one phase. The same mistake made by every rank of an SPMD
-// text is one diagnostic that lists the ranks, not one per rank.
-type diags struct {
-	order []diagKey
-	ranks map[diagKey][]int
-}
-
-type diagKey struct {
-	pos dsl.Pos
-	msg string
-}
-
-func (d *diags) add(pos dsl.Pos, rank int, format string, args ...any) {
-	k := diagKey{pos, fmt.Sprintf(format, args...)}
-	if d.ranks == nil {
-		d.ranks = map[diagKey][]int{}
-	}
-	rs, seen := d.ranks[k]
-	if !seen {
-		d.order = append(d.order, k)
-	}
-	if rank >= 0 && (len(rs) == 0 || rs[len(rs)-1] != rank) {
-		rs = append(rs, rank)
-	}
-	d.ranks[k] = rs
-}
-
-func (d *diags) list(ranks int) dsl.ErrorList {
-	// Ranks often make the same mistake with different numbers in it ("rank 1's queue" on rank
-	// 0, "rank 2's queue" on rank 1): such messages at one position are one diagnostic, worded
-	// for the first rank, that lists the others.
-	type group struct {
-		first diagKey
-		ranks []int
-	}
-	var order []diagKey
-	groups := map[diagKey]*group{}
-	for _, k := range d.order {
-		shape := diagKey{k.pos, digits.ReplaceAllString(k.msg, "#")}
-		gr, ok := groups[shape]
-		if !ok {
-			gr = &group{first: k}
-			groups[shape] = gr
-			order = append(order, shape)
-		}
-		gr.ranks = append(gr.ranks, d.ranks[k]...)
-	}
-	var l dsl.ErrorList
-	for _, shape := range order {
-		gr := groups[shape]
-		msg, own := gr.first.msg, d.ranks[gr.first]
-		switch {
-		case len(gr.ranks) == 0 || len(own) == ranks: // not rank-specific, or every rank alike
-		case len(own) == len(gr.ranks):
-			msg += " (on " + formatRanks(own) + ")"
-		default:
-			others := map[int]bool{}
-			for _, r := range gr.ranks {
-				others[r] = true
-			}
-			for _, r := range own {
-				delete(others, r)
-			}
-			rest := make([]int, 0, len(others))
-			for r := range others {
-				rest = append(rest, r)
-			}
-			msg += " (on " + formatRanks(own) + "; likewise on " + formatRanks(rest) + ")"
-		}
-		l = append(l, &dsl.Error{Pos: shape.pos, Msg: msg})
-	}
-	l.Sort()
-	return l
-}
-
-// digits matches the numbers in a message, which differ between ranks making one mistake.
-var digits = regexp.MustCompile(`[0-9]+`)
-
-// plural formats a count with its noun: "1 recv", "3 recvs".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
-}
-
 type elaborator struct {
 	file      *dsl.File
 	g         *Graph
 	overrides map[string]int64
 	diag      [numPhases]diags
 
-	globals *scope           // params, then the per-rank `rank` and `ranks` on top
+	globals *scope           // params, ranks and the top-level lets that do not depend on rank
 	bufIdx  map[string]BufID // buffer name -> id
 
 	// per-rank state, reset for each rank
@@ -364,110 +265,6 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 	}
 	el.bufIdx[name] = BufID(len(el.g.Buffers))
 	el.g.Buffers = append(el.g.Buffers, b)
-}
-
-// initFunc builds the function that fills a buffer from its init expression on a rank; `i` is
-// the element index. An expression that does not use `i` is evaluated once per rank.
-func (el *elaborator) initFunc(e dsl.Expr, t ElemType) InitFunc {
-	globals := el.globals
-	float := hasFloat(e)
-	perElem := uses(e, "i")
-	return func(rank int, dst []byte) error {
-		s := &scope{parent: globals}
-		s.bind("rank", int64(rank))
-		s.bind("i", 0)
-		size := int(t.Size())
-		n := len(dst) / size
-		for i := 0; i < n; i++ {
-			if i > 0 && !perElem {
-				copy(dst[i*size:], dst[:size*min(i, n-i)])
-				i += min(i, n-i) - 1
-				continue
-			}
-			s.values[1] = int64(i)
-			var bitsv uint64
-			if float {
-				v, err := evalFloat(e, s)
-				if err != nil {
-					return initError(err, i, rank)
-				}
-				bitsv = floatBits(v, t)
-			} else {
-				v, err := evalInt(e, s)
-				if err != nil {
-					return initError(err, i, rank)
-				}
-				bitsv = intBits(v, t)
-			}
-			putElem(dst[i*size:], t, bitsv)
-		}
-		return nil
-	}
-}
-
-// initError positions an init failure at the offending sub-expression.
-func initError(err *evalError, i, rank int) *dsl.Error {
-	return &dsl.Error{Pos: err.pos, Msg: fmt.Sprintf("%s (init of element %d on rank %d)", err.msg, i, rank)}
-}
-
-// checkInits evaluates every buffer's init on every rank, so that an init that fails (a
-// division by zero at one element) is a diagnostic of check, not a failure of run. An init that
-// does not use `i` costs one evaluation per rank; one that does costs one per element, and past
-// MaxInitChecks evaluations in all, the rest is left to run time.
-func (el *elaborator) checkInits() {
-	budget := int64(MaxInitChecks)
-	for bi := range el.g.Buffers {
-		b := &el.g.Buffers[bi]
-		if b.Init == nil {
-			continue
-		}
-		n := int64(1)
-		if b.perElem {
-			n = b.Count
-		}
-		if n*int64(el.g.Ranks) > budget {
-			continue
-		}
-		budget -= n * int64(el.g.Ranks)
-		dst := make([]byte, n*b.Type.Size())
-		for r := 0; r < el.g.Ranks; r++ {
-			if err := b.Init(r, dst); err != nil {
-				if de, ok := err.(*dsl.Error); ok {
-					msg, _, _ := strings.Cut(de.Msg, " (init of element")
-					el.diag[phaseNames].add(de.Pos, r, "%s in the init of buffer %s", msg, b.Name)
-				}
-			}
-		}
-	}
-}
-
-func floatBits(v float64, t ElemType) uint64 {
-	if t == F32 {
-		return uint64(math.Float32bits(float32(v)))
-	}
-	return math.Float64bits(v)
-}
-
-// intBits converts an integer to the element type's bit pattern: integers wrap modulo 2^bits.
-func intBits(v int64, t ElemType) uint64 {
-	switch t {
-	case F32:
-		return uint64(math.Float32bits(float32(v)))
-	case F64:
-		return math.Float64bits(float64(v))
-	}
-	return uint64(v)
-}
-
-func putElem(dst []byte, t ElemType, v uint64) {
-	switch t.Size() {
-	case 1:
-		dst[0] = byte(v)
-	case 4:
-		binary.LittleEndian.PutUint32(dst, uint32(v))
-	default:
-		binary.LittleEndian.PutUint64(dst, v)
-	}
 }
 
 // elaborateRank walks the whole text as rank r sees it.
