@@ -25,7 +25,7 @@ import (
 )
 
 func init() {
-	register("run", "Run a plan on the software NIC and check its memory against the reference.", func() any { return &runCmd{} })
+	register("run", "Run a plan on the software NIC (or a real RDMA device: --provider verbs) and check its memory against the reference.", func() any { return &runCmd{} })
 }
 
 type runCmd struct {
