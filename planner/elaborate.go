@@ -429,18 +429,15 @@ func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
 			return
 		}
 	}
-	peerName := name
+	peerName, peerPos := name, st.Name.Pos() // by default the peer's queue of the same name
 	if st.Peer != nil {
 		if peerName, ok = el.name(st.Peer, s); !ok {
 			return
 		}
+		peerPos = st.Peer.Pos()
 	}
 	el.queueIdx[name] = QueueID(len(g.Queues))
 	g.Queues = append(g.Queues, Queue{Name: name, Rank: el.rank, PeerRank: int(peer), Peer: None, Depth: int(depth), Pos: st.Name.Pos()})
-	peerPos := st.Name.Pos()
-	if st.Peer != nil {
-		peerPos = st.Peer.Pos()
-	}
 	el.peerRefs = append(el.peerRefs, queueRef{name: peerName, pos: peerPos})
 }
 
