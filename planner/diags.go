@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/coredag/coredag/dsl"
 )
@@ -96,10 +97,19 @@ func (d *diags) list(ranks int) dsl.ErrorList {
 // digits matches the numbers in a message, which differ between ranks making one mistake.
 var digits = regexp.MustCompile(`[0-9]+`)
 
-// plural formats a count with its noun: "1 recv", "3 recvs".
-func plural(n int, noun string) string {
+// Plural formats a count with its noun for messages: "1 recv", "3 recvs", "2 entries",
+// "2 mismatches".
+func Plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return strconv.Itoa(n) + " " + noun + "s"
+	switch l := len(noun); {
+	case l > 1 && noun[l-1] == 'y' && !strings.ContainsRune("aeiou", rune(noun[l-2])):
+		noun = noun[:l-1] + "ies"
+	case strings.HasSuffix(noun, "s"), strings.HasSuffix(noun, "x"), strings.HasSuffix(noun, "ch"), strings.HasSuffix(noun, "sh"):
+		noun += "es"
+	default:
+		noun += "s"
+	}
+	return strconv.Itoa(n) + " " + noun
 }

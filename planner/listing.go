@@ -38,7 +38,7 @@ func WriteListing(w io.Writer, p *Plan, opt ListOptions) error {
 				cq := &rp.CQs[q.CQ]
 				fmt.Fprintf(b, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
 			}
-			fmt.Fprintf(b, ", %s per iteration\n", plural(int(q.PerIteration), "WQE"))
+			fmt.Fprintf(b, ", %s per iteration\n", Plural(int(q.PerIteration), "WQE"))
 			if len(q.Chain) == 0 {
 				b.WriteString("    (empty)\n")
 				continue
@@ -52,8 +52,8 @@ func WriteListing(w io.Writer, p *Plan, opt ListOptions) error {
 		}
 		s := rankStats(p, r)
 		fmt.Fprintf(b, "  rank %d: %s (%d data), %s, %s, %s, %s, %s, %d signalled\n",
-			r, plural(s.WQEs, "WQE"), s.DataWQEs, plural(s.HostSteps, "HOST step"), plural(s.Waits, "WAIT"),
-			plural(s.Enables, "ENABLE"), plural(s.HostWaits, "host wait"), plural(s.Fences, "fence"), s.Signalled)
+			r, Plural(s.WQEs, "WQE"), s.DataWQEs, Plural(s.HostSteps, "HOST step"), Plural(s.Waits, "WAIT"),
+			Plural(s.Enables, "ENABLE"), Plural(s.HostWaits, "host wait"), Plural(s.Fences, "fence"), s.Signalled)
 	}
 	fmt.Fprintf(b, "\nsummary: %s\n", summary(p.Stats))
 	_, err := io.WriteString(w, b.String())
@@ -76,8 +76,8 @@ func shortPos(e *WQE) string {
 
 func summary(s Stats) string {
 	return fmt.Sprintf("%s (%d data), %s, WAITs %d naive -> %d, ENABLEs %d naive -> %d, %s, %s, %d signalled, critical path %s",
-		plural(s.WQEs, "WQE"), s.DataWQEs, plural(s.HostSteps, "HOST step"), s.NaiveWaits, s.Waits, s.NaiveEnables, s.Enables,
-		plural(s.HostWaits, "host wait"), plural(s.Fences, "fence"), s.Signalled, plural(s.CriticalPath, "op"))
+		Plural(s.WQEs, "WQE"), s.DataWQEs, Plural(s.HostSteps, "HOST step"), s.NaiveWaits, s.Waits, s.NaiveEnables, s.Enables,
+		Plural(s.HostWaits, "host wait"), Plural(s.Fences, "fence"), s.Signalled, Plural(s.CriticalPath, "op"))
 }
 
 // rankStats counts one rank's entries (naive counts and the critical path are plan-wide and

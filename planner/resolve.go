@@ -133,7 +133,7 @@ func (el *elaborator) matchMessages() {
 			}
 			if k >= len(recvs) {
 				el.diag[phaseMatch].add(s.Pos, s.Rank, "%s %s has no matching recv: rank %d posts %s on %s but this rank sends at least %s on %s",
-					s.Kind, s.Name, q.PeerRank, plural(len(recvs), "recv"), g.Queues[q.Peer].Name, plural(k+1, "message"), q.Name)
+					s.Kind, s.Name, q.PeerRank, Plural(len(recvs), "recv"), g.Queues[q.Peer].Name, Plural(k+1, "message"), q.Name)
 				k++
 				continue
 			}
@@ -155,7 +155,7 @@ func (el *elaborator) matchMessages() {
 		for sent := k; k < len(recvs); k++ {
 			r := &g.Ops[recvs[k]]
 			el.diag[phaseMatch].add(r.Pos, r.Rank, "recv %s is never matched: rank %d sends only %s on %s, the peer of %s",
-				r.Name, q.Rank, plural(sent, "message"), q.Name, g.Queues[q.Peer].Name)
+				r.Name, q.Rank, Plural(sent, "message"), q.Name, g.Queues[q.Peer].Name)
 		}
 	}
 }

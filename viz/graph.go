@@ -546,7 +546,7 @@ func loopLabel(g *planner.Graph, ops []planner.OpID) string {
 	_, hi := familyOf(g.Ops[ops[len(ops)-1]].Name)
 	iters := len(ops) / len(bases)
 	return fmt.Sprintf("loop body x %d folded\n%s  %s .. %s\n%s: %s",
-		iters, strings.Join(bases, ", "), lo, hi, plural(len(ops), "op"), kindCounts(g, ops))
+		iters, strings.Join(bases, ", "), lo, hi, planner.Plural(len(ops), "op"), kindCounts(g, ops))
 }
 
 // rankLabel describes a folded rank: op counts by kind and its queues.
@@ -556,7 +556,7 @@ func rankLabel(g *planner.Graph, r int, ops []planner.OpID) string {
 	for q := span.FirstQueue; q < span.EndQueue; q++ {
 		qs = append(qs, g.Queues[q].Name)
 	}
-	s := fmt.Sprintf("rank %d (folded)\n%s", r, plural(len(ops), "op"))
+	s := fmt.Sprintf("rank %d (folded)\n%s", r, planner.Plural(len(ops), "op"))
 	if len(ops) > 0 {
 		s += ": " + kindCounts(g, ops)
 	}

@@ -514,7 +514,7 @@ func opcodeCounts(chain []planner.WQE) string {
 
 // foldLabel describes a folded run of a lane.
 func foldLabel(chain []planner.WQE, lo, hi int) string {
-	s := fmt.Sprintf("[%d..%d] %s folded\n%s", lo, hi-1, plural(hi-lo, "entry"), opcodeCounts(chain))
+	s := fmt.Sprintf("[%d..%d] %s folded\n%s", lo, hi-1, planner.Plural(hi-lo, "entry"), opcodeCounts(chain))
 	if first, last := chain[0].Name, chain[len(chain)-1].Name; first != "" && last != "" {
 		s += fmt.Sprintf("\n%s .. %s", first, last)
 	}
@@ -525,7 +525,7 @@ func foldLabel(chain []planner.WQE, lo, hi int) string {
 func (v *planView) rankSummary(r int) string {
 	rp := &v.p.Ranks[r]
 	var b strings.Builder
-	fmt.Fprintf(&b, "rank %d (folded)\n%s", r, plural(rankEntries(rp), "WQE"))
+	fmt.Fprintf(&b, "rank %d (folded)\n%s", r, planner.Plural(rankEntries(rp), "WQE"))
 	for qi := range rp.Queues {
 		fmt.Fprintf(&b, "\n%s: %d", rp.Queues[qi].Name, len(rp.Queues[qi].Chain))
 	}

@@ -181,17 +181,6 @@ func familyOf(name string) (base, index string) {
 	return name, ""
 }
 
-// plural formats a count with a noun: "1 op", "3 ops", "2 entries".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s", noun)
-	}
-	if strings.HasSuffix(noun, "y") {
-		return fmt.Sprintf("%d %sies", n, noun[:len(noun)-1])
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 // orderClusters keeps clusters in the given order (left to right in a top-down drawing, top to
 // bottom in a left-right one). Graphviz orders clusters to minimise crossings, and edges between
 // clusters (matched transfers around a ring) easily make it draw rank 1 before rank 0. So each
@@ -265,7 +254,7 @@ func (m *merger) add(k mergeKey, e dot.Edge) {
 func (m *merger) label() {
 	for i, e := range m.edges {
 		if n := m.count[i]; n > 1 {
-			e.Attr("label", plural(n, "transfer"))
+			e.Attr("label", planner.Plural(n, "transfer"))
 			e.Attr("fontname", fontName)
 			e.Attr("fontsize", "9")
 			e.Attr("fontcolor", colorMatch)

@@ -61,7 +61,7 @@ func (c *checkCmd) Run(e *env) error {
 		} else {
 			r.Ranks, r.Ops = l.graph.Ranks, len(l.graph.Ops)
 			if !c.JSON {
-				fmt.Fprintf(e.stdout, "%s: ok (plan %s, %s, %s)\n", l.path, l.graph.Name, plural(l.graph.Ranks, "rank"), plural(len(l.graph.Ops), "op"))
+				fmt.Fprintf(e.stdout, "%s: ok (plan %s, %s, %s)\n", l.path, l.graph.Name, planner.Plural(l.graph.Ranks, "rank"), planner.Plural(len(l.graph.Ops), "op"))
 			}
 		}
 		reports = append(reports, r)

@@ -210,7 +210,7 @@ func (c *runCmd) setup(e *env, l *loaded, defaultTarget string) (exec.Engine, *p
 // printRun prints the human-readable result: first a verdict line that starts with PASS or FAIL
 // and names the file, then what ran, the latency of the (last) run and its counters.
 func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
-	where := fmt.Sprintf("on every rank (%s)", plural(rep.Ranks, "rank"))
+	where := fmt.Sprintf("on every rank (%s)", planner.Plural(rep.Ranks, "rank"))
 	switch {
 	case rep.OK:
 		fmt.Fprintf(e.stdout, "PASS %s: memory matches the reference %s\n", path, where)
@@ -218,9 +218,9 @@ func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
 		msg, _, _ := strings.Cut(rep.Error, "\n")
 		fmt.Fprintf(e.stdout, "FAIL %s: run failed: %s\n", path, msg)
 	default:
-		fmt.Fprintf(e.stdout, "FAIL %s: memory differs from the reference (%s)\n", path, plural(len(rep.Mismatches), "mismatch"))
+		fmt.Fprintf(e.stdout, "FAIL %s: memory differs from the reference (%s)\n", path, planner.Plural(len(rep.Mismatches), "mismatch"))
 	}
-	fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, %s, %s", rep.Plan, rep.Engine, rep.Target, rep.Provider, plural(rep.Iters, "iteration"))
+	fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, %s, %s", rep.Plan, rep.Engine, rep.Target, rep.Provider, planner.Plural(rep.Iters, "iteration"))
 	last := ""
 	if runs > 1 {
 		fmt.Fprintf(e.stdout, ", schedule seeds %d-%d", rep.Seed, rep.Seed+uint64(runs)-1)
@@ -239,29 +239,13 @@ func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
 		fmt.Fprintf(e.stdout, "  latency min %s, median %s, p99 %s%s\n", fmtDuration(l.Min), fmtDuration(l.Median), fmtDuration(l.P99), last)
 	}
 	fmt.Fprintf(e.stdout, "  totals: %s posted, %s polled, %s, %s, %s, %s\n",
-		plural(int(rep.WQEs), "WQE"), plural(int(rep.CQEs), "CQE"), plural(int(rep.Waits), "WAIT"),
-		plural(int(rep.Enables), "ENABLE"), plural(int(rep.HostSteps), "host step"), plural(int(rep.RNR), "RNR retry"))
+		planner.Plural(int(rep.WQEs), "WQE"), planner.Plural(int(rep.CQEs), "CQE"), planner.Plural(int(rep.Waits), "WAIT"),
+		planner.Plural(int(rep.Enables), "ENABLE"), planner.Plural(int(rep.HostSteps), "host step"), planner.Plural(int(rep.RNR), "RNR retry"))
 	for _, name := range sortedKeys(rep.Buffers) {
 		for r, vals := range rep.Buffers[name] {
 			fmt.Fprintf(e.stdout, "%s[rank %d] = %v\n", name, r, vals)
 		}
 	}
-}
-
-// plural returns "1 rank", "2 ranks", "3 RNR retries", "2 mismatches".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	switch {
-	case strings.HasSuffix(noun, "ry"):
-		noun = strings.TrimSuffix(noun, "y") + "ies"
-	case strings.HasSuffix(noun, "ch"), strings.HasSuffix(noun, "sh"), strings.HasSuffix(noun, "s"):
-		noun += "es"
-	default:
-		noun += "s"
-	}
-	return fmt.Sprintf("%d %s", n, noun)
 }
 
 // fmtDuration prints d with three significant digits in the largest unit that keeps it at

@@ -242,17 +242,6 @@ func TestRunNoProgressBarOffTerminal(t *testing.T) {
 	}
 }
 
-func TestPlural(t *testing.T) {
-	for n, want := range map[int]string{0: "0 RNR retries", 1: "1 RNR retry", 2: "2 RNR retries"} {
-		assert.Equal(t, want, plural(n, "RNR retry"))
-	}
-	assert.Equal(t, "1 iteration", plural(1, "iteration"))
-	assert.Equal(t, "3 iterations", plural(3, "iteration"))
-	assert.Equal(t, "2 mismatches", plural(2, "mismatch"))
-	assert.Equal(t, "12 host steps", plural(12, "host step"))
-	assert.Equal(t, "0 WQEs", plural(0, "WQE"))
-}
-
 func TestFmtDuration(t *testing.T) {
 	for _, c := range []struct {
 		d    time.Duration

@@ -9,6 +9,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/bootstrap"
 	"github.com/coredag/coredag/exec/verbs"
+	"github.com/coredag/coredag/planner"
 )
 
 // verbsFlags are the flags of `coredag run` for real RDMA devices: one process per rank, started
@@ -102,12 +103,12 @@ func (c *runCmd) runVerbs(e *env) error {
 		if !ok {
 			verdict = "FAIL %s: not every rank verified (%s, one process each)\n"
 		}
-		fmt.Fprintf(e.stdout, verdict, l.path, plural(g.Ranks, "rank"))
-		fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, verbs on %v, %s\n", g.Name, engine, target.Name, nic, plural(c.Iters, "iteration"))
+		fmt.Fprintf(e.stdout, verdict, l.path, planner.Plural(g.Ranks, "rank"))
+		fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, verbs on %v, %s\n", g.Name, engine, target.Name, nic, planner.Plural(c.Iters, "iteration"))
 		for _, r := range all {
 			line := r.String()
 			if r.OK && r.Median > 0 {
-				line += fmt.Sprintf(", median iteration %s, %s posted, %s polled", fmtDuration(r.Median), plural(int(r.WQEs), "WQE"), plural(int(r.CQEs), "CQE"))
+				line += fmt.Sprintf(", median iteration %s, %s posted, %s polled", fmtDuration(r.Median), planner.Plural(int(r.WQEs), "WQE"), planner.Plural(int(r.CQEs), "CQE"))
 			}
 			fmt.Fprintf(e.stdout, "  %s\n", strings.ReplaceAll(line, "\n", "\n    "))
 		}
