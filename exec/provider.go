@@ -248,8 +248,9 @@ const (
 	FlagSignaled SendFlags = 1 << iota
 	// FlagFence starts the request only after earlier READ and atomic requests of its queue completed.
 	FlagFence
-	// FlagInline copies the SEND payload into the request at post time (Local.LKey is ignored and the
-	// buffer may be reused as soon as PostSend returns). At most QPConfig.MaxInline bytes.
+	// FlagInline copies the payload of a SEND or RDMA write into the request at post time
+	// (Local.LKey is ignored and the buffer may be reused as soon as PostSend returns). At most
+	// QPConfig.MaxInline bytes.
 	FlagInline
 )
 

@@ -284,17 +284,19 @@ func (r *rankRes) remote(g *planner.Graph, peer int, s planner.Slice) (uint64, u
 }
 
 // dataWR builds the send-queue work request of graph op id (send, write, read or atomic); a
-// send goes inline when inline is set and the NIC takes its payload inline.
+// send or write goes inline when inline is set and the NIC takes its payload inline.
 func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, inline bool, maxInline int) SendWR {
 	op := &g.Ops[id]
 	peer := peerRank(g, op)
 	wr := SendWR{ID: uint64(id)}
+	if (op.Kind == planner.OpSend || op.Kind == planner.OpWrite) && inline {
+		if l := r.local(g, op.Src); l.Len > 0 && int(l.Len) <= maxInline {
+			wr.Flags |= FlagInline
+		}
+	}
 	switch op.Kind {
 	case planner.OpSend:
 		wr.Op, wr.Local = OpSend, r.local(g, op.Src)
-		if inline && int(wr.Local.Len) <= maxInline {
-			wr.Flags |= FlagInline
-		}
 	case planner.OpWrite:
 		wr.Op, wr.Local = OpRDMAWrite, r.local(g, op.Src)
 		if op.Notify {

@@ -45,11 +45,18 @@ func TestStallWatch(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, time.Since(start), 5*time.Millisecond)
 
-	// Progress restarts the clock; a cancelled context ends the wait with its error.
+	// Progress restarts the count; a cancelled context ends the wait with its error once a
+	// thousand idle rounds in a row have passed (the clock and context are not read earlier).
 	w.reset()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := w.quiet(ctx, 7)
+	var err error
+	rounds := 0
+	for err == nil && rounds < 4096 {
+		_, err = w.quiet(ctx, 7)
+		rounds++
+	}
+	assert.Equal(t, 1024, rounds)
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Contains(t, err.Error(), "iteration 7")
 }

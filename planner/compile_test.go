@@ -295,6 +295,48 @@ op rx = recv q b
 	}
 }
 
+// TestAutoInline: where WQEs are posted only once their inputs are complete (generic), small
+// sends and writes go inline without the plan saying so; pre-posted chains inline only what the
+// plan marks, since their payload is not final when they are posted.
+func TestAutoInline(t *testing.T) {
+	src := `plan i
+param ranks = 2
+buffer a u64[16]
+buffer b u64[16] remote_write
+buffer c u64[16] remote_write
+buffer d u64[16] remote_read
+op small = write q a[0:1] to b[0:1] notify
+op big   = write q a to c notify
+op g0    = recv q
+op g1    = recv q
+op tx    = send q a[0:2]
+op rx    = recv q b[2:4]
+op rd    = read q d[0:1] to b[8:9]
+queue q to (rank + 1) % ranks
+`
+	g, err := planner.Load("i.dag", []byte(src), nil)
+	require.NoError(t, err)
+	inline := func(p *planner.Plan, name string) bool {
+		for i := range g.Ops {
+			if g.Ops[i].Name == name && g.Ops[i].Rank == 0 {
+				return p.WQEOf(planner.OpID(i)).Flags&planner.Inline != 0
+			}
+		}
+		t.Fatalf("no op %s", name)
+		return false
+	}
+	p := compileFor(t, g, "generic")
+	assert.True(t, inline(p, "small"), "8-byte write")
+	assert.True(t, inline(p, "tx"), "16-byte send")
+	assert.False(t, inline(p, "big"), "128 bytes is above generic's 64-byte limit")
+	assert.False(t, inline(p, "rd"), "reads carry no payload")
+	for _, tg := range []string{"connectx", "connectx-inline"} {
+		p := compileFor(t, g, tg)
+		assert.False(t, inline(p, "small"), tg)
+		assert.False(t, inline(p, "tx"), tg)
+	}
+}
+
 func TestTargets(t *testing.T) {
 	names := []string{}
 	for _, tg := range planner.Targets() {

@@ -288,6 +288,9 @@ func (l *rankLower) start(o OpID) {
 		}
 	}
 	e := dataWQE(l.g, o)
+	if autoInline(&c.t, l.g, o) {
+		e.Flags |= Inline
+	}
 	if fence {
 		e.Flags |= Fence
 	}
@@ -393,6 +396,19 @@ func (l *rankLower) emitEnable(place, wq int, o OpID) {
 	*le = enableRef{placer: place, index: len(q.Chain), seq: l.waitSeq[place]}
 	q.Chain = append(q.Chain, WQE{Opcode: opc, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
 		Local: NoSlice, Remote: NoSlice, Wait: Cond{CQ: -1, Op: None}, Queue: wq, UpTo: upTo})
+}
+
+// autoInline reports that a send or write of op o goes inline although the plan does not say so:
+// on a target that posts each WQE only once its inputs are complete (no pre-posting), copying a
+// small payload into the WQE at post time reads the same bytes the NIC would, and saves the NIC a
+// DMA read of the buffer.
+func autoInline(t *Target, g *Graph, o OpID) bool {
+	op := &g.Ops[o]
+	if t.PrePost || (op.Kind != OpSend && op.Kind != OpWrite) {
+		return false
+	}
+	n := g.Bytes(op.Src)
+	return n > 0 && n <= int64(t.MaxInline)
 }
 
 // dataWQE is the data WQE of a queue op, with its operands.

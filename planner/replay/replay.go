@@ -171,8 +171,12 @@ func (c *checker) checkShape() {
 		if peer := g.Queues[op.Queue].PeerRank; w.Peer != peer {
 			c.errorf(op.Pos, "%s targets rank %d, want %d", g.OpString(planner.OpID(id)), w.Peer, peer)
 		}
-		if (w.Flags&planner.Inline != 0) != op.Inline {
-			c.errorf(op.Pos, "%s: inline flag disagrees with the source", g.OpString(planner.OpID(id)))
+		// Inline as the source says; a target that posts WQEs only once their inputs are ready
+		// also inlines every small send and write, since the payload is final at post time.
+		small := (op.Kind == planner.OpSend || op.Kind == planner.OpWrite) && g.Bytes(op.Src) > 0 && g.Bytes(op.Src) <= int64(c.p.Target.MaxInline)
+		if inline := w.Flags&planner.Inline != 0; inline != (op.Inline || (small && !c.p.Target.PrePost)) {
+			c.errorf(op.Pos, "%s: inline flag is %v, want %v (source inline %v, %d bytes, target %s)", g.OpString(planner.OpID(id)),
+				inline, !inline, op.Inline, g.Bytes(op.Src), c.p.Target.Name)
 		}
 	}
 	for r := range c.p.Ranks {
