@@ -12,6 +12,7 @@ import "C"
 import (
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +39,7 @@ type Provider struct {
 	rdAtomic int // outstanding READs/atomics per QP, both directions
 	caps     exec.Caps
 	yield    bool // empty polls yield the CPU (see Options.Idle)
+	software bool // a software device (Soft-RoCE, Soft-iWARP): the kernel does the transfers
 
 	mu     sync.Mutex
 	opened map[int]bool
@@ -61,6 +63,13 @@ func New(opts Options) (exec.Provider, error) {
 	p.name = name
 	if err := p.probe(ctx); err != nil {
 		return nil, err
+	}
+	if p.software && runtime.GOMAXPROCS(0) < 2 {
+		// A software device does a whole transfer inside ibv_post_send, so posts take tens of
+		// microseconds. With one P (a process pinned to one CPU, as mpirun --bind-to core does), the
+		// Go scheduler takes the P from a thread that stays that long in a C call and wakes another
+		// thread to run it; the poster then waits for its P back. A second, idle P stops that.
+		runtime.GOMAXPROCS(2)
 	}
 	return p, nil
 }
@@ -123,9 +132,10 @@ func (p *Provider) probe(ctx *C.struct_ibv_context) error {
 		Atomics:      da.atomic_cap != C.IBV_ATOMIC_NONE,
 	}
 	p.caps.MaxInline = probeInline(ctx)
+	p.software = softwareVendor(uint32(da.vendor_id))
 	switch p.opts.Idle {
 	case IdleAuto:
-		p.yield = softwareVendor(uint32(da.vendor_id))
+		p.yield = p.software
 	case IdleYield:
 		p.yield = true
 	}

@@ -4,6 +4,10 @@ package verbs
 
 /*
 #include "shim.h"
+#cgo noescape cd_post_send
+#cgo nocallback cd_post_send
+#cgo noescape cd_post_recv
+#cgo nocallback cd_post_recv
 */
 import "C"
 
