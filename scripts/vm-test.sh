@@ -12,11 +12,14 @@
 #    processes) against perftest's ib_write_lat on the same device, medians of RUNS runs each.
 #    coredag's figure is an iteration's time / 1000 (a mean over the chain; median of PINGPONG_ITERS
 #    iterations per run), so ib_write_lat's t_avg (its mean per hop) is reported beside t_typical.
+#    scripts/pingpong-floor.c (out/pingpong-floor) gives the same ping-pong hand-written in C, with
+#    coredag's protocol (write with immediate) and with ib_write_lat's (write, poll memory): what
+#    the device and the VM allow, apart from coredag's engine.
 # Exits non-zero if anything in 1-4 fails. The latency ratio is reported, not enforced: the VM is
 # emulated and shares its host, so timings are noisy.
 #
 # Env: COREDAG_VERBS_DEVICE (rxe0), RUNS (3), PINGPONG_ITERS (15), VERBS_TEST (out/verbs.test),
-# COREDAG (out/coredag).
+# COREDAG (out/coredag), FLOOR (out/pingpong-floor).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -76,7 +79,8 @@ fi
 
 step "latency: pingpong (1,000 dependent writes, polling engine) vs ib_write_lat on $DEV"
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-pp=(); wl=(); wa=()
+pp=(); wl=(); wa=(); fi=(); fw=()
+FLOOR=${FLOOR:-out/pingpong-floor}
 ncpu=$(nproc)
 # Soft-RoCE's counters: receiver-not-ready NAKs and transport retries (67 ms each) explain outliers.
 hc=/sys/class/infiniband/$DEV/ports/1/hw_counters
@@ -99,7 +103,13 @@ for ((i = 1; i <= RUNS; i++)); do
   done
   wait $spid 2>/dev/null
   [ -n "$v" ] && wl+=("$v") && wa+=("$a") || fail "ib_write_lat run $i"
-  echo "run $i: pingpong per hop ${pp[-1]:-?} us, ib_write_lat typical ${v:-?} us, average ${a:-?} us ($(counters))"
+  fl=""
+  if [ -x "$FLOOR" ]; then
+    fl=$(timeout 120 "$FLOOR" "$DEV" 1 5 2>&1)
+    f1=$(echo "$fl" | sed -n 's/^FLOOR imm median \([0-9.]*\) .*/\1/p'); f2=$(echo "$fl" | sed -n 's/^FLOOR write median \([0-9.]*\) .*/\1/p')
+    [ -n "$f1" ] && [ -n "$f2" ] && fi+=("$f1") && fw+=("$f2") || echo "pingpong-floor run $i failed: $fl"
+  fi
+  echo "run $i: pingpong per hop ${pp[-1]:-?} us, ib_write_lat typical ${v:-?} us, average ${a:-?} us, C floor write-with-imm ${f1:-?} us, write ${f2:-?} us ($(counters))"
 done
 if [ ${#pp[@]} -gt 0 ] && [ ${#wl[@]} -gt 0 ]; then
   mp=$(printf '%s\n' "${pp[@]}" | median); mw=$(printf '%s\n' "${wl[@]}" | median); ma=$(printf '%s\n' "${wa[@]}" | median)
@@ -108,6 +118,12 @@ if [ ${#pp[@]} -gt 0 ] && [ ${#wl[@]} -gt 0 ]; then
   echo "median of $RUNS runs: coredag pingpong $mp us per hop, ib_write_lat $mw us typical, $ma us average per hop (half round trip)"
   verdict="met"; awk -v r="$ratio" 'BEGIN {exit !(r > 1.2)}' && verdict="NOT met"
   echo "per-hop latency ratio coredag / ib_write_lat = $ratio against t_typical (target <= 1.2: $verdict), $ratioa against t_avg"
+  if [ ${#fi[@]} -gt 0 ]; then
+    mi=$(printf '%s\n' "${fi[@]}" | median); mfw=$(printf '%s\n' "${fw[@]}" | median)
+    echo "C floor (scripts/pingpong-floor.c): write with immediate $mi us, write + memory poll $mfw us per hop;" \
+      "coredag / C floor (same protocol) = $(awk -v a="$mp" -v b="$mi" 'BEGIN {printf "%.2f", a / b}')," \
+      "C floor (ib_write_lat's protocol) / ib_write_lat = $(awk -v a="$mfw" -v b="$mw" 'BEGIN {printf "%.2f", a / b}')"
+  fi
 fi
 
 echo
