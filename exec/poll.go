@@ -55,6 +55,7 @@ type pollSide struct {
 	next, done  int32 // posted up to next, completed up to done (slots)
 	depth       int32
 	signalledAt []bool // by slot: produces a completion
+	awaited     int32  // completions due from slots done..next-1
 }
 
 type pollCQ struct {
@@ -150,7 +151,7 @@ func (e *pollEngine) rearm(int) {
 	copy(e.pending, e.initPending)
 	clear(e.ready)
 	for i := range e.sides {
-		e.sides[i].next, e.sides[i].done = 0, 0
+		e.sides[i].next, e.sides[i].done, e.sides[i].awaited = 0, 0, 0
 	}
 	e.left = e.localOps
 }
@@ -237,6 +238,11 @@ func (e *pollEngine) flush() (bool, error) {
 		} else {
 			k, err = s.qp.PostSend(s.swr[lo:hi])
 		}
+		for _, sig := range s.signalledAt[lo : lo+int32(k)] {
+			if sig {
+				s.awaited++
+			}
+		}
 		s.next += int32(k)
 		e.posted += uint64(k)
 		did = did || k > 0
@@ -248,6 +254,21 @@ func (e *pollEngine) flush() (bool, error) {
 		}
 	}
 	return did, nil
+}
+
+// idlePollEvery is how often, in rounds of the polling loop, a CQ that owes no completion is
+// polled anyway.
+const idlePollEvery = 64
+
+// advance runs the host ops that are ready and posts the work requests that are. It reports
+// whether it did either.
+func (e *pollEngine) advance() (bool, error) {
+	ran := len(e.stack) > 0
+	if err := e.runHost(); err != nil {
+		return ran, err
+	}
+	did, err := e.flush()
+	return ran || did, err
 }
 
 // handle processes one completion.
@@ -269,6 +290,7 @@ func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
 		return opErrorf(e.g, planner.OpID(id), "completion on CQ %s out of queue order (slot %d, completed up to %d, posted up to %d)", c.name, slot, s.done, s.next)
 	}
 	// A signalled completion implies every earlier request of the queue completed.
+	s.awaited--
 	for s.done <= slot {
 		e.complete(s.ops[s.done])
 		s.done++
@@ -283,18 +305,21 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 	for _, id := range e.roots {
 		e.markReady(id)
 	}
-	if err := e.runHost(); err != nil {
-		return err
-	}
-	if _, err := e.flush(); err != nil {
+	if _, err := e.advance(); err != nil {
 		return err
 	}
 	watch := stallWatch{prog: e.prog, limit: e.hang}
 	ncq := len(e.cqs)
-	for e.left > 0 {
+	full := true // poll every CQ this round, not only those that owe a completion
+	for round := 1; e.left > 0; round++ {
 		progress := false
 		for j := 0; j < ncq; j++ {
 			c := &e.cqs[(j+e.scan)%ncq]
+			// A CQ that owes no completion can still hold the error completion of an
+			// unsignalled request: it is polled only on full rounds.
+			if e.sides[c.side].awaited == 0 && !full {
+				continue
+			}
 			n, err := c.cq.Poll(e.wc)
 			if err != nil {
 				return fmt.Errorf("rank %d: CQ %s: %w", c.rank, c.name, err)
@@ -309,27 +334,31 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 					return err
 				}
 			}
-		}
-		if len(e.stack) > 0 {
-			progress = true
-			if err := e.runHost(); err != nil {
+			// Post what these completions made ready before polling on: on a dependency
+			// chain, the next transfer starts one poll earlier.
+			if _, err := e.advance(); err != nil {
 				return err
 			}
 		}
-		if did, err := e.flush(); err != nil {
+		if did, err := e.advance(); err != nil {
 			return err
 		} else if did {
 			progress = true
 		}
+		wasFull := full
+		full = round%idlePollEvery == 0
 		if progress {
 			watch.reset()
 			continue
 		}
-		// A software NIC with nothing runnable and an engine with nothing to do: stalled.
+		// A software NIC with nothing runnable and an engine with nothing to do: stalled, once a
+		// full round has found nothing either.
 		if stuck, err := watch.quiet(ctx, iter); err != nil {
 			return err
-		} else if stuck {
+		} else if stuck && wasFull {
 			return e.diagnose(iter)
+		} else if stuck {
+			full = true
 		}
 	}
 	return nil
