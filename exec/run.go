@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -207,6 +208,15 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 	sr, _ := p.(StatsReporter)
 	if sr != nil {
 		before = sr.NICStats()
+	}
+	if _, soft := p.(Progresser); !soft {
+		// A NIC that moves by itself is polled by this goroutine in a tight loop of short C calls
+		// and long posts (a software device transfers inside ibv_post_send). Unlocked, the
+		// scheduler hands the goroutine from thread to thread around the long calls, each move a
+		// thread switch on the CPU the loop runs on; on Soft-RoCE a ping-pong hop took a third
+		// longer.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 	}
 	lat := make([]time.Duration, 0, opts.Iters)
 	finish := func(err error) (*Result, error) {
