@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/planner"
@@ -13,7 +14,12 @@ import (
 
 // instantNIC is a fake Provider whose work requests complete the moment they are posted (no
 // data moves): what is left to measure is the engine's own dispatch cost.
-type instantNIC struct{ next uint32 }
+// instantNIC completes every request as it is posted; with dropRecv it never completes a
+// receive, like a NIC whose peer never sends.
+type instantNIC struct {
+	next     uint32
+	dropRecv bool
+}
 
 func (n *instantNIC) Name() string { return "instant" }
 func (n *instantNIC) Caps() Caps {
@@ -42,7 +48,7 @@ func (p *instantPD) AllocMR(size int, a Access) (MR, error) {
 }
 func (p *instantPD) CreateQP(cfg QPConfig) (QP, error) {
 	p.c.nic.next++
-	return &instantQP{num: p.c.nic.next, rank: p.c.rank, s: cfg.SendCQ.(*instantCQ), r: cfg.RecvCQ.(*instantCQ)}, nil
+	return &instantQP{num: p.c.nic.next, rank: p.c.rank, s: cfg.SendCQ.(*instantCQ), r: cfg.RecvCQ.(*instantCQ), drop: p.c.nic.dropRecv}, nil
 }
 func (p *instantPD) Close() error { return nil }
 
@@ -95,6 +101,7 @@ type instantQP struct {
 	num  uint32
 	rank int
 	s, r *instantCQ
+	drop bool // receives never complete
 }
 
 func (q *instantQP) Num() uint32          { return q.num }
@@ -113,6 +120,9 @@ func (q *instantQP) PostSend(wr []SendWR) (int, error) {
 }
 func (q *instantQP) PostRecv(wr []RecvWR) (int, error) {
 	for i := range wr {
+		if q.drop {
+			continue
+		}
 		if err := q.r.push(WC{ID: wr[i].ID, Opcode: OpRecv, QPN: q.num}); err != nil {
 			return i, err
 		}
@@ -146,15 +156,18 @@ func dispatchPlan(ops int) *planner.Graph {
 }
 
 func newDispatchEngine(tb testing.TB, ops int) (*pollEngine, int) {
+	return newInstantEngine(tb, ops, &instantNIC{}, time.Second)
+}
+
+func newInstantEngine(tb testing.TB, ops int, p *instantNIC, hang time.Duration) (*pollEngine, int) {
 	g := dispatchPlan(ops)
-	p := &instantNIC{}
 	res, err := setupRanks(context.Background(), p, g, []int{0, 1, 2, 3},
 		func(r int) (rankLayout, error) { return pollLayout(g, r, p.Caps()), nil }, nil)
 	require.NoError(tb, err)
 	mem := NewMemory(g)
 	plan, err := planner.Compile(g, mustTarget(tb, "generic"))
 	require.NoError(tb, err)
-	e, err := newPoll(g, plan, mem, res, p, Options{HangTimeout: time.Second})
+	e, err := newPoll(g, plan, mem, res, p, Options{HangTimeout: hang})
 	require.NoError(tb, err)
 	return e, len(g.Ops)
 }
@@ -176,6 +189,25 @@ func TestPollDispatchAllocatesNothing(t *testing.T) {
 		}
 	})
 	require.Zero(t, allocs, "allocations per iteration of a %d-op plan", n)
+}
+
+// TestPollHangsOnSilentNIC: on a NIC that progresses by itself, an iteration whose completions
+// never come ends with a diagnosis soon after the hang timeout, however the idle rounds fall
+// relative to the rounds that poll every CQ.
+func TestPollHangsOnSilentNIC(t *testing.T) {
+	for _, ops := range []int{8, 24, 1000} {
+		for _, hang := range []time.Duration{time.Millisecond, 7 * time.Millisecond, 20 * time.Millisecond} {
+			e, _ := newInstantEngine(t, ops, &instantNIC{dropRecv: true}, hang)
+			e.rearm(0)
+			require.NoError(t, e.prepost())
+			start := time.Now()
+			err := e.iterate(context.Background(), 0)
+			var h *HangError
+			require.ErrorAs(t, err, &h, "ops %d, hang timeout %v", ops, hang)
+			assert.Contains(t, err.Error(), "rx[0]")
+			assert.Less(t, time.Since(start), hang+2*time.Second, "ops %d, hang timeout %v", ops, hang)
+		}
+	}
 }
 
 // BenchmarkPollDispatch measures the polling engine on an instant provider: nanoseconds per WQE

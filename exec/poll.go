@@ -310,7 +310,8 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 	}
 	watch := stallWatch{prog: e.prog, limit: e.hang}
 	ncq := len(e.cqs)
-	full := true // poll every CQ this round, not only those that owe a completion
+	full := true     // poll every CQ this round, not only those that owe a completion
+	stalled := false // the watch gave up; a full round without progress confirms it
 	for round := 1; e.left > 0; round++ {
 		progress := false
 		for j := 0; j < ncq; j++ {
@@ -348,17 +349,25 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 		wasFull := full
 		full = round%idlePollEvery == 0
 		if progress {
+			stalled = false
 			watch.reset()
 			continue
 		}
-		// A software NIC with nothing runnable and an engine with nothing to do: stalled, once a
-		// full round has found nothing either.
-		if stuck, err := watch.quiet(ctx, iter); err != nil {
-			return err
-		} else if stuck && wasFull {
+		// The watch decides when nothing more can happen (a software NIC with nothing runnable,
+		// or a NIC silent for the hang timeout); the engine diagnoses once a full round has found
+		// nothing either.
+		if stalled && wasFull {
 			return e.diagnose(iter)
-		} else if stuck {
-			full = true
+		}
+		stuck, err := watch.quiet(ctx, iter)
+		if err != nil {
+			return err
+		}
+		if stuck && wasFull {
+			return e.diagnose(iter)
+		}
+		if stuck {
+			stalled, full = true, true
 		}
 	}
 	return nil
