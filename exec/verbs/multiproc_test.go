@@ -133,7 +133,13 @@ func spawnRanks(t *testing.T, plan string, n int, env ...string) rankRun {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The rank processes are killed before the test binary's own timeout, so a hung run leaves
+	// no process behind to load the device for the tests after it.
+	limit := time.Now().Add(3 * time.Minute)
+	if d, ok := t.Deadline(); ok && d.Add(-10*time.Second).Before(limit) {
+		limit = d.Add(-10 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), limit)
 	defer cancel()
 	_, err = osexec.LookPath("taskset")
 	pin := err == nil && n <= runtime.NumCPU()
