@@ -356,17 +356,14 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 		// The watch decides when nothing more can happen (a software NIC with nothing runnable,
 		// or a NIC silent for the hang timeout); the engine diagnoses once a full round has found
 		// nothing either.
-		if stalled && wasFull {
-			return e.diagnose(iter)
-		}
 		stuck, err := watch.quiet(ctx, iter)
 		if err != nil {
 			return err
 		}
-		if stuck && wasFull {
-			return e.diagnose(iter)
-		}
-		if stuck {
+		if stuck || stalled {
+			if wasFull {
+				return e.diagnose(iter)
+			}
 			stalled, full = true, true
 		}
 	}
