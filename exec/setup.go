@@ -289,11 +289,6 @@ func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, inline bool, maxInli
 	op := &g.Ops[id]
 	peer := peerRank(g, op)
 	wr := SendWR{ID: uint64(id)}
-	if (op.Kind == planner.OpSend || op.Kind == planner.OpWrite) && inline {
-		if l := r.local(g, op.Src); l.Len > 0 && int(l.Len) <= maxInline {
-			wr.Flags |= FlagInline
-		}
-	}
 	switch op.Kind {
 	case planner.OpSend:
 		wr.Op, wr.Local = OpSend, r.local(g, op.Src)
@@ -314,6 +309,9 @@ func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, inline bool, maxInli
 		}
 		wr.CompareAdd, wr.Swap = uint64(op.A), uint64(op.B)
 		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst)
+	}
+	if inline && (op.Kind == planner.OpSend || op.Kind == planner.OpWrite) && wr.Local.Len > 0 && int(wr.Local.Len) <= maxInline {
+		wr.Flags |= FlagInline
 	}
 	return wr
 }
