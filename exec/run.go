@@ -76,6 +76,14 @@ type Options struct {
 	// OnIteration, when set, is called after each iteration with the number done and the total
 	// (for progress bars). It runs outside the timed region.
 	OnIteration func(done, total int)
+	// QuietRuntime, with a NIC that progresses by itself, lowers the scheduling priority of the
+	// process's other threads to nice 19 while Run polls (Linux; elsewhere it does nothing). The
+	// Go runtime's monitor thread wakes about a thousand times a second while a goroutine lives in
+	// C calls, and each wake preempts the polling thread when both share a CPU (a rank bound to a
+	// core); on Soft-RoCE that made a ping-pong hop about twice as slow. Raising the priority
+	// back needs CAP_SYS_NICE or RLIMIT_NICE, so without them those threads stay at nice 19
+	// after Run. coredag run sets it for real NICs.
+	QuietRuntime bool
 }
 
 // Verdict says whether one rank's memory equals the reference after the last iteration.
@@ -217,6 +225,9 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 		// longer.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		if opts.QuietRuntime {
+			defer quietOtherThreads()()
+		}
 	}
 	lat := make([]time.Duration, 0, opts.Iters)
 	finish := func(err error) (*Result, error) {

@@ -80,7 +80,7 @@ func (c *runCmd) runVerbs(e *env) error {
 	}
 	cfg := bootstrap.Config{World: world, Addr: c.Bootstrap}
 	_, own, all, err := bootstrap.RunProcess(context.Background(), g, plan, nic, cfg,
-		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref})
+		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "rank %d: %v\n", world.Rank, err)
 		return &exitError{code: exitFail}

@@ -57,7 +57,7 @@ func TestRankProcess(t *testing.T) {
 	require.NoError(t, err)
 	g, err := planner.Load(filepath.Base(path), src, map[string]int64{"ranks": int64(world.Size)})
 	require.NoError(t, err)
-	opts := exec.Options{Engine: exec.Poll, Iters: 1, HangTimeout: 5 * time.Second}
+	opts := exec.Options{Engine: exec.Poll, Iters: 1, HangTimeout: 5 * time.Second, QuietRuntime: true}
 	if n, err := strconv.Atoi(os.Getenv(envIters)); err == nil {
 		opts.Iters = n
 	}
