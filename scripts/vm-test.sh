@@ -18,13 +18,13 @@
 # Exits non-zero if anything in 1-4 fails. The latency ratio is reported, not enforced: the VM is
 # emulated and shares its host, so timings are noisy.
 #
-# Env: COREDAG_VERBS_DEVICE (rxe0), RUNS (3), PINGPONG_ITERS (15), VERBS_TEST (out/verbs.test),
+# Env: COREDAG_VERBS_DEVICE (rxe0), RUNS (5), PINGPONG_ITERS (15), VERBS_TEST (out/verbs.test),
 # COREDAG (out/coredag), FLOOR (out/pingpong-floor).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 DEV=${COREDAG_VERBS_DEVICE:-rxe0}
-RUNS=${RUNS:-3}
+RUNS=${RUNS:-5}
 TEST=$(realpath "${VERBS_TEST:-out/verbs.test}" 2>/dev/null) || TEST=""
 COREDAG=${COREDAG:-out/coredag}
 export COREDAG_VERBS_DEVICE=$DEV
