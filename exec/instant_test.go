@@ -17,8 +17,9 @@ import (
 // instantNIC completes every request as it is posted; with dropRecv it never completes a
 // receive, like a NIC whose peer never sends.
 type instantNIC struct {
-	next     uint32
-	dropRecv bool
+	next      uint32
+	dropRecv  bool
+	qpInlines []int // QPConfig.MaxInline of every QP created
 }
 
 func (n *instantNIC) Name() string { return "instant" }
@@ -48,6 +49,7 @@ func (p *instantPD) AllocMR(size int, a Access) (MR, error) {
 }
 func (p *instantPD) CreateQP(cfg QPConfig) (QP, error) {
 	p.c.nic.next++
+	p.c.nic.qpInlines = append(p.c.nic.qpInlines, cfg.MaxInline)
 	return &instantQP{num: p.c.nic.next, rank: p.c.rank, s: cfg.SendCQ.(*instantCQ), r: cfg.RecvCQ.(*instantCQ), drop: p.c.nic.dropRecv}, nil
 }
 func (p *instantPD) Close() error { return nil }
@@ -207,6 +209,23 @@ func TestPollHangsOnSilentNIC(t *testing.T) {
 			assert.Contains(t, err.Error(), "rx[0]")
 			assert.Less(t, time.Since(start), hang+2*time.Second, "ops %d, hang timeout %v", ops, hang)
 		}
+	}
+}
+
+// TestQPInlineFitsThePlan: Run creates QPs with room for the largest inline payload the plan's
+// target allows, not the NIC's maximum, and still sends small payloads inline.
+func TestQPInlineFitsThePlan(t *testing.T) {
+	g := dispatchPlan(64)
+	plan, err := planner.Compile(g, mustTarget(t, "generic"))
+	require.NoError(t, err)
+	p := &instantNIC{}
+	require.Greater(t, p.Caps().MaxInline, plan.Target.MaxInline, "the test needs a NIC that allows more than the target")
+	res, err := Run(context.Background(), g, plan, p, Options{Engine: Poll})
+	require.NoError(t, err)
+	require.True(t, res.OK)
+	require.NotEmpty(t, p.qpInlines)
+	for _, n := range p.qpInlines {
+		assert.Equal(t, plan.Target.MaxInline, n)
 	}
 }
 

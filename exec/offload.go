@@ -71,7 +71,6 @@ func offID(rank, wq, idx int) uint64 {
 func newOffload(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, p Provider, opts Options) (*offloadEngine, error) {
 	e := &offloadEngine{g: g, plan: plan, mem: mem, hang: opts.HangTimeout, wc: make([]WC, 64)}
 	e.prog, _ = p.(Progresser)
-	maxInline := p.Caps().MaxInline
 	for _, r := range res {
 		rp := &plan.Ranks[r.rank]
 		or := offRank{rp: rp, res: r, wqs: make([]offWQ, len(rp.Queues)), cqs: make([]offCQ, len(rp.CQs))}
@@ -105,7 +104,7 @@ func newOffload(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRe
 			}
 			for k := range wq.Chain {
 				w := &wq.Chain[k]
-				wr, err := e.buildWR(r, rp, &or, wi, k, w, maxInline)
+				wr, err := e.buildWR(r, rp, &or, wi, k, w)
 				if err != nil {
 					return nil, err
 				}
@@ -121,7 +120,7 @@ func newOffload(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRe
 }
 
 // buildWR lowers one chain entry to a work request for iteration 0.
-func (e *offloadEngine) buildWR(r *rankRes, rp *planner.RankPlan, or *offRank, wi, k int, w *planner.WQE, maxInline int) (SendWR, error) {
+func (e *offloadEngine) buildWR(r *rankRes, rp *planner.RankPlan, or *offRank, wi, k int, w *planner.WQE) (SendWR, error) {
 	g := e.g
 	o := &or.wqs[wi]
 	wr := SendWR{ID: offID(r.rank, wi, k)}
@@ -138,7 +137,7 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *planner.RankPlan, or *offRank, w
 		// An inline payload is copied when the WQE is posted, and chains are posted before the
 		// iteration runs: only a send with no predecessors can be sure its data is final then
 		// (anything writing its slice would have to be ordered before it).
-		if w.Flags&planner.Inline != 0 && int(wr.Local.Len) <= maxInline && len(g.Preds(w.Op)) == 0 {
+		if w.Flags&planner.Inline != 0 && int(wr.Local.Len) <= r.layout.maxInline && len(g.Preds(w.Op)) == 0 {
 			wr.Flags |= FlagInline
 		}
 	case planner.OpcWrite, planner.OpcWriteImm:

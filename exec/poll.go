@@ -83,7 +83,6 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 		e.succStart[i+1] = e.succStart[i] + int32(len(s))
 		e.succList = append(e.succList, s...)
 	}
-	maxInline := p.Caps().MaxInline
 	for _, r := range res {
 		first, end := g.RankOps(r.rank)
 		for id := first; id < end; id++ {
@@ -118,7 +117,7 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 						w := plan.WQEOf(id)
 						sig, inline = w.Signalled(), w.Flags&planner.Inline != 0
 					}
-					wr := r.dataWR(g, id, inline, maxInline)
+					wr := r.dataWR(g, id, inline)
 					if sig {
 						wr.Flags |= FlagSignaled
 					}

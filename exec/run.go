@@ -179,6 +179,16 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 	if engine == Offload {
 		layout = func(rank int) (rankLayout, error) { return offloadLayout(g, &plan.Ranks[rank]) }
 	}
+	if plan != nil {
+		// Inline payloads never exceed the target's limit: a QP with room for more has larger
+		// WQEs for nothing (on Soft-RoCE, slower posts).
+		base := layout
+		layout = func(rank int) (rankLayout, error) {
+			l, err := base(rank)
+			l.maxInline = min(caps.MaxInline, plan.Target.MaxInline)
+			return l, err
+		}
+	}
 	res, err := setupRanks(ctx, p, g, ranks, layout, opts.Exchange)
 	if err != nil {
 		return nil, err

@@ -39,8 +39,9 @@ type cqSpec struct {
 
 // rankLayout is the set of CQs and QPs one rank creates.
 type rankLayout struct {
-	cqs []cqSpec
-	qps []qpSpec
+	cqs       []cqSpec
+	qps       []qpSpec
+	maxInline int // inline capacity of its QPs: no more than the plan can use
 }
 
 // rankRes is one rank's open device and everything created on it.
@@ -57,7 +58,7 @@ type rankRes struct {
 
 // pollLayout gives every graph queue of rank one QP with a CQ per side.
 func pollLayout(g *planner.Graph, rank int, caps Caps) rankLayout {
-	var l rankLayout
+	l := rankLayout{maxInline: caps.MaxInline}
 	span := g.Rank[rank]
 	for q := span.FirstQueue; q < span.EndQueue; q++ {
 		gq := &g.Queues[q]
@@ -189,7 +190,7 @@ func openRank(p Provider, g *planner.Graph, rank int, l rankLayout) (*rankRes, e
 	}
 	for _, s := range l.qps {
 		cfg := QPConfig{SendCQ: res.cqs[s.sendCQ], RecvCQ: res.cqs[s.sendCQ], SendDepth: s.sendDepth, RecvDepth: s.recvDepth,
-			MaxInline: p.Caps().MaxInline, CrossChannel: s.crossChan, ManagedSend: s.managedS, ManagedRecv: s.managedR}
+			MaxInline: l.maxInline, CrossChannel: s.crossChan, ManagedSend: s.managedS, ManagedRecv: s.managedR}
 		if s.recvCQ >= 0 {
 			cfg.RecvCQ = res.cqs[s.recvCQ]
 		}
@@ -284,8 +285,8 @@ func (r *rankRes) remote(g *planner.Graph, peer int, s planner.Slice) (uint64, u
 }
 
 // dataWR builds the send-queue work request of graph op id (send, write, read or atomic); a
-// send or write goes inline when inline is set and the NIC takes its payload inline.
-func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, inline bool, maxInline int) SendWR {
+// send or write goes inline when inline is set and its payload fits the rank's QPs.
+func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, inline bool) SendWR {
 	op := &g.Ops[id]
 	peer := peerRank(g, op)
 	wr := SendWR{ID: uint64(id)}
@@ -310,7 +311,7 @@ func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, inline bool, maxInli
 		wr.CompareAdd, wr.Swap = uint64(op.A), uint64(op.B)
 		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst)
 	}
-	if inline && (op.Kind == planner.OpSend || op.Kind == planner.OpWrite) && wr.Local.Len > 0 && int(wr.Local.Len) <= maxInline {
+	if inline && (op.Kind == planner.OpSend || op.Kind == planner.OpWrite) && wr.Local.Len > 0 && int(wr.Local.Len) <= r.layout.maxInline {
 		wr.Flags |= FlagInline
 	}
 	return wr
