@@ -61,9 +61,17 @@ func TestRankProcess(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv(envIters)); err == nil {
 		opts.Iters = n
 	}
+	// Run what `coredag run --provider verbs` runs: the plan compiled for the generic target
+	// (selective signalling, small payloads inline). A graph broken on purpose runs without one.
+	var plan *planner.Plan
 	if f := os.Getenv(envFault); f != "" {
 		breakGraph(t, g, f)
 		opts.Reference = exec.NewMemory(g) // the reference rejects broken graphs
+	} else {
+		tg, err := planner.LookupTarget("generic")
+		require.NoError(t, err)
+		plan, err = planner.Compile(g, tg)
+		require.NoError(t, err)
 	}
 	vo := testOptions()
 	vo.Ranks = []int{world.Rank}
@@ -72,7 +80,7 @@ func TestRankProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := bootstrap.Config{World: world, Addr: os.Getenv(envBoot), Timeout: 30 * time.Second}
-	res, own, all, err := bootstrap.RunProcess(ctx, g, nil, p, cfg, opts)
+	res, own, all, err := bootstrap.RunProcess(ctx, g, plan, p, cfg, opts)
 	require.NoError(t, err)
 	t.Logf("own verdict: %v", own)
 	if world.Rank != 0 {
