@@ -11,27 +11,38 @@ import (
 const quietNice = 19
 
 // quietOtherThreads sets every thread of the process except the calling one (which must be
-// locked to its goroutine) to nice quietNice, and returns a function that puts back the values it
-// changed, as far as the process may raise priorities.
+// locked to its goroutine) to nice quietNice, and returns a function that puts back the values
+// they had and gives threads started meanwhile the caller's, as far as the process may raise
+// priorities.
 func quietOtherThreads() (restore func()) {
 	self := unix.Gettid()
+	p, err := unix.Getpriority(unix.PRIO_PROCESS, self)
+	if err != nil {
+		return func() {}
+	}
+	own := 20 - p // getpriority returns 20 - nice for PRIO_PROCESS on Linux
 	was := map[int]int{}
 	for _, tid := range threadIDs() {
 		if tid == self {
 			continue
 		}
-		// getpriority returns 20 - nice for PRIO_PROCESS on Linux.
 		p, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
-		if err != nil || 20-p >= quietNice {
+		if err != nil {
 			continue
 		}
-		if unix.Setpriority(unix.PRIO_PROCESS, tid, quietNice) == nil {
-			was[tid] = 20 - p
+		if was[tid] = 20 - p; was[tid] < quietNice {
+			unix.Setpriority(unix.PRIO_PROCESS, tid, quietNice)
 		}
 	}
 	return func() {
-		for tid, nice := range was {
-			unix.Setpriority(unix.PRIO_PROCESS, tid, nice) // EPERM without CAP_SYS_NICE: stays low
+		for _, tid := range threadIDs() {
+			nice, ok := was[tid]
+			if !ok {
+				nice = own
+			}
+			if tid != self {
+				unix.Setpriority(unix.PRIO_PROCESS, tid, nice) // EPERM without CAP_SYS_NICE: stays low
+			}
 		}
 	}
 }
