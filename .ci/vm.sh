@@ -26,7 +26,7 @@ echo "building with -tags verbs"
 go vet -tags verbs ./exec/verbs ./exec/bootstrap
 go test -c -tags verbs -o out/verbs.test ./exec/verbs
 go build -tags verbs -o out/coredag ./cmd/coredag
-cc -O2 -Wall -o out/pingpong-floor scripts/pingpong-floor.c -libverbs -lpthread
+cc -O2 -Wall -o out/pingpong-floor scripts/pingpong-floor.c -libverbs
 
 # The VM is emulated when KVM is unusable: give it time (every plan twice, faults, benchmarks).
 VM_TIMEOUT=${VM_TIMEOUT:-1500} "$RXE_VM" scripts/vm-test.sh
