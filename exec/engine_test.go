@@ -27,3 +27,26 @@ func TestPollRingAllreduceBuilt(t *testing.T) {
 		t.Log(res.Summary())
 	}
 }
+
+// TestTriggersOnChain runs the ping-pong of testdata/verbs/pingpong.dag: every hop after the first
+// waits for exactly one receive completion, so the polling engine arms each one as a QP trigger
+// and the software NIC posts it inside the Poll that finds the completion. Without triggers the
+// engine posts the same requests itself; memory is the same either way.
+func TestTriggersOnChain(t *testing.T) {
+	const hops, iters = 100, 3
+	g, _ := loadPlan(t, "../testdata/verbs/pingpong.dag", 2, map[string]int64{"hops": hops})
+	plan, err := compileFor(g, "generic")
+	require.NoError(t, err)
+	for _, off := range []bool{false, true} {
+		nic := softnic.New(softnic.Options{NoCrossChannel: true})
+		res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: exec.Poll, Iters: iters, NoTriggers: off})
+		require.NoError(t, err)
+		require.True(t, res.OK, res.Summary())
+		assert.EqualValues(t, iters*2*hops, res.WQEsPosted, "every hop and every receive, once")
+		if off {
+			assert.Zero(t, res.Triggered)
+		} else {
+			assert.EqualValues(t, iters*(hops-1), res.Triggered, "every hop but the first is triggered: %s", res.Summary())
+		}
+	}
+}

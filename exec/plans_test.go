@@ -145,13 +145,15 @@ type engineCase struct {
 	engine exec.Engine
 	target string // "" for the poll engine without a compiled plan
 	cross  bool   // the software NIC has cross-channel
+	noTrig bool   // the polling engine arms no QP triggers (exec.Options.NoTriggers)
 }
 
 var engineCases = []engineCase{
-	{"poll", exec.Poll, "", false},
-	{"poll-generic", exec.Poll, "generic", true},
-	{"offload", exec.Offload, "connectx", true},
-	{"offload-inline", exec.Offload, "connectx-inline", true},
+	{"poll", exec.Poll, "", false, false},
+	{"poll-generic", exec.Poll, "generic", true, false},
+	{"offload", exec.Offload, "connectx", true, false},
+	{"offload-inline", exec.Offload, "connectx-inline", true, false},
+	{"poll-generic-untriggered", exec.Poll, "generic", false, true},
 }
 
 // runCase runs g as c says with schedule seed seed (0: round-robin) and returns the result.
@@ -165,7 +167,7 @@ func runCase(t testing.TB, g *planner.Graph, c engineCase, seed uint64, iters in
 		plan = p
 	}
 	nic := softnic.New(softnic.Options{NoCrossChannel: !c.cross, Seeded: seed != 0, Seed: seed, Trace: trace})
-	res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: c.engine, Iters: iters, Seed: seed})
+	res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: c.engine, Iters: iters, Seed: seed, NoTriggers: c.noTrig})
 	return res, nic, plan, err
 }
 

@@ -14,6 +14,8 @@ import (
 // requests prebuilt in queue order, so posting a run of ready ones is one PostSend of a
 // sub-slice. The hot loop polls every CQ, resolves successors, runs host ops whose inputs are
 // complete, and posts newly ready work requests in batches, without allocating or locking.
+// On QPs that take triggers (TriggerQP), a send queue whose head waits for one more completion
+// is armed on that completion's CQ, and the driver posts it inside the Poll that returns it.
 // Re-arming copies the initial counters back in place.
 type pollEngine struct {
 	g    *planner.Graph
@@ -39,7 +41,7 @@ type pollEngine struct {
 	left                 int // local ops not complete this iteration
 	scan                 int // CQ scan offset (Options.Seed)
 
-	posted, polled, hostSteps uint64
+	posted, polled, hostSteps, triggered uint64
 }
 
 // pollSide is one side (send or receive) of one graph queue on one rank.
@@ -54,15 +56,18 @@ type pollSide struct {
 	rwr         []RecvWR
 	next, done  int32 // posted up to next, completed up to done (slots)
 	depth       int32
-	signalledAt []bool // by slot: produces a completion
-	awaited     int32  // completions due from slots done..next-1
+	signalledAt []bool    // by slot: produces a completion
+	awaited     int32     // completions due from slots done..next-1
+	trig        TriggerQP // nil when the QP cannot post by itself (or triggers are off)
+	armed       bool      // trig holds the run of requests at next
 }
 
 type pollCQ struct {
-	cq   CQ
-	side int32
-	name string
-	rank int
+	cq       CQ
+	side     int32
+	name     string
+	rank     int
+	watchers []int32 // sides with a trigger armed on this CQ
 }
 
 // newPoll sets up the polling engine. The plan, compiled for a target without cross-channel
@@ -96,6 +101,9 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 			q := &g.Queues[spec.graphQueue]
 			for _, recv := range []bool{false, true} {
 				side := pollSide{qp: r.qps[qi], recv: recv, rank: r.rank, queue: spec.graphQueue, depth: int32(spec.sendDepth)}
+				if t, ok := side.qp.(TriggerQP); ok && !recv && !opts.NoTriggers {
+					side.trig = t
+				}
 				ops, cq := q.SendOps, spec.sendCQ
 				if recv {
 					ops, cq, side.depth = q.RecvOps, spec.recvCQ, int32(spec.recvDepth)
@@ -149,6 +157,7 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 func (e *pollEngine) rearm(int) {
 	copy(e.pending, e.initPending)
 	clear(e.ready)
+	e.disarm()
 	for i := range e.sides {
 		e.sides[i].next, e.sides[i].done, e.sides[i].awaited = 0, 0, 0
 	}
@@ -171,6 +180,7 @@ func (e *pollEngine) counters(r *Result) {
 	r.WQEsPosted += e.posted
 	r.CQEsPolled += e.polled
 	r.HostSteps += e.hostSteps
+	r.Triggered += e.triggered
 }
 
 // markReady handles op id whose predecessors are all complete.
@@ -237,13 +247,7 @@ func (e *pollEngine) flush() (bool, error) {
 		} else {
 			k, err = s.qp.PostSend(s.swr[lo:hi])
 		}
-		for _, sig := range s.signalledAt[lo : lo+int32(k)] {
-			if sig {
-				s.awaited++
-			}
-		}
-		s.next += int32(k)
-		e.posted += uint64(k)
+		e.advanceSide(s, k)
 		did = did || k > 0
 		if err != nil {
 			if errors.Is(err, ErrQueueFull) {
@@ -253,6 +257,102 @@ func (e *pollEngine) flush() (bool, error) {
 		}
 	}
 	return did, nil
+}
+
+// advanceSide records that the k requests at s.next were posted.
+func (e *pollEngine) advanceSide(s *pollSide, k int) {
+	for _, sig := range s.signalledAt[s.next : s.next+int32(k)] {
+		if sig {
+			s.awaited++
+		}
+	}
+	s.next += int32(k)
+	e.posted += uint64(k)
+}
+
+// arm gives each send queue whose head waits for exactly one more completion to its QP's
+// trigger (TriggerQP), with the ready requests behind the head: the driver posts them inside the
+// Poll that returns that completion. Heads waiting for a host op or for requests not posted yet
+// stay with the engine.
+func (e *pollEngine) arm() {
+	for si := range e.sides {
+		s := &e.sides[si]
+		if s.trig == nil || s.armed || s.next >= int32(len(s.ops)) {
+			continue
+		}
+		head := s.ops[s.next]
+		if e.ready[head] || e.pending[head] != 1 || s.next-s.done >= s.depth {
+			continue
+		}
+		var p int32 = -1
+		for _, q := range e.g.Preds(planner.OpID(head)) {
+			if !e.opDone(int32(q)) {
+				p = int32(q)
+				break
+			}
+		}
+		if p < 0 || e.opSide[p] < 0 {
+			continue
+		}
+		ps := &e.sides[e.opSide[p]]
+		// The completion that completes p: the first signalled slot at or after it, posted.
+		after, k := 0, ps.done
+		for ; k < ps.next; k++ {
+			if ps.signalledAt[k] {
+				after++
+			}
+			if k >= e.opSlot[p] && ps.signalledAt[k] {
+				break
+			}
+		}
+		if k >= ps.next {
+			continue
+		}
+		hi := s.next + 1
+		for hi < int32(len(s.ops)) && hi-s.next < MaxTriggerWRs && hi-s.done < s.depth && e.ready[s.ops[hi]] {
+			hi++
+		}
+		c := &e.cqs[ps.cq]
+		if s.trig.ArmSend(c.cq, after, s.swr[s.next:hi]) != nil {
+			continue
+		}
+		s.armed = true
+		c.watchers = append(c.watchers, int32(si))
+	}
+}
+
+// fired collects the triggers on CQ c after a Poll that returned completions: what they posted
+// counts as posted before those completions are handled.
+func (e *pollEngine) fired(c *pollCQ) error {
+	w := c.watchers[:0]
+	for _, si := range c.watchers {
+		s := &e.sides[si]
+		armed, k, err := s.trig.Fired()
+		if armed {
+			w = append(w, si)
+			continue
+		}
+		s.armed = false
+		e.advanceSide(s, k)
+		e.triggered += uint64(k)
+		if err != nil && !errors.Is(err, ErrQueueFull) {
+			return opErrorf(e.g, planner.OpID(s.ops[s.next]), "post: %w", err)
+		}
+	}
+	c.watchers = w
+	return nil
+}
+
+// disarm cancels every armed trigger.
+func (e *pollEngine) disarm() {
+	for ci := range e.cqs {
+		c := &e.cqs[ci]
+		for _, si := range c.watchers {
+			e.sides[si].trig.Disarm()
+			e.sides[si].armed = false
+		}
+		c.watchers = c.watchers[:0]
+	}
 }
 
 // idlePollEvery is how often, in rounds of the polling loop, a CQ that owes no completion is
@@ -307,6 +407,7 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 	if _, err := e.advance(); err != nil {
 		return err
 	}
+	e.arm()
 	watch := stallWatch{prog: e.prog, limit: e.hang}
 	ncq := len(e.cqs)
 	full := true     // poll every CQ this round, not only those that owe a completion
@@ -329,6 +430,11 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 			}
 			progress = true
 			e.polled += uint64(n)
+			if len(c.watchers) > 0 {
+				if err := e.fired(c); err != nil {
+					return err
+				}
+			}
 			for k := 0; k < n; k++ {
 				if err := e.handle(c, &e.wc[k]); err != nil {
 					return err
@@ -344,6 +450,9 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 			return err
 		} else if did {
 			progress = true
+		}
+		if progress {
+			e.arm()
 		}
 		wasFull := full
 		full = round%idlePollEvery == 0

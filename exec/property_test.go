@@ -32,7 +32,7 @@ func TestPropertyEnginesMatchReference(t *testing.T) {
 		g := randgraph.New(seed, randgraph.Config{MaxRanks: 4})
 		ref, err := exec.Reference(g)
 		require.NoError(t, err, "graph seed %d: reference", seed)
-		for _, c := range []engineCase{engineCases[0], engineCases[2], engineCases[3]} {
+		for _, c := range []engineCase{engineCases[0], engineCases[2], engineCases[3], engineCases[4]} {
 			if c.target != "" && !haveCompiler {
 				continue
 			}

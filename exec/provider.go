@@ -354,6 +354,29 @@ type Progresser interface {
 	Stalls() []Stall
 }
 
+// TriggerQP is implemented by QPs whose driver can post send work requests by itself once a CQ
+// has returned a number of completions: a host-side counterpart of CORE-Direct's CQE_WAIT for NICs
+// without it, run inside CQ.Poll. The polling engine arms the head of a send queue whose last
+// missing predecessor is a completion, so on a dependency chain the next transfer starts in the
+// very Poll call that finds the completion, not after a trip through the engine.
+type TriggerQP interface {
+	QP
+	// ArmSend arms wr (copied; at most MaxTriggerWRs requests, as PostSend would take them) to be
+	// posted when cq's Poll has returned after more completions, all successful; an error
+	// completion among them disarms it. cq must belong to the QP's context. A QP holds one trigger:
+	// arming again replaces it. On error nothing is armed and the caller posts as usual.
+	ArmSend(cq CQ, after int, wr []SendWR) error
+	// Fired reports the trigger's outcome: whether it is still armed and, once it has fired, how
+	// many of its requests were posted and the error that stopped the rest (PostSend's convention).
+	// Each outcome is reported once.
+	Fired() (armed bool, posted int, err error)
+	// Disarm cancels an armed trigger.
+	Disarm()
+}
+
+// MaxTriggerWRs bounds the work requests one trigger posts.
+const MaxTriggerWRs = 8
+
 // StallReason is why a queue cannot run its head work request.
 type StallReason uint8
 

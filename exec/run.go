@@ -84,6 +84,9 @@ type Options struct {
 	// back needs CAP_SYS_NICE or RLIMIT_NICE, so without them those threads stay at nice 19
 	// after Run. coredag run sets it for real NICs.
 	QuietRuntime bool
+	// NoTriggers keeps the polling engine from arming QP triggers (TriggerQP): every post then
+	// comes from the engine's loop. For measuring what triggers bring.
+	NoTriggers bool
 }
 
 // Verdict says whether one rank's memory equals the reference after the last iteration.
@@ -110,6 +113,8 @@ type Result struct {
 	Latency  Latency
 	// Counters over all iterations and local ranks.
 	WQEsPosted uint64 // work requests posted (data, NOP, WAIT, ENABLE)
+	// Triggered counts the WQEsPosted that QP triggers posted inside a poll (TriggerQP).
+	Triggered  uint64
 	CQEsPolled uint64
 	Waits      uint64 // CQE_WAIT entries executed (offload)
 	Enables    uint64 // SEND_EN and RECV_EN entries executed (offload)
@@ -362,7 +367,7 @@ func (r *Result) Summary() string {
 		}
 	}
 	fmt.Fprintf(&sb, "latency min %v median %v p99 %v\n", r.Latency.Min, r.Latency.Median, r.Latency.P99)
-	fmt.Fprintf(&sb, "WQEs posted %d, CQEs polled %d, WAITs %d, ENABLEs %d, host steps %d, RNR retries %d\n",
-		r.WQEsPosted, r.CQEsPolled, r.Waits, r.Enables, r.HostSteps, r.RNRRetries)
+	fmt.Fprintf(&sb, "WQEs posted %d (%d by triggers), CQEs polled %d, WAITs %d, ENABLEs %d, host steps %d, RNR retries %d\n",
+		r.WQEsPosted, r.Triggered, r.CQEsPolled, r.Waits, r.Enables, r.HostSteps, r.RNRRetries)
 	return sb.String()
 }

@@ -14,12 +14,13 @@
 #    iterations per run), so ib_write_lat's t_avg (its mean per hop) is reported beside t_typical.
 #    scripts/pingpong-floor.c (out/pingpong-floor) gives the same ping-pong hand-written in C, with
 #    coredag's protocol (write with immediate) and with ib_write_lat's (write, poll memory): what
-#    the device and the VM allow, apart from coredag's engine.
+#    the device and the VM allow, apart from coredag's engine. Then the same chain with and without
+#    QP triggers (exec.TriggerQP), alternating runs in the same processes.
 # Exits non-zero if anything in 1-4 fails. The latency ratio is reported, not enforced: the VM is
 # emulated and shares its host, so timings are noisy.
 #
 # Env: COREDAG_VERBS_DEVICE (rxe0), RUNS (5), PINGPONG_ITERS (15), VERBS_TEST (out/verbs.test),
-# COREDAG (out/coredag), FLOOR (out/pingpong-floor).
+# COREDAG (out/coredag), FLOOR (out/pingpong-floor), AB_ROUNDS (3).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -44,7 +45,7 @@ if ! ibv_devinfo -d "$DEV" >/dev/null 2>&1; then
 fi
 
 step "provider tests on $DEV"
-(cd exec/verbs && "$TEST" -test.run '^(TestLayout|TestCaps|TestDataPath|TestBigBatch|TestFaults|TestOpenRestricted|TestRawPingPong)$' -test.v -test.timeout 120s) \
+(cd exec/verbs && "$TEST" -test.run '^(TestLayout|TestCaps|TestDataPath|TestBigBatch|TestFaults|TestTrigger|TestTriggerFaults|TestOpenRestricted|TestRawPingPong)$' -test.v -test.timeout 120s) \
   | grep -v '^=== RUN' || fail "provider tests"
 
 step "every plan in plans/ with 2 and 4 ranks, one process per rank"
@@ -125,6 +126,10 @@ if [ ${#pp[@]} -gt 0 ] && [ ${#wl[@]} -gt 0 ]; then
       "C floor (ib_write_lat's protocol) / ib_write_lat = $(awk -v a="$mfw" -v b="$mw" 'BEGIN {printf "%.2f", a / b}')"
   fi
 fi
+
+step "QP triggers: the pingpong with and without them, alternating in the same two processes"
+(cd exec/verbs && COREDAG_PINGPONG_AB=${AB_ROUNDS:-3} "$TEST" -test.run '^TestPingPongAB$' -test.timeout 300s 2>&1) \
+  | grep -E '^PINGPONG|^(--- )?FAIL' || fail "pingpong A/B"
 
 echo
 if [ ${#FAILED[@]} -gt 0 ]; then

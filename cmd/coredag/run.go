@@ -31,15 +31,16 @@ func init() {
 type runCmd struct {
 	paramFlags
 	verbsFlags
-	Engine  string   `default:"auto" enum:"auto,offload,poll" help:"Engine: offload (the NIC walks compiled WAIT/ENABLE chains), poll (the CPU walks the DAG) or auto (offload when the NIC has cross-channel)."`
-	Target  string   `placeholder:"NAME" help:"Target to compile for (default: connectx for offload, generic for poll)."`
-	Iters   int      `default:"1" help:"Iterations (buffers are reset before each, outside the timed region)."`
-	Seed    uint64   `help:"Schedule seed of the software NIC (0: round-robin)."`
-	Explore int      `placeholder:"K" help:"Run K times with seeds S, S+1, ... (S = --seed, or 1) to explore interleavings."`
-	JSON    bool     `help:"Print the result as JSON on stdout."`
-	Dump    []string `placeholder:"BUF" help:"Add the final contents of buffer BUF on every rank (repeatable)."`
-	OnHang  string   `name:"on-hang" placeholder:"FILE" help:"When the run is diagnosed as stuck, draw the plan view with the stuck WAIT and the WQE it awaits highlighted into FILE (.svg, .png or .dot)."`
-	File    string   `arg:"" name:"file" help:"Plan file (- for stdin)."`
+	Engine     string   `default:"auto" enum:"auto,offload,poll" help:"Engine: offload (the NIC walks compiled WAIT/ENABLE chains), poll (the CPU walks the DAG) or auto (offload when the NIC has cross-channel)."`
+	Target     string   `placeholder:"NAME" help:"Target to compile for (default: connectx for offload, generic for poll)."`
+	Iters      int      `default:"1" help:"Iterations (buffers are reset before each, outside the timed region)."`
+	Seed       uint64   `help:"Schedule seed of the software NIC (0: round-robin)."`
+	Explore    int      `placeholder:"K" help:"Run K times with seeds S, S+1, ... (S = --seed, or 1) to explore interleavings."`
+	JSON       bool     `help:"Print the result as JSON on stdout."`
+	Dump       []string `placeholder:"BUF" help:"Add the final contents of buffer BUF on every rank (repeatable)."`
+	NoTriggers bool     `name:"no-triggers" help:"Poll engine: post every work request from the engine's loop instead of arming QP triggers that post on a completion inside the poll (for comparison)."`
+	OnHang     string   `name:"on-hang" placeholder:"FILE" help:"When the run is diagnosed as stuck, draw the plan view with the stuck WAIT and the WQE it awaits highlighted into FILE (.svg, .png or .dot)."`
+	File       string   `arg:"" name:"file" help:"Plan file (- for stdin)."`
 }
 
 // runReport is the --json output of run.
@@ -57,6 +58,7 @@ type runReport struct {
 	Mismatches []string           `json:"mismatches,omitempty"`
 	LatencyNS  map[string]int64   `json:"latency_ns"`
 	WQEs       uint64             `json:"wqes_posted"`
+	Triggered  uint64             `json:"triggered"`
 	CQEs       uint64             `json:"cqes_polled"`
 	Waits      uint64             `json:"waits"`
 	Enables    uint64             `json:"enables"`
@@ -104,7 +106,7 @@ func (c *runCmd) Run(e *env) error {
 	for _, seed := range seeds {
 		nic := softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
 		res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{
-			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, OnIteration: func(int, int) { bar.step() },
+			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, NoTriggers: c.NoTriggers, OnIteration: func(int, int) { bar.step() },
 		})
 		if err != nil {
 			bar.abort()
@@ -144,6 +146,7 @@ func (c *runCmd) Run(e *env) error {
 		rep.Engine, rep.Provider = last.Engine.String(), last.Provider
 		rep.LatencyNS = map[string]int64{"min": last.Latency.Min.Nanoseconds(), "median": last.Latency.Median.Nanoseconds(), "p99": last.Latency.P99.Nanoseconds()}
 		rep.WQEs, rep.CQEs, rep.Waits, rep.Enables, rep.HostSteps, rep.RNR = last.WQEsPosted, last.CQEsPolled, last.Waits, last.Enables, last.HostSteps, last.RNRRetries
+		rep.Triggered = last.Triggered
 		for _, name := range c.Dump {
 			b, _ := exec.BufferByName(g, name)
 			if rep.Buffers == nil {
@@ -238,8 +241,8 @@ func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
 	} else {
 		fmt.Fprintf(e.stdout, "  latency min %s, median %s, p99 %s%s\n", fmtDuration(l.Min), fmtDuration(l.Median), fmtDuration(l.P99), last)
 	}
-	fmt.Fprintf(e.stdout, "  totals: %s posted, %s polled, %s, %s, %s, %s\n",
-		planner.Plural(int(rep.WQEs), "WQE"), planner.Plural(int(rep.CQEs), "CQE"), planner.Plural(int(rep.Waits), "WAIT"),
+	fmt.Fprintf(e.stdout, "  totals: %s posted (%d by triggers), %s polled, %s, %s, %s, %s\n",
+		planner.Plural(int(rep.WQEs), "WQE"), rep.Triggered, planner.Plural(int(rep.CQEs), "CQE"), planner.Plural(int(rep.Waits), "WAIT"),
 		planner.Plural(int(rep.Enables), "ENABLE"), planner.Plural(int(rep.HostSteps), "host step"), planner.Plural(int(rep.RNR), "RNR retry"))
 	for _, name := range sortedKeys(rep.Buffers) {
 		for r, vals := range rep.Buffers[name] {

@@ -80,7 +80,7 @@ func (c *runCmd) runVerbs(e *env) error {
 	}
 	cfg := bootstrap.Config{World: world, Addr: c.Bootstrap}
 	_, own, all, err := bootstrap.RunProcess(context.Background(), g, plan, nic, cfg,
-		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true})
+		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true, NoTriggers: c.NoTriggers})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "rank %d: %v\n", world.Rank, err)
 		return &exitError{code: exitFail}
@@ -108,7 +108,7 @@ func (c *runCmd) runVerbs(e *env) error {
 		for _, r := range all {
 			line := r.String()
 			if r.OK && r.Median > 0 {
-				line += fmt.Sprintf(", median iteration %s, %s posted, %s polled", fmtDuration(r.Median), planner.Plural(int(r.WQEs), "WQE"), planner.Plural(int(r.CQEs), "CQE"))
+				line += fmt.Sprintf(", median iteration %s, %s posted (%d by triggers), %s polled", fmtDuration(r.Median), planner.Plural(int(r.WQEs), "WQE"), r.Triggered, planner.Plural(int(r.CQEs), "CQE"))
 			}
 			fmt.Fprintf(e.stdout, "  %s\n", strings.ReplaceAll(line, "\n", "\n    "))
 		}

@@ -33,6 +33,7 @@ type Report struct {
 	Mismatches []string      `json:"mismatches,omitempty"` // where memory differs from the reference
 	Median     time.Duration `json:"median_ns,omitempty"`  // median iteration time on this rank
 	WQEs       uint64        `json:"wqes,omitempty"`
+	Triggered  uint64        `json:"triggered,omitempty"` // of WQEs, posted by QP triggers
 	CQEs       uint64        `json:"cqes,omitempty"`
 }
 
@@ -43,7 +44,7 @@ const maxMismatches = 8
 func ReportOf(rank int, res *exec.Result, runErr error) Report {
 	r := Report{Rank: rank}
 	if res != nil {
-		r.Median, r.WQEs, r.CQEs = res.Latency.Median, res.WQEsPosted, res.CQEsPolled
+		r.Median, r.WQEs, r.CQEs, r.Triggered = res.Latency.Median, res.WQEsPosted, res.CQEsPolled, res.Triggered
 		for _, v := range res.Verdicts {
 			for _, m := range v.Mismatches {
 				if len(r.Mismatches) < maxMismatches {

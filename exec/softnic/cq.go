@@ -16,6 +16,7 @@ type cq struct {
 	consumed uint64 // completions polled
 	overflow bool
 	closed   bool
+	watch    []*qp // QPs whose trigger has watched this CQ
 }
 
 var _ exec.CQ = (*cq)(nil)
@@ -45,6 +46,9 @@ func (q *cq) Poll(wc []exec.WC) (int, error) {
 		wc[n] = q.ring[q.consumed%d]
 		q.consumed++
 		n++
+	}
+	if n > 0 && len(q.watch) > 0 {
+		q.fire(wc[:n])
 	}
 	return n, nil
 }

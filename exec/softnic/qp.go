@@ -57,6 +57,8 @@ type qp struct {
 	rq             []rwqe
 	rqTail, rqHead uint64
 	rqEnable       uint16
+
+	trig trigger
 }
 
 var _ exec.QP = (*qp)(nil)
@@ -140,6 +142,10 @@ func (q *qp) Connect(remote exec.QPInfo) error {
 // Close destroys the QP; its pending work is dropped without completions.
 func (q *qp) Close() error {
 	q.closed = true
+	if q.trig.cq != nil {
+		q.trig.cq.unwatch(q)
+	}
+	q.trig = trigger{}
 	return nil
 }
 

@@ -23,6 +23,9 @@ type cq struct {
 	num    uint32
 	depth  int
 	closed bool
+
+	watchArr **C.cd_trigger // C array of the triggers that watch this CQ (trigger.go)
+	nwatch   int
 }
 
 func (q *cq) Num() uint32 { return q.num }
@@ -45,7 +48,7 @@ func (q *cq) Poll(wc []exec.WC) (int, error) {
 	if c.prov.yield && c.idle >= idleBeforeYield {
 		yield = 1
 	}
-	n := int(C.cd_poll_cq(q.cq, (*C.cd_wc)(unsafe.Pointer(&wc[0])), C.int(len(wc)), yield))
+	n := int(C.cd_poll_cq(q.cq, (*C.cd_wc)(unsafe.Pointer(&wc[0])), C.int(len(wc)), yield, q.watchArr, C.int(q.nwatch)))
 	if n == 0 {
 		c.idle++
 	} else {
@@ -82,6 +85,7 @@ func (q *cq) Close() error {
 		return nil
 	}
 	q.closed = true
+	q.freeWatchers()
 	if rc := C.ibv_destroy_cq(q.cq); rc != 0 {
 		return fmt.Errorf("verbs: rank %d: ibv_destroy_cq(cq %d): errno %d (destroy its QPs first)", q.ctx.rank, q.num, rc)
 	}

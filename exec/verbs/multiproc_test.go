@@ -32,11 +32,34 @@ import (
 
 // Environment of a rank process.
 const (
-	envPlan  = "COREDAG_VERBS_PLAN"      // .dag file to run
-	envFault = "COREDAG_VERBS_FAULT"     // perm, oob or unmatched: break the plan after loading
-	envBoot  = "COREDAG_VERBS_BOOTSTRAP" // rank 0's HOST:PORT
-	envIters = "COREDAG_VERBS_ITERS"     // iterations (default 1)
+	envPlan   = "COREDAG_VERBS_PLAN"        // .dag file to run
+	envFault  = "COREDAG_VERBS_FAULT"       // perm, oob or unmatched: break the plan after loading
+	envBoot   = "COREDAG_VERBS_BOOTSTRAP"   // rank 0's HOST:PORT
+	envIters  = "COREDAG_VERBS_ITERS"       // iterations (default 1)
+	envNoTrig = "COREDAG_VERBS_NO_TRIGGERS" // 1: exec.Options.NoTriggers (to measure what triggers bring)
+	envAB     = "COREDAG_VERBS_AB"          // K: K rounds of a run with triggers then one without
 )
+
+// abRounds runs the plan k times with QP triggers and k times without, alternating, and has rank
+// 0 print the median iteration time of each mode as "AB triggers=on|off MEDIAN_NS".
+func abRounds(t *testing.T, ctx context.Context, k int, g *planner.Graph, plan *planner.Plan, p exec.Provider, cfg bootstrap.Config, opts exec.Options) {
+	lat := map[bool][]time.Duration{}
+	for i := 0; i < 2*k; i++ {
+		opts.NoTriggers = i%2 == 1
+		res, _, all, err := bootstrap.RunProcess(ctx, g, plan, p, cfg, opts)
+		require.NoError(t, err)
+		require.NoError(t, bootstrap.AllOK(all))
+		lat[opts.NoTriggers] = append(lat[opts.NoTriggers], res.Latency.All...)
+	}
+	if cfg.World.Rank == 0 {
+		for _, off := range []bool{false, true} {
+			l := lat[off]
+			slices.Sort(l)
+			mode := map[bool]string{false: "on", true: "off"}[off]
+			fmt.Printf("AB triggers=%s %d ns over %d iterations\n", mode, l[len(l)/2].Nanoseconds(), len(l))
+		}
+	}
+}
 
 // rankOutput is what rank 0 prints for the parent: one line per rank's verdict, and the median.
 var (
@@ -61,6 +84,7 @@ func TestRankProcess(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv(envIters)); err == nil {
 		opts.Iters = n
 	}
+	opts.NoTriggers = os.Getenv(envNoTrig) == "1"
 	// Run what `coredag run --provider verbs` runs: the plan compiled for the generic target
 	// (selective signalling, small payloads inline). A graph broken on purpose runs without one.
 	var plan *planner.Plan
@@ -80,6 +104,10 @@ func TestRankProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := bootstrap.Config{World: world, Addr: os.Getenv(envBoot), Timeout: 30 * time.Second}
+	if k, _ := strconv.Atoi(os.Getenv(envAB)); k > 0 {
+		abRounds(t, ctx, k, g, plan, p, cfg, opts)
+		return
+	}
 	res, own, all, err := bootstrap.RunProcess(ctx, g, plan, p, cfg, opts)
 	require.NoError(t, err)
 	t.Logf("own verdict: %v", own)
@@ -92,6 +120,7 @@ func TestRankProcess(t *testing.T) {
 	if res != nil && res.OK {
 		fmt.Printf("MEDIAN %d ns over %d iterations\n", res.Latency.Median.Nanoseconds(), res.Iters)
 		fmt.Printf("ITERS %v\n", res.Latency.All)
+		fmt.Printf("TRIGGERED %d of %d WQEs posted\n", res.Triggered, res.WQEsPosted)
 	}
 	require.NoError(t, bootstrap.AllOK(all))
 }
@@ -266,8 +295,31 @@ func TestPingPong(t *testing.T) {
 		t.Fatal("pingpong did not verify")
 	}
 	ns, _ := strconv.ParseFloat(m[1], 64)
-	if m := regexp.MustCompile(`(?m)^ITERS .*$`).FindString(run.rank0); m != "" {
+	for _, m := range regexp.MustCompile(`(?m)^(ITERS|TRIGGERED) .*$`).FindAllString(run.rank0, -1) {
 		fmt.Println(m)
 	}
 	fmt.Printf("PINGPONG per-hop median %.2f us (iteration median %.3f ms over %s iterations, 1000 hops)\n", ns/1000/1000, ns/1e6, m[2])
+}
+
+// TestPingPongAB measures what QP triggers bring to the ping-pong: COREDAG_PINGPONG_AB rounds
+// (default 5) of a run with triggers then one without, in the same two processes, so both modes
+// see the same state of the machine. It prints the median hop time of each mode.
+func TestPingPongAB(t *testing.T) {
+	requireDevice(t)
+	k := os.Getenv("COREDAG_PINGPONG_AB")
+	if k == "" {
+		k = "5"
+	}
+	run := spawnRanks(t, "../../testdata/verbs/pingpong.dag", 2, envAB+"="+k, envIters+"=5")
+	m := regexp.MustCompile(`(?m)^AB triggers=(on|off) (\d+) ns over (\d+) iterations$`).FindAllStringSubmatch(run.rank0, -1)
+	if run.err[0] != nil || run.err[1] != nil || len(m) != 2 {
+		run.dump(t)
+		t.Fatal("the A/B ping-pong did not verify")
+	}
+	ns := map[string]float64{}
+	for _, x := range m {
+		ns[x[1]], _ = strconv.ParseFloat(x[2], 64)
+		fmt.Printf("PINGPONG triggers=%s per-hop median %.2f us over %s iterations\n", x[1], ns[x[1]]/1e6, x[3])
+	}
+	fmt.Printf("PINGPONG triggers on/off = %.3f\n", ns["on"]/ns["off"])
 }

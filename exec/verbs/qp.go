@@ -44,6 +44,9 @@ type qp struct {
 	sendSeq, recvSeq  uint64
 	connected, closed bool
 	remote            exec.QPInfo
+
+	trig   *C.cd_trigger // C memory: cd_poll_cq posts it (trigger.go)
+	trigCQ *cq           // the CQ whose watch list holds trig
 }
 
 // mtuEnum converts a path MTU in bytes to IBV_MTU_*.
@@ -113,6 +116,7 @@ func (d *pd) createQP(cfg exec.QPConfig) (*qp, error) {
 		PSN:  binary.LittleEndian.Uint32(psn[:]) & 0xffffff,
 		MTU:  c.prov.mtu,
 	}
+	q.newTrigger()
 	c.qps = append(c.qps, q)
 	return q, nil
 }
@@ -178,16 +182,21 @@ func (q *qp) PostSend(wr []exec.SendWR) (int, error) {
 	var n C.int
 	rc := C.cd_post_send(q.qp, (*C.cd_send_wr)(unsafe.Pointer(&wr[0])), C.int(len(wr)), C.uint32_t(q.maxInline), q.scratch, &n)
 	done := int(n)
-	mask := uint64(len(q.sendLog) - 1)
-	for i := 0; i < done; i++ {
-		q.sendLog[(q.sendSeq+uint64(i))&mask] = posted{wr[i].ID, wr[i].Op}
-	}
-	q.sendSeq += uint64(done)
-	q.pd.ctx.stats.WQEs += uint64(done)
+	q.logSends(wr[:done])
 	if rc == 0 {
 		return done, nil
 	}
 	return done, q.postError("PostSend", rc, done, &wr[done])
+}
+
+// logSends records posted sends for error completions and counts them.
+func (q *qp) logSends(wr []exec.SendWR) {
+	mask := uint64(len(q.sendLog) - 1)
+	for i := range wr {
+		q.sendLog[(q.sendSeq+uint64(i))&mask] = posted{wr[i].ID, wr[i].Op}
+	}
+	q.sendSeq += uint64(len(wr))
+	q.pd.ctx.stats.WQEs += uint64(len(wr))
 }
 
 // PostRecv posts wr in batches of up to 64 per ibv_post_recv.
@@ -278,6 +287,7 @@ func (q *qp) Close() error {
 		return nil
 	}
 	q.closed = true
+	q.freeTrigger()
 	if rc := C.ibv_destroy_qp(q.qp); rc != 0 {
 		return fmt.Errorf("verbs: %v: ibv_destroy_qp: %v", q, syscall.Errno(rc))
 	}

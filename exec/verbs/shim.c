@@ -162,7 +162,32 @@ static uint8_t map_opcode(const struct ibv_wc *wc) {
 	}
 }
 
-int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int yield) {
+// fire counts a batch of completions of cq against the triggers waiting on it: an error
+// completion disarms them, enough successful ones post their requests at once.
+static void fire(struct ibv_cq *cq, const struct ibv_wc *wc, int got, cd_trigger **watch, int nwatch) {
+	int failed = 0;
+	for (int i = 0; i < got; i++)
+		failed |= wc[i].status != IBV_WC_SUCCESS;
+	for (int i = 0; i < nwatch; i++) {
+		cd_trigger *t = watch[i];
+		if (!t->armed || t->cq != cq)
+			continue;
+		if (failed) {
+			t->armed = 0;
+			continue;
+		}
+		t->after -= got;
+		if (t->after > 0)
+			continue;
+		t->armed = 0;
+		t->fired = 1;
+		int posted = 0;
+		t->rc = cd_post_send(t->qp, t->wrs, t->n, t->max_inline, t->scratch, &posted);
+		t->posted = posted;
+	}
+}
+
+int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int yield, cd_trigger **watch, int nwatch) {
 	struct ibv_wc wc[BATCH];
 	int got = 0;
 	while (got < n) {
@@ -170,6 +195,8 @@ int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int yield) {
 		int rc = ibv_poll_cq(cq, k, wc);
 		if (rc < 0)
 			return got > 0 ? got : -1;
+		if (rc > 0 && nwatch > 0)
+			fire(cq, wc, rc, watch, nwatch); // post first: the transfer starts before the copy below
 		for (int i = 0; i < rc; i++) {
 			cd_wc *o = &out[got + i];
 			o->id = wc[i].wr_id;

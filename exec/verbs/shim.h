@@ -78,12 +78,29 @@ typedef struct {
 	uint32_t lkey;
 } cd_scratch;
 
+// CD_TRIGGER_WRS mirrors exec.MaxTriggerWRs.
+#define CD_TRIGGER_WRS 8
+
+// cd_trigger is a QP's armed run of send requests (exec.TriggerQP): cd_poll_cq posts them once
+// the watched CQ has returned `after` more completions, all successful. C memory, one per QP.
+typedef struct {
+	struct ibv_qp *qp;
+	struct ibv_cq *cq; // the watched CQ
+	uint32_t max_inline;
+	cd_scratch scratch;
+	int32_t after, n;
+	int32_t armed, fired; // fired: an outcome (posted, rc) waits for the Go side
+	int32_t posted, rc;
+	cd_send_wr wrs[CD_TRIGGER_WRS];
+} cd_trigger;
+
 int cd_post_send(struct ibv_qp *qp, const cd_send_wr *wrs, int n, uint32_t max_inline,
 		 cd_scratch scratch, int *posted);
 int cd_post_recv(struct ibv_qp *qp, const cd_recv_wr *wrs, int n, int *posted);
-// cd_poll_cq polls up to n completions into out. When it finds none and yield is set, it gives
-// the CPU away (sched_yield): on software devices the kernel threads that move the data need it.
-int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int yield);
+// cd_poll_cq polls up to n completions into out and fires the armed triggers among watch[0..nwatch)
+// that wait on cq. When it finds none and yield is set, it gives the CPU away (sched_yield): on
+// software devices the kernel threads that move the data need it.
+int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int yield, cd_trigger **watch, int nwatch);
 
 int cd_qp_to_init(struct ibv_qp *qp, uint8_t port, int access);
 int cd_qp_to_rtr(struct ibv_qp *qp, uint8_t port, uint32_t dest_qpn, uint32_t rq_psn, uint16_t dlid,
