@@ -20,7 +20,7 @@
 # emulated and shares its host, so timings are noisy.
 #
 # Env: COREDAG_VERBS_DEVICE (rxe0), RUNS (5), PINGPONG_ITERS (15), VERBS_TEST (out/verbs.test),
-# COREDAG (out/coredag), FLOOR (out/pingpong-floor), AB_ROUNDS (3).
+# COREDAG (out/coredag), FLOOR (out/pingpong-floor), AB_ROUNDS (10).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -128,7 +128,7 @@ if [ ${#pp[@]} -gt 0 ] && [ ${#wl[@]} -gt 0 ]; then
 fi
 
 step "QP triggers: the pingpong with and without them, alternating in the same two processes"
-(cd exec/verbs && COREDAG_PINGPONG_AB=${AB_ROUNDS:-3} "$TEST" -test.run '^TestPingPongAB$' -test.timeout 300s 2>&1) \
+(cd exec/verbs && COREDAG_PINGPONG_AB=${AB_ROUNDS:-10} "$TEST" -test.run '^TestPingPongAB$' -test.timeout 300s 2>&1) \
   | grep -E '^PINGPONG|^(--- )?FAIL' || fail "pingpong A/B"
 
 echo

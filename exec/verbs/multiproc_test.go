@@ -41,24 +41,35 @@ const (
 )
 
 // abRounds runs the plan k times with QP triggers and k times without, alternating, and has rank
-// 0 print the median iteration time of each mode as "AB triggers=on|off MEDIAN_NS".
+// 0 print the median iteration time of each mode ("AB triggers=on|off N ns over M iterations")
+// and the median over the k pairs of the ratio of a run's median with triggers to the next run's
+// without ("AB ratio R over K pairs"): pairs see the same state of a machine whose speed drifts.
 func abRounds(t *testing.T, ctx context.Context, k int, g *planner.Graph, plan *planner.Plan, p exec.Provider, cfg bootstrap.Config, opts exec.Options) {
 	lat := map[bool][]time.Duration{}
+	var ratios []float64
+	var on time.Duration
 	for i := 0; i < 2*k; i++ {
 		opts.NoTriggers = i%2 == 1
 		res, _, all, err := bootstrap.RunProcess(ctx, g, plan, p, cfg, opts)
 		require.NoError(t, err)
 		require.NoError(t, bootstrap.AllOK(all))
 		lat[opts.NoTriggers] = append(lat[opts.NoTriggers], res.Latency.All...)
-	}
-	if cfg.World.Rank == 0 {
-		for _, off := range []bool{false, true} {
-			l := lat[off]
-			slices.Sort(l)
-			mode := map[bool]string{false: "on", true: "off"}[off]
-			fmt.Printf("AB triggers=%s %d ns over %d iterations\n", mode, l[len(l)/2].Nanoseconds(), len(l))
+		if opts.NoTriggers {
+			ratios = append(ratios, float64(on)/float64(res.Latency.Median))
+		} else {
+			on = res.Latency.Median
 		}
 	}
+	if cfg.World.Rank != 0 {
+		return
+	}
+	for _, off := range []bool{false, true} {
+		l := lat[off]
+		slices.Sort(l)
+		fmt.Printf("AB triggers=%s %d ns over %d iterations\n", map[bool]string{false: "on", true: "off"}[off], l[len(l)/2].Nanoseconds(), len(l))
+	}
+	slices.Sort(ratios)
+	fmt.Printf("AB ratio %.3f over %d pairs\n", ratios[len(ratios)/2], len(ratios))
 }
 
 // rankOutput is what rank 0 prints for the parent: one line per rank's verdict, and the median.
@@ -301,25 +312,25 @@ func TestPingPong(t *testing.T) {
 	fmt.Printf("PINGPONG per-hop median %.2f us (iteration median %.3f ms over %s iterations, 1000 hops)\n", ns/1000/1000, ns/1e6, m[2])
 }
 
-// TestPingPongAB measures what QP triggers bring to the ping-pong: COREDAG_PINGPONG_AB rounds
-// (default 5) of a run with triggers then one without, in the same two processes, so both modes
-// see the same state of the machine. It prints the median hop time of each mode.
+// TestPingPongAB measures what QP triggers bring to the ping-pong: COREDAG_PINGPONG_AB pairs
+// (default 10) of a run with triggers then one without, 5 iterations each, in the same two
+// processes. It prints the median hop time of each mode and the median ratio over the pairs.
 func TestPingPongAB(t *testing.T) {
 	requireDevice(t)
 	k := os.Getenv("COREDAG_PINGPONG_AB")
 	if k == "" {
-		k = "5"
+		k = "10"
 	}
 	run := spawnRanks(t, "../../testdata/verbs/pingpong.dag", 2, envAB+"="+k, envIters+"=5")
 	m := regexp.MustCompile(`(?m)^AB triggers=(on|off) (\d+) ns over (\d+) iterations$`).FindAllStringSubmatch(run.rank0, -1)
-	if run.err[0] != nil || run.err[1] != nil || len(m) != 2 {
+	r := regexp.MustCompile(`(?m)^AB ratio ([0-9.]+) over (\d+) pairs$`).FindStringSubmatch(run.rank0)
+	if run.err[0] != nil || run.err[1] != nil || len(m) != 2 || r == nil {
 		run.dump(t)
 		t.Fatal("the A/B ping-pong did not verify")
 	}
-	ns := map[string]float64{}
 	for _, x := range m {
-		ns[x[1]], _ = strconv.ParseFloat(x[2], 64)
-		fmt.Printf("PINGPONG triggers=%s per-hop median %.2f us over %s iterations\n", x[1], ns[x[1]]/1e6, x[3])
+		ns, _ := strconv.ParseFloat(x[2], 64)
+		fmt.Printf("PINGPONG triggers=%s per-hop median %.2f us over %s iterations\n", x[1], ns/1e6, x[3])
 	}
-	fmt.Printf("PINGPONG triggers on/off = %.3f\n", ns["on"]/ns["off"])
+	fmt.Printf("PINGPONG triggers on/off = %s (median of %s paired runs)\n", r[1], r[2])
 }
