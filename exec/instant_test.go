@@ -20,6 +20,7 @@ type instantNIC struct {
 	next      uint32
 	dropRecv  bool
 	qpInlines []int // QPConfig.MaxInline of every QP created
+	spins     int   // PollSpin calls
 }
 
 func (n *instantNIC) Name() string { return "instant" }
@@ -38,7 +39,7 @@ func (c *instantCtx) AllocPD() (PD, error) { return &instantPD{c: c}, nil }
 func (c *instantCtx) Close() error         { return nil }
 func (c *instantCtx) CreateCQ(d int) (CQ, error) {
 	c.nic.next++
-	return &instantCQ{num: c.nic.next, ring: make([]WC, d)}, nil
+	return &instantCQ{nic: c.nic, num: c.nic.next, ring: make([]WC, d)}, nil
 }
 
 type instantPD struct{ c *instantCtx }
@@ -71,6 +72,7 @@ func (m *instantMR) Remote() RemoteMR {
 func (m *instantMR) Close() error { return nil }
 
 type instantCQ struct {
+	nic        *instantNIC
 	num        uint32
 	ring       []WC
 	head, tail int // tail-head completions pending
@@ -89,6 +91,12 @@ func (q *instantCQ) push(wc WC) error {
 	q.tail++
 	return nil
 }
+// PollSpin counts the call; spinning longer could not bring a completion on this NIC.
+func (q *instantCQ) PollSpin(wc []WC, spins int) (int, error) {
+	q.nic.spins++
+	return q.Poll(wc)
+}
+
 func (q *instantCQ) Poll(wc []WC) (int, error) {
 	n := 0
 	for n < len(wc) && q.head < q.tail {
@@ -162,8 +170,15 @@ func newDispatchEngine(tb testing.TB, ops int) (*pollEngine, int) {
 }
 
 func newInstantEngine(tb testing.TB, ops int, p *instantNIC, hang time.Duration) (*pollEngine, int) {
-	g := dispatchPlan(ops)
-	res, err := setupRanks(context.Background(), p, g, []int{0, 1, 2, 3},
+	return newInstantEngineFor(tb, dispatchPlan(ops), p, hang)
+}
+
+func newInstantEngineFor(tb testing.TB, g *planner.Graph, p *instantNIC, hang time.Duration) (*pollEngine, int) {
+	ranks := make([]int, len(g.Rank))
+	for r := range ranks {
+		ranks[r] = r
+	}
+	res, err := setupRanks(context.Background(), p, g, ranks,
 		func(r int) (rankLayout, error) { return pollLayout(g, r, p.Caps()), nil }, nil)
 	require.NoError(tb, err)
 	mem := NewMemory(g)
@@ -210,6 +225,23 @@ func TestPollHangsOnSilentNIC(t *testing.T) {
 			assert.Less(t, time.Since(start), hang+2*time.Second, "ops %d, hang timeout %v", ops, hang)
 		}
 	}
+}
+
+// TestPollSpinsOnTheOnlyCQ: when one CQ is all the engine waits for, it lets the driver spin on
+// it (SpinCQ), and a completion that never comes is still diagnosed after the hang timeout.
+func TestPollSpinsOnTheOnlyCQ(t *testing.T) {
+	src := "plan solo\nparam ranks = 1\nbuffer b u64[1]\nqueue q to rank\nop tx = send q b\nop rx = recv q b\n"
+	g, err := planner.Load("solo.dag", []byte(src), nil)
+	require.NoError(t, err)
+	nic := &instantNIC{dropRecv: true}
+	e, _ := newInstantEngineFor(t, g, nic, 20*time.Millisecond)
+	e.rearm(0)
+	require.NoError(t, e.prepost())
+	err = e.iterate(context.Background(), 0)
+	var h *HangError
+	require.ErrorAs(t, err, &h)
+	assert.Contains(t, err.Error(), "rx")
+	assert.Positive(t, nic.spins, "the receive CQ alone owes a completion")
 }
 
 // TestQPInlineFitsThePlan: Run creates QPs with room for the largest inline payload the plan's

@@ -39,6 +39,7 @@ type pollEngine struct {
 	wc                   []WC
 	localOps             int
 	left                 int // local ops not complete this iteration
+	waiting              int // sides with awaited > 0
 	scan                 int // CQ scan offset (Options.Seed)
 
 	posted, polled, hostSteps, triggered uint64
@@ -68,6 +69,7 @@ type pollCQ struct {
 	name     string
 	rank     int
 	watchers []int32 // sides with a trigger armed on this CQ
+	spin     SpinCQ  // nil when the driver cannot spin by itself
 }
 
 // newPoll sets up the polling engine. The plan, compiled for a target without cross-channel
@@ -110,7 +112,9 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 				}
 				si := int32(len(e.sides))
 				side.cq = int32(len(e.cqs))
-				e.cqs = append(e.cqs, pollCQ{cq: r.cqs[cq], side: si, name: r.layout.cqs[cq].name, rank: r.rank})
+				pc := pollCQ{cq: r.cqs[cq], side: si, name: r.layout.cqs[cq].name, rank: r.rank}
+				pc.spin, _ = pc.cq.(SpinCQ)
+				e.cqs = append(e.cqs, pc)
 				for k, id := range ops {
 					side.ops = append(side.ops, int32(id))
 					e.opSide[id], e.opSlot[id] = si, int32(k)
@@ -162,6 +166,7 @@ func (e *pollEngine) rearm(int) {
 		e.sides[i].next, e.sides[i].done, e.sides[i].awaited = 0, 0, 0
 	}
 	e.left = e.localOps
+	e.waiting = 0
 }
 
 // prepost posts the receives that wait for nothing, before the iteration starts: Run calls it
@@ -263,7 +268,9 @@ func (e *pollEngine) flush() (bool, error) {
 func (e *pollEngine) advanceSide(s *pollSide, k int) {
 	for _, sig := range s.signalledAt[s.next : s.next+int32(k)] {
 		if sig {
-			s.awaited++
+			if s.awaited++; s.awaited == 1 {
+				e.waiting++
+			}
 		}
 	}
 	s.next += int32(k)
@@ -355,6 +362,9 @@ func (e *pollEngine) disarm() {
 	}
 }
 
+// spinPolls is how many polls a SpinCQ makes in one call when the engine waits for it alone.
+const spinPolls = 64
+
 // idlePollEvery is how often, in rounds of the polling loop, a CQ that owes no completion is
 // polled anyway.
 const idlePollEvery = 64
@@ -389,7 +399,9 @@ func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
 		return opErrorf(e.g, planner.OpID(id), "completion on CQ %s out of queue order (slot %d, completed up to %d, posted up to %d)", c.name, slot, s.done, s.next)
 	}
 	// A signalled completion implies every earlier request of the queue completed.
-	s.awaited--
+	if s.awaited--; s.awaited == 0 {
+		e.waiting--
+	}
 	for s.done <= slot {
 		e.complete(s.ops[s.done])
 		s.done++
@@ -421,7 +433,14 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 			if e.sides[c.side].awaited == 0 && !full {
 				continue
 			}
-			n, err := c.cq.Poll(e.wc)
+			var n int
+			var err error
+			if c.spin != nil && !full && e.waiting == 1 {
+				// One CQ is all this round waits for: let the driver spin on it.
+				n, err = c.spin.PollSpin(e.wc, spinPolls)
+			} else {
+				n, err = c.cq.Poll(e.wc)
+			}
 			if err != nil {
 				return fmt.Errorf("rank %d: CQ %s: %w", c.rank, c.name, err)
 			}

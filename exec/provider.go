@@ -374,6 +374,15 @@ type TriggerQP interface {
 	Disarm()
 }
 
+// SpinCQ is implemented by CQs whose driver can wait for a completion in a tight loop of its own,
+// sparing the engine a return per empty poll. The polling engine uses it when one CQ is all it
+// waits for.
+type SpinCQ interface {
+	CQ
+	// PollSpin is Poll, except that it polls up to spins times before it returns no completion.
+	PollSpin(wc []WC, spins int) (int, error)
+}
+
 // MaxTriggerWRs bounds the work requests one trigger posts.
 const MaxTriggerWRs = 8
 

@@ -33,7 +33,10 @@ func (q *cq) Depth() int  { return q.depth }
 
 // Poll reads up to len(wc) completions with ibv_poll_cq calls of up to 64 entries, converting
 // them in C straight into wc.
-func (q *cq) Poll(wc []exec.WC) (int, error) {
+func (q *cq) Poll(wc []exec.WC) (int, error) { return q.PollSpin(wc, 1) }
+
+// PollSpin is Poll, polling up to spins times in C until a completion comes.
+func (q *cq) PollSpin(wc []exec.WC, spins int) (int, error) {
 	if len(wc) == 0 {
 		return 0, nil
 	}
@@ -44,13 +47,14 @@ func (q *cq) Poll(wc []exec.WC) (int, error) {
 		return 0, fmt.Errorf("verbs: rank %d cq %d: exec.WC no longer matches the C layout in exec/verbs/shim.h: %w", q.ctx.rank, q.num, exec.ErrProviderLimited)
 	}
 	c := q.ctx
-	yield := C.int(0)
-	if c.prov.yield && c.idle >= idleBeforeYield {
-		yield = 1
+	spins = max(spins, 1)
+	yieldAfter := -1
+	if c.prov.yield {
+		yieldAfter = max(idleBeforeYield-c.idle, 0)
 	}
-	n := int(C.cd_poll_cq(q.cq, (*C.cd_wc)(unsafe.Pointer(&wc[0])), C.int(len(wc)), yield, q.watchArr, C.int(q.nwatch)))
+	n := int(C.cd_poll_cq(q.cq, (*C.cd_wc)(unsafe.Pointer(&wc[0])), C.int(len(wc)), C.int(spins), C.int(yieldAfter), q.watchArr, C.int(q.nwatch)))
 	if n == 0 {
-		c.idle++
+		c.idle = min(c.idle+spins, idleBeforeYield)
 	} else {
 		c.idle = 0
 	}
@@ -68,6 +72,8 @@ func (q *cq) Poll(wc []exec.WC) (int, error) {
 	q.ctx.stats.CQEs += uint64(n)
 	return n, nil
 }
+
+var _ exec.SpinCQ = (*cq)(nil)
 
 // idleBeforeYield is how many empty polls in a row a context makes before it starts yielding the
 // CPU on each further empty poll (software devices only, see Options.Idle). A latency-bound chain

@@ -162,6 +162,8 @@ static uint8_t map_opcode(const struct ibv_wc *wc) {
 	}
 }
 
+static int poll_once(struct ibv_cq *cq, cd_wc *out, int n, cd_trigger **watch, int nwatch);
+
 // fire counts a batch of completions of cq against the triggers waiting on it: an error
 // completion disarms them, enough successful ones post their requests at once.
 static void fire(struct ibv_cq *cq, const struct ibv_wc *wc, int got, cd_trigger **watch, int nwatch) {
@@ -187,7 +189,20 @@ static void fire(struct ibv_cq *cq, const struct ibv_wc *wc, int got, cd_trigger
 	}
 }
 
-int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int yield, cd_trigger **watch, int nwatch) {
+int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int spins, int yield_after, cd_trigger **watch,
+	       int nwatch) {
+	for (int i = 0; i < spins; i++) {
+		int got = poll_once(cq, out, n, watch, nwatch);
+		if (got != 0)
+			return got;
+		if (yield_after >= 0 && i >= yield_after)
+			sched_yield();
+	}
+	return 0;
+}
+
+// poll_once polls what cq holds now, up to n completions.
+static int poll_once(struct ibv_cq *cq, cd_wc *out, int n, cd_trigger **watch, int nwatch) {
 	struct ibv_wc wc[BATCH];
 	int got = 0;
 	while (got < n) {
@@ -211,8 +226,6 @@ int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int yield, cd_trigger **wat
 		if (rc < k)
 			break;
 	}
-	if (got == 0 && yield)
-		sched_yield();
 	return got;
 }
 

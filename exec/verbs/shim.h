@@ -98,9 +98,11 @@ int cd_post_send(struct ibv_qp *qp, const cd_send_wr *wrs, int n, uint32_t max_i
 		 cd_scratch scratch, int *posted);
 int cd_post_recv(struct ibv_qp *qp, const cd_recv_wr *wrs, int n, int *posted);
 // cd_poll_cq polls up to n completions into out and fires the armed triggers among watch[0..nwatch)
-// that wait on cq. When it finds none and yield is set, it gives the CPU away (sched_yield): on
-// software devices the kernel threads that move the data need it.
-int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int yield, cd_trigger **watch, int nwatch);
+// that wait on cq. It polls up to spins times until it finds one; from the yield_after-th empty
+// poll on (never if negative) each empty poll gives the CPU away (sched_yield): on software
+// devices the kernel threads that move the data need it.
+int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int spins, int yield_after, cd_trigger **watch,
+	       int nwatch);
 
 int cd_qp_to_init(struct ibv_qp *qp, uint8_t port, int access);
 int cd_qp_to_rtr(struct ibv_qp *qp, uint8_t port, uint32_t dest_qpn, uint32_t rq_psn, uint16_t dlid,
