@@ -91,6 +91,7 @@ func (q *instantCQ) push(wc WC) error {
 	q.tail++
 	return nil
 }
+
 // PollSpin counts the call; spinning longer could not bring a completion on this NIC.
 func (q *instantCQ) PollSpin(wc []WC, spins int) (int, error) {
 	q.nic.spins++
