@@ -32,7 +32,7 @@ func (q *cq) Num() uint32 { return q.num }
 func (q *cq) Depth() int  { return q.depth }
 
 // Poll reads up to len(wc) completions with ibv_poll_cq calls of up to 64 entries, converting
-// them in C straight into wc.
+// them in C straight into wc; the triggers armed on this CQ fire on the way (trigger.go).
 func (q *cq) Poll(wc []exec.WC) (int, error) { return q.PollSpin(wc, 1) }
 
 // PollSpin is Poll, polling up to spins times in C until a completion comes.

@@ -1,6 +1,7 @@
 //go:build verbs && linux
 
-// shim.c: work request lists built on the C stack, one ibv_post_send per batch; batched polling.
+// shim.c: work request lists built on the C stack, one ibv_post_send per batch; batched polling,
+// spinning on a CQ, and the triggers that post from inside a poll (exec.TriggerQP).
 
 #include <errno.h>
 #include <sched.h>
@@ -162,8 +163,6 @@ static uint8_t map_opcode(const struct ibv_wc *wc) {
 	}
 }
 
-static int poll_once(struct ibv_cq *cq, cd_wc *out, int n, cd_trigger **watch, int nwatch);
-
 // fire counts a batch of completions of cq against the triggers waiting on it: an error
 // completion disarms them, enough successful ones post their requests at once.
 static void fire(struct ibv_cq *cq, const struct ibv_wc *wc, int got, cd_trigger **watch, int nwatch) {
@@ -187,18 +186,6 @@ static void fire(struct ibv_cq *cq, const struct ibv_wc *wc, int got, cd_trigger
 		t->rc = cd_post_send(t->qp, t->wrs, t->n, t->max_inline, t->scratch, &posted);
 		t->posted = posted;
 	}
-}
-
-int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int spins, int yield_after, cd_trigger **watch,
-	       int nwatch) {
-	for (int i = 0; i < spins; i++) {
-		int got = poll_once(cq, out, n, watch, nwatch);
-		if (got != 0)
-			return got;
-		if (yield_after >= 0 && i >= yield_after)
-			sched_yield();
-	}
-	return 0;
 }
 
 // poll_once polls what cq holds now, up to n completions.
@@ -227,6 +214,18 @@ static int poll_once(struct ibv_cq *cq, cd_wc *out, int n, cd_trigger **watch, i
 			break;
 	}
 	return got;
+}
+
+int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int spins, int yield_after, cd_trigger **watch,
+	       int nwatch) {
+	for (int i = 0; i < spins; i++) {
+		int got = poll_once(cq, out, n, watch, nwatch);
+		if (got != 0)
+			return got;
+		if (yield_after >= 0 && i >= yield_after)
+			sched_yield();
+	}
+	return 0;
 }
 
 struct ibv_qp *cd_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
