@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -292,4 +293,70 @@ func mustTarget(tb testing.TB, name string) planner.Target {
 	t, err := planner.LookupTarget(name)
 	require.NoError(tb, err)
 	return t
+}
+
+// fakeTrig records what the engine arms; fakeHold records what it lets a CQ hold.
+type fakeTrig struct {
+	QP
+	armed []struct {
+		cq    CQ
+		after int
+		id    uint64
+	}
+}
+
+func (f *fakeTrig) ArmSend(cq CQ, after int, wr *SendWR) error {
+	f.armed = append(f.armed, struct {
+		cq    CQ
+		after int
+		id    uint64
+	}{cq, after, wr.ID})
+	return nil
+}
+func (f *fakeTrig) Fired() (int, int, error) { return len(f.armed), 0, nil }
+func (f *fakeTrig) Disarm()                  { f.armed = nil }
+
+type fakeHold struct {
+	CQ
+	held int
+}
+
+func (f *fakeHold) Hold(n int) { f.held = n }
+
+// TestArmChain: on rank 1 of the ping-pong, every hop waits for one receive posted in advance, so
+// the engine arms MaxArmed hops at once, the k-th after k receive completions, and lets the
+// receive CQ hold as many completions: each only releases an armed hop.
+func TestArmChain(t *testing.T) {
+	src, err := os.ReadFile("../testdata/verbs/pingpong.dag")
+	require.NoError(t, err)
+	g, err := planner.Load("pingpong.dag", src, map[string]int64{"hops": 200})
+	require.NoError(t, err)
+	e, _ := newInstantEngineFor(t, g, &instantNIC{dropRecv: true}, time.Second)
+	var trig *fakeTrig
+	var hold *fakeHold
+	for si := range e.sides {
+		s := &e.sides[si]
+		if s.rank != 1 {
+			continue
+		}
+		if s.recv {
+			hold = &fakeHold{CQ: e.cqs[s.cq].cq}
+			e.cqs[s.cq].hold = hold
+		} else {
+			trig = &fakeTrig{QP: s.qp}
+			s.trig = trig
+		}
+	}
+	e.rearm(0)
+	require.NoError(t, e.prepost())
+	e.arm()
+	require.Len(t, trig.armed, MaxArmed)
+	for k, a := range trig.armed {
+		assert.Equal(t, k+1, a.after, "hop %d", k)
+		assert.Equal(t, e.g.OpString(planner.OpID(a.id)), fmt.Sprintf("hop[%d] on rank 1", 2*k+1))
+	}
+	assert.Equal(t, MaxArmed, hold.held, "the receives that release armed hops")
+	e.disarm()
+	assert.Empty(t, trig.armed)
+	assert.Zero(t, hold.held)
 }

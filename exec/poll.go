@@ -14,8 +14,10 @@ import (
 // requests prebuilt in queue order, so posting a run of ready ones is one PostSend of a
 // sub-slice. The hot loop polls every CQ, resolves successors, runs host ops whose inputs are
 // complete, and posts newly ready work requests in batches, without allocating or locking.
-// On QPs that take triggers (TriggerQP), a send queue whose head waits for one more completion
-// is armed on that completion's CQ, and the driver posts it inside the Poll that returns it.
+// On QPs that take triggers (TriggerQP), the coming requests of a send queue whose last missing
+// predecessor is a completion are armed on its CQ and the driver posts them inside the Poll that
+// returns it; a CQ that can hold completions (HoldCQ) learns how many of its coming ones only
+// release armed requests, so a chain runs in the driver and the engine catches up in batches.
 // Re-arming copies the initial counters back in place.
 type pollEngine struct {
 	g    *planner.Graph
@@ -38,9 +40,10 @@ type pollEngine struct {
 	cqs                  []pollCQ
 	wc                   []WC
 	localOps             int
-	left                 int // local ops not complete this iteration
-	waiting              int // sides with awaited > 0
-	scan                 int // CQ scan offset (Options.Seed)
+	left                 int     // local ops not complete this iteration
+	waiting              int     // sides with awaited > 0
+	armedSides           []int32 // sides with requests armed on their trigger
+	scan                 int     // CQ scan offset (Options.Seed)
 
 	posted, polled, hostSteps, triggered uint64
 }
@@ -60,16 +63,16 @@ type pollSide struct {
 	signalledAt []bool    // by slot: produces a completion
 	awaited     int32     // completions due from slots done..next-1
 	trig        TriggerQP // nil when the QP cannot post by itself (or triggers are off)
-	armed       bool      // trig holds the run of requests at next
+	armedTo     int32     // slots next..armedTo-1 are armed on trig
 }
 
 type pollCQ struct {
-	cq       CQ
-	side     int32
-	name     string
-	rank     int
-	watchers []int32 // sides with a trigger armed on this CQ
-	spin     SpinCQ  // nil when the driver cannot spin by itself
+	cq   CQ
+	side int32
+	name string
+	rank int
+	spin SpinCQ // nil when the driver cannot spin by itself
+	hold HoldCQ // nil when Poll cannot hold completions
 }
 
 // newPoll sets up the polling engine. The plan, compiled for a target without cross-channel
@@ -114,6 +117,7 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 				side.cq = int32(len(e.cqs))
 				pc := pollCQ{cq: r.cqs[cq], side: si, name: r.layout.cqs[cq].name, rank: r.rank}
 				pc.spin, _ = pc.cq.(SpinCQ)
+				pc.hold, _ = pc.cq.(HoldCQ)
 				e.cqs = append(e.cqs, pc)
 				for k, id := range ops {
 					side.ops = append(side.ops, int32(id))
@@ -163,7 +167,7 @@ func (e *pollEngine) rearm(int) {
 	clear(e.ready)
 	e.disarm()
 	for i := range e.sides {
-		e.sides[i].next, e.sides[i].done, e.sides[i].awaited = 0, 0, 0
+		e.sides[i].next, e.sides[i].done, e.sides[i].awaited, e.sides[i].armedTo = 0, 0, 0, 0
 	}
 	e.left = e.localOps
 	e.waiting = 0
@@ -277,88 +281,134 @@ func (e *pollEngine) advanceSide(s *pollSide, k int) {
 	e.posted += uint64(k)
 }
 
-// arm gives each send queue whose head waits for exactly one more completion to its QP's
-// trigger (TriggerQP), with the ready requests behind the head: the driver posts them inside the
-// Poll that returns that completion. Heads waiting for a host op or for requests not posted yet
-// stay with the engine.
+// arm extends, on each send queue whose QP takes triggers (TriggerQP), the run of armed requests
+// from its head: a request is armed when the only predecessor it still waits for is a posted
+// work request whose completion its CQ will return (or it waits for nothing, behind armed ones),
+// so the driver posts it inside the Poll that returns that completion. Then it tells each CQ
+// that can hold completions (HoldCQ) how many of its coming ones only release armed requests.
 func (e *pollEngine) arm() {
 	for si := range e.sides {
 		s := &e.sides[si]
-		if s.trig == nil || s.armed || s.next >= int32(len(s.ops)) {
+		if s.trig == nil {
 			continue
 		}
-		head := s.ops[s.next]
-		if e.ready[head] || e.pending[head] != 1 || s.next-s.done >= s.depth {
-			continue
-		}
-		var p int32 = -1
-		for _, q := range e.g.Preds(planner.OpID(head)) {
-			if !e.opDone(int32(q)) {
-				p = int32(q)
+		s.armedTo = max(s.armedTo, s.next)
+		from := s.armedTo
+		for n := int32(len(s.ops)); s.armedTo < n && s.armedTo-s.next < MaxArmed && s.armedTo-s.done < s.depth; s.armedTo++ {
+			j := s.armedTo
+			id := s.ops[j]
+			c, after := &e.cqs[s.cq], 0
+			if !e.ready[id] {
+				var ok bool
+				if c, after, ok = e.armable(id); !ok {
+					break
+				}
+			} else if j == s.next {
+				break // ready at the head: flush posts it
+			}
+			if s.trig.ArmSend(c.cq, after, &s.swr[j]) != nil {
 				break
 			}
 		}
-		if p < 0 || e.opSide[p] < 0 {
-			continue
+		if from == s.next && s.armedTo > from {
+			e.armedSides = append(e.armedSides, int32(si))
 		}
-		ps := &e.sides[e.opSide[p]]
-		// The completion that completes p: the first signalled slot at or after it, posted.
-		after, k := 0, ps.done
-		for ; k < ps.next; k++ {
-			if ps.signalledAt[k] {
-				after++
-			}
-			if k >= e.opSlot[p] && ps.signalledAt[k] {
-				break
-			}
+	}
+	for ci := range e.cqs {
+		if c := &e.cqs[ci]; c.hold != nil {
+			c.hold.Hold(e.covered(&e.sides[c.side]))
 		}
-		if k >= ps.next {
-			continue
-		}
-		hi := s.next + 1
-		for hi < int32(len(s.ops)) && hi-s.next < MaxTriggerWRs && hi-s.done < s.depth && e.ready[s.ops[hi]] {
-			hi++
-		}
-		c := &e.cqs[ps.cq]
-		if s.trig.ArmSend(c.cq, after, s.swr[s.next:hi]) != nil {
-			continue
-		}
-		s.armed = true
-		c.watchers = append(c.watchers, int32(si))
 	}
 }
 
-// fired collects the triggers on CQ c after a Poll that returned completions: what they posted
-// counts as posted before those completions are handled.
-func (e *pollEngine) fired(c *pollCQ) error {
-	w := c.watchers[:0]
-	for _, si := range c.watchers {
+// armable says whether op id, not ready, waits for exactly one posted work request, and which
+// CQ will return its completion after how many completions.
+func (e *pollEngine) armable(id int32) (*pollCQ, int, bool) {
+	if e.pending[id] != 1 {
+		return nil, 0, false
+	}
+	p := int32(-1)
+	for _, q := range e.g.Preds(planner.OpID(id)) {
+		if !e.opDone(q) {
+			p = q
+			break
+		}
+	}
+	if p < 0 || e.opSide[p] < 0 {
+		return nil, 0, false // a host op
+	}
+	ps := &e.sides[e.opSide[p]]
+	// p completes with the first signalled slot at or after it, which must be posted.
+	after := 0
+	for k := ps.done; k < ps.next; k++ {
+		if ps.signalledAt[k] {
+			after++
+			if k >= e.opSlot[p] {
+				return &e.cqs[ps.cq], after, true
+			}
+		}
+	}
+	return nil, 0, false
+}
+
+// covered counts the coming completions of side s that only release armed or posted requests:
+// nothing for the engine to do when they come, so the CQ may hold them.
+func (e *pollEngine) covered(s *pollSide) int {
+	n := 0
+	for k := s.done; k < s.next; k++ {
+		id := s.ops[k]
+		succ := e.succList[e.succStart[id]:e.succStart[id+1]]
+		if len(succ) == 0 {
+			return n // its completion may end the iteration
+		}
+		for _, x := range succ {
+			if xs := e.opSide[x]; xs < 0 || e.sides[xs].trig == nil || e.opSlot[x] >= e.sides[xs].armedTo {
+				return n
+			}
+		}
+		if s.signalledAt[k] {
+			n++
+		}
+	}
+	return n
+}
+
+// fired collects what the triggers posted during a Poll: it counts as posted before that Poll's
+// completions are handled.
+func (e *pollEngine) fired() error {
+	w := e.armedSides[:0]
+	var failed error
+	for _, si := range e.armedSides {
 		s := &e.sides[si]
 		armed, k, err := s.trig.Fired()
-		if armed {
-			w = append(w, si)
-			continue
-		}
-		s.armed = false
 		e.advanceSide(s, k)
 		e.triggered += uint64(k)
-		if err != nil && !errors.Is(err, ErrQueueFull) {
-			return opErrorf(e.g, planner.OpID(s.ops[s.next]), "post: %w", err)
+		s.armedTo = s.next + int32(armed)
+		if armed > 0 {
+			w = append(w, si)
+		} else {
+			e.touch(si) // requests that were armed while ready are the engine's again
+		}
+		if err != nil && !errors.Is(err, ErrQueueFull) && failed == nil {
+			failed = opErrorf(e.g, planner.OpID(s.ops[s.next]), "post: %w", err)
 		}
 	}
-	c.watchers = w
-	return nil
+	e.armedSides = w
+	return failed
 }
 
-// disarm cancels every armed trigger.
+// disarm drops every armed request.
 func (e *pollEngine) disarm() {
+	for _, si := range e.armedSides {
+		s := &e.sides[si]
+		s.trig.Disarm()
+		s.armedTo = s.next
+	}
+	e.armedSides = e.armedSides[:0]
 	for ci := range e.cqs {
-		c := &e.cqs[ci]
-		for _, si := range c.watchers {
-			e.sides[si].trig.Disarm()
-			e.sides[si].armed = false
+		if c := &e.cqs[ci]; c.hold != nil {
+			c.hold.Hold(0)
 		}
-		c.watchers = c.watchers[:0]
 	}
 }
 
@@ -449,8 +499,8 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 			}
 			progress = true
 			e.polled += uint64(n)
-			if len(c.watchers) > 0 {
-				if err := e.fired(c); err != nil {
+			if len(e.armedSides) > 0 {
+				if err := e.fired(); err != nil {
 					return err
 				}
 			}

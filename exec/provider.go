@@ -354,24 +354,38 @@ type Progresser interface {
 	Stalls() []Stall
 }
 
-// TriggerQP is implemented by QPs whose driver can post send work requests by itself once a CQ
-// has returned a number of completions: a host-side counterpart of CORE-Direct's CQE_WAIT for NICs
-// without it, run inside CQ.Poll. The polling engine arms the head of a send queue whose last
-// missing predecessor is a completion, so on a dependency chain the next transfer starts in the
-// very Poll call that finds the completion, not after a trip through the engine.
+// TriggerQP is implemented by QPs whose driver can post send work requests by itself once CQs
+// have returned enough completions: a host-side counterpart of CORE-Direct's CQE_WAIT for NICs
+// without it, run inside CQ.Poll. Armed requests form a FIFO: each is posted once its CQ has
+// returned its count of completions and every request armed before it on the QP is posted. The
+// polling engine arms the coming requests of a send queue whose last missing predecessor is a
+// completion, so on a dependency chain the next transfer starts in the very Poll call that finds
+// the completion, not after a trip through the engine.
 type TriggerQP interface {
 	QP
-	// ArmSend arms wr (copied; at most MaxTriggerWRs requests, as PostSend would take them) to be
-	// posted when cq's Poll has returned after more completions, all successful; an error
-	// completion among them disarms it. cq must belong to the QP's context. A QP holds one trigger:
-	// arming again replaces it. On error nothing is armed and the caller posts as usual.
-	ArmSend(cq CQ, after int, wr []SendWR) error
-	// Fired reports the trigger's outcome: whether it is still armed and, once it has fired, how
-	// many of its requests were posted and the error that stopped the rest (PostSend's convention).
-	// Each outcome is reported once.
-	Fired() (armed bool, posted int, err error)
-	// Disarm cancels an armed trigger.
+	// ArmSend appends a copy of wr to the QP's armed requests, to be posted when cq's Poll has
+	// returned after more completions (0: as soon as the requests armed before it are posted).
+	// An error completion on cq disarms every armed request of the QP. cq must belong to the QP's
+	// context. When MaxArmed requests are armed, or on any other error, nothing is armed.
+	ArmSend(cq CQ, after int, wr *SendWR) error
+	// Fired reports how many requests are still armed, how many were posted since the last call,
+	// and the error that stopped posting (PostSend's convention; the rest were disarmed).
+	Fired() (armed, posted int, err error)
+	// Disarm drops every armed request.
 	Disarm()
+}
+
+// MaxArmed bounds the requests armed on one QP.
+const MaxArmed = 64
+
+// HoldCQ is implemented by CQs whose Poll can keep polling, and posting triggers, past
+// completions the caller does not need to see at once, instead of returning each as it comes.
+type HoldCQ interface {
+	CQ
+	// Hold declares that the next n completions of the CQ need nothing from the caller but the
+	// triggers already armed: a Poll that finds only those may keep polling for more (a bounded
+	// time) before it returns them all. Hold(0) withdraws it.
+	Hold(n int)
 }
 
 // SpinCQ is implemented by CQs whose driver can wait for a completion in a tight loop of its own,
@@ -382,9 +396,6 @@ type SpinCQ interface {
 	// PollSpin is Poll, except that it polls up to spins times before it returns no completion.
 	PollSpin(wc []WC, spins int) (int, error)
 }
-
-// MaxTriggerWRs bounds the work requests one trigger posts.
-const MaxTriggerWRs = 8
 
 // StallReason is why a queue cannot run its head work request.
 type StallReason uint8

@@ -142,8 +142,8 @@ func (q *qp) Connect(remote exec.QPInfo) error {
 // Close destroys the QP; its pending work is dropped without completions.
 func (q *qp) Close() error {
 	q.closed = true
-	if q.trig.cq != nil {
-		q.trig.cq.unwatch(q)
+	for _, c := range q.ctx.cqs {
+		c.unwatch(q)
 	}
 	q.trig = trigger{}
 	return nil

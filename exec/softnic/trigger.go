@@ -6,61 +6,58 @@ import (
 	"github.com/coredag/coredag/exec"
 )
 
-// trigger is a QP's armed run of send requests (exec.TriggerQP): posted by cq.Poll once the
-// watched CQ has returned after more completions.
+// armedWR is a send request armed on a QP (exec.TriggerQP): posted by cq.Poll once cq has
+// returned after more completions and the requests armed before it are posted.
+type armedWR struct {
+	cq    *cq
+	after int
+	wr    exec.SendWR
+}
+
+// trigger is a QP's FIFO of armed requests and what it posted since Fired last looked.
 type trigger struct {
-	cq     *cq
-	after  int
-	wrs    [exec.MaxTriggerWRs]exec.SendWR
-	n      int
-	armed  bool
-	fired  bool // an outcome is waiting for Fired
+	armed  []armedWR
+	buf    []exec.SendWR // reused for posting
 	posted int
 	err    error
 }
 
 var _ exec.TriggerQP = (*qp)(nil)
 
-// ArmSend arms wr to be posted after after more successful completions of cq.
-func (q *qp) ArmSend(c exec.CQ, after int, wr []exec.SendWR) error {
+// ArmSend appends wr to the QP's armed requests.
+func (q *qp) ArmSend(c exec.CQ, after int, wr *exec.SendWR) error {
 	w, ok := c.(*cq)
 	switch {
 	case !ok || w.ctx != q.ctx:
 		return fmt.Errorf("softnic: %s: ArmSend on a CQ of another context or provider: %w", q, exec.ErrWrongContext)
-	case len(wr) == 0 || len(wr) > exec.MaxTriggerWRs:
-		return fmt.Errorf("softnic: %s: ArmSend with %d requests: a trigger holds 1..%d: %w", q, len(wr), exec.MaxTriggerWRs, exec.ErrBadRequest)
-	case after < 1:
-		return fmt.Errorf("softnic: %s: ArmSend after %d completions: arm for at least one, or post now: %w", q, after, exec.ErrBadRequest)
+	case after < 0:
+		return fmt.Errorf("softnic: %s: ArmSend after %d completions: %w", q, after, exec.ErrBadRequest)
+	case len(q.trig.armed) == exec.MaxArmed:
+		return fmt.Errorf("softnic: %s: %d requests are armed already: %w", q, exec.MaxArmed, exec.ErrQueueFull)
 	case q.closed || w.closed:
 		return fmt.Errorf("softnic: %s: ArmSend on a closed QP or CQ: %w", q, exec.ErrClosed)
 	}
-	t := &q.trig
-	if t.cq != w {
-		if t.cq != nil {
-			t.cq.unwatch(q)
-		}
+	if !w.watchedBy(q) {
 		w.watch = append(w.watch, q)
 	}
-	t.cq, t.after, t.armed, t.fired = w, after, true, false
-	t.n = copy(t.wrs[:], wr)
+	q.trig.armed = append(q.trig.armed, armedWR{cq: w, after: after, wr: *wr})
 	return nil
 }
 
-// Fired reports the trigger's outcome once.
-func (q *qp) Fired() (bool, int, error) {
+// Fired reports the armed count and what was posted since the last call.
+func (q *qp) Fired() (int, int, error) {
 	t := &q.trig
-	if t.armed || !t.fired {
-		return t.armed, 0, nil
-	}
-	t.fired = false
-	return false, t.posted, t.err
+	n, err := t.posted, t.err
+	t.posted, t.err = 0, nil
+	return len(t.armed), n, err
 }
 
-// Disarm cancels the trigger.
-func (q *qp) Disarm() { q.trig.armed, q.trig.fired = false, false }
+// Disarm drops the armed requests.
+func (q *qp) Disarm() { q.trig.armed = q.trig.armed[:0] }
 
-// fire runs the triggers watching q after Poll returned got: an error completion disarms them,
-// enough successful ones post their requests.
+// fire counts the completions Poll returned (got) against the requests armed on the QPs that
+// watch q: an error completion disarms those QPs; then each posts the run of armed requests at its
+// head whose counts are reached.
 func (q *cq) fire(got []exec.WC) {
 	failed := false
 	for i := range got {
@@ -68,19 +65,49 @@ func (q *cq) fire(got []exec.WC) {
 	}
 	for _, p := range q.watch {
 		t := &p.trig
-		if !t.armed || t.cq != q {
-			continue
+		for i := range t.armed {
+			if t.armed[i].cq == q {
+				t.armed[i].after -= len(got)
+			}
 		}
 		if failed {
-			t.armed = false
+			for i := range t.armed {
+				if t.armed[i].cq == q {
+					t.armed = t.armed[:0]
+					break
+				}
+			}
 			continue
 		}
-		if t.after -= len(got); t.after > 0 {
+		k := 0
+		for k < len(t.armed) && t.armed[k].after <= 0 {
+			k++
+		}
+		if k == 0 {
 			continue
 		}
-		t.armed, t.fired = false, true
-		t.posted, t.err = p.PostSend(t.wrs[:t.n])
+		t.buf = t.buf[:0]
+		for _, a := range t.armed[:k] {
+			t.buf = append(t.buf, a.wr)
+		}
+		n, err := p.PostSend(t.buf)
+		t.posted += n
+		if err != nil {
+			t.err = err
+			t.armed = t.armed[:0]
+			continue
+		}
+		t.armed = append(t.armed[:0], t.armed[k:]...)
 	}
+}
+
+func (q *cq) watchedBy(p *qp) bool {
+	for _, x := range q.watch {
+		if x == p {
+			return true
+		}
+	}
+	return false
 }
 
 func (q *cq) unwatch(p *qp) {

@@ -24,8 +24,7 @@ type cq struct {
 	depth  int
 	closed bool
 
-	watchArr **C.cd_trigger // C array of the triggers that watch this CQ (trigger.go)
-	nwatch   int
+	x *C.cd_cq // C memory: the count, hold and triggers cd_poll_cq works with (trigger.go)
 }
 
 func (q *cq) Num() uint32 { return q.num }
@@ -52,7 +51,7 @@ func (q *cq) PollSpin(wc []exec.WC, spins int) (int, error) {
 	if c.prov.yield {
 		yieldAfter = max(idleBeforeYield-c.idle, 0)
 	}
-	n := int(C.cd_poll_cq(q.cq, (*C.cd_wc)(unsafe.Pointer(&wc[0])), C.int(len(wc)), C.int(spins), C.int(yieldAfter), q.watchArr, C.int(q.nwatch)))
+	n := int(C.cd_poll_cq(q.x, (*C.cd_wc)(unsafe.Pointer(&wc[0])), C.int(len(wc)), C.int(spins), C.int(yieldAfter)))
 	if n == 0 {
 		c.idle = min(c.idle+spins, idleBeforeYield)
 	} else {
@@ -91,7 +90,7 @@ func (q *cq) Close() error {
 		return nil
 	}
 	q.closed = true
-	q.freeWatchers()
+	q.freeX()
 	if rc := C.ibv_destroy_cq(q.cq); rc != 0 {
 		return fmt.Errorf("verbs: rank %d: ibv_destroy_cq(cq %d): errno %d (destroy its QPs first)", q.ctx.rank, q.num, rc)
 	}

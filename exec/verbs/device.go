@@ -316,6 +316,7 @@ func (c *devContext) CreateCQ(depth int) (exec.CQ, error) {
 		return nil, fmt.Errorf("verbs: rank %d: ibv_create_cq(depth %d) failed on %s", c.rank, depth, c.prov.name)
 	}
 	q := &cq{ctx: c, cq: h, num: uint32(len(c.cqs)), depth: int(h.cqe)}
+	q.newX()
 	c.cqs = append(c.cqs, q)
 	return q, nil
 }

@@ -45,8 +45,9 @@ type qp struct {
 	connected, closed bool
 	remote            exec.QPInfo
 
-	trig   *C.cd_trigger // C memory: cd_poll_cq posts it (trigger.go)
-	trigCQ *cq           // the CQ whose watch list holds trig
+	trig    *C.cd_trigger // C memory: cd_poll_cq posts its armed requests (trigger.go)
+	seen    uint32        // trig.head when Fired last looked
+	watched []*cq         // the CQs whose cd_cq lists trig
 }
 
 // mtuEnum converts a path MTU in bytes to IBV_MTU_*.
@@ -191,12 +192,15 @@ func (q *qp) PostSend(wr []exec.SendWR) (int, error) {
 
 // logSends records posted sends for error completions and counts them.
 func (q *qp) logSends(wr []exec.SendWR) {
-	mask := uint64(len(q.sendLog) - 1)
 	for i := range wr {
-		q.sendLog[(q.sendSeq+uint64(i))&mask] = posted{wr[i].ID, wr[i].Op}
+		q.logSend(&wr[i])
 	}
-	q.sendSeq += uint64(len(wr))
-	q.pd.ctx.stats.WQEs += uint64(len(wr))
+}
+
+func (q *qp) logSend(wr *exec.SendWR) {
+	q.sendLog[q.sendSeq&uint64(len(q.sendLog)-1)] = posted{wr.ID, wr.Op}
+	q.sendSeq++
+	q.pd.ctx.stats.WQEs++
 }
 
 // PostRecv posts wr in batches of up to 64 per ibv_post_recv.

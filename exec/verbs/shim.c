@@ -163,42 +163,60 @@ static uint8_t map_opcode(const struct ibv_wc *wc) {
 	}
 }
 
-// fire counts a batch of completions of cq against the triggers waiting on it: an error
-// completion disarms them, enough successful ones post their requests at once.
-static void fire(struct ibv_cq *cq, const struct ibv_wc *wc, int got, cd_trigger **watch, int nwatch) {
-	int failed = 0;
-	for (int i = 0; i < got; i++)
-		failed |= wc[i].status != IBV_WC_SUCCESS;
-	for (int i = 0; i < nwatch; i++) {
-		cd_trigger *t = watch[i];
-		if (!t->armed || t->cq != cq)
-			continue;
+// CD_HOLD_SPINS bounds the empty polls a poll that holds completions makes before returning them.
+#define CD_HOLD_SPINS 4096
+
+// fire posts, on each QP whose triggers wait on cq, the run of armed requests at the head of its
+// FIFO whose counts are reached; after an error completion on cq (failed) it disarms them.
+static void fire(cd_cq *cq, int failed) {
+	for (int i = 0; i < cq->nwatch; i++) {
+		cd_trigger *t = cq->watch[i];
 		if (failed) {
-			t->armed = 0;
+			for (uint32_t k = t->head; k != t->tail; k++)
+				if (t->ring[k % CD_ARMED].cq == cq) {
+					t->head = t->tail;
+					break;
+				}
 			continue;
 		}
-		t->after -= got;
-		if (t->after > 0)
+		cd_send_wr run[CD_ARMED];
+		int n = 0;
+		for (uint32_t k = t->head; k != t->tail; k++) {
+			cd_armed *a = &t->ring[k % CD_ARMED];
+			if (a->cq->count < a->target)
+				break;
+			run[n++] = a->wr;
+		}
+		if (n == 0)
 			continue;
-		t->armed = 0;
-		t->fired = 1;
 		int posted = 0;
-		t->rc = cd_post_send(t->qp, t->wrs, t->n, t->max_inline, t->scratch, &posted);
-		t->posted = posted;
+		int rc = cd_post_send(t->qp, run, n, t->max_inline, t->scratch, &posted);
+		t->posted += posted;
+		t->head += posted;
+		if (rc != 0) {
+			t->rc = rc;
+			t->head = t->tail;
+		}
 	}
 }
 
-// poll_once polls what cq holds now, up to n completions.
-static int poll_once(struct ibv_cq *cq, cd_wc *out, int n, cd_trigger **watch, int nwatch) {
+// poll_once polls what cq holds now, up to n completions, and fires the triggers waiting on it.
+static int poll_once(cd_cq *cq, cd_wc *out, int n) {
 	struct ibv_wc wc[BATCH];
 	int got = 0;
 	while (got < n) {
 		int k = n - got < BATCH ? n - got : BATCH;
-		int rc = ibv_poll_cq(cq, k, wc);
+		int rc = ibv_poll_cq(cq->cq, k, wc);
 		if (rc < 0)
 			return got > 0 ? got : -1;
-		if (rc > 0 && nwatch > 0)
-			fire(cq, wc, rc, watch, nwatch); // post first: the transfer starts before the copy below
+		if (rc > 0) {
+			int failed = 0;
+			for (int i = 0; i < rc; i++)
+				failed |= wc[i].status != IBV_WC_SUCCESS;
+			cq->count += rc;
+			if (cq->nwatch > 0)
+				fire(cq, failed); // post first: the transfer starts before the copy below
+		}
 		for (int i = 0; i < rc; i++) {
 			cd_wc *o = &out[got + i];
 			o->id = wc[i].wr_id;
@@ -216,16 +234,24 @@ static int poll_once(struct ibv_cq *cq, cd_wc *out, int n, cd_trigger **watch, i
 	return got;
 }
 
-int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int spins, int yield_after, cd_trigger **watch,
-	       int nwatch) {
-	for (int i = 0; i < spins; i++) {
-		int got = poll_once(cq, out, n, watch, nwatch);
-		if (got != 0)
+int cd_poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after) {
+	int got = 0, empty = 0;
+	for (;;) {
+		int k = poll_once(cq, out + got, n - got);
+		if (k < 0)
+			return got > 0 ? got : -1;
+		got += k;
+		if (got > 0 && (got == n || cq->count > cq->held_to))
 			return got;
-		if (yield_after >= 0 && i >= yield_after)
+		if (k > 0) {
+			empty = 0;
+			continue;
+		}
+		if (++empty >= (got > 0 ? CD_HOLD_SPINS : spins))
+			return got;
+		if (yield_after >= 0 && empty > yield_after)
 			sched_yield();
 	}
-	return 0;
 }
 
 struct ibv_qp *cd_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,

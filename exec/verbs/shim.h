@@ -78,31 +78,49 @@ typedef struct {
 	uint32_t lkey;
 } cd_scratch;
 
-// CD_TRIGGER_WRS mirrors exec.MaxTriggerWRs.
-#define CD_TRIGGER_WRS 8
+// CD_ARMED mirrors exec.MaxArmed.
+#define CD_ARMED 64
+// CD_WATCHERS bounds the QPs whose triggers one CQ serves.
+#define CD_WATCHERS 16
 
-// cd_trigger is a QP's armed run of send requests (exec.TriggerQP): cd_poll_cq posts them once
-// the watched CQ has returned `after` more completions, all successful. C memory, one per QP.
+struct cd_trigger;
+
+// cd_cq is a CQ as the triggers see it: the completions its polls returned, how far the Go side
+// lets a poll hold completions (exec.HoldCQ), and the triggers waiting on it. C memory.
 typedef struct {
+	struct ibv_cq *cq;
+	uint64_t count, held_to;
+	int32_t nwatch;
+	struct cd_trigger *watch[CD_WATCHERS];
+} cd_cq;
+
+// cd_armed is one armed request: posted when cq->count reaches target.
+typedef struct {
+	cd_cq *cq;
+	uint64_t target;
+	cd_send_wr wr;
+} cd_armed;
+
+// cd_trigger is a QP's FIFO of armed requests (exec.TriggerQP), ring slots [head, tail) modulo
+// CD_ARMED; posted and rc say what the polls did since the Go side last looked. C memory.
+typedef struct cd_trigger {
 	struct ibv_qp *qp;
-	struct ibv_cq *cq; // the watched CQ
 	uint32_t max_inline;
 	cd_scratch scratch;
-	int32_t after, n;
-	int32_t armed, fired; // fired: an outcome (posted, rc) waits for the Go side
+	uint32_t head, tail;
 	int32_t posted, rc;
-	cd_send_wr wrs[CD_TRIGGER_WRS];
+	cd_armed ring[CD_ARMED];
 } cd_trigger;
 
 int cd_post_send(struct ibv_qp *qp, const cd_send_wr *wrs, int n, uint32_t max_inline,
 		 cd_scratch scratch, int *posted);
 int cd_post_recv(struct ibv_qp *qp, const cd_recv_wr *wrs, int n, int *posted);
-// cd_poll_cq polls up to n completions into out and fires the armed triggers among watch[0..nwatch)
-// that wait on cq. It polls up to spins times until it finds one; from the yield_after-th empty
-// poll on (never if negative) each empty poll gives the CPU away (sched_yield): on software
-// devices the kernel threads that move the data need it.
-int cd_poll_cq(struct ibv_cq *cq, cd_wc *out, int n, int spins, int yield_after, cd_trigger **watch,
-	       int nwatch);
+// cd_poll_cq polls cq for up to n completions into out and fires the triggers waiting on it.
+// It polls up to spins times until it finds one; from the yield_after-th empty poll on (never if
+// negative) each empty poll gives the CPU away (sched_yield): on software devices the kernel
+// threads that move the data need it. While what it found is within cq->held_to it keeps polling
+// for more (up to CD_HOLD_SPINS empty polls) before it returns.
+int cd_poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after);
 
 int cd_qp_to_init(struct ibv_qp *qp, uint8_t port, int access);
 int cd_qp_to_rtr(struct ibv_qp *qp, uint8_t port, uint32_t dest_qpn, uint32_t rq_psn, uint16_t dlid,

@@ -15,74 +15,77 @@ import (
 	"github.com/coredag/coredag/exec"
 )
 
-// Triggers (exec.TriggerQP) live in C memory: cd_poll_cq fires them between ibv_poll_cq and
-// returning, so the next transfer of a chain starts without a return to Go. Each QP owns one
-// cd_trigger; each CQ keeps the triggers that have watched it in a small C array it hands to
-// cd_poll_cq.
+// Triggers (exec.TriggerQP) live in C memory, where cd_poll_cq fires them between ibv_poll_cq
+// and returning: each QP owns a cd_trigger, a FIFO of armed requests; each CQ owns a cd_cq, its
+// completion count, how far a poll may hold completions (exec.HoldCQ), and the triggers that wait
+// on it.
 
-// maxWatchers bounds the QPs whose triggers one CQ serves; ArmSend fails beyond it and the
-// engine posts those requests itself.
-const maxWatchers = 16
+var _ = [1]struct{}{}[exec.MaxArmed-C.CD_ARMED] // the C and Go bounds agree
 
-var _ = [1]struct{}{}[exec.MaxTriggerWRs-C.CD_TRIGGER_WRS] // the C and Go bounds agree
+var (
+	_ exec.TriggerQP = (*qp)(nil)
+	_ exec.HoldCQ    = (*cq)(nil)
+)
 
-var _ exec.TriggerQP = (*qp)(nil)
-
-// trigWRs is the trigger's request array, seen as Go values (the layouts match: wrLayoutOK).
-func (q *qp) trigWRs() *[exec.MaxTriggerWRs]exec.SendWR {
-	return (*[exec.MaxTriggerWRs]exec.SendWR)(unsafe.Pointer(&q.trig.wrs[0]))
-}
-
-// ArmSend arms wr to be posted by cq's Poll after after more successful completions.
-func (q *qp) ArmSend(c exec.CQ, after int, wr []exec.SendWR) error {
+// ArmSend appends wr to the QP's armed requests, posted once c has returned after more completions.
+func (q *qp) ArmSend(c exec.CQ, after int, wr *exec.SendWR) error {
 	w, ok := c.(*cq)
+	t := q.trig
 	switch {
 	case !ok || w.ctx != q.pd.ctx:
 		return fmt.Errorf("verbs: %v: ArmSend on a CQ of another context or provider: %w", q, exec.ErrWrongContext)
-	case len(wr) == 0 || len(wr) > exec.MaxTriggerWRs:
-		return fmt.Errorf("verbs: %v: ArmSend with %d requests: a trigger holds 1..%d: %w", q, len(wr), exec.MaxTriggerWRs, exec.ErrBadRequest)
-	case after < 1:
-		return fmt.Errorf("verbs: %v: ArmSend after %d completions: arm for at least one, or post now: %w", q, after, exec.ErrBadRequest)
+	case after < 0:
+		return fmt.Errorf("verbs: %v: ArmSend after %d completions: %w", q, after, exec.ErrBadRequest)
 	case w.closed:
 		return fmt.Errorf("verbs: %v: ArmSend on closed cq %d: %w", q, w.num, exec.ErrClosed)
+	case t.tail-t.head == C.CD_ARMED:
+		return fmt.Errorf("verbs: %v: %d requests are armed already: %w", q, exec.MaxArmed, exec.ErrQueueFull)
 	}
 	if err := q.usable(); err != nil {
 		return err
 	}
-	t := q.trig
-	if q.trigCQ != w {
-		if q.trigCQ != nil {
-			q.trigCQ.unwatch(t)
+	if !w.watches(t) {
+		if w.x.nwatch == C.CD_WATCHERS {
+			return fmt.Errorf("verbs: %v: cq %d already serves %d QPs' triggers: %w", q, w.num, C.CD_WATCHERS, exec.ErrProviderLimited)
 		}
-		q.trigCQ = nil
-		if !w.watch(t) {
-			return fmt.Errorf("verbs: %v: cq %d already serves %d triggers: %w", q, w.num, maxWatchers, exec.ErrProviderLimited)
-		}
-		q.trigCQ = w
+		w.x.watch[w.x.nwatch] = t
+		w.x.nwatch++
+		q.watched = append(q.watched, w)
 	}
-	t.cq, t.after, t.n = w.cq, C.int32_t(after), C.int32_t(copy(q.trigWRs()[:], wr))
-	t.armed, t.fired = 1, 0
+	a := &t.ring[t.tail%C.CD_ARMED]
+	a.cq, a.target = w.x, w.x.count+C.uint64_t(after)
+	*(*exec.SendWR)(unsafe.Pointer(&a.wr)) = *wr // the layouts match (wrLayoutOK)
+	t.tail++
 	return nil
 }
 
-// Fired reports the trigger's outcome once, recording what it posted as PostSend does.
-func (q *qp) Fired() (bool, int, error) {
+// Fired reports the armed count and what the polls posted since the last call, recording the
+// posted requests as PostSend does.
+func (q *qp) Fired() (int, int, error) {
 	t := q.trig
-	if t.armed != 0 || t.fired == 0 {
-		return t.armed != 0, 0, nil
-	}
-	t.fired = 0
 	n := int(t.posted)
-	wrs := q.trigWRs()
-	q.logSends(wrs[:n])
-	if t.rc == 0 {
-		return false, n, nil
+	for i := 0; i < n; i++ {
+		q.logSend((*exec.SendWR)(unsafe.Pointer(&t.ring[(q.seen+uint32(i))%C.CD_ARMED].wr)))
 	}
-	return false, n, q.postError("triggered PostSend", t.rc, n, &wrs[n])
+	var err error
+	if t.rc != 0 {
+		wr := *(*exec.SendWR)(unsafe.Pointer(&t.ring[(q.seen+uint32(n))%C.CD_ARMED].wr))
+		err = q.postError("triggered PostSend", t.rc, n, &wr)
+	}
+	t.posted, t.rc = 0, 0
+	q.seen = uint32(t.head)
+	return int(t.tail - t.head), n, err
 }
 
-// Disarm cancels the trigger.
-func (q *qp) Disarm() { q.trig.armed, q.trig.fired = 0, 0 }
+// Disarm drops the armed requests.
+func (q *qp) Disarm() {
+	q.trig.head = q.trig.tail
+	q.trig.posted, q.trig.rc = 0, 0
+	q.seen = uint32(q.trig.tail)
+}
+
+// Hold lets the CQ's polls hold the next n completions (exec.HoldCQ).
+func (c *cq) Hold(n int) { c.x.held_to = c.x.count + C.uint64_t(n) }
 
 // newTrigger allocates q's trigger.
 func (q *qp) newTrigger() {
@@ -95,48 +98,48 @@ func (q *qp) freeTrigger() {
 	if q.trig == nil {
 		return
 	}
-	if q.trigCQ != nil {
-		q.trigCQ.unwatch(q.trig)
-		q.trigCQ = nil
+	for _, c := range q.watched {
+		c.unwatch(q.trig)
 	}
+	q.watched = nil
 	C.free(unsafe.Pointer(q.trig))
 	q.trig = nil
 }
 
-// watchers is the CQ's C array of trigger pointers, as a Go slice.
-func (c *cq) watchers() []*C.cd_trigger {
-	if c.watchArr == nil {
-		c.watchArr = (**C.cd_trigger)(C.calloc(maxWatchers, C.size_t(unsafe.Sizeof((*C.cd_trigger)(nil)))))
-	}
-	return unsafe.Slice(c.watchArr, maxWatchers)
+// newX allocates the CQ's C side.
+func (c *cq) newX() {
+	c.x = (*C.cd_cq)(C.calloc(1, C.size_t(unsafe.Sizeof(C.cd_cq{}))))
+	c.x.cq = c.cq
 }
 
-// watch adds t to the triggers c fires; false when c serves maxWatchers already.
-func (c *cq) watch(t *C.cd_trigger) bool {
-	if c.nwatch == maxWatchers {
-		return false
+func (c *cq) watches(t *C.cd_trigger) bool {
+	for i := 0; i < int(c.x.nwatch); i++ {
+		if c.x.watch[i] == t {
+			return true
+		}
 	}
-	c.watchers()[c.nwatch] = t
-	c.nwatch++
-	return true
+	return false
 }
 
 func (c *cq) unwatch(t *C.cd_trigger) {
-	w := c.watchers()
-	for i := 0; i < c.nwatch; i++ {
-		if w[i] == t {
-			copy(w[i:], w[i+1:c.nwatch])
-			c.nwatch--
-			w[c.nwatch] = nil
+	if c.x == nil {
+		return
+	}
+	n := int(c.x.nwatch)
+	for i := 0; i < n; i++ {
+		if c.x.watch[i] == t {
+			copy(c.x.watch[i:n], c.x.watch[i+1:n])
+			c.x.watch[n-1] = nil
+			c.x.nwatch--
 			return
 		}
 	}
 }
 
-// freeWatchers releases the CQ's array when the CQ is destroyed (its QPs are gone by then).
-func (c *cq) freeWatchers() {
-	if c.watchArr != nil {
-		C.free(unsafe.Pointer(c.watchArr))
-		c.watchArr, c.nwatch = nil, 0
+// freeX releases the CQ's C side when the CQ is destroyed (its QPs are gone by then).
+func (c *cq) freeX() {
+	if c.x != nil {
+		C.free(unsafe.Pointer(c.x))
+		c.x = nil
 	}
 }
