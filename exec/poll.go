@@ -61,6 +61,8 @@ type pollSide struct {
 	next, done  int32 // posted up to next, completed up to done (slots)
 	depth       int32
 	signalledAt []bool    // by slot: produces a completion
+	sigBefore   []int32   // by slot (and one past the end): signalled slots before it
+	sigFrom     []int32   // by slot: the first signalled slot at or after it (len(ops) if none)
 	awaited     int32     // completions due from slots done..next-1
 	trig        TriggerQP // nil when the QP cannot post by itself (or triggers are off)
 	armedTo     int32     // slots next..armedTo-1 are armed on trig
@@ -140,6 +142,7 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 					side.swr = append(side.swr, wr)
 					side.signalledAt = append(side.signalledAt, sig)
 				}
+				side.countSignals()
 				e.sides = append(e.sides, side)
 			}
 		}
@@ -339,16 +342,30 @@ func (e *pollEngine) armable(id int32) (*pollCQ, int, bool) {
 	}
 	ps := &e.sides[e.opSide[p]]
 	// p completes with the first signalled slot at or after it, which must be posted.
-	after := 0
-	for k := ps.done; k < ps.next; k++ {
-		if ps.signalledAt[k] {
-			after++
-			if k >= e.opSlot[p] {
-				return &e.cqs[ps.cq], after, true
-			}
+	k := ps.sigFrom[e.opSlot[p]]
+	if k >= ps.next {
+		return nil, 0, false
+	}
+	return &e.cqs[ps.cq], int(ps.sigBefore[k+1] - ps.sigBefore[ps.done]), true
+}
+
+// countSignals fills sigBefore and sigFrom from signalledAt.
+func (s *pollSide) countSignals() {
+	n := len(s.signalledAt)
+	s.sigBefore, s.sigFrom = make([]int32, n+1), make([]int32, n)
+	for k, sig := range s.signalledAt {
+		s.sigBefore[k+1] = s.sigBefore[k]
+		if sig {
+			s.sigBefore[k+1]++
 		}
 	}
-	return nil, 0, false
+	next := int32(n)
+	for k := n - 1; k >= 0; k-- {
+		if s.signalledAt[k] {
+			next = int32(k)
+		}
+		s.sigFrom[k] = next
+	}
 }
 
 // covered counts the coming completions of side s that only release armed or posted requests:
