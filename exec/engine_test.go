@@ -30,15 +30,15 @@ func TestPollRingAllreduceBuilt(t *testing.T) {
 
 // TestTriggersOnChain runs the ping-pong of testdata/verbs/pingpong.dag: every hop after the first
 // waits for exactly one receive completion, so the polling engine arms each one as a QP trigger
-// and the software NIC posts it inside the Poll that finds the completion. Without triggers the
-// engine posts the same requests itself; memory is the same either way.
+// and the software NIC (with Options.Triggers) posts it inside the Poll that finds the completion.
+// With exec.Options.NoTriggers the engine posts the same requests itself; memory is the same.
 func TestTriggersOnChain(t *testing.T) {
 	const hops, iters = 100, 3
 	g, _ := loadPlan(t, "../testdata/verbs/pingpong.dag", 2, map[string]int64{"hops": hops})
 	plan, err := compileFor(g, "generic")
 	require.NoError(t, err)
 	for _, off := range []bool{false, true} {
-		nic := softnic.New(softnic.Options{NoCrossChannel: true})
+		nic := softnic.New(softnic.Options{NoCrossChannel: true, Triggers: true})
 		res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: exec.Poll, Iters: iters, NoTriggers: off})
 		require.NoError(t, err)
 		require.True(t, res.OK, res.Summary())

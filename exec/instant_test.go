@@ -342,9 +342,11 @@ func TestArmChain(t *testing.T) {
 		if s.recv {
 			hold = &fakeHold{CQ: e.cqs[s.cq].cq}
 			e.cqs[s.cq].hold = hold
+			e.holdCQs = append(e.holdCQs, s.cq)
 		} else {
 			trig = &fakeTrig{QP: s.qp}
 			s.trig = trig
+			e.trigSides = append(e.trigSides, int32(si))
 		}
 	}
 	e.rearm(0)

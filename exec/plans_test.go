@@ -145,7 +145,7 @@ type engineCase struct {
 	engine exec.Engine
 	target string // "" for the poll engine without a compiled plan
 	cross  bool   // the software NIC has cross-channel
-	noTrig bool   // the polling engine arms no QP triggers (exec.Options.NoTriggers)
+	trig   bool   // the software NIC offers QP triggers (softnic.Options.Triggers)
 }
 
 var engineCases = []engineCase{
@@ -153,7 +153,7 @@ var engineCases = []engineCase{
 	{"poll-generic", exec.Poll, "generic", true, false},
 	{"offload", exec.Offload, "connectx", true, false},
 	{"offload-inline", exec.Offload, "connectx-inline", true, false},
-	{"poll-generic-untriggered", exec.Poll, "generic", false, true},
+	{"poll-generic-triggers", exec.Poll, "generic", false, true},
 }
 
 // runCase runs g as c says with schedule seed seed (0: round-robin) and returns the result.
@@ -166,8 +166,8 @@ func runCase(t testing.TB, g *planner.Graph, c engineCase, seed uint64, iters in
 		}
 		plan = p
 	}
-	nic := softnic.New(softnic.Options{NoCrossChannel: !c.cross, Seeded: seed != 0, Seed: seed, Trace: trace})
-	res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: c.engine, Iters: iters, Seed: seed, NoTriggers: c.noTrig})
+	nic := softnic.New(softnic.Options{NoCrossChannel: !c.cross, Seeded: seed != 0, Seed: seed, Trace: trace, Triggers: c.trig})
+	res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: c.engine, Iters: iters, Seed: seed})
 	return res, nic, plan, err
 }
 

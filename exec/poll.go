@@ -43,6 +43,7 @@ type pollEngine struct {
 	left                 int     // local ops not complete this iteration
 	waiting              int     // sides with awaited > 0
 	armedSides           []int32 // sides with requests armed on their trigger
+	trigSides, holdCQs   []int32 // sides whose QP takes triggers; CQs that can hold completions
 	scan                 int     // CQ scan offset (Options.Seed)
 
 	posted, polled, hostSteps, triggered uint64
@@ -108,7 +109,7 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 			q := &g.Queues[spec.graphQueue]
 			for _, recv := range []bool{false, true} {
 				side := pollSide{qp: r.qps[qi], recv: recv, rank: r.rank, queue: spec.graphQueue, depth: int32(spec.sendDepth)}
-				if t, ok := side.qp.(TriggerQP); ok && !recv && !opts.NoTriggers {
+				if t, ok := side.qp.(TriggerQP); ok && !recv && p.Caps().Triggers && !opts.NoTriggers {
 					side.trig = t
 				}
 				ops, cq := q.SendOps, spec.sendCQ
@@ -156,6 +157,16 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 		}
 	}
 	e.roots = roots
+	for si := range e.sides {
+		if e.sides[si].trig != nil {
+			e.trigSides = append(e.trigSides, int32(si))
+		}
+	}
+	for ci := range e.cqs {
+		if e.cqs[ci].hold != nil && len(e.trigSides) > 0 {
+			e.holdCQs = append(e.holdCQs, int32(ci))
+		}
+	}
 	e.inDirty = make([]bool, len(e.sides))
 	e.dirty = make([]int32, 0, len(e.sides))
 	e.stack = make([]int32, 0, n)
@@ -290,11 +301,8 @@ func (e *pollEngine) advanceSide(s *pollSide, k int) {
 // so the driver posts it inside the Poll that returns that completion. Then it tells each CQ
 // that can hold completions (HoldCQ) how many of its coming ones only release armed requests.
 func (e *pollEngine) arm() {
-	for si := range e.sides {
+	for _, si := range e.trigSides {
 		s := &e.sides[si]
-		if s.trig == nil {
-			continue
-		}
 		s.armedTo = max(s.armedTo, s.next)
 		from := s.armedTo
 		for n := int32(len(s.ops)); s.armedTo < n && s.armedTo-s.next < MaxArmed && s.armedTo-s.done < s.depth; s.armedTo++ {
@@ -317,10 +325,9 @@ func (e *pollEngine) arm() {
 			e.armedSides = append(e.armedSides, int32(si))
 		}
 	}
-	for ci := range e.cqs {
-		if c := &e.cqs[ci]; c.hold != nil {
-			c.hold.Hold(e.covered(&e.sides[c.side]))
-		}
+	for _, ci := range e.holdCQs {
+		c := &e.cqs[ci]
+		c.hold.Hold(e.covered(&e.sides[c.side]))
 	}
 }
 
@@ -422,10 +429,8 @@ func (e *pollEngine) disarm() {
 		s.armedTo = s.next
 	}
 	e.armedSides = e.armedSides[:0]
-	for ci := range e.cqs {
-		if c := &e.cqs[ci]; c.hold != nil {
-			c.hold.Hold(0)
-		}
+	for _, ci := range e.holdCQs {
+		e.cqs[ci].hold.Hold(0)
 	}
 }
 

@@ -42,6 +42,9 @@ type Caps struct {
 	// InProcess: every rank's Context lives in this process and Progress-style software completion
 	// applies (see Progresser); false for devices driven by hardware.
 	InProcess bool
+	// Triggers: QPs post armed requests from inside CQ.Poll (TriggerQP), and the polling engine
+	// arms them.
+	Triggers bool
 }
 
 // Context is one rank's open device. Objects created from a Context belong to it and must only be

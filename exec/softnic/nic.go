@@ -39,6 +39,10 @@ type Options struct {
 	MaxInline int
 	// MaxDepth bounds queue and CQ depths (default 1<<16).
 	MaxDepth int
+	// Triggers offers exec.TriggerQP to the polling engine (Caps.Triggers). In one process the
+	// fabric moves only inside Poll anyway, so they bring nothing but the test of the engine's
+	// arming: off by default.
+	Triggers bool
 }
 
 // NIC is the software NIC and its fabric. It implements exec.Provider, exec.Progresser and
@@ -92,6 +96,7 @@ func (n *NIC) Caps() exec.Caps {
 		MaxCQDepth:   n.opts.MaxDepth,
 		Atomics:      true,
 		InProcess:    true,
+		Triggers:     n.opts.Triggers,
 	}
 }
 

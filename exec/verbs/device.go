@@ -130,6 +130,7 @@ func (p *Provider) probe(ctx *C.struct_ibv_context) error {
 		MaxQPDepth:   int(da.max_qp_wr),
 		MaxCQDepth:   int(da.max_cqe),
 		Atomics:      da.atomic_cap != C.IBV_ATOMIC_NONE,
+		Triggers:     true,
 	}
 	p.caps.MaxInline = probeInline(ctx)
 	p.software = softwareVendor(uint32(da.vendor_id))
