@@ -38,7 +38,7 @@ type runCmd struct {
 	Explore    int      `placeholder:"K" help:"Run K times with seeds S, S+1, ... (S = --seed, or 1) to explore interleavings."`
 	JSON       bool     `help:"Print the result as JSON on stdout."`
 	Dump       []string `placeholder:"BUF" help:"Add the final contents of buffer BUF on every rank (repeatable)."`
-	NoTriggers bool     `name:"no-triggers" help:"Poll engine: post every work request from the engine's loop instead of arming QP triggers that post on a completion inside the poll (for comparison)."`
+	NoTriggers bool     `name:"no-triggers" help:"Poll engine on a NIC with triggers (verbs): post every work request from the engine's loop instead of arming triggers that post on a completion inside the poll (for comparison)."`
 	OnHang     string   `name:"on-hang" placeholder:"FILE" help:"When the run is diagnosed as stuck, draw the plan view with the stuck WAIT and the WQE it awaits highlighted into FILE (.svg, .png or .dot)."`
 	File       string   `arg:"" name:"file" help:"Plan file (- for stdin)."`
 }
@@ -241,8 +241,12 @@ func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
 	} else {
 		fmt.Fprintf(e.stdout, "  latency min %s, median %s, p99 %s%s\n", fmtDuration(l.Min), fmtDuration(l.Median), fmtDuration(l.P99), last)
 	}
-	fmt.Fprintf(e.stdout, "  totals: %s posted (%d by triggers), %s polled, %s, %s, %s, %s\n",
-		planner.Plural(int(rep.WQEs), "WQE"), rep.Triggered, planner.Plural(int(rep.CQEs), "CQE"), planner.Plural(int(rep.Waits), "WAIT"),
+	posted := planner.Plural(int(rep.WQEs), "WQE") + " posted"
+	if rep.Triggered > 0 {
+		posted += fmt.Sprintf(" (%d by triggers)", rep.Triggered)
+	}
+	fmt.Fprintf(e.stdout, "  totals: %s, %s polled, %s, %s, %s, %s\n",
+		posted, planner.Plural(int(rep.CQEs), "CQE"), planner.Plural(int(rep.Waits), "WAIT"),
 		planner.Plural(int(rep.Enables), "ENABLE"), planner.Plural(int(rep.HostSteps), "host step"), planner.Plural(int(rep.RNR), "RNR retry"))
 	for _, name := range sortedKeys(rep.Buffers) {
 		for r, vals := range rep.Buffers[name] {
