@@ -34,9 +34,11 @@ func TestPollFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, seed := range []uint64{0, 1, 2} {
+			// Odd seeds run with QP triggers: a failed or missing completion must disarm them
+			// and leave the same diagnosis.
 			t.Run(fmt.Sprintf("%s/seed=%d", tt.kind, seed), func(t *testing.T) {
 				g := exec.FaultGraphForTest(tt.kind)
-				nic := softnic.New(softnic.Options{NoCrossChannel: true, Seeded: seed != 0, Seed: seed})
+				nic := softnic.New(softnic.Options{NoCrossChannel: true, Seeded: seed != 0, Seed: seed, Triggers: seed%2 == 1})
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
 				// The reference rejects these graphs; give Run a placeholder so it gets to run them.
@@ -55,6 +57,23 @@ func TestPollFaults(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPollFaultCause: ag[0] of the ring allreduce fails for want of remote_write, which flushes
+// the receives its peer posted (and, with QP triggers, disarms the ag[1] armed on them). The run
+// must end with the write's error, the cause, not with a flushed receive.
+func TestPollFaultCause(t *testing.T) {
+	for _, trig := range []bool{false, true} {
+		g, _ := loadPlan(t, "../plans/ring_allreduce.dag", 3, map[string]int64{"n": 4})
+		plan, err := compileFor(g, "generic")
+		require.NoError(t, err)
+		g.Buffers[0].Access = 0 // registered without remote write
+		nic := softnic.New(softnic.Options{NoCrossChannel: true, Triggers: trig})
+		_, err = exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: exec.Poll, Reference: exec.NewMemory(g), HangTimeout: time.Second})
+		var oe *exec.OpError
+		require.ErrorAs(t, err, &oe, "triggers %v: %v", trig, err)
+		assert.Regexp(t, `ring_allreduce.dag:\d+:\d+: op ag\[0\] on rank \d, queue right: completed with status remote access error`, err.Error(), "triggers %v", trig)
 	}
 }
 

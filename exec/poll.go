@@ -41,6 +41,7 @@ type pollEngine struct {
 	wc                   []WC
 	localOps             int
 	left                 int     // local ops not complete this iteration
+	flushed              error   // the first flushed completion of the iteration
 	waiting              int     // sides with awaited > 0
 	armedSides           []int32 // sides with requests armed on their trigger
 	trigSides, holdCQs   []int32 // sides whose QP takes triggers; CQs that can hold completions
@@ -185,6 +186,7 @@ func (e *pollEngine) rearm(int) {
 	}
 	e.left = e.localOps
 	e.waiting = 0
+	e.flushed = nil
 }
 
 // prepost posts the receives that wait for nothing, before the iteration starts: Run calls it
@@ -459,7 +461,15 @@ func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
 	}
 	id := int32(wc.ID)
 	if wc.Status != StatusSuccess {
-		return opErrorf(e.g, planner.OpID(id), "completed with status %s on CQ %s", wc.Status, c.name)
+		err := opErrorf(e.g, planner.OpID(id), "completed with status %s on CQ %s", wc.Status, c.name)
+		if wc.Status == StatusFlushError {
+			// A consequence of an error elsewhere: iterate looks for the cause first.
+			if e.flushed == nil {
+				e.flushed = err
+			}
+			return nil
+		}
+		return err
 	}
 	si := e.opSide[id]
 	if si != c.side {
@@ -496,6 +506,7 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 	ncq := len(e.cqs)
 	full := true     // poll every CQ this round, not only those that owe a completion
 	stalled := false // the watch gave up; a full round without progress confirms it
+	flushRound := false
 	for round := 1; e.left > 0; round++ {
 		progress := false
 		for j := 0; j < ncq; j++ {
@@ -544,6 +555,15 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 		}
 		if progress {
 			e.arm()
+		}
+		if e.flushed != nil {
+			// A queue was flushed: report the error that caused it if a round over every CQ
+			// finds one, else the flush.
+			if flushRound {
+				return e.flushed
+			}
+			flushRound, full = true, true
+			continue
 		}
 		wasFull := full
 		full = round%idlePollEvery == 0
