@@ -44,14 +44,14 @@ func TestHold(t *testing.T) {
 	a.rcq.(exec.HoldCQ).Hold(1)
 	_, err = a.qp.PostSend([]exec.SendWR{*ping(4, rb, a.mem)})
 	require.NoError(t, err)
-	wait(t, b.rcq, 1)
+	nictest.Wait(t, b.rcq, 1)
 	_, err = b.qp.PostRecv([]exec.RecvWR{{ID: 7}})
 	require.NoError(t, err)
-	got := wait(t, a.rcq, 1)
+	got := nictest.Wait(t, a.rcq, 1)
 	assert.Len(t, got, 1, "a's receive CQ returns the held completion")
 	_, n, _ := a.qp.(exec.TriggerQP).Fired()
 	assert.Equal(t, 1, n, "a's reply went out from the poll")
-	wait(t, b.rcq, 1)
+	nictest.Wait(t, b.rcq, 1)
 }
 
 // TestTriggerRejected: a request the QP rejects when the trigger posts it comes back from Fired
@@ -64,7 +64,7 @@ func TestTriggerRejected(t *testing.T) {
 	require.NoError(t, cq.ArmSend(c.scq, 1, big))
 	_, err := c.qp.PostSend([]exec.SendWR{{ID: 3, Op: exec.OpNop, Flags: exec.FlagSignaled}})
 	require.NoError(t, err)
-	wait(t, c.scq, 1)
+	nictest.Wait(t, c.scq, 1)
 	armed, n, err := cq.Fired()
 	assert.Zero(t, armed)
 	assert.Zero(t, n)

@@ -6,9 +6,9 @@ import (
 	"encoding/binary"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/internal/nictest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -80,23 +80,6 @@ func pairDepth(t *testing.T, p exec.Provider, b exec.Access, rnrRetry, depth int
 	return a, bb
 }
 
-// wait polls cq until it has n completions or 10 s pass.
-func wait(t *testing.T, cq exec.CQ, n int) []exec.WC {
-	t.Helper()
-	var got []exec.WC
-	buf := make([]exec.WC, 16)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(got) < n {
-		k, err := cq.Poll(buf)
-		require.NoError(t, err)
-		got = append(got, buf[:k]...)
-		if time.Now().After(deadline) {
-			t.Fatalf("cq %d: %d of %d completions after 10 s: %+v", cq.Num(), len(got), n, got)
-		}
-	}
-	return got
-}
-
 func sge(m exec.MR, off, n int) exec.SGE {
 	return exec.SGE{Addr: m.Addr() + uint64(off), Len: uint32(n), LKey: m.LKey()}
 }
@@ -147,7 +130,7 @@ func TestDataPath(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, len(wrs), n)
 
-	sent := wait(t, a.scq, 8)
+	sent := nictest.Wait(t, a.scq, 8)
 	for i, wc := range sent {
 		require.Equal(t, exec.StatusSuccess, wc.Status, "completion %d: %+v", i, wc)
 		require.Equal(t, uint64(i+2), wc.ID, "send completions come in queue order")
@@ -157,7 +140,7 @@ func TestDataPath(t *testing.T) {
 	require.Equal(t, exec.OpAtomicFAdd, sent[3].Opcode)
 	require.Equal(t, exec.OpRDMARead, sent[6].Opcode)
 
-	got := wait(t, b.rcq, 3)
+	got := nictest.Wait(t, b.rcq, 3)
 	require.Equal(t, exec.WC{ID: 100, Status: exec.StatusSuccess, Opcode: exec.OpRecv, QPN: b.qp.Num(), ByteLen: 64}, got[0])
 	require.Equal(t, exec.WC{ID: 101, Status: exec.StatusSuccess, Opcode: exec.OpRecv, QPN: b.qp.Num(), ByteLen: 16}, got[1])
 	require.Equal(t, exec.OpRecvImm, got[2].Opcode)
@@ -194,7 +177,7 @@ func TestBigBatch(t *testing.T) {
 	n, err := a.qp.PostSend(wrs)
 	require.NoError(t, err)
 	require.Equal(t, 150, n)
-	wcs := wait(t, a.scq, 15)
+	wcs := nictest.Wait(t, a.scq, 15)
 	for i, wc := range wcs {
 		require.Equal(t, uint64(10*i+9), wc.ID, "only signalled requests complete, in order")
 	}
@@ -208,7 +191,7 @@ func TestFaults(t *testing.T) {
 		rb := b.mem.Remote()
 		_, err := a.qp.PostSend([]exec.SendWR{{ID: 7, Op: exec.OpRDMAWrite, Flags: exec.FlagSignaled, Local: sge(a.mem, 0, 8), RemoteAddr: rb.Addr, RKey: rb.RKey}})
 		require.NoError(t, err)
-		wc := wait(t, a.scq, 1)[0]
+		wc := nictest.Wait(t, a.scq, 1)[0]
 		require.Equal(t, exec.StatusRemoteAccessError, wc.Status)
 		require.Equal(t, uint64(7), wc.ID)
 		require.Equal(t, exec.OpRDMAWrite, wc.Opcode, "the opcode of a failed request is recovered from the post record")
@@ -221,7 +204,7 @@ func TestFaults(t *testing.T) {
 			{ID: 9, Op: exec.OpRDMAWrite, Flags: exec.FlagSignaled, Local: sge(a.mem, 0, 8), RemoteAddr: rb.Addr, RKey: rb.RKey},
 		})
 		require.NoError(t, err)
-		wcs := wait(t, a.scq, 2)
+		wcs := nictest.Wait(t, a.scq, 2)
 		require.Equal(t, exec.StatusRemoteAccessError, wcs[0].Status)
 		require.Equal(t, exec.OpRDMARead, wcs[0].Opcode)
 		require.Equal(t, exec.StatusFlushError, wcs[1].Status, "a QP in error flushes the rest")
@@ -231,7 +214,7 @@ func TestFaults(t *testing.T) {
 		a, _ := pair(t, p, exec.AccessLocalWrite, 1)
 		_, err := a.qp.PostSend([]exec.SendWR{{ID: 10, Op: exec.OpSend, Flags: exec.FlagSignaled, Local: sge(a.mem, 0, 8)}})
 		require.NoError(t, err)
-		wc := wait(t, a.scq, 1)[0]
+		wc := nictest.Wait(t, a.scq, 1)[0]
 		require.Equal(t, exec.StatusRNRRetryExceeded, wc.Status)
 		require.Equal(t, exec.OpSend, wc.Opcode)
 	})
