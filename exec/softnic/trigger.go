@@ -65,17 +65,16 @@ func (q *cq) fire(got []exec.WC) {
 	}
 	for _, p := range q.watch {
 		t := &p.trig
+		waits := false
 		for i := range t.armed {
 			if t.armed[i].cq == q {
 				t.armed[i].after -= len(got)
+				waits = true
 			}
 		}
 		if failed {
-			for i := range t.armed {
-				if t.armed[i].cq == q {
-					t.armed = t.armed[:0]
-					break
-				}
+			if waits {
+				t.armed = t.armed[:0]
 			}
 			continue
 		}
