@@ -607,11 +607,9 @@ func (e *pollEngine) diagnose(iter int) error {
 		q := &g.Queues[s.queue]
 		cqName := e.cqs[s.cq].name
 		if s.done < s.next {
-			// The completion that would move this side on: the first signalled slot at or after done.
-			k := s.done
-			for k < s.next-1 && !s.signalledAt[k] {
-				k++
-			}
+			// The completion that would move this side on: the first signalled slot at or after
+			// done (the last posted one if none is signalled: its error completion would come).
+			k := min(s.sigFrom[s.done], s.next-1)
 			id := planner.OpID(s.ops[s.done])
 			what := "post of " + g.Ops[id].Kind.String()
 			if s.recv {
