@@ -362,3 +362,41 @@ func TestArmChain(t *testing.T) {
 	assert.Empty(t, trig.armed)
 	assert.Zero(t, hold.held)
 }
+
+// stampCQ stamps every completion it returns with exec's clock plus skew, when asked to.
+type stampCQ struct {
+	*instantCQ
+	on   bool
+	skew int64
+}
+
+func (q *stampCQ) Stamp(on bool) { q.on = on }
+func (q *stampCQ) Poll(wc []WC) (int, error) {
+	n, err := q.instantCQ.Poll(wc)
+	for i := range wc[:n] {
+		if q.on {
+			wc[i].Time = Now() + q.skew
+		}
+	}
+	return n, err
+}
+
+// TestTimelineTakesDriverStamps: the polling engine dates a completion with the time its driver
+// stamped on it (StampCQ), not with when the engine handled it.
+func TestTimelineTakesDriverStamps(t *testing.T) {
+	const skew = int64(time.Hour)
+	e, n := newInstantEngine(t, 64, &instantNIC{}, time.Second)
+	e.times = make([]time.Duration, n)
+	for ci := range e.cqs {
+		q := &stampCQ{instantCQ: e.cqs[ci].cq.(*instantCQ), skew: skew}
+		q.Stamp(true)
+		e.cqs[ci].cq, e.cqs[ci].spin = q, nil
+	}
+	e.rearm(0)
+	require.NoError(t, e.prepost())
+	require.NoError(t, e.iterate(context.Background(), 0))
+	for id, at := range e.times {
+		assert.GreaterOrEqual(t, at, time.Duration(skew), "%s", e.g.OpString(planner.OpID(id)))
+		assert.Less(t, at, time.Duration(skew)+time.Minute, "%s", e.g.OpString(planner.OpID(id)))
+	}
+}

@@ -210,6 +210,9 @@ func (e *offloadEngine) rearm(iter int) {
 	}
 }
 
+// timeline is not recorded: Run refuses Options.Timeline on the offload engine.
+func (e *offloadEngine) timeline() []time.Duration { return nil }
+
 func (e *offloadEngine) counters(r *Result) {
 	r.WQEsPosted += e.posted
 	r.CQEsPolled += e.polled

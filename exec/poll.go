@@ -48,6 +48,9 @@ type pollEngine struct {
 	scan                 int     // CQ scan offset (Options.Seed)
 
 	posted, polled, hostSteps, triggered uint64
+
+	times   []time.Duration // by op: completion time in this iteration (Options.Timeline), else nil
+	t0, now int64           // with times: the iteration's start and the time of what completes now (Now)
 }
 
 // pollSide is one side (send or receive) of one graph queue on one rank.
@@ -88,6 +91,9 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 		pending: make([]int32, n), initPending: make([]int32, n), ready: make([]bool, n),
 		opSide: make([]int32, n), opSlot: make([]int32, n), wc: make([]WC, 64)}
 	e.prog, _ = p.(Progresser)
+	if opts.Timeline {
+		e.times = make([]time.Duration, n)
+	}
 	for i := range e.opSide {
 		e.opSide[i] = -1
 	}
@@ -122,6 +128,9 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 				pc := pollCQ{cq: r.cqs[cq], side: si, name: r.layout.cqs[cq].name, rank: r.rank}
 				pc.spin, _ = pc.cq.(SpinCQ)
 				pc.hold, _ = pc.cq.(HoldCQ)
+				if st, ok := pc.cq.(StampCQ); ok && opts.Timeline {
+					st.Stamp(true)
+				}
 				e.cqs = append(e.cqs, pc)
 				for k, id := range ops {
 					side.ops = append(side.ops, int32(id))
@@ -187,6 +196,9 @@ func (e *pollEngine) rearm(int) {
 	e.left = e.localOps
 	e.waiting = 0
 	e.flushed = nil
+	for i := range e.times {
+		e.times[i] = -1
+	}
 }
 
 // prepost posts the receives that wait for nothing, before the iteration starts: Run calls it
@@ -207,6 +219,8 @@ func (e *pollEngine) counters(r *Result) {
 	r.HostSteps += e.hostSteps
 	r.Triggered += e.triggered
 }
+
+func (e *pollEngine) timeline() []time.Duration { return e.times }
 
 // markReady handles op id whose predecessors are all complete.
 func (e *pollEngine) markReady(id int32) {
@@ -229,6 +243,9 @@ func (e *pollEngine) touch(si int32) {
 // complete records op id's completion and releases its successors.
 func (e *pollEngine) complete(id int32) {
 	e.left--
+	if e.times != nil {
+		e.times[id] = time.Duration(e.now - e.t0)
+	}
 	for _, s := range e.succList[e.succStart[id]:e.succStart[id+1]] {
 		if e.pending[s]--; e.pending[s] == 0 {
 			e.markReady(s)
@@ -243,6 +260,9 @@ func (e *pollEngine) runHost() error {
 		e.stack = e.stack[:len(e.stack)-1]
 		if err := e.mem.RunHost(planner.OpID(id)); err != nil {
 			return err
+		}
+		if e.times != nil {
+			e.now = Now()
 		}
 		e.hostSteps++
 		e.complete(id)
@@ -480,6 +500,11 @@ func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
 	if slot < s.done || slot >= s.next {
 		return opErrorf(e.g, planner.OpID(id), "completion on CQ %s out of queue order (slot %d, completed up to %d, posted up to %d)", c.name, slot, s.done, s.next)
 	}
+	if e.times != nil {
+		if e.now = wc.Time; e.now == 0 {
+			e.now = Now()
+		}
+	}
 	// A signalled completion implies every earlier request of the queue completed.
 	if s.awaited--; s.awaited == 0 {
 		e.waiting--
@@ -495,6 +520,9 @@ func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
 }
 
 func (e *pollEngine) iterate(ctx context.Context, iter int) error {
+	if e.times != nil {
+		e.t0 = Now()
+	}
 	for _, id := range e.roots {
 		e.markReady(id)
 	}

@@ -332,6 +332,9 @@ type WC struct {
 	QPN     uint32 // the QP the request was posted to
 	ByteLen uint32 // bytes received (receives), read or fetched
 	Imm     uint32 // immediate data (OpRecvImm)
+	// Time is when the driver found the completion, on exec's clock (Now), if the CQ stamps
+	// completions (StampCQ) and was asked to; else 0.
+	Time int64
 }
 
 // Errors returned by PostSend and PostRecv, wrapped with the details; test with errors.Is.
@@ -398,6 +401,15 @@ type SpinCQ interface {
 	CQ
 	// PollSpin is Poll, except that it polls up to spins times before it returns no completion.
 	PollSpin(wc []WC, spins int) (int, error)
+}
+
+// StampCQ is implemented by CQs whose driver can stamp each completion with the time its poll
+// found it (WC.Time): a timeline then shows when the NIC completed a request, not when the engine
+// got round to it (a held completion reaches the engine up to a batch later).
+type StampCQ interface {
+	CQ
+	// Stamp turns stamping on or off.
+	Stamp(on bool)
 }
 
 // StallReason is why a queue cannot run its head work request.

@@ -87,6 +87,10 @@ type Options struct {
 	// NoTriggers keeps the polling engine from arming QP triggers (TriggerQP): every post then
 	// comes from the engine's loop. For measuring what triggers bring.
 	NoTriggers bool
+	// Timeline records, in every iteration, when each local op completed (Result.Timeline).
+	// The polling engine records it; the offload engine cannot, since the NIC walks its chains
+	// without telling the CPU.
+	Timeline bool
 }
 
 // Verdict says whether one rank's memory equals the reference after the last iteration.
@@ -121,6 +125,11 @@ type Result struct {
 	HostSteps  uint64 // host ops run on the CPU
 	RNRRetries uint64
 	Memory     *Memory // the final memory (local ranks only)
+	// Timeline, with Options.Timeline, holds by iteration and by op ID when each local op
+	// completed, from the start of its iteration: when the driver found the completion that
+	// covers it (stamped by the driver where it can, StampCQ) or when its host step ran. Ops of
+	// ranks this process does not run are -1.
+	Timeline [][]time.Duration
 }
 
 // driver is an engine bound to a set's resources.
@@ -134,6 +143,9 @@ type driver interface {
 	iterate(ctx context.Context, iter int) error
 	// counters adds the engine's own counters to r.
 	counters(r *Result)
+	// timeline returns when each op completed in the last iteration (Options.Timeline), by op
+	// ID, from the iteration's start; -1 for ops that are not local.
+	timeline() []time.Duration
 }
 
 // Run executes plan (compiled from g) on provider p: it registers every local rank's buffers,
@@ -173,6 +185,9 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 	engine, err := chooseEngine(opts.Engine, plan, caps)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Timeline && engine != Poll {
+		return nil, errors.New("run: a timeline needs the poll engine: on the offload engine the NIC walks the chains without telling the CPU when each op completes")
 	}
 	ref := opts.Reference
 	if ref == nil {
@@ -295,6 +310,9 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 		t0 := time.Now()
 		err := d.iterate(ctx, it)
 		lat = append(lat, time.Since(t0))
+		if opts.Timeline {
+			out.Timeline = append(out.Timeline, slices.Clone(d.timeline()))
+		}
 		if err != nil {
 			return finish(err)
 		}

@@ -30,6 +30,7 @@ enum {
 	offsetof_cd_wc_opcode = offsetof(cd_wc, opcode),
 	offsetof_cd_wc_qpn = offsetof(cd_wc, qpn),
 	offsetof_cd_wc_status = offsetof(cd_wc, status),
+	offsetof_cd_wc_time = offsetof(cd_wc, time),
 	size_cd_send_wr = sizeof(cd_send_wr),
 	size_cd_recv_wr = sizeof(cd_recv_wr),
 	size_cd_wc = sizeof(cd_wc),
@@ -77,6 +78,7 @@ func layoutMatches() bool {
 		{unsafe.Offsetof(w.QPN), C.offsetof_cd_wc_qpn},
 		{unsafe.Offsetof(w.ByteLen), C.offsetof_cd_wc_byte_len},
 		{unsafe.Offsetof(w.Imm), C.offsetof_cd_wc_imm},
+		{unsafe.Offsetof(w.Time), C.offsetof_cd_wc_time},
 		{unsafe.Sizeof(s.Op), 1}, {unsafe.Sizeof(s.Flags), 1}, {unsafe.Sizeof(w.Status), 1}, {unsafe.Sizeof(w.Opcode), 1},
 	}
 	for _, c := range checks {

@@ -38,6 +38,7 @@ const (
 	envIters  = "COREDAG_VERBS_ITERS"       // iterations (default 1)
 	envNoTrig = "COREDAG_VERBS_NO_TRIGGERS" // 1: exec.Options.NoTriggers (to measure what triggers bring)
 	envAB     = "COREDAG_VERBS_AB"          // K: K rounds of a run with triggers then one without
+	envTime   = "COREDAG_VERBS_TIMELINE"    // 1: exec.Options.Timeline; rank 0 prints its hop samples
 )
 
 // abRounds runs the plan k times with QP triggers and k times without, alternating, and has rank
@@ -76,6 +77,7 @@ func abRounds(t *testing.T, ctx context.Context, k int, g *planner.Graph, plan *
 var (
 	verdictLine = regexp.MustCompile(`(?m)^VERDICT (.*)$`)
 	medianLine  = regexp.MustCompile(`(?m)^MEDIAN (\d+) ns over (\d+) iterations$`)
+	hopsLine    = regexp.MustCompile(`(?m)^HOPS median (\d+) ns p10 (\d+) p90 (\d+) over (\d+) samples$`)
 )
 
 // TestRankProcess is one rank of a multi-process run; it does nothing unless started by
@@ -96,6 +98,7 @@ func TestRankProcess(t *testing.T) {
 		opts.Iters = n
 	}
 	opts.NoTriggers = os.Getenv(envNoTrig) == "1"
+	opts.Timeline = os.Getenv(envTime) == "1"
 	// Run what `coredag run --provider verbs` runs: the plan compiled for the generic target
 	// (selective signalling, small payloads inline). A graph broken on purpose runs without one.
 	var plan *planner.Plan
@@ -132,8 +135,37 @@ func TestRankProcess(t *testing.T) {
 		fmt.Printf("MEDIAN %d ns over %d iterations\n", res.Latency.Median.Nanoseconds(), res.Iters)
 		fmt.Printf("ITERS %v\n", res.Latency.All)
 		fmt.Printf("TRIGGERED %d of %d WQEs posted\n", res.Triggered, res.WQEsPosted)
+		if h := hopSamples(g, res); len(h) > 0 {
+			slices.Sort(h)
+			fmt.Printf("HOPS median %d ns p10 %d p90 %d over %d samples\n", h[len(h)/2], h[len(h)/10], h[len(h)*9/10], len(h))
+		}
 	}
 	require.NoError(t, bootstrap.AllOK(all))
+}
+
+// hopSamples reads a ping-pong's hop times from the timeline, as ib_write_lat samples its own:
+// half of each interval between consecutive receive completions on rank 0 (one round trip: the
+// ball goes out and comes back), within each iteration.
+func hopSamples(g *planner.Graph, res *exec.Result) []int64 {
+	var recvs []planner.OpID
+	first, end := g.RankOps(0)
+	for id := first; id < end; id++ {
+		if g.Ops[id].Kind == planner.OpRecv {
+			recvs = append(recvs, id)
+		}
+	}
+	var h []int64
+	for _, at := range res.Timeline {
+		t := make([]int64, len(recvs))
+		for i, id := range recvs {
+			t[i] = int64(at[id])
+		}
+		slices.Sort(t)
+		for i := 1; i < len(t); i++ {
+			h = append(h, (t[i]-t[i-1])/2)
+		}
+	}
+	return h
 }
 
 // breakGraph turns a valid fault plan from testdata/verbs into the fault it is named for.
@@ -299,9 +331,10 @@ func TestPingPong(t *testing.T) {
 	if s := os.Getenv("COREDAG_PINGPONG_ITERS"); s != "" {
 		iters = s
 	}
-	run := spawnRanks(t, "../../testdata/verbs/pingpong.dag", 2, envIters+"="+iters)
+	run := spawnRanks(t, "../../testdata/verbs/pingpong.dag", 2, envIters+"="+iters, envTime+"=1")
 	m := medianLine.FindStringSubmatch(run.rank0)
-	if run.err[0] != nil || run.err[1] != nil || m == nil {
+	h := hopsLine.FindStringSubmatch(run.rank0)
+	if run.err[0] != nil || run.err[1] != nil || m == nil || h == nil {
 		run.dump(t)
 		t.Fatal("pingpong did not verify")
 	}
@@ -309,7 +342,9 @@ func TestPingPong(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^(ITERS|TRIGGERED) .*$`).FindAllString(run.rank0, -1) {
 		fmt.Println(m)
 	}
-	fmt.Printf("PINGPONG per-hop median %.2f us (iteration median %.3f ms over %s iterations, 1000 hops)\n", ns/1000/1000, ns/1e6, m[2])
+	fmt.Printf("PINGPONG per-hop mean %.2f us (iteration median %.3f ms over %s iterations, 1000 hops)\n", ns/1000/1000, ns/1e6, m[2])
+	typ, _ := strconv.ParseFloat(h[1], 64)
+	fmt.Printf("PINGPONG per-hop typical %.2f us (median of %s round trips / 2, p10 %s ns, p90 %s ns)\n", typ/1000, h[4], h[2], h[3])
 }
 
 // TestPingPongAB measures what QP triggers bring to the ping-pong: COREDAG_PINGPONG_AB pairs

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
+#include <time.h>
 #include <arpa/inet.h>
 #include "shim.h"
 
@@ -200,6 +201,12 @@ static void fire(cd_cq *cq, int failed) {
 	}
 }
 
+static int64_t mono_ns(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 // poll_once polls what cq holds now, up to n completions, and fires the triggers waiting on it.
 static int poll_once(cd_cq *cq, cd_wc *out, int n) {
 	struct ibv_wc wc[BATCH];
@@ -209,7 +216,10 @@ static int poll_once(cd_cq *cq, cd_wc *out, int n) {
 		int rc = ibv_poll_cq(cq->cq, k, wc);
 		if (rc < 0)
 			return got > 0 ? got : -1;
+		int64_t at = 0;
 		if (rc > 0) {
+			if (cq->stamp)
+				at = mono_ns();
 			int failed = 0;
 			for (int i = 0; i < rc; i++)
 				failed |= wc[i].status != IBV_WC_SUCCESS;
@@ -226,6 +236,7 @@ static int poll_once(cd_cq *cq, cd_wc *out, int n) {
 			o->qpn = wc[i].qp_num;
 			o->byte_len = wc[i].byte_len;
 			o->imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc[i].imm_data) : 0;
+			o->time = at;
 		}
 		got += rc;
 		if (rc < k)
@@ -234,7 +245,7 @@ static int poll_once(cd_cq *cq, cd_wc *out, int n) {
 	return got;
 }
 
-int cd_poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after) {
+static int poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after) {
 	int got = 0, empty = 0;
 	for (;;) {
 		int k = poll_once(cq, out + got, n - got);
@@ -252,6 +263,13 @@ int cd_poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after) {
 		if (yield_after >= 0 && empty > yield_after)
 			sched_yield();
 	}
+}
+
+int cd_poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after) {
+	int got = poll_cq(cq, out, n, spins, yield_after);
+	if (cq->stamp && got > 0)
+		cq->now = mono_ns();
+	return got;
 }
 
 struct ibv_qp *cd_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,

@@ -48,6 +48,7 @@ typedef struct {
 	uint32_t qpn;
 	uint32_t byte_len;
 	uint32_t imm;
+	int64_t time; // CLOCK_MONOTONIC ns when the poll found it, if the CQ stamps; else 0
 } cd_wc;
 
 // exec.Opcode values.
@@ -86,10 +87,13 @@ typedef struct {
 struct cd_trigger;
 
 // cd_cq is a CQ as the triggers see it: the completions its polls returned, how far the Go side
-// lets a poll hold completions (exec.HoldCQ), and the triggers waiting on it. C memory.
+// lets a poll hold completions (exec.HoldCQ), and the triggers waiting on it. With stamp set,
+// polls stamp completions (exec.StampCQ) and leave in now the clock when they return. C memory.
 typedef struct {
 	struct ibv_cq *cq;
 	uint64_t count, held_to;
+	int32_t stamp;
+	int64_t now;
 	int32_t nwatch;
 	struct cd_trigger *watch[CD_WATCHERS];
 } cd_cq;

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/internal/nictest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -247,4 +248,24 @@ func TestOpenRestricted(t *testing.T) {
 	_, err = p.Open(3)
 	require.ErrorContains(t, err, "already open")
 	require.NoError(t, c.Close())
+}
+
+// TestStamp: a CQ asked to stamp dates each completion, on exec's clock, between the post and
+// the poll that returns it; unasked, it leaves the time zero.
+func TestStamp(t *testing.T) {
+	c, _ := pair(t, provider(t), exec.AccessLocalWrite, 0)
+	for _, on := range []bool{true, false} {
+		c.scq.(exec.StampCQ).Stamp(on)
+		before := exec.Now()
+		_, err := c.qp.PostSend([]exec.SendWR{{ID: 1, Op: exec.OpNop, Flags: exec.FlagSignaled}})
+		require.NoError(t, err)
+		wc := nictest.Wait(t, c.scq, 1)
+		after := exec.Now()
+		if !on {
+			assert.Zero(t, wc[0].Time)
+			continue
+		}
+		assert.GreaterOrEqual(t, wc[0].Time, before)
+		assert.LessOrEqual(t, wc[0].Time, after)
+	}
 }
