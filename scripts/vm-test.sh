@@ -76,6 +76,20 @@ if [ -x "$COREDAG" ] && "$COREDAG" run --help 2>&1 | grep -q -- '--bootstrap'; t
       fi
     done
   done
+  # --timeline: each rank writes its own trace, one completion event per op of its rank.
+  port=$((port + 1)); pids=()
+  for r in 0 1; do
+    "$COREDAG" run --provider verbs --rank $r --ranks 2 --bootstrap 127.0.0.1:$port --device "$DEV" \
+      --iters 2 --timeline /tmp/tl.json -p hops=100 testdata/verbs/pingpong.dag >"/tmp/cli.$r.log" 2>&1 &
+    pids+=($!)
+  done
+  ok=1
+  for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
+  for r in 0 1; do
+    n=$(grep -c '"ph":"i"' /tmp/tl.rank$r.json 2>/dev/null)
+    [ "$n" = 200 ] || { ok=0; echo "rank $r timeline: ${n:-no} completion events, want 200 (100 ops x 2 iterations)"; }
+  done
+  if [ $ok = 1 ]; then echo "ok   --timeline, one trace per rank"; else fail "coredag run --timeline"; tail -n 20 /tmp/cli.*.log; fi
 else
   echo; echo "(skipping the CLI: $COREDAG is missing or has no --provider verbs yet)"
 fi

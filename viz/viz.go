@@ -7,6 +7,9 @@
 //     WQEs in chain order left to right, WAIT entries fed by a dashed edge from the WQE whose
 //     completion they count, ENABLE entries pointing at the last WQE they release.
 //
+// Timeline writes a third view, of a run rather than a plan: when each op completed
+// (exec.Options.Timeline), as trace-event JSON for Perfetto.
+//
 // Render turns DOT text into SVG or PNG in process (github.com/goccy/go-graphviz runs Graphviz as
 // WebAssembly), so no system Graphviz is needed.
 //

@@ -40,6 +40,7 @@ type runCmd struct {
 	Dump       []string `placeholder:"BUF" help:"Add the final contents of buffer BUF on every rank (repeatable)."`
 	NoTriggers bool     `name:"no-triggers" help:"Poll engine on a NIC with triggers (verbs): post every work request from the engine's loop instead of arming triggers that post on a completion inside the poll (for comparison)."`
 	OnHang     string   `name:"on-hang" placeholder:"FILE" help:"When the run is diagnosed as stuck, draw the plan view with the stuck WAIT and the WQE it awaits highlighted into FILE (.svg, .png or .dot)."`
+	Timeline   string   `placeholder:"FILE" help:"Record when every op completed in every iteration and write it to FILE as trace-event JSON (open it in Perfetto or chrome://tracing). Needs the poll engine (auto picks it); with --provider verbs each rank writes FILE with .rankR before the extension."`
 	File       string   `arg:"" name:"file" help:"Plan file (- for stdin)."`
 }
 
@@ -87,6 +88,9 @@ func (c *runCmd) Run(e *env) error {
 			return usageError("--on-hang: %v", err)
 		}
 	}
+	if c.Timeline != "" && c.Explore > 0 {
+		return usageError("--timeline records one run: drop --explore")
+	}
 	engine, plan, ref, err := c.setup(e, l, "connectx")
 	if err != nil {
 		return err
@@ -106,7 +110,7 @@ func (c *runCmd) Run(e *env) error {
 	for _, seed := range seeds {
 		nic := softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
 		res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{
-			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, NoTriggers: c.NoTriggers, OnIteration: func(int, int) { bar.step() },
+			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, NoTriggers: c.NoTriggers, Timeline: c.Timeline != "", OnIteration: func(int, int) { bar.step() },
 		})
 		if err != nil {
 			bar.abort()
@@ -142,6 +146,11 @@ func (c *runCmd) Run(e *env) error {
 		}
 	}
 	bar.done()
+	if c.Timeline != "" && last != nil {
+		if err := c.writeTimeline(e, l.path, g, last, c.Timeline); err != nil {
+			return err
+		}
+	}
 	if last != nil {
 		rep.Engine, rep.Provider = last.Engine.String(), last.Provider
 		rep.LatencyNS = map[string]int64{"min": last.Latency.Min.Nanoseconds(), "median": last.Latency.Median.Nanoseconds(), "p99": last.Latency.P99.Nanoseconds()}
@@ -177,6 +186,12 @@ func (c *runCmd) setup(e *env, l *loaded, defaultTarget string) (exec.Engine, *p
 	engine, err := exec.ParseEngine(c.Engine)
 	if err != nil {
 		return 0, nil, nil, usageError("%v", err)
+	}
+	if c.Timeline != "" {
+		if engine == exec.Offload {
+			return 0, nil, nil, usageError("--timeline needs the poll engine: on the offload engine the NIC walks the chains without telling the CPU when each op completes")
+		}
+		engine = exec.Poll
 	}
 	if c.Iters < 1 {
 		return 0, nil, nil, usageError("--iters %d: need at least 1", c.Iters)
@@ -369,6 +384,23 @@ func (p *progress) done() {
 
 // writeHangView draws the plan view of a hung run into path (format by extension), with the
 // stuck entries and the WQEs they await highlighted and the first stuck item as the caption.
+// writeTimeline writes what res recorded (--timeline) to path; a failed run's iterations up to
+// the failure are kept.
+func (c *runCmd) writeTimeline(e *env, plan string, g *planner.Graph, res *exec.Result, path string) error {
+	var buf bytes.Buffer
+	if err := viz.Timeline(&buf, g, res.Latency.All, res.Timeline); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		fmt.Fprintf(e.stderr, "%s: --timeline: %v\n", plan, err)
+		return &exitError{code: exitFail}
+	}
+	if !c.JSON {
+		fmt.Fprintf(e.stderr, "%s: timeline of %s written to %s\n", plan, planner.Plural(len(res.Timeline), "iteration"), path)
+	}
+	return nil
+}
+
 func writeHangView(path string, plan *planner.Plan, h *exec.HangError) error {
 	format, err := viz.FormatForFile(path)
 	if err != nil {

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/planner"
 )
 
 // runJSON runs `coredag run --json ARGS...` and decodes its report; it fails the test unless
@@ -295,4 +299,37 @@ func TestRunEdgeCases(t *testing.T) {
 	code, _, stderr = coredag(t, "", "run", "--engine", "poll", "--target", "connectx", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, "--engine poll walks the DAG itself")
+}
+
+// TestRunTimeline: --timeline picks the poll engine and writes one completion event per op and
+// iteration as trace-event JSON; it refuses the offload engine and --explore.
+func TestRunTimeline(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "t.json")
+	code, stdout, stderr := coredag(t, "", "run", "--timeline", out, "--iters", "3", "plans/pipeline_chain.dag")
+	require.Equal(t, exitOK, code, stdout+stderr)
+	assert.Contains(t, stdout, "poll engine, target generic")
+	assert.Contains(t, stderr, "timeline of 3 iterations written to "+out)
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var tf struct {
+		TraceEvents []struct{ Ph string } `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(b, &tf))
+	instants := 0
+	for _, ev := range tf.TraceEvents {
+		if ev.Ph == "i" {
+			instants++
+		}
+	}
+	src, err := os.ReadFile("../../plans/pipeline_chain.dag")
+	require.NoError(t, err)
+	g, err := planner.Load("pipeline_chain.dag", src, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 3*len(g.Ops), instants)
+
+	for _, args := range [][]string{{"--engine", "offload"}, {"--explore", "2"}} {
+		code, _, stderr = coredag(t, "", append(append([]string{"run", "--timeline", out}, args...), "plans/pipeline_chain.dag")...)
+		assert.Equal(t, exitUsage, code, "%q", args)
+		assert.Contains(t, stderr, "--timeline", "%q", args)
+	}
 }

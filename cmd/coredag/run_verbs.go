@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -79,8 +80,18 @@ func (c *runCmd) runVerbs(e *env) error {
 		return &exitError{code: exitFail}
 	}
 	cfg := bootstrap.Config{World: world, Addr: c.Bootstrap}
-	_, own, all, err := bootstrap.RunProcess(context.Background(), g, plan, nic, cfg,
-		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true, NoTriggers: c.NoTriggers})
+	res, own, all, err := bootstrap.RunProcess(context.Background(), g, plan, nic, cfg,
+		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true, NoTriggers: c.NoTriggers, Timeline: c.Timeline != ""})
+	if c.Timeline != "" && res != nil {
+		path := c.Timeline
+		if world.Size > 1 {
+			ext := filepath.Ext(path)
+			path = fmt.Sprintf("%s.rank%d%s", strings.TrimSuffix(path, ext), world.Rank, ext)
+		}
+		if werr := c.writeTimeline(e, l.path, g, res, path); werr != nil {
+			return werr
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "rank %d: %v\n", world.Rank, err)
 		return &exitError{code: exitFail}
