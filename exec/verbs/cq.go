@@ -60,13 +60,9 @@ func (q *cq) PollSpin(wc []exec.WC, spins int) (int, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("verbs: rank %d: ibv_poll_cq failed on cq %d (depth %d): the CQ overflowed or the device failed; give it more depth or poll more often", q.ctx.rank, q.num, q.depth)
 	}
-	var skew int64 // from the C clock to exec's
-	if q.x.stamp != 0 && n > 0 {
-		skew = exec.Now() - int64(q.x.now)
-	}
 	for i := range wc[:n] {
 		if wc[i].Time != 0 {
-			wc[i].Time += skew
+			wc[i].Time += c.clockOff
 		}
 		if wc[i].Opcode == unknownOpcode {
 			// Error completions carry no opcode in verbs: recover it from the post record.
@@ -79,13 +75,12 @@ func (q *cq) PollSpin(wc []exec.WC, spins int) (int, error) {
 	return n, nil
 }
 
-// Stamp has the polls stamp each completion with the time they found it (exec.StampCQ), on the
-// C side's CLOCK_MONOTONIC, moved onto exec's clock when the poll returns (off by the return
-// from C, well under a microsecond).
+// Stamp has the polls stamp each completion with the time they found it (exec.StampCQ), read
+// from the context's cd_clock and moved onto exec's clock.
 func (q *cq) Stamp(on bool) {
-	q.x.stamp = 0
+	q.x.clock = nil
 	if on {
-		q.x.stamp = 1
+		q.x.clock = q.ctx.stampClock()
 	}
 }
 

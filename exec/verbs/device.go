@@ -277,6 +277,22 @@ type devContext struct {
 	closed bool
 	stats  exec.NICStats
 	idle   int // empty polls in a row
+
+	clock    *C.cd_clock // stamps completions (cq.Stamp); nil until a CQ stamps
+	clockOff int64       // exec's clock minus CLOCK_MONOTONIC
+}
+
+// stampClock returns the context's completion clock, calibrated on first use.
+func (c *devContext) stampClock() *C.cd_clock {
+	if c.clock == nil {
+		c.clock = (*C.cd_clock)(C.calloc(1, C.size_t(unsafe.Sizeof(C.cd_clock{}))))
+		C.cd_clock_init(c.clock)
+		// Go's monotonic clock is CLOCK_MONOTONIC on Linux: the offset is fixed.
+		before := exec.Now()
+		mono := int64(C.cd_mono_ns())
+		c.clockOff = before + (exec.Now()-before)/2 - mono
+	}
+	return c.clock
 }
 
 func (c *devContext) Rank() int { return c.rank }
@@ -349,6 +365,8 @@ func (c *devContext) Close() error {
 	for _, d := range c.pds {
 		keep(d.Close())
 	}
+	C.free(unsafe.Pointer(c.clock))
+	c.clock = nil
 	if rc := C.ibv_close_device(c.ctx); rc != 0 {
 		keep(fmt.Errorf("verbs: rank %d: closing %s: errno %d", c.rank, c.prov.name, rc))
 	}

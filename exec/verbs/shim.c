@@ -8,6 +8,9 @@
 #include <string.h>
 #include <time.h>
 #include <arpa/inet.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 #include "shim.h"
 
 // BATCH bounds the work requests built on the stack per ibv_post_send call. Longer lists are
@@ -201,10 +204,53 @@ static void fire(cd_cq *cq, int failed) {
 	}
 }
 
-static int64_t mono_ns(void) {
+int64_t cd_mono_ns(void) {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+// CD_ANCHOR_NS is how often, in counter time, a stamping poll reads the real clock again.
+#define CD_ANCHOR_NS 10000000
+
+static inline uint64_t counter(void) {
+#if defined(__x86_64__)
+	return __rdtsc();
+#else
+	return (uint64_t)cd_mono_ns();
+#endif
+}
+
+// reading pairs the clock with the counter half-way through reading it: a slow clock read then
+// costs no accuracy.
+static uint64_t reading(int64_t *ns) {
+	uint64_t a = counter();
+	*ns = cd_mono_ns();
+	return a + (counter() - a) / 2;
+}
+
+void cd_clock_init(cd_clock *c) {
+	c->t0 = reading(&c->ns0);
+	do
+		c->t = reading(&c->ns);
+	while (c->ns - c->ns0 < 1000000);
+	c->scale = c->t > c->t0 ? (double)(c->ns - c->ns0) / (double)(c->t - c->t0) : 1;
+}
+
+static int64_t clock_stamp(const cd_clock *c) {
+	return c->ns + (int64_t)((double)(counter() - c->t) * c->scale);
+}
+
+// clock_anchor reads the real clock again if the last anchor is CD_ANCHOR_NS old, and refits the
+// slope over everything since the first.
+static void clock_anchor(cd_clock *c) {
+	if ((double)(counter() - c->t) * c->scale < CD_ANCHOR_NS)
+		return;
+	int64_t ns;
+	uint64_t t = reading(&ns);
+	c->scale = (double)(ns - c->ns0) / (double)(t - c->t0);
+	c->t = t;
+	c->ns = ns;
 }
 
 // poll_once polls what cq holds now, up to n completions, and fires the triggers waiting on it.
@@ -218,8 +264,8 @@ static int poll_once(cd_cq *cq, cd_wc *out, int n) {
 			return got > 0 ? got : -1;
 		int64_t at = 0;
 		if (rc > 0) {
-			if (cq->stamp)
-				at = mono_ns();
+			if (cq->clock)
+				at = clock_stamp(cq->clock);
 			int failed = 0;
 			for (int i = 0; i < rc; i++)
 				failed |= wc[i].status != IBV_WC_SUCCESS;
@@ -267,8 +313,8 @@ static int poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after) {
 
 int cd_poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after) {
 	int got = poll_cq(cq, out, n, spins, yield_after);
-	if (cq->stamp && got > 0)
-		cq->now = mono_ns();
+	if (cq->clock)
+		clock_anchor(cq->clock);
 	return got;
 }
 

@@ -86,14 +86,28 @@ typedef struct {
 
 struct cd_trigger;
 
+// cd_clock stamps completions (exec.StampCQ) in CLOCK_MONOTONIC nanoseconds from the CPU's cycle
+// counter (x86-64; elsewhere it reads the clock), mapped by a line through two readings of the
+// clock, re-anchored every CD_ANCHOR_NS: where the clock source is emulated (a VM's HPET) a
+// clock_gettime costs microseconds, a counter read nanoseconds. One per device context. C memory.
+typedef struct {
+	uint64_t t0, t;  // counter at the first and the latest anchor
+	int64_t ns0, ns; // the clock at the same points
+	double scale;    // nanoseconds per count
+} cd_clock;
+
+// cd_clock_init anchors c twice, about a millisecond apart (it spins meanwhile).
+void cd_clock_init(cd_clock *c);
+// cd_mono_ns reads CLOCK_MONOTONIC.
+int64_t cd_mono_ns(void);
+
 // cd_cq is a CQ as the triggers see it: the completions its polls returned, how far the Go side
-// lets a poll hold completions (exec.HoldCQ), and the triggers waiting on it. With stamp set,
-// polls stamp completions (exec.StampCQ) and leave in now the clock when they return. C memory.
+// lets a poll hold completions (exec.HoldCQ), and the triggers waiting on it. With clock set,
+// polls stamp the completions they return (exec.StampCQ). C memory.
 typedef struct {
 	struct ibv_cq *cq;
 	uint64_t count, held_to;
-	int32_t stamp;
-	int64_t now;
+	cd_clock *clock;
 	int32_t nwatch;
 	struct cd_trigger *watch[CD_WATCHERS];
 } cd_cq;
