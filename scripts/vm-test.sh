@@ -7,7 +7,8 @@
 #    against the reference on every rank (rank and size from OMPI_COMM_WORLD_RANK/SIZE);
 # 3. the fault cases: remote write without permission, out-of-bounds remote read, a send that
 #    never finds a receive: each must end with an error naming the op, in bounded time;
-# 4. if out/coredag was built with verbs support, the same plans through `coredag run --provider verbs`;
+# 4. if out/coredag was built with verbs support, the same plans through `coredag run --provider verbs`,
+#    and --timeline on two processes (one trace per rank);
 # 5. latency: testdata/verbs/pingpong.dag (1,000 dependent notified writes bouncing between two
 #    processes) against perftest's ib_write_lat on the same device, medians of RUNS runs each,
 #    statistic for statistic: coredag's typical hop (the median of its hop samples, from the run's

@@ -4,6 +4,7 @@
 // spinning on a CQ, and the triggers that post from inside a poll (exec.TriggerQP).
 
 #include <errno.h>
+#include <stdint.h>
 #include <sched.h>
 #include <string.h>
 #include <time.h>
@@ -221,12 +222,22 @@ static inline uint64_t counter(void) {
 #endif
 }
 
-// reading pairs the clock with the counter half-way through reading it: a slow clock read then
-// costs no accuracy.
+// reading pairs the clock with the counter half-way through reading it, from the quickest of a few
+// reads: a slow or interrupted clock read then costs no accuracy.
 static uint64_t reading(int64_t *ns) {
-	uint64_t a = counter();
-	*ns = cd_mono_ns();
-	return a + (counter() - a) / 2;
+	uint64_t best = 0, width = UINT64_MAX;
+	for (int i = 0; i < 5; i++) {
+		int64_t n;
+		uint64_t a = counter();
+		n = cd_mono_ns();
+		uint64_t b = counter();
+		if (b - a < width) {
+			width = b - a;
+			best = a + width / 2;
+			*ns = n;
+		}
+	}
+	return best;
 }
 
 void cd_clock_init(cd_clock *c) {
@@ -241,10 +252,12 @@ static int64_t clock_stamp(const cd_clock *c) {
 	return c->ns + (int64_t)((double)(counter() - c->t) * c->scale);
 }
 
-// clock_anchor reads the real clock again if the last anchor is CD_ANCHOR_NS old, and refits the
-// slope over everything since the first.
+// clock_anchor reads the real clock again once the last anchor is as old as the first was then
+// (at most CD_ANCHOR_NS), and refits the slope over everything since the first: the slope's
+// error, over a span that doubles each time, never moves a stamp much more than a reading's.
 static void clock_anchor(cd_clock *c) {
-	if ((double)(counter() - c->t) * c->scale < CD_ANCHOR_NS)
+	double since = (double)(counter() - c->t) * c->scale;
+	if (since < CD_ANCHOR_NS && since < (double)(c->ns - c->ns0))
 		return;
 	int64_t ns;
 	uint64_t t = reading(&ns);
