@@ -146,11 +146,6 @@ func (c *runCmd) Run(e *env) error {
 		}
 	}
 	bar.done()
-	if c.Timeline != "" && last != nil {
-		if err := c.writeTimeline(e, l.path, g, last, c.Timeline); err != nil {
-			return err
-		}
-	}
 	if last != nil {
 		rep.Engine, rep.Provider = last.Engine.String(), last.Provider
 		rep.LatencyNS = map[string]int64{"min": last.Latency.Min.Nanoseconds(), "median": last.Latency.Median.Nanoseconds(), "p99": last.Latency.P99.Nanoseconds()}
@@ -172,6 +167,11 @@ func (c *runCmd) Run(e *env) error {
 		}
 	} else if last != nil {
 		printRun(e, l.path, &rep, last, len(seeds))
+	}
+	if c.Timeline != "" && last != nil {
+		if err := c.writeTimeline(e, l.path, g, last, c.Timeline); err != nil {
+			return err
+		}
 	}
 	if !rep.OK {
 		return &exitError{code: exitFail}
@@ -382,8 +382,6 @@ func (p *progress) done() {
 	}
 }
 
-// writeHangView draws the plan view of a hung run into path (format by extension), with the
-// stuck entries and the WQEs they await highlighted and the first stuck item as the caption.
 // writeTimeline writes what res recorded (--timeline) to path; a failed run's iterations up to
 // the failure are kept.
 func (c *runCmd) writeTimeline(e *env, plan string, g *planner.Graph, res *exec.Result, path string) error {
@@ -401,6 +399,8 @@ func (c *runCmd) writeTimeline(e *env, plan string, g *planner.Graph, res *exec.
 	return nil
 }
 
+// writeHangView draws the plan view of a hung run into path (format by extension), with the
+// stuck entries and the WQEs they await highlighted and the first stuck item as the caption.
 func writeHangView(path string, plan *planner.Plan, h *exec.HangError) error {
 	format, err := viz.FormatForFile(path)
 	if err != nil {

@@ -38,7 +38,7 @@ type verbsResult struct {
 
 // runVerbs runs this process's rank of the plan on a verbs device and, on rank 0, prints the
 // verdict of every rank.
-func (c *runCmd) runVerbs(e *env) error {
+func (c *runCmd) runVerbs(e *env) (err error) {
 	if !verbs.Available {
 		return usageError("--provider verbs: %v", verbs.ErrNotBuilt)
 	}
@@ -88,9 +88,11 @@ func (c *runCmd) runVerbs(e *env) error {
 			ext := filepath.Ext(path)
 			path = fmt.Sprintf("%s.rank%d%s", strings.TrimSuffix(path, ext), world.Rank, ext)
 		}
-		if werr := c.writeTimeline(e, l.path, g, res, path); werr != nil {
-			return werr
-		}
+		defer func() { // after the verdicts, which a failed write must not hide
+			if werr := c.writeTimeline(e, l.path, g, res, path); werr != nil && err == nil {
+				err = werr
+			}
+		}()
 	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "rank %d: %v\n", world.Rank, err)
