@@ -87,9 +87,9 @@ type Options struct {
 	// NoTriggers keeps the polling engine from arming QP triggers (TriggerQP): every post then
 	// comes from the engine's loop. For measuring what triggers bring.
 	NoTriggers bool
-	// Timeline records, in every iteration, when each local op completed (Result.Timeline).
-	// The polling engine records it; the offload engine cannot, since the NIC walks its chains
-	// without telling the CPU.
+	// Timeline records, in every iteration, when each local op completed (Result.Timeline: 8
+	// bytes per op of the plan per iteration). The polling engine records it; the offload engine
+	// cannot, since the NIC walks its chains without telling the CPU.
 	Timeline bool
 }
 
@@ -127,8 +127,8 @@ type Result struct {
 	Memory     *Memory // the final memory (local ranks only)
 	// Timeline, with Options.Timeline, holds by iteration and by op ID when each local op
 	// completed, from the start of its iteration: when the driver found the completion that
-	// covers it (stamped by the driver where it can, StampCQ) or when its host step ran. Ops of
-	// ranks this process does not run are -1.
+	// covers it (stamped by the driver where it can, StampCQ) or when its host step ran. Ops that
+	// did not complete here (other processes' ranks, or past a failure) are -1.
 	Timeline [][]time.Duration
 }
 
@@ -144,7 +144,7 @@ type driver interface {
 	// counters adds the engine's own counters to r.
 	counters(r *Result)
 	// timeline returns when each op completed in the last iteration (Options.Timeline), by op
-	// ID, from the iteration's start; -1 for ops that are not local.
+	// ID, from the iteration's start; -1 for ops that did not complete.
 	timeline() []time.Duration
 }
 

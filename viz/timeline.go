@@ -16,7 +16,7 @@ import (
 // completion is an instant event named after the op, with its kind, source position and
 // iteration; the iterations are laid end to end. iters holds the iterations' durations
 // (exec.Result.Latency.All) and at the completion times by iteration and op (exec.Result.Timeline;
-// negative for ops that did not run in this process).
+// negative for ops that did not complete in this process).
 func Timeline(w io.Writer, g *planner.Graph, iters []time.Duration, at [][]time.Duration) error {
 	if len(at) != len(iters) {
 		return fmt.Errorf("timeline: %d iterations timed but %d recorded", len(iters), len(at))
