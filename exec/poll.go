@@ -501,8 +501,12 @@ func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
 		return opErrorf(e.g, planner.OpID(id), "completion on CQ %s out of queue order (slot %d, completed up to %d, posted up to %d)", c.name, slot, s.done, s.next)
 	}
 	if e.times != nil {
+		// A driver's stamp is a calibrated reading, a few microseconds off at worst; the poll
+		// that found the completion began after the iteration did, and so does its date.
 		if e.now = wc.Time; e.now == 0 {
 			e.now = Now()
+		} else if e.now < e.t0 {
+			e.now = e.t0
 		}
 	}
 	// A signalled completion implies every earlier request of the queue completed.

@@ -248,20 +248,31 @@ void cd_clock_init(cd_clock *c) {
 	c->scale = c->t > c->t0 ? (double)(c->ns - c->ns0) / (double)(c->t - c->t0) : 1;
 }
 
-static int64_t clock_stamp(const cd_clock *c) {
-	return c->ns + (int64_t)((double)(counter() - c->t) * c->scale);
+// since is how long ago, by the counter, c was anchored; negative after a move to a CPU whose
+// counter lags.
+static double since(const cd_clock *c) {
+	return (double)(int64_t)(counter() - c->t) * c->scale;
 }
 
-// clock_anchor reads the real clock again once the last anchor is as old as the first was then
-// (at most CD_ANCHOR_NS), and refits the slope over everything since the first: the slope's
-// error, over a span that doubles each time, never moves a stamp much more than a reading's.
+static int64_t clock_stamp(const cd_clock *c) {
+	return c->ns + (int64_t)since(c);
+}
+
+// clock_anchor reads the real clock again once the latest anchor is twice as old as the interval
+// before it, or CD_ANCHOR_NS old (so intervals double up to CD_ANCHOR_NS), and fits the slope over
+// that last interval: the counter's rate against the clock is not constant everywhere (in an
+// emulated VM it moves by tenths of a percent, and the kernel marks such a TSC unstable), so a
+// slope from the first anchor, or an anchor from before a pause, could put stamps milliseconds off.
 static void clock_anchor(cd_clock *c) {
-	double since = (double)(counter() - c->t) * c->scale;
-	if (since < CD_ANCHOR_NS && since < (double)(c->ns - c->ns0))
+	double s = since(c);
+	if (s >= 0 && s < CD_ANCHOR_NS && s < 2 * (double)(c->ns - c->ns0))
 		return;
 	int64_t ns;
 	uint64_t t = reading(&ns);
-	c->scale = (double)(ns - c->ns0) / (double)(t - c->t0);
+	if (t > c->t && ns > c->ns)
+		c->scale = (double)(ns - c->ns) / (double)(t - c->t);
+	c->t0 = c->t;
+	c->ns0 = c->ns;
 	c->t = t;
 	c->ns = ns;
 }
@@ -277,8 +288,10 @@ static int poll_once(cd_cq *cq, cd_wc *out, int n) {
 			return got > 0 ? got : -1;
 		int64_t at = 0;
 		if (rc > 0) {
-			if (cq->clock)
+			if (cq->clock) {
+				clock_anchor(cq->clock); // after a pause, anchor before stamping
 				at = clock_stamp(cq->clock);
+			}
 			int failed = 0;
 			for (int i = 0; i < rc; i++)
 				failed |= wc[i].status != IBV_WC_SUCCESS;
@@ -327,7 +340,8 @@ static int poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after) {
 int cd_poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after) {
 	int got = poll_cq(cq, out, n, spins, yield_after);
 	if (cq->clock)
-		clock_anchor(cq->clock);
+		clock_anchor(cq->clock); // here, off the path from a completion to the next post
+
 	return got;
 }
 

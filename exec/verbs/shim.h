@@ -87,13 +87,15 @@ typedef struct {
 struct cd_trigger;
 
 // cd_clock stamps completions (exec.StampCQ) in CLOCK_MONOTONIC nanoseconds from the CPU's cycle
-// counter (x86-64; elsewhere it reads the clock), mapped by a line through two readings of the
-// clock, re-anchored every CD_ANCHOR_NS: where the clock source is emulated (a VM's HPET) a
-// clock_gettime costs microseconds, a counter read nanoseconds. One per device context. C memory.
+// counter (x86-64; elsewhere it reads the clock), mapped by a line through the two latest readings
+// of the clock. A stamping poll anchors again once the latest anchor is twice as old as the
+// interval before it, and at least every CD_ANCHOR_NS: where the clock source is emulated (a VM's
+// HPET) a clock_gettime costs microseconds, a counter read nanoseconds. One per device context.
+// C memory.
 typedef struct {
-	uint64_t t0, t;  // counter at the first and the latest anchor
+	uint64_t t0, t;  // counter at the previous and the latest anchor
 	int64_t ns0, ns; // the clock at the same points
-	double scale;    // nanoseconds per count
+	double scale;    // nanoseconds per count, over that interval
 } cd_clock;
 
 // cd_clock_init anchors c twice, about a millisecond apart (it spins meanwhile).
