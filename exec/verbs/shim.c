@@ -10,6 +10,7 @@
 #include <time.h>
 #include <arpa/inet.h>
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <x86intrin.h>
 #endif
 #include "shim.h"
@@ -211,70 +212,108 @@ int64_t cd_mono_ns(void) {
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-// CD_ANCHOR_NS is how often, in counter time, a stamping poll reads the real clock again.
-#define CD_ANCHOR_NS 10000000
+// A stamping poll reads the real clock again every CD_ANCHOR_MIN_NS to CD_ANCHOR_MAX_NS, as often
+// as keeps the line's error at each reading near CD_CLOCK_TOL_NS.
+#define CD_ANCHOR_MIN_NS 500000
+#define CD_ANCHOR_MAX_NS 10000000
+#define CD_CLOCK_TOL_NS 3000
 
-static inline uint64_t counter(void) {
 #if defined(__x86_64__)
+// has_rdtscp: whether the CPU names itself when it reads the counter (CPUID 0x80000001 EDX bit 27).
+static int has_rdtscp(void) {
+	unsigned a, b, c, d;
+	return __get_cpuid(0x80000001, &a, &b, &c, &d) && (d >> 27 & 1);
+}
+#endif
+
+// counter reads the cycle counter and, where the CPU says (rdtscp), which CPU it read: where the
+// kernel does not trust the counter, CPUs' counters disagree by microseconds.
+static inline uint64_t counter(const cd_clock *c, uint32_t *cpu) {
+#if defined(__x86_64__)
+	if (c->rdtscp) {
+		unsigned aux;
+		uint64_t t = __rdtscp(&aux);
+		*cpu = aux;
+		return t;
+	}
+	*cpu = 0;
 	return __rdtsc();
 #else
+	(void)c;
+	*cpu = 0;
 	return (uint64_t)cd_mono_ns();
 #endif
 }
 
 // reading pairs the clock with the counter half-way through reading it, from the quickest of a few
-// reads: a slow or interrupted clock read then costs no accuracy.
-static uint64_t reading(int64_t *ns) {
+// reads that stayed on one CPU: a slow or interrupted clock read then costs no accuracy.
+static uint64_t reading(const cd_clock *c, int64_t *ns, uint32_t *cpu) {
 	uint64_t best = 0, width = UINT64_MAX;
-	for (int i = 0; i < 5; i++) {
-		int64_t n;
-		uint64_t a = counter();
-		n = cd_mono_ns();
-		uint64_t b = counter();
-		if (b - a < width) {
+	for (int i = 0; i < 5 || (width == UINT64_MAX && i < 100); i++) {
+		uint32_t ca, cb;
+		uint64_t a = counter(c, &ca);
+		int64_t n = cd_mono_ns();
+		uint64_t b = counter(c, &cb);
+		if ((ca == cb || i == 99) && b - a < width) {
 			width = b - a;
 			best = a + width / 2;
 			*ns = n;
+			*cpu = ca;
 		}
 	}
 	return best;
 }
 
 void cd_clock_init(cd_clock *c) {
-	c->t0 = reading(&c->ns0);
+	memset(c, 0, sizeof(*c));
+#if defined(__x86_64__)
+	c->rdtscp = has_rdtscp();
+#endif
+	c->t0 = reading(c, &c->ns0, &c->cpu);
 	do
-		c->t = reading(&c->ns);
-	while (c->ns - c->ns0 < 1000000);
+		c->t = reading(c, &c->ns, &c->cpu);
+	while (c->ns - c->ns0 < CD_ANCHOR_MIN_NS);
 	c->scale = c->t > c->t0 ? (double)(c->ns - c->ns0) / (double)(c->t - c->t0) : 1;
+	c->every = CD_ANCHOR_MIN_NS;
 }
 
-// since is how long ago, by the counter, c was anchored; negative after a move to a CPU whose
-// counter lags.
-static double since(const cd_clock *c) {
-	return (double)(int64_t)(counter() - c->t) * c->scale;
-}
-
-static int64_t clock_stamp(const cd_clock *c) {
-	return c->ns + (int64_t)since(c);
-}
-
-// clock_anchor reads the real clock again once the latest anchor is twice as old as the interval
-// before it, or CD_ANCHOR_NS old (so intervals double up to CD_ANCHOR_NS), and fits the slope over
-// that last interval: the counter's rate against the clock is not constant everywhere (in an
-// emulated VM it moves by tenths of a percent, and the kernel marks such a TSC unstable), so a
-// slope from the first anchor, or an anchor from before a pause, could put stamps milliseconds off.
+// clock_anchor reads the real clock again and refits the slope over the whole span since the first
+// anchor: one reading's error then barely tilts the line. Where the kernel does not trust the
+// counter (an emulated VM's TSC) its rate against the clock also wanders, here by up to 0.7% within
+// 10 ms: each anchor sets c->every to the interval over which the drift it just measured stays
+// within CD_CLOCK_TOL_NS (growing at most twofold).
 static void clock_anchor(cd_clock *c) {
-	double s = since(c);
-	if (s >= 0 && s < CD_ANCHOR_NS && s < 2 * (double)(c->ns - c->ns0))
-		return;
 	int64_t ns;
-	uint64_t t = reading(&ns);
-	if (t > c->t && ns > c->ns)
-		c->scale = (double)(ns - c->ns) / (double)(t - c->t);
-	c->t0 = c->t;
-	c->ns0 = c->ns;
+	uint32_t cpu;
+	uint64_t t = reading(c, &ns, &cpu);
+	if (cpu == c->cpu && ns > c->ns) {
+		double off = (double)(c->ns - ns) + (double)(int64_t)(t - c->t) * c->scale;
+		off = off < 0 ? -off : off;
+		double every = 2 * (double)c->every;
+		if (off * every > CD_CLOCK_TOL_NS * (double)(ns - c->ns))
+			every = CD_CLOCK_TOL_NS * (double)(ns - c->ns) / off;
+		c->every = every < CD_ANCHOR_MIN_NS	? CD_ANCHOR_MIN_NS
+			   : every > CD_ANCHOR_MAX_NS ? CD_ANCHOR_MAX_NS
+						      : (int64_t)every;
+	}
+	if (t > c->t0 && ns > c->ns0)
+		c->scale = (double)(ns - c->ns0) / (double)(t - c->t0);
 	c->t = t;
 	c->ns = ns;
+	c->cpu = cpu;
+}
+
+// clock_stamp dates now. It anchors first when the latest anchor was read on another CPU, is
+// c->every old, or older than the span since the first (so anchors start at doubling intervals):
+// no stamp is extrapolated over a pause or across CPUs.
+static int64_t clock_stamp(cd_clock *c) {
+	uint32_t cpu;
+	double s = (double)(int64_t)(counter(c, &cpu) - c->t) * c->scale;
+	if (cpu != c->cpu || s < 0 || s >= (double)c->every || s >= (double)(c->ns - c->ns0)) {
+		clock_anchor(c);
+		return c->ns;
+	}
+	return c->ns + (int64_t)s;
 }
 
 // poll_once polls what cq holds now, up to n completions, and fires the triggers waiting on it.
@@ -288,10 +327,8 @@ static int poll_once(cd_cq *cq, cd_wc *out, int n) {
 			return got > 0 ? got : -1;
 		int64_t at = 0;
 		if (rc > 0) {
-			if (cq->clock) {
-				clock_anchor(cq->clock); // after a pause, anchor before stamping
+			if (cq->clock)
 				at = clock_stamp(cq->clock);
-			}
 			int failed = 0;
 			for (int i = 0; i < rc; i++)
 				failed |= wc[i].status != IBV_WC_SUCCESS;
@@ -340,8 +377,7 @@ static int poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after) {
 int cd_poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after) {
 	int got = poll_cq(cq, out, n, spins, yield_after);
 	if (cq->clock)
-		clock_anchor(cq->clock); // here, off the path from a completion to the next post
-
+		clock_stamp(cq->clock); // anchors here if due, off the path from a completion to a post
 	return got;
 }
 

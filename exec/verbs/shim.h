@@ -87,18 +87,20 @@ typedef struct {
 struct cd_trigger;
 
 // cd_clock stamps completions (exec.StampCQ) in CLOCK_MONOTONIC nanoseconds from the CPU's cycle
-// counter (x86-64; elsewhere it reads the clock), mapped by a line through the two latest readings
-// of the clock. A stamping poll anchors again once the latest anchor is twice as old as the
-// interval before it, and at least every CD_ANCHOR_NS: where the clock source is emulated (a VM's
-// HPET) a clock_gettime costs microseconds, a counter read nanoseconds. One per device context.
-// C memory.
+// counter (x86-64; elsewhere it reads the clock), mapped by a line through readings of the clock
+// taken as often as the counter's drift asks (every 0.5 to 10 ms), before the first stamp after a
+// pause, and after a move to another CPU: where the clock source is emulated (a VM's HPET) a
+// clock_gettime costs microseconds, a counter read nanoseconds. One per device context. C memory.
 typedef struct {
-	uint64_t t0, t;  // counter at the previous and the latest anchor
+	uint64_t t0, t;  // counter at the first and the latest anchor
 	int64_t ns0, ns; // the clock at the same points
-	double scale;    // nanoseconds per count, over that interval
+	double scale;    // nanoseconds per count, from the first anchor to the latest
+	int64_t every;   // nanoseconds from one anchor to the next
+	uint32_t cpu;    // the CPU the latest anchor read the counter on (with rdtscp)
+	int rdtscp;      // the counter names its CPU
 } cd_clock;
 
-// cd_clock_init anchors c twice, about a millisecond apart (it spins meanwhile).
+// cd_clock_init anchors c twice, half a millisecond apart (it spins meanwhile).
 void cd_clock_init(cd_clock *c);
 // cd_mono_ns reads CLOCK_MONOTONIC.
 int64_t cd_mono_ns(void);
