@@ -253,9 +253,9 @@ func TestOpenRestricted(t *testing.T) {
 
 // TestStamp: a CQ asked to stamp dates each completion, on exec's clock, between the post and
 // the poll that returns it (within the error of the cycle counter's calibration, stampSlack), in
-// order, also after pauses without polls (the counter's rate against the clock drifts, in a VM by
-// tenths of a percent: a line extrapolated over a pause put stamps milliseconds early); unasked,
-// it leaves the time zero.
+// order, also right after pauses without polls (in a VM the counter's rate against the clock drifts
+// by up to 0.7% in 10 ms: no stamp may come from a line extrapolated over a pause); unasked, it
+// leaves the time zero.
 func TestStamp(t *testing.T) {
 	const stampSlack = 20_000 // ns
 	c, _ := pair(t, provider(t), exec.AccessLocalWrite, 0)
