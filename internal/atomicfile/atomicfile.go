@@ -1,0 +1,329 @@
+// Package atomicfile writes files so that a failed or interrupted write never leaves a torn or
+// truncated file behind.
+//
+// Guarantees, for a target that is a regular file or does not exist yet:
+//
+//   - The data goes to a new temporary file in the target's directory, which is synced to disk,
+//     given the old file's permission bits (a new file gets 0666 less the umask, as os.Create
+//     gives it), and renamed over the target; then the directory is synced.
+//   - Until that rename, the target is untouched: a write error (a full disk, EFBIG under
+//     `ulimit -f`), a failed sync or an Abort removes the temporary file and leaves the old
+//     content byte for byte. The Go runtime catches SIGXFSZ, so a write past RLIMIT_FSIZE returns
+//     EFBIG instead of killing the process with its temporary file in place.
+//   - A reader that opens the target while it is being written sees the old file or the new one,
+//     complete, never a mix.
+//   - A symbolic link is followed: the file it resolves to is replaced and the link stays a link.
+//     A file with several hard links is replaced under the one name only (the other names keep
+//     the old content), as with any editor that writes by renaming.
+//   - A target that is not a regular file (a character device such as /dev/null or /dev/stdout,
+//     a FIFO) cannot be replaced: it is opened and written directly, with none of the above.
+//   - A regular file the caller may not write (mode 0444 for a non-root user) is refused as
+//     os.WriteFile would refuse it, even though the directory would allow the rename.
+//
+// Ownership, extended attributes and ACLs of the old file are not carried over: the new file
+// belongs to the writer, with the directory's defaults.
+package atomicfile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// TargetError says why a path cannot be written, before anything is written.
+type TargetError struct {
+	Path   string // the path as given
+	Reason string // e.g. "directory out does not exist"
+	Err    error  // the underlying error, for errors.Is (fs.ErrNotExist, syscall.EISDIR, ...)
+}
+
+func (e *TargetError) Error() string { return e.Path + ": " + e.Reason }
+func (e *TargetError) Unwrap() error { return e.Err }
+
+// target is where a write to a path goes.
+type target struct {
+	path   string      // the path as given (for messages; direct writes open it)
+	real   string      // the file to rename over, symbolic links resolved (rename mode)
+	direct bool        // not a regular file: write through path itself
+	exists bool        // real exists (rename mode)
+	perm   fs.FileMode // real's permission bits, when it exists
+}
+
+// maxLinks bounds how many symbolic links resolve follows, as the kernel does.
+const maxLinks = 40
+
+// resolve finds where a write to path goes, following symbolic links.
+func resolve(path string) (*target, error) {
+	if path == "" {
+		return nil, &TargetError{Path: path, Reason: "empty file name", Err: fs.ErrInvalid}
+	}
+	// Let the kernel follow the links first: it also knows the links of /proc (/dev/stdout is
+	// /proc/self/fd/1, whose target "pipe:[123]" is no path).
+	info, err := os.Stat(path)
+	switch {
+	case err == nil && info.IsDir():
+		return nil, &TargetError{Path: path, Reason: "is a directory", Err: syscall.EISDIR}
+	case err == nil && !info.Mode().IsRegular():
+		return &target{path: path, direct: true}, nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	// A regular file, or nothing yet: find the name to rename over, link by link, so that a
+	// dangling link still leads to the file it names.
+	p := path
+	for range maxLinks {
+		dir, err := directory(path, filepath.Dir(p))
+		if err != nil {
+			return nil, err
+		}
+		p = filepath.Join(dir, filepath.Base(p))
+		li, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return &target{path: path, real: p}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch m := li.Mode(); {
+		case m.IsRegular():
+			return &target{path: path, real: p, exists: true, perm: m.Perm()}, nil
+		case m.IsDir():
+			return nil, &TargetError{Path: path, Reason: "is a directory", Err: syscall.EISDIR}
+		case m&fs.ModeSymlink == 0:
+			return &target{path: path, direct: true}, nil
+		}
+		if onProcFS(dir) { // a magic link: only the kernel knows where it leads
+			return &target{path: path, direct: true}, nil
+		}
+		link, err := os.Readlink(p)
+		if err != nil {
+			return nil, err
+		}
+		if !filepath.IsAbs(link) {
+			link = filepath.Join(dir, link) // dir has no links left, so ".." in link is safe to clean
+		}
+		p = link
+	}
+	return nil, &fs.PathError{Op: "open", Path: path, Err: syscall.ELOOP}
+}
+
+// directory resolves dir, the directory a write to path goes to, to a path without symbolic
+// links; it must exist and be a directory.
+func directory(path, dir string) (string, error) {
+	real, err := filepath.EvalSymlinks(dir)
+	if err == nil {
+		var info fs.FileInfo
+		if info, err = os.Stat(real); err == nil && !info.IsDir() {
+			err = syscall.ENOTDIR
+		}
+	}
+	switch {
+	case err == nil:
+		return real, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return "", &TargetError{Path: path, Reason: fmt.Sprintf("directory %s does not exist", dir), Err: err}
+	case errors.Is(err, syscall.ENOTDIR):
+		return "", &TargetError{Path: path, Reason: fmt.Sprintf("%s is not a directory", dir), Err: err}
+	}
+	return "", err
+}
+
+// Check reports whether path can be written, without writing anything: its directory exists,
+// path is not a directory, and the caller may write the file (or create one in the directory).
+// Commands call it before their work, so that a bad output path is reported first.
+func Check(path string) error {
+	t, err := resolve(path)
+	if err != nil {
+		return err
+	}
+	return t.writable()
+}
+
+// writable checks permissions the kernel would not check itself when renaming over the target.
+func (t *target) writable() error {
+	switch {
+	case t.direct:
+		return accessible(t.path, "", t.path)
+	case t.exists:
+		if err := accessible(t.real, "", t.path); err != nil {
+			return err
+		}
+	}
+	return accessible(filepath.Dir(t.real), "cannot create files in "+filepath.Dir(t.real), t.path)
+}
+
+// File is a write in progress: the data written goes to a temporary file until Commit renames it
+// over the target (or, for a target that is not a regular file, straight to the target).
+type File struct {
+	t    *target
+	f    *os.File
+	tmp  string // the temporary file's name ("" for a direct write)
+	err  error  // the first write error
+	done bool   // committed or aborted
+}
+
+// Create starts a write to path. The caller writes the data and then calls Commit, or Abort to
+// leave the target as it was; deferring Abort is safe, it does nothing after Commit.
+func Create(path string) (*File, error) {
+	t, err := resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.writable(); err != nil {
+		return nil, err
+	}
+	if t.direct {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			return nil, err
+		}
+		return &File{t: t, f: f}, nil
+	}
+	f, err := createTemp(t.real, t.exists)
+	if err != nil {
+		return nil, asTarget(err, path)
+	}
+	if t.exists {
+		if err := f.Chmod(t.perm); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return nil, asTarget(err, path)
+		}
+	}
+	return &File{t: t, f: f, tmp: f.Name()}, nil
+}
+
+// createTemp creates a new file beside real, named after it. A new target's mode comes from the
+// umask, as with os.Create; an existing one's is set by the caller, and until then only the
+// owner can read the file.
+func createTemp(real string, exists bool) (*os.File, error) {
+	dir, base := filepath.Split(real)
+	if len(base) > 200 { // leave room for the suffix in a 255-byte name
+		base = base[:200]
+	}
+	perm := fs.FileMode(0o666)
+	if exists {
+		perm = 0o600
+	}
+	for range 10000 {
+		name := filepath.Join(dir, "."+base+".tmp"+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, &fs.PathError{Op: "create", Path: real, Err: fs.ErrExist}
+}
+
+// Write writes to the temporary file (or the direct target). After an error every later Write
+// fails with the same error, and Commit returns it.
+func (f *File) Write(p []byte) (int, error) {
+	if f.done {
+		return 0, fs.ErrClosed
+	}
+	if f.err != nil {
+		return 0, f.err
+	}
+	n, err := f.f.Write(p)
+	if err != nil {
+		f.err = asTarget(err, f.t.path)
+	}
+	return n, f.err
+}
+
+// Name returns the path given to Create.
+func (f *File) Name() string { return f.t.path }
+
+// Commit finishes the write: it syncs the temporary file, renames it over the target and syncs
+// the directory. If anything fails before the rename, the temporary file is removed, the target
+// is left as it was and the error is returned. A direct write is just closed.
+func (f *File) Commit() error {
+	if f.done {
+		return fs.ErrClosed
+	}
+	if f.err != nil {
+		f.Abort()
+		return f.err
+	}
+	if f.tmp == "" {
+		f.done = true
+		return asTarget(f.f.Close(), f.t.path)
+	}
+	if err := f.f.Sync(); err != nil {
+		f.Abort()
+		return asTarget(err, f.t.path)
+	}
+	f.done = true
+	if err := f.f.Close(); err != nil {
+		os.Remove(f.tmp)
+		return asTarget(err, f.t.path)
+	}
+	if err := os.Rename(f.tmp, f.t.real); err != nil {
+		os.Remove(f.tmp)
+		return asTarget(err, f.t.path)
+	}
+	return syncDir(filepath.Dir(f.t.real), f.t.path)
+}
+
+// Abort ends the write without touching the target and removes the temporary file. It does
+// nothing after Commit or an earlier Abort. (A direct write has already reached the target.)
+func (f *File) Abort() error {
+	if f.done {
+		return nil
+	}
+	f.done = true
+	err := f.f.Close()
+	if f.tmp != "" {
+		if rerr := os.Remove(f.tmp); rerr != nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+// WriteFile writes data to path as Create, Write and Commit do: the target holds either its old
+// content or data, whatever happens.
+func WriteFile(path string, data []byte) error {
+	f, err := Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Commit()
+}
+
+// syncDir makes a rename in dir durable. Filesystems that cannot sync a directory say EINVAL,
+// which is not an error here.
+func syncDir(dir, path string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return asTarget(err, path)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("%s written, but syncing its directory failed: %w", path, err)
+	}
+	return nil
+}
+
+// asTarget makes an error about the temporary file name the target instead, which is what the
+// user asked to write.
+func asTarget(err error, path string) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		return &fs.PathError{Op: pe.Op, Path: path, Err: pe.Err}
+	case errors.As(err, &le):
+		return &fs.PathError{Op: le.Op, Path: path, Err: le.Err}
+	}
+	return err
+}

@@ -1,0 +1,346 @@
+package atomicfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// helperEnv makes the test binary, started again by a test, run helperMain instead of the tests.
+const helperEnv = "ATOMICFILE_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if arg := os.Getenv(helperEnv); arg != "" {
+		os.Exit(helperMain(arg))
+	}
+	os.Exit(m.Run())
+}
+
+// helperMain writes 64 KiB to the file named by arg and exits 0 if that worked, 3 if the write
+// failed with EFBIG, 4 if it failed with EACCES and 1 otherwise; the error goes to stderr.
+func helperMain(path string) int {
+	err := WriteFile(path, bytes.Repeat([]byte("new content\n"), 64<<10/12))
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, err)
+	switch {
+	case errors.Is(err, syscall.EFBIG):
+		return 3
+	case errors.Is(err, syscall.EACCES):
+		return 4
+	}
+	return 1
+}
+
+// names lists the entries of dir.
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func mode(t *testing.T, path string) fs.FileMode {
+	t.Helper()
+	info, err := os.Lstat(path)
+	require.NoError(t, err)
+	return info.Mode()
+}
+
+func TestWriteFileKeepsMode(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "plan.dag")
+	require.NoError(t, os.WriteFile(f, []byte("old"), 0o600))
+	require.NoError(t, os.Chmod(f, 0o640))
+	require.NoError(t, WriteFile(f, []byte("new")))
+	got, err := os.ReadFile(f)
+	require.NoError(t, err)
+	assert.Equal(t, "new", string(got))
+	assert.Equal(t, fs.FileMode(0o640), mode(t, f), "the old file's mode")
+
+	require.NoError(t, os.Chmod(f, 0o755))
+	require.NoError(t, WriteFile(f, []byte("newer")))
+	assert.Equal(t, fs.FileMode(0o755), mode(t, f))
+	assert.Equal(t, []string{"plan.dag"}, names(t, dir), "no temporary file left")
+}
+
+func TestNewFileModeFollowsUmask(t *testing.T) {
+	old := syscall.Umask(0o027)
+	defer syscall.Umask(old)
+	dir := t.TempDir()
+	f := filepath.Join(dir, "new.txt")
+	require.NoError(t, WriteFile(f, []byte("x")))
+	assert.Equal(t, fs.FileMode(0o640), mode(t, f), "0666 less the umask, as os.Create")
+	syscall.Umask(0)
+	g := filepath.Join(dir, "new2.txt")
+	require.NoError(t, WriteFile(g, []byte("x")))
+	assert.Equal(t, fs.FileMode(0o666), mode(t, g))
+}
+
+// TestAbortLeavesOld: a write abandoned half-way (as after an error in the code producing the
+// data) leaves the old content and no temporary file; the temporary file is not the target.
+func TestAbortLeavesOld(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "out.txt")
+	require.NoError(t, os.WriteFile(f, []byte("old content"), 0o644))
+	w, err := Create(f)
+	require.NoError(t, err)
+	_, err = w.Write([]byte("half of the new"))
+	require.NoError(t, err)
+	got, err := os.ReadFile(f)
+	require.NoError(t, err)
+	assert.Equal(t, "old content", string(got), "nothing reaches the target before Commit")
+	assert.Len(t, names(t, dir), 2, "the data goes to a temporary file beside the target")
+	require.NoError(t, w.Abort())
+	require.NoError(t, w.Abort(), "a second Abort does nothing")
+	assert.ErrorIs(t, w.Commit(), fs.ErrClosed)
+	got, err = os.ReadFile(f)
+	require.NoError(t, err)
+	assert.Equal(t, "old content", string(got))
+	assert.Equal(t, []string{"out.txt"}, names(t, dir))
+
+	w, err = Create(f)
+	require.NoError(t, err)
+	defer w.Abort() // does nothing after Commit
+	_, err = w.Write([]byte("new"))
+	require.NoError(t, err)
+	require.NoError(t, w.Commit())
+	got, err = os.ReadFile(f)
+	require.NoError(t, err)
+	assert.Equal(t, "new", string(got))
+}
+
+// TestFileSizeLimit: under `ulimit -f` the kernel fails the write with EFBIG and sends SIGXFSZ,
+// whose default action kills a process (the check on `head` shows that the limit and the signal
+// are real here). A Go program catches SIGXFSZ, so WriteFile returns EFBIG, removes its temporary
+// file and leaves the old content byte for byte.
+func TestFileSizeLimit(t *testing.T) {
+	dir := t.TempDir()
+	killed := filepath.Join(dir, "killed")
+	out, err := exec.Command("sh", "-c", `ulimit -f 8 && head -c 100000 /dev/zero > "$0"`, killed).CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	require.True(t, ok)
+	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGXFSZ || ws.ExitStatus() == 128+int(syscall.SIGXFSZ), "head dies of SIGXFSZ: %v", ee)
+	require.NoError(t, os.Remove(killed))
+
+	f := filepath.Join(dir, "big.dag")
+	old := bytes.Repeat([]byte("old\n"), 1000) // 4000 bytes, below the limit of 8 blocks
+	require.NoError(t, os.WriteFile(f, old, 0o644))
+	cmd := exec.Command("sh", "-c", `ulimit -f 8 && exec "$0"`, os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"="+f)
+	out, err = cmd.CombinedOutput()
+	require.ErrorAs(t, err, &ee, "%s", out)
+	assert.Equal(t, 3, ee.ExitCode(), "EFBIG, not a signal: %v\n%s", ee, out)
+	assert.Equal(t, "write "+f+": file too large\n", string(out), "the error names the target")
+	got, err := os.ReadFile(f)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(old, got), "old content intact (%d bytes now)", len(got))
+	assert.Equal(t, []string{"big.dag"}, names(t, dir), "no temporary file left")
+}
+
+func TestSymlinkFollowed(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "sub")
+	require.NoError(t, os.Mkdir(sub, 0o755))
+	real := filepath.Join(sub, "real.txt")
+	require.NoError(t, os.WriteFile(real, []byte("old"), 0o600))
+	link := filepath.Join(dir, "link.txt")
+	require.NoError(t, os.Symlink("sub/real.txt", link))
+	// and a link to the link, through a linked directory
+	require.NoError(t, os.Symlink("sub", filepath.Join(dir, "subl")))
+	link2 := filepath.Join(sub, "link2.txt")
+	require.NoError(t, os.Symlink("../link.txt", link2))
+
+	require.NoError(t, WriteFile(link, []byte("new")))
+	assert.Equal(t, fs.ModeSymlink, mode(t, link)&fs.ModeSymlink, "the link stays a link")
+	got, err := os.ReadFile(real)
+	require.NoError(t, err)
+	assert.Equal(t, "new", string(got))
+	assert.Equal(t, fs.FileMode(0o600), mode(t, real))
+
+	require.NoError(t, WriteFile(filepath.Join(dir, "subl", "link2.txt"), []byte("newer")))
+	got, err = os.ReadFile(real)
+	require.NoError(t, err)
+	assert.Equal(t, "newer", string(got))
+	assert.Equal(t, fs.ModeSymlink, mode(t, link2)&fs.ModeSymlink)
+	assert.ElementsMatch(t, []string{"real.txt", "link2.txt"}, names(t, sub))
+
+	// A dangling link leads to the file it names, which is created.
+	dangling := filepath.Join(dir, "dangling")
+	require.NoError(t, os.Symlink("sub/made.txt", dangling))
+	require.NoError(t, WriteFile(dangling, []byte("made")))
+	assert.Equal(t, fs.ModeSymlink, mode(t, dangling)&fs.ModeSymlink)
+	got, err = os.ReadFile(filepath.Join(sub, "made.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "made", string(got))
+}
+
+func TestDevNullWrittenDirectly(t *testing.T) {
+	require.NoError(t, WriteFile("/dev/null", []byte("discarded")))
+	require.NoError(t, Check("/dev/null"))
+	info, err := os.Lstat("/dev/null")
+	require.NoError(t, err)
+	assert.Equal(t, fs.ModeDevice|fs.ModeCharDevice, info.Mode().Type(), "/dev/null is still a character device")
+	for _, n := range names(t, "/dev") {
+		assert.False(t, strings.HasPrefix(n, ".null.tmp"), "temporary file /dev/%s", n)
+	}
+}
+
+func TestFIFOWrittenDirectly(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "pipe")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	got := make(chan []byte, 1)
+	go func() {
+		f, err := os.Open(fifo)
+		if err != nil {
+			got <- []byte(err.Error())
+			return
+		}
+		defer f.Close()
+		b, _ := io.ReadAll(f)
+		got <- b
+	}()
+	data := bytes.Repeat([]byte("through the pipe\n"), 10000) // more than a pipe's buffer
+	require.NoError(t, WriteFile(fifo, data))
+	assert.Equal(t, data, <-got)
+	assert.Equal(t, fs.ModeNamedPipe, mode(t, fifo).Type(), "the FIFO is still a FIFO")
+}
+
+func TestBadTargets(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	for _, c := range []struct {
+		path, msg string
+		is        error
+	}{
+		{dir, dir + ": is a directory", syscall.EISDIR},
+		{".", ".: is a directory", syscall.EISDIR},
+		{filepath.Join(dir, "nodir", "x.txt"), filepath.Join(dir, "nodir", "x.txt") + ": directory " + filepath.Join(dir, "nodir") + " does not exist", fs.ErrNotExist},
+		{filepath.Join(file, "x.txt"), "not a directory", syscall.ENOTDIR},
+		{"", "empty file name", fs.ErrInvalid},
+	} {
+		err := Check(c.path)
+		require.Error(t, err, c.path)
+		assert.Contains(t, err.Error(), c.msg)
+		assert.ErrorIs(t, err, c.is, c.path)
+		_, err = Create(c.path)
+		assert.ErrorIs(t, err, c.is, c.path)
+	}
+	assert.Equal(t, []string{"file"}, names(t, dir), "nothing created")
+}
+
+// TestReadOnlyDirectory: a directory the caller may not write is refused by Check and by
+// Create, and nothing is left in it. Root may write anywhere, so as root the test runs the
+// write in a helper process as user nobody.
+func TestReadOnlyDirectory(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	ro := filepath.Join(dir, "ro")
+	require.NoError(t, os.Mkdir(ro, 0o755))
+	f := filepath.Join(ro, "out.txt")
+	require.NoError(t, os.WriteFile(f, []byte("old"), 0o644))
+	require.NoError(t, os.Chmod(f, 0o666)) // the file may be written: only the directory may not
+	require.NoError(t, os.Chmod(ro, 0o555))
+	defer os.Chmod(ro, 0o755)
+
+	if os.Geteuid() != 0 {
+		err := Check(f)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "cannot create files in "+ro+": permission denied")
+		assert.ErrorIs(t, WriteFile(f, []byte("new")), syscall.EACCES)
+		assert.ErrorIs(t, WriteFile(filepath.Join(ro, "new.txt"), []byte("new")), syscall.EACCES)
+	} else {
+		if runtime.GOOS != "linux" {
+			t.Skip("runs the helper as nobody on Linux only")
+		}
+		bin := filepath.Join(dir, "helper.test") // the test binary may sit in a directory only root can enter
+		data, err := os.ReadFile(os.Args[0])
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(bin, data, 0o755))
+		for _, target := range []string{f, filepath.Join(ro, "new.txt")} {
+			cmd := exec.Command(bin)
+			cmd.Env = append(os.Environ(), helperEnv+"="+target)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "%s", out)
+			assert.Equal(t, 4, ee.ExitCode(), "EACCES: %s", out)
+			assert.Equal(t, target+": cannot create files in "+ro+": permission denied\n", string(out))
+		}
+	}
+	got, err := os.ReadFile(f)
+	require.NoError(t, err)
+	assert.Equal(t, "old", string(got))
+	assert.Equal(t, []string{"out.txt"}, names(t, ro), "nothing left in the directory")
+}
+
+// TestReadOnlyFile: a file the caller may not write is not replaced, although the directory
+// would allow the rename (as root, nothing is read-only).
+func TestReadOnlyFile(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root may write any file")
+	}
+	dir := t.TempDir()
+	f := filepath.Join(dir, "out.txt")
+	require.NoError(t, os.WriteFile(f, []byte("old"), 0o444))
+	assert.ErrorIs(t, WriteFile(f, []byte("new")), syscall.EACCES)
+	got, err := os.ReadFile(f)
+	require.NoError(t, err)
+	assert.Equal(t, "old", string(got))
+}
+
+// TestConcurrentReaders: while a file is rewritten over and over, readers only ever see one of
+// the complete versions (os.WriteFile, which truncates and then writes, fails this at once).
+func TestConcurrentReaders(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "plan.dag")
+	versions := [][]byte{
+		bytes.Repeat([]byte("op a = nop # version A\n"), 4000),
+		bytes.Repeat([]byte("op b=nop\n"), 9000),
+	}
+	require.NoError(t, os.WriteFile(f, versions[0], 0o644))
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var reads, torn atomic.Int64
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				b, err := os.ReadFile(f)
+				if err != nil || !bytes.Equal(b, versions[0]) && !bytes.Equal(b, versions[1]) {
+					torn.Add(1)
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	for i := range 100 {
+		require.NoError(t, WriteFile(f, versions[(i+1)%2]))
+	}
+	stop.Store(true)
+	wg.Wait()
+	assert.Zero(t, torn.Load(), "reads that saw a torn or missing file, of %d", reads.Load())
+	assert.Positive(t, reads.Load())
+}
