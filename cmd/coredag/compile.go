@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
-	"os"
 
 	"github.com/coredag/coredag/planner"
 )
@@ -25,6 +23,11 @@ func (c *compileCmd) Run(e *env) error {
 	t, err := planner.LookupTarget(c.Target)
 	if err != nil {
 		return usageError("%v", err)
+	}
+	if c.Out != "" {
+		if err := checkOutput(e, "-o", c.Out, c.File); err != nil {
+			return err
+		}
 	}
 	l, err := mustLoad(e, c.File, c.paramFlags, c.Format == "json")
 	if err != nil {
@@ -53,8 +56,5 @@ func (c *compileCmd) Run(e *env) error {
 		_, err := e.stdout.Write(buf.Bytes())
 		return err
 	}
-	if err := os.WriteFile(c.Out, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("writing the listing: %w", err)
-	}
-	return nil
+	return writeOutput(c.Out, "the listing", buf.Bytes())
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
-	"os"
 
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/viz"
@@ -32,6 +30,9 @@ func (c *dotCmd) Run(e *env) error {
 			return usageError("%v", err)
 		}
 		format = f
+		if err := checkOutput(e, "-o", c.Out, c.File); err != nil {
+			return err
+		}
 	}
 	if c.Limit <= 0 {
 		return usageError("--limit %d: want a positive node count", c.Limit)
@@ -71,8 +72,5 @@ func (c *dotCmd) Run(e *env) error {
 		_, err := e.stdout.Write(buf.Bytes())
 		return err
 	}
-	if err := os.WriteFile(c.Out, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("writing the drawing: %w", err)
-	}
-	return nil
+	return writeOutput(c.Out, "the drawing", buf.Bytes())
 }

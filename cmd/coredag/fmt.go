@@ -6,9 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/atomicfile"
 )
 
 func init() {
@@ -19,7 +21,7 @@ type fmtCmd struct {
 	List  bool     `short:"l" help:"List files whose formatting differs from coredag's."`
 	Write bool     `short:"w" help:"Write the result to the file instead of stdout."`
 	Diff  bool     `short:"d" help:"Print a unified diff instead of the formatted text."`
-	Paths []string `arg:"" optional:"" name:"path" help:"Plan files, or directories to search for .dag files."`
+	Paths []string `arg:"" optional:"" name:"path" help:"Plan files, or directories to search for .dag files; - for stdin."`
 }
 
 func (c *fmtCmd) Run(e *env) error {
@@ -30,6 +32,19 @@ func (c *fmtCmd) Run(e *env) error {
 		src, err := readSource(e, "-")
 		if err != nil {
 			return err
+		}
+		return c.file(e, "<stdin>", src, true)
+	}
+	if slices.Contains(c.Paths, "-") {
+		switch {
+		case c.Write || c.List:
+			return usageError("fmt: - (stdin) goes to stdout: it takes neither -w nor -l")
+		case len(c.Paths) > 1:
+			return usageError("fmt: - (stdin) must be the only path")
+		}
+		src, err := readSource(e, "-")
+		if err != nil {
+			return usageError("%v", err)
 		}
 		return c.file(e, "<stdin>", src, true)
 	}
@@ -71,12 +86,8 @@ func (c *fmtCmd) file(e *env, name string, src []byte, stdin bool) error {
 		fmt.Fprintln(e.stdout, name)
 	}
 	if c.Write && changed {
-		info, err := os.Stat(name)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(name, out, info.Mode().Perm()); err != nil {
-			return err
+		if err := atomicfile.WriteFile(name, out); err != nil {
+			return fmt.Errorf("fmt -w: %w (%s left as it was)", err, name)
 		}
 	}
 	if c.Diff && changed {

@@ -20,6 +20,7 @@ import (
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/internal/atomicfile"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/viz"
 )
@@ -87,6 +88,9 @@ func (c *runCmd) Run(e *env) error {
 		if _, err := viz.FormatForFile(c.OnHang); err != nil {
 			return usageError("--on-hang: %v", err)
 		}
+	}
+	if err := c.checkOutputs(e, c.Timeline); err != nil {
+		return err
 	}
 	if c.Timeline != "" && c.Explore > 0 {
 		return usageError("--timeline records one run: drop --explore")
@@ -385,12 +389,15 @@ func (p *progress) done() {
 // writeTimeline writes what res recorded (--timeline) to path; a failed run's iterations up to
 // the failure are kept.
 func (c *runCmd) writeTimeline(e *env, plan string, g *planner.Graph, res *exec.Result, path string) error {
-	var buf bytes.Buffer
-	if err := viz.Timeline(&buf, g, res.Latency.All, res.Timeline); err != nil {
-		return err
+	f, err := atomicfile.Create(path)
+	if err == nil {
+		defer f.Abort()
+		if err = viz.Timeline(f, g, res.Latency.All, res.Timeline); err == nil {
+			err = f.Commit()
+		}
 	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		fmt.Fprintf(e.stderr, "%s: --timeline: %v\n", plan, err)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "%s: --timeline: %v (%s left as it was)\n", plan, err, path)
 		return &exitError{code: exitFail}
 	}
 	if !c.JSON {
@@ -410,7 +417,7 @@ func writeHangView(path string, plan *planner.Plan, h *exec.HangError) error {
 	if err := viz.Write(viz.Plan(plan, viz.Options{Highlight: hangHighlight(h)}), format, &buf); err != nil {
 		return err
 	}
-	return os.WriteFile(path, buf.Bytes(), 0o644)
+	return atomicfile.WriteFile(path, buf.Bytes())
 }
 
 // hangHighlight picks what a hang drawing marks: every stuck WAIT or HOST step (or, for the

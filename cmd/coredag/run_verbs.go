@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -52,6 +51,9 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 	if c.Explore > 0 || c.OnHang != "" || len(c.Dump) > 0 {
 		return usageError("--explore, --on-hang and --dump work with the software NIC only")
 	}
+	if err := c.checkOutputs(e, c.timelinePath(world.Rank, world.Size)); err != nil {
+		return err
+	}
 	pf := c.paramFlags
 	if !hasParam(pf, "ranks") {
 		pf.Params = append(append([]string(nil), pf.Params...), "ranks="+strconv.Itoa(world.Size))
@@ -83,11 +85,7 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 	res, own, all, err := bootstrap.RunProcess(context.Background(), g, plan, nic, cfg,
 		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true, NoTriggers: c.NoTriggers, Timeline: c.Timeline != ""})
 	if c.Timeline != "" && res != nil {
-		path := c.Timeline
-		if world.Size > 1 {
-			ext := filepath.Ext(path)
-			path = fmt.Sprintf("%s.rank%d%s", strings.TrimSuffix(path, ext), world.Rank, ext)
-		}
+		path := c.timelinePath(world.Rank, world.Size)
 		defer func() { // after the verdicts, which a failed write must not hide
 			if werr := c.writeTimeline(e, l.path, g, res, path); werr != nil && err == nil {
 				err = werr
