@@ -42,7 +42,12 @@ type TargetError struct {
 	Err    error  // the underlying error, for errors.Is (fs.ErrNotExist, syscall.EISDIR, ...)
 }
 
-func (e *TargetError) Error() string { return e.Path + ": " + e.Reason }
+func (e *TargetError) Error() string {
+	if e.Path == "" {
+		return e.Reason
+	}
+	return e.Path + ": " + e.Reason
+}
 func (e *TargetError) Unwrap() error { return e.Err }
 
 // target is where a write to a path goes.
@@ -70,8 +75,8 @@ func resolve(path string) (*target, error) {
 		return nil, &TargetError{Path: path, Reason: "is a directory", Err: syscall.EISDIR}
 	case err == nil && !info.Mode().IsRegular():
 		return &target{path: path, direct: true}, nil
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return nil, err
+	case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+		return nil, err // the loop below names a directory that is missing or is a file
 	}
 	// A regular file, or nothing yet: find the name to rename over, link by link, so that a
 	// dangling link still leads to the file it names.

@@ -237,13 +237,14 @@ func TestBadTargets(t *testing.T) {
 	}{
 		{dir, dir + ": is a directory", syscall.EISDIR},
 		{".", ".: is a directory", syscall.EISDIR},
+		{"/", "/: is a directory", syscall.EISDIR},
 		{filepath.Join(dir, "nodir", "x.txt"), filepath.Join(dir, "nodir", "x.txt") + ": directory " + filepath.Join(dir, "nodir") + " does not exist", fs.ErrNotExist},
-		{filepath.Join(file, "x.txt"), "not a directory", syscall.ENOTDIR},
+		{filepath.Join(file, "x.txt"), filepath.Join(file, "x.txt") + ": " + file + " is not a directory", syscall.ENOTDIR},
 		{"", "empty file name", fs.ErrInvalid},
 	} {
 		err := Check(c.path)
 		require.Error(t, err, c.path)
-		assert.Contains(t, err.Error(), c.msg)
+		assert.Equal(t, c.msg, err.Error())
 		assert.ErrorIs(t, err, c.is, c.path)
 		_, err = Create(c.path)
 		assert.ErrorIs(t, err, c.is, c.path)
