@@ -329,3 +329,24 @@ func TestTimelineReadOnlyDirectory(t *testing.T) {
 	assert.Equal(t, []string{"t.json"}, entries(t, ro))
 	assert.False(t, strings.Contains(stderr, ".tmp"))
 }
+
+// TestWriteHangViewReplaces: the --on-hang drawing replaces its file by renaming a new one over
+// it (a hard link to the old file keeps the old drawing, which a write in place would have
+// changed), and a missing directory is an error that creates nothing.
+func TestWriteHangViewReplaces(t *testing.T) {
+	plan, h := hangPoll(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "hang.dot")
+	require.NoError(t, os.WriteFile(out, []byte("old drawing\n"), 0o644))
+	require.NoError(t, os.Link(out, filepath.Join(dir, "old.dot")))
+	require.NoError(t, writeHangView(out, plan, h))
+	assert.Contains(t, string(readFile(t, out)), "digraph")
+	assert.Equal(t, "old drawing\n", string(readFile(t, filepath.Join(dir, "old.dot"))))
+	assert.ElementsMatch(t, []string{"hang.dot", "old.dot"}, entries(t, dir))
+
+	missing := filepath.Join(dir, "nodir", "hang.dot")
+	err := writeHangView(missing, plan, h)
+	require.Error(t, err)
+	assert.Equal(t, missing+": directory "+filepath.Join(dir, "nodir")+" does not exist", err.Error())
+	assert.ElementsMatch(t, []string{"hang.dot", "old.dot"}, entries(t, dir))
+}
