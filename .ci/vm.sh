@@ -1,11 +1,11 @@
 #!/bin/bash
 # .ci/vm.sh -- real RDMA in CI: build coredag's verbs provider on the host, then run
-# scripts/vm-test.sh inside a throw-away VM with a Soft-RoCE device (../shared/tools/rxe-vm.sh).
+# scripts/vm-test.sh inside a throw-away VM with a Soft-RoCE device (.ci/rxe-vm.sh).
 # Exits non-zero if any plan or fault case fails there. Called by .ci/run; runnable alone from the
 # repository root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RXE_VM=${RXE_VM:-../shared/tools/rxe-vm.sh}
+RXE_VM=${RXE_VM:-.ci/rxe-vm.sh}
 PKGS="qemu-system-x86 busybox-static kmod rdma-core ibverbs-providers ibverbs-utils iproute2 cpio perftest libibverbs-dev"
 
 missing=$(for p in $PKGS; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' || echo "$p"; done)

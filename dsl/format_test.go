@@ -3,6 +3,8 @@ package dsl
 import (
 	"bytes"
 	"flag"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -91,10 +93,14 @@ func checkRoundTrip(t *testing.T, name string, f *File, out []byte) {
 	t.Helper()
 	g, err := Parse(name, out)
 	require.NoError(t, err, "formatted output does not parse:\n%s", out)
-	assert.True(t, Equal(f, g), "parse(format(x)) differs from parse(x):\n%s", out)
+	assert.Empty(t, cmp.Diff(f, g, sameSyntax), "parse(format(x)) differs from parse(x):\n%s", out)
 	require.Equal(t, commentTexts(f), commentTexts(g), "comments lost or changed")
 	assert.Equal(t, string(out), string(Format(g)), "format is not idempotent")
 }
+
+// sameSyntax compares two ASTs by structure and values: positions and comments (checked apart)
+// are ignored, and a nil list equals an empty one.
+var sameSyntax = cmp.Options{cmpopts.IgnoreTypes(Pos{}, Span{}, []*Comment(nil)), cmpopts.EquateEmpty()}
 
 func commentTexts(f *File) []string {
 	out := make([]string, len(f.Comments))

@@ -1,5 +1,5 @@
 #!/bin/bash
-# vm-test.sh -- coredag on real libibverbs, run INSIDE the Soft-RoCE VM of ../shared/tools/rxe-vm.sh
+# vm-test.sh -- coredag on real libibverbs, run INSIDE the Soft-RoCE VM of .ci/rxe-vm.sh
 # (.ci/vm.sh builds the binaries on the host and starts this script in the VM).
 #
 # 1. provider tests on the device (every opcode, batching, completion statuses);
@@ -43,7 +43,7 @@ if [ -z "$TEST" ] || [ ! -x "$TEST" ]; then
   exit 2
 fi
 if ! ibv_devinfo -d "$DEV" >/dev/null 2>&1; then
-  echo "vm-test.sh: no RDMA device $DEV here: run me inside ../shared/tools/rxe-vm.sh (or set COREDAG_VERBS_DEVICE)" >&2
+  echo "vm-test.sh: no RDMA device $DEV here: run me inside .ci/rxe-vm.sh (or set COREDAG_VERBS_DEVICE)" >&2
   exit 2
 fi
 

@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// applyDiff applies a unified diff produced by unifiedDiff to a, to check it independently.
+// applyDiff applies a unified diff produced by unifiedDiff to a, to check it independently of the
+// library that made it.
 func applyDiff(t *testing.T, a string, diff []byte) string {
 	t.Helper()
 	src := splitLines([]byte(a))
@@ -49,7 +50,7 @@ func applyDiff(t *testing.T, a string, diff []byte) string {
 }
 
 func TestUnifiedDiff(t *testing.T) {
-	assert.Nil(t, unifiedDiff("f", []byte("a\nb\n"), []byte("a\nb\n")))
+	assert.Empty(t, unifiedDiff("f", []byte("a\nb\n"), []byte("a\nb\n")))
 	d := unifiedDiff("f.dag", []byte("a\nb\nc\n"), []byte("a\nB\nc\n"))
 	assert.Equal(t, "--- f.dag.orig\n+++ f.dag\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n", string(d))
 
@@ -70,9 +71,26 @@ func TestUnifiedDiff(t *testing.T) {
 		as, bs := strings.Join(a, ""), strings.Join(b, "")
 		d := unifiedDiff("f", []byte(as), []byte(bs))
 		if as == bs {
-			assert.Nil(t, d)
+			assert.Empty(t, d)
 			continue
 		}
 		assert.Equal(t, bs, applyDiff(t, as, d), "case %d: %q -> %q\n%s", i, as, bs, d)
 	}
+}
+
+// splitLines cuts b into lines that keep their newline; a last line without one is marked as
+// unified diffs mark it.
+func splitLines(b []byte) []string {
+	s := string(b)
+	var lines []string
+	for len(s) > 0 {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			lines = append(lines, s+"\n\\ No newline at end of file\n")
+			break
+		}
+		lines = append(lines, s[:i+1])
+		s = s[i+1:]
+	}
+	return lines
 }
