@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -95,9 +97,22 @@ type jsonDiagnostic struct {
 	Message string `json:"message"`
 }
 
+// diagnosticsJSON lists err's diagnostics, each with its position: an ErrorList, one
+// diagnostic, or a runtime fault of an op (a failure before the run, in the reference).
 func diagnosticsJSON(err error) []jsonDiagnostic {
-	var list dsl.ErrorList
-	if !errors.As(err, &list) {
+	var (
+		list dsl.ErrorList
+		one  *dsl.Error
+		op   *exec.OpError
+	)
+	switch {
+	case errors.As(err, &list):
+	case errors.As(err, &one):
+		list = dsl.ErrorList{one}
+	case errors.As(err, &op):
+		msg := strings.TrimPrefix(op.Error(), op.Pos.String()+": ")
+		list = dsl.ErrorList{{Pos: op.Pos, Msg: msg}}
+	default:
 		return []jsonDiagnostic{{Message: err.Error()}}
 	}
 	out := make([]jsonDiagnostic, len(list))

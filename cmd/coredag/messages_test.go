@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/exec"
+)
+
+// TestInitCheckedWhole: check proves an init on every element of a large buffer, so the element
+// that fails is a diagnostic of check; what it cannot prove within its budget it says in a note,
+// and then `run --json` reports the failure with its position.
+func TestInitCheckedWhole(t *testing.T) {
+	failsLate := "plan big\nbuffer a u8[8MiB] init 1 / (i - 5000000)\nop n = nop\n"
+	code, _, stderr := coredag(t, failsLate, "check", "-")
+	assert.Equal(t, exitFail, code, stderr)
+	assert.Contains(t, stderr, "<stdin>:2:26: division by zero in 1 / 0 in the init of buffer a at element 5000000\n")
+
+	if testing.Short() {
+		t.Skip("evaluates 12M init elements")
+	}
+	// A divisor that range analysis cannot tell from zero: check evaluates it element by element
+	// until its budget runs out, then says what it left.
+	unproven := "plan big\nbuffer a u8[8MiB] init 1 / ((i % 7) + (i % 7 == 0) * (i < 8000000))\nop n = nop\n"
+	code, stdout, _ := coredag(t, unproven, "check", "--json", "-")
+	assert.Equal(t, exitOK, code)
+	var reports []checkReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &reports), stdout)
+	require.Len(t, reports[0].Notes, 1)
+	n := reports[0].Notes[0]
+	assert.Equal(t, []any{"<stdin>", 2, 24}, []any{n.File, n.Line, n.Col})
+	assert.Regexp(t, `^the init of buffer a is checked only in part: from element \d+ on rank 0, \d+ elements are left to run time`, n.Message)
+
+	code, stdout, _ = coredag(t, unproven, "run", "--json", "-")
+	assert.Equal(t, exitFail, code)
+	var r checkReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
+	require.Len(t, r.Diagnostics, 1)
+	assert.Equal(t, jsonDiagnostic{File: "<stdin>", Line: 2, Col: 26,
+		Message: "division by zero in 1 / 0 in the init of buffer a at element 8000006 on rank 0"}, r.Diagnostics[0])
+}
+
+// TestDiagnosticsJSONPositions: every diagnostic in JSON carries its position, whatever form
+// the error took on its way (a list, one diagnostic, an op's runtime fault).
+func TestDiagnosticsJSONPositions(t *testing.T) {
+	at := dsl.Pos{File: "p.dag", Line: 3, Col: 4}
+	for _, err := range []error{
+		dsl.ErrorList{{Pos: at, Msg: "boom"}},
+		&dsl.Error{Pos: at, Msg: "boom"},
+		fmt.Errorf("reference: %w", &dsl.Error{Pos: at, Msg: "boom"}),
+	} {
+		assert.Equal(t, []jsonDiagnostic{{File: "p.dag", Line: 3, Col: 4, Message: "boom"}}, diagnosticsJSON(err), "%T", err)
+	}
+	op := &exec.OpError{Op: "w", Rank: 1, Queue: "q", Pos: at, Err: errors.New("remote access error")}
+	assert.Equal(t, []jsonDiagnostic{{File: "p.dag", Line: 3, Col: 4, Message: "op w on rank 1, queue q: remote access error"}}, diagnosticsJSON(op))
+}
