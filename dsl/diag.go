@@ -106,23 +106,25 @@ func (l ErrorList) Err() error {
 // Sources maps file names to their text, so diagnostics can quote the offending line.
 type Sources map[string][]byte
 
-// Line returns the text of line n (1-based) of file, without its newline.
+// Line returns the text of line n (1-based) of file, without its line break (LF, CRLF or a lone
+// CR, as the lexer counts lines) and, on line 1, without a byte-order mark.
 func (s Sources) Line(file string, n int) (string, bool) {
 	src, ok := s[file]
 	if !ok || n < 1 {
 		return "", false
 	}
-	for i := 1; i < n; i++ {
-		j := bytes.IndexByte(src, '\n')
-		if j < 0 {
-			return "", false
-		}
-		src = src[j+1:]
+	starts := lineStarts(src)
+	if n > len(starts) {
+		return "", false
 	}
-	if j := bytes.IndexByte(src, '\n'); j >= 0 {
-		src = src[:j]
+	end := len(src)
+	if n < len(starts) {
+		end = starts[n]
 	}
-	return strings.TrimRight(string(src), "\r"), true
+	line := src[starts[n-1]:end]
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	return string(line), true
 }
 
 // PrintError writes err to w. Diagnostics (an *Error or an ErrorList) print one per entry as
