@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,4 +62,40 @@ func TestDiagnosticsJSONPositions(t *testing.T) {
 	}
 	op := &exec.OpError{Op: "w", Rank: 1, Queue: "q", Pos: at, Err: errors.New("remote access error")}
 	assert.Equal(t, []jsonDiagnostic{{File: "p.dag", Line: 3, Col: 4, Message: "op w on rank 1, queue q: remote access error"}}, diagnosticsJSON(op))
+}
+
+// TestNoTerminalEscapes: neither a plan's text nor a file name reaches the terminal raw: an
+// error on a line whose comment holds an OSC sequence, and a file name with a colour sequence.
+func TestNoTerminalEscapes(t *testing.T) {
+	dir := t.TempDir()
+	plan := "plan p\nparam ranks = 2\nop a = nop after zz   # \x1b]0;pwned\x07\n"
+	path := filepath.Join(dir, "x\x1b[31m.dag")
+	require.NoError(t, os.WriteFile(path, []byte(plan), 0o644))
+	for _, args := range [][]string{{"check", path}, {"run", path}, {"compile", path}, {"check", "-"}} {
+		code, stdout, stderr := coredag(t, plan, args...)
+		assert.Equal(t, exitFail, code, "%q", args)
+		for _, out := range []string{stdout, stderr} {
+			assert.NotContains(t, out, "\x1b", "%q", args)
+			assert.NotContains(t, out, "\x07", "%q", args)
+		}
+		assert.Contains(t, stderr, `:3:18: unknown op zz`, "%q", args)
+		assert.Contains(t, stderr, `    op a = nop after zz   # \x1b]0;pwned\x07`+"\n                     ^\n", "%q", args)
+	}
+	code, _, stderr := coredag(t, "", "check", path)
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stderr, strconv.Quote(path)+":3:18: unknown op zz")
+
+	// A clean plan under that name, and a name that does not exist.
+	require.NoError(t, os.WriteFile(path, []byte("plan p\nop a = nop\n"), 0o644))
+	code, stdout, _ := coredag(t, "", "check", path)
+	assert.Equal(t, exitOK, code)
+	assert.Equal(t, strconv.Quote(path)+": ok (plan p, 1 rank, 1 op)\n", stdout)
+	code, stdout, _ = coredag(t, "", "run", path)
+	assert.Equal(t, exitOK, code)
+	assert.Contains(t, stdout, "PASS "+strconv.Quote(path)+": ")
+	code, _, stderr = coredag(t, "", "check", path+"\x07missing")
+	assert.Equal(t, exitUsage, code)
+	assert.NotContains(t, stderr, "\x1b")
+	assert.NotContains(t, stderr, "\x07")
+	assert.Contains(t, stderr, `\x1b[31m.dag\x07missing`)
 }
