@@ -42,7 +42,8 @@ func readSource(e *env, path string) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
-// loadPlan loads one plan; an unreadable file or bad flag is a usage error (exit 2).
+// loadPlan loads one plan; an unreadable file or bad flag (-p naming a param the plan does
+// not declare, too) is a usage error (exit 2).
 func loadPlan(e *env, path string, p paramFlags) (*loaded, error) {
 	params, err := p.values()
 	if err != nil {
@@ -57,6 +58,10 @@ func loadPlan(e *env, path string, p paramFlags) (*loaded, error) {
 		name = "<stdin>"
 	}
 	g, err := planner.Load(name, src, params)
+	var pe *planner.ParamError
+	if errors.As(err, &pe) {
+		return nil, usageError("%s: %v", dsl.QuoteName(name), pe)
+	}
 	return &loaded{path: name, src: src, graph: g, err: err}, nil
 }
 

@@ -99,3 +99,23 @@ func TestNoTerminalEscapes(t *testing.T) {
 	assert.NotContains(t, stderr, "\x07")
 	assert.Contains(t, stderr, `\x1b[31m.dag\x07missing`)
 }
+
+// TestParamUsageErrors: a -p the plan cannot take is a mistake in the command line: exit 2, for
+// every command that reads a plan.
+func TestParamUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"check", "-p", "nosuch=1", "plans/ring_allreduce.dag"},
+		{"check", "--json", "-p", "nosuch=1", "plans/ring_allreduce.dag"},
+		{"run", "-p", "nosuch=1", "plans/ring_allreduce.dag"},
+		{"run", "--json", "-p", "ranks=0", "plans/ring_allreduce.dag"},
+		{"compile", "-p", "ranks=70000", "plans/ring_allreduce.dag"},
+		{"dot", "-p", "nosuch=1", "plans/ring_allreduce.dag"},
+	} {
+		code, _, stderr := coredag(t, "", args...)
+		assert.Equal(t, exitUsage, code, "%q: %s", args, stderr)
+		assert.Regexp(t, `coredag: plans/ring_allreduce.dag: -p (nosuch: the plan has no param nosuch|ranks=\d+: the world size must be between 1 and 65536)`, stderr, "%q", args)
+	}
+	// A value the plan takes but then fails with is the plan's diagnostic: exit 1.
+	code, _, stderr := coredag(t, "", "run", "-p", "ranks=3", "plans/recursive_doubling_allreduce.dag")
+	assert.Equal(t, exitFail, code, stderr)
+}
