@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Pos is a position in a source file. Line and Col are 1-based; Col counts bytes.
@@ -26,11 +29,11 @@ func (p Pos) String() string {
 	case !p.IsValid() && p.File == "":
 		return "-"
 	case !p.IsValid():
-		return p.File
+		return QuoteName(p.File)
 	case p.File == "":
 		return fmt.Sprintf("%d:%d", p.Line, p.Col)
 	}
-	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+	return fmt.Sprintf("%s:%d:%d", QuoteName(p.File), p.Line, p.Col)
 }
 
 // Before reports whether p sorts before q (file, then offset in the file).
@@ -106,28 +109,32 @@ func (l ErrorList) Err() error {
 // Sources maps file names to their text, so diagnostics can quote the offending line.
 type Sources map[string][]byte
 
-// Line returns the text of line n (1-based) of file, without its newline.
+// Line returns the text of line n (1-based) of file, without its line break (LF, CRLF or a lone
+// CR, as the lexer counts lines) and, on line 1, without a byte-order mark.
 func (s Sources) Line(file string, n int) (string, bool) {
 	src, ok := s[file]
 	if !ok || n < 1 {
 		return "", false
 	}
-	for i := 1; i < n; i++ {
-		j := bytes.IndexByte(src, '\n')
-		if j < 0 {
-			return "", false
-		}
-		src = src[j+1:]
+	starts := lineStarts(src)
+	if n > len(starts) {
+		return "", false
 	}
-	if j := bytes.IndexByte(src, '\n'); j >= 0 {
-		src = src[:j]
+	end := len(src)
+	if n < len(starts) {
+		end = starts[n]
 	}
-	return strings.TrimRight(string(src), "\r"), true
+	line := src[starts[n-1]:end]
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	return string(line), true
 }
 
 // PrintError writes err to w. Diagnostics (an *Error or an ErrorList) print one per entry as
 // file:line:col: message, followed by the source line and a caret under the column when the
-// source is known. Any other error prints as its message.
+// source is known. Any other error prints as its message. Control characters of the text (a
+// plan's line, a file name) are printed escaped, so a file cannot send escape sequences to the
+// terminal.
 func PrintError(w io.Writer, err error, src Sources) {
 	var list ErrorList
 	switch e := err.(type) {
@@ -138,16 +145,17 @@ func PrintError(w io.Writer, err error, src Sources) {
 	case *Error:
 		list = ErrorList{e}
 	default:
-		fmt.Fprintln(w, err)
+		fmt.Fprintln(w, EscapeControls(err.Error()))
 		return
 	}
 	for _, e := range list {
-		fmt.Fprintln(w, e.Error())
+		fmt.Fprintln(w, EscapeControls(e.Error()))
 		line, ok := src.Line(e.Pos.File, e.Pos.Line)
 		if !ok || !e.Pos.IsValid() {
 			continue
 		}
-		fmt.Fprintf(w, "    %s\n    %s^\n", expandTabs(line), caretPad(line, e.Pos.Col))
+		shown := escape(line, "\t")
+		fmt.Fprintf(w, "    %s\n    %s^\n", expandTabs(shown), caretPad(shown, len(escape(line[:min(max(e.Pos.Col-1, 0), len(line))], "\t"))+1))
 	}
 }
 
@@ -163,6 +171,46 @@ func caretPad(line string, col int) string {
 		} else if line[i]&0xC0 != 0x80 { // count each UTF-8 character once
 			b.WriteByte(' ')
 		}
+	}
+	return b.String()
+}
+
+// EscapeControls returns s with the characters a terminal may act on written as escapes (\x1b,
+// \u202e), except line breaks and tabs: C0 and C1 control characters, DEL, bidirectional
+// formatting characters and bytes that are not UTF-8. Text from a plan or a file name goes
+// through it before it is printed.
+func EscapeControls(s string) string { return escape(s, "\n\t") }
+
+// QuoteName returns a name (a file name) as it is when it is plain text, and quoted with Go
+// escapes when it holds anything EscapeControls would escape, even a line break or tab.
+func QuoteName(name string) string {
+	if escape(name, "") == name {
+		return name
+	}
+	return strconv.Quote(name)
+}
+
+// escape writes the unsafe characters of s as escapes, keeping those in keep.
+func escape(s, keep string) string {
+	unsafe := func(r rune) bool {
+		return r == utf8.RuneError || unicode.IsControl(r) && !strings.ContainsRune(keep, r) ||
+			r == 0x061c || r == 0x200e || r == 0x200f || 0x202a <= r && r <= 0x202e || 0x2066 <= r && r <= 0x2069
+	}
+	if strings.IndexFunc(s, unsafe) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1 || r < 0x80 && unsafe(r):
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r != utf8.RuneError && unsafe(r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
 	}
 	return b.String()
 }

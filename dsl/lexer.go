@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"unicode/utf8"
@@ -14,12 +15,13 @@ import (
 // statement separators, and checks bracket nesting, so the grammar only sees meaningful tokens.
 
 // lexDef lists the token rules in the order they are tried. Sep is a statement separator
-// (a newline or ";"); Invalid catches any other character so lexing itself never fails.
+// (a line break: LF, CRLF or a lone CR; or ";"); Invalid catches any other character so lexing
+// itself never fails.
 // Keyword matches nothing here: scan retags reserved Idents with its type.
 var lexDef = lexer.MustSimple([]lexer.SimpleRule{
-	{Name: "Comment", Pattern: `#[^\n]*`},
-	{Name: "Sep", Pattern: `[\n;]`},
-	{Name: "Space", Pattern: `[ \t\r\f\v]+`},
+	{Name: "Comment", Pattern: `#[^\r\n]*`},
+	{Name: "Sep", Pattern: `\r\n?|[\n;]`},
+	{Name: "Space", Pattern: `[ \t\f\v]+`},
 	{Name: "Float", Pattern: `[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?[A-Za-z0-9_]*|[0-9]+[eE][+-]?[0-9]+[A-Za-z0-9_]*`},
 	{Name: "Int", Pattern: `[0-9][A-Za-z0-9_]*`},
 	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
@@ -76,19 +78,36 @@ type scanned struct {
 // posAt converts a byte offset into a Pos.
 func (s *scanned) posAt(file string, off int) Pos {
 	line := sort.Search(len(s.lines), func(i int) bool { return s.lines[i] > off }) // first start past off
-	return Pos{File: file, Offset: off, Line: line, Col: off - s.lines[line-1] + 1}
+	line = max(line, 1)                                                             // in a byte-order mark
+	return Pos{File: file, Offset: off, Line: line, Col: max(off-s.lines[line-1], 0) + 1}
+}
+
+// bom is the UTF-8 byte-order mark some editors put at the start of a file.
+const bom = "\ufeff"
+
+// lineStarts returns the offsets at which the lines of src start: after LF, CRLF or a lone CR.
+// The first line starts after a byte-order mark, so columns there count from the first
+// character a reader sees.
+func lineStarts(src []byte) []int {
+	first := 0
+	if bytes.HasPrefix(src, []byte(bom)) {
+		first = len(bom)
+	}
+	lines := []int{first}
+	for i, c := range src {
+		if c == '\n' || c == '\r' && (i+1 == len(src) || src[i+1] != '\n') {
+			lines = append(lines, i+1)
+		}
+	}
+	return lines
 }
 
 // scan lexes src and prepares the token stream for the grammar. Lexical errors (invalid
 // characters, unbalanced or too deeply nested brackets) are added to errs.
 func scan(filename string, src []byte, errs *ErrorList) *scanned {
-	s := &scanned{lines: []int{0}}
-	for i, c := range src {
-		if c == '\n' {
-			s.lines = append(s.lines, i+1)
-		}
-	}
-	lx, err := lexDef.LexString(filename, string(src))
+	s := &scanned{lines: lineStarts(src)}
+	skip := s.lines[0] // a byte-order mark: not part of the text
+	lx, err := lexDef.LexString(filename, string(src[skip:]))
 	if err != nil { // cannot happen: Invalid matches any character
 		errs.Add(Pos{File: filename, Line: 1, Col: 1}, "cannot read the file: %v", err)
 		return s
@@ -96,7 +115,7 @@ func scan(filename string, src []byte, errs *ErrorList) *scanned {
 	var (
 		stack      []lexer.Token // open brackets
 		line       = 1           // line of the current token
-		lineStart  = 0
+		lineStart  = skip
 		pendingSep *lexer.Token // a separator not yet known to be needed
 		powChain   int          // "**" since the last separator: each one nests the parse
 	)
@@ -125,6 +144,10 @@ func scan(filename string, src []byte, errs *ErrorList) *scanned {
 			break
 		}
 		// Participle counts columns in runes and we promise bytes: recompute from the offset.
+		t.Pos.Offset += skip
+		if t.Type == tokSep && t.Value != ";" {
+			t.Value = "\n" // one kind of line break for the grammar and messages
+		}
 		for line < len(s.lines) && s.lines[line] <= t.Pos.Offset {
 			lineStart = s.lines[line]
 			line++

@@ -11,6 +11,7 @@ package exec
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -149,6 +150,10 @@ func initBuffer(b *planner.Buffer, rank int, dst []byte) error {
 		return nil
 	}
 	if err := b.Init(rank, dst); err != nil {
+		var ie *planner.InitError
+		if errors.As(err, &ie) { // a positioned diagnostic, at the sub-expression that failed
+			return ie.Diagnostic(b.Name)
+		}
 		return fmt.Errorf("%s: init of buffer %s on rank %d: %w", b.Pos, b.Name, rank, err)
 	}
 	return nil

@@ -70,22 +70,25 @@ func (d *diags) list(ranks int) dsl.ErrorList {
 	for _, shape := range order {
 		gr := groups[shape]
 		msg, own := gr.first.msg, d.ranks[gr.first]
-		switch {
-		case len(gr.ranks) == 0 || len(own) == ranks: // not rank-specific, or every rank alike
-		case len(own) == len(gr.ranks):
-			msg += " (on " + formatRanks(own) + ")"
-		default:
-			others := map[int]bool{}
-			for _, r := range gr.ranks {
-				others[r] = true
-			}
-			for _, r := range own {
-				delete(others, r)
-			}
-			rest := make([]int, 0, len(others))
-			for r := range others {
+		// The ranks the other messages of the group add to the first one's. One rank may make
+		// the mistake several times with different numbers (in a loop), so the group may list a
+		// rank more than once, and add none.
+		seen := make(map[int]bool, len(own))
+		for _, r := range own {
+			seen[r] = true
+		}
+		var rest []int
+		for _, r := range gr.ranks {
+			if !seen[r] {
+				seen[r] = true
 				rest = append(rest, r)
 			}
+		}
+		switch {
+		case len(own) == 0 || len(own) == ranks: // not rank-specific, or every rank alike
+		case len(rest) == 0:
+			msg += " (on " + formatRanks(own) + ")"
+		default:
 			msg += " (on " + formatRanks(own) + "; likewise on " + formatRanks(rest) + ")"
 		}
 		l = append(l, &dsl.Error{Pos: shape.pos, Msg: msg})

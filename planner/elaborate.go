@@ -53,6 +53,8 @@ type elaborator struct {
 	peerRefs  []queueRef // per queue of the graph: its peer queue reference
 	iters     int64
 	truncated bool
+
+	broken struct{ ops, queues brokenNames } // declarations of this rank that failed (cascade.go)
 }
 
 // pendingRef is a dependency edge by name, resolved once the whole rank is elaborated because
@@ -72,8 +74,8 @@ type opName struct {
 
 // queueRef names a queue, resolved at the end of the rank like op references.
 type queueRef struct {
-	name string
-	pos  dsl.Pos
+	name, base string
+	pos        dsl.Pos
 }
 
 func (el *elaborator) errorf(ph phase, pos dsl.Pos, format string, args ...any) {
@@ -149,7 +151,8 @@ func (el *elaborator) header() {
 			declared[name] = st.Name.Pos()
 			v, err := evalInt(st.Value, el.globals)
 			if err != nil {
-				el.globalErrorf(phaseNames, err.pos, "%s", err.msg)
+				el.evalFailed(-1, err)
+				el.globals.bindBroken(name) // reported once here: its uses must not cascade
 				continue
 			}
 			if ov, ok := el.overrides[name]; ok {
@@ -166,8 +169,9 @@ func (el *elaborator) header() {
 			}
 			v, err := evalInt(st.Value, el.globals)
 			if err != nil {
-				el.globalErrorf(phaseNames, err.pos, "%s", err.msg)
-				v = 0 // reported once here; its uses must not cascade into more errors
+				el.evalFailed(-1, err)
+				el.globals.bindBroken(st.Name.Name) // reported once here: its uses must not cascade
+				continue
 			}
 			el.globals.bind(st.Name.Name, v)
 		}
@@ -235,7 +239,7 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 	}
 	n, err := evalInt(st.Count, el.globals)
 	if err != nil {
-		el.globalErrorf(phaseNames, err.pos, "%s", err.msg)
+		el.evalFailed(-1, err)
 		return
 	}
 	if n <= 0 || n > (1<<40)/t.Size() {
@@ -274,6 +278,8 @@ func (el *elaborator) elaborateRank(r int) {
 	clear(el.opIdx)
 	clear(el.queueIdx)
 	clear(el.opNames)
+	el.broken.ops.reset()
+	el.broken.queues.reset()
 	el.pending = el.pending[:0]
 	el.opQueue = el.opQueue[:0]
 	g.Rank[r] = RankSpan{FirstOp: OpID(len(g.Ops)), FirstQueue: QueueID(len(g.Queues))}
@@ -287,10 +293,18 @@ func (el *elaborator) elaborateRank(r int) {
 func (el *elaborator) eval(e dsl.Expr, s *scope) (int64, bool) {
 	v, err := evalInt(e, s)
 	if err != nil {
-		el.errorf(phaseNames, err.pos, "%s", err.msg)
+		el.evalFailed(el.rank, err)
 		return 0, false
 	}
 	return v, true
+}
+
+// evalFailed reports an expression error on rank (-1: on every rank), unless the expression
+// failed because it uses a name whose own declaration failed, which was reported there.
+func (el *elaborator) evalFailed(rank int, err *evalError) {
+	if !err.quiet {
+		el.diag[phaseNames].add(err.pos, rank, "%s", err.msg)
+	}
 }
 
 // block elaborates a list of statements in a new scope layer s.
@@ -321,7 +335,7 @@ func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
 			if v, ok := el.eval(st.Value, s); ok {
 				s.bind(name, v)
 			} else {
-				s.bind(name, 0) // keep later uses from cascading into "undefined"
+				s.bindBroken(name) // keep later uses from cascading into more errors
 			}
 		case *dsl.QueueStmt:
 			el.queue(st, s)
@@ -346,10 +360,11 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 		step, ok3 = el.eval(st.Step, s)
 		if ok3 && step <= 0 {
 			el.errorf(phaseNames, st.Step.Pos(), "for step %d: the step must be positive", step)
-			return
+			ok3 = false
 		}
 	}
 	if !ok1 || !ok2 || !ok3 {
+		el.skipped(st.Body)
 		return
 	}
 	body := &scope{parent: s}
@@ -359,7 +374,7 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 			el.truncated = true
 			return
 		}
-		body.names, body.values = body.names[:0], body.values[:0]
+		body.reset()
 		body.bind(st.Var.Name, v)
 		el.block(st.Body, body, false)
 		if v > math.MaxInt64-step {
@@ -371,6 +386,8 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 func (el *elaborator) cond(st *dsl.IfStmt, s *scope) {
 	c, ok := el.eval(st.Cond, s)
 	if !ok {
+		el.skipped(st.Then)
+		el.skipped(st.Else)
 		return
 	}
 	if c != 0 {
@@ -405,33 +422,41 @@ func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
 	g := el.g
 	name, ok := el.name(st.Name, s)
 	if !ok {
+		el.broken.queues.add("", st.Name.Ident.Name)
 		return
 	}
 	if id, dup := el.queueIdx[name]; dup {
 		el.errorf(phaseNames, st.Name.Pos(), "queue %s declared twice (first at %s)", name, g.Queues[id].Pos)
 		return
 	}
+	// A queue whose declaration fails is reported here; the ops on it are then not.
+	fail := func() { el.broken.queues.add(name, "") }
 	peer, ok := el.eval(st.To, s)
 	if !ok {
+		fail()
 		return
 	}
 	if peer < 0 || peer >= int64(g.Ranks) {
 		el.errorf(phaseShapes, st.To.Pos(), "queue %s connects to rank %d, outside 0..%d (wrap it with %% ranks?)", name, peer, g.Ranks-1)
+		fail()
 		return
 	}
 	depth := int64(DefaultDepth)
 	if st.Depth != nil {
 		if depth, ok = el.eval(st.Depth, s); !ok {
+			fail()
 			return
 		}
 		if depth < 1 || depth > 1<<15 {
 			el.errorf(phaseShapes, st.Depth.Pos(), "queue %s depth %d: must be between 1 and 32768", name, depth)
+			fail()
 			return
 		}
 	}
 	peerName, peerPos := name, st.Name.Pos() // by default the peer's queue of the same name
 	if st.Peer != nil {
 		if peerName, ok = el.name(st.Peer, s); !ok {
+			fail()
 			return
 		}
 		peerPos = st.Peer.Pos()
@@ -445,6 +470,7 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 	g := el.g
 	name, ok := el.name(st.Name, s)
 	if !ok {
+		el.broken.ops.add("", st.Name.Ident.Name)
 		return
 	}
 	if id, dup := el.opIdx[name]; dup {
@@ -460,6 +486,7 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 	var qref queueRef
 	ok = el.operation(st.Op, s, &op, &qref)
 	if !ok {
+		el.broken.ops.add(name, "") // reported: references to it are not
 		return
 	}
 	id := OpID(len(g.Ops))

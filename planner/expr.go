@@ -13,18 +13,27 @@ import (
 type scope struct {
 	names  []string
 	values []int64
+	broken []bool // broken[i]: names[i] is declared but its value failed (shorter: the rest are fine)
 	parent *scope
 }
 
-func (s *scope) lookup(name string) (int64, bool) {
+// find looks name up: its value, whether it is bound, and whether it is bound to a value that
+// failed (bindBroken).
+func (s *scope) find(name string) (v int64, found, broken bool) {
 	for ; s != nil; s = s.parent {
 		for i := len(s.names) - 1; i >= 0; i-- {
 			if s.names[i] == name {
-				return s.values[i], true
+				return s.values[i], true, i < len(s.broken) && s.broken[i]
 			}
 		}
 	}
-	return 0, false
+	return 0, false, false
+}
+
+// lookup returns the value of a name bound to one.
+func (s *scope) lookup(name string) (int64, bool) {
+	v, found, broken := s.find(name)
+	return v, found && !broken
 }
 
 func (s *scope) has(name string) bool {
@@ -41,11 +50,30 @@ func (s *scope) bind(name string, v int64) {
 	s.values = append(s.values, v)
 }
 
+// bindBroken declares name without a value: its declaration failed and was reported, so an
+// expression that uses it fails quietly (errQuiet) instead of cascading into more messages.
+func (s *scope) bindBroken(name string) {
+	s.bind(name, 0)
+	for len(s.broken) < len(s.names)-1 {
+		s.broken = append(s.broken, false)
+	}
+	s.broken = append(s.broken, true)
+}
+
+// reset empties the scope's own bindings, keeping their storage.
+func (s *scope) reset() {
+	s.names, s.values, s.broken = s.names[:0], s.values[:0], s.broken[:0]
+}
+
 // evalError is an expression error with the position of the offending sub-expression.
 type evalError struct {
-	pos dsl.Pos
-	msg string
+	pos   dsl.Pos
+	msg   string
+	quiet bool // the expression uses a name whose declaration failed: already reported
 }
+
+// errQuiet is the error of an expression that uses a broken name (scope.bindBroken).
+var errQuiet = &evalError{msg: "uses a name whose declaration failed", quiet: true}
 
 func (e *evalError) Error() string { return e.pos.String() + ": " + e.msg }
 
@@ -63,7 +91,9 @@ func evalInt(e dsl.Expr, s *scope) (int64, *evalError) {
 	case *dsl.FloatLit:
 		return 0, errAt(e, "float literal %s in an integer expression: floats are allowed only in the init of an f32 or f64 buffer", e.Raw)
 	case *dsl.Ident:
-		if v, ok := s.lookup(e.Name); ok {
+		if v, found, broken := s.find(e.Name); broken {
+			return 0, errQuiet
+		} else if found {
 			return v, nil
 		}
 		return 0, errAt(e, "undefined: %s (declare it with let or param, or bind it with for)", e.Name)

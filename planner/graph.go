@@ -254,6 +254,10 @@ type Graph struct {
 	Edges   []Edge     // explicit `after` edges, in source order per rank
 	Rank    []RankSpan // indexed by rank
 
+	// Notes are remarks that are not errors, each at its position: what the checks left
+	// unproven (an init too costly to evaluate in full).
+	Notes dsl.ErrorList
+
 	// CSR adjacency over Edges, built by Index: predecessors of op i are
 	// predList[predStart[i]:predStart[i+1]], successors likewise.
 	predStart, predList []int32

@@ -10,7 +10,8 @@ import (
 )
 
 // initFunc builds the function that fills a buffer from its init expression on a rank; `i` is
-// the element index. An expression that does not use `i` is evaluated once per rank.
+// the element index. An expression that does not use `i` is evaluated once per rank. A failure
+// is an *InitError.
 func (el *elaborator) initFunc(e dsl.Expr, t ElemType) InitFunc {
 	globals := el.globals
 	float := hasFloat(e)
@@ -28,19 +29,13 @@ func (el *elaborator) initFunc(e dsl.Expr, t ElemType) InitFunc {
 				continue
 			}
 			s.values[1] = int64(i)
-			var bitsv uint64
-			if float {
-				v, err := evalFloat(e, s)
-				if err != nil {
-					return initError(err, i, rank)
+			bitsv, err := initValue(e, s, t, float)
+			if err != nil {
+				elem := int64(i)
+				if !perElem {
+					elem = -1
 				}
-				bitsv = floatBits(v, t)
-			} else {
-				v, err := evalInt(e, s)
-				if err != nil {
-					return initError(err, i, rank)
-				}
-				bitsv = intBits(v, t)
+				return &InitError{Pos: err.pos, Msg: err.msg, Elem: elem, Rank: rank}
 			}
 			putElem(dst[i*size:], t, bitsv)
 		}
@@ -48,40 +43,185 @@ func (el *elaborator) initFunc(e dsl.Expr, t ElemType) InitFunc {
 	}
 }
 
-// initError positions an init failure at the offending sub-expression.
-func initError(err *evalError, i, rank int) *dsl.Error {
-	return &dsl.Error{Pos: err.pos, Msg: fmt.Sprintf("%s (init of element %d on rank %d)", err.msg, i, rank)}
+// initValue evaluates an init expression in s, giving the element's bit pattern.
+func initValue(e dsl.Expr, s *scope, t ElemType, float bool) (uint64, *evalError) {
+	if float {
+		v, err := evalFloat(e, s)
+		return floatBits(v, t), err
+	}
+	v, err := evalInt(e, s)
+	return intBits(v, t), err
 }
 
-// checkInits evaluates every buffer's init on every rank, so that an init that fails (a
-// division by zero at one element) is a diagnostic of check, not a failure of run. An init that
-// does not use `i` costs one evaluation per rank; one that does costs one per element, and past
-// MaxInitChecks evaluations in all, the rest is left to run time.
+// InitError is the failure of a buffer's init expression at one element on one rank.
+type InitError struct {
+	Pos  dsl.Pos // the sub-expression that failed
+	Msg  string  // what failed, e.g. "division by zero in 1 / 0"
+	Elem int64   // the element, or -1 when the init does not depend on i
+	Rank int
+}
+
+func (e *InitError) Error() string { return e.Pos.String() + ": " + e.Msg + " (" + e.where() + ")" }
+
+func (e *InitError) where() string {
+	if e.Elem < 0 {
+		return fmt.Sprintf("on rank %d", e.Rank)
+	}
+	return fmt.Sprintf("at element %d on rank %d", e.Elem, e.Rank)
+}
+
+// Diagnostic words the failure for the user, naming the buffer: a positioned diagnostic.
+func (e *InitError) Diagnostic(buffer string) *dsl.Error {
+	return &dsl.Error{Pos: e.Pos, Msg: fmt.Sprintf("%s in the init of buffer %s %s", e.Msg, buffer, e.where())}
+}
+
+// checkInits proves that every buffer's init evaluates without error on every element of every
+// rank, so that a failing init (a division by zero at one element) is a diagnostic of check,
+// not a failure of run. It evaluates the expression over boxes of ranks and elements with range
+// analysis (initrange.go), splitting the boxes where it cannot prove them, down to single
+// elements; on each rank the first failing element is reported. The work is bounded by
+// MaxInitChecks evaluations over all buffers; what is left unproven past it is said in a note
+// (Graph.Notes), and evaluated only at run time.
 func (el *elaborator) checkInits() {
-	budget := int64(MaxInitChecks)
-	for bi := range el.g.Buffers {
-		b := &el.g.Buffers[bi]
-		if b.Init == nil {
+	budget := int64(maxInitChecks)
+	for _, st := range el.file.Stmts {
+		bs, ok := st.(*dsl.BufferStmt)
+		if !ok || bs.Init == nil {
 			continue
 		}
-		n := int64(1)
+		id, ok := el.bufIdx[bs.Name.Name]
+		if !ok || el.g.Buffers[id].Pos != bs.Name.Pos() || el.g.Buffers[id].Init == nil {
+			continue
+		}
+		b := &el.g.Buffers[id]
+		c := &initChecker{el: el, b: b, e: bs.Init, float: hasFloat(bs.Init), perElem: b.perElem, budget: &budget, failed: map[int64]bool{}}
+		n := int64(0)
 		if b.perElem {
-			n = b.Count
+			n = b.Count - 1
 		}
-		if n*int64(el.g.Ranks) > budget {
-			continue
+		c.visit(initBox{0, int64(el.g.Ranks) - 1, 0, n})
+		c.note()
+	}
+}
+
+// initChecker proves one buffer's init.
+type initChecker struct {
+	el      *elaborator
+	b       *Buffer
+	e       dsl.Expr
+	float   bool
+	perElem bool
+	budget  *int64
+	failed  map[int64]bool   // ranks on which an element failed (reported)
+	onFail  func(*InitError) // tests: instead of a diagnostic
+
+	// what the budget left unchecked
+	skipped      int64   // points (element and rank)
+	skippedRanks []int64 // ranks with unchecked points, each once, ascending
+	firstSkipped initBox // the first unchecked box
+}
+
+// maxInitChecks is MaxInitChecks, lowered by tests.
+var maxInitChecks = MaxInitChecks
+
+// smallBox is the number of elements below which a box is evaluated element by element.
+const smallBox = 16
+
+func (c *initChecker) visit(box initBox) {
+	if *c.budget <= 0 {
+		c.skip(box)
+		return
+	}
+	*c.budget--
+	env := rangeEnv{globals: c.el.globals, box: box}
+	if env.safe(c.e, c.float) {
+		return
+	}
+	if box.r0 < box.r1 {
+		mid := box.r0 + (box.r1-box.r0)/2
+		c.visit(initBox{box.r0, mid, box.i0, box.i1})
+		c.visit(initBox{mid + 1, box.r1, box.i0, box.i1})
+		return
+	}
+	if c.failed[box.r0] {
+		return
+	}
+	if box.i1-box.i0 >= smallBox {
+		mid := box.i0 + (box.i1-box.i0)/2
+		c.visit(initBox{box.r0, box.r0, box.i0, mid})
+		if !c.failed[box.r0] {
+			c.visit(initBox{box.r0, box.r0, mid + 1, box.i1})
 		}
-		budget -= n * int64(el.g.Ranks)
-		dst := make([]byte, n*b.Type.Size())
-		for r := 0; r < el.g.Ranks; r++ {
-			if err := b.Init(r, dst); err != nil {
-				if de, ok := err.(*dsl.Error); ok {
-					msg, _, _ := strings.Cut(de.Msg, " (init of element")
-					el.diag[phaseNames].add(de.Pos, r, "%s in the init of buffer %s", msg, b.Name)
-				}
+		return
+	}
+	s := &scope{parent: c.el.globals}
+	s.bind("rank", box.r0)
+	s.bind("i", 0)
+	for i := box.i0; i <= box.i1; i++ {
+		if *c.budget <= 0 {
+			c.skip(initBox{box.r0, box.r0, i, box.i1})
+			return
+		}
+		*c.budget--
+		s.values[1] = i
+		if _, err := initValue(c.e, s, c.b.Type, c.float); err != nil {
+			elem := i
+			if !c.perElem {
+				elem = -1
 			}
+			c.failed[box.r0] = true
+			c.report(&InitError{Pos: err.pos, Msg: err.msg, Elem: elem, Rank: int(box.r0)})
+			return
 		}
 	}
+}
+
+func (c *initChecker) report(ie *InitError) {
+	if c.onFail != nil {
+		c.onFail(ie)
+		return
+	}
+	d := ie.Diagnostic(c.b.Name)
+	// Worded without the rank: the ranks that fail alike are listed once.
+	msg := strings.TrimSuffix(d.Msg, fmt.Sprintf(" on rank %d", ie.Rank))
+	c.el.diag[phaseNames].add(d.Pos, ie.Rank, "%s", msg)
+}
+
+// skip records a box the budget left unchecked.
+func (c *initChecker) skip(box initBox) {
+	if c.skipped == 0 {
+		c.firstSkipped = box
+	}
+	c.skipped += (box.r1 - box.r0 + 1) * (box.i1 - box.i0 + 1)
+	for r := box.r0; r <= box.r1; r++ {
+		if k := len(c.skippedRanks); k == 0 || c.skippedRanks[k-1] < r {
+			c.skippedRanks = append(c.skippedRanks, r)
+		}
+	}
+}
+
+// note says what the budget left unchecked. Boxes are visited in order of rank, then element,
+// so what is left is everything from the first skipped point on.
+func (c *initChecker) note() {
+	if c.skipped == 0 {
+		return
+	}
+	ranks := make([]int, len(c.skippedRanks))
+	for i, r := range c.skippedRanks {
+		ranks[i] = int(r)
+	}
+	var what string
+	switch {
+	case !c.perElem:
+		what = "on " + formatRanks(ranks) + " it is"
+	case len(ranks) == 1:
+		what = fmt.Sprintf("from element %d on rank %d, %s are", c.firstSkipped.i0, ranks[0], Plural(int(c.skipped), "element"))
+	default:
+		what = fmt.Sprintf("from element %d on rank %d, %s on %s are", c.firstSkipped.i0, c.firstSkipped.r0, Plural(int(c.skipped), "element"), formatRanks(ranks))
+	}
+	c.el.g.Notes = append(c.el.g.Notes, &dsl.Error{Pos: c.e.Pos(), Msg: fmt.Sprintf(
+		"the init of buffer %s is checked only in part: %s left to run time, where an error stops the run (checking stops after %d evaluations)",
+		c.b.Name, what, maxInitChecks)})
 }
 
 func floatBits(v float64, t ElemType) uint64 {

@@ -8,11 +8,15 @@ func Check(g *Graph) error {
 }
 
 // Load parses, elaborates and checks a plan: the front half of every coredag command.
-// The error, if any, is a dsl.ErrorList of positioned diagnostics. When only verification
-// failed, the Graph is returned too, so a caller can explain the failure (SuggestFixes).
+// The error, if any, is a dsl.ErrorList of positioned diagnostics, or a *ParamError when params
+// holds an override the plan cannot take. When only verification failed, the Graph is returned
+// too, so a caller can explain the failure (SuggestFixes).
 func Load(filename string, src []byte, params map[string]int64) (*Graph, error) {
 	f, err := dsl.Parse(filename, src)
 	if err != nil {
+		return nil, err
+	}
+	if err := CheckParams(f, params); err != nil {
 		return nil, err
 	}
 	g, err := Elaborate(f, params)

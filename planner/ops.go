@@ -11,7 +11,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *Op, qref *queueRe
 	queue := func(n *dsl.Name) {
 		name, good := el.name(n, s)
 		ok = ok && good
-		*qref = queueRef{name: name, pos: n.Pos()}
+		*qref = queueRef{name: name, base: n.Ident.Name, pos: n.Pos()}
 	}
 	slice := func(sl *dsl.Slice) Slice {
 		if sl == nil {

@@ -2,6 +2,8 @@ package planner
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/coredag/coredag/dsl"
@@ -25,4 +27,41 @@ func ParseParams(kvs []string) (map[string]int64, error) {
 		out[name] = v
 	}
 	return out, nil
+}
+
+// ParamError is a -p override that the plan cannot take: a param it does not declare, or a world
+// size out of range. It is a mistake in the command line, not in the plan.
+type ParamError struct {
+	Msg string
+}
+
+func (e *ParamError) Error() string { return e.Msg }
+
+// CheckParams reports, as a *ParamError, the overrides in params that f cannot take: names it
+// does not declare as params, and a ranks value outside 1..MaxRanks. Elaborate reports the same
+// mistakes among the plan's diagnostics; Load checks them first, so a caller can tell them apart.
+func CheckParams(f *dsl.File, params map[string]int64) error {
+	var declared []string
+	for _, st := range f.Stmts {
+		if p, ok := st.(*dsl.ParamStmt); ok && !slices.Contains(declared, p.Name.Name) {
+			declared = append(declared, p.Name.Name)
+		}
+	}
+	var msgs []string
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		if !slices.Contains(declared, name) {
+			hint := "the plan declares no params"
+			if len(declared) > 0 {
+				hint = "declared params: " + strings.Join(declared, ", ")
+			}
+			msgs = append(msgs, fmt.Sprintf("-p %s: the plan has no param %s (%s)", name, name, hint))
+		}
+	}
+	if v, ok := params["ranks"]; ok && slices.Contains(declared, "ranks") && (v < 1 || v > MaxRanks) {
+		msgs = append(msgs, fmt.Sprintf("-p ranks=%d: the world size must be between 1 and %d", v, MaxRanks))
+	}
+	if len(msgs) > 0 {
+		return &ParamError{Msg: strings.Join(msgs, "; ")}
+	}
+	return nil
 }

@@ -17,6 +17,9 @@ func (el *elaborator) resolveRank() {
 			continue
 		}
 		qid, ok := el.queueIdx[ref.name]
+		if !ok && el.broken.queues.has(ref.name, ref.base) {
+			continue // its declaration failed and was reported
+		}
 		if !ok {
 			el.errorf(phaseNames, ref.pos, "queue %s is not defined on this rank%s", ref.name, suggest(ref.name, el.queueNames(span)))
 			continue
@@ -53,6 +56,9 @@ func (el *elaborator) resolveRank() {
 func (el *elaborator) lookupOp(n opName) (OpID, bool) {
 	if id, ok := el.opIdx[n.name]; ok {
 		return id, true
+	}
+	if el.broken.ops.has(n.name, n.base) {
+		return None, false // its declaration failed and was reported
 	}
 	if el.opNames[n.base] && n.name != n.base {
 		el.errorf(phaseNames, n.pos, "%s is not defined on this rank, though other %s ops are: guard the reference with an if, or fix the index", n.name, n.base)

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 // comments that say how to run it and what coredag prints:
 //
 //	# args: compile            the command and flags, before the file (default: check)
+//	# exit: 2                  the exit code (default: 1, diagnostics)
 //	# want: NAME.dag:3:13: ... one line of the output (stderr), as printed from inside
 //	                           docs/examples/errors; several # want lines for several lines
 //
@@ -38,6 +40,17 @@ type docExample struct {
 	body string   // the plan, without its directive lines
 	args []string // the command and flags to run it with
 	want []string // the expected output lines
+	exit int      // the expected exit code
+}
+
+// isDirective reports whether a line is one of an example's closing directives.
+func isDirective(l string) bool {
+	for _, d := range []string{"# want: ", "# args: ", "# exit: "} {
+		if strings.HasPrefix(l, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // readDocExamples reads the .dag files of dir (relative to the repository root).
@@ -52,18 +65,21 @@ func readDocExamples(t *testing.T, dir string) []docExample {
 		require.NoError(t, err)
 		require.True(t, strings.HasSuffix(string(src), "\n"), "%s must end with a newline", f)
 		lines := strings.Split(strings.TrimSuffix(string(src), "\n"), "\n")
-		ex := docExample{path: filepath.ToSlash(filepath.Join(dir, filepath.Base(f))), args: []string{"check"}}
+		ex := docExample{path: filepath.ToSlash(filepath.Join(dir, filepath.Base(f))), args: []string{"check"}, exit: exitFail}
 		end := len(lines)
-		for end > 0 && (strings.HasPrefix(lines[end-1], "# want: ") || strings.HasPrefix(lines[end-1], "# args: ")) {
+		for end > 0 && isDirective(lines[end-1]) {
 			end--
 		}
 		for i, l := range lines {
 			switch {
 			case i < end:
-				require.False(t, strings.HasPrefix(l, "# want:") || strings.HasPrefix(l, "# args:"),
+				require.False(t, isDirective(l),
 					"%s:%d: directives go after the plan, at the end of the file", f, i+1)
 			case strings.HasPrefix(l, "# args: "):
 				ex.args = strings.Fields(strings.TrimPrefix(l, "# args: "))
+			case strings.HasPrefix(l, "# exit: "):
+				ex.exit, err = strconv.Atoi(strings.TrimPrefix(l, "# exit: "))
+				require.NoError(t, err, "%s:%d", f, i+1)
 			default:
 				ex.want = append(ex.want, strings.TrimPrefix(l, "# want: "))
 			}
@@ -92,13 +108,14 @@ func TestDocsExamplesAreValid(t *testing.T) {
 	}
 }
 
-// TestDocsErrorExamples: every diagnostic example prints exactly its # want lines and exits 1.
+// TestDocsErrorExamples: every diagnostic example prints exactly its # want lines and exits with
+// its code.
 func TestDocsErrorExamples(t *testing.T) {
 	for _, ex := range readDocExamples(t, docsErrors) {
 		t.Run(filepath.Base(ex.path), func(t *testing.T) {
 			require.NotEmpty(t, ex.want, "%s needs # want lines", ex.path)
 			code, _, stderr := coredag(t, "", append(ex.args, ex.path)...)
-			assert.Equal(t, exitFail, code, stderr)
+			assert.Equal(t, ex.exit, code, stderr)
 			assert.NotContains(t, stderr, "panic")
 			got := strings.Split(strings.TrimSuffix(strings.ReplaceAll(stderr, docsErrors+"/", ""), "\n"), "\n")
 			if !quotesSource(ex.want) {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -40,7 +42,8 @@ func readSource(e *env, path string) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
-// loadPlan loads one plan; an unreadable file or bad flag is a usage error (exit 2).
+// loadPlan loads one plan; an unreadable file or bad flag (-p naming a param the plan does
+// not declare, too) is a usage error (exit 2).
 func loadPlan(e *env, path string, p paramFlags) (*loaded, error) {
 	params, err := p.values()
 	if err != nil {
@@ -55,6 +58,10 @@ func loadPlan(e *env, path string, p paramFlags) (*loaded, error) {
 		name = "<stdin>"
 	}
 	g, err := planner.Load(name, src, params)
+	var pe *planner.ParamError
+	if errors.As(err, &pe) {
+		return nil, usageError("%s: %v", dsl.QuoteName(name), pe)
+	}
 	return &loaded{path: name, src: src, graph: g, err: err}, nil
 }
 
@@ -95,9 +102,22 @@ type jsonDiagnostic struct {
 	Message string `json:"message"`
 }
 
+// diagnosticsJSON lists err's diagnostics, each with its position: an ErrorList, one
+// diagnostic, or a runtime fault of an op (a failure before the run, in the reference).
 func diagnosticsJSON(err error) []jsonDiagnostic {
-	var list dsl.ErrorList
-	if !errors.As(err, &list) {
+	var (
+		list dsl.ErrorList
+		one  *dsl.Error
+		op   *exec.OpError
+	)
+	switch {
+	case errors.As(err, &list):
+	case errors.As(err, &one):
+		list = dsl.ErrorList{one}
+	case errors.As(err, &op):
+		msg := strings.TrimPrefix(op.Error(), op.Pos.String()+": ")
+		list = dsl.ErrorList{{Pos: op.Pos, Msg: msg}}
+	default:
 		return []jsonDiagnostic{{Message: err.Error()}}
 	}
 	out := make([]jsonDiagnostic, len(list))

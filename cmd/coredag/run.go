@@ -123,7 +123,7 @@ func (c *runCmd) Run(e *env) error {
 				last = res
 			}
 			if !c.JSON {
-				fmt.Fprintf(e.stderr, "%s: run failed (seed %d): ", l.path, seed)
+				fmt.Fprintf(e.stderr, "%s: run failed (seed %d): ", dsl.QuoteName(l.path), seed)
 				dsl.PrintError(e.stderr, err, dsl.Sources{l.path: l.src})
 			}
 			var hang *exec.HangError
@@ -170,7 +170,7 @@ func (c *runCmd) Run(e *env) error {
 			return err
 		}
 	} else if last != nil {
-		printRun(e, l.path, &rep, last, len(seeds))
+		printRun(e, dsl.QuoteName(l.path), &rep, last, len(seeds))
 	}
 	if c.Timeline != "" && last != nil {
 		if err := c.writeTimeline(e, l.path, g, last, c.Timeline); err != nil {
@@ -238,7 +238,7 @@ func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
 		fmt.Fprintf(e.stdout, "PASS %s: memory matches the reference %s\n", path, where)
 	case rep.Error != "":
 		msg, _, _ := strings.Cut(rep.Error, "\n")
-		fmt.Fprintf(e.stdout, "FAIL %s: run failed: %s\n", path, msg)
+		fmt.Fprintf(e.stdout, "FAIL %s: run failed: %s\n", path, dsl.EscapeControls(msg))
 	default:
 		fmt.Fprintf(e.stdout, "FAIL %s: memory differs from the reference (%s)\n", path, planner.Plural(len(rep.Mismatches), "mismatch"))
 	}
