@@ -8,6 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/internal/drawtest"
+	"github.com/coredag/coredag/viz"
 )
 
 // TestDotStdoutDeterministic: DOT on stdout is the same bytes on every run, in both views.
@@ -24,6 +27,7 @@ func TestDotStdoutDeterministic(t *testing.T) {
 
 // TestDotSVG: -o x.svg writes well-formed XML that names the plan's ops.
 func TestDotSVG(t *testing.T) {
+	drawtest.NeedDot(t, viz.DotProgram)
 	out := filepath.Join(t.TempDir(), "ring.svg")
 	code, stdout, stderr := coredag(t, "", "dot", "-p", "ranks=2", "-o", out, "plans/ring_allreduce.dag")
 	require.Equal(t, 0, code, stderr)
@@ -36,14 +40,18 @@ func TestDotSVG(t *testing.T) {
 	}
 }
 
-// TestDotPNG: -o x.png writes a PNG.
+// TestDotPNG: -o x.png writes a PNG with filled, outlined shapes, in both views.
 func TestDotPNG(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "ring.png")
-	code, _, stderr := coredag(t, "", "dot", "--view", "plan", "-p", "ranks=2", "-o", out, "plans/ring_allreduce.dag")
-	require.Equal(t, 0, code, stderr)
-	png, err := os.ReadFile(out)
-	require.NoError(t, err)
-	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "%.8q", png)
+	drawtest.NeedDot(t, viz.DotProgram)
+	for _, view := range []string{"plan", "graph"} {
+		out := filepath.Join(t.TempDir(), "ring.png")
+		code, stdout, stderr := coredag(t, "", "dot", "--view", view, "-p", "ranks=2", "-o", out, "plans/ring_allreduce.dag")
+		require.Equal(t, 0, code, stderr)
+		assert.Empty(t, stdout)
+		png, err := os.ReadFile(out)
+		require.NoError(t, err)
+		drawtest.CheckPNG(t, png, "#d6e6fa", "#d9f0d3") // sends and receives, writes
+	}
 }
 
 // TestDotUsageErrors: an output format coredag cannot write, a rank the plan lacks and a
@@ -57,6 +65,7 @@ func TestDotUsageErrors(t *testing.T) {
 		{[]string{"-o", filepath.Join(dir, "ring.jpg")}, `unknown drawing format ".jpg"`},
 		{[]string{"--rank", "9"}, "--rank 9: plan ring_allreduce has ranks 0..3"},
 		{[]string{"--limit", "0"}, "--limit 0"},
+		{[]string{"--timeout", "0s"}, "--timeout 0s: want a positive duration"},
 	} {
 		args := append([]string{"dot", "-p", "ranks=4"}, tt.args...)
 		code, stdout, stderr := coredag(t, "", append(args, "plans/ring_allreduce.dag")...)
