@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -90,4 +92,65 @@ func TestDotPlanGeneric(t *testing.T) {
 	assert.Contains(t, connectx, "CQE_WAIT")
 	code, _, stderr = coredag(t, "", "dot", "--view", "plan", "--target", "nosuch", "plans/ring_allreduce.dag")
 	assert.Equal(t, 2, code, stderr)
+}
+
+// TestDotWithoutGraphviz: with no usable dot program, drawing SVG or PNG fails with exit 1 and a
+// message saying what is missing, writes no file and does not panic; DOT output still works.
+func TestDotWithoutGraphviz(t *testing.T) {
+	dir := t.TempDir()
+	noDot := "PATH=" + t.TempDir()
+	for _, tt := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"COREDAG_DOT=", noDot}, "coredag: rendering SVG needs Graphviz's dot program: not found in PATH (install Graphviz, e.g. apt-get install graphviz, set COREDAG_DOT, or write .dot)\n"},
+		{[]string{"COREDAG_DOT=/nonexistent/dot"}, "coredag: rendering SVG needs Graphviz's dot program: COREDAG_DOT=/nonexistent/dot: no such file or directory (install Graphviz"},
+		{[]string{"COREDAG_DOT=/nonexistent/dot", noDot}, "COREDAG_DOT=/nonexistent/dot: no such file or directory"},
+		{[]string{"COREDAG_DOT=dot"}, `COREDAG_DOT="dot" is not an absolute path`},
+	} {
+		for _, ext := range []string{"svg", "png"} {
+			out := filepath.Join(dir, "x."+ext)
+			code, stdout, stderr := coredagEnv(t, tt.env, "", "dot", "-o", out, "plans/ring_allreduce.dag")
+			assert.Equal(t, 1, code, "%q: %s", tt.env, stderr)
+			assert.Empty(t, stdout)
+			want := strings.ReplaceAll(tt.want, "SVG", strings.ToUpper(ext))
+			assert.Contains(t, stderr, want, "%q", tt.env)
+			assert.NotContains(t, stderr, "panic")
+			assert.NotContains(t, stderr, "goroutine")
+			assert.NoFileExists(t, out)
+		}
+	}
+	code, stdout, stderr := coredagEnv(t, []string{"COREDAG_DOT=", noDot}, "", "dot", "-o", filepath.Join(dir, "x.dot"), "plans/ring_allreduce.dag")
+	assert.Equal(t, 0, code, stderr)
+	assert.Empty(t, stdout)
+	assert.FileExists(t, filepath.Join(dir, "x.dot"))
+}
+
+// fakeDot writes a shell script to stand in for Graphviz's dot and returns its path.
+func fakeDot(t *testing.T, script string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fake-dot")
+	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o755))
+	return path
+}
+
+// TestDotFailingGraphviz: a dot that fails has its messages shown, one that takes too long is
+// stopped at --timeout with advice naming --limit; either way exit 1 and no file.
+func TestDotFailingGraphviz(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "x.svg")
+	failing := fakeDot(t, "cat >/dev/null; echo 'Error: out of cheese' >&2; exit 2\n")
+	code, _, stderr := coredagEnv(t, []string{"COREDAG_DOT=" + failing}, "", "dot", "-o", out, "plans/ring_allreduce.dag")
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "coredag: rendering SVG: Graphviz's dot ("+failing+") failed: exit status 2:\n    Error: out of cheese\n")
+	assert.NoFileExists(t, out)
+
+	slow := fakeDot(t, "exec sleep 30\n")
+	start := time.Now()
+	code, _, stderr = coredagEnv(t, []string{"COREDAG_DOT=" + slow}, "", "dot", "--timeout", "300ms", "-o", out, "plans/ring_allreduce.dag")
+	assert.Equal(t, 1, code, stderr)
+	assert.Less(t, time.Since(start), 10*time.Second)
+	assert.Contains(t, stderr, "coredag: rendering SVG: Graphviz's dot did not finish in time: the layout took longer than 300ms and was stopped\n")
+	assert.Contains(t, stderr, "--limit")
+	assert.NotContains(t, stderr, "panic")
+	assert.NoFileExists(t, out)
 }

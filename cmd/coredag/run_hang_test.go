@@ -156,6 +156,21 @@ func TestWriteHangViewOffload(t *testing.T) {
 	drawtest.CheckPNG(t, png, "#d62728") // the highlight
 }
 
+// TestWriteHangViewNoDot: without Graphviz, drawing a hang as SVG fails with the reason and
+// leaves no file (run --on-hang prints the error and goes on); DOT needs no Graphviz.
+func TestWriteHangViewNoDot(t *testing.T) {
+	plan, h, _ := hangOffload(t)
+	t.Setenv(viz.DotEnv, "")
+	t.Setenv("PATH", t.TempDir())
+	dir := t.TempDir()
+	svgFile := filepath.Join(dir, "hang.svg")
+	err := writeHangView(svgFile, plan, h)
+	require.ErrorIs(t, err, viz.ErrNoDot)
+	assert.Contains(t, err.Error(), "rendering SVG needs Graphviz's dot program: not found in PATH")
+	assert.NoFileExists(t, svgFile)
+	require.NoError(t, writeHangView(filepath.Join(dir, "hang.dot"), plan, h))
+}
+
 // TestWriteHangViewPoll: the polling engine blames ops; Run places them in the plan, and the
 // drawing marks them.
 func TestWriteHangViewPoll(t *testing.T) {
