@@ -30,14 +30,16 @@ func planEntries(p *planner.Plan) int {
 }
 
 // BenchmarkRenderPlanSVG renders the plan view of a plan of about 400 WQEs (ring allreduce on
-// 7 ranks for connectx), drawn in full, to SVG: building the DOT, layout and SVG output.
+// 7 ranks for connectx), drawn in full, to SVG: building the DOT, running Graphviz's dot for the
+// layout and SVG output.
 func BenchmarkRenderPlanSVG(b *testing.B) {
+	needDot(b)
 	p := ringPlan(b, 7)
 	n := planEntries(p)
 	if n < 400 {
 		b.Fatalf("plan has %d WQEs, want at least 400", n)
 	}
-	// Warm up the Graphviz module outside the timed loop.
+	// Warm up (dot's program and libraries in the page cache) outside the timed loop.
 	if err := Write(Plan(p, Options{Full: true}), SVG, io.Discard); err != nil {
 		b.Fatal(err)
 	}

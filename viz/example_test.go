@@ -11,8 +11,7 @@ import (
 )
 
 // Draw a library plan as `coredag dot` does: the graph view (one node per op, a cluster per
-// rank) as DOT text, and the plan view (one lane per work queue, one node per chain entry)
-// rendered to SVG in process, with no system Graphviz.
+// rank) as DOT text.
 func ExampleGraph() {
 	src, err := os.ReadFile("../plans/dissemination_barrier.dag")
 	if err != nil {
@@ -24,10 +23,27 @@ func ExampleGraph() {
 		fmt.Println(err)
 		return
 	}
-	d := viz.Graph(g, viz.Options{})
-	text := d.String()
+	text := viz.Graph(g, viz.Options{}).String()
 	fmt.Println("graph view is DOT:", strings.HasPrefix(text, "digraph"))
+	fmt.Println("rank clusters:", strings.Count(text, `label="rank `))
+	// Output:
+	// graph view is DOT: true
+	// rank clusters: 2
+}
 
+// Render the plan view (one lane per work queue, one node per chain entry) to SVG. Write runs
+// Graphviz's dot program, from PATH or $COREDAG_DOT, and returns an error if there is none.
+func ExampleWrite() {
+	src, err := os.ReadFile("../plans/dissemination_barrier.dag")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	g, err := planner.Load("dissemination_barrier.dag", src, map[string]int64{"ranks": 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	target, _ := planner.LookupTarget("connectx")
 	plan, err := planner.Compile(g, target)
 	if err != nil {
@@ -36,19 +52,8 @@ func ExampleGraph() {
 	}
 	var svg bytes.Buffer
 	if err := viz.Write(viz.Plan(plan, viz.Options{}), viz.SVG, &svg); err != nil {
-		fmt.Println(err)
+		fmt.Println(err) // e.g. Graphviz is not installed
 		return
 	}
-	entries := 0
-	for _, r := range plan.Ranks {
-		for _, q := range r.Queues {
-			entries += len(q.Chain)
-		}
-	}
-	fmt.Println("plan view is SVG:", strings.Contains(svg.String(), "<svg"))
-	fmt.Printf("%d SVG nodes for %d chain entries\n", strings.Count(svg.String(), `class="node"`), entries)
-	// Output:
-	// graph view is DOT: true
-	// plan view is SVG: true
-	// 12 SVG nodes for 12 chain entries
+	fmt.Println("SVG nodes:", strings.Count(svg.String(), `class="node"`))
 }

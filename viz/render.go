@@ -1,16 +1,40 @@
 package viz
 
+// Rendering runs the system Graphviz's dot program as a child process, the way `go tool pprof
+// -svg` does: DOT text on its stdin, the drawing read back from its stdout.
+//
+// coredag used to link github.com/goccy/go-graphviz (v0.2.10), which runs Graphviz compiled to
+// WebAssembly in process. It is not linked any more, because of what that package does by
+// itself:
+//
+//   - it compiles its ~6 MB WebAssembly module with wazero in a package init function, so every
+//     program that links it pays for the compile (0.6-0.7 s with an empty cache) and its memory at
+//     start-up, whether or not it ever draws anything, and no caller can opt out;
+//   - it keeps wazero's compilation cache, native code it later maps and executes, in
+//     os.TempDir()/go-graphviz, created with mode 0755 and shared by every user of the machine:
+//     a second user cannot use it at all, and a user who creates the directory first can plant
+//     code that other users' programs then run;
+//   - it panics in that init when anything goes wrong (cache not writable, address space
+//     limited by ulimit -v), instead of returning an error a caller could report.
+//
+// A subprocess has none of these problems: nothing starts until something is drawn, the program
+// comes from the user's own PATH (or COREDAG_DOT), a missing or failing dot is an ordinary error,
+// and a runaway layout can be killed.
+
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
+	"time"
 
 	"github.com/emicklei/dot"
-	"github.com/goccy/go-graphviz"
 )
 
 // Format is an output format of Render.
@@ -37,17 +61,84 @@ func FormatForFile(name string) (Format, error) {
 	}
 }
 
-// The Graphviz WebAssembly module is process-wide and not safe for concurrent use: one instance,
-// created on first use, serves every Render call in turn.
+// DotEnv names the environment variable that overrides where Graphviz's dot program is found:
+// an absolute path to the program. When it is unset or empty, dot is looked up in PATH.
+const DotEnv = "COREDAG_DOT"
+
+// DefaultTimeout bounds a layout when Render's context has no deadline of its own.
+const DefaultTimeout = 5 * time.Minute
+
+// ErrNoDot is wrapped by the errors DotProgram (and so Render) returns when Graphviz's dot
+// program cannot be found or is not usable; the wrapping error says why.
+var ErrNoDot = errors.New("Graphviz's dot program")
+
+// ErrTimeout is wrapped by the error Render returns when dot did not finish before the deadline.
+var ErrTimeout = errors.New("Graphviz's dot did not finish in time")
+
+// Bounds on what is kept of dot's output: a drawing larger than maxOutput is refused (dot is
+// stopped as soon as it is exceeded), and only the first maxStderr bytes of its messages are
+// quoted in an error. Variables so that tests can lower them.
 var (
-	gvMu  sync.Mutex
-	gvCtx *graphviz.Graphviz
+	maxOutput int64 = 256 << 20
+	maxStderr int64 = 16 << 10
 )
 
-// Render lays out DOT text with Graphviz's dot engine and writes it to w in the given format.
-// DOT is copied through unchanged. It is safe to call from several goroutines (calls are
-// serialised).
+// waitDelay is how long Render waits for dot's output pipes to close after dot has exited or been
+// killed (a child of dot, say of a wrapper script, may still hold them). A variable for tests.
+var waitDelay = 2 * time.Second
+
+// noDotHint is how a missing dot program is explained.
+const noDotHint = "install Graphviz, e.g. apt-get install graphviz, set " + DotEnv + ", or write .dot"
+
+// DotProgram returns the path of the Graphviz dot program Render runs: $COREDAG_DOT if set
+// (which must be an absolute path to an executable file), else dot found in PATH. A program
+// found in PATH only relative to the current directory is refused, as exec.LookPath does. The
+// error wraps ErrNoDot.
+func DotProgram() (string, error) {
+	if p := os.Getenv(DotEnv); p != "" {
+		if !filepath.IsAbs(p) {
+			return "", fmt.Errorf("%w: %s=%q is not an absolute path", ErrNoDot, DotEnv, p)
+		}
+		fi, err := os.Stat(p)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is in the message already
+		}
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("%w: %s=%s: %v", ErrNoDot, DotEnv, p, err)
+		case fi.IsDir():
+			return "", fmt.Errorf("%w: %s=%s is a directory", ErrNoDot, DotEnv, p)
+		case fi.Mode()&0o111 == 0:
+			return "", fmt.Errorf("%w: %s=%s is not executable", ErrNoDot, DotEnv, p)
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath("dot")
+	switch {
+	case errors.Is(err, exec.ErrDot):
+		return "", fmt.Errorf("%w: PATH finds it only relative to the current directory (%s), which is not used", ErrNoDot, p)
+	case err != nil:
+		return "", fmt.Errorf("%w: not found in PATH", ErrNoDot)
+	}
+	return p, nil
+}
+
+// Render lays out DOT text with Graphviz's dot program and writes the drawing to w in the given
+// format, within DefaultTimeout. DOT is copied through unchanged. See RenderContext.
 func Render(dotText []byte, format Format, w io.Writer) error {
+	return RenderContext(context.Background(), dotText, format, w)
+}
+
+// RenderContext is Render bounded by ctx; when ctx has no deadline, DefaultTimeout applies.
+//
+// SVG and PNG are made by running Graphviz's dot program (see DotProgram) with the DOT text on its
+// stdin. The drawing is collected in memory and written to w only once dot has succeeded, so on
+// any error nothing is written. Errors name the cause: no dot program (wrapping ErrNoDot), dot's
+// own messages when it fails, the deadline (wrapping ErrTimeout), or an oversized output. When
+// dot fails after writing a drawing (edges it could not route), the layout is done again with
+// straight edges. It is safe to call from several goroutines: each call runs its own dot.
+func RenderContext(ctx context.Context, dotText []byte, format Format, w io.Writer) error {
 	switch format {
 	case DOT:
 		_, err := w.Write(dotText)
@@ -56,42 +147,138 @@ func Render(dotText []byte, format Format, w io.Writer) error {
 	default:
 		return fmt.Errorf("viz: unknown format %q (want dot, svg or png)", string(format))
 	}
-	gvMu.Lock()
-	defer gvMu.Unlock()
-	ctx := context.Background()
-	if gvCtx == nil {
-		gv, err := graphviz.New(ctx)
-		if err != nil {
-			return fmt.Errorf("viz: starting graphviz: %w", err)
-		}
-		gvCtx = gv
-	}
-	graph, err := graphviz.ParseBytes(dotText)
+	what := "rendering " + strings.ToUpper(string(format))
+	prog, err := DotProgram()
 	if err != nil {
-		return fmt.Errorf("viz: graphviz cannot read the DOT text: %w", err)
+		return fmt.Errorf("%s needs %w (%s)", what, err, noDotHint)
 	}
-	defer graph.Close()
-	// Render the whole image before writing, so a layout failure leaves w untouched.
-	var buf bytes.Buffer
-	gvFormat := graphviz.Format(format)
-	if format == PNG {
-		gvFormat = "xdot" // laid out here, painted by rasterize
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
 	}
-	if err := gvCtx.Render(ctx, graph, gvFormat, &buf); err != nil {
-		return fmt.Errorf("viz: graphviz %s rendering: %w", format, err)
-	}
-	if format == PNG {
-		var img bytes.Buffer
-		if err := rasterize(buf.Bytes(), &img); err != nil {
-			return err
+	r := dotRun{prog: prog, what: what, start: time.Now()}
+	r.deadline, _ = ctx.Deadline()
+	// -Tpng picks Graphviz's best PNG renderer, cairo where installed, which fills and strokes
+	// shapes and anti-aliases.
+	out, err := r.run(ctx, dotText, "-T"+string(format))
+	var routing *dotFailed
+	if errors.As(err, &routing) && routing.wrote {
+		// dot wrote a drawing but reported errors. Graphviz 2.43 (the release Debian and Ubuntu
+		// ship) does that when it cannot route some edges of these views (clusters laid out with
+		// newrank, e.g. the graph view of ring_allreduce): "lost n30 n50 edge", exit status 1,
+		// and a drawing without those edges. Rather than hand out an incomplete drawing, lay it
+		// out again with straight edges, which need no routing; the views never set splines, so
+		// the command-line default applies.
+		if again, err2 := r.run(ctx, dotText, "-T"+string(format), "-Gsplines=line"); err2 == nil {
+			out, err = again, nil
+		} else if !errors.As(err2, new(*dotFailed)) {
+			err = err2 // a deadline or oversized output: say that, not the first failure
 		}
-		buf = img
 	}
-	_, err = w.Write(buf.Bytes())
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
 	return err
+}
+
+// dotRun runs Graphviz's dot program prog for one Render call.
+type dotRun struct {
+	prog, what      string    // program path, and "rendering SVG" to start errors with
+	start, deadline time.Time // when Render began, and its deadline
+}
+
+// dotFailed is the error of a dot that exited unsuccessfully.
+type dotFailed struct {
+	what, prog string
+	err        error  // from exec.Cmd.Run
+	msgs       string // dot's stderr, quoted for the message
+	wrote      bool   // dot wrote a drawing before failing
+}
+
+func (e *dotFailed) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("%s: Graphviz's dot (%s) wrote nothing%s", e.what, e.prog, e.msgs)
+	}
+	return fmt.Sprintf("%s: Graphviz's dot (%s) failed: %v%s", e.what, e.prog, e.err, e.msgs)
+}
+
+// run runs dot with args, dotText on its stdin, and returns what it wrote to stdout.
+func (r *dotRun) run(ctx context.Context, dotText []byte, args ...string) ([]byte, error) {
+	ctx, kill := context.WithCancel(ctx) // also stops dot when its output overflows
+	defer kill()
+	cmd := exec.CommandContext(ctx, r.prog, args...)
+	cmd.Stdin = bytes.NewReader(dotText)
+	out := &cappedBuffer{limit: maxOutput, overflow: kill}
+	msgs := &cappedBuffer{limit: maxStderr}
+	cmd.Stdout, cmd.Stderr = out, msgs
+	cmd.WaitDelay = waitDelay
+	err := cmd.Run()
+	switch {
+	case out.over:
+		return nil, fmt.Errorf("%s: Graphviz's dot wrote more than %s; refusing so large a drawing", r.what, byteSize(maxOutput))
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		limit := r.deadline.Sub(r.start).Round(time.Millisecond)
+		return nil, fmt.Errorf("%s: %w: the layout took longer than %v and was stopped", r.what, ErrTimeout, limit)
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("%s: %w", r.what, ctx.Err())
+	case err != nil || out.buf.Len() == 0:
+		return nil, &dotFailed{what: r.what, prog: r.prog, err: err, msgs: msgs.quote(), wrote: out.buf.Len() > 0}
+	}
+	return out.buf.Bytes(), nil
 }
 
 // Write renders a view built by Graph or Plan in the given format.
 func Write(d *dot.Graph, format Format, w io.Writer) error {
 	return Render([]byte(d.String()), format, w)
+}
+
+// cappedBuffer keeps the first limit bytes written to it and drops the rest, calling overflow (if
+// set) the first time it has to drop something. It never fails a write, so the process writing
+// into it is never left blocked on a pipe nobody reads.
+type cappedBuffer struct {
+	buf      bytes.Buffer
+	limit    int64
+	over     bool
+	overflow func()
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	room := c.limit - int64(c.buf.Len())
+	if int64(len(p)) > room {
+		c.buf.Write(p[:max(room, 0)])
+		if !c.over {
+			c.over = true
+			if c.overflow != nil {
+				c.overflow()
+			}
+		}
+		return len(p), nil
+	}
+	return c.buf.Write(p)
+}
+
+// quote formats what dot wrote to stderr for an error message: ":" and the text, indented, or
+// nothing if it wrote nothing.
+func (c *cappedBuffer) quote() string {
+	text := strings.TrimSpace(c.buf.String())
+	if text == "" {
+		return ""
+	}
+	if c.over {
+		text += "\n..."
+	}
+	return ":\n    " + strings.ReplaceAll(text, "\n", "\n    ")
+}
+
+// byteSize formats a byte count for a message: "256 MiB", "16 KiB", "100 bytes".
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -10,8 +10,10 @@
 // Timeline writes a third view, of a run rather than a plan: when each op completed
 // (exec.Options.Timeline), as trace-event JSON for Perfetto.
 //
-// Render turns DOT text into SVG or PNG in process (github.com/goccy/go-graphviz runs Graphviz as
-// WebAssembly), so no system Graphviz is needed.
+// Render turns DOT text into SVG or PNG by running Graphviz's dot program (from PATH, or the
+// absolute path in $COREDAG_DOT) as a child process; nothing of Graphviz is linked in or started
+// until something is rendered. Without Graphviz, Render returns an error wrapping ErrNoDot; DOT
+// output never needs it.
 //
 // Output is deterministic: nodes, clusters and edges are created in plan order and given ids that
 // sort in that order (emicklei/dot writes nodes and clusters sorted by id), and no map is iterated.

@@ -8,9 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/coredag/coredag/internal/drawtest"
 	"github.com/coredag/coredag/planner"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -134,8 +136,23 @@ func svgText(t *testing.T, svg []byte) string {
 	return text.String()
 }
 
-// TestSVGHasEveryOp renders both views of every plan and finds every op's name in the text.
+// visibleEdges counts the edges of DOT text as emicklei/dot writes them that Graphviz draws.
+var dotEdge = regexp.MustCompile(`(?m)^\s*\w+->\w+(\[.*\])?;$`)
+
+func visibleEdges(dotText string) int {
+	n := 0
+	for _, e := range dotEdge.FindAllString(dotText, -1) {
+		if !strings.Contains(e, `style="invis"`) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSVGHasEveryOp renders both views of every plan and finds every op's name in the text, and
+// every visible edge of the DOT drawn (old Graphviz releases lose edges they cannot route).
 func TestSVGHasEveryOp(t *testing.T) {
+	needDot(t)
 	plans := loadPlans(t)
 	for _, name := range sortedNames(plans) {
 		g := plans[name]
@@ -151,19 +168,28 @@ func TestSVGHasEveryOp(t *testing.T) {
 				for i := range g.Ops {
 					assert.Contains(t, text, g.Ops[i].Name, "%s view lacks %s", view, g.OpString(planner.OpID(i)))
 				}
+				edges := visibleEdges(d.String())
+				assert.Positive(t, edges)
+				assert.Equal(t, edges, strings.Count(buf.String(), `class="edge"`), "%s view: edges drawn", view)
 			}
 		})
 	}
 }
 
+// TestPNG: a PNG decodes, is drawn (filled shapes, dark strokes) and is the same bytes each time.
 func TestPNG(t *testing.T) {
+	needDot(t)
 	g := ringGraph(4, 16)
 	var buf bytes.Buffer
 	require.NoError(t, Write(Graph(g, Options{}), PNG, &buf))
-	assert.True(t, bytes.HasPrefix(buf.Bytes(), []byte("\x89PNG\r\n\x1a\n")), "not a PNG")
+	drawtest.CheckPNG(t, buf.Bytes(), "#d6e6fa", "#d9f0d3", colorRankBG)
 	var again bytes.Buffer
 	require.NoError(t, Write(Graph(g, Options{}), PNG, &again))
 	assert.Equal(t, buf.Bytes(), again.Bytes(), "PNG output is not deterministic")
+
+	buf.Reset()
+	require.NoError(t, Write(Plan(compile(t, g), Options{}), PNG, &buf))
+	drawtest.CheckPNG(t, buf.Bytes(), "#d6e6fa")
 }
 
 func TestFormatForFile(t *testing.T) {
@@ -183,11 +209,18 @@ func TestFormatForFile(t *testing.T) {
 }
 
 func TestRenderErrors(t *testing.T) {
-	assert.Error(t, Render([]byte("digraph { a -> ; }"), SVG, io.Discard))
 	assert.Error(t, Render([]byte("digraph { a }"), Format("pdf"), io.Discard))
 	var buf bytes.Buffer
 	require.NoError(t, Render([]byte("digraph { a }"), DOT, &buf))
 	assert.Equal(t, "digraph { a }", buf.String())
+
+	// Graphviz's own message says what is wrong with bad DOT text; nothing is written.
+	needDot(t)
+	buf.Reset()
+	err := Render([]byte("digraph { a -> ; }"), SVG, &buf)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "syntax error in line 1")
+	assert.Zero(t, buf.Len())
 }
 
 // TestGraphViewStructure checks clusters, edge styles and labels on the hand-built ring.

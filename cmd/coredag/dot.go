@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/viz"
@@ -11,16 +15,25 @@ func init() {
 	register("dot", "Draw a plan with Graphviz: the op graph or the compiled WQE chains, as DOT, SVG or PNG.", func() any { return &dotCmd{} })
 }
 
+// dotHelp is the dot command's --help text after the flag list.
+const dotHelp = `SVG and PNG are drawn by Graphviz's dot program, run as a child process with the DOT text
+on its stdin: dot from PATH, or the program named by the environment variable ` + viz.DotEnv + `
+(an absolute path). Without Graphviz, write .dot and lay it out elsewhere.`
+
 type dotCmd struct {
 	paramFlags
-	View   string `default:"graph" enum:"graph,plan" help:"What to draw: graph (ops and dependencies) or plan (compiled WQE chains per queue)."`
-	Target string `default:"connectx" help:"Target to compile for with --view plan."`
-	Rank   []int  `help:"Draw only these ranks (repeatable); others reached by transfers appear as one node."`
-	Out    string `short:"o" placeholder:"FILE" help:"Write to FILE; the format follows its extension (.dot, .svg, .png). Default: DOT on stdout."`
-	Limit  int    `default:"400" help:"Fold loop bodies, then ranks, into summary nodes above this many nodes."`
-	Full   bool   `help:"Draw every node, whatever the count."`
-	File   string `arg:"" name:"file" help:"Plan file (- for stdin)."`
+	View    string        `default:"graph" enum:"graph,plan" help:"What to draw: graph (ops and dependencies) or plan (compiled WQE chains per queue)."`
+	Target  string        `default:"connectx" help:"Target to compile for with --view plan."`
+	Rank    []int         `help:"Draw only these ranks (repeatable); others reached by transfers appear as one node."`
+	Out     string        `short:"o" placeholder:"FILE" help:"Write to FILE; the format follows its extension (.dot, .svg, .png). Default: DOT on stdout."`
+	Limit   int           `default:"400" help:"Fold loop bodies, then ranks, into summary nodes above this many nodes."`
+	Full    bool          `help:"Draw every node, whatever the count."`
+	Timeout time.Duration `default:"5m" help:"Stop Graphviz's layout (SVG, PNG) after this long."`
+	File    string        `arg:"" name:"file" help:"Plan file (- for stdin)."`
 }
+
+// Help is printed by --help after the flags.
+func (c *dotCmd) Help() string { return dotHelp }
 
 func (c *dotCmd) Run(e *env) error {
 	format := viz.DOT
@@ -36,6 +49,9 @@ func (c *dotCmd) Run(e *env) error {
 	}
 	if c.Limit <= 0 {
 		return usageError("--limit %d: want a positive node count", c.Limit)
+	}
+	if c.Timeout <= 0 {
+		return usageError("--timeout %v: want a positive duration", c.Timeout)
 	}
 	l, err := mustLoad(e, c.File, c.paramFlags, false)
 	if err != nil {
@@ -64,8 +80,13 @@ func (c *dotCmd) Run(e *env) error {
 	default:
 		text = viz.Graph(g, opts).String()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+	defer cancel()
 	var buf bytes.Buffer
-	if err := viz.Render([]byte(text), format, &buf); err != nil {
+	if err := viz.RenderContext(ctx, []byte(text), format, &buf); err != nil {
+		if errors.Is(err, viz.ErrTimeout) {
+			return fmt.Errorf("%w\n(draw fewer nodes with a lower --limit or --rank, allow more time with --timeout, or write .dot)", err)
+		}
 		return err
 	}
 	if c.Out == "" {

@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/internal/drawtest"
+	"github.com/coredag/coredag/viz"
 )
 
 // TestDotStdoutDeterministic: DOT on stdout is the same bytes on every run, in both views.
@@ -24,6 +29,7 @@ func TestDotStdoutDeterministic(t *testing.T) {
 
 // TestDotSVG: -o x.svg writes well-formed XML that names the plan's ops.
 func TestDotSVG(t *testing.T) {
+	drawtest.NeedDot(t, viz.DotProgram)
 	out := filepath.Join(t.TempDir(), "ring.svg")
 	code, stdout, stderr := coredag(t, "", "dot", "-p", "ranks=2", "-o", out, "plans/ring_allreduce.dag")
 	require.Equal(t, 0, code, stderr)
@@ -36,14 +42,18 @@ func TestDotSVG(t *testing.T) {
 	}
 }
 
-// TestDotPNG: -o x.png writes a PNG.
+// TestDotPNG: -o x.png writes a PNG with filled, outlined shapes, in both views.
 func TestDotPNG(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "ring.png")
-	code, _, stderr := coredag(t, "", "dot", "--view", "plan", "-p", "ranks=2", "-o", out, "plans/ring_allreduce.dag")
-	require.Equal(t, 0, code, stderr)
-	png, err := os.ReadFile(out)
-	require.NoError(t, err)
-	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "%.8q", png)
+	drawtest.NeedDot(t, viz.DotProgram)
+	for _, view := range []string{"plan", "graph"} {
+		out := filepath.Join(t.TempDir(), "ring.png")
+		code, stdout, stderr := coredag(t, "", "dot", "--view", view, "-p", "ranks=2", "-o", out, "plans/ring_allreduce.dag")
+		require.Equal(t, 0, code, stderr)
+		assert.Empty(t, stdout)
+		png, err := os.ReadFile(out)
+		require.NoError(t, err)
+		drawtest.CheckPNG(t, png, "#d6e6fa", "#d9f0d3") // sends and receives, writes
+	}
 }
 
 // TestDotUsageErrors: an output format coredag cannot write, a rank the plan lacks and a
@@ -57,6 +67,7 @@ func TestDotUsageErrors(t *testing.T) {
 		{[]string{"-o", filepath.Join(dir, "ring.jpg")}, `unknown drawing format ".jpg"`},
 		{[]string{"--rank", "9"}, "--rank 9: plan ring_allreduce has ranks 0..3"},
 		{[]string{"--limit", "0"}, "--limit 0"},
+		{[]string{"--timeout", "0s"}, "--timeout 0s: want a positive duration"},
 	} {
 		args := append([]string{"dot", "-p", "ranks=4"}, tt.args...)
 		code, stdout, stderr := coredag(t, "", append(args, "plans/ring_allreduce.dag")...)
@@ -81,4 +92,65 @@ func TestDotPlanGeneric(t *testing.T) {
 	assert.Contains(t, connectx, "CQE_WAIT")
 	code, _, stderr = coredag(t, "", "dot", "--view", "plan", "--target", "nosuch", "plans/ring_allreduce.dag")
 	assert.Equal(t, 2, code, stderr)
+}
+
+// TestDotWithoutGraphviz: with no usable dot program, drawing SVG or PNG fails with exit 1 and a
+// message saying what is missing, writes no file and does not panic; DOT output still works.
+func TestDotWithoutGraphviz(t *testing.T) {
+	dir := t.TempDir()
+	noDot := "PATH=" + t.TempDir()
+	for _, tt := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"COREDAG_DOT=", noDot}, "coredag: rendering SVG needs Graphviz's dot program: not found in PATH (install Graphviz, e.g. apt-get install graphviz, set COREDAG_DOT, or write .dot)\n"},
+		{[]string{"COREDAG_DOT=/nonexistent/dot"}, "coredag: rendering SVG needs Graphviz's dot program: COREDAG_DOT=/nonexistent/dot: no such file or directory (install Graphviz"},
+		{[]string{"COREDAG_DOT=/nonexistent/dot", noDot}, "COREDAG_DOT=/nonexistent/dot: no such file or directory"},
+		{[]string{"COREDAG_DOT=dot"}, `COREDAG_DOT="dot" is not an absolute path`},
+	} {
+		for _, ext := range []string{"svg", "png"} {
+			out := filepath.Join(dir, "x."+ext)
+			code, stdout, stderr := coredagEnv(t, tt.env, "", "dot", "-o", out, "plans/ring_allreduce.dag")
+			assert.Equal(t, 1, code, "%q: %s", tt.env, stderr)
+			assert.Empty(t, stdout)
+			want := strings.ReplaceAll(tt.want, "SVG", strings.ToUpper(ext))
+			assert.Contains(t, stderr, want, "%q", tt.env)
+			assert.NotContains(t, stderr, "panic")
+			assert.NotContains(t, stderr, "goroutine")
+			assert.NoFileExists(t, out)
+		}
+	}
+	code, stdout, stderr := coredagEnv(t, []string{"COREDAG_DOT=", noDot}, "", "dot", "-o", filepath.Join(dir, "x.dot"), "plans/ring_allreduce.dag")
+	assert.Equal(t, 0, code, stderr)
+	assert.Empty(t, stdout)
+	assert.FileExists(t, filepath.Join(dir, "x.dot"))
+}
+
+// fakeDot writes a shell script to stand in for Graphviz's dot and returns its path.
+func fakeDot(t *testing.T, script string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fake-dot")
+	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o755))
+	return path
+}
+
+// TestDotFailingGraphviz: a dot that fails has its messages shown, one that takes too long is
+// stopped at --timeout with advice naming --limit; either way exit 1 and no file.
+func TestDotFailingGraphviz(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "x.svg")
+	failing := fakeDot(t, "cat >/dev/null; echo 'Error: out of cheese' >&2; exit 2\n")
+	code, _, stderr := coredagEnv(t, []string{"COREDAG_DOT=" + failing}, "", "dot", "-o", out, "plans/ring_allreduce.dag")
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "coredag: rendering SVG: Graphviz's dot ("+failing+") failed: exit status 2:\n    Error: out of cheese\n")
+	assert.NoFileExists(t, out)
+
+	slow := fakeDot(t, "exec sleep 30\n")
+	start := time.Now()
+	code, _, stderr = coredagEnv(t, []string{"COREDAG_DOT=" + slow}, "", "dot", "--timeout", "300ms", "-o", out, "plans/ring_allreduce.dag")
+	assert.Equal(t, 1, code, stderr)
+	assert.Less(t, time.Since(start), 10*time.Second)
+	assert.Contains(t, stderr, "coredag: rendering SVG: Graphviz's dot did not finish in time: the layout took longer than 300ms and was stopped\n")
+	assert.Contains(t, stderr, "--limit")
+	assert.NotContains(t, stderr, "panic")
+	assert.NoFileExists(t, out)
 }

@@ -40,7 +40,22 @@ func TestMain(m *testing.M) {
 // Every run is bounded: a hang is a test failure, not a stuck CI.
 func coredag(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return coredagEnv(t, nil, stdin, args...)
+}
+
+// coredagEnv is coredag with env ("NAME=value" entries) added to the test's environment.
+func coredagEnv(t *testing.T, env []string, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return runBounded(t, exec.Command(binary, args...), env, stdin)
+}
+
+// runBounded runs cmd from the repository root with env added to the test's environment, and
+// returns its exit code and output; a command still running after 2 minutes fails the test.
+func runBounded(t *testing.T, cmd *exec.Cmd, env []string, stdin string) (code int, stdout, stderr string) {
+	t.Helper()
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Dir = filepath.Join("..", "..")
 	cmd.Stdin = bytes.NewBufferString(stdin)
 	var out, errb bytes.Buffer
@@ -58,7 +73,7 @@ func coredag(t *testing.T, stdin string, args ...string) (code int, stdout, stde
 		}
 	case <-time.After(2 * time.Minute):
 		_ = cmd.Process.Kill()
-		t.Fatalf("coredag %q did not finish in 2 minutes", args)
+		t.Fatalf("%q did not finish in 2 minutes", cmd.Args)
 	}
 	return code, out.String(), errb.String()
 }

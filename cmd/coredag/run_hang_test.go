@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -17,7 +16,9 @@ import (
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/internal/drawtest"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/viz"
 )
 
 // TestRunOnHangHealthy: --on-hang on a run that does not hang writes nothing and changes
@@ -139,6 +140,7 @@ func TestWriteHangViewOffload(t *testing.T) {
 	assert.Contains(t, labels[0]+labels[1], entryLabel(plan, first.ProducerAt))
 	assert.Contains(t, string(text), "hung in iteration 0: rank 1: WAIT before")
 
+	drawtest.NeedDot(t, viz.DotProgram)
 	svgFile := filepath.Join(dir, "hang.svg")
 	require.NoError(t, writeHangView(svgFile, plan, h))
 	svg, err := os.ReadFile(svgFile)
@@ -151,7 +153,22 @@ func TestWriteHangViewOffload(t *testing.T) {
 	require.NoError(t, writeHangView(pngFile, plan, h))
 	png, err := os.ReadFile(pngFile)
 	require.NoError(t, err)
-	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")))
+	drawtest.CheckPNG(t, png, "#d62728") // the highlight
+}
+
+// TestWriteHangViewNoDot: without Graphviz, drawing a hang as SVG fails with the reason and
+// leaves no file (run --on-hang prints the error and goes on); DOT needs no Graphviz.
+func TestWriteHangViewNoDot(t *testing.T) {
+	plan, h, _ := hangOffload(t)
+	t.Setenv(viz.DotEnv, "")
+	t.Setenv("PATH", t.TempDir())
+	dir := t.TempDir()
+	svgFile := filepath.Join(dir, "hang.svg")
+	err := writeHangView(svgFile, plan, h)
+	require.ErrorIs(t, err, viz.ErrNoDot)
+	assert.Contains(t, err.Error(), "rendering SVG needs Graphviz's dot program: not found in PATH")
+	assert.NoFileExists(t, svgFile)
+	require.NoError(t, writeHangView(filepath.Join(dir, "hang.dot"), plan, h))
 }
 
 // TestWriteHangViewPoll: the polling engine blames ops; Run places them in the plan, and the
