@@ -124,6 +124,16 @@ func (el *elaborator) run() {
 	el.g.Index()
 }
 
+// declaresRanks reports whether the file sets the world size with a top-level `param ranks`.
+func declaresRanks(f *dsl.File) bool {
+	for _, st := range f.Stmts {
+		if p, ok := st.(*dsl.ParamStmt); ok && p.Name.Name == "ranks" {
+			return true
+		}
+	}
+	return false
+}
+
 // header reads what is global: the plan name, params (with -p overrides) and buffers.
 func (el *elaborator) header() {
 	g := el.g
@@ -131,6 +141,9 @@ func (el *elaborator) header() {
 	declared := map[string]dsl.Pos{}
 	perRank := map[string]bool{"rank": true} // top-level lets whose value depends on the rank
 	seenPlan := false
+	if !declaresRanks(el.file) {
+		el.globals.bind("ranks", 1) // the default world size, usable from the first statement
+	}
 	for i, st := range el.file.Stmts {
 		switch st := st.(type) {
 		case *dsl.PlanStmt:
@@ -209,8 +222,6 @@ func (el *elaborator) header() {
 			return
 		}
 		g.Ranks = int(v)
-	} else {
-		el.globals.bind("ranks", 1)
 	}
 	el.bufIdx = map[string]BufID{}
 	for _, st := range el.file.Stmts {

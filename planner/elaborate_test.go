@@ -209,3 +209,15 @@ func TestElaborateLimits(t *testing.T) {
 	_, err := elaborateSrc(t, "plan p\nbuffer a u8[4] remote_write\nqueue lo to rank\nop w = write lo a[0:2] to a[2:4]\n", nil)
 	assert.NoError(t, err)
 }
+
+// A plan without `param ranks` has one rank, and `ranks` is 1 from its first statement on; with
+// the param, a use before the declaration is an error like any other.
+func TestRanksDefault(t *testing.T) {
+	g, err := elaborateSrc(t, "plan t\nlet k = ranks * 2\nbuffer a u8[k]\nop x = nop\n", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, g.Ranks)
+	assert.EqualValues(t, 2, g.Buffers[0].Count)
+	_, err = elaborateSrc(t, "plan t\nlet k = ranks * 2\nparam ranks = 2\nop x = nop\n", nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "t.dag:2:9: undefined: ranks")
+}

@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"fmt"
 	"math/bits"
 
 	"github.com/coredag/coredag/dsl"
@@ -176,7 +175,7 @@ func (c *compiler) checkLimits() {
 		w := worst[k]
 		others := ""
 		if w.ranks > 1 {
-			others = fmt.Sprintf(" (and on %d other ranks)", w.ranks-1)
+			others = " (and on " + Plural(w.ranks-1, "other rank") + ")"
 		}
 		c.errs.Add(k.pos, "%s on rank %d%s: one iteration posts %d WQEs on its %s side but its depth is %d, and target %s posts whole chains before it runs (declare `depth %d` or more on the queue, or compile for --target generic)",
 			w.name, w.rank, others, w.n, k.side, w.depth, c.t.Name, ceilPow2(w.n))
