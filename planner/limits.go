@@ -51,7 +51,7 @@ func (el *elaborator) tooManyOps(pos dsl.Pos, detail string) {
 	if el.whyMaxOps != "" {
 		why = el.whyMaxOps
 	}
-	el.errorf(phaseNames, pos, "the plan has more than %d ops over all its ranks%s: %s", el.maxOps, detail, why)
+	el.globalErrorf(phaseNames, pos, "the plan has more than %d ops over all its ranks%s: %s", el.maxOps, detail, why)
 	el.truncated = true
 }
 
