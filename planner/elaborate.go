@@ -51,6 +51,7 @@ type elaborator struct {
 	truncated bool
 	maxOps    int    // the op limit: maxOps, or lower (Limits)
 	whyMaxOps string // why the limit is lower, for its diagnostic
+	countWork int    // what is left of maxCountWork
 }
 
 // pendingRef is a dependency edge by name, resolved once the whole rank is elaborated because
@@ -350,7 +351,7 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 	if !ok1 || !ok2 || !ok3 {
 		return
 	}
-	if n := el.loopOps(from, to, step, st.Body, st.Var.Name, s); n > int64(el.maxOps-len(el.g.Ops)) {
+	if n := el.loopOps(st, from, to, step, s, int64(el.maxOps-len(el.g.Ops))); n > int64(el.maxOps-len(el.g.Ops)) {
 		el.tooManyOps(st.Pos(), fmt.Sprintf(" (this loop alone makes at least %d)", n))
 		return
 	}

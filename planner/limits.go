@@ -34,7 +34,7 @@ func LoadLimited(filename string, src []byte, params map[string]int64, lim Limit
 
 // ElaborateLimited is Elaborate within lim.
 func ElaborateLimited(f *dsl.File, params map[string]int64, lim Limits) (*Graph, error) {
-	el := &elaborator{file: f, g: &Graph{File: f.Name}, overrides: params, maxOps: maxOps}
+	el := &elaborator{file: f, g: &Graph{File: f.Name}, overrides: params, maxOps: maxOps, countWork: maxCountWork}
 	if lim.MaxOps > 0 && lim.MaxOps < maxOps {
 		el.maxOps, el.whyMaxOps = lim.MaxOps, lim.Why
 	}
@@ -55,81 +55,141 @@ func (el *elaborator) tooManyOps(pos dsl.Pos, detail string) {
 	el.truncated = true
 }
 
-// loopOps is, before a loop runs, a lower bound of the ops it will make: its trip count times
-// the ops its body makes on every pass (minOps). Counting first lets a loop to 10**9 fail at
-// once rather than after building millions of ops.
-func (el *elaborator) loopOps(from, to, step int64, body []dsl.Stmt, varName string, s *scope) int64 {
-	trips := tripCount(from, to, step)
-	if trips == 0 {
-		return 0
-	}
-	per := el.minOps(body, s, map[string]bool{varName: true})
-	if per == 0 {
-		return 0
-	}
-	if trips > math.MaxInt64/per {
-		return math.MaxInt64
-	}
-	return trips * per
+// maxCountWork bounds the statements that counting ops (loopOps) may walk through while it
+// simulates loop passes, over one elaboration: a fraction of a second.
+const maxCountWork = 1 << 22
+
+// loopOps is, before a loop runs, a lower bound of the ops it will make, counted without making
+// them; counting stops once it passes limit. Counting first lets a loop to 10**9 fail at once
+// rather than after building millions of ops.
+func (el *elaborator) loopOps(st *dsl.ForStmt, from, to, step int64, s *scope, limit int64) int64 {
+	c := opCounter{el: el, limit: limit}
+	n, _ := c.loop(st, from, to, step, s, map[string]bool{})
+	return n
 }
 
-// minOps is a lower bound of the ops stmts make each time they run in scope s: the op
-// statements outside any if, plus the nested loops whose bounds do not depend on names bound
-// inside (inner: the enclosing loops' variables and the lets of their bodies), each counted
-// with its own trip count.
-func (el *elaborator) minOps(stmts []dsl.Stmt, s *scope, inner map[string]bool) int64 {
-	var n int64
-	add := func(k int64) {
-		if n > math.MaxInt64-k {
-			n = math.MaxInt64
-		} else {
-			n += k
-		}
-	}
-	var bound []string // names bound here, removed from inner on return
+// opCounter counts the ops statements will make, as a lower bound: an op statement counts once
+// per pass, ops under an if do not count, and a loop counts its trips times the ops of a pass.
+// When a pass's count depends on the loop variable (an inner loop's bound does), the passes are
+// simulated one by one, while el.countWork lasts.
+type opCounter struct {
+	el    *elaborator
+	limit int64
+}
+
+// block counts the ops of one pass over stmts in scope s. unknown holds the names whose value
+// the count does not know; exact reports that no loop was left out for want of a value.
+func (c *opCounter) block(stmts []dsl.Stmt, s *scope, unknown map[string]bool) (n int64, exact bool) {
+	exact = true
+	local := &scope{parent: s}
+	var marked []string
 	defer func() {
-		for _, name := range bound {
-			delete(inner, name)
+		for _, name := range marked {
+			delete(unknown, name)
 		}
 	}()
 	for _, st := range stmts {
+		if n > c.limit {
+			return n, exact
+		}
 		switch st := st.(type) {
 		case *dsl.LetStmt:
-			if !inner[st.Name.Name] {
-				inner[st.Name.Name] = true
-				bound = append(bound, st.Name.Name)
-			}
-		case *dsl.OpStmt:
-			add(1)
-		case *dsl.ForStmt:
-			if usesAny(st.From, inner) || usesAny(st.To, inner) || (st.Step != nil && usesAny(st.Step, inner)) {
+			name := st.Name.Name
+			if unknown[name] {
 				continue
 			}
-			from, err1 := evalInt(st.From, s)
-			to, err2 := evalInt(st.To, s)
+			var v int64
+			var err *evalError
+			if !usesAny(st.Value, unknown) {
+				v, err = evalInt(st.Value, local)
+			}
+			if err != nil || usesAny(st.Value, unknown) {
+				unknown[name] = true
+				marked = append(marked, name)
+				continue
+			}
+			local.bind(name, v)
+		case *dsl.OpStmt:
+			n = satAdd(n, 1)
+		case *dsl.IfStmt: // never counted, known condition or not: a pass by pass count adds nothing
+		case *dsl.ForStmt:
+			if usesAny(st.From, unknown) || usesAny(st.To, unknown) || (st.Step != nil && usesAny(st.Step, unknown)) {
+				exact = false
+				continue
+			}
+			from, err1 := evalInt(st.From, local)
+			to, err2 := evalInt(st.To, local)
 			step := int64(1)
 			var err3 *evalError
 			if st.Step != nil {
-				step, err3 = evalInt(st.Step, s)
+				step, err3 = evalInt(st.Step, local)
 			}
-			if err1 != nil || err2 != nil || err3 != nil || step <= 0 || to <= from {
+			if err1 != nil || err2 != nil || err3 != nil || step <= 0 {
+				exact = false
 				continue
 			}
-			shadowed := inner[st.Var.Name]
-			inner[st.Var.Name] = true
-			per := el.minOps(st.Body, s, inner)
-			if !shadowed {
-				delete(inner, st.Var.Name)
-			}
-			trips := tripCount(from, to, step)
-			if per > 0 && trips > math.MaxInt64/per {
-				add(math.MaxInt64)
-			} else {
-				add(trips * per)
-			}
+			k, ex := c.loop(st, from, to, step, local, unknown)
+			n, exact = satAdd(n, k), exact && ex
 		}
 	}
-	return n
+	return n, exact
+}
+
+// loop counts the ops of a loop over from .. to: a pass counted without the variable's value,
+// times the trips when that count is exact, else pass by pass.
+func (c *opCounter) loop(st *dsl.ForStmt, from, to, step int64, s *scope, unknown map[string]bool) (int64, bool) {
+	trips := tripCount(from, to, step)
+	if trips == 0 {
+		return 0, true
+	}
+	name := st.Var.Name
+	was := unknown[name]
+	unknown[name] = true
+	per, exact := c.block(st.Body, s, unknown)
+	if !was {
+		delete(unknown, name)
+	}
+	total := satMul(trips, per)
+	if exact || total > c.limit {
+		return total, exact
+	}
+	if was { // the variable shadows an unknown name: inside, it is known
+		delete(unknown, name)
+		defer func() { unknown[name] = true }()
+	}
+	var n int64
+	exact = true
+	body := &scope{parent: s}
+	v := from
+	for i := int64(0); i < trips; i++ {
+		if c.el.countWork <= 0 || n > c.limit {
+			return max(n, total), false
+		}
+		c.el.countWork -= 1 + len(st.Body)
+		body.names, body.values = body.names[:0], body.values[:0]
+		body.bind(name, v)
+		k, ex := c.block(st.Body, body, unknown)
+		n, exact = satAdd(n, k), exact && ex
+		v += step
+	}
+	return max(n, total), exact
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func satMul(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
 }
 
 // tripCount is how many times `for v in from .. to step step` runs (step > 0), or math.MaxInt64
