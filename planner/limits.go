@@ -60,7 +60,7 @@ func (el *elaborator) tooManyOps(pos dsl.Pos, detail string) {
 const maxCountWork = 1 << 22
 
 // loopOps is, before a loop runs, a lower bound of the ops it will make, counted without making
-// them; counting stops once it passes limit. Counting first lets a loop to 10**9 fail at once
+// them; counting pass by pass stops once it passes limit. Counting first lets a loop to 10**9 fail at once
 // rather than after building millions of ops.
 func (el *elaborator) loopOps(st *dsl.ForStmt, from, to, step int64, s *scope, limit int64) int64 {
 	c := opCounter{el: el, limit: limit}
@@ -89,9 +89,6 @@ func (c *opCounter) block(stmts []dsl.Stmt, s *scope, unknown map[string]bool) (
 		}
 	}()
 	for _, st := range stmts {
-		if n > c.limit {
-			return n, exact
-		}
 		switch st := st.(type) {
 		case *dsl.LetStmt:
 			name := st.Name.Name
