@@ -68,6 +68,22 @@ func IsKeyword(s string) bool { return keywords[s] }
 // the recursive-descent parser.
 const maxNesting = 200
 
+// The parser needs about a kilobyte per token and takes microseconds for each, so a file is
+// refused past maxTokens (a few hundred megabytes), and one statement past maxOperators
+// operators: far more than any plan needs, and well before the parser's own repetition limit
+// (a million), whose message names the grammar's internals.
+const (
+	maxTokens    = 1 << 18
+	maxOperators = 1 << 14
+)
+
+// operators are the punctuation tokens that are operators of expressions.
+var operators = map[string]bool{
+	"+": true, "-": true, "*": true, "/": true, "%": true, "**": true, "&": true, "|": true, "^": true,
+	"!": true, "<<": true, ">>": true, "<": true, "<=": true, ">": true, ">=": true, "==": true,
+	"!=": true, "&&": true, "||": true,
+}
+
 // scanned is the output of scan.
 type scanned struct {
 	toks     []lexer.Token // meaningful tokens, ending with EOF
@@ -118,8 +134,10 @@ func scan(filename string, src []byte, errs *ErrorList) *scanned {
 		lineStart  = skip
 		pendingSep *lexer.Token // a separator not yet known to be needed
 		powChain   int          // "**" since the last separator: each one nests the parse
+		opCount    int          // operators since the last separator
+		stmtStart  *lexer.Token // the first token since the last separator
 	)
-	s.toks = make([]lexer.Token, 0, len(src)/3+1)
+	s.toks = make([]lexer.Token, 0, min(len(src)/3, maxTokens)+1)
 	emit := func(t lexer.Token) {
 		if pendingSep != nil {
 			// A separator before "}" or "else", or at the end, or after "{" or another
@@ -181,7 +199,7 @@ func scan(filename string, src []byte, errs *ErrorList) *scanned {
 			if t.Value == "\n" && len(stack) > 0 && stack[len(stack)-1].Value != "{" {
 				continue // a newline inside (...) or [...] does not end a statement
 			}
-			powChain = 0
+			powChain, opCount, stmtStart = 0, 0, nil
 			if pendingSep == nil || pendingSep.Value == "\n" {
 				t := t
 				pendingSep = &t
@@ -192,6 +210,16 @@ func scan(filename string, src []byte, errs *ErrorList) *scanned {
 				t.Type = tokKeyword
 			}
 		case tokPunct:
+			if operators[t.Value] {
+				if opCount++; opCount > maxOperators {
+					at := t
+					if stmtStart != nil {
+						at = *stmtStart
+					}
+					errs.Add(tokPos(at), "expression too long: more than %d operators in one statement; split it with let", maxOperators)
+					return s
+				}
+			}
 			switch t.Value {
 			case "**":
 				if powChain++; powChain > maxNesting {
@@ -216,6 +244,13 @@ func scan(filename string, src []byte, errs *ErrorList) *scanned {
 				}
 				stack = stack[:len(stack)-1]
 			}
+		}
+		if len(s.toks) >= maxTokens {
+			errs.Add(tokPos(t), "the file has more than %d tokens (words, numbers and symbols): write repeated statements as for loops", maxTokens)
+			return s
+		}
+		if stmtStart == nil {
+			stmtStart = &t
 		}
 		emit(t)
 	}

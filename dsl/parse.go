@@ -3,6 +3,7 @@ package dsl
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
@@ -66,7 +67,11 @@ func syntaxError(filename string, sc *scanned, err error) *Error {
 		if !pos.IsValid() {
 			pos = Pos{File: filename, Line: 1, Col: 1}
 		}
-		return &Error{Pos: pos, Msg: pe.Message()}
+		msg := pe.Message()
+		if strings.HasPrefix(msg, "too many iterations of ") { // participle's repetition limit
+			msg = "statement too long: more than a million repetitions of one element; split it"
+		}
+		return &Error{Pos: pos, Msg: msg}
 	}
 	return &Error{Pos: Pos{File: filename, Line: 1, Col: 1}, Msg: err.Error()}
 }

@@ -39,13 +39,21 @@ func NewMemory(g *planner.Graph) *Memory {
 	return m
 }
 
-// allocRank allocates one rank's buffers out of one slab, each aligned to a cache line.
-func allocRank(g *planner.Graph) [][]byte {
+// slabBytes is the size of one rank's slab: every buffer rounded up to a cache line.
+func slabBytes(g *planner.Graph) int64 {
 	var total int64
 	for i := range g.Buffers {
 		total += roundUp(g.Buffers[i].Bytes(), cacheLine)
 	}
-	slab := alignedBytes(total)
+	return total
+}
+
+// rankBytes is what allocRank allocates for one rank (Estimate counts with it).
+func rankBytes(g *planner.Graph) int64 { return alignedSize(slabBytes(g)) }
+
+// allocRank allocates one rank's buffers out of one slab, each aligned to a cache line.
+func allocRank(g *planner.Graph) [][]byte {
+	slab := alignedBytes(slabBytes(g))
 	out := make([][]byte, len(g.Buffers))
 	var off int64
 	for i := range g.Buffers {
@@ -58,9 +66,12 @@ func allocRank(g *planner.Graph) [][]byte {
 
 func roundUp(n, a int64) int64 { return (n + a - 1) / a * a }
 
+// alignedSize is what alignedBytes(n) allocates.
+func alignedSize(n int64) int64 { return n + cacheLine }
+
 // alignedBytes returns n zeroed bytes starting on a cache-line boundary.
 func alignedBytes(n int64) []byte {
-	raw := make([]byte, n+cacheLine)
+	raw := make([]byte, alignedSize(n))
 	skip := int64(0)
 	if len(raw) > 0 {
 		if mis := int64(uintptr(unsafe.Pointer(&raw[0])) % cacheLine); mis != 0 {

@@ -259,7 +259,7 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 			defer quietOtherThreads()()
 		}
 	}
-	lat := make([]time.Duration, 0, opts.Iters)
+	lat := make([]time.Duration, 0, min(opts.Iters, 1<<16)) // grows past that: callers check Estimate first
 	finish := func(err error) (*Result, error) {
 		d.counters(out)
 		if sr != nil {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -26,12 +27,7 @@ var maxOps = MaxOps
 // checks (names, shapes, matching). params overrides declared params (`coredag -p`). The error,
 // if any, is a dsl.ErrorList holding every diagnostic of the first phase that found some.
 func Elaborate(f *dsl.File, params map[string]int64) (*Graph, error) {
-	el := &elaborator{file: f, g: &Graph{File: f.Name}, overrides: params}
-	el.run()
-	if err := el.result(); err != nil {
-		return nil, err
-	}
-	return el.g, nil
+	return ElaborateLimited(f, params, Limits{})
 }
 
 type elaborator struct {
@@ -53,6 +49,9 @@ type elaborator struct {
 	peerRefs  []queueRef // per queue of the graph: its peer queue reference
 	iters     int64
 	truncated bool
+	maxOps    int    // the op limit: maxOps, or lower (Limits)
+	whyMaxOps string // why the limit is lower, for its diagnostic
+	countWork int    // what is left of maxCountWork
 
 	broken struct{ ops, queues brokenNames } // declarations of this rank that failed (cascade.go)
 }
@@ -110,7 +109,7 @@ func (el *elaborator) run() {
 		el.elaborateRank(r)
 		if r == 0 && el.g.Ranks > 1 { // SPMD: other ranks are about as large, so grow once
 			want := len(el.g.Ops) * el.g.Ranks * 9 / 8
-			el.g.Ops = append(make([]Op, 0, min(want, maxOps)), el.g.Ops...)
+			el.g.Ops = append(make([]Op, 0, min(want, el.maxOps)), el.g.Ops...)
 		}
 	}
 	if el.result() != nil {
@@ -378,6 +377,17 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 		el.skipped(st.Body)
 		return
 	}
+	if n := el.loopOps(st, from, to, step, s, int64(el.maxOps-len(el.g.Ops))); n > int64(el.maxOps-len(el.g.Ops)) {
+		el.tooManyOps(st.Pos(), fmt.Sprintf(" (this loop alone makes at least %d)", n))
+		el.skipped(st.Body)
+		return
+	}
+	if tripCount(from, to, step) > MaxIterations-el.iters { // fail now, not after the iterations
+		el.errorf(phaseNames, st.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
+		el.truncated = true
+		el.skipped(st.Body)
+		return
+	}
 	body := &scope{parent: s}
 	for v := from; v < to && !el.truncated; v += step {
 		if el.iters++; el.iters > MaxIterations {
@@ -488,9 +498,8 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 		el.errorf(phaseNames, st.Name.Pos(), "op %s declared twice on this rank (first at %s): give each op its own name or index", name, g.Ops[id].Pos)
 		return
 	}
-	if len(g.Ops) >= maxOps {
-		el.errorf(phaseNames, st.Pos(), "the plan has more than %d ops over all its ranks: is a loop bound or the rank count wrong?", maxOps)
-		el.truncated = true
+	if len(g.Ops) >= el.maxOps {
+		el.tooManyOps(st.Pos(), "")
 		return
 	}
 	op := Op{Name: name, Rank: el.rank, Queue: None, Src: NoSlice, Dst: NoSlice, Fetch: NoSlice, Match: None, Index: -1, Pos: st.Name.Pos()}

@@ -195,7 +195,7 @@ func TestElaborateLimits(t *testing.T) {
 		{"init divides by zero on one rank", "plan p\nparam ranks = 3\nbuffer a u64[4] init 7 / (rank - 2)\n",
 			"3:24: division by zero in 7 / 0 in the init of buffer a (on rank 2)"},
 		{"buffer over 1 TiB", "plan p\nbuffer a u64[1 << 38]\n", "2:14: buffer a has 274877906944 elements of 8 bytes"},
-		{"too many ops", "plan p\nfor i in 0 .. 1 << 40 { op n[i] = nop }\n", "2:25: the plan has more than 1000 ops"},
+		{"too many ops", "plan p\nfor i in 0 .. 1 << 40 { op n[i] = nop }\n", "2:1: the plan has more than 1000 ops over all its ranks (this loop alone makes at least 1099511627776)"},
 		{"overlapping loopback write", "plan p\nparam ranks = 2\nbuffer a u8[4] remote_write\nqueue lo to rank\nop w = write lo a[0:3] to a[1:4]\n",
 			"5:4: loopback write between overlapping slices a[0:3] and a[1:4]"},
 	} {

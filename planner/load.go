@@ -1,7 +1,5 @@
 package planner
 
-import "github.com/coredag/coredag/dsl"
-
 // Check runs the verification phase over an elaborated Graph: cycles, FIFO deadlocks and races.
 func Check(g *Graph) error {
 	return Verify(g).Err()
@@ -12,16 +10,5 @@ func Check(g *Graph) error {
 // holds an override the plan cannot take. When only verification failed, the Graph is returned
 // too, so a caller can explain the failure (SuggestFixes).
 func Load(filename string, src []byte, params map[string]int64) (*Graph, error) {
-	f, err := dsl.Parse(filename, src)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckParams(f, params); err != nil {
-		return nil, err
-	}
-	g, err := Elaborate(f, params)
-	if err != nil {
-		return nil, err
-	}
-	return g, Check(g)
+	return LoadLimited(filename, src, params, Limits{})
 }

@@ -55,9 +55,9 @@ func (c *fmtCmd) Run(e *env) error {
 			return usageError("%v", err)
 		}
 		for _, f := range files {
-			src, err := os.ReadFile(f)
+			src, err := readSource(e, f)
 			if err != nil {
-				return usageError("%v", err)
+				return err
 			}
 			if err := c.file(e, f, src, false); err != nil {
 				if _, ok := err.(*exitError); !ok {

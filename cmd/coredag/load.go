@@ -3,18 +3,31 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
 
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/planner"
 )
 
-// paramFlags is the -p NAME=VALUE flag every command that reads a plan takes.
+// paramFlags is the -p NAME=VALUE flag every command that reads a plan takes, and --mem, the
+// memory budget that bounds what the command may allocate for it.
 type paramFlags struct {
 	Params []string `short:"p" name:"param" sep:"none" placeholder:"NAME=VALUE" help:"Set a declared param, e.g. -p ranks=8 (repeatable; values take 0x, _ and KiB/MiB/GiB)."`
+	Mem    string   `placeholder:"SIZE" help:"Memory budget, e.g. 8GiB: a plan or run that would need more is refused up front (default: COREDAG_MEM, else 80% of the memory available to the process)."`
+}
+
+// budget resolves --mem, COREDAG_MEM or the machine's figure.
+func (p paramFlags) budget() (budget.Budget, error) {
+	b, err := budget.Resolve(p.Mem, os.Getenv)
+	if err != nil {
+		return b, usageError("%v", err)
+	}
+	return b, nil
 }
 
 // values parses the -p flags.
@@ -28,18 +41,37 @@ func (p paramFlags) values() (map[string]int64, error) {
 
 // loaded is one plan file read, parsed, elaborated and checked.
 type loaded struct {
-	path  string
-	src   []byte
-	graph *planner.Graph
-	err   error // diagnostics (a dsl.ErrorList) or another error
+	path   string
+	src    []byte
+	graph  *planner.Graph
+	err    error         // diagnostics (a dsl.ErrorList) or another error
+	budget budget.Budget // the memory budget the plan was loaded within
 }
 
-// readSource reads a plan file, or stdin for "-".
+// maxSource is the largest plan file coredag reads. Parsing takes about a kilobyte per token, so
+// this bounds the memory and time a file can cost before the parser's own limits apply.
+const maxSource = 16 << 20
+
+// readSource reads a plan file, or stdin for "-", refusing one larger than maxSource (whatever
+// it is: a device such as /dev/zero never ends). Errors are usage errors (exit 2).
 func readSource(e *env, path string) ([]byte, error) {
-	if path == "-" {
-		return io.ReadAll(e.stdin)
+	r, name := e.stdin, "<stdin>"
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, usageError("%v", err)
+		}
+		defer f.Close()
+		r, name = f, path
 	}
-	return os.ReadFile(path)
+	src, err := io.ReadAll(io.LimitReader(r, maxSource+1))
+	if err != nil {
+		return nil, usageError("%s: %v", name, err)
+	}
+	if len(src) > maxSource {
+		return nil, usageError("%s: larger than %s: a plan file may be at most %s", name, budget.Format(maxSource), budget.Format(maxSource))
+	}
+	return src, nil
 }
 
 // loadPlan loads one plan; an unreadable file or bad flag (-p naming a param the plan does
@@ -49,20 +81,48 @@ func loadPlan(e *env, path string, p paramFlags) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	b, err := p.budget()
+	if err != nil {
+		return nil, err
+	}
 	src, err := readSource(e, path)
 	if err != nil {
-		return nil, usageError("%v", err)
+		return nil, err
 	}
 	name := path
 	if path == "-" {
 		name = "<stdin>"
 	}
-	g, err := planner.Load(name, src, params)
+	g, err := planner.LoadLimited(name, src, params, opLimits(b))
 	var pe *planner.ParamError
 	if errors.As(err, &pe) {
 		return nil, usageError("%s: %v", dsl.QuoteName(name), pe)
 	}
-	return &loaded{path: name, src: src, graph: g, err: err}, nil
+	return &loaded{path: name, src: src, graph: g, err: err, budget: b}, nil
+}
+
+// opLimits caps the ops of a plan so that checking, compiling and running it fit in b.
+func opLimits(b budget.Budget) planner.Limits {
+	n := b.Bytes / planner.BytesPerOp
+	if n >= planner.MaxOps {
+		return planner.Limits{}
+	}
+	return planner.Limits{MaxOps: int(max(n, 1)), Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
+		budget.Format(planner.BytesPerOp), budget.Format(b.Bytes), b.Source())}
+}
+
+// refuse reports a *budget.Error: positioned (with the source line) when the figure comes from
+// the plan, and ends the command with exit 2, as for a flag the machine cannot honour.
+func refuse(e *env, l *loaded, err error) error {
+	var be *budget.Error
+	if !errors.As(err, &be) {
+		return err
+	}
+	if !be.Pos.IsValid() {
+		return usageError("%s: %s", l.path, be.Message())
+	}
+	dsl.PrintError(e.stderr, &dsl.Error{Pos: be.Pos, Msg: be.Message()}, dsl.Sources{l.path: l.src})
+	return &exitError{code: exitUsage}
 }
 
 // mustLoad loads a plan and, when it has diagnostics, reports them and ends with exit 1: as

@@ -22,7 +22,7 @@ var version = "0.1.0-dev"
 const (
 	exitOK    = 0 // success
 	exitFail  = 1 // diagnostics found, verification failed, run did not match the reference
-	exitUsage = 2 // bad flags or arguments, unreadable files
+	exitUsage = 2 // bad flags or arguments, unreadable or oversized files, runs past the memory budget
 )
 
 // env is what a subcommand's Run method receives: the process's streams.

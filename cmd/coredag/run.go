@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
@@ -21,6 +22,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/internal/atomicfile"
+	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/viz"
 )
@@ -67,10 +69,30 @@ type runReport struct {
 	HostSteps  uint64             `json:"host_steps"`
 	RNR        uint64             `json:"rnr_retries"`
 	Buffers    map[string][][]any `json:"buffers,omitempty"`
-	Runs       []map[string]any   `json:"explored,omitempty"`
+	Runs       []exploredRun      `json:"explored,omitempty"`
+}
+
+// exploredRun is the record of one run of --explore (fields in the order JSON maps print in).
+type exploredRun struct {
+	MedianNS int64  `json:"median_ns"`
+	OK       bool   `json:"ok"`
+	Seed     uint64 `json:"seed"`
+}
+
+// exploredRunBytes is what the report holds per explored run: the record, and with --json its
+// text (the encoder builds the whole document before writing it).
+func exploredRunBytes(asJSON bool) int64 {
+	n := int64(unsafe.Sizeof(exploredRun{}))
+	if asJSON {
+		n += int64(len(`{"median_ns": -9223372036854775808, "ok": false, "seed": 18446744073709551615},`)) + 8*4 // and indentation
+	}
+	return n
 }
 
 func (c *runCmd) Run(e *env) error {
+	if c.Explore < 0 {
+		return usageError("--explore %d: need a number of runs, at least 1", c.Explore)
+	}
 	if c.Provider == "verbs" {
 		return c.runVerbs(e)
 	}
@@ -95,23 +117,26 @@ func (c *runCmd) Run(e *env) error {
 	if c.Timeline != "" && c.Explore > 0 {
 		return usageError("--timeline records one run: drop --explore")
 	}
-	engine, plan, ref, err := c.setup(e, l, "connectx")
+	// Explored runs are numbered, not listed: each keeps only its record for the report.
+	runs, first := 1, c.Seed
+	if c.Explore > 0 {
+		runs, first = c.Explore, max(c.Seed, 1)
+		if err := refuse(e, l, l.budget.Check(budget.Mul(int64(runs), exploredRunBytes(c.JSON)),
+			fmt.Sprintf("--explore %d keeps a record of every run: %s (%d bytes each)", runs, budget.Format(budget.Mul(int64(runs), exploredRunBytes(c.JSON))), exploredRunBytes(c.JSON)),
+			"use a smaller --explore")); err != nil {
+			return err
+		}
+	}
+	engine, plan, ref, err := c.setup(e, l, "connectx", softnic.New(softnic.Options{}))
 	if err != nil {
 		return err
 	}
 	target := plan.Target
-	seeds := []uint64{c.Seed}
-	if c.Explore > 0 {
-		seeds = seeds[:0]
-		first := max(c.Seed, 1)
-		for k := 0; k < c.Explore; k++ {
-			seeds = append(seeds, first+uint64(k))
-		}
-	}
-	rep := runReport{File: l.path, Plan: g.Name, Ranks: g.Ranks, Target: target.Name, Seed: seeds[0], Iters: c.Iters, OK: true}
-	bar := newProgress(e, c.Iters*len(seeds))
+	rep := runReport{File: l.path, Plan: g.Name, Ranks: g.Ranks, Target: target.Name, Seed: first, Iters: c.Iters, OK: true}
+	bar := newProgress(e, int(min(budget.Mul(int64(c.Iters), int64(runs)), math.MaxInt)))
 	var last *exec.Result
-	for _, seed := range seeds {
+	for k := 0; k < runs; k++ {
+		seed := first + uint64(k)
 		nic := softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
 		res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{
 			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, NoTriggers: c.NoTriggers, Timeline: c.Timeline != "", OnIteration: func(int, int) { bar.step() },
@@ -137,8 +162,8 @@ func (c *runCmd) Run(e *env) error {
 			break
 		}
 		last = res
-		if len(seeds) > 1 {
-			rep.Runs = append(rep.Runs, map[string]any{"seed": seed, "ok": res.OK, "median_ns": res.Latency.Median.Nanoseconds()})
+		if runs > 1 {
+			rep.Runs = append(rep.Runs, exploredRun{MedianNS: res.Latency.Median.Nanoseconds(), OK: res.OK, Seed: seed})
 		}
 		if !res.OK {
 			rep.OK = false
@@ -170,7 +195,7 @@ func (c *runCmd) Run(e *env) error {
 			return err
 		}
 	} else if last != nil {
-		printRun(e, dsl.QuoteName(l.path), &rep, last, len(seeds))
+		printRun(e, dsl.QuoteName(l.path), &rep, last, runs)
 	}
 	if c.Timeline != "" && last != nil {
 		if err := c.writeTimeline(e, l.path, g, last, c.Timeline); err != nil {
@@ -186,7 +211,10 @@ func (c *runCmd) Run(e *env) error {
 // setup does what a run needs on any provider: it parses the engine, compiles the plan for
 // --target (defaultTarget for the offload engine, generic for the polling engine) and computes
 // the reference memory. Errors are reported and returned as exit codes.
-func (c *runCmd) setup(e *env, l *loaded, defaultTarget string) (exec.Engine, *planner.Plan, *exec.Memory, error) {
+//
+// Before it allocates the reference it checks that the run fits in the memory budget: p (nil
+// when the provider is not open yet) says what registering the buffers costs.
+func (c *runCmd) setup(e *env, l *loaded, defaultTarget string, p exec.Provider) (exec.Engine, *planner.Plan, *exec.Memory, error) {
 	engine, err := exec.ParseEngine(c.Engine)
 	if err != nil {
 		return 0, nil, nil, usageError("%v", err)
@@ -199,6 +227,9 @@ func (c *runCmd) setup(e *env, l *loaded, defaultTarget string) (exec.Engine, *p
 	}
 	if c.Iters < 1 {
 		return 0, nil, nil, usageError("--iters %d: need at least 1", c.Iters)
+	}
+	if err := c.checkMemory(e, l, p); err != nil {
+		return 0, nil, nil, err
 	}
 	tname := c.Target
 	if tname == "" {

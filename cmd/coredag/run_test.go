@@ -146,15 +146,15 @@ func TestRunSeeds(t *testing.T) {
 		assert.EqualValues(t, 10, rep.Seed, "the first explored seed")
 		require.Len(t, rep.Runs, 4)
 		for k, run := range rep.Runs {
-			assert.EqualValues(t, 10+k, run["seed"])
-			assert.Equal(t, true, run["ok"])
-			assert.Positive(t, run["median_ns"])
+			assert.EqualValues(t, 10+k, run.Seed)
+			assert.True(t, run.OK)
+			assert.Positive(t, run.MedianNS)
 		}
 	}
 
 	rep = runJSON(t, exitOK, "--explore", "2", "plans/cas_handoff.dag")
 	require.Len(t, rep.Runs, 2)
-	assert.EqualValues(t, 1, rep.Runs[0]["seed"], "without --seed, exploring starts at seed 1")
+	assert.EqualValues(t, 1, rep.Runs[0].Seed, "without --seed, exploring starts at seed 1")
 
 	code, stdout, _ := coredag(t, "", "run", "--explore", "3", "plans/cas_handoff.dag")
 	assert.Equal(t, exitOK, code)

@@ -67,7 +67,7 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 	if g.Ranks != world.Size {
 		return usageError("plan %s has %d ranks but %d processes run it: make -p ranks= match --ranks", g.Name, g.Ranks, world.Size)
 	}
-	engine, plan, ref, err := c.setup(e, l, "generic") // no cross-channel in upstream verbs
+	engine, plan, ref, err := c.setup(e, l, "generic", nil) // no cross-channel in upstream verbs
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func (p *pd) AllocMR(size int, access exec.Access) (exec.MR, error) {
 		// verbs rejects this combination with EINVAL; say how to fix it.
 		return nil, fmt.Errorf("softnic: %s: access %s needs local_write too (remote write and atomic access imply it)", p, access)
 	}
-	raw := make([]byte, size+dataAlign)
+	raw := make([]byte, p.ctx.nic.MRBytes(int64(size)))
 	off := (dataAlign - int(uintptr(unsafe.Pointer(&raw[0]))%dataAlign)) % dataAlign
 	c := p.ctx
 	m := &mr{
@@ -53,6 +53,9 @@ func (p *pd) AllocMR(size int, access exec.Access) (exec.MR, error) {
 	c.mrs = append(c.mrs, m)
 	return m, nil
 }
+
+// MRBytes is the host memory AllocMR(size) allocates: the region and room to align it.
+func (n *NIC) MRBytes(size int64) int64 { return size + dataAlign }
 
 // CreateQP creates a queue pair (see qp.go).
 func (p *pd) CreateQP(cfg exec.QPConfig) (exec.QP, error) { return newQP(p, cfg) }

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/planner"
+)
+
+// capped runs the built binary as a user would, but with its address space limited to 4 GiB
+// (ulimit -v) and a minute to finish, so a regression that allocates without bound fails the
+// test instead of taking the machine down. stdin is a file name ("" for none); env adds
+// variables. It returns the exit code, the combined output and how long the run took.
+func capped(t *testing.T, stdin string, env []string, args ...string) (int, string, time.Duration) {
+	t.Helper()
+	cmd := exec.Command("sh", append([]string{"-c", `ulimit -v 4194304 && exec timeout 60 "$0" "$@"`, binary}, args...)...)
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), env...)
+	if stdin != "" {
+		f, err := os.Open(stdin)
+		require.NoError(t, err)
+		defer f.Close()
+		cmd.Stdin = f
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	elapsed := time.Since(start)
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	require.NotEqual(t, 124, code, "coredag %q ran out of time:\n%s", args, out.String())
+	noCrash(t, out.String())
+	return code, out.String(), elapsed
+}
+
+// noCrash fails when Go runtime crash output reached the user.
+func noCrash(t *testing.T, out string) {
+	t.Helper()
+	for _, s := range []string{"panic", "goroutine", "fatal error", "out of memory"} {
+		assert.NotContains(t, out, s)
+	}
+}
+
+// firstLine is the first line of s, cut to 400 bytes (a refused expression's source line is long).
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line[:min(len(line), 400)]
+}
+
+// writeTemp writes text into a file of the test's temporary directory.
+func writeTemp(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+	return p
+}
+
+// TestRunBudgetFlags: iterations and explored runs whose records would not fit are refused up
+// front with the figure (they used to panic in makeslice or die allocating), and a negative
+// --explore is a usage error.
+func TestRunBudgetFlags(t *testing.T) {
+	const plan = "plans/ring_allreduce.dag"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--iters", "4611686018427387904"}, "coredag: plans/ring_allreduce.dag: 4611686018427387904 iterations need more than 8 EiB for their latency samples (16 bytes each); the memory budget is "},
+		{[]string{"--iters", "1099511627776"}, "coredag: plans/ring_allreduce.dag: 1099511627776 iterations need 16 TiB for their latency samples (16 bytes each); the memory budget is "},
+		{[]string{"--explore", "100000000000"}, "coredag: plans/ring_allreduce.dag: --explore 100000000000 keeps a record of every run: 2.18 TiB (24 bytes each); the memory budget is "},
+		{[]string{"--explore", "100000000000", "--json"}, "coredag: plans/ring_allreduce.dag: --explore 100000000000 keeps a record of every run: 12.3 TiB (135 bytes each)"},
+		{[]string{"--explore=-5"}, "coredag: --explore -5: need a number of runs, at least 1"},
+		{[]string{"--iters", "0"}, "coredag: --iters 0: need at least 1"},
+	} {
+		code, out, _ := capped(t, "", nil, append(append([]string{"run"}, tc.args...), plan)...)
+		assert.Equal(t, exitUsage, code, "%q: %s", tc.args, out)
+		assert.Equal(t, tc.want, firstLine(out)[:min(len(firstLine(out)), len(tc.want))], "%q", tc.args)
+		if strings.Contains(tc.want, "budget") {
+			assert.Contains(t, out, "(set with --mem or COREDAG_MEM)")
+		}
+	}
+}
+
+// TestRunBudgetTimeline: a timeline whose trace would not fit is refused before the run (it
+// used to print PASS, grow to gigabytes and crash without writing the trace); one that fits is
+// written.
+func TestRunBudgetTimeline(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "t.json")
+	code, text, elapsed := capped(t, "", nil, "run", "--iters", "20000", "-p", "ranks=16", "--timeline", out, "plans/ring_allreduce.dag")
+	assert.Equal(t, exitUsage, code, text)
+	assert.Regexp(t, `^coredag: plans/ring_allreduce\.dag: --timeline of 20000 iterations needs \d+\.\d+ GiB: \d+\.\d+ GiB of trace text \(24000000 events\) besides 186 MiB for the run; the memory budget is .* \(set with --mem or COREDAG_MEM\): use fewer --iters$`, firstLine(text))
+	assert.NotContains(t, text, "PASS")
+	assert.Less(t, elapsed, 10*time.Second)
+	assert.NoFileExists(t, out)
+
+	code, text, _ = capped(t, "", nil, "run", "--iters", "20", "-p", "ranks=16", "--timeline", out, "plans/ring_allreduce.dag")
+	assert.Equal(t, exitOK, code, text)
+	assert.FileExists(t, out)
+}
+
+// TestTimelineTextEstimate: the trace text counted per iteration (undoubled) is at least what
+// viz.Timeline writes, and not wildly more.
+func TestTimelineTextEstimate(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "t.json")
+	code, text, _ := capped(t, "", nil, "run", "--iters", "5", "-p", "ranks=8", "--timeline", out, "plans/ring_allreduce.dag")
+	require.Equal(t, exitOK, code, text)
+	st, err := os.Stat(out)
+	require.NoError(t, err)
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	g, err := planner.Load("plans/ring_allreduce.dag", src, map[string]int64{"ranks": 8})
+	require.NoError(t, err)
+	est := 5 * timelineTextBytes(g) / 2
+	assert.GreaterOrEqual(t, est, st.Size())
+	assert.Less(t, est, 2*st.Size())
+}
+
+// TestRunBudgetBuffers: buffers that do not fit are refused at their declaration with the
+// figure, before anything is allocated (a 1 GiB buffer passed check and then died in the Go
+// runtime); check still accepts the plan.
+func TestRunBudgetBuffers(t *testing.T) {
+	plan := writeTemp(t, "big.dag", "plan big\nparam ranks = 4\nbuffer a u64[1GiB]\nbuffer b u8[16]\n")
+	code, out, _ := capped(t, "", nil, "check", plan)
+	assert.Equal(t, exitOK, code, out)
+
+	code, out, elapsed := capped(t, "", nil, "run", plan)
+	assert.Equal(t, exitUsage, code, out)
+	assert.Regexp(t, `^.*big\.dag:3:8: buffers need 64 GiB in this process \(4 ranks × 8 GiB registered with softnic, plus 32 GiB for the reference copy\); the largest, a, takes 8 GiB per rank; the memory budget is .* \(set with --mem or COREDAG_MEM\): lower the buffer sizes or the rank count \(-p\)$`, firstLine(out))
+	assert.Contains(t, out, "\n    buffer a u64[1GiB]\n           ^\n", "the declaration and a caret")
+	assert.Less(t, elapsed, 10*time.Second)
+
+	code, out, _ = capped(t, "", nil, "run", "--mem", "1GiB", "-p", "n=64MiB", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitUsage, code, out)
+	assert.Equal(t, "plans/ring_allreduce.dag:20:8: buffers need 10 GiB in this process (4 ranks × 1.25 GiB registered with softnic, plus 5 GiB for the reference copy); "+
+		"the largest, data, takes 1 GiB per rank; the memory budget is 1 GiB (set with --mem): lower the buffer sizes or the rank count (-p)", firstLine(out))
+
+	code, out, _ = capped(t, "", nil, "run", "--mem", "1GiB", "-p", "n=4MiB", "--dump", "data", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitUsage, code, out)
+	assert.Equal(t, "coredag: plans/ring_allreduce.dag: --dump of 1 buffer needs 4.63 GiB: 4 GiB for the printed values (64 bytes per element and rank) "+
+		"besides 640 MiB for the run; the memory budget is 1 GiB (set with --mem): dump smaller buffers", firstLine(out))
+}
+
+// TestRunDefaultBudget: a normal run passes within the default budget (here the 4 GiB address
+// space); a tiny budget refuses it with the figure, from the flag or the environment.
+func TestRunDefaultBudget(t *testing.T) {
+	code, out, _ := capped(t, "", nil, "run", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitOK, code, out)
+	assert.True(t, strings.HasPrefix(out, "PASS plans/ring_allreduce.dag"), out)
+
+	code, out, _ = capped(t, "", nil, "run", "--mem", "1KiB", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitFail, code, out)
+	assert.Equal(t, "plans/ring_allreduce.dag:25:1: the plan has more than 1 ops over all its ranks (this loop alone makes at least 9): "+
+		"a plan takes about 2 KiB per op to check, compile and run, and the memory budget is 1 KiB (set with --mem)", firstLine(out))
+
+	code, out, _ = capped(t, "", []string{"COREDAG_MEM=1MiB"}, "run", "-p", "n=64KiB", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitUsage, code, out)
+	assert.Contains(t, firstLine(out), "buffers need 10 MiB in this process (4 ranks × 1.25 MiB registered with softnic, plus 5 MiB for the reference copy)")
+	assert.Contains(t, firstLine(out), "the memory budget is 1 MiB (set with COREDAG_MEM)")
+
+	for _, bad := range []string{"lots", "0", "-5MiB"} {
+		code, out, _ = capped(t, "", nil, "run", "--mem="+bad, "plans/ring_allreduce.dag")
+		assert.Equal(t, exitUsage, code, out)
+		assert.Contains(t, firstLine(out), "coredag: --mem "+bad+": ")
+	}
+}
+
+// TestInputSizeLimit: files, devices and stdin are read up to 16 MiB; past that the command
+// stops with exit 2 instead of reading forever.
+func TestInputSizeLimit(t *testing.T) {
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"", []string{"check", "/dev/zero"}, "coredag: /dev/zero: larger than 16 MiB: a plan file may be at most 16 MiB"},
+		{"/dev/zero", []string{"check", "-"}, "coredag: <stdin>: larger than 16 MiB: a plan file may be at most 16 MiB"},
+		{"", []string{"fmt", "/dev/urandom"}, "coredag: /dev/urandom: larger than 16 MiB: a plan file may be at most 16 MiB"},
+		{"/dev/zero", []string{"fmt"}, "coredag: <stdin>: larger than 16 MiB"},
+		{"/dev/zero", []string{"run", "-"}, "coredag: <stdin>: larger than 16 MiB"},
+	} {
+		code, out, elapsed := capped(t, tc.stdin, nil, tc.args...)
+		assert.Equal(t, exitUsage, code, "%q: %s", tc.args, out)
+		assert.True(t, strings.HasPrefix(out, tc.want), "%q: %s", tc.args, firstLine(out))
+		assert.Less(t, elapsed, 10*time.Second)
+	}
+	// Exactly 16 MiB is read (and then parsed: here, refused for its tokens).
+	big := writeTemp(t, "big.dag", "plan p\n"+strings.Repeat("#", 16<<20-8)+"\n")
+	code, out, _ := capped(t, "", nil, "check", big)
+	assert.Equal(t, exitOK, code, firstLine(out))
+}
+
+// TestPlanSizeFailsFast: a loop to 10**9 and a 2^20-term expression fail in well under a
+// second of parsing and elaborating, positioned and in the language's words.
+func TestPlanSizeFailsFast(t *testing.T) {
+	loop := writeTemp(t, "loop.dag", "plan p\nfor j in 0 .. 10**9 { op x[j] = nop }\n")
+	code, out, elapsed := capped(t, loop, nil, "check", "-")
+	assert.Equal(t, exitFail, code, out)
+	assert.Regexp(t, `^<stdin>:2:1: the plan has more than \d+ ops over all its ranks \(this loop alone makes at least 1000000000\): `, firstLine(out))
+	assert.Less(t, elapsed, 5*time.Second)
+
+	expr := writeTemp(t, "expr.dag", "plan p\nlet a = "+strings.Repeat("1+", 1<<20)+"1\n")
+	code, out, elapsed = capped(t, expr, nil, "check", "-")
+	assert.Equal(t, exitFail, code, firstLine(out))
+	assert.Equal(t, "<stdin>:2:1: expression too long: more than 16384 operators in one statement; split it with let", firstLine(out))
+	assert.NotContains(t, out, "GBinary")
+	assert.Less(t, elapsed, 5*time.Second)
+}

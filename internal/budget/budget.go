@@ -1,0 +1,180 @@
+// Package budget holds the memory budget of a coredag command: how many bytes it may allocate,
+// where that figure came from, and how a figure is printed. A command works out what it will
+// need before it allocates (the buffers of every rank, latency samples, timeline events) and
+// refuses with the figure when it would not fit, instead of dying in the Go runtime.
+//
+// The budget comes from --mem, else from the environment variable COREDAG_MEM, else from the
+// machine: 80% of the least of the memory the kernel says is available (MemAvailable in
+// /proc/meminfo), what the cgroup's memory limit leaves, and what the address-space limit
+// (ulimit -v) leaves; where none of these can be read, Fallback.
+package budget
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/coredag/coredag/dsl"
+)
+
+// EnvVar names the environment variable that sets the budget when --mem is not given.
+const EnvVar = "COREDAG_MEM"
+
+// Fallback is the budget where the machine's memory cannot be read.
+const Fallback = 4 << 30
+
+// share is the part of the machine's free memory a command takes as its budget, in percent: the
+// figures compared with it count what coredag keeps, and the Go runtime needs room to collect
+// what it discards.
+const share = 80
+
+// Budget is a number of bytes a command may allocate and where the number came from.
+type Budget struct {
+	Bytes int64
+	// From is "--mem" or EnvVar when the user set it, else how the machine's figure was read
+	// (for example "80% of MemAvailable").
+	From string
+}
+
+// FromUser reports whether the budget was set with --mem or the environment.
+func (b Budget) FromUser() bool { return b.From == "--mem" || b.From == EnvVar }
+
+// Source says, for a message, how the budget was set or can be set.
+func (b Budget) Source() string {
+	if b.FromUser() {
+		return "set with " + b.From
+	}
+	return "set with --mem or " + EnvVar
+}
+
+// Resolve returns the budget: flag (the value of --mem) when not empty, else the environment
+// variable EnvVar read with getenv, else the machine's (Machine).
+func Resolve(flag string, getenv func(string) string) (Budget, error) {
+	if flag != "" {
+		n, err := Parse(flag)
+		if err != nil {
+			return Budget{}, fmt.Errorf("--mem %s: %v", flag, err)
+		}
+		return Budget{Bytes: n, From: "--mem"}, nil
+	}
+	if v := getenv(EnvVar); v != "" {
+		n, err := Parse(v)
+		if err != nil {
+			return Budget{}, fmt.Errorf("%s=%s: %v", EnvVar, v, err)
+		}
+		return Budget{Bytes: n, From: EnvVar}, nil
+	}
+	return Machine(), nil
+}
+
+// Parse reads a size such as 8GiB, 512MiB, 1_000_000 or 0x1000 (the integer literals of the
+// language, with KiB, MiB, GiB or TiB); it must be positive.
+func Parse(s string) (int64, error) {
+	n, err := dsl.ParseInt(strings.ReplaceAll(strings.TrimSpace(s), " ", ""))
+	if err != nil {
+		return 0, fmt.Errorf("%v (write a size such as 8GiB or 512MiB)", err)
+	}
+	if n <= 0 {
+		return 0, fmt.Errorf("the memory budget must be positive (write a size such as 8GiB or 512MiB)")
+	}
+	return n, nil
+}
+
+// Format prints n bytes with a binary unit and at most three significant digits: "512 bytes",
+// "4 KiB", "1.5 GiB", "32 GiB". Saturated figures (math.MaxInt64, see Mul) print as
+// "more than 8 EiB".
+func Format(n int64) string {
+	if n == math.MaxInt64 {
+		return "more than 8 EiB"
+	}
+	if n < 1024 {
+		if n == 1 {
+			return "1 byte"
+		}
+		return strconv.FormatInt(n, 10) + " bytes"
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	v := float64(n)
+	i := -1
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	var s string
+	switch {
+	case v >= 100:
+		s = strconv.FormatFloat(math.Round(v), 'f', -1, 64)
+	case v >= 10:
+		s = strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64)
+	default:
+		s = strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
+	}
+	if s == "1024" && i < len(units)-1 { // 1023.9 MiB rounds to 1 GiB
+		s, i = "1", i+1
+	}
+	return s + " " + units[i]
+}
+
+// Mul returns a*b for non-negative a and b, or math.MaxInt64 when the product overflows.
+func Mul(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// Add returns the sum of non-negative terms, or math.MaxInt64 when it overflows.
+func Add(terms ...int64) int64 {
+	var s int64
+	for _, t := range terms {
+		if t > math.MaxInt64-s {
+			return math.MaxInt64
+		}
+		s += t
+	}
+	return s
+}
+
+// Error is a refusal: what was asked needs more memory than the budget.
+type Error struct {
+	// Pos, when valid, is where the figure comes from in the plan (a buffer declaration).
+	Pos    dsl.Pos
+	Need   int64
+	Budget Budget
+	// What says what needs the memory, with the figure and how it is made up, e.g. "buffers need
+	// 64 GiB in this process (4 ranks × 8 GiB on the software NIC, plus the reference copy)".
+	What string
+	// Hint, when set, says what to change besides the budget, e.g. "use fewer --iters".
+	Hint string
+}
+
+// Message is the refusal without its position.
+func (e *Error) Message() string {
+	msg := fmt.Sprintf("%s; the memory budget is %s (%s)", e.What, Format(e.Budget.Bytes), e.Budget.Source())
+	if e.Hint != "" {
+		msg += ": " + e.Hint
+	}
+	return msg
+}
+
+// Error returns the refusal as an error, with pos (a plan position: the error prints it first)
+// or without (a zero Pos).
+func (e *Error) Error() string {
+	if e.Pos.IsValid() {
+		return e.Pos.String() + ": " + e.Message()
+	}
+	return e.Message()
+}
+
+// Check returns an *Error when need exceeds the budget, nil otherwise. what describes the need
+// with its figure; hint, which may be empty, what to change.
+func (b Budget) Check(need int64, what, hint string) error {
+	if need <= b.Bytes {
+		return nil
+	}
+	return &Error{Need: need, Budget: b, What: what, Hint: hint}
+}

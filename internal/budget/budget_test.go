@@ -1,0 +1,115 @@
+package budget
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/dsl"
+)
+
+const meminfo = `MemTotal:       24576000 kB
+MemFree:         1000000 kB
+MemAvailable:   20000000 kB
+Buffers:           12345 kB
+`
+
+func TestMachineBudgetFromMeminfo(t *testing.T) {
+	b := system{meminfo: meminfo}.budget()
+	assert.Equal(t, int64(20000000*1024/100*80), b.Bytes, "80% of MemAvailable")
+	assert.Equal(t, "80% of what MemAvailable leaves", b.From)
+	assert.False(t, b.FromUser())
+}
+
+func TestMachineBudgetTakesTheLeast(t *testing.T) {
+	// A cgroup limit of 8 GiB with 2 GiB in use leaves 6 GiB: less than MemAvailable.
+	b := system{meminfo: meminfo, cgroupMax: "8589934592\n", cgroupCur: "2147483648\n"}.budget()
+	assert.Equal(t, int64(6<<30)/100*80, b.Bytes)
+	assert.Contains(t, b.From, "cgroup")
+
+	// cgroup v2 "max" and v1's near-2^63 figure mean no limit.
+	for _, none := range []string{"max\n", "9223372036854771712\n"} {
+		b = system{meminfo: meminfo, cgroupMax: none, cgroupCur: "1"}.budget()
+		assert.Equal(t, "80% of what MemAvailable leaves", b.From, none)
+	}
+
+	// ulimit -v 4 GiB with 1 GiB of address space in use leaves 3 GiB.
+	b = system{meminfo: meminfo, status: "Name:\tcoredag\nVmPeak:\t 1100000 kB\nVmSize:\t 1048576 kB\n", rlimitAS: 4 << 30}.budget()
+	assert.Equal(t, int64(3<<30)/100*80, b.Bytes)
+	assert.Contains(t, b.From, "ulimit -v")
+
+	// An address space already past the limit leaves nothing.
+	b = system{meminfo: meminfo, status: "VmSize:\t 5000000 kB\n", rlimitAS: 4 << 30}.budget()
+	assert.Zero(t, b.Bytes)
+
+	// Nothing readable: the fallback.
+	b = system{meminfo: "garbage"}.budget()
+	assert.Equal(t, int64(Fallback), b.Bytes)
+	assert.Contains(t, b.From, "fallback")
+}
+
+func TestResolve(t *testing.T) {
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+
+	b, err := Resolve("8GiB", getenv)
+	require.NoError(t, err)
+	assert.Equal(t, Budget{Bytes: 8 << 30, From: "--mem"}, b)
+
+	env[EnvVar] = "512MiB"
+	b, err = Resolve("", getenv)
+	require.NoError(t, err)
+	assert.Equal(t, Budget{Bytes: 512 << 20, From: EnvVar}, b)
+	b, err = Resolve("1KiB", getenv)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1024), b.Bytes, "the flag wins over the environment")
+
+	env[EnvVar] = "lots"
+	_, err = Resolve("", getenv)
+	assert.ErrorContains(t, err, "COREDAG_MEM=lots: invalid integer literal")
+	for _, bad := range []string{"0", "-1GiB", "8GB", "1.5GiB"} {
+		_, err = Resolve(bad, getenv)
+		assert.ErrorContains(t, err, "--mem "+bad, bad)
+	}
+
+	delete(env, EnvVar)
+	b, err = Resolve("", getenv)
+	require.NoError(t, err)
+	assert.Positive(t, b.Bytes, "the machine's budget")
+	assert.False(t, b.FromUser())
+}
+
+func TestFormat(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0 bytes", 1: "1 byte", 1023: "1023 bytes", 1024: "1 KiB", 1536: "1.5 KiB",
+		16 << 20: "16 MiB", 1<<30 - 1: "1 GiB", 20 << 30: "20 GiB", 32<<30 + 100<<20: "32.1 GiB",
+		123456789012: "115 GiB", 8 << 40: "8 TiB", math.MaxInt64: "more than 8 EiB",
+	} {
+		assert.Equal(t, want, Format(n), "%d", n)
+	}
+}
+
+func TestSaturatingArithmetic(t *testing.T) {
+	assert.Equal(t, int64(12), Mul(3, 4))
+	assert.Equal(t, int64(0), Mul(0, math.MaxInt64))
+	assert.Equal(t, int64(math.MaxInt64), Mul(1<<62, 8), "2^65 saturates")
+	assert.Equal(t, int64(6), Add(1, 2, 3))
+	assert.Equal(t, int64(math.MaxInt64), Add(math.MaxInt64-1, 2))
+}
+
+func TestCheck(t *testing.T) {
+	b := Budget{Bytes: 20 << 30, From: "80% of what MemAvailable leaves"}
+	assert.NoError(t, b.Check(20<<30, "exactly the budget", ""))
+	err := b.Check(64<<30, "buffers need 64 GiB", "lower the sizes")
+	require.Error(t, err)
+	assert.Equal(t, "buffers need 64 GiB; the memory budget is 20 GiB (set with --mem or COREDAG_MEM): lower the sizes", err.Error())
+
+	be := err.(*Error)
+	be.Pos = dsl.Pos{File: "plan.dag", Line: 3, Col: 8}
+	assert.Equal(t, "plan.dag:3:8: buffers need 64 GiB; the memory budget is 20 GiB (set with --mem or COREDAG_MEM): lower the sizes", be.Error())
+
+	err = Budget{Bytes: 1024, From: "--mem"}.Check(2048, "it needs 2 KiB", "")
+	assert.EqualError(t, err, "it needs 2 KiB; the memory budget is 1 KiB (set with --mem)")
+}

@@ -1,0 +1,206 @@
+package planner
+
+import (
+	"math"
+
+	"github.com/coredag/coredag/dsl"
+)
+
+// BytesPerOp is about what one op of a plan costs in memory from elaboration to a run: the op,
+// its name, the happens-before and race checks, the compiled WQEs and the engines' state. A
+// memory budget divided by it caps the ops of a plan (Limits).
+const BytesPerOp = 2 << 10
+
+// Limits lower the limits of Elaborate for one call.
+type Limits struct {
+	// MaxOps, when positive and below MaxOps, is the most ops the plan may have over all ranks.
+	MaxOps int
+	// Why says where MaxOps comes from, for the diagnostic (e.g. the memory budget).
+	Why string
+}
+
+// LoadLimited is Load within lim.
+func LoadLimited(filename string, src []byte, params map[string]int64, lim Limits) (*Graph, error) {
+	f, err := dsl.Parse(filename, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckParams(f, params); err != nil {
+		return nil, err
+	}
+	g, err := ElaborateLimited(f, params, lim)
+	if err != nil {
+		return nil, err
+	}
+	return g, Check(g)
+}
+
+// ElaborateLimited is Elaborate within lim.
+func ElaborateLimited(f *dsl.File, params map[string]int64, lim Limits) (*Graph, error) {
+	el := &elaborator{file: f, g: &Graph{File: f.Name}, overrides: params, maxOps: maxOps, countWork: maxCountWork}
+	if lim.MaxOps > 0 && lim.MaxOps < maxOps {
+		el.maxOps, el.whyMaxOps = lim.MaxOps, lim.Why
+	}
+	el.run()
+	if err := el.result(); err != nil {
+		return nil, err
+	}
+	return el.g, nil
+}
+
+// tooManyOps reports that the plan passes the op limit, at pos.
+func (el *elaborator) tooManyOps(pos dsl.Pos, detail string) {
+	why := "is a loop bound or the rank count wrong?"
+	if el.whyMaxOps != "" {
+		why = el.whyMaxOps
+	}
+	el.globalErrorf(phaseNames, pos, "the plan has more than %d ops over all its ranks%s: %s", el.maxOps, detail, why)
+	el.truncated = true
+}
+
+// maxCountWork bounds the statements that counting ops (loopOps) may walk through while it
+// simulates loop passes, over one elaboration: a fraction of a second.
+const maxCountWork = 1 << 22
+
+// loopOps is, before a loop runs, a lower bound of the ops it will make, counted without making
+// them; counting pass by pass stops once it passes limit. Counting first lets a loop to 10**9 fail at once
+// rather than after building millions of ops.
+func (el *elaborator) loopOps(st *dsl.ForStmt, from, to, step int64, s *scope, limit int64) int64 {
+	c := opCounter{el: el, limit: limit}
+	n, _ := c.loop(st, from, to, step, s, map[string]bool{})
+	return n
+}
+
+// opCounter counts the ops statements will make, as a lower bound: an op statement counts once
+// per pass, ops under an if do not count, and a loop counts its trips times the ops of a pass.
+// When a pass's count depends on the loop variable (an inner loop's bound does), the passes are
+// simulated one by one, while el.countWork lasts.
+type opCounter struct {
+	el    *elaborator
+	limit int64
+}
+
+// block counts the ops of one pass over stmts in scope s. unknown holds the names whose value
+// the count does not know; exact reports that no loop was left out for want of a value.
+func (c *opCounter) block(stmts []dsl.Stmt, s *scope, unknown map[string]bool) (n int64, exact bool) {
+	exact = true
+	local := &scope{parent: s}
+	var marked []string
+	defer func() {
+		for _, name := range marked {
+			delete(unknown, name)
+		}
+	}()
+	for _, st := range stmts {
+		switch st := st.(type) {
+		case *dsl.LetStmt:
+			name := st.Name.Name
+			if unknown[name] {
+				continue
+			}
+			var v int64
+			var err *evalError
+			if !usesAny(st.Value, unknown) {
+				v, err = evalInt(st.Value, local)
+			}
+			if err != nil || usesAny(st.Value, unknown) {
+				unknown[name] = true
+				marked = append(marked, name)
+				continue
+			}
+			local.bind(name, v)
+		case *dsl.OpStmt:
+			n = satAdd(n, 1)
+		case *dsl.IfStmt: // never counted, known condition or not: a pass by pass count adds nothing
+		case *dsl.ForStmt:
+			if usesAny(st.From, unknown) || usesAny(st.To, unknown) || (st.Step != nil && usesAny(st.Step, unknown)) {
+				exact = false
+				continue
+			}
+			from, err1 := evalInt(st.From, local)
+			to, err2 := evalInt(st.To, local)
+			step := int64(1)
+			var err3 *evalError
+			if st.Step != nil {
+				step, err3 = evalInt(st.Step, local)
+			}
+			if err1 != nil || err2 != nil || err3 != nil || step <= 0 {
+				exact = false
+				continue
+			}
+			k, ex := c.loop(st, from, to, step, local, unknown)
+			n, exact = satAdd(n, k), exact && ex
+		}
+	}
+	return n, exact
+}
+
+// loop counts the ops of a loop over from .. to: a pass counted without the variable's value,
+// times the trips when that count is exact, else pass by pass.
+func (c *opCounter) loop(st *dsl.ForStmt, from, to, step int64, s *scope, unknown map[string]bool) (int64, bool) {
+	trips := tripCount(from, to, step)
+	if trips == 0 {
+		return 0, true
+	}
+	name := st.Var.Name
+	was := unknown[name]
+	unknown[name] = true
+	per, exact := c.block(st.Body, s, unknown)
+	if !was {
+		delete(unknown, name)
+	}
+	total := satMul(trips, per)
+	if exact || total > c.limit {
+		return total, exact
+	}
+	if was { // the variable shadows an unknown name: inside, it is known
+		delete(unknown, name)
+		defer func() { unknown[name] = true }()
+	}
+	var n int64
+	exact = true
+	body := &scope{parent: s}
+	v := from
+	for i := int64(0); i < trips; i++ {
+		if c.el.countWork <= 0 || n > c.limit {
+			return max(n, total), false
+		}
+		c.el.countWork -= 1 + len(st.Body)
+		body.names, body.values = body.names[:0], body.values[:0]
+		body.bind(name, v)
+		k, ex := c.block(st.Body, body, unknown)
+		n, exact = satAdd(n, k), exact && ex
+		v += step
+	}
+	return max(n, total), exact
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func satMul(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// tripCount is how many times `for v in from .. to step step` runs (step > 0), or math.MaxInt64
+// when that does not fit.
+func tripCount(from, to, step int64) int64 {
+	if to <= from {
+		return 0
+	}
+	span := uint64(to) - uint64(from)
+	if span > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return (int64(span)-1)/step + 1
+}
