@@ -3,16 +3,16 @@ package planner
 import (
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/race"
 )
 
 // TestLoopOpsFailFast: a loop that would make more ops than the limit fails before it runs, at
-// the loop, in milliseconds and without building the ops.
+// the loop, without building the ops.
 func TestLoopOpsFailFast(t *testing.T) {
 	defer func(n int) { maxOps = n }(maxOps)
 	maxOps = 100000 // should the count regress, the ops made before the limit cost only megabytes
@@ -35,14 +35,13 @@ func TestLoopOpsFailFast(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			start := time.Now()
 			_, err := elaborateSrc(t, tc.src, nil)
-			elapsed := time.Since(start)
 			runtime.ReadMemStats(&after)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
-			assert.Less(t, elapsed, 500*time.Millisecond)
-			assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "allocated bytes")
+			if !race.Enabled {
+				assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "allocated bytes")
+			}
 		})
 	}
 }
