@@ -12,7 +12,7 @@ import (
 type Code string
 
 // The codes of coredag's diagnostics. The first eleven are the families of docs/language.md
-// (section Diagnostics); the last ones are what a run finds.
+// (section Diagnostics); then come reading and running a plan, and coredag's own bugs.
 const (
 	Syntax   Code = "syntax"   // the text does not follow the grammar or the lexical rules
 	Name     Code = "name"     // undefined, duplicate or misplaced names and declarations, -p
@@ -28,6 +28,7 @@ const (
 	Input    Code = "input"    // the file cannot be read
 	Fault    Code = "fault"    // an op failed at run time
 	Hang     Code = "hang"     // a run stopped making progress
+	Internal Code = "internal" // coredag broke its own rules (a compiled plan that does not enforce its graph): a bug to report
 )
 
 // Related is another place a diagnostic is about: the other access of a race, the first

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // checkCycles reports every cycle of explicit `after` edges, once per distinct cycle of
 // statements: an SPMD plan that has the cycle on every rank gets one message naming the ranks.
-func checkCycles(g *Graph) dsl.ErrorList {
+func checkCycles(g *Graph) diag.List {
 	n := len(g.Ops)
 	succs := func(v int32) []int32 { return g.Succs(OpID(v)) }
 	comp, cyclic := sccs(n, succs)
@@ -39,9 +39,9 @@ func checkCycles(g *Graph) dsl.ErrorList {
 			steps = append(steps, fmt.Sprintf("%s after %s (%s)", g.Ops[to].Name, g.Ops[from].Name, p))
 		}
 		rank := g.Ops[cyc[0]].Rank
-		groups.add(strings.Join(key, " "), []int{rank}, func(ranks string) *dsl.Error {
+		groups.add(strings.Join(key, " "), []int{rank}, func(ranks string) *diag.Diagnostic {
 			first := pos[edgeKey(cyc[0], cyc[1%k])]
-			return &dsl.Error{Pos: first, Msg: fmt.Sprintf(
+			return &diag.Diagnostic{Code: diag.Cycle, Pos: first, Msg: fmt.Sprintf(
 				"dependency cycle on %s: %s; no op on a cycle can ever start (remove one of these `after` edges)",
 				ranks, listSteps(steps))}
 		})
@@ -63,8 +63,8 @@ func edgeKey(from, to int32) uint64 { return uint64(uint32(from))<<32 | uint64(u
 
 // edgePositions maps each explicit edge to the position of the clause that made it.
 // Only built on the error path.
-func edgePositions(g *Graph) map[uint64]dsl.Pos {
-	m := make(map[uint64]dsl.Pos, len(g.Edges))
+func edgePositions(g *Graph) map[uint64]diag.Pos {
+	m := make(map[uint64]diag.Pos, len(g.Edges))
 	for _, e := range g.Edges {
 		k := edgeKey(int32(e.From), int32(e.To))
 		if _, ok := m[k]; !ok {

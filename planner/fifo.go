@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // checkFIFO finds deadlocks that come from queue order and send/recv matching rather than from
@@ -14,7 +14,7 @@ import (
 // within a rank (through queue order) or across ranks (a send lands only after its peer posted the
 // matching recv; a recv completes only when the send lands). It returns the happens-before graph
 // so later checks can reuse it.
-func checkFIFO(g *Graph) (dsl.ErrorList, *hbGraph) {
+func checkFIFO(g *Graph) (diag.List, *hbGraph) {
 	if errs := checkQueueOrder(g); len(errs) > 0 {
 		return errs, nil
 	}
@@ -30,7 +30,7 @@ func checkFIFO(g *Graph) (dsl.ErrorList, *hbGraph) {
 }
 
 // checkQueueOrder reports `a after b` where a and b share a queue side and b comes later.
-func checkQueueOrder(g *Graph) dsl.ErrorList {
+func checkQueueOrder(g *Graph) diag.List {
 	var groups reportGroups
 	for _, e := range g.Edges {
 		from, to := &g.Ops[e.From], &g.Ops[e.To]
@@ -42,8 +42,8 @@ func checkQueueOrder(g *Graph) dsl.ErrorList {
 		if from.Kind.IsRecvSide() {
 			side = "receive"
 		}
-		groups.add(e.Pos.String(), []int{from.Rank}, func(ranks string) *dsl.Error {
-			return &dsl.Error{Pos: e.Pos, Msg: fmt.Sprintf(
+		groups.add(e.Pos.String(), []int{from.Rank}, func(ranks string) *diag.Diagnostic {
+			return &diag.Diagnostic{Code: diag.Deadlock, Pos: e.Pos, Msg: fmt.Sprintf(
 				"%s after %s on %s: both are on the %s side of queue %q, where %s (%s) is posted after %s (%s); "+
 					"a queue side is FIFO, so %s can never start and this deadlocks "+
 					"(declare %s before %s, put one of them on another queue, or drop this `after`)",
@@ -56,7 +56,7 @@ func checkQueueOrder(g *Graph) dsl.ErrorList {
 
 // deadlockLoops reports one shortest loop per strongly connected component of the cyclic
 // happens-before graph h.
-func deadlockLoops(g *Graph, h *hbGraph) dsl.ErrorList {
+func deadlockLoops(g *Graph, h *hbGraph) diag.List {
 	comp, cyclic := sccs(h.n, h.succs)
 	roots := cycleRoots(comp, cyclic)
 	pos := edgePositions(g)
@@ -68,7 +68,7 @@ func deadlockLoops(g *Graph, h *hbGraph) dsl.ErrorList {
 		if len(loop.steps) == 0 {
 			continue
 		}
-		groups.add(loop.key, loop.ranks, func(ranks string) *dsl.Error {
+		groups.add(loop.key, loop.ranks, func(ranks string) *diag.Diagnostic {
 			var msg string
 			if loop.crossRank {
 				msg = fmt.Sprintf("deadlock: a loop of waits through send/recv matching on %s: %s; "+
@@ -80,7 +80,7 @@ func deadlockLoops(g *Graph, h *hbGraph) dsl.ErrorList {
 					"(reorder the ops on that queue, move one to another queue, or drop one of the `after` edges)",
 					ranks, listSteps(loop.steps))
 			}
-			return &dsl.Error{Pos: loop.pos, Msg: msg}
+			return &diag.Diagnostic{Code: diag.Deadlock, Pos: loop.pos, Msg: msg}
 		})
 	}
 	return groups.errors()
@@ -91,17 +91,17 @@ type loop struct {
 	steps     []string
 	key       string // positions along the loop: equal for the same mistake on other ranks
 	ranks     []int
-	pos       dsl.Pos // the first `after` on the loop in source order, else the first op
-	crossRank bool    // the loop goes through send/recv matching
+	pos       diag.Pos // the first `after` on the loop in source order, else the first op
+	crossRank bool     // the loop goes through send/recv matching
 }
 
 // describeLoop turns a cycle of events into steps. Edges inside one op (start, landing, end) say
 // nothing new and are left out.
-func describeLoop(g *Graph, cyc []int32, pos map[uint64]dsl.Pos) loop {
+func describeLoop(g *Graph, cyc []int32, pos map[uint64]diag.Pos) loop {
 	var l loop
 	type step struct {
 		text string
-		pos  dsl.Pos
+		pos  diag.Pos
 		edge bool // pos is an `after` clause
 	}
 	var steps []step

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // AccessKind says how an access touches memory.
@@ -27,7 +27,7 @@ type MemAccess struct {
 	Buf      BufID
 	Off, Len int64 // elements
 	Kind     AccessKind
-	Pos      dsl.Pos // the slice in the source (the op statement if the slice has no position)
+	Pos      diag.Pos // the slice in the source (the op statement if the slice has no position)
 
 	from, to event
 }
@@ -442,7 +442,7 @@ func orderBefore(g *Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
 
 // raceErrors turns the races of g into diagnostics, one per pair of op statements and buffer,
 // naming the ranks whose memory it occurs in.
-func raceErrors(g *Graph, h *hbGraph) dsl.ErrorList {
+func raceErrors(g *Graph, h *hbGraph) diag.List {
 	if h == nil || !h.acyclic {
 		return nil
 	}
@@ -454,14 +454,14 @@ func raceErrors(g *Graph, h *hbGraph) dsl.ErrorList {
 			a, b = b, a
 		}
 		key := fmt.Sprintf("%s %s %s %s %d", g.Ops[a.Op].Pos, g.Ops[b.Op].Pos, a.Pos, b.Pos, r.Buf())
-		groups.add(key, []int{r.Rank()}, func(ranks string) *dsl.Error {
+		groups.add(key, []int{r.Rank()}, func(ranks string) *diag.Diagnostic {
 			return raceError(g, h, r, ranks)
 		})
 	}
 	return groups.errors()
 }
 
-func raceError(g *Graph, h *hbGraph, r Race, ranks string) *dsl.Error {
+func raceError(g *Graph, h *hbGraph, r Race, ranks string) *diag.Diagnostic {
 	a, b := r.First, r.Second
 	if b.Pos.Before(a.Pos) {
 		a, b = b, a
@@ -475,7 +475,7 @@ func raceError(g *Graph, h *hbGraph, r Race, ranks string) *dsl.Error {
 	if ranks != fmt.Sprintf("rank %d", r.Rank()) {
 		also = "; " + ranks + " all have it"
 	}
-	return &dsl.Error{Pos: a.Pos, Msg: fmt.Sprintf(
+	return &diag.Diagnostic{Code: diag.Race, Pos: a.Pos, Msg: fmt.Sprintf(
 		"race on %s: %s %s it, and %s %s it (%s); neither is ordered before the other, so the result depends on timing (%s%s)",
 		where, describeOp(g, a.Op), accessVerb(g, a), describeOp(g, b.Op), accessVerb(g, b), b.Pos, hint, also)}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
 )
 
@@ -52,11 +52,11 @@ func TestInitCheckedWhole(t *testing.T) {
 // TestDiagnosticsJSONPositions: every diagnostic in JSON carries its position, whatever form
 // the error took on its way (a list, one diagnostic, an op's runtime fault).
 func TestDiagnosticsJSONPositions(t *testing.T) {
-	at := dsl.Pos{File: "p.dag", Line: 3, Col: 4}
+	at := diag.At("p.dag", 3, 4)
 	for _, err := range []error{
-		dsl.ErrorList{{Pos: at, Msg: "boom"}},
-		&dsl.Error{Pos: at, Msg: "boom"},
-		fmt.Errorf("reference: %w", &dsl.Error{Pos: at, Msg: "boom"}),
+		diag.List{{Pos: at, Msg: "boom"}},
+		&diag.Diagnostic{Pos: at, Msg: "boom"},
+		fmt.Errorf("reference: %w", &diag.Diagnostic{Pos: at, Msg: "boom"}),
 	} {
 		assert.Equal(t, []jsonDiagnostic{{File: "p.dag", Line: 3, Col: 4, Message: "boom"}}, diagnosticsJSON(err), "%T", err)
 	}

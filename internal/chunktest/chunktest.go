@@ -23,7 +23,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // Want is one expected diagnostic.
@@ -42,9 +42,10 @@ func (w Want) String() string {
 	return fmt.Sprintf("%d:%d: /%s/", w.Line, w.Col, w.Pattern)
 }
 
-// Matches reports whether diagnostic e satisfies w.
-func (w Want) Matches(e *dsl.Error) bool {
-	return e.Pos.Line == w.Line && (w.Col == 0 || e.Pos.Col == w.Col) && w.Re.MatchString(e.Msg)
+// Matches reports whether diagnostic e satisfies w. The pattern is matched against the
+// message as printed, with its rank suffix.
+func (w Want) Matches(e *diag.Diagnostic) bool {
+	return int(e.Pos.Line) == w.Line && (w.Col == 0 || int(e.Pos.Col) == w.Col) && w.Re.MatchString(e.Text())
 }
 
 // Case is one chunk of a chunked file.
@@ -143,16 +144,16 @@ func markers(text string, line int) ([]Want, error) {
 	return wants, nil
 }
 
-// Diagnostics returns the diagnostics in err: the entries of a dsl.ErrorList, a single
-// *dsl.Error, or nothing for nil. Any other error is returned as the second result.
-func Diagnostics(err error) ([]*dsl.Error, error) {
+// Diagnostics returns the diagnostics in err: the entries of a diag.List, a single
+// *diag.Diagnostic, or nothing for nil. Any other error is returned as the second result.
+func Diagnostics(err error) ([]*diag.Diagnostic, error) {
 	switch e := err.(type) {
 	case nil:
 		return nil, nil
-	case dsl.ErrorList:
+	case diag.List:
 		return e, nil
-	case *dsl.Error:
-		return []*dsl.Error{e}, nil
+	case *diag.Diagnostic:
+		return []*diag.Diagnostic{e}, nil
 	}
 	return nil, err
 }
@@ -173,7 +174,7 @@ func Check(t testing.TB, got error, c Case) {
 
 // Mismatches compares diagnostics with c's expectations and describes every expected
 // diagnostic that is missing and every diagnostic that was not expected; nil means they agree.
-func Mismatches(diags []*dsl.Error, c Case) []string {
+func Mismatches(diags []*diag.Diagnostic, c Case) []string {
 	used := make([]bool, len(diags))
 	var out []string
 	for _, w := range c.Want {
@@ -194,17 +195,17 @@ func Mismatches(diags []*dsl.Error, c Case) []string {
 	}
 	for i, d := range diags {
 		if !used[i] {
-			out = append(out, fmt.Sprintf("unexpected diagnostic %d:%d: %s", d.Pos.Line, d.Pos.Col, d.Msg))
+			out = append(out, fmt.Sprintf("unexpected diagnostic %d:%d: %s", d.Pos.Line, d.Pos.Col, d.Text()))
 		}
 	}
 	return out
 }
 
-func onLine(diags []*dsl.Error, line int) string {
+func onLine(diags []*diag.Diagnostic, line int) string {
 	var s []string
 	for _, d := range diags {
-		if d.Pos.Line == line {
-			s = append(s, fmt.Sprintf("%d:%d: %s", d.Pos.Line, d.Pos.Col, d.Msg))
+		if int(d.Pos.Line) == line {
+			s = append(s, fmt.Sprintf("%d:%d: %s", d.Pos.Line, d.Pos.Col, d.Text()))
 		}
 	}
 	return strings.Join(s, " | ")
@@ -216,8 +217,8 @@ var diagLine = regexp.MustCompile(`^(.*?):(\d+):(\d+): (.*)$`)
 // ParseOutput extracts the diagnostics from the printed output of a tool (such as coredag
 // check), which prints each as file:line:col: message, possibly followed by the quoted source
 // line and a caret (indented, so never mistaken for a diagnostic).
-func ParseOutput(output string) []*dsl.Error {
-	var out []*dsl.Error
+func ParseOutput(output string) []*diag.Diagnostic {
+	var out []*diag.Diagnostic
 	for _, l := range strings.Split(output, "\n") {
 		l = strings.TrimRight(l, "\r")
 		if strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t") {
@@ -229,7 +230,7 @@ func ParseOutput(output string) []*dsl.Error {
 		}
 		line, _ := strconv.Atoi(m[2])
 		col, _ := strconv.Atoi(m[3])
-		out = append(out, &dsl.Error{Pos: dsl.Pos{File: m[1], Line: line, Col: col}, Msg: m[4]})
+		out = append(out, &diag.Diagnostic{Pos: diag.At(m[1], line, col), Msg: m[4]})
 	}
 	return out
 }
