@@ -220,8 +220,8 @@ func scan(filename string, src []byte, errs *diag.List) *scanned {
 				}
 				top := stack[len(stack)-1]
 				if closer(top.Value) != t.Value {
-					errs.Add(diag.Syntax, tokPos(t), "unexpected %q: the innermost open bracket is %q at %d:%d; close it with %q first",
-						t.Value, top.Value, top.Pos.Line, top.Pos.Column, closer(top.Value))
+					errs.Add(diag.Syntax, tokPos(t), "unexpected %q: the innermost open bracket is %q; close it with %q first",
+						t.Value, top.Value, closer(top.Value)).Relate(tokPos(top), fmt.Sprintf("the innermost open bracket %q", top.Value))
 					return s
 				}
 				stack = stack[:len(stack)-1]

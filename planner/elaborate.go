@@ -80,29 +80,37 @@ type queueRef struct {
 
 // errorf reports a mistake of the current rank.
 func (el *elaborator) errorf(ph phase, code diag.Code, pos diag.Pos, format string, args ...any) {
-	el.errorOn(ph, el.rank, code, pos, nil, format, args...)
+	el.report(ph, el.rank, diag.Errorf(code, pos, format, args...), format)
 }
 
 // globalErrorf reports a mistake that does not depend on the rank.
 func (el *elaborator) globalErrorf(ph phase, code diag.Code, pos diag.Pos, format string, args ...any) {
-	el.errorOn(ph, -1, code, pos, nil, format, args...)
+	el.report(ph, -1, diag.Errorf(code, pos, format, args...), format)
 }
 
-// errorOn reports a mistake of rank (-1: not about a rank) with the other places it involves.
-// format identifies the check that failed when the same mistake of several ranks is merged into
-// one diagnostic (diag.Group).
-func (el *elaborator) errorOn(ph phase, rank int, code diag.Code, pos diag.Pos, related []diag.Related, format string, args ...any) {
-	d := &diag.Diagnostic{Code: code, Pos: pos, Msg: fmt.Sprintf(format, args...), Related: related}
-	el.report(ph, d, format, rank)
+// errorOn reports a mistake of rank.
+func (el *elaborator) errorOn(ph phase, rank int, code diag.Code, pos diag.Pos, format string, args ...any) {
+	el.report(ph, rank, diag.Errorf(code, pos, format, args...), format)
 }
 
-// report adds d, found on rank (-1: not about a rank), to the diagnostics of phase ph.
-func (el *elaborator) report(ph phase, d *diag.Diagnostic, kind string, rank int) {
+// report adds d, found on rank (-1: not about a rank), to the diagnostics of phase ph. kind
+// identifies the check that failed (usually the format of the message): the same mistake on
+// several ranks, at the same places, is one diagnostic (diag.Group).
+func (el *elaborator) report(ph phase, rank int, d *diag.Diagnostic, kind string) {
 	if rank < 0 {
 		el.diag[ph].Add(d, kind)
 	} else {
 		el.diag[ph].Add(d, kind, rank)
 	}
+}
+
+// firstDeclaration labels the first declaration of a name declared twice, at first; the second
+// is at again. In a loop they are the same statement.
+func firstDeclaration(name string, first, again diag.Pos) string {
+	if first == again {
+		return "the first declaration of " + name + ", by an earlier pass of this statement"
+	}
+	return "the first declaration of " + name
 }
 
 func (el *elaborator) result() error {
@@ -176,7 +184,7 @@ func (el *elaborator) header() {
 		case *dsl.ParamStmt:
 			name := st.Name.Name
 			if p, dup := declared[name]; dup {
-				el.globalErrorf(phaseNames, diag.Name, st.Name.Pos(), "param %s declared twice (first at %s)", name, p)
+				el.report(phaseNames, -1, diag.Errorf(diag.Name, st.Name.Pos(), "param %s declared twice", name).Relate(p, firstDeclaration(name, p, st.Name.Pos())), "param declared twice")
 				continue
 			}
 			declared[name] = st.Name.Pos()
@@ -252,7 +260,7 @@ func (el *elaborator) header() {
 func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 	name := st.Name.Name
 	if id, dup := el.bufIdx[name]; dup {
-		el.globalErrorf(phaseNames, diag.Name, st.Name.Pos(), "buffer %s declared twice (first at %s)", name, el.g.Buffers[id].Pos)
+		el.report(phaseNames, -1, diag.Errorf(diag.Name, st.Name.Pos(), "buffer %s declared twice", name).Relate(el.g.Buffers[id].Pos, firstDeclaration(name, el.g.Buffers[id].Pos, st.Name.Pos())), "buffer declared twice")
 		return
 	}
 	b := Buffer{Name: name, Pos: st.Name.Pos()}
@@ -334,7 +342,7 @@ func (el *elaborator) evalFailed(rank int, err *evalError) {
 	if err.quiet {
 		return
 	}
-	el.report(phaseNames, &diag.Diagnostic{Code: diag.Expr, Pos: err.pos, Msg: err.msg}, err.kind, rank)
+	el.report(phaseNames, rank, &diag.Diagnostic{Code: diag.Expr, Pos: err.pos, Msg: err.msg}, err.kind)
 }
 
 // block elaborates a list of statements in a new scope layer s.
@@ -467,7 +475,7 @@ func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
 		return
 	}
 	if id, dup := el.queueIdx[name]; dup {
-		el.errorf(phaseNames, diag.Name, st.Name.Pos(), "queue %s declared twice (first at %s)", name, g.Queues[id].Pos)
+		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "queue %s declared twice", name).Relate(g.Queues[id].Pos, firstDeclaration(name, g.Queues[id].Pos, st.Name.Pos())), "queue declared twice")
 		return
 	}
 	// A queue whose declaration fails is reported here; the ops on it are then not.
@@ -515,7 +523,8 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 		return
 	}
 	if id, dup := el.opIdx[name]; dup {
-		el.errorf(phaseNames, diag.Name, st.Name.Pos(), "op %s declared twice on this rank (first at %s): give each op its own name or index", name, g.Ops[id].Pos)
+		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "op %s declared twice on this rank: give each op its own name or index", name).
+			Relate(g.Ops[id].Pos, firstDeclaration(name, g.Ops[id].Pos, st.Name.Pos())), "op declared twice")
 		return
 	}
 	if len(g.Ops) >= el.maxOps {

@@ -186,7 +186,7 @@ func (c *initChecker) report(ie *InitError) {
 	d := ie.Diagnostic(c.b.Name)
 	// Worded without the rank: the ranks that fail alike are listed once.
 	d.Msg = strings.TrimSuffix(d.Msg, fmt.Sprintf(" on rank %d", ie.Rank))
-	c.el.report(phaseNames, d, "init: "+ie.kind, ie.Rank)
+	c.el.report(phaseNames, ie.Rank, d, "init: "+ie.kind)
 }
 
 // skip records a box the budget left unchecked.

@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"fmt"
+
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 )
@@ -103,7 +105,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *Op, qref *queueRe
 func (el *elaborator) slice(sl *dsl.Slice, s *scope) (Slice, bool) {
 	id, ok := el.bufIdx[sl.Buf.Name]
 	if !ok {
-		el.errorf(phaseNames, diag.Name, sl.Buf.Pos(), "unknown buffer %s%s", sl.Buf.Name, suggest(sl.Buf.Name, el.bufferNames()))
+		el.unknownName(sl.Buf.Pos(), sl.Buf.Name, sl.Buf.Name, sl.Buf.Name, el.bufferNames(), "unknown buffer %s%s")
 		return NoSlice, false
 	}
 	b := &el.g.Buffers[id]
@@ -194,10 +196,20 @@ func (el *elaborator) noOverlap(a, b Slice, pos diag.Pos, what string) {
 	}
 }
 
-// suggest returns " (did you mean X?)" for the known name closest to name, or "".
-func suggest(name string, known []string) string {
-	if best := dsl.Closest(name, known); best != "" {
-		return " (did you mean " + best + "?)"
+// unknownName reports an unknown name on the current rank, worded by format with shown (the
+// name as evaluated, "%s%s": the name, then the hint). The closest of known to target is the
+// hint and, when word (the identifier written at pos) is target itself, a fix that replaces it.
+func (el *elaborator) unknownName(pos diag.Pos, word, target, shown string, known []string, format string) {
+	best := dsl.Closest(target, known)
+	hint := ""
+	if best != "" {
+		hint = " (did you mean " + best + "?)"
 	}
-	return ""
+	d := diag.Errorf(diag.Name, pos, format, shown, hint)
+	if best != "" && word == target {
+		end := pos
+		end.Col += uint32(len(word))
+		d.Fix = &diag.Fix{Msg: fmt.Sprintf("replace %s with %s", word, best), Edits: []diag.Edit{{Pos: pos, End: end, New: best}}}
+	}
+	el.report(phaseNames, el.rank, d, format)
 }

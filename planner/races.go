@@ -446,38 +446,34 @@ func raceErrors(g *Graph, h *hbGraph) diag.List {
 	if h == nil || !h.acyclic {
 		return nil
 	}
-	races := findRaces(g, h)
-	var groups reportGroups
-	for _, r := range races {
+	var groups diag.Group
+	for _, r := range findRaces(g, h) {
 		a, b := r.First, r.Second
 		if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
 			a, b = b, a
 		}
-		key := fmt.Sprintf("%s %s %s %s %d", g.Ops[a.Op].Pos, g.Ops[b.Op].Pos, a.Pos, b.Pos, r.Buf())
-		groups.add(key, []int{r.Rank()}, func(ranks string) *diag.Diagnostic {
-			return raceError(g, h, r, ranks)
-		})
+		kind := fmt.Sprintf("race %s %s %d", g.Ops[a.Op].Pos, g.Ops[b.Op].Pos, r.Buf())
+		groups.Add(raceError(g, h, r, a, b), kind, r.Rank())
 	}
-	return groups.errors()
+	return groups.List(g.Ranks)
 }
 
-func raceError(g *Graph, h *hbGraph, r Race, ranks string) *diag.Diagnostic {
-	a, b := r.First, r.Second
-	if b.Pos.Before(a.Pos) {
-		a, b = b, a
-	}
+// raceError words race r between accesses a and b (a written first) for its rank.
+func raceError(g *Graph, h *hbGraph, r Race, a, b MemAccess) *diag.Diagnostic {
 	where := fmt.Sprintf("rank %d's %s", r.Rank(), g.SliceString(Slice{Buf: r.Buf(), Off: r.Off, Len: r.Len}))
 	hint := "order them with an `after`"
-	if f, ok := explain(g, h, r); ok {
-		hint = f.Format(g)
+	fix, ok := explain(g, h, r)
+	if ok {
+		hint = fix.Format(g)
 	}
-	also := ""
-	if ranks != fmt.Sprintf("rank %d", r.Rank()) {
-		also = "; " + ranks + " all have it"
+	d := diag.Errorf(diag.Race, a.Pos,
+		"race on %s: %s %s it, and %s %s it; neither is ordered before the other, so the result depends on timing (%s)",
+		where, describeOp(g, a.Op), accessVerb(g, a), describeOp(g, b.Op), accessVerb(g, b), hint)
+	d.Relate(b.Pos, fmt.Sprintf("%s %s it", describeOp(g, b.Op), accessVerb(g, b)))
+	if ok {
+		d.Fix = &diag.Fix{Msg: hint}
 	}
-	return &diag.Diagnostic{Code: diag.Race, Pos: a.Pos, Msg: fmt.Sprintf(
-		"race on %s: %s %s it, and %s %s it (%s); neither is ordered before the other, so the result depends on timing (%s%s)",
-		where, describeOp(g, a.Op), accessVerb(g, a), describeOp(g, b.Op), accessVerb(g, b), b.Pos, hint, also)}
+	return d
 }
 
 func describeOp(g *Graph, id OpID) string {

@@ -23,8 +23,8 @@ import (
 //	# want: NAME.dag:3:13: ... one line of the output (stderr), as printed from inside
 //	                           docs/examples/errors; several # want lines for several lines
 //
-// Unless a # want line quotes source (starts with four spaces), the quoted source lines and
-// carets are left out of the comparison. The document shows the file without its directives in
+// Unless the # want lines quote source (a line followed by its caret), the quoted source lines
+// and carets are left out of the comparison; the indented lines of related positions stay. The document shows the file without its directives in
 // a ```dag block, immediately followed by a ```text block holding exactly the # want lines.
 // These tests keep the three (document, files and coredag's actual output) in step.
 
@@ -120,10 +120,12 @@ func TestDocsErrorExamples(t *testing.T) {
 			got := strings.Split(strings.TrimSuffix(strings.ReplaceAll(stderr, docsErrors+"/", ""), "\n"), "\n")
 			if !quotesSource(ex.want) {
 				kept := got[:0]
-				for _, l := range got {
-					if !strings.HasPrefix(l, "    ") {
-						kept = append(kept, l)
+				for i := 0; i < len(got); i++ {
+					if i+1 < len(got) && strings.TrimSpace(got[i+1]) == "^" { // a quoted line and its caret
+						i++
+						continue
 					}
+					kept = append(kept, got[i])
 				}
 				got = kept
 			}
@@ -135,7 +137,7 @@ func TestDocsErrorExamples(t *testing.T) {
 
 func quotesSource(want []string) bool {
 	for _, l := range want {
-		if strings.HasPrefix(l, "    ") {
+		if strings.TrimSpace(l) == "^" {
 			return true
 		}
 	}

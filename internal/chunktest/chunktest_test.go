@@ -112,10 +112,14 @@ func TestParseOutput(t *testing.T) {
 	out := "plans/x.dag:3:7: expected \"to\" after the source slice of write, got \"data\"\n" +
 		"    op a = write q data data\n" +
 		"                        ^\n" +
+		"    plans/x.dag:2:1: the queue\n" +
 		"x.dag:10:1: unknown op rx: see x.dag:2:3: here\n" +
+		"    x.dag:2:3: here\n" +
 		"2 errors\n"
 	got := ParseOutput(out)
 	require.Len(t, got, 2)
+	assert.Equal(t, []diag.Related{{Pos: diag.At("plans/x.dag", 2, 1), Label: "the queue"}}, got[0].Related)
+	assert.Equal(t, []diag.Related{{Pos: diag.At("x.dag", 2, 3), Label: "here"}}, got[1].Related)
 	assert.Equal(t, diag.At("plans/x.dag", 3, 7), got[0].Pos)
 	assert.Equal(t, `expected "to" after the source slice of write, got "data"`, got[0].Msg)
 	assert.Equal(t, diag.At("x.dag", 10, 1), got[1].Pos)
