@@ -21,13 +21,13 @@ type checkCmd struct {
 
 // checkReport is the --json output of check.
 type checkReport struct {
-	File        string           `json:"file"`
-	OK          bool             `json:"ok"`
-	Ranks       int              `json:"ranks,omitempty"`
-	Ops         int              `json:"ops,omitempty"`
-	Diagnostics []jsonDiagnostic `json:"diagnostics"`
-	Notes       []jsonDiagnostic `json:"notes,omitempty"` // what check left unproven (not errors)
-	Fixes       []jsonFix        `json:"fixes,omitempty"` // with --explain-races
+	File        string      `json:"file"`
+	OK          bool        `json:"ok"`
+	Ranks       int         `json:"ranks,omitempty"`
+	Ops         int         `json:"ops,omitempty"`
+	Diagnostics []diag.JSON `json:"diagnostics"`
+	Notes       []diag.JSON `json:"notes,omitempty"` // what check left unproven (not errors)
+	Fixes       []jsonFix   `json:"fixes,omitempty"` // with --explain-races
 }
 
 // jsonFix is one suggested `op after after` edge and the ranks that need it.
@@ -48,10 +48,10 @@ func (c *checkCmd) Run(e *env) error {
 		if err != nil { // an unreadable file: say so, check the others, exit 2 at the end
 			unreadable = true
 			fmt.Fprintf(e.stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))
-			reports = append(reports, checkReport{File: path, Diagnostics: []jsonDiagnostic{{File: path, Message: err.Error()}}})
+			reports = append(reports, checkReport{File: path, Diagnostics: []diag.JSON{{Code: diag.Input, File: path, Message: err.Error()}}})
 			continue
 		}
-		r := checkReport{File: l.path, OK: l.err == nil, Diagnostics: []jsonDiagnostic{}}
+		r := checkReport{File: l.path, OK: l.err == nil, Diagnostics: []diag.JSON{}}
 		if l.err != nil {
 			failed = true
 			r.Diagnostics = diagnosticsJSON(l.err)

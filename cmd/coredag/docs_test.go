@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 )
 
@@ -131,6 +133,43 @@ func TestDocsErrorExamples(t *testing.T) {
 			}
 			assert.Equal(t, strings.Join(ex.want, "\n"), strings.Join(got, "\n"),
 				"%s: the output changed; update its # want lines and the quote in %s", ex.path, docsLanguage)
+		})
+	}
+}
+
+// TestDocsErrorExampleCodes: every diagnostic of an error example has the code of its family,
+// which is the start of the example's name (docs/language.md, Reading a diagnostic).
+func TestDocsErrorExampleCodes(t *testing.T) {
+	family := map[string]diag.Code{
+		"syntax": diag.Syntax, "names": diag.Name, "expr": diag.Expr, "shape": diag.Shape, "access": diag.Access,
+		"match": diag.Match, "cycle": diag.Cycle, "fifo": diag.Deadlock, "race": diag.Race, "limit": diag.Limit, "target": diag.Target,
+	}
+	for _, ex := range readDocExamples(t, docsErrors) {
+		if ex.exit != exitFail {
+			continue // a usage error: no diagnostics
+		}
+		t.Run(filepath.Base(ex.path), func(t *testing.T) {
+			prefix, _, _ := strings.Cut(filepath.Base(ex.path), "_")
+			want, ok := family[prefix]
+			require.True(t, ok, "%s: name it after its family (%v)", ex.path, family)
+			args := append([]string{ex.args[0], "--json"}, ex.args[1:]...)
+			if ex.args[0] == "compile" {
+				args = append([]string{"compile", "--format", "json"}, ex.args[1:]...)
+			}
+			_, stdout, _ := coredag(t, "", append(args, ex.path)...)
+			var r checkReport
+			if strings.HasPrefix(strings.TrimSpace(stdout), "[") {
+				var rs []checkReport
+				require.NoError(t, json.Unmarshal([]byte(stdout), &rs), stdout)
+				require.Len(t, rs, 1)
+				r = rs[0]
+			} else {
+				require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
+			}
+			require.NotEmpty(t, r.Diagnostics)
+			for _, d := range r.Diagnostics {
+				assert.Equal(t, want, d.Code, "%s:%d:%d: %s", d.File, d.Line, d.Col, d.Message)
+			}
 		})
 	}
 }

@@ -154,17 +154,11 @@ func printDiagnostics(w io.Writer, l *loaded) {
 	diag.Print(w, l.err, diag.Sources{l.path: l.src})
 }
 
-// jsonDiagnostic is one diagnostic in `--json` output, for editors and other tools.
-type jsonDiagnostic struct {
-	File    string `json:"file"`
-	Line    int    `json:"line"`
-	Col     int    `json:"col"`
-	Message string `json:"message"`
-}
-
-// diagnosticsJSON lists err's diagnostics, each with its position: a diag.List, one
-// diagnostic, or a runtime fault of an op (a failure before the run, in the reference).
-func diagnosticsJSON(err error) []jsonDiagnostic {
+// diagnosticsJSON lists err's diagnostics in their --json form (docs/check-json.md), each with
+// its code and position: a diag.List, one diagnostic, or a runtime fault of an op (a failure
+// before the run, in the reference). Any other error is one entry with code fault and no
+// position.
+func diagnosticsJSON(err error) []diag.JSON {
 	var (
 		list diag.List
 		one  *diag.Diagnostic
@@ -175,16 +169,16 @@ func diagnosticsJSON(err error) []jsonDiagnostic {
 	case errors.As(err, &one):
 		list = diag.List{one}
 	case errors.As(err, &op):
-		msg := strings.TrimPrefix(op.Error(), op.Pos.String()+": ")
-		list = diag.List{{Code: diag.Fault, Pos: op.Pos, Msg: msg}}
+		list = diag.List{opDiagnostic(op)}
 	default:
-		return []jsonDiagnostic{{Message: err.Error()}}
+		return []diag.JSON{{Code: diag.Fault, Message: err.Error()}}
 	}
-	out := make([]jsonDiagnostic, len(list))
-	for i, d := range list {
-		out[i] = jsonDiagnostic{File: d.Pos.Filename(), Line: int(d.Pos.Line), Col: int(d.Pos.Col), Message: d.Text()}
-	}
-	return out
+	return list.ToJSON()
+}
+
+// opDiagnostic words a runtime fault of an op as a diagnostic at the op.
+func opDiagnostic(op *exec.OpError) *diag.Diagnostic {
+	return &diag.Diagnostic{Code: diag.Fault, Pos: op.Pos, Msg: strings.TrimPrefix(op.Error(), op.Pos.String()+": ")}
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -59,6 +59,7 @@ type runReport struct {
 	Iters      int                `json:"iters"`
 	OK         bool               `json:"ok"`
 	Error      string             `json:"error,omitempty"`
+	Diags      []diag.JSON        `json:"diagnostics,omitempty"` // the error, as diagnostics with codes and positions
 	Mismatches []string           `json:"mismatches,omitempty"`
 	LatencyNS  map[string]int64   `json:"latency_ns"`
 	WQEs       uint64             `json:"wqes_posted"`
@@ -143,7 +144,7 @@ func (c *runCmd) Run(e *env) error {
 		})
 		if err != nil {
 			bar.abort()
-			rep.OK, rep.Error = false, err.Error()
+			rep.OK, rep.Error, rep.Diags = false, err.Error(), runDiagnostics(err, plan)
 			if res != nil {
 				last = res
 			}
