@@ -294,3 +294,26 @@ func TestJSON(t *testing.T) {
 		t.Errorf("an empty list is %s, want []", b)
 	}
 }
+
+// TestGroupCompletesFirst: Add tells which instance is kept, so only that one is completed (a
+// costly hint); the others are compared with the message it had when it was added.
+func TestGroupCompletesFirst(t *testing.T) {
+	pos := At("first.dag", 2, 1)
+	var g Group
+	var firsts []bool
+	for _, rank := range []int{0, 1, 2} {
+		d := &Diagnostic{Code: Race, Pos: pos, Msg: "race on data"}
+		if rank == 2 {
+			d.Msg = "race on data[1]"
+		}
+		first := g.Add(d, "race", rank)
+		firsts = append(firsts, first)
+		if first {
+			d.Msg += " (add `b after a`)"
+		}
+	}
+	eq(t, firsts, []bool{true, false, false})
+	l := g.List(4)
+	eq(t, len(l), 1)
+	eq(t, l[0].Text(), "race on data (add `b after a`) (on ranks 0, 1; likewise on rank 2)")
+}

@@ -29,28 +29,31 @@ type groupKey struct {
 
 type group struct {
 	first    *Diagnostic
-	own      []int // ranks of the instances with first's message
-	others   []int // ranks of the other instances
-	noRank   bool  // the first instance is not about a rank
-	lastOwn  int   // the last rank appended to own, to skip repeats cheaply
+	msg      string // first's message when it was added
+	own      []int  // ranks of the instances with that message
+	others   []int  // ranks of the other instances
+	noRank   bool   // the first instance is not about a rank
+	lastOwn  int    // the last rank appended to own, to skip repeats cheaply
 	lastElse int
 }
 
 // Add records one instance of a mistake, found on ranks (none: not about particular ranks).
-// kind identifies the check that failed (see Group); d is kept only if it is the first
-// instance of its kind.
-func (g *Group) Add(d *Diagnostic, kind string, ranks ...int) {
+// kind identifies the check that failed (see Group). Add reports whether d is the first
+// instance of its mistake: the diagnostic List returns for it, which the caller may still
+// complete (with a hint that is costly to compute, say). The others are compared with it by
+// the message it had when it was added, then dropped.
+func (g *Group) Add(d *Diagnostic, kind string, ranks ...int) (first bool) {
 	k := groupKey{code: d.Code, pos: d.Pos, kind: kind, related: relatedKey(d.Related)}
 	if g.index == nil {
 		g.index = map[groupKey]*group{}
 	}
 	gr, ok := g.index[k]
 	if !ok {
-		gr = &group{first: d, noRank: len(ranks) == 0, lastOwn: -1, lastElse: -1}
+		gr = &group{first: d, msg: d.Msg, noRank: len(ranks) == 0, lastOwn: -1, lastElse: -1}
 		g.index[k] = gr
 		g.order = append(g.order, gr)
 	}
-	same := !ok || d.Msg == gr.first.Msg
+	same := d.Msg == gr.msg
 	for _, r := range ranks {
 		switch {
 		case same && r != gr.lastOwn:
@@ -59,6 +62,7 @@ func (g *Group) Add(d *Diagnostic, kind string, ranks ...int) {
 			gr.others, gr.lastElse = append(gr.others, r), r
 		}
 	}
+	return !ok
 }
 
 // Len is the number of distinct mistakes recorded.

@@ -453,27 +453,34 @@ func raceErrors(g *Graph, h *hbGraph) diag.List {
 			a, b = b, a
 		}
 		kind := fmt.Sprintf("race %s %s %d", g.Ops[a.Op].Pos, g.Ops[b.Op].Pos, r.Buf())
-		groups.Add(raceError(g, h, r, a, b), kind, r.Rank())
+		if d := raceError(g, r, a, b); groups.Add(d, kind, r.Rank()) {
+			explainRace(g, h, r, d) // once per group: it searches the whole graph
+		}
 	}
 	return groups.List(g.Ranks)
 }
 
-// raceError words race r between accesses a and b (a written first) for its rank.
-func raceError(g *Graph, h *hbGraph, r Race, a, b MemAccess) *diag.Diagnostic {
+// raceError words race r between accesses a and b (a written first) for its rank, without the
+// fix (explainRace).
+func raceError(g *Graph, r Race, a, b MemAccess) *diag.Diagnostic {
 	where := fmt.Sprintf("rank %d's %s", r.Rank(), g.SliceString(Slice{Buf: r.Buf(), Off: r.Off, Len: r.Len}))
-	hint := "order them with an `after`"
-	fix, ok := explain(g, h, r)
-	if ok {
-		hint = fix.Format(g)
-	}
 	d := diag.Errorf(diag.Race, a.Pos,
-		"race on %s: %s %s it, and %s %s it; neither is ordered before the other, so the result depends on timing (%s)",
-		where, describeOp(g, a.Op), accessVerb(g, a), describeOp(g, b.Op), accessVerb(g, b), hint)
+		"race on %s: %s %s it, and %s %s it; neither is ordered before the other, so the result depends on timing",
+		where, describeOp(g, a.Op), accessVerb(g, a), describeOp(g, b.Op), accessVerb(g, b))
 	d.Relate(b.Pos, fmt.Sprintf("%s %s it", describeOp(g, b.Op), accessVerb(g, b)))
-	if ok {
-		d.Fix = &diag.Fix{Msg: hint}
-	}
 	return d
+}
+
+// explainRace completes the diagnostic of race r with the `after` that would fix it.
+func explainRace(g *Graph, h *hbGraph, r Race, d *diag.Diagnostic) {
+	fix, ok := explain(g, h, r)
+	if !ok {
+		d.Msg += " (order them with an `after`)"
+		return
+	}
+	hint := fix.Format(g)
+	d.Msg += " (" + hint + ")"
+	d.Fix = &diag.Fix{Msg: hint}
 }
 
 func describeOp(g *Graph, id OpID) string {
