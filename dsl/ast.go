@@ -1,24 +1,26 @@
 package dsl
 
+import "github.com/coredag/coredag/diag"
+
 // The AST of a .dag file. Every node knows where it starts (Pos) and where it ends (End: the
 // position just past its last byte), so diagnostics can point at any part of a statement.
 
 // Node is any AST node.
 type Node interface {
-	Pos() Pos
-	End() Pos
+	Pos() diag.Pos
+	End() diag.Pos
 }
 
 // Span is embedded in every node and records its extent.
 type Span struct {
-	From, To Pos
+	From, To diag.Pos
 }
 
 // Pos is where the node starts.
-func (s Span) Pos() Pos { return s.From }
+func (s Span) Pos() diag.Pos { return s.From }
 
 // End is the position just past the node.
-func (s Span) End() Pos { return s.To }
+func (s Span) End() diag.Pos { return s.To }
 
 // File is a parsed .dag file.
 type File struct {
@@ -102,7 +104,7 @@ type ForStmt struct {
 	Step     Expr // nil when absent
 	Body     []Stmt
 
-	Lbrace, Rbrace Pos // the braces around Body (kept for comment placement by the formatter)
+	Lbrace, Rbrace diag.Pos // the braces around Body (kept for comment placement by the formatter)
 }
 
 // IfStmt is `if COND { THEN } [else { ELSE }]`; `else if` is an IfStmt as the only Else statement
@@ -114,8 +116,8 @@ type IfStmt struct {
 	Else   []Stmt // nil when absent
 	ElseIf bool   // Else holds exactly one *IfStmt written as `else if`
 
-	Lbrace, Rbrace         Pos // the braces around Then
-	ElseLbrace, ElseRbrace Pos // the braces around Else; zero when absent or for else if
+	Lbrace, Rbrace         diag.Pos // the braces around Then
+	ElseLbrace, ElseRbrace diag.Pos // the braces around Else; zero when absent or for else if
 }
 
 func (*PlanStmt) stmtNode()   {}
@@ -265,7 +267,7 @@ type UnaryExpr struct {
 type BinaryExpr struct {
 	Span
 	Op    string
-	OpPos Pos
+	OpPos diag.Pos
 	X, Y  Expr
 }
 

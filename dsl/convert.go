@@ -2,17 +2,19 @@ package dsl
 
 import (
 	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/coredag/coredag/diag"
 )
 
 // converter turns the participle grammar structs into the public AST, checking what the grammar
 // leaves open (literal values, functions named by keywords) and computing exact spans.
 type converter struct {
 	file string
-	errs *ErrorList
+	errs *diag.List
 }
 
-func pos(p lexer.Position) Pos {
-	return Pos{File: p.Filename, Offset: p.Offset, Line: p.Line, Col: p.Column}
+func pos(p lexer.Position) diag.Pos {
+	return diag.At(p.Filename, p.Line, p.Column)
 }
 
 // span covers the tokens a grammar struct matched.
@@ -27,8 +29,7 @@ func span(toks []lexer.Token) Span {
 func wordSpan(p lexer.Position, word string) Span {
 	from := pos(p)
 	to := from
-	to.Offset += len(word)
-	to.Col += len(word)
+	to.Col += uint32(len(word))
 	return Span{From: from, To: to}
 }
 
@@ -129,7 +130,7 @@ func (c *converter) ifStmt(g *gIf) *IfStmt {
 }
 
 // braces returns the positions of a block's "{" and "}".
-func braces(g *gBlock) (Pos, Pos) {
+func braces(g *gBlock) (diag.Pos, diag.Pos) {
 	return tokPos(g.Tokens[0]), tokPos(g.Tokens[len(g.Tokens)-1])
 }
 
@@ -230,7 +231,7 @@ func (c *converter) expr(g *gExpr) Expr {
 	type pending struct {
 		x     Expr
 		op    string
-		opPos Pos
+		opPos diag.Pos
 	}
 	var stack []pending
 	x := c.unary(g.First)
@@ -250,7 +251,7 @@ func (c *converter) expr(g *gExpr) Expr {
 	return x
 }
 
-func binary(x Expr, op string, opPos Pos, y Expr) Expr {
+func binary(x Expr, op string, opPos diag.Pos, y Expr) Expr {
 	return &BinaryExpr{Span: Span{From: x.Pos(), To: y.End()}, Op: op, OpPos: opPos, X: x, Y: y}
 }
 
@@ -272,13 +273,13 @@ func (c *converter) primary(g *gPrimary) Expr {
 	case g.Int != nil:
 		v, msg := parseInt(*g.Int)
 		if msg != "" {
-			c.errs.Add(sp.From, "%s", msg)
+			c.errs.Add(diag.Syntax, sp.From, "%s", msg)
 		}
 		return &IntLit{Span: sp, Raw: *g.Int, Value: v}
 	case g.Float != nil:
 		v, msg := parseFloat(*g.Float)
 		if msg != "" {
-			c.errs.Add(sp.From, "%s", msg)
+			c.errs.Add(diag.Syntax, sp.From, "%s", msg)
 		}
 		return &FloatLit{Span: sp, Raw: *g.Float, Value: v}
 	case g.Paren != nil:
@@ -290,7 +291,7 @@ func (c *converter) primary(g *gPrimary) Expr {
 	id := &Ident{Span: wordSpan(n.Tokens[0].Pos, n.Name), Name: n.Name}
 	switch {
 	case !n.Call && (n.Name == "min" || n.Name == "max"):
-		c.errs.Add(id.From, "%q is a reserved keyword and cannot be used as a name; as a function write %s(a, b)", n.Name, n.Name)
+		c.errs.Add(diag.Syntax, id.From, "%q is a reserved keyword and cannot be used as a name; as a function write %s(a, b)", n.Name, n.Name)
 	}
 	if !n.Call {
 		return id

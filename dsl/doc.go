@@ -14,13 +14,13 @@
 //   - Formatting: Format prints a File in the canonical layout that `coredag fmt` writes;
 //     Equal compares two trees ignoring positions and comments, which is what "formatting
 //     does not change the meaning" is tested against.
-//   - Diagnostics: Pos is a file:line:col position (columns count bytes), Error a positioned
-//     message, ErrorList the sorted, deduplicated errors of one phase, and PrintError prints
-//     them with the offending source line and a caret. Closest proposes the word a misspelt
-//     name was probably meant to be.
+//   - Diagnostics: every node has diag.Pos positions (file:line:col, columns count bytes), and
+//     Parse reports its findings as a diag.List (code syntax, or limit for the lexer's and the
+//     parser's size limits), which diag.Print prints with the offending source line and a caret.
+//     Closest proposes the word a misspelt name was probably meant to be.
 //
 // What it does not do: Parse only checks the grammar and the literals. Evaluating the text for
 // every rank (elaboration), resolving names, checking bounds, matching sends with receives,
 // and finding cycles, deadlocks and races belong to package planner, which consumes the File
-// and reports its findings with the same Pos and ErrorList types.
+// and reports its findings with the same diag types.
 package dsl

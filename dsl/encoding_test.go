@@ -7,7 +7,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/diag"
 )
+
+const bom = "\ufeff"
 
 // plan is a small plan written with LF line breaks; the tests rewrite its line breaks.
 const encodingPlan = "plan p   # first\nparam ranks = 2\n# a comment\nbuffer b u8[4]\nop c = copy b[0:2] to b[2:4]\n"
@@ -19,16 +23,16 @@ func TestByteOrderMark(t *testing.T) {
 	f, err := Parse("b.dag", src)
 	require.NoError(t, err)
 	first := f.Stmts[0].(*PlanStmt)
-	assert.Equal(t, Pos{File: "b.dag", Offset: 3, Line: 1, Col: 1}, first.Pos())
-	assert.Equal(t, 6, first.Name.Pos().Col)
-	assert.Equal(t, 10, f.Comments[0].Pos().Col)
+	assert.Equal(t, diag.At("b.dag", 1, 1), first.Pos())
+	assert.EqualValues(t, 6, first.Name.Pos().Col)
+	assert.EqualValues(t, 10, f.Comments[0].Pos().Col)
 	assert.Equal(t, string(Format(mustParse(t, encodingPlan))), string(Format(f)), "fmt drops the mark")
 
 	_, err = Parse("b.dag", []byte(bom+"plan p $\n"))
 	require.Error(t, err)
 	assert.Equal(t, "b.dag:1:8: invalid character '$': not part of the language (comments start with #)", err.Error())
 	var out bytes.Buffer
-	PrintError(&out, err, Sources{"b.dag": []byte(bom + "plan p $\n")})
+	diag.Print(&out, err, diag.Sources{"b.dag": []byte(bom + "plan p $\n")})
 	assert.Equal(t, "b.dag:1:8: invalid character '$': not part of the language (comments start with #)\n    plan p $\n           ^\n", out.String())
 
 	// Only at the start: elsewhere it is an invisible character, and an error.
@@ -55,8 +59,8 @@ func TestLineBreaks(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, f.Stmts, 4)
 			op := f.Stmts[3].(*OpStmt)
-			assert.Equal(t, 5, op.Pos().Line)
-			assert.Equal(t, 4, op.Name.Pos().Col)
+			assert.EqualValues(t, 5, op.Pos().Line)
+			assert.EqualValues(t, 4, op.Name.Pos().Col)
 			assert.Equal(t, "# first", f.Comments[0].Text, "a comment ends before the line break")
 			assert.Equal(t, string(want), string(Format(f)), "fmt normalises line breaks to LF")
 
@@ -65,10 +69,10 @@ func TestLineBreaks(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "e.dag:3:16: invalid character '$'")
 			var out bytes.Buffer
-			PrintError(&out, err, Sources{"e.dag": []byte(bad)})
+			diag.Print(&out, err, diag.Sources{"e.dag": []byte(bad)})
 			assert.Contains(t, out.String(), "\n    buffer b u8[4] $\n                   ^\n")
 
-			line, ok := Sources{"e.dag": []byte(bad)}.Line("e.dag", 2)
+			line, ok := diag.Sources{"e.dag": []byte(bad)}.Line("e.dag", 2)
 			assert.True(t, ok)
 			assert.Equal(t, "param ranks = 2", line)
 		})
@@ -76,7 +80,7 @@ func TestLineBreaks(t *testing.T) {
 	// Mixed breaks count one line each; CRLF is one break, not two.
 	f, err := Parse("m.dag", []byte("plan p\r\nparam ranks = 2\rbuffer b u8[4]\nop c = copy b[0:2] to b[2:4]\r\n"))
 	require.NoError(t, err)
-	assert.Equal(t, 4, f.Stmts[3].Pos().Line)
+	assert.EqualValues(t, 4, f.Stmts[3].Pos().Line)
 	// A newline inside brackets does not end a statement, whichever break it is.
 	_, err = Parse("m.dag", []byte("plan p\rlet x = (1 +\r 2)\r"))
 	require.NoError(t, err)

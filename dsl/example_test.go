@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 )
 
@@ -26,10 +27,10 @@ op rx = recv link msg after tx
 		}
 	}
 
-	// A syntax error is an ErrorList; PrintError quotes the line and puts a caret under the column.
+	// A syntax error is a diag.List; diag.Print quotes the line and puts a caret under the column.
 	bad := []byte("plan ping\nop tx = send link msg inline notify\n")
 	_, err = dsl.Parse("bad.dag", bad)
-	dsl.PrintError(os.Stdout, err, dsl.Sources{"bad.dag": bad})
+	diag.Print(os.Stdout, err, diag.Sources{"bad.dag": bad})
 	// Output:
 	// ping.dag:5:1: op tx is a *dsl.SendOp
 	// ping.dag:6:1: op rx is a *dsl.RecvOp

@@ -2,8 +2,11 @@ package dsl
 
 import (
 	"bytes"
+	"math"
 	"sort"
 	"strings"
+
+	"github.com/coredag/coredag/diag"
 )
 
 // Format prints f in canonical form, like gofmt: one statement per line, blocks indented by two
@@ -13,9 +16,9 @@ import (
 // Parse(Format(f)) equals f up to positions.
 func Format(f *File) []byte {
 	p := &printer{comments: append([]*Comment(nil), f.Comments...)}
-	sort.SliceStable(p.comments, func(i, j int) bool { return p.comments[i].From.Offset < p.comments[j].From.Offset })
+	sort.SliceStable(p.comments, func(i, j int) bool { return before(p.comments[i].From, p.comments[j].From) })
 	p.stmts(f.Stmts, 0)
-	p.flush(-1, 0) // comments after the last statement
+	p.flush(endOfFile, 0) // comments after the last statement
 	return p.render()
 }
 
@@ -50,20 +53,29 @@ func (p *printer) blankBefore(srcLine int) {
 	p.out = append(p.out, line{})
 }
 
-// flush prints the comments that start before offset (all of them for -1) at indent. A comment
-// on the source line where the last printed code ended becomes that line's trailing comment.
-func (p *printer) flush(offset, indent int) {
-	for p.next < len(p.comments) && (offset < 0 || p.comments[p.next].From.Offset < offset) {
+// before reports whether position a comes before b in the file (both from the same file).
+func before(a, b diag.Pos) bool {
+	return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
+}
+
+// endOfFile is a position after every other.
+var endOfFile = diag.Pos{Line: math.MaxUint32, Col: math.MaxUint32}
+
+// flush prints the comments that start before pos (all of them for endOfFile) at indent. A
+// comment on the source line where the last printed code ended becomes that line's trailing
+// comment.
+func (p *printer) flush(pos diag.Pos, indent int) {
+	for p.next < len(p.comments) && before(p.comments[p.next].From, pos) {
 		c := p.comments[p.next]
 		p.next++
 		text := strings.TrimRight(c.Text, " \t\r\f\v")
-		if n := len(p.out); n > 0 && c.From.Line == p.lastLine && p.out[n-1].text != "" && p.out[n-1].comment == "" {
+		if n := len(p.out); n > 0 && int(c.From.Line) == p.lastLine && p.out[n-1].text != "" && p.out[n-1].comment == "" {
 			p.out[n-1].comment = text
 			continue
 		}
-		p.blankBefore(c.From.Line)
+		p.blankBefore(int(c.From.Line))
 		p.out = append(p.out, line{indent: indent, comment: text})
-		p.lastLine = c.To.Line
+		p.lastLine = int(c.To.Line)
 	}
 }
 
@@ -76,7 +88,7 @@ func (p *printer) code(indent int, text string, from, to int, opener bool) {
 
 func (p *printer) stmts(list []Stmt, indent int) {
 	for _, s := range list {
-		p.flush(s.Pos().Offset, indent)
+		p.flush(s.Pos(), indent)
 		p.stmt(s, indent)
 	}
 }
@@ -85,17 +97,17 @@ func (p *printer) stmt(s Stmt, indent int) {
 	switch s.(type) {
 	case *ForStmt, *IfStmt:
 		if p.oneLine(s) {
-			p.code(indent, oneLineText(s), s.Pos().Line, s.End().Line, false)
+			p.code(indent, oneLineText(s), int(s.Pos().Line), int(s.End().Line), false)
 			return
 		}
 	}
 	switch s := s.(type) {
 	case *ForStmt:
-		p.flush(s.Lbrace.Offset, indent) // comments inside the header move above it
+		p.flush(s.Lbrace, indent) // comments inside the header move above it
 		var b strings.Builder
 		writeForHeader(&b, s)
 		b.WriteString(" {")
-		p.code(indent, b.String(), s.Pos().Line, lineOf(s.Lbrace, s.To.End()), true)
+		p.code(indent, b.String(), int(s.Pos().Line), lineOf(s.Lbrace, s.To.End()), true)
 		p.block(s.Body, indent, s.Rbrace, s.End())
 		p.out = append(p.out, line{indent: indent, text: "}"})
 		p.lastLine = lineOf(s.Rbrace, s.End())
@@ -103,12 +115,12 @@ func (p *printer) stmt(s Stmt, indent int) {
 		p.ifStmt(s, indent, "if ")
 		p.lastLine = lineOf(s.lastBrace(), s.End())
 	default:
-		p.flush(s.End().Offset, indent) // comments inside a statement move above it
-		p.blankBefore(s.Pos().Line)
+		p.flush(s.End(), indent) // comments inside a statement move above it
+		p.blankBefore(int(s.Pos().Line))
 		kind, head, tail := declParts(s)
 		l := line{indent: indent, kind: kind, head: head, tail: tail, text: stmtText(s)}
 		p.out = append(p.out, l)
-		p.lastLine = s.End().Line
+		p.lastLine = int(s.End().Line)
 	}
 }
 
@@ -139,10 +151,10 @@ func (p *printer) oneLine(s Stmt) bool {
 		}
 	}
 	for _, c := range p.comments[p.next:] {
-		if c.From.Offset >= s.End().Offset {
+		if !before(c.From, s.End()) {
 			break
 		}
-		if c.From.Offset > s.Pos().Offset {
+		if before(s.Pos(), c.From) {
 			return false
 		}
 	}
@@ -179,15 +191,15 @@ func writeForHeader(b *strings.Builder, s *ForStmt) {
 }
 
 // lineOf is the line of p, or of the fallback position when p is unknown (hand-built ASTs).
-func lineOf(p, fallback Pos) int {
+func lineOf(p, fallback diag.Pos) int {
 	if p.IsValid() {
-		return p.Line
+		return int(p.Line)
 	}
-	return fallback.Line
+	return int(fallback.Line)
 }
 
 // lastBrace is the closing brace of the whole if/else chain.
-func (s *IfStmt) lastBrace() Pos {
+func (s *IfStmt) lastBrace() diag.Pos {
 	for s.ElseIf && len(s.Else) == 1 {
 		inner, ok := s.Else[0].(*IfStmt)
 		if !ok {
@@ -202,23 +214,23 @@ func (s *IfStmt) lastBrace() Pos {
 }
 
 // block prints a block's statements and the comments before its closing brace.
-func (p *printer) block(body []Stmt, indent int, rbrace, fallback Pos) {
+func (p *printer) block(body []Stmt, indent int, rbrace, fallback diag.Pos) {
 	p.stmts(body, indent+1)
-	end := rbrace.Offset
+	end := rbrace
 	if !rbrace.IsValid() {
-		end = fallback.Offset
+		end = fallback
 	}
 	p.flush(end, indent+1)
 }
 
 // ifStmt prints an if (prefix "if " or "} else if ") and its else chain.
 func (p *printer) ifStmt(s *IfStmt, indent int, prefix string) {
-	p.flush(s.Lbrace.Offset, indent)
+	p.flush(s.Lbrace, indent)
 	var b strings.Builder
 	b.WriteString(prefix)
 	writeExpr(&b, s.Cond)
 	b.WriteString(" {")
-	p.code(indent, b.String(), s.Pos().Line, lineOf(s.Lbrace, s.Cond.End()), true)
+	p.code(indent, b.String(), int(s.Pos().Line), lineOf(s.Lbrace, s.Cond.End()), true)
 	p.block(s.Then, indent, s.Rbrace, s.End())
 	switch {
 	case s.ElseIf && len(s.Else) == 1:

@@ -3,16 +3,19 @@ package dsl
 import (
 	"bytes"
 	"flag"
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/diag"
 )
 
 var update = flag.Bool("update", false, "rewrite the formatter's golden files under testdata/fmt/golden")
@@ -100,7 +103,7 @@ func checkRoundTrip(t *testing.T, name string, f *File, out []byte) {
 
 // sameSyntax compares two ASTs by structure and values: positions and comments (checked apart)
 // are ignored, and a nil list equals an empty one.
-var sameSyntax = cmp.Options{cmpopts.IgnoreTypes(Pos{}, Span{}, []*Comment(nil)), cmpopts.EquateEmpty()}
+var sameSyntax = cmp.Options{cmpopts.IgnoreTypes(diag.Pos{}, Span{}, []*Comment(nil)), cmpopts.EquateEmpty()}
 
 func commentTexts(f *File) []string {
 	out := make([]string, len(f.Comments))
@@ -207,8 +210,8 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src []byte) {
 		file, err := Parse("fuzz.dag", src)
 		if err != nil {
-			list, ok := err.(ErrorList)
-			require.True(t, ok, "Parse must return an ErrorList, got %T", err)
+			list, ok := err.(diag.List)
+			require.True(t, ok, "Parse must return a diag.List, got %T", err)
 			require.NotEmpty(t, list)
 			for _, e := range list {
 				require.True(t, e.Pos.IsValid(), "diagnostic without a position: %v", e)

@@ -1,12 +1,13 @@
 package dsl
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
 	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/coredag/coredag/diag"
 )
 
 // The lexer is participle's regexp lexer, followed by one linear pass (scan) that does what a
@@ -91,41 +92,22 @@ type scanned struct {
 	lines    []int // offsets of line starts, for positions of arbitrary offsets
 }
 
-// posAt converts a byte offset into a Pos.
-func (s *scanned) posAt(file string, off int) Pos {
+// posAt converts a byte offset into a position.
+func (s *scanned) posAt(file diag.FileID, off int) diag.Pos {
 	line := sort.Search(len(s.lines), func(i int) bool { return s.lines[i] > off }) // first start past off
 	line = max(line, 1)                                                             // in a byte-order mark
-	return Pos{File: file, Offset: off, Line: line, Col: max(off-s.lines[line-1], 0) + 1}
-}
-
-// bom is the UTF-8 byte-order mark some editors put at the start of a file.
-const bom = "\ufeff"
-
-// lineStarts returns the offsets at which the lines of src start: after LF, CRLF or a lone CR.
-// The first line starts after a byte-order mark, so columns there count from the first
-// character a reader sees.
-func lineStarts(src []byte) []int {
-	first := 0
-	if bytes.HasPrefix(src, []byte(bom)) {
-		first = len(bom)
-	}
-	lines := []int{first}
-	for i, c := range src {
-		if c == '\n' || c == '\r' && (i+1 == len(src) || src[i+1] != '\n') {
-			lines = append(lines, i+1)
-		}
-	}
-	return lines
+	return diag.Pos{File: file, Line: uint32(line), Col: uint32(max(off-s.lines[line-1], 0) + 1)}
 }
 
 // scan lexes src and prepares the token stream for the grammar. Lexical errors (invalid
 // characters, unbalanced or too deeply nested brackets) are added to errs.
-func scan(filename string, src []byte, errs *ErrorList) *scanned {
-	s := &scanned{lines: lineStarts(src)}
+func scan(filename string, src []byte, errs *diag.List) *scanned {
+	file := diag.File(filename)
+	s := &scanned{lines: diag.LineStarts(src)}
 	skip := s.lines[0] // a byte-order mark: not part of the text
 	lx, err := lexDef.LexString(filename, string(src[skip:]))
 	if err != nil { // cannot happen: Invalid matches any character
-		errs.Add(Pos{File: filename, Line: 1, Col: 1}, "cannot read the file: %v", err)
+		errs.Add(diag.Syntax, diag.Pos{File: file, Line: 1, Col: 1}, "cannot read the file: %v", err)
 		return s
 	}
 	var (
@@ -158,7 +140,7 @@ func scan(filename string, src []byte, errs *ErrorList) *scanned {
 	for {
 		t, err := lx.Next()
 		if err != nil {
-			errs.Add(s.posAt(filename, t.Pos.Offset), "cannot read the file: %v", err)
+			errs.Add(diag.Syntax, s.posAt(file, t.Pos.Offset), "cannot read the file: %v", err)
 			break
 		}
 		// Participle counts columns in runes and we promise bytes: recompute from the offset.
@@ -174,7 +156,7 @@ func scan(filename string, src []byte, errs *ErrorList) *scanned {
 		switch t.Type {
 		case lexer.EOF:
 			for _, o := range stack {
-				errs.Add(tokPos(o), "unclosed %q: add the matching %q", o.Value, closer(o.Value))
+				errs.Add(diag.Syntax, tokPos(o), "unclosed %q: add the matching %q", o.Value, closer(o.Value))
 			}
 			pendingSep = nil
 			emit(t)
@@ -190,9 +172,9 @@ func scan(filename string, src []byte, errs *ErrorList) *scanned {
 		case tokInvalid:
 			r, _ := utf8.DecodeRuneInString(t.Value)
 			if r == utf8.RuneError {
-				errs.Add(tokPos(t), "invalid byte %#02x: a .dag file is UTF-8 text", src[t.Pos.Offset])
+				errs.Add(diag.Syntax, tokPos(t), "invalid byte %#02x: a .dag file is UTF-8 text", src[t.Pos.Offset])
 			} else {
-				errs.Add(tokPos(t), "invalid character %q: not part of the language (comments start with #)", r)
+				errs.Add(diag.Syntax, tokPos(t), "invalid character %q: not part of the language (comments start with #)", r)
 			}
 			continue
 		case tokSep:
@@ -216,19 +198,19 @@ func scan(filename string, src []byte, errs *ErrorList) *scanned {
 					if stmtStart != nil {
 						at = *stmtStart
 					}
-					errs.Add(tokPos(at), "expression too long: more than %d operators in one statement; split it with let", maxOperators)
+					errs.Add(diag.Limit, tokPos(at), "expression too long: more than %d operators in one statement; split it with let", maxOperators)
 					return s
 				}
 			}
 			switch t.Value {
 			case "**":
 				if powChain++; powChain > maxNesting {
-					errs.Add(tokPos(t), "more than %d \"**\" in one statement: split the expression with let", maxNesting)
+					errs.Add(diag.Limit, tokPos(t), "more than %d \"**\" in one statement: split the expression with let", maxNesting)
 					return s
 				}
 			case "(", "[", "{":
 				if len(stack) >= maxNesting {
-					errs.Add(tokPos(t), "brackets nested more than %d deep: simplify the expression or use let", maxNesting)
+					errs.Add(diag.Limit, tokPos(t), "brackets nested more than %d deep: simplify the expression or use let", maxNesting)
 					return s
 				}
 				stack = append(stack, t)
@@ -238,15 +220,15 @@ func scan(filename string, src []byte, errs *ErrorList) *scanned {
 				}
 				top := stack[len(stack)-1]
 				if closer(top.Value) != t.Value {
-					errs.Add(tokPos(t), "unexpected %q: the innermost open bracket is %q at %d:%d; close it with %q first",
-						t.Value, top.Value, top.Pos.Line, top.Pos.Column, closer(top.Value))
+					errs.Add(diag.Syntax, tokPos(t), "unexpected %q: the innermost open bracket is %q; close it with %q first",
+						t.Value, top.Value, closer(top.Value)).Relate(tokPos(top), fmt.Sprintf("the innermost open bracket %q", top.Value))
 					return s
 				}
 				stack = stack[:len(stack)-1]
 			}
 		}
 		if len(s.toks) >= maxTokens {
-			errs.Add(tokPos(t), "the file has more than %d tokens (words, numbers and symbols): write repeated statements as for loops", maxTokens)
+			errs.Add(diag.Limit, tokPos(t), "the file has more than %d tokens (words, numbers and symbols): write repeated statements as for loops", maxTokens)
 			return s
 		}
 		if stmtStart == nil {
@@ -270,15 +252,14 @@ func closer(open string) string {
 func isPunct(t lexer.Token, v string) bool { return t.Type == tokPunct && t.Value == v }
 
 // tokPos is where t starts; scan has already fixed its line and column.
-func tokPos(t lexer.Token) Pos {
-	return Pos{File: t.Pos.Filename, Offset: t.Pos.Offset, Line: t.Pos.Line, Col: t.Pos.Column}
+func tokPos(t lexer.Token) diag.Pos {
+	return diag.At(t.Pos.Filename, t.Pos.Line, t.Pos.Column)
 }
 
 // tokEnd is the position just past t. Only Sep spans a line break and it never ends a node.
-func tokEnd(t lexer.Token) Pos {
+func tokEnd(t lexer.Token) diag.Pos {
 	p := tokPos(t)
-	p.Offset += len(t.Value)
-	p.Col += len(t.Value)
+	p.Col += uint32(len(t.Value))
 	return p
 }
 

@@ -7,13 +7,15 @@ import (
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/coredag/coredag/diag"
 )
 
 // Parse parses the .dag text src, read from filename, into a File. On failure it returns a nil
-// File and an ErrorList (sorted, each diagnostic once) whose entries point at the offending
+// File and a diag.List (sorted, each diagnostic once) whose entries point at the offending
 // token and say how to fix it.
 func Parse(filename string, src []byte) (f *File, err error) {
-	var errs ErrorList
+	var errs diag.List
 	sc := scan(filename, src, &errs)
 	if len(errs) > 0 {
 		errs.Sort()
@@ -28,7 +30,7 @@ func Parse(filename string, src []byte) (f *File, err error) {
 	f = &File{
 		Name:     filename,
 		Comments: sc.comments,
-		Span:     Span{From: Pos{File: filename, Line: 1, Col: 1}, To: sc.posAt(filename, len(src))},
+		Span:     Span{From: diag.At(filename, 1, 1), To: sc.posAt(diag.File(filename), len(src))},
 	}
 	f.Stmts = c.stmts(g.Stmts)
 	if len(errs) > 0 {
@@ -54,26 +56,26 @@ func runParser(sc *scanned) (g *gFile, err error) {
 }
 
 // syntaxError turns a participle error into a diagnostic at the offending token.
-func syntaxError(filename string, sc *scanned, err error) *Error {
+func syntaxError(filename string, sc *scanned, err error) *diag.Diagnostic {
 	var ute *participle.UnexpectedTokenError
 	if errors.As(err, &ute) {
 		p, msg := explain(sc, ute.Unexpected, expectedOf(ute))
-		return &Error{Pos: p, Msg: msg}
+		return &diag.Diagnostic{Code: diag.Syntax, Pos: p, Msg: msg}
 	}
 	var pe participle.Error
 	if errors.As(err, &pe) {
 		p := pe.Position()
-		pos := Pos{File: filename, Offset: p.Offset, Line: p.Line, Col: p.Column}
+		pos := diag.At(filename, p.Line, p.Column)
 		if !pos.IsValid() {
-			pos = Pos{File: filename, Line: 1, Col: 1}
+			pos = diag.At(filename, 1, 1)
 		}
-		msg := pe.Message()
+		code, msg := diag.Syntax, pe.Message()
 		if strings.HasPrefix(msg, "too many iterations of ") { // participle's repetition limit
-			msg = "statement too long: more than a million repetitions of one element; split it"
+			code, msg = diag.Limit, "statement too long: more than a million repetitions of one element; split it"
 		}
-		return &Error{Pos: pos, Msg: msg}
+		return &diag.Diagnostic{Code: code, Pos: pos, Msg: msg}
 	}
-	return &Error{Pos: Pos{File: filename, Line: 1, Col: 1}, Msg: err.Error()}
+	return &diag.Diagnostic{Code: diag.Syntax, Pos: diag.At(filename, 1, 1), Msg: err.Error()}
 }
 
 // tokIndex finds the index of the token at offset off (tokens are in offset order).

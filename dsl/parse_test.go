@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/diag"
 )
 
 // sexpr renders an expression fully parenthesised, to test precedence and associativity.
@@ -76,7 +78,9 @@ func TestParseSpans(t *testing.T) {
 	src := "plan p # c1\nop tx[s, 2] = write right data[sc * n : (sc + 1) * n] to data notify after a, b[1]\n"
 	f, err := Parse("s.dag", []byte(src))
 	require.NoError(t, err)
-	text := func(n Node) string { return src[n.Pos().Offset:n.End().Offset] }
+	starts := diag.LineStarts([]byte(src))
+	offset := func(p diag.Pos) int { return starts[p.Line-1] + int(p.Col) - 1 }
+	text := func(n Node) string { return src[offset(n.Pos()):offset(n.End())] }
 	op := f.Stmts[1].(*OpStmt)
 	w := op.Op.(*WriteOp)
 	assert.Equal(t, "tx[s, 2]", text(op.Name))
@@ -87,25 +91,25 @@ func TestParseSpans(t *testing.T) {
 	assert.Equal(t, SliceWhole, w.Dst.Kind)
 	assert.True(t, w.Notify)
 	assert.Equal(t, "b[1]", text(op.After[1]))
-	assert.Equal(t, Pos{File: "s.dag", Offset: 15, Line: 2, Col: 4}, op.Name.Pos())
+	assert.Equal(t, diag.At("s.dag", 2, 4), op.Name.Pos())
 	assert.Equal(t, "op tx[s, 2] = write right data[sc * n : (sc + 1) * n] to data notify after a, b[1]", text(op))
 	require.Len(t, f.Comments, 1)
 	assert.Equal(t, "# c1", f.Comments[0].Text)
-	assert.Equal(t, 8, f.Comments[0].Pos().Col)
+	assert.EqualValues(t, 8, f.Comments[0].Pos().Col)
 }
 
 func TestParseColumnsAreBytes(t *testing.T) {
 	src := "# héllo wörld\nlet x = 1 # ünïcode\nlet y = $"
 	_, err := Parse("u.dag", []byte(src))
 	require.Error(t, err)
-	list := err.(ErrorList)
+	list := err.(diag.List)
 	require.Len(t, list, 1)
-	assert.Equal(t, 3, list[0].Pos.Line)
-	assert.Equal(t, 9, list[0].Pos.Col)
+	assert.EqualValues(t, 3, list[0].Pos.Line)
+	assert.EqualValues(t, 9, list[0].Pos.Col)
 	f, err := Parse("u.dag", []byte("let x = 1 # ünï\nlet y = 2"))
 	require.NoError(t, err)
-	assert.Equal(t, 11, f.Comments[0].Pos().Col)
-	assert.Equal(t, 18, f.Comments[0].End().Col) // "# ünï" is 7 bytes from column 11
+	assert.EqualValues(t, 11, f.Comments[0].Pos().Col)
+	assert.EqualValues(t, 18, f.Comments[0].End().Col) // "# ünï" is 7 bytes from column 11
 }
 
 func TestParseForms(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/coredag/coredag/diag"
 )
 
 // Participle reports a syntax error as the unexpected token and the rest of the grammar sequence
@@ -111,7 +113,7 @@ func stmtContext(toks []lexer.Token, i int) (stmt, op string, cas bool, start in
 }
 
 // explain builds the diagnostic for an unexpected token tok where the grammar expected exp.
-func explain(sc *scanned, tok lexer.Token, exp string) (Pos, string) {
+func explain(sc *scanned, tok lexer.Token, exp string) (diag.Pos, string) {
 	i := tokIndex(sc.toks, tok.Pos.Offset)
 	stmt, op, cas, start := stmtContext(sc.toks, i)
 	got := describe(tok)

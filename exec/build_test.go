@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -34,9 +34,9 @@ func newBuild(name string, ranks int) *gbuild {
 	}
 }
 
-func (b *gbuild) pos() dsl.Pos {
+func (b *gbuild) pos() diag.Pos {
 	b.line++
-	return dsl.Pos{File: b.g.File, Line: b.line, Col: 1}
+	return diag.At(b.g.File, b.line, 1)
 }
 
 // buffer declares a symmetric buffer; init gives element i on rank (nil: zeroed).

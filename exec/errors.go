@@ -4,18 +4,18 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/planner"
 )
 
 // OpError is a runtime fault of one op: it names the op, its rank and queue, and the source line
 // the op (and the WQE made from it) came from, so a person can find it in the .dag file.
 type OpError struct {
-	Op    string  // op name with indices, e.g. "tx[2]"
-	Rank  int     // the rank that posted it
-	Queue string  // queue name, "" for host ops
-	Pos   dsl.Pos // the op statement
-	Err   error   // what went wrong
+	Op    string   // op name with indices, e.g. "tx[2]"
+	Rank  int      // the rank that posted it
+	Queue string   // queue name, "" for host ops
+	Pos   diag.Pos // the op statement
+	Err   error    // what went wrong
 }
 
 func (e *OpError) Error() string {

@@ -6,22 +6,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/planner"
 )
 
 // TestInitErrorIsPositioned: an init that fails at run time is one diagnostic at the failing
 // sub-expression (as check would have reported it), not a message with a position inside it.
 func TestInitErrorIsPositioned(t *testing.T) {
-	at := dsl.Pos{File: "p.dag", Line: 2, Col: 26}
+	at := diag.At("p.dag", 2, 26)
 	g := &planner.Graph{Ranks: 1, Rank: make([]planner.RankSpan, 1), Buffers: []planner.Buffer{{
-		Name: "a", Type: planner.U8, Count: 8, Pos: dsl.Pos{File: "p.dag", Line: 2, Col: 8},
+		Name: "a", Type: planner.U8, Count: 8, Pos: diag.At("p.dag", 2, 8),
 		Init: func(rank int, dst []byte) error {
 			return &planner.InitError{Pos: at, Msg: "division by zero in 1 / 0", Elem: 5, Rank: rank}
 		},
 	}}}
 	err := NewMemory(g).ResetAll()
-	var d *dsl.Error
+	var d *diag.Diagnostic
 	require.ErrorAs(t, err, &d)
 	assert.Equal(t, at, d.Pos)
 	assert.Equal(t, "division by zero in 1 / 0 in the init of buffer a at element 5 on rank 0", d.Msg)

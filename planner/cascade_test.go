@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // TestCascadesStaySilent: what a failed declaration would have declared is not reported again
@@ -25,7 +25,7 @@ func TestCascadesStaySilent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := elaborateSrc(t, tc.src, nil)
 			require.Error(t, err)
-			list, ok := err.(dsl.ErrorList)
+			list, ok := err.(diag.List)
 			require.True(t, ok, "%T", err)
 			require.Len(t, list, 1, "%v", list)
 			assert.Equal(t, "t.dag:"+tc.want, list[0].Error())

@@ -3,7 +3,7 @@ package planner
 import (
 	"fmt"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // Compile lowers a checked Graph for a Target into a Plan: per rank, one work queue per queue
@@ -20,7 +20,7 @@ import (
 // the Graph itself deadlocks. Starts are taken before ends whenever possible, which puts ENABLEs
 // early and WAITs late.
 //
-// Errors (a dsl.ErrorList) report chains that do not fit the target's depth limits, inline
+// Errors (a diag.List) report chains that do not fit the target's depth limits, inline
 // payloads above its limit, and dependency cycles the checker should have caught.
 func Compile(g *Graph, t Target) (*Plan, error) {
 	if g == nil {
@@ -60,7 +60,7 @@ type compiler struct {
 	g    *Graph
 	t    Target
 	plan *Plan
-	errs dsl.ErrorList
+	errs diag.List
 	// waited marks ops whose completion something observes (a WAIT, a HOST step, or on the
 	// generic target the polling engine); their WQE must be signalled.
 	waited []bool
@@ -71,26 +71,26 @@ type compiler struct {
 }
 
 // checkInputs reports problems of the Graph that no lowering can fix for this target.
-func (c *compiler) checkInputs() dsl.ErrorList {
-	var errs dsl.ErrorList
+func (c *compiler) checkInputs() diag.List {
+	var errs diag.List
 	g := c.g
 	for i := range g.Queues {
 		q := &g.Queues[i]
 		if q.Depth < 1 {
-			errs.Add(q.Pos, "queue %s on rank %d has depth %d: a queue needs room for at least one WQE (declare `depth 1` or more)", q.Name, q.Rank, q.Depth)
+			errs.Add(diag.Target, q.Pos, "queue %s on rank %d has depth %d: a queue needs room for at least one WQE (declare `depth 1` or more)", q.Name, q.Rank, q.Depth)
 		} else if q.Depth > c.t.MaxWQDepth {
-			errs.Add(q.Pos, "queue %s on rank %d has depth %d, above the %d WQEs target %s supports (lower its `depth`)", q.Name, q.Rank, q.Depth, c.t.MaxWQDepth, c.t.Name)
+			errs.Add(diag.Target, q.Pos, "queue %s on rank %d has depth %d, above the %d WQEs target %s supports (lower its `depth`)", q.Name, q.Rank, q.Depth, c.t.MaxWQDepth, c.t.Name)
 		}
 	}
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		if op.Inline {
 			if n := g.Bytes(op.Src); n > int64(c.t.MaxInline) {
-				errs.Add(op.Pos, "%s sends %d bytes inline, above the %d-byte inline limit of target %s (drop `inline` or send fewer bytes)", op.Name, n, c.t.MaxInline, c.t.Name)
+				errs.Add(diag.Target, op.Pos, "%s sends %d bytes inline, above the %d-byte inline limit of target %s (drop `inline` or send fewer bytes)", op.Name, n, c.t.MaxInline, c.t.Name)
 			}
 		}
 		if op.Kind.OnQueue() && (op.Queue < 0 || int(op.Queue) >= len(g.Queues)) {
-			errs.Add(op.Pos, "%s is not on a valid queue (the graph was not elaborated)", g.OpString(OpID(i)))
+			errs.Add(diag.Match, op.Pos, "%s is not on a valid queue (the graph was not elaborated)", g.OpString(OpID(i)))
 		}
 	}
 	return errs
@@ -240,10 +240,10 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 		}
 	}
 	if len(order) < 2*n {
-		var errs dsl.ErrorList
+		var errs diag.List
 		for o := 0; o < n; o++ {
 			if indeg[2*o] > 0 || indeg[2*o+1] > 0 {
-				errs.Add(g.Ops[o].Pos, "%s can never start: it is on a dependency cycle through `after` edges, queue order and message matching (run `coredag check` to see the cycle, then remove one of its edges)", g.OpString(OpID(o)))
+				errs.Add(diag.Cycle, g.Ops[o].Pos, "%s can never start: it is on a dependency cycle through `after` edges, queue order and message matching (run `coredag check` to see the cycle, then remove one of its edges)", g.OpString(OpID(o)))
 				if len(errs) >= 5 {
 					break
 				}

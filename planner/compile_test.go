@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -43,7 +43,7 @@ func listingOrError(g *planner.Graph, tg planner.Target) string {
 	p, err := planner.Compile(g, tg)
 	var b bytes.Buffer
 	if err != nil {
-		dsl.PrintError(&b, err, nil)
+		diag.Print(&b, err, nil)
 		return "compile error:\n" + b.String()
 	}
 	if err := planner.WriteListing(&b, p, planner.ListOptions{Rank: -1}); err != nil {
@@ -265,7 +265,7 @@ func TestDepthLimits(t *testing.T) {
 	tg, _ := planner.LookupTarget("connectx")
 	_, err := planner.Compile(g, tg)
 	require.Error(t, err)
-	var list dsl.ErrorList
+	var list diag.List
 	require.ErrorAs(t, err, &list)
 	assert.Contains(t, list[0].Msg, "depth is 128")
 	assert.Contains(t, list[0].Msg, "declare `depth 256`")

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // checkCycles reports every cycle of explicit `after` edges, once per distinct cycle of
-// statements: an SPMD plan that has the cycle on every rank gets one message naming the ranks.
-func checkCycles(g *Graph) dsl.ErrorList {
+// statements: an SPMD plan that has the cycle on several ranks gets one message naming them.
+func checkCycles(g *Graph) diag.List {
 	n := len(g.Ops)
 	succs := func(v int32) []int32 { return g.Succs(OpID(v)) }
 	comp, cyclic := sccs(n, succs)
@@ -18,7 +18,7 @@ func checkCycles(g *Graph) dsl.ErrorList {
 		return nil
 	}
 	pos := edgePositions(g)
-	var groups reportGroups
+	var groups diag.Group
 	bfs := newCycleFinder(n)
 	for _, root := range roots {
 		cyc := bfs.shortest(root, comp, succs)
@@ -31,40 +31,60 @@ func checkCycles(g *Graph) dsl.ErrorList {
 			}
 		}
 		cyc = append(cyc[best:], cyc[:best]...)
-		var key, steps []string
-		for i := 0; i < k; i++ {
+		steps := make([]step, k)
+		for i := range steps {
 			from, to := OpID(cyc[i]), OpID(cyc[(i+1)%k])
-			p := pos[edgeKey(int32(from), int32(to))]
-			key = append(key, p.String())
-			steps = append(steps, fmt.Sprintf("%s after %s (%s)", g.Ops[to].Name, g.Ops[from].Name, p))
+			steps[i] = step{fmt.Sprintf("%s after %s", g.Ops[to].Name, g.Ops[from].Name), pos[edgeKey(int32(from), int32(to))]}
 		}
-		rank := g.Ops[cyc[0]].Rank
-		groups.add(strings.Join(key, " "), []int{rank}, func(ranks string) *dsl.Error {
-			first := pos[edgeKey(cyc[0], cyc[1%k])]
-			return &dsl.Error{Pos: first, Msg: fmt.Sprintf(
-				"dependency cycle on %s: %s; no op on a cycle can ever start (remove one of these `after` edges)",
-				ranks, listSteps(steps))}
-		})
+		d := diag.Errorf(diag.Cycle, steps[0].pos,
+			"dependency cycle: %s; no op on a cycle can ever start (remove one of these `after` edges)", listSteps(steps))
+		d.Related = relatedSteps(steps)
+		groups.Add(d, "cycle", g.Ops[cyc[0]].Rank)
 	}
-	return groups.errors()
+	return groups.List(g.Ranks)
 }
 
-// listSteps joins the steps of a loop, eliding the middle of very long ones.
-func listSteps(steps []string) string {
-	const keep = 12
-	if len(steps) > keep+2 {
-		elided := len(steps) - keep - 1
-		steps = append(append(steps[:keep:keep], fmt.Sprintf("... %d more steps ...", elided)), steps[len(steps)-1])
+// step is one step of a loop (a cycle or a deadlock) told to a person, and where it is written.
+type step struct {
+	text string
+	pos  diag.Pos
+}
+
+// Long loops are told by their first steps, a count of the elided ones, and the last step.
+const keepSteps = 12
+
+// listSteps joins the texts of a loop's steps, eliding the middle of very long ones.
+func listSteps(steps []step) string {
+	var texts []string
+	for i, s := range steps {
+		if len(steps) > keepSteps+2 && i == keepSteps {
+			texts = append(texts, fmt.Sprintf("... %d more steps ...", len(steps)-keepSteps-1))
+		}
+		if len(steps) <= keepSteps+2 || i < keepSteps || i == len(steps)-1 {
+			texts = append(texts, s.text)
+		}
 	}
-	return strings.Join(steps, ", ")
+	return strings.Join(texts, ", ")
+}
+
+// relatedSteps gives the positions of a loop's steps after the first (the diagnostic's own
+// position), eliding the middle of very long loops as listSteps does.
+func relatedSteps(steps []step) []diag.Related {
+	var out []diag.Related
+	for i, s := range steps {
+		if i > 0 && (len(steps) <= keepSteps+2 || i < keepSteps || i == len(steps)-1) {
+			out = append(out, diag.Related{Pos: s.pos, Label: s.text})
+		}
+	}
+	return out
 }
 
 func edgeKey(from, to int32) uint64 { return uint64(uint32(from))<<32 | uint64(uint32(to)) }
 
 // edgePositions maps each explicit edge to the position of the clause that made it.
 // Only built on the error path.
-func edgePositions(g *Graph) map[uint64]dsl.Pos {
-	m := make(map[uint64]dsl.Pos, len(g.Edges))
+func edgePositions(g *Graph) map[uint64]diag.Pos {
+	m := make(map[uint64]diag.Pos, len(g.Edges))
 	for _, e := range g.Edges {
 		k := edgeKey(int32(e.From), int32(e.To))
 		if _, ok := m[k]; !ok {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 )
 
@@ -25,7 +26,7 @@ var maxOps = MaxOps
 
 // Elaborate evaluates the SPMD text of f for every rank into a Graph and runs the front-end
 // checks (names, shapes, matching). params overrides declared params (`coredag -p`). The error,
-// if any, is a dsl.ErrorList holding every diagnostic of the first phase that found some.
+// if any, is a diag.List holding every diagnostic of the first phase that found some.
 func Elaborate(f *dsl.File, params map[string]int64) (*Graph, error) {
 	return ElaborateLimited(f, params, Limits{})
 }
@@ -68,22 +69,48 @@ type pendingRef struct {
 // opName is an evaluated reference to an op: "red[2]", its base name and where it was written.
 type opName struct {
 	name, base string
-	pos        dsl.Pos
+	pos        diag.Pos
 }
 
 // queueRef names a queue, resolved at the end of the rank like op references.
 type queueRef struct {
 	name, base string
-	pos        dsl.Pos
+	pos        diag.Pos
 }
 
-func (el *elaborator) errorf(ph phase, pos dsl.Pos, format string, args ...any) {
-	el.diag[ph].add(pos, el.rank, format, args...)
+// errorf reports a mistake of the current rank.
+func (el *elaborator) errorf(ph phase, code diag.Code, pos diag.Pos, format string, args ...any) {
+	el.report(ph, el.rank, diag.Errorf(code, pos, format, args...), format)
 }
 
 // globalErrorf reports a mistake that does not depend on the rank.
-func (el *elaborator) globalErrorf(ph phase, pos dsl.Pos, format string, args ...any) {
-	el.diag[ph].add(pos, -1, format, args...)
+func (el *elaborator) globalErrorf(ph phase, code diag.Code, pos diag.Pos, format string, args ...any) {
+	el.report(ph, -1, diag.Errorf(code, pos, format, args...), format)
+}
+
+// errorOn reports a mistake of rank.
+func (el *elaborator) errorOn(ph phase, rank int, code diag.Code, pos diag.Pos, format string, args ...any) {
+	el.report(ph, rank, diag.Errorf(code, pos, format, args...), format)
+}
+
+// report adds d, found on rank (-1: not about a rank), to the diagnostics of phase ph. kind
+// identifies the check that failed (usually the format of the message): the same mistake on
+// several ranks, at the same places, is one diagnostic (diag.Group).
+func (el *elaborator) report(ph phase, rank int, d *diag.Diagnostic, kind string) {
+	if rank < 0 {
+		el.diag[ph].Add(d, kind)
+	} else {
+		el.diag[ph].Add(d, kind, rank)
+	}
+}
+
+// firstDeclaration labels the first declaration of a name declared twice, at first; the second
+// is at again. In a loop they are the same statement.
+func firstDeclaration(name string, first, again diag.Pos) string {
+	if first == again {
+		return "the first declaration of " + name + ", by an earlier pass of this statement"
+	}
+	return "the first declaration of " + name
 }
 
 func (el *elaborator) result() error {
@@ -137,7 +164,7 @@ func declaresRanks(f *dsl.File) bool {
 func (el *elaborator) header() {
 	g := el.g
 	el.globals = &scope{}
-	declared := map[string]dsl.Pos{}
+	declared := map[string]diag.Pos{}
 	perRank := map[string]bool{"rank": true} // top-level lets whose value depends on the rank
 	seenPlan := false
 	if !declaresRanks(el.file) {
@@ -148,16 +175,16 @@ func (el *elaborator) header() {
 		case *dsl.PlanStmt:
 			switch {
 			case seenPlan:
-				el.globalErrorf(phaseNames, st.Pos(), "second plan statement: a file holds one plan, named once at its top")
+				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "second plan statement: a file holds one plan, named once at its top")
 			case i != 0:
-				el.globalErrorf(phaseNames, st.Pos(), "plan %s must be the first statement of the file", st.Name.Name)
+				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "plan %s must be the first statement of the file", st.Name.Name)
 			}
 			seenPlan = true
 			g.Name = st.Name.Name
 		case *dsl.ParamStmt:
 			name := st.Name.Name
 			if p, dup := declared[name]; dup {
-				el.globalErrorf(phaseNames, st.Name.Pos(), "param %s declared twice (first at %s)", name, p)
+				el.report(phaseNames, -1, diag.Errorf(diag.Name, st.Name.Pos(), "param %s declared twice", name).Relate(p, firstDeclaration(name, p, st.Name.Pos())), "param declared twice")
 				continue
 			}
 			declared[name] = st.Name.Pos()
@@ -189,11 +216,11 @@ func (el *elaborator) header() {
 		}
 	}
 	if !seenPlan {
-		pos := dsl.Pos{File: el.file.Name, Line: 1, Col: 1}
+		pos := diag.At(el.file.Name, 1, 1)
 		if len(el.file.Stmts) > 0 {
 			pos = el.file.Stmts[0].Pos()
 		}
-		el.globalErrorf(phaseNames, pos, "missing plan statement: start the file with `plan NAME`")
+		el.globalErrorf(phaseNames, diag.Name, pos, "missing plan statement: start the file with `plan NAME`")
 	}
 	var unknown []string
 	for name := range el.overrides {
@@ -211,12 +238,12 @@ func (el *elaborator) header() {
 		if len(names) > 0 {
 			hint = "declared params: " + strings.Join(names, ", ")
 		}
-		el.globalErrorf(phaseNames, dsl.Pos{File: el.file.Name}, "-p %s: the plan has no param %s (%s)", name, name, hint)
+		el.globalErrorf(phaseNames, diag.Name, diag.InFile(el.file.Name), "-p %s: the plan has no param %s (%s)", name, name, hint)
 	}
 	g.Ranks = 1
 	if v, ok := el.globals.lookup("ranks"); ok {
 		if v < 1 || v > MaxRanks {
-			el.globalErrorf(phaseNames, declared["ranks"], "ranks = %d: the world size must be between 1 and %d", v, MaxRanks)
+			el.globalErrorf(phaseNames, diag.Limit, declared["ranks"], "ranks = %d: the world size must be between 1 and %d", v, MaxRanks)
 			g.Ranks = 0
 			return
 		}
@@ -233,18 +260,18 @@ func (el *elaborator) header() {
 func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 	name := st.Name.Name
 	if id, dup := el.bufIdx[name]; dup {
-		el.globalErrorf(phaseNames, st.Name.Pos(), "buffer %s declared twice (first at %s)", name, el.g.Buffers[id].Pos)
+		el.report(phaseNames, -1, diag.Errorf(diag.Name, st.Name.Pos(), "buffer %s declared twice", name).Relate(el.g.Buffers[id].Pos, firstDeclaration(name, el.g.Buffers[id].Pos, st.Name.Pos())), "buffer declared twice")
 		return
 	}
 	b := Buffer{Name: name, Pos: st.Name.Pos()}
 	t, ok := ParseElemType(st.Type.Name)
 	if !ok {
-		el.globalErrorf(phaseNames, st.Type.Pos(), "unknown element type %s (one of u8 i32 u32 i64 u64 f32 f64)", st.Type.Name)
+		el.globalErrorf(phaseNames, diag.Name, st.Type.Pos(), "unknown element type %s (one of u8 i32 u32 i64 u64 f32 f64)", st.Type.Name)
 		return
 	}
 	b.Type = t
 	if usesAny(st.Count, perRank) {
-		el.globalErrorf(phaseNames, st.Count.Pos(), "the count of buffer %s depends on rank: buffers are symmetric, every rank has the same ones", name)
+		el.globalErrorf(phaseNames, diag.Shape, st.Count.Pos(), "the count of buffer %s depends on rank: buffers are symmetric, every rank has the same ones", name)
 		return
 	}
 	n, err := evalInt(st.Count, el.globals)
@@ -253,7 +280,7 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 		return
 	}
 	if n <= 0 || n > (1<<40)/t.Size() {
-		el.globalErrorf(phaseShapes, st.Count.Pos(), "buffer %s has %d elements of %d bytes: a buffer needs at least 1 element and at most 1 TiB", name, n, t.Size())
+		el.globalErrorf(phaseShapes, diag.Limit, st.Count.Pos(), "buffer %s has %d elements of %d bytes: a buffer needs at least 1 element and at most 1 TiB", name, n, t.Size())
 		return
 	}
 	b.Count = n
@@ -266,12 +293,12 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 		case "remote_atomic":
 			b.Access |= RemoteAtomic
 		default:
-			el.globalErrorf(phaseNames, a.Pos(), "unknown access flag %s (remote_read, remote_write or remote_atomic)", a.Name)
+			el.globalErrorf(phaseNames, diag.Name, a.Pos(), "unknown access flag %s (remote_read, remote_write or remote_atomic)", a.Name)
 		}
 	}
 	if st.Init != nil {
 		if hasFloat(st.Init) && !t.IsFloat() {
-			el.globalErrorf(phaseShapes, st.Init.Pos(), "float init for %s buffer %s: use an integer expression, or make the buffer f32 or f64", t, name)
+			el.globalErrorf(phaseShapes, diag.Shape, st.Init.Pos(), "float init for %s buffer %s: use an integer expression, or make the buffer f32 or f64", t, name)
 			return
 		}
 		b.Init = el.initFunc(st.Init, t)
@@ -312,9 +339,10 @@ func (el *elaborator) eval(e dsl.Expr, s *scope) (int64, bool) {
 // evalFailed reports an expression error on rank (-1: on every rank), unless the expression
 // failed because it uses a name whose own declaration failed, which was reported there.
 func (el *elaborator) evalFailed(rank int, err *evalError) {
-	if !err.quiet {
-		el.diag[phaseNames].add(err.pos, rank, "%s", err.msg)
+	if err.quiet {
+		return
 	}
+	el.report(phaseNames, rank, &diag.Diagnostic{Code: diag.Expr, Pos: err.pos, Msg: err.msg}, err.kind)
 }
 
 // block elaborates a list of statements in a new scope layer s.
@@ -326,20 +354,20 @@ func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
 		switch st := st.(type) {
 		case *dsl.PlanStmt:
 			if !top {
-				el.globalErrorf(phaseNames, st.Pos(), "plan statement inside a block: put it first in the file")
+				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "plan statement inside a block: put it first in the file")
 			}
 		case *dsl.ParamStmt:
 			if !top {
-				el.globalErrorf(phaseNames, st.Pos(), "param %s inside a block: params are declared at the top level", st.Name.Name)
+				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "param %s inside a block: params are declared at the top level", st.Name.Name)
 			}
 		case *dsl.BufferStmt:
 			if !top {
-				el.globalErrorf(phaseNames, st.Pos(), "buffer %s inside a block: buffers are symmetric and declared at the top level", st.Name.Name)
+				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "buffer %s inside a block: buffers are symmetric and declared at the top level", st.Name.Name)
 			}
 		case *dsl.LetStmt:
 			name := st.Name.Name
 			if s.has(name) {
-				el.errorf(phaseNames, st.Name.Pos(), "%s is already defined in this block", name)
+				el.errorf(phaseNames, diag.Name, st.Name.Pos(), "%s is already defined in this block", name)
 				continue
 			}
 			if v, ok := el.eval(st.Value, s); ok {
@@ -369,7 +397,7 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 	if st.Step != nil {
 		step, ok3 = el.eval(st.Step, s)
 		if ok3 && step <= 0 {
-			el.errorf(phaseNames, st.Step.Pos(), "for step %d: the step must be positive", step)
+			el.errorf(phaseNames, diag.Expr, st.Step.Pos(), "for step %d: the step must be positive", step)
 			ok3 = false
 		}
 	}
@@ -383,7 +411,7 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 		return
 	}
 	if tripCount(from, to, step) > MaxIterations-el.iters { // fail now, not after the iterations
-		el.errorf(phaseNames, st.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
+		el.errorf(phaseNames, diag.Limit, st.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
 		el.truncated = true
 		el.skipped(st.Body)
 		return
@@ -391,7 +419,7 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 	body := &scope{parent: s}
 	for v := from; v < to && !el.truncated; v += step {
 		if el.iters++; el.iters > MaxIterations {
-			el.errorf(phaseNames, st.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
+			el.errorf(phaseNames, diag.Limit, st.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
 			el.truncated = true
 			return
 		}
@@ -447,7 +475,7 @@ func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
 		return
 	}
 	if id, dup := el.queueIdx[name]; dup {
-		el.errorf(phaseNames, st.Name.Pos(), "queue %s declared twice (first at %s)", name, g.Queues[id].Pos)
+		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "queue %s declared twice", name).Relate(g.Queues[id].Pos, firstDeclaration(name, g.Queues[id].Pos, st.Name.Pos())), "queue declared twice")
 		return
 	}
 	// A queue whose declaration fails is reported here; the ops on it are then not.
@@ -458,7 +486,7 @@ func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
 		return
 	}
 	if peer < 0 || peer >= int64(g.Ranks) {
-		el.errorf(phaseShapes, st.To.Pos(), "queue %s connects to rank %d, outside 0..%d (wrap it with %% ranks?)", name, peer, g.Ranks-1)
+		el.errorf(phaseShapes, diag.Shape, st.To.Pos(), "queue %s connects to rank %d, outside 0..%d (wrap it with %% ranks?)", name, peer, g.Ranks-1)
 		fail()
 		return
 	}
@@ -469,7 +497,7 @@ func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
 			return
 		}
 		if depth < 1 || depth > 1<<15 {
-			el.errorf(phaseShapes, st.Depth.Pos(), "queue %s depth %d: must be between 1 and 32768", name, depth)
+			el.errorf(phaseShapes, diag.Limit, st.Depth.Pos(), "queue %s depth %d: must be between 1 and 32768", name, depth)
 			fail()
 			return
 		}
@@ -495,7 +523,8 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 		return
 	}
 	if id, dup := el.opIdx[name]; dup {
-		el.errorf(phaseNames, st.Name.Pos(), "op %s declared twice on this rank (first at %s): give each op its own name or index", name, g.Ops[id].Pos)
+		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "op %s declared twice on this rank: give each op its own name or index", name).
+			Relate(g.Ops[id].Pos, firstDeclaration(name, g.Ops[id].Pos, st.Name.Pos())), "op declared twice")
 		return
 	}
 	if len(g.Ops) >= el.maxOps {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 )
 
@@ -147,11 +148,11 @@ func TestElaborateDiagnostics(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := elaborateSrc(t, tc.src, tc.params)
 			require.Error(t, err)
-			list, ok := err.(dsl.ErrorList)
+			list, ok := err.(diag.List)
 			require.True(t, ok, "%T", err)
 			var got []string
 			for _, e := range list {
-				got = append(got, fmt.Sprintf("%d:%d: %s", e.Pos.Line, e.Pos.Col, e.Msg))
+				got = append(got, fmt.Sprintf("%d:%d: %s", e.Pos.Line, e.Pos.Col, e.Text()))
 			}
 			require.Len(t, got, len(tc.want), "%q", got)
 			for i, w := range tc.want {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -18,7 +18,7 @@ func ExampleLoad() {
 	}
 	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 3, "n": 16})
 	if err != nil {
-		fmt.Println(err) // a dsl.ErrorList: every diagnostic with its position
+		fmt.Println(err) // a diag.List: every diagnostic with its position
 		return
 	}
 	fmt.Printf("plan %s: %d ranks, %d ops, %d buffers\n", g.Name, g.Ranks, len(g.Ops), len(g.Buffers))
@@ -45,7 +45,7 @@ func ExampleLoad() {
 	// all ranks: 57 WQEs (24 data), 9 WAITs, 18 ENABLEs, 6 host steps
 }
 
-// A plan with mistakes: Load returns every diagnostic of the failing phase, and dsl.PrintError
+// A plan with mistakes: Load returns every diagnostic of the failing phase, and diag.Print
 // prints them as `coredag check` does, with the source line and a caret.
 func ExampleLoad_diagnostics() {
 	src := []byte(`plan p
@@ -54,7 +54,7 @@ buffer b u8[4]
 op c = copy b[0:2] to b[1:5]
 `)
 	_, err := planner.Load("p.dag", src, nil)
-	dsl.PrintError(os.Stdout, err, dsl.Sources{"p.dag": src})
+	diag.Print(os.Stdout, err, diag.Sources{"p.dag": src})
 	// Output:
 	// p.dag:4:27: slice b[1:5] ends past the end of b (4 elements)
 	//     op c = copy b[0:2] to b[1:5]

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/coredag/coredag/diag"
 )
 
 // FixPlan is a set of `after` edges that, added together, make a plan race-free: the same edge
@@ -22,7 +24,7 @@ type FixEdge struct {
 
 // String formats the edge as the statement to add: "rx[1] after red[0]   # on ranks 0-3".
 func (e FixEdge) String() string {
-	return fmt.Sprintf("%s after %s   # on %s", e.Op, e.After, formatRanks(e.Ranks))
+	return fmt.Sprintf("%s after %s   # on %s", e.Op, e.After, diag.FormatRanks(e.Ranks))
 }
 
 // SuggestFixes finds a small set of `after` edges that makes g race-free: it takes the fix

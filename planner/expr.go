@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 )
 
@@ -67,9 +68,10 @@ func (s *scope) reset() {
 
 // evalError is an expression error with the position of the offending sub-expression.
 type evalError struct {
-	pos   dsl.Pos
+	pos   diag.Pos
 	msg   string
-	quiet bool // the expression uses a name whose declaration failed: already reported
+	kind  string // the format of msg: what failed, whatever the figures
+	quiet bool   // the expression uses a name whose declaration failed: already reported
 }
 
 // errQuiet is the error of an expression that uses a broken name (scope.bindBroken).
@@ -78,7 +80,11 @@ var errQuiet = &evalError{msg: "uses a name whose declaration failed", quiet: tr
 func (e *evalError) Error() string { return e.pos.String() + ": " + e.msg }
 
 func errAt(n dsl.Node, format string, args ...any) *evalError {
-	return &evalError{pos: n.Pos(), msg: fmt.Sprintf(format, args...)}
+	return errAtPos(n.Pos(), format, args...)
+}
+
+func errAtPos(pos diag.Pos, format string, args ...any) *evalError {
+	return &evalError{pos: pos, msg: fmt.Sprintf(format, args...), kind: format}
 }
 
 // evalInt evaluates an integer expression with 64-bit signed arithmetic, floor division and
@@ -157,7 +163,7 @@ func evalBinary(e *dsl.BinaryExpr, s *scope) (int64, *evalError) {
 		return 0, err
 	}
 	overflow := func() (int64, *evalError) {
-		return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("integer overflow: %d %s %d does not fit in 64 bits", x, e.Op, y)}
+		return 0, errAtPos(e.OpPos, "integer overflow: %d %s %d does not fit in 64 bits", x, e.Op, y)
 	}
 	switch e.Op {
 	case "+":
@@ -180,7 +186,7 @@ func evalBinary(e *dsl.BinaryExpr, s *scope) (int64, *evalError) {
 		return r, nil
 	case "/", "%":
 		if y == 0 {
-			return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("division by zero in %d %s %d", x, e.Op, y)}
+			return 0, errAtPos(e.OpPos, "division by zero in %d %s %d", x, e.Op, y)
 		}
 		if x == math.MinInt64 && y == -1 {
 			if e.Op == "%" {
@@ -199,7 +205,7 @@ func evalBinary(e *dsl.BinaryExpr, s *scope) (int64, *evalError) {
 		return r, nil
 	case "**":
 		if y < 0 {
-			return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("negative exponent in %d ** %d", x, y)}
+			return 0, errAtPos(e.OpPos, "negative exponent in %d ** %d", x, y)
 		}
 		switch x { // the bases whose powers never overflow, however large y is
 		case 0:
@@ -219,7 +225,7 @@ func evalBinary(e *dsl.BinaryExpr, s *scope) (int64, *evalError) {
 		return r, nil
 	case "<<":
 		if y < 0 {
-			return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("negative shift count in %d << %d", x, y)}
+			return 0, errAtPos(e.OpPos, "negative shift count in %d << %d", x, y)
 		}
 		if x == 0 {
 			return 0, nil
@@ -230,7 +236,7 @@ func evalBinary(e *dsl.BinaryExpr, s *scope) (int64, *evalError) {
 		return x << y, nil
 	case ">>":
 		if y < 0 {
-			return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("negative shift count in %d >> %d", x, y)}
+			return 0, errAtPos(e.OpPos, "negative shift count in %d >> %d", x, y)
 		}
 		if y > 63 {
 			y = 63
@@ -257,7 +263,7 @@ func evalBinary(e *dsl.BinaryExpr, s *scope) (int64, *evalError) {
 	case ">=":
 		return b2i(x >= y), nil
 	}
-	return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("unknown operator %q", e.Op)}
+	return 0, errAtPos(e.OpPos, "unknown operator %q", e.Op)
 }
 
 // mulChecked multiplies and reports whether the product fits in 64 bits.
@@ -413,13 +419,13 @@ func evalFloat(e dsl.Expr, s *scope) (float64, *evalError) {
 			return x * y, nil
 		case "/":
 			if y == 0 {
-				return 0, &evalError{pos: e.OpPos, msg: "division by zero"}
+				return 0, errAtPos(e.OpPos, "division by zero")
 			}
 			return x / y, nil
 		case "**":
 			return math.Pow(x, y), nil
 		}
-		return 0, &evalError{pos: e.OpPos, msg: fmt.Sprintf("operator %s is not defined on floats (it needs integers)", e.Op)}
+		return 0, errAtPos(e.OpPos, "operator %s is not defined on floats (it needs integers)", e.Op)
 	}
 	return 0, errAt(e, "unsupported expression")
 }

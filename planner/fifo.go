@@ -2,9 +2,8 @@ package planner
 
 import (
 	"fmt"
-	"strings"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // checkFIFO finds deadlocks that come from queue order and send/recv matching rather than from
@@ -14,7 +13,7 @@ import (
 // within a rank (through queue order) or across ranks (a send lands only after its peer posted the
 // matching recv; a recv completes only when the send lands). It returns the happens-before graph
 // so later checks can reuse it.
-func checkFIFO(g *Graph) (dsl.ErrorList, *hbGraph) {
+func checkFIFO(g *Graph) (diag.List, *hbGraph) {
 	if errs := checkQueueOrder(g); len(errs) > 0 {
 		return errs, nil
 	}
@@ -30,8 +29,8 @@ func checkFIFO(g *Graph) (dsl.ErrorList, *hbGraph) {
 }
 
 // checkQueueOrder reports `a after b` where a and b share a queue side and b comes later.
-func checkQueueOrder(g *Graph) dsl.ErrorList {
-	var groups reportGroups
+func checkQueueOrder(g *Graph) diag.List {
+	var groups diag.Group
 	for _, e := range g.Edges {
 		from, to := &g.Ops[e.From], &g.Ops[e.To]
 		if from.Queue == None || from.Queue != to.Queue || from.Kind.IsRecvSide() != to.Kind.IsRecvSide() || from.Index <= to.Index {
@@ -42,69 +41,70 @@ func checkQueueOrder(g *Graph) dsl.ErrorList {
 		if from.Kind.IsRecvSide() {
 			side = "receive"
 		}
-		groups.add(e.Pos.String(), []int{from.Rank}, func(ranks string) *dsl.Error {
-			return &dsl.Error{Pos: e.Pos, Msg: fmt.Sprintf(
-				"%s after %s on %s: both are on the %s side of queue %q, where %s (%s) is posted after %s (%s); "+
-					"a queue side is FIFO, so %s can never start and this deadlocks "+
-					"(declare %s before %s, put one of them on another queue, or drop this `after`)",
-				to.Name, from.Name, ranks, side, q.Name, from.Name, from.Pos, to.Name, to.Pos,
-				to.Name, from.Name, to.Name)}
-		})
+		d := diag.Errorf(diag.Deadlock, e.Pos,
+			"%s after %s: both are on the %s side of queue %q, where %s is posted after %s; "+
+				"a queue side is FIFO, so %s can never start and this deadlocks "+
+				"(declare %s before %s, put one of them on another queue, or drop this `after`)",
+			to.Name, from.Name, side, q.Name, from.Name, to.Name, to.Name, from.Name, to.Name)
+		d.Relate(to.Pos, fmt.Sprintf("%s is posted first", to.Name))
+		d.Relate(from.Pos, fmt.Sprintf("%s is posted after it", from.Name))
+		groups.Add(d, "queue order", from.Rank)
 	}
-	return groups.errors()
+	return groups.List(g.Ranks)
 }
 
 // deadlockLoops reports one shortest loop per strongly connected component of the cyclic
 // happens-before graph h.
-func deadlockLoops(g *Graph, h *hbGraph) dsl.ErrorList {
+func deadlockLoops(g *Graph, h *hbGraph) diag.List {
 	comp, cyclic := sccs(h.n, h.succs)
 	roots := cycleRoots(comp, cyclic)
 	pos := edgePositions(g)
 	finder := newCycleFinder(h.n)
-	var groups reportGroups
+	var groups diag.Group
 	for _, root := range roots {
 		cyc := finder.shortest(root, comp, h.succs)
 		loop := describeLoop(g, cyc, pos)
 		if len(loop.steps) == 0 {
 			continue
 		}
-		groups.add(loop.key, loop.ranks, func(ranks string) *dsl.Error {
-			var msg string
-			if loop.crossRank {
-				msg = fmt.Sprintf("deadlock: a loop of waits through send/recv matching on %s: %s; "+
-					"nothing on this loop can complete (post each recv before the ops its sender waits for, "+
-					"or drop one of the `after` edges on the loop)", ranks, listSteps(loop.steps))
-			} else {
-				msg = fmt.Sprintf("deadlock on %s: a loop of waits through queue order: %s; "+
-					"a queue side is FIFO, so nothing on this loop can start "+
-					"(reorder the ops on that queue, move one to another queue, or drop one of the `after` edges)",
-					ranks, listSteps(loop.steps))
-			}
-			return &dsl.Error{Pos: loop.pos, Msg: msg}
-		})
+		var d *diag.Diagnostic
+		if loop.crossRank {
+			d = diag.Errorf(diag.Deadlock, loop.steps[0].pos, "deadlock: a loop of waits through send/recv matching: %s; "+
+				"nothing on this loop can complete (post each recv before the ops its sender waits for, "+
+				"or drop one of the `after` edges on the loop)", listSteps(loop.steps))
+		} else {
+			d = diag.Errorf(diag.Deadlock, loop.steps[0].pos, "deadlock: a loop of waits through queue order: %s; "+
+				"a queue side is FIFO, so nothing on this loop can start "+
+				"(reorder the ops on that queue, move one to another queue, or drop one of the `after` edges)",
+				listSteps(loop.steps))
+		}
+		d.Related = relatedSteps(loop.steps)
+		kind := "deadlock in a rank"
+		if loop.crossRank {
+			kind = "deadlock across ranks"
+		}
+		groups.Add(d, kind, loop.ranks...)
 	}
-	return groups.errors()
+	return groups.List(g.Ranks)
 }
 
-// loop is a deadlock cycle of events told as steps a person can follow.
+// loop is a deadlock cycle of events told as steps a person can follow, starting at the first
+// `after` on the loop in source order (else the first op).
 type loop struct {
-	steps     []string
-	key       string // positions along the loop: equal for the same mistake on other ranks
+	steps     []step
 	ranks     []int
-	pos       dsl.Pos // the first `after` on the loop in source order, else the first op
-	crossRank bool    // the loop goes through send/recv matching
+	crossRank bool // the loop goes through send/recv matching
 }
 
 // describeLoop turns a cycle of events into steps. Edges inside one op (start, landing, end) say
 // nothing new and are left out.
-func describeLoop(g *Graph, cyc []int32, pos map[uint64]dsl.Pos) loop {
+func describeLoop(g *Graph, cyc []int32, pos map[uint64]diag.Pos) loop {
 	var l loop
-	type step struct {
-		text string
-		pos  dsl.Pos
+	type edgeStep struct {
+		step
 		edge bool // pos is an `after` clause
 	}
-	var steps []step
+	var steps []edgeStep
 	rankSeen := map[int]bool{}
 	k := len(cyc)
 	for i := 0; i < k; i++ {
@@ -120,23 +120,22 @@ func describeLoop(g *Graph, cyc []int32, pos map[uint64]dsl.Pos) loop {
 			continue
 		}
 		opA, opB := &g.Ops[a], &g.Ops[b]
-		var s step
+		var s edgeStep
 		switch {
 		case u.phase() == evEnd && v.phase() == evStart:
-			p := pos[edgeKey(int32(a), int32(b))]
-			s = step{fmt.Sprintf("%s waits for %s (`after` at %s)", g.OpString(b), opA.Name, p), p, true}
+			s = edgeStep{step{fmt.Sprintf("%s waits for %s", g.OpString(b), opA.Name), pos[edgeKey(int32(a), int32(b))]}, true}
 		case u.phase() == evStart && v.phase() == evStart:
-			s = step{fmt.Sprintf("%s is posted after %s on queue %q", g.OpString(b), opA.Name, g.Queues[opA.Queue].Name), opB.Pos, false}
+			s = edgeStep{step{fmt.Sprintf("%s is posted after %s on queue %q", g.OpString(b), opA.Name, g.Queues[opA.Queue].Name), opB.Pos}, false}
 		case u.phase() == evEnd && v.phase() == evEnd:
-			s = step{fmt.Sprintf("%s completes after %s on queue %q", g.OpString(b), opA.Name, g.Queues[opA.Queue].Name), opB.Pos, false}
+			s = edgeStep{step{fmt.Sprintf("%s completes after %s on queue %q", g.OpString(b), opA.Name, g.Queues[opA.Queue].Name), opB.Pos}, false}
 		case u.phase() == evStart && v.phase() == evLand:
 			l.crossRank = true
-			s = step{fmt.Sprintf("%s (%s) lands only after %s posted its matching recv %s (%s)",
-				g.OpString(b), opB.Pos, rankName(opA.Rank), opA.Name, opA.Pos), opB.Pos, false}
+			s = edgeStep{step{fmt.Sprintf("%s lands only after %s posted its matching recv %s",
+				g.OpString(b), rankName(opA.Rank), opA.Name), opB.Pos}, false}
 		case u.phase() == evLand && v.phase() == evEnd:
 			l.crossRank = true
-			s = step{fmt.Sprintf("%s (%s) completes only when its matching %s %s lands",
-				g.OpString(b), opB.Pos, opA.Kind, g.OpString(a)), opB.Pos, false}
+			s = edgeStep{step{fmt.Sprintf("%s completes only when its matching %s %s lands",
+				g.OpString(b), opA.Kind, g.OpString(a)), opB.Pos}, false}
 		default:
 			continue
 		}
@@ -146,7 +145,7 @@ func describeLoop(g *Graph, cyc []int32, pos map[uint64]dsl.Pos) loop {
 		return l
 	}
 	// Start at the `after` written first (or the first op), so every rank's instance of the same
-	// mistake reads the same and groups under one key.
+	// mistake reads the same and groups as one.
 	first := 0
 	for i, s := range steps {
 		f := steps[first]
@@ -155,13 +154,9 @@ func describeLoop(g *Graph, cyc []int32, pos map[uint64]dsl.Pos) loop {
 		}
 	}
 	steps = append(steps[first:], steps[:first]...)
-	l.pos = steps[0].pos
-	var key []string
 	for _, s := range steps {
-		l.steps = append(l.steps, s.text)
-		key = append(key, s.pos.String())
+		l.steps = append(l.steps, s.step)
 	}
-	l.key = strings.Join(key, " ")
 	return l
 }
 

@@ -7,7 +7,7 @@ package planner
 import (
 	"fmt"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // OpID indexes Graph.Ops. Ops of one rank are contiguous and in declaration order.
@@ -98,7 +98,7 @@ type Buffer struct {
 	Count  int64 // elements
 	Access Access
 	Init   InitFunc // nil: zero-filled
-	Pos    dsl.Pos
+	Pos    diag.Pos
 
 	perElem bool // Init depends on the element index i
 }
@@ -112,7 +112,7 @@ type Slice struct {
 	Buf BufID
 	Off int64 // first element
 	Len int64 // elements
-	Pos dsl.Pos
+	Pos diag.Pos
 }
 
 // NoSlice is the absent slice.
@@ -131,7 +131,7 @@ type Queue struct {
 	Depth    int
 	SendOps  []OpID // send-side ops in declaration order
 	RecvOps  []OpID // recv ops in declaration order
-	Pos      dsl.Pos
+	Pos      diag.Pos
 }
 
 // Loopback reports whether the queue connects a rank to itself.
@@ -220,20 +220,20 @@ type Op struct {
 	Notify bool     // write ... notify (write with immediate: consumes a recv at the peer)
 	Match  OpID     // send/notify write <-> its matching recv on the peer (None if unmatched)
 	Index  int      // position on its queue side (k-th send-side or recv-side op), -1 for host ops
-	Pos    dsl.Pos  // the op statement
+	Pos    diag.Pos // the op statement
 }
 
 // Edge is a dependency: To starts only after From has completed (same rank).
 type Edge struct {
 	From, To OpID
-	Pos      dsl.Pos // the `after` clause or dependency statement that made it
+	Pos      diag.Pos // the `after` clause or dependency statement that made it
 }
 
 // Param is an evaluated plan parameter.
 type Param struct {
 	Name  string
 	Value int64
-	Pos   dsl.Pos
+	Pos   diag.Pos
 }
 
 // RankSpan is the range of ops and queues that belong to one rank.
@@ -256,7 +256,7 @@ type Graph struct {
 
 	// Notes are remarks that are not errors, each at its position: what the checks left
 	// unproven (an init too costly to evaluate in full).
-	Notes dsl.ErrorList
+	Notes diag.List
 
 	// CSR adjacency over Edges, built by Index: predecessors of op i are
 	// predList[predStart[i]:predStart[i+1]], successors likewise.

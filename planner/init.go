@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 )
 
@@ -35,7 +36,7 @@ func (el *elaborator) initFunc(e dsl.Expr, t ElemType) InitFunc {
 				if !perElem {
 					elem = -1
 				}
-				return &InitError{Pos: err.pos, Msg: err.msg, Elem: elem, Rank: rank}
+				return &InitError{Pos: err.pos, Msg: err.msg, Elem: elem, Rank: rank, kind: err.kind}
 			}
 			putElem(dst[i*size:], t, bitsv)
 		}
@@ -55,10 +56,11 @@ func initValue(e dsl.Expr, s *scope, t ElemType, float bool) (uint64, *evalError
 
 // InitError is the failure of a buffer's init expression at one element on one rank.
 type InitError struct {
-	Pos  dsl.Pos // the sub-expression that failed
-	Msg  string  // what failed, e.g. "division by zero in 1 / 0"
-	Elem int64   // the element, or -1 when the init does not depend on i
+	Pos  diag.Pos // the sub-expression that failed
+	Msg  string   // what failed, e.g. "division by zero in 1 / 0"
+	Elem int64    // the element, or -1 when the init does not depend on i
 	Rank int
+	kind string // the format of Msg
 }
 
 func (e *InitError) Error() string { return e.Pos.String() + ": " + e.Msg + " (" + e.where() + ")" }
@@ -71,8 +73,8 @@ func (e *InitError) where() string {
 }
 
 // Diagnostic words the failure for the user, naming the buffer: a positioned diagnostic.
-func (e *InitError) Diagnostic(buffer string) *dsl.Error {
-	return &dsl.Error{Pos: e.Pos, Msg: fmt.Sprintf("%s in the init of buffer %s %s", e.Msg, buffer, e.where())}
+func (e *InitError) Diagnostic(buffer string) *diag.Diagnostic {
+	return &diag.Diagnostic{Code: diag.Expr, Pos: e.Pos, Msg: fmt.Sprintf("%s in the init of buffer %s %s", e.Msg, buffer, e.where())}
 }
 
 // checkInits proves that every buffer's init evaluates without error on every element of every
@@ -170,7 +172,7 @@ func (c *initChecker) visit(box initBox) {
 				elem = -1
 			}
 			c.failed[box.r0] = true
-			c.report(&InitError{Pos: err.pos, Msg: err.msg, Elem: elem, Rank: int(box.r0)})
+			c.report(&InitError{Pos: err.pos, Msg: err.msg, Elem: elem, Rank: int(box.r0), kind: err.kind})
 			return
 		}
 	}
@@ -183,8 +185,8 @@ func (c *initChecker) report(ie *InitError) {
 	}
 	d := ie.Diagnostic(c.b.Name)
 	// Worded without the rank: the ranks that fail alike are listed once.
-	msg := strings.TrimSuffix(d.Msg, fmt.Sprintf(" on rank %d", ie.Rank))
-	c.el.diag[phaseNames].add(d.Pos, ie.Rank, "%s", msg)
+	d.Msg = strings.TrimSuffix(d.Msg, fmt.Sprintf(" on rank %d", ie.Rank))
+	c.el.report(phaseNames, ie.Rank, d, "init: "+ie.kind)
 }
 
 // skip records a box the budget left unchecked.
@@ -213,13 +215,13 @@ func (c *initChecker) note() {
 	var what string
 	switch {
 	case !c.perElem:
-		what = "on " + formatRanks(ranks) + " it is"
+		what = "on " + diag.FormatRanks(ranks) + " it is"
 	case len(ranks) == 1:
 		what = fmt.Sprintf("from element %d on rank %d, %s are", c.firstSkipped.i0, ranks[0], Plural(int(c.skipped), "element"))
 	default:
-		what = fmt.Sprintf("from element %d on rank %d, %s on %s are", c.firstSkipped.i0, c.firstSkipped.r0, Plural(int(c.skipped), "element"), formatRanks(ranks))
+		what = fmt.Sprintf("from element %d on rank %d, %s on %s are", c.firstSkipped.i0, c.firstSkipped.r0, Plural(int(c.skipped), "element"), diag.FormatRanks(ranks))
 	}
-	c.el.g.Notes = append(c.el.g.Notes, &dsl.Error{Pos: c.e.Pos(), Msg: fmt.Sprintf(
+	c.el.g.Notes = append(c.el.g.Notes, &diag.Diagnostic{Code: diag.Limit, Pos: c.e.Pos(), Msg: fmt.Sprintf(
 		"the init of buffer %s is checked only in part: %s left to run time, where an error stops the run (checking stops after %d evaluations)",
 		c.b.Name, what, maxInitChecks)})
 }

@@ -3,6 +3,7 @@ package planner
 import (
 	"math"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 )
 
@@ -49,12 +50,12 @@ func ElaborateLimited(f *dsl.File, params map[string]int64, lim Limits) (*Graph,
 }
 
 // tooManyOps reports that the plan passes the op limit, at pos.
-func (el *elaborator) tooManyOps(pos dsl.Pos, detail string) {
+func (el *elaborator) tooManyOps(pos diag.Pos, detail string) {
 	why := "is a loop bound or the rank count wrong?"
 	if el.whyMaxOps != "" {
 		why = el.whyMaxOps
 	}
-	el.globalErrorf(phaseNames, pos, "the plan has more than %d ops over all its ranks%s: %s", el.maxOps, detail, why)
+	el.globalErrorf(phaseNames, diag.Limit, pos, "the plan has more than %d ops over all its ranks%s: %s", el.maxOps, detail, why)
 	el.truncated = true
 }
 

@@ -71,7 +71,7 @@ func shortPos(e *WQE) string {
 	if !e.Pos.IsValid() {
 		return "-"
 	}
-	return fmt.Sprintf("%s:%d", e.Pos.File, e.Pos.Line)
+	return fmt.Sprintf("%s:%d", e.Pos.Filename(), e.Pos.Line)
 }
 
 func summary(s Stats) string {

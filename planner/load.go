@@ -6,7 +6,7 @@ func Check(g *Graph) error {
 }
 
 // Load parses, elaborates and checks a plan: the front half of every coredag command.
-// The error, if any, is a dsl.ErrorList of positioned diagnostics, or a *ParamError when params
+// The error, if any, is a diag.List of positioned diagnostics, or a *ParamError when params
 // holds an override the plan cannot take. When only verification failed, the Graph is returned
 // too, so a caller can explain the failure (SuggestFixes).
 func Load(filename string, src []byte, params map[string]int64) (*Graph, error) {

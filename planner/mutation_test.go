@@ -6,8 +6,9 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/coredag/coredag/dsl"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/coredag/coredag/diag"
 )
 
 // mutateRanks are the world sizes each mutant is verified at; a deletion counts as reported
@@ -34,7 +35,7 @@ var harmlessDeletions = map[string]string{
 func clauseEdges(g *Graph) (keys []string, edges map[string][]int) {
 	edges = map[string][]int{}
 	for i, e := range g.Edges {
-		k := fmt.Sprintf("%s:%d:%d -> %d", filepath.Base(e.Pos.File), e.Pos.Line, e.Pos.Col, g.Ops[e.To].Pos.Line)
+		k := fmt.Sprintf("%s:%d:%d -> %d", filepath.Base(e.Pos.Filename()), e.Pos.Line, e.Pos.Col, g.Ops[e.To].Pos.Line)
 		if _, ok := edges[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -103,7 +104,7 @@ func TestMutationDeleteEachAfter(t *testing.T) {
 
 // assertOnlyRaces checks that deleting an edge yields races, never a cycle or deadlock: removing
 // an ordering cannot create a loop of waits.
-func assertOnlyRaces(t *testing.T, key string, errs dsl.ErrorList) {
+func assertOnlyRaces(t *testing.T, key string, errs diag.List) {
 	t.Helper()
 	for _, e := range errs {
 		assert.Regexp(t, "^race on rank", e.Msg, "deleting %s", key)

@@ -1,6 +1,9 @@
 package planner
 
 import (
+	"fmt"
+
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 )
 
@@ -74,7 +77,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *Op, qref *queueRe
 		op.Kind = OpReduce
 		red, known := ParseReduceOp(o.Op.Name)
 		if !known {
-			el.errorf(phaseNames, o.Op.Pos(), "unknown reduction %s (sum prod min max band bor bxor)", o.Op.Name)
+			el.errorf(phaseNames, diag.Name, o.Op.Pos(), "unknown reduction %s (sum prod min max band bor bxor)", o.Op.Name)
 			return false
 		}
 		op.Red = red
@@ -92,7 +95,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *Op, qref *queueRe
 	case *dsl.NopOp:
 		op.Kind = OpNop
 	default:
-		el.errorf(phaseNames, o.Pos(), "unsupported operation")
+		el.errorf(phaseNames, diag.Name, o.Pos(), "unsupported operation")
 		return false
 	}
 	return ok
@@ -102,7 +105,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *Op, qref *queueRe
 func (el *elaborator) slice(sl *dsl.Slice, s *scope) (Slice, bool) {
 	id, ok := el.bufIdx[sl.Buf.Name]
 	if !ok {
-		el.errorf(phaseNames, sl.Buf.Pos(), "unknown buffer %s%s", sl.Buf.Name, suggest(sl.Buf.Name, el.bufferNames()))
+		el.unknownName(sl.Buf.Pos(), sl.Buf.Name, sl.Buf.Name, sl.Buf.Name, el.bufferNames(), "unknown buffer %s%s")
 		return NoSlice, false
 	}
 	b := &el.g.Buffers[id]
@@ -114,7 +117,7 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (Slice, bool) {
 			return NoSlice, false
 		}
 		if i < 0 || i >= b.Count {
-			el.errorf(phaseShapes, sl.Lo.Pos(), "index %d is out of range for %s (%d elements: 0..%d)", i, b.Name, b.Count, b.Count-1)
+			el.errorf(phaseShapes, diag.Shape, sl.Lo.Pos(), "index %d is out of range for %s (%d elements: 0..%d)", i, b.Name, b.Count, b.Count-1)
 			return NoSlice, false
 		}
 		out.Off, out.Len = i, 1
@@ -126,13 +129,13 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (Slice, bool) {
 		}
 		switch {
 		case lo < 0 || lo > b.Count:
-			el.errorf(phaseShapes, sl.Lo.Pos(), "slice %s[%d:%d] starts out of range (%s has %d elements)", b.Name, lo, hi, b.Name, b.Count)
+			el.errorf(phaseShapes, diag.Shape, sl.Lo.Pos(), "slice %s[%d:%d] starts out of range (%s has %d elements)", b.Name, lo, hi, b.Name, b.Count)
 			return NoSlice, false
 		case hi > b.Count:
-			el.errorf(phaseShapes, sl.Hi.Pos(), "slice %s[%d:%d] ends past the end of %s (%d elements)", b.Name, lo, hi, b.Name, b.Count)
+			el.errorf(phaseShapes, diag.Shape, sl.Hi.Pos(), "slice %s[%d:%d] ends past the end of %s (%d elements)", b.Name, lo, hi, b.Name, b.Count)
 			return NoSlice, false
 		case hi <= lo:
-			el.errorf(phaseShapes, sl.Pos(), "slice %s[%d:%d] is empty: slices need lo < hi", b.Name, lo, hi)
+			el.errorf(phaseShapes, diag.Shape, sl.Pos(), "slice %s[%d:%d] is empty: slices need lo < hi", b.Name, lo, hi)
 			return NoSlice, false
 		}
 		out.Off, out.Len = lo, hi-lo
@@ -148,9 +151,9 @@ func (el *elaborator) bufferNames() []string {
 	return names
 }
 
-func (el *elaborator) sameBytes(op *Op, pos dsl.Pos, what string, a, b Slice) {
+func (el *elaborator) sameBytes(op *Op, pos diag.Pos, what string, a, b Slice) {
 	if na, nb := el.g.Bytes(a), el.g.Bytes(b); na != nb {
-		el.errorf(phaseShapes, pos, "%s of %d bytes (%s) into %d bytes (%s): the two slices must have the same length in bytes",
+		el.errorf(phaseShapes, diag.Shape, pos, "%s of %d bytes (%s) into %d bytes (%s): the two slices must have the same length in bytes",
 			what, na, el.g.SliceString(a), nb, el.g.SliceString(b))
 	}
 }
@@ -158,7 +161,7 @@ func (el *elaborator) sameBytes(op *Op, pos dsl.Pos, what string, a, b Slice) {
 func (el *elaborator) remote(sl Slice, flag Access, what string) {
 	b := &el.g.Buffers[sl.Buf]
 	if b.Access&flag == 0 {
-		el.errorf(phaseShapes, sl.Pos, "remote %s %s, which lacks %s: add %s to `buffer %s`", what, b.Name, flag, flag, b.Name)
+		el.errorf(phaseShapes, diag.Access, sl.Pos, "remote %s %s, which lacks %s: add %s to `buffer %s`", what, b.Name, flag, flag, b.Name)
 	}
 }
 
@@ -166,9 +169,9 @@ func (el *elaborator) atomicSlice(sl Slice, what string) {
 	b := &el.g.Buffers[sl.Buf]
 	switch {
 	case b.Type != U64 && b.Type != I64:
-		el.errorf(phaseShapes, sl.Pos, "atomic %s %s is %s: atomics work on 8-byte integers, make the buffer u64 or i64", what, el.g.SliceString(sl), b.Type)
+		el.errorf(phaseShapes, diag.Shape, sl.Pos, "atomic %s %s is %s: atomics work on 8-byte integers, make the buffer u64 or i64", what, el.g.SliceString(sl), b.Type)
 	case sl.Len != 1:
-		el.errorf(phaseShapes, sl.Pos, "atomic %s %s has %d elements: an atomic works on one 8-byte element, e.g. %s[%d]", what, el.g.SliceString(sl), sl.Len, b.Name, sl.Off)
+		el.errorf(phaseShapes, diag.Shape, sl.Pos, "atomic %s %s has %d elements: an atomic works on one 8-byte element, e.g. %s[%d]", what, el.g.SliceString(sl), sl.Len, b.Name, sl.Off)
 	}
 }
 
@@ -176,27 +179,37 @@ func (el *elaborator) reduceShapes(op *Op, o *dsl.ReduceOp) {
 	dst, src := &el.g.Buffers[op.Dst.Buf], &el.g.Buffers[op.Src.Buf]
 	switch {
 	case dst.Type != src.Type:
-		el.errorf(phaseShapes, o.Src.Pos(), "reduce %s into %s from %s: both sides need the same type (%s and %s)", op.Red, dst.Name, src.Name, dst.Type, src.Type)
+		el.errorf(phaseShapes, diag.Shape, o.Src.Pos(), "reduce %s into %s from %s: both sides need the same type (%s and %s)", op.Red, dst.Name, src.Name, dst.Type, src.Type)
 	case op.Dst.Len != op.Src.Len:
-		el.errorf(phaseShapes, o.Src.Pos(), "reduce %s of %d elements (%s) from %d elements (%s): counts must match",
+		el.errorf(phaseShapes, diag.Shape, o.Src.Pos(), "reduce %s of %d elements (%s) from %d elements (%s): counts must match",
 			op.Red, op.Dst.Len, el.g.SliceString(op.Dst), op.Src.Len, el.g.SliceString(op.Src))
 	case op.Red >= RedBand && dst.Type.IsFloat():
-		el.errorf(phaseShapes, o.Op.Pos(), "reduce %s on %s buffer %s: bitwise reductions need integer types", op.Red, dst.Type, dst.Name)
+		el.errorf(phaseShapes, diag.Shape, o.Op.Pos(), "reduce %s on %s buffer %s: bitwise reductions need integer types", op.Red, dst.Type, dst.Name)
 	default:
 		el.noOverlap(op.Src, op.Dst, o.Src.Pos(), "reduce")
 	}
 }
 
-func (el *elaborator) noOverlap(a, b Slice, pos dsl.Pos, what string) {
+func (el *elaborator) noOverlap(a, b Slice, pos diag.Pos, what string) {
 	if a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len {
-		el.errorf(phaseShapes, pos, "%s between overlapping slices %s and %s: use disjoint ranges or a temporary buffer", what, el.g.SliceString(a), el.g.SliceString(b))
+		el.errorf(phaseShapes, diag.Shape, pos, "%s between overlapping slices %s and %s: use disjoint ranges or a temporary buffer", what, el.g.SliceString(a), el.g.SliceString(b))
 	}
 }
 
-// suggest returns " (did you mean X?)" for the known name closest to name, or "".
-func suggest(name string, known []string) string {
-	if best := dsl.Closest(name, known); best != "" {
-		return " (did you mean " + best + "?)"
+// unknownName reports an unknown name on the current rank, worded by format with shown (the
+// name as evaluated, "%s%s": the name, then the hint). The closest of known to target is the
+// hint and, when word (the identifier written at pos) is target itself, a fix that replaces it.
+func (el *elaborator) unknownName(pos diag.Pos, word, target, shown string, known []string, format string) {
+	best := dsl.Closest(target, known)
+	hint := ""
+	if best != "" {
+		hint = " (did you mean " + best + "?)"
 	}
-	return ""
+	d := diag.Errorf(diag.Name, pos, format, shown, hint)
+	if best != "" && word == target {
+		end := pos
+		end.Col += uint32(len(word))
+		d.Fix = &diag.Fix{Msg: fmt.Sprintf("replace %s with %s", word, best), Edits: []diag.Edit{{Pos: pos, End: end, New: best}}}
+	}
+	el.report(phaseNames, el.rank, d, format)
 }

@@ -3,7 +3,7 @@ package planner
 import (
 	"fmt"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // This file defines the Plan: what Compile hands to the engines, the listing and the viz.
@@ -159,8 +159,8 @@ type WQE struct {
 	// Op is the graph op the entry belongs to: for data WQEs, HOST and NOP the op itself; for
 	// CQE_WAIT the op it holds back; for SEND_EN/RECV_EN the last op it enables.
 	Op   OpID
-	Name string  // Op's name, e.g. "tx[2]"
-	Pos  dsl.Pos // Op's source position
+	Name string   // Op's name, e.g. "tx[2]"
+	Pos  diag.Pos // Op's source position
 	// Local and Remote are the operands as graph slices; Remote lives on rank Peer.
 	Local, Remote Slice
 	Peer          int   // peer rank for data WQEs, -1 otherwise

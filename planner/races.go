@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // AccessKind says how an access touches memory.
@@ -27,7 +27,7 @@ type MemAccess struct {
 	Buf      BufID
 	Off, Len int64 // elements
 	Kind     AccessKind
-	Pos      dsl.Pos // the slice in the source (the op statement if the slice has no position)
+	Pos      diag.Pos // the slice in the source (the op statement if the slice has no position)
 
 	from, to event
 }
@@ -442,42 +442,45 @@ func orderBefore(g *Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
 
 // raceErrors turns the races of g into diagnostics, one per pair of op statements and buffer,
 // naming the ranks whose memory it occurs in.
-func raceErrors(g *Graph, h *hbGraph) dsl.ErrorList {
+func raceErrors(g *Graph, h *hbGraph) diag.List {
 	if h == nil || !h.acyclic {
 		return nil
 	}
-	races := findRaces(g, h)
-	var groups reportGroups
-	for _, r := range races {
+	var groups diag.Group
+	for _, r := range findRaces(g, h) {
 		a, b := r.First, r.Second
 		if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
 			a, b = b, a
 		}
-		key := fmt.Sprintf("%s %s %s %s %d", g.Ops[a.Op].Pos, g.Ops[b.Op].Pos, a.Pos, b.Pos, r.Buf())
-		groups.add(key, []int{r.Rank()}, func(ranks string) *dsl.Error {
-			return raceError(g, h, r, ranks)
-		})
+		kind := fmt.Sprintf("race %s %s %d", g.Ops[a.Op].Pos, g.Ops[b.Op].Pos, r.Buf())
+		if d := raceError(g, r, a, b); groups.Add(d, kind, r.Rank()) {
+			explainRace(g, h, r, d) // once per group: it searches the whole graph
+		}
 	}
-	return groups.errors()
+	return groups.List(g.Ranks)
 }
 
-func raceError(g *Graph, h *hbGraph, r Race, ranks string) *dsl.Error {
-	a, b := r.First, r.Second
-	if b.Pos.Before(a.Pos) {
-		a, b = b, a
-	}
+// raceError words race r between accesses a and b (a written first) for its rank, without the
+// fix (explainRace).
+func raceError(g *Graph, r Race, a, b MemAccess) *diag.Diagnostic {
 	where := fmt.Sprintf("rank %d's %s", r.Rank(), g.SliceString(Slice{Buf: r.Buf(), Off: r.Off, Len: r.Len}))
-	hint := "order them with an `after`"
-	if f, ok := explain(g, h, r); ok {
-		hint = f.Format(g)
+	d := diag.Errorf(diag.Race, a.Pos,
+		"race on %s: %s %s it, and %s %s it; neither is ordered before the other, so the result depends on timing",
+		where, describeOp(g, a.Op), accessVerb(g, a), describeOp(g, b.Op), accessVerb(g, b))
+	d.Relate(b.Pos, fmt.Sprintf("%s %s it", describeOp(g, b.Op), accessVerb(g, b)))
+	return d
+}
+
+// explainRace completes the diagnostic of race r with the `after` that would fix it.
+func explainRace(g *Graph, h *hbGraph, r Race, d *diag.Diagnostic) {
+	fix, ok := explain(g, h, r)
+	if !ok {
+		d.Msg += " (order them with an `after`)"
+		return
 	}
-	also := ""
-	if ranks != fmt.Sprintf("rank %d", r.Rank()) {
-		also = "; " + ranks + " all have it"
-	}
-	return &dsl.Error{Pos: a.Pos, Msg: fmt.Sprintf(
-		"race on %s: %s %s it, and %s %s it (%s); neither is ordered before the other, so the result depends on timing (%s%s)",
-		where, describeOp(g, a.Op), accessVerb(g, a), describeOp(g, b.Op), accessVerb(g, b), b.Pos, hint, also)}
+	hint := fix.Format(g)
+	d.Msg += " (" + hint + ")"
+	d.Fix = &diag.Fix{Msg: hint}
 }
 
 func describeOp(g *Graph, id OpID) string {

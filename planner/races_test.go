@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/coredag/coredag/dsl"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/dsl"
 )
 
 // ringGraph elaborates plans/ring_allreduce.dag (DSL.md's example) for a world size.
@@ -115,20 +116,6 @@ op mid = copy a[8:12] to b[6:10]
 			assert.Equal(t, tt.fixes, fixText)
 			assert.Equal(t, len(races) == 0, len(Verify(g)) == 0)
 		})
-	}
-}
-
-func TestFormatRanks(t *testing.T) {
-	for _, tt := range []struct {
-		in   []int
-		want string
-	}{
-		{[]int{3}, "rank 3"},
-		{[]int{1, 0, 1}, "ranks 0, 1"},
-		{[]int{0, 1, 2, 3}, "ranks 0-3"},
-		{[]int{0, 2, 4, 5, 6, 9}, "ranks 0, 2, 4-6, 9"},
-	} {
-		assert.Equal(t, tt.want, formatRanks(tt.in))
 	}
 }
 

@@ -6,10 +6,11 @@ import (
 	"os"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/randgraph"
 	"github.com/coredag/coredag/planner"
-	"github.com/stretchr/testify/require"
 )
 
 // checkReach compares the race check's reachability oracle with a plain search on every pair of

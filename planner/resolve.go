@@ -3,6 +3,8 @@ package planner
 import (
 	"fmt"
 	"sort"
+
+	"github.com/coredag/coredag/diag"
 )
 
 // resolveRank binds the names used on the current rank once all its declarations are known:
@@ -21,7 +23,7 @@ func (el *elaborator) resolveRank() {
 			continue // its declaration failed and was reported
 		}
 		if !ok {
-			el.errorf(phaseNames, ref.pos, "queue %s is not defined on this rank%s", ref.name, suggest(ref.name, el.queueNames(span)))
+			el.unknownName(ref.pos, ref.base, ref.name, ref.name, el.queueNames(span), "queue %s is not defined on this rank%s")
 			continue
 		}
 		op.Queue = qid
@@ -61,14 +63,14 @@ func (el *elaborator) lookupOp(n opName) (OpID, bool) {
 		return None, false // its declaration failed and was reported
 	}
 	if el.opNames[n.base] && n.name != n.base {
-		el.errorf(phaseNames, n.pos, "%s is not defined on this rank, though other %s ops are: guard the reference with an if, or fix the index", n.name, n.base)
+		el.errorf(phaseNames, diag.Name, n.pos, "%s is not defined on this rank, though other %s ops are: guard the reference with an if, or fix the index", n.name, n.base)
 	} else {
 		known := make([]string, 0, len(el.opNames))
 		for b := range el.opNames {
 			known = append(known, b)
 		}
 		sort.Strings(known)
-		el.errorf(phaseNames, n.pos, "unknown op %s%s", n.name, suggest(n.base, known))
+		el.unknownName(n.pos, n.base, n.base, n.name, known, "unknown op %s%s")
 	}
 	return None, false
 }
@@ -100,7 +102,7 @@ func (el *elaborator) pairQueues() {
 		named[i] = pid
 		if !ok {
 			named[i] = None
-			el.diag[phaseMatch].add(ref.pos, q.Rank, "queue %s connects to rank %d, which has no queue %s to pair with: declare it there, or name its queue with `peer`", q.Name, q.PeerRank, ref.name)
+			el.errorOn(phaseMatch, q.Rank, diag.Match, ref.pos, "queue %s connects to rank %d, which has no queue %s to pair with: declare it there, or name its queue with `peer`", q.Name, q.PeerRank, ref.name)
 		}
 	}
 	for i := range g.Queues {
@@ -111,11 +113,11 @@ func (el *elaborator) pairQueues() {
 			q.Peer = pid
 		case named[pid] == None: // its own missing peer is the mistake, reported there
 		case g.Queues[pid].Loopback():
-			el.diag[phaseMatch].add(el.peerRefs[i].pos, q.Rank, "queue %s connects to rank %d's queue %s, but that is a loopback queue (its peer is rank %d itself): a pairing must be mutual",
+			el.errorOn(phaseMatch, q.Rank, diag.Match, el.peerRefs[i].pos, "queue %s connects to rank %d's queue %s, but that is a loopback queue (its peer is rank %d itself): a pairing must be mutual",
 				q.Name, q.PeerRank, g.Queues[pid].Name, q.PeerRank)
 		default:
 			p := &g.Queues[named[pid]]
-			el.diag[phaseMatch].add(el.peerRefs[i].pos, q.Rank, "queue %s connects to rank %d's queue %s, but that queue pairs with rank %d's %s instead: both ends must name each other",
+			el.errorOn(phaseMatch, q.Rank, diag.Match, el.peerRefs[i].pos, "queue %s connects to rank %d's queue %s, but that queue pairs with rank %d's %s instead: both ends must name each other",
 				q.Name, q.PeerRank, g.Queues[pid].Name, p.Rank, p.Name)
 		}
 	}
@@ -138,7 +140,7 @@ func (el *elaborator) matchMessages() {
 				continue
 			}
 			if k >= len(recvs) {
-				el.diag[phaseMatch].add(s.Pos, s.Rank, "%s %s has no matching recv: rank %d posts %s on %s but this rank sends at least %s on %s",
+				el.errorOn(phaseMatch, s.Rank, diag.Match, s.Pos, "%s %s has no matching recv: rank %d posts %s on %s but this rank sends at least %s on %s",
 					s.Kind, s.Name, q.PeerRank, Plural(len(recvs), "recv"), g.Queues[q.Peer].Name, Plural(k+1, "message"), q.Name)
 				k++
 				continue
@@ -148,19 +150,21 @@ func (el *elaborator) matchMessages() {
 			k++
 			if s.Kind == OpWrite {
 				if r.Dst.Valid() {
-					el.diag[phaseMatch].add(r.Pos, r.Rank, "recv %s takes a slice but is matched by notify write %s on rank %d (%s): a notify write's data lands at its destination, so its recv takes no slice",
-						r.Name, s.Name, s.Rank, s.Pos)
+					const f = "recv %s takes a slice but is matched by notify write %s on rank %d: a notify write's data lands at its destination, so its recv takes no slice"
+					el.report(phaseMatch, r.Rank, diag.Errorf(diag.Match, r.Pos, f, r.Name, s.Name, s.Rank).
+						Relate(s.Pos, fmt.Sprintf("notify write %s on rank %d", s.Name, s.Rank)), f)
 				}
 				continue
 			}
 			if sb, rb := g.Bytes(s.Src), g.Bytes(r.Dst); sb != rb {
-				el.diag[phaseMatch].add(s.Pos, s.Rank, "send %s of %s is matched by recv %s of %s on rank %d at %s: lengths must be equal",
-					s.Name, sizedSlice(g, s.Src), r.Name, sizedSlice(g, r.Dst), r.Rank, r.Pos)
+				const f = "send %s of %s is matched by recv %s of %s on rank %d: lengths must be equal"
+				el.report(phaseMatch, s.Rank, diag.Errorf(diag.Match, s.Pos, f, s.Name, sizedSlice(g, s.Src), r.Name, sizedSlice(g, r.Dst), r.Rank).
+					Relate(r.Pos, fmt.Sprintf("recv %s of %s on rank %d", r.Name, sizedSlice(g, r.Dst), r.Rank)), f)
 			}
 		}
 		for sent := k; k < len(recvs); k++ {
 			r := &g.Ops[recvs[k]]
-			el.diag[phaseMatch].add(r.Pos, r.Rank, "recv %s is never matched: rank %d sends only %s on %s, the peer of %s",
+			el.errorOn(phaseMatch, r.Rank, diag.Match, r.Pos, "recv %s is never matched: rank %d sends only %s on %s, the peer of %s",
 				r.Name, q.Rank, Plural(sent, "message"), q.Name, g.Queues[q.Peer].Name)
 		}
 	}

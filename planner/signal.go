@@ -3,7 +3,7 @@ package planner
 import (
 	"math/bits"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/wait"
 )
 
@@ -118,7 +118,7 @@ func ceilPow2(n int) int {
 // declaration, with the largest need.
 func (c *compiler) checkLimits() {
 	type key struct {
-		pos  dsl.Pos
+		pos  diag.Pos
 		side string
 	}
 	type need struct {
@@ -139,35 +139,35 @@ func (c *compiler) checkLimits() {
 			w.n, w.depth, w.rank, w.name = n, depth, rank, name
 		}
 	}
-	planPos := dsl.Pos{File: c.g.File}
+	planPos := diag.InFile(c.g.File)
 	for r := range c.plan.Ranks {
 		rp := &c.plan.Ranks[r]
 		for wi := range rp.Queues {
 			q := &rp.Queues[wi]
 			n := int(q.PerIteration)
-			var pos dsl.Pos
+			var pos diag.Pos
 			if q.Queue != None {
 				pos = c.g.Queues[q.Queue].Pos
 			} else {
 				pos = planPos
 			}
 			if err := wait.WQ.Check(uint64(n)); err != nil {
-				c.errs.Add(pos, "work queue %s on rank %d: %v (split the plan's work over more queues)", q.Name, r, err)
+				c.errs.Add(diag.Target, pos, "work queue %s on rank %d: %v (split the plan's work over more queues)", q.Name, r, err)
 				continue
 			}
 			switch {
 			case q.Queue != None && c.t.PrePost && n > q.Depth:
 				note(key{pos, q.Kind.String()}, n, q.Depth, r, q.Name)
 			case q.Queue == None && q.Depth > c.t.MaxWQDepth:
-				c.errs.Add(pos, "%s queue on rank %d needs %d WQEs per iteration, above the %d target %s supports (split the plan)", q.Kind, r, n, c.t.MaxWQDepth, c.t.Name)
+				c.errs.Add(diag.Target, pos, "%s queue on rank %d needs %d WQEs per iteration, above the %d target %s supports (split the plan)", q.Kind, r, n, c.t.MaxWQDepth, c.t.Name)
 			}
 		}
 		for ci := range rp.CQs {
 			cq := &rp.CQs[ci]
 			if err := wait.CQ.Check(uint64(cq.PerIteration)); err != nil {
-				c.errs.Add(planPos, "CQ %s on rank %d: %v", cq.Name, r, err)
+				c.errs.Add(diag.Target, planPos, "CQ %s on rank %d: %v", cq.Name, r, err)
 			} else if cq.Depth > c.t.MaxCQDepth {
-				c.errs.Add(planPos, "CQ %s on rank %d needs %d entries, above the %d target %s supports (split the plan)", cq.Name, r, cq.Depth, c.t.MaxCQDepth, c.t.Name)
+				c.errs.Add(diag.Target, planPos, "CQ %s on rank %d needs %d entries, above the %d target %s supports (split the plan)", cq.Name, r, cq.Depth, c.t.MaxCQDepth, c.t.Name)
 			}
 		}
 	}
@@ -177,7 +177,7 @@ func (c *compiler) checkLimits() {
 		if w.ranks > 1 {
 			others = " (and on " + Plural(w.ranks-1, "other rank") + ")"
 		}
-		c.errs.Add(k.pos, "%s on rank %d%s: one iteration posts %d WQEs on its %s side but its depth is %d, and target %s posts whole chains before it runs (declare `depth %d` or more on the queue, or compile for --target generic)",
+		c.errs.Add(diag.Target, k.pos, "%s on rank %d%s: one iteration posts %d WQEs on its %s side but its depth is %d, and target %s posts whole chains before it runs (declare `depth %d` or more on the queue, or compile for --target generic)",
 			w.name, w.rank, others, w.n, k.side, w.depth, c.t.Name, ceilPow2(w.n))
 	}
 }

@@ -1,11 +1,7 @@
 package planner
 
 import (
-	"fmt"
-	"sort"
-	"strings"
-
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // Verify runs the verification phase over a Graph that passed the front-end checks (names,
@@ -19,7 +15,7 @@ import (
 //     statements and buffer, naming the ranks it occurs on and the `after` that would fix it.
 //
 // The returned list is sorted by position.
-func Verify(g *Graph) dsl.ErrorList {
+func Verify(g *Graph) diag.List {
 	if len(g.Ops) == 0 {
 		return nil
 	}
@@ -33,73 +29,4 @@ func Verify(g *Graph) dsl.ErrorList {
 	}
 	errs.Sort()
 	return errs
-}
-
-// reportGroups merges the instances of one SPMD mistake across ranks: instances with the same key
-// (usually the source positions involved) become one diagnostic that names all their ranks.
-type reportGroups struct {
-	keys  []string
-	byKey map[string]*reportGroup
-}
-
-type reportGroup struct {
-	ranks []int
-	build func(ranks string) *dsl.Error
-}
-
-// add records one instance. build makes the diagnostic of the group's first instance, given the
-// formatted rank set of the whole group.
-func (r *reportGroups) add(key string, ranks []int, build func(ranks string) *dsl.Error) {
-	if r.byKey == nil {
-		r.byKey = make(map[string]*reportGroup)
-	}
-	grp, ok := r.byKey[key]
-	if !ok {
-		grp = &reportGroup{build: build}
-		r.byKey[key] = grp
-		r.keys = append(r.keys, key)
-	}
-	grp.ranks = append(grp.ranks, ranks...)
-}
-
-// errors returns one diagnostic per group, in the order the groups were first seen.
-func (r *reportGroups) errors() dsl.ErrorList {
-	var list dsl.ErrorList
-	for _, k := range r.keys {
-		grp := r.byKey[k]
-		list = append(list, grp.build(formatRanks(grp.ranks)))
-	}
-	return list
-}
-
-// formatRanks writes a set of ranks compactly: "rank 3", "ranks 0-7", "ranks 0, 2, 4-6".
-func formatRanks(ranks []int) string {
-	rs := append([]int(nil), ranks...)
-	sort.Ints(rs)
-	uniq := rs[:0]
-	for i, r := range rs {
-		if i == 0 || r != rs[i-1] {
-			uniq = append(uniq, r)
-		}
-	}
-	if len(uniq) == 1 {
-		return fmt.Sprintf("rank %d", uniq[0])
-	}
-	var parts []string
-	for i := 0; i < len(uniq); {
-		j := i
-		for j+1 < len(uniq) && uniq[j+1] == uniq[j]+1 {
-			j++
-		}
-		switch {
-		case j == i:
-			parts = append(parts, fmt.Sprint(uniq[i]))
-		case j == i+1:
-			parts = append(parts, fmt.Sprint(uniq[i]), fmt.Sprint(uniq[j]))
-		default:
-			parts = append(parts, fmt.Sprintf("%d-%d", uniq[i], uniq[j]))
-		}
-		i = j + 1
-	}
-	return "ranks " + strings.Join(parts, ", ")
 }

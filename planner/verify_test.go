@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coredag/coredag/dsl"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/dsl"
 )
 
 // loadPlan parses and elaborates a plan file without running Check, so tests can inspect or

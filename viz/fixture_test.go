@@ -3,7 +3,7 @@ package viz
 import (
 	"fmt"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -11,7 +11,7 @@ import (
 // views can be tested without the front end.
 func ringGraph(ranks int, n int64) *planner.Graph {
 	const file = "plans/ring_allreduce.dag"
-	pos := func(line int) dsl.Pos { return dsl.Pos{File: file, Line: line, Col: 3} }
+	pos := func(line int) diag.Pos { return diag.At(file, line, 3) }
 	g := &planner.Graph{
 		Name:  "ring_allreduce",
 		File:  file,

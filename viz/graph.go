@@ -428,7 +428,7 @@ func queueLabel(q *planner.Queue) string {
 // opLabel is an op node's label: name, what it does, file:line.
 func opLabel(g *planner.Graph, op *planner.Op) string {
 	s := op.Name + "\n" + OpText(g, op)
-	if p := posString(op.Pos.File, op.Pos.Line); p != "" {
+	if p := posString(op.Pos.Filename(), int(op.Pos.Line)); p != "" {
 		s += "\n" + p
 	}
 	return s

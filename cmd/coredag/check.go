@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/coredag/coredag/dsl"
-
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -22,13 +21,13 @@ type checkCmd struct {
 
 // checkReport is the --json output of check.
 type checkReport struct {
-	File        string           `json:"file"`
-	OK          bool             `json:"ok"`
-	Ranks       int              `json:"ranks,omitempty"`
-	Ops         int              `json:"ops,omitempty"`
-	Diagnostics []jsonDiagnostic `json:"diagnostics"`
-	Notes       []jsonDiagnostic `json:"notes,omitempty"` // what check left unproven (not errors)
-	Fixes       []jsonFix        `json:"fixes,omitempty"` // with --explain-races
+	File        string      `json:"file"`
+	OK          bool        `json:"ok"`
+	Ranks       int         `json:"ranks,omitempty"`
+	Ops         int         `json:"ops,omitempty"`
+	Diagnostics []diag.JSON `json:"diagnostics"`
+	Notes       []diag.JSON `json:"notes,omitempty"` // what check left unproven (not errors)
+	Fixes       []jsonFix   `json:"fixes,omitempty"` // with --explain-races
 }
 
 // jsonFix is one suggested `op after after` edge and the ranks that need it.
@@ -48,11 +47,11 @@ func (c *checkCmd) Run(e *env) error {
 		l, err := loadPlan(e, path, c.paramFlags)
 		if err != nil { // an unreadable file: say so, check the others, exit 2 at the end
 			unreadable = true
-			fmt.Fprintf(e.stderr, "coredag: %s\n", dsl.EscapeControls(err.Error()))
-			reports = append(reports, checkReport{File: path, Diagnostics: []jsonDiagnostic{{File: path, Message: err.Error()}}})
+			fmt.Fprintf(e.stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))
+			reports = append(reports, checkReport{File: path, Diagnostics: []diag.JSON{{Code: diag.Input, File: path, Message: err.Error()}}})
 			continue
 		}
-		r := checkReport{File: l.path, OK: l.err == nil, Diagnostics: []jsonDiagnostic{}}
+		r := checkReport{File: l.path, OK: l.err == nil, Diagnostics: []diag.JSON{}}
 		if l.err != nil {
 			failed = true
 			r.Diagnostics = diagnosticsJSON(l.err)
@@ -65,7 +64,7 @@ func (c *checkCmd) Run(e *env) error {
 		} else {
 			r.Ranks, r.Ops = l.graph.Ranks, len(l.graph.Ops)
 			if !c.JSON {
-				fmt.Fprintf(e.stdout, "%s: ok (plan %s, %s, %s)\n", dsl.QuoteName(l.path), l.graph.Name, planner.Plural(l.graph.Ranks, "rank"), planner.Plural(len(l.graph.Ops), "op"))
+				fmt.Fprintf(e.stdout, "%s: ok (plan %s, %s, %s)\n", diag.QuoteName(l.path), l.graph.Name, planner.Plural(l.graph.Ranks, "rank"), planner.Plural(len(l.graph.Ops), "op"))
 			}
 		}
 		if l.graph != nil && len(l.graph.Notes) > 0 {
@@ -102,7 +101,7 @@ func (c *checkCmd) explain(e *env, l *loaded, r *checkReport) {
 	if c.JSON {
 		return
 	}
-	fmt.Fprintf(e.stderr, "%s: to make the plan race-free, add these orderings (as `after` clauses or dependency statements):\n%s", dsl.QuoteName(l.path), fixes)
+	fmt.Fprintf(e.stderr, "%s: to make the plan race-free, add these orderings (as `after` clauses or dependency statements):\n%s", diag.QuoteName(l.path), fixes)
 	if !fixes.Complete {
 		fmt.Fprintln(e.stderr, "  (some races have no single-edge fix: order the two accesses by hand)")
 	}
@@ -110,9 +109,11 @@ func (c *checkCmd) explain(e *env, l *loaded, r *checkReport) {
 
 // printNotes prints what check left unproven in a plan, as diagnostics worded "note: ...".
 func printNotes(w io.Writer, l *loaded) {
-	notes := make(dsl.ErrorList, len(l.graph.Notes))
+	notes := make(diag.List, len(l.graph.Notes))
 	for i, n := range l.graph.Notes {
-		notes[i] = &dsl.Error{Pos: n.Pos, Msg: "note: " + n.Msg}
+		note := *n
+		note.Msg = "note: " + n.Msg
+		notes[i] = &note
 	}
-	dsl.PrintError(w, notes, dsl.Sources{l.path: l.src})
+	diag.Print(w, notes, diag.Sources{l.path: l.src})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 )
 
@@ -23,8 +25,8 @@ import (
 //	# want: NAME.dag:3:13: ... one line of the output (stderr), as printed from inside
 //	                           docs/examples/errors; several # want lines for several lines
 //
-// Unless a # want line quotes source (starts with four spaces), the quoted source lines and
-// carets are left out of the comparison. The document shows the file without its directives in
+// Unless the # want lines quote source (a line followed by its caret), the quoted source lines
+// and carets are left out of the comparison; the indented lines of related positions stay. The document shows the file without its directives in
 // a ```dag block, immediately followed by a ```text block holding exactly the # want lines.
 // These tests keep the three (document, files and coredag's actual output) in step.
 
@@ -120,10 +122,12 @@ func TestDocsErrorExamples(t *testing.T) {
 			got := strings.Split(strings.TrimSuffix(strings.ReplaceAll(stderr, docsErrors+"/", ""), "\n"), "\n")
 			if !quotesSource(ex.want) {
 				kept := got[:0]
-				for _, l := range got {
-					if !strings.HasPrefix(l, "    ") {
-						kept = append(kept, l)
+				for i := 0; i < len(got); i++ {
+					if i+1 < len(got) && strings.TrimSpace(got[i+1]) == "^" { // a quoted line and its caret
+						i++
+						continue
 					}
+					kept = append(kept, got[i])
 				}
 				got = kept
 			}
@@ -133,9 +137,46 @@ func TestDocsErrorExamples(t *testing.T) {
 	}
 }
 
+// TestDocsErrorExampleCodes: every diagnostic of an error example has the code of its family,
+// which is the start of the example's name (docs/language.md, Reading a diagnostic).
+func TestDocsErrorExampleCodes(t *testing.T) {
+	family := map[string]diag.Code{
+		"syntax": diag.Syntax, "names": diag.Name, "expr": diag.Expr, "shape": diag.Shape, "access": diag.Access,
+		"match": diag.Match, "cycle": diag.Cycle, "fifo": diag.Deadlock, "race": diag.Race, "limit": diag.Limit, "target": diag.Target,
+	}
+	for _, ex := range readDocExamples(t, docsErrors) {
+		if ex.exit != exitFail {
+			continue // a usage error: no diagnostics
+		}
+		t.Run(filepath.Base(ex.path), func(t *testing.T) {
+			prefix, _, _ := strings.Cut(filepath.Base(ex.path), "_")
+			want, ok := family[prefix]
+			require.True(t, ok, "%s: name it after its family (%v)", ex.path, family)
+			args := append([]string{ex.args[0], "--json"}, ex.args[1:]...)
+			if ex.args[0] == "compile" {
+				args = append([]string{"compile", "--format", "json"}, ex.args[1:]...)
+			}
+			_, stdout, _ := coredag(t, "", append(args, ex.path)...)
+			var r checkReport
+			if strings.HasPrefix(strings.TrimSpace(stdout), "[") {
+				var rs []checkReport
+				require.NoError(t, json.Unmarshal([]byte(stdout), &rs), stdout)
+				require.Len(t, rs, 1)
+				r = rs[0]
+			} else {
+				require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
+			}
+			require.NotEmpty(t, r.Diagnostics)
+			for _, d := range r.Diagnostics {
+				assert.Equal(t, want, d.Code, "%s:%d:%d: %s", d.File, d.Line, d.Col, d.Message)
+			}
+		})
+	}
+}
+
 func quotesSource(want []string) bool {
 	for _, l := range want {
-		if strings.HasPrefix(l, "    ") {
+		if strings.TrimSpace(l) == "^" {
 			return true
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/atomicfile"
 )
@@ -77,7 +78,7 @@ func (c *fmtCmd) Run(e *env) error {
 func (c *fmtCmd) file(e *env, name string, src []byte, stdin bool) error {
 	f, err := dsl.Parse(name, src)
 	if err != nil {
-		dsl.PrintError(e.stderr, err, dsl.Sources{name: src})
+		diag.Print(e.stderr, err, diag.Sources{name: src})
 		return &exitError{code: exitFail}
 	}
 	out := dsl.Format(f)

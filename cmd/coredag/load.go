@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/planner"
@@ -44,7 +44,7 @@ type loaded struct {
 	path   string
 	src    []byte
 	graph  *planner.Graph
-	err    error         // diagnostics (a dsl.ErrorList) or another error
+	err    error         // diagnostics (a diag.List) or another error
 	budget budget.Budget // the memory budget the plan was loaded within
 }
 
@@ -96,7 +96,7 @@ func loadPlan(e *env, path string, p paramFlags) (*loaded, error) {
 	g, err := planner.LoadLimited(name, src, params, opLimits(b))
 	var pe *planner.ParamError
 	if errors.As(err, &pe) {
-		return nil, usageError("%s: %v", dsl.QuoteName(name), pe)
+		return nil, usageError("%s: %v", diag.QuoteName(name), pe)
 	}
 	return &loaded{path: name, src: src, graph: g, err: err, budget: b}, nil
 }
@@ -121,7 +121,7 @@ func refuse(e *env, l *loaded, err error) error {
 	if !be.Pos.IsValid() {
 		return usageError("%s: %s", l.path, be.Message())
 	}
-	dsl.PrintError(e.stderr, &dsl.Error{Pos: be.Pos, Msg: be.Message()}, dsl.Sources{l.path: l.src})
+	diag.Print(e.stderr, &diag.Diagnostic{Code: diag.Limit, Pos: be.Pos, Msg: be.Message()}, diag.Sources{l.path: l.src})
 	return &exitError{code: exitUsage}
 }
 
@@ -151,40 +151,34 @@ func reportDiagnostics(e *env, l *loaded, asJSON bool) {
 // printDiagnostics prints a plan's diagnostics as file:line:col: message, with the source
 // line and a caret.
 func printDiagnostics(w io.Writer, l *loaded) {
-	dsl.PrintError(w, l.err, dsl.Sources{l.path: l.src})
+	diag.Print(w, l.err, diag.Sources{l.path: l.src})
 }
 
-// jsonDiagnostic is one diagnostic in `--json` output, for editors and other tools.
-type jsonDiagnostic struct {
-	File    string `json:"file"`
-	Line    int    `json:"line"`
-	Col     int    `json:"col"`
-	Message string `json:"message"`
-}
-
-// diagnosticsJSON lists err's diagnostics, each with its position: an ErrorList, one
-// diagnostic, or a runtime fault of an op (a failure before the run, in the reference).
-func diagnosticsJSON(err error) []jsonDiagnostic {
+// diagnosticsJSON lists err's diagnostics in their --json form (docs/check-json.md), each with
+// its code and position: a diag.List, one diagnostic, or a runtime fault of an op (a failure
+// before the run, in the reference). Any other error is one entry with code fault and no
+// position.
+func diagnosticsJSON(err error) []diag.JSON {
 	var (
-		list dsl.ErrorList
-		one  *dsl.Error
+		list diag.List
+		one  *diag.Diagnostic
 		op   *exec.OpError
 	)
 	switch {
 	case errors.As(err, &list):
 	case errors.As(err, &one):
-		list = dsl.ErrorList{one}
+		list = diag.List{one}
 	case errors.As(err, &op):
-		msg := strings.TrimPrefix(op.Error(), op.Pos.String()+": ")
-		list = dsl.ErrorList{{Pos: op.Pos, Msg: msg}}
+		list = diag.List{opDiagnostic(op)}
 	default:
-		return []jsonDiagnostic{{Message: err.Error()}}
+		return []diag.JSON{{Code: diag.Fault, Message: err.Error()}}
 	}
-	out := make([]jsonDiagnostic, len(list))
-	for i, d := range list {
-		out[i] = jsonDiagnostic{File: d.Pos.File, Line: d.Pos.Line, Col: d.Pos.Col, Message: d.Msg}
-	}
-	return out
+	return list.ToJSON()
+}
+
+// opDiagnostic words a runtime fault of an op as a diagnostic at the op.
+func opDiagnostic(op *exec.OpError) *diag.Diagnostic {
+	return &diag.Diagnostic{Code: diag.Fault, Pos: op.Pos, Msg: strings.TrimPrefix(op.Error(), op.Pos.String()+": ")}
 }
 
 func writeJSON(w io.Writer, v any) error {

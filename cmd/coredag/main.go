@@ -12,7 +12,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // version is the release of the tool; -ldflags "-X main.version=..." overrides it.
@@ -108,7 +108,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	}
 	ctx, err := parser.Parse(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "coredag: %s\n", dsl.EscapeControls(err.Error()))
+		fmt.Fprintf(stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))
 		if len(args) == 0 {
 			fmt.Fprintln(stderr, `run "coredag --help" for the commands`)
 		}
@@ -121,11 +121,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintf(stderr, "coredag: %s\n", dsl.EscapeControls(ee.err.Error()))
+			fmt.Fprintf(stderr, "coredag: %s\n", diag.EscapeControls(ee.err.Error()))
 		}
 		return ee.code
 	}
-	fmt.Fprintf(stderr, "coredag: %s\n", dsl.EscapeControls(err.Error()))
+	fmt.Fprintf(stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))
 	return exitFail
 }
 

@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/diag"
 )
 
 // binary is the coredag command built once for the tests that run it as a user would.
@@ -129,7 +131,7 @@ func TestCheckExitCodesAndJSON(t *testing.T) {
 	require.Len(t, reports, 1)
 	assert.False(t, reports[0].OK)
 	require.Len(t, reports[0].Diagnostics, 1)
-	assert.Equal(t, jsonDiagnostic{File: "<stdin>", Line: 4, Col: 27, Message: "slice b[1:5] ends past the end of b (4 elements)"}, reports[0].Diagnostics[0])
+	assert.Equal(t, diag.JSON{Code: diag.Shape, File: "<stdin>", Line: 4, Col: 27, Message: "slice b[1:5] ends past the end of b (4 elements)"}, reports[0].Diagnostics[0])
 
 	code, stdout, _ = coredag(t, "", "check", "-p", "ranks=0x8", "-p", "n=1KiB", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitOK, code)

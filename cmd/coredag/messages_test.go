@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
 )
 
@@ -45,23 +45,23 @@ func TestInitCheckedWhole(t *testing.T) {
 	var r checkReport
 	require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
 	require.Len(t, r.Diagnostics, 1)
-	assert.Equal(t, jsonDiagnostic{File: "<stdin>", Line: 2, Col: 26,
+	assert.Equal(t, diag.JSON{Code: diag.Expr, File: "<stdin>", Line: 2, Col: 26,
 		Message: "division by zero in 1 / 0 in the init of buffer a at element 8000006 on rank 0"}, r.Diagnostics[0])
 }
 
 // TestDiagnosticsJSONPositions: every diagnostic in JSON carries its position, whatever form
 // the error took on its way (a list, one diagnostic, an op's runtime fault).
 func TestDiagnosticsJSONPositions(t *testing.T) {
-	at := dsl.Pos{File: "p.dag", Line: 3, Col: 4}
+	at := diag.At("p.dag", 3, 4)
 	for _, err := range []error{
-		dsl.ErrorList{{Pos: at, Msg: "boom"}},
-		&dsl.Error{Pos: at, Msg: "boom"},
-		fmt.Errorf("reference: %w", &dsl.Error{Pos: at, Msg: "boom"}),
+		diag.List{{Code: diag.Name, Pos: at, Msg: "boom"}},
+		&diag.Diagnostic{Code: diag.Name, Pos: at, Msg: "boom"},
+		fmt.Errorf("reference: %w", &diag.Diagnostic{Code: diag.Name, Pos: at, Msg: "boom"}),
 	} {
-		assert.Equal(t, []jsonDiagnostic{{File: "p.dag", Line: 3, Col: 4, Message: "boom"}}, diagnosticsJSON(err), "%T", err)
+		assert.Equal(t, []diag.JSON{{Code: diag.Name, File: "p.dag", Line: 3, Col: 4, Message: "boom"}}, diagnosticsJSON(err), "%T", err)
 	}
 	op := &exec.OpError{Op: "w", Rank: 1, Queue: "q", Pos: at, Err: errors.New("remote access error")}
-	assert.Equal(t, []jsonDiagnostic{{File: "p.dag", Line: 3, Col: 4, Message: "op w on rank 1, queue q: remote access error"}}, diagnosticsJSON(op))
+	assert.Equal(t, []diag.JSON{{Code: diag.Fault, File: "p.dag", Line: 3, Col: 4, Message: "op w on rank 1, queue q: remote access error"}}, diagnosticsJSON(op))
 }
 
 // TestNoTerminalEscapes: neither a plan's text nor a file name reaches the terminal raw: an

@@ -18,7 +18,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/internal/atomicfile"
@@ -59,6 +59,7 @@ type runReport struct {
 	Iters      int                `json:"iters"`
 	OK         bool               `json:"ok"`
 	Error      string             `json:"error,omitempty"`
+	Diags      []diag.JSON        `json:"diagnostics,omitempty"` // the error, as diagnostics with codes and positions
 	Mismatches []string           `json:"mismatches,omitempty"`
 	LatencyNS  map[string]int64   `json:"latency_ns"`
 	WQEs       uint64             `json:"wqes_posted"`
@@ -143,13 +144,13 @@ func (c *runCmd) Run(e *env) error {
 		})
 		if err != nil {
 			bar.abort()
-			rep.OK, rep.Error = false, err.Error()
+			rep.OK, rep.Error, rep.Diags = false, err.Error(), runDiagnostics(err, plan)
 			if res != nil {
 				last = res
 			}
 			if !c.JSON {
-				fmt.Fprintf(e.stderr, "%s: run failed (seed %d): ", dsl.QuoteName(l.path), seed)
-				dsl.PrintError(e.stderr, err, dsl.Sources{l.path: l.src})
+				fmt.Fprintf(e.stderr, "%s: run failed (seed %d): ", diag.QuoteName(l.path), seed)
+				diag.Print(e.stderr, err, diag.Sources{l.path: l.src})
 			}
 			var hang *exec.HangError
 			if c.OnHang != "" && errors.As(err, &hang) {
@@ -195,7 +196,7 @@ func (c *runCmd) Run(e *env) error {
 			return err
 		}
 	} else if last != nil {
-		printRun(e, dsl.QuoteName(l.path), &rep, last, runs)
+		printRun(e, diag.QuoteName(l.path), &rep, last, runs)
 	}
 	if c.Timeline != "" && last != nil {
 		if err := c.writeTimeline(e, l.path, g, last, c.Timeline); err != nil {
@@ -269,7 +270,7 @@ func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
 		fmt.Fprintf(e.stdout, "PASS %s: memory matches the reference %s\n", path, where)
 	case rep.Error != "":
 		msg, _, _ := strings.Cut(rep.Error, "\n")
-		fmt.Fprintf(e.stdout, "FAIL %s: run failed: %s\n", path, dsl.EscapeControls(msg))
+		fmt.Fprintf(e.stdout, "FAIL %s: run failed: %s\n", path, diag.EscapeControls(msg))
 	default:
 		fmt.Fprintf(e.stdout, "FAIL %s: memory differs from the reference (%s)\n", path, planner.Plural(len(rep.Mismatches), "mismatch"))
 	}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/bootstrap"
 	"github.com/coredag/coredag/exec/verbs"
@@ -99,7 +99,7 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 	}
 	if world.Rank != 0 {
 		if !own.OK {
-			fmt.Fprintf(e.stderr, "%s: %s\n", dsl.QuoteName(l.path), dsl.EscapeControls(fmt.Sprint(own)))
+			fmt.Fprintf(e.stderr, "%s: %s\n", diag.QuoteName(l.path), diag.EscapeControls(fmt.Sprint(own)))
 			return &exitError{code: exitFail}
 		}
 		return nil
@@ -115,7 +115,7 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 		if !ok {
 			verdict = "FAIL %s: not every rank verified (%s, one process each)\n"
 		}
-		fmt.Fprintf(e.stdout, verdict, dsl.QuoteName(l.path), planner.Plural(g.Ranks, "rank"))
+		fmt.Fprintf(e.stdout, verdict, diag.QuoteName(l.path), planner.Plural(g.Ranks, "rank"))
 		fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, verbs on %v, %s\n", g.Name, engine, target.Name, nic, planner.Plural(c.Iters, "iteration"))
 		for _, r := range all {
 			line := r.String()

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 )
 
@@ -142,7 +143,7 @@ func Add(terms ...int64) int64 {
 // Error is a refusal: what was asked needs more memory than the budget.
 type Error struct {
 	// Pos, when valid, is where the figure comes from in the plan (a buffer declaration).
-	Pos    dsl.Pos
+	Pos    diag.Pos
 	Need   int64
 	Budget Budget
 	// What says what needs the memory, with the figure and how it is made up, e.g. "buffers need

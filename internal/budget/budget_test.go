@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 const meminfo = `MemTotal:       24576000 kB
@@ -107,7 +107,7 @@ func TestCheck(t *testing.T) {
 	assert.Equal(t, "buffers need 64 GiB; the memory budget is 20 GiB (set with --mem or COREDAG_MEM): lower the sizes", err.Error())
 
 	be := err.(*Error)
-	be.Pos = dsl.Pos{File: "plan.dag", Line: 3, Col: 8}
+	be.Pos = diag.At("plan.dag", 3, 8)
 	assert.Equal(t, "plan.dag:3:8: buffers need 64 GiB; the memory budget is 20 GiB (set with --mem or COREDAG_MEM): lower the sizes", be.Error())
 
 	err = Budget{Bytes: 1024, From: "--mem"}.Check(2048, "it needs 2 KiB", "")

@@ -6,6 +6,9 @@
 //	### "regexp"        a diagnostic on this line whose message matches regexp
 //	### 17 "regexp"     the same, at 1-based byte column 17
 //
+// The message a pattern sees is the diagnostic as printed without the quoted source: its
+// message with the rank suffix, then a line "\n    file:line:col: label" per related position.
+//
 // where regexp is a Go-quoted string (so "\\[" or a raw `[` inside a character class). Markers
 // are ordinary comments to the .dag lexer, so a chunk can be fed to the tools unchanged. Each
 // Case's source is padded with blank lines, so the positions a tool reports are lines and
@@ -23,7 +26,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 // Want is one expected diagnostic.
@@ -42,9 +45,20 @@ func (w Want) String() string {
 	return fmt.Sprintf("%d:%d: /%s/", w.Line, w.Col, w.Pattern)
 }
 
-// Matches reports whether diagnostic e satisfies w.
-func (w Want) Matches(e *dsl.Error) bool {
-	return e.Pos.Line == w.Line && (w.Col == 0 || e.Pos.Col == w.Col) && w.Re.MatchString(e.Msg)
+// Matches reports whether diagnostic e satisfies w: its position, and its text (see Text).
+func (w Want) Matches(e *diag.Diagnostic) bool {
+	return int(e.Pos.Line) == w.Line && (w.Col == 0 || int(e.Pos.Col) == w.Col) && w.Re.MatchString(Text(e))
+}
+
+// Text is what a pattern is matched against: the message as printed, with its rank suffix,
+// then one line per related position as diag.Print writes it ("\n    file:line:col: label").
+func Text(e *diag.Diagnostic) string {
+	var b strings.Builder
+	b.WriteString(e.Text())
+	for _, r := range e.Related {
+		b.WriteString("\n    " + r.Pos.String() + ": " + r.Label)
+	}
+	return b.String()
 }
 
 // Case is one chunk of a chunked file.
@@ -143,16 +157,16 @@ func markers(text string, line int) ([]Want, error) {
 	return wants, nil
 }
 
-// Diagnostics returns the diagnostics in err: the entries of a dsl.ErrorList, a single
-// *dsl.Error, or nothing for nil. Any other error is returned as the second result.
-func Diagnostics(err error) ([]*dsl.Error, error) {
+// Diagnostics returns the diagnostics in err: the entries of a diag.List, a single
+// *diag.Diagnostic, or nothing for nil. Any other error is returned as the second result.
+func Diagnostics(err error) ([]*diag.Diagnostic, error) {
 	switch e := err.(type) {
 	case nil:
 		return nil, nil
-	case dsl.ErrorList:
+	case diag.List:
 		return e, nil
-	case *dsl.Error:
-		return []*dsl.Error{e}, nil
+	case *diag.Diagnostic:
+		return []*diag.Diagnostic{e}, nil
 	}
 	return nil, err
 }
@@ -173,7 +187,7 @@ func Check(t testing.TB, got error, c Case) {
 
 // Mismatches compares diagnostics with c's expectations and describes every expected
 // diagnostic that is missing and every diagnostic that was not expected; nil means they agree.
-func Mismatches(diags []*dsl.Error, c Case) []string {
+func Mismatches(diags []*diag.Diagnostic, c Case) []string {
 	used := make([]bool, len(diags))
 	var out []string
 	for _, w := range c.Want {
@@ -194,42 +208,58 @@ func Mismatches(diags []*dsl.Error, c Case) []string {
 	}
 	for i, d := range diags {
 		if !used[i] {
-			out = append(out, fmt.Sprintf("unexpected diagnostic %d:%d: %s", d.Pos.Line, d.Pos.Col, d.Msg))
+			out = append(out, fmt.Sprintf("unexpected diagnostic %d:%d: %s", d.Pos.Line, d.Pos.Col, Text(d)))
 		}
 	}
 	return out
 }
 
-func onLine(diags []*dsl.Error, line int) string {
+func onLine(diags []*diag.Diagnostic, line int) string {
 	var s []string
 	for _, d := range diags {
-		if d.Pos.Line == line {
-			s = append(s, fmt.Sprintf("%d:%d: %s", d.Pos.Line, d.Pos.Col, d.Msg))
+		if int(d.Pos.Line) == line {
+			s = append(s, fmt.Sprintf("%d:%d: %s", d.Pos.Line, d.Pos.Col, Text(d)))
 		}
 	}
 	return strings.Join(s, " | ")
 }
 
-// diagLine matches a printed diagnostic: file:line:col: message (file may contain colons).
-var diagLine = regexp.MustCompile(`^(.*?):(\d+):(\d+): (.*)$`)
+// diagLine matches a printed diagnostic: file:line:col: message (file may contain colons), and
+// relatedLine one of its related positions, indented by four spaces.
+var (
+	diagLine    = regexp.MustCompile(`^(.*?):(\d+):(\d+): (.*)$`)
+	relatedLine = regexp.MustCompile(`^    (\S.*?):(\d+):(\d+): (.*)$`)
+)
 
 // ParseOutput extracts the diagnostics from the printed output of a tool (such as coredag
 // check), which prints each as file:line:col: message, possibly followed by the quoted source
-// line and a caret (indented, so never mistaken for a diagnostic).
-func ParseOutput(output string) []*dsl.Error {
-	var out []*dsl.Error
-	for _, l := range strings.Split(output, "\n") {
-		l = strings.TrimRight(l, "\r")
+// line and a caret, then its related positions (all indented, so never mistaken for a
+// diagnostic).
+func ParseOutput(output string) []*diag.Diagnostic {
+	var out []*diag.Diagnostic
+	lines := strings.Split(output, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := strings.TrimRight(lines[i], "\r")
+		if i+1 < len(lines) && strings.TrimSpace(lines[i+1]) == "^" { // a quoted source line and its caret
+			i++
+			continue
+		}
 		if strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t") {
+			if m := relatedLine.FindStringSubmatch(l); m != nil && len(out) > 0 {
+				out[len(out)-1].Relate(diag.At(m[1], atoi(m[2]), atoi(m[3])), m[4])
+			}
 			continue
 		}
 		m := diagLine.FindStringSubmatch(l)
 		if m == nil {
 			continue
 		}
-		line, _ := strconv.Atoi(m[2])
-		col, _ := strconv.Atoi(m[3])
-		out = append(out, &dsl.Error{Pos: dsl.Pos{File: m[1], Line: line, Col: col}, Msg: m[4]})
+		out = append(out, &diag.Diagnostic{Pos: diag.At(m[1], atoi(m[2]), atoi(m[3])), Msg: m[4]})
 	}
 	return out
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 )
 
 const sample = `plan a
@@ -58,8 +58,8 @@ func TestParseBadMarkers(t *testing.T) {
 	}
 }
 
-func diag(line, col int, msg string) *dsl.Error {
-	return &dsl.Error{Pos: dsl.Pos{File: "s.dag", Line: line, Col: col}, Msg: msg}
+func diagAt(line, col int, msg string) *diag.Diagnostic {
+	return &diag.Diagnostic{Pos: diag.At("s.dag", line, col), Msg: msg}
 }
 
 func TestMismatches(t *testing.T) {
@@ -68,20 +68,20 @@ func TestMismatches(t *testing.T) {
 	c := cases[1]
 	tests := []struct {
 		name  string
-		diags []*dsl.Error
+		diags []*diag.Diagnostic
 		want  []string
 	}{
-		{"exact", []*dsl.Error{diag(5, 5, "col five"), diag(5, 9, "another")}, nil},
-		{"order free", []*dsl.Error{diag(5, 1, "an"), diag(5, 5, "the col five here")}, nil},
-		{"wrong column", []*dsl.Error{diag(5, 6, "col five"), diag(5, 9, "an")}, []string{
+		{"exact", []*diag.Diagnostic{diagAt(5, 5, "col five"), diagAt(5, 9, "another")}, nil},
+		{"order free", []*diag.Diagnostic{diagAt(5, 1, "an"), diagAt(5, 5, "the col five here")}, nil},
+		{"wrong column", []*diag.Diagnostic{diagAt(5, 6, "col five"), diagAt(5, 9, "an")}, []string{
 			"missing diagnostic 5:5: /col five/; on that line got: 5:6: col five | 5:9: an",
 			"unexpected diagnostic 5:6: col five",
 		}},
-		{"wrong line", []*dsl.Error{diag(5, 5, "col five"), diag(6, 1, "an")}, []string{
+		{"wrong line", []*diag.Diagnostic{diagAt(5, 5, "col five"), diagAt(6, 1, "an")}, []string{
 			"missing diagnostic 5: /an( other)?/; on that line got: 5:5: col five",
 			"unexpected diagnostic 6:1: an",
 		}},
-		{"extra", []*dsl.Error{diag(5, 5, "col five"), diag(5, 1, "an"), diag(5, 1, "an")}, []string{
+		{"extra", []*diag.Diagnostic{diagAt(5, 5, "col five"), diagAt(5, 1, "an"), diagAt(5, 1, "an")}, []string{
 			"unexpected diagnostic 5:1: an",
 		}},
 		{"none", nil, []string{"missing diagnostic 5:5: /col five/", "missing diagnostic 5: /an( other)?/"}},
@@ -95,12 +95,12 @@ func TestMismatches(t *testing.T) {
 }
 
 func TestDiagnostics(t *testing.T) {
-	d := diag(1, 2, "m")
-	got, other := Diagnostics(dsl.ErrorList{d})
-	assert.Equal(t, []*dsl.Error{d}, got)
+	d := diagAt(1, 2, "m")
+	got, other := Diagnostics(diag.List{d})
+	assert.Equal(t, []*diag.Diagnostic{d}, got)
 	assert.NoError(t, other)
 	got, _ = Diagnostics(d)
-	assert.Equal(t, []*dsl.Error{d}, got)
+	assert.Equal(t, []*diag.Diagnostic{d}, got)
 	got, other = Diagnostics(nil)
 	assert.Nil(t, got)
 	assert.NoError(t, other)
@@ -112,12 +112,16 @@ func TestParseOutput(t *testing.T) {
 	out := "plans/x.dag:3:7: expected \"to\" after the source slice of write, got \"data\"\n" +
 		"    op a = write q data data\n" +
 		"                        ^\n" +
+		"    plans/x.dag:2:1: the queue\n" +
 		"x.dag:10:1: unknown op rx: see x.dag:2:3: here\n" +
+		"    x.dag:2:3: here\n" +
 		"2 errors\n"
 	got := ParseOutput(out)
 	require.Len(t, got, 2)
-	assert.Equal(t, dsl.Pos{File: "plans/x.dag", Line: 3, Col: 7}, got[0].Pos)
+	assert.Equal(t, []diag.Related{{Pos: diag.At("plans/x.dag", 2, 1), Label: "the queue"}}, got[0].Related)
+	assert.Equal(t, []diag.Related{{Pos: diag.At("x.dag", 2, 3), Label: "here"}}, got[1].Related)
+	assert.Equal(t, diag.At("plans/x.dag", 3, 7), got[0].Pos)
 	assert.Equal(t, `expected "to" after the source slice of write, got "data"`, got[0].Msg)
-	assert.Equal(t, dsl.Pos{File: "x.dag", Line: 10, Col: 1}, got[1].Pos)
+	assert.Equal(t, diag.At("x.dag", 10, 1), got[1].Pos)
 	assert.Equal(t, "unknown op rx: see x.dag:2:3: here", got[1].Msg)
 }

@@ -24,7 +24,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -292,14 +292,14 @@ func (b *builder) graph(name string) *planner.Graph {
 				}
 				return nil
 			},
-			Pos: dsl.Pos{File: file, Line: 1, Col: 1},
+			Pos: diag.At(file, 1, 1),
 		}},
 	}
 	line := 2
 	for r := 0; r < b.ranks; r++ {
 		span := planner.RankSpan{FirstOp: planner.OpID(len(g.Ops)), FirstQueue: planner.QueueID(len(g.Queues))}
 		for _, q := range b.queues[r] {
-			q.Pos = dsl.Pos{File: file, Line: line, Col: 1}
+			q.Pos = diag.At(file, line, 1)
 			line++
 			g.Queues = append(g.Queues, q)
 		}
@@ -318,7 +318,7 @@ func (b *builder) graph(name string) *planner.Graph {
 			}
 			op.Name = fmt.Sprintf("%s%d", base[:2], counts[base])
 			counts[base]++
-			op.Pos = dsl.Pos{File: file, Line: line, Col: 1}
+			op.Pos = diag.At(file, line, 1)
 			line++
 			op.Match = planner.None
 			op.Index = -1

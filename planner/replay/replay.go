@@ -24,7 +24,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -62,7 +62,7 @@ type checker struct {
 	p    *planner.Plan
 	g    *planner.Graph
 	opt  Options
-	errs dsl.ErrorList
+	errs diag.List
 	// of[op] is the entry that carries the op (data WQE or HOST step); found[op] how many did.
 	of    []entry
 	found []int
@@ -70,9 +70,9 @@ type checker struct {
 	posted [][][]int
 }
 
-func (c *checker) errorf(pos dsl.Pos, format string, args ...any) {
+func (c *checker) errorf(pos diag.Pos, format string, args ...any) {
 	if len(c.errs) < 50 {
-		c.errs.Add(pos, format, args...)
+		c.errs.Add(diag.Internal, pos, format, args...)
 	}
 }
 
@@ -131,7 +131,7 @@ func readLike(o planner.Opcode) bool {
 func (c *checker) checkShape() {
 	g := c.g
 	if len(c.p.Ranks) != g.Ranks {
-		c.errorf(dsl.Pos{File: g.File}, "plan has %d ranks, graph %d", len(c.p.Ranks), g.Ranks)
+		c.errorf(diag.InFile(g.File), "plan has %d ranks, graph %d", len(c.p.Ranks), g.Ranks)
 		return
 	}
 	for id := range g.Ops {
@@ -203,20 +203,20 @@ func (c *checker) checkShape() {
 				}
 			}
 			if n != wq.PerIteration {
-				c.errorf(dsl.Pos{File: c.g.File}, "rank %d %s: PerIteration %d, but the chain posts %d", r, wq.Name, wq.PerIteration, n)
+				c.errorf(diag.InFile(c.g.File), "rank %d %s: PerIteration %d, but the chain posts %d", r, wq.Name, wq.PerIteration, n)
 			}
 			if wq.CQ >= len(rp.CQs) {
-				c.errorf(dsl.Pos{File: c.g.File}, "rank %d %s: CQ %d out of range", r, wq.Name, wq.CQ)
+				c.errorf(diag.InFile(c.g.File), "rank %d %s: CQ %d out of range", r, wq.Name, wq.CQ)
 			} else if wq.CQ >= 0 && rp.CQs[wq.CQ].Queue != q {
-				c.errorf(dsl.Pos{File: c.g.File}, "rank %d: CQ %s serves another queue than %s; one CQ per queue keeps counts exact", r, rp.CQs[wq.CQ].Name, wq.Name)
+				c.errorf(diag.InFile(c.g.File), "rank %d: CQ %s serves another queue than %s; one CQ per queue keeps counts exact", r, rp.CQs[wq.CQ].Name, wq.Name)
 			}
 			if wq.Managed && wq.Kind != planner.SendQueue && wq.Kind != planner.RecvQueue {
-				c.errorf(dsl.Pos{File: c.g.File}, "rank %d %s: only data queues may be managed", r, wq.Name)
+				c.errorf(diag.InFile(c.g.File), "rank %d %s: only data queues may be managed", r, wq.Name)
 			}
 		}
 		for ci := range rp.CQs {
 			if sig[ci] != rp.CQs[ci].PerIteration {
-				c.errorf(dsl.Pos{File: c.g.File}, "rank %d CQ %s: PerIteration %d, but its queue signals %d", r, rp.CQs[ci].Name, rp.CQs[ci].PerIteration, sig[ci])
+				c.errorf(diag.InFile(c.g.File), "rank %d CQ %s: PerIteration %d, but its queue signals %d", r, rp.CQs[ci].Name, rp.CQs[ci].PerIteration, sig[ci])
 			}
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/randgraph"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/replay"
@@ -18,7 +18,7 @@ import (
 
 // allMessages joins every diagnostic of an error list (Error() prints only the first).
 func allMessages(err error) string {
-	var list dsl.ErrorList
+	var list diag.List
 	if errors.As(err, &list) {
 		var b strings.Builder
 		for _, e := range list {
