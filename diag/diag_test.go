@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -316,4 +317,25 @@ func TestGroupCompletesFirst(t *testing.T) {
 	l := g.List(4)
 	eq(t, len(l), 1)
 	eq(t, l[0].Text(), "race on data (add `b after a`) (on ranks 0, 1; likewise on rank 2)")
+}
+
+// A long line is quoted as a window around the column, the caret still under it.
+func TestPrintLongLine(t *testing.T) {
+	line := strings.Repeat("1+", 100000) + "x"
+	src := Sources{"long.dag": []byte("plan p\nlet a = " + line + "\n")}
+	for _, col := range []uint32{1, 9, 100000, uint32(len(line) + 8)} {
+		var b strings.Builder
+		Print(&b, &Diagnostic{Code: "expr", Pos: Pos{File: File("long.dag"), Line: 2, Col: col}, Msg: "m"}, src)
+		out := strings.Split(b.String(), "\n")
+		if len(out[1]) > maxQuoted+20 {
+			t.Fatalf("col %d: quoted %d bytes", col, len(out[1]))
+		}
+		full := "    let a = " + line
+		caret := strings.IndexByte(out[2], '^')
+		// the character above the caret is the one at the column
+		shown := []rune(out[1])
+		if caret >= len(shown) || string(shown[caret]) != string(full[4+col-1]) {
+			t.Fatalf("col %d: caret at %d under %q", col, caret, string(shown[min(caret, len(shown)-1)]))
+		}
+	}
 }

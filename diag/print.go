@@ -16,11 +16,20 @@ type Sources map[string][]byte
 // Line returns the text of line n (1-based) of file, without its line break (LF, CRLF or a lone
 // CR, as LineStarts counts lines) and, on line 1, without a byte-order mark.
 func (s Sources) Line(file string, n int) (string, bool) {
+	return s.line(map[string][]int{}, file, n)
+}
+
+// line is Line with the line starts of each file kept in starts between calls.
+func (s Sources) line(cache map[string][]int, file string, n int) (string, bool) {
 	src, ok := s[file]
 	if !ok || n < 1 {
 		return "", false
 	}
-	starts := LineStarts(src)
+	starts, ok := cache[file]
+	if !ok {
+		starts = LineStarts(src)
+		cache[file] = starts
+	}
 	if n > len(starts) {
 		return "", false
 	}
@@ -72,18 +81,48 @@ func Print(w io.Writer, err error, src Sources) {
 		fmt.Fprintln(w, EscapeControls(err.Error()))
 		return
 	}
+	lines := map[string][]int{} // line starts of each quoted file, found once
 	for _, d := range list {
 		fmt.Fprintln(w, EscapeControls(d.Error()))
-		if line, ok := src.Line(d.Pos.Filename(), int(d.Pos.Line)); ok && d.Pos.IsValid() {
-			shown := escape(line, "\t")
+		if line, ok := src.line(lines, d.Pos.Filename(), int(d.Pos.Line)); ok && d.Pos.IsValid() {
 			col := min(int(d.Pos.Col)-1, len(line))
-			pad := caretPad(shown, len(escape(line[:max(col, 0)], "\t"))+1)
+			line, col = clip(line, max(col, 0))
+			shown := escape(line, "\t")
+			pad := caretPad(shown, len(escape(line[:col], "\t"))+1)
 			fmt.Fprintf(w, "    %s\n    %s^\n", expandTabs(shown), pad)
 		}
 		for _, r := range d.Related {
 			fmt.Fprintf(w, "    %s: %s\n", r.Pos, EscapeControls(r.Label))
 		}
 	}
+}
+
+// maxQuoted is the most bytes of a source line a diagnostic quotes: a longer line (a generated
+// plan's) is cut to a window around the column, marked with "…" where it was cut.
+const maxQuoted = 160
+
+// clip cuts line to at most maxQuoted bytes around byte column col (0-based), on character
+// boundaries, and returns the column within what it kept, "…" included.
+func clip(line string, col int) (string, int) {
+	if len(line) <= maxQuoted {
+		return line, col
+	}
+	lo := max(0, min(col-maxQuoted/2, len(line)-maxQuoted))
+	hi := min(len(line), lo+maxQuoted)
+	for lo > 0 && !utf8.RuneStart(line[lo]) {
+		lo--
+	}
+	for hi < len(line) && !utf8.RuneStart(line[hi]) {
+		hi++
+	}
+	out, col := line[lo:hi], col-lo
+	if lo > 0 {
+		out, col = "…"+out, col+len("…")
+	}
+	if hi < len(line) {
+		out += "…"
+	}
+	return out, col
 }
 
 func expandTabs(s string) string { return strings.ReplaceAll(s, "\t", "    ") }
