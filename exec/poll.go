@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -23,7 +24,7 @@ type pollEngine struct {
 	g    *planner.Graph
 	mem  *Memory
 	res  []*rankRes
-	prog Progresser
+	prog nic.Progresser
 	hang time.Duration
 
 	pending, initPending []int32 // by op: unfinished predecessors
@@ -38,7 +39,7 @@ type pollEngine struct {
 	inDirty              []bool
 	stack                []int32 // host ops ready to run
 	cqs                  []pollCQ
-	wc                   []WC
+	wc                   []nic.WC
 	localOps             int
 	left                 int     // local ops not complete this iteration
 	flushed              error   // the first flushed completion of the iteration
@@ -55,42 +56,42 @@ type pollEngine struct {
 
 // pollSide is one side (send or receive) of one graph queue on one rank.
 type pollSide struct {
-	qp          QP
+	qp          nic.QP
 	recv        bool
 	rank        int
 	queue       planner.QueueID
 	cq          int32 // index into pollEngine.cqs
 	ops         []int32
-	swr         []SendWR
-	rwr         []RecvWR
+	swr         []nic.SendWR
+	rwr         []nic.RecvWR
 	next, done  int32 // posted up to next, completed up to done (slots)
 	depth       int32
-	signalledAt []bool    // by slot: produces a completion
-	sigBefore   []int32   // by slot (and one past the end): signalled slots before it
-	sigFrom     []int32   // by slot: the first signalled slot at or after it (len(ops) if none)
-	awaited     int32     // completions due from slots done..next-1
-	trig        TriggerQP // nil when the QP cannot post by itself (or triggers are off)
-	armedTo     int32     // slots next..armedTo-1 are armed on trig
+	signalledAt []bool        // by slot: produces a completion
+	sigBefore   []int32       // by slot (and one past the end): signalled slots before it
+	sigFrom     []int32       // by slot: the first signalled slot at or after it (len(ops) if none)
+	awaited     int32         // completions due from slots done..next-1
+	trig        nic.TriggerQP // nil when the QP cannot post by itself (or triggers are off)
+	armedTo     int32         // slots next..armedTo-1 are armed on trig
 }
 
 type pollCQ struct {
-	cq   CQ
+	cq   nic.CQ
 	side int32
 	name string
 	rank int
-	spin SpinCQ // nil when the driver cannot spin by itself
-	hold HoldCQ // nil when Poll cannot hold completions
+	spin nic.SpinCQ // nil when the driver cannot spin by itself
+	hold nic.HoldCQ // nil when Poll cannot hold completions
 }
 
 // newPoll sets up the polling engine. The plan, compiled for a target without cross-channel
 // (generic), decides which WQEs are signalled and which sends go inline; without one, every WQE
 // is signalled and sends go inline as the plan text says.
-func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, p Provider, opts Options) (*pollEngine, error) {
+func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*pollEngine, error) {
 	n := len(g.Ops)
 	e := &pollEngine{g: g, mem: mem, res: res, hang: opts.HangTimeout,
 		pending: make([]int32, n), initPending: make([]int32, n), ready: make([]bool, n),
-		opSide: make([]int32, n), opSlot: make([]int32, n), wc: make([]WC, 64)}
-	e.prog, _ = p.(Progresser)
+		opSide: make([]int32, n), opSlot: make([]int32, n), wc: make([]nic.WC, 64)}
+	e.prog, _ = p.(nic.Progresser)
 	if opts.Timeline {
 		e.times = make([]time.Duration, n)
 	}
@@ -116,7 +117,7 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 			q := &g.Queues[spec.graphQueue]
 			for _, recv := range []bool{false, true} {
 				side := pollSide{qp: r.qps[qi], recv: recv, rank: r.rank, queue: spec.graphQueue, depth: int32(spec.sendDepth)}
-				if t, ok := side.qp.(TriggerQP); ok && !recv && p.Caps().Triggers && !opts.NoTriggers {
+				if t, ok := side.qp.(nic.TriggerQP); ok && !recv && p.Caps().Triggers && !opts.NoTriggers {
 					side.trig = t
 				}
 				ops, cq := q.SendOps, spec.sendCQ
@@ -126,9 +127,9 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 				si := int32(len(e.sides))
 				side.cq = int32(len(e.cqs))
 				pc := pollCQ{cq: r.cqs[cq], side: si, name: r.layout.cqs[cq].name, rank: r.rank}
-				pc.spin, _ = pc.cq.(SpinCQ)
-				pc.hold, _ = pc.cq.(HoldCQ)
-				if st, ok := pc.cq.(StampCQ); ok && opts.Timeline {
+				pc.spin, _ = pc.cq.(nic.SpinCQ)
+				pc.hold, _ = pc.cq.(nic.HoldCQ)
+				if st, ok := pc.cq.(nic.StampCQ); ok && opts.Timeline {
 					st.Stamp(true)
 				}
 				e.cqs = append(e.cqs, pc)
@@ -137,7 +138,7 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 					e.opSide[id], e.opSlot[id] = si, int32(k)
 					if recv {
 						l := r.local(g, g.Ops[id].Dst)
-						side.rwr = append(side.rwr, RecvWR{ID: uint64(id), Local: l})
+						side.rwr = append(side.rwr, nic.RecvWR{ID: uint64(id), Local: l})
 						side.signalledAt = append(side.signalledAt, true)
 						continue
 					}
@@ -148,7 +149,7 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 					}
 					wr := r.dataWR(g, id, inline)
 					if sig {
-						wr.Flags |= FlagSignaled
+						wr.Flags |= nic.FlagSignaled
 					}
 					side.swr = append(side.swr, wr)
 					side.signalledAt = append(side.signalledAt, sig)
@@ -262,7 +263,7 @@ func (e *pollEngine) runHost() error {
 			return err
 		}
 		if e.times != nil {
-			e.now = Now()
+			e.now = nic.Now()
 		}
 		e.hostSteps++
 		e.complete(id)
@@ -295,7 +296,7 @@ func (e *pollEngine) flush() (bool, error) {
 		e.advanceSide(s, k)
 		did = did || k > 0
 		if err != nil {
-			if errors.Is(err, ErrQueueFull) {
+			if errors.Is(err, nic.ErrQueueFull) {
 				continue // retried when a completion frees a slot
 			}
 			return did, opErrorf(e.g, planner.OpID(s.ops[lo+int32(k)]), "post: %w", err)
@@ -327,7 +328,7 @@ func (e *pollEngine) arm() {
 		s := &e.sides[si]
 		s.armedTo = max(s.armedTo, s.next)
 		from := s.armedTo
-		for n := int32(len(s.ops)); s.armedTo < n && s.armedTo-s.next < MaxArmed && s.armedTo-s.done < s.depth; s.armedTo++ {
+		for n := int32(len(s.ops)); s.armedTo < n && s.armedTo-s.next < nic.MaxArmed && s.armedTo-s.done < s.depth; s.armedTo++ {
 			j := s.armedTo
 			id := s.ops[j]
 			c, after := &e.cqs[s.cq], 0
@@ -435,7 +436,7 @@ func (e *pollEngine) fired() error {
 		} else {
 			e.touch(si) // requests that were armed while ready are the engine's again
 		}
-		if err != nil && !errors.Is(err, ErrQueueFull) && failed == nil {
+		if err != nil && !errors.Is(err, nic.ErrQueueFull) && failed == nil {
 			failed = opErrorf(e.g, planner.OpID(s.ops[s.next]), "post: %w", err)
 		}
 	}
@@ -475,14 +476,14 @@ func (e *pollEngine) advance() (bool, error) {
 }
 
 // handle processes one completion.
-func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
+func (e *pollEngine) handle(c *pollCQ, wc *nic.WC) error {
 	if wc.ID >= uint64(len(e.opSide)) {
 		return fmt.Errorf("rank %d: CQ %s returned a completion for unknown work request %d", c.rank, c.name, wc.ID)
 	}
 	id := int32(wc.ID)
-	if wc.Status != StatusSuccess {
+	if wc.Status != nic.StatusSuccess {
 		err := opErrorf(e.g, planner.OpID(id), "completed with status %s on CQ %s", wc.Status, c.name)
-		if wc.Status == StatusFlushError {
+		if wc.Status == nic.StatusFlushError {
 			// A consequence of an error elsewhere: iterate looks for the cause first.
 			if e.flushed == nil {
 				e.flushed = err
@@ -504,7 +505,7 @@ func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
 		// A driver's stamp is a calibrated reading, a few microseconds off at worst; the poll
 		// that found the completion began after the iteration did, and so does its date.
 		if e.now = wc.Time; e.now == 0 {
-			e.now = Now()
+			e.now = nic.Now()
 		} else if e.now < e.t0 {
 			e.now = e.t0
 		}
@@ -525,7 +526,7 @@ func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
 
 func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 	if e.times != nil {
-		e.t0 = Now()
+		e.t0 = nic.Now()
 	}
 	for _, id := range e.roots {
 		e.markReady(id)

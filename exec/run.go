@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -152,7 +153,7 @@ type driver interface {
 // creates and connects the queues, runs opts.Iters iterations with the chosen engine, and
 // compares the final memory with the reference. A fault or a hang ends the run with an error
 // (an *OpError or a *HangError); the Result, when not nil, holds what was measured up to then.
-func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, opts Options) (*Result, error) {
+func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p nic.Provider, opts Options) (*Result, error) {
 	if g == nil || p == nil {
 		return nil, errors.New("run: need a graph and a provider")
 	}
@@ -242,12 +243,12 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 	if plan != nil {
 		out.Target = plan.Target.Name
 	}
-	var before NICStats
-	sr, _ := p.(StatsReporter)
+	var before nic.NICStats
+	sr, _ := p.(nic.StatsReporter)
 	if sr != nil {
 		before = sr.NICStats()
 	}
-	if _, soft := p.(Progresser); !soft {
+	if _, soft := p.(nic.Progresser); !soft {
 		// A NIC that moves by itself is polled by this goroutine in a tight loop of short C calls
 		// and long posts (a software device transfers inside ibv_post_send). Unlocked, the
 		// scheduler hands the goroutine from thread to thread around the long calls, each move a
@@ -328,7 +329,7 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 	return finish(nil)
 }
 
-func chooseEngine(e Engine, plan *planner.Plan, caps Caps) (Engine, error) {
+func chooseEngine(e Engine, plan *planner.Plan, caps nic.Caps) (Engine, error) {
 	switch e {
 	case Auto:
 		if caps.CrossChannel && plan != nil && plan.Target.CrossChannel {
@@ -348,7 +349,7 @@ func chooseEngine(e Engine, plan *planner.Plan, caps Caps) (Engine, error) {
 			return e, fmt.Errorf("the offload engine needs a plan compiled for a cross-channel target; target %s has none (compile for connectx or connectx-inline, or use the poll engine)", plan.Target.Name)
 		}
 		if !caps.CrossChannel {
-			return e, fmt.Errorf("the offload engine needs cross-channel (CORE-Direct) support, which this NIC lacks: %w (use the poll engine)", ErrNoCrossChannel)
+			return e, fmt.Errorf("the offload engine needs cross-channel (CORE-Direct) support, which this NIC lacks: %w (use the poll engine)", nic.ErrNoCrossChannel)
 		}
 		return Offload, nil
 	}

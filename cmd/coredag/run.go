@@ -20,6 +20,7 @@ import (
 
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/internal/atomicfile"
 	"github.com/coredag/coredag/internal/budget"
@@ -137,8 +138,8 @@ func (c *runCmd) Run(e *env) error {
 	var last *exec.Result
 	for k := 0; k < runs; k++ {
 		seed := first + uint64(k)
-		nic := softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
-		res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{
+		sn := softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
+		res, err := exec.Run(context.Background(), g, plan, sn, exec.Options{
 			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, NoTriggers: c.NoTriggers, Timeline: c.Timeline != "", OnIteration: func(int, int) { bar.step() },
 		})
 		if err != nil {
@@ -214,7 +215,7 @@ func (c *runCmd) Run(e *env) error {
 //
 // Before it allocates the reference it checks that the run fits in the memory budget: p (nil
 // when the provider is not open yet) says what registering the buffers costs.
-func (c *runCmd) setup(e *env, l *loaded, defaultTarget string, p exec.Provider) (exec.Engine, *planner.Plan, *exec.Memory, error) {
+func (c *runCmd) setup(e *env, l *loaded, defaultTarget string, p nic.Provider) (exec.Engine, *planner.Plan, *exec.Memory, error) {
 	engine, err := exec.ParseEngine(c.Engine)
 	if err != nil {
 		return 0, nil, nil, usageError("%v", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -182,7 +183,7 @@ func AllOK(reports []Report) error {
 // Barrier from Attach), and ends with Finish. It returns this rank's result (nil if the run did not
 // start), this rank's report, and on rank 0 every rank's report. err is set only when the ranks
 // could not be connected or the verdicts not collected; a failed run is in the reports.
-func RunProcess(ctx context.Context, g *planner.Graph, plan *planner.Plan, p exec.Provider, cfg Config, opts exec.Options) (*exec.Result, Report, []Report, error) {
+func RunProcess(ctx context.Context, g *planner.Graph, plan *planner.Plan, p nic.Provider, cfg Config, opts exec.Options) (*exec.Result, Report, []Report, error) {
 	c, err := Connect(ctx, cfg)
 	if err != nil {
 		return nil, Report{Rank: cfg.Rank, Error: err.Error()}, nil, err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/bootstrap"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/planner"
 	"github.com/stretchr/testify/require"
 )
@@ -45,7 +46,7 @@ const (
 // 0 print the median iteration time of each mode ("AB triggers=on|off N ns over M iterations")
 // and the median over the k pairs of the ratio of a run's median with triggers to the next run's
 // without ("AB ratio R over K pairs"): pairs see the same state of a machine whose speed drifts.
-func abRounds(t *testing.T, ctx context.Context, k int, g *planner.Graph, plan *planner.Plan, p exec.Provider, cfg bootstrap.Config, opts exec.Options) {
+func abRounds(t *testing.T, ctx context.Context, k int, g *planner.Graph, plan *planner.Plan, p nic.Provider, cfg bootstrap.Config, opts exec.Options) {
 	lat := map[bool][]time.Duration{}
 	var ratios []float64
 	var on time.Duration
