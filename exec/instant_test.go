@@ -181,13 +181,13 @@ func newInstantEngineFor(tb testing.TB, g *planner.Graph, p *instantNIC, hang ti
 	for r := range ranks {
 		ranks[r] = r
 	}
-	res, err := setupRanks(context.Background(), p, g, ranks,
-		func(r int) (rankLayout, error) { return pollLayout(g, r, p.Caps()), nil }, nil)
-	require.NoError(tb, err)
-	mem := NewMemory(g)
 	plan, err := planner.Compile(g, mustTarget(tb, "generic"))
 	require.NoError(tb, err)
-	e, err := newPoll(g, plan, mem, res, p, Options{HangTimeout: hang})
+	res, err := setupRanks(context.Background(), p, g, ranks,
+		func(r int) (rankLayout, error) { return pollLayout(plan, r, p.Caps()) }, nil)
+	require.NoError(tb, err)
+	mem := NewMemory(g)
+	e, err := newPoll(plan, mem, res, p, Options{HangTimeout: hang})
 	require.NoError(tb, err)
 	return e, len(g.Ops)
 }
@@ -255,7 +255,7 @@ func TestQPInlineFitsThePlan(t *testing.T) {
 	require.NoError(t, err)
 	p := &instantNIC{}
 	require.Greater(t, p.Caps().MaxInline, plan.Target.MaxInline, "the test needs a NIC that allows more than the target")
-	res, err := Run(context.Background(), g, plan, p, Options{Engine: Poll})
+	res, err := Run(context.Background(), plan, p, Options{Engine: Poll})
 	require.NoError(t, err)
 	require.True(t, res.OK)
 	require.NotEmpty(t, p.qpInlines)

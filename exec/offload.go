@@ -69,7 +69,8 @@ func offID(rank, wq, idx int) uint64 {
 	return offloadTag | uint64(rank)<<40 | uint64(wq)<<24 | uint64(idx)
 }
 
-func newOffload(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*offloadEngine, error) {
+func newOffload(plan *planner.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*offloadEngine, error) {
+	g := plan.Graph
 	e := &offloadEngine{g: g, plan: plan, mem: mem, hang: opts.HangTimeout, wc: make([]nic.WC, 64)}
 	e.prog, _ = p.(nic.Progresser)
 	for _, r := range res {
@@ -220,6 +221,7 @@ func (e *offloadEngine) counters(r *Result) {
 	r.HostSteps += e.hostSteps
 	r.Waits += e.waits
 	r.Enables += e.enables
+	e.posted, e.polled, e.hostSteps, e.waits, e.enables = 0, 0, 0, 0, 0
 }
 
 // post posts what remains of every NIC chain (all of it at iteration start; the rest later when

@@ -10,8 +10,9 @@ import (
 	"github.com/coredag/coredag/planner"
 )
 
-// pollEngine walks the dependency graph on the CPU. Every local op has a counter of unfinished
-// explicit predecessors; successors live in one flat CSR array; each queue side keeps its work
+// pollEngine walks the dependency graph on the CPU, as the plan's Deps give it. Every local op
+// has a counter of unfinished explicit predecessors; successors come from the plan's flat CSR
+// array; each queue side keeps its work
 // requests prebuilt in queue order, so posting a run of ready ones is one PostSend of a
 // sub-slice. The hot loop polls every CQ, resolves successors, runs host ops whose inputs are
 // complete, and posts newly ready work requests in batches, without allocating or locking.
@@ -22,13 +23,14 @@ import (
 // Re-arming copies the initial counters back in place.
 type pollEngine struct {
 	g    *planner.Graph
+	deps *planner.Deps
 	mem  *Memory
 	res  []*rankRes
 	prog nic.Progresser
 	hang time.Duration
 
 	pending, initPending []int32 // by op: unfinished predecessors
-	succStart, succList  []int32 // CSR of explicit successors
+	succStart, succList  []int32 // the plan's successors (Deps), in CSR form
 	ready                []bool  // by op: predecessors done, waiting for its turn on the queue
 	opSide               []int32 // by op: side index, -1 for host ops
 	opSlot               []int32 // by op: position on its side
@@ -83,14 +85,19 @@ type pollCQ struct {
 	hold nic.HoldCQ // nil when Poll cannot hold completions
 }
 
-// newPoll sets up the polling engine. The plan, compiled for a target without cross-channel
-// (generic), decides which WQEs are signalled and which sends go inline; without one, every WQE
-// is signalled and sends go inline as the plan text says.
-func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*pollEngine, error) {
+// newPoll sets up the polling engine on a plan compiled for a target without cross-channel
+// (generic): the plan's Deps give every op's predecessors and successors, its chains give each
+// queue side's ops in queue order, which of them are signalled and which sends go inline.
+func newPoll(plan *planner.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*pollEngine, error) {
+	g, deps := plan.Graph, plan.Deps
+	if deps == nil || len(deps.PredStart) != len(g.Ops)+1 || len(deps.SuccStart) != len(g.Ops)+1 {
+		return nil, fmt.Errorf("the poll engine needs a plan compiled for a target without cross-channel; target %s has none of the dependencies it walks (compile for generic)", plan.Target.Name)
+	}
 	n := len(g.Ops)
-	e := &pollEngine{g: g, mem: mem, res: res, hang: opts.HangTimeout,
+	e := &pollEngine{g: g, deps: deps, mem: mem, res: res, hang: opts.HangTimeout,
 		pending: make([]int32, n), initPending: make([]int32, n), ready: make([]bool, n),
-		opSide: make([]int32, n), opSlot: make([]int32, n), wc: make([]nic.WC, 64)}
+		opSide: make([]int32, n), opSlot: make([]int32, n), wc: make([]nic.WC, 64),
+		succStart: deps.SuccStart, succList: deps.SuccList}
 	e.prog, _ = p.(nic.Progresser)
 	if opts.Timeline {
 		e.times = make([]time.Duration, n)
@@ -98,31 +105,25 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 	for i := range e.opSide {
 		e.opSide[i] = -1
 	}
-	e.succStart = make([]int32, n+1)
-	for i := 0; i < n; i++ {
-		s := g.Succs(planner.OpID(i))
-		e.succStart[i+1] = e.succStart[i] + int32(len(s))
-		e.succList = append(e.succList, s...)
-	}
 	for _, r := range res {
 		first, end := g.RankOps(r.rank)
 		for id := first; id < end; id++ {
-			e.initPending[id] = int32(len(g.Preds(id)))
+			e.initPending[id] = deps.NumPreds(id)
 			if e.initPending[id] == 0 {
 				e.roots = append(e.roots, int32(id))
 			}
 			e.localOps++
 		}
+		rp := &plan.Ranks[r.rank]
 		for qi, spec := range r.layout.qps {
-			q := &g.Queues[spec.graphQueue]
 			for _, recv := range []bool{false, true} {
 				side := pollSide{qp: r.qps[qi], recv: recv, rank: r.rank, queue: spec.graphQueue, depth: int32(spec.sendDepth)}
 				if t, ok := side.qp.(nic.TriggerQP); ok && !recv && p.Caps().Triggers && !opts.NoTriggers {
 					side.trig = t
 				}
-				ops, cq := q.SendOps, spec.sendCQ
+				wq, cq := &rp.Queues[spec.sendWQ], spec.sendCQ
 				if recv {
-					ops, cq, side.depth = q.RecvOps, spec.recvCQ, int32(spec.recvDepth)
+					wq, cq, side.depth = &rp.Queues[spec.recvWQ], spec.recvCQ, int32(spec.recvDepth)
 				}
 				si := int32(len(e.sides))
 				side.cq = int32(len(e.cqs))
@@ -133,21 +134,21 @@ func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, 
 					st.Stamp(true)
 				}
 				e.cqs = append(e.cqs, pc)
-				for k, id := range ops {
+				for k := range wq.Chain {
+					w := &wq.Chain[k]
+					id := w.Op
+					if !w.Opcode.IsData() || id < 0 || int(id) >= n || g.Ops[id].Rank != r.rank {
+						return nil, fmt.Errorf("rank %d work queue %s: entry #%d is %s %s, not an op of the rank the poll engine can post (compile for generic)", r.rank, wq.Name, k, w.Opcode, w.Name)
+					}
 					side.ops = append(side.ops, int32(id))
 					e.opSide[id], e.opSlot[id] = si, int32(k)
 					if recv {
-						l := r.local(g, g.Ops[id].Dst)
-						side.rwr = append(side.rwr, nic.RecvWR{ID: uint64(id), Local: l})
+						side.rwr = append(side.rwr, nic.RecvWR{ID: uint64(id), Local: r.local(g, w.Local)})
 						side.signalledAt = append(side.signalledAt, true)
 						continue
 					}
-					sig, inline := true, g.Ops[id].Inline
-					if plan != nil {
-						w := plan.WQEOf(id)
-						sig, inline = w.Signalled(), w.Flags&planner.Inline != 0
-					}
-					wr := r.dataWR(g, id, inline)
+					sig := w.Signalled()
+					wr := r.dataWR(g, id, w.Flags&planner.Inline != 0)
 					if sig {
 						wr.Flags |= nic.FlagSignaled
 					}
@@ -219,6 +220,7 @@ func (e *pollEngine) counters(r *Result) {
 	r.CQEsPolled += e.polled
 	r.HostSteps += e.hostSteps
 	r.Triggered += e.triggered
+	e.posted, e.polled, e.hostSteps, e.triggered = 0, 0, 0, 0
 }
 
 func (e *pollEngine) timeline() []time.Duration { return e.times }
@@ -361,7 +363,7 @@ func (e *pollEngine) armable(id int32) (*pollCQ, int, bool) {
 		return nil, 0, false
 	}
 	p := int32(-1)
-	for _, q := range e.g.Preds(planner.OpID(id)) {
+	for _, q := range e.deps.Preds(planner.OpID(id)) {
 		if !e.opDone(q) {
 			p = q
 			break
@@ -656,7 +658,7 @@ func (e *pollEngine) diagnose(iter int) error {
 		id := planner.OpID(s.ops[s.next])
 		var blockers []string
 		first := planner.OpID(planner.None)
-		for _, p := range g.Preds(id) {
+		for _, p := range e.deps.Preds(id) {
 			if !e.opDone(p) {
 				blockers = append(blockers, opRef(g, planner.OpID(p)))
 				if first == planner.None {

@@ -26,8 +26,8 @@ type qpSpec struct {
 	recvCQ     int             // index into rankLayout.cqs; -1: none (local-only queues)
 	sendDepth  int
 	recvDepth  int
-	sendWQ     int // plan work queue of the send side (offload), -1 otherwise
-	recvWQ     int // plan work queue of the receive side (offload), -1 otherwise
+	sendWQ     int // plan work queue of the send side, -1 for none
+	recvWQ     int // plan work queue of the receive side, -1 for none
 	managedS   bool
 	managedR   bool
 	crossChan  bool
@@ -57,19 +57,30 @@ type rankRes struct {
 	peers  []Endpoint
 }
 
-// pollLayout gives every graph queue of rank one QP with a CQ per side.
-func pollLayout(g *planner.Graph, rank int, caps nic.Caps) rankLayout {
+// pollLayout gives every graph queue of the rank one QP with a CQ per side: the send and
+// receive work queues the plan compiled for a target without cross-channel, each as deep as its
+// graph queue (within the device's limits).
+func pollLayout(plan *planner.Plan, rank int, caps nic.Caps) (rankLayout, error) {
+	g, rp := plan.Graph, &plan.Ranks[rank]
 	l := rankLayout{maxInline: caps.MaxInline}
 	span := g.Rank[rank]
-	for q := span.FirstQueue; q < span.EndQueue; q++ {
-		gq := &g.Queues[q]
-		d := clampDepth(gq.Depth, caps.MaxQPDepth)
-		l.cqs = append(l.cqs, cqSpec{name: gq.Name + ".scq", depth: clampDepth(d, caps.MaxCQDepth)},
-			cqSpec{name: gq.Name + ".rcq", depth: clampDepth(d, caps.MaxCQDepth)})
-		l.qps = append(l.qps, qpSpec{name: gq.Name, graphQueue: q, sendCQ: len(l.cqs) - 2, recvCQ: len(l.cqs) - 1,
-			sendDepth: d, recvDepth: d, sendWQ: -1, recvWQ: -1})
+	nq := int(span.EndQueue - span.FirstQueue)
+	if len(rp.SendWQ) != nq || len(rp.RecvWQ) != nq {
+		return l, fmt.Errorf("rank %d: the plan maps %d graph queues, the graph has %d", rank, len(rp.SendWQ), nq)
 	}
-	return l
+	for i := 0; i < nq; i++ {
+		q := span.FirstQueue + planner.QueueID(i)
+		s, r := rp.SendWQ[i], rp.RecvWQ[i]
+		if s < 0 || r < 0 || s >= len(rp.Queues) || r >= len(rp.Queues) || rp.Queues[s].CQ < 0 || rp.Queues[r].CQ < 0 {
+			return l, fmt.Errorf("rank %d queue %s: the plan gives it no send and receive work queue with a CQ", rank, g.Queues[q].Name)
+		}
+		d := clampDepth(rp.Queues[s].Depth, caps.MaxQPDepth)
+		l.cqs = append(l.cqs, cqSpec{name: rp.CQs[rp.Queues[s].CQ].Name, depth: clampDepth(d, caps.MaxCQDepth)},
+			cqSpec{name: rp.CQs[rp.Queues[r].CQ].Name, depth: clampDepth(d, caps.MaxCQDepth)})
+		l.qps = append(l.qps, qpSpec{name: g.Queues[q].Name, graphQueue: q, sendCQ: len(l.cqs) - 2, recvCQ: len(l.cqs) - 1,
+			sendDepth: d, recvDepth: d, sendWQ: s, recvWQ: r})
+	}
+	return l, nil
 }
 
 func clampDepth(d, max int) int {

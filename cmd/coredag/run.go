@@ -139,7 +139,7 @@ func (c *runCmd) Run(e *env) error {
 	for k := 0; k < runs; k++ {
 		seed := first + uint64(k)
 		sn := softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
-		res, err := exec.Run(context.Background(), g, plan, sn, exec.Options{
+		res, err := exec.Run(context.Background(), plan, sn, exec.Options{
 			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, NoTriggers: c.NoTriggers, Timeline: c.Timeline != "", OnIteration: func(int, int) { bar.step() },
 		})
 		if err != nil {

@@ -83,7 +83,7 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 		return &exitError{code: exitFail}
 	}
 	cfg := bootstrap.Config{World: world, Addr: c.Bootstrap}
-	res, own, all, err := bootstrap.RunProcess(context.Background(), g, plan, nic, cfg,
+	res, own, all, err := bootstrap.RunProcess(context.Background(), plan, nic, cfg,
 		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true, NoTriggers: c.NoTriggers, Timeline: c.Timeline != ""})
 	if c.Timeline != "" && res != nil {
 		path := c.timelinePath(world.Rank, world.Size)

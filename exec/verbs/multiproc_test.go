@@ -52,7 +52,7 @@ func abRounds(t *testing.T, ctx context.Context, k int, g *planner.Graph, plan *
 	var on time.Duration
 	for i := 0; i < 2*k; i++ {
 		opts.NoTriggers = i%2 == 1
-		res, _, all, err := bootstrap.RunProcess(ctx, g, plan, p, cfg, opts)
+		res, _, all, err := bootstrap.RunProcess(ctx, plan, p, cfg, opts)
 		require.NoError(t, err)
 		require.NoError(t, bootstrap.AllOK(all))
 		lat[opts.NoTriggers] = append(lat[opts.NoTriggers], res.Latency.All...)
@@ -123,7 +123,7 @@ func TestRankProcess(t *testing.T) {
 		abRounds(t, ctx, k, g, plan, p, cfg, opts)
 		return
 	}
-	res, own, all, err := bootstrap.RunProcess(ctx, g, plan, p, cfg, opts)
+	res, own, all, err := bootstrap.RunProcess(ctx, plan, p, cfg, opts)
 	require.NoError(t, err)
 	t.Logf("own verdict: %v", own)
 	if world.Rank != 0 {
