@@ -12,7 +12,22 @@ import (
 	"github.com/coredag/coredag/internal/nictest"
 )
 
-func nicEnd(e *end) nictest.End { return nictest.End{QP: e.qp, SCQ: e.scq, RCQ: e.rcq, MR: e.mem} }
+func nicEnd(e *end) nictest.End {
+	return nictest.End{Ctx: e.ctx, PD: e.pd, QP: e.qp, SCQ: e.scq, RCQ: e.rcq, MR: e.mem}
+}
+
+// TestContract holds the verbs provider to package nic's contract.
+func TestContract(t *testing.T) {
+	p := provider(t)
+	nictest.Contract(t, p.Caps(), func(t *testing.T, c nictest.PairConfig) (nictest.End, nictest.End) {
+		depth := c.Depth
+		if depth == 0 {
+			depth = 64
+		}
+		a, b := pairDepth(t, p, c.Access, c.RNRRetry, depth)
+		return nicEnd(a), nicEnd(b)
+	})
+}
 
 func TestTrigger(t *testing.T) {
 	a, b := pair(t, provider(t), nic.AccessLocalWrite|nic.AccessRemoteWrite, 0)

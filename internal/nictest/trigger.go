@@ -1,5 +1,7 @@
-// Package nictest holds contract tests for nic.Provider implementations: each provider's own
-// tests call them with ends connected on its NIC, so every provider is held to the same behaviour.
+// Package nictest holds the contract tests of package nic: each provider's own tests call them
+// with ends connected on its NIC (Contract for what every provider must do, Trigger and
+// TriggerDisarm for providers with TriggerQP), so every provider is held to the same behaviour.
+// It depends on package nic only.
 package nictest
 
 import (
@@ -13,9 +15,11 @@ import (
 	"github.com/coredag/coredag/exec/nic"
 )
 
-// End is one rank of a connected pair: a QP, its send and receive CQs, and a region of at least
-// 256 bytes that peers may write.
+// End is one rank of a connected pair: its context and protection domain, a QP, its send and
+// receive CQs, and a region of at least 256 bytes (4 KiB for Contract) that peers may write.
 type End struct {
+	Ctx      nic.Context
+	PD       nic.PD
 	QP       nic.QP
 	SCQ, RCQ nic.CQ
 	MR       nic.MR
