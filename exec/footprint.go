@@ -35,7 +35,8 @@ func timelineRowBytes(g *planner.Graph) int64 {
 	return int64(len(g.Ops))*int64(unsafe.Sizeof(time.Duration(0))) + 2*int64(unsafe.Sizeof([]time.Duration(nil)))
 }
 
-// Estimate says what Run(ctx, g, plan, p, opts) will hold, before it allocates anything. The
+// Estimate says what running g on p with opts holds (Prepare, and opts.Iters iterations of
+// Session.Run, as exec.Run does), before it allocates anything. The
 // figures come from the same arithmetic as the allocations (rankBytes, the provider's MRBytes).
 // p may be nil when the provider is not open yet: regions then count their size.
 func Estimate(g *planner.Graph, p nic.Provider, opts Options) Footprint {
