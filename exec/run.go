@@ -53,6 +53,7 @@ const DefaultHangTimeout = 10 * time.Second
 
 // Options tune a Session (Prepare) and the convenience Run.
 type Options struct {
+	// Engine runs the plan; Auto picks by the plan's target and the NIC's caps, as Select does.
 	Engine Engine
 	// Iters is the number of iterations Run runs (default 1); Session.Run takes its own count.
 	// Buffers are reset to their init values before each one, outside the timed region.
@@ -69,8 +70,9 @@ type Options struct {
 	// Exchange hands this process's endpoints to the other processes and returns the endpoints
 	// of all ranks, indexed by rank. Nil when every rank is local.
 	Exchange func(ctx context.Context, local []Endpoint) ([]Endpoint, error)
-	// Barrier synchronises all processes; Run calls it after resetting buffers and after each
-	// iteration, so no peer writes into a buffer that is being reset. Nil when every rank is local.
+	// Barrier synchronises all processes; Session.Run calls it after resetting buffers and after
+	// each iteration, so no peer writes into a buffer that is being reset. Nil when every rank is
+	// local.
 	Barrier func(ctx context.Context) error
 	// Reference is the expected memory (from Reference); computed when nil.
 	Reference *Memory
