@@ -7,9 +7,6 @@ import (
 	"github.com/coredag/coredag/planner"
 )
 
-// haveCompiler reports whether planner.Compile is available to the tests.
-const haveCompiler = true
-
 func compileFor(g *planner.Graph, target string) (*planner.Plan, error) {
 	t, err := planner.LookupTarget(target)
 	if err != nil {
@@ -18,11 +15,13 @@ func compileFor(g *planner.Graph, target string) (*planner.Plan, error) {
 	return planner.Compile(g, t)
 }
 
+// mustCompile compiles g for engine e: connectx for the offload engine, generic for the others.
 func mustCompile(tb testing.TB, g *planner.Graph, e exec.Engine) *planner.Plan {
-	if e != exec.Offload {
-		return nil
+	target := "generic"
+	if e == exec.Offload {
+		target = "connectx"
 	}
-	p, err := compileFor(g, "connectx")
+	p, err := compileFor(g, target)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func BenchmarkSoftnicAllreduce(b *testing.B) {
 			var plan = mustCompile(b, g, e.engine)
 			nic := softnic.New(softnic.Options{NoCrossChannel: !e.cross})
 			b.ResetTimer()
-			res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: e.engine, Iters: b.N, Reference: ref})
+			res, err := exec.Run(context.Background(), plan, nic, exec.Options{Engine: e.engine, Iters: b.N, Reference: ref})
 			if err != nil {
 				b.Fatal(err)
 			}

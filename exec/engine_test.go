@@ -15,7 +15,7 @@ func TestPollRingAllreduceBuilt(t *testing.T) {
 	for _, ranks := range []int{1, 2, 3, 4, 8} {
 		g := exec.RingAllreduceForTest(ranks, 7)
 		nic := softnic.New(softnic.Options{NoCrossChannel: true})
-		res, err := exec.Run(context.Background(), g, nil, nic, exec.Options{Engine: exec.Poll, Iters: 3})
+		res, err := exec.Run(context.Background(), mustCompile(t, g, exec.Poll), nic, exec.Options{Engine: exec.Poll, Iters: 3})
 		require.NoError(t, err, "ranks=%d", ranks)
 		assert.True(t, res.OK, "ranks=%d: %s", ranks, res.Summary())
 		want := float64(ranks * (ranks + 1) / 2)
@@ -39,7 +39,7 @@ func TestTriggersOnChain(t *testing.T) {
 	require.NoError(t, err)
 	for _, off := range []bool{false, true} {
 		nic := softnic.New(softnic.Options{NoCrossChannel: true, Triggers: true})
-		res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: exec.Poll, Iters: iters, NoTriggers: off})
+		res, err := exec.Run(context.Background(), plan, nic, exec.Options{Engine: exec.Poll, Iters: iters, NoTriggers: off})
 		require.NoError(t, err)
 		require.True(t, res.OK, res.Summary())
 		assert.EqualValues(t, iters*2*hops, res.WQEsPosted, "every hop and every receive, once")

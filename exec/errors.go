@@ -59,11 +59,10 @@ type Stuck struct {
 	What     string // "WAIT", "post", "recv", ...
 	// At is the blocked chain entry in the compiled plan (the WAIT, the HOST step, the WQE whose
 	// completion never came or that was never posted), and ProducerAt the WQE expected to
-	// produce the awaited completion; nil where the engine cannot place them (e.g. a run
-	// without a plan).
+	// produce the awaited completion; nil where they cannot be placed.
 	At, ProducerAt *WQELoc
-	// stuckOp and producerOp are the ops an engine without a plan blames (byOp set); Run
-	// places them in the plan.
+	// stuckOp and producerOp are the ops an engine that walks ops (the polling engine) blames
+	// (byOp set); Session.Run places them in the plan.
 	stuckOp, producerOp planner.OpID
 	byOp                bool
 }
@@ -95,7 +94,7 @@ func awaitedLoc(plan *planner.Plan, r int, c planner.Cond) *WQELoc {
 	return locOf(plan, c.Op)
 }
 
-// locate places the ops an engine without a plan blamed.
+// locate places the ops an engine that walks ops blamed.
 func (e *HangError) locate(plan *planner.Plan) {
 	for i := range e.Stuck {
 		s := &e.Stuck[i]
@@ -123,7 +122,7 @@ func (s Stuck) String() string {
 // HangError reports a run that made no progress for the hang timeout, with every stuck item
 // (first the ones that block others).
 type HangError struct {
-	Iteration int
+	Iteration int // counted over the Session's life: earlier Runs' iterations come first
 	Stuck     []Stuck
 	Detail    string // the provider's own stall diagnosis, if it gave one
 }

@@ -31,18 +31,19 @@ func ExampleRun() {
 		return
 	}
 	for _, engine := range []exec.Engine{exec.Offload, exec.Poll} {
-		tname := "connectx"
-		if engine == exec.Poll {
-			tname = "generic"
+		sn := softnic.New(softnic.Options{})
+		// Select picks the target for the engine (connectx for offload, generic for poll).
+		engine, target, err := exec.Select(engine, "", sn.Caps())
+		if err != nil {
+			fmt.Println(err) // an *exec.SelectError
+			return
 		}
-		target, _ := planner.LookupTarget(tname)
 		plan, err := planner.Compile(g, target)
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
-		nic := softnic.New(softnic.Options{})
-		res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: engine, Iters: 3, Reference: ref})
+		res, err := exec.Run(context.Background(), plan, sn, exec.Options{Engine: engine, Iters: 3, Reference: ref})
 		if err != nil {
 			fmt.Println(err) // an *exec.OpError or *exec.HangError naming the op
 			return
@@ -59,4 +60,48 @@ func ExampleRun() {
 	// poll engine, target generic, 3 iterations: ok=true
 	//   WQEs posted 72, CQEs polled 45, WAITs 0, host steps 18
 	//   rank 2 data: [6 6 6 6 6 6 6 6 6 6 6 6]
+}
+
+// A persistent plan is compiled once and prepared once: Prepare opens every rank, registers the
+// buffers and connects the queues; each Session.Run then only re-arms the chains and runs.
+func ExamplePrepare() {
+	src, err := os.ReadFile("../plans/ring_allreduce.dag")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 4, "n": 8})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	sn := softnic.New(softnic.Options{})
+	engine, target, err := exec.Select(exec.Auto, "", sn.Caps())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	plan, err := planner.Compile(g, target)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, err := exec.Prepare(context.Background(), plan, sn, exec.Options{Engine: engine})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	for call := 1; call <= 3; call++ {
+		res, err := s.Run(context.Background(), 2)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("run %d: %s engine, target %s, %d iterations, ok=%v, WQEs posted %d\n", call, res.Engine, res.Target, res.Iters, res.OK, res.WQEsPosted)
+	}
+	// Output:
+	// run 1: offload engine, target connectx, 2 iterations, ok=true, WQEs posted 232
+	// run 2: offload engine, target connectx, 2 iterations, ok=true, WQEs posted 232
+	// run 3: offload engine, target connectx, 2 iterations, ok=true, WQEs posted 232
 }

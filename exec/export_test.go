@@ -46,3 +46,30 @@ func FaultGraphForTest(kind string) *planner.Graph {
 	}
 	return b.done()
 }
+
+// GenericPlanForTest compiles g for the generic target even when its `after` edges close a cycle
+// the compiler refuses (the "deadlock" fault graph): it compiles g without its edges, then gives
+// the plan g itself and g's dependencies (Deps), so the polling engine meets the fault at run time.
+func GenericPlanForTest(g *planner.Graph) (*planner.Plan, error) {
+	t, err := planner.LookupTarget("generic")
+	if err != nil {
+		return nil, err
+	}
+	bare := *g
+	bare.Edges = nil
+	bare.Index()
+	plan, err := planner.Compile(&bare, t)
+	if err != nil {
+		return nil, err
+	}
+	plan.Graph = g
+	d := &planner.Deps{PredStart: []int32{0}, SuccStart: []int32{0}}
+	for o := range g.Ops {
+		d.PredList = append(d.PredList, g.Preds(planner.OpID(o))...)
+		d.SuccList = append(d.SuccList, g.Succs(planner.OpID(o))...)
+		d.PredStart = append(d.PredStart, int32(len(d.PredList)))
+		d.SuccStart = append(d.SuccStart, int32(len(d.SuccList)))
+	}
+	plan.Deps = d
+	return plan, nil
+}

@@ -41,8 +41,12 @@ func TestPollFaults(t *testing.T) {
 				nic := softnic.New(softnic.Options{NoCrossChannel: true, Seeded: seed != 0, Seed: seed, Triggers: seed%2 == 1})
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
-				// The reference rejects these graphs; give Run a placeholder so it gets to run them.
-				_, err := exec.Run(ctx, g, nil, nic, exec.Options{Engine: exec.Poll, Reference: exec.NewMemory(g), HangTimeout: time.Second})
+				// The checker rejects these graphs (the compiler, the deadlock's cycle) and so does the
+				// reference: run a generic plan with the graph's dependencies, and a placeholder
+				// reference, so the engine meets the faults at run time.
+				plan, err := exec.GenericPlanForTest(g)
+				require.NoError(t, err)
+				_, err = exec.Run(ctx, plan, nic, exec.Options{Engine: exec.Poll, Reference: exec.NewMemory(g), HangTimeout: time.Second})
 				require.Error(t, err)
 				var oe *exec.OpError
 				var he *exec.HangError
@@ -70,7 +74,7 @@ func TestPollFaultCause(t *testing.T) {
 		require.NoError(t, err)
 		g.Buffers[0].Access = 0 // registered without remote write
 		nic := softnic.New(softnic.Options{NoCrossChannel: true, Triggers: trig})
-		_, err = exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: exec.Poll, Reference: exec.NewMemory(g), HangTimeout: time.Second})
+		_, err = exec.Run(context.Background(), plan, nic, exec.Options{Engine: exec.Poll, Reference: exec.NewMemory(g), HangTimeout: time.Second})
 		var oe *exec.OpError
 		require.ErrorAs(t, err, &oe, "triggers %v: %v", trig, err)
 		assert.Regexp(t, `ring_allreduce.dag:\d+:\d+: op ag\[0\] on rank \d, queue right: completed with status remote access error`, err.Error(), "triggers %v", trig)
@@ -90,13 +94,13 @@ func TestOffloadFaults(t *testing.T) {
 	t.Run("write without remote_write", func(t *testing.T) {
 		g, plan := load(t)
 		g.Buffers[0].Access = 0 // registered without remote write
-		_, err := exec.Run(context.Background(), g, plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Offload, Reference: exec.NewMemory(g)})
+		_, err := exec.Run(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Offload, Reference: exec.NewMemory(g)})
 		var oe *exec.OpError
 		require.ErrorAs(t, err, &oe, "%v", err)
 		assert.Regexp(t, `ring_allreduce.dag:\d+:\d+: op ag\[0\] on rank \d, queue right.sq: RDMA_WRITE_IMM entry #\d+: completed with status remote access error`, err.Error())
 	})
 	t.Run("unreachable WAIT", func(t *testing.T) {
-		g, plan := load(t)
+		_, plan := load(t)
 		rp := &plan.Ranks[1]
 		found := false
 		for k := range rp.Queues[rp.Mgmt].Chain {
@@ -108,7 +112,7 @@ func TestOffloadFaults(t *testing.T) {
 			}
 		}
 		require.True(t, found)
-		_, err := exec.Run(context.Background(), g, plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Offload, HangTimeout: time.Second})
+		_, err := exec.Run(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Offload, HangTimeout: time.Second})
 		var he *exec.HangError
 		require.ErrorAs(t, err, &he, "%v", err)
 		assert.Regexp(t, `rank 1: WAIT before \S+ on queue mgmt is stuck: CQ \S+ reached \d+ of 10\d completions; expected from \S+ on rank 1 \(\S+ring_allreduce.dag:\d+:\d+\)`, err.Error())

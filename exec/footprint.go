@@ -5,16 +5,10 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/planner"
 )
-
-// HostMemory is implemented by providers whose registered memory is allocated in this process
-// (the software NIC): MRBytes is what AllocMR(size) allocates. For other providers a run counts
-// size bytes per region, the host memory the NIC registers.
-type HostMemory interface {
-	MRBytes(size int64) int64
-}
 
 // Footprint is the host memory a run holds: the buffers (registered with the provider for each
 // local rank, and the serial reference's copy of every rank), the latency samples, and with
@@ -41,10 +35,11 @@ func timelineRowBytes(g *planner.Graph) int64 {
 	return int64(len(g.Ops))*int64(unsafe.Sizeof(time.Duration(0))) + 2*int64(unsafe.Sizeof([]time.Duration(nil)))
 }
 
-// Estimate says what Run(ctx, g, plan, p, opts) will hold, before it allocates anything. The
+// Estimate says what running g on p with opts holds (Prepare, and opts.Iters iterations of
+// Session.Run, as exec.Run does), before it allocates anything. The
 // figures come from the same arithmetic as the allocations (rankBytes, the provider's MRBytes).
 // p may be nil when the provider is not open yet: regions then count their size.
-func Estimate(g *planner.Graph, p Provider, opts Options) Footprint {
+func Estimate(g *planner.Graph, p nic.Provider, opts Options) Footprint {
 	f := Footprint{g: g, provider: "the NIC", Ranks: g.Ranks, Iters: max(opts.Iters, 1)}
 	if p != nil {
 		f.provider = p.Name()
@@ -52,7 +47,7 @@ func Estimate(g *planner.Graph, p Provider, opts Options) Footprint {
 	if opts.Ranks != nil {
 		f.Ranks = len(opts.Ranks)
 	}
-	hm, _ := p.(HostMemory)
+	hm, _ := p.(nic.HostMemory)
 	for i := range g.Buffers {
 		n := g.Buffers[i].Bytes()
 		if hm != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/planner"
@@ -44,8 +45,8 @@ func allocated(fn func()) int64 {
 // so a budget check cannot drift from the code that allocates.
 func TestEstimateMatchesAllocations(t *testing.T) {
 	g := loadFootprintPlan(t)
-	nic := softnic.New(softnic.Options{})
-	fp := exec.Estimate(g, nic, exec.Options{})
+	sn := softnic.New(softnic.Options{})
+	fp := exec.Estimate(g, sn, exec.Options{})
 	assert.Equal(t, 3, fp.Ranks)
 
 	var ref *exec.Memory
@@ -60,16 +61,16 @@ func TestEstimateMatchesAllocations(t *testing.T) {
 	}
 	var regions int64
 	for _, n := range raw {
-		regions += nic.MRBytes(n)
+		regions += sn.MRBytes(n)
 	}
 	assert.Equal(t, regions, fp.PerRank)
-	dev, err := nic.Open(0)
+	dev, err := sn.Open(0)
 	require.NoError(t, err)
 	pd, err := dev.AllocPD()
 	require.NoError(t, err)
 	got = allocated(func() {
 		for _, n := range raw {
-			_, err := pd.AllocMR(int(n), exec.AccessLocalWrite)
+			_, err := pd.AllocMR(int(n), nic.AccessLocalWrite)
 			require.NoError(t, err)
 		}
 	})
@@ -98,8 +99,8 @@ func TestEstimateIterations(t *testing.T) {
 // largest buffer; one that fits runs.
 func TestFootprintCheck(t *testing.T) {
 	g := loadFootprintPlan(t)
-	nic := softnic.New(softnic.Options{})
-	fp := exec.Estimate(g, nic, exec.Options{Iters: 10})
+	sn := softnic.New(softnic.Options{})
+	fp := exec.Estimate(g, sn, exec.Options{Iters: 10})
 	small := budget.Budget{Bytes: 1 << 20, From: "--mem"}
 	err := fp.Check(small)
 	var be *budget.Error
@@ -110,10 +111,10 @@ func TestFootprintCheck(t *testing.T) {
 
 	fits := budget.Budget{Bytes: 8 << 20, From: "--mem"}
 	require.NoError(t, fp.Check(fits))
-	err = exec.Estimate(g, nic, exec.Options{Iters: 200000}).Check(fits)
+	err = exec.Estimate(g, sn, exec.Options{Iters: 200000}).Check(fits)
 	require.ErrorAs(t, err, &be)
 	assert.False(t, be.Pos.IsValid(), "the iterations come from a flag, not the plan")
 	assert.Contains(t, be.Message(), "the run needs 9.35 MiB: 6.3 MiB for the buffers and 3.05 MiB for latency samples; the memory budget is 8 MiB")
-	err = exec.Estimate(g, nic, exec.Options{Iters: 1 << 30}).Check(fits)
+	err = exec.Estimate(g, sn, exec.Options{Iters: 1 << 30}).Check(fits)
 	assert.EqualError(t, err, "1073741824 iterations need 16 GiB for their latency samples (16 bytes each); the memory budget is 8 MiB (set with --mem): use fewer --iters")
 }

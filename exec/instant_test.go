@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -25,31 +26,31 @@ type instantNIC struct {
 }
 
 func (n *instantNIC) Name() string { return "instant" }
-func (n *instantNIC) Caps() Caps {
-	return Caps{MaxInline: 256, MaxQPDepth: 1 << 16, MaxCQDepth: 1 << 16, Atomics: true, InProcess: true}
+func (n *instantNIC) Caps() nic.Caps {
+	return nic.Caps{MaxInline: 256, MaxQPDepth: 1 << 16, MaxCQDepth: 1 << 16, Atomics: true, InProcess: true}
 }
-func (n *instantNIC) Open(rank int) (Context, error) { return &instantCtx{nic: n, rank: rank}, nil }
+func (n *instantNIC) Open(rank int) (nic.Context, error) { return &instantCtx{nic: n, rank: rank}, nil }
 
 type instantCtx struct {
 	nic  *instantNIC
 	rank int
 }
 
-func (c *instantCtx) Rank() int            { return c.rank }
-func (c *instantCtx) AllocPD() (PD, error) { return &instantPD{c: c}, nil }
-func (c *instantCtx) Close() error         { return nil }
-func (c *instantCtx) CreateCQ(d int) (CQ, error) {
+func (c *instantCtx) Rank() int                { return c.rank }
+func (c *instantCtx) AllocPD() (nic.PD, error) { return &instantPD{c: c}, nil }
+func (c *instantCtx) Close() error             { return nil }
+func (c *instantCtx) CreateCQ(d int) (nic.CQ, error) {
 	c.nic.next++
-	return &instantCQ{nic: c.nic, num: c.nic.next, ring: make([]WC, d)}, nil
+	return &instantCQ{nic: c.nic, num: c.nic.next, ring: make([]nic.WC, d)}, nil
 }
 
 type instantPD struct{ c *instantCtx }
 
-func (p *instantPD) AllocMR(size int, a Access) (MR, error) {
+func (p *instantPD) AllocMR(size int, a nic.Access) (nic.MR, error) {
 	p.c.nic.next++
 	return &instantMR{b: alignedBytes(int64(size)), key: p.c.nic.next, a: a}, nil
 }
-func (p *instantPD) CreateQP(cfg QPConfig) (QP, error) {
+func (p *instantPD) CreateQP(cfg nic.QPConfig) (nic.QP, error) {
 	p.c.nic.next++
 	p.c.nic.qpInlines = append(p.c.nic.qpInlines, cfg.MaxInline)
 	return &instantQP{num: p.c.nic.next, rank: p.c.rank, s: cfg.SendCQ.(*instantCQ), r: cfg.RecvCQ.(*instantCQ), drop: p.c.nic.dropRecv}, nil
@@ -59,23 +60,23 @@ func (p *instantPD) Close() error { return nil }
 type instantMR struct {
 	b   []byte
 	key uint32
-	a   Access
+	a   nic.Access
 }
 
-func (m *instantMR) Bytes() []byte  { return m.b }
-func (m *instantMR) Addr() uint64   { return 0x1000 }
-func (m *instantMR) LKey() uint32   { return m.key }
-func (m *instantMR) RKey() uint32   { return m.key }
-func (m *instantMR) Access() Access { return m.a }
-func (m *instantMR) Remote() RemoteMR {
-	return RemoteMR{Addr: 0x1000, RKey: m.key, Len: uint64(len(m.b))}
+func (m *instantMR) Bytes() []byte      { return m.b }
+func (m *instantMR) Addr() uint64       { return 0x1000 }
+func (m *instantMR) LKey() uint32       { return m.key }
+func (m *instantMR) RKey() uint32       { return m.key }
+func (m *instantMR) Access() nic.Access { return m.a }
+func (m *instantMR) Remote() nic.RemoteMR {
+	return nic.RemoteMR{Addr: 0x1000, RKey: m.key, Len: uint64(len(m.b))}
 }
 func (m *instantMR) Close() error { return nil }
 
 type instantCQ struct {
 	nic        *instantNIC
 	num        uint32
-	ring       []WC
+	ring       []nic.WC
 	head, tail int // tail-head completions pending
 }
 
@@ -84,7 +85,7 @@ func (q *instantCQ) Depth() int  { return len(q.ring) }
 func (q *instantCQ) Close() error {
 	return nil
 }
-func (q *instantCQ) push(wc WC) error {
+func (q *instantCQ) push(wc nic.WC) error {
 	if q.tail-q.head == len(q.ring) {
 		return fmt.Errorf("cq %d overflow", q.num)
 	}
@@ -94,12 +95,12 @@ func (q *instantCQ) push(wc WC) error {
 }
 
 // PollSpin counts the call; spinning longer could not bring a completion on this NIC.
-func (q *instantCQ) PollSpin(wc []WC, spins int) (int, error) {
+func (q *instantCQ) PollSpin(wc []nic.WC, spins int) (int, error) {
 	q.nic.spins++
 	return q.Poll(wc)
 }
 
-func (q *instantCQ) Poll(wc []WC) (int, error) {
+func (q *instantCQ) Poll(wc []nic.WC) (int, error) {
 	n := 0
 	for n < len(wc) && q.head < q.tail {
 		wc[n] = q.ring[q.head%len(q.ring)]
@@ -116,26 +117,26 @@ type instantQP struct {
 	drop bool // receives never complete
 }
 
-func (q *instantQP) Num() uint32          { return q.num }
-func (q *instantQP) Info() QPInfo         { return QPInfo{Rank: q.rank, QPN: q.num} }
-func (q *instantQP) Connect(QPInfo) error { return nil }
-func (q *instantQP) Close() error         { return nil }
-func (q *instantQP) PostSend(wr []SendWR) (int, error) {
+func (q *instantQP) Num() uint32              { return q.num }
+func (q *instantQP) Info() nic.QPInfo         { return nic.QPInfo{Rank: q.rank, QPN: q.num} }
+func (q *instantQP) Connect(nic.QPInfo) error { return nil }
+func (q *instantQP) Close() error             { return nil }
+func (q *instantQP) PostSend(wr []nic.SendWR) (int, error) {
 	for i := range wr {
-		if wr[i].Flags&FlagSignaled != 0 {
-			if err := q.s.push(WC{ID: wr[i].ID, Opcode: wr[i].Op, QPN: q.num}); err != nil {
+		if wr[i].Flags&nic.FlagSignaled != 0 {
+			if err := q.s.push(nic.WC{ID: wr[i].ID, Opcode: wr[i].Op, QPN: q.num}); err != nil {
 				return i, err
 			}
 		}
 	}
 	return len(wr), nil
 }
-func (q *instantQP) PostRecv(wr []RecvWR) (int, error) {
+func (q *instantQP) PostRecv(wr []nic.RecvWR) (int, error) {
 	for i := range wr {
 		if q.drop {
 			continue
 		}
-		if err := q.r.push(WC{ID: wr[i].ID, Opcode: OpRecv, QPN: q.num}); err != nil {
+		if err := q.r.push(nic.WC{ID: wr[i].ID, Opcode: nic.OpRecv, QPN: q.num}); err != nil {
 			return i, err
 		}
 	}
@@ -180,13 +181,13 @@ func newInstantEngineFor(tb testing.TB, g *planner.Graph, p *instantNIC, hang ti
 	for r := range ranks {
 		ranks[r] = r
 	}
-	res, err := setupRanks(context.Background(), p, g, ranks,
-		func(r int) (rankLayout, error) { return pollLayout(g, r, p.Caps()), nil }, nil)
-	require.NoError(tb, err)
-	mem := NewMemory(g)
 	plan, err := planner.Compile(g, mustTarget(tb, "generic"))
 	require.NoError(tb, err)
-	e, err := newPoll(g, plan, mem, res, p, Options{HangTimeout: hang})
+	res, err := setupRanks(context.Background(), p, g, ranks,
+		func(r int) (rankLayout, error) { return pollLayout(plan, r, p.Caps()) }, nil)
+	require.NoError(tb, err)
+	mem := NewMemory(g)
+	e, err := newPoll(plan, mem, res, p, Options{HangTimeout: hang})
 	require.NoError(tb, err)
 	return e, len(g.Ops)
 }
@@ -235,15 +236,15 @@ func TestPollSpinsOnTheOnlyCQ(t *testing.T) {
 	src := "plan solo\nparam ranks = 1\nbuffer b u64[1]\nqueue q to rank\nop tx = send q b\nop rx = recv q b\n"
 	g, err := planner.Load("solo.dag", []byte(src), nil)
 	require.NoError(t, err)
-	nic := &instantNIC{dropRecv: true}
-	e, _ := newInstantEngineFor(t, g, nic, 20*time.Millisecond)
+	sn := &instantNIC{dropRecv: true}
+	e, _ := newInstantEngineFor(t, g, sn, 20*time.Millisecond)
 	e.rearm(0)
 	require.NoError(t, e.prepost())
 	err = e.iterate(context.Background(), 0)
 	var h *HangError
 	require.ErrorAs(t, err, &h)
 	assert.Contains(t, err.Error(), "rx")
-	assert.Positive(t, nic.spins, "the receive CQ alone owes a completion")
+	assert.Positive(t, sn.spins, "the receive CQ alone owes a completion")
 }
 
 // TestQPInlineFitsThePlan: Run creates QPs with room for the largest inline payload the plan's
@@ -254,7 +255,7 @@ func TestQPInlineFitsThePlan(t *testing.T) {
 	require.NoError(t, err)
 	p := &instantNIC{}
 	require.Greater(t, p.Caps().MaxInline, plan.Target.MaxInline, "the test needs a NIC that allows more than the target")
-	res, err := Run(context.Background(), g, plan, p, Options{Engine: Poll})
+	res, err := Run(context.Background(), plan, p, Options{Engine: Poll})
 	require.NoError(t, err)
 	require.True(t, res.OK)
 	require.NotEmpty(t, p.qpInlines)
@@ -297,17 +298,17 @@ func mustTarget(tb testing.TB, name string) planner.Target {
 
 // fakeTrig records what the engine arms; fakeHold records what it lets a CQ hold.
 type fakeTrig struct {
-	QP
+	nic.QP
 	armed []struct {
-		cq    CQ
+		cq    nic.CQ
 		after int
 		id    uint64
 	}
 }
 
-func (f *fakeTrig) ArmSend(cq CQ, after int, wr *SendWR) error {
+func (f *fakeTrig) ArmSend(cq nic.CQ, after int, wr *nic.SendWR) error {
 	f.armed = append(f.armed, struct {
-		cq    CQ
+		cq    nic.CQ
 		after int
 		id    uint64
 	}{cq, after, wr.ID})
@@ -317,7 +318,7 @@ func (f *fakeTrig) Fired() (int, int, error) { return len(f.armed), 0, nil }
 func (f *fakeTrig) Disarm()                  { f.armed = nil }
 
 type fakeHold struct {
-	CQ
+	nic.CQ
 	held int
 }
 
@@ -352,12 +353,12 @@ func TestArmChain(t *testing.T) {
 	e.rearm(0)
 	require.NoError(t, e.prepost())
 	e.arm()
-	require.Len(t, trig.armed, MaxArmed)
+	require.Len(t, trig.armed, nic.MaxArmed)
 	for k, a := range trig.armed {
 		assert.Equal(t, k+1, a.after, "hop %d", k)
 		assert.Equal(t, e.g.OpString(planner.OpID(a.id)), fmt.Sprintf("hop[%d] on rank 1", 2*k+1))
 	}
-	assert.Equal(t, MaxArmed, hold.held, "the receives that release armed hops")
+	assert.Equal(t, nic.MaxArmed, hold.held, "the receives that release armed hops")
 	e.disarm()
 	assert.Empty(t, trig.armed)
 	assert.Zero(t, hold.held)
@@ -371,11 +372,11 @@ type stampCQ struct {
 }
 
 func (q *stampCQ) Stamp(on bool) { q.on = on }
-func (q *stampCQ) Poll(wc []WC) (int, error) {
+func (q *stampCQ) Poll(wc []nic.WC) (int, error) {
 	n, err := q.instantCQ.Poll(wc)
 	for i := range wc[:n] {
 		if q.on {
-			wc[i].Time = Now() + q.skew
+			wc[i].Time = nic.Now() + q.skew
 		}
 	}
 	return n, err

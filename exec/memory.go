@@ -1,11 +1,3 @@
-// Package exec runs compiled plans. It holds the NIC interface (Provider), the serial reference
-// interpreter (Reference), the two engines that drive a Provider (the offload engine, which posts
-// the compiled WQE chains with their WAIT/ENABLE entries and lets the NIC walk them, and the
-// polling engine, which walks the dependency graph on the CPU), and the statistics of a run.
-//
-// Every run is checked against the reference: a Graph executed serially in a topological order
-// gives the one correct final memory of a valid (race-free) plan, and Memory.Diff says in words
-// where a run's memory differs from it.
 package exec
 
 import (

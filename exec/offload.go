@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/wait"
 )
@@ -20,10 +21,10 @@ type offloadEngine struct {
 	g     *planner.Graph
 	plan  *planner.Plan
 	mem   *Memory
-	prog  Progresser
+	prog  nic.Progresser
 	hang  time.Duration
 	ranks []offRank
-	wc    []WC
+	wc    []nic.WC
 
 	posted, polled, hostSteps, waits, enables uint64
 }
@@ -39,11 +40,11 @@ type offRank struct {
 
 type offWQ struct {
 	wq     *planner.WorkQueue
-	qp     QP   // nil for a host queue without CQ
-	recv   bool // a receive queue
-	host   bool // the host-signal queue: its NOPs are posted by the CPU
-	swr    []SendWR
-	rwr    []RecvWR
+	qp     nic.QP // nil for a host queue without CQ
+	recv   bool   // a receive queue
+	host   bool   // the host-signal queue: its NOPs are posted by the CPU
+	swr    []nic.SendWR
+	rwr    []nic.RecvWR
 	next   int      // chain entries posted (or run, for HOST) this iteration
 	waitAt []int32  // chain indices of CQE_WAIT entries
 	waitB  []uint32 // their iteration-0 counts
@@ -54,7 +55,7 @@ type offWQ struct {
 }
 
 type offCQ struct {
-	cq     CQ
+	cq     nic.CQ
 	name   string
 	wq     int
 	count  uint64 // completions polled over the run
@@ -68,9 +69,10 @@ func offID(rank, wq, idx int) uint64 {
 	return offloadTag | uint64(rank)<<40 | uint64(wq)<<24 | uint64(idx)
 }
 
-func newOffload(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, p Provider, opts Options) (*offloadEngine, error) {
-	e := &offloadEngine{g: g, plan: plan, mem: mem, hang: opts.HangTimeout, wc: make([]WC, 64)}
-	e.prog, _ = p.(Progresser)
+func newOffload(plan *planner.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*offloadEngine, error) {
+	g := plan.Graph
+	e := &offloadEngine{g: g, plan: plan, mem: mem, hang: opts.HangTimeout, wc: make([]nic.WC, 64)}
+	e.prog, _ = p.(nic.Progresser)
 	for _, r := range res {
 		rp := &plan.Ranks[r.rank]
 		or := offRank{rp: rp, res: r, wqs: make([]offWQ, len(rp.Queues)), cqs: make([]offCQ, len(rp.CQs))}
@@ -98,7 +100,7 @@ func newOffload(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRe
 				o.recv = true
 				for k := range wq.Chain {
 					w := &wq.Chain[k]
-					o.rwr = append(o.rwr, RecvWR{ID: offID(r.rank, wi, k), Local: r.local(g, w.Local)})
+					o.rwr = append(o.rwr, nic.RecvWR{ID: offID(r.rank, wi, k), Local: r.local(g, w.Local)})
 				}
 				continue
 			}
@@ -120,49 +122,49 @@ func newOffload(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRe
 }
 
 // buildWR lowers one chain entry to a work request for iteration 0.
-func (e *offloadEngine) buildWR(r *rankRes, rp *planner.RankPlan, or *offRank, wi, k int, w *planner.WQE) (SendWR, error) {
+func (e *offloadEngine) buildWR(r *rankRes, rp *planner.RankPlan, or *offRank, wi, k int, w *planner.WQE) (nic.SendWR, error) {
 	g := e.g
 	o := &or.wqs[wi]
-	wr := SendWR{ID: offID(r.rank, wi, k)}
+	wr := nic.SendWR{ID: offID(r.rank, wi, k)}
 	if w.Flags&planner.Signalled != 0 {
-		wr.Flags |= FlagSignaled
+		wr.Flags |= nic.FlagSignaled
 	}
 	if w.Flags&planner.Fence != 0 {
-		wr.Flags |= FlagFence
+		wr.Flags |= nic.FlagFence
 	}
 	remote := func(s planner.Slice) { wr.RemoteAddr, wr.RKey = r.remote(g, w.Peer, s) }
 	switch w.Opcode {
 	case planner.OpcSend:
-		wr.Op, wr.Local = OpSend, r.local(g, w.Local)
+		wr.Op, wr.Local = nic.OpSend, r.local(g, w.Local)
 		// An inline payload is copied when the WQE is posted, and chains are posted before the
 		// iteration runs: only a send with no predecessors can be sure its data is final then
 		// (anything writing its slice would have to be ordered before it).
 		if w.Flags&planner.Inline != 0 && int(wr.Local.Len) <= r.layout.maxInline && len(g.Preds(w.Op)) == 0 {
-			wr.Flags |= FlagInline
+			wr.Flags |= nic.FlagInline
 		}
 	case planner.OpcWrite, planner.OpcWriteImm:
-		wr.Op, wr.Local = OpRDMAWrite, r.local(g, w.Local)
+		wr.Op, wr.Local = nic.OpRDMAWrite, r.local(g, w.Local)
 		if w.Opcode == planner.OpcWriteImm {
-			wr.Op, wr.Imm = OpRDMAWriteImm, uint32(w.Op)
+			wr.Op, wr.Imm = nic.OpRDMAWriteImm, uint32(w.Op)
 		}
 		remote(w.Remote)
 	case planner.OpcRead:
-		wr.Op, wr.Local = OpRDMARead, r.local(g, w.Local)
+		wr.Op, wr.Local = nic.OpRDMARead, r.local(g, w.Local)
 		remote(w.Remote)
 	case planner.OpcAtomicFAdd, planner.OpcAtomicCAS:
-		wr.Op, wr.Local = OpAtomicFAdd, r.local(g, w.Local)
+		wr.Op, wr.Local = nic.OpAtomicFAdd, r.local(g, w.Local)
 		if w.Opcode == planner.OpcAtomicCAS {
-			wr.Op = OpAtomicCAS
+			wr.Op = nic.OpAtomicCAS
 		}
 		wr.CompareAdd, wr.Swap = uint64(w.A), uint64(w.B)
 		remote(w.Remote)
 	case planner.OpcNop:
-		wr.Op = OpNop
+		wr.Op = nic.OpNop
 	case planner.OpcWait:
 		if w.Wait.CQ < 0 || w.Wait.CQ >= len(rp.CQs) || or.cqs[w.Wait.CQ].cq == nil {
 			return wr, fmt.Errorf("%s: rank %d %s: WAIT names CQ #%d, which the rank does not have", w.Pos, r.rank, rp.Queues[wi].Name, w.Wait.CQ)
 		}
-		wr.Op, wr.WaitCQ, wr.Count = OpCQEWait, or.cqs[w.Wait.CQ].cq.Num(), w.Wait.Count
+		wr.Op, wr.WaitCQ, wr.Count = nic.OpCQEWait, or.cqs[w.Wait.CQ].cq.Num(), w.Wait.Count
 		o.waitAt = append(o.waitAt, int32(k))
 		o.waitB = append(o.waitB, w.Wait.Count)
 		o.waitP = append(o.waitP, rp.CQs[w.Wait.CQ].PerIteration)
@@ -170,9 +172,9 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *planner.RankPlan, or *offRank, w
 		if w.Queue < 0 || w.Queue >= len(rp.Queues) || or.wqs[w.Queue].qp == nil {
 			return wr, fmt.Errorf("%s: rank %d %s: ENABLE names work queue #%d, which the rank does not have", w.Pos, r.rank, rp.Queues[wi].Name, w.Queue)
 		}
-		wr.Op = OpSendEnable
+		wr.Op = nic.OpSendEnable
 		if w.Opcode == planner.OpcRecvEnable {
-			wr.Op = OpRecvEnable
+			wr.Op = nic.OpRecvEnable
 		}
 		wr.TargetQP, wr.Count = or.wqs[w.Queue].qp.Num(), w.UpTo
 		o.enAt = append(o.enAt, int32(k))
@@ -219,6 +221,7 @@ func (e *offloadEngine) counters(r *Result) {
 	r.HostSteps += e.hostSteps
 	r.Waits += e.waits
 	r.Enables += e.enables
+	e.posted, e.polled, e.hostSteps, e.waits, e.enables = 0, 0, 0, 0, 0
 }
 
 // post posts what remains of every NIC chain (all of it at iteration start; the rest later when
@@ -256,7 +259,7 @@ func (e *offloadEngine) post() (bool, error) {
 			o.next += n
 			e.posted += uint64(n)
 			did = did || n > 0
-			if err != nil && !errors.Is(err, ErrQueueFull) {
+			if err != nil && !errors.Is(err, nic.ErrQueueFull) {
 				return did, e.wqeError(or, wi, o.next, fmt.Errorf("post: %w", err))
 			}
 		}
@@ -308,7 +311,7 @@ func (e *offloadEngine) runHost(or *offRank, iter int) (bool, error) {
 			}
 			n, err := o.qp.PostSend(o.swr[k : k+1])
 			if n == 0 {
-				if err != nil && !errors.Is(err, ErrQueueFull) {
+				if err != nil && !errors.Is(err, nic.ErrQueueFull) {
 					return did, e.wqeError(or, wi, k, fmt.Errorf("post: %w", err))
 				}
 				return did, nil
@@ -365,7 +368,7 @@ func (e *offloadEngine) poll() (bool, error) {
 			e.polled += uint64(n)
 			for k := 0; k < n; k++ {
 				wc := &e.wc[k]
-				if wc.Status == StatusSuccess {
+				if wc.Status == nic.StatusSuccess {
 					continue
 				}
 				wi, idx := int(wc.ID>>24&0xffff), int(wc.ID&0xffffff)

@@ -143,13 +143,13 @@ func loadPlan(t testing.TB, path string, ranks int, extra ...map[string]int64) (
 type engineCase struct {
 	name   string
 	engine exec.Engine
-	target string // "" for the poll engine without a compiled plan
+	target string // the target the plan is compiled for
 	cross  bool   // the software NIC has cross-channel
 	trig   bool   // the software NIC offers QP triggers (softnic.Options.Triggers)
 }
 
 var engineCases = []engineCase{
-	{"poll", exec.Poll, "", false, false},
+	{"poll", exec.Poll, "generic", false, false},
 	{"poll-generic", exec.Poll, "generic", true, false},
 	{"offload", exec.Offload, "connectx", true, false},
 	{"offload-inline", exec.Offload, "connectx-inline", true, false},
@@ -158,16 +158,12 @@ var engineCases = []engineCase{
 
 // runCase runs g as c says with schedule seed seed (0: round-robin) and returns the result.
 func runCase(t testing.TB, g *planner.Graph, c engineCase, seed uint64, iters int, trace bool) (*exec.Result, *softnic.NIC, *planner.Plan, error) {
-	var plan *planner.Plan
-	if c.target != "" {
-		p, err := compileFor(g, c.target)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		plan = p
+	plan, err := compileFor(g, c.target)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	nic := softnic.New(softnic.Options{NoCrossChannel: !c.cross, Seeded: seed != 0, Seed: seed, Trace: trace, Triggers: c.trig})
-	res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: c.engine, Iters: iters, Seed: seed})
+	res, err := exec.Run(context.Background(), plan, nic, exec.Options{Engine: c.engine, Iters: iters, Seed: seed})
 	return res, nic, plan, err
 }
 
@@ -189,9 +185,6 @@ func TestPlans(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/ranks=%d/reference", name, ranks), func(t *testing.T) { check(t, g, ref) })
 			for _, c := range engineCases {
 				t.Run(fmt.Sprintf("%s/ranks=%d/%s", name, ranks, c.name), func(t *testing.T) {
-					if c.target != "" && !haveCompiler {
-						t.Skip("planner.Compile is not available yet")
-					}
 					res, _, _, err := runCase(t, g, c, 0, 2, false)
 					require.NoError(t, err)
 					require.True(t, res.OK, res.Summary())

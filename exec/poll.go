@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/planner"
 )
 
-// pollEngine walks the dependency graph on the CPU. Every local op has a counter of unfinished
-// explicit predecessors; successors live in one flat CSR array; each queue side keeps its work
+// pollEngine walks the dependency graph on the CPU, as the plan's Deps give it. Every local op
+// has a counter of unfinished explicit predecessors; successors come from the plan's flat CSR
+// array; each queue side keeps its work
 // requests prebuilt in queue order, so posting a run of ready ones is one PostSend of a
 // sub-slice. The hot loop polls every CQ, resolves successors, runs host ops whose inputs are
 // complete, and posts newly ready work requests in batches, without allocating or locking.
@@ -21,13 +23,14 @@ import (
 // Re-arming copies the initial counters back in place.
 type pollEngine struct {
 	g    *planner.Graph
+	deps *planner.Deps
 	mem  *Memory
 	res  []*rankRes
-	prog Progresser
+	prog nic.Progresser
 	hang time.Duration
 
 	pending, initPending []int32 // by op: unfinished predecessors
-	succStart, succList  []int32 // CSR of explicit successors
+	succStart, succList  []int32 // the plan's successors (Deps), in CSR form
 	ready                []bool  // by op: predecessors done, waiting for its turn on the queue
 	opSide               []int32 // by op: side index, -1 for host ops
 	opSlot               []int32 // by op: position on its side
@@ -38,7 +41,7 @@ type pollEngine struct {
 	inDirty              []bool
 	stack                []int32 // host ops ready to run
 	cqs                  []pollCQ
-	wc                   []WC
+	wc                   []nic.WC
 	localOps             int
 	left                 int     // local ops not complete this iteration
 	flushed              error   // the first flushed completion of the iteration
@@ -55,100 +58,99 @@ type pollEngine struct {
 
 // pollSide is one side (send or receive) of one graph queue on one rank.
 type pollSide struct {
-	qp          QP
+	qp          nic.QP
 	recv        bool
 	rank        int
 	queue       planner.QueueID
 	cq          int32 // index into pollEngine.cqs
 	ops         []int32
-	swr         []SendWR
-	rwr         []RecvWR
+	swr         []nic.SendWR
+	rwr         []nic.RecvWR
 	next, done  int32 // posted up to next, completed up to done (slots)
 	depth       int32
-	signalledAt []bool    // by slot: produces a completion
-	sigBefore   []int32   // by slot (and one past the end): signalled slots before it
-	sigFrom     []int32   // by slot: the first signalled slot at or after it (len(ops) if none)
-	awaited     int32     // completions due from slots done..next-1
-	trig        TriggerQP // nil when the QP cannot post by itself (or triggers are off)
-	armedTo     int32     // slots next..armedTo-1 are armed on trig
+	signalledAt []bool        // by slot: produces a completion
+	sigBefore   []int32       // by slot (and one past the end): signalled slots before it
+	sigFrom     []int32       // by slot: the first signalled slot at or after it (len(ops) if none)
+	awaited     int32         // completions due from slots done..next-1
+	trig        nic.TriggerQP // nil when the QP cannot post by itself (or triggers are off)
+	armedTo     int32         // slots next..armedTo-1 are armed on trig
 }
 
 type pollCQ struct {
-	cq   CQ
+	cq   nic.CQ
 	side int32
 	name string
 	rank int
-	spin SpinCQ // nil when the driver cannot spin by itself
-	hold HoldCQ // nil when Poll cannot hold completions
+	spin nic.SpinCQ // nil when the driver cannot spin by itself
+	hold nic.HoldCQ // nil when Poll cannot hold completions
 }
 
-// newPoll sets up the polling engine. The plan, compiled for a target without cross-channel
-// (generic), decides which WQEs are signalled and which sends go inline; without one, every WQE
-// is signalled and sends go inline as the plan text says.
-func newPoll(g *planner.Graph, plan *planner.Plan, mem *Memory, res []*rankRes, p Provider, opts Options) (*pollEngine, error) {
+// newPoll sets up the polling engine on a plan compiled for a target without cross-channel
+// (generic): the plan's Deps give every op's predecessors and successors, its chains give each
+// queue side's ops in queue order, which of them are signalled and which sends go inline.
+func newPoll(plan *planner.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*pollEngine, error) {
+	g, deps := plan.Graph, plan.Deps
+	if deps == nil || len(deps.PredStart) != len(g.Ops)+1 || len(deps.SuccStart) != len(g.Ops)+1 {
+		return nil, fmt.Errorf("the poll engine needs a plan compiled for a target without cross-channel; target %s has none of the dependencies it walks (compile for generic)", plan.Target.Name)
+	}
 	n := len(g.Ops)
-	e := &pollEngine{g: g, mem: mem, res: res, hang: opts.HangTimeout,
+	e := &pollEngine{g: g, deps: deps, mem: mem, res: res, hang: opts.HangTimeout,
 		pending: make([]int32, n), initPending: make([]int32, n), ready: make([]bool, n),
-		opSide: make([]int32, n), opSlot: make([]int32, n), wc: make([]WC, 64)}
-	e.prog, _ = p.(Progresser)
+		opSide: make([]int32, n), opSlot: make([]int32, n), wc: make([]nic.WC, 64),
+		succStart: deps.SuccStart, succList: deps.SuccList}
+	e.prog, _ = p.(nic.Progresser)
 	if opts.Timeline {
 		e.times = make([]time.Duration, n)
 	}
 	for i := range e.opSide {
 		e.opSide[i] = -1
 	}
-	e.succStart = make([]int32, n+1)
-	for i := 0; i < n; i++ {
-		s := g.Succs(planner.OpID(i))
-		e.succStart[i+1] = e.succStart[i] + int32(len(s))
-		e.succList = append(e.succList, s...)
-	}
 	for _, r := range res {
 		first, end := g.RankOps(r.rank)
 		for id := first; id < end; id++ {
-			e.initPending[id] = int32(len(g.Preds(id)))
+			e.initPending[id] = deps.NumPreds(id)
 			if e.initPending[id] == 0 {
 				e.roots = append(e.roots, int32(id))
 			}
 			e.localOps++
 		}
+		rp := &plan.Ranks[r.rank]
 		for qi, spec := range r.layout.qps {
-			q := &g.Queues[spec.graphQueue]
 			for _, recv := range []bool{false, true} {
 				side := pollSide{qp: r.qps[qi], recv: recv, rank: r.rank, queue: spec.graphQueue, depth: int32(spec.sendDepth)}
-				if t, ok := side.qp.(TriggerQP); ok && !recv && p.Caps().Triggers && !opts.NoTriggers {
+				if t, ok := side.qp.(nic.TriggerQP); ok && !recv && p.Caps().Triggers && !opts.NoTriggers {
 					side.trig = t
 				}
-				ops, cq := q.SendOps, spec.sendCQ
+				wq, cq := &rp.Queues[spec.sendWQ], spec.sendCQ
 				if recv {
-					ops, cq, side.depth = q.RecvOps, spec.recvCQ, int32(spec.recvDepth)
+					wq, cq, side.depth = &rp.Queues[spec.recvWQ], spec.recvCQ, int32(spec.recvDepth)
 				}
 				si := int32(len(e.sides))
 				side.cq = int32(len(e.cqs))
 				pc := pollCQ{cq: r.cqs[cq], side: si, name: r.layout.cqs[cq].name, rank: r.rank}
-				pc.spin, _ = pc.cq.(SpinCQ)
-				pc.hold, _ = pc.cq.(HoldCQ)
-				if st, ok := pc.cq.(StampCQ); ok && opts.Timeline {
+				pc.spin, _ = pc.cq.(nic.SpinCQ)
+				pc.hold, _ = pc.cq.(nic.HoldCQ)
+				if st, ok := pc.cq.(nic.StampCQ); ok && opts.Timeline {
 					st.Stamp(true)
 				}
 				e.cqs = append(e.cqs, pc)
-				for k, id := range ops {
+				for k := range wq.Chain {
+					w := &wq.Chain[k]
+					id := w.Op
+					if !w.Opcode.IsData() || id < 0 || int(id) >= n || g.Ops[id].Rank != r.rank {
+						return nil, fmt.Errorf("rank %d work queue %s: entry #%d is %s %s, not an op of the rank the poll engine can post (compile for generic)", r.rank, wq.Name, k, w.Opcode, w.Name)
+					}
 					side.ops = append(side.ops, int32(id))
 					e.opSide[id], e.opSlot[id] = si, int32(k)
 					if recv {
-						l := r.local(g, g.Ops[id].Dst)
-						side.rwr = append(side.rwr, RecvWR{ID: uint64(id), Local: l})
+						side.rwr = append(side.rwr, nic.RecvWR{ID: uint64(id), Local: r.local(g, w.Local)})
 						side.signalledAt = append(side.signalledAt, true)
 						continue
 					}
-					sig, inline := true, g.Ops[id].Inline
-					if plan != nil {
-						w := plan.WQEOf(id)
-						sig, inline = w.Signalled(), w.Flags&planner.Inline != 0
-					}
-					wr := r.dataWR(g, id, inline)
+					sig := w.Signalled()
+					wr := r.dataWR(g, id, w.Flags&planner.Inline != 0)
 					if sig {
-						wr.Flags |= FlagSignaled
+						wr.Flags |= nic.FlagSignaled
 					}
 					side.swr = append(side.swr, wr)
 					side.signalledAt = append(side.signalledAt, sig)
@@ -218,6 +220,7 @@ func (e *pollEngine) counters(r *Result) {
 	r.CQEsPolled += e.polled
 	r.HostSteps += e.hostSteps
 	r.Triggered += e.triggered
+	e.posted, e.polled, e.hostSteps, e.triggered = 0, 0, 0, 0
 }
 
 func (e *pollEngine) timeline() []time.Duration { return e.times }
@@ -262,7 +265,7 @@ func (e *pollEngine) runHost() error {
 			return err
 		}
 		if e.times != nil {
-			e.now = Now()
+			e.now = nic.Now()
 		}
 		e.hostSteps++
 		e.complete(id)
@@ -295,7 +298,7 @@ func (e *pollEngine) flush() (bool, error) {
 		e.advanceSide(s, k)
 		did = did || k > 0
 		if err != nil {
-			if errors.Is(err, ErrQueueFull) {
+			if errors.Is(err, nic.ErrQueueFull) {
 				continue // retried when a completion frees a slot
 			}
 			return did, opErrorf(e.g, planner.OpID(s.ops[lo+int32(k)]), "post: %w", err)
@@ -327,7 +330,7 @@ func (e *pollEngine) arm() {
 		s := &e.sides[si]
 		s.armedTo = max(s.armedTo, s.next)
 		from := s.armedTo
-		for n := int32(len(s.ops)); s.armedTo < n && s.armedTo-s.next < MaxArmed && s.armedTo-s.done < s.depth; s.armedTo++ {
+		for n := int32(len(s.ops)); s.armedTo < n && s.armedTo-s.next < nic.MaxArmed && s.armedTo-s.done < s.depth; s.armedTo++ {
 			j := s.armedTo
 			id := s.ops[j]
 			c, after := &e.cqs[s.cq], 0
@@ -360,7 +363,7 @@ func (e *pollEngine) armable(id int32) (*pollCQ, int, bool) {
 		return nil, 0, false
 	}
 	p := int32(-1)
-	for _, q := range e.g.Preds(planner.OpID(id)) {
+	for _, q := range e.deps.Preds(planner.OpID(id)) {
 		if !e.opDone(q) {
 			p = q
 			break
@@ -435,7 +438,7 @@ func (e *pollEngine) fired() error {
 		} else {
 			e.touch(si) // requests that were armed while ready are the engine's again
 		}
-		if err != nil && !errors.Is(err, ErrQueueFull) && failed == nil {
+		if err != nil && !errors.Is(err, nic.ErrQueueFull) && failed == nil {
 			failed = opErrorf(e.g, planner.OpID(s.ops[s.next]), "post: %w", err)
 		}
 	}
@@ -475,14 +478,14 @@ func (e *pollEngine) advance() (bool, error) {
 }
 
 // handle processes one completion.
-func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
+func (e *pollEngine) handle(c *pollCQ, wc *nic.WC) error {
 	if wc.ID >= uint64(len(e.opSide)) {
 		return fmt.Errorf("rank %d: CQ %s returned a completion for unknown work request %d", c.rank, c.name, wc.ID)
 	}
 	id := int32(wc.ID)
-	if wc.Status != StatusSuccess {
+	if wc.Status != nic.StatusSuccess {
 		err := opErrorf(e.g, planner.OpID(id), "completed with status %s on CQ %s", wc.Status, c.name)
-		if wc.Status == StatusFlushError {
+		if wc.Status == nic.StatusFlushError {
 			// A consequence of an error elsewhere: iterate looks for the cause first.
 			if e.flushed == nil {
 				e.flushed = err
@@ -504,7 +507,7 @@ func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
 		// A driver's stamp is a calibrated reading, a few microseconds off at worst; the poll
 		// that found the completion began after the iteration did, and so does its date.
 		if e.now = wc.Time; e.now == 0 {
-			e.now = Now()
+			e.now = nic.Now()
 		} else if e.now < e.t0 {
 			e.now = e.t0
 		}
@@ -525,7 +528,7 @@ func (e *pollEngine) handle(c *pollCQ, wc *WC) error {
 
 func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 	if e.times != nil {
-		e.t0 = Now()
+		e.t0 = nic.Now()
 	}
 	for _, id := range e.roots {
 		e.markReady(id)
@@ -655,7 +658,7 @@ func (e *pollEngine) diagnose(iter int) error {
 		id := planner.OpID(s.ops[s.next])
 		var blockers []string
 		first := planner.OpID(planner.None)
-		for _, p := range g.Preds(id) {
+		for _, p := range e.deps.Preds(id) {
 			if !e.opDone(p) {
 				blockers = append(blockers, opRef(g, planner.OpID(p)))
 				if first == planner.None {

@@ -33,9 +33,6 @@ func TestPropertyEnginesMatchReference(t *testing.T) {
 		ref, err := exec.Reference(g)
 		require.NoError(t, err, "graph seed %d: reference", seed)
 		for _, c := range []engineCase{engineCases[0], engineCases[2], engineCases[3], engineCases[4]} {
-			if c.target != "" && !haveCompiler {
-				continue
-			}
 			for _, sched := range []uint64{seed*7 + 1, seed*7 + 2, seed*7 + 3} {
 				res, nic, plan, err := runCase(t, g, c, sched, 1, true)
 				require.NoError(t, err, "graph seed %d (-prop.seed=%d -prop.n=1), %s, schedule seed %d", seed, seed, c.name, sched)

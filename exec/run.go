@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -17,7 +18,7 @@ type Engine uint8
 
 // Engines.
 const (
-	// Auto picks Offload when the provider and the plan's target have cross-channel, else Poll.
+	// Auto picks Offload when the NIC and the plan's target have cross-channel, else Poll (see Select).
 	Auto Engine = iota
 	// Offload posts every rank's compiled chains, WAIT and ENABLE entries included, and lets the
 	// NIC walk them; the CPU only runs HOST steps and re-arms between iterations.
@@ -43,18 +44,19 @@ func ParseEngine(s string) (Engine, error) {
 			return Engine(i), nil
 		}
 	}
-	return Auto, fmt.Errorf("unknown engine %q (use auto, offload or poll)", s)
+	return Auto, &SelectError{Engine: Auto, Err: ErrUnknownEngine, msg: fmt.Sprintf("unknown engine %q (use auto, offload or poll)", s)}
 }
 
 // DefaultHangTimeout bounds how long a run may make no progress before it ends with a
 // HangError. A software provider's stall is detected at once; the timeout is for hardware.
 const DefaultHangTimeout = 10 * time.Second
 
-// Options tune a Run.
+// Options tune a Session (Prepare) and the convenience Run.
 type Options struct {
+	// Engine runs the plan; Auto picks by the plan's target and the NIC's caps, as Select does.
 	Engine Engine
-	// Iters is the number of iterations (default 1). Buffers are reset to their init values
-	// before each one, outside the timed region.
+	// Iters is the number of iterations Run runs (default 1); Session.Run takes its own count.
+	// Buffers are reset to their init values before each one, outside the timed region.
 	Iters int
 	// Seed varies the order in which the polling engine scans completion queues, so different
 	// seeds exercise different host-side interleavings (the software NIC has its own seed).
@@ -68,8 +70,9 @@ type Options struct {
 	// Exchange hands this process's endpoints to the other processes and returns the endpoints
 	// of all ranks, indexed by rank. Nil when every rank is local.
 	Exchange func(ctx context.Context, local []Endpoint) ([]Endpoint, error)
-	// Barrier synchronises all processes; Run calls it after resetting buffers and after each
-	// iteration, so no peer writes into a buffer that is being reset. Nil when every rank is local.
+	// Barrier synchronises all processes; Session.Run calls it after resetting buffers and after
+	// each iteration, so no peer writes into a buffer that is being reset. Nil when every rank is
+	// local.
 	Barrier func(ctx context.Context) error
 	// Reference is the expected memory (from Reference); computed when nil.
 	Reference *Memory
@@ -141,27 +144,53 @@ type driver interface {
 	prepost() error
 	// iterate runs one iteration to completion.
 	iterate(ctx context.Context, iter int) error
-	// counters adds the engine's own counters to r.
+	// counters moves the engine's own counters, since the last call, into r.
 	counters(r *Result)
 	// timeline returns when each op completed in the last iteration (Options.Timeline), by op
 	// ID, from the iteration's start; -1 for ops that did not complete.
 	timeline() []time.Duration
 }
 
-// Run executes plan (compiled from g) on provider p: it registers every local rank's buffers,
-// creates and connects the queues, runs opts.Iters iterations with the chosen engine, and
-// compares the final memory with the reference. A fault or a hang ends the run with an error
-// (an *OpError or a *HangError); the Result, when not nil, holds what was measured up to then.
-func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, opts Options) (*Result, error) {
-	if g == nil || p == nil {
-		return nil, errors.New("run: need a graph and a provider")
+// Session is a compiled plan made ready to run on a provider: every local rank's device is open,
+// its buffers registered, its queues created and connected, and the engine built with its work
+// requests. Prepare does that once; Run runs iterations on it as often as the caller likes, each
+// Run re-arming the prebuilt chains and counters as the next iteration of the same persistent
+// operation; Close releases everything. A Session is used by one goroutine at a time.
+type Session struct {
+	plan   *planner.Plan
+	p      nic.Provider
+	opts   Options
+	engine Engine
+	ranks  []int
+	ref    *Memory
+	res    []*rankRes
+	mem    *Memory
+	d      driver
+	done   int   // iterations run so far: re-arming goes on from there
+	failed error // what ended an earlier Run: the queues are in no state to go on
+	closed bool
+}
+
+// ErrSessionClosed is returned by Run on a closed Session.
+var ErrSessionClosed = errors.New("session closed")
+
+// ErrSessionFailed is wrapped by the error of a Run on a Session whose earlier Run failed (a
+// fault or a hang leaves queues in the error state, or work posted that never ran): prepare a
+// new Session.
+var ErrSessionFailed = errors.New("an earlier run of this session failed")
+
+// Prepare readies plan for running on provider p: it checks that the engine (opts.Engine, Auto
+// picking as Select does) can run the plan's target on p, computes the reference memory unless
+// opts.Reference gives it, opens every local rank (opts.Ranks), registers its buffers, creates
+// its queues, exchanges connection information with the other processes (opts.Exchange) and
+// connects them, and builds the engine. Run then runs iterations; Close releases the session.
+// opts.Iters is not used (it is Run's argument). An error from the engine choice is a
+// *SelectError.
+func Prepare(ctx context.Context, plan *planner.Plan, p nic.Provider, opts Options) (*Session, error) {
+	if plan == nil || plan.Graph == nil || p == nil {
+		return nil, errors.New("prepare: need a compiled plan and a provider")
 	}
-	if plan != nil && plan.Graph != g {
-		return nil, errors.New("run: the plan was compiled from another graph")
-	}
-	if opts.Iters <= 0 {
-		opts.Iters = 1
-	}
+	g := plan.Graph
 	if opts.HangTimeout <= 0 {
 		opts.HangTimeout = DefaultHangTimeout
 	}
@@ -182,7 +211,7 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 		return nil, fmt.Errorf("run: %d of %d ranks are local: Exchange and Barrier must connect the others", len(ranks), g.Ranks)
 	}
 	caps := p.Caps()
-	engine, err := chooseEngine(opts.Engine, plan, caps)
+	engine, err := engineFor(opts.Engine, plan.Target, caps)
 	if err != nil {
 		return nil, err
 	}
@@ -195,29 +224,28 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 			return nil, err
 		}
 	}
-	layout := func(rank int) (rankLayout, error) { return pollLayout(g, rank, caps), nil }
-	if engine == Offload {
-		layout = func(rank int) (rankLayout, error) { return offloadLayout(g, &plan.Ranks[rank]) }
-	}
-	if plan != nil {
+	layout := func(rank int) (rankLayout, error) {
+		var l rankLayout
+		var err error
+		if engine == Offload {
+			l, err = offloadLayout(g, &plan.Ranks[rank])
+		} else {
+			l, err = pollLayout(plan, rank, caps)
+		}
 		// Inline payloads never exceed the target's limit: a QP with room for more has larger
 		// WQEs for nothing (on Soft-RoCE, slower posts).
-		base := layout
-		layout = func(rank int) (rankLayout, error) {
-			l, err := base(rank)
-			l.maxInline = min(caps.MaxInline, plan.Target.MaxInline)
-			return l, err
-		}
+		l.maxInline = min(caps.MaxInline, plan.Target.MaxInline)
+		return l, err
 	}
 	res, err := setupRanks(ctx, p, g, ranks, layout, opts.Exchange)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		for _, r := range res {
-			r.close()
-		}
-	}()
+	s := &Session{plan: plan, p: p, opts: opts, engine: engine, ranks: ranks, ref: ref, res: res}
+	fail := func(err error) (*Session, error) {
+		s.Close()
+		return nil, err
+	}
 	bufs := make([][][]byte, g.Ranks)
 	for _, r := range res {
 		bufs[r.rank] = make([][]byte, len(g.Buffers))
@@ -225,29 +253,51 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 			bufs[r.rank][b] = mr.Bytes()[:g.Buffers[b].Bytes()]
 		}
 	}
-	mem, err := NewMemoryFrom(g, bufs)
-	if err != nil {
-		return nil, err
+	if s.mem, err = NewMemoryFrom(g, bufs); err != nil {
+		return fail(err)
 	}
-	var d driver
 	if engine == Offload {
-		d, err = newOffload(g, plan, mem, res, p, opts)
+		s.d, err = newOffload(plan, s.mem, res, p, opts)
 	} else {
-		d, err = newPoll(g, plan, mem, res, p, opts)
+		s.d, err = newPoll(plan, s.mem, res, p, opts)
 	}
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	out := &Result{Engine: engine, Provider: p.Name(), Iters: opts.Iters, Memory: mem}
-	if plan != nil {
-		out.Target = plan.Target.Name
+	return s, nil
+}
+
+// Engine is the engine the session runs (never Auto).
+func (s *Session) Engine() Engine { return s.engine }
+
+// Plan is the plan the session runs.
+func (s *Session) Plan() *planner.Plan { return s.plan }
+
+// Run runs iters iterations (at least 1) and compares the final memory with the reference.
+// Buffers are reset to their init values before each iteration, outside the timed region; with
+// opts.Barrier every process resets before any starts, so each process must call Run as often,
+// with the same iters. Iterations are numbered over the session's life: a HangError's Iteration
+// counts the iterations of earlier Runs too. A fault or a hang ends the run with an error (an
+// *OpError or a *HangError) and leaves the session unusable but for Close; the Result, when not
+// nil, holds what was measured up to then. Result.Memory is the session's memory: the next Run
+// overwrites it and Close releases it.
+func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
+	switch {
+	case s.closed:
+		return nil, fmt.Errorf("run: %w", ErrSessionClosed)
+	case s.failed != nil:
+		return nil, fmt.Errorf("run: %w (%v): prepare a new session", ErrSessionFailed, firstLine(s.failed.Error()))
+	case iters < 1:
+		return nil, fmt.Errorf("run: %d iterations: need at least 1", iters)
 	}
-	var before NICStats
-	sr, _ := p.(StatsReporter)
+	plan, d, mem, opts := s.plan, s.d, s.mem, s.opts
+	out := &Result{Engine: s.engine, Provider: s.p.Name(), Target: plan.Target.Name, Iters: iters, Memory: mem}
+	var before nic.NICStats
+	sr, _ := s.p.(nic.StatsReporter)
 	if sr != nil {
 		before = sr.NICStats()
 	}
-	if _, soft := p.(Progresser); !soft {
+	if _, soft := s.p.(nic.Progresser); !soft {
 		// A NIC that moves by itself is polled by this goroutine in a tight loop of short C calls
 		// and long posts (a software device transfers inside ibv_post_send). Unlocked, the
 		// scheduler hands the goroutine from thread to thread around the long calls, each move a
@@ -259,29 +309,30 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 			defer quietOtherThreads()()
 		}
 	}
-	lat := make([]time.Duration, 0, min(opts.Iters, 1<<16)) // grows past that: callers check Estimate first
+	lat := make([]time.Duration, 0, min(iters, 1<<16)) // grows past that: callers check Estimate first
 	finish := func(err error) (*Result, error) {
 		d.counters(out)
 		if sr != nil {
 			after := sr.NICStats()
 			out.RNRRetries = after.RNRRetries - before.RNRRetries
-			if engine == Offload {
+			if s.engine == Offload {
 				out.Waits = after.Waits - before.Waits
 				out.Enables = after.Enables - before.Enables
 			}
 		}
 		out.Latency = summarise(lat)
 		if err != nil {
+			s.failed = err
 			var h *HangError
-			if plan != nil && errors.As(err, &h) {
+			if errors.As(err, &h) {
 				h.locate(plan)
 			}
 			return out, err
 		}
 		out.OK = true
-		for _, r := range ranks {
+		for _, r := range s.ranks {
 			v := Verdict{Rank: r, OK: true}
-			for _, m := range mem.Diff(ref) {
+			for _, m := range mem.Diff(s.ref) {
 				if m.Rank == r {
 					v.OK = false
 					v.Mismatches = append(v.Mismatches, m)
@@ -292,23 +343,24 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 		}
 		return out, nil
 	}
-	for it := 0; it < opts.Iters; it++ {
-		for _, r := range ranks {
+	for it := 0; it < iters; it++ {
+		iter := s.done
+		for _, r := range s.ranks {
 			if err := mem.Reset(r); err != nil {
 				return finish(err)
 			}
 		}
-		d.rearm(it)
+		d.rearm(iter)
 		if err := d.prepost(); err != nil {
-			return finish(fmt.Errorf("iteration %d: %w", it, err))
+			return finish(fmt.Errorf("iteration %d: %w", iter, err))
 		}
 		if opts.Barrier != nil {
 			if err := opts.Barrier(ctx); err != nil {
-				return finish(fmt.Errorf("iteration %d: barrier before the run: %w", it, err))
+				return finish(fmt.Errorf("iteration %d: barrier before the run: %w", iter, err))
 			}
 		}
 		t0 := time.Now()
-		err := d.iterate(ctx, it)
+		err := d.iterate(ctx, iter)
 		lat = append(lat, time.Since(t0))
 		if opts.Timeline {
 			out.Timeline = append(out.Timeline, slices.Clone(d.timeline()))
@@ -316,43 +368,48 @@ func Run(ctx context.Context, g *planner.Graph, plan *planner.Plan, p Provider, 
 		if err != nil {
 			return finish(err)
 		}
+		s.done++
 		if opts.Barrier != nil {
 			if err := opts.Barrier(ctx); err != nil {
-				return finish(fmt.Errorf("iteration %d: barrier after the run: %w", it, err))
+				return finish(fmt.Errorf("iteration %d: barrier after the run: %w", iter, err))
 			}
 		}
 		if opts.OnIteration != nil {
-			opts.OnIteration(it+1, opts.Iters)
+			opts.OnIteration(it+1, iters)
 		}
 	}
 	return finish(nil)
 }
 
-func chooseEngine(e Engine, plan *planner.Plan, caps Caps) (Engine, error) {
-	switch e {
-	case Auto:
-		if caps.CrossChannel && plan != nil && plan.Target.CrossChannel {
-			return Offload, nil
-		}
-		return chooseEngine(Poll, plan, caps)
-	case Poll:
-		if plan != nil && plan.Target.CrossChannel {
-			return e, fmt.Errorf("the poll engine walks the DAG itself and runs plans compiled for a target without cross-channel; target %s has WAIT/ENABLE chains for the offload engine (compile for generic)", plan.Target.Name)
-		}
-		return Poll, nil
-	case Offload:
-		if plan == nil {
-			return e, errors.New("the offload engine needs a compiled plan")
-		}
-		if !plan.Target.CrossChannel || plan.Target.Style == planner.StyleNone {
-			return e, fmt.Errorf("the offload engine needs a plan compiled for a cross-channel target; target %s has none (compile for connectx or connectx-inline, or use the poll engine)", plan.Target.Name)
-		}
-		if !caps.CrossChannel {
-			return e, fmt.Errorf("the offload engine needs cross-channel (CORE-Direct) support, which this NIC lacks: %w (use the poll engine)", ErrNoCrossChannel)
-		}
-		return Offload, nil
+// Close releases every rank's queues, memory regions and device. The memory of the last
+// Result goes with them. Close is idempotent.
+func (s *Session) Close() error {
+	if s.closed {
+		return nil
 	}
-	return e, fmt.Errorf("unknown engine %v", e)
+	s.closed = true
+	for _, r := range s.res {
+		r.close()
+	}
+	return nil
+}
+
+// Run executes plan on provider p once: Prepare, opts.Iters iterations (at least 1) with
+// Session.Run, Close. Plans run many times should be prepared once instead.
+func Run(ctx context.Context, plan *planner.Plan, p nic.Provider, opts Options) (*Result, error) {
+	s, err := Prepare(ctx, plan, p, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.Run(ctx, max(opts.Iters, 1))
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 func summarise(lat []time.Duration) Latency {

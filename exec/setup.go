@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -11,9 +12,9 @@ import (
 // of its QPs (graph queues first, in the rank's declaration order, then any local-only queues)
 // and the remote descriptor of each buffer. It is plain data, safe to send between processes.
 type Endpoint struct {
-	Rank int        `json:"rank"`
-	QPs  []QPInfo   `json:"qps"`
-	MRs  []RemoteMR `json:"mrs"`
+	Rank int            `json:"rank"`
+	QPs  []nic.QPInfo   `json:"qps"`
+	MRs  []nic.RemoteMR `json:"mrs"`
 }
 
 // qpSpec is one QP to create on a rank: a graph queue (both of its sides) or a local-only queue
@@ -25,8 +26,8 @@ type qpSpec struct {
 	recvCQ     int             // index into rankLayout.cqs; -1: none (local-only queues)
 	sendDepth  int
 	recvDepth  int
-	sendWQ     int // plan work queue of the send side (offload), -1 otherwise
-	recvWQ     int // plan work queue of the receive side (offload), -1 otherwise
+	sendWQ     int // plan work queue of the send side, -1 for none
+	recvWQ     int // plan work queue of the receive side, -1 for none
 	managedS   bool
 	managedR   bool
 	crossChan  bool
@@ -48,27 +49,38 @@ type rankLayout struct {
 type rankRes struct {
 	rank   int
 	layout rankLayout
-	dev    Context
-	pd     PD
-	mrs    []MR // by buffer
-	cqs    []CQ // by layout.cqs
-	qps    []QP // by layout.qps
+	dev    nic.Context
+	pd     nic.PD
+	mrs    []nic.MR // by buffer
+	cqs    []nic.CQ // by layout.cqs
+	qps    []nic.QP // by layout.qps
 	peers  []Endpoint
 }
 
-// pollLayout gives every graph queue of rank one QP with a CQ per side.
-func pollLayout(g *planner.Graph, rank int, caps Caps) rankLayout {
+// pollLayout gives every graph queue of the rank one QP with a CQ per side: the send and
+// receive work queues the plan compiled for a target without cross-channel, each as deep as its
+// graph queue (within the device's limits).
+func pollLayout(plan *planner.Plan, rank int, caps nic.Caps) (rankLayout, error) {
+	g, rp := plan.Graph, &plan.Ranks[rank]
 	l := rankLayout{maxInline: caps.MaxInline}
 	span := g.Rank[rank]
-	for q := span.FirstQueue; q < span.EndQueue; q++ {
-		gq := &g.Queues[q]
-		d := clampDepth(gq.Depth, caps.MaxQPDepth)
-		l.cqs = append(l.cqs, cqSpec{name: gq.Name + ".scq", depth: clampDepth(d, caps.MaxCQDepth)},
-			cqSpec{name: gq.Name + ".rcq", depth: clampDepth(d, caps.MaxCQDepth)})
-		l.qps = append(l.qps, qpSpec{name: gq.Name, graphQueue: q, sendCQ: len(l.cqs) - 2, recvCQ: len(l.cqs) - 1,
-			sendDepth: d, recvDepth: d, sendWQ: -1, recvWQ: -1})
+	nq := int(span.EndQueue - span.FirstQueue)
+	if len(rp.SendWQ) != nq || len(rp.RecvWQ) != nq {
+		return l, fmt.Errorf("rank %d: the plan maps %d graph queues, the graph has %d", rank, len(rp.SendWQ), nq)
 	}
-	return l
+	for i := 0; i < nq; i++ {
+		q := span.FirstQueue + planner.QueueID(i)
+		s, r := rp.SendWQ[i], rp.RecvWQ[i]
+		if s < 0 || r < 0 || s >= len(rp.Queues) || r >= len(rp.Queues) || rp.Queues[s].CQ < 0 || rp.Queues[r].CQ < 0 {
+			return l, fmt.Errorf("rank %d queue %s: the plan gives it no send and receive work queue with a CQ", rank, g.Queues[q].Name)
+		}
+		d := clampDepth(rp.Queues[s].Depth, caps.MaxQPDepth)
+		l.cqs = append(l.cqs, cqSpec{name: rp.CQs[rp.Queues[s].CQ].Name, depth: clampDepth(d, caps.MaxCQDepth)},
+			cqSpec{name: rp.CQs[rp.Queues[r].CQ].Name, depth: clampDepth(d, caps.MaxCQDepth)})
+		l.qps = append(l.qps, qpSpec{name: g.Queues[q].Name, graphQueue: q, sendCQ: len(l.cqs) - 2, recvCQ: len(l.cqs) - 1,
+			sendDepth: d, recvDepth: d, sendWQ: s, recvWQ: r})
+	}
+	return l, nil
 }
 
 func clampDepth(d, max int) int {
@@ -145,22 +157,22 @@ func chainHasCrossChannel(chain []planner.WQE) bool {
 
 // accessOf is the MR access a buffer needs: local write always (receives, reads and fetches
 // land in it), plus the remote rights the plan declared.
-func accessOf(b *planner.Buffer) Access {
-	a := AccessLocalWrite
+func accessOf(b *planner.Buffer) nic.Access {
+	a := nic.AccessLocalWrite
 	if b.Access&planner.RemoteWrite != 0 {
-		a |= AccessRemoteWrite
+		a |= nic.AccessRemoteWrite
 	}
 	if b.Access&planner.RemoteRead != 0 {
-		a |= AccessRemoteRead
+		a |= nic.AccessRemoteRead
 	}
 	if b.Access&planner.RemoteAtomic != 0 {
-		a |= AccessRemoteAtomic
+		a |= nic.AccessRemoteAtomic
 	}
 	return a
 }
 
 // openRank opens rank's device and creates its PD, one MR per buffer, its CQs and QPs.
-func openRank(p Provider, g *planner.Graph, rank int, l rankLayout) (*rankRes, error) {
+func openRank(p nic.Provider, g *planner.Graph, rank int, l rankLayout) (*rankRes, error) {
 	dev, err := p.Open(rank)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: open device: %w", rank, err)
@@ -189,7 +201,7 @@ func openRank(p Provider, g *planner.Graph, rank int, l rankLayout) (*rankRes, e
 		res.cqs = append(res.cqs, cq)
 	}
 	for _, s := range l.qps {
-		cfg := QPConfig{SendCQ: res.cqs[s.sendCQ], RecvCQ: res.cqs[s.sendCQ], SendDepth: s.sendDepth, RecvDepth: s.recvDepth,
+		cfg := nic.QPConfig{SendCQ: res.cqs[s.sendCQ], RecvCQ: res.cqs[s.sendCQ], SendDepth: s.sendDepth, RecvDepth: s.recvDepth,
 			MaxInline: l.maxInline, CrossChannel: s.crossChan, ManagedSend: s.managedS, ManagedRecv: s.managedR}
 		if s.recvCQ >= 0 {
 			cfg.RecvCQ = res.cqs[s.recvCQ]
@@ -220,7 +232,7 @@ func (r *rankRes) endpoint() Endpoint {
 func (r *rankRes) connect(g *planner.Graph, eps []Endpoint) error {
 	r.peers = eps
 	for i, s := range r.layout.qps {
-		var remote QPInfo
+		var remote nic.QPInfo
 		if s.graphQueue == planner.None {
 			remote = r.qps[i].Info()
 		} else {
@@ -265,13 +277,13 @@ func (r *rankRes) close() {
 }
 
 // local is the SGE of slice s of this rank's memory (Len 0 when s is absent).
-func (r *rankRes) local(g *planner.Graph, s planner.Slice) SGE {
+func (r *rankRes) local(g *planner.Graph, s planner.Slice) nic.SGE {
 	if !s.Valid() {
-		return SGE{}
+		return nic.SGE{}
 	}
 	sz := g.Buffers[s.Buf].Type.Size()
 	mr := r.mrs[s.Buf]
-	return SGE{Addr: mr.Addr() + uint64(s.Off*sz), Len: uint32(s.Len * sz), LKey: mr.LKey()}
+	return nic.SGE{Addr: mr.Addr() + uint64(s.Off*sz), Len: uint32(s.Len * sz), LKey: mr.LKey()}
 }
 
 // remote is the address and rkey of slice s on peer rank.
@@ -286,33 +298,33 @@ func (r *rankRes) remote(g *planner.Graph, peer int, s planner.Slice) (uint64, u
 
 // dataWR builds the send-queue work request of graph op id (send, write, read or atomic); a
 // send or write goes inline when inline is set and its payload fits the rank's QPs.
-func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, inline bool) SendWR {
+func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, inline bool) nic.SendWR {
 	op := &g.Ops[id]
 	peer := peerRank(g, op)
-	wr := SendWR{ID: uint64(id)}
+	wr := nic.SendWR{ID: uint64(id)}
 	switch op.Kind {
 	case planner.OpSend:
-		wr.Op, wr.Local = OpSend, r.local(g, op.Src)
+		wr.Op, wr.Local = nic.OpSend, r.local(g, op.Src)
 	case planner.OpWrite:
-		wr.Op, wr.Local = OpRDMAWrite, r.local(g, op.Src)
+		wr.Op, wr.Local = nic.OpRDMAWrite, r.local(g, op.Src)
 		if op.Notify {
-			wr.Op = OpRDMAWriteImm
+			wr.Op = nic.OpRDMAWriteImm
 			wr.Imm = uint32(id)
 		}
 		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst)
 	case planner.OpRead:
-		wr.Op, wr.Local = OpRDMARead, r.local(g, op.Dst)
+		wr.Op, wr.Local = nic.OpRDMARead, r.local(g, op.Dst)
 		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Src)
 	case planner.OpAtomicAdd, planner.OpAtomicCAS:
-		wr.Op, wr.Local = OpAtomicFAdd, r.local(g, op.Fetch)
+		wr.Op, wr.Local = nic.OpAtomicFAdd, r.local(g, op.Fetch)
 		if op.Kind == planner.OpAtomicCAS {
-			wr.Op = OpAtomicCAS
+			wr.Op = nic.OpAtomicCAS
 		}
 		wr.CompareAdd, wr.Swap = uint64(op.A), uint64(op.B)
 		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst)
 	}
 	if inline && (op.Kind == planner.OpSend || op.Kind == planner.OpWrite) && wr.Local.Len > 0 && int(wr.Local.Len) <= r.layout.maxInline {
-		wr.Flags |= FlagInline
+		wr.Flags |= nic.FlagInline
 	}
 	return wr
 }
@@ -320,7 +332,7 @@ func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, inline bool) SendWR 
 // setupRanks opens and connects the ranks this process runs. exchange hands every local
 // endpoint to the other processes and returns all ranks' endpoints indexed by rank; nil means
 // every rank is local.
-func setupRanks(ctx context.Context, p Provider, g *planner.Graph, ranks []int, layout func(rank int) (rankLayout, error),
+func setupRanks(ctx context.Context, p nic.Provider, g *planner.Graph, ranks []int, layout func(rank int) (rankLayout, error),
 	exchange func(context.Context, []Endpoint) ([]Endpoint, error)) ([]*rankRes, error) {
 	var res []*rankRes
 	fail := func(err error) ([]*rankRes, error) {

@@ -31,7 +31,7 @@ func TestTimeline(t *testing.T) {
 		require.NoError(t, err)
 		for _, trig := range []bool{false, true} {
 			nic := softnic.New(softnic.Options{NoCrossChannel: true, Triggers: trig})
-			res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{Engine: exec.Poll, Iters: iters, Timeline: true})
+			res, err := exec.Run(context.Background(), plan, nic, exec.Options{Engine: exec.Poll, Iters: iters, Timeline: true})
 			name := strings.TrimSuffix(filepath.Base(f), ".dag")
 			require.NoError(t, err, name)
 			require.True(t, res.OK, res.Summary())
@@ -53,6 +53,6 @@ func TestTimeline(t *testing.T) {
 	g, _ := loadPlan(t, "../plans/ring_allreduce.dag", 2)
 	plan, err := compileFor(g, "connectx")
 	require.NoError(t, err)
-	_, err = exec.Run(context.Background(), g, plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Offload, Timeline: true})
+	_, err = exec.Run(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Offload, Timeline: true})
 	require.ErrorContains(t, err, "timeline needs the poll engine")
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // stallWatch decides when an engine that found nothing to do in a round is stuck. With a
@@ -14,7 +16,7 @@ import (
 // progress after a few idle rounds at every hop, and a clock read can cost microseconds (an
 // emulated or virtualised clock source), more than the hop itself.
 type stallWatch struct {
-	prog  Progresser // nil for a NIC that progresses by itself
+	prog  nic.Progresser // nil for a NIC that progresses by itself
 	limit time.Duration
 	idle  int
 	since time.Time

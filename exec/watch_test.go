@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/exec/nic"
 )
 
 type fakeProgress struct{ moves int }
@@ -18,7 +20,7 @@ func (f *fakeProgress) Progress() int {
 	}
 	return 0
 }
-func (f *fakeProgress) Stalls() []Stall { return nil }
+func (f *fakeProgress) Stalls() []nic.Stall { return nil }
 
 func TestStallWatch(t *testing.T) {
 	// A NIC that reports progress: stuck exactly when it can no longer move.

@@ -52,7 +52,19 @@ func Compile(g *Graph, t Target) (*Plan, error) {
 		return nil, c.errs
 	}
 	c.stats()
+	if t.Style == StyleNone {
+		c.plan.Deps = newDeps(g)
+	}
 	return c.plan, nil
+}
+
+// newDeps builds the CSR adjacency of g's explicit edges for the polling engine.
+func newDeps(g *Graph) *Deps {
+	n := len(g.Ops)
+	d := &Deps{}
+	d.PredStart, d.PredList = buildCSR(n, g.Edges, func(e Edge) (int32, int32) { return int32(e.To), int32(e.From) })
+	d.SuccStart, d.SuccList = buildCSR(n, g.Edges, func(e Edge) (int32, int32) { return int32(e.From), int32(e.To) })
+	return d
 }
 
 // compiler holds the state of one Compile call.

@@ -378,3 +378,41 @@ func BenchmarkCompile(b *testing.B) {
 		})
 	}
 }
+
+// TestDeps: a plan for the generic target carries what the polling engine walks (every op's
+// explicit predecessors and successors, as the Graph has them) and lists each queue side's ops
+// in queue order in its chains; cross-channel plans carry no Deps.
+func TestDeps(t *testing.T) {
+	matches, err := filepath.Glob("../plans/*.dag")
+	require.NoError(t, err)
+	require.NotEmpty(t, matches)
+	for _, path := range matches {
+		g := load(t, path, nil)
+		p := compileFor(t, g, "generic")
+		require.NotNil(t, p.Deps, path)
+		for o := range g.Ops {
+			id := planner.OpID(o)
+			assert.Equal(t, g.Preds(id), p.Deps.Preds(id), "%s: preds of %s", path, g.OpString(id))
+			assert.Equal(t, g.Succs(id), p.Deps.Succs(id), "%s: succs of %s", path, g.OpString(id))
+			assert.Equal(t, int32(len(g.Preds(id))), p.Deps.NumPreds(id))
+		}
+		for r := range p.Ranks {
+			rp := &p.Ranks[r]
+			span := g.Rank[r]
+			for i := range rp.SendWQ {
+				q := &g.Queues[span.FirstQueue+planner.QueueID(i)]
+				for _, side := range []struct {
+					wq  int
+					ops []planner.OpID
+				}{{rp.SendWQ[i], q.SendOps}, {rp.RecvWQ[i], q.RecvOps}} {
+					var got []planner.OpID
+					for _, w := range rp.Queues[side.wq].Chain {
+						got = append(got, w.Op)
+					}
+					assert.Equal(t, side.ops, got, "%s: rank %d queue %s", path, r, rp.Queues[side.wq].Name)
+				}
+			}
+		}
+		assert.Nil(t, compileFor(t, g, "connectx").Deps, path)
+	}
+}

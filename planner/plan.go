@@ -269,7 +269,29 @@ type Plan struct {
 	Ranks  []RankPlan
 	Loc    []Loc // indexed by OpID
 	Stats  Stats
+	// Deps is what the polling engine walks on the CPU: set for targets without cross-channel
+	// (Style none), nil for the others, whose chains carry their dependencies as WAITs and ENABLEs.
+	Deps *Deps
 }
+
+// Deps is the dependency graph of a plan's ops as a CPU engine enforces it: every op's explicit
+// predecessors (the ops it is `after`, as Graph.Preds) and successors, in CSR form indexed by
+// OpID. Queue order and message matching are not in it: the NIC keeps a work queue FIFO and
+// matches messages with receives, and each work queue's Chain lists its ops in queue order.
+// Compile computes it; the slices are shared, read-only.
+type Deps struct {
+	PredStart, PredList []int32 // predecessors of op o: PredList[PredStart[o]:PredStart[o+1]]
+	SuccStart, SuccList []int32 // successors of op o: SuccList[SuccStart[o]:SuccStart[o+1]]
+}
+
+// Preds returns the ops o waits for.
+func (d *Deps) Preds(o OpID) []int32 { return d.PredList[d.PredStart[o]:d.PredStart[o+1]] }
+
+// Succs returns the ops that wait for o.
+func (d *Deps) Succs(o OpID) []int32 { return d.SuccList[d.SuccStart[o]:d.SuccStart[o+1]] }
+
+// NumPreds is how many ops o waits for: the initial value of its pending counter.
+func (d *Deps) NumPreds(o OpID) int32 { return d.PredStart[o+1] - d.PredStart[o] }
 
 // WQEOf returns the WQE an op was lowered to (the HOST entry for host ops).
 func (p *Plan) WQEOf(id OpID) *WQE {

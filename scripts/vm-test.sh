@@ -48,7 +48,7 @@ if ! ibv_devinfo -d "$DEV" >/dev/null 2>&1; then
 fi
 
 step "provider tests on $DEV"
-(cd exec/verbs && "$TEST" -test.run '^(TestLayout|TestCaps|TestDataPath|TestBigBatch|TestFaults|TestTrigger|TestTriggerDisarm|TestTriggerRejected|TestHold|TestStamp|TestOpenRestricted|TestRawPingPong)$' -test.v -test.timeout 120s) \
+(cd exec/verbs && "$TEST" -test.run '^(TestLayout|TestCaps|TestDataPath|TestBigBatch|TestFaults|TestTrigger|TestTriggerDisarm|TestTriggerRejected|TestHold|TestStamp|TestOpenRestricted|TestRawPingPong|TestContract)$' -test.v -test.timeout 120s) \
   | grep -v '^=== RUN' || fail "provider tests"
 
 step "every plan in plans/ with 2 and 4 ranks, one process per rank"

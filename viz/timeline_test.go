@@ -38,7 +38,11 @@ func TestTimeline(t *testing.T) {
 	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 3})
 	require.NoError(t, err)
 	const iters = 2
-	res, err := exec.Run(context.Background(), g, nil, softnic.New(softnic.Options{NoCrossChannel: true}),
+	generic, err := planner.LookupTarget("generic")
+	require.NoError(t, err)
+	plan, err := planner.Compile(g, generic)
+	require.NoError(t, err)
+	res, err := exec.Run(context.Background(), plan, softnic.New(softnic.Options{NoCrossChannel: true}),
 		exec.Options{Engine: exec.Poll, Iters: iters, Timeline: true})
 	require.NoError(t, err)
 	var buf bytes.Buffer

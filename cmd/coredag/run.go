@@ -20,6 +20,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/internal/atomicfile"
 	"github.com/coredag/coredag/internal/budget"
@@ -128,7 +129,8 @@ func (c *runCmd) Run(e *env) error {
 			return err
 		}
 	}
-	engine, plan, ref, err := c.setup(e, l, "connectx", softnic.New(softnic.Options{}))
+	sn := softnic.New(softnic.Options{})
+	engine, plan, ref, err := c.setup(e, l, sn.Caps(), sn)
 	if err != nil {
 		return err
 	}
@@ -138,8 +140,8 @@ func (c *runCmd) Run(e *env) error {
 	var last *exec.Result
 	for k := 0; k < runs; k++ {
 		seed := first + uint64(k)
-		nic := softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
-		res, err := exec.Run(context.Background(), g, plan, nic, exec.Options{
+		sn := softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
+		res, err := exec.Run(context.Background(), plan, sn, exec.Options{
 			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, NoTriggers: c.NoTriggers, Timeline: c.Timeline != "", OnIteration: func(int, int) { bar.step() },
 		})
 		if err != nil {
@@ -209,13 +211,13 @@ func (c *runCmd) Run(e *env) error {
 	return nil
 }
 
-// setup does what a run needs on any provider: it parses the engine, compiles the plan for
-// --target (defaultTarget for the offload engine, generic for the polling engine) and computes
-// the reference memory. Errors are reported and returned as exit codes.
+// setup does what a run needs on any provider: it parses the engine, lets exec.Select pick the
+// engine and the target (--target, or the default for the engine and a NIC with caps), compiles
+// the plan and computes the reference memory. Errors are reported and returned as exit codes.
 //
 // Before it allocates the reference it checks that the run fits in the memory budget: p (nil
 // when the provider is not open yet) says what registering the buffers costs.
-func (c *runCmd) setup(e *env, l *loaded, defaultTarget string, p exec.Provider) (exec.Engine, *planner.Plan, *exec.Memory, error) {
+func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.Engine, *planner.Plan, *exec.Memory, error) {
 	engine, err := exec.ParseEngine(c.Engine)
 	if err != nil {
 		return 0, nil, nil, usageError("%v", err)
@@ -232,22 +234,9 @@ func (c *runCmd) setup(e *env, l *loaded, defaultTarget string, p exec.Provider)
 	if err := c.checkMemory(e, l, p); err != nil {
 		return 0, nil, nil, err
 	}
-	tname := c.Target
-	if tname == "" {
-		tname = defaultTarget
-		if engine == exec.Poll {
-			tname = "generic"
-		}
-	}
-	target, err := planner.LookupTarget(tname)
+	engine, target, err := exec.Select(engine, c.Target, caps)
 	if err != nil {
-		return 0, nil, nil, usageError("%v", err)
-	}
-	if engine == exec.Offload && !target.CrossChannel {
-		return 0, nil, nil, usageError("--engine offload needs a cross-channel target (connectx or connectx-inline); %s has none, so use --engine poll", target.Name)
-	}
-	if engine == exec.Poll && target.CrossChannel {
-		return 0, nil, nil, usageError("--engine poll walks the DAG itself: it runs plans for --target generic; %s's WAIT/ENABLE chains are for --engine offload", target.Name)
+		return 0, nil, nil, selectUsage(err)
 	}
 	plan, err := planner.Compile(l.graph, target)
 	if err == nil {
@@ -259,6 +248,21 @@ func (c *runCmd) setup(e *env, l *loaded, defaultTarget string, p exec.Provider)
 	l.err = err
 	reportDiagnostics(e, l, c.JSON)
 	return 0, nil, nil, &exitError{code: exitFail}
+}
+
+// selectUsage turns exec.Select's refusal into a usage error (exit 2) in the words of the flags.
+func selectUsage(err error) error {
+	var se *exec.SelectError
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch {
+	case errors.Is(err, exec.ErrNeedsCrossChannelTarget) && se.Engine == exec.Offload:
+		return usageError("--engine offload needs a cross-channel target (connectx or connectx-inline); %s has none, so use --engine poll", se.Target)
+	case errors.Is(err, exec.ErrNeedsGenericTarget):
+		return usageError("--engine poll walks the DAG itself: it runs plans for --target generic; %s's WAIT/ENABLE chains are for --engine offload", se.Target)
+	}
+	return usageError("%v", err)
 }
 
 // printRun prints the human-readable result: first a verdict line that starts with PASS or FAIL

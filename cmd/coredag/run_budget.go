@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/planner"
 )
@@ -12,7 +13,7 @@ import (
 // budget: the buffers of every rank on provider p (nil: not open yet) and the reference copy,
 // the latency samples of --iters iterations and the timeline's records. The timeline's trace
 // text is streamed to its file, not held: it costs disk, and a full disk leaves the old file.
-func (c *runCmd) checkMemory(e *env, l *loaded, p exec.Provider) error {
+func (c *runCmd) checkMemory(e *env, l *loaded, p nic.Provider) error {
 	g := l.graph
 	opts := exec.Options{Iters: c.Iters, Timeline: c.Timeline != ""}
 	if p == nil { // verbs: one rank per process

@@ -64,7 +64,7 @@ func hangOffload(t *testing.T) (*planner.Plan, *exec.HangError, exec.WQELoc) {
 		}
 	}
 	require.GreaterOrEqual(t, stuck.Index, 0, "no WAIT in rank 1's management queue")
-	_, err = exec.Run(context.Background(), g, plan, softnic.New(softnic.Options{}),
+	_, err = exec.Run(context.Background(), plan, softnic.New(softnic.Options{}),
 		exec.Options{Engine: exec.Offload, HangTimeout: time.Second})
 	var h *exec.HangError
 	require.ErrorAs(t, err, &h, "%v", err)
@@ -73,7 +73,8 @@ func hangOffload(t *testing.T) (*planner.Plan, *exec.HangError, exec.WQELoc) {
 
 // hangPoll runs a graph the checker rejects (each rank sends only after its own receive, so
 // neither receive is ever matched) on the polling engine. The compiler refuses that graph too, so
-// the plan the hang is placed in is compiled from the same ops without the fatal edge.
+// the plan the hang is placed in is compiled from the same ops without the fatal edge, and given
+// the graph's dependencies.
 func hangPoll(t *testing.T) (*planner.Plan, *exec.HangError) {
 	t.Helper()
 	elaborate := func(after string) *planner.Graph {
@@ -91,7 +92,16 @@ func hangPoll(t *testing.T) (*planner.Plan, *exec.HangError) {
 	plan, err := planner.Compile(elaborate(""), target)
 	require.NoError(t, err)
 	plan.Graph = g
-	_, err = exec.Run(context.Background(), g, plan, softnic.New(softnic.Options{NoCrossChannel: true}),
+	// The polling engine walks the plan's dependencies: give it the fatal edge back.
+	deps := &planner.Deps{PredStart: []int32{0}, SuccStart: []int32{0}}
+	for o := range g.Ops {
+		deps.PredList = append(deps.PredList, g.Preds(planner.OpID(o))...)
+		deps.SuccList = append(deps.SuccList, g.Succs(planner.OpID(o))...)
+		deps.PredStart = append(deps.PredStart, int32(len(deps.PredList)))
+		deps.SuccStart = append(deps.SuccStart, int32(len(deps.SuccList)))
+	}
+	plan.Deps = deps
+	_, err = exec.Run(context.Background(), plan, softnic.New(softnic.Options{NoCrossChannel: true}),
 		exec.Options{Engine: exec.Poll, Reference: exec.NewMemory(g), HangTimeout: time.Second})
 	var h *exec.HangError
 	require.ErrorAs(t, err, &h, "%v", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/bootstrap"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/verbs"
 	"github.com/coredag/coredag/planner"
 )
@@ -67,23 +68,23 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 	if g.Ranks != world.Size {
 		return usageError("plan %s has %d ranks but %d processes run it: make -p ranks= match --ranks", g.Name, g.Ranks, world.Size)
 	}
-	engine, plan, ref, err := c.setup(e, l, "generic", nil) // no cross-channel in upstream verbs
+	// The device is opened after the usage checks; exec/verbs drives upstream rdma-core, which has
+	// no cross-channel, so Select decides for a NIC without it (Prepare checks the device's own
+	// caps again).
+	engine, plan, ref, err := c.setup(e, l, nic.Caps{}, nil)
 	if err != nil {
 		return err
 	}
 	target := plan.Target
-	if engine == exec.Auto {
-		engine = exec.Poll
-	}
 	vo := verbs.DefaultOptions()
 	vo.Device, vo.GIDIndex, vo.Ranks = c.Device, c.GIDIndex, []int{world.Rank}
-	nic, err := verbs.New(vo)
+	dev, err := verbs.New(vo)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "rank %d: %v\n", world.Rank, err)
 		return &exitError{code: exitFail}
 	}
 	cfg := bootstrap.Config{World: world, Addr: c.Bootstrap}
-	res, own, all, err := bootstrap.RunProcess(context.Background(), g, plan, nic, cfg,
+	res, own, all, err := bootstrap.RunProcess(context.Background(), plan, dev, cfg,
 		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true, NoTriggers: c.NoTriggers, Timeline: c.Timeline != ""})
 	if c.Timeline != "" && res != nil {
 		path := c.timelinePath(world.Rank, world.Size)
@@ -107,7 +108,7 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 	ok := bootstrap.AllOK(all) == nil
 	if c.JSON {
 		if err := writeJSON(e.stdout, verbsResult{File: l.path, Plan: g.Name, Ranks: g.Ranks, Provider: "verbs",
-			Device: fmt.Sprint(nic), Iters: c.Iters, OK: ok, Reports: all}); err != nil {
+			Device: fmt.Sprint(dev), Iters: c.Iters, OK: ok, Reports: all}); err != nil {
 			return err
 		}
 	} else {
@@ -116,7 +117,7 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 			verdict = "FAIL %s: not every rank verified (%s, one process each)\n"
 		}
 		fmt.Fprintf(e.stdout, verdict, diag.QuoteName(l.path), planner.Plural(g.Ranks, "rank"))
-		fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, verbs on %v, %s\n", g.Name, engine, target.Name, nic, planner.Plural(c.Iters, "iteration"))
+		fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, verbs on %v, %s\n", g.Name, engine, target.Name, dev, planner.Plural(c.Iters, "iteration"))
 		for _, r := range all {
 			line := r.String()
 			if r.OK && r.Median > 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -178,22 +179,22 @@ func AllOK(reports []Report) error {
 }
 
 // RunProcess runs this process's rank of a multi-process run from start to verdict: it connects
-// to the other ranks (cfg), runs plan g on provider p with exec.Run (opts gets Ranks, Exchange and
+// to the other ranks (cfg), runs plan on provider p with exec.Run (opts gets Ranks, Exchange and
 // Barrier from Attach), and ends with Finish. It returns this rank's result (nil if the run did not
 // start), this rank's report, and on rank 0 every rank's report. err is set only when the ranks
 // could not be connected or the verdicts not collected; a failed run is in the reports.
-func RunProcess(ctx context.Context, g *planner.Graph, plan *planner.Plan, p exec.Provider, cfg Config, opts exec.Options) (*exec.Result, Report, []Report, error) {
+func RunProcess(ctx context.Context, plan *planner.Plan, p nic.Provider, cfg Config, opts exec.Options) (*exec.Result, Report, []Report, error) {
 	c, err := Connect(ctx, cfg)
 	if err != nil {
 		return nil, Report{Rank: cfg.Rank, Error: err.Error()}, nil, err
 	}
 	defer c.Close()
-	if err := Attach(c, g.Ranks, &opts); err != nil {
+	if err := Attach(c, plan.Graph.Ranks, &opts); err != nil {
 		own := Report{Rank: cfg.Rank, Error: err.Error()}
 		all, ferr := Finish(ctx, c, own)
 		return nil, own, all, ferr
 	}
-	res, runErr := exec.Run(ctx, g, plan, p, opts)
+	res, runErr := exec.Run(ctx, plan, p, opts)
 	own := ReportOf(cfg.Rank, res, runErr)
 	all, err := Finish(ctx, c, own)
 	return res, own, all, err

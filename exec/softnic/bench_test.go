@@ -8,24 +8,24 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // TestZeroAllocs guards the hot path: posting and polling allocate nothing, in both progress
 // modes, for one-sided and two-sided requests and for cross-channel entries.
 func TestZeroAllocs(t *testing.T) {
 	for _, opts := range []Options{{}, {Seeded: true, Seed: 3}} {
-		nic := New(opts)
-		a, b := pair(t, nic, allAccess, exec.QPConfig{CrossChannel: true, MaxInline: 64})
+		sn := New(opts)
+		a, b := pair(t, sn, allAccess, nic.QPConfig{CrossChannel: true, MaxInline: 64})
 		addr, key := b.remote(0)
-		wrs := []exec.SendWR{
-			{ID: 1, Op: exec.OpRDMAWrite, Local: a.sge(0, 1024), RemoteAddr: addr, RKey: key},
-			{ID: 2, Op: exec.OpSend, Flags: exec.FlagInline, Local: exec.SGE{Addr: a.mr.Addr(), Len: 32}},
-			{ID: 3, Op: exec.OpCQEWait, WaitCQ: a.scq.Num()}, // the previous round's atomic
-			{ID: 4, Op: exec.OpAtomicFAdd, Local: a.sge(64, 8), RemoteAddr: addr, RKey: key, CompareAdd: 1, Flags: exec.FlagSignaled},
+		wrs := []nic.SendWR{
+			{ID: 1, Op: nic.OpRDMAWrite, Local: a.sge(0, 1024), RemoteAddr: addr, RKey: key},
+			{ID: 2, Op: nic.OpSend, Flags: nic.FlagInline, Local: nic.SGE{Addr: a.mr.Addr(), Len: 32}},
+			{ID: 3, Op: nic.OpCQEWait, WaitCQ: a.scq.Num()}, // the previous round's atomic
+			{ID: 4, Op: nic.OpAtomicFAdd, Local: a.sge(64, 8), RemoteAddr: addr, RKey: key, CompareAdd: 1, Flags: nic.FlagSignaled},
 		}
-		rwr := []exec.RecvWR{{ID: 9, Local: b.sge(2048, 64)}}
-		wc := make([]exec.WC, 8)
+		rwr := []nic.RecvWR{{ID: 9, Local: b.sge(2048, 64)}}
+		wc := make([]nic.WC, 8)
 		rounds := uint32(0)
 		allocs := testing.AllocsPerRun(200, func() {
 			wrs[2].Count = rounds
@@ -37,14 +37,14 @@ func TestZeroAllocs(t *testing.T) {
 				panic(err)
 			}
 			if n, err := a.scq.Poll(wc); n != 1 || err != nil {
-				panic(fmt.Sprint("no send completion: ", err, nic.Stalls()))
+				panic(fmt.Sprint("no send completion: ", err, sn.Stalls()))
 			}
 			if n, _ := b.rcq.Poll(wc); n != 1 {
 				panic("no receive completion")
 			}
 		})
 		assert.Zero(t, allocs, "seeded=%v", opts.Seeded)
-		assert.Empty(t, nic.Faults())
+		assert.Empty(t, sn.Faults())
 	}
 }
 
@@ -52,26 +52,26 @@ func TestZeroAllocs(t *testing.T) {
 // side in the same benchmark, copies the same bytes with copy(), reporting both rates and their
 // ratio (1 means the NIC costs nothing beyond the copy).
 func BenchmarkDataPath(b *testing.B) {
-	for _, op := range []exec.Opcode{exec.OpRDMAWrite, exec.OpSend, exec.OpRDMARead} {
+	for _, op := range []nic.Opcode{nic.OpRDMAWrite, nic.OpSend, nic.OpRDMARead} {
 		for _, size := range []int{64 << 10, 1 << 20, 4 << 20} {
 			b.Run(fmt.Sprintf("%s/%dKiB", op, size>>10), func(b *testing.B) {
-				nic := New(Options{})
-				cfg := exec.QPConfig{SendDepth: 16, RecvDepth: 16}
-				x, y := newBenchEnd(b, nic, 0, size, cfg), newBenchEnd(b, nic, 1, size, cfg)
+				sn := New(Options{})
+				cfg := nic.QPConfig{SendDepth: 16, RecvDepth: 16}
+				x, y := newBenchEnd(b, sn, 0, size, cfg), newBenchEnd(b, sn, 1, size, cfg)
 				require.NoError(b, x.qp.Connect(y.qp.Info()))
 				require.NoError(b, y.qp.Connect(x.qp.Info()))
 				fill(x.mr.Bytes(), 1)
 				addr, key := y.remote(0)
-				wr := []exec.SendWR{{ID: 1, Op: op, Flags: exec.FlagSignaled, Local: x.sge(0, size), RemoteAddr: addr, RKey: key}}
-				rwr := []exec.RecvWR{{ID: 2, Local: y.sge(0, size)}}
-				wc := make([]exec.WC, 4)
+				wr := []nic.SendWR{{ID: 1, Op: op, Flags: nic.FlagSignaled, Local: x.sge(0, size), RemoteAddr: addr, RKey: key}}
+				rwr := []nic.RecvWR{{ID: 2, Local: y.sge(0, size)}}
+				wc := make([]nic.WC, 4)
 				src, dst := x.mr.Bytes(), y.mr.Bytes() // the same bytes the NIC moves
 				var nicTime, copyTime time.Duration
 				b.SetBytes(int64(size))
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					t0 := time.Now()
-					if op == exec.OpSend {
+					if op == nic.OpSend {
 						if _, err := y.qp.PostRecv(rwr); err != nil {
 							b.Fatal(err)
 						}
@@ -79,14 +79,14 @@ func BenchmarkDataPath(b *testing.B) {
 					if _, err := x.qp.PostSend(wr); err != nil {
 						b.Fatal(err)
 					}
-					if n, err := x.scq.Poll(wc); n != 1 || err != nil || wc[0].Status != exec.StatusSuccess {
+					if n, err := x.scq.Poll(wc); n != 1 || err != nil || wc[0].Status != nic.StatusSuccess {
 						b.Fatalf("poll: %d %v %v", n, err, wc[0])
 					}
-					if op == exec.OpSend {
+					if op == nic.OpSend {
 						y.rcq.Poll(wc)
 					}
 					t1 := time.Now()
-					if op == exec.OpRDMARead {
+					if op == nic.OpRDMARead {
 						copy(src, dst)
 					} else {
 						copy(dst, src)
@@ -108,10 +108,10 @@ func reportRates(b *testing.B, bytes float64, nicTime, copyTime time.Duration) {
 	b.ReportMetric(nicGBs/copyGBs, "nic/copy")
 }
 
-func newBenchEnd(b *testing.B, nic *NIC, rank, size int, cfg exec.QPConfig) *end {
+func newBenchEnd(b *testing.B, sn *NIC, rank, size int, cfg nic.QPConfig) *end {
 	e := &end{}
 	var err error
-	e.ctx, err = nic.Open(rank)
+	e.ctx, err = sn.Open(rank)
 	require.NoError(b, err)
 	e.pd, _ = e.ctx.AllocPD()
 	e.scq, _ = e.ctx.CreateCQ(64)
@@ -129,17 +129,17 @@ func newBenchEnd(b *testing.B, nic *NIC, rank, size int, cfg exec.QPConfig) *end
 func BenchmarkSmallOps(b *testing.B) {
 	for _, opts := range []Options{{}, {Seeded: true, Seed: 1}} {
 		b.Run(fmt.Sprintf("seeded=%v", opts.Seeded), func(b *testing.B) {
-			nic := New(opts)
-			cfg := exec.QPConfig{SendDepth: 128, RecvDepth: 16}
-			x, y := newBenchEnd(b, nic, 0, 4096, cfg), newBenchEnd(b, nic, 1, 4096, cfg)
+			sn := New(opts)
+			cfg := nic.QPConfig{SendDepth: 128, RecvDepth: 16}
+			x, y := newBenchEnd(b, sn, 0, 4096, cfg), newBenchEnd(b, sn, 1, 4096, cfg)
 			require.NoError(b, x.qp.Connect(y.qp.Info()))
 			require.NoError(b, y.qp.Connect(x.qp.Info()))
 			addr, key := y.remote(0)
-			wrs := make([]exec.SendWR, 64)
+			wrs := make([]nic.SendWR, 64)
 			for i := range wrs {
-				wrs[i] = exec.SendWR{ID: uint64(i), Op: exec.OpRDMAWrite, Flags: exec.FlagSignaled, Local: x.sge(i*8, 8), RemoteAddr: addr + uint64(i*8), RKey: key}
+				wrs[i] = nic.SendWR{ID: uint64(i), Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled, Local: x.sge(i*8, 8), RemoteAddr: addr + uint64(i*8), RKey: key}
 			}
-			wc := make([]exec.WC, 64)
+			wc := make([]nic.WC, 64)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if _, err := x.qp.PostSend(wrs); err != nil {

@@ -3,7 +3,7 @@ package softnic
 import (
 	"fmt"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // cq is a completion queue: a ring of completions plus the cumulative producer count that
@@ -11,7 +11,7 @@ import (
 type cq struct {
 	ctx      *Context
 	num      uint32
-	ring     []exec.WC
+	ring     []nic.WC
 	produced uint64 // completions produced over the CQ's life
 	consumed uint64 // completions polled
 	overflow bool
@@ -19,7 +19,7 @@ type cq struct {
 	watch    []*qp // QPs whose trigger has watched this CQ
 }
 
-var _ exec.CQ = (*cq)(nil)
+var _ nic.CQ = (*cq)(nil)
 
 func (q *cq) Num() uint32 { return q.num }
 func (q *cq) Depth() int  { return len(q.ring) }
@@ -29,9 +29,9 @@ func (q *cq) Produced() uint64 { return q.produced }
 
 // Poll returns pending completions; when there are none it advances the fabric until this CQ has
 // one or nothing can run.
-func (q *cq) Poll(wc []exec.WC) (int, error) {
+func (q *cq) Poll(wc []nic.WC) (int, error) {
 	if q.closed {
-		return 0, fmt.Errorf("softnic: rank %d cq %d: Poll on a closed CQ: %w", q.ctx.rank, q.num, exec.ErrClosed)
+		return 0, fmt.Errorf("softnic: rank %d cq %d: Poll on a closed CQ: %w", q.ctx.rank, q.num, nic.ErrClosed)
 	}
 	if q.produced == q.consumed && !q.overflow {
 		q.ctx.nic.progress(q)
@@ -65,7 +65,7 @@ func (q *cq) Close() error {
 }
 
 // push produces one completion.
-func (q *cq) push(wc exec.WC) {
+func (q *cq) push(wc nic.WC) {
 	n := q.ctx.nic
 	n.stats.CQEs++
 	if q.produced-q.consumed >= uint64(len(q.ring)) {

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 func TestCyclicCompare(t *testing.T) {
@@ -46,12 +46,12 @@ func TestCyclicCompare(t *testing.T) {
 // node is one rank with helpers to make local-only (loopback) queues.
 type node struct {
 	t   *testing.T
-	ctx exec.Context
-	pd  exec.PD
+	ctx nic.Context
+	pd  nic.PD
 }
 
-func newNode(t *testing.T, nic *NIC, rank int) *node {
-	c, err := nic.Open(rank)
+func newNode(t *testing.T, sn *NIC, rank int) *node {
+	c, err := sn.Open(rank)
 	require.NoError(t, err)
 	pd, err := c.AllocPD()
 	require.NoError(t, err)
@@ -59,7 +59,7 @@ func newNode(t *testing.T, nic *NIC, rank int) *node {
 }
 
 // queue makes a QP with its own send and receive CQs; loopback connects it to itself.
-func (n *node) queue(cfg exec.QPConfig, loopback bool) (exec.QP, *cq, *cq) {
+func (n *node) queue(cfg nic.QPConfig, loopback bool) (nic.QP, *cq, *cq) {
 	s, err := n.ctx.CreateCQ(1024)
 	require.NoError(n.t, err)
 	r, err := n.ctx.CreateCQ(1024)
@@ -73,16 +73,16 @@ func (n *node) queue(cfg exec.QPConfig, loopback bool) (exec.QP, *cq, *cq) {
 	return q, s.(*cq), r.(*cq)
 }
 
-func nops(ids ...uint64) []exec.SendWR {
-	w := make([]exec.SendWR, len(ids))
+func nops(ids ...uint64) []nic.SendWR {
+	w := make([]nic.SendWR, len(ids))
 	for i, id := range ids {
-		w[i] = exec.SendWR{ID: id, Op: exec.OpNop, Flags: exec.FlagSignaled}
+		w[i] = nic.SendWR{ID: id, Op: nic.OpNop, Flags: nic.FlagSignaled}
 	}
 	return w
 }
 
-func event(t *testing.T, nic *NIC, id uint64) Event {
-	for _, e := range nic.Trace() {
+func event(t *testing.T, sn *NIC, id uint64) Event {
+	for _, e := range sn.Trace() {
 		if e.ID == id {
 			return e
 		}
@@ -96,26 +96,26 @@ func event(t *testing.T, nic *NIC, id uint64) Event {
 func TestWait(t *testing.T) {
 	for _, start := range []uint64{0, 1<<24 - 2, 5<<24 - 1} {
 		t.Run(fmt.Sprint("cq starts at ", start), func(t *testing.T) {
-			nic := New(Options{Trace: true})
-			n := newNode(t, nic, 0)
-			y, ycq, _ := n.queue(exec.QPConfig{}, true)
-			x, xcq, _ := n.queue(exec.QPConfig{CrossChannel: true}, true)
+			sn := New(Options{Trace: true})
+			n := newNode(t, sn, 0)
+			y, ycq, _ := n.queue(nic.QPConfig{}, true)
+			x, xcq, _ := n.queue(nic.QPConfig{CrossChannel: true}, true)
 			ycq.produced, ycq.consumed = start, start // as if the CQ had lived that long
 
 			count := uint32(start+3) & cqIndexMask
-			_, err := x.PostSend([]exec.SendWR{
-				{ID: 100, Op: exec.OpCQEWait, WaitCQ: ycq.Num(), Count: count},
-				{ID: 101, Op: exec.OpNop, Flags: exec.FlagSignaled},
-				{ID: 102, Op: exec.OpCQEWait, WaitCQ: ycq.Num(), Count: uint32(start) & cqIndexMask}, // already reached
-				{ID: 103, Op: exec.OpNop, Flags: exec.FlagSignaled},
+			_, err := x.PostSend([]nic.SendWR{
+				{ID: 100, Op: nic.OpCQEWait, WaitCQ: ycq.Num(), Count: count},
+				{ID: 101, Op: nic.OpNop, Flags: nic.FlagSignaled},
+				{ID: 102, Op: nic.OpCQEWait, WaitCQ: ycq.Num(), Count: uint32(start) & cqIndexMask}, // already reached
+				{ID: 103, Op: nic.OpNop, Flags: nic.FlagSignaled},
 			})
 			require.NoError(t, err)
 			_, err = y.PostSend(nops(1, 2))
 			require.NoError(t, err)
 			assert.Empty(t, drain(t, xcq, 1), "2 of 3 completions: the WAIT holds")
-			st := nic.Stalls()
+			st := sn.Stalls()
 			require.Len(t, st, 1)
-			assert.Equal(t, exec.StallWaitCQ, st[0].Reason)
+			assert.Equal(t, nic.StallWaitCQ, st[0].Reason)
 			assert.EqualValues(t, 100, st[0].ID)
 			assert.Equal(t, ycq.Num(), st[0].CQ)
 			assert.Equal(t, (start+2)&cqIndexMask, st[0].Reached)
@@ -128,9 +128,9 @@ func TestWait(t *testing.T) {
 			require.Len(t, got, 2)
 			assert.EqualValues(t, 101, got[0].ID)
 			assert.EqualValues(t, 103, got[1].ID)
-			assert.Greater(t, event(t, nic, 101).Start, event(t, nic, 3).End, "the NOP started after the 3rd completion")
-			assert.EqualValues(t, 2, nic.NICStats().Waits)
-			assert.Empty(t, nic.Stalls())
+			assert.Greater(t, event(t, sn, 101).Start, event(t, sn, 3).End, "the NOP started after the 3rd completion")
+			assert.EqualValues(t, 2, sn.NICStats().Waits)
+			assert.Empty(t, sn.Stalls())
 		})
 	}
 }
@@ -140,37 +140,37 @@ func TestWait(t *testing.T) {
 func TestSendEnable(t *testing.T) {
 	for _, start := range []uint64{0, 65534, 3*65536 - 1} {
 		t.Run(fmt.Sprint("queue index starts at ", start), func(t *testing.T) {
-			nic := New(Options{Trace: true})
-			n := newNode(t, nic, 0)
-			d, dcq, _ := n.queue(exec.QPConfig{ManagedSend: true}, true)
-			m, mcq, _ := n.queue(exec.QPConfig{CrossChannel: true}, true)
+			sn := New(Options{Trace: true})
+			n := newNode(t, sn, 0)
+			d, dcq, _ := n.queue(nic.QPConfig{ManagedSend: true}, true)
+			m, mcq, _ := n.queue(nic.QPConfig{CrossChannel: true}, true)
 			dq := d.(*qp)
 			dq.sqTail, dq.sqHead, dq.sqDone, dq.sqFreed, dq.sqEnable = start, start, start, start, uint16(start)
 
 			_, err := d.PostSend(nops(1, 2, 3, 4))
 			require.NoError(t, err)
 			assert.Empty(t, drain(t, dcq, 1), "nothing enabled yet")
-			st := nic.Stalls()
+			st := sn.Stalls()
 			require.Len(t, st, 1)
-			assert.Equal(t, exec.StallNotEnabled, st[0].Reason)
+			assert.Equal(t, nic.StallNotEnabled, st[0].Reason)
 			assert.Equal(t, uint64(uint16(start+1)), st[0].Awaited)
 
-			_, err = m.PostSend([]exec.SendWR{{ID: 10, Op: exec.OpSendEnable, TargetQP: d.Num(), Count: uint32(uint16(start + 2)), Flags: exec.FlagSignaled}})
+			_, err = m.PostSend([]nic.SendWR{{ID: 10, Op: nic.OpSendEnable, TargetQP: d.Num(), Count: uint32(uint16(start + 2)), Flags: nic.FlagSignaled}})
 			require.NoError(t, err)
 			require.Len(t, drain(t, mcq, 1), 1)
 			got := drain(t, dcq, 4)
 			require.Len(t, got, 2, "enabled up to index start+2")
 			assert.EqualValues(t, 1, got[0].ID)
 			assert.EqualValues(t, 2, got[1].ID)
-			assert.Greater(t, event(t, nic, 1).Start, event(t, nic, 10).Start)
+			assert.Greater(t, event(t, sn, 1).Start, event(t, sn, 10).Start)
 
-			_, err = m.PostSend([]exec.SendWR{{ID: 11, Op: exec.OpSendEnable, TargetQP: d.Num(), Count: uint32(uint16(start + 4))}})
+			_, err = m.PostSend([]nic.SendWR{{ID: 11, Op: nic.OpSendEnable, TargetQP: d.Num(), Count: uint32(uint16(start + 4))}})
 			require.NoError(t, err)
 			got = drain(t, dcq, 2)
 			require.Len(t, got, 2)
 			assert.EqualValues(t, 3, got[0].ID)
 			assert.EqualValues(t, 4, got[1].ID)
-			assert.EqualValues(t, 2, nic.NICStats().Enables)
+			assert.EqualValues(t, 2, sn.NICStats().Enables)
 		})
 	}
 }
@@ -180,38 +180,38 @@ func TestSendEnable(t *testing.T) {
 func TestRecvEnable(t *testing.T) {
 	for _, start := range []uint64{0, 65535} {
 		t.Run(fmt.Sprint("queue index starts at ", start), func(t *testing.T) {
-			nic := New(Options{Trace: true})
-			n0, n1 := newNode(t, nic, 0), newNode(t, nic, 1)
-			a, acq, _ := n0.queue(exec.QPConfig{}, false)
-			b, _, brcq := n1.queue(exec.QPConfig{ManagedRecv: true}, false)
-			m, _, _ := n1.queue(exec.QPConfig{CrossChannel: true}, true)
+			sn := New(Options{Trace: true})
+			n0, n1 := newNode(t, sn, 0), newNode(t, sn, 1)
+			a, acq, _ := n0.queue(nic.QPConfig{}, false)
+			b, _, brcq := n1.queue(nic.QPConfig{ManagedRecv: true}, false)
+			m, _, _ := n1.queue(nic.QPConfig{CrossChannel: true}, true)
 			require.NoError(t, a.Connect(b.Info()))
 			require.NoError(t, b.Connect(a.Info()))
 			bq := b.(*qp)
 			bq.rqTail, bq.rqHead, bq.rqEnable = start, start, uint16(start)
 
-			_, err := b.PostRecv([]exec.RecvWR{{ID: 20}, {ID: 21}})
+			_, err := b.PostRecv([]nic.RecvWR{{ID: 20}, {ID: 21}})
 			require.NoError(t, err)
-			_, err = a.PostSend([]exec.SendWR{{ID: 1, Op: exec.OpSend, Flags: exec.FlagSignaled}, {ID: 2, Op: exec.OpSend, Flags: exec.FlagSignaled}})
+			_, err = a.PostSend([]nic.SendWR{{ID: 1, Op: nic.OpSend, Flags: nic.FlagSignaled}, {ID: 2, Op: nic.OpSend, Flags: nic.FlagSignaled}})
 			require.NoError(t, err)
 			assert.Empty(t, drain(t, acq, 1))
-			st := nic.Stalls()
+			st := sn.Stalls()
 			require.Len(t, st, 2)
-			assert.Equal(t, exec.StallNoRecv, st[0].Reason, "the sender")
-			assert.Equal(t, exec.StallNotEnabled, st[1].Reason, "the managed receive")
+			assert.Equal(t, nic.StallNoRecv, st[0].Reason, "the sender")
+			assert.Equal(t, nic.StallNotEnabled, st[1].Reason, "the managed receive")
 			assert.True(t, st[1].Recv)
 
-			_, err = m.PostSend([]exec.SendWR{{ID: 30, Op: exec.OpRecvEnable, TargetQP: b.Num(), Count: uint32(uint16(start + 1))}})
+			_, err = m.PostSend([]nic.SendWR{{ID: 30, Op: nic.OpRecvEnable, TargetQP: b.Num(), Count: uint32(uint16(start + 1))}})
 			require.NoError(t, err)
 			got := drain(t, acq, 2)
 			require.Len(t, got, 1, "one receive enabled")
 			require.Len(t, drain(t, brcq, 1), 1)
-			assert.GreaterOrEqual(t, event(t, nic, 20).Start, event(t, nic, 30).Start, "the receive became available at the ENABLE")
+			assert.GreaterOrEqual(t, event(t, sn, 20).Start, event(t, sn, 30).Start, "the receive became available at the ENABLE")
 
-			_, err = m.PostSend([]exec.SendWR{{ID: 31, Op: exec.OpRecvEnable, TargetQP: b.Num(), Count: uint32(uint16(start + 2))}})
+			_, err = m.PostSend([]nic.SendWR{{ID: 31, Op: nic.OpRecvEnable, TargetQP: b.Num(), Count: uint32(uint16(start + 2))}})
 			require.NoError(t, err)
 			require.Len(t, drain(t, acq, 1), 1)
-			assert.Positive(t, nic.NICStats().RNRRetries)
+			assert.Positive(t, sn.NICStats().RNRRetries)
 		})
 	}
 }
@@ -220,14 +220,14 @@ func TestRecvEnable(t *testing.T) {
 // in seeded mode where completions lag behind executions.
 func TestFence(t *testing.T) {
 	for seed := uint64(0); seed < 20; seed++ {
-		nic := New(Options{Trace: true, Seeded: true, Seed: seed})
-		a, b := pair(t, nic, allAccess, exec.QPConfig{})
+		sn := New(Options{Trace: true, Seeded: true, Seed: seed})
+		a, b := pair(t, sn, allAccess, nic.QPConfig{})
 		addr, key := b.remote(0)
 		postSend(t, a,
-			exec.SendWR{ID: 1, Op: exec.OpRDMARead, Local: a.sge(0, 8), RemoteAddr: addr, RKey: key},
-			exec.SendWR{ID: 2, Op: exec.OpRDMAWrite, Flags: exec.FlagFence | exec.FlagSignaled, Local: a.sge(0, 8), RemoteAddr: addr + 8, RKey: key})
+			nic.SendWR{ID: 1, Op: nic.OpRDMARead, Local: a.sge(0, 8), RemoteAddr: addr, RKey: key},
+			nic.SendWR{ID: 2, Op: nic.OpRDMAWrite, Flags: nic.FlagFence | nic.FlagSignaled, Local: a.sge(0, 8), RemoteAddr: addr + 8, RKey: key})
 		require.Len(t, drain(t, a.scq, 1), 1)
-		assert.Greater(t, event(t, nic, 2).Start, event(t, nic, 1).End, "seed %d", seed)
+		assert.Greater(t, event(t, sn, 2).Start, event(t, sn, 1).End, "seed %d", seed)
 	}
 }
 
@@ -235,16 +235,16 @@ func TestFence(t *testing.T) {
 // the matching receives, and returns the trace in a comparable form.
 func ringScenario(t *testing.T, opts Options, nranks, msgs int) []Event {
 	opts.Trace = true
-	nic := New(opts)
+	sn := New(opts)
 	ends := make([]*end, nranks)
 	for r := range ends {
-		ends[r] = newEnd(t, nic, r, allAccess, exec.QPConfig{})
+		ends[r] = newEnd(t, sn, r, allAccess, nic.QPConfig{})
 	}
 	// Each end's single QP sends right and receives from... itself pairs with the left neighbour,
 	// so use a second QP per rank for a ring: rank r's qp connects to rank r+1's second QP.
-	second := make([]exec.QP, nranks)
+	second := make([]nic.QP, nranks)
 	for r := range ends {
-		q, err := ends[r].pd.CreateQP(exec.QPConfig{SendCQ: ends[r].scq, RecvCQ: ends[r].rcq, SendDepth: 64, RecvDepth: 64})
+		q, err := ends[r].pd.CreateQP(nic.QPConfig{SendCQ: ends[r].scq, RecvCQ: ends[r].rcq, SendDepth: 64, RecvDepth: 64})
 		require.NoError(t, err)
 		second[r] = q
 	}
@@ -255,19 +255,19 @@ func ringScenario(t *testing.T, opts Options, nranks, msgs int) []Event {
 	}
 	for r, e := range ends {
 		for k := 0; k < msgs; k++ {
-			_, err := second[r].PostRecv([]exec.RecvWR{{ID: uint64(1000*r + 500 + k), Local: e.sge(2048+k*8, 8)}})
+			_, err := second[r].PostRecv([]nic.RecvWR{{ID: uint64(1000*r + 500 + k), Local: e.sge(2048+k*8, 8)}})
 			require.NoError(t, err)
-			postSend(t, e, exec.SendWR{ID: uint64(1000*r + k), Op: exec.OpSend, Flags: exec.FlagSignaled, Local: e.sge(k*8, 8)})
+			postSend(t, e, nic.SendWR{ID: uint64(1000*r + k), Op: nic.OpSend, Flags: nic.FlagSignaled, Local: e.sge(k*8, 8)})
 		}
 	}
-	for nic.Progress() > 0 {
+	for sn.Progress() > 0 {
 	}
 	total := 0
 	for _, e := range ends {
 		total += len(drain(t, e.scq, msgs)) + len(drain(t, e.rcq, msgs))
 	}
 	require.Equal(t, 2*nranks*msgs, total)
-	return append([]Event(nil), nic.Trace()...)
+	return append([]Event(nil), sn.Trace()...)
 }
 
 // TestSeededDeterminism checks that one seed gives one interleaving and different seeds explore

@@ -5,34 +5,34 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // end is one rank's side of a test connection: a PD, a QP with its own send and receive CQs, and
 // one registered buffer.
 type end struct {
-	ctx      exec.Context
-	pd       exec.PD
-	scq, rcq exec.CQ
-	qp       exec.QP
-	mr       exec.MR
+	ctx      nic.Context
+	pd       nic.PD
+	scq, rcq nic.CQ
+	qp       nic.QP
+	mr       nic.MR
 }
 
-// pair builds ranks 0 and 1 of nic, connected by one RC QP each, with a 4 KiB buffer of the given
+// pair builds ranks 0 and 1 of sn, connected by one RC QP each, with a 4 KiB buffer of the given
 // access on each side.
-func pair(t testing.TB, nic *NIC, access exec.Access, cfg exec.QPConfig) (a, b *end) {
+func pair(t testing.TB, sn *NIC, access nic.Access, cfg nic.QPConfig) (a, b *end) {
 	t.Helper()
-	a, b = newEnd(t, nic, 0, access, cfg), newEnd(t, nic, 1, access, cfg)
+	a, b = newEnd(t, sn, 0, access, cfg), newEnd(t, sn, 1, access, cfg)
 	require.NoError(t, a.qp.Connect(b.qp.Info()))
 	require.NoError(t, b.qp.Connect(a.qp.Info()))
 	return a, b
 }
 
-func newEnd(t testing.TB, nic *NIC, rank int, access exec.Access, cfg exec.QPConfig) *end {
+func newEnd(t testing.TB, sn *NIC, rank int, access nic.Access, cfg nic.QPConfig) *end {
 	t.Helper()
 	e := &end{}
 	var err error
-	e.ctx, err = nic.Open(rank)
+	e.ctx, err = sn.Open(rank)
 	require.NoError(t, err)
 	e.pd, err = e.ctx.AllocPD()
 	require.NoError(t, err)
@@ -55,18 +55,18 @@ func newEnd(t testing.TB, nic *NIC, rank int, access exec.Access, cfg exec.QPCon
 }
 
 // sge names n bytes at offset off of the end's buffer.
-func (e *end) sge(off, n int) exec.SGE {
-	return exec.SGE{Addr: e.mr.Addr() + uint64(off), Len: uint32(n), LKey: e.mr.LKey()}
+func (e *end) sge(off, n int) nic.SGE {
+	return nic.SGE{Addr: e.mr.Addr() + uint64(off), Len: uint32(n), LKey: e.mr.LKey()}
 }
 
 // remote names offset off of the end's buffer for a peer.
 func (e *end) remote(off int) (uint64, uint32) { return e.mr.Addr() + uint64(off), e.mr.RKey() }
 
 // drain polls cq until it has produced want completions or polling stops bringing any.
-func drain(t testing.TB, cq exec.CQ, want int) []exec.WC {
+func drain(t testing.TB, cq nic.CQ, want int) []nic.WC {
 	t.Helper()
-	var out []exec.WC
-	buf := make([]exec.WC, 16)
+	var out []nic.WC
+	buf := make([]nic.WC, 16)
 	for idle := 0; len(out) < want && idle < 3; {
 		n, err := cq.Poll(buf)
 		require.NoError(t, err)
@@ -78,14 +78,14 @@ func drain(t testing.TB, cq exec.CQ, want int) []exec.WC {
 	return out
 }
 
-func postSend(t testing.TB, e *end, wrs ...exec.SendWR) {
+func postSend(t testing.TB, e *end, wrs ...nic.SendWR) {
 	t.Helper()
 	n, err := e.qp.PostSend(wrs)
 	require.NoError(t, err)
 	require.Equal(t, len(wrs), n)
 }
 
-func postRecv(t testing.TB, e *end, wrs ...exec.RecvWR) {
+func postRecv(t testing.TB, e *end, wrs ...nic.RecvWR) {
 	t.Helper()
 	n, err := e.qp.PostRecv(wrs)
 	require.NoError(t, err)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // Keys carry the region's slot in the context's table and a tag that differs between local and
@@ -25,17 +25,17 @@ type pd struct {
 func (p *pd) String() string { return fmt.Sprintf("rank %d pd %d", p.ctx.rank, p.id) }
 
 // AllocMR allocates zeroed, cache-line aligned memory and registers it.
-func (p *pd) AllocMR(size int, access exec.Access) (exec.MR, error) {
+func (p *pd) AllocMR(size int, access nic.Access) (nic.MR, error) {
 	if p.closed || p.ctx.closed {
-		return nil, fmt.Errorf("softnic: %s: AllocMR on a closed PD: %w", p, exec.ErrClosed)
+		return nil, fmt.Errorf("softnic: %s: AllocMR on a closed PD: %w", p, nic.ErrClosed)
 	}
 	if size <= 0 || size > 1<<40 {
 		return nil, fmt.Errorf("softnic: %s: cannot register %d bytes: the size must be positive", p, size)
 	}
-	if access&^(exec.AccessLocalWrite|exec.AccessRemoteWrite|exec.AccessRemoteRead|exec.AccessRemoteAtomic) != 0 {
+	if access&^(nic.AccessLocalWrite|nic.AccessRemoteWrite|nic.AccessRemoteRead|nic.AccessRemoteAtomic) != 0 {
 		return nil, fmt.Errorf("softnic: %s: unknown access flags %#x", p, uint32(access))
 	}
-	if access&(exec.AccessRemoteWrite|exec.AccessRemoteAtomic) != 0 && access&exec.AccessLocalWrite == 0 {
+	if access&(nic.AccessRemoteWrite|nic.AccessRemoteAtomic) != 0 && access&nic.AccessLocalWrite == 0 {
 		// verbs rejects this combination with EINVAL; say how to fix it.
 		return nil, fmt.Errorf("softnic: %s: access %s needs local_write too (remote write and atomic access imply it)", p, access)
 	}
@@ -58,7 +58,7 @@ func (p *pd) AllocMR(size int, access exec.Access) (exec.MR, error) {
 func (n *NIC) MRBytes(size int64) int64 { return size + dataAlign }
 
 // CreateQP creates a queue pair (see qp.go).
-func (p *pd) CreateQP(cfg exec.QPConfig) (exec.QP, error) { return newQP(p, cfg) }
+func (p *pd) CreateQP(cfg nic.QPConfig) (nic.QP, error) { return newQP(p, cfg) }
 
 // Close releases the PD.
 func (p *pd) Close() error {
@@ -80,18 +80,18 @@ type mr struct {
 	pd     *pd
 	buf    []byte
 	addr   uint64
-	access exec.Access
+	access nic.Access
 	slot   uint32
 	closed bool
 }
 
-func (m *mr) Bytes() []byte       { return m.buf }
-func (m *mr) Addr() uint64        { return m.addr }
-func (m *mr) LKey() uint32        { return m.slot<<8 | lkeyTag }
-func (m *mr) RKey() uint32        { return m.slot<<8 | rkeyTag }
-func (m *mr) Access() exec.Access { return m.access }
-func (m *mr) Remote() exec.RemoteMR {
-	return exec.RemoteMR{Addr: m.addr, RKey: m.RKey(), Len: uint64(len(m.buf))}
+func (m *mr) Bytes() []byte      { return m.buf }
+func (m *mr) Addr() uint64       { return m.addr }
+func (m *mr) LKey() uint32       { return m.slot<<8 | lkeyTag }
+func (m *mr) RKey() uint32       { return m.slot<<8 | rkeyTag }
+func (m *mr) Access() nic.Access { return m.access }
+func (m *mr) Remote() nic.RemoteMR {
+	return nic.RemoteMR{Addr: m.addr, RKey: m.RKey(), Len: uint64(len(m.buf))}
 }
 
 // Close deregisters the region: later accesses with its keys fail.
@@ -103,7 +103,7 @@ func (m *mr) Close() error {
 // lookup resolves a key of the given tag in context c, for protection domain p, to the bytes
 // [addr, addr+n) of a region that grants need. It returns nil when the key is unknown or of another
 // PD, the range is out of the region, or the access is not granted; why says which.
-func lookup(c *Context, p *pd, key uint32, tag uint32, addr uint64, n uint32, need exec.Access) (b []byte, why string) {
+func lookup(c *Context, p *pd, key uint32, tag uint32, addr uint64, n uint32, need nic.Access) (b []byte, why string) {
 	if key&0xff != tag {
 		return nil, "key is not a valid " + tagName(tag)
 	}

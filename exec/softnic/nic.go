@@ -1,4 +1,4 @@
-// Package softnic is coredag's software NIC: an exec.Provider in which every rank of a plan lives
+// Package softnic is coredag's software NIC: a nic.Provider in which every rank of a plan lives
 // in one process and one fabric. It implements reliable-connected semantics (in-order queues,
 // send/receive matching, receiver-not-ready retry, RDMA write, write with immediate, read, 8-byte
 // atomics, key, bounds and permission checks with the verbs completion statuses, error state and
@@ -20,7 +20,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // Options configure a software NIC. The zero value is a cross-channel NIC with round-robin
@@ -39,14 +39,14 @@ type Options struct {
 	MaxInline int
 	// MaxDepth bounds queue and CQ depths (default 1<<16).
 	MaxDepth int
-	// Triggers offers exec.TriggerQP to the polling engine (Caps.Triggers). In one process the
+	// Triggers offers nic.TriggerQP to the polling engine (Caps.Triggers). In one process the
 	// fabric moves only inside Poll anyway, so they bring nothing but the test of the engine's
 	// arming: off by default.
 	Triggers bool
 }
 
-// NIC is the software NIC and its fabric. It implements exec.Provider, exec.Progresser and
-// exec.StatsReporter.
+// NIC is the software NIC and its fabric. It implements nic.Provider, nic.Progresser and
+// nic.StatsReporter.
 type NIC struct {
 	opts  Options
 	ctxs  []*Context // by rank; nil when not open
@@ -57,16 +57,16 @@ type NIC struct {
 	active []*qp // QPs with send-queue work not yet completed, in activation order
 	cands  []cand
 
-	stats  exec.NICStats
+	stats  nic.NICStats
 	trace  []Event
 	faults []Fault
 }
 
 var (
-	_ exec.Provider       = (*NIC)(nil)
-	_ exec.Progresser     = (*NIC)(nil)
-	_ exec.StatsReporter  = (*NIC)(nil)
-	_ exec.FaultExplainer = (*NIC)(nil)
+	_ nic.Provider       = (*NIC)(nil)
+	_ nic.Progresser     = (*NIC)(nil)
+	_ nic.StatsReporter  = (*NIC)(nil)
+	_ nic.FaultExplainer = (*NIC)(nil)
 )
 
 // New creates a software NIC with its fabric.
@@ -88,8 +88,8 @@ func New(opts Options) *NIC {
 func (n *NIC) Name() string { return "softnic" }
 
 // Caps reports the NIC's capabilities.
-func (n *NIC) Caps() exec.Caps {
-	return exec.Caps{
+func (n *NIC) Caps() nic.Caps {
+	return nic.Caps{
 		CrossChannel: !n.opts.NoCrossChannel,
 		MaxInline:    n.opts.MaxInline,
 		MaxQPDepth:   n.opts.MaxDepth,
@@ -101,7 +101,7 @@ func (n *NIC) Caps() exec.Caps {
 }
 
 // Open opens the context of a rank. Every rank of a plan may be opened, each once.
-func (n *NIC) Open(rank int) (exec.Context, error) {
+func (n *NIC) Open(rank int) (nic.Context, error) {
 	if rank < 0 || rank > 1<<20 {
 		return nil, fmt.Errorf("softnic: cannot open rank %d: ranks are 0 or more", rank)
 	}
@@ -117,7 +117,7 @@ func (n *NIC) Open(rank int) (exec.Context, error) {
 }
 
 // NICStats returns the counters since the NIC was created.
-func (n *NIC) NICStats() exec.NICStats { return n.stats }
+func (n *NIC) NICStats() nic.NICStats { return n.stats }
 
 // Now is the current logical time.
 func (n *NIC) Now() uint64 { return n.clock }
@@ -134,15 +134,15 @@ type Context struct {
 	nextAddr uint64
 }
 
-var _ exec.Context = (*Context)(nil)
+var _ nic.Context = (*Context)(nil)
 
 // Rank is the context's rank.
 func (c *Context) Rank() int { return c.rank }
 
 // AllocPD allocates a protection domain.
-func (c *Context) AllocPD() (exec.PD, error) {
+func (c *Context) AllocPD() (nic.PD, error) {
 	if c.closed {
-		return nil, fmt.Errorf("softnic: rank %d: AllocPD on a closed context: %w", c.rank, exec.ErrClosed)
+		return nil, fmt.Errorf("softnic: rank %d: AllocPD on a closed context: %w", c.rank, nic.ErrClosed)
 	}
 	p := &pd{ctx: c, id: len(c.pds)}
 	c.pds = append(c.pds, p)
@@ -150,14 +150,14 @@ func (c *Context) AllocPD() (exec.PD, error) {
 }
 
 // CreateCQ creates a completion queue of the given depth.
-func (c *Context) CreateCQ(depth int) (exec.CQ, error) {
+func (c *Context) CreateCQ(depth int) (nic.CQ, error) {
 	if c.closed {
-		return nil, fmt.Errorf("softnic: rank %d: CreateCQ on a closed context: %w", c.rank, exec.ErrClosed)
+		return nil, fmt.Errorf("softnic: rank %d: CreateCQ on a closed context: %w", c.rank, nic.ErrClosed)
 	}
 	if depth <= 0 || depth > c.nic.opts.MaxDepth {
 		return nil, fmt.Errorf("softnic: rank %d: CQ depth %d out of range: use 1..%d", c.rank, depth, c.nic.opts.MaxDepth)
 	}
-	q := &cq{ctx: c, num: uint32(len(c.cqs) + 1), ring: make([]exec.WC, depth)}
+	q := &cq{ctx: c, num: uint32(len(c.cqs) + 1), ring: make([]nic.WC, depth)}
 	c.cqs = append(c.cqs, q)
 	return q, nil
 }

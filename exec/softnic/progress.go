@@ -3,7 +3,7 @@ package softnic
 import (
 	"encoding/binary"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // blocker is why a send-queue head cannot execute now.
@@ -129,15 +129,15 @@ func (q *qp) headBlocker() blocker {
 	if q.cfg.ManagedSend && !wqEnabled(q.sqHead, q.sqEnable) {
 		return blockedNotEnabled
 	}
-	if w.wr.Flags&exec.FlagFence != 0 && q.inflightRA > 0 {
+	if w.wr.Flags&nic.FlagFence != 0 && q.inflightRA > 0 {
 		return blockedFence
 	}
 	switch w.wr.Op {
-	case exec.OpCQEWait:
+	case nic.OpCQEWait:
 		if c := q.ctx.cqByNum(w.wr.WaitCQ); c != nil && !cqReached(c.produced, w.wr.Count) {
 			return blockedWait
 		}
-	case exec.OpSend, exec.OpRDMAWriteImm:
+	case nic.OpSend, nic.OpRDMAWriteImm:
 		if r := q.remote; r != nil && !r.closed && r.state != stateError && !r.recvReady() {
 			return blockedRNR
 		}
@@ -165,7 +165,7 @@ func (q *qp) rnrRetry() bool {
 		n.clock++
 		n.stats.WQEs++
 		n.start(w.ev)
-		w.status = exec.StatusRNRRetryExceeded
+		w.status = nic.StatusRNRRetryExceeded
 		n.fault(q, w, q.sqHead, "no receive was posted at "+q.peer.String()+" within the RNR retry limit")
 		q.sqHead++
 		q.fail(false)
@@ -187,19 +187,19 @@ func (q *qp) execute() {
 	n.stats.WQEs++
 	n.start(w.ev)
 	wr := &w.wr
-	w.status = exec.StatusSuccess
+	w.status = nic.StatusSuccess
 	w.byteLen = 0
 	switch wr.Op {
-	case exec.OpNop:
-	case exec.OpCQEWait:
+	case nic.OpNop:
+	case nic.OpCQEWait:
 		n.stats.Waits++
-	case exec.OpSendEnable:
+	case nic.OpSendEnable:
 		t := q.ctx.qpByNum(wr.TargetQP)
 		if t != nil {
 			t.sqEnable = uint16(wr.Count)
 		}
 		n.stats.Enables++
-	case exec.OpRecvEnable:
+	case nic.OpRecvEnable:
 		if t := q.ctx.qpByNum(wr.TargetQP); t != nil {
 			t.enableRecv(uint16(wr.Count))
 		}
@@ -210,7 +210,7 @@ func (q *qp) execute() {
 		}
 	}
 	q.sqHead++
-	if wr.Op == exec.OpRDMARead || wr.Op == exec.OpAtomicFAdd || wr.Op == exec.OpAtomicCAS {
+	if wr.Op == nic.OpRDMARead || wr.Op == nic.OpAtomicFAdd || wr.Op == nic.OpAtomicCAS {
 		q.inflightRA++
 	}
 }
@@ -223,63 +223,63 @@ func (q *qp) transfer(w *swqe, idx uint64) bool {
 	wr := &w.wr
 	r := q.remote
 	if r == nil || r.closed || r.state == stateError {
-		return q.failReq(w, idx, exec.StatusRemoteInvalidRequest, "the peer QP "+q.peer.String()+" is closed or in the error state", false)
+		return q.failReq(w, idx, nic.StatusRemoteInvalidRequest, "the peer QP "+q.peer.String()+" is closed or in the error state", false)
 	}
 	// Local source (or destination for READ and atomics).
 	var local []byte
 	switch {
-	case wr.Op == exec.OpRDMARead || wr.Op == exec.OpAtomicFAdd || wr.Op == exec.OpAtomicCAS:
+	case wr.Op == nic.OpRDMARead || wr.Op == nic.OpAtomicFAdd || wr.Op == nic.OpAtomicCAS:
 		if wr.Local.Len > 0 {
-			b, why := lookup(q.ctx, q.pd, wr.Local.LKey, lkeyTag, wr.Local.Addr, wr.Local.Len, exec.AccessLocalWrite)
+			b, why := lookup(q.ctx, q.pd, wr.Local.LKey, lkeyTag, wr.Local.Addr, wr.Local.Len, nic.AccessLocalWrite)
 			if b == nil {
-				return q.failReq(w, idx, exec.StatusLocalProtectionError, "local buffer: "+why, false)
+				return q.failReq(w, idx, nic.StatusLocalProtectionError, "local buffer: "+why, false)
 			}
 			local = b
 		}
-	case wr.Flags&exec.FlagInline != 0:
+	case wr.Flags&nic.FlagInline != 0:
 		off := int(idx%uint64(len(q.sq))) * q.cfg.MaxInline
 		local = q.inline[off : off+int(wr.Local.Len)]
 	case wr.Local.Len > 0:
 		b, why := lookup(q.ctx, q.pd, wr.Local.LKey, lkeyTag, wr.Local.Addr, wr.Local.Len, 0)
 		if b == nil {
-			return q.failReq(w, idx, exec.StatusLocalProtectionError, "local buffer: "+why, false)
+			return q.failReq(w, idx, nic.StatusLocalProtectionError, "local buffer: "+why, false)
 		}
 		local = b
 	}
 	switch wr.Op {
-	case exec.OpSend:
-		return q.deliver(w, idx, local, 0, exec.OpRecv)
-	case exec.OpRDMAWrite, exec.OpRDMAWriteImm:
-		dst, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, wr.Local.Len, exec.AccessRemoteWrite)
+	case nic.OpSend:
+		return q.deliver(w, idx, local, 0, nic.OpRecv)
+	case nic.OpRDMAWrite, nic.OpRDMAWriteImm:
+		dst, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, wr.Local.Len, nic.AccessRemoteWrite)
 		if dst == nil {
-			return q.failReq(w, idx, exec.StatusRemoteAccessError, "remote buffer at "+q.peer.String()+": "+why, true)
+			return q.failReq(w, idx, nic.StatusRemoteAccessError, "remote buffer at "+q.peer.String()+": "+why, true)
 		}
-		if wr.Op == exec.OpRDMAWriteImm {
-			if !q.deliver(w, idx, nil, wr.Imm, exec.OpRecvImm) {
+		if wr.Op == nic.OpRDMAWriteImm {
+			if !q.deliver(w, idx, nil, wr.Imm, nic.OpRecvImm) {
 				return false
 			}
 		}
 		copy(dst, local)
 		n.stats.Bytes += uint64(len(local))
 		w.byteLen = wr.Local.Len
-	case exec.OpRDMARead:
-		src, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, wr.Local.Len, exec.AccessRemoteRead)
+	case nic.OpRDMARead:
+		src, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, wr.Local.Len, nic.AccessRemoteRead)
 		if src == nil {
-			return q.failReq(w, idx, exec.StatusRemoteAccessError, "remote buffer at "+q.peer.String()+": "+why, true)
+			return q.failReq(w, idx, nic.StatusRemoteAccessError, "remote buffer at "+q.peer.String()+": "+why, true)
 		}
 		copy(local, src)
 		n.stats.Bytes += uint64(len(src))
 		w.byteLen = wr.Local.Len
-	case exec.OpAtomicFAdd, exec.OpAtomicCAS:
+	case nic.OpAtomicFAdd, nic.OpAtomicCAS:
 		if wr.RemoteAddr%8 != 0 {
-			return q.failReq(w, idx, exec.StatusRemoteInvalidRequest, "atomic remote address is not 8-byte aligned", true)
+			return q.failReq(w, idx, nic.StatusRemoteInvalidRequest, "atomic remote address is not 8-byte aligned", true)
 		}
-		dst, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, 8, exec.AccessRemoteAtomic)
+		dst, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, 8, nic.AccessRemoteAtomic)
 		if dst == nil {
-			return q.failReq(w, idx, exec.StatusRemoteAccessError, "remote atomic target at "+q.peer.String()+": "+why, true)
+			return q.failReq(w, idx, nic.StatusRemoteAccessError, "remote atomic target at "+q.peer.String()+": "+why, true)
 		}
 		old := binary.LittleEndian.Uint64(dst)
-		if wr.Op == exec.OpAtomicFAdd {
+		if wr.Op == nic.OpAtomicFAdd {
 			binary.LittleEndian.PutUint64(dst, old+wr.CompareAdd)
 		} else if old == wr.CompareAdd {
 			binary.LittleEndian.PutUint64(dst, wr.Swap)
@@ -295,29 +295,29 @@ func (q *qp) transfer(w *swqe, idx uint64) bool {
 
 // deliver consumes the peer's next receive for a SEND (payload data) or a WRITE_IMM (no payload
 // into the receive, immediate imm) and completes it.
-func (q *qp) deliver(w *swqe, idx uint64, data []byte, imm uint32, op exec.Opcode) bool {
+func (q *qp) deliver(w *swqe, idx uint64, data []byte, imm uint32, op nic.Opcode) bool {
 	n := q.ctx.nic
 	r := q.remote
 	rw := &r.rq[r.rqHead%uint64(len(r.rq))]
 	r.rqHead++
-	wc := exec.WC{ID: rw.wr.ID, Opcode: op, QPN: r.num, Imm: imm}
-	if op == exec.OpRecvImm {
+	wc := nic.WC{ID: rw.wr.ID, Opcode: op, QPN: r.num, Imm: imm}
+	if op == nic.OpRecvImm {
 		wc.ByteLen = w.wr.Local.Len
 	} else {
 		wc.ByteLen = uint32(len(data))
 		if len(data) > int(rw.wr.Local.Len) {
-			wc.Status = exec.StatusLocalLengthError
+			wc.Status = nic.StatusLocalLengthError
 			n.endRecv(r, rw, wc)
 			n.faultRecv(r, rw, r.rqHead-1, "the message from "+q.String()+" is longer than the receive buffer")
-			return q.failReq(w, idx, exec.StatusRemoteInvalidRequest, "the message is longer than the receive buffer at "+q.peer.String(), true)
+			return q.failReq(w, idx, nic.StatusRemoteInvalidRequest, "the message is longer than the receive buffer at "+q.peer.String(), true)
 		}
 		if len(data) > 0 {
-			dst, why := lookup(r.ctx, r.pd, rw.wr.Local.LKey, lkeyTag, rw.wr.Local.Addr, uint32(len(data)), exec.AccessLocalWrite)
+			dst, why := lookup(r.ctx, r.pd, rw.wr.Local.LKey, lkeyTag, rw.wr.Local.Addr, uint32(len(data)), nic.AccessLocalWrite)
 			if dst == nil {
-				wc.Status = exec.StatusLocalProtectionError
+				wc.Status = nic.StatusLocalProtectionError
 				n.endRecv(r, rw, wc)
 				n.faultRecv(r, rw, r.rqHead-1, "receive buffer: "+why)
-				return q.failReq(w, idx, exec.StatusRemoteInvalidRequest, "the receive at "+q.peer.String()+" has a bad buffer", true)
+				return q.failReq(w, idx, nic.StatusRemoteInvalidRequest, "the receive at "+q.peer.String()+" has a bad buffer", true)
 			}
 			copy(dst, data)
 			n.stats.Bytes += uint64(len(data))
@@ -330,7 +330,7 @@ func (q *qp) deliver(w *swqe, idx uint64, data []byte, imm uint32, op exec.Opcod
 }
 
 // endRecv produces a receive's completion.
-func (n *NIC) endRecv(r *qp, rw *rwqe, wc exec.WC) {
+func (n *NIC) endRecv(r *qp, rw *rwqe, wc nic.WC) {
 	n.clock++
 	if rw.ev >= 0 {
 		e := &n.trace[rw.ev]
@@ -344,11 +344,11 @@ func (n *NIC) endRecv(r *qp, rw *rwqe, wc exec.WC) {
 
 // failReq completes the request at idx with status, records why, and moves the QP (and with
 // peerToo the peer) to the error state. It returns false for the callers' convenience.
-func (q *qp) failReq(w *swqe, idx uint64, status exec.Status, why string, peerToo bool) bool {
+func (q *qp) failReq(w *swqe, idx uint64, status nic.Status, why string, peerToo bool) bool {
 	w.status = status
 	q.ctx.nic.fault(q, w, idx, why)
 	q.sqHead++
-	if w.wr.Op == exec.OpRDMARead || w.wr.Op == exec.OpAtomicFAdd || w.wr.Op == exec.OpAtomicCAS {
+	if w.wr.Op == nic.OpRDMARead || w.wr.Op == nic.OpAtomicFAdd || w.wr.Op == nic.OpAtomicCAS {
 		q.inflightRA++
 	}
 	q.fail(peerToo)
@@ -380,7 +380,7 @@ func (q *qp) flushSend() {
 	}
 	for q.sqHead < q.sqTail {
 		w := &q.sq[q.sqHead%uint64(len(q.sq))]
-		w.status = exec.StatusFlushError
+		w.status = nic.StatusFlushError
 		n.clock++
 		n.start(w.ev)
 		q.sqHead++
@@ -394,7 +394,7 @@ func (q *qp) flushRecv() {
 	for q.rqHead < q.rqTail {
 		rw := &q.rq[q.rqHead%uint64(len(q.rq))]
 		q.rqHead++
-		n.endRecv(q, rw, exec.WC{ID: rw.wr.ID, Status: exec.StatusFlushError, Opcode: exec.OpRecv, QPN: q.num})
+		n.endRecv(q, rw, nic.WC{ID: rw.wr.ID, Status: nic.StatusFlushError, Opcode: nic.OpRecv, QPN: q.num})
 	}
 }
 
@@ -409,12 +409,12 @@ func (q *qp) completeOne() {
 		e.End, e.Status = n.clock, w.status
 	}
 	op := w.wr.Op
-	if op == exec.OpRDMARead || op == exec.OpAtomicFAdd || op == exec.OpAtomicCAS {
+	if op == nic.OpRDMARead || op == nic.OpAtomicFAdd || op == nic.OpAtomicCAS {
 		q.inflightRA--
 	}
 	q.sqDone++
-	if w.wr.Flags&exec.FlagSignaled != 0 || w.status != exec.StatusSuccess {
-		q.scq.push(exec.WC{ID: w.wr.ID, Status: w.status, Opcode: op, QPN: q.num, ByteLen: w.byteLen})
+	if w.wr.Flags&nic.FlagSignaled != 0 || w.status != nic.StatusSuccess {
+		q.scq.push(nic.WC{ID: w.wr.ID, Status: w.status, Opcode: op, QPN: q.num, ByteLen: w.byteLen})
 		q.sqFreed = q.sqDone
 	}
 }

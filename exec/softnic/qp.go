@@ -3,7 +3,7 @@ package softnic
 import (
 	"fmt"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 type qpState uint8
@@ -16,8 +16,8 @@ const (
 
 // swqe is a send-queue slot.
 type swqe struct {
-	wr       exec.SendWR
-	status   exec.Status
+	wr       nic.SendWR
+	status   nic.Status
 	byteLen  uint32
 	ev       int32 // trace event, -1 without trace
 	rnrTries int32
@@ -26,7 +26,7 @@ type swqe struct {
 
 // rwqe is a receive-queue slot.
 type rwqe struct {
-	wr exec.RecvWR
+	wr nic.RecvWR
 	ev int32
 }
 
@@ -39,13 +39,13 @@ type qp struct {
 	ctx    *Context
 	pd     *pd
 	num    uint32
-	cfg    exec.QPConfig
+	cfg    nic.QPConfig
 	scq    *cq
 	rcq    *cq
 	state  qpState
 	closed bool
 	remote *qp
-	peer   exec.QPInfo
+	peer   nic.QPInfo
 	active bool // in nic.active
 
 	sq                              []swqe
@@ -61,14 +61,14 @@ type qp struct {
 	trig trigger
 }
 
-var _ exec.QP = (*qp)(nil)
+var _ nic.QP = (*qp)(nil)
 
-func newQP(p *pd, cfg exec.QPConfig) (*qp, error) {
+func newQP(p *pd, cfg nic.QPConfig) (*qp, error) {
 	c := p.ctx
 	n := c.nic
 	where := fmt.Sprintf("softnic: rank %d: CreateQP", c.rank)
 	if p.closed || c.closed {
-		return nil, fmt.Errorf("%s on a closed PD: %w", where, exec.ErrClosed)
+		return nil, fmt.Errorf("%s on a closed PD: %w", where, nic.ErrClosed)
 	}
 	scq, ok1 := cfg.SendCQ.(*cq)
 	rcq, ok2 := cfg.RecvCQ.(*cq)
@@ -76,10 +76,10 @@ func newQP(p *pd, cfg exec.QPConfig) (*qp, error) {
 		return nil, fmt.Errorf("%s: SendCQ and RecvCQ must be CQs created by this software NIC", where)
 	}
 	if scq.ctx != c || rcq.ctx != c {
-		return nil, fmt.Errorf("%s: its CQs belong to another rank's context: %w", where, exec.ErrWrongContext)
+		return nil, fmt.Errorf("%s: its CQs belong to another rank's context: %w", where, nic.ErrWrongContext)
 	}
 	if scq.closed || rcq.closed {
-		return nil, fmt.Errorf("%s: one of its CQs is closed: %w", where, exec.ErrClosed)
+		return nil, fmt.Errorf("%s: one of its CQs is closed: %w", where, nic.ErrClosed)
 	}
 	for _, d := range [...]struct {
 		name string
@@ -91,11 +91,11 @@ func newQP(p *pd, cfg exec.QPConfig) (*qp, error) {
 	}
 	if cfg.MaxInline < 0 || cfg.MaxInline > n.opts.MaxInline {
 		return nil, fmt.Errorf("%s: MaxInline %d out of range: the device inlines at most %d bytes: %w",
-			where, cfg.MaxInline, n.opts.MaxInline, exec.ErrInlineTooLarge)
+			where, cfg.MaxInline, n.opts.MaxInline, nic.ErrInlineTooLarge)
 	}
 	if (cfg.CrossChannel || cfg.ManagedSend || cfg.ManagedRecv) && n.opts.NoCrossChannel {
 		return nil, fmt.Errorf("%s: cross-channel or managed queues requested, but this NIC runs without "+
-			"cross-channel (use the polling engine or enable cross-channel): %w", where, exec.ErrNoCrossChannel)
+			"cross-channel (use the polling engine or enable cross-channel): %w", where, nic.ErrNoCrossChannel)
 	}
 	if cfg.RNRRetry < 0 {
 		return nil, fmt.Errorf("%s: RNRRetry %d is negative: use 0 to retry forever or a positive bound", where, cfg.RNRRetry)
@@ -117,12 +117,12 @@ func (q *qp) String() string { return fmt.Sprintf("rank %d qp %d", q.ctx.rank, q
 func (q *qp) Num() uint32 { return q.num }
 
 // Info describes this end: the software NIC needs only the rank and the QP number.
-func (q *qp) Info() exec.QPInfo { return exec.QPInfo{Rank: q.ctx.rank, QPN: q.num} }
+func (q *qp) Info() nic.QPInfo { return nic.QPInfo{Rank: q.ctx.rank, QPN: q.num} }
 
 // Connect connects the QP to the remote end, which must be a QP of an open context of this NIC.
-func (q *qp) Connect(remote exec.QPInfo) error {
+func (q *qp) Connect(remote nic.QPInfo) error {
 	if q.closed {
-		return fmt.Errorf("softnic: %s: Connect on a closed QP: %w", q, exec.ErrClosed)
+		return fmt.Errorf("softnic: %s: Connect on a closed QP: %w", q, nic.ErrClosed)
 	}
 	if q.state != stateInit {
 		return fmt.Errorf("softnic: %s is already connected to %s; create a new QP for another connection", q, q.peer)
@@ -150,7 +150,7 @@ func (q *qp) Close() error {
 }
 
 // PostSend validates and enqueues a batch of send work requests.
-func (q *qp) PostSend(wrs []exec.SendWR) (int, error) {
+func (q *qp) PostSend(wrs []nic.SendWR) (int, error) {
 	for i := range wrs {
 		if err := q.postSend(&wrs[i]); err != nil {
 			return i, err
@@ -160,17 +160,17 @@ func (q *qp) PostSend(wrs []exec.SendWR) (int, error) {
 	return len(wrs), nil
 }
 
-func (q *qp) postSend(wr *exec.SendWR) error {
+func (q *qp) postSend(wr *nic.SendWR) error {
 	if q.closed {
-		return fmt.Errorf("softnic: %s: PostSend on a closed QP: %w", q, exec.ErrClosed)
+		return fmt.Errorf("softnic: %s: PostSend on a closed QP: %w", q, nic.ErrClosed)
 	}
 	if q.state == stateInit {
-		return fmt.Errorf("softnic: %s: PostSend before Connect (connect a local-only queue to its own Info()): %w", q, exec.ErrNotConnected)
+		return fmt.Errorf("softnic: %s: PostSend before Connect (connect a local-only queue to its own Info()): %w", q, nic.ErrNotConnected)
 	}
 	if q.sqTail-q.sqFreed >= uint64(len(q.sq)) {
 		return fmt.Errorf("softnic: %s: send queue full: %d requests outstanding, depth %d "+
 			"(slots are reclaimed only by a signalled completion; signal one request every so often or deepen the queue): %w",
-			q, q.sqTail-q.sqFreed, len(q.sq), exec.ErrQueueFull)
+			q, q.sqTail-q.sqFreed, len(q.sq), nic.ErrQueueFull)
 	}
 	if err := q.checkSend(wr); err != nil {
 		return err
@@ -179,11 +179,11 @@ func (q *qp) postSend(wr *exec.SendWR) error {
 	slot := q.sqTail % uint64(len(q.sq))
 	w := &q.sq[slot]
 	*w = swqe{wr: *wr, ev: -1}
-	if wr.Flags&exec.FlagInline != 0 && wr.Local.Len > 0 {
+	if wr.Flags&nic.FlagInline != 0 && wr.Local.Len > 0 {
 		src := q.findLocal(wr.Local.Addr, wr.Local.Len)
 		if src == nil {
 			return fmt.Errorf("softnic: %s: inline %s wr_id %d: address %#x+%d is in no memory region of rank %d: %w",
-				q, wr.Op, wr.ID, wr.Local.Addr, wr.Local.Len, q.ctx.rank, exec.ErrBadRequest)
+				q, wr.Op, wr.ID, wr.Local.Addr, wr.Local.Len, q.ctx.rank, nic.ErrBadRequest)
 		}
 		off := int(slot) * q.cfg.MaxInline
 		copy(q.inline[off:off+len(src)], src)
@@ -200,55 +200,55 @@ func (q *qp) postSend(wr *exec.SendWR) error {
 }
 
 // checkSend rejects requests that can never run on this QP.
-func (q *qp) checkSend(wr *exec.SendWR) error {
+func (q *qp) checkSend(wr *nic.SendWR) error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("softnic: %s: %s wr_id %d: %s: %w", q, wr.Op, wr.ID, fmt.Sprintf(format, args...), exec.ErrBadRequest)
+		return fmt.Errorf("softnic: %s: %s wr_id %d: %s: %w", q, wr.Op, wr.ID, fmt.Sprintf(format, args...), nic.ErrBadRequest)
 	}
-	if wr.Op > exec.OpRecvEnable {
+	if wr.Op > nic.OpRecvEnable {
 		return bad("not a send-queue opcode")
 	}
-	if wr.Flags&^(exec.FlagSignaled|exec.FlagFence|exec.FlagInline) != 0 {
+	if wr.Flags&^(nic.FlagSignaled|nic.FlagFence|nic.FlagInline) != 0 {
 		return bad("unknown flags %#x", uint8(wr.Flags))
 	}
 	if wr.Op.IsCrossChannel() {
 		if q.ctx.nic.opts.NoCrossChannel {
 			return fmt.Errorf("softnic: %s: %s wr_id %d: this NIC runs without cross-channel (use the polling engine): %w",
-				q, wr.Op, wr.ID, exec.ErrNoCrossChannel)
+				q, wr.Op, wr.ID, nic.ErrNoCrossChannel)
 		}
 		if !q.cfg.CrossChannel {
 			return bad("the QP was created without QPConfig.CrossChannel")
 		}
 	}
 	switch wr.Op {
-	case exec.OpCQEWait:
+	case nic.OpCQEWait:
 		if q.ctx.cqByNum(wr.WaitCQ) == nil {
 			return bad("rank %d has no CQ %d to wait on", q.ctx.rank, wr.WaitCQ)
 		}
-	case exec.OpSendEnable, exec.OpRecvEnable:
+	case nic.OpSendEnable, nic.OpRecvEnable:
 		t := q.ctx.qpByNum(wr.TargetQP)
 		if t == nil {
 			return bad("rank %d has no QP %d to enable", q.ctx.rank, wr.TargetQP)
 		}
-		if wr.Op == exec.OpSendEnable && !t.cfg.ManagedSend {
+		if wr.Op == nic.OpSendEnable && !t.cfg.ManagedSend {
 			return bad("QP %d was created without ManagedSend", wr.TargetQP)
 		}
-		if wr.Op == exec.OpRecvEnable && !t.cfg.ManagedRecv {
+		if wr.Op == nic.OpRecvEnable && !t.cfg.ManagedRecv {
 			return bad("QP %d was created without ManagedRecv", wr.TargetQP)
 		}
-	case exec.OpAtomicFAdd, exec.OpAtomicCAS:
+	case nic.OpAtomicFAdd, nic.OpAtomicCAS:
 		if wr.Local.Len != 0 && wr.Local.Len != 8 {
 			return bad("the local result buffer is %d bytes: atomics fetch 8 (or 0 to discard)", wr.Local.Len)
 		}
 	}
-	if wr.Flags&exec.FlagInline != 0 {
+	if wr.Flags&nic.FlagInline != 0 {
 		switch wr.Op {
-		case exec.OpSend, exec.OpRDMAWrite, exec.OpRDMAWriteImm:
+		case nic.OpSend, nic.OpRDMAWrite, nic.OpRDMAWriteImm:
 		default:
 			return bad("only SEND and RDMA writes can be inline")
 		}
 		if int(wr.Local.Len) > q.cfg.MaxInline {
 			return fmt.Errorf("softnic: %s: %s wr_id %d: %d bytes inline, the QP allows %d (QPConfig.MaxInline): %w",
-				q, wr.Op, wr.ID, wr.Local.Len, q.cfg.MaxInline, exec.ErrInlineTooLarge)
+				q, wr.Op, wr.ID, wr.Local.Len, q.cfg.MaxInline, nic.ErrInlineTooLarge)
 		}
 	}
 	return nil
@@ -268,21 +268,21 @@ func (q *qp) findLocal(addr uint64, n uint32) []byte {
 }
 
 // PostRecv enqueues a batch of receive work requests.
-func (q *qp) PostRecv(wrs []exec.RecvWR) (int, error) {
+func (q *qp) PostRecv(wrs []nic.RecvWR) (int, error) {
 	n := q.ctx.nic
 	for i := range wrs {
 		if q.closed {
-			return i, fmt.Errorf("softnic: %s: PostRecv on a closed QP: %w", q, exec.ErrClosed)
+			return i, fmt.Errorf("softnic: %s: PostRecv on a closed QP: %w", q, nic.ErrClosed)
 		}
 		if q.rqTail-q.rqHead >= uint64(len(q.rq)) {
 			return i, fmt.Errorf("softnic: %s: receive queue full: %d receives posted, depth %d: %w",
-				q, q.rqTail-q.rqHead, len(q.rq), exec.ErrQueueFull)
+				q, q.rqTail-q.rqHead, len(q.rq), nic.ErrQueueFull)
 		}
 		r := &q.rq[q.rqTail%uint64(len(q.rq))]
 		*r = rwqe{wr: wrs[i], ev: -1}
 		n.clock++
 		if n.opts.Trace {
-			e := Event{Rank: q.ctx.rank, QPN: q.num, Recv: true, Index: q.rqTail, ID: wrs[i].ID, Op: exec.OpRecv, Posted: n.clock}
+			e := Event{Rank: q.ctx.rank, QPN: q.num, Recv: true, Index: q.rqTail, ID: wrs[i].ID, Op: nic.OpRecv, Posted: n.clock}
 			if !q.cfg.ManagedRecv || wqEnabled(q.rqTail, q.rqEnable) {
 				e.Start = n.clock
 			}

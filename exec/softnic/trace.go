@@ -3,7 +3,7 @@ package softnic
 import (
 	"fmt"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // Event is the life of one work request on the NIC's logical clock, which ticks once per post,
@@ -19,8 +19,8 @@ type Event struct {
 	Recv   bool
 	Index  uint64 // cumulative index in its queue
 	ID     uint64 // wr_id
-	Op     exec.Opcode
-	Status exec.Status
+	Op     nic.Opcode
+	Status nic.Status
 	Posted uint64
 	Start  uint64
 	End    uint64
@@ -64,8 +64,8 @@ type Fault struct {
 	Recv   bool
 	Index  uint64
 	ID     uint64
-	Op     exec.Opcode
-	Status exec.Status
+	Op     nic.Opcode
+	Status nic.Status
 	Why    string
 }
 
@@ -81,7 +81,7 @@ func (f Fault) String() string {
 // Faults returns every failed request so far, in the order they failed.
 func (n *NIC) Faults() []Fault { return n.faults }
 
-// Explain returns why the request id on rank's QP qpn failed, if it did (exec.FaultExplainer).
+// Explain returns why the request id on rank's QP qpn failed, if it did (nic.FaultExplainer).
 func (n *NIC) Explain(rank int, qpn uint32, id uint64) (string, bool) {
 	for i := len(n.faults) - 1; i >= 0; i-- {
 		f := &n.faults[i]
@@ -97,17 +97,17 @@ func (n *NIC) fault(q *qp, w *swqe, idx uint64, why string) {
 }
 
 func (n *NIC) faultRecv(q *qp, rw *rwqe, idx uint64, why string) {
-	st := exec.StatusLocalProtectionError
+	st := nic.StatusLocalProtectionError
 	if rw.ev >= 0 {
 		st = n.trace[rw.ev].Status
 	}
-	n.faults = append(n.faults, Fault{Rank: q.ctx.rank, QPN: q.num, Recv: true, Index: idx, ID: rw.wr.ID, Op: exec.OpRecv, Status: st, Why: why})
+	n.faults = append(n.faults, Fault{Rank: q.ctx.rank, QPN: q.num, Recv: true, Index: idx, ID: rw.wr.ID, Op: nic.OpRecv, Status: st, Why: why})
 }
 
 // Stalls describes every queue with work that cannot run now, by rank and QP number: the send
 // queue's head and what blocks it, then the receive queue's oldest posted receive.
-func (n *NIC) Stalls() []exec.Stall {
-	var out []exec.Stall
+func (n *NIC) Stalls() []nic.Stall {
+	var out []nic.Stall
 	for _, c := range n.ctxs {
 		if c == nil {
 			continue
@@ -123,10 +123,10 @@ func (n *NIC) Stalls() []exec.Stall {
 			}
 			if q.rqHead < q.rqTail {
 				rw := &q.rq[q.rqHead%uint64(len(q.rq))]
-				s := exec.Stall{Rank: c.rank, QPN: q.num, Recv: true, Index: q.rqHead, ID: rw.wr.ID, Op: exec.OpRecv,
-					Reason: exec.StallRecvPending, Peer: q.peer}
+				s := nic.Stall{Rank: c.rank, QPN: q.num, Recv: true, Index: q.rqHead, ID: rw.wr.ID, Op: nic.OpRecv,
+					Reason: nic.StallRecvPending, Peer: q.peer}
 				if q.cfg.ManagedRecv && !wqEnabled(q.rqHead, q.rqEnable) {
-					s.Reason, s.Reached, s.Awaited = exec.StallNotEnabled, uint64(q.rqEnable), uint64(uint16(q.rqHead+1))
+					s.Reason, s.Reached, s.Awaited = nic.StallNotEnabled, uint64(q.rqEnable), uint64(uint16(q.rqHead+1))
 				}
 				out = append(out, s)
 			}
@@ -135,19 +135,19 @@ func (n *NIC) Stalls() []exec.Stall {
 	return out
 }
 
-func (q *qp) sendStall() (exec.Stall, bool) {
+func (q *qp) sendStall() (nic.Stall, bool) {
 	w := &q.sq[q.sqHead%uint64(len(q.sq))]
-	s := exec.Stall{Rank: q.ctx.rank, QPN: q.num, Index: q.sqHead, ID: w.wr.ID, Op: w.wr.Op, Peer: q.peer}
+	s := nic.Stall{Rank: q.ctx.rank, QPN: q.num, Index: q.sqHead, ID: w.wr.ID, Op: w.wr.Op, Peer: q.peer}
 	switch q.headBlocker() {
 	case blockedNotEnabled:
-		s.Reason, s.Reached, s.Awaited = exec.StallNotEnabled, uint64(q.sqEnable), uint64(uint16(q.sqHead+1))
+		s.Reason, s.Reached, s.Awaited = nic.StallNotEnabled, uint64(q.sqEnable), uint64(uint16(q.sqHead+1))
 	case blockedFence:
-		s.Reason = exec.StallFence
+		s.Reason = nic.StallFence
 	case blockedWait:
 		c := q.ctx.cqByNum(w.wr.WaitCQ)
-		s.Reason, s.CQ, s.Reached, s.Awaited = exec.StallWaitCQ, c.num, c.produced&cqIndexMask, uint64(w.wr.Count&cqIndexMask)
+		s.Reason, s.CQ, s.Reached, s.Awaited = nic.StallWaitCQ, c.num, c.produced&cqIndexMask, uint64(w.wr.Count&cqIndexMask)
 	case blockedRNR:
-		s.Reason = exec.StallNoRecv
+		s.Reason = nic.StallNoRecv
 	default:
 		return s, false
 	}

@@ -3,39 +3,39 @@ package softnic
 import (
 	"fmt"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
-// armedWR is a send request armed on a QP (exec.TriggerQP): posted by cq.Poll once cq has
+// armedWR is a send request armed on a QP (nic.TriggerQP): posted by cq.Poll once cq has
 // returned after more completions and the requests armed before it are posted.
 type armedWR struct {
 	cq    *cq
 	after int
-	wr    exec.SendWR
+	wr    nic.SendWR
 }
 
 // trigger is a QP's FIFO of armed requests and what it posted since Fired last looked.
 type trigger struct {
 	armed  []armedWR
-	buf    []exec.SendWR // reused for posting
+	buf    []nic.SendWR // reused for posting
 	posted int
 	err    error
 }
 
-var _ exec.TriggerQP = (*qp)(nil)
+var _ nic.TriggerQP = (*qp)(nil)
 
 // ArmSend appends wr to the QP's armed requests.
-func (q *qp) ArmSend(c exec.CQ, after int, wr *exec.SendWR) error {
+func (q *qp) ArmSend(c nic.CQ, after int, wr *nic.SendWR) error {
 	w, ok := c.(*cq)
 	switch {
 	case !ok || w.ctx != q.ctx:
-		return fmt.Errorf("softnic: %s: ArmSend on a CQ of another context or provider: %w", q, exec.ErrWrongContext)
+		return fmt.Errorf("softnic: %s: ArmSend on a CQ of another context or provider: %w", q, nic.ErrWrongContext)
 	case after < 0:
-		return fmt.Errorf("softnic: %s: ArmSend after %d completions: %w", q, after, exec.ErrBadRequest)
-	case len(q.trig.armed) == exec.MaxArmed:
-		return fmt.Errorf("softnic: %s: %d requests are armed already: %w", q, exec.MaxArmed, exec.ErrQueueFull)
+		return fmt.Errorf("softnic: %s: ArmSend after %d completions: %w", q, after, nic.ErrBadRequest)
+	case len(q.trig.armed) == nic.MaxArmed:
+		return fmt.Errorf("softnic: %s: %d requests are armed already: %w", q, nic.MaxArmed, nic.ErrQueueFull)
 	case q.closed || w.closed:
-		return fmt.Errorf("softnic: %s: ArmSend on a closed QP or CQ: %w", q, exec.ErrClosed)
+		return fmt.Errorf("softnic: %s: ArmSend on a closed QP or CQ: %w", q, nic.ErrClosed)
 	}
 	if !w.watchedBy(q) {
 		w.watch = append(w.watch, q)
@@ -58,10 +58,10 @@ func (q *qp) Disarm() { q.trig.armed = q.trig.armed[:0] }
 // fire counts the completions Poll returned (got) against the requests armed on the QPs that
 // watch q: an error completion disarms those QPs; then each posts the run of armed requests at its
 // head whose counts are reached.
-func (q *cq) fire(got []exec.WC) {
+func (q *cq) fire(got []nic.WC) {
 	failed := false
 	for i := range got {
-		failed = failed || got[i].Status != exec.StatusSuccess
+		failed = failed || got[i].Status != nic.StatusSuccess
 	}
 	for _, p := range q.watch {
 		t := &p.trig

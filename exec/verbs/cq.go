@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // cq is a completion queue.
@@ -32,18 +32,18 @@ func (q *cq) Depth() int  { return q.depth }
 
 // Poll reads up to len(wc) completions with ibv_poll_cq calls of up to 64 entries, converting
 // them in C straight into wc; the triggers armed on this CQ fire on the way (trigger.go).
-func (q *cq) Poll(wc []exec.WC) (int, error) { return q.PollSpin(wc, 1) }
+func (q *cq) Poll(wc []nic.WC) (int, error) { return q.PollSpin(wc, 1) }
 
 // PollSpin is Poll, polling up to spins times in C until a completion comes.
-func (q *cq) PollSpin(wc []exec.WC, spins int) (int, error) {
+func (q *cq) PollSpin(wc []nic.WC, spins int) (int, error) {
 	if len(wc) == 0 {
 		return 0, nil
 	}
 	if q.closed {
-		return 0, fmt.Errorf("verbs: rank %d: Poll on closed cq %d: %w", q.ctx.rank, q.num, exec.ErrClosed)
+		return 0, fmt.Errorf("verbs: rank %d: Poll on closed cq %d: %w", q.ctx.rank, q.num, nic.ErrClosed)
 	}
 	if !wrLayoutOK {
-		return 0, fmt.Errorf("verbs: rank %d cq %d: exec.WC no longer matches the C layout in exec/verbs/shim.h: %w", q.ctx.rank, q.num, exec.ErrProviderLimited)
+		return 0, fmt.Errorf("verbs: rank %d cq %d: nic.WC no longer matches the C layout in exec/verbs/shim.h: %w", q.ctx.rank, q.num, nic.ErrProviderLimited)
 	}
 	c := q.ctx
 	spins = max(spins, 1)
@@ -75,8 +75,8 @@ func (q *cq) PollSpin(wc []exec.WC, spins int) (int, error) {
 	return n, nil
 }
 
-// Stamp has the polls stamp each completion with the time they found it (exec.StampCQ), read
-// from the context's cd_clock and moved onto exec's clock.
+// Stamp has the polls stamp each completion with the time they found it (nic.StampCQ), read
+// from the context's cd_clock and moved onto the clock of package nic (nic.Now).
 func (q *cq) Stamp(on bool) {
 	q.x.clock = nil
 	if on {
@@ -85,8 +85,8 @@ func (q *cq) Stamp(on bool) {
 }
 
 var (
-	_ exec.SpinCQ  = (*cq)(nil)
-	_ exec.StampCQ = (*cq)(nil)
+	_ nic.SpinCQ  = (*cq)(nil)
+	_ nic.StampCQ = (*cq)(nil)
 )
 
 // idleBeforeYield is how many empty polls in a row a context makes before it starts yielding the
@@ -98,7 +98,7 @@ var (
 const idleBeforeYield = 1024
 
 // unknownOpcode is what the shim stores when verbs does not say which operation completed.
-const unknownOpcode exec.Opcode = 0xff
+const unknownOpcode nic.Opcode = 0xff
 
 // Close destroys the CQ.
 func (q *cq) Close() error {

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // Available reports whether this binary was built with verbs support.
@@ -37,7 +37,7 @@ type Provider struct {
 	roceV2   bool
 	mtu      int // active path MTU in bytes
 	rdAtomic int // outstanding READs/atomics per QP, both directions
-	caps     exec.Caps
+	caps     nic.Caps
 	yield    bool // empty polls yield the CPU (see Options.Idle)
 	software bool // a software device (Soft-RoCE, Soft-iWARP): the kernel does the transfers
 
@@ -47,7 +47,7 @@ type Provider struct {
 
 // New opens the device named in opts to check that it exists, its port is active and it has a
 // usable GID, and returns a provider whose Open gives each rank its own device context.
-func New(opts Options) (exec.Provider, error) {
+func New(opts Options) (nic.Provider, error) {
 	if opts.Port == 0 {
 		opts.Port = 1
 	}
@@ -125,7 +125,7 @@ func (p *Provider) probe(ctx *C.struct_ibv_context) error {
 	if err := p.pickGID(ctx, int(pa.gid_tbl_len)); err != nil {
 		return err
 	}
-	p.caps = exec.Caps{
+	p.caps = nic.Caps{
 		CrossChannel: false,
 		MaxQPDepth:   int(da.max_qp_wr),
 		MaxCQDepth:   int(da.max_cqe),
@@ -224,7 +224,7 @@ func probeInline(ctx *C.struct_ibv_context) int {
 func (p *Provider) Name() string { return "verbs" }
 
 // Caps reports the device's capabilities (never cross-channel).
-func (p *Provider) Caps() exec.Caps { return p.caps }
+func (p *Provider) Caps() nic.Caps { return p.caps }
 
 // String describes the device, port and address, e.g. "rxe0 port 1 RoCE v2 gid[1] ::ffff:10.77.0.1 mtu 1024".
 func (p *Provider) String() (s string) {
@@ -243,7 +243,7 @@ func (p *Provider) String() (s string) {
 
 // Open opens a device context for rank. Each rank gets its own context (its own PDs, CQs, QPs), so
 // several ranks may share a device within one process unless Options.Ranks restricts them.
-func (p *Provider) Open(rank int) (exec.Context, error) {
+func (p *Provider) Open(rank int) (nic.Context, error) {
 	if p.opts.Ranks != nil && !slices.Contains(p.opts.Ranks, rank) {
 		return nil, fmt.Errorf("verbs: this process runs rank(s) %v, not rank %d: start one process per rank (--rank R, or mpirun/srun)", p.opts.Ranks, rank)
 	}
@@ -275,11 +275,11 @@ type devContext struct {
 	cqs    []*cq
 	qps    []*qp
 	closed bool
-	stats  exec.NICStats
+	stats  nic.NICStats
 	idle   int // empty polls in a row
 
 	clock    *C.cd_clock // stamps completions (cq.Stamp); nil until a CQ stamps
-	clockOff int64       // exec's clock minus CLOCK_MONOTONIC
+	clockOff int64       // nic.Now's clock minus CLOCK_MONOTONIC
 }
 
 // stampClock returns the context's completion clock, calibrated on first use.
@@ -288,9 +288,9 @@ func (c *devContext) stampClock() *C.cd_clock {
 		c.clock = (*C.cd_clock)(C.calloc(1, C.size_t(unsafe.Sizeof(C.cd_clock{}))))
 		C.cd_clock_init(c.clock)
 		// Go's monotonic clock is CLOCK_MONOTONIC on Linux: the offset is fixed.
-		before := exec.Now()
+		before := nic.Now()
 		mono := int64(C.cd_mono_ns())
-		c.clockOff = before + (exec.Now()-before)/2 - mono
+		c.clockOff = before + (nic.Now()-before)/2 - mono
 	}
 	return c.clock
 }
@@ -299,11 +299,11 @@ func (c *devContext) Rank() int { return c.rank }
 
 // NICStats reports work requests posted and completions polled by this context. The device does
 // not report RNR retries per context; they stay 0.
-func (c *devContext) NICStats() exec.NICStats { return c.stats }
+func (c *devContext) NICStats() nic.NICStats { return c.stats }
 
-func (c *devContext) AllocPD() (exec.PD, error) {
+func (c *devContext) AllocPD() (nic.PD, error) {
 	if c.closed {
-		return nil, fmt.Errorf("verbs: rank %d: AllocPD on a closed context: %w", c.rank, exec.ErrClosed)
+		return nil, fmt.Errorf("verbs: rank %d: AllocPD on a closed context: %w", c.rank, nic.ErrClosed)
 	}
 	h := C.ibv_alloc_pd(c.ctx)
 	if h == nil {
@@ -311,7 +311,7 @@ func (c *devContext) AllocPD() (exec.PD, error) {
 	}
 	d := &pd{ctx: c, pd: h}
 	// A word for atomics whose fetched value the caller discards: verbs always returns it.
-	s, err := d.AllocMR(64, exec.AccessLocalWrite)
+	s, err := d.AllocMR(64, nic.AccessLocalWrite)
 	if err != nil {
 		C.ibv_dealloc_pd(h)
 		return nil, err
@@ -321,9 +321,9 @@ func (c *devContext) AllocPD() (exec.PD, error) {
 	return d, nil
 }
 
-func (c *devContext) CreateCQ(depth int) (exec.CQ, error) {
+func (c *devContext) CreateCQ(depth int) (nic.CQ, error) {
 	if c.closed {
-		return nil, fmt.Errorf("verbs: rank %d: CreateCQ on a closed context: %w", c.rank, exec.ErrClosed)
+		return nil, fmt.Errorf("verbs: rank %d: CreateCQ on a closed context: %w", c.rank, nic.ErrClosed)
 	}
 	if depth < 1 || depth > c.prov.caps.MaxCQDepth {
 		return nil, fmt.Errorf("verbs: rank %d: CQ depth %d is out of range 1..%d for %s", c.rank, depth, c.prov.caps.MaxCQDepth, c.prov.name)

@@ -41,15 +41,15 @@ import "C"
 import (
 	"unsafe"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // layoutMatches reports whether the Go work request and completion types have exactly the layout
 // of their C mirrors, field by field, so the shim can read and write them in place.
 func layoutMatches() bool {
-	var s exec.SendWR
-	var r exec.RecvWR
-	var w exec.WC
+	var s nic.SendWR
+	var r nic.RecvWR
+	var w nic.WC
 	type pair struct{ goOff, cOff uintptr }
 	checks := []pair{
 		{unsafe.Sizeof(s), C.size_cd_send_wr},

@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // mrAlign is the alignment of registered memory: a page, so regions never share a cache line or
@@ -30,27 +30,27 @@ type pd struct {
 }
 
 // verbsAccess converts access rights. Verbs requires local write for remote write and atomics.
-func verbsAccess(a exec.Access) C.int {
+func verbsAccess(a nic.Access) C.int {
 	var f C.int
-	if a&(exec.AccessLocalWrite|exec.AccessRemoteWrite|exec.AccessRemoteAtomic) != 0 {
+	if a&(nic.AccessLocalWrite|nic.AccessRemoteWrite|nic.AccessRemoteAtomic) != 0 {
 		f |= C.IBV_ACCESS_LOCAL_WRITE
 	}
-	if a&exec.AccessRemoteWrite != 0 {
+	if a&nic.AccessRemoteWrite != 0 {
 		f |= C.IBV_ACCESS_REMOTE_WRITE
 	}
-	if a&exec.AccessRemoteRead != 0 {
+	if a&nic.AccessRemoteRead != 0 {
 		f |= C.IBV_ACCESS_REMOTE_READ
 	}
-	if a&exec.AccessRemoteAtomic != 0 {
+	if a&nic.AccessRemoteAtomic != 0 {
 		f |= C.IBV_ACCESS_REMOTE_ATOMIC
 	}
 	return f
 }
 
 // AllocMR allocates page-aligned, zeroed memory outside the Go heap and registers it.
-func (d *pd) AllocMR(size int, access exec.Access) (exec.MR, error) {
+func (d *pd) AllocMR(size int, access nic.Access) (nic.MR, error) {
 	if d.closed {
-		return nil, fmt.Errorf("verbs: rank %d: AllocMR on a closed PD: %w", d.ctx.rank, exec.ErrClosed)
+		return nil, fmt.Errorf("verbs: rank %d: AllocMR on a closed PD: %w", d.ctx.rank, nic.ErrClosed)
 	}
 	if size <= 0 {
 		return nil, fmt.Errorf("verbs: rank %d: memory region of %d bytes: the size must be positive", d.ctx.rank, size)
@@ -74,7 +74,7 @@ func (d *pd) AllocMR(size int, access exec.Access) (exec.MR, error) {
 }
 
 // CreateQP creates an RC queue pair. Cross-channel options are refused: upstream verbs has none.
-func (d *pd) CreateQP(cfg exec.QPConfig) (exec.QP, error) {
+func (d *pd) CreateQP(cfg nic.QPConfig) (nic.QP, error) {
 	return d.createQP(cfg)
 }
 
@@ -96,7 +96,7 @@ type mr struct {
 	mr     *C.struct_ibv_mr
 	mem    unsafe.Pointer
 	size   int
-	access exec.Access
+	access nic.Access
 	closed bool
 }
 
@@ -106,12 +106,12 @@ func (m *mr) Bytes() []byte {
 	}
 	return unsafe.Slice((*byte)(m.mem), m.size)
 }
-func (m *mr) Addr() uint64        { return uint64(uintptr(m.mem)) }
-func (m *mr) LKey() uint32        { return uint32(m.mr.lkey) }
-func (m *mr) RKey() uint32        { return uint32(m.mr.rkey) }
-func (m *mr) Access() exec.Access { return m.access }
-func (m *mr) Remote() exec.RemoteMR {
-	return exec.RemoteMR{Addr: m.Addr(), RKey: m.RKey(), Len: uint64(m.size)}
+func (m *mr) Addr() uint64       { return uint64(uintptr(m.mem)) }
+func (m *mr) LKey() uint32       { return uint32(m.mr.lkey) }
+func (m *mr) RKey() uint32       { return uint32(m.mr.rkey) }
+func (m *mr) Access() nic.Access { return m.access }
+func (m *mr) Remote() nic.RemoteMR {
+	return nic.RemoteMR{Addr: m.Addr(), RKey: m.RKey(), Len: uint64(m.size)}
 }
 
 // Close deregisters the region and frees its memory.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/bootstrap"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/planner"
 	"github.com/stretchr/testify/require"
 )
@@ -45,13 +46,13 @@ const (
 // 0 print the median iteration time of each mode ("AB triggers=on|off N ns over M iterations")
 // and the median over the k pairs of the ratio of a run's median with triggers to the next run's
 // without ("AB ratio R over K pairs"): pairs see the same state of a machine whose speed drifts.
-func abRounds(t *testing.T, ctx context.Context, k int, g *planner.Graph, plan *planner.Plan, p exec.Provider, cfg bootstrap.Config, opts exec.Options) {
+func abRounds(t *testing.T, ctx context.Context, k int, g *planner.Graph, plan *planner.Plan, p nic.Provider, cfg bootstrap.Config, opts exec.Options) {
 	lat := map[bool][]time.Duration{}
 	var ratios []float64
 	var on time.Duration
 	for i := 0; i < 2*k; i++ {
 		opts.NoTriggers = i%2 == 1
-		res, _, all, err := bootstrap.RunProcess(ctx, g, plan, p, cfg, opts)
+		res, _, all, err := bootstrap.RunProcess(ctx, plan, p, cfg, opts)
 		require.NoError(t, err)
 		require.NoError(t, bootstrap.AllOK(all))
 		lat[opts.NoTriggers] = append(lat[opts.NoTriggers], res.Latency.All...)
@@ -100,17 +101,16 @@ func TestRankProcess(t *testing.T) {
 	opts.NoTriggers = os.Getenv(envNoTrig) == "1"
 	opts.Timeline = os.Getenv(envTime) == "1"
 	// Run what `coredag run --provider verbs` runs: the plan compiled for the generic target
-	// (selective signalling, small payloads inline). A graph broken on purpose runs without one.
-	var plan *planner.Plan
+	// (selective signalling, small payloads inline). A graph broken on purpose is compiled once
+	// broken: the compiler does not check what the faults break (access rights, bounds, matches).
 	if f := os.Getenv(envFault); f != "" {
 		breakGraph(t, g, f)
 		opts.Reference = exec.NewMemory(g) // the reference rejects broken graphs
-	} else {
-		tg, err := planner.LookupTarget("generic")
-		require.NoError(t, err)
-		plan, err = planner.Compile(g, tg)
-		require.NoError(t, err)
 	}
+	tg, err := planner.LookupTarget("generic")
+	require.NoError(t, err)
+	plan, err := planner.Compile(g, tg)
+	require.NoError(t, err)
 	vo := testOptions()
 	vo.Ranks = []int{world.Rank}
 	p, err := New(vo)
@@ -122,7 +122,7 @@ func TestRankProcess(t *testing.T) {
 		abRounds(t, ctx, k, g, plan, p, cfg, opts)
 		return
 	}
-	res, own, all, err := bootstrap.RunProcess(ctx, g, plan, p, cfg, opts)
+	res, own, all, err := bootstrap.RunProcess(ctx, plan, p, cfg, opts)
 	require.NoError(t, err)
 	t.Logf("own verdict: %v", own)
 	if world.Rank != 0 {

@@ -1,6 +1,6 @@
 // Package verbs is coredag's NIC provider for real RDMA devices, a thin cgo layer over libibverbs.
 //
-// It implements exec.Provider for RC queue pairs on InfiniBand and RoCE devices (RoCE v2 GIDs are
+// It implements nic.Provider for RC queue pairs on InfiniBand and RoCE devices (RoCE v2 GIDs are
 // preferred): send/recv, RDMA write, write with immediate, read, fetch-add and compare-swap, inline
 // sends, batched posting (the work request list is built in C on the C stack and handed to one
 // ibv_post_send per batch of up to 64) and batched polling. Memory regions live outside the Go heap
@@ -17,7 +17,7 @@
 //	go build -tags verbs ./cmd/coredag
 //
 // Without the tag the package still compiles, and New returns an error that says how to rebuild.
-// Multi-process runs exchange QPInfo and exec.RemoteMR values through package exec/bootstrap.
+// Multi-process runs exchange QPInfo and nic.RemoteMR values through package exec/bootstrap.
 package verbs
 
 import "errors"

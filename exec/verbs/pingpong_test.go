@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -18,7 +18,7 @@ import (
 // between: the provider's own per-hop latency, a floor for the engine's figure.
 func TestRawPingPong(t *testing.T) {
 	p := provider(t)
-	a, b := pairDepth(t, p, exec.AccessLocalWrite|exec.AccessRemoteWrite, 0, 1024)
+	a, b := pairDepth(t, p, nic.AccessLocalWrite|nic.AccessRemoteWrite, 0, 1024)
 	const hops = 1000
 	side := func(me, peer *end, first bool, done chan<- error) {
 		runtime.LockOSThread()
@@ -28,16 +28,16 @@ func TestRawPingPong(t *testing.T) {
 		set.Set(me.ctx.Rank() % runtime.NumCPU())
 		unix.SchedSetaffinity(0, &set)
 		rb := peer.mem.Remote()
-		recv := make([]exec.RecvWR, hops/2)
+		recv := make([]nic.RecvWR, hops/2)
 		for i := range recv {
-			recv[i] = exec.RecvWR{ID: uint64(i)}
+			recv[i] = nic.RecvWR{ID: uint64(i)}
 		}
 		if _, err := me.qp.PostRecv(recv); err != nil {
 			done <- err
 			return
 		}
-		wr := []exec.SendWR{{Op: exec.OpRDMAWriteImm, Flags: exec.FlagSignaled, Local: sge(me.mem, 0, 8), RemoteAddr: rb.Addr, RKey: rb.RKey}}
-		wc := make([]exec.WC, 16)
+		wr := []nic.SendWR{{Op: nic.OpRDMAWriteImm, Flags: nic.FlagSignaled, Local: sge(me.mem, 0, 8), RemoteAddr: rb.Addr, RKey: rb.RKey}}
+		wc := make([]nic.WC, 16)
 		turn := first
 		deadline := time.Now().Add(30 * time.Second)
 		for sent, got := 0, 0; sent+got < hops/2*2 || false; {
@@ -59,7 +59,7 @@ func TestRawPingPong(t *testing.T) {
 				got += n
 				turn = sent < hops/2
 			}
-			if k, _ := me.scq.Poll(wc); k > 0 && wc[0].Status != exec.StatusSuccess {
+			if k, _ := me.scq.Poll(wc); k > 0 && wc[0].Status != nic.StatusSuccess {
 				done <- fmt.Errorf("write failed: %v", wc[0].Status)
 				return
 			}

@@ -20,14 +20,14 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
 // posted records what a queue slot holds, so that error completions (whose opcode verbs leaves
 // undefined) can still be reported with the request's opcode.
 type posted struct {
 	id uint64
-	op exec.Opcode
+	op nic.Opcode
 }
 
 // qp is an RC queue pair.
@@ -35,7 +35,7 @@ type qp struct {
 	pd        *pd
 	qp        *C.struct_ibv_qp
 	num       uint32
-	info      exec.QPInfo
+	info      nic.QPInfo
 	maxInline uint32
 	rnrRetry  uint8
 	scratch   C.cd_scratch
@@ -43,7 +43,7 @@ type qp struct {
 	sendLog, recvLog  []posted // rings of the last posted requests, a power of two long
 	sendSeq, recvSeq  uint64
 	connected, closed bool
-	remote            exec.QPInfo
+	remote            nic.QPInfo
 
 	trig    *C.cd_trigger // C memory: cd_poll_cq posts its armed requests (trigger.go)
 	seen    uint32        // trig.head when Fired last looked
@@ -65,27 +65,27 @@ func mtuEnum(b int) int {
 	return C.IBV_MTU_256
 }
 
-func (d *pd) createQP(cfg exec.QPConfig) (*qp, error) {
+func (d *pd) createQP(cfg nic.QPConfig) (*qp, error) {
 	c := d.ctx
 	switch {
 	case d.closed:
-		return nil, fmt.Errorf("verbs: rank %d: CreateQP on a closed PD: %w", c.rank, exec.ErrClosed)
+		return nil, fmt.Errorf("verbs: rank %d: CreateQP on a closed PD: %w", c.rank, nic.ErrClosed)
 	case cfg.CrossChannel || cfg.ManagedSend || cfg.ManagedRecv:
 		return nil, fmt.Errorf("verbs: rank %d: %s has no cross-channel (CORE-Direct) support in upstream libibverbs, so managed queues and CQE_WAIT/SEND_EN/RECV_EN are unavailable: compile the plan for --target generic and run it with --engine poll: %w",
-			c.rank, c.prov.name, exec.ErrNoCrossChannel)
+			c.rank, c.prov.name, nic.ErrNoCrossChannel)
 	case cfg.SendCQ == nil || cfg.RecvCQ == nil:
-		return nil, fmt.Errorf("verbs: rank %d: CreateQP needs both a send CQ and a receive CQ: %w", c.rank, exec.ErrBadRequest)
+		return nil, fmt.Errorf("verbs: rank %d: CreateQP needs both a send CQ and a receive CQ: %w", c.rank, nic.ErrBadRequest)
 	case cfg.SendDepth < 1 || cfg.RecvDepth < 1 || cfg.SendDepth > c.prov.caps.MaxQPDepth || cfg.RecvDepth > c.prov.caps.MaxQPDepth:
 		return nil, fmt.Errorf("verbs: rank %d: QP depths send %d, recv %d must be in 1..%d on %s: %w",
-			c.rank, cfg.SendDepth, cfg.RecvDepth, c.prov.caps.MaxQPDepth, c.prov.name, exec.ErrBadRequest)
+			c.rank, cfg.SendDepth, cfg.RecvDepth, c.prov.caps.MaxQPDepth, c.prov.name, nic.ErrBadRequest)
 	case cfg.MaxInline < 0 || cfg.MaxInline > c.prov.caps.MaxInline:
 		return nil, fmt.Errorf("verbs: rank %d: inline size %d exceeds %d, the most %s allows: %w",
-			c.rank, cfg.MaxInline, c.prov.caps.MaxInline, c.prov.name, exec.ErrInlineTooLarge)
+			c.rank, cfg.MaxInline, c.prov.caps.MaxInline, c.prov.name, nic.ErrInlineTooLarge)
 	}
 	scq, ok1 := cfg.SendCQ.(*cq)
 	rcq, ok2 := cfg.RecvCQ.(*cq)
 	if !ok1 || !ok2 || scq.ctx != c || rcq.ctx != c {
-		return nil, fmt.Errorf("verbs: rank %d: CreateQP with a CQ of another context or provider: %w", c.rank, exec.ErrWrongContext)
+		return nil, fmt.Errorf("verbs: rank %d: CreateQP with a CQ of another context or provider: %w", c.rank, nic.ErrWrongContext)
 	}
 	var got C.uint32_t
 	h := C.cd_create_qp(d.pd, scq.cq, rcq.cq, C.uint32_t(cfg.SendDepth), C.uint32_t(cfg.RecvDepth), C.uint32_t(cfg.MaxInline), &got)
@@ -109,7 +109,7 @@ func (d *pd) createQP(cfg exec.QPConfig) (*qp, error) {
 	if cfg.RNRRetry > 0 {
 		q.rnrRetry = uint8(min(cfg.RNRRetry, 6))
 	}
-	q.info = exec.QPInfo{
+	q.info = nic.QPInfo{
 		Rank: c.rank,
 		QPN:  q.num,
 		LID:  c.prov.lid,
@@ -122,17 +122,17 @@ func (d *pd) createQP(cfg exec.QPConfig) (*qp, error) {
 	return q, nil
 }
 
-func (q *qp) Num() uint32       { return q.num }
-func (q *qp) Info() exec.QPInfo { return q.info }
-func (q *qp) rank() int         { return q.pd.ctx.rank }
-func (q *qp) prov() *Provider   { return q.pd.ctx.prov }
-func (q *qp) String() string    { return fmt.Sprintf("rank %d qp %d", q.rank(), q.num) }
+func (q *qp) Num() uint32      { return q.num }
+func (q *qp) Info() nic.QPInfo { return q.info }
+func (q *qp) rank() int        { return q.pd.ctx.rank }
+func (q *qp) prov() *Provider  { return q.pd.ctx.prov }
+func (q *qp) String() string   { return fmt.Sprintf("rank %d qp %d", q.rank(), q.num) }
 
 // Connect moves the QP through INIT, RTR and RTS towards remote. All remote access is enabled at
 // the QP level; each memory region's own access flags decide what peers may do.
-func (q *qp) Connect(remote exec.QPInfo) error {
+func (q *qp) Connect(remote nic.QPInfo) error {
 	if q.closed {
-		return fmt.Errorf("verbs: %v: Connect on a closed QP: %w", q, exec.ErrClosed)
+		return fmt.Errorf("verbs: %v: Connect on a closed QP: %w", q, nic.ErrClosed)
 	}
 	if q.connected {
 		return fmt.Errorf("verbs: %v is already connected to %v: a QP connects once", q, q.remote)
@@ -168,12 +168,12 @@ func (q *qp) Connect(remote exec.QPInfo) error {
 	return nil
 }
 
-// wrLayoutOK is set at init when exec.SendWR, RecvWR and WC have the C structs' layouts; the
+// wrLayoutOK is set at init when nic.SendWR, RecvWR and WC have the C structs' layouts; the
 // zero-copy post and poll paths depend on it.
 var wrLayoutOK = layoutMatches()
 
 // PostSend posts wr in batches of up to 64 per ibv_post_send.
-func (q *qp) PostSend(wr []exec.SendWR) (int, error) {
+func (q *qp) PostSend(wr []nic.SendWR) (int, error) {
 	if len(wr) == 0 {
 		return 0, nil
 	}
@@ -191,20 +191,20 @@ func (q *qp) PostSend(wr []exec.SendWR) (int, error) {
 }
 
 // logSends records posted sends for error completions and counts them.
-func (q *qp) logSends(wr []exec.SendWR) {
+func (q *qp) logSends(wr []nic.SendWR) {
 	for i := range wr {
 		q.logSend(&wr[i])
 	}
 }
 
-func (q *qp) logSend(wr *exec.SendWR) {
+func (q *qp) logSend(wr *nic.SendWR) {
 	q.sendLog[q.sendSeq&uint64(len(q.sendLog)-1)] = posted{wr.ID, wr.Op}
 	q.sendSeq++
 	q.pd.ctx.stats.WQEs++
 }
 
 // PostRecv posts wr in batches of up to 64 per ibv_post_recv.
-func (q *qp) PostRecv(wr []exec.RecvWR) (int, error) {
+func (q *qp) PostRecv(wr []nic.RecvWR) (int, error) {
 	if len(wr) == 0 {
 		return 0, nil
 	}
@@ -216,7 +216,7 @@ func (q *qp) PostRecv(wr []exec.RecvWR) (int, error) {
 	done := int(n)
 	mask := uint64(len(q.recvLog) - 1)
 	for i := 0; i < done; i++ {
-		q.recvLog[(q.recvSeq+uint64(i))&mask] = posted{wr[i].ID, exec.OpRecv}
+		q.recvLog[(q.recvSeq+uint64(i))&mask] = posted{wr[i].ID, nic.OpRecv}
 	}
 	q.recvSeq += uint64(done)
 	q.pd.ctx.stats.WQEs += uint64(done)
@@ -231,17 +231,17 @@ func (q *qp) PostRecv(wr []exec.RecvWR) (int, error) {
 func (q *qp) usable() error {
 	switch {
 	case !wrLayoutOK:
-		return fmt.Errorf("verbs: %v: exec.SendWR/RecvWR/WC no longer match the C layout in exec/verbs/shim.h: update the shim: %w", q, exec.ErrProviderLimited)
+		return fmt.Errorf("verbs: %v: nic.SendWR/RecvWR/WC no longer match the C layout in exec/verbs/shim.h: update the shim: %w", q, nic.ErrProviderLimited)
 	case q.closed:
-		return fmt.Errorf("verbs: %v: post on a closed QP: %w", q, exec.ErrClosed)
+		return fmt.Errorf("verbs: %v: post on a closed QP: %w", q, nic.ErrClosed)
 	case !q.connected:
-		return fmt.Errorf("verbs: %v: post before Connect: %w", q, exec.ErrNotConnected)
+		return fmt.Errorf("verbs: %v: post before Connect: %w", q, nic.ErrNotConnected)
 	}
 	return nil
 }
 
 // postError explains why request number i of a batch was not posted.
-func (q *qp) postError(call string, rc C.int, i int, wr *exec.SendWR) error {
+func (q *qp) postError(call string, rc C.int, i int, wr *nic.SendWR) error {
 	what := fmt.Sprintf("request %d", i)
 	if wr != nil {
 		what = fmt.Sprintf("request %d (%v, wr_id %d)", i, wr.Op, wr.ID)
@@ -249,32 +249,32 @@ func (q *qp) postError(call string, rc C.int, i int, wr *exec.SendWR) error {
 	switch rc {
 	case C.CD_ERR_BAD_OPCODE:
 		if wr != nil && wr.Op.IsCrossChannel() {
-			return fmt.Errorf("verbs: %v: %s %s: upstream libibverbs has no cross-channel work requests (compile for --target generic, run with --engine poll): %w", q, call, what, exec.ErrNoCrossChannel)
+			return fmt.Errorf("verbs: %v: %s %s: upstream libibverbs has no cross-channel work requests (compile for --target generic, run with --engine poll): %w", q, call, what, nic.ErrNoCrossChannel)
 		}
-		return fmt.Errorf("verbs: %v: %s %s: opcode cannot be posted to a send queue: %w", q, call, what, exec.ErrBadRequest)
+		return fmt.Errorf("verbs: %v: %s %s: opcode cannot be posted to a send queue: %w", q, call, what, nic.ErrBadRequest)
 	case C.CD_ERR_INLINE:
 		return fmt.Errorf("verbs: %v: %s %s: %d-byte inline payload exceeds the QP's limit of %d bytes (raise QPConfig.MaxInline, at most %d on %s): %w",
-			q, call, what, wr.Local.Len, q.maxInline, q.prov().caps.MaxInline, q.prov().name, exec.ErrInlineTooLarge)
+			q, call, what, wr.Local.Len, q.maxInline, q.prov().caps.MaxInline, q.prov().name, nic.ErrInlineTooLarge)
 	case C.CD_ERR_ATOMIC_LEN:
-		return fmt.Errorf("verbs: %v: %s %s: an atomic's local buffer must be 8 bytes (or 0 to discard the old value), not %d: %w", q, call, what, wr.Local.Len, exec.ErrBadRequest)
+		return fmt.Errorf("verbs: %v: %s %s: an atomic's local buffer must be 8 bytes (or 0 to discard the old value), not %d: %w", q, call, what, wr.Local.Len, nic.ErrBadRequest)
 	case C.int(syscall.ENOMEM):
 		side, out := "send", q.sendSeq
 		if wr == nil {
 			side, out = "receive", q.recvSeq
 		}
 		return fmt.Errorf("verbs: %v: %s %s: the %s queue is full (%d posted so far; slots free only as completions are polled, and a send slot only at a signalled completion): %w",
-			q, call, what, side, out, exec.ErrQueueFull)
+			q, call, what, side, out, nic.ErrQueueFull)
 	}
 	err := syscall.Errno(rc)
 	if errors.Is(err, syscall.EINVAL) {
-		return fmt.Errorf("verbs: %v: %s %s: the driver rejected it (%v): %w", q, call, what, err, exec.ErrBadRequest)
+		return fmt.Errorf("verbs: %v: %s %s: the driver rejected it (%v): %w", q, call, what, err, nic.ErrBadRequest)
 	}
 	return fmt.Errorf("verbs: %v: %s %s: %v", q, call, what, err)
 }
 
 // lookup finds the opcode a failed completion's request was posted with: a send if its ID is
 // among the recent sends, else a receive.
-func (q *qp) lookup(id uint64) exec.Opcode {
+func (q *qp) lookup(id uint64) nic.Opcode {
 	n := min(q.sendSeq, uint64(len(q.sendLog)))
 	mask := uint64(len(q.sendLog) - 1)
 	for i := uint64(1); i <= n; i++ {
@@ -282,7 +282,7 @@ func (q *qp) lookup(id uint64) exec.Opcode {
 			return e.op
 		}
 	}
-	return exec.OpRecv
+	return nic.OpRecv
 }
 
 // Close destroys the QP; outstanding requests are dropped without completions.

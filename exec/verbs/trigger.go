@@ -12,41 +12,41 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
-// Triggers (exec.TriggerQP) live in C memory, where cd_poll_cq fires them between ibv_poll_cq
+// Triggers (nic.TriggerQP) live in C memory, where cd_poll_cq fires them between ibv_poll_cq
 // and returning: each QP owns a cd_trigger, a FIFO of armed requests; each CQ owns a cd_cq, its
-// completion count, how far a poll may hold completions (exec.HoldCQ), and the triggers that wait
+// completion count, how far a poll may hold completions (nic.HoldCQ), and the triggers that wait
 // on it.
 
-var _ = [1]struct{}{}[exec.MaxArmed-C.CD_ARMED] // the C and Go bounds agree
+var _ = [1]struct{}{}[nic.MaxArmed-C.CD_ARMED] // the C and Go bounds agree
 
 var (
-	_ exec.TriggerQP = (*qp)(nil)
-	_ exec.HoldCQ    = (*cq)(nil)
+	_ nic.TriggerQP = (*qp)(nil)
+	_ nic.HoldCQ    = (*cq)(nil)
 )
 
 // ArmSend appends wr to the QP's armed requests, posted once c has returned after more completions.
-func (q *qp) ArmSend(c exec.CQ, after int, wr *exec.SendWR) error {
+func (q *qp) ArmSend(c nic.CQ, after int, wr *nic.SendWR) error {
 	w, ok := c.(*cq)
 	t := q.trig
 	switch {
 	case !ok || w.ctx != q.pd.ctx:
-		return fmt.Errorf("verbs: %v: ArmSend on a CQ of another context or provider: %w", q, exec.ErrWrongContext)
+		return fmt.Errorf("verbs: %v: ArmSend on a CQ of another context or provider: %w", q, nic.ErrWrongContext)
 	case after < 0:
-		return fmt.Errorf("verbs: %v: ArmSend after %d completions: %w", q, after, exec.ErrBadRequest)
+		return fmt.Errorf("verbs: %v: ArmSend after %d completions: %w", q, after, nic.ErrBadRequest)
 	case w.closed:
-		return fmt.Errorf("verbs: %v: ArmSend on closed cq %d: %w", q, w.num, exec.ErrClosed)
+		return fmt.Errorf("verbs: %v: ArmSend on closed cq %d: %w", q, w.num, nic.ErrClosed)
 	case t.tail-t.head == C.CD_ARMED:
-		return fmt.Errorf("verbs: %v: %d requests are armed already: %w", q, exec.MaxArmed, exec.ErrQueueFull)
+		return fmt.Errorf("verbs: %v: %d requests are armed already: %w", q, nic.MaxArmed, nic.ErrQueueFull)
 	}
 	if err := q.usable(); err != nil {
 		return err
 	}
 	if !w.watches(t) {
 		if w.x.nwatch == C.CD_WATCHERS {
-			return fmt.Errorf("verbs: %v: cq %d already serves %d QPs' triggers: %w", q, w.num, C.CD_WATCHERS, exec.ErrProviderLimited)
+			return fmt.Errorf("verbs: %v: cq %d already serves %d QPs' triggers: %w", q, w.num, C.CD_WATCHERS, nic.ErrProviderLimited)
 		}
 		w.x.watch[w.x.nwatch] = t
 		w.x.nwatch++
@@ -54,7 +54,7 @@ func (q *qp) ArmSend(c exec.CQ, after int, wr *exec.SendWR) error {
 	}
 	a := &t.ring[t.tail%C.CD_ARMED]
 	a.cq, a.target = w.x, w.x.count+C.uint64_t(after)
-	*(*exec.SendWR)(unsafe.Pointer(&a.wr)) = *wr // the layouts match (wrLayoutOK)
+	*(*nic.SendWR)(unsafe.Pointer(&a.wr)) = *wr // the layouts match (wrLayoutOK)
 	t.tail++
 	return nil
 }
@@ -65,11 +65,11 @@ func (q *qp) Fired() (int, int, error) {
 	t := q.trig
 	n := int(t.posted)
 	for i := 0; i < n; i++ {
-		q.logSend((*exec.SendWR)(unsafe.Pointer(&t.ring[(q.seen+uint32(i))%C.CD_ARMED].wr)))
+		q.logSend((*nic.SendWR)(unsafe.Pointer(&t.ring[(q.seen+uint32(i))%C.CD_ARMED].wr)))
 	}
 	var err error
 	if t.rc != 0 {
-		wr := *(*exec.SendWR)(unsafe.Pointer(&t.ring[(q.seen+uint32(n))%C.CD_ARMED].wr))
+		wr := *(*nic.SendWR)(unsafe.Pointer(&t.ring[(q.seen+uint32(n))%C.CD_ARMED].wr))
 		err = q.postError("triggered PostSend", t.rc, n, &wr)
 	}
 	t.posted, t.rc = 0, 0
@@ -84,7 +84,7 @@ func (q *qp) Disarm() {
 	q.seen = uint32(q.trig.tail)
 }
 
-// Hold lets the CQ's polls hold the next n completions (exec.HoldCQ).
+// Hold lets the CQ's polls hold the next n completions (nic.HoldCQ).
 func (c *cq) Hold(n int) { c.x.held_to = c.x.count + C.uint64_t(n) }
 
 // newTrigger allocates q's trigger.

@@ -8,19 +8,34 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/internal/nictest"
 )
 
-func nicEnd(e *end) nictest.End { return nictest.End{QP: e.qp, SCQ: e.scq, RCQ: e.rcq, MR: e.mem} }
+func nicEnd(e *end) nictest.End {
+	return nictest.End{Ctx: e.ctx, PD: e.pd, QP: e.qp, SCQ: e.scq, RCQ: e.rcq, MR: e.mem}
+}
+
+// TestContract holds the verbs provider to package nic's contract.
+func TestContract(t *testing.T) {
+	p := provider(t)
+	nictest.Contract(t, p.Caps(), func(t *testing.T, c nictest.PairConfig) (nictest.End, nictest.End) {
+		depth := c.Depth
+		if depth == 0 {
+			depth = 64
+		}
+		a, b := pairDepth(t, p, c.Access, c.RNRRetry, depth)
+		return nicEnd(a), nicEnd(b)
+	})
+}
 
 func TestTrigger(t *testing.T) {
-	a, b := pair(t, provider(t), exec.AccessLocalWrite|exec.AccessRemoteWrite, 0)
+	a, b := pair(t, provider(t), nic.AccessLocalWrite|nic.AccessRemoteWrite, 0)
 	nictest.Trigger(t, nicEnd(a), nicEnd(b))
 }
 
 func TestTriggerDisarm(t *testing.T) {
-	a, b := pair(t, provider(t), exec.AccessLocalWrite|exec.AccessRemoteWrite, 0)
+	a, b := pair(t, provider(t), nic.AccessLocalWrite|nic.AccessRemoteWrite, 0)
 	nictest.TriggerDisarm(t, nicEnd(a), nicEnd(b))
 }
 
@@ -29,27 +44,27 @@ func TestTriggerDisarm(t *testing.T) {
 // out from inside it.
 func TestHold(t *testing.T) {
 	p := provider(t)
-	a, b := pair(t, p, exec.AccessLocalWrite|exec.AccessRemoteWrite, 0)
+	a, b := pair(t, p, nic.AccessLocalWrite|nic.AccessRemoteWrite, 0)
 	ra, rb := a.mem.Remote(), b.mem.Remote()
-	_, err := a.qp.PostRecv([]exec.RecvWR{{ID: 1}, {ID: 2}})
+	_, err := a.qp.PostRecv([]nic.RecvWR{{ID: 1}, {ID: 2}})
 	require.NoError(t, err)
-	_, err = b.qp.PostRecv([]exec.RecvWR{{ID: 3}})
+	_, err = b.qp.PostRecv([]nic.RecvWR{{ID: 3}})
 	require.NoError(t, err)
-	ping := func(id uint64, to exec.RemoteMR, from exec.MR) *exec.SendWR {
-		return &exec.SendWR{ID: id, Op: exec.OpRDMAWriteImm, Flags: exec.FlagSignaled, Local: sge(from, 0, 8), RemoteAddr: to.Addr, RKey: to.RKey}
+	ping := func(id uint64, to nic.RemoteMR, from nic.MR) *nic.SendWR {
+		return &nic.SendWR{ID: id, Op: nic.OpRDMAWriteImm, Flags: nic.FlagSignaled, Local: sge(from, 0, 8), RemoteAddr: to.Addr, RKey: to.RKey}
 	}
 	// b answers a's first ping from inside its poll; a answers b's answer from inside its poll.
-	require.NoError(t, b.qp.(exec.TriggerQP).ArmSend(b.rcq, 1, ping(5, ra, b.mem)))
-	require.NoError(t, a.qp.(exec.TriggerQP).ArmSend(a.rcq, 1, ping(6, rb, a.mem)))
-	a.rcq.(exec.HoldCQ).Hold(1)
-	_, err = a.qp.PostSend([]exec.SendWR{*ping(4, rb, a.mem)})
+	require.NoError(t, b.qp.(nic.TriggerQP).ArmSend(b.rcq, 1, ping(5, ra, b.mem)))
+	require.NoError(t, a.qp.(nic.TriggerQP).ArmSend(a.rcq, 1, ping(6, rb, a.mem)))
+	a.rcq.(nic.HoldCQ).Hold(1)
+	_, err = a.qp.PostSend([]nic.SendWR{*ping(4, rb, a.mem)})
 	require.NoError(t, err)
 	nictest.Wait(t, b.rcq, 1)
-	_, err = b.qp.PostRecv([]exec.RecvWR{{ID: 7}})
+	_, err = b.qp.PostRecv([]nic.RecvWR{{ID: 7}})
 	require.NoError(t, err)
 	got := nictest.Wait(t, a.rcq, 1)
 	assert.Len(t, got, 1, "a's receive CQ returns the held completion")
-	_, n, _ := a.qp.(exec.TriggerQP).Fired()
+	_, n, _ := a.qp.(nic.TriggerQP).Fired()
 	assert.Equal(t, 1, n, "a's reply went out from the poll")
 	nictest.Wait(t, b.rcq, 1)
 }
@@ -58,15 +73,15 @@ func TestHold(t *testing.T) {
 // as PostSend's error would.
 func TestTriggerRejected(t *testing.T) {
 	p := provider(t)
-	c, _ := pair(t, p, exec.AccessLocalWrite, 0)
-	cq := c.qp.(exec.TriggerQP)
-	big := &exec.SendWR{ID: 4, Op: exec.OpSend, Flags: exec.FlagInline | exec.FlagSignaled, Local: exec.SGE{Addr: c.mem.Addr(), Len: uint32(p.Caps().MaxInline + 1)}}
+	c, _ := pair(t, p, nic.AccessLocalWrite, 0)
+	cq := c.qp.(nic.TriggerQP)
+	big := &nic.SendWR{ID: 4, Op: nic.OpSend, Flags: nic.FlagInline | nic.FlagSignaled, Local: nic.SGE{Addr: c.mem.Addr(), Len: uint32(p.Caps().MaxInline + 1)}}
 	require.NoError(t, cq.ArmSend(c.scq, 1, big))
-	_, err := c.qp.PostSend([]exec.SendWR{{ID: 3, Op: exec.OpNop, Flags: exec.FlagSignaled}})
+	_, err := c.qp.PostSend([]nic.SendWR{{ID: 3, Op: nic.OpNop, Flags: nic.FlagSignaled}})
 	require.NoError(t, err)
 	nictest.Wait(t, c.scq, 1)
 	armed, n, err := cq.Fired()
 	assert.Zero(t, armed)
 	assert.Zero(t, n)
-	assert.ErrorIs(t, err, exec.ErrInlineTooLarge, "the triggered post's error names the cause")
+	assert.ErrorIs(t, err, nic.ErrInlineTooLarge, "the triggered post's error names the cause")
 }

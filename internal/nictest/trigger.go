@@ -1,5 +1,7 @@
-// Package nictest holds contract tests for exec.Provider implementations: each provider's own
-// tests call them with ends connected on its NIC, so every provider is held to the same behaviour.
+// Package nictest holds the contract tests of package nic: each provider's own tests call them
+// with ends connected on its NIC (Contract for what every provider must do, Trigger and
+// TriggerDisarm for providers with TriggerQP), so every provider is held to the same behaviour.
+// It depends on package nic only.
 package nictest
 
 import (
@@ -10,26 +12,28 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 )
 
-// End is one rank of a connected pair: a QP, its send and receive CQs, and a region of at least
-// 256 bytes that peers may write.
+// End is one rank of a connected pair: its context and protection domain, a QP, its send and
+// receive CQs, and a region of at least 256 bytes (4 KiB for Contract) that peers may write.
 type End struct {
-	QP       exec.QP
-	SCQ, RCQ exec.CQ
-	MR       exec.MR
+	Ctx      nic.Context
+	PD       nic.PD
+	QP       nic.QP
+	SCQ, RCQ nic.CQ
+	MR       nic.MR
 }
 
-func (e End) sge(off, n int) exec.SGE {
-	return exec.SGE{Addr: e.MR.Addr() + uint64(off), Len: uint32(n), LKey: e.MR.LKey()}
+func (e End) sge(off, n int) nic.SGE {
+	return nic.SGE{Addr: e.MR.Addr() + uint64(off), Len: uint32(n), LKey: e.MR.LKey()}
 }
 
 // Wait polls cq until it has returned n completions, and fails after 10 s.
-func Wait(t testing.TB, cq exec.CQ, n int) []exec.WC {
+func Wait(t testing.TB, cq nic.CQ, n int) []nic.WC {
 	t.Helper()
-	var got []exec.WC
-	buf := make([]exec.WC, 16)
+	var got []nic.WC
+	buf := make([]nic.WC, 16)
 	deadline := time.Now().Add(10 * time.Second)
 	for len(got) < n {
 		k, err := cq.Poll(buf[:min(len(buf), n-len(got))])
@@ -46,17 +50,17 @@ func Wait(t testing.TB, cq exec.CQ, n int) []exec.WC {
 // NOP behind it that waits for nothing. Neither may go before the second arrival; both go inside
 // the Poll that returns it, and the write lands.
 func Trigger(t *testing.T, a, b End) {
-	tq := b.QP.(exec.TriggerQP)
+	tq := b.QP.(nic.TriggerQP)
 	ra, rb := a.MR.Remote(), b.MR.Remote()
 	binary.LittleEndian.PutUint64(b.MR.Bytes(), 42)
-	require.NoError(t, tq.ArmSend(b.RCQ, 2, &exec.SendWR{ID: 9, Op: exec.OpRDMAWrite, Flags: exec.FlagSignaled, Local: b.sge(0, 8), RemoteAddr: ra.Addr + 64, RKey: ra.RKey}))
-	require.NoError(t, tq.ArmSend(b.SCQ, 0, &exec.SendWR{ID: 10, Op: exec.OpNop, Flags: exec.FlagSignaled}))
-	_, err := b.QP.PostRecv([]exec.RecvWR{{ID: 1}, {ID: 2}})
+	require.NoError(t, tq.ArmSend(b.RCQ, 2, &nic.SendWR{ID: 9, Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled, Local: b.sge(0, 8), RemoteAddr: ra.Addr + 64, RKey: ra.RKey}))
+	require.NoError(t, tq.ArmSend(b.SCQ, 0, &nic.SendWR{ID: 10, Op: nic.OpNop, Flags: nic.FlagSignaled}))
+	_, err := b.QP.PostRecv([]nic.RecvWR{{ID: 1}, {ID: 2}})
 	require.NoError(t, err)
-	ping := exec.SendWR{Op: exec.OpRDMAWriteImm, Flags: exec.FlagSignaled, Local: a.sge(0, 8), RemoteAddr: rb.Addr + 128, RKey: rb.RKey}
+	ping := nic.SendWR{Op: nic.OpRDMAWriteImm, Flags: nic.FlagSignaled, Local: a.sge(0, 8), RemoteAddr: rb.Addr + 128, RKey: rb.RKey}
 
 	ping.ID = 1
-	_, err = a.QP.PostSend([]exec.SendWR{ping})
+	_, err = a.QP.PostSend([]nic.SendWR{ping})
 	require.NoError(t, err)
 	Wait(t, b.RCQ, 1)
 	armed, n, err := tq.Fired()
@@ -65,7 +69,7 @@ func Trigger(t *testing.T, a, b End) {
 	assert.NoError(t, err)
 
 	ping.ID = 2
-	_, err = a.QP.PostSend([]exec.SendWR{ping})
+	_, err = a.QP.PostSend([]nic.SendWR{ping})
 	require.NoError(t, err)
 	Wait(t, b.RCQ, 1)
 	armed, n, err = tq.Fired()
@@ -78,7 +82,7 @@ func Trigger(t *testing.T, a, b End) {
 	wcs := Wait(t, b.SCQ, 2)
 	assert.EqualValues(t, 9, wcs[0].ID)
 	assert.EqualValues(t, 10, wcs[1].ID)
-	assert.Equal(t, exec.StatusSuccess, wcs[0].Status)
+	assert.Equal(t, nic.StatusSuccess, wcs[0].Status)
 	assert.EqualValues(t, 42, binary.LittleEndian.Uint64(a.MR.Bytes()[64:]), "the triggered write landed")
 	Wait(t, a.SCQ, 2)
 }
@@ -87,27 +91,27 @@ func Trigger(t *testing.T, a, b End) {
 // is armed; ArmSend refuses a CQ of another context, a negative count and more than MaxArmed
 // requests.
 func TriggerDisarm(t *testing.T, a, b End) {
-	tq := a.QP.(exec.TriggerQP)
+	tq := a.QP.(nic.TriggerQP)
 	rb := b.MR.Remote()
-	require.NoError(t, tq.ArmSend(a.SCQ, 1, &exec.SendWR{ID: 2, Op: exec.OpNop, Flags: exec.FlagSignaled}))
-	_, err := a.QP.PostSend([]exec.SendWR{{ID: 1, Op: exec.OpRDMAWrite, Flags: exec.FlagSignaled, Local: a.sge(0, 8), RemoteAddr: rb.Addr, RKey: rb.RKey + 1}})
+	require.NoError(t, tq.ArmSend(a.SCQ, 1, &nic.SendWR{ID: 2, Op: nic.OpNop, Flags: nic.FlagSignaled}))
+	_, err := a.QP.PostSend([]nic.SendWR{{ID: 1, Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled, Local: a.sge(0, 8), RemoteAddr: rb.Addr, RKey: rb.RKey + 1}})
 	require.NoError(t, err)
 	wc := Wait(t, a.SCQ, 1)[0]
-	require.Equal(t, exec.StatusRemoteAccessError, wc.Status, "a write with a wrong key")
+	require.Equal(t, nic.StatusRemoteAccessError, wc.Status, "a write with a wrong key")
 	armed, n, err := tq.Fired()
 	assert.Zero(t, armed, "an error completion disarms")
 	assert.Zero(t, n, "and posts nothing")
 	assert.NoError(t, err)
 
-	nop := &exec.SendWR{Op: exec.OpNop}
-	assert.ErrorIs(t, tq.ArmSend(b.SCQ, 1, nop), exec.ErrWrongContext)
-	assert.ErrorIs(t, tq.ArmSend(a.SCQ, -1, nop), exec.ErrBadRequest)
-	for range exec.MaxArmed {
+	nop := &nic.SendWR{Op: nic.OpNop}
+	assert.ErrorIs(t, tq.ArmSend(b.SCQ, 1, nop), nic.ErrWrongContext)
+	assert.ErrorIs(t, tq.ArmSend(a.SCQ, -1, nop), nic.ErrBadRequest)
+	for range nic.MaxArmed {
 		require.NoError(t, tq.ArmSend(a.SCQ, 1000, nop))
 	}
-	assert.ErrorIs(t, tq.ArmSend(a.SCQ, 1, nop), exec.ErrQueueFull)
+	assert.ErrorIs(t, tq.ArmSend(a.SCQ, 1, nop), nic.ErrQueueFull)
 	armed, _, _ = tq.Fired()
-	assert.Equal(t, exec.MaxArmed, armed, "a refused ArmSend arms nothing")
+	assert.Equal(t, nic.MaxArmed, armed, "a refused ArmSend arms nothing")
 	tq.Disarm()
 	armed, _, _ = tq.Fired()
 	assert.Zero(t, armed)

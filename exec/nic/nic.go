@@ -1,13 +1,4 @@
-// Package exec runs compiled plans on a NIC. This file defines the NIC as the engines see it: a
-// Provider opens one Context per rank; a Context gives protection domains, memory regions, completion
-// queues and RC queue pairs; queue pairs take batches of work requests and completion queues hand
-// back work completions. The vocabulary is that of libibverbs (plus the CORE-Direct cross-channel
-// entries CQE_WAIT, SEND_EN and RECV_EN), so that exec/verbs stays a thin layer and exec/softnic, the
-// in-process software NIC, can be checked against the same contract.
-//
-// Posting and polling take caller-owned slices of plain values and must not allocate: engines call
-// them in their hot loops.
-package exec
+package nic
 
 import (
 	"errors"
@@ -332,7 +323,7 @@ type WC struct {
 	QPN     uint32 // the QP the request was posted to
 	ByteLen uint32 // bytes received (receives), read or fetched
 	Imm     uint32 // immediate data (OpRecvImm)
-	// Time is when the driver found the completion, on exec's clock (Now), if the CQ stamps
+	// Time is when the driver found the completion, on this package's clock (Now), if the CQ stamps
 	// completions (StampCQ) and was asked to; else 0.
 	Time int64
 }
@@ -493,4 +484,11 @@ type FaultExplainer interface {
 // StatsReporter is implemented by providers that count what their NIC did.
 type StatsReporter interface {
 	NICStats() NICStats
+}
+
+// HostMemory is implemented by providers whose registered memory is allocated in this process
+// (the software NIC): MRBytes is what AllocMR(size) allocates. For other providers a run counts
+// size bytes per region, the host memory the NIC registers.
+type HostMemory interface {
+	MRBytes(size int64) int64
 }
