@@ -6,17 +6,17 @@ import (
 	"math"
 
 	"github.com/coredag/coredag/diag"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // gbuild builds a planner.Graph by hand, the way Elaborate would, so the reference and the
 // engines can be tested on exact shapes (and on shapes the checker would reject).
 type gbuild struct {
-	g     *planner.Graph
+	g     *ir.Graph
 	line  int
-	names map[string]planner.OpID // "rank/name" -> op
-	qname map[string]planner.QueueID
-	peerQ map[planner.QueueID]string // peer queue name
+	names map[string]ir.OpID // "rank/name" -> op
+	qname map[string]ir.QueueID
+	peerQ map[ir.QueueID]string // peer queue name
 	after []pendingEdge
 }
 
@@ -27,10 +27,10 @@ type pendingEdge struct {
 
 func newBuild(name string, ranks int) *gbuild {
 	return &gbuild{
-		g:     &planner.Graph{Name: name, File: name + ".dag", Ranks: ranks, Rank: make([]planner.RankSpan, ranks)},
-		names: map[string]planner.OpID{},
-		qname: map[string]planner.QueueID{},
-		peerQ: map[planner.QueueID]string{},
+		g:     &ir.Graph{Name: name, File: name + ".dag", Ranks: ranks, Rank: make([]ir.RankSpan, ranks)},
+		names: map[string]ir.OpID{},
+		qname: map[string]ir.QueueID{},
+		peerQ: map[ir.QueueID]string{},
 	}
 }
 
@@ -40,8 +40,8 @@ func (b *gbuild) pos() diag.Pos {
 }
 
 // buffer declares a symmetric buffer; init gives element i on rank (nil: zeroed).
-func (b *gbuild) buffer(name string, t planner.ElemType, count int64, acc planner.Access, init func(rank int, i int64) float64) planner.BufID {
-	buf := planner.Buffer{Name: name, Type: t, Count: count, Access: acc, Pos: b.pos()}
+func (b *gbuild) buffer(name string, t ir.ElemType, count int64, acc ir.Access, init func(rank int, i int64) float64) ir.BufID {
+	buf := ir.Buffer{Name: name, Type: t, Count: count, Access: acc, Pos: b.pos()}
 	if init != nil {
 		buf.Init = func(rank int, dst []byte) error {
 			for i := int64(0); i < count; i++ {
@@ -51,22 +51,22 @@ func (b *gbuild) buffer(name string, t planner.ElemType, count int64, acc planne
 		}
 	}
 	b.g.Buffers = append(b.g.Buffers, buf)
-	return planner.BufID(len(b.g.Buffers) - 1)
+	return ir.BufID(len(b.g.Buffers) - 1)
 }
 
-func putElem(t planner.ElemType, dst []byte, i int64, v float64) {
+func putElem(t ir.ElemType, dst []byte, i int64, v float64) {
 	off := i * t.Size()
 	le := binary.LittleEndian
 	switch t {
-	case planner.U8:
+	case ir.U8:
 		dst[off] = uint8(int64(v))
-	case planner.I32, planner.U32:
+	case ir.I32, ir.U32:
 		le.PutUint32(dst[off:], uint32(int64(v)))
-	case planner.I64, planner.U64:
+	case ir.I64, ir.U64:
 		le.PutUint64(dst[off:], uint64(int64(v)))
-	case planner.F32:
+	case ir.F32:
 		le.PutUint32(dst[off:], math.Float32bits(float32(v)))
-	case planner.F64:
+	case ir.F64:
 		le.PutUint64(dst[off:], math.Float64bits(v))
 	}
 }
@@ -78,11 +78,11 @@ type rankB struct {
 }
 
 func (b *gbuild) rank(r int, fn func(rb *rankB)) {
-	b.g.Rank[r].FirstOp = planner.OpID(len(b.g.Ops))
-	b.g.Rank[r].FirstQueue = planner.QueueID(len(b.g.Queues))
+	b.g.Rank[r].FirstOp = ir.OpID(len(b.g.Ops))
+	b.g.Rank[r].FirstQueue = ir.QueueID(len(b.g.Queues))
 	fn(&rankB{b: b, r: r})
-	b.g.Rank[r].EndOp = planner.OpID(len(b.g.Ops))
-	b.g.Rank[r].EndQueue = planner.QueueID(len(b.g.Queues))
+	b.g.Rank[r].EndOp = ir.OpID(len(b.g.Ops))
+	b.g.Rank[r].EndQueue = ir.QueueID(len(b.g.Queues))
 }
 
 // forEach builds every rank with the same SPMD body.
@@ -98,23 +98,23 @@ func (rb *rankB) queue(name string, peer int, peerName string) {
 	if peerName == "" {
 		peerName = name
 	}
-	g.Queues = append(g.Queues, planner.Queue{Name: name, Rank: rb.r, PeerRank: peer, Peer: planner.None, Depth: 128, Pos: rb.b.pos()})
-	id := planner.QueueID(len(g.Queues) - 1)
+	g.Queues = append(g.Queues, ir.Queue{Name: name, Rank: rb.r, PeerRank: peer, Peer: ir.None, Depth: 128, Pos: rb.b.pos()})
+	id := ir.QueueID(len(g.Queues) - 1)
 	rb.b.qname[fmt.Sprintf("%d/%s", rb.r, name)] = id
 	rb.b.peerQ[id] = peerName
 }
 
 // sl makes a slice of buffer buf [lo, hi).
-func sl(buf planner.BufID, lo, hi int64) planner.Slice {
-	return planner.Slice{Buf: buf, Off: lo, Len: hi - lo}
+func sl(buf ir.BufID, lo, hi int64) ir.Slice {
+	return ir.Slice{Buf: buf, Off: lo, Len: hi - lo}
 }
 
 // opSpec is an op to add; Queue is given by name.
 type opSpec struct {
-	Kind              planner.OpKind
+	Kind              ir.OpKind
 	Q                 string
-	Src, Dst, Fetch   planner.Slice
-	Red               planner.ReduceOp
+	Src, Dst, Fetch   ir.Slice
+	Red               ir.ReduceOp
 	A, B              int64
 	Notify, Inline    bool
 	After             []string
@@ -123,8 +123,8 @@ type opSpec struct {
 
 func (rb *rankB) op(name string, s opSpec) {
 	g := rb.b.g
-	op := planner.Op{Name: name, Rank: rb.r, Kind: s.Kind, Queue: planner.None, Src: planner.NoSlice, Dst: planner.NoSlice,
-		Fetch: planner.NoSlice, Red: s.Red, A: s.A, B: s.B, Notify: s.Notify, Inline: s.Inline, Match: planner.None, Index: -1, Pos: rb.b.pos()}
+	op := ir.Op{Name: name, Rank: rb.r, Kind: s.Kind, Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice,
+		Fetch: ir.NoSlice, Red: s.Red, A: s.A, B: s.B, Notify: s.Notify, Inline: s.Inline, Match: ir.None, Index: -1, Pos: rb.b.pos()}
 	if s.Src.Len > 0 {
 		op.Src = s.Src
 	}
@@ -134,7 +134,7 @@ func (rb *rankB) op(name string, s opSpec) {
 	if s.Fetch.Len > 0 {
 		op.Fetch = s.Fetch
 	}
-	id := planner.OpID(len(g.Ops))
+	id := ir.OpID(len(g.Ops))
 	if s.Kind.OnQueue() {
 		qid, ok := rb.b.qname[fmt.Sprintf("%d/%s", rb.r, s.Q)]
 		if !ok {
@@ -165,24 +165,24 @@ func (rb *rankB) dep(to string, from ...string) {
 }
 
 // done pairs queues, matches sends with recvs, resolves edges and indexes the graph.
-func (b *gbuild) done() *planner.Graph {
+func (b *gbuild) done() *ir.Graph {
 	g := b.g
 	for qi := range g.Queues {
 		q := &g.Queues[qi]
-		if p, ok := b.qname[fmt.Sprintf("%d/%s", q.PeerRank, b.peerQ[planner.QueueID(qi)])]; ok {
+		if p, ok := b.qname[fmt.Sprintf("%d/%s", q.PeerRank, b.peerQ[ir.QueueID(qi)])]; ok {
 			q.Peer = p
 		}
 	}
 	for qi := range g.Queues {
 		q := &g.Queues[qi]
-		if q.Peer == planner.None {
+		if q.Peer == ir.None {
 			continue
 		}
 		k := 0
 		peer := &g.Queues[q.Peer]
 		for _, id := range q.SendOps {
 			op := &g.Ops[id]
-			if op.Kind == planner.OpSend || (op.Kind == planner.OpWrite && op.Notify) {
+			if op.Kind == ir.OpSend || (op.Kind == ir.OpWrite && op.Notify) {
 				if k < len(peer.RecvOps) {
 					op.Match = peer.RecvOps[k]
 					g.Ops[peer.RecvOps[k]].Match = id
@@ -197,22 +197,22 @@ func (b *gbuild) done() *planner.Graph {
 		if !ok1 || !ok2 {
 			panic(fmt.Sprintf("test build: unknown op in %s after %s on rank %d", e.to, e.from, e.rank))
 		}
-		g.Edges = append(g.Edges, planner.Edge{From: from, To: to, Pos: g.Ops[to].Pos})
+		g.Edges = append(g.Edges, ir.Edge{From: from, To: to, Pos: g.Ops[to].Pos})
 	}
 	g.Index()
 	return g
 }
 
 // opID finds op name on rank.
-func (b *gbuild) opID(rank int, name string) planner.OpID {
+func (b *gbuild) opID(rank int, name string) ir.OpID {
 	return b.names[fmt.Sprintf("%d/%s", rank, name)]
 }
 
 // ringAllreduce builds the DSL.md ring allreduce (data f32[ranks*n] init rank+1).
-func ringAllreduce(ranks int, n int64) *planner.Graph {
+func ringAllreduce(ranks int, n int64) *ir.Graph {
 	b := newBuild("ring_allreduce", ranks)
-	data := b.buffer("data", planner.F32, int64(ranks)*n, planner.RemoteWrite, func(r int, _ int64) float64 { return float64(r + 1) })
-	tmp := b.buffer("tmp", planner.F32, n, 0, nil)
+	data := b.buffer("data", ir.F32, int64(ranks)*n, ir.RemoteWrite, func(r int, _ int64) float64 { return float64(r + 1) })
+	tmp := b.buffer("tmp", ir.F32, n, 0, nil)
 	mod := func(a int) int64 { return int64(((a % ranks) + ranks) % ranks) }
 	b.forEach(func(rb *rankB) {
 		r := rb.r
@@ -220,9 +220,9 @@ func ringAllreduce(ranks int, n int64) *planner.Graph {
 		rb.queue("left", (r-1+ranks)%ranks, "right")
 		for s := 0; s < ranks-1; s++ {
 			sc, rc := mod(r-s), mod(r-s-1)
-			rb.op(fmt.Sprintf("tx[%d]", s), opSpec{Kind: planner.OpSend, Q: "right", Src: sl(data, sc*n, (sc+1)*n)})
-			rb.op(fmt.Sprintf("rx[%d]", s), opSpec{Kind: planner.OpRecv, Q: "left", Dst: sl(tmp, 0, n)})
-			rb.op(fmt.Sprintf("red[%d]", s), opSpec{Kind: planner.OpReduce, Red: planner.RedSum, Dst: sl(data, rc*n, (rc+1)*n), Src: sl(tmp, 0, n),
+			rb.op(fmt.Sprintf("tx[%d]", s), opSpec{Kind: ir.OpSend, Q: "right", Src: sl(data, sc*n, (sc+1)*n)})
+			rb.op(fmt.Sprintf("rx[%d]", s), opSpec{Kind: ir.OpRecv, Q: "left", Dst: sl(tmp, 0, n)})
+			rb.op(fmt.Sprintf("red[%d]", s), opSpec{Kind: ir.OpReduce, Red: ir.RedSum, Dst: sl(data, rc*n, (rc+1)*n), Src: sl(tmp, 0, n),
 				After: []string{fmt.Sprintf("rx[%d]", s)}})
 			if s > 0 {
 				rb.dep(fmt.Sprintf("tx[%d]", s), fmt.Sprintf("red[%d]", s-1))
@@ -235,8 +235,8 @@ func ringAllreduce(ranks int, n int64) *planner.Graph {
 			if s == 0 {
 				after = fmt.Sprintf("red[%d]", ranks-2)
 			}
-			rb.op(fmt.Sprintf("ag[%d]", s), opSpec{Kind: planner.OpWrite, Q: "right", Src: sl(data, c*n, (c+1)*n), Dst: sl(data, c*n, (c+1)*n), Notify: true, After: []string{after}})
-			rb.op(fmt.Sprintf("got[%d]", s), opSpec{Kind: planner.OpRecv, Q: "left"})
+			rb.op(fmt.Sprintf("ag[%d]", s), opSpec{Kind: ir.OpWrite, Q: "right", Src: sl(data, c*n, (c+1)*n), Dst: sl(data, c*n, (c+1)*n), Notify: true, After: []string{after}})
+			rb.op(fmt.Sprintf("got[%d]", s), opSpec{Kind: ir.OpRecv, Q: "left"})
 		}
 	})
 	return b.done()

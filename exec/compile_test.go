@@ -4,11 +4,12 @@ import (
 	"testing"
 
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
-func compileFor(g *planner.Graph, target string) (*planner.Plan, error) {
-	t, err := planner.LookupTarget(target)
+func compileFor(g *ir.Graph, target string) (*ir.Plan, error) {
+	t, err := ir.LookupTarget(target)
 	if err != nil {
 		return nil, err
 	}
@@ -16,7 +17,7 @@ func compileFor(g *planner.Graph, target string) (*planner.Plan, error) {
 }
 
 // mustCompile compiles g for engine e: connectx for the offload engine, generic for the others.
-func mustCompile(tb testing.TB, g *planner.Graph, e exec.Engine) *planner.Plan {
+func mustCompile(tb testing.TB, g *ir.Graph, e exec.Engine) *ir.Plan {
 	target := "generic"
 	if e == exec.Offload {
 		target = "connectx"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/diag"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // OpError is a runtime fault of one op: it names the op, its rank and queue, and the source line
@@ -30,16 +30,16 @@ func (e *OpError) Error() string {
 func (e *OpError) Unwrap() error { return e.Err }
 
 // opError wraps err as a fault of op id of g.
-func opError(g *planner.Graph, id planner.OpID, err error) *OpError {
+func opError(g *ir.Graph, id ir.OpID, err error) *OpError {
 	op := &g.Ops[id]
 	q := ""
-	if op.Queue != planner.None {
+	if op.Queue != ir.None {
 		q = g.Queues[op.Queue].Name
 	}
 	return &OpError{Op: op.Name, Rank: op.Rank, Queue: q, Pos: op.Pos, Err: err}
 }
 
-func opErrorf(g *planner.Graph, id planner.OpID, format string, args ...any) *OpError {
+func opErrorf(g *ir.Graph, id ir.OpID, format string, args ...any) *OpError {
 	return opError(g, id, fmt.Errorf(format, args...))
 }
 
@@ -63,7 +63,7 @@ type Stuck struct {
 	At, ProducerAt *WQELoc
 	// stuckOp and producerOp are the ops an engine that walks ops (the polling engine) blames
 	// (byOp set); Session.Run places them in the plan.
-	stuckOp, producerOp planner.OpID
+	stuckOp, producerOp ir.OpID
 	byOp                bool
 }
 
@@ -74,7 +74,7 @@ type WQELoc struct {
 }
 
 // locOf is where op id landed in plan, or nil.
-func locOf(plan *planner.Plan, id planner.OpID) *WQELoc {
+func locOf(plan *ir.Plan, id ir.OpID) *WQELoc {
 	if plan == nil {
 		return nil
 	}
@@ -87,7 +87,7 @@ func locOf(plan *planner.Plan, id planner.OpID) *WQELoc {
 
 // awaitedLoc is the WQE whose completion condition c of rank r counts: the one producing the
 // c.Count-th completion of the CQ's work queue (iteration 0), else where c.Op landed.
-func awaitedLoc(plan *planner.Plan, r int, c planner.Cond) *WQELoc {
+func awaitedLoc(plan *ir.Plan, r int, c ir.Cond) *WQELoc {
 	if q, i, ok := plan.Producer(r, c.CQ, c.Count); ok {
 		return &WQELoc{Rank: r, Queue: q, Index: i}
 	}
@@ -95,7 +95,7 @@ func awaitedLoc(plan *planner.Plan, r int, c planner.Cond) *WQELoc {
 }
 
 // locate places the ops an engine that walks ops blamed.
-func (e *HangError) locate(plan *planner.Plan) {
+func (e *HangError) locate(plan *ir.Plan) {
 	for i := range e.Stuck {
 		s := &e.Stuck[i]
 		if !s.byOp {

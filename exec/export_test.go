@@ -1,6 +1,9 @@
 package exec
 
-import "github.com/coredag/coredag/planner"
+import (
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+)
 
 // Test-only exports for the external test package (which may import exec/softnic).
 var (
@@ -11,37 +14,37 @@ var (
 // FaultGraphForTest builds graphs the checker would reject, for fault tests: "perm" (a write
 // into a buffer without remote_write), "oob" (a read past the end of the peer's buffer),
 // "unmatched" (a send no recv ever matches) and "deadlock" (each rank's send waits for its recv).
-func FaultGraphForTest(kind string) *planner.Graph {
+func FaultGraphForTest(kind string) *ir.Graph {
 	b := newBuild(kind, 2)
 	switch kind {
 	case "perm":
-		x := b.buffer("x", planner.U8, 8, 0, nil)
+		x := b.buffer("x", ir.U8, 8, 0, nil)
 		b.forEach(func(rb *rankB) {
 			rb.queue("q", 1-rb.r, "")
 			if rb.r == 0 {
-				rb.op("w", opSpec{Kind: planner.OpWrite, Q: "q", Src: sl(x, 0, 8), Dst: sl(x, 0, 8)})
+				rb.op("w", opSpec{Kind: ir.OpWrite, Q: "q", Src: sl(x, 0, 8), Dst: sl(x, 0, 8)})
 			}
 		})
 	case "oob":
-		x := b.buffer("x", planner.U8, 8, planner.RemoteRead, nil)
+		x := b.buffer("x", ir.U8, 8, ir.RemoteRead, nil)
 		b.forEach(func(rb *rankB) {
 			rb.queue("q", 1-rb.r, "")
 			if rb.r == 1 {
-				rb.op("rd", opSpec{Kind: planner.OpRead, Q: "q", Src: sl(x, 4, 12), Dst: sl(x, 0, 8)})
+				rb.op("rd", opSpec{Kind: ir.OpRead, Q: "q", Src: sl(x, 4, 12), Dst: sl(x, 0, 8)})
 			}
 		})
 	case "unmatched":
 		b.forEach(func(rb *rankB) {
 			rb.queue("q", 1-rb.r, "")
 			if rb.r == 0 {
-				rb.op("lonely", opSpec{Kind: planner.OpSend, Q: "q"})
+				rb.op("lonely", opSpec{Kind: ir.OpSend, Q: "q"})
 			}
 		})
 	case "deadlock":
 		b.forEach(func(rb *rankB) {
 			rb.queue("q", 1-rb.r, "")
-			rb.op("rx", opSpec{Kind: planner.OpRecv, Q: "q"})
-			rb.op("tx", opSpec{Kind: planner.OpSend, Q: "q", After: []string{"rx"}})
+			rb.op("rx", opSpec{Kind: ir.OpRecv, Q: "q"})
+			rb.op("tx", opSpec{Kind: ir.OpSend, Q: "q", After: []string{"rx"}})
 		})
 	}
 	return b.done()
@@ -50,8 +53,8 @@ func FaultGraphForTest(kind string) *planner.Graph {
 // GenericPlanForTest compiles g for the generic target even when its `after` edges close a cycle
 // the compiler refuses (the "deadlock" fault graph): it compiles g without its edges, then gives
 // the plan g itself and g's dependencies (Deps), so the polling engine meets the fault at run time.
-func GenericPlanForTest(g *planner.Graph) (*planner.Plan, error) {
-	t, err := planner.LookupTarget("generic")
+func GenericPlanForTest(g *ir.Graph) (*ir.Plan, error) {
+	t, err := ir.LookupTarget("generic")
 	if err != nil {
 		return nil, err
 	}
@@ -63,10 +66,10 @@ func GenericPlanForTest(g *planner.Graph) (*planner.Plan, error) {
 		return nil, err
 	}
 	plan.Graph = g
-	d := &planner.Deps{PredStart: []int32{0}, SuccStart: []int32{0}}
+	d := &ir.Deps{PredStart: []int32{0}, SuccStart: []int32{0}}
 	for o := range g.Ops {
-		d.PredList = append(d.PredList, g.Preds(planner.OpID(o))...)
-		d.SuccList = append(d.SuccList, g.Succs(planner.OpID(o))...)
+		d.PredList = append(d.PredList, g.Preds(ir.OpID(o))...)
+		d.SuccList = append(d.SuccList, g.Succs(ir.OpID(o))...)
 		d.PredStart = append(d.PredStart, int32(len(d.PredList)))
 		d.SuccStart = append(d.SuccStart, int32(len(d.SuccList)))
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // TestPollFaults runs graphs the checker would reject: each run must end (no hang, no panic)
@@ -85,7 +85,7 @@ func TestPollFaultCause(t *testing.T) {
 // engine must end with an error naming the op, rank, queue and source line, or a hang diagnosis
 // naming the stuck WAIT, its CQ, the counts and the op expected to produce the completion.
 func TestOffloadFaults(t *testing.T) {
-	load := func(t *testing.T) (*planner.Graph, *planner.Plan) {
+	load := func(t *testing.T) (*ir.Graph, *ir.Plan) {
 		g, _ := loadPlan(t, "../plans/ring_allreduce.dag", 2, map[string]int64{"n": 4})
 		plan, err := compileFor(g, "connectx")
 		require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestOffloadFaults(t *testing.T) {
 		found := false
 		for k := range rp.Queues[rp.Mgmt].Chain {
 			w := &rp.Queues[rp.Mgmt].Chain[k]
-			if w.Opcode == planner.OpcWait {
+			if w.Opcode == ir.OpcWait {
 				w.Wait.Count += 100
 				found = true
 				break

@@ -7,6 +7,7 @@ import (
 
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/internal/budget"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -14,7 +15,7 @@ import (
 // local rank, and the serial reference's copy of every rank), the latency samples, and with
 // Options.Timeline the per-op completion times of every iteration.
 type Footprint struct {
-	g        *planner.Graph
+	g        *ir.Graph
 	provider string
 	Ranks    int   // local ranks
 	PerRank  int64 // one rank's buffers as the provider registers them
@@ -31,7 +32,7 @@ const sampleBytes = 2 * int64(unsafe.Sizeof(time.Duration(0)))
 
 // timelineRowBytes is what Options.Timeline records per iteration: a stamp per op of the plan
 // and the row's slice header, counted twice for the growth of the list of rows.
-func timelineRowBytes(g *planner.Graph) int64 {
+func timelineRowBytes(g *ir.Graph) int64 {
 	return int64(len(g.Ops))*int64(unsafe.Sizeof(time.Duration(0))) + 2*int64(unsafe.Sizeof([]time.Duration(nil)))
 }
 
@@ -39,7 +40,7 @@ func timelineRowBytes(g *planner.Graph) int64 {
 // Session.Run, as exec.Run does), before it allocates anything. The
 // figures come from the same arithmetic as the allocations (rankBytes, the provider's MRBytes).
 // p may be nil when the provider is not open yet: regions then count their size.
-func Estimate(g *planner.Graph, p nic.Provider, opts Options) Footprint {
+func Estimate(g *ir.Graph, p nic.Provider, opts Options) Footprint {
 	f := Footprint{g: g, provider: "the NIC", Ranks: g.Ranks, Iters: max(opts.Iters, 1)}
 	if p != nil {
 		f.provider = p.Name()

@@ -11,6 +11,7 @@ import (
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/internal/budget"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -24,7 +25,7 @@ queue left to (rank - 1) % ranks peer right
 op s = write right a[0:8] to a[8:16]
 `
 
-func loadFootprintPlan(t *testing.T) *planner.Graph {
+func loadFootprintPlan(t *testing.T) *ir.Graph {
 	g, err := planner.Load("fp.dag", []byte(footprintPlan), nil)
 	require.NoError(t, err)
 	return g

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -146,23 +147,23 @@ func (q *instantQP) PostRecv(wr []nic.RecvWR) (int, error) {
 // dispatchPlan builds a plan of about ops ops over 4 ranks in a ring: at each step a rank sends
 // one element to the right and receives one from the left, and each send waits for the
 // previous receive, so the engine resolves a dependency for every other WQE.
-func dispatchPlan(ops int) *planner.Graph {
+func dispatchPlan(ops int) *ir.Graph {
 	const ranks = 4
 	steps := ops / (2 * ranks)
 	b := newBuild("dispatch", ranks)
-	data := b.buffer("data", planner.U64, 64, 0, nil)
-	tmp := b.buffer("tmp", planner.U64, 64, 0, nil)
+	data := b.buffer("data", ir.U64, 64, 0, nil)
+	tmp := b.buffer("tmp", ir.U64, 64, 0, nil)
 	b.forEach(func(rb *rankB) {
 		rb.queue("right", (rb.r+1)%ranks, "left")
 		rb.queue("left", (rb.r+ranks-1)%ranks, "right")
 		for s := 0; s < steps; s++ {
 			e := int64(s % 64)
-			spec := opSpec{Kind: planner.OpSend, Q: "right", Src: sl(data, e, e+1)}
+			spec := opSpec{Kind: ir.OpSend, Q: "right", Src: sl(data, e, e+1)}
 			if s > 0 {
 				spec.After = []string{fmt.Sprintf("rx[%d]", s-1)}
 			}
 			rb.op(fmt.Sprintf("tx[%d]", s), spec)
-			rb.op(fmt.Sprintf("rx[%d]", s), opSpec{Kind: planner.OpRecv, Q: "left", Dst: sl(tmp, e, e+1)})
+			rb.op(fmt.Sprintf("rx[%d]", s), opSpec{Kind: ir.OpRecv, Q: "left", Dst: sl(tmp, e, e+1)})
 		}
 	})
 	return b.done()
@@ -176,7 +177,7 @@ func newInstantEngine(tb testing.TB, ops int, p *instantNIC, hang time.Duration)
 	return newInstantEngineFor(tb, dispatchPlan(ops), p, hang)
 }
 
-func newInstantEngineFor(tb testing.TB, g *planner.Graph, p *instantNIC, hang time.Duration) (*pollEngine, int) {
+func newInstantEngineFor(tb testing.TB, g *ir.Graph, p *instantNIC, hang time.Duration) (*pollEngine, int) {
 	ranks := make([]int, len(g.Rank))
 	for r := range ranks {
 		ranks[r] = r
@@ -290,8 +291,8 @@ func BenchmarkPollDispatch(b *testing.B) {
 	b.ReportMetric(100*float64(rearm)/float64(run), "rearm-%")
 }
 
-func mustTarget(tb testing.TB, name string) planner.Target {
-	t, err := planner.LookupTarget(name)
+func mustTarget(tb testing.TB, name string) ir.Target {
+	t, err := ir.LookupTarget(name)
 	require.NoError(tb, err)
 	return t
 }
@@ -356,7 +357,7 @@ func TestArmChain(t *testing.T) {
 	require.Len(t, trig.armed, nic.MaxArmed)
 	for k, a := range trig.armed {
 		assert.Equal(t, k+1, a.after, "hop %d", k)
-		assert.Equal(t, e.g.OpString(planner.OpID(a.id)), fmt.Sprintf("hop[%d] on rank 1", 2*k+1))
+		assert.Equal(t, e.g.OpString(ir.OpID(a.id)), fmt.Sprintf("hop[%d] on rank 1", 2*k+1))
 	}
 	assert.Equal(t, nic.MaxArmed, hold.held, "the receives that release armed hops")
 	e.disarm()
@@ -399,11 +400,11 @@ func TestTimelineTakesDriverStamps(t *testing.T) {
 		require.NoError(t, e.prepost())
 		require.NoError(t, e.iterate(context.Background(), 0))
 		for id, at := range e.times {
-			op := e.g.OpString(planner.OpID(id))
+			op := e.g.OpString(ir.OpID(id))
 			if skew > 0 {
 				assert.GreaterOrEqual(t, at, time.Duration(skew), "%s", op)
 				assert.Less(t, at, time.Duration(skew)+time.Minute, "%s", op)
-			} else if e.g.Ops[id].Queue != planner.None {
+			} else if e.g.Ops[id].Queue != ir.None {
 				assert.Zero(t, at, "%s: stamped an hour before the iteration began", op)
 			} else {
 				assert.GreaterOrEqual(t, at, time.Duration(0), "%s: a host op", op)

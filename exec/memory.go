@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // cacheLine is the alignment of every buffer: NICs and CPUs both move whole lines.
@@ -18,12 +18,12 @@ const cacheLine = 64
 // Memory is the contents of every buffer on every rank: one byte image per rank per buffer,
 // elements little-endian. Buffers are cache-line aligned.
 type Memory struct {
-	g    *planner.Graph
+	g    *ir.Graph
 	bufs [][][]byte // [rank][buffer]
 }
 
 // NewMemory allocates zeroed, cache-line aligned images of every buffer of g on every rank.
-func NewMemory(g *planner.Graph) *Memory {
+func NewMemory(g *ir.Graph) *Memory {
 	m := &Memory{g: g, bufs: make([][][]byte, g.Ranks)}
 	for r := 0; r < g.Ranks; r++ {
 		m.bufs[r] = allocRank(g)
@@ -32,7 +32,7 @@ func NewMemory(g *planner.Graph) *Memory {
 }
 
 // slabBytes is the size of one rank's slab: every buffer rounded up to a cache line.
-func slabBytes(g *planner.Graph) int64 {
+func slabBytes(g *ir.Graph) int64 {
 	var total int64
 	for i := range g.Buffers {
 		total += roundUp(g.Buffers[i].Bytes(), cacheLine)
@@ -41,10 +41,10 @@ func slabBytes(g *planner.Graph) int64 {
 }
 
 // rankBytes is what allocRank allocates for one rank (Estimate counts with it).
-func rankBytes(g *planner.Graph) int64 { return alignedSize(slabBytes(g)) }
+func rankBytes(g *ir.Graph) int64 { return alignedSize(slabBytes(g)) }
 
 // allocRank allocates one rank's buffers out of one slab, each aligned to a cache line.
-func allocRank(g *planner.Graph) [][]byte {
+func allocRank(g *ir.Graph) [][]byte {
 	slab := alignedBytes(slabBytes(g))
 	out := make([][]byte, len(g.Buffers))
 	var off int64
@@ -76,7 +76,7 @@ func alignedBytes(n int64) []byte {
 // NewMemoryFrom wraps existing buffer images: bufs[rank][buffer] must have each buffer's size in
 // bytes and be aligned to its element size. A nil bufs[rank] means the rank is not held here (a
 // process that runs only its own rank); such ranks are skipped by ResetAll and Diff.
-func NewMemoryFrom(g *planner.Graph, bufs [][][]byte) (*Memory, error) {
+func NewMemoryFrom(g *ir.Graph, bufs [][][]byte) (*Memory, error) {
 	if len(bufs) != g.Ranks {
 		return nil, fmt.Errorf("memory for %d ranks, the plan has %d", len(bufs), g.Ranks)
 	}
@@ -102,14 +102,14 @@ func (m *Memory) HasRank(rank int) bool {
 }
 
 // Graph returns the graph whose buffers m holds.
-func (m *Memory) Graph() *planner.Graph { return m.g }
+func (m *Memory) Graph() *ir.Graph { return m.g }
 
 // Bytes returns rank's image of buffer b. The slice aliases the memory.
-func (m *Memory) Bytes(rank int, b planner.BufID) []byte { return m.bufs[rank][b] }
+func (m *Memory) Bytes(rank int, b ir.BufID) []byte { return m.bufs[rank][b] }
 
 // SliceBytes returns the bytes of slice s on rank, or an error naming the slice when it is out
 // of the buffer's bounds.
-func (m *Memory) SliceBytes(rank int, s planner.Slice) ([]byte, error) {
+func (m *Memory) SliceBytes(rank int, s ir.Slice) ([]byte, error) {
 	if !s.Valid() {
 		return nil, nil
 	}
@@ -147,13 +147,13 @@ func (m *Memory) ResetAll() error {
 	return nil
 }
 
-func initBuffer(b *planner.Buffer, rank int, dst []byte) error {
+func initBuffer(b *ir.Buffer, rank int, dst []byte) error {
 	if b.Init == nil {
 		clear(dst)
 		return nil
 	}
 	if err := b.Init(rank, dst); err != nil {
-		var ie *planner.InitError
+		var ie *ir.InitError
 		if errors.As(err, &ie) { // a positioned diagnostic, at the sub-expression that failed
 			return ie.Diagnostic(b.Name)
 		}
@@ -164,13 +164,13 @@ func initBuffer(b *planner.Buffer, rank int, dst []byte) error {
 
 // Elem returns element i of buffer b on rank as a float64 (floats), int64 (signed) or uint64
 // (unsigned) value.
-func (m *Memory) Elem(rank int, b planner.BufID, i int64) any {
+func (m *Memory) Elem(rank int, b ir.BufID, i int64) any {
 	return elemValue(m.g.Buffers[b].Type, m.bufs[rank][b], i)
 }
 
 // Float64s returns buffer b on rank converted to float64, whatever its element type; handy
 // for checking results in tests and for printing.
-func (m *Memory) Float64s(rank int, b planner.BufID) []float64 {
+func (m *Memory) Float64s(rank int, b ir.BufID) []float64 {
 	t := m.g.Buffers[b].Type
 	data := m.bufs[rank][b]
 	out := make([]float64, m.g.Buffers[b].Count)
@@ -189,7 +189,7 @@ func (m *Memory) Float64s(rank int, b planner.BufID) []float64 {
 
 // Values returns buffer b on rank as printable values (float64, int64 or uint64 per element),
 // for JSON output.
-func (m *Memory) Values(rank int, b planner.BufID) []any {
+func (m *Memory) Values(rank int, b ir.BufID) []any {
 	t := m.g.Buffers[b].Type
 	out := make([]any, m.g.Buffers[b].Count)
 	for i := range out {
@@ -199,32 +199,32 @@ func (m *Memory) Values(rank int, b planner.BufID) []any {
 }
 
 // Buffer looks a buffer up by name.
-func (m *Memory) Buffer(name string) (planner.BufID, bool) { return BufferByName(m.g, name) }
+func (m *Memory) Buffer(name string) (ir.BufID, bool) { return BufferByName(m.g, name) }
 
 // BufferByName looks a buffer of g up by name.
-func BufferByName(g *planner.Graph, name string) (planner.BufID, bool) {
+func BufferByName(g *ir.Graph, name string) (ir.BufID, bool) {
 	for i := range g.Buffers {
 		if g.Buffers[i].Name == name {
-			return planner.BufID(i), true
+			return ir.BufID(i), true
 		}
 	}
-	return planner.None, false
+	return ir.None, false
 }
 
-func elemValue(t planner.ElemType, data []byte, i int64) any {
+func elemValue(t ir.ElemType, data []byte, i int64) any {
 	off := i * t.Size()
 	switch t {
-	case planner.U8:
+	case ir.U8:
 		return uint64(data[off])
-	case planner.I32:
+	case ir.I32:
 		return int64(int32(binary.LittleEndian.Uint32(data[off:])))
-	case planner.U32:
+	case ir.U32:
 		return uint64(binary.LittleEndian.Uint32(data[off:]))
-	case planner.I64:
+	case ir.I64:
 		return int64(binary.LittleEndian.Uint64(data[off:]))
-	case planner.U64:
+	case ir.U64:
 		return binary.LittleEndian.Uint64(data[off:])
-	case planner.F32:
+	case ir.F32:
 		return float64(math.Float32frombits(binary.LittleEndian.Uint32(data[off:])))
 	default:
 		return math.Float64frombits(binary.LittleEndian.Uint64(data[off:]))
@@ -283,15 +283,15 @@ func (m *Memory) Diff(want *Memory) []Mismatch {
 	return out
 }
 
-func elemEqual(t planner.ElemType, a, b []byte) bool {
+func elemEqual(t ir.ElemType, a, b []byte) bool {
 	if string(a) == string(b) {
 		return true
 	}
 	switch t {
-	case planner.F32:
+	case ir.F32:
 		return math.IsNaN(float64(math.Float32frombits(binary.LittleEndian.Uint32(a)))) &&
 			math.IsNaN(float64(math.Float32frombits(binary.LittleEndian.Uint32(b))))
-	case planner.F64:
+	case ir.F64:
 		return math.IsNaN(math.Float64frombits(binary.LittleEndian.Uint64(a))) &&
 			math.IsNaN(math.Float64frombits(binary.LittleEndian.Uint64(b)))
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/coredag/coredag/exec/nic"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/wait"
 )
 
@@ -18,8 +18,8 @@ import (
 // Between iterations it re-arms the chains: WAIT counts move by the CQ's per-iteration
 // completions and ENABLE indices by the target queue's per-iteration WQEs, cyclically.
 type offloadEngine struct {
-	g     *planner.Graph
-	plan  *planner.Plan
+	g     *ir.Graph
+	plan  *ir.Plan
 	mem   *Memory
 	prog  nic.Progresser
 	hang  time.Duration
@@ -30,7 +30,7 @@ type offloadEngine struct {
 }
 
 type offRank struct {
-	rp  *planner.RankPlan
+	rp  *ir.RankPlan
 	res *rankRes
 	wqs []offWQ // by plan work queue
 	cqs []offCQ // by plan CQ
@@ -39,7 +39,7 @@ type offRank struct {
 }
 
 type offWQ struct {
-	wq     *planner.WorkQueue
+	wq     *ir.WorkQueue
 	qp     nic.QP // nil for a host queue without CQ
 	recv   bool   // a receive queue
 	host   bool   // the host-signal queue: its NOPs are posted by the CPU
@@ -69,7 +69,7 @@ func offID(rank, wq, idx int) uint64 {
 	return offloadTag | uint64(rank)<<40 | uint64(wq)<<24 | uint64(idx)
 }
 
-func newOffload(plan *planner.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*offloadEngine, error) {
+func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*offloadEngine, error) {
 	g := plan.Graph
 	e := &offloadEngine{g: g, plan: plan, mem: mem, hang: opts.HangTimeout, wc: make([]nic.WC, 64)}
 	e.prog, _ = p.(nic.Progresser)
@@ -96,7 +96,7 @@ func newOffload(plan *planner.Plan, mem *Memory, res []*rankRes, p nic.Provider,
 			o := &or.wqs[wi]
 			o.wq = wq
 			o.host = wi == rp.Host
-			if o.recv || wq.Kind == planner.RecvQueue {
+			if o.recv || wq.Kind == ir.RecvQueue {
 				o.recv = true
 				for k := range wq.Chain {
 					w := &wq.Chain[k]
@@ -122,45 +122,45 @@ func newOffload(plan *planner.Plan, mem *Memory, res []*rankRes, p nic.Provider,
 }
 
 // buildWR lowers one chain entry to a work request for iteration 0.
-func (e *offloadEngine) buildWR(r *rankRes, rp *planner.RankPlan, or *offRank, wi, k int, w *planner.WQE) (nic.SendWR, error) {
+func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k int, w *ir.WQE) (nic.SendWR, error) {
 	g := e.g
 	o := &or.wqs[wi]
 	wr := nic.SendWR{ID: offID(r.rank, wi, k)}
-	if w.Flags&planner.Signalled != 0 {
+	if w.Flags&ir.Signalled != 0 {
 		wr.Flags |= nic.FlagSignaled
 	}
-	if w.Flags&planner.Fence != 0 {
+	if w.Flags&ir.Fence != 0 {
 		wr.Flags |= nic.FlagFence
 	}
-	remote := func(s planner.Slice) { wr.RemoteAddr, wr.RKey = r.remote(g, w.Peer, s) }
+	remote := func(s ir.Slice) { wr.RemoteAddr, wr.RKey = r.remote(g, w.Peer, s) }
 	switch w.Opcode {
-	case planner.OpcSend:
+	case ir.OpcSend:
 		wr.Op, wr.Local = nic.OpSend, r.local(g, w.Local)
 		// An inline payload is copied when the WQE is posted, and chains are posted before the
 		// iteration runs: only a send with no predecessors can be sure its data is final then
 		// (anything writing its slice would have to be ordered before it).
-		if w.Flags&planner.Inline != 0 && int(wr.Local.Len) <= r.layout.maxInline && len(g.Preds(w.Op)) == 0 {
+		if w.Flags&ir.Inline != 0 && int(wr.Local.Len) <= r.layout.maxInline && len(g.Preds(w.Op)) == 0 {
 			wr.Flags |= nic.FlagInline
 		}
-	case planner.OpcWrite, planner.OpcWriteImm:
+	case ir.OpcWrite, ir.OpcWriteImm:
 		wr.Op, wr.Local = nic.OpRDMAWrite, r.local(g, w.Local)
-		if w.Opcode == planner.OpcWriteImm {
+		if w.Opcode == ir.OpcWriteImm {
 			wr.Op, wr.Imm = nic.OpRDMAWriteImm, uint32(w.Op)
 		}
 		remote(w.Remote)
-	case planner.OpcRead:
+	case ir.OpcRead:
 		wr.Op, wr.Local = nic.OpRDMARead, r.local(g, w.Local)
 		remote(w.Remote)
-	case planner.OpcAtomicFAdd, planner.OpcAtomicCAS:
+	case ir.OpcAtomicFAdd, ir.OpcAtomicCAS:
 		wr.Op, wr.Local = nic.OpAtomicFAdd, r.local(g, w.Local)
-		if w.Opcode == planner.OpcAtomicCAS {
+		if w.Opcode == ir.OpcAtomicCAS {
 			wr.Op = nic.OpAtomicCAS
 		}
 		wr.CompareAdd, wr.Swap = uint64(w.A), uint64(w.B)
 		remote(w.Remote)
-	case planner.OpcNop:
+	case ir.OpcNop:
 		wr.Op = nic.OpNop
-	case planner.OpcWait:
+	case ir.OpcWait:
 		if w.Wait.CQ < 0 || w.Wait.CQ >= len(rp.CQs) || or.cqs[w.Wait.CQ].cq == nil {
 			return wr, fmt.Errorf("%s: rank %d %s: WAIT names CQ #%d, which the rank does not have", w.Pos, r.rank, rp.Queues[wi].Name, w.Wait.CQ)
 		}
@@ -168,19 +168,19 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *planner.RankPlan, or *offRank, w
 		o.waitAt = append(o.waitAt, int32(k))
 		o.waitB = append(o.waitB, w.Wait.Count)
 		o.waitP = append(o.waitP, rp.CQs[w.Wait.CQ].PerIteration)
-	case planner.OpcSendEnable, planner.OpcRecvEnable:
+	case ir.OpcSendEnable, ir.OpcRecvEnable:
 		if w.Queue < 0 || w.Queue >= len(rp.Queues) || or.wqs[w.Queue].qp == nil {
 			return wr, fmt.Errorf("%s: rank %d %s: ENABLE names work queue #%d, which the rank does not have", w.Pos, r.rank, rp.Queues[wi].Name, w.Queue)
 		}
 		wr.Op = nic.OpSendEnable
-		if w.Opcode == planner.OpcRecvEnable {
+		if w.Opcode == ir.OpcRecvEnable {
 			wr.Op = nic.OpRecvEnable
 		}
 		wr.TargetQP, wr.Count = or.wqs[w.Queue].qp.Num(), w.UpTo
 		o.enAt = append(o.enAt, int32(k))
 		o.enB = append(o.enB, w.UpTo)
 		o.enP = append(o.enP, rp.Queues[w.Queue].PerIteration)
-	case planner.OpcHost:
+	case ir.OpcHost:
 		// run by the CPU, never posted
 	default:
 		return wr, fmt.Errorf("%s: rank %d %s: unexpected %s entry", w.Pos, r.rank, rp.Queues[wi].Name, w.Opcode)
@@ -249,9 +249,9 @@ func (e *offloadEngine) post() (bool, error) {
 				n, err = o.qp.PostSend(o.swr[o.next:])
 				for _, w := range o.wq.Chain[o.next : o.next+n] {
 					switch w.Opcode {
-					case planner.OpcWait:
+					case ir.OpcWait:
 						e.waits++
-					case planner.OpcSendEnable, planner.OpcRecvEnable:
+					case ir.OpcSendEnable, ir.OpcRecvEnable:
 						e.enables++
 					}
 				}
@@ -291,7 +291,7 @@ func (e *offloadEngine) runHost(or *offRank, iter int) (bool, error) {
 		k := or.hostNext
 		w := &chain[k]
 		switch w.Opcode {
-		case planner.OpcHost:
+		case ir.OpcHost:
 			for _, c := range w.Waits {
 				if c.CQ < 0 || c.CQ >= len(or.cqs) {
 					return did, e.wqeError(or, wi, k, fmt.Errorf("waits on CQ #%d, which the rank does not have", c.CQ))
@@ -305,7 +305,7 @@ func (e *offloadEngine) runHost(or *offRank, iter int) (bool, error) {
 				return did, err
 			}
 			e.hostSteps++
-		case planner.OpcNop:
+		case ir.OpcNop:
 			if o.qp == nil {
 				return did, e.wqeError(or, wi, k, errors.New("NOP on a host queue without QP"))
 			}
@@ -450,7 +450,7 @@ func (e *offloadEngine) diagnose(iter int) error {
 			var n uint64
 			for k := range wq.Chain {
 				w := &wq.Chain[k]
-				if w.Opcode == planner.OpcHost || (wq.Kind != planner.RecvQueue && !w.Signalled()) {
+				if w.Opcode == ir.OpcHost || (wq.Kind != ir.RecvQueue && !w.Signalled()) {
 					continue
 				}
 				if n == seen {
@@ -471,7 +471,7 @@ func (e *offloadEngine) diagnose(iter int) error {
 			msg := st.String()
 			if w, or := e.wqeOf(st.ID); w != nil {
 				msg += fmt.Sprintf(" = %s %s (%s)", w.Opcode, w.Name, w.Pos)
-				if w.Opcode == planner.OpcWait {
+				if w.Opcode == ir.OpcWait {
 					cq := &or.cqs[w.Wait.CQ]
 					wi := int(st.ID >> 24 & 0xffff)
 					h.Stuck = append([]Stuck{{Rank: or.rp.Rank, Queue: or.rp.Queues[wi].Name, CQ: cq.name,
@@ -487,7 +487,7 @@ func (e *offloadEngine) diagnose(iter int) error {
 	return h
 }
 
-func (e *offloadEngine) opRef(id planner.OpID) string {
+func (e *offloadEngine) opRef(id ir.OpID) string {
 	if id < 0 || int(id) >= len(e.g.Ops) {
 		return ""
 	}
@@ -495,7 +495,7 @@ func (e *offloadEngine) opRef(id planner.OpID) string {
 }
 
 // wqeOf maps a work request ID back to its chain entry.
-func (e *offloadEngine) wqeOf(id uint64) (*planner.WQE, *offRank) {
+func (e *offloadEngine) wqeOf(id uint64) (*ir.WQE, *offRank) {
 	if id&offloadTag == 0 {
 		return nil, nil
 	}
@@ -511,7 +511,7 @@ func (e *offloadEngine) wqeOf(id uint64) (*planner.WQE, *offRank) {
 
 // WQEOfID maps the ID of a work request the offload engine posted back to its chain entry in
 // plan, for trace checkers and diagnostics.
-func WQEOfID(plan *planner.Plan, id uint64) (*planner.WQE, bool) {
+func WQEOfID(plan *ir.Plan, id uint64) (*ir.WQE, bool) {
 	if id&offloadTag == 0 {
 		return nil, false
 	}

@@ -12,27 +12,28 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
 // expectation checks a plan's final memory against its known mathematical result, computed here
 // from the math, independently of the reference interpreter.
-type expectation func(t *testing.T, g *planner.Graph, m *exec.Memory)
+type expectation func(t *testing.T, g *ir.Graph, m *exec.Memory)
 
-func param(t *testing.T, g *planner.Graph, name string) int64 {
+func param(t *testing.T, g *ir.Graph, name string) int64 {
 	v, ok := g.Param(name)
 	require.True(t, ok, "plan %s has no param %s", g.Name, name)
 	return v
 }
 
-func buf(t *testing.T, m *exec.Memory, name string) planner.BufID {
+func buf(t *testing.T, m *exec.Memory, name string) ir.BufID {
 	b, ok := m.Buffer(name)
 	require.True(t, ok, "no buffer %s", name)
 	return b
 }
 
 // each checks want(rank, i) for every element of buffer name on every rank.
-func each(t *testing.T, g *planner.Graph, m *exec.Memory, name string, want func(r int, i int64) float64) {
+func each(t *testing.T, g *ir.Graph, m *exec.Memory, name string, want func(r int, i int64) float64) {
 	t.Helper()
 	b := buf(t, m, name)
 	for r := 0; r < g.Ranks; r++ {
@@ -45,29 +46,29 @@ func each(t *testing.T, g *planner.Graph, m *exec.Memory, name string, want func
 }
 
 var expectations = map[string]expectation{
-	"ring_allreduce": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+	"ring_allreduce": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		n := float64(g.Ranks * (g.Ranks + 1) / 2)
 		each(t, g, m, "data", func(int, int64) float64 { return n })
 	},
-	"recursive_doubling_allreduce": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+	"recursive_doubling_allreduce": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		p := int64(g.Ranks)
 		each(t, g, m, "data", func(_ int, i int64) float64 { return float64(p*i + 1000*p*(p-1)/2) })
 	},
-	"dissemination_barrier": func(*testing.T, *planner.Graph, *exec.Memory) {},
-	"binomial_bcast": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+	"dissemination_barrier": func(*testing.T, *ir.Graph, *exec.Memory) {},
+	"binomial_bcast": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		each(t, g, m, "data", func(_ int, i int64) float64 { return float64(1000 + i) })
 	},
-	"ring_allgather": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+	"ring_allgather": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		each(t, g, m, "data", func(_ int, i int64) float64 { return float64(i + 1) })
 	},
-	"pairwise_alltoall": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+	"pairwise_alltoall": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		n := param(t, g, "n")
 		each(t, g, m, "dst", func(r int, i int64) float64 { return float64((i/n)*1_000_000 + int64(r)*n + i%n) })
 	},
-	"pipeline_chain": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+	"pipeline_chain": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		each(t, g, m, "data", func(_ int, i int64) float64 { return float64(7*i + 1) })
 	},
-	"atomic_fanin": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+	"atomic_fanin": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		sum := float64(g.Ranks * (g.Ranks + 1) / 2)
 		root := int(param(t, g, "root"))
 		each(t, g, m, "total", func(int, int64) float64 { return sum })
@@ -78,7 +79,7 @@ var expectations = map[string]expectation{
 			return 0
 		})
 	},
-	"read_gather": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+	"read_gather": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		root := int(param(t, g, "root"))
 		each(t, g, m, "all", func(r int, i int64) float64 {
 			if r == root {
@@ -87,12 +88,12 @@ var expectations = map[string]expectation{
 			return 0
 		})
 	},
-	"notify_scatter": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+	"notify_scatter": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		n := param(t, g, "n")
 		each(t, g, m, "dst", func(r int, e int64) float64 { return float64(int64(r)*n+e) / 2 })
 		each(t, g, m, "acc", func(r int, e int64) float64 { return float64(r) + float64(int64(r)*n+e)/2 })
 	},
-	"binomial_reduce": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+	"binomial_reduce": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		root, p := int(param(t, g, "root")), g.Ranks
 		each(t, g, m, "mask", func(r int, _ int64) float64 {
 			v := ((r-root)%p + p) % p
@@ -107,7 +108,7 @@ var expectations = map[string]expectation{
 			return float64(or)
 		})
 	},
-	"cas_handoff": func(t *testing.T, g *planner.Graph, m *exec.Memory) {
+	"cas_handoff": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		each(t, g, m, "owner", func(r int, _ int64) float64 {
 			if r == 0 {
 				return float64(g.Ranks)
@@ -120,7 +121,7 @@ var expectations = map[string]expectation{
 
 // loadPlan loads plans/NAME.dag for the given world size; ok is false when the plan does not
 // allow it (the recursive-doubling allreduce needs a power of two).
-func loadPlan(t testing.TB, path string, ranks int, extra ...map[string]int64) (*planner.Graph, bool) {
+func loadPlan(t testing.TB, path string, ranks int, extra ...map[string]int64) (*ir.Graph, bool) {
 	src, err := os.ReadFile(path)
 	require.NoError(t, err)
 	params := map[string]int64{"ranks": int64(ranks)}
@@ -157,7 +158,7 @@ var engineCases = []engineCase{
 }
 
 // runCase runs g as c says with schedule seed seed (0: round-robin) and returns the result.
-func runCase(t testing.TB, g *planner.Graph, c engineCase, seed uint64, iters int, trace bool) (*exec.Result, *softnic.NIC, *planner.Plan, error) {
+func runCase(t testing.TB, g *ir.Graph, c engineCase, seed uint64, iters int, trace bool) (*exec.Result, *softnic.NIC, *ir.Plan, error) {
 	plan, err := compileFor(g, c.target)
 	if err != nil {
 		return nil, nil, nil, err

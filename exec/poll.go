@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/coredag/coredag/exec/nic"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // pollEngine walks the dependency graph on the CPU, as the plan's Deps give it. Every local op
@@ -22,8 +22,8 @@ import (
 // release armed requests, so a chain runs in the driver and the engine catches up in batches.
 // Re-arming copies the initial counters back in place.
 type pollEngine struct {
-	g    *planner.Graph
-	deps *planner.Deps
+	g    *ir.Graph
+	deps *ir.Deps
 	mem  *Memory
 	res  []*rankRes
 	prog nic.Progresser
@@ -61,7 +61,7 @@ type pollSide struct {
 	qp          nic.QP
 	recv        bool
 	rank        int
-	queue       planner.QueueID
+	queue       ir.QueueID
 	cq          int32 // index into pollEngine.cqs
 	ops         []int32
 	swr         []nic.SendWR
@@ -88,7 +88,7 @@ type pollCQ struct {
 // newPoll sets up the polling engine on a plan compiled for a target without cross-channel
 // (generic): the plan's Deps give every op's predecessors and successors, its chains give each
 // queue side's ops in queue order, which of them are signalled and which sends go inline.
-func newPoll(plan *planner.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*pollEngine, error) {
+func newPoll(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*pollEngine, error) {
 	g, deps := plan.Graph, plan.Deps
 	if deps == nil || len(deps.PredStart) != len(g.Ops)+1 || len(deps.SuccStart) != len(g.Ops)+1 {
 		return nil, fmt.Errorf("the poll engine needs a plan compiled for a target without cross-channel; target %s has none of the dependencies it walks (compile for generic)", plan.Target.Name)
@@ -148,7 +148,7 @@ func newPoll(plan *planner.Plan, mem *Memory, res []*rankRes, p nic.Provider, op
 						continue
 					}
 					sig := w.Signalled()
-					wr := r.dataWR(g, id, w.Flags&planner.Inline != 0)
+					wr := r.dataWR(g, id, w.Flags&ir.Inline != 0)
 					if sig {
 						wr.Flags |= nic.FlagSignaled
 					}
@@ -261,7 +261,7 @@ func (e *pollEngine) runHost() error {
 	for len(e.stack) > 0 {
 		id := e.stack[len(e.stack)-1]
 		e.stack = e.stack[:len(e.stack)-1]
-		if err := e.mem.RunHost(planner.OpID(id)); err != nil {
+		if err := e.mem.RunHost(ir.OpID(id)); err != nil {
 			return err
 		}
 		if e.times != nil {
@@ -301,7 +301,7 @@ func (e *pollEngine) flush() (bool, error) {
 			if errors.Is(err, nic.ErrQueueFull) {
 				continue // retried when a completion frees a slot
 			}
-			return did, opErrorf(e.g, planner.OpID(s.ops[lo+int32(k)]), "post: %w", err)
+			return did, opErrorf(e.g, ir.OpID(s.ops[lo+int32(k)]), "post: %w", err)
 		}
 	}
 	return did, nil
@@ -363,7 +363,7 @@ func (e *pollEngine) armable(id int32) (*pollCQ, int, bool) {
 		return nil, 0, false
 	}
 	p := int32(-1)
-	for _, q := range e.deps.Preds(planner.OpID(id)) {
+	for _, q := range e.deps.Preds(ir.OpID(id)) {
 		if !e.opDone(q) {
 			p = q
 			break
@@ -439,7 +439,7 @@ func (e *pollEngine) fired() error {
 			e.touch(si) // requests that were armed while ready are the engine's again
 		}
 		if err != nil && !errors.Is(err, nic.ErrQueueFull) && failed == nil {
-			failed = opErrorf(e.g, planner.OpID(s.ops[s.next]), "post: %w", err)
+			failed = opErrorf(e.g, ir.OpID(s.ops[s.next]), "post: %w", err)
 		}
 	}
 	e.armedSides = w
@@ -484,7 +484,7 @@ func (e *pollEngine) handle(c *pollCQ, wc *nic.WC) error {
 	}
 	id := int32(wc.ID)
 	if wc.Status != nic.StatusSuccess {
-		err := opErrorf(e.g, planner.OpID(id), "completed with status %s on CQ %s", wc.Status, c.name)
+		err := opErrorf(e.g, ir.OpID(id), "completed with status %s on CQ %s", wc.Status, c.name)
 		if wc.Status == nic.StatusFlushError {
 			// A consequence of an error elsewhere: iterate looks for the cause first.
 			if e.flushed == nil {
@@ -496,12 +496,12 @@ func (e *pollEngine) handle(c *pollCQ, wc *nic.WC) error {
 	}
 	si := e.opSide[id]
 	if si != c.side {
-		return fmt.Errorf("rank %d: CQ %s returned a completion for %s, which is not on its queue", c.rank, c.name, e.g.OpString(planner.OpID(id)))
+		return fmt.Errorf("rank %d: CQ %s returned a completion for %s, which is not on its queue", c.rank, c.name, e.g.OpString(ir.OpID(id)))
 	}
 	s := &e.sides[si]
 	slot := e.opSlot[id]
 	if slot < s.done || slot >= s.next {
-		return opErrorf(e.g, planner.OpID(id), "completion on CQ %s out of queue order (slot %d, completed up to %d, posted up to %d)", c.name, slot, s.done, s.next)
+		return opErrorf(e.g, ir.OpID(id), "completion on CQ %s out of queue order (slot %d, completed up to %d, posted up to %d)", c.name, slot, s.done, s.next)
 	}
 	if e.times != nil {
 		// A driver's stamp is a calibrated reading, a few microseconds off at worst; the poll
@@ -645,24 +645,24 @@ func (e *pollEngine) diagnose(iter int) error {
 			// The completion that would move this side on: the first signalled slot at or after
 			// done (the last posted one if none is signalled: its error completion would come).
 			k := min(s.sigFrom[s.done], s.next-1)
-			id := planner.OpID(s.ops[s.done])
+			id := ir.OpID(s.ops[s.done])
 			what := "post of " + g.Ops[id].Kind.String()
 			if s.recv {
 				what = "posted recv"
 			}
 			h.Stuck = append(h.Stuck, Stuck{Rank: s.rank, Queue: q.Name, CQ: cqName, Reached: uint64(s.done), Awaited: uint64(k + 1),
-				Producer: opRef(g, planner.OpID(s.ops[k])), What: what + " " + g.Ops[id].Name,
-				stuckOp: id, producerOp: planner.OpID(s.ops[k]), byOp: true})
+				Producer: opRef(g, ir.OpID(s.ops[k])), What: what + " " + g.Ops[id].Name,
+				stuckOp: id, producerOp: ir.OpID(s.ops[k]), byOp: true})
 			continue
 		}
-		id := planner.OpID(s.ops[s.next])
+		id := ir.OpID(s.ops[s.next])
 		var blockers []string
-		first := planner.OpID(planner.None)
+		first := ir.OpID(ir.None)
 		for _, p := range e.deps.Preds(id) {
 			if !e.opDone(p) {
-				blockers = append(blockers, opRef(g, planner.OpID(p)))
-				if first == planner.None {
-					first = planner.OpID(p)
+				blockers = append(blockers, opRef(g, ir.OpID(p)))
+				if first == ir.None {
+					first = ir.OpID(p)
 				}
 			}
 		}
@@ -677,7 +677,7 @@ func (e *pollEngine) diagnose(iter int) error {
 		for _, st := range e.prog.Stalls() {
 			msg := st.String()
 			if si, ok := qpSide[st.QPN]; ok && !st.Recv && st.ID < uint64(len(g.Ops)) {
-				msg = fmt.Sprintf("%s (op %s, queue %s)", msg, opRef(g, planner.OpID(st.ID)), g.Queues[e.sides[si].queue].Name)
+				msg = fmt.Sprintf("%s (op %s, queue %s)", msg, opRef(g, ir.OpID(st.ID)), g.Queues[e.sides[si].queue].Name)
 			}
 			det = append(det, msg)
 		}
@@ -705,7 +705,7 @@ func (e *pollEngine) inStack(p int32) bool {
 }
 
 // opRef names an op with its position: "tx[2] on rank 1 (ring.dag:12:3)".
-func opRef(g *planner.Graph, id planner.OpID) string {
+func opRef(g *ir.Graph, id ir.OpID) string {
 	return fmt.Sprintf("%s (%s)", g.OpString(id), g.Ops[id].Pos)
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/internal/randgraph"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 var (
@@ -62,7 +62,7 @@ func itoa(v uint64) string {
 // checkTrace asserts that in the NIC's trace every queue op started only after every op it
 // depends on (directly, or through host ops, which the NIC does not see) had completed, and that
 // the ops of each queue side started and completed in queue order.
-func checkTrace(t *testing.T, g *planner.Graph, plan *planner.Plan, trace []softnic.Event, where func() string) {
+func checkTrace(t *testing.T, g *ir.Graph, plan *ir.Plan, trace []softnic.Event, where func() string) {
 	t.Helper()
 	ev := make([]*softnic.Event, len(g.Ops))
 	for i := range trace {
@@ -75,19 +75,19 @@ func checkTrace(t *testing.T, g *planner.Graph, plan *planner.Plan, trace []soft
 		ev[id] = e
 	}
 	// queueAnc[id]: the queue ops whose completion op id must wait for.
-	memo := make([][]planner.OpID, len(g.Ops))
+	memo := make([][]ir.OpID, len(g.Ops))
 	done := make([]bool, len(g.Ops))
-	var anc func(id planner.OpID) []planner.OpID
-	anc = func(id planner.OpID) []planner.OpID {
+	var anc func(id ir.OpID) []ir.OpID
+	anc = func(id ir.OpID) []ir.OpID {
 		if done[id] {
 			return memo[id]
 		}
-		var out []planner.OpID
+		var out []ir.OpID
 		for _, p := range g.Preds(id) {
 			if g.Ops[p].Kind.OnQueue() {
-				out = append(out, planner.OpID(p))
+				out = append(out, ir.OpID(p))
 			} else {
-				out = append(out, anc(planner.OpID(p))...)
+				out = append(out, anc(ir.OpID(p))...)
 			}
 		}
 		memo[id], done[id] = out, true
@@ -99,25 +99,25 @@ func checkTrace(t *testing.T, g *planner.Graph, plan *planner.Plan, trace []soft
 			continue
 		}
 		b := ev[id]
-		require.NotNil(t, b, "%s: %s never reached the NIC", where(), g.OpString(planner.OpID(id)))
-		require.NotZero(t, b.End, "%s: %s never completed", where(), g.OpString(planner.OpID(id)))
-		direct := g.Preds(planner.OpID(id))
-		for _, p := range anc(planner.OpID(id)) {
+		require.NotNil(t, b, "%s: %s never reached the NIC", where(), g.OpString(ir.OpID(id)))
+		require.NotZero(t, b.End, "%s: %s never completed", where(), g.OpString(ir.OpID(id)))
+		direct := g.Preds(ir.OpID(id))
+		for _, p := range anc(ir.OpID(id)) {
 			a := ev[p]
-			if fifoEnough(g, p, planner.OpID(id), direct) {
+			if fifoEnough(g, p, ir.OpID(id), direct) {
 				// The planner may satisfy `after` between two ops of one queue side by RC's
 				// FIFO order (DSL.md): b's effects follow a's, though b may start earlier.
 				require.Less(t, a.End, b.End, "%s: %s completed at %d before %s, which it is after, completed at %d",
-					where(), g.OpString(planner.OpID(id)), b.End, g.OpString(p), a.End)
+					where(), g.OpString(ir.OpID(id)), b.End, g.OpString(p), a.End)
 				continue
 			}
 			require.Less(t, a.End, b.Start, "%s: %s started at %d before %s, which it is after, completed at %d",
-				where(), g.OpString(planner.OpID(id)), b.Start, g.OpString(p), a.End)
+				where(), g.OpString(ir.OpID(id)), b.Start, g.OpString(p), a.End)
 		}
 	}
 	for qi := range g.Queues {
 		q := &g.Queues[qi]
-		for si, side := range [][]planner.OpID{q.SendOps, q.RecvOps} {
+		for si, side := range [][]ir.OpID{q.SendOps, q.RecvOps} {
 			for k := 1; k < len(side); k++ {
 				a, b := ev[side[k-1]], ev[side[k]]
 				if si == 1 {
@@ -135,7 +135,7 @@ func checkTrace(t *testing.T, g *planner.Graph, plan *planner.Plan, trace []soft
 
 // offloadPlan is the plan whose chain IDs the run posted, or nil when the polling engine ran
 // (it uses op ids as work request IDs).
-func offloadPlan(res *exec.Result, plan *planner.Plan) *planner.Plan {
+func offloadPlan(res *exec.Result, plan *ir.Plan) *ir.Plan {
 	if res.Engine == exec.Offload {
 		return plan
 	}
@@ -145,25 +145,25 @@ func offloadPlan(res *exec.Result, plan *planner.Plan) *planner.Plan {
 // fifoEnough reports whether the edge a -> b (direct) may be enforced by queue order alone: both
 // on the same side of one queue, and a neither a read nor an atomic (those need a fence, which
 // makes b start after a completes, and the strict check applies).
-func fifoEnough(g *planner.Graph, a, b planner.OpID, direct []int32) bool {
+func fifoEnough(g *ir.Graph, a, b ir.OpID, direct []int32) bool {
 	isDirect := false
 	for _, p := range direct {
-		if planner.OpID(p) == a {
+		if ir.OpID(p) == a {
 			isDirect = true
 		}
 	}
 	oa, ob := &g.Ops[a], &g.Ops[b]
 	return isDirect && oa.Queue == ob.Queue && oa.Kind.IsRecvSide() == ob.Kind.IsRecvSide() &&
-		oa.Kind != planner.OpRead && !oa.Kind.IsAtomic()
+		oa.Kind != ir.OpRead && !oa.Kind.IsAtomic()
 }
 
 // traceOp maps a trace event to the graph op whose data WQE it is.
-func traceOp(g *planner.Graph, plan *planner.Plan, e *softnic.Event) (planner.OpID, bool) {
+func traceOp(g *ir.Graph, plan *ir.Plan, e *softnic.Event) (ir.OpID, bool) {
 	if plan == nil {
 		if e.ID >= uint64(len(g.Ops)) {
 			return 0, false
 		}
-		return planner.OpID(e.ID), true
+		return ir.OpID(e.ID), true
 	}
 	w, ok := exec.WQEOfID(plan, e.ID)
 	if !ok || !w.Opcode.IsData() {

@@ -6,7 +6,7 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // littleEndianHost is true when the CPU stores integers little-endian, so buffer bytes can be
@@ -34,24 +34,24 @@ func view[T number](b []byte) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
 }
 
-func reduceArith[T number](op planner.ReduceOp, dst, src []T) {
+func reduceArith[T number](op ir.ReduceOp, dst, src []T) {
 	src = src[:len(dst)]
 	switch op {
-	case planner.RedSum:
+	case ir.RedSum:
 		for i := range dst {
 			dst[i] += src[i]
 		}
-	case planner.RedProd:
+	case ir.RedProd:
 		for i := range dst {
 			dst[i] *= src[i]
 		}
-	case planner.RedMin:
+	case ir.RedMin:
 		for i := range dst {
 			if src[i] < dst[i] {
 				dst[i] = src[i]
 			}
 		}
-	case planner.RedMax:
+	case ir.RedMax:
 		for i := range dst {
 			if src[i] > dst[i] {
 				dst[i] = src[i]
@@ -60,26 +60,26 @@ func reduceArith[T number](op planner.ReduceOp, dst, src []T) {
 	}
 }
 
-func reduceBits[T integer](op planner.ReduceOp, dst, src []T) {
+func reduceBits[T integer](op ir.ReduceOp, dst, src []T) {
 	src = src[:len(dst)]
 	switch op {
-	case planner.RedBand:
+	case ir.RedBand:
 		for i := range dst {
 			dst[i] &= src[i]
 		}
-	case planner.RedBor:
+	case ir.RedBor:
 		for i := range dst {
 			dst[i] |= src[i]
 		}
-	case planner.RedBxor:
+	case ir.RedBxor:
 		for i := range dst {
 			dst[i] ^= src[i]
 		}
 	}
 }
 
-func reduceTyped[T integer](op planner.ReduceOp, dst, src []byte) {
-	if op >= planner.RedBand {
+func reduceTyped[T integer](op ir.ReduceOp, dst, src []byte) {
+	if op >= ir.RedBand {
 		reduceBits(op, view[T](dst), view[T](src))
 	} else {
 		reduceArith(op, view[T](dst), view[T](src))
@@ -89,17 +89,17 @@ func reduceTyped[T integer](op planner.ReduceOp, dst, src []byte) {
 // Reduce applies dst = dst OP src element-wise over two equally long byte images of elements of
 // type t. Integers wrap; band, bor and bxor are only defined on integer types. Min and max of
 // floats keep dst when either side is NaN.
-func Reduce(t planner.ElemType, op planner.ReduceOp, dst, src []byte) error {
+func Reduce(t ir.ElemType, op ir.ReduceOp, dst, src []byte) error {
 	if len(dst) != len(src) {
 		return fmt.Errorf("reduce %s of %d bytes from %d bytes: lengths differ", op, len(dst), len(src))
 	}
 	if len(dst)%int(t.Size()) != 0 {
 		return fmt.Errorf("reduce %s over %d bytes: not a whole number of %s elements", op, len(dst), t)
 	}
-	if t.IsFloat() && op >= planner.RedBand {
+	if t.IsFloat() && op >= ir.RedBand {
 		return fmt.Errorf("reduce %s needs an integer type, not %s", op, t)
 	}
-	if op > planner.RedBxor {
+	if op > ir.RedBxor {
 		return fmt.Errorf("unknown reduction operator #%d", op)
 	}
 	if !littleEndianHost || !aligned(dst, t) || !aligned(src, t) {
@@ -107,62 +107,62 @@ func Reduce(t planner.ElemType, op planner.ReduceOp, dst, src []byte) error {
 		return nil
 	}
 	switch t {
-	case planner.U8:
+	case ir.U8:
 		reduceTyped[uint8](op, dst, src)
-	case planner.I32:
+	case ir.I32:
 		reduceTyped[int32](op, dst, src)
-	case planner.U32:
+	case ir.U32:
 		reduceTyped[uint32](op, dst, src)
-	case planner.I64:
+	case ir.I64:
 		reduceTyped[int64](op, dst, src)
-	case planner.U64:
+	case ir.U64:
 		reduceTyped[uint64](op, dst, src)
-	case planner.F32:
+	case ir.F32:
 		reduceArith(op, view[float32](dst), view[float32](src))
-	case planner.F64:
+	case ir.F64:
 		reduceArith(op, view[float64](dst), view[float64](src))
 	}
 	return nil
 }
 
-func aligned(b []byte, t planner.ElemType) bool {
+func aligned(b []byte, t ir.ElemType) bool {
 	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%uintptr(t.Size()) == 0
 }
 
 // reducePortable is the element-by-element path for big-endian hosts and unaligned slices: it
 // decodes each element to a Go value of its type, reduces, and encodes it back, so results are
 // identical to the typed path.
-func reducePortable(t planner.ElemType, op planner.ReduceOp, dst, src []byte) {
+func reducePortable(t ir.ElemType, op ir.ReduceOp, dst, src []byte) {
 	sz := int(t.Size())
 	le := binary.LittleEndian
 	for off := 0; off < len(dst); off += sz {
 		d, s := dst[off:off+sz], src[off:off+sz]
 		switch t {
-		case planner.U8:
+		case ir.U8:
 			a, b := []uint8{d[0]}, []uint8{s[0]}
 			reduceOne(op, a, b)
 			d[0] = a[0]
-		case planner.I32:
+		case ir.I32:
 			a, b := []int32{int32(le.Uint32(d))}, []int32{int32(le.Uint32(s))}
 			reduceOne(op, a, b)
 			le.PutUint32(d, uint32(a[0]))
-		case planner.U32:
+		case ir.U32:
 			a, b := []uint32{le.Uint32(d)}, []uint32{le.Uint32(s)}
 			reduceOne(op, a, b)
 			le.PutUint32(d, a[0])
-		case planner.I64:
+		case ir.I64:
 			a, b := []int64{int64(le.Uint64(d))}, []int64{int64(le.Uint64(s))}
 			reduceOne(op, a, b)
 			le.PutUint64(d, uint64(a[0]))
-		case planner.U64:
+		case ir.U64:
 			a, b := []uint64{le.Uint64(d)}, []uint64{le.Uint64(s)}
 			reduceOne(op, a, b)
 			le.PutUint64(d, a[0])
-		case planner.F32:
+		case ir.F32:
 			a, b := []float32{math.Float32frombits(le.Uint32(d))}, []float32{math.Float32frombits(le.Uint32(s))}
 			reduceArith(op, a, b)
 			le.PutUint32(d, math.Float32bits(a[0]))
-		case planner.F64:
+		case ir.F64:
 			a, b := []float64{math.Float64frombits(le.Uint64(d))}, []float64{math.Float64frombits(le.Uint64(s))}
 			reduceArith(op, a, b)
 			le.PutUint64(d, math.Float64bits(a[0]))
@@ -170,8 +170,8 @@ func reducePortable(t planner.ElemType, op planner.ReduceOp, dst, src []byte) {
 	}
 }
 
-func reduceOne[T integer](op planner.ReduceOp, a, b []T) {
-	if op >= planner.RedBand {
+func reduceOne[T integer](op ir.ReduceOp, a, b []T) {
+	if op >= ir.RedBand {
 		reduceBits(op, a, b)
 	} else {
 		reduceArith(op, a, b)
@@ -180,12 +180,12 @@ func reduceOne[T integer](op planner.ReduceOp, a, b []T) {
 
 // AtomicApply performs an 8-byte remote atomic on target (little-endian) and returns the old
 // value: fetch-and-add adds a; compare-and-swap stores b when the old value equals a.
-func AtomicApply(kind planner.OpKind, target []byte, a, b int64) (old uint64) {
+func AtomicApply(kind ir.OpKind, target []byte, a, b int64) (old uint64) {
 	old = binary.LittleEndian.Uint64(target)
 	switch kind {
-	case planner.OpAtomicAdd:
+	case ir.OpAtomicAdd:
 		binary.LittleEndian.PutUint64(target, old+uint64(a))
-	case planner.OpAtomicCAS:
+	case ir.OpAtomicCAS:
 		if old == uint64(a) {
 			binary.LittleEndian.PutUint64(target, uint64(b))
 		}

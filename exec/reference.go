@@ -1,8 +1,6 @@
 package exec
 
-import (
-	"github.com/coredag/coredag/planner"
-)
+import "github.com/coredag/coredag/ir"
 
 // Reference runs g serially and returns the final memory of one iteration: every buffer reset to
 // its init values, then every op executed once, atomically, in a topological order of the
@@ -14,7 +12,7 @@ import (
 // The reference checks what a NIC would check: matching, lengths, bounds and remote access
 // flags. A violation is an *OpError naming the op; a dependency cycle is an error naming an op
 // on it.
-func Reference(g *planner.Graph) (*Memory, error) {
+func Reference(g *ir.Graph) (*Memory, error) {
 	order, err := SerialOrder(g)
 	if err != nil {
 		return nil, err
@@ -34,7 +32,7 @@ func Reference(g *planner.Graph) (*Memory, error) {
 // SerialOrder returns the ops of g in a topological order of happens-before, with each matched
 // recv left out (Apply on its send or notify write performs it). Among ready ops the lowest id
 // goes first, so the order is deterministic.
-func SerialOrder(g *planner.Graph) ([]planner.OpID, error) {
+func SerialOrder(g *ir.Graph) ([]ir.OpID, error) {
 	n := len(g.Ops)
 	// node[i] is the op that carries op i: a matched recv merges into its sender.
 	node := make([]int32, n)
@@ -44,18 +42,18 @@ func SerialOrder(g *planner.Graph) ([]planner.OpID, error) {
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		switch {
-		case op.Kind == planner.OpSend || (op.Kind == planner.OpWrite && op.Notify):
-			if op.Match == planner.None {
-				return nil, opErrorf(g, planner.OpID(i), "%s has no matching recv on rank %d: it would never complete", op.Kind, peerRank(g, op))
+		case op.Kind == ir.OpSend || (op.Kind == ir.OpWrite && op.Notify):
+			if op.Match == ir.None {
+				return nil, opErrorf(g, ir.OpID(i), "%s has no matching recv on rank %d: it would never complete", op.Kind, peerRank(g, op))
 			}
 			node[op.Match] = int32(i)
-		case op.Kind == planner.OpRecv && op.Match == planner.None:
-			return nil, opErrorf(g, planner.OpID(i), "recv has no matching send or notify write from rank %d: it would never complete", peerRank(g, op))
+		case op.Kind == ir.OpRecv && op.Match == ir.None:
+			return nil, opErrorf(g, ir.OpID(i), "recv has no matching send or notify write from rank %d: it would never complete", peerRank(g, op))
 		}
 	}
 	type arc struct{ from, to int32 }
 	var arcs []arc
-	add := func(a, b planner.OpID) error {
+	add := func(a, b ir.OpID) error {
 		x, y := node[a], node[b]
 		if x == y {
 			return opErrorf(g, b, "must start after %s completes, but they are one transfer (the send completes only after its recv is posted): this deadlocks", g.OpString(a))
@@ -70,7 +68,7 @@ func SerialOrder(g *planner.Graph) ([]planner.OpID, error) {
 	}
 	for qi := range g.Queues {
 		q := &g.Queues[qi]
-		for _, side := range [][]planner.OpID{q.SendOps, q.RecvOps} {
+		for _, side := range [][]ir.OpID{q.SendOps, q.RecvOps} {
 			for k := 1; k < len(side); k++ {
 				if err := add(side[k-1], side[k]); err != nil {
 					return nil, err
@@ -99,10 +97,10 @@ func SerialOrder(g *planner.Graph) ([]planner.OpID, error) {
 			h.push(int32(i))
 		}
 	}
-	order := make([]planner.OpID, 0, n)
+	order := make([]ir.OpID, 0, n)
 	for h.len() > 0 {
 		x := h.pop()
-		order = append(order, planner.OpID(x))
+		order = append(order, ir.OpID(x))
 		for _, y := range succ[start[x]:start[x+1]] {
 			if indeg[y]--; indeg[y] == 0 {
 				h.push(y)
@@ -118,7 +116,7 @@ func SerialOrder(g *planner.Graph) ([]planner.OpID, error) {
 	if len(order) != nodes {
 		for i := 0; i < n; i++ {
 			if node[i] == int32(i) && indeg[i] > 0 {
-				return nil, opErrorf(g, planner.OpID(i), "is on a dependency cycle (through after edges, queue order or send/recv matching): it can never start")
+				return nil, opErrorf(g, ir.OpID(i), "is on a dependency cycle (through after edges, queue order or send/recv matching): it can never start")
 			}
 		}
 	}
@@ -165,8 +163,8 @@ func (h *minHeap) pop() int32 {
 	}
 }
 
-func peerRank(g *planner.Graph, op *planner.Op) int {
-	if op.Queue == planner.None {
+func peerRank(g *ir.Graph, op *ir.Op) int {
+	if op.Queue == ir.None {
 		return op.Rank
 	}
 	return g.Queues[op.Queue].PeerRank
@@ -174,17 +172,17 @@ func peerRank(g *planner.Graph, op *planner.Op) int {
 
 // Apply executes op id atomically on m with its exact semantics. A send or notify write also
 // performs its matched recv. Errors are *OpError values naming the op.
-func (m *Memory) Apply(id planner.OpID) error {
+func (m *Memory) Apply(id ir.OpID) error {
 	g := m.g
 	op := &g.Ops[id]
-	local := func(s planner.Slice) ([]byte, error) {
+	local := func(s ir.Slice) ([]byte, error) {
 		b, err := m.SliceBytes(op.Rank, s)
 		if err != nil {
 			return nil, opError(g, id, err)
 		}
 		return b, nil
 	}
-	remote := func(s planner.Slice, need planner.Access) ([]byte, error) {
+	remote := func(s ir.Slice, need ir.Access) ([]byte, error) {
 		peer := peerRank(g, op)
 		if !s.Valid() {
 			return nil, opErrorf(g, id, "%s has no remote slice", op.Kind)
@@ -199,13 +197,13 @@ func (m *Memory) Apply(id planner.OpID) error {
 		return b, nil
 	}
 	switch op.Kind {
-	case planner.OpSend, planner.OpWrite:
+	case ir.OpSend, ir.OpWrite:
 		src, err := local(op.Src)
 		if err != nil {
 			return err
 		}
-		if op.Kind == planner.OpWrite {
-			dst, err := remote(op.Dst, planner.RemoteWrite)
+		if op.Kind == ir.OpWrite {
+			dst, err := remote(op.Dst, ir.RemoteWrite)
 			if err != nil {
 				return err
 			}
@@ -217,7 +215,7 @@ func (m *Memory) Apply(id planner.OpID) error {
 				return nil
 			}
 		}
-		if op.Match == planner.None {
+		if op.Match == ir.None {
 			return opErrorf(g, id, "%s has no matching recv on rank %d", op.Kind, peerRank(g, op))
 		}
 		rv := &g.Ops[op.Match]
@@ -225,7 +223,7 @@ func (m *Memory) Apply(id planner.OpID) error {
 		if err != nil {
 			return opError(g, op.Match, err)
 		}
-		if op.Kind == planner.OpWrite {
+		if op.Kind == ir.OpWrite {
 			if len(dst) != 0 {
 				return opErrorf(g, op.Match, "recv matched with notify write %s must have no slice", g.OpString(id))
 			}
@@ -235,10 +233,10 @@ func (m *Memory) Apply(id planner.OpID) error {
 			return opErrorf(g, id, "send of %d bytes matched with recv %s of %d bytes", len(src), g.OpString(op.Match), len(dst))
 		}
 		copy(dst, src)
-	case planner.OpRecv:
+	case ir.OpRecv:
 		// Performed by its sender.
-	case planner.OpRead:
-		src, err := remote(op.Src, planner.RemoteRead)
+	case ir.OpRead:
+		src, err := remote(op.Src, ir.RemoteRead)
 		if err != nil {
 			return err
 		}
@@ -250,8 +248,8 @@ func (m *Memory) Apply(id planner.OpID) error {
 			return opErrorf(g, id, "read of %d bytes into %s of %d bytes", len(src), g.SliceString(op.Dst), len(dst))
 		}
 		copy(dst, src)
-	case planner.OpAtomicAdd, planner.OpAtomicCAS:
-		tgt, err := remote(op.Dst, planner.RemoteAtomic)
+	case ir.OpAtomicAdd, ir.OpAtomicCAS:
+		tgt, err := remote(op.Dst, ir.RemoteAtomic)
 		if err != nil {
 			return err
 		}
@@ -269,7 +267,7 @@ func (m *Memory) Apply(id planner.OpID) error {
 		if fetch != nil {
 			putU64(fetch, old)
 		}
-	case planner.OpReduce, planner.OpCopy, planner.OpNop:
+	case ir.OpReduce, ir.OpCopy, ir.OpNop:
 		return m.RunHost(id)
 	default:
 		return opErrorf(g, id, "unknown op kind #%d", op.Kind)
@@ -278,13 +276,13 @@ func (m *Memory) Apply(id planner.OpID) error {
 }
 
 // RunHost executes host op id (reduce, copy or nop) on the CPU against m.
-func (m *Memory) RunHost(id planner.OpID) error {
+func (m *Memory) RunHost(id ir.OpID) error {
 	g := m.g
 	op := &g.Ops[id]
 	switch op.Kind {
-	case planner.OpNop:
+	case ir.OpNop:
 		return nil
-	case planner.OpReduce, planner.OpCopy:
+	case ir.OpReduce, ir.OpCopy:
 	default:
 		return opErrorf(g, id, "%s is not a host op", op.Kind)
 	}
@@ -296,14 +294,14 @@ func (m *Memory) RunHost(id planner.OpID) error {
 	if err != nil {
 		return opError(g, id, err)
 	}
-	if op.Kind == planner.OpCopy {
+	if op.Kind == ir.OpCopy {
 		if len(dst) != len(src) {
 			return opErrorf(g, id, "copy of %d bytes into %s of %d bytes", len(src), g.SliceString(op.Dst), len(dst))
 		}
 		copy(dst, src)
 		return nil
 	}
-	if op.Src.Buf == planner.None || op.Dst.Buf == planner.None {
+	if op.Src.Buf == ir.None || op.Dst.Buf == ir.None {
 		return opErrorf(g, id, "reduce needs two slices")
 	}
 	t := g.Buffers[op.Dst.Buf].Type

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 func TestReferenceRingAllreduce(t *testing.T) {
@@ -25,17 +25,17 @@ func TestReferenceRingAllreduce(t *testing.T) {
 }
 
 // exchange is LOWERING.md's example: two ranks swap contributions, sum, and swap the sums.
-func exchange() *planner.Graph {
+func exchange() *ir.Graph {
 	b := newBuild("exchange", 2)
-	a := b.buffer("a", planner.F32, 4, 0, func(r int, _ int64) float64 { return float64(r + 1) })
-	tb := b.buffer("t", planner.F32, 4, 0, nil)
+	a := b.buffer("a", ir.F32, 4, 0, func(r int, _ int64) float64 { return float64(r + 1) })
+	tb := b.buffer("t", ir.F32, 4, 0, nil)
 	b.forEach(func(rb *rankB) {
 		rb.queue("q", (rb.r+1)%2, "")
-		rb.op("tx", opSpec{Kind: planner.OpSend, Q: "q", Src: sl(a, 0, 4)})
-		rb.op("rx", opSpec{Kind: planner.OpRecv, Q: "q", Dst: sl(tb, 0, 4)})
-		rb.op("red", opSpec{Kind: planner.OpReduce, Red: planner.RedSum, Dst: sl(a, 0, 4), Src: sl(tb, 0, 4), After: []string{"rx"}})
-		rb.op("tx2", opSpec{Kind: planner.OpSend, Q: "q", Src: sl(a, 0, 4), After: []string{"red"}})
-		rb.op("rx2", opSpec{Kind: planner.OpRecv, Q: "q", Dst: sl(tb, 0, 4), After: []string{"red"}})
+		rb.op("tx", opSpec{Kind: ir.OpSend, Q: "q", Src: sl(a, 0, 4)})
+		rb.op("rx", opSpec{Kind: ir.OpRecv, Q: "q", Dst: sl(tb, 0, 4)})
+		rb.op("red", opSpec{Kind: ir.OpReduce, Red: ir.RedSum, Dst: sl(a, 0, 4), Src: sl(tb, 0, 4), After: []string{"rx"}})
+		rb.op("tx2", opSpec{Kind: ir.OpSend, Q: "q", Src: sl(a, 0, 4), After: []string{"red"}})
+		rb.op("rx2", opSpec{Kind: ir.OpRecv, Q: "q", Dst: sl(tb, 0, 4), After: []string{"red"}})
 	})
 	return b.done()
 }
@@ -51,20 +51,20 @@ func TestReferenceExchange(t *testing.T) {
 
 func TestReferenceOneSided(t *testing.T) {
 	b := newBuild("onesided", 2)
-	src := b.buffer("src", planner.I64, 4, planner.RemoteRead, func(r int, i int64) float64 { return float64(10*r + int(i)) })
-	dst := b.buffer("dst", planner.I64, 4, planner.RemoteWrite, nil)
-	ctr := b.buffer("ctr", planner.U64, 2, planner.RemoteAtomic, func(r int, i int64) float64 { return float64(100 + r) })
-	got := b.buffer("got", planner.U64, 3, 0, nil)
+	src := b.buffer("src", ir.I64, 4, ir.RemoteRead, func(r int, i int64) float64 { return float64(10*r + int(i)) })
+	dst := b.buffer("dst", ir.I64, 4, ir.RemoteWrite, nil)
+	ctr := b.buffer("ctr", ir.U64, 2, ir.RemoteAtomic, func(r int, i int64) float64 { return float64(100 + r) })
+	got := b.buffer("got", ir.U64, 3, 0, nil)
 	b.forEach(func(rb *rankB) {
 		rb.queue("q", 1-rb.r, "")
 		rb.queue("lo", rb.r, "") // loopback
 		if rb.r == 0 {
-			rb.op("w", opSpec{Kind: planner.OpWrite, Q: "q", Src: sl(src, 0, 2), Dst: sl(dst, 2, 4)})
-			rb.op("rd", opSpec{Kind: planner.OpRead, Q: "q", Src: sl(src, 1, 3), Dst: sl(dst, 0, 2)})
-			rb.op("fa", opSpec{Kind: planner.OpAtomicAdd, Q: "q", Dst: sl(ctr, 0, 1), A: 5, Fetch: sl(got, 0, 1)})
-			rb.op("cs", opSpec{Kind: planner.OpAtomicCAS, Q: "q", Dst: sl(ctr, 0, 1), A: 106, B: 7, Fetch: sl(got, 1, 2), After: []string{"fa"}})
-			rb.op("miss", opSpec{Kind: planner.OpAtomicCAS, Q: "q", Dst: sl(ctr, 1, 2), A: 5, B: 9, Fetch: sl(got, 2, 3)})
-			rb.op("neg", opSpec{Kind: planner.OpAtomicAdd, Q: "lo", Dst: sl(ctr, 1, 2), A: -101})
+			rb.op("w", opSpec{Kind: ir.OpWrite, Q: "q", Src: sl(src, 0, 2), Dst: sl(dst, 2, 4)})
+			rb.op("rd", opSpec{Kind: ir.OpRead, Q: "q", Src: sl(src, 1, 3), Dst: sl(dst, 0, 2)})
+			rb.op("fa", opSpec{Kind: ir.OpAtomicAdd, Q: "q", Dst: sl(ctr, 0, 1), A: 5, Fetch: sl(got, 0, 1)})
+			rb.op("cs", opSpec{Kind: ir.OpAtomicCAS, Q: "q", Dst: sl(ctr, 0, 1), A: 106, B: 7, Fetch: sl(got, 1, 2), After: []string{"fa"}})
+			rb.op("miss", opSpec{Kind: ir.OpAtomicCAS, Q: "q", Dst: sl(ctr, 1, 2), A: 5, B: 9, Fetch: sl(got, 2, 3)})
+			rb.op("neg", opSpec{Kind: ir.OpAtomicAdd, Q: "lo", Dst: sl(ctr, 1, 2), A: -101})
 		}
 	})
 	m, err := Reference(b.done())
@@ -77,7 +77,7 @@ func TestReferenceOneSided(t *testing.T) {
 }
 
 func TestReduceTypes(t *testing.T) {
-	enc := func(ty planner.ElemType, vs ...float64) []byte {
+	enc := func(ty ir.ElemType, vs ...float64) []byte {
 		out := make([]byte, int64(len(vs))*ty.Size())
 		for i, v := range vs {
 			putElem(ty, out, int64(i), v)
@@ -86,25 +86,25 @@ func TestReduceTypes(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		ty   planner.ElemType
-		op   planner.ReduceOp
+		ty   ir.ElemType
+		op   ir.ReduceOp
 		dst  []float64
 		src  []float64
 		want []any
 	}{
-		{"f32 sum", planner.F32, planner.RedSum, []float64{1.5, -2}, []float64{2.25, 2}, []any{3.75, 0.0}},
-		{"f64 prod", planner.F64, planner.RedProd, []float64{3, -0.5}, []float64{4, 8}, []any{12.0, -4.0}},
-		{"f32 min", planner.F32, planner.RedMin, []float64{3, -1}, []float64{4, -8}, []any{3.0, -8.0}},
-		{"f64 max", planner.F64, planner.RedMax, []float64{3, -1}, []float64{4, -8}, []any{4.0, -1.0}},
-		{"u8 sum wraps", planner.U8, planner.RedSum, []float64{250, 1}, []float64{10, 2}, []any{uint64(4), uint64(3)}},
-		{"u8 prod wraps", planner.U8, planner.RedProd, []float64{16, 3}, []float64{17, 5}, []any{uint64(16), uint64(15)}},
-		{"i32 sum wraps", planner.I32, planner.RedSum, []float64{math.MaxInt32, -5}, []float64{1, 2}, []any{int64(math.MinInt32), int64(-3)}},
-		{"i32 min signed", planner.I32, planner.RedMin, []float64{-3, 7}, []float64{2, -9}, []any{int64(-3), int64(-9)}},
-		{"u32 max unsigned", planner.U32, planner.RedMax, []float64{-1, 7}, []float64{2, 9}, []any{uint64(math.MaxUint32), uint64(9)}},
-		{"i64 band", planner.I64, planner.RedBand, []float64{0b1100, -1}, []float64{0b1010, 6}, []any{int64(0b1000), int64(6)}},
-		{"u64 bor", planner.U64, planner.RedBor, []float64{0b1100, 1}, []float64{0b1010, 2}, []any{uint64(0b1110), uint64(3)}},
-		{"u32 bxor", planner.U32, planner.RedBxor, []float64{0b1100, 5}, []float64{0b1010, 5}, []any{uint64(0b0110), uint64(0)}},
-		{"i64 prod wraps", planner.I64, planner.RedProd, []float64{1 << 62, 3}, []float64{4, -3}, []any{int64(0), int64(-9)}},
+		{"f32 sum", ir.F32, ir.RedSum, []float64{1.5, -2}, []float64{2.25, 2}, []any{3.75, 0.0}},
+		{"f64 prod", ir.F64, ir.RedProd, []float64{3, -0.5}, []float64{4, 8}, []any{12.0, -4.0}},
+		{"f32 min", ir.F32, ir.RedMin, []float64{3, -1}, []float64{4, -8}, []any{3.0, -8.0}},
+		{"f64 max", ir.F64, ir.RedMax, []float64{3, -1}, []float64{4, -8}, []any{4.0, -1.0}},
+		{"u8 sum wraps", ir.U8, ir.RedSum, []float64{250, 1}, []float64{10, 2}, []any{uint64(4), uint64(3)}},
+		{"u8 prod wraps", ir.U8, ir.RedProd, []float64{16, 3}, []float64{17, 5}, []any{uint64(16), uint64(15)}},
+		{"i32 sum wraps", ir.I32, ir.RedSum, []float64{math.MaxInt32, -5}, []float64{1, 2}, []any{int64(math.MinInt32), int64(-3)}},
+		{"i32 min signed", ir.I32, ir.RedMin, []float64{-3, 7}, []float64{2, -9}, []any{int64(-3), int64(-9)}},
+		{"u32 max unsigned", ir.U32, ir.RedMax, []float64{-1, 7}, []float64{2, 9}, []any{uint64(math.MaxUint32), uint64(9)}},
+		{"i64 band", ir.I64, ir.RedBand, []float64{0b1100, -1}, []float64{0b1010, 6}, []any{int64(0b1000), int64(6)}},
+		{"u64 bor", ir.U64, ir.RedBor, []float64{0b1100, 1}, []float64{0b1010, 2}, []any{uint64(0b1110), uint64(3)}},
+		{"u32 bxor", ir.U32, ir.RedBxor, []float64{0b1100, 5}, []float64{0b1010, 5}, []any{uint64(0b0110), uint64(0)}},
+		{"i64 prod wraps", ir.I64, ir.RedProd, []float64{1 << 62, 3}, []float64{4, -3}, []any{int64(0), int64(-9)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,53 +121,53 @@ func TestReduceTypes(t *testing.T) {
 			}
 		})
 	}
-	assert.Error(t, Reduce(planner.F32, planner.RedBand, make([]byte, 4), make([]byte, 4)))
-	assert.Error(t, Reduce(planner.F32, planner.RedSum, make([]byte, 4), make([]byte, 8)))
+	assert.Error(t, Reduce(ir.F32, ir.RedBand, make([]byte, 4), make([]byte, 4)))
+	assert.Error(t, Reduce(ir.F32, ir.RedSum, make([]byte, 4), make([]byte, 8)))
 }
 
 func TestReferenceFaults(t *testing.T) {
 	tests := []struct {
 		name  string
-		build func() *planner.Graph
+		build func() *ir.Graph
 		want  string
 	}{
-		{"write without remote_write", func() *planner.Graph {
+		{"write without remote_write", func() *ir.Graph {
 			b := newBuild("perm", 2)
-			x := b.buffer("x", planner.U8, 8, 0, nil)
+			x := b.buffer("x", ir.U8, 8, 0, nil)
 			b.forEach(func(rb *rankB) {
 				rb.queue("q", 1-rb.r, "")
 				if rb.r == 0 {
-					rb.op("w", opSpec{Kind: planner.OpWrite, Q: "q", Src: sl(x, 0, 8), Dst: sl(x, 0, 8)})
+					rb.op("w", opSpec{Kind: ir.OpWrite, Q: "q", Src: sl(x, 0, 8), Dst: sl(x, 0, 8)})
 				}
 			})
 			return b.done()
 		}, `perm.dag:3:1: op w on rank 0, queue q: remote access error: x on rank 1 is not remote_write`},
-		{"read out of bounds", func() *planner.Graph {
+		{"read out of bounds", func() *ir.Graph {
 			b := newBuild("oob", 2)
-			x := b.buffer("x", planner.U8, 8, planner.RemoteRead, nil)
+			x := b.buffer("x", ir.U8, 8, ir.RemoteRead, nil)
 			b.forEach(func(rb *rankB) {
 				rb.queue("q", 1-rb.r, "")
 				if rb.r == 1 {
-					rb.op("rd", opSpec{Kind: planner.OpRead, Q: "q", Src: sl(x, 4, 12), Dst: sl(x, 0, 8)})
+					rb.op("rd", opSpec{Kind: ir.OpRead, Q: "q", Src: sl(x, 4, 12), Dst: sl(x, 0, 8)})
 				}
 			})
 			return b.done()
 		}, `op rd on rank 1, queue q: remote access to rank 0: slice x\[4:12\] is out of bounds`},
-		{"send without recv", func() *planner.Graph {
+		{"send without recv", func() *ir.Graph {
 			b := newBuild("unmatched", 2)
 			b.forEach(func(rb *rankB) {
 				rb.queue("q", 1-rb.r, "")
 				if rb.r == 0 {
-					rb.op("lonely", opSpec{Kind: planner.OpSend, Q: "q"})
+					rb.op("lonely", opSpec{Kind: ir.OpSend, Q: "q"})
 				}
 			})
 			return b.done()
 		}, `op lonely on rank 0, queue q: send has no matching recv on rank 1`},
-		{"cycle", func() *planner.Graph {
+		{"cycle", func() *ir.Graph {
 			b := newBuild("cycle", 1)
 			b.forEach(func(rb *rankB) {
-				rb.op("a", opSpec{Kind: planner.OpNop, After: []string{"b"}})
-				rb.op("b", opSpec{Kind: planner.OpNop, After: []string{"a"}})
+				rb.op("a", opSpec{Kind: ir.OpNop, After: []string{"b"}})
+				rb.op("b", opSpec{Kind: ir.OpNop, After: []string{"a"}})
 			})
 			return b.done()
 		}, `op a on rank 0: is on a dependency cycle`},
@@ -190,8 +190,8 @@ func TestDiffNamesFirstElement(t *testing.T) {
 	got := NewMemory(g)
 	got.CopyFrom(want)
 	assert.Empty(t, got.Diff(want))
-	putElem(planner.F32, got.Bytes(1, 0), 4, 7)
-	putElem(planner.F32, got.Bytes(1, 0), 5, 8)
+	putElem(ir.F32, got.Bytes(1, 0), 4, 7)
+	putElem(ir.F32, got.Bytes(1, 0), 5, 8)
 	d := got.Diff(want)
 	require.Len(t, d, 1)
 	assert.Equal(t, "rank 1 buffer data element 4 is 7, the reference has 3 (2 elements differ)", d[0].String())

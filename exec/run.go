@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/coredag/coredag/exec/nic"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // Engine selects who walks the dependency graph during a run.
@@ -157,7 +157,7 @@ type driver interface {
 // Run re-arming the prebuilt chains and counters as the next iteration of the same persistent
 // operation; Close releases everything. A Session is used by one goroutine at a time.
 type Session struct {
-	plan   *planner.Plan
+	plan   *ir.Plan
 	p      nic.Provider
 	opts   Options
 	engine Engine
@@ -186,7 +186,7 @@ var ErrSessionFailed = errors.New("an earlier run of this session failed")
 // connects them, and builds the engine. Run then runs iterations; Close releases the session.
 // opts.Iters is not used (it is Run's argument). An error from the engine choice is a
 // *SelectError.
-func Prepare(ctx context.Context, plan *planner.Plan, p nic.Provider, opts Options) (*Session, error) {
+func Prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (*Session, error) {
 	if plan == nil || plan.Graph == nil || p == nil {
 		return nil, errors.New("prepare: need a compiled plan and a provider")
 	}
@@ -271,7 +271,7 @@ func Prepare(ctx context.Context, plan *planner.Plan, p nic.Provider, opts Optio
 func (s *Session) Engine() Engine { return s.engine }
 
 // Plan is the plan the session runs.
-func (s *Session) Plan() *planner.Plan { return s.plan }
+func (s *Session) Plan() *ir.Plan { return s.plan }
 
 // Run runs iters iterations (at least 1) and compares the final memory with the reference.
 // Buffers are reset to their init values before each iteration, outside the timed region; with
@@ -396,7 +396,7 @@ func (s *Session) Close() error {
 
 // Run executes plan on provider p once: Prepare, opts.Iters iterations (at least 1) with
 // Session.Run, Close. Plans run many times should be prepared once instead.
-func Run(ctx context.Context, plan *planner.Plan, p nic.Provider, opts Options) (*Result, error) {
+func Run(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (*Result, error) {
 	s, err := Prepare(ctx, plan, p, opts)
 	if err != nil {
 		return nil, err

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/exec/nic"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // Why an engine, a target and a NIC do not go together; a *SelectError wraps one of them, or
@@ -51,24 +51,24 @@ func DefaultTarget(e Engine, caps nic.Caps) string {
 // when the target and the NIC (caps) have cross-channel, else the poll engine. The engine
 // returned is never Auto. Prepare applies the same rules to a compiled plan's target. Errors are
 // *SelectError.
-func Select(e Engine, target string, caps nic.Caps) (Engine, planner.Target, error) {
+func Select(e Engine, target string, caps nic.Caps) (Engine, ir.Target, error) {
 	if target == "" {
 		target = DefaultTarget(e, caps)
 	}
-	t, err := planner.LookupTarget(target)
+	t, err := ir.LookupTarget(target)
 	if err != nil {
-		return e, planner.Target{}, &SelectError{Engine: e, Err: ErrUnknownTarget, msg: err.Error()}
+		return e, ir.Target{}, &SelectError{Engine: e, Err: ErrUnknownTarget, msg: err.Error()}
 	}
 	engine, err := engineFor(e, t, caps)
 	return engine, t, err
 }
 
 // engineFor resolves e for plans of target t on a NIC with caps.
-func engineFor(e Engine, t planner.Target, caps nic.Caps) (Engine, error) {
+func engineFor(e Engine, t ir.Target, caps nic.Caps) (Engine, error) {
 	fail := func(err error, format string, args ...any) (Engine, error) {
 		return e, &SelectError{Engine: e, Target: t.Name, Err: err, msg: fmt.Sprintf(format, args...)}
 	}
-	offloadable := t.CrossChannel && t.Style != planner.StyleNone
+	offloadable := t.CrossChannel && t.Style != ir.StyleNone
 	switch e {
 	case Auto:
 		if !t.CrossChannel {

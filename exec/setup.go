@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/exec/nic"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // Endpoint is what one rank tells its peers before queues connect: the connection end of each
@@ -21,9 +21,9 @@ type Endpoint struct {
 // (the management or host-signal queue of the offload engine, connected to itself).
 type qpSpec struct {
 	name       string
-	graphQueue planner.QueueID // None for local-only queues
-	sendCQ     int             // index into rankLayout.cqs
-	recvCQ     int             // index into rankLayout.cqs; -1: none (local-only queues)
+	graphQueue ir.QueueID // None for local-only queues
+	sendCQ     int        // index into rankLayout.cqs
+	recvCQ     int        // index into rankLayout.cqs; -1: none (local-only queues)
 	sendDepth  int
 	recvDepth  int
 	sendWQ     int // plan work queue of the send side, -1 for none
@@ -60,7 +60,7 @@ type rankRes struct {
 // pollLayout gives every graph queue of the rank one QP with a CQ per side: the send and
 // receive work queues the plan compiled for a target without cross-channel, each as deep as its
 // graph queue (within the device's limits).
-func pollLayout(plan *planner.Plan, rank int, caps nic.Caps) (rankLayout, error) {
+func pollLayout(plan *ir.Plan, rank int, caps nic.Caps) (rankLayout, error) {
 	g, rp := plan.Graph, &plan.Ranks[rank]
 	l := rankLayout{maxInline: caps.MaxInline}
 	span := g.Rank[rank]
@@ -69,7 +69,7 @@ func pollLayout(plan *planner.Plan, rank int, caps nic.Caps) (rankLayout, error)
 		return l, fmt.Errorf("rank %d: the plan maps %d graph queues, the graph has %d", rank, len(rp.SendWQ), nq)
 	}
 	for i := 0; i < nq; i++ {
-		q := span.FirstQueue + planner.QueueID(i)
+		q := span.FirstQueue + ir.QueueID(i)
 		s, r := rp.SendWQ[i], rp.RecvWQ[i]
 		if s < 0 || r < 0 || s >= len(rp.Queues) || r >= len(rp.Queues) || rp.Queues[s].CQ < 0 || rp.Queues[r].CQ < 0 {
 			return l, fmt.Errorf("rank %d queue %s: the plan gives it no send and receive work queue with a CQ", rank, g.Queues[q].Name)
@@ -96,7 +96,7 @@ func clampDepth(d, max int) int {
 // offloadLayout creates what the compiled RankPlan names: one QP per graph queue carrying its
 // send and receive work queues, plus self-connected QPs for the management and host-signal
 // queues; one CQ per plan CQ.
-func offloadLayout(g *planner.Graph, rp *planner.RankPlan) (rankLayout, error) {
+func offloadLayout(g *ir.Graph, rp *ir.RankPlan) (rankLayout, error) {
 	var l rankLayout
 	for _, c := range rp.CQs {
 		l.cqs = append(l.cqs, cqSpec{name: c.Name, depth: max(c.Depth, 1)})
@@ -114,7 +114,7 @@ func offloadLayout(g *planner.Graph, rp *planner.RankPlan) (rankLayout, error) {
 	}
 	for i := 0; i < nq; i++ {
 		s, r := rp.SendWQ[i], rp.RecvWQ[i]
-		spec := qpSpec{name: g.Queues[span.FirstQueue+planner.QueueID(i)].Name, graphQueue: span.FirstQueue + planner.QueueID(i),
+		spec := qpSpec{name: g.Queues[span.FirstQueue+ir.QueueID(i)].Name, graphQueue: span.FirstQueue + ir.QueueID(i),
 			sendWQ: s, recvWQ: r, sendCQ: cqOf(s), recvCQ: cqOf(r), sendDepth: 1, recvDepth: 1}
 		if s >= 0 {
 			wq := &rp.Queues[s]
@@ -138,17 +138,17 @@ func offloadLayout(g *planner.Graph, rp *planner.RankPlan) (rankLayout, error) {
 		if wq.CQ < 0 {
 			continue // a host queue without CQ posts nothing
 		}
-		l.qps = append(l.qps, qpSpec{name: wq.Name, graphQueue: planner.None, sendWQ: wqi, recvWQ: -1,
+		l.qps = append(l.qps, qpSpec{name: wq.Name, graphQueue: ir.None, sendWQ: wqi, recvWQ: -1,
 			sendCQ: wq.CQ, recvCQ: wq.CQ, sendDepth: max(wq.Depth, 1), recvDepth: 1,
 			managedS: wq.Managed, crossChan: chainHasCrossChannel(wq.Chain)})
 	}
 	return l, nil
 }
 
-func chainHasCrossChannel(chain []planner.WQE) bool {
+func chainHasCrossChannel(chain []ir.WQE) bool {
 	for i := range chain {
 		switch chain[i].Opcode {
-		case planner.OpcWait, planner.OpcSendEnable, planner.OpcRecvEnable:
+		case ir.OpcWait, ir.OpcSendEnable, ir.OpcRecvEnable:
 			return true
 		}
 	}
@@ -157,22 +157,22 @@ func chainHasCrossChannel(chain []planner.WQE) bool {
 
 // accessOf is the MR access a buffer needs: local write always (receives, reads and fetches
 // land in it), plus the remote rights the plan declared.
-func accessOf(b *planner.Buffer) nic.Access {
+func accessOf(b *ir.Buffer) nic.Access {
 	a := nic.AccessLocalWrite
-	if b.Access&planner.RemoteWrite != 0 {
+	if b.Access&ir.RemoteWrite != 0 {
 		a |= nic.AccessRemoteWrite
 	}
-	if b.Access&planner.RemoteRead != 0 {
+	if b.Access&ir.RemoteRead != 0 {
 		a |= nic.AccessRemoteRead
 	}
-	if b.Access&planner.RemoteAtomic != 0 {
+	if b.Access&ir.RemoteAtomic != 0 {
 		a |= nic.AccessRemoteAtomic
 	}
 	return a
 }
 
 // openRank opens rank's device and creates its PD, one MR per buffer, its CQs and QPs.
-func openRank(p nic.Provider, g *planner.Graph, rank int, l rankLayout) (*rankRes, error) {
+func openRank(p nic.Provider, g *ir.Graph, rank int, l rankLayout) (*rankRes, error) {
 	dev, err := p.Open(rank)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: open device: %w", rank, err)
@@ -229,15 +229,15 @@ func (r *rankRes) endpoint() Endpoint {
 
 // connect brings every QP of the rank to RTS: graph queues to their peer's paired queue,
 // local-only queues to themselves.
-func (r *rankRes) connect(g *planner.Graph, eps []Endpoint) error {
+func (r *rankRes) connect(g *ir.Graph, eps []Endpoint) error {
 	r.peers = eps
 	for i, s := range r.layout.qps {
 		var remote nic.QPInfo
-		if s.graphQueue == planner.None {
+		if s.graphQueue == ir.None {
 			remote = r.qps[i].Info()
 		} else {
 			q := &g.Queues[s.graphQueue]
-			if q.Peer == planner.None {
+			if q.Peer == ir.None {
 				return fmt.Errorf("%s: rank %d queue %s has no paired queue on rank %d", q.Pos, r.rank, q.Name, q.PeerRank)
 			}
 			peer := q.PeerRank
@@ -277,7 +277,7 @@ func (r *rankRes) close() {
 }
 
 // local is the SGE of slice s of this rank's memory (Len 0 when s is absent).
-func (r *rankRes) local(g *planner.Graph, s planner.Slice) nic.SGE {
+func (r *rankRes) local(g *ir.Graph, s ir.Slice) nic.SGE {
 	if !s.Valid() {
 		return nic.SGE{}
 	}
@@ -287,7 +287,7 @@ func (r *rankRes) local(g *planner.Graph, s planner.Slice) nic.SGE {
 }
 
 // remote is the address and rkey of slice s on peer rank.
-func (r *rankRes) remote(g *planner.Graph, peer int, s planner.Slice) (uint64, uint32) {
+func (r *rankRes) remote(g *ir.Graph, peer int, s ir.Slice) (uint64, uint32) {
 	if !s.Valid() || peer < 0 || peer >= len(r.peers) || int(s.Buf) >= len(r.peers[peer].MRs) {
 		return 0, 0
 	}
@@ -298,32 +298,32 @@ func (r *rankRes) remote(g *planner.Graph, peer int, s planner.Slice) (uint64, u
 
 // dataWR builds the send-queue work request of graph op id (send, write, read or atomic); a
 // send or write goes inline when inline is set and its payload fits the rank's QPs.
-func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, inline bool) nic.SendWR {
+func (r *rankRes) dataWR(g *ir.Graph, id ir.OpID, inline bool) nic.SendWR {
 	op := &g.Ops[id]
 	peer := peerRank(g, op)
 	wr := nic.SendWR{ID: uint64(id)}
 	switch op.Kind {
-	case planner.OpSend:
+	case ir.OpSend:
 		wr.Op, wr.Local = nic.OpSend, r.local(g, op.Src)
-	case planner.OpWrite:
+	case ir.OpWrite:
 		wr.Op, wr.Local = nic.OpRDMAWrite, r.local(g, op.Src)
 		if op.Notify {
 			wr.Op = nic.OpRDMAWriteImm
 			wr.Imm = uint32(id)
 		}
 		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst)
-	case planner.OpRead:
+	case ir.OpRead:
 		wr.Op, wr.Local = nic.OpRDMARead, r.local(g, op.Dst)
 		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Src)
-	case planner.OpAtomicAdd, planner.OpAtomicCAS:
+	case ir.OpAtomicAdd, ir.OpAtomicCAS:
 		wr.Op, wr.Local = nic.OpAtomicFAdd, r.local(g, op.Fetch)
-		if op.Kind == planner.OpAtomicCAS {
+		if op.Kind == ir.OpAtomicCAS {
 			wr.Op = nic.OpAtomicCAS
 		}
 		wr.CompareAdd, wr.Swap = uint64(op.A), uint64(op.B)
 		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst)
 	}
-	if inline && (op.Kind == planner.OpSend || op.Kind == planner.OpWrite) && wr.Local.Len > 0 && int(wr.Local.Len) <= r.layout.maxInline {
+	if inline && (op.Kind == ir.OpSend || op.Kind == ir.OpWrite) && wr.Local.Len > 0 && int(wr.Local.Len) <= r.layout.maxInline {
 		wr.Flags |= nic.FlagInline
 	}
 	return wr
@@ -332,7 +332,7 @@ func (r *rankRes) dataWR(g *planner.Graph, id planner.OpID, inline bool) nic.Sen
 // setupRanks opens and connects the ranks this process runs. exchange hands every local
 // endpoint to the other processes and returns all ranks' endpoints indexed by rank; nil means
 // every rank is local.
-func setupRanks(ctx context.Context, p nic.Provider, g *planner.Graph, ranks []int, layout func(rank int) (rankLayout, error),
+func setupRanks(ctx context.Context, p nic.Provider, g *ir.Graph, ranks []int, layout func(rank int) (rankLayout, error),
 	exchange func(context.Context, []Endpoint) ([]Endpoint, error)) ([]*rankRes, error) {
 	var res []*rankRes
 	fail := func(err error) ([]*rankRes, error) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // TestTimeline: with Options.Timeline, the polling engine records for every op of every plan in
@@ -39,11 +39,11 @@ func TestTimeline(t *testing.T) {
 			for it, at := range res.Timeline {
 				require.Len(t, at, len(g.Ops))
 				for id := range g.Ops {
-					op := planner.OpID(id)
+					op := ir.OpID(id)
 					require.GreaterOrEqual(t, at[id], time.Duration(0), "%s iteration %d: %s has no time", name, it, g.OpString(op))
 					require.LessOrEqual(t, at[id], res.Latency.All[it], "%s iteration %d: %s after the iteration ended", name, it, g.OpString(op))
 					for _, p := range g.Preds(op) {
-						require.GreaterOrEqual(t, at[id], at[p], "%s iteration %d: %s completed before its predecessor %s", name, it, g.OpString(op), g.OpString(planner.OpID(p)))
+						require.GreaterOrEqual(t, at[id], at[p], "%s iteration %d: %s completed before its predecessor %s", name, it, g.OpString(op), g.OpString(ir.OpID(p)))
 					}
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 )
 
 // Compile lowers a checked Graph for a Target into a Plan: per rank, one work queue per queue
@@ -22,18 +23,16 @@ import (
 //
 // Errors (a diag.List) report chains that do not fit the target's depth limits, inline
 // payloads above its limit, and dependency cycles the checker should have caught.
-func Compile(g *Graph, t Target) (*Plan, error) {
+func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 	if g == nil {
 		return nil, fmt.Errorf("compile: nil graph")
 	}
-	if t.Style != StyleNone && !t.CrossChannel {
+	if t.Style != ir.StyleNone && !t.CrossChannel {
 		return nil, fmt.Errorf("compile: target %q uses the %s style but has no cross-channel support", t.Name, t.Style)
 	}
-	if g.predStart == nil || len(g.predStart) != len(g.Ops)+1 {
-		g.Index()
-	}
+	g.Index()
 	c := &compiler{g: g, t: t}
-	c.plan = &Plan{Graph: g, Target: t, Loc: make([]Loc, len(g.Ops))}
+	c.plan = &ir.Plan{Graph: g, Target: t, Loc: make([]ir.Loc, len(g.Ops))}
 	c.errs = c.checkInputs()
 	if len(c.errs) > 0 {
 		c.errs.Sort()
@@ -52,26 +51,17 @@ func Compile(g *Graph, t Target) (*Plan, error) {
 		return nil, c.errs
 	}
 	c.stats()
-	if t.Style == StyleNone {
-		c.plan.Deps = newDeps(g)
+	if t.Style == ir.StyleNone {
+		c.plan.Deps = ir.NewDeps(len(g.Ops), g.Edges)
 	}
 	return c.plan, nil
 }
 
-// newDeps builds the CSR adjacency of g's explicit edges for the polling engine.
-func newDeps(g *Graph) *Deps {
-	n := len(g.Ops)
-	d := &Deps{}
-	d.PredStart, d.PredList = buildCSR(n, g.Edges, func(e Edge) (int32, int32) { return int32(e.To), int32(e.From) })
-	d.SuccStart, d.SuccList = buildCSR(n, g.Edges, func(e Edge) (int32, int32) { return int32(e.From), int32(e.To) })
-	return d
-}
-
 // compiler holds the state of one Compile call.
 type compiler struct {
-	g    *Graph
-	t    Target
-	plan *Plan
+	g    *ir.Graph
+	t    ir.Target
+	plan *ir.Plan
 	errs diag.List
 	// waited marks ops whose completion something observes (a WAIT, a HOST step, or on the
 	// generic target the polling engine); their WQE must be signalled.
@@ -102,15 +92,15 @@ func (c *compiler) checkInputs() diag.List {
 			}
 		}
 		if op.Kind.OnQueue() && (op.Queue < 0 || int(op.Queue) >= len(g.Queues)) {
-			errs.Add(diag.Match, op.Pos, "%s is not on a valid queue (the graph was not elaborated)", g.OpString(OpID(i)))
+			errs.Add(diag.Match, op.Pos, "%s is not on a valid queue (the graph was not elaborated)", g.OpString(ir.OpID(i)))
 		}
 	}
 	return errs
 }
 
 // Events: op o has start event 2o and end event 2o+1.
-func startEv(o OpID) int32 { return int32(o) * 2 }
-func endEv(o OpID) int32   { return int32(o)*2 + 1 }
+func startEv(o ir.OpID) int32 { return int32(o) * 2 }
+func endEv(o ir.OpID) int32   { return int32(o)*2 + 1 }
 
 // sideNeighbours returns, for every queue op, the previous and next op on the same queue side.
 func (c *compiler) sideNeighbours() (prev, next []int32) {
@@ -118,9 +108,9 @@ func (c *compiler) sideNeighbours() (prev, next []int32) {
 	prev = make([]int32, len(g.Ops))
 	next = make([]int32, len(g.Ops))
 	for i := range prev {
-		prev[i], next[i] = None, None
+		prev[i], next[i] = ir.None, ir.None
 	}
-	link := func(ops []OpID) {
+	link := func(ops []ir.OpID) {
 		for k := 1; k < len(ops); k++ {
 			prev[ops[k]] = int32(ops[k-1])
 			next[ops[k-1]] = int32(ops[k])
@@ -154,17 +144,17 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 	// its management queue holds only WAITs and ENABLEs, never a message, so nothing there queues
 	// behind a receiver-not-ready retry; a WAIT for a message's completion is placed after that
 	// end in the order, which already follows the start (posting) of its receive.
-	postFirst := c.t.Style == StyleInline
+	postFirst := c.t.Style == ir.StyleInline
 	indeg := make([]int32, 2*n)
 	for o := 0; o < n; o++ {
 		op := &g.Ops[o]
 		has := int32(0)
-		if prev[o] != None {
+		if prev[o] != ir.None {
 			has = 1
 		}
-		indeg[2*o] = int32(len(g.Preds(OpID(o)))) + has
+		indeg[2*o] = int32(len(g.Preds(ir.OpID(o)))) + has
 		indeg[2*o+1] = 1 + has
-		if op.Match != None {
+		if op.Match != ir.None {
 			indeg[2*o+1]++
 			if postFirst && !op.Kind.IsRecvSide() {
 				indeg[2*o]++
@@ -216,14 +206,14 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 			ev, ei = ends[ei], ei+1
 		}
 		order = append(order, ev)
-		o := OpID(ev / 2)
+		o := ir.OpID(ev / 2)
 		op := &g.Ops[o]
 		if ev&1 == 0 {
 			relax(ev, ev+1)
-			if next[o] != None {
-				relax(ev, startEv(OpID(next[o])))
+			if next[o] != ir.None {
+				relax(ev, startEv(ir.OpID(next[o])))
 			}
-			if op.Match != None {
+			if op.Match != ir.None {
 				relax(ev, endEv(op.Match))
 				if postFirst && op.Kind.IsRecvSide() {
 					relax(ev, startEv(op.Match))
@@ -234,10 +224,10 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 				critical = d
 			}
 			for _, s := range g.Succs(o) {
-				relax(ev, startEv(OpID(s)))
+				relax(ev, startEv(ir.OpID(s)))
 			}
-			if next[o] != None {
-				relax(ev, endEv(OpID(next[o])))
+			if next[o] != ir.None {
+				relax(ev, endEv(ir.OpID(next[o])))
 			}
 			if !op.Kind.OnQueue() {
 				r := op.Rank
@@ -255,7 +245,7 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 		var errs diag.List
 		for o := 0; o < n; o++ {
 			if indeg[2*o] > 0 || indeg[2*o+1] > 0 {
-				errs.Add(diag.Cycle, g.Ops[o].Pos, "%s can never start: it is on a dependency cycle through `after` edges, queue order and message matching (run `coredag check` to see the cycle, then remove one of its edges)", g.OpString(OpID(o)))
+				errs.Add(diag.Cycle, g.Ops[o].Pos, "%s can never start: it is on a dependency cycle through `after` edges, queue order and message matching (run `coredag check` to see the cycle, then remove one of its edges)", g.OpString(ir.OpID(o)))
 				if len(errs) >= 5 {
 					break
 				}

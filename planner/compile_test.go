@@ -14,12 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/compile")
 
-func load(t testing.TB, path string, params map[string]int64) *planner.Graph {
+func load(t testing.TB, path string, params map[string]int64) *ir.Graph {
 	t.Helper()
 	src, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -29,9 +30,9 @@ func load(t testing.TB, path string, params map[string]int64) *planner.Graph {
 	return g
 }
 
-func compileFor(t testing.TB, g *planner.Graph, target string) *planner.Plan {
+func compileFor(t testing.TB, g *ir.Graph, target string) *ir.Plan {
 	t.Helper()
-	tg, err := planner.LookupTarget(target)
+	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
 	p, err := planner.Compile(g, tg)
 	require.NoError(t, err)
@@ -39,7 +40,7 @@ func compileFor(t testing.TB, g *planner.Graph, target string) *planner.Plan {
 }
 
 // listingOrError is what a golden file holds: the listing, or the diagnostics Compile gave.
-func listingOrError(g *planner.Graph, tg planner.Target) string {
+func listingOrError(g *ir.Graph, tg ir.Target) string {
 	p, err := planner.Compile(g, tg)
 	var b bytes.Buffer
 	if err != nil {
@@ -77,7 +78,7 @@ func TestGoldenListings(t *testing.T) {
 		}
 		for _, ranks := range rankList {
 			g := load(t, f, map[string]int64{"ranks": ranks})
-			for _, tg := range planner.Targets() {
+			for _, tg := range ir.Targets() {
 				name := fmt.Sprintf("%s.r%d.%s.txt", base, ranks, tg.Name)
 				t.Run(name, func(t *testing.T) {
 					golden(t, filepath.Join("../testdata/compile", name), listingOrError(g, tg))
@@ -104,12 +105,12 @@ func TestJSONOpcodes(t *testing.T) {
 	for _, n := range []string{"SEND", "RECV", "RDMA_WRITE", "RDMA_WRITE_IMM", "RDMA_READ", "ATOMIC_FADD",
 		"ATOMIC_CAS", "NOP", "CQE_WAIT", "SEND_EN", "RECV_EN", "HOST"} {
 		known[n] = true
-		o, ok := planner.ParseOpcode(n)
+		o, ok := ir.ParseOpcode(n)
 		require.True(t, ok)
 		assert.Equal(t, n, o.String())
 	}
 	seen := map[string]bool{}
-	for _, tg := range planner.Targets() {
+	for _, tg := range ir.Targets() {
 		var b bytes.Buffer
 		require.NoError(t, planner.WriteJSON(&b, compileFor(t, g, tg.Name), planner.ListOptions{Rank: -1}))
 		var doc struct {
@@ -141,7 +142,7 @@ type shape struct {
 	ops   []string // opcode[:flags]
 }
 
-func chainShape(p *planner.Plan, rank int, queue string) []string {
+func chainShape(p *ir.Plan, rank int, queue string) []string {
 	for _, q := range p.Ranks[rank].Queues {
 		if q.Name != queue {
 			continue
@@ -153,9 +154,9 @@ func chainShape(p *planner.Plan, rank int, queue string) []string {
 				s += "!"
 			}
 			switch e.Opcode {
-			case planner.OpcWait:
+			case ir.OpcWait:
 				s += fmt.Sprintf(" %s>=%d", p.Ranks[rank].CQs[e.Wait.CQ].Name, e.Wait.Count)
-			case planner.OpcSendEnable, planner.OpcRecvEnable:
+			case ir.OpcSendEnable, ir.OpcRecvEnable:
 				s += fmt.Sprintf(" %s<%d", p.Ranks[rank].Queues[e.Queue].Name, e.UpTo)
 			}
 			out = append(out, s)
@@ -201,7 +202,7 @@ func TestExchangeLowering(t *testing.T) {
 			assert.Equal(t, c.waits[1], p.Stats.Waits)
 			assert.Equal(t, 3, p.Stats.CriticalPath)
 			host := p.WQEOf(2) // red on rank 0
-			assert.Equal(t, planner.OpcHost, host.Opcode)
+			assert.Equal(t, ir.OpcHost, host.Opcode)
 			if c.target != "generic" {
 				require.Len(t, host.Waits, 2, "red waits for rx and tx")
 			}
@@ -242,11 +243,11 @@ rx after rd
 `
 	g, err := planner.Load("f.dag", []byte(src), nil)
 	require.NoError(t, err)
-	for _, tg := range planner.Targets() {
+	for _, tg := range ir.Targets() {
 		p := compileFor(t, g, tg.Name)
 		e := p.WQEOf(1)
-		assert.Equal(t, planner.OpcSend, e.Opcode)
-		if e.Flags&planner.Fence != 0 {
+		assert.Equal(t, ir.OpcSend, e.Opcode)
+		if e.Flags&ir.Fence != 0 {
 			continue
 		}
 		// connectx-inline enables rx (after rd) from q.sq before tx: the WAIT for rd placed
@@ -254,7 +255,7 @@ rx after rd
 		l := p.Loc[1]
 		waited := false
 		for _, w := range p.Ranks[0].Queues[l.Queue].Chain[:l.Index] {
-			waited = waited || w.Opcode == planner.OpcWait && w.Wait.Op == 0
+			waited = waited || w.Opcode == ir.OpcWait && w.Wait.Op == 0
 		}
 		assert.True(t, waited, "%s: a send after a read on its queue is fenced or waits for the read", tg.Name)
 	}
@@ -262,7 +263,7 @@ rx after rd
 
 func TestDepthLimits(t *testing.T) {
 	g := load(t, "../plans/ring_allreduce.dag", map[string]int64{"ranks": 72, "n": 1})
-	tg, _ := planner.LookupTarget("connectx")
+	tg, _ := ir.LookupTarget("connectx")
 	_, err := planner.Compile(g, tg)
 	require.Error(t, err)
 	var list diag.List
@@ -270,7 +271,7 @@ func TestDepthLimits(t *testing.T) {
 	assert.Contains(t, list[0].Msg, "depth is 128")
 	assert.Contains(t, list[0].Msg, "declare `depth 256`")
 	assert.True(t, list[0].Pos.IsValid(), "the error points at the queue declaration")
-	gen, _ := planner.LookupTarget("generic")
+	gen, _ := ir.LookupTarget("generic")
 	_, err = planner.Compile(g, gen)
 	assert.NoError(t, err, "the polling engine refills as slots free")
 }
@@ -286,7 +287,7 @@ op rx = recv q b
 `
 	g, err := planner.Load("i.dag", []byte(src), nil)
 	require.NoError(t, err)
-	for _, tg := range planner.Targets() {
+	for _, tg := range ir.Targets() {
 		_, err := planner.Compile(g, tg)
 		require.Error(t, err, tg.Name)
 		assert.Contains(t, err.Error(), "i.dag:6:")
@@ -316,10 +317,10 @@ queue q to (rank + 1) % ranks
 `
 	g, err := planner.Load("i.dag", []byte(src), nil)
 	require.NoError(t, err)
-	inline := func(p *planner.Plan, name string) bool {
+	inline := func(p *ir.Plan, name string) bool {
 		for i := range g.Ops {
 			if g.Ops[i].Name == name && g.Ops[i].Rank == 0 {
-				return p.WQEOf(planner.OpID(i)).Flags&planner.Inline != 0
+				return p.WQEOf(ir.OpID(i)).Flags&ir.Inline != 0
 			}
 		}
 		t.Fatalf("no op %s", name)
@@ -339,13 +340,13 @@ queue q to (rank + 1) % ranks
 
 func TestTargets(t *testing.T) {
 	names := []string{}
-	for _, tg := range planner.Targets() {
+	for _, tg := range ir.Targets() {
 		names = append(names, tg.Name)
 		assert.NotEmpty(t, tg.Description)
-		assert.Equal(t, tg.Style != planner.StyleNone, tg.CrossChannel)
+		assert.Equal(t, tg.Style != ir.StyleNone, tg.CrossChannel)
 	}
 	assert.Equal(t, []string{"connectx", "connectx-inline", "generic"}, names)
-	_, err := planner.LookupTarget("bluefield")
+	_, err := ir.LookupTarget("bluefield")
 	assert.ErrorContains(t, err, "known targets: connectx, connectx-inline, generic")
 }
 
@@ -362,7 +363,7 @@ func ringWithDepth(t testing.TB) []byte {
 
 func BenchmarkCompile(b *testing.B) {
 	src := ringWithDepth(b)
-	tg, _ := planner.LookupTarget("connectx")
+	tg, _ := ir.LookupTarget("connectx")
 	for _, ranks := range []int64{64, 128, 256} {
 		b.Run(fmt.Sprintf("ring_allreduce/ranks=%d", ranks), func(b *testing.B) {
 			g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 16})
@@ -391,7 +392,7 @@ func TestDeps(t *testing.T) {
 		p := compileFor(t, g, "generic")
 		require.NotNil(t, p.Deps, path)
 		for o := range g.Ops {
-			id := planner.OpID(o)
+			id := ir.OpID(o)
 			assert.Equal(t, g.Preds(id), p.Deps.Preds(id), "%s: preds of %s", path, g.OpString(id))
 			assert.Equal(t, g.Succs(id), p.Deps.Succs(id), "%s: succs of %s", path, g.OpString(id))
 			assert.Equal(t, int32(len(g.Preds(id))), p.Deps.NumPreds(id))
@@ -400,12 +401,12 @@ func TestDeps(t *testing.T) {
 			rp := &p.Ranks[r]
 			span := g.Rank[r]
 			for i := range rp.SendWQ {
-				q := &g.Queues[span.FirstQueue+planner.QueueID(i)]
+				q := &g.Queues[span.FirstQueue+ir.QueueID(i)]
 				for _, side := range []struct {
 					wq  int
-					ops []planner.OpID
+					ops []ir.OpID
 				}{{rp.SendWQ[i], q.SendOps}, {rp.RecvWQ[i], q.RecvOps}} {
-					var got []planner.OpID
+					var got []ir.OpID
 					for _, w := range rp.Queues[side.wq].Chain {
 						got = append(got, w.Op)
 					}

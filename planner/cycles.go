@@ -5,13 +5,14 @@ import (
 	"strings"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 )
 
 // checkCycles reports every cycle of explicit `after` edges, once per distinct cycle of
 // statements: an SPMD plan that has the cycle on several ranks gets one message naming them.
-func checkCycles(g *Graph) diag.List {
+func checkCycles(g *ir.Graph) diag.List {
 	n := len(g.Ops)
-	succs := func(v int32) []int32 { return g.Succs(OpID(v)) }
+	succs := func(v int32) []int32 { return g.Succs(ir.OpID(v)) }
 	comp, cyclic := sccs(n, succs)
 	roots := cycleRoots(comp, cyclic)
 	if len(roots) == 0 {
@@ -33,7 +34,7 @@ func checkCycles(g *Graph) diag.List {
 		cyc = append(cyc[best:], cyc[:best]...)
 		steps := make([]step, k)
 		for i := range steps {
-			from, to := OpID(cyc[i]), OpID(cyc[(i+1)%k])
+			from, to := ir.OpID(cyc[i]), ir.OpID(cyc[(i+1)%k])
 			steps[i] = step{fmt.Sprintf("%s after %s", g.Ops[to].Name, g.Ops[from].Name), pos[edgeKey(int32(from), int32(to))]}
 		}
 		d := diag.Errorf(diag.Cycle, steps[0].pos,
@@ -83,7 +84,7 @@ func edgeKey(from, to int32) uint64 { return uint64(uint32(from))<<32 | uint64(u
 
 // edgePositions maps each explicit edge to the position of the clause that made it.
 // Only built on the error path.
-func edgePositions(g *Graph) map[uint64]diag.Pos {
+func edgePositions(g *ir.Graph) map[uint64]diag.Pos {
 	m := make(map[uint64]diag.Pos, len(g.Edges))
 	for _, e := range g.Edges {
 		k := edgeKey(int32(e.From), int32(e.To))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
 )
 
 // Limits that keep a mistaken plan (a loop to 1e18, a million ranks) from exhausting the machine:
@@ -27,23 +28,24 @@ var maxOps = MaxOps
 // Elaborate evaluates the SPMD text of f for every rank into a Graph and runs the front-end
 // checks (names, shapes, matching). params overrides declared params (`coredag -p`). The error,
 // if any, is a diag.List holding every diagnostic of the first phase that found some.
-func Elaborate(f *dsl.File, params map[string]int64) (*Graph, error) {
+func Elaborate(f *dsl.File, params map[string]int64) (*ir.Graph, error) {
 	return ElaborateLimited(f, params, Limits{})
 }
 
 type elaborator struct {
 	file      *dsl.File
-	g         *Graph
+	g         *ir.Graph
 	overrides map[string]int64
 	diag      [numPhases]diags
 
-	globals *scope           // params, ranks and the top-level lets that do not depend on rank
-	bufIdx  map[string]BufID // buffer name -> id
+	globals *scope              // params, ranks and the top-level lets that do not depend on rank
+	bufIdx  map[string]ir.BufID // buffer name -> id
+	perElem map[ir.BufID]bool   // buffer -> its init depends on the element index i
 
 	// per-rank state, reset for each rank
 	rank      int
-	opIdx     map[string]OpID
-	queueIdx  map[string]QueueID
+	opIdx     map[string]ir.OpID
+	queueIdx  map[string]ir.QueueID
 	opNames   map[string]bool // base names of ops declared on this rank (for hints)
 	pending   []pendingRef
 	opQueue   []queueRef // per op of this rank: its queue reference
@@ -62,8 +64,8 @@ type elaborator struct {
 // in a dependency statement, another name.
 type pendingRef struct {
 	from opName
-	to   OpID   // the op that waits, or None
-	toBy opName // the waiting op's name when to is None
+	to   ir.OpID // the op that waits, or None
+	toBy opName  // the waiting op's name when to is None
 }
 
 // opName is an evaluated reference to an op: "red[2]", its base name and where it was written.
@@ -128,15 +130,15 @@ func (el *elaborator) run() {
 		return
 	}
 	el.checkInits()
-	el.g.Rank = make([]RankSpan, el.g.Ranks)
-	el.opIdx = map[string]OpID{}
-	el.queueIdx = map[string]QueueID{}
+	el.g.Rank = make([]ir.RankSpan, el.g.Ranks)
+	el.opIdx = map[string]ir.OpID{}
+	el.queueIdx = map[string]ir.QueueID{}
 	el.opNames = map[string]bool{}
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
 		el.elaborateRank(r)
 		if r == 0 && el.g.Ranks > 1 { // SPMD: other ranks are about as large, so grow once
 			want := len(el.g.Ops) * el.g.Ranks * 9 / 8
-			el.g.Ops = append(make([]Op, 0, min(want, el.maxOps)), el.g.Ops...)
+			el.g.Ops = append(make([]ir.Op, 0, min(want, el.maxOps)), el.g.Ops...)
 		}
 	}
 	if el.result() != nil {
@@ -198,7 +200,7 @@ func (el *elaborator) header() {
 				v = ov
 			}
 			el.globals.bind(name, v)
-			g.Params = append(g.Params, Param{Name: name, Value: v, Pos: st.Name.Pos()})
+			g.Params = append(g.Params, ir.Param{Name: name, Value: v, Pos: st.Name.Pos()})
 		case *dsl.LetStmt:
 			// A top-level let that does not depend on the rank is a global constant: buffer
 			// counts may use it. The others are evaluated per rank.
@@ -249,7 +251,8 @@ func (el *elaborator) header() {
 		}
 		g.Ranks = int(v)
 	}
-	el.bufIdx = map[string]BufID{}
+	el.bufIdx = map[string]ir.BufID{}
+	el.perElem = map[ir.BufID]bool{}
 	for _, st := range el.file.Stmts {
 		if st, ok := st.(*dsl.BufferStmt); ok {
 			el.buffer(st, perRank)
@@ -263,8 +266,8 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 		el.report(phaseNames, -1, diag.Errorf(diag.Name, st.Name.Pos(), "buffer %s declared twice", name).Relate(el.g.Buffers[id].Pos, firstDeclaration(name, el.g.Buffers[id].Pos, st.Name.Pos())), "buffer declared twice")
 		return
 	}
-	b := Buffer{Name: name, Pos: st.Name.Pos()}
-	t, ok := ParseElemType(st.Type.Name)
+	b := ir.Buffer{Name: name, Pos: st.Name.Pos()}
+	t, ok := ir.ParseElemType(st.Type.Name)
 	if !ok {
 		el.globalErrorf(phaseNames, diag.Name, st.Type.Pos(), "unknown element type %s (one of u8 i32 u32 i64 u64 f32 f64)", st.Type.Name)
 		return
@@ -287,11 +290,11 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 	for _, a := range st.Access {
 		switch a.Name {
 		case "remote_read":
-			b.Access |= RemoteRead
+			b.Access |= ir.RemoteRead
 		case "remote_write":
-			b.Access |= RemoteWrite
+			b.Access |= ir.RemoteWrite
 		case "remote_atomic":
-			b.Access |= RemoteAtomic
+			b.Access |= ir.RemoteAtomic
 		default:
 			el.globalErrorf(phaseNames, diag.Name, a.Pos(), "unknown access flag %s (remote_read, remote_write or remote_atomic)", a.Name)
 		}
@@ -302,9 +305,9 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 			return
 		}
 		b.Init = el.initFunc(st.Init, t)
-		b.perElem = uses(st.Init, "i")
+		el.perElem[ir.BufID(len(el.g.Buffers))] = uses(st.Init, "i")
 	}
-	el.bufIdx[name] = BufID(len(el.g.Buffers))
+	el.bufIdx[name] = ir.BufID(len(el.g.Buffers))
 	el.g.Buffers = append(el.g.Buffers, b)
 }
 
@@ -319,11 +322,11 @@ func (el *elaborator) elaborateRank(r int) {
 	el.broken.queues.reset()
 	el.pending = el.pending[:0]
 	el.opQueue = el.opQueue[:0]
-	g.Rank[r] = RankSpan{FirstOp: OpID(len(g.Ops)), FirstQueue: QueueID(len(g.Queues))}
+	g.Rank[r] = ir.RankSpan{FirstOp: ir.OpID(len(g.Ops)), FirstQueue: ir.QueueID(len(g.Queues))}
 	top := &scope{parent: el.globals}
 	top.bind("rank", int64(r))
 	el.block(el.file.Stmts, top, true)
-	g.Rank[r].EndOp, g.Rank[r].EndQueue = OpID(len(g.Ops)), QueueID(len(g.Queues))
+	g.Rank[r].EndOp, g.Rank[r].EndQueue = ir.OpID(len(g.Ops)), ir.QueueID(len(g.Queues))
 	el.resolveRank()
 }
 
@@ -510,8 +513,8 @@ func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
 		}
 		peerPos = st.Peer.Pos()
 	}
-	el.queueIdx[name] = QueueID(len(g.Queues))
-	g.Queues = append(g.Queues, Queue{Name: name, Rank: el.rank, PeerRank: int(peer), Peer: None, Depth: int(depth), Pos: st.Name.Pos()})
+	el.queueIdx[name] = ir.QueueID(len(g.Queues))
+	g.Queues = append(g.Queues, ir.Queue{Name: name, Rank: el.rank, PeerRank: int(peer), Peer: ir.None, Depth: int(depth), Pos: st.Name.Pos()})
 	el.peerRefs = append(el.peerRefs, queueRef{name: peerName, pos: peerPos})
 }
 
@@ -531,23 +534,23 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 		el.tooManyOps(st.Pos(), "")
 		return
 	}
-	op := Op{Name: name, Rank: el.rank, Queue: None, Src: NoSlice, Dst: NoSlice, Fetch: NoSlice, Match: None, Index: -1, Pos: st.Name.Pos()}
+	op := ir.Op{Name: name, Rank: el.rank, Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Fetch: ir.NoSlice, Match: ir.None, Index: -1, Pos: st.Name.Pos()}
 	var qref queueRef
 	ok = el.operation(st.Op, s, &op, &qref)
 	if !ok {
 		el.broken.ops.add(name, "") // reported: references to it are not
 		return
 	}
-	id := OpID(len(g.Ops))
+	id := ir.OpID(len(g.Ops))
 	el.opIdx[name] = id
 	el.opNames[st.Name.Ident.Name] = true
 	g.Ops = append(g.Ops, op)
 	el.opQueue = append(el.opQueue, qref)
-	el.refs(st.After, s, []OpID{id})
+	el.refs(st.After, s, []ir.OpID{id})
 }
 
 // refs records `after` references: every op in waiters waits for every op named by after.
-func (el *elaborator) refs(after []*dsl.Name, s *scope, waiters []OpID) {
+func (el *elaborator) refs(after []*dsl.Name, s *scope, waiters []ir.OpID) {
 	for _, a := range after {
 		name, ok := el.name(a, s)
 		if !ok {
@@ -568,7 +571,7 @@ func (el *elaborator) dep(st *dsl.DepStmt, s *scope) {
 		waiter := opName{name, o.Ident.Name, o.Pos()}
 		for _, a := range st.After {
 			if an, ok := el.name(a, s); ok {
-				el.pending = append(el.pending, pendingRef{from: opName{an, a.Ident.Name, a.Pos()}, to: None, toBy: waiter})
+				el.pending = append(el.pending, pendingRef{from: opName{an, a.Ident.Name, a.Pos()}, to: ir.None, toBy: waiter})
 			}
 		}
 	}

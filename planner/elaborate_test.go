@@ -13,9 +13,10 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
 )
 
-func elaborateSrc(t testing.TB, src string, params map[string]int64) (*Graph, error) {
+func elaborateSrc(t testing.TB, src string, params map[string]int64) (*ir.Graph, error) {
 	t.Helper()
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)
@@ -44,11 +45,11 @@ func TestElaborateRingAllreduce(t *testing.T) {
 			for id := first; id < end; id++ {
 				op := &g.Ops[id]
 				assert.Equal(t, r, op.Rank)
-				if op.Kind == OpSend || op.Kind == OpRecv || (op.Kind == OpWrite && op.Notify) {
-					require.NotEqual(t, OpID(None), op.Match, "%s unmatched", g.OpString(id))
+				if op.Kind == ir.OpSend || op.Kind == ir.OpRecv || (op.Kind == ir.OpWrite && op.Notify) {
+					require.NotEqual(t, ir.OpID(ir.None), op.Match, "%s unmatched", g.OpString(id))
 					m := &g.Ops[op.Match]
 					assert.Equal(t, id, m.Match, "matching is symmetric")
-					if op.Kind == OpRecv {
+					if op.Kind == ir.OpRecv {
 						assert.Equal(t, (r+ranks-1)%ranks, m.Rank, "recv on left gets from the left neighbour")
 					} else {
 						assert.Equal(t, (r+1)%ranks, m.Rank)
@@ -58,8 +59,8 @@ func TestElaborateRingAllreduce(t *testing.T) {
 		}
 		for i := range g.Queues {
 			q := &g.Queues[i]
-			require.NotEqual(t, QueueID(None), q.Peer)
-			assert.Equal(t, QueueID(i), g.Queues[q.Peer].Peer, "pairing is mutual")
+			require.NotEqual(t, ir.QueueID(ir.None), q.Peer)
+			assert.Equal(t, ir.QueueID(i), g.Queues[q.Peer].Peer, "pairing is mutual")
 		}
 	}
 }
@@ -80,7 +81,7 @@ s[4], k after s[0], s[2]
 `, nil)
 	require.NoError(t, err)
 	require.Equal(t, 2, g.Ranks)
-	byName := map[string]*Op{}
+	byName := map[string]*ir.Op{}
 	first, end := g.RankOps(0)
 	for id := first; id < end; id++ {
 		byName[g.Ops[id].Name] = &g.Ops[id]
@@ -88,11 +89,11 @@ s[4], k after s[0], s[2]
 	require.Contains(t, byName, "s[4]")
 	assert.NotContains(t, byName, "s[1]")
 	w := byName["w"]
-	assert.Equal(t, OpWrite, w.Kind)
-	assert.Equal(t, Slice{Buf: 0, Off: 0, Len: 2, Pos: w.Src.Pos}, w.Src)
+	assert.Equal(t, ir.OpWrite, w.Kind)
+	assert.Equal(t, ir.Slice{Buf: 0, Off: 0, Len: 2, Pos: w.Src.Pos}, w.Src)
 	assert.Equal(t, int64(2), w.Dst.Off)
 	k := byName["k"]
-	assert.Equal(t, OpAtomicAdd, k.Kind)
+	assert.Equal(t, ir.OpAtomicAdd, k.Kind)
 	assert.Equal(t, int64(5), k.A)
 	assert.Equal(t, int64(3), k.Fetch.Off)
 	assert.Equal(t, 8, g.Queues[w.Queue].Depth)

@@ -3,6 +3,7 @@ package planner_test
 import (
 	"fmt"
 
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -23,7 +24,7 @@ op got = recv q a after tx
 		fmt.Println(err)
 		return
 	}
-	target, _ := planner.LookupTarget("connectx")
+	target, _ := ir.LookupTarget("connectx")
 	plan, err := planner.Compile(g, target)
 	if err != nil {
 		fmt.Println(err)

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -23,7 +24,7 @@ func ExampleLoad() {
 	}
 	fmt.Printf("plan %s: %d ranks, %d ops, %d buffers\n", g.Name, g.Ranks, len(g.Ops), len(g.Buffers))
 
-	target, err := planner.LookupTarget("connectx")
+	target, err := ir.LookupTarget("connectx")
 	if err != nil {
 		fmt.Println(err)
 		return

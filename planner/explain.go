@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 )
 
 // FixPlan is a set of `after` edges that, added together, make a plan race-free: the same edge
@@ -30,9 +31,9 @@ func (e FixEdge) String() string {
 // SuggestFixes finds a small set of `after` edges that makes g race-free: it takes the fix
 // ExplainRaces proposes for each race, adds them all, and repeats on the amended graph (a fix
 // may expose a race that the removed one hid) for at most a few rounds. g is not modified.
-func SuggestFixes(g *Graph) FixPlan {
+func SuggestFixes(g *ir.Graph) FixPlan {
 	work := *g
-	work.Edges = append([]Edge(nil), g.Edges...)
+	work.Edges = append([]ir.Edge(nil), g.Edges...)
 	work.Index()
 	type key struct {
 		op, after string
@@ -67,7 +68,7 @@ func SuggestFixes(g *Graph) FixPlan {
 			if !added[f] {
 				added[f] = true
 				fe.Ranks = append(fe.Ranks, f.Rank)
-				work.Edges = append(work.Edges, Edge{From: f.After, To: f.Op, Pos: work.Ops[f.Op].Pos})
+				work.Edges = append(work.Edges, ir.Edge{From: f.After, To: f.Op, Pos: work.Ops[f.Op].Pos})
 			}
 		}
 		if len(added) == 0 {
@@ -90,7 +91,7 @@ func SuggestFixes(g *Graph) FixPlan {
 // prune drops suggested edges that the others already imply (rx[1] after rx[0] is redundant
 // next to rx[1] after red[0] when red[0] is after rx[0]): each is removed in turn, last first,
 // and kept out if the plan stays race-free without it.
-func prune(g *Graph, edges []FixEdge) []FixEdge {
+func prune(g *ir.Graph, edges []FixEdge) []FixEdge {
 	if len(edges) > 16 { // each trial re-verifies the plan: keep explaining cheap
 		return edges
 	}
@@ -114,17 +115,17 @@ func prune(g *Graph, edges []FixEdge) []FixEdge {
 }
 
 // withEdges returns a copy of g with the kept suggested edges added on their ranks.
-func withEdges(g *Graph, edges []FixEdge, keep []bool) *Graph {
+func withEdges(g *ir.Graph, edges []FixEdge, keep []bool) *ir.Graph {
 	out := *g
-	out.Edges = append([]Edge(nil), g.Edges...)
+	out.Edges = append([]ir.Edge(nil), g.Edges...)
 	for i, e := range edges {
 		if !keep[i] {
 			continue
 		}
 		for _, r := range e.Ranks {
-			op, after := g.opNamed(r, e.Op), g.opNamed(r, e.After)
-			if op != None && after != None {
-				out.Edges = append(out.Edges, Edge{From: after, To: op, Pos: g.Ops[op].Pos})
+			op, after := opNamed(g, r, e.Op), opNamed(g, r, e.After)
+			if op != ir.None && after != ir.None {
+				out.Edges = append(out.Edges, ir.Edge{From: after, To: op, Pos: g.Ops[op].Pos})
 			}
 		}
 	}
@@ -133,14 +134,14 @@ func withEdges(g *Graph, edges []FixEdge, keep []bool) *Graph {
 }
 
 // opNamed finds rank r's op called name, or None.
-func (g *Graph) opNamed(r int, name string) OpID {
+func opNamed(g *ir.Graph, r int, name string) ir.OpID {
 	first, end := g.RankOps(r)
 	for id := first; id < end; id++ {
 		if g.Ops[id].Name == name {
 			return id
 		}
 	}
-	return None
+	return ir.None
 }
 
 // String lists the edges, one per line.

@@ -1,11 +1,13 @@
 package planner
 
+import "github.com/coredag/coredag/ir"
+
 // Hooks for the tests of package planner_test, which build random Graphs with internal/randgraph
 // (it imports planner, so those tests cannot live in this package).
 
 // HBEvents is the number of happens-before events of g (start, landing and end of every op, see
 // hb.go), or 0 when its happens-before graph has a cycle.
-func HBEvents(g *Graph) int {
+func HBEvents(g *ir.Graph) int {
 	h := newHB(g, true)
 	if !h.acyclic {
 		return 0
@@ -16,7 +18,7 @@ func HBEvents(g *Graph) int {
 // HBReach answers, for each pair of events, whether the first happens before or at the second:
 // fast with the oracle the race check uses for long paths, plain with a search from each first
 // event.
-func HBReach(g *Graph, pairs [][2]int32) (fast, plain []bool) {
+func HBReach(g *ir.Graph, pairs [][2]int32) (fast, plain []bool) {
 	h := newHB(g, true)
 	qs := make([]hbQuery, len(pairs))
 	for i, p := range pairs {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 )
 
 // checkFIFO finds deadlocks that come from queue order and send/recv matching rather than from
@@ -13,7 +14,7 @@ import (
 // within a rank (through queue order) or across ranks (a send lands only after its peer posted the
 // matching recv; a recv completes only when the send lands). It returns the happens-before graph
 // so later checks can reuse it.
-func checkFIFO(g *Graph) (diag.List, *hbGraph) {
+func checkFIFO(g *ir.Graph) (diag.List, *hbGraph) {
 	if errs := checkQueueOrder(g); len(errs) > 0 {
 		return errs, nil
 	}
@@ -29,11 +30,11 @@ func checkFIFO(g *Graph) (diag.List, *hbGraph) {
 }
 
 // checkQueueOrder reports `a after b` where a and b share a queue side and b comes later.
-func checkQueueOrder(g *Graph) diag.List {
+func checkQueueOrder(g *ir.Graph) diag.List {
 	var groups diag.Group
 	for _, e := range g.Edges {
 		from, to := &g.Ops[e.From], &g.Ops[e.To]
-		if from.Queue == None || from.Queue != to.Queue || from.Kind.IsRecvSide() != to.Kind.IsRecvSide() || from.Index <= to.Index {
+		if from.Queue == ir.None || from.Queue != to.Queue || from.Kind.IsRecvSide() != to.Kind.IsRecvSide() || from.Index <= to.Index {
 			continue
 		}
 		q := &g.Queues[from.Queue]
@@ -55,7 +56,7 @@ func checkQueueOrder(g *Graph) diag.List {
 
 // deadlockLoops reports one shortest loop per strongly connected component of the cyclic
 // happens-before graph h.
-func deadlockLoops(g *Graph, h *hbGraph) diag.List {
+func deadlockLoops(g *ir.Graph, h *hbGraph) diag.List {
 	comp, cyclic := sccs(h.n, h.succs)
 	roots := cycleRoots(comp, cyclic)
 	pos := edgePositions(g)
@@ -98,7 +99,7 @@ type loop struct {
 
 // describeLoop turns a cycle of events into steps. Edges inside one op (start, landing, end) say
 // nothing new and are left out.
-func describeLoop(g *Graph, cyc []int32, pos map[uint64]diag.Pos) loop {
+func describeLoop(g *ir.Graph, cyc []int32, pos map[uint64]diag.Pos) loop {
 	var l loop
 	type edgeStep struct {
 		step
@@ -110,7 +111,7 @@ func describeLoop(g *Graph, cyc []int32, pos map[uint64]diag.Pos) loop {
 	for i := 0; i < k; i++ {
 		u, v := event(cyc[i]), event(cyc[(i+1)%k])
 		a, b := u.op(), v.op()
-		for _, o := range []OpID{a, b} {
+		for _, o := range []ir.OpID{a, b} {
 			if r := g.Ops[o].Rank; !rankSeen[r] {
 				rankSeen[r] = true
 				l.ranks = append(l.ranks, r)

@@ -1,6 +1,10 @@
 package planner
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/coredag/coredag/ir"
+)
 
 // The happens-before relation of DSL.md ("Dependencies") as a DAG over events. Every op has three
 // events, numbered 3*op (start), 3*op+1 (landing) and 3*op+2 (end). Host ops and recvs do not
@@ -26,19 +30,19 @@ const (
 	evEnd   = 2
 )
 
-func startOf(op OpID) event { return event(op) * 3 }
-func landOf(op OpID) event  { return event(op)*3 + evLand }
-func endOf(op OpID) event   { return event(op)*3 + evEnd }
+func startOf(op ir.OpID) event { return event(op) * 3 }
+func landOf(op ir.OpID) event  { return event(op)*3 + evLand }
+func endOf(op ir.OpID) event   { return event(op)*3 + evEnd }
 
 // op is the op the event belongs to.
-func (e event) op() OpID { return OpID(e / 3) }
+func (e event) op() ir.OpID { return ir.OpID(e / 3) }
 
 // phase is evStart, evLand or evEnd.
 func (e event) phase() int { return int(e % 3) }
 
 // hbGraph is the event DAG with a topological order and a reachability oracle.
 type hbGraph struct {
-	g         *Graph
+	g         *ir.Graph
 	n         int
 	succStart []int32
 	succ      []int32
@@ -57,7 +61,7 @@ type hbGraph struct {
 
 // newHB builds the event graph of g and sorts it topologically. Without matching, it leaves out
 // the edges between ranks (for finding deadlocks within one rank).
-func newHB(g *Graph, matching bool) *hbGraph {
+func newHB(g *ir.Graph, matching bool) *hbGraph {
 	n := 3 * len(g.Ops)
 	h := &hbGraph{g: g, n: n}
 	var from, to []int32
@@ -70,11 +74,11 @@ func newHB(g *Graph, matching bool) *hbGraph {
 	from = make([]int32, 0, est)
 	to = make([]int32, 0, est)
 	for i := range g.Ops {
-		id := OpID(i)
+		id := ir.OpID(i)
 		add(startOf(id), landOf(id))
 		add(landOf(id), endOf(id))
 		op := &g.Ops[i]
-		if matching && (op.Kind == OpSend || op.Kind == OpWrite && op.Notify) && op.Match != None {
+		if matching && (op.Kind == ir.OpSend || op.Kind == ir.OpWrite && op.Notify) && op.Match != ir.None {
 			r := op.Match
 			add(startOf(r), landOf(id))
 			add(landOf(id), endOf(r))
@@ -85,7 +89,7 @@ func newHB(g *Graph, matching bool) *hbGraph {
 	}
 	for qi := range g.Queues {
 		q := &g.Queues[qi]
-		for _, side := range [2][]OpID{q.SendOps, q.RecvOps} {
+		for _, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
 			for k := 1; k < len(side); k++ {
 				add(startOf(side[k-1]), startOf(side[k]))
 				add(endOf(side[k-1]), endOf(side[k]))

@@ -8,12 +8,13 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
 )
 
 // initFunc builds the function that fills a buffer from its init expression on a rank; `i` is
 // the element index. An expression that does not use `i` is evaluated once per rank. A failure
 // is an *InitError.
-func (el *elaborator) initFunc(e dsl.Expr, t ElemType) InitFunc {
+func (el *elaborator) initFunc(e dsl.Expr, t ir.ElemType) ir.InitFunc {
 	globals := el.globals
 	float := hasFloat(e)
 	perElem := uses(e, "i")
@@ -36,7 +37,7 @@ func (el *elaborator) initFunc(e dsl.Expr, t ElemType) InitFunc {
 				if !perElem {
 					elem = -1
 				}
-				return &InitError{Pos: err.pos, Msg: err.msg, Elem: elem, Rank: rank, kind: err.kind}
+				return &ir.InitError{Pos: err.pos, Msg: err.msg, Elem: elem, Rank: rank, Format: err.kind}
 			}
 			putElem(dst[i*size:], t, bitsv)
 		}
@@ -45,36 +46,13 @@ func (el *elaborator) initFunc(e dsl.Expr, t ElemType) InitFunc {
 }
 
 // initValue evaluates an init expression in s, giving the element's bit pattern.
-func initValue(e dsl.Expr, s *scope, t ElemType, float bool) (uint64, *evalError) {
+func initValue(e dsl.Expr, s *scope, t ir.ElemType, float bool) (uint64, *evalError) {
 	if float {
 		v, err := evalFloat(e, s)
 		return floatBits(v, t), err
 	}
 	v, err := evalInt(e, s)
 	return intBits(v, t), err
-}
-
-// InitError is the failure of a buffer's init expression at one element on one rank.
-type InitError struct {
-	Pos  diag.Pos // the sub-expression that failed
-	Msg  string   // what failed, e.g. "division by zero in 1 / 0"
-	Elem int64    // the element, or -1 when the init does not depend on i
-	Rank int
-	kind string // the format of Msg
-}
-
-func (e *InitError) Error() string { return e.Pos.String() + ": " + e.Msg + " (" + e.where() + ")" }
-
-func (e *InitError) where() string {
-	if e.Elem < 0 {
-		return fmt.Sprintf("on rank %d", e.Rank)
-	}
-	return fmt.Sprintf("at element %d on rank %d", e.Elem, e.Rank)
-}
-
-// Diagnostic words the failure for the user, naming the buffer: a positioned diagnostic.
-func (e *InitError) Diagnostic(buffer string) *diag.Diagnostic {
-	return &diag.Diagnostic{Code: diag.Expr, Pos: e.Pos, Msg: fmt.Sprintf("%s in the init of buffer %s %s", e.Msg, buffer, e.where())}
 }
 
 // checkInits proves that every buffer's init evaluates without error on every element of every
@@ -96,9 +74,9 @@ func (el *elaborator) checkInits() {
 			continue
 		}
 		b := &el.g.Buffers[id]
-		c := &initChecker{el: el, b: b, e: bs.Init, float: hasFloat(bs.Init), perElem: b.perElem, budget: &budget, failed: map[int64]bool{}}
+		c := &initChecker{el: el, b: b, e: bs.Init, float: hasFloat(bs.Init), perElem: el.perElem[id], budget: &budget, failed: map[int64]bool{}}
 		n := int64(0)
-		if b.perElem {
+		if el.perElem[id] {
 			n = b.Count - 1
 		}
 		c.visit(initBox{0, int64(el.g.Ranks) - 1, 0, n})
@@ -109,13 +87,13 @@ func (el *elaborator) checkInits() {
 // initChecker proves one buffer's init.
 type initChecker struct {
 	el      *elaborator
-	b       *Buffer
+	b       *ir.Buffer
 	e       dsl.Expr
 	float   bool
 	perElem bool
 	budget  *int64
-	failed  map[int64]bool   // ranks on which an element failed (reported)
-	onFail  func(*InitError) // tests: instead of a diagnostic
+	failed  map[int64]bool      // ranks on which an element failed (reported)
+	onFail  func(*ir.InitError) // tests: instead of a diagnostic
 
 	// what the budget left unchecked
 	skipped      int64   // points (element and rank)
@@ -172,13 +150,13 @@ func (c *initChecker) visit(box initBox) {
 				elem = -1
 			}
 			c.failed[box.r0] = true
-			c.report(&InitError{Pos: err.pos, Msg: err.msg, Elem: elem, Rank: int(box.r0), kind: err.kind})
+			c.report(&ir.InitError{Pos: err.pos, Msg: err.msg, Elem: elem, Rank: int(box.r0), Format: err.kind})
 			return
 		}
 	}
 }
 
-func (c *initChecker) report(ie *InitError) {
+func (c *initChecker) report(ie *ir.InitError) {
 	if c.onFail != nil {
 		c.onFail(ie)
 		return
@@ -186,7 +164,7 @@ func (c *initChecker) report(ie *InitError) {
 	d := ie.Diagnostic(c.b.Name)
 	// Worded without the rank: the ranks that fail alike are listed once.
 	d.Msg = strings.TrimSuffix(d.Msg, fmt.Sprintf(" on rank %d", ie.Rank))
-	c.el.report(phaseNames, ie.Rank, d, "init: "+ie.kind)
+	c.el.report(phaseNames, ie.Rank, d, "init: "+ie.Format)
 }
 
 // skip records a box the budget left unchecked.
@@ -226,25 +204,25 @@ func (c *initChecker) note() {
 		c.b.Name, what, maxInitChecks)})
 }
 
-func floatBits(v float64, t ElemType) uint64 {
-	if t == F32 {
+func floatBits(v float64, t ir.ElemType) uint64 {
+	if t == ir.F32 {
 		return uint64(math.Float32bits(float32(v)))
 	}
 	return math.Float64bits(v)
 }
 
 // intBits converts an integer to the element type's bit pattern: integers wrap modulo 2^bits.
-func intBits(v int64, t ElemType) uint64 {
+func intBits(v int64, t ir.ElemType) uint64 {
 	switch t {
-	case F32:
+	case ir.F32:
 		return uint64(math.Float32bits(float32(v)))
-	case F64:
+	case ir.F64:
 		return math.Float64bits(float64(v))
 	}
 	return uint64(v)
 }
 
-func putElem(dst []byte, t ElemType, v uint64) {
+func putElem(dst []byte, t ir.ElemType, v uint64) {
 	switch t.Size() {
 	case 1:
 		dst[0] = byte(v)

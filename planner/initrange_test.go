@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
 )
 
 // randInitExpr writes a random init expression over i, rank and n, with operators that can fail
@@ -45,7 +46,7 @@ func initPlan(t *testing.T, typ, count, expr string) (*elaborator, *dsl.BufferSt
 	src := fmt.Sprintf("plan p\nparam ranks = 3\nparam n = 7\nbuffer a %s[%s] init %s\n", typ, count, expr)
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err, src)
-	el := &elaborator{file: f, g: &Graph{File: f.Name}}
+	el := &elaborator{file: f, g: &ir.Graph{File: f.Name}}
 	el.header()
 	if el.result() != nil {
 		return nil, nil, false // e.g. a float init for an integer buffer
@@ -129,24 +130,24 @@ func TestCheckInitsFindsTheFirstFailure(t *testing.T) {
 		s.bind("rank", 0)
 		s.bind("i", 0)
 		for r := 0; r < 3; r++ {
-			for i := 0; i < 200 && (i == 0 || b.perElem); i++ {
+			for i := 0; i < 200 && (i == 0 || el.perElem[0]); i++ {
 				s.values[0], s.values[1] = int64(r), int64(i)
 				if _, err := initValue(st.Init, s, b.Type, float); err != nil {
-					want[r] = fmt.Sprintf("%s: %s at %d", err.pos, err.msg, map[bool]int{true: i, false: -1}[b.perElem])
+					want[r] = fmt.Sprintf("%s: %s at %d", err.pos, err.msg, map[bool]int{true: i, false: -1}[el.perElem[0]])
 					break
 				}
 			}
 		}
 		got := map[int]string{}
 		budget := int64(MaxInitChecks)
-		c := &initChecker{el: el, b: b, e: st.Init, float: float, perElem: b.perElem, budget: &budget, failed: map[int64]bool{},
-			onFail: func(ie *InitError) {
+		c := &initChecker{el: el, b: b, e: st.Init, float: float, perElem: el.perElem[0], budget: &budget, failed: map[int64]bool{},
+			onFail: func(ie *ir.InitError) {
 				_, dup := got[ie.Rank]
 				assert.False(t, dup, "%s: two failures reported on rank %d", expr, ie.Rank)
 				got[ie.Rank] = fmt.Sprintf("%s: %s at %d", ie.Pos, ie.Msg, ie.Elem)
 			}}
 		n := int64(0)
-		if b.perElem {
+		if el.perElem[0] {
 			n = 199
 		}
 		c.visit(initBox{0, 2, 0, n})

@@ -5,6 +5,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
 )
 
 // BytesPerOp is about what one op of a plan costs in memory from elaboration to a run: the op,
@@ -21,7 +22,7 @@ type Limits struct {
 }
 
 // LoadLimited is Load within lim.
-func LoadLimited(filename string, src []byte, params map[string]int64, lim Limits) (*Graph, error) {
+func LoadLimited(filename string, src []byte, params map[string]int64, lim Limits) (*ir.Graph, error) {
 	f, err := dsl.Parse(filename, src)
 	if err != nil {
 		return nil, err
@@ -37,8 +38,8 @@ func LoadLimited(filename string, src []byte, params map[string]int64, lim Limit
 }
 
 // ElaborateLimited is Elaborate within lim.
-func ElaborateLimited(f *dsl.File, params map[string]int64, lim Limits) (*Graph, error) {
-	el := &elaborator{file: f, g: &Graph{File: f.Name}, overrides: params, maxOps: maxOps, countWork: maxCountWork}
+func ElaborateLimited(f *dsl.File, params map[string]int64, lim Limits) (*ir.Graph, error) {
+	el := &elaborator{file: f, g: &ir.Graph{File: f.Name}, overrides: params, maxOps: maxOps, countWork: maxCountWork}
 	if lim.MaxOps > 0 && lim.MaxOps < maxOps {
 		el.maxOps, el.whyMaxOps = lim.MaxOps, lim.Why
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/coredag/coredag/ir"
 )
 
 // ListOptions selects what a listing shows.
@@ -16,7 +18,7 @@ type ListOptions struct {
 // WriteListing writes the text listing of a Plan: per rank and work queue, each WQE's index,
 // opcode, operands, flags, and the op and file:line it came from; WAITs say in words what they
 // wait for. A summary ends it.
-func WriteListing(w io.Writer, p *Plan, opt ListOptions) error {
+func WriteListing(w io.Writer, p *ir.Plan, opt ListOptions) error {
 	g := p.Graph
 	b := &strings.Builder{}
 	t := p.Target
@@ -67,14 +69,14 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func shortPos(e *WQE) string {
+func shortPos(e *ir.WQE) string {
 	if !e.Pos.IsValid() {
 		return "-"
 	}
 	return fmt.Sprintf("%s:%d", e.Pos.Filename(), e.Pos.Line)
 }
 
-func summary(s Stats) string {
+func summary(s ir.Stats) string {
 	return fmt.Sprintf("%s (%d data), %s, WAITs %d naive -> %d, ENABLEs %d naive -> %d, %s, %s, %d signalled, critical path %s",
 		Plural(s.WQEs, "WQE"), s.DataWQEs, Plural(s.HostSteps, "HOST step"), s.NaiveWaits, s.Waits, s.NaiveEnables, s.Enables,
 		Plural(s.HostWaits, "host wait"), Plural(s.Fences, "fence"), s.Signalled, Plural(s.CriticalPath, "op"))
@@ -82,8 +84,8 @@ func summary(s Stats) string {
 
 // rankStats counts one rank's entries (naive counts and the critical path are plan-wide and
 // stay zero).
-func rankStats(p *Plan, r int) Stats {
-	var s Stats
+func rankStats(p *ir.Plan, r int) ir.Stats {
+	var s ir.Stats
 	for _, q := range p.Ranks[r].Queues {
 		for k := range q.Chain {
 			e := &q.Chain[k]
@@ -96,15 +98,15 @@ func rankStats(p *Plan, r int) Stats {
 			switch {
 			case e.Opcode.IsData():
 				s.DataWQEs++
-			case e.Opcode == OpcHost:
+			case e.Opcode == ir.OpcHost:
 				s.HostSteps++
 				s.HostWaits += len(e.Waits)
-			case e.Opcode == OpcWait:
+			case e.Opcode == ir.OpcWait:
 				s.Waits++
-			case e.Opcode == OpcSendEnable || e.Opcode == OpcRecvEnable:
+			case e.Opcode == ir.OpcSendEnable || e.Opcode == ir.OpcRecvEnable:
 				s.Enables++
 			}
-			if e.Flags&Fence != 0 {
+			if e.Flags&ir.Fence != 0 {
 				s.Fences++
 			}
 		}
@@ -112,7 +114,7 @@ func rankStats(p *Plan, r int) Stats {
 	return s
 }
 
-func condString(p *Plan, rp *RankPlan, c Cond) string {
+func condString(p *ir.Plan, rp *ir.RankPlan, c ir.Cond) string {
 	name := "?"
 	if c.CQ >= 0 && c.CQ < len(rp.CQs) {
 		name = rp.CQs[c.CQ].Name
@@ -125,53 +127,53 @@ func condString(p *Plan, rp *RankPlan, c Cond) string {
 }
 
 // operands describes a WQE's operands in words.
-func operands(p *Plan, rp *RankPlan, e *WQE) string {
+func operands(p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) string {
 	g := p.Graph
 	sl := g.SliceString
 	switch e.Opcode {
-	case OpcSend:
+	case ir.OpcSend:
 		if !e.Local.Valid() {
 			return fmt.Sprintf("empty message to rank %d", e.Peer)
 		}
 		return fmt.Sprintf("%s (%d B) to rank %d", sl(e.Local), g.Bytes(e.Local), e.Peer)
-	case OpcRecv:
+	case ir.OpcRecv:
 		if !e.Local.Valid() {
 			return fmt.Sprintf("no buffer, from rank %d", e.Peer)
 		}
 		return fmt.Sprintf("into %s (%d B) from rank %d", sl(e.Local), g.Bytes(e.Local), e.Peer)
-	case OpcWrite, OpcWriteImm:
+	case ir.OpcWrite, ir.OpcWriteImm:
 		return fmt.Sprintf("%s to rank %d %s (%d B)", sl(e.Local), e.Peer, sl(e.Remote), g.Bytes(e.Local))
-	case OpcRead:
+	case ir.OpcRead:
 		return fmt.Sprintf("rank %d %s into %s (%d B)", e.Peer, sl(e.Remote), sl(e.Local), g.Bytes(e.Local))
-	case OpcAtomicFAdd:
+	case ir.OpcAtomicFAdd:
 		s := fmt.Sprintf("rank %d %s += %d", e.Peer, sl(e.Remote), e.A)
 		if e.Local.Valid() {
 			s += ", old into " + sl(e.Local)
 		}
 		return s
-	case OpcAtomicCAS:
+	case ir.OpcAtomicCAS:
 		s := fmt.Sprintf("rank %d %s: if %d then %d", e.Peer, sl(e.Remote), e.A, e.B)
 		if e.Local.Valid() {
 			s += ", old into " + sl(e.Local)
 		}
 		return s
-	case OpcNop:
+	case ir.OpcNop:
 		return fmt.Sprintf("signal %s done", e.Name)
-	case OpcWait:
+	case ir.OpcWait:
 		return "wait " + condString(p, rp, e.Wait)
-	case OpcSendEnable, OpcRecvEnable:
+	case ir.OpcSendEnable, ir.OpcRecvEnable:
 		name := "?"
 		if e.Queue >= 0 && e.Queue < len(rp.Queues) {
 			name = rp.Queues[e.Queue].Name
 		}
 		return fmt.Sprintf("enable %s up to %d", name, e.UpTo)
-	case OpcHost:
+	case ir.OpcHost:
 		op := &g.Ops[e.Op]
 		var s string
 		switch op.Kind {
-		case OpReduce:
+		case ir.OpReduce:
 			s = fmt.Sprintf("reduce %s %s from %s", op.Red, sl(op.Dst), sl(op.Src))
-		case OpCopy:
+		case ir.OpCopy:
 			s = fmt.Sprintf("copy %s to %s", sl(op.Src), sl(op.Dst))
 		default:
 			s = op.Kind.String()
@@ -295,7 +297,7 @@ type jsonStats struct {
 
 // WriteJSON writes the Plan as JSON (docs/compile-json.md). Every WQE object has an "opcode"
 // field holding one of the Opcode names.
-func WriteJSON(w io.Writer, p *Plan, opt ListOptions) error {
+func WriteJSON(w io.Writer, p *ir.Plan, opt ListOptions) error {
 	g := p.Graph
 	t := p.Target
 	out := jsonPlan{Version: 1, Plan: g.Name, File: g.File, Params: []jsonParam{}, Ranks: []jsonRank{},
@@ -305,7 +307,7 @@ func WriteJSON(w io.Writer, p *Plan, opt ListOptions) error {
 	for _, prm := range g.Params {
 		out.Params = append(out.Params, jsonParam{prm.Name, prm.Value})
 	}
-	slice := func(s Slice) *jsonSlice {
+	slice := func(s ir.Slice) *jsonSlice {
 		if !s.Valid() {
 			return nil
 		}
@@ -323,14 +325,14 @@ func WriteJSON(w io.Writer, p *Plan, opt ListOptions) error {
 			}
 			return rp.CQs[i].Name
 		}
-		cond := func(c Cond) jsonCond {
+		cond := func(c ir.Cond) jsonCond {
 			return jsonCond{CQ: cqName(c.CQ), Count: c.Count, Op: g.Ops[c.Op].Name}
 		}
 		for wi := range rp.Queues {
 			q := &rp.Queues[wi]
 			jq := jsonQueue{Name: q.Name, Kind: q.Kind.String(), CQ: cqName(q.CQ), Managed: q.Managed, Depth: q.Depth,
 				PerIteration: q.PerIteration, WQEs: []jsonWQE{}}
-			if q.Queue != None {
+			if q.Queue != ir.None {
 				jq.Queue = g.Queues[q.Queue].Name
 			}
 			for k := range q.Chain {
@@ -338,9 +340,9 @@ func WriteJSON(w io.Writer, p *Plan, opt ListOptions) error {
 				je := jsonWQE{Index: k, Opcode: e.Opcode.String(), Op: e.Name, Pos: e.Pos.String(), Flags: []string{},
 					Local: slice(e.Local), Remote: slice(e.Remote)}
 				for _, f := range []struct {
-					bit  Flags
+					bit  ir.Flags
 					name string
-				}{{Signalled, "signalled"}, {Fence, "fence"}, {Inline, "inline"}} {
+				}{{ir.Signalled, "signalled"}, {ir.Fence, "fence"}, {ir.Inline, "inline"}} {
 					if e.Flags&f.bit != 0 {
 						je.Flags = append(je.Flags, f.name)
 					}
@@ -350,19 +352,19 @@ func WriteJSON(w io.Writer, p *Plan, opt ListOptions) error {
 					je.Peer = &peer
 				}
 				switch e.Opcode {
-				case OpcAtomicFAdd:
+				case ir.OpcAtomicFAdd:
 					a := e.A
 					je.Add = &a
-				case OpcAtomicCAS:
+				case ir.OpcAtomicCAS:
 					a, b := e.A, e.B
 					je.Cmp, je.Swap = &a, &b
-				case OpcWait:
+				case ir.OpcWait:
 					c := cond(e.Wait)
 					je.Wait = &c
-				case OpcSendEnable, OpcRecvEnable:
+				case ir.OpcSendEnable, ir.OpcRecvEnable:
 					je.Enable = &jsonEnable{Queue: rp.Queues[e.Queue].Name, UpTo: e.UpTo}
-				case OpcHost:
-					if g.Ops[e.Op].Kind == OpReduce {
+				case ir.OpcHost:
+					if g.Ops[e.Op].Kind == ir.OpReduce {
 						je.Reduce = e.Red.String()
 					}
 					je.Local, je.Source = slice(g.Ops[e.Op].Dst), slice(g.Ops[e.Op].Src)

@@ -1,7 +1,14 @@
+// Package planner turns a parsed plan into something a NIC can run. Elaborate evaluates the SPMD
+// text for every rank into an ir.Graph (ranks, buffers, queues, ops, dependency edges, all with
+// source positions); Check verifies it (matching, bounds, cycles, FIFO deadlocks, races); Compile
+// lowers it for an ir.Target into an ir.Plan: per-queue WQE chains with WAIT/ENABLE entries and
+// signalling.
 package planner
 
+import "github.com/coredag/coredag/ir"
+
 // Check runs the verification phase over an elaborated Graph: cycles, FIFO deadlocks and races.
-func Check(g *Graph) error {
+func Check(g *ir.Graph) error {
 	return Verify(g).Err()
 }
 
@@ -9,6 +16,6 @@ func Check(g *Graph) error {
 // The error, if any, is a diag.List of positioned diagnostics, or a *ParamError when params
 // holds an override the plan cannot take. When only verification failed, the Graph is returned
 // too, so a caller can explain the failure (SuggestFixes).
-func Load(filename string, src []byte, params map[string]int64) (*Graph, error) {
+func Load(filename string, src []byte, params map[string]int64) (*ir.Graph, error) {
 	return LoadLimited(filename, src, params, Limits{})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 )
 
 // mutateRanks are the world sizes each mutant is verified at; a deletion counts as reported
@@ -32,7 +33,7 @@ var harmlessDeletions = map[string]string{
 
 // clauseEdges groups a Graph's edges by source-level edge: the reference (Edge.Pos) and the
 // statement of the op that waits (one clause like `tx[s], rx[s] after red[s-1]` makes two).
-func clauseEdges(g *Graph) (keys []string, edges map[string][]int) {
+func clauseEdges(g *ir.Graph) (keys []string, edges map[string][]int) {
 	edges = map[string][]int{}
 	for i, e := range g.Edges {
 		k := fmt.Sprintf("%s:%d:%d -> %d", filepath.Base(e.Pos.Filename()), e.Pos.Line, e.Pos.Col, g.Ops[e.To].Pos.Line)
@@ -45,7 +46,7 @@ func clauseEdges(g *Graph) (keys []string, edges map[string][]int) {
 }
 
 // withoutEdges returns a copy of g without the edges at the given indices.
-func withoutEdges(g *Graph, drop []int) *Graph {
+func withoutEdges(g *ir.Graph, drop []int) *ir.Graph {
 	m := *g
 	skip := map[int]bool{}
 	for _, i := range drop {
@@ -57,7 +58,6 @@ func withoutEdges(g *Graph, drop []int) *Graph {
 			m.Edges = append(m.Edges, e)
 		}
 	}
-	m.predStart, m.succStart = nil, nil
 	m.Index()
 	return &m
 }

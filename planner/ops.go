@@ -5,20 +5,21 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
 )
 
 // operation fills op from the right-hand side of an op statement and records its queue
 // reference. It reports false when the op could not be evaluated (the error is recorded).
-func (el *elaborator) operation(o dsl.Operation, s *scope, op *Op, qref *queueRef) bool {
+func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queueRef) bool {
 	ok := true
 	queue := func(n *dsl.Name) {
 		name, good := el.name(n, s)
 		ok = ok && good
 		*qref = queueRef{name: name, base: n.Ident.Name, pos: n.Pos()}
 	}
-	slice := func(sl *dsl.Slice) Slice {
+	slice := func(sl *dsl.Slice) ir.Slice {
 		if sl == nil {
-			return NoSlice
+			return ir.NoSlice
 		}
 		v, good := el.slice(sl, s)
 		ok = ok && good
@@ -26,33 +27,33 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *Op, qref *queueRe
 	}
 	switch o := o.(type) {
 	case *dsl.SendOp:
-		op.Kind, op.Inline = OpSend, o.Inline
+		op.Kind, op.Inline = ir.OpSend, o.Inline
 		queue(o.Queue)
 		op.Src = slice(o.Slice)
 	case *dsl.RecvOp:
-		op.Kind = OpRecv
+		op.Kind = ir.OpRecv
 		queue(o.Queue)
 		op.Dst = slice(o.Slice)
 	case *dsl.WriteOp:
-		op.Kind, op.Notify = OpWrite, o.Notify
+		op.Kind, op.Notify = ir.OpWrite, o.Notify
 		queue(o.Queue)
 		op.Src, op.Dst = slice(o.Src), slice(o.Dst)
 		if ok {
 			el.sameBytes(op, o.Pos(), "write", op.Src, op.Dst)
-			el.remote(op.Dst, RemoteWrite, "write to")
+			el.remote(op.Dst, ir.RemoteWrite, "write to")
 		}
 	case *dsl.ReadOp:
-		op.Kind = OpRead
+		op.Kind = ir.OpRead
 		queue(o.Queue)
 		op.Src, op.Dst = slice(o.Src), slice(o.Dst)
 		if ok {
 			el.sameBytes(op, o.Pos(), "read", op.Src, op.Dst)
-			el.remote(op.Src, RemoteRead, "read from")
+			el.remote(op.Src, ir.RemoteRead, "read from")
 		}
 	case *dsl.AtomicOp:
-		op.Kind = OpAtomicAdd
+		op.Kind = ir.OpAtomicAdd
 		if o.Kind.Name == "cas" {
-			op.Kind = OpAtomicCAS
+			op.Kind = ir.OpAtomicCAS
 		}
 		queue(o.Queue)
 		op.Dst = slice(o.Target)
@@ -71,11 +72,11 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *Op, qref *queueRe
 			if op.Fetch.Valid() {
 				el.atomicSlice(op.Fetch, "fetch destination")
 			}
-			el.remote(op.Dst, RemoteAtomic, "atomic on")
+			el.remote(op.Dst, ir.RemoteAtomic, "atomic on")
 		}
 	case *dsl.ReduceOp:
-		op.Kind = OpReduce
-		red, known := ParseReduceOp(o.Op.Name)
+		op.Kind = ir.OpReduce
+		red, known := ir.ParseReduceOp(o.Op.Name)
 		if !known {
 			el.errorf(phaseNames, diag.Name, o.Op.Pos(), "unknown reduction %s (sum prod min max band bor bxor)", o.Op.Name)
 			return false
@@ -86,14 +87,14 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *Op, qref *queueRe
 			el.reduceShapes(op, o)
 		}
 	case *dsl.CopyOp:
-		op.Kind = OpCopy
+		op.Kind = ir.OpCopy
 		op.Src, op.Dst = slice(o.Src), slice(o.Dst)
 		if ok {
 			el.sameBytes(op, o.Pos(), "copy", op.Src, op.Dst)
 			el.noOverlap(op.Src, op.Dst, o.Dst.Pos(), "copy")
 		}
 	case *dsl.NopOp:
-		op.Kind = OpNop
+		op.Kind = ir.OpNop
 	default:
 		el.errorf(phaseNames, diag.Name, o.Pos(), "unsupported operation")
 		return false
@@ -102,41 +103,41 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *Op, qref *queueRe
 }
 
 // slice evaluates a slice and checks it is non-empty and in bounds.
-func (el *elaborator) slice(sl *dsl.Slice, s *scope) (Slice, bool) {
+func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 	id, ok := el.bufIdx[sl.Buf.Name]
 	if !ok {
 		el.unknownName(sl.Buf.Pos(), sl.Buf.Name, sl.Buf.Name, sl.Buf.Name, el.bufferNames(), "unknown buffer %s%s")
-		return NoSlice, false
+		return ir.NoSlice, false
 	}
 	b := &el.g.Buffers[id]
-	out := Slice{Buf: id, Len: b.Count, Pos: sl.Pos()}
+	out := ir.Slice{Buf: id, Len: b.Count, Pos: sl.Pos()}
 	switch sl.Kind {
 	case dsl.SliceElem:
 		i, ok := el.eval(sl.Lo, s)
 		if !ok {
-			return NoSlice, false
+			return ir.NoSlice, false
 		}
 		if i < 0 || i >= b.Count {
 			el.errorf(phaseShapes, diag.Shape, sl.Lo.Pos(), "index %d is out of range for %s (%d elements: 0..%d)", i, b.Name, b.Count, b.Count-1)
-			return NoSlice, false
+			return ir.NoSlice, false
 		}
 		out.Off, out.Len = i, 1
 	case dsl.SliceRange:
 		lo, ok1 := el.eval(sl.Lo, s)
 		hi, ok2 := el.eval(sl.Hi, s)
 		if !ok1 || !ok2 {
-			return NoSlice, false
+			return ir.NoSlice, false
 		}
 		switch {
 		case lo < 0 || lo > b.Count:
 			el.errorf(phaseShapes, diag.Shape, sl.Lo.Pos(), "slice %s[%d:%d] starts out of range (%s has %d elements)", b.Name, lo, hi, b.Name, b.Count)
-			return NoSlice, false
+			return ir.NoSlice, false
 		case hi > b.Count:
 			el.errorf(phaseShapes, diag.Shape, sl.Hi.Pos(), "slice %s[%d:%d] ends past the end of %s (%d elements)", b.Name, lo, hi, b.Name, b.Count)
-			return NoSlice, false
+			return ir.NoSlice, false
 		case hi <= lo:
 			el.errorf(phaseShapes, diag.Shape, sl.Pos(), "slice %s[%d:%d] is empty: slices need lo < hi", b.Name, lo, hi)
-			return NoSlice, false
+			return ir.NoSlice, false
 		}
 		out.Off, out.Len = lo, hi-lo
 	}
@@ -151,31 +152,31 @@ func (el *elaborator) bufferNames() []string {
 	return names
 }
 
-func (el *elaborator) sameBytes(op *Op, pos diag.Pos, what string, a, b Slice) {
+func (el *elaborator) sameBytes(op *ir.Op, pos diag.Pos, what string, a, b ir.Slice) {
 	if na, nb := el.g.Bytes(a), el.g.Bytes(b); na != nb {
 		el.errorf(phaseShapes, diag.Shape, pos, "%s of %d bytes (%s) into %d bytes (%s): the two slices must have the same length in bytes",
 			what, na, el.g.SliceString(a), nb, el.g.SliceString(b))
 	}
 }
 
-func (el *elaborator) remote(sl Slice, flag Access, what string) {
+func (el *elaborator) remote(sl ir.Slice, flag ir.Access, what string) {
 	b := &el.g.Buffers[sl.Buf]
 	if b.Access&flag == 0 {
 		el.errorf(phaseShapes, diag.Access, sl.Pos, "remote %s %s, which lacks %s: add %s to `buffer %s`", what, b.Name, flag, flag, b.Name)
 	}
 }
 
-func (el *elaborator) atomicSlice(sl Slice, what string) {
+func (el *elaborator) atomicSlice(sl ir.Slice, what string) {
 	b := &el.g.Buffers[sl.Buf]
 	switch {
-	case b.Type != U64 && b.Type != I64:
+	case b.Type != ir.U64 && b.Type != ir.I64:
 		el.errorf(phaseShapes, diag.Shape, sl.Pos, "atomic %s %s is %s: atomics work on 8-byte integers, make the buffer u64 or i64", what, el.g.SliceString(sl), b.Type)
 	case sl.Len != 1:
 		el.errorf(phaseShapes, diag.Shape, sl.Pos, "atomic %s %s has %d elements: an atomic works on one 8-byte element, e.g. %s[%d]", what, el.g.SliceString(sl), sl.Len, b.Name, sl.Off)
 	}
 }
 
-func (el *elaborator) reduceShapes(op *Op, o *dsl.ReduceOp) {
+func (el *elaborator) reduceShapes(op *ir.Op, o *dsl.ReduceOp) {
 	dst, src := &el.g.Buffers[op.Dst.Buf], &el.g.Buffers[op.Src.Buf]
 	switch {
 	case dst.Type != src.Type:
@@ -183,14 +184,14 @@ func (el *elaborator) reduceShapes(op *Op, o *dsl.ReduceOp) {
 	case op.Dst.Len != op.Src.Len:
 		el.errorf(phaseShapes, diag.Shape, o.Src.Pos(), "reduce %s of %d elements (%s) from %d elements (%s): counts must match",
 			op.Red, op.Dst.Len, el.g.SliceString(op.Dst), op.Src.Len, el.g.SliceString(op.Src))
-	case op.Red >= RedBand && dst.Type.IsFloat():
+	case op.Red >= ir.RedBand && dst.Type.IsFloat():
 		el.errorf(phaseShapes, diag.Shape, o.Op.Pos(), "reduce %s on %s buffer %s: bitwise reductions need integer types", op.Red, dst.Type, dst.Name)
 	default:
 		el.noOverlap(op.Src, op.Dst, o.Src.Pos(), "reduce")
 	}
 }
 
-func (el *elaborator) noOverlap(a, b Slice, pos diag.Pos, what string) {
+func (el *elaborator) noOverlap(a, b ir.Slice, pos diag.Pos, what string) {
 	if a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len {
 		el.errorf(phaseShapes, diag.Shape, pos, "%s between overlapping slices %s and %s: use disjoint ranges or a temporary buffer", what, el.g.SliceString(a), el.g.SliceString(b))
 	}

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 )
 
 // AccessKind says how an access touches memory.
@@ -22,9 +23,9 @@ func (k AccessKind) String() string { return [...]string{"read", "write", "add"}
 // MemAccess is one op's access to a range of one rank's memory. It happens somewhere in the interval
 // of happens-before events [from, to] (DSL.md, Dependencies).
 type MemAccess struct {
-	Op       OpID
+	Op       ir.OpID
 	Rank     int // whose memory: the op's rank, or its queue's peer for remote accesses
-	Buf      BufID
+	Buf      ir.BufID
 	Off, Len int64 // elements
 	Kind     AccessKind
 	Pos      diag.Pos // the slice in the source (the op statement if the slice has no position)
@@ -51,14 +52,14 @@ func (a *MemAccess) conflicts(b *MemAccess) bool {
 //	atomic          write Fetch                       own    [land, end]
 //	reduce          read Src, write Dst               own    [start, end]
 //	copy            read Src, write Dst               own    [start, end]
-func accesses(g *Graph, id OpID, out []MemAccess) []MemAccess {
+func accesses(g *ir.Graph, id ir.OpID, out []MemAccess) []MemAccess {
 	op := &g.Ops[id]
 	own, peer := op.Rank, op.Rank
-	if op.Queue != None {
+	if op.Queue != ir.None {
 		peer = g.Queues[op.Queue].PeerRank
 	}
 	start, land, end := startOf(id), landOf(id), endOf(id)
-	add := func(s Slice, rank int, kind AccessKind, from, to event) {
+	add := func(s ir.Slice, rank int, kind AccessKind, from, to event) {
 		if !s.Valid() || s.Len <= 0 {
 			return
 		}
@@ -69,29 +70,29 @@ func accesses(g *Graph, id OpID, out []MemAccess) []MemAccess {
 		out = append(out, MemAccess{Op: id, Rank: rank, Buf: s.Buf, Off: s.Off, Len: s.Len, Kind: kind, Pos: pos, from: from, to: to})
 	}
 	switch op.Kind {
-	case OpSend:
+	case ir.OpSend:
 		add(op.Src, own, AccessRead, start, land)
-	case OpRecv:
-		if op.Match != None {
+	case ir.OpRecv:
+		if op.Match != ir.None {
 			l := landOf(op.Match)
 			add(op.Dst, own, AccessWrite, l, l)
 		} else {
 			add(op.Dst, own, AccessWrite, start, end)
 		}
-	case OpWrite:
+	case ir.OpWrite:
 		add(op.Src, own, AccessRead, start, land)
 		add(op.Dst, peer, AccessWrite, start, land)
-	case OpRead:
+	case ir.OpRead:
 		add(op.Src, peer, AccessRead, start, land)
 		add(op.Dst, own, AccessWrite, land, end)
-	case OpAtomicAdd, OpAtomicCAS:
+	case ir.OpAtomicAdd, ir.OpAtomicCAS:
 		kind := AccessWrite
-		if op.Kind == OpAtomicAdd && !op.Fetch.Valid() {
+		if op.Kind == ir.OpAtomicAdd && !op.Fetch.Valid() {
 			kind = AccessAdd
 		}
 		add(op.Dst, peer, kind, land, land)
 		add(op.Fetch, own, AccessWrite, land, end)
-	case OpReduce, OpCopy:
+	case ir.OpReduce, ir.OpCopy:
 		add(op.Src, own, AccessRead, start, end)
 		add(op.Dst, own, AccessWrite, start, end)
 	}
@@ -109,12 +110,12 @@ type Race struct {
 func (r Race) Rank() int { return r.First.Rank }
 
 // Buf is the buffer the race is on.
-func (r Race) Buf() BufID { return r.First.Buf }
+func (r Race) Buf() ir.BufID { return r.First.Buf }
 
 // Races returns every race of g, one per pair of op instances and buffer, sorted by rank, buffer
 // and offset. A Graph whose happens-before relation has a cycle (see Verify) has no meaningful
 // races, and Races returns nil for it.
-func Races(g *Graph) []Race {
+func Races(g *ir.Graph) []Race {
 	if len(g.Ops) == 0 {
 		return nil
 	}
@@ -139,7 +140,7 @@ const (
 // checks pass, every earlier conflicting access is ordered before it by transitivity, so the
 // sweep finds a race on every segment that has one while asking few reachability questions.
 type raceFinder struct {
-	g   *Graph
+	g   *ir.Graph
 	h   *hbGraph
 	acc []MemAccess
 
@@ -156,11 +157,11 @@ type segState struct {
 	adds  []int32
 }
 
-func findRaces(g *Graph, h *hbGraph) []Race {
+func findRaces(g *ir.Graph, h *hbGraph) []Race {
 	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}}
 	f.acc = make([]MemAccess, 0, 2*len(g.Ops)) // most ops access one or two slices
 	for i := range g.Ops {
-		f.acc = accesses(g, OpID(i), f.acc)
+		f.acc = accesses(g, ir.OpID(i), f.acc)
 	}
 	byGroup := f.sortAccesses()
 	var states []segState
@@ -331,9 +332,9 @@ func (f *raceFinder) race(p, a int32) {
 // collect merges the racing access pairs into one Race per pair of ops and buffer.
 func (f *raceFinder) collect() []Race {
 	type key struct {
-		a, b OpID
+		a, b ir.OpID
 		rank int
-		buf  BufID
+		buf  ir.BufID
 	}
 	index := map[key]int{}
 	var out []Race
@@ -372,11 +373,11 @@ func (f *raceFinder) collect() []Race {
 // Fix is a missing ordering that would remove a race: `Op after After`, both ops on Rank.
 type Fix struct {
 	Rank      int
-	Op, After OpID
+	Op, After ir.OpID
 }
 
 // Format writes the fix as an instruction: "add `red[1] after ag[0]` on rank 2".
-func (f Fix) Format(g *Graph) string {
+func (f Fix) Format(g *ir.Graph) string {
 	return fmt.Sprintf("add `%s after %s` on rank %d", g.Ops[f.Op].Name, g.Ops[f.After].Name, f.Rank)
 }
 
@@ -386,7 +387,7 @@ func (f Fix) Format(g *Graph) string {
 // rank of the op that should wait, and it waits for the earliest op of that rank whose completion
 // implies the other access is over (the other op itself when it is on the same rank).
 // Between two ops of one rank, the one declared first is assumed to be meant to go first.
-func ExplainRaces(g *Graph, races []Race) (fixes []Fix, ok []bool) {
+func ExplainRaces(g *ir.Graph, races []Race) (fixes []Fix, ok []bool) {
 	if len(races) == 0 {
 		return nil, nil
 	}
@@ -402,7 +403,7 @@ func ExplainRaces(g *Graph, races []Race) (fixes []Fix, ok []bool) {
 	return fixes, ok
 }
 
-func explain(g *Graph, h *hbGraph, r Race) (Fix, bool) {
+func explain(g *ir.Graph, h *hbGraph, r Race) (Fix, bool) {
 	a, b := r.First, r.Second
 	if g.Ops[a.Op].Rank == g.Ops[b.Op].Rank && b.Op < a.Op {
 		a, b = b, a
@@ -415,12 +416,12 @@ func explain(g *Graph, h *hbGraph, r Race) (Fix, bool) {
 
 // orderBefore finds an edge `b.Op after x` on b.Op's rank such that access a ends before x
 // completes, choosing the x that completes earliest, and refusing edges that would close a cycle.
-func orderBefore(g *Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
+func orderBefore(g *ir.Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
 	rank := g.Ops[b.Op].Rank
 	afterA := h.forward(a.to)
 	fromB := h.forward(startOf(b.Op))
 	first, end := g.RankOps(rank)
-	best := OpID(None)
+	best := ir.OpID(ir.None)
 	for x := first; x < end; x++ {
 		e := endOf(x)
 		if x == b.Op || !afterA[e] || fromB[e] {
@@ -430,11 +431,11 @@ func orderBefore(g *Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
 			best = x
 			break
 		}
-		if best == None || h.topo[e] < h.topo[endOf(best)] {
+		if best == ir.None || h.topo[e] < h.topo[endOf(best)] {
 			best = x
 		}
 	}
-	if best == None {
+	if best == ir.None {
 		return Fix{}, false
 	}
 	return Fix{Rank: rank, Op: b.Op, After: best}, true
@@ -442,7 +443,7 @@ func orderBefore(g *Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
 
 // raceErrors turns the races of g into diagnostics, one per pair of op statements and buffer,
 // naming the ranks whose memory it occurs in.
-func raceErrors(g *Graph, h *hbGraph) diag.List {
+func raceErrors(g *ir.Graph, h *hbGraph) diag.List {
 	if h == nil || !h.acyclic {
 		return nil
 	}
@@ -462,8 +463,8 @@ func raceErrors(g *Graph, h *hbGraph) diag.List {
 
 // raceError words race r between accesses a and b (a written first) for its rank, without the
 // fix (explainRace).
-func raceError(g *Graph, r Race, a, b MemAccess) *diag.Diagnostic {
-	where := fmt.Sprintf("rank %d's %s", r.Rank(), g.SliceString(Slice{Buf: r.Buf(), Off: r.Off, Len: r.Len}))
+func raceError(g *ir.Graph, r Race, a, b MemAccess) *diag.Diagnostic {
+	where := fmt.Sprintf("rank %d's %s", r.Rank(), g.SliceString(ir.Slice{Buf: r.Buf(), Off: r.Off, Len: r.Len}))
 	d := diag.Errorf(diag.Race, a.Pos,
 		"race on %s: %s %s it, and %s %s it; neither is ordered before the other, so the result depends on timing",
 		where, describeOp(g, a.Op), accessVerb(g, a), describeOp(g, b.Op), accessVerb(g, b))
@@ -472,7 +473,7 @@ func raceError(g *Graph, r Race, a, b MemAccess) *diag.Diagnostic {
 }
 
 // explainRace completes the diagnostic of race r with the `after` that would fix it.
-func explainRace(g *Graph, h *hbGraph, r Race, d *diag.Diagnostic) {
+func explainRace(g *ir.Graph, h *hbGraph, r Race, d *diag.Diagnostic) {
 	fix, ok := explain(g, h, r)
 	if !ok {
 		d.Msg += " (order them with an `after`)"
@@ -483,12 +484,12 @@ func explainRace(g *Graph, h *hbGraph, r Race, d *diag.Diagnostic) {
 	d.Fix = &diag.Fix{Msg: hint}
 }
 
-func describeOp(g *Graph, id OpID) string {
+func describeOp(g *ir.Graph, id ir.OpID) string {
 	op := &g.Ops[id]
 	return fmt.Sprintf("%s %s on rank %d", op.Kind, op.Name, op.Rank)
 }
 
-func accessVerb(g *Graph, a MemAccess) string {
+func accessVerb(g *ir.Graph, a MemAccess) string {
 	op := &g.Ops[a.Op]
 	switch {
 	case a.Kind == AccessRead:
@@ -497,13 +498,13 @@ func accessVerb(g *Graph, a MemAccess) string {
 		return "atomically adds to"
 	case op.Kind.IsAtomic() && a.from != a.to: // the local copy of the old value
 		return "fetches into"
-	case op.Kind == OpAtomicCAS:
+	case op.Kind == ir.OpAtomicCAS:
 		return "compares and swaps"
-	case op.Kind == OpAtomicAdd:
+	case op.Kind == ir.OpAtomicAdd:
 		return "fetches and adds to"
-	case op.Kind == OpRecv:
+	case op.Kind == ir.OpRecv:
 		return "receives into"
-	case op.Kind == OpReduce:
+	case op.Kind == ir.OpReduce:
 		return "reduces into"
 	}
 	return "writes"

@@ -8,14 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
 )
 
 // ringGraph elaborates plans/ring_allreduce.dag (DSL.md's example) for a world size.
-func ringGraph(b testing.TB, ranks int64) *Graph {
+func ringGraph(b testing.TB, ranks int64) *ir.Graph {
 	return loadPlan(b, "../plans/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1024})
 }
 
-func graphOf(t *testing.T, src string) *Graph {
+func graphOf(t *testing.T, src string) *ir.Graph {
 	t.Helper()
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)
@@ -96,7 +97,7 @@ op mid = copy a[8:12] to b[6:10]
 			var got []string
 			for _, r := range races {
 				got = append(got, fmt.Sprintf("%d %s %s/%s", r.Rank(),
-					g.SliceString(Slice{Buf: r.Buf(), Off: r.Off, Len: r.Len}), g.Ops[r.First.Op].Name, g.Ops[r.Second.Op].Name))
+					g.SliceString(ir.Slice{Buf: r.Buf(), Off: r.Off, Len: r.Len}), g.Ops[r.First.Op].Name, g.Ops[r.Second.Op].Name))
 			}
 			assert.Equal(t, tt.races, got)
 			fixes, ok := ExplainRaces(g, races)
@@ -106,7 +107,7 @@ op mid = copy a[8:12] to b[6:10]
 				fixText = append(fixText, f.Format(g))
 				// The fix must really remove the race: add the edge and check again.
 				m := *g
-				m.Edges = append(append([]Edge(nil), g.Edges...), Edge{From: f.After, To: f.Op})
+				m.Edges = append(append([]ir.Edge(nil), g.Edges...), ir.Edge{From: f.After, To: f.Op})
 				m.Index()
 				for _, r := range Races(&m) {
 					assert.False(t, r.First.Op == races[i].First.Op && r.Second.Op == races[i].Second.Op,

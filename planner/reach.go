@@ -3,6 +3,8 @@ package planner
 import (
 	"math"
 	"slices"
+
+	"github.com/coredag/coredag/ir"
 )
 
 // Exact answers to the happens-before questions a bounded search gave up on: "does event x
@@ -44,7 +46,7 @@ type subQuery struct {
 // sepReach holds the scratch state of resolve.
 type sepReach struct {
 	h      *hbGraph
-	g      *Graph
+	g      *ir.Graph
 	opRank []int32
 
 	// The graph of ranks, as CSR adjacency.
@@ -125,7 +127,7 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	// Ranks are joined by matched pairs; both directions, duplicates removed per rank.
 	var pairs [][2]int32
 	for i := range g.Ops {
-		if m := matchedSender(g, OpID(i)); m != None {
+		if m := matchedSender(g, ir.OpID(i)); m != ir.None {
 			a, b := r.opRank[i], r.opRank[m]
 			if a != b {
 				pairs = append(pairs, [2]int32{a, b}, [2]int32{b, a})
@@ -174,12 +176,12 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 
 // matchedSender returns the recv matched with op id when id is a send or notify write, the ops
 // whose landing has edges to another rank's recv; otherwise None.
-func matchedSender(g *Graph, id OpID) OpID {
+func matchedSender(g *ir.Graph, id ir.OpID) ir.OpID {
 	op := &g.Ops[id]
-	if (op.Kind == OpSend || op.Kind == OpWrite && op.Notify) && op.Match != None {
+	if (op.Kind == ir.OpSend || op.Kind == ir.OpWrite && op.Notify) && op.Match != ir.None {
 		return op.Match
 	}
-	return None
+	return ir.None
 }
 
 // split appends the questions query q is made of: x happens before y when x is y, or when a
@@ -191,12 +193,12 @@ func (r *sepReach) split(q hbQuery, qi int32, out []subQuery) []subQuery {
 	}
 	xs, ys := []event{q.x}, []event{q.y}
 	if q.x.phase() == evLand {
-		if m := matchedSender(r.g, q.x.op()); m != None {
+		if m := matchedSender(r.g, q.x.op()); m != ir.None {
 			xs = []event{endOf(q.x.op()), endOf(m)}
 		}
 	}
 	if q.y.phase() == evLand {
-		if m := matchedSender(r.g, q.y.op()); m != None {
+		if m := matchedSender(r.g, q.y.op()); m != ir.None {
 			ys = []event{startOf(q.y.op()), startOf(m)}
 		}
 	}
@@ -358,8 +360,8 @@ const lanes = 4
 
 // chain is the starts or the ends of one queue side.
 type chain struct {
-	side []OpID
-	ev   func(OpID) event
+	side []ir.OpID
+	ev   func(ir.OpID) event
 }
 
 // certify answers yes the questions of c that have a path through a chain of a separator rank.
@@ -373,12 +375,12 @@ func (r *sepReach) certify(c component, sep []int32) {
 		}
 	}
 	var chains []chain
-	for _, ev := range [2]func(OpID) event{startOf, endOf} {
+	for _, ev := range [2]func(ir.OpID) event{startOf, endOf} {
 		for _, k := range sep {
 			span := r.g.Rank[k]
 			for qi := span.FirstQueue; qi < span.EndQueue; qi++ {
 				q := &r.g.Queues[qi]
-				for _, side := range [2][]OpID{q.SendOps, q.RecvOps} {
+				for _, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
 					if len(side) > 0 {
 						chains = append(chains, chain{side, ev})
 					}

@@ -10,12 +10,13 @@ import (
 
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/randgraph"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
 // checkReach compares the race check's reachability oracle with a plain search on every pair of
 // events of g, or on a sample of 100,000 pairs (drawn with seed) when there are more.
-func checkReach(t *testing.T, g *planner.Graph, seed uint64, what string) {
+func checkReach(t *testing.T, g *ir.Graph, seed uint64, what string) {
 	t.Helper()
 	n := planner.HBEvents(g)
 	require.NotZero(t, n, "%s: cyclic", what)

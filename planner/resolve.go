@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 )
 
 // resolveRank binds the names used on the current rank once all its declarations are known:
@@ -13,7 +14,7 @@ func (el *elaborator) resolveRank() {
 	g := el.g
 	span := g.Rank[el.rank]
 	for i, ref := range el.opQueue {
-		id := span.FirstOp + OpID(i)
+		id := span.FirstOp + ir.OpID(i)
 		op := &g.Ops[id]
 		if !op.Kind.OnQueue() {
 			continue
@@ -28,7 +29,7 @@ func (el *elaborator) resolveRank() {
 		}
 		op.Queue = qid
 		q := &g.Queues[qid]
-		if (op.Kind == OpWrite || op.Kind == OpRead) && q.Loopback() {
+		if (op.Kind == ir.OpWrite || op.Kind == ir.OpRead) && q.Loopback() {
 			// Both slices are in this rank's memory, and DMA gives overlapping ranges no order.
 			el.noOverlap(op.Src, op.Dst, op.Pos, "loopback "+op.Kind.String())
 		}
@@ -46,21 +47,21 @@ func (el *elaborator) resolveRank() {
 			continue
 		}
 		to := p.to
-		if to == None {
+		if to == ir.None {
 			if to, ok = el.lookupOp(p.toBy); !ok {
 				continue
 			}
 		}
-		g.Edges = append(g.Edges, Edge{From: from, To: to, Pos: p.from.pos})
+		g.Edges = append(g.Edges, ir.Edge{From: from, To: to, Pos: p.from.pos})
 	}
 }
 
-func (el *elaborator) lookupOp(n opName) (OpID, bool) {
+func (el *elaborator) lookupOp(n opName) (ir.OpID, bool) {
 	if id, ok := el.opIdx[n.name]; ok {
 		return id, true
 	}
 	if el.broken.ops.has(n.name, n.base) {
-		return None, false // its declaration failed and was reported
+		return ir.None, false // its declaration failed and was reported
 	}
 	if el.opNames[n.base] && n.name != n.base {
 		el.errorf(phaseNames, diag.Name, n.pos, "%s is not defined on this rank, though other %s ops are: guard the reference with an if, or fix the index", n.name, n.base)
@@ -72,12 +73,12 @@ func (el *elaborator) lookupOp(n opName) (OpID, bool) {
 		sort.Strings(known)
 		el.unknownName(n.pos, n.base, n.base, n.name, known, "unknown op %s%s")
 	}
-	return None, false
+	return ir.None, false
 }
 
-func (el *elaborator) queueNames(span RankSpan) []string {
+func (el *elaborator) queueNames(span ir.RankSpan) []string {
 	var names []string
-	for q := span.FirstQueue; q < QueueID(len(el.g.Queues)); q++ {
+	for q := span.FirstQueue; q < ir.QueueID(len(el.g.Queues)); q++ {
 		names = append(names, el.g.Queues[q].Name)
 	}
 	return names
@@ -90,28 +91,28 @@ func (el *elaborator) pairQueues() {
 		rank int
 		name string
 	}
-	byName := make(map[key]QueueID, len(g.Queues))
+	byName := make(map[key]ir.QueueID, len(g.Queues))
 	for i := range g.Queues {
-		byName[key{g.Queues[i].Rank, g.Queues[i].Name}] = QueueID(i)
+		byName[key{g.Queues[i].Rank, g.Queues[i].Name}] = ir.QueueID(i)
 	}
-	named := make([]QueueID, len(g.Queues)) // the queue each one names as its peer, or None
+	named := make([]ir.QueueID, len(g.Queues)) // the queue each one names as its peer, or None
 	for i := range g.Queues {
 		q := &g.Queues[i]
 		ref := el.peerRefs[i]
 		pid, ok := byName[key{q.PeerRank, ref.name}]
 		named[i] = pid
 		if !ok {
-			named[i] = None
+			named[i] = ir.None
 			el.errorOn(phaseMatch, q.Rank, diag.Match, ref.pos, "queue %s connects to rank %d, which has no queue %s to pair with: declare it there, or name its queue with `peer`", q.Name, q.PeerRank, ref.name)
 		}
 	}
 	for i := range g.Queues {
 		q, pid := &g.Queues[i], named[i]
 		switch {
-		case pid == None:
-		case named[pid] == QueueID(i):
+		case pid == ir.None:
+		case named[pid] == ir.QueueID(i):
 			q.Peer = pid
-		case named[pid] == None: // its own missing peer is the mistake, reported there
+		case named[pid] == ir.None: // its own missing peer is the mistake, reported there
 		case g.Queues[pid].Loopback():
 			el.errorOn(phaseMatch, q.Rank, diag.Match, el.peerRefs[i].pos, "queue %s connects to rank %d's queue %s, but that is a loopback queue (its peer is rank %d itself): a pairing must be mutual",
 				q.Name, q.PeerRank, g.Queues[pid].Name, q.PeerRank)
@@ -129,14 +130,14 @@ func (el *elaborator) matchMessages() {
 	g := el.g
 	for i := range g.Queues {
 		q := &g.Queues[i]
-		if q.Peer == None {
+		if q.Peer == ir.None {
 			continue
 		}
 		recvs := g.Queues[q.Peer].RecvOps
 		k := 0
 		for _, sid := range q.SendOps {
 			s := &g.Ops[sid]
-			if s.Kind != OpSend && !(s.Kind == OpWrite && s.Notify) {
+			if s.Kind != ir.OpSend && !(s.Kind == ir.OpWrite && s.Notify) {
 				continue
 			}
 			if k >= len(recvs) {
@@ -148,7 +149,7 @@ func (el *elaborator) matchMessages() {
 			r := &g.Ops[recvs[k]]
 			s.Match, r.Match = recvs[k], sid
 			k++
-			if s.Kind == OpWrite {
+			if s.Kind == ir.OpWrite {
 				if r.Dst.Valid() {
 					const f = "recv %s takes a slice but is matched by notify write %s on rank %d: a notify write's data lands at its destination, so its recv takes no slice"
 					el.report(phaseMatch, r.Rank, diag.Errorf(diag.Match, r.Pos, f, r.Name, s.Name, s.Rank).
@@ -171,7 +172,7 @@ func (el *elaborator) matchMessages() {
 }
 
 // sizedSlice describes a message buffer for diagnostics: "16 bytes (data[0:4])" or "0 bytes (no slice)".
-func sizedSlice(g *Graph, s Slice) string {
+func sizedSlice(g *ir.Graph, s ir.Slice) string {
 	if !s.Valid() {
 		return "0 bytes (no slice)"
 	}

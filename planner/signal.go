@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/wait"
 )
 
@@ -30,7 +31,7 @@ func (c *compiler) signal() {
 				}
 			}
 			q.PerIteration = uint32(posted)
-			if q.Kind == MgmtQueue || q.Kind == HostSignalQueue {
+			if q.Kind == ir.MgmtQueue || q.Kind == ir.HostSignalQueue {
 				q.Depth = ceilPow2(posted)
 			}
 			// Pre-posted chains fit their queue (checkLimits) and end signalled, so slots are
@@ -45,13 +46,13 @@ func (c *compiler) signal() {
 				if !e.Opcode.Posted() {
 					continue
 				}
-				sig := e.Opcode == OpcRecv || e.Opcode == OpcNop || k == last || run+1 >= half ||
+				sig := e.Opcode == ir.OpcRecv || e.Opcode == ir.OpcNop || k == last || run+1 >= half ||
 					(e.Opcode.IsData() && c.waited[e.Op])
 				if sig {
-					e.Flags |= Signalled
+					e.Flags |= ir.Signalled
 					run = 0
 				} else {
-					e.Flags &^= Signalled
+					e.Flags &^= ir.Signalled
 					run++
 				}
 			}
@@ -72,21 +73,21 @@ func (c *compiler) signal() {
 				rp.CQs[q.CQ].PerIteration = n
 			}
 		}
-		cond := func(x OpID) Cond {
+		cond := func(x ir.OpID) ir.Cond {
 			l := c.plan.Loc[x]
 			idx := l.Index
 			if !c.g.Ops[x].Kind.OnQueue() {
 				idx++ // the NOP that follows the HOST entry
 			}
-			return Cond{CQ: rp.Queues[l.Queue].CQ, Count: count[l.Queue][idx], Op: x}
+			return ir.Cond{CQ: rp.Queues[l.Queue].CQ, Count: count[l.Queue][idx], Op: x}
 		}
 		for wi := range rp.Queues {
 			for k := range rp.Queues[wi].Chain {
 				e := &rp.Queues[wi].Chain[k]
 				switch e.Opcode {
-				case OpcWait:
+				case ir.OpcWait:
 					e.Wait = cond(e.Wait.Op)
-				case OpcHost:
+				case ir.OpcHost:
 					for i := range e.Waits {
 						e.Waits[i] = cond(e.Waits[i].Op)
 					}
@@ -146,7 +147,7 @@ func (c *compiler) checkLimits() {
 			q := &rp.Queues[wi]
 			n := int(q.PerIteration)
 			var pos diag.Pos
-			if q.Queue != None {
+			if q.Queue != ir.None {
 				pos = c.g.Queues[q.Queue].Pos
 			} else {
 				pos = planPos
@@ -156,9 +157,9 @@ func (c *compiler) checkLimits() {
 				continue
 			}
 			switch {
-			case q.Queue != None && c.t.PrePost && n > q.Depth:
+			case q.Queue != ir.None && c.t.PrePost && n > q.Depth:
 				note(key{pos, q.Kind.String()}, n, q.Depth, r, q.Name)
-			case q.Queue == None && q.Depth > c.t.MaxWQDepth:
+			case q.Queue == ir.None && q.Depth > c.t.MaxWQDepth:
 				c.errs.Add(diag.Target, pos, "%s queue on rank %d needs %d WQEs per iteration, above the %d target %s supports (split the plan)", q.Kind, r, n, c.t.MaxWQDepth, c.t.Name)
 			}
 		}

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 )
 
 // Verify runs the verification phase over a Graph that passed the front-end checks (names,
@@ -15,7 +16,7 @@ import (
 //     statements and buffer, naming the ranks it occurs on and the `after` that would fix it.
 //
 // The returned list is sorted by position.
-func Verify(g *Graph) diag.List {
+func Verify(g *ir.Graph) diag.List {
 	if len(g.Ops) == 0 {
 		return nil
 	}

@@ -10,11 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
 )
 
 // loadPlan parses and elaborates a plan file without running Check, so tests can inspect or
 // mutate the Graph before verifying it.
-func loadPlan(t testing.TB, path string, params map[string]int64) *Graph {
+func loadPlan(t testing.TB, path string, params map[string]int64) *ir.Graph {
 	t.Helper()
 	src, err := os.ReadFile(path)
 	require.NoError(t, err)

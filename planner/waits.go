@@ -1,5 +1,7 @@
 package planner
 
+import "github.com/coredag/coredag/ir"
+
 // Wait insertion and minimisation. Each rank is lowered on its own, walking its events in the
 // global order Compile computed. At the start of a NIC op, each predecessor on another work queue
 // needs a WAIT for its completion, placed in the queue that holds the op back (the management
@@ -36,15 +38,15 @@ func (c *compiler) lowerRanks(order []int32) {
 		byRank[fill[r]] = ev
 		fill[r]++
 	}
-	c.plan.Ranks = make([]RankPlan, g.Ranks)
+	c.plan.Ranks = make([]ir.RankPlan, g.Ranks)
 	var scratch []int32
 	for r := 0; r < g.Ranks; r++ {
 		l := c.newRankLower(r, &scratch)
 		for _, ev := range byRank[start[r]:start[r+1]] {
 			if ev&1 == 0 {
-				l.start(OpID(ev / 2))
+				l.start(ir.OpID(ev / 2))
 			} else {
-				l.end(OpID(ev / 2))
+				l.end(ir.OpID(ev / 2))
 			}
 		}
 	}
@@ -58,10 +60,10 @@ type enableRef struct {
 
 type rankLower struct {
 	c       *compiler
-	g       *Graph
-	rp      *RankPlan
-	firstOp OpID
-	firstQ  QueueID
+	g       *ir.Graph
+	rp      *ir.RankPlan
+	firstOp ir.OpID
+	firstQ  ir.QueueID
 	nq      int
 	dims    int     // tracked work queues: 2 per graph queue, plus the host chain
 	imp     []int32 // (op - firstOp) * dims: what an op's completion implies; nil if too large
@@ -75,7 +77,7 @@ type rankLower struct {
 	rqManaged    []bool
 	stamp        []int32
 	stampVal     int32
-	pending      []OpID
+	pending      []ir.OpID
 }
 
 func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
@@ -85,7 +87,7 @@ func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
 	l.nq = int(span.EndQueue - span.FirstQueue)
 	l.dims = 2*l.nq + 1
 	nops := int(span.EndOp - span.FirstOp)
-	if c.t.Style != StyleNone && nops*l.dims <= impLimit {
+	if c.t.Style != ir.StyleNone && nops*l.dims <= impLimit {
 		need := nops * l.dims
 		if cap(*scratch) < need {
 			*scratch = make([]int32, need)
@@ -107,7 +109,7 @@ func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
 		}
 		if op.Kind.IsRecvSide() {
 			for _, p := range g.Preds(o) {
-				if l.dim(OpID(p)) != l.dim(o) {
+				if l.dim(ir.OpID(p)) != l.dim(o) {
 					l.rqManaged[op.Queue-span.FirstQueue] = true
 				}
 			}
@@ -119,32 +121,32 @@ func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
 	rp.RecvWQ = make([]int, l.nq)
 	style := c.t.Style
 	for i := 0; i < l.nq; i++ {
-		q := &g.Queues[span.FirstQueue+QueueID(i)]
+		q := &g.Queues[span.FirstQueue+ir.QueueID(i)]
 		rp.SendWQ[i], rp.RecvWQ[i] = 2*i, 2*i+1
 		rp.Queues = append(rp.Queues,
-			WorkQueue{Name: q.Name + ".sq", Kind: SendQueue, Queue: span.FirstQueue + QueueID(i), CQ: 2 * i,
-				Managed: style == StyleManaged, Depth: q.Depth},
-			WorkQueue{Name: q.Name + ".rq", Kind: RecvQueue, Queue: span.FirstQueue + QueueID(i), CQ: 2*i + 1,
-				Managed: style == StyleManaged || (style == StyleInline && l.rqManaged[i]), Depth: q.Depth})
-		rp.CQs = append(rp.CQs, CQ{Name: q.Name + ".scq", Queue: 2 * i}, CQ{Name: q.Name + ".rcq", Queue: 2*i + 1})
+			ir.WorkQueue{Name: q.Name + ".sq", Kind: ir.SendQueue, Queue: span.FirstQueue + ir.QueueID(i), CQ: 2 * i,
+				Managed: style == ir.StyleManaged, Depth: q.Depth},
+			ir.WorkQueue{Name: q.Name + ".rq", Kind: ir.RecvQueue, Queue: span.FirstQueue + ir.QueueID(i), CQ: 2*i + 1,
+				Managed: style == ir.StyleManaged || (style == ir.StyleInline && l.rqManaged[i]), Depth: q.Depth})
+		rp.CQs = append(rp.CQs, ir.CQ{Name: q.Name + ".scq", Queue: 2 * i}, ir.CQ{Name: q.Name + ".rcq", Queue: 2*i + 1})
 	}
-	if style == StyleInline {
+	if style == ir.StyleInline {
 		l.kSQ = make([][]int32, l.nq)
 		for i := range l.kSQ {
 			l.kSQ[i] = make([]int32, l.dims)
 		}
 	}
-	if style == StyleManaged {
+	if style == ir.StyleManaged {
 		rp.Mgmt = len(rp.Queues)
-		rp.Queues = append(rp.Queues, WorkQueue{Name: "mgmt", Kind: MgmtQueue, Queue: None, CQ: len(rp.CQs)})
-		rp.CQs = append(rp.CQs, CQ{Name: "mgmt.cq", Queue: rp.Mgmt})
+		rp.Queues = append(rp.Queues, ir.WorkQueue{Name: "mgmt", Kind: ir.MgmtQueue, Queue: ir.None, CQ: len(rp.CQs)})
+		rp.CQs = append(rp.CQs, ir.CQ{Name: "mgmt.cq", Queue: rp.Mgmt})
 	}
 	if hasHost {
 		rp.Host = len(rp.Queues)
-		wq := WorkQueue{Name: "host", Kind: HostSignalQueue, Queue: None, CQ: -1}
-		if style != StyleNone {
+		wq := ir.WorkQueue{Name: "host", Kind: ir.HostSignalQueue, Queue: ir.None, CQ: -1}
+		if style != ir.StyleNone {
 			wq.CQ = len(rp.CQs)
-			rp.CQs = append(rp.CQs, CQ{Name: "host.cq", Queue: rp.Host})
+			rp.CQs = append(rp.CQs, ir.CQ{Name: "host.cq", Queue: rp.Host})
 		}
 		rp.Queues = append(rp.Queues, wq)
 	}
@@ -157,7 +159,7 @@ func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
 }
 
 // dim is the tracked work queue of an op: 2i or 2i+1 for graph queue i's sides, 2nq for host.
-func (l *rankLower) dim(o OpID) int {
+func (l *rankLower) dim(o ir.OpID) int {
 	op := &l.g.Ops[o]
 	if !op.Kind.OnQueue() {
 		return l.dims - 1
@@ -170,7 +172,7 @@ func (l *rankLower) dim(o OpID) int {
 }
 
 // ord is an op's position among the ops of its tracked work queue.
-func (l *rankLower) ord(o OpID) int32 {
+func (l *rankLower) ord(o ir.OpID) int32 {
 	op := &l.g.Ops[o]
 	if !op.Kind.OnQueue() {
 		return l.hostOrd[o-l.firstOp]
@@ -178,15 +180,15 @@ func (l *rankLower) ord(o OpID) int32 {
 	return int32(op.Index)
 }
 
-func (l *rankLower) row(o OpID) []int32 {
+func (l *rankLower) row(o ir.OpID) []int32 {
 	i := int(o-l.firstOp) * l.dims
 	return l.imp[i : i+l.dims]
 }
 
-func (l *rankLower) known(k []int32, o OpID) bool { return k[l.dim(o)] > l.ord(o) }
+func (l *rankLower) known(k []int32, o ir.OpID) bool { return k[l.dim(o)] > l.ord(o) }
 
 // learn records in k that o has completed, with everything its completion implies.
-func (l *rankLower) learn(k []int32, o OpID) {
+func (l *rankLower) learn(k []int32, o ir.OpID) {
 	if l.imp != nil {
 		for j, v := range l.row(o) {
 			k[j] = max(k[j], v)
@@ -198,7 +200,7 @@ func (l *rankLower) learn(k []int32, o OpID) {
 }
 
 // implies reports whether a's completion implies b's.
-func (l *rankLower) implies(a, b OpID) bool {
+func (l *rankLower) implies(a, b ir.OpID) bool {
 	if l.imp != nil {
 		return l.row(a)[l.dim(b)] > l.ord(b)
 	}
@@ -208,23 +210,23 @@ func (l *rankLower) implies(a, b OpID) bool {
 // needs collects into l.pending the predecessors of o that the placing queue's knowledge k does
 // not already cover, minimised, and reports whether o needs a fence for a same-queue READ or
 // ATOMIC predecessor. k == nil means nothing is placed (the generic target).
-func (l *rankLower) needs(o OpID, k []int32, counted *int) (fence bool) {
+func (l *rankLower) needs(o ir.OpID, k []int32, counted *int) (fence bool) {
 	l.stampVal++
 	l.pending = l.pending[:0]
 	d := l.dim(o)
 	for _, p := range l.g.Preds(o) {
-		x := OpID(p)
+		x := ir.OpID(p)
 		if l.stamp[x-l.firstOp] == l.stampVal {
 			continue
 		}
 		l.stamp[x-l.firstOp] = l.stampVal
-		if k == nil && l.c.t.Style == StyleNone {
+		if k == nil && l.c.t.Style == ir.StyleNone {
 			// The polling engine counts every predecessor, on this queue or not, so it must
 			// see each one's completion.
 			l.c.waited[x] = true
 		}
 		if l.dim(x) == d {
-			if l.g.Ops[x].Kind == OpRead || l.g.Ops[x].Kind.IsAtomic() {
+			if l.g.Ops[x].Kind == ir.OpRead || l.g.Ops[x].Kind.IsAtomic() {
 				fence = fence || k == nil || !l.known(k, x)
 			}
 			continue
@@ -256,7 +258,7 @@ func (l *rankLower) needs(o OpID, k []int32, counted *int) (fence bool) {
 	return fence
 }
 
-func (l *rankLower) start(o OpID) {
+func (l *rankLower) start(o ir.OpID) {
 	op := &l.g.Ops[o]
 	if !op.Kind.OnQueue() {
 		l.startHost(o)
@@ -268,9 +270,9 @@ func (l *rankLower) start(o OpID) {
 	place, k := -1, []int32(nil)
 	enable := false
 	switch c.t.Style {
-	case StyleManaged:
+	case ir.StyleManaged:
 		place, k, enable = l.rp.Mgmt, l.kMgmt, true
-	case StyleInline:
+	case ir.StyleInline:
 		if !op.Kind.IsRecvSide() {
 			place, k = wq, l.kSQ[qi]
 		} else if l.rqManaged[qi] {
@@ -289,13 +291,13 @@ func (l *rankLower) start(o OpID) {
 	}
 	e := dataWQE(l.g, o)
 	if autoInline(&c.t, l.g, o) {
-		e.Flags |= Inline
+		e.Flags |= ir.Inline
 	}
 	if fence {
-		e.Flags |= Fence
+		e.Flags |= ir.Fence
 	}
 	q := &l.rp.Queues[wq]
-	c.plan.Loc[o] = Loc{Queue: wq, Index: len(q.Chain)}
+	c.plan.Loc[o] = ir.Loc{Queue: wq, Index: len(q.Chain)}
 	q.Chain = append(q.Chain, e)
 	if enable {
 		c.naiveEnables++
@@ -311,13 +313,13 @@ func (l *rankLower) start(o OpID) {
 	}
 }
 
-func (l *rankLower) end(o OpID) {
+func (l *rankLower) end(o ir.OpID) {
 	op := &l.g.Ops[o]
 	host := !op.Kind.OnQueue()
 	if l.imp != nil {
 		r := l.row(o)
-		if p := l.c.prevOnSide[o]; p != None {
-			for j, v := range l.row(OpID(p)) {
+		if p := l.c.prevOnSide[o]; p != ir.None {
+			for j, v := range l.row(ir.OpID(p)) {
 				r[j] = max(r[j], v)
 			}
 		}
@@ -329,33 +331,33 @@ func (l *rankLower) end(o OpID) {
 	}
 }
 
-func (l *rankLower) startHost(o OpID) {
+func (l *rankLower) startHost(o ir.OpID) {
 	c := l.c
 	ord := int32(l.nHost)
 	l.hostOrd[o-l.firstOp] = ord
 	l.nHost++
 	var k []int32
-	if c.t.Style != StyleNone {
+	if c.t.Style != ir.StyleNone {
 		k = l.kHost
 	}
 	var naive int
 	l.needs(o, k, &naive)
 	op := &l.g.Ops[o]
-	e := WQE{Opcode: OpcHost, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1, Red: op.Red,
-		Local: NoSlice, Remote: NoSlice, Wait: Cond{CQ: -1, Op: None}, Queue: -1}
+	e := ir.WQE{Opcode: ir.OpcHost, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1, Red: op.Red,
+		Local: ir.NoSlice, Remote: ir.NoSlice, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1}
 	if k != nil {
 		for _, x := range l.pending {
-			e.Waits = append(e.Waits, Cond{CQ: -1, Op: x})
+			e.Waits = append(e.Waits, ir.Cond{CQ: -1, Op: x})
 			c.waited[x] = true
 			l.learn(k, x)
 		}
 	}
 	hq := &l.rp.Queues[l.rp.Host]
-	c.plan.Loc[o] = Loc{Queue: l.rp.Host, Index: len(hq.Chain)}
+	c.plan.Loc[o] = ir.Loc{Queue: l.rp.Host, Index: len(hq.Chain)}
 	hq.Chain = append(hq.Chain, e)
-	if c.t.Style != StyleNone {
-		hq.Chain = append(hq.Chain, WQE{Opcode: OpcNop, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
-			Local: NoSlice, Remote: NoSlice, Flags: Signalled, Wait: Cond{CQ: -1, Op: None}, Queue: -1})
+	if c.t.Style != ir.StyleNone {
+		hq.Chain = append(hq.Chain, ir.WQE{Opcode: ir.OpcNop, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
+			Local: ir.NoSlice, Remote: ir.NoSlice, Flags: ir.Signalled, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1})
 	}
 	if l.imp != nil {
 		if k != nil {
@@ -368,18 +370,18 @@ func (l *rankLower) startHost(o OpID) {
 
 // emitWait appends a CQE_WAIT for x's completion to work queue place, holding back o. Its CQ and
 // count are filled in once signalling is known.
-func (l *rankLower) emitWait(place int, o, x OpID) {
+func (l *rankLower) emitWait(place int, o, x ir.OpID) {
 	op := &l.g.Ops[o]
 	q := &l.rp.Queues[place]
-	q.Chain = append(q.Chain, WQE{Opcode: OpcWait, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
-		Local: NoSlice, Remote: NoSlice, Wait: Cond{CQ: -1, Op: x}, Queue: -1})
+	q.Chain = append(q.Chain, ir.WQE{Opcode: ir.OpcWait, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
+		Local: ir.NoSlice, Remote: ir.NoSlice, Wait: ir.Cond{CQ: -1, Op: x}, Queue: -1})
 	l.c.waited[x] = true
 	l.waitSeq[place]++
 }
 
 // emitEnable lets managed work queue wq run up to and including o, merging with the previous
 // ENABLE of wq when no WAIT was placed since.
-func (l *rankLower) emitEnable(place, wq int, o OpID) {
+func (l *rankLower) emitEnable(place, wq int, o ir.OpID) {
 	op := &l.g.Ops[o]
 	q := &l.rp.Queues[place]
 	upTo := uint32(op.Index + 1)
@@ -389,22 +391,22 @@ func (l *rankLower) emitEnable(place, wq int, o OpID) {
 		e.UpTo, e.Op, e.Name, e.Pos = upTo, o, op.Name, op.Pos
 		return
 	}
-	opc := OpcSendEnable
+	opc := ir.OpcSendEnable
 	if op.Kind.IsRecvSide() {
-		opc = OpcRecvEnable
+		opc = ir.OpcRecvEnable
 	}
 	*le = enableRef{placer: place, index: len(q.Chain), seq: l.waitSeq[place]}
-	q.Chain = append(q.Chain, WQE{Opcode: opc, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
-		Local: NoSlice, Remote: NoSlice, Wait: Cond{CQ: -1, Op: None}, Queue: wq, UpTo: upTo})
+	q.Chain = append(q.Chain, ir.WQE{Opcode: opc, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
+		Local: ir.NoSlice, Remote: ir.NoSlice, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: wq, UpTo: upTo})
 }
 
 // autoInline reports that a send or write of op o goes inline although the plan does not say so:
 // on a target that posts each WQE only once its inputs are complete (no pre-posting), copying a
 // small payload into the WQE at post time reads the same bytes the NIC would, and saves the NIC a
 // DMA read of the buffer.
-func autoInline(t *Target, g *Graph, o OpID) bool {
+func autoInline(t *ir.Target, g *ir.Graph, o ir.OpID) bool {
 	op := &g.Ops[o]
-	if t.PrePost || (op.Kind != OpSend && op.Kind != OpWrite) {
+	if t.PrePost || (op.Kind != ir.OpSend && op.Kind != ir.OpWrite) {
 		return false
 	}
 	n := g.Bytes(op.Src)
@@ -412,29 +414,29 @@ func autoInline(t *Target, g *Graph, o OpID) bool {
 }
 
 // dataWQE is the data WQE of a queue op, with its operands.
-func dataWQE(g *Graph, o OpID) WQE {
+func dataWQE(g *ir.Graph, o ir.OpID) ir.WQE {
 	op := &g.Ops[o]
-	e := WQE{Op: o, Name: op.Name, Pos: op.Pos, Local: NoSlice, Remote: NoSlice,
-		Peer: g.Queues[op.Queue].PeerRank, Wait: Cond{CQ: -1, Op: None}, Queue: -1}
+	e := ir.WQE{Op: o, Name: op.Name, Pos: op.Pos, Local: ir.NoSlice, Remote: ir.NoSlice,
+		Peer: g.Queues[op.Queue].PeerRank, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1}
 	switch op.Kind {
-	case OpSend:
-		e.Opcode, e.Local = OpcSend, op.Src
+	case ir.OpSend:
+		e.Opcode, e.Local = ir.OpcSend, op.Src
 		if op.Inline {
-			e.Flags |= Inline
+			e.Flags |= ir.Inline
 		}
-	case OpRecv:
-		e.Opcode, e.Local = OpcRecv, op.Dst
-	case OpWrite:
-		e.Opcode, e.Local, e.Remote = OpcWrite, op.Src, op.Dst
+	case ir.OpRecv:
+		e.Opcode, e.Local = ir.OpcRecv, op.Dst
+	case ir.OpWrite:
+		e.Opcode, e.Local, e.Remote = ir.OpcWrite, op.Src, op.Dst
 		if op.Notify {
-			e.Opcode = OpcWriteImm
+			e.Opcode = ir.OpcWriteImm
 		}
-	case OpRead:
-		e.Opcode, e.Remote, e.Local = OpcRead, op.Src, op.Dst
-	case OpAtomicAdd:
-		e.Opcode, e.Remote, e.Local, e.A = OpcAtomicFAdd, op.Dst, op.Fetch, op.A
-	case OpAtomicCAS:
-		e.Opcode, e.Remote, e.Local, e.A, e.B = OpcAtomicCAS, op.Dst, op.Fetch, op.A, op.B
+	case ir.OpRead:
+		e.Opcode, e.Remote, e.Local = ir.OpcRead, op.Src, op.Dst
+	case ir.OpAtomicAdd:
+		e.Opcode, e.Remote, e.Local, e.A = ir.OpcAtomicFAdd, op.Dst, op.Fetch, op.A
+	case ir.OpAtomicCAS:
+		e.Opcode, e.Remote, e.Local, e.A, e.B = ir.OpcAtomicCAS, op.Dst, op.Fetch, op.A, op.B
 	}
 	return e
 }

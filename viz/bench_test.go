@@ -5,11 +5,12 @@ import (
 	"os"
 	"testing"
 
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
 // ringPlan compiles plans/ring_allreduce.dag for connectx with the given rank count.
-func ringPlan(b testing.TB, ranks int64) *planner.Plan {
+func ringPlan(b testing.TB, ranks int64) *ir.Plan {
 	src, err := os.ReadFile("../plans/ring_allreduce.dag")
 	if err != nil {
 		b.Fatal(err)
@@ -21,7 +22,7 @@ func ringPlan(b testing.TB, ranks int64) *planner.Plan {
 	return compile(b, g)
 }
 
-func planEntries(p *planner.Plan) int {
+func planEntries(p *ir.Plan) int {
 	n := 0
 	for r := range p.Ranks {
 		n += rankEntries(&p.Ranks[r])

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/viz"
 )
@@ -44,7 +45,7 @@ func ExampleWrite() {
 		fmt.Println(err)
 		return
 	}
-	target, _ := planner.LookupTarget("connectx")
+	target, _ := ir.LookupTarget("connectx")
 	plan, err := planner.Compile(g, target)
 	if err != nil {
 		fmt.Println(err)

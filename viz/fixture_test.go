@@ -4,44 +4,44 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/diag"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // ringGraph builds, by hand, the Graph that DSL.md's ring allreduce example elaborates to, so the
 // views can be tested without the front end.
-func ringGraph(ranks int, n int64) *planner.Graph {
+func ringGraph(ranks int, n int64) *ir.Graph {
 	const file = "plans/ring_allreduce.dag"
 	pos := func(line int) diag.Pos { return diag.At(file, line, 3) }
-	g := &planner.Graph{
+	g := &ir.Graph{
 		Name:  "ring_allreduce",
 		File:  file,
 		Ranks: ranks,
-		Params: []planner.Param{
+		Params: []ir.Param{
 			{Name: "ranks", Value: int64(ranks), Pos: pos(2)},
 			{Name: "n", Value: n, Pos: pos(3)},
 		},
-		Buffers: []planner.Buffer{
-			{Name: "data", Type: planner.F32, Count: int64(ranks) * n, Access: planner.RemoteWrite, Pos: pos(5)},
-			{Name: "tmp", Type: planner.F32, Count: n, Pos: pos(6)},
+		Buffers: []ir.Buffer{
+			{Name: "data", Type: ir.F32, Count: int64(ranks) * n, Access: ir.RemoteWrite, Pos: pos(5)},
+			{Name: "tmp", Type: ir.F32, Count: n, Pos: pos(6)},
 		},
 	}
-	const data, tmp = planner.BufID(0), planner.BufID(1)
-	chunk := func(c int) planner.Slice { return planner.Slice{Buf: data, Off: int64(c) * n, Len: n} }
+	const data, tmp = ir.BufID(0), ir.BufID(1)
+	chunk := func(c int) ir.Slice { return ir.Slice{Buf: data, Off: int64(c) * n, Len: n} }
 	mod := func(a int) int { return ((a % ranks) + ranks) % ranks }
 	steps := ranks - 1
 	perRank := 5 * steps
 	for r := 0; r < ranks; r++ {
-		right := planner.QueueID(2 * r)
+		right := ir.QueueID(2 * r)
 		left := right + 1
-		first := planner.OpID(len(g.Ops))
+		first := ir.OpID(len(g.Ops))
 		g.Queues = append(g.Queues,
-			planner.Queue{Name: "right", Rank: r, PeerRank: mod(r + 1), Peer: planner.QueueID(2*mod(r+1) + 1), Depth: 128, Pos: pos(7)},
-			planner.Queue{Name: "left", Rank: r, PeerRank: mod(r - 1), Peer: planner.QueueID(2 * mod(r-1)), Depth: 128, Pos: pos(8)})
-		add := func(op planner.Op) planner.OpID {
-			id := planner.OpID(len(g.Ops))
+			ir.Queue{Name: "right", Rank: r, PeerRank: mod(r + 1), Peer: ir.QueueID(2*mod(r+1) + 1), Depth: 128, Pos: pos(7)},
+			ir.Queue{Name: "left", Rank: r, PeerRank: mod(r - 1), Peer: ir.QueueID(2 * mod(r-1)), Depth: 128, Pos: pos(8)})
+		add := func(op ir.Op) ir.OpID {
+			id := ir.OpID(len(g.Ops))
 			op.Rank = r
-			op.Fetch = planner.NoSlice
-			op.Match = planner.None
+			op.Fetch = ir.NoSlice
+			op.Match = ir.None
 			op.Index = -1
 			if op.Kind.OnQueue() {
 				q := &g.Queues[op.Queue]
@@ -56,15 +56,15 @@ func ringGraph(ranks int, n int64) *planner.Graph {
 			g.Ops = append(g.Ops, op)
 			return id
 		}
-		edge := func(from, to planner.OpID, line int) {
-			g.Edges = append(g.Edges, planner.Edge{From: from, To: to, Pos: pos(line)})
+		edge := func(from, to ir.OpID, line int) {
+			g.Edges = append(g.Edges, ir.Edge{From: from, To: to, Pos: pos(line)})
 		}
-		var tx, rx, red, ag, got []planner.OpID
+		var tx, rx, red, ag, got []ir.OpID
 		for s := 0; s < steps; s++ {
 			sc, rc := mod(r-s), mod(r-s-1)
-			tx = append(tx, add(planner.Op{Name: fmt.Sprintf("tx[%d]", s), Kind: planner.OpSend, Queue: right, Src: chunk(sc), Dst: planner.NoSlice, Pos: pos(15)}))
-			rx = append(rx, add(planner.Op{Name: fmt.Sprintf("rx[%d]", s), Kind: planner.OpRecv, Queue: left, Src: planner.NoSlice, Dst: planner.Slice{Buf: tmp, Len: n}, Pos: pos(16)}))
-			red = append(red, add(planner.Op{Name: fmt.Sprintf("red[%d]", s), Kind: planner.OpReduce, Queue: planner.None, Red: planner.RedSum, Dst: chunk(rc), Src: planner.Slice{Buf: tmp, Len: n}, Pos: pos(17)}))
+			tx = append(tx, add(ir.Op{Name: fmt.Sprintf("tx[%d]", s), Kind: ir.OpSend, Queue: right, Src: chunk(sc), Dst: ir.NoSlice, Pos: pos(15)}))
+			rx = append(rx, add(ir.Op{Name: fmt.Sprintf("rx[%d]", s), Kind: ir.OpRecv, Queue: left, Src: ir.NoSlice, Dst: ir.Slice{Buf: tmp, Len: n}, Pos: pos(16)}))
+			red = append(red, add(ir.Op{Name: fmt.Sprintf("red[%d]", s), Kind: ir.OpReduce, Queue: ir.None, Red: ir.RedSum, Dst: chunk(rc), Src: ir.Slice{Buf: tmp, Len: n}, Pos: pos(17)}))
 			edge(rx[s], red[s], 17)
 			if s > 0 {
 				edge(red[s-1], tx[s], 18)
@@ -73,15 +73,15 @@ func ringGraph(ranks int, n int64) *planner.Graph {
 		}
 		for s := 0; s < steps; s++ {
 			c := mod(r - s + 1)
-			ag = append(ag, add(planner.Op{Name: fmt.Sprintf("ag[%d]", s), Kind: planner.OpWrite, Queue: right, Src: chunk(c), Dst: chunk(c), Notify: true, Pos: pos(22)}))
-			got = append(got, add(planner.Op{Name: fmt.Sprintf("got[%d]", s), Kind: planner.OpRecv, Queue: left, Src: planner.NoSlice, Dst: planner.NoSlice, Pos: pos(23)}))
+			ag = append(ag, add(ir.Op{Name: fmt.Sprintf("ag[%d]", s), Kind: ir.OpWrite, Queue: right, Src: chunk(c), Dst: chunk(c), Notify: true, Pos: pos(22)}))
+			got = append(got, add(ir.Op{Name: fmt.Sprintf("got[%d]", s), Kind: ir.OpRecv, Queue: left, Src: ir.NoSlice, Dst: ir.NoSlice, Pos: pos(23)}))
 			if s == 0 {
 				edge(red[steps-1], ag[s], 24)
 			} else {
 				edge(got[s-1], ag[s], 24)
 			}
 		}
-		g.Rank = append(g.Rank, planner.RankSpan{FirstOp: first, EndOp: first + planner.OpID(perRank), FirstQueue: right, EndQueue: left + 1})
+		g.Rank = append(g.Rank, ir.RankSpan{FirstOp: first, EndOp: first + ir.OpID(perRank), FirstQueue: right, EndQueue: left + 1})
 	}
 	// Match the k-th send-side transfer on rank r's "right" with the k-th recv on the next rank's "left".
 	for r := 0; r < ranks; r++ {

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/coredag/coredag/planner"
 	"github.com/emicklei/dot"
+
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
 )
 
 // Graph draws the graph view of g: ops as nodes (shape by kind, label with the name, what the op
@@ -16,7 +18,7 @@ import (
 // Above the node limit repeated loop bodies (ops whose indexed names form families, like tx[s],
 // rx[s], red[s]) keep their first two and last iterations and fold the rest into one summary node;
 // if that is not enough, whole ranks fold into one node each. Highlighted ops are never folded.
-func Graph(g *planner.Graph, opts Options) *dot.Graph {
+func Graph(g *ir.Graph, opts Options) *dot.Graph {
 	v := &graphView{g: g, opts: opts}
 	v.layout()
 	return v.draw()
@@ -24,15 +26,15 @@ func Graph(g *planner.Graph, opts Options) *dot.Graph {
 
 // vertex is one node of the drawing: an op, or a summary of several.
 type vertex struct {
-	op    planner.OpID // the op drawn, or None for a summary
+	op    ir.OpID // the op drawn, or None for a summary
 	rank  int
-	queue planner.QueueID // cluster the vertex sits in; None: host cluster (ops) or rank level (summaries)
-	ops   []planner.OpID  // summaries: the ops folded into it, in declaration order
-	loop  bool            // loop-body summary (inside its rank) rather than whole-rank summary
+	queue ir.QueueID // cluster the vertex sits in; None: host cluster (ops) or rank level (summaries)
+	ops   []ir.OpID  // summaries: the ops folded into it, in declaration order
+	loop  bool       // loop-body summary (inside its rank) rather than whole-rank summary
 }
 
 type graphView struct {
-	g    *planner.Graph
+	g    *ir.Graph
 	opts Options
 	rep  []int32 // op -> vertex, -1 while undecided or not drawn
 	vs   []vertex
@@ -40,7 +42,7 @@ type graphView struct {
 }
 
 // opValid reports whether id indexes g.Ops.
-func (v *graphView) opValid(id planner.OpID) bool { return id >= 0 && int(id) < len(v.g.Ops) }
+func (v *graphView) opValid(id ir.OpID) bool { return id >= 0 && int(id) < len(v.g.Ops) }
 
 // layout decides which ops get their own vertex and which fold into summaries.
 func (v *graphView) layout() {
@@ -66,7 +68,7 @@ func (v *graphView) layout() {
 	limit := v.opts.limit()
 	collapse := !v.opts.Full && total > limit
 	// loopGroups[r] lists the loop summaries of rank r, each as the ops it folds.
-	loopGroups := make([][][]planner.OpID, len(g.Rank))
+	loopGroups := make([][][]ir.OpID, len(g.Rank))
 	if collapse {
 		total = 0
 		for _, r := range selected {
@@ -101,7 +103,7 @@ func (v *graphView) layout() {
 		if !expanded[r] {
 			continue
 		}
-		folded := make(map[planner.OpID]int, 0) // op -> loop group index
+		folded := make(map[ir.OpID]int, 0) // op -> loop group index
 		for gi, grp := range loopGroups[r] {
 			for _, id := range grp {
 				folded[id] = gi
@@ -115,7 +117,7 @@ func (v *graphView) layout() {
 			if gi, ok := folded[id]; ok {
 				if groupVertex[gi] < 0 {
 					groupVertex[gi] = int32(len(v.vs))
-					v.vs = append(v.vs, vertex{op: planner.None, rank: r, queue: commonQueue(g, loopGroups[r][gi]), ops: loopGroups[r][gi], loop: true})
+					v.vs = append(v.vs, vertex{op: ir.None, rank: r, queue: commonQueue(g, loopGroups[r][gi]), ops: loopGroups[r][gi], loop: true})
 				}
 				v.rep[id] = groupVertex[gi]
 				continue
@@ -131,12 +133,12 @@ func (v *graphView) layout() {
 			continue
 		}
 		first, end := g.RankOps(r)
-		ops := make([]planner.OpID, 0, end-first)
+		ops := make([]ir.OpID, 0, end-first)
 		for id := first; id < end; id++ {
 			ops = append(ops, id)
 		}
 		vi := int32(len(v.vs))
-		v.vs = append(v.vs, vertex{op: planner.None, rank: r, queue: planner.None, ops: ops})
+		v.vs = append(v.vs, vertex{op: ir.None, rank: r, queue: ir.None, ops: ops})
 		for id := first; id < end; id++ {
 			v.rep[id] = vi
 		}
@@ -144,7 +146,7 @@ func (v *graphView) layout() {
 }
 
 // rankVertices is the number of vertices rank r needs with the given loop groups folded.
-func (v *graphView) rankVertices(r int, groups [][]planner.OpID) int {
+func (v *graphView) rankVertices(r int, groups [][]ir.OpID) int {
 	n := int(v.g.Rank[r].EndOp - v.g.Rank[r].FirstOp)
 	for _, grp := range groups {
 		n -= len(grp) - 1
@@ -161,12 +163,12 @@ const (
 // loopBodies finds the repeated loop bodies of rank r: families of ops sharing a base name
 // (tx[0], tx[1], ...) whose middle members fold together. Families whose middle members have the
 // same indices and interleave in declaration order (one loop's body) fold into one group.
-func (v *graphView) loopBodies(r int) [][]planner.OpID {
+func (v *graphView) loopBodies(r int) [][]ir.OpID {
 	g := v.g
 	first, end := g.RankOps(r)
 	type family struct {
 		base    string
-		members []planner.OpID
+		members []ir.OpID
 		hl      bool
 	}
 	var fams []*family
@@ -187,8 +189,8 @@ func (v *graphView) loopBodies(r int) [][]planner.OpID {
 	}
 	type group struct {
 		key      string
-		lo, hi   planner.OpID
-		ops      []planner.OpID
+		lo, hi   ir.OpID
+		ops      []ir.OpID
 		families int
 	}
 	var groups []*group
@@ -219,7 +221,7 @@ func (v *graphView) loopBodies(r int) [][]planner.OpID {
 		into.families++
 		into.lo, into.hi = min(into.lo, lo), max(into.hi, hi)
 	}
-	out := make([][]planner.OpID, 0, len(groups))
+	out := make([][]ir.OpID, 0, len(groups))
 	for _, gr := range groups {
 		sortOps(gr.ops)
 		out = append(out, gr.ops)
@@ -228,7 +230,7 @@ func (v *graphView) loopBodies(r int) [][]planner.OpID {
 }
 
 // sortOps sorts op ids ascending (insertion sort: groups are a few interleaved sorted runs).
-func sortOps(ids []planner.OpID) {
+func sortOps(ids []ir.OpID) {
 	for i := 1; i < len(ids); i++ {
 		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
 			ids[j], ids[j-1] = ids[j-1], ids[j]
@@ -237,11 +239,11 @@ func sortOps(ids []planner.OpID) {
 }
 
 // commonQueue is the queue all ops sit on, or None if they are on several (or on the host).
-func commonQueue(g *planner.Graph, ops []planner.OpID) planner.QueueID {
+func commonQueue(g *ir.Graph, ops []ir.OpID) ir.QueueID {
 	q := g.Ops[ops[0]].Queue
 	for _, id := range ops[1:] {
 		if g.Ops[id].Queue != q {
-			return planner.None
+			return ir.None
 		}
 	}
 	return q
@@ -271,15 +273,15 @@ func (v *graphView) draw() *dot.Graph {
 	}
 	parentOf := func(x *vertex) *dot.Graph {
 		switch {
-		case x.op == planner.None && !x.loop:
+		case x.op == ir.None && !x.loop:
 			return d
-		case x.queue != planner.None && int(x.queue) < len(g.Queues):
+		case x.queue != ir.None && int(x.queue) < len(g.Queues):
 			if queueCl[x.queue] == nil {
 				q := &g.Queues[x.queue]
 				queueCl[x.queue] = cluster(rankCluster(x.rank), fmt.Sprintf("q%07d", x.queue), queueLabel(q), colorLaneBG)
 			}
 			return queueCl[x.queue]
-		case x.op == planner.None:
+		case x.op == ir.None:
 			return rankCluster(x.rank)
 		default:
 			if hostCl[x.rank] == nil {
@@ -295,7 +297,7 @@ func (v *graphView) draw() *dot.Graph {
 		x := &v.vs[i]
 		var n dot.Node
 		switch {
-		case x.op != planner.None:
+		case x.op != ir.None:
 			op := &g.Ops[x.op]
 			n = node(parentOf(x), fmt.Sprintf("op%07d", x.op), opLabel(g, op))
 			styleOp(n, op.Kind)
@@ -313,7 +315,7 @@ func (v *graphView) draw() *dot.Graph {
 	// Every vertex of a drawn rank exists even without edges; summaries of ranks that are
 	// not selected appear only when a matched transfer reaches them.
 	for i := range v.vs {
-		if x := &v.vs[i]; x.op != planner.None || x.loop || v.opts.drawsRank(x.rank) {
+		if x := &v.vs[i]; x.op != ir.None || x.loop || v.opts.drawsRank(x.rank) {
 			vertexNode(int32(i))
 		}
 	}
@@ -324,7 +326,7 @@ func (v *graphView) draw() *dot.Graph {
 	}
 	seen := make(map[edgeKey]bool) // lookup only: edges are drawn in plan order
 	merged := newMerger()
-	addEdge := func(from, to planner.OpID, kind int) {
+	addEdge := func(from, to ir.OpID, kind int) {
 		if !v.opValid(from) || !v.opValid(to) {
 			return
 		}
@@ -374,7 +376,7 @@ func (v *graphView) draw() *dot.Graph {
 	}
 	for qi := range g.Queues {
 		q := &g.Queues[qi]
-		for _, side := range [2][]planner.OpID{q.SendOps, q.RecvOps} {
+		for _, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
 			for i := 1; i < len(side); i++ {
 				addEdge(side[i-1], side[i], edgeOrder)
 			}
@@ -385,7 +387,7 @@ func (v *graphView) draw() *dot.Graph {
 	var ids []string
 	lastRank := -1
 	for i := range v.vs {
-		if x := &v.vs[i]; made[i] && x.rank != lastRank && (x.op != planner.None || x.loop) {
+		if x := &v.vs[i]; made[i] && x.rank != lastRank && (x.op != ir.None || x.loop) {
 			lastRank = x.rank
 			firsts = append(firsts, nodes[i])
 			ids = append(ids, fmt.Sprintf("anchor%06d", x.rank))
@@ -394,10 +396,10 @@ func (v *graphView) draw() *dot.Graph {
 	orderClusters(d, firsts, ids)
 	for id := range g.Ops {
 		op := &g.Ops[id]
-		if op.Match == planner.None || !(op.Kind == planner.OpSend || op.Kind == planner.OpWrite && op.Notify) {
+		if op.Match == ir.None || !(op.Kind == ir.OpSend || op.Kind == ir.OpWrite && op.Notify) {
 			continue
 		}
-		addEdge(planner.OpID(id), op.Match, edgeMatch)
+		addEdge(ir.OpID(id), op.Match, edgeMatch)
 	}
 	merged.label()
 	return d
@@ -406,7 +408,7 @@ func (v *graphView) draw() *dot.Graph {
 // summaryKey groups a transfer edge between vertices a and b when exactly one end is a folded
 // rank: by the other end's rank and queue cluster, the summary and the direction.
 func (v *graphView) summaryKey(a, b int32) (mergeKey, bool) {
-	folded := func(i int32) bool { x := &v.vs[i]; return x.op == planner.None && !x.loop }
+	folded := func(i int32) bool { x := &v.vs[i]; return x.op == ir.None && !x.loop }
 	switch {
 	case folded(a) == folded(b):
 		return mergeKey{}, false
@@ -418,7 +420,7 @@ func (v *graphView) summaryKey(a, b int32) (mergeKey, bool) {
 }
 
 // queueLabel names a queue's cluster: "right -> rank 1 (left)".
-func queueLabel(q *planner.Queue) string {
+func queueLabel(q *ir.Queue) string {
 	if q.Loopback() {
 		return fmt.Sprintf("queue %s (loopback)", q.Name)
 	}
@@ -426,7 +428,7 @@ func queueLabel(q *planner.Queue) string {
 }
 
 // opLabel is an op node's label: name, what it does, file:line.
-func opLabel(g *planner.Graph, op *planner.Op) string {
+func opLabel(g *ir.Graph, op *ir.Op) string {
 	s := op.Name + "\n" + OpText(g, op)
 	if p := posString(op.Pos.Filename(), int(op.Pos.Line)); p != "" {
 		s += "\n" + p
@@ -436,51 +438,51 @@ func opLabel(g *planner.Graph, op *planner.Op) string {
 
 // OpText renders what an op does the way the language writes it, without its name:
 // "send right data[0:1024]", "reduce sum data[0:4] from tmp".
-func OpText(g *planner.Graph, op *planner.Op) string {
+func OpText(g *ir.Graph, op *ir.Op) string {
 	q := "?"
 	if op.Queue >= 0 && int(op.Queue) < len(g.Queues) {
 		q = g.Queues[op.Queue].Name
 	}
-	sl := func(s planner.Slice) string {
+	sl := func(s ir.Slice) string {
 		if !s.Valid() || int(s.Buf) >= len(g.Buffers) {
 			return ""
 		}
 		return " " + g.SliceString(s)
 	}
 	switch op.Kind {
-	case planner.OpSend:
+	case ir.OpSend:
 		s := "send " + q + sl(op.Src)
 		if op.Inline {
 			s += " inline"
 		}
 		return s
-	case planner.OpRecv:
+	case ir.OpRecv:
 		return "recv " + q + sl(op.Dst)
-	case planner.OpWrite:
+	case ir.OpWrite:
 		s := "write " + q + sl(op.Src) + " to" + sl(op.Dst)
 		if op.Notify {
 			s += " notify"
 		}
 		return s
-	case planner.OpRead:
+	case ir.OpRead:
 		return "read " + q + sl(op.Src) + " to" + sl(op.Dst)
-	case planner.OpAtomicAdd:
+	case ir.OpAtomicAdd:
 		s := fmt.Sprintf("atomic add %s%s %d", q, sl(op.Dst), op.A)
 		if op.Fetch.Valid() {
 			s += " to" + sl(op.Fetch)
 		}
 		return s
-	case planner.OpAtomicCAS:
+	case ir.OpAtomicCAS:
 		s := fmt.Sprintf("atomic cas %s%s %d %d", q, sl(op.Dst), op.A, op.B)
 		if op.Fetch.Valid() {
 			s += " to" + sl(op.Fetch)
 		}
 		return s
-	case planner.OpReduce:
+	case ir.OpReduce:
 		return "reduce " + op.Red.String() + sl(op.Dst) + " from" + sl(op.Src)
-	case planner.OpCopy:
+	case ir.OpCopy:
 		return "copy" + sl(op.Src) + " to" + sl(op.Dst)
-	case planner.OpNop:
+	case ir.OpNop:
 		return "nop"
 	}
 	return op.Kind.String()
@@ -488,24 +490,24 @@ func OpText(g *planner.Graph, op *planner.Op) string {
 
 // styleOp gives an op node its shape and colour by kind: two-sided transfers blue, one-sided
 // green, atomics orange, host ops grey.
-func styleOp(n dot.Node, k planner.OpKind) {
+func styleOp(n dot.Node, k ir.OpKind) {
 	shape, fill := "box", "#ececec"
 	switch k {
-	case planner.OpSend:
+	case ir.OpSend:
 		shape, fill = "cds", "#d6e6fa"
-	case planner.OpRecv:
+	case ir.OpRecv:
 		shape, fill = "invhouse", "#d6e6fa"
-	case planner.OpWrite:
+	case ir.OpWrite:
 		shape, fill = "box", "#d9f0d3"
-	case planner.OpRead:
+	case ir.OpRead:
 		shape, fill = "parallelogram", "#d9f0d3"
-	case planner.OpAtomicAdd, planner.OpAtomicCAS:
+	case ir.OpAtomicAdd, ir.OpAtomicCAS:
 		shape, fill = "hexagon", "#fde0c5"
-	case planner.OpReduce:
+	case ir.OpReduce:
 		shape = "octagon"
-	case planner.OpCopy:
+	case ir.OpCopy:
 		shape = "component"
-	case planner.OpNop:
+	case ir.OpNop:
 		shape = "ellipse"
 	}
 	n.Attr("shape", shape)
@@ -513,8 +515,8 @@ func styleOp(n dot.Node, k planner.OpKind) {
 }
 
 // kindCounts summarises ops by kind in enum order: "60 send, 60 recv, 60 reduce".
-func kindCounts(g *planner.Graph, ops []planner.OpID) string {
-	var counts [planner.OpNop + 1]int
+func kindCounts(g *ir.Graph, ops []ir.OpID) string {
+	var counts [ir.OpNop + 1]int
 	for _, id := range ops {
 		if k := g.Ops[id].Kind; int(k) < len(counts) {
 			counts[k]++
@@ -523,14 +525,14 @@ func kindCounts(g *planner.Graph, ops []planner.OpID) string {
 	var parts []string
 	for k, c := range counts {
 		if c > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", c, planner.OpKind(k)))
+			parts = append(parts, fmt.Sprintf("%d %s", c, ir.OpKind(k)))
 		}
 	}
 	return strings.Join(parts, ", ")
 }
 
 // loopLabel describes a folded loop body: which families, which indices, how many ops.
-func loopLabel(g *planner.Graph, ops []planner.OpID) string {
+func loopLabel(g *ir.Graph, ops []ir.OpID) string {
 	var bases []string
 	for _, id := range ops {
 		b, _ := familyOf(g.Ops[id].Name)
@@ -550,7 +552,7 @@ func loopLabel(g *planner.Graph, ops []planner.OpID) string {
 }
 
 // rankLabel describes a folded rank: op counts by kind and its queues.
-func rankLabel(g *planner.Graph, r int, ops []planner.OpID) string {
+func rankLabel(g *ir.Graph, r int, ops []ir.OpID) string {
 	var qs []string
 	span := g.Rank[r]
 	for q := span.FirstQueue; q < span.EndQueue; q++ {

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/coredag/coredag/planner"
 	"github.com/emicklei/dot"
+
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
 )
 
 // Plan draws the plan view of a compiled plan: per rank a cluster, inside it one lane per work
@@ -16,7 +18,7 @@ import (
 //
 // Above the node limit the middle of long lanes folds into summary nodes (the first and last
 // entries and highlighted ones stay), then whole ranks fold into one node each.
-func Plan(p *planner.Plan, opts Options) *dot.Graph {
+func Plan(p *ir.Plan, opts Options) *dot.Graph {
 	v := &planView{p: p, g: p.Graph, opts: opts}
 	v.layout()
 	return v.draw()
@@ -36,8 +38,8 @@ type pnode struct {
 }
 
 type planView struct {
-	p     *planner.Plan
-	g     *planner.Graph
+	p     *ir.Plan
+	g     *ir.Graph
 	opts  Options
 	nodes []pnode
 	// rep[rank][queue][index] is the pnode of a chain entry (-1: not drawn).
@@ -119,7 +121,7 @@ func (v *planView) layout() {
 }
 
 // rankEntries counts the chain entries of a rank.
-func rankEntries(rp *planner.RankPlan) int {
+func rankEntries(rp *ir.RankPlan) int {
 	n := 0
 	for qi := range rp.Queues {
 		n += len(rp.Queues[qi].Chain)
@@ -157,7 +159,7 @@ func (v *planView) laneRuns(r, qi int, fold bool) [][2]int {
 
 // postedEntry returns the chain index of the k-th posted WQE (HOST entries are not posted) of a
 // work queue, or -1.
-func postedEntry(wq *planner.WorkQueue, k int) int {
+func postedEntry(wq *ir.WorkQueue, k int) int {
 	for i := range wq.Chain {
 		if !wq.Chain[i].Opcode.Posted() {
 			continue
@@ -172,7 +174,7 @@ func postedEntry(wq *planner.WorkQueue, k int) int {
 
 // awaited finds the WQE whose completion a condition counts: the producer of that completion
 // of the CQ, else through the plan's location of the op it stands for.
-func (v *planView) awaited(r int, c planner.Cond) (queue, index int, ok bool) {
+func (v *planView) awaited(r int, c ir.Cond) (queue, index int, ok bool) {
 	if q, i, ok := v.p.Producer(r, c.CQ, c.Count); ok {
 		return q, i, true
 	}
@@ -180,7 +182,7 @@ func (v *planView) awaited(r int, c planner.Cond) (queue, index int, ok bool) {
 }
 
 // locOf is where op id landed, checked against the plan's bounds.
-func (v *planView) locOf(id planner.OpID) (queue, index int, ok bool) {
+func (v *planView) locOf(id ir.OpID) (queue, index int, ok bool) {
 	_, l, ok := v.p.Place(id)
 	return l.Queue, l.Index, ok
 }
@@ -322,17 +324,17 @@ func (v *planView) draw() *dot.Graph {
 			for i := range rp.Queues[qi].Chain {
 				w := &rp.Queues[qi].Chain[i]
 				switch w.Opcode {
-				case planner.OpcWait:
+				case ir.OpcWait:
 					if aq, ai, ok := v.awaited(r, w.Wait); ok {
 						edge(r, aq, ai, r, qi, i, "wait")
 					}
-				case planner.OpcSendEnable, planner.OpcRecvEnable:
+				case ir.OpcSendEnable, ir.OpcRecvEnable:
 					if w.Queue >= 0 && w.Queue < len(rp.Queues) && w.UpTo > 0 {
 						if ti := postedEntry(&rp.Queues[w.Queue], int(w.UpTo)-1); ti >= 0 {
 							edge(r, qi, i, r, w.Queue, ti, "enable")
 						}
 					}
-				case planner.OpcHost:
+				case ir.OpcHost:
 					for _, c := range w.Waits {
 						if aq, ai, ok := v.awaited(r, c); ok {
 							edge(r, aq, ai, r, qi, i, "host")
@@ -341,7 +343,7 @@ func (v *planView) draw() *dot.Graph {
 				}
 				if w.Opcode.IsData() && w.Op >= 0 && int(w.Op) < len(g.Ops) {
 					op := &g.Ops[w.Op]
-					if op.Match != planner.None && (op.Kind == planner.OpSend || op.Kind == planner.OpWrite && op.Notify) {
+					if op.Match != ir.None && (op.Kind == ir.OpSend || op.Kind == ir.OpWrite && op.Notify) {
 						if mq, mi, ok := v.locOf(op.Match); ok {
 							edge(r, qi, i, g.Ops[op.Match].Rank, mq, mi, "match")
 						}
@@ -376,10 +378,10 @@ func planNote(note string) string {
 }
 
 // laneLabel names a lane: work queue, its CQ and whether it is managed.
-func (v *planView) laneLabel(r int, wq *planner.WorkQueue) string {
+func (v *planView) laneLabel(r int, wq *ir.WorkQueue) string {
 	s := wq.Name
 	rp := &v.p.Ranks[r]
-	if wq.Kind == planner.SendQueue || wq.Kind == planner.RecvQueue {
+	if wq.Kind == ir.SendQueue || wq.Kind == ir.RecvQueue {
 		if q := wq.Queue; q >= 0 && int(q) < len(v.g.Queues) {
 			s += fmt.Sprintf(" (rank %d)", v.g.Queues[q].PeerRank)
 		}
@@ -410,16 +412,16 @@ func (v *planView) wqName(r, q int) string {
 }
 
 // wqeLabel is a WQE node's label: index and opcode, operands, and the op it serves.
-func (v *planView) wqeLabel(r, i int, w *planner.WQE) string {
+func (v *planView) wqeLabel(r, i int, w *ir.WQE) string {
 	g := v.g
 	head := fmt.Sprintf("[%d] %s", i, w.Opcode)
-	if f := w.Flags &^ planner.Signalled; f != 0 {
+	if f := w.Flags &^ ir.Signalled; f != 0 {
 		head += " " + f.String()
 	}
 	if w.Signalled() {
 		head += " (sig)"
 	}
-	sl := func(s planner.Slice) string {
+	sl := func(s ir.Slice) string {
 		if !s.Valid() || int(s.Buf) >= len(g.Buffers) {
 			return "-"
 		}
@@ -427,27 +429,27 @@ func (v *planView) wqeLabel(r, i int, w *planner.WQE) string {
 	}
 	var body string
 	switch w.Opcode {
-	case planner.OpcSend:
+	case ir.OpcSend:
 		body = fmt.Sprintf("%s -> rank %d", sl(w.Local), w.Peer)
-	case planner.OpcRecv:
+	case ir.OpcRecv:
 		body = sl(w.Local)
-	case planner.OpcWrite, planner.OpcWriteImm:
+	case ir.OpcWrite, ir.OpcWriteImm:
 		body = fmt.Sprintf("%s -> rank %d %s", sl(w.Local), w.Peer, sl(w.Remote))
-	case planner.OpcRead:
+	case ir.OpcRead:
 		body = fmt.Sprintf("rank %d %s -> %s", w.Peer, sl(w.Remote), sl(w.Local))
-	case planner.OpcAtomicFAdd:
+	case ir.OpcAtomicFAdd:
 		body = fmt.Sprintf("rank %d %s += %d", w.Peer, sl(w.Remote), w.A)
-	case planner.OpcAtomicCAS:
+	case ir.OpcAtomicCAS:
 		body = fmt.Sprintf("rank %d %s: %d -> %d", w.Peer, sl(w.Remote), w.A, w.B)
-	case planner.OpcWait:
+	case ir.OpcWait:
 		body = fmt.Sprintf("%s >= %d", v.cqName(r, w.Wait.CQ), w.Wait.Count)
-	case planner.OpcSendEnable, planner.OpcRecvEnable:
+	case ir.OpcSendEnable, ir.OpcRecvEnable:
 		body = fmt.Sprintf("%s upto %d", v.wqName(r, w.Queue), w.UpTo)
-	case planner.OpcHost:
+	case ir.OpcHost:
 		if w.Op >= 0 && int(w.Op) < len(g.Ops) {
 			body = OpText(g, &g.Ops[w.Op])
 		}
-	case planner.OpcNop:
+	case ir.OpcNop:
 		body = "signals host step"
 	}
 	s := head
@@ -457,9 +459,9 @@ func (v *planView) wqeLabel(r, i int, w *planner.WQE) string {
 	if w.Name != "" {
 		what := w.Name
 		switch w.Opcode {
-		case planner.OpcWait:
+		case ir.OpcWait:
 			what = "holds " + w.Name
-		case planner.OpcSendEnable, planner.OpcRecvEnable:
+		case ir.OpcSendEnable, ir.OpcRecvEnable:
 			what = "releases up to " + w.Name
 		}
 		s += "\n" + what
@@ -468,24 +470,24 @@ func (v *planView) wqeLabel(r, i int, w *planner.WQE) string {
 }
 
 // styleWQE shapes a WQE node by opcode; signalled WQEs get a double border.
-func styleWQE(n dot.Node, w *planner.WQE) {
+func styleWQE(n dot.Node, w *ir.WQE) {
 	shape, fill := "box", "white"
 	switch w.Opcode {
-	case planner.OpcSend, planner.OpcRecv:
+	case ir.OpcSend, ir.OpcRecv:
 		fill = "#d6e6fa"
-	case planner.OpcWrite, planner.OpcWriteImm, planner.OpcRead:
+	case ir.OpcWrite, ir.OpcWriteImm, ir.OpcRead:
 		fill = "#d9f0d3"
-	case planner.OpcAtomicFAdd, planner.OpcAtomicCAS:
+	case ir.OpcAtomicFAdd, ir.OpcAtomicCAS:
 		fill = "#fde0c5"
-	case planner.OpcWait:
+	case ir.OpcWait:
 		shape, fill = "box", "#fff0dc"
 		n.Attr("style", "filled,dashed")
-	case planner.OpcSendEnable, planner.OpcRecvEnable:
+	case ir.OpcSendEnable, ir.OpcRecvEnable:
 		shape, fill = "box", "#e3f5e1"
 		n.Attr("style", "filled,rounded")
-	case planner.OpcHost:
+	case ir.OpcHost:
 		shape, fill = "octagon", "#dcdcdc"
-	case planner.OpcNop:
+	case ir.OpcNop:
 		shape, fill = "box", "#f0f0f0"
 	}
 	n.Attr("shape", shape)
@@ -496,8 +498,8 @@ func styleWQE(n dot.Node, w *planner.WQE) {
 }
 
 // opcodeCounts summarises entries by opcode in enum order: "60 SEND, 60 CQE_WAIT".
-func opcodeCounts(chain []planner.WQE) string {
-	var counts [planner.OpcHost + 1]int
+func opcodeCounts(chain []ir.WQE) string {
+	var counts [ir.OpcHost + 1]int
 	for i := range chain {
 		if o := chain[i].Opcode; int(o) < len(counts) {
 			counts[o]++
@@ -506,14 +508,14 @@ func opcodeCounts(chain []planner.WQE) string {
 	var parts []string
 	for o, c := range counts {
 		if c > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", c, planner.Opcode(o)))
+			parts = append(parts, fmt.Sprintf("%d %s", c, ir.Opcode(o)))
 		}
 	}
 	return strings.Join(parts, ", ")
 }
 
 // foldLabel describes a folded run of a lane.
-func foldLabel(chain []planner.WQE, lo, hi int) string {
+func foldLabel(chain []ir.WQE, lo, hi int) string {
 	s := fmt.Sprintf("[%d..%d] %s folded\n%s", lo, hi-1, planner.Plural(hi-lo, "entry"), opcodeCounts(chain))
 	if first, last := chain[0].Name, chain[len(chain)-1].Name; first != "" && last != "" {
 		s += fmt.Sprintf("\n%s .. %s", first, last)

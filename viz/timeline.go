@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // Timeline writes what a run recorded with exec.Options.Timeline as trace-event JSON, the format
@@ -17,7 +17,7 @@ import (
 // iteration; the iterations are laid end to end. iters holds the iterations' durations
 // (exec.Result.Latency.All) and at the completion times by iteration and op (exec.Result.Timeline;
 // negative for ops that did not complete in this process).
-func Timeline(w io.Writer, g *planner.Graph, iters []time.Duration, at [][]time.Duration) error {
+func Timeline(w io.Writer, g *ir.Graph, iters []time.Duration, at [][]time.Duration) error {
 	if len(at) != len(iters) {
 		return fmt.Errorf("timeline: %d iterations timed but %d recorded", len(iters), len(at))
 	}
@@ -51,8 +51,8 @@ func Timeline(w io.Writer, g *planner.Graph, iters []time.Duration, at [][]time.
 		emit(meta("thread_name", r, 1, "host ops"))
 		for qi := range g.Queues {
 			if q := &g.Queues[qi]; q.Rank == r {
-				emit(meta("thread_name", r, sideTrack(planner.QueueID(qi), false), fmt.Sprintf("%s send (to rank %d)", q.Name, q.PeerRank)))
-				emit(meta("thread_name", r, sideTrack(planner.QueueID(qi), true), fmt.Sprintf("%s recv (from rank %d)", q.Name, q.PeerRank)))
+				emit(meta("thread_name", r, sideTrack(ir.QueueID(qi), false), fmt.Sprintf("%s send (to rank %d)", q.Name, q.PeerRank)))
+				emit(meta("thread_name", r, sideTrack(ir.QueueID(qi), true), fmt.Sprintf("%s recv (from rank %d)", q.Name, q.PeerRank)))
 			}
 		}
 	}
@@ -69,7 +69,7 @@ func Timeline(w io.Writer, g *planner.Graph, iters []time.Duration, at [][]time.
 			}
 			op := &g.Ops[id]
 			tid := 1
-			if op.Queue != planner.None {
+			if op.Queue != ir.None {
 				tid = sideTrack(op.Queue, op.Kind.IsRecvSide())
 			}
 			emit(traceEvent{Name: op.Name, Ph: "i", S: "t", Pid: op.Rank, Tid: tid, Ts: micros(start + t),
@@ -98,7 +98,7 @@ func meta(kind string, pid, tid int, name string) traceEvent {
 }
 
 // sideTrack numbers the track of one side of queue q: 0 and 1 are a rank's iterations and host ops.
-func sideTrack(q planner.QueueID, recv bool) int {
+func sideTrack(q ir.QueueID, recv bool) int {
 	t := 2 + 2*int(q)
 	if recv {
 		t++

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/viz"
 )
@@ -38,7 +39,7 @@ func TestTimeline(t *testing.T) {
 	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 3})
 	require.NoError(t, err)
 	const iters = 2
-	generic, err := planner.LookupTarget("generic")
+	generic, err := ir.LookupTarget("generic")
 	require.NoError(t, err)
 	plan, err := planner.Compile(g, generic)
 	require.NoError(t, err)
@@ -71,7 +72,7 @@ func TestTimeline(t *testing.T) {
 			assert.InDelta(t, float64(start+res.Timeline[it][id])/1e3, ev.Ts, 1e-3, "%s iteration %d", ev.Name, it)
 			op := &g.Ops[id]
 			want := "host ops"
-			if op.Queue != planner.None {
+			if op.Queue != ir.None {
 				want = g.Queues[op.Queue].Name + " send"
 				if op.Kind.IsRecvSide() {
 					want = g.Queues[op.Queue].Name + " recv"
@@ -91,7 +92,7 @@ func TestTimeline(t *testing.T) {
 	assert.ErrorContains(t, err, "1 iterations timed but 2 recorded")
 }
 
-func opByName(t *testing.T, g *planner.Graph, rank int, name string) planner.OpID {
+func opByName(t *testing.T, g *ir.Graph, rank int, name string) ir.OpID {
 	first, end := g.RankOps(rank)
 	for id := first; id < end; id++ {
 		if g.Ops[id].Name == name {
@@ -99,5 +100,5 @@ func opByName(t *testing.T, g *planner.Graph, rank int, name string) planner.OpI
 		}
 	}
 	t.Fatalf("no op %s on rank %d", name, rank)
-	return planner.None
+	return ir.None
 }

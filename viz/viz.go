@@ -25,8 +25,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/coredag/coredag/planner"
 	"github.com/emicklei/dot"
+
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
 )
 
 // DefaultLimit is the number of nodes above which a view is summarised when Options.Limit is 0.
@@ -49,9 +51,9 @@ type Options struct {
 
 // Highlight names the elements a view draws in red, with an optional caption under the title.
 type Highlight struct {
-	Ops  []planner.OpID // graph view
-	WQEs []WQERef       // plan view
-	Note string         // caption, e.g. "stuck: WAIT right.scq >= 3 (reached 2)"
+	Ops  []ir.OpID // graph view
+	WQEs []WQERef  // plan view
+	Note string    // caption, e.g. "stuck: WAIT right.scq >= 3 (reached 2)"
 }
 
 // WQERef names one WQE of a compiled plan: entry Index of queue Queue's chain on rank Rank.
@@ -147,7 +149,7 @@ func summaryNode(parent *dot.Graph, id, label string) dot.Node {
 }
 
 // title is the heading of a view: plan name, view, ranks, and the highlight note.
-func title(kind, name string, ranks int, params []planner.Param, note string) string {
+func title(kind, name string, ranks int, params []ir.Param, note string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s view, %d rank", name, kind, ranks)
 	if ranks != 1 {

@@ -12,10 +12,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coredag/coredag/internal/drawtest"
-	"github.com/coredag/coredag/planner"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/internal/drawtest"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/viz")
@@ -23,12 +25,12 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/vi
 const goldenDir = "../testdata/viz"
 
 // loadPlans loads every plan of plans/ with its default parameters.
-func loadPlans(t testing.TB) map[string]*planner.Graph {
+func loadPlans(t testing.TB) map[string]*ir.Graph {
 	t.Helper()
 	files, err := filepath.Glob("../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "no plans in plans/")
-	out := map[string]*planner.Graph{}
+	out := map[string]*ir.Graph{}
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		require.NoError(t, err)
@@ -39,7 +41,7 @@ func loadPlans(t testing.TB) map[string]*planner.Graph {
 	return out
 }
 
-func sortedNames(m map[string]*planner.Graph) []string {
+func sortedNames(m map[string]*ir.Graph) []string {
 	names := make([]string, 0, len(m))
 	for n := range m {
 		names = append(names, n)
@@ -55,10 +57,10 @@ func sortedNames(m map[string]*planner.Graph) []string {
 
 // compile compiles g for connectx, or for generic when a plan does not fit connectx (whole
 // chains pre-posted within the declared depths).
-func compile(t testing.TB, g *planner.Graph) *planner.Plan {
+func compile(t testing.TB, g *ir.Graph) *ir.Plan {
 	t.Helper()
 	for _, target := range []string{"connectx", "generic"} {
-		tg, err := planner.LookupTarget(target)
+		tg, err := ir.LookupTarget(target)
 		require.NoError(t, err)
 		if p, err := planner.Compile(g, tg); err == nil {
 			return p
@@ -166,7 +168,7 @@ func TestSVGHasEveryOp(t *testing.T) {
 				require.NoError(t, Write(d, SVG, &buf))
 				text := svgText(t, buf.Bytes())
 				for i := range g.Ops {
-					assert.Contains(t, text, g.Ops[i].Name, "%s view lacks %s", view, g.OpString(planner.OpID(i)))
+					assert.Contains(t, text, g.Ops[i].Name, "%s view lacks %s", view, g.OpString(ir.OpID(i)))
 				}
 				edges := visibleEdges(d.String())
 				assert.Positive(t, edges)
@@ -267,7 +269,7 @@ func TestGraphFoldsRanks(t *testing.T) {
 func TestGraphRankFilterAndHighlight(t *testing.T) {
 	g := ringGraph(4, 8)
 	first, _ := g.RankOps(2)
-	s := Graph(g, Options{Ranks: []int{2}, Highlight: Highlight{Ops: []planner.OpID{first}, Note: "stuck here"}}).String()
+	s := Graph(g, Options{Ranks: []int{2}, Highlight: Highlight{Ops: []ir.OpID{first}, Note: "stuck here"}}).String()
 	has(t, s, `label="rank 2"`)
 	hasNot(t, s, `label="rank 1"`)
 	// The neighbours appear as summaries because matched transfers reach them; rank 0 does not.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -20,7 +21,7 @@ type compileCmd struct {
 }
 
 func (c *compileCmd) Run(e *env) error {
-	t, err := planner.LookupTarget(c.Target)
+	t, err := ir.LookupTarget(c.Target)
 	if err != nil {
 		return usageError("%v", err)
 	}

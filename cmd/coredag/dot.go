@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/viz"
 )
@@ -67,7 +68,7 @@ func (c *dotCmd) Run(e *env) error {
 	var text string
 	switch c.View {
 	case "plan":
-		t, err := planner.LookupTarget(c.Target)
+		t, err := ir.LookupTarget(c.Target)
 		if err != nil {
 			return usageError("%v", err)
 		}

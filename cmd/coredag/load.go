@@ -11,6 +11,7 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/internal/budget"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -43,7 +44,7 @@ func (p paramFlags) values() (map[string]int64, error) {
 type loaded struct {
 	path   string
 	src    []byte
-	graph  *planner.Graph
+	graph  *ir.Graph
 	err    error         // diagnostics (a diag.List) or another error
 	budget budget.Budget // the memory budget the plan was loaded within
 }

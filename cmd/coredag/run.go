@@ -24,6 +24,7 @@ import (
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/internal/atomicfile"
 	"github.com/coredag/coredag/internal/budget"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/viz"
 )
@@ -217,7 +218,7 @@ func (c *runCmd) Run(e *env) error {
 //
 // Before it allocates the reference it checks that the run fits in the memory budget: p (nil
 // when the provider is not open yet) says what registering the buffers costs.
-func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.Engine, *planner.Plan, *exec.Memory, error) {
+func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.Engine, *ir.Plan, *exec.Memory, error) {
 	engine, err := exec.ParseEngine(c.Engine)
 	if err != nil {
 		return 0, nil, nil, usageError("%v", err)
@@ -424,7 +425,7 @@ func (p *progress) done() {
 
 // writeTimeline writes what res recorded (--timeline) to path; a failed run's iterations up to
 // the failure are kept.
-func (c *runCmd) writeTimeline(e *env, plan string, g *planner.Graph, res *exec.Result, path string) error {
+func (c *runCmd) writeTimeline(e *env, plan string, g *ir.Graph, res *exec.Result, path string) error {
 	f, err := atomicfile.Create(path)
 	if err == nil {
 		defer f.Abort()
@@ -444,7 +445,7 @@ func (c *runCmd) writeTimeline(e *env, plan string, g *planner.Graph, res *exec.
 
 // writeHangView draws the plan view of a hung run into path (format by extension), with the
 // stuck entries and the WQEs they await highlighted and the first stuck item as the caption.
-func writeHangView(path string, plan *planner.Plan, h *exec.HangError) error {
+func writeHangView(path string, plan *ir.Plan, h *exec.HangError) error {
 	format, err := viz.FormatForFile(path)
 	if err != nil {
 		return err

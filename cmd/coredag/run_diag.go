@@ -6,14 +6,14 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // runDiagnostics words the error of a failed run as diagnostics for `run --json`: a fault of an
 // op at the op (code fault), a hang at the first stuck entry with the other stuck entries and
 // the ops expected to unblock them as related positions (code hang), anything else as a fault
 // without a position.
-func runDiagnostics(err error, plan *planner.Plan) []diag.JSON {
+func runDiagnostics(err error, plan *ir.Plan) []diag.JSON {
 	var (
 		op   *exec.OpError
 		hang *exec.HangError
@@ -30,7 +30,7 @@ func runDiagnostics(err error, plan *planner.Plan) []diag.JSON {
 // hangDiagnostic places a hang in the plan's source: at the first stuck entry, with the others
 // and the producers each stuck entry waits for as related positions (those the engine could
 // place in the plan).
-func hangDiagnostic(h *exec.HangError, plan *planner.Plan) *diag.Diagnostic {
+func hangDiagnostic(h *exec.HangError, plan *ir.Plan) *diag.Diagnostic {
 	d := &diag.Diagnostic{Code: diag.Hang, Msg: fmt.Sprintf("iteration %d: %v", h.Iteration, exec.ErrHang)}
 	for i, s := range h.Stuck {
 		if i == 0 {
@@ -47,7 +47,7 @@ func hangDiagnostic(h *exec.HangError, plan *planner.Plan) *diag.Diagnostic {
 }
 
 // wqePos is the source position of the chain entry at loc, or no position.
-func wqePos(plan *planner.Plan, loc *exec.WQELoc) diag.Pos {
+func wqePos(plan *ir.Plan, loc *exec.WQELoc) diag.Pos {
 	if plan == nil || loc == nil || loc.Rank < 0 || loc.Rank >= len(plan.Ranks) {
 		return diag.Pos{}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/internal/drawtest"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/viz"
 )
@@ -43,21 +44,21 @@ func TestRunOnHangHealthy(t *testing.T) {
 // hangOffload runs ring_allreduce (2 ranks) on the offload engine after raising the count of
 // rank 1's first management WAIT out of reach: the run must end with a HangError that places the
 // stuck WAIT.
-func hangOffload(t *testing.T) (*planner.Plan, *exec.HangError, exec.WQELoc) {
+func hangOffload(t *testing.T) (*ir.Plan, *exec.HangError, exec.WQELoc) {
 	t.Helper()
 	path := filepath.Join("..", "..", "plans", "ring_allreduce.dag")
 	src, err := os.ReadFile(path)
 	require.NoError(t, err)
 	g, err := planner.Load(path, src, map[string]int64{"ranks": 2, "n": 4})
 	require.NoError(t, err)
-	target, err := planner.LookupTarget("connectx")
+	target, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)
 	plan, err := planner.Compile(g, target)
 	require.NoError(t, err)
 	rp := &plan.Ranks[1]
 	stuck := exec.WQELoc{Rank: 1, Queue: rp.Mgmt, Index: -1}
 	for k := range rp.Queues[rp.Mgmt].Chain {
-		if w := &rp.Queues[rp.Mgmt].Chain[k]; w.Opcode == planner.OpcWait {
+		if w := &rp.Queues[rp.Mgmt].Chain[k]; w.Opcode == ir.OpcWait {
 			w.Wait.Count += 100
 			stuck.Index = k
 			break
@@ -75,9 +76,9 @@ func hangOffload(t *testing.T) (*planner.Plan, *exec.HangError, exec.WQELoc) {
 // neither receive is ever matched) on the polling engine. The compiler refuses that graph too, so
 // the plan the hang is placed in is compiled from the same ops without the fatal edge, and given
 // the graph's dependencies.
-func hangPoll(t *testing.T) (*planner.Plan, *exec.HangError) {
+func hangPoll(t *testing.T) (*ir.Plan, *exec.HangError) {
 	t.Helper()
-	elaborate := func(after string) *planner.Graph {
+	elaborate := func(after string) *ir.Graph {
 		src := "plan deadlock\nparam ranks = 2\nbuffer d u32[4]\nqueue q to 1 - rank\nop rx = recv q d\nop tx = send q d" + after + "\n"
 		f, err := dsl.Parse("deadlock.dag", []byte(src))
 		require.NoError(t, err)
@@ -87,16 +88,16 @@ func hangPoll(t *testing.T) (*planner.Plan, *exec.HangError) {
 	}
 	g := elaborate(" after rx")
 	require.Error(t, planner.Check(g), "the checker should reject this deadlock")
-	target, err := planner.LookupTarget("generic")
+	target, err := ir.LookupTarget("generic")
 	require.NoError(t, err)
 	plan, err := planner.Compile(elaborate(""), target)
 	require.NoError(t, err)
 	plan.Graph = g
 	// The polling engine walks the plan's dependencies: give it the fatal edge back.
-	deps := &planner.Deps{PredStart: []int32{0}, SuccStart: []int32{0}}
+	deps := &ir.Deps{PredStart: []int32{0}, SuccStart: []int32{0}}
 	for o := range g.Ops {
-		deps.PredList = append(deps.PredList, g.Preds(planner.OpID(o))...)
-		deps.SuccList = append(deps.SuccList, g.Succs(planner.OpID(o))...)
+		deps.PredList = append(deps.PredList, g.Preds(ir.OpID(o))...)
+		deps.SuccList = append(deps.SuccList, g.Succs(ir.OpID(o))...)
 		deps.PredStart = append(deps.PredStart, int32(len(deps.PredList)))
 		deps.SuccStart = append(deps.SuccStart, int32(len(deps.SuccList)))
 	}
@@ -124,7 +125,7 @@ func highlighted(dotText string) []string {
 }
 
 // entryLabel is how the plan view's label of a chain entry starts.
-func entryLabel(plan *planner.Plan, l *exec.WQELoc) string {
+func entryLabel(plan *ir.Plan, l *exec.WQELoc) string {
 	return fmt.Sprintf("[%d] %s", l.Index, plan.Ranks[l.Rank].Queues[l.Queue].Chain[l.Index].Opcode)
 }
 
@@ -137,7 +138,7 @@ func TestWriteHangViewOffload(t *testing.T) {
 	require.NotNil(t, first.At, "the stuck WAIT is placed: %v", first)
 	require.NotNil(t, first.ProducerAt, "the awaited WQE is placed: %v", first)
 	assert.Equal(t, stuck, *first.At)
-	assert.Equal(t, planner.OpcWait, plan.Ranks[1].Queues[first.At.Queue].Chain[first.At.Index].Opcode)
+	assert.Equal(t, ir.OpcWait, plan.Ranks[1].Queues[first.At.Queue].Chain[first.At.Index].Opcode)
 
 	dir := t.TempDir()
 	dotFile := filepath.Join(dir, "hang.dot")

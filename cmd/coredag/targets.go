@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 func init() {
@@ -29,7 +29,7 @@ type targetJSON struct {
 }
 
 func (c *targetsCmd) Run(e *env) error {
-	ts := planner.Targets()
+	ts := ir.Targets()
 	if c.JSON {
 		out := make([]targetJSON, len(ts))
 		for i, t := range ts {

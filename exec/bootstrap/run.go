@@ -10,7 +10,7 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/nic"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // Attach sets the fields of opts that let exec.Run run this process's rank of a plan with ranks
@@ -183,7 +183,7 @@ func AllOK(reports []Report) error {
 // Barrier from Attach), and ends with Finish. It returns this rank's result (nil if the run did not
 // start), this rank's report, and on rank 0 every rank's report. err is set only when the ranks
 // could not be connected or the verdicts not collected; a failed run is in the reports.
-func RunProcess(ctx context.Context, plan *planner.Plan, p nic.Provider, cfg Config, opts exec.Options) (*exec.Result, Report, []Report, error) {
+func RunProcess(ctx context.Context, plan *ir.Plan, p nic.Provider, cfg Config, opts exec.Options) (*exec.Result, Report, []Report, error) {
 	c, err := Connect(ctx, cfg)
 	if err != nil {
 		return nil, Report{Rank: cfg.Rank, Error: err.Error()}, nil, err

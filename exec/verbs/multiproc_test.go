@@ -19,11 +19,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/bootstrap"
 	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
-	"github.com/stretchr/testify/require"
 )
 
 // Multi-process tests: the parent test starts one copy of the test binary per rank, each running
@@ -46,7 +48,7 @@ const (
 // 0 print the median iteration time of each mode ("AB triggers=on|off N ns over M iterations")
 // and the median over the k pairs of the ratio of a run's median with triggers to the next run's
 // without ("AB ratio R over K pairs"): pairs see the same state of a machine whose speed drifts.
-func abRounds(t *testing.T, ctx context.Context, k int, g *planner.Graph, plan *planner.Plan, p nic.Provider, cfg bootstrap.Config, opts exec.Options) {
+func abRounds(t *testing.T, ctx context.Context, k int, g *ir.Graph, plan *ir.Plan, p nic.Provider, cfg bootstrap.Config, opts exec.Options) {
 	lat := map[bool][]time.Duration{}
 	var ratios []float64
 	var on time.Duration
@@ -107,7 +109,7 @@ func TestRankProcess(t *testing.T) {
 		breakGraph(t, g, f)
 		opts.Reference = exec.NewMemory(g) // the reference rejects broken graphs
 	}
-	tg, err := planner.LookupTarget("generic")
+	tg, err := ir.LookupTarget("generic")
 	require.NoError(t, err)
 	plan, err := planner.Compile(g, tg)
 	require.NoError(t, err)
@@ -146,11 +148,11 @@ func TestRankProcess(t *testing.T) {
 // hopSamples reads a ping-pong's hop times from the timeline, as ib_write_lat samples its own:
 // half of each interval between consecutive receive completions on rank 0 (one round trip: the
 // ball goes out and comes back), within each iteration.
-func hopSamples(g *planner.Graph, res *exec.Result) []int64 {
-	var recvs []planner.OpID
+func hopSamples(g *ir.Graph, res *exec.Result) []int64 {
+	var recvs []ir.OpID
 	first, end := g.RankOps(0)
 	for id := first; id < end; id++ {
-		if g.Ops[id].Kind == planner.OpRecv {
+		if g.Ops[id].Kind == ir.OpRecv {
 			recvs = append(recvs, id)
 		}
 	}
@@ -169,8 +171,8 @@ func hopSamples(g *planner.Graph, res *exec.Result) []int64 {
 }
 
 // breakGraph turns a valid fault plan from testdata/verbs into the fault it is named for.
-func breakGraph(t *testing.T, g *planner.Graph, fault string) {
-	op := func(name string) *planner.Op {
+func breakGraph(t *testing.T, g *ir.Graph, fault string) {
+	op := func(name string) *ir.Op {
 		for i := range g.Ops {
 			if g.Ops[i].Name == name {
 				return &g.Ops[i]
@@ -181,16 +183,16 @@ func breakGraph(t *testing.T, g *planner.Graph, fault string) {
 	}
 	switch fault {
 	case "perm": // remote write without remote_write
-		g.Buffers[op("w").Dst.Buf].Access &^= planner.RemoteWrite
+		g.Buffers[op("w").Dst.Buf].Access &^= ir.RemoteWrite
 	case "oob": // read past the end of the peer's buffer
 		op("rd").Src.Off = 12
 	case "unmatched": // delete the only receive, the last op of the graph
 		rx := op("rx")
-		id := planner.OpID(len(g.Ops) - 1)
+		id := ir.OpID(len(g.Ops) - 1)
 		require.Equal(t, rx, &g.Ops[id], "rx must be the last op")
 		q := &g.Queues[rx.Queue]
-		q.RecvOps = slices.DeleteFunc(q.RecvOps, func(o planner.OpID) bool { return o == id })
-		g.Ops[rx.Match].Match = planner.None
+		q.RecvOps = slices.DeleteFunc(q.RecvOps, func(o ir.OpID) bool { return o == id })
+		g.Ops[rx.Match].Match = ir.None
 		g.Ops = g.Ops[:id]
 		g.Rank[rx.Rank].EndOp = id
 		g.Index()

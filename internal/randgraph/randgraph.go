@@ -25,7 +25,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/coredag/coredag/diag"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // Config shapes the random Graphs. Zero fields take the defaults of DefaultConfig.
@@ -68,10 +68,10 @@ func (c Config) withDefaults() Config {
 
 // proto is an op under construction.
 type proto struct {
-	op    planner.Op
+	op    ir.Op
 	t     int
 	preds []int // indices into the rank's protos
-	out   planner.Slice
+	out   ir.Slice
 }
 
 type builder struct {
@@ -80,18 +80,18 @@ type builder struct {
 	ranks  int
 	next   int64 // bump allocator over mem, in elements
 	protos [][]*proto
-	queues [][]planner.Queue // per rank
+	queues [][]ir.Queue // per rank
 }
 
 // New returns a random valid, race-free Graph for seed. The same seed and config give the same
 // Graph. The Graph is indexed and has everything elaboration sets (Match, Index, SendOps,
 // RecvOps, Peer, Rank spans).
-func New(seed uint64, cfg Config) *planner.Graph {
+func New(seed uint64, cfg Config) *ir.Graph {
 	cfg = cfg.withDefaults()
 	b := &builder{rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), cfg: cfg}
 	b.ranks = cfg.MinRanks + b.rng.IntN(cfg.MaxRanks-cfg.MinRanks+1)
 	b.protos = make([][]*proto, b.ranks)
-	b.queues = make([][]planner.Queue, b.ranks)
+	b.queues = make([][]ir.Queue, b.ranks)
 	b.connect()
 	steps := 1 + b.rng.IntN(cfg.MaxSteps)
 	for t := 0; t < steps; t++ {
@@ -109,8 +109,8 @@ func (b *builder) connect() {
 	pair := func(x, y int) {
 		n := len(b.queues[x])
 		name := fmt.Sprintf("c%d_%d_%d", min(x, y), max(x, y), n)
-		b.queues[x] = append(b.queues[x], planner.Queue{Name: name, Rank: x, PeerRank: y, Depth: b.cfg.Depth})
-		b.queues[y] = append(b.queues[y], planner.Queue{Name: name + "p", Rank: y, PeerRank: x, Depth: b.cfg.Depth})
+		b.queues[x] = append(b.queues[x], ir.Queue{Name: name, Rank: x, PeerRank: y, Depth: b.cfg.Depth})
+		b.queues[y] = append(b.queues[y], ir.Queue{Name: name + "p", Rank: y, PeerRank: x, Depth: b.cfg.Depth})
 	}
 	for r := 0; r < b.ranks; r++ {
 		if b.ranks == 2 && r == 1 {
@@ -127,8 +127,8 @@ func (b *builder) connect() {
 	}
 }
 
-func (b *builder) alloc(n int64) planner.Slice {
-	s := planner.Slice{Buf: 0, Off: b.next, Len: n}
+func (b *builder) alloc(n int64) ir.Slice {
+	s := ir.Slice{Buf: 0, Off: b.next, Len: n}
 	b.next += n
 	return s
 }
@@ -136,8 +136,8 @@ func (b *builder) alloc(n int64) planner.Slice {
 func (b *builder) length() int64 { return 1 + int64(b.rng.IntN(b.cfg.MaxLen)) }
 
 // add appends an op to rank r at step t with random predecessors among earlier ops of r.
-func (b *builder) add(r, t int, op planner.Op) *proto {
-	p := &proto{op: op, t: t, out: planner.NoSlice}
+func (b *builder) add(r, t int, op ir.Op) *proto {
+	p := &proto{op: op, t: t, out: ir.NoSlice}
 	p.op.Rank = r
 	list := b.protos[r]
 	if n := len(list); n > 0 {
@@ -161,12 +161,12 @@ func (b *builder) add(r, t int, op planner.Op) *proto {
 
 // source returns a slice of n elements for p to read locally: a prefix of what a direct
 // predecessor wrote when one is long enough (a real data dependency), else a fresh region.
-func (b *builder) source(r int, p *proto, n int64) planner.Slice {
+func (b *builder) source(r int, p *proto, n int64) ir.Slice {
 	if b.rng.IntN(3) != 0 {
 		for _, j := range p.preds {
 			o := b.protos[r][j].out
 			if o.Valid() && o.Len >= n {
-				return planner.Slice{Buf: 0, Off: o.Off, Len: n}
+				return ir.Slice{Buf: 0, Off: o.Off, Len: n}
 			}
 		}
 	}
@@ -187,17 +187,17 @@ func (b *builder) step(t int) {
 		pqi := b.peerQueue(r, qi)
 		n := b.length()
 		if roll == 3 { // notify write
-			s := b.add(r, t, planner.Op{Kind: planner.OpWrite, Notify: true, Queue: planner.QueueID(qi)})
+			s := b.add(r, t, ir.Op{Kind: ir.OpWrite, Notify: true, Queue: ir.QueueID(qi)})
 			s.op.Src = b.source(r, s, n)
 			s.op.Dst = b.alloc(n)
-			rv := b.add(peer, t, planner.Op{Kind: planner.OpRecv, Queue: planner.QueueID(pqi), Src: planner.NoSlice, Dst: planner.NoSlice})
+			rv := b.add(peer, t, ir.Op{Kind: ir.OpRecv, Queue: ir.QueueID(pqi), Src: ir.NoSlice, Dst: ir.NoSlice})
 			_ = rv
 			return
 		}
-		s := b.add(r, t, planner.Op{Kind: planner.OpSend, Queue: planner.QueueID(qi), Dst: planner.NoSlice})
-		rv := b.add(peer, t, planner.Op{Kind: planner.OpRecv, Queue: planner.QueueID(pqi), Src: planner.NoSlice})
+		s := b.add(r, t, ir.Op{Kind: ir.OpSend, Queue: ir.QueueID(qi), Dst: ir.NoSlice})
+		rv := b.add(peer, t, ir.Op{Kind: ir.OpRecv, Queue: ir.QueueID(pqi), Src: ir.NoSlice})
 		if b.rng.IntN(8) == 0 { // zero-length message
-			s.op.Src, rv.op.Dst = planner.NoSlice, planner.NoSlice
+			s.op.Src, rv.op.Dst = ir.NoSlice, ir.NoSlice
 			return
 		}
 		s.op.Src = b.source(r, s, n)
@@ -209,28 +209,28 @@ func (b *builder) step(t int) {
 		switch b.rng.IntN(4) {
 		case 0, 1:
 			n := b.length()
-			p := b.add(r, t, planner.Op{Kind: planner.OpWrite, Queue: planner.QueueID(qi)})
+			p := b.add(r, t, ir.Op{Kind: ir.OpWrite, Queue: ir.QueueID(qi)})
 			p.op.Src = b.source(r, p, n)
 			p.op.Dst = b.alloc(n)
 		case 2:
 			n := b.length()
-			p := b.add(r, t, planner.Op{Kind: planner.OpRead, Queue: planner.QueueID(qi)})
+			p := b.add(r, t, ir.Op{Kind: ir.OpRead, Queue: ir.QueueID(qi)})
 			p.op.Src = b.alloc(n)
 			p.op.Dst = b.alloc(n)
 			p.out = p.op.Dst
 		default:
-			p := b.add(r, t, planner.Op{Kind: planner.OpAtomicAdd, Queue: planner.QueueID(qi), Src: planner.NoSlice})
+			p := b.add(r, t, ir.Op{Kind: ir.OpAtomicAdd, Queue: ir.QueueID(qi), Src: ir.NoSlice})
 			p.op.Dst = b.alloc(1)
 			p.op.A = int64(1 + b.rng.IntN(100))
 			if b.rng.IntN(2) == 0 {
-				p.op.Kind = planner.OpAtomicCAS
+				p.op.Kind = ir.OpAtomicCAS
 				p.op.A = int64(initValue(b.queues[r][qi].PeerRank, p.op.Dst.Off)) // succeeds
 				if b.rng.IntN(3) == 0 {
 					p.op.A++ // fails
 				}
 				p.op.B = int64(b.rng.IntN(1000))
 			}
-			p.op.Fetch = planner.NoSlice
+			p.op.Fetch = ir.NoSlice
 			if b.rng.IntN(2) == 0 {
 				p.op.Fetch = b.alloc(1)
 				p.out = p.op.Fetch
@@ -240,19 +240,19 @@ func (b *builder) step(t int) {
 		switch b.rng.IntN(3) {
 		case 0:
 			n := b.length()
-			p := b.add(r, t, planner.Op{Kind: planner.OpReduce, Queue: planner.None, Fetch: planner.NoSlice})
-			p.op.Red = planner.ReduceOp(b.rng.IntN(7))
+			p := b.add(r, t, ir.Op{Kind: ir.OpReduce, Queue: ir.None, Fetch: ir.NoSlice})
+			p.op.Red = ir.ReduceOp(b.rng.IntN(7))
 			p.op.Src = b.source(r, p, n)
 			p.op.Dst = b.alloc(n)
 			p.out = p.op.Dst
 		case 1:
 			n := b.length()
-			p := b.add(r, t, planner.Op{Kind: planner.OpCopy, Queue: planner.None, Fetch: planner.NoSlice})
+			p := b.add(r, t, ir.Op{Kind: ir.OpCopy, Queue: ir.None, Fetch: ir.NoSlice})
 			p.op.Src = b.source(r, p, n)
 			p.op.Dst = b.alloc(n)
 			p.out = p.op.Dst
 		default:
-			b.add(r, t, planner.Op{Kind: planner.OpNop, Queue: planner.None, Src: planner.NoSlice, Dst: planner.NoSlice, Fetch: planner.NoSlice})
+			b.add(r, t, ir.Op{Kind: ir.OpNop, Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Fetch: ir.NoSlice})
 		}
 	}
 }
@@ -275,17 +275,17 @@ func (b *builder) peerQueue(r, qi int) int {
 // initValue is the init contents of element i of mem on rank r.
 func initValue(r int, i int64) uint64 { return uint64(r)*1_000_003 + uint64(i)*7 + 1 }
 
-func (b *builder) graph(name string) *planner.Graph {
+func (b *builder) graph(name string) *ir.Graph {
 	const file = "rand.dag"
 	count := max(b.next, 1)
-	g := &planner.Graph{
+	g := &ir.Graph{
 		Name:   name,
 		File:   file,
 		Ranks:  b.ranks,
-		Params: []planner.Param{{Name: "ranks", Value: int64(b.ranks)}},
-		Buffers: []planner.Buffer{{
-			Name: "mem", Type: planner.U64, Count: count,
-			Access: planner.RemoteRead | planner.RemoteWrite | planner.RemoteAtomic,
+		Params: []ir.Param{{Name: "ranks", Value: int64(b.ranks)}},
+		Buffers: []ir.Buffer{{
+			Name: "mem", Type: ir.U64, Count: count,
+			Access: ir.RemoteRead | ir.RemoteWrite | ir.RemoteAtomic,
 			Init: func(rank int, dst []byte) error {
 				for i := 0; i+8 <= len(dst); i += 8 {
 					binary.LittleEndian.PutUint64(dst[i:], initValue(rank, int64(i/8)))
@@ -297,18 +297,18 @@ func (b *builder) graph(name string) *planner.Graph {
 	}
 	line := 2
 	for r := 0; r < b.ranks; r++ {
-		span := planner.RankSpan{FirstOp: planner.OpID(len(g.Ops)), FirstQueue: planner.QueueID(len(g.Queues))}
+		span := ir.RankSpan{FirstOp: ir.OpID(len(g.Ops)), FirstQueue: ir.QueueID(len(g.Queues))}
 		for _, q := range b.queues[r] {
 			q.Pos = diag.At(file, line, 1)
 			line++
 			g.Queues = append(g.Queues, q)
 		}
-		span.EndQueue = planner.QueueID(len(g.Queues))
+		span.EndQueue = ir.QueueID(len(g.Queues))
 		g.Rank = append(g.Rank, span)
 	}
 	for r := 0; r < b.ranks; r++ {
 		span := &g.Rank[r]
-		span.FirstOp = planner.OpID(len(g.Ops))
+		span.FirstOp = ir.OpID(len(g.Ops))
 		counts := map[string]int{}
 		for _, p := range b.protos[r] {
 			op := p.op
@@ -320,46 +320,46 @@ func (b *builder) graph(name string) *planner.Graph {
 			counts[base]++
 			op.Pos = diag.At(file, line, 1)
 			line++
-			op.Match = planner.None
+			op.Match = ir.None
 			op.Index = -1
 			if op.Kind.OnQueue() {
 				op.Queue += span.FirstQueue
 			} else {
-				op.Queue = planner.None
+				op.Queue = ir.None
 			}
-			for _, s := range []*planner.Slice{&op.Src, &op.Dst, &op.Fetch} {
+			for _, s := range []*ir.Slice{&op.Src, &op.Dst, &op.Fetch} {
 				if s.Valid() {
 					s.Pos = op.Pos
 				}
 			}
-			id := planner.OpID(len(g.Ops))
+			id := ir.OpID(len(g.Ops))
 			g.Ops = append(g.Ops, op)
 			for _, j := range p.preds {
-				g.Edges = append(g.Edges, planner.Edge{From: span.FirstOp + planner.OpID(j), To: id, Pos: op.Pos})
+				g.Edges = append(g.Edges, ir.Edge{From: span.FirstOp + ir.OpID(j), To: id, Pos: op.Pos})
 			}
 		}
-		span.EndOp = planner.OpID(len(g.Ops))
+		span.EndOp = ir.OpID(len(g.Ops))
 	}
 	// Queue sides, indices, peers and matching.
 	for i := range g.Ops {
 		op := &g.Ops[i]
-		if op.Queue == planner.None {
+		if op.Queue == ir.None {
 			continue
 		}
 		q := &g.Queues[op.Queue]
 		if op.Kind.IsRecvSide() {
 			op.Index = len(q.RecvOps)
-			q.RecvOps = append(q.RecvOps, planner.OpID(i))
+			q.RecvOps = append(q.RecvOps, ir.OpID(i))
 		} else {
 			op.Index = len(q.SendOps)
-			q.SendOps = append(q.SendOps, planner.OpID(i))
+			q.SendOps = append(q.SendOps, ir.OpID(i))
 		}
 	}
 	for r := 0; r < b.ranks; r++ {
 		for qi := range b.queues[r] {
-			id := g.Rank[r].FirstQueue + planner.QueueID(qi)
+			id := g.Rank[r].FirstQueue + ir.QueueID(qi)
 			pr := g.Queues[id].PeerRank
-			g.Queues[id].Peer = g.Rank[pr].FirstQueue + planner.QueueID(b.peerQueue(r, qi))
+			g.Queues[id].Peer = g.Rank[pr].FirstQueue + ir.QueueID(b.peerQueue(r, qi))
 		}
 	}
 	for qi := range g.Queues {
@@ -368,7 +368,7 @@ func (b *builder) graph(name string) *planner.Graph {
 		peer := &g.Queues[q.Peer]
 		for _, s := range q.SendOps {
 			op := &g.Ops[s]
-			if op.Kind != planner.OpSend && !(op.Kind == planner.OpWrite && op.Notify) {
+			if op.Kind != ir.OpSend && !(op.Kind == ir.OpWrite && op.Notify) {
 				continue
 			}
 			rv := peer.RecvOps[k] // construction pairs them one to one

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -27,7 +28,7 @@ func TestGraphsAreWellFormed(t *testing.T) {
 		for qi := range g.Queues {
 			q := &g.Queues[qi]
 			p := &g.Queues[q.Peer]
-			require.Equal(t, planner.QueueID(qi), p.Peer, "seed %d: pairing not mutual", seed)
+			require.Equal(t, ir.QueueID(qi), p.Peer, "seed %d: pairing not mutual", seed)
 			require.Equal(t, q.Rank, p.PeerRank, "seed %d", seed)
 			for k, id := range q.SendOps {
 				assert.Equal(t, k, g.Ops[id].Index)
@@ -35,10 +36,10 @@ func TestGraphsAreWellFormed(t *testing.T) {
 			for k, id := range q.RecvOps {
 				op := &g.Ops[id]
 				assert.Equal(t, k, op.Index)
-				require.NotEqual(t, planner.OpID(planner.None), op.Match, "seed %d: recv %s unmatched", seed, op.Name)
+				require.NotEqual(t, ir.OpID(ir.None), op.Match, "seed %d: recv %s unmatched", seed, op.Name)
 				s := &g.Ops[op.Match]
 				assert.Equal(t, id, s.Match)
-				if s.Kind == planner.OpSend {
+				if s.Kind == ir.OpSend {
 					assert.Equal(t, g.Bytes(s.Src), g.Bytes(op.Dst), "seed %d: %s and %s lengths differ", seed, s.Name, op.Name)
 				} else {
 					assert.False(t, op.Dst.Valid(), "seed %d: a recv for a notify write has no slice", seed)
@@ -66,7 +67,7 @@ func TestWritesAreDisjoint(t *testing.T) {
 			off  int64
 		}
 		owner := map[key]string{}
-		claim := func(rank int, s planner.Slice, who string) {
+		claim := func(rank int, s ir.Slice, who string) {
 			if !s.Valid() {
 				return
 			}
@@ -81,15 +82,15 @@ func TestWritesAreDisjoint(t *testing.T) {
 		for i := range g.Ops {
 			op := &g.Ops[i]
 			peer := -1
-			if op.Queue != planner.None {
+			if op.Queue != ir.None {
 				peer = g.Queues[op.Queue].PeerRank
 			}
 			switch op.Kind {
-			case planner.OpRecv, planner.OpRead, planner.OpReduce, planner.OpCopy:
+			case ir.OpRecv, ir.OpRead, ir.OpReduce, ir.OpCopy:
 				claim(op.Rank, op.Dst, op.Name)
-			case planner.OpWrite:
+			case ir.OpWrite:
 				claim(peer, op.Dst, op.Name)
-			case planner.OpAtomicAdd, planner.OpAtomicCAS:
+			case ir.OpAtomicAdd, ir.OpAtomicCAS:
 				claim(peer, op.Dst, op.Name)
 				claim(op.Rank, op.Fetch, op.Name)
 			}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // necessity is the graph of orderings that hold in every execution of the plan: node 2k is the
@@ -35,7 +35,7 @@ func (c *checker) build() *necessity {
 		}
 	}
 	n.preds = make([][]int32, 2*len(n.ents))
-	generic := p.Target.Style == planner.StyleNone
+	generic := p.Target.Style == ir.StyleNone
 	for r := range p.Ranks {
 		rp := &p.Ranks[r]
 		// ENABLEs by target queue, in the order of their placing queue.
@@ -43,7 +43,7 @@ func (c *checker) build() *necessity {
 		for q := range rp.Queues {
 			for i := range rp.Queues[q].Chain {
 				e := &rp.Queues[q].Chain[i]
-				if e.Opcode == planner.OpcSendEnable || e.Opcode == planner.OpcRecvEnable {
+				if e.Opcode == ir.OpcSendEnable || e.Opcode == ir.OpcRecvEnable {
 					if e.Queue < 0 || e.Queue >= len(rp.Queues) {
 						c.errorf(e.Pos, "%s enables a queue that does not exist", c.name(entry{r, q, i}))
 						continue
@@ -54,7 +54,7 @@ func (c *checker) build() *necessity {
 		}
 		for q := range rp.Queues {
 			wq := &rp.Queues[q]
-			host := wq.Kind == planner.HostSignalQueue
+			host := wq.Kind == ir.HostSignalQueue
 			lastHost, prevPosted := -1, -1
 			if placers := enables[q]; len(placers) > 0 {
 				for _, pe := range placers[1:] {
@@ -68,39 +68,39 @@ func (c *checker) build() *necessity {
 				e := &wq.Chain[i]
 				n.add(n.start(me), n.finish(me))
 				switch {
-				case e.Opcode == planner.OpcHost:
+				case e.Opcode == ir.OpcHost:
 					if !generic && lastHost >= 0 {
 						n.add(n.finish(entry{r, q, lastHost}), n.start(me))
 					}
 					lastHost = i
-				case host && e.Opcode == planner.OpcNop:
+				case host && e.Opcode == ir.OpcNop:
 					if lastHost >= 0 {
 						n.add(n.finish(entry{r, q, lastHost}), n.start(me))
 					}
 				}
-				if e.Opcode != planner.OpcHost {
+				if e.Opcode != ir.OpcHost {
 					if prevPosted >= 0 {
 						n.add(n.start(entry{r, q, prevPosted}), n.start(me))
 						n.add(n.finish(entry{r, q, prevPosted}), n.finish(me))
 					}
 					prevPosted = i
 				}
-				if e.Opcode == planner.OpcWait {
+				if e.Opcode == ir.OpcWait {
 					c.waitEdge(n, r, e.Wait, me)
 				}
-				if e.Opcode == planner.OpcHost {
+				if e.Opcode == ir.OpcHost {
 					for _, cond := range e.Waits {
 						c.waitEdge(n, r, cond, me)
 					}
 				}
-				if e.Flags&planner.Fence != 0 {
+				if e.Flags&ir.Fence != 0 {
 					for j := 0; j < i; j++ {
 						if readLike(wq.Chain[j].Opcode) {
 							n.add(n.finish(entry{r, q, j}), n.start(me))
 						}
 					}
 				}
-				if wq.Managed && e.Opcode != planner.OpcHost {
+				if wq.Managed && e.Opcode != ir.OpcHost {
 					idx := uint32(c.posted[r][q][i])
 					var en *entry
 					for k, pe := range enables[q] {
@@ -115,9 +115,9 @@ func (c *checker) build() *necessity {
 						n.add(n.start(*en), n.start(me))
 					}
 				}
-				if generic && (isData(e.Opcode) || e.Opcode == planner.OpcHost) {
+				if generic && (isData(e.Opcode) || e.Opcode == ir.OpcHost) {
 					for _, a := range c.g.Preds(e.Op) {
-						obs := c.observer(planner.OpID(a))
+						obs := c.observer(ir.OpID(a))
 						if obs.i < 0 {
 							c.errorf(e.Pos, "%s waits for %s, whose completion no signalled WQE ever reports", c.name(me), c.g.Ops[a].Name)
 							continue
@@ -141,7 +141,7 @@ func (c *checker) build() *necessity {
 
 // waitEdge adds the ordering a completion condition implies: the cond.Count-th completion of the
 // CQ's queue precedes the waiter.
-func (c *checker) waitEdge(n *necessity, r int, cond planner.Cond, waiter entry) {
+func (c *checker) waitEdge(n *necessity, r int, cond ir.Cond, waiter entry) {
 	rp := &c.p.Ranks[r]
 	if cond.CQ < 0 || cond.CQ >= len(rp.CQs) {
 		c.errorf(c.at(waiter).Pos, "%s waits on CQ %d, which does not exist", c.name(waiter), cond.CQ)
@@ -162,14 +162,14 @@ func (c *checker) waitEdge(n *necessity, r int, cond planner.Cond, waiter entry)
 
 // observer is the entry whose completion tells a polling engine that op a completed: a's own
 // entry if signalled (or a HOST step), else the next signalled entry of its queue. i < 0: none.
-func (c *checker) observer(a planner.OpID) entry {
+func (c *checker) observer(a ir.OpID) entry {
 	e := c.of[a]
 	chain := c.p.Ranks[e.r].Queues[e.q].Chain
-	if chain[e.i].Opcode == planner.OpcHost {
+	if chain[e.i].Opcode == ir.OpcHost {
 		return e
 	}
 	for i := e.i; i < len(chain); i++ {
-		if chain[i].Opcode != planner.OpcHost && chain[i].Flags&planner.Signalled != 0 {
+		if chain[i].Opcode != ir.OpcHost && chain[i].Flags&ir.Signalled != 0 {
 			return entry{e.r, e.q, i}
 		}
 	}
@@ -210,7 +210,7 @@ func (c *checker) checkEnforced() {
 		c.errorf(c.g.Ops[0].Pos, "the chains deadlock: their orderings form a cycle: %s", n.cycle(c, indeg))
 		return
 	}
-	if c.p.Target.Style == planner.StyleNone {
+	if c.p.Target.Style == ir.StyleNone {
 		return // the polling engine enforces edges by construction; build checked it can observe them
 	}
 	// guaranteed[v][q]: entries [0, value) of queue q of v's rank surely completed before v.
@@ -238,7 +238,7 @@ func (c *checker) checkEnforced() {
 	}
 	for _, edge := range c.g.Edges {
 		a, b := c.of[edge.From], c.of[edge.To]
-		if a.r == b.r && a.q == b.q && a.i < b.i && (!readLike(c.at(a).Opcode) || c.at(b).Flags&planner.Fence != 0) {
+		if a.r == b.r && a.q == b.q && a.i < b.i && (!readLike(c.at(a).Opcode) || c.at(b).Flags&ir.Fence != 0) {
 			continue // RC: queue order gives the same effect
 		}
 		if vec[n.start(b)][a.q] > int32(a.i) {

@@ -3,7 +3,7 @@ package replay
 import (
 	"fmt"
 
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/wait"
 )
 
@@ -68,13 +68,13 @@ func (m *machine) reset() {
 }
 
 // cond reports whether a completion condition holds in this iteration.
-func (m *machine) cond(r int, c planner.Cond) bool {
+func (m *machine) cond(r int, c ir.Cond) bool {
 	cq := &m.c.p.Ranks[r].CQs[c.CQ]
 	return wait.CQ.Reached(m.count[r][c.CQ], wait.CQ.At(c.Count, cq.PerIteration, m.it))
 }
 
 // observed reports whether a polling engine has seen op a complete.
-func (m *machine) observed(a planner.OpID) bool {
+func (m *machine) observed(a ir.OpID) bool {
 	o := m.c.observer(a)
 	return o.i >= 0 && m.done[o.r][o.q][o.i]
 }
@@ -85,14 +85,14 @@ func (m *machine) canStart(e entry) bool {
 	rp := &c.p.Ranks[e.r]
 	wq := &rp.Queues[e.q]
 	w := &wq.Chain[e.i]
-	generic := c.p.Target.Style == planner.StyleNone
+	generic := c.p.Target.Style == ir.StyleNone
 	switch w.Opcode {
-	case planner.OpcWait:
+	case ir.OpcWait:
 		return m.cond(e.r, w.Wait)
-	case planner.OpcHost:
+	case ir.OpcHost:
 		if generic {
 			for _, a := range c.g.Preds(w.Op) {
-				if !m.observed(planner.OpID(a)) {
+				if !m.observed(ir.OpID(a)) {
 					return false
 				}
 			}
@@ -114,7 +114,7 @@ func (m *machine) canStart(e entry) bool {
 	if m.rnr(e) {
 		return false
 	}
-	if w.Flags&planner.Fence != 0 {
+	if w.Flags&ir.Fence != 0 {
 		for j := 0; j < e.i; j++ {
 			if readLike(wq.Chain[j].Opcode) && !m.done[e.r][e.q][j] {
 				return false
@@ -123,7 +123,7 @@ func (m *machine) canStart(e entry) bool {
 	}
 	if generic && isData(w.Opcode) {
 		for _, a := range c.g.Preds(w.Op) {
-			if !m.observed(planner.OpID(a)) {
+			if !m.observed(ir.OpID(a)) {
 				return false
 			}
 		}
@@ -136,14 +136,14 @@ func (m *machine) iterate() bool {
 	c := m.c
 	p := c.p
 	m.reset()
-	generic := p.Target.Style == planner.StyleNone
+	generic := p.Target.Style == ir.StyleNone
 	for progress := true; progress; {
 		progress = false
 		for r := range p.Ranks {
 			rp := &p.Ranks[r]
 			for q := range rp.Queues {
 				wq := &rp.Queues[q]
-				if generic && wq.Kind == planner.HostSignalQueue {
+				if generic && wq.Kind == ir.HostSignalQueue {
 					// the polling engine runs host ops as they become ready, in any order
 					for i := range wq.Chain {
 						e := entry{r, q, i}
@@ -167,9 +167,9 @@ func (m *machine) iterate() bool {
 					// signalled one produces a CQE like any other); the CPU finishes a HOST step
 					// as it starts it.
 					switch w.Opcode {
-					case planner.OpcHost:
+					case ir.OpcHost:
 						m.done[r][q][e.i] = true
-					case planner.OpcSendEnable, planner.OpcRecvEnable:
+					case ir.OpcSendEnable, ir.OpcRecvEnable:
 						t := w.Queue
 						v := wait.WQ.At(w.UpTo, rp.Queues[t].PerIteration, m.it)
 						if !wait.WQ.Reached(m.enabled[r][t], v) {
@@ -187,7 +187,7 @@ func (m *machine) iterate() bool {
 					}
 					m.done[r][q][i] = true
 					progress = true
-					if wq.Chain[i].Flags&planner.Signalled != 0 && wq.Chain[i].Opcode != planner.OpcHost {
+					if wq.Chain[i].Flags&ir.Signalled != 0 && wq.Chain[i].Opcode != ir.OpcHost {
 						m.count[r][wq.CQ] = wait.CQ.Add(m.count[r][wq.CQ], 1)
 					}
 				}
@@ -220,7 +220,7 @@ func (m *machine) iterate() bool {
 // what turns a RECV_EN queued behind a send into a deadlock when the peer is in the mirror position.
 func (m *machine) rnr(e entry) bool {
 	w := m.c.at(e)
-	if w.Opcode != planner.OpcSend && w.Opcode != planner.OpcWriteImm {
+	if w.Opcode != ir.OpcSend && w.Opcode != ir.OpcWriteImm {
 		return false
 	}
 	o, ok := m.partner[e]
@@ -249,7 +249,7 @@ func (m *machine) why(e entry) string {
 		} else {
 			s += " started but never completed"
 		}
-	case w.Opcode == planner.OpcWait:
+	case w.Opcode == ir.OpcWait:
 		cq := &rp.CQs[w.Wait.CQ]
 		s += fmt.Sprintf(" waits for %s >= %d, count is %d", cq.Name, wait.CQ.At(w.Wait.Count, cq.PerIteration, m.it), m.count[e.r][w.Wait.CQ])
 	case rp.Queues[e.q].Managed:

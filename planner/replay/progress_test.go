@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -18,7 +19,7 @@ func TestProgressModelsReceiverNotReady(t *testing.T) {
 	require.NoError(t, err)
 	g, err := planner.Load("exchange.dag", src, nil)
 	require.NoError(t, err)
-	tg, err := planner.LookupTarget("connectx-inline")
+	tg, err := ir.LookupTarget("connectx-inline")
 	require.NoError(t, err)
 	p, err := planner.Compile(g, tg)
 	require.NoError(t, err)
@@ -31,7 +32,7 @@ func TestProgressModelsReceiverNotReady(t *testing.T) {
 	require.Empty(t, progress().errs)
 	for r := range p.Ranks {
 		chain := p.Ranks[r].Queues[p.Ranks[r].SendWQ[0]].Chain
-		require.Equal(t, planner.OpcRecvEnable, chain[0].Opcode)
+		require.Equal(t, ir.OpcRecvEnable, chain[0].Opcode)
 		chain[0], chain[1] = chain[1], chain[0] // SEND tx, then RECV_EN rx
 	}
 	c := progress()

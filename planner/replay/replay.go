@@ -25,7 +25,7 @@ import (
 	"strings"
 
 	"github.com/coredag/coredag/diag"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/ir"
 )
 
 // Options tunes Check.
@@ -35,7 +35,7 @@ type Options struct {
 }
 
 // Check replays p and returns every problem found, as positioned diagnostics.
-func Check(p *planner.Plan, opt Options) error {
+func Check(p *ir.Plan, opt Options) error {
 	if opt.Iterations <= 0 {
 		opt.Iterations = 3
 	}
@@ -59,8 +59,8 @@ func Check(p *planner.Plan, opt Options) error {
 type entry struct{ r, q, i int }
 
 type checker struct {
-	p    *planner.Plan
-	g    *planner.Graph
+	p    *ir.Plan
+	g    *ir.Graph
 	opt  Options
 	errs diag.List
 	// of[op] is the entry that carries the op (data WQE or HOST step); found[op] how many did.
@@ -76,7 +76,7 @@ func (c *checker) errorf(pos diag.Pos, format string, args ...any) {
 	}
 }
 
-func (c *checker) at(e entry) *planner.WQE { return &c.p.Ranks[e.r].Queues[e.q].Chain[e.i] }
+func (c *checker) at(e entry) *ir.WQE { return &c.p.Ranks[e.r].Queues[e.q].Chain[e.i] }
 
 func (c *checker) name(e entry) string {
 	return fmt.Sprintf("rank %d %s[%d] %s", e.r, c.p.Ranks[e.r].Queues[e.q].Name, e.i, c.at(e).Opcode)
@@ -95,13 +95,13 @@ func (c *checker) index() {
 			n := 0
 			for i := range chain {
 				e := &chain[i]
-				if e.Opcode == planner.OpcHost {
+				if e.Opcode == ir.OpcHost {
 					c.posted[r][q][i] = -1
 				} else {
 					c.posted[r][q][i] = n
 					n++
 				}
-				if isData(e.Opcode) || e.Opcode == planner.OpcHost {
+				if isData(e.Opcode) || e.Opcode == ir.OpcHost {
 					if e.Op < 0 || int(e.Op) >= len(c.g.Ops) {
 						c.errorf(e.Pos, "%s names no graph op", c.name(entry{r, q, i}))
 						continue
@@ -114,17 +114,17 @@ func (c *checker) index() {
 	}
 }
 
-func isData(o planner.Opcode) bool {
+func isData(o ir.Opcode) bool {
 	switch o {
-	case planner.OpcSend, planner.OpcRecv, planner.OpcWrite, planner.OpcWriteImm, planner.OpcRead,
-		planner.OpcAtomicFAdd, planner.OpcAtomicCAS:
+	case ir.OpcSend, ir.OpcRecv, ir.OpcWrite, ir.OpcWriteImm, ir.OpcRead,
+		ir.OpcAtomicFAdd, ir.OpcAtomicCAS:
 		return true
 	}
 	return false
 }
 
-func readLike(o planner.Opcode) bool {
-	return o == planner.OpcRead || o == planner.OpcAtomicFAdd || o == planner.OpcAtomicCAS
+func readLike(o ir.Opcode) bool {
+	return o == ir.OpcRead || o == ir.OpcAtomicFAdd || o == ir.OpcAtomicCAS
 }
 
 // checkShape verifies the op-to-WQE correspondence and the per-iteration counts.
@@ -137,45 +137,45 @@ func (c *checker) checkShape() {
 	for id := range g.Ops {
 		op := &g.Ops[id]
 		if c.found[id] != 1 {
-			c.errorf(op.Pos, "%s appears %d times in the plan, want once", g.OpString(planner.OpID(id)), c.found[id])
+			c.errorf(op.Pos, "%s appears %d times in the plan, want once", g.OpString(ir.OpID(id)), c.found[id])
 			continue
 		}
 		e := c.of[id]
 		w := c.at(e)
 		wq := &c.p.Ranks[e.r].Queues[e.q]
 		if e.r != op.Rank {
-			c.errorf(op.Pos, "%s lowered on rank %d", g.OpString(planner.OpID(id)), e.r)
+			c.errorf(op.Pos, "%s lowered on rank %d", g.OpString(ir.OpID(id)), e.r)
 		}
 		want, local, remote := expect(op)
 		if w.Opcode != want {
-			c.errorf(op.Pos, "%s lowered to %s, want %s", g.OpString(planner.OpID(id)), w.Opcode, want)
+			c.errorf(op.Pos, "%s lowered to %s, want %s", g.OpString(ir.OpID(id)), w.Opcode, want)
 			continue
 		}
-		if want == planner.OpcHost {
-			if wq.Kind != planner.HostSignalQueue {
+		if want == ir.OpcHost {
+			if wq.Kind != ir.HostSignalQueue {
 				c.errorf(op.Pos, "HOST step of %s sits on %s, not on the host-signal queue", op.Name, wq.Name)
 			}
 			continue
 		}
-		wantKind := planner.SendQueue
-		if op.Kind == planner.OpRecv {
-			wantKind = planner.RecvQueue
+		wantKind := ir.SendQueue
+		if op.Kind == ir.OpRecv {
+			wantKind = ir.RecvQueue
 		}
 		if wq.Queue != op.Queue || wq.Kind != wantKind {
-			c.errorf(op.Pos, "%s lowered onto %s, not the %s side of its queue", g.OpString(planner.OpID(id)), wq.Name, wantKind)
+			c.errorf(op.Pos, "%s lowered onto %s, not the %s side of its queue", g.OpString(ir.OpID(id)), wq.Name, wantKind)
 		}
 		if w.Local != local || w.Remote != remote {
-			c.errorf(op.Pos, "%s has operands %s/%s, want %s/%s", g.OpString(planner.OpID(id)),
+			c.errorf(op.Pos, "%s has operands %s/%s, want %s/%s", g.OpString(ir.OpID(id)),
 				g.SliceString(w.Local), g.SliceString(w.Remote), g.SliceString(local), g.SliceString(remote))
 		}
 		if peer := g.Queues[op.Queue].PeerRank; w.Peer != peer {
-			c.errorf(op.Pos, "%s targets rank %d, want %d", g.OpString(planner.OpID(id)), w.Peer, peer)
+			c.errorf(op.Pos, "%s targets rank %d, want %d", g.OpString(ir.OpID(id)), w.Peer, peer)
 		}
 		// Inline as the source says; a target that posts WQEs only once their inputs are ready
 		// also inlines every small send and write, since the payload is final at post time.
-		small := (op.Kind == planner.OpSend || op.Kind == planner.OpWrite) && g.Bytes(op.Src) > 0 && g.Bytes(op.Src) <= int64(c.p.Target.MaxInline)
-		if inline := w.Flags&planner.Inline != 0; inline != (op.Inline || (small && !c.p.Target.PrePost)) {
-			c.errorf(op.Pos, "%s: inline flag is %v, want %v (source inline %v, %d bytes, target %s)", g.OpString(planner.OpID(id)),
+		small := (op.Kind == ir.OpSend || op.Kind == ir.OpWrite) && g.Bytes(op.Src) > 0 && g.Bytes(op.Src) <= int64(c.p.Target.MaxInline)
+		if inline := w.Flags&ir.Inline != 0; inline != (op.Inline || (small && !c.p.Target.PrePost)) {
+			c.errorf(op.Pos, "%s: inline flag is %v, want %v (source inline %v, %d bytes, target %s)", g.OpString(ir.OpID(id)),
 				inline, !inline, op.Inline, g.Bytes(op.Src), c.p.Target.Name)
 		}
 	}
@@ -187,14 +187,14 @@ func (c *checker) checkShape() {
 			n := uint32(0)
 			for i := range wq.Chain {
 				e := &wq.Chain[i]
-				if e.Opcode == planner.OpcHost {
+				if e.Opcode == ir.OpcHost {
 					continue
 				}
 				n++
-				if e.Opcode == planner.OpcRecv && e.Flags&planner.Signalled == 0 {
+				if e.Opcode == ir.OpcRecv && e.Flags&ir.Signalled == 0 {
 					c.errorf(e.Pos, "%s: receives always complete with a CQE and must be marked signalled", c.name(entry{r, q, i}))
 				}
-				if e.Flags&planner.Signalled != 0 {
+				if e.Flags&ir.Signalled != 0 {
 					if wq.CQ < 0 {
 						c.errorf(e.Pos, "%s is signalled but its queue has no CQ", c.name(entry{r, q, i}))
 						continue
@@ -210,7 +210,7 @@ func (c *checker) checkShape() {
 			} else if wq.CQ >= 0 && rp.CQs[wq.CQ].Queue != q {
 				c.errorf(diag.InFile(c.g.File), "rank %d: CQ %s serves another queue than %s; one CQ per queue keeps counts exact", r, rp.CQs[wq.CQ].Name, wq.Name)
 			}
-			if wq.Managed && wq.Kind != planner.SendQueue && wq.Kind != planner.RecvQueue {
+			if wq.Managed && wq.Kind != ir.SendQueue && wq.Kind != ir.RecvQueue {
 				c.errorf(diag.InFile(c.g.File), "rank %d %s: only data queues may be managed", r, wq.Name)
 			}
 		}
@@ -223,25 +223,25 @@ func (c *checker) checkShape() {
 }
 
 // expect is what a graph op must lower to.
-func expect(op *planner.Op) (planner.Opcode, planner.Slice, planner.Slice) {
+func expect(op *ir.Op) (ir.Opcode, ir.Slice, ir.Slice) {
 	switch op.Kind {
-	case planner.OpSend:
-		return planner.OpcSend, op.Src, planner.NoSlice
-	case planner.OpRecv:
-		return planner.OpcRecv, op.Dst, planner.NoSlice
-	case planner.OpWrite:
+	case ir.OpSend:
+		return ir.OpcSend, op.Src, ir.NoSlice
+	case ir.OpRecv:
+		return ir.OpcRecv, op.Dst, ir.NoSlice
+	case ir.OpWrite:
 		if op.Notify {
-			return planner.OpcWriteImm, op.Src, op.Dst
+			return ir.OpcWriteImm, op.Src, op.Dst
 		}
-		return planner.OpcWrite, op.Src, op.Dst
-	case planner.OpRead:
-		return planner.OpcRead, op.Dst, op.Src
-	case planner.OpAtomicAdd:
-		return planner.OpcAtomicFAdd, op.Fetch, op.Dst
-	case planner.OpAtomicCAS:
-		return planner.OpcAtomicCAS, op.Fetch, op.Dst
+		return ir.OpcWrite, op.Src, op.Dst
+	case ir.OpRead:
+		return ir.OpcRead, op.Dst, op.Src
+	case ir.OpAtomicAdd:
+		return ir.OpcAtomicFAdd, op.Fetch, op.Dst
+	case ir.OpAtomicCAS:
+		return ir.OpcAtomicCAS, op.Fetch, op.Dst
 	}
-	return planner.OpcHost, planner.NoSlice, planner.NoSlice
+	return ir.OpcHost, ir.NoSlice, ir.NoSlice
 }
 
 // signalledNth returns the chain index of the n-th (1-based) signalled posted entry of queue q
@@ -250,7 +250,7 @@ func (c *checker) signalledNth(r, q int, n uint32) int {
 	chain := c.p.Ranks[r].Queues[q].Chain
 	k := uint32(0)
 	for i := range chain {
-		if chain[i].Opcode != planner.OpcHost && chain[i].Flags&planner.Signalled != 0 {
+		if chain[i].Opcode != ir.OpcHost && chain[i].Flags&ir.Signalled != 0 {
 			k++
 			if k == n {
 				return i
@@ -268,7 +268,7 @@ func (c *checker) messages() (pairs [][2]entry) {
 		rp := &c.p.Ranks[r]
 		for q := range rp.Queues {
 			wq := &rp.Queues[q]
-			if wq.Kind != planner.SendQueue {
+			if wq.Kind != ir.SendQueue {
 				continue
 			}
 			peerQ := g.Queues[wq.Queue].Peer
@@ -276,9 +276,9 @@ func (c *checker) messages() (pairs [][2]entry) {
 			var recvs []entry
 			for pq := range c.p.Ranks[pr].Queues {
 				pw := &c.p.Ranks[pr].Queues[pq]
-				if pw.Kind == planner.RecvQueue && pw.Queue == peerQ {
+				if pw.Kind == ir.RecvQueue && pw.Queue == peerQ {
 					for i := range pw.Chain {
-						if pw.Chain[i].Opcode == planner.OpcRecv {
+						if pw.Chain[i].Opcode == ir.OpcRecv {
 							recvs = append(recvs, entry{pr, pq, i})
 						}
 					}
@@ -287,7 +287,7 @@ func (c *checker) messages() (pairs [][2]entry) {
 			k := 0
 			for i := range wq.Chain {
 				o := wq.Chain[i].Opcode
-				if o != planner.OpcSend && o != planner.OpcWriteImm {
+				if o != ir.OpcSend && o != ir.OpcWriteImm {
 					continue
 				}
 				if k >= len(recvs) {
@@ -296,7 +296,7 @@ func (c *checker) messages() (pairs [][2]entry) {
 				}
 				s := entry{r, q, i}
 				pairs = append(pairs, [2]entry{s, recvs[k]})
-				if m := g.Ops[c.at(s).Op].Match; m != planner.None && m != c.at(recvs[k]).Op {
+				if m := g.Ops[c.at(s).Op].Match; m != ir.None && m != c.at(recvs[k]).Op {
 					c.errorf(wq.Chain[i].Pos, "%s meets %s, but the graph matches it with %s", c.name(s), c.name(recvs[k]), g.Ops[m].Name)
 				}
 				k++

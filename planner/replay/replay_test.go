@@ -12,6 +12,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/randgraph"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/replay"
 )
@@ -31,7 +32,7 @@ func allMessages(err error) string {
 
 // remove drops entry i of rank r's queue q and keeps the per-iteration counts consistent, so
 // that only the ordering the entry gave is lost.
-func remove(p *planner.Plan, r, q, i int) {
+func remove(p *ir.Plan, r, q, i int) {
 	wq := &p.Ranks[r].Queues[q]
 	if wq.Chain[i].Signalled() {
 		p.Ranks[r].CQs[wq.CQ].PerIteration--
@@ -40,21 +41,21 @@ func remove(p *planner.Plan, r, q, i int) {
 	wq.PerIteration--
 }
 
-func compile(t *testing.T, g *planner.Graph, target string) *planner.Plan {
+func compile(t *testing.T, g *ir.Graph, target string) *ir.Plan {
 	t.Helper()
-	tg, err := planner.LookupTarget(target)
+	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
 	p, err := planner.Compile(g, tg)
 	require.NoError(t, err)
 	return p
 }
 
-func loadPlans(t *testing.T, ranks int64) map[string]*planner.Graph {
+func loadPlans(t *testing.T, ranks int64) map[string]*ir.Graph {
 	t.Helper()
 	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	out := map[string]*planner.Graph{}
+	out := map[string]*ir.Graph{}
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		require.NoError(t, err)
@@ -68,7 +69,7 @@ func loadPlans(t *testing.T, ranks int64) map[string]*planner.Graph {
 func TestReplayPlans(t *testing.T) {
 	for _, ranks := range []int64{2, 4, 8} {
 		for name, g := range loadPlans(t, ranks) {
-			for _, tg := range planner.Targets() {
+			for _, tg := range ir.Targets() {
 				p, err := planner.Compile(g, tg)
 				if err != nil && tg.PrePost && strings.Contains(err.Error(), "posts whole chains") {
 					t.Logf("%s ranks=%d: %v", name, ranks, err)
@@ -101,7 +102,7 @@ func TestReplayRandomGraphs(t *testing.T) {
 			for k := uint64(0); k < sh.n; k++ {
 				seed := seed0 + k
 				g := randgraph.New(seed, sh.cfg)
-				for _, tg := range planner.Targets() {
+				for _, tg := range ir.Targets() {
 					p, err := planner.Compile(g, tg)
 					require.NoError(t, err, "seed %d target %s", seed, tg.Name)
 					if err := replay.Check(p, replay.Options{}); err != nil {
@@ -117,7 +118,7 @@ func TestReplayRandomGraphs(t *testing.T) {
 func TestReplayLargerRandomGraphs(t *testing.T) {
 	for seed := uint64(1); seed <= 40; seed++ {
 		g := randgraph.New(seed, randgraph.Config{MinRanks: 3, MaxRanks: 6, MaxSteps: 120, MaxPreds: 4})
-		for _, tg := range planner.Targets() {
+		for _, tg := range ir.Targets() {
 			p, err := planner.Compile(g, tg)
 			require.NoError(t, err, "seed %d target %s", seed, tg.Name)
 			require.NoError(t, replay.Check(p, replay.Options{Iterations: 2, FirstIter: 1 << 24}), "seed %d target %s", seed, tg.Name)
@@ -130,11 +131,11 @@ func TestReplayLargerRandomGraphs(t *testing.T) {
 func TestReplayCatchesCorruption(t *testing.T) {
 	type mutation struct {
 		name  string
-		apply func(p *planner.Plan) bool // false: nothing to corrupt in this plan
+		apply func(p *ir.Plan) bool // false: nothing to corrupt in this plan
 		want  string
 	}
-	drop := func(opc planner.Opcode) func(p *planner.Plan) bool {
-		return func(p *planner.Plan) bool {
+	drop := func(opc ir.Opcode) func(p *ir.Plan) bool {
+		return func(p *ir.Plan) bool {
 			for r := range p.Ranks {
 				for q := range p.Ranks[r].Queues {
 					chain := p.Ranks[r].Queues[q].Chain
@@ -150,13 +151,13 @@ func TestReplayCatchesCorruption(t *testing.T) {
 		}
 	}
 	muts := []mutation{
-		{"drop a WAIT", drop(planner.OpcWait), "not enforced"},
-		{"drop the last ENABLE of a queue", func(p *planner.Plan) bool {
+		{"drop a WAIT", drop(ir.OpcWait), "not enforced"},
+		{"drop the last ENABLE of a queue", func(p *ir.Plan) bool {
 			for r := range p.Ranks {
 				last := map[int][2]int{} // target queue -> placing queue, index
 				for q := range p.Ranks[r].Queues {
 					for i, e := range p.Ranks[r].Queues[q].Chain {
-						if e.Opcode == planner.OpcSendEnable || e.Opcode == planner.OpcRecvEnable {
+						if e.Opcode == ir.OpcSendEnable || e.Opcode == ir.OpcRecvEnable {
 							last[e.Queue] = [2]int{q, i}
 						}
 					}
@@ -170,12 +171,12 @@ func TestReplayCatchesCorruption(t *testing.T) {
 			}
 			return false
 		}, "no ENABLE ever lets it run"},
-		{"drop a HOST condition", func(p *planner.Plan) bool {
+		{"drop a HOST condition", func(p *ir.Plan) bool {
 			for r := range p.Ranks {
 				for q := range p.Ranks[r].Queues {
 					for i := range p.Ranks[r].Queues[q].Chain {
 						e := &p.Ranks[r].Queues[q].Chain[i]
-						if e.Opcode == planner.OpcHost && len(e.Waits) > 0 {
+						if e.Opcode == ir.OpcHost && len(e.Waits) > 0 {
 							e.Waits = e.Waits[1:]
 							return true
 						}
@@ -184,12 +185,12 @@ func TestReplayCatchesCorruption(t *testing.T) {
 			}
 			return false
 		}, "not enforced"},
-		{"wait for a count that never comes", func(p *planner.Plan) bool {
+		{"wait for a count that never comes", func(p *ir.Plan) bool {
 			for r := range p.Ranks {
 				for q := range p.Ranks[r].Queues {
 					for i := range p.Ranks[r].Queues[q].Chain {
 						e := &p.Ranks[r].Queues[q].Chain[i]
-						if e.Opcode == planner.OpcWait {
+						if e.Opcode == ir.OpcWait {
 							e.Wait.Count = p.Ranks[r].CQs[e.Wait.CQ].PerIteration + 1
 							return true
 						}
@@ -233,7 +234,7 @@ func TestReplayExchangeWithoutItsWaitDeadlocksOrRaces(t *testing.T) {
 	// Lower the host-signal wait to count 0: tx2 may now start before red.
 	for q := range p.Ranks[0].Queues {
 		for i := range p.Ranks[0].Queues[q].Chain {
-			if e := &p.Ranks[0].Queues[q].Chain[i]; e.Opcode == planner.OpcWait {
+			if e := &p.Ranks[0].Queues[q].Chain[i]; e.Opcode == ir.OpcWait {
 				e.Wait.Count = 0
 			}
 		}
@@ -256,10 +257,10 @@ func TestReplayRecvEnableBehindSendDeadlocks(t *testing.T) {
 	for r := range p.Ranks {
 		sq := p.Ranks[r].SendWQ[0]
 		chain := p.Ranks[r].Queues[sq].Chain
-		require.Equal(t, planner.OpcRecvEnable, chain[0].Opcode, "rank %d: rx is enabled first", r)
-		require.Equal(t, planner.OpcSend, chain[1].Opcode, "rank %d", r)
+		require.Equal(t, ir.OpcRecvEnable, chain[0].Opcode, "rank %d: rx is enabled first", r)
+		require.Equal(t, ir.OpcSend, chain[1].Opcode, "rank %d", r)
 		chain[0], chain[1] = chain[1], chain[0]
-		p.Loc[chain[0].Op] = planner.Loc{Queue: sq, Index: 0}
+		p.Loc[chain[0].Op] = ir.Loc{Queue: sq, Index: 0}
 	}
 	err = replay.Check(p, replay.Options{})
 	require.Error(t, err)

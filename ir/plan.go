@@ -1,4 +1,4 @@
-package planner
+package ir
 
 import (
 	"fmt"
@@ -282,6 +282,14 @@ type Plan struct {
 type Deps struct {
 	PredStart, PredList []int32 // predecessors of op o: PredList[PredStart[o]:PredStart[o+1]]
 	SuccStart, SuccList []int32 // successors of op o: SuccList[SuccStart[o]:SuccStart[o+1]]
+}
+
+// NewDeps builds the CSR adjacency of edges over n ops.
+func NewDeps(n int, edges []Edge) *Deps {
+	d := &Deps{}
+	d.PredStart, d.PredList = buildCSR(n, edges, func(e Edge) (int32, int32) { return int32(e.To), int32(e.From) })
+	d.SuccStart, d.SuccList = buildCSR(n, edges, func(e Edge) (int32, int32) { return int32(e.From), int32(e.To) })
+	return d
 }
 
 // Preds returns the ops o waits for.

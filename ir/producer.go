@@ -1,4 +1,4 @@
-package planner
+package ir
 
 // Locating chain entries in a compiled Plan: where an op landed, and which WQE produces a given
 // completion of a CQ. Hang diagnoses and plan drawings name WQEs this way, and they must agree

@@ -1,8 +1,10 @@
-// Package planner turns a parsed plan into something a NIC can run. Elaborate evaluates the SPMD
-// text for every rank into a Graph (ranks, buffers, queues, ops, dependency edges, all with source
-// positions); Check verifies it (matching, bounds, cycles, FIFO deadlocks, races); Compile lowers it
-// for a Target into per-queue WQE chains with WAIT/ENABLE entries and signalling.
-package planner
+// Package ir holds the intermediate representations the planner passes hand on: the Graph
+// (every rank's buffers, queues, ops and dependency edges, with source positions), which
+// elaboration builds and verification and lowering read; the Plan (per-rank work queues, CQs and
+// WQE chains for one Target), which lowering builds and the engines, the listing and the viz
+// read; and the built-in Targets. It is plain data with queries over it: it knows nothing of the
+// syntax, and nothing of how a Graph is checked or lowered.
+package ir
 
 import (
 	"fmt"
@@ -99,8 +101,6 @@ type Buffer struct {
 	Access Access
 	Init   InitFunc // nil: zero-filled
 	Pos    diag.Pos
-
-	perElem bool // Init depends on the element index i
 }
 
 // Bytes is the buffer's size in bytes.
