@@ -199,8 +199,7 @@ func (b *gbuild) done() *ir.Graph {
 		}
 		g.Edges = append(g.Edges, ir.Edge{From: from, To: to, Pos: g.Ops[to].Pos})
 	}
-	g.Index()
-	return g
+	return g.Freeze()
 }
 
 // opID finds op name on rank.

@@ -58,10 +58,7 @@ func GenericPlanForTest(g *ir.Graph) (*ir.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	bare := *g
-	bare.Edges = nil
-	bare.Index()
-	plan, err := planner.Compile(&bare, t)
+	plan, err := planner.Compile(g.WithEdges(nil), t)
 	if err != nil {
 		return nil, err
 	}

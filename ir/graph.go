@@ -8,6 +8,7 @@ package ir
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/coredag/coredag/diag"
 )
@@ -243,6 +244,11 @@ type RankSpan struct {
 }
 
 // Graph is the elaborated plan: every rank's ops, queues and dependencies, with positions.
+//
+// A Graph is immutable once built. Whoever constructs one (the elaborator, a test, a tool) fills
+// its fields and then calls Freeze, which builds the indexes behind Preds and Succs; from then on
+// nothing changes it, no pass and no query, so any number of goroutines may read it at once. A
+// pass that needs a variant builds a new Graph (WithEdges, or Clone and Freeze).
 type Graph struct {
 	Name    string
 	File    string
@@ -258,17 +264,50 @@ type Graph struct {
 	// unproven (an init too costly to evaluate in full).
 	Notes diag.List
 
-	// CSR adjacency over Edges, built by Index: predecessors of op i are
-	// predList[predStart[i]:predStart[i+1]], successors likewise.
-	predStart, predList []int32
-	succStart, succList []int32
+	// adj is the CSR adjacency over Edges, built by Freeze; nil until then.
+	adj *Deps
 }
 
-// Index builds the adjacency arrays behind Preds and Succs. Call it after changing Edges.
-func (g *Graph) Index() {
-	n := len(g.Ops)
-	g.predStart, g.predList = buildCSR(n, g.Edges, func(e Edge) (int32, int32) { return int32(e.To), int32(e.From) })
-	g.succStart, g.succList = buildCSR(n, g.Edges, func(e Edge) (int32, int32) { return int32(e.From), int32(e.To) })
+// Freeze ends the construction of g: it builds the adjacency behind Preds and Succs and returns
+// g. Call it once, after the last change to g's fields; a Graph is not changed after it. Freeze
+// panics when g is already frozen: a frozen Graph may be read concurrently, so it cannot change.
+func (g *Graph) Freeze() *Graph {
+	if g.adj != nil {
+		panic("ir: Freeze of a Graph that is already frozen")
+	}
+	g.adj = NewDeps(len(g.Ops), g.Edges)
+	return g
+}
+
+// Frozen reports whether Freeze was called on g.
+func (g *Graph) Frozen() bool { return g.adj != nil }
+
+// Clone returns a copy of g that is not frozen and shares no slice with it (buffers' Init
+// functions are shared: they are read-only), for building a variant of g.
+func (g *Graph) Clone() *Graph {
+	out := *g
+	out.adj = nil
+	out.Params = slices.Clone(g.Params)
+	out.Buffers = slices.Clone(g.Buffers)
+	out.Queues = slices.Clone(g.Queues)
+	for i := range out.Queues {
+		out.Queues[i].SendOps = slices.Clone(out.Queues[i].SendOps)
+		out.Queues[i].RecvOps = slices.Clone(out.Queues[i].RecvOps)
+	}
+	out.Ops = slices.Clone(g.Ops)
+	out.Edges = slices.Clone(g.Edges)
+	out.Rank = slices.Clone(g.Rank)
+	out.Notes = slices.Clone(g.Notes)
+	return &out
+}
+
+// WithEdges returns a frozen Graph that has edges as its Edges and shares everything else with
+// g (read-only). g is not changed.
+func (g *Graph) WithEdges(edges []Edge) *Graph {
+	out := *g
+	out.adj = nil
+	out.Edges = edges
+	return out.Freeze()
 }
 
 func buildCSR(n int, edges []Edge, key func(Edge) (int32, int32)) (start, list []int32) {
@@ -290,21 +329,19 @@ func buildCSR(n int, edges []Edge, key func(Edge) (int32, int32)) (start, list [
 	return start, list
 }
 
-// Preds returns the explicit predecessors of op (ops it is `after`). The slice is shared: do not modify it.
-func (g *Graph) Preds(op OpID) []int32 {
-	if g.predStart == nil {
-		g.Index()
+// frozen returns g's adjacency, panicking when g was never frozen.
+func (g *Graph) frozen() *Deps {
+	if g.adj == nil {
+		panic("ir: Graph read before Freeze (whoever builds a Graph calls Freeze when it is complete)")
 	}
-	return g.predList[g.predStart[op]:g.predStart[op+1]]
+	return g.adj
 }
 
+// Preds returns the explicit predecessors of op (ops it is `after`). The slice is shared: do not modify it.
+func (g *Graph) Preds(op OpID) []int32 { return g.frozen().Preds(op) }
+
 // Succs returns the explicit successors of op. The slice is shared: do not modify it.
-func (g *Graph) Succs(op OpID) []int32 {
-	if g.succStart == nil {
-		g.Index()
-	}
-	return g.succList[g.succStart[op]:g.succStart[op+1]]
-}
+func (g *Graph) Succs(op OpID) []int32 { return g.frozen().Succs(op) }
 
 // RankOps returns the ids of rank r's ops, in declaration order.
 func (g *Graph) RankOps(r int) (first, end OpID) { return g.Rank[r].FirstOp, g.Rank[r].EndOp }

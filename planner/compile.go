@@ -30,7 +30,9 @@ func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 	if t.Style != ir.StyleNone && !t.CrossChannel {
 		return nil, fmt.Errorf("compile: target %q uses the %s style but has no cross-channel support", t.Name, t.Style)
 	}
-	g.Index()
+	if !g.Frozen() {
+		return nil, fmt.Errorf("compile: the graph is not frozen (whoever builds a Graph calls Freeze when it is complete)")
+	}
 	c := &compiler{g: g, t: t}
 	c.plan = &ir.Plan{Graph: g, Target: t, Loc: make([]ir.Loc, len(g.Ops))}
 	c.errs = c.checkInputs()

@@ -149,7 +149,7 @@ func (el *elaborator) run() {
 		return
 	}
 	el.matchMessages()
-	el.g.Index()
+	el.g.Freeze()
 }
 
 // declaresRanks reports whether the file sets the world size with a top-level `param ranks`.

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -32,9 +33,7 @@ func (e FixEdge) String() string {
 // ExplainRaces proposes for each race, adds them all, and repeats on the amended graph (a fix
 // may expose a race that the removed one hid) for at most a few rounds. g is not modified.
 func SuggestFixes(g *ir.Graph) FixPlan {
-	work := *g
-	work.Edges = append([]ir.Edge(nil), g.Edges...)
-	work.Index()
+	work := g
 	type key struct {
 		op, after string
 	}
@@ -42,7 +41,7 @@ func SuggestFixes(g *ir.Graph) FixPlan {
 	var order []key
 	plan := FixPlan{Complete: true}
 	for round := 0; round < 4; round++ {
-		races := Races(&work)
+		races := Races(work)
 		if len(races) == 0 {
 			break
 		}
@@ -50,8 +49,9 @@ func SuggestFixes(g *ir.Graph) FixPlan {
 			plan.Complete = false
 			break
 		}
-		fixes, ok := ExplainRaces(&work, races)
+		fixes, ok := ExplainRaces(work, races)
 		added := map[Fix]bool{}
+		edges := slices.Clone(work.Edges)
 		for i, f := range fixes {
 			if !ok[i] {
 				plan.Complete = false
@@ -68,14 +68,14 @@ func SuggestFixes(g *ir.Graph) FixPlan {
 			if !added[f] {
 				added[f] = true
 				fe.Ranks = append(fe.Ranks, f.Rank)
-				work.Edges = append(work.Edges, ir.Edge{From: f.After, To: f.Op, Pos: work.Ops[f.Op].Pos})
+				edges = append(edges, ir.Edge{From: f.After, To: f.Op, Pos: work.Ops[f.Op].Pos})
 			}
 		}
 		if len(added) == 0 {
 			plan.Complete = false
 			break
 		}
-		work.Index()
+		work = g.WithEdges(edges)
 	}
 	for _, k := range order {
 		fe := byKey[k]
@@ -115,22 +115,20 @@ func prune(g *ir.Graph, edges []FixEdge) []FixEdge {
 }
 
 // withEdges returns a copy of g with the kept suggested edges added on their ranks.
-func withEdges(g *ir.Graph, edges []FixEdge, keep []bool) *ir.Graph {
-	out := *g
-	out.Edges = append([]ir.Edge(nil), g.Edges...)
-	for i, e := range edges {
+func withEdges(g *ir.Graph, fixes []FixEdge, keep []bool) *ir.Graph {
+	edges := slices.Clone(g.Edges)
+	for i, e := range fixes {
 		if !keep[i] {
 			continue
 		}
 		for _, r := range e.Ranks {
 			op, after := opNamed(g, r, e.Op), opNamed(g, r, e.After)
 			if op != ir.None && after != ir.None {
-				out.Edges = append(out.Edges, ir.Edge{From: after, To: op, Pos: g.Ops[op].Pos})
+				edges = append(edges, ir.Edge{From: after, To: op, Pos: g.Ops[op].Pos})
 			}
 		}
 	}
-	out.Index()
-	return &out
+	return g.WithEdges(edges)
 }
 
 // opNamed finds rank r's op called name, or None.

@@ -47,19 +47,17 @@ func clauseEdges(g *ir.Graph) (keys []string, edges map[string][]int) {
 
 // withoutEdges returns a copy of g without the edges at the given indices.
 func withoutEdges(g *ir.Graph, drop []int) *ir.Graph {
-	m := *g
 	skip := map[int]bool{}
 	for _, i := range drop {
 		skip[i] = true
 	}
-	m.Edges = nil
+	var edges []ir.Edge
 	for i, e := range g.Edges {
 		if !skip[i] {
-			m.Edges = append(m.Edges, e)
+			edges = append(edges, e)
 		}
 	}
-	m.Index()
-	return &m
+	return g.WithEdges(edges)
 }
 
 // TestMutationDeleteEachAfter deletes each source-level `after` edge of every plan in turn: the

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -106,10 +107,8 @@ op mid = copy a[8:12] to b[6:10]
 				require.True(t, ok[i])
 				fixText = append(fixText, f.Format(g))
 				// The fix must really remove the race: add the edge and check again.
-				m := *g
-				m.Edges = append(append([]ir.Edge(nil), g.Edges...), ir.Edge{From: f.After, To: f.Op})
-				m.Index()
-				for _, r := range Races(&m) {
+				m := g.WithEdges(append(slices.Clone(g.Edges), ir.Edge{From: f.After, To: f.Op}))
+				for _, r := range Races(m) {
 					assert.False(t, r.First.Op == races[i].First.Op && r.Second.Op == races[i].Second.Op,
 						"fix %s leaves the race", f.Format(g))
 				}

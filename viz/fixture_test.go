@@ -94,6 +94,5 @@ func ringGraph(ranks int, n int64) *ir.Graph {
 			}
 		}
 	}
-	g.Index()
-	return g
+	return g.Freeze()
 }

@@ -106,7 +106,7 @@ func TestRankProcess(t *testing.T) {
 	// (selective signalling, small payloads inline). A graph broken on purpose is compiled once
 	// broken: the compiler does not check what the faults break (access rights, bounds, matches).
 	if f := os.Getenv(envFault); f != "" {
-		breakGraph(t, g, f)
+		g = breakGraph(t, g, f)
 		opts.Reference = exec.NewMemory(g) // the reference rejects broken graphs
 	}
 	tg, err := ir.LookupTarget("generic")
@@ -170,8 +170,10 @@ func hopSamples(g *ir.Graph, res *exec.Result) []int64 {
 	return h
 }
 
-// breakGraph turns a valid fault plan from testdata/verbs into the fault it is named for.
-func breakGraph(t *testing.T, g *ir.Graph, fault string) {
+// breakGraph returns a copy of a valid fault plan from testdata/verbs, broken into the fault it
+// is named for.
+func breakGraph(t *testing.T, valid *ir.Graph, fault string) *ir.Graph {
+	g := valid.Clone()
 	op := func(name string) *ir.Op {
 		for i := range g.Ops {
 			if g.Ops[i].Name == name {
@@ -195,10 +197,10 @@ func breakGraph(t *testing.T, g *ir.Graph, fault string) {
 		g.Ops[rx.Match].Match = ir.None
 		g.Ops = g.Ops[:id]
 		g.Rank[rx.Rank].EndOp = id
-		g.Index()
 	default:
 		t.Fatalf("unknown fault %q", fault)
 	}
+	return g.Freeze()
 }
 
 // rankRun is the outcome of one multi-process run.

@@ -376,6 +376,5 @@ func (b *builder) graph(name string) *ir.Graph {
 			k++
 		}
 	}
-	g.Index()
-	return g
+	return g.Freeze()
 }
