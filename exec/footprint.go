@@ -7,8 +7,8 @@ import (
 
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/internal/budget"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
 )
 
 // Footprint is the host memory a run holds: the buffers (registered with the provider for each
@@ -86,7 +86,7 @@ func (f Footprint) Check(b budget.Budget) error {
 			}
 		}
 		what := fmt.Sprintf("buffers need %s in this process (%s × %s registered with %s, plus %s for the reference copy)",
-			budget.Format(f.Buffers()), planner.Plural(f.Ranks, "rank"), budget.Format(f.PerRank), f.provider, budget.Format(f.Reference))
+			budget.Format(f.Buffers()), english.Plural(f.Ranks, "rank"), budget.Format(f.PerRank), f.provider, budget.Format(f.Reference))
 		if len(g.Buffers) > 1 {
 			what += fmt.Sprintf("; the largest, %s, takes %s per rank", g.Buffers[largest].Name, budget.Format(g.Buffers[largest].Bytes()))
 		}

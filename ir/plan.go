@@ -307,3 +307,35 @@ func (p *Plan) WQEOf(id OpID) *WQE {
 	l := p.Loc[id]
 	return &p.Ranks[r].Queues[l.Queue].Chain[l.Index]
 }
+
+// RankStats counts one rank's entries (naive counts and the critical path are plan-wide and
+// stay zero).
+func (p *Plan) RankStats(r int) Stats {
+	var s Stats
+	for _, q := range p.Ranks[r].Queues {
+		for k := range q.Chain {
+			e := &q.Chain[k]
+			if e.Opcode.Posted() {
+				s.WQEs++
+				if e.Signalled() {
+					s.Signalled++
+				}
+			}
+			switch {
+			case e.Opcode.IsData():
+				s.DataWQEs++
+			case e.Opcode == OpcHost:
+				s.HostSteps++
+				s.HostWaits += len(e.Waits)
+			case e.Opcode == OpcWait:
+				s.Waits++
+			case e.Opcode == OpcSendEnable || e.Opcode == OpcRecvEnable:
+				s.Enables++
+			}
+			if e.Flags&Fence != 0 {
+				s.Fences++
+			}
+		}
+	}
+	return s
+}

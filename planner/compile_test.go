@@ -15,6 +15,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/listing"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -47,7 +48,7 @@ func listingOrError(g *ir.Graph, tg ir.Target) string {
 		diag.Print(&b, err, nil)
 		return "compile error:\n" + b.String()
 	}
-	if err := planner.WriteListing(&b, p, planner.ListOptions{Rank: -1}); err != nil {
+	if err := listing.Write(&b, p, listing.Options{Rank: -1}); err != nil {
 		return "listing error: " + err.Error()
 	}
 	return b.String()
@@ -93,7 +94,7 @@ func TestGoldenJSON(t *testing.T) {
 	for _, target := range []string{"connectx", "connectx-inline", "generic"} {
 		p := compileFor(t, g, target)
 		var b bytes.Buffer
-		require.NoError(t, planner.WriteJSON(&b, p, planner.ListOptions{Rank: -1}))
+		require.NoError(t, listing.WriteJSON(&b, p, listing.Options{Rank: -1}))
 		golden(t, fmt.Sprintf("../testdata/compile/ring_allreduce.r4.%s.json", target), b.String())
 	}
 }
@@ -112,7 +113,7 @@ func TestJSONOpcodes(t *testing.T) {
 	seen := map[string]bool{}
 	for _, tg := range ir.Targets() {
 		var b bytes.Buffer
-		require.NoError(t, planner.WriteJSON(&b, compileFor(t, g, tg.Name), planner.ListOptions{Rank: -1}))
+		require.NoError(t, listing.WriteJSON(&b, compileFor(t, g, tg.Name), listing.Options{Rank: -1}))
 		var doc struct {
 			Ranks []struct {
 				Queues []struct {

@@ -1,9 +1,6 @@
 package planner
 
 import (
-	"strconv"
-	"strings"
-
 	"github.com/coredag/coredag/diag"
 )
 
@@ -26,21 +23,4 @@ func (d *diags) list(ranks int) diag.List {
 	l := d.Group.List(ranks)
 	l.Sort()
 	return l
-}
-
-// Plural formats a count with its noun for messages: "1 recv", "3 recvs", "2 entries",
-// "2 mismatches".
-func Plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	switch l := len(noun); {
-	case l > 1 && noun[l-1] == 'y' && !strings.ContainsRune("aeiou", rune(noun[l-2])):
-		noun = noun[:l-1] + "ies"
-	case strings.HasSuffix(noun, "s"), strings.HasSuffix(noun, "x"), strings.HasSuffix(noun, "ch"), strings.HasSuffix(noun, "sh"):
-		noun += "es"
-	default:
-		noun += "s"
-	}
-	return strconv.Itoa(n) + " " + noun
 }

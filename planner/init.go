@@ -8,6 +8,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -195,9 +196,9 @@ func (c *initChecker) note() {
 	case !c.perElem:
 		what = "on " + diag.FormatRanks(ranks) + " it is"
 	case len(ranks) == 1:
-		what = fmt.Sprintf("from element %d on rank %d, %s are", c.firstSkipped.i0, ranks[0], Plural(int(c.skipped), "element"))
+		what = fmt.Sprintf("from element %d on rank %d, %s are", c.firstSkipped.i0, ranks[0], english.Plural(int(c.skipped), "element"))
 	default:
-		what = fmt.Sprintf("from element %d on rank %d, %s on %s are", c.firstSkipped.i0, c.firstSkipped.r0, Plural(int(c.skipped), "element"), diag.FormatRanks(ranks))
+		what = fmt.Sprintf("from element %d on rank %d, %s on %s are", c.firstSkipped.i0, c.firstSkipped.r0, english.Plural(int(c.skipped), "element"), diag.FormatRanks(ranks))
 	}
 	c.el.g.Notes = append(c.el.g.Notes, &diag.Diagnostic{Code: diag.Limit, Pos: c.e.Pos(), Msg: fmt.Sprintf(
 		"the init of buffer %s is checked only in part: %s left to run time, where an error stops the run (checking stops after %d evaluations)",

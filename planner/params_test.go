@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/internal/english"
 )
 
 func TestParseParams(t *testing.T) {
@@ -19,13 +21,13 @@ func TestParseParams(t *testing.T) {
 
 func TestPlural(t *testing.T) {
 	for n, want := range map[int]string{0: "0 RNR retries", 1: "1 RNR retry", 2: "2 RNR retries"} {
-		assert.Equal(t, want, Plural(n, "RNR retry"))
+		assert.Equal(t, want, english.Plural(n, "RNR retry"))
 	}
-	assert.Equal(t, "1 iteration", Plural(1, "iteration"))
-	assert.Equal(t, "3 iterations", Plural(3, "iteration"))
-	assert.Equal(t, "2 mismatches", Plural(2, "mismatch"))
-	assert.Equal(t, "12 host steps", Plural(12, "host step"))
-	assert.Equal(t, "0 WQEs", Plural(0, "WQE"))
-	assert.Equal(t, "2 entries", Plural(2, "entry"))
-	assert.Equal(t, "2 keys", Plural(2, "key"))
+	assert.Equal(t, "1 iteration", english.Plural(1, "iteration"))
+	assert.Equal(t, "3 iterations", english.Plural(3, "iteration"))
+	assert.Equal(t, "2 mismatches", english.Plural(2, "mismatch"))
+	assert.Equal(t, "12 host steps", english.Plural(12, "host step"))
+	assert.Equal(t, "0 WQEs", english.Plural(0, "WQE"))
+	assert.Equal(t, "2 entries", english.Plural(2, "entry"))
+	assert.Equal(t, "2 keys", english.Plural(2, "key"))
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -142,7 +143,7 @@ func (el *elaborator) matchMessages() {
 			}
 			if k >= len(recvs) {
 				el.errorOn(phaseMatch, s.Rank, diag.Match, s.Pos, "%s %s has no matching recv: rank %d posts %s on %s but this rank sends at least %s on %s",
-					s.Kind, s.Name, q.PeerRank, Plural(len(recvs), "recv"), g.Queues[q.Peer].Name, Plural(k+1, "message"), q.Name)
+					s.Kind, s.Name, q.PeerRank, english.Plural(len(recvs), "recv"), g.Queues[q.Peer].Name, english.Plural(k+1, "message"), q.Name)
 				k++
 				continue
 			}
@@ -166,7 +167,7 @@ func (el *elaborator) matchMessages() {
 		for sent := k; k < len(recvs); k++ {
 			r := &g.Ops[recvs[k]]
 			el.errorOn(phaseMatch, r.Rank, diag.Match, r.Pos, "recv %s is never matched: rank %d sends only %s on %s, the peer of %s",
-				r.Name, q.Rank, Plural(sent, "message"), q.Name, g.Queues[q.Peer].Name)
+				r.Name, q.Rank, english.Plural(sent, "message"), q.Name, g.Queues[q.Peer].Name)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/wait"
 )
@@ -176,7 +177,7 @@ func (c *compiler) checkLimits() {
 		w := worst[k]
 		others := ""
 		if w.ranks > 1 {
-			others = " (and on " + Plural(w.ranks-1, "other rank") + ")"
+			others = " (and on " + english.Plural(w.ranks-1, "other rank") + ")"
 		}
 		c.errs.Add(diag.Target, k.pos, "%s on rank %d%s: one iteration posts %d WQEs on its %s side but its depth is %d, and target %s posts whole chains before it runs (declare `depth %d` or more on the queue, or compile for --target generic)",
 			w.name, w.rank, others, w.n, k.side, w.depth, c.t.Name, ceilPow2(w.n))
@@ -187,7 +188,7 @@ func (c *compiler) checkLimits() {
 func (c *compiler) stats() {
 	s := &c.plan.Stats
 	for r := range c.plan.Ranks {
-		rs := rankStats(c.plan, r)
+		rs := c.plan.RankStats(r)
 		s.WQEs += rs.WQEs
 		s.DataWQEs += rs.DataWQEs
 		s.HostSteps += rs.HostSteps

@@ -6,8 +6,8 @@ import (
 
 	"github.com/emicklei/dot"
 
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
 )
 
 // Graph draws the graph view of g: ops as nodes (shape by kind, label with the name, what the op
@@ -548,7 +548,7 @@ func loopLabel(g *ir.Graph, ops []ir.OpID) string {
 	_, hi := familyOf(g.Ops[ops[len(ops)-1]].Name)
 	iters := len(ops) / len(bases)
 	return fmt.Sprintf("loop body x %d folded\n%s  %s .. %s\n%s: %s",
-		iters, strings.Join(bases, ", "), lo, hi, planner.Plural(len(ops), "op"), kindCounts(g, ops))
+		iters, strings.Join(bases, ", "), lo, hi, english.Plural(len(ops), "op"), kindCounts(g, ops))
 }
 
 // rankLabel describes a folded rank: op counts by kind and its queues.
@@ -558,7 +558,7 @@ func rankLabel(g *ir.Graph, r int, ops []ir.OpID) string {
 	for q := span.FirstQueue; q < span.EndQueue; q++ {
 		qs = append(qs, g.Queues[q].Name)
 	}
-	s := fmt.Sprintf("rank %d (folded)\n%s", r, planner.Plural(len(ops), "op"))
+	s := fmt.Sprintf("rank %d (folded)\n%s", r, english.Plural(len(ops), "op"))
 	if len(ops) > 0 {
 		s += ": " + kindCounts(g, ops)
 	}

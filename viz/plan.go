@@ -6,8 +6,8 @@ import (
 
 	"github.com/emicklei/dot"
 
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
 )
 
 // Plan draws the plan view of a compiled plan: per rank a cluster, inside it one lane per work
@@ -516,7 +516,7 @@ func opcodeCounts(chain []ir.WQE) string {
 
 // foldLabel describes a folded run of a lane.
 func foldLabel(chain []ir.WQE, lo, hi int) string {
-	s := fmt.Sprintf("[%d..%d] %s folded\n%s", lo, hi-1, planner.Plural(hi-lo, "entry"), opcodeCounts(chain))
+	s := fmt.Sprintf("[%d..%d] %s folded\n%s", lo, hi-1, english.Plural(hi-lo, "entry"), opcodeCounts(chain))
 	if first, last := chain[0].Name, chain[len(chain)-1].Name; first != "" && last != "" {
 		s += fmt.Sprintf("\n%s .. %s", first, last)
 	}
@@ -527,7 +527,7 @@ func foldLabel(chain []ir.WQE, lo, hi int) string {
 func (v *planView) rankSummary(r int) string {
 	rp := &v.p.Ranks[r]
 	var b strings.Builder
-	fmt.Fprintf(&b, "rank %d (folded)\n%s", r, planner.Plural(rankEntries(rp), "WQE"))
+	fmt.Fprintf(&b, "rank %d (folded)\n%s", r, english.Plural(rankEntries(rp), "WQE"))
 	for qi := range rp.Queues {
 		fmt.Fprintf(&b, "\n%s: %d", rp.Queues[qi].Name, len(rp.Queues[qi].Chain))
 	}

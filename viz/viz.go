@@ -27,8 +27,8 @@ import (
 
 	"github.com/emicklei/dot"
 
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
 )
 
 // DefaultLimit is the number of nodes above which a view is summarised when Options.Limit is 0.
@@ -261,7 +261,7 @@ func (m *merger) add(k mergeKey, e dot.Edge) {
 func (m *merger) label() {
 	for i, e := range m.edges {
 		if n := m.count[i]; n > 1 {
-			e.Attr("label", planner.Plural(n, "transfer"))
+			e.Attr("label", english.Plural(n, "transfer"))
 			e.Attr("fontname", fontName)
 			e.Attr("fontsize", "9")
 			e.Attr("fontcolor", colorMatch)

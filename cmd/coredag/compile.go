@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/listing"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -44,11 +45,11 @@ func (c *compileCmd) Run(e *env) error {
 		return &exitError{code: exitFail}
 	}
 	var buf bytes.Buffer
-	opt := planner.ListOptions{Rank: c.Rank}
+	opt := listing.Options{Rank: c.Rank}
 	if c.Format == "json" {
-		err = planner.WriteJSON(&buf, p, opt)
+		err = listing.WriteJSON(&buf, p, opt)
 	} else {
-		err = planner.WriteListing(&buf, p, opt)
+		err = listing.Write(&buf, p, opt)
 	}
 	if err != nil {
 		return err

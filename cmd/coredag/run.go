@@ -24,6 +24,7 @@ import (
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/internal/atomicfile"
 	"github.com/coredag/coredag/internal/budget"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/viz"
@@ -269,7 +270,7 @@ func selectUsage(err error) error {
 // printRun prints the human-readable result: first a verdict line that starts with PASS or FAIL
 // and names the file, then what ran, the latency of the (last) run and its counters.
 func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
-	where := fmt.Sprintf("on every rank (%s)", planner.Plural(rep.Ranks, "rank"))
+	where := fmt.Sprintf("on every rank (%s)", english.Plural(rep.Ranks, "rank"))
 	switch {
 	case rep.OK:
 		fmt.Fprintf(e.stdout, "PASS %s: memory matches the reference %s\n", path, where)
@@ -277,9 +278,9 @@ func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
 		msg, _, _ := strings.Cut(rep.Error, "\n")
 		fmt.Fprintf(e.stdout, "FAIL %s: run failed: %s\n", path, diag.EscapeControls(msg))
 	default:
-		fmt.Fprintf(e.stdout, "FAIL %s: memory differs from the reference (%s)\n", path, planner.Plural(len(rep.Mismatches), "mismatch"))
+		fmt.Fprintf(e.stdout, "FAIL %s: memory differs from the reference (%s)\n", path, english.Plural(len(rep.Mismatches), "mismatch"))
 	}
-	fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, %s, %s", rep.Plan, rep.Engine, rep.Target, rep.Provider, planner.Plural(rep.Iters, "iteration"))
+	fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, %s, %s", rep.Plan, rep.Engine, rep.Target, rep.Provider, english.Plural(rep.Iters, "iteration"))
 	last := ""
 	if runs > 1 {
 		fmt.Fprintf(e.stdout, ", schedule seeds %d-%d", rep.Seed, rep.Seed+uint64(runs)-1)
@@ -297,13 +298,13 @@ func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
 	} else {
 		fmt.Fprintf(e.stdout, "  latency min %s, median %s, p99 %s%s\n", fmtDuration(l.Min), fmtDuration(l.Median), fmtDuration(l.P99), last)
 	}
-	posted := planner.Plural(int(rep.WQEs), "WQE") + " posted"
+	posted := english.Plural(int(rep.WQEs), "WQE") + " posted"
 	if rep.Triggered > 0 {
 		posted += fmt.Sprintf(" (%d by triggers)", rep.Triggered)
 	}
 	fmt.Fprintf(e.stdout, "  totals: %s, %s polled, %s, %s, %s, %s\n",
-		posted, planner.Plural(int(rep.CQEs), "CQE"), planner.Plural(int(rep.Waits), "WAIT"),
-		planner.Plural(int(rep.Enables), "ENABLE"), planner.Plural(int(rep.HostSteps), "host step"), planner.Plural(int(rep.RNR), "RNR retry"))
+		posted, english.Plural(int(rep.CQEs), "CQE"), english.Plural(int(rep.Waits), "WAIT"),
+		english.Plural(int(rep.Enables), "ENABLE"), english.Plural(int(rep.HostSteps), "host step"), english.Plural(int(rep.RNR), "RNR retry"))
 	for _, name := range sortedKeys(rep.Buffers) {
 		for r, vals := range rep.Buffers[name] {
 			fmt.Fprintf(e.stdout, "%s[rank %d] = %v\n", name, r, vals)
@@ -438,7 +439,7 @@ func (c *runCmd) writeTimeline(e *env, plan string, g *ir.Graph, res *exec.Resul
 		return &exitError{code: exitFail}
 	}
 	if !c.JSON {
-		fmt.Fprintf(e.stderr, "%s: timeline of %s written to %s\n", plan, planner.Plural(len(res.Timeline), "iteration"), path)
+		fmt.Fprintf(e.stderr, "%s: timeline of %s written to %s\n", plan, english.Plural(len(res.Timeline), "iteration"), path)
 	}
 	return nil
 }

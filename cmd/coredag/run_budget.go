@@ -6,7 +6,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/internal/budget"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/internal/english"
 )
 
 // checkMemory refuses, before anything is allocated, a run that would not fit in the memory
@@ -33,7 +33,7 @@ func (c *runCmd) checkMemory(e *env, l *loaded, p nic.Provider) error {
 		dump := budget.Mul(budget.Mul(elems, int64(g.Ranks)), dumpElemBytes)
 		need := budget.Add(fp.Total(), dump)
 		if err := l.budget.Check(need, fmt.Sprintf("--dump of %s needs %s: %s for the printed values (%d bytes per element and rank) besides %s for the run",
-			planner.Plural(len(c.Dump), "buffer"), budget.Format(need), budget.Format(dump), dumpElemBytes, budget.Format(fp.Total())),
+			english.Plural(len(c.Dump), "buffer"), budget.Format(need), budget.Format(dump), dumpElemBytes, budget.Format(fp.Total())),
 			"dump smaller buffers"); err != nil {
 			return refuse(e, l, err)
 		}

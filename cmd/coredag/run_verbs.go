@@ -11,7 +11,7 @@ import (
 	"github.com/coredag/coredag/exec/bootstrap"
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/verbs"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/internal/english"
 )
 
 // verbsFlags are the flags of `coredag run` for real RDMA devices: one process per rank, started
@@ -116,12 +116,12 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 		if !ok {
 			verdict = "FAIL %s: not every rank verified (%s, one process each)\n"
 		}
-		fmt.Fprintf(e.stdout, verdict, diag.QuoteName(l.path), planner.Plural(g.Ranks, "rank"))
-		fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, verbs on %v, %s\n", g.Name, engine, target.Name, dev, planner.Plural(c.Iters, "iteration"))
+		fmt.Fprintf(e.stdout, verdict, diag.QuoteName(l.path), english.Plural(g.Ranks, "rank"))
+		fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, verbs on %v, %s\n", g.Name, engine, target.Name, dev, english.Plural(c.Iters, "iteration"))
 		for _, r := range all {
 			line := r.String()
 			if r.OK && r.Median > 0 {
-				line += fmt.Sprintf(", median iteration %s, %s posted (%d by triggers), %s polled", fmtDuration(r.Median), planner.Plural(int(r.WQEs), "WQE"), r.Triggered, planner.Plural(int(r.CQEs), "CQE"))
+				line += fmt.Sprintf(", median iteration %s, %s posted (%d by triggers), %s polled", fmtDuration(r.Median), english.Plural(int(r.WQEs), "WQE"), r.Triggered, english.Plural(int(r.CQEs), "CQE"))
 			}
 			fmt.Fprintf(e.stdout, "  %s\n", strings.ReplaceAll(line, "\n", "\n    "))
 		}

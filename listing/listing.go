@@ -1,4 +1,7 @@
-package planner
+// Package listing is an output: it writes a compiled ir.Plan as the WQE listing of
+// `coredag compile` (per rank and work queue, each entry with its operands, flags and source
+// line) or as JSON (docs/compile-json.md). It reads the Plan only; package viz beside it draws.
+package listing
 
 import (
 	"encoding/json"
@@ -7,18 +10,19 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 )
 
-// ListOptions selects what a listing shows.
-type ListOptions struct {
+// Options selects what a listing shows.
+type Options struct {
 	Rank int // only this rank; -1 for all
 }
 
-// WriteListing writes the text listing of a Plan: per rank and work queue, each WQE's index,
+// Write writes the text listing of a Plan: per rank and work queue, each WQE's index,
 // opcode, operands, flags, and the op and file:line it came from; WAITs say in words what they
 // wait for. A summary ends it.
-func WriteListing(w io.Writer, p *ir.Plan, opt ListOptions) error {
+func Write(w io.Writer, p *ir.Plan, opt Options) error {
 	g := p.Graph
 	b := &strings.Builder{}
 	t := p.Target
@@ -40,7 +44,7 @@ func WriteListing(w io.Writer, p *ir.Plan, opt ListOptions) error {
 				cq := &rp.CQs[q.CQ]
 				fmt.Fprintf(b, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
 			}
-			fmt.Fprintf(b, ", %s per iteration\n", Plural(int(q.PerIteration), "WQE"))
+			fmt.Fprintf(b, ", %s per iteration\n", english.Plural(int(q.PerIteration), "WQE"))
 			if len(q.Chain) == 0 {
 				b.WriteString("    (empty)\n")
 				continue
@@ -52,10 +56,10 @@ func WriteListing(w io.Writer, p *ir.Plan, opt ListOptions) error {
 			}
 			tw.Flush()
 		}
-		s := rankStats(p, r)
+		s := p.RankStats(r)
 		fmt.Fprintf(b, "  rank %d: %s (%d data), %s, %s, %s, %s, %s, %d signalled\n",
-			r, Plural(s.WQEs, "WQE"), s.DataWQEs, Plural(s.HostSteps, "HOST step"), Plural(s.Waits, "WAIT"),
-			Plural(s.Enables, "ENABLE"), Plural(s.HostWaits, "host wait"), Plural(s.Fences, "fence"), s.Signalled)
+			r, english.Plural(s.WQEs, "WQE"), s.DataWQEs, english.Plural(s.HostSteps, "HOST step"), english.Plural(s.Waits, "WAIT"),
+			english.Plural(s.Enables, "ENABLE"), english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled)
 	}
 	fmt.Fprintf(b, "\nsummary: %s\n", summary(p.Stats))
 	_, err := io.WriteString(w, b.String())
@@ -78,40 +82,8 @@ func shortPos(e *ir.WQE) string {
 
 func summary(s ir.Stats) string {
 	return fmt.Sprintf("%s (%d data), %s, WAITs %d naive -> %d, ENABLEs %d naive -> %d, %s, %s, %d signalled, critical path %s",
-		Plural(s.WQEs, "WQE"), s.DataWQEs, Plural(s.HostSteps, "HOST step"), s.NaiveWaits, s.Waits, s.NaiveEnables, s.Enables,
-		Plural(s.HostWaits, "host wait"), Plural(s.Fences, "fence"), s.Signalled, Plural(s.CriticalPath, "op"))
-}
-
-// rankStats counts one rank's entries (naive counts and the critical path are plan-wide and
-// stay zero).
-func rankStats(p *ir.Plan, r int) ir.Stats {
-	var s ir.Stats
-	for _, q := range p.Ranks[r].Queues {
-		for k := range q.Chain {
-			e := &q.Chain[k]
-			if e.Opcode.Posted() {
-				s.WQEs++
-				if e.Signalled() {
-					s.Signalled++
-				}
-			}
-			switch {
-			case e.Opcode.IsData():
-				s.DataWQEs++
-			case e.Opcode == ir.OpcHost:
-				s.HostSteps++
-				s.HostWaits += len(e.Waits)
-			case e.Opcode == ir.OpcWait:
-				s.Waits++
-			case e.Opcode == ir.OpcSendEnable || e.Opcode == ir.OpcRecvEnable:
-				s.Enables++
-			}
-			if e.Flags&ir.Fence != 0 {
-				s.Fences++
-			}
-		}
-	}
-	return s
+		english.Plural(s.WQEs, "WQE"), s.DataWQEs, english.Plural(s.HostSteps, "HOST step"), s.NaiveWaits, s.Waits, s.NaiveEnables, s.Enables,
+		english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled, english.Plural(s.CriticalPath, "op"))
 }
 
 func condString(p *ir.Plan, rp *ir.RankPlan, c ir.Cond) string {
@@ -297,7 +269,7 @@ type jsonStats struct {
 
 // WriteJSON writes the Plan as JSON (docs/compile-json.md). Every WQE object has an "opcode"
 // field holding one of the Opcode names.
-func WriteJSON(w io.Writer, p *ir.Plan, opt ListOptions) error {
+func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 	g := p.Graph
 	t := p.Target
 	out := jsonPlan{Version: 1, Plan: g.Name, File: g.File, Params: []jsonParam{}, Ranks: []jsonRank{},
