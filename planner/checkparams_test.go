@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/planner/elaborate"
 )
 
 // TestCheckParams: the overrides a plan cannot take are a *ParamError from Load (a command-line
@@ -20,20 +21,20 @@ func TestCheckParams(t *testing.T) {
 		{map[string]int64{"n": 8, "ranks": 3}, ""},
 		{map[string]int64{"m": 2}, "-p m: the plan has no param m (declared params: ranks, n)"},
 		{map[string]int64{"ranks": 0}, "-p ranks=0: the world size must be between 1 and 65536"},
-		{map[string]int64{"ranks": MaxRanks + 1, "z": 1}, "-p z: the plan has no param z (declared params: ranks, n); -p ranks=65537: the world size must be between 1 and 65536"},
+		{map[string]int64{"ranks": elaborate.MaxRanks + 1, "z": 1}, "-p z: the plan has no param z (declared params: ranks, n); -p ranks=65537: the world size must be between 1 and 65536"},
 	} {
 		_, err := Load("p.dag", src, tc.params)
 		if tc.want == "" {
 			assert.NoError(t, err)
 			continue
 		}
-		var pe *ParamError
+		var pe *elaborate.ParamError
 		require.ErrorAs(t, err, &pe, "%v", tc.params)
 		assert.Equal(t, tc.want, pe.Msg)
 	}
 	f, err := dsl.Parse("p.dag", []byte("plan p\n"))
 	require.NoError(t, err)
-	assert.EqualError(t, CheckParams(f, map[string]int64{"ranks": 4}), "-p ranks: the plan has no param ranks (the plan declares no params)")
-	_, err = Elaborate(f, map[string]int64{"ranks": 4})
+	assert.EqualError(t, elaborate.CheckParams(f, map[string]int64{"ranks": 4}), "-p ranks: the plan has no param ranks (the plan declares no params)")
+	_, err = elaborate.Elaborate(f, map[string]int64{"ranks": 4})
 	assert.ErrorContains(t, err, "-p ranks: the plan has no param ranks (the plan declares no params)", "the same words as Elaborate's")
 }

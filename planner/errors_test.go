@@ -9,6 +9,7 @@ import (
 
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/chunktest"
+	"github.com/coredag/coredag/planner/elaborate"
 )
 
 // TestErrorFiles runs every chunked error file of the planner's phases (names, shapes,
@@ -30,7 +31,7 @@ func TestErrorFiles(t *testing.T) {
 			t.Run(c.Name(), func(t *testing.T) {
 				f, err := dsl.Parse(path, c.Src)
 				require.NoError(t, err, "a planner error case must parse")
-				g, err := Elaborate(f, nil)
+				g, err := elaborate.Elaborate(f, nil)
 				if err == nil {
 					err = Check(g)
 				}

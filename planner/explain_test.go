@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/planner/elaborate"
 )
 
 // TestSuggestFixes removes an ordering from the ring allreduce and checks that the suggested
@@ -20,7 +21,7 @@ func TestSuggestFixes(t *testing.T) {
 	require.NotEqual(t, string(src), broken, "the plan changed: update the test")
 	f, err := dsl.Parse("ring.dag", []byte(broken))
 	require.NoError(t, err)
-	g, err := Elaborate(f, map[string]int64{"ranks": 4})
+	g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 4})
 	require.NoError(t, err)
 	require.NotEmpty(t, Races(g))
 	edges := len(g.Edges)

@@ -5,7 +5,11 @@
 // signalling.
 package planner
 
-import "github.com/coredag/coredag/ir"
+import (
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner/elaborate"
+)
 
 // Check runs the verification phase over an elaborated Graph: cycles, FIFO deadlocks and races.
 func Check(g *ir.Graph) error {
@@ -17,5 +21,21 @@ func Check(g *ir.Graph) error {
 // holds an override the plan cannot take. When only verification failed, the Graph is returned
 // too, so a caller can explain the failure (SuggestFixes).
 func Load(filename string, src []byte, params map[string]int64) (*ir.Graph, error) {
-	return LoadLimited(filename, src, params, Limits{})
+	return LoadLimited(filename, src, params, elaborate.Limits{})
+}
+
+// LoadLimited is Load within lim.
+func LoadLimited(filename string, src []byte, params map[string]int64, lim elaborate.Limits) (*ir.Graph, error) {
+	f, err := dsl.Parse(filename, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := elaborate.CheckParams(f, params); err != nil {
+		return nil, err
+	}
+	g, err := elaborate.ElaborateLimited(f, params, lim)
+	if err != nil {
+		return nil, err
+	}
+	return g, Check(g)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner/elaborate"
 )
 
 // ringGraph elaborates plans/ring_allreduce.dag (DSL.md's example) for a world size.
@@ -21,7 +22,7 @@ func graphOf(t *testing.T, src string) *ir.Graph {
 	t.Helper()
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)
-	g, err := Elaborate(f, nil)
+	g, err := elaborate.Elaborate(f, nil)
 	require.NoError(t, err)
 	return g
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/coredag/coredag/internal/randgraph"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/elaborate"
 )
 
 // checkReach compares the race check's reachability oracle with a plain search on every pair of
@@ -67,7 +68,7 @@ func TestReachPlans(t *testing.T) {
 			require.NoError(t, err)
 			f, err := dsl.Parse(path, src)
 			require.NoError(t, err)
-			g, err := planner.Elaborate(f, map[string]int64{"ranks": ranks, "n": 4})
+			g, err := elaborate.Elaborate(f, map[string]int64{"ranks": ranks, "n": 4})
 			if err != nil {
 				continue // needs another world size
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner/elaborate"
 )
 
 // loadPlan parses and elaborates a plan file without running Check, so tests can inspect or
@@ -21,7 +22,7 @@ func loadPlan(t testing.TB, path string, params map[string]int64) *ir.Graph {
 	require.NoError(t, err)
 	f, err := dsl.Parse(path, src)
 	require.NoError(t, err)
-	g, err := Elaborate(f, params)
+	g, err := elaborate.Elaborate(f, params)
 	require.NoError(t, err)
 	return g
 }
@@ -47,7 +48,7 @@ func elaborates(path string, ranks int64) bool {
 	if err != nil {
 		return false
 	}
-	_, err = Elaborate(f, map[string]int64{"ranks": ranks})
+	_, err = elaborate.Elaborate(f, map[string]int64{"ranks": ranks})
 	return err == nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/elaborate"
 )
 
 // paramFlags is the -p NAME=VALUE flag every command that reads a plan takes, and --mem, the
@@ -33,7 +34,7 @@ func (p paramFlags) budget() (budget.Budget, error) {
 
 // values parses the -p flags.
 func (p paramFlags) values() (map[string]int64, error) {
-	v, err := planner.ParseParams(p.Params)
+	v, err := elaborate.ParseParams(p.Params)
 	if err != nil {
 		return nil, usageError("-p %v", err)
 	}
@@ -95,7 +96,7 @@ func loadPlan(e *env, path string, p paramFlags) (*loaded, error) {
 		name = "<stdin>"
 	}
 	g, err := planner.LoadLimited(name, src, params, opLimits(b))
-	var pe *planner.ParamError
+	var pe *elaborate.ParamError
 	if errors.As(err, &pe) {
 		return nil, usageError("%s: %v", diag.QuoteName(name), pe)
 	}
@@ -103,13 +104,13 @@ func loadPlan(e *env, path string, p paramFlags) (*loaded, error) {
 }
 
 // opLimits caps the ops of a plan so that checking, compiling and running it fit in b.
-func opLimits(b budget.Budget) planner.Limits {
-	n := b.Bytes / planner.BytesPerOp
-	if n >= planner.MaxOps {
-		return planner.Limits{}
+func opLimits(b budget.Budget) elaborate.Limits {
+	n := b.Bytes / elaborate.BytesPerOp
+	if n >= elaborate.MaxOps {
+		return elaborate.Limits{}
 	}
-	return planner.Limits{MaxOps: int(max(n, 1)), Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
-		budget.Format(planner.BytesPerOp), budget.Format(b.Bytes), b.Source())}
+	return elaborate.Limits{MaxOps: int(max(n, 1)), Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
+		budget.Format(elaborate.BytesPerOp), budget.Format(b.Bytes), b.Source())}
 }
 
 // refuse reports a *budget.Error: positioned (with the source line) when the figure comes from

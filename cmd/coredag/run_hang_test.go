@@ -19,6 +19,7 @@ import (
 	"github.com/coredag/coredag/internal/drawtest"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/elaborate"
 	"github.com/coredag/coredag/viz"
 )
 
@@ -82,7 +83,7 @@ func hangPoll(t *testing.T) (*ir.Plan, *exec.HangError) {
 		src := "plan deadlock\nparam ranks = 2\nbuffer d u32[4]\nqueue q to 1 - rank\nop rx = recv q d\nop tx = send q d" + after + "\n"
 		f, err := dsl.Parse("deadlock.dag", []byte(src))
 		require.NoError(t, err)
-		g, err := planner.Elaborate(f, nil)
+		g, err := elaborate.Elaborate(f, nil)
 		require.NoError(t, err)
 		return g
 	}

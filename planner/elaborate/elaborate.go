@@ -1,4 +1,9 @@
-package planner
+// Package elaborate is the first pass of the planner: syntax to Graph. It evaluates the SPMD
+// text of a parsed plan (package dsl) for every rank into an ir.Graph (buffers, queues, ops and
+// `after` edges, all with source positions) and runs the front-end checks on the way: names,
+// shapes and bounds, access flags, queue pairing and send/recv matching, and buffer inits proven
+// to evaluate. The Graph it returns is frozen; package verify checks it next.
+package elaborate
 
 import (
 	"fmt"

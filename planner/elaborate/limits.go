@@ -1,4 +1,4 @@
-package planner
+package elaborate
 
 import (
 	"math"
@@ -19,22 +19,6 @@ type Limits struct {
 	MaxOps int
 	// Why says where MaxOps comes from, for the diagnostic (e.g. the memory budget).
 	Why string
-}
-
-// LoadLimited is Load within lim.
-func LoadLimited(filename string, src []byte, params map[string]int64, lim Limits) (*ir.Graph, error) {
-	f, err := dsl.Parse(filename, src)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckParams(f, params); err != nil {
-		return nil, err
-	}
-	g, err := ElaborateLimited(f, params, lim)
-	if err != nil {
-		return nil, err
-	}
-	return g, Check(g)
 }
 
 // ElaborateLimited is Elaborate within lim.

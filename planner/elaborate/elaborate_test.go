@@ -1,4 +1,4 @@
-package planner
+package elaborate
 
 import (
 	"encoding/binary"
@@ -26,7 +26,7 @@ func elaborateSrc(t testing.TB, src string, params map[string]int64) (*ir.Graph,
 // ringAllreduce is DSL.md's example, the plan the benchmarks are specified on.
 func ringAllreduce(t testing.TB) []byte {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join("..", "plans", "ring_allreduce.dag"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "plans", "ring_allreduce.dag"))
 	require.NoError(t, err)
 	return src
 }

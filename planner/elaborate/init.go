@@ -1,4 +1,4 @@
-package planner
+package elaborate
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package planner
+package elaborate
 
 import (
 	"runtime"
@@ -76,6 +76,6 @@ func TestLimitsFromBudget(t *testing.T) {
 	g, err := ElaborateLimited(f, nil, Limits{MaxOps: 40})
 	require.NoError(t, err)
 	assert.Len(t, g.Ops, 40)
-	_, err = LoadLimited("t.dag", []byte(src), nil, Limits{MaxOps: 1 << 30})
+	_, err = ElaborateLimited(f, nil, Limits{MaxOps: 1 << 30})
 	assert.NoError(t, err, "a limit above MaxOps changes nothing")
 }
