@@ -10,6 +10,7 @@ import (
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/chunktest"
 	"github.com/coredag/coredag/planner/elaborate"
+	"github.com/coredag/coredag/planner/verify"
 )
 
 // TestErrorFiles runs every chunked error file of the planner's phases (names, shapes,
@@ -33,7 +34,7 @@ func TestErrorFiles(t *testing.T) {
 				require.NoError(t, err, "a planner error case must parse")
 				g, err := elaborate.Elaborate(f, nil)
 				if err == nil {
-					err = Check(g)
+					err = verify.Check(g).Err()
 				}
 				chunktest.Check(t, err, c)
 			})

@@ -9,12 +9,8 @@ import (
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/elaborate"
+	"github.com/coredag/coredag/planner/verify"
 )
-
-// Check runs the verification phase over an elaborated Graph: cycles, FIFO deadlocks and races.
-func Check(g *ir.Graph) error {
-	return Verify(g).Err()
-}
 
 // Load parses, elaborates and checks a plan: the front half of every coredag command.
 // The error, if any, is a diag.List of positioned diagnostics, or a *ParamError when params
@@ -37,5 +33,5 @@ func LoadLimited(filename string, src []byte, params map[string]int64, lim elabo
 	if err != nil {
 		return nil, err
 	}
-	return g, Check(g)
+	return g, verify.Check(g).Err()
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/verify"
 )
 
 func init() {
@@ -92,7 +92,7 @@ func (c *checkCmd) Run(e *env) error {
 
 // explain suggests the orderings that would remove a plan's races.
 func (c *checkCmd) explain(e *env, l *loaded, r *checkReport) {
-	fixes := planner.SuggestFixes(l.graph)
+	fixes := verify.SuggestFixes(l.graph)
 	if len(fixes.Edges) == 0 {
 		return
 	}

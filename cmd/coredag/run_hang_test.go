@@ -20,6 +20,7 @@ import (
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/elaborate"
+	"github.com/coredag/coredag/planner/verify"
 	"github.com/coredag/coredag/viz"
 )
 
@@ -88,7 +89,7 @@ func hangPoll(t *testing.T) (*ir.Plan, *exec.HangError) {
 		return g
 	}
 	g := elaborate(" after rx")
-	require.Error(t, planner.Check(g), "the checker should reject this deadlock")
+	require.Error(t, verify.Check(g).Err(), "the checker should reject this deadlock")
 	target, err := ir.LookupTarget("generic")
 	require.NoError(t, err)
 	plan, err := planner.Compile(elaborate(""), target)

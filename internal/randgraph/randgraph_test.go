@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/verify"
 )
 
 func TestDeterministic(t *testing.T) {
@@ -54,7 +54,7 @@ func TestGraphsAreWellFormed(t *testing.T) {
 				assert.Equal(t, r, g.Ops[id].Rank)
 			}
 		}
-		assert.Empty(t, planner.Verify(g), "seed %d: the verifier objects", seed)
+		assert.Empty(t, verify.Check(g), "seed %d: the verifier objects", seed)
 	}
 }
 

@@ -1,4 +1,4 @@
-package planner
+package verify
 
 import (
 	"os"
@@ -15,7 +15,7 @@ import (
 // TestSuggestFixes removes an ordering from the ring allreduce and checks that the suggested
 // edges really make the plan race-free, and that they are the edges the plan had.
 func TestSuggestFixes(t *testing.T) {
-	src, err := os.ReadFile("../plans/ring_allreduce.dag")
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
 	require.NoError(t, err)
 	broken := strings.Replace(string(src), "tx[s], rx[s] after red[s - 1]", "tx[s] after red[s - 1]", 1)
 	require.NotEqual(t, string(src), broken, "the plan changed: update the test")
@@ -44,5 +44,5 @@ func TestSuggestFixes(t *testing.T) {
 	for i := range keep {
 		keep[i] = true
 	}
-	assert.Empty(t, Verify(withEdges(g, plan.Edges, keep)))
+	assert.Empty(t, Check(withEdges(g, plan.Edges, keep)))
 }

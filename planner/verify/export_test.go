@@ -1,8 +1,8 @@
-package planner
+package verify
 
 import "github.com/coredag/coredag/ir"
 
-// Hooks for the tests of package planner_test, which build random Graphs with internal/randgraph
+// Hooks for the tests of package verify_test, which build random Graphs with internal/randgraph
 // (it imports planner, so those tests cannot live in this package).
 
 // HBEvents is the number of happens-before events of g (start, landing and end of every op, see

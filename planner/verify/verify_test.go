@@ -1,4 +1,4 @@
-package planner
+package verify
 
 import (
 	"os"
@@ -32,7 +32,7 @@ func loadPlan(t testing.TB, path string, params map[string]int64) *ir.Graph {
 var planRanks = []int64{2, 3, 4, 8}
 
 func planFiles(t testing.TB) []string {
-	files, err := filepath.Glob("../plans/*.dag")
+	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	return files
@@ -61,7 +61,7 @@ func TestVerifyPlansClean(t *testing.T) {
 					t.Skipf("%s does not support ranks=%d", name, ranks)
 				}
 				g := loadPlan(t, path, map[string]int64{"ranks": ranks})
-				require.Empty(t, Verify(g), "plan %s at ranks=%d", name, ranks)
+				require.Empty(t, Check(g), "plan %s at ranks=%d", name, ranks)
 				require.Empty(t, Races(g))
 			})
 		}

@@ -1,4 +1,4 @@
-package planner
+package verify
 
 import (
 	"fmt"
@@ -78,7 +78,7 @@ func TestMutationDeleteEachAfter(t *testing.T) {
 					all = append(all, k)
 					caught[k] = false
 				}
-				if errs := Verify(withoutEdges(g, edges[k])); len(errs) > 0 {
+				if errs := Check(withoutEdges(g, edges[k])); len(errs) > 0 {
 					caught[k] = true
 					assertOnlyRaces(t, k, errs)
 				}

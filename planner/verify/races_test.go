@@ -1,4 +1,4 @@
-package planner
+package verify
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 
 // ringGraph elaborates plans/ring_allreduce.dag (DSL.md's example) for a world size.
 func ringGraph(b testing.TB, ranks int64) *ir.Graph {
-	return loadPlan(b, "../plans/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1024})
+	return loadPlan(b, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1024})
 }
 
 func graphOf(t *testing.T, src string) *ir.Graph {
@@ -115,7 +115,7 @@ op mid = copy a[8:12] to b[6:10]
 				}
 			}
 			assert.Equal(t, tt.fixes, fixText)
-			assert.Equal(t, len(races) == 0, len(Verify(g)) == 0)
+			assert.Equal(t, len(races) == 0, len(Check(g)) == 0)
 		})
 	}
 }
@@ -128,7 +128,7 @@ func BenchmarkCheck(b *testing.B) {
 		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if errs := Verify(g); len(errs) > 0 {
+				if errs := Check(g); len(errs) > 0 {
 					b.Fatal(errs)
 				}
 			}

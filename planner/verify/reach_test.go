@@ -1,4 +1,4 @@
-package planner_test
+package verify_test
 
 import (
 	"fmt"
@@ -11,15 +11,15 @@ import (
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/randgraph"
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/elaborate"
+	"github.com/coredag/coredag/planner/verify"
 )
 
 // checkReach compares the race check's reachability oracle with a plain search on every pair of
 // events of g, or on a sample of 100,000 pairs (drawn with seed) when there are more.
 func checkReach(t *testing.T, g *ir.Graph, seed uint64, what string) {
 	t.Helper()
-	n := planner.HBEvents(g)
+	n := verify.HBEvents(g)
 	require.NotZero(t, n, "%s: cyclic", what)
 	var pairs [][2]int32
 	const most = 100_000
@@ -35,7 +35,7 @@ func checkReach(t *testing.T, g *ir.Graph, seed uint64, what string) {
 			}
 		}
 	}
-	fast, plain := planner.HBReach(g, pairs)
+	fast, plain := verify.HBReach(g, pairs)
 	for i, p := range pairs {
 		if fast[i] != plain[i] {
 			t.Fatalf("%s: event %d happens before event %d: oracle says %v, search says %v", what, p[0], p[1], fast[i], plain[i])
@@ -63,7 +63,7 @@ func TestReachRandomGraphs(t *testing.T) {
 func TestReachPlans(t *testing.T) {
 	for _, name := range []string{"ring_allreduce", "ring_allgather", "pipeline_chain", "binomial_reduce", "recursive_doubling_allreduce"} {
 		for _, ranks := range []int64{5, 8} {
-			path := "../plans/" + name + ".dag"
+			path := "../../plans/" + name + ".dag"
 			src, err := os.ReadFile(path)
 			require.NoError(t, err)
 			f, err := dsl.Parse(path, src)

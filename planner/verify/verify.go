@@ -1,11 +1,16 @@
-package planner
+// Package verify is the second pass of the planner: it checks an elaborated ir.Graph for what
+// would hang or corrupt data on the NIC: dependency cycles, FIFO deadlocks (waits against queue
+// order, loops through matching, within and across ranks) and races under the happens-before
+// relation of DSL.md. It also explains races: the `after` edges that would fix them
+// (ExplainRaces, SuggestFixes). It reads the Graph only; package lower compiles what passes.
+package verify
 
 import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 )
 
-// Verify runs the verification phase over a Graph that passed the front-end checks (names,
+// Check runs the verification pass over a Graph that passed the front-end checks (names,
 // bounds, matching, access flags). It works in three steps, each run only when the previous one
 // is clean, so one mistake gives one message rather than a cascade:
 //
@@ -16,7 +21,7 @@ import (
 //     statements and buffer, naming the ranks it occurs on and the `after` that would fix it.
 //
 // The returned list is sorted by position.
-func Verify(g *ir.Graph) diag.List {
+func Check(g *ir.Graph) diag.List {
 	if len(g.Ops) == 0 {
 		return nil
 	}
