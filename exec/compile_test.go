@@ -5,7 +5,7 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 )
 
 func compileFor(g *ir.Graph, target string) (*ir.Plan, error) {
@@ -13,7 +13,7 @@ func compileFor(g *ir.Graph, target string) (*ir.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return planner.Compile(g, t)
+	return lower.Compile(g, t)
 }
 
 // mustCompile compiles g for engine e: connectx for the offload engine, generic for the others.

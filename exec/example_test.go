@@ -8,6 +8,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 )
 
 // Run a plan from the library on the software NIC with both engines, as `coredag run` does:
@@ -38,7 +39,7 @@ func ExampleRun() {
 			fmt.Println(err) // an *exec.SelectError
 			return
 		}
-		plan, err := planner.Compile(g, target)
+		plan, err := lower.Compile(g, target)
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -81,7 +82,7 @@ func ExamplePrepare() {
 		fmt.Println(err)
 		return
 	}
-	plan, err := planner.Compile(g, target)
+	plan, err := lower.Compile(g, target)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -2,7 +2,7 @@ package exec
 
 import (
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 )
 
 // Test-only exports for the external test package (which may import exec/softnic).
@@ -58,7 +58,7 @@ func GenericPlanForTest(g *ir.Graph) (*ir.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := planner.Compile(g.WithEdges(nil), t)
+	plan, err := lower.Compile(g.WithEdges(nil), t)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/viz"
 )
 
@@ -46,7 +47,7 @@ func ExampleWrite() {
 		return
 	}
 	target, _ := ir.LookupTarget("connectx")
-	plan, err := planner.Compile(g, target)
+	plan, err := lower.Compile(g, target)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -15,6 +15,7 @@ import (
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/viz"
 )
 
@@ -41,7 +42,7 @@ func TestTimeline(t *testing.T) {
 	const iters = 2
 	generic, err := ir.LookupTarget("generic")
 	require.NoError(t, err)
-	plan, err := planner.Compile(g, generic)
+	plan, err := lower.Compile(g, generic)
 	require.NoError(t, err)
 	res, err := exec.Run(context.Background(), plan, softnic.New(softnic.Options{NoCrossChannel: true}),
 		exec.Options{Engine: exec.Poll, Iters: iters, Timeline: true})

@@ -18,6 +18,7 @@ import (
 	"github.com/coredag/coredag/internal/drawtest"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/viz")
@@ -62,7 +63,7 @@ func compile(t testing.TB, g *ir.Graph) *ir.Plan {
 	for _, target := range []string{"connectx", "generic"} {
 		tg, err := ir.LookupTarget(target)
 		require.NoError(t, err)
-		if p, err := planner.Compile(g, tg); err == nil {
+		if p, err := lower.Compile(g, tg); err == nil {
 			return p
 		}
 	}

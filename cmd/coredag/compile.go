@@ -5,7 +5,7 @@ import (
 
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/listing"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 )
 
 func init() {
@@ -38,7 +38,7 @@ func (c *compileCmd) Run(e *env) error {
 	if c.Rank < -1 || c.Rank >= l.graph.Ranks {
 		return usageError("--rank %d: plan %s has ranks 0..%d", c.Rank, l.graph.Name, l.graph.Ranks-1)
 	}
-	p, err := planner.Compile(l.graph, t)
+	p, err := lower.Compile(l.graph, t)
 	if err != nil {
 		l.err = err
 		reportDiagnostics(e, l, c.Format == "json")

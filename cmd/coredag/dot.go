@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/viz"
 )
 
@@ -72,7 +72,7 @@ func (c *dotCmd) Run(e *env) error {
 		if err != nil {
 			return usageError("%v", err)
 		}
-		p, err := planner.Compile(g, t)
+		p, err := lower.Compile(g, t)
 		if err != nil {
 			printDiagnostics(e.stderr, &loaded{path: l.path, src: l.src, err: err})
 			return &exitError{code: exitFail}

@@ -26,7 +26,7 @@ import (
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/viz"
 )
 
@@ -240,7 +240,7 @@ func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.E
 	if err != nil {
 		return 0, nil, nil, selectUsage(err)
 	}
-	plan, err := planner.Compile(l.graph, target)
+	plan, err := lower.Compile(l.graph, target)
 	if err == nil {
 		var ref *exec.Memory
 		if ref, err = exec.Reference(l.graph); err == nil {

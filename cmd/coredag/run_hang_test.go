@@ -20,6 +20,7 @@ import (
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/elaborate"
+	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/planner/verify"
 	"github.com/coredag/coredag/viz"
 )
@@ -55,7 +56,7 @@ func hangOffload(t *testing.T) (*ir.Plan, *exec.HangError, exec.WQELoc) {
 	require.NoError(t, err)
 	target, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)
-	plan, err := planner.Compile(g, target)
+	plan, err := lower.Compile(g, target)
 	require.NoError(t, err)
 	rp := &plan.Ranks[1]
 	stuck := exec.WQELoc{Rank: 1, Queue: rp.Mgmt, Index: -1}
@@ -92,7 +93,7 @@ func hangPoll(t *testing.T) (*ir.Plan, *exec.HangError) {
 	require.Error(t, verify.Check(g).Err(), "the checker should reject this deadlock")
 	target, err := ir.LookupTarget("generic")
 	require.NoError(t, err)
-	plan, err := planner.Compile(elaborate(""), target)
+	plan, err := lower.Compile(elaborate(""), target)
 	require.NoError(t, err)
 	plan.Graph = g
 	// The polling engine walks the plan's dependencies: give it the fatal edge back.

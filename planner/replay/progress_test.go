@@ -9,6 +9,7 @@ import (
 
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 )
 
 // The abstract execution on its own (without the necessity graph's cycle check, which catches
@@ -21,7 +22,7 @@ func TestProgressModelsReceiverNotReady(t *testing.T) {
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget("connectx-inline")
 	require.NoError(t, err)
-	p, err := planner.Compile(g, tg)
+	p, err := lower.Compile(g, tg)
 	require.NoError(t, err)
 	progress := func() *checker {
 		c := &checker{p: p, g: g, opt: Options{Iterations: 2, FirstIter: 1<<16 - 1}}

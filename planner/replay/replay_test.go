@@ -14,6 +14,7 @@ import (
 	"github.com/coredag/coredag/internal/randgraph"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/planner/replay"
 )
 
@@ -45,7 +46,7 @@ func compile(t *testing.T, g *ir.Graph, target string) *ir.Plan {
 	t.Helper()
 	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
-	p, err := planner.Compile(g, tg)
+	p, err := lower.Compile(g, tg)
 	require.NoError(t, err)
 	return p
 }
@@ -70,7 +71,7 @@ func TestReplayPlans(t *testing.T) {
 	for _, ranks := range []int64{2, 4, 8} {
 		for name, g := range loadPlans(t, ranks) {
 			for _, tg := range ir.Targets() {
-				p, err := planner.Compile(g, tg)
+				p, err := lower.Compile(g, tg)
 				if err != nil && tg.PrePost && strings.Contains(err.Error(), "posts whole chains") {
 					t.Logf("%s ranks=%d: %v", name, ranks, err)
 					continue
@@ -103,7 +104,7 @@ func TestReplayRandomGraphs(t *testing.T) {
 				seed := seed0 + k
 				g := randgraph.New(seed, sh.cfg)
 				for _, tg := range ir.Targets() {
-					p, err := planner.Compile(g, tg)
+					p, err := lower.Compile(g, tg)
 					require.NoError(t, err, "seed %d target %s", seed, tg.Name)
 					if err := replay.Check(p, replay.Options{}); err != nil {
 						t.Fatalf("shape %q seed %d target %s: %s", sh.name, seed, tg.Name, allMessages(err))
@@ -119,7 +120,7 @@ func TestReplayLargerRandomGraphs(t *testing.T) {
 	for seed := uint64(1); seed <= 40; seed++ {
 		g := randgraph.New(seed, randgraph.Config{MinRanks: 3, MaxRanks: 6, MaxSteps: 120, MaxPreds: 4})
 		for _, tg := range ir.Targets() {
-			p, err := planner.Compile(g, tg)
+			p, err := lower.Compile(g, tg)
 			require.NoError(t, err, "seed %d target %s", seed, tg.Name)
 			require.NoError(t, replay.Check(p, replay.Options{Iterations: 2, FirstIter: 1 << 24}), "seed %d target %s", seed, tg.Name)
 		}

@@ -1,4 +1,4 @@
-package planner
+package lower
 
 import (
 	"math/bits"

@@ -1,10 +1,11 @@
-package planner_test
+package lower_test
 
 import (
 	"fmt"
 
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 )
 
 // Parse, check and compile a plan, then look at what the NIC will run.
@@ -25,7 +26,7 @@ op got = recv q a after tx
 		return
 	}
 	target, _ := ir.LookupTarget("connectx")
-	plan, err := planner.Compile(g, target)
+	plan, err := lower.Compile(g, target)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,4 +1,4 @@
-package planner_test
+package lower_test
 
 import (
 	"fmt"
@@ -9,20 +9,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 )
 
 // TestProducerOfCompiledWaits checks Producer against the counts the compiler gave WAITs and
 // HOST steps: every condition's producer is a WQE of the op it stands for (the NOP after the
 // HOST entry for a host op).
 func TestProducerOfCompiledWaits(t *testing.T) {
-	files, err := filepath.Glob("../plans/*.dag")
+	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, f := range files {
 		g := load(t, f, nil)
 		for _, tg := range ir.Targets() {
-			p, err := planner.Compile(g, tg)
+			p, err := lower.Compile(g, tg)
 			require.NoError(t, err, "%s %s", f, tg.Name)
 			conds := 0
 			for r := range p.Ranks {

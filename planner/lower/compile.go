@@ -1,4 +1,9 @@
-package planner
+// Package lower is the last pass of the planner: ir.Graph to ir.Plan for an ir.Target. It
+// places every op on its work queue, orders each rank's events, adds the WAIT and ENABLE entries
+// (waits.go) that make the NIC honour the Graph's dependencies, then chooses signalling and
+// checks the chains against the target's limits (signal.go). It reads a verified Graph, never
+// changes it, and knows nothing of the syntax.
+package lower
 
 import (
 	"fmt"

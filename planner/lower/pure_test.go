@@ -1,4 +1,4 @@
-package planner_test
+package lower_test
 
 import (
 	"path/filepath"
@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 )
 
 // TestCompileLeavesGraphUnchanged compiles every example plan for every target and checks that
 // the input Graph is deep-equal to a copy taken before: Compile reads its input, never writes it.
 func TestCompileLeavesGraphUnchanged(t *testing.T) {
-	files, err := filepath.Glob("../plans/*.dag")
+	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	sameFunc := cmp.Comparer(func(a, b ir.InitFunc) bool {
@@ -25,7 +25,7 @@ func TestCompileLeavesGraphUnchanged(t *testing.T) {
 		g := load(t, f, nil)
 		before := g.Clone().Freeze()
 		for _, tg := range ir.Targets() {
-			_, err := planner.Compile(g, tg)
+			_, err := lower.Compile(g, tg)
 			require.NoError(t, err, "%s %s", f, tg.Name)
 			if d := cmp.Diff(before, g, cmp.AllowUnexported(ir.Graph{}), sameFunc); d != "" {
 				t.Fatalf("%s: Compile for %s changed its input Graph (-before +after):\n%s", f, tg.Name, d)

@@ -1,4 +1,4 @@
-package planner_test
+package lower_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/listing"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/compile")
@@ -25,7 +26,7 @@ func load(t testing.TB, path string, params map[string]int64) *ir.Graph {
 	t.Helper()
 	src, err := os.ReadFile(path)
 	require.NoError(t, err)
-	name := strings.TrimPrefix(path, "../")
+	name := strings.TrimPrefix(path, "../../")
 	g, err := planner.Load(name, src, params)
 	require.NoError(t, err, path)
 	return g
@@ -35,14 +36,14 @@ func compileFor(t testing.TB, g *ir.Graph, target string) *ir.Plan {
 	t.Helper()
 	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
-	p, err := planner.Compile(g, tg)
+	p, err := lower.Compile(g, tg)
 	require.NoError(t, err)
 	return p
 }
 
 // listingOrError is what a golden file holds: the listing, or the diagnostics Compile gave.
 func listingOrError(g *ir.Graph, tg ir.Target) string {
-	p, err := planner.Compile(g, tg)
+	p, err := lower.Compile(g, tg)
 	var b bytes.Buffer
 	if err != nil {
 		diag.Print(&b, err, nil)
@@ -67,10 +68,10 @@ func golden(t *testing.T, path, got string) {
 
 // TestGoldenListings compiles every plan in plans/ on every target for ranks 2 and 4.
 func TestGoldenListings(t *testing.T) {
-	files, err := filepath.Glob("../plans/*.dag")
+	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	files = append(files, "../testdata/compile/exchange.dag")
+	files = append(files, "../../testdata/compile/exchange.dag")
 	for _, f := range files {
 		base := strings.TrimSuffix(filepath.Base(f), ".dag")
 		rankList := []int64{2, 4}
@@ -82,7 +83,7 @@ func TestGoldenListings(t *testing.T) {
 			for _, tg := range ir.Targets() {
 				name := fmt.Sprintf("%s.r%d.%s.txt", base, ranks, tg.Name)
 				t.Run(name, func(t *testing.T) {
-					golden(t, filepath.Join("../testdata/compile", name), listingOrError(g, tg))
+					golden(t, filepath.Join("../../testdata/compile", name), listingOrError(g, tg))
 				})
 			}
 		}
@@ -90,18 +91,18 @@ func TestGoldenListings(t *testing.T) {
 }
 
 func TestGoldenJSON(t *testing.T) {
-	g := load(t, "../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
+	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	for _, target := range []string{"connectx", "connectx-inline", "generic"} {
 		p := compileFor(t, g, target)
 		var b bytes.Buffer
 		require.NoError(t, listing.WriteJSON(&b, p, listing.Options{Rank: -1}))
-		golden(t, fmt.Sprintf("../testdata/compile/ring_allreduce.r4.%s.json", target), b.String())
+		golden(t, fmt.Sprintf("../../testdata/compile/ring_allreduce.r4.%s.json", target), b.String())
 	}
 }
 
 // Every WQE object of the JSON form names its opcode with one of the documented names.
 func TestJSONOpcodes(t *testing.T) {
-	g := load(t, "../testdata/compile/exchange.dag", nil)
+	g := load(t, "../../testdata/compile/exchange.dag", nil)
 	known := map[string]bool{}
 	for _, n := range []string{"SEND", "RECV", "RDMA_WRITE", "RDMA_WRITE_IMM", "RDMA_READ", "ATOMIC_FADD",
 		"ATOMIC_CAS", "NOP", "CQE_WAIT", "SEND_EN", "RECV_EN", "HOST"} {
@@ -169,7 +170,7 @@ func chainShape(p *ir.Plan, rank int, queue string) []string {
 
 // The exchange plan of LOWERING.md (with the WAR edge red after tx the race checker requires).
 func TestExchangeLowering(t *testing.T) {
-	g := load(t, "../testdata/compile/exchange.dag", nil)
+	g := load(t, "../../testdata/compile/exchange.dag", nil)
 	cases := []struct {
 		target string
 		want   []shape
@@ -263,9 +264,9 @@ rx after rd
 }
 
 func TestDepthLimits(t *testing.T) {
-	g := load(t, "../plans/ring_allreduce.dag", map[string]int64{"ranks": 72, "n": 1})
+	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 72, "n": 1})
 	tg, _ := ir.LookupTarget("connectx")
-	_, err := planner.Compile(g, tg)
+	_, err := lower.Compile(g, tg)
 	require.Error(t, err)
 	var list diag.List
 	require.ErrorAs(t, err, &list)
@@ -273,7 +274,7 @@ func TestDepthLimits(t *testing.T) {
 	assert.Contains(t, list[0].Msg, "declare `depth 256`")
 	assert.True(t, list[0].Pos.IsValid(), "the error points at the queue declaration")
 	gen, _ := ir.LookupTarget("generic")
-	_, err = planner.Compile(g, gen)
+	_, err = lower.Compile(g, gen)
 	assert.NoError(t, err, "the polling engine refills as slots free")
 }
 
@@ -289,7 +290,7 @@ op rx = recv q b
 	g, err := planner.Load("i.dag", []byte(src), nil)
 	require.NoError(t, err)
 	for _, tg := range ir.Targets() {
-		_, err := planner.Compile(g, tg)
+		_, err := lower.Compile(g, tg)
 		require.Error(t, err, tg.Name)
 		assert.Contains(t, err.Error(), "i.dag:6:")
 		assert.NotContains(t, err.Error(), "more errors", "one error per statement, not per rank")
@@ -354,7 +355,7 @@ func TestTargets(t *testing.T) {
 // ringWithDepth is the ring allreduce of plans/ with queues deep enough to pre-post a whole
 // iteration at any size.
 func ringWithDepth(t testing.TB) []byte {
-	src, err := os.ReadFile("../plans/ring_allreduce.dag")
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
 	require.NoError(t, err)
 	s := strings.Replace(string(src), "peer left\n", "peer left depth 2 * ranks\n", 1)
 	s = strings.Replace(s, "peer right\n", "peer right depth 2 * ranks\n", 1)
@@ -371,7 +372,7 @@ func BenchmarkCompile(b *testing.B) {
 			require.NoError(b, err)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := planner.Compile(g, tg); err != nil {
+				if _, err := lower.Compile(g, tg); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -385,7 +386,7 @@ func BenchmarkCompile(b *testing.B) {
 // explicit predecessors and successors, as the Graph has them) and lists each queue side's ops
 // in queue order in its chains; cross-channel plans carry no Deps.
 func TestDeps(t *testing.T) {
-	matches, err := filepath.Glob("../plans/*.dag")
+	matches, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, matches)
 	for _, path := range matches {

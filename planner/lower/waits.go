@@ -1,4 +1,4 @@
-package planner
+package lower
 
 import "github.com/coredag/coredag/ir"
 
