@@ -4,6 +4,7 @@ import (
 	"github.com/alecthomas/participle/v2/lexer"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/intlit"
 )
 
 // converter turns the participle grammar structs into the public AST, checking what the grammar
@@ -271,7 +272,7 @@ func (c *converter) primary(g *gPrimary) Expr {
 	sp := span(g.Tokens)
 	switch {
 	case g.Int != nil:
-		v, msg := parseInt(*g.Int)
+		v, msg := intlit.Value(*g.Int)
 		if msg != "" {
 			c.errs.Add(diag.Syntax, sp.From, "%s", msg)
 		}

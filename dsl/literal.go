@@ -3,82 +3,14 @@ package dsl
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
-	"strings"
-)
 
-// Byte units accepted after an integer: a multiplier, so 4KiB is 4096.
-var units = []struct {
-	suffix string
-	mult   int64
-}{
-	{"KiB", 1 << 10},
-	{"MiB", 1 << 20},
-	{"GiB", 1 << 30},
-	{"TiB", 1 << 40},
-}
+	"github.com/coredag/coredag/internal/intlit"
+)
 
 // ParseInt reads an integer written as the language writes literals (42, 0x2a, 1_000, 4KiB),
 // with an optional leading minus sign: values given outside a plan, as in `coredag -p n=4KiB`.
-func ParseInt(s string) (int64, error) {
-	neg := strings.HasPrefix(s, "-")
-	v, msg := parseInt(strings.TrimPrefix(s, "-"))
-	if msg != "" {
-		return 0, errors.New(msg)
-	}
-	if neg {
-		v = -v
-	}
-	return v, nil
-}
-
-// parseInt returns the value of an integer literal (42, 0x2a, 1_000, 4KiB) or a message saying
-// what is wrong with it.
-func parseInt(raw string) (int64, string) {
-	digits, mult := raw, int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(raw, u.suffix) && len(raw) > len(u.suffix) {
-			digits, mult = raw[:len(raw)-len(u.suffix)], u.mult
-			break
-		}
-	}
-	base, body := 10, digits
-	if len(digits) > 1 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X') {
-		base, body = 16, digits[2:]
-	}
-	if msg := checkDigits(body, base); msg != "" {
-		return 0, fmt.Sprintf("invalid integer literal %q: %s", raw, msg)
-	}
-	u, err := strconv.ParseUint(strings.ReplaceAll(body, "_", ""), base, 64)
-	if err != nil || u > math.MaxInt64 || int64(u) > math.MaxInt64/mult {
-		return 0, fmt.Sprintf("integer literal %s overflows a 64-bit signed integer (largest is %d)", raw, int64(math.MaxInt64))
-	}
-	return int64(u) * mult, ""
-}
-
-// checkDigits checks the digits of a literal in base (underscores only between digits).
-func checkDigits(body string, base int) string {
-	if body == "" {
-		return "no digits after 0x"
-	}
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		switch {
-		case c == '_':
-			if i == 0 && base == 10 || i == len(body)-1 || body[i+1] == '_' {
-				return "'_' must separate digits, as in 1_000"
-			}
-		case '0' <= c && c <= '9', base == 16 && ('a' <= c && c <= 'f' || 'A' <= c && c <= 'F'):
-		default:
-			if base == 10 && i > 0 && strings.ContainsAny(body, "xXbBoO") && body[0] == '0' {
-				return "only decimal and 0x hexadecimal integers are supported"
-			}
-			return fmt.Sprintf("unexpected %q; integers are written 42, 0x2a or 1_000, optionally followed by a unit KiB, MiB or GiB", c)
-		}
-	}
-	return ""
-}
+func ParseInt(s string) (int64, error) { return intlit.Parse(s) }
 
 // parseFloat returns the value of a float literal (0.5, 1e-3) or a message saying what is wrong.
 func parseFloat(raw string) (float64, string) {

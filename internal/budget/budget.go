@@ -16,7 +16,7 @@ import (
 	"strings"
 
 	"github.com/coredag/coredag/diag"
-	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/intlit"
 )
 
 // EnvVar names the environment variable that sets the budget when --mem is not given.
@@ -72,7 +72,7 @@ func Resolve(flag string, getenv func(string) string) (Budget, error) {
 // Parse reads a size such as 8GiB, 512MiB, 1_000_000 or 0x1000 (the integer literals of the
 // language, with KiB, MiB, GiB or TiB); it must be positive.
 func Parse(s string) (int64, error) {
-	n, err := dsl.ParseInt(strings.ReplaceAll(strings.TrimSpace(s), " ", ""))
+	n, err := intlit.Parse(strings.ReplaceAll(strings.TrimSpace(s), " ", ""))
 	if err != nil {
 		return 0, fmt.Errorf("%v (write a size such as 8GiB or 512MiB)", err)
 	}

@@ -1,0 +1,129 @@
+package archtest
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/coredag/coredag"
+
+// rule says what a package (and with a trailing "/...", its subpackages) must not depend on,
+// directly or not. With only set, it may depend on nothing of the project but those packages.
+type rule struct {
+	pkg    string
+	forbid []string // packages, or trees ending in "/..."
+	only   []string // when non-nil: the only project packages allowed
+	why    string
+}
+
+var bottom = []string{"diag", "wait"}
+
+var rules = []rule{
+	{pkg: "diag", only: []string{}, why: "diag is the bottom package"},
+	{pkg: "wait", only: []string{}, why: "wait is a bottom package"},
+	{pkg: "ir", only: bottom, why: "the IR is plain data over the bottom packages"},
+	{pkg: "exec/nic", only: bottom, why: "the NIC contract imports only bottom packages"},
+	{pkg: "exec/softnic", forbid: []string{"dsl", "planner", "planner/...", "ir", "exec"}, why: "a NIC provider knows only the contract"},
+	{pkg: "exec/verbs", forbid: []string{"dsl", "planner", "planner/...", "ir", "exec"}, why: "a NIC provider knows only the contract"},
+	{pkg: "exec", forbid: []string{"dsl", "planner", "planner/...", "viz", "listing"}, why: "the engines run a compiled ir.Plan"},
+	{pkg: "viz", forbid: []string{"exec", "exec/...", "dsl", "planner", "planner/..."}, why: "outputs read the IR only"},
+	{pkg: "listing", forbid: []string{"exec", "exec/...", "dsl", "planner", "planner/..."}, why: "outputs read the IR only"},
+	{pkg: "planner/...", forbid: []string{"exec", "exec/...", "viz", "listing"}, why: "the passes do not run or draw plans"},
+	{pkg: "planner", forbid: []string{"exec", "exec/...", "viz", "listing"}, why: "the passes do not run or draw plans"},
+	{pkg: "planner/elaborate", forbid: []string{"planner", "planner/verify", "planner/lower"}, why: "elaboration is the first pass"},
+	{pkg: "planner/verify", forbid: []string{"dsl", "planner", "planner/elaborate", "planner/lower"}, why: "verification reads a Graph"},
+	{pkg: "planner/lower", forbid: []string{"dsl", "planner", "planner/elaborate", "planner/verify"}, why: "lowering reads a Graph"},
+	{pkg: "planner/replay", forbid: []string{"dsl", "planner", "planner/elaborate", "planner/verify", "planner/lower"}, why: "replay checks a compiled Plan"},
+}
+
+// deps lists every project package (without the module prefix) with its project dependencies,
+// as `go list -deps` sees them under the given build tags (tests excluded).
+func deps(t *testing.T, tags string) map[string][]string {
+	t.Helper()
+	args := []string{"list", "-f", `{{.ImportPath}} {{join .Deps " "}}`}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, module+"/...")...)
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	m := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		var ds []string
+		for _, d := range f[1:] {
+			if d == module || strings.HasPrefix(d, module+"/") {
+				ds = append(ds, strings.TrimPrefix(strings.TrimPrefix(d, module), "/"))
+			}
+		}
+		m[pkg] = ds
+	}
+	return m
+}
+
+// matches reports whether pkg is pattern or, for "x/...", lies under x.
+func matches(pattern, pkg string) bool {
+	if tree, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return strings.HasPrefix(pkg, tree+"/")
+	}
+	return pattern == pkg
+}
+
+func TestLayering(t *testing.T) {
+	for _, tags := range []string{"", "verbs"} {
+		all := deps(t, tags)
+		for _, r := range rules {
+			found := false
+			for pkg, ds := range all {
+				if !matches(r.pkg, pkg) {
+					continue
+				}
+				found = true
+				for _, d := range ds {
+					bad := false
+					if r.only != nil {
+						bad = true
+						for _, ok := range r.only {
+							bad = bad && !matches(ok, d)
+						}
+					}
+					for _, f := range r.forbid {
+						bad = bad || matches(f, d)
+					}
+					if bad {
+						t.Errorf("tags %q: %s depends on %s: %s", tags, pkg, d, r.why)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("rule for %s matches no package: update the rules", r.pkg)
+			}
+		}
+	}
+}
+
+// TestRuleMatching checks the pattern helper the rules rely on.
+func TestRuleMatching(t *testing.T) {
+	for _, c := range []struct {
+		pattern, pkg string
+		want         bool
+	}{{"exec", "exec", true}, {"exec", "exec/nic", false}, {"exec/...", "exec/nic", true}, {"exec/...", "exec", false}, {"planner/...", "planner2/x", false}} {
+		if got := matches(c.pattern, c.pkg); got != c.want {
+			t.Errorf("matches(%q, %q) = %v", c.pattern, c.pkg, got)
+		}
+	}
+}
