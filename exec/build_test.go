@@ -9,7 +9,7 @@ import (
 	"github.com/coredag/coredag/ir"
 )
 
-// gbuild builds a planner.Graph by hand, the way Elaborate would, so the reference and the
+// gbuild builds a ir.Graph by hand, the way Elaborate would, so the reference and the
 // engines can be tested on exact shapes (and on shapes the checker would reject).
 type gbuild struct {
 	g     *ir.Graph

@@ -1,9 +1,10 @@
-// Package viz draws plans with Graphviz. It builds two views as github.com/emicklei/dot graphs:
+// Package viz is an output: it draws plans with Graphviz, reading package ir only. It builds
+// two views as github.com/emicklei/dot graphs:
 //
-//   - the graph view (Graph) of an elaborated planner.Graph: one node per op, grouped in a cluster
+//   - the graph view (Graph) of an elaborated ir.Graph: one node per op, grouped in a cluster
 //     per rank and, inside it, a cluster per queue and one for host ops; `after` edges solid,
 //     send->recv and notify-write->recv matches dashed across ranks, queue order as light edges;
-//   - the plan view (Plan) of a compiled planner.Plan: one lane per work queue per rank with the
+//   - the plan view (Plan) of a compiled ir.Plan: one lane per work queue per rank with the
 //     WQEs in chain order left to right, WAIT entries fed by a dashed edge from the WQE whose
 //     completion they count, ENABLE entries pointing at the last WQE they release.
 //
