@@ -21,9 +21,12 @@ type Footprint struct {
 	PerRank  int64 // one rank's buffers as the provider registers them
 	// Reference is the reference copy of every rank's buffers (Reference, or Options.Reference).
 	Reference int64
-	Iters     int
-	Samples   int64 // latency samples of all iterations
-	Timeline  int64 // Options.Timeline: completion times of all iterations
+	// Copy is the result's memory that Run copies into the Go heap before Close releases a
+	// provider's registered memory (not nic.HostMemory); 0 for the software NIC.
+	Copy     int64
+	Iters    int
+	Samples  int64 // latency samples of all iterations
+	Timeline int64 // Options.Timeline: completion times of all iterations
 }
 
 // sampleBytes is what one iteration's latency sample costs: the sample and its copy sorted by
@@ -57,6 +60,9 @@ func Estimate(g *ir.Graph, p nic.Provider, opts Options) Footprint {
 		f.PerRank = budget.Add(f.PerRank, n)
 	}
 	f.Reference = budget.Mul(int64(g.Ranks), rankBytes(g))
+	if hm == nil {
+		f.Copy = budget.Mul(int64(f.Ranks), rankBytes(g))
+	}
 	f.Samples = budget.Mul(int64(f.Iters), sampleBytes)
 	if opts.Timeline {
 		f.Timeline = budget.Mul(int64(f.Iters), timelineRowBytes(g))
@@ -64,10 +70,10 @@ func Estimate(g *ir.Graph, p nic.Provider, opts Options) Footprint {
 	return f
 }
 
-// Buffers is what the buffers take in this process: every local rank's registered buffers and
-// the reference copy.
+// Buffers is what the buffers take in this process: every local rank's registered buffers, the
+// reference copy and the result's copy.
 func (f Footprint) Buffers() int64 {
-	return budget.Add(budget.Mul(int64(f.Ranks), f.PerRank), f.Reference)
+	return budget.Add(budget.Mul(int64(f.Ranks), f.PerRank), f.Reference, f.Copy)
 }
 
 // Total is everything the footprint counts.
@@ -85,8 +91,12 @@ func (f Footprint) Check(b budget.Budget) error {
 				largest = i
 			}
 		}
-		what := fmt.Sprintf("buffers need %s in this process (%s × %s registered with %s, plus %s for the reference copy)",
+		what := fmt.Sprintf("buffers need %s in this process (%s × %s registered with %s, plus %s for the reference copy",
 			budget.Format(f.Buffers()), english.Plural(f.Ranks, "rank"), budget.Format(f.PerRank), f.provider, budget.Format(f.Reference))
+		if f.Copy > 0 {
+			what += fmt.Sprintf(" and %s for the copy of the result", budget.Format(f.Copy))
+		}
+		what += ")"
 		if len(g.Buffers) > 1 {
 			what += fmt.Sprintf("; the largest, %s, takes %s per rank", g.Buffers[largest].Name, budget.Format(g.Buffers[largest].Bytes()))
 		}

@@ -318,6 +318,22 @@ func DiffError(ms []Mismatch) error {
 	return fmt.Errorf("%s", sb.String())
 }
 
+// Clone returns a copy of m in the Go heap, holding the same ranks.
+func (m *Memory) Clone() *Memory {
+	bufs := make([][][]byte, len(m.bufs))
+	for r, rb := range m.bufs {
+		if rb == nil {
+			continue
+		}
+		bufs[r] = make([][]byte, len(rb))
+		for b, data := range rb {
+			bufs[r][b] = alignedBytes(int64(len(data)))
+			copy(bufs[r][b], data)
+		}
+	}
+	return &Memory{g: m.g, bufs: bufs}
+}
+
 // CopyFrom copies every buffer of src into m (same graph shape).
 func (m *Memory) CopyFrom(src *Memory) {
 	for r := range m.bufs {

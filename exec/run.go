@@ -395,14 +395,20 @@ func (s *Session) Close() error {
 }
 
 // Run executes plan on provider p once: Prepare, opts.Iters iterations (at least 1) with
-// Session.Run, Close. Plans run many times should be prepared once instead.
+// Session.Run, Close. Plans run many times should be prepared once instead. Result.Memory
+// outlives the run: memory a provider registered outside the Go heap (a real NIC's, which Close
+// releases) is copied first.
 func Run(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (*Result, error) {
 	s, err := Prepare(ctx, plan, p, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	return s.Run(ctx, max(opts.Iters, 1))
+	res, err := s.Run(ctx, max(opts.Iters, 1))
+	if _, inHeap := p.(nic.HostMemory); res != nil && res.Memory != nil && !inHeap {
+		res.Memory = res.Memory.Clone()
+	}
+	return res, err
 }
 
 func firstLine(s string) string {

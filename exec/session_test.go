@@ -148,3 +148,61 @@ func TestSelect(t *testing.T) {
 	assert.ErrorIs(t, err, exec.ErrNeedsGenericTarget)
 	assert.True(t, errors.As(err, new(*exec.SelectError)))
 }
+
+// outsideHeap is the software NIC seen as a provider whose registered memory is not in the Go
+// heap and is gone once closed, as a real NIC's is: it hides nic.HostMemory, and a closed region's
+// bytes are overwritten.
+type outsideHeap struct{ *softnic.NIC }
+
+func (o outsideHeap) MRBytes() {} // not nic.HostMemory's signature: hides the embedded method
+
+func (o outsideHeap) Open(rank int) (nic.Context, error) {
+	c, err := o.NIC.Open(rank)
+	return releasingCtx{c}, err
+}
+
+type releasingCtx struct{ nic.Context }
+
+func (c releasingCtx) AllocPD() (nic.PD, error) {
+	pd, err := c.Context.AllocPD()
+	return releasingPD{pd}, err
+}
+
+type releasingPD struct{ nic.PD }
+
+func (pd releasingPD) AllocMR(size int, access nic.Access) (nic.MR, error) {
+	mr, err := pd.PD.AllocMR(size, access)
+	return releasingMR{mr}, err
+}
+
+type releasingMR struct{ nic.MR }
+
+func (m releasingMR) Close() error {
+	for i := range m.Bytes() {
+		m.Bytes()[i] = 0xEE
+	}
+	return m.MR.Close()
+}
+
+// TestRunCopiesForeignMemory: exec.Run closes its session, which releases a real NIC's memory,
+// so the Result's memory must be a copy in the Go heap by then.
+func TestRunCopiesForeignMemory(t *testing.T) {
+	g := exec.RingAllreduceForTest(4, 5)
+	plan, err := compileFor(g, engineCases[0].target)
+	require.NoError(t, err)
+	var p nic.Provider = outsideHeap{softnic.New(softnic.Options{})}
+	_, isHost := p.(nic.HostMemory)
+	require.False(t, isHost)
+	res, err := exec.Run(context.Background(), plan, p, exec.Options{Engine: engineCases[0].engine})
+	require.NoError(t, err)
+	require.True(t, res.OK, res.Summary())
+	ref, err := exec.Reference(g)
+	require.NoError(t, err)
+	assert.Empty(t, res.Memory.Diff(ref), "the result's memory was released with the session")
+
+	c := res.Memory.Clone()
+	assert.Empty(t, c.Diff(res.Memory))
+	b := c.Bytes(0, 0)
+	b[0]++
+	assert.NotEqual(t, b[0], res.Memory.Bytes(0, 0)[0], "a clone shares no bytes with its source")
+}
