@@ -139,6 +139,7 @@ func Render(dotText []byte, format Format, w io.Writer) error {
 // dot fails after writing a drawing (edges it could not route), the layout is done again with
 // straight edges. It is safe to call from several goroutines: each call runs its own dot.
 func RenderContext(ctx context.Context, dotText []byte, format Format, w io.Writer) error {
+	start := time.Now() // the time allowed is counted from here, as the caller set it
 	switch format {
 	case DOT:
 		_, err := w.Write(dotText)
@@ -157,7 +158,7 @@ func RenderContext(ctx context.Context, dotText []byte, format Format, w io.Writ
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
 	}
-	r := dotRun{prog: prog, what: what, start: time.Now()}
+	r := dotRun{prog: prog, what: what, start: start}
 	r.deadline, _ = ctx.Deadline()
 	// -Tpng picks Graphviz's best PNG renderer, cairo where installed, which fills and strokes
 	// shapes and anti-aliases.
