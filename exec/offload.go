@@ -27,6 +27,7 @@ type offloadEngine struct {
 	wc    []nic.WC
 
 	posted, polled, hostSteps, waits, enables uint64
+	iter                                      int
 }
 
 type offRank struct {
@@ -36,6 +37,7 @@ type offRank struct {
 	cqs []offCQ // by plan CQ
 	// host chain cursor
 	hostNext int
+	trig     *trigRank // triggered plans only
 }
 
 type offWQ struct {
@@ -116,6 +118,11 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 				return nil, fmt.Errorf("rank %d: work queue %s has a chain but no QP", r.rank, wq.Name)
 			}
 		}
+		if rp.Trig != nil {
+			if err := e.setupTrig(&or); err != nil {
+				return nil, err
+			}
+		}
 		e.ranks = append(e.ranks, or)
 	}
 	return e, nil
@@ -192,9 +199,13 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 func (e *offloadEngine) prepost() error { return nil }
 
 func (e *offloadEngine) rearm(iter int) {
+	e.iter = iter
 	for ri := range e.ranks {
 		or := &e.ranks[ri]
 		or.hostNext = 0
+		if or.trig != nil {
+			or.trig.submitted = false
+		}
 		for wi := range or.wqs {
 			o := &or.wqs[wi]
 			o.next = 0
@@ -230,6 +241,14 @@ func (e *offloadEngine) post() (bool, error) {
 	did := false
 	for ri := range e.ranks {
 		or := &e.ranks[ri]
+		if or.trig != nil {
+			d, err := e.submitTrig(or)
+			if err != nil {
+				return did, err
+			}
+			did = did || d
+			continue
+		}
 		for wi := range or.wqs {
 			o := &or.wqs[wi]
 			if o.host || o.qp == nil {
@@ -292,6 +311,13 @@ func (e *offloadEngine) runHost(or *offRank, iter int) (bool, error) {
 		w := &chain[k]
 		switch w.Opcode {
 		case ir.OpcHost:
+			if or.trig != nil {
+				ok, err := e.hostTrig(or, k, w)
+				if !ok || err != nil {
+					return did, err
+				}
+				break
+			}
 			for _, c := range w.Waits {
 				if c.CQ < 0 || c.CQ >= len(or.cqs) {
 					return did, e.wqeError(or, wi, k, fmt.Errorf("waits on CQ #%d, which the rank does not have", c.CQ))
@@ -421,6 +447,7 @@ func (e *offloadEngine) iterate(ctx context.Context, iter int) error {
 // produce the next one. With a software NIC it adds the NIC's own view of every stuck queue head.
 func (e *offloadEngine) diagnose(iter int) error {
 	h := &HangError{Iteration: iter}
+	e.diagnoseTrig(h, iter)
 	for ri := range e.ranks {
 		or := &e.ranks[ri]
 		rp := or.rp

@@ -155,6 +155,7 @@ var engineCases = []engineCase{
 	{"offload", exec.Offload, "connectx", true, false},
 	{"offload-inline", exec.Offload, "connectx-inline", true, false},
 	{"poll-generic-triggers", exec.Poll, "generic", false, true},
+	{"offload-triggered", exec.Offload, "triggered", false, false},
 }
 
 // runCase runs g as c says with schedule seed seed (0: round-robin) and returns the result.

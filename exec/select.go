@@ -69,6 +69,10 @@ func engineFor(e Engine, t ir.Target, caps nic.Caps) (Engine, error) {
 		return e, &SelectError{Engine: e, Target: t.Name, Err: err, msg: fmt.Sprintf(format, args...)}
 	}
 	offloadable := t.CrossChannel && t.Style != ir.StyleNone
+	if t.Trigger != nil && caps.Counters && (e == Auto || e == Offload) {
+		// Triggered plans: the offload engine hands each iteration's triggered work to the NIC.
+		return Offload, nil
+	}
 	switch e {
 	case Auto:
 		if !t.CrossChannel {

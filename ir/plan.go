@@ -53,6 +53,9 @@ type Target struct {
 	// CanCalc reports that the NIC can reduce data itself (vector calc). Compile lowers every
 	// reduce to a HOST step today; the flag describes the hardware.
 	CanCalc bool
+	// Trigger is set for triggered-operation targets (counters and thresholds instead of WAIT
+	// and ENABLE, see trigger.go); their Style is StyleNone and CrossChannel false.
+	Trigger *TriggerProfile
 }
 
 // Opcode is what a WQE asks the NIC (or, for HOST, the CPU) to do.
@@ -245,6 +248,8 @@ type RankPlan struct {
 	// SendWQ and RecvWQ map the rank's graph queues (QueueID minus the rank's FirstQueue) to
 	// the indices in Queues of their send and receive work queues.
 	SendWQ, RecvWQ []int
+	// Trig is the triggered form (counters, triggered work) on triggered targets, else nil.
+	Trig *Triggered
 }
 
 // Stats summarises a compiled plan (all ranks, one iteration).

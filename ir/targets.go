@@ -14,7 +14,48 @@ const (
 	connectXMaxCQ = 1 << 22
 )
 
+// Triggered-operation profiles (libfabric FI_TRIGGER with fi_cntr completion counters).
+var (
+	// triggeredModel is the model the software NIC implements: no budget but a 48-bit counter.
+	triggeredModel = TriggerProfile{Provider: "model", CounterWorkCost: 1, MaxCounter: 1<<48 - 1,
+		Source: "coredag's own model (exec/softnic); the 48-bit counter range is chosen to match cxi"}
+	// cxiProfile: Slingshot cxi. Receives are not deferrable except at threshold 0 (posted up
+	// front; arrivals counted by counters); 504 outstanding triggered operations per service ID,
+	// shared by the local processes using it, and counter work costs two of them. The counter
+	// range (48 bits) and the counters per rank (2048) are guesses, not documented figures.
+	cxiProfile = TriggerProfile{Provider: "cxi", MaxOutstanding: 504, CounterWorkCost: 2, RecvThresholdZero: true,
+		MaxCounters: 2048, MaxCounter: 1<<48 - 1,
+		Source: "Slingshot cxi: 504 triggered ops per service ID (shared by local processes: the budget is per rank here, assuming one rank per service ID), counter work costs 2, triggered receives only at threshold 0; MaxCounters 2048 and the 48-bit counter are guesses"}
+	// socketsProfile: the libfabric sockets provider keeps deferred work in host memory lists and
+	// counters as 64-bit software values; it documents no limit. The 4096 outstanding operations
+	// and 1024 counters are guesses chosen as a safe budget, not provider figures.
+	socketsProfile = TriggerProfile{Provider: "sockets", MaxOutstanding: 4096, CounterWorkCost: 1, MaxCounters: 1024,
+		MaxCounter: 1<<63 - 1,
+		Source:     "libfabric sockets: software counters (64-bit) and deferred-work lists; no documented limit, MaxOutstanding 4096 and MaxCounters 1024 are guesses"}
+)
+
 var builtinTargets = []Target{
+	{
+		Name:        "triggered",
+		Description: "triggered operations (libfabric FI_TRIGGER model): completion counters and thresholds, counter-add joins; the software NIC runs it",
+		Style:       StyleNone, PrePost: true,
+		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64,
+		Trigger: &triggeredModel,
+	},
+	{
+		Name:        "triggered-cxi",
+		Description: "triggered operations on Slingshot cxi: receives only at threshold 0, 504 outstanding triggered ops, counter work costs 2",
+		Style:       StyleNone, PrePost: true,
+		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64,
+		Trigger: &cxiProfile,
+	},
+	{
+		Name:        "triggered-sockets",
+		Description: "triggered operations on the libfabric sockets provider (software counters; budgets are guesses)",
+		Style:       StyleNone, PrePost: true,
+		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64,
+		Trigger: &socketsProfile,
+	},
 	{
 		Name:         "connectx",
 		Description:  "cross-channel NIC (CORE-Direct), managed style: a management queue per rank walks the DAG with WAIT and ENABLE",

@@ -56,6 +56,9 @@ func Write(w io.Writer, p *ir.Plan, opt Options) error {
 			}
 			tw.Flush()
 		}
+		if rp.Trig != nil {
+			writeTriggered(b, p, rp)
+		}
 		s := p.RankStats(r)
 		fmt.Fprintf(b, "  rank %d: %s (%d data), %s, %s, %s, %s, %s, %d signalled\n",
 			r, english.Plural(s.WQEs, "WQE"), s.DataWQEs, english.Plural(s.HostSteps, "HOST step"), english.Plural(s.Waits, "WAIT"),
@@ -357,4 +360,51 @@ func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// writeTriggered lists a rank's counters and its triggered work in submission order, each entry
+// with the condition that fires it, what it does, its op and file:line.
+func writeTriggered(b *strings.Builder, p *ir.Plan, rp *ir.RankPlan) {
+	tr := rp.Trig
+	b.WriteString("  counters\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	for i := range tr.Counters {
+		c := &tr.Counters[i]
+		fmt.Fprintf(tw, "    #%d\t%s\t%s\t+%d per iteration\n", i, c.Name, c.Kind, c.PerIteration)
+	}
+	tw.Flush()
+	b.WriteString("  triggered work (submission order)\n")
+	tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	outstanding := 0
+	for k := range tr.Work {
+		w := &tr.Work[k]
+		when := "at once"
+		if w.Counter != ir.Untriggered {
+			when = fmt.Sprintf("when %s >= %d", tr.Counters[w.Counter].Name, w.Threshold)
+			if w.Cause != ir.None {
+				when += fmt.Sprintf(" (%s done)", p.Graph.Ops[w.Cause].Name)
+			}
+			if !(w.Kind == ir.TrigOp && w.Loc.Queue == rp.Host) {
+				outstanding++
+			}
+		}
+		var what string
+		switch w.Kind {
+		case ir.TrigOp:
+			e := &rp.Queues[w.Loc.Queue].Chain[w.Loc.Index]
+			what = fmt.Sprintf("%s %s[%d]", e.Opcode, rp.Queues[w.Loc.Queue].Name, w.Loc.Index)
+		case ir.TrigAdd:
+			what = fmt.Sprintf("counter-add %s += %d", tr.Counters[w.Target].Name, w.Value)
+		case ir.TrigSet:
+			what = fmt.Sprintf("counter-set %s = %d", tr.Counters[w.Target].Name, w.Value)
+		}
+		pos := "-"
+		if w.Pos.IsValid() {
+			pos = fmt.Sprintf("%s:%d", w.Pos.Filename(), w.Pos.Line)
+		}
+		fmt.Fprintf(tw, "    [%d]\t%s\t%s\t%s\t%s\n", k, when, what, w.Name, pos)
+	}
+	tw.Flush()
+	fmt.Fprintf(b, "  triggered: %s, %s of triggered work outstanding per iteration\n",
+		english.Plural(len(tr.Counters), "counter"), english.Plural(outstanding, "entry"))
 }

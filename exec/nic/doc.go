@@ -49,6 +49,15 @@
 //   - StampCQ: completions stamped with the time their poll found them, on this package's clock
 //     (Now), for timelines.
 //   - FaultExplainer, StatsReporter: words for a failed request; counters of what the NIC did.
+//   - TriggerContext (Caps.Counters): completion counters and triggered work, the model of
+//     libfabric's fi_cntr and FI_TRIGGER. A counter is bound to CQs (one CQ per work queue, so a
+//     binding names one endpoint side: send completions, or receives including notify-write
+//     arrivals); work (a send or receive request, or counter-add/counter-set) is queued with a
+//     counter and a threshold and fires once the counter reaches it. Work on one counter fires in
+//     threshold order, equal thresholds in submission order; nothing else is ordered. A libfabric
+//     provider maps CreateCounter to fi_cntr_open, BindCounter to fi_ep_bind with FI_SEND/FI_RECV
+//     (or FI_REMOTE_WRITE), Trigger to an operation with FI_TRIGGER and a threshold condition or to
+//     fi_control(FI_QUEUE_WORK) for counter work, and CancelTriggers to FI_FLUSH_WORK.
 //   - HostMemory: registered memory allocated in this process, so a run's memory budget counts
 //     it exactly.
 //

@@ -36,6 +36,8 @@ type Caps struct {
 	// Triggers: QPs post armed requests from inside CQ.Poll (TriggerQP), and the polling engine
 	// arms them.
 	Triggers bool
+	// Counters: contexts implement TriggerContext (completion counters and triggered work).
+	Counters bool
 }
 
 // Context is one rank's open device. Objects created from a Context belong to it and must only be

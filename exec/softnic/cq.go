@@ -16,7 +16,8 @@ type cq struct {
 	consumed uint64 // completions polled
 	overflow bool
 	closed   bool
-	watch    []*qp // QPs whose trigger has watched this CQ
+	watch    []*qp      // QPs whose trigger has watched this CQ
+	cntrs    []*counter // counters bound to this CQ (BindCounter)
 }
 
 var _ nic.CQ = (*cq)(nil)
@@ -74,4 +75,5 @@ func (q *cq) push(wc nic.WC) {
 		q.ring[q.produced%uint64(len(q.ring))] = wc
 	}
 	q.produced++
+	q.counted()
 }

@@ -97,6 +97,7 @@ func (n *NIC) Caps() nic.Caps {
 		Atomics:      true,
 		InProcess:    true,
 		Triggers:     n.opts.Triggers,
+		Counters:     true,
 	}
 }
 
@@ -132,6 +133,9 @@ type Context struct {
 	cqs      []*cq // CQ number - 1
 	qps      []*qp // QP number - 1
 	nextAddr uint64
+	cntrs    []*counter
+	npend    int   // triggered work waiting
+	trigErr  error // the posting error that stopped triggered work
 }
 
 var _ nic.Context = (*Context)(nil)

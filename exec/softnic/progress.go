@@ -35,7 +35,7 @@ func (n *NIC) progress(until *cq) int {
 	steps := 0
 	if n.rng == nil {
 		for {
-			made := 0
+			made := n.fireDue()
 			for i := 0; i < len(n.active); i++ {
 				made += n.active[i].runFIFO()
 			}
@@ -47,6 +47,7 @@ func (n *NIC) progress(until *cq) int {
 		}
 	}
 	for {
+		steps += n.fireDue()
 		n.cands = n.cands[:0]
 		for _, q := range n.active {
 			if q.closed {

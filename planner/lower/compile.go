@@ -53,6 +53,9 @@ func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 	c.lowerRanks(order)
 	c.signal()
 	c.checkLimits()
+	if t.Trigger != nil && len(c.errs) == 0 {
+		c.trigger(order)
+	}
 	if len(c.errs) > 0 {
 		c.errs.Sort()
 		return nil, c.errs

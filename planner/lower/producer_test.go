@@ -22,6 +22,9 @@ func TestProducerOfCompiledWaits(t *testing.T) {
 	for _, f := range files {
 		g := load(t, f, nil)
 		for _, tg := range ir.Targets() {
+			if tg.Trigger != nil {
+				continue // no WAITs or host waits: triggered work names its cause (trigger_test.go)
+			}
 			p, err := lower.Compile(g, tg)
 			require.NoError(t, err, "%s %s", f, tg.Name)
 			conds := 0

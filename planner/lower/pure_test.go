@@ -26,6 +26,9 @@ func TestCompileLeavesGraphUnchanged(t *testing.T) {
 		before := g.Clone().Freeze()
 		for _, tg := range ir.Targets() {
 			_, err := lower.Compile(g, tg)
+			if err != nil && tg.Trigger != nil && tg.Trigger.RecvThresholdZero {
+				continue // refuses receives held back by `after` (trigger_test.go); the graph must still be unchanged
+			}
 			require.NoError(t, err, "%s %s", f, tg.Name)
 			if d := cmp.Diff(before, g, cmp.AllowUnexported(ir.Graph{}), sameFunc); d != "" {
 				t.Fatalf("%s: Compile for %s changed its input Graph (-before +after):\n%s", f, tg.Name, d)

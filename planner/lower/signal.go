@@ -48,7 +48,7 @@ func (c *compiler) signal() {
 					continue
 				}
 				sig := e.Opcode == ir.OpcRecv || e.Opcode == ir.OpcNop || k == last || run+1 >= half ||
-					(e.Opcode.IsData() && c.waited[e.Op])
+					(e.Opcode.IsData() && c.waited[e.Op]) || c.t.Trigger != nil
 				if sig {
 					e.Flags |= ir.Signalled
 					run = 0

@@ -72,6 +72,9 @@ func TestReplayPlans(t *testing.T) {
 		for name, g := range loadPlans(t, ranks) {
 			for _, tg := range ir.Targets() {
 				p, err := lower.Compile(g, tg)
+				if refusesHeldRecv(tg, err) {
+					continue
+				}
 				if err != nil && tg.PrePost && strings.Contains(err.Error(), "posts whole chains") {
 					t.Logf("%s ranks=%d: %v", name, ranks, err)
 					continue
@@ -105,6 +108,9 @@ func TestReplayRandomGraphs(t *testing.T) {
 				g := randgraph.New(seed, sh.cfg)
 				for _, tg := range ir.Targets() {
 					p, err := lower.Compile(g, tg)
+					if refusesHeldRecv(tg, err) {
+						continue
+					}
 					require.NoError(t, err, "seed %d target %s", seed, tg.Name)
 					if err := replay.Check(p, replay.Options{}); err != nil {
 						t.Fatalf("shape %q seed %d target %s: %s", sh.name, seed, tg.Name, allMessages(err))
@@ -121,6 +127,9 @@ func TestReplayLargerRandomGraphs(t *testing.T) {
 		g := randgraph.New(seed, randgraph.Config{MinRanks: 3, MaxRanks: 6, MaxSteps: 120, MaxPreds: 4})
 		for _, tg := range ir.Targets() {
 			p, err := lower.Compile(g, tg)
+			if refusesHeldRecv(tg, err) {
+				continue
+			}
 			require.NoError(t, err, "seed %d target %s", seed, tg.Name)
 			require.NoError(t, replay.Check(p, replay.Options{Iterations: 2, FirstIter: 1 << 24}), "seed %d target %s", seed, tg.Name)
 		}
@@ -268,4 +277,10 @@ func TestReplayRecvEnableBehindSendDeadlocks(t *testing.T) {
 	msg := allMessages(err)
 	assert.Contains(t, msg, "the chains deadlock")
 	assert.Regexp(t, `RECV_EN -> rank \d q.rq\[0\] RECV -> rank \d q.sq\[0\] SEND`, msg, "the cycle runs from a RECV_EN through its RECV to the peer's SEND")
+}
+
+// refusesHeldRecv reports a triggered target that posts receives only at threshold 0 refusing a
+// graph with a receive that waits for something (planner/lower tests that refusal).
+func refusesHeldRecv(tg ir.Target, err error) bool {
+	return err != nil && tg.Trigger != nil && tg.Trigger.RecvThresholdZero && strings.Contains(err.Error(), "only at threshold 0")
 }

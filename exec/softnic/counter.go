@@ -1,0 +1,182 @@
+package softnic
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/coredag/coredag/exec/nic"
+)
+
+// counter is a completion counter with the triggered work waiting on it, sorted by threshold
+// (stable: equal thresholds keep submission order).
+type counter struct {
+	ctx    *Context
+	val    uint64
+	pend   []pendingWork
+	closed bool
+}
+
+type pendingWork struct {
+	thr uint64
+	w   nic.TriggeredWR
+}
+
+var (
+	_ nic.TriggerContext = (*Context)(nil)
+	_ nic.Counter        = (*counter)(nil)
+)
+
+func (c *counter) Value() uint64 { return c.val }
+
+func (c *counter) Add(v uint64) error {
+	if c.closed {
+		return fmt.Errorf("softnic: rank %d: Add on a closed counter: %w", c.ctx.rank, nic.ErrClosed)
+	}
+	c.val += v
+	c.ctx.nic.fireDue()
+	return nil
+}
+
+func (c *counter) Set(v uint64) error {
+	if c.closed {
+		return fmt.Errorf("softnic: rank %d: Set on a closed counter: %w", c.ctx.rank, nic.ErrClosed)
+	}
+	c.val = v
+	c.ctx.nic.fireDue()
+	return nil
+}
+
+func (c *counter) Close() error {
+	c.closed = true
+	return nil
+}
+
+func (c *counter) due() bool { return len(c.pend) > 0 && c.pend[0].thr <= c.val }
+
+// CreateCounter creates a counter at 0.
+func (c *Context) CreateCounter() (nic.Counter, error) {
+	if c.closed {
+		return nil, fmt.Errorf("softnic: rank %d: CreateCounter on a closed context: %w", c.rank, nic.ErrClosed)
+	}
+	k := &counter{ctx: c}
+	c.cntrs = append(c.cntrs, k)
+	return k, nil
+}
+
+func (c *Context) own(x nic.Counter) (*counter, error) {
+	k, ok := x.(*counter)
+	if !ok || k.ctx != c {
+		return nil, fmt.Errorf("softnic: rank %d: a counter of another context or provider: %w", c.rank, nic.ErrWrongContext)
+	}
+	if k.closed {
+		return nil, fmt.Errorf("softnic: rank %d: closed counter: %w", c.rank, nic.ErrClosed)
+	}
+	return k, nil
+}
+
+// BindCounter makes every completion of q raise x.
+func (c *Context) BindCounter(x nic.Counter, q nic.CQ) error {
+	k, err := c.own(x)
+	if err != nil {
+		return err
+	}
+	w, ok := q.(*cq)
+	if !ok || w.ctx != c {
+		return fmt.Errorf("softnic: rank %d: BindCounter to a CQ of another context: %w", c.rank, nic.ErrWrongContext)
+	}
+	w.cntrs = append(w.cntrs, k)
+	return nil
+}
+
+// Trigger queues w until x reaches threshold.
+func (c *Context) Trigger(x nic.Counter, threshold uint64, w *nic.TriggeredWR) error {
+	k, err := c.own(x)
+	if err != nil {
+		return err
+	}
+	switch w.Kind {
+	case nic.TrigSend, nic.TrigRecv:
+		q, ok := w.QP.(*qp)
+		if !ok || q.ctx != c {
+			return fmt.Errorf("softnic: rank %d: triggered work on a QP of another context: %w", c.rank, nic.ErrWrongContext)
+		}
+	case nic.TrigAdd, nic.TrigSet:
+		if _, err := c.own(w.Target); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("softnic: rank %d: triggered work of kind %d: %w", c.rank, w.Kind, nic.ErrBadRequest)
+	}
+	i := sort.Search(len(k.pend), func(i int) bool { return k.pend[i].thr > threshold })
+	k.pend = append(k.pend, pendingWork{})
+	copy(k.pend[i+1:], k.pend[i:])
+	k.pend[i] = pendingWork{thr: threshold, w: *w}
+	c.npend++
+	c.nic.fireDue()
+	return nil
+}
+
+// PendingTriggers is how much triggered work waits on the context's counters.
+func (c *Context) PendingTriggers() int { return c.npend }
+
+// CancelTriggers drops every waiting triggered work of the context.
+func (c *Context) CancelTriggers() int {
+	n := c.npend
+	for _, k := range c.cntrs {
+		k.pend = nil
+	}
+	c.npend = 0
+	return n
+}
+
+// TriggerErr is the posting error that stopped the context's triggered work.
+func (c *Context) TriggerErr() error { return c.trigErr }
+
+// fireDue runs due triggered work of every context until none is due, and returns how much ran.
+func (n *NIC) fireDue() int {
+	fired := 0
+	for again := true; again; {
+		again = false
+		for _, c := range n.ctxs {
+			if c == nil || c.trigErr != nil {
+				continue
+			}
+			for _, k := range c.cntrs {
+				for k.due() && c.trigErr == nil {
+					p := k.pend[0]
+					k.pend = k.pend[1:]
+					c.npend--
+					c.fire(&p.w)
+					fired++
+					again = true
+				}
+			}
+		}
+	}
+	return fired
+}
+
+func (c *Context) fire(w *nic.TriggeredWR) {
+	var err error
+	switch w.Kind {
+	case nic.TrigSend:
+		_, err = w.QP.PostSend([]nic.SendWR{w.Send})
+	case nic.TrigRecv:
+		_, err = w.QP.PostRecv([]nic.RecvWR{w.Recv})
+	case nic.TrigAdd:
+		w.Target.(*counter).val += w.Value
+	case nic.TrigSet:
+		w.Target.(*counter).val = w.Value
+	}
+	if err != nil {
+		c.trigErr = err
+		c.CancelTriggers()
+	}
+}
+
+// counted raises the counters bound to q by one completion.
+func (q *cq) counted() {
+	for _, k := range q.cntrs {
+		k.val++
+	}
+}

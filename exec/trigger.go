@@ -1,0 +1,170 @@
+package exec
+
+import (
+	"fmt"
+
+	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/ir"
+)
+
+// Triggered plans on the offload engine: at the start of every iteration the engine hands the
+// rank's whole triggered work to the NIC (nic.TriggerContext), thresholds moved by the iteration
+// (monotonic re-arm: threshold + iter * the counter's per-iteration amount); then it only polls
+// the CQs (statuses, the end of the iteration) and runs the HOST steps whose counter reached
+// their threshold, adding one to the host counter after each.
+type trigRank struct {
+	tc        nic.TriggerContext
+	cnt       []nic.Counter // by ir counter
+	submitted bool
+	hostGate  map[int]int // host chain index -> index in Trig.Work of its TrigOp
+}
+
+func (e *offloadEngine) setupTrig(or *offRank) error {
+	rp := or.rp
+	tc, ok := or.res.dev.(nic.TriggerContext)
+	if !ok {
+		return fmt.Errorf("rank %d: target %s needs a NIC with completion counters and triggered work (nic.TriggerContext)", rp.Rank, e.plan.Target.Name)
+	}
+	t := &trigRank{tc: tc, hostGate: map[int]int{}}
+	for i := range rp.Trig.Counters {
+		c := &rp.Trig.Counters[i]
+		k, err := tc.CreateCounter()
+		if err != nil {
+			return fmt.Errorf("rank %d: counter %s: %w", rp.Rank, c.Name, err)
+		}
+		t.cnt = append(t.cnt, k)
+		if c.Kind == ir.CntSend || c.Kind == ir.CntRecv {
+			cq := rp.Queues[c.Queue].CQ
+			if cq < 0 || or.cqs[cq].cq == nil {
+				return fmt.Errorf("rank %d: counter %s counts work queue %s, which has no CQ", rp.Rank, c.Name, rp.Queues[c.Queue].Name)
+			}
+			if err := tc.BindCounter(k, or.cqs[cq].cq); err != nil {
+				return fmt.Errorf("rank %d: counter %s: %w", rp.Rank, c.Name, err)
+			}
+		}
+	}
+	for i := range rp.Trig.Work {
+		w := &rp.Trig.Work[i]
+		if w.Kind == ir.TrigOp && w.Loc.Queue == rp.Host {
+			t.hostGate[w.Loc.Index] = i
+		}
+	}
+	or.trig = t
+	return nil
+}
+
+func (e *offloadEngine) threshold(rp *ir.RankPlan, w *ir.TriggeredOp) uint64 {
+	return w.Threshold + uint64(e.iter)*rp.Trig.Counters[w.Counter].PerIteration
+}
+
+// submitTrig hands the rank's triggered work for this iteration to the NIC, once.
+func (e *offloadEngine) submitTrig(or *offRank) (bool, error) {
+	t := or.trig
+	if t.submitted {
+		return false, t.tc.TriggerErr()
+	}
+	t.submitted = true
+	rp := or.rp
+	for i := range rp.Trig.Work {
+		w := &rp.Trig.Work[i]
+		var tw nic.TriggeredWR
+		switch w.Kind {
+		case ir.TrigOp:
+			if w.Loc.Queue == rp.Host {
+				continue // the CPU runs it (hostTrig)
+			}
+			o := &or.wqs[w.Loc.Queue]
+			tw.QP = o.qp
+			if o.recv {
+				tw.Kind, tw.Recv = nic.TrigRecv, o.rwr[w.Loc.Index]
+			} else {
+				tw.Kind, tw.Send = nic.TrigSend, o.swr[w.Loc.Index]
+			}
+			o.next = len(o.wq.Chain)
+			e.posted++
+		case ir.TrigAdd, ir.TrigSet:
+			tw.Kind, tw.Target, tw.Value = nic.TrigAdd, t.cnt[w.Target], w.Value
+			if w.Kind == ir.TrigSet {
+				tw.Kind = nic.TrigSet
+			}
+		}
+		var err error
+		if w.Counter == ir.Untriggered {
+			switch tw.Kind {
+			case nic.TrigSend:
+				_, err = tw.QP.PostSend([]nic.SendWR{tw.Send})
+			case nic.TrigRecv:
+				_, err = tw.QP.PostRecv([]nic.RecvWR{tw.Recv})
+			case nic.TrigAdd:
+				err = tw.Target.Add(tw.Value)
+			case nic.TrigSet:
+				err = tw.Target.Set(tw.Value)
+			}
+		} else {
+			err = t.tc.Trigger(t.cnt[w.Counter], e.threshold(rp, w), &tw)
+		}
+		if err != nil {
+			return true, fmt.Errorf("%s: rank %d: triggered %s for %s: %w", w.Pos, rp.Rank, w.Kind, w.Name, err)
+		}
+	}
+	// Queues with nothing in the chain are done at once.
+	for wi := range or.wqs {
+		if o := &or.wqs[wi]; !o.host {
+			o.next = len(o.wq.Chain)
+		}
+	}
+	return true, t.tc.TriggerErr()
+}
+
+// hostTrig runs HOST entry k once its counter reached its threshold and raises the host counter.
+func (e *offloadEngine) hostTrig(or *offRank, k int, h *ir.WQE) (bool, error) {
+	t, rp := or.trig, or.rp
+	if i, ok := t.hostGate[k]; ok {
+		w := &rp.Trig.Work[i]
+		if w.Counter != ir.Untriggered && t.cnt[w.Counter].Value() < e.threshold(rp, w) {
+			return false, nil
+		}
+	}
+	if err := e.mem.RunHost(h.Op); err != nil {
+		return false, err
+	}
+	e.hostSteps++
+	if rp.Trig.HostCnt >= 0 {
+		if err := t.cnt[rp.Trig.HostCnt].Add(1); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// diagnoseTrig names, per rank, the triggered work whose counter is short of its threshold: the
+// counter, its value, the threshold and the op expected to raise it.
+func (e *offloadEngine) diagnoseTrig(h *HangError, iter int) {
+	for ri := range e.ranks {
+		or := &e.ranks[ri]
+		t, rp := or.trig, or.rp
+		if t == nil {
+			continue
+		}
+		for i := range rp.Trig.Work {
+			w := &rp.Trig.Work[i]
+			if w.Counter == ir.Untriggered {
+				continue
+			}
+			v, need := t.cnt[w.Counter].Value(), e.threshold(rp, w)
+			if v >= need {
+				continue
+			}
+			c := &rp.Trig.Counters[w.Counter]
+			producer := ""
+			if w.Cause != ir.None {
+				producer = e.opRef(w.Cause)
+			} else if c.Kind == ir.CntJoin {
+				producer = "the counter-adds into " + c.Name
+			}
+			what := fmt.Sprintf("triggered %s of %s (%s)", w.Kind, w.Name, w.Pos)
+			h.Stuck = append(h.Stuck, Stuck{Rank: rp.Rank, Queue: "triggered", CQ: "counter " + c.Name, Reached: v, Awaited: need,
+				Producer: producer, What: what})
+		}
+	}
+}

@@ -1,0 +1,228 @@
+package lower
+
+import (
+	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
+)
+
+// Triggered lowering (targets with a TriggerProfile). The chains are those of the generic target
+// with every data WQE signalled; the ordering is a list of triggered work per rank:
+//
+//   - every work queue with a CQ gets a counter of its completions (send side, receive side),
+//     and a rank with HOST steps a host counter the CPU raises after each step;
+//   - an op waits for conditions "counter >= threshold": each `after` predecessor's completion,
+//     on the send side the completion of the previous op of the same side (triggered work has no
+//     FIFO, so queue order is enforced as completion order, which also makes every side's
+//     completions come in chain order and so a count name exactly one op), the previous HOST
+//     step for a HOST step, and for a receive behind a triggered receive of its side the posting
+//     of that receive (a post counter raised by an add that fires right after each triggered
+//     receive, at the same counter and threshold: equal thresholds fire in submission order);
+//   - conditions on one counter keep the highest threshold; no condition: posted when the
+//     iteration starts; one: triggered at it; several: a join counter of the op, one counter-add
+//     per condition, and the op triggered at the join counter reaching their number.
+//
+// Thresholds are cumulative counts for iteration 0; iteration i adds i times the counter's
+// PerIteration (monotonic re-arm, see ir/trigger.go).
+
+type gate struct {
+	cnt   int
+	thr   uint64
+	cause ir.OpID
+}
+
+func (c *compiler) trigger(order []int32) {
+	g := c.g
+	for r := range c.plan.Ranks {
+		rp := &c.plan.Ranks[r]
+		tr := &ir.Triggered{SendCnt: make([]int, len(rp.Queues)), HostCnt: -1}
+		for wi := range rp.Queues {
+			q := &rp.Queues[wi]
+			tr.SendCnt[wi] = -1
+			if q.CQ < 0 || (q.Kind != ir.SendQueue && q.Kind != ir.RecvQueue) {
+				continue
+			}
+			k := ir.CntSend
+			name := q.Name + ".scnt"
+			if q.Kind == ir.RecvQueue {
+				k, name = ir.CntRecv, q.Name+".rcnt"
+			}
+			tr.SendCnt[wi] = len(tr.Counters)
+			tr.Counters = append(tr.Counters, ir.Counter{Name: name, Kind: k, Queue: wi, Op: ir.None,
+				PerIteration: uint64(rp.CQs[q.CQ].PerIteration)})
+		}
+		// idx[o]: o's completion count on its counter (1-based, iteration 0).
+		idx := map[ir.OpID]uint64{}
+		for wi := range rp.Queues {
+			q := &rp.Queues[wi]
+			n := uint64(0)
+			for k := range q.Chain {
+				e := &q.Chain[k]
+				switch {
+				case e.Opcode == ir.OpcHost:
+					n++
+					idx[e.Op] = n
+				case e.Completes():
+					n++
+					if e.Opcode.IsData() {
+						idx[e.Op] = n
+					}
+				}
+			}
+			if wi == rp.Host && n > 0 {
+				tr.HostCnt = len(tr.Counters)
+				tr.Counters = append(tr.Counters, ir.Counter{Name: "host.cnt", Kind: ir.CntHost, Queue: wi, Op: ir.None, PerIteration: n})
+			}
+		}
+		counterOf := func(o ir.OpID) int {
+			if !g.Ops[o].Kind.OnQueue() {
+				return tr.HostCnt
+			}
+			return tr.SendCnt[c.plan.Loc[o].Queue]
+		}
+		postCnt := map[int]int{} // receive work queue -> its post counter
+		posted := map[int]uint64{}
+		prevHost := ir.OpID(ir.None)
+		for _, ev := range order {
+			if ev&1 != 0 {
+				continue
+			}
+			o := ir.OpID(ev / 2)
+			op := &g.Ops[o]
+			if op.Rank != r {
+				continue
+			}
+			var gates []gate
+			add := func(cnt int, thr uint64, cause ir.OpID) {
+				for i := range gates {
+					if gates[i].cnt == cnt {
+						if thr > gates[i].thr {
+							gates[i].thr, gates[i].cause = thr, cause
+						}
+						return
+					}
+				}
+				gates = append(gates, gate{cnt, thr, cause})
+			}
+			for _, p := range g.Preds(o) {
+				p := ir.OpID(p)
+				if g.Ops[p].Rank != r {
+					c.errs.Add(diag.Target, op.Pos, "%s is after %s of rank %d: a counter only counts local completions (target %s)", op.Name, g.Ops[p].Name, g.Ops[p].Rank, c.t.Name)
+					continue
+				}
+				add(counterOf(p), idx[p], p)
+			}
+			loc := c.plan.Loc[o]
+			recv := op.Kind.IsRecvSide()
+			switch {
+			case !op.Kind.OnQueue():
+				if prevHost != ir.None {
+					add(tr.HostCnt, idx[prevHost], prevHost)
+				}
+				prevHost = o
+			case !recv:
+				if p := c.prevOnSide[o]; p != ir.None {
+					add(counterOf(ir.OpID(p)), idx[ir.OpID(p)], ir.OpID(p))
+				}
+			default:
+				if pc, ok := postCnt[loc.Queue]; ok {
+					add(pc, posted[loc.Queue], ir.None)
+				}
+			}
+			if recv && len(gates) > 0 && c.t.Trigger.RecvThresholdZero {
+				c.errs.Add(diag.Target, op.Pos, "%s on rank %d is a receive that waits for %s: target %s triggers receives only at threshold 0 (receives are posted when the iteration starts), so a receive cannot be held back (drop its `after`, or use another queue or buffer)",
+					op.Name, r, gateText(g, tr, gates), c.t.Name)
+				continue
+			}
+			base := ir.TriggeredOp{Op: o, Name: op.Name, Pos: op.Pos, Cause: ir.None}
+			t := base
+			t.Kind, t.Loc, t.Counter = ir.TrigOp, loc, ir.Untriggered
+			switch len(gates) {
+			case 0:
+			case 1:
+				t.Counter, t.Threshold, t.Cause = gates[0].cnt, gates[0].thr, gates[0].cause
+			default:
+				j := len(tr.Counters)
+				tr.Counters = append(tr.Counters, ir.Counter{Name: "join." + op.Name, Kind: ir.CntJoin, Queue: -1, Op: o, PerIteration: uint64(len(gates))})
+				for _, gt := range gates {
+					a := base
+					a.Kind, a.Counter, a.Threshold, a.Target, a.Value, a.Cause = ir.TrigAdd, gt.cnt, gt.thr, j, 1, gt.cause
+					tr.Work = append(tr.Work, a)
+				}
+				t.Counter, t.Threshold = j, uint64(len(gates))
+			}
+			tr.Work = append(tr.Work, t)
+			if recv && t.Counter != ir.Untriggered {
+				pc, ok := postCnt[loc.Queue]
+				if !ok {
+					pc = len(tr.Counters)
+					postCnt[loc.Queue] = pc
+					tr.Counters = append(tr.Counters, ir.Counter{Name: rp.Queues[loc.Queue].Name + ".post", Kind: ir.CntPost, Queue: loc.Queue, Op: ir.None})
+				}
+				posted[loc.Queue]++
+				tr.Counters[pc].PerIteration++
+				a := base
+				a.Kind, a.Counter, a.Threshold, a.Target, a.Value, a.Cause = ir.TrigAdd, t.Counter, t.Threshold, pc, 1, t.Cause
+				tr.Work = append(tr.Work, a)
+			}
+		}
+		rp.Trig = tr
+	}
+	c.checkTriggerBudget()
+}
+
+func gateText(g *ir.Graph, tr *ir.Triggered, gates []gate) string {
+	s := ""
+	for i, gt := range gates {
+		if i > 0 {
+			s += " and "
+		}
+		s += tr.Counters[gt.cnt].Name
+		if gt.cause != ir.None {
+			s += " (" + g.Ops[gt.cause].Name + ")"
+		}
+	}
+	return s
+}
+
+// checkTriggerBudget refuses plans whose triggered work or counters exceed the profile.
+func (c *compiler) checkTriggerBudget() {
+	p := c.t.Trigger
+	for r := range c.plan.Ranks {
+		tr := c.plan.Ranks[r].Trig
+		if tr == nil {
+			continue
+		}
+		if p.MaxCounters > 0 && len(tr.Counters) > p.MaxCounters {
+			c.errs.Add(diag.Target, diag.InFile(c.g.File), "rank %d needs %d counters, above the %d counters per rank of target %s (profile figure MaxCounters)", r, len(tr.Counters), p.MaxCounters, c.t.Name)
+		}
+		if p.MaxOutstanding <= 0 {
+			continue
+		}
+		units := 0
+		for i := range tr.Work {
+			w := &tr.Work[i]
+			units += TriggerUnits(p, &c.plan.Ranks[r], w)
+			if units > p.MaxOutstanding {
+				c.errs.Add(diag.Target, w.Pos, "%s on rank %d: the rank's triggered work reaches %d units here, above the %d outstanding triggered operations of target %s (profile figure MaxOutstanding; counter work costs %d)",
+					w.Name, r, units, p.MaxOutstanding, c.t.Name, max(p.CounterWorkCost, 1))
+				break
+			}
+		}
+	}
+}
+
+// TriggerUnits is what one entry costs against the profile's MaxOutstanding: nothing for work
+// posted at once and for HOST steps (the CPU runs them), 1 for a triggered op, CounterWorkCost
+// for counter work.
+func TriggerUnits(p *ir.TriggerProfile, rp *ir.RankPlan, w *ir.TriggeredOp) int {
+	if w.Counter == ir.Untriggered {
+		return 0
+	}
+	if w.Kind != ir.TrigOp {
+		return max(p.CounterWorkCost, 1)
+	}
+	if w.Loc.Queue == rp.Host {
+		return 0
+	}
+	return 1
+}
