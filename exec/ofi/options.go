@@ -30,9 +30,10 @@ type Options struct {
 	// process environment before libfabric starts. Empty means "lo": coredag keeps its traffic
 	// on loopback, and endpoints bind 127.0.0.1.
 	Iface string
-	// PEWaitTime is FI_SOCKETS_PE_WAITTIME, how long (in microseconds) the sockets provider's
-	// progress thread polls before it sleeps. Negative leaves libfabric's default; DefaultOptions
-	// sets 0 (see README.md for the measurements behind it).
+	// PEWaitTime is FI_SOCKETS_PE_WAITTIME, how many milliseconds the sockets provider's progress
+	// thread spins waiting for work before it sleeps. Negative leaves libfabric's default; 0 (what
+	// DefaultOptions sets) makes the thread sleep at once and leaves progress to the polls of the
+	// CQs, which cut a loopback ping-pong from about 10 ms to about 0.1 ms (README.md).
 	PEWaitTime int
 }
 
