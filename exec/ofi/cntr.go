@@ -75,15 +75,32 @@ func (k *Counter) Set(v uint64) error {
 // returns ErrTimeout if it was not reached, or an error if an operation counted on the counter
 // failed meanwhile.
 func (k *Counter) Wait(threshold uint64, timeout time.Duration) error {
-	ms := max(timeout.Milliseconds(), 1)
-	r := C.ofi_cntr_wait(k.cntr, C.uint64_t(threshold), C.int(min(ms, 1<<30)))
-	switch {
-	case r == 0:
-		return nil
-	case r == -C.FI_ETIMEDOUT || r == C.FI_ETIMEDOUT || r == -C.FI_EAGAIN: // sockets returns +ETIMEDOUT
-		return fmt.Errorf("ofi: counter at %d of %d after %v: %w", k.Read(), threshold, timeout, ErrTimeout)
+	// sockets' fi_cntr_wait can report a timeout at once, long before the time asked for: wait
+	// again until the deadline, which bounds the loop.
+	deadline := time.Now().Add(timeout)
+	errs := k.ReadErr()
+	for {
+		if k.Read() >= threshold {
+			return nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("ofi: counter at %d of %d after %v: %w", k.Read(), threshold, timeout, ErrTimeout)
+		}
+		ms := min(max(left.Milliseconds(), 1), 1<<30)
+		r := C.ofi_cntr_wait(k.cntr, C.uint64_t(threshold), C.int(ms))
+		switch {
+		case r == 0:
+			return nil
+		case r == -C.FI_ETIMEDOUT || r == C.FI_ETIMEDOUT || r == -C.FI_EAGAIN: // sockets returns +ETIMEDOUT
+			if e := k.ReadErr(); e != errs {
+				return fmt.Errorf("ofi: counter at %d of %d: %d errors counted meanwhile", k.Read(), threshold, e-errs)
+			}
+			time.Sleep(time.Millisecond)
+		default:
+			return check(fmt.Sprintf("fi_cntr_wait(%d)", threshold), r)
+		}
 	}
-	return check(fmt.Sprintf("fi_cntr_wait(%d)", threshold), r)
 }
 
 // Close closes the counter; the endpoints bound to it must have been closed.
