@@ -1,0 +1,329 @@
+//go:build ofi && linux
+
+package ofi
+
+/*
+#cgo LDFLAGS: -lfabric
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	"github.com/coredag/coredag/exec/nic"
+)
+
+// Available reports whether this binary was built with libfabric support.
+const Available = true
+
+// Provider is one libfabric fabric, opened for the provider fi_getinfo chose. Each rank's
+// Context is a domain of it.
+type Provider struct {
+	opts   Options
+	name   string
+	info   *C.struct_fi_info
+	fabric *C.struct_fid_fabric
+	ccaps  C.ofi_caps
+	caps   nic.Caps
+	mu     sync.Mutex
+	closed bool
+}
+
+// New opens the provider opts name (see Options.Provider).
+func New(opts Options) (nic.Provider, error) { return NewProvider(opts) }
+
+var envOnce sync.Mutex
+
+// NewProvider is New, returning the concrete type (counters and triggered operations).
+func NewProvider(opts Options) (*Provider, error) {
+	envOnce.Lock()
+	defer envOnce.Unlock()
+	iface := opts.Iface
+	if iface == "" {
+		iface = "lo"
+	}
+	// libfabric reads its variables when it starts (the first fi_getinfo); set them before.
+	if err := os.Setenv("FI_SOCKETS_IFACE", iface); err != nil {
+		return nil, err
+	}
+	if opts.PEWaitTime >= 0 {
+		if err := os.Setenv("FI_SOCKETS_PE_WAITTIME", strconv.Itoa(opts.PEWaitTime)); err != nil {
+			return nil, err
+		}
+	}
+	p := &Provider{opts: opts}
+	var cprov *C.char
+	if opts.Provider != "" {
+		cprov = C.CString(opts.Provider)
+		defer C.free(unsafe.Pointer(cprov))
+	}
+	needTrigger := C.int(0)
+	if opts.Provider == "" {
+		needTrigger = 1
+	}
+	var name [64]C.char
+	if r := C.ofi_getinfo(cprov, needTrigger, &p.info, &name[0], C.size_t(len(name)), &p.ccaps); r != 0 {
+		what := "a provider with reliable datagram endpoints, FI_MSG, FI_RMA and FI_TRIGGER"
+		if opts.Provider != "" {
+			what = fmt.Sprintf("provider %q with reliable datagram endpoints, FI_MSG and FI_RMA", opts.Provider)
+		}
+		return nil, fmt.Errorf("ofi: no %s on 127.0.0.1: %s", what, fiErr(r))
+	}
+	p.name = C.GoString(&name[0])
+	if r := C.ofi_fabric(p.info, &p.fabric); r != 0 {
+		C.fi_freeinfo(p.info)
+		return nil, fmt.Errorf("ofi: fi_fabric(%s): %s", p.name, fiErr(r))
+	}
+	depth := int(min(p.ccaps.tx_size/2, p.ccaps.rx_size))
+	p.caps = nic.Caps{
+		MaxInline:  int(p.ccaps.inject),
+		MaxQPDepth: depth,
+		MaxCQDepth: 1 << 16,
+		Atomics:    p.ccaps.caps&C.FI_ATOMIC != 0,
+	}
+	return p, nil
+}
+
+// Name is "ofi".
+func (p *Provider) Name() string { return "ofi" }
+
+// String names the libfabric provider, e.g. "ofi(sockets)".
+func (p *Provider) String() string { return "ofi(" + p.name + ")" }
+
+// Fabric is the libfabric provider in use, e.g. "sockets".
+func (p *Provider) Fabric() string { return p.name }
+
+// Caps: no cross-channel, no host triggers (nic.TriggerQP); atomics as the provider says.
+func (p *Provider) Caps() nic.Caps { return p.caps }
+
+// Triggered reports whether the provider offers triggered operations (FI_TRIGGER).
+func (p *Provider) Triggered() bool { return p.ccaps.caps&C.FI_TRIGGER != 0 }
+
+// MRMode is the memory registration mode the provider asked for (FI_MR_* bits).
+func (p *Provider) MRMode() uint64 { return uint64(p.ccaps.mr_mode) }
+
+func (p *Provider) virtAddr() bool { return p.ccaps.mr_mode&C.FI_MR_VIRT_ADDR != 0 }
+func (p *Provider) provKey() bool  { return p.ccaps.mr_mode&C.FI_MR_PROV_KEY != 0 }
+
+// Close closes the fabric; every context must have been closed.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	r := C.ofi_close(&p.fabric.fid)
+	C.fi_freeinfo(p.info)
+	return check("fi_close(fabric)", r)
+}
+
+func fiErr(r C.int) string { return fmt.Sprintf("%s (%d)", C.GoString(C.ofi_strerror(r)), int(r)) }
+
+func check(what string, r C.int) error {
+	if r == 0 {
+		return nil
+	}
+	return fmt.Errorf("ofi: %s: %s", what, fiErr(r))
+}
+
+// Context is one rank: a libfabric domain and its address vector.
+type Context struct {
+	p      *Provider
+	rank   int
+	dom    *C.struct_fid_domain
+	av     *C.struct_fid_av
+	qps    map[uint32]*QP
+	cqs    map[uint32]*CQ
+	mrs    map[uint32]*MR
+	cntrs  []*Counter
+	work   []*C.ofi_cntr_work
+	nextQP uint32
+	nextCQ uint32
+	nextMR uint32
+	closed bool
+}
+
+// Open opens rank's domain. One process may open any number of ranks.
+func (p *Provider) Open(rank int) (nic.Context, error) { return p.OpenContext(rank) }
+
+// OpenContext is Open, returning the concrete type.
+func (p *Provider) OpenContext(rank int) (*Context, error) {
+	c := &Context{p: p, rank: rank, qps: map[uint32]*QP{}, cqs: map[uint32]*CQ{}, mrs: map[uint32]*MR{}}
+	if r := C.ofi_domain(p.fabric, p.info, &c.dom, &c.av); r != 0 {
+		return nil, fmt.Errorf("ofi: rank %d: fi_domain: %s", rank, fiErr(r))
+	}
+	return c, nil
+}
+
+// Rank is the rank the context was opened for.
+func (c *Context) Rank() int { return c.rank }
+
+// AllocPD returns the context's protection domain: a libfabric domain is both.
+func (c *Context) AllocPD() (nic.PD, error) { return c.PD() }
+
+// PD is AllocPD, returning the concrete type.
+func (c *Context) PD() (*PD, error) {
+	if c.closed {
+		return nil, nic.ErrClosed
+	}
+	return &PD{c: c}, nil
+}
+
+// Close closes every endpoint, counter, region and CQ of the context, then the domain.
+func (c *Context) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var first error
+	keep := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	for _, q := range c.qps {
+		keep(q.Close())
+	}
+	for _, m := range c.mrs {
+		keep(m.Close())
+	}
+	for _, k := range c.cntrs {
+		keep(k.Close())
+	}
+	for _, q := range c.cqs {
+		keep(q.Close())
+	}
+	keep(check("fi_close(av)", C.ofi_close(&c.av.fid)))
+	keep(check("fi_close(domain)", C.ofi_close(&c.dom.fid)))
+	for _, w := range c.work {
+		C.free(unsafe.Pointer(w))
+	}
+	c.work = nil
+	return first
+}
+
+// PD is a protection domain: the context's domain.
+type PD struct{ c *Context }
+
+// Close does nothing: the domain closes with the context.
+func (pd *PD) Close() error { return nil }
+
+// MR is a registered region, allocated outside the Go heap.
+type MR struct {
+	c      *Context
+	buf    unsafe.Pointer
+	size   int
+	access nic.Access
+	mr     *C.struct_fid_mr
+	desc   unsafe.Pointer
+	lkey   uint32
+	rkey   uint32
+	addr   uint64 // what work requests name Bytes()[0] by
+	closed bool
+}
+
+// AllocMR allocates size zeroed, cache-line aligned bytes and registers them.
+func (pd *PD) AllocMR(size int, access nic.Access) (nic.MR, error) { return pd.Alloc(size, access) }
+
+// Alloc is AllocMR, returning the concrete type.
+func (pd *PD) Alloc(size int, access nic.Access) (*MR, error) {
+	c := pd.c
+	if c.closed {
+		return nil, nic.ErrClosed
+	}
+	if size <= 0 {
+		return nil, fmt.Errorf("ofi: region of %d bytes: %w", size, nic.ErrBadRequest)
+	}
+	var buf unsafe.Pointer
+	if C.posix_memalign(&buf, 64, C.size_t(size)) != 0 {
+		return nil, fmt.Errorf("ofi: cannot allocate %d bytes", size)
+	}
+	C.memset(buf, 0, C.size_t(size))
+	// Local access is always granted (the nic contract checks local writes itself, below).
+	fl := C.uint64_t(C.FI_SEND | C.FI_RECV | C.FI_READ | C.FI_WRITE)
+	if access&nic.AccessRemoteWrite != 0 {
+		fl |= C.FI_REMOTE_WRITE
+	}
+	if access&nic.AccessRemoteRead != 0 {
+		fl |= C.FI_REMOTE_READ
+	}
+	if access&nic.AccessRemoteAtomic != 0 {
+		fl |= C.FI_REMOTE_READ | C.FI_REMOTE_WRITE
+	}
+	c.nextMR++
+	m := &MR{c: c, buf: buf, size: size, access: access, lkey: c.nextMR}
+	// Keys coredag chooses are spaced so that a key off by one names no region.
+	want := C.uint64_t(uint64(c.nextMR)*16 + 1)
+	var rkey C.uint64_t
+	if r := C.ofi_mr_reg(c.dom, buf, C.size_t(size), fl, want, &m.mr, &rkey, &m.desc); r != 0 {
+		C.free(buf)
+		return nil, fmt.Errorf("ofi: fi_mr_reg(%d bytes, %v): %s", size, access, fiErr(r))
+	}
+	if uint64(rkey) > math.MaxUint32 {
+		C.ofi_close(&m.mr.fid)
+		C.free(buf)
+		return nil, fmt.Errorf("ofi: key %#x does not fit the 32 bits of nic.RemoteMR: %w", uint64(rkey), nic.ErrProviderLimited)
+	}
+	m.rkey = uint32(rkey)
+	if c.p.virtAddr() {
+		m.addr = uint64(uintptr(buf))
+	} // else the provider addresses regions by offset, and Addr() is 0
+	c.mrs[m.lkey] = m
+	return m, nil
+}
+
+// Bytes is the region's memory.
+func (m *MR) Bytes() []byte { return unsafe.Slice((*byte)(m.buf), m.size) }
+
+// Addr is the address of Bytes()[0] in work requests: its virtual address if the provider uses
+// FI_MR_VIRT_ADDR, else 0 (offsets).
+func (m *MR) Addr() uint64 { return m.addr }
+
+// LKey is the context's name for the region (the provider's descriptor stays on the C side).
+func (m *MR) LKey() uint32 { return m.lkey }
+
+// RKey is the region's libfabric key.
+func (m *MR) RKey() uint32 { return m.rkey }
+
+// Access is the region's access rights.
+func (m *MR) Access() nic.Access { return m.access }
+
+// Remote is the descriptor to hand to peers.
+func (m *MR) Remote() nic.RemoteMR {
+	return nic.RemoteMR{Addr: m.addr, RKey: m.rkey, Len: uint64(m.size)}
+}
+
+// Close deregisters and frees the region.
+func (m *MR) Close() error {
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	delete(m.c.mrs, m.lkey)
+	err := check("fi_close(mr)", C.ofi_close(&m.mr.fid))
+	C.free(m.buf)
+	return err
+}
+
+// local resolves an SGE: the pointer, the descriptor, and whether it is inside its region.
+func (c *Context) local(s nic.SGE, write bool) (unsafe.Pointer, unsafe.Pointer, bool) {
+	if s.Len == 0 {
+		return nil, nil, true
+	}
+	m := c.mrs[s.LKey]
+	if m == nil || s.Addr < m.addr || s.Addr-m.addr+uint64(s.Len) > uint64(m.size) {
+		return nil, nil, false
+	}
+	if write && m.access&nic.AccessLocalWrite == 0 {
+		return nil, nil, false
+	}
+	return unsafe.Add(m.buf, s.Addr-m.addr), m.desc, true
+}

@@ -1,0 +1,245 @@
+//go:build ofi && linux
+
+package ofi
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/internal/nictest"
+)
+
+// The tests run on libfabric's sockets provider on loopback (FI_SOCKETS_IFACE=lo, endpoints on
+// 127.0.0.1). They skip if libfabric has no sockets provider.
+
+func provider(t *testing.T) *Provider {
+	t.Helper()
+	opts := DefaultOptions()
+	opts.Provider = "sockets"
+	p, err := NewProvider(opts)
+	if err != nil {
+		t.Skipf("no libfabric sockets provider: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+type end struct {
+	ctx      *Context
+	pd       *PD
+	mr       *MR
+	scq, rcq nic.CQ
+	qp       *QP
+}
+
+func (e *end) nictest() nictest.End {
+	return nictest.End{Ctx: e.ctx, PD: e.pd, QP: e.qp, SCQ: e.scq, RCQ: e.rcq, MR: e.mr}
+}
+
+func (e *end) sge(off, n int) nic.SGE {
+	return nic.SGE{Addr: e.mr.Addr() + uint64(off), Len: uint32(n), LKey: e.mr.LKey()}
+}
+
+// pair opens ranks 0 and 1 (a domain each) and connects one endpoint between them; binds[i] are
+// bound to rank i's endpoint, on counters that open(rank's context) returns.
+func pair(t *testing.T, p *Provider, acc nic.Access, depth int, binds func(rank int, c *Context) []Bind) (*end, *end) {
+	t.Helper()
+	mk := func(rank int, acc nic.Access) *end {
+		c, err := p.OpenContext(rank)
+		require.NoError(t, err)
+		t.Cleanup(func() { assert.NoError(t, c.Close()) })
+		e := &end{ctx: c}
+		e.pd, err = c.PD()
+		require.NoError(t, err)
+		e.mr, err = e.pd.Alloc(4096, acc)
+		require.NoError(t, err)
+		e.scq, err = c.CreateCQ(depth)
+		require.NoError(t, err)
+		e.rcq, err = c.CreateCQ(depth)
+		require.NoError(t, err)
+		var b []Bind
+		if binds != nil {
+			b = binds(rank, c)
+		}
+		e.qp, err = e.pd.CreateEndpoint(nic.QPConfig{SendCQ: e.scq, RecvCQ: e.rcq, SendDepth: depth, RecvDepth: depth,
+			MaxInline: p.Caps().MaxInline}, b...)
+		require.NoError(t, err)
+		return e
+	}
+	a, b := mk(0, nictest.AllAccess), mk(1, acc)
+	require.NoError(t, a.qp.Connect(b.qp.Info()))
+	require.NoError(t, b.qp.Connect(a.qp.Info()))
+	return a, b
+}
+
+func TestProvider(t *testing.T) {
+	p := provider(t)
+	t.Logf("%v: caps %+v, mr_mode %#x, FI_TRIGGER %v", p, p.Caps(), p.MRMode(), p.Triggered())
+	assert.False(t, p.Caps().CrossChannel)
+	assert.Greater(t, p.Caps().MaxQPDepth, 0)
+	a, _ := pair(t, p, nictest.AllAccess, 8, nil)
+	info := a.qp.Info()
+	assert.Equal(t, []byte{127}, info.GID[4:5], "the endpoint is bound on loopback: %v", info.GID)
+}
+
+func TestDefaultProvider(t *testing.T) {
+	p, err := NewProvider(DefaultOptions())
+	if err != nil {
+		t.Skipf("no provider with FI_TRIGGER and FI_RMA: %v", err)
+	}
+	defer p.Close()
+	t.Logf("default: %v", p)
+	assert.True(t, p.Triggered())
+}
+
+// TestContract holds the provider to package nic's contract, except where RDM endpoints differ
+// from RC queue pairs (skipped with the reason).
+func TestContract(t *testing.T) {
+	p := provider(t)
+	nictest.Contract(t, p.Caps(), func(t *testing.T, c nictest.PairConfig) (nictest.End, nictest.End) {
+		if strings.HasSuffix(t.Name(), "/Flush") {
+			t.Skip("an RDM endpoint has no error state: requests posted behind a failed one have already " +
+				"run when it fails (only requests posted after the failure is seen are flushed)")
+		}
+		depth := c.Depth
+		if depth == 0 {
+			depth = 64
+		}
+		a, b := pair(t, p, c.Access, depth, nil)
+		return a.nictest(), b.nictest()
+	})
+}
+
+func TestAtomics(t *testing.T) {
+	p := provider(t)
+	if !p.Caps().Atomics {
+		t.Skip("no FI_ATOMIC")
+	}
+	a, b := pair(t, p, nictest.AllAccess, 16, nil)
+	rb := b.mr.Remote()
+	binary.LittleEndian.PutUint64(b.mr.Bytes()[64:], 40)
+	_, err := a.qp.PostSend([]nic.SendWR{
+		{ID: 1, Op: nic.OpAtomicFAdd, Flags: nic.FlagSignaled, Local: a.sge(0, 8), RemoteAddr: rb.Addr + 64, RKey: rb.RKey, CompareAdd: 2},
+		{ID: 2, Op: nic.OpAtomicCAS, Flags: nic.FlagSignaled, Local: a.sge(8, 8), RemoteAddr: rb.Addr + 64, RKey: rb.RKey, CompareAdd: 42, Swap: 7},
+	})
+	require.NoError(t, err)
+	wcs := nictest.Wait(t, a.scq, 2)
+	for _, wc := range wcs {
+		assert.Equal(t, nic.StatusSuccess, wc.Status, "%+v: %s", wc, a.qp.Explain())
+	}
+	assert.EqualValues(t, 40, binary.LittleEndian.Uint64(a.mr.Bytes()[0:]))
+	assert.EqualValues(t, 42, binary.LittleEndian.Uint64(a.mr.Bytes()[8:]))
+	assert.EqualValues(t, 7, binary.LittleEndian.Uint64(b.mr.Bytes()[64:]))
+}
+
+// TestTriggeredWrite: a write triggered when a counter of sends reaches 2 goes only after the
+// second send completed.
+func TestTriggeredWrite(t *testing.T) {
+	p := provider(t)
+	if !p.Triggered() {
+		t.Skip("no FI_TRIGGER")
+	}
+	var sends *Counter
+	a, b := pair(t, p, nictest.AllAccess, 16, func(rank int, c *Context) []Bind {
+		if rank != 0 {
+			return nil
+		}
+		k, err := c.OpenCounter()
+		require.NoError(t, err)
+		sends = k
+		return []Bind{{Cntr: k, Events: EvSend}}
+	})
+	rb := b.mr.Remote()
+	binary.LittleEndian.PutUint64(a.mr.Bytes()[256:], 0x5eed)
+	require.NoError(t, a.qp.PostTriggered(sends, 2, nic.SendWR{ID: 9, Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled,
+		Local: a.sge(256, 8), RemoteAddr: rb.Addr + 512, RKey: rb.RKey}))
+	_, err := b.qp.PostRecv([]nic.RecvWR{{ID: 1}, {ID: 2}})
+	require.NoError(t, err)
+
+	_, err = a.qp.PostSend([]nic.SendWR{{ID: 1, Op: nic.OpSend}})
+	require.NoError(t, err)
+	nictest.Wait(t, b.rcq, 1)
+	require.NoError(t, sends.Wait(1, 5*time.Second))
+	// Give a wrongly fired write time to land: it must not.
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		var wc [4]nic.WC
+		n, err := a.scq.Poll(wc[:])
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing completes before the second send: %+v", wc[:n])
+		time.Sleep(5 * time.Millisecond)
+	}
+	assert.Zero(t, binary.LittleEndian.Uint64(b.mr.Bytes()[512:]), "one send done: the write has not gone")
+
+	_, err = a.qp.PostSend([]nic.SendWR{{ID: 2, Op: nic.OpSend, Flags: nic.FlagSignaled}})
+	require.NoError(t, err)
+	nictest.Wait(t, b.rcq, 1)
+	wcs := nictest.Wait(t, a.scq, 2)
+	assert.EqualValues(t, 9, wcs[0].ID, "the triggered write holds its place in the send queue")
+	assert.EqualValues(t, 2, wcs[1].ID)
+	for _, wc := range wcs {
+		assert.Equal(t, nic.StatusSuccess, wc.Status, "%+v: %s", wc, a.qp.Explain())
+	}
+	assert.EqualValues(t, 0x5eed, binary.LittleEndian.Uint64(b.mr.Bytes()[512:]), "the triggered write landed")
+	assert.EqualValues(t, 2, sends.Read())
+	assert.Zero(t, sends.ReadErr())
+}
+
+// TestRemoteWriteCounter: a counter bound for FI_REMOTE_WRITE counts writes into the target.
+func TestRemoteWriteCounter(t *testing.T) {
+	p := provider(t)
+	var rw *Counter
+	a, b := pair(t, p, nictest.AllAccess, 16, func(rank int, c *Context) []Bind {
+		if rank != 1 {
+			return nil
+		}
+		k, err := c.OpenCounter()
+		require.NoError(t, err)
+		rw = k
+		return []Bind{{Cntr: k, Events: EvRemoteWrite}}
+	})
+	rb := b.mr.Remote()
+	_, err := a.qp.PostSend([]nic.SendWR{
+		{ID: 1, Op: nic.OpRDMAWrite, Local: a.sge(0, 8), RemoteAddr: rb.Addr, RKey: rb.RKey},
+		{ID: 2, Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled, Local: a.sge(0, 8), RemoteAddr: rb.Addr + 8, RKey: rb.RKey},
+	})
+	require.NoError(t, err)
+	nictest.Wait(t, a.scq, 1)
+	if err := rw.Wait(2, 5*time.Second); err != nil {
+		t.Skipf("remote write events are not counted (FI_RMA_EVENT): %v", err)
+	}
+	assert.EqualValues(t, 2, rw.Read())
+}
+
+// TestCounterWork: deferred work adds to a counter when another reaches its threshold, and not
+// before; Wait times out below the threshold.
+func TestCounterWork(t *testing.T) {
+	p := provider(t)
+	c, err := p.OpenContext(0)
+	require.NoError(t, err)
+	defer c.Close()
+	trig, err := c.OpenCounter()
+	require.NoError(t, err)
+	target, err := c.OpenCounter()
+	require.NoError(t, err)
+	_, err = c.QueueCounterWork(trig, 3, target, 5, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, trig.Add(2))
+	assert.ErrorIs(t, target.Wait(5, 50*time.Millisecond), ErrTimeout, "threshold not reached: no work")
+	assert.Zero(t, target.Read())
+	require.NoError(t, trig.Add(1))
+	require.NoError(t, target.Wait(5, 5*time.Second), "the work ran at the threshold")
+	assert.EqualValues(t, 5, target.Read())
+
+	_, err = c.QueueCounterWork(trig, 4, target, 100, true, nil)
+	require.NoError(t, err)
+	require.NoError(t, trig.Set(4))
+	require.NoError(t, target.Wait(100, 5*time.Second), "a set at its threshold")
+	assert.EqualValues(t, 100, target.Read())
+}

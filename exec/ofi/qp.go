@@ -1,0 +1,477 @@
+//go:build ofi && linux
+
+package ofi
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/coredag/coredag/exec/nic"
+)
+
+// CQ is a libfabric completion queue (FI_CQ_FORMAT_DATA). libfabric completes the requests of an
+// endpoint in any order; the CQ hands them out per queue in posting order, as nic requires, and
+// only those that were signalled or failed.
+type CQ struct {
+	c      *Context
+	num    uint32
+	depth  int
+	cq     *C.struct_fid_cq
+	out    []nic.WC
+	comps  [64]C.ofi_comp
+	err    error
+	closed bool
+}
+
+// CreateCQ opens a completion queue.
+func (c *Context) CreateCQ(depth int) (nic.CQ, error) {
+	if c.closed {
+		return nil, nic.ErrClosed
+	}
+	if depth <= 0 || depth > c.p.caps.MaxCQDepth {
+		return nil, fmt.Errorf("ofi: CQ depth %d: %w", depth, nic.ErrBadRequest)
+	}
+	c.nextCQ++
+	q := &CQ{c: c, num: c.nextCQ, depth: depth}
+	// Room for the provider's completions of unsignalled requests too.
+	if r := C.ofi_cq_open(c.dom, C.size_t(2*depth), &q.cq); r != 0 {
+		return nil, fmt.Errorf("ofi: fi_cq_open: %s", fiErr(r))
+	}
+	c.cqs[q.num] = q
+	return q, nil
+}
+
+// Num is the CQ's number in its context.
+func (q *CQ) Num() uint32 { return q.num }
+
+// Depth is the depth the CQ was created with.
+func (q *CQ) Depth() int { return q.depth }
+
+// Poll reads the provider's completions (one fi_cq_read, which also drives the provider's
+// progress) and returns up to len(wc) in queue order.
+func (q *CQ) Poll(wc []nic.WC) (int, error) {
+	if q.closed {
+		return 0, nic.ErrClosed
+	}
+	if q.err != nil {
+		return 0, q.err
+	}
+	if len(q.out) < len(wc) {
+		n := C.ofi_cq_poll(q.cq, &q.comps[0], C.int(len(q.comps)))
+		if n < 0 {
+			q.err = fmt.Errorf("ofi: cq %d: fi_cq_read: %s", q.num, fiErr(n))
+			return 0, q.err
+		}
+		for i := range int(n) {
+			q.c.complete(&q.comps[i])
+		}
+	}
+	if len(q.out) > q.depth {
+		q.err = fmt.Errorf("ofi: cq %d overflowed: %d unpolled completions, depth %d", q.num, len(q.out), q.depth)
+		return 0, q.err
+	}
+	k := copy(wc, q.out)
+	q.out = q.out[:copy(q.out, q.out[k:])]
+	return k, nil
+}
+
+// Close closes the CQ.
+func (q *CQ) Close() error {
+	if q.closed {
+		return nil
+	}
+	q.closed = true
+	delete(q.c.cqs, q.num)
+	return check("fi_close(cq)", C.ofi_close(&q.cq.fid))
+}
+
+// status maps a libfabric error (positive FI_E* value) to a nic status.
+func status(err int) nic.Status {
+	switch err {
+	case 0:
+		return nic.StatusSuccess
+	case C.FI_EACCES, C.FI_EPERM, C.FI_EKEYREJECTED:
+		return nic.StatusRemoteAccessError
+	case C.FI_ETRUNC, C.FI_ETOOSMALL, C.FI_EMSGSIZE:
+		return nic.StatusLocalLengthError
+	case C.FI_ECANCELED:
+		return nic.StatusFlushError
+	case C.FI_EINVAL, C.FI_EOPNOTSUPP:
+		return nic.StatusRemoteInvalidRequest
+	}
+	return nic.StatusGeneralError
+}
+
+// entry is one work request of a queue, from its post to its completion's hand-out.
+type entry struct {
+	id      uint64
+	op      nic.Opcode
+	signal  bool
+	pending int // libfabric operations not completed yet
+	status  nic.Status
+	byteLen uint32
+	imm     uint32
+}
+
+// ring is a queue's entries in posting order; head is the oldest not handed out.
+type ring struct {
+	e          []entry
+	head, tail uint64
+}
+
+func (r *ring) full() bool          { return r.tail-r.head == uint64(len(r.e)) }
+func (r *ring) at(i uint64) *entry  { return &r.e[i%uint64(len(r.e))] }
+func (r *ring) push(e entry) *entry { p := r.at(r.tail); *p = e; r.tail++; return p }
+func (r *ring) headDone() bool      { return r.head < r.tail && r.at(r.head).pending == 0 }
+
+// complete files one provider completion with its work request and hands out what is now done
+// at the head of the queue.
+func (c *Context) complete(k *C.ofi_comp) {
+	s := k.slot
+	if s == nil {
+		return // a completion without context (none are asked for)
+	}
+	q := c.qps[uint32(s.qpn)]
+	if q == nil {
+		return // its endpoint was closed
+	}
+	r := &q.sq
+	if s.side == 1 {
+		r = &q.rq
+	}
+	e := r.at(uint64(s.idx))
+	e.pending--
+	if k.err != 0 && e.status == nic.StatusSuccess {
+		e.status = status(int(k.err))
+		q.lastErr = fmt.Sprintf("%s (provider error %d)", C.GoString(C.ofi_strerror(C.int(k.err))), int(k.prov_errno))
+	}
+	if s.side == 1 && k.err == 0 {
+		e.byteLen = uint32(k.len)
+		if k.flags&C.FI_REMOTE_CQ_DATA != 0 {
+			e.op, e.imm = nic.OpRecvImm, uint32(k.data)
+		}
+	}
+	q.drain()
+}
+
+// drain hands out the done entries at the head of both queues.
+func (q *QP) drain() {
+	for q.sq.headDone() {
+		e := q.sq.at(q.sq.head)
+		q.sq.head++
+		if e.status != nic.StatusSuccess && e.status != nic.StatusFlushError {
+			q.failed = true
+		}
+		if e.signal || e.status != nic.StatusSuccess {
+			q.scq.out = append(q.scq.out, nic.WC{ID: e.id, Status: e.status, Opcode: e.op, QPN: q.num, ByteLen: e.byteLen})
+		}
+	}
+	for q.rq.headDone() {
+		e := q.rq.at(q.rq.head)
+		q.rq.head++
+		q.rcq.out = append(q.rcq.out, nic.WC{ID: e.id, Status: e.status, Opcode: e.op, QPN: q.num, ByteLen: e.byteLen, Imm: e.imm})
+	}
+}
+
+// QP is an RDM endpoint and the peer's address: an RC-like queue pair.
+type QP struct {
+	c         *Context
+	num       uint32
+	ep        *C.struct_fid_ep
+	addr      [16]byte
+	peer      C.uint64_t
+	connected bool
+	closed    bool
+	failed    bool // a send-queue request failed: later posts are flushed
+	lastErr   string
+	scq, rcq  *CQ
+	maxInline int
+	sq, rq    ring
+	sslots    *C.ofi_slot // two per send entry (a write with immediate is a write and a send)
+	rslots    *C.ofi_slot
+	scratch   *MR // 32 bytes per send entry: an atomic's operands, and the old value if the caller does not want it
+}
+
+// Bind attaches a counter to an endpoint for some of its events (CreateEndpoint).
+type Bind struct {
+	Cntr   *Counter
+	Events Event
+}
+
+// CreateQP creates an endpoint, not yet connected.
+func (pd *PD) CreateQP(cfg nic.QPConfig) (nic.QP, error) { return pd.CreateEndpoint(cfg) }
+
+// CreateEndpoint is CreateQP with counters bound to the endpoint (libfabric binds counters before
+// the endpoint is enabled, so here and not later).
+func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
+	c := pd.c
+	if c.closed {
+		return nil, nic.ErrClosed
+	}
+	if cfg.CrossChannel || cfg.ManagedSend || cfg.ManagedRecv {
+		return nil, fmt.Errorf("ofi: managed or cross-channel queue: %w", nic.ErrNoCrossChannel)
+	}
+	scq, ok1 := cfg.SendCQ.(*CQ)
+	rcq, ok2 := cfg.RecvCQ.(*CQ)
+	if !ok1 || !ok2 || scq.c != c || rcq.c != c {
+		return nil, fmt.Errorf("ofi: CQs of another context or provider: %w", nic.ErrWrongContext)
+	}
+	maxd := c.p.caps.MaxQPDepth
+	if cfg.SendDepth <= 0 || cfg.RecvDepth <= 0 || cfg.SendDepth > maxd || cfg.RecvDepth > maxd {
+		return nil, fmt.Errorf("ofi: queue depths %d/%d (at most %d): %w", cfg.SendDepth, cfg.RecvDepth, maxd, nic.ErrBadRequest)
+	}
+	if cfg.MaxInline > c.p.caps.MaxInline {
+		return nil, fmt.Errorf("ofi: inline %d > %d: %w", cfg.MaxInline, c.p.caps.MaxInline, nic.ErrInlineTooLarge)
+	}
+	cntrs := make([]*C.struct_fid_cntr, len(binds)+1)
+	flags := make([]C.uint64_t, len(binds)+1)
+	for i, b := range binds {
+		if b.Cntr == nil || b.Cntr.c != c {
+			return nil, fmt.Errorf("ofi: counter of another context: %w", nic.ErrWrongContext)
+		}
+		cntrs[i], flags[i] = b.Cntr.cntr, C.uint64_t(b.Events)
+	}
+	c.nextQP++
+	q := &QP{c: c, num: c.nextQP, scq: scq, rcq: rcq, maxInline: cfg.MaxInline,
+		sq: ring{e: make([]entry, cfg.SendDepth)}, rq: ring{e: make([]entry, cfg.RecvDepth)}}
+	q.sslots = (*C.ofi_slot)(C.calloc(C.size_t(2*cfg.SendDepth), C.size_t(unsafe.Sizeof(C.ofi_slot{}))))
+	q.rslots = (*C.ofi_slot)(C.calloc(C.size_t(cfg.RecvDepth), C.size_t(unsafe.Sizeof(C.ofi_slot{}))))
+	var addr [128]byte
+	alen := C.size_t(len(addr))
+	r := C.ofi_ep_open(c.dom, c.p.info, c.av, scq.cq, rcq.cq, C.size_t(2*cfg.SendDepth), C.size_t(cfg.RecvDepth),
+		&cntrs[0], &flags[0], C.int(len(binds)), &q.ep, unsafe.Pointer(&addr[0]), &alen)
+	if r != 0 {
+		q.free()
+		return nil, fmt.Errorf("ofi: endpoint: %s", fiErr(r))
+	}
+	if int(alen) > len(q.addr) {
+		C.ofi_close(&q.ep.fid)
+		q.free()
+		return nil, fmt.Errorf("ofi: endpoint address of %d bytes does not fit QPInfo.GID: %w", int(alen), nic.ErrProviderLimited)
+	}
+	copy(q.addr[:], addr[:alen])
+	if c.p.caps.Atomics {
+		m, err := pd.Alloc(32*cfg.SendDepth, nic.AccessLocalWrite)
+		if err != nil {
+			C.ofi_close(&q.ep.fid)
+			q.free()
+			return nil, err
+		}
+		q.scratch = m
+	}
+	c.qps[q.num] = q
+	return q, nil
+}
+
+func (q *QP) free() {
+	C.free(unsafe.Pointer(q.sslots))
+	C.free(unsafe.Pointer(q.rslots))
+	q.sslots, q.rslots = nil, nil
+}
+
+// Num is the endpoint's number in its context.
+func (q *QP) Num() uint32 { return q.num }
+
+// Info carries the endpoint's address (a sockaddr_in for sockets and tcp) in GID.
+func (q *QP) Info() nic.QPInfo { return nic.QPInfo{Rank: q.c.rank, QPN: q.num, GID: q.addr} }
+
+// Connect inserts the peer's address into the context's address vector.
+func (q *QP) Connect(remote nic.QPInfo) error {
+	if q.closed {
+		return nic.ErrClosed
+	}
+	if r := C.ofi_av_insert(q.c.av, unsafe.Pointer(&remote.GID[0]), &q.peer); r != 0 {
+		return fmt.Errorf("ofi: fi_av_insert(%v): %s", remote, fiErr(r))
+	}
+	q.connected = true
+	return nil
+}
+
+// Close closes the endpoint; completions still due from it are dropped.
+func (q *QP) Close() error {
+	if q.closed {
+		return nil
+	}
+	q.closed = true
+	delete(q.c.qps, q.num)
+	err := check("fi_close(ep)", C.ofi_close(&q.ep.fid))
+	q.free()
+	if q.scratch != nil {
+		q.scratch.Close()
+	}
+	return err
+}
+
+func (q *QP) slot(side int, idx uint64, k int) *C.ofi_slot {
+	var s *C.ofi_slot
+	if side == 0 {
+		s = (*C.ofi_slot)(unsafe.Add(unsafe.Pointer(q.sslots), (2*(idx%uint64(len(q.sq.e)))+uint64(k))*uint64(unsafe.Sizeof(*s))))
+	} else {
+		s = (*C.ofi_slot)(unsafe.Add(unsafe.Pointer(q.rslots), (idx%uint64(len(q.rq.e)))*uint64(unsafe.Sizeof(*s))))
+	}
+	*s = C.ofi_slot{}
+	s.qpn, s.side, s.idx = C.uint32_t(q.num), C.uint32_t(side), C.uint64_t(idx)
+	return s
+}
+
+var errAgain = errors.New("again")
+
+// PostSend posts each request with one libfabric call (two for a write with immediate).
+func (q *QP) PostSend(wrs []nic.SendWR) (int, error) {
+	for i := range wrs {
+		if err := q.postSend(&wrs[i], nil, 0); err != nil {
+			return i, err
+		}
+	}
+	return len(wrs), nil
+}
+
+// postSend posts wr, as a triggered operation if cntr is not nil.
+func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
+	if q.closed {
+		return nic.ErrClosed
+	}
+	if !q.connected {
+		return fmt.Errorf("ofi: qp %d: %w", q.num, nic.ErrNotConnected)
+	}
+	if wr.Op.IsCrossChannel() {
+		return fmt.Errorf("ofi: %v: %w", wr.Op, nic.ErrNoCrossChannel)
+	}
+	if wr.Op > nic.OpNop {
+		return fmt.Errorf("ofi: opcode %v on a send queue: %w", wr.Op, nic.ErrBadRequest)
+	}
+	inline := wr.Flags&nic.FlagInline != 0
+	if inline && int(wr.Local.Len) > q.maxInline {
+		return fmt.Errorf("ofi: inline payload of %d bytes > %d: %w", wr.Local.Len, q.maxInline, nic.ErrInlineTooLarge)
+	}
+	atomic := wr.Op == nic.OpAtomicFAdd || wr.Op == nic.OpAtomicCAS
+	if atomic && !q.c.p.caps.Atomics {
+		return fmt.Errorf("ofi: %s has no FI_ATOMIC: %w", q.c.p.name, nic.ErrProviderLimited)
+	}
+	if cntr != nil && (wr.Op == nic.OpNop || wr.Op == nic.OpRDMAWriteImm || atomic) {
+		return fmt.Errorf("ofi: a triggered %v: %w (SEND, RDMA_WRITE and RDMA_READ only)", wr.Op, nic.ErrBadRequest)
+	}
+	if q.sq.full() {
+		return fmt.Errorf("ofi: qp %d send queue: %w", q.num, nic.ErrQueueFull)
+	}
+	idx := q.sq.tail
+	e := q.sq.push(entry{id: wr.ID, op: wr.Op, signal: wr.Flags&nic.FlagSignaled != 0})
+	done := func(st nic.Status) error { e.status = st; q.drain(); return nil }
+	if q.failed {
+		return done(nic.StatusFlushError)
+	}
+	if wr.Op == nic.OpNop {
+		return done(nic.StatusSuccess)
+	}
+	writes := wr.Op == nic.OpRDMARead || atomic
+	buf, desc, ok := q.c.local(wr.Local, writes)
+	if !ok {
+		return done(nic.StatusLocalProtectionError)
+	}
+	var fl C.uint64_t
+	if inline {
+		fl |= C.FI_INJECT
+	}
+	if wr.Flags&nic.FlagFence != 0 && q.c.p.ccaps.caps&C.FI_FENCE != 0 {
+		fl |= C.FI_FENCE
+	}
+	s := q.slot(0, idx, 0)
+	if cntr != nil {
+		fl |= C.FI_TRIGGER
+		s.u = [64]byte{}
+		t := (*C.struct_fi_triggered_context)(unsafe.Pointer(&s.u))
+		t.event_type = C.FI_TRIGGER_THRESHOLD
+		th := (*C.struct_fi_trigger_threshold)(unsafe.Pointer(&t.trigger))
+		th.cntr, th.threshold = cntr.cntr, C.size_t(threshold)
+	}
+	ln := C.size_t(wr.Local.Len)
+	var r C.int
+	e.pending = 1
+	switch wr.Op {
+	case nic.OpSend:
+		r = C.ofi_send(q.ep, buf, ln, desc, q.peer, 0, fl, s)
+	case nic.OpRDMAWrite:
+		r = C.ofi_write(q.ep, buf, ln, desc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
+	case nic.OpRDMAWriteImm:
+		// The write, then an empty message carrying the immediate: it consumes the peer's next
+		// receive, in order with its sends (FI_ORDER_SAW), as the nic contract wants.
+		r = C.ofi_write(q.ep, buf, ln, desc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
+		if r == 0 {
+			e.pending = 2
+			if r2 := C.ofi_send(q.ep, nil, 0, nil, q.peer, C.uint64_t(wr.Imm), C.FI_REMOTE_CQ_DATA, q.slot(0, idx, 1)); r2 != 0 {
+				e.pending = 1
+				e.status = nic.StatusGeneralError
+				q.lastErr = "the notification of a write with immediate could not be posted: " + fiErr(r2)
+			}
+		}
+	case nic.OpRDMARead:
+		e.byteLen = wr.Local.Len
+		r = C.ofi_read(q.ep, buf, ln, desc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), fl, s)
+	case nic.OpAtomicFAdd, nic.OpAtomicCAS:
+		if wr.Local.Len != 0 && wr.Local.Len != 8 {
+			return done(nic.StatusLocalLengthError)
+		}
+		sc := unsafe.Add(q.scratch.buf, 32*(idx%uint64(len(q.sq.e))))
+		res, rdesc := buf, desc
+		if wr.Local.Len == 0 {
+			res, rdesc = sc, q.scratch.desc
+		} else {
+			e.byteLen = 8
+		}
+		*(*C.uint64_t)(unsafe.Add(sc, 8)) = C.uint64_t(wr.CompareAdd)
+		*(*C.uint64_t)(unsafe.Add(sc, 16)) = C.uint64_t(wr.Swap)
+		op := C.int(C.FI_SUM)
+		operand, compare := unsafe.Add(sc, 8), unsafe.Pointer(nil)
+		if wr.Op == nic.OpAtomicCAS {
+			op, operand, compare = C.FI_CSWAP, unsafe.Add(sc, 16), unsafe.Add(sc, 8)
+		}
+		r = C.ofi_atomic64(q.ep, op, (*C.uint64_t)(operand), q.scratch.desc, (*C.uint64_t)(compare), q.scratch.desc,
+			(*C.uint64_t)(res), rdesc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), fl, s)
+	}
+	if r != 0 {
+		q.sq.tail-- // not posted
+		if r == -C.FI_EAGAIN {
+			return fmt.Errorf("ofi: qp %d: provider queue: %w", q.num, nic.ErrQueueFull)
+		}
+		return fmt.Errorf("ofi: qp %d: %v: %s: %w", q.num, wr.Op, fiErr(r), nic.ErrBadRequest)
+	}
+	return nil
+}
+
+// PostRecv posts receives (fi_recvmsg from any address).
+func (q *QP) PostRecv(wrs []nic.RecvWR) (int, error) {
+	for i := range wrs {
+		if q.closed {
+			return i, nic.ErrClosed
+		}
+		if q.rq.full() {
+			return i, fmt.Errorf("ofi: qp %d receive queue: %w", q.num, nic.ErrQueueFull)
+		}
+		idx := q.rq.tail
+		e := q.rq.push(entry{id: wrs[i].ID, op: nic.OpRecv, pending: 1})
+		buf, desc, ok := q.c.local(wrs[i].Local, true)
+		if !ok {
+			e.pending, e.status = 0, nic.StatusLocalProtectionError
+			q.drain()
+			continue
+		}
+		if r := C.ofi_recv(q.ep, buf, C.size_t(wrs[i].Local.Len), desc, q.slot(1, idx, 0)); r != 0 {
+			q.rq.tail--
+			if r == -C.FI_EAGAIN {
+				return i, fmt.Errorf("ofi: qp %d: provider receive queue: %w", q.num, nic.ErrQueueFull)
+			}
+			return i, fmt.Errorf("ofi: qp %d: fi_recvmsg: %s: %w", q.num, fiErr(r), nic.ErrBadRequest)
+		}
+	}
+	return len(wrs), nil
+}
+
+// Explain returns the provider's words for the last failed request of the endpoint.
+func (q *QP) Explain() string { return q.lastErr }

@@ -1,0 +1,219 @@
+//go:build ofi && linux
+
+// shim.c: one C call per libfabric operation (most libfabric calls are inline functions reached
+// through operation tables, which Go cannot call directly), batched completion reads, and the
+// counter and deferred-work calls.
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "shim.h"
+
+#define OFI_VERSION FI_VERSION(1, 9)
+#define POLL_BATCH 64
+
+static int try_getinfo(const char *prov, uint64_t caps, struct fi_info **out) {
+	struct fi_info *hints = fi_allocinfo();
+	if (!hints) return -FI_ENOMEM;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = caps;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	// The memory-registration modes the Go side handles: keys chosen by the provider, local
+	// descriptors, virtual or offset addressing, registered memory only.
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->domain_attr->threading = FI_THREAD_SAFE;
+	hints->addr_format = FI_SOCKADDR_IN;
+	if (prov && *prov) hints->fabric_attr->prov_name = strdup(prov);
+	// Loopback only: the endpoint's source address is 127.0.0.1 (an ephemeral port).
+	int ret = fi_getinfo(OFI_VERSION, "127.0.0.1", NULL, FI_SOURCE, hints, out);
+	fi_freeinfo(hints);
+	return ret;
+}
+
+int ofi_getinfo(const char *prov, int need_trigger, struct fi_info **out, char *name, size_t namelen, ofi_caps *c) {
+	uint64_t base = FI_MSG | FI_RMA | (need_trigger ? FI_TRIGGER : 0);
+	const uint64_t extra[] = {FI_ATOMIC | FI_RMA_EVENT, FI_ATOMIC, FI_RMA_EVENT, 0};
+	int ret = -FI_ENODATA;
+	for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+		ret = try_getinfo(prov, base | extra[i], out);
+		if (ret == 0) break;
+	}
+	if (ret) return ret;
+	struct fi_info *fi = *out;
+	// Keep only the first match: the provider coredag uses.
+	if (fi->next) {
+		fi_freeinfo(fi->next);
+		fi->next = NULL;
+	}
+	snprintf(name, namelen, "%s", fi->fabric_attr->prov_name ? fi->fabric_attr->prov_name : "?");
+	c->caps = fi->caps;
+	c->mr_mode = fi->domain_attr->mr_mode;
+	c->inject = fi->tx_attr->inject_size;
+	c->tx_size = fi->tx_attr->size;
+	c->rx_size = fi->rx_attr->size;
+	c->cq_size = fi->domain_attr->cq_cnt;
+	c->mr_key_size = fi->domain_attr->mr_key_size;
+	c->progress_data = fi->domain_attr->data_progress;
+	return 0;
+}
+
+int ofi_fabric(struct fi_info *info, struct fid_fabric **fab) { return fi_fabric(info->fabric_attr, fab, NULL); }
+
+int ofi_domain(struct fid_fabric *fab, struct fi_info *info, struct fid_domain **dom, struct fid_av **av) {
+	int ret = fi_domain(fab, info, dom, NULL);
+	if (ret) return ret;
+	struct fi_av_attr attr = {.type = FI_AV_TABLE};
+	ret = fi_av_open(*dom, &attr, av, NULL);
+	if (ret) {
+		fi_close(&(*dom)->fid);
+		*dom = NULL;
+	}
+	return ret;
+}
+
+int ofi_close(struct fid *f) { return f ? fi_close(f) : 0; }
+
+int ofi_cq_open(struct fid_domain *dom, size_t depth, struct fid_cq **cq) {
+	struct fi_cq_attr attr = {.size = depth, .format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE};
+	return fi_cq_open(dom, &attr, cq, NULL);
+}
+
+int ofi_cq_poll(struct fid_cq *cq, ofi_comp *out, int n) {
+	struct fi_cq_data_entry e[POLL_BATCH];
+	if (n > POLL_BATCH) n = POLL_BATCH;
+	ssize_t ret = fi_cq_read(cq, e, n);
+	if (ret > 0) {
+		for (ssize_t i = 0; i < ret; i++) {
+			out[i] = (ofi_comp){.slot = e[i].op_context, .flags = e[i].flags, .len = e[i].len, .data = e[i].data};
+		}
+		return (int)ret;
+	}
+	if (ret == -FI_EAGAIN) return 0;
+	if (ret == -FI_EAVAIL) {
+		struct fi_cq_err_entry err;
+		memset(&err, 0, sizeof err);
+		ret = fi_cq_readerr(cq, &err, 0);
+		if (ret == -FI_EAGAIN) return 0;
+		if (ret < 0) return (int)ret;
+		out[0] = (ofi_comp){.slot = err.op_context, .flags = err.flags, .len = err.len, .data = err.data,
+		                    .err = err.err ? err.err : FI_EOTHER, .prov_errno = err.prov_errno};
+		return 1;
+	}
+	return (int)ret;
+}
+
+int ofi_mr_reg(struct fid_domain *dom, void *buf, size_t len, uint64_t access, uint64_t key, struct fid_mr **mr,
+               uint64_t *rkey, void **desc) {
+	int ret = fi_mr_reg(dom, buf, len, access, 0, key, 0, mr, NULL);
+	if (ret) return ret;
+	*rkey = fi_mr_key(*mr);
+	*desc = fi_mr_desc(*mr);
+	return 0;
+}
+
+int ofi_ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_av *av, struct fid_cq *txcq, struct fid_cq *rxcq,
+                size_t txsize, size_t rxsize, struct fid_cntr **cntrs, uint64_t *cntr_flags, int ncntr,
+                struct fid_ep **ep, void *addr, size_t *addrlen) {
+	struct fi_info *fi = fi_dupinfo(info);
+	if (!fi) return -FI_ENOMEM;
+	if (txsize) fi->tx_attr->size = txsize;
+	if (rxsize) fi->rx_attr->size = rxsize;
+	int ret = fi_endpoint(dom, fi, ep, NULL);
+	fi_freeinfo(fi);
+	if (ret) return ret;
+	if ((ret = fi_ep_bind(*ep, &av->fid, 0))) goto fail;
+	if ((ret = fi_ep_bind(*ep, &txcq->fid, FI_TRANSMIT))) goto fail;
+	if ((ret = fi_ep_bind(*ep, &rxcq->fid, FI_RECV))) goto fail;
+	for (int i = 0; i < ncntr; i++) {
+		if ((ret = fi_ep_bind(*ep, &cntrs[i]->fid, cntr_flags[i]))) goto fail;
+	}
+	if ((ret = fi_enable(*ep))) goto fail;
+	if ((ret = fi_getname(&(*ep)->fid, addr, addrlen))) goto fail;
+	return 0;
+fail:
+	fi_close(&(*ep)->fid);
+	*ep = NULL;
+	return ret;
+}
+
+int ofi_av_insert(struct fid_av *av, const void *addr, uint64_t *fiaddr) {
+	fi_addr_t a = FI_ADDR_NOTAVAIL;
+	int ret = fi_av_insert(av, addr, 1, &a, 0, NULL);
+	*fiaddr = a;
+	if (ret == 1) return 0;
+	return ret < 0 ? ret : -FI_EINVAL;
+}
+
+int ofi_send(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t data, uint64_t flags, ofi_slot *slot) {
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct fi_msg m = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest, .context = slot, .data = data};
+	return (int)fi_sendmsg(ep, &m, flags | FI_COMPLETION);
+}
+
+int ofi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, ofi_slot *slot) {
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct fi_msg m = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = slot};
+	return (int)fi_recvmsg(ep, &m, FI_COMPLETION);
+}
+
+int ofi_write(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t raddr, uint64_t rkey,
+              uint64_t data, uint64_t flags, ofi_slot *slot) {
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct fi_rma_iov r = {.addr = raddr, .len = len, .key = rkey};
+	struct fi_msg_rma m = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest,
+	                       .rma_iov = &r, .rma_iov_count = 1, .context = slot, .data = data};
+	return (int)fi_writemsg(ep, &m, flags | FI_COMPLETION);
+}
+
+int ofi_read(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t raddr, uint64_t rkey,
+             uint64_t flags, ofi_slot *slot) {
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct fi_rma_iov r = {.addr = raddr, .len = len, .key = rkey};
+	struct fi_msg_rma m = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest,
+	                       .rma_iov = &r, .rma_iov_count = 1, .context = slot};
+	return (int)fi_readmsg(ep, &m, flags | FI_COMPLETION);
+}
+
+int ofi_atomic64(struct fid_ep *ep, int op, uint64_t *operand, void *odesc, uint64_t *compare, void *cdesc,
+                 uint64_t *res, void *rdesc, uint64_t dest, uint64_t raddr, uint64_t rkey, uint64_t flags, ofi_slot *slot) {
+	struct fi_ioc o = {.addr = operand, .count = 1};
+	struct fi_rma_ioc r = {.addr = raddr, .count = 1, .key = rkey};
+	struct fi_msg_atomic m = {.msg_iov = &o, .desc = &odesc, .iov_count = 1, .addr = dest, .rma_iov = &r,
+	                          .rma_iov_count = 1, .datatype = FI_UINT64, .op = (enum fi_op)op, .context = slot};
+	flags |= FI_COMPLETION;
+	if (op == FI_CSWAP) {
+		struct fi_ioc cmp = {.addr = compare, .count = 1};
+		struct fi_ioc rs = {.addr = res, .count = 1};
+		return (int)fi_compare_atomicmsg(ep, &m, &cmp, &cdesc, 1, &rs, &rdesc, 1, flags);
+	}
+	if (!res) return (int)fi_atomicmsg(ep, &m, flags);
+	struct fi_ioc rs = {.addr = res, .count = 1};
+	return (int)fi_fetch_atomicmsg(ep, &m, &rs, &rdesc, 1, flags);
+}
+
+int ofi_cntr_open(struct fid_domain *dom, struct fid_cntr **c) {
+	struct fi_cntr_attr attr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
+	return fi_cntr_open(dom, &attr, c, NULL);
+}
+uint64_t ofi_cntr_read(struct fid_cntr *c) { return fi_cntr_read(c); }
+uint64_t ofi_cntr_readerr(struct fid_cntr *c) { return fi_cntr_readerr(c); }
+int ofi_cntr_add(struct fid_cntr *c, uint64_t v) { return fi_cntr_add(c, v); }
+int ofi_cntr_set(struct fid_cntr *c, uint64_t v) { return fi_cntr_set(c, v); }
+int ofi_cntr_wait(struct fid_cntr *c, uint64_t threshold, int timeout_ms) { return fi_cntr_wait(c, threshold, timeout_ms); }
+
+int ofi_queue_cntr_work(struct fid_domain *dom, ofi_cntr_work *w, struct fid_cntr *trig, uint64_t threshold,
+                        struct fid_cntr *target, uint64_t value, int set, struct fid_cntr *done) {
+	memset(w, 0, sizeof *w);
+	w->op.cntr = target;
+	w->op.value = value;
+	w->work.threshold = threshold;
+	w->work.triggering_cntr = trig;
+	w->work.completion_cntr = done;
+	w->work.op_type = set ? FI_OP_CNTR_SET : FI_OP_CNTR_ADD;
+	w->work.op.cntr = &w->op;
+	return fi_control(&dom->fid, FI_QUEUE_WORK, &w->work);
+}
+
+int ofi_cancel_work(struct fid_domain *dom, ofi_cntr_work *w) { return fi_control(&dom->fid, FI_CANCEL_WORK, &w->work); }
+
+const char *ofi_strerror(int err) { return fi_strerror(err < 0 ? -err : err); }

@@ -1,0 +1,99 @@
+// shim.h: the C side of the ofi provider. Thin wrappers over libfabric's inline calls, so that Go
+// makes one cgo call per operation, and the per-request context (ofi_slot) that every operation
+// hands to libfabric and gets back in its completion.
+#ifndef COREDAG_OFI_SHIM_H
+#define COREDAG_OFI_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_trigger.h>
+#include <rdma/fi_errno.h>
+
+// ofi_slot is the operation context of one libfabric call. The triggered context comes first, so
+// a triggered operation's context pointer and its slot are the same address. A slot names the
+// endpoint (qpn), the side (0 send, 1 receive, 2 stand-alone triggered operation) and the index of
+// the work request in its queue.
+typedef struct ofi_slot {
+	union {
+		struct fi_context2 ctx;
+		struct fi_triggered_context trig;
+	} u;
+	uint32_t qpn;
+	uint32_t side;
+	uint64_t idx;
+} ofi_slot;
+
+// ofi_comp is one completion as Go reads it: a success (err 0) or an error entry.
+typedef struct ofi_comp {
+	ofi_slot *slot;
+	uint64_t flags;
+	uint64_t len;
+	uint64_t data;
+	int32_t err;        // positive FI_E* value, 0 on success
+	int32_t prov_errno; // the provider's own code, for messages
+} ofi_comp;
+
+// ofi_prov is what fi_getinfo chose, reduced to what Go needs.
+typedef struct ofi_caps {
+	uint64_t caps;
+	uint64_t mr_mode;
+	uint64_t inject;
+	uint64_t tx_size, rx_size;
+	uint64_t cq_size;
+	uint64_t mr_key_size;
+	int progress_data;
+} ofi_caps;
+
+int ofi_getinfo(const char *prov, int need_trigger, struct fi_info **out, char *name, size_t namelen, ofi_caps *caps);
+int ofi_fabric(struct fi_info *info, struct fid_fabric **fab);
+int ofi_domain(struct fid_fabric *fab, struct fi_info *info, struct fid_domain **dom, struct fid_av **av);
+int ofi_close(struct fid *f);
+int ofi_cq_open(struct fid_domain *dom, size_t depth, struct fid_cq **cq);
+int ofi_cq_poll(struct fid_cq *cq, ofi_comp *out, int n);
+int ofi_mr_reg(struct fid_domain *dom, void *buf, size_t len, uint64_t access, uint64_t key, struct fid_mr **mr, uint64_t *rkey, void **desc);
+int ofi_ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_av *av, struct fid_cq *txcq, struct fid_cq *rxcq,
+                size_t txsize, size_t rxsize, struct fid_cntr **cntrs, uint64_t *cntr_flags, int ncntr,
+                struct fid_ep **ep, void *addr, size_t *addrlen);
+int ofi_av_insert(struct fid_av *av, const void *addr, uint64_t *fiaddr);
+
+// Operations. flags carry FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER and FI_FENCE as the caller
+// wants; FI_COMPLETION is always added. A triggered operation's slot must have u.trig filled in.
+int ofi_send(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t data, uint64_t flags, ofi_slot *slot);
+int ofi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, ofi_slot *slot);
+int ofi_write(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t raddr, uint64_t rkey,
+              uint64_t data, uint64_t flags, ofi_slot *slot);
+int ofi_read(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t raddr, uint64_t rkey,
+             uint64_t flags, ofi_slot *slot);
+// ofi_atomic64: op is FI_SUM (fetch-add) or FI_CSWAP; the old value lands in res (res may be NULL
+// for FI_SUM: a non-fetching add).
+int ofi_atomic64(struct fid_ep *ep, int op, uint64_t *operand, void *odesc, uint64_t *compare, void *cdesc,
+                 uint64_t *res, void *rdesc, uint64_t dest, uint64_t raddr, uint64_t rkey, uint64_t flags, ofi_slot *slot);
+
+// Counters.
+int ofi_cntr_open(struct fid_domain *dom, struct fid_cntr **c);
+uint64_t ofi_cntr_read(struct fid_cntr *c);
+uint64_t ofi_cntr_readerr(struct fid_cntr *c);
+int ofi_cntr_add(struct fid_cntr *c, uint64_t v);
+int ofi_cntr_set(struct fid_cntr *c, uint64_t v);
+int ofi_cntr_wait(struct fid_cntr *c, uint64_t threshold, int timeout_ms);
+
+// ofi_queue_cntr_work queues deferred work on the domain: when trig reaches threshold, add (set=0)
+// or set (set=1) value on target. The work and its operand live in *w, which must stay valid and
+// unmoved until the work ran or was cancelled.
+typedef struct ofi_cntr_work {
+	struct fi_deferred_work work;
+	struct fi_op_cntr op;
+} ofi_cntr_work;
+int ofi_queue_cntr_work(struct fid_domain *dom, ofi_cntr_work *w, struct fid_cntr *trig, uint64_t threshold,
+                        struct fid_cntr *target, uint64_t value, int set, struct fid_cntr *done);
+int ofi_cancel_work(struct fid_domain *dom, ofi_cntr_work *w);
+
+const char *ofi_strerror(int err);
+
+#endif
