@@ -17,6 +17,9 @@
 //     cyclic count arithmetic of package wait, starting close to the 24-bit and 16-bit wraps.
 //     Every entry must complete; enabling is monotone, so one maximal execution decides it for
 //     all schedules. A stuck run names the blocked entries and what they wait for.
+//
+// For a triggered target (RankPlan.Trig) the edges and the queue order are proven from the
+// counters, thresholds and counter work alone, for every iteration of a run (trigger.go).
 package replay
 
 import (
@@ -47,6 +50,9 @@ func Check(p *ir.Plan, opt Options) error {
 	c.checkShape()
 	if len(c.errs) == 0 {
 		c.checkEnforced()
+	}
+	if len(c.errs) == 0 && p.Target.Trigger != nil {
+		c.checkTriggered()
 	}
 	if len(c.errs) == 0 {
 		c.checkProgress()
