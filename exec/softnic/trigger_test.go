@@ -44,3 +44,9 @@ func TestTriggerDisarm(t *testing.T) {
 	a, b := pair(t, New(Options{NoCrossChannel: true}), allAccess, nic.QPConfig{})
 	nictest.TriggerDisarm(t, nicEnd(a), nicEnd(b))
 }
+
+// TestCounters holds the software NIC to the nic.TriggerContext contract.
+func TestCounters(t *testing.T) {
+	a, b := pair(t, New(Options{NoCrossChannel: true}), allAccess, nic.QPConfig{})
+	nictest.Counters(t, nicEnd(a), nicEnd(b))
+}

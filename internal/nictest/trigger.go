@@ -1,6 +1,6 @@
 // Package nictest holds the contract tests of package nic: each provider's own tests call them
 // with ends connected on its NIC (Contract for what every provider must do, Trigger and
-// TriggerDisarm for providers with TriggerQP), so every provider is held to the same behaviour.
+// TriggerDisarm for providers with TriggerQP, Counters for providers with nic.TriggerContext), so every provider is held to the same behaviour.
 // It depends on package nic only.
 package nictest
 
