@@ -33,12 +33,55 @@ type MemAccess struct {
 	from, to event
 }
 
-// conflicts reports whether a and b touch memory in ways whose order matters.
-func (a *MemAccess) conflicts(b *MemAccess) bool {
-	return a.Kind != b.Kind || a.Kind == AccessWrite
+// access is the form of a MemAccess the race sweep works on: 40 bytes rather than 64, as a plan
+// has about as many as ops, and without the position, which is looked up again (memAccess) for
+// the races found.
+type access struct {
+	off, len int64
+	op       ir.OpID
+	rank     int32
+	buf      ir.BufID
+	from, to event
+	kind     AccessKind
+	slot     slot
 }
 
-// accesses appends op id's memory accesses to out. This is the one place that knows, for each
+// slot is which slice of its op an access touches.
+type slot uint8
+
+const (
+	slotSrc slot = iota
+	slotDst
+	slotFetch
+)
+
+// ref names an access by its op and slot (an op touches each of its slices at most once), so
+// that it can be found again once the sweep's accesses are gone.
+func (a *access) ref() int32 { return int32(a.op)<<2 | int32(a.slot) }
+
+// conflicts reports whether a and b touch memory in ways whose order matters.
+func (a *access) conflicts(b *access) bool {
+	return a.kind != b.kind || a.kind == AccessWrite
+}
+
+// memAccess is the MemAccess of access ref.
+func memAccess(g *ir.Graph, ref int32) MemAccess {
+	id := ir.OpID(ref >> 2)
+	var buf [2]access
+	for _, a := range accesses(g, id, buf[:0]) {
+		if int32(a.slot) == ref&3 {
+			op := &g.Ops[id]
+			pos := [...]ir.Slice{op.Src, op.Dst, op.Fetch}[a.slot].Pos
+			if !pos.IsValid() {
+				pos = op.Pos
+			}
+			return MemAccess{Op: id, Rank: int(a.rank), Buf: a.buf, Off: a.off, Len: a.len, Kind: a.kind, Pos: pos, from: a.from, to: a.to}
+		}
+	}
+	panic("verify: no access for ref")
+}
+
+// accesses appends op id's memory accesses to out (at most two). This is the one place that knows, for each
 // kind of op, which slices it reads and writes, on which rank, and when.
 //
 //	kind            access                            rank   interval
@@ -52,49 +95,45 @@ func (a *MemAccess) conflicts(b *MemAccess) bool {
 //	atomic          write Fetch                       own    [land, end]
 //	reduce          read Src, write Dst               own    [start, end]
 //	copy            read Src, write Dst               own    [start, end]
-func accesses(g *ir.Graph, id ir.OpID, out []MemAccess) []MemAccess {
+func accesses(g *ir.Graph, id ir.OpID, out []access) []access {
 	op := &g.Ops[id]
 	own, peer := op.Rank, op.Rank
 	if op.Queue != ir.None {
 		peer = g.Queues[op.Queue].PeerRank
 	}
 	start, land, end := startOf(id), landOf(id), endOf(id)
-	add := func(s ir.Slice, rank int, kind AccessKind, from, to event) {
+	add := func(sl slot, s ir.Slice, rank int, kind AccessKind, from, to event) {
 		if !s.Valid() || s.Len <= 0 {
 			return
 		}
-		pos := s.Pos
-		if !pos.IsValid() {
-			pos = op.Pos
-		}
-		out = append(out, MemAccess{Op: id, Rank: rank, Buf: s.Buf, Off: s.Off, Len: s.Len, Kind: kind, Pos: pos, from: from, to: to})
+		out = append(out, access{op: id, rank: int32(rank), buf: s.Buf, off: s.Off, len: s.Len, kind: kind, slot: sl, from: from, to: to})
 	}
 	switch op.Kind {
 	case ir.OpSend:
-		add(op.Src, own, AccessRead, start, land)
+		add(slotSrc, op.Src, own, AccessRead, start, land)
 	case ir.OpRecv:
 		if op.Match != ir.None {
 			l := landOf(op.Match)
-			add(op.Dst, own, AccessWrite, l, l)
+			add(slotDst, op.Dst, own, AccessWrite, l, l)
 		} else {
-			add(op.Dst, own, AccessWrite, start, end)
+			add(slotDst, op.Dst, own, AccessWrite, start, end)
 		}
 	case ir.OpWrite:
-		add(op.Src, own, AccessRead, start, land)
-		add(op.Dst, peer, AccessWrite, start, land)
+		add(slotSrc, op.Src, own, AccessRead, start, land)
+		add(slotDst, op.Dst, peer, AccessWrite, start, land)
 	case ir.OpRead:
-		add(op.Src, peer, AccessRead, start, land)
-		add(op.Dst, own, AccessWrite, land, end)
+		add(slotSrc, op.Src, peer, AccessRead, start, land)
+		add(slotDst, op.Dst, own, AccessWrite, land, end)
 	case ir.OpAtomicAdd, ir.OpAtomicCAS:
 		kind := AccessWrite
 		if op.Kind == ir.OpAtomicAdd && !op.Fetch.Valid() {
 			kind = AccessAdd
 		}
-		add(op.Dst, peer, kind, land, land)
-		add(op.Fetch, own, AccessWrite, land, end)
+		add(slotDst, op.Dst, peer, kind, land, land)
+		add(slotFetch, op.Fetch, own, AccessWrite, land, end)
 	case ir.OpReduce, ir.OpCopy:
-		add(op.Src, own, AccessRead, start, end)
-		add(op.Dst, own, AccessWrite, start, end)
+		add(slotSrc, op.Src, own, AccessRead, start, end)
+		add(slotDst, op.Dst, own, AccessWrite, start, end)
 	}
 	return out
 }
@@ -142,13 +181,13 @@ const (
 type raceFinder struct {
 	g   *ir.Graph
 	h   *hbGraph
-	acc []MemAccess
+	acc []access // the sweep's accesses, dropped before the deferred queries are answered
 
 	deferred []hbQuery
-	pairs    [][2]int32 // access pairs of deferred queries
+	pairs    [][2]int32 // refs of the access pairs of deferred queries
 	found    map[[2]int32]bool
-	races    [][2]int32
-	checked  []int32 // earlier accesses already checked against the current one
+	races    [][2]int32 // refs of racing access pairs, in the order found
+	checked  []int32    // earlier accesses already checked against the current one
 }
 
 type segState struct {
@@ -159,7 +198,29 @@ type segState struct {
 
 func findRaces(g *ir.Graph, h *hbGraph) []Race {
 	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}}
-	f.acc = make([]MemAccess, 0, 2*len(g.Ops)) // most ops access one or two slices
+	f.sweep()
+	// The sweep's accesses are not needed to answer the deferred queries, which builds large
+	// indexes of its own: only the refs of the pairs are kept.
+	f.acc = nil
+	f.h.resolve(f.deferred)
+	for i, q := range f.deferred {
+		if !q.ans {
+			f.race(f.pairs[i][0], f.pairs[i][1])
+		}
+	}
+	return f.collect()
+}
+
+// sweep collects the accesses and sweeps them, (rank, buffer) by (rank, buffer).
+func (f *raceFinder) sweep() {
+	g := f.g
+	n := 0
+	var one []access
+	for i := range g.Ops {
+		one = accesses(g, ir.OpID(i), one[:0])
+		n += len(one)
+	}
+	f.acc = make([]access, 0, n)
 	for i := range g.Ops {
 		f.acc = accesses(g, ir.OpID(i), f.acc)
 	}
@@ -169,7 +230,7 @@ func findRaces(g *ir.Graph, h *hbGraph) []Race {
 	for _, grp := range byGroup {
 		bounds = bounds[:0]
 		for _, a := range grp {
-			bounds = append(bounds, f.acc[a].Off, f.acc[a].Off+f.acc[a].Len)
+			bounds = append(bounds, f.acc[a].off, f.acc[a].off+f.acc[a].len)
 		}
 		sort.Slice(bounds, func(i, j int) bool { return bounds[i] < bounds[j] })
 		bounds = compact(bounds)
@@ -182,21 +243,14 @@ func findRaces(g *ir.Graph, h *hbGraph) []Race {
 		}
 		for _, a := range grp {
 			ac := &f.acc[a]
-			lo := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= ac.Off })
-			hi := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= ac.Off+ac.Len })
+			lo := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= ac.off })
+			hi := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= ac.off+ac.len })
 			f.checked = f.checked[:0]
 			for s := lo; s < hi; s++ {
 				f.visit(&states[s], a)
 			}
 		}
 	}
-	f.h.resolve(f.deferred)
-	for i, q := range f.deferred {
-		if !q.ans {
-			f.race(f.pairs[i][0], f.pairs[i][1])
-		}
-	}
-	return f.collect()
 }
 
 // sortAccesses groups access indices by (rank, buffer), each group in topological order of the
@@ -223,7 +277,7 @@ func (f *raceFinder) sortAccesses() [][]int32 {
 		return nil
 	}
 	gstart := make([]int32, ngroups+1)
-	key := func(a int32) int { return f.acc[a].Rank*nbuf + int(f.acc[a].Buf) }
+	key := func(a int32) int { return int(f.acc[a].rank)*nbuf + int(f.acc[a].buf) }
 	for _, a := range byTopo {
 		gstart[key(a)+1]++
 	}
@@ -262,17 +316,17 @@ func (f *raceFinder) visit(st *segState, a int32) {
 	if st.last >= 0 {
 		f.check(st.last, a)
 	}
-	if ac.Kind != AccessRead {
+	if ac.kind != AccessRead {
 		for _, r := range st.reads {
 			f.check(r, a)
 		}
 	}
-	if ac.Kind != AccessAdd {
+	if ac.kind != AccessAdd {
 		for _, r := range st.adds {
 			f.check(r, a)
 		}
 	}
-	switch ac.Kind {
+	switch ac.kind {
 	case AccessWrite:
 		st.last = a
 		st.reads = st.reads[:0]
@@ -303,7 +357,7 @@ func (f *raceFinder) insert(set []int32, a int32) []int32 {
 // check asks whether earlier access p is ordered before a, recording a race or a deferred query.
 func (f *raceFinder) check(p, a int32) {
 	pa, aa := &f.acc[p], &f.acc[a]
-	if pa.Op == aa.Op || !pa.conflicts(aa) {
+	if pa.op == aa.op || !pa.conflicts(aa) {
 		return
 	}
 	for _, c := range f.checked {
@@ -314,13 +368,14 @@ func (f *raceFinder) check(p, a int32) {
 	f.checked = append(f.checked, p)
 	switch f.h.reach(pa.to, aa.from, checkBudget) {
 	case reachNo:
-		f.race(p, a)
+		f.race(pa.ref(), aa.ref())
 	case reachUnknown:
 		f.deferred = append(f.deferred, hbQuery{x: pa.to, y: aa.from})
-		f.pairs = append(f.pairs, [2]int32{p, a})
+		f.pairs = append(f.pairs, [2]int32{pa.ref(), aa.ref()})
 	}
 }
 
+// race records the race between the accesses with refs p and a.
 func (f *raceFinder) race(p, a int32) {
 	k := [2]int32{p, a}
 	if !f.found[k] {
@@ -339,7 +394,7 @@ func (f *raceFinder) collect() []Race {
 	index := map[key]int{}
 	var out []Race
 	for _, pr := range f.races {
-		a, b := f.acc[pr[0]], f.acc[pr[1]]
+		a, b := memAccess(f.g, pr[0]), memAccess(f.g, pr[1])
 		lo, hi := max(a.Off, b.Off), min(a.Off+a.Len, b.Off+b.Len)
 		k := key{a.Op, b.Op, a.Rank, a.Buf}
 		if i, ok := index[k]; ok {
