@@ -41,19 +41,26 @@ func (e event) op() ir.OpID { return ir.OpID(e / 3) }
 func (e event) phase() int { return int(e % 3) }
 
 // hbGraph is the event DAG with a topological order and a reachability oracle.
+//
+// Its nodes are numbered in two ways. While it is built and sorted, and for good when it has a
+// cycle, a node is an event. Once it is sorted, the nodes are renumbered by topological position
+// (topo maps an event to its position): searches and sweeps then read the adjacency in order, and
+// prune by topological order without a lookup. Methods that take events say so.
 type hbGraph struct {
-	g         *ir.Graph
-	n         int
+	g *ir.Graph
+	n int
+
+	// The successors of node v are succ[succStart[v]:succStart[v+1]].
 	succStart []int32
 	succ      []int32
 
-	// Valid when acyclic: order lists events topologically, topo is its inverse.
+	// Valid when acyclic: topo maps an event to its topological position, the node that stands
+	// for it.
 	acyclic bool
-	order   []int32
 	topo    []int32
 
-	// Scratch for bounded searches: a node is visited in the current search when
-	// stamp[node] == epoch, so no clearing between searches.
+	// Scratch for bounded searches: a position is visited in the current search when
+	// stamp[pos] == epoch, so no clearing between searches. Allocated by the first search.
 	stamp []uint32
 	epoch uint32
 	stack []int32
@@ -64,15 +71,28 @@ type hbGraph struct {
 func newHB(g *ir.Graph, matching bool) *hbGraph {
 	n := 3 * len(g.Ops)
 	h := &hbGraph{g: g, n: n}
-	var from, to []int32
-	add := func(a, b event) {
-		from = append(from, int32(a))
-		to = append(to, int32(b))
+	// Two passes over the edges, counting and then placing them: the adjacency is built in place,
+	// without a list of all edges beside it.
+	start := make([]int32, n+1)
+	hbEdges(g, matching, func(a, _ event) { start[a+1]++ })
+	for i := 0; i < n; i++ {
+		start[i+1] += start[i]
 	}
-	// Capacity estimate: 2 per op, 2 per queue-order pair, 2 per match, one per edge.
-	est := 6*len(g.Ops) + len(g.Edges)
-	from = make([]int32, 0, est)
-	to = make([]int32, 0, est)
+	succ := make([]int32, start[n])
+	hbEdges(g, matching, func(a, b event) {
+		succ[start[a]] = int32(b)
+		start[a]++
+	})
+	copy(start[1:], start[:n]) // each start[a] has moved to where a's list ends
+	start[0] = 0
+	h.succStart, h.succ = start, succ
+	h.sort()
+	return h
+}
+
+// hbEdges calls add for every edge of g's event graph (see the top of this file), the edges from
+// one event in a fixed order.
+func hbEdges(g *ir.Graph, matching bool, add func(a, b event)) {
 	for i := range g.Ops {
 		id := ir.OpID(i)
 		add(startOf(id), landOf(id))
@@ -96,32 +116,17 @@ func newHB(g *ir.Graph, matching bool) *hbGraph {
 			}
 		}
 	}
-	h.succStart = make([]int32, n+1)
-	for _, f := range from {
-		h.succStart[f+1]++
-	}
-	for i := 0; i < n; i++ {
-		h.succStart[i+1] += h.succStart[i]
-	}
-	h.succ = make([]int32, len(from))
-	fill := make([]int32, n)
-	copy(fill, h.succStart[:n])
-	for i, f := range from {
-		h.succ[fill[f]] = to[i]
-		fill[f]++
-	}
-	h.sort()
-	h.stamp = make([]uint32, n)
-	return h
 }
 
-// succs returns the successors of event v.
+// succs returns the successors of node v.
 func (h *hbGraph) succs(v int32) []int32 { return h.succ[h.succStart[v]:h.succStart[v+1]] }
 
-// sort computes a topological order with Kahn's algorithm; it sets acyclic to false when some
-// events are left over (they sit on or behind a cycle).
+// sort computes a topological order with Kahn's algorithm and renumbers the nodes by it; it sets
+// acyclic to false when some events are left over (they sit on or behind a cycle), and leaves
+// the nodes events then.
 func (h *hbGraph) sort() {
-	indeg := make([]int32, h.n)
+	indeg := make([]int32, h.n+1) // n+1: it becomes the renumbered succStart
+	indeg = indeg[:h.n]
 	for _, w := range h.succ {
 		indeg[w]++
 	}
@@ -143,11 +148,23 @@ func (h *hbGraph) sort() {
 	if !h.acyclic {
 		return
 	}
-	h.order = order
 	h.topo = make([]int32, h.n)
 	for i, v := range order {
 		h.topo[v] = int32(i)
 	}
+	// Renumber: position t's successors are those of event order[t], as positions, in the same
+	// order. indeg is all zeros now; it becomes the new succStart.
+	start := indeg[:h.n+1]
+	succ := make([]int32, len(h.succ))
+	k := int32(0)
+	for t, v := range order {
+		for _, w := range h.succs(v) {
+			succ[k] = h.topo[w]
+			k++
+		}
+		start[t+1] = k
+	}
+	h.succStart, h.succ = start, succ
 }
 
 // reachResult is the answer of a bounded reachability search.
@@ -159,34 +176,37 @@ const (
 	reachUnknown // the search gave up; resolve answers it exactly (reach.go)
 )
 
-// reach reports whether x happens before or at y, visiting at most budget events. Only events
-// whose topological index lies between x's and y's can be on a path, which keeps searches between
-// nearby events short.
+// reach reports whether event x happens before or at event y, visiting at most budget events.
+// Only events whose topological index lies between x's and y's can be on a path, which keeps
+// searches between nearby events short.
 func (h *hbGraph) reach(x, y event, budget int) reachResult {
 	if x == y {
 		return reachYes
 	}
-	ty := h.topo[y]
-	if h.topo[x] >= ty {
+	px, ty := h.topo[x], h.topo[y]
+	if px >= ty {
 		return reachNo
+	}
+	if h.stamp == nil {
+		h.stamp = make([]uint32, h.n)
 	}
 	h.epoch++
 	if h.epoch == 0 { // wrapped: forget all stamps
 		clear(h.stamp)
 		h.epoch = 1
 	}
-	stack := append(h.stack[:0], int32(x))
-	h.stamp[x] = h.epoch
+	stack := append(h.stack[:0], px)
+	h.stamp[px] = h.epoch
 	visited := 0
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		for _, w := range h.succs(v) {
-			if w == int32(y) {
+			if w == ty {
 				h.stack = stack
 				return reachYes
 			}
-			if h.topo[w] < ty && h.stamp[w] != h.epoch {
+			if w < ty && h.stamp[w] != h.epoch {
 				h.stamp[w] = h.epoch
 				stack = append(stack, w)
 				visited++
@@ -201,7 +221,10 @@ func (h *hbGraph) reach(x, y event, budget int) reachResult {
 	return reachNo
 }
 
-// hbQuery is a deferred reachability question: does x happen before or at y?
+// dropSearch frees the scratch of reach; the next search allocates it again.
+func (h *hbGraph) dropSearch() { h.stamp, h.stack, h.epoch = nil, nil, 0 }
+
+// hbQuery is a deferred reachability question: does event x happen before or at event y?
 type hbQuery struct {
 	x, y event
 	ans  bool
@@ -226,40 +249,40 @@ func (h *hbGraph) resolveBatch(qs []hbQuery) {
 		first, last := int32(h.n), int32(0)
 		for j, qi := range block {
 			q := &qs[qi]
-			bits[q.x] |= 1 << uint(j)
+			bits[h.topo[q.x]] |= 1 << uint(j)
 			first = min(first, h.topo[q.x])
 			last = max(last, h.topo[q.y])
 		}
 		for i := first; i <= last; i++ {
-			v := h.order[i]
-			b := bits[v]
+			b := bits[i]
 			if b == 0 {
 				continue
 			}
-			for _, w := range h.succs(v) {
-				if h.topo[w] <= last {
+			for _, w := range h.succs(i) {
+				if w <= last {
 					bits[w] |= b
 				}
 			}
 		}
 		for j, qi := range block {
 			q := &qs[qi]
-			q.ans = q.x == q.y || bits[q.y]&(1<<uint(j)) != 0
+			q.ans = q.x == q.y || bits[h.topo[q.y]]&(1<<uint(j)) != 0
 		}
-		for i := first; i <= last; i++ {
-			bits[h.order[i]] = 0
+		if first <= last {
+			clear(bits[first : last+1])
 		}
 	}
 }
 
-// forward marks every event reachable from the given events (themselves included).
+// forward marks every event reachable from the given events (themselves included), by
+// topological position: event e is marked when seen[topo[e]].
 func (h *hbGraph) forward(from ...event) []bool {
 	seen := make([]bool, h.n)
 	stack := make([]int32, 0, 64)
 	for _, e := range from {
-		if !seen[e] {
-			seen[e] = true
-			stack = append(stack, int32(e))
+		if p := h.topo[e]; !seen[p] {
+			seen[p] = true
+			stack = append(stack, p)
 		}
 	}
 	for len(stack) > 0 {

@@ -199,9 +199,10 @@ type segState struct {
 func findRaces(g *ir.Graph, h *hbGraph) []Race {
 	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}}
 	f.sweep()
-	// The sweep's accesses are not needed to answer the deferred queries, which builds large
-	// indexes of its own: only the refs of the pairs are kept.
+	// The sweep's accesses and search scratch are not needed to answer the deferred queries,
+	// which builds large indexes of its own: only the refs of the pairs are kept.
 	f.acc = nil
+	f.h.dropSearch()
 	f.h.resolve(f.deferred)
 	for i, q := range f.deferred {
 		if !q.ans {
@@ -479,7 +480,7 @@ func orderBefore(g *ir.Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
 	best := ir.OpID(ir.None)
 	for x := first; x < end; x++ {
 		e := endOf(x)
-		if x == b.Op || !afterA[e] || fromB[e] {
+		if x == b.Op || !afterA[h.topo[e]] || fromB[h.topo[e]] {
 			continue
 		}
 		if x == a.Op { // the other op itself reads best

@@ -60,16 +60,18 @@ type sepReach struct {
 	dist  []int32
 	queue []int32
 
-	// The successor lists in topological positions: those of the event at position t are
-	// tSucc[tStart[t]:tStart[t+1]]. all lists every position.
-	tStart, tSucc, all []int32
+	// Per topological position: the chain labels (lanes per event: in, and then out in the same
+	// place, see certify), the lane of the chain the event is on (-1 off the chains being
+	// labelled) and its position there, and whether it belongs to the component being solved.
+	label    []int32
+	chainPos []int32
+	lane     []int8
+	member   []bool
 
-	// Per topological position: the chain labels (lanes per event), the lane of the chain the
-	// event is on (-1 off the chains being labelled) and its position there, and whether it
-	// belongs to the component being solved.
-	in, out, chainPos []int32
-	lane              []int8
-	member            []bool
+	// While the out labels are computed: the questions of the component still open (indices in
+	// its subs) and the in labels of their second events, lanes per question.
+	open []int32
+	yin  []int32
 
 	ans     []bool
 	residue []hbQuery
@@ -153,18 +155,7 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	r.mark = make([]int32, g.Ranks)
 	r.comp = make([]int32, g.Ranks)
 	r.dist = make([]int32, g.Ranks)
-	r.tStart = make([]int32, h.n+1)
-	r.tSucc = make([]int32, 0, len(h.succ))
-	r.all = make([]int32, h.n)
-	for t, v := range h.order {
-		for _, w := range h.succs(v) {
-			r.tSucc = append(r.tSucc, h.topo[w])
-		}
-		r.tStart[t+1] = int32(len(r.tSucc))
-		r.all[t] = int32(t)
-	}
-	r.in = make([]int32, lanes*h.n)
-	r.out = make([]int32, lanes*h.n)
+	r.label = make([]int32, lanes*h.n)
 	r.chainPos = make([]int32, h.n)
 	r.lane = make([]int8, h.n)
 	r.member = make([]bool, h.n)
@@ -366,9 +357,10 @@ type chain struct {
 
 // certify answers yes the questions of c that have a path through a chain of a separator rank.
 // It works in topological positions rather than events, so that the sweeps read memory in order.
+// The in labels and the out labels share one array: the in labels the questions need are copied
+// aside (yin) before the out labels overwrite them.
 func (r *sepReach) certify(c component, sep []int32) {
-	ts := r.positions(c.ranks)
-	whole := len(ts) == r.h.n
+	ts, whole := r.positions(c.ranks)
 	if !whole {
 		for _, t := range ts {
 			r.member[t] = true
@@ -398,19 +390,29 @@ func (r *sepReach) certify(c component, sep []int32) {
 				r.chainPos[t] = int32(i)
 			}
 		}
-		r.label(ts, whole)
+		r.labelIn(ts, whole)
+		r.yin, r.open = r.yin[:0], r.open[:0]
+		for i, s := range c.subs {
+			if !r.ans[s.q] {
+				ty := topo[s.y] * lanes
+				r.yin = append(r.yin, r.label[ty:ty+lanes]...)
+				r.open = append(r.open, int32(i))
+			}
+		}
+		r.labelOut(ts, whole)
 		for _, ch := range block {
 			for _, op := range ch.side {
 				r.lane[topo[ch.ev(op)]] = -1
 			}
 		}
 		open := false
-		for _, s := range c.subs {
+		for j, i := range r.open {
+			s := c.subs[i]
 			if r.ans[s.q] {
 				continue
 			}
-			tx, ty := topo[s.x]*lanes, topo[s.y]*lanes
-			x, y := r.out[tx:tx+lanes], r.in[ty:ty+lanes]
+			tx := topo[s.x] * lanes
+			x, y := r.label[tx:tx+lanes], r.yin[j*lanes:j*lanes+lanes]
 			for l := range block {
 				if x[l] <= y[l] {
 					r.ans[s.q] = true
@@ -430,18 +432,29 @@ func (r *sepReach) certify(c component, sep []int32) {
 	}
 }
 
-// label sets, for each lane, in and out at the topological positions ts (in order): out is the
-// first position on the lane's chain that the event there reaches, in the last one that reaches
-// it, counting only paths inside ts (all events when whole). The sweeps are unrolled for four
-// lanes.
-func (r *sepReach) label(ts []int32, whole bool) {
-	in, out, member := r.in, r.out, r.member
-	start, succ := r.tStart, r.tSucc
-	for _, t := range ts {
+// labelIn sets, for each lane, the in label at the topological positions ts (in order; every
+// position when whole): the last position on the lane's chain that reaches the event there,
+// counting only paths inside ts.
+func (r *sepReach) labelIn(ts []int32, whole bool) {
+	in, member := r.label, r.member
+	start, succ := r.h.succStart, r.h.succ
+	n := len(ts)
+	if whole {
+		n = r.h.n
+	}
+	for i := 0; i < n; i++ {
+		t := int32(i)
+		if !whole {
+			t = ts[i]
+		}
 		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
 		it[0], it[1], it[2], it[3] = -1, -1, -1, -1
 	}
-	for _, t := range ts {
+	for i := 0; i < n; i++ {
+		t := int32(i)
+		if !whole {
+			t = ts[i]
+		}
 		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
 		if l := r.lane[t]; l >= 0 {
 			it[l] = max(it[l], r.chainPos[t])
@@ -456,8 +469,23 @@ func (r *sepReach) label(ts []int32, whole bool) {
 			}
 		}
 	}
-	for i := len(ts) - 1; i >= 0; i-- {
-		t := ts[i]
+}
+
+// labelOut sets, for each lane, the out label at the topological positions ts (in order; every
+// position when whole): the first position on the lane's chain that the event there reaches,
+// counting only paths inside ts. The sweeps are unrolled for four lanes.
+func (r *sepReach) labelOut(ts []int32, whole bool) {
+	out, member := r.label, r.member
+	start, succ := r.h.succStart, r.h.succ
+	n := len(ts)
+	if whole {
+		n = r.h.n
+	}
+	for i := n - 1; i >= 0; i-- {
+		t := int32(i)
+		if !whole {
+			t = ts[i]
+		}
 		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
 		ot[0], ot[1], ot[2], ot[3] = math.MaxInt32, math.MaxInt32, math.MaxInt32, math.MaxInt32
 		for _, w := range succ[start[t]:start[t+1]] {
@@ -472,13 +500,13 @@ func (r *sepReach) label(ts []int32, whole bool) {
 	}
 }
 
-// positions lists the topological positions of the events of the given ranks, in order.
-func (r *sepReach) positions(ranks []int32) []int32 {
+// positions lists the topological positions of the events of the given ranks, in order, or
+// reports whole when they are all the ranks (every position, not listed).
+func (r *sepReach) positions(ranks []int32) (ts []int32, whole bool) {
 	h := r.h
 	if len(ranks) == r.g.Ranks {
-		return r.all
+		return nil, true
 	}
-	var ts []int32
 	for _, k := range ranks {
 		first, end := r.g.RankOps(int(k))
 		for e := startOf(first); e < startOf(end); e++ {
@@ -486,5 +514,5 @@ func (r *sepReach) positions(ranks []int32) []int32 {
 		}
 	}
 	slices.Sort(ts)
-	return ts
+	return ts, false
 }
