@@ -33,17 +33,28 @@ type MemAccess struct {
 	from, to event
 }
 
-// access is the form of a MemAccess the race sweep works on: 40 bytes rather than 64, as a plan
-// has about as many as ops, and without the position, which is looked up again (memAccess) for
-// the races found.
+// access is the form of a MemAccess the race sweep works on: 24 bytes rather than 64, as a plan
+// has about as many as ops. The range and the position are read from the op's slice (slice,
+// memAccess).
 type access struct {
-	off, len int64
 	op       ir.OpID
 	rank     int32
 	buf      ir.BufID
 	from, to event
 	kind     AccessKind
 	slot     slot
+}
+
+// slice is the op's slice that access a touches.
+func (a *access) slice(g *ir.Graph) *ir.Slice {
+	op := &g.Ops[a.op]
+	switch a.slot {
+	case slotSrc:
+		return &op.Src
+	case slotDst:
+		return &op.Dst
+	}
+	return &op.Fetch
 }
 
 // slot is which slice of its op an access touches.
@@ -70,12 +81,12 @@ func memAccess(g *ir.Graph, ref int32) MemAccess {
 	var buf [2]access
 	for _, a := range accesses(g, id, buf[:0]) {
 		if int32(a.slot) == ref&3 {
-			op := &g.Ops[id]
-			pos := [...]ir.Slice{op.Src, op.Dst, op.Fetch}[a.slot].Pos
+			s := a.slice(g)
+			pos := s.Pos
 			if !pos.IsValid() {
-				pos = op.Pos
+				pos = g.Ops[id].Pos
 			}
-			return MemAccess{Op: id, Rank: int(a.rank), Buf: a.buf, Off: a.off, Len: a.len, Kind: a.kind, Pos: pos, from: a.from, to: a.to}
+			return MemAccess{Op: id, Rank: int(a.rank), Buf: a.buf, Off: s.Off, Len: s.Len, Kind: a.kind, Pos: pos, from: a.from, to: a.to}
 		}
 	}
 	panic("verify: no access for ref")
@@ -106,7 +117,7 @@ func accesses(g *ir.Graph, id ir.OpID, out []access) []access {
 		if !s.Valid() || s.Len <= 0 {
 			return
 		}
-		out = append(out, access{op: id, rank: int32(rank), buf: s.Buf, off: s.Off, len: s.Len, kind: kind, slot: sl, from: from, to: to})
+		out = append(out, access{op: id, rank: int32(rank), buf: s.Buf, kind: kind, slot: sl, from: from, to: to})
 	}
 	switch op.Kind {
 	case ir.OpSend:
@@ -231,7 +242,8 @@ func (f *raceFinder) sweep() {
 	for _, grp := range byGroup {
 		bounds = bounds[:0]
 		for _, a := range grp {
-			bounds = append(bounds, f.acc[a].off, f.acc[a].off+f.acc[a].len)
+			s := f.acc[a].slice(g)
+			bounds = append(bounds, s.Off, s.Off+s.Len)
 		}
 		sort.Slice(bounds, func(i, j int) bool { return bounds[i] < bounds[j] })
 		bounds = compact(bounds)
@@ -243,9 +255,9 @@ func (f *raceFinder) sweep() {
 			states[s] = segState{last: -1, reads: states[s].reads[:0], adds: states[s].adds[:0]}
 		}
 		for _, a := range grp {
-			ac := &f.acc[a]
-			lo := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= ac.off })
-			hi := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= ac.off+ac.len })
+			s := f.acc[a].slice(g)
+			lo := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= s.Off })
+			hi := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= s.Off+s.Len })
 			f.checked = f.checked[:0]
 			for s := lo; s < hi; s++ {
 				f.visit(&states[s], a)

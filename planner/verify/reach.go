@@ -68,10 +68,9 @@ type sepReach struct {
 	lane     []int8
 	member   []bool
 
-	// While the out labels are computed: the questions of the component still open (indices in
-	// its subs) and the in labels of their second events, lanes per question.
-	open []int32
-	yin  []int32
+	// While the out labels are computed: the in labels of the second events of the component's
+	// questions, lanes per question (those of questions already answered are left stale).
+	yin []int32
 
 	ans     []bool
 	residue []hbQuery
@@ -227,19 +226,39 @@ func (r *sepReach) children(ranks []int32, cur int32, subs []subQuery, limit int
 		})
 		out = append(out, c)
 	}
-	for _, s := range subs {
-		if r.ans[s.q] {
-			continue
+	// The questions go to their components in two passes, counting and then placing them in
+	// one array: they are the bulk of what the search holds.
+	count := make([]int, len(out)+1)
+	for pass := range 2 {
+		var all []subQuery
+		if pass == 1 {
+			for i := range out {
+				count[i+1] += count[i]
+			}
+			all = make([]subQuery, count[len(out)])
+			for i := range out {
+				out[i].subs = all[count[i]:count[i]:count[i+1]]
+			}
 		}
-		cx, cy := r.comp[r.rank(s.x)], r.comp[r.rank(s.y)]
-		if cx != cy {
-			continue
+		for _, s := range subs {
+			if r.ans[s.q] {
+				continue
+			}
+			cx, cy := r.comp[r.rank(s.x)], r.comp[r.rank(s.y)]
+			if cx != cy {
+				continue
+			}
+			switch {
+			case limit > 0 && len(out[cx].ranks) > limit:
+				if pass == 1 {
+					r.toResidue(s)
+				}
+			case pass == 0:
+				count[cx+1]++
+			default:
+				out[cx].subs = append(out[cx].subs, s)
+			}
 		}
-		if limit > 0 && len(out[cx].ranks) > limit {
-			r.toResidue(s)
-			continue
-		}
-		out[cx].subs = append(out[cx].subs, s)
 	}
 	kept := out[:0]
 	for _, c := range out {
@@ -391,12 +410,14 @@ func (r *sepReach) certify(c component, sep []int32) {
 			}
 		}
 		r.labelIn(ts, whole)
-		r.yin, r.open = r.yin[:0], r.open[:0]
+		if need := lanes * len(c.subs); cap(r.yin) < need {
+			r.yin = make([]int32, need)
+		}
+		yin := r.yin[:lanes*len(c.subs)]
 		for i, s := range c.subs {
 			if !r.ans[s.q] {
 				ty := topo[s.y] * lanes
-				r.yin = append(r.yin, r.label[ty:ty+lanes]...)
-				r.open = append(r.open, int32(i))
+				copy(yin[i*lanes:i*lanes+lanes], r.label[ty:ty+lanes])
 			}
 		}
 		r.labelOut(ts, whole)
@@ -406,13 +427,12 @@ func (r *sepReach) certify(c component, sep []int32) {
 			}
 		}
 		open := false
-		for j, i := range r.open {
-			s := c.subs[i]
+		for i, s := range c.subs {
 			if r.ans[s.q] {
 				continue
 			}
 			tx := topo[s.x] * lanes
-			x, y := r.label[tx:tx+lanes], r.yin[j*lanes:j*lanes+lanes]
+			x, y := r.label[tx:tx+lanes], yin[i*lanes:i*lanes+lanes]
 			for l := range block {
 				if x[l] <= y[l] {
 					r.ans[s.q] = true
