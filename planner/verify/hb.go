@@ -125,12 +125,11 @@ func (h *hbGraph) succs(v int32) []int32 { return h.succ[h.succStart[v]:h.succSt
 // acyclic to false when some events are left over (they sit on or behind a cycle), and leaves
 // the nodes events then.
 func (h *hbGraph) sort() {
-	indeg := make([]int32, h.n+1) // n+1: it becomes the renumbered succStart
-	indeg = indeg[:h.n]
+	indeg := make([]int32, h.n)
 	for _, w := range h.succ {
 		indeg[w]++
 	}
-	order := make([]int32, 0, h.n)
+	order := make([]int32, 0, h.n+1) // n+1: it becomes the renumbered succStart
 	for v := 0; v < h.n; v++ {
 		if indeg[v] == 0 {
 			order = append(order, int32(v))
@@ -148,21 +147,29 @@ func (h *hbGraph) sort() {
 	if !h.acyclic {
 		return
 	}
-	h.topo = make([]int32, h.n)
+	// indeg is all zeros now: it becomes topo, and order the renumbered succStart.
+	topo := indeg
 	for i, v := range order {
-		h.topo[v] = int32(i)
+		topo[v] = int32(i)
 	}
-	// Renumber: position t's successors are those of event order[t], as positions, in the same
-	// order. indeg is all zeros now; it becomes the new succStart.
-	start := indeg[:h.n+1]
+	h.topo = topo
+	// Renumber: position t's successors are those of event v = order[t], as positions, in the
+	// same order.
+	start := order[:h.n+1]
+	clear(start)
+	for v := range h.n {
+		start[topo[v]+1] = int32(len(h.succs(int32(v))))
+	}
+	for t := range h.n {
+		start[t+1] += start[t]
+	}
 	succ := make([]int32, len(h.succ))
-	k := int32(0)
-	for t, v := range order {
-		for _, w := range h.succs(v) {
-			succ[k] = h.topo[w]
+	for v := range h.n {
+		k := start[topo[v]]
+		for _, w := range h.succs(int32(v)) {
+			succ[k] = topo[w]
 			k++
 		}
-		start[t+1] = k
 	}
 	h.succStart, h.succ = start, succ
 }

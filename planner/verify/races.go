@@ -267,22 +267,30 @@ func (f *raceFinder) sweep() {
 }
 
 // sortAccesses groups access indices by (rank, buffer), each group in topological order of the
-// accesses' first events, with two counting sorts.
+// accesses' first events: a radix sort by topological position, 12 bits a pass (rather than a
+// counting sort with a counter per event), then a counting sort by group. Both are stable.
 func (f *raceFinder) sortAccesses() [][]int32 {
 	h := f.h
 	n := len(f.acc)
-	byTopo := make([]int32, n)
-	count := make([]int32, h.n+1)
-	for i := range f.acc {
-		count[h.topo[f.acc[i].from]+1]++
+	byTopo, spare := make([]int32, n), make([]int32, n)
+	for i := range byTopo {
+		byTopo[i] = int32(i)
 	}
-	for i := 0; i < h.n; i++ {
-		count[i+1] += count[i]
-	}
-	for i := range f.acc {
-		t := h.topo[f.acc[i].from]
-		byTopo[count[t]] = int32(i)
-		count[t]++
+	const digit = 12
+	for shift := 0; shift == 0 || (h.n-1)>>shift > 0; shift += digit {
+		var count [1<<digit + 1]int32
+		for _, a := range byTopo {
+			count[(h.topo[f.acc[a].from]>>shift)&(1<<digit-1)+1]++
+		}
+		for i := 0; i < 1<<digit; i++ {
+			count[i+1] += count[i]
+		}
+		for _, a := range byTopo {
+			d := (h.topo[f.acc[a].from] >> shift) & (1<<digit - 1)
+			spare[count[d]] = a
+			count[d]++
+		}
+		byTopo, spare = spare, byTopo
 	}
 	nbuf := len(f.g.Buffers)
 	ngroups := f.g.Ranks * nbuf
@@ -297,7 +305,7 @@ func (f *raceFinder) sortAccesses() [][]int32 {
 	for i := 0; i < ngroups; i++ {
 		gstart[i+1] += gstart[i]
 	}
-	sorted := make([]int32, n)
+	sorted := spare
 	fill := append([]int32(nil), gstart[:ngroups]...)
 	for _, a := range byTopo {
 		k := key(a)
