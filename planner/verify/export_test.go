@@ -31,7 +31,7 @@ func HBReach(g *ir.Graph, pairs [][2]int32) (fast, plain []bool) {
 		if reached[p[0]] == nil {
 			reached[p[0]] = h.forward(event(p[0]))
 		}
-		plain = append(plain, reached[p[0]][h.topo[p[1]]])
+		plain = append(plain, reached[p[0]][h.node(event(p[1]))])
 	}
 	return fast, plain
 }

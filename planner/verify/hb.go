@@ -42,10 +42,12 @@ func (e event) phase() int { return int(e % 3) }
 
 // hbGraph is the event DAG with a topological order and a reachability oracle.
 //
-// Its nodes are numbered in two ways. While it is built and sorted, and for good when it has a
-// cycle, a node is an event. Once it is sorted, the nodes are renumbered by topological position
-// (topo maps an event to its position): searches and sweeps then read the adjacency in order, and
-// prune by topological order without a lookup. Methods that take events say so.
+// Its nodes are numbered in two ways. While it is built, sorted and searched by reach, a node is
+// an event: the events of one op, and the ops of one rank, sit side by side, so the short
+// searches of the race sweep stay in a few cache lines. The oracle that answers the questions
+// reach gave up on (resolve, resolveBatch) renumbers the nodes by topological position
+// (renumber; topo maps an event to its position), as its sweeps read the adjacency in
+// topological order. node maps an event to the node that stands for it either way.
 type hbGraph struct {
 	g *ir.Graph
 	n int
@@ -54,13 +56,14 @@ type hbGraph struct {
 	succStart []int32
 	succ      []int32
 
-	// Valid when acyclic: topo maps an event to its topological position, the node that stands
-	// for it.
+	// Valid when acyclic: topo maps an event to its topological position. byPos says whether
+	// the nodes are positions (renumber) rather than events.
 	acyclic bool
 	topo    []int32
+	byPos   bool
 
-	// Scratch for bounded searches: a position is visited in the current search when
-	// stamp[pos] == epoch, so no clearing between searches. Allocated by the first search.
+	// Scratch for bounded searches: an event is visited in the current search when
+	// stamp[e] == epoch, so no clearing between searches. Allocated by the first search.
 	stamp []uint32
 	epoch uint32
 	stack []int32
@@ -121,15 +124,14 @@ func hbEdges(g *ir.Graph, matching bool, add func(a, b event)) {
 // succs returns the successors of node v.
 func (h *hbGraph) succs(v int32) []int32 { return h.succ[h.succStart[v]:h.succStart[v+1]] }
 
-// sort computes a topological order with Kahn's algorithm and renumbers the nodes by it; it sets
-// acyclic to false when some events are left over (they sit on or behind a cycle), and leaves
-// the nodes events then.
+// sort computes a topological order with Kahn's algorithm (topo); it sets acyclic to false when
+// some events are left over (they sit on or behind a cycle).
 func (h *hbGraph) sort() {
 	indeg := make([]int32, h.n)
 	for _, w := range h.succ {
 		indeg[w]++
 	}
-	order := make([]int32, 0, h.n+1) // n+1: it becomes the renumbered succStart
+	order := make([]int32, 0, h.n)
 	for v := 0; v < h.n; v++ {
 		if indeg[v] == 0 {
 			order = append(order, int32(v))
@@ -147,18 +149,34 @@ func (h *hbGraph) sort() {
 	if !h.acyclic {
 		return
 	}
-	// indeg is all zeros now: it becomes topo, and order the renumbered succStart.
+	// indeg is all zeros now: it becomes topo.
 	topo := indeg
 	for i, v := range order {
 		topo[v] = int32(i)
 	}
 	h.topo = topo
-	// Renumber: position t's successors are those of event v = order[t], as positions, in the
-	// same order.
-	start := order[:h.n+1]
-	clear(start)
+}
+
+// node is the node that stands for event e.
+func (h *hbGraph) node(e event) int32 {
+	if h.byPos {
+		return h.topo[e]
+	}
+	return int32(e)
+}
+
+// renumber makes the nodes topological positions (once): position t's successors are those of
+// the event at t, as positions, in the same order. The event-numbered adjacency is dropped, and
+// with it the search scratch of reach, which works on events.
+func (h *hbGraph) renumber() {
+	if h.byPos {
+		return
+	}
+	h.dropSearch()
+	topo := h.topo
+	start := make([]int32, h.n+1)
 	for v := range h.n {
-		start[topo[v]+1] = int32(len(h.succs(int32(v))))
+		start[topo[v]+1] = h.succStart[v+1] - h.succStart[v]
 	}
 	for t := range h.n {
 		start[t+1] += start[t]
@@ -171,7 +189,7 @@ func (h *hbGraph) sort() {
 			k++
 		}
 	}
-	h.succStart, h.succ = start, succ
+	h.succStart, h.succ, h.byPos = start, succ, true
 }
 
 // reachResult is the answer of a bounded reachability search.
@@ -185,14 +203,18 @@ const (
 
 // reach reports whether event x happens before or at event y, visiting at most budget events.
 // Only events whose topological index lies between x's and y's can be on a path, which keeps
-// searches between nearby events short.
+// searches between nearby events short. It searches the event-numbered graph (before renumber).
 func (h *hbGraph) reach(x, y event, budget int) reachResult {
 	if x == y {
 		return reachYes
 	}
-	px, ty := h.topo[x], h.topo[y]
-	if px >= ty {
+	topo := h.topo
+	ty := topo[y]
+	if topo[x] >= ty {
 		return reachNo
+	}
+	if h.byPos {
+		panic("verify: reach after renumber")
 	}
 	if h.stamp == nil {
 		h.stamp = make([]uint32, h.n)
@@ -202,18 +224,18 @@ func (h *hbGraph) reach(x, y event, budget int) reachResult {
 		clear(h.stamp)
 		h.epoch = 1
 	}
-	stack := append(h.stack[:0], px)
-	h.stamp[px] = h.epoch
+	stack := append(h.stack[:0], int32(x))
+	h.stamp[x] = h.epoch
 	visited := 0
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		for _, w := range h.succs(v) {
-			if w == ty {
+			if w == int32(y) {
 				h.stack = stack
 				return reachYes
 			}
-			if w < ty && h.stamp[w] != h.epoch {
+			if topo[w] < ty && h.stamp[w] != h.epoch {
 				h.stamp[w] = h.epoch
 				stack = append(stack, w)
 				visited++
@@ -245,6 +267,7 @@ func (h *hbGraph) resolveBatch(qs []hbQuery) {
 	if len(qs) == 0 {
 		return
 	}
+	h.renumber()
 	idx := make([]int32, len(qs))
 	for i := range idx {
 		idx[i] = int32(i)
@@ -281,13 +304,13 @@ func (h *hbGraph) resolveBatch(qs []hbQuery) {
 	}
 }
 
-// forward marks every event reachable from the given events (themselves included), by
-// topological position: event e is marked when seen[topo[e]].
+// forward marks every event reachable from the given events (themselves included), by node:
+// event e is marked when seen[node(e)].
 func (h *hbGraph) forward(from ...event) []bool {
 	seen := make([]bool, h.n)
 	stack := make([]int32, 0, 64)
 	for _, e := range from {
-		if p := h.topo[e]; !seen[p] {
+		if p := h.node(e); !seen[p] {
 			seen[p] = true
 			stack = append(stack, p)
 		}

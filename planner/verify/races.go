@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/coredag/coredag/diag"
@@ -245,8 +246,8 @@ func (f *raceFinder) sweep() {
 			s := f.acc[a].slice(g)
 			bounds = append(bounds, s.Off, s.Off+s.Len)
 		}
-		sort.Slice(bounds, func(i, j int) bool { return bounds[i] < bounds[j] })
-		bounds = compact(bounds)
+		slices.Sort(bounds)
+		bounds = slices.Compact(bounds)
 		nseg := len(bounds) - 1
 		for len(states) < nseg {
 			states = append(states, segState{})
@@ -256,8 +257,8 @@ func (f *raceFinder) sweep() {
 		}
 		for _, a := range grp {
 			s := f.acc[a].slice(g)
-			lo := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= s.Off })
-			hi := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= s.Off+s.Len })
+			lo, _ := slices.BinarySearch(bounds, s.Off)
+			hi, _ := slices.BinarySearch(bounds, s.Off+s.Len)
 			f.checked = f.checked[:0]
 			for s := lo; s < hi; s++ {
 				f.visit(&states[s], a)
@@ -266,69 +267,48 @@ func (f *raceFinder) sweep() {
 	}
 }
 
-// sortAccesses groups access indices by (rank, buffer), each group in topological order of the
-// accesses' first events: a radix sort by topological position, 12 bits a pass (rather than a
-// counting sort with a counter per event), then a counting sort by group. Both are stable.
+// sortAccesses groups access indices by (rank, buffer) with a counting sort, which keeps them in
+// op order, and then sorts each group by topological position of the accesses' first events. A
+// group's accesses are mostly one rank's, whose op order is close to topological, so the sorts
+// have little to do, and they read the accesses of one group rather than all of them.
 func (f *raceFinder) sortAccesses() [][]int32 {
-	h := f.h
-	n := len(f.acc)
-	byTopo, spare := make([]int32, n), make([]int32, n)
-	for i := range byTopo {
-		byTopo[i] = int32(i)
-	}
-	const digit = 12
-	for shift := 0; shift == 0 || (h.n-1)>>shift > 0; shift += digit {
-		var count [1<<digit + 1]int32
-		for _, a := range byTopo {
-			count[(h.topo[f.acc[a].from]>>shift)&(1<<digit-1)+1]++
-		}
-		for i := 0; i < 1<<digit; i++ {
-			count[i+1] += count[i]
-		}
-		for _, a := range byTopo {
-			d := (h.topo[f.acc[a].from] >> shift) & (1<<digit - 1)
-			spare[count[d]] = a
-			count[d]++
-		}
-		byTopo, spare = spare, byTopo
-	}
 	nbuf := len(f.g.Buffers)
 	ngroups := f.g.Ranks * nbuf
 	if ngroups == 0 {
 		return nil
 	}
+	acc := f.acc
 	gstart := make([]int32, ngroups+1)
-	key := func(a int32) int { return int(f.acc[a].rank)*nbuf + int(f.acc[a].buf) }
-	for _, a := range byTopo {
-		gstart[key(a)+1]++
+	key := func(a *access) int { return int(a.rank)*nbuf + int(a.buf) }
+	for i := range acc {
+		gstart[key(&acc[i])+1]++
 	}
 	for i := 0; i < ngroups; i++ {
 		gstart[i+1] += gstart[i]
 	}
-	sorted := spare
+	sorted := make([]int32, len(acc))
 	fill := append([]int32(nil), gstart[:ngroups]...)
-	for _, a := range byTopo {
-		k := key(a)
-		sorted[fill[k]] = a
+	for i := range acc {
+		k := key(&acc[i])
+		sorted[fill[k]] = int32(i)
 		fill[k]++
 	}
+	topo := f.h.topo
 	var groups [][]int32
 	for k := 0; k < ngroups; k++ {
-		if gstart[k] < gstart[k+1] {
-			groups = append(groups, sorted[gstart[k]:gstart[k+1]])
+		grp := sorted[gstart[k]:gstart[k+1]]
+		if len(grp) == 0 {
+			continue
 		}
+		slices.SortFunc(grp, func(a, b int32) int {
+			if ta, tb := topo[acc[a].from], topo[acc[b].from]; ta != tb {
+				return int(ta - tb)
+			}
+			return int(a - b)
+		})
+		groups = append(groups, grp)
 	}
 	return groups
-}
-
-func compact(s []int64) []int64 {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // visit applies access a to the state of one segment.
@@ -500,7 +480,7 @@ func orderBefore(g *ir.Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
 	best := ir.OpID(ir.None)
 	for x := first; x < end; x++ {
 		e := endOf(x)
-		if x == b.Op || !afterA[h.topo[e]] || fromB[h.topo[e]] {
+		if x == b.Op || !afterA[h.node(e)] || fromB[h.node(e)] {
 			continue
 		}
 		if x == a.Op { // the other op itself reads best

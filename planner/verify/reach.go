@@ -83,11 +83,12 @@ type component struct {
 	subs  []subQuery
 }
 
-// resolve answers every query exactly.
+// resolve answers every query exactly. It renumbers h by topological position.
 func (h *hbGraph) resolve(qs []hbQuery) {
 	if len(qs) == 0 {
 		return
 	}
+	h.renumber()
 	r := newSepReach(h, len(qs))
 	var subs []subQuery
 	for i, q := range qs {
