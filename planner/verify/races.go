@@ -195,11 +195,26 @@ type raceFinder struct {
 	h   *hbGraph
 	acc []access // the sweep's accesses, dropped before the deferred queries are answered
 
-	deferred []hbQuery
-	pairs    [][2]int32 // refs of the access pairs of deferred queries
+	deferred [][]deferredQuery // in chunks of deferChunk, so that growing copies nothing
+	ndefer   int
 	found    map[[2]int32]bool
 	races    [][2]int32 // refs of racing access pairs, in the order found
 	checked  []int32    // earlier accesses already checked against the current one
+}
+
+// deferredQuery is a check that reach gave up on: does access p end before access a starts
+// (events x and y)? p and a are refs.
+type deferredQuery struct {
+	x, y event
+	p, a int32
+}
+
+// deferChunk is how many deferred queries one chunk holds (256 KiB).
+const deferChunk = 1 << 14
+
+// deferredAt returns deferred query i.
+func (f *raceFinder) deferredAt(i int) *deferredQuery {
+	return &f.deferred[i/deferChunk][i%deferChunk]
 }
 
 type segState struct {
@@ -215,10 +230,14 @@ func findRaces(g *ir.Graph, h *hbGraph) []Race {
 	// which builds large indexes of its own: only the refs of the pairs are kept.
 	f.acc = nil
 	f.h.dropSearch()
-	f.h.resolve(f.deferred)
-	for i, q := range f.deferred {
-		if !q.ans {
-			f.race(f.pairs[i][0], f.pairs[i][1])
+	ans := f.h.resolve(f.ndefer, func(i int) hbQuery {
+		d := f.deferredAt(i)
+		return hbQuery{x: d.x, y: d.y}
+	})
+	for i, ok := range ans {
+		if !ok {
+			d := f.deferredAt(i)
+			f.race(d.p, d.a)
 		}
 	}
 	return f.collect()
@@ -371,8 +390,12 @@ func (f *raceFinder) check(p, a int32) {
 	case reachNo:
 		f.race(pa.ref(), aa.ref())
 	case reachUnknown:
-		f.deferred = append(f.deferred, hbQuery{x: pa.to, y: aa.from})
-		f.pairs = append(f.pairs, [2]int32{pa.ref(), aa.ref()})
+		if f.ndefer%deferChunk == 0 {
+			f.deferred = append(f.deferred, make([]deferredQuery, 0, deferChunk))
+		}
+		last := &f.deferred[len(f.deferred)-1]
+		*last = append(*last, deferredQuery{x: pa.to, y: aa.from, p: pa.ref(), a: aa.ref()})
+		f.ndefer++
 	}
 }
 
