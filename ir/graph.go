@@ -109,11 +109,13 @@ func (b *Buffer) Bytes() int64 { return b.Count * b.Type.Size() }
 
 // Slice is a range of elements [Off, Off+Len) of a buffer. Buf == None means no slice
 // (a zero-length send, a recv for notify writes, an atomic without `to`).
+//
+// The fields are ordered so that a Slice is 32 bytes: a Graph holds three per op.
 type Slice struct {
 	Buf BufID
+	Pos diag.Pos
 	Off int64 // first element
 	Len int64 // elements
-	Pos diag.Pos
 }
 
 // NoSlice is the absent slice.
@@ -207,21 +209,24 @@ func ParseReduceOp(s string) (ReduceOp, bool) {
 //	reduce      local               local (read+write)    -
 //	copy        local               local                 -
 //	nop         -                   -                     -
+//
+// A Graph holds an Op per op of every rank, so the fields are ordered to leave no padding
+// (168 bytes).
 type Op struct {
 	Name   string // with indices, e.g. "tx[2]"
 	Rank   int
-	Kind   OpKind
-	Queue  QueueID // None for host ops
+	Index  int // position on its queue side (k-th send-side or recv-side op), -1 for host ops
 	Src    Slice
 	Dst    Slice
 	Fetch  Slice
-	Red    ReduceOp // reduce only
 	A, B   int64    // atomic add: A is the addend; cas: A compare, B swap
+	Pos    diag.Pos // the op statement
+	Queue  QueueID  // None for host ops
+	Match  OpID     // send/notify write <-> its matching recv on the peer (None if unmatched)
+	Kind   OpKind
+	Red    ReduceOp // reduce only
 	Inline bool     // send ... inline
 	Notify bool     // write ... notify (write with immediate: consumes a recv at the peer)
-	Match  OpID     // send/notify write <-> its matching recv on the peer (None if unmatched)
-	Index  int      // position on its queue side (k-th send-side or recv-side op), -1 for host ops
-	Pos    diag.Pos // the op statement
 }
 
 // Edge is a dependency: To starts only after From has completed (same rank).

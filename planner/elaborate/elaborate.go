@@ -8,6 +8,7 @@ package elaborate
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,7 +63,14 @@ type elaborator struct {
 	countWork int    // what is left of maxCountWork
 
 	broken struct{ ops, queues brokenNames } // declarations of this rank that failed (cascade.go)
+
+	// Indexed names already made ("tx[3]"), so that every rank's op of the same name shares one
+	// string: SPMD ranks name their ops alike. At most maxInterned.
+	interned map[string]string
 }
+
+// maxInterned bounds the names interned: names that differ per rank are made anew past it.
+const maxInterned = 1 << 16
 
 // pendingRef is a dependency edge by name, resolved once the whole rank is elaborated because
 // references may name ops declared later. The waiting side is an op id (an `after` clause) or,
@@ -139,10 +147,11 @@ func (el *elaborator) run() {
 	el.opIdx = map[string]ir.OpID{}
 	el.queueIdx = map[string]ir.QueueID{}
 	el.opNames = map[string]bool{}
+	el.interned = map[string]string{}
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
 		el.elaborateRank(r)
-		if r == 0 && el.g.Ranks > 1 { // SPMD: other ranks are about as large, so grow once
-			want := len(el.g.Ops) * el.g.Ranks * 9 / 8
+		if r == 0 && el.g.Ranks > 1 { // SPMD: other ranks are as large, so grow once (growOps if not)
+			want := len(el.g.Ops) * el.g.Ranks
 			el.g.Ops = append(make([]ir.Op, 0, min(want, el.maxOps)), el.g.Ops...)
 		}
 	}
@@ -459,8 +468,8 @@ func (el *elaborator) name(n *dsl.Name, s *scope) (string, bool) {
 	if len(n.Index) == 0 {
 		return n.Ident.Name, true
 	}
-	buf := make([]byte, 0, len(n.Ident.Name)+8)
-	buf = append(buf, n.Ident.Name...)
+	var arr [32]byte
+	buf := append(arr[:0], n.Ident.Name...)
 	buf = append(buf, '[')
 	for i, ix := range n.Index {
 		v, ok := el.eval(ix, s)
@@ -472,7 +481,15 @@ func (el *elaborator) name(n *dsl.Name, s *scope) (string, bool) {
 		}
 		buf = strconv.AppendInt(buf, v, 10)
 	}
-	return string(append(buf, ']')), true
+	buf = append(buf, ']')
+	if str, ok := el.interned[string(buf)]; ok {
+		return str, true
+	}
+	str := string(buf)
+	if el.interned != nil && len(el.interned) < maxInterned {
+		el.interned[str] = str
+	}
+	return str, true
 }
 
 func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
@@ -549,9 +566,23 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 	id := ir.OpID(len(g.Ops))
 	el.opIdx[name] = id
 	el.opNames[st.Name.Ident.Name] = true
+	el.growOps()
 	g.Ops = append(g.Ops, op)
 	el.opQueue = append(el.opQueue, qref)
 	el.refs(st.After, s, []ir.OpID{id})
+}
+
+// growOps makes room for one more op. Past rank 0, Ops was sized for ranks as large as it; when
+// a rank is larger, the room grows by an estimate of what the remaining ranks need (the ops per
+// rank so far, and an eighth more), not by doubling: the Graph keeps what Ops allocates.
+func (el *elaborator) growOps() {
+	g := el.g
+	if el.rank == 0 || len(g.Ops) < cap(g.Ops) {
+		return
+	}
+	per := len(g.Ops)/(el.rank+1) + 1
+	more := per * (g.Ranks - el.rank) * 9 / 8
+	g.Ops = slices.Grow(g.Ops, max(min(more, el.maxOps-len(g.Ops)), 1))
 }
 
 // refs records `after` references: every op in waiters waits for every op named by after.

@@ -2,6 +2,7 @@ package elaborate
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/coredag/coredag/diag"
@@ -41,6 +42,11 @@ func (el *elaborator) resolveRank() {
 			op.Index = len(q.SendOps)
 			q.SendOps = append(q.SendOps, id)
 		}
+	}
+	if free := cap(g.Edges) - len(g.Edges); free < len(el.pending) {
+		// SPMD: the other ranks have about as many edges as this one. Grow for them all at once
+		// rather than by doubling: the Graph keeps what Edges allocates.
+		g.Edges = slices.Grow(g.Edges, len(el.pending)*(g.Ranks-el.rank))
 	}
 	for _, p := range el.pending {
 		from, ok := el.lookupOp(p.from)

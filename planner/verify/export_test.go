@@ -24,14 +24,14 @@ func HBReach(g *ir.Graph, pairs [][2]int32) (fast, plain []bool) {
 	for i, p := range pairs {
 		qs[i] = hbQuery{x: event(p[0]), y: event(p[1])}
 	}
-	h.resolve(qs)
+	ans := h.resolve(len(qs), func(i int) hbQuery { return qs[i] })
 	reached := map[int32][]bool{}
 	for i, p := range pairs {
-		fast = append(fast, qs[i].ans)
+		fast = append(fast, ans[i])
 		if reached[p[0]] == nil {
 			reached[p[0]] = h.forward(event(p[0]))
 		}
-		plain = append(plain, reached[p[0]][p[1]])
+		plain = append(plain, reached[p[0]][h.node(event(p[1]))])
 	}
 	return fast, plain
 }

@@ -41,19 +41,29 @@ func (e event) op() ir.OpID { return ir.OpID(e / 3) }
 func (e event) phase() int { return int(e % 3) }
 
 // hbGraph is the event DAG with a topological order and a reachability oracle.
+//
+// Its nodes are numbered in two ways. While it is built, sorted and searched by reach, a node is
+// an event: the events of one op, and the ops of one rank, sit side by side, so the short
+// searches of the race sweep stay in a few cache lines. The oracle that answers the questions
+// reach gave up on (resolve, resolveBatch) renumbers the nodes by topological position
+// (renumber; topo maps an event to its position), as its sweeps read the adjacency in
+// topological order. node maps an event to the node that stands for it either way.
 type hbGraph struct {
-	g         *ir.Graph
-	n         int
+	g *ir.Graph
+	n int
+
+	// The successors of node v are succ[succStart[v]:succStart[v+1]].
 	succStart []int32
 	succ      []int32
 
-	// Valid when acyclic: order lists events topologically, topo is its inverse.
+	// Valid when acyclic: topo maps an event to its topological position. byPos says whether
+	// the nodes are positions (renumber) rather than events.
 	acyclic bool
-	order   []int32
 	topo    []int32
+	byPos   bool
 
-	// Scratch for bounded searches: a node is visited in the current search when
-	// stamp[node] == epoch, so no clearing between searches.
+	// Scratch for bounded searches: an event is visited in the current search when
+	// stamp[e] == epoch, so no clearing between searches. Allocated by the first search.
 	stamp []uint32
 	epoch uint32
 	stack []int32
@@ -64,15 +74,28 @@ type hbGraph struct {
 func newHB(g *ir.Graph, matching bool) *hbGraph {
 	n := 3 * len(g.Ops)
 	h := &hbGraph{g: g, n: n}
-	var from, to []int32
-	add := func(a, b event) {
-		from = append(from, int32(a))
-		to = append(to, int32(b))
+	// Two passes over the edges, counting and then placing them: the adjacency is built in place,
+	// without a list of all edges beside it.
+	start := make([]int32, n+1)
+	hbEdges(g, matching, func(a, _ event) { start[a+1]++ })
+	for i := 0; i < n; i++ {
+		start[i+1] += start[i]
 	}
-	// Capacity estimate: 2 per op, 2 per queue-order pair, 2 per match, one per edge.
-	est := 6*len(g.Ops) + len(g.Edges)
-	from = make([]int32, 0, est)
-	to = make([]int32, 0, est)
+	succ := make([]int32, start[n])
+	hbEdges(g, matching, func(a, b event) {
+		succ[start[a]] = int32(b)
+		start[a]++
+	})
+	copy(start[1:], start[:n]) // each start[a] has moved to where a's list ends
+	start[0] = 0
+	h.succStart, h.succ = start, succ
+	h.sort()
+	return h
+}
+
+// hbEdges calls add for every edge of g's event graph (see the top of this file), the edges from
+// one event in a fixed order.
+func hbEdges(g *ir.Graph, matching bool, add func(a, b event)) {
 	for i := range g.Ops {
 		id := ir.OpID(i)
 		add(startOf(id), landOf(id))
@@ -96,30 +119,13 @@ func newHB(g *ir.Graph, matching bool) *hbGraph {
 			}
 		}
 	}
-	h.succStart = make([]int32, n+1)
-	for _, f := range from {
-		h.succStart[f+1]++
-	}
-	for i := 0; i < n; i++ {
-		h.succStart[i+1] += h.succStart[i]
-	}
-	h.succ = make([]int32, len(from))
-	fill := make([]int32, n)
-	copy(fill, h.succStart[:n])
-	for i, f := range from {
-		h.succ[fill[f]] = to[i]
-		fill[f]++
-	}
-	h.sort()
-	h.stamp = make([]uint32, n)
-	return h
 }
 
-// succs returns the successors of event v.
+// succs returns the successors of node v.
 func (h *hbGraph) succs(v int32) []int32 { return h.succ[h.succStart[v]:h.succStart[v+1]] }
 
-// sort computes a topological order with Kahn's algorithm; it sets acyclic to false when some
-// events are left over (they sit on or behind a cycle).
+// sort computes a topological order with Kahn's algorithm (topo); it sets acyclic to false when
+// some events are left over (they sit on or behind a cycle).
 func (h *hbGraph) sort() {
 	indeg := make([]int32, h.n)
 	for _, w := range h.succ {
@@ -143,11 +149,48 @@ func (h *hbGraph) sort() {
 	if !h.acyclic {
 		return
 	}
-	h.order = order
-	h.topo = make([]int32, h.n)
+	// indeg is all zeros now: it becomes topo.
+	topo := indeg
 	for i, v := range order {
-		h.topo[v] = int32(i)
+		topo[v] = int32(i)
 	}
+	h.topo = topo
+}
+
+// node is the node that stands for event e.
+func (h *hbGraph) node(e event) int32 {
+	if h.byPos {
+		return h.topo[e]
+	}
+	return int32(e)
+}
+
+// renumber makes the nodes topological positions (once): position t's successors are those of
+// the event at t, as positions, in the same order. The event-numbered adjacency is dropped, and
+// with it the search scratch of reach, which works on events. (Building the new adjacency from
+// g instead, after dropping the old one, scatters every edge's writes: twice as slow.)
+func (h *hbGraph) renumber() {
+	if h.byPos {
+		return
+	}
+	h.dropSearch()
+	topo := h.topo
+	start := make([]int32, h.n+1)
+	for v := range h.n {
+		start[topo[v]+1] = h.succStart[v+1] - h.succStart[v]
+	}
+	for t := range h.n {
+		start[t+1] += start[t]
+	}
+	succ := make([]int32, len(h.succ))
+	for v := range h.n {
+		k := start[topo[v]]
+		for _, w := range h.succs(int32(v)) {
+			succ[k] = topo[w]
+			k++
+		}
+	}
+	h.succStart, h.succ, h.byPos = start, succ, true
 }
 
 // reachResult is the answer of a bounded reachability search.
@@ -159,16 +202,23 @@ const (
 	reachUnknown // the search gave up; resolve answers it exactly (reach.go)
 )
 
-// reach reports whether x happens before or at y, visiting at most budget events. Only events
-// whose topological index lies between x's and y's can be on a path, which keeps searches between
-// nearby events short.
+// reach reports whether event x happens before or at event y, visiting at most budget events.
+// Only events whose topological index lies between x's and y's can be on a path, which keeps
+// searches between nearby events short. It searches the event-numbered graph (before renumber).
 func (h *hbGraph) reach(x, y event, budget int) reachResult {
 	if x == y {
 		return reachYes
 	}
-	ty := h.topo[y]
-	if h.topo[x] >= ty {
+	topo := h.topo
+	ty := topo[y]
+	if topo[x] >= ty {
 		return reachNo
+	}
+	if h.byPos {
+		panic("verify: reach after renumber")
+	}
+	if h.stamp == nil {
+		h.stamp = make([]uint32, h.n)
 	}
 	h.epoch++
 	if h.epoch == 0 { // wrapped: forget all stamps
@@ -186,7 +236,7 @@ func (h *hbGraph) reach(x, y event, budget int) reachResult {
 				h.stack = stack
 				return reachYes
 			}
-			if h.topo[w] < ty && h.stamp[w] != h.epoch {
+			if topo[w] < ty && h.stamp[w] != h.epoch {
 				h.stamp[w] = h.epoch
 				stack = append(stack, w)
 				visited++
@@ -201,7 +251,10 @@ func (h *hbGraph) reach(x, y event, budget int) reachResult {
 	return reachNo
 }
 
-// hbQuery is a deferred reachability question: does x happen before or at y?
+// dropSearch frees the scratch of reach; the next search allocates it again.
+func (h *hbGraph) dropSearch() { h.stamp, h.stack, h.epoch = nil, nil, 0 }
+
+// hbQuery is a deferred reachability question: does event x happen before or at event y?
 type hbQuery struct {
 	x, y event
 	ans  bool
@@ -215,6 +268,7 @@ func (h *hbGraph) resolveBatch(qs []hbQuery) {
 	if len(qs) == 0 {
 		return
 	}
+	h.renumber()
 	idx := make([]int32, len(qs))
 	for i := range idx {
 		idx[i] = int32(i)
@@ -226,40 +280,40 @@ func (h *hbGraph) resolveBatch(qs []hbQuery) {
 		first, last := int32(h.n), int32(0)
 		for j, qi := range block {
 			q := &qs[qi]
-			bits[q.x] |= 1 << uint(j)
+			bits[h.topo[q.x]] |= 1 << uint(j)
 			first = min(first, h.topo[q.x])
 			last = max(last, h.topo[q.y])
 		}
 		for i := first; i <= last; i++ {
-			v := h.order[i]
-			b := bits[v]
+			b := bits[i]
 			if b == 0 {
 				continue
 			}
-			for _, w := range h.succs(v) {
-				if h.topo[w] <= last {
+			for _, w := range h.succs(i) {
+				if w <= last {
 					bits[w] |= b
 				}
 			}
 		}
 		for j, qi := range block {
 			q := &qs[qi]
-			q.ans = q.x == q.y || bits[q.y]&(1<<uint(j)) != 0
+			q.ans = q.x == q.y || bits[h.topo[q.y]]&(1<<uint(j)) != 0
 		}
-		for i := first; i <= last; i++ {
-			bits[h.order[i]] = 0
+		if first <= last {
+			clear(bits[first : last+1])
 		}
 	}
 }
 
-// forward marks every event reachable from the given events (themselves included).
+// forward marks every event reachable from the given events (themselves included), by node:
+// event e is marked when seen[node(e)].
 func (h *hbGraph) forward(from ...event) []bool {
 	seen := make([]bool, h.n)
 	stack := make([]int32, 0, 64)
 	for _, e := range from {
-		if !seen[e] {
-			seen[e] = true
-			stack = append(stack, int32(e))
+		if p := h.node(e); !seen[p] {
+			seen[p] = true
+			stack = append(stack, p)
 		}
 	}
 	for len(stack) > 0 {

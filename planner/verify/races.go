@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/coredag/coredag/diag"
@@ -33,12 +34,66 @@ type MemAccess struct {
 	from, to event
 }
 
-// conflicts reports whether a and b touch memory in ways whose order matters.
-func (a *MemAccess) conflicts(b *MemAccess) bool {
-	return a.Kind != b.Kind || a.Kind == AccessWrite
+// access is the form of a MemAccess the race sweep works on: 24 bytes rather than 64, as a plan
+// has about as many as ops. The range and the position are read from the op's slice (slice,
+// memAccess).
+type access struct {
+	op       ir.OpID
+	rank     int32
+	buf      ir.BufID
+	from, to event
+	kind     AccessKind
+	slot     slot
 }
 
-// accesses appends op id's memory accesses to out. This is the one place that knows, for each
+// slice is the op's slice that access a touches.
+func (a *access) slice(g *ir.Graph) *ir.Slice {
+	op := &g.Ops[a.op]
+	switch a.slot {
+	case slotSrc:
+		return &op.Src
+	case slotDst:
+		return &op.Dst
+	}
+	return &op.Fetch
+}
+
+// slot is which slice of its op an access touches.
+type slot uint8
+
+const (
+	slotSrc slot = iota
+	slotDst
+	slotFetch
+)
+
+// ref names an access by its op and slot (an op touches each of its slices at most once), so
+// that it can be found again once the sweep's accesses are gone.
+func (a *access) ref() int32 { return int32(a.op)<<2 | int32(a.slot) }
+
+// conflicts reports whether a and b touch memory in ways whose order matters.
+func (a *access) conflicts(b *access) bool {
+	return a.kind != b.kind || a.kind == AccessWrite
+}
+
+// memAccess is the MemAccess of access ref.
+func memAccess(g *ir.Graph, ref int32) MemAccess {
+	id := ir.OpID(ref >> 2)
+	var buf [2]access
+	for _, a := range accesses(g, id, buf[:0]) {
+		if int32(a.slot) == ref&3 {
+			s := a.slice(g)
+			pos := s.Pos
+			if !pos.IsValid() {
+				pos = g.Ops[id].Pos
+			}
+			return MemAccess{Op: id, Rank: int(a.rank), Buf: a.buf, Off: s.Off, Len: s.Len, Kind: a.kind, Pos: pos, from: a.from, to: a.to}
+		}
+	}
+	panic("verify: no access for ref")
+}
+
+// accesses appends op id's memory accesses to out (at most two). This is the one place that knows, for each
 // kind of op, which slices it reads and writes, on which rank, and when.
 //
 //	kind            access                            rank   interval
@@ -52,49 +107,45 @@ func (a *MemAccess) conflicts(b *MemAccess) bool {
 //	atomic          write Fetch                       own    [land, end]
 //	reduce          read Src, write Dst               own    [start, end]
 //	copy            read Src, write Dst               own    [start, end]
-func accesses(g *ir.Graph, id ir.OpID, out []MemAccess) []MemAccess {
+func accesses(g *ir.Graph, id ir.OpID, out []access) []access {
 	op := &g.Ops[id]
 	own, peer := op.Rank, op.Rank
 	if op.Queue != ir.None {
 		peer = g.Queues[op.Queue].PeerRank
 	}
 	start, land, end := startOf(id), landOf(id), endOf(id)
-	add := func(s ir.Slice, rank int, kind AccessKind, from, to event) {
+	add := func(sl slot, s ir.Slice, rank int, kind AccessKind, from, to event) {
 		if !s.Valid() || s.Len <= 0 {
 			return
 		}
-		pos := s.Pos
-		if !pos.IsValid() {
-			pos = op.Pos
-		}
-		out = append(out, MemAccess{Op: id, Rank: rank, Buf: s.Buf, Off: s.Off, Len: s.Len, Kind: kind, Pos: pos, from: from, to: to})
+		out = append(out, access{op: id, rank: int32(rank), buf: s.Buf, kind: kind, slot: sl, from: from, to: to})
 	}
 	switch op.Kind {
 	case ir.OpSend:
-		add(op.Src, own, AccessRead, start, land)
+		add(slotSrc, op.Src, own, AccessRead, start, land)
 	case ir.OpRecv:
 		if op.Match != ir.None {
 			l := landOf(op.Match)
-			add(op.Dst, own, AccessWrite, l, l)
+			add(slotDst, op.Dst, own, AccessWrite, l, l)
 		} else {
-			add(op.Dst, own, AccessWrite, start, end)
+			add(slotDst, op.Dst, own, AccessWrite, start, end)
 		}
 	case ir.OpWrite:
-		add(op.Src, own, AccessRead, start, land)
-		add(op.Dst, peer, AccessWrite, start, land)
+		add(slotSrc, op.Src, own, AccessRead, start, land)
+		add(slotDst, op.Dst, peer, AccessWrite, start, land)
 	case ir.OpRead:
-		add(op.Src, peer, AccessRead, start, land)
-		add(op.Dst, own, AccessWrite, land, end)
+		add(slotSrc, op.Src, peer, AccessRead, start, land)
+		add(slotDst, op.Dst, own, AccessWrite, land, end)
 	case ir.OpAtomicAdd, ir.OpAtomicCAS:
 		kind := AccessWrite
 		if op.Kind == ir.OpAtomicAdd && !op.Fetch.Valid() {
 			kind = AccessAdd
 		}
-		add(op.Dst, peer, kind, land, land)
-		add(op.Fetch, own, AccessWrite, land, end)
+		add(slotDst, op.Dst, peer, kind, land, land)
+		add(slotFetch, op.Fetch, own, AccessWrite, land, end)
 	case ir.OpReduce, ir.OpCopy:
-		add(op.Src, own, AccessRead, start, end)
-		add(op.Dst, own, AccessWrite, start, end)
+		add(slotSrc, op.Src, own, AccessRead, start, end)
+		add(slotDst, op.Dst, own, AccessWrite, start, end)
 	}
 	return out
 }
@@ -142,13 +193,28 @@ const (
 type raceFinder struct {
 	g   *ir.Graph
 	h   *hbGraph
-	acc []MemAccess
+	acc []access // the sweep's accesses, dropped before the deferred queries are answered
 
-	deferred []hbQuery
-	pairs    [][2]int32 // access pairs of deferred queries
+	deferred [][]deferredQuery // in chunks of deferChunk, so that growing copies nothing
+	ndefer   int
 	found    map[[2]int32]bool
-	races    [][2]int32
-	checked  []int32 // earlier accesses already checked against the current one
+	races    [][2]int32 // refs of racing access pairs, in the order found
+	checked  []int32    // earlier accesses already checked against the current one
+}
+
+// deferredQuery is a check that reach gave up on: does access p end before access a starts
+// (events x and y)? p and a are refs.
+type deferredQuery struct {
+	x, y event
+	p, a int32
+}
+
+// deferChunk is how many deferred queries one chunk holds (256 KiB).
+const deferChunk = 1 << 14
+
+// deferredAt returns deferred query i.
+func (f *raceFinder) deferredAt(i int) *deferredQuery {
+	return &f.deferred[i/deferChunk][i%deferChunk]
 }
 
 type segState struct {
@@ -159,7 +225,34 @@ type segState struct {
 
 func findRaces(g *ir.Graph, h *hbGraph) []Race {
 	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}}
-	f.acc = make([]MemAccess, 0, 2*len(g.Ops)) // most ops access one or two slices
+	f.sweep()
+	// The sweep's accesses and search scratch are not needed to answer the deferred queries,
+	// which builds large indexes of its own: only the refs of the pairs are kept.
+	f.acc = nil
+	f.h.dropSearch()
+	ans := f.h.resolve(f.ndefer, func(i int) hbQuery {
+		d := f.deferredAt(i)
+		return hbQuery{x: d.x, y: d.y}
+	})
+	for i, ok := range ans {
+		if !ok {
+			d := f.deferredAt(i)
+			f.race(d.p, d.a)
+		}
+	}
+	return f.collect()
+}
+
+// sweep collects the accesses and sweeps them, (rank, buffer) by (rank, buffer).
+func (f *raceFinder) sweep() {
+	g := f.g
+	n := 0
+	var one []access
+	for i := range g.Ops {
+		one = accesses(g, ir.OpID(i), one[:0])
+		n += len(one)
+	}
+	f.acc = make([]access, 0, n)
 	for i := range g.Ops {
 		f.acc = accesses(g, ir.OpID(i), f.acc)
 	}
@@ -169,10 +262,11 @@ func findRaces(g *ir.Graph, h *hbGraph) []Race {
 	for _, grp := range byGroup {
 		bounds = bounds[:0]
 		for _, a := range grp {
-			bounds = append(bounds, f.acc[a].Off, f.acc[a].Off+f.acc[a].Len)
+			s := f.acc[a].slice(g)
+			bounds = append(bounds, s.Off, s.Off+s.Len)
 		}
-		sort.Slice(bounds, func(i, j int) bool { return bounds[i] < bounds[j] })
-		bounds = compact(bounds)
+		slices.Sort(bounds)
+		bounds = slices.Compact(bounds)
 		nseg := len(bounds) - 1
 		for len(states) < nseg {
 			states = append(states, segState{})
@@ -181,79 +275,59 @@ func findRaces(g *ir.Graph, h *hbGraph) []Race {
 			states[s] = segState{last: -1, reads: states[s].reads[:0], adds: states[s].adds[:0]}
 		}
 		for _, a := range grp {
-			ac := &f.acc[a]
-			lo := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= ac.Off })
-			hi := sort.Search(len(bounds), func(i int) bool { return bounds[i] >= ac.Off+ac.Len })
+			s := f.acc[a].slice(g)
+			lo, _ := slices.BinarySearch(bounds, s.Off)
+			hi, _ := slices.BinarySearch(bounds, s.Off+s.Len)
 			f.checked = f.checked[:0]
 			for s := lo; s < hi; s++ {
 				f.visit(&states[s], a)
 			}
 		}
 	}
-	f.h.resolve(f.deferred)
-	for i, q := range f.deferred {
-		if !q.ans {
-			f.race(f.pairs[i][0], f.pairs[i][1])
-		}
-	}
-	return f.collect()
 }
 
-// sortAccesses groups access indices by (rank, buffer), each group in topological order of the
-// accesses' first events, with two counting sorts.
+// sortAccesses groups access indices by (rank, buffer) with a counting sort, which keeps them in
+// op order, and then sorts each group by topological position of the accesses' first events. A
+// group's accesses are mostly one rank's, whose op order is close to topological, so the sorts
+// have little to do, and they read the accesses of one group rather than all of them.
 func (f *raceFinder) sortAccesses() [][]int32 {
-	h := f.h
-	n := len(f.acc)
-	byTopo := make([]int32, n)
-	count := make([]int32, h.n+1)
-	for i := range f.acc {
-		count[h.topo[f.acc[i].from]+1]++
-	}
-	for i := 0; i < h.n; i++ {
-		count[i+1] += count[i]
-	}
-	for i := range f.acc {
-		t := h.topo[f.acc[i].from]
-		byTopo[count[t]] = int32(i)
-		count[t]++
-	}
 	nbuf := len(f.g.Buffers)
 	ngroups := f.g.Ranks * nbuf
 	if ngroups == 0 {
 		return nil
 	}
+	acc := f.acc
 	gstart := make([]int32, ngroups+1)
-	key := func(a int32) int { return f.acc[a].Rank*nbuf + int(f.acc[a].Buf) }
-	for _, a := range byTopo {
-		gstart[key(a)+1]++
+	key := func(a *access) int { return int(a.rank)*nbuf + int(a.buf) }
+	for i := range acc {
+		gstart[key(&acc[i])+1]++
 	}
 	for i := 0; i < ngroups; i++ {
 		gstart[i+1] += gstart[i]
 	}
-	sorted := make([]int32, n)
+	sorted := make([]int32, len(acc))
 	fill := append([]int32(nil), gstart[:ngroups]...)
-	for _, a := range byTopo {
-		k := key(a)
-		sorted[fill[k]] = a
+	for i := range acc {
+		k := key(&acc[i])
+		sorted[fill[k]] = int32(i)
 		fill[k]++
 	}
+	topo := f.h.topo
 	var groups [][]int32
 	for k := 0; k < ngroups; k++ {
-		if gstart[k] < gstart[k+1] {
-			groups = append(groups, sorted[gstart[k]:gstart[k+1]])
+		grp := sorted[gstart[k]:gstart[k+1]]
+		if len(grp) == 0 {
+			continue
 		}
+		slices.SortFunc(grp, func(a, b int32) int {
+			if ta, tb := topo[acc[a].from], topo[acc[b].from]; ta != tb {
+				return int(ta - tb)
+			}
+			return int(a - b)
+		})
+		groups = append(groups, grp)
 	}
 	return groups
-}
-
-func compact(s []int64) []int64 {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // visit applies access a to the state of one segment.
@@ -262,17 +336,17 @@ func (f *raceFinder) visit(st *segState, a int32) {
 	if st.last >= 0 {
 		f.check(st.last, a)
 	}
-	if ac.Kind != AccessRead {
+	if ac.kind != AccessRead {
 		for _, r := range st.reads {
 			f.check(r, a)
 		}
 	}
-	if ac.Kind != AccessAdd {
+	if ac.kind != AccessAdd {
 		for _, r := range st.adds {
 			f.check(r, a)
 		}
 	}
-	switch ac.Kind {
+	switch ac.kind {
 	case AccessWrite:
 		st.last = a
 		st.reads = st.reads[:0]
@@ -303,7 +377,7 @@ func (f *raceFinder) insert(set []int32, a int32) []int32 {
 // check asks whether earlier access p is ordered before a, recording a race or a deferred query.
 func (f *raceFinder) check(p, a int32) {
 	pa, aa := &f.acc[p], &f.acc[a]
-	if pa.Op == aa.Op || !pa.conflicts(aa) {
+	if pa.op == aa.op || !pa.conflicts(aa) {
 		return
 	}
 	for _, c := range f.checked {
@@ -314,13 +388,18 @@ func (f *raceFinder) check(p, a int32) {
 	f.checked = append(f.checked, p)
 	switch f.h.reach(pa.to, aa.from, checkBudget) {
 	case reachNo:
-		f.race(p, a)
+		f.race(pa.ref(), aa.ref())
 	case reachUnknown:
-		f.deferred = append(f.deferred, hbQuery{x: pa.to, y: aa.from})
-		f.pairs = append(f.pairs, [2]int32{p, a})
+		if f.ndefer%deferChunk == 0 {
+			f.deferred = append(f.deferred, make([]deferredQuery, 0, deferChunk))
+		}
+		last := &f.deferred[len(f.deferred)-1]
+		*last = append(*last, deferredQuery{x: pa.to, y: aa.from, p: pa.ref(), a: aa.ref()})
+		f.ndefer++
 	}
 }
 
+// race records the race between the accesses with refs p and a.
 func (f *raceFinder) race(p, a int32) {
 	k := [2]int32{p, a}
 	if !f.found[k] {
@@ -339,7 +418,7 @@ func (f *raceFinder) collect() []Race {
 	index := map[key]int{}
 	var out []Race
 	for _, pr := range f.races {
-		a, b := f.acc[pr[0]], f.acc[pr[1]]
+		a, b := memAccess(f.g, pr[0]), memAccess(f.g, pr[1])
 		lo, hi := max(a.Off, b.Off), min(a.Off+a.Len, b.Off+b.Len)
 		k := key{a.Op, b.Op, a.Rank, a.Buf}
 		if i, ok := index[k]; ok {
@@ -424,7 +503,7 @@ func orderBefore(g *ir.Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
 	best := ir.OpID(ir.None)
 	for x := first; x < end; x++ {
 		e := endOf(x)
-		if x == b.Op || !afterA[e] || fromB[e] {
+		if x == b.Op || !afterA[h.node(e)] || fromB[h.node(e)] {
 			continue
 		}
 		if x == a.Op { // the other op itself reads best

@@ -60,16 +60,14 @@ type sepReach struct {
 	dist  []int32
 	queue []int32
 
-	// The successor lists in topological positions: those of the event at position t are
-	// tSucc[tStart[t]:tStart[t+1]]. all lists every position.
-	tStart, tSucc, all []int32
+	// Per topological position: the chain labels (lanes per event: in, and then out in the same
+	// place, see certify) and whether the event belongs to the component being solved.
+	label  []int32
+	member []bool
 
-	// Per topological position: the chain labels (lanes per event), the lane of the chain the
-	// event is on (-1 off the chains being labelled) and its position there, and whether it
-	// belongs to the component being solved.
-	in, out, chainPos []int32
-	lane              []int8
-	member            []bool
+	// While the out labels are computed: the in labels of the second events of the component's
+	// questions, lanes per question (those of questions already answered are left stale).
+	yin []int32
 
 	ans     []bool
 	residue []hbQuery
@@ -82,15 +80,25 @@ type component struct {
 	subs  []subQuery
 }
 
-// resolve answers every query exactly.
-func (h *hbGraph) resolve(qs []hbQuery) {
-	if len(qs) == 0 {
-		return
+// resolve answers the n queries at(0), ..., at(n-1) exactly: ans[i] reports whether at(i)'s x
+// happens before or at its y. It renumbers h by topological position.
+func (h *hbGraph) resolve(n int, at func(i int) hbQuery) (ans []bool) {
+	if n == 0 {
+		return nil
 	}
-	r := newSepReach(h, len(qs))
-	var subs []subQuery
-	for i, q := range qs {
-		subs = r.split(q, int32(i), subs)
+	h.renumber()
+	r := newSepReach(h, n)
+	// The questions the queries split into, counted first: they are placed in one exactly sized
+	// array rather than grown by appending, which would leave several times their size behind.
+	var buf [4]subQuery
+	count := 0
+	for i := range n {
+		count += r.split(at(i), int32(i), &buf)
+	}
+	subs := make([]subQuery, 0, count)
+	for i := range n {
+		k := r.split(at(i), int32(i), &buf)
+		subs = append(subs, buf[:k]...)
 	}
 	all := make([]int32, h.g.Ranks)
 	for i := range all {
@@ -101,6 +109,7 @@ func (h *hbGraph) resolve(qs []hbQuery) {
 		r.mark[k] = cur
 	}
 	stack := r.children(all, cur, subs, 0)
+	subs = nil
 	for len(stack) > 0 {
 		c := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -112,9 +121,7 @@ func (h *hbGraph) resolve(qs []hbQuery) {
 			r.ans[r.resOf[i]] = true
 		}
 	}
-	for i := range qs {
-		qs[i].ans = r.ans[i]
-	}
+	return r.ans
 }
 
 func newSepReach(h *hbGraph, nq int) *sepReach {
@@ -153,24 +160,8 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	r.mark = make([]int32, g.Ranks)
 	r.comp = make([]int32, g.Ranks)
 	r.dist = make([]int32, g.Ranks)
-	r.tStart = make([]int32, h.n+1)
-	r.tSucc = make([]int32, 0, len(h.succ))
-	r.all = make([]int32, h.n)
-	for t, v := range h.order {
-		for _, w := range h.succs(v) {
-			r.tSucc = append(r.tSucc, h.topo[w])
-		}
-		r.tStart[t+1] = int32(len(r.tSucc))
-		r.all[t] = int32(t)
-	}
-	r.in = make([]int32, lanes*h.n)
-	r.out = make([]int32, lanes*h.n)
-	r.chainPos = make([]int32, h.n)
-	r.lane = make([]int8, h.n)
+	r.label = make([]int32, lanes*h.n)
 	r.member = make([]bool, h.n)
-	for i := range r.lane {
-		r.lane[i] = -1
-	}
 	return r
 }
 
@@ -184,35 +175,39 @@ func matchedSender(g *ir.Graph, id ir.OpID) ir.OpID {
 	return ir.None
 }
 
-// split appends the questions query q is made of: x happens before y when x is y, or when a
-// successor of x reaches a predecessor of y, for the matched landings whose edges cross ranks.
-func (r *sepReach) split(q hbQuery, qi int32, out []subQuery) []subQuery {
+// split puts into out the questions query q is made of, and returns how many: x happens before
+// y when x is y, or when a successor of x reaches a predecessor of y, for the matched landings
+// whose edges cross ranks. It may be called again for the same query.
+func (r *sepReach) split(q hbQuery, qi int32, out *[4]subQuery) int {
 	if q.x == q.y {
 		r.ans[qi] = true
-		return out
+		return 0
 	}
-	xs, ys := []event{q.x}, []event{q.y}
+	xs, ys := [2]event{q.x}, [2]event{q.y}
+	nx, ny := 1, 1
 	if q.x.phase() == evLand {
 		if m := matchedSender(r.g, q.x.op()); m != ir.None {
-			xs = []event{endOf(q.x.op()), endOf(m)}
+			xs, nx = [2]event{endOf(q.x.op()), endOf(m)}, 2
 		}
 	}
 	if q.y.phase() == evLand {
 		if m := matchedSender(r.g, q.y.op()); m != ir.None {
-			ys = []event{startOf(q.y.op()), startOf(m)}
+			ys, ny = [2]event{startOf(q.y.op()), startOf(m)}, 2
 		}
 	}
-	for _, x := range xs {
-		for _, y := range ys {
+	k := 0
+	for _, x := range xs[:nx] {
+		for _, y := range ys[:ny] {
 			switch {
 			case x == y:
 				r.ans[qi] = true
 			case r.h.topo[x] < r.h.topo[y]:
-				out = append(out, subQuery{x, y, qi})
+				out[k] = subQuery{x, y, qi}
+				k++
 			}
 		}
 	}
-	return out
+	return k
 }
 
 // rank is the rank event e happens on.
@@ -236,19 +231,39 @@ func (r *sepReach) children(ranks []int32, cur int32, subs []subQuery, limit int
 		})
 		out = append(out, c)
 	}
-	for _, s := range subs {
-		if r.ans[s.q] {
-			continue
+	// The questions go to their components in two passes, counting and then placing them in
+	// one array: they are the bulk of what the search holds.
+	count := make([]int, len(out)+1)
+	for pass := range 2 {
+		var all []subQuery
+		if pass == 1 {
+			for i := range out {
+				count[i+1] += count[i]
+			}
+			all = make([]subQuery, count[len(out)])
+			for i := range out {
+				out[i].subs = all[count[i]:count[i]:count[i+1]]
+			}
 		}
-		cx, cy := r.comp[r.rank(s.x)], r.comp[r.rank(s.y)]
-		if cx != cy {
-			continue
+		for _, s := range subs {
+			if r.ans[s.q] {
+				continue
+			}
+			cx, cy := r.comp[r.rank(s.x)], r.comp[r.rank(s.y)]
+			if cx != cy {
+				continue
+			}
+			switch {
+			case limit > 0 && len(out[cx].ranks) > limit:
+				if pass == 1 {
+					r.toResidue(s)
+				}
+			case pass == 0:
+				count[cx+1]++
+			default:
+				out[cx].subs = append(out[cx].subs, s)
+			}
 		}
-		if limit > 0 && len(out[cx].ranks) > limit {
-			r.toResidue(s)
-			continue
-		}
-		out[cx].subs = append(out[cx].subs, s)
 	}
 	kept := out[:0]
 	for _, c := range out {
@@ -366,9 +381,10 @@ type chain struct {
 
 // certify answers yes the questions of c that have a path through a chain of a separator rank.
 // It works in topological positions rather than events, so that the sweeps read memory in order.
+// The in labels and the out labels share one array: the in labels the questions need are copied
+// aside (yin) before the out labels overwrite them.
 func (r *sepReach) certify(c component, sep []int32) {
-	ts := r.positions(c.ranks)
-	whole := len(ts) == r.h.n
+	ts, whole := r.positions(c.ranks)
 	if !whole {
 		for _, t := range ts {
 			r.member[t] = true
@@ -391,26 +407,25 @@ func (r *sepReach) certify(c component, sep []int32) {
 	topo := r.h.topo
 	for lo := 0; lo < len(chains); lo += lanes {
 		block := chains[lo:min(lo+lanes, len(chains))]
-		for l, ch := range block {
-			for i, op := range ch.side {
-				t := topo[ch.ev(op)]
-				r.lane[t] = int8(l)
-				r.chainPos[t] = int32(i)
+		r.labelIn(ts, whole, block)
+		if need := lanes * len(c.subs); cap(r.yin) < need {
+			r.yin = make([]int32, need)
+		}
+		yin := r.yin[:lanes*len(c.subs)]
+		for i, s := range c.subs {
+			if !r.ans[s.q] {
+				ty := topo[s.y] * lanes
+				copy(yin[i*lanes:i*lanes+lanes], r.label[ty:ty+lanes])
 			}
 		}
-		r.label(ts, whole)
-		for _, ch := range block {
-			for _, op := range ch.side {
-				r.lane[topo[ch.ev(op)]] = -1
-			}
-		}
+		r.labelOut(ts, whole, block)
 		open := false
-		for _, s := range c.subs {
+		for i, s := range c.subs {
 			if r.ans[s.q] {
 				continue
 			}
-			tx, ty := topo[s.x]*lanes, topo[s.y]*lanes
-			x, y := r.out[tx:tx+lanes], r.in[ty:ty+lanes]
+			tx := topo[s.x] * lanes
+			x, y := r.label[tx:tx+lanes], yin[i*lanes:i*lanes+lanes]
 			for l := range block {
 				if x[l] <= y[l] {
 					r.ans[s.q] = true
@@ -430,22 +445,31 @@ func (r *sepReach) certify(c component, sep []int32) {
 	}
 }
 
-// label sets, for each lane, in and out at the topological positions ts (in order): out is the
-// first position on the lane's chain that the event there reaches, in the last one that reaches
-// it, counting only paths inside ts (all events when whole). The sweeps are unrolled for four
-// lanes.
-func (r *sepReach) label(ts []int32, whole bool) {
-	in, out, member := r.in, r.out, r.member
-	start, succ := r.tStart, r.tSucc
-	for _, t := range ts {
+// labelIn sets, for each lane, the in label at the topological positions ts (in order; every
+// position when whole): the last position on the lane's chain that reaches the event there,
+// counting only paths inside ts.
+func (r *sepReach) labelIn(ts []int32, whole bool, block []chain) {
+	in, member := r.label, r.member
+	start, succ := r.h.succStart, r.h.succ
+	n := len(ts)
+	if whole {
+		n = r.h.n
+	}
+	for i := 0; i < n; i++ {
+		t := int32(i)
+		if !whole {
+			t = ts[i]
+		}
 		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
 		it[0], it[1], it[2], it[3] = -1, -1, -1, -1
 	}
-	for _, t := range ts {
-		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
-		if l := r.lane[t]; l >= 0 {
-			it[l] = max(it[l], r.chainPos[t])
+	r.seed(block)
+	for i := 0; i < n; i++ {
+		t := int32(i)
+		if !whole {
+			t = ts[i]
 		}
+		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
 		if max(it[0], it[1], it[2], it[3]) < 0 {
 			continue
 		}
@@ -456,29 +480,62 @@ func (r *sepReach) label(ts []int32, whole bool) {
 			}
 		}
 	}
-	for i := len(ts) - 1; i >= 0; i-- {
-		t := ts[i]
+}
+
+// labelOut sets, for each lane, the out label at the topological positions ts (in order; every
+// position when whole): the first position on the lane's chain that the event there reaches,
+// counting only paths inside ts. The sweeps are unrolled for four lanes.
+func (r *sepReach) labelOut(ts []int32, whole bool, block []chain) {
+	out, member := r.label, r.member
+	start, succ := r.h.succStart, r.h.succ
+	n := len(ts)
+	if whole {
+		n = r.h.n
+	}
+	for i := 0; i < n; i++ {
+		t := int32(i)
+		if !whole {
+			t = ts[i]
+		}
 		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
 		ot[0], ot[1], ot[2], ot[3] = math.MaxInt32, math.MaxInt32, math.MaxInt32, math.MaxInt32
+	}
+	// An event on a chain reaches nothing earlier on it: its seed stays its label.
+	r.seed(block)
+	for i := n - 1; i >= 0; i-- {
+		t := int32(i)
+		if !whole {
+			t = ts[i]
+		}
+		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
 		for _, w := range succ[start[t]:start[t+1]] {
 			if whole || member[w] {
 				ow := out[w*lanes : w*lanes+lanes : w*lanes+lanes]
 				ot[0], ot[1], ot[2], ot[3] = min(ot[0], ow[0]), min(ot[1], ow[1]), min(ot[2], ow[2]), min(ot[3], ow[3])
 			}
 		}
-		if l := r.lane[t]; l >= 0 {
-			ot[l] = r.chainPos[t]
+	}
+}
+
+// seed sets the label of every event on the chains of block, in the lane of its chain, to its
+// position there: the sweeps of labelIn and labelOut then carry them along the paths, with no
+// array saying which events are on a chain.
+func (r *sepReach) seed(block []chain) {
+	topo := r.h.topo
+	for l, ch := range block {
+		for i, op := range ch.side {
+			r.label[topo[ch.ev(op)]*lanes+int32(l)] = int32(i)
 		}
 	}
 }
 
-// positions lists the topological positions of the events of the given ranks, in order.
-func (r *sepReach) positions(ranks []int32) []int32 {
+// positions lists the topological positions of the events of the given ranks, in order, or
+// reports whole when they are all the ranks (every position, not listed).
+func (r *sepReach) positions(ranks []int32) (ts []int32, whole bool) {
 	h := r.h
 	if len(ranks) == r.g.Ranks {
-		return r.all
+		return nil, true
 	}
-	var ts []int32
 	for _, k := range ranks {
 		first, end := r.g.RankOps(int(k))
 		for e := startOf(first); e < startOf(end); e++ {
@@ -486,5 +543,5 @@ func (r *sepReach) positions(ranks []int32) []int32 {
 		}
 	}
 	slices.Sort(ts)
-	return ts
+	return ts, false
 }
