@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 
 	"github.com/alecthomas/kong"
 
@@ -71,6 +72,13 @@ work (sends, receives, RDMA writes and reads, atomics, local reductions) and the
 between them. Run "coredag COMMAND --help" for a command's flags.`
 
 func main() {
+	if os.Getenv("GOGC") == "" {
+		// A check's working set is one large Graph plus verification structures that live
+		// through the pass, so the heap peaks at about (1 + GOGC/100) times what is live at the
+		// collection before: at 75 rather than Go's 100, checking the ring allreduce at 512
+		// ranks peaks at 540 MB instead of 627 MB, in the same time (alternating runs).
+		debug.SetGCPercent(75)
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
