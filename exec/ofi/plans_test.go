@@ -62,3 +62,42 @@ func TestPlansTriggered(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultRemoteWrite: a write into a buffer without remote_write is reported with its op, rank,
+// queue and file:line, within a bound, on both engines; the contexts close (flushing any
+// triggered work still waiting) after.
+func TestFaultRemoteWrite(t *testing.T) {
+	opts := ofi.DefaultOptions()
+	opts.Provider = "sockets"
+	p, err := ofi.NewProvider(opts)
+	if err != nil {
+		t.Skipf("no libfabric sockets provider: %v", err)
+	}
+	defer p.Close()
+	const f = "../../testdata/verbs/fault_perm.dag"
+	src, err := os.ReadFile(f)
+	require.NoError(t, err)
+	g, err := planner.Load(f, src, nil)
+	require.NoError(t, err)
+	for i := range g.Ops {
+		if g.Ops[i].Name == "w" {
+			g.Buffers[g.Ops[i].Dst.Buf].Access &^= ir.RemoteWrite
+		}
+	}
+	for _, c := range []struct {
+		engine exec.Engine
+		target string
+	}{{exec.Offload, "triggered-sockets"}, {exec.Poll, "generic"}} {
+		tg, err := ir.LookupTarget(c.target)
+		require.NoError(t, err)
+		plan, err := lower.Compile(g, tg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		start := time.Now()
+		_, err = exec.Run(ctx, plan, p, exec.Options{Engine: c.engine, Iters: 2, HangTimeout: 10 * time.Second})
+		cancel()
+		require.Error(t, err, c.target)
+		require.Less(t, time.Since(start), 10*time.Second, c.target)
+		require.Regexp(t, `fault_perm.dag:8:\d+: .*op w on rank 0, queue q: .*remote access error`, err.Error(), c.target)
+	}
+}
