@@ -22,6 +22,10 @@ import (
 // binary is the coredag command built once for the tests that run it as a user would.
 var binary string
 
+// binaryTags are the build tags binary is built with: the tags of the test, for the tests of
+// providers behind one (set by an init of a tagged test file).
+var binaryTags string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "coredag-test")
 	if err != nil {
@@ -29,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	binary = filepath.Join(dir, "coredag")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-tags", binaryTags, "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building coredag: %v\n%s", err, out)
 		os.Exit(2)
 	}

@@ -100,6 +100,18 @@ func (c *runCmd) Run(e *env) error {
 	if c.Provider == "verbs" {
 		return c.runVerbs(e)
 	}
+	var prov nic.Provider // nil: the software NIC, a new one per run
+	if c.Provider == "ofi" {
+		if err := c.checkOFI(); err != nil {
+			return err
+		}
+		if c.ofiPerProcess() {
+			return c.runOFIPerProcess(e)
+		}
+		if c.Explore > 0 || c.OnHang != "" || c.Seed != 0 {
+			return usageError("--explore, --seed and --on-hang work with the software NIC only")
+		}
+	}
 	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON)
 	if err != nil {
 		return err
@@ -131,8 +143,15 @@ func (c *runCmd) Run(e *env) error {
 			return err
 		}
 	}
-	sn := softnic.New(softnic.Options{})
-	engine, plan, ref, err := c.setup(e, l, sn.Caps(), sn)
+	if c.Provider == "ofi" {
+		if prov, err = c.openOFI(e); err != nil {
+			return err
+		}
+		defer prov.(interface{ Close() error }).Close()
+	} else {
+		prov = softnic.New(softnic.Options{})
+	}
+	engine, plan, ref, err := c.setup(e, l, prov.Caps(), prov)
 	if err != nil {
 		return err
 	}
@@ -142,8 +161,11 @@ func (c *runCmd) Run(e *env) error {
 	var last *exec.Result
 	for k := 0; k < runs; k++ {
 		seed := first + uint64(k)
-		sn := softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
-		res, err := exec.Run(context.Background(), plan, sn, exec.Options{
+		p := prov
+		if c.Provider != "ofi" {
+			p = softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
+		}
+		res, err := exec.Run(context.Background(), plan, p, exec.Options{
 			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, NoTriggers: c.NoTriggers, Timeline: c.Timeline != "", OnIteration: func(int, int) { bar.step() },
 		})
 		if err != nil {

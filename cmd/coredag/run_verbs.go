@@ -17,12 +17,13 @@ import (
 // verbsFlags are the flags of `coredag run` for real RDMA devices: one process per rank, started
 // by hand, by mpirun or by srun.
 type verbsFlags struct {
-	Provider  string `default:"softnic" enum:"softnic,verbs" help:"NIC: softnic (every rank in this process) or verbs (a real RDMA device, one process per rank; needs a build with -tags verbs)."`
+	Provider  string `default:"softnic" enum:"softnic,verbs,ofi" help:"NIC: softnic (every rank in this process), verbs (a real RDMA device, one process per rank; needs a build with -tags verbs) or ofi (libfabric on loopback: every rank in this process, or one process per rank with --rank/--ranks/--bootstrap; needs a build with -tags ofi)."`
 	Rank      int    `default:"-1" help:"With --provider verbs: this process's rank (default: from mpirun or srun, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)."`
 	NumRanks  int    `name:"ranks" default:"-1" help:"With --provider verbs: the number of processes (default: from mpirun or srun); sets the plan's ranks param unless -p ranks= is given."`
 	Bootstrap string `placeholder:"HOST:PORT" help:"With --provider verbs: rank 0 listens on HOST:PORT, the other ranks connect there to exchange queue pair numbers, GIDs and rkeys."`
 	Device    string `placeholder:"NAME" help:"With --provider verbs: RDMA device, e.g. mlx5_0 or rxe0 (ibv_devices lists them; default: the first)."`
 	GIDIndex  int    `name:"gid-index" default:"-1" help:"With --provider verbs: GID table index for RoCE (default: the first RoCE v2 GID with an IPv4 address)."`
+	OFIProv   string `name:"ofi-provider" placeholder:"NAME" help:"With --provider ofi: libfabric provider, e.g. sockets or tcp (fi_info lists them; default: the first offering FI_TRIGGER and FI_RMA)."`
 }
 
 // verbsResult is the --json output of a verbs run on rank 0.
@@ -43,12 +44,26 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 	if !verbs.Available {
 		return usageError("--provider verbs: %v", verbs.ErrNotBuilt)
 	}
+	// exec/verbs drives upstream rdma-core, which has no cross-channel, so Select decides for a
+	// NIC without it (Prepare checks the device's own caps again).
+	return c.runPerProcess(e, "verbs", nic.Caps{}, func(rank int) (nic.Provider, error) {
+		vo := verbs.DefaultOptions()
+		vo.Device, vo.GIDIndex, vo.Ranks = c.Device, c.GIDIndex, []int{rank}
+		return verbs.New(vo)
+	})
+}
+
+// runPerProcess runs this process's rank of the plan on the provider open returns (named name
+// in messages) and, on rank 0, prints the verdict of every rank. The ranks exchange their
+// endpoints through exec/bootstrap. caps is what Select assumes of the NIC, which is opened after
+// the usage checks.
+func (c *runCmd) runPerProcess(e *env, name string, caps nic.Caps, open func(rank int) (nic.Provider, error)) (err error) {
 	world, err := bootstrap.ResolveWorld(c.Rank, c.NumRanks, nil)
 	if err != nil {
-		return usageError("--provider verbs: %v", err)
+		return usageError("--provider %s: %v", name, err)
 	}
 	if world.Size > 1 && c.Bootstrap == "" {
-		return usageError("--provider verbs with %d ranks needs --bootstrap HOST:PORT (rank 0's host and a free port, the same on every rank)", world.Size)
+		return usageError("--provider %s with %d ranks needs --bootstrap HOST:PORT (rank 0's host and a free port, the same on every rank)", name, world.Size)
 	}
 	if c.Explore > 0 || c.OnHang != "" || len(c.Dump) > 0 {
 		return usageError("--explore, --on-hang and --dump work with the software NIC only")
@@ -68,17 +83,12 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 	if g.Ranks != world.Size {
 		return usageError("plan %s has %d ranks but %d processes run it: make -p ranks= match --ranks", g.Name, g.Ranks, world.Size)
 	}
-	// The device is opened after the usage checks; exec/verbs drives upstream rdma-core, which has
-	// no cross-channel, so Select decides for a NIC without it (Prepare checks the device's own
-	// caps again).
-	engine, plan, ref, err := c.setup(e, l, nic.Caps{}, nil)
+	engine, plan, ref, err := c.setup(e, l, caps, nil)
 	if err != nil {
 		return err
 	}
 	target := plan.Target
-	vo := verbs.DefaultOptions()
-	vo.Device, vo.GIDIndex, vo.Ranks = c.Device, c.GIDIndex, []int{world.Rank}
-	dev, err := verbs.New(vo)
+	dev, err := open(world.Rank)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "rank %d: %v\n", world.Rank, err)
 		return &exitError{code: exitFail}
@@ -107,7 +117,7 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 	}
 	ok := bootstrap.AllOK(all) == nil
 	if c.JSON {
-		if err := writeJSON(e.stdout, verbsResult{File: l.path, Plan: g.Name, Ranks: g.Ranks, Provider: "verbs",
+		if err := writeJSON(e.stdout, verbsResult{File: l.path, Plan: g.Name, Ranks: g.Ranks, Provider: name,
 			Device: fmt.Sprint(dev), Iters: c.Iters, OK: ok, Reports: all}); err != nil {
 			return err
 		}
@@ -117,7 +127,7 @@ func (c *runCmd) runVerbs(e *env) (err error) {
 			verdict = "FAIL %s: not every rank verified (%s, one process each)\n"
 		}
 		fmt.Fprintf(e.stdout, verdict, diag.QuoteName(l.path), english.Plural(g.Ranks, "rank"))
-		fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, verbs on %v, %s\n", g.Name, engine, target.Name, dev, english.Plural(c.Iters, "iteration"))
+		fmt.Fprintf(e.stdout, "  plan %s, %s engine, target %s, %s on %v, %s\n", g.Name, engine, target.Name, name, dev, english.Plural(c.Iters, "iteration"))
 		for _, r := range all {
 			line := r.String()
 			if r.OK && r.Median > 0 {

@@ -39,6 +39,7 @@ var ErrTimeout = errors.New("timed out")
 type Counter struct {
 	c      *Context
 	cntr   *C.struct_fid_cntr
+	work   []cwork // counter work waiting on this counter, by threshold (Context.Trigger)
 	closed bool
 }
 
@@ -62,13 +63,22 @@ func (k *Counter) Read() uint64 { return uint64(C.ofi_cntr_read(k.cntr)) }
 func (k *Counter) ReadErr() uint64 { return uint64(C.ofi_cntr_readerr(k.cntr)) }
 
 // Add adds v to the success count (fi_cntr_add); triggered work whose threshold it reaches runs.
+// Counter work it makes due runs too (Context.Trigger).
 func (k *Counter) Add(v uint64) error {
-	return check("fi_cntr_add", C.ofi_cntr_add(k.cntr, C.uint64_t(v)))
+	if err := check("fi_cntr_add", C.ofi_cntr_add(k.cntr, C.uint64_t(v))); err != nil {
+		return err
+	}
+	k.c.fireDue()
+	return k.c.trigErr
 }
 
 // Set sets the success count (fi_cntr_set).
 func (k *Counter) Set(v uint64) error {
-	return check("fi_cntr_set", C.ofi_cntr_set(k.cntr, C.uint64_t(v)))
+	if err := check("fi_cntr_set", C.ofi_cntr_set(k.cntr, C.uint64_t(v))); err != nil {
+		return err
+	}
+	k.c.fireDue()
+	return k.c.trigErr
 }
 
 // Wait blocks until the success count reaches threshold (fi_cntr_wait), at most timeout. It

@@ -87,6 +87,7 @@ func NewProvider(opts Options) (*Provider, error) {
 		MaxQPDepth: depth,
 		MaxCQDepth: 1 << 16,
 		Atomics:    p.ccaps.caps&C.FI_ATOMIC != 0,
+		Counters:   p.ccaps.caps&C.FI_TRIGGER != 0,
 	}
 	return p, nil
 }
@@ -136,19 +137,23 @@ func check(what string, r C.int) error {
 
 // Context is one rank: a libfabric domain and its address vector.
 type Context struct {
-	p      *Provider
-	rank   int
-	dom    *C.struct_fid_domain
-	av     *C.struct_fid_av
-	qps    map[uint32]*QP
-	cqs    map[uint32]*CQ
-	mrs    map[uint32]*MR
-	cntrs  []*Counter
-	work   []*C.ofi_cntr_work
-	nextQP uint32
-	nextCQ uint32
-	nextMR uint32
-	closed bool
+	p       *Provider
+	rank    int
+	dom     *C.struct_fid_domain
+	av      *C.struct_fid_av
+	qps     map[uint32]*QP
+	cqs     map[uint32]*CQ
+	mrs     map[uint32]*MR
+	cntrs   []*Counter
+	work    []*C.ofi_cntr_work
+	pend    []trig // triggered work handed to libfabric (PendingTriggers)
+	trigErr error
+	nwork   int  // counter work waiting (Counter.work)
+	firing  bool // fireDue is running
+	nextQP  uint32
+	nextCQ  uint32
+	nextMR  uint32
+	closed  bool
 }
 
 // Open opens rank's domain. One process may open any number of ranks.
@@ -182,6 +187,7 @@ func (c *Context) Close() error {
 	if c.closed {
 		return nil
 	}
+	c.CancelTriggers() // libfabric must not start work on endpoints being closed
 	c.closed = true
 	var first error
 	keep := func(err error) {

@@ -27,6 +27,7 @@ type CQ struct {
 	out    []nic.WC
 	comps  [64]C.ofi_comp
 	err    error
+	cntrs  []*Counter // bound by BindCounter: each completion handed out raises them by one
 	closed bool
 }
 
@@ -171,12 +172,14 @@ func (q *QP) drain() {
 		}
 		if e.signal || e.status != nic.StatusSuccess {
 			q.scq.out = append(q.scq.out, nic.WC{ID: e.id, Status: e.status, Opcode: e.op, QPN: q.num, ByteLen: e.byteLen})
+			q.scq.counted()
 		}
 	}
 	for q.rq.headDone() {
 		e := q.rq.at(q.rq.head)
 		q.rq.head++
 		q.rcq.out = append(q.rcq.out, nic.WC{ID: e.id, Status: e.status, Opcode: e.op, QPN: q.num, ByteLen: e.byteLen, Imm: e.imm})
+		q.rcq.counted()
 	}
 }
 
@@ -355,8 +358,11 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 	if atomic && !q.c.p.caps.Atomics {
 		return fmt.Errorf("ofi: %s has no FI_ATOMIC: %w", q.c.p.name, nic.ErrProviderLimited)
 	}
-	if cntr != nil && (wr.Op == nic.OpNop || wr.Op == nic.OpRDMAWriteImm || atomic) {
-		return fmt.Errorf("ofi: a triggered %v: %w (SEND, RDMA_WRITE and RDMA_READ only)", wr.Op, nic.ErrBadRequest)
+	if cntr != nil && wr.Op == nic.OpNop {
+		if cntr.Read() < threshold {
+			return fmt.Errorf("ofi: a triggered NOP: %w (libfabric has no triggered no-op)", nic.ErrBadRequest)
+		}
+		cntr = nil // due already: a NOP completes in queue order
 	}
 	if q.sq.full() {
 		return fmt.Errorf("ofi: qp %d send queue: %w", q.num, nic.ErrQueueFull)
@@ -385,11 +391,7 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 	s := q.slot(0, idx, 0)
 	if cntr != nil {
 		fl |= C.FI_TRIGGER
-		s.u = [64]byte{}
-		t := (*C.struct_fi_triggered_context)(unsafe.Pointer(&s.u))
-		t.event_type = C.FI_TRIGGER_THRESHOLD
-		th := (*C.struct_fi_trigger_threshold)(unsafe.Pointer(&t.trigger))
-		th.cntr, th.threshold = cntr.cntr, C.size_t(threshold)
+		armSlot(s, cntr, threshold)
 	}
 	ln := C.size_t(wr.Local.Len)
 	var r C.int
@@ -405,7 +407,14 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		r = C.ofi_write(q.ep, buf, ln, desc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
 		if r == 0 {
 			e.pending = 2
-			if r2 := C.ofi_send(q.ep, nil, 0, nil, q.peer, C.uint64_t(wr.Imm), C.FI_REMOTE_CQ_DATA, q.slot(0, idx, 1)); r2 != 0 {
+			// A triggered write with immediate is two triggered operations at one threshold: the
+			// provider fires equal thresholds in the order they were queued.
+			s2, fl2 := q.slot(0, idx, 1), C.uint64_t(C.FI_REMOTE_CQ_DATA)
+			if cntr != nil {
+				fl2 |= C.FI_TRIGGER
+				armSlot(s2, cntr, threshold)
+			}
+			if r2 := C.ofi_send(q.ep, nil, 0, nil, q.peer, C.uint64_t(wr.Imm), fl2, s2); r2 != 0 {
 				e.pending = 1
 				e.status = nic.StatusGeneralError
 				q.lastErr = "the notification of a write with immediate could not be posted: " + fiErr(r2)
@@ -448,29 +457,52 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 // PostRecv posts receives (fi_recvmsg from any address).
 func (q *QP) PostRecv(wrs []nic.RecvWR) (int, error) {
 	for i := range wrs {
-		if q.closed {
-			return i, nic.ErrClosed
-		}
-		if q.rq.full() {
-			return i, fmt.Errorf("ofi: qp %d receive queue: %w", q.num, nic.ErrQueueFull)
-		}
-		idx := q.rq.tail
-		e := q.rq.push(entry{id: wrs[i].ID, op: nic.OpRecv, pending: 1})
-		buf, desc, ok := q.c.local(wrs[i].Local, true)
-		if !ok {
-			e.pending, e.status = 0, nic.StatusLocalProtectionError
-			q.drain()
-			continue
-		}
-		if r := C.ofi_recv(q.ep, buf, C.size_t(wrs[i].Local.Len), desc, q.slot(1, idx, 0)); r != 0 {
-			q.rq.tail--
-			if r == -C.FI_EAGAIN {
-				return i, fmt.Errorf("ofi: qp %d: provider receive queue: %w", q.num, nic.ErrQueueFull)
-			}
-			return i, fmt.Errorf("ofi: qp %d: fi_recvmsg: %s: %w", q.num, fiErr(r), nic.ErrBadRequest)
+		if err := q.postRecv(&wrs[i], nil, 0); err != nil {
+			return i, err
 		}
 	}
 	return len(wrs), nil
+}
+
+// postRecv posts wr, as a triggered receive if cntr is not nil.
+func (q *QP) postRecv(wr *nic.RecvWR, cntr *Counter, threshold uint64) error {
+	if q.closed {
+		return nic.ErrClosed
+	}
+	if q.rq.full() {
+		return fmt.Errorf("ofi: qp %d receive queue: %w", q.num, nic.ErrQueueFull)
+	}
+	idx := q.rq.tail
+	e := q.rq.push(entry{id: wr.ID, op: nic.OpRecv, pending: 1})
+	buf, desc, ok := q.c.local(wr.Local, true)
+	if !ok {
+		e.pending, e.status = 0, nic.StatusLocalProtectionError
+		q.drain()
+		return nil
+	}
+	s, fl := q.slot(1, idx, 0), C.uint64_t(0)
+	if cntr != nil {
+		fl |= C.FI_TRIGGER
+		armSlot(s, cntr, threshold)
+	}
+	if r := C.ofi_recv(q.ep, buf, C.size_t(wr.Local.Len), desc, fl, s); r != 0 {
+		q.rq.tail--
+		if r == -C.FI_EAGAIN {
+			return fmt.Errorf("ofi: qp %d: provider receive queue: %w", q.num, nic.ErrQueueFull)
+		}
+		return fmt.Errorf("ofi: qp %d: fi_recvmsg: %s: %w", q.num, fiErr(r), nic.ErrBadRequest)
+	}
+	return nil
+}
+
+// armSlot makes s the threshold triggered context of an operation: it starts when cntr's
+// success count reaches threshold.
+func armSlot(s *C.ofi_slot, cntr *Counter, threshold uint64) {
+	s.u = [64]byte{}
+	t := (*C.struct_fi_triggered_context)(unsafe.Pointer(&s.u))
+	t.event_type = C.FI_TRIGGER_THRESHOLD
+	th := (*C.struct_fi_trigger_threshold)(unsafe.Pointer(&t.trigger))
+	th.cntr, th.threshold = cntr.cntr, C.size_t(threshold)
 }
 
 // Explain returns the provider's words for the last failed request of the endpoint.

@@ -150,10 +150,10 @@ int ofi_send(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest
 	return (int)fi_sendmsg(ep, &m, flags | FI_COMPLETION);
 }
 
-int ofi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, ofi_slot *slot) {
+int ofi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t flags, ofi_slot *slot) {
 	struct iovec iov = {.iov_base = buf, .iov_len = len};
 	struct fi_msg m = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = slot};
-	return (int)fi_recvmsg(ep, &m, FI_COMPLETION);
+	return (int)fi_recvmsg(ep, &m, flags | FI_COMPLETION);
 }
 
 int ofi_write(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t raddr, uint64_t rkey,
@@ -215,5 +215,7 @@ int ofi_queue_cntr_work(struct fid_domain *dom, ofi_cntr_work *w, struct fid_cnt
 }
 
 int ofi_cancel_work(struct fid_domain *dom, ofi_cntr_work *w) { return fi_control(&dom->fid, FI_CANCEL_WORK, &w->work); }
+
+int ofi_flush_work(struct fid_domain *dom) { return fi_control(&dom->fid, FI_FLUSH_WORK, NULL); }
 
 const char *ofi_strerror(int err) { return fi_strerror(err < 0 ? -err : err); }

@@ -65,7 +65,7 @@ int ofi_av_insert(struct fid_av *av, const void *addr, uint64_t *fiaddr);
 // Operations. flags carry FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER and FI_FENCE as the caller
 // wants; FI_COMPLETION is always added. A triggered operation's slot must have u.trig filled in.
 int ofi_send(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t data, uint64_t flags, ofi_slot *slot);
-int ofi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, ofi_slot *slot);
+int ofi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t flags, ofi_slot *slot);
 int ofi_write(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t raddr, uint64_t rkey,
               uint64_t data, uint64_t flags, ofi_slot *slot);
 int ofi_read(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t raddr, uint64_t rkey,
@@ -93,6 +93,8 @@ typedef struct ofi_cntr_work {
 int ofi_queue_cntr_work(struct fid_domain *dom, ofi_cntr_work *w, struct fid_cntr *trig, uint64_t threshold,
                         struct fid_cntr *target, uint64_t value, int set, struct fid_cntr *done);
 int ofi_cancel_work(struct fid_domain *dom, ofi_cntr_work *w);
+// ofi_flush_work drops every triggered operation and deferred work of the domain not yet run.
+int ofi_flush_work(struct fid_domain *dom);
 
 const char *ofi_strerror(int err);
 

@@ -1,0 +1,103 @@
+//go:build ofi && linux
+
+package ofi_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/ofi"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
+)
+
+// TestPlansTriggered runs every plan of plans/ on the sockets provider over loopback, every rank
+// in this process with its own domain and endpoints: the offload engine with the plan compiled
+// for triggered-sockets (libfabric counters and triggered operations), and the poll engine with
+// target generic beside it. Both must match the reference.
+func TestPlansTriggered(t *testing.T) {
+	opts := ofi.DefaultOptions()
+	opts.Provider = "sockets"
+	p, err := ofi.NewProvider(opts)
+	if err != nil {
+		t.Skipf("no libfabric sockets provider: %v", err)
+	}
+	defer p.Close()
+	files, err := filepath.Glob("../../plans/*.dag")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	cases := []struct {
+		engine exec.Engine
+		target string
+	}{{exec.Offload, "triggered-sockets"}, {exec.Poll, "generic"}}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".dag")
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, ranks := range []int{2, 4} {
+			g, err := planner.Load(f, src, map[string]int64{"ranks": int64(ranks)})
+			require.NoError(t, err, "%s ranks=%d", name, ranks)
+			for _, c := range cases {
+				t.Run(fmt.Sprintf("%s/ranks=%d/%s-%s", name, ranks, c.engine, c.target), func(t *testing.T) {
+					tg, err := ir.LookupTarget(c.target)
+					require.NoError(t, err)
+					plan, err := lower.Compile(g, tg)
+					require.NoError(t, err)
+					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+					defer cancel()
+					res, err := exec.Run(ctx, plan, p, exec.Options{Engine: c.engine, Iters: 3})
+					require.NoError(t, err)
+					require.True(t, res.OK, res.Summary())
+				})
+			}
+		}
+	}
+}
+
+// TestFaultRemoteWrite: a write into a buffer without remote_write is reported with its op, rank,
+// queue and file:line, within a bound, on both engines; the contexts close (flushing any
+// triggered work still waiting) after.
+func TestFaultRemoteWrite(t *testing.T) {
+	opts := ofi.DefaultOptions()
+	opts.Provider = "sockets"
+	p, err := ofi.NewProvider(opts)
+	if err != nil {
+		t.Skipf("no libfabric sockets provider: %v", err)
+	}
+	defer p.Close()
+	const f = "../../testdata/verbs/fault_perm.dag"
+	src, err := os.ReadFile(f)
+	require.NoError(t, err)
+	g, err := planner.Load(f, src, nil)
+	require.NoError(t, err)
+	for i := range g.Ops {
+		if g.Ops[i].Name == "w" {
+			g.Buffers[g.Ops[i].Dst.Buf].Access &^= ir.RemoteWrite
+		}
+	}
+	for _, c := range []struct {
+		engine exec.Engine
+		target string
+	}{{exec.Offload, "triggered-sockets"}, {exec.Poll, "generic"}} {
+		tg, err := ir.LookupTarget(c.target)
+		require.NoError(t, err)
+		plan, err := lower.Compile(g, tg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		start := time.Now()
+		_, err = exec.Run(ctx, plan, p, exec.Options{Engine: c.engine, Iters: 2, HangTimeout: 10 * time.Second})
+		cancel()
+		require.Error(t, err, c.target)
+		require.Less(t, time.Since(start), 10*time.Second, c.target)
+		require.Regexp(t, `fault_perm.dag:8:\d+: .*op w on rank 0, queue q: .*remote access error`, err.Error(), c.target)
+	}
+}
