@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -118,4 +119,23 @@ func TestParamUsageErrors(t *testing.T) {
 	// A value the plan takes but then fails with is the plan's diagnostic: exit 1.
 	code, _, stderr := coredag(t, "", "run", "-p", "ranks=3", "plans/recursive_doubling_allreduce.dag")
 	assert.Equal(t, exitFail, code, stderr)
+}
+
+// TestTargetLimitGrouped: a queue too shallow on every rank, by different amounts, is one
+// diagnostic worded with the largest need, the other ranks listed as likewise.
+func TestTargetLimitGrouped(t *testing.T) {
+	plan := writeTemp(t, "shallow.dag", `plan t
+param ranks = 3
+buffer a u8[64] remote_write
+queue right to (rank + 1) % ranks peer left depth 2
+queue left to (rank - 1) % ranks peer right depth 2
+for s in 0 .. 3 + rank {
+  op w[s] = write right a[0:8] to a[8:16]
+  if s > 0 { w[s] after w[s - 1] }
+}
+`)
+	code, _, stderr := coredag(t, "", "compile", plan)
+	assert.Equal(t, exitFail, code, stderr)
+	assert.Equal(t, 1, strings.Count(stderr, "one iteration posts"), stderr)
+	assert.Contains(t, stderr, "shallow.dag:4:7: right.sq: one iteration posts 5 WQEs on its send side but its depth is 2, and target connectx posts whole chains before it runs (declare `depth 8` or more on the queue, or compile for --target generic) (on rank 2; likewise on ranks 0, 1)\n")
 }

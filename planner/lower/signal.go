@@ -2,9 +2,9 @@ package lower
 
 import (
 	"math/bits"
+	"slices"
 
 	"github.com/coredag/coredag/diag"
-	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/wait"
 )
@@ -116,30 +116,18 @@ func ceilPow2(n int) int {
 
 // checkLimits reports chains that do not fit the target: pre-posted chains longer than their
 // queue's depth, queues or CQs above the hardware maxima, and per-iteration counts too large
-// for the cyclic 16- and 24-bit indices. A limit broken on many ranks is reported once per
-// declaration, with the largest need.
+// for the cyclic 16- and 24-bit indices. A limit broken on many ranks is one diagnostic
+// (diag.Group); for a chain longer than its depth it is worded with the largest need.
 func (c *compiler) checkLimits() {
-	type key struct {
-		pos  diag.Pos
-		side string
+	type instance struct {
+		d    *diag.Diagnostic
+		kind string
+		rank int
+		need int // for ordering: the largest need of a mistake is the one reported
 	}
-	type need struct {
-		n, depth, rank, ranks int
-		name                  string
-	}
-	worst := map[key]*need{}
-	var keys []key
-	note := func(k key, n, depth, rank int, name string) {
-		w, ok := worst[k]
-		if !ok {
-			w = &need{}
-			worst[k] = w
-			keys = append(keys, k)
-		}
-		w.ranks++
-		if n > w.n {
-			w.n, w.depth, w.rank, w.name = n, depth, rank, name
-		}
+	var found []instance
+	add := func(rank, need int, pos diag.Pos, format string, args ...any) {
+		found = append(found, instance{diag.Errorf(diag.Target, pos, format, args...), format, rank, need})
 	}
 	planPos := diag.InFile(c.g.File)
 	for r := range c.plan.Ranks {
@@ -147,41 +135,38 @@ func (c *compiler) checkLimits() {
 		for wi := range rp.Queues {
 			q := &rp.Queues[wi]
 			n := int(q.PerIteration)
-			var pos diag.Pos
+			pos := planPos
 			if q.Queue != ir.None {
 				pos = c.g.Queues[q.Queue].Pos
-			} else {
-				pos = planPos
 			}
 			if err := wait.WQ.Check(uint64(n)); err != nil {
-				c.errs.Add(diag.Target, pos, "work queue %s on rank %d: %v (split the plan's work over more queues)", q.Name, r, err)
+				add(r, n, pos, "work queue %s: %v (split the plan's work over more queues)", q.Name, err)
 				continue
 			}
 			switch {
 			case q.Queue != ir.None && c.t.PrePost && n > q.Depth:
-				note(key{pos, q.Kind.String()}, n, q.Depth, r, q.Name)
+				add(r, n, pos, "%s: one iteration posts %d WQEs on its %s side but its depth is %d, and target %s posts whole chains before it runs (declare `depth %d` or more on the queue, or compile for --target generic)",
+					q.Name, n, q.Kind, q.Depth, c.t.Name, ceilPow2(n))
 			case q.Queue == ir.None && q.Depth > c.t.MaxWQDepth:
-				c.errs.Add(diag.Target, pos, "%s queue on rank %d needs %d WQEs per iteration, above the %d target %s supports (split the plan)", q.Kind, r, n, c.t.MaxWQDepth, c.t.Name)
+				add(r, n, pos, "%s queue needs %d WQEs per iteration, above the %d target %s supports (split the plan)", q.Kind, n, c.t.MaxWQDepth, c.t.Name)
 			}
 		}
 		for ci := range rp.CQs {
 			cq := &rp.CQs[ci]
 			if err := wait.CQ.Check(uint64(cq.PerIteration)); err != nil {
-				c.errs.Add(diag.Target, planPos, "CQ %s on rank %d: %v", cq.Name, r, err)
+				add(r, int(cq.PerIteration), planPos, "CQ %s: %v", cq.Name, err)
 			} else if cq.Depth > c.t.MaxCQDepth {
-				c.errs.Add(diag.Target, planPos, "CQ %s on rank %d needs %d entries, above the %d target %s supports (split the plan)", cq.Name, r, cq.Depth, c.t.MaxCQDepth, c.t.Name)
+				add(r, cq.Depth, planPos, "CQ %s needs %d entries, above the %d target %s supports (split the plan)", cq.Name, cq.Depth, c.t.MaxCQDepth, c.t.Name)
 			}
 		}
 	}
-	for _, k := range keys {
-		w := worst[k]
-		others := ""
-		if w.ranks > 1 {
-			others = " (and on " + english.Plural(w.ranks-1, "other rank") + ")"
-		}
-		c.errs.Add(diag.Target, k.pos, "%s on rank %d%s: one iteration posts %d WQEs on its %s side but its depth is %d, and target %s posts whole chains before it runs (declare `depth %d` or more on the queue, or compile for --target generic)",
-			w.name, w.rank, others, w.n, k.side, w.depth, c.t.Name, ceilPow2(w.n))
+	// The largest need first, so it is the instance each mistake is worded with.
+	slices.SortStableFunc(found, func(a, b instance) int { return b.need - a.need })
+	var group diag.Group
+	for _, f := range found {
+		group.Add(f.d, f.kind, f.rank)
 	}
+	c.errs = append(c.errs, group.List(len(c.plan.Ranks))...)
 }
 
 // stats fills Plan.Stats from the per-rank counts (CriticalPath is set earlier).
