@@ -137,8 +137,9 @@ func (c *runCmd) Run(e *env) error {
 	runs, first := 1, c.Seed
 	if c.Explore > 0 {
 		runs, first = c.Explore, max(c.Seed, 1)
-		if err := refuse(e, l, l.budget.Check(budget.Mul(int64(runs), exploredRunBytes(c.JSON)),
-			fmt.Sprintf("--explore %d keeps a record of every run: %s (%d bytes each)", runs, budget.Format(budget.Mul(int64(runs), exploredRunBytes(c.JSON))), exploredRunBytes(c.JSON)),
+		need := budget.Mul(int64(runs), exploredRunBytes(c.JSON))
+		if err := refuse(e, l, l.budget.Check(need,
+			fmt.Sprintf("--explore %d keeps a record of every run: %s (%d bytes each)", runs, budget.Format(need), exploredRunBytes(c.JSON)),
 			"use a smaller --explore")); err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ import (
 func (c *runCmd) checkMemory(e *env, l *loaded, p nic.Provider) error {
 	g := l.graph
 	opts := exec.Options{Iters: c.Iters, Timeline: c.Timeline != ""}
-	if p == nil { // verbs: one rank per process
+	if p == nil { // a provider opened per process (runPerProcess): this process holds one rank
 		opts.Ranks = []int{0}
 	}
 	fp := exec.Estimate(g, p, opts)

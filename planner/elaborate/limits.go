@@ -5,6 +5,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -96,7 +97,7 @@ func (c *opCounter) block(stmts []dsl.Stmt, s *scope, unknown map[string]bool) (
 			}
 			local.bind(name, v)
 		case *dsl.OpStmt:
-			n = satAdd(n, 1)
+			n = budget.Add(n, 1)
 		case *dsl.IfStmt: // never counted, known condition or not: a pass by pass count adds nothing
 		case *dsl.ForStmt:
 			if usesAny(st.From, unknown) || usesAny(st.To, unknown) || (st.Step != nil && usesAny(st.Step, unknown)) {
@@ -115,7 +116,7 @@ func (c *opCounter) block(stmts []dsl.Stmt, s *scope, unknown map[string]bool) (
 				continue
 			}
 			k, ex := c.loop(st, from, to, step, local, unknown)
-			n, exact = satAdd(n, k), exact && ex
+			n, exact = budget.Add(n, k), exact && ex
 		}
 	}
 	return n, exact
@@ -135,7 +136,7 @@ func (c *opCounter) loop(st *dsl.ForStmt, from, to, step int64, s *scope, unknow
 	if !was {
 		delete(unknown, name)
 	}
-	total := satMul(trips, per)
+	total := budget.Mul(trips, per)
 	if exact || total > c.limit {
 		return total, exact
 	}
@@ -155,27 +156,10 @@ func (c *opCounter) loop(st *dsl.ForStmt, from, to, step int64, s *scope, unknow
 		body.names, body.values = body.names[:0], body.values[:0]
 		body.bind(name, v)
 		k, ex := c.block(st.Body, body, unknown)
-		n, exact = satAdd(n, k), exact && ex
+		n, exact = budget.Add(n, k), exact && ex
 		v += step
 	}
 	return max(n, total), exact
-}
-
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
-}
-
-func satMul(a, b int64) int64 {
-	if a <= 0 || b <= 0 {
-		return 0
-	}
-	if a > math.MaxInt64/b {
-		return math.MaxInt64
-	}
-	return a * b
 }
 
 // tripCount is how many times `for v in from .. to step step` runs (step > 0), or math.MaxInt64
