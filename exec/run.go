@@ -330,13 +330,17 @@ func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
 			return out, err
 		}
 		out.OK = true
+		// Diff lists mismatches in rank order and s.ranks is sorted: one pass pairs them.
+		diff := mem.Diff(s.ref)
 		for _, r := range s.ranks {
 			v := Verdict{Rank: r, OK: true}
-			for _, m := range mem.Diff(s.ref) {
-				if m.Rank == r {
-					v.OK = false
-					v.Mismatches = append(v.Mismatches, m)
-				}
+			for len(diff) > 0 && diff[0].Rank < r {
+				diff = diff[1:]
+			}
+			for len(diff) > 0 && diff[0].Rank == r {
+				v.OK = false
+				v.Mismatches = append(v.Mismatches, diff[0])
+				diff = diff[1:]
 			}
 			out.OK = out.OK && v.OK
 			out.Verdicts = append(out.Verdicts, v)

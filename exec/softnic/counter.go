@@ -112,6 +112,7 @@ func (c *Context) Trigger(x nic.Counter, threshold uint64, w *nic.TriggeredWR) e
 	copy(k.pend[i+1:], k.pend[i:])
 	k.pend[i] = pendingWork{thr: threshold, w: *w}
 	c.npend++
+	c.nic.npend++
 	c.nic.fireDue()
 	return nil
 }
@@ -125,6 +126,7 @@ func (c *Context) CancelTriggers() int {
 	for _, k := range c.cntrs {
 		k.pend = nil
 	}
+	c.nic.npend -= n
 	c.npend = 0
 	return n
 }
@@ -135,6 +137,9 @@ func (c *Context) TriggerErr() error { return c.trigErr }
 // fireDue runs due triggered work of every context until none is due, and returns how much ran.
 func (n *NIC) fireDue() int {
 	fired := 0
+	if n.npend == 0 { // the common case, and without it every Poll would visit every context
+		return 0
+	}
 	for again := true; again; {
 		again = false
 		for _, c := range n.ctxs {
@@ -146,6 +151,7 @@ func (n *NIC) fireDue() int {
 					p := k.pend[0]
 					k.pend = k.pend[1:]
 					c.npend--
+					n.npend--
 					c.fire(&p.w)
 					fired++
 					again = true

@@ -55,6 +55,7 @@ type NIC struct {
 	tick  uint64 // Progress calls, the unit of the RNR retry timer
 
 	active []*qp // QPs with send-queue work not yet completed, in activation order
+	npend  int   // triggered work waiting, over every context
 	cands  []cand
 
 	stats  nic.NICStats
@@ -176,6 +177,7 @@ func (c *Context) Close() error {
 			q.closed = true
 		}
 	}
+	c.CancelTriggers() // a closed context's triggered work can never fire
 	c.closed = true
 	c.nic.ctxs[c.rank] = nil
 	return nil
