@@ -255,6 +255,11 @@ func TestGraphFoldsLoops(t *testing.T) {
 	hasNot(t, full, "folded")
 	has(t, full, `label="tx[7]\n`)
 	assert.Equal(t, len(g.Ops), strings.Count(full, "fontsize=\"10\""))
+	// Nodes counts every node statement: the ops, the summaries and one invisible anchor per rank.
+	nodeStmt := regexp.MustCompile(`(?m)^\s*n\d+\[`)
+	assert.Equal(t, len(nodeStmt.FindAllString(full, -1)), Nodes(Graph(g, Options{Full: true})))
+	assert.Equal(t, len(g.Ops)+g.Ranks, Nodes(Graph(g, Options{Full: true})))
+	assert.Equal(t, len(nodeStmt.FindAllString(s, -1)), Nodes(Graph(g, Options{})))
 }
 
 func TestGraphFoldsRanks(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/emicklei/dot"
+
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/viz"
@@ -28,7 +30,7 @@ type dotCmd struct {
 	Rank    []int         `help:"Draw only these ranks (repeatable); others reached by transfers appear as one node."`
 	Out     string        `short:"o" placeholder:"FILE" help:"Write to FILE; the format follows its extension (.dot, .svg, .png). Default: DOT on stdout."`
 	Limit   int           `default:"400" help:"Fold loop bodies, then ranks, into summary nodes above this many nodes."`
-	Full    bool          `help:"Draw every node, whatever the count."`
+	Full    bool          `help:"Draw every node, whatever the count (SVG and PNG: at most 5000 nodes in the graph view, 2000 in the plan view)."`
 	Timeout time.Duration `default:"5m" help:"Stop Graphviz's layout (SVG, PNG) after this long."`
 	File    string        `arg:"" name:"file" help:"Plan file (- for stdin)."`
 }
@@ -65,7 +67,8 @@ func (c *dotCmd) Run(e *env) error {
 		}
 	}
 	opts := viz.Options{Ranks: c.Rank, Limit: c.Limit, Full: c.Full}
-	var text string
+	var d *dot.Graph
+	bound := viz.MaxGraphLayout
 	switch c.View {
 	case "plan":
 		t, err := ir.LookupTarget(c.Target)
@@ -77,10 +80,19 @@ func (c *dotCmd) Run(e *env) error {
 			printDiagnostics(e.stderr, &loaded{path: l.path, src: l.src, err: err})
 			return &exitError{code: exitFail}
 		}
-		text = viz.Plan(p, opts).String()
+		d, bound = viz.Plan(p, opts), viz.MaxPlanLayout
 	default:
-		text = viz.Graph(g, opts).String()
+		d = viz.Graph(g, opts)
 	}
+	if n := viz.Nodes(d); format != viz.DOT && n > bound {
+		how := fmt.Sprintf("fold it with --limit %d or less", bound)
+		if c.Full {
+			how = fmt.Sprintf("fold it without --full (--limit %d or less)", bound)
+		}
+		return fmt.Errorf("the %s view of %s has %d nodes; Graphviz lays out at most about %d of this view in 10 s: %s, draw fewer ranks with --rank, or write .dot and lay it out yourself",
+			c.View, g.Name, n, bound, how)
+	}
+	text := d.String()
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
 	var buf bytes.Buffer

@@ -154,3 +154,32 @@ func TestDotFailingGraphviz(t *testing.T) {
 	assert.NotContains(t, stderr, "panic")
 	assert.NoFileExists(t, out)
 }
+
+// TestDotRefusesLargeLayout: an SVG or PNG of more nodes than Graphviz lays out in about 10 s is
+// refused before dot starts, naming the count, the bound and --limit; DOT output is not bounded.
+func TestDotRefusesLargeLayout(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "dot-ran")
+	spy := fakeDot(t, "touch "+marker+"; cat >/dev/null; exit 1\n")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--full"}, "coredag: the graph view of ring_allreduce has 20224 nodes; Graphviz lays out at most about 5000 of this view in 10 s: fold it without --full (--limit 5000 or less)"},
+		{[]string{"--limit", "30000"}, "has 20224 nodes; Graphviz lays out at most about 5000 of this view in 10 s: fold it with --limit 5000 or less, draw fewer ranks with --rank, or write .dot"},
+		{[]string{"--view", "plan", "--full"}, "coredag: the plan view of ring_allreduce has"},
+	} {
+		out := filepath.Join(dir, "x.svg")
+		args := append([]string{"dot", "-p", "ranks=64", "-o", out}, tt.args...)
+		code, stdout, stderr := coredagEnv(t, []string{"COREDAG_DOT=" + spy}, "", append(args, "plans/ring_allreduce.dag")...)
+		assert.Equal(t, 1, code, stderr)
+		assert.Empty(t, stdout)
+		assert.Contains(t, stderr, tt.want, "%v", tt.args)
+		assert.NoFileExists(t, out)
+		assert.NoFileExists(t, marker, "dot must not start")
+	}
+	out := filepath.Join(dir, "x.dot")
+	code, _, stderr := coredagEnv(t, []string{"COREDAG_DOT=" + spy}, "", "dot", "-p", "ranks=64", "--full", "-o", out, "plans/ring_allreduce.dag")
+	assert.Equal(t, 0, code, stderr)
+	assert.FileExists(t, out)
+}
