@@ -17,6 +17,11 @@ import (
 // posts the signalled NOP that follows each one, which is how WAITs order NIC work after CPU work.
 // Between iterations it re-arms the chains: WAIT counts move by the CQ's per-iteration
 // completions and ENABLE indices by the target queue's per-iteration WQEs, cyclically.
+//
+// Each round does work in proportion to what happened, not to the size of the plan: it polls the
+// CQs that have completions when the NIC says which (nic.CQNotifier; every CQ otherwise), runs the
+// host chains of the ranks whose CQs returned completions, and posts again only the chains a full
+// queue cut short. A count of what is left (e.left) says when the iteration is over.
 type offloadEngine struct {
 	g     *ir.Graph
 	plan  *ir.Plan
@@ -25,6 +30,15 @@ type offloadEngine struct {
 	hang  time.Duration
 	ranks []offRank
 	wc    []nic.WC
+
+	ready   nic.CQNotifier      // nil: poll every CQ each round
+	cqAt    map[nic.CQ][2]int32 // with ready: rank index and CQ index of each CQ
+	cqBuf   []nic.CQ
+	dirty   []int32    // ranks whose CQs returned completions since their host chain last ran
+	marked  []bool     // by rank index: in dirty
+	short   [][2]int32 // rank and work queue indices of chains a full queue left unposted
+	trigged []int32    // ranks of triggered plans: counters gate their host steps, so they run every round
+	left    int        // host entries, chain entries to post and completions to poll in this iteration, triggered ranks apart
 
 	posted, polled, hostSteps, waits, enables uint64
 	iter                                      int
@@ -75,6 +89,9 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 	g := plan.Graph
 	e := &offloadEngine{g: g, plan: plan, mem: mem, hang: opts.HangTimeout, wc: make([]nic.WC, 64)}
 	e.prog, _ = p.(nic.Progresser)
+	if e.ready, _ = p.(nic.CQNotifier); e.ready != nil {
+		e.cqAt = map[nic.CQ][2]int32{}
+	}
 	for _, r := range res {
 		rp := &plan.Ranks[r.rank]
 		or := offRank{rp: rp, res: r, wqs: make([]offWQ, len(rp.Queues)), cqs: make([]offCQ, len(rp.CQs))}
@@ -122,9 +139,18 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 			if err := e.setupTrig(&or); err != nil {
 				return nil, err
 			}
+			e.trigged = append(e.trigged, int32(len(e.ranks)))
+		}
+		if e.cqAt != nil {
+			for ci := range or.cqs {
+				if c := or.cqs[ci].cq; c != nil {
+					e.cqAt[c] = [2]int32{int32(len(e.ranks)), int32(ci)}
+				}
+			}
 		}
 		e.ranks = append(e.ranks, or)
 	}
+	e.marked = make([]bool, len(e.ranks))
 	return e, nil
 }
 
@@ -200,15 +226,22 @@ func (e *offloadEngine) prepost() error { return nil }
 
 func (e *offloadEngine) rearm(iter int) {
 	e.iter = iter
+	e.left = 0
+	e.short = e.short[:0]
 	for ri := range e.ranks {
 		or := &e.ranks[ri]
 		or.hostNext = 0
 		if or.trig != nil {
 			or.trig.submitted = false
+		} else if or.rp.Host >= 0 {
+			e.left += len(or.rp.Queues[or.rp.Host].Chain)
 		}
 		for wi := range or.wqs {
 			o := &or.wqs[wi]
 			o.next = 0
+			if or.trig == nil && !o.host && o.qp != nil {
+				e.left += len(o.wq.Chain)
+			}
 			for j, k := range o.waitAt {
 				o.swr[k].Count = wait.CQ.At(o.waitB[j], o.waitP[j], uint64(iter))
 			}
@@ -219,8 +252,19 @@ func (e *offloadEngine) rearm(iter int) {
 		for ci := range or.cqs {
 			c := &or.cqs[ci]
 			c.target = uint64(iter+1) * c.per
+			if or.trig == nil {
+				e.left += int(c.owed())
+			}
 		}
 	}
+}
+
+// owed is the number of completions c still owes this iteration.
+func (c *offCQ) owed() uint64 {
+	if c.count >= c.target {
+		return 0
+	}
+	return c.target - c.count
 }
 
 // timeline is not recorded: Run refuses Options.Timeline on the offload engine.
@@ -235,55 +279,89 @@ func (e *offloadEngine) counters(r *Result) {
 	e.posted, e.polled, e.hostSteps, e.waits, e.enables = 0, 0, 0, 0, 0
 }
 
-// post posts what remains of every NIC chain (all of it at iteration start; the rest later when
-// a queue was full).
-func (e *offloadEngine) post() (bool, error) {
-	did := false
+// postAll posts every NIC chain at iteration start (triggered plans: hands the NIC their
+// triggered work); what a full queue refuses is left in e.short for postShort.
+func (e *offloadEngine) postAll() error {
 	for ri := range e.ranks {
 		or := &e.ranks[ri]
 		if or.trig != nil {
-			d, err := e.submitTrig(or)
-			if err != nil {
-				return did, err
+			if _, err := e.submitTrig(or); err != nil {
+				return err
 			}
-			did = did || d
 			continue
 		}
 		for wi := range or.wqs {
-			o := &or.wqs[wi]
-			if o.host || o.qp == nil {
-				continue
-			}
-			var n int
-			var err error
-			if o.recv {
-				if o.next >= len(o.rwr) {
-					continue
-				}
-				n, err = o.qp.PostRecv(o.rwr[o.next:])
-			} else {
-				if o.next >= len(o.swr) {
-					continue
-				}
-				n, err = o.qp.PostSend(o.swr[o.next:])
-				for _, w := range o.wq.Chain[o.next : o.next+n] {
-					switch w.Opcode {
-					case ir.OpcWait:
-						e.waits++
-					case ir.OpcSendEnable, ir.OpcRecvEnable:
-						e.enables++
-					}
-				}
-			}
-			o.next += n
-			e.posted += uint64(n)
-			did = did || n > 0
-			if err != nil && !errors.Is(err, nic.ErrQueueFull) {
-				return did, e.wqeError(or, wi, o.next, fmt.Errorf("post: %w", err))
+			if _, err := e.postWQ(ri, wi); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
+}
+
+// postShort posts more of the chains a full queue cut short, and of triggered plans whatever
+// their NIC refused.
+func (e *offloadEngine) postShort() (bool, error) {
+	did := false
+	short := e.short
+	e.short = e.short[len(short):] // postWQ appends the chains still short after it
+	for _, s := range short {
+		d, err := e.postWQ(int(s[0]), int(s[1]))
+		if err != nil {
+			return did, err
+		}
+		did = did || d
+	}
+	e.short = append(short[:0], e.short...)
+	for _, ri := range e.trigged {
+		d, err := e.submitTrig(&e.ranks[ri])
+		if err != nil {
+			return did, err
+		}
+		did = did || d
+	}
 	return did, nil
+}
+
+// postWQ posts what remains of chain wi of rank index ri, as much as the queue takes; a chain
+// left short is added to e.short.
+func (e *offloadEngine) postWQ(ri, wi int) (bool, error) {
+	or := &e.ranks[ri]
+	o := &or.wqs[wi]
+	if o.host || o.qp == nil {
+		return false, nil
+	}
+	var n int
+	var err error
+	if o.recv {
+		if o.next >= len(o.rwr) {
+			return false, nil
+		}
+		n, err = o.qp.PostRecv(o.rwr[o.next:])
+	} else {
+		if o.next >= len(o.swr) {
+			return false, nil
+		}
+		n, err = o.qp.PostSend(o.swr[o.next:])
+		for _, w := range o.wq.Chain[o.next : o.next+n] {
+			switch w.Opcode {
+			case ir.OpcWait:
+				e.waits++
+			case ir.OpcSendEnable, ir.OpcRecvEnable:
+				e.enables++
+			}
+		}
+	}
+	o.next += n
+	e.posted += uint64(n)
+	e.left -= n
+	if err != nil && !errors.Is(err, nic.ErrQueueFull) {
+		return n > 0, e.wqeError(or, wi, o.next, fmt.Errorf("post: %w", err))
+	}
+	if o.next < len(o.wq.Chain) {
+		e.short = append(e.short, [2]int32{int32(ri), int32(wi)})
+	}
+	return n > 0, nil
 }
 
 // wqeError names the op behind chain entry k of work queue wi.
@@ -347,70 +425,155 @@ func (e *offloadEngine) runHost(or *offRank, iter int) (bool, error) {
 			return did, e.wqeError(or, wi, k, fmt.Errorf("unexpected %s entry on the host queue", w.Opcode))
 		}
 		or.hostNext++
+		if or.trig == nil {
+			e.left--
+		}
 		did = true
 	}
 	return did, nil
 }
 
+// finished reports whether the iteration is over: nothing left to run, post or poll.
 func (e *offloadEngine) finished() bool {
-	for ri := range e.ranks {
-		or := &e.ranks[ri]
-		if or.rp.Host >= 0 && or.hostNext < len(or.rp.Queues[or.rp.Host].Chain) {
+	if e.left > 0 {
+		return false
+	}
+	for _, ri := range e.trigged {
+		if !e.rankDone(&e.ranks[ri]) {
 			return false
-		}
-		for ci := range or.cqs {
-			if or.cqs[ci].count < or.cqs[ci].target {
-				return false
-			}
-		}
-		for wi := range or.wqs {
-			o := &or.wqs[wi]
-			if !o.host && o.qp != nil && o.next < len(o.wq.Chain) {
-				return false
-			}
 		}
 	}
 	return true
 }
 
+// rankDone reports whether a rank has run its host chain, posted its chains and polled its
+// completions for this iteration.
+func (e *offloadEngine) rankDone(or *offRank) bool {
+	if or.rp.Host >= 0 && or.hostNext < len(or.rp.Queues[or.rp.Host].Chain) {
+		return false
+	}
+	for ci := range or.cqs {
+		if or.cqs[ci].count < or.cqs[ci].target {
+			return false
+		}
+	}
+	for wi := range or.wqs {
+		o := &or.wqs[wi]
+		if !o.host && o.qp != nil && o.next < len(o.wq.Chain) {
+			return false
+		}
+	}
+	return true
+}
+
+// poll polls the CQs that have completions (every CQ without a nic.CQNotifier) and marks the
+// ranks they belong to for runHost.
 func (e *offloadEngine) poll() (bool, error) {
 	did := false
-	for ri := range e.ranks {
-		or := &e.ranks[ri]
-		for ci := range or.cqs {
-			c := &or.cqs[ci]
-			if c.cq == nil {
-				continue
+	if e.ready == nil {
+		for ri := range e.ranks {
+			for ci := range e.ranks[ri].cqs {
+				d, err := e.pollCQ(ri, ci)
+				if err != nil {
+					return did, err
+				}
+				did = did || d
 			}
-			n, err := c.cq.Poll(e.wc)
+		}
+		return did, nil
+	}
+	did = e.prog.Progress() > 0
+	e.cqBuf = e.ready.ReadyCQs(e.cqBuf[:0])
+	for _, c := range e.cqBuf {
+		at, ok := e.cqAt[c]
+		if !ok {
+			continue // another session's
+		}
+		for {
+			d, err := e.pollCQ(int(at[0]), int(at[1]))
 			if err != nil {
-				return did, fmt.Errorf("rank %d: CQ %s: %w", or.rp.Rank, c.name, err)
+				return did, err
 			}
-			if n == 0 {
-				continue
-			}
-			did = true
-			c.count += uint64(n)
-			e.polled += uint64(n)
-			for k := 0; k < n; k++ {
-				wc := &e.wc[k]
-				if wc.Status == nic.StatusSuccess {
-					continue
-				}
-				wi, idx := int(wc.ID>>24&0xffff), int(wc.ID&0xffffff)
-				if wc.ID&offloadTag == 0 || wi >= len(or.wqs) {
-					return did, fmt.Errorf("rank %d: CQ %s: work request %d failed with status %s", or.rp.Rank, c.name, wc.ID, wc.Status)
-				}
-				return did, e.wqeError(or, wi, idx, fmt.Errorf("completed with status %s on CQ %s", wc.Status, c.name))
+			did = did || d
+			if !d {
+				break
 			}
 		}
 	}
 	return did, nil
 }
 
+// pollCQ polls CQ ci of rank index ri once, counts its completions and checks their statuses.
+func (e *offloadEngine) pollCQ(ri, ci int) (bool, error) {
+	or := &e.ranks[ri]
+	c := &or.cqs[ci]
+	if c.cq == nil {
+		return false, nil
+	}
+	n, err := c.cq.Poll(e.wc)
+	if err != nil {
+		return false, fmt.Errorf("rank %d: CQ %s: %w", or.rp.Rank, c.name, err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	owed := c.owed()
+	c.count += uint64(n)
+	e.polled += uint64(n)
+	if or.trig == nil {
+		e.left -= int(owed - c.owed())
+		if !e.marked[ri] {
+			e.marked[ri] = true
+			e.dirty = append(e.dirty, int32(ri))
+		}
+	}
+	for k := 0; k < n; k++ {
+		wc := &e.wc[k]
+		if wc.Status == nic.StatusSuccess {
+			continue
+		}
+		wi, idx := int(wc.ID>>24&0xffff), int(wc.ID&0xffffff)
+		if wc.ID&offloadTag == 0 || wi >= len(or.wqs) {
+			return true, fmt.Errorf("rank %d: CQ %s: work request %d failed with status %s", or.rp.Rank, c.name, wc.ID, wc.Status)
+		}
+		return true, e.wqeError(or, wi, idx, fmt.Errorf("completed with status %s on CQ %s", wc.Status, c.name))
+	}
+	return true, nil
+}
+
+// runHosts runs the host chains of the ranks marked by poll, and of every triggered rank.
+func (e *offloadEngine) runHosts(iter int) (bool, error) {
+	did := false
+	for i := 0; i < len(e.dirty); i++ {
+		ri := e.dirty[i]
+		e.marked[ri] = false
+		d, err := e.runHost(&e.ranks[ri], iter)
+		if err != nil {
+			e.dirty = e.dirty[:0]
+			return did, err
+		}
+		did = did || d
+	}
+	e.dirty = e.dirty[:0]
+	for _, ri := range e.trigged {
+		d, err := e.runHost(&e.ranks[ri], iter)
+		if err != nil {
+			return did, err
+		}
+		did = did || d
+	}
+	return did, nil
+}
+
 func (e *offloadEngine) iterate(ctx context.Context, iter int) error {
-	if _, err := e.post(); err != nil {
+	if err := e.postAll(); err != nil {
 		return err
+	}
+	for ri := range e.ranks { // a host chain may start with steps that wait for nothing
+		if e.ranks[ri].trig == nil && !e.marked[ri] {
+			e.marked[ri] = true
+			e.dirty = append(e.dirty, int32(ri))
+		}
 	}
 	watch := stallWatch{prog: e.prog, limit: e.hang}
 	for !e.finished() {
@@ -418,14 +581,12 @@ func (e *offloadEngine) iterate(ctx context.Context, iter int) error {
 		if err != nil {
 			return err
 		}
-		for ri := range e.ranks {
-			did, err := e.runHost(&e.ranks[ri], iter)
-			if err != nil {
-				return err
-			}
-			progress = progress || did
+		did, err := e.runHosts(iter)
+		if err != nil {
+			return err
 		}
-		did, err := e.post()
+		progress = progress || did
+		did, err = e.postShort()
 		if err != nil {
 			return err
 		}

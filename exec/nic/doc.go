@@ -43,7 +43,8 @@
 // A provider may implement more, and the engines use it when it is there:
 //
 //   - Progresser: a software fabric that moves only when asked, and can say why it is stalled
-//     (Stall). The engines then detect a hang at once instead of after a timeout.
+//     (Stall). The engines then detect a hang at once instead of after a timeout. A CQNotifier
+//     also lists the CQs that have completions, so the offload engine polls only those.
 //   - TriggerQP, HoldCQ, SpinCQ: a driver that posts armed requests inside CQ.Poll, keeps polling
 //     past completions the engine does not need at once, or spins on a CQ by itself.
 //   - StampCQ: completions stamped with the time their poll found them, on this package's clock

@@ -353,6 +353,17 @@ type Progresser interface {
 	Stalls() []Stall
 }
 
+// CQNotifier is implemented by software providers that know which CQs have completions to poll.
+// After Progress an engine then polls those CQs instead of every CQ of every rank, so its cost
+// follows the completions, not the number of CQs.
+type CQNotifier interface {
+	Progresser
+	// ReadyCQs appends to buf, and returns, the open CQs that produced completions since they
+	// were last returned, each once, in the order of their first such completion. A CQ returned
+	// is listed again only after a new completion: poll it until it is empty.
+	ReadyCQs(buf []CQ) []CQ
+}
+
 // TriggerQP is implemented by QPs whose driver can post send work requests by itself once CQs
 // have returned enough completions: a host-side counterpart of CORE-Direct's CQE_WAIT for NICs
 // without it, run inside CQ.Poll. Armed requests form a FIFO: each is posted once its CQ has

@@ -17,6 +17,8 @@ type cq struct {
 	overflow bool
 	closed   bool
 	watch    []*qp      // QPs whose trigger has watched this CQ
+	waiters  []*qp      // QPs parked with a CQE_WAIT on this CQ at their head (qp.awake)
+	listed   bool       // in the NIC's ready list (ReadyCQs)
 	cntrs    []*counter // counters bound to this CQ (BindCounter)
 }
 
@@ -62,7 +64,29 @@ func (q *cq) Close() error {
 		}
 	}
 	q.closed = true
+	q.wake(true) // a WAIT on a closed CQ no longer holds its queue
 	return nil
+}
+
+// wake puts back on the fabric's active list the QPs parked on this CQ whose WAIT is reached (all
+// of them with all), and forgets the entries of QPs that no longer wait on it.
+func (q *cq) wake(all bool) {
+	k := 0
+	for _, p := range q.waiters {
+		if p.waiting != q {
+			continue
+		}
+		w := &p.sq[p.sqHead%uint64(len(p.sq))]
+		if all || p.closed || p.sqHead == p.sqTail || w.wr.Op != nic.OpCQEWait || w.wr.WaitCQ != q.num || cqReached(q.produced, w.wr.Count) {
+			p.waiting = nil
+			p.activate()
+			continue
+		}
+		q.waiters[k] = p
+		k++
+	}
+	clear(q.waiters[k:])
+	q.waiters = q.waiters[:k]
 }
 
 // push produces one completion.
@@ -75,5 +99,25 @@ func (q *cq) push(wc nic.WC) {
 		q.ring[q.produced%uint64(len(q.ring))] = wc
 	}
 	q.produced++
+	if !q.listed {
+		q.listed = true
+		n.ready = append(n.ready, q)
+	}
+	if len(q.waiters) > 0 {
+		q.wake(false)
+	}
 	q.counted()
+}
+
+// ReadyCQs appends the CQs that produced completions since they were last listed (nic.CQNotifier).
+func (n *NIC) ReadyCQs(buf []nic.CQ) []nic.CQ {
+	for _, q := range n.ready {
+		q.listed = false
+		if !q.closed {
+			buf = append(buf, q)
+		}
+	}
+	clear(n.ready)
+	n.ready = n.ready[:0]
+	return buf
 }

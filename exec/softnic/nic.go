@@ -45,8 +45,8 @@ type Options struct {
 	Triggers bool
 }
 
-// NIC is the software NIC and its fabric. It implements nic.Provider, nic.Progresser and
-// nic.StatsReporter.
+// NIC is the software NIC and its fabric. It implements nic.Provider, nic.Progresser,
+// nic.CQNotifier and nic.StatsReporter.
 type NIC struct {
 	opts  Options
 	ctxs  []*Context // by rank; nil when not open
@@ -56,6 +56,7 @@ type NIC struct {
 
 	active []*qp // QPs with send-queue work not yet completed, in activation order
 	npend  int   // triggered work waiting, over every context
+	ready  []*cq // CQs with completions since ReadyCQs last listed them
 	cands  []cand
 
 	stats  nic.NICStats
@@ -66,6 +67,7 @@ type NIC struct {
 var (
 	_ nic.Provider       = (*NIC)(nil)
 	_ nic.Progresser     = (*NIC)(nil)
+	_ nic.CQNotifier     = (*NIC)(nil)
 	_ nic.StatsReporter  = (*NIC)(nil)
 	_ nic.FaultExplainer = (*NIC)(nil)
 )

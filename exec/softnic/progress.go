@@ -49,10 +49,13 @@ func (n *NIC) progress(until *cq) int {
 	for {
 		steps += n.fireDue()
 		n.cands = n.cands[:0]
+		idle := 0 // QPs that offer no step: parked by compact when they are many
 		for _, q := range n.active {
 			if q.closed {
+				idle++
 				continue
 			}
+			was := len(n.cands)
 			if q.sqDone < q.sqHead {
 				n.cands = append(n.cands, cand{q: q, complete: true})
 			}
@@ -63,10 +66,16 @@ func (n *NIC) progress(until *cq) int {
 					steps++
 				}
 			}
+			if len(n.cands) == was {
+				idle++
+			}
 		}
 		if len(n.cands) == 0 {
 			n.compact()
 			return steps
+		}
+		if idle > len(n.cands) {
+			n.compact() // the QPs chosen from stay: each has a step to offer
 		}
 		c := n.cands[n.rng.IntN(len(n.cands))]
 		if c.complete {
@@ -82,11 +91,13 @@ func (n *NIC) progress(until *cq) int {
 	}
 }
 
-// compact drops QPs with no send work left from the active list, keeping the order.
+// compact drops from the active list, keeping the order, the QPs with no send work left and the
+// QPs parked until an event: progress visits only the rest, so that its cost follows the work
+// that can run rather than the number of QPs with work posted.
 func (n *NIC) compact() {
 	k := 0
 	for _, q := range n.active {
-		if !q.closed && q.sqDone < q.sqTail {
+		if q.awake() {
 			n.active[k] = q
 			k++
 		} else {
@@ -95,6 +106,32 @@ func (n *NIC) compact() {
 	}
 	clear(n.active[k:])
 	n.active = n.active[:k]
+}
+
+// awake reports whether q stays on the active list. A QP with nothing in flight whose head waits
+// for a CQ (CQE_WAIT) or for an ENABLE is parked instead: the CQ's next completions (cq.push) or
+// the SEND_EN that moves its enable index (execute) put it back with activate. A fence holds a
+// head only while a READ or atomic is in flight, so it never parks; a receiver-not-ready head
+// stays, because its retries are counted per Progress call.
+func (q *qp) awake() bool {
+	if q.closed || q.sqDone >= q.sqTail {
+		return false
+	}
+	if q.sqDone < q.sqHead {
+		return true // completions to make
+	}
+	switch q.headBlocker() {
+	case blockedNotEnabled:
+		return false
+	case blockedWait:
+		c := q.ctx.cqByNum(q.sq[q.sqHead%uint64(len(q.sq))].wr.WaitCQ)
+		if q.waiting != c {
+			q.waiting = c
+			c.waiters = append(c.waiters, q)
+		}
+		return false
+	}
+	return true
 }
 
 // runFIFO executes and completes this QP's runnable heads in order; it returns the steps made.
@@ -198,6 +235,7 @@ func (q *qp) execute() {
 		t := q.ctx.qpByNum(wr.TargetQP)
 		if t != nil {
 			t.sqEnable = uint16(wr.Count)
+			t.activate() // parked while its head was not enabled
 		}
 		n.stats.Enables++
 	case nic.OpRecvEnable:

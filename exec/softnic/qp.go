@@ -36,17 +36,18 @@ type rwqe struct {
 // yet), [sqDone, sqHead) executed and in flight, [sqHead, sqTail) posted, waiting to execute.
 // Receive queue: [rqHead, rqTail) posted, not consumed; consumed receives complete at once.
 type qp struct {
-	ctx    *Context
-	pd     *pd
-	num    uint32
-	cfg    nic.QPConfig
-	scq    *cq
-	rcq    *cq
-	state  qpState
-	closed bool
-	remote *qp
-	peer   nic.QPInfo
-	active bool // in nic.active
+	ctx     *Context
+	pd      *pd
+	num     uint32
+	cfg     nic.QPConfig
+	scq     *cq
+	rcq     *cq
+	state   qpState
+	closed  bool
+	remote  *qp
+	peer    nic.QPInfo
+	active  bool // in nic.active
+	waiting *cq  // the CQ whose waiters list holds this QP (see qp.awake)
 
 	sq                              []swqe
 	sqTail, sqHead, sqDone, sqFreed uint64
