@@ -473,11 +473,11 @@ func (e *offloadEngine) poll() (bool, error) {
 	if e.ready == nil {
 		for ri := range e.ranks {
 			for ci := range e.ranks[ri].cqs {
-				d, err := e.pollCQ(ri, ci)
+				n, err := e.pollCQ(ri, ci)
 				if err != nil {
 					return did, err
 				}
-				did = did || d
+				did = did || n > 0
 			}
 		}
 		return did, nil
@@ -489,13 +489,13 @@ func (e *offloadEngine) poll() (bool, error) {
 		if !ok {
 			continue // another session's
 		}
-		for {
-			d, err := e.pollCQ(int(at[0]), int(at[1]))
+		for { // until a poll finds fewer than it can take: another would only move the fabric
+			n, err := e.pollCQ(int(at[0]), int(at[1]))
 			if err != nil {
 				return did, err
 			}
-			did = did || d
-			if !d {
+			did = did || n > 0
+			if n < len(e.wc) {
 				break
 			}
 		}
@@ -503,19 +503,20 @@ func (e *offloadEngine) poll() (bool, error) {
 	return did, nil
 }
 
-// pollCQ polls CQ ci of rank index ri once, counts its completions and checks their statuses.
-func (e *offloadEngine) pollCQ(ri, ci int) (bool, error) {
+// pollCQ polls CQ ci of rank index ri once, counts its completions and checks their statuses;
+// it returns how many it found.
+func (e *offloadEngine) pollCQ(ri, ci int) (int, error) {
 	or := &e.ranks[ri]
 	c := &or.cqs[ci]
 	if c.cq == nil {
-		return false, nil
+		return 0, nil
 	}
 	n, err := c.cq.Poll(e.wc)
 	if err != nil {
-		return false, fmt.Errorf("rank %d: CQ %s: %w", or.rp.Rank, c.name, err)
+		return 0, fmt.Errorf("rank %d: CQ %s: %w", or.rp.Rank, c.name, err)
 	}
 	if n == 0 {
-		return false, nil
+		return 0, nil
 	}
 	owed := c.owed()
 	c.count += uint64(n)
@@ -534,11 +535,11 @@ func (e *offloadEngine) pollCQ(ri, ci int) (bool, error) {
 		}
 		wi, idx := int(wc.ID>>24&0xffff), int(wc.ID&0xffffff)
 		if wc.ID&offloadTag == 0 || wi >= len(or.wqs) {
-			return true, fmt.Errorf("rank %d: CQ %s: work request %d failed with status %s", or.rp.Rank, c.name, wc.ID, wc.Status)
+			return n, fmt.Errorf("rank %d: CQ %s: work request %d failed with status %s", or.rp.Rank, c.name, wc.ID, wc.Status)
 		}
-		return true, e.wqeError(or, wi, idx, fmt.Errorf("completed with status %s on CQ %s", wc.Status, c.name))
+		return n, e.wqeError(or, wi, idx, fmt.Errorf("completed with status %s on CQ %s", wc.Status, c.name))
 	}
-	return true, nil
+	return n, nil
 }
 
 // runHosts runs the host chains of the ranks marked by poll, and of every triggered rank.
