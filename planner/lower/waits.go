@@ -100,11 +100,11 @@ func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
 	l.kMgmt = make([]int32, l.dims)
 	l.kHost = make([]int32, l.dims)
 	l.rqManaged = make([]bool, l.nq)
-	hasHost := false
+	nHost := 0
 	for o := span.FirstOp; o < span.EndOp; o++ {
 		op := &g.Ops[o]
 		if !op.Kind.OnQueue() {
-			hasHost = true
+			nHost++
 			continue
 		}
 		if op.Kind.IsRecvSide() {
@@ -120,14 +120,18 @@ func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
 	rp.SendWQ = make([]int, l.nq)
 	rp.RecvWQ = make([]int, l.nq)
 	style := c.t.Style
+	// Chains start with room for their data WQEs (the host chain: a HOST and, with cross-channel,
+	// its NOP per host op), so that growing them leaves no garbage behind on large plans; only
+	// WAITs and ENABLEs, whose number minimisation decides, are appended past that.
 	for i := 0; i < l.nq; i++ {
 		q := &g.Queues[span.FirstQueue+ir.QueueID(i)]
 		rp.SendWQ[i], rp.RecvWQ[i] = 2*i, 2*i+1
 		rp.Queues = append(rp.Queues,
 			ir.WorkQueue{Name: q.Name + ".sq", Kind: ir.SendQueue, Queue: span.FirstQueue + ir.QueueID(i), CQ: 2 * i,
-				Managed: style == ir.StyleManaged, Depth: q.Depth},
+				Managed: style == ir.StyleManaged, Depth: q.Depth, Chain: make([]ir.WQE, 0, len(q.SendOps))},
 			ir.WorkQueue{Name: q.Name + ".rq", Kind: ir.RecvQueue, Queue: span.FirstQueue + ir.QueueID(i), CQ: 2*i + 1,
-				Managed: style == ir.StyleManaged || (style == ir.StyleInline && l.rqManaged[i]), Depth: q.Depth})
+				Managed: style == ir.StyleManaged || (style == ir.StyleInline && l.rqManaged[i]), Depth: q.Depth,
+				Chain: make([]ir.WQE, 0, len(q.RecvOps))})
 		rp.CQs = append(rp.CQs, ir.CQ{Name: q.Name + ".scq", Queue: 2 * i}, ir.CQ{Name: q.Name + ".rcq", Queue: 2*i + 1})
 	}
 	if style == ir.StyleInline {
@@ -141,10 +145,11 @@ func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
 		rp.Queues = append(rp.Queues, ir.WorkQueue{Name: "mgmt", Kind: ir.MgmtQueue, Queue: ir.None, CQ: len(rp.CQs)})
 		rp.CQs = append(rp.CQs, ir.CQ{Name: "mgmt.cq", Queue: rp.Mgmt})
 	}
-	if hasHost {
+	if nHost > 0 {
 		rp.Host = len(rp.Queues)
-		wq := ir.WorkQueue{Name: "host", Kind: ir.HostSignalQueue, Queue: ir.None, CQ: -1}
+		wq := ir.WorkQueue{Name: "host", Kind: ir.HostSignalQueue, Queue: ir.None, CQ: -1, Chain: make([]ir.WQE, 0, nHost)}
 		if style != ir.StyleNone {
+			wq.Chain = make([]ir.WQE, 0, 2*nHost)
 			wq.CQ = len(rp.CQs)
 			rp.CQs = append(rp.CQs, ir.CQ{Name: "host.cq", Queue: rp.Host})
 		}
