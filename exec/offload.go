@@ -343,8 +343,8 @@ func (e *offloadEngine) postWQ(ri, wi int) (bool, error) {
 			return false, nil
 		}
 		n, err = o.qp.PostSend(o.swr[o.next:])
-		for _, w := range o.wq.Chain[o.next : o.next+n] {
-			switch w.Opcode {
+		for k := o.next; k < o.next+n; k++ {
+			switch o.wq.Chain[k].Opcode {
 			case ir.OpcWait:
 				e.waits++
 			case ir.OpcSendEnable, ir.OpcRecvEnable:
