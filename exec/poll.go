@@ -50,6 +50,11 @@ type pollEngine struct {
 	trigSides, holdCQs   []int32 // sides whose QP takes triggers; CQs that can hold completions
 	scan                 int     // CQ scan offset (Options.Seed)
 
+	notify  nic.CQNotifier   // nil: poll the CQs that owe completions every round
+	cqIndex map[nic.CQ]int32 // with notify: index into cqs
+	cqBuf   []nic.CQ
+	toPoll  []int32 // with notify: the CQs this round polls, as listed
+
 	posted, polled, hostSteps, triggered uint64
 
 	times   []time.Duration // by op: completion time in this iteration (Options.Timeline), else nil
@@ -99,6 +104,9 @@ func newPoll(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Op
 		opSide: make([]int32, n), opSlot: make([]int32, n), wc: make([]nic.WC, 64),
 		succStart: deps.SuccStart, succList: deps.SuccList}
 	e.prog, _ = p.(nic.Progresser)
+	if e.notify, _ = p.(nic.CQNotifier); e.notify != nil {
+		e.cqIndex = map[nic.CQ]int32{}
+	}
 	if opts.Timeline {
 		e.times = make([]time.Duration, n)
 	}
@@ -132,6 +140,9 @@ func newPoll(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Op
 				pc.hold, _ = pc.cq.(nic.HoldCQ)
 				if st, ok := pc.cq.(nic.StampCQ); ok && opts.Timeline {
 					st.Stamp(true)
+				}
+				if e.cqIndex != nil {
+					e.cqIndex[pc.cq] = int32(len(e.cqs))
 				}
 				e.cqs = append(e.cqs, pc)
 				for k := range wq.Chain {
@@ -544,11 +555,20 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 	flushRound := false
 	for round := 1; e.left > 0; round++ {
 		progress := false
-		for j := 0; j < ncq; j++ {
-			c := &e.cqs[(j+e.scan)%ncq]
-			// A CQ that owes no completion can still hold the error completion of an
-			// unsignalled request: it is polled only on full rounds.
-			if e.sides[c.side].awaited == 0 && !full {
+		listed := e.notify != nil && !full
+		if listed {
+			// The NIC says which CQs have completions (an error one included): poll only those,
+			// so a round costs what happened in it, not the number of CQs.
+			progress = e.prog.Progress() > 0
+			e.listReady()
+		}
+		for j := 0; listed && j < len(e.toPoll) || !listed && j < ncq; j++ {
+			var c *pollCQ
+			if listed {
+				c = &e.cqs[e.toPoll[j]]
+			} else if c = &e.cqs[(j+e.scan)%ncq]; e.sides[c.side].awaited == 0 && !full {
+				// A CQ that owes no completion can still hold the error completion of an
+				// unsignalled request: it is polled only on full rounds.
 				continue
 			}
 			var n int
@@ -564,6 +584,9 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 			}
 			if n == 0 {
 				continue
+			}
+			if listed && n == len(e.wc) {
+				e.toPoll = append(e.toPoll, e.toPoll[j]) // it may hold more: poll it again
 			}
 			progress = true
 			e.polled += uint64(n)
@@ -601,7 +624,7 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 			continue
 		}
 		wasFull := full
-		full = round%idlePollEvery == 0
+		full = e.notify == nil && round%idlePollEvery == 0
 		if progress {
 			stalled = false
 			watch.reset()
@@ -622,6 +645,17 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 		}
 	}
 	return nil
+}
+
+// listReady sets toPoll to the CQs of this engine that the NIC lists as having completions.
+func (e *pollEngine) listReady() {
+	e.cqBuf = e.notify.ReadyCQs(e.cqBuf[:0])
+	e.toPoll = e.toPoll[:0]
+	for _, c := range e.cqBuf {
+		if ci, ok := e.cqIndex[c]; ok {
+			e.toPoll = append(e.toPoll, ci)
+		}
+	}
 }
 
 // diagnose describes why the iteration cannot finish: posted work requests whose completion

@@ -32,16 +32,16 @@ func TestChainAllreduce(t *testing.T) {
 	}
 }
 
-// progressOnly is a software NIC seen without nic.CQNotifier, as the offload engine sees a NIC
-// that cannot say which CQs have completions: it then polls every CQ.
+// progressOnly is a software NIC seen without nic.CQNotifier, as the engines see a NIC that
+// cannot say which CQs have completions: they then poll every CQ that may have some.
 type progressOnly struct {
 	nic.Provider
 	nic.Progresser
 }
 
-// TestOffloadPollsEveryCQWithoutNotifier runs the plan library on the offload engine through a
-// NIC that does not list its ready CQs.
-func TestOffloadPollsEveryCQWithoutNotifier(t *testing.T) {
+// TestEnginesWithoutNotifier runs the plan library on both engines through a NIC that does not
+// list its ready CQs.
+func TestEnginesWithoutNotifier(t *testing.T) {
 	files, err := filepath.Glob("../plans/*.dag")
 	require.NoError(t, err)
 	files = append(files, "../testdata/scale/chain_allreduce.dag")
@@ -50,17 +50,21 @@ func TestOffloadPollsEveryCQWithoutNotifier(t *testing.T) {
 		if !ok {
 			continue
 		}
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			plan := mustCompile(t, g, exec.Offload)
-			sn := softnic.New(softnic.Options{})
-			var p nic.Provider = progressOnly{sn, sn}
-			_, isNotifier := p.(nic.CQNotifier)
-			require.False(t, isNotifier)
-			res, err := exec.Run(context.Background(), plan, p, exec.Options{Engine: exec.Offload, Iters: 2})
-			require.NoError(t, err)
-			require.True(t, res.OK, res.Summary())
-			require.Equal(t, uint64(sumPer(plan)*2), res.CQEsPolled)
-		})
+		for _, e := range ringEngines {
+			t.Run(filepath.Base(f)+"/"+e.name, func(t *testing.T) {
+				plan := mustCompile(t, g, e.engine)
+				sn := softnic.New(softnic.Options{NoCrossChannel: e.engine == exec.Poll})
+				var p nic.Provider = progressOnly{sn, sn}
+				_, isNotifier := p.(nic.CQNotifier)
+				require.False(t, isNotifier)
+				res, err := exec.Run(context.Background(), plan, p, exec.Options{Engine: e.engine, Iters: 2})
+				require.NoError(t, err)
+				require.True(t, res.OK, res.Summary())
+				if e.engine == exec.Offload {
+					require.Equal(t, uint64(sumPer(plan)*2), res.CQEsPolled)
+				}
+			})
+		}
 	}
 }
 
