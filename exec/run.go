@@ -290,6 +290,10 @@ func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
 	case iters < 1:
 		return nil, fmt.Errorf("run: %d iterations: need at least 1", iters)
 	}
+	// A triggered plan's counters are never reset: the session's iterations are bounded.
+	if err := s.plan.CheckIterations(uint64(s.done) + uint64(iters)); err != nil {
+		return nil, fmt.Errorf("run: %w (this session has run %d)", err, s.done)
+	}
 	plan, d, mem, opts := s.plan, s.d, s.mem, s.opts
 	out := &Result{Engine: s.engine, Provider: s.p.Name(), Target: plan.Target.Name, Iters: iters, Memory: mem}
 	var before nic.NICStats

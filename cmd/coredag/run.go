@@ -240,7 +240,8 @@ func (c *runCmd) Run(e *env) error {
 // engine and the target (--target, or the default for the engine and a NIC with caps), compiles
 // the plan and computes the reference memory. Errors are reported and returned as exit codes.
 //
-// Before it allocates the reference it checks that the run fits in the memory budget: p (nil
+// It refuses --iters that would overflow a triggered plan's counters (they are never reset), and
+// before it allocates the reference it checks that the run fits in the memory budget: p (nil
 // when the provider is not open yet) says what registering the buffers costs.
 func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.Engine, *ir.Plan, *exec.Memory, error) {
 	engine, err := exec.ParseEngine(c.Engine)
@@ -256,15 +257,18 @@ func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.E
 	if c.Iters < 1 {
 		return 0, nil, nil, usageError("--iters %d: need at least 1", c.Iters)
 	}
-	if err := c.checkMemory(e, l, p); err != nil {
-		return 0, nil, nil, err
-	}
 	engine, target, err := exec.Select(engine, c.Target, caps)
 	if err != nil {
 		return 0, nil, nil, selectUsage(err)
 	}
 	plan, err := lower.Compile(l.graph, target)
 	if err == nil {
+		if err := plan.CheckIterations(uint64(c.Iters)); err != nil { // counters never reset
+			return 0, nil, nil, usageError("--iters: %v", err)
+		}
+		if err := c.checkMemory(e, l, p); err != nil {
+			return 0, nil, nil, err
+		}
 		var ref *exec.Memory
 		if ref, err = exec.Reference(l.graph); err == nil {
 			return engine, plan, ref, nil
