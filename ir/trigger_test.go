@@ -29,16 +29,16 @@ func TestCounterIterations(t *testing.T) {
 		max  uint64
 		want uint64
 	}{
-		{0, 2, 0},                   // 3 > 2: not even iteration 0
-		{0, 3, 1},                   // 3
-		{0, 5, 1},                   // 3, then 6 > 5
-		{0, 6, 2},                   // 3, 6
-		{0, 10, 3},                  // 3, 6, 9
-		{1, 0, NoIterationLimit},    // never grows
-		{2, 5, 1},                   // threshold 5, then 7
-		{2, 9, 3},                   // 5, 7, 9
-		{3, 3, 0},                   // set to 4
-		{3, 7, 4},                   // 4, 5, 6, 7
+		{0, 2, 0},                // 3 > 2: not even iteration 0
+		{0, 3, 1},                // 3
+		{0, 5, 1},                // 3, then 6 > 5
+		{0, 6, 2},                // 3, 6
+		{0, 10, 3},               // 3, 6, 9
+		{1, 0, NoIterationLimit}, // never grows
+		{2, 5, 1},                // threshold 5, then 7
+		{2, 9, 3},                // 5, 7, 9
+		{3, 3, 0},                // set to 4
+		{3, 7, 4},                // 4, 5, 6, 7
 		{0, math.MaxUint64, (math.MaxUint64-3)/3 + 1},
 	} {
 		assert.Equal(t, c.want, tr.Iterations(c.cnt, c.max), "counter %s, max %d", tr.Counters[c.cnt].Name, c.max)
