@@ -233,7 +233,7 @@ func (c *compiler) checkTriggerBudget(group *diag.Group) {
 		}
 		if over >= 0 {
 			w := &tr.Work[over]
-			add(r, units, w.Pos, "%s: the rank's triggered work passes %d units here (%d per iteration in all), above the %d outstanding triggered operations of target %s (profile figure MaxOutstanding%s; counter work costs %d)",
+			add(r, units, w.Pos, "%s: the rank's triggered work passes %d units here (%d per iteration in all), above the %d outstanding triggered operations of target %s (profile figure MaxOutstanding%s; counter work costs %d): split the plan, or order fewer ops by `after`",
 				w.Name, total, units, p.MaxOutstanding, c.t.Name, guessNote(p, ir.FigMaxOutstanding), p.WorkCost())
 		}
 	}
