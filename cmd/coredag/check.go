@@ -33,8 +33,8 @@ type checkReport struct {
 	Target      string      `json:"target,omitempty"` // with --target: the target whose limits were checked
 	Diagnostics []diag.JSON `json:"diagnostics"`
 	Warnings    []diag.JSON `json:"warnings,omitempty"` // without --target: the default target's limits the plan exceeds
-	Notes       []diag.JSON `json:"notes,omitempty"` // what check left unproven (not errors)
-	Fixes       []jsonFix   `json:"fixes,omitempty"` // with --explain-races
+	Notes       []diag.JSON `json:"notes,omitempty"`    // what check left unproven (not errors)
+	Fixes       []jsonFix   `json:"fixes,omitempty"`    // with --explain-races
 }
 
 // jsonFix is one suggested `op after after` edge and the ranks that need it.
