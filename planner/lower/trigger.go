@@ -2,7 +2,6 @@ package lower
 
 import (
 	"math"
-	"slices"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
@@ -194,16 +193,8 @@ func gateText(g *ir.Graph, tr *ir.Triggered, gates []gate) string {
 // mistake made on many ranks is one diagnostic, worded with the largest need.
 func (c *compiler) checkTriggerBudget(group *diag.Group) {
 	p := c.t.Trigger
-	type instance struct {
-		d    *diag.Diagnostic
-		kind string
-		rank int
-		need int
-	}
-	var found []instance
-	add := func(rank, need int, pos diag.Pos, format string, args ...any) {
-		found = append(found, instance{diag.Errorf(diag.Target, pos, format, args...), format, rank, need})
-	}
+	var found limitFinds
+	add := found.add
 	for r := range c.plan.Ranks {
 		rp := &c.plan.Ranks[r]
 		tr := rp.Trig
@@ -237,10 +228,7 @@ func (c *compiler) checkTriggerBudget(group *diag.Group) {
 				w.Name, total, units, p.MaxOutstanding, c.t.Name, guessNote(p, ir.FigMaxOutstanding), p.WorkCost())
 		}
 	}
-	slices.SortStableFunc(found, func(a, b instance) int { return b.need - a.need })
-	for _, f := range found {
-		group.Add(f.d, f.kind, f.rank)
-	}
+	found.addTo(group)
 }
 
 // guessNote is ", a guess" for a profile figure that is not a documented provider figure.
