@@ -33,7 +33,9 @@ var stepKinds = map[string]kind{
 var mscclppTypes = []string{"put", "get", "wait", "signal", "flush", "packet_recv", "d", "st", "rpp", "rppw"}
 
 // usesSrc and usesDst say whether a step reads its src and dst attributes as local chunks.
-func (k kind) usesSrc() bool { return k.reduce && !k.recv || k.copy && !k.recv || k.send && !k.recv || k.recv && k.reduce }
+func (k kind) usesSrc() bool {
+	return k.reduce && !k.recv || k.copy && !k.recv || k.send && !k.recv || k.recv && k.reduce
+}
 func (k kind) usesDst() bool { return k.copy || k.reduce && !k.recv }
 
 // link is one direction of a connection: GPU from sends to GPU to on channel ch.
