@@ -60,6 +60,10 @@ func Export(g *ir.Graph, opt ExportOptions) ([]byte, error) {
 		return nil, e.errs
 	}
 	e.steps(fused)
+	if len(e.errs) > 0 {
+		e.errs.Sort()
+		return nil, e.errs
+	}
 	return e.write(opt), nil
 }
 
@@ -261,8 +265,8 @@ func (e *exporter) steps(fused map[ir.OpID]*estep) {
 		}
 		for _, op := range order {
 			o := &g.Ops[op]
-			if o.Rank != r || o.Kind.OnQueue() || e.stepOf[op] != nil {
-				continue
+			if o.Rank != r || o.Kind.OnQueue() || o.Kind == ir.OpNop || e.stepOf[op] != nil {
+				continue // a nop is no step: its dependencies pass through it (stepPreds)
 			}
 			s := &estep{typ: "nop", ops: []ir.OpID{op}}
 			switch o.Kind {
@@ -286,34 +290,8 @@ func (e *exporter) steps(fused map[ir.OpID]*estep) {
 		}
 		e.tbs[r] = list
 	}
-	// Dependencies: every pred of a step's ops in another threadblock, the latest per
-	// threadblock, and not one an earlier step of the threadblock already waited for.
 	for r := range e.tbs {
-		for _, t := range e.tbs[r] {
-			waited := map[*etb]int{}
-			for _, s := range t.steps {
-				latest := map[*etb]*estep{}
-				for _, op := range s.ops {
-					for _, p := range g.Preds(op) {
-						d := e.stepOf[p]
-						if d == nil || d == s || d.tb == t {
-							continue
-						}
-						if l := latest[d.tb]; l == nil || pos(d) > pos(l) {
-							latest[d.tb] = d
-						}
-					}
-				}
-				for dt, d := range latest {
-					if w, ok := waited[dt]; ok && w >= pos(d) {
-						continue
-					}
-					waited[dt] = pos(d)
-					s.deps = append(s.deps, d)
-				}
-				slices.SortFunc(s.deps, func(a, b *estep) int { return cmpInts(a.tb.id, b.tb.id, pos(a), pos(b)) })
-			}
-		}
+		e.deps(e.tbs[r])
 	}
 	// Step indices with the nops that carry extra dependencies.
 	for r := range e.tbs {
@@ -326,6 +304,122 @@ func (e *exporter) steps(fused map[ir.OpID]*estep) {
 			}
 		}
 	}
+}
+
+// deps works out the dependencies of the steps of one rank's threadblocks: for each step, the
+// steps of other threadblocks its ops wait for, less those it waits for anyway (through the
+// steps before it in its threadblock or through another of its dependencies), found with a
+// vector clock per step over the threadblocks. Steps that cannot be ordered (an op that waits
+// for one placed after it in its threadblock) are refused: MSCCL would deadlock on them.
+func (e *exporter) deps(tbs []*etb) {
+	g := e.g
+	nopPreds := map[ir.OpID][]*estep{}
+	var all []*estep
+	raw := map[*estep][]*estep{}
+	succ := map[*estep][]*estep{}
+	indeg := map[*estep]int{}
+	for _, t := range tbs {
+		for i, s := range t.steps {
+			all = append(all, s)
+			if i > 0 {
+				succ[t.steps[i-1]] = append(succ[t.steps[i-1]], s)
+				indeg[s]++
+			}
+			latest := map[*etb]*estep{}
+			for _, op := range s.ops {
+				for _, d := range e.stepPreds(op, nopPreds) {
+					if d == s || d.tb == t && d.at < s.at {
+						continue
+					}
+					if l := latest[d.tb]; l == nil || d.at > l.at {
+						latest[d.tb] = d
+					}
+				}
+			}
+			for _, d := range latest {
+				raw[s] = append(raw[s], d)
+				succ[d] = append(succ[d], s)
+				indeg[s]++
+			}
+			slices.SortFunc(raw[s], func(a, b *estep) int { return cmpInts(a.tb.id, b.tb.id, a.at, b.at) })
+		}
+	}
+	var order, ready []*estep
+	for _, s := range all {
+		if indeg[s] == 0 {
+			ready = append(ready, s)
+		}
+	}
+	for len(ready) > 0 {
+		s := ready[len(ready)-1]
+		ready = ready[:len(ready)-1]
+		order = append(order, s)
+		for _, x := range succ[s] {
+			if indeg[x]--; indeg[x] == 0 {
+				ready = append(ready, x)
+			}
+		}
+	}
+	if len(order) < len(all) {
+		for _, s := range all {
+			if indeg[s] > 0 {
+				op := &g.Ops[s.ops[0]]
+				e.errs.Add(diag.Deadlock, op.Pos, "%s cannot be placed in an MSCCL threadblock: threadblocks run their steps in queue order, and with this op's dependencies that order would deadlock (on rank %d)", op.Name, op.Rank)
+				return
+			}
+		}
+	}
+	clock := map[*estep][]int{}
+	for _, s := range order {
+		c := make([]int, len(tbs))
+		for i := range c {
+			c[i] = -1
+		}
+		merge := func(d *estep) {
+			for i, v := range clock[d] {
+				c[i] = max(c[i], v)
+			}
+			c[d.tb.id] = max(c[d.tb.id], d.at)
+		}
+		if s.at > 0 {
+			merge(s.tb.steps[s.at-1])
+		}
+		base := slices.Clone(c)
+		for _, d := range raw[s] {
+			merge(d)
+		}
+		clock[s] = c
+		for _, d := range raw[s] {
+			implied := base[d.tb.id] >= d.at
+			for _, o := range raw[s] {
+				if o != d && clock[o][d.tb.id] >= d.at {
+					implied = true
+				}
+			}
+			if !implied {
+				s.deps = append(s.deps, d)
+			}
+		}
+	}
+}
+
+// stepPreds are the steps that op waits for, through nops (memo holds each nop's).
+func (e *exporter) stepPreds(op ir.OpID, memo map[ir.OpID][]*estep) []*estep {
+	var out []*estep
+	for _, p := range e.g.Preds(op) {
+		switch {
+		case e.stepOf[p] != nil:
+			out = append(out, e.stepOf[p])
+		case e.g.Ops[p].Kind == ir.OpNop:
+			m, ok := memo[ir.OpID(p)]
+			if !ok {
+				m = e.stepPreds(ir.OpID(p), memo)
+				memo[ir.OpID(p)] = m
+			}
+			out = append(out, m...)
+		}
+	}
+	return out
 }
 
 // pos is a step's place in its threadblock before nops are added.
