@@ -85,6 +85,10 @@ func (e *exporter) refuse() {
 	g := e.g
 	var elem *ir.Buffer
 	used := make([]bool, len(g.Buffers))
+	var grp diag.Group // one diagnostic per mistake, with the ranks that make it
+	refuse := func(code diag.Code, op *ir.Op, format string, args ...any) {
+		grp.Add(diag.Errorf(code, op.Pos, format, args...), format, op.Rank)
+	}
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		switch op.Kind {
@@ -94,14 +98,14 @@ func (e *exporter) refuse() {
 				s = op.Dst
 			}
 			if !s.Valid() {
-				e.errs.Add(diag.Shape, op.Pos, "%s is a %s of zero bytes (a signal), which MSCCL-IR cannot express: every MSCCL step moves at least one chunk", op.Name, op.Kind)
+				refuse(diag.Shape, op, "%s is a %s of zero bytes (a signal), which MSCCL-IR cannot express: every MSCCL step moves at least one chunk", op.Name, op.Kind)
 			}
 			if q := &g.Queues[op.Queue]; q.Loopback() {
-				e.errs.Add(diag.Match, op.Pos, "%s is on loopback queue %s: MSCCL threadblocks send to and receive from other GPUs only", op.Name, q.Name)
+				refuse(diag.Match, op, "%s is on loopback queue %s: MSCCL threadblocks send to and receive from other GPUs only", op.Name, q.Name)
 			}
 		case ir.OpReduce:
 			if op.Red != ir.RedSum {
-				e.errs.Add(diag.Shape, op.Pos, "%s is a reduce %s: MSCCL steps reduce with the operator the collective is called with, and export writes sum reductions only", op.Name, op.Red)
+				refuse(diag.Shape, op, "%s is a reduce %s: MSCCL steps reduce with the operator the collective is called with, and export writes sum reductions only", op.Name, op.Red)
 			}
 		case ir.OpCopy, ir.OpNop:
 		default:
@@ -109,7 +113,7 @@ func (e *exporter) refuse() {
 			if op.Kind == ir.OpWrite && op.Notify {
 				what = "write with notify"
 			}
-			e.errs.Add(diag.Shape, op.Pos, "%s is a %s, which MSCCL-IR cannot express: export takes the two-sided subset (send, recv, reduce, copy, nop)", op.Name, what)
+			refuse(diag.Shape, op, "%s is a %s, which MSCCL-IR cannot express: export takes the two-sided subset (send, recv, reduce, copy, nop)", op.Name, what)
 		}
 		for _, s := range []ir.Slice{op.Src, op.Dst} {
 			if !s.Valid() {
@@ -124,6 +128,7 @@ func (e *exporter) refuse() {
 			}
 		}
 	}
+	e.errs = append(e.errs, grp.List(g.Ranks)...)
 	if len(g.Ops) == 0 {
 		e.errs.Add(diag.Shape, diag.InFile(g.File), "the plan has no ops")
 	}

@@ -274,3 +274,70 @@ func TestFixtures(t *testing.T) {
 		})
 	}
 }
+
+// Export refuses what MSCCL-IR cannot say, at the op.
+func TestExportRefuses(t *testing.T) {
+	src, err := os.ReadFile("../plans/ring_allreduce.dag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 3, "n": 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = msccl.Export(g, msccl.ExportOptions{})
+	if err == nil || !strings.Contains(err.Error(), "ring_allreduce.dag:35:6: ag[0] is a write with notify, which MSCCL-IR cannot express: export takes the two-sided subset (send, recv, reduce, copy, nop) (and 1 more errors)") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// Export of a two-sided .dag plan written by hand (buffers of any name and size, host ops, a
+// nop): the XML checks, runs and computes the allreduce.
+func TestExportPlan(t *testing.T) {
+	src := []byte(`plan ring
+param ranks = 4
+param n = 6
+buffer data f32[ranks * n] init rank * 10 + i
+buffer tmp f32[n]
+queue right to (rank + 1) % ranks peer left
+queue left to (rank - 1) % ranks peer right
+for s in 0 .. ranks - 1 {
+  let sc = (rank - s) % ranks
+  let rc = (rank - s - 1) % ranks
+  op tx[s] = send right data[sc * n : (sc + 1) * n]
+  op rx[s] = recv left tmp
+  op red[s] = reduce sum data[rc * n : (rc + 1) * n] from tmp after rx[s]
+  if s > 0 { tx[s], rx[s] after red[s - 1] }
+}
+op mid = nop after red[ranks - 2]
+for s in 0 .. ranks - 1 {
+  let c = (rank - s + 1) % ranks
+  let d = (rank - s) % ranks
+  op ag[s] = send right data[c * n : (c + 1) * n]
+  op got[s] = recv left data[d * n : (d + 1) * n]
+  if s == 0 { ag[s] after mid } else { ag[s] after got[s - 1] }
+}
+`)
+	g, err := planner.Load("ring.dag", src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := msccl.Export(g, msccl.ExportOptions{Coll: "allreduce"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2 := load(t, "ring.xml", x)
+	m := run(t, g2)
+	for r := range 4 {
+		got := values(t, m, r, msccl.BufInplace) // a plan buffer called data is in place
+		for i, v := range got {
+			want := 0.0
+			for q := range 4 {
+				want += input(q, i) // the import's init, not the plan's: MSCCL buffers have none
+			}
+			if v != want {
+				t.Fatalf("rank %d element %d = %v, want %v\n%s", r, i, v, want, x)
+			}
+		}
+	}
+}

@@ -183,7 +183,11 @@ func (r *reader) read() *Algo {
 			open = open[:len(open)-1]
 		case xml.CharData:
 			if len(bytes.TrimSpace(t)) > 0 {
-				r.errorf(r.posAt(off), "text %q inside <%s>: MSCCL-IR elements hold only elements", strings.TrimSpace(string(t)), open[len(open)-1])
+				where := "outside <algo>"
+				if len(open) > 0 {
+					where = "inside <" + open[len(open)-1] + ">"
+				}
+				r.errorf(r.posAt(off), "text %q %s: MSCCL-IR elements hold only elements", strings.TrimSpace(string(t)), where)
 				return nil
 			}
 		}
