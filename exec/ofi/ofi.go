@@ -69,7 +69,11 @@ func NewProvider(opts Options) (*Provider, error) {
 		needTrigger = 1
 	}
 	var name [64]C.char
-	if r := C.ofi_getinfo(cprov, needTrigger, &p.info, &name[0], C.size_t(len(name)), &p.ccaps); r != 0 {
+	manual := C.int(1)
+	if opts.AutoProgress {
+		manual = 0
+	}
+	if r := C.ofi_getinfo(cprov, needTrigger, manual, &p.info, &name[0], C.size_t(len(name)), &p.ccaps); r != 0 {
 		what := "a provider with reliable datagram endpoints, FI_MSG, FI_RMA and FI_TRIGGER"
 		if opts.Provider != "" {
 			what = fmt.Sprintf("provider %q with reliable datagram endpoints, FI_MSG and FI_RMA", opts.Provider)
@@ -106,6 +110,9 @@ func (p *Provider) Caps() nic.Caps { return p.caps }
 
 // Triggered reports whether the provider offers triggered operations (FI_TRIGGER).
 func (p *Provider) Triggered() bool { return p.ccaps.caps&C.FI_TRIGGER != 0 }
+
+// ManualProgress reports whether the provider's data progress is manual (FI_PROGRESS_MANUAL).
+func (p *Provider) ManualProgress() bool { return p.ccaps.manual != 0 }
 
 // MRMode is the memory registration mode the provider asked for (FI_MR_* bits).
 func (p *Provider) MRMode() uint64 { return uint64(p.ccaps.mr_mode) }
@@ -145,6 +152,7 @@ type Context struct {
 	cqs     map[uint32]*CQ
 	mrs     map[uint32]*MR
 	cntrs   []*Counter
+	prog    *C.struct_fid_cntr // manual progress: bound to every endpoint; reading it progresses them
 	work    []*C.ofi_cntr_work
 	pend    []trig // triggered work handed to libfabric (PendingTriggers)
 	trigErr error
@@ -165,7 +173,29 @@ func (p *Provider) OpenContext(rank int) (*Context, error) {
 	if r := C.ofi_domain(p.fabric, p.info, &c.dom, &c.av); r != 0 {
 		return nil, fmt.Errorf("ofi: rank %d: fi_domain: %s", rank, fiErr(r))
 	}
+	if p.ManualProgress() {
+		if r := C.ofi_cntr_open(c.dom, &c.prog); r != 0 {
+			C.ofi_close(&c.av.fid)
+			C.ofi_close(&c.dom.fid)
+			return nil, fmt.Errorf("ofi: rank %d: progress counter: fi_cntr_open: %s", rank, fiErr(r))
+		}
+	}
 	return c, nil
+}
+
+var _ nic.HostProgress = (*Context)(nil)
+
+// DriveProgress moves the data of every endpoint of the context without reading completions
+// (nic.HostProgress): with manual progress, reading a counter bound to the endpoints progresses
+// them (fi_cntr_read). Without manual progress it does nothing.
+func (c *Context) DriveProgress() error {
+	if c.closed {
+		return nic.ErrClosed
+	}
+	if c.prog != nil {
+		C.ofi_cntr_read(c.prog)
+	}
+	return nil
 }
 
 // Rank is the rank the context was opened for.
@@ -203,6 +233,9 @@ func (c *Context) Close() error {
 	}
 	for _, k := range c.cntrs {
 		keep(k.Close())
+	}
+	if c.prog != nil {
+		keep(check("fi_close(cntr)", C.ofi_close(&c.prog.fid)))
 	}
 	for _, q := range c.cqs {
 		keep(q.Close())

@@ -25,7 +25,7 @@ type CQ struct {
 	depth  int
 	cq     *C.struct_fid_cq
 	out    []nic.WC
-	comps  [64]C.ofi_comp
+	comps  []C.ofi_comp // C memory: a Go array would be copied to the heap by cgo's pointer check on every poll
 	err    error
 	cntrs  []*Counter // bound by BindCounter: each completion handed out raises them by one
 	closed bool
@@ -41,13 +41,18 @@ func (c *Context) CreateCQ(depth int) (nic.CQ, error) {
 	}
 	c.nextCQ++
 	q := &CQ{c: c, num: c.nextCQ, depth: depth}
+	q.comps = unsafe.Slice((*C.ofi_comp)(C.calloc(pollBatch, C.size_t(unsafe.Sizeof(C.ofi_comp{})))), pollBatch)
 	// Room for the provider's completions of unsignalled requests too.
 	if r := C.ofi_cq_open(c.dom, C.size_t(2*depth), &q.cq); r != 0 {
+		C.free(unsafe.Pointer(&q.comps[0]))
 		return nil, fmt.Errorf("ofi: fi_cq_open: %s", fiErr(r))
 	}
 	c.cqs[q.num] = q
 	return q, nil
 }
+
+// pollBatch is how many completions one Poll reads from libfabric at most.
+const pollBatch = C.POLL_BATCH
 
 // Num is the CQ's number in its context.
 func (q *CQ) Num() uint32 { return q.num }
@@ -90,7 +95,10 @@ func (q *CQ) Close() error {
 	}
 	q.closed = true
 	delete(q.c.cqs, q.num)
-	return check("fi_close(cq)", C.ofi_close(&q.cq.fid))
+	err := check("fi_close(cq)", C.ofi_close(&q.cq.fid))
+	C.free(unsafe.Pointer(&q.comps[0]))
+	q.comps = nil
+	return err
 }
 
 // status maps a libfabric error (positive FI_E* value) to a nic status.
@@ -233,14 +241,19 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	if cfg.MaxInline > c.p.caps.MaxInline {
 		return nil, fmt.Errorf("ofi: inline %d > %d: %w", cfg.MaxInline, c.p.caps.MaxInline, nic.ErrInlineTooLarge)
 	}
-	cntrs := make([]*C.struct_fid_cntr, len(binds)+1)
-	flags := make([]C.uint64_t, len(binds)+1)
-	for i, b := range binds {
+	cntrs := make([]*C.struct_fid_cntr, 0, len(binds)+1)
+	flags := make([]C.uint64_t, 0, len(binds)+1)
+	for _, b := range binds {
 		if b.Cntr == nil || b.Cntr.c != c {
 			return nil, fmt.Errorf("ofi: counter of another context: %w", nic.ErrWrongContext)
 		}
-		cntrs[i], flags[i] = b.Cntr.cntr, C.uint64_t(b.Events)
+		cntrs, flags = append(cntrs, b.Cntr.cntr), append(flags, C.uint64_t(b.Events))
 	}
+	if c.prog != nil {
+		// Manual progress: the context's progress counter reaches the endpoint (DriveProgress).
+		cntrs, flags = append(cntrs, c.prog), append(flags, C.FI_SEND|C.FI_RECV)
+	}
+	cntrs, flags = append(cntrs, nil), append(flags, 0) // never empty: &cntrs[0] below
 	c.nextQP++
 	q := &QP{c: c, num: c.nextQP, scq: scq, rcq: rcq, maxInline: cfg.MaxInline,
 		sq: ring{e: make([]entry, cfg.SendDepth)}, rq: ring{e: make([]entry, cfg.RecvDepth)}}
@@ -249,7 +262,7 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	var addr [128]byte
 	alen := C.size_t(len(addr))
 	r := C.ofi_ep_open(c.dom, c.p.info, c.av, scq.cq, rcq.cq, C.size_t(2*cfg.SendDepth), C.size_t(cfg.RecvDepth),
-		&cntrs[0], &flags[0], C.int(len(binds)), &q.ep, unsafe.Pointer(&addr[0]), &alen)
+		&cntrs[0], &flags[0], C.int(len(cntrs)-1), &q.ep, unsafe.Pointer(&addr[0]), &alen)
 	if r != 0 {
 		q.free()
 		return nil, fmt.Errorf("ofi: endpoint: %s", fiErr(r))
