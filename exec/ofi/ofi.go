@@ -14,7 +14,9 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -34,6 +36,40 @@ type Provider struct {
 	caps   nic.Caps
 	mu     sync.Mutex
 	closed bool
+	// Manual progress: the open contexts' progress counters, so that a poll that finds nothing
+	// moves the data of contexts nobody polls (a peer rank in this process that waits for nothing).
+	progMu sync.RWMutex
+	progs  []*progEntry
+	seq    atomic.Uint64 // polls of any CQ of the provider
+	ncq    atomic.Int64  // CQs open
+}
+
+// progEntry is one context's progress counter and the poll sequence number at which its data
+// last moved.
+type progEntry struct {
+	cntr *C.struct_fid_cntr
+	last atomic.Uint64
+}
+
+// polled records a poll of a CQ of context pe; if it found nothing, the contexts whose data has
+// not moved for as many polls as there are CQs are progressed (fi_cntr_read of their progress
+// counters). An engine that polls every CQ each round never needs that; a test that waits on one
+// rank's CQ while its peer in this process sits idle does.
+func (p *Provider) polled(pe *progEntry, found bool) {
+	seq := p.seq.Add(1)
+	pe.last.Store(seq)
+	if found {
+		return
+	}
+	stale := uint64(max(p.ncq.Load(), 1))
+	p.progMu.RLock()
+	defer p.progMu.RUnlock()
+	for _, o := range p.progs {
+		if o != pe && seq-o.last.Load() > stale {
+			C.ofi_cntr_read(o.cntr)
+			o.last.Store(seq)
+		}
+	}
 }
 
 // New opens the provider opts name (see Options.Provider).
@@ -152,7 +188,7 @@ type Context struct {
 	cqs     map[uint32]*CQ
 	mrs     map[uint32]*MR
 	cntrs   []*Counter
-	prog    *C.struct_fid_cntr // manual progress: bound to every endpoint; reading it progresses them
+	prog    *progEntry // manual progress: a counter bound to every endpoint; reading it progresses them
 	work    []*C.ofi_cntr_work
 	pend    []trig // triggered work handed to libfabric (PendingTriggers)
 	trigErr error
@@ -174,11 +210,15 @@ func (p *Provider) OpenContext(rank int) (*Context, error) {
 		return nil, fmt.Errorf("ofi: rank %d: fi_domain: %s", rank, fiErr(r))
 	}
 	if p.ManualProgress() {
-		if r := C.ofi_cntr_open(c.dom, &c.prog); r != 0 {
+		c.prog = &progEntry{}
+		if r := C.ofi_cntr_open(c.dom, &c.prog.cntr); r != 0 {
 			C.ofi_close(&c.av.fid)
 			C.ofi_close(&c.dom.fid)
 			return nil, fmt.Errorf("ofi: rank %d: progress counter: fi_cntr_open: %s", rank, fiErr(r))
 		}
+		p.progMu.Lock()
+		p.progs = append(p.progs, c.prog)
+		p.progMu.Unlock()
 	}
 	return c, nil
 }
@@ -193,7 +233,8 @@ func (c *Context) DriveProgress() error {
 		return nic.ErrClosed
 	}
 	if c.prog != nil {
-		C.ofi_cntr_read(c.prog)
+		C.ofi_cntr_read(c.prog.cntr)
+		c.prog.last.Store(c.p.seq.Load())
 	}
 	return nil
 }
@@ -235,7 +276,10 @@ func (c *Context) Close() error {
 		keep(k.Close())
 	}
 	if c.prog != nil {
-		keep(check("fi_close(cntr)", C.ofi_close(&c.prog.fid)))
+		c.p.progMu.Lock()
+		c.p.progs = slices.DeleteFunc(c.p.progs, func(o *progEntry) bool { return o == c.prog })
+		c.p.progMu.Unlock()
+		keep(check("fi_close(cntr)", C.ofi_close(&c.prog.cntr.fid)))
 	}
 	for _, q := range c.cqs {
 		keep(q.Close())

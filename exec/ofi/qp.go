@@ -11,6 +11,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -48,6 +49,7 @@ func (c *Context) CreateCQ(depth int) (nic.CQ, error) {
 		return nil, fmt.Errorf("ofi: fi_cq_open: %s", fiErr(r))
 	}
 	c.cqs[q.num] = q
+	c.p.ncq.Add(1)
 	return q, nil
 }
 
@@ -78,6 +80,9 @@ func (q *CQ) Poll(wc []nic.WC) (int, error) {
 		for i := range int(n) {
 			q.c.complete(&q.comps[i])
 		}
+		if q.c.prog != nil {
+			q.c.p.polled(q.c.prog, n > 0)
+		}
 	}
 	if len(q.out) > q.depth {
 		q.err = fmt.Errorf("ofi: cq %d overflowed: %d unpolled completions, depth %d", q.num, len(q.out), q.depth)
@@ -95,6 +100,7 @@ func (q *CQ) Close() error {
 	}
 	q.closed = true
 	delete(q.c.cqs, q.num)
+	q.c.p.ncq.Add(-1)
 	err := check("fi_close(cq)", C.ofi_close(&q.cq.fid))
 	C.free(unsafe.Pointer(&q.comps[0]))
 	q.comps = nil
@@ -250,8 +256,22 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 		cntrs, flags = append(cntrs, b.Cntr.cntr), append(flags, C.uint64_t(b.Events))
 	}
 	if c.prog != nil {
-		// Manual progress: the context's progress counter reaches the endpoint (DriveProgress).
-		cntrs, flags = append(cntrs, c.prog), append(flags, C.FI_SEND|C.FI_RECV)
+		// Manual progress: the context's progress counter reaches the endpoint's transmit and
+		// receive sides (DriveProgress). An endpoint has one counter per event, so the progress
+		// counter takes an event of each side that the caller did not bind.
+		var taken Event
+		for _, b := range binds {
+			taken |= b.Events
+		}
+		var ev C.uint64_t
+		for _, side := range [][]Event{{EvSend, EvWrite, EvRead}, {EvRecv}} {
+			if i := slices.IndexFunc(side, func(e Event) bool { return taken&e == 0 }); i >= 0 {
+				ev |= C.uint64_t(side[i])
+			}
+		}
+		if ev != 0 {
+			cntrs, flags = append(cntrs, c.prog.cntr), append(flags, ev)
+		}
 	}
 	cntrs, flags = append(cntrs, nil), append(flags, 0) // never empty: &cntrs[0] below
 	c.nextQP++
