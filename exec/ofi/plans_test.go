@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/ofi"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
@@ -99,5 +100,54 @@ func TestFaultRemoteWrite(t *testing.T) {
 		require.Error(t, err, c.target)
 		require.Less(t, time.Since(start), 10*time.Second, c.target)
 		require.Regexp(t, `fault_perm.dag:8:\d+: .*op w on rank 0, queue q: .*remote access error`, err.Error(), c.target)
+	}
+}
+
+// openedContexts wraps a provider and remembers every context it opens.
+type openedContexts struct {
+	nic.Provider
+	ctxs []nic.Context
+}
+
+func (p *openedContexts) Open(rank int) (nic.Context, error) {
+	c, err := p.Provider.Open(rank)
+	if err == nil {
+		p.ctxs = append(p.ctxs, c)
+	}
+	return c, err
+}
+
+// TestFaultCancelsTriggers: after a triggered run fails (a write into a buffer without
+// remote_write), the engine has cancelled the triggered work still waiting: no context holds any,
+// before the session closes.
+func TestFaultCancelsTriggers(t *testing.T) {
+	opts := ofi.DefaultOptions()
+	opts.Provider = "sockets"
+	p, err := ofi.NewProvider(opts)
+	if err != nil {
+		t.Skipf("no libfabric sockets provider: %v", err)
+	}
+	defer p.Close()
+	const f = "../../plans/ring_allreduce.dag"
+	src, err := os.ReadFile(f)
+	require.NoError(t, err)
+	g, err := planner.Load(f, src, map[string]int64{"ranks": 4})
+	require.NoError(t, err)
+	tg, err := ir.LookupTarget("triggered-sockets")
+	require.NoError(t, err)
+	plan, err := lower.Compile(g, tg)
+	require.NoError(t, err)
+	g.Buffers[0].Access = 0 // registered without remote write: the first write into it fails
+	op := &openedContexts{Provider: p}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := exec.Prepare(ctx, plan, op, exec.Options{Engine: exec.Offload, HangTimeout: 10 * time.Second, Reference: exec.NewMemory(g)})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Run(ctx, 1)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "remote access error")
+	for _, c := range op.ctxs {
+		require.Zero(t, c.(nic.TriggerContext).PendingTriggers(), "rank %d: triggered work left after the failure", c.Rank())
 	}
 }

@@ -1,0 +1,59 @@
+//go:build ofi && linux
+
+package ofi_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/ofi"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
+)
+
+// BenchmarkPingPong runs testdata/ofi/pingpong.dag (dependent notified writes bouncing between
+// two ranks, both in this process) on the offload engine, target triggered-sockets, and reports
+// ns/hop: one benchmark op is one iteration of the whole ping-pong. scripts/ofi-pingpong.sh puts
+// the figure beside fi_pingpong's.
+func BenchmarkPingPong(b *testing.B) {
+	opts := ofi.DefaultOptions()
+	opts.Provider = "sockets"
+	p, err := ofi.NewProvider(opts)
+	if err != nil {
+		b.Skipf("no libfabric sockets provider: %v", err)
+	}
+	defer p.Close()
+	const f = "../../testdata/ofi/pingpong.dag"
+	src, err := os.ReadFile(f)
+	require.NoError(b, err)
+	tg, err := ir.LookupTarget("triggered-sockets")
+	require.NoError(b, err)
+	for _, c := range []struct{ hops, lanes int64 }{{10, 1}, {200, 1}, {1000, 5}} {
+		b.Run(fmt.Sprintf("hops=%d", c.hops), func(b *testing.B) {
+			g, err := planner.Load(f, src, map[string]int64{"hops": c.hops, "lanes": c.lanes})
+			require.NoError(b, err)
+			plan, err := lower.Compile(g, tg)
+			require.NoError(b, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			s, err := exec.Prepare(ctx, plan, p, exec.Options{Engine: exec.Offload})
+			require.NoError(b, err)
+			defer s.Close()
+			b.ResetTimer()
+			var total time.Duration
+			for b.Loop() {
+				res, err := s.Run(ctx, 1)
+				require.NoError(b, err)
+				total += res.Latency.Median
+			}
+			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N)/float64(c.hops), "ns/hop")
+		})
+	}
+}
