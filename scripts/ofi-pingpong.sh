@@ -7,12 +7,12 @@
 # user namespaces). Both run with FI_SOCKETS_IFACE=lo; fi_pingpong with FI_SOCKETS_PE_WAITTIME=0
 # (its progress thread sleeps at once; the default costs it milliseconds per transfer).
 # Prints each run, the medians and their ratio.
+# LANES (env, default 1) spreads the hops over that many queue pairs (testdata/ofi/pingpong.dag).
 # Usage: scripts/ofi-pingpong.sh [HOPS (1000)] [RUNS (5)]
 set -euo pipefail
 hops=${1:-1000}
 runs=${2:-5}
-lanes=$(( (hops + 199) / 200 ))            # a lane holds 200 hops (pingpong.dag)
-[ $((lanes % 2)) = 1 ] || lanes=$((lanes + 1)) # odd, so each lane carries both ranks' writes
+lanes=${LANES:-1}
 cd "$(dirname "$0")/.."
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT

@@ -13,8 +13,8 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -72,6 +72,11 @@ func (p *Provider) polled(pe *progEntry, found bool) {
 	}
 }
 
+// maxQPDepth is the deepest queue the provider offers. A queue deeper than the endpoint's
+// libfabric queues (256 operations on sockets) keeps the requests that do not fit in order on
+// this side and hands them to libfabric as completions make room (QP.flush).
+const maxQPDepth = 1 << 14
+
 // New opens the provider opts name (see Options.Provider).
 func New(opts Options) (nic.Provider, error) { return NewProvider(opts) }
 
@@ -121,10 +126,9 @@ func NewProvider(opts Options) (*Provider, error) {
 		C.fi_freeinfo(p.info)
 		return nil, fmt.Errorf("ofi: fi_fabric(%s): %s", p.name, fiErr(r))
 	}
-	depth := int(min(p.ccaps.tx_size/2, p.ccaps.rx_size))
 	p.caps = nic.Caps{
 		MaxInline:  int(p.ccaps.inject),
-		MaxQPDepth: depth,
+		MaxQPDepth: maxQPDepth,
 		MaxCQDepth: 1 << 16,
 		Atomics:    p.ccaps.caps&C.FI_ATOMIC != 0,
 		Counters:   p.ccaps.caps&C.FI_TRIGGER != 0,

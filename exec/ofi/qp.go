@@ -163,6 +163,11 @@ func (c *Context) complete(k *C.ofi_comp) {
 	}
 	e := r.at(uint64(s.idx))
 	e.pending--
+	if s.side == 1 {
+		q.rxBusy--
+	} else {
+		q.txBusy--
+	}
 	if k.err != 0 && e.status == nic.StatusSuccess {
 		e.status = status(int(k.err))
 		q.lastErr = fmt.Sprintf("%s (provider error %d)", C.GoString(C.ofi_strerror(C.int(k.err))), int(k.prov_errno))
@@ -172,6 +177,10 @@ func (c *Context) complete(k *C.ofi_comp) {
 		if k.flags&C.FI_REMOTE_CQ_DATA != 0 {
 			e.op, e.imm = nic.OpRecvImm, uint32(k.data)
 		}
+	}
+	if len(q.sback)+len(q.rback) > 0 {
+		q.flush() // drains
+		return
 	}
 	q.drain()
 }
@@ -211,9 +220,15 @@ type QP struct {
 	scq, rcq  *CQ
 	maxInline int
 	sq, rq    ring
-	sslots    *C.ofi_slot // two per send entry (a write with immediate is a write and a send)
-	rslots    *C.ofi_slot
-	scratch   *MR // 32 bytes per send entry: an atomic's operands, and the old value if the caller does not want it
+	// The endpoint's libfabric queues hold txCap transmit and rxCap receive operations (the
+	// provider's limit, 256 on sockets); the nic queues may be deeper. txBusy and rxBusy are the
+	// operations handed to libfabric and not completed; sback and rback the requests waiting for
+	// room, in posting order (flush).
+	txCap, rxCap, txBusy, rxBusy int
+	sback, rback                 []deferred
+	sslots                       *C.ofi_slot // two per send entry (a write with immediate is a write and a send)
+	rslots                       *C.ofi_slot
+	scratch                      *MR // 32 bytes per send entry: an atomic's operands, and the old value if the caller does not want it
 }
 
 // Bind attaches a counter to an endpoint for some of its events (CreateEndpoint).
@@ -281,7 +296,8 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	q.rslots = (*C.ofi_slot)(C.calloc(C.size_t(cfg.RecvDepth), C.size_t(unsafe.Sizeof(C.ofi_slot{}))))
 	var addr [128]byte
 	alen := C.size_t(len(addr))
-	r := C.ofi_ep_open(c.dom, c.p.info, c.av, scq.cq, rcq.cq, C.size_t(2*cfg.SendDepth), C.size_t(cfg.RecvDepth),
+	q.txCap, q.rxCap = min(2*cfg.SendDepth, int(c.p.ccaps.tx_size)), min(cfg.RecvDepth, int(c.p.ccaps.rx_size))
+	r := C.ofi_ep_open(c.dom, c.p.info, c.av, scq.cq, rcq.cq, C.size_t(q.txCap), C.size_t(q.rxCap),
 		&cntrs[0], &flags[0], C.int(len(cntrs)-1), &q.ep, unsafe.Pointer(&addr[0]), &alen)
 	if r != 0 {
 		q.free()
@@ -410,12 +426,56 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		return done(nic.StatusSuccess)
 	}
 	writes := wr.Op == nic.OpRDMARead || atomic
-	buf, desc, ok := q.c.local(wr.Local, writes)
-	if !ok {
+	if _, _, ok := q.c.local(wr.Local, writes); !ok {
 		return done(nic.StatusLocalProtectionError)
 	}
+	if atomic && wr.Local.Len != 0 && wr.Local.Len != 8 {
+		return done(nic.StatusLocalLengthError)
+	}
+	d := deferred{idx: idx, wr: *wr, cntr: cntr, thr: threshold}
+	if len(q.sback) > 0 || q.txBusy+txOps(wr.Op) > q.txCap {
+		// The endpoint's transmit queue is full: the request waits here, in order, until
+		// completions make room (flush).
+		e.pending = txOps(wr.Op)
+		q.sback = append(q.sback, d)
+		return nil
+	}
+	r := q.issueSend(&d)
+	if r != 0 {
+		q.sq.tail-- // not posted
+		if r == -C.FI_EAGAIN {
+			return fmt.Errorf("ofi: qp %d: provider queue: %w", q.num, nic.ErrQueueFull)
+		}
+		return fmt.Errorf("ofi: qp %d: %v: %s: %w", q.num, wr.Op, fiErr(r), nic.ErrBadRequest)
+	}
+	return nil
+}
+
+// deferred is a request in posting order: its queue index, the request, and its trigger.
+type deferred struct {
+	idx  uint64
+	wr   nic.SendWR // a receive's SGE is wr.Local
+	cntr *Counter
+	thr  uint64
+}
+
+// txOps is how many transmit entries of the endpoint a request takes.
+func txOps(op nic.Opcode) int {
+	if op == nic.OpRDMAWriteImm {
+		return 2
+	}
+	return 1
+}
+
+// issueSend hands send-queue request d (checked by postSend) to libfabric: one call, two for a
+// write with immediate, as a triggered operation if d.cntr is set.
+func (q *QP) issueSend(d *deferred) C.int {
+	wr, idx, cntr, threshold := &d.wr, d.idx, d.cntr, d.thr
+	e := q.sq.at(idx)
+	atomic := wr.Op == nic.OpAtomicFAdd || wr.Op == nic.OpAtomicCAS
+	buf, desc, _ := q.c.local(wr.Local, wr.Op == nic.OpRDMARead || atomic)
 	var fl C.uint64_t
-	if inline {
+	if wr.Flags&nic.FlagInline != 0 {
 		fl |= C.FI_INJECT
 	}
 	if wr.Flags&nic.FlagFence != 0 && q.c.p.ccaps.caps&C.FI_FENCE != 0 {
@@ -457,9 +517,6 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		e.byteLen = wr.Local.Len
 		r = C.ofi_read(q.ep, buf, ln, desc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), fl, s)
 	case nic.OpAtomicFAdd, nic.OpAtomicCAS:
-		if wr.Local.Len != 0 && wr.Local.Len != 8 {
-			return done(nic.StatusLocalLengthError)
-		}
 		sc := unsafe.Add(q.scratch.buf, 32*(idx%uint64(len(q.sq.e))))
 		res, rdesc := buf, desc
 		if wr.Local.Len == 0 {
@@ -477,14 +534,49 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		r = C.ofi_atomic64(q.ep, op, (*C.uint64_t)(operand), q.scratch.desc, (*C.uint64_t)(compare), q.scratch.desc,
 			(*C.uint64_t)(res), rdesc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), fl, s)
 	}
-	if r != 0 {
-		q.sq.tail-- // not posted
-		if r == -C.FI_EAGAIN {
-			return fmt.Errorf("ofi: qp %d: provider queue: %w", q.num, nic.ErrQueueFull)
-		}
-		return fmt.Errorf("ofi: qp %d: %v: %s: %w", q.num, wr.Op, fiErr(r), nic.ErrBadRequest)
+	if r == 0 {
+		q.txBusy += e.pending
 	}
-	return nil
+	return r
+}
+
+// flush hands the requests waiting for room in the endpoint's queues to libfabric, in order, as
+// far as the room goes. A request libfabric refuses then completes with a general error; one it
+// has no room for yet (FI_EAGAIN) waits for the next completion.
+func (q *QP) flush() {
+	n := 0
+	for ; n < len(q.sback); n++ {
+		d := &q.sback[n]
+		if q.txBusy+txOps(d.wr.Op) > q.txCap {
+			break
+		}
+		e := q.sq.at(d.idx)
+		if q.failed {
+			e.pending, e.status = 0, nic.StatusFlushError
+			continue
+		}
+		if r := q.issueSend(d); r == -C.FI_EAGAIN {
+			e.pending = txOps(d.wr.Op)
+			break
+		} else if r != 0 {
+			e.pending, e.status = 0, nic.StatusGeneralError
+			q.lastErr = fmt.Sprintf("%v could not be posted when the queue had room: %s", d.wr.Op, fiErr(r))
+		}
+	}
+	q.sback = q.sback[:copy(q.sback, q.sback[n:])]
+	n = 0
+	for ; n < len(q.rback) && q.rxBusy < q.rxCap; n++ {
+		d := &q.rback[n]
+		if r := q.issueRecv(d); r == -C.FI_EAGAIN {
+			break
+		} else if r != 0 {
+			e := q.rq.at(d.idx)
+			e.pending, e.status = 0, nic.StatusGeneralError
+			q.lastErr = fmt.Sprintf("a receive could not be posted when the queue had room: %s", fiErr(r))
+		}
+	}
+	q.rback = q.rback[:copy(q.rback, q.rback[n:])]
+	q.drain()
 }
 
 // PostRecv posts receives (fi_recvmsg from any address).
@@ -507,18 +599,17 @@ func (q *QP) postRecv(wr *nic.RecvWR, cntr *Counter, threshold uint64) error {
 	}
 	idx := q.rq.tail
 	e := q.rq.push(entry{id: wr.ID, op: nic.OpRecv, pending: 1})
-	buf, desc, ok := q.c.local(wr.Local, true)
-	if !ok {
+	if _, _, ok := q.c.local(wr.Local, true); !ok {
 		e.pending, e.status = 0, nic.StatusLocalProtectionError
 		q.drain()
 		return nil
 	}
-	s, fl := q.slot(1, idx, 0), C.uint64_t(0)
-	if cntr != nil {
-		fl |= C.FI_TRIGGER
-		armSlot(s, cntr, threshold)
+	d := deferred{idx: idx, wr: nic.SendWR{Local: wr.Local}, cntr: cntr, thr: threshold}
+	if len(q.rback) > 0 || q.rxBusy >= q.rxCap {
+		q.rback = append(q.rback, d) // waits for room (flush)
+		return nil
 	}
-	if r := C.ofi_recv(q.ep, buf, C.size_t(wr.Local.Len), desc, fl, s); r != 0 {
+	if r := q.issueRecv(&d); r != 0 {
 		q.rq.tail--
 		if r == -C.FI_EAGAIN {
 			return fmt.Errorf("ofi: qp %d: provider receive queue: %w", q.num, nic.ErrQueueFull)
@@ -526,6 +617,21 @@ func (q *QP) postRecv(wr *nic.RecvWR, cntr *Counter, threshold uint64) error {
 		return fmt.Errorf("ofi: qp %d: fi_recvmsg: %s: %w", q.num, fiErr(r), nic.ErrBadRequest)
 	}
 	return nil
+}
+
+// issueRecv hands receive d (checked by postRecv) to libfabric.
+func (q *QP) issueRecv(d *deferred) C.int {
+	buf, desc, _ := q.c.local(d.wr.Local, true)
+	s, fl := q.slot(1, d.idx, 0), C.uint64_t(0)
+	if d.cntr != nil {
+		fl |= C.FI_TRIGGER
+		armSlot(s, d.cntr, d.thr)
+	}
+	r := C.ofi_recv(q.ep, buf, C.size_t(d.wr.Local.Len), desc, fl, s)
+	if r == 0 {
+		q.rxBusy++
+	}
+	return r
 }
 
 // armSlot makes s the threshold triggered context of an operation: it starts when cntr's
