@@ -5,6 +5,7 @@ package ofi
 /*
 #cgo LDFLAGS: -lfabric
 #include <stdlib.h>
+#include <sched.h>
 #include "shim.h"
 */
 import "C"
@@ -41,8 +42,12 @@ type Provider struct {
 	progMu sync.RWMutex
 	progs  []*progEntry
 	seq    atomic.Uint64 // polls of any CQ of the provider
+	idle   atomic.Uint64 // polls in a row that found nothing
 	ncq    atomic.Int64  // CQs open
 }
+
+// yieldEvery is how many polls in a row that find nothing make the polling thread yield.
+const yieldEvery = 64
 
 // progEntry is one context's progress counter and the poll sequence number at which its data
 // last moved.
@@ -59,7 +64,14 @@ func (p *Provider) polled(pe *progEntry, found bool) {
 	seq := p.seq.Add(1)
 	pe.last.Store(seq)
 	if found {
+		p.idle.Store(0)
 		return
+	}
+	if p.idle.Add(1)%yieldEvery == 0 {
+		// Nothing has moved for a while: let other threads have the CPU. With manual progress
+		// nobody sleeps in the kernel waiting for the socket, so a peer process sharing this core
+		// would otherwise wait for the end of this thread's time slice (milliseconds).
+		C.sched_yield()
 	}
 	stale := uint64(max(p.ncq.Load(), 1))
 	p.progMu.RLock()
