@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/exec"
-	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/internal/nictest"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -53,21 +53,6 @@ func TestTriggeredDroppedCounterAddHangs(t *testing.T) {
 	require.True(t, errors.As(err, &h), "%v", err)
 }
 
-// openedContexts wraps a provider and remembers every context it opens, for a look at the NIC
-// after a run.
-type openedContexts struct {
-	nic.Provider
-	ctxs []nic.Context
-}
-
-func (p *openedContexts) Open(rank int) (nic.Context, error) {
-	c, err := p.Provider.Open(rank)
-	if err == nil {
-		p.ctxs = append(p.ctxs, c)
-	}
-	return c, err
-}
-
 // A triggered run whose op fails cancels the triggered work still waiting: after the failed run
 // (before the session closes, which would drop it anyway) no NIC context holds pending work.
 func TestTriggeredFailureCancelsPendingWork(t *testing.T) {
@@ -75,20 +60,15 @@ func TestTriggeredFailureCancelsPendingWork(t *testing.T) {
 	plan, err := compileFor(g, "triggered")
 	require.NoError(t, err)
 	g.Buffers[0].Access = 0 // registered without remote write: the first write into it fails
-	p := &openedContexts{Provider: softnic.New(softnic.Options{})}
+	p := &nictest.Opened{Provider: softnic.New(softnic.Options{})}
 	s, err := exec.Prepare(context.Background(), plan, p, exec.Options{Engine: exec.Offload, Reference: exec.NewMemory(g)})
 	require.NoError(t, err)
 	defer s.Close()
-	pending := 0
-	for _, c := range p.ctxs {
-		pending += c.(nic.TriggerContext).PendingTriggers()
-	}
-	require.Zero(t, pending, "nothing is handed to the NIC before the run")
+	idle := map[int]int{0: 0, 1: 0, 2: 0, 3: 0}
+	require.Equal(t, idle, p.PendingTriggers(), "nothing is handed to the NIC before the run")
 	_, err = s.Run(context.Background(), 1)
 	var oe *exec.OpError
 	require.ErrorAs(t, err, &oe, "%v", err)
 	assert.Contains(t, err.Error(), "remote access error")
-	for _, c := range p.ctxs {
-		assert.Zero(t, c.(nic.TriggerContext).PendingTriggers(), "rank %d: triggered work left after the failure", c.Rank())
-	}
+	assert.Equal(t, idle, p.PendingTriggers(), "triggered work left after the failure")
 }

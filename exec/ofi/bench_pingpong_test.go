@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/exec"
-	"github.com/coredag/coredag/exec/ofi"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/lower"
@@ -25,13 +24,7 @@ import (
 // they do. scripts/ofi-pingpong.sh puts
 // the figure beside fi_pingpong's.
 func BenchmarkPingPong(b *testing.B) {
-	opts := ofi.DefaultOptions()
-	opts.Provider = "sockets"
-	p, err := ofi.NewProvider(opts)
-	if err != nil {
-		b.Skipf("no libfabric sockets provider: %v", err)
-	}
-	defer p.Close()
+	p := socketsProvider(b)
 	const f = "../../testdata/ofi/pingpong.dag"
 	src, err := os.ReadFile(f)
 	require.NoError(b, err)

@@ -14,25 +14,32 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/exec"
-	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/ofi"
+	"github.com/coredag/coredag/internal/nictest"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/lower"
 )
 
-// TestPlansTriggered runs every plan of plans/ on the sockets provider over loopback, every rank
-// in this process with its own domain and endpoints: the offload engine with the plan compiled
-// for triggered-sockets (libfabric counters and triggered operations), and the poll engine with
-// target generic beside it. Both must match the reference.
-func TestPlansTriggered(t *testing.T) {
+// socketsProvider opens libfabric's sockets provider for the test, which skips without it.
+func socketsProvider(t testing.TB) *ofi.Provider {
+	t.Helper()
 	opts := ofi.DefaultOptions()
 	opts.Provider = "sockets"
 	p, err := ofi.NewProvider(opts)
 	if err != nil {
 		t.Skipf("no libfabric sockets provider: %v", err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// TestPlansTriggered runs every plan of plans/ on the sockets provider over loopback, every rank
+// in this process with its own domain and endpoints: the offload engine with the plan compiled
+// for triggered-sockets (libfabric counters and triggered operations), and the poll engine with
+// target generic beside it. Both must match the reference.
+func TestPlansTriggered(t *testing.T) {
+	p := socketsProvider(t)
 	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
@@ -68,13 +75,7 @@ func TestPlansTriggered(t *testing.T) {
 // queue and file:line, within a bound, on both engines; the contexts close (flushing any
 // triggered work still waiting) after.
 func TestFaultRemoteWrite(t *testing.T) {
-	opts := ofi.DefaultOptions()
-	opts.Provider = "sockets"
-	p, err := ofi.NewProvider(opts)
-	if err != nil {
-		t.Skipf("no libfabric sockets provider: %v", err)
-	}
-	defer p.Close()
+	p := socketsProvider(t)
 	const f = "../../testdata/verbs/fault_perm.dag"
 	src, err := os.ReadFile(f)
 	require.NoError(t, err)
@@ -103,31 +104,11 @@ func TestFaultRemoteWrite(t *testing.T) {
 	}
 }
 
-// openedContexts wraps a provider and remembers every context it opens.
-type openedContexts struct {
-	nic.Provider
-	ctxs []nic.Context
-}
-
-func (p *openedContexts) Open(rank int) (nic.Context, error) {
-	c, err := p.Provider.Open(rank)
-	if err == nil {
-		p.ctxs = append(p.ctxs, c)
-	}
-	return c, err
-}
-
 // TestFaultCancelsTriggers: after a triggered run fails (a write into a buffer without
 // remote_write), the engine has cancelled the triggered work still waiting: no context holds any,
 // before the session closes.
 func TestFaultCancelsTriggers(t *testing.T) {
-	opts := ofi.DefaultOptions()
-	opts.Provider = "sockets"
-	p, err := ofi.NewProvider(opts)
-	if err != nil {
-		t.Skipf("no libfabric sockets provider: %v", err)
-	}
-	defer p.Close()
+	p := socketsProvider(t)
 	const f = "../../plans/ring_allreduce.dag"
 	src, err := os.ReadFile(f)
 	require.NoError(t, err)
@@ -138,7 +119,7 @@ func TestFaultCancelsTriggers(t *testing.T) {
 	plan, err := lower.Compile(g, tg)
 	require.NoError(t, err)
 	g.Buffers[0].Access = 0 // registered without remote write: the first write into it fails
-	op := &openedContexts{Provider: p}
+	op := &nictest.Opened{Provider: p}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := exec.Prepare(ctx, plan, op, exec.Options{Engine: exec.Offload, HangTimeout: 10 * time.Second, Reference: exec.NewMemory(g)})
@@ -147,7 +128,5 @@ func TestFaultCancelsTriggers(t *testing.T) {
 	_, err = s.Run(ctx, 1)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "remote access error")
-	for _, c := range op.ctxs {
-		require.Zero(t, c.(nic.TriggerContext).PendingTriggers(), "rank %d: triggered work left after the failure", c.Rank())
-	}
+	require.Equal(t, map[int]int{0: 0, 1: 0, 2: 0, 3: 0}, op.PendingTriggers(), "triggered work left after the failure")
 }
