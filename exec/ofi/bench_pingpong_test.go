@@ -5,16 +5,12 @@ package ofi_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/exec"
-	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
-	"github.com/coredag/coredag/planner/lower"
 )
 
 // BenchmarkPingPong runs testdata/ofi/pingpong.dag (dependent notified writes bouncing between
@@ -25,17 +21,9 @@ import (
 // the figure beside fi_pingpong's.
 func BenchmarkPingPong(b *testing.B) {
 	p := socketsProvider(b)
-	const f = "../../testdata/ofi/pingpong.dag"
-	src, err := os.ReadFile(f)
-	require.NoError(b, err)
-	tg, err := ir.LookupTarget("triggered-sockets")
-	require.NoError(b, err)
 	for _, c := range []struct{ hops, lanes int64 }{{10, 1}, {200, 1}, {1000, 1}, {1000, 5}} {
 		b.Run(fmt.Sprintf("hops=%d/lanes=%d", c.hops, c.lanes), func(b *testing.B) {
-			g, err := planner.Load(f, src, map[string]int64{"hops": c.hops, "lanes": c.lanes})
-			require.NoError(b, err)
-			plan, err := lower.Compile(g, tg)
-			require.NoError(b, err)
+			_, plan := compileFile(b, "../../testdata/ofi/pingpong.dag", map[string]int64{"hops": c.hops, "lanes": c.lanes}, "triggered-sockets")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			s, err := exec.Prepare(ctx, plan, p, exec.Options{Engine: exec.Offload})

@@ -34,6 +34,20 @@ func socketsProvider(t testing.TB) *ofi.Provider {
 	return p
 }
 
+// compileFile loads plan file f with params and compiles it for target.
+func compileFile(t testing.TB, f string, params map[string]int64, target string) (*ir.Graph, *ir.Plan) {
+	t.Helper()
+	src, err := os.ReadFile(f)
+	require.NoError(t, err)
+	g, err := planner.Load(f, src, params)
+	require.NoError(t, err, "%s %v", f, params)
+	tg, err := ir.LookupTarget(target)
+	require.NoError(t, err)
+	plan, err := lower.Compile(g, tg)
+	require.NoError(t, err, "%s %v for %s", f, params, target)
+	return g, plan
+}
+
 // TestPlansTriggered runs every plan of plans/ on the sockets provider over loopback, every rank
 // in this process with its own domain and endpoints: the offload engine with the plan compiled
 // for triggered-sockets (libfabric counters and triggered operations), and the poll engine with
@@ -109,15 +123,7 @@ func TestFaultRemoteWrite(t *testing.T) {
 // before the session closes.
 func TestFaultCancelsTriggers(t *testing.T) {
 	p := socketsProvider(t)
-	const f = "../../plans/ring_allreduce.dag"
-	src, err := os.ReadFile(f)
-	require.NoError(t, err)
-	g, err := planner.Load(f, src, map[string]int64{"ranks": 4})
-	require.NoError(t, err)
-	tg, err := ir.LookupTarget("triggered-sockets")
-	require.NoError(t, err)
-	plan, err := lower.Compile(g, tg)
-	require.NoError(t, err)
+	g, plan := compileFile(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4}, "triggered-sockets")
 	g.Buffers[0].Access = 0 // registered without remote write: the first write into it fails
 	op := &nictest.Opened{Provider: p}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -129,4 +135,24 @@ func TestFaultCancelsTriggers(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "remote access error")
 	require.Equal(t, map[int]int{0: 0, 1: 0, 2: 0, 3: 0}, op.PendingTriggers(), "triggered work left after the failure")
+}
+
+// TestAutoProgress: with Options.AutoProgress the provider keeps libfabric's progress thread, and
+// plans still run on it (slowly: README.md).
+func TestAutoProgress(t *testing.T) {
+	opts := ofi.DefaultOptions()
+	opts.Provider, opts.AutoProgress = "sockets", true
+	p, err := ofi.NewProvider(opts)
+	if err != nil {
+		t.Skipf("no libfabric sockets provider: %v", err)
+	}
+	defer p.Close()
+	require.False(t, p.ManualProgress())
+	require.True(t, socketsProvider(t).ManualProgress(), "the default is manual progress")
+	_, plan := compileFile(t, "../../plans/read_gather.dag", nil, "triggered-sockets")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := exec.Run(ctx, plan, p, exec.Options{Engine: exec.Offload, Iters: 2})
+	require.NoError(t, err)
+	require.True(t, res.OK, res.Summary())
 }
