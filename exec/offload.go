@@ -408,7 +408,12 @@ func (e *offloadEngine) poll() (bool, error) {
 	return did, nil
 }
 
-func (e *offloadEngine) iterate(ctx context.Context, iter int) error {
+func (e *offloadEngine) iterate(ctx context.Context, iter int) (err error) {
+	defer func() {
+		if err != nil {
+			e.cancelTrig()
+		}
+	}()
 	if _, err := e.post(); err != nil {
 		return err
 	}

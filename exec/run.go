@@ -359,7 +359,7 @@ func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
 			return finish(fmt.Errorf("iteration %d: %w", iter, err))
 		}
 		if opts.Barrier != nil {
-			if err := opts.Barrier(ctx); err != nil {
+			if err := s.barrier(ctx); err != nil {
 				return finish(fmt.Errorf("iteration %d: barrier before the run: %w", iter, err))
 			}
 		}
@@ -374,7 +374,7 @@ func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
 		}
 		s.done++
 		if opts.Barrier != nil {
-			if err := opts.Barrier(ctx); err != nil {
+			if err := s.barrier(ctx); err != nil {
 				return finish(fmt.Errorf("iteration %d: barrier after the run: %w", iter, err))
 			}
 		}
