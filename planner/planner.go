@@ -5,6 +5,7 @@
 //	dsl                 syntax: parse a .dag file
 //	planner/elaborate   syntax -> ir.Graph, with the front-end checks (names, shapes, matching)
 //	planner/verify      cycles, FIFO deadlocks, races; explanations and suggested fixes
+//	planner/prove       postconditions (`expect`): what the plan computes, for every input
 //	planner/lower       ir.Graph -> ir.Plan for a target: chains, WAIT/ENABLE, signalling
 //
 // planner/replay checks a compiled Plan by running it on a model of the NIC. This package only
@@ -16,6 +17,7 @@ import (
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/elaborate"
 	"github.com/coredag/coredag/planner/lower"
+	"github.com/coredag/coredag/planner/prove"
 	"github.com/coredag/coredag/planner/verify"
 )
 
@@ -40,7 +42,11 @@ func LoadLimited(filename string, src []byte, params map[string]int64, lim elabo
 	if err != nil {
 		return nil, err
 	}
-	return g, verify.Check(g).Err()
+	errs, order := verify.CheckOrder(g)
+	if len(errs) > 0 {
+		return g, errs.Err()
+	}
+	return g, prove.Check(g, order).Err()
 }
 
 // Compile lowers a checked Graph for a target into a Plan (lower.Compile).
