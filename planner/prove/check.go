@@ -2,6 +2,7 @@ package prove
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/coredag/coredag/diag"
@@ -205,8 +206,14 @@ func (s *State) describe(red ir.ReduceOp, atoms []atom, off int64) string {
 			continue
 		}
 		dup := ""
-		if distinct := len(uniq(rs)); distinct < len(rs) {
-			dup = fmt.Sprintf(" (%d terms: some counted more than once)", len(rs))
+		if counts := count(rs); len(counts) < len(rs) {
+			var more []string
+			for _, r := range uniqSorted(rs) {
+				if counts[r] > 1 {
+					more = append(more, fmt.Sprintf("rank %d's %s", r, times(counts[r])))
+				}
+			}
+			dup = " (" + strings.Join(more, ", ") + ")"
 		}
 		parts = append(parts, fmt.Sprintf("%s of %s%s", diag.FormatRanks(rs), el, dup))
 	}
@@ -231,8 +238,20 @@ func (s *State) difference(wantRed ir.ReduceOp, want []atom, gotRed ir.ReduceOp,
 	if len(missing) > 0 {
 		why = append(why, s.contributions(missing, off, "missing"))
 	}
-	if len(extra) > 0 && len(got) > 1 {
-		why = append(why, s.contributions(extra, off, "not due"))
+	// Extra terms that are due once are counted too often; the others are not due at all.
+	var again, foreign []atom
+	for _, a := range extra {
+		if slices.Contains(want, a) {
+			again = append(again, a)
+		} else {
+			foreign = append(foreign, a)
+		}
+	}
+	if len(again) > 0 {
+		why = append(why, s.contributions(again, off, "counted too often"))
+	}
+	if len(foreign) > 0 && len(got) > 1 {
+		why = append(why, s.contributions(foreign, off, "not due"))
 	}
 	return strings.Join(why, "; ")
 }
@@ -249,10 +268,7 @@ func (s *State) contributions(atoms []atom, off int64, what string) string {
 		for i, a := range atoms {
 			rs[i] = int(a.rank)
 		}
-		if len(uniq(rs)) == 1 {
-			if len(rs) > 1 {
-				return fmt.Sprintf("rank %d's contribution is %s %d times", rs[0], what, len(rs))
-			}
+		if len(rs) == 1 {
 			return fmt.Sprintf("rank %d's contribution is %s", rs[0], what)
 		}
 		return fmt.Sprintf("the contributions of %s are %s", diag.FormatRanks(rs), what)
@@ -286,10 +302,25 @@ func diff(want, got []atom) (missing, extra []atom) {
 	return missing, extra
 }
 
-func uniq(rs []int) map[int]bool {
-	m := map[int]bool{}
+// count counts each rank of rs.
+func count(rs []int) map[int]int {
+	m := map[int]int{}
 	for _, r := range rs {
-		m[r] = true
+		m[r]++
 	}
 	return m
+}
+
+func uniqSorted(rs []int) []int {
+	out := slices.Clone(rs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// times words a count: "twice", "3 times".
+func times(n int) string {
+	if n == 2 {
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
 }
