@@ -134,9 +134,10 @@ func (s *State) explain(e *ir.Expect, w *wrong) *diag.Diagnostic {
 		msg += " — " + why
 	}
 	if w.elements > 1 {
-		msg += fmt.Sprintf(" (%d elements wrong on %s)", w.elements, diag.FormatRanks(w.ranks))
+		msg += fmt.Sprintf(" (%d elements wrong in all)", w.elements)
 	}
 	d := diag.Errorf(diag.Expect, e.Pos, "%s", msg)
+	d.Ranks, d.Likewise = w.ranks[:1], w.ranks[1:]
 	if w.got.by == ir.None {
 		d.Relate(dst.Pos, fmt.Sprintf("%s is never written on rank %d: it keeps its initial contents", elem, w.rank))
 	} else {
