@@ -1,6 +1,10 @@
 package ir
 
-import "github.com/coredag/coredag/diag"
+import (
+	"fmt"
+
+	"github.com/coredag/coredag/diag"
+)
 
 // ExpectKind is the collective an `expect` statement promises (docs/language.md, Postconditions).
 type ExpectKind uint8
@@ -55,4 +59,21 @@ type Expect struct {
 	Root     int      // reduce, broadcast, gather and scatter; 0 otherwise
 	SrcBlock bool     // Src is Dst's own block (allgather and gather without `from`)
 	Pos      diag.Pos // the statement
+}
+
+// ExpectString writes a postcondition as the language does, with its root evaluated:
+// "expect gather all from mine root 0".
+func (g *Graph) ExpectString(e *Expect) string {
+	s := "expect " + e.Kind.String()
+	if e.Kind.Reduces() {
+		s += " " + e.Red.String()
+	}
+	s += " " + g.Buffers[e.Dst].Name
+	if e.Src != e.Dst || e.Kind == ExpectAlltoall || e.Kind == ExpectScatter {
+		s += " from " + g.Buffers[e.Src].Name
+	}
+	if e.Kind.Rooted() {
+		s += fmt.Sprintf(" root %d", e.Root)
+	}
+	return s
 }

@@ -129,7 +129,7 @@ func (s *State) explain(e *ir.Expect, w *wrong) *diag.Diagnostic {
 	wantRed, wantAtoms := s.sh.at(w.want.sh, w.want.shift)
 	gotRed, gotAtoms := s.sh.at(w.got.sh, w.got.shift)
 	msg := fmt.Sprintf("%s: %s on rank %d should hold %s, but holds %s",
-		s.statement(e), elem, w.rank, s.describe(wantRed, wantAtoms, w.off), s.describe(gotRed, gotAtoms, w.off))
+		g.ExpectString(e), elem, w.rank, s.describe(wantRed, wantAtoms, w.off), s.describe(gotRed, gotAtoms, w.off))
 	if why := s.difference(wantRed, wantAtoms, gotRed, gotAtoms, w.off); why != "" {
 		msg += " — " + why
 	}
@@ -144,23 +144,6 @@ func (s *State) explain(e *ir.Expect, w *wrong) *diag.Diagnostic {
 		d.Relate(g.Ops[w.got.by].Pos, fmt.Sprintf("%s on rank %d was last written by %s", elem, w.rank, g.OpString(w.got.by)))
 	}
 	return d
-}
-
-// statement is the postcondition as written, for messages.
-func (s *State) statement(e *ir.Expect) string {
-	b := &strings.Builder{}
-	fmt.Fprintf(b, "expect %s", e.Kind)
-	if e.Kind.Reduces() {
-		fmt.Fprintf(b, " %s", e.Red)
-	}
-	fmt.Fprintf(b, " %s", s.g.Buffers[e.Dst].Name)
-	if e.Src != e.Dst || e.Kind == ir.ExpectAlltoall || e.Kind == ir.ExpectScatter {
-		fmt.Fprintf(b, " from %s", s.g.Buffers[e.Src].Name)
-	}
-	if e.Kind.Rooted() {
-		fmt.Fprintf(b, " root %d", e.Root)
-	}
-	return b.String()
 }
 
 // term names one atom as seen from element off: "data[8]@1", "the constant 3".
