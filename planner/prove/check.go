@@ -28,11 +28,7 @@ func (s *State) spec(out []want, e *ir.Expect, r int) []want {
 		return id, shift + delta
 	}
 	all := func(delta int64) (int32, int64) {
-		atoms := make([]atom, ranks)
-		for q := range atoms {
-			atoms[q] = atom{kind: atomInit, rank: int32(q), buf: e.Src}
-		}
-		id, shift := s.sh.intern(e.Red, atoms)
+		id, shift := s.sh.all(e.Red, e.Src, ranks)
 		return id, shift + delta
 	}
 	add := func(lo, hi int64, id int32, shift int64) {

@@ -23,6 +23,7 @@ func (a *seg) joins(b *seg) bool {
 type memory struct {
 	nbuf int
 	bufs [][]seg // rank*nbuf + buf
+	run  []seg   // scratch of put
 }
 
 func newMemory(g *ir.Graph, sh *shapes) *memory {
@@ -78,7 +79,7 @@ func (m *memory) put(rank int, buf ir.BufID, lo, hi int64, repl []seg) {
 		parts = append(parts, last)
 	}
 	// Build the new run: left part, repl, right part, then join neighbours.
-	var run []seg
+	run := m.run[:0]
 	if len(parts) > 0 && parts[0].hi == lo {
 		run = append(run, parts[0])
 		parts = parts[1:]
@@ -103,6 +104,7 @@ func (m *memory) put(rank int, buf ir.BufID, lo, hi int64, repl []seg) {
 		}
 	}
 	m.bufs[k] = replace(segs, i, j, out)
+	m.run = run
 }
 
 // replace is slices.Replace without the aliasing checks' cost for short replacements.

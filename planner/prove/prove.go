@@ -45,7 +45,14 @@ type State struct {
 
 // Run replays g's ops in order o and returns the final memory.
 func Run(g *ir.Graph, o *verify.Order) *State {
-	s := &State{g: g, sh: newShapes()}
+	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start.
+	n := g.Ranks * len(g.Buffers)
+	for i := range g.Ops {
+		if k := g.Ops[i].Kind; k == ir.OpReduce || k.IsAtomic() {
+			n++
+		}
+	}
+	s := &State{g: g, sh: newShapes(n)}
 	s.mem = newMemory(g, s.sh)
 	// Each op takes effect at one event inside the interval of every access it makes (see
 	// verify's accesses): a data-moving op at its landing, a host op at its start. Positions are

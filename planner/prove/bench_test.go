@@ -1,0 +1,58 @@
+package prove_test
+
+import (
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner/prove"
+	"github.com/coredag/coredag/planner/verify"
+)
+
+// ringAllreduce elaborates plans/ring_allreduce.dag at ranks and n.
+func ringAllreduce(b *testing.B, ranks, n int64) *ir.Graph {
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(b, err)
+	g, ok := elaborated(b, "ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": n})
+	require.True(b, ok)
+	return g
+}
+
+// BenchmarkCheck compares, on the 256-rank ring allreduce, the verification pass (what check
+// ran before postconditions) with the proof added after it, at 1K and 1M elements per chunk.
+// The proof's share is prove/verify; its cost must not depend on n.
+func BenchmarkCheck(b *testing.B) {
+	for _, n := range []int64{1 << 10, 1 << 20} {
+		g := ringAllreduce(b, 256, n)
+		name := "ranks=256/n=" + strconv.FormatInt(n, 10)
+		b.Run(name+"/verify", func(b *testing.B) {
+			for b.Loop() {
+				if errs, _ := verify.CheckOrder(g); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			}
+		})
+		b.Run(name+"/verify+prove", func(b *testing.B) {
+			for b.Loop() {
+				errs, order := verify.CheckOrder(g)
+				if len(errs) > 0 {
+					b.Fatal(errs)
+				}
+				if errs := prove.Check(g, order); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			}
+		})
+		_, order := verify.CheckOrder(g)
+		b.Run(name+"/prove", func(b *testing.B) {
+			for b.Loop() {
+				if errs := prove.Check(g, order); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			}
+		})
+	}
+}
