@@ -65,7 +65,7 @@ func (c *checkCmd) Run(e *env) error {
 		} else {
 			r.Ranks, r.Ops = l.graph.Ranks, len(l.graph.Ops)
 			if !c.JSON {
-				fmt.Fprintf(e.stdout, "%s: ok (plan %s, %s, %s)\n", diag.QuoteName(l.path), l.graph.Name, english.Plural(l.graph.Ranks, "rank"), english.Plural(len(l.graph.Ops), "op"))
+				fmt.Fprintf(e.stdout, "%s: ok (plan %s, %s, %s%s)\n", diag.QuoteName(l.path), l.graph.Name, english.Plural(l.graph.Ranks, "rank"), english.Plural(len(l.graph.Ops), "op"), provenNote(l.graph))
 			}
 		}
 		if l.graph != nil && len(l.graph.Notes) > 0 {

@@ -74,7 +74,7 @@ type runReport struct {
 	RNR        uint64             `json:"rnr_retries"`
 	Buffers    map[string][][]any `json:"buffers,omitempty"`
 	Runs       []exploredRun      `json:"explored,omitempty"`
-	Expects    []expectReport     `json:"expects,omitempty"` // postconditions checked on values (run_expect.go)
+	Expects    []expectReport     `json:"expects,omitempty"` // postconditions checked on values (expect.go)
 }
 
 // exploredRun is the record of one run of --explore (fields in the order JSON maps print in).

@@ -210,6 +210,9 @@ func (s *State) describe(red ir.ReduceOp, atoms []atom, off int64) string {
 // difference words what separates a wrong value from the right one: the contributions missing
 // and those that should not be there.
 func (s *State) difference(wantRed ir.ReduceOp, want []atom, gotRed ir.ReduceOp, got []atom, off int64) string {
+	if wantRed == plain && gotRed == plain {
+		return "" // one element in place of another: the message says both
+	}
 	if wantRed != gotRed && wantRed != plain && gotRed != plain {
 		return fmt.Sprintf("a %s where a %s is due", gotRed, wantRed)
 	}

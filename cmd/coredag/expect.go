@@ -6,6 +6,7 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/lower"
 )
@@ -59,4 +60,13 @@ func checkExpects(g *ir.Graph, engine exec.Engine, target ir.Target, last *exec.
 		}
 	}
 	return out, nil
+}
+
+// provenNote is what check adds to a clean plan's line: ", 2 postconditions proven", or nothing
+// when the plan states none.
+func provenNote(g *ir.Graph) string {
+	if len(g.Expects) == 0 {
+		return ""
+	}
+	return ", " + english.Plural(len(g.Expects), "postcondition") + " proven"
 }
