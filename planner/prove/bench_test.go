@@ -3,11 +3,13 @@ package prove_test
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/prove"
 	"github.com/coredag/coredag/planner/verify"
 )
@@ -54,5 +56,33 @@ func BenchmarkCheck(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkLoad is what `coredag check` does (planner.Load: parse, elaborate, verify, prove) on
+// the 256-rank ring allreduce, with its `expect` line and without it.
+func BenchmarkLoad(b *testing.B) {
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(b, err)
+	without := []byte(strings.Replace(string(src), "\nexpect allreduce sum data", "\n", 1))
+	require.NotEqual(b, string(src), string(without))
+	for _, n := range []int64{1 << 10, 1 << 20} {
+		params := map[string]int64{"ranks": 256, "n": n}
+		for _, c := range []struct {
+			name string
+			src  []byte
+		}{{"without", without}, {"with", src}} {
+			b.Run("ranks=256/n="+strconv.FormatInt(n, 10)+"/"+c.name, func(b *testing.B) {
+				for b.Loop() {
+					g, err := planner.Load("ring_allreduce.dag", c.src, params)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if want := len(c.src) == len(src); (len(g.Expects) > 0) != want {
+						b.Fatal("expect line")
+					}
+				}
+			})
+		}
 	}
 }
