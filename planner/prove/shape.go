@@ -38,18 +38,15 @@ type atom struct {
 	v    int64
 }
 
-// less orders atoms as terms are ordered: by kind, buffer, v, then rank.
+// less orders atoms as their terms are ordered (termLess).
 func (a atom) less(b atom) bool {
-	if a.kind != b.kind {
-		return a.kind < b.kind
-	}
-	if a.buf != b.buf {
-		return a.buf < b.buf
-	}
-	if a.v != b.v {
-		return a.v < b.v
-	}
-	return a.rank < b.rank
+	x, y := a.term(), b.term()
+	return termLess(&x, &y)
+}
+
+// term is a as a term of one rank.
+func (a atom) term() term {
+	return term{kind: a.kind, buf: a.buf, v: a.v, lo: a.rank, hi: a.rank, n: 1}
 }
 
 // term is atoms (kind, buf, v) of ranks lo..hi (inclusive), each counted n times.
@@ -135,7 +132,7 @@ func (s *shapes) intern(red ir.ReduceOp, terms []term) (int32, int64) {
 
 // one is the id and shift of a single atom.
 func (s *shapes) one(a atom) (int32, int64) {
-	return s.intern(plain, []term{{kind: a.kind, buf: a.buf, v: a.v, lo: a.rank, hi: a.rank, n: 1}})
+	return s.intern(plain, []term{a.term()})
 }
 
 // merge is the shape of (a at shift sa) red (b at shift sb). A reduction whose operand is a
