@@ -22,7 +22,7 @@ func TestCheckCountsProvenPostconditions(t *testing.T) {
 func TestRunChecksPostconditions(t *testing.T) {
 	code, stdout, stderr := coredag(t, "", "run", "-p", "ranks=3", "plans/notify_scatter.dag")
 	require.Equal(t, exitOK, code, stderr)
-	assert.Contains(t, stdout, "\n  held: expect scatter dst from src root 0\n  held: expect unchanged src\n")
+	assert.Contains(t, stdout, " RNR retries\n  held: expect scatter dst from src root 0\n  held: expect unchanged src\n")
 
 	code, stdout, stderr = coredag(t, "", "run", "--json", "-p", "ranks=3", "plans/ring_allreduce.dag")
 	require.Equal(t, exitOK, code, stderr)

@@ -324,13 +324,6 @@ func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
 	for _, m := range rep.Mismatches {
 		fmt.Fprintf(e.stdout, "  %s\n", m)
 	}
-	for _, x := range rep.Expects {
-		if x.Held {
-			fmt.Fprintf(e.stdout, "  held: %s\n", x.Expect)
-		} else {
-			fmt.Fprintf(e.stdout, "  FAILED: %s: %s\n", x.Expect, x.Detail)
-		}
-	}
 	l := res.Latency
 	if len(l.All) == 1 {
 		fmt.Fprintf(e.stdout, "  latency %s%s\n", fmtDuration(l.Min), last)
@@ -344,6 +337,13 @@ func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
 	fmt.Fprintf(e.stdout, "  totals: %s, %s polled, %s, %s, %s, %s\n",
 		posted, english.Plural(int(rep.CQEs), "CQE"), english.Plural(int(rep.Waits), "WAIT"),
 		english.Plural(int(rep.Enables), "ENABLE"), english.Plural(int(rep.HostSteps), "host step"), english.Plural(int(rep.RNR), "RNR retry"))
+	for _, x := range rep.Expects {
+		if x.Held {
+			fmt.Fprintf(e.stdout, "  held: %s\n", x.Expect)
+		} else {
+			fmt.Fprintf(e.stdout, "  FAILED: %s: %s\n", x.Expect, x.Detail)
+		}
+	}
 	for _, name := range sortedKeys(rep.Buffers) {
 		for r, vals := range rep.Buffers[name] {
 			fmt.Fprintf(e.stdout, "%s[rank %d] = %v\n", name, r, vals)
