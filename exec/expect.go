@@ -16,7 +16,9 @@ import (
 
 // DistinctInits returns a copy of g whose every buffer starts with a value of its own at every
 // element of every rank: a hash of (rank, buffer, element), an integer of the buffer's type
-// (for floats, a whole number below 1024, so that sums stay exact). g is not changed.
+// with sparse bits (one in eight for 64-bit types, one in four for 32-bit ones), so that an or
+// or and over ranks still shows a missing contribution (for floats, a whole number below 1024, so that sums stay exact). g is not
+// changed.
 func DistinctInits(g *ir.Graph) *ir.Graph {
 	out := g.Clone()
 	for b := range out.Buffers {
@@ -26,6 +28,12 @@ func DistinctInits(g *ir.Graph) *ir.Graph {
 			sz := int(t.Size())
 			for i := 0; i*sz < len(dst); i++ {
 				h := mix(uint64(rank)<<40 ^ id<<32 ^ uint64(i))
+				switch t { // sparse bits: an or over ranks does not fill the word
+				case ir.I64, ir.U64:
+					h &= mix(h) & mix(^h) // one bit in eight
+				case ir.I32, ir.U32:
+					h &= mix(h) // one in four
+				}
 				e := dst[i*sz : (i+1)*sz]
 				switch t {
 				case ir.F32:
