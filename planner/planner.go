@@ -6,6 +6,7 @@
 //	msccl               or read an MSCCL-IR .xml algorithm as the same syntax
 //	planner/elaborate   syntax -> ir.Graph, with the front-end checks (names, shapes, matching)
 //	planner/verify      cycles, FIFO deadlocks, races; explanations and suggested fixes
+//	planner/prove       postconditions (`expect`): what the plan computes, for every input
 //	planner/lower       ir.Graph -> ir.Plan for a target: chains, WAIT/ENABLE, signalling
 //
 // planner/replay checks a compiled Plan by running it on a model of the NIC. This package only
@@ -21,6 +22,7 @@ import (
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner/elaborate"
 	"github.com/coredag/coredag/planner/lower"
+	"github.com/coredag/coredag/planner/prove"
 	"github.com/coredag/coredag/planner/verify"
 )
 
@@ -73,7 +75,11 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 	if err != nil {
 		return nil, err
 	}
-	return g, verify.Check(g).Err()
+	errs, order := verify.CheckOrder(g)
+	if len(errs) > 0 {
+		return g, errs.Err()
+	}
+	return g, prove.Check(g, order).Err()
 }
 
 // Compile lowers a checked Graph for a target into a Plan (lower.Compile).

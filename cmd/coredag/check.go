@@ -83,7 +83,7 @@ func (c *checkCmd) Run(e *env) error {
 				if c.Target != "" {
 					fits = ", within the limits of target " + target.Name
 				}
-				fmt.Fprintf(e.stdout, "%s: ok (plan %s, %s, %s%s)\n", diag.QuoteName(l.path), l.graph.Name, english.Plural(l.graph.Ranks, "rank"), english.Plural(len(l.graph.Ops), "op"), fits)
+				fmt.Fprintf(e.stdout, "%s: ok (plan %s, %s, %s%s%s)\n", diag.QuoteName(l.path), l.graph.Name, english.Plural(l.graph.Ranks, "rank"), english.Plural(len(l.graph.Ops), "op"), provenNote(l.graph), fits)
 			}
 		} else {
 			failed = true

@@ -74,6 +74,7 @@ type runReport struct {
 	RNR        uint64             `json:"rnr_retries"`
 	Buffers    map[string][][]any `json:"buffers,omitempty"`
 	Runs       []exploredRun      `json:"explored,omitempty"`
+	Expects    []expectReport     `json:"expects,omitempty"` // postconditions checked on values (expect.go)
 }
 
 // exploredRun is the record of one run of --explore (fields in the order JSON maps print in).
@@ -203,6 +204,14 @@ func (c *runCmd) Run(e *env) error {
 		}
 	}
 	bar.done()
+	if rep.OK && last != nil && len(g.Expects) > 0 {
+		if rep.Expects, err = checkExpects(g, engine, target, last); err != nil {
+			rep.OK, rep.Error = false, err.Error()
+		}
+		for _, x := range rep.Expects {
+			rep.OK = rep.OK && x.Held
+		}
+	}
 	if last != nil {
 		rep.Engine, rep.Provider = last.Engine.String(), last.Provider
 		rep.LatencyNS = map[string]int64{"min": last.Latency.Min.Nanoseconds(), "median": last.Latency.Median.Nanoseconds(), "p99": last.Latency.P99.Nanoseconds()}
@@ -332,6 +341,13 @@ func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
 	fmt.Fprintf(e.stdout, "  totals: %s, %s polled, %s, %s, %s, %s\n",
 		posted, english.Plural(int(rep.CQEs), "CQE"), english.Plural(int(rep.Waits), "WAIT"),
 		english.Plural(int(rep.Enables), "ENABLE"), english.Plural(int(rep.HostSteps), "host step"), english.Plural(int(rep.RNR), "RNR retry"))
+	for _, x := range rep.Expects {
+		if x.Held {
+			fmt.Fprintf(e.stdout, "  held: %s\n", x.Expect)
+		} else {
+			fmt.Fprintf(e.stdout, "  FAILED: %s: %s\n", x.Expect, x.Detail)
+		}
+	}
 	for _, name := range sortedKeys(rep.Buffers) {
 		for r, vals := range rep.Buffers[name] {
 			fmt.Fprintf(e.stdout, "%s[rank %d] = %v\n", name, r, vals)
