@@ -281,7 +281,11 @@ func (s *Session) Plan() *ir.Plan { return s.plan }
 // *OpError or a *HangError) and leaves the session unusable but for Close; the Result, when not
 // nil, holds what was measured up to then. Result.Memory is the session's memory: the next Run
 // overwrites it and Close releases it.
-func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
+func (s *Session) Run(ctx context.Context, iters int) (*Result, error) { return s.run(ctx, iters, nil) }
+
+// run is Run; timed, when not nil, is handed each iteration's work inside the timed region, must
+// call it once and returns its error (Overlap runs the compute loop beside it).
+func (s *Session) run(ctx context.Context, iters int, timed func(iterate func() error) error) (*Result, error) {
 	switch {
 	case s.closed:
 		return nil, fmt.Errorf("run: %w", ErrSessionClosed)
@@ -360,7 +364,12 @@ func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
 			}
 		}
 		t0 := time.Now()
-		err := d.iterate(ctx, iter)
+		var err error
+		if timed != nil {
+			err = timed(func() error { return d.iterate(ctx, iter) })
+		} else {
+			err = d.iterate(ctx, iter)
+		}
 		lat = append(lat, time.Since(t0))
 		if opts.Timeline {
 			out.Timeline = append(out.Timeline, slices.Clone(d.timeline()))
