@@ -203,14 +203,16 @@ func (c *computer) run(units int) computed {
 
 // calibrate returns the number of units that takes about want on the compute thread: it doubles
 // a trial run until it lasts at least want or calibrateMin, whichever is less (at least a
-// microsecond), then scales.
+// microsecond), runs that trial twice more, and scales by the fastest of the three (the least
+// disturbed by other threads on a shared machine).
 func (c *computer) calibrate(want time.Duration) int {
 	floor := max(min(want, calibrateMin), time.Microsecond)
 	units := 1
 	for {
 		m := c.run(units)
 		if m.wall >= floor || units >= calibrateMax {
-			n := math.Round(float64(units) * float64(want) / float64(max(m.wall, 1)))
+			best := min(m.wall, c.run(units).wall, c.run(units).wall)
+			n := math.Round(float64(units) * float64(want) / float64(max(best, 1)))
 			return int(min(max(n, 1), calibrateMax))
 		}
 		units *= 2
