@@ -78,7 +78,7 @@ func (s *Session) Overlap(ctx context.Context, iters int) (*Overlap, error) {
 	var procCPU, compCPU time.Duration
 
 	// Pure communication.
-	res, err := s.run(ctx, iters, func(iterate func() error) error {
+	res, err := s.RunTimed(ctx, iters, func(iterate func() error) error {
 		c0, _ := ProcessCPU()
 		t0 := time.Now()
 		err := iterate()
@@ -109,7 +109,7 @@ func (s *Session) Overlap(ctx context.Context, iters int) (*Overlap, error) {
 
 	// Both.
 	procCPU = 0
-	res, err = s.run(ctx, iters, func(iterate func() error) error {
+	res, err = s.RunTimed(ctx, iters, func(iterate func() error) error {
 		c0, _ := ProcessCPU()
 		t0 := time.Now()
 		c.start <- o.Units

@@ -281,11 +281,13 @@ func (s *Session) Plan() *ir.Plan { return s.plan }
 // *OpError or a *HangError) and leaves the session unusable but for Close; the Result, when not
 // nil, holds what was measured up to then. Result.Memory is the session's memory: the next Run
 // overwrites it and Close releases it.
-func (s *Session) Run(ctx context.Context, iters int) (*Result, error) { return s.run(ctx, iters, nil) }
+func (s *Session) Run(ctx context.Context, iters int) (*Result, error) { return s.RunTimed(ctx, iters, nil) }
 
-// run is Run; timed, when not nil, is handed each iteration's work inside the timed region, must
-// call it once and returns its error (Overlap runs the compute loop beside it).
-func (s *Session) run(ctx context.Context, iters int, timed func(iterate func() error) error) (*Result, error) {
+// RunTimed is Run with a hook in every iteration's timed region: timed, when not nil, is called
+// with the iteration's work (after the reset, the re-arm and the start barrier), must call it
+// once and return its error. Overlap runs a compute loop beside it; benchmarks time it and read
+// CPU clocks around it, leaving the resets out.
+func (s *Session) RunTimed(ctx context.Context, iters int, timed func(iterate func() error) error) (*Result, error) {
 	switch {
 	case s.closed:
 		return nil, fmt.Errorf("run: %w", ErrSessionClosed)
