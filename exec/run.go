@@ -281,7 +281,9 @@ func (s *Session) Plan() *ir.Plan { return s.plan }
 // *OpError or a *HangError) and leaves the session unusable but for Close; the Result, when not
 // nil, holds what was measured up to then. Result.Memory is the session's memory: the next Run
 // overwrites it and Close releases it.
-func (s *Session) Run(ctx context.Context, iters int) (*Result, error) { return s.RunTimed(ctx, iters, nil) }
+func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
+	return s.RunTimed(ctx, iters, nil)
+}
 
 // RunTimed is Run with a hook in every iteration's timed region: timed, when not nil, is called
 // with the iteration's work (after the reset, the re-arm and the start barrier), must call it
