@@ -13,8 +13,9 @@ import (
 // Overlap measures how much host computation a plan's iterations hide, the way OSU's
 // non-blocking collective benchmarks do: the median time of an iteration alone (pure
 // communication, Pure); a host compute loop calibrated to take about as long, alone (Compute);
-// then both together (Total): the compute loop starts as the iteration starts and the iteration
-// ends when both have. Percent is OverlapPercent(Pure, Compute, Total).
+// and both together (Total): the compute loop starts as the iteration starts and the iteration
+// ends when both have. Percent is OverlapPercent(Pure, Compute, Total). Unlike OSU, which runs
+// the three one after the other, Session.Overlap interleaves them iteration by iteration.
 //
 // The compute loop is CPU arithmetic on a private buffer (it touches no plan memory) on a
 // goroutine locked to its own OS thread. The engine goes on as in Run on the caller's goroutine:
@@ -25,23 +26,25 @@ import (
 // beside the compute loop, so with two cores the figure says how well two busy threads share
 // them, not what a NIC that progresses by itself would hide.
 type Overlap struct {
-	Iters                int           // iterations in each phase
-	Pure, Compute, Total time.Duration // medians of the three phases
+	Iters                int           // rounds: each has one of each measure
+	Pure, Compute, Total time.Duration // medians of the three measures
 	Percent              float64       // 0 to 100
 	// Units is the compute loop's size (passes over its buffer) calibrated to Pure.
 	Units int
 	// CPU time per iteration (means), where the OS tells (CPUTimes): the whole process in the
-	// pure phase (PureCPU); in the overlapped phase the compute thread's own (ComputeCPU) and
-	// the rest of the process (RestCPU: the engine's goroutine, the Go runtime and the
-	// provider's threads).
+	// iterations alone (PureCPU); in those beside the compute loop, the compute thread's own
+	// (ComputeCPU) and the rest of the process (RestCPU: the engine's goroutine, the Go runtime
+	// and the provider's threads).
 	CPUTimes                     bool
 	PureCPU, ComputeCPU, RestCPU time.Duration
-	// Comm and Both are the results of the pure and the overlapped phase, each with the verdict of
-	// its final memory: the compute loop must leave the plan's memory as it was.
+	// Comm and Both add up the iterations alone and those beside the compute loop: counters,
+	// latency, and the verdict of the memory after each (the first that failed, if one did): the
+	// compute loop must leave the plan's memory as it was.
 	Comm, Both *Result
 }
 
-// OK reports whether both phases left memory equal to the reference.
+// OK reports whether every iteration, alone or beside the compute loop, left memory equal to
+// the reference.
 func (o *Overlap) OK() bool { return o.Comm != nil && o.Comm.OK && o.Both != nil && o.Both.OK }
 
 // OverlapPercent is OSU's overlap figure: 100 × (1 − (total − compute) / pure), the share of
@@ -55,61 +58,47 @@ func OverlapPercent(pure, compute, total time.Duration) float64 {
 	return min(max(p, 0), 100)
 }
 
-// OverlapSampleBytes is what Overlap holds per iteration besides what Run holds: the latency
-// samples of the second session run, and the three phases' wall times and their sorted copies.
+// OverlapSampleBytes is what Overlap holds per round besides what Run holds: the latency
+// samples of the second series of iterations, and the three measures and their sorted copies.
 func OverlapSampleBytes(iters int) int64 {
 	d := int64(unsafe.Sizeof(time.Duration(0)))
 	return int64(max(iters, 1)) * (sampleBytes + 3*2*d)
 }
 
-// Overlap runs one warm-up iteration and then the three phases of iters iterations each (at
-// least 1), with memory reset before each iteration and checked after each session phase, as
-// Run does. Errors are Run's; after one the session is unusable but for Close.
+// overlapWarmup is the most iterations Overlap runs alone first, to size the compute loop.
+const overlapWarmup = 5
+
+// Overlap first runs min(iters, 5) iterations alone and sizes the compute loop to their median;
+// then iters rounds (at least 1) of three measures, interleaved so that other load on the machine
+// weighs on the three alike: an iteration alone, the compute loop alone, an iteration with the
+// compute loop beside it. Memory is reset before each iteration and checked after each, as Run
+// does. Errors are Run's; after one the session is unusable but for Close.
 func (s *Session) Overlap(ctx context.Context, iters int) (*Overlap, error) {
 	if iters < 1 {
 		return nil, fmt.Errorf("overlap: %d iterations: need at least 1", iters)
 	}
 	o := &Overlap{Iters: iters}
-	if _, err := s.Run(ctx, 1); err != nil {
-		return nil, err
-	}
 	_, o.CPUTimes = ProcessCPU()
 	var pure, cpu, total []time.Duration
-	var procCPU, compCPU time.Duration
-
-	// Pure communication.
-	res, err := s.RunTimed(ctx, iters, func(iterate func() error) error {
+	var pureCPU, bothCPU, compCPU time.Duration
+	alone := func(iterate func() error) error {
 		c0, _ := ProcessCPU()
 		t0 := time.Now()
 		err := iterate()
 		pure = append(pure, time.Since(t0))
 		c1, _ := ProcessCPU()
-		procCPU += c1 - c0
+		pureCPU += c1 - c0
 		return err
-	})
-	o.Comm = res
-	if err != nil {
-		return o, err
 	}
-	o.Pure = median(pure)
-	o.PureCPU = procCPU / time.Duration(iters)
-
+	warm := min(iters, overlapWarmup)
+	if _, err := s.RunTimed(ctx, warm, alone); err != nil {
+		return nil, err
+	}
 	c := startComputer()
 	defer c.stop()
-	o.Units = c.calibrate(o.Pure)
-
-	// Compute alone.
-	for range iters {
-		t0 := time.Now()
-		c.start <- o.Units
-		<-c.done
-		cpu = append(cpu, time.Since(t0))
-	}
-	o.Compute = median(cpu)
-
-	// Both.
-	procCPU = 0
-	res, err = s.RunTimed(ctx, iters, func(iterate func() error) error {
+	o.Units = c.calibrate(median(pure))
+	pure, pureCPU = pure[:0], 0
+	both := func(iterate func() error) error {
 		c0, _ := ProcessCPU()
 		t0 := time.Now()
 		c.start <- o.Units
@@ -117,19 +106,58 @@ func (s *Session) Overlap(ctx context.Context, iters int) (*Overlap, error) {
 		d := <-c.done
 		total = append(total, time.Since(t0))
 		c1, _ := ProcessCPU()
-		procCPU += c1 - c0
+		bothCPU += c1 - c0
 		compCPU += d.cpu
 		return err
-	})
-	o.Both = res
-	if err != nil {
-		return o, err
 	}
-	o.Total = median(total)
+	for range iters {
+		res, err := s.RunTimed(ctx, 1, alone)
+		o.Comm = merge(o.Comm, res)
+		if err != nil {
+			return o, err
+		}
+		t0 := time.Now()
+		c.run(o.Units)
+		cpu = append(cpu, time.Since(t0))
+		res, err = s.RunTimed(ctx, 1, both)
+		o.Both = merge(o.Both, res)
+		if err != nil {
+			return o, err
+		}
+	}
+	o.Pure, o.Compute, o.Total = median(pure), median(cpu), median(total)
 	o.Percent = OverlapPercent(o.Pure, o.Compute, o.Total)
-	o.ComputeCPU = compCPU / time.Duration(iters)
-	o.RestCPU = max(procCPU-compCPU, 0) / time.Duration(iters)
+	n := time.Duration(iters)
+	o.PureCPU, o.ComputeCPU, o.RestCPU = pureCPU/n, compCPU/n, max(bothCPU-compCPU, 0)/n
 	return o, nil
+}
+
+// merge adds the result of one more iteration (nil after a failure before any ran) to acc: its
+// counters, its latency sample, and its verdicts when they are the first or the first to fail.
+func merge(acc, r *Result) *Result {
+	if r == nil {
+		return acc
+	}
+	if acc == nil {
+		m := *r
+		m.Latency.All = slices.Clone(r.Latency.All)
+		return &m
+	}
+	acc.Iters += r.Iters
+	acc.WQEsPosted += r.WQEsPosted
+	acc.Triggered += r.Triggered
+	acc.CQEsPolled += r.CQEsPolled
+	acc.Waits += r.Waits
+	acc.Enables += r.Enables
+	acc.HostSteps += r.HostSteps
+	acc.RNRRetries += r.RNRRetries
+	acc.Memory = r.Memory
+	if acc.OK && !r.OK {
+		acc.Verdicts = r.Verdicts
+	}
+	acc.OK = acc.OK && r.OK
+	acc.Latency = summarise(append(acc.Latency.All, r.Latency.All...))
+	return acc
 }
 
 // Summary is the overlap figures in words, two lines.

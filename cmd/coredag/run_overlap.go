@@ -30,7 +30,7 @@ type overlapCPU struct {
 }
 
 // runOverlap is `run --overlap`: every rank in this process on the software NIC or libfabric,
-// measured by exec's Session.Overlap, memory checked after both phases that run the plan.
+// measured by exec's Session.Overlap, memory checked after every iteration.
 func (c *runCmd) runOverlap(e *env) error {
 	switch {
 	case c.Provider == "verbs" || c.Provider == "ofi" && c.ofiPerProcess():
@@ -82,7 +82,7 @@ func (c *runCmd) runOverlap(e *env) error {
 				continue
 			}
 			if last == nil || err != nil {
-				last = ph.res // the phase that failed, else the communication alone
+				last = ph.res // the series that failed, else the communication alone
 			}
 			for _, v := range ph.res.Verdicts {
 				for _, m := range v.Mismatches {
