@@ -31,6 +31,9 @@ type Overlap struct {
 	Percent              float64       // 0 to 100
 	// Units is the compute loop's size (passes over its buffer) calibrated to Pure.
 	Units int
+	// CPUs is the number of CPUs the process may run on (runtime.NumCPU): with two, the compute
+	// thread and the engine (with any provider threads) have one each.
+	CPUs int
 	// CPU time per iteration (means), where the OS tells (CPUTimes): the whole process in the
 	// iterations alone (PureCPU); in those beside the compute loop, the compute thread's own
 	// (ComputeCPU) and the rest of the process (RestCPU: the engine's goroutine, the Go runtime
@@ -77,7 +80,7 @@ func (s *Session) Overlap(ctx context.Context, iters int) (*Overlap, error) {
 	if iters < 1 {
 		return nil, fmt.Errorf("overlap: %d iterations: need at least 1", iters)
 	}
-	o := &Overlap{Iters: iters}
+	o := &Overlap{Iters: iters, CPUs: runtime.NumCPU()}
 	_, o.CPUTimes = ProcessCPU()
 	var pure, cpu, total []time.Duration
 	var pureCPU, bothCPU, compCPU time.Duration
@@ -162,8 +165,8 @@ func merge(acc, r *Result) *Result {
 
 // Summary is the overlap figures in words, two lines.
 func (o *Overlap) Summary() string {
-	s := fmt.Sprintf("overlap %.1f%%: pure communication %v, compute %v (%d units), both %v (medians of %d iterations)\n",
-		o.Percent, o.Pure, o.Compute, o.Units, o.Total, o.Iters)
+	s := fmt.Sprintf("overlap %.1f%%: pure communication %v, compute %v (%d units), both %v (medians of %d rounds on %d CPUs)\n",
+		o.Percent, o.Pure, o.Compute, o.Units, o.Total, o.Iters, o.CPUs)
 	if o.CPUTimes {
 		s += fmt.Sprintf("CPU per iteration: %v communicating alone; overlapped, compute thread %v, rest of the process %v\n",
 			o.PureCPU, o.ComputeCPU, o.RestCPU)

@@ -9,6 +9,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/internal/english"
 )
 
 // overlapReport is the "overlap" object of `run --overlap --json` (docs/run-json.md).
@@ -19,6 +20,7 @@ type overlapReport struct {
 	ComputeNS int64       `json:"compute_ns"`
 	TotalNS   int64       `json:"total_ns"`
 	Units     int         `json:"compute_units"`
+	CPUs      int         `json:"cpus"`
 	CPU       *overlapCPU `json:"cpu_ns_per_iter,omitempty"`
 }
 
@@ -100,7 +102,7 @@ func (c *runCmd) runOverlap(e *env) error {
 		}
 	} else {
 		rep.Overlap = &overlapReport{Iters: o.Iters, Percent: math.Round(o.Percent*10) / 10, PureNS: o.Pure.Nanoseconds(),
-			ComputeNS: o.Compute.Nanoseconds(), TotalNS: o.Total.Nanoseconds(), Units: o.Units}
+			ComputeNS: o.Compute.Nanoseconds(), TotalNS: o.Total.Nanoseconds(), Units: o.Units, CPUs: o.CPUs}
 		if o.CPUTimes {
 			rep.Overlap.CPU = &overlapCPU{Communication: o.PureCPU.Nanoseconds(), ComputeThread: o.ComputeCPU.Nanoseconds(), Rest: o.RestCPU.Nanoseconds()}
 		}
@@ -127,8 +129,8 @@ func (c *runCmd) runOverlap(e *env) error {
 // printOverlap prints the overlap figures under printRun's lines (whose latency and counters are
 // those of the communication alone).
 func printOverlap(e *env, o *exec.Overlap) {
-	fmt.Fprintf(e.stdout, "  overlap %.1f%%: communication alone %s, compute alone %s, both %s (medians; compute loop of %d units)\n",
-		o.Percent, fmtDuration(o.Pure), fmtDuration(o.Compute), fmtDuration(o.Total), o.Units)
+	fmt.Fprintf(e.stdout, "  overlap %.1f%%: communication alone %s, compute alone %s, both %s (medians of %s on %s; compute loop of %d units)\n",
+		o.Percent, fmtDuration(o.Pure), fmtDuration(o.Compute), fmtDuration(o.Total), english.Plural(o.Iters, "round"), english.Plural(o.CPUs, "CPU"), o.Units)
 	if o.CPUTimes {
 		fmt.Fprintf(e.stdout, "  CPU time per iteration: communication alone %s (the process); both: compute thread %s, rest of the process %s (coredag's and the provider's threads)\n",
 			fmtDuration(o.PureCPU), fmtDuration(o.ComputeCPU), fmtDuration(o.RestCPU))

@@ -18,7 +18,7 @@ func TestRunOverlap(t *testing.T) {
 		require.Equal(t, exitOK, code, "%s\n%s", stdout, stderr)
 		assert.Regexp(t, `^PASS `+regexp.QuoteMeta(plan)+`: memory matches the reference on every rank \(4 ranks\)\n`, stdout)
 		assert.Contains(t, stdout, engine+" engine")
-		assert.Regexp(t, `\n  overlap \d+\.\d%: communication alone [\d.]+ .s, compute alone [\d.]+ .s, both [\d.]+ .s \(medians; compute loop of \d+ units\)\n`, stdout)
+		assert.Regexp(t, `\n  overlap \d+\.\d%: communication alone [\d.]+ .s, compute alone [\d.]+ .s, both [\d.]+ .s \(medians of 3 rounds on \d+ CPUs?; compute loop of \d+ units\)\n`, stdout)
 		assert.Regexp(t, `\n  CPU time per iteration: communication alone [\d.]+ .s \(the process\); both: compute thread [\d.]+ .s, rest of the process [\d.]+ .s`, stdout)
 
 		rep := runJSON(t, exitOK, "--overlap", "--engine", engine, "--iters", "3", "-p", "n=64", plan)
@@ -31,6 +31,7 @@ func TestRunOverlap(t *testing.T) {
 		assert.Positive(t, o.ComputeNS)
 		assert.Positive(t, o.TotalNS)
 		assert.Positive(t, o.Units)
+		assert.Positive(t, o.CPUs)
 		assert.GreaterOrEqual(t, o.Percent, 0.0)
 		assert.LessOrEqual(t, o.Percent, 100.0)
 		require.NotNil(t, o.CPU)
