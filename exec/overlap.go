@@ -113,6 +113,13 @@ func (s *Session) Overlap(ctx context.Context, iters int) (*Overlap, error) {
 		compCPU += d.cpu
 		return err
 	}
+	defer func() {
+		for _, r := range []*Result{o.Comm, o.Both} {
+			if r != nil {
+				r.Latency = summarise(r.Latency.All)
+			}
+		}
+	}()
 	for range iters {
 		res, err := s.RunTimed(ctx, 1, alone)
 		o.Comm = merge(o.Comm, res)
@@ -136,7 +143,8 @@ func (s *Session) Overlap(ctx context.Context, iters int) (*Overlap, error) {
 }
 
 // merge adds the result of one more iteration (nil after a failure before any ran) to acc: its
-// counters, its latency sample, and its verdicts when they are the first or the first to fail.
+// counters, its latency sample (Latency.All only: the caller summarises), and its verdicts when
+// they are the first or the first to fail.
 func merge(acc, r *Result) *Result {
 	if r == nil {
 		return acc
@@ -159,7 +167,7 @@ func merge(acc, r *Result) *Result {
 		acc.Verdicts = r.Verdicts
 	}
 	acc.OK = acc.OK && r.OK
-	acc.Latency = summarise(append(acc.Latency.All, r.Latency.All...))
+	acc.Latency.All = append(acc.Latency.All, r.Latency.All...) // summarised by Overlap at the end
 	return acc
 }
 
