@@ -50,6 +50,14 @@ func TestOverlapSoftNIC(t *testing.T) {
 			require.Equal(t, 5, o.Iters)
 			require.Equal(t, 5, o.Comm.Iters)
 			require.Equal(t, 5, o.Both.Iters)
+			for _, r := range []*exec.Result{o.Comm, o.Both} {
+				require.Len(t, r.Latency.All, 5)
+				require.Positive(t, r.Latency.Median)
+				require.Zero(t, r.WQEsPosted%5, "the same work in every iteration")
+			}
+			require.Positive(t, o.Comm.WQEsPosted)
+			require.Equal(t, o.Comm.WQEsPosted, o.Both.WQEsPosted)
+			require.Equal(t, o.Comm.HostSteps, o.Both.HostSteps)
 			require.Positive(t, o.Pure)
 			require.Positive(t, o.Compute)
 			require.Positive(t, o.Total)
@@ -59,7 +67,6 @@ func TestOverlapSoftNIC(t *testing.T) {
 				require.Positive(t, o.ComputeCPU)
 			}
 			require.Contains(t, o.Summary(), "overlap ")
-			t.Log(o.Summary())
 		})
 	}
 }
