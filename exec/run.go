@@ -282,6 +282,14 @@ func (s *Session) Plan() *ir.Plan { return s.plan }
 // nil, holds what was measured up to then. Result.Memory is the session's memory: the next Run
 // overwrites it and Close releases it.
 func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
+	return s.RunTimed(ctx, iters, nil)
+}
+
+// RunTimed is Run with a hook in every iteration's timed region: timed, when not nil, is called
+// with the iteration's work (after the reset, the re-arm and the start barrier), must call it
+// once and return its error. Overlap runs a compute loop beside it; benchmarks time it and read
+// CPU clocks around it, leaving the resets out.
+func (s *Session) RunTimed(ctx context.Context, iters int, timed func(iterate func() error) error) (*Result, error) {
 	switch {
 	case s.closed:
 		return nil, fmt.Errorf("run: %w", ErrSessionClosed)
@@ -364,7 +372,12 @@ func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
 			}
 		}
 		t0 := time.Now()
-		err := d.iterate(ctx, iter)
+		var err error
+		if timed != nil {
+			err = timed(func() error { return d.iterate(ctx, iter) })
+		} else {
+			err = d.iterate(ctx, iter)
+		}
 		lat = append(lat, time.Since(t0))
 		if opts.Timeline {
 			out.Timeline = append(out.Timeline, slices.Clone(d.timeline()))

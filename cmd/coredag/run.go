@@ -47,6 +47,7 @@ type runCmd struct {
 	NoTriggers bool     `name:"no-triggers" help:"Poll engine on a NIC with triggers (verbs): post every work request from the engine's loop instead of arming triggers that post on a completion inside the poll (for comparison)."`
 	OnHang     string   `name:"on-hang" placeholder:"FILE" help:"When the run is diagnosed as stuck, draw the plan view with the stuck WAIT and the WQE it awaits highlighted into FILE (.svg, .png or .dot)."`
 	Timeline   string   `placeholder:"FILE" help:"Record when every op completed in every iteration and write it to FILE as trace-event JSON (open it in Perfetto or chrome://tracing). Needs the poll engine (auto picks it); with --provider verbs each rank writes FILE with .rankR before the extension."`
+	Overlap    bool     `help:"Measure overlap as OSU does: the iterations alone, a host compute loop sized to match them alone, then both together; print the overlap percentage and the CPU time of the compute thread and of the rest of the process (every rank in this process)."`
 	File       string   `arg:"" name:"file" help:"Plan file (- for stdin)."`
 }
 
@@ -75,6 +76,7 @@ type runReport struct {
 	Buffers    map[string][][]any `json:"buffers,omitempty"`
 	Runs       []exploredRun      `json:"explored,omitempty"`
 	Expects    []expectReport     `json:"expects,omitempty"` // postconditions checked on values (expect.go)
+	Overlap    *overlapReport     `json:"overlap,omitempty"`
 }
 
 // exploredRun is the record of one run of --explore (fields in the order JSON maps print in).
@@ -97,6 +99,9 @@ func exploredRunBytes(asJSON bool) int64 {
 func (c *runCmd) Run(e *env) error {
 	if c.Explore < 0 {
 		return usageError("--explore %d: need a number of runs, at least 1", c.Explore)
+	}
+	if c.Overlap {
+		return c.runOverlap(e)
 	}
 	if c.Provider == "verbs" {
 		return c.runVerbs(e)
@@ -213,10 +218,7 @@ func (c *runCmd) Run(e *env) error {
 		}
 	}
 	if last != nil {
-		rep.Engine, rep.Provider = last.Engine.String(), last.Provider
-		rep.LatencyNS = map[string]int64{"min": last.Latency.Min.Nanoseconds(), "median": last.Latency.Median.Nanoseconds(), "p99": last.Latency.P99.Nanoseconds()}
-		rep.WQEs, rep.CQEs, rep.Waits, rep.Enables, rep.HostSteps, rep.RNR = last.WQEsPosted, last.CQEsPolled, last.Waits, last.Enables, last.HostSteps, last.RNRRetries
-		rep.Triggered = last.Triggered
+		rep.fill(last)
 		for _, name := range c.Dump {
 			b, _ := exec.BufferByName(g, name)
 			if rep.Buffers == nil {
@@ -243,6 +245,14 @@ func (c *runCmd) Run(e *env) error {
 		return &exitError{code: exitFail}
 	}
 	return nil
+}
+
+// fill sets what the report says of a run's result: the engine and provider, latency, counters.
+func (rep *runReport) fill(res *exec.Result) {
+	rep.Engine, rep.Provider = res.Engine.String(), res.Provider
+	rep.LatencyNS = map[string]int64{"min": res.Latency.Min.Nanoseconds(), "median": res.Latency.Median.Nanoseconds(), "p99": res.Latency.P99.Nanoseconds()}
+	rep.WQEs, rep.CQEs, rep.Waits, rep.Enables, rep.HostSteps, rep.RNR = res.WQEsPosted, res.CQEsPolled, res.Waits, res.Enables, res.HostSteps, res.RNRRetries
+	rep.Triggered = res.Triggered
 }
 
 // setup does what a run needs on any provider: it parses the engine, lets exec.Select pick the
