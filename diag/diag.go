@@ -23,6 +23,7 @@ const (
 	Cycle    Code = "cycle"    // a cycle of `after` edges
 	Deadlock Code = "deadlock" // a loop of waits through queue order and message matching
 	Race     Code = "race"     // two unordered accesses to the same memory, one of them a write
+	Expect   Code = "expect"   // the plan does not compute what an `expect` statement says
 	Limit    Code = "limit"    // the plan exceeds a limit of coredag (ops, iterations, memory budget)
 	Target   Code = "target"   // the plan exceeds a limit of the target it is compiled for
 	Input    Code = "input"    // the file cannot be read

@@ -120,7 +120,32 @@ type IfStmt struct {
 	ElseLbrace, ElseRbrace diag.Pos // the braces around Else; zero when absent or for else if
 }
 
+// ExpectStmt is a postcondition: what the plan computes into one buffer, as a collective.
+//
+//	expect allreduce OP DST [from SRC]
+//	expect reduce OP DST [from SRC] root R
+//	expect broadcast DST [from SRC] root R
+//	expect allgather DST [from SRC]
+//	expect reduce_scatter OP DST [from SRC]
+//	expect alltoall DST from SRC
+//	expect gather DST [from SRC] root R
+//	expect scatter DST from SRC root R
+//	expect unchanged BUF
+//
+// Kind is the collective's name as written (elaboration checks it), Op the reduction operator
+// (nil when absent), Dst and Src buffer names (Src nil when absent), Root the root's expression
+// (nil when absent). A front end that emits plans builds one from these fields alone.
+type ExpectStmt struct {
+	Span
+	Kind *Ident
+	Op   *Ident // sum prod min max band bor bxor, or nil
+	Dst  *Ident
+	Src  *Ident // nil: the default source of Kind (docs/language.md)
+	Root Expr   // nil when absent
+}
+
 func (*PlanStmt) stmtNode()   {}
+func (*ExpectStmt) stmtNode() {}
 func (*ParamStmt) stmtNode()  {}
 func (*LetStmt) stmtNode()    {}
 func (*BufferStmt) stmtNode() {}

@@ -106,6 +106,16 @@ func (c *converter) stmt(g *gStmt) Stmt {
 		return s
 	case g.If != nil:
 		return c.ifStmt(g.If)
+	case g.Expect != nil:
+		e := g.Expect
+		s := &ExpectStmt{Span: span(e.Tokens), Kind: word(e.Kind.Pos, e.Kind.Name), Dst: c.ident(e.Dst), Src: c.ident(e.Src)}
+		if e.Op != nil {
+			s.Op = word(e.Op.Pos, e.Op.Name)
+		}
+		if e.Root != nil {
+			s.Root = c.expr(e.Root)
+		}
+		return s
 	}
 	return nil
 }

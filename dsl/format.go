@@ -374,6 +374,19 @@ func stmtText(s Stmt) string {
 		writeNames(&b, s.Ops)
 		b.WriteString(" after ")
 		writeNames(&b, s.After)
+	case *ExpectStmt:
+		b.WriteString("expect " + s.Kind.Name)
+		if s.Op != nil {
+			b.WriteString(" " + s.Op.Name)
+		}
+		b.WriteString(" " + s.Dst.Name)
+		if s.Src != nil {
+			b.WriteString(" from " + s.Src.Name)
+		}
+		if s.Root != nil {
+			b.WriteString(" root ")
+			writeExpr(&b, s.Root)
+		}
 	}
 	return b.String()
 }

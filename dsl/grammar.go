@@ -24,6 +24,7 @@ type gStmt struct { // alternatives ordered by how often they occur, which saves
 	Queue  *gQueue  `parser:"| @@"`
 	Param  *gParam  `parser:"| @@"`
 	Plan   *gPlan   `parser:"| @@"`
+	Expect *gExpect `parser:"| @@"`
 }
 
 type gIdent struct {
@@ -208,6 +209,22 @@ type gCopy struct {
 	Tokens []lexer.Token
 	Src    *gSlice `parser:"'copy' @@"`
 	Dst    *gSlice `parser:"'to' @@"`
+}
+
+// gExpectKind is the collective an expect statement names; `reduce` is a keyword, the others are
+// names checked by elaboration, so no new reserved word is needed for them.
+type gExpectKind struct {
+	Pos  lexer.Position
+	Name string `parser:"@(Ident | 'reduce')"`
+}
+
+type gExpect struct {
+	Tokens []lexer.Token
+	Kind   *gExpectKind `parser:"'expect' @@"`
+	Op     *gReduceOp   `parser:"@@?"`
+	Dst    *gIdent      `parser:"@@"`
+	Src    *gIdent      `parser:"( 'from' @@ )?"`
+	Root   *gExpr       `parser:"( 'root' @@ )?"`
 }
 
 type gNop struct {

@@ -48,7 +48,7 @@ var (
 		"peer", "depth", "init", "after", "send", "recv", "write", "read", "atomic", "add", "cas",
 		"reduce", "from", "copy", "nop", "inline", "notify", "remote_read", "remote_write",
 		"remote_atomic", "sum", "prod", "min", "max", "band", "bor", "bxor", "u8", "i32", "u32",
-		"i64", "u64", "f32", "f64", "rank", "ranks",
+		"i64", "u64", "f32", "f64", "rank", "ranks", "expect",
 	}
 	keywords = func() map[string]bool {
 		m := make(map[string]bool, len(keywordList))

@@ -180,3 +180,25 @@ func TestCasOperandsAfterRank(t *testing.T) {
 	assert.Equal(t, "ranks", b.A.(*Ident).Name)
 	assert.IsType(t, &ParenExpr{}, b.B)
 }
+
+func TestParseExpect(t *testing.T) {
+	src := "plan p\nbuffer d u8[4]\nbuffer s u8[4]\nexpect reduce sum d from s root 1 + 1\nexpect unchanged s\n"
+	f, err := Parse("e.dag", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := f.Stmts[3].(*ExpectStmt)
+	if !ok {
+		t.Fatalf("statement 4 is %T, want *ExpectStmt", f.Stmts[3])
+	}
+	if e.Kind.Name != "reduce" || e.Op == nil || e.Op.Name != "sum" || e.Dst.Name != "d" || e.Src == nil || e.Src.Name != "s" || e.Root == nil {
+		t.Fatalf("expect parsed as %+v", e)
+	}
+	if e.Pos().Line != 4 || e.Pos().Col != 1 || e.Kind.Pos().Col != 8 {
+		t.Fatalf("expect at %v, kind at %v", e.Pos(), e.Kind.Pos())
+	}
+	u := f.Stmts[4].(*ExpectStmt)
+	if u.Kind.Name != "unchanged" || u.Op != nil || u.Src != nil || u.Root != nil || u.Dst.Name != "s" {
+		t.Fatalf("unchanged parsed as %+v", u)
+	}
+}

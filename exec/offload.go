@@ -566,7 +566,12 @@ func (e *offloadEngine) runHosts(iter int) (bool, error) {
 	return did, nil
 }
 
-func (e *offloadEngine) iterate(ctx context.Context, iter int) error {
+func (e *offloadEngine) iterate(ctx context.Context, iter int) (err error) {
+	defer func() {
+		if err != nil {
+			e.cancelTrig()
+		}
+	}()
 	if err := e.postAll(); err != nil {
 		return err
 	}

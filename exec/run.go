@@ -282,6 +282,14 @@ func (s *Session) Plan() *ir.Plan { return s.plan }
 // nil, holds what was measured up to then. Result.Memory is the session's memory: the next Run
 // overwrites it and Close releases it.
 func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
+	return s.RunTimed(ctx, iters, nil)
+}
+
+// RunTimed is Run with a hook in every iteration's timed region: timed, when not nil, is called
+// with the iteration's work (after the reset, the re-arm and the start barrier), must call it
+// once and return its error. Overlap runs a compute loop beside it; benchmarks time it and read
+// CPU clocks around it, leaving the resets out.
+func (s *Session) RunTimed(ctx context.Context, iters int, timed func(iterate func() error) error) (*Result, error) {
 	switch {
 	case s.closed:
 		return nil, fmt.Errorf("run: %w", ErrSessionClosed)
@@ -289,6 +297,10 @@ func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
 		return nil, fmt.Errorf("run: %w (%v): prepare a new session", ErrSessionFailed, firstLine(s.failed.Error()))
 	case iters < 1:
 		return nil, fmt.Errorf("run: %d iterations: need at least 1", iters)
+	}
+	// A triggered plan's counters are never reset: the session's iterations are bounded.
+	if err := s.plan.CheckIterations(uint64(s.done) + uint64(iters)); err != nil {
+		return nil, fmt.Errorf("run: %w (this session has run %d)", err, s.done)
 	}
 	plan, d, mem, opts := s.plan, s.d, s.mem, s.opts
 	out := &Result{Engine: s.engine, Provider: s.p.Name(), Target: plan.Target.Name, Iters: iters, Memory: mem}
@@ -359,12 +371,17 @@ func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
 			return finish(fmt.Errorf("iteration %d: %w", iter, err))
 		}
 		if opts.Barrier != nil {
-			if err := opts.Barrier(ctx); err != nil {
+			if err := s.barrier(ctx); err != nil {
 				return finish(fmt.Errorf("iteration %d: barrier before the run: %w", iter, err))
 			}
 		}
 		t0 := time.Now()
-		err := d.iterate(ctx, iter)
+		var err error
+		if timed != nil {
+			err = timed(func() error { return d.iterate(ctx, iter) })
+		} else {
+			err = d.iterate(ctx, iter)
+		}
 		lat = append(lat, time.Since(t0))
 		if opts.Timeline {
 			out.Timeline = append(out.Timeline, slices.Clone(d.timeline()))
@@ -374,7 +391,7 @@ func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
 		}
 		s.done++
 		if opts.Barrier != nil {
-			if err := opts.Barrier(ctx); err != nil {
+			if err := s.barrier(ctx); err != nil {
 				return finish(fmt.Errorf("iteration %d: barrier after the run: %w", iter, err))
 			}
 		}

@@ -116,6 +116,17 @@ func (e *offloadEngine) submitTrig(or *offRank) (bool, error) {
 	return true, t.tc.TriggerErr()
 }
 
+// cancelTrig drops the triggered work still waiting on every rank's NIC (CancelTriggers): after
+// a failed op, a hang or a cancelled run, libfabric would otherwise go on firing successors,
+// errors counting as completions, into queues the run has given up on.
+func (e *offloadEngine) cancelTrig() {
+	for ri := range e.ranks {
+		if t := e.ranks[ri].trig; t != nil {
+			t.tc.CancelTriggers()
+		}
+	}
+}
+
 // hostTrig runs HOST entry k once its counter reached its threshold and raises the host counter.
 func (e *offloadEngine) hostTrig(or *offRank, k int, h *ir.WQE) (bool, error) {
 	t, rp := or.trig, or.rp

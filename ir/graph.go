@@ -264,6 +264,7 @@ type Graph struct {
 	Ops     []Op
 	Edges   []Edge     // explicit `after` edges, in source order per rank
 	Rank    []RankSpan // indexed by rank
+	Expects []Expect   // postconditions (`expect` statements), in source order
 
 	// Notes are remarks that are not errors, each at its position: what the checks left
 	// unproven (an init too costly to evaluate in full).
@@ -303,6 +304,7 @@ func (g *Graph) Clone() *Graph {
 	out.Edges = slices.Clone(g.Edges)
 	out.Rank = slices.Clone(g.Rank)
 	out.Notes = slices.Clone(g.Notes)
+	out.Expects = slices.Clone(g.Expects)
 	return &out
 }
 

@@ -24,14 +24,14 @@ var (
 	// shared by the local processes using it, and counter work costs two of them. The counter
 	// range (48 bits) and the counters per rank (2048) are guesses, not documented figures.
 	cxiProfile = TriggerProfile{Provider: "cxi", MaxOutstanding: 504, CounterWorkCost: 2, RecvThresholdZero: true,
-		MaxCounters: 2048, MaxCounter: 1<<48 - 1,
+		MaxCounters: 2048, MaxCounter: 1<<48 - 1, Guesses: FigMaxCounters | FigMaxCounter,
 		Source: "Slingshot cxi: 504 triggered ops per service ID (shared by local processes: the budget is per rank here, assuming one rank per service ID), counter work costs 2, triggered receives only at threshold 0; MaxCounters 2048 and the 48-bit counter are guesses"}
 	// socketsProfile: the libfabric sockets provider keeps deferred work in host memory lists and
 	// counters as 64-bit software values; it documents no limit. The 4096 outstanding operations
 	// and 1024 counters are guesses chosen as a safe budget, not provider figures.
 	socketsProfile = TriggerProfile{Provider: "sockets", MaxOutstanding: 4096, CounterWorkCost: 1, MaxCounters: 1024,
-		MaxCounter: 1<<63 - 1,
-		Source:     "libfabric sockets: software counters (64-bit) and deferred-work lists; no documented limit, MaxOutstanding 4096 and MaxCounters 1024 are guesses"}
+		MaxCounter: 1<<63 - 1, Guesses: FigMaxOutstanding | FigMaxCounters,
+		Source: "libfabric sockets: software counters (64-bit) and deferred-work lists; no documented limit, MaxOutstanding 4096 and MaxCounters 1024 are guesses"}
 )
 
 var builtinTargets = []Target{

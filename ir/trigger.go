@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/coredag/coredag/diag"
 )
@@ -120,6 +121,163 @@ type TriggerProfile struct {
 	MaxCounters int
 	// MaxCounter is the largest value a counter may reach over a run.
 	MaxCounter uint64
+	// Guesses are the figures that are guesses, not documented provider figures.
+	Guesses Figure
 	// Source says where the figures come from and which are guesses.
 	Source string
+}
+
+// Figure names one figure of a TriggerProfile, for saying which are guesses.
+type Figure uint8
+
+// Profile figures.
+const (
+	FigMaxOutstanding Figure = 1 << iota
+	FigCounterWorkCost
+	FigMaxCounters
+	FigMaxCounter
+)
+
+var figureNames = []struct {
+	f    Figure
+	name string
+}{{FigMaxOutstanding, "max_outstanding"}, {FigCounterWorkCost, "counter_work_cost"}, {FigMaxCounters, "max_counters"}, {FigMaxCounter, "max_counter"}}
+
+// Names lists the figures of f by their JSON names (max_outstanding, counter_work_cost,
+// max_counters, max_counter), in that order.
+func (f Figure) Names() []string {
+	out := []string{}
+	for _, n := range figureNames {
+		if f&n.f != 0 {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
+// Guess reports whether figure f of the profile is a guess rather than a documented figure.
+func (p *TriggerProfile) Guess(f Figure) bool { return p.Guesses&f != 0 }
+
+// WorkCost is what one counter-add or counter-set costs against MaxOutstanding (at least 1).
+func (p *TriggerProfile) WorkCost() int { return max(p.CounterWorkCost, 1) }
+
+// Units is what entry w of rank plan rp costs against the profile's MaxOutstanding: nothing for
+// work posted at once and for HOST steps (the CPU runs them), 1 for a triggered op, WorkCost for
+// counter work.
+func (p *TriggerProfile) Units(rp *RankPlan, w *TriggeredOp) int {
+	switch {
+	case w.Counter == Untriggered:
+		return 0
+	case w.Kind != TrigOp:
+		return p.WorkCost()
+	case w.Loc.Queue == rp.Host:
+		return 0
+	}
+	return 1
+}
+
+// NoIterationLimit is the iteration limit of a counter that never grows.
+const NoIterationLimit = math.MaxUint64
+
+// Iterations is how many iterations counter c can run before it would pass max: iteration i
+// (from 0) needs the counter to reach first + i*PerIteration, where first is the larger of its
+// per-iteration amount (what the counter counts to in iteration 0) and the highest threshold or
+// set value on it. 0 when iteration 0 already passes max; NoIterationLimit for a counter that
+// does not grow. It divides rather than multiplies, so no figure can overflow.
+func (t *Triggered) Iterations(c int, max uint64) uint64 {
+	amount := t.Counters[c].PerIteration
+	first := amount
+	for i := range t.Work {
+		w := &t.Work[i]
+		if w.Counter == c && w.Threshold > first {
+			first = w.Threshold
+		}
+		if w.Kind == TrigSet && w.Target == c && w.Value > first {
+			first = w.Value
+		}
+	}
+	switch {
+	case first > max:
+		return 0
+	case amount == 0:
+		return NoIterationLimit
+	}
+	return (max-first)/amount + 1 // first >= amount >= 1: the sum stays below MaxUint64
+}
+
+// CounterLimit is the counter of a triggered plan that limits how many iterations it can run.
+type CounterLimit struct {
+	Rank, Counter int
+	Name          string
+	PerIteration  uint64 // how much the counter grows per iteration
+	Max           uint64 // the profile's MaxCounter
+	Iterations    uint64 // the most iterations that keep it within Max; NoIterationLimit if none
+}
+
+// RankCounterLimit is the counter of rank r that runs out first (Counter -1 and
+// NoIterationLimit when no counter grows). r must be a rank of a triggered plan.
+func (p *Plan) RankCounterLimit(r int) CounterLimit {
+	prof := p.Target.Trigger
+	tr := p.Ranks[r].Trig
+	out := CounterLimit{Rank: r, Counter: -1, Max: prof.MaxCounter, Iterations: NoIterationLimit}
+	for c := range tr.Counters {
+		if n := tr.Iterations(c, prof.MaxCounter); n < out.Iterations {
+			out.Counter, out.Name, out.PerIteration, out.Iterations = c, tr.Counters[c].Name, tr.Counters[c].PerIteration, n
+		}
+	}
+	return out
+}
+
+// CounterLimit is RankCounterLimit over all ranks: the counter that runs out first (the lowest
+// rank among equals). ok is false for a plan that is not triggered.
+func (p *Plan) CounterLimit() (lim CounterLimit, ok bool) {
+	if p.Target.Trigger == nil {
+		return CounterLimit{}, false
+	}
+	lim = CounterLimit{Rank: -1, Counter: -1, Max: p.Target.Trigger.MaxCounter, Iterations: NoIterationLimit}
+	for r := range p.Ranks {
+		if p.Ranks[r].Trig == nil {
+			continue
+		}
+		if l := p.RankCounterLimit(r); l.Iterations < lim.Iterations {
+			lim = l
+		}
+	}
+	return lim, true
+}
+
+// CheckIterations returns an error when running iters iterations (counted from the first of the
+// plan's life: counters are never reset) would take a counter of a triggered plan past the
+// profile's MaxCounter. It names the counter, its per-iteration amount, the limit and the most
+// iterations that fit. Plans of other targets always pass.
+func (p *Plan) CheckIterations(iters uint64) error {
+	lim, ok := p.CounterLimit()
+	if !ok || iters <= lim.Iterations {
+		return nil
+	}
+	guess := ""
+	if p.Target.Trigger.Guess(FigMaxCounter) {
+		guess = ", a guess"
+	}
+	return fmt.Errorf("%d iterations would overflow counter %s on rank %d: it grows by %d per iteration and never resets, and target %s's counters stop at %d (profile figure MaxCounter%s): at most %d iterations fit",
+		iters, lim.Name, lim.Rank, lim.PerIteration, p.Target.Name, lim.Max, guess, lim.Iterations)
+}
+
+// TriggerLoad is one rank's triggered work for one iteration, as its profile counts it.
+type TriggerLoad struct {
+	Counters int // counters of the rank
+	Entries  int // triggered entries that wait on the NIC (not posted at once, not HOST steps)
+	Units    int // what they cost against MaxOutstanding (counter work costs WorkCost)
+}
+
+// Load is what rank plan rp's triggered work costs against the profile.
+func (p *TriggerProfile) Load(rp *RankPlan) TriggerLoad {
+	l := TriggerLoad{Counters: len(rp.Trig.Counters)}
+	for i := range rp.Trig.Work {
+		if u := p.Units(rp, &rp.Trig.Work[i]); u > 0 {
+			l.Entries++
+			l.Units += u
+		}
+	}
+	return l
 }

@@ -65,6 +65,9 @@ func Write(w io.Writer, p *ir.Plan, opt Options) error {
 			english.Plural(s.Enables, "ENABLE"), english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled)
 	}
 	fmt.Fprintf(b, "\nsummary: %s\n", summary(p.Stats))
+	if lim, ok := p.CounterLimit(); ok {
+		fmt.Fprintf(b, "triggered: %s\n", overflowText(lim, true))
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -177,6 +180,9 @@ type jsonPlan struct {
 	Target  jsonTarget  `json:"target"`
 	Ranks   []jsonRank  `json:"ranks"`
 	Stats   jsonStats   `json:"stats"`
+	// CounterLimit, on triggered targets, is the counter that overflows first; absent when none
+	// grows.
+	CounterLimit *jsonCounterLimit `json:"counter_limit,omitempty"`
 }
 
 type jsonParam struct {
@@ -193,12 +199,139 @@ type jsonTarget struct {
 	MaxCQDepth   int    `json:"max_cq_depth"`
 	MaxInline    int    `json:"max_inline"`
 	CanCalc      bool   `json:"can_calc"`
+	// Trigger is the profile of a triggered target.
+	Trigger *TriggerProfileJSON `json:"trigger,omitempty"`
+}
+
+// TriggerProfileJSON is a target's ir.TriggerProfile in JSON (docs/compile-json.md), as
+// `coredag compile --format json` and `coredag targets --json` print it.
+type TriggerProfileJSON struct {
+	Provider          string   `json:"provider"`
+	MaxOutstanding    int      `json:"max_outstanding"`
+	CounterWorkCost   int      `json:"counter_work_cost"`
+	MaxCounters       int      `json:"max_counters"`
+	MaxCounter        uint64   `json:"max_counter"`
+	RecvThresholdZero bool     `json:"recv_threshold_zero"`
+	Guesses           []string `json:"guesses"`
+	Source            string   `json:"source"`
+}
+
+// NewTriggerProfileJSON is the JSON form of p (nil for nil).
+func NewTriggerProfileJSON(p *ir.TriggerProfile) *TriggerProfileJSON {
+	if p == nil {
+		return nil
+	}
+	return &TriggerProfileJSON{Provider: p.Provider, MaxOutstanding: p.MaxOutstanding, CounterWorkCost: p.WorkCost(),
+		MaxCounters: p.MaxCounters, MaxCounter: p.MaxCounter, RecvThresholdZero: p.RecvThresholdZero,
+		Guesses: p.Guesses.Names(), Source: p.Source}
 }
 
 type jsonRank struct {
-	Rank   int         `json:"rank"`
-	Queues []jsonQueue `json:"queues"`
-	CQs    []jsonCQ    `json:"cqs"`
+	Rank    int          `json:"rank"`
+	Queues  []jsonQueue  `json:"queues"`
+	CQs     []jsonCQ     `json:"cqs"`
+	Trigger *jsonTrigger `json:"trigger,omitempty"`
+}
+
+// jsonTrigger is a rank's triggered form: counters, triggered work, and its cost.
+type jsonTrigger struct {
+	Counters []jsonCounter   `json:"counters"`
+	Work     []jsonTrigEntry `json:"work"`
+	Summary  jsonTrigSummary `json:"summary"`
+}
+
+type jsonCounter struct {
+	Index        int     `json:"index"`
+	Name         string  `json:"name"`
+	Kind         string  `json:"kind"`
+	Queue        string  `json:"queue,omitempty"`
+	Op           string  `json:"op,omitempty"`
+	PerIteration uint64  `json:"per_iteration"`
+	Iterations   *uint64 `json:"iterations,omitempty"`
+}
+
+type jsonTrigEntry struct {
+	Index     int          `json:"index"`
+	Kind      string       `json:"kind"`
+	Op        string       `json:"op"`
+	Pos       string       `json:"pos"`
+	Counter   string       `json:"counter,omitempty"`
+	Threshold *uint64      `json:"threshold,omitempty"`
+	Cause     string       `json:"cause,omitempty"`
+	Units     int          `json:"units"`
+	WQE       *jsonTrigWQE `json:"wqe,omitempty"`
+	Target    string       `json:"target,omitempty"`
+	Value     *uint64      `json:"value,omitempty"`
+}
+
+type jsonTrigWQE struct {
+	Queue  string `json:"queue"`
+	Index  int    `json:"index"`
+	Opcode string `json:"opcode"`
+}
+
+type jsonTrigSummary struct {
+	Counters     int               `json:"counters"`
+	Outstanding  int               `json:"outstanding"`
+	Units        int               `json:"units"`
+	CounterLimit *jsonCounterLimit `json:"counter_limit,omitempty"`
+}
+
+type jsonCounterLimit struct {
+	Rank         int    `json:"rank"`
+	Counter      string `json:"counter"`
+	PerIteration uint64 `json:"per_iteration"`
+	MaxCounter   uint64 `json:"max_counter"`
+	Iterations   uint64 `json:"iterations"`
+}
+
+func counterLimitJSON(l ir.CounterLimit) *jsonCounterLimit {
+	if l.Iterations == ir.NoIterationLimit {
+		return nil
+	}
+	return &jsonCounterLimit{Rank: l.Rank, Counter: l.Name, PerIteration: l.PerIteration, MaxCounter: l.Max, Iterations: l.Iterations}
+}
+
+// trigJSON is the JSON form of rank plan rp's triggered work.
+func trigJSON(p *ir.Plan, rp *ir.RankPlan) *jsonTrigger {
+	g, tr, prof := p.Graph, rp.Trig, p.Target.Trigger
+	out := &jsonTrigger{Counters: []jsonCounter{}, Work: []jsonTrigEntry{}}
+	for i := range tr.Counters {
+		c := &tr.Counters[i]
+		jc := jsonCounter{Index: i, Name: c.Name, Kind: c.Kind.String(), PerIteration: c.PerIteration}
+		if c.Queue >= 0 {
+			jc.Queue = rp.Queues[c.Queue].Name
+		}
+		if c.Op != ir.None {
+			jc.Op = g.Ops[c.Op].Name
+		}
+		if n := tr.Iterations(i, prof.MaxCounter); n != ir.NoIterationLimit {
+			jc.Iterations = &n
+		}
+		out.Counters = append(out.Counters, jc)
+	}
+	for k := range tr.Work {
+		w := &tr.Work[k]
+		je := jsonTrigEntry{Index: k, Kind: w.Kind.String(), Op: w.Name, Pos: w.Pos.String(), Units: prof.Units(rp, w)}
+		if w.Counter != ir.Untriggered {
+			thr := w.Threshold
+			je.Counter, je.Threshold = tr.Counters[w.Counter].Name, &thr
+		}
+		if w.Cause != ir.None {
+			je.Cause = g.Ops[w.Cause].Name
+		}
+		if w.Kind == ir.TrigOp {
+			e := &rp.Queues[w.Loc.Queue].Chain[w.Loc.Index]
+			je.WQE = &jsonTrigWQE{Queue: rp.Queues[w.Loc.Queue].Name, Index: w.Loc.Index, Opcode: e.Opcode.String()}
+		} else {
+			v := w.Value
+			je.Target, je.Value = tr.Counters[w.Target].Name, &v
+		}
+		out.Work = append(out.Work, je)
+	}
+	l := prof.Load(rp)
+	out.Summary = jsonTrigSummary{Counters: l.Counters, Outstanding: l.Entries, Units: l.Units, CounterLimit: counterLimitJSON(p.RankCounterLimit(rp.Rank))}
+	return out
 }
 
 type jsonQueue struct {
@@ -277,8 +410,12 @@ func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 	t := p.Target
 	out := jsonPlan{Version: 1, Plan: g.Name, File: g.File, Params: []jsonParam{}, Ranks: []jsonRank{},
 		Target: jsonTarget{Name: t.Name, Style: t.Style.String(), CrossChannel: t.CrossChannel, PrePost: t.PrePost,
-			MaxWQDepth: t.MaxWQDepth, MaxCQDepth: t.MaxCQDepth, MaxInline: t.MaxInline, CanCalc: t.CanCalc},
+			MaxWQDepth: t.MaxWQDepth, MaxCQDepth: t.MaxCQDepth, MaxInline: t.MaxInline, CanCalc: t.CanCalc,
+			Trigger: NewTriggerProfileJSON(t.Trigger)},
 		Stats: jsonStats(p.Stats)}
+	if lim, ok := p.CounterLimit(); ok {
+		out.CounterLimit = counterLimitJSON(lim)
+	}
 	for _, prm := range g.Params {
 		out.Params = append(out.Params, jsonParam{prm.Name, prm.Value})
 	}
@@ -355,6 +492,9 @@ func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 			cq := &rp.CQs[ci]
 			jr.CQs = append(jr.CQs, jsonCQ{Name: cq.Name, Queue: rp.Queues[cq.Queue].Name, Depth: cq.Depth, PerIteration: cq.PerIteration})
 		}
+		if rp.Trig != nil {
+			jr.Trigger = trigJSON(p, rp)
+		}
 		out.Ranks = append(out.Ranks, jr)
 	}
 	enc := json.NewEncoder(w)
@@ -375,7 +515,6 @@ func writeTriggered(b *strings.Builder, p *ir.Plan, rp *ir.RankPlan) {
 	tw.Flush()
 	b.WriteString("  triggered work (submission order)\n")
 	tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	outstanding := 0
 	for k := range tr.Work {
 		w := &tr.Work[k]
 		when := "at once"
@@ -383,9 +522,6 @@ func writeTriggered(b *strings.Builder, p *ir.Plan, rp *ir.RankPlan) {
 			when = fmt.Sprintf("when %s >= %d", tr.Counters[w.Counter].Name, w.Threshold)
 			if w.Cause != ir.None {
 				when += fmt.Sprintf(" (%s done)", p.Graph.Ops[w.Cause].Name)
-			}
-			if !(w.Kind == ir.TrigOp && w.Loc.Queue == rp.Host) {
-				outstanding++
 			}
 		}
 		var what string
@@ -405,6 +541,31 @@ func writeTriggered(b *strings.Builder, p *ir.Plan, rp *ir.RankPlan) {
 		fmt.Fprintf(tw, "    [%d]\t%s\t%s\t%s\t%s\n", k, when, what, w.Name, pos)
 	}
 	tw.Flush()
-	fmt.Fprintf(b, "  triggered: %s, %s of triggered work outstanding per iteration\n",
-		english.Plural(len(tr.Counters), "counter"), english.Plural(outstanding, "entry"))
+	fmt.Fprintf(b, "  triggered: %s\n", triggerSummary(p, rp))
+}
+
+// triggerSummary says in words what a rank's triggered work costs against its target's profile:
+// counters, entries and units outstanding per iteration, and when a counter runs out.
+func triggerSummary(p *ir.Plan, rp *ir.RankPlan) string {
+	prof := p.Target.Trigger
+	l := prof.Load(rp)
+	s := fmt.Sprintf("%s, %s outstanding per iteration", english.Plural(l.Counters, "counter"), english.Plural(l.Entries, "triggered entry"))
+	limit := "no limit known"
+	if prof.MaxOutstanding > 0 {
+		limit = fmt.Sprintf("limit %d", prof.MaxOutstanding)
+	}
+	s += fmt.Sprintf(" (%s, counter work costing %d; %s)", english.Plural(l.Units, "unit"), prof.WorkCost(), limit)
+	return s + ", " + overflowText(p.RankCounterLimit(rp.Rank), false)
+}
+
+// overflowText says after how many iterations the counter of lim overflows.
+func overflowText(lim ir.CounterLimit, rank bool) string {
+	if lim.Iterations == ir.NoIterationLimit {
+		return "counters never overflow"
+	}
+	where := lim.Name
+	if rank {
+		where += fmt.Sprintf(" on rank %d", lim.Rank)
+	}
+	return fmt.Sprintf("counters overflow after %d iterations (%s, +%d per iteration, limit %d)", lim.Iterations, where, lim.PerIteration, lim.Max)
 }

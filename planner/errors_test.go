@@ -10,11 +10,12 @@ import (
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/chunktest"
 	"github.com/coredag/coredag/planner/elaborate"
+	"github.com/coredag/coredag/planner/prove"
 	"github.com/coredag/coredag/planner/verify"
 )
 
 // TestErrorFiles runs every chunked error file of the planner's phases (names, shapes,
-// matching, expressions, queues, cycles, FIFO deadlocks, races): each chunk must give exactly
+// matching, expressions, queues, cycles, FIFO deadlocks, races, postconditions): each chunk must give exactly
 // the diagnostics its ### markers expect, at their lines and columns. Syntax errors are the
 // dsl package's test.
 func TestErrorFiles(t *testing.T) {
@@ -34,7 +35,10 @@ func TestErrorFiles(t *testing.T) {
 				require.NoError(t, err, "a planner error case must parse")
 				g, err := elaborate.Elaborate(f, nil)
 				if err == nil {
-					err = verify.Check(g).Err()
+					errs, order := verify.CheckOrder(g)
+					if err = errs.Err(); err == nil {
+						err = prove.Check(g, order).Err()
+					}
 				}
 				chunktest.Check(t, err, c)
 			})
@@ -48,7 +52,7 @@ func TestErrorFiles(t *testing.T) {
 		total += n
 	}
 	assert.GreaterOrEqual(t, total, 30+20, "front-end and verification error cases")
-	for _, family := range []string{"names.dag", "shapes.dag", "matching.dag", "exprs.dag", "queues.dag", "cycles.dag", "fifo.dag", "races.dag"} {
+	for _, family := range []string{"names.dag", "shapes.dag", "matching.dag", "exprs.dag", "queues.dag", "cycles.dag", "fifo.dag", "races.dag", "expects.dag"} {
 		assert.Positive(t, perFile[family], "no cases for %s", family)
 	}
 }

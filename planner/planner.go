@@ -3,8 +3,10 @@
 // passes are packages of their own, in pipeline order:
 //
 //	dsl                 syntax: parse a .dag file
+//	msccl               or read an MSCCL-IR .xml algorithm as the same syntax
 //	planner/elaborate   syntax -> ir.Graph, with the front-end checks (names, shapes, matching)
 //	planner/verify      cycles, FIFO deadlocks, races; explanations and suggested fixes
+//	planner/prove       postconditions (`expect`): what the plan computes, for every input
 //	planner/lower       ir.Graph -> ir.Plan for a target: chains, WAIT/ENABLE, signalling
 //
 // planner/replay checks a compiled Plan by running it on a model of the NIC. This package only
@@ -12,10 +14,15 @@
 package planner
 
 import (
+	"path/filepath"
+	"strings"
+
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner/elaborate"
 	"github.com/coredag/coredag/planner/lower"
+	"github.com/coredag/coredag/planner/prove"
 	"github.com/coredag/coredag/planner/verify"
 )
 
@@ -29,7 +36,35 @@ func Load(filename string, src []byte, params map[string]int64) (*ir.Graph, erro
 
 // LoadLimited is Load within lim.
 func LoadLimited(filename string, src []byte, params map[string]int64, lim elaborate.Limits) (*ir.Graph, error) {
-	f, err := dsl.Parse(filename, src)
+	return LoadWith(filename, src, params, Options{Limits: lim})
+}
+
+// Options are the settings of LoadWith beyond the params.
+type Options struct {
+	Limits elaborate.Limits
+	MSCCL  msccl.Options // how an .xml algorithm becomes a plan
+}
+
+// IsMSCCL reports whether filename names an MSCCL-IR algorithm (an .xml file) rather than a
+// .dag plan.
+func IsMSCCL(filename string) bool { return strings.EqualFold(filepath.Ext(filename), ".xml") }
+
+// Parse parses a plan: a .dag file, or an MSCCL-IR .xml algorithm converted to the same syntax
+// (msccl.Convert), with positions in the XML.
+func Parse(filename string, src []byte, opt msccl.Options) (*dsl.File, error) {
+	if IsMSCCL(filename) {
+		return msccl.Convert(filename, src, opt)
+	}
+	return dsl.Parse(filename, src)
+}
+
+// LoadWith is Load with options: limits, and how an .xml algorithm is read.
+func LoadWith(filename string, src []byte, params map[string]int64, opt Options) (*ir.Graph, error) {
+	lim := opt.Limits
+	if _, ok := params["ranks"]; ok && IsMSCCL(filename) {
+		return nil, &elaborate.ParamError{Msg: "-p ranks: an MSCCL algorithm runs on the ngpus GPUs its XML lists; only -p chunk=ELEMS applies"}
+	}
+	f, err := Parse(filename, src, opt.MSCCL)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +75,11 @@ func LoadLimited(filename string, src []byte, params map[string]int64, lim elabo
 	if err != nil {
 		return nil, err
 	}
-	return g, verify.Check(g).Err()
+	errs, order := verify.CheckOrder(g)
+	if len(errs) > 0 {
+		return g, errs.Err()
+	}
+	return g, prove.Check(g, order).Err()
 }
 
 // Compile lowers a checked Graph for a target into a Plan (lower.Compile).

@@ -1,20 +1,24 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/planner/verify"
 )
 
 func init() {
-	register("check", "Check plans: names, bounds, access, matching, cycles, FIFO deadlocks and races.", func() any { return &checkCmd{} })
+	register("check", "Check plans: names, bounds, access, matching, cycles, FIFO deadlocks, races and target limits.", func() any { return &checkCmd{} })
 }
 
 type checkCmd struct {
 	paramFlags
+	Target       string   `placeholder:"NAME" help:"Also check the plan against this target's limits (see coredag targets), as compile does: a plan over them fails. Without it, the limits of the default target (connectx) are reported as warnings."`
 	JSON         bool     `help:"Print diagnostics as JSON on stdout."`
 	ExplainRaces bool     `help:"When a plan has races, list the after edges that would make it race-free."`
 	Files        []string `arg:"" name:"file" help:"Plan files (- for stdin)."`
@@ -26,9 +30,11 @@ type checkReport struct {
 	OK          bool        `json:"ok"`
 	Ranks       int         `json:"ranks,omitempty"`
 	Ops         int         `json:"ops,omitempty"`
+	Target      string      `json:"target,omitempty"` // with --target: the target whose limits were checked
 	Diagnostics []diag.JSON `json:"diagnostics"`
-	Notes       []diag.JSON `json:"notes,omitempty"` // what check left unproven (not errors)
-	Fixes       []jsonFix   `json:"fixes,omitempty"` // with --explain-races
+	Warnings    []diag.JSON `json:"warnings,omitempty"` // without --target: the default target's limits the plan exceeds
+	Notes       []diag.JSON `json:"notes,omitempty"`    // what check left unproven (not errors)
+	Fixes       []jsonFix   `json:"fixes,omitempty"`    // with --explain-races
 }
 
 // jsonFix is one suggested `op after after` edge and the ranks that need it.
@@ -41,6 +47,14 @@ type jsonFix struct {
 func (c *checkCmd) Run(e *env) error {
 	if _, err := c.paramFlags.values(); err != nil {
 		return err
+	}
+	name := c.Target
+	if name == "" {
+		name = defaultTarget
+	}
+	target, err := ir.LookupTarget(name)
+	if err != nil {
+		return usageError("--target: %v", err)
 	}
 	var reports []checkReport
 	failed, unreadable := false, false
@@ -62,11 +76,17 @@ func (c *checkCmd) Run(e *env) error {
 			if c.ExplainRaces && l.graph != nil {
 				c.explain(e, l, &r)
 			}
-		} else {
+		} else if c.checkTarget(e, l, target, &r) {
 			r.Ranks, r.Ops = l.graph.Ranks, len(l.graph.Ops)
 			if !c.JSON {
-				fmt.Fprintf(e.stdout, "%s: ok (plan %s, %s, %s)\n", diag.QuoteName(l.path), l.graph.Name, english.Plural(l.graph.Ranks, "rank"), english.Plural(len(l.graph.Ops), "op"))
+				fits := ""
+				if c.Target != "" {
+					fits = ", within the limits of target " + target.Name
+				}
+				fmt.Fprintf(e.stdout, "%s: ok (plan %s, %s, %s%s%s)\n", diag.QuoteName(l.path), l.graph.Name, english.Plural(l.graph.Ranks, "rank"), english.Plural(len(l.graph.Ops), "op"), provenNote(l.graph), fits)
 			}
+		} else {
+			failed = true
 		}
 		if l.graph != nil && len(l.graph.Notes) > 0 {
 			r.Notes = diagnosticsJSON(l.graph.Notes)
@@ -90,6 +110,37 @@ func (c *checkCmd) Run(e *env) error {
 	return nil
 }
 
+// defaultTarget is the target whose limits check reports as warnings without --target: the
+// default of compile's --target.
+const defaultTarget = "connectx"
+
+// checkTarget checks a plan that checked against target's limits by compiling it, so check and
+// compile refuse the same plans with the same diagnostics (code target). With --target a plan
+// over a limit fails: checkTarget fills r's diagnostics and returns false. Without, the default
+// target's refusals are warnings, and the plan passes.
+func (c *checkCmd) checkTarget(e *env, l *loaded, target ir.Target, r *checkReport) bool {
+	if c.Target != "" {
+		r.Target = target.Name
+	}
+	_, err := lower.Compile(l.graph, target)
+	if err == nil {
+		return true
+	}
+	if c.Target != "" {
+		r.OK, r.Diagnostics = false, diagnosticsJSON(err)
+		if !c.JSON {
+			l.err = err
+			printDiagnostics(e.stderr, l)
+		}
+		return false
+	}
+	r.Warnings = diagnosticsJSON(err)
+	if !c.JSON {
+		printPrefixed(e.stderr, l, err, "warning: ")
+	}
+	return true
+}
+
 // explain suggests the orderings that would remove a plan's races.
 func (c *checkCmd) explain(e *env, l *loaded, r *checkReport) {
 	fixes := verify.SuggestFixes(l.graph)
@@ -110,11 +161,22 @@ func (c *checkCmd) explain(e *env, l *loaded, r *checkReport) {
 
 // printNotes prints what check left unproven in a plan, as diagnostics worded "note: ...".
 func printNotes(w io.Writer, l *loaded) {
-	notes := make(diag.List, len(l.graph.Notes))
-	for i, n := range l.graph.Notes {
-		note := *n
-		note.Msg = "note: " + n.Msg
-		notes[i] = &note
+	printPrefixed(w, l, l.graph.Notes, "note: ")
+}
+
+// printPrefixed prints err's diagnostics with their messages prefixed (a diagnostic that is not
+// an error: "note: ", "warning: ").
+func printPrefixed(w io.Writer, l *loaded, err error, prefix string) {
+	var list diag.List
+	if !errors.As(err, &list) {
+		fmt.Fprintf(w, "%s: %s%s\n", diag.QuoteName(l.path), prefix, diag.EscapeControls(err.Error()))
+		return
 	}
-	diag.Print(w, notes, diag.Sources{l.path: l.src})
+	out := make(diag.List, len(list))
+	for i, d := range list {
+		p := *d
+		p.Msg = prefix + d.Msg
+		out[i] = &p
+	}
+	diag.Print(w, out, diag.Sources{l.path: l.src})
 }

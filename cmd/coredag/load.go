@@ -12,6 +12,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/elaborate"
 )
@@ -21,6 +22,7 @@ import (
 type paramFlags struct {
 	Params []string `short:"p" name:"param" sep:"none" placeholder:"NAME=VALUE" help:"Set a declared param, e.g. -p ranks=8 (repeatable; values take 0x, _ and KiB/MiB/GiB)."`
 	Mem    string   `placeholder:"SIZE" help:"Memory budget, e.g. 8GiB: a plan or run that would need more is refused up front (default: COREDAG_MEM, else 80% of the memory available to the process)."`
+	Type   string   `name:"msccl-type" default:"f32" placeholder:"TYPE" help:"Element type of the buffers of an MSCCL .xml algorithm (u8 i32 u32 i64 u64 f32 f64)."`
 }
 
 // budget resolves --mem, COREDAG_MEM or the machine's figure.
@@ -95,7 +97,7 @@ func loadPlan(e *env, path string, p paramFlags) (*loaded, error) {
 	if path == "-" {
 		name = "<stdin>"
 	}
-	g, err := planner.LoadLimited(name, src, params, opLimits(b))
+	g, err := planner.LoadWith(name, src, params, planner.Options{Limits: opLimits(b), MSCCL: msccl.Options{Elem: p.Type}})
 	var pe *elaborate.ParamError
 	if errors.As(err, &pe) {
 		return nil, usageError("%s: %v", diag.QuoteName(name), pe)

@@ -47,6 +47,7 @@ type runCmd struct {
 	NoTriggers bool     `name:"no-triggers" help:"Poll engine on a NIC with triggers (verbs): post every work request from the engine's loop instead of arming triggers that post on a completion inside the poll (for comparison)."`
 	OnHang     string   `name:"on-hang" placeholder:"FILE" help:"When the run is diagnosed as stuck, draw the plan view with the stuck WAIT and the WQE it awaits highlighted into FILE (.svg, .png or .dot)."`
 	Timeline   string   `placeholder:"FILE" help:"Record when every op completed in every iteration and write it to FILE as trace-event JSON (open it in Perfetto or chrome://tracing). Needs the poll engine (auto picks it); with --provider verbs each rank writes FILE with .rankR before the extension."`
+	Overlap    bool     `help:"Measure overlap as OSU does: the iterations alone, a host compute loop sized to match them alone, then both together; print the overlap percentage and the CPU time of the compute thread and of the rest of the process (every rank in this process)."`
 	File       string   `arg:"" name:"file" help:"Plan file (- for stdin)."`
 }
 
@@ -74,6 +75,8 @@ type runReport struct {
 	RNR        uint64             `json:"rnr_retries"`
 	Buffers    map[string][][]any `json:"buffers,omitempty"`
 	Runs       []exploredRun      `json:"explored,omitempty"`
+	Expects    []expectReport     `json:"expects,omitempty"` // postconditions checked on values (expect.go)
+	Overlap    *overlapReport     `json:"overlap,omitempty"`
 }
 
 // exploredRun is the record of one run of --explore (fields in the order JSON maps print in).
@@ -96,6 +99,9 @@ func exploredRunBytes(asJSON bool) int64 {
 func (c *runCmd) Run(e *env) error {
 	if c.Explore < 0 {
 		return usageError("--explore %d: need a number of runs, at least 1", c.Explore)
+	}
+	if c.Overlap {
+		return c.runOverlap(e)
 	}
 	if c.Provider == "verbs" {
 		return c.runVerbs(e)
@@ -203,11 +209,16 @@ func (c *runCmd) Run(e *env) error {
 		}
 	}
 	bar.done()
+	if rep.OK && last != nil && len(g.Expects) > 0 {
+		if rep.Expects, err = checkExpects(g, engine, target, last); err != nil {
+			rep.OK, rep.Error = false, err.Error()
+		}
+		for _, x := range rep.Expects {
+			rep.OK = rep.OK && x.Held
+		}
+	}
 	if last != nil {
-		rep.Engine, rep.Provider = last.Engine.String(), last.Provider
-		rep.LatencyNS = map[string]int64{"min": last.Latency.Min.Nanoseconds(), "median": last.Latency.Median.Nanoseconds(), "p99": last.Latency.P99.Nanoseconds()}
-		rep.WQEs, rep.CQEs, rep.Waits, rep.Enables, rep.HostSteps, rep.RNR = last.WQEsPosted, last.CQEsPolled, last.Waits, last.Enables, last.HostSteps, last.RNRRetries
-		rep.Triggered = last.Triggered
+		rep.fill(last)
 		for _, name := range c.Dump {
 			b, _ := exec.BufferByName(g, name)
 			if rep.Buffers == nil {
@@ -236,11 +247,20 @@ func (c *runCmd) Run(e *env) error {
 	return nil
 }
 
+// fill sets what the report says of a run's result: the engine and provider, latency, counters.
+func (rep *runReport) fill(res *exec.Result) {
+	rep.Engine, rep.Provider = res.Engine.String(), res.Provider
+	rep.LatencyNS = map[string]int64{"min": res.Latency.Min.Nanoseconds(), "median": res.Latency.Median.Nanoseconds(), "p99": res.Latency.P99.Nanoseconds()}
+	rep.WQEs, rep.CQEs, rep.Waits, rep.Enables, rep.HostSteps, rep.RNR = res.WQEsPosted, res.CQEsPolled, res.Waits, res.Enables, res.HostSteps, res.RNRRetries
+	rep.Triggered = res.Triggered
+}
+
 // setup does what a run needs on any provider: it parses the engine, lets exec.Select pick the
 // engine and the target (--target, or the default for the engine and a NIC with caps), compiles
 // the plan and computes the reference memory. Errors are reported and returned as exit codes.
 //
-// Before it allocates the reference it checks that the run fits in the memory budget: p (nil
+// It refuses --iters that would overflow a triggered plan's counters (they are never reset), and
+// before it allocates the reference it checks that the run fits in the memory budget: p (nil
 // when the provider is not open yet) says what registering the buffers costs.
 func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.Engine, *ir.Plan, *exec.Memory, error) {
 	engine, err := exec.ParseEngine(c.Engine)
@@ -256,15 +276,18 @@ func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.E
 	if c.Iters < 1 {
 		return 0, nil, nil, usageError("--iters %d: need at least 1", c.Iters)
 	}
-	if err := c.checkMemory(e, l, p); err != nil {
-		return 0, nil, nil, err
-	}
 	engine, target, err := exec.Select(engine, c.Target, caps)
 	if err != nil {
 		return 0, nil, nil, selectUsage(err)
 	}
 	plan, err := lower.Compile(l.graph, target)
 	if err == nil {
+		if err := plan.CheckIterations(uint64(c.Iters)); err != nil { // counters never reset
+			return 0, nil, nil, usageError("--iters: %v", err)
+		}
+		if err := c.checkMemory(e, l, p); err != nil {
+			return 0, nil, nil, err
+		}
 		var ref *exec.Memory
 		if ref, err = exec.Reference(l.graph); err == nil {
 			return engine, plan, ref, nil
@@ -328,6 +351,13 @@ func printRun(e *env, path string, rep *runReport, res *exec.Result, runs int) {
 	fmt.Fprintf(e.stdout, "  totals: %s, %s polled, %s, %s, %s, %s\n",
 		posted, english.Plural(int(rep.CQEs), "CQE"), english.Plural(int(rep.Waits), "WAIT"),
 		english.Plural(int(rep.Enables), "ENABLE"), english.Plural(int(rep.HostSteps), "host step"), english.Plural(int(rep.RNR), "RNR retry"))
+	for _, x := range rep.Expects {
+		if x.Held {
+			fmt.Fprintf(e.stdout, "  held: %s\n", x.Expect)
+		} else {
+			fmt.Fprintf(e.stdout, "  FAILED: %s: %s\n", x.Expect, x.Detail)
+		}
+	}
 	for _, name := range sortedKeys(rep.Buffers) {
 		for r, vals := range rep.Buffers[name] {
 			fmt.Fprintf(e.stdout, "%s[rank %d] = %v\n", name, r, vals)

@@ -23,6 +23,13 @@ func (c *runCmd) checkMemory(e *env, l *loaded, p nic.Provider) error {
 	if err := fp.Check(l.budget); err != nil {
 		return refuse(e, l, err)
 	}
+	if c.Overlap {
+		need := budget.Add(fp.Total(), exec.OverlapSampleBytes(c.Iters))
+		if err := l.budget.Check(need, fmt.Sprintf("--overlap needs %s: %s for its phases' samples besides %s for the run",
+			budget.Format(need), budget.Format(exec.OverlapSampleBytes(c.Iters)), budget.Format(fp.Total())), "use fewer --iters"); err != nil {
+			return refuse(e, l, err)
+		}
+	}
 	if len(c.Dump) > 0 {
 		var elems int64
 		for _, name := range c.Dump {

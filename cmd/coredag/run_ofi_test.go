@@ -74,3 +74,35 @@ func TestRunOFIBootstrapLoopbackOnly(t *testing.T) {
 	assert.Equal(t, exitUsage, code, stderr)
 	assert.Contains(t, stderr, "loopback only")
 }
+
+// TestRunOFIFault: a write that fails only at run time (rank 1 registers its buffer with 8 bytes,
+// rank 0 writes 64), with one process per rank on the offload engine: rank 0 exits 1 naming the
+// op, its rank, queue and file:line, and so does rank 1, told through the bootstrap. runBounded's
+// timeout bounds how long that takes.
+func TestRunOFIFault(t *testing.T) {
+	addr := freePort(t)
+	const f = "testdata/ofi/fault_size.dag"
+	var res [2]struct {
+		code           int
+		stdout, stderr string
+	}
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := []string{"run", "--provider", "ofi", "--ofi-provider", "sockets", "--target", "triggered-sockets",
+				"--rank", fmt.Sprint(r), "--ranks", "2", "--bootstrap", addr, f}
+			if r == 1 {
+				args = append(args, "-p", "n=8")
+			}
+			res[r].code, res[r].stdout, res[r].stderr = runBounded(t, exec.Command(binary, args...), ofiEnv, "")
+		}()
+	}
+	wg.Wait()
+	want := `testdata/ofi/fault_size.dag:11:6: op w on rank 0, queue q.sq: RDMA_WRITE entry #0: completed with status remote access error`
+	for r := range 2 {
+		assert.Equal(t, exitFail, res[r].code, "rank %d:\n%s%s", r, res[r].stdout, res[r].stderr)
+		assert.Contains(t, res[r].stdout+res[r].stderr, want, "rank %d", r)
+	}
+}

@@ -169,11 +169,12 @@ func TestRunText(t *testing.T) {
 	assert.Equal(t, exitOK, code)
 	assert.Empty(t, stderr)
 	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
-	require.Len(t, lines, 4, stdout)
+	require.Len(t, lines, 5, stdout)
 	assert.Equal(t, "PASS plans/ring_allreduce.dag: memory matches the reference on every rank (4 ranks)", lines[0])
 	assert.Equal(t, "  plan ring_allreduce, offload engine, target connectx, softnic, 1 iteration", lines[1])
 	assert.Regexp(t, `^  latency \d+(\.\d+)? (ns|µs|ms|s)$`, lines[2])
 	assert.Regexp(t, `^  totals: \d+ WQEs posted, \d+ CQEs polled, \d+ WAITs, \d+ ENABLEs, \d+ host steps, \d+ RNR retr(y|ies)$`, lines[3])
+	assert.Equal(t, "  held: expect allreduce sum data", lines[4], "its postcondition, checked on the values")
 
 	code, stdout, _ = coredag(t, "", "run", "--engine", "poll", "--iters", "3", "-p", "ranks=1", "plans/dissemination_barrier.dag")
 	assert.Equal(t, exitOK, code)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"math/bits"
 	"text/tabwriter"
 
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/listing"
 )
 
 func init() {
@@ -26,6 +28,8 @@ type targetJSON struct {
 	MaxCQDepth   int    `json:"max_cq_depth"`
 	MaxInline    int    `json:"max_inline"`
 	CanCalc      bool   `json:"can_calc"`
+	// Trigger is the trigger profile of a triggered target (docs/compile-json.md).
+	Trigger *listing.TriggerProfileJSON `json:"trigger,omitempty"`
 }
 
 func (c *targetsCmd) Run(e *env) error {
@@ -33,7 +37,8 @@ func (c *targetsCmd) Run(e *env) error {
 	if c.JSON {
 		out := make([]targetJSON, len(ts))
 		for i, t := range ts {
-			out[i] = targetJSON{t.Name, t.Description, t.CrossChannel, t.Style.String(), t.PrePost, t.MaxWQDepth, t.MaxCQDepth, t.MaxInline, t.CanCalc}
+			out[i] = targetJSON{t.Name, t.Description, t.CrossChannel, t.Style.String(), t.PrePost, t.MaxWQDepth, t.MaxCQDepth, t.MaxInline, t.CanCalc,
+				listing.NewTriggerProfileJSON(t.Trigger)}
 		}
 		return writeJSON(e.stdout, out)
 	}
@@ -45,9 +50,55 @@ func (c *targetsCmd) Run(e *env) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := writeTriggerProfiles(e, ts); err != nil {
+		return err
+	}
 	fmt.Fprintln(e.stdout)
 	for _, t := range ts {
 		fmt.Fprintf(e.stdout, "%s: %s\n", t.Name, t.Description)
+		if t.Trigger != nil {
+			fmt.Fprintf(e.stdout, "  figures: %s\n", t.Trigger.Source)
+		}
+	}
+	return nil
+}
+
+// writeTriggerProfiles prints the budgets of the triggered targets, the figures that are guesses
+// marked with an asterisk.
+func writeTriggerProfiles(e *env, ts []ir.Target) error {
+	fmt.Fprintln(e.stdout)
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRIGGERED TARGET\tPROVIDER\tMAX OUTSTANDING\tCOUNTER WORK COST\tMAX COUNTERS\tCOUNTER BITS\tRECV AT THRESHOLD 0 ONLY")
+	guesses := false
+	for _, t := range ts {
+		p := t.Trigger
+		if p == nil {
+			continue
+		}
+		fig := func(f ir.Figure, n uint64) string {
+			s := "no limit"
+			if n > 0 {
+				s = fmt.Sprint(n)
+			}
+			if p.Guess(f) {
+				s += "*"
+				guesses = true
+			}
+			return s
+		}
+		bits := fmt.Sprintf("%d (max %d)", bits.Len64(p.MaxCounter), p.MaxCounter)
+		if p.Guess(ir.FigMaxCounter) {
+			bits += "*"
+			guesses = true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, p.Provider, fig(ir.FigMaxOutstanding, uint64(p.MaxOutstanding)),
+			fig(ir.FigCounterWorkCost, uint64(p.WorkCost())), fig(ir.FigMaxCounters, uint64(p.MaxCounters)), bits, yesNo(p.RecvThresholdZero))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if guesses {
+		fmt.Fprintln(e.stdout, "* a guess, not a documented provider figure (each profile's figures line says where its figures come from)")
 	}
 	return nil
 }

@@ -98,6 +98,13 @@ func (k *Counter) Wait(threshold uint64, timeout time.Duration) error {
 			return fmt.Errorf("ofi: counter at %d of %d after %v: %w", k.Read(), threshold, timeout, ErrTimeout)
 		}
 		ms := min(max(left.Milliseconds(), 1), 1<<30)
+		if k.c.prog != nil {
+			// Manual progress: fi_cntr_wait moves no data; progress every context of the
+			// provider (the peer may be in this process) and wait a millisecond at a time.
+			k.c.p.polled(k.c.prog, false)
+			k.c.DriveProgress()
+			ms = 1
+		}
 		r := C.ofi_cntr_wait(k.cntr, C.uint64_t(threshold), C.int(ms))
 		switch {
 		case r == 0:

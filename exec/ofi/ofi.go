@@ -5,6 +5,7 @@ package ofi
 /*
 #cgo LDFLAGS: -lfabric
 #include <stdlib.h>
+#include <sched.h>
 #include "shim.h"
 */
 import "C"
@@ -13,8 +14,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -34,7 +37,57 @@ type Provider struct {
 	caps   nic.Caps
 	mu     sync.Mutex
 	closed bool
+	// Manual progress: the open contexts' progress counters, so that a poll that finds nothing
+	// moves the data of contexts nobody polls (a peer rank in this process that waits for nothing).
+	progMu sync.RWMutex
+	progs  []*progEntry
+	seq    atomic.Uint64 // polls of any CQ of the provider
+	idle   atomic.Uint64 // polls in a row that found nothing
+	ncq    atomic.Int64  // CQs open
 }
+
+// yieldEvery is how many polls in a row that find nothing make the polling thread yield.
+const yieldEvery = 64
+
+// progEntry is one context's progress counter and the poll sequence number at which its data
+// last moved.
+type progEntry struct {
+	cntr *C.struct_fid_cntr
+	last atomic.Uint64
+}
+
+// polled records a poll of a CQ of context pe; if it found nothing, the contexts whose data has
+// not moved for as many polls as there are CQs are progressed (fi_cntr_read of their progress
+// counters). An engine that polls every CQ each round never needs that; a test that waits on one
+// rank's CQ while its peer in this process sits idle does.
+func (p *Provider) polled(pe *progEntry, found bool) {
+	seq := p.seq.Add(1)
+	pe.last.Store(seq)
+	if found {
+		p.idle.Store(0)
+		return
+	}
+	if p.idle.Add(1)%yieldEvery == 0 {
+		// Nothing has moved for a while: let other threads have the CPU. With manual progress
+		// nobody sleeps in the kernel waiting for the socket, so a peer process sharing this core
+		// would otherwise wait for the end of this thread's time slice (milliseconds).
+		C.sched_yield()
+	}
+	stale := uint64(max(p.ncq.Load(), 1))
+	p.progMu.RLock()
+	defer p.progMu.RUnlock()
+	for _, o := range p.progs {
+		if o != pe && seq-o.last.Load() > stale {
+			C.ofi_cntr_read(o.cntr)
+			o.last.Store(seq)
+		}
+	}
+}
+
+// maxQPDepth is the deepest queue the provider offers. A queue deeper than the endpoint's
+// libfabric queues (256 operations on sockets) keeps the requests that do not fit in order on
+// this side and hands them to libfabric as completions make room (QP.flush).
+const maxQPDepth = 1 << 14
 
 // New opens the provider opts name (see Options.Provider).
 func New(opts Options) (nic.Provider, error) { return NewProvider(opts) }
@@ -69,7 +122,11 @@ func NewProvider(opts Options) (*Provider, error) {
 		needTrigger = 1
 	}
 	var name [64]C.char
-	if r := C.ofi_getinfo(cprov, needTrigger, &p.info, &name[0], C.size_t(len(name)), &p.ccaps); r != 0 {
+	manual := C.int(1)
+	if opts.AutoProgress {
+		manual = 0
+	}
+	if r := C.ofi_getinfo(cprov, needTrigger, manual, &p.info, &name[0], C.size_t(len(name)), &p.ccaps); r != 0 {
 		what := "a provider with reliable datagram endpoints, FI_MSG, FI_RMA and FI_TRIGGER"
 		if opts.Provider != "" {
 			what = fmt.Sprintf("provider %q with reliable datagram endpoints, FI_MSG and FI_RMA", opts.Provider)
@@ -81,10 +138,9 @@ func NewProvider(opts Options) (*Provider, error) {
 		C.fi_freeinfo(p.info)
 		return nil, fmt.Errorf("ofi: fi_fabric(%s): %s", p.name, fiErr(r))
 	}
-	depth := int(min(p.ccaps.tx_size/2, p.ccaps.rx_size))
 	p.caps = nic.Caps{
 		MaxInline:  int(p.ccaps.inject),
-		MaxQPDepth: depth,
+		MaxQPDepth: maxQPDepth,
 		MaxCQDepth: 1 << 16,
 		Atomics:    p.ccaps.caps&C.FI_ATOMIC != 0,
 		Counters:   p.ccaps.caps&C.FI_TRIGGER != 0,
@@ -106,6 +162,9 @@ func (p *Provider) Caps() nic.Caps { return p.caps }
 
 // Triggered reports whether the provider offers triggered operations (FI_TRIGGER).
 func (p *Provider) Triggered() bool { return p.ccaps.caps&C.FI_TRIGGER != 0 }
+
+// ManualProgress reports whether the provider's data progress is manual (FI_PROGRESS_MANUAL).
+func (p *Provider) ManualProgress() bool { return p.ccaps.manual != 0 }
 
 // MRMode is the memory registration mode the provider asked for (FI_MR_* bits).
 func (p *Provider) MRMode() uint64 { return uint64(p.ccaps.mr_mode) }
@@ -145,6 +204,7 @@ type Context struct {
 	cqs     map[uint32]*CQ
 	mrs     map[uint32]*MR
 	cntrs   []*Counter
+	prog    *progEntry // manual progress: a counter bound to every endpoint; reading it progresses them
 	work    []*C.ofi_cntr_work
 	pend    []trig // triggered work handed to libfabric (PendingTriggers)
 	trigErr error
@@ -165,7 +225,34 @@ func (p *Provider) OpenContext(rank int) (*Context, error) {
 	if r := C.ofi_domain(p.fabric, p.info, &c.dom, &c.av); r != 0 {
 		return nil, fmt.Errorf("ofi: rank %d: fi_domain: %s", rank, fiErr(r))
 	}
+	if p.ManualProgress() {
+		c.prog = &progEntry{}
+		if r := C.ofi_cntr_open(c.dom, &c.prog.cntr); r != 0 {
+			C.ofi_close(&c.av.fid)
+			C.ofi_close(&c.dom.fid)
+			return nil, fmt.Errorf("ofi: rank %d: progress counter: fi_cntr_open: %s", rank, fiErr(r))
+		}
+		p.progMu.Lock()
+		p.progs = append(p.progs, c.prog)
+		p.progMu.Unlock()
+	}
 	return c, nil
+}
+
+var _ nic.HostProgress = (*Context)(nil)
+
+// DriveProgress moves the data of every endpoint of the context without reading completions
+// (nic.HostProgress): with manual progress, reading a counter bound to the endpoints progresses
+// them (fi_cntr_read). Without manual progress it does nothing.
+func (c *Context) DriveProgress() error {
+	if c.closed {
+		return nic.ErrClosed
+	}
+	if c.prog != nil {
+		C.ofi_cntr_read(c.prog.cntr)
+		c.prog.last.Store(c.p.seq.Load())
+	}
+	return nil
 }
 
 // Rank is the rank the context was opened for.
@@ -203,6 +290,12 @@ func (c *Context) Close() error {
 	}
 	for _, k := range c.cntrs {
 		keep(k.Close())
+	}
+	if c.prog != nil {
+		c.p.progMu.Lock()
+		c.p.progs = slices.DeleteFunc(c.p.progs, func(o *progEntry) bool { return o == c.prog })
+		c.p.progMu.Unlock()
+		keep(check("fi_close(cntr)", C.ofi_close(&c.prog.cntr.fid)))
 	}
 	for _, q := range c.cqs {
 		keep(q.Close())

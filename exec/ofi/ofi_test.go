@@ -243,3 +243,67 @@ func TestCounterWork(t *testing.T) {
 	require.NoError(t, target.Wait(100, 5*time.Second), "a set at its threshold")
 	assert.EqualValues(t, 100, target.Read())
 }
+
+// TestDeeperThanProvider: queues deeper than the endpoint's libfabric queues (256 transmit and
+// receive operations on sockets). 300 notified writes (600 transmit operations) and 300 receives
+// posted at once, then 300 triggered writes armed at once on a counter the receives raise: every
+// request completes, in posting order, and the data lands.
+func TestDeeperThanProvider(t *testing.T) {
+	p := provider(t)
+	const n = 300
+	a, b := pair(t, p, nictest.AllAccess, n, nil)
+	require.Greater(t, 2*n, int(p.ccaps.tx_size), "the test must overflow the provider's queues")
+	rb := b.mr.Remote()
+	recvs := make([]nic.RecvWR, n)
+	for i := range recvs {
+		recvs[i] = nic.RecvWR{ID: uint64(1000 + i)}
+	}
+	k, err := b.qp.PostRecv(recvs)
+	require.NoError(t, err)
+	require.Equal(t, n, k)
+	writes := make([]nic.SendWR, n)
+	for i := range writes {
+		binary.LittleEndian.PutUint64(a.mr.Bytes()[8*(i%64):], uint64(i))
+		writes[i] = nic.SendWR{ID: uint64(i), Op: nic.OpRDMAWriteImm, Imm: uint32(i), Flags: nic.FlagSignaled,
+			Local: a.sge(8*(i%64), 8), RemoteAddr: rb.Addr + uint64(8*(i%64)), RKey: rb.RKey}
+	}
+	k, err = a.qp.PostSend(writes)
+	require.NoError(t, err)
+	require.Equal(t, n, k)
+	// The writes beyond the first 128 go to libfabric as the sender's completions make room,
+	// which its CQ's polls collect: poll both sides, as the engines do.
+	var sent, got []nic.WC
+	buf := make([]nic.WC, 16)
+	for deadline := time.Now().Add(10 * time.Second); len(sent) < n || len(got) < n; {
+		require.False(t, time.Now().After(deadline), "%d of %d writes and %d of %d notifications after 10 s", len(sent), n, len(got), n)
+		k, err := a.scq.Poll(buf)
+		require.NoError(t, err)
+		sent = append(sent, buf[:k]...)
+		k, err = b.rcq.Poll(buf)
+		require.NoError(t, err)
+		got = append(got, buf[:k]...)
+	}
+	for i := range n {
+		require.Equal(t, uint64(1000+i), got[i].ID)
+		require.Equal(t, uint32(i), got[i].Imm, "notifications arrive in posting order")
+		require.Equal(t, uint64(i), sent[i].ID)
+		require.Equal(t, nic.StatusSuccess, sent[i].Status, a.qp.Explain())
+	}
+
+	// Triggered writes back, each at its own threshold of a counter of b's receive completions.
+	cnt, err := b.ctx.CreateCounter()
+	require.NoError(t, err)
+	ra := a.mr.Remote()
+	for i := range n {
+		require.NoError(t, b.ctx.Trigger(cnt, uint64(i+1), &nic.TriggeredWR{Kind: nic.TrigSend, QP: b.qp,
+			Send: nic.SendWR{ID: uint64(i), Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled, Local: b.sge(0, 8),
+				RemoteAddr: ra.Addr + 1024, RKey: ra.RKey}}))
+	}
+	require.Equal(t, n, b.ctx.PendingTriggers())
+	require.NoError(t, cnt.Add(n))
+	for i, wc := range nictest.Wait(t, b.scq, n) {
+		require.Equal(t, uint64(i), wc.ID)
+		require.Equal(t, nic.StatusSuccess, wc.Status, b.qp.Explain())
+	}
+	require.Zero(t, b.ctx.PendingTriggers())
+}

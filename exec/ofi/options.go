@@ -30,15 +30,21 @@ type Options struct {
 	// process environment before libfabric starts. Empty means "lo": coredag keeps its traffic
 	// on loopback, and endpoints bind 127.0.0.1.
 	Iface string
+	// AutoProgress asks for libfabric's automatic data progress (FI_PROGRESS_AUTO: sockets runs a
+	// progress thread per domain). False (DefaultOptions) asks for FI_PROGRESS_MANUAL: no
+	// progress thread; the engine's CQ polls move the data, and Context.DriveProgress moves it
+	// while the engine waits for something else. On sockets over loopback manual progress cut a
+	// ping-pong hop from milliseconds to tens of microseconds (README.md). A provider that only
+	// has automatic progress is used as it is.
+	AutoProgress bool
 	// PEWaitTime is FI_SOCKETS_PE_WAITTIME, how many milliseconds the sockets provider's progress
-	// thread spins waiting for work before it sleeps. Negative leaves libfabric's default; 0 (what
-	// DefaultOptions sets) makes the thread sleep at once and leaves progress to the polls of the
-	// CQs, which cut a loopback ping-pong from about 10 ms to about 0.1 ms (README.md).
+	// thread (AutoProgress) spins waiting for work before it sleeps. Negative leaves libfabric's
+	// default; 0 (what DefaultOptions sets) makes the thread sleep at once.
 	PEWaitTime int
 }
 
-// DefaultOptions returns the first provider with triggered operations, on loopback, with a
-// progress thread that never sleeps between polls.
+// DefaultOptions returns the first provider with triggered operations, on loopback, with manual
+// progress.
 func DefaultOptions() Options { return Options{Iface: "lo", PEWaitTime: 0} }
 
 // ErrNotBuilt is returned by New in binaries built without the ofi build tag.

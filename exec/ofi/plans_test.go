@@ -15,23 +15,45 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/ofi"
+	"github.com/coredag/coredag/internal/nictest"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/lower"
 )
 
-// TestPlansTriggered runs every plan of plans/ on the sockets provider over loopback, every rank
-// in this process with its own domain and endpoints: the offload engine with the plan compiled
-// for triggered-sockets (libfabric counters and triggered operations), and the poll engine with
-// target generic beside it. Both must match the reference.
-func TestPlansTriggered(t *testing.T) {
+// socketsProvider opens libfabric's sockets provider for the test, which skips without it.
+func socketsProvider(t testing.TB) *ofi.Provider {
+	t.Helper()
 	opts := ofi.DefaultOptions()
 	opts.Provider = "sockets"
 	p, err := ofi.NewProvider(opts)
 	if err != nil {
 		t.Skipf("no libfabric sockets provider: %v", err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// compileFile loads plan file f with params and compiles it for target.
+func compileFile(t testing.TB, f string, params map[string]int64, target string) (*ir.Graph, *ir.Plan) {
+	t.Helper()
+	src, err := os.ReadFile(f)
+	require.NoError(t, err)
+	g, err := planner.Load(f, src, params)
+	require.NoError(t, err, "%s %v", f, params)
+	tg, err := ir.LookupTarget(target)
+	require.NoError(t, err)
+	plan, err := lower.Compile(g, tg)
+	require.NoError(t, err, "%s %v for %s", f, params, target)
+	return g, plan
+}
+
+// TestPlansTriggered runs every plan of plans/ on the sockets provider over loopback, every rank
+// in this process with its own domain and endpoints: the offload engine with the plan compiled
+// for triggered-sockets (libfabric counters and triggered operations), and the poll engine with
+// target generic beside it. Both must match the reference.
+func TestPlansTriggered(t *testing.T) {
+	p := socketsProvider(t)
 	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
@@ -67,13 +89,7 @@ func TestPlansTriggered(t *testing.T) {
 // queue and file:line, within a bound, on both engines; the contexts close (flushing any
 // triggered work still waiting) after.
 func TestFaultRemoteWrite(t *testing.T) {
-	opts := ofi.DefaultOptions()
-	opts.Provider = "sockets"
-	p, err := ofi.NewProvider(opts)
-	if err != nil {
-		t.Skipf("no libfabric sockets provider: %v", err)
-	}
-	defer p.Close()
+	p := socketsProvider(t)
 	const f = "../../testdata/verbs/fault_perm.dag"
 	src, err := os.ReadFile(f)
 	require.NoError(t, err)
@@ -100,4 +116,43 @@ func TestFaultRemoteWrite(t *testing.T) {
 		require.Less(t, time.Since(start), 10*time.Second, c.target)
 		require.Regexp(t, `fault_perm.dag:8:\d+: .*op w on rank 0, queue q: .*remote access error`, err.Error(), c.target)
 	}
+}
+
+// TestFaultCancelsTriggers: after a triggered run fails (a write into a buffer without
+// remote_write), the engine has cancelled the triggered work still waiting: no context holds any,
+// before the session closes.
+func TestFaultCancelsTriggers(t *testing.T) {
+	p := socketsProvider(t)
+	g, plan := compileFile(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4}, "triggered-sockets")
+	g.Buffers[0].Access = 0 // registered without remote write: the first write into it fails
+	op := &nictest.Opened{Provider: p}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := exec.Prepare(ctx, plan, op, exec.Options{Engine: exec.Offload, HangTimeout: 10 * time.Second, Reference: exec.NewMemory(g)})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Run(ctx, 1)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "remote access error")
+	require.Equal(t, map[int]int{0: 0, 1: 0, 2: 0, 3: 0}, op.PendingTriggers(), "triggered work left after the failure")
+}
+
+// TestAutoProgress: with Options.AutoProgress the provider keeps libfabric's progress thread, and
+// plans still run on it (slowly: README.md).
+func TestAutoProgress(t *testing.T) {
+	opts := ofi.DefaultOptions()
+	opts.Provider, opts.AutoProgress = "sockets", true
+	p, err := ofi.NewProvider(opts)
+	if err != nil {
+		t.Skipf("no libfabric sockets provider: %v", err)
+	}
+	defer p.Close()
+	require.False(t, p.ManualProgress())
+	require.True(t, socketsProvider(t).ManualProgress(), "the default is manual progress")
+	_, plan := compileFile(t, "../../plans/read_gather.dag", nil, "triggered-sockets")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := exec.Run(ctx, plan, p, exec.Options{Engine: exec.Offload, Iters: 2})
+	require.NoError(t, err)
+	require.True(t, res.OK, res.Summary())
 }

@@ -11,6 +11,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -25,7 +26,7 @@ type CQ struct {
 	depth  int
 	cq     *C.struct_fid_cq
 	out    []nic.WC
-	comps  [64]C.ofi_comp
+	comps  []C.ofi_comp // C memory: a Go array would be copied to the heap by cgo's pointer check on every poll
 	err    error
 	cntrs  []*Counter // bound by BindCounter: each completion handed out raises them by one
 	closed bool
@@ -41,13 +42,19 @@ func (c *Context) CreateCQ(depth int) (nic.CQ, error) {
 	}
 	c.nextCQ++
 	q := &CQ{c: c, num: c.nextCQ, depth: depth}
+	q.comps = unsafe.Slice((*C.ofi_comp)(C.calloc(pollBatch, C.size_t(unsafe.Sizeof(C.ofi_comp{})))), pollBatch)
 	// Room for the provider's completions of unsignalled requests too.
 	if r := C.ofi_cq_open(c.dom, C.size_t(2*depth), &q.cq); r != 0 {
+		C.free(unsafe.Pointer(&q.comps[0]))
 		return nil, fmt.Errorf("ofi: fi_cq_open: %s", fiErr(r))
 	}
 	c.cqs[q.num] = q
+	c.p.ncq.Add(1)
 	return q, nil
 }
+
+// pollBatch is how many completions one Poll reads from libfabric at most.
+const pollBatch = C.POLL_BATCH
 
 // Num is the CQ's number in its context.
 func (q *CQ) Num() uint32 { return q.num }
@@ -73,6 +80,9 @@ func (q *CQ) Poll(wc []nic.WC) (int, error) {
 		for i := range int(n) {
 			q.c.complete(&q.comps[i])
 		}
+		if q.c.prog != nil {
+			q.c.p.polled(q.c.prog, n > 0)
+		}
 	}
 	if len(q.out) > q.depth {
 		q.err = fmt.Errorf("ofi: cq %d overflowed: %d unpolled completions, depth %d", q.num, len(q.out), q.depth)
@@ -90,7 +100,11 @@ func (q *CQ) Close() error {
 	}
 	q.closed = true
 	delete(q.c.cqs, q.num)
-	return check("fi_close(cq)", C.ofi_close(&q.cq.fid))
+	q.c.p.ncq.Add(-1)
+	err := check("fi_close(cq)", C.ofi_close(&q.cq.fid))
+	C.free(unsafe.Pointer(&q.comps[0]))
+	q.comps = nil
+	return err
 }
 
 // status maps a libfabric error (positive FI_E* value) to a nic status.
@@ -149,6 +163,11 @@ func (c *Context) complete(k *C.ofi_comp) {
 	}
 	e := r.at(uint64(s.idx))
 	e.pending--
+	if s.side == 1 {
+		q.rxBusy--
+	} else {
+		q.txBusy--
+	}
 	if k.err != 0 && e.status == nic.StatusSuccess {
 		e.status = status(int(k.err))
 		q.lastErr = fmt.Sprintf("%s (provider error %d)", C.GoString(C.ofi_strerror(C.int(k.err))), int(k.prov_errno))
@@ -158,6 +177,10 @@ func (c *Context) complete(k *C.ofi_comp) {
 		if k.flags&C.FI_REMOTE_CQ_DATA != 0 {
 			e.op, e.imm = nic.OpRecvImm, uint32(k.data)
 		}
+	}
+	if len(q.sback)+len(q.rback) > 0 {
+		q.flush() // drains
+		return
 	}
 	q.drain()
 }
@@ -197,9 +220,15 @@ type QP struct {
 	scq, rcq  *CQ
 	maxInline int
 	sq, rq    ring
-	sslots    *C.ofi_slot // two per send entry (a write with immediate is a write and a send)
-	rslots    *C.ofi_slot
-	scratch   *MR // 32 bytes per send entry: an atomic's operands, and the old value if the caller does not want it
+	// The endpoint's libfabric queues hold txCap transmit and rxCap receive operations (the
+	// provider's limit, 256 on sockets); the nic queues may be deeper. txBusy and rxBusy are the
+	// operations handed to libfabric and not completed; sback and rback the requests waiting for
+	// room, in posting order (flush).
+	txCap, rxCap, txBusy, rxBusy int
+	sback, rback                 []deferred
+	sslots                       *C.ofi_slot // two per send entry (a write with immediate is a write and a send)
+	rslots                       *C.ofi_slot
+	scratch                      *MR // 32 bytes per send entry: an atomic's operands, and the old value if the caller does not want it
 }
 
 // Bind attaches a counter to an endpoint for some of its events (CreateEndpoint).
@@ -233,14 +262,33 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	if cfg.MaxInline > c.p.caps.MaxInline {
 		return nil, fmt.Errorf("ofi: inline %d > %d: %w", cfg.MaxInline, c.p.caps.MaxInline, nic.ErrInlineTooLarge)
 	}
-	cntrs := make([]*C.struct_fid_cntr, len(binds)+1)
-	flags := make([]C.uint64_t, len(binds)+1)
-	for i, b := range binds {
+	cntrs := make([]*C.struct_fid_cntr, 0, len(binds)+1)
+	flags := make([]C.uint64_t, 0, len(binds)+1)
+	for _, b := range binds {
 		if b.Cntr == nil || b.Cntr.c != c {
 			return nil, fmt.Errorf("ofi: counter of another context: %w", nic.ErrWrongContext)
 		}
-		cntrs[i], flags[i] = b.Cntr.cntr, C.uint64_t(b.Events)
+		cntrs, flags = append(cntrs, b.Cntr.cntr), append(flags, C.uint64_t(b.Events))
 	}
+	if c.prog != nil {
+		// Manual progress: the context's progress counter reaches the endpoint's transmit and
+		// receive sides (DriveProgress). An endpoint has one counter per event, so the progress
+		// counter takes an event of each side that the caller did not bind.
+		var taken Event
+		for _, b := range binds {
+			taken |= b.Events
+		}
+		var ev C.uint64_t
+		for _, side := range [][]Event{{EvSend, EvWrite, EvRead}, {EvRecv}} {
+			if i := slices.IndexFunc(side, func(e Event) bool { return taken&e == 0 }); i >= 0 {
+				ev |= C.uint64_t(side[i])
+			}
+		}
+		if ev != 0 {
+			cntrs, flags = append(cntrs, c.prog.cntr), append(flags, ev)
+		}
+	}
+	cntrs, flags = append(cntrs, nil), append(flags, 0) // never empty: &cntrs[0] below
 	c.nextQP++
 	q := &QP{c: c, num: c.nextQP, scq: scq, rcq: rcq, maxInline: cfg.MaxInline,
 		sq: ring{e: make([]entry, cfg.SendDepth)}, rq: ring{e: make([]entry, cfg.RecvDepth)}}
@@ -248,8 +296,9 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	q.rslots = (*C.ofi_slot)(C.calloc(C.size_t(cfg.RecvDepth), C.size_t(unsafe.Sizeof(C.ofi_slot{}))))
 	var addr [128]byte
 	alen := C.size_t(len(addr))
-	r := C.ofi_ep_open(c.dom, c.p.info, c.av, scq.cq, rcq.cq, C.size_t(2*cfg.SendDepth), C.size_t(cfg.RecvDepth),
-		&cntrs[0], &flags[0], C.int(len(binds)), &q.ep, unsafe.Pointer(&addr[0]), &alen)
+	q.txCap, q.rxCap = min(2*cfg.SendDepth, int(c.p.ccaps.tx_size)), min(cfg.RecvDepth, int(c.p.ccaps.rx_size))
+	r := C.ofi_ep_open(c.dom, c.p.info, c.av, scq.cq, rcq.cq, C.size_t(q.txCap), C.size_t(q.rxCap),
+		&cntrs[0], &flags[0], C.int(len(cntrs)-1), &q.ep, unsafe.Pointer(&addr[0]), &alen)
 	if r != 0 {
 		q.free()
 		return nil, fmt.Errorf("ofi: endpoint: %s", fiErr(r))
@@ -377,12 +426,56 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		return done(nic.StatusSuccess)
 	}
 	writes := wr.Op == nic.OpRDMARead || atomic
-	buf, desc, ok := q.c.local(wr.Local, writes)
-	if !ok {
+	if _, _, ok := q.c.local(wr.Local, writes); !ok {
 		return done(nic.StatusLocalProtectionError)
 	}
+	if atomic && wr.Local.Len != 0 && wr.Local.Len != 8 {
+		return done(nic.StatusLocalLengthError)
+	}
+	d := deferred{idx: idx, wr: *wr, cntr: cntr, thr: threshold}
+	if len(q.sback) > 0 || q.txBusy+txOps(wr.Op) > q.txCap {
+		// The endpoint's transmit queue is full: the request waits here, in order, until
+		// completions make room (flush).
+		e.pending = txOps(wr.Op)
+		q.sback = append(q.sback, d)
+		return nil
+	}
+	r := q.issueSend(&d)
+	if r != 0 {
+		q.sq.tail-- // not posted
+		if r == -C.FI_EAGAIN {
+			return fmt.Errorf("ofi: qp %d: provider queue: %w", q.num, nic.ErrQueueFull)
+		}
+		return fmt.Errorf("ofi: qp %d: %v: %s: %w", q.num, wr.Op, fiErr(r), nic.ErrBadRequest)
+	}
+	return nil
+}
+
+// deferred is a request in posting order: its queue index, the request, and its trigger.
+type deferred struct {
+	idx  uint64
+	wr   nic.SendWR // a receive's SGE is wr.Local
+	cntr *Counter
+	thr  uint64
+}
+
+// txOps is how many transmit entries of the endpoint a request takes.
+func txOps(op nic.Opcode) int {
+	if op == nic.OpRDMAWriteImm {
+		return 2
+	}
+	return 1
+}
+
+// issueSend hands send-queue request d (checked by postSend) to libfabric: one call, two for a
+// write with immediate, as a triggered operation if d.cntr is set.
+func (q *QP) issueSend(d *deferred) C.int {
+	wr, idx, cntr, threshold := &d.wr, d.idx, d.cntr, d.thr
+	e := q.sq.at(idx)
+	atomic := wr.Op == nic.OpAtomicFAdd || wr.Op == nic.OpAtomicCAS
+	buf, desc, _ := q.c.local(wr.Local, wr.Op == nic.OpRDMARead || atomic)
 	var fl C.uint64_t
-	if inline {
+	if wr.Flags&nic.FlagInline != 0 {
 		fl |= C.FI_INJECT
 	}
 	if wr.Flags&nic.FlagFence != 0 && q.c.p.ccaps.caps&C.FI_FENCE != 0 {
@@ -424,9 +517,6 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		e.byteLen = wr.Local.Len
 		r = C.ofi_read(q.ep, buf, ln, desc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), fl, s)
 	case nic.OpAtomicFAdd, nic.OpAtomicCAS:
-		if wr.Local.Len != 0 && wr.Local.Len != 8 {
-			return done(nic.StatusLocalLengthError)
-		}
 		sc := unsafe.Add(q.scratch.buf, 32*(idx%uint64(len(q.sq.e))))
 		res, rdesc := buf, desc
 		if wr.Local.Len == 0 {
@@ -444,14 +534,49 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		r = C.ofi_atomic64(q.ep, op, (*C.uint64_t)(operand), q.scratch.desc, (*C.uint64_t)(compare), q.scratch.desc,
 			(*C.uint64_t)(res), rdesc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), fl, s)
 	}
-	if r != 0 {
-		q.sq.tail-- // not posted
-		if r == -C.FI_EAGAIN {
-			return fmt.Errorf("ofi: qp %d: provider queue: %w", q.num, nic.ErrQueueFull)
-		}
-		return fmt.Errorf("ofi: qp %d: %v: %s: %w", q.num, wr.Op, fiErr(r), nic.ErrBadRequest)
+	if r == 0 {
+		q.txBusy += e.pending
 	}
-	return nil
+	return r
+}
+
+// flush hands the requests waiting for room in the endpoint's queues to libfabric, in order, as
+// far as the room goes. A request libfabric refuses then completes with a general error; one it
+// has no room for yet (FI_EAGAIN) waits for the next completion.
+func (q *QP) flush() {
+	n := 0
+	for ; n < len(q.sback); n++ {
+		d := &q.sback[n]
+		if q.txBusy+txOps(d.wr.Op) > q.txCap {
+			break
+		}
+		e := q.sq.at(d.idx)
+		if q.failed {
+			e.pending, e.status = 0, nic.StatusFlushError
+			continue
+		}
+		if r := q.issueSend(d); r == -C.FI_EAGAIN {
+			e.pending = txOps(d.wr.Op)
+			break
+		} else if r != 0 {
+			e.pending, e.status = 0, nic.StatusGeneralError
+			q.lastErr = fmt.Sprintf("%v could not be posted when the queue had room: %s", d.wr.Op, fiErr(r))
+		}
+	}
+	q.sback = q.sback[:copy(q.sback, q.sback[n:])]
+	n = 0
+	for ; n < len(q.rback) && q.rxBusy < q.rxCap; n++ {
+		d := &q.rback[n]
+		if r := q.issueRecv(d); r == -C.FI_EAGAIN {
+			break
+		} else if r != 0 {
+			e := q.rq.at(d.idx)
+			e.pending, e.status = 0, nic.StatusGeneralError
+			q.lastErr = fmt.Sprintf("a receive could not be posted when the queue had room: %s", fiErr(r))
+		}
+	}
+	q.rback = q.rback[:copy(q.rback, q.rback[n:])]
+	q.drain()
 }
 
 // PostRecv posts receives (fi_recvmsg from any address).
@@ -474,18 +599,17 @@ func (q *QP) postRecv(wr *nic.RecvWR, cntr *Counter, threshold uint64) error {
 	}
 	idx := q.rq.tail
 	e := q.rq.push(entry{id: wr.ID, op: nic.OpRecv, pending: 1})
-	buf, desc, ok := q.c.local(wr.Local, true)
-	if !ok {
+	if _, _, ok := q.c.local(wr.Local, true); !ok {
 		e.pending, e.status = 0, nic.StatusLocalProtectionError
 		q.drain()
 		return nil
 	}
-	s, fl := q.slot(1, idx, 0), C.uint64_t(0)
-	if cntr != nil {
-		fl |= C.FI_TRIGGER
-		armSlot(s, cntr, threshold)
+	d := deferred{idx: idx, wr: nic.SendWR{Local: wr.Local}, cntr: cntr, thr: threshold}
+	if len(q.rback) > 0 || q.rxBusy >= q.rxCap {
+		q.rback = append(q.rback, d) // waits for room (flush)
+		return nil
 	}
-	if r := C.ofi_recv(q.ep, buf, C.size_t(wr.Local.Len), desc, fl, s); r != 0 {
+	if r := q.issueRecv(&d); r != 0 {
 		q.rq.tail--
 		if r == -C.FI_EAGAIN {
 			return fmt.Errorf("ofi: qp %d: provider receive queue: %w", q.num, nic.ErrQueueFull)
@@ -493,6 +617,21 @@ func (q *QP) postRecv(wr *nic.RecvWR, cntr *Counter, threshold uint64) error {
 		return fmt.Errorf("ofi: qp %d: fi_recvmsg: %s: %w", q.num, fiErr(r), nic.ErrBadRequest)
 	}
 	return nil
+}
+
+// issueRecv hands receive d (checked by postRecv) to libfabric.
+func (q *QP) issueRecv(d *deferred) C.int {
+	buf, desc, _ := q.c.local(d.wr.Local, true)
+	s, fl := q.slot(1, d.idx, 0), C.uint64_t(0)
+	if d.cntr != nil {
+		fl |= C.FI_TRIGGER
+		armSlot(s, d.cntr, d.thr)
+	}
+	r := C.ofi_recv(q.ep, buf, C.size_t(d.wr.Local.Len), desc, fl, s)
+	if r == 0 {
+		q.rxBusy++
+	}
+	return r
 }
 
 // armSlot makes s the threshold triggered context of an operation: it starts when cntr's

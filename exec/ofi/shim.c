@@ -10,9 +10,8 @@
 #include "shim.h"
 
 #define OFI_VERSION FI_VERSION(1, 9)
-#define POLL_BATCH 64
 
-static int try_getinfo(const char *prov, uint64_t caps, struct fi_info **out) {
+static int try_getinfo(const char *prov, uint64_t caps, int manual, struct fi_info **out) {
 	struct fi_info *hints = fi_allocinfo();
 	if (!hints) return -FI_ENOMEM;
 	hints->ep_attr->type = FI_EP_RDM;
@@ -22,6 +21,11 @@ static int try_getinfo(const char *prov, uint64_t caps, struct fi_info **out) {
 	// descriptors, virtual or offset addressing, registered memory only.
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	hints->domain_attr->threading = FI_THREAD_SAFE;
+	if (manual) {
+		// No progress thread: the caller's CQ reads and counter reads move the data.
+		hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+		hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+	}
 	hints->addr_format = FI_SOCKADDR_IN;
 	if (prov && *prov) hints->fabric_attr->prov_name = strdup(prov);
 	// Loopback only: the endpoint's source address is 127.0.0.1 (an ephemeral port).
@@ -30,12 +34,12 @@ static int try_getinfo(const char *prov, uint64_t caps, struct fi_info **out) {
 	return ret;
 }
 
-int ofi_getinfo(const char *prov, int need_trigger, struct fi_info **out, char *name, size_t namelen, ofi_caps *c) {
+int ofi_getinfo(const char *prov, int need_trigger, int manual, struct fi_info **out, char *name, size_t namelen, ofi_caps *c) {
 	uint64_t base = FI_MSG | FI_RMA | (need_trigger ? FI_TRIGGER : 0);
 	const uint64_t extra[] = {FI_ATOMIC | FI_RMA_EVENT, FI_ATOMIC, FI_RMA_EVENT, 0};
 	int ret = -FI_ENODATA;
 	for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
-		ret = try_getinfo(prov, base | extra[i], out);
+		ret = try_getinfo(prov, base | extra[i], manual, out);
 		if (ret == 0) break;
 	}
 	if (ret) return ret;
@@ -53,7 +57,7 @@ int ofi_getinfo(const char *prov, int need_trigger, struct fi_info **out, char *
 	c->rx_size = fi->rx_attr->size;
 	c->cq_size = fi->domain_attr->cq_cnt;
 	c->mr_key_size = fi->domain_attr->mr_key_size;
-	c->progress_data = fi->domain_attr->data_progress;
+	c->manual = fi->domain_attr->data_progress == FI_PROGRESS_MANUAL;
 	return 0;
 }
 

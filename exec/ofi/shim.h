@@ -29,6 +29,9 @@ typedef struct ofi_slot {
 	uint64_t idx;
 } ofi_slot;
 
+// POLL_BATCH is how many completions ofi_cq_poll reads at most.
+#define POLL_BATCH 64
+
 // ofi_comp is one completion as Go reads it: a success (err 0) or an error entry.
 typedef struct ofi_comp {
 	ofi_slot *slot;
@@ -47,10 +50,10 @@ typedef struct ofi_caps {
 	uint64_t tx_size, rx_size;
 	uint64_t cq_size;
 	uint64_t mr_key_size;
-	int progress_data;
+	int manual; // data progress is FI_PROGRESS_MANUAL: no progress thread
 } ofi_caps;
 
-int ofi_getinfo(const char *prov, int need_trigger, struct fi_info **out, char *name, size_t namelen, ofi_caps *caps);
+int ofi_getinfo(const char *prov, int need_trigger, int manual, struct fi_info **out, char *name, size_t namelen, ofi_caps *caps);
 int ofi_fabric(struct fi_info *info, struct fid_fabric **fab);
 int ofi_domain(struct fid_fabric *fab, struct fi_info *info, struct fid_domain **dom, struct fid_av **av);
 int ofi_close(struct fid *f);

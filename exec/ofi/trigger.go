@@ -203,6 +203,10 @@ func (c *Context) CancelTriggers() int {
 		}
 	}
 	c.pend = c.pend[:0]
+	for _, q := range c.qps {
+		// Requests waiting for room in the endpoint never go (the queue is of no further use).
+		q.sback, q.rback = nil, nil
+	}
 	for _, k := range c.cntrs {
 		k.work = nil
 	}

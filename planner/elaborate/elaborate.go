@@ -272,6 +272,11 @@ func (el *elaborator) header() {
 			el.buffer(st, perRank)
 		}
 	}
+	for _, st := range el.file.Stmts {
+		if st, ok := st.(*dsl.ExpectStmt); ok {
+			el.expect(st)
+		}
+	}
 }
 
 func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
@@ -380,6 +385,10 @@ func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
 		case *dsl.BufferStmt:
 			if !top {
 				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "buffer %s inside a block: buffers are symmetric and declared at the top level", st.Name.Name)
+			}
+		case *dsl.ExpectStmt:
+			if !top {
+				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "expect inside a block: postconditions are about the whole plan and stated at the top level")
 			}
 		case *dsl.LetStmt:
 			name := st.Name.Name

@@ -119,16 +119,8 @@ func ceilPow2(n int) int {
 // for the cyclic 16- and 24-bit indices. A limit broken on many ranks is one diagnostic
 // (diag.Group); for a chain longer than its depth it is worded with the largest need.
 func (c *compiler) checkLimits() {
-	type instance struct {
-		d    *diag.Diagnostic
-		kind string
-		rank int
-		need int // for ordering: the largest need of a mistake is the one reported
-	}
-	var found []instance
-	add := func(rank, need int, pos diag.Pos, format string, args ...any) {
-		found = append(found, instance{diag.Errorf(diag.Target, pos, format, args...), format, rank, need})
-	}
+	var found limitFinds
+	add := found.add
 	planPos := diag.InFile(c.g.File)
 	for r := range c.plan.Ranks {
 		rp := &c.plan.Ranks[r]
@@ -160,13 +152,34 @@ func (c *compiler) checkLimits() {
 			}
 		}
 	}
-	// The largest need first, so it is the instance each mistake is worded with.
-	slices.SortStableFunc(found, func(a, b instance) int { return b.need - a.need })
 	var group diag.Group
-	for _, f := range found {
-		group.Add(f.d, f.kind, f.rank)
-	}
+	found.addTo(&group)
 	c.errs = append(c.errs, group.List(len(c.plan.Ranks))...)
+}
+
+// limitFinds collects the instances of the target limits a plan breaks, each found on one rank,
+// so that a mistake made on many ranks is one diagnostic, worded with its largest need.
+type limitFinds []limitFind
+
+type limitFind struct {
+	d    *diag.Diagnostic
+	kind string // the format of its message: the check that failed
+	rank int
+	need int // for ordering: the largest need of a mistake is the one reported
+}
+
+// add records an instance found on rank, code target, worded by format.
+func (f *limitFinds) add(rank, need int, pos diag.Pos, format string, args ...any) {
+	*f = append(*f, limitFind{diag.Errorf(diag.Target, pos, format, args...), format, rank, need})
+}
+
+// addTo adds the instances to group, the largest need first, so it is the instance each
+// mistake is worded with.
+func (f limitFinds) addTo(group *diag.Group) {
+	slices.SortStableFunc(f, func(a, b limitFind) int { return b.need - a.need })
+	for _, x := range f {
+		group.Add(x.d, x.kind, x.rank)
+	}
 }
 
 // stats fills Plan.Stats from the per-rank counts (CriticalPath is set earlier).

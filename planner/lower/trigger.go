@@ -1,6 +1,8 @@
 package lower
 
 import (
+	"math"
+
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 )
@@ -32,6 +34,7 @@ type gate struct {
 
 func (c *compiler) trigger(order []int32) {
 	g := c.g
+	var group diag.Group
 	for r := range c.plan.Ranks {
 		rp := &c.plan.Ranks[r]
 		tr := &ir.Triggered{SendCnt: make([]int, len(rp.Queues)), HostCnt: -1}
@@ -106,7 +109,7 @@ func (c *compiler) trigger(order []int32) {
 			for _, p := range g.Preds(o) {
 				p := ir.OpID(p)
 				if g.Ops[p].Rank != r {
-					c.errs.Add(diag.Target, op.Pos, "%s is after %s of rank %d: a counter only counts local completions (target %s)", op.Name, g.Ops[p].Name, g.Ops[p].Rank, c.t.Name)
+					group.Add(diag.Errorf(diag.Target, op.Pos, "%s is after %s of rank %d: a counter only counts local completions (target %s)", op.Name, g.Ops[p].Name, g.Ops[p].Rank, c.t.Name), "remote after", r)
 					continue
 				}
 				add(counterOf(p), idx[p], p)
@@ -129,8 +132,8 @@ func (c *compiler) trigger(order []int32) {
 				}
 			}
 			if recv && len(gates) > 0 && c.t.Trigger.RecvThresholdZero {
-				c.errs.Add(diag.Target, op.Pos, "%s on rank %d is a receive that waits for %s: target %s triggers receives only at threshold 0 (receives are posted when the iteration starts), so a receive cannot be held back (drop its `after`, or use another queue or buffer)",
-					op.Name, r, gateText(g, tr, gates), c.t.Name)
+				group.Add(diag.Errorf(diag.Target, op.Pos, "%s is a receive that waits for %s: target %s triggers receives only at threshold 0 (receives are posted when the iteration starts), so a receive cannot be held back (drop its `after`, or use another queue or buffer)",
+					op.Name, gateText(g, tr, gates), c.t.Name), "held receive", r)
 				continue
 			}
 			base := ir.TriggeredOp{Op: o, Name: op.Name, Pos: op.Pos, Cause: ir.None}
@@ -167,7 +170,8 @@ func (c *compiler) trigger(order []int32) {
 		}
 		rp.Trig = tr
 	}
-	c.checkTriggerBudget()
+	c.checkTriggerBudget(&group)
+	c.errs = append(c.errs, group.List(len(c.plan.Ranks))...)
 }
 
 func gateText(g *ir.Graph, tr *ir.Triggered, gates []gate) string {
@@ -184,45 +188,72 @@ func gateText(g *ir.Graph, tr *ir.Triggered, gates []gate) string {
 	return s
 }
 
-// checkTriggerBudget refuses plans whose triggered work or counters exceed the profile.
-func (c *compiler) checkTriggerBudget() {
+// checkTriggerBudget refuses plans whose triggered work or counters exceed the profile, and
+// counters that pass the profile's MaxCounter in the first iteration. Like checkLimits, a
+// mistake made on many ranks is one diagnostic, worded with the largest need.
+func (c *compiler) checkTriggerBudget(group *diag.Group) {
 	p := c.t.Trigger
+	var found limitFinds
+	add := found.add
 	for r := range c.plan.Ranks {
-		tr := c.plan.Ranks[r].Trig
+		rp := &c.plan.Ranks[r]
+		tr := rp.Trig
 		if tr == nil {
 			continue
 		}
 		if p.MaxCounters > 0 && len(tr.Counters) > p.MaxCounters {
-			c.errs.Add(diag.Target, diag.InFile(c.g.File), "rank %d needs %d counters, above the %d counters per rank of target %s (profile figure MaxCounters)", r, len(tr.Counters), p.MaxCounters, c.t.Name)
+			k := p.MaxCounters // the first counter past the limit
+			add(r, len(tr.Counters), c.counterPos(rp, k), "counter %s is one too many: the rank needs %d counters, above the %d per rank of target %s (profile figure MaxCounters%s; fewer queues or fewer ops that wait for two things need fewer)",
+				tr.Counters[k].Name, len(tr.Counters), p.MaxCounters, c.t.Name, guessNote(p, ir.FigMaxCounters))
+		}
+		for k := range tr.Counters {
+			if tr.Iterations(k, p.MaxCounter) == 0 {
+				add(r, int(min(tr.Counters[k].PerIteration, math.MaxInt32)), c.counterPos(rp, k), "counter %s passes %d in the first iteration, the largest value target %s's counters hold (profile figure MaxCounter%s)",
+					tr.Counters[k].Name, p.MaxCounter, c.t.Name, guessNote(p, ir.FigMaxCounter))
+			}
 		}
 		if p.MaxOutstanding <= 0 {
 			continue
 		}
-		units := 0
+		units, total, over := 0, 0, -1
 		for i := range tr.Work {
-			w := &tr.Work[i]
-			units += TriggerUnits(p, &c.plan.Ranks[r], w)
-			if units > p.MaxOutstanding {
-				c.errs.Add(diag.Target, w.Pos, "%s on rank %d: the rank's triggered work reaches %d units here, above the %d outstanding triggered operations of target %s (profile figure MaxOutstanding; counter work costs %d)",
-					w.Name, r, units, p.MaxOutstanding, c.t.Name, max(p.CounterWorkCost, 1))
-				break
+			units += p.Units(rp, &tr.Work[i])
+			if units > p.MaxOutstanding && over < 0 {
+				over, total = i, units
 			}
 		}
+		if over >= 0 {
+			w := &tr.Work[over]
+			add(r, units, w.Pos, "%s: the rank's triggered work passes %d units here (%d per iteration in all), above the %d outstanding triggered operations of target %s (profile figure MaxOutstanding%s; counter work costs %d): split the plan, or order fewer ops by `after`",
+				w.Name, total, units, p.MaxOutstanding, c.t.Name, guessNote(p, ir.FigMaxOutstanding), p.WorkCost())
+		}
 	}
+	found.addTo(group)
 }
 
-// TriggerUnits is what one entry costs against the profile's MaxOutstanding: nothing for work
-// posted at once and for HOST steps (the CPU runs them), 1 for a triggered op, CounterWorkCost
-// for counter work.
-func TriggerUnits(p *ir.TriggerProfile, rp *ir.RankPlan, w *ir.TriggeredOp) int {
-	if w.Counter == ir.Untriggered {
-		return 0
+// guessNote is ", a guess" for a profile figure that is not a documented provider figure.
+func guessNote(p *ir.TriggerProfile, f ir.Figure) string {
+	if p.Guess(f) {
+		return ", a guess"
 	}
-	if w.Kind != ir.TrigOp {
-		return max(p.CounterWorkCost, 1)
+	return ""
+}
+
+// counterPos is where counter k of rank plan rp comes from: the op of a join counter, the
+// graph queue of a queue's counter, else the first entry of the work queue it counts.
+func (c *compiler) counterPos(rp *ir.RankPlan, k int) diag.Pos {
+	cnt := &rp.Trig.Counters[k]
+	if cnt.Kind == ir.CntJoin {
+		return c.g.Ops[cnt.Op].Pos
 	}
-	if w.Loc.Queue == rp.Host {
-		return 0
+	if cnt.Queue >= 0 {
+		q := &rp.Queues[cnt.Queue]
+		if q.Queue != ir.None {
+			return c.g.Queues[q.Queue].Pos
+		}
+		if len(q.Chain) > 0 {
+			return q.Chain[0].Pos
+		}
 	}
-	return 1
+	return diag.InFile(c.g.File)
 }

@@ -1,6 +1,7 @@
 package lower_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -78,4 +79,39 @@ func TestTriggeredBudget(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "above the 10 outstanding triggered operations")
 	assert.True(t, strings.Contains(err.Error(), "ring_allreduce.dag:"), err.Error())
+}
+
+// Counters are never reset, so a triggered plan runs a bounded number of iterations: with a
+// profile whose counters stop at 60, the send counter of the ring (+6 per iteration) runs out
+// after 10, and the refusal names the counter, its amount, the limit and what fits.
+func TestTriggeredCounterLimit(t *testing.T) {
+	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
+	tg, err := ir.LookupTarget("triggered")
+	require.NoError(t, err)
+	prof := *tg.Trigger
+	prof.MaxCounter = 60
+	tg.Trigger = &prof
+	p, err := lower.Compile(g, tg)
+	require.NoError(t, err)
+	lim, ok := p.CounterLimit()
+	require.True(t, ok)
+	assert.Equal(t, ir.CounterLimit{Rank: 0, Counter: lim.Counter, Name: "right.sq.scnt", PerIteration: 6, Max: 60, Iterations: 10}, lim)
+	require.NoError(t, p.CheckIterations(10))
+	err = p.CheckIterations(11)
+	require.Error(t, err)
+	assert.Equal(t, "11 iterations would overflow counter right.sq.scnt on rank 0: it grows by 6 per iteration and never resets, and target triggered's counters stop at 60 (profile figure MaxCounter): at most 10 iterations fit", err.Error())
+
+	// Plans of other targets have no counters to overflow.
+	q := compileFor(t, g, "generic")
+	_, ok = q.CounterLimit()
+	assert.False(t, ok)
+	assert.NoError(t, q.CheckIterations(math.MaxUint64))
+
+	// A counter that passes the limit within the first iteration is a compile error at the
+	// queue it counts, once for all ranks.
+	prof.MaxCounter = 5
+	_, err = lower.Compile(g, tg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ring_allreduce.dag:22:7: counter right.sq.scnt passes 5 in the first iteration, the largest value target triggered's counters hold (profile figure MaxCounter)")
+	assert.NotContains(t, err.Error(), "on rank")
 }

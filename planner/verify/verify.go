@@ -22,17 +22,42 @@ import (
 //
 // The returned list is sorted by position.
 func Check(g *ir.Graph) diag.List {
+	errs, _ := CheckOrder(g)
+	return errs
+}
+
+// CheckOrder is Check that also returns, when g passes, a topological order of its
+// happens-before events (nil otherwise), for passes that replay the plan's effects in an order
+// every run agrees with (planner/prove).
+func CheckOrder(g *ir.Graph) (diag.List, *Order) {
 	if len(g.Ops) == 0 {
-		return nil
+		return nil, &Order{}
 	}
 	errs := checkCycles(g)
+	var h *hbGraph
 	if len(errs) == 0 {
-		var h *hbGraph
 		errs, h = checkFIFO(g)
 		if len(errs) == 0 {
 			errs = raceErrors(g, h)
 		}
 	}
 	errs.Sort()
-	return errs
+	if len(errs) > 0 || h == nil || !h.acyclic {
+		return errs, nil
+	}
+	return nil, &Order{topo: h.topo}
 }
+
+// Order numbers the events of every op (its start, the landing of its data, its end; DSL.md,
+// Dependencies) so that an event that happens before another has the smaller number.
+type Order struct{ topo []int32 }
+
+// Start is the position of op's start event.
+func (o *Order) Start(op ir.OpID) int32 { return o.topo[startOf(op)] }
+
+// Land is the position of op's landing event: when a send's, write's, read's or atomic's data
+// lands (a recv takes its data at the landing of the send that matches it).
+func (o *Order) Land(op ir.OpID) int32 { return o.topo[landOf(op)] }
+
+// End is the position of op's end event.
+func (o *Order) End(op ir.OpID) int32 { return o.topo[endOf(op)] }

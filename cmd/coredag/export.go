@@ -1,0 +1,43 @@
+package main
+
+import (
+	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/msccl"
+)
+
+func init() {
+	register("export", "Convert a .dag plan to another tool's algorithm format.", func() any { return &exportCmd{} })
+}
+
+type exportCmd struct {
+	MSCCL exportMSCCLCmd `cmd:"" name:"msccl" help:"Write a checked two-sided plan (send, recv, reduce, copy, nop) as MSCCL-IR XML."`
+}
+
+type exportMSCCLCmd struct {
+	paramFlags
+	Coll string `default:"custom" help:"The coll attribute: the collective the algorithm implements (allreduce, allgather, alltoall, reduce_scatter, ...)."`
+	Out  string `short:"o" placeholder:"FILE" help:"Write the XML to FILE (default: stdout)."`
+	File string `arg:"" name:"file" help:"Plan file (- for stdin)."`
+}
+
+func (c *exportMSCCLCmd) Run(e *env) error {
+	if c.Out != "" {
+		if err := checkOutput(e, "-o", c.Out, c.File); err != nil {
+			return err
+		}
+	}
+	l, err := mustLoad(e, c.File, c.paramFlags, false)
+	if err != nil {
+		return err
+	}
+	out, err := msccl.Export(l.graph, msccl.ExportOptions{Coll: c.Coll})
+	if err != nil {
+		diag.Print(e.stderr, err, diag.Sources{l.path: l.src})
+		return &exitError{code: exitFail}
+	}
+	if c.Out == "" {
+		_, err := e.stdout.Write(out)
+		return err
+	}
+	return writeOutput(c.Out, "the algorithm", out)
+}

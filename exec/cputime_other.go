@@ -1,0 +1,11 @@
+//go:build !linux
+
+package exec
+
+import "time"
+
+// ProcessCPU is the CPU time the process has used; ok is false: it is not measured outside Linux.
+func ProcessCPU() (d time.Duration, ok bool) { return 0, false }
+
+// threadCPU is the calling thread's CPU time; not measured outside Linux.
+func threadCPU() (time.Duration, bool) { return 0, false }

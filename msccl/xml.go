@@ -1,0 +1,321 @@
+package msccl
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/coredag/coredag/diag"
+)
+
+// Algo is an MSCCL-IR algorithm as its XML states it, with the position of every element.
+type Algo struct {
+	Name, Proto, Coll string
+	NChannels         int
+	NChunksPerLoop    int
+	NGPUs             int
+	Inplace           bool
+	GPUs              []*GPU
+	Pos               diag.Pos
+	attrs             attrs
+}
+
+// GPU is one <gpu>: a rank, its buffer sizes in chunks and its threadblocks.
+type GPU struct {
+	ID                        int
+	IChunks, OChunks, SChunks int
+	TBs                       []*TB
+	Pos                       diag.Pos
+	attrs                     attrs
+}
+
+// TB is one <tb>: the peers it sends to and receives from (-1 for none), its channel and its
+// steps, which run in order.
+type TB struct {
+	ID, Send, Recv, Chan int
+	Steps                []*Step
+	Pos                  diag.Pos
+	attrs                attrs
+}
+
+// Step is one <step>. Buffers are 'i', 'o' or 's'; offsets and counts are in chunks; DepID and
+// Deps are -1 when the step depends on no other threadblock's step.
+type Step struct {
+	S              int
+	Type           string
+	SrcBuf, DstBuf byte
+	SrcOff, DstOff int
+	Cnt            int
+	DepID, Deps    int
+	HasDep         bool
+	Pos            diag.Pos
+	attrs          attrs
+}
+
+// attrs are an element's attributes with the position of each.
+type attrs struct {
+	names  []string
+	values []string
+	pos    []diag.Pos
+	elem   diag.Pos
+}
+
+func (a attrs) find(name string) (string, diag.Pos, bool) {
+	for i, n := range a.names {
+		if n == name {
+			return a.values[i], a.pos[i], true
+		}
+	}
+	return "", a.elem, false
+}
+
+// at is the position of attribute name, or of the element when it has none.
+func (a attrs) at(name string) diag.Pos {
+	_, p, _ := a.find(name)
+	return p
+}
+
+// MaxChunks bounds offsets and counts (in chunks) so that chunk arithmetic cannot overflow.
+const MaxChunks = 1 << 30
+
+// maxGPUs is the largest world size coredag takes.
+const maxGPUs = 65536
+
+// Parse reads MSCCL-IR XML: one <algo> holding <gpu>s holding <tb>s holding <step>s. Every
+// mistake is a diagnostic at its line and column in the XML.
+func Parse(filename string, src []byte) (*Algo, error) {
+	r := &reader{file: filename, src: src, lines: diag.LineStarts(src)}
+	a := r.read()
+	if len(r.errs) > 0 {
+		r.errs.Sort()
+		return nil, r.errs
+	}
+	return a, nil
+}
+
+type reader struct {
+	file  string
+	src   []byte
+	lines []int
+	errs  diag.List
+}
+
+// posAt is the position of byte offset off.
+func (r *reader) posAt(off int64) diag.Pos {
+	o := int(min(max(off, 0), int64(len(r.src))))
+	i := sort.Search(len(r.lines), func(i int) bool { return r.lines[i] > o }) - 1
+	i = max(i, 0)
+	return diag.At(r.file, i+1, o-r.lines[i]+1)
+}
+
+func (r *reader) errorf(pos diag.Pos, format string, args ...any) {
+	r.errs.Add(diag.Syntax, pos, format, args...)
+}
+
+func (r *reader) read() *Algo {
+	d := xml.NewDecoder(bytes.NewReader(r.src))
+	d.Strict = true
+	var (
+		algo *Algo
+		gpu  *GPU
+		tb   *TB
+		open []string // names of the open elements
+	)
+	for {
+		off := d.InputOffset()
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			line, col := d.InputPos()
+			msg := err.Error()
+			var se *xml.SyntaxError
+			if errors.As(err, &se) {
+				msg = se.Msg
+			}
+			r.errorf(diag.At(r.file, line, col), "the XML is not well-formed: %s", msg)
+			return nil
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			pos := r.posAt(off)
+			at := r.attrs(t, off, d.InputOffset(), pos)
+			parent := ""
+			if len(open) > 0 {
+				parent = open[len(open)-1]
+			}
+			open = append(open, t.Name.Local)
+			want := map[string]string{"algo": "", "gpu": "algo", "tb": "gpu", "step": "tb"}
+			p, known := want[t.Name.Local]
+			switch {
+			case t.Name.Local == "op" && parent == "tb":
+				r.errorf(pos, "<op> steps are the newer MSCCL-IR form, which coredag does not read: write the algorithm with <step> elements (msccl-tools' old_format)")
+				return nil
+			case !known:
+				r.errorf(pos, "unknown element <%s>: MSCCL-IR has <algo>, <gpu>, <tb> and <step>", t.Name.Local)
+				return nil
+			case p != parent || (t.Name.Local == "algo" && algo != nil):
+				where := "at the top level"
+				if parent != "" {
+					where = "inside <" + parent + ">"
+				}
+				r.errorf(pos, "<%s> %s: MSCCL-IR nests <step> in <tb> in <gpu> in one <algo>", t.Name.Local, where)
+				return nil
+			}
+			switch t.Name.Local {
+			case "algo":
+				algo = r.algo(at, pos)
+			case "gpu":
+				gpu = r.gpu(at, pos)
+				algo.GPUs = append(algo.GPUs, gpu)
+			case "tb":
+				tb = r.tb(at, pos)
+				gpu.TBs = append(gpu.TBs, tb)
+			case "step":
+				tb.Steps = append(tb.Steps, r.step(at, pos))
+			}
+		case xml.EndElement:
+			open = open[:len(open)-1]
+		case xml.CharData:
+			if len(bytes.TrimSpace(t)) > 0 {
+				where := "outside <algo>"
+				if len(open) > 0 {
+					where = "inside <" + open[len(open)-1] + ">"
+				}
+				r.errorf(r.posAt(off), "text %q %s: MSCCL-IR elements hold only elements", strings.TrimSpace(string(t)), where)
+				return nil
+			}
+		}
+	}
+	if algo == nil {
+		r.errorf(diag.At(r.file, 1, 1), "no <algo> element: an MSCCL-IR file is one <algo>")
+	}
+	return algo
+}
+
+// attrs collects an element's attributes and finds each one's position in the element's text
+// src[from:to].
+func (r *reader) attrs(t xml.StartElement, from, to int64, elem diag.Pos) attrs {
+	a := attrs{elem: elem}
+	text := r.src[from:min(to, int64(len(r.src)))]
+	for _, x := range t.Attr {
+		name := x.Name.Local
+		if x.Name.Space != "" {
+			continue
+		}
+		pos := elem
+		for i := 0; ; {
+			j := bytes.Index(text[i:], []byte(name))
+			if j < 0 {
+				break
+			}
+			k := i + j
+			rest := bytes.TrimLeft(text[k+len(name):], " \t\r\n")
+			if k > 0 && isSpace(text[k-1]) && len(rest) > 0 && rest[0] == '=' {
+				pos = r.posAt(from + int64(k))
+				break
+			}
+			i = k + len(name)
+		}
+		a.names = append(a.names, name)
+		a.values = append(a.values, x.Value)
+		a.pos = append(a.pos, pos)
+	}
+	return a
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// integer reads a required integer attribute in [lo, hi].
+func (r *reader) integer(a attrs, elem, name string, lo, hi int) int {
+	v, pos, ok := a.find(name)
+	if !ok {
+		r.errorf(pos, "<%s> has no %s attribute", elem, name)
+		return lo
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < int64(lo) || n > int64(hi) {
+		r.errorf(pos, "%s=%q: must be an integer between %d and %d", name, v, lo, hi)
+		return lo
+	}
+	return int(n)
+}
+
+// optional reads an optional integer attribute, def when absent.
+func (r *reader) optional(a attrs, elem, name string, lo, hi, def int) int {
+	if _, _, ok := a.find(name); !ok {
+		return def
+	}
+	return r.integer(a, elem, name, lo, hi)
+}
+
+func (r *reader) algo(a attrs, pos diag.Pos) *Algo {
+	x := &Algo{Pos: pos, attrs: a}
+	x.Name, _, _ = a.find("name")
+	x.Proto, _, _ = a.find("proto")
+	x.Coll, _, _ = a.find("coll")
+	x.NGPUs = r.integer(a, "algo", "ngpus", 1, maxGPUs)
+	x.NChannels = r.optional(a, "algo", "nchannels", 0, MaxChunks, 0)
+	x.NChunksPerLoop = r.optional(a, "algo", "nchunksperloop", 0, MaxChunks, 0)
+	x.Inplace = r.optional(a, "algo", "inplace", 0, 1, 0) == 1
+	if _, _, ok := a.find("inplace"); !ok {
+		x.Inplace = r.optional(a, "algo", "outofplace", 0, 1, 1) == 0
+	}
+	return x
+}
+
+func (r *reader) gpu(a attrs, pos diag.Pos) *GPU {
+	return &GPU{
+		ID:      r.integer(a, "gpu", "id", 0, maxGPUs-1),
+		IChunks: r.integer(a, "gpu", "i_chunks", 0, MaxChunks),
+		OChunks: r.integer(a, "gpu", "o_chunks", 0, MaxChunks),
+		SChunks: r.integer(a, "gpu", "s_chunks", 0, MaxChunks),
+		Pos:     pos, attrs: a,
+	}
+}
+
+func (r *reader) tb(a attrs, pos diag.Pos) *TB {
+	return &TB{
+		ID:   r.integer(a, "tb", "id", 0, MaxChunks),
+		Send: r.integer(a, "tb", "send", -1, maxGPUs-1),
+		Recv: r.integer(a, "tb", "recv", -1, maxGPUs-1),
+		Chan: r.optional(a, "tb", "chan", 0, 255, 0),
+		Pos:  pos, attrs: a,
+	}
+}
+
+func (r *reader) step(a attrs, pos diag.Pos) *Step {
+	s := &Step{Pos: pos, attrs: a}
+	s.S = r.integer(a, "step", "s", 0, MaxChunks)
+	s.Type, _, _ = a.find("type")
+	s.SrcBuf = r.buf(a, "srcbuf")
+	s.DstBuf = r.buf(a, "dstbuf")
+	s.SrcOff = r.optional(a, "step", "srcoff", -1, MaxChunks, -1)
+	s.DstOff = r.optional(a, "step", "dstoff", -1, MaxChunks, -1)
+	s.Cnt = r.optional(a, "step", "cnt", 0, MaxChunks, 1)
+	s.DepID = r.optional(a, "step", "depid", -1, MaxChunks, -1)
+	s.Deps = r.optional(a, "step", "deps", -1, MaxChunks, -1)
+	s.HasDep = r.optional(a, "step", "hasdep", 0, 1, 0) == 1
+	if _, p, ok := a.find("type"); !ok {
+		r.errorf(p, "<step> has no type attribute")
+	}
+	return s
+}
+
+func (r *reader) buf(a attrs, name string) byte {
+	v, pos, ok := a.find(name)
+	if !ok {
+		return 0
+	}
+	switch v {
+	case "i", "o", "s":
+		return v[0]
+	}
+	r.errorf(pos, "%s=%q: a buffer is i (input), o (output) or s (scratch)", name, v)
+	return 0
+}

@@ -1,0 +1,104 @@
+package prove_test
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/prove"
+	"github.com/coredag/coredag/planner/verify"
+)
+
+// cpuTime reports, beside the wall time, the CPU time per op of the process (user and system):
+// on a machine shared with other work it moves less than the wall time.
+func cpuTime(b *testing.B, body func()) {
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	n := 0
+	for b.Loop() {
+		body()
+		n++
+	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	ns := func(r *syscall.Rusage) int64 { return r.Utime.Nano() + r.Stime.Nano() }
+	b.ReportMetric(float64(ns(&after)-ns(&before))/float64(n), "cpu-ns/op")
+}
+
+// ringAllreduce elaborates plans/ring_allreduce.dag at ranks and n.
+func ringAllreduce(b *testing.B, ranks, n int64) *ir.Graph {
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(b, err)
+	g, ok := elaborated(b, "ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": n})
+	require.True(b, ok)
+	return g
+}
+
+// BenchmarkCheck compares, on the 256-rank ring allreduce, the verification pass (what check
+// ran before postconditions) with the proof added after it, at 1K and 1M elements per chunk.
+// The proof's share is prove/verify; its cost must not depend on n.
+func BenchmarkCheck(b *testing.B) {
+	for _, n := range []int64{1 << 10, 1 << 20} {
+		g := ringAllreduce(b, 256, n)
+		name := "ranks=256/n=" + strconv.FormatInt(n, 10)
+		b.Run(name+"/verify", func(b *testing.B) {
+			cpuTime(b, func() {
+				if errs, _ := verify.CheckOrder(g); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			})
+		})
+		b.Run(name+"/verify+prove", func(b *testing.B) {
+			cpuTime(b, func() {
+				errs, order := verify.CheckOrder(g)
+				if len(errs) > 0 {
+					b.Fatal(errs)
+				}
+				if errs := prove.Check(g, order); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			})
+		})
+		_, order := verify.CheckOrder(g)
+		b.Run(name+"/prove", func(b *testing.B) {
+			cpuTime(b, func() {
+				if errs := prove.Check(g, order); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkLoad is what `coredag check` does (planner.Load: parse, elaborate, verify, prove) on
+// the 256-rank ring allreduce, with its `expect` line and without it.
+func BenchmarkLoad(b *testing.B) {
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(b, err)
+	without := []byte(strings.Replace(string(src), "\nexpect allreduce sum data", "\n", 1))
+	require.NotEqual(b, string(src), string(without))
+	for _, n := range []int64{1 << 10, 1 << 20} {
+		params := map[string]int64{"ranks": 256, "n": n}
+		for _, c := range []struct {
+			name string
+			src  []byte
+		}{{"without", without}, {"with", src}} {
+			b.Run("ranks=256/n="+strconv.FormatInt(n, 10)+"/"+c.name, func(b *testing.B) {
+				cpuTime(b, func() {
+					g, err := planner.Load("ring_allreduce.dag", c.src, params)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if want := len(c.src) == len(src); (len(g.Expects) > 0) != want {
+						b.Fatal("expect line")
+					}
+				})
+			})
+		}
+	}
+}

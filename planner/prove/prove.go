@@ -1,0 +1,182 @@
+// Package prove is the pass that proves a plan's postconditions (`expect` statements): for
+// every input, every element of the promised buffer on every rank ends holding what the
+// collective says, as the reduction (or copy) of exactly the right initial elements.
+//
+// It replays the elaborated ir.Graph symbolically, in a topological order of its
+// happens-before events (verify.CheckOrder). A plan that passed verify is race-free, so every
+// such order leaves the same memory, and the replay computes it. Memory is kept as runs of
+// elements that hold the same symbolic value up to a displacement (shape.go, memory.go), never
+// element by element: the proof's cost grows with the number of ops and runs, not with the
+// number of elements. Reductions are taken to be associative and commutative (a sum is the
+// multiset of what it adds, whatever the order of the adds); float rounding is not modelled.
+package prove
+
+import (
+	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner/verify"
+)
+
+// Check proves g's postconditions, replaying its ops in order o (from verify.CheckOrder on g).
+// It returns one diagnostic per postcondition that does not hold, at its `expect` statement.
+func Check(g *ir.Graph, o *verify.Order) diag.List {
+	if len(g.Expects) == 0 {
+		return nil
+	}
+	s := Run(g, o)
+	var errs diag.List
+	for i := range g.Expects {
+		if d := s.check(&g.Expects[i]); d != nil {
+			errs = append(errs, d)
+		}
+	}
+	errs.Sort()
+	return errs
+}
+
+// State is the symbolic final memory of a plan.
+type State struct {
+	g   *ir.Graph
+	sh  *shapes
+	mem *memory
+
+	a, b, out []seg // scratch
+}
+
+// Run replays g's ops in order o and returns the final memory.
+func Run(g *ir.Graph, o *verify.Order) *State {
+	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start.
+	n := g.Ranks * len(g.Buffers)
+	for i := range g.Ops {
+		if k := g.Ops[i].Kind; k == ir.OpReduce || k.IsAtomic() {
+			n++
+		}
+	}
+	s := &State{g: g, sh: newShapes(n)}
+	s.mem = newMemory(g, s.sh)
+	// Each op takes effect at one event inside the interval of every access it makes (see
+	// verify's accesses): a data-moving op at its landing, a host op at its start. Positions are
+	// distinct, so a table by position orders the ops without sorting.
+	at := make([]ir.OpID, 3*len(g.Ops))
+	for i := range at {
+		at[i] = ir.None
+	}
+	for i := range g.Ops {
+		id := ir.OpID(i)
+		switch g.Ops[i].Kind {
+		case ir.OpRecv, ir.OpNop:
+		case ir.OpReduce, ir.OpCopy:
+			at[o.Start(id)] = id
+		default:
+			at[o.Land(id)] = id
+		}
+	}
+	for _, id := range at {
+		if id != ir.None {
+			s.apply(id)
+		}
+	}
+	return s
+}
+
+// apply replays op id.
+func (s *State) apply(id ir.OpID) {
+	g := s.g
+	op := &g.Ops[id]
+	own, peer := op.Rank, op.Rank
+	if op.Queue != ir.None {
+		peer = g.Queues[op.Queue].PeerRank
+	}
+	switch op.Kind {
+	case ir.OpSend:
+		if op.Match == ir.None || !op.Src.Valid() {
+			return
+		}
+		r := &g.Ops[op.Match]
+		if r.Dst.Valid() {
+			s.copy(op.Match, own, op.Src, r.Rank, r.Dst)
+		}
+	case ir.OpWrite:
+		s.copy(id, own, op.Src, peer, op.Dst)
+	case ir.OpRead:
+		s.copy(id, peer, op.Src, own, op.Dst)
+	case ir.OpCopy:
+		s.copy(id, own, op.Src, own, op.Dst)
+	case ir.OpReduce:
+		s.reduce(id, own, op.Dst, op.Src, op.Red)
+	case ir.OpAtomicAdd, ir.OpAtomicCAS:
+		s.atomic(id, own, peer)
+	}
+}
+
+// copy moves src on rank sr to dst on rank dr, as written by op by.
+func (s *State) copy(by ir.OpID, sr int, src ir.Slice, dr int, dst ir.Slice) {
+	n := min(src.Len, dst.Len)
+	if n <= 0 {
+		return
+	}
+	s.a = s.mem.get(s.a[:0], sr, src.Buf, src.Off, src.Off+n, dst.Off-src.Off)
+	for i := range s.a {
+		s.a[i].by = by
+	}
+	s.mem.put(dr, dst.Buf, dst.Off, dst.Off+n, s.a)
+}
+
+// reduce replays `reduce red dst from src` on rank r.
+func (s *State) reduce(by ir.OpID, r int, dst, src ir.Slice, red ir.ReduceOp) {
+	n := min(src.Len, dst.Len)
+	if n <= 0 {
+		return
+	}
+	s.a = s.mem.get(s.a[:0], r, dst.Buf, dst.Off, dst.Off+n, 0)
+	s.b = s.mem.get(s.b[:0], r, src.Buf, src.Off, src.Off+n, dst.Off-src.Off)
+	s.out = s.out[:0]
+	i, j := 0, 0
+	lo := dst.Off
+	for i < len(s.a) && j < len(s.b) {
+		x, y := &s.a[i], &s.b[j]
+		hi := min(x.hi, y.hi)
+		id, shift := s.sh.merge(x.sh, x.shift, y.sh, y.shift, red, by, r)
+		s.out = append(s.out, seg{lo: lo, hi: hi, sh: id, shift: shift, by: by})
+		lo = hi
+		if x.hi == hi {
+			i++
+		}
+		if y.hi == hi {
+			j++
+		}
+	}
+	s.mem.put(r, dst.Buf, dst.Off, dst.Off+n, s.out)
+}
+
+// atomic replays an atomic add or compare-and-swap of rank r on its peer p: the fetch gets the
+// old value; an add leaves the sum with its addend, a cas a value that depends on the values.
+func (s *State) atomic(by ir.OpID, r, p int) {
+	op := &s.g.Ops[by]
+	dst := op.Dst
+	if !dst.Valid() || dst.Len <= 0 {
+		return
+	}
+	s.a = s.mem.get(s.a[:0], p, dst.Buf, dst.Off, dst.Off+dst.Len, 0)
+	if op.Fetch.Valid() {
+		n := min(dst.Len, op.Fetch.Len)
+		s.b = s.mem.get(s.b[:0], p, dst.Buf, dst.Off, dst.Off+n, op.Fetch.Off-dst.Off)
+		for i := range s.b {
+			s.b[i].by = by
+		}
+		s.mem.put(r, op.Fetch.Buf, op.Fetch.Off, op.Fetch.Off+n, s.b)
+	}
+	s.out = s.out[:0]
+	for _, x := range s.a {
+		var id int32
+		var shift int64
+		if op.Kind == ir.OpAtomicAdd {
+			c, cs := s.sh.one(atom{kind: atomConst, v: op.A})
+			id, shift = s.sh.merge(x.sh, x.shift, c, cs, ir.RedSum, by, r)
+		} else {
+			id, shift = s.sh.one(atom{kind: atomOpaque, rank: int32(r), v: int64(by)})
+		}
+		s.out = append(s.out, seg{lo: x.lo, hi: x.hi, sh: id, shift: shift, by: by})
+	}
+	s.mem.put(p, dst.Buf, dst.Off, dst.Off+dst.Len, s.out)
+}

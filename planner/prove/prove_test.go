@@ -1,0 +1,117 @@
+package prove_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/elaborate"
+	"github.com/coredag/coredag/planner/prove"
+	"github.com/coredag/coredag/planner/verify"
+)
+
+// noCollective are the plans in plans/ that promise nothing a collective form says (README).
+var noCollective = map[string]bool{"dissemination_barrier": true, "cas_handoff": true, "atomic_fanin": true}
+
+// elaborated parses and elaborates a plan; ok is false when the plan refuses params.
+func elaborated(t testing.TB, name string, src []byte, params map[string]int64) (*ir.Graph, bool) {
+	t.Helper()
+	f, err := dsl.Parse(name, src)
+	require.NoError(t, err)
+	g, err := elaborate.Elaborate(f, params)
+	return g, err == nil
+}
+
+// TestPlans: every plan in plans/ that states postconditions has them proven at ranks 2, 3, 4
+// and 8 (the sizes it takes), and only the plans without a collective form lack them.
+func TestPlans(t *testing.T) {
+	files, err := filepath.Glob("../../plans/*.dag")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, path := range files {
+		name := strings.TrimSuffix(filepath.Base(path), ".dag")
+		src, err := os.ReadFile(path)
+		require.NoError(t, err)
+		for _, ranks := range []int64{2, 3, 4, 8} {
+			t.Run(name+"/ranks="+strconv.FormatInt(ranks, 10), func(t *testing.T) {
+				params := map[string]int64{"ranks": ranks}
+				if _, ok := elaborated(t, path, src, params); !ok {
+					t.Skipf("%s does not take ranks=%d", name, ranks)
+				}
+				g, err := planner.Load(path, src, params)
+				require.NoError(t, err)
+				require.Equal(t, noCollective[name], len(g.Expects) == 0, "%s: %d expect statements", name, len(g.Expects))
+			})
+		}
+	}
+}
+
+// load elaborates and verifies src and proves it, returning the proof's diagnostics.
+func load(t testing.TB, src string, params map[string]int64) diag.List {
+	t.Helper()
+	g, ok := elaborated(t, "t.dag", []byte(src), params)
+	require.True(t, ok)
+	errs, order := verify.CheckOrder(g)
+	require.Empty(t, errs)
+	return prove.Check(g, order)
+}
+
+// reduceScatter is a ring reduce-scatter; shift 0 leaves rank r with the sum of block r, shift 1
+// with the sum of block r+1 (the first half of plans/ring_allreduce.dag).
+func reduceScatter(shift int) string {
+	return `plan rs
+param ranks = 4
+param n = 3
+buffer data u32[ranks * n] init rank * 10 + i
+buffer tmp  u32[n]
+queue right to (rank + 1) % ranks peer left
+queue left  to (rank - 1) % ranks peer right
+expect reduce_scatter sum data
+for s in 0 .. ranks - 1 {
+  let sc = (rank - s - ` + strconv.Itoa(1-shift) + `) % ranks
+  let rc = (rank - s - ` + strconv.Itoa(2-shift) + `) % ranks
+  op tx[s]  = send right data[sc * n : (sc + 1) * n]
+  op rx[s]  = recv left tmp
+  op red[s] = reduce sum data[rc * n : (rc + 1) * n] from tmp after rx[s]
+  if s > 0 { tx[s], rx[s] after red[s - 1] }
+}
+`
+}
+
+func TestReduceScatter(t *testing.T) {
+	for _, ranks := range []int64{1, 2, 3, 4, 8} {
+		require.Empty(t, load(t, reduceScatter(0), map[string]int64{"ranks": ranks}), "ranks=%d", ranks)
+	}
+	errs := load(t, reduceScatter(1), nil)
+	require.Len(t, errs, 1)
+	require.Equal(t, diag.Expect, errs[0].Code)
+	require.Equal(t, 8, int(errs[0].Pos.Line))
+	require.Contains(t, errs[0].Msg, "data[0] on rank 0 should hold the sum over ranks 0-3 of data[0], but holds data[0]@0 — the contributions of ranks 1-3 are missing")
+}
+
+// TestCostIndependentOfCount: the proof's state is the same size whatever the element count,
+// which is what makes its cost independent of it.
+func TestCostIndependentOfCount(t *testing.T) {
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	var sizes [][2]int
+	for _, n := range []int64{1 << 10, 1 << 20} {
+		g, ok := elaborated(t, "ring_allreduce.dag", src, map[string]int64{"ranks": 16, "n": n})
+		require.True(t, ok)
+		errs, order := verify.CheckOrder(g)
+		require.Empty(t, errs)
+		require.Empty(t, prove.Check(g, order))
+		shapes, runs := prove.Run(g, order).Size()
+		sizes = append(sizes, [2]int{shapes, runs})
+	}
+	require.Equal(t, sizes[0], sizes[1])
+	require.Less(t, sizes[0][1], 16*16*4, "runs of memory at the end")
+}

@@ -1,0 +1,256 @@
+package prove
+
+import (
+	"encoding/binary"
+	"slices"
+
+	"github.com/coredag/coredag/ir"
+)
+
+// The symbolic values of the proof. An element's value is a shape: either one atom (a plain
+// value) or a reduction with one operator over a multiset of atoms. An atom is an element of some
+// rank's initial memory, a constant (an atomic add's addend) or an opaque value (what a
+// compare-and-swap leaves, which depends on the values themselves).
+//
+// A run of memory holds one shape at every element, displaced by the element's offset: the atom
+// (rank q, buffer b, v) at offset off of a segment with shift s stands for element off + v + s of
+// b's initial contents on q. Shapes are interned with the first initial-memory atom's v made 0
+// (the rest goes into the segment's shift), so a copy to another offset only changes the shift,
+// and a whole buffer, however large, is a few segments.
+//
+// A shape stores its atoms as terms: the same element (kind, buf, v) on a range of consecutive
+// ranks, each counted n times. The sum over all ranks of one element is one term, so shapes stay
+// small however many ranks there are.
+
+type atomKind uint8
+
+const (
+	atomInit   atomKind = iota // an element of the initial memory: rank, buf, v = offset delta
+	atomConst                  // a constant: v
+	atomOpaque                 // a value that depends on values (cas): v = the op that made it
+)
+
+// atom is one contribution, for messages: terms expanded.
+type atom struct {
+	kind atomKind
+	rank int32
+	buf  ir.BufID
+	v    int64
+}
+
+// less orders atoms as their terms are ordered (termLess).
+func (a atom) less(b atom) bool {
+	x, y := a.term(), b.term()
+	return termLess(&x, &y)
+}
+
+// term is a as a term of one rank.
+func (a atom) term() term {
+	return term{kind: a.kind, buf: a.buf, v: a.v, lo: a.rank, hi: a.rank, n: 1}
+}
+
+// term is atoms (kind, buf, v) of ranks lo..hi (inclusive), each counted n times.
+type term struct {
+	kind   atomKind
+	buf    ir.BufID
+	v      int64
+	lo, hi int32
+	n      int32
+}
+
+// sameElem reports whether a and b are about the same element (they may differ in ranks).
+func (a term) sameElem(b *term) bool { return a.kind == b.kind && a.buf == b.buf && a.v == b.v }
+
+// plain is the operator of a shape with one atom.
+const plain = ir.ReduceOp(0xff)
+
+type shape struct {
+	red   ir.ReduceOp // plain when it is one atom
+	terms []term      // sorted by (kind, buf, v, lo), disjoint, maximal; the first atomInit has v == 0
+}
+
+// idempotent reports whether x op x == x: such reductions are sets of atoms, the others multisets.
+func idempotent(r ir.ReduceOp) bool {
+	return r == ir.RedMin || r == ir.RedMax || r == ir.RedBand || r == ir.RedBor
+}
+
+// shapes interns shapes: equal values have equal ids.
+type shapes struct {
+	list  []shape
+	index map[string]int32
+	key   []byte
+	buf   []term  // scratch for merge
+	cuts  []int32 // scratch for merge
+}
+
+// newShapes makes a table for about n shapes.
+func newShapes(n int) *shapes {
+	return &shapes{index: make(map[string]int32, n), list: make([]shape, 0, n)}
+}
+
+// intern returns the id of the shape (red, terms) and the shift that normalises it; terms must
+// be canonical (sorted, disjoint, maximal) and are copied when new.
+func (s *shapes) intern(red ir.ReduceOp, terms []term) (int32, int64) {
+	var shift int64
+	for _, t := range terms {
+		if t.kind == atomInit {
+			shift = t.v
+			break
+		}
+	}
+	if len(terms) == 1 && terms[0].lo == terms[0].hi && terms[0].n == 1 {
+		red = plain
+	}
+	k := append(s.key[:0], byte(red))
+	for _, t := range terms {
+		v := t.v
+		if t.kind == atomInit {
+			v -= shift
+		}
+		k = append(k, byte(t.kind))
+		k = binary.AppendVarint(k, int64(t.buf))
+		k = binary.AppendVarint(k, v)
+		k = binary.AppendVarint(k, int64(t.lo))
+		k = binary.AppendVarint(k, int64(t.hi))
+		k = binary.AppendVarint(k, int64(t.n))
+	}
+	s.key = k
+	if id, ok := s.index[string(k)]; ok {
+		return id, shift
+	}
+	own := slices.Clone(terms)
+	for i := range own {
+		if own[i].kind == atomInit {
+			own[i].v -= shift
+		}
+	}
+	id := int32(len(s.list))
+	s.list = append(s.list, shape{red: red, terms: own})
+	s.index[string(k)] = id
+	return id, shift
+}
+
+// one is the id and shift of a single atom.
+func (s *shapes) one(a atom) (int32, int64) {
+	return s.intern(plain, []term{a.term()})
+}
+
+// merge is the shape of (a at shift sa) red (b at shift sb). A reduction whose operand is a
+// reduction with another operator is opaque, made by op on rank: the proof does not expand
+// mixed operators.
+func (s *shapes) merge(a int32, sa int64, b int32, sb int64, red ir.ReduceOp, op ir.OpID, rank int) (int32, int64) {
+	A, B := &s.list[a], &s.list[b]
+	if A.red != plain && A.red != red || B.red != plain && B.red != red {
+		return s.one(atom{kind: atomOpaque, rank: int32(rank), v: int64(op)})
+	}
+	at := func(t term, shift int64) term {
+		if t.kind == atomInit {
+			t.v += shift
+		}
+		return t
+	}
+	out := s.buf[:0]
+	i, j := 0, 0
+	for i < len(A.terms) || j < len(B.terms) {
+		// The next element, and every term of A and of B about it.
+		var x term
+		switch {
+		case j == len(B.terms):
+			x = at(A.terms[i], sa)
+		case i == len(A.terms):
+			x = at(B.terms[j], sb)
+		default:
+			x = at(A.terms[i], sa)
+			if y := at(B.terms[j], sb); termLess(&y, &x) {
+				x = y
+			}
+		}
+		i0, j0 := i, j
+		for i < len(A.terms) && at(A.terms[i], sa).sameElem(&x) {
+			i++
+		}
+		for j < len(B.terms) && at(B.terms[j], sb).sameElem(&x) {
+			j++
+		}
+		out = s.combine(out, x, A.terms[i0:i], B.terms[j0:j], idempotent(red))
+	}
+	s.buf = out
+	return s.intern(red, out)
+}
+
+// termLess orders terms by element, then by first rank.
+func termLess(a, b *term) bool {
+	if a.kind != b.kind {
+		return a.kind < b.kind
+	}
+	if a.buf != b.buf {
+		return a.buf < b.buf
+	}
+	if a.v != b.v {
+		return a.v < b.v
+	}
+	return a.lo < b.lo
+}
+
+// combine appends to out the terms of element x that a and b (x's terms in each operand) make
+// together: counts add up, or, for an idempotent operator, are 1.
+func (s *shapes) combine(out []term, x term, a, b []term, idem bool) []term {
+	cuts := s.cuts[:0]
+	for _, ts := range [2][]term{a, b} {
+		for _, t := range ts {
+			cuts = append(cuts, t.lo, t.hi+1)
+		}
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	s.cuts = cuts
+	count := func(ts []term, r int32) int32 {
+		for _, t := range ts {
+			if t.lo <= r && r <= t.hi {
+				return t.n
+			}
+		}
+		return 0
+	}
+	for k := 0; k+1 < len(cuts); k++ {
+		lo, hi := cuts[k], cuts[k+1]-1
+		n := count(a, lo) + count(b, lo)
+		if n == 0 {
+			continue
+		}
+		if idem {
+			n = 1
+		}
+		if p := len(out) - 1; p >= 0 && out[p].sameElem(&x) && out[p].hi+1 == lo && out[p].n == n {
+			out[p].hi = hi
+			continue
+		}
+		t := x
+		t.lo, t.hi, t.n = lo, hi, n
+		out = append(out, t)
+	}
+	return out
+}
+
+// at returns the atoms of shape id displaced by shift, expanded and sorted (for messages).
+func (s *shapes) at(id int32, shift int64) (ir.ReduceOp, []atom) {
+	sh := &s.list[id]
+	var out []atom
+	for _, t := range sh.terms {
+		v := t.v
+		if t.kind == atomInit {
+			v += shift
+		}
+		for r := t.lo; r <= t.hi; r++ {
+			for range t.n {
+				out = append(out, atom{kind: t.kind, rank: r, buf: t.buf, v: v})
+			}
+		}
+	}
+	return sh.red, out
+}
+
+// all is the reduction with red over every rank of element 0 of buf: what an allreduce asks.
+func (s *shapes) all(red ir.ReduceOp, buf ir.BufID, ranks int) (int32, int64) {
+	return s.intern(red, []term{{kind: atomInit, buf: buf, lo: 0, hi: int32(ranks - 1), n: 1}})
+}
