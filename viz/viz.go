@@ -274,12 +274,13 @@ func (m *merger) label() {
 // Layout bounds: the most nodes a drawing of each view may have for Render to be asked for SVG or
 // PNG. Graphviz's dot takes time that grows faster than the size of these views: with Graphviz
 // 2.43 on one core of a 2-core AMD EPYC, the graph view of ring_allreduce took 1 s at 2784 nodes
-// (24 ranks), 3.8 s at 4992 (32 ranks; twice that with the straight-edge retry of RenderContext)
+// (24 ranks), 3.8 s at 4992 (32 ranks), twice that with the straight-edge retry of RenderContext,
 // and 85 s at 20160 (64 ranks); its plan view took 3.2 s at 1488 nodes, 8.7 s at 2044 and 13.4 s
-// at 2688. The bounds keep a layout near 10 s; larger drawings are for DOT output.
+// at 2688. The bounds keep a layout within about 10 s with room for a busy machine (the 3808-node
+// graph view took 6 s under a load of 6); larger drawings are for DOT output.
 const (
-	MaxGraphLayout = 5000
-	MaxPlanLayout  = 2000
+	MaxGraphLayout = 4000
+	MaxPlanLayout  = 1500
 )
 
 // Nodes is the number of nodes of a drawing made by Graph or Plan, summary nodes included.

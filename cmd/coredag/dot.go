@@ -30,7 +30,7 @@ type dotCmd struct {
 	Rank    []int         `help:"Draw only these ranks (repeatable); others reached by transfers appear as one node."`
 	Out     string        `short:"o" placeholder:"FILE" help:"Write to FILE; the format follows its extension (.dot, .svg, .png). Default: DOT on stdout."`
 	Limit   int           `default:"400" help:"Fold loop bodies, then ranks, into summary nodes above this many nodes."`
-	Full    bool          `help:"Draw every node, whatever the count (SVG and PNG: at most 5000 nodes in the graph view, 2000 in the plan view)."`
+	Full    bool          `help:"Draw every node, whatever the count (SVG and PNG: at most 4000 nodes in the graph view, 1500 in the plan view)."`
 	Timeout time.Duration `default:"5m" help:"Stop Graphviz's layout (SVG, PNG) after this long."`
 	File    string        `arg:"" name:"file" help:"Plan file (- for stdin)."`
 }

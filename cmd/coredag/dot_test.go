@@ -165,8 +165,8 @@ func TestDotRefusesLargeLayout(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--full"}, "coredag: the graph view of ring_allreduce has 20224 nodes; Graphviz lays out at most about 5000 of this view in 10 s: fold it without --full (--limit 5000 or less)"},
-		{[]string{"--limit", "30000"}, "has 20224 nodes; Graphviz lays out at most about 5000 of this view in 10 s: fold it with --limit 5000 or less, draw fewer ranks with --rank, or write .dot"},
+		{[]string{"--full"}, "coredag: the graph view of ring_allreduce has 20224 nodes; Graphviz lays out at most about 4000 of this view in 10 s: fold it without --full (--limit 4000 or less)"},
+		{[]string{"--limit", "30000"}, "has 20224 nodes; Graphviz lays out at most about 4000 of this view in 10 s: fold it with --limit 4000 or less, draw fewer ranks with --rank, or write .dot"},
 		{[]string{"--view", "plan", "--full"}, "coredag: the plan view of ring_allreduce has"},
 	} {
 		out := filepath.Join(dir, "x.svg")
