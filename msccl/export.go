@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -256,7 +257,7 @@ func (e *exporter) layout(fused map[ir.OpID]*estep) {
 	e.blocks()
 	for m, n := range e.size {
 		if n/e.chunk > MaxChunks {
-			e.errs.Add(diag.Limit, diag.InFile(g.File), "the %s buffer would hold %d chunks of %d elements: more than MSCCL-IR's offsets reach", bufWords[m], n/e.chunk, e.chunk)
+			e.errs.Add(diag.Limit, diag.InFile(g.File), "the %s buffer would hold %s of %s: more than MSCCL-IR's offsets reach", bufWords[m], english.Plural(int(n/e.chunk), "chunk"), english.Plural(int(e.chunk), "element"))
 		}
 	}
 	// Channels: the k-th queue between two ranks, counted on the lower rank, is channel k.
@@ -297,7 +298,7 @@ func (e *exporter) blocks() {
 	if n%int64(g.Ranks) != 0 {
 		for i, m := range e.mbuf {
 			if m == full {
-				e.errs.Add(diag.Shape, g.Buffers[i].Pos, "buffer %s has %d elements, which do not divide into %d blocks: a %s's %s is one block of it", g.Buffers[i].Name, n, g.Ranks, e.coll, bufWords[e.blkOf])
+				e.errs.Add(diag.Shape, g.Buffers[i].Pos, "buffer %s has %s, which do not divide into %d blocks (one per rank): a %s's %s is one block of it", g.Buffers[i].Name, english.Plural(int(n), "element"), g.Ranks, e.coll, bufWords[e.blkOf])
 			}
 		}
 		return
