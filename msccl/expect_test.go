@@ -119,3 +119,44 @@ func TestExportColl(t *testing.T) {
 		})
 	}
 }
+
+// An out-of-place reduce_scatter exports its output as the rank's block: a plan whose rank uses
+// another block of it is refused at the op; without that op it exports and proves again.
+func TestExportReduceScatterBlock(t *testing.T) {
+	plan := `plan rs
+param ranks = 2
+buffer input f32[2] init rank + 1
+buffer output f32[2]
+buffer tmp f32[1]
+queue q to 1 - rank peer q
+op tx = send q input[1 - rank : 2 - rank]
+op rx = recv q tmp
+op cp = copy input[rank : rank + 1] to output[rank : rank + 1]
+op red = reduce sum output[rank : rank + 1] from tmp after rx, cp
+expect reduce_scatter sum output from input
+`
+	junk := "op junk = copy input[1 - rank : 2 - rank] to output[1 - rank : 2 - rank]\n"
+	g, err := planner.Load("rs.dag", []byte(plan+junk), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = msccl.Export(g, msccl.ExportOptions{})
+	if want := "rs.dag:12:4: junk uses output[1], outside the rank's block of output: out of place, a reduce_scatter's output on rank r is block r of the output, 1 element from element r * 1 (on rank 0; likewise on rank 1)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+	g, err = planner.Load("rs.dag", []byte(plan), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := msccl.Export(g, msccl.ExportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(x), `coll="reduce_scatter" inplace="0"`) || !strings.Contains(string(x), `i_chunks="2" o_chunks="1"`) {
+		t.Fatalf("got\n%s", x)
+	}
+	g2, err := planner.Load("rs.xml", x, nil)
+	if err != nil || len(g2.Expects) != 1 {
+		t.Fatalf("%v\n%s", err, x)
+	}
+}

@@ -310,15 +310,18 @@ func (e *exporter) blocks() {
 	if !e.shift {
 		return
 	}
+	var grp diag.Group // one diagnostic per op, with the ranks that make it
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		for _, s := range []ir.Slice{op.Src, op.Dst} {
 			lo := int64(op.Rank) * e.blk
 			if s.Valid() && e.mbuf[s.Buf] == 'o' && (s.Off < lo || s.Off+s.Len > lo+e.blk) {
-				e.errs.Add(diag.Shape, op.Pos, "%s on rank %d uses %s: out of place, a reduce_scatter's output on rank r is block r of %s (here elements %d to %d)", op.Name, op.Rank, g.SliceString(s), g.Buffers[s.Buf].Name, lo, lo+e.blk-1)
+				const format = "%s uses %s, outside the rank's block of %s: out of place, a reduce_scatter's output on rank r is block r of the output, %s from element r * %d"
+				grp.Add(diag.Errorf(diag.Shape, op.Pos, format, op.Name, g.SliceString(s), g.Buffers[s.Buf].Name, english.Plural(int(e.blk), "element"), e.blk), format, int(op.Rank))
 			}
 		}
 	}
+	e.errs = append(e.errs, grp.List(g.Ranks)...)
 }
 
 // steps groups ops into steps and threadblocks.
