@@ -31,7 +31,7 @@ func BenchmarkCheckRing(b *testing.B) {
 			}
 			per := float64(b.N) * steps
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/per, "ns/step")
-			b.ReportMetric(float64((cpuTime(b) - cpu0).Nanoseconds())/per, "cpu-ns/step")
+			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/per, "cpu-ns/step")
 			b.ReportMetric(steps, "steps")
 		})
 	}
