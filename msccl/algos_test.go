@@ -374,3 +374,78 @@ func twoStepAlltoall(nodes, per int) *xalgo {
 	}
 	return a
 }
+
+// ringReduceScatter: rank r sends block r-1, then receives, adds and forwards block r-k-1 at step
+// k, and ends with block r reduced: in place into its input's block r, or into its one-block
+// output.
+func ringReduceScatter(n int, inplace bool) *xalgo {
+	a := newAlgo(fmt.Sprintf("ring_reduce_scatter_%d_%s", n, placeName(inplace)), "reduce_scatter", n, inplace, n, 1, 0)
+	for r := 0; r < n; r++ {
+		t := a.tb(r, mod(r+1, n), mod(r-1, n), 0)
+		t.add("s", 'i', mod(r-1, n), 'i', mod(r-1, n), 1)
+		for k := 1; k < n-1; k++ {
+			t.add("rrs", 'i', mod(r-k-1, n), 'i', mod(r-k-1, n), 1)
+		}
+		db, do := byte('o'), 0
+		if inplace {
+			db, do = 'i', r
+		}
+		t.add("rrc", 'i', r, db, do, 1)
+	}
+	return a
+}
+
+// ringAllgather: rank r sends its input, forwards what it receives (block r-k at step k) and
+// ends with block r+1; out of place a local threadblock copies the rank's own input to its
+// output's block r.
+func ringAllgather(n int, inplace bool) *xalgo {
+	a := newAlgo(fmt.Sprintf("ring_allgather_%d_%s", n, placeName(inplace)), "allgather", n, inplace, 1, n, 0)
+	for r := 0; r < n; r++ {
+		if !inplace {
+			a.tb(r, -1, -1, 0).add("cpy", 'i', 0, 'o', r, 1)
+		}
+		t := a.tb(r, mod(r+1, n), mod(r-1, n), 0)
+		t.add("s", 'i', 0, 'o', r, 1)
+		for k := 1; k < n-1; k++ {
+			t.add("rcs", 'o', mod(r-k, n), 'o', mod(r-k, n), 1)
+		}
+		t.add("r", 'o', mod(r+1, n), 'o', mod(r+1, n), 1)
+	}
+	return a
+}
+
+func placeName(inplace bool) string {
+	if inplace {
+		return "inplace"
+	}
+	return "outofplace"
+}
+
+// step finds GPU r's nth step (counting from 0) of type typ, in threadblock order.
+func (a *xalgo) step(r int, typ string, nth int) (*xtb, int) {
+	for _, t := range a.gpus[r].tbs {
+		for j, s := range t.steps {
+			if s.typ == typ {
+				if nth == 0 {
+					return t, j
+				}
+				nth--
+			}
+		}
+	}
+	panic(fmt.Sprintf("GPU %d has no %s step %d", r, typ, nth))
+}
+
+// drop removes step j of threadblock t of GPU r; dependencies on later steps of t follow them.
+func (a *xalgo) drop(r int, t *xtb, j int) {
+	t.steps = append(t.steps[:j], t.steps[j+1:]...)
+	for _, u := range a.gpus[r].tbs {
+		for _, s := range u.steps {
+			for i := range s.deps {
+				if d := &s.deps[i]; d.tb == t && d.step > j {
+					d.step--
+				}
+			}
+		}
+	}
+}

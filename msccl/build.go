@@ -146,9 +146,9 @@ func planName(s string) string {
 // bufRef maps an MSCCL buffer of GPU g to the plan's buffer and the chunk where it starts.
 func (b *builder) bufRef(g *GPU, buf byte) (string, int) {
 	if b.a.Inplace && buf != 's' {
-		return BufInplace, aliasOffset(b.a.Coll, buf, g)
+		return BufInplace, aliasOffset(b.a, buf, g)
 	}
-	return map[byte]string{'i': BufInput, 'o': BufOutput, 's': BufScratch}[buf], 0
+	return map[byte]string{'i': BufInput, 'o': BufOutput, 's': BufScratch}[buf], aliasOffset(b.a, buf, g)
 }
 
 func (b *builder) slice(sp dsl.Span, g *GPU, buf byte, off, cnt int) *dsl.Slice {
@@ -227,6 +227,9 @@ func (b *builder) build() *dsl.File {
 		b.blank()
 		add(b.gpu(g, gi))
 	}
+	if p, ok := postcondition(a); ok {
+		add(b.expect(p))
+	}
 	if b.imp {
 		b.line++
 	}
@@ -237,6 +240,28 @@ func (b *builder) build() *dsl.File {
 		f.Span = dsl.Span{From: a.Pos, To: a.Pos}
 	}
 	return f
+}
+
+// expect is the statement of the algorithm's postcondition, positioned at the coll attribute:
+// a proof that fails points there.
+func (b *builder) expect(p Postcondition) *dsl.ExpectStmt {
+	at := b.a.attrs.at("coll")
+	if b.imp {
+		b.blank()
+		b.comment(dsl.Span{}, true, fmt.Sprintf("%s:%d: what coll=%q inplace=%d promise; `coredag check` proves it.", b.base, at.Line, b.a.Coll, boolInt(b.a.Inplace)))
+	}
+	sp := b.span(at)
+	e := &dsl.ExpectStmt{Span: sp, Kind: ident(sp, p.Coll), Dst: ident(sp, p.Dst)}
+	if p.Op != "" {
+		e.Op = ident(sp, p.Op)
+	}
+	if p.Src != "" {
+		e.Src = ident(sp, p.Src)
+	}
+	if p.Root >= 0 {
+		e.Root = lit(sp, int64(p.Root))
+	}
+	return e
 }
 
 func boolInt(v bool) int {

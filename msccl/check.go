@@ -1,7 +1,10 @@
 package msccl
 
 import (
+	"fmt"
 	"slices"
+
+	"github.com/coredag/coredag/internal/english"
 
 	"github.com/coredag/coredag/diag"
 )
@@ -46,7 +49,10 @@ type link struct{ from, to, ch int }
 func check(a *Algo) diag.List {
 	var errs diag.List
 	if len(a.GPUs) != a.NGPUs {
-		errs.Add(diag.Shape, a.attrs.at("ngpus"), "ngpus=%d but the algorithm lists %d <gpu> elements", a.NGPUs, len(a.GPUs))
+		errs.Add(diag.Shape, a.attrs.at("ngpus"), "ngpus=%d but the algorithm lists %s", a.NGPUs, english.Plural(len(a.GPUs), "<gpu> element"))
+	}
+	if a.Root >= a.NGPUs {
+		errs.Add(diag.Name, a.attrs.at("root"), "root=%d: the root is a GPU, 0 to ngpus-1 = %d", a.Root, a.NGPUs-1)
 	}
 	byID := map[int]*GPU{}
 	for _, g := range a.GPUs {
@@ -137,7 +143,7 @@ func check(a *Algo) diag.List {
 					case !ok:
 						errs.Add(diag.Name, s.attrs.at("depid"), "depid=%d names no threadblock of GPU %d", s.DepID, g.ID)
 					case s.Deps < 0 || s.Deps >= len(d.Steps):
-						errs.Add(diag.Name, s.attrs.at("deps"), "deps=%d names no step of threadblock %d of GPU %d, which has %d", s.Deps, d.ID, g.ID, len(d.Steps)).Relate(d.Pos, "the threadblock")
+						errs.Add(diag.Name, s.attrs.at("deps"), "deps=%d names no step of threadblock %d of GPU %d, which has %s", s.Deps, d.ID, g.ID, english.Plural(len(d.Steps), "step")).Relate(d.Pos, "the threadblock")
 					case d == t && s.Deps >= i:
 						errs.Add(diag.Cycle, s.attrs.at("deps"), "step %d depends on step %d of its own threadblock, which runs after it", i, s.Deps)
 					}
@@ -150,12 +156,12 @@ func check(a *Algo) diag.List {
 		for i := range max(len(ss), len(rs)) {
 			switch {
 			case i >= len(rs):
-				d := errs.Add(diag.Match, ss[i].attrs.at("type"), "this %s step sends to GPU %d on channel %d, but GPU %d receives only %d messages from GPU %d on that channel", ss[i].Type, l.to, l.ch, l.to, len(rs), l.from)
+				d := errs.Add(diag.Match, ss[i].attrs.at("type"), "this %s step sends to GPU %d on channel %d, but GPU %d receives only %s from GPU %d on that channel", ss[i].Type, l.to, l.ch, l.to, english.Plural(len(rs), "message"), l.from)
 				if t := recvTB[l]; t != nil {
 					d.Relate(t.Pos, "the receiving threadblock")
 				}
 			case i >= len(ss):
-				d := errs.Add(diag.Match, rs[i].attrs.at("type"), "this %s step receives from GPU %d on channel %d, but GPU %d sends only %d messages to GPU %d on that channel", rs[i].Type, l.from, l.ch, l.from, len(ss), l.to)
+				d := errs.Add(diag.Match, rs[i].attrs.at("type"), "this %s step receives from GPU %d on channel %d, but GPU %d sends only %s to GPU %d on that channel", rs[i].Type, l.from, l.ch, l.from, english.Plural(len(ss), "message"), l.to)
 				if t := sendTB[l]; t != nil {
 					d.Relate(t.Pos, "the sending threadblock")
 				}
@@ -175,8 +181,12 @@ func checkRange(errs *diag.List, g *GPU, s *Step, which string, buf byte, off in
 	}
 	size := map[byte]int{'i': g.IChunks, 'o': g.OChunks, 's': g.SChunks}[buf]
 	if off < 0 || off+s.Cnt > size {
-		errs.Add(diag.Shape, s.attrs.at(which+"off"), "%sbuf=%c %soff=%d cnt=%d: chunks %d to %d are outside GPU %d's %s, which has %d (%c_chunks)",
-			which, buf, which, off, s.Cnt, off, off+s.Cnt-1, g.ID, bufWords[buf], size, buf)
+		what := fmt.Sprintf("chunks %d to %d are", off, off+s.Cnt-1)
+		if s.Cnt == 1 {
+			what = fmt.Sprintf("chunk %d is", off)
+		}
+		errs.Add(diag.Shape, s.attrs.at(which+"off"), "%sbuf=%c %soff=%d cnt=%d: %s outside GPU %d's %s, which has %s (%c_chunks)",
+			which, buf, which, off, s.Cnt, what, g.ID, bufWords[buf], english.Plural(size, "chunk"), buf)
 	}
 }
 

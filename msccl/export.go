@@ -9,12 +9,13 @@ import (
 	"sort"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 )
 
 // ExportOptions say what the exported algorithm claims to be.
 type ExportOptions struct {
-	Coll  string // the coll attribute; "" is "custom"
+	Coll  string // the coll attribute; "" takes it from the plan's postcondition, or "custom"
 	Proto string // "" is "Simple"
 }
 
@@ -41,13 +42,18 @@ type etb struct {
 // takes the two-sided subset: send, recv, reduce (sum), copy and nop; anything else is refused
 // with a diagnostic at the op. See docs/msccl.md for how ops become threadblocks and steps.
 func Export(g *ir.Graph, opt ExportOptions) ([]byte, error) {
+	e := &exporter{g: g, root: -1}
+	e.exp = collExpect(g, opt.Coll)
 	if opt.Coll == "" {
 		opt.Coll = "custom"
+		if e.exp != nil {
+			opt.Coll = e.exp.Kind.String()
+		}
 	}
 	if opt.Proto == "" {
 		opt.Proto = "Simple"
 	}
-	e := &exporter{g: g}
+	e.coll = opt.Coll
 	e.refuse()
 	if len(e.errs) > 0 {
 		e.errs.Sort()
@@ -69,6 +75,12 @@ func Export(g *ir.Graph, opt ExportOptions) ([]byte, error) {
 
 type exporter struct {
 	g       *ir.Graph
+	exp     *ir.Expect // the postcondition that lays the buffers out; nil for the names
+	coll    string
+	root    int   // the root attribute; -1 for none
+	blkOf   byte  // the MSCCL buffer that is one block of the other (reduce_scatter's o, in-place allgather's i); 0: none
+	blk     int64 // its size in elements
+	shift   bool  // o is block `rank` of the plan's output (an out-of-place reduce_scatter)
 	errs    diag.List
 	mbuf    []byte  // MSCCL buffer of each plan buffer: 'i', 'o', 's' (0: unused)
 	base    []int64 // element where each plan buffer starts in its MSCCL buffer
@@ -146,7 +158,37 @@ func (e *exporter) refuse() {
 			}
 		}
 	}
-	if !slices.Contains(e.mbuf, 'i') {
+	if x := e.exp; x != nil {
+		// The postcondition's buffers are the algorithm's input and output (or its one
+		// in-place buffer); the others are scratch.
+		for i := range e.mbuf {
+			if e.mbuf[i] != 0 {
+				e.mbuf[i] = 's'
+			}
+		}
+		e.inplace = x.Src == x.Dst
+		if used[x.Src] {
+			e.mbuf[x.Src] = 'i'
+		}
+		if used[x.Dst] {
+			e.mbuf[x.Dst] = 'o'
+			if e.inplace {
+				e.mbuf[x.Dst] = 'i'
+			}
+		}
+		if x.Kind.Rooted() {
+			e.root = x.Root
+		}
+	}
+	if e.inplace && e.coll == "allgather" {
+		// In place, an allgather's input is the rank's block of its output: the buffer is o.
+		for i := range e.mbuf {
+			if e.mbuf[i] == 'i' {
+				e.mbuf[i] = 'o'
+			}
+		}
+	}
+	if !slices.Contains(e.mbuf, 'i') && !(e.inplace && e.coll == "allgather") {
 		// The first buffer the plan uses is the input.
 		for i := range e.mbuf {
 			if e.mbuf[i] == 's' && g.Buffers[i].Name != BufSlots {
@@ -212,9 +254,10 @@ func (e *exporter) layout(fused map[ir.OpID]*estep) {
 			}
 		}
 	}
+	e.blocks()
 	for m, n := range e.size {
 		if n/e.chunk > MaxChunks {
-			e.errs.Add(diag.Limit, diag.InFile(g.File), "the %s buffer would hold %d chunks of %d elements: more than MSCCL-IR's offsets reach", bufWords[m], n/e.chunk, e.chunk)
+			e.errs.Add(diag.Limit, diag.InFile(g.File), "the %s buffer would hold %s of %s: more than MSCCL-IR's offsets reach", bufWords[m], english.Plural(int(n/e.chunk), "chunk"), english.Plural(int(e.chunk), "element"))
 		}
 	}
 	// Channels: the k-th queue between two ranks, counted on the lower rank, is channel k.
@@ -231,6 +274,54 @@ func (e *exporter) layout(fused map[ir.OpID]*estep) {
 			}
 		}
 	}
+}
+
+// blocks lays out the collectives whose input and output differ in size: an allgather's input
+// and a reduce_scatter's output are one block (of ranks) of the other buffer, in place its
+// rank's block (aliasOffset); out of place a reduce_scatter's output is block `rank` of the
+// plan's input-sized output, which each rank may use only that block of.
+func (e *exporter) blocks() {
+	g := e.g
+	full := byte('i')
+	switch {
+	case e.coll == "allgather" && e.inplace:
+		e.blkOf, full = 'i', 'o'
+	case e.coll == "reduce_scatter" && (e.inplace || slices.Contains(e.mbuf, 'o')):
+		e.blkOf, full, e.shift = 'o', 'o', !e.inplace
+		if e.inplace {
+			full = 'i'
+		}
+	default:
+		return
+	}
+	n := e.size[full]
+	if n%int64(g.Ranks) != 0 {
+		for i, m := range e.mbuf {
+			if m == full {
+				e.errs.Add(diag.Shape, g.Buffers[i].Pos, "buffer %s has %s, which do not divide into %d blocks (one per rank): a %s's %s is one block of it", g.Buffers[i].Name, english.Plural(int(n), "element"), g.Ranks, e.coll, bufWords[e.blkOf])
+			}
+		}
+		return
+	}
+	e.blk = n / int64(g.Ranks)
+	if e.blk > 0 {
+		e.chunk = gcd(e.chunk, e.blk)
+	}
+	if !e.shift {
+		return
+	}
+	var grp diag.Group // one diagnostic per op, with the ranks that make it
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		for _, s := range []ir.Slice{op.Src, op.Dst} {
+			lo := int64(op.Rank) * e.blk
+			if s.Valid() && e.mbuf[s.Buf] == 'o' && (s.Off < lo || s.Off+s.Len > lo+e.blk) {
+				const format = "%s uses %s, outside the rank's block of %s: out of place, a reduce_scatter's output on rank r is block r of the output, %s from element r * %d"
+				grp.Add(diag.Errorf(diag.Shape, op.Pos, format, op.Name, g.SliceString(s), g.Buffers[s.Buf].Name, english.Plural(int(e.blk), "element"), e.blk), format, int(op.Rank))
+			}
+		}
+	}
+	e.errs = append(e.errs, grp.List(g.Ranks)...)
 }
 
 // steps groups ops into steps and threadblocks.
@@ -534,11 +625,16 @@ func (e *exporter) topoOrder() []ir.OpID {
 }
 
 // ref is an MSCCL buffer and chunk offset for a plan slice.
-func (e *exporter) ref(s ir.Slice) (byte, int64, int64) {
+// ref is where slice s of rank r is in the algorithm: buffer, offset and count in chunks.
+func (e *exporter) ref(s ir.Slice, r int) (byte, int64, int64) {
 	if !s.Valid() {
 		return 0, -1, 0
 	}
-	return e.mbuf[s.Buf], (e.base[s.Buf] + s.Off) / e.chunk, s.Len / e.chunk
+	m, off := e.mbuf[s.Buf], e.base[s.Buf]+s.Off
+	if e.shift && m == 'o' {
+		off -= int64(r) * e.blk
+	}
+	return m, off / e.chunk, s.Len / e.chunk
 }
 
 func (e *exporter) write(opt ExportOptions) []byte {
@@ -548,15 +644,24 @@ func (e *exporter) write(opt ExportOptions) []byte {
 	for q := range g.Queues {
 		nch = max(nch, e.chans[q]+1)
 	}
-	chunks := func(m byte) int64 { return e.size[m] / e.chunk }
+	chunks := func(m byte) int64 {
+		if m == e.blkOf {
+			return e.blk / e.chunk
+		}
+		return e.size[m] / e.chunk
+	}
 	name := &bytes.Buffer{}
 	_ = xml.EscapeText(name, []byte(g.Name))
 	inplace := 0
 	if e.inplace {
 		inplace = 1
 	}
-	fmt.Fprintf(&b, "<algo name=\"%s\" proto=\"%s\" nchannels=\"%d\" nchunksperloop=\"%d\" ngpus=\"%d\" coll=\"%s\" inplace=\"%d\" outofplace=\"%d\" minBytes=\"0\" maxBytes=\"%d\">\n",
-		name, opt.Proto, nch, max(chunks('i'), chunks('o')), g.Ranks, opt.Coll, inplace, 1-inplace, int64(math.MaxInt64))
+	root := ""
+	if e.root >= 0 {
+		root = fmt.Sprintf(" root=\"%d\"", e.root)
+	}
+	fmt.Fprintf(&b, "<algo name=\"%s\" proto=\"%s\" nchannels=\"%d\" nchunksperloop=\"%d\" ngpus=\"%d\" coll=\"%s\"%s inplace=\"%d\" outofplace=\"%d\" minBytes=\"0\" maxBytes=\"%d\">\n",
+		name, opt.Proto, nch, max(chunks('i'), chunks('o')), g.Ranks, opt.Coll, root, inplace, 1-inplace, int64(math.MaxInt64))
 	for _, ts := range e.tbs {
 		for _, t := range ts {
 			for _, s := range t.steps {
@@ -577,19 +682,20 @@ func (e *exporter) write(opt ExportOptions) []byte {
 					i++
 				}
 				src, dst := s.src, s.dst
+				sr, dr := r, r // the ranks of src and dst
 				// A send names where its data lands, a receive where it comes from.
 				switch s.typ {
 				case "s":
 					if m := e.stepOf[g.Ops[s.ops[0]].Match]; m != nil {
-						dst = m.dst
+						dst, dr = m.dst, int(g.Ops[m.ops[0]].Rank)
 					}
 				case "r", "rrc":
 					if m := g.Ops[s.ops[0]].Match; m != ir.None && s.typ == "r" {
-						src = g.Ops[m].Src
+						src, sr = g.Ops[m].Src, int(g.Ops[m].Rank)
 					}
 				}
-				sb, so, cnt := e.ref(src)
-				db, do, dcnt := e.ref(dst)
+				sb, so, cnt := e.ref(src, sr)
+				db, do, dcnt := e.ref(dst, dr)
 				if sb == 0 {
 					sb = 'i'
 				}
@@ -619,3 +725,19 @@ func gcd(a, b int64) int64 {
 	}
 	return a
 }
+
+// collExpect is the postcondition that says which collective the plan is, as MSCCL names them:
+// the first of its kind coll, or with coll "" the first that MSCCL has a coll for. Nil for none.
+func collExpect(g *ir.Graph, coll string) *ir.Expect {
+	for i := range g.Expects {
+		x := &g.Expects[i]
+		k := x.Kind.String()
+		if k == coll || coll == "" && slices.Contains(mscclColls, k) {
+			return x
+		}
+	}
+	return nil
+}
+
+// mscclColls are the coll values of MSCCL-IR with a standard meaning.
+var mscclColls = []string{"allreduce", "allgather", "reduce", "broadcast", "alltoall", "reduce_scatter"}

@@ -20,6 +20,8 @@ func FuzzConvert(f *testing.F) {
 	}
 	f.Add(ringAllreduce(3, 1).xml())
 	f.Add(allpairsAllreduce(3).xml())
+	f.Add(ringReduceScatter(3, false).xml())
+	f.Add(ringAllgather(3, true).xml())
 	f.Fuzz(func(t *testing.T, src []byte) {
 		if _, err := msccl.Convert("f.xml", src, msccl.Options{}); err != nil {
 			return

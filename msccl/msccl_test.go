@@ -104,8 +104,53 @@ func checkAlltoall(t *testing.T, m *exec.Memory, n int) {
 	}
 }
 
+// checkReduceScatter: rank r's block r holds the sum of every rank's block r.
+func checkReduceScatter(buf string) func(*testing.T, *exec.Memory, int) {
+	return func(t *testing.T, m *exec.Memory, n int) {
+		for r := 0; r < n; r++ {
+			got := values(t, m, r, buf)
+			for e := range chunk {
+				i := r*chunk + e
+				want := 0.0
+				for q := 0; q < n; q++ {
+					want += input(q, i)
+				}
+				if got[i] != want {
+					t.Fatalf("rank %d %s element %d = %v, want the sum %v", r, buf, i, got[i], want)
+				}
+			}
+		}
+	}
+}
+
+// checkAllgather: block b of every rank's buf is rank b's input (in place: its block b).
+func checkAllgather(buf string) func(*testing.T, *exec.Memory, int) {
+	return func(t *testing.T, m *exec.Memory, n int) {
+		for r := 0; r < n; r++ {
+			for i, v := range values(t, m, r, buf) {
+				b, e := i/chunk, i%chunk
+				if buf == msccl.BufInplace {
+					e = i
+				}
+				if want := input(b, e); v != want {
+					t.Fatalf("rank %d %s element %d = %v, want %v (rank %d's)", r, buf, i, v, want, b)
+				}
+			}
+		}
+	}
+}
+
+// proven asserts that g carries the postcondition of coll, which loading it proved.
+func proven(t *testing.T, g *ir.Graph, coll string) {
+	t.Helper()
+	if len(g.Expects) != 1 || g.Expects[0].Kind.String() != coll {
+		t.Fatalf("want one expect %s, got %d postconditions", coll, len(g.Expects))
+	}
+}
+
 // The msccl-tools example algorithms, reconstructed, for several GPU counts: each checks clean,
-// runs on the software NIC with both engines, and computes its collective.
+// proves the postcondition of its coll, runs on the software NIC with both engines, and computes
+// its collective.
 func TestAlgorithms(t *testing.T) {
 	type tc struct {
 		a     *xalgo
@@ -122,12 +167,19 @@ func TestAlgorithms(t *testing.T) {
 	for _, s := range [][2]int{{2, 2}, {2, 3}, {3, 2}} {
 		cases = append(cases, tc{hierarchicalAllreduce(s[0], s[1]), checkAllreduce}, tc{twoStepAlltoall(s[0], s[1]), checkAlltoall})
 	}
+	for _, n := range []int{2, 3, 5} {
+		cases = append(cases,
+			tc{ringReduceScatter(n, true), checkReduceScatter(msccl.BufInplace)}, tc{ringReduceScatter(n, false), checkReduceScatter(msccl.BufOutput)},
+			tc{ringAllgather(n, true), checkAllgather(msccl.BufInplace)}, tc{ringAllgather(n, false), checkAllgather(msccl.BufOutput)})
+	}
 	for _, c := range cases {
 		t.Run(c.a.name, func(t *testing.T) {
 			src := c.a.xml()
 			g := load(t, c.a.name+".xml", src)
+			proven(t, g, c.a.coll)
 			c.check(t, run(t, g), g.Ranks)
 			g2 := roundTrip(t, c.a.name, src, c.a.coll)
+			proven(t, g2, c.a.coll)
 			c.check(t, run(t, g2), g2.Ranks)
 		})
 	}

@@ -18,6 +18,7 @@ type Algo struct {
 	NChannels         int
 	NChunksPerLoop    int
 	NGPUs             int
+	Root              int // the root attribute of a reduce or broadcast; -1 when absent
 	Inplace           bool
 	GPUs              []*GPU
 	Pos               diag.Pos
@@ -262,6 +263,7 @@ func (r *reader) algo(a attrs, pos diag.Pos) *Algo {
 	x.NGPUs = r.integer(a, "algo", "ngpus", 1, maxGPUs)
 	x.NChannels = r.optional(a, "algo", "nchannels", 0, MaxChunks, 0)
 	x.NChunksPerLoop = r.optional(a, "algo", "nchunksperloop", 0, MaxChunks, 0)
+	x.Root = r.optional(a, "algo", "root", 0, maxGPUs-1, -1)
 	x.Inplace = r.optional(a, "algo", "inplace", 0, 1, 0) == 1
 	if _, _, ok := a.find("inplace"); !ok {
 		x.Inplace = r.optional(a, "algo", "outofplace", 0, 1, 1) == 0

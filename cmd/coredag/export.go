@@ -15,7 +15,7 @@ type exportCmd struct {
 
 type exportMSCCLCmd struct {
 	paramFlags
-	Coll string `default:"custom" help:"The coll attribute: the collective the algorithm implements (allreduce, allgather, alltoall, reduce_scatter, ...)."`
+	Coll string `placeholder:"NAME" help:"The coll attribute: the collective the algorithm implements (allreduce, allgather, alltoall, reduce_scatter, reduce, broadcast, custom; default: the plan's expect, else custom)."`
 	Out  string `short:"o" placeholder:"FILE" help:"Write the XML to FILE (default: stdout)."`
 	File string `arg:"" name:"file" help:"Plan file (- for stdin)."`
 }
