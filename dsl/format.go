@@ -625,3 +625,10 @@ func writeExpr(b *strings.Builder, x Expr) {
 }
 
 func isUnary(x Expr) bool { _, ok := x.(*UnaryExpr); return ok }
+
+// FormatExpr prints an expression as the formatter does.
+func FormatExpr(x Expr) string {
+	var b strings.Builder
+	writeExpr(&b, x)
+	return b.String()
+}

@@ -3,7 +3,6 @@ package elaborate
 import (
 	"fmt"
 	"math"
-	"math/bits"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
@@ -12,10 +11,14 @@ import (
 // scope is a chain of constant bindings (params, lets, loop variables). Plans bind few names at
 // a time, so a linear scan beats a map and allocates nothing.
 type scope struct {
-	names  []string
-	values []int64
-	broken []bool // broken[i]: names[i] is declared but its value failed (shorter: the rest are fine)
-	parent *scope
+	names   []string
+	values  []int64
+	broken  []bool // broken[i]: names[i] is declared but its value failed (shorter: the rest are fine)
+	mutable []bool // mutable[i]: names[i] is a var (shorter: the rest are constants)
+	parent  *scope
+
+	fns   *funcs // the plan's functions, on the global scope only
+	frame *frame // the call whose arguments this scope binds, or nil
 }
 
 // find looks name up: its value, whether it is bound, and whether it is bound to a value that
@@ -61,9 +64,41 @@ func (s *scope) bindBroken(name string) {
 	s.broken = append(s.broken, true)
 }
 
+// bindVar declares a var: a name that assignments may change.
+func (s *scope) bindVar(name string, v int64) {
+	s.bind(name, v)
+	for len(s.mutable) < len(s.names)-1 {
+		s.mutable = append(s.mutable, false)
+	}
+	s.mutable = append(s.mutable, true)
+}
+
+// slot finds the binding of name: the scope that holds it and its index, or nil.
+func (s *scope) slot(name string) (*scope, int) {
+	for ; s != nil; s = s.parent {
+		for i := len(s.names) - 1; i >= 0; i-- {
+			if s.names[i] == name {
+				return s, i
+			}
+		}
+	}
+	return nil, 0
+}
+
+func (s *scope) isMutable(i int) bool { return i < len(s.mutable) && s.mutable[i] }
+func (s *scope) isBroken(i int) bool  { return i < len(s.broken) && s.broken[i] }
+
+// markBroken records that the value of binding i failed: its uses fail quietly.
+func (s *scope) markBroken(i int) {
+	for len(s.broken) <= i {
+		s.broken = append(s.broken, false)
+	}
+	s.broken[i] = true
+}
+
 // reset empties the scope's own bindings, keeping their storage.
 func (s *scope) reset() {
-	s.names, s.values, s.broken = s.names[:0], s.values[:0], s.broken[:0]
+	s.names, s.values, s.broken, s.mutable = s.names[:0], s.values[:0], s.broken[:0], s.mutable[:0]
 }
 
 // evalError is an expression error with the position of the offending sub-expression.
@@ -72,6 +107,8 @@ type evalError struct {
 	msg   string
 	kind  string // the format of msg: what failed, whatever the figures
 	quiet bool   // the expression uses a name whose declaration failed: already reported
+
+	related []diag.Related // the calls the error happened in, innermost first
 }
 
 // errQuiet is the error of an expression that uses a broken name (scope.bindBroken).
@@ -102,9 +139,21 @@ func evalInt(e dsl.Expr, s *scope) (int64, *evalError) {
 		} else if found {
 			return v, nil
 		}
-		return 0, errAt(e, "undefined: %s (declare it with let or param, or bind it with for)", e.Name)
+		if f := s.callFrame(); f != nil {
+			return 0, errAt(e, "undefined: %s in function %s (a function sees its parameters, the params and the top-level lets that do not use rank: pass other values as arguments)", e.Name, f.def.Name.Name)
+		}
+		return 0, errAt(e, "undefined: %s (declare it with let, var or param, or bind it with for)", e.Name)
 	case *dsl.ParenExpr:
 		return evalInt(e.X, s)
+	case *dsl.CondExpr:
+		c, err := evalInt(e.Cond, s)
+		if err != nil {
+			return 0, err
+		}
+		if c != 0 {
+			return evalInt(e.Then, s)
+		}
+		return evalInt(e.Else, s)
 	case *dsl.UnaryExpr:
 		x, err := evalInt(e.X, s)
 		if err != nil {
@@ -278,36 +327,6 @@ func mulChecked(x, y int64) (int64, bool) {
 	return r, true
 }
 
-func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
-	want := map[string]int{"min": 2, "max": 2, "log2": 1}
-	n, ok := want[e.Fun.Name]
-	if !ok {
-		return 0, errAt(e.Fun, "unknown function %s (the functions are min, max and log2)", e.Fun.Name)
-	}
-	if len(e.Args) != n {
-		return 0, errAt(e, "%s takes %d argument(s), got %d", e.Fun.Name, n, len(e.Args))
-	}
-	var args [2]int64
-	for i, a := range e.Args {
-		v, err := evalInt(a, s)
-		if err != nil {
-			return 0, err
-		}
-		args[i] = v
-	}
-	switch e.Fun.Name {
-	case "min":
-		return min(args[0], args[1]), nil
-	case "max":
-		return max(args[0], args[1]), nil
-	}
-	x := args[0]
-	if x <= 0 || x&(x-1) != 0 {
-		return 0, errAt(e, "log2(%d): the argument must be a positive power of two", x)
-	}
-	return int64(bits.TrailingZeros64(uint64(x))), nil
-}
-
 // hasFloat reports whether an expression contains a float literal; such an init expression is
 // computed in float64.
 func hasFloat(e dsl.Expr) bool {
@@ -316,6 +335,8 @@ func hasFloat(e dsl.Expr) bool {
 		return true
 	case *dsl.ParenExpr:
 		return hasFloat(e.X)
+	case *dsl.CondExpr:
+		return hasFloat(e.Cond) || hasFloat(e.Then) || hasFloat(e.Else)
 	case *dsl.UnaryExpr:
 		return hasFloat(e.X)
 	case *dsl.BinaryExpr:
@@ -342,6 +363,8 @@ func usesAny(e dsl.Expr, names map[string]bool) bool {
 		return names[e.Name]
 	case *dsl.ParenExpr:
 		return usesAny(e.X, names)
+	case *dsl.CondExpr:
+		return usesAny(e.Cond, names) || usesAny(e.Then, names) || usesAny(e.Else, names)
 	case *dsl.UnaryExpr:
 		return usesAny(e.X, names)
 	case *dsl.BinaryExpr:
@@ -356,31 +379,84 @@ func usesAny(e dsl.Expr, names map[string]bool) bool {
 	return false
 }
 
-// evalFloat evaluates an init expression that contains a float literal: arithmetic in float64,
-// `/` as true division. Integer-only operators are errors there.
+// firstFloat is the first float literal in e, or nil.
+func firstFloat(e dsl.Expr) *dsl.FloatLit {
+	switch e := e.(type) {
+	case *dsl.FloatLit:
+		return e
+	case *dsl.ParenExpr:
+		return firstFloat(e.X)
+	case *dsl.UnaryExpr:
+		return firstFloat(e.X)
+	case *dsl.BinaryExpr:
+		if f := firstFloat(e.X); f != nil {
+			return f
+		}
+		return firstFloat(e.Y)
+	case *dsl.CondExpr:
+		for _, x := range []dsl.Expr{e.Cond, e.Then, e.Else} {
+			if f := firstFloat(x); f != nil {
+				return f
+			}
+		}
+	case *dsl.CallExpr:
+		for _, a := range e.Args {
+			if f := firstFloat(a); f != nil {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// needsInt is the error of a float operand x where an integer is needed: at the float literal
+// that made x a float, and at what needed the integer.
+func needsInt(x dsl.Expr, what string, at diag.Pos) *evalError {
+	f := firstFloat(x)
+	operand := dsl.FormatExpr(x)
+	if len(operand) > 32 {
+		operand = "an operand"
+	}
+	err := errAtPos(f.Pos(), "%s needs integers, but %s is a float because of %s: integers stay integers until combined with a float", what, operand, f.Raw)
+	err.related = []diag.Related{{Pos: at, Label: what}}
+	return err
+}
+
+// evalFloat evaluates an init expression of a float buffer. Typing is local: a sub-expression
+// without a float literal is an integer one (evalInt: integer division, %, comparisons), and
+// becomes a float only where an operator combines it with a float: `+ - * / **`, unary `-` and
+// `+`, min and max, and the branches of a conditional. `/` between floats is true division.
 func evalFloat(e dsl.Expr, s *scope) (float64, *evalError) {
+	if !hasFloat(e) {
+		v, err := evalInt(e, s)
+		return float64(v), err
+	}
 	switch e := e.(type) {
 	case *dsl.FloatLit:
 		return e.Value, nil
-	case *dsl.IntLit:
-		return float64(e.Value), nil
-	case *dsl.Ident:
-		v, err := evalInt(e, s)
-		return float64(v), err
 	case *dsl.ParenExpr:
 		return evalFloat(e.X, s)
-	case *dsl.UnaryExpr:
-		x, err := evalFloat(e.X, s)
+	case *dsl.CondExpr:
+		if hasFloat(e.Cond) {
+			return 0, needsInt(e.Cond, "the condition of if-then-else", e.Pos())
+		}
+		c, err := evalInt(e.Cond, s)
 		if err != nil {
 			return 0, err
 		}
-		switch e.Op {
-		case "-":
-			return -x, nil
-		case "+":
-			return x, nil
+		if c != 0 {
+			return evalFloat(e.Then, s)
 		}
-		return 0, errAt(e, "operator %s is not defined on floats", e.Op)
+		return evalFloat(e.Else, s)
+	case *dsl.UnaryExpr:
+		if e.Op != "-" && e.Op != "+" {
+			return 0, needsInt(e.X, "operator "+e.Op, e.Pos())
+		}
+		x, err := evalFloat(e.X, s)
+		if e.Op == "-" {
+			x = -x
+		}
+		return x, err
 	case *dsl.CallExpr:
 		if (e.Fun.Name == "min" || e.Fun.Name == "max") && len(e.Args) == 2 {
 			a, err := evalFloat(e.Args[0], s)
@@ -396,12 +472,17 @@ func evalFloat(e dsl.Expr, s *scope) (float64, *evalError) {
 			}
 			return math.Max(a, b), nil
 		}
-		if !hasFloat(e) {
-			v, err := evalInt(e, s)
-			return float64(v), err
-		}
-		return 0, errAt(e, "%s is not defined on floats", e.Fun.Name)
+		return 0, needsInt(e, e.Fun.Name, e.Fun.Pos())
 	case *dsl.BinaryExpr:
+		switch e.Op {
+		case "+", "-", "*", "/", "**":
+		default:
+			x := e.X
+			if !hasFloat(x) {
+				x = e.Y
+			}
+			return 0, needsInt(x, "operator "+e.Op, e.OpPos)
+		}
 		x, err := evalFloat(e.X, s)
 		if err != nil {
 			return 0, err
@@ -422,10 +503,8 @@ func evalFloat(e dsl.Expr, s *scope) (float64, *evalError) {
 				return 0, errAtPos(e.OpPos, "division by zero")
 			}
 			return x / y, nil
-		case "**":
-			return math.Pow(x, y), nil
 		}
-		return 0, errAtPos(e.OpPos, "operator %s is not defined on floats (it needs integers)", e.Op)
+		return math.Pow(x, y), nil
 	}
 	return 0, errAt(e, "unsupported expression")
 }
