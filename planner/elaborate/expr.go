@@ -417,7 +417,11 @@ func needsInt(x dsl.Expr, what string, at diag.Pos) *evalError {
 	if len(operand) > 32 {
 		operand = "an operand"
 	}
-	err := errAtPos(f.Pos(), "%s needs integers, but %s is a float because of %s: integers stay integers until combined with a float", what, operand, f.Raw)
+	why := " (because of " + f.Raw + ")"
+	if x == dsl.Expr(f) {
+		why = ""
+	}
+	err := errAtPos(f.Pos(), "%s needs integers; %s is a float%s", what, operand, why)
 	err.related = []diag.Related{{Pos: at, Label: what}}
 	return err
 }
@@ -472,7 +476,11 @@ func evalFloat(e dsl.Expr, s *scope) (float64, *evalError) {
 			}
 			return math.Max(a, b), nil
 		}
-		return 0, needsInt(e, e.Fun.Name, e.Fun.Pos())
+		for _, a := range e.Args {
+			if hasFloat(a) {
+				return 0, needsInt(a, e.Fun.Name, e.Fun.Pos())
+			}
+		}
 	case *dsl.BinaryExpr:
 		switch e.Op {
 		case "+", "-", "*", "/", "**":

@@ -3,6 +3,7 @@ package elaborate
 import (
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 	"strings"
 
@@ -185,7 +186,7 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 		body.bind(def.Params[i].Name, v)
 	}
 	v, err := evalInt(def.Body, body)
-	if err != nil && !err.quiet && len(err.related) < 4 {
+	if err != nil && !err.quiet && len(err.related) < 4 && e.Pos() != err.pos && !slices.ContainsFunc(err.related, func(r diag.Related) bool { return r.Pos == e.Pos() }) {
 		err.related = append(err.related, diag.Related{Pos: e.Pos(), Label: "in this call of " + def.Name.Name})
 	}
 	return v, err
