@@ -184,7 +184,7 @@ func declaresRanks(f *dsl.File) bool {
 func (el *elaborator) header() {
 	g := el.g
 	el.globals = &scope{}
-	el.globals.fns = el.defs()
+	el.globals.extra().fns = el.defs()
 	el.globalAsserts = map[*dsl.AssertStmt]bool{}
 	declared := map[string]diag.Pos{}
 	perRank := map[string]bool{"rank": true} // top-level lets whose value depends on the rank

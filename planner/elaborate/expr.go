@@ -8,28 +8,52 @@ import (
 	"github.com/coredag/coredag/dsl"
 )
 
-// scope is a chain of constant bindings (params, lets, loop variables). Plans bind few names at
-// a time, so a linear scan beats a map and allocates nothing.
+// scope is a chain of bindings (params, lets, vars, loop variables). Plans bind few names at
+// a time, so a linear scan beats a map and allocates nothing. What few scopes need (flags,
+// functions) is kept aside in ext, which keeps the scopes that loops and ifs make small.
 type scope struct {
-	names   []string
-	values  []int64
-	broken  []bool // broken[i]: names[i] is declared but its value failed (shorter: the rest are fine)
-	mutable []bool // mutable[i]: names[i] is a var (shorter: the rest are constants)
-	parent  *scope
+	names  []string
+	values []int64
+	parent *scope
+	ext    *scopeExt // nil: no flags, no functions, not a call
+}
 
-	fns   *funcs // the plan's functions, on the global scope only
-	frame *frame // the call whose arguments this scope binds, or nil
+// scopeExt is the rarely used part of a scope.
+type scopeExt struct {
+	flags []uint8 // flags[i]: what names[i] is (shorter: the rest have none)
+	fns   *funcs  // the plan's functions, on the global scope only
+	frame *frame  // the call whose arguments this scope binds, or nil
+}
+
+const (
+	flagBroken  = 1 << iota // declared, but its value failed (reported there)
+	flagMutable             // a var
+)
+
+func (s *scope) extra() *scopeExt {
+	if s.ext == nil {
+		s.ext = &scopeExt{}
+	}
+	return s.ext
+}
+
+func (s *scope) flag(i int, f uint8) bool {
+	return s.ext != nil && i < len(s.ext.flags) && s.ext.flags[i]&f != 0
+}
+
+func (s *scope) setFlag(i int, f uint8) {
+	x := s.extra()
+	for len(x.flags) <= i {
+		x.flags = append(x.flags, 0)
+	}
+	x.flags[i] |= f
 }
 
 // find looks name up: its value, whether it is bound, and whether it is bound to a value that
 // failed (bindBroken).
 func (s *scope) find(name string) (v int64, found, broken bool) {
-	for ; s != nil; s = s.parent {
-		for i := len(s.names) - 1; i >= 0; i-- {
-			if s.names[i] == name {
-				return s.values[i], true, i < len(s.broken) && s.broken[i]
-			}
-		}
+	if at, i := s.slot(name); at != nil {
+		return at.values[i], true, at.flag(i, flagBroken)
 	}
 	return 0, false, false
 }
@@ -58,19 +82,13 @@ func (s *scope) bind(name string, v int64) {
 // expression that uses it fails quietly (errQuiet) instead of cascading into more messages.
 func (s *scope) bindBroken(name string) {
 	s.bind(name, 0)
-	for len(s.broken) < len(s.names)-1 {
-		s.broken = append(s.broken, false)
-	}
-	s.broken = append(s.broken, true)
+	s.setFlag(len(s.names)-1, flagBroken)
 }
 
 // bindVar declares a var: a name that assignments may change.
 func (s *scope) bindVar(name string, v int64) {
 	s.bind(name, v)
-	for len(s.mutable) < len(s.names)-1 {
-		s.mutable = append(s.mutable, false)
-	}
-	s.mutable = append(s.mutable, true)
+	s.setFlag(len(s.names)-1, flagMutable)
 }
 
 // slot finds the binding of name: the scope that holds it and its index, or nil.
@@ -85,20 +103,18 @@ func (s *scope) slot(name string) (*scope, int) {
 	return nil, 0
 }
 
-func (s *scope) isMutable(i int) bool { return i < len(s.mutable) && s.mutable[i] }
-func (s *scope) isBroken(i int) bool  { return i < len(s.broken) && s.broken[i] }
+func (s *scope) isMutable(i int) bool { return s.flag(i, flagMutable) }
+func (s *scope) isBroken(i int) bool  { return s.flag(i, flagBroken) }
 
 // markBroken records that the value of binding i failed: its uses fail quietly.
-func (s *scope) markBroken(i int) {
-	for len(s.broken) <= i {
-		s.broken = append(s.broken, false)
-	}
-	s.broken[i] = true
-}
+func (s *scope) markBroken(i int) { s.setFlag(i, flagBroken) }
 
 // reset empties the scope's own bindings, keeping their storage.
 func (s *scope) reset() {
-	s.names, s.values, s.broken, s.mutable = s.names[:0], s.values[:0], s.broken[:0], s.mutable[:0]
+	s.names, s.values = s.names[:0], s.values[:0]
+	if s.ext != nil {
+		s.ext.flags = s.ext.flags[:0]
+	}
 }
 
 // evalError is an expression error with the position of the offending sub-expression.

@@ -126,8 +126,8 @@ func (s *scope) root() *scope {
 // frame is the call in progress that s belongs to, or nil outside functions.
 func (s *scope) callFrame() *frame {
 	for ; s != nil; s = s.parent {
-		if s.frame != nil {
-			return s.frame
+		if s.ext != nil && s.ext.frame != nil {
+			return s.ext.frame
 		}
 	}
 	return nil
@@ -150,11 +150,13 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 	}
 	root := s.root()
 	var def *dsl.DefStmt
-	if root.fns != nil {
-		def = root.fns.defs[e.Fun.Name]
+	var fns *funcs
+	if root.ext != nil && root.ext.fns != nil {
+		fns = root.ext.fns
+		def = fns.defs[e.Fun.Name]
 	}
 	if def == nil {
-		if c := closestFunc(e.Fun.Name, root.fns); c != "" {
+		if c := closestFunc(e.Fun.Name, fns); c != "" {
 			return 0, errAt(e.Fun, "unknown function %s (did you mean %s?)", e.Fun.Name, c)
 		}
 		return 0, errAt(e.Fun, "unknown function %s (the built-in functions are %s; declare others with def)", e.Fun.Name, strings.Join(builtinNames, ", "))
@@ -177,7 +179,7 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 	if *f.calls++; *f.calls > MaxCalls {
 		return 0, errAt(e, "more than %d function calls in one expression: %s (a recursion that branches too much?)", MaxCalls, chain(f))
 	}
-	body := &scope{parent: root, frame: f}
+	body := &scope{parent: root, ext: &scopeExt{frame: f}}
 	for i, a := range e.Args {
 		v, err := evalInt(a, s)
 		if err != nil {
