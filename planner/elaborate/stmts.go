@@ -51,6 +51,10 @@ func (el *elaborator) assign(st *dsl.AssignStmt, s *scope) {
 	at, i := s.slot(name)
 	switch {
 	case at == nil:
+		if v := closestVar(name, s); v != "" {
+			el.errorf(phaseNames, diag.Name, st.Name.Pos(), "assignment to undeclared %s (did you mean %s?)", name, v)
+			return
+		}
 		el.errorf(phaseNames, diag.Name, st.Name.Pos(), "assignment to undeclared %s: declare it first with var %s = ...", name, name)
 		return
 	case at.isBroken(i):
@@ -84,4 +88,17 @@ func assigned(stmts []dsl.Stmt, names map[string]bool) {
 			assigned(st.Else, names)
 		}
 	}
+}
+
+// closestVar suggests a visible var for a misspelt assignment.
+func closestVar(name string, s *scope) string {
+	var vars []string
+	for ; s != nil; s = s.parent {
+		for i, n := range s.names {
+			if s.isMutable(i) {
+				vars = append(vars, n)
+			}
+		}
+	}
+	return dsl.Closest(name, vars)
 }
