@@ -410,17 +410,7 @@ func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
 				el.stopped = true
 			}
 		case *dsl.VarStmt:
-			name := st.Name.Name
-			if s.has(name) {
-				el.errorf(phaseNames, diag.Name, st.Name.Pos(), "%s is already defined in this block", name)
-				continue
-			}
-			if v, ok := el.eval(st.Value, s); ok {
-				s.bindVar(name, v)
-			} else {
-				s.bindVar(name, 0)
-				s.markBroken(len(s.names) - 1)
-			}
+			el.declare(st.Name, st.Value, s, flagMutable)
 		case *dsl.AssignStmt:
 			el.assign(st, s)
 		case *dsl.PlanStmt:
@@ -440,16 +430,7 @@ func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
 				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "expect inside a block: postconditions are about the whole plan and stated at the top level")
 			}
 		case *dsl.LetStmt:
-			name := st.Name.Name
-			if s.has(name) {
-				el.errorf(phaseNames, diag.Name, st.Name.Pos(), "%s is already defined in this block", name)
-				continue
-			}
-			if v, ok := el.eval(st.Value, s); ok {
-				s.bind(name, v)
-			} else {
-				s.bindBroken(name) // keep later uses from cascading into more errors
-			}
+			el.declare(st.Name, st.Value, s, 0)
 		case *dsl.QueueStmt:
 			el.queue(st, s)
 		case *dsl.OpStmt:

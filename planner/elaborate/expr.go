@@ -85,12 +85,6 @@ func (s *scope) bindBroken(name string) {
 	s.setFlag(len(s.names)-1, flagBroken)
 }
 
-// bindVar declares a var: a name that assignments may change.
-func (s *scope) bindVar(name string, v int64) {
-	s.bind(name, v)
-	s.setFlag(len(s.names)-1, flagMutable)
-}
-
 // slot finds the binding of name: the scope that holds it and its index, or nil.
 func (s *scope) slot(name string) (*scope, int) {
 	for ; s != nil; s = s.parent {

@@ -45,6 +45,23 @@ func (el *elaborator) assert(st *dsl.AssertStmt, s *scope, rank int) bool {
 	return false
 }
 
+// declare binds a let (flags 0) or a var (flagMutable) in s. A value that fails is reported,
+// and the name is bound broken, so that its uses do not cascade into more errors.
+func (el *elaborator) declare(id *dsl.Ident, value dsl.Expr, s *scope, flags uint8) {
+	if s.has(id.Name) {
+		el.errorf(phaseNames, diag.Name, id.Pos(), "%s is already defined in this block", id.Name)
+		return
+	}
+	v, ok := el.eval(value, s)
+	s.bind(id.Name, v)
+	if !ok {
+		flags |= flagBroken
+	}
+	if flags != 0 {
+		s.setFlag(len(s.names)-1, flags)
+	}
+}
+
 // assign runs `NAME = EXPR` or `NAME op= EXPR` on a var in scope.
 func (el *elaborator) assign(st *dsl.AssignStmt, s *scope) {
 	name := st.Name.Name
