@@ -150,7 +150,7 @@ func explain(sc *scanned, tok lexer.Token, exp string) (diag.Pos, string) {
 		case isPunct(tok, "}"):
 			return tokPos(tok), `unexpected "}": there is no open block to close`
 		}
-		msg := "expected a statement (plan, param, let, buffer, queue, op, for, if, or a dependency a, b after c), got " + got
+		msg := "expected a statement (plan, param, let, var, def, assert, buffer, queue, op, for, if, expect, an assignment x = ..., or a dependency a, b after c), got " + got
 		return tokPos(tok), msg + suggest(tok, stmtWords)
 	}
 
