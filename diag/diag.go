@@ -24,6 +24,7 @@ const (
 	Deadlock Code = "deadlock" // a loop of waits through queue order and message matching
 	Race     Code = "race"     // two unordered accesses to the same memory, one of them a write
 	Expect   Code = "expect"   // the plan does not compute what an `expect` statement says
+	Assert   Code = "assert"   // an assert statement does not hold: the parameter set is refused
 	Limit    Code = "limit"    // the plan exceeds a limit of coredag (ops, iterations, memory budget)
 	Target   Code = "target"   // the plan exceeds a limit of the target it is compiled for
 	Input    Code = "input"    // the file cannot be read

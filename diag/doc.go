@@ -19,7 +19,7 @@
 // # Diagnostics
 //
 // A Diagnostic is a finding: a Code (its family, stable across releases: syntax, name, expr,
-// shape, access, match, cycle, deadlock, race, limit, target for the checks of a plan, and
+// shape, access, match, cycle, deadlock, race, expect, assert, limit, target for the checks of a plan, and
 // input, fault, hang for reading and running one), a message, the primary position, Related
 // positions with a label each (the other access of a race, the first declaration of a
 // duplicate, the steps of a cycle), an optional Fix, and the ranks it occurs on.

@@ -144,6 +144,49 @@ type ExpectStmt struct {
 	Root Expr   // nil when absent
 }
 
+// VarStmt is `var NAME = EXPR`: a per-rank variable, which assignments may change.
+type VarStmt struct {
+	Span
+	Name  *Ident
+	Value Expr
+}
+
+// AssignStmt is `NAME = EXPR` or `NAME op= EXPR` (op one of + - * / % << >> & | ^), on a name
+// declared with var.
+type AssignStmt struct {
+	Span
+	Name  *Ident
+	Op    string // "=", "+=", "-=", ...
+	OpPos diag.Pos
+	Value Expr
+}
+
+// AssertStmt is `assert COND [, "message"]`.
+type AssertStmt struct {
+	Span
+	Cond Expr
+	Msg  *StringLit // nil when absent
+}
+
+// StringLit is a double-quoted string (only the message of an assert).
+type StringLit struct {
+	Span
+	Raw   string // as written, with the quotes
+	Value string
+}
+
+// DefStmt is `def NAME(PARAM, ...) = EXPR`: a pure integer function.
+type DefStmt struct {
+	Span
+	Name   *Ident
+	Params []*Ident
+	Body   Expr
+}
+
+func (*VarStmt) stmtNode()    {}
+func (*AssignStmt) stmtNode() {}
+func (*AssertStmt) stmtNode() {}
+func (*DefStmt) stmtNode()    {}
 func (*PlanStmt) stmtNode()   {}
 func (*ExpectStmt) stmtNode() {}
 func (*ParamStmt) stmtNode()  {}
@@ -309,6 +352,13 @@ type ParenExpr struct {
 	X Expr
 }
 
+// CondExpr is `if COND then A else B`: only the branch COND selects is evaluated.
+type CondExpr struct {
+	Span
+	Cond, Then, Else Expr
+}
+
+func (*CondExpr) exprNode()   {}
 func (*Ident) exprNode()      {}
 func (*IntLit) exprNode()     {}
 func (*FloatLit) exprNode()   {}

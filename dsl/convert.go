@@ -1,6 +1,8 @@
 package dsl
 
 import (
+	"strconv"
+
 	"github.com/alecthomas/participle/v2/lexer"
 
 	"github.com/coredag/coredag/diag"
@@ -106,6 +108,25 @@ func (c *converter) stmt(g *gStmt) Stmt {
 		return s
 	case g.If != nil:
 		return c.ifStmt(g.If)
+	case g.Var != nil:
+		return &VarStmt{Span: span(g.Var.Tokens), Name: c.ident(g.Var.Name), Value: c.expr(g.Var.Value)}
+	case g.Assign != nil:
+		a := g.Assign
+		return &AssignStmt{Span: span(a.Tokens), Name: c.ident(a.Name), Op: a.Op.Op, OpPos: pos(a.Op.Pos), Value: c.expr(a.Value)}
+	case g.Assert != nil:
+		a := g.Assert
+		s := &AssertStmt{Span: span(a.Tokens), Cond: c.expr(a.Cond)}
+		if a.Msg != nil {
+			s.Msg = c.str(a.Msg.Pos, a.Msg.Value)
+		}
+		return s
+	case g.Def != nil:
+		d := g.Def
+		s := &DefStmt{Span: span(d.Tokens), Name: c.ident(d.Name), Body: c.expr(d.Body), Params: []*Ident{}}
+		for _, p := range d.Params {
+			s.Params = append(s.Params, c.ident(p))
+		}
+		return s
 	case g.Expect != nil:
 		e := g.Expect
 		s := &ExpectStmt{Span: span(e.Tokens), Kind: word(e.Kind.Pos, e.Kind.Name), Dst: c.ident(e.Dst), Src: c.ident(e.Src)}
@@ -138,6 +159,16 @@ func (c *converter) ifStmt(g *gIf) *IfStmt {
 		s.Then = []Stmt{}
 	}
 	return s
+}
+
+// str converts a string literal; its escapes are Go's.
+func (c *converter) str(p lexer.Position, raw string) *StringLit {
+	sp := wordSpan(p, raw)
+	v, err := strconv.Unquote(raw)
+	if err != nil {
+		c.errs.Add(diag.Syntax, sp.From, "invalid string %s: the escapes are Go's (\\\" \\\\ \\n \\t)", raw)
+	}
+	return &StringLit{Span: sp, Raw: raw, Value: v}
 }
 
 // braces returns the positions of a block's "{" and "}".
@@ -238,6 +269,9 @@ func binaryPrec(op string) int {
 func (c *converter) expr(g *gExpr) Expr {
 	if g == nil {
 		return nil
+	}
+	if g.Cond != nil {
+		return &CondExpr{Span: span(g.Tokens), Cond: c.expr(g.Cond.Cond), Then: c.expr(g.Cond.Then), Else: c.expr(g.Cond.Else)}
 	}
 	type pending struct {
 		x     Expr

@@ -311,6 +311,8 @@ func declParts(s Stmt) (kind, head, tail string) {
 		kind, cut = "op", " = "
 	case *LetStmt:
 		kind, cut = "let", " = "
+	case *VarStmt:
+		kind, cut = "var", " = "
 	case *ParamStmt:
 		kind, cut = "param", " = "
 	case *BufferStmt:
@@ -337,6 +339,28 @@ func stmtText(s Stmt) string {
 	case *LetStmt:
 		b.WriteString("let " + s.Name.Name + " = ")
 		writeExpr(&b, s.Value)
+	case *VarStmt:
+		b.WriteString("var " + s.Name.Name + " = ")
+		writeExpr(&b, s.Value)
+	case *AssignStmt:
+		b.WriteString(s.Name.Name + " " + s.Op + " ")
+		writeExpr(&b, s.Value)
+	case *AssertStmt:
+		b.WriteString("assert ")
+		writeExpr(&b, s.Cond)
+		if s.Msg != nil {
+			b.WriteString(", " + s.Msg.Raw)
+		}
+	case *DefStmt:
+		b.WriteString("def " + s.Name.Name + "(")
+		for i, p := range s.Params {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(p.Name)
+		}
+		b.WriteString(") = ")
+		writeExpr(&b, s.Body)
 	case *BufferStmt:
 		b.WriteString("buffer " + s.Name.Name + " " + s.Type.Name + "[")
 		writeExpr(&b, s.Count)
@@ -527,6 +551,8 @@ func exprPrec(x Expr) int {
 		return binaryPrec(x.Op)
 	case *UnaryExpr:
 		return 6
+	case *CondExpr:
+		return 0 // an operand only in parentheses
 	}
 	return 7
 }
@@ -563,6 +589,13 @@ func writeExpr(b *strings.Builder, x Expr) {
 		b.WriteByte('(')
 		writeExpr(b, x.X)
 		b.WriteByte(')')
+	case *CondExpr:
+		b.WriteString("if ")
+		writeExpr(b, x.Cond)
+		b.WriteString(" then ")
+		writeExpr(b, x.Then)
+		b.WriteString(" else ")
+		writeExpr(b, x.Else)
 	case *CallExpr:
 		b.WriteString(x.Fun.Name + "(")
 		writeList(b, x.Args)
@@ -592,3 +625,10 @@ func writeExpr(b *strings.Builder, x Expr) {
 }
 
 func isUnary(x Expr) bool { _, ok := x.(*UnaryExpr); return ok }
+
+// FormatExpr prints an expression as the formatter does.
+func FormatExpr(x Expr) string {
+	var b strings.Builder
+	writeExpr(&b, x)
+	return b.String()
+}

@@ -16,6 +16,7 @@ type gFile struct {
 
 type gStmt struct { // alternatives ordered by how often they occur, which saves backtracking
 	Op     *gOp     `parser:"  @@"`
+	Assign *gAssign `parser:"| @@"` // before Dep: both start with a name, Assign fails at its second token
 	Dep    *gDep    `parser:"| @@"`
 	Let    *gLet    `parser:"| @@"`
 	If     *gIf     `parser:"| @@"`
@@ -25,6 +26,9 @@ type gStmt struct { // alternatives ordered by how often they occur, which saves
 	Param  *gParam  `parser:"| @@"`
 	Plan   *gPlan   `parser:"| @@"`
 	Expect *gExpect `parser:"| @@"`
+	Var    *gVar    `parser:"| @@"`
+	Assert *gAssert `parser:"| @@"`
+	Def    *gDef    `parser:"| @@"`
 }
 
 type gIdent struct {
@@ -53,6 +57,46 @@ type gLet struct {
 	Tokens []lexer.Token
 	Name   *gIdent `parser:"'let' @@"`
 	Value  *gExpr  `parser:"'=' @@"`
+}
+
+// gVar is `var NAME = EXPR`: a per-rank variable that later assignments may change.
+type gVar struct {
+	Tokens []lexer.Token
+	Name   *gIdent `parser:"'var' @@"`
+	Value  *gExpr  `parser:"'=' @@"`
+}
+
+// gAssign is `NAME = EXPR` or `NAME op= EXPR` on a variable declared with var.
+type gAssign struct {
+	Tokens []lexer.Token
+	Name   *gIdent    `parser:"@@"`
+	Op     *gAssignOp `parser:"@@"`
+	Value  *gExpr     `parser:"@@"`
+}
+
+type gAssignOp struct {
+	Pos lexer.Position
+	Op  string `parser:"@('=' | '+=' | '-=' | '*=' | '/=' | '%=' | '<<=' | '>>=' | '&=' | '|=' | '^=')"`
+}
+
+// gAssert is `assert COND [, "message"]`.
+type gAssert struct {
+	Tokens []lexer.Token
+	Cond   *gExpr   `parser:"'assert' @@"`
+	Msg    *gString `parser:"( ',' @@ )?"`
+}
+
+type gString struct {
+	Pos   lexer.Position
+	Value string `parser:"@String"`
+}
+
+// gDef is `def NAME(PARAM, ...) = EXPR`: a pure integer function.
+type gDef struct {
+	Tokens []lexer.Token
+	Name   *gIdent   `parser:"'def' @@"`
+	Params []*gIdent `parser:"'(' ( @@ ( ',' @@ )* )? ')'"`
+	Body   *gExpr    `parser:"'=' @@"`
 }
 
 type gType struct {
@@ -232,11 +276,21 @@ type gNop struct {
 	Nop    bool `parser:"@'nop'"`
 }
 
-// gExpr is a flat sequence of unary operands and binary operators.
+// gExpr is a conditional expression, or a flat sequence of unary operands and binary operators.
+// A conditional is a whole expression: as an operand it must be parenthesised, so that no
+// operator after it can be read as part of its else branch.
 type gExpr struct {
 	Tokens []lexer.Token
-	First  *gUnary    `parser:"@@"`
-	Rest   []*gBinary `parser:"@@*"`
+	Cond   *gCond     `parser:"( @@"`
+	First  *gUnary    `parser:"| @@"`
+	Rest   []*gBinary `parser:"@@* )"`
+}
+
+// gCond is `if C then A else B`.
+type gCond struct {
+	Cond *gExpr `parser:"'if' @@"`
+	Then *gExpr `parser:"'then' @@"`
+	Else *gExpr `parser:"'else' @@"`
 }
 
 type gBinary struct {

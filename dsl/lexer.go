@@ -26,7 +26,8 @@ var lexDef = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "Float", Pattern: `[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?[A-Za-z0-9_]*|[0-9]+[eE][+-]?[0-9]+[A-Za-z0-9_]*`},
 	{Name: "Int", Pattern: `[0-9][A-Za-z0-9_]*`},
 	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
-	{Name: "Punct", Pattern: `\*\*|\.\.|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^!<>=(){}\[\],:]`},
+	{Name: "String", Pattern: `"(?:[^"\\\r\n]|\\.)*"`},
+	{Name: "Punct", Pattern: `<<=|>>=|[-+*/%&|^]=|\*\*|\.\.|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^!<>=(){}\[\],:]`},
 	{Name: "Invalid", Pattern: `.`},
 	{Name: "Keyword", Pattern: `[^\x00-\x{10FFFF}]`},
 })
@@ -48,7 +49,7 @@ var (
 		"peer", "depth", "init", "after", "send", "recv", "write", "read", "atomic", "add", "cas",
 		"reduce", "from", "copy", "nop", "inline", "notify", "remote_read", "remote_write",
 		"remote_atomic", "sum", "prod", "min", "max", "band", "bor", "bxor", "u8", "i32", "u32",
-		"i64", "u64", "f32", "f64", "rank", "ranks", "expect",
+		"i64", "u64", "f32", "f64", "rank", "ranks", "expect", "var", "assert", "def", "then",
 	}
 	keywords = func() map[string]bool {
 		m := make(map[string]bool, len(keywordList))
@@ -171,7 +172,9 @@ func scan(filename string, src []byte, errs *diag.List) *scanned {
 			continue
 		case tokInvalid:
 			r, _ := utf8.DecodeRuneInString(t.Value)
-			if r == utf8.RuneError {
+			if r == '"' {
+				errs.Add(diag.Syntax, tokPos(t), "unterminated string: close it with \" on the same line")
+			} else if r == utf8.RuneError {
 				errs.Add(diag.Syntax, tokPos(t), "invalid byte %#02x: a .dag file is UTF-8 text", src[t.Pos.Offset])
 			} else {
 				errs.Add(diag.Syntax, tokPos(t), "invalid character %q: not part of the language (comments start with #)", r)

@@ -202,3 +202,32 @@ func TestParseExpect(t *testing.T) {
 		t.Fatalf("unchanged parsed as %+v", u)
 	}
 }
+
+func TestParseExprLanguage(t *testing.T) {
+	src := "def f(a, b) = if a < b then a else f(b, a)\nvar v = 1\nv <<= 2\nassert v == 4, \"v is \\\"4\\\"\"\nlet c = 1 + (if v then 2 else 3)\n"
+	f, err := Parse("e.dag", []byte(src))
+	require.NoError(t, err)
+	require.Len(t, f.Stmts, 5)
+	d := f.Stmts[0].(*DefStmt)
+	assert.Equal(t, "f", d.Name.Name)
+	assert.Len(t, d.Params, 2)
+	c := d.Body.(*CondExpr)
+	assert.Equal(t, "(a < b)", sexpr(c.Cond))
+	a := f.Stmts[2].(*AssignStmt)
+	assert.Equal(t, "<<=", a.Op)
+	assert.Equal(t, diag.At("e.dag", 3, 3), a.OpPos)
+	as := f.Stmts[3].(*AssertStmt)
+	assert.Equal(t, `v is "4"`, as.Msg.Value)
+	assert.Equal(t, diag.At("e.dag", 4, 16), as.Msg.Pos())
+
+	for _, tc := range []struct{ src, want string }{
+		{"assert 1, \"no end\n", `e.dag:1:11: unterminated string: close it with " on the same line`},
+		{"let x = 1 + if 1 then 2 else 3\n", "parenthesise it"},
+		{"let x = if 1 then 2\n", `expected "else"`},
+	} {
+		_, err := Parse("e.dag", []byte(tc.src))
+		if assert.Error(t, err, tc.src) {
+			assert.Contains(t, err.Error(), tc.want, tc.src)
+		}
+	}
+}

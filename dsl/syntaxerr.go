@@ -62,7 +62,7 @@ func expectedText(exp string) string {
 
 // stmtKeywords are the words that start a statement.
 var stmtKeywords = map[string]bool{"plan": true, "param": true, "let": true, "buffer": true,
-	"queue": true, "op": true, "for": true, "if": true}
+	"queue": true, "op": true, "for": true, "if": true, "var": true, "assert": true, "def": true}
 
 // opKeywords are the words that start an operation.
 var opKeywords = map[string]bool{"send": true, "recv": true, "write": true, "read": true,
@@ -150,7 +150,7 @@ func explain(sc *scanned, tok lexer.Token, exp string) (diag.Pos, string) {
 		case isPunct(tok, "}"):
 			return tokPos(tok), `unexpected "}": there is no open block to close`
 		}
-		msg := "expected a statement (plan, param, let, buffer, queue, op, for, if, or a dependency a, b after c), got " + got
+		msg := "expected a statement (plan, param, let, var, def, assert, buffer, queue, op, for, if, expect, an assignment x = ..., or a dependency a, b after c), got " + got
 		return tokPos(tok), msg + suggest(tok, stmtWords)
 	}
 
@@ -236,6 +236,8 @@ func where(stmt, op, exp string, prev lexer.Token) string {
 // hint adds advice for common slips.
 func hint(stmt, exp string, tok lexer.Token) string {
 	switch {
+	case tok.Type == tokKeyword && tok.Value == "if" && (exp == "GUnary" || exp == "GPrimary" || exp == "GExpr"):
+		return "; a conditional is a whole expression: as an operand, parenthesise it, as in 1 + (if c then a else b)"
 	case stmt == "dependency" && isPunct(tok, "="):
 		return "; to declare a constant write let NAME = EXPR, an operation op NAME = ..."
 	case exp == "GOperation":
@@ -254,7 +256,7 @@ func hint(stmt, exp string, tok lexer.Token) string {
 
 // Words that start a statement, and words that may follow a complete part of one.
 var (
-	stmtWords = []string{"plan", "param", "let", "buffer", "queue", "op", "for", "if"}
+	stmtWords = []string{"plan", "param", "let", "buffer", "queue", "op", "for", "if", "var", "assert", "def"}
 	tailWords = []string{"inline", "notify", "after", "peer", "depth", "init", "step", "to", "from",
 		"remote_read", "remote_write", "remote_atomic", "else"}
 )

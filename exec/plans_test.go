@@ -45,6 +45,12 @@ func each(t *testing.T, g *ir.Graph, m *exec.Memory, name string, want func(r in
 	}
 }
 
+// sumOfRanks is the result of an allreduce of data, where rank r contributes 1000 * r + i.
+func sumOfRanks(t *testing.T, g *ir.Graph, m *exec.Memory) {
+	p := int64(g.Ranks)
+	each(t, g, m, "data", func(_ int, i int64) float64 { return float64(p*i + 1000*p*(p-1)/2) })
+}
+
 var expectations = map[string]expectation{
 	"ring_allreduce": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		n := float64(g.Ranks * (g.Ranks + 1) / 2)
@@ -54,7 +60,9 @@ var expectations = map[string]expectation{
 		p := int64(g.Ranks)
 		each(t, g, m, "data", func(_ int, i int64) float64 { return float64(p*i + 1000*p*(p-1)/2) })
 	},
-	"dissemination_barrier": func(*testing.T, *ir.Graph, *exec.Memory) {},
+	"rabenseifner_allreduce":       sumOfRanks,
+	"double_binary_tree_allreduce": sumOfRanks,
+	"dissemination_barrier":        func(*testing.T, *ir.Graph, *exec.Memory) {},
 	"binomial_bcast": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		each(t, g, m, "data", func(_ int, i int64) float64 { return float64(1000 + i) })
 	},

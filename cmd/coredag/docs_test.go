@@ -142,7 +142,7 @@ func TestDocsErrorExamples(t *testing.T) {
 func TestDocsErrorExampleCodes(t *testing.T) {
 	family := map[string]diag.Code{
 		"syntax": diag.Syntax, "names": diag.Name, "expr": diag.Expr, "shape": diag.Shape, "access": diag.Access,
-		"match": diag.Match, "cycle": diag.Cycle, "fifo": diag.Deadlock, "race": diag.Race, "expect": diag.Expect, "limit": diag.Limit, "target": diag.Target,
+		"match": diag.Match, "cycle": diag.Cycle, "fifo": diag.Deadlock, "race": diag.Race, "expect": diag.Expect, "assert": diag.Assert, "limit": diag.Limit, "target": diag.Target,
 	}
 	for _, ex := range readDocExamples(t, docsErrors) {
 		if ex.exit != exitFail {

@@ -64,6 +64,10 @@ type elaborator struct {
 
 	broken struct{ ops, queues brokenNames } // declarations of this rank that failed (cascade.go)
 
+	globalAsserts map[*dsl.AssertStmt]bool // top-level asserts that do not use rank, checked once by header
+	refused       bool                     // a global assert failed: the parameter set is refused
+	stopped       bool                     // an assert of this rank failed: the rest of its text is not elaborated
+
 	// Indexed names already made ("tx[3]"), so that every rank's op of the same name shares one
 	// string: SPMD ranks name their ops alike. At most maxInterned.
 	interned map[string]string
@@ -180,6 +184,8 @@ func declaresRanks(f *dsl.File) bool {
 func (el *elaborator) header() {
 	g := el.g
 	el.globals = &scope{}
+	el.globals.extra().fns = el.defs()
+	el.globalAsserts = map[*dsl.AssertStmt]bool{}
 	declared := map[string]diag.Pos{}
 	perRank := map[string]bool{"rank": true} // top-level lets whose value depends on the rank
 	seenPlan := false
@@ -229,6 +235,21 @@ func (el *elaborator) header() {
 				continue
 			}
 			el.globals.bind(st.Name.Name, v)
+		case *dsl.VarStmt:
+			perRank[st.Name.Name] = true // a var may change: it is per rank
+		case *dsl.AssertStmt:
+			// An assert that does not depend on the rank guards the params: checked once here,
+			// and a failing one refuses the parameter set before anything else is evaluated.
+			if usesAny(st.Cond, perRank) {
+				continue
+			}
+			el.globalAsserts[st] = true
+			if !el.assert(st, el.globals, -1) {
+				el.refused = true
+			}
+		}
+		if el.refused {
+			break
 		}
 	}
 	if !seenPlan {
@@ -257,6 +278,9 @@ func (el *elaborator) header() {
 		el.globalErrorf(phaseNames, diag.Name, diag.InFile(el.file.Name), "-p %s: the plan has no param %s (%s)", name, name, hint)
 	}
 	g.Ranks = 1
+	if el.refused {
+		return
+	}
 	if v, ok := el.globals.lookup("ranks"); ok {
 		if v < 1 || v > MaxRanks {
 			el.globalErrorf(phaseNames, diag.Limit, declared["ranks"], "ranks = %d: the world size must be between 1 and %d", v, MaxRanks)
@@ -344,9 +368,12 @@ func (el *elaborator) elaborateRank(r int) {
 	g.Rank[r] = ir.RankSpan{FirstOp: ir.OpID(len(g.Ops)), FirstQueue: ir.QueueID(len(g.Queues))}
 	top := &scope{parent: el.globals}
 	top.bind("rank", int64(r))
+	el.stopped = false
 	el.block(el.file.Stmts, top, true)
 	g.Rank[r].EndOp, g.Rank[r].EndQueue = ir.OpID(len(g.Ops)), ir.QueueID(len(g.Queues))
-	el.resolveRank()
+	if !el.stopped { // after a failed assert, the missing declarations are no news
+		el.resolveRank()
+	}
 }
 
 func (el *elaborator) eval(e dsl.Expr, s *scope) (int64, bool) {
@@ -364,16 +391,28 @@ func (el *elaborator) evalFailed(rank int, err *evalError) {
 	if err.quiet {
 		return
 	}
-	el.report(phaseNames, rank, &diag.Diagnostic{Code: diag.Expr, Pos: err.pos, Msg: err.msg}, err.kind)
+	el.report(phaseNames, rank, &diag.Diagnostic{Code: diag.Expr, Pos: err.pos, Msg: err.msg, Related: err.related}, err.kind)
 }
 
 // block elaborates a list of statements in a new scope layer s.
 func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
 	for _, st := range stmts {
-		if el.truncated {
+		if el.truncated || el.stopped {
 			return
 		}
 		switch st := st.(type) {
+		case *dsl.DefStmt:
+			if !top {
+				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "def %s inside a block: functions are defined at the top level", st.Name.Name)
+			}
+		case *dsl.AssertStmt:
+			if !el.globalAsserts[st] && !el.assert(st, s, el.rank) {
+				el.stopped = true
+			}
+		case *dsl.VarStmt:
+			el.declare(st.Name, st.Value, s, flagMutable)
+		case *dsl.AssignStmt:
+			el.assign(st, s)
 		case *dsl.PlanStmt:
 			if !top {
 				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "plan statement inside a block: put it first in the file")
@@ -391,16 +430,7 @@ func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
 				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "expect inside a block: postconditions are about the whole plan and stated at the top level")
 			}
 		case *dsl.LetStmt:
-			name := st.Name.Name
-			if s.has(name) {
-				el.errorf(phaseNames, diag.Name, st.Name.Pos(), "%s is already defined in this block", name)
-				continue
-			}
-			if v, ok := el.eval(st.Value, s); ok {
-				s.bind(name, v)
-			} else {
-				s.bindBroken(name) // keep later uses from cascading into more errors
-			}
+			el.declare(st.Name, st.Value, s, 0)
 		case *dsl.QueueStmt:
 			el.queue(st, s)
 		case *dsl.OpStmt:

@@ -3,30 +3,57 @@ package elaborate
 import (
 	"fmt"
 	"math"
-	"math/bits"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 )
 
-// scope is a chain of constant bindings (params, lets, loop variables). Plans bind few names at
-// a time, so a linear scan beats a map and allocates nothing.
+// scope is a chain of bindings (params, lets, vars, loop variables). Plans bind few names at
+// a time, so a linear scan beats a map and allocates nothing. What few scopes need (flags,
+// functions) is kept aside in ext, which keeps the scopes that loops and ifs make small.
 type scope struct {
 	names  []string
 	values []int64
-	broken []bool // broken[i]: names[i] is declared but its value failed (shorter: the rest are fine)
 	parent *scope
+	ext    *scopeExt // nil: no flags, no functions, not a call
+}
+
+// scopeExt is the rarely used part of a scope.
+type scopeExt struct {
+	flags []uint8 // flags[i]: what names[i] is (shorter: the rest have none)
+	fns   *funcs  // the plan's functions, on the global scope only
+	frame *frame  // the call whose arguments this scope binds, or nil
+}
+
+const (
+	flagBroken  = 1 << iota // declared, but its value failed (reported there)
+	flagMutable             // a var
+)
+
+func (s *scope) extra() *scopeExt {
+	if s.ext == nil {
+		s.ext = &scopeExt{}
+	}
+	return s.ext
+}
+
+func (s *scope) flag(i int, f uint8) bool {
+	return s.ext != nil && i < len(s.ext.flags) && s.ext.flags[i]&f != 0
+}
+
+func (s *scope) setFlag(i int, f uint8) {
+	x := s.extra()
+	for len(x.flags) <= i {
+		x.flags = append(x.flags, 0)
+	}
+	x.flags[i] |= f
 }
 
 // find looks name up: its value, whether it is bound, and whether it is bound to a value that
 // failed (bindBroken).
 func (s *scope) find(name string) (v int64, found, broken bool) {
-	for ; s != nil; s = s.parent {
-		for i := len(s.names) - 1; i >= 0; i-- {
-			if s.names[i] == name {
-				return s.values[i], true, i < len(s.broken) && s.broken[i]
-			}
-		}
+	if at, i := s.slot(name); at != nil {
+		return at.values[i], true, at.flag(i, flagBroken)
 	}
 	return 0, false, false
 }
@@ -55,15 +82,33 @@ func (s *scope) bind(name string, v int64) {
 // expression that uses it fails quietly (errQuiet) instead of cascading into more messages.
 func (s *scope) bindBroken(name string) {
 	s.bind(name, 0)
-	for len(s.broken) < len(s.names)-1 {
-		s.broken = append(s.broken, false)
-	}
-	s.broken = append(s.broken, true)
+	s.setFlag(len(s.names)-1, flagBroken)
 }
+
+// slot finds the binding of name: the scope that holds it and its index, or nil.
+func (s *scope) slot(name string) (*scope, int) {
+	for ; s != nil; s = s.parent {
+		for i := len(s.names) - 1; i >= 0; i-- {
+			if s.names[i] == name {
+				return s, i
+			}
+		}
+	}
+	return nil, 0
+}
+
+func (s *scope) isMutable(i int) bool { return s.flag(i, flagMutable) }
+func (s *scope) isBroken(i int) bool  { return s.flag(i, flagBroken) }
+
+// markBroken records that the value of binding i failed: its uses fail quietly.
+func (s *scope) markBroken(i int) { s.setFlag(i, flagBroken) }
 
 // reset empties the scope's own bindings, keeping their storage.
 func (s *scope) reset() {
-	s.names, s.values, s.broken = s.names[:0], s.values[:0], s.broken[:0]
+	s.names, s.values = s.names[:0], s.values[:0]
+	if s.ext != nil {
+		s.ext.flags = s.ext.flags[:0]
+	}
 }
 
 // evalError is an expression error with the position of the offending sub-expression.
@@ -72,6 +117,8 @@ type evalError struct {
 	msg   string
 	kind  string // the format of msg: what failed, whatever the figures
 	quiet bool   // the expression uses a name whose declaration failed: already reported
+
+	related []diag.Related // the calls the error happened in, innermost first
 }
 
 // errQuiet is the error of an expression that uses a broken name (scope.bindBroken).
@@ -102,9 +149,21 @@ func evalInt(e dsl.Expr, s *scope) (int64, *evalError) {
 		} else if found {
 			return v, nil
 		}
-		return 0, errAt(e, "undefined: %s (declare it with let or param, or bind it with for)", e.Name)
+		if f := s.callFrame(); f != nil {
+			return 0, errAt(e, "undefined: %s in function %s (a function sees its parameters, the params and the top-level lets that do not use rank: pass other values as arguments)", e.Name, f.def.Name.Name)
+		}
+		return 0, errAt(e, "undefined: %s (declare it with let, var or param, or bind it with for)", e.Name)
 	case *dsl.ParenExpr:
 		return evalInt(e.X, s)
+	case *dsl.CondExpr:
+		c, err := evalInt(e.Cond, s)
+		if err != nil {
+			return 0, err
+		}
+		if c != 0 {
+			return evalInt(e.Then, s)
+		}
+		return evalInt(e.Else, s)
 	case *dsl.UnaryExpr:
 		x, err := evalInt(e.X, s)
 		if err != nil {
@@ -278,36 +337,6 @@ func mulChecked(x, y int64) (int64, bool) {
 	return r, true
 }
 
-func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
-	want := map[string]int{"min": 2, "max": 2, "log2": 1}
-	n, ok := want[e.Fun.Name]
-	if !ok {
-		return 0, errAt(e.Fun, "unknown function %s (the functions are min, max and log2)", e.Fun.Name)
-	}
-	if len(e.Args) != n {
-		return 0, errAt(e, "%s takes %d argument(s), got %d", e.Fun.Name, n, len(e.Args))
-	}
-	var args [2]int64
-	for i, a := range e.Args {
-		v, err := evalInt(a, s)
-		if err != nil {
-			return 0, err
-		}
-		args[i] = v
-	}
-	switch e.Fun.Name {
-	case "min":
-		return min(args[0], args[1]), nil
-	case "max":
-		return max(args[0], args[1]), nil
-	}
-	x := args[0]
-	if x <= 0 || x&(x-1) != 0 {
-		return 0, errAt(e, "log2(%d): the argument must be a positive power of two", x)
-	}
-	return int64(bits.TrailingZeros64(uint64(x))), nil
-}
-
 // hasFloat reports whether an expression contains a float literal; such an init expression is
 // computed in float64.
 func hasFloat(e dsl.Expr) bool {
@@ -316,6 +345,8 @@ func hasFloat(e dsl.Expr) bool {
 		return true
 	case *dsl.ParenExpr:
 		return hasFloat(e.X)
+	case *dsl.CondExpr:
+		return hasFloat(e.Cond) || hasFloat(e.Then) || hasFloat(e.Else)
 	case *dsl.UnaryExpr:
 		return hasFloat(e.X)
 	case *dsl.BinaryExpr:
@@ -342,6 +373,8 @@ func usesAny(e dsl.Expr, names map[string]bool) bool {
 		return names[e.Name]
 	case *dsl.ParenExpr:
 		return usesAny(e.X, names)
+	case *dsl.CondExpr:
+		return usesAny(e.Cond, names) || usesAny(e.Then, names) || usesAny(e.Else, names)
 	case *dsl.UnaryExpr:
 		return usesAny(e.X, names)
 	case *dsl.BinaryExpr:
@@ -356,31 +389,88 @@ func usesAny(e dsl.Expr, names map[string]bool) bool {
 	return false
 }
 
-// evalFloat evaluates an init expression that contains a float literal: arithmetic in float64,
-// `/` as true division. Integer-only operators are errors there.
+// firstFloat is the first float literal in e, or nil.
+func firstFloat(e dsl.Expr) *dsl.FloatLit {
+	switch e := e.(type) {
+	case *dsl.FloatLit:
+		return e
+	case *dsl.ParenExpr:
+		return firstFloat(e.X)
+	case *dsl.UnaryExpr:
+		return firstFloat(e.X)
+	case *dsl.BinaryExpr:
+		if f := firstFloat(e.X); f != nil {
+			return f
+		}
+		return firstFloat(e.Y)
+	case *dsl.CondExpr:
+		for _, x := range []dsl.Expr{e.Cond, e.Then, e.Else} {
+			if f := firstFloat(x); f != nil {
+				return f
+			}
+		}
+	case *dsl.CallExpr:
+		for _, a := range e.Args {
+			if f := firstFloat(a); f != nil {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// needsInt is the error of a float operand x where an integer is needed: at the float literal
+// that made x a float, and at what needed the integer.
+func needsInt(x dsl.Expr, what string, at diag.Pos) *evalError {
+	f := firstFloat(x)
+	operand := dsl.FormatExpr(x)
+	if len(operand) > 32 {
+		operand = "an operand"
+	}
+	why := " (because of " + f.Raw + ")"
+	if x == dsl.Expr(f) {
+		why = ""
+	}
+	err := errAtPos(f.Pos(), "%s needs integers; %s is a float%s", what, operand, why)
+	err.related = []diag.Related{{Pos: at, Label: what}}
+	return err
+}
+
+// evalFloat evaluates an init expression of a float buffer. Typing is local: a sub-expression
+// without a float literal is an integer one (evalInt: integer division, %, comparisons), and
+// becomes a float only where an operator combines it with a float: `+ - * / **`, unary `-` and
+// `+`, min and max, and the branches of a conditional. `/` between floats is true division.
 func evalFloat(e dsl.Expr, s *scope) (float64, *evalError) {
+	if !hasFloat(e) {
+		v, err := evalInt(e, s)
+		return float64(v), err
+	}
 	switch e := e.(type) {
 	case *dsl.FloatLit:
 		return e.Value, nil
-	case *dsl.IntLit:
-		return float64(e.Value), nil
-	case *dsl.Ident:
-		v, err := evalInt(e, s)
-		return float64(v), err
 	case *dsl.ParenExpr:
 		return evalFloat(e.X, s)
-	case *dsl.UnaryExpr:
-		x, err := evalFloat(e.X, s)
+	case *dsl.CondExpr:
+		if hasFloat(e.Cond) {
+			return 0, needsInt(e.Cond, "the condition of if-then-else", e.Pos())
+		}
+		c, err := evalInt(e.Cond, s)
 		if err != nil {
 			return 0, err
 		}
-		switch e.Op {
-		case "-":
-			return -x, nil
-		case "+":
-			return x, nil
+		if c != 0 {
+			return evalFloat(e.Then, s)
 		}
-		return 0, errAt(e, "operator %s is not defined on floats", e.Op)
+		return evalFloat(e.Else, s)
+	case *dsl.UnaryExpr:
+		if e.Op != "-" && e.Op != "+" {
+			return 0, needsInt(e.X, "operator "+e.Op, e.Pos())
+		}
+		x, err := evalFloat(e.X, s)
+		if e.Op == "-" {
+			x = -x
+		}
+		return x, err
 	case *dsl.CallExpr:
 		if (e.Fun.Name == "min" || e.Fun.Name == "max") && len(e.Args) == 2 {
 			a, err := evalFloat(e.Args[0], s)
@@ -396,12 +486,21 @@ func evalFloat(e dsl.Expr, s *scope) (float64, *evalError) {
 			}
 			return math.Max(a, b), nil
 		}
-		if !hasFloat(e) {
-			v, err := evalInt(e, s)
-			return float64(v), err
+		for _, a := range e.Args {
+			if hasFloat(a) {
+				return 0, needsInt(a, e.Fun.Name, e.Fun.Pos())
+			}
 		}
-		return 0, errAt(e, "%s is not defined on floats", e.Fun.Name)
 	case *dsl.BinaryExpr:
+		switch e.Op {
+		case "+", "-", "*", "/", "**":
+		default:
+			x := e.X
+			if !hasFloat(x) {
+				x = e.Y
+			}
+			return 0, needsInt(x, "operator "+e.Op, e.OpPos)
+		}
 		x, err := evalFloat(e.X, s)
 		if err != nil {
 			return 0, err
@@ -422,10 +521,8 @@ func evalFloat(e dsl.Expr, s *scope) (float64, *evalError) {
 				return 0, errAtPos(e.OpPos, "division by zero")
 			}
 			return x / y, nil
-		case "**":
-			return math.Pow(x, y), nil
 		}
-		return 0, errAtPos(e.OpPos, "operator %s is not defined on floats (it needs integers)", e.Op)
+		return math.Pow(x, y), nil
 	}
 	return 0, errAt(e, "unsupported expression")
 }

@@ -85,6 +85,21 @@ func (env *rangeEnv) intRange(e dsl.Expr) irange {
 		return env.binaryRange(e)
 	case *dsl.CallExpr:
 		return env.callRange(e)
+	case *dsl.CondExpr:
+		c := env.intRange(e.Cond)
+		if !c.ok {
+			return failInt
+		}
+		// Only the branch taken is evaluated: where the condition is known, the other one
+		// cannot fail.
+		switch t := truth(c); {
+		case t.lo == 1:
+			return env.intRange(e.Then)
+		case t.hi == 0:
+			return env.intRange(e.Else)
+		}
+		a, b := env.intRange(e.Then), env.intRange(e.Else)
+		return irange{min(a.lo, b.lo), max(a.hi, b.hi), a.ok && b.ok}
 	}
 	return failInt
 }
@@ -290,29 +305,57 @@ func (env *rangeEnv) callRange(e *dsl.CallExpr) irange {
 		return irange{min(args[0].lo, args[1].lo), min(args[0].hi, args[1].hi), true}
 	case e.Fun.Name == "max" && len(args) == 2:
 		return irange{max(args[0].lo, args[1].lo), max(args[0].hi, args[1].hi), true}
-	case e.Fun.Name == "log2" && len(args) == 1:
-		x := args[0]
-		if x.lo == x.hi && x.lo > 0 && x.lo&(x.lo-1) == 0 {
-			v := int64(bits.TrailingZeros64(uint64(x.lo)))
-			return irange{v, v, true}
+	case len(args) == 1 && monotone[e.Fun.Name] && args[0].lo > 0:
+		// Non-decreasing on positive arguments, where they cannot fail (log2 can, between
+		// powers of two: it is bounded only at a single value).
+		if e.Fun.Name == "log2" && args[0].lo != args[0].hi {
+			return failInt
 		}
+		b := builtins[e.Fun.Name]
+		lo, err1 := b.f(e, []int64{args[0].lo})
+		hi, err2 := b.f(e, []int64{args[0].hi})
+		if err1 != nil || err2 != nil {
+			return failInt
+		}
+		return irange{lo, hi, true}
+	case (e.Fun.Name == "popcount" || e.Fun.Name == "lobit") && len(args) == 1 && args[0].lo >= 0:
+		return irange{0, max(args[0].hi, 0), true} // both at most x
 	}
-	return failInt
+	return failInt // quo, rem and the plan's functions: evaluated point by point
 }
+
+// monotone are the built-in functions of one argument that never decrease on positive
+// arguments.
+var monotone = map[string]bool{"log2": true, "flog2": true, "clog2": true, "hibit": true, "nextpow2": true}
 
 // floatRange bounds a float init expression as evalFloat computes it. Rounding to nearest is
 // monotone, so bounds computed at the corners in float64 hold every rounded interior value.
 func (env *rangeEnv) floatRange(e dsl.Expr) frange {
-	fromInt := func(r irange) frange { return frange{float64(r.lo), float64(r.hi), r.ok} }
+	if !hasFloat(e) { // an integer sub-expression (evalFloat's typing is local)
+		r := env.intRange(e)
+		return frange{float64(r.lo), float64(r.hi), r.ok}
+	}
 	switch e := e.(type) {
 	case *dsl.FloatLit:
 		return frange{e.Value, e.Value, true}
-	case *dsl.IntLit:
-		return frange{float64(e.Value), float64(e.Value), true}
-	case *dsl.Ident:
-		return fromInt(env.ident(e.Name))
 	case *dsl.ParenExpr:
 		return env.floatRange(e.X)
+	case *dsl.CondExpr:
+		if hasFloat(e.Cond) {
+			return frange{ok: false}
+		}
+		c := env.intRange(e.Cond)
+		if !c.ok {
+			return frange{ok: false}
+		}
+		switch t := truth(c); {
+		case t.lo == 1:
+			return env.floatRange(e.Then)
+		case t.hi == 0:
+			return env.floatRange(e.Else)
+		}
+		a, b := env.floatRange(e.Then), env.floatRange(e.Else)
+		return frange{math.Min(a.lo, b.lo), math.Max(a.hi, b.hi), a.ok && b.ok}
 	case *dsl.UnaryExpr:
 		x := env.floatRange(e.X)
 		switch e.Op {
@@ -321,6 +364,7 @@ func (env *rangeEnv) floatRange(e dsl.Expr) frange {
 		case "-":
 			return frange{-x.hi, -x.lo, x.ok}
 		}
+		return frange{ok: false}
 	case *dsl.CallExpr:
 		if (e.Fun.Name == "min" || e.Fun.Name == "max") && len(e.Args) == 2 {
 			a, b := env.floatRange(e.Args[0]), env.floatRange(e.Args[1])
@@ -328,9 +372,6 @@ func (env *rangeEnv) floatRange(e dsl.Expr) frange {
 				return frange{math.Min(a.lo, b.lo), math.Min(a.hi, b.hi), a.ok && b.ok}
 			}
 			return frange{math.Max(a.lo, b.lo), math.Max(a.hi, b.hi), a.ok && b.ok}
-		}
-		if !hasFloat(e) {
-			return fromInt(env.intRange(e))
 		}
 	case *dsl.BinaryExpr:
 		x, y := env.floatRange(e.X), env.floatRange(e.Y)

@@ -24,11 +24,15 @@ func randInitExpr(rng *rand.Rand, depth int, float bool) string {
 		return leaves[rng.Intn(len(leaves))]
 	}
 	if rng.Intn(8) == 0 {
-		fun := []string{"min", "max", "log2"}[rng.Intn(3)]
-		if fun == "log2" {
-			return "log2(" + randInitExpr(rng, depth-1, float) + ")"
+		funs := []string{"min", "max", "log2", "flog2", "clog2", "hibit", "lobit", "popcount", "nextpow2", "quo", "rem"}
+		fun := funs[rng.Intn(len(funs))]
+		if builtins[fun].args == 1 {
+			return fun + "(" + randInitExpr(rng, depth-1, float) + ")"
 		}
 		return fun + "(" + randInitExpr(rng, depth-1, float) + ", " + randInitExpr(rng, depth-1, float) + ")"
+	}
+	if rng.Intn(10) == 0 {
+		return "(if " + randInitExpr(rng, depth-1, false) + " then " + randInitExpr(rng, depth-1, float) + " else " + randInitExpr(rng, depth-1, float) + ")"
 	}
 	if rng.Intn(8) == 0 {
 		return []string{"-", "!", "^", "+"}[rng.Intn(4)] + "(" + randInitExpr(rng, depth-1, float) + ")"

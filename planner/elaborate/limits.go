@@ -54,7 +54,9 @@ const maxCountWork = 1 << 22
 // rather than after building millions of ops.
 func (el *elaborator) loopOps(st *dsl.ForStmt, from, to, step int64, s *scope, limit int64) int64 {
 	c := opCounter{el: el, limit: limit}
-	n, _ := c.loop(st, from, to, step, s, map[string]bool{})
+	unknown := map[string]bool{}
+	assigned(st.Body, unknown) // vars the loop changes: their values now say nothing of later passes
+	n, _ := c.loop(st, from, to, step, s, unknown)
 	return n
 }
 
@@ -96,6 +98,11 @@ func (c *opCounter) block(stmts []dsl.Stmt, s *scope, unknown map[string]bool) (
 				continue
 			}
 			local.bind(name, v)
+		case *dsl.VarStmt:
+			if !unknown[st.Name.Name] {
+				unknown[st.Name.Name] = true
+				marked = append(marked, st.Name.Name)
+			}
 		case *dsl.OpStmt:
 			n = budget.Add(n, 1)
 		case *dsl.IfStmt: // never counted, known condition or not: a pass by pass count adds nothing
