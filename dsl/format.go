@@ -440,6 +440,15 @@ func writeSlice(b *strings.Builder, s *Slice) {
 	}
 }
 
+// writeSlices prints a scatter/gather list: its first slice, then the others after commas.
+func writeSlices(b *strings.Builder, first *Slice, more []*Slice) {
+	writeSlice(b, first)
+	for _, s := range more {
+		b.WriteString(", ")
+		writeSlice(b, s)
+	}
+}
+
 func writeOp(b *strings.Builder, op Operation) {
 	switch op := op.(type) {
 	case *SendOp:
@@ -447,7 +456,7 @@ func writeOp(b *strings.Builder, op Operation) {
 		writeName(b, op.Queue)
 		if op.Slice != nil {
 			b.WriteByte(' ')
-			writeSlice(b, op.Slice)
+			writeSlices(b, op.Slice, op.More)
 		}
 		if op.Inline {
 			b.WriteString(" inline")
@@ -457,13 +466,13 @@ func writeOp(b *strings.Builder, op Operation) {
 		writeName(b, op.Queue)
 		if op.Slice != nil {
 			b.WriteByte(' ')
-			writeSlice(b, op.Slice)
+			writeSlices(b, op.Slice, op.More)
 		}
 	case *WriteOp:
 		b.WriteString("write ")
 		writeName(b, op.Queue)
 		b.WriteByte(' ')
-		writeSlice(b, op.Src)
+		writeSlices(b, op.Src, op.More)
 		b.WriteString(" to ")
 		writeSlice(b, op.Dst)
 		if op.Notify {
@@ -475,7 +484,7 @@ func writeOp(b *strings.Builder, op Operation) {
 		b.WriteByte(' ')
 		writeSlice(b, op.Src)
 		b.WriteString(" to ")
-		writeSlice(b, op.Dst)
+		writeSlices(b, op.Dst, op.More)
 	case *AtomicOp:
 		b.WriteString("atomic " + op.Kind.Name + " ")
 		writeName(b, op.Queue)

@@ -145,30 +145,34 @@ type gOperation struct {
 
 type gSend struct {
 	Tokens []lexer.Token
-	Queue  *gName  `parser:"'send' @@"`
-	Slice  *gSlice `parser:"@@?"`
-	Inline bool    `parser:"@'inline'?"`
+	Queue  *gName    `parser:"'send' @@"`
+	Slice  *gSlice   `parser:"( @@"`
+	More   []*gSlice `parser:"( ',' @@ )* )?"`
+	Inline bool      `parser:"@'inline'?"`
 }
 
 type gRecv struct {
 	Tokens []lexer.Token
-	Queue  *gName  `parser:"'recv' @@"`
-	Slice  *gSlice `parser:"@@?"`
+	Queue  *gName    `parser:"'recv' @@"`
+	Slice  *gSlice   `parser:"( @@"`
+	More   []*gSlice `parser:"( ',' @@ )* )?"`
 }
 
 type gWrite struct {
 	Tokens []lexer.Token
-	Queue  *gName  `parser:"'write' @@"`
-	Src    *gSlice `parser:"@@"`
-	Dst    *gSlice `parser:"'to' @@"`
-	Notify bool    `parser:"@'notify'?"`
+	Queue  *gName    `parser:"'write' @@"`
+	Src    *gSlice   `parser:"@@"`
+	More   []*gSlice `parser:"( ',' @@ )*"`
+	Dst    *gSlice   `parser:"'to' @@"`
+	Notify bool      `parser:"@'notify'?"`
 }
 
 type gRead struct {
 	Tokens []lexer.Token
-	Queue  *gName  `parser:"'read' @@"`
-	Src    *gSlice `parser:"@@"`
-	Dst    *gSlice `parser:"'to' @@"`
+	Queue  *gName    `parser:"'read' @@"`
+	Src    *gSlice   `parser:"@@"`
+	Dst    *gSlice   `parser:"'to' @@"`
+	More   []*gSlice `parser:"( ',' @@ )*"`
 }
 
 type gAtomic struct {

@@ -25,29 +25,40 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		ok = ok && good
 		return v
 	}
+	list := func(more []*dsl.Slice) []ir.Slice {
+		var out []ir.Slice
+		for _, sl := range more {
+			out = append(out, slice(sl))
+		}
+		return out
+	}
 	switch o := o.(type) {
 	case *dsl.SendOp:
 		op.Kind, op.Inline = ir.OpSend, o.Inline
 		queue(o.Queue)
-		op.Src = slice(o.Slice)
+		op.Src, op.More = slice(o.Slice), list(o.More)
 	case *dsl.RecvOp:
 		op.Kind = ir.OpRecv
 		queue(o.Queue)
-		op.Dst = slice(o.Slice)
+		op.Dst, op.More = slice(o.Slice), list(o.More)
+		if ok {
+			el.scatterDisjoint(op.DstSegs(), o.More)
+		}
 	case *dsl.WriteOp:
 		op.Kind, op.Notify = ir.OpWrite, o.Notify
 		queue(o.Queue)
-		op.Src, op.Dst = slice(o.Src), slice(o.Dst)
+		op.Src, op.More, op.Dst = slice(o.Src), list(o.More), slice(o.Dst)
 		if ok {
-			el.sameBytes(op, o.Pos(), "write", op.Src, op.Dst)
+			el.sameBytes(op, o.Pos(), "write", op.SrcSegs(), op.DstSegs())
 			el.remote(op.Dst, ir.RemoteWrite, "write to")
 		}
 	case *dsl.ReadOp:
 		op.Kind = ir.OpRead
 		queue(o.Queue)
-		op.Src, op.Dst = slice(o.Src), slice(o.Dst)
+		op.Src, op.Dst, op.More = slice(o.Src), slice(o.Dst), list(o.More)
 		if ok {
-			el.sameBytes(op, o.Pos(), "read", op.Src, op.Dst)
+			el.scatterDisjoint(op.DstSegs(), o.More)
+			el.sameBytes(op, o.Pos(), "read", op.SrcSegs(), op.DstSegs())
 			el.remote(op.Src, ir.RemoteRead, "read from")
 		}
 	case *dsl.AtomicOp:
@@ -90,7 +101,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		op.Kind = ir.OpCopy
 		op.Src, op.Dst = slice(o.Src), slice(o.Dst)
 		if ok {
-			el.sameBytes(op, o.Pos(), "copy", op.Src, op.Dst)
+			el.sameBytes(op, o.Pos(), "copy", []ir.Slice{op.Src}, []ir.Slice{op.Dst})
 			el.noOverlap(op.Src, op.Dst, o.Dst.Pos(), "copy")
 		}
 	case *dsl.NopOp:
@@ -102,7 +113,23 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 	return ok
 }
 
-// slice evaluates a slice and checks it is non-empty and in bounds.
+// scatterDisjoint reports the segments of a scatter list (a recv's or read's landing slices)
+// that overlap an earlier one: the NIC would write the same bytes twice in no defined order.
+// more are the list's slices after the first, as written.
+func (el *elaborator) scatterDisjoint(segs []ir.Slice, more []*dsl.Slice) {
+	for j := 1; j < len(segs); j++ {
+		for i := 0; i < j; i++ {
+			a, b := segs[i], segs[j]
+			if a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len {
+				el.errorf(phaseShapes, diag.Shape, more[j-1].Pos(), "scatter list lands %s and %s, which overlap: the segments of a receiving list must be disjoint",
+					el.g.SliceString(a), el.g.SliceString(b))
+			}
+		}
+	}
+}
+
+// slice evaluates a slice and checks it is in bounds; buf[k:k] is an empty slice (nothing to
+// move: the op still runs, and still orders what is after it).
 func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 	id, ok := el.bufIdx[sl.Buf.Name]
 	if !ok {
@@ -135,8 +162,8 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 		case hi > b.Count:
 			el.errorf(phaseShapes, diag.Shape, sl.Hi.Pos(), "slice %s[%d:%d] ends past the end of %s (%d elements)", b.Name, lo, hi, b.Name, b.Count)
 			return ir.NoSlice, false
-		case hi <= lo:
-			el.errorf(phaseShapes, diag.Shape, sl.Pos(), "slice %s[%d:%d] is empty: slices need lo < hi", b.Name, lo, hi)
+		case hi < lo:
+			el.errorf(phaseShapes, diag.Shape, sl.Pos(), "slice %s[%d:%d] ends before it starts: slices need lo <= hi (lo == hi is empty)", b.Name, lo, hi)
 			return ir.NoSlice, false
 		}
 		out.Off, out.Len = lo, hi-lo
@@ -152,10 +179,10 @@ func (el *elaborator) bufferNames() []string {
 	return names
 }
 
-func (el *elaborator) sameBytes(op *ir.Op, pos diag.Pos, what string, a, b ir.Slice) {
-	if na, nb := el.g.Bytes(a), el.g.Bytes(b); na != nb {
+func (el *elaborator) sameBytes(op *ir.Op, pos diag.Pos, what string, a, b []ir.Slice) {
+	if na, nb := el.g.SegsBytes(a), el.g.SegsBytes(b); na != nb {
 		el.errorf(phaseShapes, diag.Shape, pos, "%s of %d bytes (%s) into %d bytes (%s): the two slices must have the same length in bytes",
-			what, na, el.g.SliceString(a), nb, el.g.SliceString(b))
+			what, na, el.g.SegsString(a), nb, el.g.SegsString(b))
 	}
 }
 
