@@ -223,7 +223,7 @@ type Op struct {
 	Src    Slice
 	Dst    Slice
 	Fetch  Slice
-	More   []Slice // the list's segments after the first (nil: one slice or none)
+	More   []Slice  // the list's segments after the first (nil: one slice or none)
 	A, B   int64    // atomic add: A is the addend; cas: A compare, B swap
 	Pos    diag.Pos // the op statement
 	Queue  QueueID  // None for host ops
@@ -233,6 +233,11 @@ type Op struct {
 	Inline bool     // send ... inline
 	Notify bool     // write ... notify (write with immediate: consumes a recv at the peer)
 }
+
+// MaxListSegs is the most segments a scatter/gather list may have in the language (the first
+// and 29 more). Targets may allow fewer (Target.MaxSGE); 30 is what ConnectX-class NICs report
+// as max_send_sge.
+const MaxListSegs = 30
 
 // ListSide reports which side of op a scatter/gather list may stand on: Src for send and write,
 // Dst for recv and read; ok is false for the other kinds.
@@ -451,4 +456,28 @@ func (g *Graph) Bytes(s Slice) int64 {
 		return 0
 	}
 	return s.Len * g.Buffers[s.Buf].Type.Size()
+}
+
+// Pieces pairs a gather list with a scatter list of the same total bytes: it calls yield with
+// each run of src and the part of dst its bytes land in, in list order, so that the runs cover
+// both lists (zero-length segments are skipped). Lengths are cut at element boundaries of both
+// sides.
+func (g *Graph) Pieces(src, dst []Slice, yield func(a, b Slice)) {
+	i, j := 0, 0
+	var ao, bo int64 // elements of src[i] and dst[j] already paired
+	for i < len(src) && j < len(dst) {
+		a, b := src[i], dst[j]
+		asz, bsz := g.Buffers[a.Buf].Type.Size(), g.Buffers[b.Buf].Type.Size()
+		n := min((a.Len-ao)*asz, (b.Len-bo)*bsz)
+		if n > 0 {
+			yield(Slice{Buf: a.Buf, Pos: a.Pos, Off: a.Off + ao, Len: n / asz}, Slice{Buf: b.Buf, Pos: b.Pos, Off: b.Off + bo, Len: n / bsz})
+		}
+		ao, bo = ao+n/asz, bo+n/bsz
+		if ao >= a.Len {
+			i, ao = i+1, 0
+		}
+		if bo >= b.Len {
+			j, bo = j+1, 0
+		}
+	}
 }

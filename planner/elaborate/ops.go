@@ -26,6 +26,11 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		return v
 	}
 	list := func(more []*dsl.Slice) []ir.Slice {
+		if len(more) >= ir.MaxListSegs {
+			el.errorf(phaseShapes, diag.Shape, more[ir.MaxListSegs-1].Pos(), "a scatter/gather list of %d slices: lists take at most %d (split the op, or copy the pieces together first)", len(more)+1, ir.MaxListSegs)
+			ok = false
+			return nil
+		}
 		var out []ir.Slice
 		for _, sl := range more {
 			out = append(out, slice(sl))

@@ -409,7 +409,7 @@ func autoInline(t *ir.Target, g *ir.Graph, o ir.OpID) bool {
 	if t.PrePost || (op.Kind != ir.OpSend && op.Kind != ir.OpWrite) {
 		return false
 	}
-	n := g.Bytes(op.Src)
+	n := g.SegsBytes(op.SrcSegs())
 	return n > 0 && n <= int64(t.MaxInline)
 }
 
