@@ -28,6 +28,9 @@ type Caps struct {
 	MaxQPDepth int
 	// MaxCQDepth is the largest depth a CQ may be created with.
 	MaxCQDepth int
+	// MaxSGE is the most scatter/gather elements (Local and More) one send or receive request
+	// may carry (max_send_sge and max_recv_sge, the smaller of the two).
+	MaxSGE int
 	// Atomics: the device supports 8-byte fetch-add and compare-swap.
 	Atomics bool
 	// InProcess: every rank's Context lives in this process and Progress-style software completion
@@ -257,8 +260,19 @@ type SGE struct {
 	LKey uint32
 }
 
+// SGLen is the total length of a scatter/gather list: first, then more.
+func SGLen(first SGE, more []SGE) uint64 {
+	n := uint64(first.Len)
+	for _, e := range more {
+		n += uint64(e.Len)
+	}
+	return n
+}
+
 // SendWR is a send-queue work request. Which fields matter depends on Op:
 //   - SEND: Local (payload; Len 0 for an empty message), Flags may include FlagInline.
+//     SEND, RDMA_WRITE(_IMM) and RDMA_READ take a scatter/gather list: Local, then More (the
+//     message is their bytes in order; a READ scatters into them); at most Caps.MaxSGE elements.
 //   - RDMA_WRITE, RDMA_WRITE_IMM: Local -> RemoteAddr/RKey; Imm for WRITE_IMM.
 //   - RDMA_READ: RemoteAddr/RKey -> Local.
 //   - ATOMIC_FADD: adds CompareAdd to the u64 at RemoteAddr; ATOMIC_CAS: if it equals CompareAdd,
@@ -273,6 +287,7 @@ type SendWR struct {
 	Op         Opcode
 	Flags      SendFlags
 	Local      SGE
+	More       []SGE // further SGEs of the list after Local (SEND, RDMA WRITE and READ); copied at post
 	RemoteAddr uint64
 	RKey       uint32
 	Imm        uint32
@@ -288,6 +303,7 @@ type SendWR struct {
 type RecvWR struct {
 	ID    uint64
 	Local SGE
+	More  []SGE // further SGEs of the scatter list after Local, filled in order; copied at post
 }
 
 // Status is the outcome of a work request.

@@ -438,5 +438,8 @@ func dataWQE(g *ir.Graph, o ir.OpID) ir.WQE {
 	case ir.OpAtomicCAS:
 		e.Opcode, e.Remote, e.Local, e.A, e.B = ir.OpcAtomicCAS, op.Dst, op.Fetch, op.A, op.B
 	}
+	if _, ok := op.ListSide(); ok {
+		e.More = op.More // the local operand's further scatter/gather segments
+	}
 	return e
 }
