@@ -43,6 +43,7 @@ type rankLayout struct {
 	cqs       []cqSpec
 	qps       []qpSpec
 	maxInline int // inline capacity of its QPs: no more than the plan can use
+	maxSGE    int // the longest scatter/gather list its QPs carry
 }
 
 // rankRes is one rank's open device and everything created on it.
@@ -202,7 +203,7 @@ func openRank(p nic.Provider, g *ir.Graph, rank int, l rankLayout) (*rankRes, er
 	}
 	for _, s := range l.qps {
 		cfg := nic.QPConfig{SendCQ: res.cqs[s.sendCQ], RecvCQ: res.cqs[s.sendCQ], SendDepth: s.sendDepth, RecvDepth: s.recvDepth,
-			MaxInline: l.maxInline, CrossChannel: s.crossChan, ManagedSend: s.managedS, ManagedRecv: s.managedR}
+			MaxInline: l.maxInline, MaxSGE: l.maxSGE, CrossChannel: s.crossChan, ManagedSend: s.managedS, ManagedRecv: s.managedR}
 		if s.recvCQ >= 0 {
 			cfg.RecvCQ = res.cqs[s.recvCQ]
 		}

@@ -188,6 +188,18 @@ func (w *WQE) LocalSegs() []Slice {
 	return append([]Slice{w.Local}, w.More...)
 }
 
+// MaxSGE is the longest SGE list of the rank's work requests (1 when none is a list), what its
+// QPs must be created for.
+func (rp *RankPlan) MaxSGE() int {
+	n := 1
+	for i := range rp.Queues {
+		for k := range rp.Queues[i].Chain {
+			n = max(n, 1+len(rp.Queues[i].Chain[k].More))
+		}
+	}
+	return n
+}
+
 // Signalled reports whether the WQE carries the Signalled flag.
 func (w *WQE) Signalled() bool { return w.Flags&Signalled != 0 }
 

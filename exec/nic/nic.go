@@ -154,6 +154,9 @@ type QPConfig struct {
 	SendDepth, RecvDepth int
 	// MaxInline is the largest inline payload this QP will be asked to send (at most Caps.MaxInline).
 	MaxInline int
+	// MaxSGE is the longest scatter/gather list (Local and More) a request on this QP will carry
+	// (at most Caps.MaxSGE; 0 means 1).
+	MaxSGE int
 	// CrossChannel lets this QP post CQE_WAIT, SEND_EN and RECV_EN (the management queue of the
 	// managed style, or a data queue with inline WAITs). Requires Caps.CrossChannel.
 	CrossChannel bool
@@ -287,7 +290,6 @@ type SendWR struct {
 	Op         Opcode
 	Flags      SendFlags
 	Local      SGE
-	More       []SGE // further SGEs of the list after Local (SEND, RDMA WRITE and READ); copied at post
 	RemoteAddr uint64
 	RKey       uint32
 	Imm        uint32
@@ -296,6 +298,7 @@ type SendWR struct {
 	WaitCQ     uint32
 	TargetQP   uint32
 	Count      uint32
+	More       []SGE // further SGEs of the list after Local (SEND, RDMA WRITE and READ); copied at post
 }
 
 // RecvWR is a receive work request: an incoming SEND lands in Local (Len may be 0 for empty
