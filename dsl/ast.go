@@ -172,13 +172,25 @@ const (
 	SliceRange                  // buf[lo:hi]
 )
 
-// Slice is `buf`, `buf[i]` or `buf[lo:hi]`.
+// Slice is `buf`, `buf[i]` or `buf[lo:hi]`, or, where a scatter/gather list may stand, a list
+// of slices built by a loop (For set; Kind, Buf, Lo and Hi unset).
 type Slice struct {
 	Span
 	Kind SliceKind
 	Buf  *Ident
 	Lo   Expr // the index for SliceElem, the low bound for SliceRange
 	Hi   Expr // SliceRange only
+	For  *SliceFor
+}
+
+// SliceFor is `{SLICE for VAR in FROM .. TO [step STEP] [if COND]}`: SLICE for each value of
+// VAR in the half-open range (as a for statement counts), those for which COND holds, in order.
+type SliceFor struct {
+	Slice    *Slice
+	Var      *Ident
+	From, To Expr
+	Step     Expr // nil when absent
+	Cond     Expr // nil when absent
 }
 
 // Operation is the right-hand side of an op statement.

@@ -171,6 +171,10 @@ func (c *converter) slice(g *gSlice) *Slice {
 	if g == nil {
 		return nil
 	}
+	if f := g.For; f != nil {
+		return &Slice{Span: span(g.Tokens), For: &SliceFor{Slice: c.slice(f.Slice), Var: c.ident(f.Var),
+			From: c.expr(f.From), To: c.expr(f.To), Step: c.expr(f.Step), Cond: c.expr(f.Cond)}}
+	}
 	s := &Slice{Span: span(g.Tokens), Buf: c.ident(g.Buf)}
 	switch {
 	case g.Colon:

@@ -421,6 +421,24 @@ func writeList(b *strings.Builder, list []Expr) {
 // writeSlice prints buf, buf[i] or buf[lo:hi]; a range with a compound bound gets spaces
 // around its colon (data[sc * n : (sc + 1) * n]), a simple one does not (data[0:4]).
 func writeSlice(b *strings.Builder, s *Slice) {
+	if f := s.For; f != nil {
+		b.WriteByte('{')
+		writeSlice(b, f.Slice)
+		b.WriteString(" for " + f.Var.Name + " in ")
+		writeExpr(b, f.From)
+		b.WriteString(" .. ")
+		writeExpr(b, f.To)
+		if f.Step != nil {
+			b.WriteString(" step ")
+			writeExpr(b, f.Step)
+		}
+		if f.Cond != nil {
+			b.WriteString(" if ")
+			writeExpr(b, f.Cond)
+		}
+		b.WriteByte('}')
+		return
+	}
 	b.WriteString(s.Buf.Name)
 	switch s.Kind {
 	case SliceElem:

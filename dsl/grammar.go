@@ -125,11 +125,24 @@ type gIf struct {
 
 type gSlice struct {
 	Tokens []lexer.Token
-	Buf    *gIdent `parser:"@@"`
-	Open   bool    `parser:"( @'['"`
-	Lo     *gExpr  `parser:"@@"`
-	Colon  bool    `parser:"( @':'"`
-	Hi     *gExpr  `parser:"@@ )? ']' )?"`
+	For    *gSliceFor `parser:"  @@"`
+	Buf    *gIdent    `parser:"| @@"`
+	Open   bool       `parser:"( @'['"`
+	Lo     *gExpr     `parser:"@@"`
+	Colon  bool       `parser:"( @':'"`
+	Hi     *gExpr     `parser:"@@ )? ']' )?"`
+}
+
+// gSliceFor is a list of slices built by a loop: {SLICE for VAR in FROM .. TO [step S] [if COND]}
+// (braces, not brackets: `send q [` would read as an index of the queue's name).
+type gSliceFor struct {
+	Tokens []lexer.Token
+	Slice  *gSlice `parser:"'{' @@"`
+	Var    *gIdent `parser:"'for' @@"`
+	From   *gExpr  `parser:"'in' @@"`
+	To     *gExpr  `parser:"'..' @@"`
+	Step   *gExpr  `parser:"( 'step' @@ )?"`
+	Cond   *gExpr  `parser:"( 'if' @@ )? '}'"`
 }
 
 type gOperation struct {
