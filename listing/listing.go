@@ -205,6 +205,7 @@ type jsonTarget struct {
 	MaxWQDepth   int    `json:"max_wq_depth"`
 	MaxCQDepth   int    `json:"max_cq_depth"`
 	MaxInline    int    `json:"max_inline"`
+	MaxSGE       int    `json:"max_sge"`
 	CanCalc      bool   `json:"can_calc"`
 	// Trigger is the profile of a triggered target.
 	Trigger *TriggerProfileJSON `json:"trigger,omitempty"`
@@ -418,7 +419,7 @@ func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 	t := p.Target
 	out := jsonPlan{Version: 1, Plan: g.Name, File: g.File, Params: []jsonParam{}, Ranks: []jsonRank{},
 		Target: jsonTarget{Name: t.Name, Style: t.Style.String(), CrossChannel: t.CrossChannel, PrePost: t.PrePost,
-			MaxWQDepth: t.MaxWQDepth, MaxCQDepth: t.MaxCQDepth, MaxInline: t.MaxInline, CanCalc: t.CanCalc,
+			MaxWQDepth: t.MaxWQDepth, MaxCQDepth: t.MaxCQDepth, MaxInline: t.MaxInline, MaxSGE: t.MaxSGE, CanCalc: t.CanCalc,
 			Trigger: NewTriggerProfileJSON(t.Trigger)},
 		Stats: jsonStats(p.Stats)}
 	if lim, ok := p.CounterLimit(); ok {
