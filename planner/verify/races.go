@@ -573,12 +573,28 @@ func raceError(g *ir.Graph, r Race, a, b MemAccess) *diag.Diagnostic {
 func explainRace(g *ir.Graph, h *hbGraph, r Race, d *diag.Diagnostic) {
 	fix, ok := explain(g, h, r)
 	if !ok {
-		d.Msg += " (order them with an `after`)"
+		d.Msg += " (" + unorderableHint(g, r) + ")"
 		return
 	}
 	hint := fix.Format(g)
 	d.Msg += " (" + hint + ")"
 	d.Fix = &diag.Fix{Msg: hint}
+}
+
+// unorderableHint says what can order the two ops of race r when no single `after` does. Ops of
+// different ranks cannot be ordered by `after`, which orders ops of one rank: a message can
+// (and atomic adds that fetch nothing commute, so they need no order at all).
+func unorderableHint(g *ir.Graph, r Race) string {
+	a, b := &g.Ops[r.First.Op], &g.Ops[r.Second.Op]
+	if a.Rank == b.Rank {
+		return "order them with an `after`"
+	}
+	hint := fmt.Sprintf("an `after` orders ops of one rank only: pass a token (rank %d sends to rank %d after %s, and %s on rank %d is `after` the recv of it)",
+		a.Rank, b.Rank, a.Name, b.Name, b.Rank)
+	if a.Kind == ir.OpAtomicAdd && b.Kind == ir.OpAtomicAdd {
+		hint += ", or drop the `to` of the adds if their old values are not needed: adds that fetch nothing commute and do not race"
+	}
+	return hint
 }
 
 func describeOp(g *ir.Graph, id ir.OpID) string {
