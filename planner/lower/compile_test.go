@@ -270,9 +270,22 @@ rx after rd
 }
 
 func TestDepthLimits(t *testing.T) {
-	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 72, "n": 1})
+	// A ring whose queues keep the default depth (128): 142 messages per queue do not fit.
+	src := `plan d
+param ranks = 72
+buffer src u64[2 * ranks]
+buffer dst u64[2 * ranks]
+queue right to (rank + 1) % ranks peer left
+queue left  to (rank - 1) % ranks peer right
+for s in 0 .. 2 * ranks - 2 {
+  op tx[s] = send right src[s : s + 1]
+  op rx[s] = recv left dst[s : s + 1]
+}
+`
+	g, err := planner.Load("d.dag", []byte(src), nil)
+	require.NoError(t, err)
 	tg, _ := ir.LookupTarget("connectx")
-	_, err := lower.Compile(g, tg)
+	_, err = lower.Compile(g, tg)
 	require.Error(t, err)
 	var list diag.List
 	require.ErrorAs(t, err, &list)
