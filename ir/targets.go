@@ -12,7 +12,9 @@ import (
 const (
 	connectXMaxWQ = 1 << 15
 	connectXMaxCQ = 1 << 22
-	// connectXMaxSGE is the max_send_sge and max_recv_sge ConnectX-class NICs report.
+	// connectXMaxSGE is the max_send_sge and max_recv_sge ConnectX-class NICs report. The
+	// triggered and triggered-cxi targets use it too: the software NIC's default, and a guess for
+	// cxi (no documented figure).
 	connectXMaxSGE = 30
 	// socketsMaxIOV is the iov_limit of the libfabric sockets provider's endpoints.
 	socketsMaxIOV = 8
