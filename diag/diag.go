@@ -27,6 +27,7 @@ const (
 	Assert   Code = "assert"   // an assert statement does not hold: the parameter set is refused
 	Limit    Code = "limit"    // the plan exceeds a limit of coredag (ops, iterations, memory budget)
 	Target   Code = "target"   // the plan exceeds a limit of the target it is compiled for
+	RNR      Code = "rnr"      // (a warning) a message can arrive before its receive is posted
 	Input    Code = "input"    // the file cannot be read
 	Fault    Code = "fault"    // an op failed at run time
 	Hang     Code = "hang"     // a run stopped making progress

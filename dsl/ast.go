@@ -215,13 +215,25 @@ const (
 	SliceRange                  // buf[lo:hi]
 )
 
-// Slice is `buf`, `buf[i]` or `buf[lo:hi]`.
+// Slice is `buf`, `buf[i]` or `buf[lo:hi]`, or, where a scatter/gather list may stand, a list
+// of slices built by a loop (For set; Kind, Buf, Lo and Hi unset).
 type Slice struct {
 	Span
 	Kind SliceKind
 	Buf  *Ident
 	Lo   Expr // the index for SliceElem, the low bound for SliceRange
 	Hi   Expr // SliceRange only
+	For  *SliceFor
+}
+
+// SliceFor is `{SLICE for VAR in FROM .. TO [step STEP] [if COND]}`: SLICE for each value of
+// VAR in the half-open range (as a for statement counts), those for which COND holds, in order.
+type SliceFor struct {
+	Slice    *Slice
+	Var      *Ident
+	From, To Expr
+	Step     Expr // nil when absent
+	Cond     Expr // nil when absent
 }
 
 // Operation is the right-hand side of an op statement.
@@ -230,34 +242,40 @@ type Operation interface {
 	opNode()
 }
 
-// SendOp is `send Q [SLICE] [inline]`.
+// SendOp is `send Q [SLICE, SLICE...] [inline]`: several slices are a gather list, sent as one
+// message (their bytes in list order).
 type SendOp struct {
 	Span
 	Queue  *Name
-	Slice  *Slice // nil: zero-length message
+	Slice  *Slice   // nil: zero-length message
+	More   []*Slice // the gather list's slices after Slice (nil for one slice)
 	Inline bool
 }
 
-// RecvOp is `recv Q [SLICE]`.
+// RecvOp is `recv Q [SLICE, SLICE...]`: several slices are a scatter list, filled in list order.
 type RecvOp struct {
 	Span
 	Queue *Name
-	Slice *Slice // nil: for notify writes
+	Slice *Slice   // nil: for notify writes
+	More  []*Slice // the scatter list's slices after Slice
 }
 
-// WriteOp is `write Q SLICE to SLICE [notify]`.
+// WriteOp is `write Q SLICE, SLICE... to SLICE [notify]`: a local gather list into one remote slice.
 type WriteOp struct {
 	Span
 	Queue    *Name
 	Src, Dst *Slice
+	More     []*Slice // the gather list's slices after Src
 	Notify   bool
 }
 
-// ReadOp is `read Q SLICE to SLICE` (Src on the peer, Dst local).
+// ReadOp is `read Q SLICE to SLICE, SLICE...` (Src on the peer, Dst local): one remote slice into a
+// local scatter list.
 type ReadOp struct {
 	Span
 	Queue    *Name
 	Src, Dst *Slice
+	More     []*Slice // the scatter list's slices after Dst
 }
 
 // AtomicOp is `atomic add Q SLICE EXPR [to SLICE]` or `atomic cas Q SLICE EXPR EXPR [to SLICE]`.

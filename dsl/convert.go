@@ -202,6 +202,10 @@ func (c *converter) slice(g *gSlice) *Slice {
 	if g == nil {
 		return nil
 	}
+	if f := g.For; f != nil {
+		return &Slice{Span: span(g.Tokens), For: &SliceFor{Slice: c.slice(f.Slice), Var: c.ident(f.Var),
+			From: c.expr(f.From), To: c.expr(f.To), Step: c.expr(f.Step), Cond: c.expr(f.Cond)}}
+	}
 	s := &Slice{Span: span(g.Tokens), Buf: c.ident(g.Buf)}
 	switch {
 	case g.Colon:
@@ -212,18 +216,27 @@ func (c *converter) slice(g *gSlice) *Slice {
 	return s
 }
 
+// slices converts the further slices of a scatter/gather list (nil when there are none).
+func (c *converter) slices(gs []*gSlice) []*Slice {
+	var out []*Slice
+	for _, g := range gs {
+		out = append(out, c.slice(g))
+	}
+	return out
+}
+
 func (c *converter) operation(g *gOperation) Operation {
 	switch {
 	case g.Send != nil:
-		return &SendOp{Span: span(g.Send.Tokens), Queue: c.name(g.Send.Queue), Slice: c.slice(g.Send.Slice), Inline: g.Send.Inline}
+		return &SendOp{Span: span(g.Send.Tokens), Queue: c.name(g.Send.Queue), Slice: c.slice(g.Send.Slice), More: c.slices(g.Send.More), Inline: g.Send.Inline}
 	case g.Recv != nil:
-		return &RecvOp{Span: span(g.Recv.Tokens), Queue: c.name(g.Recv.Queue), Slice: c.slice(g.Recv.Slice)}
+		return &RecvOp{Span: span(g.Recv.Tokens), Queue: c.name(g.Recv.Queue), Slice: c.slice(g.Recv.Slice), More: c.slices(g.Recv.More)}
 	case g.Write != nil:
 		w := g.Write
-		return &WriteOp{Span: span(w.Tokens), Queue: c.name(w.Queue), Src: c.slice(w.Src), Dst: c.slice(w.Dst), Notify: w.Notify}
+		return &WriteOp{Span: span(w.Tokens), Queue: c.name(w.Queue), Src: c.slice(w.Src), More: c.slices(w.More), Dst: c.slice(w.Dst), Notify: w.Notify}
 	case g.Read != nil:
 		r := g.Read
-		return &ReadOp{Span: span(r.Tokens), Queue: c.name(r.Queue), Src: c.slice(r.Src), Dst: c.slice(r.Dst)}
+		return &ReadOp{Span: span(r.Tokens), Queue: c.name(r.Queue), Src: c.slice(r.Src), Dst: c.slice(r.Dst), More: c.slices(r.More)}
 	case g.Atomic != nil:
 		a := g.Atomic
 		op := &AtomicOp{Span: span(a.Tokens), To: c.slice(a.To)}

@@ -445,6 +445,24 @@ func writeList(b *strings.Builder, list []Expr) {
 // writeSlice prints buf, buf[i] or buf[lo:hi]; a range with a compound bound gets spaces
 // around its colon (data[sc * n : (sc + 1) * n]), a simple one does not (data[0:4]).
 func writeSlice(b *strings.Builder, s *Slice) {
+	if f := s.For; f != nil {
+		b.WriteByte('{')
+		writeSlice(b, f.Slice)
+		b.WriteString(" for " + f.Var.Name + " in ")
+		writeExpr(b, f.From)
+		b.WriteString(" .. ")
+		writeExpr(b, f.To)
+		if f.Step != nil {
+			b.WriteString(" step ")
+			writeExpr(b, f.Step)
+		}
+		if f.Cond != nil {
+			b.WriteString(" if ")
+			writeExpr(b, f.Cond)
+		}
+		b.WriteByte('}')
+		return
+	}
 	b.WriteString(s.Buf.Name)
 	switch s.Kind {
 	case SliceElem:
@@ -464,6 +482,15 @@ func writeSlice(b *strings.Builder, s *Slice) {
 	}
 }
 
+// writeSlices prints a scatter/gather list: its first slice, then the others after commas.
+func writeSlices(b *strings.Builder, first *Slice, more []*Slice) {
+	writeSlice(b, first)
+	for _, s := range more {
+		b.WriteString(", ")
+		writeSlice(b, s)
+	}
+}
+
 func writeOp(b *strings.Builder, op Operation) {
 	switch op := op.(type) {
 	case *SendOp:
@@ -471,7 +498,7 @@ func writeOp(b *strings.Builder, op Operation) {
 		writeName(b, op.Queue)
 		if op.Slice != nil {
 			b.WriteByte(' ')
-			writeSlice(b, op.Slice)
+			writeSlices(b, op.Slice, op.More)
 		}
 		if op.Inline {
 			b.WriteString(" inline")
@@ -481,13 +508,13 @@ func writeOp(b *strings.Builder, op Operation) {
 		writeName(b, op.Queue)
 		if op.Slice != nil {
 			b.WriteByte(' ')
-			writeSlice(b, op.Slice)
+			writeSlices(b, op.Slice, op.More)
 		}
 	case *WriteOp:
 		b.WriteString("write ")
 		writeName(b, op.Queue)
 		b.WriteByte(' ')
-		writeSlice(b, op.Src)
+		writeSlices(b, op.Src, op.More)
 		b.WriteString(" to ")
 		writeSlice(b, op.Dst)
 		if op.Notify {
@@ -499,7 +526,7 @@ func writeOp(b *strings.Builder, op Operation) {
 		b.WriteByte(' ')
 		writeSlice(b, op.Src)
 		b.WriteString(" to ")
-		writeSlice(b, op.Dst)
+		writeSlices(b, op.Dst, op.More)
 	case *AtomicOp:
 		b.WriteString("atomic " + op.Kind.Name + " ")
 		writeName(b, op.Queue)

@@ -169,11 +169,24 @@ type gIf struct {
 
 type gSlice struct {
 	Tokens []lexer.Token
-	Buf    *gIdent `parser:"@@"`
-	Open   bool    `parser:"( @'['"`
-	Lo     *gExpr  `parser:"@@"`
-	Colon  bool    `parser:"( @':'"`
-	Hi     *gExpr  `parser:"@@ )? ']' )?"`
+	For    *gSliceFor `parser:"  @@"`
+	Buf    *gIdent    `parser:"| @@"`
+	Open   bool       `parser:"( @'['"`
+	Lo     *gExpr     `parser:"@@"`
+	Colon  bool       `parser:"( @':'"`
+	Hi     *gExpr     `parser:"@@ )? ']' )?"`
+}
+
+// gSliceFor is a list of slices built by a loop: {SLICE for VAR in FROM .. TO [step S] [if COND]}
+// (braces, not brackets: `send q [` would read as an index of the queue's name).
+type gSliceFor struct {
+	Tokens []lexer.Token
+	Slice  *gSlice `parser:"'{' @@"`
+	Var    *gIdent `parser:"'for' @@"`
+	From   *gExpr  `parser:"'in' @@"`
+	To     *gExpr  `parser:"'..' @@"`
+	Step   *gExpr  `parser:"( 'step' @@ )?"`
+	Cond   *gExpr  `parser:"( 'if' @@ )? '}'"`
 }
 
 type gOperation struct {
@@ -189,30 +202,34 @@ type gOperation struct {
 
 type gSend struct {
 	Tokens []lexer.Token
-	Queue  *gName  `parser:"'send' @@"`
-	Slice  *gSlice `parser:"@@?"`
-	Inline bool    `parser:"@'inline'?"`
+	Queue  *gName    `parser:"'send' @@"`
+	Slice  *gSlice   `parser:"( @@"`
+	More   []*gSlice `parser:"( ',' @@ )* )?"`
+	Inline bool      `parser:"@'inline'?"`
 }
 
 type gRecv struct {
 	Tokens []lexer.Token
-	Queue  *gName  `parser:"'recv' @@"`
-	Slice  *gSlice `parser:"@@?"`
+	Queue  *gName    `parser:"'recv' @@"`
+	Slice  *gSlice   `parser:"( @@"`
+	More   []*gSlice `parser:"( ',' @@ )* )?"`
 }
 
 type gWrite struct {
 	Tokens []lexer.Token
-	Queue  *gName  `parser:"'write' @@"`
-	Src    *gSlice `parser:"@@"`
-	Dst    *gSlice `parser:"'to' @@"`
-	Notify bool    `parser:"@'notify'?"`
+	Queue  *gName    `parser:"'write' @@"`
+	Src    *gSlice   `parser:"@@"`
+	More   []*gSlice `parser:"( ',' @@ )*"`
+	Dst    *gSlice   `parser:"'to' @@"`
+	Notify bool      `parser:"@'notify'?"`
 }
 
 type gRead struct {
 	Tokens []lexer.Token
-	Queue  *gName  `parser:"'read' @@"`
-	Src    *gSlice `parser:"@@"`
-	Dst    *gSlice `parser:"'to' @@"`
+	Queue  *gName    `parser:"'read' @@"`
+	Src    *gSlice   `parser:"@@"`
+	Dst    *gSlice   `parser:"'to' @@"`
+	More   []*gSlice `parser:"( ',' @@ )*"`
 }
 
 type gAtomic struct {

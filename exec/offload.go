@@ -119,7 +119,7 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 				o.recv = true
 				for k := range wq.Chain {
 					w := &wq.Chain[k]
-					o.rwr = append(o.rwr, nic.RecvWR{ID: offID(r.rank, wi, k), Local: r.local(g, w.Local)})
+					o.rwr = append(o.rwr, nic.RecvWR{ID: offID(r.rank, wi, k), Local: r.local(g, w.Local), More: r.more(g, w.More)})
 				}
 				continue
 			}
@@ -166,13 +166,14 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 		wr.Flags |= nic.FlagFence
 	}
 	remote := func(s ir.Slice) { wr.RemoteAddr, wr.RKey = r.remote(g, w.Peer, s) }
+	wr.More = r.more(g, w.More)
 	switch w.Opcode {
 	case ir.OpcSend:
 		wr.Op, wr.Local = nic.OpSend, r.local(g, w.Local)
 		// An inline payload is copied when the WQE is posted, and chains are posted before the
 		// iteration runs: only a send with no predecessors can be sure its data is final then
 		// (anything writing its slice would have to be ordered before it).
-		if w.Flags&ir.Inline != 0 && int(wr.Local.Len) <= r.layout.maxInline && len(g.Preds(w.Op)) == 0 {
+		if w.Flags&ir.Inline != 0 && nic.SGLen(wr.Local, wr.More) <= uint64(r.layout.maxInline) && len(g.Preds(w.Op)) == 0 {
 			wr.Flags |= nic.FlagInline
 		}
 	case ir.OpcWrite, ir.OpcWriteImm:

@@ -73,6 +73,10 @@ var expectations = map[string]expectation{
 		n := param(t, g, "n")
 		each(t, g, m, "dst", func(r int, i int64) float64 { return float64((i/n)*1_000_000 + int64(r)*n + i%n) })
 	},
+	"bruck_alltoall": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
+		n := param(t, g, "n")
+		each(t, g, m, "dst", func(r int, i int64) float64 { return float64((i/n)*1_000_000 + int64(r)*n + i%n) })
+	},
 	"pipeline_chain": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		each(t, g, m, "data", func(_ int, i int64) float64 { return float64(7*i + 1) })
 	},

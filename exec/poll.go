@@ -154,7 +154,7 @@ func newPoll(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Op
 					side.ops = append(side.ops, int32(id))
 					e.opSide[id], e.opSlot[id] = si, int32(k)
 					if recv {
-						side.rwr = append(side.rwr, nic.RecvWR{ID: uint64(id), Local: r.local(g, w.Local)})
+						side.rwr = append(side.rwr, nic.RecvWR{ID: uint64(id), Local: r.local(g, w.Local), More: r.more(g, w.More)})
 						side.signalledAt = append(side.signalledAt, true)
 						continue
 					}

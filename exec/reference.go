@@ -196,9 +196,31 @@ func (m *Memory) Apply(id ir.OpID) error {
 		}
 		return b, nil
 	}
+	// list checks the slices of a scatter/gather list on rank r and returns their total bytes.
+	list := func(r int, segs []ir.Slice) (int, error) {
+		n := 0
+		for _, s := range segs {
+			b, err := m.SliceBytes(r, s)
+			if err != nil {
+				return 0, opError(g, id, err)
+			}
+			n += len(b)
+		}
+		return n, nil
+	}
+	// move copies a gather list on rank sr into a scatter list of the same total bytes on rank
+	// dr, in list order (list has checked both).
+	move := func(sr int, src []ir.Slice, dr int, dst []ir.Slice) {
+		g.Pieces(src, dst, func(a, b ir.Slice) {
+			x, _ := m.SliceBytes(sr, a)
+			y, _ := m.SliceBytes(dr, b)
+			copy(y, x)
+		})
+	}
 	switch op.Kind {
 	case ir.OpSend, ir.OpWrite:
-		src, err := local(op.Src)
+		src := op.SrcSegs()
+		n, err := list(op.Rank, src)
 		if err != nil {
 			return err
 		}
@@ -207,10 +229,10 @@ func (m *Memory) Apply(id ir.OpID) error {
 			if err != nil {
 				return err
 			}
-			if len(dst) != len(src) {
-				return opErrorf(g, id, "write of %d bytes into %s of %d bytes", len(src), g.SliceString(op.Dst), len(dst))
+			if len(dst) != n {
+				return opErrorf(g, id, "write of %d bytes into %s of %d bytes", n, g.SliceString(op.Dst), len(dst))
 			}
-			copy(dst, src)
+			move(op.Rank, src, peerRank(g, op), []ir.Slice{op.Dst})
 			if !op.Notify {
 				return nil
 			}
@@ -219,20 +241,21 @@ func (m *Memory) Apply(id ir.OpID) error {
 			return opErrorf(g, id, "%s has no matching recv on rank %d", op.Kind, peerRank(g, op))
 		}
 		rv := &g.Ops[op.Match]
-		dst, err := m.SliceBytes(rv.Rank, rv.Dst)
+		dst := rv.DstSegs()
+		rn, err := list(rv.Rank, dst)
 		if err != nil {
-			return opError(g, op.Match, err)
+			return err
 		}
 		if op.Kind == ir.OpWrite {
-			if len(dst) != 0 {
+			if rn != 0 {
 				return opErrorf(g, op.Match, "recv matched with notify write %s must have no slice", g.OpString(id))
 			}
 			return nil
 		}
-		if len(dst) != len(src) {
-			return opErrorf(g, id, "send of %d bytes matched with recv %s of %d bytes", len(src), g.OpString(op.Match), len(dst))
+		if rn != n {
+			return opErrorf(g, id, "send of %d bytes matched with recv %s of %d bytes", n, g.OpString(op.Match), rn)
 		}
-		copy(dst, src)
+		move(op.Rank, src, rv.Rank, dst)
 	case ir.OpRecv:
 		// Performed by its sender.
 	case ir.OpRead:
@@ -240,14 +263,15 @@ func (m *Memory) Apply(id ir.OpID) error {
 		if err != nil {
 			return err
 		}
-		dst, err := local(op.Dst)
+		dst := op.DstSegs()
+		n, err := list(op.Rank, dst)
 		if err != nil {
 			return err
 		}
-		if len(dst) != len(src) {
-			return opErrorf(g, id, "read of %d bytes into %s of %d bytes", len(src), g.SliceString(op.Dst), len(dst))
+		if n != len(src) {
+			return opErrorf(g, id, "read of %d bytes into %s of %d bytes", len(src), g.SegsString(dst), n)
 		}
-		copy(dst, src)
+		move(peerRank(g, op), []ir.Slice{op.Src}, op.Rank, dst)
 	case ir.OpAtomicAdd, ir.OpAtomicCAS:
 		tgt, err := remote(op.Dst, ir.RemoteAtomic)
 		if err != nil {

@@ -43,6 +43,7 @@ type rankLayout struct {
 	cqs       []cqSpec
 	qps       []qpSpec
 	maxInline int // inline capacity of its QPs: no more than the plan can use
+	maxSGE    int // the longest scatter/gather list its QPs carry
 }
 
 // rankRes is one rank's open device and everything created on it.
@@ -202,7 +203,7 @@ func openRank(p nic.Provider, g *ir.Graph, rank int, l rankLayout) (*rankRes, er
 	}
 	for _, s := range l.qps {
 		cfg := nic.QPConfig{SendCQ: res.cqs[s.sendCQ], RecvCQ: res.cqs[s.sendCQ], SendDepth: s.sendDepth, RecvDepth: s.recvDepth,
-			MaxInline: l.maxInline, CrossChannel: s.crossChan, ManagedSend: s.managedS, ManagedRecv: s.managedR}
+			MaxInline: l.maxInline, MaxSGE: l.maxSGE, CrossChannel: s.crossChan, ManagedSend: s.managedS, ManagedRecv: s.managedR}
 		if s.recvCQ >= 0 {
 			cfg.RecvCQ = res.cqs[s.recvCQ]
 		}
@@ -286,6 +287,15 @@ func (r *rankRes) local(g *ir.Graph, s ir.Slice) nic.SGE {
 	return nic.SGE{Addr: mr.Addr() + uint64(s.Off*sz), Len: uint32(s.Len * sz), LKey: mr.LKey()}
 }
 
+// more is the SGE list of a scatter/gather list's further segments (nil when there are none).
+func (r *rankRes) more(g *ir.Graph, segs []ir.Slice) []nic.SGE {
+	var out []nic.SGE
+	for _, s := range segs {
+		out = append(out, r.local(g, s))
+	}
+	return out
+}
+
 // remote is the address and rkey of slice s on peer rank.
 func (r *rankRes) remote(g *ir.Graph, peer int, s ir.Slice) (uint64, uint32) {
 	if !s.Valid() || peer < 0 || peer >= len(r.peers) || int(s.Buf) >= len(r.peers[peer].MRs) {
@@ -323,7 +333,10 @@ func (r *rankRes) dataWR(g *ir.Graph, id ir.OpID, inline bool) nic.SendWR {
 		wr.CompareAdd, wr.Swap = uint64(op.A), uint64(op.B)
 		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst)
 	}
-	if inline && (op.Kind == ir.OpSend || op.Kind == ir.OpWrite) && wr.Local.Len > 0 && int(wr.Local.Len) <= r.layout.maxInline {
+	if _, list := op.ListSide(); list {
+		wr.More = r.more(g, op.More)
+	}
+	if n := nic.SGLen(wr.Local, wr.More); inline && (op.Kind == ir.OpSend || op.Kind == ir.OpWrite) && n > 0 && n <= uint64(r.layout.maxInline) {
 		wr.Flags |= nic.FlagInline
 	}
 	return wr

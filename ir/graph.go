@@ -210,8 +210,12 @@ func ParseReduceOp(s string) (ReduceOp, bool) {
 //	copy        local               local                 -
 //	nop         -                   -                     -
 //
+// The local data side of a send or write (Src) and of a recv or read (Dst) may be a
+// scatter/gather list: that slice is the list's first segment and More holds the others, in
+// order; the message is their bytes concatenated. Locals and Segs iterate every segment.
+//
 // A Graph holds an Op per op of every rank, so the fields are ordered to leave no padding
-// (168 bytes).
+// (192 bytes).
 type Op struct {
 	Name   string // with indices, e.g. "tx[2]"
 	Rank   int
@@ -219,6 +223,7 @@ type Op struct {
 	Src    Slice
 	Dst    Slice
 	Fetch  Slice
+	More   []Slice  // the list's segments after the first (nil: one slice or none)
 	A, B   int64    // atomic add: A is the addend; cas: A compare, B swap
 	Pos    diag.Pos // the op statement
 	Queue  QueueID  // None for host ops
@@ -227,6 +232,40 @@ type Op struct {
 	Red    ReduceOp // reduce only
 	Inline bool     // send ... inline
 	Notify bool     // write ... notify (write with immediate: consumes a recv at the peer)
+}
+
+// MaxListSegs is the most segments a scatter/gather list may have in the language (the first
+// and 29 more). Targets may allow fewer (Target.MaxSGE); 30 is what ConnectX-class NICs report
+// as max_send_sge.
+const MaxListSegs = 30
+
+// ListSide reports which side of op a scatter/gather list may stand on: Src for send and write,
+// Dst for recv and read; ok is false for the other kinds.
+func (op *Op) ListSide() (dst, ok bool) {
+	switch op.Kind {
+	case OpSend, OpWrite:
+		return false, true
+	case OpRecv, OpRead:
+		return true, true
+	}
+	return false, false
+}
+
+// SrcSegs returns the segments of op's Src: Src followed by More when the list is on the Src
+// side, else Src alone (none when Src is absent). The slice is fresh.
+func (op *Op) SrcSegs() []Slice { return op.segs(op.Src, false) }
+
+// DstSegs returns the segments of op's Dst, as SrcSegs does for Src.
+func (op *Op) DstSegs() []Slice { return op.segs(op.Dst, true) }
+
+func (op *Op) segs(first Slice, dst bool) []Slice {
+	if !first.Valid() {
+		return nil
+	}
+	if d, ok := op.ListSide(); ok && d == dst && len(op.More) > 0 {
+		return append([]Slice{first}, op.More...)
+	}
+	return []Slice{first}
 }
 
 // Edge is a dependency: To starts only after From has completed (same rank).
@@ -301,6 +340,9 @@ func (g *Graph) Clone() *Graph {
 		out.Queues[i].RecvOps = slices.Clone(out.Queues[i].RecvOps)
 	}
 	out.Ops = slices.Clone(g.Ops)
+	for i := range out.Ops {
+		out.Ops[i].More = slices.Clone(out.Ops[i].More)
+	}
 	out.Edges = slices.Clone(g.Edges)
 	out.Rank = slices.Clone(g.Rank)
 	out.Notes = slices.Clone(g.Notes)
@@ -381,7 +423,31 @@ func (g *Graph) SliceString(s Slice) string {
 	if s.Len == 1 {
 		return fmt.Sprintf("%s[%d]", b.Name, s.Off)
 	}
+	if s.Len == 0 {
+		return fmt.Sprintf("%s[%d:%d]", b.Name, s.Off, s.Off) // empty, even when the buffer is
+	}
 	return fmt.Sprintf("%s[%d:%d]", b.Name, s.Off, s.Off+s.Len)
+}
+
+// SegsString formats a scatter/gather list as the language writes it: "a[0:4], a[8:12]".
+func (g *Graph) SegsString(segs []Slice) string {
+	if len(segs) == 0 {
+		return "-"
+	}
+	s := g.SliceString(segs[0])
+	for _, x := range segs[1:] {
+		s += ", " + g.SliceString(x)
+	}
+	return s
+}
+
+// SegsBytes is the total length of a scatter/gather list in bytes.
+func (g *Graph) SegsBytes(segs []Slice) int64 {
+	var n int64
+	for _, s := range segs {
+		n += g.Bytes(s)
+	}
+	return n
 }
 
 // Bytes is the slice's length in bytes.
@@ -390,4 +456,28 @@ func (g *Graph) Bytes(s Slice) int64 {
 		return 0
 	}
 	return s.Len * g.Buffers[s.Buf].Type.Size()
+}
+
+// Pieces pairs a gather list with a scatter list of the same total bytes: it calls yield with
+// each run of src and the part of dst its bytes land in, in list order, so that the runs cover
+// both lists (zero-length segments are skipped). Lengths are cut at element boundaries of both
+// sides.
+func (g *Graph) Pieces(src, dst []Slice, yield func(a, b Slice)) {
+	i, j := 0, 0
+	var ao, bo int64 // elements of src[i] and dst[j] already paired
+	for i < len(src) && j < len(dst) {
+		a, b := src[i], dst[j]
+		asz, bsz := g.Buffers[a.Buf].Type.Size(), g.Buffers[b.Buf].Type.Size()
+		n := min((a.Len-ao)*asz, (b.Len-bo)*bsz)
+		if n > 0 {
+			yield(Slice{Buf: a.Buf, Pos: a.Pos, Off: a.Off + ao, Len: n / asz}, Slice{Buf: b.Buf, Pos: b.Pos, Off: b.Off + bo, Len: n / bsz})
+		}
+		ao, bo = ao+n/asz, bo+n/bsz
+		if ao >= a.Len {
+			i, ao = i+1, 0
+		}
+		if bo >= b.Len {
+			j, bo = j+1, 0
+		}
+	}
 }

@@ -50,6 +50,7 @@ type Target struct {
 	MaxWQDepth int // largest work queue the NIC supports (WQEs)
 	MaxCQDepth int // largest CQ the NIC supports (CQEs)
 	MaxInline  int // largest inline payload in bytes (0: no inline sends)
+	MaxSGE     int // most scatter/gather elements in one work request (a list's slices)
 	// CanCalc reports that the NIC can reduce data itself (vector calc). Compile lowers every
 	// reduce to a HOST step today; the flag describes the hardware.
 	CanCalc bool
@@ -164,8 +165,11 @@ type WQE struct {
 	Op   OpID
 	Name string   // Op's name, e.g. "tx[2]"
 	Pos  diag.Pos // Op's source position
-	// Local and Remote are the operands as graph slices; Remote lives on rank Peer.
+	// Local and Remote are the operands as graph slices; Remote lives on rank Peer. More holds
+	// the local operand's further segments when it is a scatter/gather list (SEND, RECV, RDMA
+	// WRITE and READ): the work request's SGE list is Local, then More.
 	Local, Remote Slice
+	More          []Slice
 	Peer          int   // peer rank for data WQEs, -1 otherwise
 	A, B          int64 // atomic operands: FADD addend in A; CAS compare in A, swap in B
 	Red           ReduceOp
@@ -174,6 +178,26 @@ type WQE struct {
 	Queue         int    // SEND_EN/RECV_EN: the rank-local work queue index enabled
 	UpTo          uint32 // SEND_EN/RECV_EN: enabled producer index (exclusive), iteration 0
 	Waits         []Cond // HOST only: completions the CPU waits for before running the op
+}
+
+// LocalSegs returns the WQE's local SGE list: Local followed by More (none when Local is absent).
+func (w *WQE) LocalSegs() []Slice {
+	if !w.Local.Valid() {
+		return nil
+	}
+	return append([]Slice{w.Local}, w.More...)
+}
+
+// MaxSGE is the longest SGE list of the rank's work requests (1 when none is a list), what its
+// QPs must be created for.
+func (rp *RankPlan) MaxSGE() int {
+	n := 1
+	for i := range rp.Queues {
+		for k := range rp.Queues[i].Chain {
+			n = max(n, 1+len(rp.Queues[i].Chain[k].More))
+		}
+	}
+	return n
 }
 
 // Signalled reports whether the WQE carries the Signalled flag.

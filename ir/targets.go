@@ -12,6 +12,12 @@ import (
 const (
 	connectXMaxWQ = 1 << 15
 	connectXMaxCQ = 1 << 22
+	// connectXMaxSGE is the max_send_sge and max_recv_sge ConnectX-class NICs report. The
+	// triggered and triggered-cxi targets use it too: the software NIC's default, and a guess for
+	// cxi (no documented figure).
+	connectXMaxSGE = 30
+	// socketsMaxIOV is the iov_limit of the libfabric sockets provider's endpoints.
+	socketsMaxIOV = 8
 )
 
 // Triggered-operation profiles (libfabric FI_TRIGGER with fi_cntr completion counters).
@@ -39,21 +45,21 @@ var builtinTargets = []Target{
 		Name:        "triggered",
 		Description: "triggered operations (libfabric FI_TRIGGER model): completion counters and thresholds, counter-add joins; the software NIC runs it",
 		Style:       StyleNone, PrePost: true,
-		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64,
+		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64, MaxSGE: connectXMaxSGE,
 		Trigger: &triggeredModel,
 	},
 	{
 		Name:        "triggered-cxi",
 		Description: "triggered operations on Slingshot cxi: receives only at threshold 0, 504 outstanding triggered ops, counter work costs 2",
 		Style:       StyleNone, PrePost: true,
-		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64,
+		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64, MaxSGE: connectXMaxSGE,
 		Trigger: &cxiProfile,
 	},
 	{
 		Name:        "triggered-sockets",
 		Description: "triggered operations on the libfabric sockets provider (software counters; budgets are guesses)",
 		Style:       StyleNone, PrePost: true,
-		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64,
+		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64, MaxSGE: socketsMaxIOV,
 		Trigger: &socketsProfile,
 	},
 	{
@@ -65,6 +71,7 @@ var builtinTargets = []Target{
 		MaxWQDepth:   connectXMaxWQ,
 		MaxCQDepth:   connectXMaxCQ,
 		MaxInline:    256,
+		MaxSGE:       connectXMaxSGE,
 		CanCalc:      true,
 	},
 	{
@@ -76,6 +83,7 @@ var builtinTargets = []Target{
 		MaxWQDepth:   connectXMaxWQ,
 		MaxCQDepth:   connectXMaxCQ,
 		MaxInline:    256,
+		MaxSGE:       connectXMaxSGE,
 		CanCalc:      true,
 	},
 	{
@@ -87,6 +95,7 @@ var builtinTargets = []Target{
 		MaxWQDepth:   connectXMaxWQ,
 		MaxCQDepth:   connectXMaxCQ,
 		MaxInline:    64,
+		MaxSGE:       connectXMaxSGE,
 		CanCalc:      false,
 	},
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -108,21 +109,27 @@ func condString(p *ir.Plan, rp *ir.RankPlan, c ir.Cond) string {
 func operands(p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) string {
 	g := p.Graph
 	sl := g.SliceString
+	// The local operand: one slice, or a scatter/gather list ("{a[0:4], a[8:12]} 2 SGEs").
+	segs := e.LocalSegs()
+	local, bytes := g.SegsString(segs), g.SegsBytes(segs)
+	if len(segs) > 1 {
+		local = "{" + local + "} " + strconv.Itoa(len(segs)) + " SGEs"
+	}
 	switch e.Opcode {
 	case ir.OpcSend:
 		if !e.Local.Valid() {
 			return fmt.Sprintf("empty message to rank %d", e.Peer)
 		}
-		return fmt.Sprintf("%s (%d B) to rank %d", sl(e.Local), g.Bytes(e.Local), e.Peer)
+		return fmt.Sprintf("%s (%d B) to rank %d", local, bytes, e.Peer)
 	case ir.OpcRecv:
 		if !e.Local.Valid() {
 			return fmt.Sprintf("no buffer, from rank %d", e.Peer)
 		}
-		return fmt.Sprintf("into %s (%d B) from rank %d", sl(e.Local), g.Bytes(e.Local), e.Peer)
+		return fmt.Sprintf("into %s (%d B) from rank %d", local, bytes, e.Peer)
 	case ir.OpcWrite, ir.OpcWriteImm:
-		return fmt.Sprintf("%s to rank %d %s (%d B)", sl(e.Local), e.Peer, sl(e.Remote), g.Bytes(e.Local))
+		return fmt.Sprintf("%s to rank %d %s (%d B)", local, e.Peer, sl(e.Remote), bytes)
 	case ir.OpcRead:
-		return fmt.Sprintf("rank %d %s into %s (%d B)", e.Peer, sl(e.Remote), sl(e.Local), g.Bytes(e.Local))
+		return fmt.Sprintf("rank %d %s into %s (%d B)", e.Peer, sl(e.Remote), local, bytes)
 	case ir.OpcAtomicFAdd:
 		s := fmt.Sprintf("rank %d %s += %d", e.Peer, sl(e.Remote), e.A)
 		if e.Local.Valid() {
@@ -198,6 +205,7 @@ type jsonTarget struct {
 	MaxWQDepth   int    `json:"max_wq_depth"`
 	MaxCQDepth   int    `json:"max_cq_depth"`
 	MaxInline    int    `json:"max_inline"`
+	MaxSGE       int    `json:"max_sge"`
 	CanCalc      bool   `json:"can_calc"`
 	// Trigger is the profile of a triggered target.
 	Trigger *TriggerProfileJSON `json:"trigger,omitempty"`
@@ -378,6 +386,7 @@ type jsonWQE struct {
 	Flags  []string    `json:"flags"`
 	Peer   *int        `json:"peer,omitempty"`
 	Local  *jsonSlice  `json:"local,omitempty"`
+	More   []jsonSlice `json:"more,omitempty"`
 	Remote *jsonSlice  `json:"remote,omitempty"`
 	Source *jsonSlice  `json:"source,omitempty"`
 	Add    *int64      `json:"add,omitempty"`
@@ -410,7 +419,7 @@ func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 	t := p.Target
 	out := jsonPlan{Version: 1, Plan: g.Name, File: g.File, Params: []jsonParam{}, Ranks: []jsonRank{},
 		Target: jsonTarget{Name: t.Name, Style: t.Style.String(), CrossChannel: t.CrossChannel, PrePost: t.PrePost,
-			MaxWQDepth: t.MaxWQDepth, MaxCQDepth: t.MaxCQDepth, MaxInline: t.MaxInline, CanCalc: t.CanCalc,
+			MaxWQDepth: t.MaxWQDepth, MaxCQDepth: t.MaxCQDepth, MaxInline: t.MaxInline, MaxSGE: t.MaxSGE, CanCalc: t.CanCalc,
 			Trigger: NewTriggerProfileJSON(t.Trigger)},
 		Stats: jsonStats(p.Stats)}
 	if lim, ok := p.CounterLimit(); ok {
@@ -451,6 +460,9 @@ func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 				e := &q.Chain[k]
 				je := jsonWQE{Index: k, Opcode: e.Opcode.String(), Op: e.Name, Pos: e.Pos.String(), Flags: []string{},
 					Local: slice(e.Local), Remote: slice(e.Remote)}
+				for _, m := range e.More {
+					je.More = append(je.More, *slice(m))
+				}
 				for _, f := range []struct {
 					bit  ir.Flags
 					name string

@@ -109,8 +109,11 @@ func (e *exporter) refuse() {
 			if op.Kind == ir.OpRecv {
 				s = op.Dst
 			}
-			if !s.Valid() {
+			if !s.Valid() || g.SegsBytes(op.SrcSegs())+g.SegsBytes(op.DstSegs()) == 0 {
 				refuse(diag.Shape, op, "%s is a %s of zero bytes (a signal), which MSCCL-IR cannot express: every MSCCL step moves at least one chunk", op.Name, op.Kind)
+			}
+			if len(op.More) > 0 {
+				refuse(diag.Shape, op, "%s is a %s of a scatter/gather list of %d slices, which MSCCL-IR cannot express: a step moves one run of chunks (split the op)", op.Name, op.Kind, 1+len(op.More))
 			}
 			if q := &g.Queues[op.Queue]; q.Loopback() {
 				refuse(diag.Match, op, "%s is on loopback queue %s: MSCCL threadblocks send to and receive from other GPUs only", op.Name, q.Name)
@@ -120,6 +123,9 @@ func (e *exporter) refuse() {
 				refuse(diag.Shape, op, "%s is a reduce %s: MSCCL steps reduce with the operator the collective is called with, and export writes sum reductions only", op.Name, op.Red)
 			}
 		case ir.OpCopy, ir.OpNop:
+			if op.Kind == ir.OpCopy && op.Src.Len == 0 {
+				refuse(diag.Shape, op, "%s copies an empty slice, which MSCCL-IR cannot express: every MSCCL step moves at least one chunk", op.Name)
+			}
 		default:
 			what := op.Kind.String()
 			if op.Kind == ir.OpWrite && op.Notify {

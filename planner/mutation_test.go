@@ -61,7 +61,7 @@ func mutants(t *testing.T, path string, src []byte) []mutant {
 		out = append(out, mutant{what: fmt.Sprintf("%s at %d:%d", what, at.Pos().Line, at.Pos().Col), src: edit(src, from, to, repl)})
 	}
 	shift := func(op *dsl.OpStmt, s *dsl.Slice) {
-		if s == nil {
+		if s == nil || s.For != nil {
 			return
 		}
 		c := counts[s.Buf.Name]

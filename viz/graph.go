@@ -449,23 +449,31 @@ func OpText(g *ir.Graph, op *ir.Op) string {
 		}
 		return " " + g.SliceString(s)
 	}
+	// list is the op's scatter/gather list side: its first slice, then More.
+	list := func(first ir.Slice) string {
+		s := sl(first)
+		for _, m := range op.More {
+			s += "," + sl(m)
+		}
+		return s
+	}
 	switch op.Kind {
 	case ir.OpSend:
-		s := "send " + q + sl(op.Src)
+		s := "send " + q + list(op.Src)
 		if op.Inline {
 			s += " inline"
 		}
 		return s
 	case ir.OpRecv:
-		return "recv " + q + sl(op.Dst)
+		return "recv " + q + list(op.Dst)
 	case ir.OpWrite:
-		s := "write " + q + sl(op.Src) + " to" + sl(op.Dst)
+		s := "write " + q + list(op.Src) + " to" + sl(op.Dst)
 		if op.Notify {
 			s += " notify"
 		}
 		return s
 	case ir.OpRead:
-		return "read " + q + sl(op.Src) + " to" + sl(op.Dst)
+		return "read " + q + sl(op.Src) + " to" + list(op.Dst)
 	case ir.OpAtomicAdd:
 		s := fmt.Sprintf("atomic add %s%s %d", q, sl(op.Dst), op.A)
 		if op.Fetch.Valid() {

@@ -77,6 +77,7 @@ func (c *checkCmd) Run(e *env) error {
 				c.explain(e, l, &r)
 			}
 		} else if c.checkTarget(e, l, target, &r) {
+			c.lintRNR(e, l, &r)
 			r.Ranks, r.Ops = l.graph.Ranks, len(l.graph.Ops)
 			if !c.JSON {
 				fits := ""
@@ -134,11 +135,23 @@ func (c *checkCmd) checkTarget(e *env, l *loaded, target ir.Target, r *checkRepo
 		}
 		return false
 	}
-	r.Warnings = diagnosticsJSON(err)
+	r.Warnings = append(r.Warnings, diagnosticsJSON(err)...)
 	if !c.JSON {
 		printPrefixed(e.stderr, l, err, "warning: ")
 	}
 	return true
+}
+
+// lintRNR warns of receives that can be posted after their message arrives (verify.RNR).
+func (c *checkCmd) lintRNR(e *env, l *loaded, r *checkReport) {
+	lint := verify.RNR(l.graph)
+	if len(lint) == 0 {
+		return
+	}
+	r.Warnings = append(r.Warnings, diagnosticsJSON(lint)...)
+	if !c.JSON {
+		printPrefixed(e.stderr, l, lint, "warning: ")
+	}
 }
 
 // explain suggests the orderings that would remove a plan's races.

@@ -27,6 +27,7 @@ type targetJSON struct {
 	MaxWQDepth   int    `json:"max_wq_depth"`
 	MaxCQDepth   int    `json:"max_cq_depth"`
 	MaxInline    int    `json:"max_inline"`
+	MaxSGE       int    `json:"max_sge"`
 	CanCalc      bool   `json:"can_calc"`
 	// Trigger is the trigger profile of a triggered target (docs/compile-json.md).
 	Trigger *listing.TriggerProfileJSON `json:"trigger,omitempty"`
@@ -37,15 +38,15 @@ func (c *targetsCmd) Run(e *env) error {
 	if c.JSON {
 		out := make([]targetJSON, len(ts))
 		for i, t := range ts {
-			out[i] = targetJSON{t.Name, t.Description, t.CrossChannel, t.Style.String(), t.PrePost, t.MaxWQDepth, t.MaxCQDepth, t.MaxInline, t.CanCalc,
+			out[i] = targetJSON{t.Name, t.Description, t.CrossChannel, t.Style.String(), t.PrePost, t.MaxWQDepth, t.MaxCQDepth, t.MaxInline, t.MaxSGE, t.CanCalc,
 				listing.NewTriggerProfileJSON(t.Trigger)}
 		}
 		return writeJSON(e.stdout, out)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tCROSS-CHANNEL\tSTYLE\tPRE-POST\tMAX WQ\tMAX CQ\tINLINE\tCALC")
+	fmt.Fprintln(tw, "TARGET\tCROSS-CHANNEL\tSTYLE\tPRE-POST\tMAX WQ\tMAX CQ\tINLINE\tSGE\tCALC")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d B\t%s\n", t.Name, yesNo(t.CrossChannel), t.Style, yesNo(t.PrePost), t.MaxWQDepth, t.MaxCQDepth, t.MaxInline, yesNo(t.CanCalc))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d B\t%d\t%s\n", t.Name, yesNo(t.CrossChannel), t.Style, yesNo(t.PrePost), t.MaxWQDepth, t.MaxCQDepth, t.MaxInline, t.MaxSGE, yesNo(t.CanCalc))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -28,6 +28,9 @@ type Caps struct {
 	MaxQPDepth int
 	// MaxCQDepth is the largest depth a CQ may be created with.
 	MaxCQDepth int
+	// MaxSGE is the most scatter/gather elements (Local and More) one send or receive request
+	// may carry (max_send_sge and max_recv_sge, the smaller of the two).
+	MaxSGE int
 	// Atomics: the device supports 8-byte fetch-add and compare-swap.
 	Atomics bool
 	// InProcess: every rank's Context lives in this process and Progress-style software completion
@@ -151,6 +154,9 @@ type QPConfig struct {
 	SendDepth, RecvDepth int
 	// MaxInline is the largest inline payload this QP will be asked to send (at most Caps.MaxInline).
 	MaxInline int
+	// MaxSGE is the longest scatter/gather list (Local and More) a request on this QP will carry
+	// (at most Caps.MaxSGE; 0 means 1).
+	MaxSGE int
 	// CrossChannel lets this QP post CQE_WAIT, SEND_EN and RECV_EN (the management queue of the
 	// managed style, or a data queue with inline WAITs). Requires Caps.CrossChannel.
 	CrossChannel bool
@@ -257,8 +263,19 @@ type SGE struct {
 	LKey uint32
 }
 
+// SGLen is the total length of a scatter/gather list: first, then more.
+func SGLen(first SGE, more []SGE) uint64 {
+	n := uint64(first.Len)
+	for _, e := range more {
+		n += uint64(e.Len)
+	}
+	return n
+}
+
 // SendWR is a send-queue work request. Which fields matter depends on Op:
 //   - SEND: Local (payload; Len 0 for an empty message), Flags may include FlagInline.
+//     SEND, RDMA_WRITE(_IMM) and RDMA_READ take a scatter/gather list: Local, then More (the
+//     message is their bytes in order; a READ scatters into them); at most Caps.MaxSGE elements.
 //   - RDMA_WRITE, RDMA_WRITE_IMM: Local -> RemoteAddr/RKey; Imm for WRITE_IMM.
 //   - RDMA_READ: RemoteAddr/RKey -> Local.
 //   - ATOMIC_FADD: adds CompareAdd to the u64 at RemoteAddr; ATOMIC_CAS: if it equals CompareAdd,
@@ -281,6 +298,7 @@ type SendWR struct {
 	WaitCQ     uint32
 	TargetQP   uint32
 	Count      uint32
+	More       []SGE // further SGEs of the list after Local (SEND, RDMA WRITE and READ); copied at post
 }
 
 // RecvWR is a receive work request: an incoming SEND lands in Local (Len may be 0 for empty
@@ -288,6 +306,7 @@ type SendWR struct {
 type RecvWR struct {
 	ID    uint64
 	Local SGE
+	More  []SGE // further SGEs of the scatter list after Local, filled in order; copied at post
 }
 
 // Status is the outcome of a work request.

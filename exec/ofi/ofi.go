@@ -140,6 +140,7 @@ func NewProvider(opts Options) (*Provider, error) {
 	}
 	p.caps = nic.Caps{
 		MaxInline:  int(p.ccaps.inject),
+		MaxSGE:     int(min(p.ccaps.iov_limit, C.OFI_MAX_IOV)),
 		MaxQPDepth: maxQPDepth,
 		MaxCQDepth: 1 << 16,
 		Atomics:    p.ccaps.caps&C.FI_ATOMIC != 0,
@@ -410,6 +411,39 @@ func (m *MR) Close() error {
 	err := check("fi_close(mr)", C.ofi_close(&m.mr.fid))
 	C.free(m.buf)
 	return err
+}
+
+// segList is a request's local scatter/gather list resolved for the shim.
+type segList struct {
+	seg   [C.OFI_MAX_IOV]C.ofi_seg
+	n     int    // segments in seg: at least one (empty for an empty list)
+	total uint64 // bytes
+}
+
+// segs resolves a scatter/gather list (first, then more; zero-length elements are dropped);
+// ok is false when an element is outside its region or lacks write access when write is set.
+func (c *Context) segs(first nic.SGE, more []nic.SGE, write bool) (l segList, ok bool) {
+	if len(more) >= C.OFI_MAX_IOV {
+		return l, false
+	}
+	for i := -1; i < len(more); i++ {
+		e := first
+		if i >= 0 {
+			e = more[i]
+		}
+		buf, desc, good := c.local(e, write)
+		if !good {
+			return l, false
+		}
+		if e.Len == 0 {
+			continue
+		}
+		l.seg[l.n] = C.ofi_seg{buf: buf, len: C.size_t(e.Len), desc: desc}
+		l.n++
+		l.total += uint64(e.Len)
+	}
+	l.n = max(l.n, 1)
+	return l, true
 }
 
 // local resolves an SGE: the pointer, the descriptor, and whether it is inside its region.

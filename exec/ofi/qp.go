@@ -400,8 +400,11 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		return fmt.Errorf("ofi: opcode %v on a send queue: %w", wr.Op, nic.ErrBadRequest)
 	}
 	inline := wr.Flags&nic.FlagInline != 0
-	if inline && int(wr.Local.Len) > q.maxInline {
-		return fmt.Errorf("ofi: inline payload of %d bytes > %d: %w", wr.Local.Len, q.maxInline, nic.ErrInlineTooLarge)
+	if n := nic.SGLen(wr.Local, wr.More); inline && n > uint64(q.maxInline) {
+		return fmt.Errorf("ofi: inline payload of %d bytes > %d: %w", n, q.maxInline, nic.ErrInlineTooLarge)
+	}
+	if err := q.sgeLimit(wr.More); err != nil {
+		return err
 	}
 	atomic := wr.Op == nic.OpAtomicFAdd || wr.Op == nic.OpAtomicCAS
 	if atomic && !q.c.p.caps.Atomics {
@@ -426,13 +429,14 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		return done(nic.StatusSuccess)
 	}
 	writes := wr.Op == nic.OpRDMARead || atomic
-	if _, _, ok := q.c.local(wr.Local, writes); !ok {
+	if _, ok := q.c.segs(wr.Local, wr.More, writes); !ok {
 		return done(nic.StatusLocalProtectionError)
 	}
-	if atomic && wr.Local.Len != 0 && wr.Local.Len != 8 {
+	if atomic && (wr.Local.Len != 0 && wr.Local.Len != 8 || len(wr.More) > 0) {
 		return done(nic.StatusLocalLengthError)
 	}
 	d := deferred{idx: idx, wr: *wr, cntr: cntr, thr: threshold}
+	d.wr.More = slices.Clone(wr.More) // the caller may reuse its list once posted
 	if len(q.sback) > 0 || q.txBusy+txOps(wr.Op) > q.txCap {
 		// The endpoint's transmit queue is full: the request waits here, in order, until
 		// completions make room (flush).
@@ -474,6 +478,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 	e := q.sq.at(idx)
 	atomic := wr.Op == nic.OpAtomicFAdd || wr.Op == nic.OpAtomicCAS
 	buf, desc, _ := q.c.local(wr.Local, wr.Op == nic.OpRDMARead || atomic)
+	sg, _ := q.c.segs(wr.Local, wr.More, wr.Op == nic.OpRDMARead)
 	var fl C.uint64_t
 	if wr.Flags&nic.FlagInline != 0 {
 		fl |= C.FI_INJECT
@@ -486,18 +491,17 @@ func (q *QP) issueSend(d *deferred) C.int {
 		fl |= C.FI_TRIGGER
 		armSlot(s, cntr, threshold)
 	}
-	ln := C.size_t(wr.Local.Len)
 	var r C.int
 	e.pending = 1
 	switch wr.Op {
 	case nic.OpSend:
-		r = C.ofi_send(q.ep, buf, ln, desc, q.peer, 0, fl, s)
+		r = C.ofi_send(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, 0, fl, s)
 	case nic.OpRDMAWrite:
-		r = C.ofi_write(q.ep, buf, ln, desc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
+		r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
 	case nic.OpRDMAWriteImm:
 		// The write, then an empty message carrying the immediate: it consumes the peer's next
 		// receive, in order with its sends (FI_ORDER_SAW), as the nic contract wants.
-		r = C.ofi_write(q.ep, buf, ln, desc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
+		r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
 		if r == 0 {
 			e.pending = 2
 			// A triggered write with immediate is two triggered operations at one threshold: the
@@ -507,15 +511,16 @@ func (q *QP) issueSend(d *deferred) C.int {
 				fl2 |= C.FI_TRIGGER
 				armSlot(s2, cntr, threshold)
 			}
-			if r2 := C.ofi_send(q.ep, nil, 0, nil, q.peer, C.uint64_t(wr.Imm), fl2, s2); r2 != 0 {
+			var empty C.ofi_seg
+			if r2 := C.ofi_send(q.ep, &empty, 1, q.peer, C.uint64_t(wr.Imm), fl2, s2); r2 != 0 {
 				e.pending = 1
 				e.status = nic.StatusGeneralError
 				q.lastErr = "the notification of a write with immediate could not be posted: " + fiErr(r2)
 			}
 		}
 	case nic.OpRDMARead:
-		e.byteLen = wr.Local.Len
-		r = C.ofi_read(q.ep, buf, ln, desc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), fl, s)
+		e.byteLen = uint32(sg.total)
+		r = C.ofi_read(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), fl, s)
 	case nic.OpAtomicFAdd, nic.OpAtomicCAS:
 		sc := unsafe.Add(q.scratch.buf, 32*(idx%uint64(len(q.sq.e))))
 		res, rdesc := buf, desc
@@ -589,22 +594,34 @@ func (q *QP) PostRecv(wrs []nic.RecvWR) (int, error) {
 	return len(wrs), nil
 }
 
+// sgeLimit refuses a scatter/gather list longer than the provider's iov_limit.
+func (q *QP) sgeLimit(more []nic.SGE) error {
+	if max := q.c.p.caps.MaxSGE; 1+len(more) > max {
+		return fmt.Errorf("ofi: qp %d: a scatter/gather list of %d segments, %s takes at most %d per request (iov_limit): %w",
+			q.num, 1+len(more), q.c.p.name, max, nic.ErrProviderLimited)
+	}
+	return nil
+}
+
 // postRecv posts wr, as a triggered receive if cntr is not nil.
 func (q *QP) postRecv(wr *nic.RecvWR, cntr *Counter, threshold uint64) error {
 	if q.closed {
 		return nic.ErrClosed
+	}
+	if err := q.sgeLimit(wr.More); err != nil {
+		return err
 	}
 	if q.rq.full() {
 		return fmt.Errorf("ofi: qp %d receive queue: %w", q.num, nic.ErrQueueFull)
 	}
 	idx := q.rq.tail
 	e := q.rq.push(entry{id: wr.ID, op: nic.OpRecv, pending: 1})
-	if _, _, ok := q.c.local(wr.Local, true); !ok {
+	if _, ok := q.c.segs(wr.Local, wr.More, true); !ok {
 		e.pending, e.status = 0, nic.StatusLocalProtectionError
 		q.drain()
 		return nil
 	}
-	d := deferred{idx: idx, wr: nic.SendWR{Local: wr.Local}, cntr: cntr, thr: threshold}
+	d := deferred{idx: idx, wr: nic.SendWR{Local: wr.Local, More: slices.Clone(wr.More)}, cntr: cntr, thr: threshold}
 	if len(q.rback) > 0 || q.rxBusy >= q.rxCap {
 		q.rback = append(q.rback, d) // waits for room (flush)
 		return nil
@@ -621,13 +638,13 @@ func (q *QP) postRecv(wr *nic.RecvWR, cntr *Counter, threshold uint64) error {
 
 // issueRecv hands receive d (checked by postRecv) to libfabric.
 func (q *QP) issueRecv(d *deferred) C.int {
-	buf, desc, _ := q.c.local(d.wr.Local, true)
+	sg, _ := q.c.segs(d.wr.Local, d.wr.More, true)
 	s, fl := q.slot(1, d.idx, 0), C.uint64_t(0)
 	if d.cntr != nil {
 		fl |= C.FI_TRIGGER
 		armSlot(s, d.cntr, d.thr)
 	}
-	r := C.ofi_recv(q.ep, buf, C.size_t(d.wr.Local.Len), desc, fl, s)
+	r := C.ofi_recv(q.ep, &sg.seg[0], C.size_t(sg.n), fl, s)
 	if r == 0 {
 		q.rxBusy++
 	}

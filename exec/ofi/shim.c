@@ -58,6 +58,7 @@ int ofi_getinfo(const char *prov, int need_trigger, int manual, struct fi_info *
 	c->cq_size = fi->domain_attr->cq_cnt;
 	c->mr_key_size = fi->domain_attr->mr_key_size;
 	c->manual = fi->domain_attr->data_progress == FI_PROGRESS_MANUAL;
+	c->iov_limit = fi->tx_attr->iov_limit < fi->rx_attr->iov_limit ? fi->tx_attr->iov_limit : fi->rx_attr->iov_limit;
 	return 0;
 }
 
@@ -148,32 +149,56 @@ int ofi_av_insert(struct fid_av *av, const void *addr, uint64_t *fiaddr) {
 	return ret < 0 ? ret : -FI_EINVAL;
 }
 
-int ofi_send(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t data, uint64_t flags, ofi_slot *slot) {
-	struct iovec iov = {.iov_base = buf, .iov_len = len};
-	struct fi_msg m = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest, .context = slot, .data = data};
+// iovs spreads a scatter/gather list over iov and desc and returns its total length.
+static size_t iovs(const ofi_seg *seg, size_t n, struct iovec *iov, void **desc) {
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		iov[i].iov_base = seg[i].buf;
+		iov[i].iov_len = seg[i].len;
+		desc[i] = seg[i].desc;
+		total += seg[i].len;
+	}
+	return total;
+}
+
+int ofi_send(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, uint64_t data, uint64_t flags, ofi_slot *slot) {
+	struct iovec iov[OFI_MAX_IOV];
+	void *desc[OFI_MAX_IOV];
+	if (n > OFI_MAX_IOV) return -FI_EINVAL;
+	iovs(seg, n, iov, desc);
+	struct fi_msg m = {.msg_iov = iov, .desc = desc, .iov_count = n, .addr = dest, .context = slot, .data = data};
 	return (int)fi_sendmsg(ep, &m, flags | FI_COMPLETION);
 }
 
-int ofi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t flags, ofi_slot *slot) {
-	struct iovec iov = {.iov_base = buf, .iov_len = len};
-	struct fi_msg m = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = slot};
+int ofi_recv(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t flags, ofi_slot *slot) {
+	struct iovec iov[OFI_MAX_IOV];
+	void *desc[OFI_MAX_IOV];
+	if (n > OFI_MAX_IOV) return -FI_EINVAL;
+	iovs(seg, n, iov, desc);
+	struct fi_msg m = {.msg_iov = iov, .desc = desc, .iov_count = n, .addr = FI_ADDR_UNSPEC, .context = slot};
 	return (int)fi_recvmsg(ep, &m, flags | FI_COMPLETION);
 }
 
-int ofi_write(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t raddr, uint64_t rkey,
+int ofi_write(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, uint64_t raddr, uint64_t rkey,
               uint64_t data, uint64_t flags, ofi_slot *slot) {
-	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct iovec iov[OFI_MAX_IOV];
+	void *desc[OFI_MAX_IOV];
+	if (n > OFI_MAX_IOV) return -FI_EINVAL;
+	size_t len = iovs(seg, n, iov, desc);
 	struct fi_rma_iov r = {.addr = raddr, .len = len, .key = rkey};
-	struct fi_msg_rma m = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest,
+	struct fi_msg_rma m = {.msg_iov = iov, .desc = desc, .iov_count = n, .addr = dest,
 	                       .rma_iov = &r, .rma_iov_count = 1, .context = slot, .data = data};
 	return (int)fi_writemsg(ep, &m, flags | FI_COMPLETION);
 }
 
-int ofi_read(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t raddr, uint64_t rkey,
+int ofi_read(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, uint64_t raddr, uint64_t rkey,
              uint64_t flags, ofi_slot *slot) {
-	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct iovec iov[OFI_MAX_IOV];
+	void *desc[OFI_MAX_IOV];
+	if (n > OFI_MAX_IOV) return -FI_EINVAL;
+	size_t len = iovs(seg, n, iov, desc);
 	struct fi_rma_iov r = {.addr = raddr, .len = len, .key = rkey};
-	struct fi_msg_rma m = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest,
+	struct fi_msg_rma m = {.msg_iov = iov, .desc = desc, .iov_count = n, .addr = dest,
 	                       .rma_iov = &r, .rma_iov_count = 1, .context = slot};
 	return (int)fi_readmsg(ep, &m, flags | FI_COMPLETION);
 }

@@ -50,8 +50,19 @@ typedef struct ofi_caps {
 	uint64_t tx_size, rx_size;
 	uint64_t cq_size;
 	uint64_t mr_key_size;
+	uint64_t iov_limit; // the smaller of the transmit and receive iov_limit
 	int manual; // data progress is FI_PROGRESS_MANUAL: no progress thread
 } ofi_caps;
+
+// OFI_MAX_IOV bounds the segments of one request the shim passes (a scatter/gather list).
+#define OFI_MAX_IOV 32
+
+// ofi_seg is one segment of a local scatter/gather list: registered memory and its descriptor.
+typedef struct ofi_seg {
+	void *buf;
+	size_t len;
+	void *desc;
+} ofi_seg;
 
 int ofi_getinfo(const char *prov, int need_trigger, int manual, struct fi_info **out, char *name, size_t namelen, ofi_caps *caps);
 int ofi_fabric(struct fi_info *info, struct fid_fabric **fab);
@@ -67,11 +78,11 @@ int ofi_av_insert(struct fid_av *av, const void *addr, uint64_t *fiaddr);
 
 // Operations. flags carry FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER and FI_FENCE as the caller
 // wants; FI_COMPLETION is always added. A triggered operation's slot must have u.trig filled in.
-int ofi_send(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t data, uint64_t flags, ofi_slot *slot);
-int ofi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t flags, ofi_slot *slot);
-int ofi_write(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t raddr, uint64_t rkey,
+int ofi_send(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, uint64_t data, uint64_t flags, ofi_slot *slot);
+int ofi_recv(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t flags, ofi_slot *slot);
+int ofi_write(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, uint64_t raddr, uint64_t rkey,
               uint64_t data, uint64_t flags, ofi_slot *slot);
-int ofi_read(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t dest, uint64_t raddr, uint64_t rkey,
+int ofi_read(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, uint64_t raddr, uint64_t rkey,
              uint64_t flags, ofi_slot *slot);
 // ofi_atomic64: op is FI_SUM (fetch-add) or FI_CSWAP; the old value lands in res (res may be NULL
 // for FI_SUM: a non-fetching add).

@@ -39,6 +39,8 @@ type Options struct {
 	MaxInline int
 	// MaxDepth bounds queue and CQ depths (default 1<<16).
 	MaxDepth int
+	// MaxSGE bounds the scatter/gather elements of one request (default 30, as ConnectX).
+	MaxSGE int
 	// Triggers offers nic.TriggerQP to the polling engine (Caps.Triggers). In one process the
 	// fabric moves only inside Poll anyway, so they bring nothing but the test of the engine's
 	// arming: off by default.
@@ -74,6 +76,9 @@ var (
 
 // New creates a software NIC with its fabric.
 func New(opts Options) *NIC {
+	if opts.MaxSGE <= 0 {
+		opts.MaxSGE = 30
+	}
 	if opts.MaxInline <= 0 {
 		opts.MaxInline = 256
 	}
@@ -97,6 +102,7 @@ func (n *NIC) Caps() nic.Caps {
 		MaxInline:    n.opts.MaxInline,
 		MaxQPDepth:   n.opts.MaxDepth,
 		MaxCQDepth:   n.opts.MaxDepth,
+		MaxSGE:       n.opts.MaxSGE,
 		Atomics:      true,
 		InProcess:    true,
 		Triggers:     n.opts.Triggers,

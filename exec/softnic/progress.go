@@ -2,6 +2,7 @@ package softnic
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/coredag/coredag/exec/nic"
 )
@@ -264,32 +265,43 @@ func (q *qp) transfer(w *swqe, idx uint64) bool {
 	if r == nil || r.closed || r.state == stateError {
 		return q.failReq(w, idx, nic.StatusRemoteInvalidRequest, "the peer QP "+q.peer.String()+" is closed or in the error state", false)
 	}
-	// Local source (or destination for READ and atomics).
+	// Local source (or destination for READ and atomics): one region, or a scatter/gather list
+	// (gathered into q.gather for SEND and writes, scattered into after a READ).
 	var local []byte
+	var one [1][]byte
+	list := one[:0]
+	size := uint32(nic.SGLen(wr.Local, wr.More))
 	switch {
 	case wr.Op == nic.OpRDMARead || wr.Op == nic.OpAtomicFAdd || wr.Op == nic.OpAtomicCAS:
-		if wr.Local.Len > 0 {
-			b, why := lookup(q.ctx, q.pd, wr.Local.LKey, lkeyTag, wr.Local.Addr, wr.Local.Len, nic.AccessLocalWrite)
-			if b == nil {
-				return q.failReq(w, idx, nic.StatusLocalProtectionError, "local buffer: "+why, false)
-			}
-			local = b
+		var why string
+		if list, why = regions(q.ctx, q.pd, wr.Local, wr.More, nic.AccessLocalWrite, list); why != "" {
+			return q.failReq(w, idx, nic.StatusLocalProtectionError, "local buffer: "+why, false)
+		}
+		if len(list) == 1 {
+			local = list[0]
 		}
 	case wr.Flags&nic.FlagInline != 0:
 		off := int(idx%uint64(len(q.sq))) * q.cfg.MaxInline
-		local = q.inline[off : off+int(wr.Local.Len)]
-	case wr.Local.Len > 0:
-		b, why := lookup(q.ctx, q.pd, wr.Local.LKey, lkeyTag, wr.Local.Addr, wr.Local.Len, 0)
-		if b == nil {
+		local = q.inline[off : off+int(size)]
+	case size > 0:
+		list, why := regions(q.ctx, q.pd, wr.Local, wr.More, 0, list)
+		if why != "" {
 			return q.failReq(w, idx, nic.StatusLocalProtectionError, "local buffer: "+why, false)
 		}
-		local = b
+		local = list[0]
+		if len(list) > 1 {
+			q.gather = q.gather[:0]
+			for _, b := range list {
+				q.gather = append(q.gather, b...)
+			}
+			local = q.gather
+		}
 	}
 	switch wr.Op {
 	case nic.OpSend:
 		return q.deliver(w, idx, local, 0, nic.OpRecv)
 	case nic.OpRDMAWrite, nic.OpRDMAWriteImm:
-		dst, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, wr.Local.Len, nic.AccessRemoteWrite)
+		dst, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, size, nic.AccessRemoteWrite)
 		if dst == nil {
 			return q.failReq(w, idx, nic.StatusRemoteAccessError, "remote buffer at "+q.peer.String()+": "+why, true)
 		}
@@ -300,15 +312,15 @@ func (q *qp) transfer(w *swqe, idx uint64) bool {
 		}
 		copy(dst, local)
 		n.stats.Bytes += uint64(len(local))
-		w.byteLen = wr.Local.Len
+		w.byteLen = size
 	case nic.OpRDMARead:
-		src, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, wr.Local.Len, nic.AccessRemoteRead)
+		src, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, size, nic.AccessRemoteRead)
 		if src == nil {
 			return q.failReq(w, idx, nic.StatusRemoteAccessError, "remote buffer at "+q.peer.String()+": "+why, true)
 		}
-		copy(local, src)
+		scatter(list, src)
 		n.stats.Bytes += uint64(len(src))
-		w.byteLen = wr.Local.Len
+		w.byteLen = size
 	case nic.OpAtomicFAdd, nic.OpAtomicCAS:
 		if wr.RemoteAddr%8 != 0 {
 			return q.failReq(w, idx, nic.StatusRemoteInvalidRequest, "atomic remote address is not 8-byte aligned", true)
@@ -332,6 +344,38 @@ func (q *qp) transfer(w *swqe, idx uint64) bool {
 	return true
 }
 
+// regions looks up the regions of a scatter/gather list (first, then more) with access need,
+// appending them to out (a caller's array keeps one-element lists free of allocation); why says
+// what failed. Zero-length elements give empty regions.
+func regions(c *Context, p *pd, first nic.SGE, more []nic.SGE, need nic.Access, out [][]byte) (list [][]byte, why string) {
+	for i := -1; i < len(more); i++ {
+		e := first
+		if i >= 0 {
+			e = more[i]
+		}
+		if e.Len == 0 {
+			out = append(out, nil)
+			continue
+		}
+		b, why := lookup(c, p, e.LKey, lkeyTag, e.Addr, e.Len, need)
+		if b == nil {
+			if len(more) > 0 {
+				why = fmt.Sprintf("SGE %d: %s", i+1, why)
+			}
+			return nil, why
+		}
+		out = append(out, b)
+	}
+	return out, ""
+}
+
+// scatter copies data across the regions of a list, in order, as far as it goes.
+func scatter(list [][]byte, data []byte) {
+	for _, b := range list {
+		data = data[copy(b, data):]
+	}
+}
+
 // deliver consumes the peer's next receive for a SEND (payload data) or a WRITE_IMM (no payload
 // into the receive, immediate imm) and completes it.
 func (q *qp) deliver(w *swqe, idx uint64, data []byte, imm uint32, op nic.Opcode) bool {
@@ -341,24 +385,25 @@ func (q *qp) deliver(w *swqe, idx uint64, data []byte, imm uint32, op nic.Opcode
 	r.rqHead++
 	wc := nic.WC{ID: rw.wr.ID, Opcode: op, QPN: r.num, Imm: imm}
 	if op == nic.OpRecvImm {
-		wc.ByteLen = w.wr.Local.Len
+		wc.ByteLen = uint32(nic.SGLen(w.wr.Local, w.wr.More))
 	} else {
 		wc.ByteLen = uint32(len(data))
-		if len(data) > int(rw.wr.Local.Len) {
+		if uint64(len(data)) > nic.SGLen(rw.wr.Local, rw.wr.More) {
 			wc.Status = nic.StatusLocalLengthError
 			n.endRecv(r, rw, wc)
 			n.faultRecv(r, rw, r.rqHead-1, "the message from "+q.String()+" is longer than the receive buffer")
 			return q.failReq(w, idx, nic.StatusRemoteInvalidRequest, "the message is longer than the receive buffer at "+q.peer.String(), true)
 		}
 		if len(data) > 0 {
-			dst, why := lookup(r.ctx, r.pd, rw.wr.Local.LKey, lkeyTag, rw.wr.Local.Addr, uint32(len(data)), nic.AccessLocalWrite)
-			if dst == nil {
+			var one [1][]byte
+			dst, why := regions(r.ctx, r.pd, rw.wr.Local, rw.wr.More, nic.AccessLocalWrite, one[:0])
+			if why != "" {
 				wc.Status = nic.StatusLocalProtectionError
 				n.endRecv(r, rw, wc)
 				n.faultRecv(r, rw, r.rqHead-1, "receive buffer: "+why)
 				return q.failReq(w, idx, nic.StatusRemoteInvalidRequest, "the receive at "+q.peer.String()+" has a bad buffer", true)
 			}
-			copy(dst, data)
+			scatter(dst, data)
 			n.stats.Bytes += uint64(len(data))
 		}
 		w.byteLen = uint32(len(data))

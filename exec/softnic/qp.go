@@ -2,6 +2,7 @@ package softnic
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/coredag/coredag/exec/nic"
 )
@@ -54,6 +55,7 @@ type qp struct {
 	sqEnable                        uint16
 	inflightRA                      int // executed READ/atomic requests not yet complete (fences)
 	inline                          []byte
+	gather                          []byte // a gather list's bytes, assembled for one transfer
 
 	rq             []rwqe
 	rqTail, rqHead uint64
@@ -180,14 +182,20 @@ func (q *qp) postSend(wr *nic.SendWR) error {
 	slot := q.sqTail % uint64(len(q.sq))
 	w := &q.sq[slot]
 	*w = swqe{wr: *wr, ev: -1}
-	if wr.Flags&nic.FlagInline != 0 && wr.Local.Len > 0 {
-		src := q.findLocal(wr.Local.Addr, wr.Local.Len)
-		if src == nil {
-			return fmt.Errorf("softnic: %s: inline %s wr_id %d: address %#x+%d is in no memory region of rank %d: %w",
-				q, wr.Op, wr.ID, wr.Local.Addr, wr.Local.Len, q.ctx.rank, nic.ErrBadRequest)
-		}
+	w.wr.More = slices.Clone(wr.More) // the caller may reuse its list once PostSend returns
+	if wr.Flags&nic.FlagInline != 0 {
 		off := int(slot) * q.cfg.MaxInline
-		copy(q.inline[off:off+len(src)], src)
+		for _, e := range append([]nic.SGE{wr.Local}, wr.More...) {
+			if e.Len == 0 {
+				continue
+			}
+			src := q.findLocal(e.Addr, e.Len)
+			if src == nil {
+				return fmt.Errorf("softnic: %s: inline %s wr_id %d: address %#x+%d is in no memory region of rank %d: %w",
+					q, wr.Op, wr.ID, e.Addr, e.Len, q.ctx.rank, nic.ErrBadRequest)
+			}
+			off += copy(q.inline[off:], src)
+		}
 	}
 	n.clock++
 	if n.opts.Trace {
@@ -237,9 +245,15 @@ func (q *qp) checkSend(wr *nic.SendWR) error {
 			return bad("QP %d was created without ManagedRecv", wr.TargetQP)
 		}
 	case nic.OpAtomicFAdd, nic.OpAtomicCAS:
+		if len(wr.More) > 0 {
+			return bad("atomics take one local SGE, not a list of %d", 1+len(wr.More))
+		}
 		if wr.Local.Len != 0 && wr.Local.Len != 8 {
 			return bad("the local result buffer is %d bytes: atomics fetch 8 (or 0 to discard)", wr.Local.Len)
 		}
+	}
+	if max := q.ctx.nic.opts.MaxSGE; 1+len(wr.More) > max {
+		return bad("a scatter/gather list of %d elements, the device allows %d (Caps.MaxSGE)", 1+len(wr.More), max)
 	}
 	if wr.Flags&nic.FlagInline != 0 {
 		switch wr.Op {
@@ -247,9 +261,9 @@ func (q *qp) checkSend(wr *nic.SendWR) error {
 		default:
 			return bad("only SEND and RDMA writes can be inline")
 		}
-		if int(wr.Local.Len) > q.cfg.MaxInline {
+		if n := nic.SGLen(wr.Local, wr.More); n > uint64(q.cfg.MaxInline) {
 			return fmt.Errorf("softnic: %s: %s wr_id %d: %d bytes inline, the QP allows %d (QPConfig.MaxInline): %w",
-				q, wr.Op, wr.ID, wr.Local.Len, q.cfg.MaxInline, nic.ErrInlineTooLarge)
+				q, wr.Op, wr.ID, n, q.cfg.MaxInline, nic.ErrInlineTooLarge)
 		}
 	}
 	return nil
@@ -279,8 +293,13 @@ func (q *qp) PostRecv(wrs []nic.RecvWR) (int, error) {
 			return i, fmt.Errorf("softnic: %s: receive queue full: %d receives posted, depth %d: %w",
 				q, q.rqTail-q.rqHead, len(q.rq), nic.ErrQueueFull)
 		}
+		if max := n.opts.MaxSGE; 1+len(wrs[i].More) > max {
+			return i, fmt.Errorf("softnic: %s: receive wr_id %d: a scatter list of %d elements, the device allows %d (Caps.MaxSGE): %w",
+				q, wrs[i].ID, 1+len(wrs[i].More), max, nic.ErrBadRequest)
+		}
 		r := &q.rq[q.rqTail%uint64(len(q.rq))]
 		*r = rwqe{wr: wrs[i], ev: -1}
+		r.wr.More = slices.Clone(wrs[i].More)
 		n.clock++
 		if n.opts.Trace {
 			e := Event{Rank: q.ctx.rank, QPN: q.num, Recv: true, Index: q.rqTail, ID: wrs[i].ID, Op: nic.OpRecv, Posted: n.clock}

@@ -129,10 +129,14 @@ func (p *Provider) probe(ctx *C.struct_ibv_context) error {
 		CrossChannel: false,
 		MaxQPDepth:   int(da.max_qp_wr),
 		MaxCQDepth:   int(da.max_cqe),
+		MaxSGE:       min(int(da.max_sge), C.CD_MAX_SGE),
 		Atomics:      da.atomic_cap != C.IBV_ATOMIC_NONE,
 		Triggers:     true,
 	}
 	p.caps.MaxInline = probeInline(ctx)
+	if da.max_sge_rd > 0 { // RDMA READ scatter lists may be shorter than send lists
+		p.caps.MaxSGE = min(p.caps.MaxSGE, int(da.max_sge_rd))
+	}
 	p.software = softwareVendor(uint32(da.vendor_id))
 	switch p.opts.Idle {
 	case IdleAuto:
@@ -211,7 +215,7 @@ func probeInline(ctx *C.struct_ibv_context) int {
 	defer C.ibv_destroy_cq(cq)
 	for want := 1024; want >= 16; want /= 2 {
 		var got C.uint32_t
-		qp := C.cd_create_qp(pd, cq, cq, 4, 4, C.uint32_t(want), &got)
+		qp := C.cd_create_qp(pd, cq, cq, 4, 4, C.uint32_t(want), 1, &got)
 		if qp != nil {
 			C.ibv_destroy_qp(qp)
 			return int(got)

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"syscall"
 	"unsafe"
 
@@ -46,6 +47,7 @@ type qp struct {
 	remote            nic.QPInfo
 
 	trig    *C.cd_trigger // C memory: cd_poll_cq posts its armed requests (trigger.go)
+	armMore *C.cd_sge     // C memory: the SGE lists of armed requests, CD_MAX_SGE per ring slot
 	seen    uint32        // trig.head when Fired last looked
 	watched []*cq         // the CQs whose cd_cq lists trig
 }
@@ -78,6 +80,9 @@ func (d *pd) createQP(cfg nic.QPConfig) (*qp, error) {
 	case cfg.SendDepth < 1 || cfg.RecvDepth < 1 || cfg.SendDepth > c.prov.caps.MaxQPDepth || cfg.RecvDepth > c.prov.caps.MaxQPDepth:
 		return nil, fmt.Errorf("verbs: rank %d: QP depths send %d, recv %d must be in 1..%d on %s: %w",
 			c.rank, cfg.SendDepth, cfg.RecvDepth, c.prov.caps.MaxQPDepth, c.prov.name, nic.ErrBadRequest)
+	case cfg.MaxSGE > c.prov.caps.MaxSGE:
+		return nil, fmt.Errorf("verbs: rank %d: QP for %d SGEs per request, %s allows %d (max_sge): %w",
+			c.rank, cfg.MaxSGE, c.prov.name, c.prov.caps.MaxSGE, nic.ErrProviderLimited)
 	case cfg.MaxInline < 0 || cfg.MaxInline > c.prov.caps.MaxInline:
 		return nil, fmt.Errorf("verbs: rank %d: inline size %d exceeds %d, the most %s allows: %w",
 			c.rank, cfg.MaxInline, c.prov.caps.MaxInline, c.prov.name, nic.ErrInlineTooLarge)
@@ -88,7 +93,7 @@ func (d *pd) createQP(cfg nic.QPConfig) (*qp, error) {
 		return nil, fmt.Errorf("verbs: rank %d: CreateQP with a CQ of another context or provider: %w", c.rank, nic.ErrWrongContext)
 	}
 	var got C.uint32_t
-	h := C.cd_create_qp(d.pd, scq.cq, rcq.cq, C.uint32_t(cfg.SendDepth), C.uint32_t(cfg.RecvDepth), C.uint32_t(cfg.MaxInline), &got)
+	h := C.cd_create_qp(d.pd, scq.cq, rcq.cq, C.uint32_t(cfg.SendDepth), C.uint32_t(cfg.RecvDepth), C.uint32_t(cfg.MaxInline), C.uint32_t(max(cfg.MaxSGE, 1)), &got)
 	if h == nil {
 		return nil, fmt.Errorf("verbs: rank %d: ibv_create_qp (send depth %d, recv depth %d, inline %d) failed on %s",
 			c.rank, cfg.SendDepth, cfg.RecvDepth, cfg.MaxInline, c.prov.name)
@@ -180,6 +185,14 @@ func (q *qp) PostSend(wr []nic.SendWR) (int, error) {
 	if err := q.usable(); err != nil {
 		return 0, err
 	}
+	// The shim reads each request's More list: its array stays pinned during the call.
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	for i := range wr {
+		if len(wr[i].More) > 0 {
+			pin.Pin(&wr[i].More[0])
+		}
+	}
 	var n C.int
 	rc := C.cd_post_send(q.qp, (*C.cd_send_wr)(unsafe.Pointer(&wr[0])), C.int(len(wr)), C.uint32_t(q.maxInline), q.scratch, &n)
 	done := int(n)
@@ -210,6 +223,13 @@ func (q *qp) PostRecv(wr []nic.RecvWR) (int, error) {
 	}
 	if err := q.usable(); err != nil {
 		return 0, err
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	for i := range wr {
+		if len(wr[i].More) > 0 {
+			pin.Pin(&wr[i].More[0])
+		}
 	}
 	var n C.int
 	rc := C.cd_post_recv(q.qp, (*C.cd_recv_wr)(unsafe.Pointer(&wr[0])), C.int(len(wr)), &n)
@@ -255,6 +275,8 @@ func (q *qp) postError(call string, rc C.int, i int, wr *nic.SendWR) error {
 	case C.CD_ERR_INLINE:
 		return fmt.Errorf("verbs: %v: %s %s: %d-byte inline payload exceeds the QP's limit of %d bytes (raise QPConfig.MaxInline, at most %d on %s): %w",
 			q, call, what, wr.Local.Len, q.maxInline, q.prov().caps.MaxInline, q.prov().name, nic.ErrInlineTooLarge)
+	case C.CD_ERR_SGE:
+		return fmt.Errorf("verbs: %v: %s %s: a scatter/gather list longer than the shim's %d SGEs, or one on an atomic: %w", q, call, what, C.CD_MAX_SGE, nic.ErrBadRequest)
 	case C.CD_ERR_ATOMIC_LEN:
 		return fmt.Errorf("verbs: %v: %s %s: an atomic's local buffer must be 8 bytes (or 0 to discard the old value), not %d: %w", q, call, what, wr.Local.Len, nic.ErrBadRequest)
 	case C.int(syscall.ENOMEM):

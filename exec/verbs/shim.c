@@ -19,15 +19,35 @@
 // posted in consecutive chunks (one doorbell per chunk).
 #define BATCH 64
 
+// fill_sges writes the non-empty SGEs of a list (local, then more) to s and returns how many, or
+// -1 when the list is longer than CD_MAX_SGE; *total is its length in bytes.
+static int fill_sges(struct ibv_sge *s, cd_sge local, const cd_sge *more, int64_t more_len, uint64_t *total) {
+	if (more_len < 0 || more_len > CD_MAX_SGE - 1)
+		return -1;
+	int n = 0;
+	for (int64_t i = -1; i < more_len; i++) {
+		cd_sge e = i < 0 ? local : more[i];
+		if (e.len == 0)
+			continue;
+		s[n].addr = e.addr;
+		s[n].length = e.len;
+		s[n].lkey = e.lkey;
+		*total += e.len;
+		n++;
+	}
+	return n;
+}
+
 static int fill_send(struct ibv_send_wr *w, struct ibv_sge *s, const cd_send_wr *in,
 		     uint32_t max_inline, cd_scratch scratch) {
 	memset(w, 0, sizeof(*w));
 	w->wr_id = in->id;
-	s->addr = in->local.addr;
-	s->length = in->local.len;
-	s->lkey = in->local.lkey;
 	w->sg_list = s;
-	w->num_sge = in->local.len > 0 ? 1 : 0;
+	uint64_t total = 0;
+	int n = fill_sges(s, in->local, in->more, in->more_len, &total);
+	if (n < 0)
+		return CD_ERR_SGE;
+	w->num_sge = n;
 	if (in->flags & CD_FLAG_SIGNALED)
 		w->send_flags |= IBV_SEND_SIGNALED;
 	if (in->flags & CD_FLAG_FENCE)
@@ -36,7 +56,7 @@ static int fill_send(struct ibv_send_wr *w, struct ibv_sge *s, const cd_send_wr 
 	case CD_OP_SEND:
 		w->opcode = IBV_WR_SEND;
 		if (in->flags & CD_FLAG_INLINE) {
-			if (in->local.len > max_inline)
+			if (total > max_inline)
 				return CD_ERR_INLINE;
 			w->send_flags |= IBV_SEND_INLINE;
 		}
@@ -48,7 +68,7 @@ static int fill_send(struct ibv_send_wr *w, struct ibv_sge *s, const cd_send_wr 
 		w->wr.rdma.remote_addr = in->remote_addr;
 		w->wr.rdma.rkey = in->rkey;
 		if (in->flags & CD_FLAG_INLINE) {
-			if (in->local.len > max_inline)
+			if (total > max_inline)
 				return CD_ERR_INLINE;
 			w->send_flags |= IBV_SEND_INLINE;
 		}
@@ -71,6 +91,11 @@ static int fill_send(struct ibv_send_wr *w, struct ibv_sge *s, const cd_send_wr 
 		w->wr.atomic.rkey = in->rkey;
 		w->wr.atomic.compare_add = in->compare_add;
 		w->wr.atomic.swap = in->swap;
+		if (in->more_len > 0)
+			return CD_ERR_SGE;
+		s->addr = in->local.addr;
+		s->length = in->local.len;
+		s->lkey = in->local.lkey;
 		if (in->local.len == 0) {
 			// The fetched value is discarded: land it in the PD's scratch word.
 			s->addr = scratch.addr;
@@ -88,14 +113,14 @@ static int fill_send(struct ibv_send_wr *w, struct ibv_sge *s, const cd_send_wr 
 int cd_post_send(struct ibv_qp *qp, const cd_send_wr *wrs, int n, uint32_t max_inline,
 		 cd_scratch scratch, int *posted) {
 	struct ibv_send_wr w[BATCH];
-	struct ibv_sge s[BATCH];
+	struct ibv_sge s[BATCH][CD_MAX_SGE];
 	*posted = 0;
 	while (*posted < n) {
 		int k = n - *posted < BATCH ? n - *posted : BATCH;
 		const cd_send_wr *in = wrs + *posted;
 		int ok = 0, rc = 0;
 		for (; ok < k; ok++) {
-			rc = fill_send(&w[ok], &s[ok], &in[ok], max_inline, scratch);
+			rc = fill_send(&w[ok], s[ok], &in[ok], max_inline, scratch);
 			if (rc != 0)
 				break;
 			w[ok].next = ok + 1 < k ? &w[ok + 1] : NULL;
@@ -118,20 +143,26 @@ int cd_post_send(struct ibv_qp *qp, const cd_send_wr *wrs, int n, uint32_t max_i
 
 int cd_post_recv(struct ibv_qp *qp, const cd_recv_wr *wrs, int n, int *posted) {
 	struct ibv_recv_wr w[BATCH];
-	struct ibv_sge s[BATCH];
+	struct ibv_sge s[BATCH][CD_MAX_SGE];
 	*posted = 0;
 	while (*posted < n) {
 		int k = n - *posted < BATCH ? n - *posted : BATCH;
 		const cd_recv_wr *in = wrs + *posted;
 		for (int i = 0; i < k; i++) {
-			s[i].addr = in[i].local.addr;
-			s[i].length = in[i].local.len;
-			s[i].lkey = in[i].local.lkey;
+			uint64_t total = 0;
+			int ns = fill_sges(s[i], in[i].local, in[i].more, in[i].more_len, &total);
+			if (ns < 0) {
+				if (i == 0)
+					return CD_ERR_SGE;
+				k = i; // post the requests before it; the next round reports it
+				break;
+			}
 			w[i].wr_id = in[i].id;
-			w[i].sg_list = &s[i];
-			w[i].num_sge = in[i].local.len > 0 ? 1 : 0;
+			w[i].sg_list = s[i];
+			w[i].num_sge = ns;
 			w[i].next = i + 1 < k ? &w[i + 1] : NULL;
 		}
+		w[k - 1].next = NULL;
 		struct ibv_recv_wr *bad = NULL;
 		int rc = ibv_post_recv(qp, w, &bad);
 		if (rc != 0) {
@@ -383,7 +414,7 @@ int cd_poll_cq(cd_cq *cq, cd_wc *out, int n, int spins, int yield_after) {
 
 struct ibv_qp *cd_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
 			    uint32_t send_depth, uint32_t recv_depth, uint32_t max_inline,
-			    uint32_t *got_inline) {
+			    uint32_t max_sge, uint32_t *got_inline) {
 	struct ibv_qp_init_attr a;
 	memset(&a, 0, sizeof(a));
 	a.send_cq = scq;
@@ -392,8 +423,8 @@ struct ibv_qp *cd_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq
 	a.sq_sig_all = 0;
 	a.cap.max_send_wr = send_depth;
 	a.cap.max_recv_wr = recv_depth;
-	a.cap.max_send_sge = 1;
-	a.cap.max_recv_sge = 1;
+	a.cap.max_send_sge = max_sge > 0 ? max_sge : 1;
+	a.cap.max_recv_sge = max_sge > 0 ? max_sge : 1;
 	a.cap.max_inline_data = max_inline;
 	struct ibv_qp *qp = ibv_create_qp(pd, &a);
 	if (qp)

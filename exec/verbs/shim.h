@@ -32,13 +32,23 @@ typedef struct {
 	uint32_t wait_cq;
 	uint32_t target_qp;
 	uint32_t count;
+	// The Go slice More: further SGEs after local (the Go side pins their array while posting).
+	const cd_sge *more;
+	int64_t more_len;
+	int64_t more_cap;
 } cd_send_wr;
 
 // Mirrors exec.RecvWR.
 typedef struct {
 	uint64_t id;
 	cd_sge local;
+	const cd_sge *more;
+	int64_t more_len;
+	int64_t more_cap;
 } cd_recv_wr;
+
+// CD_MAX_SGE bounds the SGEs of one work request the shim builds (ConnectX reports 30).
+#define CD_MAX_SGE 32
 
 // Mirrors exec.WC.
 typedef struct {
@@ -71,6 +81,7 @@ enum {
 	CD_ERR_BAD_OPCODE = -1,     // opcode not supported on this device (cross-channel, receive-only)
 	CD_ERR_INLINE = -2,         // inline payload larger than the QP's max_inline_data
 	CD_ERR_ATOMIC_LEN = -3,     // atomic whose local SGE is neither 0 nor 8 bytes
+	CD_ERR_SGE = -4,            // a scatter/gather list longer than CD_MAX_SGE, or one on an atomic
 };
 
 // The scratch SGE atomics use when the caller discards the fetched value.
@@ -153,7 +164,7 @@ int cd_qp_state(struct ibv_qp *qp);
 
 struct ibv_qp *cd_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
 			    uint32_t send_depth, uint32_t recv_depth, uint32_t max_inline,
-			    uint32_t *got_inline);
+			    uint32_t max_sge, uint32_t *got_inline);
 
 // cd_query_port wraps ibv_query_port, a macro cgo cannot call.
 int cd_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);

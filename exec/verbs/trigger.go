@@ -52,9 +52,24 @@ func (q *qp) ArmSend(c nic.CQ, after int, wr *nic.SendWR) error {
 		w.x.nwatch++
 		q.watched = append(q.watched, w)
 	}
-	a := &t.ring[t.tail%C.CD_ARMED]
+	if len(wr.More) > C.CD_MAX_SGE-1 {
+		return fmt.Errorf("verbs: %v: ArmSend of a scatter/gather list of %d SGEs, above the shim's %d: %w", q, 1+len(wr.More), C.CD_MAX_SGE, nic.ErrBadRequest)
+	}
+	slot := t.tail % C.CD_ARMED
+	a := &t.ring[slot]
 	a.cq, a.target = w.x, w.x.count+C.uint64_t(after)
-	*(*nic.SendWR)(unsafe.Pointer(&a.wr)) = *wr // the layouts match (wrLayoutOK)
+	plain := *wr
+	plain.More = nil
+	*(*nic.SendWR)(unsafe.Pointer(&a.wr)) = plain // the layouts match (wrLayoutOK)
+	if len(wr.More) > 0 {
+		// The list lives in C memory, one row per ring slot, as long as the request is armed.
+		if q.armMore == nil {
+			q.armMore = (*C.cd_sge)(C.calloc(C.CD_ARMED*C.CD_MAX_SGE, C.size_t(unsafe.Sizeof(C.cd_sge{}))))
+		}
+		row := unsafe.Slice((*nic.SGE)(unsafe.Pointer(q.armMore)), C.CD_ARMED*C.CD_MAX_SGE)[int(slot)*C.CD_MAX_SGE:]
+		n := copy(row, wr.More)
+		a.wr.more, a.wr.more_len, a.wr.more_cap = (*C.cd_sge)(unsafe.Pointer(&row[0])), C.int64_t(n), C.int64_t(n)
+	}
 	t.tail++
 	return nil
 }
@@ -104,6 +119,10 @@ func (q *qp) freeTrigger() {
 	q.watched = nil
 	C.free(unsafe.Pointer(q.trig))
 	q.trig = nil
+	if q.armMore != nil {
+		C.free(unsafe.Pointer(q.armMore))
+		q.armMore = nil
+	}
 }
 
 // newX allocates the CQ's C side.

@@ -71,7 +71,7 @@ func pairDepth(t *testing.T, p nic.Provider, b nic.Access, rnrRetry, depth int) 
 		e.rcq, err = c.CreateCQ(depth)
 		require.NoError(t, err)
 		e.qp, err = e.pd.CreateQP(nic.QPConfig{SendCQ: e.scq, RecvCQ: e.rcq, SendDepth: depth, RecvDepth: depth,
-			MaxInline: p.Caps().MaxInline, RNRRetry: rnrRetry})
+			MaxInline: p.Caps().MaxInline, MaxSGE: min(p.Caps().MaxSGE, 4), RNRRetry: rnrRetry})
 		require.NoError(t, err)
 		return e
 	}

@@ -36,6 +36,48 @@ func Contract(t *testing.T, caps nic.Caps, pair Pair) {
 	t.Run("PostErrors", func(t *testing.T) { contractPostErrors(t, caps, pair) })
 	t.Run("RecvQueueFull", func(t *testing.T) { contractRecvQueueFull(t, pair) })
 	t.Run("Flush", func(t *testing.T) { contractFlush(t, pair) })
+	t.Run("ScatterGather", func(t *testing.T) { contractScatterGather(t, caps, pair) })
+}
+
+// contractScatterGather: a SEND gathers its SGE list (Local, then More) and the receive scatters
+// the message over its own, in order; an RDMA write gathers, a READ scatters; a list longer than
+// Caps.MaxSGE is refused at post time. Pair's QPs must allow 3 SGEs when the device does.
+func contractScatterGather(t *testing.T, caps nic.Caps, pair Pair) {
+	if caps.MaxSGE < 3 {
+		t.Skipf("the device takes %d SGEs per request", caps.MaxSGE)
+	}
+	a, b := pair(t, PairConfig{Access: AllAccess})
+	am, bm := a.MR.Bytes(), b.MR.Bytes()
+	for i := range 256 {
+		am[i] = byte(i + 1)
+		bm[2048+i] = byte(200 - i)
+	}
+	_, err := b.QP.PostRecv([]nic.RecvWR{{ID: 100, Local: b.sge(0, 6), More: []nic.SGE{b.sge(100, 4), b.sge(200, 10)}}})
+	require.NoError(t, err)
+	rb := b.MR.Remote()
+	_, err = a.QP.PostSend([]nic.SendWR{
+		{ID: 1, Op: nic.OpSend, Flags: nic.FlagSignaled, Local: a.sge(0, 8), More: []nic.SGE{a.sge(64, 12)}},
+		{ID: 2, Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled, Local: a.sge(16, 4), More: []nic.SGE{a.sge(128, 4), a.sge(192, 8)}, RemoteAddr: rb.Addr + 1024, RKey: rb.RKey},
+		{ID: 3, Op: nic.OpRDMARead, Flags: nic.FlagSignaled, Local: a.sge(1024, 5), More: []nic.SGE{a.sge(1100, 11)}, RemoteAddr: rb.Addr + 2048, RKey: rb.RKey},
+	})
+	require.NoError(t, err)
+	rw := Wait(t, b.RCQ, 1)
+	require.Equal(t, nic.StatusSuccess, rw[0].Status, "%+v", rw[0])
+	assert.EqualValues(t, 20, rw[0].ByteLen)
+	for _, wc := range Wait(t, a.SCQ, 3) {
+		require.Equal(t, nic.StatusSuccess, wc.Status, "%+v", wc)
+	}
+	msg := append(append([]byte{}, am[0:8]...), am[64:76]...)
+	assert.Equal(t, msg, append(append(append([]byte{}, bm[0:6]...), bm[100:104]...), bm[200:210]...), "send gathered, receive scattered")
+	assert.Equal(t, append(append(append([]byte{}, am[16:20]...), am[128:132]...), am[192:200]...), bm[1024:1040], "write gathered")
+	assert.Equal(t, bm[2048:2064], append(append([]byte{}, am[1024:1029]...), am[1100:1111]...), "read scattered")
+
+	long := make([]nic.SGE, caps.MaxSGE)
+	for i := range long {
+		long[i] = a.sge(i, 1)
+	}
+	_, err = a.QP.PostSend([]nic.SendWR{{ID: 4, Op: nic.OpSend, Flags: nic.FlagSignaled, Local: a.sge(3000, 1), More: long}})
+	assert.Error(t, err, "a list of %d SGEs on a device of %d", 1+len(long), caps.MaxSGE)
 }
 
 // contractRegions: a region is as large as asked, zeroed, cache-line aligned, with the access

@@ -1,6 +1,8 @@
 package elaborate
 
 import (
+	"math"
+
 	"fmt"
 
 	"github.com/coredag/coredag/diag"
@@ -25,29 +27,55 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		ok = ok && good
 		return v
 	}
+	// list evaluates a scatter/gather list into its first segment and the others.
+	list := func(first *dsl.Slice, more []*dsl.Slice) (ir.Slice, []ir.Slice) {
+		if first == nil {
+			return ir.NoSlice, nil
+		}
+		segs, good := el.sliceList(append([]*dsl.Slice{first}, more...), s)
+		ok = ok && good
+		if !good || len(segs) == 0 {
+			return ir.NoSlice, nil
+		}
+		if len(segs) > ir.MaxListSegs {
+			el.errorf(phaseShapes, diag.Shape, first.Pos(), "a scatter/gather list of %d slices: lists take at most %d (split the op, or copy the pieces together first)", len(segs), ir.MaxListSegs)
+			ok = false
+			return ir.NoSlice, nil
+		}
+		if len(segs) == 1 {
+			return segs[0], nil
+		}
+		return segs[0], segs[1:]
+	}
 	switch o := o.(type) {
 	case *dsl.SendOp:
 		op.Kind, op.Inline = ir.OpSend, o.Inline
 		queue(o.Queue)
-		op.Src = slice(o.Slice)
+		op.Src, op.More = list(o.Slice, o.More)
 	case *dsl.RecvOp:
 		op.Kind = ir.OpRecv
 		queue(o.Queue)
-		op.Dst = slice(o.Slice)
+		op.Dst, op.More = list(o.Slice, o.More)
+		if ok {
+			el.scatterDisjoint(op.DstSegs())
+		}
 	case *dsl.WriteOp:
 		op.Kind, op.Notify = ir.OpWrite, o.Notify
 		queue(o.Queue)
-		op.Src, op.Dst = slice(o.Src), slice(o.Dst)
+		op.Src, op.More = list(o.Src, o.More)
+		op.Dst = slice(o.Dst)
 		if ok {
-			el.sameBytes(op, o.Pos(), "write", op.Src, op.Dst)
+			el.sameBytes(op, o.Pos(), "write", op.SrcSegs(), op.DstSegs())
 			el.remote(op.Dst, ir.RemoteWrite, "write to")
 		}
 	case *dsl.ReadOp:
 		op.Kind = ir.OpRead
 		queue(o.Queue)
-		op.Src, op.Dst = slice(o.Src), slice(o.Dst)
+		op.Src = slice(o.Src)
+		op.Dst, op.More = list(o.Dst, o.More)
 		if ok {
-			el.sameBytes(op, o.Pos(), "read", op.Src, op.Dst)
+			el.scatterDisjoint(op.DstSegs())
+			el.sameBytes(op, o.Pos(), "read", op.SrcSegs(), op.DstSegs())
 			el.remote(op.Src, ir.RemoteRead, "read from")
 		}
 	case *dsl.AtomicOp:
@@ -90,7 +118,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		op.Kind = ir.OpCopy
 		op.Src, op.Dst = slice(o.Src), slice(o.Dst)
 		if ok {
-			el.sameBytes(op, o.Pos(), "copy", op.Src, op.Dst)
+			el.sameBytes(op, o.Pos(), "copy", []ir.Slice{op.Src}, []ir.Slice{op.Dst})
 			el.noOverlap(op.Src, op.Dst, o.Dst.Pos(), "copy")
 		}
 	case *dsl.NopOp:
@@ -102,8 +130,107 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 	return ok
 }
 
-// slice evaluates a slice and checks it is non-empty and in bounds.
+// scatterDisjoint reports the segments of a scatter list (a recv's or read's landing slices)
+// that overlap an earlier one: the NIC would write the same bytes twice in no defined order.
+func (el *elaborator) scatterDisjoint(segs []ir.Slice) {
+	for j := 1; j < len(segs); j++ {
+		for i := 0; i < j; i++ {
+			a, b := segs[i], segs[j]
+			if a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len {
+				el.errorf(phaseShapes, diag.Shape, b.Pos, "scatter list lands %s and %s, which overlap: the segments of a receiving list must be disjoint",
+					el.g.SliceString(a), el.g.SliceString(b))
+			}
+		}
+	}
+}
+
+// sliceList evaluates a scatter/gather list: its slices, and those every `{SLICE for ...}` in
+// it makes, in order. Adjacent slices of one buffer (the next starting where the last ends) are
+// one segment, and empty slices are dropped unless the list has nothing else (then its first
+// slice stays, empty).
+func (el *elaborator) sliceList(items []*dsl.Slice, s *scope) ([]ir.Slice, bool) {
+	var out []ir.Slice
+	ok := true
+	var add func(sl *dsl.Slice, s *scope)
+	add = func(sl *dsl.Slice, s *scope) {
+		f := sl.For
+		if f == nil {
+			v, good := el.slice(sl, s)
+			ok = ok && good
+			if good {
+				out = append(out, v)
+			}
+			return
+		}
+		from, ok1 := el.eval(f.From, s)
+		to, ok2 := el.eval(f.To, s)
+		step, ok3 := int64(1), true
+		if f.Step != nil {
+			if step, ok3 = el.eval(f.Step, s); ok3 && step <= 0 {
+				el.errorf(phaseNames, diag.Expr, f.Step.Pos(), "for step %d: the step must be positive", step)
+				ok3 = false
+			}
+		}
+		if !ok1 || !ok2 || !ok3 {
+			ok = false
+			return
+		}
+		if tripCount(from, to, step) > MaxIterations-el.iters {
+			el.errorf(phaseNames, diag.Limit, sl.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
+			ok = false
+			return
+		}
+		body := &scope{parent: s}
+		for v := from; v < to && ok; v += step {
+			el.iters++
+			body.reset()
+			body.bind(f.Var.Name, v)
+			if f.Cond != nil {
+				c, good := el.eval(f.Cond, body)
+				if !good {
+					ok = false
+					return
+				}
+				if c == 0 {
+					continue
+				}
+			}
+			add(f.Slice, body)
+			if v > math.MaxInt64-step {
+				break
+			}
+		}
+	}
+	for _, it := range items {
+		add(it, s)
+	}
+	if !ok || len(out) < 2 {
+		return out, ok
+	}
+	merged := out[:0:0]
+	for _, x := range out {
+		if x.Len == 0 {
+			continue
+		}
+		if n := len(merged); n > 0 && merged[n-1].Buf == x.Buf && merged[n-1].Off+merged[n-1].Len == x.Off {
+			merged[n-1].Len += x.Len
+			continue
+		}
+		merged = append(merged, x)
+	}
+	if len(merged) == 0 {
+		merged = out[:1]
+	}
+	return merged, true
+}
+
+// slice evaluates a slice and checks it is in bounds; buf[k:k] is an empty slice (nothing to
+// move: the op still runs, and still orders what is after it).
 func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
+	if sl.For != nil {
+		el.errorf(phaseShapes, diag.Shape, sl.Pos(), "a list of slices {... for ...} stands only where a scatter/gather list may: after send or recv, as a write's source or a read's destination")
+		return ir.NoSlice, false
+	}
 	id, ok := el.bufIdx[sl.Buf.Name]
 	if !ok {
 		el.unknownName(sl.Buf.Pos(), sl.Buf.Name, sl.Buf.Name, sl.Buf.Name, el.bufferNames(), "unknown buffer %s%s")
@@ -135,8 +262,8 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 		case hi > b.Count:
 			el.errorf(phaseShapes, diag.Shape, sl.Hi.Pos(), "slice %s[%d:%d] ends past the end of %s (%d elements)", b.Name, lo, hi, b.Name, b.Count)
 			return ir.NoSlice, false
-		case hi <= lo:
-			el.errorf(phaseShapes, diag.Shape, sl.Pos(), "slice %s[%d:%d] is empty: slices need lo < hi", b.Name, lo, hi)
+		case hi < lo:
+			el.errorf(phaseShapes, diag.Shape, sl.Pos(), "slice %s[%d:%d] ends before it starts: slices need lo <= hi (lo == hi is empty)", b.Name, lo, hi)
 			return ir.NoSlice, false
 		}
 		out.Off, out.Len = lo, hi-lo
@@ -152,10 +279,10 @@ func (el *elaborator) bufferNames() []string {
 	return names
 }
 
-func (el *elaborator) sameBytes(op *ir.Op, pos diag.Pos, what string, a, b ir.Slice) {
-	if na, nb := el.g.Bytes(a), el.g.Bytes(b); na != nb {
+func (el *elaborator) sameBytes(op *ir.Op, pos diag.Pos, what string, a, b []ir.Slice) {
+	if na, nb := el.g.SegsBytes(a), el.g.SegsBytes(b); na != nb {
 		el.errorf(phaseShapes, diag.Shape, pos, "%s of %d bytes (%s) into %d bytes (%s): the two slices must have the same length in bytes",
-			what, na, el.g.SliceString(a), nb, el.g.SliceString(b))
+			what, na, el.g.SegsString(a), nb, el.g.SegsString(b))
 	}
 }
 

@@ -33,7 +33,11 @@ func (el *elaborator) resolveRank() {
 		q := &g.Queues[qid]
 		if (op.Kind == ir.OpWrite || op.Kind == ir.OpRead) && q.Loopback() {
 			// Both slices are in this rank's memory, and DMA gives overlapping ranges no order.
-			el.noOverlap(op.Src, op.Dst, op.Pos, "loopback "+op.Kind.String())
+			for _, a := range op.SrcSegs() {
+				for _, b := range op.DstSegs() {
+					el.noOverlap(a, b, op.Pos, "loopback "+op.Kind.String())
+				}
+			}
 		}
 		if op.Kind.IsRecvSide() {
 			op.Index = len(q.RecvOps)
@@ -164,10 +168,10 @@ func (el *elaborator) matchMessages() {
 				}
 				continue
 			}
-			if sb, rb := g.Bytes(s.Src), g.Bytes(r.Dst); sb != rb {
+			if sb, rb := g.SegsBytes(s.SrcSegs()), g.SegsBytes(r.DstSegs()); sb != rb {
 				const f = "send %s of %s is matched by recv %s of %s on rank %d: lengths must be equal"
-				el.report(phaseMatch, s.Rank, diag.Errorf(diag.Match, s.Pos, f, s.Name, sizedSlice(g, s.Src), r.Name, sizedSlice(g, r.Dst), r.Rank).
-					Relate(r.Pos, fmt.Sprintf("recv %s of %s on rank %d", r.Name, sizedSlice(g, r.Dst), r.Rank)), f)
+				el.report(phaseMatch, s.Rank, diag.Errorf(diag.Match, s.Pos, f, s.Name, sizedSlice(g, s.SrcSegs()), r.Name, sizedSlice(g, r.DstSegs()), r.Rank).
+					Relate(r.Pos, fmt.Sprintf("recv %s of %s on rank %d", r.Name, sizedSlice(g, r.DstSegs()), r.Rank)), f)
 			}
 		}
 		for sent := k; k < len(recvs); k++ {
@@ -178,10 +182,11 @@ func (el *elaborator) matchMessages() {
 	}
 }
 
-// sizedSlice describes a message buffer for diagnostics: "16 bytes (data[0:4])" or "0 bytes (no slice)".
-func sizedSlice(g *ir.Graph, s ir.Slice) string {
-	if !s.Valid() {
+// sizedSlice describes a message buffer (a slice or a scatter/gather list) for diagnostics:
+// "16 bytes (data[0:4])", "32 bytes (data[0:2], data[4:6])" or "0 bytes (no slice)".
+func sizedSlice(g *ir.Graph, segs []ir.Slice) string {
+	if len(segs) == 0 {
 		return "0 bytes (no slice)"
 	}
-	return fmt.Sprintf("%d bytes (%s)", g.Bytes(s), g.SliceString(s))
+	return fmt.Sprintf("%d bytes (%s)", g.SegsBytes(segs), g.SegsString(segs))
 }

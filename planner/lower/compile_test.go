@@ -270,9 +270,22 @@ rx after rd
 }
 
 func TestDepthLimits(t *testing.T) {
-	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 72, "n": 1})
+	// A ring whose queues keep the default depth (128): 142 messages per queue do not fit.
+	src := `plan d
+param ranks = 72
+buffer src u64[2 * ranks]
+buffer dst u64[2 * ranks]
+queue right to (rank + 1) % ranks peer left
+queue left  to (rank - 1) % ranks peer right
+for s in 0 .. 2 * ranks - 2 {
+  op tx[s] = send right src[s : s + 1]
+  op rx[s] = recv left dst[s : s + 1]
+}
+`
+	g, err := planner.Load("d.dag", []byte(src), nil)
+	require.NoError(t, err)
 	tg, _ := ir.LookupTarget("connectx")
-	_, err := lower.Compile(g, tg)
+	_, err = lower.Compile(g, tg)
 	require.Error(t, err)
 	var list diag.List
 	require.ErrorAs(t, err, &list)
@@ -282,6 +295,32 @@ func TestDepthLimits(t *testing.T) {
 	gen, _ := ir.LookupTarget("generic")
 	_, err = lower.Compile(g, gen)
 	assert.NoError(t, err, "the polling engine refills as slots free")
+}
+
+// TestSGELimit: a list longer than a target's SGEs per work request is refused by that target,
+// at the first slice past its limit, with both figures; a target with room compiles it.
+func TestSGELimit(t *testing.T) {
+	src := `plan s
+param ranks = 2
+buffer a u64[64]
+queue q to 1 - rank
+op tx = send q {a[2 * j] for j in 0 .. 9}
+op rx = recv q a[32:41]
+`
+	g, err := planner.Load("s.dag", []byte(src), nil)
+	require.NoError(t, err)
+	require.Len(t, g.Ops[0].More, 8, "nine slices, none adjacent")
+	sockets, _ := ir.LookupTarget("triggered-sockets")
+	_, err = lower.Compile(g, sockets)
+	require.Error(t, err)
+	var list diag.List
+	require.ErrorAs(t, err, &list)
+	assert.Equal(t, diag.Target, list[0].Code)
+	assert.Equal(t, "s.dag:5:17", list[0].Pos.String())
+	assert.Contains(t, list[0].Msg, "tx has a scatter/gather list of 9 slices, above the 8 SGEs per work request of target triggered-sockets")
+	cx, _ := ir.LookupTarget("connectx")
+	_, err = lower.Compile(g, cx)
+	assert.NoError(t, err)
 }
 
 func TestInlineLimit(t *testing.T) {

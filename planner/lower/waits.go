@@ -414,7 +414,7 @@ func autoInline(t *ir.Target, g *ir.Graph, o ir.OpID) bool {
 	if t.PrePost || (op.Kind != ir.OpSend && op.Kind != ir.OpWrite) {
 		return false
 	}
-	n := g.Bytes(op.Src)
+	n := g.SegsBytes(op.SrcSegs())
 	return n > 0 && n <= int64(t.MaxInline)
 }
 
@@ -442,6 +442,9 @@ func dataWQE(g *ir.Graph, o ir.OpID) ir.WQE {
 		e.Opcode, e.Remote, e.Local, e.A = ir.OpcAtomicFAdd, op.Dst, op.Fetch, op.A
 	case ir.OpAtomicCAS:
 		e.Opcode, e.Remote, e.Local, e.A, e.B = ir.OpcAtomicCAS, op.Dst, op.Fetch, op.A, op.B
+	}
+	if _, ok := op.ListSide(); ok {
+		e.More = op.More // the local operand's further scatter/gather segments
 	}
 	return e
 }

@@ -93,13 +93,11 @@ func (s *State) apply(id ir.OpID) {
 			return
 		}
 		r := &g.Ops[op.Match]
-		if r.Dst.Valid() {
-			s.copy(op.Match, own, op.Src, r.Rank, r.Dst)
-		}
+		s.copyList(op.Match, own, op.SrcSegs(), r.Rank, r.DstSegs())
 	case ir.OpWrite:
-		s.copy(id, own, op.Src, peer, op.Dst)
+		s.copyList(id, own, op.SrcSegs(), peer, op.DstSegs())
 	case ir.OpRead:
-		s.copy(id, peer, op.Src, own, op.Dst)
+		s.copyList(id, peer, op.SrcSegs(), own, op.DstSegs())
 	case ir.OpCopy:
 		s.copy(id, own, op.Src, own, op.Dst)
 	case ir.OpReduce:
@@ -107,6 +105,12 @@ func (s *State) apply(id ir.OpID) {
 	case ir.OpAtomicAdd, ir.OpAtomicCAS:
 		s.atomic(id, own, peer)
 	}
+}
+
+// copyList moves a gather list on rank sr into a scatter list on rank dr (the bytes in list
+// order), as written by op by.
+func (s *State) copyList(by ir.OpID, sr int, src []ir.Slice, dr int, dst []ir.Slice) {
+	s.g.Pieces(src, dst, func(a, b ir.Slice) { s.copy(by, sr, a, dr, b) })
 }
 
 // copy moves src on rank sr to dst on rank dr, as written by op by.

@@ -24,6 +24,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -170,7 +171,7 @@ func (c *checker) checkShape() {
 		if wq.Queue != op.Queue || wq.Kind != wantKind {
 			c.errorf(op.Pos, "%s lowered onto %s, not the %s side of its queue", g.OpString(ir.OpID(id)), wq.Name, wantKind)
 		}
-		if w.Local != local || w.Remote != remote {
+		if _, list := op.ListSide(); w.Local != local || w.Remote != remote || !slices.Equal(w.More, op.More) || (!list && len(w.More) > 0) {
 			c.errorf(op.Pos, "%s has operands %s/%s, want %s/%s", g.OpString(ir.OpID(id)),
 				g.SliceString(w.Local), g.SliceString(w.Remote), g.SliceString(local), g.SliceString(remote))
 		}
@@ -179,10 +180,11 @@ func (c *checker) checkShape() {
 		}
 		// Inline as the source says; a target that posts WQEs only once their inputs are ready
 		// also inlines every small send and write, since the payload is final at post time.
-		small := (op.Kind == ir.OpSend || op.Kind == ir.OpWrite) && g.Bytes(op.Src) > 0 && g.Bytes(op.Src) <= int64(c.p.Target.MaxInline)
+		n := g.SegsBytes(op.SrcSegs())
+		small := (op.Kind == ir.OpSend || op.Kind == ir.OpWrite) && n > 0 && n <= int64(c.p.Target.MaxInline)
 		if inline := w.Flags&ir.Inline != 0; inline != (op.Inline || (small && !c.p.Target.PrePost)) {
 			c.errorf(op.Pos, "%s: inline flag is %v, want %v (source inline %v, %d bytes, target %s)", g.OpString(ir.OpID(id)),
-				inline, !inline, op.Inline, g.Bytes(op.Src), c.p.Target.Name)
+				inline, !inline, op.Inline, n, c.p.Target.Name)
 		}
 	}
 	for r := range c.p.Ranks {

@@ -54,8 +54,10 @@ func (a *access) slice(g *ir.Graph) *ir.Slice {
 		return &op.Src
 	case slotDst:
 		return &op.Dst
+	case slotFetch:
+		return &op.Fetch
 	}
-	return &op.Fetch
+	return &op.More[a.slot-slotMore]
 }
 
 // slot is which slice of its op an access touches.
@@ -65,11 +67,16 @@ const (
 	slotSrc slot = iota
 	slotDst
 	slotFetch
+	slotMore // slotMore+k: segment k of a scatter/gather list's More (ir.MaxListSegs bounds k)
 )
+
+// refShift makes room in a ref for every slot: ir.MaxListSegs-1 list segments after the three
+// slices, and ops (at most elaborate.MaxOps, 2^22) still fit an int32.
+const refShift = 5
 
 // ref names an access by its op and slot (an op touches each of its slices at most once), so
 // that it can be found again once the sweep's accesses are gone.
-func (a *access) ref() int32 { return int32(a.op)<<2 | int32(a.slot) }
+func (a *access) ref() int32 { return int32(a.op)<<refShift | int32(a.slot) }
 
 // conflicts reports whether a and b touch memory in ways whose order matters.
 func (a *access) conflicts(b *access) bool {
@@ -78,10 +85,10 @@ func (a *access) conflicts(b *access) bool {
 
 // memAccess is the MemAccess of access ref.
 func memAccess(g *ir.Graph, ref int32) MemAccess {
-	id := ir.OpID(ref >> 2)
+	id := ir.OpID(ref >> refShift)
 	var buf [2]access
 	for _, a := range accesses(g, id, buf[:0]) {
-		if int32(a.slot) == ref&3 {
+		if int32(a.slot) == ref&(1<<refShift-1) {
 			s := a.slice(g)
 			pos := s.Pos
 			if !pos.IsValid() {
@@ -93,7 +100,8 @@ func memAccess(g *ir.Graph, ref int32) MemAccess {
 	panic("verify: no access for ref")
 }
 
-// accesses appends op id's memory accesses to out (at most two). This is the one place that knows, for each
+// accesses appends op id's memory accesses to out (two, plus one per further segment of a
+// scatter/gather list, which has the interval of its first segment). This is the one place that knows, for each
 // kind of op, which slices it reads and writes, on which rank, and when.
 //
 //	kind            access                            rank   interval
@@ -120,22 +128,32 @@ func accesses(g *ir.Graph, id ir.OpID, out []access) []access {
 		}
 		out = append(out, access{op: id, rank: int32(rank), buf: s.Buf, kind: kind, slot: sl, from: from, to: to})
 	}
+	more := func(rank int, kind AccessKind, from, to event) {
+		for k, s := range op.More {
+			add(slotMore+slot(k), s, rank, kind, from, to)
+		}
+	}
 	switch op.Kind {
 	case ir.OpSend:
 		add(slotSrc, op.Src, own, AccessRead, start, land)
+		more(own, AccessRead, start, land)
 	case ir.OpRecv:
 		if op.Match != ir.None {
 			l := landOf(op.Match)
 			add(slotDst, op.Dst, own, AccessWrite, l, l)
+			more(own, AccessWrite, l, l)
 		} else {
 			add(slotDst, op.Dst, own, AccessWrite, start, end)
+			more(own, AccessWrite, start, end)
 		}
 	case ir.OpWrite:
 		add(slotSrc, op.Src, own, AccessRead, start, land)
+		more(own, AccessRead, start, land)
 		add(slotDst, op.Dst, peer, AccessWrite, start, land)
 	case ir.OpRead:
 		add(slotSrc, op.Src, peer, AccessRead, start, land)
 		add(slotDst, op.Dst, own, AccessWrite, land, end)
+		more(own, AccessWrite, land, end)
 	case ir.OpAtomicAdd, ir.OpAtomicCAS:
 		kind := AccessWrite
 		if op.Kind == ir.OpAtomicAdd && !op.Fetch.Valid() {
@@ -555,12 +573,28 @@ func raceError(g *ir.Graph, r Race, a, b MemAccess) *diag.Diagnostic {
 func explainRace(g *ir.Graph, h *hbGraph, r Race, d *diag.Diagnostic) {
 	fix, ok := explain(g, h, r)
 	if !ok {
-		d.Msg += " (order them with an `after`)"
+		d.Msg += " (" + unorderableHint(g, r) + ")"
 		return
 	}
 	hint := fix.Format(g)
 	d.Msg += " (" + hint + ")"
 	d.Fix = &diag.Fix{Msg: hint}
+}
+
+// unorderableHint says what can order the two ops of race r when no single `after` does. Ops of
+// different ranks cannot be ordered by `after`, which orders ops of one rank: a message can
+// (and atomic adds that fetch nothing commute, so they need no order at all).
+func unorderableHint(g *ir.Graph, r Race) string {
+	a, b := &g.Ops[r.First.Op], &g.Ops[r.Second.Op]
+	if a.Rank == b.Rank {
+		return "order them with an `after`"
+	}
+	hint := fmt.Sprintf("an `after` orders ops of one rank only: pass a token (rank %d sends to rank %d after %s, and %s on rank %d is `after` the recv of it)",
+		a.Rank, b.Rank, a.Name, b.Name, b.Rank)
+	if a.Kind == ir.OpAtomicAdd && b.Kind == ir.OpAtomicAdd {
+		hint += ", or drop the `to` of the adds if their old values are not needed: adds that fetch nothing commute and do not race"
+	}
+	return hint
 }
 
 func describeOp(g *ir.Graph, id ir.OpID) string {

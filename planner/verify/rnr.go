@@ -1,0 +1,52 @@
+package verify
+
+import (
+	"fmt"
+
+	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
+)
+
+// RNR lints g for receives that are posted late: a recv that waits (`after`) for an op its
+// sender does not wait for can be posted after its message arrived. The sender's NIC then gets a
+// receiver-not-ready NAK and retries after an RNR timer (the polling engine counts these as RNR
+// retries), which costs latency on every such message, though the plan stays correct. One
+// warning per recv statement and gate, naming the ranks it occurs on; g must have passed Check.
+func RNR(g *ir.Graph) diag.List {
+	type gated struct{ recv, gate, send ir.OpID }
+	var qs []gated
+	for i := range g.Ops {
+		r := &g.Ops[i]
+		if r.Kind != ir.OpRecv || r.Match == ir.None {
+			continue
+		}
+		for _, p := range g.Preds(ir.OpID(i)) {
+			qs = append(qs, gated{ir.OpID(i), ir.OpID(p), r.Match})
+		}
+	}
+	if len(qs) == 0 {
+		return nil
+	}
+	h := newHB(g, true)
+	if !h.acyclic {
+		return nil
+	}
+	// Is the gate over before the send starts? Then the receive is posted (or its gate at least
+	// passed) before the message leaves.
+	ordered := h.resolve(len(qs), func(i int) hbQuery { return hbQuery{x: endOf(qs[i].gate), y: startOf(qs[i].send)} })
+	var groups diag.Group
+	for i, q := range qs {
+		if ordered[i] {
+			continue
+		}
+		r, gt, s := &g.Ops[q.recv], &g.Ops[q.gate], &g.Ops[q.send]
+		const f = "recv %s on rank %d is posted only after %s (its `after`), which %s %s on rank %d does not wait for: the message can arrive before the receive is posted, and the sender's NIC retries (RNR) until it is (post the receive earlier, into a buffer nothing else uses then, or make %s wait for %s, e.g. through a message)"
+		d := diag.Errorf(diag.RNR, r.Pos, f, r.Name, r.Rank, gt.Name, s.Kind, s.Name, s.Rank, s.Name, gt.Name)
+		d.Relate(gt.Pos, fmt.Sprintf("%s %s on rank %d, the receive's gate", gt.Kind, gt.Name, gt.Rank))
+		d.Relate(s.Pos, fmt.Sprintf("%s %s on rank %d, whose message can arrive early", s.Kind, s.Name, s.Rank))
+		groups.Add(d, f, r.Rank)
+	}
+	list := groups.List(g.Ranks)
+	list.Sort()
+	return list
+}
