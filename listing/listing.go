@@ -4,10 +4,11 @@
 package listing
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/coredag/coredag/internal/english"
@@ -22,54 +23,61 @@ type Options struct {
 // Write writes the text listing of a Plan: per rank and work queue, each WQE's index,
 // opcode, operands, flags, and the op and file:line it came from; WAITs say in words what they
 // wait for. A summary ends it.
+//
+// The listing is streamed rank by rank through a buffered writer over w: only one queue's
+// chain is held at a time (its columns are aligned per queue), never the whole text.
 func Write(w io.Writer, p *ir.Plan, opt Options) error {
 	g := p.Graph
-	b := &strings.Builder{}
+	b := bufio.NewWriterSize(w, 64<<10)
 	t := p.Target
 	fmt.Fprintf(b, "plan %s  target %s (%s style, cross-channel %s)  ranks %d\n", g.Name, t.Name, t.Style, yesNo(t.CrossChannel), g.Ranks)
 	for r := range p.Ranks {
 		if opt.Rank >= 0 && r != opt.Rank {
 			continue
 		}
-		rp := &p.Ranks[r]
-		fmt.Fprintf(b, "\nrank %d\n", r)
-		for wi := range rp.Queues {
-			q := &rp.Queues[wi]
-			fmt.Fprintf(b, "  %s  %s", q.Name, q.Kind)
-			if q.Managed {
-				b.WriteString(", managed")
-			}
-			fmt.Fprintf(b, ", depth %d", q.Depth)
-			if q.CQ >= 0 {
-				cq := &rp.CQs[q.CQ]
-				fmt.Fprintf(b, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
-			}
-			fmt.Fprintf(b, ", %s per iteration\n", english.Plural(int(q.PerIteration), "WQE"))
-			if len(q.Chain) == 0 {
-				b.WriteString("    (empty)\n")
-				continue
-			}
-			tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-			for k := range q.Chain {
-				e := &q.Chain[k]
-				fmt.Fprintf(tw, "    [%d]\t%s\t%s\t%s\t%s\t%s\n", k, e.Opcode, operands(p, rp, e), e.Flags, e.Name, shortPos(e))
-			}
-			tw.Flush()
-		}
-		if rp.Trig != nil {
-			writeTriggered(b, p, rp)
-		}
-		s := p.RankStats(r)
-		fmt.Fprintf(b, "  rank %d: %s (%d data), %s, %s, %s, %s, %s, %d signalled\n",
-			r, english.Plural(s.WQEs, "WQE"), s.DataWQEs, english.Plural(s.HostSteps, "HOST step"), english.Plural(s.Waits, "WAIT"),
-			english.Plural(s.Enables, "ENABLE"), english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled)
+		writeRank(b, p, r)
 	}
 	fmt.Fprintf(b, "\nsummary: %s\n", summary(p.Stats))
 	if lim, ok := p.CounterLimit(); ok {
 		fmt.Fprintf(b, "triggered: %s\n", overflowText(lim, true))
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.Flush() // the first write error, if any
+}
+
+// writeRank writes rank r's block of the text listing.
+func writeRank(b *bufio.Writer, p *ir.Plan, r int) {
+	rp := &p.Ranks[r]
+	fmt.Fprintf(b, "\nrank %d\n", r)
+	for wi := range rp.Queues {
+		q := &rp.Queues[wi]
+		fmt.Fprintf(b, "  %s  %s", q.Name, q.Kind)
+		if q.Managed {
+			b.WriteString(", managed")
+		}
+		fmt.Fprintf(b, ", depth %d", q.Depth)
+		if q.CQ >= 0 {
+			cq := &rp.CQs[q.CQ]
+			fmt.Fprintf(b, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
+		}
+		fmt.Fprintf(b, ", %s per iteration\n", english.Plural(int(q.PerIteration), "WQE"))
+		if len(q.Chain) == 0 {
+			b.WriteString("    (empty)\n")
+			continue
+		}
+		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+		for k := range q.Chain {
+			e := &q.Chain[k]
+			fmt.Fprintf(tw, "    [%d]\t%s\t%s\t%s\t%s\t%s\n", k, e.Opcode, operands(p, rp, e), e.Flags, e.Name, shortPos(e))
+		}
+		tw.Flush()
+	}
+	if rp.Trig != nil {
+		writeTriggered(b, p, rp)
+	}
+	s := p.RankStats(r)
+	fmt.Fprintf(b, "  rank %d: %s (%d data), %s, %s, %s, %s, %s, %d signalled\n",
+		r, english.Plural(s.WQEs, "WQE"), s.DataWQEs, english.Plural(s.HostSteps, "HOST step"), english.Plural(s.Waits, "WAIT"),
+		english.Plural(s.Enables, "ENABLE"), english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled)
 }
 
 func yesNo(b bool) string {
@@ -404,7 +412,8 @@ type jsonStats struct {
 }
 
 // WriteJSON writes the Plan as JSON (docs/compile-json.md). Every WQE object has an "opcode"
-// field holding one of the Opcode names.
+// field holding one of the Opcode names. Like Write, it streams: the document is encoded one rank
+// at a time into a buffered writer over w.
 func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 	g := p.Graph
 	t := p.Target
@@ -419,92 +428,124 @@ func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 	for _, prm := range g.Params {
 		out.Params = append(out.Params, jsonParam{prm.Name, prm.Value})
 	}
+	// The document without its ranks, split where they go: each rank is encoded on its own.
+	doc, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	mark := []byte("\n  \"ranks\": []")
+	at := bytes.Index(doc, mark)
+	if at < 0 {
+		return fmt.Errorf("listing: no ranks in the JSON document")
+	}
+	at += len(mark) - 1 // just before the closing bracket
+	b := bufio.NewWriterSize(w, 64<<10)
+	b.Write(doc[:at])
+	first := true
+	for r := range p.Ranks {
+		if opt.Rank >= 0 && r != opt.Rank {
+			continue
+		}
+		jr, err := json.MarshalIndent(rankJSON(p, r), "    ", "  ")
+		if err != nil {
+			return err
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.WriteString("\n    ")
+		b.Write(jr)
+	}
+	if !first {
+		b.WriteString("\n  ")
+	}
+	b.Write(doc[at:])
+	b.WriteByte('\n') // as json.Encoder ends a value
+	return b.Flush()
+}
+
+// rankJSON is the JSON form of rank r's plan.
+func rankJSON(p *ir.Plan, r int) jsonRank {
+	g := p.Graph
 	slice := func(s ir.Slice) *jsonSlice {
 		if !s.Valid() {
 			return nil
 		}
 		return &jsonSlice{Buffer: g.Buffers[s.Buf].Name, Offset: s.Off, Count: s.Len, Bytes: g.Bytes(s)}
 	}
-	for r := range p.Ranks {
-		if opt.Rank >= 0 && r != opt.Rank {
-			continue
+	rp := &p.Ranks[r]
+	jr := jsonRank{Rank: r, Queues: []jsonQueue{}, CQs: []jsonCQ{}}
+	cqName := func(i int) string {
+		if i < 0 || i >= len(rp.CQs) {
+			return ""
 		}
-		rp := &p.Ranks[r]
-		jr := jsonRank{Rank: r, Queues: []jsonQueue{}, CQs: []jsonCQ{}}
-		cqName := func(i int) string {
-			if i < 0 || i >= len(rp.CQs) {
-				return ""
-			}
-			return rp.CQs[i].Name
-		}
-		cond := func(c ir.Cond) jsonCond {
-			return jsonCond{CQ: cqName(c.CQ), Count: c.Count, Op: g.Ops[c.Op].Name}
-		}
-		for wi := range rp.Queues {
-			q := &rp.Queues[wi]
-			jq := jsonQueue{Name: q.Name, Kind: q.Kind.String(), CQ: cqName(q.CQ), Managed: q.Managed, Depth: q.Depth,
-				PerIteration: q.PerIteration, WQEs: []jsonWQE{}}
-			if q.Queue != ir.None {
-				jq.Queue = g.Queues[q.Queue].Name
-			}
-			for k := range q.Chain {
-				e := &q.Chain[k]
-				je := jsonWQE{Index: k, Opcode: e.Opcode.String(), Op: e.Name, Pos: e.Pos.String(), Flags: []string{},
-					Local: slice(e.Local), Remote: slice(e.Remote)}
-				for _, f := range []struct {
-					bit  ir.Flags
-					name string
-				}{{ir.Signalled, "signalled"}, {ir.Fence, "fence"}, {ir.Inline, "inline"}} {
-					if e.Flags&f.bit != 0 {
-						je.Flags = append(je.Flags, f.name)
-					}
-				}
-				if e.Opcode.IsData() {
-					peer := e.Peer
-					je.Peer = &peer
-				}
-				switch e.Opcode {
-				case ir.OpcAtomicFAdd:
-					a := e.A
-					je.Add = &a
-				case ir.OpcAtomicCAS:
-					a, b := e.A, e.B
-					je.Cmp, je.Swap = &a, &b
-				case ir.OpcWait:
-					c := cond(e.Wait)
-					je.Wait = &c
-				case ir.OpcSendEnable, ir.OpcRecvEnable:
-					je.Enable = &jsonEnable{Queue: rp.Queues[e.Queue].Name, UpTo: e.UpTo}
-				case ir.OpcHost:
-					if g.Ops[e.Op].Kind == ir.OpReduce {
-						je.Reduce = e.Red.String()
-					}
-					je.Local, je.Source = slice(g.Ops[e.Op].Dst), slice(g.Ops[e.Op].Src)
-					for _, c := range e.Waits {
-						je.Waits = append(je.Waits, cond(c))
-					}
-				}
-				jq.WQEs = append(jq.WQEs, je)
-			}
-			jr.Queues = append(jr.Queues, jq)
-		}
-		for ci := range rp.CQs {
-			cq := &rp.CQs[ci]
-			jr.CQs = append(jr.CQs, jsonCQ{Name: cq.Name, Queue: rp.Queues[cq.Queue].Name, Depth: cq.Depth, PerIteration: cq.PerIteration})
-		}
-		if rp.Trig != nil {
-			jr.Trigger = trigJSON(p, rp)
-		}
-		out.Ranks = append(out.Ranks, jr)
+		return rp.CQs[i].Name
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	cond := func(c ir.Cond) jsonCond {
+		return jsonCond{CQ: cqName(c.CQ), Count: c.Count, Op: g.Ops[c.Op].Name}
+	}
+	for wi := range rp.Queues {
+		q := &rp.Queues[wi]
+		jq := jsonQueue{Name: q.Name, Kind: q.Kind.String(), CQ: cqName(q.CQ), Managed: q.Managed, Depth: q.Depth,
+			PerIteration: q.PerIteration, WQEs: []jsonWQE{}}
+		if q.Queue != ir.None {
+			jq.Queue = g.Queues[q.Queue].Name
+		}
+		for k := range q.Chain {
+			e := &q.Chain[k]
+			je := jsonWQE{Index: k, Opcode: e.Opcode.String(), Op: e.Name, Pos: e.Pos.String(), Flags: []string{},
+				Local: slice(e.Local), Remote: slice(e.Remote)}
+			for _, f := range []struct {
+				bit  ir.Flags
+				name string
+			}{{ir.Signalled, "signalled"}, {ir.Fence, "fence"}, {ir.Inline, "inline"}} {
+				if e.Flags&f.bit != 0 {
+					je.Flags = append(je.Flags, f.name)
+				}
+			}
+			if e.Opcode.IsData() {
+				peer := e.Peer
+				je.Peer = &peer
+			}
+			switch e.Opcode {
+			case ir.OpcAtomicFAdd:
+				a := e.A
+				je.Add = &a
+			case ir.OpcAtomicCAS:
+				a, b := e.A, e.B
+				je.Cmp, je.Swap = &a, &b
+			case ir.OpcWait:
+				c := cond(e.Wait)
+				je.Wait = &c
+			case ir.OpcSendEnable, ir.OpcRecvEnable:
+				je.Enable = &jsonEnable{Queue: rp.Queues[e.Queue].Name, UpTo: e.UpTo}
+			case ir.OpcHost:
+				if g.Ops[e.Op].Kind == ir.OpReduce {
+					je.Reduce = e.Red.String()
+				}
+				je.Local, je.Source = slice(g.Ops[e.Op].Dst), slice(g.Ops[e.Op].Src)
+				for _, c := range e.Waits {
+					je.Waits = append(je.Waits, cond(c))
+				}
+			}
+			jq.WQEs = append(jq.WQEs, je)
+		}
+		jr.Queues = append(jr.Queues, jq)
+	}
+	for ci := range rp.CQs {
+		cq := &rp.CQs[ci]
+		jr.CQs = append(jr.CQs, jsonCQ{Name: cq.Name, Queue: rp.Queues[cq.Queue].Name, Depth: cq.Depth, PerIteration: cq.PerIteration})
+	}
+	if rp.Trig != nil {
+		jr.Trigger = trigJSON(p, rp)
+	}
+	return jr
 }
 
 // writeTriggered lists a rank's counters and its triggered work in submission order, each entry
 // with the condition that fires it, what it does, its op and file:line.
-func writeTriggered(b *strings.Builder, p *ir.Plan, rp *ir.RankPlan) {
+func writeTriggered(b *bufio.Writer, p *ir.Plan, rp *ir.RankPlan) {
 	tr := rp.Trig
 	b.WriteString("  counters\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
