@@ -29,30 +29,11 @@ import (
 // Errors (a diag.List) report chains that do not fit the target's depth limits, inline
 // payloads above its limit, and dependency cycles the checker should have caught.
 func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
-	if g == nil {
-		return nil, fmt.Errorf("compile: nil graph")
-	}
-	if t.Style != ir.StyleNone && !t.CrossChannel {
-		return nil, fmt.Errorf("compile: target %q uses the %s style but has no cross-channel support", t.Name, t.Style)
-	}
-	if !g.Frozen() {
-		return nil, fmt.Errorf("compile: the graph is not frozen (whoever builds a Graph calls Freeze when it is complete)")
-	}
-	c := &compiler{g: g, t: t}
-	c.plan = &ir.Plan{Graph: g, Target: t, Loc: make([]ir.Loc, len(g.Ops))}
-	c.errs = c.checkInputs()
-	if len(c.errs) > 0 {
-		c.errs.Sort()
-		return nil, c.errs
-	}
-	order, critical, err := c.eventOrder()
+	c, order, err := start(g, t)
 	if err != nil {
 		return nil, err
 	}
-	c.plan.Stats.CriticalPath = critical
-	c.lowerRanks(order)
-	c.signal()
-	c.checkLimits()
+	c.lowerRanks(order, true)
 	if t.Trigger != nil && len(c.errs) == 0 {
 		c.trigger(order)
 	}
@@ -65,6 +46,52 @@ func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 		c.plan.Deps = ir.NewDeps(len(g.Ops), g.Edges)
 	}
 	return c.plan, nil
+}
+
+// CheckLimits reports what Compile would refuse for target t, with the same diagnostics, without
+// keeping the Plan: each rank is lowered, signalled and checked against the target's limits,
+// then dropped, so memory holds one rank's chains at a time. On a triggered target the trigger
+// budgets need every rank's chains, so the Plan is built whole there, as Compile does.
+func CheckLimits(g *ir.Graph, t ir.Target) error {
+	c, order, err := start(g, t)
+	if err != nil {
+		return err
+	}
+	c.lowerRanks(order, t.Trigger != nil)
+	if t.Trigger != nil && len(c.errs) == 0 {
+		c.trigger(order)
+	}
+	if len(c.errs) > 0 {
+		c.errs.Sort()
+		return c.errs
+	}
+	return nil
+}
+
+// start checks the inputs of Compile and CheckLimits and orders the events of g.
+func start(g *ir.Graph, t ir.Target) (*compiler, []int32, error) {
+	if g == nil {
+		return nil, nil, fmt.Errorf("compile: nil graph")
+	}
+	if t.Style != ir.StyleNone && !t.CrossChannel {
+		return nil, nil, fmt.Errorf("compile: target %q uses the %s style but has no cross-channel support", t.Name, t.Style)
+	}
+	if !g.Frozen() {
+		return nil, nil, fmt.Errorf("compile: the graph is not frozen (whoever builds a Graph calls Freeze when it is complete)")
+	}
+	c := &compiler{g: g, t: t}
+	c.plan = &ir.Plan{Graph: g, Target: t, Loc: make([]ir.Loc, len(g.Ops))}
+	c.errs = c.checkInputs()
+	if len(c.errs) > 0 {
+		c.errs.Sort()
+		return nil, nil, c.errs
+	}
+	order, critical, err := c.eventOrder()
+	if err != nil {
+		return nil, nil, err
+	}
+	c.plan.Stats.CriticalPath = critical
+	return c, order, nil
 }
 
 // compiler holds the state of one Compile call.

@@ -20,8 +20,9 @@ import "github.com/coredag/coredag/ir"
 // tracked per waited op only: still correct, merely less minimal.
 const impLimit = 1 << 24
 
-// lowerRanks lowers every rank in the event order.
-func (c *compiler) lowerRanks(order []int32) {
+// lowerRanks lowers every rank in the event order, chooses its signalling and checks it
+// against the target's limits. Unless keep is set, a rank's chains are dropped once checked.
+func (c *compiler) lowerRanks(order []int32, keep bool) {
 	g := c.g
 	c.waited = make([]bool, len(g.Ops))
 	start := make([]int, g.Ranks+1)
@@ -40,6 +41,7 @@ func (c *compiler) lowerRanks(order []int32) {
 	}
 	c.plan.Ranks = make([]ir.RankPlan, g.Ranks)
 	var scratch []int32
+	var found limitFinds
 	for r := 0; r < g.Ranks; r++ {
 		l := c.newRankLower(r, &scratch)
 		for _, ev := range byRank[start[r]:start[r+1]] {
@@ -49,7 +51,13 @@ func (c *compiler) lowerRanks(order []int32) {
 				l.end(ir.OpID(ev / 2))
 			}
 		}
+		c.signalRank(r)
+		c.checkRankLimits(r, &found)
+		if !keep {
+			c.plan.Ranks[r] = ir.RankPlan{}
+		}
 	}
+	c.addLimitErrors(found)
 }
 
 // enableRef remembers the last ENABLE emitted for a managed work queue, so that consecutive
