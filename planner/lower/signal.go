@@ -60,10 +60,15 @@ func (c *compiler) signalRank(r int) {
 		}
 	}
 	// Cumulative signalled counts per work queue give every WAIT its absolute count.
+	total := 0
+	for wi := range rp.Queues {
+		total += len(rp.Queues[wi].Chain)
+	}
+	flat := reuse(&c.scratch.count, total)
 	count := make([][]uint32, len(rp.Queues))
 	for wi := range rp.Queues {
 		q := &rp.Queues[wi]
-		count[wi] = make([]uint32, len(q.Chain))
+		count[wi], flat = flat[:len(q.Chain)], flat[len(q.Chain):]
 		n := uint32(0)
 		for k := range q.Chain {
 			if q.Chain[k].Completes() {

@@ -40,10 +40,9 @@ func (c *compiler) lowerRanks(order []int32, keep bool) {
 		fill[r]++
 	}
 	c.plan.Ranks = make([]ir.RankPlan, g.Ranks)
-	var scratch []int32
 	var found limitFinds
 	for r := 0; r < g.Ranks; r++ {
-		l := c.newRankLower(r, &scratch)
+		l := c.newRankLower(r)
 		for _, ev := range byRank[start[r]:start[r+1]] {
 			if ev&1 == 0 {
 				l.start(ir.OpID(ev / 2))
@@ -53,11 +52,54 @@ func (c *compiler) lowerRanks(order []int32, keep bool) {
 		}
 		c.signalRank(r)
 		c.checkRankLimits(r, &found)
+		c.chains.settle(&c.plan.Ranks[r], keep)
 		if !keep {
 			c.plan.Ranks[r] = ir.RankPlan{}
 		}
 	}
 	c.addLimitErrors(found)
+}
+
+// scratch is memory reused from rank to rank.
+type scratch struct {
+	imp, hostOrd, stamp []int32
+	count               []uint32
+}
+
+// reuse returns buf's first n elements, cleared, growing buf if it is shorter.
+func reuse[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n)
+	}
+	s := (*buf)[:n]
+	clear(s)
+	return s
+}
+
+// chainBufs are the chains of the rank being lowered, by work queue index, reused from rank to
+// rank: a chain grows in its buffer while its WAITs and ENABLEs are placed (their number is known
+// only then), and a kept rank gets exact copies, so a large plan leaves no growth garbage behind.
+type chainBufs [][]ir.WQE
+
+// get is the empty chain of work queue wi.
+func (b *chainBufs) get(wi int) []ir.WQE {
+	for len(*b) <= wi {
+		*b = append(*b, nil)
+	}
+	return (*b)[wi][:0]
+}
+
+// settle takes rp's chains back into the buffers; if keep, rp gets exact copies of them.
+func (b chainBufs) settle(rp *ir.RankPlan, keep bool) {
+	for wi := range rp.Queues {
+		q := &rp.Queues[wi]
+		b[wi] = q.Chain[:0]
+		if keep {
+			q.Chain = append(make([]ir.WQE, 0, len(q.Chain)), q.Chain...)
+		} else {
+			q.Chain = nil
+		}
+	}
 }
 
 // enableRef remembers the last ENABLE emitted for a managed work queue, so that consecutive
@@ -88,7 +130,7 @@ type rankLower struct {
 	pending      []ir.OpID
 }
 
-func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
+func (c *compiler) newRankLower(r int) *rankLower {
 	g := c.g
 	span := g.Rank[r]
 	l := &rankLower{c: c, g: g, rp: &c.plan.Ranks[r], firstOp: span.FirstOp, firstQ: span.FirstQueue}
@@ -96,15 +138,10 @@ func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
 	l.dims = 2*l.nq + 1
 	nops := int(span.EndOp - span.FirstOp)
 	if c.t.Style != ir.StyleNone && nops*l.dims <= impLimit {
-		need := nops * l.dims
-		if cap(*scratch) < need {
-			*scratch = make([]int32, need)
-		}
-		l.imp = (*scratch)[:need]
-		clear(l.imp)
+		l.imp = reuse(&c.scratch.imp, nops*l.dims)
 	}
-	l.hostOrd = make([]int32, nops)
-	l.stamp = make([]int32, nops)
+	l.hostOrd = reuse(&c.scratch.hostOrd, nops)
+	l.stamp = reuse(&c.scratch.stamp, nops)
 	l.kMgmt = make([]int32, l.dims)
 	l.kHost = make([]int32, l.dims)
 	l.rqManaged = make([]bool, l.nq)
@@ -136,10 +173,9 @@ func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
 		rp.SendWQ[i], rp.RecvWQ[i] = 2*i, 2*i+1
 		rp.Queues = append(rp.Queues,
 			ir.WorkQueue{Name: q.Name + ".sq", Kind: ir.SendQueue, Queue: span.FirstQueue + ir.QueueID(i), CQ: 2 * i,
-				Managed: style == ir.StyleManaged, Depth: q.Depth, Chain: make([]ir.WQE, 0, len(q.SendOps))},
+				Managed: style == ir.StyleManaged, Depth: q.Depth},
 			ir.WorkQueue{Name: q.Name + ".rq", Kind: ir.RecvQueue, Queue: span.FirstQueue + ir.QueueID(i), CQ: 2*i + 1,
-				Managed: style == ir.StyleManaged || (style == ir.StyleInline && l.rqManaged[i]), Depth: q.Depth,
-				Chain: make([]ir.WQE, 0, len(q.RecvOps))})
+				Managed: style == ir.StyleManaged || (style == ir.StyleInline && l.rqManaged[i]), Depth: q.Depth})
 		rp.CQs = append(rp.CQs, ir.CQ{Name: q.Name + ".scq", Queue: 2 * i}, ir.CQ{Name: q.Name + ".rcq", Queue: 2*i + 1})
 	}
 	if style == ir.StyleInline {
@@ -155,13 +191,15 @@ func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
 	}
 	if nHost > 0 {
 		rp.Host = len(rp.Queues)
-		wq := ir.WorkQueue{Name: "host", Kind: ir.HostSignalQueue, Queue: ir.None, CQ: -1, Chain: make([]ir.WQE, 0, nHost)}
+		wq := ir.WorkQueue{Name: "host", Kind: ir.HostSignalQueue, Queue: ir.None, CQ: -1}
 		if style != ir.StyleNone {
-			wq.Chain = make([]ir.WQE, 0, 2*nHost)
 			wq.CQ = len(rp.CQs)
 			rp.CQs = append(rp.CQs, ir.CQ{Name: "host.cq", Queue: rp.Host})
 		}
 		rp.Queues = append(rp.Queues, wq)
+	}
+	for wi := range rp.Queues {
+		rp.Queues[wi].Chain = c.chains.get(wi)
 	}
 	l.waitSeq = make([]int, len(rp.Queues))
 	l.lastEn = make([]enableRef, len(rp.Queues))
