@@ -105,8 +105,6 @@ type compiler struct {
 	waited []bool
 	// prevOnSide is the previous op on the same queue side (None for the first and host ops).
 	prevOnSide []int32
-	chains     chainBufs // the chains of the rank being lowered
-	scratch    scratch
 
 	naiveWaits, naiveEnables int
 }

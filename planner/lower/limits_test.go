@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -65,4 +66,28 @@ func TestCheckLimitsAsCompile(t *testing.T) {
 	require.Greater(t, loaded, 20, "plans loaded")
 	require.Greater(t, refused, 5, "cases over a target limit, so the diagnostics are compared")
 	t.Logf("%d graphs, %d refusals compared", loaded, refused)
+}
+
+// TestWorkersDeterministic checks that the plan and the diagnostics do not depend on how many
+// workers lower the ranks.
+func TestWorkersDeterministic(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	for _, ranks := range []int64{7, 72} { // 72: over connectx's depth on every rank
+		g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 1})
+		require.NoError(t, err)
+		for _, tg := range ir.Targets() {
+			var want string
+			for _, procs := range []int{1, 2, 3, 5} {
+				runtime.GOMAXPROCS(procs)
+				got := listingOrError(g, tg) + errText(lower.CheckLimits(g, tg))
+				if procs == 1 {
+					want = got
+					continue
+				}
+				assert.Equal(t, want, got, "ranks=%d target %s with %d workers", ranks, tg.Name, procs)
+			}
+		}
+	}
 }

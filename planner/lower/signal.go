@@ -20,7 +20,7 @@ import (
 
 // signalRank chooses the signalling of rank r's chains, counts their completions, gives every
 // WAIT its count and sizes the management, host and completion queues.
-func (c *compiler) signalRank(r int) {
+func (c *compiler) signalRank(r int, sc *scratch) {
 	rp := &c.plan.Ranks[r]
 	for wi := range rp.Queues {
 		q := &rp.Queues[wi]
@@ -64,7 +64,7 @@ func (c *compiler) signalRank(r int) {
 	for wi := range rp.Queues {
 		total += len(rp.Queues[wi].Chain)
 	}
-	flat := reuse(&c.scratch.count, total)
+	flat := reuse(&sc.count, total)
 	count := make([][]uint32, len(rp.Queues))
 	for wi := range rp.Queues {
 		q := &rp.Queues[wi]

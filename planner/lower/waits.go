@@ -1,6 +1,11 @@
 package lower
 
-import "github.com/coredag/coredag/ir"
+import (
+	"runtime"
+	"sync"
+
+	"github.com/coredag/coredag/ir"
+)
 
 // Wait insertion and minimisation. Each rank is lowered on its own, walking its events in the
 // global order Compile computed. At the start of a NIC op, each predecessor on another work queue
@@ -40,24 +45,60 @@ func (c *compiler) lowerRanks(order []int32, keep bool) {
 		fill[r]++
 	}
 	c.plan.Ranks = make([]ir.RankPlan, g.Ranks)
-	var found limitFinds
-	for r := 0; r < g.Ranks; r++ {
-		l := c.newRankLower(r)
-		for _, ev := range byRank[start[r]:start[r+1]] {
-			if ev&1 == 0 {
-				l.start(ir.OpID(ev / 2))
-			} else {
-				l.end(ir.OpID(ev / 2))
+	// Ranks are lowered independently: each worker takes a contiguous range of them, and their
+	// findings are joined in rank order, so the result does not depend on the number of workers.
+	workers := make([]worker, max(1, min(runtime.GOMAXPROCS(0), g.Ranks)))
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := &workers[i]
+		w.c = c
+		lo, hi := g.Ranks*i/len(workers), g.Ranks*(i+1)/len(workers)
+		wg.Go(func() {
+			for r := lo; r < hi; r++ {
+				w.lowerRank(r, byRank[start[r]:start[r+1]], keep)
 			}
-		}
-		c.signalRank(r)
-		c.checkRankLimits(r, &found)
-		c.chains.settle(&c.plan.Ranks[r], keep)
-		if !keep {
-			c.plan.Ranks[r] = ir.RankPlan{}
-		}
+		})
+	}
+	wg.Wait()
+	var found limitFinds
+	for i := range workers {
+		w := &workers[i]
+		found = append(found, w.found...)
+		c.naiveWaits += w.naiveWaits
+		c.naiveEnables += w.naiveEnables
 	}
 	c.addLimitErrors(found)
+}
+
+// worker lowers ranks. Workers share the compiler's read-only state and write disjoint parts
+// of the rest: the plans of their ranks, and the Loc and waited marks of their ranks' ops.
+type worker struct {
+	c       *compiler
+	chains  chainBufs // the chains of the rank being lowered
+	scratch scratch
+	found   limitFinds
+
+	naiveWaits, naiveEnables int
+}
+
+// lowerRank lowers rank r, whose events in order are evs, chooses its signalling and checks it
+// against the target's limits; unless keep is set, its plan is dropped once checked.
+func (w *worker) lowerRank(r int, evs []int32, keep bool) {
+	c := w.c
+	l := w.newRankLower(r)
+	for _, ev := range evs {
+		if ev&1 == 0 {
+			l.start(ir.OpID(ev / 2))
+		} else {
+			l.end(ir.OpID(ev / 2))
+		}
+	}
+	c.signalRank(r, &w.scratch)
+	c.checkRankLimits(r, &w.found)
+	w.chains.settle(&c.plan.Ranks[r], keep)
+	if !keep {
+		c.plan.Ranks[r] = ir.RankPlan{}
+	}
 }
 
 // scratch is memory reused from rank to rank.
@@ -110,6 +151,7 @@ type enableRef struct {
 
 type rankLower struct {
 	c       *compiler
+	w       *worker
 	g       *ir.Graph
 	rp      *ir.RankPlan
 	firstOp ir.OpID
@@ -130,18 +172,18 @@ type rankLower struct {
 	pending      []ir.OpID
 }
 
-func (c *compiler) newRankLower(r int) *rankLower {
-	g := c.g
+func (w *worker) newRankLower(r int) *rankLower {
+	c, g := w.c, w.c.g
 	span := g.Rank[r]
-	l := &rankLower{c: c, g: g, rp: &c.plan.Ranks[r], firstOp: span.FirstOp, firstQ: span.FirstQueue}
+	l := &rankLower{c: c, w: w, g: g, rp: &c.plan.Ranks[r], firstOp: span.FirstOp, firstQ: span.FirstQueue}
 	l.nq = int(span.EndQueue - span.FirstQueue)
 	l.dims = 2*l.nq + 1
 	nops := int(span.EndOp - span.FirstOp)
 	if c.t.Style != ir.StyleNone && nops*l.dims <= impLimit {
-		l.imp = reuse(&c.scratch.imp, nops*l.dims)
+		l.imp = reuse(&w.scratch.imp, nops*l.dims)
 	}
-	l.hostOrd = reuse(&c.scratch.hostOrd, nops)
-	l.stamp = reuse(&c.scratch.stamp, nops)
+	l.hostOrd = reuse(&w.scratch.hostOrd, nops)
+	l.stamp = reuse(&w.scratch.stamp, nops)
 	l.kMgmt = make([]int32, l.dims)
 	l.kHost = make([]int32, l.dims)
 	l.rqManaged = make([]bool, l.nq)
@@ -199,7 +241,7 @@ func (c *compiler) newRankLower(r int) *rankLower {
 		rp.Queues = append(rp.Queues, wq)
 	}
 	for wi := range rp.Queues {
-		rp.Queues[wi].Chain = c.chains.get(wi)
+		rp.Queues[wi].Chain = w.chains.get(wi)
 	}
 	l.waitSeq = make([]int, len(rp.Queues))
 	l.lastEn = make([]enableRef, len(rp.Queues))
@@ -333,7 +375,7 @@ func (l *rankLower) start(o ir.OpID) {
 			place, k, enable = l.rp.SendWQ[qi], l.kSQ[qi], true
 		}
 	}
-	fence := l.needs(o, k, &c.naiveWaits)
+	fence := l.needs(o, k, &l.w.naiveWaits)
 	if place >= 0 {
 		for _, x := range l.pending {
 			l.emitWait(place, o, x)
@@ -351,7 +393,7 @@ func (l *rankLower) start(o ir.OpID) {
 	c.plan.Loc[o] = ir.Loc{Queue: wq, Index: len(q.Chain)}
 	q.Chain = append(q.Chain, e)
 	if enable {
-		c.naiveEnables++
+		l.w.naiveEnables++
 		l.emitEnable(place, wq, o)
 	}
 	if l.imp != nil {
