@@ -9,6 +9,7 @@ package ir
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/coredag/coredag/diag"
 )
@@ -371,17 +372,29 @@ func (g *Graph) OpString(id OpID) string {
 
 // SliceString formats a slice as the language writes it: buf[lo:hi].
 func (g *Graph) SliceString(s Slice) string {
+	if s.Valid() && s.Off == 0 && s.Len == g.Buffers[s.Buf].Count {
+		return g.Buffers[s.Buf].Name // no copy
+	}
+	return string(g.AppendSlice(nil, s))
+}
+
+// AppendSlice appends SliceString(s) to dst.
+func (g *Graph) AppendSlice(dst []byte, s Slice) []byte {
 	if !s.Valid() {
-		return "-"
+		return append(dst, '-')
 	}
 	b := &g.Buffers[s.Buf]
+	dst = append(dst, b.Name...)
 	if s.Off == 0 && s.Len == b.Count {
-		return b.Name
+		return dst
 	}
-	if s.Len == 1 {
-		return fmt.Sprintf("%s[%d]", b.Name, s.Off)
+	dst = append(dst, '[')
+	dst = strconv.AppendInt(dst, s.Off, 10)
+	if s.Len != 1 {
+		dst = append(dst, ':')
+		dst = strconv.AppendInt(dst, s.Off+s.Len, 10)
 	}
-	return fmt.Sprintf("%s[%d:%d]", b.Name, s.Off, s.Off+s.Len)
+	return append(dst, ']')
 }
 
 // Bytes is the slice's length in bytes.

@@ -9,8 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
+	"unicode/utf8"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 )
@@ -31,11 +34,12 @@ func Write(w io.Writer, p *ir.Plan, opt Options) error {
 	b := bufio.NewWriterSize(w, 64<<10)
 	t := p.Target
 	fmt.Fprintf(b, "plan %s  target %s (%s style, cross-channel %s)  ranks %d\n", g.Name, t.Name, t.Style, yesNo(t.CrossChannel), g.Ranks)
+	tab := &table{cols: 6}
 	for r := range p.Ranks {
 		if opt.Rank >= 0 && r != opt.Rank {
 			continue
 		}
-		writeRank(b, p, r)
+		writeRank(b, tab, p, r)
 	}
 	fmt.Fprintf(b, "\nsummary: %s\n", summary(p.Stats))
 	if lim, ok := p.CounterLimit(); ok {
@@ -45,7 +49,7 @@ func Write(w io.Writer, p *ir.Plan, opt Options) error {
 }
 
 // writeRank writes rank r's block of the text listing.
-func writeRank(b *bufio.Writer, p *ir.Plan, r int) {
+func writeRank(b *bufio.Writer, t *table, p *ir.Plan, r int) {
 	rp := &p.Ranks[r]
 	fmt.Fprintf(b, "\nrank %d\n", r)
 	for wi := range rp.Queues {
@@ -64,12 +68,23 @@ func writeRank(b *bufio.Writer, p *ir.Plan, r int) {
 			b.WriteString("    (empty)\n")
 			continue
 		}
-		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+		t.reset()
 		for k := range q.Chain {
 			e := &q.Chain[k]
-			fmt.Fprintf(tw, "    [%d]\t%s\t%s\t%s\t%s\t%s\n", k, e.Opcode, operands(p, rp, e), e.Flags, e.Name, shortPos(e))
+			t.buf = append(strconv.AppendInt(append(t.buf, "    ["...), int64(k), 10), ']')
+			t.cell()
+			t.buf = append(t.buf, e.Opcode.String()...)
+			t.cell()
+			t.buf = appendOperands(t.buf, p, rp, e)
+			t.cell()
+			t.buf = append(t.buf, e.Flags.String()...)
+			t.cell()
+			t.buf = append(t.buf, e.Name...)
+			t.cell()
+			t.buf = appendShortPos(t.buf, e.Pos)
+			t.cell()
 		}
-		tw.Flush()
+		t.write(b)
 	}
 	if rp.Trig != nil {
 		writeTriggered(b, p, rp)
@@ -87,11 +102,13 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func shortPos(e *ir.WQE) string {
-	if !e.Pos.IsValid() {
-		return "-"
+// appendShortPos appends pos as file:line, or "-".
+func appendShortPos(dst []byte, pos diag.Pos) []byte {
+	if !pos.IsValid() {
+		return append(dst, '-')
 	}
-	return fmt.Sprintf("%s:%d", e.Pos.Filename(), e.Pos.Line)
+	dst = append(append(dst, pos.Filename()...), ':')
+	return strconv.AppendUint(dst, uint64(pos.Line), 10)
 }
 
 func summary(s ir.Stats) string {
@@ -100,7 +117,8 @@ func summary(s ir.Stats) string {
 		english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled, english.Plural(s.CriticalPath, "op"))
 }
 
-func condString(p *ir.Plan, rp *ir.RankPlan, c ir.Cond) string {
+// appendCond appends condition c in words: "<cq> >= <count>  (<op> done)".
+func appendCond(dst []byte, p *ir.Plan, rp *ir.RankPlan, c ir.Cond) []byte {
 	name := "?"
 	if c.CQ >= 0 && c.CQ < len(rp.CQs) {
 		name = rp.CQs[c.CQ].Name
@@ -109,72 +127,124 @@ func condString(p *ir.Plan, rp *ir.RankPlan, c ir.Cond) string {
 	if c.Op >= 0 && int(c.Op) < len(p.Graph.Ops) {
 		who = p.Graph.Ops[c.Op].Name
 	}
-	return fmt.Sprintf("%s >= %d  (%s done)", name, c.Count, who)
+	dst = append(append(dst, name...), " >= "...)
+	dst = strconv.AppendUint(dst, uint64(c.Count), 10)
+	return append(append(append(dst, "  ("...), who...), " done)"...)
 }
 
-// operands describes a WQE's operands in words.
-func operands(p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) string {
+// appendOperands appends a WQE's operands in words.
+func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 	g := p.Graph
-	sl := g.SliceString
+	sl := g.AppendSlice
+	num := func(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
+	size := func(dst []byte, s ir.Slice) []byte { return append(num(append(dst, " ("...), g.Bytes(s)), " B)"...) }
+	rank := func(dst []byte, r int) []byte { return num(append(dst, "rank "...), int64(r)) }
 	switch e.Opcode {
 	case ir.OpcSend:
 		if !e.Local.Valid() {
-			return fmt.Sprintf("empty message to rank %d", e.Peer)
+			return rank(append(dst, "empty message to "...), e.Peer)
 		}
-		return fmt.Sprintf("%s (%d B) to rank %d", sl(e.Local), g.Bytes(e.Local), e.Peer)
+		return rank(append(size(sl(dst, e.Local), e.Local), " to "...), e.Peer)
 	case ir.OpcRecv:
 		if !e.Local.Valid() {
-			return fmt.Sprintf("no buffer, from rank %d", e.Peer)
+			return rank(append(dst, "no buffer, from "...), e.Peer)
 		}
-		return fmt.Sprintf("into %s (%d B) from rank %d", sl(e.Local), g.Bytes(e.Local), e.Peer)
+		return rank(append(size(sl(append(dst, "into "...), e.Local), e.Local), " from "...), e.Peer)
 	case ir.OpcWrite, ir.OpcWriteImm:
-		return fmt.Sprintf("%s to rank %d %s (%d B)", sl(e.Local), e.Peer, sl(e.Remote), g.Bytes(e.Local))
+		dst = rank(append(sl(dst, e.Local), " to "...), e.Peer)
+		return size(sl(append(dst, ' '), e.Remote), e.Local)
 	case ir.OpcRead:
-		return fmt.Sprintf("rank %d %s into %s (%d B)", e.Peer, sl(e.Remote), sl(e.Local), g.Bytes(e.Local))
-	case ir.OpcAtomicFAdd:
-		s := fmt.Sprintf("rank %d %s += %d", e.Peer, sl(e.Remote), e.A)
-		if e.Local.Valid() {
-			s += ", old into " + sl(e.Local)
+		dst = sl(append(rank(dst, e.Peer), ' '), e.Remote)
+		return size(sl(append(dst, " into "...), e.Local), e.Local)
+	case ir.OpcAtomicFAdd, ir.OpcAtomicCAS:
+		dst = sl(append(rank(dst, e.Peer), ' '), e.Remote)
+		if e.Opcode == ir.OpcAtomicFAdd {
+			dst = num(append(dst, " += "...), e.A)
+		} else {
+			dst = num(append(num(append(dst, ": if "...), e.A), " then "...), e.B)
 		}
-		return s
-	case ir.OpcAtomicCAS:
-		s := fmt.Sprintf("rank %d %s: if %d then %d", e.Peer, sl(e.Remote), e.A, e.B)
 		if e.Local.Valid() {
-			s += ", old into " + sl(e.Local)
+			dst = sl(append(dst, ", old into "...), e.Local)
 		}
-		return s
+		return dst
 	case ir.OpcNop:
-		return fmt.Sprintf("signal %s done", e.Name)
+		return append(append(append(dst, "signal "...), e.Name...), " done"...)
 	case ir.OpcWait:
-		return "wait " + condString(p, rp, e.Wait)
+		return appendCond(append(dst, "wait "...), p, rp, e.Wait)
 	case ir.OpcSendEnable, ir.OpcRecvEnable:
 		name := "?"
 		if e.Queue >= 0 && e.Queue < len(rp.Queues) {
 			name = rp.Queues[e.Queue].Name
 		}
-		return fmt.Sprintf("enable %s up to %d", name, e.UpTo)
+		dst = append(append(append(dst, "enable "...), name...), " up to "...)
+		return strconv.AppendUint(dst, uint64(e.UpTo), 10)
 	case ir.OpcHost:
 		op := &g.Ops[e.Op]
-		var s string
 		switch op.Kind {
 		case ir.OpReduce:
-			s = fmt.Sprintf("reduce %s %s from %s", op.Red, sl(op.Dst), sl(op.Src))
+			dst = append(append(append(dst, "reduce "...), op.Red.String()...), ' ')
+			dst = sl(append(sl(dst, op.Dst), " from "...), op.Src)
 		case ir.OpCopy:
-			s = fmt.Sprintf("copy %s to %s", sl(op.Src), sl(op.Dst))
+			dst = sl(append(sl(append(dst, "copy "...), op.Src), " to "...), op.Dst)
 		default:
-			s = op.Kind.String()
+			dst = append(dst, op.Kind.String()...)
 		}
 		for i, c := range e.Waits {
 			if i == 0 {
-				s += "; after "
+				dst = append(dst, "; after "...)
 			} else {
-				s += ", "
+				dst = append(dst, ", "...)
 			}
-			s += condString(p, rp, c)
+			dst = appendCond(dst, p, rp, c)
 		}
-		return s
+		return dst
 	}
-	return ""
+	return dst
+}
+
+// table lays out rows of cells as text/tabwriter does with padding 2 and no minimum width:
+// each cell but the last of a row is padded with spaces to its column's widest cell plus 2.
+// Unlike tabwriter it keeps only its rows' bytes and cell ends, reused from table to table.
+type table struct {
+	cols int
+	buf  []byte // the cells' text, back to back
+	ends []int  // the end in buf of every cell, row after row
+	wide []int  // per column, the widest cell in runes
+}
+
+func (t *table) reset() {
+	t.buf, t.ends = t.buf[:0], t.ends[:0]
+	t.wide = append(t.wide[:0], make([]int, t.cols)...)
+}
+
+// cell ends the cell being appended to buf.
+func (t *table) cell() {
+	start := 0
+	if n := len(t.ends); n > 0 {
+		start = t.ends[n-1]
+	}
+	col := len(t.ends) % t.cols
+	if w := utf8.RuneCount(t.buf[start:]); w > t.wide[col] {
+		t.wide[col] = w
+	}
+	t.ends = append(t.ends, len(t.buf))
+}
+
+// write writes the rows to w, one line each.
+func (t *table) write(w *bufio.Writer) {
+	start := 0
+	for i, end := range t.ends {
+		cell := t.buf[start:end]
+		w.Write(cell)
+		if col := i % t.cols; col == t.cols-1 {
+			w.WriteByte('\n')
+		} else {
+			for n := t.wide[col] + 2 - utf8.RuneCount(cell); n > 0; n-- {
+				w.WriteByte(' ')
+			}
+		}
+		start = end
+	}
 }
 
 // The JSON listing. Its shape is documented in docs/compile-json.md and kept stable: fields are
