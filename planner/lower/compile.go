@@ -160,8 +160,9 @@ func (c *compiler) sideNeighbours() (prev, next []int32) {
 	return prev, next
 }
 
-// eventOrder returns a topological order of all events (Kahn's algorithm, starts first, a rank's
-// host ops serialised) and the critical path length in ops.
+// eventOrder computes a topological order of all events (Kahn's algorithm, starts first, a
+// rank's host ops serialised) and returns it grouped by rank, each rank's events in that order
+// (all that lowering a rank needs), with the critical path length in ops.
 func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 	g := c.g
 	n := len(g.Ops)
@@ -290,5 +291,30 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 		}
 		return nil, 0, errs
 	}
-	return order, critical, nil
+	// Ranks are lowered one by one: group the order by rank (each rank's events keep their
+	// order), in the memory of dist, which is no longer needed.
+	return byRank(g, order, dist), critical, nil
+}
+
+// byRank returns the events of order grouped by rank, each rank's in their order, in out.
+func byRank(g *ir.Graph, order, out []int32) []int32 {
+	start := rankStarts(g, order)
+	for _, ev := range order {
+		r := g.Ops[ev/2].Rank
+		out[start[r]] = ev
+		start[r]++
+	}
+	return out[:len(order)]
+}
+
+// rankStarts returns where each rank's events start in an order grouped by rank, and the end.
+func rankStarts(g *ir.Graph, order []int32) []int {
+	start := make([]int, g.Ranks+1)
+	for _, ev := range order {
+		start[g.Ops[ev/2].Rank+1]++
+	}
+	for r := 0; r < g.Ranks; r++ {
+		start[r+1] += start[r]
+	}
+	return start
 }

@@ -25,25 +25,12 @@ import (
 // tracked per waited op only: still correct, merely less minimal.
 const impLimit = 1 << 24
 
-// lowerRanks lowers every rank in the event order, chooses its signalling and checks it
+// lowerRanks lowers every rank in the event order (grouped by rank), chooses its signalling and checks it
 // against the target's limits. Unless keep is set, a rank's chains are dropped once checked.
 func (c *compiler) lowerRanks(order []int32, keep bool) {
 	g := c.g
 	c.waited = make([]bool, len(g.Ops))
-	start := make([]int, g.Ranks+1)
-	for _, ev := range order {
-		start[g.Ops[ev/2].Rank+1]++
-	}
-	for r := 0; r < g.Ranks; r++ {
-		start[r+1] += start[r]
-	}
-	byRank := make([]int32, len(order))
-	fill := append([]int(nil), start[:g.Ranks]...)
-	for _, ev := range order {
-		r := g.Ops[ev/2].Rank
-		byRank[fill[r]] = ev
-		fill[r]++
-	}
+	start := rankStarts(g, order)
 	c.plan.Ranks = make([]ir.RankPlan, g.Ranks)
 	// Ranks are lowered independently: each worker takes a contiguous range of them, and their
 	// findings are joined in rank order, so the result does not depend on the number of workers.
@@ -55,7 +42,7 @@ func (c *compiler) lowerRanks(order []int32, keep bool) {
 		lo, hi := g.Ranks*i/len(workers), g.Ranks*(i+1)/len(workers)
 		wg.Go(func() {
 			for r := lo; r < hi; r++ {
-				w.lowerRank(r, byRank[start[r]:start[r+1]], keep)
+				w.lowerRank(r, order[start[r]:start[r+1]], keep)
 			}
 		})
 	}
