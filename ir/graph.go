@@ -9,6 +9,7 @@ package ir
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/coredag/coredag/diag"
 )
@@ -413,20 +414,29 @@ func (g *Graph) OpString(id OpID) string {
 
 // SliceString formats a slice as the language writes it: buf[lo:hi].
 func (g *Graph) SliceString(s Slice) string {
+	if s.Valid() && s.Off == 0 && s.Len == g.Buffers[s.Buf].Count && s.Len > 0 {
+		return g.Buffers[s.Buf].Name // no copy
+	}
+	return string(g.AppendSlice(nil, s))
+}
+
+// AppendSlice appends SliceString(s) to dst.
+func (g *Graph) AppendSlice(dst []byte, s Slice) []byte {
 	if !s.Valid() {
-		return "-"
+		return append(dst, '-')
 	}
 	b := &g.Buffers[s.Buf]
-	if s.Off == 0 && s.Len == b.Count {
-		return b.Name
+	dst = append(dst, b.Name...)
+	if s.Off == 0 && s.Len == b.Count && s.Len > 0 {
+		return dst
 	}
-	if s.Len == 1 {
-		return fmt.Sprintf("%s[%d]", b.Name, s.Off)
+	dst = append(dst, '[')
+	dst = strconv.AppendInt(dst, s.Off, 10)
+	if s.Len != 1 { // buf[lo:hi], and buf[lo:lo] for an empty slice, even of an empty buffer
+		dst = append(dst, ':')
+		dst = strconv.AppendInt(dst, s.Off+s.Len, 10)
 	}
-	if s.Len == 0 {
-		return fmt.Sprintf("%s[%d:%d]", b.Name, s.Off, s.Off) // empty, even when the buffer is
-	}
-	return fmt.Sprintf("%s[%d:%d]", b.Name, s.Off, s.Off+s.Len)
+	return append(dst, ']')
 }
 
 // SegsString formats a scatter/gather list as the language writes it: "a[0:4], a[8:12]".

@@ -4,13 +4,16 @@
 package listing
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 )
@@ -23,54 +26,73 @@ type Options struct {
 // Write writes the text listing of a Plan: per rank and work queue, each WQE's index,
 // opcode, operands, flags, and the op and file:line it came from; WAITs say in words what they
 // wait for. A summary ends it.
+//
+// The listing is streamed rank by rank through a buffered writer over w: only one queue's
+// chain is held at a time (its columns are aligned per queue), never the whole text.
 func Write(w io.Writer, p *ir.Plan, opt Options) error {
 	g := p.Graph
-	b := &strings.Builder{}
+	b := bufio.NewWriterSize(w, 64<<10)
 	t := p.Target
 	fmt.Fprintf(b, "plan %s  target %s (%s style, cross-channel %s)  ranks %d\n", g.Name, t.Name, t.Style, yesNo(t.CrossChannel), g.Ranks)
+	tab := &table{cols: 6}
 	for r := range p.Ranks {
 		if opt.Rank >= 0 && r != opt.Rank {
 			continue
 		}
-		rp := &p.Ranks[r]
-		fmt.Fprintf(b, "\nrank %d\n", r)
-		for wi := range rp.Queues {
-			q := &rp.Queues[wi]
-			fmt.Fprintf(b, "  %s  %s", q.Name, q.Kind)
-			if q.Managed {
-				b.WriteString(", managed")
-			}
-			fmt.Fprintf(b, ", depth %d", q.Depth)
-			if q.CQ >= 0 {
-				cq := &rp.CQs[q.CQ]
-				fmt.Fprintf(b, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
-			}
-			fmt.Fprintf(b, ", %s per iteration\n", english.Plural(int(q.PerIteration), "WQE"))
-			if len(q.Chain) == 0 {
-				b.WriteString("    (empty)\n")
-				continue
-			}
-			tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-			for k := range q.Chain {
-				e := &q.Chain[k]
-				fmt.Fprintf(tw, "    [%d]\t%s\t%s\t%s\t%s\t%s\n", k, e.Opcode, operands(p, rp, e), e.Flags, e.Name, shortPos(e))
-			}
-			tw.Flush()
-		}
-		if rp.Trig != nil {
-			writeTriggered(b, p, rp)
-		}
-		s := p.RankStats(r)
-		fmt.Fprintf(b, "  rank %d: %s (%d data), %s, %s, %s, %s, %s, %d signalled\n",
-			r, english.Plural(s.WQEs, "WQE"), s.DataWQEs, english.Plural(s.HostSteps, "HOST step"), english.Plural(s.Waits, "WAIT"),
-			english.Plural(s.Enables, "ENABLE"), english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled)
+		writeRank(b, tab, p, r)
 	}
 	fmt.Fprintf(b, "\nsummary: %s\n", summary(p.Stats))
 	if lim, ok := p.CounterLimit(); ok {
 		fmt.Fprintf(b, "triggered: %s\n", overflowText(lim, true))
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.Flush() // the first write error, if any
+}
+
+// writeRank writes rank r's block of the text listing.
+func writeRank(b *bufio.Writer, t *table, p *ir.Plan, r int) {
+	rp := &p.Ranks[r]
+	fmt.Fprintf(b, "\nrank %d\n", r)
+	for wi := range rp.Queues {
+		q := &rp.Queues[wi]
+		fmt.Fprintf(b, "  %s  %s", q.Name, q.Kind)
+		if q.Managed {
+			b.WriteString(", managed")
+		}
+		fmt.Fprintf(b, ", depth %d", q.Depth)
+		if q.CQ >= 0 {
+			cq := &rp.CQs[q.CQ]
+			fmt.Fprintf(b, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
+		}
+		fmt.Fprintf(b, ", %s per iteration\n", english.Plural(int(q.PerIteration), "WQE"))
+		if len(q.Chain) == 0 {
+			b.WriteString("    (empty)\n")
+			continue
+		}
+		t.reset()
+		for k := range q.Chain {
+			e := &q.Chain[k]
+			t.buf = append(strconv.AppendInt(append(t.buf, "    ["...), int64(k), 10), ']')
+			t.cell()
+			t.buf = append(t.buf, e.Opcode.String()...)
+			t.cell()
+			t.buf = appendOperands(t.buf, p, rp, e)
+			t.cell()
+			t.buf = append(t.buf, e.Flags.String()...)
+			t.cell()
+			t.buf = append(t.buf, e.Name...)
+			t.cell()
+			t.buf = appendShortPos(t.buf, e.Pos)
+			t.cell()
+		}
+		t.write(b)
+	}
+	if rp.Trig != nil {
+		writeTriggered(b, p, rp)
+	}
+	s := p.RankStats(r)
+	fmt.Fprintf(b, "  rank %d: %s (%d data), %s, %s, %s, %s, %s, %d signalled\n",
+		r, english.Plural(s.WQEs, "WQE"), s.DataWQEs, english.Plural(s.HostSteps, "HOST step"), english.Plural(s.Waits, "WAIT"),
+		english.Plural(s.Enables, "ENABLE"), english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled)
 }
 
 func yesNo(b bool) string {
@@ -80,11 +102,13 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func shortPos(e *ir.WQE) string {
-	if !e.Pos.IsValid() {
-		return "-"
+// appendShortPos appends pos as file:line, or "-".
+func appendShortPos(dst []byte, pos diag.Pos) []byte {
+	if !pos.IsValid() {
+		return append(dst, '-')
 	}
-	return fmt.Sprintf("%s:%d", e.Pos.Filename(), e.Pos.Line)
+	dst = append(append(dst, pos.Filename()...), ':')
+	return strconv.AppendUint(dst, uint64(pos.Line), 10)
 }
 
 func summary(s ir.Stats) string {
@@ -93,7 +117,8 @@ func summary(s ir.Stats) string {
 		english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled, english.Plural(s.CriticalPath, "op"))
 }
 
-func condString(p *ir.Plan, rp *ir.RankPlan, c ir.Cond) string {
+// appendCond appends condition c in words: "<cq> >= <count>  (<op> done)".
+func appendCond(dst []byte, p *ir.Plan, rp *ir.RankPlan, c ir.Cond) []byte {
 	name := "?"
 	if c.CQ >= 0 && c.CQ < len(rp.CQs) {
 		name = rp.CQs[c.CQ].Name
@@ -102,78 +127,140 @@ func condString(p *ir.Plan, rp *ir.RankPlan, c ir.Cond) string {
 	if c.Op >= 0 && int(c.Op) < len(p.Graph.Ops) {
 		who = p.Graph.Ops[c.Op].Name
 	}
-	return fmt.Sprintf("%s >= %d  (%s done)", name, c.Count, who)
+	dst = append(append(dst, name...), " >= "...)
+	dst = strconv.AppendUint(dst, uint64(c.Count), 10)
+	return append(append(append(dst, "  ("...), who...), " done)"...)
 }
 
-// operands describes a WQE's operands in words.
-func operands(p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) string {
+// appendOperands appends a WQE's operands in words.
+func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 	g := p.Graph
-	sl := g.SliceString
-	// The local operand: one slice, or a scatter/gather list ("{a[0:4], a[8:12]} 2 SGEs").
+	sl := g.AppendSlice
+	num := func(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
+	rank := func(dst []byte, r int) []byte { return num(append(dst, "rank "...), int64(r)) }
+	// The local operand: one slice, or a scatter/gather list ("{a[0:4], a[8:12]} 2 SGEs"), and
+	// its size in bytes.
 	segs := e.LocalSegs()
-	local, bytes := g.SegsString(segs), g.SegsBytes(segs)
-	if len(segs) > 1 {
-		local = "{" + local + "} " + strconv.Itoa(len(segs)) + " SGEs"
+	local := func(dst []byte) []byte {
+		if len(segs) <= 1 {
+			return sl(dst, e.Local)
+		}
+		dst = append(dst, '{')
+		for i, x := range segs {
+			if i > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = sl(dst, x)
+		}
+		return append(num(append(dst, "} "...), int64(len(segs))), " SGEs"...)
 	}
+	size := func(dst []byte) []byte { return append(num(append(dst, " ("...), g.SegsBytes(segs)), " B)"...) }
 	switch e.Opcode {
 	case ir.OpcSend:
 		if !e.Local.Valid() {
-			return fmt.Sprintf("empty message to rank %d", e.Peer)
+			return rank(append(dst, "empty message to "...), e.Peer)
 		}
-		return fmt.Sprintf("%s (%d B) to rank %d", local, bytes, e.Peer)
+		return rank(append(size(local(dst)), " to "...), e.Peer)
 	case ir.OpcRecv:
 		if !e.Local.Valid() {
-			return fmt.Sprintf("no buffer, from rank %d", e.Peer)
+			return rank(append(dst, "no buffer, from "...), e.Peer)
 		}
-		return fmt.Sprintf("into %s (%d B) from rank %d", local, bytes, e.Peer)
+		return rank(append(size(local(append(dst, "into "...))), " from "...), e.Peer)
 	case ir.OpcWrite, ir.OpcWriteImm:
-		return fmt.Sprintf("%s to rank %d %s (%d B)", local, e.Peer, sl(e.Remote), bytes)
+		dst = rank(append(local(dst), " to "...), e.Peer)
+		return size(sl(append(dst, ' '), e.Remote))
 	case ir.OpcRead:
-		return fmt.Sprintf("rank %d %s into %s (%d B)", e.Peer, sl(e.Remote), local, bytes)
-	case ir.OpcAtomicFAdd:
-		s := fmt.Sprintf("rank %d %s += %d", e.Peer, sl(e.Remote), e.A)
-		if e.Local.Valid() {
-			s += ", old into " + sl(e.Local)
+		dst = sl(append(rank(dst, e.Peer), ' '), e.Remote)
+		return size(local(append(dst, " into "...)))
+	case ir.OpcAtomicFAdd, ir.OpcAtomicCAS:
+		dst = sl(append(rank(dst, e.Peer), ' '), e.Remote)
+		if e.Opcode == ir.OpcAtomicFAdd {
+			dst = num(append(dst, " += "...), e.A)
+		} else {
+			dst = num(append(num(append(dst, ": if "...), e.A), " then "...), e.B)
 		}
-		return s
-	case ir.OpcAtomicCAS:
-		s := fmt.Sprintf("rank %d %s: if %d then %d", e.Peer, sl(e.Remote), e.A, e.B)
 		if e.Local.Valid() {
-			s += ", old into " + sl(e.Local)
+			dst = sl(append(dst, ", old into "...), e.Local)
 		}
-		return s
+		return dst
 	case ir.OpcNop:
-		return fmt.Sprintf("signal %s done", e.Name)
+		return append(append(append(dst, "signal "...), e.Name...), " done"...)
 	case ir.OpcWait:
-		return "wait " + condString(p, rp, e.Wait)
+		return appendCond(append(dst, "wait "...), p, rp, e.Wait)
 	case ir.OpcSendEnable, ir.OpcRecvEnable:
 		name := "?"
 		if e.Queue >= 0 && e.Queue < len(rp.Queues) {
 			name = rp.Queues[e.Queue].Name
 		}
-		return fmt.Sprintf("enable %s up to %d", name, e.UpTo)
+		dst = append(append(append(dst, "enable "...), name...), " up to "...)
+		return strconv.AppendUint(dst, uint64(e.UpTo), 10)
 	case ir.OpcHost:
 		op := &g.Ops[e.Op]
-		var s string
 		switch op.Kind {
 		case ir.OpReduce:
-			s = fmt.Sprintf("reduce %s %s from %s", op.Red, sl(op.Dst), sl(op.Src))
+			dst = append(append(append(dst, "reduce "...), op.Red.String()...), ' ')
+			dst = sl(append(sl(dst, op.Dst), " from "...), op.Src)
 		case ir.OpCopy:
-			s = fmt.Sprintf("copy %s to %s", sl(op.Src), sl(op.Dst))
+			dst = sl(append(sl(append(dst, "copy "...), op.Src), " to "...), op.Dst)
 		default:
-			s = op.Kind.String()
+			dst = append(dst, op.Kind.String()...)
 		}
 		for i, c := range e.Waits {
 			if i == 0 {
-				s += "; after "
+				dst = append(dst, "; after "...)
 			} else {
-				s += ", "
+				dst = append(dst, ", "...)
 			}
-			s += condString(p, rp, c)
+			dst = appendCond(dst, p, rp, c)
 		}
-		return s
+		return dst
 	}
-	return ""
+	return dst
+}
+
+// table lays out rows of cells as text/tabwriter does with padding 2 and no minimum width:
+// each cell but the last of a row is padded with spaces to its column's widest cell plus 2.
+// Unlike tabwriter it keeps only its rows' bytes and cell ends, reused from table to table.
+type table struct {
+	cols int
+	buf  []byte // the cells' text, back to back
+	ends []int  // the end in buf of every cell, row after row
+	wide []int  // per column, the widest cell in runes
+}
+
+func (t *table) reset() {
+	t.buf, t.ends = t.buf[:0], t.ends[:0]
+	t.wide = append(t.wide[:0], make([]int, t.cols)...)
+}
+
+// cell ends the cell being appended to buf.
+func (t *table) cell() {
+	start := 0
+	if n := len(t.ends); n > 0 {
+		start = t.ends[n-1]
+	}
+	col := len(t.ends) % t.cols
+	if w := utf8.RuneCount(t.buf[start:]); w > t.wide[col] {
+		t.wide[col] = w
+	}
+	t.ends = append(t.ends, len(t.buf))
+}
+
+// write writes the rows to w, one line each.
+func (t *table) write(w *bufio.Writer) {
+	start := 0
+	for i, end := range t.ends {
+		cell := t.buf[start:end]
+		w.Write(cell)
+		if col := i % t.cols; col == t.cols-1 {
+			w.WriteByte('\n')
+		} else {
+			for n := t.wide[col] + 2 - utf8.RuneCount(cell); n > 0; n-- {
+				w.WriteByte(' ')
+			}
+		}
+		start = end
+	}
 }
 
 // The JSON listing. Its shape is documented in docs/compile-json.md and kept stable: fields are
@@ -413,7 +500,8 @@ type jsonStats struct {
 }
 
 // WriteJSON writes the Plan as JSON (docs/compile-json.md). Every WQE object has an "opcode"
-// field holding one of the Opcode names.
+// field holding one of the Opcode names. Like Write, it streams: the document is encoded one rank
+// at a time into a buffered writer over w.
 func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 	g := p.Graph
 	t := p.Target
@@ -428,95 +516,127 @@ func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 	for _, prm := range g.Params {
 		out.Params = append(out.Params, jsonParam{prm.Name, prm.Value})
 	}
+	// The document without its ranks, split where they go: each rank is encoded on its own.
+	doc, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	mark := []byte("\n  \"ranks\": []")
+	at := bytes.Index(doc, mark)
+	if at < 0 {
+		return fmt.Errorf("listing: no ranks in the JSON document")
+	}
+	at += len(mark) - 1 // just before the closing bracket
+	b := bufio.NewWriterSize(w, 64<<10)
+	b.Write(doc[:at])
+	first := true
+	for r := range p.Ranks {
+		if opt.Rank >= 0 && r != opt.Rank {
+			continue
+		}
+		jr, err := json.MarshalIndent(rankJSON(p, r), "    ", "  ")
+		if err != nil {
+			return err
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.WriteString("\n    ")
+		b.Write(jr)
+	}
+	if !first {
+		b.WriteString("\n  ")
+	}
+	b.Write(doc[at:])
+	b.WriteByte('\n') // as json.Encoder ends a value
+	return b.Flush()
+}
+
+// rankJSON is the JSON form of rank r's plan.
+func rankJSON(p *ir.Plan, r int) jsonRank {
+	g := p.Graph
 	slice := func(s ir.Slice) *jsonSlice {
 		if !s.Valid() {
 			return nil
 		}
 		return &jsonSlice{Buffer: g.Buffers[s.Buf].Name, Offset: s.Off, Count: s.Len, Bytes: g.Bytes(s)}
 	}
-	for r := range p.Ranks {
-		if opt.Rank >= 0 && r != opt.Rank {
-			continue
+	rp := &p.Ranks[r]
+	jr := jsonRank{Rank: r, Queues: []jsonQueue{}, CQs: []jsonCQ{}}
+	cqName := func(i int) string {
+		if i < 0 || i >= len(rp.CQs) {
+			return ""
 		}
-		rp := &p.Ranks[r]
-		jr := jsonRank{Rank: r, Queues: []jsonQueue{}, CQs: []jsonCQ{}}
-		cqName := func(i int) string {
-			if i < 0 || i >= len(rp.CQs) {
-				return ""
-			}
-			return rp.CQs[i].Name
-		}
-		cond := func(c ir.Cond) jsonCond {
-			return jsonCond{CQ: cqName(c.CQ), Count: c.Count, Op: g.Ops[c.Op].Name}
-		}
-		for wi := range rp.Queues {
-			q := &rp.Queues[wi]
-			jq := jsonQueue{Name: q.Name, Kind: q.Kind.String(), CQ: cqName(q.CQ), Managed: q.Managed, Depth: q.Depth,
-				PerIteration: q.PerIteration, WQEs: []jsonWQE{}}
-			if q.Queue != ir.None {
-				jq.Queue = g.Queues[q.Queue].Name
-			}
-			for k := range q.Chain {
-				e := &q.Chain[k]
-				je := jsonWQE{Index: k, Opcode: e.Opcode.String(), Op: e.Name, Pos: e.Pos.String(), Flags: []string{},
-					Local: slice(e.Local), Remote: slice(e.Remote)}
-				for _, m := range e.More {
-					je.More = append(je.More, *slice(m))
-				}
-				for _, f := range []struct {
-					bit  ir.Flags
-					name string
-				}{{ir.Signalled, "signalled"}, {ir.Fence, "fence"}, {ir.Inline, "inline"}} {
-					if e.Flags&f.bit != 0 {
-						je.Flags = append(je.Flags, f.name)
-					}
-				}
-				if e.Opcode.IsData() {
-					peer := e.Peer
-					je.Peer = &peer
-				}
-				switch e.Opcode {
-				case ir.OpcAtomicFAdd:
-					a := e.A
-					je.Add = &a
-				case ir.OpcAtomicCAS:
-					a, b := e.A, e.B
-					je.Cmp, je.Swap = &a, &b
-				case ir.OpcWait:
-					c := cond(e.Wait)
-					je.Wait = &c
-				case ir.OpcSendEnable, ir.OpcRecvEnable:
-					je.Enable = &jsonEnable{Queue: rp.Queues[e.Queue].Name, UpTo: e.UpTo}
-				case ir.OpcHost:
-					if g.Ops[e.Op].Kind == ir.OpReduce {
-						je.Reduce = e.Red.String()
-					}
-					je.Local, je.Source = slice(g.Ops[e.Op].Dst), slice(g.Ops[e.Op].Src)
-					for _, c := range e.Waits {
-						je.Waits = append(je.Waits, cond(c))
-					}
-				}
-				jq.WQEs = append(jq.WQEs, je)
-			}
-			jr.Queues = append(jr.Queues, jq)
-		}
-		for ci := range rp.CQs {
-			cq := &rp.CQs[ci]
-			jr.CQs = append(jr.CQs, jsonCQ{Name: cq.Name, Queue: rp.Queues[cq.Queue].Name, Depth: cq.Depth, PerIteration: cq.PerIteration})
-		}
-		if rp.Trig != nil {
-			jr.Trigger = trigJSON(p, rp)
-		}
-		out.Ranks = append(out.Ranks, jr)
+		return rp.CQs[i].Name
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	cond := func(c ir.Cond) jsonCond {
+		return jsonCond{CQ: cqName(c.CQ), Count: c.Count, Op: g.Ops[c.Op].Name}
+	}
+	for wi := range rp.Queues {
+		q := &rp.Queues[wi]
+		jq := jsonQueue{Name: q.Name, Kind: q.Kind.String(), CQ: cqName(q.CQ), Managed: q.Managed, Depth: q.Depth,
+			PerIteration: q.PerIteration, WQEs: []jsonWQE{}}
+		if q.Queue != ir.None {
+			jq.Queue = g.Queues[q.Queue].Name
+		}
+		for k := range q.Chain {
+			e := &q.Chain[k]
+			je := jsonWQE{Index: k, Opcode: e.Opcode.String(), Op: e.Name, Pos: e.Pos.String(), Flags: []string{},
+				Local: slice(e.Local), Remote: slice(e.Remote)}
+			for _, m := range e.More {
+				je.More = append(je.More, *slice(m))
+			}
+			for _, f := range []struct {
+				bit  ir.Flags
+				name string
+			}{{ir.Signalled, "signalled"}, {ir.Fence, "fence"}, {ir.Inline, "inline"}} {
+				if e.Flags&f.bit != 0 {
+					je.Flags = append(je.Flags, f.name)
+				}
+			}
+			if e.Opcode.IsData() {
+				peer := e.Peer
+				je.Peer = &peer
+			}
+			switch e.Opcode {
+			case ir.OpcAtomicFAdd:
+				a := e.A
+				je.Add = &a
+			case ir.OpcAtomicCAS:
+				a, b := e.A, e.B
+				je.Cmp, je.Swap = &a, &b
+			case ir.OpcWait:
+				c := cond(e.Wait)
+				je.Wait = &c
+			case ir.OpcSendEnable, ir.OpcRecvEnable:
+				je.Enable = &jsonEnable{Queue: rp.Queues[e.Queue].Name, UpTo: e.UpTo}
+			case ir.OpcHost:
+				if g.Ops[e.Op].Kind == ir.OpReduce {
+					je.Reduce = e.Red.String()
+				}
+				je.Local, je.Source = slice(g.Ops[e.Op].Dst), slice(g.Ops[e.Op].Src)
+				for _, c := range e.Waits {
+					je.Waits = append(je.Waits, cond(c))
+				}
+			}
+			jq.WQEs = append(jq.WQEs, je)
+		}
+		jr.Queues = append(jr.Queues, jq)
+	}
+	for ci := range rp.CQs {
+		cq := &rp.CQs[ci]
+		jr.CQs = append(jr.CQs, jsonCQ{Name: cq.Name, Queue: rp.Queues[cq.Queue].Name, Depth: cq.Depth, PerIteration: cq.PerIteration})
+	}
+	if rp.Trig != nil {
+		jr.Trigger = trigJSON(p, rp)
+	}
+	return jr
 }
 
 // writeTriggered lists a rank's counters and its triggered work in submission order, each entry
 // with the condition that fires it, what it does, its op and file:line.
-func writeTriggered(b *strings.Builder, p *ir.Plan, rp *ir.RankPlan) {
+func writeTriggered(b *bufio.Writer, p *ir.Plan, rp *ir.RankPlan) {
 	tr := rp.Trig
 	b.WriteString("  counters\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)

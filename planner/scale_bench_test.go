@@ -2,12 +2,15 @@ package planner_test
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/listing"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 )
 
 // BenchmarkCheckRing is `coredag check` of plans/ring_allreduce.dag (parse, elaborate, verify)
@@ -32,8 +35,65 @@ func BenchmarkCheckRing(b *testing.B) {
 }
 
 // BenchmarkCompileRing is `coredag compile` of the ring allreduce for connectx past the check
-// (lowering only) at three world sizes, its queues deep enough for one iteration.
+// (lowering only), its queues deep enough for the target at every size.
 func BenchmarkCompileRing(b *testing.B) {
+	benchRing(b, deepRing(b), func(b *testing.B, g *ir.Graph, t ir.Target) {
+		if _, err := planner.Compile(g, t); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkListRing is the text listing of the compiled ring allreduce, as `coredag compile`
+// writes it (lowering not included).
+func BenchmarkListRing(b *testing.B) {
+	src := deepRing(b)
+	t := connectx(b)
+	for _, ranks := range []int64{128, 256, 512} {
+		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
+			g := loadRing(b, src, ranks)
+			p, err := planner.Compile(g, t)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := listing.Write(io.Discard, p, listing.Options{Rank: -1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			perOp(b, len(g.Ops))
+		})
+	}
+}
+
+// BenchmarkCheckLimitsRing is the target-limit part of `coredag check`: lower.CheckLimits of the
+// ring allreduce for connectx, which lowers rank by rank without keeping the Plan.
+func BenchmarkCheckLimitsRing(b *testing.B) {
+	benchRing(b, deepRing(b), func(b *testing.B, g *ir.Graph, t ir.Target) {
+		if err := lower.CheckLimits(g, t); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// benchRing runs f on the ring allreduce of src for connectx at three world sizes.
+func benchRing(b *testing.B, src []byte, f func(*testing.B, *ir.Graph, ir.Target)) {
+	t := connectx(b)
+	for _, ranks := range []int64{128, 256, 512} {
+		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
+			g := loadRing(b, src, ranks)
+			b.ReportAllocs()
+			for b.Loop() {
+				f(b, g, t)
+			}
+			perOp(b, len(g.Ops))
+		})
+	}
+}
+
+// deepRing is plans/ring_allreduce.dag with queues deep enough for connectx at any size.
+func deepRing(b *testing.B) []byte {
 	src, err := os.ReadFile("../plans/ring_allreduce.dag")
 	if err != nil {
 		b.Fatal(err)
@@ -42,25 +102,23 @@ func BenchmarkCompileRing(b *testing.B) {
 	if src = []byte(deep.Replace(string(src))); !strings.Contains(string(src), "depth 2 * ranks") {
 		b.Fatal("ring_allreduce.dag: no queue to deepen")
 	}
+	return src
+}
+
+func loadRing(b *testing.B, src []byte, ranks int64) *ir.Graph {
+	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
+
+func connectx(b *testing.B) ir.Target {
 	t, err := ir.LookupTarget("connectx")
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, ranks := range []int64{128, 256, 512} {
-		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
-			g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := planner.Compile(g, t); err != nil {
-					b.Fatal(err)
-				}
-			}
-			perOp(b, len(g.Ops))
-		})
-	}
+	return t
 }
 
 // perOp reports time and bytes allocated per op of the plan.

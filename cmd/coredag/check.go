@@ -115,7 +115,8 @@ func (c *checkCmd) Run(e *env) error {
 // default of compile's --target.
 const defaultTarget = "connectx"
 
-// checkTarget checks a plan that checked against target's limits by compiling it, so check and
+// checkTarget checks a plan that checked against target's limits with lower.CheckLimits, which
+// runs Compile's lowering and limit checks rank by rank without keeping the Plan, so check and
 // compile refuse the same plans with the same diagnostics (code target). With --target a plan
 // over a limit fails: checkTarget fills r's diagnostics and returns false. Without, the default
 // target's refusals are warnings, and the plan passes.
@@ -123,7 +124,7 @@ func (c *checkCmd) checkTarget(e *env, l *loaded, target ir.Target, r *checkRepo
 	if c.Target != "" {
 		r.Target = target.Name
 	}
-	_, err := lower.Compile(l.graph, target)
+	err := lower.CheckLimits(l.graph, target)
 	if err == nil {
 		return true
 	}

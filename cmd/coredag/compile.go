@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"io"
 
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/listing"
@@ -44,19 +44,13 @@ func (c *compileCmd) Run(e *env) error {
 		reportDiagnostics(e, l, c.Format == "json")
 		return &exitError{code: exitFail}
 	}
-	var buf bytes.Buffer
 	opt := listing.Options{Rank: c.Rank}
+	write := func(w io.Writer) error { return listing.Write(w, p, opt) }
 	if c.Format == "json" {
-		err = listing.WriteJSON(&buf, p, opt)
-	} else {
-		err = listing.Write(&buf, p, opt)
-	}
-	if err != nil {
-		return err
+		write = func(w io.Writer) error { return listing.WriteJSON(w, p, opt) }
 	}
 	if c.Out == "" {
-		_, err := e.stdout.Write(buf.Bytes())
-		return err
+		return write(e.stdout)
 	}
-	return writeOutput(c.Out, "the listing", buf.Bytes())
+	return streamOutput(c.Out, "the listing", write)
 }

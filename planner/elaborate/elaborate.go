@@ -22,7 +22,7 @@ import (
 // exceeding one is an error, never a hang.
 const (
 	MaxRanks      = 1 << 16
-	MaxOps        = 1 << 22 // ops over all ranks: ~4M ops is ~1.3 GB of Graph, checks and plan
+	MaxOps        = 1 << 24 // ops over all ranks (16M); the memory budget lowers it (Limits, BytesPerOp)
 	MaxInitChecks = 1 << 22 // per-element init evaluations done while checking (the rest at run time)
 	MaxIterations = 1 << 24 // loop iterations over all ranks
 	DefaultDepth  = 128

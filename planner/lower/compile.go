@@ -29,30 +29,11 @@ import (
 // Errors (a diag.List) report chains that do not fit the target's depth limits, inline
 // payloads above its limit, and dependency cycles the checker should have caught.
 func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
-	if g == nil {
-		return nil, fmt.Errorf("compile: nil graph")
-	}
-	if t.Style != ir.StyleNone && !t.CrossChannel {
-		return nil, fmt.Errorf("compile: target %q uses the %s style but has no cross-channel support", t.Name, t.Style)
-	}
-	if !g.Frozen() {
-		return nil, fmt.Errorf("compile: the graph is not frozen (whoever builds a Graph calls Freeze when it is complete)")
-	}
-	c := &compiler{g: g, t: t}
-	c.plan = &ir.Plan{Graph: g, Target: t, Loc: make([]ir.Loc, len(g.Ops))}
-	c.errs = c.checkInputs()
-	if len(c.errs) > 0 {
-		c.errs.Sort()
-		return nil, c.errs
-	}
-	order, critical, err := c.eventOrder()
+	c, order, err := start(g, t)
 	if err != nil {
 		return nil, err
 	}
-	c.plan.Stats.CriticalPath = critical
-	c.lowerRanks(order)
-	c.signal()
-	c.checkLimits()
+	c.lowerRanks(order, true)
 	if t.Trigger != nil && len(c.errs) == 0 {
 		c.trigger(order)
 	}
@@ -65,6 +46,52 @@ func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 		c.plan.Deps = ir.NewDeps(len(g.Ops), g.Edges)
 	}
 	return c.plan, nil
+}
+
+// CheckLimits reports what Compile would refuse for target t, with the same diagnostics, without
+// keeping the Plan: each rank is lowered, signalled and checked against the target's limits,
+// then dropped, so memory holds one rank's chains at a time. On a triggered target the trigger
+// budgets need every rank's chains, so the Plan is built whole there, as Compile does.
+func CheckLimits(g *ir.Graph, t ir.Target) error {
+	c, order, err := start(g, t)
+	if err != nil {
+		return err
+	}
+	c.lowerRanks(order, t.Trigger != nil)
+	if t.Trigger != nil && len(c.errs) == 0 {
+		c.trigger(order)
+	}
+	if len(c.errs) > 0 {
+		c.errs.Sort()
+		return c.errs
+	}
+	return nil
+}
+
+// start checks the inputs of Compile and CheckLimits and orders the events of g.
+func start(g *ir.Graph, t ir.Target) (*compiler, []int32, error) {
+	if g == nil {
+		return nil, nil, fmt.Errorf("compile: nil graph")
+	}
+	if t.Style != ir.StyleNone && !t.CrossChannel {
+		return nil, nil, fmt.Errorf("compile: target %q uses the %s style but has no cross-channel support", t.Name, t.Style)
+	}
+	if !g.Frozen() {
+		return nil, nil, fmt.Errorf("compile: the graph is not frozen (whoever builds a Graph calls Freeze when it is complete)")
+	}
+	c := &compiler{g: g, t: t}
+	c.plan = &ir.Plan{Graph: g, Target: t, Loc: make([]ir.Loc, len(g.Ops))}
+	c.errs = c.checkInputs()
+	if len(c.errs) > 0 {
+		c.errs.Sort()
+		return nil, nil, c.errs
+	}
+	order, critical, err := c.eventOrder()
+	if err != nil {
+		return nil, nil, err
+	}
+	c.plan.Stats.CriticalPath = critical
+	return c, order, nil
 }
 
 // compiler holds the state of one Compile call.
@@ -136,8 +163,9 @@ func (c *compiler) sideNeighbours() (prev, next []int32) {
 	return prev, next
 }
 
-// eventOrder returns a topological order of all events (Kahn's algorithm, starts first, a rank's
-// host ops serialised) and the critical path length in ops.
+// eventOrder computes a topological order of all events (Kahn's algorithm, starts first, a
+// rank's host ops serialised) and returns it grouped by rank, each rank's events in that order
+// (all that lowering a rank needs), with the critical path length in ops.
 func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 	g := c.g
 	n := len(g.Ops)
@@ -266,5 +294,30 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 		}
 		return nil, 0, errs
 	}
-	return order, critical, nil
+	// Ranks are lowered one by one: group the order by rank (each rank's events keep their
+	// order), in the memory of dist, which is no longer needed.
+	return byRank(g, order, dist), critical, nil
+}
+
+// byRank returns the events of order grouped by rank, each rank's in their order, in out.
+func byRank(g *ir.Graph, order, out []int32) []int32 {
+	start := rankStarts(g, order)
+	for _, ev := range order {
+		r := g.Ops[ev/2].Rank
+		out[start[r]] = ev
+		start[r]++
+	}
+	return out[:len(order)]
+}
+
+// rankStarts returns where each rank's events start in an order grouped by rank, and the end.
+func rankStarts(g *ir.Graph, order []int32) []int {
+	start := make([]int, g.Ranks+1)
+	for _, ev := range order {
+		start[g.Ops[ev/2].Rank+1]++
+	}
+	for r := 0; r < g.Ranks; r++ {
+		start[r+1] += start[r]
+	}
+	return start
 }

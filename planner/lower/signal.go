@@ -18,91 +18,96 @@ import (
 // never fills with entries whose slots cannot be reclaimed). Receives always complete with a
 // CQE, and the NOPs of the host-signal queue exist to be waited on.
 
-func (c *compiler) signal() {
-	for r := range c.plan.Ranks {
-		rp := &c.plan.Ranks[r]
-		for wi := range rp.Queues {
-			q := &rp.Queues[wi]
-			posted := 0
-			last := -1
-			for k := range q.Chain {
-				if q.Chain[k].Opcode.Posted() {
-					posted++
-					last = k
-				}
-			}
-			q.PerIteration = uint32(posted)
-			if q.Kind == ir.MgmtQueue || q.Kind == ir.HostSignalQueue {
-				q.Depth = ceilPow2(posted)
-			}
-			// Pre-posted chains fit their queue (checkLimits) and end signalled, so slots are
-			// reclaimed at the end of the iteration; incrementally posted ones must signal often.
-			half := int(^uint(0) >> 1)
-			if !c.t.PrePost {
-				half = max(1, q.Depth/2)
-			}
-			run := 0
-			for k := range q.Chain {
-				e := &q.Chain[k]
-				if !e.Opcode.Posted() {
-					continue
-				}
-				sig := e.Opcode == ir.OpcRecv || e.Opcode == ir.OpcNop || k == last || run+1 >= half ||
-					(e.Opcode.IsData() && c.waited[e.Op]) || c.t.Trigger != nil
-				if sig {
-					e.Flags |= ir.Signalled
-					run = 0
-				} else {
-					e.Flags &^= ir.Signalled
-					run++
-				}
+// signalRank chooses the signalling of rank r's chains, counts their completions, gives every
+// WAIT its count and sizes the management, host and completion queues.
+func (c *compiler) signalRank(r int, sc *scratch) {
+	rp := &c.plan.Ranks[r]
+	for wi := range rp.Queues {
+		q := &rp.Queues[wi]
+		posted := 0
+		last := -1
+		for k := range q.Chain {
+			if q.Chain[k].Opcode.Posted() {
+				posted++
+				last = k
 			}
 		}
-		// Cumulative signalled counts per work queue give every WAIT its absolute count.
-		count := make([][]uint32, len(rp.Queues))
-		for wi := range rp.Queues {
-			q := &rp.Queues[wi]
-			count[wi] = make([]uint32, len(q.Chain))
-			n := uint32(0)
-			for k := range q.Chain {
-				if q.Chain[k].Completes() {
-					n++
-				}
-				count[wi][k] = n
-			}
-			if q.CQ >= 0 {
-				rp.CQs[q.CQ].PerIteration = n
-			}
+		q.PerIteration = uint32(posted)
+		if q.Kind == ir.MgmtQueue || q.Kind == ir.HostSignalQueue {
+			q.Depth = ceilPow2(posted)
 		}
-		cond := func(x ir.OpID) ir.Cond {
-			l := c.plan.Loc[x]
-			idx := l.Index
-			if !c.g.Ops[x].Kind.OnQueue() {
-				idx++ // the NOP that follows the HOST entry
-			}
-			return ir.Cond{CQ: rp.Queues[l.Queue].CQ, Count: count[l.Queue][idx], Op: x}
+		// Pre-posted chains fit their queue (checkLimits) and end signalled, so slots are
+		// reclaimed at the end of the iteration; incrementally posted ones must signal often.
+		half := int(^uint(0) >> 1)
+		if !c.t.PrePost {
+			half = max(1, q.Depth/2)
 		}
-		for wi := range rp.Queues {
-			for k := range rp.Queues[wi].Chain {
-				e := &rp.Queues[wi].Chain[k]
-				switch e.Opcode {
-				case ir.OpcWait:
-					e.Wait = cond(e.Wait.Op)
-				case ir.OpcHost:
-					for i := range e.Waits {
-						e.Waits[i] = cond(e.Waits[i].Op)
-					}
-				}
+		run := 0
+		for k := range q.Chain {
+			e := &q.Chain[k]
+			if !e.Opcode.Posted() {
+				continue
 			}
-		}
-		for ci := range rp.CQs {
-			cq := &rp.CQs[ci]
-			q := &rp.Queues[cq.Queue]
-			if c.t.PrePost {
-				cq.Depth = ceilPow2(int(cq.PerIteration))
+			sig := e.Opcode == ir.OpcRecv || e.Opcode == ir.OpcNop || k == last || run+1 >= half ||
+				(e.Opcode.IsData() && c.waited[e.Op]) || c.t.Trigger != nil
+			if sig {
+				e.Flags |= ir.Signalled
+				run = 0
 			} else {
-				cq.Depth = ceilPow2(q.Depth)
+				e.Flags &^= ir.Signalled
+				run++
 			}
+		}
+	}
+	// Cumulative signalled counts per work queue give every WAIT its absolute count.
+	total := 0
+	for wi := range rp.Queues {
+		total += len(rp.Queues[wi].Chain)
+	}
+	flat := reuse(&sc.count, total)
+	count := make([][]uint32, len(rp.Queues))
+	for wi := range rp.Queues {
+		q := &rp.Queues[wi]
+		count[wi], flat = flat[:len(q.Chain)], flat[len(q.Chain):]
+		n := uint32(0)
+		for k := range q.Chain {
+			if q.Chain[k].Completes() {
+				n++
+			}
+			count[wi][k] = n
+		}
+		if q.CQ >= 0 {
+			rp.CQs[q.CQ].PerIteration = n
+		}
+	}
+	cond := func(x ir.OpID) ir.Cond {
+		l := c.plan.Loc[x]
+		idx := l.Index
+		if !c.g.Ops[x].Kind.OnQueue() {
+			idx++ // the NOP that follows the HOST entry
+		}
+		return ir.Cond{CQ: rp.Queues[l.Queue].CQ, Count: count[l.Queue][idx], Op: x}
+	}
+	for wi := range rp.Queues {
+		for k := range rp.Queues[wi].Chain {
+			e := &rp.Queues[wi].Chain[k]
+			switch e.Opcode {
+			case ir.OpcWait:
+				e.Wait = cond(e.Wait.Op)
+			case ir.OpcHost:
+				for i := range e.Waits {
+					e.Waits[i] = cond(e.Waits[i].Op)
+				}
+			}
+		}
+	}
+	for ci := range rp.CQs {
+		cq := &rp.CQs[ci]
+		q := &rp.Queues[cq.Queue]
+		if c.t.PrePost {
+			cq.Depth = ceilPow2(int(cq.PerIteration))
+		} else {
+			cq.Depth = ceilPow2(q.Depth)
 		}
 	}
 }
@@ -114,44 +119,46 @@ func ceilPow2(n int) int {
 	return 1 << bits.Len(uint(n-1))
 }
 
-// checkLimits reports chains that do not fit the target: pre-posted chains longer than their
+// checkRankLimits records rank r's chains that do not fit the target: pre-posted chains longer than their
 // queue's depth, queues or CQs above the hardware maxima, and per-iteration counts too large
 // for the cyclic 16- and 24-bit indices. A limit broken on many ranks is one diagnostic
 // (diag.Group); for a chain longer than its depth it is worded with the largest need.
-func (c *compiler) checkLimits() {
-	var found limitFinds
+func (c *compiler) checkRankLimits(r int, found *limitFinds) {
 	add := found.add
 	planPos := diag.InFile(c.g.File)
-	for r := range c.plan.Ranks {
-		rp := &c.plan.Ranks[r]
-		for wi := range rp.Queues {
-			q := &rp.Queues[wi]
-			n := int(q.PerIteration)
-			pos := planPos
-			if q.Queue != ir.None {
-				pos = c.g.Queues[q.Queue].Pos
-			}
-			if err := wait.WQ.Check(uint64(n)); err != nil {
-				add(r, n, pos, "work queue %s: %v (split the plan's work over more queues)", q.Name, err)
-				continue
-			}
-			switch {
-			case q.Queue != ir.None && c.t.PrePost && n > q.Depth:
-				add(r, n, pos, "%s: one iteration posts %d WQEs on its %s side but its depth is %d, and target %s posts whole chains before it runs (declare `depth %d` or more on the queue, or compile for --target generic)",
-					q.Name, n, q.Kind, q.Depth, c.t.Name, ceilPow2(n))
-			case q.Queue == ir.None && q.Depth > c.t.MaxWQDepth:
-				add(r, n, pos, "%s queue needs %d WQEs per iteration, above the %d target %s supports (split the plan)", q.Kind, n, c.t.MaxWQDepth, c.t.Name)
-			}
+	rp := &c.plan.Ranks[r]
+	for wi := range rp.Queues {
+		q := &rp.Queues[wi]
+		n := int(q.PerIteration)
+		pos := planPos
+		if q.Queue != ir.None {
+			pos = c.g.Queues[q.Queue].Pos
 		}
-		for ci := range rp.CQs {
-			cq := &rp.CQs[ci]
-			if err := wait.CQ.Check(uint64(cq.PerIteration)); err != nil {
-				add(r, int(cq.PerIteration), planPos, "CQ %s: %v", cq.Name, err)
-			} else if cq.Depth > c.t.MaxCQDepth {
-				add(r, cq.Depth, planPos, "CQ %s needs %d entries, above the %d target %s supports (split the plan)", cq.Name, cq.Depth, c.t.MaxCQDepth, c.t.Name)
-			}
+		if err := wait.WQ.Check(uint64(n)); err != nil {
+			add(r, n, pos, "work queue %s: %v (split the plan's work over more queues)", q.Name, err)
+			continue
+		}
+		switch {
+		case q.Queue != ir.None && c.t.PrePost && n > q.Depth:
+			add(r, n, pos, "%s: one iteration posts %d WQEs on its %s side but its depth is %d, and target %s posts whole chains before it runs (declare `depth %d` or more on the queue, or compile for --target generic)",
+				q.Name, n, q.Kind, q.Depth, c.t.Name, ceilPow2(n))
+		case q.Queue == ir.None && q.Depth > c.t.MaxWQDepth:
+			add(r, n, pos, "%s queue needs %d WQEs per iteration, above the %d target %s supports (split the plan)", q.Kind, n, c.t.MaxWQDepth, c.t.Name)
 		}
 	}
+	for ci := range rp.CQs {
+		cq := &rp.CQs[ci]
+		if err := wait.CQ.Check(uint64(cq.PerIteration)); err != nil {
+			add(r, int(cq.PerIteration), planPos, "CQ %s: %v", cq.Name, err)
+		} else if cq.Depth > c.t.MaxCQDepth {
+			add(r, cq.Depth, planPos, "CQ %s needs %d entries, above the %d target %s supports (split the plan)", cq.Name, cq.Depth, c.t.MaxCQDepth, c.t.Name)
+		}
+	}
+}
+
+// addLimitErrors adds the limits found broken over all ranks to the errors, a limit broken on
+// many ranks as one diagnostic.
+func (c *compiler) addLimitErrors(found limitFinds) {
 	var group diag.Group
 	found.addTo(&group)
 	c.errs = append(c.errs, group.List(len(c.plan.Ranks))...)

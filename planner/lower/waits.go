@@ -1,6 +1,11 @@
 package lower
 
-import "github.com/coredag/coredag/ir"
+import (
+	"runtime"
+	"sync"
+
+	"github.com/coredag/coredag/ir"
+)
 
 // Wait insertion and minimisation. Each rank is lowered on its own, walking its events in the
 // global order Compile computed. At the start of a NIC op, each predecessor on another work queue
@@ -20,34 +25,107 @@ import "github.com/coredag/coredag/ir"
 // tracked per waited op only: still correct, merely less minimal.
 const impLimit = 1 << 24
 
-// lowerRanks lowers every rank in the event order.
-func (c *compiler) lowerRanks(order []int32) {
+// lowerRanks lowers every rank in the event order (grouped by rank), chooses its signalling and checks it
+// against the target's limits. Unless keep is set, a rank's chains are dropped once checked.
+func (c *compiler) lowerRanks(order []int32, keep bool) {
 	g := c.g
 	c.waited = make([]bool, len(g.Ops))
-	start := make([]int, g.Ranks+1)
-	for _, ev := range order {
-		start[g.Ops[ev/2].Rank+1]++
-	}
-	for r := 0; r < g.Ranks; r++ {
-		start[r+1] += start[r]
-	}
-	byRank := make([]int32, len(order))
-	fill := append([]int(nil), start[:g.Ranks]...)
-	for _, ev := range order {
-		r := g.Ops[ev/2].Rank
-		byRank[fill[r]] = ev
-		fill[r]++
-	}
+	start := rankStarts(g, order)
 	c.plan.Ranks = make([]ir.RankPlan, g.Ranks)
-	var scratch []int32
-	for r := 0; r < g.Ranks; r++ {
-		l := c.newRankLower(r, &scratch)
-		for _, ev := range byRank[start[r]:start[r+1]] {
-			if ev&1 == 0 {
-				l.start(ir.OpID(ev / 2))
-			} else {
-				l.end(ir.OpID(ev / 2))
+	// Ranks are lowered independently: each worker takes a contiguous range of them, and their
+	// findings are joined in rank order, so the result does not depend on the number of workers.
+	workers := make([]worker, max(1, min(runtime.GOMAXPROCS(0), g.Ranks)))
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := &workers[i]
+		w.c = c
+		lo, hi := g.Ranks*i/len(workers), g.Ranks*(i+1)/len(workers)
+		wg.Go(func() {
+			for r := lo; r < hi; r++ {
+				w.lowerRank(r, order[start[r]:start[r+1]], keep)
 			}
+		})
+	}
+	wg.Wait()
+	var found limitFinds
+	for i := range workers {
+		w := &workers[i]
+		found = append(found, w.found...)
+		c.naiveWaits += w.naiveWaits
+		c.naiveEnables += w.naiveEnables
+	}
+	c.addLimitErrors(found)
+}
+
+// worker lowers ranks. Workers share the compiler's read-only state and write disjoint parts
+// of the rest: the plans of their ranks, and the Loc and waited marks of their ranks' ops.
+type worker struct {
+	c       *compiler
+	chains  chainBufs // the chains of the rank being lowered
+	scratch scratch
+	found   limitFinds
+
+	naiveWaits, naiveEnables int
+}
+
+// lowerRank lowers rank r, whose events in order are evs, chooses its signalling and checks it
+// against the target's limits; unless keep is set, its plan is dropped once checked.
+func (w *worker) lowerRank(r int, evs []int32, keep bool) {
+	c := w.c
+	l := w.newRankLower(r)
+	for _, ev := range evs {
+		if ev&1 == 0 {
+			l.start(ir.OpID(ev / 2))
+		} else {
+			l.end(ir.OpID(ev / 2))
+		}
+	}
+	c.signalRank(r, &w.scratch)
+	c.checkRankLimits(r, &w.found)
+	w.chains.settle(&c.plan.Ranks[r], keep)
+	if !keep {
+		c.plan.Ranks[r] = ir.RankPlan{}
+	}
+}
+
+// scratch is memory reused from rank to rank.
+type scratch struct {
+	imp, hostOrd, stamp []int32
+	count               []uint32
+}
+
+// reuse returns buf's first n elements, cleared, growing buf if it is shorter.
+func reuse[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n)
+	}
+	s := (*buf)[:n]
+	clear(s)
+	return s
+}
+
+// chainBufs are the chains of the rank being lowered, by work queue index, reused from rank to
+// rank: a chain grows in its buffer while its WAITs and ENABLEs are placed (their number is known
+// only then), and a kept rank gets exact copies, so a large plan leaves no growth garbage behind.
+type chainBufs [][]ir.WQE
+
+// get is the empty chain of work queue wi.
+func (b *chainBufs) get(wi int) []ir.WQE {
+	for len(*b) <= wi {
+		*b = append(*b, nil)
+	}
+	return (*b)[wi][:0]
+}
+
+// settle takes rp's chains back into the buffers; if keep, rp gets exact copies of them.
+func (b chainBufs) settle(rp *ir.RankPlan, keep bool) {
+	for wi := range rp.Queues {
+		q := &rp.Queues[wi]
+		b[wi] = q.Chain[:0]
+		if keep {
+			q.Chain = append(make([]ir.WQE, 0, len(q.Chain)), q.Chain...)
+		} else {
+			q.Chain = nil
 		}
 	}
 }
@@ -60,6 +138,7 @@ type enableRef struct {
 
 type rankLower struct {
 	c       *compiler
+	w       *worker
 	g       *ir.Graph
 	rp      *ir.RankPlan
 	firstOp ir.OpID
@@ -80,23 +159,18 @@ type rankLower struct {
 	pending      []ir.OpID
 }
 
-func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
-	g := c.g
+func (w *worker) newRankLower(r int) *rankLower {
+	c, g := w.c, w.c.g
 	span := g.Rank[r]
-	l := &rankLower{c: c, g: g, rp: &c.plan.Ranks[r], firstOp: span.FirstOp, firstQ: span.FirstQueue}
+	l := &rankLower{c: c, w: w, g: g, rp: &c.plan.Ranks[r], firstOp: span.FirstOp, firstQ: span.FirstQueue}
 	l.nq = int(span.EndQueue - span.FirstQueue)
 	l.dims = 2*l.nq + 1
 	nops := int(span.EndOp - span.FirstOp)
 	if c.t.Style != ir.StyleNone && nops*l.dims <= impLimit {
-		need := nops * l.dims
-		if cap(*scratch) < need {
-			*scratch = make([]int32, need)
-		}
-		l.imp = (*scratch)[:need]
-		clear(l.imp)
+		l.imp = reuse(&w.scratch.imp, nops*l.dims)
 	}
-	l.hostOrd = make([]int32, nops)
-	l.stamp = make([]int32, nops)
+	l.hostOrd = reuse(&w.scratch.hostOrd, nops)
+	l.stamp = reuse(&w.scratch.stamp, nops)
 	l.kMgmt = make([]int32, l.dims)
 	l.kHost = make([]int32, l.dims)
 	l.rqManaged = make([]bool, l.nq)
@@ -128,10 +202,9 @@ func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
 		rp.SendWQ[i], rp.RecvWQ[i] = 2*i, 2*i+1
 		rp.Queues = append(rp.Queues,
 			ir.WorkQueue{Name: q.Name + ".sq", Kind: ir.SendQueue, Queue: span.FirstQueue + ir.QueueID(i), CQ: 2 * i,
-				Managed: style == ir.StyleManaged, Depth: q.Depth, Chain: make([]ir.WQE, 0, len(q.SendOps))},
+				Managed: style == ir.StyleManaged, Depth: q.Depth},
 			ir.WorkQueue{Name: q.Name + ".rq", Kind: ir.RecvQueue, Queue: span.FirstQueue + ir.QueueID(i), CQ: 2*i + 1,
-				Managed: style == ir.StyleManaged || (style == ir.StyleInline && l.rqManaged[i]), Depth: q.Depth,
-				Chain: make([]ir.WQE, 0, len(q.RecvOps))})
+				Managed: style == ir.StyleManaged || (style == ir.StyleInline && l.rqManaged[i]), Depth: q.Depth})
 		rp.CQs = append(rp.CQs, ir.CQ{Name: q.Name + ".scq", Queue: 2 * i}, ir.CQ{Name: q.Name + ".rcq", Queue: 2*i + 1})
 	}
 	if style == ir.StyleInline {
@@ -147,13 +220,15 @@ func (c *compiler) newRankLower(r int, scratch *[]int32) *rankLower {
 	}
 	if nHost > 0 {
 		rp.Host = len(rp.Queues)
-		wq := ir.WorkQueue{Name: "host", Kind: ir.HostSignalQueue, Queue: ir.None, CQ: -1, Chain: make([]ir.WQE, 0, nHost)}
+		wq := ir.WorkQueue{Name: "host", Kind: ir.HostSignalQueue, Queue: ir.None, CQ: -1}
 		if style != ir.StyleNone {
-			wq.Chain = make([]ir.WQE, 0, 2*nHost)
 			wq.CQ = len(rp.CQs)
 			rp.CQs = append(rp.CQs, ir.CQ{Name: "host.cq", Queue: rp.Host})
 		}
 		rp.Queues = append(rp.Queues, wq)
+	}
+	for wi := range rp.Queues {
+		rp.Queues[wi].Chain = w.chains.get(wi)
 	}
 	l.waitSeq = make([]int, len(rp.Queues))
 	l.lastEn = make([]enableRef, len(rp.Queues))
@@ -287,7 +362,7 @@ func (l *rankLower) start(o ir.OpID) {
 			place, k, enable = l.rp.SendWQ[qi], l.kSQ[qi], true
 		}
 	}
-	fence := l.needs(o, k, &c.naiveWaits)
+	fence := l.needs(o, k, &l.w.naiveWaits)
 	if place >= 0 {
 		for _, x := range l.pending {
 			l.emitWait(place, o, x)
@@ -305,7 +380,7 @@ func (l *rankLower) start(o ir.OpID) {
 	c.plan.Loc[o] = ir.Loc{Queue: wq, Index: len(q.Chain)}
 	q.Chain = append(q.Chain, e)
 	if enable {
-		c.naiveEnables++
+		l.w.naiveEnables++
 		l.emitEnable(place, wq, o)
 	}
 	if l.imp != nil {

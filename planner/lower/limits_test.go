@@ -1,0 +1,93 @@
+package lower_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
+)
+
+// errText is what a lowering error prints as ("" for none).
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	var b bytes.Buffer
+	diag.Print(&b, err, nil)
+	return b.String()
+}
+
+// TestCheckLimitsAsCompile checks that CheckLimits refuses exactly what Compile refuses, with the
+// same diagnostics, for every plan of plans/ and testdata that loads, at several rank counts, on
+// every target; shallow queues make some of them break the depth limits.
+func TestCheckLimitsAsCompile(t *testing.T) {
+	files, err := filepath.Glob("../../plans/*.dag")
+	require.NoError(t, err)
+	more, err := filepath.Glob("../../testdata/*/*.dag")
+	require.NoError(t, err)
+	files = append(files, more...)
+	shallow := strings.NewReplacer(" depth ", " depth 2 + 0 * ")
+	loaded, refused := 0, 0
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, variant := range []string{"", "shallow"} {
+			text := src
+			if variant == "shallow" {
+				text = []byte(shallow.Replace(string(src)))
+			}
+			for _, ranks := range []int64{2, 3, 8, 72} {
+				g, err := planner.Load(filepath.Base(f), text, map[string]int64{"ranks": ranks, "n": 1})
+				if err != nil {
+					continue // not a plan that checks at this size (an error example, fixed ranks)
+				}
+				loaded++
+				for _, tg := range ir.Targets() {
+					_, cerr := lower.Compile(g, tg)
+					lerr := lower.CheckLimits(g, tg)
+					assert.Equal(t, errText(cerr), errText(lerr), "%s %s ranks=%d target %s", f, variant, ranks, tg.Name)
+					if cerr != nil {
+						refused++
+					}
+				}
+			}
+		}
+	}
+	require.Greater(t, loaded, 20, "plans loaded")
+	require.Greater(t, refused, 5, "cases over a target limit, so the diagnostics are compared")
+	t.Logf("%d graphs, %d refusals compared", loaded, refused)
+}
+
+// TestWorkersDeterministic checks that the plan and the diagnostics do not depend on how many
+// workers lower the ranks.
+func TestWorkersDeterministic(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	for _, ranks := range []int64{7, 72} { // 72: over connectx's depth on every rank
+		g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 1})
+		require.NoError(t, err)
+		for _, tg := range ir.Targets() {
+			var want string
+			for _, procs := range []int{1, 2, 3, 5} {
+				runtime.GOMAXPROCS(procs)
+				got := listingOrError(g, tg) + errText(lower.CheckLimits(g, tg))
+				if procs == 1 {
+					want = got
+					continue
+				}
+				assert.Equal(t, want, got, "ranks=%d target %s with %d workers", ranks, tg.Name, procs)
+			}
+		}
+	}
+}
