@@ -35,6 +35,7 @@ type gate struct {
 func (c *compiler) trigger(order []int32) {
 	g := c.g
 	var group diag.Group
+	start := rankStarts(g, order) // the order is grouped by rank: each rank reads its own part
 	for r := range c.plan.Ranks {
 		rp := &c.plan.Ranks[r]
 		tr := &ir.Triggered{SendCnt: make([]int, len(rp.Queues)), HostCnt: -1}
@@ -85,15 +86,12 @@ func (c *compiler) trigger(order []int32) {
 		postCnt := map[int]int{} // receive work queue -> its post counter
 		posted := map[int]uint64{}
 		prevHost := ir.OpID(ir.None)
-		for _, ev := range order {
+		for _, ev := range order[start[r]:start[r+1]] {
 			if ev&1 != 0 {
 				continue
 			}
 			o := ir.OpID(ev / 2)
 			op := &g.Ops[o]
-			if op.Rank != r {
-				continue
-			}
 			var gates []gate
 			add := func(cnt int, thr uint64, cause ir.OpID) {
 				for i := range gates {
