@@ -452,16 +452,7 @@ func (e *exporter) deps(tbs []*etb) {
 			ready = append(ready, s)
 		}
 	}
-	for len(ready) > 0 {
-		s := ready[len(ready)-1]
-		ready = ready[:len(ready)-1]
-		order = append(order, s)
-		for _, x := range succ[s] {
-			if indeg[x]--; indeg[x] == 0 {
-				ready = append(ready, x)
-			}
-		}
-	}
+	order = topoOrder(order, ready, func(s *estep) []*estep { return succ[s] }, func(x *estep) bool { indeg[x]--; return indeg[x] == 0 })
 	if len(order) < len(all) {
 		for _, s := range all {
 			if indeg[s] > 0 {
@@ -617,16 +608,7 @@ func (e *exporter) topoOrder() []ir.OpID {
 			ready = append(ready, ir.OpID(i))
 		}
 	}
-	for len(ready) > 0 {
-		op := ready[len(ready)-1]
-		ready = ready[:len(ready)-1]
-		order = append(order, op)
-		for _, s := range succ[op] {
-			if indeg[s]--; indeg[s] == 0 {
-				ready = append(ready, s)
-			}
-		}
-	}
+	order = topoOrder(order, ready, func(op ir.OpID) []ir.OpID { return succ[op] }, func(s ir.OpID) bool { indeg[s]--; return indeg[s] == 0 })
 	return order
 }
 
@@ -747,3 +729,20 @@ func collExpect(g *ir.Graph, coll string) *ir.Expect {
 
 // mscclColls are the coll values of MSCCL-IR with a standard meaning.
 var mscclColls = []string{"allreduce", "allgather", "reduce", "broadcast", "alltoall", "reduce_scatter"}
+
+// topoOrder appends to order the nodes reachable from ready in a topological order (Kahn's
+// algorithm, the latest ready node first): release(x) drops one of x's pending predecessors and
+// says whether none are left.
+func topoOrder[T any](order, ready []T, succ func(T) []T, release func(T) bool) []T {
+	for len(ready) > 0 {
+		x := ready[len(ready)-1]
+		ready = ready[:len(ready)-1]
+		order = append(order, x)
+		for _, y := range succ(x) {
+			if release(y) {
+				ready = append(ready, y)
+			}
+		}
+	}
+	return order
+}
