@@ -71,6 +71,9 @@ type elaborator struct {
 	// Indexed names already made ("tx[3]"), so that every rank's op of the same name shares one
 	// string: SPMD ranks name their ops alike. At most maxInterned.
 	interned map[string]string
+
+	spare []*scope   // scope layers free for child
+	segs  []ir.Slice // scratch of sliceList
 }
 
 // maxInterned bounds the names interned: names that differ per rank are made anew past it.
@@ -472,7 +475,8 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 		el.skipped(st.Body)
 		return
 	}
-	body := &scope{parent: s}
+	body := el.child(s)
+	defer el.release(body)
 	for v := from; v < to && !el.truncated; v += step {
 		if el.iters++; el.iters > MaxIterations {
 			el.errorf(phaseNames, diag.Limit, st.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
@@ -495,12 +499,33 @@ func (el *elaborator) cond(st *dsl.IfStmt, s *scope) {
 		el.skipped(st.Else)
 		return
 	}
-	if c != 0 {
-		el.block(st.Then, &scope{parent: s}, false)
-	} else if st.Else != nil {
-		el.block(st.Else, &scope{parent: s}, false)
+	body := st.Then
+	if c == 0 {
+		if body = st.Else; body == nil {
+			return
+		}
 	}
+	inner := el.child(s)
+	el.block(body, inner, false)
+	el.release(inner)
 }
+
+// child returns an empty scope layer under s, from the scopes released before: an if's branch
+// is elaborated once per pass, and nothing keeps its scope past the block.
+func (el *elaborator) child(s *scope) *scope {
+	n := len(el.spare)
+	if n == 0 {
+		return &scope{parent: s}
+	}
+	c := el.spare[n-1]
+	el.spare = el.spare[:n-1]
+	c.reset()
+	c.parent = s
+	return c
+}
+
+// release gives back a scope from child once its block is done.
+func (el *elaborator) release(c *scope) { el.spare = append(el.spare, c) }
 
 // name evaluates an indexed name into its canonical text: "tx[3]", "hop[1,2]".
 func (el *elaborator) name(n *dsl.Name, s *scope) (string, bool) {

@@ -1,9 +1,9 @@
 package elaborate
 
 import (
-	"math"
-
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
@@ -32,7 +32,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		if first == nil {
 			return ir.NoSlice, nil
 		}
-		segs, good := el.sliceList(append([]*dsl.Slice{first}, more...), s)
+		segs, good := el.sliceList(first, more, s)
 		ok = ok && good
 		if !good || len(segs) == 0 {
 			return ir.NoSlice, nil
@@ -45,7 +45,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		if len(segs) == 1 {
 			return segs[0], nil
 		}
-		return segs[0], segs[1:]
+		return segs[0], slices.Clone(segs[1:]) // segs is scratch
 	}
 	switch o := o.(type) {
 	case *dsl.SendOp:
@@ -144,70 +144,20 @@ func (el *elaborator) scatterDisjoint(segs []ir.Slice) {
 	}
 }
 
-// sliceList evaluates a scatter/gather list: its slices, and those every `{SLICE for ...}` in
-// it makes, in order. Adjacent slices of one buffer (the next starting where the last ends) are
-// one segment, and empty slices are dropped unless the list has nothing else (then its first
-// slice stays, empty).
-func (el *elaborator) sliceList(items []*dsl.Slice, s *scope) ([]ir.Slice, bool) {
-	var out []ir.Slice
-	ok := true
-	var add func(sl *dsl.Slice, s *scope)
-	add = func(sl *dsl.Slice, s *scope) {
-		f := sl.For
-		if f == nil {
-			v, good := el.slice(sl, s)
-			ok = ok && good
-			if good {
-				out = append(out, v)
-			}
-			return
-		}
-		from, ok1 := el.eval(f.From, s)
-		to, ok2 := el.eval(f.To, s)
-		step, ok3 := int64(1), true
-		if f.Step != nil {
-			if step, ok3 = el.eval(f.Step, s); ok3 && step <= 0 {
-				el.errorf(phaseNames, diag.Expr, f.Step.Pos(), "for step %d: the step must be positive", step)
-				ok3 = false
-			}
-		}
-		if !ok1 || !ok2 || !ok3 {
-			ok = false
-			return
-		}
-		if tripCount(from, to, step) > MaxIterations-el.iters {
-			el.errorf(phaseNames, diag.Limit, sl.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
-			ok = false
-			return
-		}
-		body := &scope{parent: s}
-		for v := from; v < to && ok; v += step {
-			el.iters++
-			body.reset()
-			body.bind(f.Var.Name, v)
-			if f.Cond != nil {
-				c, good := el.eval(f.Cond, body)
-				if !good {
-					ok = false
-					return
-				}
-				if c == 0 {
-					continue
-				}
-			}
-			add(f.Slice, body)
-			if v > math.MaxInt64-step {
-				break
-			}
-		}
+// sliceList evaluates a scatter/gather list, first then more: its slices, and those every
+// `{SLICE for ...}` in it makes, in order. Adjacent slices of one buffer (the next starting
+// where the last ends) are one segment, and empty slices are dropped unless the list has nothing
+// else (then its first slice stays, empty). The result is el's scratch, valid until the next call.
+func (el *elaborator) sliceList(first *dsl.Slice, more []*dsl.Slice, s *scope) ([]ir.Slice, bool) {
+	out, ok := el.listItem(el.segs[:0], first, s, true)
+	for _, it := range more {
+		out, ok = el.listItem(out, it, s, ok)
 	}
-	for _, it := range items {
-		add(it, s)
-	}
+	el.segs = out
 	if !ok || len(out) < 2 {
 		return out, ok
 	}
-	merged := out[:0:0]
+	merged := out[:0] // in place: merged never passes the element read
 	for _, x := range out {
 		if x.Len == 0 {
 			continue
@@ -222,6 +172,56 @@ func (el *elaborator) sliceList(items []*dsl.Slice, s *scope) ([]ir.Slice, bool)
 		merged = out[:1]
 	}
 	return merged, true
+}
+
+// listItem appends to out the slices that one item of a scatter/gather list makes; ok is false
+// once an earlier item failed (its loops then make nothing more) and stays false.
+func (el *elaborator) listItem(out []ir.Slice, sl *dsl.Slice, s *scope, ok bool) ([]ir.Slice, bool) {
+	f := sl.For
+	if f == nil {
+		v, good := el.slice(sl, s)
+		if good {
+			out = append(out, v)
+		}
+		return out, ok && good
+	}
+	from, ok1 := el.eval(f.From, s)
+	to, ok2 := el.eval(f.To, s)
+	step, ok3 := int64(1), true
+	if f.Step != nil {
+		if step, ok3 = el.eval(f.Step, s); ok3 && step <= 0 {
+			el.errorf(phaseNames, diag.Expr, f.Step.Pos(), "for step %d: the step must be positive", step)
+			ok3 = false
+		}
+	}
+	if !ok1 || !ok2 || !ok3 {
+		return out, false
+	}
+	if tripCount(from, to, step) > MaxIterations-el.iters {
+		el.errorf(phaseNames, diag.Limit, sl.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
+		return out, false
+	}
+	body := el.child(s)
+	defer el.release(body)
+	for v := from; v < to && ok; v += step {
+		el.iters++
+		body.reset()
+		body.bind(f.Var.Name, v)
+		if f.Cond != nil {
+			c, good := el.eval(f.Cond, body)
+			if !good {
+				return out, false
+			}
+			if c == 0 {
+				continue
+			}
+		}
+		out, ok = el.listItem(out, f.Slice, body, ok)
+		if v > math.MaxInt64-step {
+			break
+		}
+	}
+	return out, ok
 }
 
 // slice evaluates a slice and checks it is in bounds; buf[k:k] is an empty slice (nothing to
