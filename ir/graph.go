@@ -369,13 +369,16 @@ func buildCSR(n int, edges []Edge, key func(Edge) (int32, int32)) (start, list [
 	for i := 0; i < n; i++ {
 		start[i+1] += start[i]
 	}
+	// Place each edge at its key's cursor, start[k], which ends where key k+1 begins; then move
+	// the starts back one place (no second array of cursors).
 	list = make([]int32, len(edges))
-	fill := append([]int32(nil), start[:n]...)
 	for _, e := range edges {
 		k, v := key(e)
-		list[fill[k]] = v
-		fill[k]++
+		list[start[k]] = v
+		start[k]++
 	}
+	copy(start[1:], start[:n])
+	start[0] = 0
 	return start, list
 }
 
