@@ -13,6 +13,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/race"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -186,6 +187,24 @@ func BenchmarkElaborate(b *testing.B) {
 			b.ReportMetric(float64(ops), "plan-ops")
 		})
 	}
+}
+
+// TestElaborateAllocs: elaborating allocates per plan, not per op (issue 19): the ops, edges and
+// queue lists grow in a few large steps, and the scopes of ifs and loops and the scatter/gather
+// lists are reused. A list, a scope or a name allocated per op would make more than one per op.
+func TestElaborateAllocs(t *testing.T) {
+	if race.Enabled {
+		t.Skip("allocation counts differ under the race detector")
+	}
+	f, err := dsl.Parse("ring_allreduce.dag", ringAllreduce(t))
+	require.NoError(t, err)
+	ops := 0
+	allocs := testing.AllocsPerRun(2, func() {
+		g, err := Elaborate(f, map[string]int64{"ranks": 64})
+		require.NoError(t, err)
+		ops = len(g.Ops)
+	})
+	assert.Less(t, allocs, float64(ops)/4, "allocations elaborating %d ops", ops)
 }
 
 func TestElaborateLimits(t *testing.T) {
