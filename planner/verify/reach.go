@@ -136,7 +136,9 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	for i := range g.Ops {
 		if m := matchedSender(g, ir.OpID(i)); m != ir.None {
 			a, b := r.opRank[i], r.opRank[m]
-			if a != b {
+			// Consecutive ops mostly talk to the same peer: skipping repeats of the last pair
+			// leaves the sort a few pairs per rank rather than two per matched op.
+			if a != b && (len(pairs) == 0 || pairs[len(pairs)-2] != [2]int32{a, b}) {
 				pairs = append(pairs, [2]int32{a, b}, [2]int32{b, a})
 			}
 		}
