@@ -392,10 +392,13 @@ func (r *sepReach) certify(c component, sep []int32) {
 			r.member[t] = true
 		}
 	}
+	// The chains of one rank come together: a path through a separator rank passes one of its
+	// chains, so the first block often answers every question (when a rank has at most lanes
+	// chains, as one with a queue each way, like a ring's) and the sweeps of the others are saved.
 	var chains []chain
-	for _, ev := range [2]func(ir.OpID) event{startOf, endOf} {
-		for _, k := range sep {
-			span := r.g.Rank[k]
+	for _, k := range sep {
+		span := r.g.Rank[k]
+		for _, ev := range [2]func(ir.OpID) event{startOf, endOf} {
 			for qi := span.FirstQueue; qi < span.EndQueue; qi++ {
 				q := &r.g.Queues[qi]
 				for _, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
@@ -409,7 +412,25 @@ func (r *sepReach) certify(c component, sep []int32) {
 	topo := r.h.topo
 	for lo := 0; lo < len(chains); lo += lanes {
 		block := chains[lo:min(lo+lanes, len(chains))]
-		r.labelIn(ts, whole, block)
+		// Only the window from the first x to the last y of the open questions is swept: a
+		// path x -> c_i -> c_j -> y (i <= j) lies between x and y in topological order.
+		first, last := int32(math.MaxInt32), int32(-1)
+		for _, s := range c.subs {
+			if !r.ans[s.q] {
+				first, last = min(first, topo[s.x]), max(last, topo[s.y])
+			}
+		}
+		if first > last { // nothing open
+			break
+		}
+		tw := ts
+		if !whole {
+			i, _ := slices.BinarySearch(ts, first)
+			j, _ := slices.BinarySearch(ts, last+1)
+			tw = ts[i:j]
+		}
+		w := window{ts: tw, whole: whole, first: first, last: last}
+		r.labelIn(w, block)
 		if need := lanes * len(c.subs); cap(r.yin) < need {
 			r.yin = make([]int32, need)
 		}
@@ -420,7 +441,7 @@ func (r *sepReach) certify(c component, sep []int32) {
 				copy(yin[i*lanes:i*lanes+lanes], r.label[ty:ty+lanes])
 			}
 		}
-		r.labelOut(ts, whole, block)
+		r.labelOut(w, block)
 		open := false
 		for i, s := range c.subs {
 			if r.ans[s.q] {
@@ -447,72 +468,82 @@ func (r *sepReach) certify(c component, sep []int32) {
 	}
 }
 
-// labelIn sets, for each lane, the in label at the topological positions ts (in order; every
-// position when whole): the last position on the lane's chain that reaches the event there,
-// counting only paths inside ts.
-func (r *sepReach) labelIn(ts []int32, whole bool, block []chain) {
-	in, member := r.label, r.member
-	start, succ := r.h.succStart, r.h.succ
-	n := len(ts)
-	if whole {
-		n = r.h.n
+// window is the topological positions a pair of sweeps works on: ts (in order), or every
+// position when whole; either way only those from first to last.
+type window struct {
+	ts          []int32
+	whole       bool
+	first, last int32
+}
+
+// len is how many positions w has.
+func (w *window) len() int {
+	if w.whole {
+		return int(w.last-w.first) + 1
 	}
+	return len(w.ts)
+}
+
+// at is w's position i.
+func (w *window) at(i int) int32 {
+	if w.whole {
+		return w.first + int32(i)
+	}
+	return w.ts[i]
+}
+
+// has reports whether position t, a successor of one in w, is in w.
+func (r *sepReach) has(w *window, t int32) bool {
+	return t <= w.last && (w.whole || r.member[t])
+}
+
+// labelIn sets, for each lane, the in label at the positions of w: the last position on the
+// lane's chain that reaches the event there, counting only paths inside w.
+func (r *sepReach) labelIn(w window, block []chain) {
+	in := r.label
+	start, succ := r.h.succStart, r.h.succ
+	n := w.len()
 	for i := 0; i < n; i++ {
-		t := int32(i)
-		if !whole {
-			t = ts[i]
-		}
+		t := w.at(i)
 		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
 		it[0], it[1], it[2], it[3] = -1, -1, -1, -1
 	}
 	r.seed(block)
 	for i := 0; i < n; i++ {
-		t := int32(i)
-		if !whole {
-			t = ts[i]
-		}
+		t := w.at(i)
 		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
 		if max(it[0], it[1], it[2], it[3]) < 0 {
 			continue
 		}
-		for _, w := range succ[start[t]:start[t+1]] {
-			if whole || member[w] {
-				iw := in[w*lanes : w*lanes+lanes : w*lanes+lanes]
+		for _, v := range succ[start[t]:start[t+1]] {
+			if r.has(&w, v) {
+				iw := in[v*lanes : v*lanes+lanes : v*lanes+lanes]
 				iw[0], iw[1], iw[2], iw[3] = max(iw[0], it[0]), max(iw[1], it[1]), max(iw[2], it[2]), max(iw[3], it[3])
 			}
 		}
 	}
 }
 
-// labelOut sets, for each lane, the out label at the topological positions ts (in order; every
-// position when whole): the first position on the lane's chain that the event there reaches,
-// counting only paths inside ts. The sweeps are unrolled for four lanes.
-func (r *sepReach) labelOut(ts []int32, whole bool, block []chain) {
-	out, member := r.label, r.member
+// labelOut sets, for each lane, the out label at the positions of w: the first position on
+// the lane's chain that the event there reaches, counting only paths inside w. The sweeps are
+// unrolled for four lanes.
+func (r *sepReach) labelOut(w window, block []chain) {
+	out := r.label
 	start, succ := r.h.succStart, r.h.succ
-	n := len(ts)
-	if whole {
-		n = r.h.n
-	}
+	n := w.len()
 	for i := 0; i < n; i++ {
-		t := int32(i)
-		if !whole {
-			t = ts[i]
-		}
+		t := w.at(i)
 		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
 		ot[0], ot[1], ot[2], ot[3] = math.MaxInt32, math.MaxInt32, math.MaxInt32, math.MaxInt32
 	}
 	// An event on a chain reaches nothing earlier on it: its seed stays its label.
 	r.seed(block)
 	for i := n - 1; i >= 0; i-- {
-		t := int32(i)
-		if !whole {
-			t = ts[i]
-		}
+		t := w.at(i)
 		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
-		for _, w := range succ[start[t]:start[t+1]] {
-			if whole || member[w] {
-				ow := out[w*lanes : w*lanes+lanes : w*lanes+lanes]
+		for _, v := range succ[start[t]:start[t+1]] {
+			if r.has(&w, v) {
+				ow := out[v*lanes : v*lanes+lanes : v*lanes+lanes]
 				ot[0], ot[1], ot[2], ot[3] = min(ot[0], ow[0]), min(ot[1], ow[1]), min(ot[2], ow[2]), min(ot[3], ow[3])
 			}
 		}
