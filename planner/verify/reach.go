@@ -393,8 +393,9 @@ func (r *sepReach) certify(c component, sep []int32) {
 		}
 	}
 	// The chains of one rank come together: a path through a separator rank passes one of its
-	// chains, so the first block often answers every question (when a rank has at most lanes
-	// chains, as one with a queue each way, like a ring's) and the sweeps of the others are saved.
+	// chains, so when a rank has at most lanes chains (a queue each way, as in a ring) the first
+	// block answers the questions whose paths pass that rank, and the next blocks sweep only the
+	// window of the few left (in the ring allreduce at 256 ranks, 510 of 195,584).
 	var chains []chain
 	for _, k := range sep {
 		span := r.g.Rank[k]
