@@ -35,3 +35,9 @@ func HBReach(g *ir.Graph, pairs [][2]int32) (fast, plain []bool) {
 	}
 	return fast, plain
 }
+
+// HBDrained returns the positions of g's events in its two drained orders (drain.go).
+func HBDrained(g *ir.Graph) [2][]int32 {
+	h := newHB(g, true)
+	return [2][]int32{h.drained(false, make([]int32, h.n)), h.drained(true, make([]int32, h.n))}
+}

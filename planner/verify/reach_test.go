@@ -36,9 +36,23 @@ func checkReach(t *testing.T, g *ir.Graph, seed uint64, what string) {
 		}
 	}
 	fast, plain := verify.HBReach(g, pairs)
+	drained := verify.HBDrained(g)
+	for _, pos := range drained {
+		seen := make([]bool, n)
+		for _, p := range pos {
+			require.False(t, seen[p], "%s: a drained order places two events at %d", what, p)
+			seen[p] = true
+		}
+	}
 	for i, p := range pairs {
 		if fast[i] != plain[i] {
 			t.Fatalf("%s: event %d happens before event %d: oracle says %v, search says %v", what, p[0], p[1], fast[i], plain[i])
+		}
+		// The drained orders answer "no" for the RNR lint: they must keep every ordered pair.
+		for k, pos := range drained {
+			if plain[i] && pos[p[1]] < pos[p[0]] {
+				t.Fatalf("%s: event %d happens before event %d, but drained order %d puts it after", what, p[0], p[1], k)
+			}
 		}
 	}
 }

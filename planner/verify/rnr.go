@@ -32,11 +32,33 @@ func RNR(g *ir.Graph) diag.List {
 		return nil
 	}
 	// Is the gate over before the send starts? Then the receive is posted (or its gate at least
-	// passed) before the message leaves.
-	ordered := h.resolve(len(qs), func(i int) hbQuery { return hbQuery{x: endOf(qs[i].gate), y: startOf(qs[i].send)} })
+	// passed) before the message leaves. The drained orders answer most "no"s; the questions
+	// they leave open are answered exactly.
+	query := func(q gated) hbQuery { return hbQuery{x: endOf(q.gate), y: startOf(q.send)} }
+	unordered := make([]bool, len(qs))
+	pos := make([]int32, h.n)
+	for _, desc := range [2]bool{false, true} {
+		pos = h.drained(desc, pos)
+		for i, q := range qs {
+			if e := query(q); pos[e.y] < pos[e.x] || h.topo[e.y] < h.topo[e.x] {
+				unordered[i] = true
+			}
+		}
+	}
+	pos = nil
+	var open []int
+	for i := range qs {
+		if !unordered[i] {
+			open = append(open, i)
+		}
+	}
+	ordered := h.resolve(len(open), func(i int) hbQuery { return query(qs[open[i]]) })
+	for j, i := range open {
+		unordered[i] = !ordered[j]
+	}
 	var groups diag.Group
 	for i, q := range qs {
-		if ordered[i] {
+		if !unordered[i] {
 			continue
 		}
 		r, gt, s := &g.Ops[q.recv], &g.Ops[q.gate], &g.Ops[q.send]

@@ -1,0 +1,110 @@
+package verify
+
+import (
+	"container/heap"
+	"sort"
+
+	"github.com/coredag/coredag/ir"
+)
+
+// Quick "no" answers. Any topological order of the happens-before graph refutes x -> y when it
+// puts y before x. The order the graph was sorted in (breadth first) is one; drained orders are
+// two more, chosen to separate the events that questions between neighbouring ranks ask about:
+// each rank runs as far as it can before the next rank gets a turn, in rank order, round after
+// round until every event is placed, once with the ranks ascending and once descending. A rank
+// that runs ahead of a lower neighbour's send, or of a higher one's, then shows it.
+//
+// In the ring allreduce, where every receive gated by a reduction is asked whether the sender's
+// send waits for that reduction (RNR), the two drained orders answer all of the questions "no"
+// (none hold) with two linear passes; exact answers would take a separator search per level.
+
+// drained returns the positions of the events of h (event-numbered) in the order drained from
+// its ranks, ascending or descending, in place of the scratch pos (len h.n).
+func (h *hbGraph) drained(descending bool, pos []int32) []int32 {
+	g := h.g
+	// In degrees count down as events are placed; pos doubles as the in-degree array until an
+	// event is placed (a placed event's degree is never read again).
+	indeg := pos
+	clear(indeg)
+	for _, w := range h.succ {
+		indeg[w]++
+	}
+	ready := make([][]int32, g.Ranks)
+	rankOf := func(e int32) int {
+		op := ir.OpID(e / 3)
+		return sort.Search(g.Ranks, func(k int) bool { return g.Rank[k].EndOp > op })
+	}
+	// Turns are taken in (round, rank) order: a rank that gets work during its own round's turn,
+	// or after it, waits for the next round.
+	turns := &turnHeap{}
+	round := uint64(0)
+	key := func(k int) uint64 {
+		if descending {
+			k = g.Ranks - 1 - k
+		}
+		return uint64(k)
+	}
+	cur := uint64(0)
+	wake := func(k int) {
+		r := round
+		if key(k) <= cur {
+			r++
+		}
+		heap.Push(turns, r<<32|key(k))
+	}
+	for v := range h.n {
+		if indeg[v] == 0 {
+			k := rankOf(int32(v))
+			if len(ready[k]) == 0 {
+				heap.Push(turns, key(k))
+			}
+			ready[k] = append(ready[k], int32(v))
+		}
+	}
+	next := int32(0)
+	for turns.Len() > 0 {
+		t := heap.Pop(turns).(uint64)
+		round, cur = t>>32, t&(1<<32-1)
+		k := int(cur)
+		if descending {
+			k = g.Ranks - 1 - k
+		}
+		lo, hi := int32(startOf(g.Rank[k].FirstOp)), int32(startOf(g.Rank[k].EndOp))
+		for i := 0; i < len(ready[k]); i++ {
+			v := ready[k][i]
+			for _, w := range h.succs(v) {
+				indeg[w]--
+				if indeg[w] != 0 {
+					continue
+				}
+				if lo <= w && w < hi {
+					ready[k] = append(ready[k], w)
+					continue
+				}
+				j := rankOf(w)
+				if len(ready[j]) == 0 {
+					wake(j)
+				}
+				ready[j] = append(ready[j], w)
+			}
+			pos[v] = next // v's degree is not read again
+			next++
+		}
+		ready[k] = ready[k][:0]
+	}
+	return pos
+}
+
+// turnHeap is a min-heap of turns, (round << 32 | rank key).
+type turnHeap []uint64
+
+func (t turnHeap) Len() int           { return len(t) }
+func (t turnHeap) Less(i, j int) bool { return t[i] < t[j] }
+func (t turnHeap) Swap(i, j int)      { t[i], t[j] = t[j], t[i] }
+func (t *turnHeap) Push(x any)        { *t = append(*t, x.(uint64)) }
+func (t *turnHeap) Pop() any {
+	old := *t
+	x := old[len(old)-1]
+	*t = old[:len(old)-1]
+	return x
+}
