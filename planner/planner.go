@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
@@ -75,11 +76,19 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 	if err != nil {
 		return nil, err
 	}
-	errs, order := verify.CheckOrder(g)
+	errs, order := verify.CheckDeadlocks(g)
 	if len(errs) > 0 {
 		return g, errs.Err()
 	}
-	return g, prove.Check(g, order).Err()
+	// The race search and the proof of the postconditions both read the Graph and the order
+	// only: they run side by side, and the proof counts only when there is no race.
+	races := make(chan diag.List, 1)
+	go func() { races <- order.Races() }()
+	proved := prove.Check(g, order)
+	if errs := <-races; len(errs) > 0 {
+		return g, errs.Err()
+	}
+	return g, proved.Err()
 }
 
 // Compile lowers a checked Graph for a target into a Plan (lower.Compile).

@@ -76,8 +76,7 @@ func (c *checkCmd) Run(e *env) error {
 			if c.ExplainRaces && l.graph != nil {
 				c.explain(e, l, &r)
 			}
-		} else if c.checkTarget(e, l, target, &r) {
-			c.lintRNR(e, l, &r)
+		} else if c.checkPassed(e, l, target, &r) {
 			r.Ranks, r.Ops = l.graph.Ranks, len(l.graph.Ops)
 			if !c.JSON {
 				fits := ""
@@ -143,16 +142,20 @@ func (c *checkCmd) checkTarget(e *env, l *loaded, target ir.Target, r *checkRepo
 	return true
 }
 
-// lintRNR warns of receives that can be posted after their message arrives (verify.RNR).
-func (c *checkCmd) lintRNR(e *env, l *loaded, r *checkReport) {
-	lint := verify.RNR(l.graph)
-	if len(lint) == 0 {
-		return
+// checkPassed checks a plan that passed against the target's limits (checkTarget) and, beside
+// it, for receives that can be posted after their message arrives (verify.RNR, which reads the
+// Graph only: a warning); it reports whether the plan is within the limits.
+func (c *checkCmd) checkPassed(e *env, l *loaded, target ir.Target, r *checkReport) bool {
+	lint := make(chan diag.List, 1)
+	go func() { lint <- verify.RNR(l.graph) }()
+	ok := c.checkTarget(e, l, target, r)
+	if found := <-lint; ok && len(found) > 0 {
+		r.Warnings = append(r.Warnings, diagnosticsJSON(found)...)
+		if !c.JSON {
+			printPrefixed(e.stderr, l, found, "warning: ")
+		}
 	}
-	r.Warnings = append(r.Warnings, diagnosticsJSON(lint)...)
-	if !c.JSON {
-		printPrefixed(e.stderr, l, lint, "warning: ")
-	}
+	return ok
 }
 
 // explain suggests the orderings that would remove a plan's races.

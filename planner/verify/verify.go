@@ -30,6 +30,20 @@ func Check(g *ir.Graph) diag.List {
 // happens-before events (nil otherwise), for passes that replay the plan's effects in an order
 // every run agrees with (planner/prove).
 func CheckOrder(g *ir.Graph) (diag.List, *Order) {
+	errs, o := CheckDeadlocks(g)
+	if len(errs) > 0 {
+		return errs, nil
+	}
+	if errs = o.Races(); len(errs) > 0 {
+		return errs, nil
+	}
+	return nil, o
+}
+
+// CheckDeadlocks runs Check's first two steps. When they pass it returns the order of g's
+// events, on which Order.Races runs the third; a pass that needs only the order (prove) can run
+// beside it, its result to be used only if no race is found.
+func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	if len(g.Ops) == 0 {
 		return nil, &Order{}
 	}
@@ -37,20 +51,34 @@ func CheckOrder(g *ir.Graph) (diag.List, *Order) {
 	var h *hbGraph
 	if len(errs) == 0 {
 		errs, h = checkFIFO(g)
-		if len(errs) == 0 {
-			errs = raceErrors(g, h)
-		}
 	}
 	errs.Sort()
 	if len(errs) > 0 || h == nil || !h.acyclic {
 		return errs, nil
 	}
-	return nil, &Order{topo: h.topo}
+	return nil, &Order{g: g, topo: h.topo, h: h}
 }
 
 // Order numbers the events of every op (its start, the landing of its data, its end; DSL.md,
-// Dependencies) so that an event that happens before another has the smaller number.
-type Order struct{ topo []int32 }
+// Dependencies) so that an event that happens before another has the smaller number. Its
+// methods may be called while Races runs.
+type Order struct {
+	g    *ir.Graph
+	topo []int32
+	h    *hbGraph // the happens-before graph, until Races is done with it
+}
+
+// Races runs Check's third step, races under happens-before, sorted by position. It may be
+// called once.
+func (o *Order) Races() diag.List {
+	if o.h == nil {
+		return nil
+	}
+	errs := raceErrors(o.g, o.h)
+	o.h = nil
+	errs.Sort()
+	return errs
+}
 
 // Start is the position of op's start event.
 func (o *Order) Start(op ir.OpID) int32 { return o.topo[startOf(op)] }
