@@ -65,6 +65,21 @@ func (g *Group) Add(d *Diagnostic, kind string, ranks ...int) (first bool) {
 	return !ok
 }
 
+// AddLikewise records instances of d's mistake, already added, on ranks, with figures unlike
+// its first instance's: for a check whose message names the rank, which need not word the
+// instances on other ranks only to have them compared and dropped.
+func (g *Group) AddLikewise(d *Diagnostic, kind string, ranks ...int) {
+	gr := g.index[groupKey{code: d.Code, pos: d.Pos, kind: kind, related: relatedKey(d.Related)}]
+	if gr == nil {
+		panic("diag: AddLikewise before Add")
+	}
+	for _, r := range ranks {
+		if r != gr.lastElse {
+			gr.others, gr.lastElse = append(gr.others, r), r
+		}
+	}
+}
+
 // Len is the number of distinct mistakes recorded.
 func (g *Group) Len() int { return len(g.order) }
 

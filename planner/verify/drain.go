@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"container/heap"
 	"sort"
 
 	"github.com/coredag/coredag/ir"
@@ -50,20 +49,20 @@ func (h *hbGraph) drained(descending bool, pos []int32) []int32 {
 		if key(k) <= cur {
 			r++
 		}
-		heap.Push(turns, r<<32|key(k))
+		turns.push(r<<32 | key(k))
 	}
 	for v := range h.n {
 		if indeg[v] == 0 {
 			k := rankOf(int32(v))
 			if len(ready[k]) == 0 {
-				heap.Push(turns, key(k))
+				turns.push(key(k))
 			}
 			ready[k] = append(ready[k], int32(v))
 		}
 	}
 	next := int32(0)
-	for turns.Len() > 0 {
-		t := heap.Pop(turns).(uint64)
+	for len(*turns) > 0 {
+		t := turns.pop()
 		round, cur = t>>32, t&(1<<32-1)
 		k := int(cur)
 		if descending {
@@ -95,16 +94,42 @@ func (h *hbGraph) drained(descending bool, pos []int32) []int32 {
 	return pos
 }
 
-// turnHeap is a min-heap of turns, (round << 32 | rank key).
+// turnHeap is a binary min-heap of turns, (round << 32 | rank key).
 type turnHeap []uint64
 
-func (t turnHeap) Len() int           { return len(t) }
-func (t turnHeap) Less(i, j int) bool { return t[i] < t[j] }
-func (t turnHeap) Swap(i, j int)      { t[i], t[j] = t[j], t[i] }
-func (t *turnHeap) Push(x any)        { *t = append(*t, x.(uint64)) }
-func (t *turnHeap) Pop() any {
-	old := *t
-	x := old[len(old)-1]
-	*t = old[:len(old)-1]
+func (t *turnHeap) push(x uint64) {
+	h := append(*t, x)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if h[p] <= h[i] {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+	*t = h
+}
+
+func (t *turnHeap) pop() uint64 {
+	h := *t
+	x := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && h[c+1] < h[c] {
+			c++
+		}
+		if h[i] <= h[c] {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	*t = h
 	return x
 }

@@ -56,17 +56,38 @@ func RNR(g *ir.Graph) diag.List {
 	for j, i := range open {
 		unordered[i] = !ordered[j]
 	}
+	// One warning per recv statement, gate and send statement: the first instance is worded, the
+	// instances on other ranks only counted (their messages name their ranks).
+	type first struct {
+		q      gated
+		d      *diag.Diagnostic
+		others []int
+	}
+	var firsts []*first
+	byKey := map[[3]diag.Pos]*first{}
 	var groups diag.Group
+	const f = "recv %s on rank %d is posted only after %s (its `after`), which %s %s on rank %d does not wait for: the message can arrive before the receive is posted, and the sender's NIC retries (RNR) until it is (post the receive earlier, into a buffer nothing else uses then, or make %s wait for %s, e.g. through a message)"
 	for i, q := range qs {
 		if !unordered[i] {
 			continue
 		}
 		r, gt, s := &g.Ops[q.recv], &g.Ops[q.gate], &g.Ops[q.send]
-		const f = "recv %s on rank %d is posted only after %s (its `after`), which %s %s on rank %d does not wait for: the message can arrive before the receive is posted, and the sender's NIC retries (RNR) until it is (post the receive earlier, into a buffer nothing else uses then, or make %s wait for %s, e.g. through a message)"
+		key := [3]diag.Pos{r.Pos, gt.Pos, s.Pos}
+		if fi := byKey[key]; fi != nil && r.Rank != g.Ops[fi.q.recv].Rank {
+			fi.others = append(fi.others, r.Rank)
+			continue
+		}
 		d := diag.Errorf(diag.RNR, r.Pos, f, r.Name, r.Rank, gt.Name, s.Kind, s.Name, s.Rank, s.Name, gt.Name)
 		d.Relate(gt.Pos, fmt.Sprintf("%s %s on rank %d, the receive's gate", gt.Kind, gt.Name, gt.Rank))
 		d.Relate(s.Pos, fmt.Sprintf("%s %s on rank %d, whose message can arrive early", s.Kind, s.Name, s.Rank))
-		groups.Add(d, f, r.Rank)
+		if groups.Add(d, f, r.Rank) {
+			fi := &first{q: q, d: d}
+			byKey[key] = fi
+			firsts = append(firsts, fi)
+		}
+	}
+	for _, fi := range firsts {
+		groups.AddLikewise(fi.d, f, fi.others...)
 	}
 	list := groups.List(g.Ranks)
 	list.Sort()

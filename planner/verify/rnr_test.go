@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -69,4 +70,21 @@ func TestRNRPlans(t *testing.T) {
 	lint := RNR(ringGraph(t, 8))
 	require.Len(t, lint, 1, "%v", lint)
 	assert.Contains(t, lint[0].Msg, "recv rx[1] on rank 0 is posted only after red[0]")
+}
+
+// BenchmarkRNR is the RNR lint of the ring allreduce, where every gated receive warns (the
+// questions all answer "no"), at growing world sizes.
+func BenchmarkRNR(b *testing.B) {
+	for _, ranks := range []int64{64, 128, 256} {
+		g := ringGraph(b, ranks)
+		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if lint := RNR(g); len(lint) != 1 {
+					b.Fatal(lint)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/planop")
+		})
+	}
 }
