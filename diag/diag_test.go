@@ -172,6 +172,11 @@ func TestGroup(t *testing.T) {
 			g.Add(d("loop through 0 and 1"), kind, 0, 1)
 			g.Add(d("loop through 2 and 3"), kind, 2, 3)
 		}, []string{"loop through 0 and 1 (on ranks 0, 1; likewise on ranks 2, 3)"}},
+		{"likewise without wording", func(g *Group) {
+			first := d("index 10 is out of range")
+			g.Add(first, kind, 1)
+			g.AddLikewise(first, kind, 3, 3, 5, 1)
+		}, []string{"index 10 is out of range (on rank 1; likewise on ranks 3, 5)"}},
 		{"another check is another mistake", func(g *Group) {
 			g.Add(d("index 10 is out of range"), kind, 0)
 			g.Add(d("division by zero"), "division by zero", 1)
