@@ -64,7 +64,9 @@ func register(name, help string, new func() any) {
 }
 
 type cli struct {
-	Version kong.VersionFlag `help:"Print the version and exit."`
+	Version    kong.VersionFlag `help:"Print the version and exit."`
+	CPUProfile string           `name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile of the command to FILE (go tool pprof)."`
+	MemProfile string           `name:"memprofile" placeholder:"FILE" help:"Write a heap profile to FILE at the end of the command (go tool pprof)."`
 }
 
 const description = `coredag checks, compiles, runs and draws .dag plans: SPMD schedules of RDMA NIC
@@ -122,7 +124,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		}
 		return exitUsage
 	}
-	err = ctx.Run(&env{stdin: stdin, stdout: stdout, stderr: stderr})
+	stop, err := root.profiles()
+	if err == nil {
+		err = ctx.Run(&env{stdin: stdin, stdout: stdout, stderr: stderr})
+		if perr := stop(); err == nil {
+			err = perr
+		}
+	}
 	if err == nil {
 		return exitOK
 	}

@@ -249,3 +249,22 @@ func requireWellFormedXML(t *testing.T, data []byte) {
 		require.NoError(t, err, "not well-formed XML")
 	}
 }
+
+// --cpuprofile and --memprofile write pprof profiles (gzipped protocol buffers) of the command;
+// a profile that cannot be written is refused before the command runs.
+func TestProfiles(t *testing.T) {
+	dir := t.TempDir()
+	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
+	code, _, stderr := coredag(t, "", "check", "--cpuprofile", cpu, "--memprofile", mem, "-p", "ranks=16", "plans/ring_allreduce.dag")
+	require.Equal(t, 0, code, stderr)
+	for _, p := range []string{cpu, mem} {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		require.Greater(t, len(b), 2)
+		assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "%s is not gzipped", p)
+	}
+	code, stdout, stderr := coredag(t, "", "check", "--cpuprofile", filepath.Join(dir, "no", "cpu.prof"), "plans/ring_allreduce.dag")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout, "the command must not run")
+	assert.Contains(t, stderr, "does not exist")
+}
