@@ -41,3 +41,46 @@ func HBDrained(g *ir.Graph) [2][]int32 {
 	h := newHB(g, true)
 	return [2][]int32{h.drained(false, make([]int32, h.n)), h.drained(true, make([]int32, h.n))}
 }
+
+// RacesOn is Races with the (rank, buffer) groups swept by the given number of workers.
+func RacesOn(g *ir.Graph, workers int) []Race {
+	h := newHB(g, true)
+	if !h.acyclic {
+		return nil
+	}
+	return findRacesOn(g, h, workers)
+}
+
+// RacyBuffers lists, by brute force, the (rank, buffer) pairs of g with a race: two conflicting
+// accesses to a common element, neither of whose intervals ends before the other's starts.
+func RacyBuffers(g *ir.Graph) map[[2]int]bool {
+	h := newHB(g, true)
+	var all []access
+	for i := range g.Ops {
+		all = accesses(g, ir.OpID(i), all)
+	}
+	after := make(map[event][]bool)
+	before := func(x, y event) bool {
+		if after[x] == nil {
+			after[x] = h.forward(x)
+		}
+		return after[x][h.node(y)]
+	}
+	out := map[[2]int]bool{}
+	for i := range all {
+		for j := i + 1; j < len(all); j++ {
+			a, b := &all[i], &all[j]
+			if a.op == b.op || a.rank != b.rank || a.buf != b.buf || !a.conflicts(b) {
+				continue
+			}
+			sa, sb := a.slice(g), b.slice(g)
+			if sa.Off >= sb.Off+sb.Len || sb.Off >= sa.Off+sa.Len {
+				continue
+			}
+			if !before(a.to, b.from) && !before(b.to, a.from) {
+				out[[2]int{int(a.rank), int(a.buf)}] = true
+			}
+		}
+	}
+	return out
+}

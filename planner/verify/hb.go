@@ -61,9 +61,12 @@ type hbGraph struct {
 	acyclic bool
 	topo    []int32
 	byPos   bool
+}
 
-	// Scratch for bounded searches: an event is visited in the current search when
-	// stamp[e] == epoch, so no clearing between searches. Allocated by the first search.
+// search is the scratch of bounded searches (reach), one per goroutine searching: an event is
+// visited in the current search when stamp[e] == epoch, so no clearing between searches.
+// Allocated by the first search.
+type search struct {
 	stamp []uint32
 	epoch uint32
 	stack []int32
@@ -173,7 +176,6 @@ func (h *hbGraph) renumber() {
 	if h.byPos {
 		return
 	}
-	h.dropSearch()
 	topo := h.topo
 	start := make([]int32, h.n+1)
 	for v := range h.n {
@@ -202,10 +204,11 @@ const (
 	reachUnknown // the search gave up; resolve answers it exactly (reach.go)
 )
 
-// reach reports whether event x happens before or at event y, visiting at most budget events.
-// Only events whose topological index lies between x's and y's can be on a path, which keeps
-// searches between nearby events short. It searches the event-numbered graph (before renumber).
-func (h *hbGraph) reach(x, y event, budget int) reachResult {
+// reach reports whether event x happens before or at event y, visiting at most budget events,
+// with the scratch s. Only events whose topological index lies between x's and y's can be on a
+// path, which keeps searches between nearby events short. It searches the event-numbered graph
+// (before renumber).
+func (h *hbGraph) reach(s *search, x, y event, budget int) reachResult {
 	if x == y {
 		return reachYes
 	}
@@ -217,42 +220,40 @@ func (h *hbGraph) reach(x, y event, budget int) reachResult {
 	if h.byPos {
 		panic("verify: reach after renumber")
 	}
-	if h.stamp == nil {
-		h.stamp = make([]uint32, h.n)
+	if s.stamp == nil {
+		s.stamp = make([]uint32, h.n)
 	}
-	h.epoch++
-	if h.epoch == 0 { // wrapped: forget all stamps
-		clear(h.stamp)
-		h.epoch = 1
+	s.epoch++
+	if s.epoch == 0 { // wrapped: forget all stamps
+		clear(s.stamp)
+		s.epoch = 1
 	}
-	stack := append(h.stack[:0], int32(x))
-	h.stamp[x] = h.epoch
+	stamp, epoch := s.stamp, s.epoch
+	stack := append(s.stack[:0], int32(x))
+	stamp[x] = epoch
 	visited := 0
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		for _, w := range h.succs(v) {
 			if w == int32(y) {
-				h.stack = stack
+				s.stack = stack
 				return reachYes
 			}
-			if topo[w] < ty && h.stamp[w] != h.epoch {
-				h.stamp[w] = h.epoch
+			if topo[w] < ty && stamp[w] != epoch {
+				stamp[w] = epoch
 				stack = append(stack, w)
 				visited++
 				if visited > budget {
-					h.stack = stack
+					s.stack = stack
 					return reachUnknown
 				}
 			}
 		}
 	}
-	h.stack = stack
+	s.stack = stack
 	return reachNo
 }
-
-// dropSearch frees the scratch of reach; the next search allocates it again.
-func (h *hbGraph) dropSearch() { h.stamp, h.stack, h.epoch = nil, nil, 0 }
 
 // hbQuery is a deferred reachability question: does event x happen before or at event y?
 type hbQuery struct {

@@ -2,8 +2,10 @@ package verify
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
@@ -211,16 +213,26 @@ const (
 // since it (each as an antichain). A new access is checked only against that state: if all
 // checks pass, every earlier conflicting access is ordered before it by transitivity, so the
 // sweep finds a race on every segment that has one while asking few reachability questions.
+// The (rank, buffer) groups are independent: runs of them are swept on all CPUs (sweeper), and
+// what they find is put together in group order, so the result does not depend on the CPUs.
 type raceFinder struct {
 	g   *ir.Graph
 	h   *hbGraph
 	acc []access // the sweep's accesses, dropped before the deferred queries are answered
 
+	found map[[2]int32]bool
+	races [][2]int32 // refs of racing access pairs, in the order found
+}
+
+// sweeper sweeps a run of (rank, buffer) groups with its own search scratch.
+type sweeper struct {
+	f        *raceFinder
+	s        search
 	deferred [][]deferredQuery // in chunks of deferChunk, so that growing copies nothing
 	ndefer   int
 	found    map[[2]int32]bool
-	races    [][2]int32 // refs of racing access pairs, in the order found
-	checked  []int32    // earlier accesses already checked against the current one
+	races    [][2]int32
+	checked  []int32 // earlier accesses already checked against the current one
 }
 
 // deferredQuery is a check that reach gave up on: does access p end before access a starts
@@ -234,8 +246,8 @@ type deferredQuery struct {
 const deferChunk = 1 << 14
 
 // deferredAt returns deferred query i.
-func (f *raceFinder) deferredAt(i int) *deferredQuery {
-	return &f.deferred[i/deferChunk][i%deferChunk]
+func (w *sweeper) deferredAt(i int) *deferredQuery {
+	return &w.deferred[i/deferChunk][i%deferChunk]
 }
 
 type segState struct {
@@ -244,28 +256,55 @@ type segState struct {
 	adds  []int32
 }
 
-func findRaces(g *ir.Graph, h *hbGraph) []Race {
+// minShard is the fewest accesses worth a sweeper of their own.
+const minShard = 1 << 15
+
+func findRaces(g *ir.Graph, h *hbGraph) []Race { return findRacesOn(g, h, 0) }
+
+// findRacesOn is findRaces with at most workers sweepers (0: one per CPU, for runs of at least
+// minShard accesses).
+func findRacesOn(g *ir.Graph, h *hbGraph, workers int) []Race {
 	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}}
-	f.sweep()
+	sw := f.sweep(workers)
 	// The sweep's accesses and search scratch are not needed to answer the deferred queries,
 	// which builds large indexes of its own: only the refs of the pairs are kept.
 	f.acc = nil
-	f.h.dropSearch()
-	ans := f.h.resolve(f.ndefer, func(i int) hbQuery {
-		d := f.deferredAt(i)
+	n := 0
+	for _, w := range sw {
+		w.s = search{}
+		for _, k := range w.races {
+			f.race(k[0], k[1])
+		}
+		n += w.ndefer
+	}
+	// Deferred query i is sweeper w's i - base, for the w whose queries start at base <= i.
+	w, base := 0, 0
+	at := func(i int) *deferredQuery {
+		if i < base {
+			w, base = 0, 0
+		}
+		for i-base >= sw[w].ndefer {
+			base += sw[w].ndefer
+			w++
+		}
+		return sw[w].deferredAt(i - base)
+	}
+	ans := f.h.resolve(n, func(i int) hbQuery {
+		d := at(i)
 		return hbQuery{x: d.x, y: d.y}
 	})
 	for i, ok := range ans {
 		if !ok {
-			d := f.deferredAt(i)
+			d := at(i)
 			f.race(d.p, d.a)
 		}
 	}
 	return f.collect()
 }
 
-// sweep collects the accesses and sweeps them, (rank, buffer) by (rank, buffer).
-func (f *raceFinder) sweep() {
+// sweep collects the accesses and sweeps them, (rank, buffer) by (rank, buffer), in runs of
+// groups, one per worker. It returns the sweepers in the order of their runs.
+func (f *raceFinder) sweep(workers int) []*sweeper {
 	g := f.g
 	n := 0
 	var one []access
@@ -278,12 +317,45 @@ func (f *raceFinder) sweep() {
 		f.acc = accesses(g, ir.OpID(i), f.acc)
 	}
 	byGroup := f.sortAccesses()
+	if workers == 0 {
+		workers = max(1, min(runtime.GOMAXPROCS(0), len(f.acc)/minShard))
+	}
+	workers = min(workers, max(len(byGroup), 1))
+	var runs [][][]int32
+	for lo, done := 0, 0; lo < len(byGroup); {
+		// The next run takes groups until it holds its share of the accesses left.
+		share := (len(f.acc) - done) / (workers - len(runs))
+		hi, size := lo, 0
+		for hi < len(byGroup) && (size < share || hi == lo) {
+			size += len(byGroup[hi])
+			hi++
+		}
+		if len(runs) == workers-1 {
+			hi = len(byGroup)
+		}
+		runs = append(runs, byGroup[lo:hi])
+		lo = hi
+		done += size
+	}
+	sw := make([]*sweeper, len(runs))
+	var wg sync.WaitGroup
+	for i, run := range runs {
+		sw[i] = &sweeper{f: f, found: map[[2]int32]bool{}}
+		wg.Go(func() { sw[i].sweep(run) })
+	}
+	wg.Wait()
+	return sw
+}
+
+// sweep sweeps the given (rank, buffer) groups.
+func (w *sweeper) sweep(groups [][]int32) {
+	g, acc := w.f.g, w.f.acc
 	var states []segState
 	var bounds []int64
-	for _, grp := range byGroup {
+	for _, grp := range groups {
 		bounds = bounds[:0]
 		for _, a := range grp {
-			s := f.acc[a].slice(g)
+			s := acc[a].slice(g)
 			bounds = append(bounds, s.Off, s.Off+s.Len)
 		}
 		slices.Sort(bounds)
@@ -296,12 +368,12 @@ func (f *raceFinder) sweep() {
 			states[s] = segState{last: -1, reads: states[s].reads[:0], adds: states[s].adds[:0]}
 		}
 		for _, a := range grp {
-			s := f.acc[a].slice(g)
+			s := acc[a].slice(g)
 			lo, _ := slices.BinarySearch(bounds, s.Off)
 			hi, _ := slices.BinarySearch(bounds, s.Off+s.Len)
-			f.checked = f.checked[:0]
+			w.checked = w.checked[:0]
 			for s := lo; s < hi; s++ {
-				f.visit(&states[s], a)
+				w.visit(&states[s], a)
 			}
 		}
 	}
@@ -352,19 +424,19 @@ func (f *raceFinder) sortAccesses() [][]int32 {
 }
 
 // visit applies access a to the state of one segment.
-func (f *raceFinder) visit(st *segState, a int32) {
-	ac := &f.acc[a]
+func (w *sweeper) visit(st *segState, a int32) {
+	ac := &w.f.acc[a]
 	if st.last >= 0 {
-		f.check(st.last, a)
+		w.check(st.last, a)
 	}
 	if ac.kind != AccessRead {
 		for _, r := range st.reads {
-			f.check(r, a)
+			w.check(r, a)
 		}
 	}
 	if ac.kind != AccessAdd {
 		for _, r := range st.adds {
-			f.check(r, a)
+			w.check(r, a)
 		}
 	}
 	switch ac.kind {
@@ -373,22 +445,23 @@ func (f *raceFinder) visit(st *segState, a int32) {
 		st.reads = st.reads[:0]
 		st.adds = st.adds[:0]
 	case AccessRead:
-		st.reads = f.insert(st.reads, a)
+		st.reads = w.insert(st.reads, a)
 	case AccessAdd:
-		st.adds = f.insert(st.adds, a)
+		st.adds = w.insert(st.adds, a)
 	}
 }
 
 // insert adds a to an antichain, dropping the members that happen before it (a later conflicting
 // access ordered after a is then ordered after them too).
-func (f *raceFinder) insert(set []int32, a int32) []int32 {
-	from := f.acc[a].from
+func (w *sweeper) insert(set []int32, a int32) []int32 {
+	acc := w.f.acc
+	from := acc[a].from
 	out := set[:0]
 	for _, r := range set {
 		if r == a {
 			return set
 		}
-		if f.h.reach(f.acc[r].to, from, pruneBudget) != reachYes {
+		if w.f.h.reach(&w.s, acc[r].to, from, pruneBudget) != reachYes {
 			out = append(out, r)
 		}
 	}
@@ -396,27 +469,30 @@ func (f *raceFinder) insert(set []int32, a int32) []int32 {
 }
 
 // check asks whether earlier access p is ordered before a, recording a race or a deferred query.
-func (f *raceFinder) check(p, a int32) {
-	pa, aa := &f.acc[p], &f.acc[a]
+func (w *sweeper) check(p, a int32) {
+	pa, aa := &w.f.acc[p], &w.f.acc[a]
 	if pa.op == aa.op || !pa.conflicts(aa) {
 		return
 	}
-	for _, c := range f.checked {
+	for _, c := range w.checked {
 		if c == p {
 			return
 		}
 	}
-	f.checked = append(f.checked, p)
-	switch f.h.reach(pa.to, aa.from, checkBudget) {
+	w.checked = append(w.checked, p)
+	switch w.f.h.reach(&w.s, pa.to, aa.from, checkBudget) {
 	case reachNo:
-		f.race(pa.ref(), aa.ref())
-	case reachUnknown:
-		if f.ndefer%deferChunk == 0 {
-			f.deferred = append(f.deferred, make([]deferredQuery, 0, deferChunk))
+		if k := [2]int32{pa.ref(), aa.ref()}; !w.found[k] {
+			w.found[k] = true
+			w.races = append(w.races, k)
 		}
-		last := &f.deferred[len(f.deferred)-1]
+	case reachUnknown:
+		if w.ndefer%deferChunk == 0 {
+			w.deferred = append(w.deferred, make([]deferredQuery, 0, deferChunk))
+		}
+		last := &w.deferred[len(w.deferred)-1]
 		*last = append(*last, deferredQuery{x: pa.to, y: aa.from, p: pa.ref(), a: aa.ref()})
-		f.ndefer++
+		w.ndefer++
 	}
 }
 

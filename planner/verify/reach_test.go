@@ -90,3 +90,49 @@ func TestReachPlans(t *testing.T) {
 		}
 	}
 }
+
+// The race sweep gives the same races, in the same order, whatever the number of workers
+// sweeping its (rank, buffer) groups: on random graphs (many of which race) and on the plans.
+func TestRacesWorkers(t *testing.T) {
+	var graphs []*ir.Graph
+	// Long graphs, so that some checks outrun the bounded search and are answered exactly.
+	cfg := randgraph.Config{MinRanks: 3, MaxRanks: 10, MaxSteps: 240, MaxPreds: 1}
+	for k := range uint64(60) {
+		g := randgraph.New(20261124+k, cfg)
+		// randgraph's graphs are race-free; without every other `after` most of them race.
+		var kept []ir.Edge
+		for i, e := range g.Edges {
+			if i%2 == 0 {
+				kept = append(kept, e)
+			}
+		}
+		graphs = append(graphs, g, g.WithEdges(kept))
+	}
+	for _, name := range []string{"ring_allreduce", "pairwise_alltoall", "recursive_doubling_allreduce"} {
+		path := "../../plans/" + name + ".dag"
+		src, err := os.ReadFile(path)
+		require.NoError(t, err)
+		f, err := dsl.Parse(path, src)
+		require.NoError(t, err)
+		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 8})
+		require.NoError(t, err)
+		graphs = append(graphs, g)
+	}
+	racy := 0
+	for i, g := range graphs {
+		one := verify.RacesOn(g, 1)
+		if len(one) > 0 {
+			racy++
+		}
+		// Every (rank, buffer) with a race reports one, and no other.
+		got := map[[2]int]bool{}
+		for _, r := range one {
+			got[[2]int{r.Rank(), int(r.Buf())}] = true
+		}
+		require.Equal(t, verify.RacyBuffers(g), got, "graph %d", i)
+		for _, w := range []int{2, 3, 5} {
+			require.Equal(t, one, verify.RacesOn(g, w), "graph %d, %d workers", i, w)
+		}
+	}
+	require.Greater(t, racy, 5, "too few random graphs race to test the merge")
+}
