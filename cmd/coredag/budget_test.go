@@ -124,7 +124,7 @@ func TestRunBudgetBuffers(t *testing.T) {
 
 	code, out, _ = capped(t, "", nil, "run", "--mem", "1GiB", "-p", "n=64MiB", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, out)
-	assert.Equal(t, "plans/ring_allreduce.dag:20:8: buffers need 10 GiB in this process (4 ranks × 1.25 GiB registered with softnic, plus 5 GiB for the reference copy); "+
+	assert.Equal(t, "plans/ring_allreduce.dag:22:8: buffers need 10 GiB in this process (4 ranks × 1.25 GiB registered with softnic, plus 5 GiB for the reference copy); "+
 		"the largest, data, takes 1 GiB per rank; the memory budget is 1 GiB (set with --mem): lower the buffer sizes or the rank count (-p)", firstLine(out))
 
 	code, out, _ = capped(t, "", nil, "run", "--mem", "1GiB", "-p", "n=4MiB", "--dump", "data", "plans/ring_allreduce.dag")
@@ -142,7 +142,7 @@ func TestRunDefaultBudget(t *testing.T) {
 
 	code, out, _ = capped(t, "", nil, "run", "--mem", "1KiB", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitFail, code, out)
-	assert.Equal(t, "plans/ring_allreduce.dag:25:1: the plan has more than 1 ops over all its ranks (this loop alone makes at least 9): "+
+	assert.Equal(t, "plans/ring_allreduce.dag:27:1: the plan has more than 1 ops over all its ranks (this loop alone makes at least 9): "+
 		"a plan takes about 2 KiB per op to check, compile and run, and the memory budget is 1 KiB (set with --mem)", firstLine(out))
 
 	code, out, _ = capped(t, "", []string{"COREDAG_MEM=1MiB"}, "run", "-p", "n=64KiB", "plans/ring_allreduce.dag")

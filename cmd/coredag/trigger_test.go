@@ -205,7 +205,7 @@ func TestCheckTarget(t *testing.T) {
 	require.Len(t, rs[0].Diagnostics, 1)
 	d := rs[0].Diagnostics[0]
 	assert.Equal(t, "target", string(d.Code))
-	assert.Equal(t, [2]int{29, 6}, [2]int{d.Line, d.Col})
+	assert.Equal(t, [2]int{31, 6}, [2]int{d.Line, d.Col})
 	assert.Contains(t, d.Message, "only at threshold 0")
 	assert.True(t, rs[1].OK)
 	assert.Equal(t, "triggered-cxi", rs[1].Target)

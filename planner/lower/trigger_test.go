@@ -63,7 +63,7 @@ func TestTriggeredCXIRefusesHeldRecv(t *testing.T) {
 	require.NoError(t, err)
 	_, err = lower.Compile(g, tg)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "ring_allreduce.dag:29:")
+	assert.Contains(t, err.Error(), "ring_allreduce.dag:31:")
 	assert.Contains(t, err.Error(), "only at threshold 0")
 }
 
@@ -112,6 +112,6 @@ func TestTriggeredCounterLimit(t *testing.T) {
 	prof.MaxCounter = 5
 	_, err = lower.Compile(g, tg)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "ring_allreduce.dag:22:7: counter right.sq.scnt passes 5 in the first iteration, the largest value target triggered's counters hold (profile figure MaxCounter)")
+	assert.Contains(t, err.Error(), "ring_allreduce.dag:24:7: counter right.sq.scnt passes 5 in the first iteration, the largest value target triggered's counters hold (profile figure MaxCounter)")
 	assert.NotContains(t, err.Error(), "on rank")
 }

@@ -26,9 +26,9 @@ var harmlessDeletions = map[string]string{
 	"dissemination_barrier.dag:25:45 -> 25": "no memory: done is a nop",
 	// Each put[s] writes a distinct block of a distinct peer's dst and reads src, which nobody
 	// writes: the edge is flow control (one message in flight per rank), not a data dependency.
-	"pairwise_alltoall.dag:31:27 -> 29": "flow control only: blocks written are disjoint and src is read-only",
+	"pairwise_alltoall.dag:35:27 -> 33": "flow control only: blocks written are disjoint and src is read-only",
 	// done is a nop that marks the end of the gather; it touches no memory.
-	"read_gather.dag:30:16 -> 22": "done is a nop with no accesses",
+	"read_gather.dag:31:16 -> 23": "done is a nop with no accesses",
 }
 
 // clauseEdges groups a Graph's edges by source-level edge: the reference (Edge.Pos) and the
