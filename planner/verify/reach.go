@@ -385,6 +385,11 @@ type chain struct {
 // It works in topological positions rather than events, so that the sweeps read memory in order.
 // The in labels and the out labels share one array: the in labels the questions need are copied
 // aside (yin) before the out labels overwrite them.
+//
+// A question one of whose events is on a chain of the separator (the start or end of an op on
+// one of its queues) needs only that chain: a path to y ends on y's chain, one from x starts on
+// x's. So it is asked only with the block of its chain, and a rank of many queues (a root that
+// talks to every other rank) costs a sweep per block, not a pass over every question per block.
 func (r *sepReach) certify(c component, sep []int32) {
 	ts, whole := r.positions(c.ranks)
 	if !whole {
@@ -397,32 +402,50 @@ func (r *sepReach) certify(c component, sep []int32) {
 	// block answers the questions whose paths pass that rank, and the next blocks sweep only the
 	// window of the few left (in the ring allreduce at 256 ranks, 510 of 195,584).
 	var chains []chain
+	chainOf := map[chainKey]int{}
 	for _, k := range sep {
 		span := r.g.Rank[k]
-		for _, ev := range [2]func(ir.OpID) event{startOf, endOf} {
+		for phase, ev := range [2]func(ir.OpID) event{startOf, endOf} {
 			for qi := span.FirstQueue; qi < span.EndQueue; qi++ {
 				q := &r.g.Queues[qi]
-				for _, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
+				for recv, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
 					if len(side) > 0 {
+						chainOf[chainKey{qi, recv == 1, phase == 1}] = len(chains)
 						chains = append(chains, chain{side, ev})
 					}
 				}
 			}
 		}
 	}
-	topo := r.h.topo
-	for lo := 0; lo < len(chains); lo += lanes {
-		block := chains[lo:min(lo+lanes, len(chains))]
-		// Only the window from the first x to the last y of the open questions is swept: a
-		// path x -> c_i -> c_j -> y (i <= j) lies between x and y in topological order.
-		first, last := int32(math.MaxInt32), int32(-1)
-		for _, s := range c.subs {
-			if !r.ans[s.q] {
-				first, last = min(first, topo[s.x]), max(last, topo[s.y])
-			}
+	nblocks := (len(chains) + lanes - 1) / lanes
+	var general []int32                // questions every block may answer
+	pinned := make([][]int32, nblocks) // questions only one block can answer
+	for i, s := range c.subs {
+		if r.ans[s.q] {
+			continue
 		}
-		if first > last { // nothing open
-			break
+		if ch, ok := r.onChain(s.y, chainOf); ok {
+			pinned[ch/lanes] = append(pinned[ch/lanes], int32(i))
+		} else if ch, ok := r.onChain(s.x, chainOf); ok {
+			pinned[ch/lanes] = append(pinned[ch/lanes], int32(i))
+		} else {
+			general = append(general, int32(i))
+		}
+	}
+	topo := r.h.topo
+	var ask []int32
+	for b := range nblocks {
+		block := chains[b*lanes : min(b*lanes+lanes, len(chains))]
+		ask = append(append(ask[:0], general...), pinned[b]...)
+		if len(ask) == 0 {
+			continue
+		}
+		// Only the window from the first x to the last y of the questions is swept: a path
+		// x -> c_i -> c_j -> y (i <= j) lies between x and y in topological order.
+		first, last := int32(math.MaxInt32), int32(-1)
+		for _, i := range ask {
+			s := &c.subs[i]
+			first, last = min(first, topo[s.x]), max(last, topo[s.y])
 		}
 		tw := ts
 		if !whole {
@@ -432,41 +455,58 @@ func (r *sepReach) certify(c component, sep []int32) {
 		}
 		w := window{ts: tw, whole: whole, first: first, last: last}
 		r.labelIn(w, block)
-		if need := lanes * len(c.subs); cap(r.yin) < need {
+		if need := lanes * len(ask); cap(r.yin) < need {
 			r.yin = make([]int32, need)
 		}
-		yin := r.yin[:lanes*len(c.subs)]
-		for i, s := range c.subs {
-			if !r.ans[s.q] {
-				ty := topo[s.y] * lanes
-				copy(yin[i*lanes:i*lanes+lanes], r.label[ty:ty+lanes])
-			}
+		yin := r.yin[:lanes*len(ask)]
+		for j, i := range ask {
+			ty := topo[c.subs[i].y] * lanes
+			copy(yin[j*lanes:j*lanes+lanes], r.label[ty:ty+lanes])
 		}
 		r.labelOut(w, block)
-		open := false
-		for i, s := range c.subs {
-			if r.ans[s.q] {
-				continue
-			}
+		for j, i := range ask {
+			s := &c.subs[i]
 			tx := topo[s.x] * lanes
-			x, y := r.label[tx:tx+lanes], yin[i*lanes:i*lanes+lanes]
+			x, y := r.label[tx:tx+lanes], yin[j*lanes:j*lanes+lanes]
 			for l := range block {
 				if x[l] <= y[l] {
 					r.ans[s.q] = true
 					break
 				}
 			}
-			open = open || !r.ans[s.q]
 		}
-		if !open {
-			break
+		open := general[:0]
+		for _, i := range general {
+			if !r.ans[c.subs[i].q] {
+				open = append(open, i)
+			}
 		}
+		general = open
 	}
 	if !whole {
 		for _, t := range ts {
 			r.member[t] = false
 		}
 	}
+}
+
+// chainKey names a chain of a separator rank: the starts or the ends of one side of a queue.
+type chainKey struct {
+	queue     ir.QueueID
+	recv, end bool
+}
+
+// onChain returns the index of the separator chain event e is on, if any.
+func (r *sepReach) onChain(e event, chainOf map[chainKey]int) (int, bool) {
+	if e.phase() == evLand {
+		return 0, false
+	}
+	op := &r.g.Ops[e.op()]
+	if op.Queue == ir.None {
+		return 0, false
+	}
+	ch, ok := chainOf[chainKey{op.Queue, op.Kind.IsRecvSide(), e.phase() == evEnd}]
+	return ch, ok
 }
 
 // window is the topological positions a pair of sweeps works on: ts (in order), or every

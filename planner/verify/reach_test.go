@@ -75,7 +75,7 @@ func TestReachRandomGraphs(t *testing.T) {
 // The plans whose ranks talk along a ring, a chain or a tree, where the oracle goes through
 // separators rather than falling back.
 func TestReachPlans(t *testing.T) {
-	for _, name := range []string{"ring_allreduce", "ring_allgather", "pipeline_chain", "binomial_reduce", "recursive_doubling_allreduce"} {
+	for _, name := range []string{"ring_allreduce", "ring_allgather", "pipeline_chain", "binomial_reduce", "recursive_doubling_allreduce", "atomic_fanin", "notify_scatter"} {
 		for _, ranks := range []int64{5, 8} {
 			path := "../../plans/" + name + ".dag"
 			src, err := os.ReadFile(path)
