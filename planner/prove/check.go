@@ -97,7 +97,7 @@ func (s *State) check(e *ir.Expect) *diag.Diagnostic {
 		for _, x := range wants {
 			got = s.mem.get(got[:0], r, e.Dst, x.lo, x.hi, 0)
 			for _, y := range got {
-				if y.sh == x.sh && y.shift == x.shift {
+				if y.shift == x.shift && s.sh.equal(y.sh, x.sh) {
 					continue
 				}
 				if w == nil {

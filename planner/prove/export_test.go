@@ -1,9 +1,9 @@
 package prove
 
-// Size is how large the proof's state grew: shapes interned and runs of memory at the end.
+// Size is how large the proof's state grew: shapes made and runs of memory at the end.
 func (s *State) Size() (shapes, runs int) {
-	for _, l := range s.mem.bufs {
-		runs += len(l)
+	for i := range s.mem.bufs {
+		runs += s.mem.bufs[i].len()
 	}
 	return len(s.sh.list), runs
 }
