@@ -84,15 +84,19 @@ type memory struct {
 	sh   *shapes
 	nbuf int
 	bufs []segList // rank*nbuf + buf
+	init []int32   // rank*nbuf + buf: the shape of element 0 of the buffer's initial contents
 	run  []seg     // scratch of put
 }
 
 func newMemory(g *ir.Graph, sh *shapes) *memory {
-	m := &memory{sh: sh, nbuf: len(g.Buffers), bufs: make([]segList, g.Ranks*len(g.Buffers))}
+	n := g.Ranks * len(g.Buffers)
+	m := &memory{sh: sh, nbuf: len(g.Buffers), bufs: make([]segList, n), init: make([]int32, n)}
 	for r := 0; r < g.Ranks; r++ {
 		for b := range g.Buffers {
+			k := r*m.nbuf + b
 			id, shift := sh.one(atom{kind: atomInit, rank: int32(r), buf: ir.BufID(b)})
-			m.bufs[r*m.nbuf+b] = segList{s: []seg{{lo: 0, hi: g.Buffers[b].Count, sh: id, shift: shift, by: ir.None}}, gap: 1}
+			m.init[k] = id
+			m.bufs[k] = segList{s: []seg{{lo: 0, hi: g.Buffers[b].Count, sh: id, shift: shift, by: ir.None}}, gap: 1}
 		}
 	}
 	return m

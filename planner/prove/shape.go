@@ -87,9 +87,10 @@ type shapes struct {
 	cuts  []int32 // scratch for merge
 }
 
-// newShapes makes a table for about n shapes.
+// newShapes makes a table for about n shapes, of up to 2 terms each (a sum over a range of ranks
+// that wraps around is 2).
 func newShapes(n int) *shapes {
-	return &shapes{list: make([]shape, 0, n), terms: make([]term, 0, n)}
+	return &shapes{list: make([]shape, 0, n), terms: make([]term, 0, 2*n)}
 }
 
 // termsOf returns the terms of shape id (valid until the next shape is made).
