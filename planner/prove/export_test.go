@@ -7,3 +7,6 @@ func (s *State) Size() (shapes, runs int) {
 	}
 	return len(s.sh.list), runs
 }
+
+// Moves is how many writes the proof made to memory and how many segments they moved.
+func (s *State) Moves() (puts, moved int) { return s.mem.puts, s.mem.moved }

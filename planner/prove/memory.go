@@ -57,13 +57,14 @@ func (l *segList) find(off int64) int {
 	return l.gap + lo + sort.Search(hi-lo, func(i int) bool { return high[lo+i].hi > off })
 }
 
-// replace replaces segments [i, j) of the list with v.
-func (l *segList) replace(i, j int, v []seg) {
+// replace replaces segments [i, j) of the list with v and returns how many segments it moved
+// to get there (not counting a growth of the list).
+func (l *segList) replace(i, j int, v []seg) (moved int) {
 	// Move the gap to j: segments [i, j) end where it starts.
 	if j < l.gap {
-		copy(l.s[j+l.free:], l.s[j:l.gap])
+		moved = copy(l.s[j+l.free:], l.s[j:l.gap])
 	} else {
-		copy(l.s[l.gap:], l.s[l.gap+l.free:j+l.free])
+		moved = copy(l.s[l.gap:], l.s[l.gap+l.free:j+l.free])
 	}
 	l.gap, l.free = i, l.free+j-i // drop [i, j)
 	if l.free < len(v) {
@@ -77,6 +78,7 @@ func (l *segList) replace(i, j int, v []seg) {
 	copy(l.s[l.gap:], v)
 	l.gap += len(v)
 	l.free -= len(v)
+	return moved
 }
 
 // memory is every rank's buffers as sorted, gap-free lists of segments.
@@ -86,6 +88,8 @@ type memory struct {
 	bufs []segList // rank*nbuf + buf
 	init []int32   // rank*nbuf + buf: the shape of element 0 of the buffer's initial contents
 	run  []seg     // scratch of put
+
+	puts, moved int // puts, and segments their replacements moved
 }
 
 func newMemory(g *ir.Graph, sh *shapes) *memory {
@@ -163,6 +167,7 @@ func (m *memory) put(rank int, buf ir.BufID, lo, hi int64, repl []seg) {
 			out = append(out, s)
 		}
 	}
-	l.replace(i, j, out)
+	m.puts++
+	m.moved += l.replace(i, j, out)
 	m.run = run
 }
