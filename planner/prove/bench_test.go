@@ -17,8 +17,8 @@ import (
 )
 
 // cpuTime reports, beside the wall time, the CPU time per op of the process (user and system):
-// on a machine shared with other work it moves less than the wall time.
-func cpuTime(b *testing.B, body func()) {
+// on a machine shared with other work it moves less than the wall time. It returns it too.
+func cpuTime(b *testing.B, body func()) float64 {
 	var before, after syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
 	n := 0
@@ -28,7 +28,9 @@ func cpuTime(b *testing.B, body func()) {
 	}
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
 	ns := func(r *syscall.Rusage) int64 { return r.Utime.Nano() + r.Stime.Nano() }
-	b.ReportMetric(float64(ns(&after)-ns(&before))/float64(n), "cpu-ns/op")
+	cpu := float64(ns(&after)-ns(&before)) / float64(n)
+	b.ReportMetric(cpu, "cpu-ns/op")
+	return cpu
 }
 
 // ringAllreduce elaborates plans/ring_allreduce.dag at ranks and n.
@@ -66,15 +68,16 @@ func BenchmarkCheck(b *testing.B) {
 	}
 }
 
-// perOp runs body as the benchmark loop and reports, beside CPU time per op (cpuTime), time
-// and bytes allocated per plan op.
+// perOp runs body as the benchmark loop and reports, beside CPU time per op (cpuTime), time,
+// CPU time and bytes allocated per plan op.
 func perOp(b *testing.B, ops int, body func()) {
 	b.ReportAllocs()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	cpuTime(b, body)
+	cpu := cpuTime(b, body)
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(ops), "ns/planop")
+	b.ReportMetric(cpu/float64(ops), "cpu-ns/planop")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)/float64(ops), "B/planop")
 }
 

@@ -52,8 +52,9 @@ func Run(g *ir.Graph, o *verify.Order) *State {
 	for i := range at {
 		at[i] = ir.None
 	}
-	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start.
-	n := g.Ranks * len(g.Buffers)
+	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start and
+	// each postcondition (check's value over all ranks).
+	n := g.Ranks*len(g.Buffers) + len(g.Expects)
 	for i := range g.Ops {
 		id := ir.OpID(i)
 		switch k := g.Ops[i].Kind; k {
