@@ -2,6 +2,7 @@ package prove_test
 
 import (
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,8 +17,8 @@ import (
 )
 
 // cpuTime reports, beside the wall time, the CPU time per op of the process (user and system):
-// on a machine shared with other work it moves less than the wall time.
-func cpuTime(b *testing.B, body func()) {
+// on a machine shared with other work it moves less than the wall time. It returns it too.
+func cpuTime(b *testing.B, body func()) float64 {
 	var before, after syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
 	n := 0
@@ -27,7 +28,9 @@ func cpuTime(b *testing.B, body func()) {
 	}
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
 	ns := func(r *syscall.Rusage) int64 { return r.Utime.Nano() + r.Stime.Nano() }
-	b.ReportMetric(float64(ns(&after)-ns(&before))/float64(n), "cpu-ns/op")
+	cpu := float64(ns(&after)-ns(&before)) / float64(n)
+	b.ReportMetric(cpu, "cpu-ns/op")
+	return cpu
 }
 
 // ringAllreduce elaborates plans/ring_allreduce.dag at ranks and n.
@@ -39,40 +42,43 @@ func ringAllreduce(b *testing.B, ranks, n int64) *ir.Graph {
 	return g
 }
 
-// BenchmarkCheck compares, on the 256-rank ring allreduce, the verification pass (what check
-// ran before postconditions) with the proof added after it, at 1K and 1M elements per chunk.
-// The proof's share is prove/verify; its cost must not depend on n.
+// BenchmarkCheck compares, on the ring allreduce at three world sizes, the verification pass
+// (what check ran before postconditions) with the proof alone, per plan op (ns/planop,
+// B/planop): the proof's cost per op must not grow with ranks. At 256 ranks it also runs 1M
+// elements per chunk: the proof's cost must not depend on n.
 func BenchmarkCheck(b *testing.B) {
-	for _, n := range []int64{1 << 10, 1 << 20} {
-		g := ringAllreduce(b, 256, n)
-		name := "ranks=256/n=" + strconv.FormatInt(n, 10)
+	for _, c := range []struct{ ranks, n int64 }{{128, 1 << 10}, {256, 1 << 10}, {512, 1 << 10}, {256, 1 << 20}} {
+		g := ringAllreduce(b, c.ranks, c.n)
+		name := "ranks=" + strconv.FormatInt(c.ranks, 10) + "/n=" + strconv.FormatInt(c.n, 10)
 		b.Run(name+"/verify", func(b *testing.B) {
-			cpuTime(b, func() {
+			perOp(b, len(g.Ops), func() {
 				if errs, _ := verify.CheckOrder(g); len(errs) > 0 {
-					b.Fatal(errs)
-				}
-			})
-		})
-		b.Run(name+"/verify+prove", func(b *testing.B) {
-			cpuTime(b, func() {
-				errs, order := verify.CheckOrder(g)
-				if len(errs) > 0 {
-					b.Fatal(errs)
-				}
-				if errs := prove.Check(g, order); len(errs) > 0 {
 					b.Fatal(errs)
 				}
 			})
 		})
 		_, order := verify.CheckOrder(g)
 		b.Run(name+"/prove", func(b *testing.B) {
-			cpuTime(b, func() {
+			perOp(b, len(g.Ops), func() {
 				if errs := prove.Check(g, order); len(errs) > 0 {
 					b.Fatal(errs)
 				}
 			})
 		})
 	}
+}
+
+// perOp runs body as the benchmark loop and reports, beside CPU time per op (cpuTime), time,
+// CPU time and bytes allocated per plan op.
+func perOp(b *testing.B, ops int, body func()) {
+	b.ReportAllocs()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	cpu := cpuTime(b, body)
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(ops), "ns/planop")
+	b.ReportMetric(cpu/float64(ops), "cpu-ns/planop")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)/float64(ops), "B/planop")
 }
 
 // BenchmarkLoad is what `coredag check` does (planner.Load: parse, elaborate, verify, prove) on

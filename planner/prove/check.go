@@ -17,35 +17,27 @@ type want struct {
 }
 
 // spec appends to out what postcondition e asks of rank r (nothing, for the ranks and blocks it
-// says nothing about).
-func (s *State) spec(out []want, e *ir.Expect, r int) []want {
+// says nothing about). all is the shape of the reduction over every rank it may ask for.
+func (s *State) spec(out []want, e *ir.Expect, r int, all int32) []want {
 	g := s.g
 	n := g.Buffers[e.Dst].Count
 	ranks := g.Ranks
 	blk := n / int64(ranks)
-	init := func(q int, delta int64) (int32, int64) {
-		id, shift := s.sh.one(atom{kind: atomInit, rank: int32(q), buf: e.Src})
-		return id, shift + delta
-	}
-	all := func(delta int64) (int32, int64) {
-		id, shift := s.sh.all(e.Red, e.Src, ranks)
-		return id, shift + delta
+	init := func(q int, delta int64) (int32, int64) { // element delta of Src's initial contents on q
+		return s.mem.init[q*s.mem.nbuf+int(e.Src)], delta
 	}
 	add := func(lo, hi int64, id int32, shift int64) {
 		out = append(out, want{lo: lo, hi: hi, sh: id, shift: shift})
 	}
 	switch e.Kind {
 	case ir.ExpectAllreduce:
-		id, shift := all(0)
-		add(0, n, id, shift)
+		add(0, n, all, 0)
 	case ir.ExpectReduce:
 		if r == e.Root {
-			id, shift := all(0)
-			add(0, n, id, shift)
+			add(0, n, all, 0)
 		}
 	case ir.ExpectReduceScatter:
-		id, shift := all(0)
-		add(int64(r)*blk, int64(r+1)*blk, id, shift)
+		add(int64(r)*blk, int64(r+1)*blk, all, 0)
 	case ir.ExpectBroadcast:
 		id, shift := init(e.Root, 0)
 		add(0, n, id, shift)
@@ -91,13 +83,14 @@ func (s *State) check(e *ir.Expect) *diag.Diagnostic {
 	var w *wrong
 	var wants []want
 	var got []seg
+	all, _ := s.sh.all(e.Red, e.Src, s.g.Ranks) // of element 0 of Src: its shift is 0
 	for r := 0; r < s.g.Ranks; r++ {
-		wants = s.spec(wants[:0], e, r)
+		wants = s.spec(wants[:0], e, r, all)
 		bad := false
 		for _, x := range wants {
 			got = s.mem.get(got[:0], r, e.Dst, x.lo, x.hi, 0)
 			for _, y := range got {
-				if y.sh == x.sh && y.shift == x.shift {
+				if y.shift == x.shift && s.sh.equal(y.sh, x.sh) {
 					continue
 				}
 				if w == nil {

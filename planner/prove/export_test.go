@@ -1,9 +1,12 @@
 package prove
 
-// Size is how large the proof's state grew: shapes interned and runs of memory at the end.
+// Size is how large the proof's state grew: shapes made and runs of memory at the end.
 func (s *State) Size() (shapes, runs int) {
-	for _, l := range s.mem.bufs {
-		runs += len(l)
+	for i := range s.mem.bufs {
+		runs += s.mem.bufs[i].len()
 	}
 	return len(s.sh.list), runs
 }
+
+// Moves is how many writes the proof made to memory and how many segments they moved.
+func (s *State) Moves() (puts, moved int) { return s.mem.puts, s.mem.moved }

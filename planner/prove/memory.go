@@ -15,41 +15,113 @@ type seg struct {
 	by     ir.OpID
 }
 
-func (a *seg) joins(b *seg) bool {
-	return a.hi == b.lo && a.sh == b.sh && a.shift == b.shift && a.by == b.by
+// segList is one rank's buffer: a sorted, gap-free list of segments, kept in a gap buffer. The
+// list is s[:gap] followed by s[gap+free:]; a replacement moves the gap to where it happens,
+// so a plan that writes a buffer's runs in order, as a ring's steps do, moves a few segments
+// per write however many the buffer has.
+type segList struct {
+	s         []seg
+	gap, free int
+}
+
+func (l *segList) len() int { return len(l.s) - l.free }
+
+// at returns segment i of the list.
+func (l *segList) at(i int) *seg {
+	if i >= l.gap {
+		i += l.free
+	}
+	return &l.s[i]
+}
+
+// find returns the index of the segment holding off (the list covers the whole buffer). It
+// searches outward from the gap, where the last write was: a plan's accesses to a buffer
+// mostly follow one another, and then find costs the log of how far they move, not of the
+// list's length.
+func (l *segList) find(off int64) int {
+	if l.gap > 0 && l.s[l.gap-1].hi > off { // in s[:gap]: the first segment ending after off
+		low := l.s[:l.gap]
+		hi, step := len(low)-1, 1 // low[hi].hi > off
+		for hi-step >= 0 && low[hi-step].hi > off {
+			hi, step = hi-step, 2*step
+		}
+		lo := max(hi-step+1, 0) // low[lo-1].hi <= off, if lo > 0
+		return lo + sort.Search(hi-lo, func(i int) bool { return low[lo+i].hi > off })
+	}
+	high := l.s[l.gap+l.free:]
+	lo, step := 0, 1 // high[:lo] end at or before off
+	for lo+step-1 < len(high) && high[lo+step-1].hi <= off {
+		lo, step = lo+step, 2*step
+	}
+	hi := min(lo+step-1, len(high)-1) // high[hi].hi > off (the list covers off)
+	return l.gap + lo + sort.Search(hi-lo, func(i int) bool { return high[lo+i].hi > off })
+}
+
+// replace replaces segments [i, j) of the list with v and returns how many segments it moved
+// to get there (not counting a growth of the list).
+func (l *segList) replace(i, j int, v []seg) (moved int) {
+	// Move the gap to j: segments [i, j) end where it starts.
+	if j < l.gap {
+		moved = copy(l.s[j+l.free:], l.s[j:l.gap])
+	} else {
+		moved = copy(l.s[l.gap:], l.s[l.gap+l.free:j+l.free])
+	}
+	l.gap, l.free = i, l.free+j-i // drop [i, j)
+	if l.free < len(v) {
+		n := len(l.s) - l.free // kept
+		s := make([]seg, 2*(n+len(v)))
+		copy(s, l.s[:l.gap])
+		tail := l.s[l.gap+l.free:]
+		copy(s[len(s)-len(tail):], tail)
+		l.s, l.free = s, len(s)-n
+	}
+	copy(l.s[l.gap:], v)
+	l.gap += len(v)
+	l.free -= len(v)
+	return moved
 }
 
 // memory is every rank's buffers as sorted, gap-free lists of segments.
 type memory struct {
+	sh   *shapes
 	nbuf int
-	bufs [][]seg // rank*nbuf + buf
-	run  []seg   // scratch of put
+	bufs []segList // rank*nbuf + buf
+	init []int32   // rank*nbuf + buf: the shape of element 0 of the buffer's initial contents
+	run  []seg     // scratch of put
+
+	puts, moved int // puts, and segments their replacements moved
 }
 
 func newMemory(g *ir.Graph, sh *shapes) *memory {
-	m := &memory{nbuf: len(g.Buffers), bufs: make([][]seg, g.Ranks*len(g.Buffers))}
+	n := g.Ranks * len(g.Buffers)
+	m := &memory{sh: sh, nbuf: len(g.Buffers), bufs: make([]segList, n), init: make([]int32, n)}
 	for r := 0; r < g.Ranks; r++ {
 		for b := range g.Buffers {
+			k := r*m.nbuf + b
 			id, shift := sh.one(atom{kind: atomInit, rank: int32(r), buf: ir.BufID(b)})
-			m.bufs[r*m.nbuf+b] = []seg{{lo: 0, hi: g.Buffers[b].Count, sh: id, shift: shift, by: ir.None}}
+			m.init[k] = id
+			m.bufs[k] = segList{s: []seg{{lo: 0, hi: g.Buffers[b].Count, sh: id, shift: shift, by: ir.None}}, gap: 1}
 		}
 	}
 	return m
 }
 
-func (m *memory) list(rank int, buf ir.BufID) []seg { return m.bufs[rank*m.nbuf+int(buf)] }
+func (m *memory) list(rank int, buf ir.BufID) *segList { return &m.bufs[rank*m.nbuf+int(buf)] }
 
-// find returns the index of the segment holding off (the list covers the whole buffer).
-func find(segs []seg, off int64) int {
-	return sort.Search(len(segs), func(i int) bool { return segs[i].hi > off })
+// joins reports whether b continues a with the same contents.
+func (m *memory) joins(a, b *seg) bool {
+	return a.hi == b.lo && a.by == b.by && a.shift == b.shift && m.sh.equal(a.sh, b.sh)
 }
 
 // get appends to out the segments of [lo, hi) on (rank, buf), clipped, moved by move (their
 // offsets grow by move, their shift shrinks by it: the same elements seen move places on).
 func (m *memory) get(out []seg, rank int, buf ir.BufID, lo, hi, move int64) []seg {
-	segs := m.list(rank, buf)
-	for i := find(segs, lo); i < len(segs) && segs[i].lo < hi; i++ {
-		s := segs[i]
+	l := m.list(rank, buf)
+	for i, n := l.find(lo), l.len(); i < n; i++ {
+		s := *l.at(i)
+		if s.lo >= hi {
+			break
+		}
 		s.lo, s.hi = max(s.lo, lo)+move, min(s.hi, hi)+move
 		s.shift -= move
 		out = append(out, s)
@@ -60,68 +132,42 @@ func (m *memory) get(out []seg, rank int, buf ir.BufID, lo, hi, move int64) []se
 // put replaces [lo, hi) on (rank, buf) with repl (sorted, covering exactly [lo, hi)), joining
 // runs that meet with the same contents.
 func (m *memory) put(rank int, buf ir.BufID, lo, hi int64, repl []seg) {
-	k := rank*m.nbuf + int(buf)
-	segs := m.bufs[k]
-	i := find(segs, lo)
+	l := m.list(rank, buf)
+	n := l.len()
+	i := l.find(lo)
 	j := i
-	for j < len(segs) && segs[j].lo < hi {
+	for j < n && l.at(j).lo < hi {
 		j++
-	}
-	var mid [2]seg
-	parts := mid[:0]
-	if segs[i].lo < lo {
-		left := segs[i]
-		left.hi = lo
-		parts = append(parts, left)
-	}
-	if last := segs[j-1]; last.hi > hi {
-		last.lo = hi
-		parts = append(parts, last)
 	}
 	// Build the new run: left part, repl, right part, then join neighbours.
 	run := m.run[:0]
-	if len(parts) > 0 && parts[0].hi == lo {
-		run = append(run, parts[0])
-		parts = parts[1:]
+	if first := *l.at(i); first.lo < lo {
+		first.hi = lo
+		run = append(run, first)
 	}
 	run = append(run, repl...)
-	run = append(run, parts...)
-	// Join with the segments just outside the replaced range too.
-	if i > 0 && segs[i-1].joins(&run[0]) {
-		i--
-		run[0].lo = segs[i].lo
+	if last := *l.at(j - 1); last.hi > hi {
+		last.lo = hi
+		run = append(run, last)
 	}
-	if j < len(segs) && run[len(run)-1].joins(&segs[j]) {
-		run[len(run)-1].hi = segs[j].hi
+	// Join with the segments just outside the replaced range too.
+	if i > 0 && m.joins(l.at(i-1), &run[0]) {
+		i--
+		run[0].lo = l.at(i).lo
+	}
+	if j < n && m.joins(&run[len(run)-1], l.at(j)) {
+		run[len(run)-1].hi = l.at(j).hi
 		j++
 	}
 	out := run[:1]
 	for _, s := range run[1:] {
-		if p := &out[len(out)-1]; p.joins(&s) {
+		if p := &out[len(out)-1]; m.joins(p, &s) {
 			p.hi = s.hi
 		} else {
 			out = append(out, s)
 		}
 	}
-	m.bufs[k] = replace(segs, i, j, out)
+	m.puts++
+	m.moved += l.replace(i, j, out)
 	m.run = run
-}
-
-// replace is slices.Replace without the aliasing checks' cost for short replacements.
-func replace(s []seg, i, j int, v []seg) []seg {
-	tail := len(s) - j
-	n := i + len(v) + tail
-	if n > cap(s) {
-		ns := make([]seg, n, n+n/2+1)
-		copy(ns, s[:i])
-		copy(ns[i:], v)
-		copy(ns[i+len(v):], s[j:])
-		return ns
-	}
-	if i+len(v) != j {
-		s = s[:max(n, len(s))]
-		copy(s[i+len(v):], s[j:j+tail])
-	}
-	copy(s[i:], v)
-	return s[:n]
 }

@@ -45,15 +45,6 @@ type State struct {
 
 // Run replays g's ops in order o and returns the final memory.
 func Run(g *ir.Graph, o *verify.Order) *State {
-	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start.
-	n := g.Ranks * len(g.Buffers)
-	for i := range g.Ops {
-		if k := g.Ops[i].Kind; k == ir.OpReduce || k.IsAtomic() {
-			n++
-		}
-	}
-	s := &State{g: g, sh: newShapes(n)}
-	s.mem = newMemory(g, s.sh)
 	// Each op takes effect at one event inside the interval of every access it makes (see
 	// verify's accesses): a data-moving op at its landing, a host op at its start. Positions are
 	// distinct, so a table by position orders the ops without sorting.
@@ -61,16 +52,27 @@ func Run(g *ir.Graph, o *verify.Order) *State {
 	for i := range at {
 		at[i] = ir.None
 	}
+	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start and
+	// each postcondition (check's value over all ranks).
+	n := g.Ranks*len(g.Buffers) + len(g.Expects)
 	for i := range g.Ops {
 		id := ir.OpID(i)
-		switch g.Ops[i].Kind {
+		switch k := g.Ops[i].Kind; k {
 		case ir.OpRecv, ir.OpNop:
 		case ir.OpReduce, ir.OpCopy:
 			at[o.Start(id)] = id
+			if k == ir.OpReduce {
+				n++
+			}
 		default:
 			at[o.Land(id)] = id
+			if k.IsAtomic() {
+				n++
+			}
 		}
 	}
+	s := &State{g: g, sh: newShapes(n)}
+	s.mem = newMemory(g, s.sh)
 	for _, id := range at {
 		if id != ir.None {
 			s.apply(id)

@@ -115,3 +115,20 @@ func TestCostIndependentOfCount(t *testing.T) {
 	require.Equal(t, sizes[0], sizes[1])
 	require.Less(t, sizes[0][1], 16*16*4, "runs of memory at the end")
 }
+
+// TestCostPerOpIndependentOfRanks: the ring's writes to memory move a few segments each,
+// however many ranks (and so segments per buffer) there are; a list that shifts its tail on
+// every write moves about ranks/9 segments a write.
+func TestCostPerOpIndependentOfRanks(t *testing.T) {
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	for _, ranks := range []int64{16, 64, 128} {
+		g, ok := elaborated(t, "ring_allreduce.dag", src, map[string]int64{"ranks": ranks})
+		require.True(t, ok)
+		errs, order := verify.CheckOrder(g)
+		require.Empty(t, errs)
+		puts, moved := prove.Run(g, order).Moves()
+		require.Positive(t, puts)
+		require.LessOrEqual(t, float64(moved)/float64(puts), 2.0, "ranks=%d: %d segments moved by %d writes", ranks, moved, puts)
+	}
+}

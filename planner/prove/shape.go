@@ -1,7 +1,6 @@
 package prove
 
 import (
-	"encoding/binary"
 	"slices"
 
 	"github.com/coredag/coredag/ir"
@@ -14,7 +13,7 @@ import (
 //
 // A run of memory holds one shape at every element, displaced by the element's offset: the atom
 // (rank q, buffer b, v) at offset off of a segment with shift s stands for element off + v + s of
-// b's initial contents on q. Shapes are interned with the first initial-memory atom's v made 0
+// b's initial contents on q. Shapes are kept with the first initial-memory atom's v made 0
 // (the rest goes into the segment's shift), so a copy to another offset only changes the shift,
 // and a whole buffer, however large, is a few segments.
 //
@@ -65,8 +64,11 @@ func (a term) sameElem(b *term) bool { return a.kind == b.kind && a.buf == b.buf
 const plain = ir.ReduceOp(0xff)
 
 type shape struct {
-	red   ir.ReduceOp // plain when it is one atom
-	terms []term      // sorted by (kind, buf, v, lo), disjoint, maximal; the first atomInit has v == 0
+	red ir.ReduceOp // plain when it is one atom
+	// terms[at : at+n] of the table's arena: sorted by (kind, buf, v, lo), disjoint, maximal;
+	// the first atomInit has v == 0.
+	at int
+	n  int32
 }
 
 // idempotent reports whether x op x == x: such reductions are sets of atoms, the others multisets.
@@ -74,23 +76,41 @@ func idempotent(r ir.ReduceOp) bool {
 	return r == ir.RedMin || r == ir.RedMax || r == ir.RedBand || r == ir.RedBor
 }
 
-// shapes interns shapes: equal values have equal ids.
+// shapes is the table of shapes. A shape is added once made and never changes; it is not
+// interned (an index of every shape would grow with the ops and cost a cache miss per lookup):
+// two ids may name equal shapes, and equal compares them. Since shapes are canonical, equal
+// values have equal shapes.
 type shapes struct {
 	list  []shape
-	index map[string]int32
-	key   []byte
+	terms []term  // the arena of every shape's terms
 	buf   []term  // scratch for merge
 	cuts  []int32 // scratch for merge
 }
 
-// newShapes makes a table for about n shapes.
+// newShapes makes a table for about n shapes, of up to 2 terms each (a sum over a range of ranks
+// that wraps around is 2).
 func newShapes(n int) *shapes {
-	return &shapes{index: make(map[string]int32, n), list: make([]shape, 0, n)}
+	return &shapes{list: make([]shape, 0, n), terms: make([]term, 0, 2*n)}
 }
 
-// intern returns the id of the shape (red, terms) and the shift that normalises it; terms must
-// be canonical (sorted, disjoint, maximal) and are copied when new.
-func (s *shapes) intern(red ir.ReduceOp, terms []term) (int32, int64) {
+// termsOf returns the terms of shape id (valid until the next shape is made).
+func (s *shapes) termsOf(id int32) []term {
+	sh := &s.list[id]
+	return s.terms[sh.at : sh.at+int(sh.n)]
+}
+
+// equal reports whether shapes a and b are the same value.
+func (s *shapes) equal(a, b int32) bool {
+	if a == b {
+		return true
+	}
+	A, B := &s.list[a], &s.list[b]
+	return A.red == B.red && A.n == B.n && slices.Equal(s.termsOf(a), s.termsOf(b))
+}
+
+// make adds the shape (red, terms) and returns its id and the shift that normalises it; terms
+// must be canonical (sorted, disjoint, maximal) and are copied.
+func (s *shapes) make(red ir.ReduceOp, terms []term) (int32, int64) {
 	var shift int64
 	for _, t := range terms {
 		if t.kind == atomInit {
@@ -101,46 +121,29 @@ func (s *shapes) intern(red ir.ReduceOp, terms []term) (int32, int64) {
 	if len(terms) == 1 && terms[0].lo == terms[0].hi && terms[0].n == 1 {
 		red = plain
 	}
-	k := append(s.key[:0], byte(red))
-	for _, t := range terms {
-		v := t.v
-		if t.kind == atomInit {
-			v -= shift
-		}
-		k = append(k, byte(t.kind))
-		k = binary.AppendVarint(k, int64(t.buf))
-		k = binary.AppendVarint(k, v)
-		k = binary.AppendVarint(k, int64(t.lo))
-		k = binary.AppendVarint(k, int64(t.hi))
-		k = binary.AppendVarint(k, int64(t.n))
-	}
-	s.key = k
-	if id, ok := s.index[string(k)]; ok {
-		return id, shift
-	}
-	own := slices.Clone(terms)
-	for i := range own {
-		if own[i].kind == atomInit {
-			own[i].v -= shift
+	at := len(s.terms)
+	s.terms = append(s.terms, terms...)
+	for i := at; i < len(s.terms); i++ {
+		if s.terms[i].kind == atomInit {
+			s.terms[i].v -= shift
 		}
 	}
 	id := int32(len(s.list))
-	s.list = append(s.list, shape{red: red, terms: own})
-	s.index[string(k)] = id
+	s.list = append(s.list, shape{red: red, at: at, n: int32(len(terms))})
 	return id, shift
 }
 
 // one is the id and shift of a single atom.
 func (s *shapes) one(a atom) (int32, int64) {
-	return s.intern(plain, []term{a.term()})
+	return s.make(plain, []term{a.term()})
 }
 
 // merge is the shape of (a at shift sa) red (b at shift sb). A reduction whose operand is a
 // reduction with another operator is opaque, made by op on rank: the proof does not expand
 // mixed operators.
 func (s *shapes) merge(a int32, sa int64, b int32, sb int64, red ir.ReduceOp, op ir.OpID, rank int) (int32, int64) {
-	A, B := &s.list[a], &s.list[b]
-	if A.red != plain && A.red != red || B.red != plain && B.red != red {
+	ra, rb := s.list[a].red, s.list[b].red
+	if ra != plain && ra != red || rb != plain && rb != red {
 		return s.one(atom{kind: atomOpaque, rank: int32(rank), v: int64(op)})
 	}
 	at := func(t term, shift int64) term {
@@ -149,33 +152,34 @@ func (s *shapes) merge(a int32, sa int64, b int32, sb int64, red ir.ReduceOp, op
 		}
 		return t
 	}
+	A, B := s.termsOf(a), s.termsOf(b)
 	out := s.buf[:0]
 	i, j := 0, 0
-	for i < len(A.terms) || j < len(B.terms) {
+	for i < len(A) || j < len(B) {
 		// The next element, and every term of A and of B about it.
 		var x term
 		switch {
-		case j == len(B.terms):
-			x = at(A.terms[i], sa)
-		case i == len(A.terms):
-			x = at(B.terms[j], sb)
+		case j == len(B):
+			x = at(A[i], sa)
+		case i == len(A):
+			x = at(B[j], sb)
 		default:
-			x = at(A.terms[i], sa)
-			if y := at(B.terms[j], sb); termLess(&y, &x) {
+			x = at(A[i], sa)
+			if y := at(B[j], sb); termLess(&y, &x) {
 				x = y
 			}
 		}
 		i0, j0 := i, j
-		for i < len(A.terms) && at(A.terms[i], sa).sameElem(&x) {
+		for i < len(A) && at(A[i], sa).sameElem(&x) {
 			i++
 		}
-		for j < len(B.terms) && at(B.terms[j], sb).sameElem(&x) {
+		for j < len(B) && at(B[j], sb).sameElem(&x) {
 			j++
 		}
-		out = s.combine(out, x, A.terms[i0:i], B.terms[j0:j], idempotent(red))
+		out = s.combine(out, x, A[i0:i], B[j0:j], idempotent(red))
 	}
 	s.buf = out
-	return s.intern(red, out)
+	return s.make(red, out)
 }
 
 // termLess orders terms by element, then by first rank.
@@ -234,9 +238,8 @@ func (s *shapes) combine(out []term, x term, a, b []term, idem bool) []term {
 
 // at returns the atoms of shape id displaced by shift, expanded and sorted (for messages).
 func (s *shapes) at(id int32, shift int64) (ir.ReduceOp, []atom) {
-	sh := &s.list[id]
 	var out []atom
-	for _, t := range sh.terms {
+	for _, t := range s.termsOf(id) {
 		v := t.v
 		if t.kind == atomInit {
 			v += shift
@@ -247,10 +250,10 @@ func (s *shapes) at(id int32, shift int64) (ir.ReduceOp, []atom) {
 			}
 		}
 	}
-	return sh.red, out
+	return s.list[id].red, out
 }
 
 // all is the reduction with red over every rank of element 0 of buf: what an allreduce asks.
 func (s *shapes) all(red ir.ReduceOp, buf ir.BufID, ranks int) (int32, int64) {
-	return s.intern(red, []term{{kind: atomInit, buf: buf, lo: 0, hi: int32(ranks - 1), n: 1}})
+	return s.make(red, []term{{kind: atomInit, buf: buf, lo: 0, hi: int32(ranks - 1), n: 1}})
 }
