@@ -44,6 +44,10 @@ func LoadLimited(filename string, src []byte, params map[string]int64, lim elabo
 type Options struct {
 	Limits elaborate.Limits
 	MSCCL  msccl.Options // how an .xml algorithm becomes a plan
+
+	// Lint, when set, is given the warnings of the lints (verify.RNR) of a plan that passes,
+	// which run beside the checks on their happens-before graph.
+	Lint func(diag.List)
 }
 
 // IsMSCCL reports whether filename names an MSCCL-IR algorithm (an .xml file) rather than a
@@ -80,13 +84,26 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 	if len(errs) > 0 {
 		return g, errs.Err()
 	}
-	// The race search and the proof of the postconditions both read the Graph and the order
-	// only: they run side by side, and the proof counts only when there is no race.
+	// The race search, the proof of the postconditions and the lints all read the Graph and the
+	// order only: they run side by side, and the proof and the lints count only when there is
+	// no race.
+	var lint <-chan diag.List
+	if opt.Lint != nil {
+		lint = order.LintRNR()
+	}
 	races := make(chan diag.List, 1)
 	go func() { races <- order.Races() }()
 	proved := prove.Check(g, order)
-	if errs := <-races; len(errs) > 0 {
+	errs = <-races
+	var lints diag.List
+	if lint != nil {
+		lints = <-lint
+	}
+	if len(errs) > 0 {
 		return g, errs.Err()
+	}
+	if len(proved) == 0 && opt.Lint != nil {
+		opt.Lint(lints)
 	}
 	return g, proved.Err()
 }

@@ -59,7 +59,7 @@ func (c *checkCmd) Run(e *env) error {
 	var reports []checkReport
 	failed, unreadable := false, false
 	for _, path := range c.Files {
-		l, err := loadPlan(e, path, c.paramFlags)
+		l, err := loadPlan(e, path, c.paramFlags, true)
 		if err != nil { // an unreadable file: say so, check the others, exit 2 at the end
 			unreadable = true
 			fmt.Fprintf(e.stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))
@@ -142,17 +142,15 @@ func (c *checkCmd) checkTarget(e *env, l *loaded, target ir.Target, r *checkRepo
 	return true
 }
 
-// checkPassed checks a plan that passed against the target's limits (checkTarget) and, beside
-// it, for receives that can be posted after their message arrives (verify.RNR, which reads the
-// Graph only: a warning); it reports whether the plan is within the limits.
+// checkPassed checks a plan that passed against the target's limits (checkTarget) and, when
+// it is within them, reports the lints' warnings (loaded with it); it reports whether the plan
+// is within the limits.
 func (c *checkCmd) checkPassed(e *env, l *loaded, target ir.Target, r *checkReport) bool {
-	lint := make(chan diag.List, 1)
-	go func() { lint <- verify.RNR(l.graph) }()
 	ok := c.checkTarget(e, l, target, r)
-	if found := <-lint; ok && len(found) > 0 {
-		r.Warnings = append(r.Warnings, diagnosticsJSON(found)...)
+	if ok && len(l.lints) > 0 {
+		r.Warnings = append(r.Warnings, diagnosticsJSON(l.lints)...)
 		if !c.JSON {
-			printPrefixed(e.stderr, l, found, "warning: ")
+			printPrefixed(e.stderr, l, l.lints, "warning: ")
 		}
 	}
 	return ok

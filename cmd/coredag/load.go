@@ -50,6 +50,7 @@ type loaded struct {
 	graph  *ir.Graph
 	err    error         // diagnostics (a diag.List) or another error
 	budget budget.Budget // the memory budget the plan was loaded within
+	lints  diag.List     // the lints' warnings, when asked for and the plan passed
 }
 
 // maxSource is the largest plan file coredag reads. Parsing takes about a kilobyte per token, so
@@ -78,9 +79,10 @@ func readSource(e *env, path string) ([]byte, error) {
 	return src, nil
 }
 
-// loadPlan loads one plan; an unreadable file or bad flag (-p naming a param the plan does
-// not declare, too) is a usage error (exit 2).
-func loadPlan(e *env, path string, p paramFlags) (*loaded, error) {
+// loadPlan loads one plan, and with lint runs the lints too (planner.Options.Lint); an
+// unreadable file or bad flag (-p naming a param the plan does not declare, too) is a usage
+// error (exit 2).
+func loadPlan(e *env, path string, p paramFlags, lint bool) (*loaded, error) {
 	params, err := p.values()
 	if err != nil {
 		return nil, err
@@ -97,12 +99,17 @@ func loadPlan(e *env, path string, p paramFlags) (*loaded, error) {
 	if path == "-" {
 		name = "<stdin>"
 	}
-	g, err := planner.LoadWith(name, src, params, planner.Options{Limits: opLimits(b), MSCCL: msccl.Options{Elem: p.Type}})
+	l := &loaded{path: name, src: src, budget: b}
+	opt := planner.Options{Limits: opLimits(b), MSCCL: msccl.Options{Elem: p.Type}}
+	if lint {
+		opt.Lint = func(found diag.List) { l.lints = found }
+	}
+	l.graph, l.err = planner.LoadWith(name, src, params, opt)
 	var pe *elaborate.ParamError
-	if errors.As(err, &pe) {
+	if errors.As(l.err, &pe) {
 		return nil, usageError("%s: %v", diag.QuoteName(name), pe)
 	}
-	return &loaded{path: name, src: src, graph: g, err: err, budget: b}, nil
+	return l, nil
 }
 
 // opLimits caps the ops of a plan so that checking, compiling and running it fit in b.
@@ -132,7 +139,7 @@ func refuse(e *env, l *loaded, err error) error {
 // mustLoad loads a plan and, when it has diagnostics, reports them and ends with exit 1: as
 // text on stderr, or with asJSON as the object `check --json` prints for one file, on stdout.
 func mustLoad(e *env, path string, p paramFlags, asJSON bool) (*loaded, error) {
-	l, err := loadPlan(e, path, p)
+	l, err := loadPlan(e, path, p, false)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,29 @@ import (
 // retries), which costs latency on every such message, though the plan stays correct. One
 // warning per recv statement and gate, naming the ranks it occurs on; g must have passed Check.
 func RNR(g *ir.Graph) diag.List {
+	h := newHB(g, true)
+	if !h.acyclic {
+		return nil
+	}
+	return rnr(g, h)
+}
+
+// LintRNR runs RNR on the happens-before graph of the checks, beside what runs next (Races,
+// which must not have started), and delivers its findings on the channel.
+func (o *Order) LintRNR() <-chan diag.List {
+	out := make(chan diag.List, 1)
+	if o.h == nil {
+		out <- nil
+		return out
+	}
+	// Races renumbers o.h into new arrays; the lint keeps the event-numbered ones.
+	h := *o.h
+	go func() { out <- rnr(o.g, &h) }()
+	return out
+}
+
+// rnr is RNR on g's happens-before graph h, numbered by event.
+func rnr(g *ir.Graph, h *hbGraph) diag.List {
 	type gated struct{ recv, gate, send ir.OpID }
 	var qs []gated
 	for i := range g.Ops {
@@ -25,10 +48,6 @@ func RNR(g *ir.Graph) diag.List {
 		}
 	}
 	if len(qs) == 0 {
-		return nil
-	}
-	h := newHB(g, true)
-	if !h.acyclic {
 		return nil
 	}
 	// Is the gate over before the send starts? Then the receive is posted (or its gate at least
