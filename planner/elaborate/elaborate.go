@@ -59,6 +59,9 @@ type elaborator struct {
 	iters     int64
 	truncated bool
 	maxOps    int    // the op limit: maxOps, or lower (Limits)
+	first     int    // the ranks whose ops g holds: first .. end-1 (all of them, but in a shard)
+	end       int
+	shard     *shard // the shard this elaborator elaborates (parallel.go), nil: the whole plan
 	whyMaxOps string // why the limit is lower, for its diagnostic
 	countWork int    // what is left of maxCountWork
 
@@ -144,10 +147,12 @@ func (el *elaborator) result() error {
 	return nil
 }
 
-func (el *elaborator) run() {
+// run elaborates the plan; it reports whether the ranks past the first were elaborated in
+// shards (parallel.go).
+func (el *elaborator) run() (sharded bool) {
 	el.header()
 	if el.result() != nil || el.g.Ranks == 0 {
-		return
+		return false
 	}
 	el.checkInits()
 	el.g.Rank = make([]ir.RankSpan, el.g.Ranks)
@@ -155,22 +160,27 @@ func (el *elaborator) run() {
 	el.queueIdx = map[string]ir.QueueID{}
 	el.opNames = map[string]bool{}
 	el.interned = map[string]string{}
+	el.first, el.end = 0, el.g.Ranks
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
 		el.elaborateRank(r)
 		if r == 0 && el.g.Ranks > 1 { // SPMD: other ranks are as large, so grow once (growOps if not)
 			want := len(el.g.Ops) * el.g.Ranks
 			el.g.Ops = append(make([]ir.Op, 0, min(want, el.maxOps)), el.g.Ops...)
+			if sharded = el.parallel(); sharded { // the other ranks are done, without a diagnostic
+				break
+			}
 		}
 	}
 	if el.result() != nil {
-		return
+		return sharded
 	}
 	el.pairQueues()
 	if el.result() != nil {
-		return
+		return sharded
 	}
 	el.matchMessages()
 	el.g.Freeze()
+	return sharded
 }
 
 // declaresRanks reports whether the file sets the world size with a top-level `param ranks`.
@@ -464,7 +474,8 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 		el.skipped(st.Body)
 		return
 	}
-	if n := el.loopOps(st, from, to, step, s, int64(el.maxOps-len(el.g.Ops))); n > int64(el.maxOps-len(el.g.Ops)) {
+	left := int64(el.opsLeft())
+	if n := el.loopOps(st, from, to, step, s, left); n > left {
 		el.tooManyOps(st.Pos(), fmt.Sprintf(" (this loop alone makes at least %d)", n))
 		el.skipped(st.Body)
 		return
@@ -616,7 +627,7 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 			Relate(g.Ops[id].Pos, firstDeclaration(name, g.Ops[id].Pos, st.Name.Pos())), "op declared twice")
 		return
 	}
-	if len(g.Ops) >= el.maxOps {
+	if !el.opRoom() {
 		el.tooManyOps(st.Pos(), "")
 		return
 	}
@@ -636,16 +647,16 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 	el.refs(st.After, s, []ir.OpID{id})
 }
 
-// growOps makes room for one more op. Past rank 0, Ops was sized for ranks as large as it; when
-// a rank is larger, the room grows by an estimate of what the remaining ranks need (the ops per
-// rank so far, and an eighth more), not by doubling: the Graph keeps what Ops allocates.
+// growOps makes room for one more op. Past its first rank, Ops was sized for ranks as large as
+// it; when a rank is larger, the room grows by an estimate of what the remaining ranks need (the
+// ops per rank so far, and an eighth more), not by doubling: the Graph keeps what Ops allocates.
 func (el *elaborator) growOps() {
 	g := el.g
-	if el.rank == 0 || len(g.Ops) < cap(g.Ops) {
+	if el.rank == el.first || len(g.Ops) < cap(g.Ops) {
 		return
 	}
-	per := len(g.Ops)/(el.rank+1) + 1
-	more := per * (g.Ranks - el.rank) * 9 / 8
+	per := len(g.Ops)/(el.rank-el.first+1) + 1
+	more := per * (el.end - el.rank) * 9 / 8
 	g.Ops = slices.Grow(g.Ops, max(min(more, el.maxOps-len(g.Ops)), 1))
 }
 

@@ -50,7 +50,7 @@ func (el *elaborator) resolveRank() {
 	if free := cap(g.Edges) - len(g.Edges); free < len(el.pending) {
 		// SPMD: the other ranks have about as many edges as this one. Grow for them all at once
 		// rather than by doubling: the Graph keeps what Edges allocates.
-		g.Edges = slices.Grow(g.Edges, len(el.pending)*(g.Ranks-el.rank))
+		g.Edges = slices.Grow(g.Edges, len(el.pending)*(el.end-el.rank))
 	}
 	for _, p := range el.pending {
 		from, ok := el.lookupOp(p.from)
