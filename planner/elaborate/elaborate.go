@@ -52,14 +52,14 @@ type elaborator struct {
 	rank      int
 	opIdx     map[string]ir.OpID
 	queueIdx  map[string]ir.QueueID
-	opNames   map[string]bool // base names of ops declared on this rank (for hints)
+	opNames   map[string]bool // base names of ops declared on this rank (for hints), made by baseNames
 	pending   []pendingRef
 	opQueue   []queueRef // per op of this rank: its queue reference
 	peerRefs  []queueRef // per queue of the graph: its peer queue reference
 	iters     int64
 	truncated bool
-	maxOps    int    // the op limit: maxOps, or lower (Limits)
-	first     int    // the ranks whose ops g holds: first .. end-1 (all of them, but in a shard)
+	maxOps    int // the op limit: maxOps, or lower (Limits)
+	first     int // the ranks whose ops g holds: first .. end-1 (all of them, but in a shard)
 	end       int
 	shard     *shard // the shard this elaborator elaborates (parallel.go), nil: the whole plan
 	whyMaxOps string // why the limit is lower, for its diagnostic
@@ -158,7 +158,6 @@ func (el *elaborator) run() (sharded bool) {
 	el.g.Rank = make([]ir.RankSpan, el.g.Ranks)
 	el.opIdx = map[string]ir.OpID{}
 	el.queueIdx = map[string]ir.QueueID{}
-	el.opNames = map[string]bool{}
 	el.interned = map[string]string{}
 	el.first, el.end = 0, el.g.Ranks
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
@@ -373,7 +372,7 @@ func (el *elaborator) elaborateRank(r int) {
 	el.rank = r
 	clear(el.opIdx)
 	clear(el.queueIdx)
-	clear(el.opNames)
+	el.opNames = nil
 	el.broken.ops.reset()
 	el.broken.queues.reset()
 	el.pending = el.pending[:0]
@@ -622,12 +621,18 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 		el.broken.ops.add("", st.Name.Ident.Name)
 		return
 	}
-	if id, dup := el.opIdx[name]; dup {
+	id := ir.OpID(len(g.Ops))
+	n := len(el.opIdx)
+	el.opIdx[name] = id
+	if len(el.opIdx) == n { // declared before (one map access per op, not a lookup and a store)
+		first := el.declared(name)
+		el.opIdx[name] = first
 		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "op %s declared twice on this rank: give each op its own name or index", name).
-			Relate(g.Ops[id].Pos, firstDeclaration(name, g.Ops[id].Pos, st.Name.Pos())), "op declared twice")
+			Relate(g.Ops[first].Pos, firstDeclaration(name, g.Ops[first].Pos, st.Name.Pos())), "op declared twice")
 		return
 	}
 	if !el.opRoom() {
+		delete(el.opIdx, name)
 		el.tooManyOps(st.Pos(), "")
 		return
 	}
@@ -635,16 +640,25 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 	var qref queueRef
 	ok = el.operation(st.Op, s, &op, &qref)
 	if !ok {
+		delete(el.opIdx, name)
 		el.broken.ops.add(name, "") // reported: references to it are not
 		return
 	}
-	id := ir.OpID(len(g.Ops))
-	el.opIdx[name] = id
-	el.opNames[st.Name.Ident.Name] = true
 	el.growOps()
 	g.Ops = append(g.Ops, op)
 	el.opQueue = append(el.opQueue, qref)
 	el.refs(st.After, s, []ir.OpID{id})
+}
+
+// declared returns the op of this rank named name.
+func (el *elaborator) declared(name string) ir.OpID {
+	g := el.g
+	for id := g.Rank[el.rank].FirstOp; int(id) < len(g.Ops); id++ {
+		if g.Ops[id].Name == name {
+			return id
+		}
+	}
+	panic("elaborate: op " + name + " is not on rank " + strconv.Itoa(el.rank))
 }
 
 // growOps makes room for one more op. Past its first rank, Ops was sized for ranks as large as

@@ -108,7 +108,7 @@ func (el *elaborator) forShard(sh *shard, first, end int, ops []ir.Op, queues []
 	w.g, w.shard, w.first, w.end = &g, sh, first, end
 	w.diag = [numPhases]diags{}
 	w.broken.ops, w.broken.queues = brokenNames{}, brokenNames{}
-	w.opIdx, w.queueIdx, w.opNames = map[string]ir.OpID{}, map[string]ir.QueueID{}, map[string]bool{}
+	w.opIdx, w.queueIdx, w.opNames = map[string]ir.OpID{}, map[string]ir.QueueID{}, nil
 	w.pending, w.opQueue, w.peerRefs, w.spare, w.segs = nil, nil, nil, nil, nil
 	w.interned = maps.Clone(el.interned)
 	return &w
