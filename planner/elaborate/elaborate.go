@@ -62,6 +62,7 @@ type elaborator struct {
 	first     int // the ranks whose ops g holds: first .. end-1 (all of them, but in a shard)
 	end       int
 	shard     *shard // the shard this elaborator elaborates (parallel.go), nil: the whole plan
+	pool      *pool  // what it shares with the other shards
 	whyMaxOps string // why the limit is lower, for its diagnostic
 	countWork int    // what is left of maxCountWork
 

@@ -35,20 +35,24 @@ const opChunk = 1 << 12
 
 // pool is what the shards of one elaboration share.
 type pool struct {
+	g      *ir.Graph    // the Graph whose windows the shards fill
 	ops    atomic.Int64 // ops taken from the op limit (rank 0's, then opChunk at a time)
 	iters  atomic.Int64 // loop iterations, added rank by rank
 	failed atomic.Bool  // a shard met a diagnostic or a limit: the ranks are done sequentially
 }
 
-// shard is a run of ranks, first .. end-1 (its elaborator's), elaborated by one goroutine.
+// shard is a run of ranks, first .. end-1, and what their elaboration made.
 type shard struct {
-	pool  *pool
-	el    *elaborator
-	taken int // ops taken from pool.ops, of which el made len(el.g.Ops)
-	room  int // the ops its ranks would have if they were as large as rank 0
+	first, end int
+	room       int // the ops its ranks would have if they were as large as rank 0
+	taken      int // ops taken from pool.ops
 	// where its ops, queues and edges were started in the Graph's slices (at), and are (to)
 	opsAt, queuesAt, edgesAt int
 	opsTo, queuesTo, edgesTo int
+	ops                      []ir.Op
+	queues                   []ir.Queue
+	edges                    []ir.Edge
+	peerRefs                 []queueRef
 }
 
 // parallel elaborates ranks 1 .. Ranks-1 in shards, once rank 0 is done, when the plan is large
@@ -66,19 +70,24 @@ func (el *elaborator) parallel() bool {
 	// Windows for ranks as large as rank 0 (Ops was sized so by run).
 	g.Queues = growTo(g.Queues, queues0*g.Ranks)
 	g.Edges = growTo(g.Edges, edges0*g.Ranks)
-	p := &pool{}
+	p := &pool{g: g}
 	p.ops.Store(int64(ops0))
 	p.iters.Store(el.iters)
 	k := min(4*n, g.Ranks-1) // a few per worker: a busy core slows one shard, not half the ranks
 	shards := make([]*shard, k)
-	var wg sync.WaitGroup
 	for i := range shards {
 		first, end := 1+(g.Ranks-1)*i/k, 1+(g.Ranks-1)*(i+1)/k
-		sh := &shard{pool: p, room: ops0 * (end - first), opsAt: ops0 * first, queuesAt: queues0 * first, edgesAt: edges0 * first}
-		sh.el = el.forShard(sh, first, end,
-			window(g.Ops, sh.opsAt, ops0*end), window(g.Queues, sh.queuesAt, queues0*end), window(g.Edges, sh.edgesAt, edges0*end))
-		shards[i] = sh
-		wg.Go(sh.run)
+		shards[i] = &shard{first: first, end: end, room: ops0 * (end - first), opsAt: ops0 * first, queuesAt: queues0 * first, edgesAt: edges0 * first}
+	}
+	var next atomic.Int64 // the next shard to elaborate
+	var wg sync.WaitGroup
+	for range min(n, k) {
+		w := el.worker(p)
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(k) && !p.failed.Load(); i = next.Add(1) - 1 {
+				w.elaborateShard(shards[i], ops0, queues0, edges0)
+			}
+		})
 	}
 	wg.Wait()
 	if p.failed.Load() { // back to rank 0
@@ -88,24 +97,22 @@ func (el *elaborator) parallel() bool {
 		clear(g.Rank[1:])
 		return false
 	}
-	g.Ops = join(g.Ops, shards, func(sh *shard) ([]ir.Op, int, *int) { return sh.el.g.Ops, sh.opsAt, &sh.opsTo })
-	g.Queues = join(g.Queues, shards, func(sh *shard) ([]ir.Queue, int, *int) { return sh.el.g.Queues, sh.queuesAt, &sh.queuesTo })
-	g.Edges = join(g.Edges, shards, func(sh *shard) ([]ir.Edge, int, *int) { return sh.el.g.Edges, sh.edgesAt, &sh.edgesTo })
+	g.Ops = join(g.Ops, shards, func(sh *shard) ([]ir.Op, int, *int) { return sh.ops, sh.opsAt, &sh.opsTo })
+	g.Queues = join(g.Queues, shards, func(sh *shard) ([]ir.Queue, int, *int) { return sh.queues, sh.queuesAt, &sh.queuesTo })
+	g.Edges = join(g.Edges, shards, func(sh *shard) ([]ir.Edge, int, *int) { return sh.edges, sh.edgesAt, &sh.edgesTo })
 	for _, sh := range shards {
-		el.peerRefs = append(el.peerRefs, sh.el.peerRefs...)
+		el.peerRefs = append(el.peerRefs, sh.peerRefs...)
 		wg.Go(func() { sh.shift(g) })
 	}
 	wg.Wait()
 	return true
 }
 
-// forShard returns an elaborator for the ranks first .. end-1 of sh, which puts their ops,
-// queues and edges in the given slices (empty, with room) and shares only what it reads.
-func (el *elaborator) forShard(sh *shard, first, end int, ops []ir.Op, queues []ir.Queue, edges []ir.Edge) *elaborator {
-	g := *el.g
-	g.Ops, g.Queues, g.Edges = ops, queues, edges
+// worker returns an elaborator for shards of el's ranks: it shares with el only what it reads,
+// and keeps its scratch (names, references) from one shard to the next.
+func (el *elaborator) worker(p *pool) *elaborator {
 	w := *el
-	w.g, w.shard, w.first, w.end = &g, sh, first, end
+	w.pool = p
 	w.diag = [numPhases]diags{}
 	w.broken.ops, w.broken.queues = brokenNames{}, brokenNames{}
 	w.opIdx, w.queueIdx, w.opNames = map[string]ir.OpID{}, map[string]ir.QueueID{}, nil
@@ -114,17 +121,23 @@ func (el *elaborator) forShard(sh *shard, first, end int, ops []ir.Op, queues []
 	return &w
 }
 
-// run elaborates the shard's ranks until one of them, or of another shard, fails.
-func (sh *shard) run() {
-	el := sh.el
-	for r := el.first; r < el.end; r++ {
-		if sh.pool.failed.Load() {
+// elaborateShard elaborates the ranks of sh into windows of the Graph's slices from where ranks
+// as large as rank 0 would put them, until one of them, or of another shard, fails.
+func (el *elaborator) elaborateShard(sh *shard, ops0, queues0, edges0 int) {
+	g := *el.pool.g
+	g.Ops = window(g.Ops, sh.opsAt, ops0*sh.end)
+	g.Queues = window(g.Queues, sh.queuesAt, queues0*sh.end)
+	g.Edges = window(g.Edges, sh.edgesAt, edges0*sh.end)
+	el.g, el.shard, el.first, el.end, el.peerRefs = &g, sh, sh.first, sh.end, nil
+	defer func() { sh.ops, sh.queues, sh.edges, sh.peerRefs = g.Ops, g.Queues, g.Edges, el.peerRefs }()
+	for r := sh.first; r < sh.end; r++ {
+		if el.pool.failed.Load() {
 			return
 		}
 		iters := el.iters
 		el.elaborateRank(r)
-		if !el.clean() || sh.pool.iters.Add(el.iters-iters) > MaxIterations {
-			sh.pool.failed.Store(true)
+		if !el.clean() || el.pool.iters.Add(el.iters-iters) > MaxIterations {
+			el.pool.failed.Store(true)
 			return
 		}
 	}
@@ -133,16 +146,16 @@ func (sh *shard) run() {
 // shift renumbers the shard's ops and queues, now at opsTo and queuesTo in g, from there.
 func (sh *shard) shift(g *ir.Graph) {
 	dop, dq := ir.OpID(sh.opsTo), ir.QueueID(sh.queuesTo)
-	for r := sh.el.first; r < sh.el.end; r++ {
+	for r := sh.first; r < sh.end; r++ {
 		s := &g.Rank[r]
 		s.FirstOp, s.EndOp, s.FirstQueue, s.EndQueue = s.FirstOp+dop, s.EndOp+dop, s.FirstQueue+dq, s.EndQueue+dq
 	}
-	for i := range sh.el.g.Ops {
+	for i := range sh.ops {
 		if op := &g.Ops[sh.opsTo+i]; op.Queue != ir.None {
 			op.Queue += dq
 		}
 	}
-	for i := range sh.el.g.Queues {
+	for i := range sh.queues {
 		q := &g.Queues[sh.queuesTo+i]
 		for j := range q.SendOps {
 			q.SendOps[j] += dop
@@ -151,7 +164,7 @@ func (sh *shard) shift(g *ir.Graph) {
 			q.RecvOps[j] += dop
 		}
 	}
-	for i := range sh.el.g.Edges {
+	for i := range sh.edges {
 		e := &g.Edges[sh.edgesTo+i]
 		e.From, e.To = e.From+dop, e.To+dop
 	}
@@ -182,7 +195,7 @@ func (el *elaborator) opRoom() bool {
 	if left := sh.room - sh.taken; left > 0 {
 		take = min(take, left)
 	}
-	if sh.pool.failed.Load() || sh.pool.ops.Add(int64(take)) > int64(el.maxOps) {
+	if el.pool.failed.Load() || el.pool.ops.Add(int64(take)) > int64(el.maxOps) {
 		return false
 	}
 	sh.taken += take
@@ -193,7 +206,7 @@ func (el *elaborator) opRoom() bool {
 // shards will take is not known yet).
 func (el *elaborator) opsLeft() int {
 	if sh := el.shard; sh != nil {
-		return el.maxOps - int(sh.pool.ops.Load()) + sh.taken - len(el.g.Ops)
+		return el.maxOps - int(el.pool.ops.Load()) + sh.taken - len(el.g.Ops)
 	}
 	return el.maxOps - len(el.g.Ops)
 }
