@@ -75,6 +75,10 @@ type elaborator struct {
 	// Indexed names already made ("tx[3]"), so that every rank's op of the same name shares one
 	// string: SPMD ranks name their ops alike. At most maxInterned.
 	interned map[string]string
+	// The interned names that a name of the text with one index made, by index: found without
+	// hashing the text. Only interned names, so at most maxInterned of them.
+	byIndex    map[*dsl.Name][]string
+	byIndexLen int
 
 	spare []*scope   // scope layers free for child
 	segs  []ir.Slice // scratch of sliceList
@@ -82,6 +86,13 @@ type elaborator struct {
 
 // maxInterned bounds the names interned: names that differ per rank are made anew past it.
 const maxInterned = 1 << 16
+
+// maxByIndex and maxByIndexLen bound byIndex: the indices whose names it keeps, per name in the
+// text, and its length over all names.
+const (
+	maxByIndex    = 1 << 12
+	maxByIndexLen = 1 << 18
+)
 
 // pendingRef is a dependency edge by name, resolved once the whole rank is elaborated because
 // references may name ops declared later. The waiting side is an op id (an `after` clause) or,
@@ -159,7 +170,7 @@ func (el *elaborator) run() (sharded bool) {
 	el.g.Rank = make([]ir.RankSpan, el.g.Ranks)
 	el.opIdx = map[string]ir.OpID{}
 	el.queueIdx = map[string]ir.QueueID{}
-	el.interned = map[string]string{}
+	el.interned, el.byIndex = map[string]string{}, map[*dsl.Name][]string{}
 	el.first, el.end = 0, el.g.Ranks
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
 		el.elaborateRank(r)
@@ -543,13 +554,26 @@ func (el *elaborator) name(n *dsl.Name, s *scope) (string, bool) {
 	if len(n.Index) == 0 {
 		return n.Ident.Name, true
 	}
+	var cached []string // the names n made, by index, when it has one
+	var v int64
+	if len(n.Index) == 1 {
+		var ok bool
+		if v, ok = el.eval(n.Index[0], s); !ok {
+			return "", false
+		}
+		if cached = el.byIndex[n]; v >= 0 && v < int64(len(cached)) && cached[v] != "" {
+			return cached[v], true
+		}
+	}
 	var arr [32]byte
 	buf := append(arr[:0], n.Ident.Name...)
 	buf = append(buf, '[')
 	for i, ix := range n.Index {
-		v, ok := el.eval(ix, s)
-		if !ok {
-			return "", false
+		if len(n.Index) > 1 {
+			var ok bool
+			if v, ok = el.eval(ix, s); !ok {
+				return "", false
+			}
 		}
 		if i > 0 {
 			buf = append(buf, ',')
@@ -557,12 +581,23 @@ func (el *elaborator) name(n *dsl.Name, s *scope) (string, bool) {
 		buf = strconv.AppendInt(buf, v, 10)
 	}
 	buf = append(buf, ']')
-	if str, ok := el.interned[string(buf)]; ok {
-		return str, true
-	}
-	str := string(buf)
-	if el.interned != nil && len(el.interned) < maxInterned {
+	str, ok := el.interned[string(buf)]
+	if !ok {
+		str = string(buf)
+		if el.interned == nil || len(el.interned) >= maxInterned {
+			return str, true
+		}
 		el.interned[str] = str
+	}
+	if len(n.Index) == 1 && v >= 0 && v < maxByIndex {
+		if more := int(v) + 1 - len(cached); more > 0 {
+			if el.byIndexLen += more; el.byIndexLen > maxByIndexLen {
+				return str, true
+			}
+			cached = append(cached, make([]string, more)...)
+			el.byIndex[n] = cached
+		}
+		cached[v] = str
 	}
 	return str, true
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -117,7 +118,7 @@ func (el *elaborator) worker(p *pool) *elaborator {
 	w.broken.ops, w.broken.queues = brokenNames{}, brokenNames{}
 	w.opIdx, w.queueIdx, w.opNames = map[string]ir.OpID{}, map[string]ir.QueueID{}, nil
 	w.pending, w.opQueue, w.peerRefs, w.spare, w.segs = nil, nil, nil, nil, nil
-	w.interned = maps.Clone(el.interned)
+	w.interned, w.byIndex, w.byIndexLen = maps.Clone(el.interned), map[*dsl.Name][]string{}, 0
 	return &w
 }
 
