@@ -21,7 +21,8 @@ import (
 // mistakes: the first diagnostic in any shard, or a limit passed by all of them together, stops
 // them all, and the ranks past the first are elaborated again one after the other, which
 // reports as the sequential run does. The limits still hold before memory is spent: a shard
-// takes ops from the op limit, a chunk at a time, before it makes them.
+// takes ops from the op limit, a chunk at a time, before it makes them. Plans with a mistake
+// thus pay for their ranks twice, at most; plans without one are elaborated once.
 
 var (
 	// parallelOps is the least number of ops (rank 0's times the ranks) that makes the ranks
@@ -37,7 +38,7 @@ const opChunk = 1 << 12
 // pool is what the shards of one elaboration share.
 type pool struct {
 	g      *ir.Graph    // the Graph whose windows the shards fill
-	ops    atomic.Int64 // ops taken from the op limit (rank 0's, then opChunk at a time)
+	ops    atomic.Int64 // ops taken from the op limit: rank 0's, then the shards' (opRoom)
 	iters  atomic.Int64 // loop iterations, added rank by rank
 	failed atomic.Bool  // a shard met a diagnostic or a limit: the ranks are done sequentially
 }
