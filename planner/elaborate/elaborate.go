@@ -52,13 +52,17 @@ type elaborator struct {
 	rank      int
 	opIdx     map[string]ir.OpID
 	queueIdx  map[string]ir.QueueID
-	opNames   map[string]bool // base names of ops declared on this rank (for hints)
+	opNames   map[string]bool // base names of ops declared on this rank (for hints), made by baseNames
 	pending   []pendingRef
 	opQueue   []queueRef // per op of this rank: its queue reference
 	peerRefs  []queueRef // per queue of the graph: its peer queue reference
 	iters     int64
 	truncated bool
-	maxOps    int    // the op limit: maxOps, or lower (Limits)
+	maxOps    int // the op limit: maxOps, or lower (Limits)
+	first     int // the ranks whose ops g holds: first .. end-1 (all of them, but in a shard)
+	end       int
+	shard     *shard // the shard this elaborator elaborates (parallel.go), nil: the whole plan
+	pool      *pool  // what it shares with the other shards
 	whyMaxOps string // why the limit is lower, for its diagnostic
 	countWork int    // what is left of maxCountWork
 
@@ -71,6 +75,10 @@ type elaborator struct {
 	// Indexed names already made ("tx[3]"), so that every rank's op of the same name shares one
 	// string: SPMD ranks name their ops alike. At most maxInterned.
 	interned map[string]string
+	// The interned names that a name of the text with one index made, by index: found without
+	// hashing the text. Only interned names, so at most maxInterned of them.
+	byIndex    map[*dsl.Name][]string
+	byIndexLen int
 
 	spare []*scope   // scope layers free for child
 	segs  []ir.Slice // scratch of sliceList
@@ -78,6 +86,13 @@ type elaborator struct {
 
 // maxInterned bounds the names interned: names that differ per rank are made anew past it.
 const maxInterned = 1 << 16
+
+// maxByIndex and maxByIndexLen bound byIndex: the indices whose names it keeps, per name in the
+// text, and its length over all names.
+const (
+	maxByIndex    = 1 << 12
+	maxByIndexLen = 1 << 18
+)
 
 // pendingRef is a dependency edge by name, resolved once the whole rank is elaborated because
 // references may name ops declared later. The waiting side is an op id (an `after` clause) or,
@@ -144,33 +159,39 @@ func (el *elaborator) result() error {
 	return nil
 }
 
-func (el *elaborator) run() {
+// run elaborates the plan; it reports whether the ranks past the first were elaborated in
+// shards (parallel.go).
+func (el *elaborator) run() (sharded bool) {
 	el.header()
 	if el.result() != nil || el.g.Ranks == 0 {
-		return
+		return false
 	}
 	el.checkInits()
 	el.g.Rank = make([]ir.RankSpan, el.g.Ranks)
 	el.opIdx = map[string]ir.OpID{}
 	el.queueIdx = map[string]ir.QueueID{}
-	el.opNames = map[string]bool{}
-	el.interned = map[string]string{}
+	el.interned, el.byIndex = map[string]string{}, map[*dsl.Name][]string{}
+	el.first, el.end = 0, el.g.Ranks
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
 		el.elaborateRank(r)
 		if r == 0 && el.g.Ranks > 1 { // SPMD: other ranks are as large, so grow once (growOps if not)
 			want := len(el.g.Ops) * el.g.Ranks
 			el.g.Ops = append(make([]ir.Op, 0, min(want, el.maxOps)), el.g.Ops...)
+			if sharded = el.parallel(); sharded { // the other ranks are done, without a diagnostic
+				break
+			}
 		}
 	}
 	if el.result() != nil {
-		return
+		return sharded
 	}
 	el.pairQueues()
 	if el.result() != nil {
-		return
+		return sharded
 	}
 	el.matchMessages()
 	el.g.Freeze()
+	return sharded
 }
 
 // declaresRanks reports whether the file sets the world size with a top-level `param ranks`.
@@ -363,7 +384,7 @@ func (el *elaborator) elaborateRank(r int) {
 	el.rank = r
 	clear(el.opIdx)
 	clear(el.queueIdx)
-	clear(el.opNames)
+	el.opNames = nil
 	el.broken.ops.reset()
 	el.broken.queues.reset()
 	el.pending = el.pending[:0]
@@ -464,7 +485,8 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 		el.skipped(st.Body)
 		return
 	}
-	if n := el.loopOps(st, from, to, step, s, int64(el.maxOps-len(el.g.Ops))); n > int64(el.maxOps-len(el.g.Ops)) {
+	left := int64(el.opsLeft())
+	if n := el.loopOps(st, from, to, step, s, left); n > left {
 		el.tooManyOps(st.Pos(), fmt.Sprintf(" (this loop alone makes at least %d)", n))
 		el.skipped(st.Body)
 		return
@@ -532,13 +554,26 @@ func (el *elaborator) name(n *dsl.Name, s *scope) (string, bool) {
 	if len(n.Index) == 0 {
 		return n.Ident.Name, true
 	}
+	var cached []string // the names n made, by index, when it has one
+	var v int64
+	if len(n.Index) == 1 {
+		var ok bool
+		if v, ok = el.eval(n.Index[0], s); !ok {
+			return "", false
+		}
+		if cached = el.byIndex[n]; v >= 0 && v < int64(len(cached)) && cached[v] != "" {
+			return cached[v], true
+		}
+	}
 	var arr [32]byte
 	buf := append(arr[:0], n.Ident.Name...)
 	buf = append(buf, '[')
 	for i, ix := range n.Index {
-		v, ok := el.eval(ix, s)
-		if !ok {
-			return "", false
+		if len(n.Index) > 1 {
+			var ok bool
+			if v, ok = el.eval(ix, s); !ok {
+				return "", false
+			}
 		}
 		if i > 0 {
 			buf = append(buf, ',')
@@ -546,12 +581,23 @@ func (el *elaborator) name(n *dsl.Name, s *scope) (string, bool) {
 		buf = strconv.AppendInt(buf, v, 10)
 	}
 	buf = append(buf, ']')
-	if str, ok := el.interned[string(buf)]; ok {
-		return str, true
-	}
-	str := string(buf)
-	if el.interned != nil && len(el.interned) < maxInterned {
+	str, ok := el.interned[string(buf)]
+	if !ok {
+		str = string(buf)
+		if el.interned == nil || len(el.interned) >= maxInterned {
+			return str, true
+		}
 		el.interned[str] = str
+	}
+	if len(n.Index) == 1 && v >= 0 && v < maxByIndex {
+		if more := int(v) + 1 - len(cached); more > 0 {
+			if el.byIndexLen += more; el.byIndexLen > maxByIndexLen {
+				return str, true
+			}
+			cached = append(cached, make([]string, more)...)
+			el.byIndex[n] = cached
+		}
+		cached[v] = str
 	}
 	return str, true
 }
@@ -611,12 +657,18 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 		el.broken.ops.add("", st.Name.Ident.Name)
 		return
 	}
-	if id, dup := el.opIdx[name]; dup {
+	id := ir.OpID(len(g.Ops))
+	n := len(el.opIdx)
+	el.opIdx[name] = id
+	if len(el.opIdx) == n { // declared before (one map access per op, not a lookup and a store)
+		first := el.declared(name)
+		el.opIdx[name] = first
 		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "op %s declared twice on this rank: give each op its own name or index", name).
-			Relate(g.Ops[id].Pos, firstDeclaration(name, g.Ops[id].Pos, st.Name.Pos())), "op declared twice")
+			Relate(g.Ops[first].Pos, firstDeclaration(name, g.Ops[first].Pos, st.Name.Pos())), "op declared twice")
 		return
 	}
-	if len(g.Ops) >= el.maxOps {
+	if !el.opRoom() {
+		delete(el.opIdx, name)
 		el.tooManyOps(st.Pos(), "")
 		return
 	}
@@ -624,28 +676,37 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 	var qref queueRef
 	ok = el.operation(st.Op, s, &op, &qref)
 	if !ok {
+		delete(el.opIdx, name)
 		el.broken.ops.add(name, "") // reported: references to it are not
 		return
 	}
-	id := ir.OpID(len(g.Ops))
-	el.opIdx[name] = id
-	el.opNames[st.Name.Ident.Name] = true
 	el.growOps()
 	g.Ops = append(g.Ops, op)
 	el.opQueue = append(el.opQueue, qref)
 	el.refs(st.After, s, []ir.OpID{id})
 }
 
-// growOps makes room for one more op. Past rank 0, Ops was sized for ranks as large as it; when
-// a rank is larger, the room grows by an estimate of what the remaining ranks need (the ops per
-// rank so far, and an eighth more), not by doubling: the Graph keeps what Ops allocates.
+// declared returns the op of this rank named name.
+func (el *elaborator) declared(name string) ir.OpID {
+	g := el.g
+	for id := g.Rank[el.rank].FirstOp; int(id) < len(g.Ops); id++ {
+		if g.Ops[id].Name == name {
+			return id
+		}
+	}
+	panic("elaborate: op " + name + " is not on rank " + strconv.Itoa(el.rank))
+}
+
+// growOps makes room for one more op. Past its first rank, Ops was sized for ranks as large as
+// it; when a rank is larger, the room grows by an estimate of what the remaining ranks need (the
+// ops per rank so far, and an eighth more), not by doubling: the Graph keeps what Ops allocates.
 func (el *elaborator) growOps() {
 	g := el.g
-	if el.rank == 0 || len(g.Ops) < cap(g.Ops) {
+	if el.rank == el.first || len(g.Ops) < cap(g.Ops) {
 		return
 	}
-	per := len(g.Ops)/(el.rank+1) + 1
-	more := per * (g.Ranks - el.rank) * 9 / 8
+	per := len(g.Ops)/(el.rank-el.first+1) + 1
+	more := per * (el.end - el.rank) * 9 / 8
 	g.Ops = slices.Grow(g.Ops, max(min(more, el.maxOps-len(g.Ops)), 1))
 }
 

@@ -24,15 +24,22 @@ type Limits struct {
 
 // ElaborateLimited is Elaborate within lim.
 func ElaborateLimited(f *dsl.File, params map[string]int64, lim Limits) (*ir.Graph, error) {
+	g, _, err := elaborateLimited(f, params, lim)
+	return g, err
+}
+
+// elaborateLimited is ElaborateLimited that also reports whether the ranks were elaborated in
+// shards (parallel.go).
+func elaborateLimited(f *dsl.File, params map[string]int64, lim Limits) (*ir.Graph, bool, error) {
 	el := &elaborator{file: f, g: &ir.Graph{File: f.Name}, overrides: params, maxOps: maxOps, countWork: maxCountWork}
 	if lim.MaxOps > 0 && lim.MaxOps < maxOps {
 		el.maxOps, el.whyMaxOps = lim.MaxOps, lim.Why
 	}
-	el.run()
+	sharded := el.run()
 	if err := el.result(); err != nil {
-		return nil, err
+		return nil, sharded, err
 	}
-	return el.g, nil
+	return el.g, sharded, nil
 }
 
 // tooManyOps reports that the plan passes the op limit, at pos.

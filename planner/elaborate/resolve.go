@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
@@ -50,7 +51,7 @@ func (el *elaborator) resolveRank() {
 	if free := cap(g.Edges) - len(g.Edges); free < len(el.pending) {
 		// SPMD: the other ranks have about as many edges as this one. Grow for them all at once
 		// rather than by doubling: the Graph keeps what Edges allocates.
-		g.Edges = slices.Grow(g.Edges, len(el.pending)*(g.Ranks-el.rank))
+		g.Edges = slices.Grow(g.Edges, len(el.pending)*(el.end-el.rank))
 	}
 	for _, p := range el.pending {
 		from, ok := el.lookupOp(p.from)
@@ -73,6 +74,13 @@ func (el *elaborator) lookupOp(n opName) (ir.OpID, bool) {
 	}
 	if el.broken.ops.has(n.name, n.base) {
 		return ir.None, false // its declaration failed and was reported
+	}
+	if el.opNames == nil { // a mistake: worth the names of the rank's ops
+		el.opNames = map[string]bool{}
+		for name := range el.opIdx {
+			base, _, _ := strings.Cut(name, "[")
+			el.opNames[base] = true
+		}
 	}
 	if el.opNames[n.base] && n.name != n.base {
 		el.errorf(phaseNames, diag.Name, n.pos, "%s is not defined on this rank, though other %s ops are: guard the reference with an if, or fix the index", n.name, n.base)

@@ -1,0 +1,270 @@
+package elaborate
+
+import (
+	"maps"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
+)
+
+// The ranks past the first are elaborated in parallel. Each rank evaluates the SPMD text on its
+// own, so contiguous shards of ranks are elaborated at once, each into its window of the Graph's
+// ops, queues and edges (sized from rank 0, as the sequential run sizes them), and then joined in
+// rank order. A shard numbers its ops and queues from its own start; the numbers are shifted to
+// the Graph's once the shards before it are known. The Graph is the sequential one.
+//
+// Diagnostics are another matter: which mistake comes first, and where the op and iteration
+// limits are passed, depend on every rank before. So the shards only elaborate ranks without
+// mistakes: the first diagnostic in any shard, or a limit passed by all of them together, stops
+// them all, and the ranks past the first are elaborated again one after the other, which
+// reports as the sequential run does. The limits still hold before memory is spent: a shard
+// takes ops from the op limit, a chunk at a time, before it makes them. Plans with a mistake
+// thus pay for their ranks twice, at most; plans without one are elaborated once.
+
+var (
+	// parallelOps is the least number of ops (rank 0's times the ranks) that makes the ranks
+	// past the first elaborate in parallel; smaller plans are done before shards would start.
+	parallelOps = 1 << 13
+	// workers is the number of goroutines that elaborate ranks at once; 0: GOMAXPROCS.
+	workers = 0
+)
+
+// opChunk is how many ops a shard takes from the op limit at a time.
+const opChunk = 1 << 12
+
+// pool is what the shards of one elaboration share.
+type pool struct {
+	g      *ir.Graph    // the Graph whose windows the shards fill
+	ops    atomic.Int64 // ops taken from the op limit: rank 0's, then the shards' (opRoom)
+	iters  atomic.Int64 // loop iterations, added rank by rank
+	failed atomic.Bool  // a shard met a diagnostic or a limit: the ranks are done sequentially
+}
+
+// shard is a run of ranks, first .. end-1, and what their elaboration made.
+type shard struct {
+	first, end int
+	room       int // the ops its ranks would have if they were as large as rank 0
+	taken      int // ops taken from pool.ops
+	// where its ops, queues and edges were started in the Graph's slices (at), and are (to)
+	opsAt, queuesAt, edgesAt int
+	opsTo, queuesTo, edgesTo int
+	ops                      []ir.Op
+	queues                   []ir.Queue
+	edges                    []ir.Edge
+	peerRefs                 []queueRef
+}
+
+// parallel elaborates ranks 1 .. Ranks-1 in shards, once rank 0 is done, when the plan is large
+// enough. It reports whether it did; if not, nothing of the Graph changed since rank 0.
+func (el *elaborator) parallel() bool {
+	g := el.g
+	n := workers
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	ops0, queues0, edges0 := len(g.Ops), len(g.Queues), len(g.Edges)
+	if n < 2 || g.Ranks < 3 || ops0 == 0 || ops0*g.Ranks < parallelOps || ops0*g.Ranks > el.maxOps || !el.clean() {
+		return false
+	}
+	// Windows for ranks as large as rank 0 (Ops was sized so by run).
+	g.Queues = growTo(g.Queues, queues0*g.Ranks)
+	g.Edges = growTo(g.Edges, edges0*g.Ranks)
+	p := &pool{g: g}
+	p.ops.Store(int64(ops0))
+	p.iters.Store(el.iters)
+	k := min(4*n, g.Ranks-1) // a few per worker: a busy core slows one shard, not half the ranks
+	shards := make([]*shard, k)
+	for i := range shards {
+		first, end := 1+(g.Ranks-1)*i/k, 1+(g.Ranks-1)*(i+1)/k
+		shards[i] = &shard{first: first, end: end, room: ops0 * (end - first), opsAt: ops0 * first, queuesAt: queues0 * first, edgesAt: edges0 * first}
+	}
+	var next atomic.Int64 // the next shard to elaborate
+	var wg sync.WaitGroup
+	for range min(n, k) {
+		w := el.worker(p)
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(k) && !p.failed.Load(); i = next.Add(1) - 1 {
+				w.elaborateShard(shards[i], ops0, queues0, edges0)
+			}
+		})
+	}
+	wg.Wait()
+	if p.failed.Load() { // back to rank 0
+		clear(g.Ops[ops0:cap(g.Ops)])
+		clear(g.Queues[queues0:cap(g.Queues)])
+		clear(g.Edges[edges0:cap(g.Edges)])
+		clear(g.Rank[1:])
+		return false
+	}
+	g.Ops = join(g.Ops, shards, func(sh *shard) ([]ir.Op, int, *int) { return sh.ops, sh.opsAt, &sh.opsTo })
+	g.Queues = join(g.Queues, shards, func(sh *shard) ([]ir.Queue, int, *int) { return sh.queues, sh.queuesAt, &sh.queuesTo })
+	g.Edges = join(g.Edges, shards, func(sh *shard) ([]ir.Edge, int, *int) { return sh.edges, sh.edgesAt, &sh.edgesTo })
+	for _, sh := range shards {
+		el.peerRefs = append(el.peerRefs, sh.peerRefs...)
+		wg.Go(func() { sh.shift(g) })
+	}
+	wg.Wait()
+	return true
+}
+
+// worker returns an elaborator for shards of el's ranks: it shares with el only what it reads,
+// and keeps its scratch (names, references) from one shard to the next.
+func (el *elaborator) worker(p *pool) *elaborator {
+	w := *el
+	w.pool = p
+	w.diag = [numPhases]diags{}
+	w.broken.ops, w.broken.queues = brokenNames{}, brokenNames{}
+	w.opIdx, w.queueIdx, w.opNames = map[string]ir.OpID{}, map[string]ir.QueueID{}, nil
+	w.pending, w.opQueue, w.peerRefs, w.spare, w.segs = nil, nil, nil, nil, nil
+	w.interned, w.byIndex, w.byIndexLen = maps.Clone(el.interned), map[*dsl.Name][]string{}, 0
+	return &w
+}
+
+// elaborateShard elaborates the ranks of sh into windows of the Graph's slices from where ranks
+// as large as rank 0 would put them, until one of them, or of another shard, fails.
+func (el *elaborator) elaborateShard(sh *shard, ops0, queues0, edges0 int) {
+	g := *el.pool.g
+	g.Ops = window(g.Ops, sh.opsAt, ops0*sh.end)
+	g.Queues = window(g.Queues, sh.queuesAt, queues0*sh.end)
+	g.Edges = window(g.Edges, sh.edgesAt, edges0*sh.end)
+	el.g, el.shard, el.first, el.end, el.peerRefs = &g, sh, sh.first, sh.end, nil
+	defer func() { sh.ops, sh.queues, sh.edges, sh.peerRefs = g.Ops, g.Queues, g.Edges, el.peerRefs }()
+	for r := sh.first; r < sh.end; r++ {
+		if el.pool.failed.Load() {
+			return
+		}
+		iters := el.iters
+		el.elaborateRank(r)
+		if !el.clean() || el.pool.iters.Add(el.iters-iters) > MaxIterations {
+			el.pool.failed.Store(true)
+			return
+		}
+	}
+}
+
+// shift renumbers the shard's ops and queues, now at opsTo and queuesTo in g, from there.
+func (sh *shard) shift(g *ir.Graph) {
+	dop, dq := ir.OpID(sh.opsTo), ir.QueueID(sh.queuesTo)
+	for r := sh.first; r < sh.end; r++ {
+		s := &g.Rank[r]
+		s.FirstOp, s.EndOp, s.FirstQueue, s.EndQueue = s.FirstOp+dop, s.EndOp+dop, s.FirstQueue+dq, s.EndQueue+dq
+	}
+	for i := range sh.ops {
+		if op := &g.Ops[sh.opsTo+i]; op.Queue != ir.None {
+			op.Queue += dq
+		}
+	}
+	for i := range sh.queues {
+		q := &g.Queues[sh.queuesTo+i]
+		for j := range q.SendOps {
+			q.SendOps[j] += dop
+		}
+		for j := range q.RecvOps {
+			q.RecvOps[j] += dop
+		}
+	}
+	for i := range sh.edges {
+		e := &g.Edges[sh.edgesTo+i]
+		e.From, e.To = e.From+dop, e.To+dop
+	}
+}
+
+// clean reports that nothing went wrong so far: no diagnostic, no limit passed.
+func (el *elaborator) clean() bool {
+	for ph := range el.diag {
+		if el.diag[ph].Len() > 0 {
+			return false
+		}
+	}
+	return !el.truncated
+}
+
+// opRoom reports whether the plan may have one more op: in a shard, whether it could take it
+// from the op limit shared by all of them. A shard takes no more than its room until it is full
+// (ranks as large as rank 0 then fit whenever the plan does), and then opChunk at a time.
+func (el *elaborator) opRoom() bool {
+	sh := el.shard
+	if sh == nil {
+		return len(el.g.Ops) < el.maxOps
+	}
+	if len(el.g.Ops) < sh.taken {
+		return true
+	}
+	take := opChunk
+	if left := sh.room - sh.taken; left > 0 {
+		take = min(take, left)
+	}
+	if el.pool.failed.Load() || el.pool.ops.Add(int64(take)) > int64(el.maxOps) {
+		return false
+	}
+	sh.taken += take
+	return true
+}
+
+// opsLeft is how many more ops the plan may have; in a shard, at most that (what the other
+// shards will take is not known yet).
+func (el *elaborator) opsLeft() int {
+	if sh := el.shard; sh != nil {
+		return el.maxOps - int(el.pool.ops.Load()) + sh.taken - len(el.g.Ops)
+	}
+	return el.maxOps - len(el.g.Ops)
+}
+
+// growTo returns s with room for n elements.
+func growTo[T any](s []T, n int) []T {
+	if n > cap(s) {
+		return append(make([]T, 0, n), s...)
+	}
+	return s
+}
+
+// window returns the empty slice of all's storage from lo, with room up to hi.
+func window[T any](all []T, lo, hi int) []T { return all[lo:lo:hi] }
+
+// join puts the parts of the shards (part: the slice a shard made, where its window started
+// and where the part's place in the result goes) after all, in order, and returns the result.
+// A part still in its window is moved within all's storage, if at all; one that outgrew its
+// window is copied. Parts left of their window move first, from the left, then those right of
+// theirs from the right, then the copies: no part is overwritten before it is moved.
+func join[T any](all []T, shards []*shard, part func(*shard) ([]T, int, *int)) []T {
+	n := len(all)
+	for _, sh := range shards {
+		p, _, to := part(sh)
+		*to = n
+		n += len(p)
+	}
+	if n > cap(all) { // the ranks outgrew rank 0's estimate
+		out := make([]T, len(all), n)
+		copy(out, all)
+		for _, sh := range shards {
+			p, _, _ := part(sh)
+			out = append(out, p...)
+		}
+		return out
+	}
+	full := all[:cap(all)]
+	inPlace := func(sh *shard) (p []T, at, to int, ok bool) {
+		p, at, t := part(sh)
+		return p, at, *t, len(p) > 0 && at < len(full) && &p[0] == &full[at]
+	}
+	for _, sh := range shards {
+		if p, at, to, ok := inPlace(sh); ok && to < at {
+			copy(full[to:], p)
+		}
+	}
+	for i := len(shards) - 1; i >= 0; i-- {
+		if p, at, to, ok := inPlace(shards[i]); ok && to > at {
+			copy(full[to:], p)
+		}
+	}
+	for _, sh := range shards {
+		if p, _, to, ok := inPlace(sh); !ok {
+			copy(full[to:], p)
+		}
+	}
+	clear(full[n:]) // what parts moved away from
+	return full[:n]
+}
