@@ -46,6 +46,7 @@ type elaborator struct {
 
 	globals *scope              // params, ranks and the top-level lets that do not depend on rank
 	bufIdx  map[string]ir.BufID // buffer name -> id
+	badBuf  map[string]bool     // buffers whose declaration failed (and was reported)
 	perElem map[ir.BufID]bool   // buffer -> its init depends on the element index i
 
 	// per-rank state, reset for each rank
@@ -314,6 +315,7 @@ func (el *elaborator) header() {
 		g.Ranks = int(v)
 	}
 	el.bufIdx = map[string]ir.BufID{}
+	el.badBuf = map[string]bool{}
 	el.perElem = map[ir.BufID]bool{}
 	for _, st := range el.file.Stmts {
 		if st, ok := st.(*dsl.BufferStmt); ok {
@@ -333,6 +335,13 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 		el.report(phaseNames, -1, diag.Errorf(diag.Name, st.Name.Pos(), "buffer %s declared twice", name).Relate(el.g.Buffers[id].Pos, firstDeclaration(name, el.g.Buffers[id].Pos, st.Name.Pos())), "buffer declared twice")
 		return
 	}
+	// A declaration that fails is reported here; its uses then say nothing more of it.
+	declared := false
+	defer func() {
+		if !declared {
+			el.badBuf[name] = true
+		}
+	}()
 	b := ir.Buffer{Name: name, Pos: st.Name.Pos()}
 	t, ok := ir.ParseElemType(st.Type.Name)
 	if !ok {
@@ -376,6 +385,7 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 	}
 	el.bufIdx[name] = ir.BufID(len(el.g.Buffers))
 	el.g.Buffers = append(el.g.Buffers, b)
+	declared = true
 }
 
 // elaborateRank walks the whole text as rank r sees it.

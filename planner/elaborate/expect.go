@@ -44,7 +44,7 @@ func (el *elaborator) expect(st *dsl.ExpectStmt) {
 	}
 	buf := func(id *dsl.Ident) (ir.BufID, bool) {
 		b, ok := el.bufIdx[id.Name]
-		if !ok {
+		if !ok && !el.badBuf[id.Name] {
 			el.globalErrorf(phaseNames, diag.Name, id.Pos(), "unknown buffer %s in expect", id.Name)
 		}
 		return b, ok

@@ -232,6 +232,9 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 		return ir.NoSlice, false
 	}
 	id, ok := el.bufIdx[sl.Buf.Name]
+	if !ok && el.badBuf[sl.Buf.Name] {
+		return ir.NoSlice, false
+	}
 	if !ok {
 		el.unknownName(sl.Buf.Pos(), sl.Buf.Name, sl.Buf.Name, sl.Buf.Name, el.bufferNames(), "unknown buffer %s%s")
 		return ir.NoSlice, false
