@@ -23,7 +23,19 @@ const (
 
 // funcs are the plan's defs; the global scope holds them.
 type funcs struct {
-	defs map[string]*dsl.DefStmt
+	defs   map[string]*dsl.DefStmt
+	params map[*dsl.DefStmt][]string // each def's parameter names, shared by its calls
+}
+
+// call is what one call of a def holds, allocated at once: the frame, the scope binding the
+// arguments (up to four without another allocation) and, for an outermost call, the count of
+// calls made under it.
+type call struct {
+	frame frame
+	ext   scopeExt
+	body  scope
+	vals  [4]int64
+	calls int
 }
 
 // frame is a call of a def in progress.
@@ -167,11 +179,13 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 		return 0, err
 	}
 	caller := s.callFrame()
-	f := &frame{def: def, call: e, parent: caller, depth: 1}
+	c := &call{}
+	f := &c.frame
+	*f = frame{def: def, call: e, parent: caller, depth: 1}
 	if caller != nil {
 		f.depth, f.calls = caller.depth+1, caller.calls
 	} else {
-		f.calls = new(int)
+		f.calls = &c.calls
 	}
 	if f.depth > MaxCallDepth {
 		return 0, errAt(e, "calls nested more than %d deep: %s (a recursion that never reaches its base case?)", MaxCallDepth, chain(f))
@@ -179,13 +193,16 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 	if *f.calls++; *f.calls > MaxCalls {
 		return 0, errAt(e, "more than %d function calls in one expression: %s (a recursion that branches too much?)", MaxCalls, chain(f))
 	}
-	body := &scope{parent: root, ext: &scopeExt{frame: f}}
-	for i, a := range e.Args {
+	c.ext.frame = f
+	names := fns.params[def]
+	body := &c.body
+	*body = scope{names: names[:len(names):len(names)], values: c.vals[:0], parent: root, ext: &c.ext}
+	for _, a := range e.Args {
 		v, err := evalInt(a, s)
 		if err != nil {
 			return 0, err
 		}
-		body.bind(def.Params[i].Name, v)
+		body.values = append(body.values, v)
 	}
 	v, err := evalInt(def.Body, body)
 	if err != nil && !err.quiet && len(err.related) < 4 && e.Pos() != err.pos && !slices.ContainsFunc(err.related, func(r diag.Related) bool { return r.Pos == e.Pos() }) {
@@ -221,7 +238,7 @@ func chain(f *frame) string {
 // defs checks the top-level def statements of f and returns them by name; a def inside a
 // block is reported by block.
 func (el *elaborator) defs() *funcs {
-	fns := &funcs{defs: map[string]*dsl.DefStmt{}}
+	fns := &funcs{defs: map[string]*dsl.DefStmt{}, params: map[*dsl.DefStmt][]string{}}
 	for _, st := range el.file.Stmts {
 		d, ok := st.(*dsl.DefStmt)
 		if !ok {
@@ -247,6 +264,11 @@ func (el *elaborator) defs() *funcs {
 		}
 		if ok {
 			fns.defs[name] = d
+			names := make([]string, len(d.Params))
+			for i, p := range d.Params {
+				names[i] = p.Name
+			}
+			fns.params[d] = names
 		}
 	}
 	return fns
