@@ -30,22 +30,58 @@ type Options struct {
 // The listing is streamed rank by rank through a buffered writer over w: only one queue's
 // chain is held at a time (its columns are aligned per queue), never the whole text.
 func Write(w io.Writer, p *ir.Plan, opt Options) error {
-	g := p.Graph
-	b := bufio.NewWriterSize(w, 64<<10)
-	t := p.Target
-	fmt.Fprintf(b, "plan %s  target %s (%s style, cross-channel %s)  ranks %d\n", g.Name, t.Name, t.Style, yesNo(t.CrossChannel), g.Ranks)
-	tab := &table{cols: 6}
+	lw := NewWriter(w, opt)
 	for r := range p.Ranks {
-		if opt.Rank >= 0 && r != opt.Rank {
-			continue
+		if err := lw.Rank(p, r); err != nil {
+			return err
 		}
-		writeRank(b, tab, p, r)
 	}
-	fmt.Fprintf(b, "\nsummary: %s\n", summary(p.Stats))
+	return lw.Close(p)
+}
+
+// Writer writes the text listing of Write a rank at a time, for a Plan whose ranks are not all
+// held at once (lower.CompileEach): Rank for every rank in order, then Close.
+type Writer struct {
+	b      *bufio.Writer
+	opt    Options
+	tab    table
+	header bool
+}
+
+// NewWriter returns a Writer of the listing to w.
+func NewWriter(w io.Writer, opt Options) *Writer {
+	return &Writer{b: bufio.NewWriterSize(w, 1<<20), opt: opt, tab: table{cols: 6}}
+}
+
+// writeHeader writes the first line of the listing, once.
+func (lw *Writer) writeHeader(p *ir.Plan) {
+	if lw.header {
+		return
+	}
+	lw.header = true
+	t := p.Target
+	fmt.Fprintf(lw.b, "plan %s  target %s (%s style, cross-channel %s)  ranks %d\n", p.Graph.Name, t.Name, t.Style, yesNo(t.CrossChannel), p.Graph.Ranks)
+}
+
+// Rank writes rank r's block of the listing (nothing if the Options leave it out), and returns
+// the first write error so far.
+func (lw *Writer) Rank(p *ir.Plan, r int) error {
+	lw.writeHeader(p)
+	if lw.opt.Rank < 0 || r == lw.opt.Rank {
+		writeRank(lw.b, &lw.tab, p, r)
+	}
+	_, err := lw.b.Write(nil) // the first write error, if any
+	return err
+}
+
+// Close writes the summary of p's Stats and flushes the listing.
+func (lw *Writer) Close(p *ir.Plan) error {
+	lw.writeHeader(p)
+	fmt.Fprintf(lw.b, "\nsummary: %s\n", summary(p.Stats))
 	if lim, ok := p.CounterLimit(); ok {
-		fmt.Fprintf(b, "triggered: %s\n", overflowText(lim, true))
+		fmt.Fprintf(lw.b, "triggered: %s\n", overflowText(lim, true))
 	}
-	return b.Flush() // the first write error, if any
+	return lw.b.Flush() // the first write error, if any
 }
 
 // writeRank writes rank r's block of the text listing.

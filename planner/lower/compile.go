@@ -29,11 +29,32 @@ import (
 // Errors (a diag.List) report chains that do not fit the target's depth limits, inline
 // payloads above its limit, and dependency cycles the checker should have caught.
 func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
+	return compile(g, t, nil)
+}
+
+// CompileEach is Compile for plans too large to hold whole (a listing of every rank, say): it
+// hands each rank's plan to each, in rank order, as soon as the rank is lowered, then drops its
+// chains, so memory holds about one rank per CPU. each reads p.Ranks[r] during the call only.
+// The Plan returned has the Stats, Loc and Deps of Compile's and empty Ranks. Ranks handed over
+// before Compile would have failed are of no use then: CompileEach returns the same errors, and
+// the first error of each. On a triggered target, whose trigger budgets need every rank's
+// chains, the Plan is built whole first, as Compile builds it, and keeps its Ranks.
+func CompileEach(g *ir.Graph, t ir.Target, each func(p *ir.Plan, r int) error) (*ir.Plan, error) {
+	return compile(g, t, each)
+}
+
+func compile(g *ir.Graph, t ir.Target, each func(*ir.Plan, int) error) (*ir.Plan, error) {
 	c, order, err := start(g, t)
 	if err != nil {
 		return nil, err
 	}
-	c.lowerRanks(order, true)
+	stream := each != nil && t.Trigger == nil
+	var eachErr error
+	if stream {
+		eachErr = c.lowerRanks(order, false, each)
+	} else {
+		c.lowerRanks(order, true, nil)
+	}
 	if t.Trigger != nil && len(c.errs) == 0 {
 		c.trigger(order)
 	}
@@ -41,9 +62,19 @@ func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 		c.errs.Sort()
 		return nil, c.errs
 	}
-	c.stats()
+	if eachErr != nil {
+		return nil, eachErr
+	}
+	c.plan.Stats.NaiveWaits, c.plan.Stats.NaiveEnables = c.naiveWaits, c.naiveEnables
 	if t.Style == ir.StyleNone {
 		c.plan.Deps = ir.NewDeps(len(g.Ops), g.Edges)
+	}
+	if each != nil && !stream {
+		for r := range c.plan.Ranks {
+			if err := each(c.plan, r); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return c.plan, nil
 }
@@ -57,7 +88,7 @@ func CheckLimits(g *ir.Graph, t ir.Target) error {
 	if err != nil {
 		return err
 	}
-	c.lowerRanks(order, t.Trigger != nil)
+	c.lowerRanks(order, t.Trigger != nil, nil)
 	if t.Trigger != nil && len(c.errs) == 0 {
 		c.trigger(order)
 	}

@@ -2,7 +2,9 @@ package lower
 
 import (
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coredag/coredag/ir"
 )
@@ -25,24 +27,65 @@ import (
 // tracked per waited op only: still correct, merely less minimal.
 const impLimit = 1 << 24
 
-// lowerRanks lowers every rank in the event order (grouped by rank), chooses its signalling and checks it
-// against the target's limits. Unless keep is set, a rank's chains are dropped once checked.
-func (c *compiler) lowerRanks(order []int32, keep bool) {
+// lowerRanks lowers every rank in the event order (grouped by rank), chooses its signalling and
+// checks it against the target's limits. Unless keep is set, a rank's chains are dropped once
+// checked. If each is not nil, it is handed every rank, in rank order, once the rank is lowered
+// and before its chains are dropped; its first error is returned, and after it, or once a rank
+// breaks a limit (Compile then fails), no further rank is handed over.
+func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int) error) error {
 	g := c.g
 	c.waited = make([]bool, len(g.Ops))
 	start := rankStarts(g, order)
 	c.plan.Ranks = make([]ir.RankPlan, g.Ranks)
-	// Ranks are lowered independently: each worker takes a contiguous range of them, and their
-	// findings are joined in rank order, so the result does not depend on the number of workers.
+	// Ranks are lowered independently: workers take them in turn, and their findings are
+	// joined in rank order, so the result does not depend on the number of workers. A worker
+	// hands its rank to each only once every earlier rank has been handed over, so no worker
+	// runs more than one rank ahead of each.
 	workers := make([]worker, max(1, min(runtime.GOMAXPROCS(0), g.Ranks)))
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		next    atomic.Int64
+		broken  atomic.Bool
+		mu      sync.Mutex
+		turn    = sync.NewCond(&mu)
+		handed  int   // ranks handed to each (or passed over) so far
+		eachErr error // the first error each returned
+	)
+	handOver := func(r int) {
+		mu.Lock()
+		for handed != r { // the worker of rank handed is past lowering it: the wait ends
+			turn.Wait()
+		}
+		stop := eachErr != nil || broken.Load()
+		mu.Unlock()
+		var err error
+		if !stop {
+			err = each(c.plan, r)
+		}
+		mu.Lock()
+		if eachErr == nil {
+			eachErr = err
+		}
+		handed++
+		turn.Broadcast()
+		mu.Unlock()
+	}
 	for i := range workers {
 		w := &workers[i]
 		w.c = c
-		lo, hi := g.Ranks*i/len(workers), g.Ranks*(i+1)/len(workers)
 		wg.Go(func() {
-			for r := lo; r < hi; r++ {
-				w.lowerRank(r, order[start[r]:start[r+1]], keep)
+			for r := int(next.Add(1) - 1); r < g.Ranks; r = int(next.Add(1) - 1) {
+				w.lowerRank(r, order[start[r]:start[r+1]])
+				if len(w.found) > 0 {
+					broken.Store(true)
+				}
+				if each != nil {
+					handOver(r)
+				}
+				w.chains.settle(&c.plan.Ranks[r], keep)
+				if !keep {
+					c.plan.Ranks[r] = ir.RankPlan{}
+				}
 			}
 		})
 	}
@@ -53,8 +96,13 @@ func (c *compiler) lowerRanks(order []int32, keep bool) {
 		found = append(found, w.found...)
 		c.naiveWaits += w.naiveWaits
 		c.naiveEnables += w.naiveEnables
+		addStats(&c.plan.Stats, w.stats)
 	}
+	// Each rank's findings are together, in the order they were found: in rank order, they are
+	// what one worker lowering every rank would have found.
+	slices.SortStableFunc(found, func(a, b limitFind) int { return a.rank - b.rank })
 	c.addLimitErrors(found)
+	return eachErr
 }
 
 // worker lowers ranks. Workers share the compiler's read-only state and write disjoint parts
@@ -64,13 +112,14 @@ type worker struct {
 	chains  chainBufs // the chains of the rank being lowered
 	scratch scratch
 	found   limitFinds
+	stats   ir.Stats // of the ranks lowered, naive counts aside
 
 	naiveWaits, naiveEnables int
 }
 
-// lowerRank lowers rank r, whose events in order are evs, chooses its signalling and checks it
-// against the target's limits; unless keep is set, its plan is dropped once checked.
-func (w *worker) lowerRank(r int, evs []int32, keep bool) {
+// lowerRank lowers rank r, whose events in order are evs, chooses its signalling, checks it
+// against the target's limits and counts its WQEs.
+func (w *worker) lowerRank(r int, evs []int32) {
 	c := w.c
 	l := w.newRankLower(r)
 	for _, ev := range evs {
@@ -82,10 +131,7 @@ func (w *worker) lowerRank(r int, evs []int32, keep bool) {
 	}
 	c.signalRank(r, &w.scratch)
 	c.checkRankLimits(r, &w.found)
-	w.chains.settle(&c.plan.Ranks[r], keep)
-	if !keep {
-		c.plan.Ranks[r] = ir.RankPlan{}
-	}
+	addStats(&w.stats, c.plan.RankStats(r))
 }
 
 // scratch is memory reused from rank to rank.
