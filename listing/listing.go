@@ -256,16 +256,19 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 
 // table lays out rows of cells as text/tabwriter does with padding 2 and no minimum width:
 // each cell but the last of a row is padded with spaces to its column's widest cell plus 2.
-// Unlike tabwriter it keeps only its rows' bytes and cell ends, reused from table to table.
+// Unlike tabwriter it keeps only its rows' bytes and cell ends, reused from table to table,
+// and writes the laid-out rows in one piece.
 type table struct {
-	cols int
-	buf  []byte // the cells' text, back to back
-	ends []int  // the end in buf of every cell, row after row
-	wide []int  // per column, the widest cell in runes
+	cols  int
+	buf   []byte // the cells' text, back to back
+	ends  []int  // the end in buf of every cell, row after row
+	width []int  // the width in runes of every cell
+	wide  []int  // per column, the widest cell in runes
+	out   []byte // the laid-out rows
 }
 
 func (t *table) reset() {
-	t.buf, t.ends = t.buf[:0], t.ends[:0]
+	t.buf, t.ends, t.width = t.buf[:0], t.ends[:0], t.width[:0]
 	t.wide = append(t.wide[:0], make([]int, t.cols)...)
 }
 
@@ -276,27 +279,32 @@ func (t *table) cell() {
 		start = t.ends[n-1]
 	}
 	col := len(t.ends) % t.cols
-	if w := utf8.RuneCount(t.buf[start:]); w > t.wide[col] {
-		t.wide[col] = w
-	}
+	w := utf8.RuneCount(t.buf[start:])
+	t.wide[col] = max(t.wide[col], w)
 	t.ends = append(t.ends, len(t.buf))
+	t.width = append(t.width, w)
 }
+
+// spaces is padding, sliced to length.
+var spaces = bytes.Repeat([]byte{' '}, 256)
 
 // write writes the rows to w, one line each.
 func (t *table) write(w *bufio.Writer) {
+	out := t.out[:0]
 	start := 0
 	for i, end := range t.ends {
-		cell := t.buf[start:end]
-		w.Write(cell)
+		out = append(out, t.buf[start:end]...)
 		if col := i % t.cols; col == t.cols-1 {
-			w.WriteByte('\n')
+			out = append(out, '\n')
 		} else {
-			for n := t.wide[col] + 2 - utf8.RuneCount(cell); n > 0; n-- {
-				w.WriteByte(' ')
+			for n := t.wide[col] + 2 - t.width[i]; n > 0; n -= len(spaces) {
+				out = append(out, spaces[:min(n, len(spaces))]...)
 			}
 		}
 		start = end
 	}
+	w.Write(out)
+	t.out = out
 }
 
 // The JSON listing. Its shape is documented in docs/compile-json.md and kept stable: fields are

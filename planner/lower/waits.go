@@ -152,7 +152,11 @@ func reuse[T any](buf *[]T, n int) []T {
 
 // chainBufs are the chains of the rank being lowered, by work queue index, reused from rank to
 // rank: a chain grows in its buffer while its WAITs and ENABLEs are placed (their number is known
-// only then), and a kept rank gets exact copies, so a large plan leaves no growth garbage behind.
+// only then). A kept chain that fills its buffer (to 1/16) is handed over as it is, and the next
+// rank's chain of that queue starts in a new buffer of the same size: the ranks of an SPMD plan
+// have chains of alike lengths, so a large plan is mostly built in place, without copies. Any
+// other kept chain is copied out exactly, so a large plan keeps no growth slack, and the next
+// rank's chain starts in a buffer of its length.
 type chainBufs [][]ir.WQE
 
 // get is the empty chain of work queue wi.
@@ -163,15 +167,18 @@ func (b *chainBufs) get(wi int) []ir.WQE {
 	return (*b)[wi][:0]
 }
 
-// settle takes rp's chains back into the buffers; if keep, rp gets exact copies of them.
+// settle takes rp's chains back into the buffers, or if keep, hands them to rp.
 func (b chainBufs) settle(rp *ir.RankPlan, keep bool) {
 	for wi := range rp.Queues {
 		q := &rp.Queues[wi]
-		b[wi] = q.Chain[:0]
-		if keep {
-			q.Chain = append(make([]ir.WQE, 0, len(q.Chain)), q.Chain...)
-		} else {
-			q.Chain = nil
+		n, c := len(q.Chain), cap(q.Chain)
+		switch {
+		case !keep:
+			b[wi], q.Chain = q.Chain[:0], nil
+		case c-n <= n/16:
+			b[wi], q.Chain = make([]ir.WQE, 0, c), q.Chain[:n:n]
+		default:
+			b[wi], q.Chain = make([]ir.WQE, 0, n), append(make([]ir.WQE, 0, n), q.Chain...)
 		}
 	}
 }
