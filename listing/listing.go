@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"text/tabwriter"
 	"unicode/utf8"
 
@@ -40,17 +41,27 @@ func Write(w io.Writer, p *ir.Plan, opt Options) error {
 }
 
 // Writer writes the text listing of Write a rank at a time, for a Plan whose ranks are not all
-// held at once (lower.CompileEach): Rank for every rank in order, then Close.
+// held at once (lower.CompileEach): every rank's block in rank order, then Close. A block can
+// be rendered apart from its writing (Render, then Emit), for ranks rendered at once on several
+// goroutines and written in order.
 type Writer struct {
 	b      *bufio.Writer
 	opt    Options
-	tab    table
 	header bool
+	blocks sync.Pool // of *Block
+}
+
+// Block is the text of one rank's block of a listing, rendered and not yet written.
+type Block struct {
+	tab  table
+	text bytes.Buffer
 }
 
 // NewWriter returns a Writer of the listing to w.
 func NewWriter(w io.Writer, opt Options) *Writer {
-	return &Writer{b: bufio.NewWriterSize(w, 1<<20), opt: opt, tab: table{cols: 6}}
+	lw := &Writer{b: bufio.NewWriterSize(w, 1<<20), opt: opt}
+	lw.blocks.New = func() any { return &Block{tab: table{cols: 6}} }
+	return lw
 }
 
 // writeHeader writes the first line of the listing, once.
@@ -66,9 +77,27 @@ func (lw *Writer) writeHeader(p *ir.Plan) {
 // Rank writes rank r's block of the listing (nothing if the Options leave it out), and returns
 // the first write error so far.
 func (lw *Writer) Rank(p *ir.Plan, r int) error {
-	lw.writeHeader(p)
+	return lw.Emit(p, lw.Render(p, r))
+}
+
+// Render renders rank r's block of the listing (empty if the Options leave it out). It may be
+// called for several ranks at once.
+func (lw *Writer) Render(p *ir.Plan, r int) *Block {
+	b := lw.blocks.Get().(*Block)
+	b.text.Reset()
 	if lw.opt.Rank < 0 || r == lw.opt.Rank {
-		writeRank(lw.b, &lw.tab, p, r)
+		writeRank(&b.text, &b.tab, p, r)
+	}
+	return b
+}
+
+// Emit writes a rendered block, after the blocks emitted before it, and returns the first write
+// error so far.
+func (lw *Writer) Emit(p *ir.Plan, b *Block) error {
+	lw.writeHeader(p)
+	lw.b.Write(b.text.Bytes())
+	if b.text.Cap() <= 16<<20 {
+		lw.blocks.Put(b)
 	}
 	_, err := lw.b.Write(nil) // the first write error, if any
 	return err
@@ -85,7 +114,7 @@ func (lw *Writer) Close(p *ir.Plan) error {
 }
 
 // writeRank writes rank r's block of the text listing.
-func writeRank(b *bufio.Writer, t *table, p *ir.Plan, r int) {
+func writeRank(b *bytes.Buffer, t *table, p *ir.Plan, r int) {
 	rp := &p.Ranks[r]
 	fmt.Fprintf(b, "\nrank %d\n", r)
 	for wi := range rp.Queues {
@@ -256,15 +285,13 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 
 // table lays out rows of cells as text/tabwriter does with padding 2 and no minimum width:
 // each cell but the last of a row is padded with spaces to its column's widest cell plus 2.
-// Unlike tabwriter it keeps only its rows' bytes and cell ends, reused from table to table,
-// and writes the laid-out rows in one piece.
+// Unlike tabwriter it keeps only its rows' bytes and cell ends, reused from table to table.
 type table struct {
 	cols  int
 	buf   []byte // the cells' text, back to back
 	ends  []int  // the end in buf of every cell, row after row
 	width []int  // the width in runes of every cell
 	wide  []int  // per column, the widest cell in runes
-	out   []byte // the laid-out rows
 }
 
 func (t *table) reset() {
@@ -289,22 +316,19 @@ func (t *table) cell() {
 var spaces = bytes.Repeat([]byte{' '}, 256)
 
 // write writes the rows to w, one line each.
-func (t *table) write(w *bufio.Writer) {
-	out := t.out[:0]
+func (t *table) write(w *bytes.Buffer) {
 	start := 0
 	for i, end := range t.ends {
-		out = append(out, t.buf[start:end]...)
+		w.Write(t.buf[start:end])
 		if col := i % t.cols; col == t.cols-1 {
-			out = append(out, '\n')
+			w.WriteByte('\n')
 		} else {
 			for n := t.wide[col] + 2 - t.width[i]; n > 0; n -= len(spaces) {
-				out = append(out, spaces[:min(n, len(spaces))]...)
+				w.Write(spaces[:min(n, len(spaces))])
 			}
 		}
 		start = end
 	}
-	w.Write(out)
-	t.out = out
 }
 
 // The JSON listing. Its shape is documented in docs/compile-json.md and kept stable: fields are
@@ -680,7 +704,7 @@ func rankJSON(p *ir.Plan, r int) jsonRank {
 
 // writeTriggered lists a rank's counters and its triggered work in submission order, each entry
 // with the condition that fires it, what it does, its op and file:line.
-func writeTriggered(b *bufio.Writer, p *ir.Plan, rp *ir.RankPlan) {
+func writeTriggered(b *bytes.Buffer, p *ir.Plan, rp *ir.RankPlan) {
 	tr := rp.Trig
 	b.WriteString("  counters\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)

@@ -59,7 +59,7 @@ func (c *compileCmd) Run(e *env) error {
 }
 
 // stream lowers and lists the plan a rank at a time (lower.CompileEach), never holding every
-// rank's chains. A target limit broken on a later rank is found only after earlier ranks are
+// rank's chains: ranks are lowered and rendered on every CPU, and written in order. A target limit broken on a later rank is found only after earlier ranks are
 // listed: -o then leaves its file as it was, and for stdout CheckLimits finds it first.
 func (c *compileCmd) stream(e *env, l *loaded, t ir.Target, opt listing.Options) error {
 	if c.Out == "" {
@@ -73,9 +73,12 @@ func (c *compileCmd) stream(e *env, l *loaded, t ir.Target, opt listing.Options)
 	write := func(w io.Writer) error {
 		lw := listing.NewWriter(w, opt)
 		var writeErr error
-		p, err := lower.CompileEach(l.graph, t, func(p *ir.Plan, r int) error {
-			writeErr = lw.Rank(p, r)
-			return writeErr
+		p, err := lower.CompileEach(l.graph, t, func(p *ir.Plan, r int) func() error {
+			b := lw.Render(p, r)
+			return func() error {
+				writeErr = lw.Emit(p, b)
+				return writeErr
+			}
 		})
 		if err != nil {
 			if err != writeErr {

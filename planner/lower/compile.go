@@ -33,17 +33,20 @@ func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 }
 
 // CompileEach is Compile for plans too large to hold whole (a listing of every rank, say): it
-// hands each rank's plan to each, in rank order, as soon as the rank is lowered, then drops its
-// chains, so memory holds about one rank per CPU. each reads p.Ranks[r] during the call only.
-// The Plan returned has the Stats, Loc and Deps of Compile's and empty Ranks. Ranks handed over
-// before Compile would have failed are of no use then: CompileEach returns the same errors, and
-// the first error of each. On a triggered target, whose trigger budgets need every rank's
-// chains, the Plan is built whole first, as Compile builds it, and keeps its Ranks.
-func CompileEach(g *ir.Graph, t ir.Target, each func(p *ir.Plan, r int) error) (*ir.Plan, error) {
+// calls each for every rank as soon as the rank is lowered, on the goroutine that lowered it,
+// so calls for different ranks may run at once, and it calls the function each returns (nil
+// for none) in rank order, one at a time; then it drops the rank's chains, so memory holds
+// about two ranks per CPU. each and the function it returns read p.Ranks[r] only, and only
+// during the call. The Plan returned has the Stats, Loc and Deps of Compile's and empty Ranks.
+// Ranks handed over before Compile would have failed are of no use then: CompileEach returns
+// the same errors, else the first error of the functions each returned, after which it calls
+// each no more. On a triggered target, whose trigger budgets need every rank's chains, the
+// Plan is built whole first, as Compile builds it, and keeps its Ranks.
+func CompileEach(g *ir.Graph, t ir.Target, each func(p *ir.Plan, r int) (emit func() error)) (*ir.Plan, error) {
 	return compile(g, t, each)
 }
 
-func compile(g *ir.Graph, t ir.Target, each func(*ir.Plan, int) error) (*ir.Plan, error) {
+func compile(g *ir.Graph, t ir.Target, each func(*ir.Plan, int) func() error) (*ir.Plan, error) {
 	c, order, err := start(g, t)
 	if err != nil {
 		return nil, err
@@ -71,8 +74,10 @@ func compile(g *ir.Graph, t ir.Target, each func(*ir.Plan, int) error) (*ir.Plan
 	}
 	if each != nil && !stream {
 		for r := range c.plan.Ranks {
-			if err := each(c.plan, r); err != nil {
-				return nil, err
+			if emit := each(c.plan, r); emit != nil {
+				if err := emit(); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}

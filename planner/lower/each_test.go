@@ -34,9 +34,12 @@ func TestCompileEachListsAsCompile(t *testing.T) {
 			var b bytes.Buffer
 			lw := listing.NewWriter(&b, listing.Options{Rank: -1})
 			var handed []int
-			p, err := lower.CompileEach(g, tg, func(p *ir.Plan, r int) error {
-				handed = append(handed, r)
-				return lw.Rank(p, r)
+			p, err := lower.CompileEach(g, tg, func(p *ir.Plan, r int) func() error {
+				b := lw.Render(p, r)
+				return func() error {
+					handed = append(handed, r)
+					return lw.Emit(p, b)
+				}
 			})
 			if err != nil {
 				assert.True(t, strings.HasPrefix(want, "compile error:"), "%s on %s: %v", f, target, err)
@@ -73,7 +76,7 @@ for s in 0 .. 4 {
 	require.NoError(t, err)
 	_, want := lower.Compile(g, tg)
 	require.Error(t, want)
-	_, got := lower.CompileEach(g, tg, func(*ir.Plan, int) error { return nil })
+	_, got := lower.CompileEach(g, tg, func(*ir.Plan, int) func() error { return nil })
 	assert.Equal(t, want.Error(), got.Error())
 
 	deep := bytes.ReplaceAll(src, []byte("depth 2"), []byte("depth 64"))
@@ -81,13 +84,15 @@ for s in 0 .. 4 {
 	require.NoError(t, err)
 	full := errors.New("disk full")
 	calls := 0
-	_, got = lower.CompileEach(g, tg, func(_ *ir.Plan, r int) error {
-		calls++
-		if r == 2 {
-			return full
+	_, got = lower.CompileEach(g, tg, func(_ *ir.Plan, r int) func() error {
+		return func() error {
+			calls++
+			if r == 2 {
+				return full
+			}
+			return nil
 		}
-		return nil
 	})
 	assert.ErrorIs(t, got, full)
-	assert.Equal(t, 3, calls, "ranks handed over after the callback failed")
+	assert.Equal(t, 3, calls, "ranks emitted after an emit failed")
 }

@@ -29,44 +29,49 @@ const impLimit = 1 << 24
 
 // lowerRanks lowers every rank in the event order (grouped by rank), chooses its signalling and
 // checks it against the target's limits. Unless keep is set, a rank's chains are dropped once
-// checked. If each is not nil, it is handed every rank, in rank order, once the rank is lowered
-// and before its chains are dropped; its first error is returned, and after it, or once a rank
-// breaks a limit (Compile then fails), no further rank is handed over.
-func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int) error) error {
+// checked. If each is not nil, it is called for every rank once the rank is lowered, before its
+// chains are dropped, and the function it returns is called in rank order; the first error of
+// those is returned, and after it, or once a rank breaks a limit (Compile then fails), each is
+// no longer called.
+func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int) func() error) error {
 	g := c.g
 	c.waited = make([]bool, len(g.Ops))
 	start := rankStarts(g, order)
 	c.plan.Ranks = make([]ir.RankPlan, g.Ranks)
 	// Ranks are lowered independently: workers take them in turn, and their findings are
 	// joined in rank order, so the result does not depend on the number of workers. A worker
-	// hands its rank to each only once every earlier rank has been handed over, so no worker
-	// runs more than one rank ahead of each.
+	// emits its rank only once every earlier rank has been emitted, so no worker runs more than
+	// one rank ahead of the emitted ones.
 	workers := make([]worker, max(1, min(runtime.GOMAXPROCS(0), g.Ranks)))
 	var (
 		wg      sync.WaitGroup
 		next    atomic.Int64
-		broken  atomic.Bool
+		stop    atomic.Bool // a rank broke a limit, or an emit failed
 		mu      sync.Mutex
 		turn    = sync.NewCond(&mu)
-		handed  int   // ranks handed to each (or passed over) so far
-		eachErr error // the first error each returned
+		emitted int   // ranks emitted (or passed over) so far
+		emitErr error // the first error of an emit
 	)
 	handOver := func(r int) {
+		var emit func() error
+		if !stop.Load() {
+			emit = each(c.plan, r)
+		}
 		mu.Lock()
-		for handed != r { // the worker of rank handed is past lowering it: the wait ends
+		for emitted != r { // the worker of rank emitted is past lowering it: the wait ends
 			turn.Wait()
 		}
-		stop := eachErr != nil || broken.Load()
 		mu.Unlock()
 		var err error
-		if !stop {
-			err = each(c.plan, r)
+		if emit != nil && !stop.Load() {
+			err = emit()
 		}
 		mu.Lock()
-		if eachErr == nil {
-			eachErr = err
+		if err != nil && emitErr == nil {
+			emitErr = err
+			stop.Store(true)
 		}
-		handed++
+		emitted++
 		turn.Broadcast()
 		mu.Unlock()
 	}
@@ -77,7 +82,7 @@ func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int)
 			for r := int(next.Add(1) - 1); r < g.Ranks; r = int(next.Add(1) - 1) {
 				w.lowerRank(r, order[start[r]:start[r+1]])
 				if len(w.found) > 0 {
-					broken.Store(true)
+					stop.Store(true)
 				}
 				if each != nil {
 					handOver(r)
@@ -102,7 +107,7 @@ func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int)
 	// what one worker lowering every rank would have found.
 	slices.SortStableFunc(found, func(a, b limitFind) int { return a.rank - b.rank })
 	c.addLimitErrors(found)
-	return eachErr
+	return emitErr
 }
 
 // worker lowers ranks. Workers share the compiler's read-only state and write disjoint parts
