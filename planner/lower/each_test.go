@@ -96,3 +96,23 @@ for s in 0 .. 4 {
 	assert.ErrorIs(t, got, full)
 	assert.Equal(t, 3, calls, "ranks emitted after an emit failed")
 }
+
+// TestCompileRankSpans: a Graph whose rank spans do not tile its ops is refused with a
+// diagnostic, not lowered into the wrong rank's events.
+func TestCompileRankSpans(t *testing.T) {
+	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
+	tg, err := ir.LookupTarget("connectx")
+	require.NoError(t, err)
+	bad := g.Clone()
+	bad.Rank[1].FirstOp++
+	bad.Freeze()
+	_, err = lower.Compile(bad, tg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "rank spans")
+	bad = g.Clone()
+	bad.Ops[0].Rank = 2
+	bad.Freeze()
+	_, err = lower.Compile(bad, tg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "outside the span of its rank 2")
+}

@@ -36,7 +36,7 @@ const impLimit = 1 << 24
 func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int) func() error) error {
 	g := c.g
 	c.waited = make([]bool, len(g.Ops))
-	start := rankStarts(g, order)
+	start := rankStarts(g)
 	c.plan.Ranks = make([]ir.RankPlan, g.Ranks)
 	// Ranks are lowered independently: workers take them in turn, and their findings are
 	// joined in rank order, so the result does not depend on the number of workers. A worker
