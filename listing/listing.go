@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"unicode/utf8"
 
@@ -28,12 +30,54 @@ type Options struct {
 // opcode, operands, flags, and the op and file:line it came from; WAITs say in words what they
 // wait for. A summary ends it.
 //
-// The listing is streamed rank by rank through a buffered writer over w: only one queue's
-// chain is held at a time (its columns are aligned per queue), never the whole text.
+// The listing is streamed rank by rank through a buffered writer over w: ranks are rendered on
+// every CPU, a few ahead of the one being written, and written in rank order, so memory holds
+// a few ranks' text, never the whole of it.
 func Write(w io.Writer, p *ir.Plan, opt Options) error {
 	lw := NewWriter(w, opt)
-	for r := range p.Ranks {
-		if err := lw.Rank(p, r); err != nil {
+	workers := min(runtime.GOMAXPROCS(0), len(p.Ranks))
+	if workers <= 1 || opt.Rank >= 0 {
+		for r := range p.Ranks {
+			if err := lw.Rank(p, r); err != nil {
+				return err
+			}
+		}
+		return lw.Close(p)
+	}
+	// Workers take the ranks in order, each once it holds one of the window's slots; the rank
+	// written next is always taken or free to take, so every wait below ends.
+	ready := make([]chan *Block, len(p.Ranks))
+	for r := range ready {
+		ready[r] = make(chan *Block, 1)
+	}
+	window := make(chan struct{}, 2*workers)
+	done := make(chan struct{})
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				select {
+				case window <- struct{}{}:
+				case <-done:
+					return
+				}
+				r := int(next.Add(1) - 1)
+				if r >= len(ready) {
+					return
+				}
+				ready[r] <- lw.Render(p, r)
+			}
+		})
+	}
+	defer func() {
+		close(done)
+		wg.Wait()
+	}()
+	for r := range ready {
+		b := <-ready[r]
+		<-window
+		if err := lw.Emit(p, b); err != nil {
 			return err
 		}
 	}

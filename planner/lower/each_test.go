@@ -116,3 +116,30 @@ func TestCompileRankSpans(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "outside the span of its rank 2")
 }
+
+// failAfter accepts n bytes, then fails every write.
+type failAfter struct{ n int }
+
+func (f *failAfter) Write(b []byte) (int, error) {
+	if len(b) > f.n {
+		k := f.n
+		f.n = 0
+		return k, errors.New("disk full")
+	}
+	f.n -= len(b)
+	return len(b), nil
+}
+
+// TestWriteError: listing.Write, rendering ranks on several goroutines, returns the first
+// write error and stops, without leaving a goroutine behind or waiting forever.
+func TestWriteError(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 64})
+	p := compileFor(t, g, "connectx")
+	var full bytes.Buffer
+	require.NoError(t, listing.Write(&full, p, listing.Options{Rank: -1}))
+	before := runtime.NumGoroutine()
+	err := listing.Write(&failAfter{n: full.Len() / 3}, p, listing.Options{Rank: -1})
+	assert.EqualError(t, err, "disk full")
+	assert.Equal(t, before, runtime.NumGoroutine())
+}
