@@ -34,9 +34,13 @@ type Options struct {
 // every CPU, a few ahead of the one being written, and written in rank order, so memory holds
 // a few ranks' text, never the whole of it.
 func Write(w io.Writer, p *ir.Plan, opt Options) error {
-	lw := NewWriter(w, opt)
+	return NewWriter(w, opt).writeAll(p)
+}
+
+// writeAll writes every rank of p, then closes the listing.
+func (lw *Writer) writeAll(p *ir.Plan) error {
 	workers := min(runtime.GOMAXPROCS(0), len(p.Ranks))
-	if workers <= 1 || opt.Rank >= 0 {
+	if workers <= 1 || lw.opt.Rank >= 0 {
 		for r := range p.Ranks {
 			if err := lw.Rank(p, r); err != nil {
 				return err
@@ -84,42 +88,62 @@ func Write(w io.Writer, p *ir.Plan, opt Options) error {
 	return lw.Close(p)
 }
 
-// Writer writes the text listing of Write a rank at a time, for a Plan whose ranks are not all
-// held at once (lower.CompileEach): every rank's block in rank order, then Close. A block can
-// be rendered apart from its writing (Render, then Emit), for ranks rendered at once on several
-// goroutines and written in order.
+// Writer writes the listing of Write (or WriteJSON) a rank at a time, for a Plan whose ranks
+// are not all held at once (lower.CompileEach): every rank's block in rank order, then Close.
+// A block can be rendered apart from its writing (Render, then Emit), for ranks rendered at
+// once on several goroutines and written in order.
 type Writer struct {
-	b      *bufio.Writer
-	opt    Options
-	header bool
-	blocks sync.Pool // of *Block
+	b       *bufio.Writer
+	opt     Options
+	json    bool
+	started bool
+	ranks   int // ranks written
+	err     error
+	blocks  sync.Pool // of *Block
 }
 
 // Block is the text of one rank's block of a listing, rendered and not yet written.
 type Block struct {
 	tab  table
 	text bytes.Buffer
+	err  error
 }
 
-// NewWriter returns a Writer of the listing to w.
+// NewWriter returns a Writer of the text listing to w.
 func NewWriter(w io.Writer, opt Options) *Writer {
 	lw := &Writer{b: bufio.NewWriterSize(w, 1<<20), opt: opt}
 	lw.blocks.New = func() any { return &Block{tab: table{cols: 6}} }
 	return lw
 }
 
-// writeHeader writes the first line of the listing, once.
-func (lw *Writer) writeHeader(p *ir.Plan) {
-	if lw.header {
+// NewJSONWriter returns a Writer of the JSON listing to w.
+func NewJSONWriter(w io.Writer, opt Options) *Writer {
+	lw := NewWriter(w, opt)
+	lw.json = true
+	return lw
+}
+
+// start writes what comes before the ranks, once.
+func (lw *Writer) start(p *ir.Plan) {
+	if lw.started {
 		return
 	}
-	lw.header = true
+	lw.started = true
+	if lw.json {
+		doc, at, err := jsonDoc(p)
+		if err != nil {
+			lw.err = err
+			return
+		}
+		lw.b.Write(doc[:at])
+		return
+	}
 	t := p.Target
 	fmt.Fprintf(lw.b, "plan %s  target %s (%s style, cross-channel %s)  ranks %d\n", p.Graph.Name, t.Name, t.Style, yesNo(t.CrossChannel), p.Graph.Ranks)
 }
 
 // Rank writes rank r's block of the listing (nothing if the Options leave it out), and returns
-// the first write error so far.
+// the first error so far.
 func (lw *Writer) Rank(p *ir.Plan, r int) error {
 	return lw.Emit(p, lw.Render(p, r))
 }
@@ -129,17 +153,40 @@ func (lw *Writer) Rank(p *ir.Plan, r int) error {
 func (lw *Writer) Render(p *ir.Plan, r int) *Block {
 	b := lw.blocks.Get().(*Block)
 	b.text.Reset()
-	if lw.opt.Rank < 0 || r == lw.opt.Rank {
+	b.err = nil
+	switch {
+	case lw.opt.Rank >= 0 && r != lw.opt.Rank:
+	case lw.json:
+		enc := json.NewEncoder(&b.text)
+		enc.SetIndent("    ", "  ")
+		b.err = enc.Encode(rankJSON(p, r))
+		b.text.Truncate(len(bytes.TrimRight(b.text.Bytes(), "\n")))
+	default:
 		writeRank(&b.text, &b.tab, p, r)
 	}
 	return b
 }
 
-// Emit writes a rendered block, after the blocks emitted before it, and returns the first write
-// error so far.
+// Emit writes a rendered block, after the blocks emitted before it, and returns the first error
+// so far.
 func (lw *Writer) Emit(p *ir.Plan, b *Block) error {
-	lw.writeHeader(p)
-	lw.b.Write(b.text.Bytes())
+	lw.start(p)
+	if lw.err == nil {
+		lw.err = b.err
+	}
+	if lw.err != nil {
+		return lw.err
+	}
+	if b.text.Len() > 0 {
+		if lw.json {
+			if lw.ranks > 0 {
+				lw.b.WriteByte(',')
+			}
+			lw.b.WriteString("\n    ")
+		}
+		lw.b.Write(b.text.Bytes())
+		lw.ranks++
+	}
 	if b.text.Cap() <= 16<<20 {
 		lw.blocks.Put(b)
 	}
@@ -147,9 +194,24 @@ func (lw *Writer) Emit(p *ir.Plan, b *Block) error {
 	return err
 }
 
-// Close writes the summary of p's Stats and flushes the listing.
+// Close writes what follows the ranks (the summary of p's Stats) and flushes the listing.
 func (lw *Writer) Close(p *ir.Plan) error {
-	lw.writeHeader(p)
+	lw.start(p)
+	if lw.err != nil {
+		return lw.err
+	}
+	if lw.json {
+		doc, at, err := jsonDoc(p)
+		if err != nil {
+			return err
+		}
+		if lw.ranks > 0 {
+			lw.b.WriteString("\n  ")
+		}
+		lw.b.Write(doc[at:])
+		lw.b.WriteByte('\n') // as json.Encoder ends a value
+		return lw.b.Flush()
+	}
 	fmt.Fprintf(lw.b, "\nsummary: %s\n", summary(p.Stats))
 	if lim, ok := p.CounterLimit(); ok {
 		fmt.Fprintf(lw.b, "triggered: %s\n", overflowText(lim, true))
@@ -615,6 +677,12 @@ type jsonStats struct {
 // field holding one of the Opcode names. Like Write, it streams: the document is encoded one rank
 // at a time into a buffered writer over w.
 func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
+	return NewJSONWriter(w, opt).writeAll(p)
+}
+
+// jsonDoc is the JSON document of p without its ranks, and where they go in it: just before
+// the closing bracket of its empty "ranks" list. Each rank is encoded on its own.
+func jsonDoc(p *ir.Plan) (doc []byte, at int, err error) {
 	g := p.Graph
 	t := p.Target
 	out := jsonPlan{Version: 1, Plan: g.Name, File: g.File, Params: []jsonParam{}, Ranks: []jsonRank{},
@@ -628,41 +696,14 @@ func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 	for _, prm := range g.Params {
 		out.Params = append(out.Params, jsonParam{prm.Name, prm.Value})
 	}
-	// The document without its ranks, split where they go: each rank is encoded on its own.
-	doc, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return err
+	if doc, err = json.MarshalIndent(out, "", "  "); err != nil {
+		return nil, 0, err
 	}
 	mark := []byte("\n  \"ranks\": []")
-	at := bytes.Index(doc, mark)
-	if at < 0 {
-		return fmt.Errorf("listing: no ranks in the JSON document")
+	if at = bytes.Index(doc, mark); at < 0 {
+		return nil, 0, fmt.Errorf("listing: no ranks in the JSON document")
 	}
-	at += len(mark) - 1 // just before the closing bracket
-	b := bufio.NewWriterSize(w, 64<<10)
-	b.Write(doc[:at])
-	first := true
-	for r := range p.Ranks {
-		if opt.Rank >= 0 && r != opt.Rank {
-			continue
-		}
-		jr, err := json.MarshalIndent(rankJSON(p, r), "    ", "  ")
-		if err != nil {
-			return err
-		}
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		b.WriteString("\n    ")
-		b.Write(jr)
-	}
-	if !first {
-		b.WriteString("\n  ")
-	}
-	b.Write(doc[at:])
-	b.WriteByte('\n') // as json.Encoder ends a value
-	return b.Flush()
+	return doc, at + len(mark) - 1, nil
 }
 
 // rankJSON is the JSON form of rank r's plan.
