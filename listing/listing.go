@@ -9,7 +9,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"unicode/utf8"
 
@@ -27,29 +30,197 @@ type Options struct {
 // opcode, operands, flags, and the op and file:line it came from; WAITs say in words what they
 // wait for. A summary ends it.
 //
-// The listing is streamed rank by rank through a buffered writer over w: only one queue's
-// chain is held at a time (its columns are aligned per queue), never the whole text.
+// The listing is streamed rank by rank through a buffered writer over w: ranks are rendered on
+// every CPU, a few ahead of the one being written, and written in rank order, so memory holds
+// a few ranks' text, never the whole of it.
 func Write(w io.Writer, p *ir.Plan, opt Options) error {
-	g := p.Graph
-	b := bufio.NewWriterSize(w, 64<<10)
-	t := p.Target
-	fmt.Fprintf(b, "plan %s  target %s (%s style, cross-channel %s)  ranks %d\n", g.Name, t.Name, t.Style, yesNo(t.CrossChannel), g.Ranks)
-	tab := &table{cols: 6}
-	for r := range p.Ranks {
-		if opt.Rank >= 0 && r != opt.Rank {
-			continue
+	return NewWriter(w, opt).writeAll(p)
+}
+
+// writeAll writes every rank of p, then closes the listing.
+func (lw *Writer) writeAll(p *ir.Plan) error {
+	workers := min(runtime.GOMAXPROCS(0), len(p.Ranks))
+	if workers <= 1 || lw.opt.Rank >= 0 {
+		for r := range p.Ranks {
+			if err := lw.Rank(p, r); err != nil {
+				return err
+			}
 		}
-		writeRank(b, tab, p, r)
+		return lw.Close(p)
 	}
-	fmt.Fprintf(b, "\nsummary: %s\n", summary(p.Stats))
+	// Workers take the ranks in order, each once it holds one of the window's slots; the rank
+	// written next is always taken or free to take, so every wait below ends.
+	ready := make([]chan *Block, len(p.Ranks))
+	for r := range ready {
+		ready[r] = make(chan *Block, 1)
+	}
+	window := make(chan struct{}, 2*workers)
+	done := make(chan struct{})
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				select {
+				case window <- struct{}{}:
+				case <-done:
+					return
+				}
+				r := int(next.Add(1) - 1)
+				if r >= len(ready) {
+					return
+				}
+				ready[r] <- lw.Render(p, r)
+			}
+		})
+	}
+	defer func() {
+		close(done)
+		wg.Wait()
+	}()
+	for r := range ready {
+		b := <-ready[r]
+		<-window
+		if err := lw.Emit(p, b); err != nil {
+			return err
+		}
+	}
+	return lw.Close(p)
+}
+
+// Writer writes the listing of Write (or WriteJSON) a rank at a time, for a Plan whose ranks
+// are not all held at once (lower.CompileEach): every rank's block in rank order, then Close.
+// A block can be rendered apart from its writing (Render, then Emit), for ranks rendered at
+// once on several goroutines and written in order.
+type Writer struct {
+	b       *bufio.Writer
+	opt     Options
+	json    bool
+	started bool
+	ranks   int // ranks written
+	err     error
+	blocks  sync.Pool // of *Block
+}
+
+// Block is the text of one rank's block of a listing, rendered and not yet written.
+type Block struct {
+	tab  table
+	text bytes.Buffer
+	err  error
+}
+
+// NewWriter returns a Writer of the text listing to w.
+func NewWriter(w io.Writer, opt Options) *Writer {
+	lw := &Writer{b: bufio.NewWriterSize(w, 1<<20), opt: opt}
+	lw.blocks.New = func() any { return &Block{tab: table{cols: 6}} }
+	return lw
+}
+
+// NewJSONWriter returns a Writer of the JSON listing to w.
+func NewJSONWriter(w io.Writer, opt Options) *Writer {
+	lw := NewWriter(w, opt)
+	lw.json = true
+	return lw
+}
+
+// start writes what comes before the ranks, once.
+func (lw *Writer) start(p *ir.Plan) {
+	if lw.started {
+		return
+	}
+	lw.started = true
+	if lw.json {
+		doc, at, err := jsonDoc(p)
+		if err != nil {
+			lw.err = err
+			return
+		}
+		lw.b.Write(doc[:at])
+		return
+	}
+	t := p.Target
+	fmt.Fprintf(lw.b, "plan %s  target %s (%s style, cross-channel %s)  ranks %d\n", p.Graph.Name, t.Name, t.Style, yesNo(t.CrossChannel), p.Graph.Ranks)
+}
+
+// Rank writes rank r's block of the listing (nothing if the Options leave it out), and returns
+// the first error so far.
+func (lw *Writer) Rank(p *ir.Plan, r int) error {
+	return lw.Emit(p, lw.Render(p, r))
+}
+
+// Render renders rank r's block of the listing (empty if the Options leave it out). It may be
+// called for several ranks at once.
+func (lw *Writer) Render(p *ir.Plan, r int) *Block {
+	b := lw.blocks.Get().(*Block)
+	b.text.Reset()
+	b.err = nil
+	switch {
+	case lw.opt.Rank >= 0 && r != lw.opt.Rank:
+	case lw.json:
+		enc := json.NewEncoder(&b.text)
+		enc.SetIndent("    ", "  ")
+		b.err = enc.Encode(rankJSON(p, r))
+		b.text.Truncate(len(bytes.TrimRight(b.text.Bytes(), "\n")))
+	default:
+		writeRank(&b.text, &b.tab, p, r)
+	}
+	return b
+}
+
+// Emit writes a rendered block, after the blocks emitted before it, and returns the first error
+// so far.
+func (lw *Writer) Emit(p *ir.Plan, b *Block) error {
+	lw.start(p)
+	if lw.err == nil {
+		lw.err = b.err
+	}
+	if lw.err != nil {
+		return lw.err
+	}
+	if b.text.Len() > 0 {
+		if lw.json {
+			if lw.ranks > 0 {
+				lw.b.WriteByte(',')
+			}
+			lw.b.WriteString("\n    ")
+		}
+		lw.b.Write(b.text.Bytes())
+		lw.ranks++
+	}
+	if b.text.Cap() <= 16<<20 {
+		lw.blocks.Put(b)
+	}
+	_, err := lw.b.Write(nil) // the first write error, if any
+	return err
+}
+
+// Close writes what follows the ranks (the summary of p's Stats) and flushes the listing.
+func (lw *Writer) Close(p *ir.Plan) error {
+	lw.start(p)
+	if lw.err != nil {
+		return lw.err
+	}
+	if lw.json {
+		doc, at, err := jsonDoc(p)
+		if err != nil {
+			return err
+		}
+		if lw.ranks > 0 {
+			lw.b.WriteString("\n  ")
+		}
+		lw.b.Write(doc[at:])
+		lw.b.WriteByte('\n') // as json.Encoder ends a value
+		return lw.b.Flush()
+	}
+	fmt.Fprintf(lw.b, "\nsummary: %s\n", summary(p.Stats))
 	if lim, ok := p.CounterLimit(); ok {
-		fmt.Fprintf(b, "triggered: %s\n", overflowText(lim, true))
+		fmt.Fprintf(lw.b, "triggered: %s\n", overflowText(lim, true))
 	}
-	return b.Flush() // the first write error, if any
+	return lw.b.Flush() // the first write error, if any
 }
 
 // writeRank writes rank r's block of the text listing.
-func writeRank(b *bufio.Writer, t *table, p *ir.Plan, r int) {
+func writeRank(b *bytes.Buffer, t *table, p *ir.Plan, r int) {
 	rp := &p.Ranks[r]
 	fmt.Fprintf(b, "\nrank %d\n", r)
 	for wi := range rp.Queues {
@@ -222,14 +393,15 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 // each cell but the last of a row is padded with spaces to its column's widest cell plus 2.
 // Unlike tabwriter it keeps only its rows' bytes and cell ends, reused from table to table.
 type table struct {
-	cols int
-	buf  []byte // the cells' text, back to back
-	ends []int  // the end in buf of every cell, row after row
-	wide []int  // per column, the widest cell in runes
+	cols  int
+	buf   []byte // the cells' text, back to back
+	ends  []int  // the end in buf of every cell, row after row
+	width []int  // the width in runes of every cell
+	wide  []int  // per column, the widest cell in runes
 }
 
 func (t *table) reset() {
-	t.buf, t.ends = t.buf[:0], t.ends[:0]
+	t.buf, t.ends, t.width = t.buf[:0], t.ends[:0], t.width[:0]
 	t.wide = append(t.wide[:0], make([]int, t.cols)...)
 }
 
@@ -240,23 +412,25 @@ func (t *table) cell() {
 		start = t.ends[n-1]
 	}
 	col := len(t.ends) % t.cols
-	if w := utf8.RuneCount(t.buf[start:]); w > t.wide[col] {
-		t.wide[col] = w
-	}
+	w := utf8.RuneCount(t.buf[start:])
+	t.wide[col] = max(t.wide[col], w)
 	t.ends = append(t.ends, len(t.buf))
+	t.width = append(t.width, w)
 }
 
+// spaces is padding, sliced to length.
+var spaces = bytes.Repeat([]byte{' '}, 256)
+
 // write writes the rows to w, one line each.
-func (t *table) write(w *bufio.Writer) {
+func (t *table) write(w *bytes.Buffer) {
 	start := 0
 	for i, end := range t.ends {
-		cell := t.buf[start:end]
-		w.Write(cell)
+		w.Write(t.buf[start:end])
 		if col := i % t.cols; col == t.cols-1 {
 			w.WriteByte('\n')
 		} else {
-			for n := t.wide[col] + 2 - utf8.RuneCount(cell); n > 0; n-- {
-				w.WriteByte(' ')
+			for n := t.wide[col] + 2 - t.width[i]; n > 0; n -= len(spaces) {
+				w.Write(spaces[:min(n, len(spaces))])
 			}
 		}
 		start = end
@@ -503,6 +677,12 @@ type jsonStats struct {
 // field holding one of the Opcode names. Like Write, it streams: the document is encoded one rank
 // at a time into a buffered writer over w.
 func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
+	return NewJSONWriter(w, opt).writeAll(p)
+}
+
+// jsonDoc is the JSON document of p without its ranks, and where they go in it: just before
+// the closing bracket of its empty "ranks" list. Each rank is encoded on its own.
+func jsonDoc(p *ir.Plan) (doc []byte, at int, err error) {
 	g := p.Graph
 	t := p.Target
 	out := jsonPlan{Version: 1, Plan: g.Name, File: g.File, Params: []jsonParam{}, Ranks: []jsonRank{},
@@ -516,41 +696,14 @@ func WriteJSON(w io.Writer, p *ir.Plan, opt Options) error {
 	for _, prm := range g.Params {
 		out.Params = append(out.Params, jsonParam{prm.Name, prm.Value})
 	}
-	// The document without its ranks, split where they go: each rank is encoded on its own.
-	doc, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return err
+	if doc, err = json.MarshalIndent(out, "", "  "); err != nil {
+		return nil, 0, err
 	}
 	mark := []byte("\n  \"ranks\": []")
-	at := bytes.Index(doc, mark)
-	if at < 0 {
-		return fmt.Errorf("listing: no ranks in the JSON document")
+	if at = bytes.Index(doc, mark); at < 0 {
+		return nil, 0, fmt.Errorf("listing: no ranks in the JSON document")
 	}
-	at += len(mark) - 1 // just before the closing bracket
-	b := bufio.NewWriterSize(w, 64<<10)
-	b.Write(doc[:at])
-	first := true
-	for r := range p.Ranks {
-		if opt.Rank >= 0 && r != opt.Rank {
-			continue
-		}
-		jr, err := json.MarshalIndent(rankJSON(p, r), "    ", "  ")
-		if err != nil {
-			return err
-		}
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		b.WriteString("\n    ")
-		b.Write(jr)
-	}
-	if !first {
-		b.WriteString("\n  ")
-	}
-	b.Write(doc[at:])
-	b.WriteByte('\n') // as json.Encoder ends a value
-	return b.Flush()
+	return doc, at + len(mark) - 1, nil
 }
 
 // rankJSON is the JSON form of rank r's plan.
@@ -636,7 +789,7 @@ func rankJSON(p *ir.Plan, r int) jsonRank {
 
 // writeTriggered lists a rank's counters and its triggered work in submission order, each entry
 // with the condition that fires it, what it does, its op and file:line.
-func writeTriggered(b *bufio.Writer, p *ir.Plan, rp *ir.RankPlan) {
+func writeTriggered(b *bytes.Buffer, p *ir.Plan, rp *ir.RankPlan) {
 	tr := rp.Trig
 	b.WriteString("  counters\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)

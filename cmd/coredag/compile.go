@@ -38,19 +38,55 @@ func (c *compileCmd) Run(e *env) error {
 	if c.Rank < -1 || c.Rank >= l.graph.Ranks {
 		return usageError("--rank %d: plan %s has ranks 0..%d", c.Rank, l.graph.Name, l.graph.Ranks-1)
 	}
-	p, err := lower.Compile(l.graph, t)
-	if err != nil {
-		l.err = err
-		reportDiagnostics(e, l, c.Format == "json")
+	return c.stream(e, l, t, listing.Options{Rank: c.Rank})
+}
+
+// stream lowers and lists the plan a rank at a time (lower.CompileEach), never holding every
+// rank's chains: ranks are lowered and rendered on every CPU, and written in order. A target
+// limit broken on a later rank is found only after earlier ranks are listed: -o then leaves its
+// file as it was, and for stdout CheckLimits finds it first (on a triggered target CompileEach
+// builds the Plan whole before listing it).
+func (c *compileCmd) stream(e *env, l *loaded, t ir.Target, opt listing.Options) error {
+	asJSON := c.Format == "json"
+	if c.Out == "" && t.Trigger == nil {
+		if err := lower.CheckLimits(l.graph, t); err != nil {
+			l.err = err
+			reportDiagnostics(e, l, asJSON)
+			return &exitError{code: exitFail}
+		}
+	}
+	var compileErr error
+	write := func(w io.Writer) error {
+		lw := listing.NewWriter(w, opt)
+		if asJSON {
+			lw = listing.NewJSONWriter(w, opt)
+		}
+		var writeErr error
+		p, err := lower.CompileEach(l.graph, t, func(p *ir.Plan, r int) func() error {
+			b := lw.Render(p, r)
+			return func() error {
+				writeErr = lw.Emit(p, b)
+				return writeErr
+			}
+		})
+		if err != nil {
+			if err != writeErr {
+				compileErr = err
+			}
+			return err
+		}
+		return lw.Close(p)
+	}
+	var err error
+	if c.Out == "" {
+		err = write(e.stdout)
+	} else {
+		err = streamOutput(c.Out, "the listing", write)
+	}
+	if compileErr != nil {
+		l.err = compileErr
+		reportDiagnostics(e, l, asJSON)
 		return &exitError{code: exitFail}
 	}
-	opt := listing.Options{Rank: c.Rank}
-	write := func(w io.Writer) error { return listing.Write(w, p, opt) }
-	if c.Format == "json" {
-		write = func(w io.Writer) error { return listing.WriteJSON(w, p, opt) }
-	}
-	if c.Out == "" {
-		return write(e.stdout)
-	}
-	return streamOutput(c.Out, "the listing", write)
+	return err
 }

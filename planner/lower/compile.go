@@ -29,11 +29,35 @@ import (
 // Errors (a diag.List) report chains that do not fit the target's depth limits, inline
 // payloads above its limit, and dependency cycles the checker should have caught.
 func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
+	return compile(g, t, nil)
+}
+
+// CompileEach is Compile for plans too large to hold whole (a listing of every rank, say): it
+// calls each for every rank as soon as the rank is lowered, on the goroutine that lowered it,
+// so calls for different ranks may run at once, and it calls the function each returns (nil
+// for none) in rank order, one at a time; then it drops the rank's chains, so memory holds
+// about two ranks per CPU. each and the function it returns read p.Ranks[r] only, and only
+// during the call. The Plan returned has the Stats, Loc and Deps of Compile's and empty Ranks.
+// Ranks handed over before Compile would have failed are of no use then: CompileEach returns
+// the same errors, else the first error of the functions each returned, after which it calls
+// each no more. On a triggered target, whose trigger budgets need every rank's chains, the
+// Plan is built whole first, as Compile builds it, and keeps its Ranks.
+func CompileEach(g *ir.Graph, t ir.Target, each func(p *ir.Plan, r int) (emit func() error)) (*ir.Plan, error) {
+	return compile(g, t, each)
+}
+
+func compile(g *ir.Graph, t ir.Target, each func(*ir.Plan, int) func() error) (*ir.Plan, error) {
 	c, order, err := start(g, t)
 	if err != nil {
 		return nil, err
 	}
-	c.lowerRanks(order, true)
+	stream := each != nil && t.Trigger == nil
+	var eachErr error
+	if stream {
+		eachErr = c.lowerRanks(order, false, each)
+	} else {
+		c.lowerRanks(order, true, nil)
+	}
 	if t.Trigger != nil && len(c.errs) == 0 {
 		c.trigger(order)
 	}
@@ -41,9 +65,21 @@ func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 		c.errs.Sort()
 		return nil, c.errs
 	}
-	c.stats()
+	if eachErr != nil {
+		return nil, eachErr
+	}
+	c.plan.Stats.NaiveWaits, c.plan.Stats.NaiveEnables = c.naiveWaits, c.naiveEnables
 	if t.Style == ir.StyleNone {
 		c.plan.Deps = ir.NewDeps(len(g.Ops), g.Edges)
+	}
+	if each != nil && !stream {
+		for r := range c.plan.Ranks {
+			if emit := each(c.plan, r); emit != nil {
+				if err := emit(); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	return c.plan, nil
 }
@@ -57,7 +93,7 @@ func CheckLimits(g *ir.Graph, t ir.Target) error {
 	if err != nil {
 		return err
 	}
-	c.lowerRanks(order, t.Trigger != nil)
+	c.lowerRanks(order, t.Trigger != nil, nil)
 	if t.Trigger != nil && len(c.errs) == 0 {
 		c.trigger(order)
 	}
@@ -121,8 +157,23 @@ func (c *compiler) checkInputs() diag.List {
 			errs.Add(diag.Target, q.Pos, "queue %s on rank %d has depth %d, above the %d WQEs target %s supports (lower its `depth`)", q.Name, q.Rank, q.Depth, c.t.MaxWQDepth, c.t.Name)
 		}
 	}
+	// Lowering takes a rank's ops to be its span's, the spans tiling the ops in rank order.
+	tiled := len(g.Rank) == g.Ranks
+	for r, end := 0, ir.OpID(0); tiled && r < g.Ranks; r++ {
+		tiled = g.Rank[r].FirstOp == end && g.Rank[r].EndOp >= end
+		end = g.Rank[r].EndOp
+		tiled = tiled && (r < g.Ranks-1 || int(end) == len(g.Ops))
+	}
+	if !tiled {
+		errs.Add(diag.Match, diag.InFile(g.File), "the rank spans of graph %s do not cover its ops in rank order (the graph was not elaborated)", g.Name)
+		return errs
+	}
 	for i := range g.Ops {
 		op := &g.Ops[i]
+		if r := op.Rank; r < 0 || r >= g.Ranks || ir.OpID(i) < g.Rank[r].FirstOp || ir.OpID(i) >= g.Rank[r].EndOp {
+			errs.Add(diag.Match, op.Pos, "%s is outside the span of its rank %d (the graph was not elaborated)", op.Name, r)
+			return errs
+		}
 		if op.Inline {
 			if n := g.SegsBytes(op.SrcSegs()); n > int64(c.t.MaxInline) {
 				errs.Add(diag.Target, op.Pos, "%s sends %d bytes inline, above the %d-byte inline limit of target %s (drop `inline` or send fewer bytes)", op.Name, n, c.t.MaxInline, c.t.Name)
@@ -165,7 +216,8 @@ func (c *compiler) sideNeighbours() (prev, next []int32) {
 
 // eventOrder computes a topological order of all events (Kahn's algorithm, starts first, a
 // rank's host ops serialised) and returns it grouped by rank, each rank's events in that order
-// (all that lowering a rank needs), with the critical path length in ops.
+// (all that lowering a rank needs), with the critical path length in ops. The ops of a rank are
+// those of its span (g.Rank), as everywhere in lowering.
 func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 	g := c.g
 	n := len(g.Ops)
@@ -203,7 +255,11 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 		}
 	}
 	dist := make([]int32, 2*n) // longest path (in ends) reaching each event
-	order = make([]int32, 0, 2*n)
+	// Ranks are lowered one by one: each event goes straight to its rank's part of order, where
+	// the rank's events keep their order.
+	order = make([]int32, 2*n)
+	at := rankStarts(g)
+	placed := 0
 	starts := make([]int32, 0, n)
 	ends := make([]int32, 0, n)
 	hostBusy := make([]bool, g.Ranks)
@@ -246,9 +302,11 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 		} else {
 			ev, ei = ends[ei], ei+1
 		}
-		order = append(order, ev)
 		o := ir.OpID(ev / 2)
 		op := &g.Ops[o]
+		order[at[op.Rank]] = ev
+		at[op.Rank]++
+		placed++
 		if ev&1 == 0 {
 			relax(ev, ev+1)
 			if next[o] != ir.None {
@@ -282,7 +340,7 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 			}
 		}
 	}
-	if len(order) < 2*n {
+	if placed < 2*n {
 		var errs diag.List
 		for o := 0; o < n; o++ {
 			if indeg[2*o] > 0 || indeg[2*o+1] > 0 {
@@ -294,30 +352,15 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 		}
 		return nil, 0, errs
 	}
-	// Ranks are lowered one by one: group the order by rank (each rank's events keep their
-	// order), in the memory of dist, which is no longer needed.
-	return byRank(g, order, dist), critical, nil
+	return order, critical, nil
 }
 
-// byRank returns the events of order grouped by rank, each rank's in their order, in out.
-func byRank(g *ir.Graph, order, out []int32) []int32 {
-	start := rankStarts(g, order)
-	for _, ev := range order {
-		r := g.Ops[ev/2].Rank
-		out[start[r]] = ev
-		start[r]++
-	}
-	return out[:len(order)]
-}
-
-// rankStarts returns where each rank's events start in an order grouped by rank, and the end.
-func rankStarts(g *ir.Graph, order []int32) []int {
+// rankStarts returns where each rank's events start in an order grouped by rank (two per op of
+// the rank), and the end.
+func rankStarts(g *ir.Graph) []int {
 	start := make([]int, g.Ranks+1)
-	for _, ev := range order {
-		start[g.Ops[ev/2].Rank+1]++
-	}
 	for r := 0; r < g.Ranks; r++ {
-		start[r+1] += start[r]
+		start[r+1] = start[r] + 2*int(g.Rank[r].EndOp-g.Rank[r].FirstOp)
 	}
 	return start
 }

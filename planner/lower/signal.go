@@ -189,19 +189,14 @@ func (f limitFinds) addTo(group *diag.Group) {
 	}
 }
 
-// stats fills Plan.Stats from the per-rank counts (CriticalPath is set earlier).
-func (c *compiler) stats() {
-	s := &c.plan.Stats
-	for r := range c.plan.Ranks {
-		rs := c.plan.RankStats(r)
-		s.WQEs += rs.WQEs
-		s.DataWQEs += rs.DataWQEs
-		s.HostSteps += rs.HostSteps
-		s.HostWaits += rs.HostWaits
-		s.Waits += rs.Waits
-		s.Enables += rs.Enables
-		s.Fences += rs.Fences
-		s.Signalled += rs.Signalled
-	}
-	s.NaiveWaits, s.NaiveEnables = c.naiveWaits, c.naiveEnables
+// addStats adds the WQE counts of s (those RankStats gives) to dst.
+func addStats(dst *ir.Stats, s ir.Stats) {
+	dst.WQEs += s.WQEs
+	dst.DataWQEs += s.DataWQEs
+	dst.HostSteps += s.HostSteps
+	dst.HostWaits += s.HostWaits
+	dst.Waits += s.Waits
+	dst.Enables += s.Enables
+	dst.Fences += s.Fences
+	dst.Signalled += s.Signalled
 }

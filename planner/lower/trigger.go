@@ -35,7 +35,7 @@ type gate struct {
 func (c *compiler) trigger(order []int32) {
 	g := c.g
 	var group diag.Group
-	start := rankStarts(g, order) // the order is grouped by rank: each rank reads its own part
+	start := rankStarts(g) // the order is grouped by rank: each rank reads its own part
 	for r := range c.plan.Ranks {
 		rp := &c.plan.Ranks[r]
 		tr := &ir.Triggered{SendCnt: make([]int, len(rp.Queues)), HostCnt: -1}

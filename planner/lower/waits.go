@@ -2,7 +2,9 @@ package lower
 
 import (
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coredag/coredag/ir"
 )
@@ -25,24 +27,70 @@ import (
 // tracked per waited op only: still correct, merely less minimal.
 const impLimit = 1 << 24
 
-// lowerRanks lowers every rank in the event order (grouped by rank), chooses its signalling and checks it
-// against the target's limits. Unless keep is set, a rank's chains are dropped once checked.
-func (c *compiler) lowerRanks(order []int32, keep bool) {
+// lowerRanks lowers every rank in the event order (grouped by rank), chooses its signalling and
+// checks it against the target's limits. Unless keep is set, a rank's chains are dropped once
+// checked. If each is not nil, it is called for every rank once the rank is lowered, before its
+// chains are dropped, and the function it returns is called in rank order; the first error of
+// those is returned, and after it, or once a rank breaks a limit (Compile then fails), each is
+// no longer called.
+func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int) func() error) error {
 	g := c.g
 	c.waited = make([]bool, len(g.Ops))
-	start := rankStarts(g, order)
+	start := rankStarts(g)
 	c.plan.Ranks = make([]ir.RankPlan, g.Ranks)
-	// Ranks are lowered independently: each worker takes a contiguous range of them, and their
-	// findings are joined in rank order, so the result does not depend on the number of workers.
+	// Ranks are lowered independently: workers take them in turn, and their findings are
+	// joined in rank order, so the result does not depend on the number of workers. A worker
+	// emits its rank only once every earlier rank has been emitted, so no worker runs more than
+	// one rank ahead of the emitted ones.
 	workers := make([]worker, max(1, min(runtime.GOMAXPROCS(0), g.Ranks)))
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		next    atomic.Int64
+		stop    atomic.Bool // a rank broke a limit, or an emit failed
+		mu      sync.Mutex
+		turn    = sync.NewCond(&mu)
+		emitted int   // ranks emitted (or passed over) so far
+		emitErr error // the first error of an emit
+	)
+	handOver := func(r int) {
+		var emit func() error
+		if !stop.Load() {
+			emit = each(c.plan, r)
+		}
+		mu.Lock()
+		for emitted != r { // the worker of rank emitted is past lowering it: the wait ends
+			turn.Wait()
+		}
+		mu.Unlock()
+		var err error
+		if emit != nil && !stop.Load() {
+			err = emit()
+		}
+		mu.Lock()
+		if err != nil && emitErr == nil {
+			emitErr = err
+			stop.Store(true)
+		}
+		emitted++
+		turn.Broadcast()
+		mu.Unlock()
+	}
 	for i := range workers {
 		w := &workers[i]
 		w.c = c
-		lo, hi := g.Ranks*i/len(workers), g.Ranks*(i+1)/len(workers)
 		wg.Go(func() {
-			for r := lo; r < hi; r++ {
-				w.lowerRank(r, order[start[r]:start[r+1]], keep)
+			for r := int(next.Add(1) - 1); r < g.Ranks; r = int(next.Add(1) - 1) {
+				w.lowerRank(r, order[start[r]:start[r+1]])
+				if len(w.found) > 0 {
+					stop.Store(true)
+				}
+				if each != nil {
+					handOver(r)
+				}
+				w.chains.settle(&c.plan.Ranks[r], keep)
+				if !keep {
+					c.plan.Ranks[r] = ir.RankPlan{}
+				}
 			}
 		})
 	}
@@ -53,8 +101,13 @@ func (c *compiler) lowerRanks(order []int32, keep bool) {
 		found = append(found, w.found...)
 		c.naiveWaits += w.naiveWaits
 		c.naiveEnables += w.naiveEnables
+		addStats(&c.plan.Stats, w.stats)
 	}
+	// Each rank's findings are together, in the order they were found: in rank order, they are
+	// what one worker lowering every rank would have found.
+	slices.SortStableFunc(found, func(a, b limitFind) int { return a.rank - b.rank })
 	c.addLimitErrors(found)
+	return emitErr
 }
 
 // worker lowers ranks. Workers share the compiler's read-only state and write disjoint parts
@@ -64,13 +117,14 @@ type worker struct {
 	chains  chainBufs // the chains of the rank being lowered
 	scratch scratch
 	found   limitFinds
+	stats   ir.Stats // of the ranks lowered, naive counts aside
 
 	naiveWaits, naiveEnables int
 }
 
-// lowerRank lowers rank r, whose events in order are evs, chooses its signalling and checks it
-// against the target's limits; unless keep is set, its plan is dropped once checked.
-func (w *worker) lowerRank(r int, evs []int32, keep bool) {
+// lowerRank lowers rank r, whose events in order are evs, chooses its signalling, checks it
+// against the target's limits and counts its WQEs.
+func (w *worker) lowerRank(r int, evs []int32) {
 	c := w.c
 	l := w.newRankLower(r)
 	for _, ev := range evs {
@@ -82,10 +136,7 @@ func (w *worker) lowerRank(r int, evs []int32, keep bool) {
 	}
 	c.signalRank(r, &w.scratch)
 	c.checkRankLimits(r, &w.found)
-	w.chains.settle(&c.plan.Ranks[r], keep)
-	if !keep {
-		c.plan.Ranks[r] = ir.RankPlan{}
-	}
+	addStats(&w.stats, c.plan.RankStats(r))
 }
 
 // scratch is memory reused from rank to rank.
@@ -106,7 +157,11 @@ func reuse[T any](buf *[]T, n int) []T {
 
 // chainBufs are the chains of the rank being lowered, by work queue index, reused from rank to
 // rank: a chain grows in its buffer while its WAITs and ENABLEs are placed (their number is known
-// only then), and a kept rank gets exact copies, so a large plan leaves no growth garbage behind.
+// only then). A kept chain that fills its buffer (to 1/16) is handed over as it is, and the next
+// rank's chain of that queue starts in a new buffer of the same size: the ranks of an SPMD plan
+// have chains of alike lengths, so a large plan is mostly built in place, without copies. Any
+// other kept chain is copied out exactly, so a large plan keeps no growth slack, and the next
+// rank's chain starts in a buffer of its length.
 type chainBufs [][]ir.WQE
 
 // get is the empty chain of work queue wi.
@@ -117,15 +172,18 @@ func (b *chainBufs) get(wi int) []ir.WQE {
 	return (*b)[wi][:0]
 }
 
-// settle takes rp's chains back into the buffers; if keep, rp gets exact copies of them.
+// settle takes rp's chains back into the buffers, or if keep, hands them to rp.
 func (b chainBufs) settle(rp *ir.RankPlan, keep bool) {
 	for wi := range rp.Queues {
 		q := &rp.Queues[wi]
-		b[wi] = q.Chain[:0]
-		if keep {
-			q.Chain = append(make([]ir.WQE, 0, len(q.Chain)), q.Chain...)
-		} else {
-			q.Chain = nil
+		n, c := len(q.Chain), cap(q.Chain)
+		switch {
+		case !keep:
+			b[wi], q.Chain = q.Chain[:0], nil
+		case c-n <= n/16:
+			b[wi], q.Chain = make([]ir.WQE, 0, c), q.Chain[:n:n]
+		default:
+			b[wi], q.Chain = make([]ir.WQE, 0, n), append(make([]ir.WQE, 0, n), q.Chain...)
 		}
 	}
 }
