@@ -198,7 +198,7 @@ func TestRenderTimeout(t *testing.T) {
 	err := RenderContext(ctx, []byte("digraph { a }"), SVG, &buf)
 	elapsed := time.Since(start)
 	require.ErrorIs(t, err, ErrTimeout)
-	assert.Regexp(t, `^rendering SVG: Graphviz's dot did not finish in time: the layout took longer than (19\d|200)ms and was stopped$`, err.Error())
+	assert.Equal(t, "rendering SVG: Graphviz's dot did not finish in time and was stopped", err.Error())
 	assert.Less(t, elapsed, 2*time.Second)
 	assert.Zero(t, buf.Len())
 

@@ -98,7 +98,7 @@ func (c *dotCmd) Run(e *env) error {
 	var buf bytes.Buffer
 	if err := viz.RenderContext(ctx, []byte(text), format, &buf); err != nil {
 		if errors.Is(err, viz.ErrTimeout) {
-			return fmt.Errorf("%w\n(draw fewer nodes with a lower --limit or --rank, allow more time with --timeout, or write .dot)", err)
+			return fmt.Errorf("%w (--timeout %v)\n(draw fewer nodes with a lower --limit or --rank, allow more time with --timeout, or write .dot)", err, c.Timeout)
 		}
 		return err
 	}
