@@ -190,7 +190,8 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 		if w.Opcode == ir.OpcAtomicCAS {
 			wr.Op = nic.OpAtomicCAS
 		}
-		wr.CompareAdd, wr.Swap = uint64(w.A), uint64(w.B)
+		op := e.plan.OpOf(w)
+		wr.CompareAdd, wr.Swap = uint64(op.A), uint64(op.B)
 		remote(w.Remote)
 	case ir.OpcNop:
 		wr.Op = nic.OpNop

@@ -144,8 +144,8 @@ type Cond struct {
 }
 
 // WQE is one entry of a work queue chain. A plan holds millions of them, so it keeps only what
-// lowering decided: the op's name, position and scatter/gather list are in the Plan's Graph
-// (Plan.OpOf, Plan.LocalSegs), and the operands carry no source positions.
+// lowering decided: the op's name, position, scatter/gather list and atomic operands are in
+// the Plan's Graph (Plan.OpOf, Plan.LocalSegs), and the operands carry no source positions.
 //
 // Operands by opcode:
 //
@@ -153,7 +153,8 @@ type Cond struct {
 //	RECV            Local: landing buffer (may be absent)
 //	RDMA_WRITE(_IMM) Local: source, Remote: destination        Peer
 //	RDMA_READ       Remote: source, Local: destination         Peer
-//	ATOMIC_*        Remote: the 8-byte element, Local: fetched old value (may be absent), A, B   Peer
+//	ATOMIC_*        Remote: the 8-byte element, Local: fetched old value (may be absent)   Peer
+//	                (the addend, compare and swap values are the op's A and B)
 //	CQE_WAIT        Wait: the CQ and count (Wait.Op is the op awaited)
 //	SEND_EN/RECV_EN Queue: the managed work queue, UpTo: WQEs [0, UpTo) may run (iteration 0)
 //	HOST            Op: the graph op the CPU runs; Waits: completions it needs first
@@ -173,7 +174,6 @@ type WQE struct {
 	// scatter/gather list (SEND, RECV, RDMA WRITE and READ), Local is its first segment and the
 	// op's More the others (Plan.LocalSegs).
 	Local, Remote Seg
-	A, B          int64  // atomic operands: FADD addend in A; CAS compare in A, swap in B
 	Waits         []Cond // HOST only: completions the CPU waits for before running the op
 }
 

@@ -12,5 +12,5 @@ import (
 func TestWQESize(t *testing.T) {
 	assert.EqualValues(t, 24, unsafe.Sizeof(Seg{}), "Seg")
 	assert.EqualValues(t, 12, unsafe.Sizeof(Cond{}), "Cond")
-	assert.EqualValues(t, 120, unsafe.Sizeof(WQE{}), "WQE")
+	assert.EqualValues(t, 104, unsafe.Sizeof(WQE{}), "WQE")
 }

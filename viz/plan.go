@@ -411,12 +411,12 @@ func (v *planView) wqName(r, q int) string {
 	return fmt.Sprintf("wq%d", q)
 }
 
-// opName is the name of the graph op WQE w belongs to ("" when it names none).
-func (v *planView) opName(w *ir.WQE) string {
+// opOf is the graph op WQE w belongs to; an empty stand-in when it names none.
+func (v *planView) opOf(w *ir.WQE) *ir.Op {
 	if w.Op < 0 || int(w.Op) >= len(v.p.Graph.Ops) {
-		return ""
+		return &ir.Op{}
 	}
-	return v.p.OpOf(w).Name
+	return v.p.OpOf(w)
 }
 
 // wqeLabel is a WQE node's label: index and opcode, operands, and the op it serves.
@@ -446,9 +446,9 @@ func (v *planView) wqeLabel(r, i int, w *ir.WQE) string {
 	case ir.OpcRead:
 		body = fmt.Sprintf("rank %d %s -> %s", w.Peer, sl(w.Remote), sl(w.Local))
 	case ir.OpcAtomicFAdd:
-		body = fmt.Sprintf("rank %d %s += %d", w.Peer, sl(w.Remote), w.A)
+		body = fmt.Sprintf("rank %d %s += %d", w.Peer, sl(w.Remote), v.opOf(w).A)
 	case ir.OpcAtomicCAS:
-		body = fmt.Sprintf("rank %d %s: %d -> %d", w.Peer, sl(w.Remote), w.A, w.B)
+		body = fmt.Sprintf("rank %d %s: %d -> %d", w.Peer, sl(w.Remote), v.opOf(w).A, v.opOf(w).B)
 	case ir.OpcWait:
 		body = fmt.Sprintf("%s >= %d", v.cqName(r, int(w.Wait.CQ)), w.Wait.Count)
 	case ir.OpcSendEnable, ir.OpcRecvEnable:
@@ -464,7 +464,7 @@ func (v *planView) wqeLabel(r, i int, w *ir.WQE) string {
 	if body != "" {
 		s += "\n" + body
 	}
-	if name := v.opName(w); name != "" {
+	if name := v.opOf(w).Name; name != "" {
 		what := name
 		switch w.Opcode {
 		case ir.OpcWait:
@@ -525,7 +525,7 @@ func opcodeCounts(chain []ir.WQE) string {
 // foldLabel describes a folded run of a lane.
 func (v *planView) foldLabel(chain []ir.WQE, lo, hi int) string {
 	s := fmt.Sprintf("[%d..%d] %s folded\n%s", lo, hi-1, english.Plural(hi-lo, "entry"), opcodeCounts(chain))
-	if first, last := v.opName(&chain[0]), v.opName(&chain[len(chain)-1]); first != "" && last != "" {
+	if first, last := v.opOf(&chain[0]).Name, v.opOf(&chain[len(chain)-1]).Name; first != "" && last != "" {
 		s += fmt.Sprintf("\n%s .. %s", first, last)
 	}
 	return s
