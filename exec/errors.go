@@ -88,7 +88,7 @@ func locOf(plan *ir.Plan, id ir.OpID) *WQELoc {
 // awaitedLoc is the WQE whose completion condition c of rank r counts: the one producing the
 // c.Count-th completion of the CQ's work queue (iteration 0), else where c.Op landed.
 func awaitedLoc(plan *ir.Plan, r int, c ir.Cond) *WQELoc {
-	if q, i, ok := plan.Producer(r, c.CQ, c.Count); ok {
+	if q, i, ok := plan.Producer(r, int(c.CQ), c.Count); ok {
 		return &WQELoc{Rank: r, Queue: q, Index: i}
 	}
 	return locOf(plan, c.Op)

@@ -119,7 +119,7 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 				o.recv = true
 				for k := range wq.Chain {
 					w := &wq.Chain[k]
-					o.rwr = append(o.rwr, nic.RecvWR{ID: offID(r.rank, wi, k), Local: r.local(g, w.Local), More: r.more(g, w.More)})
+					o.rwr = append(o.rwr, nic.RecvWR{ID: offID(r.rank, wi, k), Local: r.local(g, w.Local), More: r.more(g, e.plan.More(w))})
 				}
 				continue
 			}
@@ -165,8 +165,8 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 	if w.Flags&ir.Fence != 0 {
 		wr.Flags |= nic.FlagFence
 	}
-	remote := func(s ir.Slice) { wr.RemoteAddr, wr.RKey = r.remote(g, w.Peer, s) }
-	wr.More = r.more(g, w.More)
+	remote := func(s ir.Seg) { wr.RemoteAddr, wr.RKey = r.remote(g, int(w.Peer), s) }
+	wr.More = r.more(g, e.plan.More(w))
 	switch w.Opcode {
 	case ir.OpcSend:
 		wr.Op, wr.Local = nic.OpSend, r.local(g, w.Local)
@@ -190,21 +190,22 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 		if w.Opcode == ir.OpcAtomicCAS {
 			wr.Op = nic.OpAtomicCAS
 		}
-		wr.CompareAdd, wr.Swap = uint64(w.A), uint64(w.B)
+		op := e.plan.OpOf(w)
+		wr.CompareAdd, wr.Swap = uint64(op.A), uint64(op.B)
 		remote(w.Remote)
 	case ir.OpcNop:
 		wr.Op = nic.OpNop
 	case ir.OpcWait:
-		if w.Wait.CQ < 0 || w.Wait.CQ >= len(rp.CQs) || or.cqs[w.Wait.CQ].cq == nil {
-			return wr, fmt.Errorf("%s: rank %d %s: WAIT names CQ #%d, which the rank does not have", w.Pos, r.rank, rp.Queues[wi].Name, w.Wait.CQ)
+		if w.Wait.CQ < 0 || int(w.Wait.CQ) >= len(rp.CQs) || or.cqs[w.Wait.CQ].cq == nil {
+			return wr, fmt.Errorf("%s: rank %d %s: WAIT names CQ #%d, which the rank does not have", e.plan.OpOf(w).Pos, r.rank, rp.Queues[wi].Name, w.Wait.CQ)
 		}
 		wr.Op, wr.WaitCQ, wr.Count = nic.OpCQEWait, or.cqs[w.Wait.CQ].cq.Num(), w.Wait.Count
 		o.waitAt = append(o.waitAt, int32(k))
 		o.waitB = append(o.waitB, w.Wait.Count)
 		o.waitP = append(o.waitP, rp.CQs[w.Wait.CQ].PerIteration)
 	case ir.OpcSendEnable, ir.OpcRecvEnable:
-		if w.Queue < 0 || w.Queue >= len(rp.Queues) || or.wqs[w.Queue].qp == nil {
-			return wr, fmt.Errorf("%s: rank %d %s: ENABLE names work queue #%d, which the rank does not have", w.Pos, r.rank, rp.Queues[wi].Name, w.Queue)
+		if w.Queue < 0 || int(w.Queue) >= len(rp.Queues) || or.wqs[w.Queue].qp == nil {
+			return wr, fmt.Errorf("%s: rank %d %s: ENABLE names work queue #%d, which the rank does not have", e.plan.OpOf(w).Pos, r.rank, rp.Queues[wi].Name, w.Queue)
 		}
 		wr.Op = nic.OpSendEnable
 		if w.Opcode == ir.OpcRecvEnable {
@@ -217,7 +218,7 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 	case ir.OpcHost:
 		// run by the CPU, never posted
 	default:
-		return wr, fmt.Errorf("%s: rank %d %s: unexpected %s entry", w.Pos, r.rank, rp.Queues[wi].Name, w.Opcode)
+		return wr, fmt.Errorf("%s: rank %d %s: unexpected %s entry", e.plan.OpOf(w).Pos, r.rank, rp.Queues[wi].Name, w.Opcode)
 	}
 	return wr, nil
 }
@@ -372,7 +373,7 @@ func (e *offloadEngine) wqeError(or *offRank, wi, k int, err error) error {
 		return fmt.Errorf("rank %d work queue %s: %w", or.rp.Rank, wq.Name, err)
 	}
 	w := &wq.Chain[k]
-	return &OpError{Op: w.Name, Rank: or.rp.Rank, Queue: wq.Name, Pos: w.Pos, Err: fmt.Errorf("%s entry #%d: %w", w.Opcode, k, err)}
+	return &OpError{Op: e.plan.OpOf(w).Name, Rank: or.rp.Rank, Queue: wq.Name, Pos: e.plan.OpOf(w).Pos, Err: fmt.Errorf("%s entry #%d: %w", w.Opcode, k, err)}
 }
 
 // runHost runs the rank's host chain as far as the completions allow: HOST entries whose waits
@@ -398,7 +399,7 @@ func (e *offloadEngine) runHost(or *offRank, iter int) (bool, error) {
 				break
 			}
 			for _, c := range w.Waits {
-				if c.CQ < 0 || c.CQ >= len(or.cqs) {
+				if c.CQ < 0 || int(c.CQ) >= len(or.cqs) {
 					return did, e.wqeError(or, wi, k, fmt.Errorf("waits on CQ #%d, which the rank does not have", c.CQ))
 				}
 				cq := &or.cqs[c.CQ]
@@ -627,7 +628,7 @@ func (e *offloadEngine) diagnose(iter int) error {
 				need := uint64(c.Count) + uint64(iter)*cq.per
 				if cq.count < need {
 					h.Stuck = append(h.Stuck, Stuck{Rank: rank, Queue: rp.Queues[rp.Host].Name, CQ: cq.name, Reached: cq.count, Awaited: need,
-						Producer: e.opRef(c.Op), What: fmt.Sprintf("HOST %s (%s)", w.Name, w.Pos),
+						Producer: e.opRef(c.Op), What: fmt.Sprintf("HOST %s (%s)", e.plan.OpOf(w).Name, e.plan.OpOf(w).Pos),
 						At: &WQELoc{Rank: rank, Queue: rp.Host, Index: or.hostNext}, ProducerAt: awaitedLoc(e.plan, rank, c)})
 				}
 			}
@@ -649,7 +650,7 @@ func (e *offloadEngine) diagnose(iter int) error {
 					continue
 				}
 				if n == seen {
-					producer = fmt.Sprintf("%s %s (%s)", w.Opcode, w.Name, w.Pos)
+					producer = fmt.Sprintf("%s %s (%s)", w.Opcode, e.plan.OpOf(w).Name, e.plan.OpOf(w).Pos)
 					at = &WQELoc{Rank: rank, Queue: cq.wq, Index: k}
 					break
 				}
@@ -665,12 +666,12 @@ func (e *offloadEngine) diagnose(iter int) error {
 		for _, st := range e.prog.Stalls() {
 			msg := st.String()
 			if w, or := e.wqeOf(st.ID); w != nil {
-				msg += fmt.Sprintf(" = %s %s (%s)", w.Opcode, w.Name, w.Pos)
+				msg += fmt.Sprintf(" = %s %s (%s)", w.Opcode, e.plan.OpOf(w).Name, e.plan.OpOf(w).Pos)
 				if w.Opcode == ir.OpcWait {
 					cq := &or.cqs[w.Wait.CQ]
 					wi := int(st.ID >> 24 & 0xffff)
 					h.Stuck = append([]Stuck{{Rank: or.rp.Rank, Queue: or.rp.Queues[wi].Name, CQ: cq.name,
-						Reached: st.Reached, Awaited: st.Awaited, Producer: e.opRef(w.Wait.Op), What: "WAIT before " + w.Name,
+						Reached: st.Reached, Awaited: st.Awaited, Producer: e.opRef(w.Wait.Op), What: "WAIT before " + e.plan.OpOf(w).Name,
 						At:         &WQELoc{Rank: or.rp.Rank, Queue: wi, Index: int(st.ID & 0xffffff)},
 						ProducerAt: awaitedLoc(e.plan, or.rp.Rank, w.Wait)}}, h.Stuck...)
 				}

@@ -149,12 +149,16 @@ func newPoll(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Op
 					w := &wq.Chain[k]
 					id := w.Op
 					if !w.Opcode.IsData() || id < 0 || int(id) >= n || g.Ops[id].Rank != r.rank {
-						return nil, fmt.Errorf("rank %d work queue %s: entry #%d is %s %s, not an op of the rank the poll engine can post (compile for generic)", r.rank, wq.Name, k, w.Opcode, w.Name)
+						name := fmt.Sprintf("op #%d", id)
+						if id >= 0 && int(id) < n {
+							name = plan.OpOf(w).Name
+						}
+						return nil, fmt.Errorf("rank %d work queue %s: entry #%d is %s %s, not an op of the rank the poll engine can post (compile for generic)", r.rank, wq.Name, k, w.Opcode, name)
 					}
 					side.ops = append(side.ops, int32(id))
 					e.opSide[id], e.opSlot[id] = si, int32(k)
 					if recv {
-						side.rwr = append(side.rwr, nic.RecvWR{ID: uint64(id), Local: r.local(g, w.Local), More: r.more(g, w.More)})
+						side.rwr = append(side.rwr, nic.RecvWR{ID: uint64(id), Local: r.local(g, w.Local), More: r.more(g, plan.More(w))})
 						side.signalledAt = append(side.signalledAt, true)
 						continue
 					}

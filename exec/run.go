@@ -235,7 +235,7 @@ func Prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (
 		// Inline payloads never exceed the target's limit: a QP with room for more has larger
 		// WQEs for nothing (on Soft-RoCE, slower posts).
 		l.maxInline = min(caps.MaxInline, plan.Target.MaxInline)
-		if l.maxSGE = plan.Ranks[rank].MaxSGE(); err == nil && l.maxSGE > max(caps.MaxSGE, 1) {
+		if l.maxSGE = plan.MaxSGE(rank); err == nil && l.maxSGE > max(caps.MaxSGE, 1) {
 			err = fmt.Errorf("rank %d: a scatter/gather list of %d slices, above the %d SGEs per work request of %s (split the op, or copy the pieces together first)", rank, l.maxSGE, max(caps.MaxSGE, 1), p.Name())
 		}
 		return l, err

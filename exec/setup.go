@@ -278,7 +278,7 @@ func (r *rankRes) close() {
 }
 
 // local is the SGE of slice s of this rank's memory (Len 0 when s is absent).
-func (r *rankRes) local(g *ir.Graph, s ir.Slice) nic.SGE {
+func (r *rankRes) local(g *ir.Graph, s ir.Seg) nic.SGE {
 	if !s.Valid() {
 		return nic.SGE{}
 	}
@@ -291,13 +291,13 @@ func (r *rankRes) local(g *ir.Graph, s ir.Slice) nic.SGE {
 func (r *rankRes) more(g *ir.Graph, segs []ir.Slice) []nic.SGE {
 	var out []nic.SGE
 	for _, s := range segs {
-		out = append(out, r.local(g, s))
+		out = append(out, r.local(g, s.Seg()))
 	}
 	return out
 }
 
 // remote is the address and rkey of slice s on peer rank.
-func (r *rankRes) remote(g *ir.Graph, peer int, s ir.Slice) (uint64, uint32) {
+func (r *rankRes) remote(g *ir.Graph, peer int, s ir.Seg) (uint64, uint32) {
 	if !s.Valid() || peer < 0 || peer >= len(r.peers) || int(s.Buf) >= len(r.peers[peer].MRs) {
 		return 0, 0
 	}
@@ -314,24 +314,24 @@ func (r *rankRes) dataWR(g *ir.Graph, id ir.OpID, inline bool) nic.SendWR {
 	wr := nic.SendWR{ID: uint64(id)}
 	switch op.Kind {
 	case ir.OpSend:
-		wr.Op, wr.Local = nic.OpSend, r.local(g, op.Src)
+		wr.Op, wr.Local = nic.OpSend, r.local(g, op.Src.Seg())
 	case ir.OpWrite:
-		wr.Op, wr.Local = nic.OpRDMAWrite, r.local(g, op.Src)
+		wr.Op, wr.Local = nic.OpRDMAWrite, r.local(g, op.Src.Seg())
 		if op.Notify {
 			wr.Op = nic.OpRDMAWriteImm
 			wr.Imm = uint32(id)
 		}
-		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst)
+		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst.Seg())
 	case ir.OpRead:
-		wr.Op, wr.Local = nic.OpRDMARead, r.local(g, op.Dst)
-		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Src)
+		wr.Op, wr.Local = nic.OpRDMARead, r.local(g, op.Dst.Seg())
+		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Src.Seg())
 	case ir.OpAtomicAdd, ir.OpAtomicCAS:
-		wr.Op, wr.Local = nic.OpAtomicFAdd, r.local(g, op.Fetch)
+		wr.Op, wr.Local = nic.OpAtomicFAdd, r.local(g, op.Fetch.Seg())
 		if op.Kind == ir.OpAtomicCAS {
 			wr.Op = nic.OpAtomicCAS
 		}
 		wr.CompareAdd, wr.Swap = uint64(op.A), uint64(op.B)
-		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst)
+		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst.Seg())
 	}
 	if _, list := op.ListSide(); list {
 		wr.More = r.more(g, op.More)

@@ -2,8 +2,6 @@ package ir
 
 import (
 	"fmt"
-
-	"github.com/coredag/coredag/diag"
 )
 
 // This file defines the Plan: what Compile hands to the engines, the listing and the viz.
@@ -140,12 +138,14 @@ func (f Flags) String() string {
 // Cond is a completion condition: the rank-local CQ has produced at least Count completions
 // (cumulative over the CQ's life, 24-bit, compared cyclically). Count is for iteration 0.
 type Cond struct {
-	CQ    int    // index into RankPlan.CQs
+	CQ    int32  // index into RankPlan.CQs
 	Count uint32 // producer index to reach, iteration 0
 	Op    OpID   // the op whose completion this count stands for
 }
 
-// WQE is one entry of a work queue chain.
+// WQE is one entry of a work queue chain. A plan holds millions of them, so it keeps only what
+// lowering decided: the op's name, position, scatter/gather list and atomic operands are in
+// the Plan's Graph (Plan.OpOf, Plan.LocalSegs), and the operands carry no source positions.
 //
 // Operands by opcode:
 //
@@ -153,48 +153,77 @@ type Cond struct {
 //	RECV            Local: landing buffer (may be absent)
 //	RDMA_WRITE(_IMM) Local: source, Remote: destination        Peer
 //	RDMA_READ       Remote: source, Local: destination         Peer
-//	ATOMIC_*        Remote: the 8-byte element, Local: fetched old value (may be absent), A, B   Peer
+//	ATOMIC_*        Remote: the 8-byte element, Local: fetched old value (may be absent)   Peer
+//	                (the addend, compare and swap values are the op's A and B)
 //	CQE_WAIT        Wait: the CQ and count (Wait.Op is the op awaited)
 //	SEND_EN/RECV_EN Queue: the managed work queue, UpTo: WQEs [0, UpTo) may run (iteration 0)
 //	HOST            Op: the graph op the CPU runs; Waits: completions it needs first
 //	NOP             Op: the host op whose completion it signals
 type WQE struct {
 	Opcode Opcode
+	Red    ReduceOp
+	Flags  Flags
 	// Op is the graph op the entry belongs to: for data WQEs, HOST and NOP the op itself; for
 	// CQE_WAIT the op it holds back; for SEND_EN/RECV_EN the last op it enables.
-	Op   OpID
-	Name string   // Op's name, e.g. "tx[2]"
-	Pos  diag.Pos // Op's source position
-	// Local and Remote are the operands as graph slices; Remote lives on rank Peer. More holds
-	// the local operand's further segments when it is a scatter/gather list (SEND, RECV, RDMA
-	// WRITE and READ): the work request's SGE list is Local, then More.
-	Local, Remote Slice
-	More          []Slice
-	Peer          int   // peer rank for data WQEs, -1 otherwise
-	A, B          int64 // atomic operands: FADD addend in A; CAS compare in A, swap in B
-	Red           ReduceOp
-	Flags         Flags
-	Wait          Cond   // CQE_WAIT only
-	Queue         int    // SEND_EN/RECV_EN: the rank-local work queue index enabled
-	UpTo          uint32 // SEND_EN/RECV_EN: enabled producer index (exclusive), iteration 0
+	Op    OpID
+	Peer  int32  // peer rank for data WQEs, -1 otherwise
+	Queue int32  // SEND_EN/RECV_EN: the rank-local work queue index enabled
+	UpTo  uint32 // SEND_EN/RECV_EN: enabled producer index (exclusive), iteration 0
+	Wait  Cond   // CQE_WAIT only
+	// Local and Remote are the operands; Remote lives on rank Peer. When the local operand is a
+	// scatter/gather list (SEND, RECV, RDMA WRITE and READ), Local is its first segment and the
+	// op's More the others (Plan.LocalSegs).
+	Local, Remote Seg
 	Waits         []Cond // HOST only: completions the CPU waits for before running the op
 }
 
+// Seg is a WQE operand: a graph Slice without its source position.
+type Seg struct {
+	Buf BufID
+	Off int64 // first element
+	Len int64 // elements
+}
+
+// NoSeg is the absent operand.
+var NoSeg = Seg{Buf: None}
+
+// Valid reports whether s names a buffer range.
+func (s Seg) Valid() bool { return s.Buf != None }
+
+// Slice returns s as a graph Slice (with no position).
+func (s Seg) Slice() Slice { return Slice{Buf: s.Buf, Off: s.Off, Len: s.Len} }
+
+// Seg returns the slice's range without its position.
+func (s Slice) Seg() Seg { return Seg{Buf: s.Buf, Off: s.Off, Len: s.Len} }
+
+// OpOf returns the graph op a WQE belongs to (see WQE.Op): its name and position are the WQE's.
+func (p *Plan) OpOf(w *WQE) *Op { return &p.Graph.Ops[w.Op] }
+
+// More returns the further segments of a data WQE's local scatter/gather list (its op's More;
+// none for other WQEs). The slice is the graph's: read-only.
+func (p *Plan) More(w *WQE) []Slice {
+	if !w.Opcode.IsData() || !w.Local.Valid() || w.Op < 0 || int(w.Op) >= len(p.Graph.Ops) {
+		return nil
+	}
+	return p.Graph.Ops[w.Op].More
+}
+
 // LocalSegs returns the WQE's local SGE list: Local followed by More (none when Local is absent).
-func (w *WQE) LocalSegs() []Slice {
+func (p *Plan) LocalSegs(w *WQE) []Slice {
 	if !w.Local.Valid() {
 		return nil
 	}
-	return append([]Slice{w.Local}, w.More...)
+	return append([]Slice{w.Local.Slice()}, p.More(w)...)
 }
 
-// MaxSGE is the longest SGE list of the rank's work requests (1 when none is a list), what its
+// MaxSGE is the longest SGE list of rank r's work requests (1 when none is a list), what its
 // QPs must be created for.
-func (rp *RankPlan) MaxSGE() int {
+func (p *Plan) MaxSGE(r int) int {
 	n := 1
+	rp := &p.Ranks[r]
 	for i := range rp.Queues {
 		for k := range rp.Queues[i].Chain {
-			n = max(n, 1+len(rp.Queues[i].Chain[k].More))
+			n = max(n, 1+len(p.More(&rp.Queues[i].Chain[k])))
 		}
 	}
 	return n

@@ -250,9 +250,10 @@ func writeRank(b *bytes.Buffer, t *table, p *ir.Plan, r int) {
 			t.cell()
 			t.buf = append(t.buf, e.Flags.String()...)
 			t.cell()
-			t.buf = append(t.buf, e.Name...)
+			op := p.OpOf(e)
+			t.buf = append(t.buf, op.Name...)
 			t.cell()
-			t.buf = appendShortPos(t.buf, e.Pos)
+			t.buf = appendShortPos(t.buf, op.Pos)
 			t.cell()
 		}
 		t.write(b)
@@ -291,7 +292,7 @@ func summary(s ir.Stats) string {
 // appendCond appends condition c in words: "<cq> >= <count>  (<op> done)".
 func appendCond(dst []byte, p *ir.Plan, rp *ir.RankPlan, c ir.Cond) []byte {
 	name := "?"
-	if c.CQ >= 0 && c.CQ < len(rp.CQs) {
+	if c.CQ >= 0 && int(c.CQ) < len(rp.CQs) {
 		name = rp.CQs[c.CQ].Name
 	}
 	who := "?"
@@ -308,13 +309,13 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 	g := p.Graph
 	sl := g.AppendSlice
 	num := func(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
-	rank := func(dst []byte, r int) []byte { return num(append(dst, "rank "...), int64(r)) }
+	rank := func(dst []byte, r int32) []byte { return num(append(dst, "rank "...), int64(r)) }
 	// The local operand: one slice, or a scatter/gather list ("{a[0:4], a[8:12]} 2 SGEs"), and
 	// its size in bytes.
-	segs := e.LocalSegs()
+	segs := p.LocalSegs(e)
 	local := func(dst []byte) []byte {
 		if len(segs) <= 1 {
-			return sl(dst, e.Local)
+			return sl(dst, e.Local.Slice())
 		}
 		dst = append(dst, '{')
 		for i, x := range segs {
@@ -339,28 +340,28 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 		return rank(append(size(local(append(dst, "into "...))), " from "...), e.Peer)
 	case ir.OpcWrite, ir.OpcWriteImm:
 		dst = rank(append(local(dst), " to "...), e.Peer)
-		return size(sl(append(dst, ' '), e.Remote))
+		return size(sl(append(dst, ' '), e.Remote.Slice()))
 	case ir.OpcRead:
-		dst = sl(append(rank(dst, e.Peer), ' '), e.Remote)
+		dst = sl(append(rank(dst, e.Peer), ' '), e.Remote.Slice())
 		return size(local(append(dst, " into "...)))
 	case ir.OpcAtomicFAdd, ir.OpcAtomicCAS:
-		dst = sl(append(rank(dst, e.Peer), ' '), e.Remote)
+		dst = sl(append(rank(dst, e.Peer), ' '), e.Remote.Slice())
 		if e.Opcode == ir.OpcAtomicFAdd {
-			dst = num(append(dst, " += "...), e.A)
+			dst = num(append(dst, " += "...), p.OpOf(e).A)
 		} else {
-			dst = num(append(num(append(dst, ": if "...), e.A), " then "...), e.B)
+			dst = num(append(num(append(dst, ": if "...), p.OpOf(e).A), " then "...), p.OpOf(e).B)
 		}
 		if e.Local.Valid() {
-			dst = sl(append(dst, ", old into "...), e.Local)
+			dst = sl(append(dst, ", old into "...), e.Local.Slice())
 		}
 		return dst
 	case ir.OpcNop:
-		return append(append(append(dst, "signal "...), e.Name...), " done"...)
+		return append(append(append(dst, "signal "...), p.OpOf(e).Name...), " done"...)
 	case ir.OpcWait:
 		return appendCond(append(dst, "wait "...), p, rp, e.Wait)
 	case ir.OpcSendEnable, ir.OpcRecvEnable:
 		name := "?"
-		if e.Queue >= 0 && e.Queue < len(rp.Queues) {
+		if e.Queue >= 0 && int(e.Queue) < len(rp.Queues) {
 			name = rp.Queues[e.Queue].Name
 		}
 		dst = append(append(append(dst, "enable "...), name...), " up to "...)
@@ -724,7 +725,7 @@ func rankJSON(p *ir.Plan, r int) jsonRank {
 		return rp.CQs[i].Name
 	}
 	cond := func(c ir.Cond) jsonCond {
-		return jsonCond{CQ: cqName(c.CQ), Count: c.Count, Op: g.Ops[c.Op].Name}
+		return jsonCond{CQ: cqName(int(c.CQ)), Count: c.Count, Op: g.Ops[c.Op].Name}
 	}
 	for wi := range rp.Queues {
 		q := &rp.Queues[wi]
@@ -735,9 +736,10 @@ func rankJSON(p *ir.Plan, r int) jsonRank {
 		}
 		for k := range q.Chain {
 			e := &q.Chain[k]
-			je := jsonWQE{Index: k, Opcode: e.Opcode.String(), Op: e.Name, Pos: e.Pos.String(), Flags: []string{},
-				Local: slice(e.Local), Remote: slice(e.Remote)}
-			for _, m := range e.More {
+			op := p.OpOf(e)
+			je := jsonWQE{Index: k, Opcode: e.Opcode.String(), Op: op.Name, Pos: op.Pos.String(), Flags: []string{},
+				Local: slice(e.Local.Slice()), Remote: slice(e.Remote.Slice())}
+			for _, m := range p.More(e) {
 				je.More = append(je.More, *slice(m))
 			}
 			for _, f := range []struct {
@@ -749,15 +751,15 @@ func rankJSON(p *ir.Plan, r int) jsonRank {
 				}
 			}
 			if e.Opcode.IsData() {
-				peer := e.Peer
+				peer := int(e.Peer)
 				je.Peer = &peer
 			}
 			switch e.Opcode {
 			case ir.OpcAtomicFAdd:
-				a := e.A
+				a := op.A
 				je.Add = &a
 			case ir.OpcAtomicCAS:
-				a, b := e.A, e.B
+				a, b := op.A, op.B
 				je.Cmp, je.Swap = &a, &b
 			case ir.OpcWait:
 				c := cond(e.Wait)

@@ -175,7 +175,7 @@ func postedEntry(wq *ir.WorkQueue, k int) int {
 // awaited finds the WQE whose completion a condition counts: the producer of that completion
 // of the CQ, else through the plan's location of the op it stands for.
 func (v *planView) awaited(r int, c ir.Cond) (queue, index int, ok bool) {
-	if q, i, ok := v.p.Producer(r, c.CQ, c.Count); ok {
+	if q, i, ok := v.p.Producer(r, int(c.CQ), c.Count); ok {
 		return q, i, true
 	}
 	return v.locOf(c.Op)
@@ -233,7 +233,7 @@ func (v *planView) draw() *dot.Graph {
 					highlight(n)
 				}
 			} else {
-				n = summaryNode(lane, id, foldLabel(wq.Chain[x.lo:x.hi], x.lo, x.hi))
+				n = summaryNode(lane, id, v.foldLabel(wq.Chain[x.lo:x.hi], x.lo, x.hi))
 			}
 		}
 		dnodes[id], made[id] = n, true
@@ -329,9 +329,9 @@ func (v *planView) draw() *dot.Graph {
 						edge(r, aq, ai, r, qi, i, "wait")
 					}
 				case ir.OpcSendEnable, ir.OpcRecvEnable:
-					if w.Queue >= 0 && w.Queue < len(rp.Queues) && w.UpTo > 0 {
-						if ti := postedEntry(&rp.Queues[w.Queue], int(w.UpTo)-1); ti >= 0 {
-							edge(r, qi, i, r, w.Queue, ti, "enable")
+					if t := int(w.Queue); t >= 0 && t < len(rp.Queues) && w.UpTo > 0 {
+						if ti := postedEntry(&rp.Queues[t], int(w.UpTo)-1); ti >= 0 {
+							edge(r, qi, i, r, t, ti, "enable")
 						}
 					}
 				case ir.OpcHost:
@@ -411,6 +411,14 @@ func (v *planView) wqName(r, q int) string {
 	return fmt.Sprintf("wq%d", q)
 }
 
+// opOf is the graph op WQE w belongs to; an empty stand-in when it names none.
+func (v *planView) opOf(w *ir.WQE) *ir.Op {
+	if w.Op < 0 || int(w.Op) >= len(v.p.Graph.Ops) {
+		return &ir.Op{}
+	}
+	return v.p.OpOf(w)
+}
+
 // wqeLabel is a WQE node's label: index and opcode, operands, and the op it serves.
 func (v *planView) wqeLabel(r, i int, w *ir.WQE) string {
 	g := v.g
@@ -421,11 +429,11 @@ func (v *planView) wqeLabel(r, i int, w *ir.WQE) string {
 	if w.Signalled() {
 		head += " (sig)"
 	}
-	sl := func(s ir.Slice) string {
+	sl := func(s ir.Seg) string {
 		if !s.Valid() || int(s.Buf) >= len(g.Buffers) {
 			return "-"
 		}
-		return g.SliceString(s)
+		return g.SliceString(s.Slice())
 	}
 	var body string
 	switch w.Opcode {
@@ -438,13 +446,13 @@ func (v *planView) wqeLabel(r, i int, w *ir.WQE) string {
 	case ir.OpcRead:
 		body = fmt.Sprintf("rank %d %s -> %s", w.Peer, sl(w.Remote), sl(w.Local))
 	case ir.OpcAtomicFAdd:
-		body = fmt.Sprintf("rank %d %s += %d", w.Peer, sl(w.Remote), w.A)
+		body = fmt.Sprintf("rank %d %s += %d", w.Peer, sl(w.Remote), v.opOf(w).A)
 	case ir.OpcAtomicCAS:
-		body = fmt.Sprintf("rank %d %s: %d -> %d", w.Peer, sl(w.Remote), w.A, w.B)
+		body = fmt.Sprintf("rank %d %s: %d -> %d", w.Peer, sl(w.Remote), v.opOf(w).A, v.opOf(w).B)
 	case ir.OpcWait:
-		body = fmt.Sprintf("%s >= %d", v.cqName(r, w.Wait.CQ), w.Wait.Count)
+		body = fmt.Sprintf("%s >= %d", v.cqName(r, int(w.Wait.CQ)), w.Wait.Count)
 	case ir.OpcSendEnable, ir.OpcRecvEnable:
-		body = fmt.Sprintf("%s upto %d", v.wqName(r, w.Queue), w.UpTo)
+		body = fmt.Sprintf("%s upto %d", v.wqName(r, int(w.Queue)), w.UpTo)
 	case ir.OpcHost:
 		if w.Op >= 0 && int(w.Op) < len(g.Ops) {
 			body = OpText(g, &g.Ops[w.Op])
@@ -456,13 +464,13 @@ func (v *planView) wqeLabel(r, i int, w *ir.WQE) string {
 	if body != "" {
 		s += "\n" + body
 	}
-	if w.Name != "" {
-		what := w.Name
+	if name := v.opOf(w).Name; name != "" {
+		what := name
 		switch w.Opcode {
 		case ir.OpcWait:
-			what = "holds " + w.Name
+			what = "holds " + name
 		case ir.OpcSendEnable, ir.OpcRecvEnable:
-			what = "releases up to " + w.Name
+			what = "releases up to " + name
 		}
 		s += "\n" + what
 	}
@@ -515,9 +523,9 @@ func opcodeCounts(chain []ir.WQE) string {
 }
 
 // foldLabel describes a folded run of a lane.
-func foldLabel(chain []ir.WQE, lo, hi int) string {
+func (v *planView) foldLabel(chain []ir.WQE, lo, hi int) string {
 	s := fmt.Sprintf("[%d..%d] %s folded\n%s", lo, hi-1, english.Plural(hi-lo, "entry"), opcodeCounts(chain))
-	if first, last := chain[0].Name, chain[len(chain)-1].Name; first != "" && last != "" {
+	if first, last := v.opOf(&chain[0]).Name, v.opOf(&chain[len(chain)-1]).Name; first != "" && last != "" {
 		s += fmt.Sprintf("\n%s .. %s", first, last)
 	}
 	return s

@@ -55,5 +55,5 @@ func wqePos(plan *ir.Plan, loc *exec.WQELoc) diag.Pos {
 	if loc.Queue < 0 || loc.Queue >= len(qs) || loc.Index < 0 || loc.Index >= len(qs[loc.Queue].Chain) {
 		return diag.Pos{}
 	}
-	return qs[loc.Queue].Chain[loc.Index].Pos
+	return plan.OpOf(&qs[loc.Queue].Chain[loc.Index]).Pos
 }

@@ -193,8 +193,8 @@ func TestWriteHangViewPoll(t *testing.T) {
 	for _, s := range h.Stuck {
 		if s.At != nil {
 			placed++
-			w := plan.Ranks[s.At.Rank].Queues[s.At.Queue].Chain[s.At.Index]
-			assert.Contains(t, s.What, w.Name, "At names the entry the diagnosis names")
+			w := &plan.Ranks[s.At.Rank].Queues[s.At.Queue].Chain[s.At.Index]
+			assert.Contains(t, s.What, plan.OpOf(w).Name, "At names the entry the diagnosis names")
 		}
 	}
 	require.Positive(t, placed, "%v", h)

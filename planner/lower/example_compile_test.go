@@ -31,8 +31,9 @@ op got = recv q a after tx
 		fmt.Println(err)
 		return
 	}
-	for _, e := range plan.Ranks[0].Queues[plan.Ranks[0].Mgmt].Chain {
-		fmt.Println(e.Opcode, e.Name)
+	mgmt := plan.Ranks[0].Queues[plan.Ranks[0].Mgmt].Chain
+	for k := range mgmt {
+		fmt.Println(mgmt[k].Opcode, plan.OpOf(&mgmt[k]).Name)
 	}
 	fmt.Printf("WAITs: %d naive, %d after minimisation\n", plan.Stats.NaiveWaits, plan.Stats.Waits)
 	// Output:

@@ -43,7 +43,7 @@ func TestProducerOfCompiledWaits(t *testing.T) {
 						for _, c := range cs {
 							conds++
 							at := fmt.Sprintf("%s %s rank %d %s[%d]", f, tg.Name, r, rp.Queues[wi].Name, k)
-							q, i, ok := p.Producer(r, c.CQ, c.Count)
+							q, i, ok := p.Producer(r, int(c.CQ), c.Count)
 							require.True(t, ok, at)
 							w := &rp.Queues[q].Chain[i]
 							assert.True(t, w.Completes(), at)

@@ -250,7 +250,7 @@ func (c *compiler) counterPos(rp *ir.RankPlan, k int) diag.Pos {
 			return c.g.Queues[q.Queue].Pos
 		}
 		if len(q.Chain) > 0 {
-			return q.Chain[0].Pos
+			return c.g.Ops[q.Chain[0].Op].Pos
 		}
 	}
 	return diag.InFile(c.g.File)

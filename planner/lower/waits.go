@@ -481,8 +481,8 @@ func (l *rankLower) startHost(o ir.OpID) {
 	var naive int
 	l.needs(o, k, &naive)
 	op := &l.g.Ops[o]
-	e := ir.WQE{Opcode: ir.OpcHost, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1, Red: op.Red,
-		Local: ir.NoSlice, Remote: ir.NoSlice, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1}
+	e := ir.WQE{Opcode: ir.OpcHost, Op: o, Peer: -1, Red: op.Red,
+		Local: ir.NoSeg, Remote: ir.NoSeg, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1}
 	if k != nil {
 		for _, x := range l.pending {
 			e.Waits = append(e.Waits, ir.Cond{CQ: -1, Op: x})
@@ -494,8 +494,8 @@ func (l *rankLower) startHost(o ir.OpID) {
 	c.plan.Loc[o] = ir.Loc{Queue: l.rp.Host, Index: len(hq.Chain)}
 	hq.Chain = append(hq.Chain, e)
 	if c.t.Style != ir.StyleNone {
-		hq.Chain = append(hq.Chain, ir.WQE{Opcode: ir.OpcNop, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
-			Local: ir.NoSlice, Remote: ir.NoSlice, Flags: ir.Signalled, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1})
+		hq.Chain = append(hq.Chain, ir.WQE{Opcode: ir.OpcNop, Op: o, Peer: -1,
+			Local: ir.NoSeg, Remote: ir.NoSeg, Flags: ir.Signalled, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1})
 	}
 	if l.imp != nil {
 		if k != nil {
@@ -509,10 +509,9 @@ func (l *rankLower) startHost(o ir.OpID) {
 // emitWait appends a CQE_WAIT for x's completion to work queue place, holding back o. Its CQ and
 // count are filled in once signalling is known.
 func (l *rankLower) emitWait(place int, o, x ir.OpID) {
-	op := &l.g.Ops[o]
 	q := &l.rp.Queues[place]
-	q.Chain = append(q.Chain, ir.WQE{Opcode: ir.OpcWait, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
-		Local: ir.NoSlice, Remote: ir.NoSlice, Wait: ir.Cond{CQ: -1, Op: x}, Queue: -1})
+	q.Chain = append(q.Chain, ir.WQE{Opcode: ir.OpcWait, Op: o, Peer: -1,
+		Local: ir.NoSeg, Remote: ir.NoSeg, Wait: ir.Cond{CQ: -1, Op: x}, Queue: -1})
 	l.c.waited[x] = true
 	l.waitSeq[place]++
 }
@@ -526,7 +525,7 @@ func (l *rankLower) emitEnable(place, wq int, o ir.OpID) {
 	le := &l.lastEn[wq]
 	if le.index >= 0 && le.placer == place && le.seq == l.waitSeq[place] {
 		e := &q.Chain[le.index]
-		e.UpTo, e.Op, e.Name, e.Pos = upTo, o, op.Name, op.Pos
+		e.UpTo, e.Op = upTo, o
 		return
 	}
 	opc := ir.OpcSendEnable
@@ -534,8 +533,8 @@ func (l *rankLower) emitEnable(place, wq int, o ir.OpID) {
 		opc = ir.OpcRecvEnable
 	}
 	*le = enableRef{placer: place, index: len(q.Chain), seq: l.waitSeq[place]}
-	q.Chain = append(q.Chain, ir.WQE{Opcode: opc, Op: o, Name: op.Name, Pos: op.Pos, Peer: -1,
-		Local: ir.NoSlice, Remote: ir.NoSlice, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: wq, UpTo: upTo})
+	q.Chain = append(q.Chain, ir.WQE{Opcode: opc, Op: o, Peer: -1,
+		Local: ir.NoSeg, Remote: ir.NoSeg, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: int32(wq), UpTo: upTo})
 }
 
 // autoInline reports that a send or write of op o goes inline although the plan does not say so:
@@ -554,30 +553,27 @@ func autoInline(t *ir.Target, g *ir.Graph, o ir.OpID) bool {
 // dataWQE is the data WQE of a queue op, with its operands.
 func dataWQE(g *ir.Graph, o ir.OpID) ir.WQE {
 	op := &g.Ops[o]
-	e := ir.WQE{Op: o, Name: op.Name, Pos: op.Pos, Local: ir.NoSlice, Remote: ir.NoSlice,
-		Peer: g.Queues[op.Queue].PeerRank, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1}
+	e := ir.WQE{Op: o, Local: ir.NoSeg, Remote: ir.NoSeg,
+		Peer: int32(g.Queues[op.Queue].PeerRank), Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1}
 	switch op.Kind {
 	case ir.OpSend:
-		e.Opcode, e.Local = ir.OpcSend, op.Src
+		e.Opcode, e.Local = ir.OpcSend, op.Src.Seg()
 		if op.Inline {
 			e.Flags |= ir.Inline
 		}
 	case ir.OpRecv:
-		e.Opcode, e.Local = ir.OpcRecv, op.Dst
+		e.Opcode, e.Local = ir.OpcRecv, op.Dst.Seg()
 	case ir.OpWrite:
-		e.Opcode, e.Local, e.Remote = ir.OpcWrite, op.Src, op.Dst
+		e.Opcode, e.Local, e.Remote = ir.OpcWrite, op.Src.Seg(), op.Dst.Seg()
 		if op.Notify {
 			e.Opcode = ir.OpcWriteImm
 		}
 	case ir.OpRead:
-		e.Opcode, e.Remote, e.Local = ir.OpcRead, op.Src, op.Dst
+		e.Opcode, e.Remote, e.Local = ir.OpcRead, op.Src.Seg(), op.Dst.Seg()
 	case ir.OpAtomicAdd:
-		e.Opcode, e.Remote, e.Local, e.A = ir.OpcAtomicFAdd, op.Dst, op.Fetch, op.A
+		e.Opcode, e.Remote, e.Local = ir.OpcAtomicFAdd, op.Dst.Seg(), op.Fetch.Seg()
 	case ir.OpAtomicCAS:
-		e.Opcode, e.Remote, e.Local, e.A, e.B = ir.OpcAtomicCAS, op.Dst, op.Fetch, op.A, op.B
-	}
-	if _, ok := op.ListSide(); ok {
-		e.More = op.More // the local operand's further scatter/gather segments
+		e.Opcode, e.Remote, e.Local = ir.OpcAtomicCAS, op.Dst.Seg(), op.Fetch.Seg()
 	}
 	return e
 }

@@ -44,11 +44,11 @@ func (c *checker) build() *necessity {
 			for i := range rp.Queues[q].Chain {
 				e := &rp.Queues[q].Chain[i]
 				if e.Opcode == ir.OpcSendEnable || e.Opcode == ir.OpcRecvEnable {
-					if e.Queue < 0 || e.Queue >= len(rp.Queues) {
-						c.errorf(e.Pos, "%s enables a queue that does not exist", c.name(entry{r, q, i}))
+					if e.Queue < 0 || int(e.Queue) >= len(rp.Queues) {
+						c.errorf(c.opOf(e).Pos, "%s enables a queue that does not exist", c.name(entry{r, q, i}))
 						continue
 					}
-					enables[e.Queue] = append(enables[e.Queue], entry{r, q, i})
+					enables[int(e.Queue)] = append(enables[int(e.Queue)], entry{r, q, i})
 				}
 			}
 		}
@@ -59,7 +59,7 @@ func (c *checker) build() *necessity {
 			if placers := enables[q]; len(placers) > 0 {
 				for _, pe := range placers[1:] {
 					if pe.q != placers[0].q {
-						c.errorf(c.at(pe).Pos, "rank %d %s is enabled from both %s and %s; the checker cannot order them", r, wq.Name, rp.Queues[placers[0].q].Name, rp.Queues[pe.q].Name)
+						c.errorf(c.opOf(c.at(pe)).Pos, "rank %d %s is enabled from both %s and %s; the checker cannot order them", r, wq.Name, rp.Queues[placers[0].q].Name, rp.Queues[pe.q].Name)
 					}
 				}
 			}
@@ -110,7 +110,7 @@ func (c *checker) build() *necessity {
 						}
 					}
 					if en == nil {
-						c.errorf(e.Pos, "%s is on managed queue %s but no ENABLE ever lets it run", c.name(me), wq.Name)
+						c.errorf(c.opOf(e).Pos, "%s is on managed queue %s but no ENABLE ever lets it run", c.name(me), wq.Name)
 					} else {
 						n.add(n.start(*en), n.start(me))
 					}
@@ -119,7 +119,7 @@ func (c *checker) build() *necessity {
 					for _, a := range c.g.Preds(e.Op) {
 						obs := c.observer(ir.OpID(a))
 						if obs.i < 0 {
-							c.errorf(e.Pos, "%s waits for %s, whose completion no signalled WQE ever reports", c.name(me), c.g.Ops[a].Name)
+							c.errorf(c.opOf(e).Pos, "%s waits for %s, whose completion no signalled WQE ever reports", c.name(me), c.g.Ops[a].Name)
 							continue
 						}
 						n.add(n.finish(obs), n.start(me))
@@ -143,8 +143,8 @@ func (c *checker) build() *necessity {
 // CQ's queue precedes the waiter.
 func (c *checker) waitEdge(n *necessity, r int, cond ir.Cond, waiter entry) {
 	rp := &c.p.Ranks[r]
-	if cond.CQ < 0 || cond.CQ >= len(rp.CQs) {
-		c.errorf(c.at(waiter).Pos, "%s waits on CQ %d, which does not exist", c.name(waiter), cond.CQ)
+	if cond.CQ < 0 || int(cond.CQ) >= len(rp.CQs) {
+		c.errorf(c.opOf(c.at(waiter)).Pos, "%s waits on CQ %d, which does not exist", c.name(waiter), cond.CQ)
 		return
 	}
 	if cond.Count == 0 {
@@ -153,7 +153,7 @@ func (c *checker) waitEdge(n *necessity, r int, cond ir.Cond, waiter entry) {
 	q := rp.CQs[cond.CQ].Queue
 	i := c.signalledNth(r, q, cond.Count)
 	if i < 0 {
-		c.errorf(c.at(waiter).Pos, "%s waits for %s >= %d, but one iteration produces only %d completions there: it blocks forever",
+		c.errorf(c.opOf(c.at(waiter)).Pos, "%s waits for %s >= %d, but one iteration produces only %d completions there: it blocks forever",
 			c.name(waiter), rp.CQs[cond.CQ].Name, cond.Count, rp.CQs[cond.CQ].PerIteration)
 		return
 	}

@@ -241,7 +241,7 @@ func (m *machine) why(e entry) string {
 	c := m.c
 	rp := &c.p.Ranks[e.r]
 	w := c.at(e)
-	s := fmt.Sprintf("%s (%s)", c.name(e), w.Name)
+	s := fmt.Sprintf("%s (%s)", c.name(e), c.opOf(w).Name)
 	switch {
 	case m.started[e.r][e.q][e.i]:
 		if o, ok := m.partner[e]; ok {

@@ -24,7 +24,6 @@ package replay
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -85,6 +84,15 @@ func (c *checker) errorf(pos diag.Pos, format string, args ...any) {
 
 func (c *checker) at(e entry) *ir.WQE { return &c.p.Ranks[e.r].Queues[e.q].Chain[e.i] }
 
+// opOf is the graph op WQE w belongs to, whose name and statement diagnostics about w show; a
+// stand-in named "?" at the plan's file when w names no op.
+func (c *checker) opOf(w *ir.WQE) *ir.Op {
+	if w.Op < 0 || int(w.Op) >= len(c.g.Ops) {
+		return &ir.Op{Name: "?", Pos: c.pos()}
+	}
+	return c.p.OpOf(w)
+}
+
 func (c *checker) name(e entry) string {
 	return fmt.Sprintf("rank %d %s[%d] %s", e.r, c.p.Ranks[e.r].Queues[e.q].Name, e.i, c.at(e).Opcode)
 }
@@ -110,7 +118,7 @@ func (c *checker) index() {
 				}
 				if isData(e.Opcode) || e.Opcode == ir.OpcHost {
 					if e.Op < 0 || int(e.Op) >= len(c.g.Ops) {
-						c.errorf(e.Pos, "%s names no graph op", c.name(entry{r, q, i}))
+						c.errorf(c.opOf(e).Pos, "%s names no graph op", c.name(entry{r, q, i}))
 						continue
 					}
 					c.of[e.Op] = entry{r, q, i}
@@ -171,11 +179,11 @@ func (c *checker) checkShape() {
 		if wq.Queue != op.Queue || wq.Kind != wantKind {
 			c.errorf(op.Pos, "%s lowered onto %s, not the %s side of its queue", g.OpString(ir.OpID(id)), wq.Name, wantKind)
 		}
-		if _, list := op.ListSide(); w.Local != local || w.Remote != remote || !slices.Equal(w.More, op.More) || (!list && len(w.More) > 0) {
+		if w.Local != local.Seg() || w.Remote != remote.Seg() {
 			c.errorf(op.Pos, "%s has operands %s/%s, want %s/%s", g.OpString(ir.OpID(id)),
-				g.SliceString(w.Local), g.SliceString(w.Remote), g.SliceString(local), g.SliceString(remote))
+				g.SliceString(w.Local.Slice()), g.SliceString(w.Remote.Slice()), g.SliceString(local), g.SliceString(remote))
 		}
-		if peer := g.Queues[op.Queue].PeerRank; w.Peer != peer {
+		if peer := g.Queues[op.Queue].PeerRank; int(w.Peer) != peer {
 			c.errorf(op.Pos, "%s targets rank %d, want %d", g.OpString(ir.OpID(id)), w.Peer, peer)
 		}
 		// Inline as the source says; a target that posts WQEs only once their inputs are ready
@@ -200,11 +208,11 @@ func (c *checker) checkShape() {
 				}
 				n++
 				if e.Opcode == ir.OpcRecv && e.Flags&ir.Signalled == 0 {
-					c.errorf(e.Pos, "%s: receives always complete with a CQE and must be marked signalled", c.name(entry{r, q, i}))
+					c.errorf(c.opOf(e).Pos, "%s: receives always complete with a CQE and must be marked signalled", c.name(entry{r, q, i}))
 				}
 				if e.Flags&ir.Signalled != 0 {
 					if wq.CQ < 0 {
-						c.errorf(e.Pos, "%s is signalled but its queue has no CQ", c.name(entry{r, q, i}))
+						c.errorf(c.opOf(e).Pos, "%s is signalled but its queue has no CQ", c.name(entry{r, q, i}))
 						continue
 					}
 					sig[wq.CQ]++
@@ -299,13 +307,13 @@ func (c *checker) messages() (pairs [][2]entry) {
 					continue
 				}
 				if k >= len(recvs) {
-					c.errorf(wq.Chain[i].Pos, "%s has no matching RECV on rank %d", c.name(entry{r, q, i}), pr)
+					c.errorf(c.opOf(&wq.Chain[i]).Pos, "%s has no matching RECV on rank %d", c.name(entry{r, q, i}), pr)
 					break
 				}
 				s := entry{r, q, i}
 				pairs = append(pairs, [2]entry{s, recvs[k]})
 				if m := g.Ops[c.at(s).Op].Match; m != ir.None && m != c.at(recvs[k]).Op {
-					c.errorf(wq.Chain[i].Pos, "%s meets %s, but the graph matches it with %s", c.name(s), c.name(recvs[k]), g.Ops[m].Name)
+					c.errorf(c.opOf(&wq.Chain[i]).Pos, "%s meets %s, but the graph matches it with %s", c.name(s), c.name(recvs[k]), g.Ops[m].Name)
 				}
 				k++
 			}

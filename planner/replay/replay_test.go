@@ -168,7 +168,7 @@ func TestReplayCatchesCorruption(t *testing.T) {
 				for q := range p.Ranks[r].Queues {
 					for i, e := range p.Ranks[r].Queues[q].Chain {
 						if e.Opcode == ir.OpcSendEnable || e.Opcode == ir.OpcRecvEnable {
-							last[e.Queue] = [2]int{q, i}
+							last[int(e.Queue)] = [2]int{q, i}
 						}
 					}
 				}

@@ -240,7 +240,7 @@ func (c *checker) newTrigRank(r int) *trigRank {
 					continue
 				}
 				if !isData(e.Opcode) {
-					c.errorf(e.Pos, "rank %d %s[%d]: %s completes but is no graph op; the replay models only data entries in triggered chains", r, wq.Name, i, e.Opcode)
+					c.errorf(c.opOf(e).Pos, "rank %d %s[%d]: %s completes but is no graph op; the replay models only data entries in triggered chains", r, wq.Name, i, e.Opcode)
 					continue
 				}
 				t.raisers[k] = append(t.raisers[k], raiser{ev: t.done(e.Op), amt: 1})
