@@ -323,7 +323,7 @@ type MR struct {
 	size   int
 	access nic.Access
 	mr     *C.struct_fid_mr
-	desc   unsafe.Pointer
+	desc   C.ofi_desc // the provider's key for the region, not a pointer
 	lkey   uint32
 	rkey   uint32
 	addr   uint64 // what work requests name Bytes()[0] by
@@ -447,16 +447,16 @@ func (c *Context) segs(first nic.SGE, more []nic.SGE, write bool) (l segList, ok
 }
 
 // local resolves an SGE: the pointer, the descriptor, and whether it is inside its region.
-func (c *Context) local(s nic.SGE, write bool) (unsafe.Pointer, unsafe.Pointer, bool) {
+func (c *Context) local(s nic.SGE, write bool) (unsafe.Pointer, C.ofi_desc, bool) {
 	if s.Len == 0 {
-		return nil, nil, true
+		return nil, 0, true
 	}
 	m := c.mrs[s.LKey]
 	if m == nil || s.Addr < m.addr || s.Addr-m.addr+uint64(s.Len) > uint64(m.size) {
-		return nil, nil, false
+		return nil, 0, false
 	}
 	if write && m.access&nic.AccessLocalWrite == 0 {
-		return nil, nil, false
+		return nil, 0, false
 	}
 	return unsafe.Add(m.buf, s.Addr-m.addr), m.desc, true
 }

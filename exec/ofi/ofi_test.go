@@ -4,6 +4,7 @@ package ofi
 
 import (
 	"encoding/binary"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -306,4 +307,16 @@ func TestDeeperThanProvider(t *testing.T) {
 		require.Equal(t, nic.StatusSuccess, wc.Status, b.qp.Explain())
 	}
 	require.Zero(t, b.ctx.PendingTriggers())
+}
+
+// A memory region's descriptor is the provider's opaque key (sockets gives small integers such
+// as 0x11): held in a Go pointer type, it crashed the collector's stack scan ("bad pointer in
+// frame"). Go keeps it as an integer (and shim.h's ofi_seg does too).
+func TestDescriptorIsNotAPointer(t *testing.T) {
+	f, ok := reflect.TypeFor[MR]().FieldByName("desc")
+	require.True(t, ok)
+	switch f.Type.Kind() {
+	case reflect.Pointer, reflect.UnsafePointer:
+		t.Errorf("MR.desc is a %s: a descriptor must be held as an integer", f.Type)
+	}
 }

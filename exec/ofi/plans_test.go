@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -153,6 +155,29 @@ func TestAutoProgress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, err := exec.Run(ctx, plan, p, exec.Options{Engine: exec.Offload, Iters: 2})
+	require.NoError(t, err)
+	require.True(t, res.OK, res.Summary())
+}
+
+// TestRunUnderGC runs the ring on sockets with the collector running all the time, so that
+// stacks and work requests are scanned mid-post: what Go holds of the provider's (memory
+// descriptors, TestDescriptorIsNotAPointer) must never look like a bad pointer to it.
+func TestRunUnderGC(t *testing.T) {
+	p := socketsProvider(t)
+	defer debug.SetGCPercent(debug.SetGCPercent(1))
+	_, plan := compileFile(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4}, "generic")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	gcs := make(chan struct{})
+	go func() { // collections back to back, so that stacks are scanned mid-post
+		defer close(gcs)
+		for ctx.Err() == nil {
+			runtime.GC()
+		}
+	}()
+	res, err := exec.Run(ctx, plan, p, exec.Options{Engine: exec.Poll, Iters: 300})
+	cancel()
+	<-gcs
 	require.NoError(t, err)
 	require.True(t, res.OK, res.Summary())
 }

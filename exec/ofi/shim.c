@@ -108,11 +108,11 @@ int ofi_cq_poll(struct fid_cq *cq, ofi_comp *out, int n) {
 }
 
 int ofi_mr_reg(struct fid_domain *dom, void *buf, size_t len, uint64_t access, uint64_t key, struct fid_mr **mr,
-               uint64_t *rkey, void **desc) {
+               uint64_t *rkey, ofi_desc *desc) {
 	int ret = fi_mr_reg(dom, buf, len, access, 0, key, 0, mr, NULL);
 	if (ret) return ret;
 	*rkey = fi_mr_key(*mr);
-	*desc = fi_mr_desc(*mr);
+	*desc = (ofi_desc)fi_mr_desc(*mr);
 	return 0;
 }
 
@@ -155,7 +155,7 @@ static size_t iovs(const ofi_seg *seg, size_t n, struct iovec *iov, void **desc)
 	for (size_t i = 0; i < n; i++) {
 		iov[i].iov_base = seg[i].buf;
 		iov[i].iov_len = seg[i].len;
-		desc[i] = seg[i].desc;
+		desc[i] = (void *)seg[i].desc;
 		total += seg[i].len;
 	}
 	return total;
@@ -203,8 +203,9 @@ int ofi_read(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, uin
 	return (int)fi_readmsg(ep, &m, flags | FI_COMPLETION);
 }
 
-int ofi_atomic64(struct fid_ep *ep, int op, uint64_t *operand, void *odesc, uint64_t *compare, void *cdesc,
-                 uint64_t *res, void *rdesc, uint64_t dest, uint64_t raddr, uint64_t rkey, uint64_t flags, ofi_slot *slot) {
+int ofi_atomic64(struct fid_ep *ep, int op, uint64_t *operand, ofi_desc odesc_, uint64_t *compare, ofi_desc cdesc_,
+                 uint64_t *res, ofi_desc rdesc_, uint64_t dest, uint64_t raddr, uint64_t rkey, uint64_t flags, ofi_slot *slot) {
+	void *odesc = (void *)odesc_, *cdesc = (void *)cdesc_, *rdesc = (void *)rdesc_;
 	struct fi_ioc o = {.addr = operand, .count = 1};
 	struct fi_rma_ioc r = {.addr = raddr, .count = 1, .key = rkey};
 	struct fi_msg_atomic m = {.msg_iov = &o, .desc = &odesc, .iov_count = 1, .addr = dest, .rma_iov = &r,

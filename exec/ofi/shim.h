@@ -57,11 +57,15 @@ typedef struct ofi_caps {
 // OFI_MAX_IOV bounds the segments of one request the shim passes (a scatter/gather list).
 #define OFI_MAX_IOV 32
 
+// ofi_desc is a memory region's descriptor (fi_mr_desc) as an integer: it is the provider's
+// opaque key (sockets gives small integers), never a pointer Go may look at.
+typedef uintptr_t ofi_desc;
+
 // ofi_seg is one segment of a local scatter/gather list: registered memory and its descriptor.
 typedef struct ofi_seg {
 	void *buf;
 	size_t len;
-	void *desc;
+	ofi_desc desc;
 } ofi_seg;
 
 int ofi_getinfo(const char *prov, int need_trigger, int manual, struct fi_info **out, char *name, size_t namelen, ofi_caps *caps);
@@ -70,7 +74,7 @@ int ofi_domain(struct fid_fabric *fab, struct fi_info *info, struct fid_domain *
 int ofi_close(struct fid *f);
 int ofi_cq_open(struct fid_domain *dom, size_t depth, struct fid_cq **cq);
 int ofi_cq_poll(struct fid_cq *cq, ofi_comp *out, int n);
-int ofi_mr_reg(struct fid_domain *dom, void *buf, size_t len, uint64_t access, uint64_t key, struct fid_mr **mr, uint64_t *rkey, void **desc);
+int ofi_mr_reg(struct fid_domain *dom, void *buf, size_t len, uint64_t access, uint64_t key, struct fid_mr **mr, uint64_t *rkey, ofi_desc *desc);
 int ofi_ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_av *av, struct fid_cq *txcq, struct fid_cq *rxcq,
                 size_t txsize, size_t rxsize, struct fid_cntr **cntrs, uint64_t *cntr_flags, int ncntr,
                 struct fid_ep **ep, void *addr, size_t *addrlen);
@@ -86,8 +90,8 @@ int ofi_read(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, uin
              uint64_t flags, ofi_slot *slot);
 // ofi_atomic64: op is FI_SUM (fetch-add) or FI_CSWAP; the old value lands in res (res may be NULL
 // for FI_SUM: a non-fetching add).
-int ofi_atomic64(struct fid_ep *ep, int op, uint64_t *operand, void *odesc, uint64_t *compare, void *cdesc,
-                 uint64_t *res, void *rdesc, uint64_t dest, uint64_t raddr, uint64_t rkey, uint64_t flags, ofi_slot *slot);
+int ofi_atomic64(struct fid_ep *ep, int op, uint64_t *operand, ofi_desc odesc, uint64_t *compare, ofi_desc cdesc,
+                 uint64_t *res, ofi_desc rdesc, uint64_t dest, uint64_t raddr, uint64_t rkey, uint64_t flags, ofi_slot *slot);
 
 // Counters.
 int ofi_cntr_open(struct fid_domain *dom, struct fid_cntr **c);
