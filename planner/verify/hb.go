@@ -205,20 +205,26 @@ const (
 )
 
 // reach reports whether event x happens before or at event y, visiting at most budget events,
-// with the scratch s. Only events whose topological index lies between x's and y's can be on a
-// path, which keeps searches between nearby events short. It searches the event-numbered graph
-// (before renumber).
+// with the scratch s. Only events whose topological position lies between x's and y's can be on
+// a path, which keeps searches between nearby events short.
 func (h *hbGraph) reach(s *search, x, y event, budget int) reachResult {
+	return h.bounded(s, h.node(x), h.node(y), budget)
+}
+
+// bounded is reach between nodes x and y, in either numbering (see hbGraph).
+func (h *hbGraph) bounded(s *search, x, y int32, budget int) reachResult {
 	if x == y {
 		return reachYes
 	}
-	topo := h.topo
-	ty := topo[y]
-	if topo[x] >= ty {
+	topo, byPos := h.topo, h.byPos
+	ty := y
+	if !byPos {
+		ty = topo[y]
+		if topo[x] >= ty {
+			return reachNo
+		}
+	} else if x > y {
 		return reachNo
-	}
-	if h.byPos {
-		panic("verify: reach after renumber")
 	}
 	if s.stamp == nil {
 		s.stamp = make([]uint32, h.n)
@@ -229,22 +235,25 @@ func (h *hbGraph) reach(s *search, x, y event, budget int) reachResult {
 		s.epoch = 1
 	}
 	stamp, epoch := s.stamp, s.epoch
-	stack := append(s.stack[:0], int32(x))
+	stack := append(s.stack[:0], x)
 	stamp[x] = epoch
 	visited := 0
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		for _, w := range h.succs(v) {
-			if w == int32(y) {
+			if w == y {
 				s.stack = stack
 				return reachYes
 			}
-			if topo[w] < ty && stamp[w] != epoch {
+			tw := w
+			if !byPos {
+				tw = topo[w]
+			}
+			if tw < ty && stamp[w] != epoch {
 				stamp[w] = epoch
 				stack = append(stack, w)
-				visited++
-				if visited > budget {
+				if visited++; visited > budget {
 					s.stack = stack
 					return reachUnknown
 				}
@@ -254,6 +263,9 @@ func (h *hbGraph) reach(s *search, x, y event, budget int) reachResult {
 	s.stack = stack
 	return reachNo
 }
+
+// batchBudget bounds the search resolveBatch tries before its bitset passes.
+const batchBudget = 1024
 
 // hbQuery is a deferred reachability question: does event x happen before or at event y?
 type hbQuery struct {
@@ -270,9 +282,24 @@ func (h *hbGraph) resolveBatch(qs []hbQuery) {
 		return
 	}
 	h.renumber()
-	idx := make([]int32, len(qs))
-	for i := range idx {
-		idx[i] = int32(i)
+	// A longer bounded search first: most of these questions hold through a path a few hundred
+	// events long, far shorter than the windows of the passes below.
+	var s search
+	var idx []int32
+	for i := range qs {
+		q := &qs[i]
+		switch h.reach(&s, q.x, q.y, batchBudget) {
+		case reachYes:
+			q.ans = true
+		case reachNo:
+			q.ans = false
+		default:
+			idx = append(idx, int32(i))
+		}
+	}
+	s = search{}
+	if len(idx) == 0 {
+		return
 	}
 	sort.Slice(idx, func(i, j int) bool { return h.topo[qs[idx[i]].x] < h.topo[qs[idx[j]].x] })
 	bits := make([]uint64, h.n)
