@@ -46,6 +46,7 @@ type elaborator struct {
 
 	globals *scope              // params, ranks and the top-level lets that do not depend on rank
 	bufIdx  map[string]ir.BufID // buffer name -> id
+	memo    *memo               // def results, for the ranks this elaborator elaborates
 	badBuf  map[string]bool     // buffers whose declaration failed (and was reported)
 	perElem map[ir.BufID]bool   // buffer -> its init depends on the element index i
 
@@ -400,7 +401,10 @@ func (el *elaborator) elaborateRank(r int) {
 	el.pending = el.pending[:0]
 	el.opQueue = el.opQueue[:0]
 	g.Rank[r] = ir.RankSpan{FirstOp: ir.OpID(len(g.Ops)), FirstQueue: ir.QueueID(len(g.Queues))}
-	top := &scope{parent: el.globals}
+	if el.memo == nil {
+		el.memo = newMemo()
+	}
+	top := &scope{parent: el.globals, ext: &scopeExt{memo: el.memo}}
 	top.bind("rank", int64(r))
 	el.stopped = false
 	el.block(el.file.Stmts, top, true)

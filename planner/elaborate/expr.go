@@ -23,6 +23,7 @@ type scopeExt struct {
 	flags []uint8 // flags[i]: what names[i] is (shorter: the rest have none)
 	fns   *funcs  // the plan's functions, on the global scope only
 	frame *frame  // the call whose arguments this scope binds, or nil
+	memo  *memo   // the def results remembered while ranks are elaborated: a rank's top scope
 }
 
 const (

@@ -47,6 +47,45 @@ type frame struct {
 	calls  *int // calls made in the evaluation of the outermost expression
 }
 
+// memo remembers what outermost calls of defs (those made by a rank's statements, not by other
+// defs) returned while the ranks are elaborated. A def sees only its arguments and the globals,
+// which are fixed by then, so such a call returns the same value on every rank; and it starts
+// its count of calls and its depth afresh, so one that stayed within MaxCalls and MaxCallDepth
+// once always does. Failed calls are not remembered. Each worker of a parallel elaboration has
+// its own.
+type memo struct {
+	m map[memoKey]int64
+}
+
+type memoKey struct {
+	def  *dsl.DefStmt
+	n    int
+	args [4]int64
+}
+
+// maxMemo bounds the results a memo keeps.
+const maxMemo = 1 << 16
+
+// memoOn lets tests compare elaboration with and without memos.
+var memoOn = true
+
+func newMemo() *memo {
+	if !memoOn {
+		return nil
+	}
+	return &memo{m: map[memoKey]int64{}}
+}
+
+// memoOf finds the memo of the rank being elaborated, if s is under one.
+func (s *scope) memoOf() *memo {
+	for ; s != nil; s = s.parent {
+		if s.ext != nil && s.ext.memo != nil {
+			return s.ext.memo
+		}
+	}
+	return nil
+}
+
 // builtin is a built-in function of fixed arity.
 type builtin struct {
 	args int
@@ -204,7 +243,22 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 		}
 		body.values = append(body.values, v)
 	}
+	var m *memo
+	var key memoKey
+	if caller == nil && len(body.values) <= len(key.args) {
+		m = s.memoOf()
+		key = memoKey{def: def, n: len(body.values)}
+		copy(key.args[:], body.values)
+	}
+	if m != nil {
+		if v, ok := m.m[key]; ok {
+			return v, nil
+		}
+	}
 	v, err := evalInt(def.Body, body)
+	if m != nil && err == nil && len(m.m) < maxMemo {
+		m.m[key] = v
+	}
 	if err != nil && !err.quiet && len(err.related) < 4 && e.Pos() != err.pos && !slices.ContainsFunc(err.related, func(r diag.Related) bool { return r.Pos == e.Pos() }) {
 		err.related = append(err.related, diag.Related{Pos: e.Pos(), Label: "in this call of " + def.Name.Name})
 	}

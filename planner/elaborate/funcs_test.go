@@ -182,3 +182,47 @@ func TestFloatTyping(t *testing.T) {
 		assert.Contains(t, msg, tc.want, tc.init)
 	}
 }
+
+// Remembered def results change nothing but the time: values, and the errors of the call
+// limits (their messages and call chains), are those of evaluating every call, on every rank
+// (the later ranks find the first rank's results remembered).
+func TestMemoSameAsEvaluating(t *testing.T) {
+	const defs = `plan p
+param ranks = 3
+param k = 20
+param d = 60
+def fib(n) = if n < 2 then n else fib(n - 1) + fib(n - 2)
+def down(n) = if n == 0 then 0 else down(n - 1) + 1
+def wrap(n) = wrap2(n) + 0
+def wrap2(n) = down(n)
+buffer b u8[8]
+let f = fib(k + rank - rank) # rank-level lets: the ranks' own evaluations
+let x = down(d + rank - rank)
+let y = wrap(d + rank - rank)
+for i in 0 .. f % 7 + x % 3 + y % 2 + 1 { op o[i] = nop }
+`
+	for _, params := range []map[string]int64{
+		{},                // fib(20) = 6765 in 21,891 calls, down at 61 levels, wrap at 63
+		{"k": 25},         // fib(25) takes 242,785 calls: past MaxCalls
+		{"d": 62},         // wrap(62) goes 65 levels deep: past MaxCallDepth, down(62) alone does not
+		{"d": 64},         // down(64) itself is too deep
+		{"k": 23, "d": 1}, // 92,735 calls: past MaxCalls too
+	} {
+		memoOn = false
+		g0, err0 := elab(t, defs, params)
+		memoOn = true
+		g1, err1 := elab(t, defs, params)
+		assert.Equal(t, err0, err1, "%v", params)
+		if err0 == "" {
+			require.NotNil(t, g1)
+			assert.Equal(t, len(g0.Ops), len(g1.Ops), "%v", params)
+		}
+	}
+	_, err := elab(t, defs, map[string]int64{"k": 25})
+	assert.Contains(t, err, "more than 65536 function calls in one expression")
+	_, err = elab(t, defs, map[string]int64{"d": 62})
+	assert.Contains(t, err, "calls nested more than 64 deep")
+	g, err := elab(t, defs, nil)
+	require.Empty(t, err)
+	assert.Equal(t, 3*(6765%7+60%3+60%2+1), len(g.Ops))
+}
