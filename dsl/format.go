@@ -105,7 +105,7 @@ func (p *printer) stmt(s Stmt, indent int) {
 	case *ForStmt:
 		p.flush(s.Lbrace, indent) // comments inside the header move above it
 		var b strings.Builder
-		writeForHeader(&b, s)
+		writeRange(&b, s.Var.Name, s.From, s.To, s.Step)
 		b.WriteString(" {")
 		p.code(indent, b.String(), int(s.Pos().Line), lineOf(s.Lbrace, s.To.End()), true)
 		p.block(s.Body, indent, s.Rbrace, s.End())
@@ -166,7 +166,7 @@ func oneLineText(s Stmt) string {
 	var b strings.Builder
 	switch s := s.(type) {
 	case *ForStmt:
-		writeForHeader(&b, s)
+		writeRange(&b, s.Var.Name, s.From, s.To, s.Step)
 		b.WriteString(" { " + stmtText(s.Body[0]) + " }")
 	case *IfStmt:
 		b.WriteString("if ")
@@ -179,14 +179,16 @@ func oneLineText(s Stmt) string {
 	return b.String()
 }
 
-func writeForHeader(b *strings.Builder, s *ForStmt) {
-	b.WriteString("for " + s.Var.Name + " in ")
-	writeExpr(b, s.From)
+// writeRange prints "for v in from .. to [step step]", the header of a for statement and of a
+// list of slices.
+func writeRange(b *strings.Builder, v string, from, to, step Expr) {
+	b.WriteString("for " + v + " in ")
+	writeExpr(b, from)
 	b.WriteString(" .. ")
-	writeExpr(b, s.To)
-	if s.Step != nil {
+	writeExpr(b, to)
+	if step != nil {
 		b.WriteString(" step ")
-		writeExpr(b, s.Step)
+		writeExpr(b, step)
 	}
 }
 
@@ -448,14 +450,8 @@ func writeSlice(b *strings.Builder, s *Slice) {
 	if f := s.For; f != nil {
 		b.WriteByte('{')
 		writeSlice(b, f.Slice)
-		b.WriteString(" for " + f.Var.Name + " in ")
-		writeExpr(b, f.From)
-		b.WriteString(" .. ")
-		writeExpr(b, f.To)
-		if f.Step != nil {
-			b.WriteString(" step ")
-			writeExpr(b, f.Step)
-		}
+		b.WriteByte(' ')
+		writeRange(b, f.Var.Name, f.From, f.To, f.Step)
 		if f.Cond != nil {
 			b.WriteString(" if ")
 			writeExpr(b, f.Cond)
