@@ -44,20 +44,7 @@ func BenchmarkChainAllreduce(b *testing.B) {
 		}
 		for _, e := range ringEngines {
 			b.Run(fmt.Sprintf("%s/ranks=%d", e.name, ranks), func(b *testing.B) {
-				plan := mustCompile(b, g, e.engine)
-				sn := softnic.New(softnic.Options{NoCrossChannel: e.engine == exec.Poll})
-				s, err := exec.Prepare(context.Background(), plan, sn, exec.Options{Engine: e.engine, Reference: ref})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				b.ReportAllocs()
-				for b.Loop() {
-					res, err := s.Run(context.Background(), 1)
-					if err != nil || !res.OK {
-						b.Fatal(err, res)
-					}
-				}
+				runPrepared(b, g, ref, e.engine)
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/graph-op")
 			})
 		}
