@@ -55,14 +55,17 @@ func rnr(g *ir.Graph, h *hbGraph) diag.List {
 	// they leave open are answered exactly.
 	query := func(q gated) hbQuery { return hbQuery{x: endOf(q.gate), y: startOf(q.send)} }
 	unordered := make([]bool, len(qs))
-	pos := make([]int32, h.n)
-	for _, desc := range [2]bool{false, true} {
-		pos = h.drained(desc, pos)
+	refute := func(pos []int32) {
 		for i, q := range qs {
-			if e := query(q); pos[e.y] < pos[e.x] || h.topo[e.y] < h.topo[e.x] {
+			if e := query(q); pos[e.y] < pos[e.x] {
 				unordered[i] = true
 			}
 		}
+	}
+	refute(h.topo)
+	pos := make([]int32, h.n)
+	for _, desc := range [2]bool{false, true} {
+		refute(h.drained(desc, pos))
 	}
 	pos = nil
 	var open []int
