@@ -123,8 +123,11 @@ type opSpec struct {
 
 func (rb *rankB) op(name string, s opSpec) {
 	g := rb.b.g
-	op := ir.Op{Name: name, Rank: rb.r, Kind: s.Kind, Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice,
-		Fetch: ir.NoSlice, Red: s.Red, A: s.A, B: s.B, Notify: s.Notify, Inline: s.Inline, Match: ir.None, Index: -1, Pos: rb.b.pos()}
+	op := ir.Op{Name: name, Rank: int32(rb.r), Kind: s.Kind, Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice,
+		Red: s.Red, Notify: s.Notify, Inline: s.Inline, Match: ir.None, Index: -1, Pos: rb.b.pos()}
+	if s.Kind.IsAtomic() {
+		op.X = &ir.OpExtra{Fetch: ir.NoSlice, A: s.A, B: s.B}
+	}
 	if s.Src.Len > 0 {
 		op.Src = s.Src
 	}
@@ -132,7 +135,7 @@ func (rb *rankB) op(name string, s opSpec) {
 		op.Dst = s.Dst
 	}
 	if s.Fetch.Len > 0 {
-		op.Fetch = s.Fetch
+		op.Extra().Fetch = s.Fetch
 	}
 	id := ir.OpID(len(g.Ops))
 	if s.Kind.OnQueue() {
@@ -143,10 +146,10 @@ func (rb *rankB) op(name string, s opSpec) {
 		op.Queue = qid
 		q := &g.Queues[qid]
 		if s.Kind.IsRecvSide() {
-			op.Index = len(q.RecvOps)
+			op.Index = int32(len(q.RecvOps))
 			q.RecvOps = append(q.RecvOps, id)
 		} else {
-			op.Index = len(q.SendOps)
+			op.Index = int32(len(q.SendOps))
 			q.SendOps = append(q.SendOps, id)
 		}
 	}

@@ -36,7 +36,7 @@ func opError(g *ir.Graph, id ir.OpID, err error) *OpError {
 	if op.Queue != ir.None {
 		q = g.Queues[op.Queue].Name
 	}
-	return &OpError{Op: op.Name, Rank: op.Rank, Queue: q, Pos: op.Pos, Err: err}
+	return &OpError{Op: op.Name, Rank: int(op.Rank), Queue: q, Pos: op.Pos, Err: err}
 }
 
 func opErrorf(g *ir.Graph, id ir.OpID, format string, args ...any) *OpError {

@@ -191,7 +191,7 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 			wr.Op = nic.OpAtomicCAS
 		}
 		op := e.plan.OpOf(w)
-		wr.CompareAdd, wr.Swap = uint64(op.A), uint64(op.B)
+		wr.CompareAdd, wr.Swap = uint64(op.A()), uint64(op.B())
 		remote(w.Remote)
 	case ir.OpcNop:
 		wr.Op = nic.OpNop

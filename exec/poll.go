@@ -148,7 +148,7 @@ func newPoll(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Op
 				for k := range wq.Chain {
 					w := &wq.Chain[k]
 					id := w.Op
-					if !w.Opcode.IsData() || id < 0 || int(id) >= n || g.Ops[id].Rank != r.rank {
+					if !w.Opcode.IsData() || id < 0 || int(id) >= n || int(g.Ops[id].Rank) != r.rank {
 						name := fmt.Sprintf("op #%d", id)
 						if id >= 0 && int(id) < n {
 							name = plan.OpOf(w).Name

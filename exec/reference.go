@@ -165,7 +165,7 @@ func (h *minHeap) pop() int32 {
 
 func peerRank(g *ir.Graph, op *ir.Op) int {
 	if op.Queue == ir.None {
-		return op.Rank
+		return int(op.Rank)
 	}
 	return g.Queues[op.Queue].PeerRank
 }
@@ -176,7 +176,7 @@ func (m *Memory) Apply(id ir.OpID) error {
 	g := m.g
 	op := &g.Ops[id]
 	local := func(s ir.Slice) ([]byte, error) {
-		b, err := m.SliceBytes(op.Rank, s)
+		b, err := m.SliceBytes(int(op.Rank), s)
 		if err != nil {
 			return nil, opError(g, id, err)
 		}
@@ -220,7 +220,7 @@ func (m *Memory) Apply(id ir.OpID) error {
 	switch op.Kind {
 	case ir.OpSend, ir.OpWrite:
 		src := op.SrcSegs()
-		n, err := list(op.Rank, src)
+		n, err := list(int(op.Rank), src)
 		if err != nil {
 			return err
 		}
@@ -232,7 +232,7 @@ func (m *Memory) Apply(id ir.OpID) error {
 			if len(dst) != n {
 				return opErrorf(g, id, "write of %d bytes into %s of %d bytes", n, g.SliceString(op.Dst), len(dst))
 			}
-			move(op.Rank, src, peerRank(g, op), []ir.Slice{op.Dst})
+			move(int(op.Rank), src, peerRank(g, op), []ir.Slice{op.Dst})
 			if !op.Notify {
 				return nil
 			}
@@ -242,7 +242,7 @@ func (m *Memory) Apply(id ir.OpID) error {
 		}
 		rv := &g.Ops[op.Match]
 		dst := rv.DstSegs()
-		rn, err := list(rv.Rank, dst)
+		rn, err := list(int(rv.Rank), dst)
 		if err != nil {
 			return err
 		}
@@ -255,7 +255,7 @@ func (m *Memory) Apply(id ir.OpID) error {
 		if rn != n {
 			return opErrorf(g, id, "send of %d bytes matched with recv %s of %d bytes", n, g.OpString(op.Match), rn)
 		}
-		move(op.Rank, src, rv.Rank, dst)
+		move(int(op.Rank), src, int(rv.Rank), dst)
 	case ir.OpRecv:
 		// Performed by its sender.
 	case ir.OpRead:
@@ -264,14 +264,14 @@ func (m *Memory) Apply(id ir.OpID) error {
 			return err
 		}
 		dst := op.DstSegs()
-		n, err := list(op.Rank, dst)
+		n, err := list(int(op.Rank), dst)
 		if err != nil {
 			return err
 		}
 		if n != len(src) {
 			return opErrorf(g, id, "read of %d bytes into %s of %d bytes", len(src), g.SegsString(dst), n)
 		}
-		move(peerRank(g, op), []ir.Slice{op.Src}, op.Rank, dst)
+		move(peerRank(g, op), []ir.Slice{op.Src}, int(op.Rank), dst)
 	case ir.OpAtomicAdd, ir.OpAtomicCAS:
 		tgt, err := remote(op.Dst, ir.RemoteAtomic)
 		if err != nil {
@@ -280,14 +280,14 @@ func (m *Memory) Apply(id ir.OpID) error {
 		if len(tgt) != 8 {
 			return opErrorf(g, id, "atomic target %s is %d bytes, not 8", g.SliceString(op.Dst), len(tgt))
 		}
-		fetch, err := local(op.Fetch)
+		fetch, err := local(op.Fetch())
 		if err != nil {
 			return err
 		}
-		if op.Fetch.Valid() && len(fetch) != 8 {
-			return opErrorf(g, id, "atomic fetch target %s is %d bytes, not 8", g.SliceString(op.Fetch), len(fetch))
+		if op.Fetch().Valid() && len(fetch) != 8 {
+			return opErrorf(g, id, "atomic fetch target %s is %d bytes, not 8", g.SliceString(op.Fetch()), len(fetch))
 		}
-		old := AtomicApply(op.Kind, tgt, op.A, op.B)
+		old := AtomicApply(op.Kind, tgt, op.A(), op.B())
 		if fetch != nil {
 			putU64(fetch, old)
 		}
@@ -310,11 +310,11 @@ func (m *Memory) RunHost(id ir.OpID) error {
 	default:
 		return opErrorf(g, id, "%s is not a host op", op.Kind)
 	}
-	dst, err := m.SliceBytes(op.Rank, op.Dst)
+	dst, err := m.SliceBytes(int(op.Rank), op.Dst)
 	if err != nil {
 		return opError(g, id, err)
 	}
-	src, err := m.SliceBytes(op.Rank, op.Src)
+	src, err := m.SliceBytes(int(op.Rank), op.Src)
 	if err != nil {
 		return opError(g, id, err)
 	}

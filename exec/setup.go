@@ -326,15 +326,15 @@ func (r *rankRes) dataWR(g *ir.Graph, id ir.OpID, inline bool) nic.SendWR {
 		wr.Op, wr.Local = nic.OpRDMARead, r.local(g, op.Dst.Seg())
 		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Src.Seg())
 	case ir.OpAtomicAdd, ir.OpAtomicCAS:
-		wr.Op, wr.Local = nic.OpAtomicFAdd, r.local(g, op.Fetch.Seg())
+		wr.Op, wr.Local = nic.OpAtomicFAdd, r.local(g, op.Fetch().Seg())
 		if op.Kind == ir.OpAtomicCAS {
 			wr.Op = nic.OpAtomicCAS
 		}
-		wr.CompareAdd, wr.Swap = uint64(op.A), uint64(op.B)
+		wr.CompareAdd, wr.Swap = uint64(op.A()), uint64(op.B())
 		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst.Seg())
 	}
 	if _, list := op.ListSide(); list {
-		wr.More = r.more(g, op.More)
+		wr.More = r.more(g, op.More())
 	}
 	if n := nic.SGLen(wr.Local, wr.More); inline && (op.Kind == ir.OpSend || op.Kind == ir.OpWrite) && n > 0 && n <= uint64(r.layout.maxInline) {
 		wr.Flags |= nic.FlagInline

@@ -111,7 +111,7 @@ func (b *Buffer) Bytes() int64 { return b.Count * b.Type.Size() }
 // Slice is a range of elements [Off, Off+Len) of a buffer. Buf == None means no slice
 // (a zero-length send, a recv for notify writes, an atomic without `to`).
 //
-// The fields are ordered so that a Slice is 32 bytes: a Graph holds three per op.
+// The fields are ordered so that a Slice is 32 bytes: a Graph holds two per op.
 type Slice struct {
 	Buf BufID
 	Pos diag.Pos
@@ -215,24 +215,70 @@ func ParseReduceOp(s string) (ReduceOp, bool) {
 // scatter/gather list: that slice is the list's first segment and More holds the others, in
 // order; the message is their bytes concatenated. Locals and Segs iterate every segment.
 //
-// A Graph holds an Op per op of every rank, so the fields are ordered to leave no padding
-// (192 bytes).
+// A Graph holds an Op per op of every rank, so an Op is small (ir/size_test.go pins its size):
+// what only atomics and lists have (Fetch, A, B, More) is in an OpExtra that the other ops do
+// without, and the fields are ordered to leave no padding.
 type Op struct {
-	Name   string // with indices, e.g. "tx[2]"
-	Rank   int
-	Index  int // position on its queue side (k-th send-side or recv-side op), -1 for host ops
+	Name   string   // with indices, e.g. "tx[2]"
+	X      *OpExtra // atomics' and lists' parts (nil: none); read them with Fetch, A, B and More
 	Src    Slice
 	Dst    Slice
-	Fetch  Slice
-	More   []Slice  // the list's segments after the first (nil: one slice or none)
-	A, B   int64    // atomic add: A is the addend; cas: A compare, B swap
 	Pos    diag.Pos // the op statement
-	Queue  QueueID  // None for host ops
-	Match  OpID     // send/notify write <-> its matching recv on the peer (None if unmatched)
+	Rank   int32
+	Index  int32   // position on its queue side (k-th send-side or recv-side op), -1 for host ops
+	Queue  QueueID // None for host ops
+	Match  OpID    // send/notify write <-> its matching recv on the peer (None if unmatched)
 	Kind   OpKind
 	Red    ReduceOp // reduce only
 	Inline bool     // send ... inline
 	Notify bool     // write ... notify (write with immediate: consumes a recv at the peer)
+}
+
+// OpExtra holds the parts of an Op that only some kinds have.
+type OpExtra struct {
+	Fetch Slice   // an atomic's local destination of the old value (NoSlice: none)
+	A, B  int64   // atomic add: A is the addend; cas: A compare, B swap
+	More  []Slice // a scatter/gather list's segments after the first (nil: one slice or none)
+}
+
+// Fetch is an atomic's local destination of the old value; NoSlice when it has none.
+func (op *Op) Fetch() Slice {
+	if op.X == nil {
+		return NoSlice
+	}
+	return op.X.Fetch
+}
+
+// A is an atomic add's addend, a cas's compare value; 0 for other ops.
+func (op *Op) A() int64 {
+	if op.X == nil {
+		return 0
+	}
+	return op.X.A
+}
+
+// B is a cas's swap value; 0 for other ops.
+func (op *Op) B() int64 {
+	if op.X == nil {
+		return 0
+	}
+	return op.X.B
+}
+
+// More is a scatter/gather list's segments after the first; nil when the op has no list.
+func (op *Op) More() []Slice {
+	if op.X == nil {
+		return nil
+	}
+	return op.X.More
+}
+
+// Extra returns op's OpExtra, giving it a new one if it has none.
+func (op *Op) Extra() *OpExtra {
+	if op.X == nil {
+		op.X = &OpExtra{Fetch: NoSlice}
+	}
+	return op.X
 }
 
 // MaxListSegs is the most segments a scatter/gather list may have in the language (the first
@@ -259,14 +305,16 @@ func (op *Op) SrcSegs() []Slice { return op.segs(op.Src, false) }
 // DstSegs returns the segments of op's Dst, as SrcSegs does for Src.
 func (op *Op) DstSegs() []Slice { return op.segs(op.Dst, true) }
 
+// segs is small enough to inline, so that the result can stay on the caller's stack.
 func (op *Op) segs(first Slice, dst bool) []Slice {
 	if !first.Valid() {
 		return nil
 	}
-	if d, ok := op.ListSide(); ok && d == dst && len(op.More) > 0 {
-		return append([]Slice{first}, op.More...)
+	var more []Slice
+	if d, ok := op.ListSide(); ok && d == dst && op.X != nil {
+		more = op.X.More
 	}
-	return []Slice{first}
+	return append([]Slice{first}, more...)
 }
 
 // Edge is a dependency: To starts only after From has completed (same rank).
@@ -342,7 +390,11 @@ func (g *Graph) Clone() *Graph {
 	}
 	out.Ops = slices.Clone(g.Ops)
 	for i := range out.Ops {
-		out.Ops[i].More = slices.Clone(out.Ops[i].More)
+		if x := out.Ops[i].X; x != nil {
+			c := *x
+			c.More = slices.Clone(x.More)
+			out.Ops[i].X = &c
+		}
 	}
 	out.Edges = slices.Clone(g.Edges)
 	out.Rank = slices.Clone(g.Rank)

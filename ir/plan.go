@@ -205,7 +205,7 @@ func (p *Plan) More(w *WQE) []Slice {
 	if !w.Opcode.IsData() || !w.Local.Valid() || w.Op < 0 || int(w.Op) >= len(p.Graph.Ops) {
 		return nil
 	}
-	return p.Graph.Ops[w.Op].More
+	return p.Graph.Ops[w.Op].More()
 }
 
 // LocalSegs returns the WQE's local SGE list: Local followed by More (none when Local is absent).

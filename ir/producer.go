@@ -12,7 +12,7 @@ func (p *Plan) Place(id OpID) (rank int, loc Loc, ok bool) {
 	if id < 0 || int(id) >= len(p.Loc) || int(id) >= len(p.Graph.Ops) {
 		return 0, Loc{}, false
 	}
-	r := p.Graph.Ops[id].Rank
+	r := int(p.Graph.Ops[id].Rank)
 	l := p.Loc[id]
 	if r < 0 || r >= len(p.Ranks) || l.Queue < 0 || l.Queue >= len(p.Ranks[r].Queues) ||
 		l.Index < 0 || l.Index >= len(p.Ranks[r].Queues[l.Queue].Chain) {

@@ -14,3 +14,10 @@ func TestWQESize(t *testing.T) {
 	assert.EqualValues(t, 12, unsafe.Sizeof(Cond{}), "Cond")
 	assert.EqualValues(t, 104, unsafe.Sizeof(WQE{}), "WQE")
 }
+
+// A Graph holds an Op per op of every rank: its size is most of elaboration's memory (issue 19
+// asks for at most 300 B per op for `check`).
+func TestOpSize(t *testing.T) {
+	assert.EqualValues(t, 32, unsafe.Sizeof(Slice{}), "Slice")
+	assert.EqualValues(t, 120, unsafe.Sizeof(Op{}), "Op")
+}

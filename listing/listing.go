@@ -347,9 +347,9 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 	case ir.OpcAtomicFAdd, ir.OpcAtomicCAS:
 		dst = sl(append(rank(dst, e.Peer), ' '), e.Remote.Slice())
 		if e.Opcode == ir.OpcAtomicFAdd {
-			dst = num(append(dst, " += "...), p.OpOf(e).A)
+			dst = num(append(dst, " += "...), p.OpOf(e).A())
 		} else {
-			dst = num(append(num(append(dst, ": if "...), p.OpOf(e).A), " then "...), p.OpOf(e).B)
+			dst = num(append(num(append(dst, ": if "...), p.OpOf(e).A()), " then "...), p.OpOf(e).B())
 		}
 		if e.Local.Valid() {
 			dst = sl(append(dst, ", old into "...), e.Local.Slice())
@@ -756,10 +756,10 @@ func rankJSON(p *ir.Plan, r int) jsonRank {
 			}
 			switch e.Opcode {
 			case ir.OpcAtomicFAdd:
-				a := op.A
+				a := op.A()
 				je.Add = &a
 			case ir.OpcAtomicCAS:
-				a, b := op.A, op.B
+				a, b := op.A(), op.B()
 				je.Cmp, je.Swap = &a, &b
 			case ir.OpcWait:
 				c := cond(e.Wait)

@@ -99,7 +99,7 @@ func (e *exporter) refuse() {
 	used := make([]bool, len(g.Buffers))
 	var grp diag.Group // one diagnostic per mistake, with the ranks that make it
 	refuse := func(code diag.Code, op *ir.Op, format string, args ...any) {
-		grp.Add(diag.Errorf(code, op.Pos, format, args...), format, op.Rank)
+		grp.Add(diag.Errorf(code, op.Pos, format, args...), format, int(op.Rank))
 	}
 	for i := range g.Ops {
 		op := &g.Ops[i]
@@ -112,8 +112,8 @@ func (e *exporter) refuse() {
 			if !s.Valid() || g.SegsBytes(op.SrcSegs())+g.SegsBytes(op.DstSegs()) == 0 {
 				refuse(diag.Shape, op, "%s is a %s of zero bytes (a signal), which MSCCL-IR cannot express: every MSCCL step moves at least one chunk", op.Name, op.Kind)
 			}
-			if len(op.More) > 0 {
-				refuse(diag.Shape, op, "%s is a %s of a scatter/gather list of %d slices, which MSCCL-IR cannot express: a step moves one run of chunks (split the op)", op.Name, op.Kind, 1+len(op.More))
+			if len(op.More()) > 0 {
+				refuse(diag.Shape, op, "%s is a %s of a scatter/gather list of %d slices, which MSCCL-IR cannot express: a step moves one run of chunks (split the op)", op.Name, op.Kind, 1+len(op.More()))
 			}
 			if q := &g.Queues[op.Queue]; q.Loopback() {
 				refuse(diag.Match, op, "%s is on loopback queue %s: MSCCL threadblocks send to and receive from other GPUs only", op.Name, q.Name)
@@ -367,7 +367,7 @@ func (e *exporter) steps(fused map[ir.OpID]*estep) {
 		}
 		for _, op := range order {
 			o := &g.Ops[op]
-			if o.Rank != r || o.Kind.OnQueue() || o.Kind == ir.OpNop || e.stepOf[op] != nil {
+			if int(o.Rank) != r || o.Kind.OnQueue() || o.Kind == ir.OpNop || e.stepOf[op] != nil {
 				continue // a nop is no step: its dependencies pass through it (stepPreds)
 			}
 			s := &estep{typ: "nop", ops: []ir.OpID{op}}
@@ -535,7 +535,7 @@ func (e *exporter) fuse() map[ir.OpID]*estep {
 		o := &g.Ops[i]
 		for _, s := range []ir.Slice{o.Src, o.Dst} {
 			if s.Buf == e.slots {
-				uses[o.Rank] = append(uses[o.Rank], use{s.Off, s.Off + s.Len, ir.OpID(i)})
+				uses[int(o.Rank)] = append(uses[int(o.Rank)], use{s.Off, s.Off + s.Len, ir.OpID(i)})
 			}
 		}
 	}

@@ -39,17 +39,16 @@ func ringGraph(ranks int, n int64) *ir.Graph {
 			ir.Queue{Name: "left", Rank: r, PeerRank: mod(r - 1), Peer: ir.QueueID(2 * mod(r-1)), Depth: 128, Pos: pos(8)})
 		add := func(op ir.Op) ir.OpID {
 			id := ir.OpID(len(g.Ops))
-			op.Rank = r
-			op.Fetch = ir.NoSlice
+			op.Rank = int32(r)
 			op.Match = ir.None
 			op.Index = -1
 			if op.Kind.OnQueue() {
 				q := &g.Queues[op.Queue]
 				if op.Kind.IsRecvSide() {
-					op.Index = len(q.RecvOps)
+					op.Index = int32(len(q.RecvOps))
 					q.RecvOps = append(q.RecvOps, id)
 				} else {
-					op.Index = len(q.SendOps)
+					op.Index = int32(len(q.SendOps))
 					q.SendOps = append(q.SendOps, id)
 				}
 			}

@@ -452,7 +452,7 @@ func OpText(g *ir.Graph, op *ir.Op) string {
 	// list is the op's scatter/gather list side: its first slice, then More.
 	list := func(first ir.Slice) string {
 		s := sl(first)
-		for _, m := range op.More {
+		for _, m := range op.More() {
 			s += "," + sl(m)
 		}
 		return s
@@ -475,15 +475,15 @@ func OpText(g *ir.Graph, op *ir.Op) string {
 	case ir.OpRead:
 		return "read " + q + sl(op.Src) + " to" + list(op.Dst)
 	case ir.OpAtomicAdd:
-		s := fmt.Sprintf("atomic add %s%s %d", q, sl(op.Dst), op.A)
-		if op.Fetch.Valid() {
-			s += " to" + sl(op.Fetch)
+		s := fmt.Sprintf("atomic add %s%s %d", q, sl(op.Dst), op.A())
+		if op.Fetch().Valid() {
+			s += " to" + sl(op.Fetch())
 		}
 		return s
 	case ir.OpAtomicCAS:
-		s := fmt.Sprintf("atomic cas %s%s %d %d", q, sl(op.Dst), op.A, op.B)
-		if op.Fetch.Valid() {
-			s += " to" + sl(op.Fetch)
+		s := fmt.Sprintf("atomic cas %s%s %d %d", q, sl(op.Dst), op.A(), op.B())
+		if op.Fetch().Valid() {
+			s += " to" + sl(op.Fetch())
 		}
 		return s
 	case ir.OpReduce:

@@ -345,7 +345,7 @@ func (v *planView) draw() *dot.Graph {
 					op := &g.Ops[w.Op]
 					if op.Match != ir.None && (op.Kind == ir.OpSend || op.Kind == ir.OpWrite && op.Notify) {
 						if mq, mi, ok := v.locOf(op.Match); ok {
-							edge(r, qi, i, g.Ops[op.Match].Rank, mq, mi, "match")
+							edge(r, qi, i, int(g.Ops[op.Match].Rank), mq, mi, "match")
 						}
 					}
 				}
@@ -446,9 +446,9 @@ func (v *planView) wqeLabel(r, i int, w *ir.WQE) string {
 	case ir.OpcRead:
 		body = fmt.Sprintf("rank %d %s -> %s", w.Peer, sl(w.Remote), sl(w.Local))
 	case ir.OpcAtomicFAdd:
-		body = fmt.Sprintf("rank %d %s += %d", w.Peer, sl(w.Remote), v.opOf(w).A)
+		body = fmt.Sprintf("rank %d %s += %d", w.Peer, sl(w.Remote), v.opOf(w).A())
 	case ir.OpcAtomicCAS:
-		body = fmt.Sprintf("rank %d %s: %d -> %d", w.Peer, sl(w.Remote), v.opOf(w).A, v.opOf(w).B)
+		body = fmt.Sprintf("rank %d %s: %d -> %d", w.Peer, sl(w.Remote), v.opOf(w).A(), v.opOf(w).B())
 	case ir.OpcWait:
 		body = fmt.Sprintf("%s >= %d", v.cqName(r, int(w.Wait.CQ)), w.Wait.Count)
 	case ir.OpcSendEnable, ir.OpcRecvEnable:

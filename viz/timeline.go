@@ -72,7 +72,7 @@ func Timeline(w io.Writer, g *ir.Graph, iters []time.Duration, at [][]time.Durat
 			if op.Queue != ir.None {
 				tid = sideTrack(op.Queue, op.Kind.IsRecvSide())
 			}
-			emit(traceEvent{Name: op.Name, Ph: "i", S: "t", Pid: op.Rank, Tid: tid, Ts: micros(start + t),
+			emit(traceEvent{Name: op.Name, Ph: "i", S: "t", Pid: int(op.Rank), Tid: tid, Ts: micros(start + t),
 				Args: map[string]any{"op": op.Kind.String(), "at": op.Pos.String(), "iteration": i}})
 		}
 		start += iters[i]

@@ -138,7 +138,7 @@ func (b *builder) length() int64 { return 1 + int64(b.rng.IntN(b.cfg.MaxLen)) }
 // add appends an op to rank r at step t with random predecessors among earlier ops of r.
 func (b *builder) add(r, t int, op ir.Op) *proto {
 	p := &proto{op: op, t: t, out: ir.NoSlice}
-	p.op.Rank = r
+	p.op.Rank = int32(r)
 	list := b.protos[r]
 	if n := len(list); n > 0 {
 		k := b.rng.IntN(b.cfg.MaxPreds + 1)
@@ -221,38 +221,38 @@ func (b *builder) step(t int) {
 		default:
 			p := b.add(r, t, ir.Op{Kind: ir.OpAtomicAdd, Queue: ir.QueueID(qi), Src: ir.NoSlice})
 			p.op.Dst = b.alloc(1)
-			p.op.A = int64(1 + b.rng.IntN(100))
+			x := p.op.Extra()
+			x.A = int64(1 + b.rng.IntN(100))
 			if b.rng.IntN(2) == 0 {
 				p.op.Kind = ir.OpAtomicCAS
-				p.op.A = int64(initValue(b.queues[r][qi].PeerRank, p.op.Dst.Off)) // succeeds
+				x.A = int64(initValue(b.queues[r][qi].PeerRank, p.op.Dst.Off)) // succeeds
 				if b.rng.IntN(3) == 0 {
-					p.op.A++ // fails
+					x.A++ // fails
 				}
-				p.op.B = int64(b.rng.IntN(1000))
+				x.B = int64(b.rng.IntN(1000))
 			}
-			p.op.Fetch = ir.NoSlice
 			if b.rng.IntN(2) == 0 {
-				p.op.Fetch = b.alloc(1)
-				p.out = p.op.Fetch
+				x.Fetch = b.alloc(1)
+				p.out = x.Fetch
 			}
 		}
 	default: // host
 		switch b.rng.IntN(3) {
 		case 0:
 			n := b.length()
-			p := b.add(r, t, ir.Op{Kind: ir.OpReduce, Queue: ir.None, Fetch: ir.NoSlice})
+			p := b.add(r, t, ir.Op{Kind: ir.OpReduce, Queue: ir.None})
 			p.op.Red = ir.ReduceOp(b.rng.IntN(7))
 			p.op.Src = b.source(r, p, n)
 			p.op.Dst = b.alloc(n)
 			p.out = p.op.Dst
 		case 1:
 			n := b.length()
-			p := b.add(r, t, ir.Op{Kind: ir.OpCopy, Queue: ir.None, Fetch: ir.NoSlice})
+			p := b.add(r, t, ir.Op{Kind: ir.OpCopy, Queue: ir.None})
 			p.op.Src = b.source(r, p, n)
 			p.op.Dst = b.alloc(n)
 			p.out = p.op.Dst
 		default:
-			b.add(r, t, ir.Op{Kind: ir.OpNop, Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Fetch: ir.NoSlice})
+			b.add(r, t, ir.Op{Kind: ir.OpNop, Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice})
 		}
 	}
 }
@@ -327,7 +327,11 @@ func (b *builder) graph(name string) *ir.Graph {
 			} else {
 				op.Queue = ir.None
 			}
-			for _, s := range []*ir.Slice{&op.Src, &op.Dst, &op.Fetch} {
+			slices := []*ir.Slice{&op.Src, &op.Dst}
+			if op.X != nil {
+				slices = append(slices, &op.X.Fetch)
+			}
+			for _, s := range slices {
 				if s.Valid() {
 					s.Pos = op.Pos
 				}
@@ -348,10 +352,10 @@ func (b *builder) graph(name string) *ir.Graph {
 		}
 		q := &g.Queues[op.Queue]
 		if op.Kind.IsRecvSide() {
-			op.Index = len(q.RecvOps)
+			op.Index = int32(len(q.RecvOps))
 			q.RecvOps = append(q.RecvOps, ir.OpID(i))
 		} else {
-			op.Index = len(q.SendOps)
+			op.Index = int32(len(q.SendOps))
 			q.SendOps = append(q.SendOps, ir.OpID(i))
 		}
 	}

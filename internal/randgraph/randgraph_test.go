@@ -31,11 +31,11 @@ func TestGraphsAreWellFormed(t *testing.T) {
 			require.Equal(t, ir.QueueID(qi), p.Peer, "seed %d: pairing not mutual", seed)
 			require.Equal(t, q.Rank, p.PeerRank, "seed %d", seed)
 			for k, id := range q.SendOps {
-				assert.Equal(t, k, g.Ops[id].Index)
+				assert.Equal(t, k, int(g.Ops[id].Index))
 			}
 			for k, id := range q.RecvOps {
 				op := &g.Ops[id]
-				assert.Equal(t, k, op.Index)
+				assert.Equal(t, k, int(op.Index))
 				require.NotEqual(t, ir.OpID(ir.None), op.Match, "seed %d: recv %s unmatched", seed, op.Name)
 				s := &g.Ops[op.Match]
 				assert.Equal(t, id, s.Match)
@@ -51,7 +51,7 @@ func TestGraphsAreWellFormed(t *testing.T) {
 		}
 		for r, span := range g.Rank {
 			for id := span.FirstOp; id < span.EndOp; id++ {
-				assert.Equal(t, r, g.Ops[id].Rank)
+				assert.Equal(t, r, int(g.Ops[id].Rank))
 			}
 		}
 		assert.Empty(t, verify.Check(g), "seed %d: the verifier objects", seed)
@@ -87,12 +87,12 @@ func TestWritesAreDisjoint(t *testing.T) {
 			}
 			switch op.Kind {
 			case ir.OpRecv, ir.OpRead, ir.OpReduce, ir.OpCopy:
-				claim(op.Rank, op.Dst, op.Name)
+				claim(int(op.Rank), op.Dst, op.Name)
 			case ir.OpWrite:
 				claim(peer, op.Dst, op.Name)
 			case ir.OpAtomicAdd, ir.OpAtomicCAS:
 				claim(peer, op.Dst, op.Name)
-				claim(op.Rank, op.Fetch, op.Name)
+				claim(int(op.Rank), op.Fetch(), op.Name)
 			}
 		}
 	}

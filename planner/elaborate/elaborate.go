@@ -82,8 +82,9 @@ type elaborator struct {
 	byIndex    map[*dsl.Name][]string
 	byIndexLen int
 
-	spare []*scope   // scope layers free for child
-	segs  []ir.Slice // scratch of sliceList
+	spare  []*scope     // scope layers free for child
+	segs   []ir.Slice   // scratch of sliceList
+	extras []ir.OpExtra // OpExtras not given yet (extra)
 }
 
 // maxInterned bounds the names interned: names that differ per rank are made anew past it.
@@ -95,6 +96,19 @@ const (
 	maxByIndex    = 1 << 12
 	maxByIndexLen = 1 << 18
 )
+
+// extra returns op's OpExtra, giving it one if it has none. They are made a chunk at a time: a
+// plan of atomics has one per op.
+func (el *elaborator) extra(op *ir.Op) *ir.OpExtra {
+	if op.X == nil {
+		if len(el.extras) == 0 {
+			el.extras = make([]ir.OpExtra, 256)
+		}
+		op.X, el.extras = &el.extras[0], el.extras[1:]
+		op.X.Fetch = ir.NoSlice
+	}
+	return op.X
+}
 
 // pendingRef is a dependency edge by name, resolved once the whole rank is elaborated because
 // references may name ops declared later. The waiting side is an op id (an `after` clause) or,
@@ -686,7 +700,7 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 		el.tooManyOps(st.Pos(), "")
 		return
 	}
-	op := ir.Op{Name: name, Rank: el.rank, Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Fetch: ir.NoSlice, Match: ir.None, Index: -1, Pos: st.Name.Pos()}
+	op := ir.Op{Name: name, Rank: int32(el.rank), Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Match: ir.None, Index: -1, Pos: st.Name.Pos()}
 	var qref queueRef
 	ok = el.operation(st.Op, s, &op, &qref)
 	if !ok {

@@ -45,15 +45,15 @@ func TestElaborateRingAllreduce(t *testing.T) {
 			first, end := g.RankOps(r)
 			for id := first; id < end; id++ {
 				op := &g.Ops[id]
-				assert.Equal(t, r, op.Rank)
+				assert.Equal(t, r, int(op.Rank))
 				if op.Kind == ir.OpSend || op.Kind == ir.OpRecv || (op.Kind == ir.OpWrite && op.Notify) {
 					require.NotEqual(t, ir.OpID(ir.None), op.Match, "%s unmatched", g.OpString(id))
 					m := &g.Ops[op.Match]
 					assert.Equal(t, id, m.Match, "matching is symmetric")
 					if op.Kind == ir.OpRecv {
-						assert.Equal(t, (r+ranks-1)%ranks, m.Rank, "recv on left gets from the left neighbour")
+						assert.Equal(t, (r+ranks-1)%ranks, int(m.Rank), "recv on left gets from the left neighbour")
 					} else {
-						assert.Equal(t, (r+1)%ranks, m.Rank)
+						assert.Equal(t, (r+1)%ranks, int(m.Rank))
 					}
 				}
 			}
@@ -95,8 +95,8 @@ s[4], k after s[0], s[2]
 	assert.Equal(t, int64(2), w.Dst.Off)
 	k := byName["k"]
 	assert.Equal(t, ir.OpAtomicAdd, k.Kind)
-	assert.Equal(t, int64(5), k.A)
-	assert.Equal(t, int64(3), k.Fetch.Off)
+	assert.Equal(t, int64(5), k.A())
+	assert.Equal(t, int64(3), k.Fetch().Off)
 	assert.Equal(t, 8, g.Queues[w.Queue].Depth)
 	edges := map[string]bool{}
 	for _, e := range g.Edges {

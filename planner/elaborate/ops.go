@@ -28,41 +28,42 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		return v
 	}
 	// list evaluates a scatter/gather list into its first segment and the others.
-	list := func(first *dsl.Slice, more []*dsl.Slice) (ir.Slice, []ir.Slice) {
+	// The segments past the first go to op's OpExtra.
+	list := func(first *dsl.Slice, more []*dsl.Slice) ir.Slice {
 		if first == nil {
-			return ir.NoSlice, nil
+			return ir.NoSlice
 		}
 		segs, good := el.sliceList(first, more, s)
 		ok = ok && good
 		if !good || len(segs) == 0 {
-			return ir.NoSlice, nil
+			return ir.NoSlice
 		}
 		if len(segs) > ir.MaxListSegs {
 			el.errorf(phaseShapes, diag.Shape, first.Pos(), "a scatter/gather list of %d slices: lists take at most %d (split the op, or copy the pieces together first)", len(segs), ir.MaxListSegs)
 			ok = false
-			return ir.NoSlice, nil
+			return ir.NoSlice
 		}
-		if len(segs) == 1 {
-			return segs[0], nil
+		if len(segs) > 1 {
+			el.extra(op).More = slices.Clone(segs[1:]) // segs is scratch
 		}
-		return segs[0], slices.Clone(segs[1:]) // segs is scratch
+		return segs[0]
 	}
 	switch o := o.(type) {
 	case *dsl.SendOp:
 		op.Kind, op.Inline = ir.OpSend, o.Inline
 		queue(o.Queue)
-		op.Src, op.More = list(o.Slice, o.More)
+		op.Src = list(o.Slice, o.More)
 	case *dsl.RecvOp:
 		op.Kind = ir.OpRecv
 		queue(o.Queue)
-		op.Dst, op.More = list(o.Slice, o.More)
+		op.Dst = list(o.Slice, o.More)
 		if ok {
 			el.scatterDisjoint(op.DstSegs())
 		}
 	case *dsl.WriteOp:
 		op.Kind, op.Notify = ir.OpWrite, o.Notify
 		queue(o.Queue)
-		op.Src, op.More = list(o.Src, o.More)
+		op.Src = list(o.Src, o.More)
 		op.Dst = slice(o.Dst)
 		if ok {
 			el.sameBytes(op, o.Pos(), "write", op.SrcSegs(), op.DstSegs())
@@ -72,7 +73,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		op.Kind = ir.OpRead
 		queue(o.Queue)
 		op.Src = slice(o.Src)
-		op.Dst, op.More = list(o.Dst, o.More)
+		op.Dst = list(o.Dst, o.More)
 		if ok {
 			el.scatterDisjoint(op.DstSegs())
 			el.sameBytes(op, o.Pos(), "read", op.SrcSegs(), op.DstSegs())
@@ -85,20 +86,21 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		}
 		queue(o.Queue)
 		op.Dst = slice(o.Target)
-		op.Fetch = slice(o.To)
+		x := el.extra(op)
+		x.Fetch = slice(o.To)
 		var good bool
-		if op.A, good = el.eval(o.A, s); !good {
+		if x.A, good = el.eval(o.A, s); !good {
 			ok = false
 		}
 		if o.B != nil {
-			if op.B, good = el.eval(o.B, s); !good {
+			if x.B, good = el.eval(o.B, s); !good {
 				ok = false
 			}
 		}
 		if ok {
 			el.atomicSlice(op.Dst, "target")
-			if op.Fetch.Valid() {
-				el.atomicSlice(op.Fetch, "fetch destination")
+			if op.Fetch().Valid() {
+				el.atomicSlice(op.Fetch(), "fetch destination")
 			}
 			el.remote(op.Dst, ir.RemoteAtomic, "atomic on")
 		}

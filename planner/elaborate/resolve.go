@@ -41,10 +41,10 @@ func (el *elaborator) resolveRank() {
 			}
 		}
 		if op.Kind.IsRecvSide() {
-			op.Index = len(q.RecvOps)
+			op.Index = int32(len(q.RecvOps))
 			q.RecvOps = append(q.RecvOps, id)
 		} else {
-			op.Index = len(q.SendOps)
+			op.Index = int32(len(q.SendOps))
 			q.SendOps = append(q.SendOps, id)
 		}
 	}
@@ -160,7 +160,7 @@ func (el *elaborator) matchMessages() {
 				continue
 			}
 			if k >= len(recvs) {
-				el.errorOn(phaseMatch, s.Rank, diag.Match, s.Pos, "%s %s has no matching recv: rank %d posts %s on %s but this rank sends at least %s on %s",
+				el.errorOn(phaseMatch, int(s.Rank), diag.Match, s.Pos, "%s %s has no matching recv: rank %d posts %s on %s but this rank sends at least %s on %s",
 					s.Kind, s.Name, q.PeerRank, english.Plural(len(recvs), "recv"), g.Queues[q.Peer].Name, english.Plural(k+1, "message"), q.Name)
 				k++
 				continue
@@ -171,20 +171,20 @@ func (el *elaborator) matchMessages() {
 			if s.Kind == ir.OpWrite {
 				if r.Dst.Valid() {
 					const f = "recv %s takes a slice but is matched by notify write %s on rank %d: a notify write's data lands at its destination, so its recv takes no slice"
-					el.report(phaseMatch, r.Rank, diag.Errorf(diag.Match, r.Pos, f, r.Name, s.Name, s.Rank).
+					el.report(phaseMatch, int(r.Rank), diag.Errorf(diag.Match, r.Pos, f, r.Name, s.Name, s.Rank).
 						Relate(s.Pos, fmt.Sprintf("notify write %s on rank %d", s.Name, s.Rank)), f)
 				}
 				continue
 			}
 			if sb, rb := g.SegsBytes(s.SrcSegs()), g.SegsBytes(r.DstSegs()); sb != rb {
 				const f = "send %s of %s is matched by recv %s of %s on rank %d: lengths must be equal"
-				el.report(phaseMatch, s.Rank, diag.Errorf(diag.Match, s.Pos, f, s.Name, sizedSlice(g, s.SrcSegs()), r.Name, sizedSlice(g, r.DstSegs()), r.Rank).
+				el.report(phaseMatch, int(s.Rank), diag.Errorf(diag.Match, s.Pos, f, s.Name, sizedSlice(g, s.SrcSegs()), r.Name, sizedSlice(g, r.DstSegs()), r.Rank).
 					Relate(r.Pos, fmt.Sprintf("recv %s of %s on rank %d", r.Name, sizedSlice(g, r.DstSegs()), r.Rank)), f)
 			}
 		}
 		for sent := k; k < len(recvs); k++ {
 			r := &g.Ops[recvs[k]]
-			el.errorOn(phaseMatch, r.Rank, diag.Match, r.Pos, "recv %s is never matched: rank %d sends only %s on %s, the peer of %s",
+			el.errorOn(phaseMatch, int(r.Rank), diag.Match, r.Pos, "recv %s is never matched: rank %d sends only %s on %s, the peer of %s",
 				r.Name, q.Rank, english.Plural(sent, "message"), q.Name, g.Queues[q.Peer].Name)
 		}
 	}

@@ -170,7 +170,7 @@ func (c *compiler) checkInputs() diag.List {
 	}
 	for i := range g.Ops {
 		op := &g.Ops[i]
-		if r := op.Rank; r < 0 || r >= g.Ranks || ir.OpID(i) < g.Rank[r].FirstOp || ir.OpID(i) >= g.Rank[r].EndOp {
+		if r := int(op.Rank); r < 0 || r >= g.Ranks || ir.OpID(i) < g.Rank[r].FirstOp || ir.OpID(i) >= g.Rank[r].EndOp {
 			errs.Add(diag.Match, op.Pos, "%s is outside the span of its rank %d (the graph was not elaborated)", op.Name, r)
 			return errs
 		}
@@ -179,8 +179,8 @@ func (c *compiler) checkInputs() diag.List {
 				errs.Add(diag.Target, op.Pos, "%s sends %d bytes inline, above the %d-byte inline limit of target %s (drop `inline` or send fewer bytes)", op.Name, n, c.t.MaxInline, c.t.Name)
 			}
 		}
-		if segs := 1 + len(op.More); len(op.More) > 0 && segs > c.t.MaxSGE {
-			errs.Add(diag.Target, op.More[min(c.t.MaxSGE, len(op.More))-1].Pos, "%s has a scatter/gather list of %d slices, above the %d SGEs per work request of target %s (split the op, or copy the pieces together first)", op.Name, segs, c.t.MaxSGE, c.t.Name)
+		if segs := 1 + len(op.More()); len(op.More()) > 0 && segs > c.t.MaxSGE {
+			errs.Add(diag.Target, op.More()[min(c.t.MaxSGE, len(op.More()))-1].Pos, "%s has a scatter/gather list of %d slices, above the %d SGEs per work request of target %s (split the op, or copy the pieces together first)", op.Name, segs, c.t.MaxSGE, c.t.Name)
 		}
 		if op.Kind.OnQueue() && (op.Queue < 0 || int(op.Queue) >= len(g.Queues)) {
 			errs.Add(diag.Match, op.Pos, "%s is not on a valid queue (the graph was not elaborated)", g.OpString(ir.OpID(i)))

@@ -309,7 +309,7 @@ op rx = recv q a[32:41]
 `
 	g, err := planner.Load("s.dag", []byte(src), nil)
 	require.NoError(t, err)
-	require.Len(t, g.Ops[0].More, 8, "nine slices, none adjacent")
+	require.Len(t, g.Ops[0].More(), 8, "nine slices, none adjacent")
 	sockets, _ := ir.LookupTarget("triggered-sockets")
 	_, err = lower.Compile(g, sockets)
 	require.Error(t, err)

@@ -106,7 +106,7 @@ func (c *compiler) trigger(order []int32) {
 			}
 			for _, p := range g.Preds(o) {
 				p := ir.OpID(p)
-				if g.Ops[p].Rank != r {
+				if int(g.Ops[p].Rank) != r {
 					group.Add(diag.Errorf(diag.Target, op.Pos, "%s is after %s of rank %d: a counter only counts local completions (target %s)", op.Name, g.Ops[p].Name, g.Ops[p].Rank, c.t.Name), "remote after", r)
 					continue
 				}

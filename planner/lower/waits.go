@@ -571,9 +571,9 @@ func dataWQE(g *ir.Graph, o ir.OpID) ir.WQE {
 	case ir.OpRead:
 		e.Opcode, e.Remote, e.Local = ir.OpcRead, op.Src.Seg(), op.Dst.Seg()
 	case ir.OpAtomicAdd:
-		e.Opcode, e.Remote, e.Local = ir.OpcAtomicFAdd, op.Dst.Seg(), op.Fetch.Seg()
+		e.Opcode, e.Remote, e.Local = ir.OpcAtomicFAdd, op.Dst.Seg(), op.Fetch().Seg()
 	case ir.OpAtomicCAS:
-		e.Opcode, e.Remote, e.Local = ir.OpcAtomicCAS, op.Dst.Seg(), op.Fetch.Seg()
+		e.Opcode, e.Remote, e.Local = ir.OpcAtomicCAS, op.Dst.Seg(), op.Fetch().Seg()
 	}
 	return e
 }

@@ -85,7 +85,7 @@ func Run(g *ir.Graph, o *verify.Order) *State {
 func (s *State) apply(id ir.OpID) {
 	g := s.g
 	op := &g.Ops[id]
-	own, peer := op.Rank, op.Rank
+	own, peer := int(op.Rank), int(op.Rank)
 	if op.Queue != ir.None {
 		peer = g.Queues[op.Queue].PeerRank
 	}
@@ -95,7 +95,7 @@ func (s *State) apply(id ir.OpID) {
 			return
 		}
 		r := &g.Ops[op.Match]
-		s.copyList(op.Match, own, op.SrcSegs(), r.Rank, r.DstSegs())
+		s.copyList(op.Match, own, op.SrcSegs(), int(r.Rank), r.DstSegs())
 	case ir.OpWrite:
 		s.copyList(id, own, op.SrcSegs(), peer, op.DstSegs())
 	case ir.OpRead:
@@ -164,20 +164,20 @@ func (s *State) atomic(by ir.OpID, r, p int) {
 		return
 	}
 	s.a = s.mem.get(s.a[:0], p, dst.Buf, dst.Off, dst.Off+dst.Len, 0)
-	if op.Fetch.Valid() {
-		n := min(dst.Len, op.Fetch.Len)
-		s.b = s.mem.get(s.b[:0], p, dst.Buf, dst.Off, dst.Off+n, op.Fetch.Off-dst.Off)
+	if op.Fetch().Valid() {
+		n := min(dst.Len, op.Fetch().Len)
+		s.b = s.mem.get(s.b[:0], p, dst.Buf, dst.Off, dst.Off+n, op.Fetch().Off-dst.Off)
 		for i := range s.b {
 			s.b[i].by = by
 		}
-		s.mem.put(r, op.Fetch.Buf, op.Fetch.Off, op.Fetch.Off+n, s.b)
+		s.mem.put(r, op.Fetch().Buf, op.Fetch().Off, op.Fetch().Off+n, s.b)
 	}
 	s.out = s.out[:0]
 	for _, x := range s.a {
 		var id int32
 		var shift int64
 		if op.Kind == ir.OpAtomicAdd {
-			c, cs := s.sh.one(atom{kind: atomConst, v: op.A})
+			c, cs := s.sh.one(atom{kind: atomConst, v: op.A()})
 			id, shift = s.sh.merge(x.sh, x.shift, c, cs, ir.RedSum, by, r)
 		} else {
 			id, shift = s.sh.one(atom{kind: atomOpaque, rank: int32(r), v: int64(by)})

@@ -158,7 +158,7 @@ func (c *checker) checkShape() {
 		e := c.of[id]
 		w := c.at(e)
 		wq := &c.p.Ranks[e.r].Queues[e.q]
-		if e.r != op.Rank {
+		if e.r != int(op.Rank) {
 			c.errorf(op.Pos, "%s lowered on rank %d", g.OpString(ir.OpID(id)), e.r)
 		}
 		want, local, remote := expect(op)
@@ -253,9 +253,9 @@ func expect(op *ir.Op) (ir.Opcode, ir.Slice, ir.Slice) {
 	case ir.OpRead:
 		return ir.OpcRead, op.Dst, op.Src
 	case ir.OpAtomicAdd:
-		return ir.OpcAtomicFAdd, op.Fetch, op.Dst
+		return ir.OpcAtomicFAdd, op.Fetch(), op.Dst
 	case ir.OpAtomicCAS:
-		return ir.OpcAtomicCAS, op.Fetch, op.Dst
+		return ir.OpcAtomicCAS, op.Fetch(), op.Dst
 	}
 	return ir.OpcHost, ir.NoSlice, ir.NoSlice
 }

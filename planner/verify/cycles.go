@@ -40,7 +40,7 @@ func checkCycles(g *ir.Graph) diag.List {
 		d := diag.Errorf(diag.Cycle, steps[0].pos,
 			"dependency cycle: %s; no op on a cycle can ever start (remove one of these `after` edges)", listSteps(steps))
 		d.Related = relatedSteps(steps)
-		groups.Add(d, "cycle", g.Ops[cyc[0]].Rank)
+		groups.Add(d, "cycle", int(g.Ops[cyc[0]].Rank))
 	}
 	return groups.List(g.Ranks)
 }

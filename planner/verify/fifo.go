@@ -49,7 +49,7 @@ func checkQueueOrder(g *ir.Graph) diag.List {
 			to.Name, from.Name, side, q.Name, from.Name, to.Name, to.Name, from.Name, to.Name)
 		d.Relate(to.Pos, fmt.Sprintf("%s is posted first", to.Name))
 		d.Relate(from.Pos, fmt.Sprintf("%s is posted after it", from.Name))
-		groups.Add(d, "queue order", from.Rank)
+		groups.Add(d, "queue order", int(from.Rank))
 	}
 	return groups.List(g.Ranks)
 }
@@ -112,7 +112,7 @@ func describeLoop(g *ir.Graph, cyc []int32, pos map[uint64]diag.Pos) loop {
 		u, v := event(cyc[i]), event(cyc[(i+1)%k])
 		a, b := u.op(), v.op()
 		for _, o := range []ir.OpID{a, b} {
-			if r := g.Ops[o].Rank; !rankSeen[r] {
+			if r := int(g.Ops[o].Rank); !rankSeen[r] {
 				rankSeen[r] = true
 				l.ranks = append(l.ranks, r)
 			}
@@ -132,7 +132,7 @@ func describeLoop(g *ir.Graph, cyc []int32, pos map[uint64]diag.Pos) loop {
 		case u.phase() == evStart && v.phase() == evLand:
 			l.crossRank = true
 			s = edgeStep{step{fmt.Sprintf("%s lands only after %s posted its matching recv %s",
-				g.OpString(b), rankName(opA.Rank), opA.Name), opB.Pos}, false}
+				g.OpString(b), rankName(int(opA.Rank)), opA.Name), opB.Pos}, false}
 		case u.phase() == evLand && v.phase() == evEnd:
 			l.crossRank = true
 			s = edgeStep{step{fmt.Sprintf("%s completes only when its matching %s %s lands",

@@ -57,9 +57,9 @@ func (a *access) slice(g *ir.Graph) *ir.Slice {
 	case slotDst:
 		return &op.Dst
 	case slotFetch:
-		return &op.Fetch
+		return &op.X.Fetch
 	}
-	return &op.More[a.slot-slotMore]
+	return &op.X.More[a.slot-slotMore]
 }
 
 // slot is which slice of its op an access touches.
@@ -119,7 +119,7 @@ func memAccess(g *ir.Graph, ref int32) MemAccess {
 //	copy            read Src, write Dst               own    [start, end]
 func accesses(g *ir.Graph, id ir.OpID, out []access) []access {
 	op := &g.Ops[id]
-	own, peer := op.Rank, op.Rank
+	own, peer := int(op.Rank), int(op.Rank)
 	if op.Queue != ir.None {
 		peer = g.Queues[op.Queue].PeerRank
 	}
@@ -131,7 +131,7 @@ func accesses(g *ir.Graph, id ir.OpID, out []access) []access {
 		out = append(out, access{op: id, rank: int32(rank), buf: s.Buf, kind: kind, slot: sl, from: from, to: to})
 	}
 	more := func(rank int, kind AccessKind, from, to event) {
-		for k, s := range op.More {
+		for k, s := range op.More() {
 			add(slotMore+slot(k), s, rank, kind, from, to)
 		}
 	}
@@ -158,11 +158,11 @@ func accesses(g *ir.Graph, id ir.OpID, out []access) []access {
 		more(own, AccessWrite, land, end)
 	case ir.OpAtomicAdd, ir.OpAtomicCAS:
 		kind := AccessWrite
-		if op.Kind == ir.OpAtomicAdd && !op.Fetch.Valid() {
+		if op.Kind == ir.OpAtomicAdd && !op.Fetch().Valid() {
 			kind = AccessAdd
 		}
 		add(slotDst, op.Dst, peer, kind, land, land)
-		add(slotFetch, op.Fetch, own, AccessWrite, land, end)
+		add(slotFetch, op.Fetch(), own, AccessWrite, land, end)
 	case ir.OpReduce, ir.OpCopy:
 		add(slotSrc, op.Src, own, AccessRead, start, end)
 		add(slotDst, op.Dst, own, AccessWrite, start, end)
@@ -593,7 +593,7 @@ func explain(g *ir.Graph, h *hbGraph, r Race) (Fix, bool) {
 // orderBefore finds an edge `b.Op after x` on b.Op's rank such that access a ends before x
 // completes, choosing the x that completes earliest, and refusing edges that would close a cycle.
 func orderBefore(g *ir.Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
-	rank := g.Ops[b.Op].Rank
+	rank := int(g.Ops[b.Op].Rank)
 	afterA := h.forward(a.to)
 	fromB := h.forward(startOf(b.Op))
 	first, end := g.RankOps(rank)

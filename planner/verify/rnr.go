@@ -96,13 +96,13 @@ func rnr(g *ir.Graph, h *hbGraph) diag.List {
 		r, gt, s := &g.Ops[q.recv], &g.Ops[q.gate], &g.Ops[q.send]
 		key := [3]diag.Pos{r.Pos, gt.Pos, s.Pos}
 		if fi := byKey[key]; fi != nil && r.Rank != g.Ops[fi.q.recv].Rank {
-			fi.others = append(fi.others, r.Rank)
+			fi.others = append(fi.others, int(r.Rank))
 			continue
 		}
 		d := diag.Errorf(diag.RNR, r.Pos, f, r.Name, r.Rank, gt.Name, s.Kind, s.Name, s.Rank, s.Name, gt.Name)
 		d.Relate(gt.Pos, fmt.Sprintf("%s %s on rank %d, the receive's gate", gt.Kind, gt.Name, gt.Rank))
 		d.Relate(s.Pos, fmt.Sprintf("%s %s on rank %d, whose message can arrive early", s.Kind, s.Name, s.Rank))
-		if groups.Add(d, f, r.Rank) {
+		if groups.Add(d, f, int(r.Rank)) {
 			fi := &first{q: q, d: d}
 			byKey[key] = fi
 			firsts = append(firsts, fi)
