@@ -8,6 +8,7 @@ package ir
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -111,10 +112,10 @@ func (b *Buffer) Bytes() int64 { return b.Count * b.Type.Size() }
 // Slice is a range of elements [Off, Off+Len) of a buffer. Buf == None means no slice
 // (a zero-length send, a recv for notify writes, an atomic without `to`).
 //
-// The fields are ordered so that a Slice is 32 bytes: a Graph holds two per op.
+// A Graph holds two per op, so a Slice has no position of its own: where an op's slices are
+// written is the same on every rank, and Graph.PartPos tells it.
 type Slice struct {
 	Buf BufID
-	Pos diag.Pos
 	Off int64 // first element
 	Len int64 // elements
 }
@@ -239,6 +240,44 @@ type OpExtra struct {
 	Fetch Slice   // an atomic's local destination of the old value (NoSlice: none)
 	A, B  int64   // atomic add: A is the addend; cas: A compare, B swap
 	More  []Slice // a scatter/gather list's segments after the first (nil: one slice or none)
+	// MorePos is where each of More's segments is written (a `{... for ...}` makes several at
+	// one place); nil when the op was made without positions.
+	MorePos []diag.Pos
+}
+
+// Part names one of an op's slices: Src, Dst, Fetch, or PartMore+k for More[k].
+type Part uint8
+
+// Parts of an op.
+const (
+	PartSrc Part = iota
+	PartDst
+	PartFetch
+	PartMore
+)
+
+// Spot is where an op statement writes its Src, Dst and Fetch slices (the first segment's, for
+// a list): the same for every rank's op of the statement. A zero Pos: not written, or unknown.
+type Spot struct{ Src, Dst, Fetch diag.Pos }
+
+// PartPos returns where part p of op id is written, or the op's position when that is unknown.
+func (g *Graph) PartPos(id OpID, p Part) diag.Pos {
+	op := &g.Ops[id]
+	var pos diag.Pos
+	switch sp := g.Spots[op.Pos]; {
+	case p == PartSrc:
+		pos = sp.Src
+	case p == PartDst:
+		pos = sp.Dst
+	case p == PartFetch:
+		pos = sp.Fetch
+	case op.X != nil && int(p-PartMore) < len(op.X.MorePos):
+		pos = op.X.MorePos[p-PartMore]
+	}
+	if !pos.IsValid() {
+		return op.Pos
+	}
+	return pos
 }
 
 // Fetch is an atomic's local destination of the old value; NoSlice when it has none.
@@ -350,9 +389,10 @@ type Graph struct {
 	Buffers []Buffer
 	Queues  []Queue
 	Ops     []Op
-	Edges   []Edge     // explicit `after` edges, in source order per rank
-	Rank    []RankSpan // indexed by rank
-	Expects []Expect   // postconditions (`expect` statements), in source order
+	Edges   []Edge            // explicit `after` edges, in source order per rank
+	Rank    []RankSpan        // indexed by rank
+	Expects []Expect          // postconditions (`expect` statements), in source order
+	Spots   map[diag.Pos]Spot // where each op statement writes its slices, by the op's Pos (PartPos)
 
 	// Notes are remarks that are not errors, each at its position: what the checks left
 	// unproven (an init too costly to evaluate in full).
@@ -392,7 +432,7 @@ func (g *Graph) Clone() *Graph {
 	for i := range out.Ops {
 		if x := out.Ops[i].X; x != nil {
 			c := *x
-			c.More = slices.Clone(x.More)
+			c.More, c.MorePos = slices.Clone(x.More), slices.Clone(x.MorePos)
 			out.Ops[i].X = &c
 		}
 	}
@@ -400,6 +440,7 @@ func (g *Graph) Clone() *Graph {
 	out.Rank = slices.Clone(g.Rank)
 	out.Notes = slices.Clone(g.Notes)
 	out.Expects = slices.Clone(g.Expects)
+	out.Spots = maps.Clone(g.Spots)
 	return &out
 }
 
@@ -535,7 +576,7 @@ func (g *Graph) Pieces(src, dst []Slice, yield func(a, b Slice)) {
 		asz, bsz := g.Buffers[a.Buf].Type.Size(), g.Buffers[b.Buf].Type.Size()
 		n := min((a.Len-ao)*asz, (b.Len-bo)*bsz)
 		if n > 0 {
-			yield(Slice{Buf: a.Buf, Pos: a.Pos, Off: a.Off + ao, Len: n / asz}, Slice{Buf: b.Buf, Pos: b.Pos, Off: b.Off + bo, Len: n / bsz})
+			yield(Slice{Buf: a.Buf, Off: a.Off + ao, Len: n / asz}, Slice{Buf: b.Buf, Off: b.Off + bo, Len: n / bsz})
 		}
 		ao, bo = ao+n/asz, bo+n/bsz
 		if ao >= a.Len {

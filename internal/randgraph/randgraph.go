@@ -327,15 +327,6 @@ func (b *builder) graph(name string) *ir.Graph {
 			} else {
 				op.Queue = ir.None
 			}
-			slices := []*ir.Slice{&op.Src, &op.Dst}
-			if op.X != nil {
-				slices = append(slices, &op.X.Fetch)
-			}
-			for _, s := range slices {
-				if s.Valid() {
-					s.Pos = op.Pos
-				}
-			}
 			id := ir.OpID(len(g.Ops))
 			g.Ops = append(g.Ops, op)
 			for _, j := range p.preds {

@@ -84,6 +84,7 @@ type elaborator struct {
 
 	spare  []*scope     // scope layers free for child
 	segs   []ir.Slice   // scratch of sliceList
+	segPos []diag.Pos   // scratch of sliceList: where each of segs was written
 	extras []ir.OpExtra // OpExtras not given yet (extra)
 }
 
@@ -183,6 +184,8 @@ func (el *elaborator) run() (sharded bool) {
 		return false
 	}
 	el.checkInits()
+	el.g.Spots = map[diag.Pos]ir.Spot{}
+	spots(el.file.Stmts, el.g.Spots)
 	el.g.Rank = make([]ir.RankSpan, el.g.Ranks)
 	el.opIdx = map[string]ir.OpID{}
 	el.queueIdx = map[string]ir.QueueID{}

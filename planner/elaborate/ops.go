@@ -27,13 +27,15 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		ok = ok && good
 		return v
 	}
-	// list evaluates a scatter/gather list into its first segment and the others.
-	// The segments past the first go to op's OpExtra.
+	// list evaluates a scatter/gather list into its first segment and the others, which go to
+	// op's OpExtra. listPos is where the segments were written.
+	var listPos []diag.Pos
 	list := func(first *dsl.Slice, more []*dsl.Slice) ir.Slice {
 		if first == nil {
 			return ir.NoSlice
 		}
-		segs, good := el.sliceList(first, more, s)
+		segs, pos, good := el.sliceList(first, more, s)
+		listPos = pos
 		ok = ok && good
 		if !good || len(segs) == 0 {
 			return ir.NoSlice
@@ -44,7 +46,8 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 			return ir.NoSlice
 		}
 		if len(segs) > 1 {
-			el.extra(op).More = slices.Clone(segs[1:]) // segs is scratch
+			x := el.extra(op)
+			x.More, x.MorePos = slices.Clone(segs[1:]), slices.Clone(pos[1:]) // both are scratch
 		}
 		return segs[0]
 	}
@@ -58,7 +61,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		queue(o.Queue)
 		op.Dst = list(o.Slice, o.More)
 		if ok {
-			el.scatterDisjoint(op.DstSegs())
+			el.scatterDisjoint(op.DstSegs(), listPos)
 		}
 	case *dsl.WriteOp:
 		op.Kind, op.Notify = ir.OpWrite, o.Notify
@@ -67,7 +70,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		op.Dst = slice(o.Dst)
 		if ok {
 			el.sameBytes(op, o.Pos(), "write", op.SrcSegs(), op.DstSegs())
-			el.remote(op.Dst, ir.RemoteWrite, "write to")
+			el.remote(op.Dst, o.Dst.Pos(), ir.RemoteWrite, "write to")
 		}
 	case *dsl.ReadOp:
 		op.Kind = ir.OpRead
@@ -75,9 +78,9 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		op.Src = slice(o.Src)
 		op.Dst = list(o.Dst, o.More)
 		if ok {
-			el.scatterDisjoint(op.DstSegs())
+			el.scatterDisjoint(op.DstSegs(), listPos)
 			el.sameBytes(op, o.Pos(), "read", op.SrcSegs(), op.DstSegs())
-			el.remote(op.Src, ir.RemoteRead, "read from")
+			el.remote(op.Src, o.Src.Pos(), ir.RemoteRead, "read from")
 		}
 	case *dsl.AtomicOp:
 		op.Kind = ir.OpAtomicAdd
@@ -98,11 +101,11 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 			}
 		}
 		if ok {
-			el.atomicSlice(op.Dst, "target")
+			el.atomicSlice(op.Dst, o.Target.Pos(), "target")
 			if op.Fetch().Valid() {
-				el.atomicSlice(op.Fetch(), "fetch destination")
+				el.atomicSlice(op.Fetch(), o.To.Pos(), "fetch destination")
 			}
-			el.remote(op.Dst, ir.RemoteAtomic, "atomic on")
+			el.remote(op.Dst, o.Target.Pos(), ir.RemoteAtomic, "atomic on")
 		}
 	case *dsl.ReduceOp:
 		op.Kind = ir.OpReduce
@@ -134,12 +137,13 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 
 // scatterDisjoint reports the segments of a scatter list (a recv's or read's landing slices)
 // that overlap an earlier one: the NIC would write the same bytes twice in no defined order.
-func (el *elaborator) scatterDisjoint(segs []ir.Slice) {
+// pos[i] is where segs[i] was written.
+func (el *elaborator) scatterDisjoint(segs []ir.Slice, pos []diag.Pos) {
 	for j := 1; j < len(segs); j++ {
 		for i := 0; i < j; i++ {
 			a, b := segs[i], segs[j]
 			if a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len {
-				el.errorf(phaseShapes, diag.Shape, b.Pos, "scatter list lands %s and %s, which overlap: the segments of a receiving list must be disjoint",
+				el.errorf(phaseShapes, diag.Shape, pos[j], "scatter list lands %s and %s, which overlap: the segments of a receiving list must be disjoint",
 					el.g.SliceString(a), el.g.SliceString(b))
 			}
 		}
@@ -149,43 +153,44 @@ func (el *elaborator) scatterDisjoint(segs []ir.Slice) {
 // sliceList evaluates a scatter/gather list, first then more: its slices, and those every
 // `{SLICE for ...}` in it makes, in order. Adjacent slices of one buffer (the next starting
 // where the last ends) are one segment, and empty slices are dropped unless the list has nothing
-// else (then its first slice stays, empty). The result is el's scratch, valid until the next call.
-func (el *elaborator) sliceList(first *dsl.Slice, more []*dsl.Slice, s *scope) ([]ir.Slice, bool) {
-	out, ok := el.listItem(el.segs[:0], first, s, true)
+// else (then its first slice stays, empty). pos holds where each segment was written (a merged
+// one: where its first slice was). Both are el's scratch, valid until the next call.
+func (el *elaborator) sliceList(first *dsl.Slice, more []*dsl.Slice, s *scope) (segs []ir.Slice, pos []diag.Pos, ok bool) {
+	el.segs, el.segPos = el.segs[:0], el.segPos[:0]
+	ok = el.listItem(first, s, true)
 	for _, it := range more {
-		out, ok = el.listItem(out, it, s, ok)
+		ok = el.listItem(it, s, ok)
 	}
-	el.segs = out
+	out, at := el.segs, el.segPos
 	if !ok || len(out) < 2 {
-		return out, ok
+		return out, at, ok
 	}
-	merged := out[:0] // in place: merged never passes the element read
-	for _, x := range out {
+	n := 0 // merged in place: out[:n] never passes the element read
+	for i, x := range out {
 		if x.Len == 0 {
 			continue
 		}
-		if n := len(merged); n > 0 && merged[n-1].Buf == x.Buf && merged[n-1].Off+merged[n-1].Len == x.Off {
-			merged[n-1].Len += x.Len
+		if n > 0 && out[n-1].Buf == x.Buf && out[n-1].Off+out[n-1].Len == x.Off {
+			out[n-1].Len += x.Len
 			continue
 		}
-		merged = append(merged, x)
+		out[n], at[n] = x, at[i]
+		n++
 	}
-	if len(merged) == 0 {
-		merged = out[:1]
-	}
-	return merged, true
+	return out[:max(n, 1)], at[:max(n, 1)], true
 }
 
-// listItem appends to out the slices that one item of a scatter/gather list makes; ok is false
-// once an earlier item failed (its loops then make nothing more) and stays false.
-func (el *elaborator) listItem(out []ir.Slice, sl *dsl.Slice, s *scope, ok bool) ([]ir.Slice, bool) {
+// listItem appends to el.segs (and their positions to el.segPos) the slices that one item of a
+// scatter/gather list makes; ok is false once an earlier item failed (its loops then make
+// nothing more) and stays false.
+func (el *elaborator) listItem(sl *dsl.Slice, s *scope, ok bool) bool {
 	f := sl.For
 	if f == nil {
 		v, good := el.slice(sl, s)
 		if good {
-			out = append(out, v)
+			el.segs, el.segPos = append(el.segs, v), append(el.segPos, sl.Pos())
 		}
-		return out, ok && good
+		return ok && good
 	}
 	from, ok1 := el.eval(f.From, s)
 	to, ok2 := el.eval(f.To, s)
@@ -197,11 +202,11 @@ func (el *elaborator) listItem(out []ir.Slice, sl *dsl.Slice, s *scope, ok bool)
 		}
 	}
 	if !ok1 || !ok2 || !ok3 {
-		return out, false
+		return false
 	}
 	if tripCount(from, to, step) > MaxIterations-el.iters {
 		el.errorf(phaseNames, diag.Limit, sl.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
-		return out, false
+		return false
 	}
 	body := el.child(s)
 	defer el.release(body)
@@ -212,18 +217,18 @@ func (el *elaborator) listItem(out []ir.Slice, sl *dsl.Slice, s *scope, ok bool)
 		if f.Cond != nil {
 			c, good := el.eval(f.Cond, body)
 			if !good {
-				return out, false
+				return false
 			}
 			if c == 0 {
 				continue
 			}
 		}
-		out, ok = el.listItem(out, f.Slice, body, ok)
+		ok = el.listItem(f.Slice, body, ok)
 		if v > math.MaxInt64-step {
 			break
 		}
 	}
-	return out, ok
+	return ok
 }
 
 // slice evaluates a slice and checks it is in bounds; buf[k:k] is an empty slice (nothing to
@@ -242,7 +247,7 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 		return ir.NoSlice, false
 	}
 	b := &el.g.Buffers[id]
-	out := ir.Slice{Buf: id, Len: b.Count, Pos: sl.Pos()}
+	out := ir.Slice{Buf: id, Len: b.Count}
 	switch sl.Kind {
 	case dsl.SliceElem:
 		i, ok := el.eval(sl.Lo, s)
@@ -291,20 +296,20 @@ func (el *elaborator) sameBytes(op *ir.Op, pos diag.Pos, what string, a, b []ir.
 	}
 }
 
-func (el *elaborator) remote(sl ir.Slice, flag ir.Access, what string) {
+func (el *elaborator) remote(sl ir.Slice, pos diag.Pos, flag ir.Access, what string) {
 	b := &el.g.Buffers[sl.Buf]
 	if b.Access&flag == 0 {
-		el.errorf(phaseShapes, diag.Access, sl.Pos, "remote %s %s, which lacks %s: add %s to `buffer %s`", what, b.Name, flag, flag, b.Name)
+		el.errorf(phaseShapes, diag.Access, pos, "remote %s %s, which lacks %s: add %s to `buffer %s`", what, b.Name, flag, flag, b.Name)
 	}
 }
 
-func (el *elaborator) atomicSlice(sl ir.Slice, what string) {
+func (el *elaborator) atomicSlice(sl ir.Slice, pos diag.Pos, what string) {
 	b := &el.g.Buffers[sl.Buf]
 	switch {
 	case b.Type != ir.U64 && b.Type != ir.I64:
-		el.errorf(phaseShapes, diag.Shape, sl.Pos, "atomic %s %s is %s: atomics work on 8-byte integers, make the buffer u64 or i64", what, el.g.SliceString(sl), b.Type)
+		el.errorf(phaseShapes, diag.Shape, pos, "atomic %s %s is %s: atomics work on 8-byte integers, make the buffer u64 or i64", what, el.g.SliceString(sl), b.Type)
 	case sl.Len != 1:
-		el.errorf(phaseShapes, diag.Shape, sl.Pos, "atomic %s %s has %d elements: an atomic works on one 8-byte element, e.g. %s[%d]", what, el.g.SliceString(sl), sl.Len, b.Name, sl.Off)
+		el.errorf(phaseShapes, diag.Shape, pos, "atomic %s %s has %d elements: an atomic works on one 8-byte element, e.g. %s[%d]", what, el.g.SliceString(sl), sl.Len, b.Name, sl.Off)
 	}
 }
 

@@ -180,7 +180,7 @@ func (c *compiler) checkInputs() diag.List {
 			}
 		}
 		if segs := 1 + len(op.More()); len(op.More()) > 0 && segs > c.t.MaxSGE {
-			errs.Add(diag.Target, op.More()[min(c.t.MaxSGE, len(op.More()))-1].Pos, "%s has a scatter/gather list of %d slices, above the %d SGEs per work request of target %s (split the op, or copy the pieces together first)", op.Name, segs, c.t.MaxSGE, c.t.Name)
+			errs.Add(diag.Target, g.PartPos(ir.OpID(i), ir.PartMore+ir.Part(min(c.t.MaxSGE, len(op.More()))-1)), "%s has a scatter/gather list of %d slices, above the %d SGEs per work request of target %s (split the op, or copy the pieces together first)", op.Name, segs, c.t.MaxSGE, c.t.Name)
 		}
 		if op.Kind.OnQueue() && (op.Queue < 0 || int(op.Queue) >= len(g.Queues)) {
 			errs.Add(diag.Match, op.Pos, "%s is not on a valid queue (the graph was not elaborated)", g.OpString(ir.OpID(i)))

@@ -65,11 +65,12 @@ func (a *access) slice(g *ir.Graph) *ir.Slice {
 // slot is which slice of its op an access touches.
 type slot uint8
 
+// The slots are the ir.Parts.
 const (
-	slotSrc slot = iota
-	slotDst
-	slotFetch
-	slotMore // slotMore+k: segment k of a scatter/gather list's More (ir.MaxListSegs bounds k)
+	slotSrc   = slot(ir.PartSrc)
+	slotDst   = slot(ir.PartDst)
+	slotFetch = slot(ir.PartFetch)
+	slotMore  = slot(ir.PartMore) // slotMore+k: segment k of a scatter/gather list's More (ir.MaxListSegs bounds k)
 )
 
 // refShift makes room in a ref for every slot: ir.MaxListSegs-1 list segments after the three
@@ -92,10 +93,7 @@ func memAccess(g *ir.Graph, ref int32) MemAccess {
 	for _, a := range accesses(g, id, buf[:0]) {
 		if int32(a.slot) == ref&(1<<refShift-1) {
 			s := a.slice(g)
-			pos := s.Pos
-			if !pos.IsValid() {
-				pos = g.Ops[id].Pos
-			}
+			pos := g.PartPos(id, ir.Part(a.slot))
 			return MemAccess{Op: id, Rank: int(a.rank), Buf: a.buf, Off: s.Off, Len: s.Len, Kind: a.kind, Pos: pos, from: a.from, to: a.to}
 		}
 	}
