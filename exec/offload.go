@@ -117,12 +117,14 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 			o.host = wi == rp.Host
 			if o.recv || wq.Kind == ir.RecvQueue {
 				o.recv = true
+				o.rwr = make([]nic.RecvWR, 0, len(wq.Chain))
 				for k := range wq.Chain {
 					w := &wq.Chain[k]
 					o.rwr = append(o.rwr, nic.RecvWR{ID: offID(r.rank, wi, k), Local: r.local(g, w.Local), More: r.more(g, e.plan.More(w))})
 				}
 				continue
 			}
+			o.swr = make([]nic.SendWR, 0, len(wq.Chain))
 			for k := range wq.Chain {
 				w := &wq.Chain[k]
 				wr, err := e.buildWR(r, rp, &or, wi, k, w)

@@ -53,8 +53,8 @@ type qp struct {
 	sq                              []swqe
 	sqTail, sqHead, sqDone, sqFreed uint64
 	sqEnable                        uint16
-	inflightRA                      int // executed READ/atomic requests not yet complete (fences)
-	inline                          []byte
+	inflightRA                      int    // executed READ/atomic requests not yet complete (fences)
+	inline                          []byte // inline sends' bytes, MaxInline per send slot; made at the first inline send
 	gather                          []byte // a gather list's bytes, assembled for one transfer
 
 	rq             []rwqe
@@ -107,9 +107,6 @@ func newQP(p *pd, cfg nic.QPConfig) (*qp, error) {
 		ctx: c, pd: p, num: uint32(len(c.qps) + 1), cfg: cfg, scq: scq, rcq: rcq,
 		sq: make([]swqe, cfg.SendDepth),
 		rq: make([]rwqe, cfg.RecvDepth),
-	}
-	if cfg.MaxInline > 0 {
-		q.inline = make([]byte, cfg.SendDepth*cfg.MaxInline)
 	}
 	c.qps = append(c.qps, q)
 	return q, nil
@@ -184,6 +181,9 @@ func (q *qp) postSend(wr *nic.SendWR) error {
 	*w = swqe{wr: *wr, ev: -1}
 	w.wr.More = slices.Clone(wr.More) // the caller may reuse its list once PostSend returns
 	if wr.Flags&nic.FlagInline != 0 {
+		if q.inline == nil { // at the first inline send: most QPs have none
+			q.inline = make([]byte, len(q.sq)*q.cfg.MaxInline)
+		}
 		off := int(slot) * q.cfg.MaxInline
 		for _, e := range append([]nic.SGE{wr.Local}, wr.More...) {
 			if e.Len == 0 {
