@@ -123,8 +123,8 @@ type opSpec struct {
 
 func (rb *rankB) op(name string, s opSpec) {
 	g := rb.b.g
-	op := ir.Op{Name: name, Rank: int32(rb.r), Kind: s.Kind, Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice,
-		Red: s.Red, Notify: s.Notify, Inline: s.Inline, Match: ir.None, Index: -1, Pos: rb.b.pos()}
+	op := ir.Op{Site: &ir.Site{Name: name, Pos: rb.b.pos()}, Rank: int32(rb.r), Kind: s.Kind, Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice,
+		Red: s.Red, Notify: s.Notify, Inline: s.Inline, Match: ir.None, Index: -1}
 	if s.Kind.IsAtomic() {
 		op.X = &ir.OpExtra{Fetch: ir.NoSlice, A: s.A, B: s.B}
 	}

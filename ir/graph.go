@@ -217,14 +217,14 @@ func ParseReduceOp(s string) (ReduceOp, bool) {
 // order; the message is their bytes concatenated. Locals and Segs iterate every segment.
 //
 // A Graph holds an Op per op of every rank, so an Op is small (ir/size_test.go pins its size):
-// what only atomics and lists have (Fetch, A, B, More) is in an OpExtra that the other ops do
-// without, and the fields are ordered to leave no padding.
+// its name and position are in a Site that every rank's op of that name shares, what only
+// atomics and lists have (Fetch, A, B, More) is in an OpExtra that the other ops do without, and
+// the fields are ordered to leave no padding.
 type Op struct {
-	Name   string   // with indices, e.g. "tx[2]"
+	*Site           // Name and Pos; never nil
 	X      *OpExtra // atomics' and lists' parts (nil: none); read them with Fetch, A, B and More
 	Src    Slice
 	Dst    Slice
-	Pos    diag.Pos // the op statement
 	Rank   int32
 	Index  int32   // position on its queue side (k-th send-side or recv-side op), -1 for host ops
 	Queue  QueueID // None for host ops
@@ -233,6 +233,14 @@ type Op struct {
 	Red    ReduceOp // reduce only
 	Inline bool     // send ... inline
 	Notify bool     // write ... notify (write with immediate: consumes a recv at the peer)
+}
+
+// Site is an op's name and where it is declared. In an SPMD plan every rank declares the same
+// names at the same places, so a Graph keeps a Site per name and statement, not per op: Sites
+// are shared, never changed once made.
+type Site struct {
+	Name string   // with indices, e.g. "tx[2]"
+	Pos  diag.Pos // the op statement
 }
 
 // OpExtra holds the parts of an Op that only some kinds have.
@@ -417,7 +425,7 @@ func (g *Graph) Freeze() *Graph {
 func (g *Graph) Frozen() bool { return g.adj != nil }
 
 // Clone returns a copy of g that is not frozen and shares no slice with it (buffers' Init
-// functions are shared: they are read-only), for building a variant of g.
+// functions and ops' Sites are shared: they are read-only), for building a variant of g.
 func (g *Graph) Clone() *Graph {
 	out := *g
 	out.adj = nil

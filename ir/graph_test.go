@@ -70,7 +70,7 @@ func TestGraphVariants(t *testing.T) {
 	assert.Equal(t, edges, g.Edges)
 	c := g.Clone()
 	assert.False(t, c.Frozen())
-	c.Ops[0].Name = "changed"
+	c.Ops[0].Site = &ir.Site{Name: "changed"}
 	c.Edges = c.Edges[:0]
 	assert.NotEqual(t, "changed", g.Ops[0].Name)
 	assert.Equal(t, edges, g.Edges)

@@ -19,5 +19,5 @@ func TestWQESize(t *testing.T) {
 // asks for at most 300 B per op for `check`).
 func TestOpSize(t *testing.T) {
 	assert.EqualValues(t, 24, unsafe.Sizeof(Slice{}), "Slice")
-	assert.EqualValues(t, 104, unsafe.Sizeof(Op{}), "Op")
+	assert.EqualValues(t, 88, unsafe.Sizeof(Op{}), "Op")
 }

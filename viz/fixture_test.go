@@ -61,9 +61,9 @@ func ringGraph(ranks int, n int64) *ir.Graph {
 		var tx, rx, red, ag, got []ir.OpID
 		for s := 0; s < steps; s++ {
 			sc, rc := mod(r-s), mod(r-s-1)
-			tx = append(tx, add(ir.Op{Name: fmt.Sprintf("tx[%d]", s), Kind: ir.OpSend, Queue: right, Src: chunk(sc), Dst: ir.NoSlice, Pos: pos(15)}))
-			rx = append(rx, add(ir.Op{Name: fmt.Sprintf("rx[%d]", s), Kind: ir.OpRecv, Queue: left, Src: ir.NoSlice, Dst: ir.Slice{Buf: tmp, Len: n}, Pos: pos(16)}))
-			red = append(red, add(ir.Op{Name: fmt.Sprintf("red[%d]", s), Kind: ir.OpReduce, Queue: ir.None, Red: ir.RedSum, Dst: chunk(rc), Src: ir.Slice{Buf: tmp, Len: n}, Pos: pos(17)}))
+			tx = append(tx, add(ir.Op{Site: &ir.Site{Name: fmt.Sprintf("tx[%d]", s), Pos: pos(15)}, Kind: ir.OpSend, Queue: right, Src: chunk(sc), Dst: ir.NoSlice}))
+			rx = append(rx, add(ir.Op{Site: &ir.Site{Name: fmt.Sprintf("rx[%d]", s), Pos: pos(16)}, Kind: ir.OpRecv, Queue: left, Src: ir.NoSlice, Dst: ir.Slice{Buf: tmp, Len: n}}))
+			red = append(red, add(ir.Op{Site: &ir.Site{Name: fmt.Sprintf("red[%d]", s), Pos: pos(17)}, Kind: ir.OpReduce, Queue: ir.None, Red: ir.RedSum, Dst: chunk(rc), Src: ir.Slice{Buf: tmp, Len: n}}))
 			edge(rx[s], red[s], 17)
 			if s > 0 {
 				edge(red[s-1], tx[s], 18)
@@ -72,8 +72,8 @@ func ringGraph(ranks int, n int64) *ir.Graph {
 		}
 		for s := 0; s < steps; s++ {
 			c := mod(r - s + 1)
-			ag = append(ag, add(ir.Op{Name: fmt.Sprintf("ag[%d]", s), Kind: ir.OpWrite, Queue: right, Src: chunk(c), Dst: chunk(c), Notify: true, Pos: pos(22)}))
-			got = append(got, add(ir.Op{Name: fmt.Sprintf("got[%d]", s), Kind: ir.OpRecv, Queue: left, Src: ir.NoSlice, Dst: ir.NoSlice, Pos: pos(23)}))
+			ag = append(ag, add(ir.Op{Site: &ir.Site{Name: fmt.Sprintf("ag[%d]", s), Pos: pos(22)}, Kind: ir.OpWrite, Queue: right, Src: chunk(c), Dst: chunk(c), Notify: true}))
+			got = append(got, add(ir.Op{Site: &ir.Site{Name: fmt.Sprintf("got[%d]", s), Pos: pos(23)}, Kind: ir.OpRecv, Queue: left, Src: ir.NoSlice, Dst: ir.NoSlice}))
 			if s == 0 {
 				edge(red[steps-1], ag[s], 24)
 			} else {

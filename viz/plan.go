@@ -414,7 +414,7 @@ func (v *planView) wqName(r, q int) string {
 // opOf is the graph op WQE w belongs to; an empty stand-in when it names none.
 func (v *planView) opOf(w *ir.WQE) *ir.Op {
 	if w.Op < 0 || int(w.Op) >= len(v.p.Graph.Ops) {
-		return &ir.Op{}
+		return &ir.Op{Site: &ir.Site{}}
 	}
 	return v.p.OpOf(w)
 }

@@ -316,9 +316,8 @@ func (b *builder) graph(name string) *ir.Graph {
 			if base == "atomic add" || base == "atomic cas" {
 				base = "atomic"
 			}
-			op.Name = fmt.Sprintf("%s%d", base[:2], counts[base])
+			op.Site = &ir.Site{Name: fmt.Sprintf("%s%d", base[:2], counts[base]), Pos: diag.At(file, line, 1)}
 			counts[base]++
-			op.Pos = diag.At(file, line, 1)
 			line++
 			op.Match = ir.None
 			op.Index = -1

@@ -86,6 +86,9 @@ type elaborator struct {
 	segs   []ir.Slice   // scratch of sliceList
 	segPos []diag.Pos   // scratch of sliceList: where each of segs was written
 	extras []ir.OpExtra // OpExtras not given yet (extra)
+
+	sites     map[siteKey]*ir.Site // the Sites made so far (site)
+	siteChunk []ir.Site            // Sites not given yet
 }
 
 // maxInterned bounds the names interned: names that differ per rank are made anew past it.
@@ -97,6 +100,31 @@ const (
 	maxByIndex    = 1 << 12
 	maxByIndexLen = 1 << 18
 )
+
+// siteKey is a name an op statement (its name, n) made.
+type siteKey struct {
+	n    *dsl.Name
+	name string
+}
+
+// site returns the Site of the op named name that n declares: one per name and statement, which
+// the ranks share, up to maxInterned of them (past that, one per op).
+func (el *elaborator) site(n *dsl.Name, name string) *ir.Site {
+	k := siteKey{n, name}
+	if s := el.sites[k]; s != nil {
+		return s
+	}
+	if len(el.siteChunk) == 0 {
+		el.siteChunk = make([]ir.Site, 256)
+	}
+	s := &el.siteChunk[0]
+	el.siteChunk = el.siteChunk[1:]
+	*s = ir.Site{Name: name, Pos: n.Pos()}
+	if len(el.sites) < maxInterned {
+		el.sites[k] = s
+	}
+	return s
+}
 
 // extra returns op's OpExtra, giving it one if it has none. They are made a chunk at a time: a
 // plan of atomics has one per op.
@@ -190,6 +218,7 @@ func (el *elaborator) run() (sharded bool) {
 	el.opIdx = map[string]ir.OpID{}
 	el.queueIdx = map[string]ir.QueueID{}
 	el.interned, el.byIndex = map[string]string{}, map[*dsl.Name][]string{}
+	el.sites = map[siteKey]*ir.Site{}
 	el.first, el.end = 0, el.g.Ranks
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
 		el.elaborateRank(r)
@@ -703,7 +732,7 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 		el.tooManyOps(st.Pos(), "")
 		return
 	}
-	op := ir.Op{Name: name, Rank: int32(el.rank), Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Match: ir.None, Index: -1, Pos: st.Name.Pos()}
+	op := ir.Op{Site: el.site(st.Name, name), Rank: int32(el.rank), Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Match: ir.None, Index: -1}
 	var qref queueRef
 	ok = el.operation(st.Op, s, &op, &qref)
 	if !ok {

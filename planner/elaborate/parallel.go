@@ -121,6 +121,7 @@ func (el *elaborator) worker(p *pool) *elaborator {
 	w.pending, w.opQueue, w.peerRefs, w.spare, w.segs, w.segPos, w.extras = nil, nil, nil, nil, nil, nil, nil
 	w.interned, w.byIndex, w.byIndexLen = maps.Clone(el.interned), map[*dsl.Name][]string{}, 0
 	w.memo = nil // each worker remembers its own
+	w.sites, w.siteChunk = map[siteKey]*ir.Site{}, nil
 	return &w
 }
 

@@ -88,7 +88,7 @@ func (c *checker) at(e entry) *ir.WQE { return &c.p.Ranks[e.r].Queues[e.q].Chain
 // stand-in named "?" at the plan's file when w names no op.
 func (c *checker) opOf(w *ir.WQE) *ir.Op {
 	if w.Op < 0 || int(w.Op) >= len(c.g.Ops) {
-		return &ir.Op{Name: "?", Pos: c.pos()}
+		return &ir.Op{Site: &ir.Site{Name: "?", Pos: c.pos()}}
 	}
 	return c.p.OpOf(w)
 }
