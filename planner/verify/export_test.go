@@ -84,3 +84,9 @@ func RacyBuffers(g *ir.Graph) map[[2]int]bool {
 	}
 	return out
 }
+
+// EarlyDeadlocks returns what the first two checks (cycles of `after` edges, `after` against
+// queue order) find in g, and whether g's happens-before graph is acyclic.
+func EarlyDeadlocks(g *ir.Graph) (cycles, queueOrder int, acyclic bool) {
+	return len(checkCycles(g)), len(checkQueueOrder(g)), newHB(g, true).acyclic
+}
