@@ -63,13 +63,47 @@ type hbGraph struct {
 	byPos   bool
 }
 
-// search is the scratch of bounded searches (reach), one per goroutine searching: an event is
-// visited in the current search when stamp[e] == epoch, so no clearing between searches.
-// Allocated by the first search.
+// search is the scratch of bounded searches (reach), one per goroutine searching. A search
+// visits at most its budget of nodes, so the nodes it has visited are kept in a small hash
+// table, a few cache lines, rather than in a mark per node of the graph: a slot holds the epoch
+// of the search that filled it above the node, and a slot of an older epoch is empty, so there
+// is no clearing between searches.
 type search struct {
-	stamp []uint32
+	seen  []uint64
+	shift uint8 // 64 - log2(len(seen))
 	epoch uint32
 	stack []int32
+}
+
+// begin starts a search that visits at most budget nodes besides its first.
+func (s *search) begin(budget int) {
+	if need := 2 * (budget + 2); len(s.seen) < need {
+		size, bits := 8, uint8(3)
+		for size < need {
+			size, bits = 2*size, bits+1
+		}
+		s.seen, s.shift, s.epoch = make([]uint64, size), 64-bits, 0
+	}
+	s.epoch++
+	if s.epoch == 0 { // wrapped: forget all slots
+		clear(s.seen)
+		s.epoch = 1
+	}
+}
+
+// visit marks node v visited in the current search, reporting whether it was not yet.
+func (s *search) visit(v int32) bool {
+	mark := uint64(s.epoch)<<32 | uint64(uint32(v))
+	mask := len(s.seen) - 1
+	for i := int((uint64(uint32(v)) * 0x9e3779b97f4a7c15) >> s.shift); ; i = (i + 1) & mask {
+		switch slot := s.seen[i]; {
+		case slot == mark:
+			return false
+		case uint32(slot>>32) != s.epoch:
+			s.seen[i] = mark
+			return true
+		}
+	}
 }
 
 // newHB builds the event graph of g and sorts it topologically. Without matching, it leaves out
@@ -169,8 +203,8 @@ func (h *hbGraph) node(e event) int32 {
 }
 
 // renumber makes the nodes topological positions (once): position t's successors are those of
-// the event at t, as positions, in the same order. The event-numbered adjacency is dropped, and
-// with it the search scratch of reach, which works on events. (Building the new adjacency from
+// the event at t, as positions, in the same order. The event-numbered adjacency is dropped.
+// (Building the new adjacency from
 // g instead, after dropping the old one, scatters every edge's writes: twice as slow.)
 func (h *hbGraph) renumber() {
 	if h.byPos {
@@ -226,17 +260,9 @@ func (h *hbGraph) bounded(s *search, x, y int32, budget int) reachResult {
 	} else if x > y {
 		return reachNo
 	}
-	if s.stamp == nil {
-		s.stamp = make([]uint32, h.n)
-	}
-	s.epoch++
-	if s.epoch == 0 { // wrapped: forget all stamps
-		clear(s.stamp)
-		s.epoch = 1
-	}
-	stamp, epoch := s.stamp, s.epoch
+	s.begin(budget)
 	stack := append(s.stack[:0], x)
-	stamp[x] = epoch
+	s.visit(x)
 	visited := 0
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
@@ -250,8 +276,7 @@ func (h *hbGraph) bounded(s *search, x, y int32, budget int) reachResult {
 			if !byPos {
 				tw = topo[w]
 			}
-			if tw < ty && stamp[w] != epoch {
-				stamp[w] = epoch
+			if tw < ty && s.visit(w) {
 				stack = append(stack, w)
 				if visited++; visited > budget {
 					s.stack = stack
