@@ -2,6 +2,7 @@ package verify
 
 import (
 	"sort"
+	"sync"
 
 	"github.com/coredag/coredag/ir"
 )
@@ -61,6 +62,17 @@ type hbGraph struct {
 	acyclic bool
 	topo    []int32
 	byPos   bool
+
+	// The position-numbered adjacency, made once for every copy of the graph (Order.LintRNR
+	// searches a copy beside the race search).
+	pos *posGraph
+}
+
+// posGraph is the adjacency of an hbGraph numbered by topological position (renumber).
+type posGraph struct {
+	once        sync.Once
+	order       []int32 // the events in topological order, until its array becomes start
+	start, succ []int32
 }
 
 // search is the scratch of bounded searches (reach), one per goroutine searching. A search
@@ -168,7 +180,7 @@ func (h *hbGraph) sort() {
 	for _, w := range h.succ {
 		indeg[w]++
 	}
-	order := make([]int32, 0, h.n)
+	order := make([]int32, 0, h.n+1) // one more: renumber turns it into the start of each adjacency
 	for v := 0; v < h.n; v++ {
 		if indeg[v] == 0 {
 			order = append(order, int32(v))
@@ -192,6 +204,7 @@ func (h *hbGraph) sort() {
 		topo[v] = int32(i)
 	}
 	h.topo = topo
+	h.pos = &posGraph{order: order}
 }
 
 // node is the node that stands for event e.
@@ -202,31 +215,39 @@ func (h *hbGraph) node(e event) int32 {
 	return int32(e)
 }
 
-// renumber makes the nodes topological positions (once): position t's successors are those of
-// the event at t, as positions, in the same order. The event-numbered adjacency is dropped.
-// (Building the new adjacency from
-// g instead, after dropping the old one, scatters every edge's writes: twice as slow.)
+// renumber makes the nodes topological positions: position t's successors are those of the
+// event at t, as positions, in the same order. The new adjacency is made once for all copies of
+// h, the starts of its lists in the array of the topological order. (Building it from g instead
+// of the event-numbered adjacency scatters every edge's writes: twice as slow.)
 func (h *hbGraph) renumber() {
 	if h.byPos {
 		return
 	}
-	topo := h.topo
-	start := make([]int32, h.n+1)
-	for v := range h.n {
-		start[topo[v]+1] = h.succStart[v+1] - h.succStart[v]
-	}
-	for t := range h.n {
-		start[t+1] += start[t]
-	}
-	succ := make([]int32, len(h.succ))
-	for v := range h.n {
-		k := start[topo[v]]
-		for _, w := range h.succs(int32(v)) {
-			succ[k] = topo[w]
-			k++
+	p := h.pos
+	p.once.Do(func() {
+		topo := h.topo
+		// start[t+1] is the degree of order[t]: going down, order[t] is read before it is
+		// overwritten.
+		start := p.order[:h.n+1]
+		for t := h.n - 1; t >= 0; t-- {
+			v := start[t]
+			start[t+1] = h.succStart[v+1] - h.succStart[v]
 		}
-	}
-	h.succStart, h.succ, h.byPos = start, succ, true
+		start[0] = 0
+		for t := range h.n {
+			start[t+1] += start[t]
+		}
+		succ := make([]int32, len(h.succ))
+		for v := range h.n {
+			k := start[topo[v]]
+			for _, w := range h.succs(int32(v)) {
+				succ[k] = topo[w]
+				k++
+			}
+		}
+		p.order, p.start, p.succ = nil, start, succ
+	})
+	h.succStart, h.succ, h.byPos = p.start, p.succ, true
 }
 
 // reachResult is the answer of a bounded reachability search.

@@ -28,7 +28,8 @@ func (o *Order) LintRNR() <-chan diag.List {
 		out <- nil
 		return out
 	}
-	// Races renumbers o.h into new arrays; the lint keeps the event-numbered ones.
+	// Races renumbers o.h; the lint's copy keeps the event-numbered adjacency, and shares the
+	// renumbered one if it needs it.
 	h := *o.h
 	go func() { out <- rnr(o.g, &h) }()
 	return out
