@@ -16,9 +16,11 @@ func HBEvents(g *ir.Graph) int {
 }
 
 // HBReach answers, for each pair of events, whether the first happens before or at the second:
-// fast with the oracle the race check uses for long paths, plain with a search from each first
-// event.
-func HBReach(g *ir.Graph, pairs [][2]int32) (fast, plain []bool) {
+// fast with the oracle the race check uses for long paths (its labels 32 bits wide when wide),
+// plain with a search from each first event.
+func HBReach(g *ir.Graph, pairs [][2]int32, wide bool) (fast, plain []bool) {
+	wideLabels = wide
+	defer func() { wideLabels = false }()
 	h := newHB(g, true)
 	qs := make([]hbQuery, len(pairs))
 	for i, p := range pairs {

@@ -60,14 +60,12 @@ type sepReach struct {
 	dist  []int32
 	queue []int32
 
-	// Per topological position: the chain labels (lanes per event: in, and then out in the same
-	// place, see certify) and whether the event belongs to the component being solved.
-	label  []int32
-	member []bool
+	// The chain labels, in 16 bits when every chain is that short (labels16) or else 32.
+	lab16 *labels[int16]
+	lab32 *labels[int32]
 
-	// While the out labels are computed: the in labels of the second events of the component's
-	// questions, lanes per question (those of questions already answered are left stale).
-	yin []int32
+	// Per topological position: whether the event belongs to the component being solved.
+	member []bool
 
 	ans     []bool
 	residue []hbQuery
@@ -162,9 +160,25 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	r.mark = make([]int32, g.Ranks)
 	r.comp = make([]int32, g.Ranks)
 	r.dist = make([]int32, g.Ranks)
-	r.label = make([]int32, lanes*h.n)
+	if longestSide(g) <= math.MaxInt16 && !wideLabels {
+		r.lab16 = &labels[int16]{label: make([]int16, lanes*h.n), top: math.MaxInt16}
+	} else {
+		r.lab32 = &labels[int32]{label: make([]int32, lanes*h.n), top: math.MaxInt32}
+	}
 	r.member = make([]bool, h.n)
 	return r
+}
+
+// wideLabels makes the labels 32 bits wide whatever the chains (for the tests of both widths).
+var wideLabels = false
+
+// longestSide is the most ops on one side of a queue of g: the longest chain.
+func longestSide(g *ir.Graph) int {
+	n := 0
+	for i := range g.Queues {
+		n = max(n, len(g.Queues[i].SendOps), len(g.Queues[i].RecvOps))
+	}
+	return n
 }
 
 // matchedSender returns the recv matched with op id when id is a send or notify write, the ops
@@ -454,26 +468,10 @@ func (r *sepReach) certify(c component, sep []int32) {
 			tw = ts[i:j]
 		}
 		w := window{ts: tw, whole: whole, first: first, last: last}
-		r.labelIn(w, block)
-		if need := lanes * len(ask); cap(r.yin) < need {
-			r.yin = make([]int32, need)
-		}
-		yin := r.yin[:lanes*len(ask)]
-		for j, i := range ask {
-			ty := topo[c.subs[i].y] * lanes
-			copy(yin[j*lanes:j*lanes+lanes], r.label[ty:ty+lanes])
-		}
-		r.labelOut(w, block)
-		for j, i := range ask {
-			s := &c.subs[i]
-			tx := topo[s.x] * lanes
-			x, y := r.label[tx:tx+lanes], yin[j*lanes:j*lanes+lanes]
-			for l := range block {
-				if x[l] <= y[l] {
-					r.ans[s.q] = true
-					break
-				}
-			}
+		if r.lab16 != nil {
+			answerBlock(r, r.lab16, c.subs, ask, w, block)
+		} else {
+			answerBlock(r, r.lab32, c.subs, ask, w, block)
 		}
 		open := general[:0]
 		for _, i := range general {
@@ -538,10 +536,49 @@ func (r *sepReach) has(w *window, t int32) bool {
 	return t <= w.last && (w.whole || r.member[t])
 }
 
+// labels is the label array of the sweeps (lanes per topological position: in, and then out in
+// the same place, see certify), its elements wide enough for the longest chain, whose index
+// top exceeds.
+type labels[T int16 | int32] struct {
+	label []T
+	top   T
+
+	// While the out labels are computed: the in labels of the second events of the questions
+	// asked, lanes per question.
+	yin []T
+}
+
+// answerBlock answers yes the questions subs[ask[j]] that have a path through a chain of block,
+// with a pair of sweeps over the window w.
+func answerBlock[T int16 | int32](r *sepReach, lab *labels[T], subs []subQuery, ask []int32, w window, block []chain) {
+	topo := r.h.topo
+	labelIn(r, lab, w, block)
+	if need := lanes * len(ask); cap(lab.yin) < need {
+		lab.yin = make([]T, need)
+	}
+	yin := lab.yin[:lanes*len(ask)]
+	for j, i := range ask {
+		ty := topo[subs[i].y] * lanes
+		copy(yin[j*lanes:j*lanes+lanes], lab.label[ty:ty+lanes])
+	}
+	labelOut(r, lab, w, block)
+	for j, i := range ask {
+		s := &subs[i]
+		tx := topo[s.x] * lanes
+		x, y := lab.label[tx:tx+lanes], yin[j*lanes:j*lanes+lanes]
+		for l := range block {
+			if x[l] <= y[l] {
+				r.ans[s.q] = true
+				break
+			}
+		}
+	}
+}
+
 // labelIn sets, for each lane, the in label at the positions of w: the last position on the
 // lane's chain that reaches the event there, counting only paths inside w.
-func (r *sepReach) labelIn(w window, block []chain) {
-	in := r.label
+func labelIn[T int16 | int32](r *sepReach, lab *labels[T], w window, block []chain) {
+	in := lab.label
 	start, succ := r.h.succStart, r.h.succ
 	n := w.len()
 	for i := 0; i < n; i++ {
@@ -549,7 +586,7 @@ func (r *sepReach) labelIn(w window, block []chain) {
 		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
 		it[0], it[1], it[2], it[3] = -1, -1, -1, -1
 	}
-	r.seed(block)
+	seed(r, lab, block)
 	for i := 0; i < n; i++ {
 		t := w.at(i)
 		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
@@ -568,17 +605,17 @@ func (r *sepReach) labelIn(w window, block []chain) {
 // labelOut sets, for each lane, the out label at the positions of w: the first position on
 // the lane's chain that the event there reaches, counting only paths inside w. The sweeps are
 // unrolled for four lanes.
-func (r *sepReach) labelOut(w window, block []chain) {
-	out := r.label
+func labelOut[T int16 | int32](r *sepReach, lab *labels[T], w window, block []chain) {
+	out, top := lab.label, lab.top
 	start, succ := r.h.succStart, r.h.succ
 	n := w.len()
 	for i := 0; i < n; i++ {
 		t := w.at(i)
 		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
-		ot[0], ot[1], ot[2], ot[3] = math.MaxInt32, math.MaxInt32, math.MaxInt32, math.MaxInt32
+		ot[0], ot[1], ot[2], ot[3] = top, top, top, top
 	}
 	// An event on a chain reaches nothing earlier on it: its seed stays its label.
-	r.seed(block)
+	seed(r, lab, block)
 	for i := n - 1; i >= 0; i-- {
 		t := w.at(i)
 		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
@@ -594,11 +631,11 @@ func (r *sepReach) labelOut(w window, block []chain) {
 // seed sets the label of every event on the chains of block, in the lane of its chain, to its
 // position there: the sweeps of labelIn and labelOut then carry them along the paths, with no
 // array saying which events are on a chain.
-func (r *sepReach) seed(block []chain) {
+func seed[T int16 | int32](r *sepReach, lab *labels[T], block []chain) {
 	topo := r.h.topo
 	for l, ch := range block {
 		for i, op := range ch.side {
-			r.label[topo[ch.ev(op)]*lanes+int32(l)] = int32(i)
+			lab.label[topo[ch.ev(op)]*lanes+int32(l)] = T(i)
 		}
 	}
 }
