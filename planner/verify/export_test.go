@@ -57,7 +57,7 @@ func RacesOn(g *ir.Graph, workers int) []Race {
 // accesses to a common element, neither of whose intervals ends before the other's starts.
 func RacyBuffers(g *ir.Graph) map[[2]int]bool {
 	h := newHB(g, true)
-	var all []access
+	var all []placedAccess
 	for i := range g.Ops {
 		all = accesses(g, ir.OpID(i), all)
 	}
@@ -72,7 +72,7 @@ func RacyBuffers(g *ir.Graph) map[[2]int]bool {
 	for i := range all {
 		for j := i + 1; j < len(all); j++ {
 			a, b := &all[i], &all[j]
-			if a.op == b.op || a.rank != b.rank || a.buf != b.buf || !a.conflicts(b) {
+			if a.op == b.op || a.rank != b.rank || a.buf != b.buf || !a.conflicts(&b.access) {
 				continue
 			}
 			sa, sb := a.slice(g), b.slice(g)

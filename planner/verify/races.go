@@ -36,16 +36,23 @@ type MemAccess struct {
 	from, to event
 }
 
-// access is the form of a MemAccess the race sweep works on: 24 bytes rather than 64, as a plan
+// access is the form of a MemAccess the race sweep works on: 16 bytes rather than 64, as a plan
 // has about as many as ops. The range and the position are read from the op's slice (slice,
-// memAccess).
+// memAccess); the rank and the buffer are those of the sweep's group (placedAccess).
 type access struct {
 	op       ir.OpID
-	rank     int32
-	buf      ir.BufID
 	from, to event
 	kind     AccessKind
 	slot     slot
+	nth      uint8 // its place among its op's accesses (accesses)
+}
+
+// placedAccess is an access and the memory it touches: whose (the op's rank, or its queue's peer
+// for remote accesses) and which buffer.
+type placedAccess struct {
+	access
+	rank int32
+	buf  ir.BufID
 }
 
 // slice is the op's slice that access a touches.
@@ -88,7 +95,7 @@ func (a *access) conflicts(b *access) bool {
 // memAccess is the MemAccess of access ref.
 func memAccess(g *ir.Graph, ref int32) MemAccess {
 	id := ir.OpID(ref >> refShift)
-	var buf [2]access
+	var buf [2]placedAccess
 	for _, a := range accesses(g, id, buf[:0]) {
 		if int32(a.slot) == ref&(1<<refShift-1) {
 			s := a.slice(g)
@@ -117,18 +124,20 @@ func memAccess(g *ir.Graph, ref int32) MemAccess {
 //	atomic          write Fetch                       own    [land, end]
 //	reduce          read Src, write Dst               own    [start, end]
 //	copy            read Src, write Dst               own    [start, end]
-func accesses(g *ir.Graph, id ir.OpID, out []access) []access {
+func accesses(g *ir.Graph, id ir.OpID, out []placedAccess) []placedAccess {
 	op := &g.Ops[id]
 	own, peer := op.Rank, op.Rank
 	if op.Queue != ir.None {
 		peer = g.Queues[op.Queue].PeerRank
 	}
 	start, land, end := startOf(id), landOf(id), endOf(id)
+	first := len(out)
 	add := func(sl slot, s ir.Slice, rank int, kind AccessKind, from, to event) {
 		if !s.Valid() || s.Len <= 0 {
 			return
 		}
-		out = append(out, access{op: id, rank: int32(rank), buf: s.Buf, kind: kind, slot: sl, from: from, to: to})
+		a := access{op: id, kind: kind, slot: sl, from: from, to: to, nth: uint8(len(out) - first)}
+		out = append(out, placedAccess{a, int32(rank), s.Buf})
 	}
 	more := func(rank int, kind AccessKind, from, to event) {
 		for k, s := range op.More {
@@ -305,35 +314,24 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int) []Race {
 // sweep collects the accesses and sweeps them, (rank, buffer) by (rank, buffer), in runs of
 // groups, one per worker. It returns the sweepers in the order of their runs.
 func (f *raceFinder) sweep(workers int) []*sweeper {
-	g := f.g
-	n := 0
-	var one []access
-	for i := range g.Ops {
-		one = accesses(g, ir.OpID(i), one[:0])
-		n += len(one)
-	}
-	f.acc = make([]access, 0, n)
-	for i := range g.Ops {
-		f.acc = accesses(g, ir.OpID(i), f.acc)
-	}
-	byGroup := f.sortAccesses()
+	groups := f.sortAccesses()
 	if workers == 0 {
 		workers = max(1, min(runtime.GOMAXPROCS(0), len(f.acc)/minShard))
 	}
-	workers = min(workers, max(len(byGroup), 1))
-	var runs [][][]int32
-	for lo, done := 0, 0; lo < len(byGroup); {
+	workers = min(workers, max(len(groups), 1))
+	var runs [][]group
+	for lo, done := 0, 0; lo < len(groups); {
 		// The next run takes groups until it holds its share of the accesses left.
 		share := (len(f.acc) - done) / (workers - len(runs))
 		hi, size := lo, 0
-		for hi < len(byGroup) && (size < share || hi == lo) {
-			size += len(byGroup[hi])
+		for hi < len(groups) && (size < share || hi == lo) {
+			size += int(groups[hi].end - groups[hi].start)
 			hi++
 		}
 		if len(runs) == workers-1 {
-			hi = len(byGroup)
+			hi = len(groups)
 		}
-		runs = append(runs, byGroup[lo:hi])
+		runs = append(runs, groups[lo:hi])
 		lo = hi
 		done += size
 	}
@@ -347,14 +345,17 @@ func (f *raceFinder) sweep(workers int) []*sweeper {
 	return sw
 }
 
+// group is the accesses f.acc[start:end] to the memory of one (rank, buffer).
+type group struct{ start, end int32 }
+
 // sweep sweeps the given (rank, buffer) groups.
-func (w *sweeper) sweep(groups [][]int32) {
+func (w *sweeper) sweep(groups []group) {
 	g, acc := w.f.g, w.f.acc
 	var states []segState
 	var bounds []int64
 	for _, grp := range groups {
 		bounds = bounds[:0]
-		for _, a := range grp {
+		for a := grp.start; a < grp.end; a++ {
 			s := acc[a].slice(g)
 			bounds = append(bounds, s.Off, s.Off+s.Len)
 		}
@@ -367,7 +368,7 @@ func (w *sweeper) sweep(groups [][]int32) {
 		for s := 0; s < nseg; s++ {
 			states[s] = segState{last: -1, reads: states[s].reads[:0], adds: states[s].adds[:0]}
 		}
-		for _, a := range grp {
+		for a := grp.start; a < grp.end; a++ {
 			s := acc[a].slice(g)
 			lo, _ := slices.BinarySearch(bounds, s.Off)
 			hi, _ := slices.BinarySearch(bounds, s.Off+s.Len)
@@ -379,46 +380,60 @@ func (w *sweeper) sweep(groups [][]int32) {
 	}
 }
 
-// sortAccesses groups access indices by (rank, buffer) with a counting sort, which keeps them in
-// op order, and then sorts each group by topological position of the accesses' first events. A
+// sortAccesses collects the accesses of g into f.acc grouped by (rank, buffer), with a counting
+// sort in two passes over the ops (counting, then placing each access), which keeps them in op
+// order; then it sorts each group by topological position of the accesses' first events. A
 // group's accesses are mostly one rank's, whose op order is close to topological, so the sorts
 // have little to do, and they read the accesses of one group rather than all of them.
-func (f *raceFinder) sortAccesses() [][]int32 {
-	nbuf := len(f.g.Buffers)
-	ngroups := f.g.Ranks * nbuf
+func (f *raceFinder) sortAccesses() []group {
+	g := f.g
+	nbuf := len(g.Buffers)
+	ngroups := g.Ranks * nbuf
 	if ngroups == 0 {
 		return nil
 	}
-	acc := f.acc
-	gstart := make([]int32, ngroups+1)
-	key := func(a *access) int { return int(a.rank)*nbuf + int(a.buf) }
-	for i := range acc {
-		gstart[key(&acc[i])+1]++
+	key := func(a *placedAccess) int { return int(a.rank)*nbuf + int(a.buf) }
+	start := make([]int32, ngroups+1)
+	var one []placedAccess
+	for i := range g.Ops {
+		one = accesses(g, ir.OpID(i), one[:0])
+		for k := range one {
+			start[key(&one[k])+1]++
+		}
 	}
-	for i := 0; i < ngroups; i++ {
-		gstart[i+1] += gstart[i]
+	for k := range ngroups {
+		start[k+1] += start[k]
 	}
-	sorted := make([]int32, len(acc))
-	fill := append([]int32(nil), gstart[:ngroups]...)
-	for i := range acc {
-		k := key(&acc[i])
-		sorted[fill[k]] = int32(i)
-		fill[k]++
+	acc := make([]access, start[ngroups])
+	for i := range g.Ops {
+		one = accesses(g, ir.OpID(i), one[:0])
+		for k := range one {
+			a := &one[k]
+			acc[start[key(a)]] = a.access
+			start[key(a)]++
+		}
 	}
+	copy(start[1:], start[:ngroups]) // each start[k] has moved to where group k ends
+	start[0] = 0
+	f.acc = acc
 	topo := f.h.topo
-	var groups [][]int32
-	for k := 0; k < ngroups; k++ {
-		grp := sorted[gstart[k]:gstart[k+1]]
+	var groups []group
+	for k := range ngroups {
+		grp := acc[start[k]:start[k+1]]
 		if len(grp) == 0 {
 			continue
 		}
-		slices.SortFunc(grp, func(a, b int32) int {
-			if ta, tb := topo[acc[a].from], topo[acc[b].from]; ta != tb {
+		// Two accesses with one first event belong to one op: they keep their order.
+		slices.SortFunc(grp, func(a, b access) int {
+			if ta, tb := topo[a.from], topo[b.from]; ta != tb {
 				return int(ta - tb)
 			}
-			return int(a - b)
+			if a.op != b.op {
+				return int(a.op - b.op)
+			}
+			return int(a.nth) - int(b.nth)
 		})
-		groups = append(groups, grp)
+		groups = append(groups, group{start[k], start[k+1]})
 	}
 	return groups
 }
