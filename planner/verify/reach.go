@@ -67,6 +67,14 @@ type sepReach struct {
 	// Per topological position: whether the event belongs to the component being solved.
 	member []bool
 
+	// The scratch of certify: per queue, the chains of the separator ranks' sides (chainKey;
+	// -1 for none), and the open questions of the component.
+	chainAt []int32
+	open    []int32
+
+	// The scratch of children, for questions going to several components.
+	spare []subQuery
+
 	ans     []bool
 	residue []hbQuery
 	resOf   []int32
@@ -247,39 +255,59 @@ func (r *sepReach) children(ranks []int32, cur int32, subs []subQuery, limit int
 		})
 		out = append(out, c)
 	}
-	// The questions go to their components in two passes, counting and then placing them in
-	// one array: they are the bulk of what the search holds.
+	// The questions go to their components in the array they came in (the caller's no longer),
+	// counted first. When they all go to one, they only close up; otherwise they are placed
+	// in the spare array and copied back.
+	dest := func(s *subQuery) (c int32, big bool) { // the component s goes to, or -1
+		if r.ans[s.q] {
+			return -1, false
+		}
+		cx, cy := r.comp[r.rank(s.x)], r.comp[r.rank(s.y)]
+		if cx != cy {
+			return -1, false
+		}
+		if limit > 0 && len(out[cx].ranks) > limit {
+			return -1, true
+		}
+		return cx, false
+	}
 	count := make([]int, len(out)+1)
-	for pass := range 2 {
-		var all []subQuery
-		if pass == 1 {
-			for i := range out {
-				count[i+1] += count[i]
-			}
-			all = make([]subQuery, count[len(out)])
-			for i := range out {
-				out[i].subs = all[count[i]:count[i]:count[i+1]]
-			}
+	for i := range subs {
+		switch c, big := dest(&subs[i]); {
+		case c >= 0:
+			count[c+1]++
+		case big:
+			r.toResidue(subs[i])
 		}
-		for _, s := range subs {
-			if r.ans[s.q] {
-				continue
-			}
-			cx, cy := r.comp[r.rank(s.x)], r.comp[r.rank(s.y)]
-			if cx != cy {
-				continue
-			}
-			switch {
-			case limit > 0 && len(out[cx].ranks) > limit:
-				if pass == 1 {
-					r.toResidue(s)
-				}
-			case pass == 0:
-				count[cx+1]++
-			default:
-				out[cx].subs = append(out[cx].subs, s)
-			}
+	}
+	busy := 0
+	for i := range out {
+		if count[i+1] > 0 {
+			busy++
 		}
+		count[i+1] += count[i]
+	}
+	total := count[len(out)]
+	placed := subs[:total]
+	if busy > 1 {
+		if cap(r.spare) < total {
+			r.spare = make([]subQuery, total)
+		}
+		placed = r.spare[:total]
+	}
+	for _, s := range subs { // in place, s is read before its place is written
+		if c, _ := dest(&s); c >= 0 {
+			placed[count[c]] = s
+			count[c]++
+		}
+	}
+	copy(subs, placed)
+	for i := range out {
+		lo := 0
+		if i > 0 {
+			lo = count[i-1]
+		}
+		out[i].subs = subs[lo:count[i]:count[i]]
 	}
 	kept := out[:0]
 	for _, c := range out {
@@ -348,7 +376,7 @@ func (r *sepReach) solve(c component) []component {
 	r.certify(c, sep)
 	// What the chains did not answer: on S, a question within one rank may have a path inside
 	// it; any other has no path. Off S, the paths lie in one component of the rest.
-	var rest []subQuery
+	rest := c.subs[:0] // c.subs is not needed past this
 	for _, s := range c.subs {
 		if r.ans[s.q] {
 			continue
@@ -416,7 +444,12 @@ func (r *sepReach) certify(c component, sep []int32) {
 	// block answers the questions whose paths pass that rank, and the next blocks sweep only the
 	// window of the few left (in the ring allreduce at 256 ranks, 510 of 195,584).
 	var chains []chain
-	chainOf := map[chainKey]int{}
+	if r.chainAt == nil {
+		r.chainAt = make([]int32, 4*len(r.g.Queues))
+		for i := range r.chainAt {
+			r.chainAt[i] = -1
+		}
+	}
 	for _, k := range sep {
 		span := r.g.Rank[k]
 		for phase, ev := range [2]func(ir.OpID) event{startOf, endOf} {
@@ -424,42 +457,63 @@ func (r *sepReach) certify(c component, sep []int32) {
 				q := &r.g.Queues[qi]
 				for recv, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
 					if len(side) > 0 {
-						chainOf[chainKey{qi, recv == 1, phase == 1}] = len(chains)
+						r.chainAt[chainKey(qi, recv == 1, phase == 1)] = int32(len(chains))
 						chains = append(chains, chain{side, ev})
 					}
 				}
 			}
 		}
 	}
+	// The open questions, in one array: first those every block may answer (general), then
+	// those only one block can answer (pinned), block by block.
 	nblocks := (len(chains) + lanes - 1) / lanes
-	var general []int32                // questions every block may answer
-	pinned := make([][]int32, nblocks) // questions only one block can answer
-	for i, s := range c.subs {
-		if r.ans[s.q] {
-			continue
+	pinStart := make([]int, nblocks+2)
+	blockOf := func(s *subQuery) int { // 1 + the block that must answer s, or 0 for any
+		if ch := r.onChain(s.y); ch >= 0 {
+			return 1 + int(ch)/lanes
 		}
-		if ch, ok := r.onChain(s.y, chainOf); ok {
-			pinned[ch/lanes] = append(pinned[ch/lanes], int32(i))
-		} else if ch, ok := r.onChain(s.x, chainOf); ok {
-			pinned[ch/lanes] = append(pinned[ch/lanes], int32(i))
-		} else {
-			general = append(general, int32(i))
+		if ch := r.onChain(s.x); ch >= 0 {
+			return 1 + int(ch)/lanes
+		}
+		return 0
+	}
+	for i := range c.subs {
+		if s := &c.subs[i]; !r.ans[s.q] {
+			pinStart[blockOf(s)+1]++
 		}
 	}
+	for b := range nblocks + 1 {
+		pinStart[b+1] += pinStart[b]
+	}
+	if cap(r.open) < pinStart[nblocks+1] {
+		r.open = make([]int32, pinStart[nblocks+1])
+	}
+	open := r.open[:pinStart[nblocks+1]]
+	for i := range c.subs {
+		if s := &c.subs[i]; !r.ans[s.q] {
+			b := blockOf(s)
+			open[pinStart[b]] = int32(i)
+			pinStart[b]++
+		}
+	}
+	copy(pinStart[1:], pinStart[:nblocks+1]) // each pinStart[b] has moved to where block b ends
+	pinStart[0] = 0
+	general := open[:pinStart[1]]
 	topo := r.h.topo
-	var ask []int32
 	for b := range nblocks {
 		block := chains[b*lanes : min(b*lanes+lanes, len(chains))]
-		ask = append(append(ask[:0], general...), pinned[b]...)
-		if len(ask) == 0 {
+		ask := [2][]int32{general, open[pinStart[b+1]:pinStart[b+2]]}
+		if len(ask[0])+len(ask[1]) == 0 {
 			continue
 		}
 		// Only the window from the first x to the last y of the questions is swept: a path
 		// x -> c_i -> c_j -> y (i <= j) lies between x and y in topological order.
 		first, last := int32(math.MaxInt32), int32(-1)
-		for _, i := range ask {
-			s := &c.subs[i]
-			first, last = min(first, topo[s.x]), max(last, topo[s.y])
+		for _, part := range ask {
+			for _, i := range part {
+				s := &c.subs[i]
+				first, last = min(first, topo[s.x]), max(last, topo[s.y])
+			}
 		}
 		tw := ts
 		if !whole {
@@ -473,13 +527,19 @@ func (r *sepReach) certify(c component, sep []int32) {
 		} else {
 			answerBlock(r, r.lab32, c.subs, ask, w, block)
 		}
-		open := general[:0]
+		kept := general[:0]
 		for _, i := range general {
 			if !r.ans[c.subs[i].q] {
-				open = append(open, i)
+				kept = append(kept, i)
 			}
 		}
-		general = open
+		general = kept
+	}
+	for _, k := range sep {
+		span := r.g.Rank[k]
+		for i := chainKey(span.FirstQueue, false, false); i < chainKey(span.EndQueue, false, false); i++ {
+			r.chainAt[i] = -1
+		}
 	}
 	if !whole {
 		for _, t := range ts {
@@ -488,23 +548,29 @@ func (r *sepReach) certify(c component, sep []int32) {
 	}
 }
 
-// chainKey names a chain of a separator rank: the starts or the ends of one side of a queue.
-type chainKey struct {
-	queue     ir.QueueID
-	recv, end bool
+// chainKey is where chainAt holds the chain of a separator rank that the starts or the ends of
+// one side of a queue make.
+func chainKey(q ir.QueueID, recv, end bool) int {
+	k := 4 * int(q)
+	if recv {
+		k += 2
+	}
+	if end {
+		k++
+	}
+	return k
 }
 
-// onChain returns the index of the separator chain event e is on, if any.
-func (r *sepReach) onChain(e event, chainOf map[chainKey]int) (int, bool) {
+// onChain returns the index of the separator chain event e is on, or -1.
+func (r *sepReach) onChain(e event) int32 {
 	if e.phase() == evLand {
-		return 0, false
+		return -1
 	}
 	op := &r.g.Ops[e.op()]
 	if op.Queue == ir.None {
-		return 0, false
+		return -1
 	}
-	ch, ok := chainOf[chainKey{op.Queue, op.Kind.IsRecvSide(), e.phase() == evEnd}]
-	return ch, ok
+	return r.chainAt[chainKey(op.Queue, op.Kind.IsRecvSide(), e.phase() == evEnd)]
 }
 
 // window is the topological positions a pair of sweeps works on: ts (in order), or every
@@ -548,28 +614,37 @@ type labels[T int16 | int32] struct {
 	yin []T
 }
 
-// answerBlock answers yes the questions subs[ask[j]] that have a path through a chain of block,
-// with a pair of sweeps over the window w.
-func answerBlock[T int16 | int32](r *sepReach, lab *labels[T], subs []subQuery, ask []int32, w window, block []chain) {
+// answerBlock answers yes the questions subs[i], i in either part of ask, that have a path
+// through a chain of block, with a pair of sweeps over the window w.
+func answerBlock[T int16 | int32](r *sepReach, lab *labels[T], subs []subQuery, ask [2][]int32, w window, block []chain) {
 	topo := r.h.topo
 	labelIn(r, lab, w, block)
-	if need := lanes * len(ask); cap(lab.yin) < need {
-		lab.yin = make([]T, need)
+	n := len(ask[0]) + len(ask[1])
+	if cap(lab.yin) < lanes*n {
+		lab.yin = make([]T, lanes*n)
 	}
-	yin := lab.yin[:lanes*len(ask)]
-	for j, i := range ask {
-		ty := topo[subs[i].y] * lanes
-		copy(yin[j*lanes:j*lanes+lanes], lab.label[ty:ty+lanes])
+	yin := lab.yin[:lanes*n]
+	j := 0
+	for _, part := range ask {
+		for _, i := range part {
+			ty := topo[subs[i].y] * lanes
+			copy(yin[j*lanes:j*lanes+lanes], lab.label[ty:ty+lanes])
+			j++
+		}
 	}
 	labelOut(r, lab, w, block)
-	for j, i := range ask {
-		s := &subs[i]
-		tx := topo[s.x] * lanes
-		x, y := lab.label[tx:tx+lanes], yin[j*lanes:j*lanes+lanes]
-		for l := range block {
-			if x[l] <= y[l] {
-				r.ans[s.q] = true
-				break
+	j = 0
+	for _, part := range ask {
+		for _, i := range part {
+			s := &subs[i]
+			tx := topo[s.x] * lanes
+			x, y := lab.label[tx:tx+lanes], yin[j*lanes:j*lanes+lanes]
+			j++
+			for l := range block {
+				if x[l] <= y[l] {
+					r.ans[s.q] = true
+					break
+				}
 			}
 		}
 	}
