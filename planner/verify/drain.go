@@ -18,8 +18,9 @@ import (
 // (none hold) with two linear passes; exact answers would take a separator search per level.
 
 // drained returns the positions of the events of h (event-numbered) in the order drained from
-// its ranks, ascending or descending, in place of the scratch pos (len h.n).
-func (h *hbGraph) drained(descending bool, pos []int32) []int32 {
+// its ranks, ascending or descending, in place of the scratch pos (len h.n). ready is scratch
+// too: a list per rank, all empty, left empty (their arrays serve the next call).
+func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32 {
 	g := h.g
 	// In degrees count down as events are placed; pos doubles as the in-degree array until an
 	// event is placed (a placed event's degree is never read again).
@@ -28,7 +29,6 @@ func (h *hbGraph) drained(descending bool, pos []int32) []int32 {
 	for _, w := range h.succ {
 		indeg[w]++
 	}
-	ready := make([][]int32, g.Ranks)
 	rankOf := func(e int32) int {
 		op := ir.OpID(e / 3)
 		return sort.Search(g.Ranks, func(k int) bool { return g.Rank[k].EndOp > op })

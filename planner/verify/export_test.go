@@ -41,7 +41,8 @@ func HBReach(g *ir.Graph, pairs [][2]int32, wide bool) (fast, plain []bool) {
 // HBDrained returns the positions of g's events in its two drained orders (drain.go).
 func HBDrained(g *ir.Graph) [2][]int32 {
 	h := newHB(g, true)
-	return [2][]int32{h.drained(false, make([]int32, h.n)), h.drained(true, make([]int32, h.n))}
+	ready := make([][]int32, g.Ranks)
+	return [2][]int32{h.drained(false, make([]int32, h.n), ready), h.drained(true, make([]int32, h.n), ready)}
 }
 
 // RacesOn is Races with the (rank, buffer) groups swept by the given number of workers.

@@ -38,14 +38,19 @@ func (o *Order) LintRNR() <-chan diag.List {
 // rnr is RNR on g's happens-before graph h, numbered by event.
 func rnr(g *ir.Graph, h *hbGraph) diag.List {
 	type gated struct{ recv, gate, send ir.OpID }
-	var qs []gated
+	gatedRecv := func(i int) bool { return g.Ops[i].Kind == ir.OpRecv && g.Ops[i].Match != ir.None }
+	n := 0
 	for i := range g.Ops {
-		r := &g.Ops[i]
-		if r.Kind != ir.OpRecv || r.Match == ir.None {
-			continue
+		if gatedRecv(i) {
+			n += len(g.Preds(ir.OpID(i)))
 		}
-		for _, p := range g.Preds(ir.OpID(i)) {
-			qs = append(qs, gated{ir.OpID(i), ir.OpID(p), r.Match})
+	}
+	qs := make([]gated, 0, n)
+	for i := range g.Ops {
+		if gatedRecv(i) {
+			for _, p := range g.Preds(ir.OpID(i)) {
+				qs = append(qs, gated{ir.OpID(i), ir.OpID(p), g.Ops[i].Match})
+			}
 		}
 	}
 	if len(qs) == 0 {
@@ -64,11 +69,11 @@ func rnr(g *ir.Graph, h *hbGraph) diag.List {
 		}
 	}
 	refute(h.topo)
-	pos := make([]int32, h.n)
+	pos, ready := make([]int32, h.n), make([][]int32, g.Ranks)
 	for _, desc := range [2]bool{false, true} {
-		refute(h.drained(desc, pos))
+		refute(h.drained(desc, pos, ready))
 	}
-	pos = nil
+	pos, ready = nil, nil
 	var open []int
 	for i := range qs {
 		if !unordered[i] {
@@ -97,7 +102,10 @@ func rnr(g *ir.Graph, h *hbGraph) diag.List {
 		r, gt, s := &g.Ops[q.recv], &g.Ops[q.gate], &g.Ops[q.send]
 		key := [3]diag.Pos{r.Pos, gt.Pos, s.Pos}
 		if fi := byKey[key]; fi != nil && r.Rank != g.Ops[fi.q.recv].Rank {
-			fi.others = append(fi.others, r.Rank)
+			// AddLikewise skips a rank that repeats the last one: so can this list.
+			if k := len(fi.others); k == 0 || fi.others[k-1] != r.Rank {
+				fi.others = append(fi.others, r.Rank)
+			}
 			continue
 		}
 		d := diag.Errorf(diag.RNR, r.Pos, f, r.Name, r.Rank, gt.Name, s.Kind, s.Name, s.Rank, s.Name, gt.Name)
