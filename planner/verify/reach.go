@@ -45,9 +45,8 @@ type subQuery struct {
 
 // sepReach holds the scratch state of resolve.
 type sepReach struct {
-	h      *hbGraph
-	g      *ir.Graph
-	opRank []int32
+	h *hbGraph
+	g *ir.Graph
 
 	// The graph of ranks, as CSR adjacency.
 	adjStart, adj []int32
@@ -60,12 +59,12 @@ type sepReach struct {
 	dist  []int32
 	queue []int32
 
-	// The chain labels, in 16 bits when every chain is that short (labels16) or else 32.
+	// The chain labels, in 16 bits when every chain is that short or else 32.
 	lab16 *labels[int16]
 	lab32 *labels[int32]
 
-	// Per topological position: whether the event belongs to the component being solved.
-	member []bool
+	// Per topological position, a bit: whether the event belongs to the component being solved.
+	member []uint64
 
 	// The scratch of certify: per queue, the chains of the separator ranks' sides (chainKey;
 	// -1 for none), and the open questions of the component.
@@ -133,15 +132,11 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery) (ans []bool) {
 func newSepReach(h *hbGraph, nq int) *sepReach {
 	g := h.g
 	r := &sepReach{h: h, g: g, ans: make([]bool, nq)}
-	r.opRank = make([]int32, len(g.Ops))
-	for i := range g.Ops {
-		r.opRank[i] = int32(g.Ops[i].Rank)
-	}
 	// Ranks are joined by matched pairs; both directions, duplicates removed per rank.
 	var pairs [][2]int32
 	for i := range g.Ops {
 		if m := matchedSender(g, ir.OpID(i)); m != ir.None {
-			a, b := r.opRank[i], r.opRank[m]
+			a, b := int32(g.Ops[i].Rank), int32(g.Ops[m].Rank)
 			// Consecutive ops mostly talk to the same peer: skipping repeats of the last pair
 			// leaves the sort a few pairs per rank rather than two per matched op.
 			if a != b && (len(pairs) == 0 || pairs[len(pairs)-2] != [2]int32{a, b}) {
@@ -173,7 +168,7 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	} else {
 		r.lab32 = &labels[int32]{label: make([]int32, lanes*h.n), top: math.MaxInt32}
 	}
-	r.member = make([]bool, h.n)
+	r.member = make([]uint64, (h.n+63)/64)
 	return r
 }
 
@@ -235,7 +230,7 @@ func (r *sepReach) split(q hbQuery, qi int32, out *[4]subQuery) int {
 }
 
 // rank is the rank event e happens on.
-func (r *sepReach) rank(e event) int32 { return r.opRank[e.op()] }
+func (r *sepReach) rank(e event) int32 { return int32(r.g.Ops[e.op()].Rank) }
 
 // children numbers the components of the ranks marked cur among ranks (ignoring the others)
 // and hands each the questions inside it. A question between two components has no path. With
@@ -436,7 +431,7 @@ func (r *sepReach) certify(c component, sep []int32) {
 	ts, whole := r.positions(c.ranks)
 	if !whole {
 		for _, t := range ts {
-			r.member[t] = true
+			r.member[t/64] |= 1 << (t % 64)
 		}
 	}
 	// The chains of one rank come together: a path through a separator rank passes one of its
@@ -543,7 +538,7 @@ func (r *sepReach) certify(c component, sep []int32) {
 	}
 	if !whole {
 		for _, t := range ts {
-			r.member[t] = false
+			r.member[t/64] &^= 1 << (t % 64)
 		}
 	}
 }
@@ -599,7 +594,7 @@ func (w *window) at(i int) int32 {
 
 // has reports whether position t, a successor of one in w, is in w.
 func (r *sepReach) has(w *window, t int32) bool {
-	return t <= w.last && (w.whole || r.member[t])
+	return t <= w.last && (w.whole || r.member[t/64]&(1<<(t%64)) != 0)
 }
 
 // labels is the label array of the sweeps (lanes per topological position: in, and then out in
