@@ -64,8 +64,10 @@ type hbGraph struct {
 	byPos   bool
 
 	// The position-numbered adjacency, made once for every copy of the graph (Order.LintRNR
-	// searches a copy beside the race search).
-	pos *posGraph
+	// searches a copy beside the race search). owner says this is the graph newHB made rather
+	// than a copy: the one that may take the event-numbered arrays once renumbered.
+	pos   *posGraph
+	owner bool
 }
 
 // posGraph is the adjacency of an hbGraph numbered by topological position (renumber).
@@ -73,6 +75,25 @@ type posGraph struct {
 	once        sync.Once
 	order       []int32 // the events in topological order, until its array becomes start
 	start, succ []int32
+
+	// The array of the event-numbered adjacency, until the owner takes it (takeEvents) once
+	// the searches of copies that read it are done with it (lint).
+	events []int32
+	lint   sync.WaitGroup
+}
+
+// takeEvents hands the array of h's event-numbered adjacency (its starts and lists) to be
+// overwritten, once h is renumbered and the copies that read it (LintRNR) let go of it, to the
+// owner only and once; otherwise nil.
+func (h *hbGraph) takeEvents() []int32 {
+	if !h.owner || !h.byPos {
+		return nil
+	}
+	p := h.pos
+	p.lint.Wait()
+	b := p.events
+	p.events = nil
+	return b
 }
 
 // search is the scratch of bounded searches (reach), one per goroutine searching. A search
@@ -122,15 +143,19 @@ func (s *search) visit(v int32) bool {
 // the edges between ranks (for finding deadlocks within one rank).
 func newHB(g *ir.Graph, matching bool) *hbGraph {
 	n := 3 * len(g.Ops)
-	h := &hbGraph{g: g, n: n}
+	h := &hbGraph{g: g, n: n, owner: true}
 	// Two passes over the edges, counting and then placing them: the adjacency is built in place,
-	// without a list of all edges beside it.
-	start := make([]int32, n+1)
+	// without a list of all edges beside it, in one array that can serve again once renumber
+	// is done with it (takeEvents).
+	block := make([]int32, n+1+countEdges(g, matching))
+	start, succ := block[:n+1:n+1], block[n+1:]
 	hbEdges(g, matching, func(a, _ event) { start[a+1]++ })
 	for i := 0; i < n; i++ {
 		start[i+1] += start[i]
 	}
-	succ := make([]int32, start[n])
+	if int(start[n]) != len(succ) {
+		panic("verify: countEdges and hbEdges disagree")
+	}
 	hbEdges(g, matching, func(a, b event) {
 		succ[start[a]] = int32(b)
 		start[a]++
@@ -139,7 +164,26 @@ func newHB(g *ir.Graph, matching bool) *hbGraph {
 	start[0] = 0
 	h.succStart, h.succ = start, succ
 	h.sort()
+	if h.pos != nil {
+		h.pos.events = block
+	}
 	return h
+}
+
+// countEdges is how many edges hbEdges gives.
+func countEdges(g *ir.Graph, matching bool) int {
+	n := 2*len(g.Ops) + len(g.Edges)
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		if matching && (op.Kind == ir.OpSend || op.Kind == ir.OpWrite && op.Notify) && op.Match != ir.None {
+			n += 2
+		}
+	}
+	for qi := range g.Queues {
+		q := &g.Queues[qi]
+		n += 2*max(len(q.SendOps)-1, 0) + 2*max(len(q.RecvOps)-1, 0)
+	}
+	return n
 }
 
 // hbEdges calls add for every edge of g's event graph (see the top of this file), the edges from

@@ -3,6 +3,7 @@ package verify
 import (
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/coredag/coredag/ir"
 )
@@ -163,10 +164,21 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	r.mark = make([]int32, g.Ranks)
 	r.comp = make([]int32, g.Ranks)
 	r.dist = make([]int32, g.Ranks)
+	// The labels take the place of the event-numbered adjacency when it is free and large
+	// enough (16-bit labels of a plan of a few edges per event fit).
+	free := h.takeEvents()
 	if longestSide(g) <= math.MaxInt16 && !wideLabels {
-		r.lab16 = &labels[int16]{label: make([]int16, lanes*h.n), top: math.MaxInt16}
+		label := int16s(free)
+		if len(label) < lanes*h.n {
+			label = make([]int16, lanes*h.n)
+		}
+		r.lab16 = &labels[int16]{label: label[:lanes*h.n], top: math.MaxInt16}
 	} else {
-		r.lab32 = &labels[int32]{label: make([]int32, lanes*h.n), top: math.MaxInt32}
+		label := free
+		if len(label) < lanes*h.n {
+			label = make([]int32, lanes*h.n)
+		}
+		r.lab32 = &labels[int32]{label: label[:lanes*h.n], top: math.MaxInt32}
 	}
 	r.member = make([]uint64, (h.n+63)/64)
 	return r
@@ -174,6 +186,11 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 
 // wideLabels makes the labels 32 bits wide whatever the chains (for the tests of both widths).
 var wideLabels = false
+
+// int16s views the array of b as int16s: neither holds pointers, and the view keeps it alive.
+func int16s(b []int32) []int16 {
+	return unsafe.Slice((*int16)(unsafe.Pointer(unsafe.SliceData(b))), 2*len(b))
+}
 
 // longestSide is the most ops on one side of a queue of g: the longest chain.
 func longestSide(g *ir.Graph) int {

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
@@ -17,7 +18,7 @@ func RNR(g *ir.Graph) diag.List {
 	if !h.acyclic {
 		return nil
 	}
-	return rnr(g, h)
+	return rnr(g, h, func() {})
 }
 
 // LintRNR runs RNR on the happens-before graph of the checks, beside what runs next (Races,
@@ -28,15 +29,23 @@ func (o *Order) LintRNR() <-chan diag.List {
 		out <- nil
 		return out
 	}
-	// Races renumbers o.h; the lint's copy keeps the event-numbered adjacency, and shares the
-	// renumbered one if it needs it.
+	// The lint searches a copy of o.h, which Races renumbers: the copy keeps the event-numbered
+	// adjacency, and shares the renumbered one if it needs it. Races reuses the event-numbered
+	// arrays only once the lint lets go of them.
 	h := *o.h
-	go func() { out <- rnr(o.g, &h) }()
+	h.owner = false
+	o.h.pos.lint.Add(1)
+	release := sync.OnceFunc(o.h.pos.lint.Done)
+	go func() {
+		defer release()
+		out <- rnr(o.g, &h, release)
+	}()
 	return out
 }
 
-// rnr is RNR on g's happens-before graph h, numbered by event.
-func rnr(g *ir.Graph, h *hbGraph) diag.List {
+// rnr is RNR on g's happens-before graph h, numbered by event. It calls release once it no
+// longer reads the event-numbered adjacency.
+func rnr(g *ir.Graph, h *hbGraph, release func()) diag.List {
 	type gated struct{ recv, gate, send ir.OpID }
 	gatedRecv := func(i int) bool { return g.Ops[i].Kind == ir.OpRecv && g.Ops[i].Match != ir.None }
 	n := 0
@@ -80,6 +89,10 @@ func rnr(g *ir.Graph, h *hbGraph) diag.List {
 			open = append(open, i)
 		}
 	}
+	if len(open) > 0 {
+		h.renumber() // the last read of the event-numbered adjacency
+	}
+	release()
 	ordered := h.resolve(len(open), func(i int) hbQuery { return query(qs[open[i]]) })
 	for j, i := range open {
 		unordered[i] = !ordered[j]
