@@ -168,17 +168,9 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	// enough (16-bit labels of a plan of a few edges per event fit).
 	free := h.takeEvents()
 	if longestSide(g) <= math.MaxInt16 && !wideLabels {
-		label := int16s(free)
-		if len(label) < lanes*h.n {
-			label = make([]int16, lanes*h.n)
-		}
-		r.lab16 = &labels[int16]{label: label[:lanes*h.n], top: math.MaxInt16}
+		r.lab16 = newLabels(int16s(free), lanes*h.n, math.MaxInt16)
 	} else {
-		label := free
-		if len(label) < lanes*h.n {
-			label = make([]int32, lanes*h.n)
-		}
-		r.lab32 = &labels[int32]{label: label[:lanes*h.n], top: math.MaxInt32}
+		r.lab32 = newLabels(free, lanes*h.n, math.MaxInt32)
 	}
 	r.member = make([]uint64, (h.n+63)/64)
 	return r
@@ -624,6 +616,15 @@ type labels[T int16 | int32] struct {
 	// While the out labels are computed: the in labels of the second events of the questions
 	// asked, lanes per question.
 	yin []T
+}
+
+// newLabels makes labels of n elements, in free if it holds them (and the yin of the first
+// questions in what is left of it).
+func newLabels[T int16 | int32](free []T, n int, top T) *labels[T] {
+	if len(free) < n {
+		return &labels[T]{label: make([]T, n), top: top}
+	}
+	return &labels[T]{label: free[:n:n], yin: free[n:n], top: top}
 }
 
 // answerBlock answers yes the questions subs[i], i in either part of ask, that have a path
