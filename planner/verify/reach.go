@@ -49,6 +49,10 @@ type sepReach struct {
 	h *hbGraph
 	g *ir.Graph
 
+	// The op each rank's ops end before (rank finds an op's rank there: a few cache lines
+	// rather than a line of the op).
+	rankEnd []int32
+
 	// The graph of ranks, as CSR adjacency.
 	adjStart, adj []int32
 
@@ -68,8 +72,9 @@ type sepReach struct {
 	member []uint64
 
 	// The scratch of certify: per queue, the chains of the separator ranks' sides (chainKey;
-	// -1 for none), and the open questions of the component.
+	// -1 for none); per question of the component, its block; the open questions.
 	chainAt []int32
+	blk     []int32
 	open    []int32
 
 	// The scratch of children, for questions going to several components.
@@ -161,6 +166,10 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	for k := 0; k < g.Ranks; k++ {
 		r.adjStart[k+1] += r.adjStart[k]
 	}
+	r.rankEnd = make([]int32, g.Ranks)
+	for k := range g.Ranks {
+		r.rankEnd[k] = int32(g.Rank[k].EndOp)
+	}
 	r.mark = make([]int32, g.Ranks)
 	r.comp = make([]int32, g.Ranks)
 	r.dist = make([]int32, g.Ranks)
@@ -239,7 +248,10 @@ func (r *sepReach) split(q hbQuery, qi int32, out *[4]subQuery) int {
 }
 
 // rank is the rank event e happens on.
-func (r *sepReach) rank(e event) int32 { return int32(r.g.Ops[e.op()].Rank) }
+func (r *sepReach) rank(e event) int32 {
+	k, _ := slices.BinarySearch(r.rankEnd, int32(e.op())+1)
+	return int32(k)
+}
 
 // children numbers the components of the ranks marked cur among ranks (ignoring the others)
 // and hands each the questions inside it. A question between two components has no path. With
@@ -472,19 +484,27 @@ func (r *sepReach) certify(c component, sep []int32) {
 	// those only one block can answer (pinned), block by block.
 	nblocks := (len(chains) + lanes - 1) / lanes
 	pinStart := make([]int, nblocks+2)
-	blockOf := func(s *subQuery) int { // 1 + the block that must answer s, or 0 for any
-		if ch := r.onChain(s.y); ch >= 0 {
-			return 1 + int(ch)/lanes
-		}
-		if ch := r.onChain(s.x); ch >= 0 {
-			return 1 + int(ch)/lanes
-		}
-		return 0
+	// blk[i] is 1 + the block that must answer c.subs[i], 0 for any, or -1 when answered (each
+	// costs a look at the ops of its events).
+	if cap(r.blk) < len(c.subs) {
+		r.blk = make([]int32, len(c.subs))
 	}
+	blk := r.blk[:len(c.subs)]
 	for i := range c.subs {
-		if s := &c.subs[i]; !r.ans[s.q] {
-			pinStart[blockOf(s)+1]++
+		s := &c.subs[i]
+		if r.ans[s.q] {
+			blk[i] = -1
+			continue
 		}
+		ch := r.onChain(s.y)
+		if ch < 0 {
+			ch = r.onChain(s.x)
+		}
+		blk[i] = 0
+		if ch >= 0 {
+			blk[i] = 1 + ch/lanes
+		}
+		pinStart[blk[i]+1]++
 	}
 	for b := range nblocks + 1 {
 		pinStart[b+1] += pinStart[b]
@@ -493,9 +513,8 @@ func (r *sepReach) certify(c component, sep []int32) {
 		r.open = make([]int32, pinStart[nblocks+1])
 	}
 	open := r.open[:pinStart[nblocks+1]]
-	for i := range c.subs {
-		if s := &c.subs[i]; !r.ans[s.q] {
-			b := blockOf(s)
+	for i, b := range blk {
+		if b >= 0 {
 			open[pinStart[b]] = int32(i)
 			pinStart[b]++
 		}
