@@ -100,10 +100,10 @@ func (h *hbGraph) takeEvents() []int32 {
 // visits at most its budget of nodes, so the nodes it has visited are kept in a small hash
 // table, a few cache lines, rather than in a mark per node of the graph: a slot holds the epoch
 // of the search that filled it above the node, and a slot of an older epoch is empty, so there
-// is no clearing between searches.
+// is no clearing between searches. A node's slot is its number modulo the size: the nodes of
+// one search are mostly the events of nearby ops, which then take distinct slots.
 type search struct {
 	seen  []uint64
-	shift uint8 // 64 - log2(len(seen))
 	epoch uint32
 	stack []int32
 }
@@ -111,11 +111,11 @@ type search struct {
 // begin starts a search that visits at most budget nodes besides its first.
 func (s *search) begin(budget int) {
 	if need := 2 * (budget + 2); len(s.seen) < need {
-		size, bits := 8, uint8(3)
+		size := 8
 		for size < need {
-			size, bits = 2*size, bits+1
+			size *= 2
 		}
-		s.seen, s.shift, s.epoch = make([]uint64, size), 64-bits, 0
+		s.seen, s.epoch = make([]uint64, size), 0
 	}
 	s.epoch++
 	if s.epoch == 0 { // wrapped: forget all slots
@@ -126,14 +126,15 @@ func (s *search) begin(budget int) {
 
 // visit marks node v visited in the current search, reporting whether it was not yet.
 func (s *search) visit(v int32) bool {
-	mark := uint64(s.epoch)<<32 | uint64(uint32(v))
-	mask := len(s.seen) - 1
-	for i := int((uint64(uint32(v)) * 0x9e3779b97f4a7c15) >> s.shift); ; i = (i + 1) & mask {
-		switch slot := s.seen[i]; {
+	seen, epoch := s.seen, uint64(s.epoch)
+	mark := epoch<<32 | uint64(uint32(v))
+	mask := uint32(len(seen) - 1)
+	for i := uint32(v) & mask; ; i = (i + 1) & mask {
+		switch slot := seen[i]; {
 		case slot == mark:
 			return false
-		case uint32(slot>>32) != s.epoch:
-			s.seen[i] = mark
+		case slot>>32 != epoch:
+			seen[i] = mark
 			return true
 		}
 	}
@@ -147,15 +148,17 @@ func newHB(g *ir.Graph, matching bool) *hbGraph {
 	// Two passes over the edges, counting and then placing them: the adjacency is built in place,
 	// without a list of all edges beside it, in one array that can serve again once renumber
 	// is done with it (takeEvents).
-	block := make([]int32, n+1+countEdges(g, matching))
-	start, succ := block[:n+1:n+1], block[n+1:]
+	block := make([]int32, n+1+edgeBound(g, matching))
+	start := block[:n+1]
 	hbEdges(g, matching, func(a, _ event) { start[a+1]++ })
 	for i := 0; i < n; i++ {
 		start[i+1] += start[i]
 	}
-	if int(start[n]) != len(succ) {
-		panic("verify: countEdges and hbEdges disagree")
+	if int(start[n]) > len(block)-(n+1) { // a Match outside the queues' recvs
+		block = append(start, make([]int32, start[n])...)
+		start = block[:n+1]
 	}
+	succ := block[n+1 : n+1+int(start[n])]
 	hbEdges(g, matching, func(a, b event) {
 		succ[start[a]] = int32(b)
 		start[a]++
@@ -170,18 +173,16 @@ func newHB(g *ir.Graph, matching bool) *hbGraph {
 	return h
 }
 
-// countEdges is how many edges hbEdges gives.
-func countEdges(g *ir.Graph, matching bool) int {
+// edgeBound bounds how many edges hbEdges gives without reading the ops: a send or notify
+// write matched with a recv gives two edges, and there are at most as many as recvs on queues.
+func edgeBound(g *ir.Graph, matching bool) int {
 	n := 2*len(g.Ops) + len(g.Edges)
-	for i := range g.Ops {
-		op := &g.Ops[i]
-		if matching && (op.Kind == ir.OpSend || op.Kind == ir.OpWrite && op.Notify) && op.Match != ir.None {
-			n += 2
-		}
-	}
 	for qi := range g.Queues {
 		q := &g.Queues[qi]
 		n += 2*max(len(q.SendOps)-1, 0) + 2*max(len(q.RecvOps)-1, 0)
+		if matching {
+			n += 2 * len(q.RecvOps)
+		}
 	}
 	return n
 }
@@ -270,12 +271,9 @@ func (h *hbGraph) renumber() {
 	p := h.pos
 	p.once.Do(func() {
 		topo := h.topo
-		// start[t+1] is the degree of order[t]: going down, order[t] is read before it is
-		// overwritten.
-		start := p.order[:h.n+1]
-		for t := h.n - 1; t >= 0; t-- {
-			v := start[t]
-			start[t+1] = h.succStart[v+1] - h.succStart[v]
+		start := p.order[:h.n+1] // the order is not needed any more
+		for v := range h.n {
+			start[topo[v]+1] = h.succStart[v+1] - h.succStart[v]
 		}
 		start[0] = 0
 		for t := range h.n {

@@ -44,7 +44,6 @@ type access struct {
 	from, to event
 	kind     AccessKind
 	slot     slot
-	nth      uint8 // its place among its op's accesses (accesses)
 }
 
 // placedAccess is an access and the memory it touches: whose (the op's rank, or its queue's peer
@@ -131,12 +130,11 @@ func accesses(g *ir.Graph, id ir.OpID, out []placedAccess) []placedAccess {
 		peer = g.Queues[op.Queue].PeerRank
 	}
 	start, land, end := startOf(id), landOf(id), endOf(id)
-	first := len(out)
 	add := func(sl slot, s ir.Slice, rank int, kind AccessKind, from, to event) {
 		if !s.Valid() || s.Len <= 0 {
 			return
 		}
-		a := access{op: id, kind: kind, slot: sl, from: from, to: to, nth: uint8(len(out) - first)}
+		a := access{op: id, kind: kind, slot: sl, from: from, to: to}
 		out = append(out, placedAccess{a, int32(rank), s.Buf})
 	}
 	more := func(rank int, kind AccessKind, from, to event) {
@@ -418,22 +416,30 @@ func (f *raceFinder) sortAccesses() []group {
 	f.acc = acc
 	topo := f.h.topo
 	var groups []group
+	var keys []uint64
+	var tmp []access
 	for k := range ngroups {
 		grp := acc[start[k]:start[k+1]]
 		if len(grp) == 0 {
 			continue
 		}
-		// Two accesses with one first event belong to one op: they keep their order.
-		slices.SortFunc(grp, func(a, b access) int {
-			if ta, tb := topo[a.from], topo[b.from]; ta != tb {
-				return int(ta - tb)
-			}
-			if a.op != b.op {
-				return int(a.op - b.op)
-			}
-			return int(a.nth) - int(b.nth)
-		})
 		groups = append(groups, group{start[k], start[k+1]})
+		// Sorted by key: the position of the first event, then the place in the group, which
+		// keeps two accesses of one op (with one first event) in their order.
+		keys = keys[:0]
+		sorted := true
+		for i := range grp {
+			keys = append(keys, uint64(topo[grp[i].from])<<32|uint64(i))
+			sorted = sorted && (i == 0 || keys[i] > keys[i-1])
+		}
+		if sorted {
+			continue
+		}
+		slices.Sort(keys)
+		tmp = append(tmp[:0], grp...)
+		for i, key := range keys {
+			grp[i] = tmp[uint32(key)]
+		}
 	}
 	return groups
 }
