@@ -80,6 +80,30 @@ type posGraph struct {
 	// the searches of copies that read it are done with it (lint).
 	events []int32
 	lint   sync.WaitGroup
+
+	// An array free for succ if renumber comes after it is offered (the race sweep's).
+	mu    sync.Mutex
+	spare []int32
+}
+
+// offer hands renumber an array it may use for the new lists.
+func (p *posGraph) offer(a []int32) {
+	p.mu.Lock()
+	p.spare = a
+	p.mu.Unlock()
+}
+
+// lists returns an array of n int32s for the new lists: the spare one if offered and large
+// enough.
+func (p *posGraph) lists(n int) []int32 {
+	p.mu.Lock()
+	a := p.spare
+	p.spare = nil
+	p.mu.Unlock()
+	if len(a) < n {
+		return make([]int32, n)
+	}
+	return a[:n:n]
 }
 
 // takeEvents hands the array of h's event-numbered adjacency (its starts and lists) to be
@@ -279,7 +303,7 @@ func (h *hbGraph) renumber() {
 		for t := range h.n {
 			start[t+1] += start[t]
 		}
-		succ := make([]int32, len(h.succ))
+		succ := p.lists(len(h.succ))
 		for v := range h.n {
 			k := start[topo[v]]
 			for _, w := range h.succs(int32(v)) {

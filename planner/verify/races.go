@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"unsafe"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
@@ -45,6 +46,10 @@ type access struct {
 	kind     AccessKind
 	slot     slot
 }
+
+// accessWords is the size of an access in int32s: neither holds pointers, and an array of words
+// holds the accesses (sortAccesses).
+const accessWords = int(unsafe.Sizeof(access{})) / 4
 
 // placedAccess is an access and the memory it touches: whose (the op's rank, or its queue's peer
 // for remote accesses) and which buffer.
@@ -225,7 +230,8 @@ const (
 type raceFinder struct {
 	g   *ir.Graph
 	h   *hbGraph
-	acc []access // the sweep's accesses, dropped before the deferred queries are answered
+	acc   []access // the sweep's accesses, dropped before the deferred queries are answered
+	words []int32  // their array
 
 	found map[[2]int32]bool
 	races [][2]int32 // refs of racing access pairs, in the order found
@@ -274,8 +280,13 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int) []Race {
 	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}}
 	sw := f.sweep(workers)
 	// The sweep's accesses and search scratch are not needed to answer the deferred queries,
-	// which builds large indexes of its own: only the refs of the pairs are kept.
+	// which builds large indexes of its own: only the refs of the pairs are kept. The array of
+	// the accesses can hold the renumbered adjacency.
 	f.acc = nil
+	if f.h.owner {
+		f.h.pos.offer(f.words)
+	}
+	f.words = nil
 	n := 0
 	for _, w := range sw {
 		w.s = search{}
@@ -402,7 +413,10 @@ func (f *raceFinder) sortAccesses() []group {
 	for k := range ngroups {
 		start[k+1] += start[k]
 	}
-	acc := make([]access, start[ngroups])
+	// The accesses are placed in an array of words large enough to hold the renumbered lists
+	// of the happens-before graph once the sweep is done with them (posGraph.offer).
+	f.words = make([]int32, max(accessWords*int(start[ngroups]), len(f.h.succ)))
+	acc := unsafe.Slice((*access)(unsafe.Pointer(unsafe.SliceData(f.words))), start[ngroups])
 	for i := range g.Ops {
 		one = accesses(g, ir.OpID(i), one[:0])
 		for k := range one {
