@@ -76,6 +76,9 @@ type posGraph struct {
 	order       []int32 // the events in topological order, until its array becomes start
 	start, succ []int32
 
+	// The copies whose lint still uses the array of order (the drained orders of rnr).
+	drain sync.WaitGroup
+
 	// The array of the event-numbered adjacency, until the owner takes it (takeEvents) once
 	// the searches of copies that read it are done with it (lint).
 	events []int32
@@ -294,6 +297,7 @@ func (h *hbGraph) renumber() {
 	}
 	p := h.pos
 	p.once.Do(func() {
+		p.drain.Wait()
 		topo := h.topo
 		start := p.order[:h.n+1] // the order is not needed any more
 		for v := range h.n {

@@ -18,7 +18,7 @@ func RNR(g *ir.Graph) diag.List {
 	if !h.acyclic {
 		return nil
 	}
-	return rnr(g, h, func() {})
+	return rnr(g, h, func() {}, func() {})
 }
 
 // LintRNR runs RNR on the happens-before graph of the checks, beside what runs next (Races,
@@ -30,22 +30,27 @@ func (o *Order) LintRNR() <-chan diag.List {
 		return out
 	}
 	// The lint searches a copy of o.h, which Races renumbers: the copy keeps the event-numbered
-	// adjacency, and shares the renumbered one if it needs it. Races reuses the event-numbered
-	// arrays only once the lint lets go of them.
+	// adjacency, and shares the renumbered one if it needs it. Races renumbers only once the
+	// lint is done with the array of the order (drained), and reuses the event-numbered arrays
+	// only once the lint lets go of them.
 	h := *o.h
 	h.owner = false
-	o.h.pos.lint.Add(1)
-	release := sync.OnceFunc(o.h.pos.lint.Done)
+	p := o.h.pos
+	p.drain.Add(1)
+	p.lint.Add(1)
+	drained, release := sync.OnceFunc(p.drain.Done), sync.OnceFunc(p.lint.Done)
 	go func() {
 		defer release()
-		out <- rnr(o.g, &h, release)
+		defer drained()
+		out <- rnr(o.g, &h, drained, release)
 	}()
 	return out
 }
 
-// rnr is RNR on g's happens-before graph h, numbered by event. It calls release once it no
-// longer reads the event-numbered adjacency.
-func rnr(g *ir.Graph, h *hbGraph, release func()) diag.List {
+// rnr is RNR on g's happens-before graph h, numbered by event, not yet renumbered. It calls
+// drained once done with the array of the order (its scratch), and release once it no longer
+// reads the event-numbered adjacency.
+func rnr(g *ir.Graph, h *hbGraph, drained, release func()) diag.List {
 	type gated struct{ recv, gate, send ir.OpID }
 	gatedRecv := func(i int) bool { return g.Ops[i].Kind == ir.OpRecv && g.Ops[i].Match != ir.None }
 	n := 0
@@ -78,11 +83,14 @@ func rnr(g *ir.Graph, h *hbGraph, release func()) diag.List {
 		}
 	}
 	refute(h.topo)
-	pos, ready := make([]int32, h.n), make([][]int32, g.Ranks)
+	// The drained orders are placed where the order of the topological sort was: renumber
+	// waits for them.
+	pos, ready := h.pos.order[:h.n], make([][]int32, g.Ranks)
 	for _, desc := range [2]bool{false, true} {
 		refute(h.drained(desc, pos, ready))
 	}
 	pos, ready = nil, nil
+	drained()
 	var open []int
 	for i := range qs {
 		if !unordered[i] {
