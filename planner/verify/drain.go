@@ -61,6 +61,7 @@ func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32
 		}
 	}
 	next := int32(0)
+	var run []int32
 	for len(*turns) > 0 {
 		t := turns.pop()
 		round, cur = t>>32, t&(1<<32-1)
@@ -69,15 +70,19 @@ func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32
 			k = g.Ranks - 1 - k
 		}
 		lo, hi := int32(startOf(g.Rank[k].FirstOp)), int32(startOf(g.Rank[k].EndOp))
-		for i := 0; i < len(ready[k]); i++ {
-			v := ready[k][i]
+		// The rank runs its ready events, and those they make ready on it, in one list shared
+		// by the turns: its own list keeps only what other ranks make ready for it.
+		run = append(run[:0], ready[k]...)
+		ready[k] = ready[k][:0]
+		for i := 0; i < len(run); i++ {
+			v := run[i]
 			for _, w := range h.succs(v) {
 				indeg[w]--
 				if indeg[w] != 0 {
 					continue
 				}
 				if lo <= w && w < hi {
-					ready[k] = append(ready[k], w)
+					run = append(run, w)
 					continue
 				}
 				j := rankOf(w)
@@ -89,7 +94,6 @@ func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32
 			pos[v] = next // v's degree is not read again
 			next++
 		}
-		ready[k] = ready[k][:0]
 	}
 	return pos
 }
