@@ -18,8 +18,9 @@ import (
 // (none hold) with two linear passes; exact answers would take a separator search per level.
 
 // drained returns the positions of the events of h (event-numbered) in the order drained from
-// its ranks, ascending or descending, in place of the scratch pos (len h.n).
-func (h *hbGraph) drained(descending bool, pos []int32) []int32 {
+// its ranks, ascending or descending, in place of the scratch pos (len h.n). ready is scratch
+// too: a list per rank, all empty, left empty (their arrays serve the next call).
+func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32 {
 	g := h.g
 	// In degrees count down as events are placed; pos doubles as the in-degree array until an
 	// event is placed (a placed event's degree is never read again).
@@ -28,7 +29,6 @@ func (h *hbGraph) drained(descending bool, pos []int32) []int32 {
 	for _, w := range h.succ {
 		indeg[w]++
 	}
-	ready := make([][]int32, g.Ranks)
 	rankOf := func(e int32) int {
 		op := ir.OpID(e / 3)
 		return sort.Search(g.Ranks, func(k int) bool { return g.Rank[k].EndOp > op })
@@ -61,6 +61,7 @@ func (h *hbGraph) drained(descending bool, pos []int32) []int32 {
 		}
 	}
 	next := int32(0)
+	var run []int32
 	for len(*turns) > 0 {
 		t := turns.pop()
 		round, cur = t>>32, t&(1<<32-1)
@@ -69,15 +70,19 @@ func (h *hbGraph) drained(descending bool, pos []int32) []int32 {
 			k = g.Ranks - 1 - k
 		}
 		lo, hi := int32(startOf(g.Rank[k].FirstOp)), int32(startOf(g.Rank[k].EndOp))
-		for i := 0; i < len(ready[k]); i++ {
-			v := ready[k][i]
+		// The rank runs its ready events, and those they make ready on it, in one list shared
+		// by the turns: its own list keeps only what other ranks make ready for it.
+		run = append(run[:0], ready[k]...)
+		ready[k] = ready[k][:0]
+		for i := 0; i < len(run); i++ {
+			v := run[i]
 			for _, w := range h.succs(v) {
 				indeg[w]--
 				if indeg[w] != 0 {
 					continue
 				}
 				if lo <= w && w < hi {
-					ready[k] = append(ready[k], w)
+					run = append(run, w)
 					continue
 				}
 				j := rankOf(w)
@@ -89,7 +94,6 @@ func (h *hbGraph) drained(descending bool, pos []int32) []int32 {
 			pos[v] = next // v's degree is not read again
 			next++
 		}
-		ready[k] = ready[k][:0]
 	}
 	return pos
 }

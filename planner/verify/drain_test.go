@@ -39,7 +39,8 @@ func TestTurnHeap(t *testing.T) {
 func TestDrainedRing(t *testing.T) {
 	g := ringGraph(t, 16)
 	h := newHB(g, true)
-	asc, desc := h.drained(false, make([]int32, h.n)), h.drained(true, make([]int32, h.n))
+	ready := make([][]int32, g.Ranks)
+	asc, desc := h.drained(false, make([]int32, h.n), ready), h.drained(true, make([]int32, h.n), ready)
 	n := 0
 	for i := range g.Ops {
 		r := &g.Ops[i]

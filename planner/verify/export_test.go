@@ -16,9 +16,11 @@ func HBEvents(g *ir.Graph) int {
 }
 
 // HBReach answers, for each pair of events, whether the first happens before or at the second:
-// fast with the oracle the race check uses for long paths, plain with a search from each first
-// event.
-func HBReach(g *ir.Graph, pairs [][2]int32) (fast, plain []bool) {
+// fast with the oracle the race check uses for long paths (its labels 32 bits wide when wide),
+// plain with a search from each first event.
+func HBReach(g *ir.Graph, pairs [][2]int32, wide bool) (fast, plain []bool) {
+	wideLabels = wide
+	defer func() { wideLabels = false }()
 	h := newHB(g, true)
 	qs := make([]hbQuery, len(pairs))
 	for i, p := range pairs {
@@ -39,7 +41,8 @@ func HBReach(g *ir.Graph, pairs [][2]int32) (fast, plain []bool) {
 // HBDrained returns the positions of g's events in its two drained orders (drain.go).
 func HBDrained(g *ir.Graph) [2][]int32 {
 	h := newHB(g, true)
-	return [2][]int32{h.drained(false, make([]int32, h.n)), h.drained(true, make([]int32, h.n))}
+	ready := make([][]int32, g.Ranks)
+	return [2][]int32{h.drained(false, make([]int32, h.n), ready), h.drained(true, make([]int32, h.n), ready)}
 }
 
 // RacesOn is Races with the (rank, buffer) groups swept by the given number of workers.
@@ -55,7 +58,7 @@ func RacesOn(g *ir.Graph, workers int) []Race {
 // accesses to a common element, neither of whose intervals ends before the other's starts.
 func RacyBuffers(g *ir.Graph) map[[2]int]bool {
 	h := newHB(g, true)
-	var all []access
+	var all []placedAccess
 	for i := range g.Ops {
 		all = accesses(g, ir.OpID(i), all)
 	}
@@ -70,7 +73,7 @@ func RacyBuffers(g *ir.Graph) map[[2]int]bool {
 	for i := range all {
 		for j := i + 1; j < len(all); j++ {
 			a, b := &all[i], &all[j]
-			if a.op == b.op || a.rank != b.rank || a.buf != b.buf || !a.conflicts(b) {
+			if a.op == b.op || a.rank != b.rank || a.buf != b.buf || !a.conflicts(&b.access) {
 				continue
 			}
 			sa, sb := a.slice(g), b.slice(g)
@@ -83,4 +86,10 @@ func RacyBuffers(g *ir.Graph) map[[2]int]bool {
 		}
 	}
 	return out
+}
+
+// EarlyDeadlocks returns what the first two checks (cycles of `after` edges, `after` against
+// queue order) find in g, and whether g's happens-before graph is acyclic.
+func EarlyDeadlocks(g *ir.Graph) (cycles, queueOrder int, acyclic bool) {
+	return len(checkCycles(g)), len(checkQueueOrder(g)), newHB(g, true).acyclic
 }

@@ -8,25 +8,20 @@ import (
 )
 
 // checkFIFO finds deadlocks that come from queue order and send/recv matching rather than from
-// `after` edges alone (those are cycles, reported earlier). First the direct form: `a after b`
-// with a and b on one side of one queue and b posted later, which can never run because the side
-// is FIFO. Then, if there is none, every remaining loop of waits in the happens-before graph:
-// within a rank (through queue order) or across ranks (a send lands only after its peer posted the
-// matching recv; a recv completes only when the send lands). It returns the happens-before graph
-// so later checks can reuse it.
-func checkFIFO(g *ir.Graph) (diag.List, *hbGraph) {
+// `after` edges alone (those are cycles, reported earlier), given g's cyclic happens-before graph
+// h. First the direct form: `a after b` with a and b on one side of one queue and b posted later,
+// which can never run because the side is FIFO. Then, if there is none, every remaining loop of
+// waits in h: within a rank (through queue order) or across ranks (a send lands only after its
+// peer posted the matching recv; a recv completes only when the send lands).
+func checkFIFO(g *ir.Graph, h *hbGraph) diag.List {
 	if errs := checkQueueOrder(g); len(errs) > 0 {
-		return errs, nil
-	}
-	h := newHB(g, true)
-	if h.acyclic {
-		return nil, h
+		return errs
 	}
 	// Loops within one rank first: a loop across ranks often only exists because of them.
 	if local := newHB(g, false); !local.acyclic {
-		return deadlockLoops(g, local), nil
+		return deadlockLoops(g, local)
 	}
-	return deadlockLoops(g, h), nil
+	return deadlockLoops(g, h)
 }
 
 // checkQueueOrder reports `a after b` where a and b share a queue side and b comes later.

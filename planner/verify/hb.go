@@ -2,6 +2,7 @@ package verify
 
 import (
 	"sort"
+	"sync"
 
 	"github.com/coredag/coredag/ir"
 )
@@ -61,30 +62,130 @@ type hbGraph struct {
 	acyclic bool
 	topo    []int32
 	byPos   bool
+
+	// The position-numbered adjacency, made once for every copy of the graph (Order.LintRNR
+	// searches a copy beside the race search). owner says this is the graph newHB made rather
+	// than a copy: the one that may take the event-numbered arrays once renumbered.
+	pos   *posGraph
+	owner bool
 }
 
-// search is the scratch of bounded searches (reach), one per goroutine searching: an event is
-// visited in the current search when stamp[e] == epoch, so no clearing between searches.
-// Allocated by the first search.
+// posGraph is the adjacency of an hbGraph numbered by topological position (renumber).
+type posGraph struct {
+	once        sync.Once
+	order       []int32 // the events in topological order, until its array becomes start
+	start, succ []int32
+
+	// The copies whose lint still uses the array of order (the drained orders of rnr).
+	drain sync.WaitGroup
+
+	// The array of the event-numbered adjacency, until the owner takes it (takeEvents) once
+	// the searches of copies that read it are done with it (lint).
+	events []int32
+	lint   sync.WaitGroup
+
+	// An array free for succ if renumber comes after it is offered (the race sweep's).
+	mu    sync.Mutex
+	spare []int32
+}
+
+// offer hands renumber an array it may use for the new lists.
+func (p *posGraph) offer(a []int32) {
+	p.mu.Lock()
+	p.spare = a
+	p.mu.Unlock()
+}
+
+// lists returns an array of n int32s for the new lists: the spare one if offered and large
+// enough.
+func (p *posGraph) lists(n int) []int32 {
+	p.mu.Lock()
+	a := p.spare
+	p.spare = nil
+	p.mu.Unlock()
+	if len(a) < n {
+		return make([]int32, n)
+	}
+	return a[:n:n]
+}
+
+// takeEvents hands the array of h's event-numbered adjacency (its starts and lists) to be
+// overwritten, once h is renumbered and the copies that read it (LintRNR) let go of it, to the
+// owner only and once; otherwise nil.
+func (h *hbGraph) takeEvents() []int32 {
+	if !h.owner || !h.byPos {
+		return nil
+	}
+	p := h.pos
+	p.lint.Wait()
+	b := p.events
+	p.events = nil
+	return b
+}
+
+// search is the scratch of bounded searches (reach), one per goroutine searching. A search
+// visits at most its budget of nodes, so the nodes it has visited are kept in a small hash
+// table, a few cache lines, rather than in a mark per node of the graph: a slot holds the epoch
+// of the search that filled it above the node, and a slot of an older epoch is empty, so there
+// is no clearing between searches. A node's slot is its number modulo the size: the nodes of
+// one search are mostly the events of nearby ops, which then take distinct slots.
 type search struct {
-	stamp []uint32
+	seen  []uint64
 	epoch uint32
 	stack []int32
+}
+
+// begin starts a search that visits at most budget nodes besides its first.
+func (s *search) begin(budget int) {
+	if need := 2 * (budget + 2); len(s.seen) < need {
+		size := 8
+		for size < need {
+			size *= 2
+		}
+		s.seen, s.epoch = make([]uint64, size), 0
+	}
+	s.epoch++
+	if s.epoch == 0 { // wrapped: forget all slots
+		clear(s.seen)
+		s.epoch = 1
+	}
+}
+
+// visit marks node v visited in the current search, reporting whether it was not yet.
+func (s *search) visit(v int32) bool {
+	seen, epoch := s.seen, uint64(s.epoch)
+	mark := epoch<<32 | uint64(uint32(v))
+	mask := uint32(len(seen) - 1)
+	for i := uint32(v) & mask; ; i = (i + 1) & mask {
+		switch slot := seen[i]; {
+		case slot == mark:
+			return false
+		case slot>>32 != epoch:
+			seen[i] = mark
+			return true
+		}
+	}
 }
 
 // newHB builds the event graph of g and sorts it topologically. Without matching, it leaves out
 // the edges between ranks (for finding deadlocks within one rank).
 func newHB(g *ir.Graph, matching bool) *hbGraph {
 	n := 3 * len(g.Ops)
-	h := &hbGraph{g: g, n: n}
+	h := &hbGraph{g: g, n: n, owner: true}
 	// Two passes over the edges, counting and then placing them: the adjacency is built in place,
-	// without a list of all edges beside it.
-	start := make([]int32, n+1)
+	// without a list of all edges beside it, in one array that can serve again once renumber
+	// is done with it (takeEvents).
+	block := make([]int32, n+1+edgeBound(g, matching))
+	start := block[:n+1]
 	hbEdges(g, matching, func(a, _ event) { start[a+1]++ })
 	for i := 0; i < n; i++ {
 		start[i+1] += start[i]
 	}
-	succ := make([]int32, start[n])
+	if int(start[n]) > len(block)-(n+1) { // a Match outside the queues' recvs
+		block = append(start, make([]int32, start[n])...)
+		start = block[:n+1]
+	}
+	succ := block[n+1 : n+1+int(start[n])]
 	hbEdges(g, matching, func(a, b event) {
 		succ[start[a]] = int32(b)
 		start[a]++
@@ -93,7 +194,24 @@ func newHB(g *ir.Graph, matching bool) *hbGraph {
 	start[0] = 0
 	h.succStart, h.succ = start, succ
 	h.sort()
+	if h.pos != nil {
+		h.pos.events = block
+	}
 	return h
+}
+
+// edgeBound bounds how many edges hbEdges gives without reading the ops: a send or notify
+// write matched with a recv gives two edges, and there are at most as many as recvs on queues.
+func edgeBound(g *ir.Graph, matching bool) int {
+	n := 2*len(g.Ops) + len(g.Edges)
+	for qi := range g.Queues {
+		q := &g.Queues[qi]
+		n += 2*max(len(q.SendOps)-1, 0) + 2*max(len(q.RecvOps)-1, 0)
+		if matching {
+			n += 2 * len(q.RecvOps)
+		}
+	}
+	return n
 }
 
 // hbEdges calls add for every edge of g's event graph (see the top of this file), the edges from
@@ -134,7 +252,7 @@ func (h *hbGraph) sort() {
 	for _, w := range h.succ {
 		indeg[w]++
 	}
-	order := make([]int32, 0, h.n)
+	order := make([]int32, 0, h.n+1) // one more: renumber turns it into the start of each adjacency
 	for v := 0; v < h.n; v++ {
 		if indeg[v] == 0 {
 			order = append(order, int32(v))
@@ -158,6 +276,7 @@ func (h *hbGraph) sort() {
 		topo[v] = int32(i)
 	}
 	h.topo = topo
+	h.pos = &posGraph{order: order}
 }
 
 // node is the node that stands for event e.
@@ -168,31 +287,37 @@ func (h *hbGraph) node(e event) int32 {
 	return int32(e)
 }
 
-// renumber makes the nodes topological positions (once): position t's successors are those of
-// the event at t, as positions, in the same order. The event-numbered adjacency is dropped, and
-// with it the search scratch of reach, which works on events. (Building the new adjacency from
-// g instead, after dropping the old one, scatters every edge's writes: twice as slow.)
+// renumber makes the nodes topological positions: position t's successors are those of the
+// event at t, as positions, in the same order. The new adjacency is made once for all copies of
+// h, the starts of its lists in the array of the topological order. (Building it from g instead
+// of the event-numbered adjacency scatters every edge's writes: twice as slow.)
 func (h *hbGraph) renumber() {
 	if h.byPos {
 		return
 	}
-	topo := h.topo
-	start := make([]int32, h.n+1)
-	for v := range h.n {
-		start[topo[v]+1] = h.succStart[v+1] - h.succStart[v]
-	}
-	for t := range h.n {
-		start[t+1] += start[t]
-	}
-	succ := make([]int32, len(h.succ))
-	for v := range h.n {
-		k := start[topo[v]]
-		for _, w := range h.succs(int32(v)) {
-			succ[k] = topo[w]
-			k++
+	p := h.pos
+	p.once.Do(func() {
+		p.drain.Wait()
+		topo := h.topo
+		start := p.order[:h.n+1] // the order is not needed any more
+		for v := range h.n {
+			start[topo[v]+1] = h.succStart[v+1] - h.succStart[v]
 		}
-	}
-	h.succStart, h.succ, h.byPos = start, succ, true
+		start[0] = 0
+		for t := range h.n {
+			start[t+1] += start[t]
+		}
+		succ := p.lists(len(h.succ))
+		for v := range h.n {
+			k := start[topo[v]]
+			for _, w := range h.succs(int32(v)) {
+				succ[k] = topo[w]
+				k++
+			}
+		}
+		p.order, p.start, p.succ = nil, start, succ
+	})
+	h.succStart, h.succ, h.byPos = p.start, p.succ, true
 }
 
 // reachResult is the answer of a bounded reachability search.
@@ -226,17 +351,9 @@ func (h *hbGraph) bounded(s *search, x, y int32, budget int) reachResult {
 	} else if x > y {
 		return reachNo
 	}
-	if s.stamp == nil {
-		s.stamp = make([]uint32, h.n)
-	}
-	s.epoch++
-	if s.epoch == 0 { // wrapped: forget all stamps
-		clear(s.stamp)
-		s.epoch = 1
-	}
-	stamp, epoch := s.stamp, s.epoch
+	s.begin(budget)
 	stack := append(s.stack[:0], x)
-	stamp[x] = epoch
+	s.visit(x)
 	visited := 0
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
@@ -250,8 +367,7 @@ func (h *hbGraph) bounded(s *search, x, y int32, budget int) reachResult {
 			if !byPos {
 				tw = topo[w]
 			}
-			if tw < ty && stamp[w] != epoch {
-				stamp[w] = epoch
+			if tw < ty && s.visit(w) {
 				stack = append(stack, w)
 				if visited++; visited > budget {
 					s.stack = stack

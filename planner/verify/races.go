@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"unsafe"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
@@ -36,16 +37,26 @@ type MemAccess struct {
 	from, to event
 }
 
-// access is the form of a MemAccess the race sweep works on: 24 bytes rather than 64, as a plan
+// access is the form of a MemAccess the race sweep works on: 16 bytes rather than 64, as a plan
 // has about as many as ops. The range and the position are read from the op's slice (slice,
-// memAccess).
+// memAccess); the rank and the buffer are those of the sweep's group (placedAccess).
 type access struct {
 	op       ir.OpID
-	rank     int32
-	buf      ir.BufID
 	from, to event
 	kind     AccessKind
 	slot     slot
+}
+
+// accessWords is the size of an access in int32s: neither holds pointers, and an array of words
+// holds the accesses (sortAccesses).
+const accessWords = int(unsafe.Sizeof(access{})) / 4
+
+// placedAccess is an access and the memory it touches: whose (the op's rank, or its queue's peer
+// for remote accesses) and which buffer.
+type placedAccess struct {
+	access
+	rank int32
+	buf  ir.BufID
 }
 
 // slice is the op's slice that access a touches.
@@ -89,7 +100,7 @@ func (a *access) conflicts(b *access) bool {
 // memAccess is the MemAccess of access ref.
 func memAccess(g *ir.Graph, ref int32) MemAccess {
 	id := ir.OpID(ref >> refShift)
-	var buf [2]access
+	var buf [2]placedAccess
 	for _, a := range accesses(g, id, buf[:0]) {
 		if int32(a.slot) == ref&(1<<refShift-1) {
 			s := a.slice(g)
@@ -115,7 +126,7 @@ func memAccess(g *ir.Graph, ref int32) MemAccess {
 //	atomic          write Fetch                       own    [land, end]
 //	reduce          read Src, write Dst               own    [start, end]
 //	copy            read Src, write Dst               own    [start, end]
-func accesses(g *ir.Graph, id ir.OpID, out []access) []access {
+func accesses(g *ir.Graph, id ir.OpID, out []placedAccess) []placedAccess {
 	op := &g.Ops[id]
 	own, peer := int(op.Rank), int(op.Rank)
 	if op.Queue != ir.None {
@@ -126,7 +137,8 @@ func accesses(g *ir.Graph, id ir.OpID, out []access) []access {
 		if !s.Valid() || s.Len <= 0 {
 			return
 		}
-		out = append(out, access{op: id, rank: int32(rank), buf: s.Buf, kind: kind, slot: sl, from: from, to: to})
+		a := access{op: id, kind: kind, slot: sl, from: from, to: to}
+		out = append(out, placedAccess{a, int32(rank), s.Buf})
 	}
 	more := func(rank int, kind AccessKind, from, to event) {
 		for k, s := range op.More() {
@@ -216,7 +228,8 @@ const (
 type raceFinder struct {
 	g   *ir.Graph
 	h   *hbGraph
-	acc []access // the sweep's accesses, dropped before the deferred queries are answered
+	acc   []access // the sweep's accesses, dropped before the deferred queries are answered
+	words []int32  // their array
 
 	found map[[2]int32]bool
 	races [][2]int32 // refs of racing access pairs, in the order found
@@ -265,8 +278,13 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int) []Race {
 	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}}
 	sw := f.sweep(workers)
 	// The sweep's accesses and search scratch are not needed to answer the deferred queries,
-	// which builds large indexes of its own: only the refs of the pairs are kept.
+	// which builds large indexes of its own: only the refs of the pairs are kept. The array of
+	// the accesses can hold the renumbered adjacency.
 	f.acc = nil
+	if f.h.owner {
+		f.h.pos.offer(f.words)
+	}
+	f.words = nil
 	n := 0
 	for _, w := range sw {
 		w.s = search{}
@@ -303,35 +321,24 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int) []Race {
 // sweep collects the accesses and sweeps them, (rank, buffer) by (rank, buffer), in runs of
 // groups, one per worker. It returns the sweepers in the order of their runs.
 func (f *raceFinder) sweep(workers int) []*sweeper {
-	g := f.g
-	n := 0
-	var one []access
-	for i := range g.Ops {
-		one = accesses(g, ir.OpID(i), one[:0])
-		n += len(one)
-	}
-	f.acc = make([]access, 0, n)
-	for i := range g.Ops {
-		f.acc = accesses(g, ir.OpID(i), f.acc)
-	}
-	byGroup := f.sortAccesses()
+	groups := f.sortAccesses()
 	if workers == 0 {
 		workers = max(1, min(runtime.GOMAXPROCS(0), len(f.acc)/minShard))
 	}
-	workers = min(workers, max(len(byGroup), 1))
-	var runs [][][]int32
-	for lo, done := 0, 0; lo < len(byGroup); {
+	workers = min(workers, max(len(groups), 1))
+	var runs [][]group
+	for lo, done := 0, 0; lo < len(groups); {
 		// The next run takes groups until it holds its share of the accesses left.
 		share := (len(f.acc) - done) / (workers - len(runs))
 		hi, size := lo, 0
-		for hi < len(byGroup) && (size < share || hi == lo) {
-			size += len(byGroup[hi])
+		for hi < len(groups) && (size < share || hi == lo) {
+			size += int(groups[hi].end - groups[hi].start)
 			hi++
 		}
 		if len(runs) == workers-1 {
-			hi = len(byGroup)
+			hi = len(groups)
 		}
-		runs = append(runs, byGroup[lo:hi])
+		runs = append(runs, groups[lo:hi])
 		lo = hi
 		done += size
 	}
@@ -345,14 +352,17 @@ func (f *raceFinder) sweep(workers int) []*sweeper {
 	return sw
 }
 
+// group is the accesses f.acc[start:end] to the memory of one (rank, buffer).
+type group struct{ start, end int32 }
+
 // sweep sweeps the given (rank, buffer) groups.
-func (w *sweeper) sweep(groups [][]int32) {
+func (w *sweeper) sweep(groups []group) {
 	g, acc := w.f.g, w.f.acc
 	var states []segState
 	var bounds []int64
 	for _, grp := range groups {
 		bounds = bounds[:0]
-		for _, a := range grp {
+		for a := grp.start; a < grp.end; a++ {
 			s := acc[a].slice(g)
 			bounds = append(bounds, s.Off, s.Off+s.Len)
 		}
@@ -365,7 +375,7 @@ func (w *sweeper) sweep(groups [][]int32) {
 		for s := 0; s < nseg; s++ {
 			states[s] = segState{last: -1, reads: states[s].reads[:0], adds: states[s].adds[:0]}
 		}
-		for _, a := range grp {
+		for a := grp.start; a < grp.end; a++ {
 			s := acc[a].slice(g)
 			lo, _ := slices.BinarySearch(bounds, s.Off)
 			hi, _ := slices.BinarySearch(bounds, s.Off+s.Len)
@@ -377,46 +387,71 @@ func (w *sweeper) sweep(groups [][]int32) {
 	}
 }
 
-// sortAccesses groups access indices by (rank, buffer) with a counting sort, which keeps them in
-// op order, and then sorts each group by topological position of the accesses' first events. A
+// sortAccesses collects the accesses of g into f.acc grouped by (rank, buffer), with a counting
+// sort in two passes over the ops (counting, then placing each access), which keeps them in op
+// order; then it sorts each group by topological position of the accesses' first events. A
 // group's accesses are mostly one rank's, whose op order is close to topological, so the sorts
 // have little to do, and they read the accesses of one group rather than all of them.
-func (f *raceFinder) sortAccesses() [][]int32 {
-	nbuf := len(f.g.Buffers)
-	ngroups := f.g.Ranks * nbuf
+func (f *raceFinder) sortAccesses() []group {
+	g := f.g
+	nbuf := len(g.Buffers)
+	ngroups := g.Ranks * nbuf
 	if ngroups == 0 {
 		return nil
 	}
-	acc := f.acc
-	gstart := make([]int32, ngroups+1)
-	key := func(a *access) int { return int(a.rank)*nbuf + int(a.buf) }
-	for i := range acc {
-		gstart[key(&acc[i])+1]++
+	key := func(a *placedAccess) int { return int(a.rank)*nbuf + int(a.buf) }
+	start := make([]int32, ngroups+1)
+	var one []placedAccess
+	for i := range g.Ops {
+		one = accesses(g, ir.OpID(i), one[:0])
+		for k := range one {
+			start[key(&one[k])+1]++
+		}
 	}
-	for i := 0; i < ngroups; i++ {
-		gstart[i+1] += gstart[i]
+	for k := range ngroups {
+		start[k+1] += start[k]
 	}
-	sorted := make([]int32, len(acc))
-	fill := append([]int32(nil), gstart[:ngroups]...)
-	for i := range acc {
-		k := key(&acc[i])
-		sorted[fill[k]] = int32(i)
-		fill[k]++
+	// The accesses are placed in an array of words large enough to hold the renumbered lists
+	// of the happens-before graph once the sweep is done with them (posGraph.offer).
+	f.words = make([]int32, max(accessWords*int(start[ngroups]), len(f.h.succ)))
+	acc := unsafe.Slice((*access)(unsafe.Pointer(unsafe.SliceData(f.words))), start[ngroups])
+	for i := range g.Ops {
+		one = accesses(g, ir.OpID(i), one[:0])
+		for k := range one {
+			a := &one[k]
+			acc[start[key(a)]] = a.access
+			start[key(a)]++
+		}
 	}
+	copy(start[1:], start[:ngroups]) // each start[k] has moved to where group k ends
+	start[0] = 0
+	f.acc = acc
 	topo := f.h.topo
-	var groups [][]int32
-	for k := 0; k < ngroups; k++ {
-		grp := sorted[gstart[k]:gstart[k+1]]
+	var groups []group
+	var keys []uint64
+	var tmp []access
+	for k := range ngroups {
+		grp := acc[start[k]:start[k+1]]
 		if len(grp) == 0 {
 			continue
 		}
-		slices.SortFunc(grp, func(a, b int32) int {
-			if ta, tb := topo[acc[a].from], topo[acc[b].from]; ta != tb {
-				return int(ta - tb)
-			}
-			return int(a - b)
-		})
-		groups = append(groups, grp)
+		groups = append(groups, group{start[k], start[k+1]})
+		// Sorted by key: the position of the first event, then the place in the group, which
+		// keeps two accesses of one op (with one first event) in their order.
+		keys = keys[:0]
+		sorted := true
+		for i := range grp {
+			keys = append(keys, uint64(topo[grp[i].from])<<32|uint64(i))
+			sorted = sorted && (i == 0 || keys[i] > keys[i-1])
+		}
+		if sorted {
+			continue
+		}
+		slices.Sort(keys)
+		tmp = append(tmp[:0], grp...)
+		for i, key := range keys {
+			grp[i] = tmp[uint32(key)]
+		}
 	}
 	return groups
 }

@@ -3,6 +3,7 @@ package verify
 import (
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/coredag/coredag/ir"
 )
@@ -45,9 +46,12 @@ type subQuery struct {
 
 // sepReach holds the scratch state of resolve.
 type sepReach struct {
-	h      *hbGraph
-	g      *ir.Graph
-	opRank []int32
+	h *hbGraph
+	g *ir.Graph
+
+	// The op each rank's ops end before (rank finds an op's rank there: a few cache lines
+	// rather than a line of the op).
+	rankEnd []int32
 
 	// The graph of ranks, as CSR adjacency.
 	adjStart, adj []int32
@@ -60,14 +64,21 @@ type sepReach struct {
 	dist  []int32
 	queue []int32
 
-	// Per topological position: the chain labels (lanes per event: in, and then out in the same
-	// place, see certify) and whether the event belongs to the component being solved.
-	label  []int32
-	member []bool
+	// The chain labels, in 16 bits when every chain is that short or else 32.
+	lab16 *labels[int16]
+	lab32 *labels[int32]
 
-	// While the out labels are computed: the in labels of the second events of the component's
-	// questions, lanes per question (those of questions already answered are left stale).
-	yin []int32
+	// Per topological position, a bit: whether the event belongs to the component being solved.
+	member []uint64
+
+	// The scratch of certify: per queue, the chains of the separator ranks' sides (chainKey;
+	// -1 for none); per question of the component, its block; the open questions.
+	chainAt []int32
+	blk     []int32
+	open    []int32
+
+	// The scratch of children, for questions going to several components.
+	spare []subQuery
 
 	ans     []bool
 	residue []hbQuery
@@ -127,15 +138,11 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery) (ans []bool) {
 func newSepReach(h *hbGraph, nq int) *sepReach {
 	g := h.g
 	r := &sepReach{h: h, g: g, ans: make([]bool, nq)}
-	r.opRank = make([]int32, len(g.Ops))
-	for i := range g.Ops {
-		r.opRank[i] = int32(g.Ops[i].Rank)
-	}
 	// Ranks are joined by matched pairs; both directions, duplicates removed per rank.
 	var pairs [][2]int32
 	for i := range g.Ops {
 		if m := matchedSender(g, ir.OpID(i)); m != ir.None {
-			a, b := r.opRank[i], r.opRank[m]
+			a, b := int32(g.Ops[i].Rank), int32(g.Ops[m].Rank)
 			// Consecutive ops mostly talk to the same peer: skipping repeats of the last pair
 			// leaves the sort a few pairs per rank rather than two per matched op.
 			if a != b && (len(pairs) == 0 || pairs[len(pairs)-2] != [2]int32{a, b}) {
@@ -159,12 +166,40 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	for k := 0; k < g.Ranks; k++ {
 		r.adjStart[k+1] += r.adjStart[k]
 	}
+	r.rankEnd = make([]int32, g.Ranks)
+	for k := range g.Ranks {
+		r.rankEnd[k] = int32(g.Rank[k].EndOp)
+	}
 	r.mark = make([]int32, g.Ranks)
 	r.comp = make([]int32, g.Ranks)
 	r.dist = make([]int32, g.Ranks)
-	r.label = make([]int32, lanes*h.n)
-	r.member = make([]bool, h.n)
+	// The labels take the place of the event-numbered adjacency when it is free and large
+	// enough (16-bit labels of a plan of a few edges per event fit).
+	free := h.takeEvents()
+	if longestSide(g) <= math.MaxInt16 && !wideLabels {
+		r.lab16 = newLabels(int16s(free), lanes*h.n, math.MaxInt16)
+	} else {
+		r.lab32 = newLabels(free, lanes*h.n, math.MaxInt32)
+	}
+	r.member = make([]uint64, (h.n+63)/64)
 	return r
+}
+
+// wideLabels makes the labels 32 bits wide whatever the chains (for the tests of both widths).
+var wideLabels = false
+
+// int16s views the array of b as int16s: neither holds pointers, and the view keeps it alive.
+func int16s(b []int32) []int16 {
+	return unsafe.Slice((*int16)(unsafe.Pointer(unsafe.SliceData(b))), 2*len(b))
+}
+
+// longestSide is the most ops on one side of a queue of g: the longest chain.
+func longestSide(g *ir.Graph) int {
+	n := 0
+	for i := range g.Queues {
+		n = max(n, len(g.Queues[i].SendOps), len(g.Queues[i].RecvOps))
+	}
+	return n
 }
 
 // matchedSender returns the recv matched with op id when id is a send or notify write, the ops
@@ -213,7 +248,10 @@ func (r *sepReach) split(q hbQuery, qi int32, out *[4]subQuery) int {
 }
 
 // rank is the rank event e happens on.
-func (r *sepReach) rank(e event) int32 { return r.opRank[e.op()] }
+func (r *sepReach) rank(e event) int32 {
+	k, _ := slices.BinarySearch(r.rankEnd, int32(e.op())+1)
+	return int32(k)
+}
 
 // children numbers the components of the ranks marked cur among ranks (ignoring the others)
 // and hands each the questions inside it. A question between two components has no path. With
@@ -233,39 +271,59 @@ func (r *sepReach) children(ranks []int32, cur int32, subs []subQuery, limit int
 		})
 		out = append(out, c)
 	}
-	// The questions go to their components in two passes, counting and then placing them in
-	// one array: they are the bulk of what the search holds.
+	// The questions go to their components in the array they came in (the caller's no longer),
+	// counted first. When they all go to one, they only close up; otherwise they are placed
+	// in the spare array and copied back.
+	dest := func(s *subQuery) (c int32, big bool) { // the component s goes to, or -1
+		if r.ans[s.q] {
+			return -1, false
+		}
+		cx, cy := r.comp[r.rank(s.x)], r.comp[r.rank(s.y)]
+		if cx != cy {
+			return -1, false
+		}
+		if limit > 0 && len(out[cx].ranks) > limit {
+			return -1, true
+		}
+		return cx, false
+	}
 	count := make([]int, len(out)+1)
-	for pass := range 2 {
-		var all []subQuery
-		if pass == 1 {
-			for i := range out {
-				count[i+1] += count[i]
-			}
-			all = make([]subQuery, count[len(out)])
-			for i := range out {
-				out[i].subs = all[count[i]:count[i]:count[i+1]]
-			}
+	for i := range subs {
+		switch c, big := dest(&subs[i]); {
+		case c >= 0:
+			count[c+1]++
+		case big:
+			r.toResidue(subs[i])
 		}
-		for _, s := range subs {
-			if r.ans[s.q] {
-				continue
-			}
-			cx, cy := r.comp[r.rank(s.x)], r.comp[r.rank(s.y)]
-			if cx != cy {
-				continue
-			}
-			switch {
-			case limit > 0 && len(out[cx].ranks) > limit:
-				if pass == 1 {
-					r.toResidue(s)
-				}
-			case pass == 0:
-				count[cx+1]++
-			default:
-				out[cx].subs = append(out[cx].subs, s)
-			}
+	}
+	busy := 0
+	for i := range out {
+		if count[i+1] > 0 {
+			busy++
 		}
+		count[i+1] += count[i]
+	}
+	total := count[len(out)]
+	placed := subs[:total]
+	if busy > 1 {
+		if cap(r.spare) < total {
+			r.spare = make([]subQuery, total)
+		}
+		placed = r.spare[:total]
+	}
+	for _, s := range subs { // in place, s is read before its place is written
+		if c, _ := dest(&s); c >= 0 {
+			placed[count[c]] = s
+			count[c]++
+		}
+	}
+	copy(subs, placed)
+	for i := range out {
+		lo := 0
+		if i > 0 {
+			lo = count[i-1]
+		}
+		out[i].subs = subs[lo:count[i]:count[i]]
 	}
 	kept := out[:0]
 	for _, c := range out {
@@ -334,7 +392,7 @@ func (r *sepReach) solve(c component) []component {
 	r.certify(c, sep)
 	// What the chains did not answer: on S, a question within one rank may have a path inside
 	// it; any other has no path. Off S, the paths lie in one component of the rest.
-	var rest []subQuery
+	rest := c.subs[:0] // c.subs is not needed past this
 	for _, s := range c.subs {
 		if r.ans[s.q] {
 			continue
@@ -394,7 +452,7 @@ func (r *sepReach) certify(c component, sep []int32) {
 	ts, whole := r.positions(c.ranks)
 	if !whole {
 		for _, t := range ts {
-			r.member[t] = true
+			r.member[t/64] |= 1 << (t % 64)
 		}
 	}
 	// The chains of one rank come together: a path through a separator rank passes one of its
@@ -402,7 +460,12 @@ func (r *sepReach) certify(c component, sep []int32) {
 	// block answers the questions whose paths pass that rank, and the next blocks sweep only the
 	// window of the few left (in the ring allreduce at 256 ranks, 510 of 195,584).
 	var chains []chain
-	chainOf := map[chainKey]int{}
+	if r.chainAt == nil {
+		r.chainAt = make([]int32, 4*len(r.g.Queues))
+		for i := range r.chainAt {
+			r.chainAt[i] = -1
+		}
+	}
 	for _, k := range sep {
 		span := r.g.Rank[k]
 		for phase, ev := range [2]func(ir.OpID) event{startOf, endOf} {
@@ -410,42 +473,70 @@ func (r *sepReach) certify(c component, sep []int32) {
 				q := &r.g.Queues[qi]
 				for recv, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
 					if len(side) > 0 {
-						chainOf[chainKey{qi, recv == 1, phase == 1}] = len(chains)
+						r.chainAt[chainKey(qi, recv == 1, phase == 1)] = int32(len(chains))
 						chains = append(chains, chain{side, ev})
 					}
 				}
 			}
 		}
 	}
+	// The open questions, in one array: first those every block may answer (general), then
+	// those only one block can answer (pinned), block by block.
 	nblocks := (len(chains) + lanes - 1) / lanes
-	var general []int32                // questions every block may answer
-	pinned := make([][]int32, nblocks) // questions only one block can answer
-	for i, s := range c.subs {
+	pinStart := make([]int, nblocks+2)
+	// blk[i] is 1 + the block that must answer c.subs[i], 0 for any, or -1 when answered (each
+	// costs a look at the ops of its events).
+	if cap(r.blk) < len(c.subs) {
+		r.blk = make([]int32, len(c.subs))
+	}
+	blk := r.blk[:len(c.subs)]
+	for i := range c.subs {
+		s := &c.subs[i]
 		if r.ans[s.q] {
+			blk[i] = -1
 			continue
 		}
-		if ch, ok := r.onChain(s.y, chainOf); ok {
-			pinned[ch/lanes] = append(pinned[ch/lanes], int32(i))
-		} else if ch, ok := r.onChain(s.x, chainOf); ok {
-			pinned[ch/lanes] = append(pinned[ch/lanes], int32(i))
-		} else {
-			general = append(general, int32(i))
+		ch := r.onChain(s.y)
+		if ch < 0 {
+			ch = r.onChain(s.x)
+		}
+		blk[i] = 0
+		if ch >= 0 {
+			blk[i] = 1 + ch/lanes
+		}
+		pinStart[blk[i]+1]++
+	}
+	for b := range nblocks + 1 {
+		pinStart[b+1] += pinStart[b]
+	}
+	if cap(r.open) < pinStart[nblocks+1] {
+		r.open = make([]int32, pinStart[nblocks+1])
+	}
+	open := r.open[:pinStart[nblocks+1]]
+	for i, b := range blk {
+		if b >= 0 {
+			open[pinStart[b]] = int32(i)
+			pinStart[b]++
 		}
 	}
+	copy(pinStart[1:], pinStart[:nblocks+1]) // each pinStart[b] has moved to where block b ends
+	pinStart[0] = 0
+	general := open[:pinStart[1]]
 	topo := r.h.topo
-	var ask []int32
 	for b := range nblocks {
 		block := chains[b*lanes : min(b*lanes+lanes, len(chains))]
-		ask = append(append(ask[:0], general...), pinned[b]...)
-		if len(ask) == 0 {
+		ask := [2][]int32{general, open[pinStart[b+1]:pinStart[b+2]]}
+		if len(ask[0])+len(ask[1]) == 0 {
 			continue
 		}
 		// Only the window from the first x to the last y of the questions is swept: a path
 		// x -> c_i -> c_j -> y (i <= j) lies between x and y in topological order.
 		first, last := int32(math.MaxInt32), int32(-1)
-		for _, i := range ask {
-			s := &c.subs[i]
-			first, last = min(first, topo[s.x]), max(last, topo[s.y])
+		for _, part := range ask {
+			for _, i := range part {
+				s := &c.subs[i]
+				first, last = min(first, topo[s.x]), max(last, topo[s.y])
+			}
 		}
 		tw := ts
 		if !whole {
@@ -454,59 +545,55 @@ func (r *sepReach) certify(c component, sep []int32) {
 			tw = ts[i:j]
 		}
 		w := window{ts: tw, whole: whole, first: first, last: last}
-		r.labelIn(w, block)
-		if need := lanes * len(ask); cap(r.yin) < need {
-			r.yin = make([]int32, need)
+		if r.lab16 != nil {
+			answerBlock(r, r.lab16, c.subs, ask, w, block)
+		} else {
+			answerBlock(r, r.lab32, c.subs, ask, w, block)
 		}
-		yin := r.yin[:lanes*len(ask)]
-		for j, i := range ask {
-			ty := topo[c.subs[i].y] * lanes
-			copy(yin[j*lanes:j*lanes+lanes], r.label[ty:ty+lanes])
-		}
-		r.labelOut(w, block)
-		for j, i := range ask {
-			s := &c.subs[i]
-			tx := topo[s.x] * lanes
-			x, y := r.label[tx:tx+lanes], yin[j*lanes:j*lanes+lanes]
-			for l := range block {
-				if x[l] <= y[l] {
-					r.ans[s.q] = true
-					break
-				}
-			}
-		}
-		open := general[:0]
+		kept := general[:0]
 		for _, i := range general {
 			if !r.ans[c.subs[i].q] {
-				open = append(open, i)
+				kept = append(kept, i)
 			}
 		}
-		general = open
+		general = kept
+	}
+	for _, k := range sep {
+		span := r.g.Rank[k]
+		for i := chainKey(span.FirstQueue, false, false); i < chainKey(span.EndQueue, false, false); i++ {
+			r.chainAt[i] = -1
+		}
 	}
 	if !whole {
 		for _, t := range ts {
-			r.member[t] = false
+			r.member[t/64] &^= 1 << (t % 64)
 		}
 	}
 }
 
-// chainKey names a chain of a separator rank: the starts or the ends of one side of a queue.
-type chainKey struct {
-	queue     ir.QueueID
-	recv, end bool
+// chainKey is where chainAt holds the chain of a separator rank that the starts or the ends of
+// one side of a queue make.
+func chainKey(q ir.QueueID, recv, end bool) int {
+	k := 4 * int(q)
+	if recv {
+		k += 2
+	}
+	if end {
+		k++
+	}
+	return k
 }
 
-// onChain returns the index of the separator chain event e is on, if any.
-func (r *sepReach) onChain(e event, chainOf map[chainKey]int) (int, bool) {
+// onChain returns the index of the separator chain event e is on, or -1.
+func (r *sepReach) onChain(e event) int32 {
 	if e.phase() == evLand {
-		return 0, false
+		return -1
 	}
 	op := &r.g.Ops[e.op()]
 	if op.Queue == ir.None {
-		return 0, false
+		return -1
 	}
-	ch, ok := chainOf[chainKey{op.Queue, op.Kind.IsRecvSide(), e.phase() == evEnd}]
-	return ch, ok
+	return r.chainAt[chainKey(op.Queue, op.Kind.IsRecvSide(), e.phase() == evEnd)]
 }
 
 // window is the topological positions a pair of sweeps works on: ts (in order), or every
@@ -535,13 +622,70 @@ func (w *window) at(i int) int32 {
 
 // has reports whether position t, a successor of one in w, is in w.
 func (r *sepReach) has(w *window, t int32) bool {
-	return t <= w.last && (w.whole || r.member[t])
+	return t <= w.last && (w.whole || r.member[t/64]&(1<<(t%64)) != 0)
+}
+
+// labels is the label array of the sweeps (lanes per topological position: in, and then out in
+// the same place, see certify), its elements wide enough for the longest chain, whose index
+// top exceeds.
+type labels[T int16 | int32] struct {
+	label []T
+	top   T
+
+	// While the out labels are computed: the in labels of the second events of the questions
+	// asked, lanes per question.
+	yin []T
+}
+
+// newLabels makes labels of n elements, in free if it holds them (and the yin of the first
+// questions in what is left of it).
+func newLabels[T int16 | int32](free []T, n int, top T) *labels[T] {
+	if len(free) < n {
+		return &labels[T]{label: make([]T, n), top: top}
+	}
+	return &labels[T]{label: free[:n:n], yin: free[n:n], top: top}
+}
+
+// answerBlock answers yes the questions subs[i], i in either part of ask, that have a path
+// through a chain of block, with a pair of sweeps over the window w.
+func answerBlock[T int16 | int32](r *sepReach, lab *labels[T], subs []subQuery, ask [2][]int32, w window, block []chain) {
+	topo := r.h.topo
+	labelIn(r, lab, w, block)
+	n := len(ask[0]) + len(ask[1])
+	if cap(lab.yin) < lanes*n {
+		lab.yin = make([]T, lanes*n)
+	}
+	yin := lab.yin[:lanes*n]
+	j := 0
+	for _, part := range ask {
+		for _, i := range part {
+			ty := topo[subs[i].y] * lanes
+			copy(yin[j*lanes:j*lanes+lanes], lab.label[ty:ty+lanes])
+			j++
+		}
+	}
+	labelOut(r, lab, w, block)
+	j = 0
+	for _, part := range ask {
+		for _, i := range part {
+			s := &subs[i]
+			tx := topo[s.x] * lanes
+			x, y := lab.label[tx:tx+lanes], yin[j*lanes:j*lanes+lanes]
+			j++
+			for l := range block {
+				if x[l] <= y[l] {
+					r.ans[s.q] = true
+					break
+				}
+			}
+		}
+	}
 }
 
 // labelIn sets, for each lane, the in label at the positions of w: the last position on the
 // lane's chain that reaches the event there, counting only paths inside w.
-func (r *sepReach) labelIn(w window, block []chain) {
-	in := r.label
+func labelIn[T int16 | int32](r *sepReach, lab *labels[T], w window, block []chain) {
+	in := lab.label
 	start, succ := r.h.succStart, r.h.succ
 	n := w.len()
 	for i := 0; i < n; i++ {
@@ -549,7 +693,7 @@ func (r *sepReach) labelIn(w window, block []chain) {
 		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
 		it[0], it[1], it[2], it[3] = -1, -1, -1, -1
 	}
-	r.seed(block)
+	seed(r, lab, block)
 	for i := 0; i < n; i++ {
 		t := w.at(i)
 		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
@@ -568,17 +712,17 @@ func (r *sepReach) labelIn(w window, block []chain) {
 // labelOut sets, for each lane, the out label at the positions of w: the first position on
 // the lane's chain that the event there reaches, counting only paths inside w. The sweeps are
 // unrolled for four lanes.
-func (r *sepReach) labelOut(w window, block []chain) {
-	out := r.label
+func labelOut[T int16 | int32](r *sepReach, lab *labels[T], w window, block []chain) {
+	out, top := lab.label, lab.top
 	start, succ := r.h.succStart, r.h.succ
 	n := w.len()
 	for i := 0; i < n; i++ {
 		t := w.at(i)
 		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
-		ot[0], ot[1], ot[2], ot[3] = math.MaxInt32, math.MaxInt32, math.MaxInt32, math.MaxInt32
+		ot[0], ot[1], ot[2], ot[3] = top, top, top, top
 	}
 	// An event on a chain reaches nothing earlier on it: its seed stays its label.
-	r.seed(block)
+	seed(r, lab, block)
 	for i := n - 1; i >= 0; i-- {
 		t := w.at(i)
 		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
@@ -594,11 +738,11 @@ func (r *sepReach) labelOut(w window, block []chain) {
 // seed sets the label of every event on the chains of block, in the lane of its chain, to its
 // position there: the sweeps of labelIn and labelOut then carry them along the paths, with no
 // array saying which events are on a chain.
-func (r *sepReach) seed(block []chain) {
+func seed[T int16 | int32](r *sepReach, lab *labels[T], block []chain) {
 	topo := r.h.topo
 	for l, ch := range block {
 		for i, op := range ch.side {
-			r.label[topo[ch.ev(op)]*lanes+int32(l)] = int32(i)
+			lab.label[topo[ch.ev(op)]*lanes+int32(l)] = T(i)
 		}
 	}
 }

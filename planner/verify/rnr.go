@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
@@ -17,7 +18,7 @@ func RNR(g *ir.Graph) diag.List {
 	if !h.acyclic {
 		return nil
 	}
-	return rnr(g, h)
+	return rnr(g, h, func() {}, func() {})
 }
 
 // LintRNR runs RNR on the happens-before graph of the checks, beside what runs next (Races,
@@ -28,23 +29,42 @@ func (o *Order) LintRNR() <-chan diag.List {
 		out <- nil
 		return out
 	}
-	// Races renumbers o.h into new arrays; the lint keeps the event-numbered ones.
+	// The lint searches a copy of o.h, which Races renumbers: the copy keeps the event-numbered
+	// adjacency, and shares the renumbered one if it needs it. Races renumbers only once the
+	// lint is done with the array of the order (drained), and reuses the event-numbered arrays
+	// only once the lint lets go of them.
 	h := *o.h
-	go func() { out <- rnr(o.g, &h) }()
+	h.owner = false
+	p := o.h.pos
+	p.drain.Add(1)
+	p.lint.Add(1)
+	drained, release := sync.OnceFunc(p.drain.Done), sync.OnceFunc(p.lint.Done)
+	go func() {
+		defer release()
+		defer drained()
+		out <- rnr(o.g, &h, drained, release)
+	}()
 	return out
 }
 
-// rnr is RNR on g's happens-before graph h, numbered by event.
-func rnr(g *ir.Graph, h *hbGraph) diag.List {
+// rnr is RNR on g's happens-before graph h, numbered by event, not yet renumbered. It calls
+// drained once done with the array of the order (its scratch), and release once it no longer
+// reads the event-numbered adjacency.
+func rnr(g *ir.Graph, h *hbGraph, drained, release func()) diag.List {
 	type gated struct{ recv, gate, send ir.OpID }
-	var qs []gated
+	gatedRecv := func(i int) bool { return g.Ops[i].Kind == ir.OpRecv && g.Ops[i].Match != ir.None }
+	n := 0
 	for i := range g.Ops {
-		r := &g.Ops[i]
-		if r.Kind != ir.OpRecv || r.Match == ir.None {
-			continue
+		if gatedRecv(i) {
+			n += len(g.Preds(ir.OpID(i)))
 		}
-		for _, p := range g.Preds(ir.OpID(i)) {
-			qs = append(qs, gated{ir.OpID(i), ir.OpID(p), r.Match})
+	}
+	qs := make([]gated, 0, n)
+	for i := range g.Ops {
+		if gatedRecv(i) {
+			for _, p := range g.Preds(ir.OpID(i)) {
+				qs = append(qs, gated{ir.OpID(i), ir.OpID(p), g.Ops[i].Match})
+			}
 		}
 	}
 	if len(qs) == 0 {
@@ -63,17 +83,24 @@ func rnr(g *ir.Graph, h *hbGraph) diag.List {
 		}
 	}
 	refute(h.topo)
-	pos := make([]int32, h.n)
+	// The drained orders are placed where the order of the topological sort was: renumber
+	// waits for them.
+	pos, ready := h.pos.order[:h.n], make([][]int32, g.Ranks)
 	for _, desc := range [2]bool{false, true} {
-		refute(h.drained(desc, pos))
+		refute(h.drained(desc, pos, ready))
 	}
-	pos = nil
+	pos, ready = nil, nil
+	drained()
 	var open []int
 	for i := range qs {
 		if !unordered[i] {
 			open = append(open, i)
 		}
 	}
+	if len(open) > 0 {
+		h.renumber() // the last read of the event-numbered adjacency
+	}
+	release()
 	ordered := h.resolve(len(open), func(i int) hbQuery { return query(qs[open[i]]) })
 	for j, i := range open {
 		unordered[i] = !ordered[j]
@@ -96,7 +123,10 @@ func rnr(g *ir.Graph, h *hbGraph) diag.List {
 		r, gt, s := &g.Ops[q.recv], &g.Ops[q.gate], &g.Ops[q.send]
 		key := [3]diag.Pos{r.Pos, gt.Pos, s.Pos}
 		if fi := byKey[key]; fi != nil && r.Rank != g.Ops[fi.q.recv].Rank {
-			fi.others = append(fi.others, int(r.Rank))
+			// AddLikewise skips a rank that repeats the last one: so can this list.
+			if k := len(fi.others); k == 0 || fi.others[k-1] != int(r.Rank) {
+				fi.others = append(fi.others, int(r.Rank))
+			}
 			continue
 		}
 		d := diag.Errorf(diag.RNR, r.Pos, f, r.Name, r.Rank, gt.Name, s.Kind, s.Name, s.Rank, s.Name, gt.Name)

@@ -88,3 +88,29 @@ func BenchmarkRNR(b *testing.B) {
 		})
 	}
 }
+
+// The lint run beside the race search on one happens-before graph (which the race search
+// renumbers, and whose event-numbered arrays it then reuses) finds what each finds alone, for
+// every plan; with the race detector, this also checks that they share nothing they write.
+func TestLintBesideRaces(t *testing.T) {
+	for _, path := range planFiles(t) {
+		for _, ranks := range []int64{5, 8} {
+			if !elaborates(path, ranks) {
+				continue
+			}
+			g := loadPlan(t, path, map[string]int64{"ranks": ranks})
+			errs, o := CheckDeadlocks(g)
+			require.Empty(t, errs, path)
+			lint := o.LintRNR()
+			races := o.Races()
+			orNil := func(l diag.List) diag.List {
+				if len(l) == 0 {
+					return nil
+				}
+				return l
+			}
+			assert.Equal(t, orNil(RNR(g)), orNil(<-lint), "%s ranks=%d", path, ranks)
+			assert.Equal(t, orNil(Check(g)), orNil(races), "%s ranks=%d", path, ranks)
+		}
+	}
+}

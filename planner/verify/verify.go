@@ -47,16 +47,19 @@ func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	if len(g.Ops) == 0 {
 		return nil, &Order{}
 	}
+	// A cycle of `after` edges, or an `after` against queue order, closes a cycle of the
+	// happens-before graph too (end(a) -> start(b) -> ... -> end(a)): when that graph is acyclic,
+	// neither check can find anything, and only a plan with a deadlock pays for them.
+	h := newHB(g, true)
+	if h.acyclic {
+		return nil, &Order{g: g, topo: h.topo, h: h}
+	}
 	errs := checkCycles(g)
-	var h *hbGraph
 	if len(errs) == 0 {
-		errs, h = checkFIFO(g)
+		errs = checkFIFO(g, h)
 	}
 	errs.Sort()
-	if len(errs) > 0 || h == nil || !h.acyclic {
-		return errs, nil
-	}
-	return nil, &Order{g: g, topo: h.topo, h: h}
+	return errs, nil
 }
 
 // Order numbers the events of every op (its start, the landing of its data, its end; DSL.md,
