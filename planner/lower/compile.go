@@ -136,10 +136,10 @@ func start(g *ir.Graph, t ir.Target, whole bool) (*compiler, []int32, error) {
 
 // compiler holds the state of one Compile call.
 type compiler struct {
-	g    *ir.Graph
-	t    ir.Target
-	plan *ir.Plan
-	errs diag.List
+	g                        *ir.Graph
+	t                        ir.Target
+	plan                     *ir.Plan
+	errs                     diag.List
 	naiveWaits, naiveEnables int
 }
 
