@@ -12,6 +12,8 @@
 package prove
 
 import (
+	"math/bits"
+
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/verify"
@@ -45,40 +47,61 @@ type State struct {
 
 // Run replays g's ops in order o and returns the final memory.
 func Run(g *ir.Graph, o *verify.Order) *State {
-	// Each op takes effect at one event inside the interval of every access it makes (see
-	// verify's accesses): a data-moving op at its landing, a host op at its start. Positions are
-	// distinct, so a table by position orders the ops without sorting.
-	at := make([]ir.OpID, 3*len(g.Ops))
-	for i := range at {
-		at[i] = ir.None
-	}
 	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start and
 	// each postcondition (check's value over all ranks).
 	n := g.Ranks*len(g.Buffers) + len(g.Expects)
 	for i := range g.Ops {
-		id := ir.OpID(i)
-		switch k := g.Ops[i].Kind; k {
-		case ir.OpRecv, ir.OpNop:
-		case ir.OpReduce, ir.OpCopy:
-			at[o.Start(id)] = id
-			if k == ir.OpReduce {
-				n++
-			}
-		default:
-			at[o.Land(id)] = id
-			if k.IsAtomic() {
-				n++
-			}
+		if k := g.Ops[i].Kind; k == ir.OpReduce || k.IsAtomic() {
+			n++
 		}
 	}
 	s := &State{g: g, sh: newShapes(n)}
 	s.mem = newMemory(g, s.sh)
-	for _, id := range at {
-		if id != ir.None {
-			s.apply(id)
-		}
+	for _, id := range inOrder(g, o) {
+		s.apply(id)
 	}
 	return s
+}
+
+// effect is the position in o of the event at which op id takes effect, if it has one: the
+// event inside the interval of every access the op makes (see verify's accesses), a data-moving
+// op's landing, a host op's start.
+func effect(g *ir.Graph, o *verify.Order, id ir.OpID) (int32, bool) {
+	switch g.Ops[id].Kind {
+	case ir.OpRecv, ir.OpNop:
+		return 0, false
+	case ir.OpReduce, ir.OpCopy:
+		return o.Start(id), true
+	}
+	return o.Land(id), true
+}
+
+// inOrder returns the ops that take effect, in the order of their events. Positions are
+// distinct, below 3 per op: a counting sort over a bitmap of them orders the ops in linear time
+// with a few bits per position.
+func inOrder(g *ir.Graph, o *verify.Order) []ir.OpID {
+	used := make([]uint64, (3*len(g.Ops)+63)/64)
+	k := 0
+	for i := range g.Ops {
+		if p, ok := effect(g, o, ir.OpID(i)); ok {
+			used[p/64] |= 1 << (p % 64)
+			k++
+		}
+	}
+	before := make([]int32, len(used)) // ops with positions in the words before
+	sum := 0
+	for w, word := range used {
+		before[w] = int32(sum)
+		sum += bits.OnesCount64(word)
+	}
+	out := make([]ir.OpID, k)
+	for i := range g.Ops {
+		if p, ok := effect(g, o, ir.OpID(i)); ok {
+			below := used[p/64] & (1<<(p%64) - 1)
+			out[int(before[p/64])+bits.OnesCount64(below)] = ir.OpID(i)
+		}
+	}
+	return out
 }
 
 // apply replays op id.
