@@ -283,6 +283,8 @@ func (w *worker) newRankLower(r int) *rankLower {
 	rp.Rank, rp.Mgmt, rp.Host = r, -1, -1
 	rp.SendWQ = make([]int, l.nq)
 	rp.RecvWQ = make([]int, l.nq)
+	rp.Queues = make([]ir.WorkQueue, 0, 2*l.nq+2) // the queues' sides, mgmt, host
+	rp.CQs = make([]ir.CQ, 0, 2*l.nq+2)
 	style := c.t.Style
 	// Chains start with room for their data WQEs (the host chain: a HOST and, with cross-channel,
 	// its NOP per host op), so that growing them leaves no garbage behind on large plans; only
