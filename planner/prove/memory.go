@@ -42,15 +42,21 @@ func (l *segList) at(i int) *cell {
 	return &l.s[i]
 }
 
-// seg returns segment i of the list.
-func (l *segList) seg(i int) seg {
-	c := l.at(i)
-	s := seg{hi: c.hi, shift: c.shift, sh: c.sh, by: c.by}
-	if i > 0 {
-		s.lo = l.at(i - 1).hi
-	}
-	return s
+// seg is c's contents over [lo, hi).
+func (c *cell) seg(lo, hi int64) seg {
+	return seg{lo: lo, hi: hi, shift: c.shift, sh: c.sh, by: c.by}
 }
+
+// start is where segment i of the list starts.
+func (l *segList) start(i int) int64 {
+	if i == 0 {
+		return 0
+	}
+	return l.at(i - 1).hi
+}
+
+// seg returns segment i of the list.
+func (l *segList) seg(i int) seg { return l.at(i).seg(l.start(i), l.at(i).hi) }
 
 // find returns the index of the segment holding off (the list covers the whole buffer). It
 // searches outward from the gap, where the last write was: a plan's accesses to a buffer
@@ -133,14 +139,21 @@ func (m *memory) joins(a, b *seg) bool {
 	return a.hi == b.lo && a.by == b.by && a.shift == b.shift && m.sh.equal(a.sh, b.sh)
 }
 
+// holds reports whether c and s, which meet, have the same contents.
+func (m *memory) holds(c *cell, s *seg) bool {
+	return c.by == s.by && c.shift == s.shift && m.sh.equal(c.sh, s.sh)
+}
+
 // get appends to out the segments of [lo, hi) on (rank, buf), clipped, moved by move (their
 // offsets grow by move, their shift shrinks by it: the same elements seen move places on).
 func (m *memory) get(out []seg, rank int, buf ir.BufID, lo, hi, move int64) []seg {
 	l := m.list(rank, buf)
 	i := l.find(lo)
-	for start, n := l.seg(i).lo, l.len(); i < n && start < hi; i++ {
+	for start, n := l.start(i), l.len(); i < n && start < hi; i++ {
 		c := l.at(i)
-		out = append(out, seg{lo: max(start, lo) + move, hi: min(c.hi, hi) + move, shift: c.shift - move, sh: c.sh, by: c.by})
+		s := c.seg(max(start, lo)+move, min(c.hi, hi)+move)
+		s.shift -= move
+		out = append(out, s)
 		start = c.hi
 	}
 	return out
@@ -158,27 +171,21 @@ func (m *memory) put(rank int, buf ir.BufID, lo, hi int64, repl []seg) {
 	}
 	// Build the new run: left part, repl, right part, then join neighbours.
 	run := m.run[:0]
-	if first := l.seg(i); first.lo < lo {
-		first.hi = lo
-		run = append(run, first)
+	if start := l.start(i); start < lo {
+		run = append(run, l.at(i).seg(start, lo))
 	}
 	run = append(run, repl...)
-	if last := l.seg(j - 1); last.hi > hi {
-		last.lo = hi
-		run = append(run, last)
+	if last := l.at(j - 1); last.hi > hi {
+		run = append(run, last.seg(hi, last.hi))
 	}
-	// Join with the segments just outside the replaced range too.
-	if i > 0 {
-		if before := l.seg(i - 1); m.joins(&before, &run[0]) {
-			i--
-			run[0].lo = before.lo
-		}
+	// Join with the segments just outside the replaced range too (they meet the run).
+	if i > 0 && m.holds(l.at(i-1), &run[0]) {
+		i--
+		run[0].lo = l.start(i)
 	}
-	if j < n {
-		if after := l.seg(j); m.joins(&run[len(run)-1], &after) {
-			run[len(run)-1].hi = after.hi
-			j++
-		}
+	if j < n && m.holds(l.at(j), &run[len(run)-1]) {
+		run[len(run)-1].hi = l.at(j).hi
+		j++
 	}
 	out := run[:1]
 	for _, s := range run[1:] {
