@@ -182,25 +182,22 @@ func (c *compiler) checkInputs() diag.List {
 		}
 		if op.Kind.OnQueue() && (op.Queue < 0 || int(op.Queue) >= len(g.Queues)) {
 			errs.Add(diag.Match, op.Pos, "%s is not on a valid queue (the graph was not elaborated)", g.OpString(ir.OpID(i)))
-			return errs
-		}
-	}
-	// Lowering finds an op's neighbours on its queue side by its Index.
-	for i := range g.Queues {
-		q := &g.Queues[i]
-		for _, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
-			for k, o := range side {
-				if o < 0 || int(o) >= len(g.Ops) || g.Ops[o].Queue != ir.QueueID(i) || g.Ops[o].Index != k || !g.Ops[o].Kind.OnQueue() || sideOps(g, &g.Ops[o])[k] != o {
-					errs.Add(diag.Match, q.Pos, "queue %s on rank %d does not list its ops in their order (the graph was not elaborated)", q.Name, q.Rank)
-					return errs
-				}
+		} else if op.Kind.OnQueue() { // lowering finds an op's neighbours on its side by its Index
+			if side := sideOps(g, op); op.Index < 0 || op.Index >= len(side) || side[op.Index] != ir.OpID(i) {
+				errs.Add(diag.Match, op.Pos, "%s is not listed by its queue at its index (the graph was not elaborated)", g.OpString(ir.OpID(i)))
+				return errs
 			}
 		}
 	}
-	for i := range g.Ops {
-		if op := &g.Ops[i]; op.Kind.OnQueue() && (op.Index < 0 || op.Index >= len(sideOps(g, op)) || sideOps(g, op)[op.Index] != ir.OpID(i)) {
-			errs.Add(diag.Match, op.Pos, "%s is not listed by its queue (the graph was not elaborated)", g.OpString(ir.OpID(i)))
-			return errs
+	for i := range g.Queues {
+		q := &g.Queues[i]
+		for _, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
+			for _, o := range side {
+				if o < 0 || int(o) >= len(g.Ops) {
+					errs.Add(diag.Match, q.Pos, "queue %s on rank %d lists an op that does not exist (the graph was not elaborated)", q.Name, q.Rank)
+					return errs
+				}
+			}
 		}
 	}
 	return errs
