@@ -37,7 +37,8 @@ func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 // so calls for different ranks may run at once, and it calls the function each returns (nil
 // for none) in rank order, one at a time; then it drops the rank's chains, so memory holds
 // about two ranks per CPU. each and the function it returns read p.Ranks[r] only, and only
-// during the call. The Plan returned has the Stats, Loc and Deps of Compile's and empty Ranks.
+// during the call. The Plan returned has the Stats and Deps of Compile's, and no Ranks or Loc
+// (it would locate ops in chains that are gone).
 // Ranks handed over before Compile would have failed are of no use then: CompileEach returns
 // the same errors, else the first error of the functions each returned, after which it calls
 // each no more. On a triggered target, whose trigger budgets need every rank's chains, the
@@ -47,11 +48,11 @@ func CompileEach(g *ir.Graph, t ir.Target, each func(p *ir.Plan, r int) (emit fu
 }
 
 func compile(g *ir.Graph, t ir.Target, each func(*ir.Plan, int) func() error) (*ir.Plan, error) {
-	c, order, err := start(g, t, true)
+	stream := each != nil && t.Trigger == nil
+	c, order, err := start(g, t, !stream, true)
 	if err != nil {
 		return nil, err
 	}
-	stream := each != nil && t.Trigger == nil
 	var eachErr error
 	if stream {
 		eachErr = c.lowerRanks(order, false, each)
@@ -89,7 +90,7 @@ func compile(g *ir.Graph, t ir.Target, each func(*ir.Plan, int) func() error) (*
 // then dropped, so memory holds one rank's chains at a time. On a triggered target the trigger
 // budgets need every rank's chains, so the Plan is built whole there, as Compile does.
 func CheckLimits(g *ir.Graph, t ir.Target) error {
-	c, order, err := start(g, t, t.Trigger != nil)
+	c, order, err := start(g, t, t.Trigger != nil, false)
 	if err != nil {
 		return err
 	}
@@ -104,9 +105,10 @@ func CheckLimits(g *ir.Graph, t ir.Target) error {
 	return nil
 }
 
-// start checks the inputs of Compile and CheckLimits and orders the events of g. A whole Plan
-// (its Loc and Stats) is made only if whole is set: CheckLimits keeps no more than one rank.
-func start(g *ir.Graph, t ir.Target, whole bool) (*compiler, []int32, error) {
+// start checks the inputs of Compile and CheckLimits and orders the events of g. The Plan gets
+// a Loc only if loc is set, and its critical path only if critical is: CheckLimits keeps no
+// more than one rank's lowering.
+func start(g *ir.Graph, t ir.Target, loc, critical bool) (*compiler, []int32, error) {
 	if g == nil {
 		return nil, nil, fmt.Errorf("compile: nil graph")
 	}
@@ -118,7 +120,7 @@ func start(g *ir.Graph, t ir.Target, whole bool) (*compiler, []int32, error) {
 	}
 	c := &compiler{g: g, t: t}
 	c.plan = &ir.Plan{Graph: g, Target: t}
-	if whole {
+	if loc {
 		c.plan.Loc = make([]ir.Loc, len(g.Ops))
 	}
 	c.errs = c.checkInputs()
@@ -126,11 +128,11 @@ func start(g *ir.Graph, t ir.Target, whole bool) (*compiler, []int32, error) {
 		c.errs.Sort()
 		return nil, nil, c.errs
 	}
-	order, critical, err := c.eventOrder(whole)
+	order, path, err := c.eventOrder(critical)
 	if err != nil {
 		return nil, nil, err
 	}
-	c.plan.Stats.CriticalPath = critical
+	c.plan.Stats.CriticalPath = path
 	return c, order, nil
 }
 
