@@ -185,7 +185,7 @@ func (c *compiler) checkInputs() diag.List {
 		if op.Kind.OnQueue() && (op.Queue < 0 || int(op.Queue) >= len(g.Queues)) {
 			errs.Add(diag.Match, op.Pos, "%s is not on a valid queue (the graph was not elaborated)", g.OpString(ir.OpID(i)))
 		} else if op.Kind.OnQueue() { // lowering finds an op's neighbours on its side by its Index
-			if side := sideOps(g, op); op.Index < 0 || op.Index >= len(side) || side[op.Index] != ir.OpID(i) {
+			if side := sideOps(g, op); op.Index < 0 || int(op.Index) >= len(side) || side[op.Index] != ir.OpID(i) {
 				errs.Add(diag.Match, op.Pos, "%s is not listed by its queue at its index (the graph was not elaborated)", g.OpString(ir.OpID(i)))
 				return errs
 			}
@@ -232,7 +232,7 @@ func (c *compiler) nextOnSide(o ir.OpID) ir.OpID {
 	if !op.Kind.OnQueue() {
 		return ir.None
 	}
-	if side := sideOps(c.g, op); op.Index+1 < len(side) {
+	if side := sideOps(c.g, op); int(op.Index)+1 < len(side) {
 		return side[op.Index+1]
 	}
 	return ir.None
