@@ -138,10 +138,11 @@ func start(g *ir.Graph, t ir.Target, loc, critical bool) (*compiler, []int32, er
 
 // compiler holds the state of one Compile call.
 type compiler struct {
-	g                        *ir.Graph
-	t                        ir.Target
-	plan                     *ir.Plan
-	errs                     diag.List
+	g    *ir.Graph
+	t    ir.Target
+	plan *ir.Plan
+	errs diag.List
+
 	naiveWaits, naiveEnables int
 }
 
