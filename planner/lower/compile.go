@@ -37,7 +37,8 @@ func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 // so calls for different ranks may run at once, and it calls the function each returns (nil
 // for none) in rank order, one at a time; then it drops the rank's chains, so memory holds
 // about two ranks per CPU. each and the function it returns read p.Ranks[r] only, and only
-// during the call. The Plan returned has the Stats, Loc and Deps of Compile's and empty Ranks.
+// during the call. The Plan returned has the Stats and Deps of Compile's, and no Ranks or Loc
+// (it would locate ops in chains that are gone).
 // Ranks handed over before Compile would have failed are of no use then: CompileEach returns
 // the same errors, else the first error of the functions each returned, after which it calls
 // each no more. On a triggered target, whose trigger budgets need every rank's chains, the
@@ -47,11 +48,11 @@ func CompileEach(g *ir.Graph, t ir.Target, each func(p *ir.Plan, r int) (emit fu
 }
 
 func compile(g *ir.Graph, t ir.Target, each func(*ir.Plan, int) func() error) (*ir.Plan, error) {
-	c, order, err := start(g, t)
+	stream := each != nil && t.Trigger == nil
+	c, order, err := start(g, t, !stream, true)
 	if err != nil {
 		return nil, err
 	}
-	stream := each != nil && t.Trigger == nil
 	var eachErr error
 	if stream {
 		eachErr = c.lowerRanks(order, false, each)
@@ -89,7 +90,7 @@ func compile(g *ir.Graph, t ir.Target, each func(*ir.Plan, int) func() error) (*
 // then dropped, so memory holds one rank's chains at a time. On a triggered target the trigger
 // budgets need every rank's chains, so the Plan is built whole there, as Compile does.
 func CheckLimits(g *ir.Graph, t ir.Target) error {
-	c, order, err := start(g, t)
+	c, order, err := start(g, t, t.Trigger != nil, false)
 	if err != nil {
 		return err
 	}
@@ -104,8 +105,10 @@ func CheckLimits(g *ir.Graph, t ir.Target) error {
 	return nil
 }
 
-// start checks the inputs of Compile and CheckLimits and orders the events of g.
-func start(g *ir.Graph, t ir.Target) (*compiler, []int32, error) {
+// start checks the inputs of Compile and CheckLimits and orders the events of g. The Plan gets
+// a Loc only if loc is set, and its critical path only if critical is: CheckLimits keeps no
+// more than one rank's lowering.
+func start(g *ir.Graph, t ir.Target, loc, critical bool) (*compiler, []int32, error) {
 	if g == nil {
 		return nil, nil, fmt.Errorf("compile: nil graph")
 	}
@@ -116,17 +119,20 @@ func start(g *ir.Graph, t ir.Target) (*compiler, []int32, error) {
 		return nil, nil, fmt.Errorf("compile: the graph is not frozen (whoever builds a Graph calls Freeze when it is complete)")
 	}
 	c := &compiler{g: g, t: t}
-	c.plan = &ir.Plan{Graph: g, Target: t, Loc: make([]ir.Loc, len(g.Ops))}
+	c.plan = &ir.Plan{Graph: g, Target: t}
+	if loc {
+		c.plan.Loc = make([]ir.Loc, len(g.Ops))
+	}
 	c.errs = c.checkInputs()
 	if len(c.errs) > 0 {
 		c.errs.Sort()
 		return nil, nil, c.errs
 	}
-	order, critical, err := c.eventOrder()
+	order, path, err := c.eventOrder(critical)
 	if err != nil {
 		return nil, nil, err
 	}
-	c.plan.Stats.CriticalPath = critical
+	c.plan.Stats.CriticalPath = path
 	return c, order, nil
 }
 
@@ -136,11 +142,6 @@ type compiler struct {
 	t    ir.Target
 	plan *ir.Plan
 	errs diag.List
-	// waited marks ops whose completion something observes (a WAIT, a HOST step, or on the
-	// generic target the polling engine); their WQE must be signalled.
-	waited []bool
-	// prevOnSide is the previous op on the same queue side (None for the first and host ops).
-	prevOnSide []int32
 
 	naiveWaits, naiveEnables int
 }
@@ -184,6 +185,22 @@ func (c *compiler) checkInputs() diag.List {
 		}
 		if op.Kind.OnQueue() && (op.Queue < 0 || int(op.Queue) >= len(g.Queues)) {
 			errs.Add(diag.Match, op.Pos, "%s is not on a valid queue (the graph was not elaborated)", g.OpString(ir.OpID(i)))
+		} else if op.Kind.OnQueue() { // lowering finds an op's neighbours on its side by its Index
+			if side := sideOps(g, op); op.Index < 0 || int(op.Index) >= len(side) || side[op.Index] != ir.OpID(i) {
+				errs.Add(diag.Match, op.Pos, "%s is not listed by its queue at its index (the graph was not elaborated)", g.OpString(ir.OpID(i)))
+				return errs
+			}
+		}
+	}
+	for i := range g.Queues {
+		q := &g.Queues[i]
+		for _, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
+			for _, o := range side {
+				if o < 0 || int(o) >= len(g.Ops) {
+					errs.Add(diag.Match, q.Pos, "queue %s on rank %d lists an op that does not exist (the graph was not elaborated)", q.Name, q.Rank)
+					return errs
+				}
+			}
 		}
 	}
 	return errs
@@ -193,36 +210,44 @@ func (c *compiler) checkInputs() diag.List {
 func startEv(o ir.OpID) int32 { return int32(o) * 2 }
 func endEv(o ir.OpID) int32   { return int32(o)*2 + 1 }
 
-// sideNeighbours returns, for every queue op, the previous and next op on the same queue side.
-func (c *compiler) sideNeighbours() (prev, next []int32) {
-	g := c.g
-	prev = make([]int32, len(g.Ops))
-	next = make([]int32, len(g.Ops))
-	for i := range prev {
-		prev[i], next[i] = ir.None, ir.None
+// sideOps is the queue side that queue op op sits on, in queue order.
+func sideOps(g *ir.Graph, op *ir.Op) []ir.OpID {
+	if op.Kind.IsRecvSide() {
+		return g.Queues[op.Queue].RecvOps
 	}
-	link := func(ops []ir.OpID) {
-		for k := 1; k < len(ops); k++ {
-			prev[ops[k]] = int32(ops[k-1])
-			next[ops[k-1]] = int32(ops[k])
-		}
+	return g.Queues[op.Queue].SendOps
+}
+
+// prevOnSide is the op before o on its queue side (None for the first and for host ops).
+func (c *compiler) prevOnSide(o ir.OpID) ir.OpID {
+	op := &c.g.Ops[o]
+	if !op.Kind.OnQueue() || op.Index == 0 {
+		return ir.None
 	}
-	for i := range g.Queues {
-		link(g.Queues[i].SendOps)
-		link(g.Queues[i].RecvOps)
+	return sideOps(c.g, op)[op.Index-1]
+}
+
+// nextOnSide is the op after o on its queue side (None for the last and for host ops).
+func (c *compiler) nextOnSide(o ir.OpID) ir.OpID {
+	op := &c.g.Ops[o]
+	if !op.Kind.OnQueue() {
+		return ir.None
 	}
-	return prev, next
+	if side := sideOps(c.g, op); int(op.Index)+1 < len(side) {
+		return side[op.Index+1]
+	}
+	return ir.None
 }
 
 // eventOrder computes a topological order of all events (Kahn's algorithm, starts first, a
 // rank's host ops serialised) and returns it grouped by rank, each rank's events in that order
-// (all that lowering a rank needs), with the critical path length in ops. The ops of a rank are
-// those of its span (g.Rank), as everywhere in lowering.
-func (c *compiler) eventOrder() (order []int32, critical int, err error) {
+// (all that lowering a rank needs), with the critical path length in ops if critical is set
+// (else 0). The ops of a rank are those of its span (g.Rank), as everywhere in lowering. Beside
+// the order, it keeps O(ops) bytes only for the in-degrees (and the path lengths): the events
+// ready to be taken wait in rings as large as the frontier of the walk.
+func (c *compiler) eventOrder(critical bool) (order []int32, path int, err error) {
 	g := c.g
 	n := len(g.Ops)
-	prev, next := c.sideNeighbours()
-	c.prevOnSide = prev
 	// In the inline style a message (SEND, or a notify write) also starts only after the start
 	// of the receive it consumes. RC retries a message whose receive is not posted at the head
 	// of its send queue (receiver not ready), so nothing behind it in that queue runs until the
@@ -238,79 +263,85 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 	// behind a receiver-not-ready retry; a WAIT for a message's completion is placed after that
 	// end in the order, which already follows the start (posting) of its receive.
 	postFirst := c.t.Style == ir.StyleInline
-	indeg := make([]int32, 2*n)
+	// The in-degree of every start event, and of every end event (at most 3: its start, the
+	// previous end on its queue side, its message's other half).
+	startDeg := make([]int32, n)
+	endDeg := make([]uint8, n)
 	for o := 0; o < n; o++ {
 		op := &g.Ops[o]
 		has := int32(0)
-		if prev[o] != ir.None {
+		if c.prevOnSide(ir.OpID(o)) != ir.None {
 			has = 1
 		}
-		indeg[2*o] = int32(len(g.Preds(ir.OpID(o)))) + has
-		indeg[2*o+1] = 1 + has
+		startDeg[o] = int32(len(g.Preds(ir.OpID(o)))) + has
+		endDeg[o] = uint8(1 + has)
 		if op.Match != ir.None {
-			indeg[2*o+1]++
+			endDeg[o]++
 			if postFirst && !op.Kind.IsRecvSide() {
-				indeg[2*o]++
+				startDeg[o]++
 			}
 		}
 	}
-	dist := make([]int32, 2*n) // longest path (in ends) reaching each event
+	var dist []int32 // longest path (in ends) reaching each event
+	if critical {
+		dist = make([]int32, 2*n)
+	}
 	// Ranks are lowered one by one: each event goes straight to its rank's part of order, where
 	// the rank's events keep their order.
 	order = make([]int32, 2*n)
 	at := rankStarts(g)
 	placed := 0
-	starts := make([]int32, 0, n)
-	ends := make([]int32, 0, n)
+	var starts, ends ring
 	hostBusy := make([]bool, g.Ranks)
-	parked := make([][]int32, g.Ranks)
+	parked := make([]ring, g.Ranks)
 	readyStart := func(ev int32) {
 		op := &g.Ops[ev/2]
 		if !op.Kind.OnQueue() {
 			if hostBusy[op.Rank] {
-				parked[op.Rank] = append(parked[op.Rank], ev)
+				parked[op.Rank].push(ev)
 				return
 			}
 			hostBusy[op.Rank] = true
 		}
-		starts = append(starts, ev)
+		starts.push(ev)
 	}
 	for o := 0; o < n; o++ {
-		if indeg[2*o] == 0 {
+		if startDeg[o] == 0 {
 			readyStart(int32(2 * o))
 		}
 	}
 	relax := func(from, to int32) {
-		w := from & 1 // ends weigh one op
-		if d := dist[from] + w; d > dist[to] {
-			dist[to] = d
-		}
-		indeg[to]--
-		if indeg[to] == 0 {
-			if to&1 == 0 {
-				readyStart(to)
-			} else {
-				ends = append(ends, to)
+		if dist != nil {
+			w := from & 1 // ends weigh one op
+			if d := dist[from] + w; d > dist[to] {
+				dist[to] = d
 			}
 		}
+		if to&1 == 0 {
+			if startDeg[to/2]--; startDeg[to/2] == 0 {
+				readyStart(to)
+			}
+		} else if endDeg[to/2]--; endDeg[to/2] == 0 {
+			ends.push(to)
+		}
 	}
-	si, ei := 0, 0
-	for si < len(starts) || ei < len(ends) {
+	for starts.len() > 0 || ends.len() > 0 {
 		var ev int32
-		if si < len(starts) {
-			ev, si = starts[si], si+1
+		if starts.len() > 0 {
+			ev = starts.pop()
 		} else {
-			ev, ei = ends[ei], ei+1
+			ev = ends.pop()
 		}
 		o := ir.OpID(ev / 2)
 		op := &g.Ops[o]
 		order[at[op.Rank]] = ev
 		at[op.Rank]++
 		placed++
+		next := c.nextOnSide(o)
 		if ev&1 == 0 {
 			relax(ev, ev+1)
-			if next[o] != ir.None {
-				relax(ev, startEv(ir.OpID(next[o])))
+			if next != ir.None {
+				relax(ev, startEv(next))
 			}
 			if op.Match != ir.None {
 				relax(ev, endEv(op.Match))
@@ -319,23 +350,21 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 				}
 			}
 		} else {
-			if d := int(dist[ev]) + 1; d > critical {
-				critical = d
+			if dist != nil {
+				path = max(path, int(dist[ev])+1)
 			}
 			for _, s := range g.Succs(o) {
 				relax(ev, startEv(ir.OpID(s)))
 			}
-			if next[o] != ir.None {
-				relax(ev, endEv(ir.OpID(next[o])))
+			if next != ir.None {
+				relax(ev, endEv(next))
 			}
 			if !op.Kind.OnQueue() {
 				r := op.Rank
 				hostBusy[r] = false
-				if len(parked[r]) > 0 {
-					p := parked[r][0]
-					parked[r] = parked[r][1:]
+				if parked[r].len() > 0 {
 					hostBusy[r] = true
-					starts = append(starts, p)
+					starts.push(parked[r].pop())
 				}
 			}
 		}
@@ -343,7 +372,7 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 	if placed < 2*n {
 		var errs diag.List
 		for o := 0; o < n; o++ {
-			if indeg[2*o] > 0 || indeg[2*o+1] > 0 {
+			if startDeg[o] > 0 || endDeg[o] > 0 {
 				errs.Add(diag.Cycle, g.Ops[o].Pos, "%s can never start: it is on a dependency cycle through `after` edges, queue order and message matching (run `coredag check` to see the cycle, then remove one of its edges)", g.OpString(ir.OpID(o)))
 				if len(errs) >= 5 {
 					break
@@ -352,7 +381,34 @@ func (c *compiler) eventOrder() (order []int32, critical int, err error) {
 		}
 		return nil, 0, errs
 	}
-	return order, critical, nil
+	return order, path, nil
+}
+
+// ring is a FIFO of events, in a ring buffer that grows as needed.
+type ring struct {
+	buf       []int32 // its length is 0 or a power of 2
+	head, num int
+}
+
+func (q *ring) len() int { return q.num }
+
+func (q *ring) push(ev int32) {
+	if q.num == len(q.buf) {
+		buf := make([]int32, max(64, 2*len(q.buf)))
+		k := copy(buf, q.buf[q.head:])
+		copy(buf[k:], q.buf[:q.head])
+		q.buf, q.head = buf, 0
+	}
+	q.buf[(q.head+q.num)&(len(q.buf)-1)] = ev
+	q.num++
+}
+
+// pop takes the oldest event; the ring must not be empty.
+func (q *ring) pop() int32 {
+	ev := q.buf[q.head]
+	q.head = (q.head + 1) & (len(q.buf) - 1)
+	q.num--
+	return ev
 }
 
 // rankStarts returns where each rank's events start in an order grouped by rank (two per op of

@@ -129,6 +129,20 @@ func TestCompileRankSpans(t *testing.T) {
 	_, err = lower.Compile(bad, tg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "outside the span of its rank 2")
+	// Lowering finds an op's neighbours on its queue side by the op's Index.
+	bad = g.Clone()
+	q := &bad.Queues[0]
+	q.SendOps[0], q.SendOps[1] = q.SendOps[1], q.SendOps[0]
+	bad.Freeze()
+	_, err = lower.Compile(bad, tg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is not listed by its queue at its index")
+	bad = g.Clone()
+	bad.Queues[0].SendOps = append(bad.Queues[0].SendOps, ir.OpID(len(bad.Ops)))
+	bad.Freeze()
+	_, err = lower.Compile(bad, tg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lists an op that does not exist")
 }
 
 // failAfter accepts n bytes, then fails every write.

@@ -49,7 +49,7 @@ func (c *compiler) signalRank(r int, sc *scratch) {
 				continue
 			}
 			sig := e.Opcode == ir.OpcRecv || e.Opcode == ir.OpcNop || k == last || run+1 >= half ||
-				(e.Opcode.IsData() && c.waited[e.Op]) || c.t.Trigger != nil
+				(e.Opcode.IsData() && sc.waited[e.Op-sc.first]) || c.t.Trigger != nil
 			if sig {
 				e.Flags |= ir.Signalled
 				run = 0
@@ -81,7 +81,7 @@ func (c *compiler) signalRank(r int, sc *scratch) {
 		}
 	}
 	cond := func(x ir.OpID) ir.Cond {
-		l := c.plan.Loc[x]
+		l := sc.loc[x-sc.first]
 		idx := l.Index
 		if !c.g.Ops[x].Kind.OnQueue() {
 			idx++ // the NOP that follows the HOST entry

@@ -121,7 +121,7 @@ func (c *compiler) trigger(order []int32) {
 				}
 				prevHost = o
 			case !recv:
-				if p := c.prevOnSide[o]; p != ir.None {
+				if p := c.prevOnSide(o); p != ir.None {
 					add(counterOf(ir.OpID(p)), idx[ir.OpID(p)], ir.OpID(p))
 				}
 			default:

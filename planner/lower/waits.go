@@ -35,7 +35,6 @@ const impLimit = 1 << 24
 // no longer called.
 func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int) func() error) error {
 	g := c.g
-	c.waited = make([]bool, len(g.Ops))
 	start := rankStarts(g)
 	c.plan.Ranks = make([]ir.RankPlan, g.Ranks)
 	// Ranks are lowered independently: workers take them in turn, and their findings are
@@ -90,6 +89,7 @@ func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int)
 				w.chains.settle(&c.plan.Ranks[r], keep)
 				if !keep {
 					c.plan.Ranks[r] = ir.RankPlan{}
+					w.scratch.conds = w.scratch.conds[:0]
 				}
 			}
 		})
@@ -143,6 +143,30 @@ func (w *worker) lowerRank(r int, evs []int32) {
 type scratch struct {
 	imp, hostOrd, stamp []int32
 	count               []uint32
+	// Of the rank being lowered, by op - first: whether something observes the op's completion
+	// (a WAIT, a HOST step, or on the generic target the polling engine), so its WQE must be
+	// signalled; and where it sits in the chains: the rank's part of the Plan's Loc, or, when
+	// the Plan has none (CheckLimits), of locs.
+	first  ir.OpID
+	waited []bool
+	loc    []ir.Loc
+	locs   []ir.Loc
+	// conds holds the Waits of the rank's HOST entries, in chunks; unless the rank is kept, its
+	// last chunk is reused by the next rank.
+	conds []ir.Cond
+}
+
+// wait marks that something observes the completion of o.
+func (s *scratch) wait(o ir.OpID) { s.waited[o-s.first] = true }
+
+// condsOf returns room for n conditions.
+func (s *scratch) condsOf(n int) []ir.Cond {
+	if len(s.conds)+n > cap(s.conds) {
+		s.conds = make([]ir.Cond, 0, max(n, 1024))
+	}
+	k := len(s.conds)
+	s.conds = s.conds[:k+n]
+	return s.conds[k : k+n : k+n]
 }
 
 // reuse returns buf's first n elements, cleared, growing buf if it is shorter.
@@ -229,6 +253,14 @@ func (w *worker) newRankLower(r int) *rankLower {
 	}
 	l.hostOrd = reuse(&w.scratch.hostOrd, nops)
 	l.stamp = reuse(&w.scratch.stamp, nops)
+	sc := &w.scratch
+	sc.first = span.FirstOp
+	sc.waited = reuse(&sc.waited, nops)
+	if c.plan.Loc != nil {
+		sc.loc = c.plan.Loc[span.FirstOp:span.EndOp]
+	} else {
+		sc.loc = reuse(&sc.locs, nops)
+	}
 	l.kMgmt = make([]int32, l.dims)
 	l.kHost = make([]int32, l.dims)
 	l.rqManaged = make([]bool, l.nq)
@@ -251,6 +283,8 @@ func (w *worker) newRankLower(r int) *rankLower {
 	rp.Rank, rp.Mgmt, rp.Host = r, -1, -1
 	rp.SendWQ = make([]int, l.nq)
 	rp.RecvWQ = make([]int, l.nq)
+	rp.Queues = make([]ir.WorkQueue, 0, 2*l.nq+2) // the queues' sides, mgmt, host
+	rp.CQs = make([]ir.CQ, 0, 2*l.nq+2)
 	style := c.t.Style
 	// Chains start with room for their data WQEs (the host chain: a HOST and, with cross-channel,
 	// its NOP per host op), so that growing them leaves no garbage behind on large plans; only
@@ -361,7 +395,7 @@ func (l *rankLower) needs(o ir.OpID, k []int32, counted *int) (fence bool) {
 		if k == nil && l.c.t.Style == ir.StyleNone {
 			// The polling engine counts every predecessor, on this queue or not, so it must
 			// see each one's completion.
-			l.c.waited[x] = true
+			l.w.scratch.wait(x)
 		}
 		if l.dim(x) == d {
 			if l.g.Ops[x].Kind == ir.OpRead || l.g.Ops[x].Kind.IsAtomic() {
@@ -371,7 +405,7 @@ func (l *rankLower) needs(o ir.OpID, k []int32, counted *int) (fence bool) {
 		}
 		*counted++
 		if k == nil {
-			l.c.waited[x] = true
+			l.w.scratch.wait(x)
 			continue
 		}
 		if !l.known(k, x) {
@@ -435,7 +469,7 @@ func (l *rankLower) start(o ir.OpID) {
 		e.Flags |= ir.Fence
 	}
 	q := &l.rp.Queues[wq]
-	c.plan.Loc[o] = ir.Loc{Queue: wq, Index: len(q.Chain)}
+	l.w.scratch.loc[o-l.firstOp] = ir.Loc{Queue: wq, Index: len(q.Chain)}
 	q.Chain = append(q.Chain, e)
 	if enable {
 		l.w.naiveEnables++
@@ -456,7 +490,7 @@ func (l *rankLower) end(o ir.OpID) {
 	host := !op.Kind.OnQueue()
 	if l.imp != nil {
 		r := l.row(o)
-		if p := l.c.prevOnSide[o]; p != ir.None {
+		if p := l.c.prevOnSide(o); p != ir.None {
 			for j, v := range l.row(ir.OpID(p)) {
 				r[j] = max(r[j], v)
 			}
@@ -483,15 +517,16 @@ func (l *rankLower) startHost(o ir.OpID) {
 	op := &l.g.Ops[o]
 	e := ir.WQE{Opcode: ir.OpcHost, Op: o, Peer: -1, Red: op.Red,
 		Local: ir.NoSeg, Remote: ir.NoSeg, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1}
-	if k != nil {
-		for _, x := range l.pending {
-			e.Waits = append(e.Waits, ir.Cond{CQ: -1, Op: x})
-			c.waited[x] = true
+	if k != nil && len(l.pending) > 0 {
+		e.Waits = l.w.scratch.condsOf(len(l.pending))
+		for i, x := range l.pending {
+			e.Waits[i] = ir.Cond{CQ: -1, Op: x}
+			l.w.scratch.wait(x)
 			l.learn(k, x)
 		}
 	}
 	hq := &l.rp.Queues[l.rp.Host]
-	c.plan.Loc[o] = ir.Loc{Queue: l.rp.Host, Index: len(hq.Chain)}
+	l.w.scratch.loc[o-l.firstOp] = ir.Loc{Queue: l.rp.Host, Index: len(hq.Chain)}
 	hq.Chain = append(hq.Chain, e)
 	if c.t.Style != ir.StyleNone {
 		hq.Chain = append(hq.Chain, ir.WQE{Opcode: ir.OpcNop, Op: o, Peer: -1,
@@ -512,7 +547,7 @@ func (l *rankLower) emitWait(place int, o, x ir.OpID) {
 	q := &l.rp.Queues[place]
 	q.Chain = append(q.Chain, ir.WQE{Opcode: ir.OpcWait, Op: o, Peer: -1,
 		Local: ir.NoSeg, Remote: ir.NoSeg, Wait: ir.Cond{CQ: -1, Op: x}, Queue: -1})
-	l.c.waited[x] = true
+	l.w.scratch.wait(x)
 	l.waitSeq[place]++
 }
 

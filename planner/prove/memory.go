@@ -15,24 +15,48 @@ type seg struct {
 	by     ir.OpID
 }
 
+// cell is a segment as a list keeps it, without its start: that is where the segment before
+// ends (0 for the first).
+type cell struct {
+	hi, shift int64
+	sh        int32
+	by        ir.OpID
+}
+
 // segList is one rank's buffer: a sorted, gap-free list of segments, kept in a gap buffer. The
 // list is s[:gap] followed by s[gap+free:]; a replacement moves the gap to where it happens,
 // so a plan that writes a buffer's runs in order, as a ring's steps do, moves a few segments
 // per write however many the buffer has.
 type segList struct {
-	s         []seg
+	s         []cell
 	gap, free int
 }
 
 func (l *segList) len() int { return len(l.s) - l.free }
 
-// at returns segment i of the list.
-func (l *segList) at(i int) *seg {
+// at returns cell i of the list.
+func (l *segList) at(i int) *cell {
 	if i >= l.gap {
 		i += l.free
 	}
 	return &l.s[i]
 }
+
+// seg is c's contents over [lo, hi).
+func (c *cell) seg(lo, hi int64) seg {
+	return seg{lo: lo, hi: hi, shift: c.shift, sh: c.sh, by: c.by}
+}
+
+// start is where segment i of the list starts.
+func (l *segList) start(i int) int64 {
+	if i == 0 {
+		return 0
+	}
+	return l.at(i - 1).hi
+}
+
+// seg returns segment i of the list.
+func (l *segList) seg(i int) seg { return l.at(i).seg(l.start(i), l.at(i).hi) }
 
 // find returns the index of the segment holding off (the list covers the whole buffer). It
 // searches outward from the gap, where the last write was: a plan's accesses to a buffer
@@ -69,13 +93,15 @@ func (l *segList) replace(i, j int, v []seg) (moved int) {
 	l.gap, l.free = i, l.free+j-i // drop [i, j)
 	if l.free < len(v) {
 		n := len(l.s) - l.free // kept
-		s := make([]seg, 2*(n+len(v)))
+		s := make([]cell, 2*(n+len(v)))
 		copy(s, l.s[:l.gap])
 		tail := l.s[l.gap+l.free:]
 		copy(s[len(s)-len(tail):], tail)
 		l.s, l.free = s, len(s)-n
 	}
-	copy(l.s[l.gap:], v)
+	for k, x := range v {
+		l.s[l.gap+k] = cell{hi: x.hi, shift: x.shift, sh: x.sh, by: x.by}
+	}
 	l.gap += len(v)
 	l.free -= len(v)
 	return moved
@@ -100,7 +126,7 @@ func newMemory(g *ir.Graph, sh *shapes) *memory {
 			k := r*m.nbuf + b
 			id, shift := sh.one(atom{kind: atomInit, rank: int32(r), buf: ir.BufID(b)})
 			m.init[k] = id
-			m.bufs[k] = segList{s: []seg{{lo: 0, hi: g.Buffers[b].Count, sh: id, shift: shift, by: ir.None}}, gap: 1}
+			m.bufs[k] = segList{s: []cell{{hi: g.Buffers[b].Count, sh: id, shift: shift, by: ir.None}}, gap: 1}
 		}
 	}
 	return m
@@ -113,18 +139,22 @@ func (m *memory) joins(a, b *seg) bool {
 	return a.hi == b.lo && a.by == b.by && a.shift == b.shift && m.sh.equal(a.sh, b.sh)
 }
 
+// holds reports whether c and s, which meet, have the same contents.
+func (m *memory) holds(c *cell, s *seg) bool {
+	return c.by == s.by && c.shift == s.shift && m.sh.equal(c.sh, s.sh)
+}
+
 // get appends to out the segments of [lo, hi) on (rank, buf), clipped, moved by move (their
 // offsets grow by move, their shift shrinks by it: the same elements seen move places on).
 func (m *memory) get(out []seg, rank int, buf ir.BufID, lo, hi, move int64) []seg {
 	l := m.list(rank, buf)
-	for i, n := l.find(lo), l.len(); i < n; i++ {
-		s := *l.at(i)
-		if s.lo >= hi {
-			break
-		}
-		s.lo, s.hi = max(s.lo, lo)+move, min(s.hi, hi)+move
+	i := l.find(lo)
+	for start, n := l.start(i), l.len(); i < n && start < hi; i++ {
+		c := l.at(i)
+		s := c.seg(max(start, lo)+move, min(c.hi, hi)+move)
 		s.shift -= move
 		out = append(out, s)
+		start = c.hi
 	}
 	return out
 }
@@ -135,27 +165,25 @@ func (m *memory) put(rank int, buf ir.BufID, lo, hi int64, repl []seg) {
 	l := m.list(rank, buf)
 	n := l.len()
 	i := l.find(lo)
-	j := i
-	for j < n && l.at(j).lo < hi {
+	j := i + 1 // segment i holds lo
+	for j < n && l.at(j-1).hi < hi {
 		j++
 	}
 	// Build the new run: left part, repl, right part, then join neighbours.
 	run := m.run[:0]
-	if first := *l.at(i); first.lo < lo {
-		first.hi = lo
-		run = append(run, first)
+	if start := l.start(i); start < lo {
+		run = append(run, l.at(i).seg(start, lo))
 	}
 	run = append(run, repl...)
-	if last := *l.at(j - 1); last.hi > hi {
-		last.lo = hi
-		run = append(run, last)
+	if last := l.at(j - 1); last.hi > hi {
+		run = append(run, last.seg(hi, last.hi))
 	}
-	// Join with the segments just outside the replaced range too.
-	if i > 0 && m.joins(l.at(i-1), &run[0]) {
+	// Join with the segments just outside the replaced range too (they meet the run).
+	if i > 0 && m.holds(l.at(i-1), &run[0]) {
 		i--
-		run[0].lo = l.at(i).lo
+		run[0].lo = l.start(i)
 	}
-	if j < n && m.joins(&run[len(run)-1], l.at(j)) {
+	if j < n && m.holds(l.at(j), &run[len(run)-1]) {
 		run[len(run)-1].hi = l.at(j).hi
 		j++
 	}

@@ -12,6 +12,8 @@
 package prove
 
 import (
+	"math/bits"
+
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/verify"
@@ -45,40 +47,65 @@ type State struct {
 
 // Run replays g's ops in order o and returns the final memory.
 func Run(g *ir.Graph, o *verify.Order) *State {
-	// Each op takes effect at one event inside the interval of every access it makes (see
-	// verify's accesses): a data-moving op at its landing, a host op at its start. Positions are
-	// distinct, so a table by position orders the ops without sorting.
-	at := make([]ir.OpID, 3*len(g.Ops))
-	for i := range at {
-		at[i] = ir.None
-	}
 	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start and
 	// each postcondition (check's value over all ranks).
-	n := g.Ranks*len(g.Buffers) + len(g.Expects)
-	for i := range g.Ops {
-		id := ir.OpID(i)
-		switch k := g.Ops[i].Kind; k {
-		case ir.OpRecv, ir.OpNop:
-		case ir.OpReduce, ir.OpCopy:
-			at[o.Start(id)] = id
-			if k == ir.OpReduce {
-				n++
-			}
-		default:
-			at[o.Land(id)] = id
-			if k.IsAtomic() {
-				n++
-			}
-		}
-	}
-	s := &State{g: g, sh: newShapes(n)}
+	ops, makers := inOrder(g, o)
+	s := &State{g: g, sh: newShapes(g.Ranks*len(g.Buffers) + len(g.Expects) + makers)}
 	s.mem = newMemory(g, s.sh)
-	for _, id := range at {
-		if id != ir.None {
-			s.apply(id)
-		}
+	for _, id := range ops {
+		s.apply(id)
 	}
 	return s
+}
+
+// inOrder returns the ops that take effect, in the order of the events at which they do, and
+// how many of them are reduces and atomics. An op takes effect at one event inside the interval
+// of every access it makes (see verify's accesses): a data-moving op at its landing, a host op
+// at its start. Positions are distinct, below 3 per op: a counting sort over a bitmap of them
+// orders the ops in linear time with a few bits per position. Each op's events are its own, so
+// its start or landing is marked exactly when it takes effect there.
+func inOrder(g *ir.Graph, o *verify.Order) (ops []ir.OpID, makers int) {
+	used := make([]uint64, (3*len(g.Ops)+63)/64)
+	k := 0
+	for i := range g.Ops {
+		id := ir.OpID(i)
+		var p int32
+		kind := g.Ops[i].Kind
+		switch kind {
+		case ir.OpRecv, ir.OpNop:
+			continue
+		case ir.OpReduce, ir.OpCopy:
+			p = o.Start(id)
+		default:
+			p = o.Land(id)
+		}
+		if kind == ir.OpReduce || kind.IsAtomic() {
+			makers++
+		}
+		used[p/64] |= 1 << (p % 64)
+		k++
+	}
+	before := make([]int32, len(used)) // ops with positions in the words before
+	sum := 0
+	for w, word := range used {
+		before[w] = int32(sum)
+		sum += bits.OnesCount64(word)
+	}
+	out := make([]ir.OpID, k)
+	place := func(id ir.OpID, p int32) bool {
+		word := used[p/64]
+		if word&(1<<(p%64)) == 0 {
+			return false
+		}
+		out[int(before[p/64])+bits.OnesCount64(word&(1<<(p%64)-1))] = id
+		return true
+	}
+	for i := range g.Ops {
+		if id := ir.OpID(i); !place(id, o.Start(id)) {
+			place(id, o.Land(id))
+		}
+	}
+	return out, makers
 }
 
 // apply replays op id.

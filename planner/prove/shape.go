@@ -45,30 +45,36 @@ func (a atom) less(b atom) bool {
 
 // term is a as a term of one rank.
 func (a atom) term() term {
-	return term{kind: a.kind, buf: a.buf, v: a.v, lo: a.rank, hi: a.rank, n: 1}
+	return term{elem: elemOf(a.kind, a.buf), v: a.v, lo: a.rank, hi: a.rank, n: 1}
 }
 
-// term is atoms (kind, buf, v) of ranks lo..hi (inclusive), each counted n times.
+// term is atoms (kind, buf, v) of ranks lo..hi (inclusive), each counted n times. A shape is
+// made of terms, and there is one shape per reduce: a term is kept in 24 bytes.
 type term struct {
-	kind   atomKind
-	buf    ir.BufID
 	v      int64
 	lo, hi int32
 	n      int32
+	elem   uint32 // elemOf(kind, buf)
 }
 
+// elemOf packs an atom's kind and buffer, ordered as the pair (kind, buf). A graph has fewer
+// than 2^30 buffers: each takes far more than 4 bytes of memory.
+func elemOf(k atomKind, b ir.BufID) uint32 { return uint32(k)<<30 | uint32(b) }
+
+func (a *term) kind() atomKind { return atomKind(a.elem >> 30) }
+func (a *term) buf() ir.BufID  { return ir.BufID(a.elem & (1<<30 - 1)) }
+
 // sameElem reports whether a and b are about the same element (they may differ in ranks).
-func (a term) sameElem(b *term) bool { return a.kind == b.kind && a.buf == b.buf && a.v == b.v }
+func (a term) sameElem(b *term) bool { return a.elem == b.elem && a.v == b.v }
 
 // plain is the operator of a shape with one atom.
 const plain = ir.ReduceOp(0xff)
 
 type shape struct {
-	red ir.ReduceOp // plain when it is one atom
 	// terms[at : at+n] of the table's arena: sorted by (kind, buf, v, lo), disjoint, maximal;
 	// the first atomInit has v == 0.
-	at int
-	n  int32
+	at, n int32
+	red   ir.ReduceOp // plain when it is one atom
 }
 
 // idempotent reports whether x op x == x: such reductions are sets of atoms, the others multisets.
@@ -96,7 +102,7 @@ func newShapes(n int) *shapes {
 // termsOf returns the terms of shape id (valid until the next shape is made).
 func (s *shapes) termsOf(id int32) []term {
 	sh := &s.list[id]
-	return s.terms[sh.at : sh.at+int(sh.n)]
+	return s.terms[sh.at : sh.at+sh.n]
 }
 
 // equal reports whether shapes a and b are the same value.
@@ -113,7 +119,7 @@ func (s *shapes) equal(a, b int32) bool {
 func (s *shapes) make(red ir.ReduceOp, terms []term) (int32, int64) {
 	var shift int64
 	for _, t := range terms {
-		if t.kind == atomInit {
+		if t.kind() == atomInit {
 			shift = t.v
 			break
 		}
@@ -124,12 +130,12 @@ func (s *shapes) make(red ir.ReduceOp, terms []term) (int32, int64) {
 	at := len(s.terms)
 	s.terms = append(s.terms, terms...)
 	for i := at; i < len(s.terms); i++ {
-		if s.terms[i].kind == atomInit {
+		if s.terms[i].kind() == atomInit {
 			s.terms[i].v -= shift
 		}
 	}
 	id := int32(len(s.list))
-	s.list = append(s.list, shape{red: red, at: at, n: int32(len(terms))})
+	s.list = append(s.list, shape{red: red, at: int32(at), n: int32(len(terms))})
 	return id, shift
 }
 
@@ -147,7 +153,7 @@ func (s *shapes) merge(a int32, sa int64, b int32, sb int64, red ir.ReduceOp, op
 		return s.one(atom{kind: atomOpaque, rank: int32(rank), v: int64(op)})
 	}
 	at := func(t term, shift int64) term {
-		if t.kind == atomInit {
+		if t.kind() == atomInit {
 			t.v += shift
 		}
 		return t
@@ -184,11 +190,8 @@ func (s *shapes) merge(a int32, sa int64, b int32, sb int64, red ir.ReduceOp, op
 
 // termLess orders terms by element, then by first rank.
 func termLess(a, b *term) bool {
-	if a.kind != b.kind {
-		return a.kind < b.kind
-	}
-	if a.buf != b.buf {
-		return a.buf < b.buf
+	if a.elem != b.elem {
+		return a.elem < b.elem
 	}
 	if a.v != b.v {
 		return a.v < b.v
@@ -241,12 +244,12 @@ func (s *shapes) at(id int32, shift int64) (ir.ReduceOp, []atom) {
 	var out []atom
 	for _, t := range s.termsOf(id) {
 		v := t.v
-		if t.kind == atomInit {
+		if t.kind() == atomInit {
 			v += shift
 		}
 		for r := t.lo; r <= t.hi; r++ {
 			for range t.n {
-				out = append(out, atom{kind: t.kind, rank: r, buf: t.buf, v: v})
+				out = append(out, atom{kind: t.kind(), rank: r, buf: t.buf(), v: v})
 			}
 		}
 	}
@@ -255,5 +258,5 @@ func (s *shapes) at(id int32, shift int64) (ir.ReduceOp, []atom) {
 
 // all is the reduction with red over every rank of element 0 of buf: what an allreduce asks.
 func (s *shapes) all(red ir.ReduceOp, buf ir.BufID, ranks int) (int32, int64) {
-	return s.make(red, []term{{kind: atomInit, buf: buf, lo: 0, hi: int32(ranks - 1), n: 1}})
+	return s.make(red, []term{{elem: elemOf(atomInit, buf), lo: 0, hi: int32(ranks - 1), n: 1}})
 }
