@@ -128,34 +128,40 @@ func (h *hbGraph) takeEvents() []int32 {
 // table, a few cache lines, rather than in a mark per node of the graph: a slot holds the epoch
 // of the search that filled it above the node, and a slot of an older epoch is empty, so there
 // is no clearing between searches. A node's slot is its number modulo the size: the nodes of
-// one search are mostly the events of nearby ops, which then take distinct slots.
+// one search are mostly the events of nearby ops, which then take distinct slots. Searches of
+// a thousand nodes collide more: given an array free for it, a search marks each node there.
 type search struct {
 	seen  []uint64
+	mask  uint32  // the slots of seen the current search uses
+	mark  []int32 // when given, the epoch of the search that visited each node, instead of seen
 	epoch uint32
 	stack []int32
 }
 
 // begin starts a search that visits at most budget nodes besides its first.
 func (s *search) begin(budget int) {
-	if need := 2 * (budget + 2); len(s.seen) < need {
-		size := 8
-		for size < need {
-			size *= 2
-		}
+	// The table is sized for the largest budget yet, and a search uses only the slots its own
+	// budget needs: a short search stays in a few cache lines.
+	size := 8
+	for size < 2*(budget+2) {
+		size *= 2
+	}
+	if s.mark == nil && len(s.seen) < size {
 		s.seen, s.epoch = make([]uint64, size), 0
 	}
+	s.mask = uint32(size - 1)
 	s.epoch++
 	if s.epoch == 0 { // wrapped: forget all slots
 		clear(s.seen)
+		clear(s.mark)
 		s.epoch = 1
 	}
 }
 
-// visit marks node v visited in the current search, reporting whether it was not yet.
-func (s *search) visit(v int32) bool {
-	seen, epoch := s.seen, uint64(s.epoch)
+// probe marks node v visited in the hash table, reporting whether it was not yet.
+func (s *search) probe(v int32) bool {
+	seen, epoch, mask := s.seen, uint64(s.epoch), s.mask
 	mark := epoch<<32 | uint64(uint32(v))
-	mask := uint32(len(seen) - 1)
 	for i := uint32(v) & mask; ; i = (i + 1) & mask {
 		switch slot := seen[i]; {
 		case slot == mark:
@@ -352,8 +358,20 @@ func (h *hbGraph) bounded(s *search, x, y int32, budget int) reachResult {
 		return reachNo
 	}
 	s.begin(budget)
+	mark, epoch := s.mark, int32(s.epoch)
+	// visit marks node v visited, reporting whether it was not yet.
+	visit := func(v int32) bool {
+		if mark == nil {
+			return s.probe(v)
+		}
+		if mark[v] == epoch {
+			return false
+		}
+		mark[v] = epoch
+		return true
+	}
 	stack := append(s.stack[:0], x)
-	s.visit(x)
+	visit(x)
 	visited := 0
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
@@ -367,7 +385,7 @@ func (h *hbGraph) bounded(s *search, x, y int32, budget int) reachResult {
 			if !byPos {
 				tw = topo[w]
 			}
-			if tw < ty && s.visit(w) {
+			if tw < ty && visit(w) {
 				stack = append(stack, w)
 				if visited++; visited > budget {
 					s.stack = stack
@@ -393,7 +411,9 @@ type hbQuery struct {
 // 64 sources per pass, each pass restricted to the window of topological indices its queries span.
 // Taking the queries in order of their sources keeps the windows of one pass close together; qs
 // itself keeps its order.
-func (h *hbGraph) resolveBatch(qs []hbQuery) {
+//
+// free, if it holds a word per node, is scratch for the searches.
+func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 	if len(qs) == 0 {
 		return
 	}
@@ -401,6 +421,10 @@ func (h *hbGraph) resolveBatch(qs []hbQuery) {
 	// A longer bounded search first: most of these questions hold through a path a few hundred
 	// events long, far shorter than the windows of the passes below.
 	var s search
+	if len(free) >= h.n {
+		s.mark = free[:h.n]
+		clear(s.mark)
+	}
 	var idx []int32
 	for i := range qs {
 		q := &qs[i]

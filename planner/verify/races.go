@@ -226,8 +226,8 @@ const (
 // The (rank, buffer) groups are independent: runs of them are swept on all CPUs (sweeper), and
 // what they find is put together in group order, so the result does not depend on the CPUs.
 type raceFinder struct {
-	g   *ir.Graph
-	h   *hbGraph
+	g     *ir.Graph
+	h     *hbGraph
 	acc   []access // the sweep's accesses, dropped before the deferred queries are answered
 	words []int32  // their array
 

@@ -67,6 +67,7 @@ type sepReach struct {
 	// The chain labels, in 16 bits when every chain is that short or else 32.
 	lab16 *labels[int16]
 	lab32 *labels[int32]
+	free  []int32 // the array the labels are in, if it was free (takeEvents)
 
 	// Per topological position, a bit: whether the event belongs to the component being solved.
 	member []uint64
@@ -77,7 +78,9 @@ type sepReach struct {
 	blk     []int32
 	open    []int32
 
-	// The scratch of children, for questions going to several components.
+	// The scratch of children: per question, its component; the questions, when they go to
+	// several components.
+	dst   []int32
 	spare []subQuery
 
 	ans     []bool
@@ -126,7 +129,7 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery) (ans []bool) {
 		stack = stack[:len(stack)-1]
 		stack = append(stack, r.solve(c)...)
 	}
-	h.resolveBatch(r.residue)
+	h.resolveBatch(r.residue, r.free) // the labels are done with
 	for i, q := range r.residue {
 		if q.ans {
 			r.ans[r.resOf[i]] = true
@@ -176,6 +179,7 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	// The labels take the place of the event-numbered adjacency when it is free and large
 	// enough (16-bit labels of a plan of a few edges per event fit).
 	free := h.takeEvents()
+	r.free = free
 	if longestSide(g) <= math.MaxInt16 && !wideLabels {
 		r.lab16 = newLabels(int16s(free), lanes*h.n, math.MaxInt16)
 	} else {
@@ -249,7 +253,13 @@ func (r *sepReach) split(q hbQuery, qi int32, out *[4]subQuery) int {
 
 // rank is the rank event e happens on.
 func (r *sepReach) rank(e event) int32 {
-	k, _ := slices.BinarySearch(r.rankEnd, int32(e.op())+1)
+	// Ranks mostly have as many ops as each other: the guess by proportion is mostly right.
+	o, ends := int32(e.op()), r.rankEnd
+	k := int(int64(o) * int64(len(ends)) / int64(len(r.g.Ops)))
+	if o < ends[k] && (k == 0 || ends[k-1] <= o) {
+		return int32(k)
+	}
+	k, _ = slices.BinarySearch(ends, o+1)
 	return int32(k)
 }
 
@@ -274,26 +284,26 @@ func (r *sepReach) children(ranks []int32, cur int32, subs []subQuery, limit int
 	// The questions go to their components in the array they came in (the caller's no longer),
 	// counted first. When they all go to one, they only close up; otherwise they are placed
 	// in the spare array and copied back.
-	dest := func(s *subQuery) (c int32, big bool) { // the component s goes to, or -1
-		if r.ans[s.q] {
-			return -1, false
-		}
-		cx, cy := r.comp[r.rank(s.x)], r.comp[r.rank(s.y)]
-		if cx != cy {
-			return -1, false
-		}
-		if limit > 0 && len(out[cx].ranks) > limit {
-			return -1, true
-		}
-		return cx, false
+	// dst[i] is the component subs[i] goes to, or -1.
+	if cap(r.dst) < len(subs) {
+		r.dst = make([]int32, len(subs))
 	}
+	dst := r.dst[:len(subs)]
 	count := make([]int, len(out)+1)
 	for i := range subs {
-		switch c, big := dest(&subs[i]); {
-		case c >= 0:
-			count[c+1]++
-		case big:
-			r.toResidue(subs[i])
+		s := &subs[i]
+		dst[i] = -1
+		if r.ans[s.q] {
+			continue
+		}
+		cx, cy := r.comp[r.rank(s.x)], r.comp[r.rank(s.y)]
+		switch {
+		case cx != cy:
+		case limit > 0 && len(out[cx].ranks) > limit:
+			r.toResidue(*s) // a child too big to be worth its separator
+		default:
+			dst[i] = cx
+			count[cx+1]++
 		}
 	}
 	busy := 0
@@ -311,8 +321,8 @@ func (r *sepReach) children(ranks []int32, cur int32, subs []subQuery, limit int
 		}
 		placed = r.spare[:total]
 	}
-	for _, s := range subs { // in place, s is read before its place is written
-		if c, _ := dest(&s); c >= 0 {
+	for i, s := range subs { // in place, s is read before its place is written
+		if c := dst[i]; c >= 0 {
 			placed[count[c]] = s
 			count[c]++
 		}
