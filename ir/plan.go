@@ -202,7 +202,7 @@ func (p *Plan) OpOf(w *WQE) *Op { return &p.Graph.Ops[w.Op] }
 // More returns the further segments of a data WQE's local scatter/gather list (its op's More;
 // none for other WQEs). The slice is the graph's: read-only.
 func (p *Plan) More(w *WQE) []Slice {
-	if !w.Opcode.IsData() || !w.Local.Valid() || w.Op < 0 || int(w.Op) >= len(p.Graph.Ops) {
+	if !w.Opcode.IsData() || !w.Local.Valid() || uint(w.Op) >= uint(len(p.Graph.Ops)) { // w.Op < 0 too
 		return nil
 	}
 	return p.Graph.Ops[w.Op].More()
@@ -213,7 +213,11 @@ func (p *Plan) LocalSegs(w *WQE) []Slice {
 	if !w.Local.Valid() {
 		return nil
 	}
-	return append([]Slice{w.Local.Slice()}, p.More(w)...)
+	var more []Slice // p.More(w), written out so that LocalSegs inlines and its result can stay on the caller's stack
+	if w.Opcode.IsData() && uint(w.Op) < uint(len(p.Graph.Ops)) {
+		more = p.Graph.Ops[w.Op].More()
+	}
+	return append([]Slice{w.Local.Slice()}, more...)
 }
 
 // MaxSGE is the longest SGE list of rank r's work requests (1 when none is a list), what its
