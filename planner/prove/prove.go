@@ -62,25 +62,30 @@ func Run(g *ir.Graph, o *verify.Order) *State {
 // how many of them are reduces and atomics. An op takes effect at one event inside the interval
 // of every access it makes (see verify's accesses): a data-moving op at its landing, a host op
 // at its start. Positions are distinct, below 3 per op: a counting sort over a bitmap of them
-// orders the ops in linear time with a few bits per position. Each op's events are its own, so
-// its start or landing is marked exactly when it takes effect there.
+// orders the ops in linear time with a few bits per position and per op.
 func inOrder(g *ir.Graph, o *verify.Order) (ops []ir.OpID, makers int) {
-	used := make([]uint64, (3*len(g.Ops)+63)/64)
+	used := make([]uint64, (3*len(g.Ops)+63)/64)  // by position
+	atStart := make([]uint64, (len(g.Ops)+63)/64) // by op: takes effect at its start
+	atLand := make([]uint64, len(atStart))        // or at its landing
 	k := 0
 	for i := range g.Ops {
 		id := ir.OpID(i)
 		var p int32
-		kind := g.Ops[i].Kind
-		switch kind {
+		switch kind := g.Ops[i].Kind; kind {
 		case ir.OpRecv, ir.OpNop:
 			continue
 		case ir.OpReduce, ir.OpCopy:
 			p = o.Start(id)
+			atStart[i/64] |= 1 << (i % 64)
+			if kind == ir.OpReduce {
+				makers++
+			}
 		default:
 			p = o.Land(id)
-		}
-		if kind == ir.OpReduce || kind.IsAtomic() {
-			makers++
+			atLand[i/64] |= 1 << (i % 64)
+			if kind.IsAtomic() {
+				makers++
+			}
 		}
 		used[p/64] |= 1 << (p % 64)
 		k++
@@ -92,17 +97,17 @@ func inOrder(g *ir.Graph, o *verify.Order) (ops []ir.OpID, makers int) {
 		sum += bits.OnesCount64(word)
 	}
 	out := make([]ir.OpID, k)
-	place := func(id ir.OpID, p int32) bool {
-		word := used[p/64]
-		if word&(1<<(p%64)) == 0 {
-			return false
-		}
-		out[int(before[p/64])+bits.OnesCount64(word&(1<<(p%64)-1))] = id
-		return true
-	}
-	for i := range g.Ops {
-		if id := ir.OpID(i); !place(id, o.Start(id)) {
-			place(id, o.Land(id))
+	for w := range atStart {
+		for set := atStart[w] | atLand[w]; set != 0; set &= set - 1 {
+			b := bits.TrailingZeros64(set)
+			id := ir.OpID(w*64 + b)
+			var p int32
+			if atStart[w]&(1<<b) != 0 {
+				p = o.Start(id)
+			} else {
+				p = o.Land(id)
+			}
+			out[int(before[p/64])+bits.OnesCount64(used[p/64]&(1<<(p%64)-1))] = id
 		}
 	}
 	return out, makers
