@@ -414,7 +414,10 @@ func (f *raceFinder) sortAccesses() []group {
 	// The accesses are placed in an array of words large enough to hold the renumbered lists
 	// of the happens-before graph once the sweep is done with them (posGraph.offer).
 	f.words = make([]int32, max(accessWords*int(start[ngroups]), len(f.h.succ)))
-	acc := unsafe.Slice((*access)(unsafe.Pointer(unsafe.SliceData(f.words))), start[ngroups])
+	var acc []access
+	if start[ngroups] > 0 { // else words may be no allocation of its own: nothing to view
+		acc = unsafe.Slice((*access)(unsafe.Pointer(unsafe.SliceData(f.words))), start[ngroups])
+	}
 	for i := range g.Ops {
 		one = accesses(g, ir.OpID(i), one[:0])
 		for k := range one {

@@ -194,6 +194,9 @@ var wideLabels = false
 
 // int16s views the array of b as int16s: neither holds pointers, and the view keeps it alive.
 func int16s(b []int32) []int16 {
+	if len(b) == 0 { // an empty array may be no allocation of its own: nothing to view
+		return nil
+	}
 	return unsafe.Slice((*int16)(unsafe.Pointer(unsafe.SliceData(b))), 2*len(b))
 }
 
