@@ -114,11 +114,7 @@ func (el *elaborator) site(n *dsl.Name, name string) *ir.Site {
 	if s := el.sites[k]; s != nil {
 		return s
 	}
-	if len(el.siteChunk) == 0 {
-		el.siteChunk = make([]ir.Site, 256)
-	}
-	s := &el.siteChunk[0]
-	el.siteChunk = el.siteChunk[1:]
+	s := fromChunk(&el.siteChunk)
 	*s = ir.Site{Name: name, Pos: n.Pos()}
 	if len(el.sites) < maxInterned {
 		el.sites[k] = s
@@ -126,17 +122,24 @@ func (el *elaborator) site(n *dsl.Name, name string) *ir.Site {
 	return s
 }
 
-// extra returns op's OpExtra, giving it one if it has none. They are made a chunk at a time: a
-// plan of atomics has one per op.
+// extra returns op's OpExtra, giving it one if it has none (a plan of atomics has one per op).
 func (el *elaborator) extra(op *ir.Op) *ir.OpExtra {
 	if op.X == nil {
-		if len(el.extras) == 0 {
-			el.extras = make([]ir.OpExtra, 256)
-		}
-		op.X, el.extras = &el.extras[0], el.extras[1:]
+		op.X = fromChunk(&el.extras)
 		op.X.Fetch = ir.NoSlice
 	}
 	return op.X
+}
+
+// fromChunk returns a new zero T taken from *chunk, which it refills 256 at a time: what the
+// Graph keeps per op (Sites, OpExtras) costs one allocation per 256, not one each.
+func fromChunk[T any](chunk *[]T) *T {
+	if len(*chunk) == 0 {
+		*chunk = make([]T, 256)
+	}
+	p := &(*chunk)[0]
+	*chunk = (*chunk)[1:]
+	return p
 }
 
 // pendingRef is a dependency edge by name, resolved once the whole rank is elaborated because
