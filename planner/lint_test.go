@@ -3,11 +3,13 @@ package planner
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/verify"
 )
 
@@ -32,4 +34,33 @@ op y = copy a[4:8] to a[0:4]
 `), nil, Options{Lint: func(diag.List) { called = true }})
 	require.Error(t, err)
 	assert.False(t, called, "a racy plan is not linted")
+}
+
+// Beside runs on the Graph of a plan free of deadlocks, whether or not a later check fails, and
+// is done when LoadWith returns; a plan with a cycle never reaches it.
+func TestLoadBeside(t *testing.T) {
+	for _, c := range []struct {
+		name, src string
+		ran       bool
+	}{
+		{"ok", "plan p\nbuffer a i32[8]\nop x = copy a[0:4] to a[4:8]\n", true},
+		{"racy", "plan p\nbuffer a i32[8]\nop x = copy a[0:4] to a[4:8]\nop y = copy a[4:8] to a[0:4]\n", true},
+		{"cycle", "plan p\nop x = nop after y\nop y = nop after x\n", false},
+	} {
+		var seen *ir.Graph
+		ran := make(chan struct{}, 1)
+		g, err := LoadWith(c.name+".dag", []byte(c.src), nil, Options{Beside: func(g *ir.Graph) {
+			time.Sleep(10 * time.Millisecond) // LoadWith must wait for it
+			seen = g
+			ran <- struct{}{}
+		}})
+		assert.Equal(t, c.name == "ok", err == nil, "%s: %v", c.name, err)
+		select {
+		case <-ran:
+			assert.True(t, c.ran, "%s: Beside ran", c.name)
+			assert.Same(t, g, seen, c.name)
+		default:
+			assert.False(t, c.ran, "%s: Beside had not run (or finished) when LoadWith returned", c.name)
+		}
+	}
 }

@@ -48,6 +48,12 @@ type Options struct {
 	// Lint, when set, is given the warnings of the lints (verify.RNR) of a plan that passes,
 	// which run beside the checks on their happens-before graph.
 	Lint func(diag.List)
+
+	// Beside, when set, is run on the Graph of a plan free of deadlocks at the same time as the
+	// rest of the checks (races, the proof, the lints), for work that needs only such a Graph,
+	// like lower.CheckLimits: done while the checks keep the other cores busy, not after them.
+	// LoadWith returns once Beside has. If a later check fails, Beside's work was for nothing.
+	Beside func(*ir.Graph)
 }
 
 // IsMSCCL reports whether filename names an MSCCL-IR algorithm (an .xml file) rather than a
@@ -83,6 +89,14 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 	errs, order := verify.CheckDeadlocks(g)
 	if len(errs) > 0 {
 		return g, errs.Err()
+	}
+	if opt.Beside != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			opt.Beside(g)
+		}()
+		defer func() { <-done }()
 	}
 	// The race search, the proof of the postconditions and the lints all read the Graph and the
 	// order only: they run side by side, and the proof and the lints count only when there is

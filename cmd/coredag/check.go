@@ -8,7 +8,6 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/planner/verify"
 )
 
@@ -59,7 +58,7 @@ func (c *checkCmd) Run(e *env) error {
 	var reports []checkReport
 	failed, unreadable := false, false
 	for _, path := range c.Files {
-		l, err := loadPlan(e, path, c.paramFlags, true)
+		l, err := loadPlan(e, path, c.paramFlags, true, &target)
 		if err != nil { // an unreadable file: say so, check the others, exit 2 at the end
 			unreadable = true
 			fmt.Fprintf(e.stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))
@@ -114,8 +113,9 @@ func (c *checkCmd) Run(e *env) error {
 // default of compile's --target.
 const defaultTarget = "connectx"
 
-// checkTarget checks a plan that checked against target's limits with lower.CheckLimits, which
-// runs Compile's lowering and limit checks rank by rank without keeping the Plan, so check and
+// checkTarget reports a plan that checked against target's limits, by lower.CheckLimits (run
+// beside the checks by loadPlan), which runs Compile's lowering and limit checks rank by rank
+// without keeping the Plan, so check and
 // compile refuse the same plans with the same diagnostics (code target). With --target a plan
 // over a limit fails: checkTarget fills r's diagnostics and returns false. Without, the default
 // target's refusals are warnings, and the plan passes.
@@ -123,7 +123,7 @@ func (c *checkCmd) checkTarget(e *env, l *loaded, target ir.Target, r *checkRepo
 	if c.Target != "" {
 		r.Target = target.Name
 	}
-	err := lower.CheckLimits(l.graph, target)
+	err := l.limits
 	if err == nil {
 		return true
 	}

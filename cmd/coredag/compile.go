@@ -31,7 +31,13 @@ func (c *compileCmd) Run(e *env) error {
 			return err
 		}
 	}
-	l, err := mustLoad(e, c.File, c.paramFlags, c.Format == "json")
+	// Listing to stdout, a target limit must be found before the first rank is written:
+	// CheckLimits runs beside the checks (see stream).
+	var limits *ir.Target
+	if c.Out == "" && t.Trigger == nil {
+		limits = &t
+	}
+	l, err := mustLoad(e, c.File, c.paramFlags, c.Format == "json", limits)
 	if err != nil {
 		return err
 	}
@@ -48,12 +54,10 @@ func (c *compileCmd) Run(e *env) error {
 // builds the Plan whole before listing it).
 func (c *compileCmd) stream(e *env, l *loaded, t ir.Target, opt listing.Options) error {
 	asJSON := c.Format == "json"
-	if c.Out == "" && t.Trigger == nil {
-		if err := lower.CheckLimits(l.graph, t); err != nil {
-			l.err = err
-			reportDiagnostics(e, l, asJSON)
-			return &exitError{code: exitFail}
-		}
+	if err := l.limits; err != nil { // listing to stdout (Run)
+		l.err = err
+		reportDiagnostics(e, l, asJSON)
+		return &exitError{code: exitFail}
 	}
 	var compileErr error
 	write := func(w io.Writer) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/elaborate"
+	"github.com/coredag/coredag/planner/lower"
 )
 
 // paramFlags is the -p NAME=VALUE flag every command that reads a plan takes, and --mem, the
@@ -51,6 +52,7 @@ type loaded struct {
 	err    error         // diagnostics (a diag.List) or another error
 	budget budget.Budget // the memory budget the plan was loaded within
 	lints  diag.List     // the lints' warnings, when asked for and the plan passed
+	limits error         // lower.CheckLimits' verdict, when asked for and the plan passed
 }
 
 // maxSource is the largest plan file coredag reads. Parsing takes about a kilobyte per token, so
@@ -79,10 +81,11 @@ func readSource(e *env, path string) ([]byte, error) {
 	return src, nil
 }
 
-// loadPlan loads one plan, and with lint runs the lints too (planner.Options.Lint); an
+// loadPlan loads one plan. With lint it runs the lints too (planner.Options.Lint), and with
+// limits lower.CheckLimits for that target, beside the checks (planner.Options.Beside). An
 // unreadable file or bad flag (-p naming a param the plan does not declare, too) is a usage
 // error (exit 2).
-func loadPlan(e *env, path string, p paramFlags, lint bool) (*loaded, error) {
+func loadPlan(e *env, path string, p paramFlags, lint bool, limits *ir.Target) (*loaded, error) {
 	params, err := p.values()
 	if err != nil {
 		return nil, err
@@ -103,6 +106,9 @@ func loadPlan(e *env, path string, p paramFlags, lint bool) (*loaded, error) {
 	opt := planner.Options{Limits: opLimits(b), MSCCL: msccl.Options{Elem: p.Type}}
 	if lint {
 		opt.Lint = func(found diag.List) { l.lints = found }
+	}
+	if limits != nil {
+		opt.Beside = func(g *ir.Graph) { l.limits = lower.CheckLimits(g, *limits) }
 	}
 	l.graph, l.err = planner.LoadWith(name, src, params, opt)
 	var pe *elaborate.ParamError
@@ -138,8 +144,9 @@ func refuse(e *env, l *loaded, err error) error {
 
 // mustLoad loads a plan and, when it has diagnostics, reports them and ends with exit 1: as
 // text on stderr, or with asJSON as the object `check --json` prints for one file, on stdout.
-func mustLoad(e *env, path string, p paramFlags, asJSON bool) (*loaded, error) {
-	l, err := loadPlan(e, path, p, false)
+// With limits, l.limits is lower.CheckLimits' verdict for that target.
+func mustLoad(e *env, path string, p paramFlags, asJSON bool, limits *ir.Target) (*loaded, error) {
+	l, err := loadPlan(e, path, p, false, limits)
 	if err != nil {
 		return nil, err
 	}
