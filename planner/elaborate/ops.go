@@ -12,12 +12,12 @@ import (
 
 // operation fills op from the right-hand side of an op statement and records its queue
 // reference. It reports false when the op could not be evaluated (the error is recorded).
-func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queueRef) bool {
+func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *ref) bool {
 	ok := true
 	queue := func(n *dsl.Name) {
-		name, good := el.name(n, s)
+		r, good := el.name(n, s)
 		ok = ok && good
-		*qref = queueRef{name: name, base: n.Ident.Name, pos: n.Pos()}
+		*qref = r
 	}
 	slice := func(sl *dsl.Slice) ir.Slice {
 		if sl == nil {

@@ -1,0 +1,241 @@
+package elaborate
+
+import (
+	"strconv"
+
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
+)
+
+// Op and queue names. An SPMD text names its ops alike on every rank and pass ("tx[s]"), so an
+// elaborator keeps, per name written in the text (a *dsl.Name, found by its pointer), the names
+// its index made and the Sites of its ops; and per base name ("tx"), the ops and queues of the
+// current rank by index, in slots stamped with the rank's generation. Declaring an op and
+// resolving a reference to it then index arrays instead of hashing "tx[3]". Names with several
+// indices, a negative or a large index, or made once the tables are full, are kept by their text
+// (opIdx, queueIdx) as before.
+
+// maxByIndex bounds the indices kept per name in the text and per base name; maxByIndexLen
+// bounds the entries kept over all of them (of either kind).
+const (
+	maxByIndex    = 1 << 16
+	maxByIndexLen = 1 << 20
+)
+
+// maxInterned bounds the names interned: names that differ per rank are made anew past it.
+const maxInterned = 1 << 16
+
+// nameTables is what an elaborator keeps of names; each worker of a parallel elaboration has
+// its own.
+type nameTables struct {
+	infos       map[*dsl.Name]*nameInfo
+	ops, queues map[string]*idTable // by base name
+	made, slots int                 // entries in the infos' made and in the tables, for the bounds
+	full        bool                // the tables may not grow any more: slots reached maxByIndexLen
+	gen         uint32              // the current rank's stamp: slots of another one are stale
+}
+
+func newNameTables() nameTables {
+	return nameTables{infos: map[*dsl.Name]*nameInfo{}, ops: map[string]*idTable{}, queues: map[string]*idTable{}}
+}
+
+// nameInfo is what is kept of one name written in the text.
+type nameInfo struct {
+	made        []made   // by index: the names it made (interned ones only) and their Sites
+	plain       *ir.Site // the Site of the op it names when it has no index
+	ops, queues *idTable // the tables of its base name, once it was used as such
+}
+
+type made struct {
+	name string
+	site *ir.Site
+}
+
+// idTable holds the ops or queues of one base name on the current rank: slot 0 for the plain
+// name, slot i+1 for name[i].
+type idTable struct{ slots []idSlot }
+
+type idSlot struct {
+	gen uint32
+	id  int32
+}
+
+// ref is an evaluated name: its text and where the tables keep it.
+type ref struct {
+	name string
+	n    *dsl.Name // as written: its base name and position
+	info *nameInfo
+	slot int32 // its slot in an idTable, or -1: kept by its text only
+}
+
+// name evaluates an indexed name into its canonical text ("tx[3]", "hop[1,2]") and its ref.
+func (el *elaborator) name(n *dsl.Name, s *scope) (ref, bool) {
+	info := el.names.infos[n]
+	if info == nil {
+		info = &nameInfo{}
+		el.names.infos[n] = info
+	}
+	r := ref{n: n, info: info, slot: -1}
+	if len(n.Index) == 0 {
+		r.name, r.slot = n.Ident.Name, 0
+		return r, true
+	}
+	var v int64
+	if len(n.Index) == 1 {
+		var ok bool
+		if v, ok = el.eval(n.Index[0], s); !ok {
+			return r, false
+		}
+		if v >= 0 && v < maxByIndex {
+			r.slot = int32(v) + 1
+			if v < int64(len(info.made)) && info.made[v].name != "" {
+				r.name = info.made[v].name
+				return r, true
+			}
+		}
+	}
+	var arr [32]byte
+	buf := append(arr[:0], n.Ident.Name...)
+	buf = append(buf, '[')
+	for i, ix := range n.Index {
+		if len(n.Index) > 1 {
+			var ok bool
+			if v, ok = el.eval(ix, s); !ok {
+				return r, false
+			}
+		}
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendInt(buf, v, 10)
+	}
+	buf = append(buf, ']')
+	str, ok := el.interned[string(buf)]
+	if !ok {
+		str = string(buf)
+		if el.interned == nil || len(el.interned) >= maxInterned {
+			r.name = str
+			return r, true
+		}
+		el.interned[str] = str
+	}
+	r.name = str
+	if r.slot > 0 {
+		if more := int(v) + 1 - len(info.made); more > 0 {
+			if el.names.made+more > maxByIndexLen {
+				return r, true
+			}
+			el.names.made += more
+			info.made = append(info.made, make([]made, more)...)
+		}
+		info.made[v].name = str
+	}
+	return r, true
+}
+
+// siteKey is a name an op statement (its name, n) made.
+type siteKey struct {
+	n    *dsl.Name
+	name string
+}
+
+// site returns the Site of the op that r, the name of an op statement, names: one per name and
+// statement, which the ranks share, up to maxInterned of them past what r's info keeps (past
+// that, one per op).
+func (el *elaborator) site(r ref) *ir.Site {
+	var at **ir.Site
+	switch {
+	case r.slot == 0:
+		at = &r.info.plain
+	case r.slot > 0 && int(r.slot) <= len(r.info.made) && r.info.made[r.slot-1].name == r.name:
+		at = &r.info.made[r.slot-1].site
+	}
+	if at != nil && *at != nil {
+		return *at
+	}
+	k := siteKey{r.n, r.name}
+	if at == nil {
+		if s := el.sites[k]; s != nil {
+			return s
+		}
+	}
+	s := fromChunk(&el.siteChunk)
+	*s = ir.Site{Name: r.name, Pos: r.n.Pos()}
+	switch {
+	case at != nil:
+		*at = s
+	case len(el.sites) < maxInterned:
+		el.sites[k] = s
+	}
+	return s
+}
+
+// table returns the table of r's base name among tabs (ops or queues), keeping it in *at.
+func (el *elaborator) table(at **idTable, tabs map[string]*idTable, r ref) *idTable {
+	if *at == nil {
+		base := r.n.Ident.Name
+		if tabs[base] == nil {
+			tabs[base] = &idTable{}
+		}
+		*at = tabs[base]
+	}
+	return *at
+}
+
+func (el *elaborator) opTable(r ref) *idTable { return el.table(&r.info.ops, el.names.ops, r) }
+func (el *elaborator) queueTable(r ref) *idTable {
+	return el.table(&r.info.queues, el.names.queues, r)
+}
+
+// claim declares r as id in t, or in m when t does not keep it. It returns the id r had
+// already on this rank, and whether it had none.
+func claim[ID ~int32](el *elaborator, t *idTable, m map[string]ID, r ref, id ID) (ID, bool) {
+	if a := int(r.slot); a >= 0 && el.grow(t, a) {
+		s := &t.slots[a]
+		if s.gen == el.names.gen {
+			return ID(s.id), false
+		}
+		*s = idSlot{el.names.gen, int32(id)}
+		return id, true
+	}
+	if was, dup := m[r.name]; dup {
+		return was, false
+	}
+	m[r.name] = id
+	return id, true
+}
+
+// unclaim forgets a declaration of r made by claim.
+func unclaim[ID ~int32](el *elaborator, t *idTable, m map[string]ID, r ref) {
+	if a := int(r.slot); a >= 0 && a < len(t.slots) {
+		t.slots[a].gen = 0
+		return
+	}
+	delete(m, r.name)
+}
+
+// find returns what r names on this rank, declared by claim.
+func find[ID ~int32](el *elaborator, t *idTable, m map[string]ID, r ref) (ID, bool) {
+	if a := int(r.slot); a >= 0 && a < len(t.slots) {
+		s := t.slots[a]
+		return ID(s.id), s.gen == el.names.gen
+	}
+	id, ok := m[r.name]
+	return id, ok
+}
+
+// grow makes t hold slot a, if the bounds allow it. Once they did not, no table grows again:
+// a slot past a table's end then always means the name is kept by its text.
+func (el *elaborator) grow(t *idTable, a int) bool {
+	if a < len(t.slots) {
+		return true
+	}
+	more := a + 1 - len(t.slots)
+	if el.names.full || el.names.slots+more > maxByIndexLen {
+		el.names.full = true
+		return false
+	}
+	el.names.slots += more
+	t.slots = append(t.slots, make([]idSlot, more)...)
+	return true
+}
