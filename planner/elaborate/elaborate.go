@@ -181,7 +181,7 @@ func (el *elaborator) run() (sharded bool) {
 	el.opIdx = map[string]ir.OpID{}
 	el.queueIdx = map[string]ir.QueueID{}
 	el.interned = map[string]string{}
-	el.names = newNameTables()
+	el.names = newNameTables(el.file)
 	el.sites = map[siteKey]*ir.Site{}
 	el.first, el.end = 0, el.g.Ranks
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
@@ -419,7 +419,7 @@ func (el *elaborator) elaborateRank(r int) {
 	top := &scope{parent: el.globals, ext: &scopeExt{memo: el.memo}}
 	top.bind("rank", int64(r))
 	el.stopped = false
-	el.block(el.file.Stmts, top, true)
+	el.block(el.names.code, top, true)
 	g.Rank[r].EndOp, g.Rank[r].EndQueue = ir.OpID(len(g.Ops)), ir.QueueID(len(g.Queues))
 	if !el.stopped { // after a failed assert, the missing declarations are no news
 		el.resolveRank()
@@ -445,8 +445,8 @@ func (el *elaborator) evalFailed(rank int, err *evalError) {
 }
 
 // block elaborates a list of statements in a new scope layer s.
-func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
-	for _, st := range stmts {
+func (el *elaborator) block(c *code, s *scope, top bool) {
+	for i, st := range c.stmts {
 		if el.truncated || el.stopped {
 			return
 		}
@@ -482,20 +482,20 @@ func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
 		case *dsl.LetStmt:
 			el.declare(st.Name, st.Value, s, 0)
 		case *dsl.QueueStmt:
-			el.queue(st, s)
+			el.queue(st, &c.at[i], s)
 		case *dsl.OpStmt:
-			el.op(st, s)
+			el.op(st, &c.at[i], s)
 		case *dsl.DepStmt:
-			el.dep(st, s)
+			el.dep(st, &c.at[i], s)
 		case *dsl.ForStmt:
-			el.loop(st, s)
+			el.loop(st, c.at[i].body, s)
 		case *dsl.IfStmt:
-			el.cond(st, s)
+			el.cond(st, &c.at[i], s)
 		}
 	}
 }
 
-func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
+func (el *elaborator) loop(st *dsl.ForStmt, code *code, s *scope) {
 	from, ok1 := el.eval(st.From, s)
 	to, ok2 := el.eval(st.To, s)
 	step := int64(1)
@@ -533,25 +533,26 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 		}
 		body.reset()
 		body.bind(st.Var.Name, v)
-		el.block(st.Body, body, false)
+		el.block(code, body, false)
 		if v > math.MaxInt64-step {
 			break
 		}
 	}
 }
 
-func (el *elaborator) cond(st *dsl.IfStmt, s *scope) {
+func (el *elaborator) cond(st *dsl.IfStmt, at *stmtCode, s *scope) {
 	c, ok := el.eval(st.Cond, s)
 	if !ok {
 		el.skipped(st.Then)
 		el.skipped(st.Else)
 		return
 	}
-	body := st.Then
+	body := at.body
 	if c == 0 {
-		if body = st.Else; body == nil {
+		if st.Else == nil {
 			return
 		}
+		body = at.els
 	}
 	inner := el.child(s)
 	el.block(body, inner, false)
@@ -575,9 +576,9 @@ func (el *elaborator) child(s *scope) *scope {
 // release gives back a scope from child once its block is done.
 func (el *elaborator) release(c *scope) { el.spare = append(el.spare, c) }
 
-func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
+func (el *elaborator) queue(st *dsl.QueueStmt, at *stmtCode, s *scope) {
 	g := el.g
-	r, ok := el.name(st.Name, s)
+	r, ok := el.name(st.Name, at.name, s)
 	if !ok {
 		el.broken.queues.add("", st.Name.Ident.Name)
 		return
@@ -617,7 +618,7 @@ func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
 	}
 	peerName, peerPos := name, st.Name.Pos() // by default the peer's queue of the same name
 	if st.Peer != nil {
-		pr, ok := el.name(st.Peer, s)
+		pr, ok := el.name(st.Peer, at.peer, s)
 		if !ok {
 			fail()
 			return
@@ -629,9 +630,9 @@ func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
 	el.peerRefs = append(el.peerRefs, queueRef{name: peerName, pos: peerPos})
 }
 
-func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
+func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 	g := el.g
-	r, ok := el.name(st.Name, s)
+	r, ok := el.name(st.Name, at.name, s)
 	if !ok {
 		el.broken.ops.add("", st.Name.Ident.Name)
 		return
@@ -651,7 +652,7 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 	}
 	op := ir.Op{Site: el.site(r), Rank: int32(el.rank), Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Match: ir.None, Index: -1}
 	var qref ref
-	ok = el.operation(st.Op, s, &op, &qref)
+	ok = el.operation(st.Op, at.peer, s, &op, &qref)
 	if !ok {
 		unclaim(el, tab, el.opIdx, r)
 		el.broken.ops.add(name, "") // reported: references to it are not
@@ -660,7 +661,7 @@ func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
 	el.growOps()
 	g.Ops = append(g.Ops, op)
 	el.opQueue = append(el.opQueue, qref)
-	el.refs(st.After, s, id)
+	el.refs(st.After, at.after, s, id)
 }
 
 // prefault writes to every page of ops, an Op array just allocated, before anything else can
@@ -692,22 +693,22 @@ func (el *elaborator) growOps() {
 }
 
 // refs records `after` references: op waiter waits for every op named by after.
-func (el *elaborator) refs(after []*dsl.Name, s *scope, waiter ir.OpID) {
-	for _, a := range after {
-		if r, ok := el.name(a, s); ok {
+func (el *elaborator) refs(after []*dsl.Name, infos []*nameInfo, s *scope, waiter ir.OpID) {
+	for i, a := range after {
+		if r, ok := el.name(a, infos[i], s); ok {
 			el.pending = append(el.pending, pendingRef{from: r, to: waiter})
 		}
 	}
 }
 
-func (el *elaborator) dep(st *dsl.DepStmt, s *scope) {
-	for _, o := range st.Ops {
-		waiter, ok := el.name(o, s)
+func (el *elaborator) dep(st *dsl.DepStmt, at *stmtCode, s *scope) {
+	for i, o := range st.Ops {
+		waiter, ok := el.name(o, at.ops[i], s)
 		if !ok {
 			continue
 		}
-		for _, a := range st.After {
-			if r, ok := el.name(a, s); ok {
+		for j, a := range st.After {
+			if r, ok := el.name(a, at.after[j], s); ok {
 				el.pending = append(el.pending, pendingRef{from: r, to: ir.None, toBy: waiter})
 			}
 		}

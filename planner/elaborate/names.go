@@ -28,18 +28,62 @@ const maxInterned = 1 << 16
 // nameTables is what an elaborator keeps of names; each worker of a parallel elaboration has
 // its own.
 type nameTables struct {
-	infos       map[*dsl.Name]*nameInfo
+	code        *code               // the file's statements, with the nameInfo of each name
 	ops, queues map[string]*idTable // by base name
 	made, slots int                 // entries in the infos' made and in the tables, for the bounds
 	full        bool                // the tables may not grow any more: slots reached maxByIndexLen
 	gen         uint32              // the current rank's stamp: slots of another one are stale
 }
 
-func newNameTables() nameTables {
-	return nameTables{infos: map[*dsl.Name]*nameInfo{}, ops: map[string]*idTable{}, queues: map[string]*idTable{}}
+func newNameTables(f *dsl.File) nameTables {
+	return nameTables{code: compile(f.Stmts), ops: map[string]*idTable{}, queues: map[string]*idTable{}}
 }
 
-// nameInfo is what is kept of one name written in the text.
+// code is a list of statements and, beside each, the nameInfos of the names it writes, made
+// once, so that elaborating a statement finds them without a lookup.
+type code struct {
+	stmts []dsl.Stmt
+	at    []stmtCode
+}
+
+type stmtCode struct {
+	name  *nameInfo   // an op's or a queue's name
+	peer  *nameInfo   // a queue's peer; the queue an op is on
+	after []*nameInfo // an op's or dependency's after
+	ops   []*nameInfo // the ops of a dependency statement
+	body  *code       // a loop's body, an if's then
+	els   *code       // an if's else
+}
+
+// compile makes the code of stmts.
+func compile(stmts []dsl.Stmt) *code {
+	c := &code{stmts: stmts, at: make([]stmtCode, len(stmts))}
+	infos := func(names []*dsl.Name) []*nameInfo {
+		out := make([]*nameInfo, len(names))
+		for i := range out {
+			out[i] = &nameInfo{}
+		}
+		return out
+	}
+	for i, st := range stmts {
+		at := &c.at[i]
+		switch st := st.(type) {
+		case *dsl.QueueStmt:
+			at.name, at.peer = &nameInfo{}, &nameInfo{}
+		case *dsl.OpStmt:
+			at.name, at.peer, at.after = &nameInfo{}, &nameInfo{}, infos(st.After)
+		case *dsl.DepStmt:
+			at.ops, at.after = infos(st.Ops), infos(st.After)
+		case *dsl.ForStmt:
+			at.body = compile(st.Body)
+		case *dsl.IfStmt:
+			at.body, at.els = compile(st.Then), compile(st.Else)
+		}
+	}
+	return c
+}
+
+// nameInfo is what is kept of one name written in the text (code).
 type nameInfo struct {
 	made        []made   // by index: the names it made (interned ones only) and their Sites
 	plain       *ir.Site // the Site of the op it names when it has no index
@@ -68,13 +112,9 @@ type ref struct {
 	slot int32 // its slot in an idTable, or -1: kept by its text only
 }
 
-// name evaluates an indexed name into its canonical text ("tx[3]", "hop[1,2]") and its ref.
-func (el *elaborator) name(n *dsl.Name, s *scope) (ref, bool) {
-	info := el.names.infos[n]
-	if info == nil {
-		info = &nameInfo{}
-		el.names.infos[n] = info
-	}
+// name evaluates an indexed name into its canonical text ("tx[3]", "hop[1,2]") and its ref;
+// info is what is kept of n (code).
+func (el *elaborator) name(n *dsl.Name, info *nameInfo, s *scope) (ref, bool) {
 	r := ref{n: n, info: info, slot: -1}
 	if len(n.Index) == 0 {
 		r.name, r.slot = n.Ident.Name, 0

@@ -11,11 +11,11 @@ import (
 )
 
 // operation fills op from the right-hand side of an op statement and records its queue
-// reference. It reports false when the op could not be evaluated (the error is recorded).
-func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *ref) bool {
+// reference (qinfo: what is kept of the queue's name). It reports false when the op could not be evaluated (the error is recorded).
+func (el *elaborator) operation(o dsl.Operation, qinfo *nameInfo, s *scope, op *ir.Op, qref *ref) bool {
 	ok := true
 	queue := func(n *dsl.Name) {
-		r, good := el.name(n, s)
+		r, good := el.name(n, qinfo, s)
 		ok = ok && good
 		*qref = r
 	}

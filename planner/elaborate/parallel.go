@@ -118,7 +118,7 @@ func (el *elaborator) worker(p *pool) *elaborator {
 	w.broken.ops, w.broken.queues = brokenNames{}, brokenNames{}
 	w.opIdx, w.queueIdx, w.opNames = map[string]ir.OpID{}, map[string]ir.QueueID{}, nil
 	w.pending, w.opQueue, w.peerRefs, w.spare, w.segs, w.segPos, w.extras = nil, nil, nil, nil, nil, nil, nil
-	w.interned, w.names = maps.Clone(el.interned), newNameTables()
+	w.interned, w.names = maps.Clone(el.interned), newNameTables(el.file)
 	w.memo = nil // each worker remembers its own
 	w.sites, w.siteChunk = map[siteKey]*ir.Site{}, nil
 	return &w
