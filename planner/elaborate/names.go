@@ -120,12 +120,11 @@ func (el *elaborator) name(n *dsl.Name, info *nameInfo, s *scope) (ref, bool) {
 		r.name, r.slot = n.Ident.Name, 0
 		return r, true
 	}
-	var v int64
+	v, ok := el.eval(n.Index[0], s)
+	if !ok {
+		return r, false
+	}
 	if len(n.Index) == 1 {
-		var ok bool
-		if v, ok = el.eval(n.Index[0], s); !ok {
-			return r, false
-		}
 		if v >= 0 && v < maxByIndex {
 			r.slot = int32(v) + 1
 			if v < int64(len(info.made)) && info.made[v].name != "" {
@@ -134,17 +133,22 @@ func (el *elaborator) name(n *dsl.Name, info *nameInfo, s *scope) (ref, bool) {
 			}
 		}
 	}
+	return el.nameText(r, v, s)
+}
+
+// nameText makes the text of r, a name with indices whose first (v) is evaluated, and keeps
+// it when it is interned and r.info keeps its index.
+func (el *elaborator) nameText(r ref, v int64, s *scope) (ref, bool) {
+	n, info := r.n, r.info
 	var arr [32]byte
 	buf := append(arr[:0], n.Ident.Name...)
 	buf = append(buf, '[')
 	for i, ix := range n.Index {
-		if len(n.Index) > 1 {
+		if i > 0 {
 			var ok bool
 			if v, ok = el.eval(ix, s); !ok {
 				return r, false
 			}
-		}
-		if i > 0 {
 			buf = append(buf, ',')
 		}
 		buf = strconv.AppendInt(buf, v, 10)
