@@ -78,6 +78,7 @@ type elaborator struct {
 	// string: SPMD ranks name their ops alike. At most maxInterned.
 	interned map[string]string
 	names    nameTables // what el keeps per name of the text and per base name (names.go)
+	cur      *stmtCode  // the op statement being elaborated: its compiled slices
 
 	spare  []*scope     // scope layers free for child
 	segs   []ir.Slice   // scratch of sliceList
@@ -435,6 +436,16 @@ func (el *elaborator) eval(e dsl.Expr, s *scope) (int64, bool) {
 	return v, true
 }
 
+// evalc is eval of a compiled expression.
+func (el *elaborator) evalc(c *cexpr, s *scope) (int64, bool) {
+	v, err := c.eval(s)
+	if err != nil {
+		el.evalFailed(el.rank, err)
+		return 0, false
+	}
+	return v, true
+}
+
 // evalFailed reports an expression error on rank (-1: on every rank), unless the expression
 // failed because it uses a name whose own declaration failed, which was reported there.
 func (el *elaborator) evalFailed(rank int, err *evalError) {
@@ -460,7 +471,7 @@ func (el *elaborator) block(c *code, s *scope, top bool) {
 				el.stopped = true
 			}
 		case *dsl.VarStmt:
-			el.declare(st.Name, st.Value, s, flagMutable)
+			el.declare(st.Name, c.at[i].x, s, flagMutable)
 		case *dsl.AssignStmt:
 			el.assign(st, s)
 		case *dsl.PlanStmt:
@@ -480,7 +491,7 @@ func (el *elaborator) block(c *code, s *scope, top bool) {
 				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "expect inside a block: postconditions are about the whole plan and stated at the top level")
 			}
 		case *dsl.LetStmt:
-			el.declare(st.Name, st.Value, s, 0)
+			el.declare(st.Name, c.at[i].x, s, 0)
 		case *dsl.QueueStmt:
 			el.queue(st, &c.at[i], s)
 		case *dsl.OpStmt:
@@ -488,20 +499,20 @@ func (el *elaborator) block(c *code, s *scope, top bool) {
 		case *dsl.DepStmt:
 			el.dep(st, &c.at[i], s)
 		case *dsl.ForStmt:
-			el.loop(st, c.at[i].body, s)
+			el.loop(st, &c.at[i], s)
 		case *dsl.IfStmt:
 			el.cond(st, &c.at[i], s)
 		}
 	}
 }
 
-func (el *elaborator) loop(st *dsl.ForStmt, code *code, s *scope) {
-	from, ok1 := el.eval(st.From, s)
-	to, ok2 := el.eval(st.To, s)
+func (el *elaborator) loop(st *dsl.ForStmt, at *stmtCode, s *scope) {
+	from, ok1 := el.evalc(at.x, s)
+	to, ok2 := el.evalc(at.y, s)
 	step := int64(1)
 	ok3 := true
 	if st.Step != nil {
-		step, ok3 = el.eval(st.Step, s)
+		step, ok3 = el.evalc(at.z, s)
 		if ok3 && step <= 0 {
 			el.errorf(phaseNames, diag.Expr, st.Step.Pos(), "for step %d: the step must be positive", step)
 			ok3 = false
@@ -533,7 +544,7 @@ func (el *elaborator) loop(st *dsl.ForStmt, code *code, s *scope) {
 		}
 		body.reset()
 		body.bind(st.Var.Name, v)
-		el.block(code, body, false)
+		el.block(at.body, body, false)
 		if v > math.MaxInt64-step {
 			break
 		}
@@ -541,7 +552,7 @@ func (el *elaborator) loop(st *dsl.ForStmt, code *code, s *scope) {
 }
 
 func (el *elaborator) cond(st *dsl.IfStmt, at *stmtCode, s *scope) {
-	c, ok := el.eval(st.Cond, s)
+	c, ok := el.evalc(at.x, s)
 	if !ok {
 		el.skipped(st.Then)
 		el.skipped(st.Else)
@@ -652,6 +663,7 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 	}
 	op := ir.Op{Site: el.site(r), Rank: int32(el.rank), Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Match: ir.None, Index: -1}
 	var qref ref
+	el.cur = at
 	ok = el.operation(st.Op, at.peer, s, &op, &qref)
 	if !ok {
 		unclaim(el, tab, el.opIdx, r)

@@ -47,12 +47,20 @@ type code struct {
 }
 
 type stmtCode struct {
-	name  *nameInfo   // an op's or a queue's name
-	peer  *nameInfo   // a queue's peer; the queue an op is on
-	after []*nameInfo // an op's or dependency's after
-	ops   []*nameInfo // the ops of a dependency statement
-	body  *code       // a loop's body, an if's then
-	els   *code       // an if's else
+	x, y, z *cexpr      // a let's or var's value; a loop's from, to and step; an if's condition
+	slices  []cslice    // an op's slices, those in lists included
+	name    *nameInfo   // an op's or a queue's name
+	peer    *nameInfo   // a queue's peer; the queue an op is on
+	after   []*nameInfo // an op's or dependency's after
+	ops     []*nameInfo // the ops of a dependency statement
+	body    *code       // a loop's body, an if's then
+	els     *code       // an if's else
+}
+
+// cslice is a slice of an op statement with its bounds compiled.
+type cslice struct {
+	sl     *dsl.Slice
+	lo, hi *cexpr
 }
 
 // compile makes the code of stmts.
@@ -60,31 +68,101 @@ func compile(stmts []dsl.Stmt) *code {
 	c := &code{stmts: stmts, at: make([]stmtCode, len(stmts))}
 	infos := func(names []*dsl.Name) []*nameInfo {
 		out := make([]*nameInfo, len(names))
-		for i := range out {
-			out[i] = &nameInfo{}
+		for i, n := range names {
+			out[i] = newNameInfo(n)
 		}
 		return out
 	}
 	for i, st := range stmts {
 		at := &c.at[i]
 		switch st := st.(type) {
+		case *dsl.LetStmt:
+			at.x = compileExpr(st.Value)
+		case *dsl.VarStmt:
+			at.x = compileExpr(st.Value)
 		case *dsl.QueueStmt:
-			at.name, at.peer = &nameInfo{}, &nameInfo{}
+			at.name, at.peer = newNameInfo(st.Name), newNameInfo(st.Peer)
 		case *dsl.OpStmt:
-			at.name, at.peer, at.after = &nameInfo{}, &nameInfo{}, infos(st.After)
+			at.name, at.peer, at.after = newNameInfo(st.Name), newNameInfo(queueOf(st.Op)), infos(st.After)
+			at.slices = compileSlices(st.Op)
 		case *dsl.DepStmt:
 			at.ops, at.after = infos(st.Ops), infos(st.After)
 		case *dsl.ForStmt:
+			at.x, at.y, at.z = compileExpr(st.From), compileExpr(st.To), compileExpr(st.Step)
 			at.body = compile(st.Body)
 		case *dsl.IfStmt:
+			at.x = compileExpr(st.Cond)
 			at.body, at.els = compile(st.Then), compile(st.Else)
 		}
 	}
 	return c
 }
 
+func newNameInfo(n *dsl.Name) *nameInfo {
+	if n == nil {
+		return &nameInfo{}
+	}
+	return &nameInfo{index: compileExprs(n.Index)}
+}
+
+// queueOf is the queue an operation is on, or nil.
+func queueOf(o dsl.Operation) *dsl.Name {
+	switch o := o.(type) {
+	case *dsl.SendOp:
+		return o.Queue
+	case *dsl.RecvOp:
+		return o.Queue
+	case *dsl.WriteOp:
+		return o.Queue
+	case *dsl.ReadOp:
+		return o.Queue
+	case *dsl.AtomicOp:
+		return o.Queue
+	}
+	return nil
+}
+
+// compileSlices compiles the slices of an operation.
+func compileSlices(o dsl.Operation) []cslice {
+	var out []cslice
+	var add func(sl *dsl.Slice)
+	add = func(sl *dsl.Slice) {
+		if sl == nil {
+			return
+		}
+		if sl.For != nil {
+			add(sl.For.Slice)
+			return
+		}
+		out = append(out, cslice{sl, compileExpr(sl.Lo), compileExpr(sl.Hi)})
+	}
+	addAll := func(sls ...*dsl.Slice) {
+		for _, sl := range sls {
+			add(sl)
+		}
+	}
+	switch o := o.(type) {
+	case *dsl.SendOp:
+		addAll(append([]*dsl.Slice{o.Slice}, o.More...)...)
+	case *dsl.RecvOp:
+		addAll(append([]*dsl.Slice{o.Slice}, o.More...)...)
+	case *dsl.WriteOp:
+		addAll(append([]*dsl.Slice{o.Src, o.Dst}, o.More...)...)
+	case *dsl.ReadOp:
+		addAll(append([]*dsl.Slice{o.Src, o.Dst}, o.More...)...)
+	case *dsl.AtomicOp:
+		addAll(o.Target, o.To)
+	case *dsl.ReduceOp:
+		addAll(o.Dst, o.Src)
+	case *dsl.CopyOp:
+		addAll(o.Src, o.Dst)
+	}
+	return out
+}
+
 // nameInfo is what is kept of one name written in the text (code).
 type nameInfo struct {
+	index       []*cexpr // its indices, compiled
 	made        []made   // by index: the names it made (interned ones only) and their Sites
 	plain       *ir.Site // the Site of the op it names when it has no index
 	ops, queues *idTable // the tables of its base name, once it was used as such
@@ -120,7 +198,7 @@ func (el *elaborator) name(n *dsl.Name, info *nameInfo, s *scope) (ref, bool) {
 		r.name, r.slot = n.Ident.Name, 0
 		return r, true
 	}
-	v, ok := el.eval(n.Index[0], s)
+	v, ok := el.evalc(info.index[0], s)
 	if !ok {
 		return r, false
 	}
@@ -143,10 +221,10 @@ func (el *elaborator) nameText(r ref, v int64, s *scope) (ref, bool) {
 	var arr [32]byte
 	buf := append(arr[:0], n.Ident.Name...)
 	buf = append(buf, '[')
-	for i, ix := range n.Index {
+	for i := range n.Index {
 		if i > 0 {
 			var ok bool
-			if v, ok = el.eval(ix, s); !ok {
+			if v, ok = el.evalc(info.index[i], s); !ok {
 				return r, false
 			}
 			buf = append(buf, ',')

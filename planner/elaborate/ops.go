@@ -248,9 +248,10 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 	}
 	b := &el.g.Buffers[id]
 	out := ir.Slice{Buf: id, Len: b.Count}
+	clo, chi := el.bounds(sl)
 	switch sl.Kind {
 	case dsl.SliceElem:
-		i, ok := el.eval(sl.Lo, s)
+		i, ok := el.evalc(clo, s)
 		if !ok {
 			return ir.NoSlice, false
 		}
@@ -260,8 +261,8 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 		}
 		out.Off, out.Len = i, 1
 	case dsl.SliceRange:
-		lo, ok1 := el.eval(sl.Lo, s)
-		hi, ok2 := el.eval(sl.Hi, s)
+		lo, ok1 := el.evalc(clo, s)
+		hi, ok2 := el.evalc(chi, s)
 		if !ok1 || !ok2 {
 			return ir.NoSlice, false
 		}
@@ -279,6 +280,16 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 		out.Off, out.Len = lo, hi-lo
 	}
 	return out, true
+}
+
+// bounds returns the compiled bounds of sl, a slice of the op statement being elaborated.
+func (el *elaborator) bounds(sl *dsl.Slice) (lo, hi *cexpr) {
+	for _, c := range el.cur.slices { // a few: one or two per slice of the op
+		if c.sl == sl {
+			return c.lo, c.hi
+		}
+	}
+	return compileExpr(sl.Lo), compileExpr(sl.Hi) // not one of them: compiled for this once
 }
 
 func (el *elaborator) bufferNames() []string {
