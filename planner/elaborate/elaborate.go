@@ -594,7 +594,7 @@ func (el *elaborator) queue(st *dsl.QueueStmt, at *stmtCode, s *scope) {
 		el.broken.queues.add("", st.Name.Ident.Name)
 		return
 	}
-	name := r.name
+	name := el.text(&r)
 	id, fresh := claim(el, el.queueTable(r), el.queueIdx, r, ir.QueueID(len(g.Queues)))
 	if !fresh {
 		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "queue %s declared twice", name).Relate(g.Queues[id].Pos, firstDeclaration(name, g.Queues[id].Pos, st.Name.Pos())), "queue declared twice")
@@ -634,7 +634,7 @@ func (el *elaborator) queue(st *dsl.QueueStmt, at *stmtCode, s *scope) {
 			fail()
 			return
 		}
-		peerName = pr.name
+		peerName = el.text(&pr)
 		peerPos = st.Peer.Pos()
 	}
 	g.Queues = append(g.Queues, ir.Queue{Name: name, Rank: el.rank, PeerRank: int(peer), Peer: ir.None, Depth: int(depth), Pos: st.Name.Pos()})
@@ -648,10 +648,10 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 		el.broken.ops.add("", st.Name.Ident.Name)
 		return
 	}
-	name := r.name
 	id := ir.OpID(len(g.Ops))
 	tab := el.opTable(r)
 	if first, fresh := claim(el, tab, el.opIdx, r, id); !fresh {
+		name := el.text(&r)
 		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "op %s declared twice on this rank: give each op its own name or index", name).
 			Relate(g.Ops[first].Pos, firstDeclaration(name, g.Ops[first].Pos, st.Name.Pos())), "op declared twice")
 		return
@@ -661,13 +661,13 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 		el.tooManyOps(st.Pos(), "")
 		return
 	}
-	op := ir.Op{Site: el.site(r), Rank: int32(el.rank), Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Match: ir.None, Index: -1}
+	op := ir.Op{Site: el.site(&r), Rank: int32(el.rank), Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Match: ir.None, Index: -1}
 	var qref ref
 	el.cur = at
 	ok = el.operation(st.Op, at.peer, s, &op, &qref)
 	if !ok {
 		unclaim(el, tab, el.opIdx, r)
-		el.broken.ops.add(name, "") // reported: references to it are not
+		el.broken.ops.add(op.Name, "") // reported: references to it are not
 		return
 	}
 	el.growOps()

@@ -184,7 +184,7 @@ type idSlot struct {
 
 // ref is an evaluated name: its text and where the tables keep it.
 type ref struct {
-	name string
+	name string // its text; "" until text makes it, for a name with one index (slot > 0)
 	n    *dsl.Name // as written: its base name and position
 	info *nameInfo
 	slot int32 // its slot in an idTable, or -1: kept by its text only
@@ -202,16 +202,23 @@ func (el *elaborator) name(n *dsl.Name, info *nameInfo, s *scope) (ref, bool) {
 	if !ok {
 		return r, false
 	}
-	if len(n.Index) == 1 {
-		if v >= 0 && v < maxByIndex {
-			r.slot = int32(v) + 1
-			if v < int64(len(info.made)) && info.made[v].name != "" {
-				r.name = info.made[v].name
-				return r, true
-			}
-		}
+	if len(n.Index) == 1 && v >= 0 && v < maxByIndex {
+		r.slot = int32(v) + 1 // its text is made when needed (text)
+		return r, true
 	}
 	return el.nameText(r, v, s)
+}
+
+// text returns the text of r, making it if name did not.
+func (el *elaborator) text(r *ref) string {
+	if r.name == "" {
+		if v := int64(r.slot) - 1; v < int64(len(r.info.made)) && r.info.made[v].name != "" {
+			r.name = r.info.made[v].name
+		} else {
+			*r, _ = el.nameText(*r, v, nil) // one index: nothing more to evaluate
+		}
+	}
+	return r.name
 }
 
 // nameText makes the text of r, a name with indices whose first (v) is evaluated, and keeps
@@ -264,25 +271,31 @@ type siteKey struct {
 // site returns the Site of the op that r, the name of an op statement, names: one per name and
 // statement, which the ranks share, up to maxInterned of them past what r's info keeps (past
 // that, one per op).
-func (el *elaborator) site(r ref) *ir.Site {
+func (el *elaborator) site(r *ref) *ir.Site {
+	if r.slot > 0 && int(r.slot) <= len(r.info.made) {
+		if s := r.info.made[r.slot-1].site; s != nil {
+			return s
+		}
+	}
+	name := el.text(r)
 	var at **ir.Site
 	switch {
 	case r.slot == 0:
 		at = &r.info.plain
-	case r.slot > 0 && int(r.slot) <= len(r.info.made) && r.info.made[r.slot-1].name == r.name:
+	case r.slot > 0 && int(r.slot) <= len(r.info.made) && r.info.made[r.slot-1].name == name:
 		at = &r.info.made[r.slot-1].site
 	}
 	if at != nil && *at != nil {
 		return *at
 	}
-	k := siteKey{r.n, r.name}
+	k := siteKey{r.n, name}
 	if at == nil {
 		if s := el.sites[k]; s != nil {
 			return s
 		}
 	}
 	s := fromChunk(&el.siteChunk)
-	*s = ir.Site{Name: r.name, Pos: r.n.Pos()}
+	*s = ir.Site{Name: name, Pos: r.n.Pos()}
 	switch {
 	case at != nil:
 		*at = s
@@ -320,10 +333,11 @@ func claim[ID ~int32](el *elaborator, t *idTable, m map[string]ID, r ref, id ID)
 		*s = idSlot{el.names.gen, int32(id)}
 		return id, true
 	}
-	if was, dup := m[r.name]; dup {
+	name := el.text(&r)
+	if was, dup := m[name]; dup {
 		return was, false
 	}
-	m[r.name] = id
+	m[name] = id
 	return id, true
 }
 
@@ -333,7 +347,7 @@ func unclaim[ID ~int32](el *elaborator, t *idTable, m map[string]ID, r ref) {
 		t.slots[a].gen = 0
 		return
 	}
-	delete(m, r.name)
+	delete(m, el.text(&r))
 }
 
 // find returns what r names on this rank, declared by claim.
@@ -342,7 +356,7 @@ func find[ID ~int32](el *elaborator, t *idTable, m map[string]ID, r ref) (ID, bo
 		s := t.slots[a]
 		return ID(s.id), s.gen == el.names.gen
 	}
-	id, ok := m[r.name]
+	id, ok := m[el.text(&r)]
 	return id, ok
 }
 

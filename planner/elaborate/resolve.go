@@ -23,12 +23,11 @@ func (el *elaborator) resolveRank() {
 			continue
 		}
 		qid, ok := find(el, el.queueTable(ref), el.queueIdx, ref)
-		base := ref.n.Ident.Name
-		if !ok && el.broken.queues.has(ref.name, base) {
-			continue // its declaration failed and was reported
-		}
 		if !ok {
-			el.unknownName(ref.n.Pos(), base, ref.name, ref.name, el.queueNames(span), "queue %s is not defined on this rank%s")
+			name, base := el.text(&ref), ref.n.Ident.Name
+			if !el.broken.queues.has(name, base) { // else its declaration failed and was reported
+				el.unknownName(ref.n.Pos(), base, name, name, el.queueNames(span), "queue %s is not defined on this rank%s")
+			}
 			continue
 		}
 		op.Queue = qid
@@ -73,7 +72,7 @@ func (el *elaborator) lookupOp(r ref) (ir.OpID, bool) {
 	if id, ok := find(el, el.opTable(r), el.opIdx, r); ok {
 		return id, true
 	}
-	name, base := r.name, r.n.Ident.Name
+	name, base := el.text(&r), r.n.Ident.Name
 	if el.broken.ops.has(name, base) {
 		return ir.None, false // its declaration failed and was reported
 	}
