@@ -595,14 +595,14 @@ func (el *elaborator) queue(st *dsl.QueueStmt, at *stmtCode, s *scope) {
 		return
 	}
 	name := el.text(&r)
-	id, fresh := claim(el, el.queueTable(r), el.queueIdx, r, ir.QueueID(len(g.Queues)))
+	id, fresh := claim(el, el.queueIdx, r, ir.QueueID(len(g.Queues)))
 	if !fresh {
 		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "queue %s declared twice", name).Relate(g.Queues[id].Pos, firstDeclaration(name, g.Queues[id].Pos, st.Name.Pos())), "queue declared twice")
 		return
 	}
 	// A queue whose declaration fails is reported here; the ops on it are then not.
 	fail := func() {
-		unclaim(el, el.queueTable(r), el.queueIdx, r)
+		unclaim(el, el.queueIdx, r)
 		el.broken.queues.add(name, "")
 	}
 	peer, ok := el.eval(st.To, s)
@@ -649,15 +649,14 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 		return
 	}
 	id := ir.OpID(len(g.Ops))
-	tab := el.opTable(r)
-	if first, fresh := claim(el, tab, el.opIdx, r, id); !fresh {
+	if first, fresh := claim(el, el.opIdx, r, id); !fresh {
 		name := el.text(&r)
 		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "op %s declared twice on this rank: give each op its own name or index", name).
 			Relate(g.Ops[first].Pos, firstDeclaration(name, g.Ops[first].Pos, st.Name.Pos())), "op declared twice")
 		return
 	}
 	if !el.opRoom() {
-		unclaim(el, tab, el.opIdx, r)
+		unclaim(el, el.opIdx, r)
 		el.tooManyOps(st.Pos(), "")
 		return
 	}
@@ -666,7 +665,7 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 	el.cur = at
 	ok = el.operation(st.Op, at.peer, s, &op, &qref)
 	if !ok {
-		unclaim(el, tab, el.opIdx, r)
+		unclaim(el, el.opIdx, r)
 		el.broken.ops.add(op.Name, "") // reported: references to it are not
 		return
 	}

@@ -36,7 +36,9 @@ type nameTables struct {
 }
 
 func newNameTables(f *dsl.File) nameTables {
-	return nameTables{code: compile(f.Stmts), ops: map[string]*idTable{}, queues: map[string]*idTable{}}
+	t := nameTables{ops: map[string]*idTable{}, queues: map[string]*idTable{}}
+	t.code = t.compile(f.Stmts)
+	return t
 }
 
 // code is a list of statements and, beside each, the nameInfos of the names it writes, made
@@ -64,12 +66,12 @@ type cslice struct {
 }
 
 // compile makes the code of stmts.
-func compile(stmts []dsl.Stmt) *code {
+func (t *nameTables) compile(stmts []dsl.Stmt) *code {
 	c := &code{stmts: stmts, at: make([]stmtCode, len(stmts))}
 	infos := func(names []*dsl.Name) []*nameInfo {
 		out := make([]*nameInfo, len(names))
 		for i, n := range names {
-			out[i] = newNameInfo(n)
+			out[i] = newNameInfo(n, t.ops)
 		}
 		return out
 	}
@@ -81,28 +83,37 @@ func compile(stmts []dsl.Stmt) *code {
 		case *dsl.VarStmt:
 			at.x = compileExpr(st.Value)
 		case *dsl.QueueStmt:
-			at.name, at.peer = newNameInfo(st.Name), newNameInfo(st.Peer)
+			at.name, at.peer = newNameInfo(st.Name, t.queues), newNameInfo(st.Peer, nil)
 		case *dsl.OpStmt:
-			at.name, at.peer, at.after = newNameInfo(st.Name), newNameInfo(queueOf(st.Op)), infos(st.After)
+			at.name, at.peer, at.after = newNameInfo(st.Name, t.ops), newNameInfo(queueOf(st.Op), t.queues), infos(st.After)
 			at.slices = compileSlices(st.Op)
 		case *dsl.DepStmt:
 			at.ops, at.after = infos(st.Ops), infos(st.After)
 		case *dsl.ForStmt:
 			at.x, at.y, at.z = compileExpr(st.From), compileExpr(st.To), compileExpr(st.Step)
-			at.body = compile(st.Body)
+			at.body = t.compile(st.Body)
 		case *dsl.IfStmt:
 			at.x = compileExpr(st.Cond)
-			at.body, at.els = compile(st.Then), compile(st.Else)
+			at.body, at.els = t.compile(st.Then), t.compile(st.Else)
 		}
 	}
 	return c
 }
 
-func newNameInfo(n *dsl.Name) *nameInfo {
+// newNameInfo makes the nameInfo of n, an op's or a queue's name as tabs says (nil: neither,
+// n is kept by its text).
+func newNameInfo(n *dsl.Name, tabs map[string]*idTable) *nameInfo {
 	if n == nil {
 		return &nameInfo{}
 	}
-	return &nameInfo{index: compileExprs(n.Index)}
+	info := &nameInfo{index: compileExprs(n.Index)}
+	if tabs != nil {
+		if info.tab = tabs[n.Ident.Name]; info.tab == nil {
+			info.tab = &idTable{}
+			tabs[n.Ident.Name] = info.tab
+		}
+	}
+	return info
 }
 
 // queueOf is the queue an operation is on, or nil.
@@ -165,7 +176,7 @@ type nameInfo struct {
 	index       []*cexpr // its indices, compiled
 	made        []made   // by index: the names it made (interned ones only) and their Sites
 	plain       *ir.Site // the Site of the op it names when it has no index
-	ops, queues *idTable // the tables of its base name, once it was used as such
+	tab         *idTable // the table of its base name, among the ops or the queues
 }
 
 type made struct {
@@ -305,27 +316,10 @@ func (el *elaborator) site(r *ref) *ir.Site {
 	return s
 }
 
-// table returns the table of r's base name among tabs (ops or queues), keeping it in *at.
-func (el *elaborator) table(at **idTable, tabs map[string]*idTable, r ref) *idTable {
-	if *at == nil {
-		base := r.n.Ident.Name
-		if tabs[base] == nil {
-			tabs[base] = &idTable{}
-		}
-		*at = tabs[base]
-	}
-	return *at
-}
-
-func (el *elaborator) opTable(r ref) *idTable { return el.table(&r.info.ops, el.names.ops, r) }
-func (el *elaborator) queueTable(r ref) *idTable {
-	return el.table(&r.info.queues, el.names.queues, r)
-}
-
-// claim declares r as id in t, or in m when t does not keep it. It returns the id r had
+// claim declares r as id in its table, or in m when the table does not keep it. It returns the id r had
 // already on this rank, and whether it had none.
-func claim[ID ~int32](el *elaborator, t *idTable, m map[string]ID, r ref, id ID) (ID, bool) {
-	if a := int(r.slot); a >= 0 && el.grow(t, a) {
+func claim[ID ~int32](el *elaborator, m map[string]ID, r ref, id ID) (ID, bool) {
+	if t, a := r.info.tab, int(r.slot); a >= 0 && el.grow(t, a) {
 		s := &t.slots[a]
 		if s.gen == el.names.gen {
 			return ID(s.id), false
@@ -342,8 +336,8 @@ func claim[ID ~int32](el *elaborator, t *idTable, m map[string]ID, r ref, id ID)
 }
 
 // unclaim forgets a declaration of r made by claim.
-func unclaim[ID ~int32](el *elaborator, t *idTable, m map[string]ID, r ref) {
-	if a := int(r.slot); a >= 0 && a < len(t.slots) {
+func unclaim[ID ~int32](el *elaborator, m map[string]ID, r ref) {
+	if t, a := r.info.tab, int(r.slot); a >= 0 && a < len(t.slots) {
 		t.slots[a].gen = 0
 		return
 	}
@@ -351,8 +345,8 @@ func unclaim[ID ~int32](el *elaborator, t *idTable, m map[string]ID, r ref) {
 }
 
 // find returns what r names on this rank, declared by claim.
-func find[ID ~int32](el *elaborator, t *idTable, m map[string]ID, r ref) (ID, bool) {
-	if a := int(r.slot); a >= 0 && a < len(t.slots) {
+func find[ID ~int32](el *elaborator, m map[string]ID, r ref) (ID, bool) {
+	if t, a := r.info.tab, int(r.slot); a >= 0 && a < len(t.slots) {
 		s := t.slots[a]
 		return ID(s.id), s.gen == el.names.gen
 	}

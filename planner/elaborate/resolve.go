@@ -22,7 +22,7 @@ func (el *elaborator) resolveRank() {
 		if !op.Kind.OnQueue() {
 			continue
 		}
-		qid, ok := find(el, el.queueTable(ref), el.queueIdx, ref)
+		qid, ok := find(el, el.queueIdx, ref)
 		if !ok {
 			name, base := el.text(&ref), ref.n.Ident.Name
 			if !el.broken.queues.has(name, base) { // else its declaration failed and was reported
@@ -69,7 +69,7 @@ func (el *elaborator) resolveRank() {
 }
 
 func (el *elaborator) lookupOp(r ref) (ir.OpID, bool) {
-	if id, ok := find(el, el.opTable(r), el.opIdx, r); ok {
+	if id, ok := find(el, el.opIdx, r); ok {
 		return id, true
 	}
 	name, base := el.text(&r), r.n.Ident.Name
