@@ -1,6 +1,10 @@
 package elaborate
 
-import "github.com/coredag/coredag/dsl"
+import (
+	"unsafe"
+
+	"github.com/coredag/coredag/dsl"
+)
 
 // Compiled expressions: the expressions that a rank's statements evaluate pass after pass (loop
 // bounds, conditions, lets, name indices, slice bounds) are kept beside their statement (code)
@@ -11,17 +15,18 @@ import "github.com/coredag/coredag/dsl"
 // in the same order (a redeclaration is refused on every pass alike), so the binding found once
 // is the innermost one every time. What the tree does not handle (calls, floats) is evalInt's.
 type cexpr struct {
-	kind ckind
-	op   binop
-	e    dsl.Expr
-	val  int64  // cLit
-	name string // cIdent
-	hops int32  // cIdent: the layers above the scope where it was found, or -1
-	idx  int32  // cIdent: its index in that layer
-	bin  *dsl.BinaryExpr
-	un   *dsl.UnaryExpr
-	x, y *cexpr // operands; a condition's condition and then
-	z    *cexpr // a condition's else
+	kind  ckind
+	op    binop
+	e     dsl.Expr
+	val   int64  // cLit
+	name  string // cIdent
+	hops  int32  // cIdent: the layers above the scope where it was found, or -1
+	idx   int32  // cIdent: its index in that layer
+	bound *byte  // cIdent: the text of the name bound there (a binding compared by pointer)
+	bin   *dsl.BinaryExpr
+	un    *dsl.UnaryExpr
+	x, y  *cexpr // operands; a condition's condition and then
+	z     *cexpr // a condition's else
 }
 
 type ckind uint8
@@ -77,13 +82,21 @@ func (c *cexpr) eval(s *scope) (int64, *evalError) {
 			if at.flag(int(c.idx), flagBroken) {
 				return 0, errQuiet
 			}
-			return at.values[c.idx], nil
+			v := at.values[c.idx]
+			if at.parent == nil && !at.isMutable(int(c.idx)) {
+				c.kind, c.val = cLit, v // a param or a global let: the same for every rank
+			}
+			return v, nil
 		}
 		v, err := evalInt(c.e, s)
 		c.remember(s)
 		return v, err
 	case cParen:
-		return c.x.eval(s)
+		v, err := c.x.eval(s)
+		if c.x.kind == cLit {
+			c.kind, c.val = cLit, v
+		}
+		return v, err
 	case cBinary:
 		x, err := c.x.eval(s)
 		if err != nil {
@@ -107,13 +120,17 @@ func (c *cexpr) eval(s *scope) (int64, *evalError) {
 		if err != nil {
 			return 0, err
 		}
-		return applyBinary(c.bin, c.op, x, y)
+		v, err := applyBinary(c.bin, c.op, x, y)
+		c.fold(v, err, c.x, c.y)
+		return v, err
 	case cUnary:
 		x, err := c.x.eval(s)
 		if err != nil {
 			return 0, err
 		}
-		return applyUnary(c.un, x)
+		v, err := applyUnary(c.un, x)
+		c.fold(v, err, c.x, c.x)
+		return v, err
 	case cCond:
 		v, err := c.x.eval(s)
 		if err != nil {
@@ -127,6 +144,14 @@ func (c *cexpr) eval(s *scope) (int64, *evalError) {
 	return evalInt(c.e, s)
 }
 
+// fold makes c the literal v, the value it evaluated to without error from operands x and y,
+// when those are literals: c is then a constant.
+func (c *cexpr) fold(v int64, err *evalError, x, y *cexpr) {
+	if err == nil && x.kind == cLit && y.kind == cLit {
+		c.kind, c.val = cLit, v
+	}
+}
+
 // binding is the scope layer where an identifier was found before, if it still binds the name
 // at the same index.
 func (c *cexpr) binding(s *scope) *scope {
@@ -136,7 +161,10 @@ func (c *cexpr) binding(s *scope) *scope {
 	for h := c.hops; h > 0 && s != nil; h-- {
 		s = s.parent
 	}
-	if s != nil && int(c.idx) < len(s.names) && s.names[c.idx] == c.name {
+	if s == nil || int(c.idx) >= len(s.names) {
+		return nil
+	}
+	if n := s.names[c.idx]; len(n) == len(c.name) && (unsafe.StringData(n) == c.bound || n == c.name) {
 		return s
 	}
 	return nil
@@ -152,5 +180,5 @@ func (c *cexpr) remember(s *scope) {
 	for ; s != at; s = s.parent {
 		hops++
 	}
-	c.hops, c.idx = hops, int32(i)
+	c.hops, c.idx, c.bound = hops, int32(i), unsafe.StringData(at.names[i])
 }
