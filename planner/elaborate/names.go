@@ -63,6 +63,11 @@ type stmtCode struct {
 type cslice struct {
 	sl     *dsl.Slice
 	lo, hi *cexpr
+	buf    ir.BufID // its buffer, once found, or None
+}
+
+func compileSlice(sl *dsl.Slice) *cslice {
+	return &cslice{sl: sl, lo: compileExpr(sl.Lo), hi: compileExpr(sl.Hi), buf: ir.None}
 }
 
 // compile makes the code of stmts.
@@ -145,7 +150,7 @@ func compileSlices(o dsl.Operation) []cslice {
 			add(sl.For.Slice)
 			return
 		}
-		out = append(out, cslice{sl, compileExpr(sl.Lo), compileExpr(sl.Hi)})
+		out = append(out, *compileSlice(sl))
 	}
 	addAll := func(sls ...*dsl.Slice) {
 		for _, sl := range sls {

@@ -238,17 +238,21 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 		el.errorf(phaseShapes, diag.Shape, sl.Pos(), "a list of slices {... for ...} stands only where a scatter/gather list may: after send or recv, as a write's source or a read's destination")
 		return ir.NoSlice, false
 	}
-	id, ok := el.bufIdx[sl.Buf.Name]
-	if !ok && el.badBuf[sl.Buf.Name] {
-		return ir.NoSlice, false
-	}
-	if !ok {
-		el.unknownName(sl.Buf.Pos(), sl.Buf.Name, sl.Buf.Name, sl.Buf.Name, el.bufferNames(), "unknown buffer %s%s")
-		return ir.NoSlice, false
+	cs := el.compiled(sl)
+	id := cs.buf
+	if id == ir.None {
+		var ok bool
+		if id, ok = el.bufIdx[sl.Buf.Name]; !ok {
+			if !el.badBuf[sl.Buf.Name] {
+				el.unknownName(sl.Buf.Pos(), sl.Buf.Name, sl.Buf.Name, sl.Buf.Name, el.bufferNames(), "unknown buffer %s%s")
+			}
+			return ir.NoSlice, false
+		}
+		cs.buf = id // buffers are all declared by now
 	}
 	b := &el.g.Buffers[id]
 	out := ir.Slice{Buf: id, Len: b.Count}
-	clo, chi := el.bounds(sl)
+	clo, chi := cs.lo, cs.hi
 	switch sl.Kind {
 	case dsl.SliceElem:
 		i, ok := el.evalc(clo, s)
@@ -282,14 +286,14 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 	return out, true
 }
 
-// bounds returns the compiled bounds of sl, a slice of the op statement being elaborated.
-func (el *elaborator) bounds(sl *dsl.Slice) (lo, hi *cexpr) {
-	for _, c := range el.cur.slices { // a few: one or two per slice of the op
-		if c.sl == sl {
-			return c.lo, c.hi
+// compiled returns the compiled sl, a slice of the op statement being elaborated.
+func (el *elaborator) compiled(sl *dsl.Slice) *cslice {
+	for i := range el.cur.slices { // a few: one or two per slice of the op
+		if c := &el.cur.slices[i]; c.sl == sl {
+			return c
 		}
 	}
-	return compileExpr(sl.Lo), compileExpr(sl.Hi) // not one of them: compiled for this once
+	return compileSlice(sl) // not one of them: compiled for this once
 }
 
 func (el *elaborator) bufferNames() []string {
