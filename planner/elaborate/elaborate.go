@@ -77,8 +77,9 @@ type elaborator struct {
 	// Indexed names already made ("tx[3]"), so that every rank's op of the same name shares one
 	// string: SPMD ranks name their ops alike. At most maxInterned.
 	interned map[string]string
-	names    nameTables // what el keeps per name of the text and per base name (names.go)
-	cur      *stmtCode  // the op statement being elaborated: its compiled slices
+	names    nameTables  // what el keeps per name of the text and per base name (names.go)
+	cur      *stmtCode   // the op statement being elaborated: its compiled slices
+	after    []evaluated // scratch of dep
 
 	spare  []*scope     // scope layers free for child
 	segs   []ir.Slice   // scratch of sliceList
@@ -713,15 +714,29 @@ func (el *elaborator) refs(after []*dsl.Name, infos []*nameInfo, s *scope, waite
 }
 
 func (el *elaborator) dep(st *dsl.DepStmt, at *stmtCode, s *scope) {
+	after := el.after[:0] // the after names evaluated so far: the same for every waiter
 	for i, o := range st.Ops {
 		waiter, ok := el.name(o, at.ops[i], s)
 		if !ok {
 			continue
 		}
 		for j, a := range st.After {
-			if r, ok := el.name(a, at.after[j], s); ok {
-				el.pending = append(el.pending, pendingRef{from: r, to: ir.None, toBy: waiter})
+			if j == len(after) {
+				r, ok := el.name(a, at.after[j], s)
+				after = append(after, evaluated{r, ok})
+			} else if !after[j].ok { // evaluated again, to report again as it did
+				after[j].r, after[j].ok = el.name(a, at.after[j], s)
+			}
+			if after[j].ok {
+				el.pending = append(el.pending, pendingRef{from: after[j].r, to: ir.None, toBy: waiter})
 			}
 		}
 	}
+	el.after = after
+}
+
+// evaluated is a name evaluated by dep, and whether it could be.
+type evaluated struct {
+	r  ref
+	ok bool
 }

@@ -117,7 +117,7 @@ func (el *elaborator) worker(p *pool) *elaborator {
 	w.diag = [numPhases]diags{}
 	w.broken.ops, w.broken.queues = brokenNames{}, brokenNames{}
 	w.opIdx, w.queueIdx, w.opNames = map[string]ir.OpID{}, map[string]ir.QueueID{}, nil
-	w.pending, w.opQueue, w.peerRefs, w.spare, w.segs, w.segPos, w.extras = nil, nil, nil, nil, nil, nil, nil
+	w.pending, w.opQueue, w.peerRefs, w.spare, w.segs, w.segPos, w.extras, w.after, w.cur = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	w.interned, w.names = maps.Clone(el.interned), newNameTables(el.file)
 	w.memo = nil // each worker remembers its own
 	w.sites, w.siteChunk = map[siteKey]*ir.Site{}, nil
