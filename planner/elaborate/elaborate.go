@@ -498,7 +498,7 @@ func (el *elaborator) block(c *code, s *scope, top bool) {
 		case *dsl.OpStmt:
 			el.op(st, &c.at[i], s)
 		case *dsl.DepStmt:
-			el.dep(st, &c.at[i], s)
+			el.dep(&c.at[i], s)
 		case *dsl.ForStmt:
 			el.loop(st, &c.at[i], s)
 		case *dsl.IfStmt:
@@ -590,7 +590,7 @@ func (el *elaborator) release(c *scope) { el.spare = append(el.spare, c) }
 
 func (el *elaborator) queue(st *dsl.QueueStmt, at *stmtCode, s *scope) {
 	g := el.g
-	r, ok := el.name(st.Name, at.name, s)
+	r, ok := el.name(at.name, s)
 	if !ok {
 		el.broken.queues.add("", st.Name.Ident.Name)
 		return
@@ -630,7 +630,7 @@ func (el *elaborator) queue(st *dsl.QueueStmt, at *stmtCode, s *scope) {
 	}
 	peerName, peerPos := name, st.Name.Pos() // by default the peer's queue of the same name
 	if st.Peer != nil {
-		pr, ok := el.name(st.Peer, at.peer, s)
+		pr, ok := el.name(at.peer, s)
 		if !ok {
 			fail()
 			return
@@ -644,7 +644,7 @@ func (el *elaborator) queue(st *dsl.QueueStmt, at *stmtCode, s *scope) {
 
 func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 	g := el.g
-	r, ok := el.name(st.Name, at.name, s)
+	r, ok := el.name(at.name, s)
 	if !ok {
 		el.broken.ops.add("", st.Name.Ident.Name)
 		return
@@ -673,7 +673,7 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 	el.growOps()
 	g.Ops = append(g.Ops, op)
 	el.opQueue = append(el.opQueue, qref)
-	el.refs(st.After, at.after, s, id)
+	el.refs(at.after, s, id)
 }
 
 // prefault writes to every page of ops, an Op array just allocated, before anything else can
@@ -705,27 +705,27 @@ func (el *elaborator) growOps() {
 }
 
 // refs records `after` references: op waiter waits for every op named by after.
-func (el *elaborator) refs(after []*dsl.Name, infos []*nameInfo, s *scope, waiter ir.OpID) {
-	for i, a := range after {
-		if r, ok := el.name(a, infos[i], s); ok {
+func (el *elaborator) refs(after []*nameInfo, s *scope, waiter ir.OpID) {
+	for _, a := range after {
+		if r, ok := el.name(a, s); ok {
 			el.pending = append(el.pending, pendingRef{from: r, to: waiter})
 		}
 	}
 }
 
-func (el *elaborator) dep(st *dsl.DepStmt, at *stmtCode, s *scope) {
+func (el *elaborator) dep(at *stmtCode, s *scope) {
 	after := el.after[:0] // the after names evaluated so far: the same for every waiter
-	for i, o := range st.Ops {
-		waiter, ok := el.name(o, at.ops[i], s)
+	for _, o := range at.ops {
+		waiter, ok := el.name(o, s)
 		if !ok {
 			continue
 		}
-		for j, a := range st.After {
+		for j := range at.after {
 			if j == len(after) {
-				r, ok := el.name(a, at.after[j], s)
+				r, ok := el.name(at.after[j], s)
 				after = append(after, evaluated{r, ok})
 			} else if !after[j].ok { // evaluated again, to report again as it did
-				after[j].r, after[j].ok = el.name(a, at.after[j], s)
+				after[j].r, after[j].ok = el.name(at.after[j], s)
 			}
 			if after[j].ok {
 				el.pending = append(el.pending, pendingRef{from: after[j].r, to: ir.None, toBy: waiter})

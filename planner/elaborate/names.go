@@ -111,7 +111,7 @@ func newNameInfo(n *dsl.Name, tabs map[string]*idTable) *nameInfo {
 	if n == nil {
 		return &nameInfo{}
 	}
-	info := &nameInfo{index: compileExprs(n.Index)}
+	info := &nameInfo{n: n, index: compileExprs(n.Index)}
 	if tabs != nil {
 		if info.tab = tabs[n.Ident.Name]; info.tab == nil {
 			info.tab = &idTable{}
@@ -178,10 +178,11 @@ func compileSlices(o dsl.Operation) []cslice {
 
 // nameInfo is what is kept of one name written in the text (code).
 type nameInfo struct {
-	index       []*cexpr // its indices, compiled
-	made        []made   // by index: the names it made (interned ones only) and their Sites
-	plain       *ir.Site // the Site of the op it names when it has no index
-	tab         *idTable // the table of its base name, among the ops or the queues
+	n     *dsl.Name
+	index []*cexpr // its indices, compiled
+	made  []made   // by index: the names it made (interned ones only) and their Sites
+	plain *ir.Site // the Site of the op it names when it has no index
+	tab   *idTable // the table of its base name, among the ops or the queues
 }
 
 type made struct {
@@ -200,16 +201,16 @@ type idSlot struct {
 
 // ref is an evaluated name: its text and where the tables keep it.
 type ref struct {
-	name string // its text; "" until text makes it, for a name with one index (slot > 0)
-	n    *dsl.Name // as written: its base name and position
-	info *nameInfo
-	slot int32 // its slot in an idTable, or -1: kept by its text only
+	name string    // its text; "" until text makes it, for a name with one index (slot > 0)
+	info *nameInfo // the name as written (info.n) and what is kept of it
+	slot int32     // its slot in an idTable, or -1: kept by its text only
 }
 
-// name evaluates an indexed name into its canonical text ("tx[3]", "hop[1,2]") and its ref;
-// info is what is kept of n (code).
-func (el *elaborator) name(n *dsl.Name, info *nameInfo, s *scope) (ref, bool) {
-	r := ref{n: n, info: info, slot: -1}
+// name evaluates an indexed name (info.n) into its canonical text ("tx[3]", "hop[1,2]") and
+// its ref.
+func (el *elaborator) name(info *nameInfo, s *scope) (ref, bool) {
+	n := info.n
+	r := ref{info: info, slot: -1}
 	if len(n.Index) == 0 {
 		r.name, r.slot = n.Ident.Name, 0
 		return r, true
@@ -240,7 +241,7 @@ func (el *elaborator) text(r *ref) string {
 // nameText makes the text of r, a name with indices whose first (v) is evaluated, and keeps
 // it when it is interned and r.info keeps its index.
 func (el *elaborator) nameText(r ref, v int64, s *scope) (ref, bool) {
-	n, info := r.n, r.info
+	n, info := r.info.n, r.info
 	var arr [32]byte
 	buf := append(arr[:0], n.Ident.Name...)
 	buf = append(buf, '[')
@@ -304,14 +305,14 @@ func (el *elaborator) site(r *ref) *ir.Site {
 	if at != nil && *at != nil {
 		return *at
 	}
-	k := siteKey{r.n, name}
+	k := siteKey{r.info.n, name}
 	if at == nil {
 		if s := el.sites[k]; s != nil {
 			return s
 		}
 	}
 	s := fromChunk(&el.siteChunk)
-	*s = ir.Site{Name: name, Pos: r.n.Pos()}
+	*s = ir.Site{Name: name, Pos: r.info.n.Pos()}
 	switch {
 	case at != nil:
 		*at = s

@@ -14,8 +14,8 @@ import (
 // reference (qinfo: what is kept of the queue's name). It reports false when the op could not be evaluated (the error is recorded).
 func (el *elaborator) operation(o dsl.Operation, qinfo *nameInfo, s *scope, op *ir.Op, qref *ref) bool {
 	ok := true
-	queue := func(n *dsl.Name) {
-		r, good := el.name(n, qinfo, s)
+	queue := func() { // the queue the operation is on (qinfo)
+		r, good := el.name(qinfo, s)
 		ok = ok && good
 		*qref = r
 	}
@@ -54,18 +54,18 @@ func (el *elaborator) operation(o dsl.Operation, qinfo *nameInfo, s *scope, op *
 	switch o := o.(type) {
 	case *dsl.SendOp:
 		op.Kind, op.Inline = ir.OpSend, o.Inline
-		queue(o.Queue)
+		queue()
 		op.Src = list(o.Slice, o.More)
 	case *dsl.RecvOp:
 		op.Kind = ir.OpRecv
-		queue(o.Queue)
+		queue()
 		op.Dst = list(o.Slice, o.More)
 		if ok {
 			el.scatterDisjoint(op.DstSegs(), listPos)
 		}
 	case *dsl.WriteOp:
 		op.Kind, op.Notify = ir.OpWrite, o.Notify
-		queue(o.Queue)
+		queue()
 		op.Src = list(o.Src, o.More)
 		op.Dst = slice(o.Dst)
 		if ok {
@@ -74,7 +74,7 @@ func (el *elaborator) operation(o dsl.Operation, qinfo *nameInfo, s *scope, op *
 		}
 	case *dsl.ReadOp:
 		op.Kind = ir.OpRead
-		queue(o.Queue)
+		queue()
 		op.Src = slice(o.Src)
 		op.Dst = list(o.Dst, o.More)
 		if ok {
@@ -87,7 +87,7 @@ func (el *elaborator) operation(o dsl.Operation, qinfo *nameInfo, s *scope, op *
 		if o.Kind.Name == "cas" {
 			op.Kind = ir.OpAtomicCAS
 		}
-		queue(o.Queue)
+		queue()
 		op.Dst = slice(o.Target)
 		x := el.extra(op)
 		x.Fetch = slice(o.To)

@@ -24,9 +24,9 @@ func (el *elaborator) resolveRank() {
 		}
 		qid, ok := find(el, el.queueIdx, ref)
 		if !ok {
-			name, base := el.text(&ref), ref.n.Ident.Name
+			name, base := el.text(&ref), ref.info.n.Ident.Name
 			if !el.broken.queues.has(name, base) { // else its declaration failed and was reported
-				el.unknownName(ref.n.Pos(), base, name, name, el.queueNames(span), "queue %s is not defined on this rank%s")
+				el.unknownName(ref.info.n.Pos(), base, name, name, el.queueNames(span), "queue %s is not defined on this rank%s")
 			}
 			continue
 		}
@@ -64,7 +64,7 @@ func (el *elaborator) resolveRank() {
 				continue
 			}
 		}
-		g.Edges = append(g.Edges, ir.Edge{From: from, To: to, Pos: p.from.n.Pos()})
+		g.Edges = append(g.Edges, ir.Edge{From: from, To: to, Pos: p.from.info.n.Pos()})
 	}
 }
 
@@ -72,7 +72,7 @@ func (el *elaborator) lookupOp(r ref) (ir.OpID, bool) {
 	if id, ok := find(el, el.opIdx, r); ok {
 		return id, true
 	}
-	name, base := el.text(&r), r.n.Ident.Name
+	name, base := el.text(&r), r.info.n.Ident.Name
 	if el.broken.ops.has(name, base) {
 		return ir.None, false // its declaration failed and was reported
 	}
@@ -85,14 +85,14 @@ func (el *elaborator) lookupOp(r ref) (ir.OpID, bool) {
 		}
 	}
 	if el.opNames[base] && name != base {
-		el.errorf(phaseNames, diag.Name, r.n.Pos(), "%s is not defined on this rank, though other %s ops are: guard the reference with an if, or fix the index", name, base)
+		el.errorf(phaseNames, diag.Name, r.info.n.Pos(), "%s is not defined on this rank, though other %s ops are: guard the reference with an if, or fix the index", name, base)
 	} else {
 		known := make([]string, 0, len(el.opNames))
 		for b := range el.opNames {
 			known = append(known, b)
 		}
 		sort.Strings(known)
-		el.unknownName(r.n.Pos(), base, base, name, known, "unknown op %s%s")
+		el.unknownName(r.info.n.Pos(), base, base, name, known, "unknown op %s%s")
 	}
 	return ir.None, false
 }
