@@ -86,3 +86,25 @@ func TestNamesKeptByText(t *testing.T) {
 		}
 	}
 }
+
+// Once the tables are full, names are kept by their text: the Graph is the same.
+func TestNamesPastFullTables(t *testing.T) {
+	src := "plan p\nparam ranks = 3\nfor i in 0 .. 40 { op a[i] = nop\n if i > 0 { a[i] after a[i - 1] }\n if i % 3 == 0 { op b[i] = nop after a[i] } }\n" +
+		"for i in 0 .. 40 { op c[i] = nop after a[39 - i], b[i - i % 3] }\nop z = nop after c[39], b[39]\nz after a[0]\n"
+	want, err := elaborateSrc(t, src, nil)
+	require.NoError(t, err)
+	defer func(n int) { maxByIndexLen = n }(maxByIndexLen)
+	for _, n := range []int{0, 1, 17, 60} {
+		maxByIndexLen = n
+		g, err := elaborateSrc(t, src, nil)
+		require.NoError(t, err)
+		assert.Equal(t, want.Edges, g.Edges, "maxByIndexLen %d", n)
+		assert.Equal(t, len(want.Ops), len(g.Ops))
+		for i := range g.Ops {
+			assert.Equal(t, want.Ops[i].Name, g.Ops[i].Name)
+		}
+	}
+	_, err = elaborateSrc(t, "plan p\nfor i in 0 .. 30 { op a[i] = nop }\nop a[25] = nop\n", nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "3:4: op a[25] declared twice on this rank")
+}

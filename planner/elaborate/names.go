@@ -15,12 +15,11 @@ import (
 // indices, a negative or a large index, or made once the tables are full, are kept by their text
 // (opIdx, queueIdx) as before.
 
-// maxByIndex bounds the indices kept per name in the text and per base name; maxByIndexLen
-// bounds the entries kept over all of them (of either kind).
-const (
-	maxByIndex    = 1 << 16
-	maxByIndexLen = 1 << 20
-)
+// maxByIndex bounds the indices kept per name in the text and per base name.
+const maxByIndex = 1 << 16
+
+// maxByIndexLen bounds the entries kept over all of them (of either kind); tests lower it.
+var maxByIndexLen = 1 << 18
 
 // maxInterned bounds the names interned: names that differ per rank are made anew past it.
 const maxInterned = 1 << 16
@@ -31,7 +30,6 @@ type nameTables struct {
 	code        *code               // the file's statements, with the nameInfo of each name
 	ops, queues map[string]*idTable // by base name
 	made, slots int                 // entries in the infos' made and in the tables, for the bounds
-	full        bool                // the tables may not grow any more: slots reached maxByIndexLen
 	gen         uint32              // the current rank's stamp: slots of another one are stale
 }
 
@@ -360,15 +358,15 @@ func find[ID ~int32](el *elaborator, m map[string]ID, r ref) (ID, bool) {
 	return id, ok
 }
 
-// grow makes t hold slot a, if the bounds allow it. Once they did not, no table grows again:
-// a slot past a table's end then always means the name is kept by its text.
+// grow makes t hold slot a, if the bounds allow it. A table that could not grow to a slot
+// never will (the slots only add up): a slot past a table's end then always means that the name
+// is kept by its text.
 func (el *elaborator) grow(t *idTable, a int) bool {
 	if a < len(t.slots) {
 		return true
 	}
 	more := a + 1 - len(t.slots)
-	if el.names.full || el.names.slots+more > maxByIndexLen {
-		el.names.full = true
+	if el.names.slots+more > maxByIndexLen {
 		return false
 	}
 	el.names.slots += more
