@@ -8,12 +8,13 @@ import (
 )
 
 // Op and queue names. An SPMD text names its ops alike on every rank and pass ("tx[s]"), so an
-// elaborator keeps, per name written in the text (a *dsl.Name, found by its pointer), the names
-// its index made and the Sites of its ops; and per base name ("tx"), the ops and queues of the
-// current rank by index, in slots stamped with the rank's generation. Declaring an op and
-// resolving a reference to it then index arrays instead of hashing "tx[3]". Names with several
-// indices, a negative or a large index, or made once the tables are full, are kept by their text
-// (opIdx, queueIdx) as before.
+// elaborator compiles the text once (code): beside each statement, the nameInfo of every name
+// it writes (the names its index made and the Sites of its ops) and its expressions (cexpr.go).
+// Per base name ("tx") it keeps the ops and queues of the current rank by index, in slots
+// stamped with the rank's generation. Declaring an op and resolving a reference to it then
+// index arrays instead of hashing "tx[3]", and the text "tx[3]" is made only when something
+// needs it. Names with several indices, a negative or a large index, or past the tables'
+// bounds, are kept by their text (opIdx, queueIdx).
 
 // maxByIndex bounds the indices kept per name in the text and per base name.
 const maxByIndex = 1 << 16
@@ -39,8 +40,8 @@ func newNameTables(f *dsl.File) nameTables {
 	return t
 }
 
-// code is a list of statements and, beside each, the nameInfos of the names it writes, made
-// once, so that elaborating a statement finds them without a lookup.
+// code is a list of statements and, beside each, what was compiled of it: elaborating a
+// statement finds its names and expressions without a lookup.
 type code struct {
 	stmts []dsl.Stmt
 	at    []stmtCode
