@@ -10,7 +10,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"unsafe"
 
@@ -57,7 +56,7 @@ type elaborator struct {
 	queueIdx  map[string]ir.QueueID
 	opNames   map[string]bool // base names of ops declared on this rank (for hints), made by baseNames
 	pending   []pendingRef
-	opQueue   []queueRef // per op of this rank: its queue reference
+	opQueue   []ref      // per op of this rank: its queue reference
 	peerRefs  []queueRef // per queue of the graph: its peer queue reference
 	iters     int64
 	truncated bool
@@ -78,49 +77,17 @@ type elaborator struct {
 	// Indexed names already made ("tx[3]"), so that every rank's op of the same name shares one
 	// string: SPMD ranks name their ops alike. At most maxInterned.
 	interned map[string]string
-	// The interned names that a name of the text with one index made, by index: found without
-	// hashing the text. Only interned names, so at most maxInterned of them.
-	byIndex    map[*dsl.Name][]string
-	byIndexLen int
+	names    nameTables  // what el keeps per name of the text and per base name (names.go)
+	cur      *stmtCode   // the op statement being elaborated: its compiled slices
+	after    []evaluated // scratch of dep
 
 	spare  []*scope     // scope layers free for child
 	segs   []ir.Slice   // scratch of sliceList
 	segPos []diag.Pos   // scratch of sliceList: where each of segs was written
 	extras []ir.OpExtra // OpExtras not given yet (extra)
 
-	sites     map[siteKey]*ir.Site // the Sites made so far (site)
+	sites     map[siteKey]*ir.Site // the Sites of names past what names keeps (site)
 	siteChunk []ir.Site            // Sites not given yet
-}
-
-// maxInterned bounds the names interned: names that differ per rank are made anew past it.
-const maxInterned = 1 << 16
-
-// maxByIndex and maxByIndexLen bound byIndex: the indices whose names it keeps, per name in the
-// text, and its length over all names.
-const (
-	maxByIndex    = 1 << 12
-	maxByIndexLen = 1 << 18
-)
-
-// siteKey is a name an op statement (its name, n) made.
-type siteKey struct {
-	n    *dsl.Name
-	name string
-}
-
-// site returns the Site of the op named name that n declares: one per name and statement, which
-// the ranks share, up to maxInterned of them (past that, one per op).
-func (el *elaborator) site(n *dsl.Name, name string) *ir.Site {
-	k := siteKey{n, name}
-	if s := el.sites[k]; s != nil {
-		return s
-	}
-	s := fromChunk(&el.siteChunk)
-	*s = ir.Site{Name: name, Pos: n.Pos()}
-	if len(el.sites) < maxInterned {
-		el.sites[k] = s
-	}
-	return s
 }
 
 // extra returns op's OpExtra, giving it one if it has none (a plan of atomics has one per op).
@@ -147,15 +114,9 @@ func fromChunk[T any](chunk *[]T) *T {
 // references may name ops declared later. The waiting side is an op id (an `after` clause) or,
 // in a dependency statement, another name.
 type pendingRef struct {
-	from opName
+	from ref
 	to   ir.OpID // the op that waits, or None
-	toBy opName  // the waiting op's name when to is None
-}
-
-// opName is an evaluated reference to an op: "red[2]", its base name and where it was written.
-type opName struct {
-	name, base string
-	pos        diag.Pos
+	toBy ref     // the waiting op's name when to is None
 }
 
 // queueRef names a queue, resolved at the end of the rank like op references.
@@ -221,7 +182,8 @@ func (el *elaborator) run() (sharded bool) {
 	el.g.Rank = make([]ir.RankSpan, el.g.Ranks)
 	el.opIdx = map[string]ir.OpID{}
 	el.queueIdx = map[string]ir.QueueID{}
-	el.interned, el.byIndex = map[string]string{}, map[*dsl.Name][]string{}
+	el.interned = map[string]string{}
+	el.names = newNameTables(el.file)
 	el.sites = map[siteKey]*ir.Site{}
 	el.first, el.end = 0, el.g.Ranks
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
@@ -444,6 +406,7 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 func (el *elaborator) elaborateRank(r int) {
 	g := el.g
 	el.rank = r
+	el.names.gen++
 	clear(el.opIdx)
 	clear(el.queueIdx)
 	el.opNames = nil
@@ -458,7 +421,7 @@ func (el *elaborator) elaborateRank(r int) {
 	top := &scope{parent: el.globals, ext: &scopeExt{memo: el.memo}}
 	top.bind("rank", int64(r))
 	el.stopped = false
-	el.block(el.file.Stmts, top, true)
+	el.block(el.names.code, top, true)
 	g.Rank[r].EndOp, g.Rank[r].EndQueue = ir.OpID(len(g.Ops)), ir.QueueID(len(g.Queues))
 	if !el.stopped { // after a failed assert, the missing declarations are no news
 		el.resolveRank()
@@ -467,6 +430,16 @@ func (el *elaborator) elaborateRank(r int) {
 
 func (el *elaborator) eval(e dsl.Expr, s *scope) (int64, bool) {
 	v, err := evalInt(e, s)
+	if err != nil {
+		el.evalFailed(el.rank, err)
+		return 0, false
+	}
+	return v, true
+}
+
+// evalc is eval of a compiled expression.
+func (el *elaborator) evalc(c *cexpr, s *scope) (int64, bool) {
+	v, err := c.eval(s)
 	if err != nil {
 		el.evalFailed(el.rank, err)
 		return 0, false
@@ -484,8 +457,8 @@ func (el *elaborator) evalFailed(rank int, err *evalError) {
 }
 
 // block elaborates a list of statements in a new scope layer s.
-func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
-	for _, st := range stmts {
+func (el *elaborator) block(c *code, s *scope, top bool) {
+	for i, st := range c.stmts {
 		if el.truncated || el.stopped {
 			return
 		}
@@ -499,7 +472,7 @@ func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
 				el.stopped = true
 			}
 		case *dsl.VarStmt:
-			el.declare(st.Name, st.Value, s, flagMutable)
+			el.declare(st.Name, c.at[i].x, s, flagMutable)
 		case *dsl.AssignStmt:
 			el.assign(st, s)
 		case *dsl.PlanStmt:
@@ -519,28 +492,28 @@ func (el *elaborator) block(stmts []dsl.Stmt, s *scope, top bool) {
 				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "expect inside a block: postconditions are about the whole plan and stated at the top level")
 			}
 		case *dsl.LetStmt:
-			el.declare(st.Name, st.Value, s, 0)
+			el.declare(st.Name, c.at[i].x, s, 0)
 		case *dsl.QueueStmt:
-			el.queue(st, s)
+			el.queue(st, &c.at[i], s)
 		case *dsl.OpStmt:
-			el.op(st, s)
+			el.op(st, &c.at[i], s)
 		case *dsl.DepStmt:
-			el.dep(st, s)
+			el.dep(&c.at[i], s)
 		case *dsl.ForStmt:
-			el.loop(st, s)
+			el.loop(st, &c.at[i], s)
 		case *dsl.IfStmt:
-			el.cond(st, s)
+			el.cond(st, &c.at[i], s)
 		}
 	}
 }
 
-func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
-	from, ok1 := el.eval(st.From, s)
-	to, ok2 := el.eval(st.To, s)
+func (el *elaborator) loop(st *dsl.ForStmt, at *stmtCode, s *scope) {
+	from, ok1 := el.evalc(at.x, s)
+	to, ok2 := el.evalc(at.y, s)
 	step := int64(1)
 	ok3 := true
 	if st.Step != nil {
-		step, ok3 = el.eval(st.Step, s)
+		step, ok3 = el.evalc(at.z, s)
 		if ok3 && step <= 0 {
 			el.errorf(phaseNames, diag.Expr, st.Step.Pos(), "for step %d: the step must be positive", step)
 			ok3 = false
@@ -572,25 +545,26 @@ func (el *elaborator) loop(st *dsl.ForStmt, s *scope) {
 		}
 		body.reset()
 		body.bind(st.Var.Name, v)
-		el.block(st.Body, body, false)
+		el.block(at.body, body, false)
 		if v > math.MaxInt64-step {
 			break
 		}
 	}
 }
 
-func (el *elaborator) cond(st *dsl.IfStmt, s *scope) {
-	c, ok := el.eval(st.Cond, s)
+func (el *elaborator) cond(st *dsl.IfStmt, at *stmtCode, s *scope) {
+	c, ok := el.evalc(at.x, s)
 	if !ok {
 		el.skipped(st.Then)
 		el.skipped(st.Else)
 		return
 	}
-	body := st.Then
+	body := at.body
 	if c == 0 {
-		if body = st.Else; body == nil {
+		if st.Else == nil {
 			return
 		}
+		body = at.els
 	}
 	inner := el.child(s)
 	el.block(body, inner, false)
@@ -614,72 +588,24 @@ func (el *elaborator) child(s *scope) *scope {
 // release gives back a scope from child once its block is done.
 func (el *elaborator) release(c *scope) { el.spare = append(el.spare, c) }
 
-// name evaluates an indexed name into its canonical text: "tx[3]", "hop[1,2]".
-func (el *elaborator) name(n *dsl.Name, s *scope) (string, bool) {
-	if len(n.Index) == 0 {
-		return n.Ident.Name, true
-	}
-	var cached []string // the names n made, by index, when it has one
-	var v int64
-	if len(n.Index) == 1 {
-		var ok bool
-		if v, ok = el.eval(n.Index[0], s); !ok {
-			return "", false
-		}
-		if cached = el.byIndex[n]; v >= 0 && v < int64(len(cached)) && cached[v] != "" {
-			return cached[v], true
-		}
-	}
-	var arr [32]byte
-	buf := append(arr[:0], n.Ident.Name...)
-	buf = append(buf, '[')
-	for i, ix := range n.Index {
-		if len(n.Index) > 1 {
-			var ok bool
-			if v, ok = el.eval(ix, s); !ok {
-				return "", false
-			}
-		}
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = strconv.AppendInt(buf, v, 10)
-	}
-	buf = append(buf, ']')
-	str, ok := el.interned[string(buf)]
-	if !ok {
-		str = string(buf)
-		if el.interned == nil || len(el.interned) >= maxInterned {
-			return str, true
-		}
-		el.interned[str] = str
-	}
-	if len(n.Index) == 1 && v >= 0 && v < maxByIndex {
-		if more := int(v) + 1 - len(cached); more > 0 {
-			if el.byIndexLen += more; el.byIndexLen > maxByIndexLen {
-				return str, true
-			}
-			cached = append(cached, make([]string, more)...)
-			el.byIndex[n] = cached
-		}
-		cached[v] = str
-	}
-	return str, true
-}
-
-func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
+func (el *elaborator) queue(st *dsl.QueueStmt, at *stmtCode, s *scope) {
 	g := el.g
-	name, ok := el.name(st.Name, s)
+	r, ok := el.name(at.name, s)
 	if !ok {
 		el.broken.queues.add("", st.Name.Ident.Name)
 		return
 	}
-	if id, dup := el.queueIdx[name]; dup {
+	name := el.text(&r)
+	id, fresh := claim(el, el.queueIdx, r, ir.QueueID(len(g.Queues)))
+	if !fresh {
 		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "queue %s declared twice", name).Relate(g.Queues[id].Pos, firstDeclaration(name, g.Queues[id].Pos, st.Name.Pos())), "queue declared twice")
 		return
 	}
 	// A queue whose declaration fails is reported here; the ops on it are then not.
-	fail := func() { el.broken.queues.add(name, "") }
+	fail := func() {
+		unclaim(el, el.queueIdx, r)
+		el.broken.queues.add(name, "")
+	}
 	peer, ok := el.eval(st.To, s)
 	if !ok {
 		fail()
@@ -704,62 +630,50 @@ func (el *elaborator) queue(st *dsl.QueueStmt, s *scope) {
 	}
 	peerName, peerPos := name, st.Name.Pos() // by default the peer's queue of the same name
 	if st.Peer != nil {
-		if peerName, ok = el.name(st.Peer, s); !ok {
+		pr, ok := el.name(at.peer, s)
+		if !ok {
 			fail()
 			return
 		}
+		peerName = el.text(&pr)
 		peerPos = st.Peer.Pos()
 	}
-	el.queueIdx[name] = ir.QueueID(len(g.Queues))
 	g.Queues = append(g.Queues, ir.Queue{Name: name, Rank: el.rank, PeerRank: int(peer), Peer: ir.None, Depth: int(depth), Pos: st.Name.Pos()})
 	el.peerRefs = append(el.peerRefs, queueRef{name: peerName, pos: peerPos})
 }
 
-func (el *elaborator) op(st *dsl.OpStmt, s *scope) {
+func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 	g := el.g
-	name, ok := el.name(st.Name, s)
+	r, ok := el.name(at.name, s)
 	if !ok {
 		el.broken.ops.add("", st.Name.Ident.Name)
 		return
 	}
 	id := ir.OpID(len(g.Ops))
-	n := len(el.opIdx)
-	el.opIdx[name] = id
-	if len(el.opIdx) == n { // declared before (one map access per op, not a lookup and a store)
-		first := el.declared(name)
-		el.opIdx[name] = first
+	if first, fresh := claim(el, el.opIdx, r, id); !fresh {
+		name := el.text(&r)
 		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "op %s declared twice on this rank: give each op its own name or index", name).
 			Relate(g.Ops[first].Pos, firstDeclaration(name, g.Ops[first].Pos, st.Name.Pos())), "op declared twice")
 		return
 	}
 	if !el.opRoom() {
-		delete(el.opIdx, name)
+		unclaim(el, el.opIdx, r)
 		el.tooManyOps(st.Pos(), "")
 		return
 	}
-	op := ir.Op{Site: el.site(st.Name, name), Rank: int32(el.rank), Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Match: ir.None, Index: -1}
-	var qref queueRef
-	ok = el.operation(st.Op, s, &op, &qref)
+	op := ir.Op{Site: el.site(&r), Rank: int32(el.rank), Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Match: ir.None, Index: -1}
+	var qref ref
+	el.cur = at
+	ok = el.operation(st.Op, at.peer, s, &op, &qref)
 	if !ok {
-		delete(el.opIdx, name)
-		el.broken.ops.add(name, "") // reported: references to it are not
+		unclaim(el, el.opIdx, r)
+		el.broken.ops.add(op.Name, "") // reported: references to it are not
 		return
 	}
 	el.growOps()
 	g.Ops = append(g.Ops, op)
 	el.opQueue = append(el.opQueue, qref)
-	el.refs(st.After, s, []ir.OpID{id})
-}
-
-// declared returns the op of this rank named name.
-func (el *elaborator) declared(name string) ir.OpID {
-	g := el.g
-	for id := g.Rank[el.rank].FirstOp; int(id) < len(g.Ops); id++ {
-		if g.Ops[id].Name == name {
-			return id
-		}
-	}
-	panic("elaborate: op " + name + " is not on rank " + strconv.Itoa(el.rank))
+	el.refs(at.after, s, id)
 }
 
 // prefault writes to every page of ops, an Op array just allocated, before anything else can
@@ -790,30 +704,39 @@ func (el *elaborator) growOps() {
 	prefault(g.Ops[len(g.Ops):cap(g.Ops)])
 }
 
-// refs records `after` references: every op in waiters waits for every op named by after.
-func (el *elaborator) refs(after []*dsl.Name, s *scope, waiters []ir.OpID) {
+// refs records `after` references: op waiter waits for every op named by after.
+func (el *elaborator) refs(after []*nameInfo, s *scope, waiter ir.OpID) {
 	for _, a := range after {
-		name, ok := el.name(a, s)
-		if !ok {
-			continue
-		}
-		for _, w := range waiters {
-			el.pending = append(el.pending, pendingRef{from: opName{name, a.Ident.Name, a.Pos()}, to: w})
+		if r, ok := el.name(a, s); ok {
+			el.pending = append(el.pending, pendingRef{from: r, to: waiter})
 		}
 	}
 }
 
-func (el *elaborator) dep(st *dsl.DepStmt, s *scope) {
-	for _, o := range st.Ops {
-		name, ok := el.name(o, s)
+func (el *elaborator) dep(at *stmtCode, s *scope) {
+	after := el.after[:0] // the after names evaluated so far: the same for every waiter
+	for _, o := range at.ops {
+		waiter, ok := el.name(o, s)
 		if !ok {
 			continue
 		}
-		waiter := opName{name, o.Ident.Name, o.Pos()}
-		for _, a := range st.After {
-			if an, ok := el.name(a, s); ok {
-				el.pending = append(el.pending, pendingRef{from: opName{an, a.Ident.Name, a.Pos()}, to: ir.None, toBy: waiter})
+		for j := range at.after {
+			if j == len(after) {
+				r, ok := el.name(at.after[j], s)
+				after = append(after, evaluated{r, ok})
+			} else if !after[j].ok { // evaluated again, to report again as it did
+				after[j].r, after[j].ok = el.name(at.after[j], s)
+			}
+			if after[j].ok {
+				el.pending = append(el.pending, pendingRef{from: after[j].r, to: ir.None, toBy: waiter})
 			}
 		}
 	}
+	el.after = after
+}
+
+// evaluated is a name evaluated by dep, and whether it could be.
+type evaluated struct {
+	r  ref
+	ok bool
 }

@@ -170,26 +170,31 @@ func evalInt(e dsl.Expr, s *scope) (int64, *evalError) {
 		if err != nil {
 			return 0, err
 		}
-		switch e.Op {
-		case "-":
-			if x == math.MinInt64 {
-				return 0, errAt(e, "integer overflow: -(%d) does not fit in 64 bits", x)
-			}
-			return -x, nil
-		case "+":
-			return x, nil
-		case "!":
-			return b2i(x == 0), nil
-		case "^":
-			return ^x, nil
-		}
-		return 0, errAt(e, "unknown unary operator %q", e.Op)
+		return applyUnary(e, x)
 	case *dsl.BinaryExpr:
 		return evalBinary(e, s)
 	case *dsl.CallExpr:
 		return evalCall(e, s)
 	}
 	return 0, errAt(e, "unsupported expression")
+}
+
+// applyUnary is e's operator applied to x.
+func applyUnary(e *dsl.UnaryExpr, x int64) (int64, *evalError) {
+	switch e.Op {
+	case "-":
+		if x == math.MinInt64 {
+			return 0, errAt(e, "integer overflow: -(%d) does not fit in 64 bits", x)
+		}
+		return -x, nil
+	case "+":
+		return x, nil
+	case "!":
+		return b2i(x == 0), nil
+	case "^":
+		return ^x, nil
+	}
+	return 0, errAt(e, "unknown unary operator %q", e.Op)
 }
 
 func b2i(b bool) int64 {
@@ -222,34 +227,113 @@ func evalBinary(e *dsl.BinaryExpr, s *scope) (int64, *evalError) {
 	if err != nil {
 		return 0, err
 	}
+	return applyBinary(e, binopOf(e.Op), x, y)
+}
+
+// binop is a binary operator, decoded once (compiled expressions keep it).
+type binop uint8
+
+const (
+	opUnknown binop = iota
+	opAdd
+	opSub
+	opMul
+	opDiv
+	opMod
+	opPow
+	opShl
+	opShr
+	opAnd
+	opOr
+	opXor
+	opAndNot
+	opEq
+	opNe
+	opLt
+	opLe
+	opGt
+	opGe
+	opLogAnd
+	opLogOr
+)
+
+// binopOf decodes a binary operator as written.
+func binopOf(op string) binop {
+	switch op {
+	case "+":
+		return opAdd
+	case "-":
+		return opSub
+	case "*":
+		return opMul
+	case "/":
+		return opDiv
+	case "%":
+		return opMod
+	case "**":
+		return opPow
+	case "<<":
+		return opShl
+	case ">>":
+		return opShr
+	case "&":
+		return opAnd
+	case "|":
+		return opOr
+	case "^":
+		return opXor
+	case "&^":
+		return opAndNot
+	case "==":
+		return opEq
+	case "!=":
+		return opNe
+	case "<":
+		return opLt
+	case "<=":
+		return opLe
+	case ">":
+		return opGt
+	case ">=":
+		return opGe
+	case "&&":
+		return opLogAnd
+	case "||":
+		return opLogOr
+	}
+	return opUnknown
+}
+
+// applyBinary is x op y, e's operator op (not && or ||, which evaluate y only when needed).
+func applyBinary(e *dsl.BinaryExpr, op binop, x, y int64) (int64, *evalError) {
 	overflow := func() (int64, *evalError) {
 		return 0, errAtPos(e.OpPos, "integer overflow: %d %s %d does not fit in 64 bits", x, e.Op, y)
 	}
-	switch e.Op {
-	case "+":
+	switch op {
+	case opAdd:
 		r := x + y
 		if (r > x) != (y > 0) {
 			return overflow()
 		}
 		return r, nil
-	case "-":
+	case opSub:
 		r := x - y
 		if (r < x) != (y > 0) {
 			return overflow()
 		}
 		return r, nil
-	case "*":
+	case opMul:
 		r, ok := mulChecked(x, y)
 		if !ok {
 			return overflow()
 		}
 		return r, nil
-	case "/", "%":
+	case opDiv, opMod:
 		if y == 0 {
 			return 0, errAtPos(e.OpPos, "division by zero in %d %s %d", x, e.Op, y)
 		}
 		if x == math.MinInt64 && y == -1 {
-			if e.Op == "%" {
+			if op == opMod {
 				return 0, nil
 			}
 			return overflow()
@@ -259,11 +343,11 @@ func evalBinary(e *dsl.BinaryExpr, s *scope) (int64, *evalError) {
 			q--
 			r += y
 		}
-		if e.Op == "/" {
+		if op == opDiv {
 			return q, nil
 		}
 		return r, nil
-	case "**":
+	case opPow:
 		if y < 0 {
 			return 0, errAtPos(e.OpPos, "negative exponent in %d ** %d", x, y)
 		}
@@ -283,7 +367,7 @@ func evalBinary(e *dsl.BinaryExpr, s *scope) (int64, *evalError) {
 			}
 		}
 		return r, nil
-	case "<<":
+	case opShl:
 		if y < 0 {
 			return 0, errAtPos(e.OpPos, "negative shift count in %d << %d", x, y)
 		}
@@ -294,7 +378,7 @@ func evalBinary(e *dsl.BinaryExpr, s *scope) (int64, *evalError) {
 			return overflow()
 		}
 		return x << y, nil
-	case ">>":
+	case opShr:
 		if y < 0 {
 			return 0, errAtPos(e.OpPos, "negative shift count in %d >> %d", x, y)
 		}
@@ -302,25 +386,25 @@ func evalBinary(e *dsl.BinaryExpr, s *scope) (int64, *evalError) {
 			y = 63
 		}
 		return x >> y, nil
-	case "&":
+	case opAnd:
 		return x & y, nil
-	case "|":
+	case opOr:
 		return x | y, nil
-	case "^":
+	case opXor:
 		return x ^ y, nil
-	case "&^":
+	case opAndNot:
 		return x &^ y, nil
-	case "==":
+	case opEq:
 		return b2i(x == y), nil
-	case "!=":
+	case opNe:
 		return b2i(x != y), nil
-	case "<":
+	case opLt:
 		return b2i(x < y), nil
-	case "<=":
+	case opLe:
 		return b2i(x <= y), nil
-	case ">":
+	case opGt:
 		return b2i(x > y), nil
-	case ">=":
+	case opGe:
 		return b2i(x >= y), nil
 	}
 	return 0, errAtPos(e.OpPos, "unknown operator %q", e.Op)

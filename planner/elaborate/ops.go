@@ -11,13 +11,13 @@ import (
 )
 
 // operation fills op from the right-hand side of an op statement and records its queue
-// reference. It reports false when the op could not be evaluated (the error is recorded).
-func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queueRef) bool {
+// reference (qinfo: what is kept of the queue's name). It reports false when the op could not be evaluated (the error is recorded).
+func (el *elaborator) operation(o dsl.Operation, qinfo *nameInfo, s *scope, op *ir.Op, qref *ref) bool {
 	ok := true
-	queue := func(n *dsl.Name) {
-		name, good := el.name(n, s)
+	queue := func() { // the queue the operation is on (qinfo)
+		r, good := el.name(qinfo, s)
 		ok = ok && good
-		*qref = queueRef{name: name, base: n.Ident.Name, pos: n.Pos()}
+		*qref = r
 	}
 	slice := func(sl *dsl.Slice) ir.Slice {
 		if sl == nil {
@@ -54,18 +54,18 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 	switch o := o.(type) {
 	case *dsl.SendOp:
 		op.Kind, op.Inline = ir.OpSend, o.Inline
-		queue(o.Queue)
+		queue()
 		op.Src = list(o.Slice, o.More)
 	case *dsl.RecvOp:
 		op.Kind = ir.OpRecv
-		queue(o.Queue)
+		queue()
 		op.Dst = list(o.Slice, o.More)
 		if ok {
 			el.scatterDisjoint(op.DstSegs(), listPos)
 		}
 	case *dsl.WriteOp:
 		op.Kind, op.Notify = ir.OpWrite, o.Notify
-		queue(o.Queue)
+		queue()
 		op.Src = list(o.Src, o.More)
 		op.Dst = slice(o.Dst)
 		if ok {
@@ -74,7 +74,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		}
 	case *dsl.ReadOp:
 		op.Kind = ir.OpRead
-		queue(o.Queue)
+		queue()
 		op.Src = slice(o.Src)
 		op.Dst = list(o.Dst, o.More)
 		if ok {
@@ -87,7 +87,7 @@ func (el *elaborator) operation(o dsl.Operation, s *scope, op *ir.Op, qref *queu
 		if o.Kind.Name == "cas" {
 			op.Kind = ir.OpAtomicCAS
 		}
-		queue(o.Queue)
+		queue()
 		op.Dst = slice(o.Target)
 		x := el.extra(op)
 		x.Fetch = slice(o.To)
@@ -238,19 +238,24 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 		el.errorf(phaseShapes, diag.Shape, sl.Pos(), "a list of slices {... for ...} stands only where a scatter/gather list may: after send or recv, as a write's source or a read's destination")
 		return ir.NoSlice, false
 	}
-	id, ok := el.bufIdx[sl.Buf.Name]
-	if !ok && el.badBuf[sl.Buf.Name] {
-		return ir.NoSlice, false
-	}
-	if !ok {
-		el.unknownName(sl.Buf.Pos(), sl.Buf.Name, sl.Buf.Name, sl.Buf.Name, el.bufferNames(), "unknown buffer %s%s")
-		return ir.NoSlice, false
+	cs := el.compiled(sl)
+	id := cs.buf
+	if id == ir.None {
+		var ok bool
+		if id, ok = el.bufIdx[sl.Buf.Name]; !ok {
+			if !el.badBuf[sl.Buf.Name] {
+				el.unknownName(sl.Buf.Pos(), sl.Buf.Name, sl.Buf.Name, sl.Buf.Name, el.bufferNames(), "unknown buffer %s%s")
+			}
+			return ir.NoSlice, false
+		}
+		cs.buf = id // buffers are all declared by now
 	}
 	b := &el.g.Buffers[id]
 	out := ir.Slice{Buf: id, Len: b.Count}
+	clo, chi := cs.lo, cs.hi
 	switch sl.Kind {
 	case dsl.SliceElem:
-		i, ok := el.eval(sl.Lo, s)
+		i, ok := el.evalc(clo, s)
 		if !ok {
 			return ir.NoSlice, false
 		}
@@ -260,8 +265,8 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 		}
 		out.Off, out.Len = i, 1
 	case dsl.SliceRange:
-		lo, ok1 := el.eval(sl.Lo, s)
-		hi, ok2 := el.eval(sl.Hi, s)
+		lo, ok1 := el.evalc(clo, s)
+		hi, ok2 := el.evalc(chi, s)
 		if !ok1 || !ok2 {
 			return ir.NoSlice, false
 		}
@@ -279,6 +284,16 @@ func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 		out.Off, out.Len = lo, hi-lo
 	}
 	return out, true
+}
+
+// compiled returns the compiled sl, a slice of the op statement being elaborated.
+func (el *elaborator) compiled(sl *dsl.Slice) *cslice {
+	for i := range el.cur.slices { // a few: one or two per slice of the op
+		if c := &el.cur.slices[i]; c.sl == sl {
+			return c
+		}
+	}
+	return compileSlice(sl) // not one of them: compiled for this once
 }
 
 func (el *elaborator) bufferNames() []string {

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -118,8 +117,8 @@ func (el *elaborator) worker(p *pool) *elaborator {
 	w.diag = [numPhases]diags{}
 	w.broken.ops, w.broken.queues = brokenNames{}, brokenNames{}
 	w.opIdx, w.queueIdx, w.opNames = map[string]ir.OpID{}, map[string]ir.QueueID{}, nil
-	w.pending, w.opQueue, w.peerRefs, w.spare, w.segs, w.segPos, w.extras = nil, nil, nil, nil, nil, nil, nil
-	w.interned, w.byIndex, w.byIndexLen = maps.Clone(el.interned), map[*dsl.Name][]string{}, 0
+	w.pending, w.opQueue, w.peerRefs, w.spare, w.segs, w.segPos, w.extras, w.after, w.cur = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	w.interned, w.names = maps.Clone(el.interned), newNameTables(el.file)
 	w.memo = nil // each worker remembers its own
 	w.sites, w.siteChunk = map[siteKey]*ir.Site{}, nil
 	return &w

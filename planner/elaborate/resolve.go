@@ -22,12 +22,12 @@ func (el *elaborator) resolveRank() {
 		if !op.Kind.OnQueue() {
 			continue
 		}
-		qid, ok := el.queueIdx[ref.name]
-		if !ok && el.broken.queues.has(ref.name, ref.base) {
-			continue // its declaration failed and was reported
-		}
+		qid, ok := find(el, el.queueIdx, ref)
 		if !ok {
-			el.unknownName(ref.pos, ref.base, ref.name, ref.name, el.queueNames(span), "queue %s is not defined on this rank%s")
+			name, base := el.text(&ref), ref.info.n.Ident.Name
+			if !el.broken.queues.has(name, base) { // else its declaration failed and was reported
+				el.unknownName(ref.info.n.Pos(), base, name, name, el.queueNames(span), "queue %s is not defined on this rank%s")
+			}
 			continue
 		}
 		op.Queue = qid
@@ -64,33 +64,35 @@ func (el *elaborator) resolveRank() {
 				continue
 			}
 		}
-		g.Edges = append(g.Edges, ir.Edge{From: from, To: to, Pos: p.from.pos})
+		g.Edges = append(g.Edges, ir.Edge{From: from, To: to, Pos: p.from.info.n.Pos()})
 	}
 }
 
-func (el *elaborator) lookupOp(n opName) (ir.OpID, bool) {
-	if id, ok := el.opIdx[n.name]; ok {
+func (el *elaborator) lookupOp(r ref) (ir.OpID, bool) {
+	if id, ok := find(el, el.opIdx, r); ok {
 		return id, true
 	}
-	if el.broken.ops.has(n.name, n.base) {
+	name, base := el.text(&r), r.info.n.Ident.Name
+	if el.broken.ops.has(name, base) {
 		return ir.None, false // its declaration failed and was reported
 	}
 	if el.opNames == nil { // a mistake: worth the names of the rank's ops
 		el.opNames = map[string]bool{}
-		for name := range el.opIdx {
-			base, _, _ := strings.Cut(name, "[")
+		span := el.g.Rank[el.rank]
+		for _, op := range el.g.Ops[span.FirstOp:span.EndOp] {
+			base, _, _ := strings.Cut(op.Name, "[")
 			el.opNames[base] = true
 		}
 	}
-	if el.opNames[n.base] && n.name != n.base {
-		el.errorf(phaseNames, diag.Name, n.pos, "%s is not defined on this rank, though other %s ops are: guard the reference with an if, or fix the index", n.name, n.base)
+	if el.opNames[base] && name != base {
+		el.errorf(phaseNames, diag.Name, r.info.n.Pos(), "%s is not defined on this rank, though other %s ops are: guard the reference with an if, or fix the index", name, base)
 	} else {
 		known := make([]string, 0, len(el.opNames))
 		for b := range el.opNames {
 			known = append(known, b)
 		}
 		sort.Strings(known)
-		el.unknownName(n.pos, n.base, n.base, n.name, known, "unknown op %s%s")
+		el.unknownName(r.info.n.Pos(), base, base, name, known, "unknown op %s%s")
 	}
 	return ir.None, false
 }

@@ -47,12 +47,12 @@ func (el *elaborator) assert(st *dsl.AssertStmt, s *scope, rank int) bool {
 
 // declare binds a let (flags 0) or a var (flagMutable) in s. A value that fails is reported,
 // and the name is bound broken, so that its uses do not cascade into more errors.
-func (el *elaborator) declare(id *dsl.Ident, value dsl.Expr, s *scope, flags uint8) {
+func (el *elaborator) declare(id *dsl.Ident, value *cexpr, s *scope, flags uint8) {
 	if s.has(id.Name) {
 		el.errorf(phaseNames, diag.Name, id.Pos(), "%s is already defined in this block", id.Name)
 		return
 	}
-	v, ok := el.eval(value, s)
+	v, ok := el.evalc(value, s)
 	s.bind(id.Name, v)
 	if !ok {
 		flags |= flagBroken

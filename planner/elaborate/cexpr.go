@@ -1,0 +1,184 @@
+package elaborate
+
+import (
+	"unsafe"
+
+	"github.com/coredag/coredag/dsl"
+)
+
+// Compiled expressions: the expressions that a rank's statements evaluate pass after pass (loop
+// bounds, conditions, lets, name indices, slice bounds) are kept beside their statement (code)
+// as a tree of cexprs, evaluated as evalInt would, with the same values and errors. What they
+// save is the walk: operators are decoded once, and an identifier remembers where in the scope
+// chain it was found, checking only that the binding there still has its name. A statement's
+// expression always meets scopes of the same shape: each layer binds, before it, the same names
+// in the same order (a redeclaration is refused on every pass alike), so the binding found once
+// is the innermost one every time. What the tree does not handle (calls, floats) is evalInt's.
+type cexpr struct {
+	kind  ckind
+	op    binop
+	e     dsl.Expr
+	val   int64  // cLit
+	name  string // cIdent
+	hops  int32  // cIdent: the layers above the scope where it was found, or -1
+	idx   int32  // cIdent: its index in that layer
+	bound *byte  // cIdent: the text of the name bound there (a binding compared by pointer)
+	bin   *dsl.BinaryExpr
+	un    *dsl.UnaryExpr
+	x, y  *cexpr // operands; a condition's condition and then
+	z     *cexpr // a condition's else
+}
+
+type ckind uint8
+
+const (
+	cOther ckind = iota // evalInt
+	cLit
+	cIdent
+	cParen
+	cBinary
+	cUnary
+	cCond
+)
+
+// compileExpr compiles e (nil: nil).
+func compileExpr(e dsl.Expr) *cexpr {
+	if e == nil {
+		return nil
+	}
+	c := &cexpr{e: e, hops: -1}
+	switch e := e.(type) {
+	case *dsl.IntLit:
+		c.kind, c.val = cLit, e.Value
+	case *dsl.Ident:
+		c.kind, c.name = cIdent, e.Name
+	case *dsl.ParenExpr:
+		c.kind, c.x = cParen, compileExpr(e.X)
+	case *dsl.BinaryExpr:
+		c.kind, c.bin, c.op, c.x, c.y = cBinary, e, binopOf(e.Op), compileExpr(e.X), compileExpr(e.Y)
+	case *dsl.UnaryExpr:
+		c.kind, c.un, c.x = cUnary, e, compileExpr(e.X)
+	case *dsl.CondExpr:
+		c.kind, c.x, c.y, c.z = cCond, compileExpr(e.Cond), compileExpr(e.Then), compileExpr(e.Else)
+	}
+	return c
+}
+
+func compileExprs(es []dsl.Expr) []*cexpr {
+	out := make([]*cexpr, len(es))
+	for i, e := range es {
+		out[i] = compileExpr(e)
+	}
+	return out
+}
+
+// eval is evalInt(c.e, s).
+func (c *cexpr) eval(s *scope) (int64, *evalError) {
+	switch c.kind {
+	case cLit:
+		return c.val, nil
+	case cIdent:
+		if at := c.binding(s); at != nil {
+			if at.flag(int(c.idx), flagBroken) {
+				return 0, errQuiet
+			}
+			v := at.values[c.idx]
+			if at.parent == nil && !at.isMutable(int(c.idx)) {
+				c.kind, c.val = cLit, v // a param or a global let: the same for every rank
+			}
+			return v, nil
+		}
+		v, err := evalInt(c.e, s)
+		c.remember(s)
+		return v, err
+	case cParen:
+		v, err := c.x.eval(s)
+		if c.x.kind == cLit {
+			c.kind, c.val = cLit, v
+		}
+		return v, err
+	case cBinary:
+		x, err := c.x.eval(s)
+		if err != nil {
+			return 0, err
+		}
+		switch c.op { // short-circuit forms first: the right side may not be evaluable
+		case opLogAnd:
+			if x == 0 {
+				return 0, nil
+			}
+			y, err := c.y.eval(s)
+			return b2i(y != 0), err
+		case opLogOr:
+			if x != 0 {
+				return 1, nil
+			}
+			y, err := c.y.eval(s)
+			return b2i(y != 0), err
+		}
+		y, err := c.y.eval(s)
+		if err != nil {
+			return 0, err
+		}
+		v, err := applyBinary(c.bin, c.op, x, y)
+		c.fold(v, err, c.x, c.y)
+		return v, err
+	case cUnary:
+		x, err := c.x.eval(s)
+		if err != nil {
+			return 0, err
+		}
+		v, err := applyUnary(c.un, x)
+		c.fold(v, err, c.x, c.x)
+		return v, err
+	case cCond:
+		v, err := c.x.eval(s)
+		if err != nil {
+			return 0, err
+		}
+		if v != 0 {
+			return c.y.eval(s)
+		}
+		return c.z.eval(s)
+	}
+	return evalInt(c.e, s)
+}
+
+// fold makes c the literal v, the value it evaluated to without error from operands x and y,
+// when those are literals: c is then a constant.
+func (c *cexpr) fold(v int64, err *evalError, x, y *cexpr) {
+	if err == nil && x.kind == cLit && y.kind == cLit {
+		c.kind, c.val = cLit, v
+	}
+}
+
+// binding is the scope layer where an identifier was found before, if it still binds the name
+// at the same index.
+func (c *cexpr) binding(s *scope) *scope {
+	if c.hops < 0 {
+		return nil
+	}
+	for h := c.hops; h > 0 && s != nil; h-- {
+		s = s.parent
+	}
+	if s == nil || int(c.idx) >= len(s.names) {
+		return nil
+	}
+	if n := s.names[c.idx]; len(n) == len(c.name) && (unsafe.StringData(n) == c.bound || n == c.name) {
+		return s
+	}
+	return nil
+}
+
+// remember notes where an identifier is bound in s, if it is.
+func (c *cexpr) remember(s *scope) {
+	at, i := s.slot(c.name)
+	if at == nil {
+		return
+	}
+	hops := int32(0)
+	for ; s != at; s = s.parent {
+		hops++
+	}
+	c.hops, c.idx, c.bound = hops, int32(i), unsafe.StringData(at.names[i])
+}
