@@ -6,10 +6,12 @@ package listing
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -102,11 +104,13 @@ type Writer struct {
 	blocks  sync.Pool // of *Block
 }
 
-// Block is the text of one rank's block of a listing, rendered and not yet written.
+// Block is the text of one rank's block of a listing, rendered and not yet written. Blocks are
+// reused from rank to rank, with the memory they grew.
 type Block struct {
-	tab  table
-	text bytes.Buffer
-	err  error
+	tab   table
+	text  []byte
+	err   error
+	files fileNames
 }
 
 // NewWriter returns a Writer of the text listing to w.
@@ -152,17 +156,18 @@ func (lw *Writer) Rank(p *ir.Plan, r int) error {
 // called for several ranks at once.
 func (lw *Writer) Render(p *ir.Plan, r int) *Block {
 	b := lw.blocks.Get().(*Block)
-	b.text.Reset()
+	b.text = b.text[:0]
 	b.err = nil
 	switch {
 	case lw.opt.Rank >= 0 && r != lw.opt.Rank:
 	case lw.json:
-		enc := json.NewEncoder(&b.text)
+		buf := bytes.NewBuffer(b.text)
+		enc := json.NewEncoder(buf)
 		enc.SetIndent("    ", "  ")
 		b.err = enc.Encode(rankJSON(p, r))
-		b.text.Truncate(len(bytes.TrimRight(b.text.Bytes(), "\n")))
+		b.text = bytes.TrimRight(buf.Bytes(), "\n")
 	default:
-		writeRank(&b.text, &b.tab, p, r)
+		b.text = b.writeRank(b.text, p, r)
 	}
 	return b
 }
@@ -177,17 +182,17 @@ func (lw *Writer) Emit(p *ir.Plan, b *Block) error {
 	if lw.err != nil {
 		return lw.err
 	}
-	if b.text.Len() > 0 {
+	if len(b.text) > 0 {
 		if lw.json {
 			if lw.ranks > 0 {
 				lw.b.WriteByte(',')
 			}
 			lw.b.WriteString("\n    ")
 		}
-		lw.b.Write(b.text.Bytes())
+		lw.b.Write(b.text)
 		lw.ranks++
 	}
-	if b.text.Cap() <= 16<<20 {
+	if cap(b.text) <= 16<<20 {
 		lw.blocks.Put(b)
 	}
 	_, err := lw.b.Write(nil) // the first write error, if any
@@ -219,24 +224,25 @@ func (lw *Writer) Close(p *ir.Plan) error {
 	return lw.b.Flush() // the first write error, if any
 }
 
-// writeRank writes rank r's block of the text listing.
-func writeRank(b *bytes.Buffer, t *table, p *ir.Plan, r int) {
+// writeRank appends rank r's block of the text listing to dst.
+func (b *Block) writeRank(dst []byte, p *ir.Plan, r int) []byte {
 	rp := &p.Ranks[r]
-	fmt.Fprintf(b, "\nrank %d\n", r)
+	t := &b.tab
+	dst = fmt.Appendf(dst, "\nrank %d\n", r)
 	for wi := range rp.Queues {
 		q := &rp.Queues[wi]
-		fmt.Fprintf(b, "  %s  %s", q.Name, q.Kind)
+		dst = fmt.Appendf(dst, "  %s  %s", q.Name, q.Kind)
 		if q.Managed {
-			b.WriteString(", managed")
+			dst = append(dst, ", managed"...)
 		}
-		fmt.Fprintf(b, ", depth %d", q.Depth)
+		dst = fmt.Appendf(dst, ", depth %d", q.Depth)
 		if q.CQ >= 0 {
 			cq := &rp.CQs[q.CQ]
-			fmt.Fprintf(b, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
+			dst = fmt.Appendf(dst, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
 		}
-		fmt.Fprintf(b, ", %s per iteration\n", english.Plural(int(q.PerIteration), "WQE"))
+		dst = fmt.Appendf(dst, ", %s per iteration\n", english.Plural(int(q.PerIteration), "WQE"))
 		if len(q.Chain) == 0 {
-			b.WriteString("    (empty)\n")
+			dst = append(dst, "    (empty)\n"...)
 			continue
 		}
 		t.reset()
@@ -248,23 +254,41 @@ func writeRank(b *bytes.Buffer, t *table, p *ir.Plan, r int) {
 			t.cell()
 			t.buf = appendOperands(t.buf, p, rp, e)
 			t.cell()
-			t.buf = append(t.buf, e.Flags.String()...)
+			t.buf = append(t.buf, flagText(e.Flags)...)
 			t.cell()
 			op := p.OpOf(e)
 			t.buf = append(t.buf, op.Name...)
 			t.cell()
-			t.buf = appendShortPos(t.buf, op.Pos)
+			t.buf = b.files.appendShortPos(t.buf, op.Pos)
 			t.cell()
 		}
-		t.write(b)
+		dst = t.write(dst)
 	}
 	if rp.Trig != nil {
-		writeTriggered(b, p, rp)
+		buf := bytes.NewBuffer(dst)
+		writeTriggered(buf, p, rp)
+		dst = buf.Bytes()
 	}
 	s := p.RankStats(r)
-	fmt.Fprintf(b, "  rank %d: %s (%d data), %s, %s, %s, %s, %s, %d signalled\n",
+	return fmt.Appendf(dst, "  rank %d: %s (%d data), %s, %s, %s, %s, %s, %d signalled\n",
 		r, english.Plural(s.WQEs, "WQE"), s.DataWQEs, english.Plural(s.HostSteps, "HOST step"), english.Plural(s.Waits, "WAIT"),
 		english.Plural(s.Enables, "ENABLE"), english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled)
+}
+
+// flagTexts are the texts of every combination of WQE flags.
+var flagTexts = func() (s [8]string) {
+	for f := range s {
+		s[f] = ir.Flags(f).String()
+	}
+	return s
+}()
+
+// flagText is f.String(), without building it.
+func flagText(f ir.Flags) string {
+	if int(f) < len(flagTexts) {
+		return flagTexts[f]
+	}
+	return f.String()
 }
 
 func yesNo(b bool) string {
@@ -274,12 +298,22 @@ func yesNo(b bool) string {
 	return "no"
 }
 
+// fileNames remembers the name of the file last looked up: a listing names the same file again
+// and again, and diag.FileID.Name takes a lock.
+type fileNames struct {
+	id   diag.FileID
+	name string
+}
+
 // appendShortPos appends pos as file:line, or "-".
-func appendShortPos(dst []byte, pos diag.Pos) []byte {
+func (f *fileNames) appendShortPos(dst []byte, pos diag.Pos) []byte {
 	if !pos.IsValid() {
 		return append(dst, '-')
 	}
-	dst = append(append(dst, pos.Filename()...), ':')
+	if pos.File != f.id {
+		f.id, f.name = pos.File, pos.Filename()
+	}
+	dst = append(append(dst, f.name...), ':')
 	return strconv.AppendUint(dst, uint64(pos.Line), 10)
 }
 
@@ -397,45 +431,91 @@ type table struct {
 	cols  int
 	buf   []byte // the cells' text, back to back
 	ends  []int  // the end in buf of every cell, row after row
-	width []int  // the width in runes of every cell
+	width []int  // the width in runes of every cell, when some cell is not ASCII
 	wide  []int  // per column, the widest cell in runes
 }
 
 func (t *table) reset() {
-	t.buf, t.ends, t.width = t.buf[:0], t.ends[:0], t.width[:0]
-	t.wide = append(t.wide[:0], make([]int, t.cols)...)
+	t.buf, t.ends = t.buf[:0], t.ends[:0]
 }
 
 // cell ends the cell being appended to buf.
-func (t *table) cell() {
-	start := 0
-	if n := len(t.ends); n > 0 {
-		start = t.ends[n-1]
-	}
-	col := len(t.ends) % t.cols
-	w := utf8.RuneCount(t.buf[start:])
-	t.wide[col] = max(t.wide[col], w)
-	t.ends = append(t.ends, len(t.buf))
-	t.width = append(t.width, w)
-}
+func (t *table) cell() { t.ends = append(t.ends, len(t.buf)) }
 
 // spaces is padding, sliced to length.
 var spaces = bytes.Repeat([]byte{' '}, 256)
 
-// write writes the rows to w, one line each.
-func (t *table) write(w *bytes.Buffer) {
-	start := 0
+// write appends the rows to dst, one line each. When every cell is ASCII, as a listing's cells
+// nearly always are, a cell's width is its length in bytes.
+func (t *table) write(dst []byte) []byte {
+	ascii := isASCII(t.buf)
+	if !ascii {
+		t.width = t.width[:0]
+		start := 0
+		for _, end := range t.ends {
+			t.width = append(t.width, utf8.RuneCount(t.buf[start:end]))
+			start = end
+		}
+	}
+	t.wide = append(t.wide[:0], make([]int, t.cols)...)
+	last := t.cols - 1
+	// The column widths, and the bytes of padding: every row pads its cells but the last to
+	// their columns' widths plus 2.
+	pad, start, col := 0, 0, 0
 	for i, end := range t.ends {
-		w.Write(t.buf[start:end])
-		if col := i % t.cols; col == t.cols-1 {
-			w.WriteByte('\n')
+		w := end - start
+		if !ascii {
+			w = t.width[i]
+		}
+		t.wide[col] = max(t.wide[col], w)
+		if col < last {
+			pad -= w
+			col++
 		} else {
-			for n := t.wide[col] + 2 - t.width[i]; n > 0; n -= len(spaces) {
-				w.Write(spaces[:min(n, len(spaces))])
-			}
+			col = 0
 		}
 		start = end
 	}
+	rows := len(t.ends) / t.cols
+	for _, w := range t.wide[:last] {
+		pad += rows * (w + 2)
+	}
+	dst = slices.Grow(dst, len(t.buf)+pad+rows)
+	start, col = 0, 0
+	for i, end := range t.ends {
+		dst = append(dst, t.buf[start:end]...)
+		if col == last {
+			dst = append(dst, '\n')
+			col = 0
+		} else {
+			n := t.wide[col] + 2 - (end - start)
+			if !ascii {
+				n = t.wide[col] + 2 - t.width[i]
+			}
+			for ; n > len(spaces); n -= len(spaces) {
+				dst = append(dst, spaces...)
+			}
+			dst = append(dst, spaces[:n]...)
+			col++
+		}
+		start = end
+	}
+	return dst
+}
+
+// isASCII reports whether b is all ASCII, a word at a time.
+func isASCII(b []byte) bool {
+	for ; len(b) >= 8; b = b[8:] {
+		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // The JSON listing. Its shape is documented in docs/compile-json.md and kept stable: fields are
