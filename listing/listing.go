@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -107,16 +106,20 @@ type Writer struct {
 // Block is the text of one rank's block of a listing, rendered and not yet written. Blocks are
 // reused from rank to rank, with the memory they grew.
 type Block struct {
-	tab   table
 	text  []byte
 	err   error
 	files fileNames
+	// The operands of the chain being written, back to back, and the end of each in operands;
+	// with their widths in runes when some are not ASCII.
+	operands []byte
+	ends     []int
+	widths   []int
 }
 
 // NewWriter returns a Writer of the text listing to w.
 func NewWriter(w io.Writer, opt Options) *Writer {
 	lw := &Writer{b: bufio.NewWriterSize(w, 1<<20), opt: opt}
-	lw.blocks.New = func() any { return &Block{tab: table{cols: 6}} }
+	lw.blocks.New = func() any { return &Block{} }
 	return lw
 }
 
@@ -227,7 +230,6 @@ func (lw *Writer) Close(p *ir.Plan) error {
 // writeRank appends rank r's block of the text listing to dst.
 func (b *Block) writeRank(dst []byte, p *ir.Plan, r int) []byte {
 	rp := &p.Ranks[r]
-	t := &b.tab
 	dst = fmt.Appendf(dst, "\nrank %d\n", r)
 	for wi := range rp.Queues {
 		q := &rp.Queues[wi]
@@ -245,24 +247,7 @@ func (b *Block) writeRank(dst []byte, p *ir.Plan, r int) []byte {
 			dst = append(dst, "    (empty)\n"...)
 			continue
 		}
-		t.reset()
-		for k := range q.Chain {
-			e := &q.Chain[k]
-			t.buf = append(strconv.AppendInt(append(t.buf, "    ["...), int64(k), 10), ']')
-			t.cell()
-			t.buf = append(t.buf, e.Opcode.String()...)
-			t.cell()
-			t.buf = appendOperands(t.buf, p, rp, e)
-			t.cell()
-			t.buf = append(t.buf, flagText(e.Flags)...)
-			t.cell()
-			op := p.OpOf(e)
-			t.buf = append(t.buf, op.Name...)
-			t.cell()
-			t.buf = b.files.appendShortPos(t.buf, op.Pos)
-			t.cell()
-		}
-		dst = t.write(dst)
+		dst = b.writeChain(dst, p, rp, q.Chain)
 	}
 	if rp.Trig != nil {
 		buf := bytes.NewBuffer(dst)
@@ -424,83 +409,69 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 	return dst
 }
 
-// table lays out rows of cells as text/tabwriter does with padding 2 and no minimum width:
-// each cell but the last of a row is padded with spaces to its column's widest cell plus 2.
-// Unlike tabwriter it keeps only its rows' bytes and cell ends, reused from table to table.
-type table struct {
-	cols  int
-	buf   []byte // the cells' text, back to back
-	ends  []int  // the end in buf of every cell, row after row
-	width []int  // the width in runes of every cell, when some cell is not ASCII
-	wide  []int  // per column, the widest cell in runes
+// writeChain appends the rows of a work queue's chain to dst, one line per WQE: its index,
+// opcode, operands, flags, op name and file:line, each cell but the last padded with spaces to
+// its column's widest cell plus 2 (as text/tabwriter pads, with padding 2 and no minimum
+// width). The operands alone are rendered ahead, to learn their widths; the widths of the other
+// columns are known from the WQEs, so their cells are written once, in place.
+func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.WQE) []byte {
+	b.operands, b.ends = b.operands[:0], b.ends[:0]
+	wOpcode, wOperands, wFlags, wName := 0, 0, 0, 0
+	for k := range chain {
+		e := &chain[k]
+		b.operands = appendOperands(b.operands, p, rp, e)
+		b.ends = append(b.ends, len(b.operands))
+		wOpcode = max(wOpcode, len(e.Opcode.String())) // opcodes and flags are ASCII
+		wFlags = max(wFlags, len(flagText(e.Flags)))
+		wName = max(wName, utf8.RuneCountInString(p.OpOf(e).Name))
+	}
+	// The operands' widths: their lengths in bytes when all are ASCII, as they nearly always are.
+	ascii := isASCII(b.operands)
+	b.widths = b.widths[:0]
+	start := 0
+	for _, end := range b.ends {
+		w := end - start
+		if !ascii {
+			w = utf8.RuneCount(b.operands[start:end])
+			b.widths = append(b.widths, w)
+		}
+		wOperands = max(wOperands, w)
+		start = end
+	}
+	var last [20]byte
+	wIndex := len("    []") + len(strconv.AppendInt(last[:0], int64(len(chain)-1), 10))
+	start = 0
+	for k := range chain {
+		e := &chain[k]
+		op := p.OpOf(e)
+		row := len(dst)
+		dst = append(strconv.AppendInt(append(dst, "    ["...), int64(k), 10), ']')
+		dst = pad(dst, wIndex+2-(len(dst)-row))
+		opcode := e.Opcode.String()
+		dst = pad(append(dst, opcode...), wOpcode+2-len(opcode))
+		end, w := b.ends[k], b.ends[k]-start
+		if !ascii {
+			w = b.widths[k]
+		}
+		dst = pad(append(dst, b.operands[start:end]...), wOperands+2-w)
+		start = end
+		flags := flagText(e.Flags)
+		dst = pad(append(dst, flags...), wFlags+2-len(flags))
+		dst = pad(append(dst, op.Name...), wName+2-utf8.RuneCountInString(op.Name))
+		dst = append(b.files.appendShortPos(dst, op.Pos), '\n')
+	}
+	return dst
 }
-
-func (t *table) reset() {
-	t.buf, t.ends = t.buf[:0], t.ends[:0]
-}
-
-// cell ends the cell being appended to buf.
-func (t *table) cell() { t.ends = append(t.ends, len(t.buf)) }
 
 // spaces is padding, sliced to length.
 var spaces = bytes.Repeat([]byte{' '}, 256)
 
-// write appends the rows to dst, one line each. When every cell is ASCII, as a listing's cells
-// nearly always are, a cell's width is its length in bytes.
-func (t *table) write(dst []byte) []byte {
-	ascii := isASCII(t.buf)
-	if !ascii {
-		t.width = t.width[:0]
-		start := 0
-		for _, end := range t.ends {
-			t.width = append(t.width, utf8.RuneCount(t.buf[start:end]))
-			start = end
-		}
+// pad appends n spaces to dst.
+func pad(dst []byte, n int) []byte {
+	for ; n > len(spaces); n -= len(spaces) {
+		dst = append(dst, spaces...)
 	}
-	t.wide = append(t.wide[:0], make([]int, t.cols)...)
-	last := t.cols - 1
-	// The column widths, and the bytes of padding: every row pads its cells but the last to
-	// their columns' widths plus 2.
-	pad, start, col := 0, 0, 0
-	for i, end := range t.ends {
-		w := end - start
-		if !ascii {
-			w = t.width[i]
-		}
-		t.wide[col] = max(t.wide[col], w)
-		if col < last {
-			pad -= w
-			col++
-		} else {
-			col = 0
-		}
-		start = end
-	}
-	rows := len(t.ends) / t.cols
-	for _, w := range t.wide[:last] {
-		pad += rows * (w + 2)
-	}
-	dst = slices.Grow(dst, len(t.buf)+pad+rows)
-	start, col = 0, 0
-	for i, end := range t.ends {
-		dst = append(dst, t.buf[start:end]...)
-		if col == last {
-			dst = append(dst, '\n')
-			col = 0
-		} else {
-			n := t.wide[col] + 2 - (end - start)
-			if !ascii {
-				n = t.wide[col] + 2 - t.width[i]
-			}
-			for ; n > len(spaces); n -= len(spaces) {
-				dst = append(dst, spaces...)
-			}
-			dst = append(dst, spaces[:n]...)
-			col++
-		}
-		start = end
-	}
-	return dst
+	return append(dst, spaces[:max(n, 0)]...)
 }
 
 // isASCII reports whether b is all ASCII, a word at a time.
