@@ -6,6 +6,7 @@ package listing
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -102,17 +103,23 @@ type Writer struct {
 	blocks  sync.Pool // of *Block
 }
 
-// Block is the text of one rank's block of a listing, rendered and not yet written.
+// Block is the text of one rank's block of a listing, rendered and not yet written. Blocks are
+// reused from rank to rank, with the memory they grew.
 type Block struct {
-	tab  table
-	text bytes.Buffer
-	err  error
+	text  []byte
+	err   error
+	files fileNames
+	// The operands of the chain being written, back to back, and the end of each in operands;
+	// with their widths in runes when some are not ASCII.
+	operands []byte
+	ends     []int
+	widths   []int
 }
 
 // NewWriter returns a Writer of the text listing to w.
 func NewWriter(w io.Writer, opt Options) *Writer {
 	lw := &Writer{b: bufio.NewWriterSize(w, 1<<20), opt: opt}
-	lw.blocks.New = func() any { return &Block{tab: table{cols: 6}} }
+	lw.blocks.New = func() any { return &Block{} }
 	return lw
 }
 
@@ -152,17 +159,18 @@ func (lw *Writer) Rank(p *ir.Plan, r int) error {
 // called for several ranks at once.
 func (lw *Writer) Render(p *ir.Plan, r int) *Block {
 	b := lw.blocks.Get().(*Block)
-	b.text.Reset()
+	b.text = b.text[:0]
 	b.err = nil
 	switch {
 	case lw.opt.Rank >= 0 && r != lw.opt.Rank:
 	case lw.json:
-		enc := json.NewEncoder(&b.text)
+		buf := bytes.NewBuffer(b.text)
+		enc := json.NewEncoder(buf)
 		enc.SetIndent("    ", "  ")
 		b.err = enc.Encode(rankJSON(p, r))
-		b.text.Truncate(len(bytes.TrimRight(b.text.Bytes(), "\n")))
+		b.text = bytes.TrimRight(buf.Bytes(), "\n")
 	default:
-		writeRank(&b.text, &b.tab, p, r)
+		b.text = b.writeRank(b.text, p, r)
 	}
 	return b
 }
@@ -177,17 +185,17 @@ func (lw *Writer) Emit(p *ir.Plan, b *Block) error {
 	if lw.err != nil {
 		return lw.err
 	}
-	if b.text.Len() > 0 {
+	if len(b.text) > 0 {
 		if lw.json {
 			if lw.ranks > 0 {
 				lw.b.WriteByte(',')
 			}
 			lw.b.WriteString("\n    ")
 		}
-		lw.b.Write(b.text.Bytes())
+		lw.b.Write(b.text)
 		lw.ranks++
 	}
-	if b.text.Cap() <= 16<<20 {
+	if cap(b.text) <= 16<<20 {
 		lw.blocks.Put(b)
 	}
 	_, err := lw.b.Write(nil) // the first write error, if any
@@ -219,52 +227,53 @@ func (lw *Writer) Close(p *ir.Plan) error {
 	return lw.b.Flush() // the first write error, if any
 }
 
-// writeRank writes rank r's block of the text listing.
-func writeRank(b *bytes.Buffer, t *table, p *ir.Plan, r int) {
+// writeRank appends rank r's block of the text listing to dst.
+func (b *Block) writeRank(dst []byte, p *ir.Plan, r int) []byte {
 	rp := &p.Ranks[r]
-	fmt.Fprintf(b, "\nrank %d\n", r)
+	dst = fmt.Appendf(dst, "\nrank %d\n", r)
 	for wi := range rp.Queues {
 		q := &rp.Queues[wi]
-		fmt.Fprintf(b, "  %s  %s", q.Name, q.Kind)
+		dst = fmt.Appendf(dst, "  %s  %s", q.Name, q.Kind)
 		if q.Managed {
-			b.WriteString(", managed")
+			dst = append(dst, ", managed"...)
 		}
-		fmt.Fprintf(b, ", depth %d", q.Depth)
+		dst = fmt.Appendf(dst, ", depth %d", q.Depth)
 		if q.CQ >= 0 {
 			cq := &rp.CQs[q.CQ]
-			fmt.Fprintf(b, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
+			dst = fmt.Appendf(dst, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
 		}
-		fmt.Fprintf(b, ", %s per iteration\n", english.Plural(int(q.PerIteration), "WQE"))
+		dst = fmt.Appendf(dst, ", %s per iteration\n", english.Plural(int(q.PerIteration), "WQE"))
 		if len(q.Chain) == 0 {
-			b.WriteString("    (empty)\n")
+			dst = append(dst, "    (empty)\n"...)
 			continue
 		}
-		t.reset()
-		for k := range q.Chain {
-			e := &q.Chain[k]
-			t.buf = append(strconv.AppendInt(append(t.buf, "    ["...), int64(k), 10), ']')
-			t.cell()
-			t.buf = append(t.buf, e.Opcode.String()...)
-			t.cell()
-			t.buf = appendOperands(t.buf, p, rp, e)
-			t.cell()
-			t.buf = append(t.buf, e.Flags.String()...)
-			t.cell()
-			op := p.OpOf(e)
-			t.buf = append(t.buf, op.Name...)
-			t.cell()
-			t.buf = appendShortPos(t.buf, op.Pos)
-			t.cell()
-		}
-		t.write(b)
+		dst = b.writeChain(dst, p, rp, q.Chain)
 	}
 	if rp.Trig != nil {
-		writeTriggered(b, p, rp)
+		buf := bytes.NewBuffer(dst)
+		writeTriggered(buf, p, rp)
+		dst = buf.Bytes()
 	}
 	s := p.RankStats(r)
-	fmt.Fprintf(b, "  rank %d: %s (%d data), %s, %s, %s, %s, %s, %d signalled\n",
+	return fmt.Appendf(dst, "  rank %d: %s (%d data), %s, %s, %s, %s, %s, %d signalled\n",
 		r, english.Plural(s.WQEs, "WQE"), s.DataWQEs, english.Plural(s.HostSteps, "HOST step"), english.Plural(s.Waits, "WAIT"),
 		english.Plural(s.Enables, "ENABLE"), english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled)
+}
+
+// flagTexts are the texts of every combination of WQE flags.
+var flagTexts = func() (s [8]string) {
+	for f := range s {
+		s[f] = ir.Flags(f).String()
+	}
+	return s
+}()
+
+// flagText is f.String(), without building it.
+func flagText(f ir.Flags) string {
+	if int(f) < len(flagTexts) {
+		return flagTexts[f]
+	}
+	return f.String()
 }
 
 func yesNo(b bool) string {
@@ -274,12 +283,22 @@ func yesNo(b bool) string {
 	return "no"
 }
 
+// fileNames remembers the name of the file last looked up: a listing names the same file again
+// and again, and diag.FileID.Name takes a lock.
+type fileNames struct {
+	id   diag.FileID
+	name string
+}
+
 // appendShortPos appends pos as file:line, or "-".
-func appendShortPos(dst []byte, pos diag.Pos) []byte {
+func (f *fileNames) appendShortPos(dst []byte, pos diag.Pos) []byte {
 	if !pos.IsValid() {
 		return append(dst, '-')
 	}
-	dst = append(append(dst, pos.Filename()...), ':')
+	if pos.File != f.id {
+		f.id, f.name = pos.File, pos.Filename()
+	}
+	dst = append(append(dst, f.name...), ':')
 	return strconv.AppendUint(dst, uint64(pos.Line), 10)
 }
 
@@ -390,52 +409,84 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 	return dst
 }
 
-// table lays out rows of cells as text/tabwriter does with padding 2 and no minimum width:
-// each cell but the last of a row is padded with spaces to its column's widest cell plus 2.
-// Unlike tabwriter it keeps only its rows' bytes and cell ends, reused from table to table.
-type table struct {
-	cols  int
-	buf   []byte // the cells' text, back to back
-	ends  []int  // the end in buf of every cell, row after row
-	width []int  // the width in runes of every cell
-	wide  []int  // per column, the widest cell in runes
-}
-
-func (t *table) reset() {
-	t.buf, t.ends, t.width = t.buf[:0], t.ends[:0], t.width[:0]
-	t.wide = append(t.wide[:0], make([]int, t.cols)...)
-}
-
-// cell ends the cell being appended to buf.
-func (t *table) cell() {
-	start := 0
-	if n := len(t.ends); n > 0 {
-		start = t.ends[n-1]
+// writeChain appends the rows of a work queue's chain to dst, one line per WQE: its index,
+// opcode, operands, flags, op name and file:line, each cell but the last padded with spaces to
+// its column's widest cell plus 2 (as text/tabwriter pads, with padding 2 and no minimum
+// width). The operands alone are rendered ahead, to learn their widths; the widths of the other
+// columns are known from the WQEs, so their cells are written once, in place.
+func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.WQE) []byte {
+	b.operands, b.ends = b.operands[:0], b.ends[:0]
+	wOpcode, wOperands, wFlags, wName := 0, 0, 0, 0
+	for k := range chain {
+		e := &chain[k]
+		b.operands = appendOperands(b.operands, p, rp, e)
+		b.ends = append(b.ends, len(b.operands))
+		wOpcode = max(wOpcode, len(e.Opcode.String())) // opcodes and flags are ASCII
+		wFlags = max(wFlags, len(flagText(e.Flags)))
+		wName = max(wName, utf8.RuneCountInString(p.OpOf(e).Name))
 	}
-	col := len(t.ends) % t.cols
-	w := utf8.RuneCount(t.buf[start:])
-	t.wide[col] = max(t.wide[col], w)
-	t.ends = append(t.ends, len(t.buf))
-	t.width = append(t.width, w)
+	// The operands' widths: their lengths in bytes when all are ASCII, as they nearly always are.
+	ascii := isASCII(b.operands)
+	b.widths = b.widths[:0]
+	start := 0
+	for _, end := range b.ends {
+		w := end - start
+		if !ascii {
+			w = utf8.RuneCount(b.operands[start:end])
+			b.widths = append(b.widths, w)
+		}
+		wOperands = max(wOperands, w)
+		start = end
+	}
+	var last [20]byte
+	wIndex := len("    []") + len(strconv.AppendInt(last[:0], int64(len(chain)-1), 10))
+	start = 0
+	for k := range chain {
+		e := &chain[k]
+		op := p.OpOf(e)
+		row := len(dst)
+		dst = append(strconv.AppendInt(append(dst, "    ["...), int64(k), 10), ']')
+		dst = pad(dst, wIndex+2-(len(dst)-row))
+		opcode := e.Opcode.String()
+		dst = pad(append(dst, opcode...), wOpcode+2-len(opcode))
+		end, w := b.ends[k], b.ends[k]-start
+		if !ascii {
+			w = b.widths[k]
+		}
+		dst = pad(append(dst, b.operands[start:end]...), wOperands+2-w)
+		start = end
+		flags := flagText(e.Flags)
+		dst = pad(append(dst, flags...), wFlags+2-len(flags))
+		dst = pad(append(dst, op.Name...), wName+2-utf8.RuneCountInString(op.Name))
+		dst = append(b.files.appendShortPos(dst, op.Pos), '\n')
+	}
+	return dst
 }
 
 // spaces is padding, sliced to length.
 var spaces = bytes.Repeat([]byte{' '}, 256)
 
-// write writes the rows to w, one line each.
-func (t *table) write(w *bytes.Buffer) {
-	start := 0
-	for i, end := range t.ends {
-		w.Write(t.buf[start:end])
-		if col := i % t.cols; col == t.cols-1 {
-			w.WriteByte('\n')
-		} else {
-			for n := t.wide[col] + 2 - t.width[i]; n > 0; n -= len(spaces) {
-				w.Write(spaces[:min(n, len(spaces))])
-			}
-		}
-		start = end
+// pad appends n spaces to dst.
+func pad(dst []byte, n int) []byte {
+	for ; n > len(spaces); n -= len(spaces) {
+		dst = append(dst, spaces...)
 	}
+	return append(dst, spaces[:max(n, 0)]...)
+}
+
+// isASCII reports whether b is all ASCII, a word at a time.
+func isASCII(b []byte) bool {
+	for ; len(b) >= 8; b = b[8:] {
+		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // The JSON listing. Its shape is documented in docs/compile-json.md and kept stable: fields are

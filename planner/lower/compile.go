@@ -263,24 +263,28 @@ func (c *compiler) eventOrder(critical bool) (order []int32, path int, err error
 	// behind a receiver-not-ready retry; a WAIT for a message's completion is placed after that
 	// end in the order, which already follows the start (posting) of its receive.
 	postFirst := c.t.Style == ir.StyleInline
-	// The in-degree of every start event, and of every end event (at most 3: its start, the
-	// previous end on its queue side, its message's other half).
-	startDeg := make([]int32, n)
-	endDeg := make([]uint8, n)
+	// The in-degrees of every op's start and end events, in one word: the end's (at most 3: its
+	// start, the previous end on its queue side, its message's other half) in its top two bits,
+	// the start's below (fewer than n). An op's events are relaxed about the same time, so their
+	// state is kept together, as the path lengths are: that is fewer cache lines to miss.
+	if n >= endDeg {
+		return nil, 0, fmt.Errorf("compile: graph %s has %d ops, more than lowering can order (%d)", g.Name, n, endDeg-1)
+	}
+	deg := make([]uint32, n)
 	for o := 0; o < n; o++ {
 		op := &g.Ops[o]
-		has := int32(0)
-		if c.prevOnSide(ir.OpID(o)) != ir.None {
+		has := uint32(0)
+		if op.Kind.OnQueue() && op.Index > 0 { // prevOnSide(o) != None
 			has = 1
 		}
-		startDeg[o] = int32(len(g.Preds(ir.OpID(o)))) + has
-		endDeg[o] = uint8(1 + has)
+		start, end := uint32(len(g.Preds(ir.OpID(o))))+has, 1+has
 		if op.Match != ir.None {
-			endDeg[o]++
+			end++
 			if postFirst && !op.Kind.IsRecvSide() {
-				startDeg[o]++
+				start++
 			}
 		}
+		deg[o] = end*endDeg + start
 	}
 	var dist []int32 // longest path (in ends) reaching each event
 	if critical {
@@ -306,7 +310,7 @@ func (c *compiler) eventOrder(critical bool) (order []int32, path int, err error
 		starts.push(ev)
 	}
 	for o := 0; o < n; o++ {
-		if startDeg[o] == 0 {
+		if deg[o]%endDeg == 0 {
 			readyStart(int32(2 * o))
 		}
 	}
@@ -318,10 +322,10 @@ func (c *compiler) eventOrder(critical bool) (order []int32, path int, err error
 			}
 		}
 		if to&1 == 0 {
-			if startDeg[to/2]--; startDeg[to/2] == 0 {
+			if deg[to/2]--; deg[to/2]%endDeg == 0 {
 				readyStart(to)
 			}
-		} else if endDeg[to/2]--; endDeg[to/2] == 0 {
+		} else if deg[to/2] -= endDeg; deg[to/2] < endDeg {
 			ends.push(to)
 		}
 	}
@@ -372,7 +376,7 @@ func (c *compiler) eventOrder(critical bool) (order []int32, path int, err error
 	if placed < 2*n {
 		var errs diag.List
 		for o := 0; o < n; o++ {
-			if startDeg[o] > 0 || endDeg[o] > 0 {
+			if deg[o] > 0 {
 				errs.Add(diag.Cycle, g.Ops[o].Pos, "%s can never start: it is on a dependency cycle through `after` edges, queue order and message matching (run `coredag check` to see the cycle, then remove one of its edges)", g.OpString(ir.OpID(o)))
 				if len(errs) >= 5 {
 					break
@@ -383,6 +387,9 @@ func (c *compiler) eventOrder(critical bool) (order []int32, path int, err error
 	}
 	return order, path, nil
 }
+
+// endDeg is the unit of an end event's in-degree in eventOrder's words of degrees.
+const endDeg = 1 << 30
 
 // ring is a FIFO of events, in a ring buffer that grows as needed.
 type ring struct {

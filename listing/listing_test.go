@@ -1,0 +1,73 @@
+package listing
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"text/tabwriter"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
+)
+
+// TestChainLayout: writeChain lays out every chain of every plan as text/tabwriter lays out the
+// same cells (padding 2, no minimum width), names and buffers in ASCII or not.
+func TestChainLayout(t *testing.T) {
+	paths, err := filepath.Glob("../plans/*.dag")
+	require.NoError(t, err)
+	require.NotEmpty(t, paths)
+	for _, path := range paths {
+		src, err := os.ReadFile(path)
+		require.NoError(t, err)
+		for _, wide := range []bool{false, true} {
+			g, err := planner.Load(path, src, map[string]int64{"ranks": 4})
+			require.NoError(t, err, path)
+			if wide { // names of more bytes than runes, in every column that is padded
+				for i := range g.Buffers {
+					g.Buffers[i].Name = "bü" + g.Buffers[i].Name
+				}
+				for i := range g.Ops {
+					s := *g.Ops[i].Site
+					s.Name = "ö" + s.Name
+					g.Ops[i].Site = &s
+				}
+			}
+			for _, target := range []string{"connectx", "connectx-inline", "generic"} {
+				tg, err := ir.LookupTarget(target)
+				require.NoError(t, err)
+				p, err := lower.Compile(g, tg)
+				require.NoError(t, err, path)
+				var b Block
+				for r := range p.Ranks {
+					rp := &p.Ranks[r]
+					for _, q := range rp.Queues {
+						if len(q.Chain) == 0 {
+							continue
+						}
+						got := b.writeChain(nil, p, rp, q.Chain)
+						require.Equal(t, tabChain(p, rp, q.Chain), string(got), "%s (wide names %v) for %s: rank %d %s", path, wide, target, r, q.Name)
+					}
+				}
+			}
+		}
+	}
+}
+
+// tabChain is the layout of a chain by text/tabwriter.
+func tabChain(p *ir.Plan, rp *ir.RankPlan, chain []ir.WQE) string {
+	var out bytes.Buffer
+	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)
+	var files fileNames
+	for k := range chain {
+		e := &chain[k]
+		op := p.OpOf(e)
+		fmt.Fprintf(tw, "    [%d]\t%s\t%s\t%s\t%s\t%s\n", k, e.Opcode, appendOperands(nil, p, rp, e), e.Flags, op.Name, files.appendShortPos(nil, op.Pos))
+	}
+	tw.Flush()
+	return out.String()
+}
