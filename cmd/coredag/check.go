@@ -58,7 +58,7 @@ func (c *checkCmd) Run(e *env) error {
 	var reports []checkReport
 	failed, unreadable := false, false
 	for _, path := range c.Files {
-		l, err := loadPlan(e, path, c.paramFlags, true, &target)
+		l, err := loadPlan(e, path, c.paramFlags, loadOptions{lint: true, limits: &target})
 		if err != nil { // an unreadable file: say so, check the others, exit 2 at the end
 			unreadable = true
 			fmt.Fprintf(e.stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))

@@ -31,13 +31,13 @@ func (c *compileCmd) Run(e *env) error {
 			return err
 		}
 	}
-	// Listing to stdout, a target limit must be found before the first rank is written:
-	// CheckLimits runs beside the checks (see stream).
-	var limits *ir.Target
+	// The lowering begins beside the checks. Listing to stdout, a target limit must be found
+	// before the first rank is written: CheckLimits runs there first (see stream).
+	opt := loadOptions{lower: &t}
 	if c.Out == "" && t.Trigger == nil {
-		limits = &t
+		opt.limits = &t
 	}
-	l, err := mustLoad(e, c.File, c.paramFlags, c.Format == "json", limits)
+	l, err := mustLoad(e, c.File, c.paramFlags, c.Format == "json", opt)
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,10 @@ func (c *compileCmd) stream(e *env, l *loaded, t ir.Target, opt listing.Options)
 			lw = listing.NewJSONWriter(w, opt)
 		}
 		var writeErr error
-		p, err := lower.CompileEach(l.graph, t, func(p *ir.Plan, r int) func() error {
+		if l.lowering == nil { // not begun beside the checks
+			l.lowering = lower.PrepareEach(l.graph, t)
+		}
+		p, err := l.lowering.CompileEach(func(p *ir.Plan, r int) func() error {
 			b := lw.Render(p, r)
 			return func() error {
 				writeErr = lw.Emit(p, b)

@@ -56,7 +56,7 @@ func (c *dotCmd) Run(e *env) error {
 	if c.Timeout <= 0 {
 		return usageError("--timeout %v: want a positive duration", c.Timeout)
 	}
-	l, err := mustLoad(e, c.File, c.paramFlags, false, nil)
+	l, err := mustLoad(e, c.File, c.paramFlags, false, loadOptions{})
 	if err != nil {
 		return err
 	}

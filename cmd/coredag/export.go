@@ -26,7 +26,7 @@ func (c *exportMSCCLCmd) Run(e *env) error {
 			return err
 		}
 	}
-	l, err := mustLoad(e, c.File, c.paramFlags, false, nil)
+	l, err := mustLoad(e, c.File, c.paramFlags, false, loadOptions{})
 	if err != nil {
 		return err
 	}

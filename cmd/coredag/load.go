@@ -46,13 +46,14 @@ func (p paramFlags) values() (map[string]int64, error) {
 
 // loaded is one plan file read, parsed, elaborated and checked.
 type loaded struct {
-	path   string
-	src    []byte
-	graph  *ir.Graph
-	err    error         // diagnostics (a diag.List) or another error
-	budget budget.Budget // the memory budget the plan was loaded within
-	lints  diag.List     // the lints' warnings, when asked for and the plan passed
-	limits error         // lower.CheckLimits' verdict, when asked for and the plan passed
+	path     string
+	src      []byte
+	graph    *ir.Graph
+	err      error           // diagnostics (a diag.List) or another error
+	budget   budget.Budget   // the memory budget the plan was loaded within
+	lints    diag.List       // the lints' warnings, when asked for and the plan passed
+	limits   error           // lower.CheckLimits' verdict, when asked for and the plan passed
+	lowering *lower.Prepared // its lowering begun, when asked for and the plan passed
 }
 
 // maxSource is the largest plan file coredag reads. Parsing takes about a kilobyte per token, so
@@ -81,11 +82,17 @@ func readSource(e *env, path string) ([]byte, error) {
 	return src, nil
 }
 
-// loadPlan loads one plan. With lint it runs the lints too (planner.Options.Lint), and with
-// limits lower.CheckLimits for that target, beside the checks (planner.Options.Beside). An
+// loadOptions is what a command asks of loadPlan beyond its flags.
+type loadOptions struct {
+	lint   bool       // run the lints (planner.Options.Lint): l.lints
+	limits *ir.Target // check this target's limits (lower.CheckLimits): l.limits
+	lower  *ir.Target // begin lowering for this target (lower.PrepareEach): l.lowering
+}
+
+// loadPlan loads one plan, doing what opt asks beside the checks (planner.Options.Beside). An
 // unreadable file or bad flag (-p naming a param the plan does not declare, too) is a usage
 // error (exit 2).
-func loadPlan(e *env, path string, p paramFlags, lint bool, limits *ir.Target) (*loaded, error) {
+func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, error) {
 	params, err := p.values()
 	if err != nil {
 		return nil, err
@@ -103,14 +110,21 @@ func loadPlan(e *env, path string, p paramFlags, lint bool, limits *ir.Target) (
 		name = "<stdin>"
 	}
 	l := &loaded{path: name, src: src, budget: b}
-	opt := planner.Options{Limits: opLimits(b), MSCCL: msccl.Options{Elem: p.Type}}
-	if lint {
-		opt.Lint = func(found diag.List) { l.lints = found }
+	po := planner.Options{Limits: opLimits(b), MSCCL: msccl.Options{Elem: p.Type}}
+	if opt.lint {
+		po.Lint = func(found diag.List) { l.lints = found }
 	}
-	if limits != nil {
-		opt.Beside = func(g *ir.Graph) { l.limits = lower.CheckLimits(g, *limits) }
+	if opt.limits != nil || opt.lower != nil {
+		po.Beside = func(g *ir.Graph) { // one after the other: their event orders are large
+			if opt.limits != nil {
+				l.limits = lower.CheckLimits(g, *opt.limits)
+			}
+			if opt.lower != nil && l.limits == nil {
+				l.lowering = lower.PrepareEach(g, *opt.lower)
+			}
+		}
 	}
-	l.graph, l.err = planner.LoadWith(name, src, params, opt)
+	l.graph, l.err = planner.LoadWith(name, src, params, po)
 	var pe *elaborate.ParamError
 	if errors.As(l.err, &pe) {
 		return nil, usageError("%s: %v", diag.QuoteName(name), pe)
@@ -144,9 +158,8 @@ func refuse(e *env, l *loaded, err error) error {
 
 // mustLoad loads a plan and, when it has diagnostics, reports them and ends with exit 1: as
 // text on stderr, or with asJSON as the object `check --json` prints for one file, on stdout.
-// With limits, l.limits is lower.CheckLimits' verdict for that target.
-func mustLoad(e *env, path string, p paramFlags, asJSON bool, limits *ir.Target) (*loaded, error) {
-	l, err := loadPlan(e, path, p, false, limits)
+func mustLoad(e *env, path string, p paramFlags, asJSON bool, opt loadOptions) (*loaded, error) {
+	l, err := loadPlan(e, path, p, opt)
 	if err != nil {
 		return nil, err
 	}

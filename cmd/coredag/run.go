@@ -118,7 +118,7 @@ func (c *runCmd) Run(e *env) error {
 			return usageError("--explore, --seed and --on-hang work with the software NIC only")
 		}
 	}
-	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON, nil)
+	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON, loadOptions{})
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func (c *runCmd) runOverlap(e *env) error {
 			return usageError("--seed works with the software NIC only")
 		}
 	}
-	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON, nil)
+	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON, loadOptions{})
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func (c *runCmd) runPerProcess(e *env, name string, caps nic.Caps, open func(ran
 	if !hasParam(pf, "ranks") {
 		pf.Params = append(append([]string(nil), pf.Params...), "ranks="+strconv.Itoa(world.Size))
 	}
-	l, err := mustLoad(e, c.File, pf, false, nil)
+	l, err := mustLoad(e, c.File, pf, false, loadOptions{})
 	if err != nil {
 		return err
 	}

@@ -44,15 +44,53 @@ func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 // each no more. On a triggered target, whose trigger budgets need every rank's chains, the
 // Plan is built whole first, as Compile builds it, and keeps its Ranks.
 func CompileEach(g *ir.Graph, t ir.Target, each func(p *ir.Plan, r int) (emit func() error)) (*ir.Plan, error) {
-	return compile(g, t, each)
+	return PrepareEach(g, t).CompileEach(each)
+}
+
+// Prepared is CompileEach begun: the Graph's inputs checked and the events of all its ranks
+// ordered, the one part of the lowering that walks the whole Graph on one core. That needs only
+// the Graph, so it can be done while other passes still read it (planner.Options.Beside), and
+// the rest, rank by rank on every core, later.
+type Prepared struct {
+	c     *compiler
+	order []int32
+	err   error
+	used  bool
+}
+
+// PrepareEach begins CompileEach(g, t, ...); the Prepared's CompileEach does the rest.
+func PrepareEach(g *ir.Graph, t ir.Target) *Prepared {
+	c, order, err := start(g, t, t.Trigger != nil, true) // a Loc only when the Plan is whole
+	return &Prepared{c: c, order: order, err: err}
+}
+
+// CompileEach is CompileEach(g, t, each) for the Graph and target p was prepared for. A
+// Prepared is used once.
+func (p *Prepared) CompileEach(each func(p *ir.Plan, r int) (emit func() error)) (*ir.Plan, error) {
+	if each == nil { // still streamed: p has no Loc for a whole Plan
+		each = func(*ir.Plan, int) func() error { return nil }
+	}
+	if p.used {
+		return nil, fmt.Errorf("compile: a Prepared lowering is used once")
+	}
+	c, order, err := p.c, p.order, p.err
+	*p = Prepared{used: true} // the order is the Plan's size: let it go with the call
+	return finish(c, order, err, each)
 }
 
 func compile(g *ir.Graph, t ir.Target, each func(*ir.Plan, int) func() error) (*ir.Plan, error) {
-	stream := each != nil && t.Trigger == nil
-	c, order, err := start(g, t, !stream, true)
+	c, order, err := start(g, t, each == nil || t.Trigger != nil, true)
+	return finish(c, order, err, each)
+}
+
+// finish lowers every rank of a started compilation (start) and completes its Plan, handing
+// each rank to each as it is done (streamed) or, on a triggered target, once all are.
+func finish(c *compiler, order []int32, err error, each func(*ir.Plan, int) func() error) (*ir.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	g, t := c.g, c.t
+	stream := each != nil && t.Trigger == nil
 	var eachErr error
 	if stream {
 		eachErr = c.lowerRanks(order, false, each)

@@ -171,3 +171,24 @@ func TestWriteError(t *testing.T) {
 		assert.EqualError(t, err, "disk full")
 	}
 }
+
+// A Prepared lowering gives CompileEach's result once; used again it refuses, and with no
+// callback it still lowers (and checks) every rank.
+func TestPreparedOnce(t *testing.T) {
+	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
+	tg, err := ir.LookupTarget("connectx")
+	require.NoError(t, err)
+	whole, err := lower.Compile(g, tg)
+	require.NoError(t, err)
+	pr := lower.PrepareEach(g, tg)
+	p, err := pr.CompileEach(nil)
+	require.NoError(t, err)
+	assert.Equal(t, whole.Stats, p.Stats)
+	_, err = pr.CompileEach(nil)
+	assert.ErrorContains(t, err, "used once")
+
+	shallow := tg
+	shallow.MaxWQDepth = 2
+	_, err = lower.PrepareEach(g, shallow).CompileEach(nil)
+	assert.ErrorContains(t, err, "depth")
+}
