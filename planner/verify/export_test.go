@@ -45,8 +45,11 @@ func HBDrained(g *ir.Graph) [2][]int32 {
 	return [2][]int32{h.drained(false, make([]int32, h.n), ready), h.drained(true, make([]int32, h.n), ready)}
 }
 
-// RacesOn is Races with the (rank, buffer) groups swept by the given number of workers.
+// RacesOn is Races with its work (the happens-before graph, the collection of the accesses,
+// the sweep of the (rank, buffer) groups, the renumbering) split among the given number of
+// workers.
 func RacesOn(g *ir.Graph, workers int) []Race {
+	defer SetWorkers(workers)()
 	h := newHB(g, true)
 	if !h.acyclic {
 		return nil
@@ -92,4 +95,12 @@ func RacyBuffers(g *ir.Graph) map[[2]int]bool {
 // queue order) find in g, and whether g's happens-before graph is acyclic.
 func EarlyDeadlocks(g *ir.Graph) (cycles, queueOrder int, acyclic bool) {
 	return len(checkCycles(g)), len(checkQueueOrder(g)), newHB(g, true).acyclic
+}
+
+// SetWorkers makes the passes of the package split their work among n goroutines whatever the
+// size of the graph (0: as they choose), until the returned function restores the setting.
+func SetWorkers(n int) (restore func()) {
+	old := forcedWorkers
+	forcedWorkers = n
+	return func() { forcedWorkers = old }
 }

@@ -293,6 +293,9 @@ func (h *hbGraph) node(e event) int32 {
 	return int32(e)
 }
 
+// minRenumber is the fewest events worth a goroutine of renumber.
+const minRenumber = 1 << 16
+
 // renumber makes the nodes topological positions: position t's successors are those of the
 // event at t, as positions, in the same order. The new adjacency is made once for all copies of
 // h, the starts of its lists in the array of the topological order. (Building it from g instead
@@ -304,23 +307,29 @@ func (h *hbGraph) renumber() {
 	p := h.pos
 	p.once.Do(func() {
 		p.drain.Wait()
+		// Both passes run on all CPUs, each goroutine writing the lists of its own events,
+		// which are other positions than any other goroutine's (topo is a permutation).
 		topo := h.topo
 		start := p.order[:h.n+1] // the order is not needed any more
-		for v := range h.n {
-			start[topo[v]+1] = h.succStart[v+1] - h.succStart[v]
-		}
+		inParts(h.n, minRenumber, func(_, lo, hi int) {
+			for v := lo; v < hi; v++ {
+				start[topo[v]+1] = h.succStart[v+1] - h.succStart[v]
+			}
+		})
 		start[0] = 0
 		for t := range h.n {
 			start[t+1] += start[t]
 		}
 		succ := p.lists(len(h.succ))
-		for v := range h.n {
-			k := start[topo[v]]
-			for _, w := range h.succs(int32(v)) {
-				succ[k] = topo[w]
-				k++
+		inParts(h.n, minRenumber, func(_, lo, hi int) {
+			for v := lo; v < hi; v++ {
+				k := start[topo[v]]
+				for _, w := range h.succs(int32(v)) {
+					succ[k] = topo[w]
+					k++
+				}
 			}
-		}
+		})
 		p.order, p.start, p.succ = nil, start, succ
 	})
 	h.succStart, h.succ, h.byPos = p.start, p.succ, true

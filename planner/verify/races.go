@@ -392,6 +392,10 @@ func (w *sweeper) sweep(groups []group) {
 // order; then it sorts each group by topological position of the accesses' first events. A
 // group's accesses are mostly one rank's, whose op order is close to topological, so the sorts
 // have little to do, and they read the accesses of one group rather than all of them.
+//
+// Both passes and the sorts run on all CPUs: the ops are split into parts, each counting its
+// accesses per group; part i places its accesses of a group after those of the parts before it,
+// so the order is op order whatever the split.
 func (f *raceFinder) sortAccesses() []group {
 	g := f.g
 	nbuf := len(g.Buffers)
@@ -400,16 +404,33 @@ func (f *raceFinder) sortAccesses() []group {
 		return nil
 	}
 	key := func(a *placedAccess) int { return int(a.rank)*nbuf + int(a.buf) }
-	start := make([]int32, ngroups+1)
-	var one []placedAccess
-	for i := range g.Ops {
-		one = accesses(g, ir.OpID(i), one[:0])
-		for k := range one {
-			start[key(&one[k])+1]++
+	// A part's counts are as many as the groups: parts of fewer ops than that would count more
+	// than they place.
+	parts := workerCount(len(g.Ops), max(minSortPart, 4*ngroups))
+	// at[p][k] is where part p places its next access of group k: first its count.
+	at := make([][]int32, parts)
+	opRange := func(p int) (int, int) { return p * len(g.Ops) / parts, (p + 1) * len(g.Ops) / parts }
+	inParts(parts, 1, func(p, _, _ int) {
+		count := make([]int32, ngroups)
+		lo, hi := opRange(p)
+		var one []placedAccess
+		for i := lo; i < hi; i++ {
+			one = accesses(g, ir.OpID(i), one[:0])
+			for k := range one {
+				count[key(&one[k])]++
+			}
 		}
-	}
+		at[p] = count
+	})
+	start := make([]int32, ngroups+1)
 	for k := range ngroups {
-		start[k+1] += start[k]
+		next := start[k]
+		for p := range parts {
+			c := at[p][k]
+			at[p][k] = next
+			next += c
+		}
+		start[k+1] = next
 	}
 	// The accesses are placed in an array of words large enough to hold the renumbered lists
 	// of the happens-before graph once the sweep is done with them (posGraph.offer).
@@ -418,46 +439,60 @@ func (f *raceFinder) sortAccesses() []group {
 	if start[ngroups] > 0 { // else words may be no allocation of its own: nothing to view
 		acc = unsafe.Slice((*access)(unsafe.Pointer(unsafe.SliceData(f.words))), start[ngroups])
 	}
-	for i := range g.Ops {
-		one = accesses(g, ir.OpID(i), one[:0])
-		for k := range one {
-			a := &one[k]
-			acc[start[key(a)]] = a.access
-			start[key(a)]++
+	inParts(parts, 1, func(p, _, _ int) {
+		next := at[p]
+		lo, hi := opRange(p)
+		var one []placedAccess
+		for i := lo; i < hi; i++ {
+			one = accesses(g, ir.OpID(i), one[:0])
+			for k := range one {
+				a := &one[k]
+				acc[next[key(a)]] = a.access
+				next[key(a)]++
+			}
 		}
-	}
-	copy(start[1:], start[:ngroups]) // each start[k] has moved to where group k ends
-	start[0] = 0
+	})
+	at = nil
 	f.acc = acc
-	topo := f.h.topo
 	var groups []group
-	var keys []uint64
-	var tmp []access
 	for k := range ngroups {
-		grp := acc[start[k]:start[k+1]]
-		if len(grp) == 0 {
-			continue
-		}
-		groups = append(groups, group{start[k], start[k+1]})
-		// Sorted by key: the position of the first event, then the place in the group, which
-		// keeps two accesses of one op (with one first event) in their order.
-		keys = keys[:0]
-		sorted := true
-		for i := range grp {
-			keys = append(keys, uint64(topo[grp[i].from])<<32|uint64(i))
-			sorted = sorted && (i == 0 || keys[i] > keys[i-1])
-		}
-		if sorted {
-			continue
-		}
-		slices.Sort(keys)
-		tmp = append(tmp[:0], grp...)
-		for i, key := range keys {
-			grp[i] = tmp[uint32(key)]
+		if start[k] < start[k+1] {
+			groups = append(groups, group{start[k], start[k+1]})
 		}
 	}
+	topo := f.h.topo
+	inParts(len(groups), minSortGroups, func(_, lo, hi int) {
+		var keys []uint64
+		var tmp []access
+		for _, gr := range groups[lo:hi] {
+			grp := acc[gr.start:gr.end]
+			// Sorted by key: the position of the first event, then the place in the group,
+			// which keeps two accesses of one op (with one first event) in their order.
+			keys = keys[:0]
+			sorted := true
+			for i := range grp {
+				keys = append(keys, uint64(topo[grp[i].from])<<32|uint64(i))
+				sorted = sorted && (i == 0 || keys[i] > keys[i-1])
+			}
+			if sorted {
+				continue
+			}
+			slices.Sort(keys)
+			tmp = append(tmp[:0], grp...)
+			for i, key := range keys {
+				grp[i] = tmp[uint32(key)]
+			}
+		}
+	})
 	return groups
 }
+
+// minSortPart is the fewest ops worth a goroutine of sortAccesses; minSortGroups the fewest
+// groups.
+const (
+	minSortPart   = 1 << 14
+	minSortGroups = 16
+)
 
 // visit applies access a to the state of one segment.
 func (w *sweeper) visit(st *segState, a int32) {
