@@ -104,3 +104,31 @@ func SetWorkers(n int) (restore func()) {
 	forcedWorkers = n
 	return func() { forcedWorkers = old }
 }
+
+// HBBothWays builds g's happens-before graph op by op, on the given number of workers, and
+// from hbEdges, the list of all edges: each gives every event's successors in order, and the
+// topological order (nil when cyclic). opByOp reports whether the first way was taken.
+func HBBothWays(g *ir.Graph, matching bool, workers int) (lists, want [][]int32, topo, wantTopo []int32, opByOp bool) {
+	defer SetWorkers(workers)()
+	h := newHB(g, matching)
+	n := 3 * len(g.Ops)
+	lists, want = make([][]int32, n), make([][]int32, n)
+	for v := range n {
+		lists[v] = append([]int32{}, h.succs(int32(v))...)
+	}
+	var succ []int32
+	start := make([]int32, n+1)
+	for v := range n {
+		want[v] = []int32{}
+	}
+	hbEdges(g, matching, func(a, b event) {
+		want[a] = append(want[a], int32(b))
+	})
+	for v := range n {
+		succ = append(succ, want[v]...)
+		start[v+1] = int32(len(succ))
+	}
+	ref := &hbGraph{g: g, n: n, succStart: start, succ: succ}
+	ref.sort(nil)
+	return lists, want, h.topo, ref.topo, newOpEdges(g, matching) != nil
+}

@@ -3,6 +3,7 @@ package verify
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coredag/coredag/ir"
 )
@@ -183,27 +184,207 @@ func newHB(g *ir.Graph, matching bool) *hbGraph {
 	// is done with it (takeEvents).
 	block := make([]int32, n+1+edgeBound(g, matching))
 	start := block[:n+1]
-	hbEdges(g, matching, func(a, _ event) { start[a+1]++ })
-	for i := 0; i < n; i++ {
-		start[i+1] += start[i]
+	var indeg []int32
+	if l := newOpEdges(g, matching); l != nil {
+		// The lists of one op's events are made from the op alone: they are counted and placed
+		// on all CPUs, op by op, and so are the events' in-degrees that sort needs.
+		indeg = make([]int32, n)
+		parts := workerCount(len(g.Ops), minEdgePart)
+		total := make([]int32, parts+1)
+		opsOf := func(p int) (int, int) { return p * len(g.Ops) / parts, (p + 1) * len(g.Ops) / parts }
+		inParts(parts, 1, func(p, _, _ int) {
+			lo, hi := opsOf(p)
+			for x := lo; x < hi; x++ {
+				total[p+1] += l.count(ir.OpID(x), start[3*x+1:3*x+4], indeg[3*x:3*x+3])
+			}
+		})
+		for p := range parts {
+			total[p+1] += total[p]
+		}
+		if int(total[parts]) > len(block)-(n+1) { // a Match outside the queues' recvs
+			block = append(start, make([]int32, total[parts])...)
+			start = block[:n+1]
+		}
+		succ := block[n+1 : n+1+int(total[parts])]
+		inParts(parts, 1, func(p, _, _ int) {
+			lo, hi := opsOf(p)
+			k := total[p]
+			for e := 3 * lo; e < 3*hi; e++ {
+				k += start[e+1]
+				start[e+1] = k
+			}
+			k = total[p]
+			for x := lo; x < hi; x++ {
+				k = l.place(ir.OpID(x), succ, k)
+			}
+		})
+		h.succStart, h.succ = start, succ
+	} else {
+		hbEdges(g, matching, func(a, _ event) { start[a+1]++ })
+		for i := 0; i < n; i++ {
+			start[i+1] += start[i]
+		}
+		if int(start[n]) > len(block)-(n+1) { // a Match outside the queues' recvs
+			block = append(start, make([]int32, start[n])...)
+			start = block[:n+1]
+		}
+		succ := block[n+1 : n+1+int(start[n])]
+		hbEdges(g, matching, func(a, b event) {
+			succ[start[a]] = int32(b)
+			start[a]++
+		})
+		copy(start[1:], start[:n]) // each start[a] has moved to where a's list ends
+		start[0] = 0
+		h.succStart, h.succ = start, succ
 	}
-	if int(start[n]) > len(block)-(n+1) { // a Match outside the queues' recvs
-		block = append(start, make([]int32, start[n])...)
-		start = block[:n+1]
-	}
-	succ := block[n+1 : n+1+int(start[n])]
-	hbEdges(g, matching, func(a, b event) {
-		succ[start[a]] = int32(b)
-		start[a]++
-	})
-	copy(start[1:], start[:n]) // each start[a] has moved to where a's list ends
-	start[0] = 0
-	h.succStart, h.succ = start, succ
-	h.sort()
+	h.sort(indeg)
 	if h.pos != nil {
 		h.pos.events = block
 	}
 	return h
+}
+
+// minEdgePart is the fewest ops worth a goroutine of newHB.
+const minEdgePart = 1 << 14
+
+// opEdges gives the edges of g's event graph op by op: the lists of an op's three events in the
+// order hbEdges gives them, and the events' in-degrees.
+type opEdges struct {
+	g        *ir.Graph
+	matching bool
+	// next is, per op, 1 + the op after it on its side of its queue (0: none), with hasPrev set
+	// when it is not the first there.
+	next []int32
+}
+
+// The flags of next: the op is not the first on its queue side; it is a recv with a sender
+// (a send or notify write matched with it).
+const (
+	hasPrev   = 1 << 30
+	hasSender = 1 << 29
+)
+
+// newOpEdges returns the edges of g op by op, or nil when an op is on more than one side of a
+// queue, or a send's recv is matched with another op: then only hbEdges gives them.
+func newOpEdges(g *ir.Graph, matching bool) *opEdges {
+	if len(g.Ops) >= hasSender {
+		return nil
+	}
+	l := &opEdges{g: g, matching: matching, next: make([]int32, len(g.Ops))}
+	for qi := range g.Queues {
+		q := &g.Queues[qi]
+		for _, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
+			for k := 1; k < len(side); k++ {
+				p, x := &l.next[side[k-1]], &l.next[side[k]]
+				if *p&^hasPrev != 0 || *x&hasPrev != 0 {
+					return nil
+				}
+				*p |= int32(side[k]) + 1
+				*x |= hasPrev
+			}
+		}
+	}
+	if matching {
+		// Each recv is marked by its sender, which the validation finds anyway: the lists then
+		// need not look the sender up (another rank's op, a cache miss).
+		var bad atomic.Bool
+		inParts(len(g.Ops), minEdgePart, func(_, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				if r := matchedSender(g, ir.OpID(i)); r != ir.None {
+					if g.Ops[r].Match != ir.OpID(i) {
+						bad.Store(true)
+						return
+					}
+					atomic.OrInt32(&l.next[r], hasSender)
+				}
+			}
+		})
+		if bad.Load() {
+			return nil
+		}
+	}
+	return l
+}
+
+// after is the op after x on its queue side, or None.
+func (l *opEdges) after(x ir.OpID) ir.OpID {
+	if n := l.next[x] &^ (hasPrev | hasSender); n != 0 {
+		return ir.OpID(n - 1)
+	}
+	return ir.None
+}
+
+// sender is the send or notify write whose landing the recv x takes its data at, or None.
+func (l *opEdges) sender(x ir.OpID) ir.OpID {
+	if l.next[x]&hasSender == 0 {
+		return ir.None
+	}
+	return l.g.Ops[x].Match
+}
+
+// recv is the recv matched with the send or notify write x, or None.
+func (l *opEdges) recv(x ir.OpID) ir.OpID {
+	if !l.matching {
+		return ir.None
+	}
+	return matchedSender(l.g, x)
+}
+
+// count puts the lengths of the lists of x's events in deg and their in-degrees in in, and
+// returns how many edges x's events have.
+func (l *opEdges) count(x ir.OpID, deg, in []int32) int32 {
+	prev := int32(0)
+	if l.next[x]&hasPrev != 0 {
+		prev = 1
+	}
+	s, r, q := l.sender(x) != ir.None, l.recv(x) != ir.None, l.after(x) != ir.None
+	deg[evStart] = 1 + b2i(s) + b2i(q)
+	deg[evLand] = 1 + b2i(r)
+	deg[evEnd] = int32(len(l.g.Succs(x))) + b2i(q)
+	in[evStart] = int32(len(l.g.Preds(x))) + prev
+	in[evLand] = 1 + b2i(r)
+	in[evEnd] = 1 + b2i(s) + prev
+	return deg[evStart] + deg[evLand] + deg[evEnd]
+}
+
+func b2i(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// place writes the lists of x's events into succ from k on, and returns where they end.
+func (l *opEdges) place(x ir.OpID, succ []int32, k int32) int32 {
+	add := func(e event) {
+		succ[k] = int32(e)
+		k++
+	}
+	// hbEdges gives the edges of the ops in op order: the landing of x's sender comes before
+	// x's own when the sender is the earlier op.
+	s := l.sender(x)
+	if s != ir.None && s < x {
+		add(landOf(s))
+	}
+	add(landOf(x))
+	if s != ir.None && s >= x {
+		add(landOf(s))
+	}
+	nx := l.after(x)
+	if nx != ir.None {
+		add(startOf(nx))
+	}
+	add(endOf(x))
+	if r := l.recv(x); r != ir.None {
+		add(endOf(r))
+	}
+	for _, t := range l.g.Succs(x) {
+		add(startOf(ir.OpID(t)))
+	}
+	if nx != ir.None {
+		add(endOf(nx))
+	}
+	return k
 }
 
 // edgeBound bounds how many edges hbEdges gives without reading the ops: a send or notify
@@ -252,11 +433,14 @@ func hbEdges(g *ir.Graph, matching bool, add func(a, b event)) {
 func (h *hbGraph) succs(v int32) []int32 { return h.succ[h.succStart[v]:h.succStart[v+1]] }
 
 // sort computes a topological order with Kahn's algorithm (topo); it sets acyclic to false when
-// some events are left over (they sit on or behind a cycle).
-func (h *hbGraph) sort() {
-	indeg := make([]int32, h.n)
-	for _, w := range h.succ {
-		indeg[w]++
+// some events are left over (they sit on or behind a cycle). indeg, the in-degrees of the
+// events, is counted when nil; it is used up.
+func (h *hbGraph) sort(indeg []int32) {
+	if indeg == nil {
+		indeg = make([]int32, h.n)
+		for _, w := range h.succ {
+			indeg[w]++
+		}
 	}
 	order := make([]int32, 0, h.n+1) // one more: renumber turns it into the start of each adjacency
 	for v := 0; v < h.n; v++ {

@@ -167,3 +167,46 @@ func TestEarlyDeadlocksNeedAnHBCycle(t *testing.T) {
 	}
 	require.Greater(t, found, 30, "mutants with an `after` cycle or an `after` against queue order")
 }
+
+// The happens-before graph built op by op on several workers has the lists hbEdges gives, in
+// its order, and so the same topological order: on random graphs (some with cycles) and plans.
+func TestHBOpByOp(t *testing.T) {
+	var graphs []*ir.Graph
+	for k := range uint64(40) {
+		g := randgraph.New(20261126+k, randgraph.Config{MinRanks: 2, MaxRanks: 8, MaxSteps: 60, MaxPreds: 2})
+		graphs = append(graphs, g)
+		// Random `after` edges within a rank, which close cycles in some.
+		edges := slices.Clone(g.Edges)
+		for i := 0; i+7 < len(g.Ops); i += 7 {
+			if g.Ops[i].Rank == g.Ops[i+7].Rank {
+				edges = append(edges, ir.Edge{From: ir.OpID(i + 7), To: ir.OpID(i)})
+			}
+		}
+		graphs = append(graphs, g.WithEdges(edges))
+	}
+	for _, name := range []string{"ring_allreduce", "pairwise_alltoall", "atomic_fanin", "bruck_alltoall"} {
+		path := "../../plans/" + name + ".dag"
+		src, err := os.ReadFile(path)
+		require.NoError(t, err)
+		f, err := dsl.Parse(path, src)
+		require.NoError(t, err)
+		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 8})
+		require.NoError(t, err)
+		graphs = append(graphs, g)
+	}
+	cyclic := 0
+	for i, g := range graphs {
+		for _, matching := range []bool{true, false} {
+			for _, w := range []int{1, 3} {
+				lists, want, topo, wantTopo, opByOp := verify.HBBothWays(g, matching, w)
+				require.True(t, opByOp, "graph %d", i)
+				require.Equal(t, want, lists, "graph %d, matching %v, %d workers", i, matching, w)
+				require.Equal(t, wantTopo, topo, "graph %d, matching %v, %d workers", i, matching, w)
+				if topo == nil {
+					cyclic++
+				}
+			}
+		}
+	}
+	require.Greater(t, cyclic, 4, "too few cyclic graphs")
+}
