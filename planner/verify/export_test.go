@@ -54,7 +54,7 @@ func RacesOn(g *ir.Graph, workers int) []Race {
 	if !h.acyclic {
 		return nil
 	}
-	return findRacesOn(g, h, workers)
+	return findRacesOn(g, h, workers, nil)
 }
 
 // RacyBuffers lists, by brute force, the (rank, buffer) pairs of g with a race: two conflicting

@@ -176,7 +176,11 @@ func (s *search) probe(v int32) bool {
 
 // newHB builds the event graph of g and sorts it topologically. Without matching, it leaves out
 // the edges between ranks (for finding deadlocks within one rank).
-func newHB(g *ir.Graph, matching bool) *hbGraph {
+func newHB(g *ir.Graph, matching bool) *hbGraph { return newHBBeside(g, matching, nil) }
+
+// newHBBeside is newHB that, unless nil, runs beside on a goroutine of its own while the graph
+// is sorted, given the number of its edges, and returns once both are done.
+func newHBBeside(g *ir.Graph, matching bool, beside func(edges int)) *hbGraph {
 	n := 3 * len(g.Ops)
 	h := &hbGraph{g: g, n: n, owner: true}
 	// Two passes over the edges, counting and then placing them: the adjacency is built in place,
@@ -237,7 +241,12 @@ func newHB(g *ir.Graph, matching bool) *hbGraph {
 		start[0] = 0
 		h.succStart, h.succ = start, succ
 	}
+	var wg sync.WaitGroup
+	if beside != nil {
+		wg.Go(func() { beside(len(h.succ)) })
+	}
 	h.sort(indeg)
+	wg.Wait()
 	if h.pos != nil {
 		h.pos.events = block
 	}

@@ -50,9 +50,15 @@ func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	// A cycle of `after` edges, or an `after` against queue order, closes a cycle of the
 	// happens-before graph too (end(a) -> start(b) -> ... -> end(a)): when that graph is acyclic,
 	// neither check can find anything, and only a plan with a deadlock pays for them.
-	h := newHB(g, true)
+	//
+	// The race search's accesses are collected while the graph is sorted, on the CPUs the sort
+	// leaves idle.
+	var col *collection
+	h := newHBBeside(g, true, func(edges int) {
+		col = collectAccesses(g, edges, max(workerCount(len(g.Ops), 1)-1, 1))
+	})
 	if h.acyclic {
-		return nil, &Order{g: g, topo: h.topo, h: h}
+		return nil, &Order{g: g, topo: h.topo, h: h, col: col}
 	}
 	errs := checkCycles(g)
 	if len(errs) == 0 {
@@ -69,6 +75,7 @@ type Order struct {
 	g    *ir.Graph
 	topo []int32
 	h    *hbGraph // the happens-before graph, until Races is done with it
+	col  *collection
 }
 
 // Races runs Check's third step, races under happens-before, sorted by position. It may be
@@ -77,8 +84,8 @@ func (o *Order) Races() diag.List {
 	if o.h == nil {
 		return nil
 	}
-	errs := raceErrors(o.g, o.h)
-	o.h = nil
+	errs := raceErrors(o.g, o.h, o.col)
+	o.h, o.col = nil, nil
 	errs.Sort()
 	return errs
 }
