@@ -228,8 +228,8 @@ const (
 type raceFinder struct {
 	g     *ir.Graph
 	h     *hbGraph
-	acc   []access // the sweep's accesses, dropped before the deferred queries are answered
-	words []int32  // their array
+	acc   []access    // the sweep's accesses, dropped before the deferred queries are answered
+	words []int32     // their array
 	col   *collection // the accesses when collected beforehand (CheckDeadlocks)
 
 	found map[[2]int32]bool
