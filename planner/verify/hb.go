@@ -471,9 +471,11 @@ func (h *hbGraph) sort(indeg []int32) {
 	}
 	// indeg is all zeros now: it becomes topo.
 	topo := indeg
-	for i, v := range order {
-		topo[v] = int32(i)
-	}
+	inParts(len(order), minRenumber, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			topo[order[i]] = int32(i)
+		}
+	})
 	h.topo = topo
 	h.pos = &posGraph{order: order}
 }

@@ -293,17 +293,14 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection) []Race {
 		}
 		n += w.ndefer
 	}
-	// Deferred query i is sweeper w's i - base, for the w whose queries start at base <= i.
-	w, base := 0, 0
+	// Deferred query i is sweeper w's i - base[w], for the last w with base[w] <= i.
+	base := make([]int, len(sw))
+	for w := 1; w < len(sw); w++ {
+		base[w] = base[w-1] + sw[w-1].ndefer
+	}
 	at := func(i int) *deferredQuery {
-		if i < base {
-			w, base = 0, 0
-		}
-		for i-base >= sw[w].ndefer {
-			base += sw[w].ndefer
-			w++
-		}
-		return sw[w].deferredAt(i - base)
+		w, _ := slices.BinarySearch(base, i+1)
+		return sw[w-1].deferredAt(i - base[w-1])
 	}
 	ans := f.h.resolve(n, func(i int) hbQuery {
 		d := at(i)

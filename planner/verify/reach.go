@@ -34,6 +34,9 @@ import (
 // in the rank: those, and the questions of components without a small separator, go to
 // resolveBatch.
 
+// minSplitPart is the fewest queries worth a goroutine of resolve's split.
+const minSplitPart = 1 << 14
+
 // maxSepRanks bounds the separator of a component; a component without a separator this small
 // (ranks that all talk to each other) has its questions answered by resolveBatch.
 const maxSepRanks = 8
@@ -95,7 +98,8 @@ type component struct {
 }
 
 // resolve answers the n queries at(0), ..., at(n-1) exactly: ans[i] reports whether at(i)'s x
-// happens before or at its y. It renumbers h by topological position.
+// happens before or at its y. It renumbers h by topological position. at may be called from
+// several goroutines at once.
 func (h *hbGraph) resolve(n int, at func(i int) hbQuery) (ans []bool) {
 	if n == 0 {
 		return nil
@@ -104,16 +108,29 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery) (ans []bool) {
 	r := newSepReach(h, n)
 	// The questions the queries split into, counted first: they are placed in one exactly sized
 	// array rather than grown by appending, which would leave several times their size behind.
-	var buf [4]subQuery
-	count := 0
-	for i := range n {
-		count += r.split(at(i), int32(i), &buf)
+	// Both passes run on all CPUs, part i's questions placed after those of the parts before.
+	parts := workerCount(n, minSplitPart)
+	base := make([]int, parts+1)
+	queries := func(p int) (int, int) { return p * n / parts, (p + 1) * n / parts }
+	inParts(parts, 1, func(p, _, _ int) {
+		var buf [4]subQuery
+		lo, hi := queries(p)
+		for i := lo; i < hi; i++ {
+			base[p+1] += r.split(at(i), int32(i), &buf)
+		}
+	})
+	for p := range parts {
+		base[p+1] += base[p]
 	}
-	subs := make([]subQuery, 0, count)
-	for i := range n {
-		k := r.split(at(i), int32(i), &buf)
-		subs = append(subs, buf[:k]...)
-	}
+	subs := make([]subQuery, base[parts])
+	inParts(parts, 1, func(p, _, _ int) {
+		var buf [4]subQuery
+		lo, hi := queries(p)
+		k := base[p]
+		for i := lo; i < hi; i++ {
+			k += copy(subs[k:], buf[:r.split(at(i), int32(i), &buf)])
+		}
+	})
 	all := make([]int32, h.g.Ranks)
 	for i := range all {
 		all[i] = int32(i)
