@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -209,4 +210,69 @@ func TestHBOpByOp(t *testing.T) {
 		}
 	}
 	require.Greater(t, cyclic, 4, "too few cyclic graphs")
+}
+
+// Check, its order of events and the RNR lint give the same results, to the byte, however many
+// goroutines share their work (the happens-before graph, the accesses, the sweep, the
+// renumbering, the split of the deferred queries): on random graphs, most of which race or
+// deadlock, and on plans.
+func TestChecksWhateverTheWorkers(t *testing.T) {
+	var graphs []*ir.Graph
+	cfg := randgraph.Config{MinRanks: 3, MaxRanks: 10, MaxSteps: 240, MaxPreds: 1}
+	for k := range uint64(30) {
+		g := randgraph.New(20261127+k, cfg)
+		var kept, cyclic []ir.Edge
+		for i, e := range g.Edges {
+			if i%2 == 0 {
+				kept = append(kept, e)
+			}
+			cyclic = append(cyclic, e)
+			if i%13 == 0 {
+				cyclic = append(cyclic, ir.Edge{From: e.To, To: e.From, Pos: e.Pos})
+			}
+		}
+		graphs = append(graphs, g, g.WithEdges(kept), g.WithEdges(cyclic))
+	}
+	for _, name := range []string{"ring_allreduce", "pairwise_alltoall", "atomic_fanin", "bruck_alltoall"} {
+		path := "../../plans/" + name + ".dag"
+		src, err := os.ReadFile(path)
+		require.NoError(t, err)
+		f, err := dsl.Parse(path, src)
+		require.NoError(t, err)
+		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 8})
+		require.NoError(t, err)
+		graphs = append(graphs, g)
+	}
+	// run gives everything the checks say about g, as text.
+	run := func(g *ir.Graph, workers int) string {
+		defer verify.SetWorkers(workers)()
+		errs, o := verify.CheckOrder(g)
+		out := fmt.Sprintln(len(errs))
+		for _, d := range errs {
+			out += d.Error() + "\n"
+		}
+		if o != nil {
+			for i := range g.Ops {
+				id := ir.OpID(i)
+				out += fmt.Sprint(o.Start(id), o.Land(id), o.End(id), " ")
+			}
+			out += verify.RNR(g).Error()
+		}
+		return out
+	}
+	racy, passing := 0, 0
+	for i, g := range graphs {
+		one := run(g, 1)
+		if strings.Contains(one, "race on") {
+			racy++
+		}
+		if strings.HasPrefix(one, "0\n") {
+			passing++
+		}
+		for _, w := range []int{2, 4} {
+			require.Equal(t, one, run(g, w), "graph %d, %d workers", i, w)
+		}
+	}
+	require.Greater(t, racy, 5, "too few random graphs race")
+	require.Greater(t, passing, 5, "too few graphs pass")
 }
