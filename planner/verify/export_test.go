@@ -21,6 +21,11 @@ func HBEvents(g *ir.Graph) int {
 func HBReach(g *ir.Graph, pairs [][2]int32, wide bool) (fast, plain []bool) {
 	wideLabels = wide
 	defer func() { wideLabels = false }()
+	// The oracle's work is split among goroutines in each of its steps, the labels 32 bits wide
+	// or not: its answers must not change.
+	if wide {
+		defer SetWorkers(3)()
+	}
 	h := newHB(g, true)
 	qs := make([]hbQuery, len(pairs))
 	for i, p := range pairs {

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -602,8 +603,12 @@ func (h *hbGraph) bounded(s *search, x, y int32, budget int) reachResult {
 	return reachNo
 }
 
-// batchBudget bounds the search resolveBatch tries before its bitset passes.
-const batchBudget = 1024
+// batchBudget bounds the search resolveBatch tries before its bitset passes; minBatchPart is the
+// fewest questions worth a goroutine of those searches.
+const (
+	batchBudget  = 1024
+	minBatchPart = 256
+)
 
 // hbQuery is a deferred reachability question: does event x happen before or at event y?
 type hbQuery struct {
@@ -623,25 +628,31 @@ func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 	}
 	h.renumber()
 	// A longer bounded search first: most of these questions hold through a path a few hundred
-	// events long, far shorter than the windows of the passes below.
-	var s search
-	if len(free) >= h.n {
-		s.mark = free[:h.n]
-		clear(s.mark)
-	}
-	var idx []int32
-	for i := range qs {
-		q := &qs[i]
-		switch h.reach(&s, q.x, q.y, batchBudget) {
-		case reachYes:
-			q.ans = true
-		case reachNo:
-			q.ans = false
-		default:
-			idx = append(idx, int32(i))
+	// events long, far shorter than the windows of the passes below. The searches run on all
+	// CPUs, in parts of the questions, each part marking the nodes it visits in its own share of
+	// free if there is room, else in its small hash table; the questions left are kept in order.
+	parts := workerCount(len(qs), minBatchPart)
+	left := make([][]int32, parts)
+	inParts(parts, 1, func(p, _, _ int) {
+		var s search
+		if len(free) >= (p+1)*h.n {
+			s.mark = free[p*h.n : (p+1)*h.n]
+			clear(s.mark)
 		}
-	}
-	s = search{}
+		for i := p * len(qs) / parts; i < (p+1)*len(qs)/parts; i++ {
+			q := &qs[i]
+			switch h.reach(&s, q.x, q.y, batchBudget) {
+			case reachYes:
+				q.ans = true
+			case reachNo:
+				q.ans = false
+			default:
+				left[p] = append(left[p], int32(i))
+			}
+		}
+	})
+	idx := slices.Concat(left...)
+	left = nil
 	if len(idx) == 0 {
 		return
 	}
