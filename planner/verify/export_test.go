@@ -31,7 +31,7 @@ func HBReach(g *ir.Graph, pairs [][2]int32, wide bool) (fast, plain []bool) {
 	for i, p := range pairs {
 		qs[i] = hbQuery{x: event(p[0]), y: event(p[1])}
 	}
-	ans := h.resolve(len(qs), func(i int) hbQuery { return qs[i] })
+	ans := h.resolve(len(qs), func(i int) hbQuery { return qs[i] }, nil)
 	reached := map[int32][]bool{}
 	for i, p := range pairs {
 		fast = append(fast, ans[i])
@@ -59,7 +59,7 @@ func RacesOn(g *ir.Graph, workers int) []Race {
 	if !h.acyclic {
 		return nil
 	}
-	return findRacesOn(g, h, workers, nil)
+	return findRacesOn(g, h, workers, nil, nil)
 }
 
 // RacyBuffers lists, by brute force, the (rank, buffer) pairs of g with a race: two conflicting

@@ -204,7 +204,7 @@ func Races(g *ir.Graph) []Race {
 	if !h.acyclic {
 		return nil
 	}
-	return findRacesOn(g, h, 0, nil)
+	return findRacesOn(g, h, 0, nil, nil)
 }
 
 // Budgets of the bounded searches: a check that would search further is answered exactly, with
@@ -273,8 +273,9 @@ const minShard = 1 << 15
 
 // findRacesOn finds the races of g, whose happens-before graph is h, with at most workers
 // sweepers (0: one per CPU, for runs of at least minShard accesses), on the accesses col if
-// they were collected beforehand (else nil).
-func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection) []Race {
+// they were collected beforehand (else nil). Unless nil, serial is called if the search comes
+// to steps that run on one goroutine.
+func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection, serial func()) []Race {
 	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}, col: col}
 	sw := f.sweep(workers)
 	// The sweep's accesses and search scratch are not needed to answer the deferred queries,
@@ -305,7 +306,7 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection) []Race {
 	ans := f.h.resolve(n, func(i int) hbQuery {
 		d := at(i)
 		return hbQuery{x: d.x, y: d.y}
-	})
+	}, serial)
 	for i, ok := range ans {
 		if !ok {
 			d := at(i)
@@ -697,12 +698,12 @@ func orderBefore(g *ir.Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
 
 // raceErrors turns the races of g into diagnostics, one per pair of op statements and buffer,
 // naming the ranks whose memory it occurs in.
-func raceErrors(g *ir.Graph, h *hbGraph, col *collection) diag.List {
+func raceErrors(g *ir.Graph, h *hbGraph, col *collection, serial func()) diag.List {
 	if h == nil || !h.acyclic {
 		return nil
 	}
 	var groups diag.Group
-	for _, r := range findRacesOn(g, h, 0, col) {
+	for _, r := range findRacesOn(g, h, 0, col, serial) {
 		a, b := r.First, r.Second
 		if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
 			a, b = b, a

@@ -103,8 +103,9 @@ type component struct {
 
 // resolve answers the n queries at(0), ..., at(n-1) exactly: ans[i] reports whether at(i)'s x
 // happens before or at its y. It renumbers h by topological position. at may be called from
-// several goroutines at once.
-func (h *hbGraph) resolve(n int, at func(i int) hbQuery) (ans []bool) {
+// several goroutines at once. Unless nil, serial is called when resolve comes to its steps that
+// run on one goroutine.
+func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []bool) {
 	if n == 0 {
 		return nil
 	}
@@ -135,6 +136,9 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery) (ans []bool) {
 			k += copy(subs[k:], buf[:r.split(at(i), int32(i), &buf)])
 		}
 	})
+	if serial != nil {
+		serial()
+	}
 	all := make([]int32, h.g.Ranks)
 	for i := range all {
 		all[i] = int32(i)

@@ -6,6 +6,8 @@
 package verify
 
 import (
+	"sync"
+
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 )
@@ -76,18 +78,39 @@ type Order struct {
 	topo []int32
 	h    *hbGraph // the happens-before graph, until Races is done with it
 	col  *collection
+
+	spare                chan struct{} // see Spare
+	spareOnce, closeOnce sync.Once
 }
 
 // Races runs Check's third step, races under happens-before, sorted by position. It may be
 // called once.
 func (o *Order) Races() diag.List {
+	defer o.leaveCPU()
 	if o.h == nil {
 		return nil
 	}
-	errs := raceErrors(o.g, o.h, o.col)
+	errs := raceErrors(o.g, o.h, o.col, o.leaveCPU)
 	o.h, o.col = nil, nil
 	errs.Sort()
 	return errs
+}
+
+// Spare is closed once Races leaves a CPU idle: when it comes to its steps that run on one
+// goroutine, or returns. A pass to run beside Races (prove) that waits for it does not slow the
+// steps that use every CPU, and takes the one the others leave. (In the ring allreduce at 1024
+// ranks, the last second of the race search answers its long-path questions on one CPU.)
+func (o *Order) Spare() <-chan struct{} { return o.spareCh() }
+
+func (o *Order) spareCh() chan struct{} {
+	o.spareOnce.Do(func() { o.spare = make(chan struct{}) })
+	return o.spare
+}
+
+// leaveCPU closes Spare.
+func (o *Order) leaveCPU() {
+	ch := o.spareCh()
+	o.closeOnce.Do(func() { close(ch) })
 }
 
 // Start is the position of op's start event.

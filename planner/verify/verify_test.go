@@ -67,3 +67,24 @@ func TestVerifyPlansClean(t *testing.T) {
 		}
 	}
 }
+
+// Spare stays open until Races runs, and is closed when it returns, also when there is nothing
+// to search.
+func TestSpare(t *testing.T) {
+	g := loadPlan(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 8})
+	for _, g := range []*ir.Graph{g, {}} {
+		errs, o := CheckDeadlocks(g)
+		require.Empty(t, errs)
+		select {
+		case <-o.Spare():
+			t.Fatal("Spare closed before Races ran")
+		default:
+		}
+		require.Empty(t, o.Races())
+		select {
+		case <-o.Spare():
+		default:
+			t.Fatal("Spare open after Races returned")
+		}
+	}
+}
