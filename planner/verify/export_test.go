@@ -135,5 +135,5 @@ func HBBothWays(g *ir.Graph, matching bool, workers int) (lists, want [][]int32,
 	}
 	ref := &hbGraph{g: g, n: n, succStart: start, succ: succ}
 	ref.sort(nil)
-	return lists, want, h.topo, ref.topo, newOpEdges(g, matching) != nil
+	return lists, want, h.topo, ref.topo, newOpEdges(g, matching, make([]int32, 3*len(g.Ops))) != nil
 }

@@ -189,18 +189,17 @@ func newHBBeside(g *ir.Graph, matching bool, beside func(edges int)) *hbGraph {
 	// is done with it (takeEvents).
 	block := make([]int32, n+1+edgeBound(g, matching))
 	start := block[:n+1]
-	var indeg []int32
-	if l := newOpEdges(g, matching); l != nil {
+	indeg := make([]int32, n)
+	if l := newOpEdges(g, matching, indeg); l != nil {
 		// The lists of one op's events are made from the op alone: they are counted and placed
 		// on all CPUs, op by op, and so are the events' in-degrees that sort needs.
-		indeg = make([]int32, n)
 		parts := workerCount(len(g.Ops), minEdgePart)
 		total := make([]int32, parts+1)
 		opsOf := func(p int) (int, int) { return p * len(g.Ops) / parts, (p + 1) * len(g.Ops) / parts }
 		inParts(parts, 1, func(p, _, _ int) {
 			lo, hi := opsOf(p)
 			for x := lo; x < hi; x++ {
-				total[p+1] += l.count(ir.OpID(x), start[3*x+1:3*x+4], indeg[3*x:3*x+3])
+				total[p+1] += l.count(ir.OpID(x), start[3*x+1:3*x+4])
 			}
 		})
 		for p := range parts {
@@ -220,11 +219,12 @@ func newHBBeside(g *ir.Graph, matching bool, beside func(edges int)) *hbGraph {
 			}
 			k = total[p]
 			for x := lo; x < hi; x++ {
-				k = l.place(ir.OpID(x), succ, k)
+				k = l.place(ir.OpID(x), succ, k, indeg[3*x:3*x+3])
 			}
 		})
 		h.succStart, h.succ = start, succ
 	} else {
+		indeg = nil // sort counts them
 		hbEdges(g, matching, func(a, _ event) { start[a+1]++ })
 		for i := 0; i < n; i++ {
 			start[i+1] += start[i]
@@ -262,9 +262,9 @@ const minEdgePart = 1 << 14
 type opEdges struct {
 	g        *ir.Graph
 	matching bool
-	// next is, per op, 1 + the op after it on its side of its queue (0: none), with hasPrev set
-	// when it is not the first there.
-	next []int32
+	// slot holds, at 3*x for op x, 1 + the op after x on its side of its queue (0: none), with
+	// the flags below, until place overwrites it with the in-degrees of x's events.
+	slot []int32
 }
 
 // The flags of next: the op is not the first on its queue side; it is a recv with a sender
@@ -275,17 +275,18 @@ const (
 )
 
 // newOpEdges returns the edges of g op by op, or nil when an op is on more than one side of a
-// queue, or a send's recv is matched with another op: then only hbEdges gives them.
-func newOpEdges(g *ir.Graph, matching bool) *opEdges {
+// queue, or a send's recv is matched with another op: then only hbEdges gives them. indeg,
+// all zeros, is where place puts the in-degrees of the events (one int32 per event).
+func newOpEdges(g *ir.Graph, matching bool, indeg []int32) *opEdges {
 	if len(g.Ops) >= hasSender {
 		return nil
 	}
-	l := &opEdges{g: g, matching: matching, next: make([]int32, len(g.Ops))}
+	l := &opEdges{g: g, matching: matching, slot: indeg}
 	for qi := range g.Queues {
 		q := &g.Queues[qi]
 		for _, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
 			for k := 1; k < len(side); k++ {
-				p, x := &l.next[side[k-1]], &l.next[side[k]]
+				p, x := &l.slot[3*side[k-1]], &l.slot[3*side[k]]
 				if *p&^hasPrev != 0 || *x&hasPrev != 0 {
 					return nil
 				}
@@ -305,7 +306,7 @@ func newOpEdges(g *ir.Graph, matching bool) *opEdges {
 						bad.Store(true)
 						return
 					}
-					atomic.OrInt32(&l.next[r], hasSender)
+					atomic.OrInt32(&l.slot[3*r], hasSender)
 				}
 			}
 		})
@@ -318,7 +319,7 @@ func newOpEdges(g *ir.Graph, matching bool) *opEdges {
 
 // after is the op after x on its queue side, or None.
 func (l *opEdges) after(x ir.OpID) ir.OpID {
-	if n := l.next[x] &^ (hasPrev | hasSender); n != 0 {
+	if n := l.slot[3*x] &^ (hasPrev | hasSender); n != 0 {
 		return ir.OpID(n - 1)
 	}
 	return ir.None
@@ -326,7 +327,7 @@ func (l *opEdges) after(x ir.OpID) ir.OpID {
 
 // sender is the send or notify write whose landing the recv x takes its data at, or None.
 func (l *opEdges) sender(x ir.OpID) ir.OpID {
-	if l.next[x]&hasSender == 0 {
+	if l.slot[3*x]&hasSender == 0 {
 		return ir.None
 	}
 	return l.g.Ops[x].Match
@@ -340,20 +341,13 @@ func (l *opEdges) recv(x ir.OpID) ir.OpID {
 	return matchedSender(l.g, x)
 }
 
-// count puts the lengths of the lists of x's events in deg and their in-degrees in in, and
-// returns how many edges x's events have.
-func (l *opEdges) count(x ir.OpID, deg, in []int32) int32 {
-	prev := int32(0)
-	if l.next[x]&hasPrev != 0 {
-		prev = 1
-	}
+// count puts the lengths of the lists of x's events in deg, and returns how many edges x's
+// events have.
+func (l *opEdges) count(x ir.OpID, deg []int32) int32 {
 	s, r, q := l.sender(x) != ir.None, l.recv(x) != ir.None, l.after(x) != ir.None
 	deg[evStart] = 1 + b2i(s) + b2i(q)
 	deg[evLand] = 1 + b2i(r)
 	deg[evEnd] = int32(len(l.g.Succs(x))) + b2i(q)
-	in[evStart] = int32(len(l.g.Preds(x))) + prev
-	in[evLand] = 1 + b2i(r)
-	in[evEnd] = 1 + b2i(s) + prev
 	return deg[evStart] + deg[evLand] + deg[evEnd]
 }
 
@@ -364,8 +358,9 @@ func b2i(b bool) int32 {
 	return 0
 }
 
-// place writes the lists of x's events into succ from k on, and returns where they end.
-func (l *opEdges) place(x ir.OpID, succ []int32, k int32) int32 {
+// place writes the lists of x's events into succ from k on, and returns where they end; then it
+// puts the in-degrees of x's events in in, over x's slot.
+func (l *opEdges) place(x ir.OpID, succ []int32, k int32, in []int32) int32 {
 	add := func(e event) {
 		succ[k] = int32(e)
 		k++
@@ -385,7 +380,8 @@ func (l *opEdges) place(x ir.OpID, succ []int32, k int32) int32 {
 		add(startOf(nx))
 	}
 	add(endOf(x))
-	if r := l.recv(x); r != ir.None {
+	r := l.recv(x)
+	if r != ir.None {
 		add(endOf(r))
 	}
 	for _, t := range l.g.Succs(x) {
@@ -394,6 +390,10 @@ func (l *opEdges) place(x ir.OpID, succ []int32, k int32) int32 {
 	if nx != ir.None {
 		add(endOf(nx))
 	}
+	prev := b2i(l.slot[3*x]&hasPrev != 0)
+	in[evStart] = int32(len(l.g.Preds(x))) + prev
+	in[evLand] = 1 + b2i(r != ir.None)
+	in[evEnd] = 1 + b2i(s != ir.None) + prev
 	return k
 }
 
