@@ -35,3 +35,20 @@ func inParts(n, minPart int, f func(part, lo, hi int)) {
 	}
 	wg.Wait()
 }
+
+// cursors turns counts[p][k], how many items of key k part p has, into where part p places its
+// first item of key k when the items are grouped by key and, within a key, by part; it returns
+// where each key's items start (and, last, how many there are).
+func cursors[T int | int32](counts [][]T, keys int) []T {
+	start := make([]T, keys+1)
+	for k := range keys {
+		next := start[k]
+		for _, c := range counts {
+			n := c[k]
+			c[k] = next
+			next += n
+		}
+		start[k+1] = next
+	}
+	return start
+}

@@ -431,16 +431,7 @@ func collectAccesses(g *ir.Graph, room, parts int) *collection {
 		}
 		at[p] = count
 	})
-	start := make([]int32, ngroups+1)
-	for k := range ngroups {
-		next := start[k]
-		for p := range parts {
-			n := at[p][k]
-			at[p][k] = next
-			next += n
-		}
-		start[k+1] = next
-	}
+	start := cursors(at, ngroups)
 	c.words = make([]int32, max(accessWords*int(start[ngroups]), room))
 	if start[ngroups] > 0 { // else words may be no allocation of its own: nothing to view
 		c.acc = unsafe.Slice((*access)(unsafe.Pointer(unsafe.SliceData(c.words))), start[ngroups])

@@ -553,16 +553,7 @@ func (r *sepReach) certify(c component, sep []int32) {
 		at[p] = count
 	})
 	// Block b's questions are open[pinStart[b]:pinStart[b+1]] (block 0: general).
-	pinStart := make([]int, nblocks+2)
-	for b := range nblocks + 1 {
-		next := pinStart[b]
-		for p := range parts {
-			n := at[p][b]
-			at[p][b] = next
-			next += n
-		}
-		pinStart[b+1] = next
-	}
+	pinStart := cursors(at, nblocks+1)
 	if cap(r.open) < pinStart[nblocks+1] {
 		r.open = make([]int32, pinStart[nblocks+1])
 	}

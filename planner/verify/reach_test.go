@@ -111,16 +111,7 @@ func TestRacesWorkers(t *testing.T) {
 		}
 		graphs = append(graphs, g, g.WithEdges(kept))
 	}
-	for _, name := range []string{"ring_allreduce", "pairwise_alltoall", "recursive_doubling_allreduce"} {
-		path := "../../plans/" + name + ".dag"
-		src, err := os.ReadFile(path)
-		require.NoError(t, err)
-		f, err := dsl.Parse(path, src)
-		require.NoError(t, err)
-		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 8})
-		require.NoError(t, err)
-		graphs = append(graphs, g)
-	}
+	graphs = append(graphs, plansAt8(t, "ring_allreduce", "pairwise_alltoall", "recursive_doubling_allreduce")...)
 	racy := 0
 	for i, g := range graphs {
 		one := verify.RacesOn(g, 1)
@@ -185,16 +176,7 @@ func TestHBOpByOp(t *testing.T) {
 		}
 		graphs = append(graphs, g.WithEdges(edges))
 	}
-	for _, name := range []string{"ring_allreduce", "pairwise_alltoall", "atomic_fanin", "bruck_alltoall"} {
-		path := "../../plans/" + name + ".dag"
-		src, err := os.ReadFile(path)
-		require.NoError(t, err)
-		f, err := dsl.Parse(path, src)
-		require.NoError(t, err)
-		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 8})
-		require.NoError(t, err)
-		graphs = append(graphs, g)
-	}
+	graphs = append(graphs, plansAt8(t, "ring_allreduce", "pairwise_alltoall", "atomic_fanin", "bruck_alltoall")...)
 	cyclic := 0
 	for i, g := range graphs {
 		for _, matching := range []bool{true, false} {
@@ -233,16 +215,7 @@ func TestChecksWhateverTheWorkers(t *testing.T) {
 		}
 		graphs = append(graphs, g, g.WithEdges(kept), g.WithEdges(cyclic))
 	}
-	for _, name := range []string{"ring_allreduce", "pairwise_alltoall", "atomic_fanin", "bruck_alltoall"} {
-		path := "../../plans/" + name + ".dag"
-		src, err := os.ReadFile(path)
-		require.NoError(t, err)
-		f, err := dsl.Parse(path, src)
-		require.NoError(t, err)
-		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 8})
-		require.NoError(t, err)
-		graphs = append(graphs, g)
-	}
+	graphs = append(graphs, plansAt8(t, "ring_allreduce", "pairwise_alltoall", "atomic_fanin", "bruck_alltoall")...)
 	// run gives everything the checks say about g, as text.
 	run := func(g *ir.Graph, workers int) string {
 		defer verify.SetWorkers(workers)()
@@ -275,4 +248,20 @@ func TestChecksWhateverTheWorkers(t *testing.T) {
 	}
 	require.Greater(t, racy, 5, "too few random graphs race")
 	require.Greater(t, passing, 5, "too few graphs pass")
+}
+
+// plansAt8 elaborates the named plans of plans/ at 8 ranks.
+func plansAt8(t *testing.T, names ...string) []*ir.Graph {
+	var graphs []*ir.Graph
+	for _, name := range names {
+		path := "../../plans/" + name + ".dag"
+		src, err := os.ReadFile(path)
+		require.NoError(t, err)
+		f, err := dsl.Parse(path, src)
+		require.NoError(t, err)
+		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 8})
+		require.NoError(t, err)
+		graphs = append(graphs, g)
+	}
+	return graphs
 }
