@@ -53,9 +53,7 @@ type sepReach struct {
 	h *hbGraph
 	g *ir.Graph
 
-	// The op each rank's ops end before (rank finds an op's rank there: a few cache lines
-	// rather than a line of the op).
-	rankEnd []int32
+	ranks rankIndex
 
 	// The graph of ranks, as CSR adjacency.
 	adjStart, adj []int32
@@ -194,10 +192,7 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	for k := 0; k < g.Ranks; k++ {
 		r.adjStart[k+1] += r.adjStart[k]
 	}
-	r.rankEnd = make([]int32, g.Ranks)
-	for k := range g.Ranks {
-		r.rankEnd[k] = int32(g.Rank[k].EndOp)
-	}
+	r.ranks = newRankIndex(g)
 	r.mark = make([]int32, g.Ranks)
 	r.comp = make([]int32, g.Ranks)
 	r.dist = make([]int32, g.Ranks)
@@ -280,10 +275,28 @@ func (r *sepReach) split(q hbQuery, qi int32, out *[4]subQuery) int {
 }
 
 // rank is the rank event e happens on.
-func (r *sepReach) rank(e event) int32 {
+func (r *sepReach) rank(e event) int32 { return r.ranks.of(e) }
+
+// rankIndex finds the rank of an event: the op each rank's ops end before, a few cache lines
+// rather than a line of the op.
+type rankIndex struct {
+	end []int32
+	ops int
+}
+
+func newRankIndex(g *ir.Graph) rankIndex {
+	x := rankIndex{end: make([]int32, g.Ranks), ops: len(g.Ops)}
+	for k := range g.Ranks {
+		x.end[k] = int32(g.Rank[k].EndOp)
+	}
+	return x
+}
+
+// of is the rank event e happens on.
+func (x rankIndex) of(e event) int32 {
 	// Ranks mostly have as many ops as each other: the guess by proportion is mostly right.
-	o, ends := int32(e.op()), r.rankEnd
-	k := int(int64(o) * int64(len(ends)) / int64(len(r.g.Ops)))
+	o, ends := int32(e.op()), x.end
+	k := int(int64(o) * int64(len(ends)) / int64(x.ops))
 	if o < ends[k] && (k == 0 || ends[k-1] <= o) {
 		return int32(k)
 	}
