@@ -77,7 +77,7 @@ type Order struct {
 	g    *ir.Graph
 	topo []int32
 	h    *hbGraph // the happens-before graph, until Races is done with it
-	col  *collection
+	col  *collection // the race search's accesses, collected while h was sorted, until Races
 
 	spare                chan struct{} // see Spare
 	spareOnce, closeOnce sync.Once
@@ -99,7 +99,8 @@ func (o *Order) Races() diag.List {
 // Spare is closed once Races leaves a CPU idle: when it comes to its steps that run on one
 // goroutine, or returns. A pass to run beside Races (prove) that waits for it does not slow the
 // steps that use every CPU, and takes the one the others leave. (In the ring allreduce at 1024
-// ranks, the last second of the race search answers its long-path questions on one CPU.)
+// ranks, the search's last 0.8 s, the sweeps of the labels that answer its long-path questions,
+// run on one CPU.)
 func (o *Order) Spare() <-chan struct{} { return o.spareCh() }
 
 func (o *Order) spareCh() chan struct{} {
