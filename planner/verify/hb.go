@@ -267,7 +267,7 @@ type opEdges struct {
 	slot []int32
 }
 
-// The flags of next: the op is not the first on its queue side; it is a recv with a sender
+// The flags of a slot: the op is not the first on its queue side; it is a recv with a sender
 // (a send or notify write matched with it).
 const (
 	hasPrev   = 1 << 30
