@@ -76,7 +76,7 @@ func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 type Order struct {
 	g    *ir.Graph
 	topo []int32
-	h    *hbGraph // the happens-before graph, until Races is done with it
+	h    *hbGraph    // the happens-before graph, until Races is done with it
 	col  *collection // the race search's accesses, collected while h was sorted, until Races
 
 	spare                chan struct{} // see Spare
