@@ -88,3 +88,34 @@ func TestSpare(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkVerifyRing is the verification of the ring allreduce at 256 ranks, step by step:
+// CheckDeadlocks (the happens-before graph, its order, and the race search's accesses beside
+// it), then Races; ns/planop is per op of the plan.
+func BenchmarkVerifyRing(b *testing.B) {
+	g := loadPlan(b, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 256})
+	perOp := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/planop")
+	}
+	b.Run("deadlocks", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if errs, _ := CheckDeadlocks(g); len(errs) > 0 {
+				b.Fatal(errs)
+			}
+		}
+		perOp(b)
+	})
+	b.Run("races", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			_, o := CheckDeadlocks(g)
+			b.StartTimer()
+			if errs := o.Races(); len(errs) > 0 {
+				b.Fatal(errs)
+			}
+		}
+		perOp(b)
+	})
+}
