@@ -1,11 +1,5 @@
 package verify
 
-import (
-	"sort"
-
-	"github.com/coredag/coredag/ir"
-)
-
 // Quick "no" answers. Any topological order of the happens-before graph refutes x -> y when it
 // puts y before x. The order the graph was sorted in (breadth first) is one; drained orders are
 // two more, chosen to separate the events that questions between neighbouring ranks ask about:
@@ -29,10 +23,8 @@ func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32
 	for _, w := range h.succ {
 		indeg[w]++
 	}
-	rankOf := func(e int32) int {
-		op := ir.OpID(e / 3)
-		return sort.Search(g.Ranks, func(k int) bool { return g.Rank[k].EndOp > op })
-	}
+	ranks := newRankIndex(g)
+	rankOf := func(e int32) int { return int(ranks.of(event(e))) }
 	// Turns are taken in (round, rank) order: a rank that gets work during its own round's turn,
 	// or after it, waits for the next round.
 	turns := &turnHeap{}

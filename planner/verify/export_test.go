@@ -21,12 +21,17 @@ func HBEvents(g *ir.Graph) int {
 func HBReach(g *ir.Graph, pairs [][2]int32, wide bool) (fast, plain []bool) {
 	wideLabels = wide
 	defer func() { wideLabels = false }()
+	// The oracle's work is split among goroutines in each of its steps, the labels 32 bits wide
+	// or not: its answers must not change.
+	if wide {
+		defer SetWorkers(3)()
+	}
 	h := newHB(g, true)
 	qs := make([]hbQuery, len(pairs))
 	for i, p := range pairs {
 		qs[i] = hbQuery{x: event(p[0]), y: event(p[1])}
 	}
-	ans := h.resolve(len(qs), func(i int) hbQuery { return qs[i] })
+	ans := h.resolve(len(qs), func(i int) hbQuery { return qs[i] }, nil)
 	reached := map[int32][]bool{}
 	for i, p := range pairs {
 		fast = append(fast, ans[i])
@@ -45,13 +50,16 @@ func HBDrained(g *ir.Graph) [2][]int32 {
 	return [2][]int32{h.drained(false, make([]int32, h.n), ready), h.drained(true, make([]int32, h.n), ready)}
 }
 
-// RacesOn is Races with the (rank, buffer) groups swept by the given number of workers.
+// RacesOn is Races with its work (the happens-before graph, the collection of the accesses,
+// the sweep of the (rank, buffer) groups, the renumbering) split among the given number of
+// workers.
 func RacesOn(g *ir.Graph, workers int) []Race {
+	defer SetWorkers(workers)()
 	h := newHB(g, true)
 	if !h.acyclic {
 		return nil
 	}
-	return findRacesOn(g, h, workers)
+	return findRacesOn(g, h, workers, nil, nil)
 }
 
 // RacyBuffers lists, by brute force, the (rank, buffer) pairs of g with a race: two conflicting
@@ -92,4 +100,40 @@ func RacyBuffers(g *ir.Graph) map[[2]int]bool {
 // queue order) find in g, and whether g's happens-before graph is acyclic.
 func EarlyDeadlocks(g *ir.Graph) (cycles, queueOrder int, acyclic bool) {
 	return len(checkCycles(g)), len(checkQueueOrder(g)), newHB(g, true).acyclic
+}
+
+// SetWorkers makes the passes of the package split their work among n goroutines whatever the
+// size of the graph (0: as they choose), until the returned function restores the setting.
+func SetWorkers(n int) (restore func()) {
+	old := forcedWorkers
+	forcedWorkers = n
+	return func() { forcedWorkers = old }
+}
+
+// HBBothWays builds g's happens-before graph op by op, on the given number of workers, and
+// from hbEdges, the list of all edges: each gives every event's successors in order, and the
+// topological order (nil when cyclic). opByOp reports whether the first way was taken.
+func HBBothWays(g *ir.Graph, matching bool, workers int) (lists, want [][]int32, topo, wantTopo []int32, opByOp bool) {
+	defer SetWorkers(workers)()
+	h := newHB(g, matching)
+	n := 3 * len(g.Ops)
+	lists, want = make([][]int32, n), make([][]int32, n)
+	for v := range n {
+		lists[v] = append([]int32{}, h.succs(int32(v))...)
+	}
+	var succ []int32
+	start := make([]int32, n+1)
+	for v := range n {
+		want[v] = []int32{}
+	}
+	hbEdges(g, matching, func(a, b event) {
+		want[a] = append(want[a], int32(b))
+	})
+	for v := range n {
+		succ = append(succ, want[v]...)
+		start[v+1] = int32(len(succ))
+	}
+	ref := &hbGraph{g: g, n: n, succStart: start, succ: succ}
+	ref.sort(nil)
+	return lists, want, h.topo, ref.topo, newOpEdges(g, matching, make([]int32, 3*len(g.Ops))) != nil
 }

@@ -1,8 +1,10 @@
 package verify
 
 import (
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coredag/coredag/ir"
 )
@@ -175,7 +177,11 @@ func (s *search) probe(v int32) bool {
 
 // newHB builds the event graph of g and sorts it topologically. Without matching, it leaves out
 // the edges between ranks (for finding deadlocks within one rank).
-func newHB(g *ir.Graph, matching bool) *hbGraph {
+func newHB(g *ir.Graph, matching bool) *hbGraph { return newHBBeside(g, matching, nil) }
+
+// newHBBeside is newHB that, unless nil, runs beside on a goroutine of its own while the graph
+// is sorted, given the number of its edges, and returns once both are done.
+func newHBBeside(g *ir.Graph, matching bool, beside func(edges int)) *hbGraph {
 	n := 3 * len(g.Ops)
 	h := &hbGraph{g: g, n: n, owner: true}
 	// Two passes over the edges, counting and then placing them: the adjacency is built in place,
@@ -183,27 +189,212 @@ func newHB(g *ir.Graph, matching bool) *hbGraph {
 	// is done with it (takeEvents).
 	block := make([]int32, n+1+edgeBound(g, matching))
 	start := block[:n+1]
-	hbEdges(g, matching, func(a, _ event) { start[a+1]++ })
-	for i := 0; i < n; i++ {
-		start[i+1] += start[i]
+	indeg := make([]int32, n)
+	if l := newOpEdges(g, matching, indeg); l != nil {
+		// The lists of one op's events are made from the op alone: they are counted and placed
+		// on all CPUs, op by op, and so are the events' in-degrees that sort needs.
+		parts := workerCount(len(g.Ops), minEdgePart)
+		total := make([]int32, parts+1)
+		opsOf := func(p int) (int, int) { return p * len(g.Ops) / parts, (p + 1) * len(g.Ops) / parts }
+		inParts(parts, 1, func(p, _, _ int) {
+			lo, hi := opsOf(p)
+			for x := lo; x < hi; x++ {
+				total[p+1] += l.count(ir.OpID(x), start[3*x+1:3*x+4])
+			}
+		})
+		for p := range parts {
+			total[p+1] += total[p]
+		}
+		if int(total[parts]) > len(block)-(n+1) { // a Match outside the queues' recvs
+			block = append(start, make([]int32, total[parts])...)
+			start = block[:n+1]
+		}
+		succ := block[n+1 : n+1+int(total[parts])]
+		inParts(parts, 1, func(p, _, _ int) {
+			lo, hi := opsOf(p)
+			k := total[p]
+			for e := 3 * lo; e < 3*hi; e++ {
+				k += start[e+1]
+				start[e+1] = k
+			}
+			k = total[p]
+			for x := lo; x < hi; x++ {
+				k = l.place(ir.OpID(x), succ, k, indeg[3*x:3*x+3])
+			}
+		})
+		h.succStart, h.succ = start, succ
+	} else {
+		indeg = nil // sort counts them
+		hbEdges(g, matching, func(a, _ event) { start[a+1]++ })
+		for i := 0; i < n; i++ {
+			start[i+1] += start[i]
+		}
+		if int(start[n]) > len(block)-(n+1) { // a Match outside the queues' recvs
+			block = append(start, make([]int32, start[n])...)
+			start = block[:n+1]
+		}
+		succ := block[n+1 : n+1+int(start[n])]
+		hbEdges(g, matching, func(a, b event) {
+			succ[start[a]] = int32(b)
+			start[a]++
+		})
+		copy(start[1:], start[:n]) // each start[a] has moved to where a's list ends
+		start[0] = 0
+		h.succStart, h.succ = start, succ
 	}
-	if int(start[n]) > len(block)-(n+1) { // a Match outside the queues' recvs
-		block = append(start, make([]int32, start[n])...)
-		start = block[:n+1]
+	var wg sync.WaitGroup
+	if beside != nil {
+		wg.Go(func() { beside(len(h.succ)) })
 	}
-	succ := block[n+1 : n+1+int(start[n])]
-	hbEdges(g, matching, func(a, b event) {
-		succ[start[a]] = int32(b)
-		start[a]++
-	})
-	copy(start[1:], start[:n]) // each start[a] has moved to where a's list ends
-	start[0] = 0
-	h.succStart, h.succ = start, succ
-	h.sort()
+	h.sort(indeg)
+	wg.Wait()
 	if h.pos != nil {
 		h.pos.events = block
 	}
 	return h
+}
+
+// minEdgePart is the fewest ops worth a goroutine of newHB.
+const minEdgePart = 1 << 14
+
+// opEdges gives the edges of g's event graph op by op: the lists of an op's three events in the
+// order hbEdges gives them, and the events' in-degrees.
+type opEdges struct {
+	g        *ir.Graph
+	matching bool
+	// slot holds, at 3*x for op x, 1 + the op after x on its side of its queue (0: none), with
+	// the flags below, until place overwrites it with the in-degrees of x's events.
+	slot []int32
+}
+
+// The flags of a slot: the op is not the first on its queue side; it is a recv with a sender
+// (a send or notify write matched with it).
+const (
+	hasPrev   = 1 << 30
+	hasSender = 1 << 29
+)
+
+// newOpEdges returns the edges of g op by op, or nil when an op is on more than one side of a
+// queue, or a send's recv is matched with another op: then only hbEdges gives them. indeg,
+// all zeros, is where place puts the in-degrees of the events (one int32 per event).
+func newOpEdges(g *ir.Graph, matching bool, indeg []int32) *opEdges {
+	if len(g.Ops) >= hasSender {
+		return nil
+	}
+	l := &opEdges{g: g, matching: matching, slot: indeg}
+	for qi := range g.Queues {
+		q := &g.Queues[qi]
+		for _, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
+			for k := 1; k < len(side); k++ {
+				p, x := &l.slot[3*side[k-1]], &l.slot[3*side[k]]
+				if *p&^hasPrev != 0 || *x&hasPrev != 0 {
+					return nil
+				}
+				*p |= int32(side[k]) + 1
+				*x |= hasPrev
+			}
+		}
+	}
+	if matching {
+		// Each recv is marked by its sender, which the validation finds anyway: the lists then
+		// need not look the sender up (another rank's op, a cache miss).
+		var bad atomic.Bool
+		inParts(len(g.Ops), minEdgePart, func(_, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				if r := matchedSender(g, ir.OpID(i)); r != ir.None {
+					if g.Ops[r].Match != ir.OpID(i) {
+						bad.Store(true)
+						return
+					}
+					atomic.OrInt32(&l.slot[3*r], hasSender)
+				}
+			}
+		})
+		if bad.Load() {
+			return nil
+		}
+	}
+	return l
+}
+
+// after is the op after x on its queue side, or None.
+func (l *opEdges) after(x ir.OpID) ir.OpID {
+	if n := l.slot[3*x] &^ (hasPrev | hasSender); n != 0 {
+		return ir.OpID(n - 1)
+	}
+	return ir.None
+}
+
+// sender is the send or notify write whose landing the recv x takes its data at, or None.
+func (l *opEdges) sender(x ir.OpID) ir.OpID {
+	if l.slot[3*x]&hasSender == 0 {
+		return ir.None
+	}
+	return l.g.Ops[x].Match
+}
+
+// recv is the recv matched with the send or notify write x, or None.
+func (l *opEdges) recv(x ir.OpID) ir.OpID {
+	if !l.matching {
+		return ir.None
+	}
+	return matchedSender(l.g, x)
+}
+
+// count puts the lengths of the lists of x's events in deg, and returns how many edges x's
+// events have.
+func (l *opEdges) count(x ir.OpID, deg []int32) int32 {
+	s, r, q := l.sender(x) != ir.None, l.recv(x) != ir.None, l.after(x) != ir.None
+	deg[evStart] = 1 + b2i(s) + b2i(q)
+	deg[evLand] = 1 + b2i(r)
+	deg[evEnd] = int32(len(l.g.Succs(x))) + b2i(q)
+	return deg[evStart] + deg[evLand] + deg[evEnd]
+}
+
+func b2i(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// place writes the lists of x's events into succ from k on, and returns where they end; then it
+// puts the in-degrees of x's events in in, over x's slot.
+func (l *opEdges) place(x ir.OpID, succ []int32, k int32, in []int32) int32 {
+	add := func(e event) {
+		succ[k] = int32(e)
+		k++
+	}
+	// hbEdges gives the edges of the ops in op order: the landing of x's sender comes before
+	// x's own when the sender is the earlier op.
+	s := l.sender(x)
+	if s != ir.None && s < x {
+		add(landOf(s))
+	}
+	add(landOf(x))
+	if s != ir.None && s >= x {
+		add(landOf(s))
+	}
+	nx := l.after(x)
+	if nx != ir.None {
+		add(startOf(nx))
+	}
+	add(endOf(x))
+	r := l.recv(x)
+	if r != ir.None {
+		add(endOf(r))
+	}
+	for _, t := range l.g.Succs(x) {
+		add(startOf(ir.OpID(t)))
+	}
+	if nx != ir.None {
+		add(endOf(nx))
+	}
+	prev := b2i(l.slot[3*x]&hasPrev != 0)
+	in[evStart] = int32(len(l.g.Preds(x))) + prev
+	in[evLand] = 1 + b2i(r != ir.None)
+	in[evEnd] = 1 + b2i(s != ir.None) + prev
+	return k
 }
 
 // edgeBound bounds how many edges hbEdges gives without reading the ops: a send or notify
@@ -252,11 +443,14 @@ func hbEdges(g *ir.Graph, matching bool, add func(a, b event)) {
 func (h *hbGraph) succs(v int32) []int32 { return h.succ[h.succStart[v]:h.succStart[v+1]] }
 
 // sort computes a topological order with Kahn's algorithm (topo); it sets acyclic to false when
-// some events are left over (they sit on or behind a cycle).
-func (h *hbGraph) sort() {
-	indeg := make([]int32, h.n)
-	for _, w := range h.succ {
-		indeg[w]++
+// some events are left over (they sit on or behind a cycle). indeg, the in-degrees of the
+// events, is counted when nil; it is used up.
+func (h *hbGraph) sort(indeg []int32) {
+	if indeg == nil {
+		indeg = make([]int32, h.n)
+		for _, w := range h.succ {
+			indeg[w]++
+		}
 	}
 	order := make([]int32, 0, h.n+1) // one more: renumber turns it into the start of each adjacency
 	for v := 0; v < h.n; v++ {
@@ -278,9 +472,11 @@ func (h *hbGraph) sort() {
 	}
 	// indeg is all zeros now: it becomes topo.
 	topo := indeg
-	for i, v := range order {
-		topo[v] = int32(i)
-	}
+	inParts(len(order), minRenumber, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			topo[order[i]] = int32(i)
+		}
+	})
 	h.topo = topo
 	h.pos = &posGraph{order: order}
 }
@@ -293,6 +489,9 @@ func (h *hbGraph) node(e event) int32 {
 	return int32(e)
 }
 
+// minRenumber is the fewest events worth a goroutine of renumber.
+const minRenumber = 1 << 16
+
 // renumber makes the nodes topological positions: position t's successors are those of the
 // event at t, as positions, in the same order. The new adjacency is made once for all copies of
 // h, the starts of its lists in the array of the topological order. (Building it from g instead
@@ -304,23 +503,29 @@ func (h *hbGraph) renumber() {
 	p := h.pos
 	p.once.Do(func() {
 		p.drain.Wait()
+		// Both passes run on all CPUs, each goroutine writing the lists of its own events,
+		// which are other positions than any other goroutine's (topo is a permutation).
 		topo := h.topo
 		start := p.order[:h.n+1] // the order is not needed any more
-		for v := range h.n {
-			start[topo[v]+1] = h.succStart[v+1] - h.succStart[v]
-		}
+		inParts(h.n, minRenumber, func(_, lo, hi int) {
+			for v := lo; v < hi; v++ {
+				start[topo[v]+1] = h.succStart[v+1] - h.succStart[v]
+			}
+		})
 		start[0] = 0
 		for t := range h.n {
 			start[t+1] += start[t]
 		}
 		succ := p.lists(len(h.succ))
-		for v := range h.n {
-			k := start[topo[v]]
-			for _, w := range h.succs(int32(v)) {
-				succ[k] = topo[w]
-				k++
+		inParts(h.n, minRenumber, func(_, lo, hi int) {
+			for v := lo; v < hi; v++ {
+				k := start[topo[v]]
+				for _, w := range h.succs(int32(v)) {
+					succ[k] = topo[w]
+					k++
+				}
 			}
-		}
+		})
 		p.order, p.start, p.succ = nil, start, succ
 	})
 	h.succStart, h.succ, h.byPos = p.start, p.succ, true
@@ -398,8 +603,12 @@ func (h *hbGraph) bounded(s *search, x, y int32, budget int) reachResult {
 	return reachNo
 }
 
-// batchBudget bounds the search resolveBatch tries before its bitset passes.
-const batchBudget = 1024
+// batchBudget bounds the search resolveBatch tries before its bitset passes; minBatchPart is the
+// fewest questions worth a goroutine of those searches.
+const (
+	batchBudget  = 1024
+	minBatchPart = 256
+)
 
 // hbQuery is a deferred reachability question: does event x happen before or at event y?
 type hbQuery struct {
@@ -419,25 +628,31 @@ func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 	}
 	h.renumber()
 	// A longer bounded search first: most of these questions hold through a path a few hundred
-	// events long, far shorter than the windows of the passes below.
-	var s search
-	if len(free) >= h.n {
-		s.mark = free[:h.n]
-		clear(s.mark)
-	}
-	var idx []int32
-	for i := range qs {
-		q := &qs[i]
-		switch h.reach(&s, q.x, q.y, batchBudget) {
-		case reachYes:
-			q.ans = true
-		case reachNo:
-			q.ans = false
-		default:
-			idx = append(idx, int32(i))
+	// events long, far shorter than the windows of the passes below. The searches run on all
+	// CPUs, in parts of the questions, each part marking the nodes it visits in its own share of
+	// free if there is room, else in its small hash table; the questions left are kept in order.
+	parts := workerCount(len(qs), minBatchPart)
+	left := make([][]int32, parts)
+	inParts(parts, 1, func(p, _, _ int) {
+		var s search
+		if len(free) >= (p+1)*h.n {
+			s.mark = free[p*h.n : (p+1)*h.n]
+			clear(s.mark)
 		}
-	}
-	s = search{}
+		for i := p * len(qs) / parts; i < (p+1)*len(qs)/parts; i++ {
+			q := &qs[i]
+			switch h.reach(&s, q.x, q.y, batchBudget) {
+			case reachYes:
+				q.ans = true
+			case reachNo:
+				q.ans = false
+			default:
+				left[p] = append(left[p], int32(i))
+			}
+		}
+	})
+	idx := slices.Concat(left...)
+	left = nil
 	if len(idx) == 0 {
 		return
 	}

@@ -48,7 +48,7 @@ type access struct {
 }
 
 // accessWords is the size of an access in int32s: neither holds pointers, and an array of words
-// holds the accesses (sortAccesses).
+// holds the accesses (collectAccesses).
 const accessWords = int(unsafe.Sizeof(access{})) / 4
 
 // placedAccess is an access and the memory it touches: whose (the op's rank, or its queue's peer
@@ -204,7 +204,7 @@ func Races(g *ir.Graph) []Race {
 	if !h.acyclic {
 		return nil
 	}
-	return findRaces(g, h)
+	return findRacesOn(g, h, 0, nil, nil)
 }
 
 // Budgets of the bounded searches: a check that would search further is answered exactly, with
@@ -228,8 +228,9 @@ const (
 type raceFinder struct {
 	g     *ir.Graph
 	h     *hbGraph
-	acc   []access // the sweep's accesses, dropped before the deferred queries are answered
-	words []int32  // their array
+	acc   []access    // the sweep's accesses, dropped before the deferred queries are answered
+	words []int32     // their array
+	col   *collection // the accesses when collected beforehand (CheckDeadlocks)
 
 	found map[[2]int32]bool
 	races [][2]int32 // refs of racing access pairs, in the order found
@@ -270,12 +271,12 @@ type segState struct {
 // minShard is the fewest accesses worth a sweeper of their own.
 const minShard = 1 << 15
 
-func findRaces(g *ir.Graph, h *hbGraph) []Race { return findRacesOn(g, h, 0) }
-
-// findRacesOn is findRaces with at most workers sweepers (0: one per CPU, for runs of at least
-// minShard accesses).
-func findRacesOn(g *ir.Graph, h *hbGraph, workers int) []Race {
-	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}}
+// findRacesOn finds the races of g, whose happens-before graph is h, with at most workers
+// sweepers (0: one per CPU, for runs of at least minShard accesses), on the accesses col if
+// they were collected beforehand (else nil). Unless nil, serial is called if the search comes
+// to steps that run on one goroutine.
+func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection, serial func()) []Race {
+	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}, col: col}
 	sw := f.sweep(workers)
 	// The sweep's accesses and search scratch are not needed to answer the deferred queries,
 	// which builds large indexes of its own: only the refs of the pairs are kept. The array of
@@ -293,22 +294,19 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int) []Race {
 		}
 		n += w.ndefer
 	}
-	// Deferred query i is sweeper w's i - base, for the w whose queries start at base <= i.
-	w, base := 0, 0
+	// Deferred query i is sweeper w's i - base[w], for the last w with base[w] <= i.
+	base := make([]int, len(sw))
+	for w := 1; w < len(sw); w++ {
+		base[w] = base[w-1] + sw[w-1].ndefer
+	}
 	at := func(i int) *deferredQuery {
-		if i < base {
-			w, base = 0, 0
-		}
-		for i-base >= sw[w].ndefer {
-			base += sw[w].ndefer
-			w++
-		}
-		return sw[w].deferredAt(i - base)
+		w, _ := slices.BinarySearch(base, i+1)
+		return sw[w-1].deferredAt(i - base[w-1])
 	}
 	ans := f.h.resolve(n, func(i int) hbQuery {
 		d := at(i)
 		return hbQuery{x: d.x, y: d.y}
-	})
+	}, serial)
 	for i, ok := range ans {
 		if !ok {
 			d := at(i)
@@ -321,7 +319,14 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int) []Race {
 // sweep collects the accesses and sweeps them, (rank, buffer) by (rank, buffer), in runs of
 // groups, one per worker. It returns the sweepers in the order of their runs.
 func (f *raceFinder) sweep(workers int) []*sweeper {
-	groups := f.sortAccesses()
+	var groups []group
+	c := f.col
+	if c == nil {
+		c = collectAccesses(f.g, len(f.h.succ), workerCount(len(f.g.Ops), 1))
+	}
+	f.col = nil
+	c.sortGroups(f.h.topo)
+	f.acc, f.words, groups = c.acc, c.words, c.groups
 	if workers == 0 {
 		workers = max(1, min(runtime.GOMAXPROCS(0), len(f.acc)/minShard))
 	}
@@ -387,77 +392,106 @@ func (w *sweeper) sweep(groups []group) {
 	}
 }
 
-// sortAccesses collects the accesses of g into f.acc grouped by (rank, buffer), with a counting
-// sort in two passes over the ops (counting, then placing each access), which keeps them in op
-// order; then it sorts each group by topological position of the accesses' first events. A
-// group's accesses are mostly one rank's, whose op order is close to topological, so the sorts
-// have little to do, and they read the accesses of one group rather than all of them.
-func (f *raceFinder) sortAccesses() []group {
-	g := f.g
+// collection is the accesses of a graph grouped by (rank, buffer), each group in op order.
+type collection struct {
+	words  []int32  // the array of acc
+	acc    []access // a view of words
+	groups []group
+}
+
+// collectAccesses collects the accesses of g grouped by (rank, buffer), with a counting sort in
+// two passes over the ops (counting, then placing each access), which keeps them in op order.
+// The ops are split into parts, at most the given number, each on a goroutine of its own and
+// counting its accesses per group; part i places its accesses of a group after those of the
+// parts before it, so the order is op order whatever the split. The array of the accesses has
+// room for the given number of int32s besides (posGraph.offer).
+func collectAccesses(g *ir.Graph, room, parts int) *collection {
+	c := &collection{}
 	nbuf := len(g.Buffers)
 	ngroups := g.Ranks * nbuf
 	if ngroups == 0 {
-		return nil
+		return c
 	}
 	key := func(a *placedAccess) int { return int(a.rank)*nbuf + int(a.buf) }
-	start := make([]int32, ngroups+1)
-	var one []placedAccess
-	for i := range g.Ops {
-		one = accesses(g, ir.OpID(i), one[:0])
-		for k := range one {
-			start[key(&one[k])+1]++
+	// A part's counts are as many as the groups: parts of fewer ops than that would count more
+	// than they place.
+	parts = min(parts, workerCount(len(g.Ops), max(minSortPart, 4*ngroups)))
+	// at[p][k] is where part p places its next access of group k: first its count.
+	at := make([][]int32, parts)
+	opRange := func(p int) (int, int) { return p * len(g.Ops) / parts, (p + 1) * len(g.Ops) / parts }
+	inParts(parts, 1, func(p, _, _ int) {
+		count := make([]int32, ngroups)
+		lo, hi := opRange(p)
+		var one []placedAccess
+		for i := lo; i < hi; i++ {
+			one = accesses(g, ir.OpID(i), one[:0])
+			for k := range one {
+				count[key(&one[k])]++
+			}
 		}
-	}
-	for k := range ngroups {
-		start[k+1] += start[k]
-	}
-	// The accesses are placed in an array of words large enough to hold the renumbered lists
-	// of the happens-before graph once the sweep is done with them (posGraph.offer).
-	f.words = make([]int32, max(accessWords*int(start[ngroups]), len(f.h.succ)))
-	var acc []access
+		at[p] = count
+	})
+	start := cursors(at, ngroups)
+	c.words = make([]int32, max(accessWords*int(start[ngroups]), room))
 	if start[ngroups] > 0 { // else words may be no allocation of its own: nothing to view
-		acc = unsafe.Slice((*access)(unsafe.Pointer(unsafe.SliceData(f.words))), start[ngroups])
+		c.acc = unsafe.Slice((*access)(unsafe.Pointer(unsafe.SliceData(c.words))), start[ngroups])
 	}
-	for i := range g.Ops {
-		one = accesses(g, ir.OpID(i), one[:0])
-		for k := range one {
-			a := &one[k]
-			acc[start[key(a)]] = a.access
-			start[key(a)]++
+	inParts(parts, 1, func(p, _, _ int) {
+		next := at[p]
+		lo, hi := opRange(p)
+		var one []placedAccess
+		for i := lo; i < hi; i++ {
+			one = accesses(g, ir.OpID(i), one[:0])
+			for k := range one {
+				a := &one[k]
+				c.acc[next[key(a)]] = a.access
+				next[key(a)]++
+			}
 		}
-	}
-	copy(start[1:], start[:ngroups]) // each start[k] has moved to where group k ends
-	start[0] = 0
-	f.acc = acc
-	topo := f.h.topo
-	var groups []group
-	var keys []uint64
-	var tmp []access
+	})
 	for k := range ngroups {
-		grp := acc[start[k]:start[k+1]]
-		if len(grp) == 0 {
-			continue
-		}
-		groups = append(groups, group{start[k], start[k+1]})
-		// Sorted by key: the position of the first event, then the place in the group, which
-		// keeps two accesses of one op (with one first event) in their order.
-		keys = keys[:0]
-		sorted := true
-		for i := range grp {
-			keys = append(keys, uint64(topo[grp[i].from])<<32|uint64(i))
-			sorted = sorted && (i == 0 || keys[i] > keys[i-1])
-		}
-		if sorted {
-			continue
-		}
-		slices.Sort(keys)
-		tmp = append(tmp[:0], grp...)
-		for i, key := range keys {
-			grp[i] = tmp[uint32(key)]
+		if start[k] < start[k+1] {
+			c.groups = append(c.groups, group{start[k], start[k+1]})
 		}
 	}
-	return groups
+	return c
 }
+
+// sortGroups sorts each group by topological position of the accesses' first events, on all
+// CPUs. A group's accesses are mostly one rank's, whose op order is close to topological, so the
+// sorts have little to do, and they read the accesses of one group rather than all of them.
+func (c *collection) sortGroups(topo []int32) {
+	inParts(len(c.groups), minSortGroups, func(_, lo, hi int) {
+		var keys []uint64
+		var tmp []access
+		for _, gr := range c.groups[lo:hi] {
+			grp := c.acc[gr.start:gr.end]
+			// Sorted by key: the position of the first event, then the place in the group,
+			// which keeps two accesses of one op (with one first event) in their order.
+			keys = keys[:0]
+			sorted := true
+			for i := range grp {
+				keys = append(keys, uint64(topo[grp[i].from])<<32|uint64(i))
+				sorted = sorted && (i == 0 || keys[i] > keys[i-1])
+			}
+			if sorted {
+				continue
+			}
+			slices.Sort(keys)
+			tmp = append(tmp[:0], grp...)
+			for i, key := range keys {
+				grp[i] = tmp[uint32(key)]
+			}
+		}
+	})
+}
+
+// minSortPart is the fewest ops worth a goroutine of collectAccesses; minSortGroups the fewest
+// groups.
+const (
+	minSortPart   = 1 << 14
+	minSortGroups = 16
+)
 
 // visit applies access a to the state of one segment.
 func (w *sweeper) visit(st *segState, a int32) {
@@ -655,12 +689,12 @@ func orderBefore(g *ir.Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
 
 // raceErrors turns the races of g into diagnostics, one per pair of op statements and buffer,
 // naming the ranks whose memory it occurs in.
-func raceErrors(g *ir.Graph, h *hbGraph) diag.List {
+func raceErrors(g *ir.Graph, h *hbGraph, col *collection, serial func()) diag.List {
 	if h == nil || !h.acyclic {
 		return nil
 	}
 	var groups diag.Group
-	for _, r := range findRaces(g, h) {
+	for _, r := range findRacesOn(g, h, 0, col, serial) {
 		a, b := r.First, r.Second
 		if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
 			a, b = b, a

@@ -3,6 +3,7 @@ package verify
 import (
 	"math"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/coredag/coredag/ir"
@@ -34,6 +35,9 @@ import (
 // in the rank: those, and the questions of components without a small separator, go to
 // resolveBatch.
 
+// minSplitPart is the fewest queries worth a goroutine of resolve's split.
+const minSplitPart = 1 << 14
+
 // maxSepRanks bounds the separator of a component; a component without a separator this small
 // (ranks that all talk to each other) has its questions answered by resolveBatch.
 const maxSepRanks = 8
@@ -49,9 +53,7 @@ type sepReach struct {
 	h *hbGraph
 	g *ir.Graph
 
-	// The op each rank's ops end before (rank finds an op's rank there: a few cache lines
-	// rather than a line of the op).
-	rankEnd []int32
+	ranks rankIndex
 
 	// The graph of ranks, as CSR adjacency.
 	adjStart, adj []int32
@@ -83,6 +85,9 @@ type sepReach struct {
 	dst   []int32
 	spare []subQuery
 
+	// The scratch of answerBlock: whether each question asked was answered yes.
+	hit []bool
+
 	ans     []bool
 	residue []hbQuery
 	resOf   []int32
@@ -95,8 +100,10 @@ type component struct {
 }
 
 // resolve answers the n queries at(0), ..., at(n-1) exactly: ans[i] reports whether at(i)'s x
-// happens before or at its y. It renumbers h by topological position.
-func (h *hbGraph) resolve(n int, at func(i int) hbQuery) (ans []bool) {
+// happens before or at its y. It renumbers h by topological position. at may be called from
+// several goroutines at once. Unless nil, serial is called when resolve comes to its steps that
+// run on one goroutine.
+func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []bool) {
 	if n == 0 {
 		return nil
 	}
@@ -104,15 +111,31 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery) (ans []bool) {
 	r := newSepReach(h, n)
 	// The questions the queries split into, counted first: they are placed in one exactly sized
 	// array rather than grown by appending, which would leave several times their size behind.
-	var buf [4]subQuery
-	count := 0
-	for i := range n {
-		count += r.split(at(i), int32(i), &buf)
+	// Both passes run on all CPUs, part i's questions placed after those of the parts before.
+	parts := workerCount(n, minSplitPart)
+	base := make([]int, parts+1)
+	queries := func(p int) (int, int) { return p * n / parts, (p + 1) * n / parts }
+	inParts(parts, 1, func(p, _, _ int) {
+		var buf [4]subQuery
+		lo, hi := queries(p)
+		for i := lo; i < hi; i++ {
+			base[p+1] += r.split(at(i), int32(i), &buf)
+		}
+	})
+	for p := range parts {
+		base[p+1] += base[p]
 	}
-	subs := make([]subQuery, 0, count)
-	for i := range n {
-		k := r.split(at(i), int32(i), &buf)
-		subs = append(subs, buf[:k]...)
+	subs := make([]subQuery, base[parts])
+	inParts(parts, 1, func(p, _, _ int) {
+		var buf [4]subQuery
+		lo, hi := queries(p)
+		k := base[p]
+		for i := lo; i < hi; i++ {
+			k += copy(subs[k:], buf[:r.split(at(i), int32(i), &buf)])
+		}
+	})
+	if serial != nil {
+		serial()
 	}
 	all := make([]int32, h.g.Ranks)
 	for i := range all {
@@ -169,10 +192,7 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	for k := 0; k < g.Ranks; k++ {
 		r.adjStart[k+1] += r.adjStart[k]
 	}
-	r.rankEnd = make([]int32, g.Ranks)
-	for k := range g.Ranks {
-		r.rankEnd[k] = int32(g.Rank[k].EndOp)
-	}
+	r.ranks = newRankIndex(g)
 	r.mark = make([]int32, g.Ranks)
 	r.comp = make([]int32, g.Ranks)
 	r.dist = make([]int32, g.Ranks)
@@ -255,10 +275,28 @@ func (r *sepReach) split(q hbQuery, qi int32, out *[4]subQuery) int {
 }
 
 // rank is the rank event e happens on.
-func (r *sepReach) rank(e event) int32 {
+func (r *sepReach) rank(e event) int32 { return r.ranks.of(e) }
+
+// rankIndex finds the rank of an event: the op each rank's ops end before, a few cache lines
+// rather than a line of the op.
+type rankIndex struct {
+	end []int32
+	ops int
+}
+
+func newRankIndex(g *ir.Graph) rankIndex {
+	x := rankIndex{end: make([]int32, g.Ranks), ops: len(g.Ops)}
+	for k := range g.Ranks {
+		x.end[k] = int32(g.Rank[k].EndOp)
+	}
+	return x
+}
+
+// of is the rank event e happens on.
+func (x rankIndex) of(e event) int32 {
 	// Ranks mostly have as many ops as each other: the guess by proportion is mostly right.
-	o, ends := int32(e.op()), r.rankEnd
-	k := int(int64(o) * int64(len(ends)) / int64(len(r.g.Ops)))
+	o, ends := int32(e.op()), x.end
+	k := int(int64(o) * int64(len(ends)) / int64(x.ops))
 	if o < ends[k] && (k == 0 || ends[k-1] <= o) {
 		return int32(k)
 	}
@@ -496,46 +534,54 @@ func (r *sepReach) certify(c component, sep []int32) {
 	// The open questions, in one array: first those every block may answer (general), then
 	// those only one block can answer (pinned), block by block.
 	nblocks := (len(chains) + lanes - 1) / lanes
-	pinStart := make([]int, nblocks+2)
 	// blk[i] is 1 + the block that must answer c.subs[i], 0 for any, or -1 when answered (each
-	// costs a look at the ops of its events).
+	// costs a look at the ops of its events). The questions are looked at on all CPUs, in
+	// parts: part p places its questions of a block after those of the parts before it.
 	if cap(r.blk) < len(c.subs) {
 		r.blk = make([]int32, len(c.subs))
 	}
 	blk := r.blk[:len(c.subs)]
-	for i := range c.subs {
-		s := &c.subs[i]
-		if r.ans[s.q] {
-			blk[i] = -1
-			continue
+	parts := workerCount(len(c.subs), minSplitPart)
+	subsOf := func(p int) (int, int) { return p * len(c.subs) / parts, (p + 1) * len(c.subs) / parts }
+	at := make([][]int, parts) // at[p][b]: where part p places its next question of block b
+	inParts(parts, 1, func(p, _, _ int) {
+		count := make([]int, nblocks+1)
+		lo, hi := subsOf(p)
+		for i := lo; i < hi; i++ {
+			s := &c.subs[i]
+			if r.ans[s.q] {
+				blk[i] = -1
+				continue
+			}
+			ch := r.onChain(s.y)
+			if ch < 0 {
+				ch = r.onChain(s.x)
+			}
+			blk[i] = 0
+			if ch >= 0 {
+				blk[i] = 1 + ch/lanes
+			}
+			count[blk[i]]++
 		}
-		ch := r.onChain(s.y)
-		if ch < 0 {
-			ch = r.onChain(s.x)
-		}
-		blk[i] = 0
-		if ch >= 0 {
-			blk[i] = 1 + ch/lanes
-		}
-		pinStart[blk[i]+1]++
-	}
-	for b := range nblocks + 1 {
-		pinStart[b+1] += pinStart[b]
-	}
+		at[p] = count
+	})
+	// Block b's questions are open[pinStart[b]:pinStart[b+1]] (block 0: general).
+	pinStart := cursors(at, nblocks+1)
 	if cap(r.open) < pinStart[nblocks+1] {
 		r.open = make([]int32, pinStart[nblocks+1])
 	}
 	open := r.open[:pinStart[nblocks+1]]
-	for i, b := range blk {
-		if b >= 0 {
-			open[pinStart[b]] = int32(i)
-			pinStart[b]++
+	inParts(parts, 1, func(p, _, _ int) {
+		next := at[p]
+		lo, hi := subsOf(p)
+		for i := lo; i < hi; i++ {
+			if b := blk[i]; b >= 0 {
+				open[next[b]] = int32(i)
+				next[b]++
+			}
 		}
-	}
-	copy(pinStart[1:], pinStart[:nblocks+1]) // each pinStart[b] has moved to where block b ends
-	pinStart[0] = 0
+	})
 	general := open[:pinStart[1]]
-	topo := r.h.topo
 	for b := range nblocks {
 		block := chains[b*lanes : min(b*lanes+lanes, len(chains))]
 		ask := [2][]int32{general, open[pinStart[b+1]:pinStart[b+2]]}
@@ -544,13 +590,7 @@ func (r *sepReach) certify(c component, sep []int32) {
 		}
 		// Only the window from the first x to the last y of the questions is swept: a path
 		// x -> c_i -> c_j -> y (i <= j) lies between x and y in topological order.
-		first, last := int32(math.MaxInt32), int32(-1)
-		for _, part := range ask {
-			for _, i := range part {
-				s := &c.subs[i]
-				first, last = min(first, topo[s.x]), max(last, topo[s.y])
-			}
-		}
+		first, last := r.span(c.subs, ask)
 		tw := ts
 		if !whole {
 			i, _ := slices.BinarySearch(ts, first)
@@ -669,30 +709,65 @@ func answerBlock[T int16 | int32](r *sepReach, lab *labels[T], subs []subQuery, 
 		lab.yin = make([]T, lanes*n)
 	}
 	yin := lab.yin[:lanes*n]
-	j := 0
-	for _, part := range ask {
-		for _, i := range part {
-			ty := topo[subs[i].y] * lanes
-			copy(yin[j*lanes:j*lanes+lanes], lab.label[ty:ty+lanes])
-			j++
+	// Question j is the j-th of ask's two parts put together; the questions are copied and
+	// answered on all CPUs, in parts (the answers of one query's questions meet in r.ans after).
+	asked := func(j int) int32 {
+		if j < len(ask[0]) {
+			return ask[0][j]
 		}
+		return ask[1][j-len(ask[0])]
 	}
+	inParts(n, minSplitPart, func(_, lo, hi int) {
+		for j := lo; j < hi; j++ {
+			ty := topo[subs[asked(j)].y] * lanes
+			copy(yin[j*lanes:j*lanes+lanes], lab.label[ty:ty+lanes])
+		}
+	})
 	labelOut(r, lab, w, block)
-	j = 0
-	for _, part := range ask {
-		for _, i := range part {
-			s := &subs[i]
-			tx := topo[s.x] * lanes
+	if cap(r.hit) < n {
+		r.hit = make([]bool, n)
+	}
+	hit := r.hit[:n]
+	inParts(n, minSplitPart, func(_, lo, hi int) {
+		for j := lo; j < hi; j++ {
+			tx := topo[subs[asked(j)].x] * lanes
 			x, y := lab.label[tx:tx+lanes], yin[j*lanes:j*lanes+lanes]
-			j++
+			hit[j] = false
 			for l := range block {
 				if x[l] <= y[l] {
-					r.ans[s.q] = true
+					hit[j] = true
 					break
 				}
 			}
 		}
+	})
+	for j, ok := range hit {
+		if ok {
+			r.ans[subs[asked(j)].q] = true
+		}
 	}
+}
+
+// span is the first position of the x and the last of the y of the questions subs[i], i in
+// either part of ask (looked at on all CPUs).
+func (r *sepReach) span(subs []subQuery, ask [2][]int32) (first, last int32) {
+	topo := r.h.topo
+	type bounds struct{ first, last int32 }
+	var mu sync.Mutex
+	all := bounds{math.MaxInt32, -1}
+	for _, part := range ask {
+		inParts(len(part), minSplitPart, func(_, lo, hi int) {
+			b := bounds{math.MaxInt32, -1}
+			for _, i := range part[lo:hi] {
+				s := &subs[i]
+				b.first, b.last = min(b.first, topo[s.x]), max(b.last, topo[s.y])
+			}
+			mu.Lock()
+			all.first, all.last = min(all.first, b.first), max(all.last, b.last)
+			mu.Unlock()
+		})
+	}
+	return all.first, all.last
 }
 
 // labelIn sets, for each lane, the in label at the positions of w: the last position on the
@@ -701,11 +776,13 @@ func labelIn[T int16 | int32](r *sepReach, lab *labels[T], w window, block []cha
 	in := lab.label
 	start, succ := r.h.succStart, r.h.succ
 	n := w.len()
-	for i := 0; i < n; i++ {
-		t := w.at(i)
-		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
-		it[0], it[1], it[2], it[3] = -1, -1, -1, -1
-	}
+	inParts(n, minRenumber, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			t := w.at(i)
+			it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
+			it[0], it[1], it[2], it[3] = -1, -1, -1, -1
+		}
+	})
 	seed(r, lab, block)
 	for i := 0; i < n; i++ {
 		t := w.at(i)
@@ -729,11 +806,13 @@ func labelOut[T int16 | int32](r *sepReach, lab *labels[T], w window, block []ch
 	out, top := lab.label, lab.top
 	start, succ := r.h.succStart, r.h.succ
 	n := w.len()
-	for i := 0; i < n; i++ {
-		t := w.at(i)
-		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
-		ot[0], ot[1], ot[2], ot[3] = top, top, top, top
-	}
+	inParts(n, minRenumber, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			t := w.at(i)
+			ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
+			ot[0], ot[1], ot[2], ot[3] = top, top, top, top
+		}
+	})
 	// An event on a chain reaches nothing earlier on it: its seed stays its label.
 	seed(r, lab, block)
 	for i := n - 1; i >= 0; i-- {

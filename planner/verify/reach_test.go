@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -110,16 +111,7 @@ func TestRacesWorkers(t *testing.T) {
 		}
 		graphs = append(graphs, g, g.WithEdges(kept))
 	}
-	for _, name := range []string{"ring_allreduce", "pairwise_alltoall", "recursive_doubling_allreduce"} {
-		path := "../../plans/" + name + ".dag"
-		src, err := os.ReadFile(path)
-		require.NoError(t, err)
-		f, err := dsl.Parse(path, src)
-		require.NoError(t, err)
-		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 8})
-		require.NoError(t, err)
-		graphs = append(graphs, g)
-	}
+	graphs = append(graphs, plansAt8(t, "ring_allreduce", "pairwise_alltoall", "recursive_doubling_allreduce")...)
 	racy := 0
 	for i, g := range graphs {
 		one := verify.RacesOn(g, 1)
@@ -166,4 +158,110 @@ func TestEarlyDeadlocksNeedAnHBCycle(t *testing.T) {
 		}
 	}
 	require.Greater(t, found, 30, "mutants with an `after` cycle or an `after` against queue order")
+}
+
+// The happens-before graph built op by op on several workers has the lists hbEdges gives, in
+// its order, and so the same topological order: on random graphs (some with cycles) and plans.
+func TestHBOpByOp(t *testing.T) {
+	var graphs []*ir.Graph
+	for k := range uint64(40) {
+		g := randgraph.New(20261126+k, randgraph.Config{MinRanks: 2, MaxRanks: 8, MaxSteps: 60, MaxPreds: 2})
+		graphs = append(graphs, g)
+		// Random `after` edges within a rank, which close cycles in some.
+		edges := slices.Clone(g.Edges)
+		for i := 0; i+7 < len(g.Ops); i += 7 {
+			if g.Ops[i].Rank == g.Ops[i+7].Rank {
+				edges = append(edges, ir.Edge{From: ir.OpID(i + 7), To: ir.OpID(i)})
+			}
+		}
+		graphs = append(graphs, g.WithEdges(edges))
+	}
+	graphs = append(graphs, plansAt8(t, "ring_allreduce", "pairwise_alltoall", "atomic_fanin", "bruck_alltoall")...)
+	cyclic := 0
+	for i, g := range graphs {
+		for _, matching := range []bool{true, false} {
+			for _, w := range []int{1, 3} {
+				lists, want, topo, wantTopo, opByOp := verify.HBBothWays(g, matching, w)
+				require.True(t, opByOp, "graph %d", i)
+				require.Equal(t, want, lists, "graph %d, matching %v, %d workers", i, matching, w)
+				require.Equal(t, wantTopo, topo, "graph %d, matching %v, %d workers", i, matching, w)
+				if topo == nil {
+					cyclic++
+				}
+			}
+		}
+	}
+	require.Greater(t, cyclic, 4, "too few cyclic graphs")
+}
+
+// Check, its order of events and the RNR lint give the same results, to the byte, however many
+// goroutines share their work (the happens-before graph, the accesses, the sweep, the
+// renumbering, the split of the deferred queries): on random graphs, most of which race or
+// deadlock, and on plans.
+func TestChecksWhateverTheWorkers(t *testing.T) {
+	var graphs []*ir.Graph
+	cfg := randgraph.Config{MinRanks: 3, MaxRanks: 10, MaxSteps: 240, MaxPreds: 1}
+	for k := range uint64(30) {
+		g := randgraph.New(20261127+k, cfg)
+		var kept, cyclic []ir.Edge
+		for i, e := range g.Edges {
+			if i%2 == 0 {
+				kept = append(kept, e)
+			}
+			cyclic = append(cyclic, e)
+			if i%13 == 0 {
+				cyclic = append(cyclic, ir.Edge{From: e.To, To: e.From, Pos: e.Pos})
+			}
+		}
+		graphs = append(graphs, g, g.WithEdges(kept), g.WithEdges(cyclic))
+	}
+	graphs = append(graphs, plansAt8(t, "ring_allreduce", "pairwise_alltoall", "atomic_fanin", "bruck_alltoall")...)
+	// run gives everything the checks say about g, as text.
+	run := func(g *ir.Graph, workers int) string {
+		defer verify.SetWorkers(workers)()
+		errs, o := verify.CheckOrder(g)
+		out := fmt.Sprintln(len(errs))
+		for _, d := range errs {
+			out += d.Error() + "\n"
+		}
+		if o != nil {
+			for i := range g.Ops {
+				id := ir.OpID(i)
+				out += fmt.Sprint(o.Start(id), o.Land(id), o.End(id), " ")
+			}
+			out += verify.RNR(g).Error()
+		}
+		return out
+	}
+	racy, passing := 0, 0
+	for i, g := range graphs {
+		one := run(g, 1)
+		if strings.Contains(one, "race on") {
+			racy++
+		}
+		if strings.HasPrefix(one, "0\n") {
+			passing++
+		}
+		for _, w := range []int{2, 4} {
+			require.Equal(t, one, run(g, w), "graph %d, %d workers", i, w)
+		}
+	}
+	require.Greater(t, racy, 5, "too few random graphs race")
+	require.Greater(t, passing, 5, "too few graphs pass")
+}
+
+// plansAt8 elaborates the named plans of plans/ at 8 ranks.
+func plansAt8(t *testing.T, names ...string) []*ir.Graph {
+	var graphs []*ir.Graph
+	for _, name := range names {
+		path := "../../plans/" + name + ".dag"
+		src, err := os.ReadFile(path)
+		require.NoError(t, err)
+		f, err := dsl.Parse(path, src)
+		require.NoError(t, err)
+		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 8})
+		require.NoError(t, err)
+		graphs = append(graphs, g)
+	}
+	return graphs
 }

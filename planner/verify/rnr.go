@@ -101,7 +101,7 @@ func rnr(g *ir.Graph, h *hbGraph, drained, release func()) diag.List {
 		h.renumber() // the last read of the event-numbered adjacency
 	}
 	release()
-	ordered := h.resolve(len(open), func(i int) hbQuery { return query(qs[open[i]]) })
+	ordered := h.resolve(len(open), func(i int) hbQuery { return query(qs[open[i]]) }, nil)
 	for j, i := range open {
 		unordered[i] = !ordered[j]
 	}

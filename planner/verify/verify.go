@@ -6,6 +6,8 @@
 package verify
 
 import (
+	"sync"
+
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 )
@@ -50,9 +52,15 @@ func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	// A cycle of `after` edges, or an `after` against queue order, closes a cycle of the
 	// happens-before graph too (end(a) -> start(b) -> ... -> end(a)): when that graph is acyclic,
 	// neither check can find anything, and only a plan with a deadlock pays for them.
-	h := newHB(g, true)
+	//
+	// The race search's accesses are collected while the graph is sorted, on the CPUs the sort
+	// leaves idle.
+	var col *collection
+	h := newHBBeside(g, true, func(edges int) {
+		col = collectAccesses(g, edges, max(workerCount(len(g.Ops), 1)-1, 1))
+	})
 	if h.acyclic {
-		return nil, &Order{g: g, topo: h.topo, h: h}
+		return nil, &Order{g: g, topo: h.topo, h: h, col: col}
 	}
 	errs := checkCycles(g)
 	if len(errs) == 0 {
@@ -68,19 +76,42 @@ func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 type Order struct {
 	g    *ir.Graph
 	topo []int32
-	h    *hbGraph // the happens-before graph, until Races is done with it
+	h    *hbGraph    // the happens-before graph, until Races is done with it
+	col  *collection // the race search's accesses, collected while h was sorted, until Races
+
+	spare                chan struct{} // see Spare
+	spareOnce, closeOnce sync.Once
 }
 
 // Races runs Check's third step, races under happens-before, sorted by position. It may be
 // called once.
 func (o *Order) Races() diag.List {
+	defer o.leaveCPU()
 	if o.h == nil {
 		return nil
 	}
-	errs := raceErrors(o.g, o.h)
-	o.h = nil
+	errs := raceErrors(o.g, o.h, o.col, o.leaveCPU)
+	o.h, o.col = nil, nil
 	errs.Sort()
 	return errs
+}
+
+// Spare is closed once Races leaves a CPU idle: when it comes to its steps that run on one
+// goroutine, or returns. A pass to run beside Races (prove) that waits for it does not slow the
+// steps that use every CPU, and takes the one the others leave. (In the ring allreduce at 1024
+// ranks, the search's last 0.8 s, the sweeps of the labels that answer its long-path questions,
+// run on one CPU.)
+func (o *Order) Spare() <-chan struct{} { return o.spareCh() }
+
+func (o *Order) spareCh() chan struct{} {
+	o.spareOnce.Do(func() { o.spare = make(chan struct{}) })
+	return o.spare
+}
+
+// leaveCPU closes Spare.
+func (o *Order) leaveCPU() {
+	ch := o.spareCh()
+	o.closeOnce.Do(func() { close(ch) })
 }
 
 // Start is the position of op's start event.

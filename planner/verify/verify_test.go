@@ -67,3 +67,55 @@ func TestVerifyPlansClean(t *testing.T) {
 		}
 	}
 }
+
+// Spare stays open until Races runs, and is closed when it returns, also when there is nothing
+// to search.
+func TestSpare(t *testing.T) {
+	g := loadPlan(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 8})
+	for _, g := range []*ir.Graph{g, {}} {
+		errs, o := CheckDeadlocks(g)
+		require.Empty(t, errs)
+		select {
+		case <-o.Spare():
+			t.Fatal("Spare closed before Races ran")
+		default:
+		}
+		require.Empty(t, o.Races())
+		select {
+		case <-o.Spare():
+		default:
+			t.Fatal("Spare open after Races returned")
+		}
+	}
+}
+
+// BenchmarkVerifyRing is the verification of the ring allreduce at 256 ranks, step by step:
+// CheckDeadlocks (the happens-before graph, its order, and the race search's accesses beside
+// it), then Races; ns/planop is per op of the plan.
+func BenchmarkVerifyRing(b *testing.B) {
+	g := loadPlan(b, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 256})
+	perOp := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/planop")
+	}
+	b.Run("deadlocks", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if errs, _ := CheckDeadlocks(g); len(errs) > 0 {
+				b.Fatal(errs)
+			}
+		}
+		perOp(b)
+	})
+	b.Run("races", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			_, o := CheckDeadlocks(g)
+			b.StartTimer()
+			if errs := o.Races(); len(errs) > 0 {
+				b.Fatal(errs)
+			}
+		}
+		perOp(b)
+	})
+}
