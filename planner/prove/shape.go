@@ -202,6 +202,25 @@ func termLess(a, b *term) bool {
 // combine appends to out the terms of element x that a and b (x's terms in each operand) make
 // together: counts add up, or, for an idempotent operator, are 1.
 func (s *shapes) combine(out []term, x term, a, b []term, idem bool) []term {
+	if len(a) == 1 && len(b) == 1 { // the common case: one range of ranks each
+		p, q := a[0], b[0]
+		if q.lo < p.lo {
+			p, q = q, p
+		}
+		if p.hi < q.lo { // disjoint: no count adds up
+			if idem {
+				p.n, q.n = 1, 1
+			}
+			t, u := x, x
+			if p.hi+1 == q.lo && p.n == q.n {
+				t.lo, t.hi, t.n = p.lo, q.hi, p.n
+				return append(out, t)
+			}
+			t.lo, t.hi, t.n = p.lo, p.hi, p.n
+			u.lo, u.hi, u.n = q.lo, q.hi, q.n
+			return append(out, t, u)
+		}
+	}
 	cuts := s.cuts[:0]
 	for _, ts := range [2][]term{a, b} {
 		for _, t := range ts {
