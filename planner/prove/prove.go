@@ -42,8 +42,8 @@ type State struct {
 	sh  *shapes
 	mem *memory
 
-	a, b, out []seg // scratch
-	touched ir.OpKind
+	a, b, out []seg     // scratch
+	touched   ir.OpKind // what Run loads ahead (unused)
 }
 
 // Run replays g's ops in order o and returns the final memory.
@@ -53,6 +53,10 @@ func Run(g *ir.Graph, o *verify.Order) *State {
 	ops, makers := inOrder(g, o)
 	s := &State{g: g, sh: newShapes(g.Ranks*len(g.Buffers) + len(g.Expects) + makers)}
 	s.mem = newMemory(g, s.sh)
+	// The order goes round the ranks (a wave of events on every rank, then the next), so each
+	// op is far in g.Ops from the one before and its load misses the cache. Loading the op
+	// replayed a few steps on while replaying this one overlaps the misses (touched keeps the
+	// loads from being optimised away).
 	const ahead = 8
 	var touched ir.OpKind
 	for k, id := range ops {
