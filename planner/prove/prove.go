@@ -42,8 +42,8 @@ type State struct {
 	sh  *shapes
 	mem *memory
 
-	a, b, out []seg     // scratch
-	touched   ir.OpKind // what Run loads ahead (unused)
+	a, b, out []seg // scratch
+	touched   int64 // what Run loads ahead (unused: it keeps the loads from being optimised away)
 }
 
 // Run replays g's ops in order o and returns the final memory.
@@ -54,19 +54,29 @@ func Run(g *ir.Graph, o *verify.Order) *State {
 	s := &State{g: g, sh: newShapes(g.Ranks*len(g.Buffers) + len(g.Expects) + makers)}
 	s.mem = newMemory(g, s.sh)
 	// The order goes round the ranks (a wave of events on every rank, then the next), so each
-	// op is far in g.Ops from the one before and its load misses the cache. Loading the op
-	// replayed a few steps on while replaying this one overlaps the misses (touched keeps the
-	// loads from being optimised away).
+	// op is far in g.Ops from the one before and its loads miss the cache. Loading the op
+	// replayed a few steps on while replaying this one overlaps the misses.
 	const ahead = 8
-	var touched ir.OpKind
+	var touched int64
 	for k, id := range ops {
 		if k+ahead < len(ops) {
-			touched ^= g.Ops[ops[k+ahead]].Kind
+			touched ^= touch(&g.Ops[ops[k+ahead]])
 		}
 		s.apply(id)
 	}
 	s.touched = touched
 	return s
+}
+
+// touch loads every cache line of op that apply reads and returns a value that depends on the
+// loads. An Op (88 bytes) spans up to 3 lines: X, Dst.Off and Kind (at 8, 48 and 80 bytes, no
+// two 64 apart) are on every one of them.
+func touch(op *ir.Op) int64 {
+	v := op.Dst.Off ^ int64(op.Kind)
+	if op.X != nil {
+		v++
+	}
+	return v
 }
 
 // inOrder returns the ops that take effect, in the order of the events at which they do, and
