@@ -68,9 +68,9 @@ func Run(g *ir.Graph, o *verify.Order) *State {
 	return s
 }
 
-// touch loads every cache line of op that apply reads and returns a value that depends on the
-// loads. An Op (88 bytes) spans up to 3 lines: X, Dst.Off and Kind (at 8, 48 and 80 bytes, no
-// two 64 apart) are on every one of them.
+// touch loads the cache lines of op that apply reads and returns a value that depends on the
+// loads. An Op (88 bytes) spans up to 3 lines; X, Dst.Off and Kind (at 8, 48 and 80 bytes, less
+// than 64 apart) are on every one of them but one holding only its Site or its last bytes.
 func touch(op *ir.Op) int64 {
 	v := op.Dst.Off ^ int64(op.Kind)
 	if op.X != nil {
