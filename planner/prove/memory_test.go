@@ -88,3 +88,89 @@ func TestShapesEqual(t *testing.T) {
 	require.False(t, s.equal(a0, buf1))
 	require.False(t, s.equal(a0, a1))
 }
+
+// TestMerge merges random shapes over a few ranks and elements, some overlapping in ranks and
+// some not, and checks every result against the multiset (or, for an idempotent operator, the
+// set) of the operands' atoms.
+func TestMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const ranks = 8
+	type key struct {
+		kind atomKind
+		v    int64
+	}
+	keys := []key{{atomInit, 0}, {atomInit, 1}, {atomInit, 5}, {atomConst, 2}}
+	// random makes a canonical shape: per element, counts by rank, in maximal runs.
+	random := func(s *shapes, red ir.ReduceOp) (int32, int64) {
+		var terms []term
+		for _, k := range keys {
+			if rng.IntN(2) == 0 {
+				continue
+			}
+			lo := int32(rng.IntN(ranks))
+			hi := lo + int32(rng.IntN(ranks-int(lo)))
+			for r := lo; r <= hi; r++ {
+				if rng.IntN(4) == 0 {
+					continue // a hole: the ranks come in several runs
+				}
+				n := int32(1)
+				if !idempotent(red) {
+					n += int32(rng.IntN(2))
+				}
+				if p := len(terms) - 1; p >= 0 && terms[p].v == k.v && terms[p].kind() == k.kind && terms[p].hi+1 == r && terms[p].n == n {
+					terms[p].hi = r
+					continue
+				}
+				terms = append(terms, term{elem: elemOf(k.kind, 0), v: k.v, lo: r, hi: r, n: n})
+			}
+		}
+		if len(terms) == 0 {
+			terms = []term{{elem: elemOf(atomInit, 0), lo: 0, hi: 0, n: 1}}
+		}
+		return s.make(red, terms)
+	}
+	disjoint := 0
+	for range 3000 {
+		red := ir.RedSum
+		if rng.IntN(3) == 0 {
+			red = ir.RedMax
+		}
+		s := newShapes(4)
+		a, sa := random(s, red)
+		b, sb := random(s, red)
+		sa += int64(rng.IntN(3))
+		sb += int64(rng.IntN(3))
+		_, want := s.at(a, sa)
+		_, got := s.at(b, sb)
+		want = append(want, got...)
+		slices.SortFunc(want, func(x, y atom) int {
+			if x.less(y) {
+				return -1
+			}
+			if y.less(x) {
+				return 1
+			}
+			return 0
+		})
+		if idempotent(red) {
+			want = slices.Compact(want)
+		}
+		m, sm := s.merge(a, sa, b, sb, red, 0, 0)
+		gotRed, atoms := s.at(m, sm)
+		require.Equal(t, want, atoms)
+		if len(want) > 1 {
+			require.Equal(t, red, gotRed)
+		}
+		// The result is canonical: its terms are maximal (none continues the one before).
+		ts := s.termsOf(m)
+		for i := 1; i < len(ts); i++ {
+			p, q := ts[i-1], ts[i]
+			require.True(t, termLess(&p, &q))
+			require.False(t, p.sameElem(&q) && (p.hi >= q.lo || p.hi+1 == q.lo && p.n == q.n), "terms %v", ts)
+		}
+		if _, ok := interleave(nil, term{}, s.termsOf(a), s.termsOf(b), false); ok {
+			disjoint++
+		}
+	}
+	require.Greater(t, disjoint, 300, "the disjoint case is tested")
+}

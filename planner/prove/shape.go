@@ -202,6 +202,9 @@ func termLess(a, b *term) bool {
 // combine appends to out the terms of element x that a and b (x's terms in each operand) make
 // together: counts add up, or, for an idempotent operator, are 1.
 func (s *shapes) combine(out []term, x term, a, b []term, idem bool) []term {
+	if out, ok := interleave(out, x, a, b, idem); ok {
+		return out
+	}
 	cuts := s.cuts[:0]
 	for _, ts := range [2][]term{a, b} {
 		for _, t := range ts {
@@ -237,6 +240,39 @@ func (s *shapes) combine(out []term, x term, a, b []term, idem bool) []term {
 		out = append(out, t)
 	}
 	return out
+}
+
+// interleave is combine when no rank is in both a and b (the common case: a reduction adds a
+// range of ranks next to its own), where no count adds up: the terms of a and b in order of
+// rank, joined where they meet with the same count. It reports false, and appends nothing, when
+// a rank is in both.
+func interleave(out []term, x term, a, b []term, idem bool) ([]term, bool) {
+	n0 := len(out)
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		var t term
+		if j == len(b) || i < len(a) && a[i].lo < b[j].lo {
+			t, i = a[i], i+1
+		} else {
+			t, j = b[j], j+1
+		}
+		if idem {
+			t.n = 1
+		}
+		if p := len(out) - 1; p >= n0 {
+			if out[p].hi >= t.lo {
+				return out[:n0], false
+			}
+			if out[p].hi+1 == t.lo && out[p].n == t.n {
+				out[p].hi = t.hi
+				continue
+			}
+		}
+		u := x
+		u.lo, u.hi, u.n = t.lo, t.hi, t.n
+		out = append(out, u)
+	}
+	return out, true
 }
 
 // at returns the atoms of shape id displaced by shift, expanded and sorted (for messages).
