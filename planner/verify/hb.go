@@ -195,9 +195,7 @@ func newHBBeside(g *ir.Graph, matching bool, beside func(edges int)) *hbGraph {
 		// on all CPUs, op by op, and so are the events' in-degrees that sort needs.
 		parts := workerCount(len(g.Ops), minEdgePart)
 		total := make([]int32, parts+1)
-		opsOf := func(p int) (int, int) { return p * len(g.Ops) / parts, (p + 1) * len(g.Ops) / parts }
-		inParts(parts, 1, func(p, _, _ int) {
-			lo, hi := opsOf(p)
+		forParts(parts, len(g.Ops), func(p, lo, hi int) {
 			for x := lo; x < hi; x++ {
 				total[p+1] += l.count(ir.OpID(x), start[3*x+1:3*x+4])
 			}
@@ -210,8 +208,7 @@ func newHBBeside(g *ir.Graph, matching bool, beside func(edges int)) *hbGraph {
 			start = block[:n+1]
 		}
 		succ := block[n+1 : n+1+int(total[parts])]
-		inParts(parts, 1, func(p, _, _ int) {
-			lo, hi := opsOf(p)
+		forParts(parts, len(g.Ops), func(p, lo, hi int) {
 			k := total[p]
 			for e := 3 * lo; e < 3*hi; e++ {
 				k += start[e+1]
@@ -633,13 +630,13 @@ func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 	// free if there is room, else in its small hash table; the questions left are kept in order.
 	parts := workerCount(len(qs), minBatchPart)
 	left := make([][]int32, parts)
-	inParts(parts, 1, func(p, _, _ int) {
+	forParts(parts, len(qs), func(p, lo, hi int) {
 		var s search
 		if len(free) >= (p+1)*h.n {
 			s.mark = free[p*h.n : (p+1)*h.n]
 			clear(s.mark)
 		}
-		for i := p * len(qs) / parts; i < (p+1)*len(qs)/parts; i++ {
+		for i := lo; i < hi; i++ {
 			q := &qs[i]
 			switch h.reach(&s, q.x, q.y, batchBudget) {
 			case reachYes:

@@ -19,12 +19,19 @@ func workerCount(n, minPart int) int {
 }
 
 // inParts splits the items [0, n) into contiguous parts of at least minPart items, at most one
-// per worker, and calls f on each part on a goroutine of its own; it returns when all are done.
-// The parts are in order: part i covers [lo, hi) with lo = i*n/parts. Callers write only where
-// their own part says, so the result does not depend on how the work is split.
+// per worker, and calls f on each (forParts).
 func inParts(n, minPart int, f func(part, lo, hi int)) {
-	parts := workerCount(n, minPart)
-	if parts == 1 {
+	forParts(workerCount(n, minPart), n, f)
+}
+
+// forParts splits the items [0, n) into exactly parts contiguous parts, in order, part i
+// covering [i*n/parts, (i+1)*n/parts), and calls f on each on a goroutine of its own; it returns
+// when all are done. Callers write only where their own part says, so the result does not
+// depend on how the work is split. A pass in two rounds over the same parts (count, then
+// place) takes parts from workerCount once and gives it to both: GOMAXPROCS may change between
+// the rounds.
+func forParts(parts, n int, f func(part, lo, hi int)) {
+	if parts <= 1 {
 		f(0, 0, n)
 		return
 	}

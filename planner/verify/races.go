@@ -277,7 +277,7 @@ const minShard = 1 << 15
 // to steps that run on one goroutine.
 func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection, serial func()) []Race {
 	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}, col: col}
-	sw := f.sweep(workers)
+	sw := f.sweep(workers, serial)
 	// The sweep's accesses and search scratch are not needed to answer the deferred queries,
 	// which builds large indexes of its own: only the refs of the pairs are kept. The array of
 	// the accesses can hold the renumbered adjacency.
@@ -317,8 +317,9 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection, serial f
 }
 
 // sweep collects the accesses and sweeps them, (rank, buffer) by (rank, buffer), in runs of
-// groups, one per worker. It returns the sweepers in the order of their runs.
-func (f *raceFinder) sweep(workers int) []*sweeper {
+// groups, one per worker. It returns the sweepers in the order of their runs. Unless nil, serial
+// is called if the sweep is one run.
+func (f *raceFinder) sweep(workers int, serial func()) []*sweeper {
 	var groups []group
 	c := f.col
 	if c == nil {
@@ -346,6 +347,9 @@ func (f *raceFinder) sweep(workers int) []*sweeper {
 		runs = append(runs, groups[lo:hi])
 		lo = hi
 		done += size
+	}
+	if len(runs) <= 1 && serial != nil {
+		serial()
 	}
 	sw := make([]*sweeper, len(runs))
 	var wg sync.WaitGroup
@@ -418,10 +422,8 @@ func collectAccesses(g *ir.Graph, room, parts int) *collection {
 	parts = min(parts, workerCount(len(g.Ops), max(minSortPart, 4*ngroups)))
 	// at[p][k] is where part p places its next access of group k: first its count.
 	at := make([][]int32, parts)
-	opRange := func(p int) (int, int) { return p * len(g.Ops) / parts, (p + 1) * len(g.Ops) / parts }
-	inParts(parts, 1, func(p, _, _ int) {
+	forParts(parts, len(g.Ops), func(p, lo, hi int) {
 		count := make([]int32, ngroups)
-		lo, hi := opRange(p)
 		var one []placedAccess
 		for i := lo; i < hi; i++ {
 			one = accesses(g, ir.OpID(i), one[:0])
@@ -436,9 +438,8 @@ func collectAccesses(g *ir.Graph, room, parts int) *collection {
 	if start[ngroups] > 0 { // else words may be no allocation of its own: nothing to view
 		c.acc = unsafe.Slice((*access)(unsafe.Pointer(unsafe.SliceData(c.words))), start[ngroups])
 	}
-	inParts(parts, 1, func(p, _, _ int) {
+	forParts(parts, len(g.Ops), func(p, lo, hi int) {
 		next := at[p]
-		lo, hi := opRange(p)
 		var one []placedAccess
 		for i := lo; i < hi; i++ {
 			one = accesses(g, ir.OpID(i), one[:0])

@@ -114,10 +114,8 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []b
 	// Both passes run on all CPUs, part i's questions placed after those of the parts before.
 	parts := workerCount(n, minSplitPart)
 	base := make([]int, parts+1)
-	queries := func(p int) (int, int) { return p * n / parts, (p + 1) * n / parts }
-	inParts(parts, 1, func(p, _, _ int) {
+	forParts(parts, n, func(p, lo, hi int) {
 		var buf [4]subQuery
-		lo, hi := queries(p)
 		for i := lo; i < hi; i++ {
 			base[p+1] += r.split(at(i), int32(i), &buf)
 		}
@@ -126,9 +124,8 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []b
 		base[p+1] += base[p]
 	}
 	subs := make([]subQuery, base[parts])
-	inParts(parts, 1, func(p, _, _ int) {
+	forParts(parts, n, func(p, lo, hi int) {
 		var buf [4]subQuery
-		lo, hi := queries(p)
 		k := base[p]
 		for i := lo; i < hi; i++ {
 			k += copy(subs[k:], buf[:r.split(at(i), int32(i), &buf)])
@@ -542,11 +539,9 @@ func (r *sepReach) certify(c component, sep []int32) {
 	}
 	blk := r.blk[:len(c.subs)]
 	parts := workerCount(len(c.subs), minSplitPart)
-	subsOf := func(p int) (int, int) { return p * len(c.subs) / parts, (p + 1) * len(c.subs) / parts }
 	at := make([][]int, parts) // at[p][b]: where part p places its next question of block b
-	inParts(parts, 1, func(p, _, _ int) {
+	forParts(parts, len(c.subs), func(p, lo, hi int) {
 		count := make([]int, nblocks+1)
-		lo, hi := subsOf(p)
 		for i := lo; i < hi; i++ {
 			s := &c.subs[i]
 			if r.ans[s.q] {
@@ -571,9 +566,8 @@ func (r *sepReach) certify(c component, sep []int32) {
 		r.open = make([]int32, pinStart[nblocks+1])
 	}
 	open := r.open[:pinStart[nblocks+1]]
-	inParts(parts, 1, func(p, _, _ int) {
+	forParts(parts, len(c.subs), func(p, lo, hi int) {
 		next := at[p]
-		lo, hi := subsOf(p)
 		for i := lo; i < hi; i++ {
 			if b := blk[i]; b >= 0 {
 				open[next[b]] = int32(i)

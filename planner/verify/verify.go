@@ -96,11 +96,11 @@ func (o *Order) Races() diag.List {
 	return errs
 }
 
-// Spare is closed once Races leaves a CPU idle: when it comes to its steps that run on one
-// goroutine, or returns. A pass to run beside Races (prove) that waits for it does not slow the
-// steps that use every CPU, and takes the one the others leave. (In the ring allreduce at 1024
-// ranks, the search's last 0.8 s, the sweeps of the labels that answer its long-path questions,
-// run on one CPU.)
+// Spare is closed once Races has no more work to split over every CPU: when its sweep is one run,
+// when it comes to the label sweeps that answer its long-path questions (they run on one CPU,
+// between steps that still use all: in the ring allreduce at 1024 ranks, 0.8 s of one CPU), or
+// when it returns. A pass run beside Races (prove) that waits for it does not slow the steps
+// split over every CPU, and takes what their serial steps leave.
 func (o *Order) Spare() <-chan struct{} { return o.spareCh() }
 
 func (o *Order) spareCh() chan struct{} {
