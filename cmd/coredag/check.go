@@ -58,7 +58,7 @@ func (c *checkCmd) Run(e *env) error {
 	var reports []checkReport
 	failed, unreadable := false, false
 	for _, path := range c.Files {
-		l, err := loadPlan(e, path, c.paramFlags, loadOptions{lint: true, limits: &target})
+		l, err := loadPlan(e, path, c.paramFlags, loadOptions{lint: true, target: &target, limits: true})
 		if err != nil { // an unreadable file: say so, check the others, exit 2 at the end
 			unreadable = true
 			fmt.Fprintf(e.stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))
@@ -113,12 +113,11 @@ func (c *checkCmd) Run(e *env) error {
 // default of compile's --target.
 const defaultTarget = "connectx"
 
-// checkTarget reports a plan that checked against target's limits, by lower.CheckLimits (run
-// beside the checks by loadPlan), which runs Compile's lowering and limit checks rank by rank
-// without keeping the Plan, so check and
-// compile refuse the same plans with the same diagnostics (code target). With --target a plan
-// over a limit fails: checkTarget fills r's diagnostics and returns false. Without, the default
-// target's refusals are warnings, and the plan passes.
+// checkTarget reports a plan that checked against target's limits, found by lower.CheckLimits
+// beside the checks (loadPlan): it runs Compile's lowering and limit checks rank by rank without
+// keeping the Plan, so check and compile refuse the same plans with the same diagnostics (code
+// target). With --target a plan over a limit fails: checkTarget fills r's diagnostics and
+// returns false. Without, the default target's refusals are warnings, and the plan passes.
 func (c *checkCmd) checkTarget(e *env, l *loaded, target ir.Target, r *checkReport) bool {
 	if c.Target != "" {
 		r.Target = target.Name

@@ -33,10 +33,7 @@ func (c *compileCmd) Run(e *env) error {
 	}
 	// The lowering begins beside the checks. Listing to stdout, a target limit must be found
 	// before the first rank is written: CheckLimits runs there first (see stream).
-	opt := loadOptions{lower: &t}
-	if c.Out == "" && t.Trigger == nil {
-		opt.limits = &t
-	}
+	opt := loadOptions{target: &t, lower: true, limits: c.Out == "" && t.Trigger == nil}
 	l, err := mustLoad(e, c.File, c.paramFlags, c.Format == "json", opt)
 	if err != nil {
 		return err

@@ -85,13 +85,14 @@ func readSource(e *env, path string) ([]byte, error) {
 // loadOptions is what a command asks of loadPlan beyond its flags.
 type loadOptions struct {
 	lint   bool       // run the lints (planner.Options.Lint): l.lints
-	limits *ir.Target // check this target's limits (lower.CheckLimits): l.limits
-	lower  *ir.Target // begin lowering for this target (lower.PrepareEach): l.lowering
+	target *ir.Target // the target of lower and limits
+	lower  bool       // begin lowering for target (lower.PrepareEach): l.lowering
+	limits bool       // check target's limits (lower.CheckLimits): l.limits
 }
 
-// loadPlan loads one plan, doing what opt asks beside the checks (planner.Options.Beside). An
-// unreadable file or bad flag (-p naming a param the plan does not declare, too) is a usage
-// error (exit 2).
+// loadPlan loads one plan, doing what opt asks beside the checks (planner.Options.Beside): a
+// plan that fails them waits for that work too. An unreadable file or bad flag (-p naming a
+// param the plan does not declare, too) is a usage error (exit 2).
 func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, error) {
 	params, err := p.values()
 	if err != nil {
@@ -114,13 +115,16 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 	if opt.lint {
 		po.Lint = func(found diag.List) { l.lints = found }
 	}
-	if opt.limits != nil || opt.lower != nil {
-		po.Beside = func(g *ir.Graph) { // one after the other: their event orders are large
-			if opt.limits != nil {
-				l.limits = lower.CheckLimits(g, *opt.limits)
-			}
-			if opt.lower != nil && l.limits == nil {
-				l.lowering = lower.PrepareEach(g, *opt.lower)
+	if opt.target != nil {
+		po.Beside = func(g *ir.Graph) {
+			switch {
+			case opt.lower:
+				l.lowering = lower.PrepareEach(g, *opt.target)
+				if opt.limits {
+					l.limits = l.lowering.CheckLimits() // on the same event order
+				}
+			case opt.limits:
+				l.limits = lower.CheckLimits(g, *opt.target)
 			}
 		}
 	}

@@ -6,6 +6,7 @@
 package lower
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/coredag/coredag/diag"
@@ -29,7 +30,8 @@ import (
 // Errors (a diag.List) report chains that do not fit the target's depth limits, inline
 // payloads above its limit, and dependency cycles the checker should have caught.
 func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
-	return compile(g, t, nil)
+	c, order, err := start(g, t, true, true)
+	return finish(c, order, err, nil)
 }
 
 // CompileEach is Compile for plans too large to hold whole (a listing of every rank, say): it
@@ -42,7 +44,8 @@ func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 // Ranks handed over before Compile would have failed are of no use then: CompileEach returns
 // the same errors, else the first error of the functions each returned, after which it calls
 // each no more. On a triggered target, whose trigger budgets need every rank's chains, the
-// Plan is built whole first, as Compile builds it, and keeps its Ranks.
+// Plan is built whole first, as Compile builds it, and keeps its Ranks. A nil each is as in
+// Prepared.CompileEach.
 func CompileEach(g *ir.Graph, t ir.Target, each func(p *ir.Plan, r int) (emit func() error)) (*ir.Plan, error) {
 	return PrepareEach(g, t).CompileEach(each)
 }
@@ -65,23 +68,33 @@ func PrepareEach(g *ir.Graph, t ir.Target) *Prepared {
 }
 
 // CompileEach is CompileEach(g, t, each) for the Graph and target p was prepared for. A
-// Prepared is used once.
+// Prepared compiles once. A nil each is a callback that does nothing: the ranks are still
+// streamed, and the Plan has no Ranks (Compile keeps them).
 func (p *Prepared) CompileEach(each func(p *ir.Plan, r int) (emit func() error)) (*ir.Plan, error) {
-	if each == nil { // still streamed: p has no Loc for a whole Plan
+	if each == nil {
 		each = func(*ir.Plan, int) func() error { return nil }
 	}
 	if p.used {
-		return nil, fmt.Errorf("compile: a Prepared lowering is used once")
+		return nil, errUsed
 	}
 	c, order, err := p.c, p.order, p.err
 	*p = Prepared{used: true} // the order is the Plan's size: let it go with the call
 	return finish(c, order, err, each)
 }
 
-func compile(g *ir.Graph, t ir.Target, each func(*ir.Plan, int) func() error) (*ir.Plan, error) {
-	c, order, err := start(g, t, each == nil || t.Trigger != nil, true)
-	return finish(c, order, err, each)
+// CheckLimits is CheckLimits(g, t) for the Graph and target p was prepared for, on p's event
+// order; p can compile after it.
+func (p *Prepared) CheckLimits() error {
+	if p.used {
+		return errUsed
+	}
+	if p.err != nil {
+		return p.err
+	}
+	return checkLimits(newCompiler(p.c.g, p.c.t, p.c.t.Trigger != nil), p.order)
 }
+
+var errUsed = errors.New("compile: a Prepared lowering compiles once")
 
 // finish lowers every rank of a started compilation (start) and completes its Plan, handing
 // each rank to each as it is done (streamed) or, on a triggered target, once all are.
@@ -132,6 +145,12 @@ func CheckLimits(g *ir.Graph, t ir.Target) error {
 	if err != nil {
 		return err
 	}
+	return checkLimits(c, order)
+}
+
+// checkLimits is CheckLimits past start.
+func checkLimits(c *compiler, order []int32) error {
+	t := c.t
 	c.lowerRanks(order, t.Trigger != nil, nil)
 	if t.Trigger != nil && len(c.errs) == 0 {
 		c.trigger(order)
@@ -156,11 +175,7 @@ func start(g *ir.Graph, t ir.Target, loc, critical bool) (*compiler, []int32, er
 	if !g.Frozen() {
 		return nil, nil, fmt.Errorf("compile: the graph is not frozen (whoever builds a Graph calls Freeze when it is complete)")
 	}
-	c := &compiler{g: g, t: t}
-	c.plan = &ir.Plan{Graph: g, Target: t}
-	if loc {
-		c.plan.Loc = make([]ir.Loc, len(g.Ops))
-	}
+	c := newCompiler(g, t, loc)
 	c.errs = c.checkInputs()
 	if len(c.errs) > 0 {
 		c.errs.Sort()
@@ -172,6 +187,16 @@ func start(g *ir.Graph, t ir.Target, loc, critical bool) (*compiler, []int32, er
 	}
 	c.plan.Stats.CriticalPath = path
 	return c, order, nil
+}
+
+// newCompiler is a compiler of g for t with an empty Plan, which gets a Loc if loc is set.
+func newCompiler(g *ir.Graph, t ir.Target, loc bool) *compiler {
+	c := &compiler{g: g, t: t}
+	c.plan = &ir.Plan{Graph: g, Target: t}
+	if loc {
+		c.plan.Loc = make([]ir.Loc, len(g.Ops))
+	}
+	return c
 }
 
 // compiler holds the state of one Compile call.

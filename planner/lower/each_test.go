@@ -185,10 +185,34 @@ func TestPreparedOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, whole.Stats, p.Stats)
 	_, err = pr.CompileEach(nil)
-	assert.ErrorContains(t, err, "used once")
+	assert.ErrorContains(t, err, "compiles once")
 
 	shallow := tg
 	shallow.MaxWQDepth = 2
 	_, err = lower.PrepareEach(g, shallow).CompileEach(nil)
 	assert.ErrorContains(t, err, "depth")
+}
+
+// Prepared.CheckLimits gives CheckLimits' verdict on the prepared order, and the Prepared still
+// compiles after it, with Compile's statistics.
+func TestPreparedCheckLimits(t *testing.T) {
+	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
+	for _, name := range []string{"connectx", "connectx-inline", "triggered"} {
+		tg, err := ir.LookupTarget(name)
+		require.NoError(t, err)
+		whole, err := lower.Compile(g, tg)
+		require.NoError(t, err)
+		pr := lower.PrepareEach(g, tg)
+		require.NoError(t, pr.CheckLimits(), name)
+		p, err := pr.CompileEach(nil)
+		require.NoError(t, err, name)
+		assert.Equal(t, whole.Stats, p.Stats, name)
+		assert.ErrorContains(t, pr.CheckLimits(), "once", name)
+
+		shallow := tg
+		shallow.MaxCQDepth = 1 // a limit only lowering finds, not the input checks
+		want := lower.CheckLimits(g, shallow)
+		require.Error(t, want, name)
+		assert.Equal(t, want, lower.PrepareEach(g, shallow).CheckLimits(), name)
+	}
 }
