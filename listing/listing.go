@@ -109,8 +109,8 @@ type Block struct {
 	text  []byte
 	err   error
 	files fileNames
-	// The operands of the chain being written, back to back, and the end of each in operands;
-	// with their widths in runes when some are not ASCII.
+	// The operands of the chain being written, back to back, the end of each in operands, and
+	// the width of each in runes.
 	operands []byte
 	ends     []int
 	widths   []int
@@ -433,8 +433,8 @@ func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.W
 		w := end - start
 		if !ascii {
 			w = utf8.RuneCount(b.operands[start:end])
-			b.widths = append(b.widths, w)
 		}
+		b.widths = append(b.widths, w)
 		wOperands = max(wOperands, w)
 		start = end
 	}
@@ -449,11 +449,8 @@ func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.W
 		dst = pad(dst, wIndex+2-(len(dst)-row))
 		opcode := e.Opcode.String()
 		dst = pad(append(dst, opcode...), wOpcode+2-len(opcode))
-		end, w := b.ends[k], b.ends[k]-start
-		if !ascii {
-			w = b.widths[k]
-		}
-		dst = pad(append(dst, b.operands[start:end]...), wOperands+2-w)
+		end := b.ends[k]
+		dst = pad(append(dst, b.operands[start:end]...), wOperands+2-b.widths[k])
 		start = end
 		flags := flagText(e.Flags)
 		dst = pad(append(dst, flags...), wFlags+2-len(flags))

@@ -5,7 +5,6 @@ import (
 
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/listing"
-	"github.com/coredag/coredag/planner/lower"
 )
 
 func init() {
@@ -44,11 +43,11 @@ func (c *compileCmd) Run(e *env) error {
 	return c.stream(e, l, t, listing.Options{Rank: c.Rank})
 }
 
-// stream lowers and lists the plan a rank at a time (lower.CompileEach), never holding every
-// rank's chains: ranks are lowered and rendered on every CPU, and written in order. A target
-// limit broken on a later rank is found only after earlier ranks are listed: -o then leaves its
-// file as it was, and for stdout CheckLimits finds it first (on a triggered target CompileEach
-// builds the Plan whole before listing it).
+// stream lowers and lists the plan a rank at a time (l.lowering, begun by loadPlan), never
+// holding every rank's chains: ranks are lowered and rendered on every CPU, and written in
+// order. A target limit broken on a later rank is found only after earlier ranks are listed: -o
+// then leaves its file as it was, and for stdout CheckLimits finds it first (on a triggered
+// target CompileEach builds the Plan whole before listing it).
 func (c *compileCmd) stream(e *env, l *loaded, t ir.Target, opt listing.Options) error {
 	asJSON := c.Format == "json"
 	if err := l.limits; err != nil { // listing to stdout (Run)
@@ -63,9 +62,6 @@ func (c *compileCmd) stream(e *env, l *loaded, t ir.Target, opt listing.Options)
 			lw = listing.NewJSONWriter(w, opt)
 		}
 		var writeErr error
-		if l.lowering == nil { // not begun beside the checks
-			l.lowering = lower.PrepareEach(l.graph, t)
-		}
 		p, err := l.lowering.CompileEach(func(p *ir.Plan, r int) func() error {
 			b := lw.Render(p, r)
 			return func() error {
