@@ -30,10 +30,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// helperMain writes 64 KiB to the file named by arg and exits 0 if that worked, 3 if the write
-// failed with EFBIG, 4 if it failed with EACCES and 1 otherwise; the error goes to stderr.
+// helperMain writes 64 KiB to the file named by arg (1 MiB, mostly by direct writes, when
+// directEnv is set) and exits 0 if that worked, 3 if the write failed with EFBIG, 4 if it failed
+// with EACCES and 1 otherwise; the error goes to stderr.
 func helperMain(path string) int {
-	err := WriteFile(path, bytes.Repeat([]byte("new content\n"), 64<<10/12))
+	size := 64 << 10
+	if os.Getenv(directEnv) != "" {
+		directAfter, chunkSize, size = 16<<10, 16<<10, 1<<20
+	}
+	err := WriteFile(path, bytes.Repeat([]byte("new content\n"), size/12))
 	if err == nil {
 		return 0
 	}

@@ -2,6 +2,7 @@ package atomicfile
 
 import (
 	"errors"
+	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -27,4 +28,37 @@ func accessible(name, what, path string) error {
 func onProcFS(dir string) bool {
 	var st unix.Statfs_t
 	return unix.Statfs(dir, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
+}
+
+// alignedBuffer returns n bytes of page-aligned memory outside the Go heap, for direct writes.
+func alignedBuffer(n int) ([]byte, error) {
+	return unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+}
+
+func freeBuffer(b []byte) { unix.Munmap(b[:cap(b)]) }
+
+// setDirect turns O_DIRECT on or off for f's writes; the kernel refuses it with EINVAL on a
+// filesystem that cannot do direct I/O.
+func setDirect(f *os.File, on bool) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	err = rc.Control(func(fd uintptr) {
+		var flags int
+		if flags, ferr = unix.FcntlInt(fd, unix.F_GETFL, 0); ferr != nil {
+			return
+		}
+		if on {
+			flags |= unix.O_DIRECT
+		} else {
+			flags &^= unix.O_DIRECT
+		}
+		_, ferr = unix.FcntlInt(fd, unix.F_SETFL, flags)
+	})
+	if err != nil {
+		return err
+	}
+	return ferr
 }
