@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestLoadBeside(t *testing.T) {
 	} {
 		var seen *ir.Graph
 		ran := make(chan struct{}, 1)
-		g, err := LoadWith(c.name+".dag", []byte(c.src), nil, Options{Beside: func(g *ir.Graph) {
+		g, err := LoadWith(c.name+".dag", []byte(c.src), nil, Options{Beside: func(ctx context.Context, g *ir.Graph) {
 			time.Sleep(10 * time.Millisecond) // LoadWith must wait for it
 			seen = g
 			ran <- struct{}{}
@@ -62,5 +63,27 @@ func TestLoadBeside(t *testing.T) {
 		default:
 			assert.False(t, c.ran, "%s: Beside had not run (or finished) when LoadWith returned", c.name)
 		}
+	}
+}
+
+// Beside's context is cancelled when a later check fails, so that its work can stop, and only
+// then.
+func TestLoadBesideCancelled(t *testing.T) {
+	for _, c := range []struct{ name, src string }{
+		{"ok", "plan p\nbuffer a i32[8]\nop x = copy a[0:4] to a[4:8]\n"},
+		{"racy", "plan p\nbuffer a i32[8]\nop x = copy a[0:4] to a[4:8]\nop y = copy a[4:8] to a[0:4]\n"},
+	} {
+		// A failing check cancels at once; a plan that passes is long checked after 200 ms.
+		wait := map[string]time.Duration{"ok": 200 * time.Millisecond, "racy": time.Minute}
+		var cancelled bool
+		_, err := LoadWith(c.name+".dag", []byte(c.src), nil, Options{Beside: func(ctx context.Context, g *ir.Graph) {
+			select {
+			case <-ctx.Done():
+				cancelled = true
+			case <-time.After(wait[c.name]):
+			}
+		}})
+		assert.Equal(t, c.name == "racy", err != nil, "%s: %v", c.name, err)
+		assert.Equal(t, c.name == "racy", cancelled, "%s: cancelled", c.name)
 	}
 }

@@ -14,6 +14,7 @@
 package planner
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 
@@ -52,8 +53,9 @@ type Options struct {
 	// Beside, when set, is run on the Graph of a plan free of deadlocks at the same time as the
 	// rest of the checks (races, the proof, the lints), for work that needs only such a Graph,
 	// like lower.CheckLimits: done while the checks keep the other cores busy, not after them.
-	// LoadWith returns once Beside has. If a later check fails, Beside's work was for nothing.
-	Beside func(*ir.Graph)
+	// LoadWith returns once Beside has. If a later check fails, Beside's work was for nothing:
+	// ctx is then cancelled, so that Beside can stop early.
+	Beside func(ctx context.Context, g *ir.Graph)
 }
 
 // IsMSCCL reports whether filename names an MSCCL-IR algorithm (an .xml file) rather than a
@@ -70,7 +72,7 @@ func Parse(filename string, src []byte, opt msccl.Options) (*dsl.File, error) {
 }
 
 // LoadWith is Load with options: limits, and how an .xml algorithm is read.
-func LoadWith(filename string, src []byte, params map[string]int64, opt Options) (*ir.Graph, error) {
+func LoadWith(filename string, src []byte, params map[string]int64, opt Options) (_ *ir.Graph, err error) {
 	lim := opt.Limits
 	if _, ok := params["ranks"]; ok && IsMSCCL(filename) {
 		return nil, &elaborate.ParamError{Msg: "-p ranks: an MSCCL algorithm runs on the ngpus GPUs its XML lists; only -p chunk=ELEMS applies"}
@@ -91,12 +93,19 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 		return g, errs.Err()
 	}
 	if opt.Beside != nil {
+		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			opt.Beside(g)
+			opt.Beside(ctx, g)
 		}()
-		defer func() { <-done }()
+		defer func() {
+			if err != nil {
+				cancel()
+			}
+			<-done
+			cancel()
+		}()
 	}
 	// The race search, the proof of the postconditions and the lints all read the Graph and the
 	// order only: they run side by side, and the proof and the lints count only when there is

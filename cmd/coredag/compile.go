@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"io"
 
+	"github.com/coredag/coredag/internal/atomicfile"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/listing"
 )
@@ -25,68 +27,122 @@ func (c *compileCmd) Run(e *env) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
+	// The lowering begins beside the checks. Listing to stdout, a target limit must be found
+	// before the first rank is written: CheckLimits runs there first. A file is written beside
+	// the checks too, and kept only if they pass (see toFile).
+	opt := loadOptions{target: &t, lower: true, limits: c.Out == "" && t.Trigger == nil}
+	var file *fileListing
 	if c.Out != "" {
 		if err := checkOutput(e, "-o", c.Out, c.File); err != nil {
 			return err
 		}
+		opt.then = func(ctx context.Context, l *loaded) { file = c.toFile(ctx, l) }
 	}
-	// The lowering begins beside the checks. Listing to stdout, a target limit must be found
-	// before the first rank is written: CheckLimits runs there first (see stream).
-	opt := loadOptions{target: &t, lower: true, limits: c.Out == "" && t.Trigger == nil}
 	l, err := mustLoad(e, c.File, c.paramFlags, c.Format == "json", opt)
-	if err != nil {
+	if err == nil && (c.Rank < -1 || c.Rank >= l.graph.Ranks) {
+		err = usageError("--rank %d: plan %s has ranks 0..%d", c.Rank, l.graph.Name, l.graph.Ranks-1)
+	}
+	switch {
+	case err != nil:
+		file.abort()
 		return err
+	case c.Out == "":
+		return c.toStdout(e, l)
+	case file == nil: // loadPlan runs then for every plan that passes the checks
+		file = c.toFile(context.Background(), l)
 	}
-	if c.Rank < -1 || c.Rank >= l.graph.Ranks {
-		return usageError("--rank %d: plan %s has ranks 0..%d", c.Rank, l.graph.Name, l.graph.Ranks-1)
-	}
-	return c.stream(e, l, t, listing.Options{Rank: c.Rank})
+	return file.commit(e, l, c.Format == "json")
 }
 
-// stream lowers and lists the plan a rank at a time (l.lowering, begun by loadPlan), never
+// list lowers and lists the plan a rank at a time (l.lowering, begun by loadPlan) to w, never
 // holding every rank's chains: ranks are lowered and rendered on every CPU, and written in
-// order. A target limit broken on a later rank is found only after earlier ranks are listed: -o
-// then leaves its file as it was, and for stdout CheckLimits finds it first (on a triggered
-// target CompileEach builds the Plan whole before listing it).
-func (c *compileCmd) stream(e *env, l *loaded, t ir.Target, opt listing.Options) error {
+// order, until ctx is cancelled. A target limit broken on a later rank is found only after the
+// earlier ranks are listed (on a triggered target CompileEach builds the Plan whole before
+// listing it). The lowering's own error (diagnostics) comes apart from w's.
+func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileErr, err error) {
+	opt := listing.Options{Rank: c.Rank}
+	lw := listing.NewWriter(w, opt)
+	if c.Format == "json" {
+		lw = listing.NewJSONWriter(w, opt)
+	}
+	var writeErr error
+	p, err := l.lowering.CompileEach(func(p *ir.Plan, r int) func() error {
+		b := lw.Render(p, r)
+		return func() error {
+			if writeErr = ctx.Err(); writeErr == nil {
+				writeErr = lw.Emit(p, b)
+			}
+			return writeErr
+		}
+	})
+	switch {
+	case err != nil && err != writeErr:
+		return err, nil
+	case err != nil:
+		return nil, err
+	}
+	return nil, lw.Close(p)
+}
+
+// toStdout lists a plan that passed its checks on stdout, once CheckLimits has found no
+// target limit broken.
+func (c *compileCmd) toStdout(e *env, l *loaded) error {
 	asJSON := c.Format == "json"
-	if err := l.limits; err != nil { // listing to stdout (Run)
+	if err := l.limits; err != nil {
 		l.err = err
 		reportDiagnostics(e, l, asJSON)
 		return &exitError{code: exitFail}
 	}
-	var compileErr error
-	write := func(w io.Writer) error {
-		lw := listing.NewWriter(w, opt)
-		if asJSON {
-			lw = listing.NewJSONWriter(w, opt)
-		}
-		var writeErr error
-		p, err := l.lowering.CompileEach(func(p *ir.Plan, r int) func() error {
-			b := lw.Render(p, r)
-			return func() error {
-				writeErr = lw.Emit(p, b)
-				return writeErr
-			}
-		})
-		if err != nil {
-			if err != writeErr {
-				compileErr = err
-			}
-			return err
-		}
-		return lw.Close(p)
-	}
-	var err error
-	if c.Out == "" {
-		err = write(e.stdout)
-	} else {
-		err = streamOutput(c.Out, "the listing", write)
-	}
+	compileErr, err := c.list(context.Background(), e.stdout, l)
 	if compileErr != nil {
 		l.err = compileErr
 		reportDiagnostics(e, l, asJSON)
 		return &exitError{code: exitFail}
 	}
 	return err
+}
+
+// fileListing is -o's listing, written to its temporary file (atomicfile) beside the checks.
+type fileListing struct {
+	path       string
+	f          *atomicfile.File // nil if it could not be created
+	compileErr error            // the lowering's diagnostics
+	err        error            // the file's
+}
+
+// toFile writes the listing to a temporary file beside -o's, for commit to keep or not.
+func (c *compileCmd) toFile(ctx context.Context, l *loaded) *fileListing {
+	f, err := atomicfile.Create(c.Out)
+	fl := &fileListing{path: c.Out, f: f, err: err}
+	if err != nil {
+		return fl
+	}
+	fl.compileErr, fl.err = c.list(ctx, f, l)
+	return fl
+}
+
+// abort drops the listing written so far, if any.
+func (fl *fileListing) abort() {
+	if fl != nil && fl.f != nil {
+		fl.f.Abort()
+	}
+}
+
+// commit keeps the listing of a plan that passed its checks: its file replaces -o's, unless
+// the lowering or the writing failed, which leaves -o as it was.
+func (fl *fileListing) commit(e *env, l *loaded, asJSON bool) error {
+	err := fl.err
+	if err == nil && fl.compileErr == nil {
+		err = fl.f.Commit()
+	}
+	fl.abort() // nothing after Commit
+	if fl.compileErr != nil {
+		l.err = fl.compileErr
+		reportDiagnostics(e, l, asJSON)
+		return &exitError{code: exitFail}
+	}
+	if err != nil {
+		return notWritten("the listing", fl.path, err)
+	}
+	return nil
 }

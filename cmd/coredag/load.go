@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,6 +89,9 @@ type loadOptions struct {
 	target *ir.Target // the target of lower and limits
 	lower  bool       // begin lowering for target (lower.PrepareEach): l.lowering
 	limits bool       // check target's limits (lower.CheckLimits): l.limits
+	// then, with lower, is more work on the begun lowering beside the checks; ctx is cancelled
+	// if one of them fails.
+	then func(ctx context.Context, l *loaded)
 }
 
 // loadPlan loads one plan, doing what opt asks beside the checks (planner.Options.Beside): a
@@ -116,12 +120,15 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 		po.Lint = func(found diag.List) { l.lints = found }
 	}
 	if opt.target != nil {
-		po.Beside = func(g *ir.Graph) {
+		po.Beside = func(ctx context.Context, g *ir.Graph) {
 			switch {
 			case opt.lower:
 				l.lowering = lower.PrepareEach(g, *opt.target)
 				if opt.limits {
 					l.limits = l.lowering.CheckLimits() // on the same event order
+				}
+				if opt.then != nil {
+					opt.then(ctx, l)
 				}
 			case opt.limits:
 				l.limits = lower.CheckLimits(g, *opt.target)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,25 +44,14 @@ func checkOutput(e *env, flag, out string, inputs ...string) error {
 // the file is as it was.
 func writeOutput(path, what string, data []byte) error {
 	if err := atomicfile.WriteFile(path, data); err != nil {
-		return fmt.Errorf("writing %s: %w (%s left as it was)", what, err, path)
+		return notWritten(what, path, err)
 	}
 	return nil
 }
 
-// streamOutput writes what write produces to path through an atomicfile, without holding it
-// in memory: the target holds either its old content or all of it.
-func streamOutput(path, what string, write func(io.Writer) error) error {
-	f, err := atomicfile.Create(path)
-	if err == nil {
-		defer f.Abort()
-		if err = write(f); err == nil {
-			err = f.Commit()
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w (%s left as it was)", what, err, path)
-	}
-	return nil
+// notWritten is the error of an output file that could not be written.
+func notWritten(what, path string, err error) error {
+	return fmt.Errorf("writing %s: %w (%s left as it was)", what, err, path)
 }
 
 // checkOutputs checks run's output files up front; timeline is --timeline's path for this

@@ -350,3 +350,35 @@ func TestWriteHangViewReplaces(t *testing.T) {
 	assert.Equal(t, missing+": directory "+filepath.Join(dir, "nodir")+" does not exist", err.Error())
 	assert.ElementsMatch(t, []string{"hang.dot", "old.dot"}, entries(t, dir))
 }
+
+// TestCompileOutputKeptOnlyIfChecked: compile -o writes its listing while the race search and
+// the proof still run; a plan that then fails them, or a bad --rank, leaves the old file as it
+// was and no temporary file beside it.
+func TestCompileOutputKeptOnlyIfChecked(t *testing.T) {
+	racy := "plan p\nbuffer a i32[1024]\nfor i in 0 .. 256 { op x[i] = copy a[i:i+1] to a[512+i:513+i] }\n" +
+		"op y = copy a[512:513] to a[0:1]\n"
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"race", []string{"compile", "-o", "out.txt", "racy.dag"}, exitFail, "race on rank 0's a"},
+		{"rank", []string{"compile", "-o", "out.txt", "--rank", "9", "racy.dag"}, exitFail, "race on rank 0's a"},
+		{"bad rank", []string{"compile", "-o", "out.txt", "--rank", "9", "-p", "ranks=4", "ring_allreduce.dag"}, exitUsage, "--rank 9: plan ring_allreduce has ranks 0..3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyPlan(t, dir, "ring_allreduce.dag")
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "racy.dag"), []byte(racy), 0o644))
+			out := filepath.Join(dir, "out.txt")
+			old := []byte("old output\n")
+			require.NoError(t, os.WriteFile(out, old, 0o644))
+			code, _, stderr := invocation{dir: dir}.run(t, c.args...)
+			assert.Equal(t, c.code, code, stderr)
+			assert.Contains(t, stderr, c.msg)
+			assert.Equal(t, old, readFile(t, out))
+			assert.ElementsMatch(t, []string{"ring_allreduce.dag", "racy.dag", "out.txt"}, entries(t, dir))
+		})
+	}
+}
