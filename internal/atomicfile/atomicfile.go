@@ -268,12 +268,12 @@ func (f *File) Write(p []byte) (int, error) {
 	return written, f.err
 }
 
-// endDirect ends direct writes, if they began, writing what they hold.
-func (f *File) endDirect() {
+// endDirect ends direct writes, if they began; with keep, it writes what they hold.
+func (f *File) endDirect(keep bool) {
 	if f.d == nil {
 		return
 	}
-	if err := f.d.finish(); err != nil && f.err == nil {
+	if err := f.d.finish(keep); err != nil && f.err == nil {
 		f.err = asTarget(err, f.t.path)
 	}
 	f.d = nil
@@ -289,7 +289,7 @@ func (f *File) Commit() error {
 	if f.done {
 		return fs.ErrClosed
 	}
-	f.endDirect()
+	f.endDirect(true)
 	if f.err != nil {
 		f.Abort()
 		return f.err
@@ -320,7 +320,7 @@ func (f *File) Abort() error {
 	if f.done {
 		return nil
 	}
-	f.endDirect()
+	f.endDirect(false)
 	f.done = true
 	err := f.f.Close()
 	if f.tmp != "" {

@@ -116,16 +116,17 @@ func (d *direct) write(p []byte) (int, error) {
 	return n, d.failed()
 }
 
-// finish waits for the chunks handed over, switches the file back to cached writes and writes
-// the last, partial chunk through the cache. It releases the buffers and returns the first error.
-func (d *direct) finish() error {
+// finish waits for the chunks handed over and switches the file back to cached writes; with
+// tail, it then writes the last, partial chunk through the cache. It releases the buffers and
+// returns the first error.
+func (d *direct) finish(tail bool) error {
 	close(d.full)
 	<-d.done
 	err := d.err
 	if err == nil {
 		err = setDirect(d.f, false)
 	}
-	if err == nil && len(d.cur) > 0 {
+	if err == nil && tail && len(d.cur) > 0 {
 		_, err = d.f.Write(d.cur)
 	}
 	d.release()
