@@ -11,13 +11,13 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"unicode/utf8"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/decimal"
 	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 )
@@ -106,14 +106,17 @@ type Writer struct {
 // Block is the text of one rank's block of a listing, rendered and not yet written. Blocks are
 // reused from rank to rank, with the memory they grew.
 type Block struct {
-	text  []byte
-	err   error
-	files fileNames
+	text []byte
+	err  error
 	// The operands of the chain being written, back to back, the end of each in operands, and
 	// the width of each in runes.
 	operands []byte
 	ends     []int
 	widths   []int
+	// The cells of the chain's opcode and flags columns, and its file cell.
+	opcodes, flags column
+	file           []byte
+	names          fileNames
 }
 
 // NewWriter returns a Writer of the text listing to w.
@@ -290,16 +293,12 @@ type fileNames struct {
 	name string
 }
 
-// appendShortPos appends pos as file:line, or "-".
-func (f *fileNames) appendShortPos(dst []byte, pos diag.Pos) []byte {
-	if !pos.IsValid() {
-		return append(dst, '-')
+// lookup is the name of file id.
+func (f *fileNames) lookup(id diag.FileID) string {
+	if id != f.id {
+		f.id, f.name = id, id.Name()
 	}
-	if pos.File != f.id {
-		f.id, f.name = pos.File, pos.Filename()
-	}
-	dst = append(append(dst, f.name...), ':')
-	return strconv.AppendUint(dst, uint64(pos.Line), 10)
+	return f.name
 }
 
 func summary(s ir.Stats) string {
@@ -319,7 +318,7 @@ func appendCond(dst []byte, p *ir.Plan, rp *ir.RankPlan, c ir.Cond) []byte {
 		who = p.Graph.Ops[c.Op].Name
 	}
 	dst = append(append(dst, name...), " >= "...)
-	dst = strconv.AppendUint(dst, uint64(c.Count), 10)
+	dst = decimal.AppendUint(dst, uint64(c.Count))
 	return append(append(append(dst, "  ("...), who...), " done)"...)
 }
 
@@ -327,25 +326,25 @@ func appendCond(dst []byte, p *ir.Plan, rp *ir.RankPlan, c ir.Cond) []byte {
 func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 	g := p.Graph
 	sl := g.AppendSlice
-	num := func(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
+	num := decimal.AppendInt
 	rank := func(dst []byte, r int32) []byte { return num(append(dst, "rank "...), int64(r)) }
 	// The local operand: one slice, or a scatter/gather list ("{a[0:4], a[8:12]} 2 SGEs"), and
 	// its size in bytes.
-	segs := p.LocalSegs(e)
+	more := p.More(e)
 	local := func(dst []byte) []byte {
-		if len(segs) <= 1 {
+		if len(more) == 0 {
 			return sl(dst, e.Local.Slice())
 		}
-		dst = append(dst, '{')
-		for i, x := range segs {
-			if i > 0 {
-				dst = append(dst, ", "...)
-			}
-			dst = sl(dst, x)
+		dst = sl(append(dst, '{'), e.Local.Slice())
+		for _, x := range more {
+			dst = sl(append(dst, ", "...), x)
 		}
-		return append(num(append(dst, "} "...), int64(len(segs))), " SGEs"...)
+		return append(num(append(dst, "} "...), int64(1+len(more))), " SGEs"...)
 	}
-	size := func(dst []byte) []byte { return append(num(append(dst, " ("...), g.SegsBytes(segs)), " B)"...) }
+	size := func(dst []byte) []byte {
+		n := g.Bytes(e.Local.Slice()) + g.SegsBytes(more)
+		return append(num(append(dst, " ("...), n), " B)"...)
+	}
 	switch e.Opcode {
 	case ir.OpcSend:
 		if !e.Local.Valid() {
@@ -384,7 +383,7 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 			name = rp.Queues[e.Queue].Name
 		}
 		dst = append(append(append(dst, "enable "...), name...), " up to "...)
-		return strconv.AppendUint(dst, uint64(e.UpTo), 10)
+		return decimal.AppendUint(dst, uint64(e.UpTo))
 	case ir.OpcHost:
 		op := &g.Ops[e.Op]
 		switch op.Kind {
@@ -413,17 +412,23 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 // opcode, operands, flags, op name and file:line, each cell but the last padded with spaces to
 // its column's widest cell plus 2 (as text/tabwriter pads, with padding 2 and no minimum
 // width). The operands alone are rendered ahead, to learn their widths; the widths of the other
-// columns are known from the WQEs, so their cells are written once, in place.
+// columns are known from the WQEs, so their cells are written once, in place. The opcode, flags
+// and file cells take few values in a chain: each is made once per chain, with the padding of
+// the cell before it in front (see column), so that a row is a few copies.
 func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.WQE) []byte {
 	b.operands, b.ends = b.operands[:0], b.ends[:0]
 	wOpcode, wOperands, wFlags, wName := 0, 0, 0, 0
+	var site *ir.Site // of the row before
 	for k := range chain {
 		e := &chain[k]
 		b.operands = appendOperands(b.operands, p, rp, e)
 		b.ends = append(b.ends, len(b.operands))
 		wOpcode = max(wOpcode, len(e.Opcode.String())) // opcodes and flags are ASCII
 		wFlags = max(wFlags, len(flagText(e.Flags)))
-		wName = max(wName, utf8.RuneCountInString(p.OpOf(e).Name))
+		if s := p.OpOf(e).Site; s != site {
+			site = s
+			wName = max(wName, width(s.Name))
+		}
 	}
 	// The operands' widths: their lengths in bytes when all are ASCII, as they nearly always are.
 	ascii := isASCII(b.operands)
@@ -438,26 +443,82 @@ func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.W
 		wOperands = max(wOperands, w)
 		start = end
 	}
-	var last [20]byte
-	wIndex := len("    []") + len(strconv.AppendInt(last[:0], int64(len(chain)-1), 10))
+	// "    [k]" is padded to the width of the last index plus 2: one space more for each digit
+	// that k has fewer.
+	digits := decimal.Len(uint64(len(chain) - 1))
+	b.opcodes.reset(digits+1, wOpcode+2)
+	b.flags.reset(wOperands+2, wFlags+2)
+	file := diag.FileID(0)
+	b.file = b.file[:0] // the file cell of the row before: the name's padding, then "file:" or "-"
 	start = 0
 	for k := range chain {
 		e := &chain[k]
 		op := p.OpOf(e)
-		row := len(dst)
-		dst = append(strconv.AppendInt(append(dst, "    ["...), int64(k), 10), ']')
-		dst = pad(dst, wIndex+2-(len(dst)-row))
-		opcode := e.Opcode.String()
-		dst = pad(append(dst, opcode...), wOpcode+2-len(opcode))
+		dst = append(decimal.AppendUint(append(dst, "    ["...), uint64(k)), ']')
+		dst = append(dst, b.opcodes.cell(int(e.Opcode), e.Opcode.String())[decimal.Len(uint64(k))-1:]...)
 		end := b.ends[k]
-		dst = pad(append(dst, b.operands[start:end]...), wOperands+2-b.widths[k])
+		dst = append(dst, b.operands[start:end]...)
 		start = end
-		flags := flagText(e.Flags)
-		dst = pad(append(dst, flags...), wFlags+2-len(flags))
-		dst = pad(append(dst, op.Name...), wName+2-utf8.RuneCountInString(op.Name))
-		dst = append(b.files.appendShortPos(dst, op.Pos), '\n')
+		dst = append(dst, b.flags.cell(int(e.Flags), flagText(e.Flags))[b.widths[k]:]...)
+		dst = append(dst, op.Name...)
+		valid := op.Pos.IsValid()
+		if f := op.Pos.File; len(b.file) == 0 || valid != (file != 0) || valid && f != file {
+			b.file, file = pad(b.file[:0], wName+2), 0
+			if valid {
+				b.file, file = append(append(b.file, b.names.lookup(f)...), ':'), f
+			} else {
+				b.file = append(b.file, '-')
+			}
+		}
+		dst = append(dst, b.file[width(op.Name):]...)
+		if valid {
+			dst = decimal.AppendUint(dst, uint64(op.Pos.Line))
+		}
+		dst = append(dst, '\n')
 	}
 	return dst
+}
+
+// column is the cells of a column that takes few values in a chain, each made once and kept
+// with lead spaces in front: the padding of the cell before it, which is lead spaces at most.
+// From its n-th byte on, a cell is what follows a cell before it n bytes short of the widest.
+type column struct {
+	lead, width int    // spaces in front; the width a cell is padded to
+	text        []byte // the cells made, back to back
+	at          []int  // where the cell of each value starts in text, plus 1 (0: not made)
+}
+
+// reset empties c for a chain.
+func (c *column) reset(lead, width int) {
+	c.lead, c.width, c.text = lead, width, c.text[:0]
+	clear(c.at)
+}
+
+// cell is the cell of value v, whose text is s.
+func (c *column) cell(v int, s string) []byte {
+	n := c.lead + max(c.width, len(s))
+	if v < len(c.at) && c.at[v] > 0 {
+		return c.text[c.at[v]-1:][:n]
+	}
+	start := len(c.text)
+	c.text = pad(append(pad(c.text, c.lead), s...), c.width-len(s))
+	if 0 <= v && v < 64 { // a value of the few a column takes
+		for len(c.at) <= v {
+			c.at = append(c.at, 0)
+		}
+		c.at[v] = start + 1
+	}
+	return c.text[start:]
+}
+
+// width is the width of s in runes.
+func width(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return utf8.RuneCountInString(s)
+		}
+	}
+	return len(s)
 }
 
 // spaces is padding, sliced to length.

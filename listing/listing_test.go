@@ -10,13 +10,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/lower"
 )
 
 // TestChainLayout: writeChain lays out every chain of every plan as text/tabwriter lays out the
-// same cells (padding 2, no minimum width), names and buffers in ASCII or not.
+// same cells (padding 2, no minimum width), names and buffers in ASCII or not, ops declared in
+// one file, in several or nowhere known.
 func TestChainLayout(t *testing.T) {
 	paths, err := filepath.Glob("../plans/*.dag")
 	require.NoError(t, err)
@@ -24,7 +26,8 @@ func TestChainLayout(t *testing.T) {
 	for _, path := range paths {
 		src, err := os.ReadFile(path)
 		require.NoError(t, err)
-		for _, wide := range []bool{false, true} {
+		for _, variant := range []string{"ascii", "wide", "files"} {
+			wide := variant == "wide"
 			g, err := planner.Load(path, src, map[string]int64{"ranks": 4})
 			require.NoError(t, err, path)
 			if wide { // names of more bytes than runes, in every column that is padded
@@ -34,6 +37,19 @@ func TestChainLayout(t *testing.T) {
 				for i := range g.Ops {
 					s := *g.Ops[i].Site
 					s.Name = "ö" + s.Name
+					g.Ops[i].Site = &s
+				}
+			}
+			if variant == "files" { // runs of ops in another file, or in none
+				other := diag.At("other/"+filepath.Base(path), 7, 1).File
+				for i := range g.Ops {
+					s := *g.Ops[i].Site
+					switch i / 2 % 3 {
+					case 1:
+						s.Pos.File = other
+					case 2:
+						s.Pos = diag.Pos{}
+					}
 					g.Ops[i].Site = &s
 				}
 			}
@@ -50,7 +66,7 @@ func TestChainLayout(t *testing.T) {
 							continue
 						}
 						got := b.writeChain(nil, p, rp, q.Chain)
-						require.Equal(t, tabChain(p, rp, q.Chain), string(got), "%s (wide names %v) for %s: rank %d %s", path, wide, target, r, q.Name)
+						require.Equal(t, tabChain(p, rp, q.Chain), string(got), "%s (%s) for %s: rank %d %s", path, variant, target, r, q.Name)
 					}
 				}
 			}
@@ -62,11 +78,14 @@ func TestChainLayout(t *testing.T) {
 func tabChain(p *ir.Plan, rp *ir.RankPlan, chain []ir.WQE) string {
 	var out bytes.Buffer
 	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)
-	var files fileNames
 	for k := range chain {
 		e := &chain[k]
 		op := p.OpOf(e)
-		fmt.Fprintf(tw, "    [%d]\t%s\t%s\t%s\t%s\t%s\n", k, e.Opcode, appendOperands(nil, p, rp, e), e.Flags, op.Name, files.appendShortPos(nil, op.Pos))
+		pos := "-"
+		if op.Pos.IsValid() {
+			pos = fmt.Sprintf("%s:%d", op.Pos.Filename(), op.Pos.Line)
+		}
+		fmt.Fprintf(tw, "    [%d]\t%s\t%s\t%s\t%s\t%s\n", k, e.Opcode, appendOperands(nil, p, rp, e), e.Flags, op.Name, pos)
 	}
 	tw.Flush()
 	return out.String()
