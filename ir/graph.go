@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	"github.com/coredag/coredag/diag"
-	"github.com/coredag/coredag/internal/decimal"
 )
 
 // OpID indexes Graph.Ops. Ops of one rank are contiguous and in declaration order.
@@ -535,10 +535,10 @@ func (g *Graph) AppendSlice(dst []byte, s Slice) []byte {
 		return dst
 	}
 	dst = append(dst, '[')
-	dst = decimal.AppendInt(dst, s.Off)
+	dst = strconv.AppendInt(dst, s.Off, 10)
 	if s.Len != 1 { // buf[lo:hi], and buf[lo:lo] for an empty slice, even of an empty buffer
 		dst = append(dst, ':')
-		dst = decimal.AppendInt(dst, s.Off+s.Len)
+		dst = strconv.AppendInt(dst, s.Off+s.Len, 10)
 	}
 	return append(dst, ']')
 }
