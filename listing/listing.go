@@ -110,10 +110,10 @@ type Block struct {
 	err  error
 	// The operands of the chain being written, back to back, the end of each in operands, and
 	// the width of each in runes.
-	operands []byte
-	ends     []int
-	widths   []int
-	// The cells of the chain's opcode and flags columns, and its file cell.
+	operands     []byte
+	ends, widths []int
+	// The cells of the chain's index, opcode and flags columns, and its file cell.
+	index          indexCell
 	opcodes, flags column
 	file           []byte
 	names          fileNames
@@ -413,16 +413,24 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 // its column's widest cell plus 2 (as text/tabwriter pads, with padding 2 and no minimum
 // width). The operands alone are rendered ahead, to learn their widths; the widths of the other
 // columns are known from the WQEs, so their cells are written once, in place. The opcode, flags
-// and file cells take few values in a chain: each is made once per chain, with the padding of
-// the cell before it in front (see column), so that a row is a few copies.
+// and file cells take few values in a chain: each is made once per chain, padded, and the
+// flags and file cells with the padding of the cell before them in front (see column); the
+// index cell is counted up in place. So a row is a few copies.
 func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.WQE) []byte {
-	b.operands, b.ends = b.operands[:0], b.ends[:0]
+	b.operands, b.ends, b.widths = b.operands[:0], b.ends[:0], b.widths[:0]
 	wOpcode, wOperands, wFlags, wName := 0, 0, 0, 0
 	var site *ir.Site // of the row before
 	for k := range chain {
 		e := &chain[k]
+		start := len(b.operands)
 		b.operands = appendOperands(b.operands, p, rp, e)
+		w := len(b.operands) - start // in bytes when all ASCII, as it nearly always is
+		if !isASCII(b.operands[start:]) {
+			w = utf8.RuneCount(b.operands[start:])
+		}
 		b.ends = append(b.ends, len(b.operands))
+		b.widths = append(b.widths, w)
+		wOperands = max(wOperands, w)
 		wOpcode = max(wOpcode, len(e.Opcode.String())) // opcodes and flags are ASCII
 		wFlags = max(wFlags, len(flagText(e.Flags)))
 		if s := p.OpOf(e).Site; s != site {
@@ -430,32 +438,17 @@ func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.W
 			wName = max(wName, width(s.Name))
 		}
 	}
-	// The operands' widths: their lengths in bytes when all are ASCII, as they nearly always are.
-	ascii := isASCII(b.operands)
-	b.widths = b.widths[:0]
-	start := 0
-	for _, end := range b.ends {
-		w := end - start
-		if !ascii {
-			w = utf8.RuneCount(b.operands[start:end])
-		}
-		b.widths = append(b.widths, w)
-		wOperands = max(wOperands, w)
-		start = end
-	}
-	// "    [k]" is padded to the width of the last index plus 2: one space more for each digit
-	// that k has fewer.
-	digits := decimal.Len(uint64(len(chain) - 1))
-	b.opcodes.reset(digits+1, wOpcode+2)
+	b.index.reset(len("    []") + decimal.Len(uint64(len(chain)-1)) + 2)
+	b.opcodes.reset(0, wOpcode+2)
 	b.flags.reset(wOperands+2, wFlags+2)
 	file := diag.FileID(0)
 	b.file = b.file[:0] // the file cell of the row before: the name's padding, then "file:" or "-"
-	start = 0
+	start := 0
 	for k := range chain {
 		e := &chain[k]
 		op := p.OpOf(e)
-		dst = append(decimal.AppendUint(append(dst, "    ["...), uint64(k)), ']')
-		dst = append(dst, b.opcodes.cell(int(e.Opcode), e.Opcode.String())[decimal.Len(uint64(k))-1:]...)
+		dst = append(dst, b.index.next()...)
+		dst = append(dst, b.opcodes.cell(int(e.Opcode), e.Opcode.String())...)
 		end := b.ends[k]
 		dst = append(dst, b.operands[start:end]...)
 		start = end
@@ -477,6 +470,38 @@ func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.W
 		dst = append(dst, '\n')
 	}
 	return dst
+}
+
+// indexCell is the index cell of a chain's rows, "    [k]" padded, counted up from row to row.
+type indexCell struct {
+	text     []byte
+	k, width int
+	end      int // where "]" is in text
+}
+
+// reset starts the count of a chain whose index cells are padded to width.
+func (c *indexCell) reset(width int) {
+	c.text, c.k, c.width = c.text[:0], -1, width
+}
+
+// next is the cell of the next row.
+func (c *indexCell) next() []byte {
+	c.k++
+	// Add one to the digits, carrying; for row 0 and at a new digit, write the cell anew.
+	if t := c.text; len(t) > 0 {
+		i := c.end - 1
+		for ; t[i] == '9'; i-- {
+			t[i] = '0'
+		}
+		if t[i] != '[' {
+			t[i]++
+			return t
+		}
+	}
+	c.text = decimal.AppendUint(append(c.text[:0], "    ["...), uint64(c.k))
+	c.end = len(c.text)
+	c.text = pad(append(c.text, ']'), c.width-(c.end+1))
+	return c.text
 }
 
 // column is the cells of a column that takes few values in a chain, each made once and kept

@@ -90,3 +90,19 @@ func tabChain(p *ir.Plan, rp *ir.RankPlan, chain []ir.WQE) string {
 	tw.Flush()
 	return out.String()
 }
+
+// TestIndexCell: the index cell counted up from row to row is the one written anew, past every
+// new digit.
+func TestIndexCell(t *testing.T) {
+	for _, rows := range []int{1, 9, 10, 11, 100, 1001, 12345} {
+		width := len(fmt.Sprintf("    [%d]", rows-1)) + 2
+		var c indexCell
+		c.reset(width)
+		for k := range rows {
+			want := fmt.Sprintf("%-*s", width, fmt.Sprintf("    [%d]", k))
+			if got := string(c.next()); got != want {
+				t.Fatalf("%d rows: row %d: cell %q, want %q", rows, k, got, want)
+			}
+		}
+	}
+}
