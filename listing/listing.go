@@ -94,6 +94,7 @@ func (lw *Writer) writeAll(p *ir.Plan) error {
 // A block can be rendered apart from its writing (Render, then Emit), for ranks rendered at
 // once on several goroutines and written in order.
 type Writer struct {
+	w       io.Writer // under b
 	b       *bufio.Writer
 	opt     Options
 	json    bool
@@ -113,15 +114,15 @@ type Block struct {
 	operands     []byte
 	ends, widths []int
 	// The cells of the chain's index, opcode and flags columns, and its file cell.
-	index          indexCell
-	opcodes, flags column
-	file           []byte
-	names          fileNames
+	index                 indexCell
+	opcodes, flags, lines column
+	line                  []byte // the text of a cell of lines
+	names                 fileNames
 }
 
 // NewWriter returns a Writer of the text listing to w.
 func NewWriter(w io.Writer, opt Options) *Writer {
-	lw := &Writer{b: bufio.NewWriterSize(w, 1<<20), opt: opt}
+	lw := &Writer{w: w, b: bufio.NewWriterSize(w, 1<<20), opt: opt}
 	lw.blocks.New = func() any { return &Block{} }
 	return lw
 }
@@ -195,15 +196,26 @@ func (lw *Writer) Emit(p *ir.Plan, b *Block) error {
 			}
 			lw.b.WriteString("\n    ")
 		}
-		lw.b.Write(b.text)
+		if len(b.text) < directWrite {
+			lw.b.Write(b.text)
+		} else if lw.err = lw.b.Flush(); lw.err == nil { // not copied through the buffer
+			_, lw.err = lw.w.Write(b.text)
+		}
 		lw.ranks++
 	}
 	if cap(b.text) <= 16<<20 {
 		lw.blocks.Put(b)
 	}
+	if lw.err != nil {
+		return lw.err
+	}
 	_, err := lw.b.Write(nil) // the first write error, if any
 	return err
 }
+
+// directWrite is the length from which a block is written to the Writer's io.Writer as it is,
+// not copied into its buffer first.
+const directWrite = 64 << 10
 
 // Close writes what follows the ranks (the summary of p's Stats) and flushes the listing.
 func (lw *Writer) Close(p *ir.Plan) error {
@@ -307,6 +319,24 @@ func summary(s ir.Stats) string {
 		english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled, english.Plural(s.CriticalPath, "op"))
 }
 
+// appendSlice is g.AppendSlice(dst, s) with its numbers written in place: "buf", "buf[i]",
+// "buf[lo:hi]", or "-".
+func appendSlice(dst []byte, g *ir.Graph, s ir.Slice) []byte {
+	if !s.Valid() {
+		return append(dst, '-')
+	}
+	b := &g.Buffers[s.Buf]
+	dst = append(dst, b.Name...)
+	if s.Off == 0 && s.Len == b.Count && s.Len > 0 {
+		return dst
+	}
+	dst = decimal.AppendInt(append(dst, '['), s.Off)
+	if s.Len != 1 {
+		dst = decimal.AppendInt(append(dst, ':'), s.Off+s.Len)
+	}
+	return append(dst, ']')
+}
+
 // appendCond appends condition c in words: "<cq> >= <count>  (<op> done)".
 func appendCond(dst []byte, p *ir.Plan, rp *ir.RankPlan, c ir.Cond) []byte {
 	name := "?"
@@ -325,7 +355,7 @@ func appendCond(dst []byte, p *ir.Plan, rp *ir.RankPlan, c ir.Cond) []byte {
 // appendOperands appends a WQE's operands in words.
 func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 	g := p.Graph
-	sl := g.AppendSlice
+	sl := func(dst []byte, s ir.Slice) []byte { return appendSlice(dst, g, s) }
 	num := decimal.AppendInt
 	rank := func(dst []byte, r int32) []byte { return num(append(dst, "rank "...), int64(r)) }
 	// The local operand: one slice, or a scatter/gather list ("{a[0:4], a[8:12]} 2 SGEs"), and
@@ -417,20 +447,13 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 // flags and file cells with the padding of the cell before them in front (see column); the
 // index cell is counted up in place. So a row is a few copies.
 func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.WQE) []byte {
-	b.operands, b.ends, b.widths = b.operands[:0], b.ends[:0], b.widths[:0]
+	b.operands, b.ends = b.operands[:0], b.ends[:0]
 	wOpcode, wOperands, wFlags, wName := 0, 0, 0, 0
 	var site *ir.Site // of the row before
 	for k := range chain {
 		e := &chain[k]
-		start := len(b.operands)
 		b.operands = appendOperands(b.operands, p, rp, e)
-		w := len(b.operands) - start // in bytes when all ASCII, as it nearly always is
-		if !isASCII(b.operands[start:]) {
-			w = utf8.RuneCount(b.operands[start:])
-		}
 		b.ends = append(b.ends, len(b.operands))
-		b.widths = append(b.widths, w)
-		wOperands = max(wOperands, w)
 		wOpcode = max(wOpcode, len(e.Opcode.String())) // opcodes and flags are ASCII
 		wFlags = max(wFlags, len(flagText(e.Flags)))
 		if s := p.OpOf(e).Site; s != site {
@@ -438,36 +461,65 @@ func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.W
 			wName = max(wName, width(s.Name))
 		}
 	}
+	// The operands' widths: their lengths in bytes when all are ASCII, as they nearly always are.
+	ascii := isASCII(b.operands)
+	b.widths = b.widths[:0]
+	start := 0
+	for _, end := range b.ends {
+		w := end - start
+		if !ascii {
+			w = utf8.RuneCount(b.operands[start:end])
+			b.widths = append(b.widths, w)
+		}
+		wOperands = max(wOperands, w)
+		start = end
+	}
 	b.index.reset(len("    []") + decimal.Len(uint64(len(chain)-1)) + 2)
 	b.opcodes.reset(0, wOpcode+2)
 	b.flags.reset(wOperands+2, wFlags+2)
-	file := diag.FileID(0)
-	b.file = b.file[:0] // the file cell of the row before: the name's padding, then "file:" or "-"
-	start := 0
+	b.lines.reset(wName+2, 0)
+	file := diag.FileID(0) // of the cells in b.lines
+	start = 0
 	for k := range chain {
 		e := &chain[k]
 		op := p.OpOf(e)
 		dst = append(dst, b.index.next()...)
-		dst = append(dst, b.opcodes.cell(int(e.Opcode), e.Opcode.String())...)
+		cell, ok := b.opcodes.cell(int(e.Opcode))
+		if !ok {
+			cell = add(&b.opcodes, int(e.Opcode), e.Opcode.String())
+		}
+		dst = append(dst, cell...)
 		end := b.ends[k]
 		dst = append(dst, b.operands[start:end]...)
+		w := end - start
+		if !ascii {
+			w = b.widths[k]
+		}
 		start = end
-		dst = append(dst, b.flags.cell(int(e.Flags), flagText(e.Flags))[b.widths[k]:]...)
+		if cell, ok = b.flags.cell(int(e.Flags)); !ok {
+			cell = add(&b.flags, int(e.Flags), flagText(e.Flags))
+		}
+		dst = append(dst, cell[w:]...)
+		// The name, then "file:line" or "-" for no position: a cell of the lines column, by
+		// line, for the file of the row before.
 		dst = append(dst, op.Name...)
-		valid := op.Pos.IsValid()
-		if f := op.Pos.File; len(b.file) == 0 || valid != (file != 0) || valid && f != file {
-			b.file, file = pad(b.file[:0], wName+2), 0
-			if valid {
-				b.file, file = append(append(b.file, b.names.lookup(f)...), ':'), f
-			} else {
-				b.file = append(b.file, '-')
+		pos := op.Pos
+		if !pos.IsValid() {
+			pos = diag.Pos{}
+		}
+		if pos.File != file {
+			b.lines.reset(wName+2, 0)
+			file = pos.File
+		}
+		if cell, ok = b.lines.cell(int(pos.Line)); !ok {
+			text := append(b.line[:0], '-')
+			if pos.IsValid() {
+				text = decimal.AppendUint(append(append(text[:0], b.names.lookup(pos.File)...), ':'), uint64(pos.Line))
 			}
+			b.line = append(text, '\n')
+			cell = add(&b.lines, int(pos.Line), b.line)
 		}
-		dst = append(dst, b.file[width(op.Name):]...)
-		if valid {
-			dst = decimal.AppendUint(dst, uint64(op.Pos.Line))
-		}
-		dst = append(dst, '\n')
+		dst = append(dst, cell[width(op.Name):]...)
 	}
 	return dst
 }
@@ -504,36 +556,51 @@ func (c *indexCell) next() []byte {
 	return c.text
 }
 
-// column is the cells of a column that takes few values in a chain, each made once and kept
-// with lead spaces in front: the padding of the cell before it, which is lead spaces at most.
-// From its n-th byte on, a cell is what follows a cell before it n bytes short of the widest.
+// column is the cells of a column that takes few values in a chain (of 0 to maxValue), each
+// made once and kept with lead spaces in front: the padding of the cell before it, which is
+// lead spaces at most. From its n-th byte on, a cell is what follows a cell before it n bytes
+// short of the widest.
 type column struct {
 	lead, width int    // spaces in front; the width a cell is padded to
 	text        []byte // the cells made, back to back
-	at          []int  // where the cell of each value starts in text, plus 1 (0: not made)
+	at          []span // where the cell of each value is in text, if made since the reset
+	resets      int32
 }
+
+// span is where a cell is in its column's text, and after which reset of the column it was made.
+type span struct{ start, end, reset int32 }
+
+// maxValue bounds the values a column keeps cells for.
+const maxValue = 1 << 12
 
 // reset empties c for a chain.
 func (c *column) reset(lead, width int) {
 	c.lead, c.width, c.text = lead, width, c.text[:0]
-	clear(c.at)
+	c.resets++
 }
 
-// cell is the cell of value v, whose text is s.
-func (c *column) cell(v int, s string) []byte {
-	n := c.lead + max(c.width, len(s))
-	if v < len(c.at) && c.at[v] > 0 {
-		return c.text[c.at[v]-1:][:n]
+// cell is the cell of value v, if it was made.
+func (c *column) cell(v int) ([]byte, bool) {
+	if uint(v) >= uint(len(c.at)) || c.at[v].reset != c.resets {
+		return nil, false
+	}
+	at := c.at[v]
+	return c.text[at.start:at.end:at.end], true
+}
+
+// add makes the cell of value v of column c, whose text is s. Past maxValue, it is made for
+// this row only.
+func add[T string | []byte](c *column, v int, s T) []byte {
+	if uint(v) > maxValue {
+		return pad(append(pad(nil, c.lead), s...), c.width-len(s))
 	}
 	start := len(c.text)
 	c.text = pad(append(pad(c.text, c.lead), s...), c.width-len(s))
-	if 0 <= v && v < 64 { // a value of the few a column takes
-		for len(c.at) <= v {
-			c.at = append(c.at, 0)
-		}
-		c.at[v] = start + 1
+	for len(c.at) <= v {
+		c.at = append(c.at, span{})
 	}
-	return c.text[start:]
+	c.at[v] = span{int32(start), int32(len(c.text)), c.resets}
+	return c.text[start:len(c.text):len(c.text)]
 }
 
 // width is the width of s in runes.

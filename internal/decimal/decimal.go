@@ -8,6 +8,12 @@ import "math/bits"
 
 // AppendUint appends the decimal text of v to dst.
 func AppendUint(dst []byte, v uint64) []byte {
+	if v < 100 { // most numbers of a listing
+		if v < 10 {
+			return append(dst, byte('0'+v))
+		}
+		return append(dst, pairs[2*v], pairs[2*v+1])
+	}
 	n := Len(v)
 	if cap(dst)-len(dst) < n {
 		dst = append(dst, make([]byte, n)...)[:len(dst)]
