@@ -565,6 +565,7 @@ type column struct {
 	text        []byte // the cells made, back to back
 	at          []span // where the cell of each value is in text, if made since the reset
 	resets      int32
+	spare       []byte // the cell of a value past maxValue, for one row
 }
 
 // span is where a cell is in its column's text, and after which reset of the column it was made.
@@ -589,10 +590,11 @@ func (c *column) cell(v int) ([]byte, bool) {
 }
 
 // add makes the cell of value v of column c, whose text is s. Past maxValue, it is made for
-// this row only.
+// this row only, in c.spare.
 func add[T string | []byte](c *column, v int, s T) []byte {
 	if uint(v) > maxValue {
-		return pad(append(pad(nil, c.lead), s...), c.width-len(s))
+		c.spare = pad(append(pad(c.spare[:0], c.lead), s...), c.width-len(s))
+		return c.spare
 	}
 	start := len(c.text)
 	c.text = pad(append(pad(c.text, c.lead), s...), c.width-len(s))
