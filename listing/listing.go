@@ -11,13 +11,13 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"unicode/utf8"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/decimal"
 	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 )
@@ -94,6 +94,7 @@ func (lw *Writer) writeAll(p *ir.Plan) error {
 // A block can be rendered apart from its writing (Render, then Emit), for ranks rendered at
 // once on several goroutines and written in order.
 type Writer struct {
+	w       io.Writer // under b
 	b       *bufio.Writer
 	opt     Options
 	json    bool
@@ -106,19 +107,22 @@ type Writer struct {
 // Block is the text of one rank's block of a listing, rendered and not yet written. Blocks are
 // reused from rank to rank, with the memory they grew.
 type Block struct {
-	text  []byte
-	err   error
-	files fileNames
+	text []byte
+	err  error
 	// The operands of the chain being written, back to back, the end of each in operands, and
 	// the width of each in runes.
-	operands []byte
-	ends     []int
-	widths   []int
+	operands     []byte
+	ends, widths []int
+	// The cells of the chain's index, opcode and flags columns, and its file cell.
+	index                 indexCell
+	opcodes, flags, lines column
+	line                  []byte // the text of a cell of lines
+	names                 fileNames
 }
 
 // NewWriter returns a Writer of the text listing to w.
 func NewWriter(w io.Writer, opt Options) *Writer {
-	lw := &Writer{b: bufio.NewWriterSize(w, 1<<20), opt: opt}
+	lw := &Writer{w: w, b: bufio.NewWriterSize(w, 1<<20), opt: opt}
 	lw.blocks.New = func() any { return &Block{} }
 	return lw
 }
@@ -192,15 +196,26 @@ func (lw *Writer) Emit(p *ir.Plan, b *Block) error {
 			}
 			lw.b.WriteString("\n    ")
 		}
-		lw.b.Write(b.text)
+		if len(b.text) < directWrite {
+			lw.b.Write(b.text)
+		} else if lw.err = lw.b.Flush(); lw.err == nil { // not copied through the buffer
+			_, lw.err = lw.w.Write(b.text)
+		}
 		lw.ranks++
 	}
 	if cap(b.text) <= 16<<20 {
 		lw.blocks.Put(b)
 	}
+	if lw.err != nil {
+		return lw.err
+	}
 	_, err := lw.b.Write(nil) // the first write error, if any
 	return err
 }
+
+// directWrite is the length from which a block is written to the Writer's io.Writer as it is,
+// not copied into its buffer first.
+const directWrite = 64 << 10
 
 // Close writes what follows the ranks (the summary of p's Stats) and flushes the listing.
 func (lw *Writer) Close(p *ir.Plan) error {
@@ -290,22 +305,36 @@ type fileNames struct {
 	name string
 }
 
-// appendShortPos appends pos as file:line, or "-".
-func (f *fileNames) appendShortPos(dst []byte, pos diag.Pos) []byte {
-	if !pos.IsValid() {
-		return append(dst, '-')
+// lookup is the name of file id.
+func (f *fileNames) lookup(id diag.FileID) string {
+	if id != f.id {
+		f.id, f.name = id, id.Name()
 	}
-	if pos.File != f.id {
-		f.id, f.name = pos.File, pos.Filename()
-	}
-	dst = append(append(dst, f.name...), ':')
-	return strconv.AppendUint(dst, uint64(pos.Line), 10)
+	return f.name
 }
 
 func summary(s ir.Stats) string {
 	return fmt.Sprintf("%s (%d data), %s, WAITs %d naive -> %d, ENABLEs %d naive -> %d, %s, %s, %d signalled, critical path %s",
 		english.Plural(s.WQEs, "WQE"), s.DataWQEs, english.Plural(s.HostSteps, "HOST step"), s.NaiveWaits, s.Waits, s.NaiveEnables, s.Enables,
 		english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled, english.Plural(s.CriticalPath, "op"))
+}
+
+// appendSlice is g.AppendSlice(dst, s) with its numbers written in place: "buf", "buf[i]",
+// "buf[lo:hi]", or "-".
+func appendSlice(dst []byte, g *ir.Graph, s ir.Slice) []byte {
+	if !s.Valid() {
+		return append(dst, '-')
+	}
+	b := &g.Buffers[s.Buf]
+	dst = append(dst, b.Name...)
+	if s.Off == 0 && s.Len == b.Count && s.Len > 0 {
+		return dst
+	}
+	dst = decimal.AppendInt(append(dst, '['), s.Off)
+	if s.Len != 1 {
+		dst = decimal.AppendInt(append(dst, ':'), s.Off+s.Len)
+	}
+	return append(dst, ']')
 }
 
 // appendCond appends condition c in words: "<cq> >= <count>  (<op> done)".
@@ -319,33 +348,33 @@ func appendCond(dst []byte, p *ir.Plan, rp *ir.RankPlan, c ir.Cond) []byte {
 		who = p.Graph.Ops[c.Op].Name
 	}
 	dst = append(append(dst, name...), " >= "...)
-	dst = strconv.AppendUint(dst, uint64(c.Count), 10)
+	dst = decimal.AppendUint(dst, uint64(c.Count))
 	return append(append(append(dst, "  ("...), who...), " done)"...)
 }
 
 // appendOperands appends a WQE's operands in words.
 func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 	g := p.Graph
-	sl := g.AppendSlice
-	num := func(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
+	sl := func(dst []byte, s ir.Slice) []byte { return appendSlice(dst, g, s) }
+	num := decimal.AppendInt
 	rank := func(dst []byte, r int32) []byte { return num(append(dst, "rank "...), int64(r)) }
 	// The local operand: one slice, or a scatter/gather list ("{a[0:4], a[8:12]} 2 SGEs"), and
 	// its size in bytes.
-	segs := p.LocalSegs(e)
+	more := p.More(e)
 	local := func(dst []byte) []byte {
-		if len(segs) <= 1 {
+		if len(more) == 0 {
 			return sl(dst, e.Local.Slice())
 		}
-		dst = append(dst, '{')
-		for i, x := range segs {
-			if i > 0 {
-				dst = append(dst, ", "...)
-			}
-			dst = sl(dst, x)
+		dst = sl(append(dst, '{'), e.Local.Slice())
+		for _, x := range more {
+			dst = sl(append(dst, ", "...), x)
 		}
-		return append(num(append(dst, "} "...), int64(len(segs))), " SGEs"...)
+		return append(num(append(dst, "} "...), int64(1+len(more))), " SGEs"...)
 	}
-	size := func(dst []byte) []byte { return append(num(append(dst, " ("...), g.SegsBytes(segs)), " B)"...) }
+	size := func(dst []byte) []byte {
+		n := g.Bytes(e.Local.Slice()) + g.SegsBytes(more)
+		return append(num(append(dst, " ("...), n), " B)"...)
+	}
 	switch e.Opcode {
 	case ir.OpcSend:
 		if !e.Local.Valid() {
@@ -384,7 +413,7 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 			name = rp.Queues[e.Queue].Name
 		}
 		dst = append(append(append(dst, "enable "...), name...), " up to "...)
-		return strconv.AppendUint(dst, uint64(e.UpTo), 10)
+		return decimal.AppendUint(dst, uint64(e.UpTo))
 	case ir.OpcHost:
 		op := &g.Ops[e.Op]
 		switch op.Kind {
@@ -413,17 +442,24 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 // opcode, operands, flags, op name and file:line, each cell but the last padded with spaces to
 // its column's widest cell plus 2 (as text/tabwriter pads, with padding 2 and no minimum
 // width). The operands alone are rendered ahead, to learn their widths; the widths of the other
-// columns are known from the WQEs, so their cells are written once, in place.
+// columns are known from the WQEs, so their cells are written once, in place. The opcode, flags
+// and file cells take few values in a chain: each is made once per chain, padded, and the
+// flags and file cells with the padding of the cell before them in front (see column); the
+// index cell is counted up in place. So a row is a few copies.
 func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.WQE) []byte {
 	b.operands, b.ends = b.operands[:0], b.ends[:0]
 	wOpcode, wOperands, wFlags, wName := 0, 0, 0, 0
+	var site *ir.Site // of the row before
 	for k := range chain {
 		e := &chain[k]
 		b.operands = appendOperands(b.operands, p, rp, e)
 		b.ends = append(b.ends, len(b.operands))
 		wOpcode = max(wOpcode, len(e.Opcode.String())) // opcodes and flags are ASCII
 		wFlags = max(wFlags, len(flagText(e.Flags)))
-		wName = max(wName, utf8.RuneCountInString(p.OpOf(e).Name))
+		if s := p.OpOf(e).Site; s != site {
+			site = s
+			wName = max(wName, width(s.Name))
+		}
 	}
 	// The operands' widths: their lengths in bytes when all are ASCII, as they nearly always are.
 	ascii := isASCII(b.operands)
@@ -433,31 +469,150 @@ func (b *Block) writeChain(dst []byte, p *ir.Plan, rp *ir.RankPlan, chain []ir.W
 		w := end - start
 		if !ascii {
 			w = utf8.RuneCount(b.operands[start:end])
+			b.widths = append(b.widths, w)
 		}
-		b.widths = append(b.widths, w)
 		wOperands = max(wOperands, w)
 		start = end
 	}
-	var last [20]byte
-	wIndex := len("    []") + len(strconv.AppendInt(last[:0], int64(len(chain)-1), 10))
+	b.index.reset(len("    []") + decimal.Len(uint64(len(chain)-1)) + 2)
+	b.opcodes.reset(0, wOpcode+2)
+	b.flags.reset(wOperands+2, wFlags+2)
+	b.lines.reset(wName+2, 0)
+	file := diag.FileID(0) // of the cells in b.lines
 	start = 0
 	for k := range chain {
 		e := &chain[k]
 		op := p.OpOf(e)
-		row := len(dst)
-		dst = append(strconv.AppendInt(append(dst, "    ["...), int64(k), 10), ']')
-		dst = pad(dst, wIndex+2-(len(dst)-row))
-		opcode := e.Opcode.String()
-		dst = pad(append(dst, opcode...), wOpcode+2-len(opcode))
+		dst = append(dst, b.index.next()...)
+		cell, ok := b.opcodes.cell(int(e.Opcode))
+		if !ok {
+			cell = add(&b.opcodes, int(e.Opcode), e.Opcode.String())
+		}
+		dst = append(dst, cell...)
 		end := b.ends[k]
-		dst = pad(append(dst, b.operands[start:end]...), wOperands+2-b.widths[k])
+		dst = append(dst, b.operands[start:end]...)
+		w := end - start
+		if !ascii {
+			w = b.widths[k]
+		}
 		start = end
-		flags := flagText(e.Flags)
-		dst = pad(append(dst, flags...), wFlags+2-len(flags))
-		dst = pad(append(dst, op.Name...), wName+2-utf8.RuneCountInString(op.Name))
-		dst = append(b.files.appendShortPos(dst, op.Pos), '\n')
+		if cell, ok = b.flags.cell(int(e.Flags)); !ok {
+			cell = add(&b.flags, int(e.Flags), flagText(e.Flags))
+		}
+		dst = append(dst, cell[w:]...)
+		// The name, then "file:line" or "-" for no position: a cell of the lines column, by
+		// line, for the file of the row before.
+		dst = append(dst, op.Name...)
+		pos := op.Pos
+		if !pos.IsValid() {
+			pos = diag.Pos{}
+		}
+		if pos.File != file {
+			b.lines.reset(wName+2, 0)
+			file = pos.File
+		}
+		if cell, ok = b.lines.cell(int(pos.Line)); !ok {
+			text := append(b.line[:0], '-')
+			if pos.IsValid() {
+				text = decimal.AppendUint(append(append(text[:0], b.names.lookup(pos.File)...), ':'), uint64(pos.Line))
+			}
+			b.line = append(text, '\n')
+			cell = add(&b.lines, int(pos.Line), b.line)
+		}
+		dst = append(dst, cell[width(op.Name):]...)
 	}
 	return dst
+}
+
+// indexCell is the index cell of a chain's rows, "    [k]" padded, counted up from row to row.
+type indexCell struct {
+	text     []byte
+	k, width int
+	end      int // where "]" is in text
+}
+
+// reset starts the count of a chain whose index cells are padded to width.
+func (c *indexCell) reset(width int) {
+	c.text, c.k, c.width = c.text[:0], -1, width
+}
+
+// next is the cell of the next row.
+func (c *indexCell) next() []byte {
+	c.k++
+	// Add one to the digits, carrying; for row 0 and at a new digit, write the cell anew.
+	if t := c.text; len(t) > 0 {
+		i := c.end - 1
+		for ; t[i] == '9'; i-- {
+			t[i] = '0'
+		}
+		if t[i] != '[' {
+			t[i]++
+			return t
+		}
+	}
+	c.text = decimal.AppendUint(append(c.text[:0], "    ["...), uint64(c.k))
+	c.end = len(c.text)
+	c.text = pad(append(c.text, ']'), c.width-(c.end+1))
+	return c.text
+}
+
+// column is the cells of a column that takes few values in a chain (of 0 to maxValue), each
+// made once and kept with lead spaces in front: the padding of the cell before it, which is
+// lead spaces at most. From its n-th byte on, a cell is what follows a cell before it n bytes
+// short of the widest.
+type column struct {
+	lead, width int    // spaces in front; the width a cell is padded to
+	text        []byte // the cells made, back to back
+	at          []span // where the cell of each value is in text, if made since the reset
+	resets      int32
+	spare       []byte // the cell of a value past maxValue, for one row
+}
+
+// span is where a cell is in its column's text, and after which reset of the column it was made.
+type span struct{ start, end, reset int32 }
+
+// maxValue bounds the values a column keeps cells for.
+const maxValue = 1 << 12
+
+// reset empties c for a chain.
+func (c *column) reset(lead, width int) {
+	c.lead, c.width, c.text = lead, width, c.text[:0]
+	c.resets++
+}
+
+// cell is the cell of value v, if it was made.
+func (c *column) cell(v int) ([]byte, bool) {
+	if uint(v) >= uint(len(c.at)) || c.at[v].reset != c.resets {
+		return nil, false
+	}
+	at := c.at[v]
+	return c.text[at.start:at.end:at.end], true
+}
+
+// add makes the cell of value v of column c, whose text is s. Past maxValue, it is made for
+// this row only, in c.spare.
+func add[T string | []byte](c *column, v int, s T) []byte {
+	if uint(v) > maxValue {
+		c.spare = pad(append(pad(c.spare[:0], c.lead), s...), c.width-len(s))
+		return c.spare
+	}
+	start := len(c.text)
+	c.text = pad(append(pad(c.text, c.lead), s...), c.width-len(s))
+	for len(c.at) <= v {
+		c.at = append(c.at, span{})
+	}
+	c.at[v] = span{int32(start), int32(len(c.text)), c.resets}
+	return c.text[start:len(c.text):len(c.text)]
+}
+
+// width is the width of s in runes.
+func width(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return utf8.RuneCountInString(s)
+		}
+	}
+	return len(s)
 }
 
 // spaces is padding, sliced to length.

@@ -10,13 +10,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/lower"
 )
 
 // TestChainLayout: writeChain lays out every chain of every plan as text/tabwriter lays out the
-// same cells (padding 2, no minimum width), names and buffers in ASCII or not.
+// same cells (padding 2, no minimum width), names and buffers in ASCII or not, ops declared in
+// one file, in several or nowhere known.
 func TestChainLayout(t *testing.T) {
 	paths, err := filepath.Glob("../plans/*.dag")
 	require.NoError(t, err)
@@ -24,7 +26,8 @@ func TestChainLayout(t *testing.T) {
 	for _, path := range paths {
 		src, err := os.ReadFile(path)
 		require.NoError(t, err)
-		for _, wide := range []bool{false, true} {
+		for _, variant := range []string{"ascii", "wide", "files"} {
+			wide := variant == "wide"
 			g, err := planner.Load(path, src, map[string]int64{"ranks": 4})
 			require.NoError(t, err, path)
 			if wide { // names of more bytes than runes, in every column that is padded
@@ -34,6 +37,22 @@ func TestChainLayout(t *testing.T) {
 				for i := range g.Ops {
 					s := *g.Ops[i].Site
 					s.Name = "ö" + s.Name
+					g.Ops[i].Site = &s
+				}
+			}
+			if variant == "files" { // runs of ops in another file, or in none
+				other := diag.At("other/"+filepath.Base(path), 7, 1).File
+				for i := range g.Ops {
+					s := *g.Ops[i].Site
+					switch i / 2 % 3 {
+					case 1:
+						s.Pos.File = other
+					case 2:
+						s.Pos = diag.Pos{}
+					}
+					if i%5 == 0 { // past the lines a column keeps cells for
+						s.Pos.Line += maxValue
+					}
 					g.Ops[i].Site = &s
 				}
 			}
@@ -50,7 +69,7 @@ func TestChainLayout(t *testing.T) {
 							continue
 						}
 						got := b.writeChain(nil, p, rp, q.Chain)
-						require.Equal(t, tabChain(p, rp, q.Chain), string(got), "%s (wide names %v) for %s: rank %d %s", path, wide, target, r, q.Name)
+						require.Equal(t, tabChain(p, rp, q.Chain), string(got), "%s (%s) for %s: rank %d %s", path, variant, target, r, q.Name)
 					}
 				}
 			}
@@ -62,12 +81,51 @@ func TestChainLayout(t *testing.T) {
 func tabChain(p *ir.Plan, rp *ir.RankPlan, chain []ir.WQE) string {
 	var out bytes.Buffer
 	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)
-	var files fileNames
 	for k := range chain {
 		e := &chain[k]
 		op := p.OpOf(e)
-		fmt.Fprintf(tw, "    [%d]\t%s\t%s\t%s\t%s\t%s\n", k, e.Opcode, appendOperands(nil, p, rp, e), e.Flags, op.Name, files.appendShortPos(nil, op.Pos))
+		pos := "-"
+		if op.Pos.IsValid() {
+			pos = fmt.Sprintf("%s:%d", op.Pos.Filename(), op.Pos.Line)
+		}
+		fmt.Fprintf(tw, "    [%d]\t%s\t%s\t%s\t%s\t%s\n", k, e.Opcode, appendOperands(nil, p, rp, e), e.Flags, op.Name, pos)
 	}
 	tw.Flush()
 	return out.String()
+}
+
+// TestIndexCell: the index cell counted up from row to row is the one written anew, past every
+// new digit.
+func TestIndexCell(t *testing.T) {
+	for _, rows := range []int{1, 9, 10, 11, 100, 1001, 12345} {
+		width := len(fmt.Sprintf("    [%d]", rows-1)) + 2
+		var c indexCell
+		c.reset(width)
+		for k := range rows {
+			want := fmt.Sprintf("%-*s", width, fmt.Sprintf("    [%d]", k))
+			if got := string(c.next()); got != want {
+				t.Fatalf("%d rows: row %d: cell %q, want %q", rows, k, got, want)
+			}
+		}
+	}
+}
+
+// TestAppendSlice: the listing writes a slice as the Graph does, whole buffers, single
+// elements, ranges, empty slices and none.
+func TestAppendSlice(t *testing.T) {
+	g, err := planner.Load("ring_allreduce.dag", mustRead(t, "../plans/ring_allreduce.dag"), map[string]int64{"ranks": 4})
+	require.NoError(t, err)
+	for buf := range g.Buffers {
+		count := g.Buffers[buf].Count
+		for _, s := range []ir.Slice{{Buf: ir.BufID(buf), Len: count}, {Buf: ir.BufID(buf), Off: 1, Len: 1},
+			{Buf: ir.BufID(buf), Off: 3, Len: count - 3}, {Buf: ir.BufID(buf), Off: 2}, {Buf: ir.None}} {
+			require.Equal(t, string(g.AppendSlice([]byte("x "), s)), string(appendSlice([]byte("x "), g, s)), "%+v", s)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	src, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return src
 }
