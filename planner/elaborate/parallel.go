@@ -214,7 +214,10 @@ func (el *elaborator) opsLeft() int {
 	return el.maxOps - len(el.g.Ops)
 }
 
-// growTo returns s with room for n elements.
+// growTo returns s with room for n elements. Unlike slices.Grow it does not clear the new room
+// itself: a large allocation of memory fresh from the system is not written at all until it is
+// used, while clearing 80 MB of edges at once is a stretch that nothing can preempt, in which the
+// first write to each page faults (and a collection starting then waits for it, spinning).
 func growTo[T any](s []T, n int) []T {
 	if n > cap(s) {
 		return append(make([]T, 0, n), s...)

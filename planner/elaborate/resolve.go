@@ -2,7 +2,6 @@ package elaborate
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -51,7 +50,7 @@ func (el *elaborator) resolveRank() {
 	if free := cap(g.Edges) - len(g.Edges); free < len(el.pending) {
 		// SPMD: the other ranks have about as many edges as this one. Grow for them all at once
 		// rather than by doubling: the Graph keeps what Edges allocates.
-		g.Edges = slices.Grow(g.Edges, len(el.pending)*(el.end-el.rank))
+		g.Edges = growTo(g.Edges, len(g.Edges)+len(el.pending)*(el.end-el.rank))
 	}
 	for _, p := range el.pending {
 		from, ok := el.lookupOp(p.from)
