@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/coredag/coredag/diag"
@@ -204,8 +205,12 @@ func (el *elaborator) run() (sharded bool) {
 	if el.result() != nil {
 		return sharded
 	}
+	// Freeze builds the adjacency from the Edges alone, which matching leaves as they are: it
+	// runs beside matching (a Graph with a mismatch is dropped, frozen or not).
+	var frozen sync.WaitGroup
+	frozen.Go(func() { el.g.Freeze() })
 	el.matchMessages()
-	el.g.Freeze()
+	frozen.Wait()
 	return sharded
 }
 
