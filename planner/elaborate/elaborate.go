@@ -192,7 +192,6 @@ func (el *elaborator) run() (sharded bool) {
 		if r == 0 && el.g.Ranks > 1 { // SPMD: other ranks are as large, so grow once (growOps if not)
 			want := len(el.g.Ops) * el.g.Ranks
 			el.g.Ops = append(make([]ir.Op, 0, min(want, el.maxOps)), el.g.Ops...)
-			prefault(el.g.Ops[len(el.g.Ops):cap(el.g.Ops)])
 			if sharded = el.parallel(); sharded { // the other ranks are done, without a diagnostic
 				break
 			}
@@ -681,8 +680,8 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 	el.refs(at.after, s, id)
 }
 
-// prefault writes to every page of ops, an Op array just allocated, before anything else can
-// read it. An Op holds pointers, so a collection that starts while the ranks fill the array reads
+// prefault writes to every page of ops, part of an Op array just allocated, before anything
+// else can read it. An Op holds pointers, so a collection that starts while the ranks fill the array reads
 // all of it, and the kernel maps each page read before it is written to its shared zero page.
 // The first write to such a page then copies it and flushes it from every core's TLB, by an
 // interrupt to each: that was a quarter of the system time of checking 1024 ranks of the ring
