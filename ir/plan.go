@@ -352,10 +352,10 @@ type Deps struct {
 func NewDeps(n int, edges []Edge) *Deps {
 	d := &Deps{}
 	preds := func() {
-		d.PredStart, d.PredList = buildCSR(n, edges, func(e Edge) (int32, int32) { return int32(e.To), int32(e.From) })
+		d.PredStart, d.PredList = buildCSR(n, edges, true)
 	}
 	succs := func() {
-		d.SuccStart, d.SuccList = buildCSR(n, edges, func(e Edge) (int32, int32) { return int32(e.From), int32(e.To) })
+		d.SuccStart, d.SuccList = buildCSR(n, edges, false)
 	}
 	if len(edges) < parallelDeps {
 		preds()
