@@ -12,8 +12,10 @@ import (
 // The ranks past the first are elaborated in parallel. Each rank evaluates the SPMD text on its
 // own, so contiguous shards of ranks are elaborated at once, each into its window of the Graph's
 // ops, queues and edges (sized from rank 0, as the sequential run sizes them), and then joined in
-// rank order. A shard numbers its ops and queues from its own start; the numbers are shifted to
-// the Graph's once the shards before it are known. The Graph is the sequential one.
+// rank order. A shard numbers its ops and queues from where its windows start; the numbers are
+// shifted to the Graph's once the shards before it are known, if those were not as large as rank
+// 0 (ranks alike, as SPMD ranks mostly are, are numbered right away). The Graph is the
+// sequential one.
 //
 // Diagnostics are another matter: which mistake comes first, and where the op and iteration
 // limits are passed, depend on every rank before. So the shards only elaborate ranks without
@@ -150,6 +152,7 @@ func (el *elaborator) elaborateShard(sh *shard, ops0, queues0, edges0 int) {
 	g.Queues = window(g.Queues, sh.queuesAt, queues0*sh.end)
 	g.Edges = window(g.Edges, sh.edgesAt, edges0*sh.end)
 	el.g, el.shard, el.first, el.end, el.peerRefs = &g, sh, sh.first, sh.end, nil
+	el.opBase, el.queueBase = ir.OpID(sh.opsAt), ir.QueueID(sh.queuesAt)
 	defer func() { sh.ops, sh.queues, sh.edges, sh.peerRefs = g.Ops, g.Queues, g.Edges, el.peerRefs }()
 	for r := sh.first; r < sh.end; r++ {
 		if el.pool.failed.Load() {
@@ -164,9 +167,14 @@ func (el *elaborator) elaborateShard(sh *shard, ops0, queues0, edges0 int) {
 	}
 }
 
-// shift renumbers the shard's ops and queues, now at opsTo and queuesTo in g, from there.
+// shift renumbers the shard's ops and queues, numbered from where its windows started and now
+// at opsTo and queuesTo in g, from there: when its ranks and those before were as large as rank
+// 0, they are where they were numbered, and nothing changes.
 func (sh *shard) shift(g *ir.Graph) {
-	dop, dq := ir.OpID(sh.opsTo), ir.QueueID(sh.queuesTo)
+	dop, dq := ir.OpID(sh.opsTo-sh.opsAt), ir.QueueID(sh.queuesTo-sh.queuesAt)
+	if dop == 0 && dq == 0 {
+		return
+	}
 	for r := sh.first; r < sh.end; r++ {
 		s := &g.Rank[r]
 		s.FirstOp, s.EndOp, s.FirstQueue, s.EndQueue = s.FirstOp+dop, s.EndOp+dop, s.FirstQueue+dq, s.EndQueue+dq

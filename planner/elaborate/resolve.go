@@ -20,7 +20,7 @@ func (el *elaborator) resolveRank() {
 	span := g.Rank[el.rank]
 	for i, ref := range el.opQueue {
 		id := span.FirstOp + ir.OpID(i)
-		op := &g.Ops[id]
+		op := el.opOf(id)
 		if !op.Kind.OnQueue() {
 			continue
 		}
@@ -33,7 +33,7 @@ func (el *elaborator) resolveRank() {
 			continue
 		}
 		op.Queue = qid
-		q := &g.Queues[qid]
+		q := el.queueOf(qid)
 		if (op.Kind == ir.OpWrite || op.Kind == ir.OpRead) && q.Loopback() {
 			// Both slices are in this rank's memory, and DMA gives overlapping ranges no order.
 			for _, a := range op.SrcSegs() {
@@ -81,7 +81,7 @@ func (el *elaborator) lookupOp(r ref) (ir.OpID, bool) {
 	if el.opNames == nil { // a mistake: worth the names of the rank's ops
 		el.opNames = map[string]bool{}
 		span := el.g.Rank[el.rank]
-		for _, op := range el.g.Ops[span.FirstOp:span.EndOp] {
+		for _, op := range el.g.Ops[span.FirstOp-el.opBase : span.EndOp-el.opBase] {
 			base, _, _ := strings.Cut(op.Name, "[")
 			el.opNames[base] = true
 		}
@@ -101,8 +101,8 @@ func (el *elaborator) lookupOp(r ref) (ir.OpID, bool) {
 
 func (el *elaborator) queueNames(span ir.RankSpan) []string {
 	var names []string
-	for q := span.FirstQueue; q < ir.QueueID(len(el.g.Queues)); q++ {
-		names = append(names, el.g.Queues[q].Name)
+	for q := span.FirstQueue; q < el.nextQueue(); q++ {
+		names = append(names, el.queueOf(q).Name)
 	}
 	return names
 }
