@@ -60,8 +60,9 @@ type shard struct {
 
 // parallel elaborates ranks 1 .. Ranks-1 in shards, once rank 0 is done, when the plan is large
 // enough. It reports whether it did; if not, nothing of the Graph changed since rank 0. Either
-// way, the room that run made in Ops for them is prefaulted: here, window by window beside the
-// shards, each of which starts once its window is.
+// way, it first prefaults the room that run made in Ops for them, all of it: a prefault beside
+// the shards, window by window ahead of them, was outrun by the collection that scans Ops
+// (started by its allocation), which costs more than it saves (prefault).
 func (el *elaborator) parallel() bool {
 	g := el.g
 	n := workers
@@ -69,8 +70,8 @@ func (el *elaborator) parallel() bool {
 		n = runtime.GOMAXPROCS(0)
 	}
 	ops0, queues0, edges0 := len(g.Ops), len(g.Queues), len(g.Edges)
+	prefault(g.Ops[ops0:cap(g.Ops)])
 	if n < 2 || g.Ranks < 3 || ops0 == 0 || ops0*g.Ranks < parallelOps || ops0*g.Ranks > el.maxOps || !el.clean() {
-		prefault(g.Ops[ops0:cap(g.Ops)])
 		return false
 	}
 	// Windows for ranks as large as rank 0 (Ops was sized so by run).
@@ -85,27 +86,12 @@ func (el *elaborator) parallel() bool {
 		first, end := 1+(g.Ranks-1)*i/k, 1+(g.Ranks-1)*(i+1)/k
 		shards[i] = &shard{first: first, end: end, room: ops0 * (end - first), opsAt: ops0 * first, queuesAt: queues0 * first, edgesAt: edges0 * first}
 	}
-	// The pages of the windows are written first (prefault) in the order the shards start: the
-	// first shards start while the last windows are written. Faults take turns in the kernel:
-	// writing them on more goroutines would not be faster.
-	ready := make([]chan struct{}, k)
-	for i := range ready {
-		ready[i] = make(chan struct{})
-	}
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		all := g.Ops[:cap(g.Ops)]
-		for i, sh := range shards {
-			prefault(all[sh.opsAt:min(ops0*sh.end, len(all))])
-			close(ready[i])
-		}
-	})
 	var next atomic.Int64 // the next shard to elaborate
 	for range min(n, k) {
 		w := el.worker(p)
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(k) && !p.failed.Load(); i = next.Add(1) - 1 {
-				<-ready[i]
 				w.elaborateShard(shards[i], ops0, queues0, edges0)
 			}
 		})
