@@ -413,6 +413,8 @@ type Graph struct {
 // Freeze ends the construction of g: it builds the adjacency behind Preds and Succs and returns
 // g. Call it once, after the last change to g's fields; a Graph is not changed after it. Freeze
 // panics when g is already frozen: a frozen Graph may be read concurrently, so it cannot change.
+// It reads only the Edges and the number of Ops: the elaborator matches messages (Op.Match)
+// while it runs.
 func (g *Graph) Freeze() *Graph {
 	if g.adj != nil {
 		panic("ir: Freeze of a Graph that is already frozen")
