@@ -413,6 +413,8 @@ type Graph struct {
 // Freeze ends the construction of g: it builds the adjacency behind Preds and Succs and returns
 // g. Call it once, after the last change to g's fields; a Graph is not changed after it. Freeze
 // panics when g is already frozen: a frozen Graph may be read concurrently, so it cannot change.
+// It reads only the Edges and the number of Ops: the elaborator matches messages (Op.Match)
+// while it runs.
 func (g *Graph) Freeze() *Graph {
 	if g.adj != nil {
 		panic("ir: Freeze of a Graph that is already frozen")
@@ -461,10 +463,12 @@ func (g *Graph) WithEdges(edges []Edge) *Graph {
 	return out.Freeze()
 }
 
-func buildCSR(n int, edges []Edge, key func(Edge) (int32, int32)) (start, list []int32) {
+// buildCSR lists, for each of n ops, the other end of the edges it is the key of: their To
+// (byTo false: the successors) or their From (byTo: the predecessors), in the order of edges.
+func buildCSR(n int, edges []Edge, byTo bool) (start, list []int32) {
 	start = make([]int32, n+1)
 	for _, e := range edges {
-		k, _ := key(e)
+		k, _ := e.key(byTo)
 		start[k+1]++
 	}
 	for i := 0; i < n; i++ {
@@ -474,13 +478,21 @@ func buildCSR(n int, edges []Edge, key func(Edge) (int32, int32)) (start, list [
 	// the starts back one place (no second array of cursors).
 	list = make([]int32, len(edges))
 	for _, e := range edges {
-		k, v := key(e)
+		k, v := e.key(byTo)
 		list[start[k]] = v
 		start[k]++
 	}
 	copy(start[1:], start[:n])
 	start[0] = 0
 	return start, list
+}
+
+// key is e's key in buildCSR, and the op it lists under it.
+func (e Edge) key(byTo bool) (k, v int32) {
+	if byTo {
+		return int32(e.To), int32(e.From)
+	}
+	return int32(e.From), int32(e.To)
 }
 
 // frozen returns g's adjacency, panicking when g was never frozen.

@@ -77,3 +77,28 @@ func TestGraphVariants(t *testing.T) {
 	assert.Panics(t, func() { c.Preds(0) }, "an unfrozen Graph is not read")
 	assert.Panics(t, func() { g.Freeze() }, "a frozen Graph stays frozen")
 }
+
+// TestNewDepsLarge: past the size at which NewDeps builds predecessors and successors on two
+// goroutines, it still lists every op's in edge order.
+func TestNewDepsLarge(t *testing.T) {
+	const n, m = 5000, 1 << 17
+	g := &ir.Graph{Ops: make([]ir.Op, n)}
+	x := uint32(1)
+	for range m {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		g.Edges = append(g.Edges, ir.Edge{From: ir.OpID(x % n), To: ir.OpID(x / n % n)})
+	}
+	preds, succs := wantAdjacency(g)
+	d := ir.NewDeps(n, g.Edges)
+	for o := range ir.OpID(n) {
+		require.Equal(t, len(preds[o]), int(d.NumPreds(o)), "op %d", o)
+		if len(preds[o]) > 0 {
+			require.Equal(t, preds[o], d.Preds(o), "preds of op %d", o)
+		}
+		if len(succs[o]) > 0 {
+			require.Equal(t, succs[o], d.Succs(o), "succs of op %d", o)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"sync"
 )
 
 // This file defines the Plan: what Compile hands to the engines, the listing and the viz.
@@ -346,13 +347,30 @@ type Deps struct {
 	SuccStart, SuccList []int32 // successors of op o: SuccList[SuccStart[o]:SuccStart[o+1]]
 }
 
-// NewDeps builds the CSR adjacency of edges over n ops.
+// NewDeps builds the CSR adjacency of edges over n ops. Past parallelDeps edges, the
+// predecessors and the successors are built at once, the one beside the other.
 func NewDeps(n int, edges []Edge) *Deps {
 	d := &Deps{}
-	d.PredStart, d.PredList = buildCSR(n, edges, func(e Edge) (int32, int32) { return int32(e.To), int32(e.From) })
-	d.SuccStart, d.SuccList = buildCSR(n, edges, func(e Edge) (int32, int32) { return int32(e.From), int32(e.To) })
+	preds := func() {
+		d.PredStart, d.PredList = buildCSR(n, edges, true)
+	}
+	succs := func() {
+		d.SuccStart, d.SuccList = buildCSR(n, edges, false)
+	}
+	if len(edges) < parallelDeps {
+		preds()
+		succs()
+		return d
+	}
+	var wg sync.WaitGroup
+	wg.Go(preds)
+	succs()
+	wg.Wait()
 	return d
 }
+
+// parallelDeps is the least number of edges whose adjacency NewDeps builds on two goroutines.
+const parallelDeps = 1 << 15
 
 // Preds returns the ops o waits for.
 func (d *Deps) Preds(o OpID) []int32 { return d.PredList[d.PredStart[o]:d.PredStart[o+1]] }

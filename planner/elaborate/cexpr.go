@@ -35,7 +35,6 @@ const (
 	cOther ckind = iota // evalInt
 	cLit
 	cIdent
-	cParen
 	cBinary
 	cUnary
 	cCond
@@ -52,8 +51,8 @@ func compileExpr(e dsl.Expr) *cexpr {
 		c.kind, c.val = cLit, e.Value
 	case *dsl.Ident:
 		c.kind, c.name = cIdent, e.Name
-	case *dsl.ParenExpr:
-		c.kind, c.x = cParen, compileExpr(e.X)
+	case *dsl.ParenExpr: // evaluated as what it holds: no node of its own
+		return compileExpr(e.X)
 	case *dsl.BinaryExpr:
 		c.kind, c.bin, c.op, c.x, c.y = cBinary, e, binopOf(e.Op), compileExpr(e.X), compileExpr(e.Y)
 	case *dsl.UnaryExpr:
@@ -91,12 +90,6 @@ func (c *cexpr) eval(s *scope) (int64, *evalError) {
 		v, err := evalInt(c.e, s)
 		c.remember(s)
 		return v, err
-	case cParen:
-		v, err := c.x.eval(s)
-		if c.x.kind == cLit {
-			c.kind, c.val = cLit, v
-		}
-		return v, err
 	case cBinary:
 		x, err := c.x.eval(s)
 		if err != nil {
@@ -120,7 +113,10 @@ func (c *cexpr) eval(s *scope) (int64, *evalError) {
 		if err != nil {
 			return 0, err
 		}
-		v, err := applyBinary(c.bin, c.op, x, y)
+		v, ok := quickBinary(c.op, x, y)
+		if !ok {
+			v, err = applyBinary(c.bin, c.op, x, y)
+		}
 		c.fold(v, err, c.x, c.y)
 		return v, err
 	case cUnary:
@@ -142,6 +138,48 @@ func (c *cexpr) eval(s *scope) (int64, *evalError) {
 		return c.z.eval(s)
 	}
 	return evalInt(c.e, s)
+}
+
+// quickBinary is applyBinary for the operators and operands that index ops and slices: +, -, *
+// without overflow, / and % by a positive divisor, comparisons. It reports false for the rest,
+// and for anything applyBinary would refuse.
+func quickBinary(op binop, x, y int64) (int64, bool) {
+	switch op {
+	case opAdd:
+		r := x + y
+		return r, (r > x) == (y > 0)
+	case opSub:
+		r := x - y
+		return r, (r < x) == (y > 0)
+	case opMul:
+		if x == int64(int32(x)) && y == int64(int32(y)) { // the product fits in 64 bits
+			return x * y, true
+		}
+	case opDiv, opMod:
+		if y > 0 {
+			q, r := x/y, x%y
+			if r < 0 { // floor, not truncation
+				q, r = q-1, r+y
+			}
+			if op == opDiv {
+				return q, true
+			}
+			return r, true
+		}
+	case opEq:
+		return b2i(x == y), true
+	case opNe:
+		return b2i(x != y), true
+	case opLt:
+		return b2i(x < y), true
+	case opLe:
+		return b2i(x <= y), true
+	case opGt:
+		return b2i(x > y), true
+	case opGe:
+		return b2i(x >= y), true
+	}
+	return 0, false
 }
 
 // fold makes c the literal v, the value it evaluated to without error from operands x and y,

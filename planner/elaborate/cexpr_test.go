@@ -108,3 +108,27 @@ func TestNamesPastFullTables(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "3:4: op a[25] declared twice on this rank")
 }
+
+// quickBinary, where it answers, answers as applyBinary does: the same value, and never for
+// operands that applyBinary refuses.
+func TestQuickBinary(t *testing.T) {
+	vals := []int64{0, 1, -1, 2, -2, 3, -7, 7, 1 << 31, -1 << 31, 1<<31 - 1, 1 << 32, 1<<62 + 5, -1 << 62,
+		9223372036854775807, -9223372036854775808, 9223372036854775806, -9223372036854775807}
+	e := &dsl.BinaryExpr{Op: "?"}
+	answered := 0
+	for op := opAdd; op <= opLogOr; op++ {
+		for _, x := range vals {
+			for _, y := range vals {
+				v, ok := quickBinary(op, x, y)
+				if !ok {
+					continue
+				}
+				answered++
+				want, err := applyBinary(e, op, x, y)
+				require.Nil(t, err, "op %d on %d, %d: quickBinary answers %d where applyBinary refuses", op, x, y, v)
+				require.Equal(t, want, v, "op %d on %d, %d", op, x, y)
+			}
+		}
+	}
+	assert.Greater(t, answered, 1000)
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/coredag/coredag/diag"
@@ -64,6 +65,9 @@ type elaborator struct {
 	first     int // the ranks whose ops g holds: first .. end-1 (all of them, but in a shard)
 	end       int
 	shard     *shard // the shard this elaborator elaborates (parallel.go), nil: the whole plan
+	// the ids of g.Ops[0] and g.Queues[0]: 0, but in a shard, where they are its window's
+	opBase    ir.OpID
+	queueBase ir.QueueID
 	pool      *pool  // what it shares with the other shards
 	whyMaxOps string // why the limit is lower, for its diagnostic
 	countWork int    // what is left of maxCountWork
@@ -191,7 +195,6 @@ func (el *elaborator) run() (sharded bool) {
 		if r == 0 && el.g.Ranks > 1 { // SPMD: other ranks are as large, so grow once (growOps if not)
 			want := len(el.g.Ops) * el.g.Ranks
 			el.g.Ops = append(make([]ir.Op, 0, min(want, el.maxOps)), el.g.Ops...)
-			prefault(el.g.Ops[len(el.g.Ops):cap(el.g.Ops)])
 			if sharded = el.parallel(); sharded { // the other ranks are done, without a diagnostic
 				break
 			}
@@ -204,8 +207,12 @@ func (el *elaborator) run() (sharded bool) {
 	if el.result() != nil {
 		return sharded
 	}
+	// Freeze builds the adjacency from the Edges alone, which matching leaves as they are: it
+	// runs beside matching (a Graph with a mismatch is dropped, frozen or not).
+	var frozen sync.WaitGroup
+	frozen.Go(func() { el.g.Freeze() })
 	el.matchMessages()
-	el.g.Freeze()
+	frozen.Wait()
 	return sharded
 }
 
@@ -414,7 +421,7 @@ func (el *elaborator) elaborateRank(r int) {
 	el.broken.queues.reset()
 	el.pending = el.pending[:0]
 	el.opQueue = el.opQueue[:0]
-	g.Rank[r] = ir.RankSpan{FirstOp: ir.OpID(len(g.Ops)), FirstQueue: ir.QueueID(len(g.Queues))}
+	g.Rank[r] = ir.RankSpan{FirstOp: el.nextOp(), FirstQueue: el.nextQueue()}
 	if el.memo == nil {
 		el.memo = newMemo()
 	}
@@ -422,7 +429,7 @@ func (el *elaborator) elaborateRank(r int) {
 	top.bind("rank", int64(r))
 	el.stopped = false
 	el.block(el.names.code, top, true)
-	g.Rank[r].EndOp, g.Rank[r].EndQueue = ir.OpID(len(g.Ops)), ir.QueueID(len(g.Queues))
+	g.Rank[r].EndOp, g.Rank[r].EndQueue = el.nextOp(), el.nextQueue()
 	if !el.stopped { // after a failed assert, the missing declarations are no news
 		el.resolveRank()
 	}
@@ -596,9 +603,10 @@ func (el *elaborator) queue(st *dsl.QueueStmt, at *stmtCode, s *scope) {
 		return
 	}
 	name := el.text(&r)
-	id, fresh := claim(el, el.queueIdx, r, ir.QueueID(len(g.Queues)))
+	id, fresh := claim(el, el.queueIdx, r, el.nextQueue())
 	if !fresh {
-		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "queue %s declared twice", name).Relate(g.Queues[id].Pos, firstDeclaration(name, g.Queues[id].Pos, st.Name.Pos())), "queue declared twice")
+		first := el.queueOf(id).Pos
+		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "queue %s declared twice", name).Relate(first, firstDeclaration(name, first, st.Name.Pos())), "queue declared twice")
 		return
 	}
 	// A queue whose declaration fails is reported here; the ops on it are then not.
@@ -649,11 +657,11 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 		el.broken.ops.add("", st.Name.Ident.Name)
 		return
 	}
-	id := ir.OpID(len(g.Ops))
+	id := el.nextOp()
 	if first, fresh := claim(el, el.opIdx, r, id); !fresh {
-		name := el.text(&r)
+		name, pos := el.text(&r), el.opOf(first).Pos
 		el.report(phaseNames, el.rank, diag.Errorf(diag.Name, st.Name.Pos(), "op %s declared twice on this rank: give each op its own name or index", name).
-			Relate(g.Ops[first].Pos, firstDeclaration(name, g.Ops[first].Pos, st.Name.Pos())), "op declared twice")
+			Relate(pos, firstDeclaration(name, pos, st.Name.Pos())), "op declared twice")
 		return
 	}
 	if !el.opRoom() {
@@ -676,8 +684,16 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 	el.refs(at.after, s, id)
 }
 
-// prefault writes to every page of ops, an Op array just allocated, before anything else can
-// read it. An Op holds pointers, so a collection that starts while the ranks fill the array reads
+// nextOp is the id of the next op el makes, nextQueue of its next queue.
+func (el *elaborator) nextOp() ir.OpID       { return el.opBase + ir.OpID(len(el.g.Ops)) }
+func (el *elaborator) nextQueue() ir.QueueID { return el.queueBase + ir.QueueID(len(el.g.Queues)) }
+
+// opOf is the op of id, one that el made; queueOf is the queue of id.
+func (el *elaborator) opOf(id ir.OpID) *ir.Op          { return &el.g.Ops[id-el.opBase] }
+func (el *elaborator) queueOf(id ir.QueueID) *ir.Queue { return &el.g.Queues[id-el.queueBase] }
+
+// prefault writes to every page of ops, part of an Op array just allocated, before anything
+// else can read it. An Op holds pointers, so a collection that starts while the ranks fill the array reads
 // all of it, and the kernel maps each page read before it is written to its shared zero page.
 // The first write to such a page then copies it and flushes it from every core's TLB, by an
 // interrupt to each: that was a quarter of the system time of checking 1024 ranks of the ring

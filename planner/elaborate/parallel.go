@@ -12,8 +12,10 @@ import (
 // The ranks past the first are elaborated in parallel. Each rank evaluates the SPMD text on its
 // own, so contiguous shards of ranks are elaborated at once, each into its window of the Graph's
 // ops, queues and edges (sized from rank 0, as the sequential run sizes them), and then joined in
-// rank order. A shard numbers its ops and queues from its own start; the numbers are shifted to
-// the Graph's once the shards before it are known. The Graph is the sequential one.
+// rank order. A shard numbers its ops and queues from where its windows start; the numbers are
+// shifted to the Graph's once the shards before it are known, if those were not as large as rank
+// 0 (ranks alike, as SPMD ranks mostly are, are numbered right away). The Graph is the
+// sequential one.
 //
 // Diagnostics are another matter: which mistake comes first, and where the op and iteration
 // limits are passed, depend on every rank before. So the shards only elaborate ranks without
@@ -57,7 +59,10 @@ type shard struct {
 }
 
 // parallel elaborates ranks 1 .. Ranks-1 in shards, once rank 0 is done, when the plan is large
-// enough. It reports whether it did; if not, nothing of the Graph changed since rank 0.
+// enough. It reports whether it did; if not, nothing of the Graph changed since rank 0. Either
+// way, it first prefaults the room that run made in Ops for them, all of it: a prefault beside
+// the shards, window by window ahead of them, was outrun by the collection that scans Ops
+// (started by its allocation), which costs more than it saves (prefault).
 func (el *elaborator) parallel() bool {
 	g := el.g
 	n := workers
@@ -65,6 +70,7 @@ func (el *elaborator) parallel() bool {
 		n = runtime.GOMAXPROCS(0)
 	}
 	ops0, queues0, edges0 := len(g.Ops), len(g.Queues), len(g.Edges)
+	prefault(g.Ops[ops0:cap(g.Ops)])
 	if n < 2 || g.Ranks < 3 || ops0 == 0 || ops0*g.Ranks < parallelOps || ops0*g.Ranks > el.maxOps || !el.clean() {
 		return false
 	}
@@ -80,8 +86,8 @@ func (el *elaborator) parallel() bool {
 		first, end := 1+(g.Ranks-1)*i/k, 1+(g.Ranks-1)*(i+1)/k
 		shards[i] = &shard{first: first, end: end, room: ops0 * (end - first), opsAt: ops0 * first, queuesAt: queues0 * first, edgesAt: edges0 * first}
 	}
-	var next atomic.Int64 // the next shard to elaborate
 	var wg sync.WaitGroup
+	var next atomic.Int64 // the next shard to elaborate
 	for range min(n, k) {
 		w := el.worker(p)
 		wg.Go(func() {
@@ -132,6 +138,7 @@ func (el *elaborator) elaborateShard(sh *shard, ops0, queues0, edges0 int) {
 	g.Queues = window(g.Queues, sh.queuesAt, queues0*sh.end)
 	g.Edges = window(g.Edges, sh.edgesAt, edges0*sh.end)
 	el.g, el.shard, el.first, el.end, el.peerRefs = &g, sh, sh.first, sh.end, nil
+	el.opBase, el.queueBase = ir.OpID(sh.opsAt), ir.QueueID(sh.queuesAt)
 	defer func() { sh.ops, sh.queues, sh.edges, sh.peerRefs = g.Ops, g.Queues, g.Edges, el.peerRefs }()
 	for r := sh.first; r < sh.end; r++ {
 		if el.pool.failed.Load() {
@@ -146,9 +153,14 @@ func (el *elaborator) elaborateShard(sh *shard, ops0, queues0, edges0 int) {
 	}
 }
 
-// shift renumbers the shard's ops and queues, now at opsTo and queuesTo in g, from there.
+// shift renumbers the shard's ops and queues, numbered from where its windows started and now
+// at opsTo and queuesTo in g, from there: when its ranks and those before were as large as rank
+// 0, they are where they were numbered, and nothing changes.
 func (sh *shard) shift(g *ir.Graph) {
-	dop, dq := ir.OpID(sh.opsTo), ir.QueueID(sh.queuesTo)
+	dop, dq := ir.OpID(sh.opsTo-sh.opsAt), ir.QueueID(sh.queuesTo-sh.queuesAt)
+	if dop == 0 && dq == 0 {
+		return
+	}
 	for r := sh.first; r < sh.end; r++ {
 		s := &g.Rank[r]
 		s.FirstOp, s.EndOp, s.FirstQueue, s.EndQueue = s.FirstOp+dop, s.EndOp+dop, s.FirstQueue+dq, s.EndQueue+dq
@@ -214,7 +226,10 @@ func (el *elaborator) opsLeft() int {
 	return el.maxOps - len(el.g.Ops)
 }
 
-// growTo returns s with room for n elements.
+// growTo returns s with room for n elements. Unlike slices.Grow it does not clear the new room
+// itself: a large allocation of memory fresh from the system is not written at all until it is
+// used, while clearing 80 MB of edges at once is a stretch that nothing can preempt, in which the
+// first write to each page faults (and a collection starting then waits for it, spinning).
 func growTo[T any](s []T, n int) []T {
 	if n > cap(s) {
 		return append(make([]T, 0, n), s...)

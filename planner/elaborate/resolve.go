@@ -2,9 +2,11 @@ package elaborate
 
 import (
 	"fmt"
-	"slices"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
@@ -18,7 +20,7 @@ func (el *elaborator) resolveRank() {
 	span := g.Rank[el.rank]
 	for i, ref := range el.opQueue {
 		id := span.FirstOp + ir.OpID(i)
-		op := &g.Ops[id]
+		op := el.opOf(id)
 		if !op.Kind.OnQueue() {
 			continue
 		}
@@ -31,7 +33,7 @@ func (el *elaborator) resolveRank() {
 			continue
 		}
 		op.Queue = qid
-		q := &g.Queues[qid]
+		q := el.queueOf(qid)
 		if (op.Kind == ir.OpWrite || op.Kind == ir.OpRead) && q.Loopback() {
 			// Both slices are in this rank's memory, and DMA gives overlapping ranges no order.
 			for _, a := range op.SrcSegs() {
@@ -51,7 +53,7 @@ func (el *elaborator) resolveRank() {
 	if free := cap(g.Edges) - len(g.Edges); free < len(el.pending) {
 		// SPMD: the other ranks have about as many edges as this one. Grow for them all at once
 		// rather than by doubling: the Graph keeps what Edges allocates.
-		g.Edges = slices.Grow(g.Edges, len(el.pending)*(el.end-el.rank))
+		g.Edges = growTo(g.Edges, len(g.Edges)+len(el.pending)*(el.end-el.rank))
 	}
 	for _, p := range el.pending {
 		from, ok := el.lookupOp(p.from)
@@ -79,7 +81,7 @@ func (el *elaborator) lookupOp(r ref) (ir.OpID, bool) {
 	if el.opNames == nil { // a mistake: worth the names of the rank's ops
 		el.opNames = map[string]bool{}
 		span := el.g.Rank[el.rank]
-		for _, op := range el.g.Ops[span.FirstOp:span.EndOp] {
+		for _, op := range el.g.Ops[span.FirstOp-el.opBase : span.EndOp-el.opBase] {
 			base, _, _ := strings.Cut(op.Name, "[")
 			el.opNames[base] = true
 		}
@@ -99,8 +101,8 @@ func (el *elaborator) lookupOp(r ref) (ir.OpID, bool) {
 
 func (el *elaborator) queueNames(span ir.RankSpan) []string {
 	var names []string
-	for q := span.FirstQueue; q < ir.QueueID(len(el.g.Queues)); q++ {
-		names = append(names, el.g.Queues[q].Name)
+	for q := span.FirstQueue; q < el.nextQueue(); q++ {
+		names = append(names, el.queueOf(q).Name)
 	}
 	return names
 }
@@ -146,50 +148,106 @@ func (el *elaborator) pairQueues() {
 }
 
 // matchMessages matches the k-th send (or notify write) on each queue with the k-th recv its
-// peer posts, and checks their lengths.
+// peer posts, and checks their lengths. A large plan's queues are matched in parallel first
+// (each op is matched from one queue only: its own, or its queue's peer); if any of them has a
+// mistake, they are all matched again one after the other, which reports in order.
 func (el *elaborator) matchMessages() {
+	if len(el.g.Ops) >= parallelOps && el.matchParallel() {
+		return
+	}
+	for i := range el.g.Queues {
+		el.matchQueue(i, true)
+	}
+}
+
+// matchParallel matches the queues in parallel without reporting; it reports whether they all
+// matched.
+func (el *elaborator) matchParallel() bool {
+	n := workers
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	k := min(4*n, len(el.g.Queues))
+	var next atomic.Int64
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for range min(n, k) {
+		wg.Go(func() {
+			for c := next.Add(1) - 1; c < int64(k) && !failed.Load(); c = next.Add(1) - 1 {
+				for i := len(el.g.Queues) * int(c) / k; i < len(el.g.Queues)*int(c+1)/k; i++ {
+					if !el.matchQueue(i, false) {
+						failed.Store(true)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return !failed.Load()
+}
+
+// matchQueue matches the messages sent on queue i with the recvs of its peer. It reports
+// whether they all matched; when report is false, it stops at the first mistake, unreported.
+func (el *elaborator) matchQueue(i int, report bool) bool {
 	g := el.g
-	for i := range g.Queues {
-		q := &g.Queues[i]
-		if q.Peer == ir.None {
+	q := &g.Queues[i]
+	if q.Peer == ir.None {
+		return true
+	}
+	ok := true
+	recvs := g.Queues[q.Peer].RecvOps
+	k := 0
+	for _, sid := range q.SendOps {
+		s := &g.Ops[sid]
+		if s.Kind != ir.OpSend && !(s.Kind == ir.OpWrite && s.Notify) {
 			continue
 		}
-		recvs := g.Queues[q.Peer].RecvOps
-		k := 0
-		for _, sid := range q.SendOps {
-			s := &g.Ops[sid]
-			if s.Kind != ir.OpSend && !(s.Kind == ir.OpWrite && s.Notify) {
-				continue
+		if k >= len(recvs) {
+			if !report {
+				return false
 			}
-			if k >= len(recvs) {
-				el.errorOn(phaseMatch, int(s.Rank), diag.Match, s.Pos, "%s %s has no matching recv: rank %d posts %s on %s but this rank sends at least %s on %s",
-					s.Kind, s.Name, q.PeerRank, english.Plural(len(recvs), "recv"), g.Queues[q.Peer].Name, english.Plural(k+1, "message"), q.Name)
-				k++
-				continue
-			}
-			r := &g.Ops[recvs[k]]
-			s.Match, r.Match = recvs[k], sid
+			ok = false
+			el.errorOn(phaseMatch, int(s.Rank), diag.Match, s.Pos, "%s %s has no matching recv: rank %d posts %s on %s but this rank sends at least %s on %s",
+				s.Kind, s.Name, q.PeerRank, english.Plural(len(recvs), "recv"), g.Queues[q.Peer].Name, english.Plural(k+1, "message"), q.Name)
 			k++
-			if s.Kind == ir.OpWrite {
-				if r.Dst.Valid() {
-					const f = "recv %s takes a slice but is matched by notify write %s on rank %d: a notify write's data lands at its destination, so its recv takes no slice"
-					el.report(phaseMatch, int(r.Rank), diag.Errorf(diag.Match, r.Pos, f, r.Name, s.Name, s.Rank).
-						Relate(s.Pos, fmt.Sprintf("notify write %s on rank %d", s.Name, s.Rank)), f)
-				}
-				continue
-			}
-			if sb, rb := g.SegsBytes(s.SrcSegs()), g.SegsBytes(r.DstSegs()); sb != rb {
-				const f = "send %s of %s is matched by recv %s of %s on rank %d: lengths must be equal"
-				el.report(phaseMatch, int(s.Rank), diag.Errorf(diag.Match, s.Pos, f, s.Name, sizedSlice(g, s.SrcSegs()), r.Name, sizedSlice(g, r.DstSegs()), r.Rank).
-					Relate(r.Pos, fmt.Sprintf("recv %s of %s on rank %d", r.Name, sizedSlice(g, r.DstSegs()), r.Rank)), f)
-			}
+			continue
 		}
-		for sent := k; k < len(recvs); k++ {
-			r := &g.Ops[recvs[k]]
-			el.errorOn(phaseMatch, int(r.Rank), diag.Match, r.Pos, "recv %s is never matched: rank %d sends only %s on %s, the peer of %s",
-				r.Name, q.Rank, english.Plural(sent, "message"), q.Name, g.Queues[q.Peer].Name)
+		r := &g.Ops[recvs[k]]
+		s.Match, r.Match = recvs[k], sid
+		k++
+		if s.Kind == ir.OpWrite {
+			if r.Dst.Valid() {
+				if !report {
+					return false
+				}
+				ok = false
+				const f = "recv %s takes a slice but is matched by notify write %s on rank %d: a notify write's data lands at its destination, so its recv takes no slice"
+				el.report(phaseMatch, int(r.Rank), diag.Errorf(diag.Match, r.Pos, f, r.Name, s.Name, s.Rank).
+					Relate(s.Pos, fmt.Sprintf("notify write %s on rank %d", s.Name, s.Rank)), f)
+			}
+			continue
+		}
+		if sb, rb := g.SegsBytes(s.SrcSegs()), g.SegsBytes(r.DstSegs()); sb != rb {
+			if !report {
+				return false
+			}
+			ok = false
+			const f = "send %s of %s is matched by recv %s of %s on rank %d: lengths must be equal"
+			el.report(phaseMatch, int(s.Rank), diag.Errorf(diag.Match, s.Pos, f, s.Name, sizedSlice(g, s.SrcSegs()), r.Name, sizedSlice(g, r.DstSegs()), r.Rank).
+				Relate(r.Pos, fmt.Sprintf("recv %s of %s on rank %d", r.Name, sizedSlice(g, r.DstSegs()), r.Rank)), f)
 		}
 	}
+	if k < len(recvs) && !report {
+		return false
+	}
+	for sent := k; k < len(recvs); k++ {
+		ok = false
+		r := &g.Ops[recvs[k]]
+		el.errorOn(phaseMatch, int(r.Rank), diag.Match, r.Pos, "recv %s is never matched: rank %d sends only %s on %s, the peer of %s",
+			r.Name, q.Rank, english.Plural(sent, "message"), q.Name, g.Queues[q.Peer].Name)
+	}
+	return ok
 }
 
 // sizedSlice describes a message buffer (a slice or a scatter/gather list) for diagnostics:
