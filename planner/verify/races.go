@@ -238,29 +238,29 @@ type raceFinder struct {
 
 // sweeper sweeps a run of (rank, buffer) groups with its own search scratch.
 type sweeper struct {
-	f        *raceFinder
-	s        search
-	deferred [][]deferredQuery // in chunks of deferChunk, so that growing copies nothing
+	f *raceFinder
+	s search
+	// The deferred queries, in chunks of deferChunk, so that growing copies nothing: their
+	// events, dropped once the queries are split (resolve), and the refs of their accesses.
+	deferred [][][2]event
+	refs     [][][2]int32
 	ndefer   int
 	found    map[[2]int32]bool
 	races    [][2]int32
 	checked  []int32 // earlier accesses already checked against the current one
 }
 
-// deferredQuery is a check that reach gave up on: does access p end before access a starts
+// A deferred query is a check that reach gave up on: does access p end before access a starts
 // (events x and y)? p and a are refs.
-type deferredQuery struct {
-	x, y event
-	p, a int32
-}
 
-// deferChunk is how many deferred queries one chunk holds (256 KiB).
+// deferChunk is how many deferred queries one chunk holds (128 KiB of events and of refs).
 const deferChunk = 1 << 14
 
-// deferredAt returns deferred query i.
-func (w *sweeper) deferredAt(i int) *deferredQuery {
-	return &w.deferred[i/deferChunk][i%deferChunk]
-}
+// deferredAt returns the events of deferred query i.
+func (w *sweeper) deferredAt(i int) [2]event { return w.deferred[i/deferChunk][i%deferChunk] }
+
+// refsAt returns the refs of deferred query i.
+func (w *sweeper) refsAt(i int) [2]int32 { return w.refs[i/deferChunk][i%deferChunk] }
 
 type segState struct {
 	last  int32
@@ -299,18 +299,27 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection, serial f
 	for w := 1; w < len(sw); w++ {
 		base[w] = base[w-1] + sw[w-1].ndefer
 	}
-	at := func(i int) *deferredQuery {
+	at := func(i int) (*sweeper, int) {
 		w, _ := slices.BinarySearch(base, i+1)
-		return sw[w-1].deferredAt(i - base[w-1])
+		return sw[w-1], i - base[w-1]
 	}
 	ans := f.h.resolve(n, func(i int) hbQuery {
-		d := at(i)
-		return hbQuery{x: d.x, y: d.y}
-	}, serial)
+		w, j := at(i)
+		d := w.deferredAt(j)
+		return hbQuery{x: d[0], y: d[1]}
+	}, func() {
+		for _, w := range sw {
+			w.deferred = nil // split, the queries need only their refs
+		}
+		if serial != nil {
+			serial()
+		}
+	})
 	for i, ok := range ans {
 		if !ok {
-			d := at(i)
-			f.race(d.p, d.a)
+			w, j := at(i)
+			r := w.refsAt(j)
+			f.race(r[0], r[1])
 		}
 	}
 	return f.collect()
@@ -627,10 +636,12 @@ func (w *sweeper) check(p, a int32) {
 		}
 	case reachUnknown:
 		if w.ndefer%deferChunk == 0 {
-			w.deferred = append(w.deferred, make([]deferredQuery, 0, deferChunk))
+			w.deferred = append(w.deferred, make([][2]event, 0, deferChunk))
+			w.refs = append(w.refs, make([][2]int32, 0, deferChunk))
 		}
-		last := &w.deferred[len(w.deferred)-1]
-		*last = append(*last, deferredQuery{x: pa.to, y: aa.from, p: pa.ref(), a: aa.ref()})
+		k := len(w.deferred) - 1
+		w.deferred[k] = append(w.deferred[k], [2]event{pa.to, aa.from})
+		w.refs[k] = append(w.refs[k], [2]int32{pa.ref(), aa.ref()})
 		w.ndefer++
 	}
 }

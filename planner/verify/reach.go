@@ -76,16 +76,15 @@ type sepReach struct {
 	member, sepMember []uint64
 
 	// The scratch of certify: per queue, the chains of the separator ranks' sides (chainKey;
-	// -1 for none); per rank, its place in the separator (-1: none); per question of the
-	// component, its first block; the open questions; those carried to the next block.
+	// -1 for none); per rank, its place in the separator (-1: none); the open questions; those
+	// carried to the next block.
 	chainAt []int32
 	sepAt   []int32
-	blk     []int32
 	open    []int32
 	carry   []int32
 
-	// The scratch of children: per question, its component; the questions, when they go to
-	// several components.
+	// The scratch of children, and of certify between them: per question, its component (its
+	// first block); the questions, when they go to several components.
 	dst   []int32
 	spare []subQuery
 
@@ -106,7 +105,7 @@ type component struct {
 // resolve answers the n queries at(0), ..., at(n-1) exactly: ans[i] reports whether at(i)'s x
 // happens before or at its y. It renumbers h by topological position. at may be called from
 // several goroutines at once. Unless nil, serial is called when resolve comes to its steps that
-// run on one goroutine.
+// run on one goroutine; at is not called after.
 func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []bool) {
 	if n == 0 {
 		return nil
@@ -530,10 +529,10 @@ func (r *sepReach) certify(c component, sep []int32) {
 	// a look at the ops of its events). The questions are looked at on all CPUs, in parts: part
 	// p places its questions of a first block after those of the parts before it. wide[p][b]
 	// says that part p asks block b a question whose out labels need paths off the separator.
-	if cap(r.blk) < len(c.subs) {
-		r.blk = make([]int32, len(c.subs))
+	if cap(r.dst) < len(c.subs) {
+		r.dst = make([]int32, len(c.subs))
 	}
-	blk := r.blk[:len(c.subs)]
+	blk := r.dst[:len(c.subs)]
 	parts := workerCount(len(c.subs), minSplitPart)
 	at := make([][]int, parts) // at[p][b]: where part p places its next question of block b
 	wide := make([][]bool, parts)
