@@ -711,11 +711,16 @@ func (r *sepReach) lanesOf(s *subQuery, lc *laneChains) (first, last int32, loca
 		// The entries of y's rank, when they are one sweep's worth: else y's chain, if any.
 		return lc.entry[iy], lc.entry[iy+1] - 1, false
 	}
-	if ch := r.onChain(s.y); ch >= 0 {
-		return ch, ch, false
+	// Only an event of a separator rank can be on its chains (a look at the event's op).
+	if iy >= 0 {
+		if ch := r.onChain(s.y); ch >= 0 {
+			return ch, ch, false
+		}
 	}
-	if ch := r.onChain(s.x); ch >= 0 {
-		return ch, ch, true
+	if ix >= 0 {
+		if ch := r.onChain(s.x); ch >= 0 {
+			return ch, ch, true
+		}
 	}
 	switch {
 	case iy >= 0: // on the same rank as x, or its path passes that rank's entries
@@ -888,26 +893,24 @@ func (r *sepReach) span(subs []subQuery, ask [2][]int32) (first, last int32) {
 // labelIn sets, for each lane, the in label at the positions of w: the last position on the
 // lane's chain that reaches the event there, counting only paths inside w.
 func labelIn[T int16 | int32](r *sepReach, lab *labels[T], w window, block []chain) {
-	in := lab.label
+	in := quads(lab.label)
 	start, succ := r.h.succStart, r.h.succ
 	n := w.len()
 	inParts(n, minRenumber, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			t := w.at(i)
-			it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
-			it[0], it[1], it[2], it[3] = -1, -1, -1, -1
+			in[w.at(i)] = [lanes]T{-1, -1, -1, -1}
 		}
 	})
 	seed(r, lab, block)
 	for i := 0; i < n; i++ {
 		t := w.at(i)
-		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
+		it := in[t]
 		if max(it[0], it[1], it[2], it[3]) < 0 {
 			continue
 		}
 		for _, v := range succ[start[t]:start[t+1]] {
 			if w.has(v) {
-				iw := in[v*lanes : v*lanes+lanes : v*lanes+lanes]
+				iw := &in[v]
 				iw[0], iw[1], iw[2], iw[3] = max(iw[0], it[0]), max(iw[1], it[1]), max(iw[2], it[2]), max(iw[3], it[3])
 			}
 		}
@@ -918,28 +921,36 @@ func labelIn[T int16 | int32](r *sepReach, lab *labels[T], w window, block []cha
 // the lane's chain that the event there reaches, counting only paths inside w. The sweeps are
 // unrolled for four lanes.
 func labelOut[T int16 | int32](r *sepReach, lab *labels[T], w window, block []chain) {
-	out, top := lab.label, lab.top
+	out, top := quads(lab.label), lab.top
 	start, succ := r.h.succStart, r.h.succ
 	n := w.len()
 	inParts(n, minRenumber, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			t := w.at(i)
-			ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
-			ot[0], ot[1], ot[2], ot[3] = top, top, top, top
+			out[w.at(i)] = [lanes]T{top, top, top, top}
 		}
 	})
 	// An event on a chain reaches nothing earlier on it: its seed stays its label.
 	seed(r, lab, block)
 	for i := n - 1; i >= 0; i-- {
 		t := w.at(i)
-		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
+		ot := out[t]
 		for _, v := range succ[start[t]:start[t+1]] {
 			if w.has(v) {
-				ow := out[v*lanes : v*lanes+lanes : v*lanes+lanes]
+				ow := &out[v]
 				ot[0], ot[1], ot[2], ot[3] = min(ot[0], ow[0]), min(ot[1], ow[1]), min(ot[2], ow[2]), min(ot[3], ow[3])
 			}
 		}
+		out[t] = ot
 	}
+}
+
+// quads views the labels of each position, lanes of them side by side, as one array: neither
+// holds pointers, and the view keeps the labels alive.
+func quads[T int16 | int32](label []T) [][lanes]T {
+	if len(label) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*[lanes]T)(unsafe.Pointer(unsafe.SliceData(label))), len(label)/lanes)
 }
 
 // seed sets the label of every event on the chains of block, in the lane of its chain, to its
