@@ -94,7 +94,12 @@ type sepReach struct {
 	ans     []bool
 	residue []hbQuery
 	resOf   []int32
+
+	swept [2]int // how many positions the sweeps of the in labels and of the out labels visited
 }
+
+// resolved, when set (by tests), is given the scratch of resolve once it is done.
+var resolved func(r *sepReach)
 
 // component is a set of ranks with the questions still open in it.
 type component struct {
@@ -157,6 +162,9 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []b
 		if q.ans {
 			r.ans[r.resOf[i]] = true
 		}
+	}
+	if resolved != nil {
+		resolved(r)
 	}
 	return r.ans
 }
@@ -823,6 +831,8 @@ func newLabels[T int16 | int32](free []T, n int, top T) *labels[T] {
 // out labels over wout (w, or the part of it the paths from the questions' x need).
 func answerBlock[T int16 | int32](r *sepReach, lab *labels[T], subs []subQuery, ask [2][]int32, w, wout window, block []chain) {
 	topo := r.h.topo
+	r.swept[0] += w.len()
+	r.swept[1] += wout.len()
 	labelIn(r, lab, w, block)
 	n := len(ask[0]) + len(ask[1])
 	if cap(lab.yin) < lanes*n {
