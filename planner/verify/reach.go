@@ -214,7 +214,6 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 		r.lab32 = newLabels(free, lanes*h.n, math.MaxInt32)
 	}
 	r.member = make([]uint64, (h.n+63)/64)
-	r.sepMember = make([]uint64, (h.n+63)/64)
 	return r
 }
 
@@ -533,8 +532,8 @@ func (r *sepReach) certify(c component, sep []int32) {
 	}
 	lc := r.laneChains(sep)
 	nblocks := len(lc.blocks)
-	// blk[i] is the first block that may answer c.subs[i], or -1 when it is answered (each costs
-	// a look at the ops of its events). The questions are looked at on all CPUs, in parts: part
+	// blk[i] is the first block that may answer c.subs[i], or -1 when it is answered or no
+	// chain can answer it (each costs a look at the ranks of its events). The questions are looked at on all CPUs, in parts: part
 	// p places its questions of a first block after those of the parts before it. wide[p][b]
 	// says that part p asks block b a question whose out labels need paths off the separator.
 	if cap(r.dst) < len(c.subs) {
@@ -978,6 +977,9 @@ func seed[T int16 | int32](r *sepReach, lab *labels[T], block []chain) {
 // sepPositions lists the topological positions of the events of the separator ranks sep, in
 // order, and marks them in sepMember (certify clears the marks).
 func (r *sepReach) sepPositions(sep []int32) []int32 {
+	if r.sepMember == nil {
+		r.sepMember = make([]uint64, (r.h.n+63)/64)
+	}
 	ts := []int32{}
 	for _, k := range sep {
 		first, end := r.g.RankOps(int(k))
