@@ -567,6 +567,13 @@ func (r *sepReach) certify(c component, sep []int32) {
 		}
 		at[p], wide[p] = count, wp
 	})
+	// global[b]: some question asks block b for out labels of paths off the separator.
+	global := make([]bool, nblocks)
+	for _, wp := range wide {
+		for b, w := range wp {
+			global[b] = global[b] || w
+		}
+	}
 	// Block b's first questions are open[firstAt[b]:firstAt[b+1]].
 	firstAt := cursors(at, nblocks)
 	if cap(r.open) < firstAt[nblocks] {
@@ -594,7 +601,7 @@ func (r *sepReach) certify(c component, sep []int32) {
 		first, last := r.span(c.subs, ask)
 		w := r.window(ts, whole, r.member, first, last)
 		wout := w
-		if b >= lc.exits && !slices.Contains(column(wide, b), true) {
+		if b >= lc.exits && !global[b] {
 			if sepTs == nil {
 				sepTs = r.sepPositions(sep)
 			}
@@ -628,15 +635,6 @@ func (r *sepReach) certify(c component, sep []int32) {
 			r.member[t/64] &^= 1 << (t % 64)
 		}
 	}
-}
-
-// column is the b-th element of each row.
-func column[T any](rows [][]T, b int) []T {
-	out := make([]T, len(rows))
-	for p, row := range rows {
-		out[p] = row[b]
-	}
-	return out
 }
 
 // laneChains are the chains of a separator, in blocks of lanes: the entry chains of its ranks
