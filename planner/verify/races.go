@@ -238,29 +238,29 @@ type raceFinder struct {
 
 // sweeper sweeps a run of (rank, buffer) groups with its own search scratch.
 type sweeper struct {
-	f        *raceFinder
-	s        search
-	deferred [][]deferredQuery // in chunks of deferChunk, so that growing copies nothing
+	f *raceFinder
+	s search
+	// The deferred queries, in chunks of deferChunk, so that growing copies nothing: their
+	// events, dropped once the queries are split (resolve), and the refs of their accesses.
+	deferred [][][2]event
+	refs     [][][2]int32
 	ndefer   int
 	found    map[[2]int32]bool
 	races    [][2]int32
 	checked  []int32 // earlier accesses already checked against the current one
 }
 
-// deferredQuery is a check that reach gave up on: does access p end before access a starts
+// A deferred query is a check that reach gave up on: does access p end before access a starts
 // (events x and y)? p and a are refs.
-type deferredQuery struct {
-	x, y event
-	p, a int32
-}
 
-// deferChunk is how many deferred queries one chunk holds (256 KiB).
+// deferChunk is how many deferred queries one chunk holds (128 KiB of events and of refs).
 const deferChunk = 1 << 14
 
-// deferredAt returns deferred query i.
-func (w *sweeper) deferredAt(i int) *deferredQuery {
-	return &w.deferred[i/deferChunk][i%deferChunk]
-}
+// deferredAt returns the events of deferred query i.
+func (w *sweeper) deferredAt(i int) [2]event { return w.deferred[i/deferChunk][i%deferChunk] }
+
+// refsAt returns the refs of deferred query i.
+func (w *sweeper) refsAt(i int) [2]int32 { return w.refs[i/deferChunk][i%deferChunk] }
 
 type segState struct {
 	last  int32
@@ -299,18 +299,27 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection, serial f
 	for w := 1; w < len(sw); w++ {
 		base[w] = base[w-1] + sw[w-1].ndefer
 	}
-	at := func(i int) *deferredQuery {
+	at := func(i int) (*sweeper, int) {
 		w, _ := slices.BinarySearch(base, i+1)
-		return sw[w-1].deferredAt(i - base[w-1])
+		return sw[w-1], i - base[w-1]
 	}
 	ans := f.h.resolve(n, func(i int) hbQuery {
-		d := at(i)
-		return hbQuery{x: d.x, y: d.y}
-	}, serial)
+		w, j := at(i)
+		d := w.deferredAt(j)
+		return hbQuery{x: d[0], y: d[1]}
+	}, func() {
+		for _, w := range sw {
+			w.deferred = nil // split, the queries need only their refs
+		}
+		if serial != nil {
+			serial()
+		}
+	})
 	for i, ok := range ans {
 		if !ok {
-			d := at(i)
-			f.race(d.p, d.a)
+			w, j := at(i)
+			r := w.refsAt(j)
+			f.race(r[0], r[1])
 		}
 	}
 	return f.collect()
@@ -368,16 +377,18 @@ type group struct{ start, end int32 }
 func (w *sweeper) sweep(groups []group) {
 	g, acc := w.f.g, w.f.acc
 	var states []segState
-	var bounds []int64
+	var ends []int64 // the bounds of each access of the group, read from its op once
+	var bounds segIndex
 	for _, grp := range groups {
-		bounds = bounds[:0]
+		bounds.reset()
+		ends = ends[:0]
 		for a := grp.start; a < grp.end; a++ {
 			s := acc[a].slice(g)
-			bounds = append(bounds, s.Off, s.Off+s.Len)
+			ends = append(ends, s.Off, s.Off+s.Len)
+			bounds.add(s.Off)
+			bounds.add(s.Off + s.Len)
 		}
-		slices.Sort(bounds)
-		bounds = slices.Compact(bounds)
-		nseg := len(bounds) - 1
+		nseg := bounds.number() - 1
 		for len(states) < nseg {
 			states = append(states, segState{})
 		}
@@ -385,9 +396,8 @@ func (w *sweeper) sweep(groups []group) {
 			states[s] = segState{last: -1, reads: states[s].reads[:0], adds: states[s].adds[:0]}
 		}
 		for a := grp.start; a < grp.end; a++ {
-			s := acc[a].slice(g)
-			lo, _ := slices.BinarySearch(bounds, s.Off)
-			hi, _ := slices.BinarySearch(bounds, s.Off+s.Len)
+			k := 2 * (a - grp.start)
+			lo, hi := bounds.index(ends[k]), bounds.index(ends[k+1])
 			w.checked = w.checked[:0]
 			for s := lo; s < hi; s++ {
 				w.visit(&states[s], a)
@@ -395,6 +405,73 @@ func (w *sweeper) sweep(groups []group) {
 		}
 	}
 }
+
+// segIndex numbers the distinct bounds of a group's slices in order, which cut its memory into
+// elementary segments: a hash table from a bound to its number. A group has many accesses to few
+// segments (a chunk each), and its table stays in cache where a sort of every bound and a
+// binary search per access would not.
+type segIndex struct {
+	slots []segSlot
+	shift uint    // 64 - log2(len(slots))
+	epoch uint32  // a slot of another epoch is empty
+	vals  []int64 // the distinct bounds, in order once numbered
+}
+
+type segSlot struct {
+	val   int64
+	epoch uint32
+	num   int32
+}
+
+// reset empties the table.
+func (x *segIndex) reset() {
+	if x.slots == nil {
+		x.slots, x.shift = make([]segSlot, 1<<10), 64-10
+	}
+	x.epoch++
+	if x.epoch == 0 { // wrapped: forget all slots
+		clear(x.slots)
+		x.epoch = 1
+	}
+	x.vals = x.vals[:0]
+}
+
+// slot is where bound v is, or would go.
+func (x *segIndex) slot(v int64) *segSlot {
+	mask := len(x.slots) - 1
+	for i := int(uint64(v) * 0x9e3779b97f4a7c15 >> x.shift); ; i = (i + 1) & mask {
+		if s := &x.slots[i]; s.epoch != x.epoch || s.val == v {
+			return s
+		}
+	}
+}
+
+// add adds bound v.
+func (x *segIndex) add(v int64) {
+	if s := x.slot(v); s.epoch != x.epoch {
+		*s = segSlot{val: v, epoch: x.epoch}
+		x.vals = append(x.vals, v)
+		if 2*len(x.vals) > len(x.slots) {
+			x.slots, x.shift = make([]segSlot, 2*len(x.slots)), x.shift-1
+			x.epoch = 1
+			for _, v := range x.vals {
+				*x.slot(v) = segSlot{val: v, epoch: 1}
+			}
+		}
+	}
+}
+
+// number numbers the bounds in order and returns how many there are.
+func (x *segIndex) number() int {
+	slices.Sort(x.vals)
+	for i, v := range x.vals {
+		x.slot(v).num = int32(i)
+	}
+	return len(x.vals)
+}
+
+// index is the number of bound v.
+func (x *segIndex) index(v int64) int32 { return x.slot(v).num }
 
 // collection is the accesses of a graph grouped by (rank, buffer), each group in op order.
 type collection struct {
@@ -559,10 +636,12 @@ func (w *sweeper) check(p, a int32) {
 		}
 	case reachUnknown:
 		if w.ndefer%deferChunk == 0 {
-			w.deferred = append(w.deferred, make([]deferredQuery, 0, deferChunk))
+			w.deferred = append(w.deferred, make([][2]event, 0, deferChunk))
+			w.refs = append(w.refs, make([][2]int32, 0, deferChunk))
 		}
-		last := &w.deferred[len(w.deferred)-1]
-		*last = append(*last, deferredQuery{x: pa.to, y: aa.from, p: pa.ref(), a: aa.ref()})
+		k := len(w.deferred) - 1
+		w.deferred[k] = append(w.deferred[k], [2]event{pa.to, aa.from})
+		w.refs[k] = append(w.refs[k], [2]int32{pa.ref(), aa.ref()})
 		w.ndefer++
 	}
 }

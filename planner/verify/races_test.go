@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -135,5 +136,44 @@ func BenchmarkCheck(b *testing.B) {
 			b.ReportMetric(float64(len(g.Ops)), "ops")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/planop")
 		})
+	}
+}
+
+// In a ring, the questions the race sweep leaves to resolve pass the separator's entry chains,
+// or leave a separator rank by its exits: one sweep of the out labels over the whole graph, the
+// other over the separator's events alone, and no question left to resolveBatch.
+func TestResolveRingSweeps(t *testing.T) {
+	g := ringGraph(t, 16)
+	h := newHB(g, true)
+	require.True(t, h.acyclic)
+	var swept [2]int
+	residue := -1
+	resolved = func(r *sepReach) { swept, residue = r.swept, len(r.residue) }
+	defer func() { resolved = nil }()
+	require.Empty(t, findRacesOn(g, h, 0, nil, nil))
+	require.Zero(t, residue, "questions left to resolveBatch")
+	require.Greater(t, swept[0], h.n, "the in labels are swept once per block")
+	require.Less(t, swept[1], swept[0]*6/10, "positions swept for out labels (in labels: %d)", swept[0])
+}
+
+// segIndex numbers the distinct bounds as a sort and a binary search would, group after group
+// (its table reused), as the groups grow past the table's first size.
+func TestSegIndex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 0))
+	var x segIndex
+	for _, n := range []int{1, 7, 300, 5000, 40, 20000, 2} {
+		x.reset()
+		var vals []int64
+		for range n {
+			v := rng.Int64N(int64(3 * n))
+			vals = append(vals, v)
+			x.add(v)
+		}
+		want := slices.Compact(slices.Sorted(slices.Values(vals)))
+		require.Equal(t, len(want), x.number(), "%d bounds", n)
+		for _, v := range vals {
+			i, _ := slices.BinarySearch(want, v)
+			require.Equal(t, int32(i), x.index(v), "bound %d of %d", v, n)
+		}
 	}
 }

@@ -71,17 +71,20 @@ type sepReach struct {
 	lab32 *labels[int32]
 	free  []int32 // the array the labels are in, if it was free (takeEvents)
 
-	// Per topological position, a bit: whether the event belongs to the component being solved.
-	member []uint64
+	// Per topological position, a bit: whether the event belongs to the component being solved;
+	// whether it belongs to a rank of the separator (sepPositions).
+	member, sepMember []uint64
 
 	// The scratch of certify: per queue, the chains of the separator ranks' sides (chainKey;
-	// -1 for none); per question of the component, its block; the open questions.
+	// -1 for none); per rank, its place in the separator (-1: none); the open questions; those
+	// carried to the next block.
 	chainAt []int32
-	blk     []int32
+	sepAt   []int32
 	open    []int32
+	carry   []int32
 
-	// The scratch of children: per question, its component; the questions, when they go to
-	// several components.
+	// The scratch of children, and of certify between them: per question, its component (its
+	// first block); the questions, when they go to several components.
 	dst   []int32
 	spare []subQuery
 
@@ -91,7 +94,12 @@ type sepReach struct {
 	ans     []bool
 	residue []hbQuery
 	resOf   []int32
+
+	swept [2]int // how many positions the sweeps of the in labels and of the out labels visited
 }
+
+// resolved, when set (by tests), is given the scratch of resolve once it is done.
+var resolved func(r *sepReach)
 
 // component is a set of ranks with the questions still open in it.
 type component struct {
@@ -102,7 +110,7 @@ type component struct {
 // resolve answers the n queries at(0), ..., at(n-1) exactly: ans[i] reports whether at(i)'s x
 // happens before or at its y. It renumbers h by topological position. at may be called from
 // several goroutines at once. Unless nil, serial is called when resolve comes to its steps that
-// run on one goroutine.
+// run on one goroutine; at is not called after.
 func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []bool) {
 	if n == 0 {
 		return nil
@@ -154,6 +162,9 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []b
 		if q.ans {
 			r.ans[r.resOf[i]] = true
 		}
+	}
+	if resolved != nil {
+		resolved(r)
 	}
 	return r.ans
 }
@@ -492,10 +503,26 @@ type chain struct {
 // The in labels and the out labels share one array: the in labels the questions need are copied
 // aside (yin) before the out labels overwrite them.
 //
-// A question one of whose events is on a chain of the separator (the start or end of an op on
-// one of its queues) needs only that chain: a path to y ends on y's chain, one from x starts on
-// x's. So it is asked only with the block of its chain, and a rank of many queues (a root that
-// talks to every other rank) costs a sweep per block, not a pass over every question per block.
+// Which chains a question needs (lanesOf). A path that comes onto a rank from another enters it
+// at the end of a recv, or at a landing that goes on to its send's end (a landing that goes
+// straight back is the exception of the top of this file): at an event of one of the rank's
+// entry chains, the ends of its queue sides. A path that leaves a rank first passes the start
+// of a recv, or of a send whose landing it leaves by: one of its exit chains, the starts. So:
+//
+//   - a question between events off S whose path passes S enters it: S's entry chains answer it;
+//   - one whose y is on a separator rank and x off it: the last entry into y's rank, that rank's
+//     entry chains;
+//   - one whose x is on a separator rank and y off it: the first exit from x's rank, that rank's
+//     exit chains; and since the path to that exit stays on x's rank, the out labels of those
+//     questions need only the separator's events (labelOut over them alone);
+//   - one with an event on a chain (the start or end of an op on a separator queue) needs only
+//     that chain: a path to y ends on y's chain, one from x starts on x's.
+//
+// The entry chains of every separator rank come first, block by block, then the exit chains:
+// in a ring, one block of entries answers all but the questions from a separator rank, and one
+// block of exits, whose out labels cost a sweep of two ranks, the rest. A rank of many queues
+// (a root that talks to every other rank) costs a sweep per block its questions need, not a
+// pass over every question per block.
 func (r *sepReach) certify(c component, sep []int32) {
 	ts, whole := r.positions(c.ranks)
 	if !whole {
@@ -503,69 +530,56 @@ func (r *sepReach) certify(c component, sep []int32) {
 			r.member[t/64] |= 1 << (t % 64)
 		}
 	}
-	// The chains of one rank come together: a path through a separator rank passes one of its
-	// chains, so when a rank has at most lanes chains (a queue each way, as in a ring) the first
-	// block answers the questions whose paths pass that rank, and the next blocks sweep only the
-	// window of the few left (in the ring allreduce at 256 ranks, 510 of 195,584).
-	var chains []chain
-	if r.chainAt == nil {
-		r.chainAt = make([]int32, 4*len(r.g.Queues))
-		for i := range r.chainAt {
-			r.chainAt[i] = -1
-		}
+	lc := r.laneChains(sep)
+	nblocks := len(lc.blocks)
+	// blk[i] is the first block that may answer c.subs[i], or -1 when it is answered or no
+	// chain can answer it (each costs a look at the ranks of its events). The questions are looked at on all CPUs, in parts: part
+	// p places its questions of a first block after those of the parts before it. wide[p][b]
+	// says that part p asks block b a question whose out labels need paths off the separator.
+	if cap(r.dst) < len(c.subs) {
+		r.dst = make([]int32, len(c.subs))
 	}
-	for _, k := range sep {
-		span := r.g.Rank[k]
-		for phase, ev := range [2]func(ir.OpID) event{startOf, endOf} {
-			for qi := span.FirstQueue; qi < span.EndQueue; qi++ {
-				q := &r.g.Queues[qi]
-				for recv, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
-					if len(side) > 0 {
-						r.chainAt[chainKey(qi, recv == 1, phase == 1)] = int32(len(chains))
-						chains = append(chains, chain{side, ev})
-					}
-				}
-			}
-		}
-	}
-	// The open questions, in one array: first those every block may answer (general), then
-	// those only one block can answer (pinned), block by block.
-	nblocks := (len(chains) + lanes - 1) / lanes
-	// blk[i] is 1 + the block that must answer c.subs[i], 0 for any, or -1 when answered (each
-	// costs a look at the ops of its events). The questions are looked at on all CPUs, in
-	// parts: part p places its questions of a block after those of the parts before it.
-	if cap(r.blk) < len(c.subs) {
-		r.blk = make([]int32, len(c.subs))
-	}
-	blk := r.blk[:len(c.subs)]
+	blk := r.dst[:len(c.subs)]
 	parts := workerCount(len(c.subs), minSplitPart)
 	at := make([][]int, parts) // at[p][b]: where part p places its next question of block b
+	wide := make([][]bool, parts)
 	forParts(parts, len(c.subs), func(p, lo, hi int) {
-		count := make([]int, nblocks+1)
+		count := make([]int, nblocks)
+		wp := make([]bool, nblocks)
 		for i := lo; i < hi; i++ {
 			s := &c.subs[i]
 			if r.ans[s.q] {
 				blk[i] = -1
 				continue
 			}
-			ch := r.onChain(s.y)
-			if ch < 0 {
-				ch = r.onChain(s.x)
+			first, last, local := r.lanesOf(s, &lc)
+			if last < first { // no chain: no path through the separator
+				blk[i] = -1
+				continue
 			}
-			blk[i] = 0
-			if ch >= 0 {
-				blk[i] = 1 + ch/lanes
-			}
+			blk[i] = first / lanes
 			count[blk[i]]++
+			if !local {
+				for b := first / lanes; b <= last/lanes; b++ {
+					wp[b] = true
+				}
+			}
 		}
-		at[p] = count
+		at[p], wide[p] = count, wp
 	})
-	// Block b's questions are open[pinStart[b]:pinStart[b+1]] (block 0: general).
-	pinStart := cursors(at, nblocks+1)
-	if cap(r.open) < pinStart[nblocks+1] {
-		r.open = make([]int32, pinStart[nblocks+1])
+	// global[b]: some question asks block b for out labels of paths off the separator.
+	global := make([]bool, nblocks)
+	for _, wp := range wide {
+		for b, w := range wp {
+			global[b] = global[b] || w
+		}
 	}
-	open := r.open[:pinStart[nblocks+1]]
+	// Block b's first questions are open[firstAt[b]:firstAt[b+1]].
+	firstAt := cursors(at, nblocks)
+	if cap(r.open) < firstAt[nblocks] {
+		r.open = make([]int32, firstAt[nblocks])
+	}
+	open := r.open[:firstAt[nblocks]]
 	forParts(parts, len(c.subs), func(p, lo, hi int) {
 		next := at[p]
 		for i := lo; i < hi; i++ {
@@ -575,47 +589,152 @@ func (r *sepReach) certify(c component, sep []int32) {
 			}
 		}
 	})
-	general := open[:pinStart[1]]
-	for b := range nblocks {
-		block := chains[b*lanes : min(b*lanes+lanes, len(chains))]
-		ask := [2][]int32{general, open[pinStart[b+1]:pinStart[b+2]]}
+	r.dst = nil // blk: let the sweeps below run without it (children makes one as large as it needs)
+	var sepTs []int32 // the positions of the separator's events, for the out labels of exit blocks
+	var carry []int32 // the questions of earlier blocks that later ones may answer
+	for b, block := range lc.blocks {
+		ask := [2][]int32{carry, open[firstAt[b]:firstAt[b+1]]}
 		if len(ask[0])+len(ask[1]) == 0 {
 			continue
 		}
 		// Only the window from the first x to the last y of the questions is swept: a path
 		// x -> c_i -> c_j -> y (i <= j) lies between x and y in topological order.
 		first, last := r.span(c.subs, ask)
-		tw := ts
-		if !whole {
-			i, _ := slices.BinarySearch(ts, first)
-			j, _ := slices.BinarySearch(ts, last+1)
-			tw = ts[i:j]
+		w := r.window(ts, whole, r.member, first, last)
+		wout := w
+		if b >= lc.exits && !global[b] {
+			if sepTs == nil {
+				sepTs = r.sepPositions(sep)
+			}
+			wout = r.window(sepTs, false, r.sepMember, first, last)
 		}
-		w := window{ts: tw, whole: whole, first: first, last: last}
 		if r.lab16 != nil {
-			answerBlock(r, r.lab16, c.subs, ask, w, block)
+			answerBlock(r, r.lab16, c.subs, ask, w, wout, block)
 		} else {
-			answerBlock(r, r.lab32, c.subs, ask, w, block)
+			answerBlock(r, r.lab32, c.subs, ask, w, wout, block)
 		}
-		kept := general[:0]
-		for _, i := range general {
-			if !r.ans[c.subs[i].q] {
-				kept = append(kept, i)
+		kept := r.carry[:0]
+		for _, part := range ask {
+			for _, i := range part {
+				if s := &c.subs[i]; !r.ans[s.q] {
+					if _, l, _ := r.lanesOf(s, &lc); l/lanes > int32(b) {
+						kept = append(kept, i)
+					}
+				}
 			}
 		}
-		general = kept
+		r.carry, carry = kept, kept
 	}
-	for _, k := range sep {
-		span := r.g.Rank[k]
-		for i := chainKey(span.FirstQueue, false, false); i < chainKey(span.EndQueue, false, false); i++ {
-			r.chainAt[i] = -1
+	if sepTs != nil {
+		for _, t := range sepTs {
+			r.sepMember[t/64] &^= 1 << (t % 64)
 		}
 	}
+	lc.clear(r)
 	if !whole {
 		for _, t := range ts {
 			r.member[t/64] &^= 1 << (t % 64)
 		}
 	}
+}
+
+// laneChains are the chains of a separator, in blocks of lanes: the entry chains of its ranks
+// (the ends of their queue sides), rank by rank, and from block exits on their exit chains (the
+// starts). A chain's index is its block times lanes plus its lane.
+type laneChains struct {
+	blocks [][]chain
+	exits  int
+	// Per rank of the separator (sepAt gives its place), the indexes of its entry chains,
+	// [entry[k], entry[k+1]), and of its exit chains.
+	entry, exit []int32
+	sep         []int32
+}
+
+// laneChains numbers the chains of the separator ranks sep (see laneChains), in r.chainAt and
+// r.sepAt until clear.
+func (r *sepReach) laneChains(sep []int32) laneChains {
+	if r.chainAt == nil {
+		r.chainAt = make([]int32, 4*len(r.g.Queues))
+		for i := range r.chainAt {
+			r.chainAt[i] = -1
+		}
+		r.sepAt = make([]int32, r.g.Ranks)
+		for i := range r.sepAt {
+			r.sepAt[i] = -1
+		}
+	}
+	lc := laneChains{sep: sep, entry: make([]int32, len(sep)+1), exit: make([]int32, len(sep)+1)}
+	for i, k := range sep {
+		r.sepAt[k] = int32(i)
+	}
+	for phase, ev := range [2]func(ir.OpID) event{endOf, startOf} {
+		var chains []chain
+		base := int32(len(lc.blocks) * lanes)
+		idx := &lc.entry
+		if phase == 1 {
+			idx = &lc.exit
+			lc.exits = len(lc.blocks)
+		}
+		for i, k := range sep {
+			(*idx)[i] = base + int32(len(chains))
+			span := r.g.Rank[k]
+			for qi := span.FirstQueue; qi < span.EndQueue; qi++ {
+				q := &r.g.Queues[qi]
+				for recv, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
+					if len(side) > 0 {
+						r.chainAt[chainKey(qi, recv == 1, phase == 0)] = base + int32(len(chains))
+						chains = append(chains, chain{side, ev})
+					}
+				}
+			}
+		}
+		(*idx)[len(sep)] = base + int32(len(chains))
+		for lo := 0; lo < len(chains); lo += lanes {
+			lc.blocks = append(lc.blocks, chains[lo:min(lo+lanes, len(chains))])
+		}
+	}
+	return lc
+}
+
+// clear forgets the numbering of lc's chains in r.
+func (lc *laneChains) clear(r *sepReach) {
+	for _, k := range lc.sep {
+		r.sepAt[k] = -1
+		span := r.g.Rank[k]
+		for i := chainKey(span.FirstQueue, false, false); i < chainKey(span.EndQueue, false, false); i++ {
+			r.chainAt[i] = -1
+		}
+	}
+}
+
+// lanesOf returns the chains that answer question s (see certify), the indexes first to last
+// (none when last < first), and whether the out labels of its x need only the separator's
+// events.
+func (r *sepReach) lanesOf(s *subQuery, lc *laneChains) (first, last int32, local bool) {
+	kx, ky := r.rank(s.x), r.rank(s.y)
+	ix, iy := r.sepAt[kx], r.sepAt[ky]
+	if iy >= 0 && kx != ky && lc.entry[iy+1]-lc.entry[iy] <= lanes {
+		// The entries of y's rank, when they are one sweep's worth: else y's chain, if any.
+		return lc.entry[iy], lc.entry[iy+1] - 1, false
+	}
+	// Only an event of a separator rank can be on its chains (a look at the event's op).
+	if iy >= 0 {
+		if ch := r.onChain(s.y); ch >= 0 {
+			return ch, ch, false
+		}
+	}
+	if ix >= 0 {
+		if ch := r.onChain(s.x); ch >= 0 {
+			return ch, ch, true
+		}
+	}
+	switch {
+	case iy >= 0: // on the same rank as x, or its path passes that rank's entries
+		return lc.entry[iy], lc.entry[iy+1] - 1, false
+	case ix >= 0:
+		return lc.exit[ix], lc.exit[ix+1] - 1, true
+	}
+	return 0, lc.entry[len(lc.sep)] - 1, false
 }
 
 // chainKey is where chainAt holds the chain of a separator rank that the starts or the ends of
@@ -643,12 +762,24 @@ func (r *sepReach) onChain(e event) int32 {
 	return r.chainAt[chainKey(op.Queue, op.Kind.IsRecvSide(), e.phase() == evEnd)]
 }
 
-// window is the topological positions a pair of sweeps works on: ts (in order), or every
-// position when whole; either way only those from first to last.
+// window is the topological positions a sweep works on: ts (in order, marked in member), or
+// every position when whole; either way only those from first to last.
 type window struct {
 	ts          []int32
 	whole       bool
+	member      []uint64
 	first, last int32
+}
+
+// window is the window of the positions ts (marked in member), or of every position when
+// whole, from first to last.
+func (r *sepReach) window(ts []int32, whole bool, member []uint64, first, last int32) window {
+	if !whole {
+		i, _ := slices.BinarySearch(ts, first)
+		j, _ := slices.BinarySearch(ts, last+1)
+		ts = ts[i:j]
+	}
+	return window{ts: ts, whole: whole, member: member, first: first, last: last}
 }
 
 // len is how many positions w has.
@@ -668,8 +799,8 @@ func (w *window) at(i int) int32 {
 }
 
 // has reports whether position t, a successor of one in w, is in w.
-func (r *sepReach) has(w *window, t int32) bool {
-	return t <= w.last && (w.whole || r.member[t/64]&(1<<(t%64)) != 0)
+func (w *window) has(t int32) bool {
+	return t <= w.last && (w.whole || w.member[t/64]&(1<<(t%64)) != 0)
 }
 
 // labels is the label array of the sweeps (lanes per topological position: in, and then out in
@@ -694,9 +825,12 @@ func newLabels[T int16 | int32](free []T, n int, top T) *labels[T] {
 }
 
 // answerBlock answers yes the questions subs[i], i in either part of ask, that have a path
-// through a chain of block, with a pair of sweeps over the window w.
-func answerBlock[T int16 | int32](r *sepReach, lab *labels[T], subs []subQuery, ask [2][]int32, w window, block []chain) {
+// through a chain of block, with a pair of sweeps: of the in labels over the window w, of the
+// out labels over wout (w, or the part of it the paths from the questions' x need).
+func answerBlock[T int16 | int32](r *sepReach, lab *labels[T], subs []subQuery, ask [2][]int32, w, wout window, block []chain) {
 	topo := r.h.topo
+	r.swept[0] += w.len()
+	r.swept[1] += wout.len()
 	labelIn(r, lab, w, block)
 	n := len(ask[0]) + len(ask[1])
 	if cap(lab.yin) < lanes*n {
@@ -717,7 +851,7 @@ func answerBlock[T int16 | int32](r *sepReach, lab *labels[T], subs []subQuery, 
 			copy(yin[j*lanes:j*lanes+lanes], lab.label[ty:ty+lanes])
 		}
 	})
-	labelOut(r, lab, w, block)
+	labelOut(r, lab, wout, block)
 	if cap(r.hit) < n {
 		r.hit = make([]bool, n)
 	}
@@ -767,26 +901,24 @@ func (r *sepReach) span(subs []subQuery, ask [2][]int32) (first, last int32) {
 // labelIn sets, for each lane, the in label at the positions of w: the last position on the
 // lane's chain that reaches the event there, counting only paths inside w.
 func labelIn[T int16 | int32](r *sepReach, lab *labels[T], w window, block []chain) {
-	in := lab.label
+	in := quads(lab.label)
 	start, succ := r.h.succStart, r.h.succ
 	n := w.len()
 	inParts(n, minRenumber, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			t := w.at(i)
-			it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
-			it[0], it[1], it[2], it[3] = -1, -1, -1, -1
+			in[w.at(i)] = [lanes]T{-1, -1, -1, -1}
 		}
 	})
 	seed(r, lab, block)
 	for i := 0; i < n; i++ {
 		t := w.at(i)
-		it := in[t*lanes : t*lanes+lanes : t*lanes+lanes]
+		it := in[t]
 		if max(it[0], it[1], it[2], it[3]) < 0 {
 			continue
 		}
 		for _, v := range succ[start[t]:start[t+1]] {
-			if r.has(&w, v) {
-				iw := in[v*lanes : v*lanes+lanes : v*lanes+lanes]
+			if w.has(v) {
+				iw := &in[v]
 				iw[0], iw[1], iw[2], iw[3] = max(iw[0], it[0]), max(iw[1], it[1]), max(iw[2], it[2]), max(iw[3], it[3])
 			}
 		}
@@ -797,28 +929,36 @@ func labelIn[T int16 | int32](r *sepReach, lab *labels[T], w window, block []cha
 // the lane's chain that the event there reaches, counting only paths inside w. The sweeps are
 // unrolled for four lanes.
 func labelOut[T int16 | int32](r *sepReach, lab *labels[T], w window, block []chain) {
-	out, top := lab.label, lab.top
+	out, top := quads(lab.label), lab.top
 	start, succ := r.h.succStart, r.h.succ
 	n := w.len()
 	inParts(n, minRenumber, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			t := w.at(i)
-			ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
-			ot[0], ot[1], ot[2], ot[3] = top, top, top, top
+			out[w.at(i)] = [lanes]T{top, top, top, top}
 		}
 	})
 	// An event on a chain reaches nothing earlier on it: its seed stays its label.
 	seed(r, lab, block)
 	for i := n - 1; i >= 0; i-- {
 		t := w.at(i)
-		ot := out[t*lanes : t*lanes+lanes : t*lanes+lanes]
+		ot := out[t]
 		for _, v := range succ[start[t]:start[t+1]] {
-			if r.has(&w, v) {
-				ow := out[v*lanes : v*lanes+lanes : v*lanes+lanes]
+			if w.has(v) {
+				ow := &out[v]
 				ot[0], ot[1], ot[2], ot[3] = min(ot[0], ow[0]), min(ot[1], ow[1]), min(ot[2], ow[2]), min(ot[3], ow[3])
 			}
 		}
+		out[t] = ot
 	}
+}
+
+// quads views the labels of each position, lanes of them side by side, as one array: neither
+// holds pointers, and the view keeps the labels alive.
+func quads[T int16 | int32](label []T) [][lanes]T {
+	if len(label) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*[lanes]T)(unsafe.Pointer(unsafe.SliceData(label))), len(label)/lanes)
 }
 
 // seed sets the label of every event on the chains of block, in the lane of its chain, to its
@@ -831,6 +971,25 @@ func seed[T int16 | int32](r *sepReach, lab *labels[T], block []chain) {
 			lab.label[topo[ch.ev(op)]*lanes+int32(l)] = T(i)
 		}
 	}
+}
+
+// sepPositions lists the topological positions of the events of the separator ranks sep, in
+// order, and marks them in sepMember (certify clears the marks).
+func (r *sepReach) sepPositions(sep []int32) []int32 {
+	if r.sepMember == nil {
+		r.sepMember = make([]uint64, (r.h.n+63)/64)
+	}
+	ts := []int32{}
+	for _, k := range sep {
+		first, end := r.g.RankOps(int(k))
+		for e := startOf(first); e < startOf(end); e++ {
+			t := r.h.topo[e]
+			ts = append(ts, t)
+			r.sepMember[t/64] |= 1 << (t % 64)
+		}
+	}
+	slices.Sort(ts)
+	return ts
 }
 
 // positions lists the topological positions of the events of the given ranks, in order, or

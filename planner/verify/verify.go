@@ -98,7 +98,7 @@ func (o *Order) Races() diag.List {
 
 // Spare is closed once Races has no more work to split over every CPU: when its sweep is one run,
 // when it comes to the label sweeps that answer its long-path questions (they run on one CPU,
-// between steps that still use all: in the ring allreduce at 1024 ranks, 0.8 s of one CPU), or
+// between steps that still use all: in the ring allreduce at 1024 ranks, 0.5 s of one CPU), or
 // when it returns. A pass run beside Races (prove) that waits for it does not slow the steps
 // split over every CPU, and takes what their serial steps leave.
 func (o *Order) Spare() <-chan struct{} { return o.spareCh() }
