@@ -589,7 +589,7 @@ func (r *sepReach) certify(c component, sep []int32) {
 			}
 		}
 	})
-	r.dst = nil // blk: let the sweeps below run without it (children makes one as large as it needs)
+	r.dst = nil       // blk: let the sweeps below run without it (children makes one as large as it needs)
 	var sepTs []int32 // the positions of the separator's events, for the out labels of exit blocks
 	var carry []int32 // the questions of earlier blocks that later ones may answer
 	for b, block := range lc.blocks {
