@@ -243,13 +243,14 @@ func (f *File) Write(p []byte) (int, error) {
 	}
 	written := 0
 	for len(p) > 0 && f.err == nil {
-		if f.d == nil && !f.noDirect && f.tmp != "" && f.n == directAfter {
-			f.d = startDirect(f.f)
-			f.noDirect = f.d == nil
-		}
 		q := p
-		if f.d == nil && !f.noDirect && f.tmp != "" && f.n < directAfter && int64(len(q)) > directAfter-f.n {
-			q = q[:directAfter-f.n] // up to the aligned offset where direct writes begin
+		if f.d == nil && !f.noDirect && f.tmp != "" { // cached writes, until directAfter bytes
+			if f.n == directAfter {
+				f.d = startDirect(f.f)
+				f.noDirect = f.d == nil
+			} else if f.n < directAfter && int64(len(q)) > directAfter-f.n {
+				q = q[:directAfter-f.n] // up to the aligned offset where direct writes begin
+			}
 		}
 		var n int
 		var err error
