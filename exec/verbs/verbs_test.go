@@ -252,12 +252,14 @@ func TestOpenRestricted(t *testing.T) {
 }
 
 // TestStamp: a CQ asked to stamp dates each completion, on nic.Now's clock, between the post and
-// the poll that returns it (within the error of the cycle counter's calibration, stampSlack), in
+// the poll that returns it (within the error of the cycle counter's calibration, stampSlack: a
+// few microseconds, but in an emulated VM whose host is busy the counter ran up to 44 µs ahead of
+// the clock between two anchors), in
 // order, also right after pauses without polls (in a VM the counter's rate against the clock drifts
 // by up to 0.7% in 10 ms: no stamp may come from a line extrapolated over a pause); unasked, it
 // leaves the time zero.
 func TestStamp(t *testing.T) {
-	const stampSlack = 20_000 // ns
+	const stampSlack = 100_000 // ns
 	c, _ := pair(t, provider(t), nic.AccessLocalWrite, 0)
 	var last int64
 	for i, tc := range []struct {
