@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/decimal"
 )
 
 // OpID indexes Graph.Ops. Ops of one rank are contiguous and in declaration order.
@@ -546,11 +546,9 @@ func (g *Graph) AppendSlice(dst []byte, s Slice) []byte {
 	if s.Off == 0 && s.Len == b.Count && s.Len > 0 {
 		return dst
 	}
-	dst = append(dst, '[')
-	dst = strconv.AppendInt(dst, s.Off, 10)
+	dst = decimal.AppendInt(append(dst, '['), s.Off)
 	if s.Len != 1 { // buf[lo:hi], and buf[lo:lo] for an empty slice, even of an empty buffer
-		dst = append(dst, ':')
-		dst = strconv.AppendInt(dst, s.Off+s.Len, 10)
+		dst = decimal.AppendInt(append(dst, ':'), s.Off+s.Len)
 	}
 	return append(dst, ']')
 }

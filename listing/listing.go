@@ -319,24 +319,6 @@ func summary(s ir.Stats) string {
 		english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled, english.Plural(s.CriticalPath, "op"))
 }
 
-// appendSlice is g.AppendSlice(dst, s) with its numbers written in place: "buf", "buf[i]",
-// "buf[lo:hi]", or "-".
-func appendSlice(dst []byte, g *ir.Graph, s ir.Slice) []byte {
-	if !s.Valid() {
-		return append(dst, '-')
-	}
-	b := &g.Buffers[s.Buf]
-	dst = append(dst, b.Name...)
-	if s.Off == 0 && s.Len == b.Count && s.Len > 0 {
-		return dst
-	}
-	dst = decimal.AppendInt(append(dst, '['), s.Off)
-	if s.Len != 1 {
-		dst = decimal.AppendInt(append(dst, ':'), s.Off+s.Len)
-	}
-	return append(dst, ']')
-}
-
 // appendCond appends condition c in words: "<cq> >= <count>  (<op> done)".
 func appendCond(dst []byte, p *ir.Plan, rp *ir.RankPlan, c ir.Cond) []byte {
 	name := "?"
@@ -355,7 +337,7 @@ func appendCond(dst []byte, p *ir.Plan, rp *ir.RankPlan, c ir.Cond) []byte {
 // appendOperands appends a WQE's operands in words.
 func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 	g := p.Graph
-	sl := func(dst []byte, s ir.Slice) []byte { return appendSlice(dst, g, s) }
+	sl := g.AppendSlice
 	num := decimal.AppendInt
 	rank := func(dst []byte, r int32) []byte { return num(append(dst, "rank "...), int64(r)) }
 	// The local operand: one slice, or a scatter/gather list ("{a[0:4], a[8:12]} 2 SGEs"), and

@@ -109,23 +109,3 @@ func TestIndexCell(t *testing.T) {
 		}
 	}
 }
-
-// TestAppendSlice: the listing writes a slice as the Graph does, whole buffers, single
-// elements, ranges, empty slices and none.
-func TestAppendSlice(t *testing.T) {
-	g, err := planner.Load("ring_allreduce.dag", mustRead(t, "../plans/ring_allreduce.dag"), map[string]int64{"ranks": 4})
-	require.NoError(t, err)
-	for buf := range g.Buffers {
-		count := g.Buffers[buf].Count
-		for _, s := range []ir.Slice{{Buf: ir.BufID(buf), Len: count}, {Buf: ir.BufID(buf), Off: 1, Len: 1},
-			{Buf: ir.BufID(buf), Off: 3, Len: count - 3}, {Buf: ir.BufID(buf), Off: 2}, {Buf: ir.None}} {
-			require.Equal(t, string(g.AppendSlice([]byte("x "), s)), string(appendSlice([]byte("x "), g, s)), "%+v", s)
-		}
-	}
-}
-
-func mustRead(t *testing.T, path string) []byte {
-	src, err := os.ReadFile(path)
-	require.NoError(t, err)
-	return src
-}

@@ -19,11 +19,12 @@ type rule struct {
 	why    string
 }
 
-var bottom = []string{"diag", "wait"}
+var bottom = []string{"diag", "wait", "internal/decimal"}
 
 var rules = []rule{
 	{pkg: "diag", only: []string{}, why: "diag is the bottom package"},
 	{pkg: "wait", only: []string{}, why: "wait is a bottom package"},
+	{pkg: "internal/decimal", only: []string{}, why: "number formatting is a bottom package"},
 	{pkg: "ir", only: bottom, why: "the IR is plain data over the bottom packages"},
 	{pkg: "exec/nic", only: bottom, why: "the NIC contract imports only bottom packages"},
 	{pkg: "exec/softnic", forbid: []string{"dsl", "planner", "planner/...", "ir", "exec"}, why: "a NIC provider knows only the contract"},
