@@ -48,10 +48,8 @@ func (c *compileCmd) Run(e *env) error {
 		return err
 	case c.Out == "":
 		return c.toStdout(e, l)
-	case file == nil: // loadPlan runs then for every plan that passes the checks
-		file = c.toFile(context.Background(), l)
 	}
-	return file.commit(e, l, c.Format == "json")
+	return file.commit(e, l, c.Format == "json") // loadPlan ran then: the plan passed its checks
 }
 
 // list lowers and lists the plan a rank at a time (l.lowering, begun by loadPlan) to w, never
@@ -89,15 +87,11 @@ func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileE
 func (c *compileCmd) toStdout(e *env, l *loaded) error {
 	asJSON := c.Format == "json"
 	if err := l.limits; err != nil {
-		l.err = err
-		reportDiagnostics(e, l, asJSON)
-		return &exitError{code: exitFail}
+		return failPlan(e, l, err, asJSON)
 	}
 	compileErr, err := c.list(context.Background(), e.stdout, l)
 	if compileErr != nil {
-		l.err = compileErr
-		reportDiagnostics(e, l, asJSON)
-		return &exitError{code: exitFail}
+		return failPlan(e, l, compileErr, asJSON)
 	}
 	return err
 }
@@ -137,9 +131,7 @@ func (fl *fileListing) commit(e *env, l *loaded, asJSON bool) error {
 	}
 	fl.abort() // nothing after Commit
 	if fl.compileErr != nil {
-		l.err = fl.compileErr
-		reportDiagnostics(e, l, asJSON)
-		return &exitError{code: exitFail}
+		return failPlan(e, l, fl.compileErr, asJSON)
 	}
 	if err != nil {
 		return notWritten("the listing", fl.path, err)

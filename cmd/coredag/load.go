@@ -181,6 +181,14 @@ func mustLoad(e *env, path string, p paramFlags, asJSON bool, opt loadOptions) (
 	return l, nil
 }
 
+// failPlan reports err, the diagnostics of a plan found past its loading (a target limit, the
+// reference run), as reportDiagnostics does, and ends the command with exit 1.
+func failPlan(e *env, l *loaded, err error, asJSON bool) error {
+	l.err = err
+	reportDiagnostics(e, l, asJSON)
+	return &exitError{code: exitFail}
+}
+
 // reportDiagnostics prints a plan's diagnostics as text on stderr or as JSON on stdout.
 func reportDiagnostics(e *env, l *loaded, asJSON bool) {
 	if asJSON {

@@ -293,9 +293,7 @@ func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.E
 			return engine, plan, ref, nil
 		}
 	}
-	l.err = err
-	reportDiagnostics(e, l, c.JSON)
-	return 0, nil, nil, &exitError{code: exitFail}
+	return 0, nil, nil, failPlan(e, l, err, c.JSON)
 }
 
 // selectUsage turns exec.Select's refusal into a usage error (exit 2) in the words of the flags.
