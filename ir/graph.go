@@ -103,6 +103,9 @@ type Buffer struct {
 	Count  int64 // elements
 	Access Access
 	Init   InitFunc // nil: zero-filled
+	// Extern: the caller supplies the memory (a library user binds it before the first start);
+	// Init then only fills it for coredag's own runs and self-tests.
+	Extern bool
 	Pos    diag.Pos
 }
 
