@@ -44,7 +44,8 @@ func LoadLimited(filename string, src []byte, params map[string]int64, lim elabo
 // Options are the settings of LoadWith beyond the params.
 type Options struct {
 	Limits elaborate.Limits
-	MSCCL  msccl.Options // how an .xml algorithm becomes a plan
+	MSCCL  msccl.Options  // how an .xml algorithm becomes a plan
+	Verify verify.Options // how the checks split their work
 
 	// Lint, when set, is given the warnings of the lints (verify.RNR) of a plan that passes,
 	// which run beside the checks on their happens-before graph.
@@ -88,7 +89,7 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 	if err != nil {
 		return nil, err
 	}
-	errs, order := verify.CheckDeadlocks(g)
+	errs, order := opt.Verify.CheckDeadlocks(g)
 	if len(errs) > 0 {
 		return g, errs.Err()
 	}

@@ -23,16 +23,22 @@ import (
 //     statements and buffer, naming the ranks it occurs on and the `after` that would fix it.
 //
 // The returned list is sorted by position.
-func Check(g *ir.Graph) diag.List {
-	errs, _ := CheckOrder(g)
+func Check(g *ir.Graph) diag.List { return Options{}.Check(g) }
+
+// Check is the package's Check with these options.
+func (opt Options) Check(g *ir.Graph) diag.List {
+	errs, _ := opt.CheckOrder(g)
 	return errs
 }
 
 // CheckOrder is Check that also returns, when g passes, a topological order of its
 // happens-before events (nil otherwise), for passes that replay the plan's effects in an order
 // every run agrees with (planner/prove).
-func CheckOrder(g *ir.Graph) (diag.List, *Order) {
-	errs, o := CheckDeadlocks(g)
+func CheckOrder(g *ir.Graph) (diag.List, *Order) { return Options{}.CheckOrder(g) }
+
+// CheckOrder is the package's CheckOrder with these options.
+func (opt Options) CheckOrder(g *ir.Graph) (diag.List, *Order) {
+	errs, o := opt.CheckDeadlocks(g)
 	if len(errs) > 0 {
 		return errs, nil
 	}
@@ -45,7 +51,10 @@ func CheckOrder(g *ir.Graph) (diag.List, *Order) {
 // CheckDeadlocks runs Check's first two steps. When they pass it returns the order of g's
 // events, on which Order.Races runs the third; a pass that needs only the order (prove) can run
 // beside it, its result to be used only if no race is found.
-func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
+func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) { return Options{}.CheckDeadlocks(g) }
+
+// CheckDeadlocks is the package's CheckDeadlocks with these options.
+func (opt Options) CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	if len(g.Ops) == 0 {
 		return nil, &Order{}
 	}
@@ -56,8 +65,8 @@ func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	// The race search's accesses are collected while the graph is sorted, on the CPUs the sort
 	// leaves idle.
 	var col *collection
-	h := newHBBeside(g, true, func(edges int) {
-		col = collectAccesses(g, edges, max(workerCount(len(g.Ops), 1)-1, 1))
+	h := newHBBeside(g, true, &opt, func(edges int) {
+		col = collectAccesses(g, edges, max(opt.workerCount(len(g.Ops), 1)-1, 1), &opt)
 	})
 	if h.acyclic {
 		return nil, &Order{g: g, topo: h.topo, h: h, col: col}
