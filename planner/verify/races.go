@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/view"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -512,9 +513,7 @@ func collectAccesses(g *ir.Graph, room, parts int, opt *Options) *collection {
 	})
 	start := cursors(at, ngroups)
 	c.words = make([]int32, max(accessWords*int(start[ngroups]), room))
-	if start[ngroups] > 0 { // else words may be no allocation of its own: nothing to view
-		c.acc = unsafe.Slice((*access)(unsafe.Pointer(unsafe.SliceData(c.words))), start[ngroups])
-	}
+	c.acc = view.As[access](c.words, int(start[ngroups]))
 	forParts(parts, len(g.Ops), func(p, lo, hi int) {
 		next := at[p]
 		var one []placedAccess

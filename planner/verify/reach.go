@@ -4,8 +4,8 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"unsafe"
 
+	"github.com/coredag/coredag/internal/view"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -214,13 +214,8 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	return r
 }
 
-// int16s views the array of b as int16s: neither holds pointers, and the view keeps it alive.
-func int16s(b []int32) []int16 {
-	if len(b) == 0 { // an empty array may be no allocation of its own: nothing to view
-		return nil
-	}
-	return unsafe.Slice((*int16)(unsafe.Pointer(unsafe.SliceData(b))), 2*len(b))
-}
+// int16s views the array of b as int16s.
+func int16s(b []int32) []int16 { return view.As[int16](b, 2*len(b)) }
 
 // longestSide is the most ops on one side of a queue of g: the longest chain.
 func longestSide(g *ir.Graph) int {
@@ -946,14 +941,8 @@ func labelOut[T int16 | int32](r *sepReach, lab *labels[T], w window, block []ch
 	}
 }
 
-// quads views the labels of each position, lanes of them side by side, as one array: neither
-// holds pointers, and the view keeps the labels alive.
-func quads[T int16 | int32](label []T) [][lanes]T {
-	if len(label) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*[lanes]T)(unsafe.Pointer(unsafe.SliceData(label))), len(label)/lanes)
-}
+// quads views the labels of each position, lanes of them side by side, as one array.
+func quads[T int16 | int32](label []T) [][lanes]T { return view.As[[lanes]T](label, len(label)/lanes) }
 
 // seed sets the label of every event on the chains of block, in the lane of its chain, to its
 // position there: the sweeps of labelIn and labelOut then carry them along the paths, with no
