@@ -17,6 +17,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
@@ -116,8 +117,9 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 		lint = order.LintRNR()
 	}
 	races := make(chan diag.List, 1)
-	go func() { races <- order.Races() }()
-	<-order.Spare() // the proof takes the CPU the race search leaves idle, not one it uses
+	spare := make(chan struct{})
+	go func() { races <- order.Races(sync.OnceFunc(func() { close(spare) })) }()
+	<-spare // the proof takes the CPU the race search leaves idle, not one it uses
 	proved := prove.Check(g, order)
 	errs = <-races
 	var lints diag.List

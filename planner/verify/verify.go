@@ -6,8 +6,6 @@
 package verify
 
 import (
-	"sync"
-
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 )
@@ -42,7 +40,7 @@ func (opt Options) CheckOrder(g *ir.Graph) (diag.List, *Order) {
 	if len(errs) > 0 {
 		return errs, nil
 	}
-	if errs = o.Races(); len(errs) > 0 {
+	if errs = o.Races(nil); len(errs) > 0 {
 		return errs, nil
 	}
 	return nil, o
@@ -87,40 +85,28 @@ type Order struct {
 	topo []int32
 	h    *hbGraph    // the happens-before graph, until Races is done with it
 	col  *collection // the race search's accesses, collected while h was sorted, until Races
-
-	spare                chan struct{} // see Spare
-	spareOnce, closeOnce sync.Once
 }
 
 // Races runs Check's third step, races under happens-before, sorted by position. It may be
 // called once.
-func (o *Order) Races() diag.List {
-	defer o.leaveCPU()
+//
+// Unless nil, idle is called once Races has no more work to split over every CPU: when its sweep
+// is one run, when it comes to the label sweeps that answer its long-path questions (they run
+// on one CPU, between steps that still use all: in the ring allreduce at 1024 ranks, 0.5 s of
+// one CPU), or when it returns; it may be called more than once. A caller that starts a pass
+// beside Races then does not slow the steps split over every CPU (planner does so for prove).
+func (o *Order) Races(idle func()) diag.List {
+	if idle == nil {
+		idle = func() {}
+	}
+	defer idle()
 	if o.h == nil {
 		return nil
 	}
-	errs := raceErrors(o.g, o.h, o.col, o.leaveCPU)
+	errs := raceErrors(o.g, o.h, o.col, idle)
 	o.h, o.col = nil, nil
 	errs.Sort()
 	return errs
-}
-
-// Spare is closed once Races has no more work to split over every CPU: when its sweep is one run,
-// when it comes to the label sweeps that answer its long-path questions (they run on one CPU,
-// between steps that still use all: in the ring allreduce at 1024 ranks, 0.5 s of one CPU), or
-// when it returns. A pass run beside Races (prove) that waits for it does not slow the steps
-// split over every CPU, and takes what their serial steps leave.
-func (o *Order) Spare() <-chan struct{} { return o.spareCh() }
-
-func (o *Order) spareCh() chan struct{} {
-	o.spareOnce.Do(func() { o.spare = make(chan struct{}) })
-	return o.spare
-}
-
-// leaveCPU closes Spare.
-func (o *Order) leaveCPU() {
-	ch := o.spareCh()
-	o.closeOnce.Do(func() { close(ch) })
 }
 
 // Start is the position of op's start event.
