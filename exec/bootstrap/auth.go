@@ -75,10 +75,9 @@ func ResolveSecret(file string, getenv func(string) string) ([]byte, string, err
 }
 
 // NoSecretHelp says how to give a job a secret, for messages that refuse a run without one.
-const NoSecretHelp = "generate one per job and hand it to every rank, e.g. export " + SecretEnv +
-	"=$(head -c 32 /dev/urandom | base64) before starting the ranks (mpirun -x " + SecretEnv +
-	" for other nodes; srun passes the environment on), or put it in a file only you can read" +
-	" (mode 600); Open MPI's mpirun provides one by itself"
+const NoSecretHelp = "generate one per job and give it to every rank, e.g. export " + SecretEnv +
+	"=$(head -c 32 /dev/urandom | base64) before starting them (mpirun -x " + SecretEnv +
+	" passes it to other nodes, srun passes the environment on)"
 
 func checkSecret(b []byte, from string) error {
 	if len(b) < MinSecretLen {

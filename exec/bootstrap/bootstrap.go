@@ -114,7 +114,7 @@ func Connect(ctx context.Context, cfg Config) (*Comm, error) {
 		return nil, fmt.Errorf("bootstrap: %v", err)
 	}
 	if len(cfg.Secret) == 0 {
-		return nil, fmt.Errorf("bootstrap: %d ranks need a job secret that every rank holds and other users cannot read: %s", cfg.Size, NoSecretHelp)
+		return nil, fmt.Errorf("bootstrap: %d ranks need a job secret that every rank holds and other users cannot read (Config.Secret): %s", cfg.Size, NoSecretHelp)
 	}
 	if err := checkSecret(cfg.Secret, "the job secret"); err != nil {
 		return nil, fmt.Errorf("bootstrap: %v", err)

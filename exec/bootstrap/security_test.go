@@ -301,7 +301,7 @@ func TestConnectRefuses(t *testing.T) {
 		{"port 0", cfg("127.0.0.1:0", 0, 2, time.Minute), "bootstrap address 127.0.0.1:0 has port 0: rank 0 would listen on a port the system picks"},
 		{"port 0 dialling", cfg("127.0.0.1:0", 1, 2, time.Minute), "has port 0"},
 		{"no port", cfg("127.0.0.1", 0, 2, time.Minute), `bootstrap address "127.0.0.1": address 127.0.0.1: missing port in address`},
-		{"no secret", Config{World: World{Rank: 1, Size: 2}, Addr: "127.0.0.1:1"}, "2 ranks need a job secret that every rank holds and other users cannot read: generate one per job"},
+		{"no secret", Config{World: World{Rank: 1, Size: 2}, Addr: "127.0.0.1:1"}, "2 ranks need a job secret that every rank holds and other users cannot read (Config.Secret): generate one per job"},
 		{"short secret", Config{World: World{Rank: 0, Size: 2}, Addr: "127.0.0.1:1", Secret: []byte("1234")}, "the job secret holds 4 bytes: a job secret needs at least 16"},
 		{"negative size", Config{World: World{Rank: 0, Size: -2}, Addr: "127.0.0.1:1"}, "rank 0 of -2 ranks is not a valid position"},
 		{"huge job", Config{World: World{Rank: 0, Size: 2}, Addr: "127.0.0.1:1", Secret: testSecret, Job: []Fact{{"x", strings.Repeat("x", maxHandshake)}}}, "more than the"},
