@@ -51,7 +51,8 @@ type Config struct {
 	// Timeout bounds each wait (DefaultTimeout when zero).
 	Timeout time.Duration
 	// Logf, when not nil, hears on rank 0 about the first few connections dropped because they
-	// did not prove the job secret. The run goes on regardless.
+	// did not prove the job secret (the run goes on regardless). Connect calls it from its own
+	// goroutine.
 	Logf func(format string, args ...any)
 }
 

@@ -231,7 +231,7 @@ func TestJobMismatch(t *testing.T) {
 		defer wg.Done()
 		_, err1 = Connect(context.Background(), r1)
 	}()
-	time.Sleep(300 * time.Millisecond) // rank 1 joins first
+	time.Sleep(time.Second) // rank 1 joins first
 	_, err2 = Connect(context.Background(), r2)
 	wg.Wait()
 	rootErr := wait()
