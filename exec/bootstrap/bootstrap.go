@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -142,7 +143,9 @@ func (c *Comm) deadline(ctx context.Context) time.Time {
 const (
 	// helloTimeout bounds each handshake step, on both sides.
 	helloTimeout = 5 * time.Second
-	// maxPending bounds the handshakes under way at once; rank 0 closes a connection beyond it.
+	// maxPending bounds the handshakes under way at once. A connection beyond it ends the oldest
+	// handshake: a real rank's takes a round trip, so a crowd of silent connections cannot keep
+	// it out unless it is renewed thousands of times a second.
 	maxPending = 64
 	// maxLogged is how many dropped connections rank 0 reports through Config.Logf.
 	maxLogged = 3
@@ -253,18 +256,16 @@ func (c *Comm) accept(ctx context.Context) error {
 // acceptLoop accepts connections until ln fails, and runs each one's handshake in a goroutine of
 // its own (counted in wg), sending the outcomes to out.
 func (c *Comm) acceptLoop(ctx context.Context, ln *net.TCPListener, deadline time.Time, out chan<- arrival, wg *sync.WaitGroup) {
-	send := func(a arrival) bool {
+	send := func(a arrival) {
 		select {
 		case out <- a:
-			return true
 		case <-ctx.Done():
 			if a.conn != nil {
 				a.conn.Close()
 			}
-			return false
 		}
 	}
-	slots := make(chan struct{}, maxPending)
+	var pending handshakes
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -272,20 +273,18 @@ func (c *Comm) acceptLoop(ctx context.Context, ln *net.TCPListener, deadline tim
 			return
 		}
 		from := conn.RemoteAddr().String()
-		select {
-		case slots <- struct{}{}:
-		default:
-			conn.Close()
-			if !send(arrival{from: from, err: fmt.Errorf("%d handshakes were under way already", maxPending)}) {
-				return
-			}
-			continue
-		}
+		h := pending.add(conn)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			m, err := c.admit(ctx, conn, deadline)
-			<-slots
+			switch {
+			case !pending.remove(h):
+			case err == nil:
+				conn.SetDeadline(time.Time{}) // it proved the secret as it was being ended: keep it
+			default:
+				err = fmt.Errorf("it had not proved the job secret when %d newer connections came", maxPending)
+			}
 			if err != nil {
 				conn.Close()
 				conn = nil
@@ -293,6 +292,42 @@ func (c *Comm) acceptLoop(ctx context.Context, ln *net.TCPListener, deadline tim
 			send(arrival{conn: conn, from: from, m: m, err: err})
 		}()
 	}
+}
+
+// handshakes are rank 0's handshakes under way, oldest first.
+type handshakes struct {
+	mu   sync.Mutex
+	list []*handshake
+}
+
+type handshake struct {
+	conn    net.Conn
+	evicted bool
+}
+
+// add records a new handshake; with maxPending under way, it ends the oldest.
+func (p *handshakes) add(conn net.Conn) *handshake {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.list) >= maxPending {
+		old := p.list[0]
+		old.evicted = true
+		old.conn.SetDeadline(time.Unix(1, 0))
+		p.list = p.list[1:]
+	}
+	h := &handshake{conn: conn}
+	p.list = append(p.list, h)
+	return h
+}
+
+// remove forgets a finished handshake and reports whether add ended it.
+func (p *handshakes) remove(h *handshake) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i := slices.Index(p.list, h); i >= 0 {
+		p.list = slices.Delete(p.list, i, i+1)
+	}
+	return h.evicted
 }
 
 // admit is rank 0's side of the handshake with one connection: it returns what the peer says of
