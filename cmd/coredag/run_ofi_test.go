@@ -108,9 +108,9 @@ func TestRunOFIStranger(t *testing.T) {
 	stranger := runRanks(t, append([]string{"COREDAG_JOB_SECRET=another-users-secret-0123456789"}, ofiEnv...), rank("1"))[0]
 	assert.Equal(t, exitFail, stranger.code, stranger.stderr)
 	assert.Contains(t, stranger.stderr, "is not this job's rank 0: it does not know the job secret")
-	real := runRanks(t, jobEnv, rank("1"))[0]
+	own := runRanks(t, jobEnv, rank("1"))[0]
 	<-done
-	require.Equal(t, exitOK, real.code, "%s%s", real.stdout, real.stderr)
+	require.Equal(t, exitOK, own.code, "%s%s", own.stdout, own.stderr)
 	require.Equal(t, exitOK, root[0].code, "%s%s", root[0].stdout, root[0].stderr)
 	assert.Contains(t, root[0].stdout, "PASS plans/ring_allreduce.dag")
 	assert.Regexp(t, `rank 0: bootstrap: rank 0 dropped a connection from 127\.0\.0\.1:\d+: it did not prove it knows the job secret`, root[0].stderr)
