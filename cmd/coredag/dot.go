@@ -105,7 +105,7 @@ func (c *dotCmd) Run(e *env) error {
 		}
 	}
 	text := d.String()
-	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+	ctx, cancel := context.WithTimeout(e.ctx, c.Timeout)
 	defer cancel()
 	var buf bytes.Buffer
 	if err := viz.RenderContext(ctx, []byte(text), format, &buf); err != nil {

@@ -38,7 +38,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 )
 
@@ -207,14 +209,69 @@ func Create(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !unfinished.add(f.Name(), path) {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, &TargetError{Path: path, Reason: "not written: the program is being interrupted", Err: ErrInterrupted}
+	}
 	if t.exists {
 		if err := f.Chmod(t.perm); err != nil {
 			f.Close()
+			unfinished.remove(f.Name())
 			os.Remove(f.Name())
 			return nil, asTarget(err, path)
 		}
 	}
 	return &File{t: t, f: f, tmp: f.Name()}, nil
+}
+
+// ErrInterrupted is the error of a Create after RemoveUnfinished.
+var ErrInterrupted = errors.New("interrupted")
+
+// unfinished are the temporary files of the writes in progress in the process, for
+// RemoveUnfinished.
+var unfinished = &tempFiles{names: map[string]string{}}
+
+type tempFiles struct {
+	mu     sync.Mutex
+	names  map[string]string // temporary file -> the path given to Create
+	closed bool              // RemoveUnfinished was called: no more writes
+}
+
+func (t *tempFiles) add(tmp, path string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.names[tmp] = path
+	}
+	return !t.closed
+}
+
+func (t *tempFiles) remove(tmp string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.names, tmp)
+}
+
+// RemoveUnfinished removes the temporary files of every write in progress in the process, whose
+// targets are thus left as they were, and makes every later Create fail with ErrInterrupted. A
+// program that is interrupted by a signal calls it just before it exits, when its writes may still
+// be under way in other goroutines: it returns the paths whose writes it removed, sorted. (A
+// write that commits meanwhile either renames its file first, and its target is complete, or
+// finds it gone, and its target is as it was.)
+func RemoveUnfinished() []string {
+	unfinished.mu.Lock()
+	defer unfinished.mu.Unlock()
+	unfinished.closed = true
+	var paths []string
+	for tmp, path := range unfinished.names {
+		if os.Remove(tmp) == nil {
+			paths = append(paths, path)
+		}
+		delete(unfinished.names, tmp)
+	}
+	slices.Sort(paths)
+	return paths
 }
 
 // createTemp creates a new file beside the target, named after it. A new target's mode comes
@@ -328,6 +385,7 @@ func (f *File) Commit() error {
 		return asTarget(err, f.t.path)
 	}
 	f.done = true
+	defer unfinished.remove(f.tmp)
 	if err := f.f.Close(); err != nil {
 		os.Remove(f.tmp)
 		return asTarget(err, f.t.path)
@@ -352,6 +410,7 @@ func (f *File) Abort() error {
 		if rerr := os.Remove(f.tmp); rerr != nil {
 			err = rerr
 		}
+		unfinished.remove(f.tmp)
 	}
 	return err
 }

@@ -432,3 +432,38 @@ func TestKernelFilesystem(t *testing.T) {
 		assert.Equal(t, "/proc/version: cannot create files in /proc: no such file or directory (procfs holds the kernel's files only, and an atomic write needs a new file beside its target)", err.Error(), name)
 	}
 }
+
+// TestRemoveUnfinished: what an interrupted program calls before it exits removes the temporary
+// files of the writes under way, leaves their targets as they were, and stops later writes.
+func TestRemoveUnfinished(t *testing.T) {
+	defer func() { unfinished.closed = false }()
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old.txt")
+	require.NoError(t, os.WriteFile(old, []byte("old"), 0o644))
+	var files []*File
+	for _, name := range []string{old, filepath.Join(dir, "new.txt")} {
+		f, err := Create(name)
+		require.NoError(t, err)
+		_, err = f.Write([]byte("half"))
+		require.NoError(t, err)
+		files = append(files, f)
+	}
+	done := filepath.Join(dir, "done.txt")
+	require.NoError(t, WriteFile(done, []byte("done"))) // committed: not unfinished
+	require.Len(t, names(t, dir), 4) // two of them temporary
+
+	assert.Equal(t, []string{filepath.Join(dir, "new.txt"), old}, RemoveUnfinished()) // sorted
+	assert.ElementsMatch(t, []string{"old.txt", "done.txt"}, names(t, dir), "temporary files removed")
+	got, err := os.ReadFile(old)
+	require.NoError(t, err)
+	assert.Equal(t, "old", string(got))
+	_, err = Create(filepath.Join(dir, "later.txt"))
+	assert.ErrorIs(t, err, ErrInterrupted)
+	assert.ElementsMatch(t, []string{"old.txt", "done.txt"}, names(t, dir))
+	for _, f := range files {
+		assert.Error(t, f.Commit(), "the temporary file is gone")
+	}
+	got, _ = os.ReadFile(old)
+	assert.Equal(t, "old", string(got))
+	assert.Empty(t, RemoveUnfinished())
+}
