@@ -450,7 +450,7 @@ func TestRemoveUnfinished(t *testing.T) {
 	}
 	done := filepath.Join(dir, "done.txt")
 	require.NoError(t, WriteFile(done, []byte("done"))) // committed: not unfinished
-	require.Len(t, names(t, dir), 4) // two of them temporary
+	require.Len(t, names(t, dir), 4)                    // two of them temporary
 
 	assert.Equal(t, []string{filepath.Join(dir, "new.txt"), old}, RemoveUnfinished()) // sorted
 	assert.ElementsMatch(t, []string{"old.txt", "done.txt"}, names(t, dir), "temporary files removed")
