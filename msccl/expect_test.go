@@ -80,11 +80,11 @@ func TestRingFixture(t *testing.T) {
 }
 
 // Export without a coll takes it, and inplace and root, from the plan's expect: the XML of each
-// two-sided plan of plans/ names its collective and proves it again.
+// two-sided plan of plans/ names its collective and proves it again. (pipeline_chain is not one:
+// its credits are zero-byte sends, which MSCCL-IR cannot say.)
 func TestExportColl(t *testing.T) {
 	for _, c := range []struct{ plan, head string }{
 		{"binomial_bcast", `coll="broadcast" root="0" inplace="1"`},
-		{"pipeline_chain", `coll="broadcast" root="0" inplace="1"`},
 		{"ring_allgather", `coll="allgather" inplace="1"`},
 		{"recursive_doubling_allreduce", `coll="allreduce" inplace="1"`},
 	} {

@@ -338,7 +338,7 @@ func TestExportRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = msccl.Export(g, msccl.ExportOptions{})
-	if err == nil || !strings.Contains(err.Error(), "ring_allreduce.dag:37:6: ag[0] is a write with notify, which MSCCL-IR cannot express: export takes the two-sided subset (send, recv, reduce, copy, nop) (and 1 more errors)") {
+	if err == nil || !strings.Contains(err.Error(), "ring_allreduce.dag:40:6: ag[0] is a write with notify, which MSCCL-IR cannot express: export takes the two-sided subset (send, recv, reduce, copy, nop) (and 1 more errors)") {
 		t.Fatalf("got %v", err)
 	}
 	src, err = os.ReadFile("../plans/atomic_fanin.dag")
