@@ -101,6 +101,37 @@ type shapes struct {
 	buf   []term  // scratch for merge
 	cuts  []int32 // scratch for merge
 	over  bool    // combine met a count past maxCount
+
+	// maxTerms is the most terms the table may hold; make sets full rather than pass it.
+	maxTerms int
+	full     bool
+	renamed  []int32 // scratch of keep
+}
+
+// keep keeps only the shapes ids names and renames each id of ids to its shape's new id. The
+// table is compacted in place: shapes are made in the order of their terms, so a kept shape
+// moves down in both lists, never over one still to be moved.
+func (s *shapes) keep(ids []int32) {
+	renamed := s.renamed[:0]
+	renamed = append(renamed, make([]int32, len(s.list))...) // old id -> new id + 1; 0: dropped
+	for _, id := range ids {
+		renamed[id] = 1
+	}
+	list, terms := s.list[:0], s.terms[:0]
+	for id := range renamed {
+		if renamed[id] == 0 {
+			continue
+		}
+		old := s.list[id]
+		at := int32(len(terms))
+		terms = append(terms, s.terms[old.at:old.at+old.n]...)
+		list = append(list, shape{at: at, n: old.n, red: old.red})
+		renamed[id] = int32(len(list))
+	}
+	for i, id := range ids {
+		ids[i] = renamed[id] - 1
+	}
+	s.list, s.terms, s.renamed = list, terms, renamed
 }
 
 // newShapes makes a table for about n shapes, of up to 2 terms each (a sum over a range of ranks
@@ -136,6 +167,10 @@ func (s *shapes) make(red ir.ReduceOp, terms []term) (int32, int64) {
 	}
 	if len(terms) == 1 && terms[0].lo == terms[0].hi && terms[0].n == 1 {
 		red = plain
+	}
+	if s.maxTerms > 0 && len(s.terms)+len(terms) > s.maxTerms {
+		s.full = true // the replay stops after this op: what it makes meanwhile is not kept
+		return 0, 0
 	}
 	at := len(s.terms)
 	s.terms = append(s.terms, terms...)
