@@ -117,7 +117,7 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 	races := make(chan diag.List, 1)
 	go func() { races <- order.Races() }()
 	<-order.Spare() // the proof takes the CPU the race search leaves idle, not one it uses
-	proved := prove.Check(g, order)
+	proved := prove.CheckWithin(g, order, lim.Budget)
 	errs = <-races
 	var lints diag.List
 	if lint != nil {
