@@ -120,7 +120,7 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 	spare := make(chan struct{})
 	go func() { races <- order.Races(sync.OnceFunc(func() { close(spare) })) }()
 	<-spare // the proof takes the CPU the race search leaves idle, not one it uses
-	proved := prove.Check(g, order)
+	proved := prove.CheckWithin(g, order, lim.Budget)
 	errs = <-races
 	var lints diag.List
 	if lint != nil {

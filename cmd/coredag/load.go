@@ -106,6 +106,9 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 	if err != nil {
 		return nil, err
 	}
+	if note := b.Note(); note != "" {
+		fmt.Fprintf(e.stderr, "coredag: note: %s\n", note)
+	}
 	src, err := readSource(e, path)
 	if err != nil {
 		return nil, err
@@ -140,6 +143,12 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 	if errors.As(l.err, &pe) {
 		return nil, usageError("%s: %v", diag.QuoteName(name), pe)
 	}
+	if be := (*budget.Error)(nil); errors.As(l.err, &be) { // an array of the plan's refused
+		if be.Pos.IsValid() {
+			return nil, usageError("%s", be.Error())
+		}
+		return nil, usageError("%s: %s", diag.QuoteName(name), be.Message())
+	}
 	return l, nil
 }
 
@@ -147,9 +156,9 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 func opLimits(b budget.Budget) elaborate.Limits {
 	n := b.Bytes / elaborate.BytesPerOp
 	if n >= elaborate.MaxOps {
-		return elaborate.Limits{}
+		return elaborate.Limits{Budget: b}
 	}
-	return elaborate.Limits{MaxOps: int(max(n, 1)), Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
+	return elaborate.Limits{Budget: b, MaxOps: int(max(n, 1)), Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
 		budget.Format(elaborate.BytesPerOp), budget.Format(b.Bytes), b.Source())}
 }
 

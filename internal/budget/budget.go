@@ -36,6 +36,9 @@ type Budget struct {
 	// From is "--mem" or EnvVar when the user set it, else how the machine's figure was read
 	// (for example "80% of MemAvailable").
 	From string
+	// Asked, when positive, is what the user set, which Bytes lowers to what the address-space
+	// limit (ulimit -v) leaves: an allocation past that limit fails whatever the budget says.
+	Asked int64
 }
 
 // FromUser reports whether the budget was set with --mem or the environment.
@@ -43,30 +46,54 @@ func (b Budget) FromUser() bool { return b.From == "--mem" || b.From == EnvVar }
 
 // Source says, for a message, how the budget was set or can be set.
 func (b Budget) Source() string {
+	if b.Asked > 0 {
+		return fmt.Sprintf("%s %s, lowered to %s", b.From, Format(b.Asked), addressLeft)
+	}
 	if b.FromUser() {
 		return "set with " + b.From
 	}
 	return "set with --mem or " + EnvVar
 }
 
+// addressLeft is how a budget lowered for the address-space limit is described.
+const addressLeft = "80% of what the address-space limit (ulimit -v) leaves"
+
+// Note, when the budget was lowered (Asked), says so, for a command to print as a note.
+func (b Budget) Note() string {
+	if b.Asked <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s asks for %s, more than the address-space limit (ulimit -v) leaves: the memory budget is %s, %s",
+		b.From, Format(b.Asked), Format(b.Bytes), addressLeft)
+}
+
 // Resolve returns the budget: flag (the value of --mem) when not empty, else the environment
 // variable EnvVar read with getenv, else the machine's (Machine).
+// A figure from the user is lowered to what the address-space limit leaves (Asked, Note).
 func Resolve(flag string, getenv func(string) string) (Budget, error) {
-	if flag != "" {
-		n, err := Parse(flag)
-		if err != nil {
-			return Budget{}, fmt.Errorf("--mem %s: %v", flag, err)
-		}
-		return Budget{Bytes: n, From: "--mem"}, nil
-	}
-	if v := getenv(EnvVar); v != "" {
+	return resolve(flag, getenv, machine())
+}
+
+// resolve is Resolve on the machine s.
+func resolve(flag string, getenv func(string) string, s system) (Budget, error) {
+	user := func(v, from string) (Budget, error) {
 		n, err := Parse(v)
 		if err != nil {
-			return Budget{}, fmt.Errorf("%s=%s: %v", EnvVar, v, err)
+			return Budget{}, fmt.Errorf("%s%s: %v", from, v, err)
 		}
-		return Budget{Bytes: n, From: EnvVar}, nil
+		b := Budget{Bytes: n, From: strings.TrimRight(from, " =")}
+		if room, ok := s.addressRoom(); ok && room < n {
+			b.Bytes, b.Asked = room, n
+		}
+		return b, nil
 	}
-	return Machine(), nil
+	if flag != "" {
+		return user(flag, "--mem ")
+	}
+	if v := getenv(EnvVar); v != "" {
+		return user(v, EnvVar+"=")
+	}
+	return s.budget(), nil
 }
 
 // Parse reads a size such as 8GiB, 512MiB, 1_000_000 or 0x1000 (the integer literals of the

@@ -113,3 +113,40 @@ func TestCheck(t *testing.T) {
 	err = Budget{Bytes: 1024, From: "--mem"}.Check(2048, "it needs 2 KiB", "")
 	assert.EqualError(t, err, "it needs 2 KiB; the memory budget is 1 KiB (set with --mem)")
 }
+
+// TestResolveCappedByAddressLimit: a budget from --mem or the environment larger than what the
+// address-space limit leaves is lowered to the machine's figure for it, and says so; one that
+// fits, or one under no limit, is kept. (--mem 100GiB under ulimit -v 2000000 died in the Go
+// runtime instead of refusing.)
+func TestResolveCappedByAddressLimit(t *testing.T) {
+	limited := system{meminfo: meminfo, status: "VmSize:\t 1048576 kB\n", rlimitAS: 3 << 30} // 2 GiB left
+	room := int64(2<<30) / 100 * 80
+	env := map[string]string{EnvVar: "64GiB"}
+	for _, tc := range []struct {
+		flag string
+		from string
+	}{{"100GiB", "--mem"}, {"", EnvVar}} {
+		b, err := resolve(tc.flag, func(k string) string { return env[k] }, limited)
+		require.NoError(t, err)
+		assert.Equal(t, room, b.Bytes, tc.from)
+		assert.Equal(t, tc.from, b.From)
+		assert.True(t, b.FromUser())
+		assert.Positive(t, b.Asked)
+		assert.Contains(t, b.Source(), tc.from+" ")
+		assert.Contains(t, b.Source(), ", lowered to 80% of what the address-space limit (ulimit -v) leaves")
+		assert.Contains(t, b.Note(), "more than the address-space limit (ulimit -v) leaves: the memory budget is 1.6 GiB")
+	}
+	b, err := resolve("100GiB", func(string) string { return "" }, limited)
+	require.NoError(t, err)
+	assert.Equal(t, "--mem 100 GiB, lowered to 80% of what the address-space limit (ulimit -v) leaves", b.Source())
+	err = b.Check(2<<30, "it needs 2 GiB", "")
+	assert.EqualError(t, err, "it needs 2 GiB; the memory budget is 1.6 GiB (--mem 100 GiB, lowered to 80% of what the address-space limit (ulimit -v) leaves)")
+
+	b, err = resolve("1GiB", func(string) string { return "" }, limited)
+	require.NoError(t, err)
+	assert.Equal(t, Budget{Bytes: 1 << 30, From: "--mem"}, b, "fits: kept")
+	assert.Empty(t, b.Note())
+	b, err = resolve("100GiB", func(string) string { return "" }, system{meminfo: meminfo})
+	require.NoError(t, err)
+	assert.Equal(t, Budget{Bytes: 100 << 30, From: "--mem"}, b, "no limit: kept")
+}

@@ -9,7 +9,10 @@ import (
 )
 
 // Machine returns the budget the machine allows (see the package comment), or Fallback.
-func Machine() Budget {
+func Machine() Budget { return machine().budget() }
+
+// machine reads what the machine says about its memory.
+func machine() system {
 	read := func(name string) string {
 		b, err := os.ReadFile(name)
 		if err != nil {
@@ -20,7 +23,7 @@ func Machine() Budget {
 	s := system{meminfo: read("/proc/meminfo"), status: read("/proc/self/status")}
 	s.cgroupMax, s.cgroupCur = cgroupFiles(read)
 	s.rlimitAS = addressLimit()
-	return s.budget()
+	return s
 }
 
 // system is what the machine says about its memory, as read from its files.
@@ -47,14 +50,29 @@ func (s system) budget() Budget {
 		cur, _ := parseLimit(s.cgroupCur)
 		offer(max(0, limit-cur), "the cgroup's memory limit")
 	}
-	if s.rlimitAS > 0 && s.rlimitAS < 1<<62 {
-		used, _ := field(s.status, "VmSize:")
-		offer(max(0, int64(s.rlimitAS)-used*1024), "the address-space limit (ulimit -v)")
+	if left, ok := s.addressLeft(); ok {
+		offer(left, "the address-space limit (ulimit -v)")
 	}
 	if best < 0 {
 		return Budget{Bytes: Fallback, From: "the fallback (the machine's memory could not be read)"}
 	}
 	return Budget{Bytes: best / 100 * share, From: strconv.Itoa(share) + "% of what " + from + " leaves"}
+}
+
+// addressLeft is what the address-space limit (RLIMIT_AS) leaves of the address space, if
+// there is a limit.
+func (s system) addressLeft() (int64, bool) {
+	if s.rlimitAS == 0 || s.rlimitAS >= 1<<62 {
+		return 0, false
+	}
+	used, _ := field(s.status, "VmSize:")
+	return max(0, int64(s.rlimitAS)-used*1024), true
+}
+
+// addressRoom is the budget the address-space limit allows: share percent of what it leaves.
+func (s system) addressRoom() (int64, bool) {
+	left, ok := s.addressLeft()
+	return left / 100 * share, ok
 }
 
 // field finds "Name:   123 kB" in a /proc file and returns 123.

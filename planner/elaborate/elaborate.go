@@ -16,6 +16,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -68,9 +69,11 @@ type elaborator struct {
 	// the ids of g.Ops[0] and g.Queues[0]: 0, but in a shard, where they are its window's
 	opBase    ir.OpID
 	queueBase ir.QueueID
-	pool      *pool  // what it shares with the other shards
-	whyMaxOps string // why the limit is lower, for its diagnostic
-	countWork int    // what is left of maxCountWork
+	pool      *pool         // what it shares with the other shards
+	whyMaxOps string        // why the limit is lower, for its diagnostic
+	budget    budget.Budget // the memory budget (Limits.Budget)
+	refusal   *budget.Error // an array the budget refused (room): the elaboration's error
+	countWork int           // what is left of maxCountWork
 
 	broken struct{ ops, queues brokenNames } // declarations of this rank that failed (cascade.go)
 
@@ -165,6 +168,9 @@ func firstDeclaration(name string, first, again diag.Pos) string {
 }
 
 func (el *elaborator) result() error {
+	if el.refusal != nil {
+		return el.refusal
+	}
 	for ph := range el.diag {
 		if l := el.diag[ph].list(el.g.Ranks); len(l) > 0 {
 			return l
@@ -192,9 +198,12 @@ func (el *elaborator) run() (sharded bool) {
 	el.first, el.end = 0, el.g.Ranks
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
 		el.elaborateRank(r)
-		if r == 0 && el.g.Ranks > 1 { // SPMD: other ranks are as large, so grow once (growOps if not)
-			want := len(el.g.Ops) * el.g.Ranks
-			el.g.Ops = append(make([]ir.Op, 0, min(want, el.maxOps)), el.g.Ops...)
+		if r == 0 && el.g.Ranks > 1 && !el.truncated { // SPMD: other ranks are as large, so grow once (growOps if not)
+			want := min(len(el.g.Ops)*el.g.Ranks, el.maxOps)
+			if !el.room(diag.Pos{}, want, unsafe.Sizeof(ir.Op{}), "ops") {
+				break
+			}
+			el.g.Ops = append(make([]ir.Op, 0, want), el.g.Ops...)
 			if sharded = el.parallel(); sharded { // the other ranks are done, without a diagnostic
 				break
 			}
@@ -723,10 +732,24 @@ func (el *elaborator) growOps() {
 // refs records `after` references: op waiter waits for every op named by after.
 func (el *elaborator) refs(after []*nameInfo, s *scope, waiter ir.OpID) {
 	for _, a := range after {
-		if r, ok := el.name(a, s); ok {
+		if r, ok := el.name(a, s); ok && el.pendingRoom(a.n.Pos()) {
 			el.pending = append(el.pending, pendingRef{from: r, to: waiter})
 		}
 	}
+}
+
+// pendingRoom makes room for one more pending reference, doubling, if the memory budget holds
+// it (room); it reports false, and the elaboration stops, if not.
+func (el *elaborator) pendingRoom(pos diag.Pos) bool {
+	if len(el.pending) < cap(el.pending) {
+		return true
+	}
+	n := max(2*cap(el.pending), 64)
+	if !el.room(pos, n, unsafe.Sizeof(pendingRef{}), fmt.Sprintf("`after` references on rank %d", el.rank)) {
+		return false
+	}
+	el.pending = growTo(el.pending, n)
+	return true
 }
 
 func (el *elaborator) dep(at *stmtCode, s *scope) {
@@ -744,6 +767,9 @@ func (el *elaborator) dep(at *stmtCode, s *scope) {
 				after[j].r, after[j].ok = el.name(at.after[j], s)
 			}
 			if after[j].ok {
+				if !el.pendingRoom(at.after[j].n.Pos()) {
+					return
+				}
 				el.pending = append(el.pending, pendingRef{from: after[j].r, to: ir.None, toBy: waiter})
 			}
 		}

@@ -1,6 +1,7 @@
 package elaborate
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/coredag/coredag/diag"
@@ -20,6 +21,11 @@ type Limits struct {
 	MaxOps int
 	// Why says where MaxOps comes from, for the diagnostic (e.g. the memory budget).
 	Why string
+	// Budget, when its Bytes are positive, is the memory budget of the command: the Graph's
+	// arrays that are sized ahead for the ranks to come (ops, queues, edges) are checked
+	// against it before they are allocated, and refused with a *budget.Error past it. The
+	// proof takes its share of it too (prove.CheckWithin).
+	Budget budget.Budget
 }
 
 // ElaborateLimited is Elaborate within lim.
@@ -35,6 +41,7 @@ func elaborateLimited(f *dsl.File, params map[string]int64, lim Limits) (*ir.Gra
 	if lim.MaxOps > 0 && lim.MaxOps < maxOps {
 		el.maxOps, el.whyMaxOps = lim.MaxOps, lim.Why
 	}
+	el.budget = lim.Budget
 	sharded := el.run()
 	if err := el.result(); err != nil {
 		return nil, sharded, err
@@ -50,6 +57,38 @@ func (el *elaborator) tooManyOps(pos diag.Pos, detail string) {
 	}
 	el.globalErrorf(phaseNames, diag.Limit, pos, "the plan has more than %d ops over all its ranks%s: %s", el.maxOps, detail, why)
 	el.truncated = true
+}
+
+// room reports whether an array of n elements of size bytes each, which the Graph would hold
+// (what says of what: "ops", "`after` edges on 16 ranks"), fits in the memory budget; if not, the
+// elaboration stops and returns the refusal (a *budget.Error at pos) instead of diagnostics.
+// Without a budget everything fits.
+func (el *elaborator) room(pos diag.Pos, n int, size uintptr, what string) bool {
+	if el.budget.Bytes <= 0 {
+		return true
+	}
+	need := budget.Mul(int64(n), int64(size))
+	if need <= el.budget.Bytes {
+		return true
+	}
+	if el.refusal == nil {
+		el.refusal = &budget.Error{Pos: pos, Need: need, Budget: el.budget,
+			What: fmt.Sprintf("the plan's %s need %s (%d of %d bytes each)", what, budget.Format(need), n, size),
+			Hint: "lower the rank count (-p) or the plan's size"}
+	}
+	el.truncated = true
+	return false
+}
+
+// ranksLeft is how many of the ranks from the current one on can be as large as it is (ops
+// ops) within the op limit: at least the current rank, at most the ranks left. The Graph's
+// arrays grow for so many at once.
+func (el *elaborator) ranksLeft(ops int) int {
+	left := el.end - el.rank
+	if ops > 0 {
+		left = min(left, 1+max(0, el.opsLeft())/ops)
+	}
+	return max(left, 1)
 }
 
 // maxCountWork bounds the statements that counting ops (loopOps) may walk through while it

@@ -2,12 +2,14 @@ package elaborate
 
 import (
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/internal/race"
 )
 
@@ -78,4 +80,50 @@ func TestLimitsFromBudget(t *testing.T) {
 	assert.Len(t, g.Ops, 40)
 	_, err = ElaborateLimited(f, nil, Limits{MaxOps: 1 << 30})
 	assert.NoError(t, err, "a limit above MaxOps changes nothing")
+}
+
+// TestEdgesSizedForRanksThatFit: rank 0 sizes the edge array for the ranks to come only as far
+// as the op limit leaves room: the ring allreduce at 4096 ranks, past the limit, used to size it
+// for all 4096 (1.3 GB, "fatal error: out of memory" under ulimit -v 2000000) before the limit
+// stopped it at the 24th rank.
+func TestEdgesSizedForRanksThatFit(t *testing.T) {
+	f, err := dsl.Parse("ring_allreduce.dag", ringAllreduce(t))
+	require.NoError(t, err)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = ElaborateLimited(f, map[string]int64{"ranks": 4096}, Limits{MaxOps: 300000, Why: "the memory budget is 586 MiB"})
+	runtime.ReadMemStats(&after)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the plan has more than 300000 ops over all its ranks")
+	assert.Contains(t, err.Error(), "): the memory budget is 586 MiB")
+	if !race.Enabled {
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(128<<20), "allocated bytes")
+	}
+}
+
+// TestEdgesRefusedByBudget: an edge array that would not fit in the memory budget is refused
+// before it is allocated, with the figure, at the `after` that makes the edges, as a
+// *budget.Error (which coredag reports with exit 2) rather than diagnostics.
+func TestEdgesRefusedByBudget(t *testing.T) {
+	src := "plan edges\nparam ranks = 16\nfor j in 0 .. 400 { op a[j] = nop }\nfor j in 0 .. 400 { op b[j] = nop }\n" +
+		"for i in 0 .. 400 {\n  for j in 0 .. 400 { b[i] after a[j] }\n}\n"
+	f, err := dsl.Parse("edges.dag", []byte(src))
+	require.NoError(t, err)
+	_, err = ElaborateLimited(f, nil, Limits{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
+	var be *budget.Error
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, "edges.dag:6:34: the plan's `after` edges on 16 ranks need 48.8 MiB (2560000 of 20 bytes each); "+
+		"the memory budget is 32 MiB (set with --mem): lower the rank count (-p) or the plan's size", err.Error())
+	// The references wait in a list of their own until the rank is done: 72 bytes each.
+	_, err = ElaborateLimited(f, nil, Limits{MaxOps: 16384, Budget: budget.Budget{Bytes: 4 << 20, From: "--mem"}})
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, "edges.dag:6:34: the plan's `after` references on rank 0 need 4.5 MiB (65536 of 72 bytes each); "+
+		"the memory budget is 4 MiB (set with --mem): lower the rank count (-p) or the plan's size", err.Error())
+
+	// Within a budget that holds them, the same plan elaborates.
+	f, err = dsl.Parse("edges.dag", []byte(strings.Replace(src, "ranks = 16", "ranks = 2", 1)))
+	require.NoError(t, err)
+	g, err := ElaborateLimited(f, nil, Limits{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
+	require.NoError(t, err)
+	assert.Len(t, g.Edges, 2*400*400)
 }

@@ -5,7 +5,9 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
+	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -74,7 +76,14 @@ func (el *elaborator) parallel() bool {
 	if n < 2 || g.Ranks < 3 || ops0 == 0 || ops0*g.Ranks < parallelOps || ops0*g.Ranks > el.maxOps || !el.clean() {
 		return false
 	}
-	// Windows for ranks as large as rank 0 (Ops was sized so by run).
+	// Windows for ranks as large as rank 0 (Ops was sized so by run), if they fit in the budget
+	// beside Ops; if not, the ranks are elaborated one after the other, their arrays growing as
+	// they go, each growth checked (resolveRank).
+	if b := el.budget.Bytes; b > 0 && budget.Add(budget.Mul(int64(cap(g.Ops)), int64(unsafe.Sizeof(ir.Op{}))),
+		budget.Mul(int64(queues0*g.Ranks), int64(unsafe.Sizeof(ir.Queue{}))),
+		budget.Mul(int64(edges0*g.Ranks), int64(unsafe.Sizeof(ir.Edge{})))) > b {
+		return false
+	}
 	g.Queues = growTo(g.Queues, queues0*g.Ranks)
 	g.Edges = growTo(g.Edges, edges0*g.Ranks)
 	p := &pool{g: g}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
@@ -52,8 +53,15 @@ func (el *elaborator) resolveRank() {
 	}
 	if free := cap(g.Edges) - len(g.Edges); free < len(el.pending) {
 		// SPMD: the other ranks have about as many edges as this one. Grow for them all at once
-		// rather than by doubling: the Graph keeps what Edges allocates.
-		g.Edges = growTo(g.Edges, len(g.Edges)+len(el.pending)*(el.end-el.rank))
+		// rather than by doubling: the Graph keeps what Edges allocates. Not for more ranks than
+		// the op limit leaves room for, and not past the memory budget.
+		ranks := el.ranksLeft(int(span.EndOp - span.FirstOp))
+		n := len(g.Edges) + len(el.pending)*ranks
+		what := fmt.Sprintf("`after` edges on %s", english.Plural(el.rank-el.first+ranks, "rank"))
+		if !el.room(el.pending[0].from.info.n.Pos(), n, unsafe.Sizeof(ir.Edge{}), what) {
+			return
+		}
+		g.Edges = growTo(g.Edges, n)
 	}
 	for _, p := range el.pending {
 		from, ok := el.lookupOp(p.from)

@@ -2,7 +2,6 @@ package prove
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/coredag/coredag/diag"
@@ -115,12 +114,20 @@ func (s *State) explain(e *ir.Expect, w *wrong) *diag.Diagnostic {
 	g := s.g
 	dst := &g.Buffers[e.Dst]
 	elem := fmt.Sprintf("%s[%d]", dst.Name, w.off)
-	wantRed, wantAtoms := s.sh.at(w.want.sh, w.want.shift)
-	gotRed, gotAtoms := s.sh.at(w.got.sh, w.got.shift)
-	msg := fmt.Sprintf("%s: %s on rank %d should hold %s, but holds %s",
-		g.ExpectString(e), elem, w.rank, s.describe(wantRed, wantAtoms, w.off), s.describe(gotRed, gotAtoms, w.off))
-	if why := s.difference(wantRed, wantAtoms, gotRed, gotAtoms, w.off); why != "" {
-		msg += " — " + why
+	var msg string
+	if t, ok := s.sh.tooMany(w.got.sh); ok {
+		msg = fmt.Sprintf("%s: cannot prove: multiplicity exceeds %d: %s on rank %d holds a value in which %s counts one contribution more than %d times",
+			g.ExpectString(e), maxCount, elem, w.rank, g.OpString(ir.OpID(t.v)), maxCount)
+	} else {
+		wantRed, want, wantWhole := s.sh.at(w.want.sh, w.want.shift)
+		gotRed, got, gotWhole := s.sh.at(w.got.sh, w.got.shift)
+		msg = fmt.Sprintf("%s: %s on rank %d should hold %s, but holds %s",
+			g.ExpectString(e), elem, w.rank, s.describe(wantRed, want, wantWhole, w.off), s.describe(gotRed, got, gotWhole, w.off))
+		if !wantWhole || !gotWhole {
+			// the lists were cut short: what separates them is not known
+		} else if why := s.difference(wantRed, want, gotRed, got, w.off); why != "" {
+			msg += " — " + why
+		}
 	}
 	if w.elements > 1 {
 		msg += fmt.Sprintf(" (%d elements wrong in all)", w.elements)
@@ -142,91 +149,119 @@ func (s *State) term(a atom, off int64) string {
 		return fmt.Sprintf("the constant %d", a.v)
 	case atomOpaque:
 		return fmt.Sprintf("a value computed by %s", s.g.OpString(ir.OpID(a.v)))
+	case atomTooMany:
+		return fmt.Sprintf("a value %s counts past %d times", s.g.OpString(ir.OpID(a.v)), maxCount)
 	}
 	return fmt.Sprintf("%s[%d]@%d", s.g.Buffers[a.buf].Name, off+a.v, a.rank)
 }
 
-// describe words a value at element off: "data[8]@1", "the sum over ranks 0-3 of data[8]".
-func (s *State) describe(red ir.ReduceOp, atoms []atom, off int64) string {
-	if red == plain {
-		return s.term(atoms[0], off)
+// maxParts is how many parts of a value or of a difference a message lists.
+const maxParts = 6
+
+// listed joins parts, the first maxParts of them and how many more there are ("and 3 more");
+// past is how many more there are beyond parts.
+func listed(parts []string, past int) string {
+	if more := len(parts) - maxParts + past; more > 0 {
+		parts = append(parts[:min(len(parts), maxParts):min(len(parts), maxParts)], fmt.Sprintf("and %d more", more))
 	}
-	// Group initial elements by (buffer, element): a collective's value is one group.
-	type key struct {
-		buf ir.BufID
-		el  int64
+	return strings.Join(parts, ", ")
+}
+
+// describe words a value at element off: "data[8]@1", "the sum over ranks 0-3 of data[8]",
+// "the sum over rank 0 of data[8] (rank 0's 16777216 times)". whole is false when atoms is
+// not all of it.
+func (s *State) describe(red ir.ReduceOp, atoms []counted, whole bool, off int64) string {
+	if red == plain && len(atoms) == 1 {
+		return s.term(atoms[0].atom, off)
 	}
-	var order []key
-	ranks := map[key][]int{}
-	var rest []string
-	for _, a := range atoms {
-		if a.kind != atomInit {
-			rest = append(rest, s.term(a, off))
-			continue
-		}
-		k := key{a.buf, off + a.v}
-		if _, ok := ranks[k]; !ok {
-			order = append(order, k)
-		}
-		ranks[k] = append(ranks[k], int(a.rank))
-	}
+	// Group initial elements by (buffer, element): a collective's value is one group. The
+	// atoms are sorted, so a group's atoms follow one another, one per rank.
 	var parts []string
-	for _, k := range order {
-		rs := ranks[k]
-		el := fmt.Sprintf("%s[%d]", s.g.Buffers[k.buf].Name, k.el)
-		if len(rs) == 1 {
-			parts = append(parts, fmt.Sprintf("%s@%d", el, rs[0]))
+	groups, rest := 0, 0
+	for i := 0; i < len(atoms); {
+		a := atoms[i]
+		if a.kind != atomInit {
+			rest++
+			if len(parts) <= maxParts {
+				p := s.term(a.atom, off)
+				if a.n > 1 {
+					p += " (" + times(a.n) + ")"
+				}
+				parts = append(parts, p)
+			}
+			i++
 			continue
 		}
-		dup := ""
-		if counts := count(rs); len(counts) < len(rs) {
-			var more []string
-			for _, r := range uniqSorted(rs) {
-				if counts[r] > 1 {
-					more = append(more, fmt.Sprintf("rank %d's %s", r, times(counts[r])))
-				}
-			}
-			dup = " (" + strings.Join(more, ", ") + ")"
+		j := i + 1
+		for j < len(atoms) && atoms[j].kind == atomInit && atoms[j].buf == a.buf && atoms[j].v == a.v {
+			j++
 		}
-		parts = append(parts, fmt.Sprintf("%s of %s%s", diag.FormatRanks(rs), el, dup))
+		groups++
+		if len(parts) <= maxParts {
+			parts = append(parts, s.group(atoms[i:j], off))
+		}
+		i = j
 	}
-	parts = append(parts, rest...)
-	if len(parts) > 6 {
-		parts = append(parts[:6], fmt.Sprintf("and %d more", len(parts)-6))
+	past := groups + rest - len(parts)
+	if !whole {
+		past++ // at least one: "and 1 more" reads as "and more" would not
 	}
-	if len(order) == 1 && len(rest) == 0 {
+	if len(parts) == 0 {
+		return fmt.Sprintf("an empty %s", red) // no shape has no atom; said plainly all the same
+	}
+	if groups == 1 && rest == 0 && whole {
 		return fmt.Sprintf("the %s over %s", red, parts[0])
 	}
-	return fmt.Sprintf("the %s of %s", red, strings.Join(parts, ", "))
+	return fmt.Sprintf("the %s of %s", red, listed(parts, past))
+}
+
+// group words one element of one buffer on several ranks, each with its count: "data[8]@1",
+// "ranks 0-3 of data[8]", "rank 0 of data[8] (rank 0's 9 times)".
+func (s *State) group(atoms []counted, off int64) string {
+	a := atoms[0]
+	el := fmt.Sprintf("%s[%d]", s.g.Buffers[a.buf].Name, off+a.v)
+	if len(atoms) == 1 && a.n == 1 {
+		return fmt.Sprintf("%s@%d", el, a.rank)
+	}
+	rs := make([]int, len(atoms))
+	var more []string
+	over := 0
+	for i, c := range atoms {
+		rs[i] = int(c.rank)
+		if c.n > 1 {
+			if len(more) == maxParts {
+				over++
+				continue
+			}
+			more = append(more, fmt.Sprintf("rank %d's %s", c.rank, times(c.n)))
+		}
+	}
+	dup := ""
+	if len(more) > 0 {
+		dup = " (" + listed(more, over) + ")"
+	}
+	return fmt.Sprintf("%s of %s%s", diag.FormatRanks(rs), el, dup)
 }
 
 // difference words what separates a wrong value from the right one: the contributions missing
 // and those that should not be there.
-func (s *State) difference(wantRed ir.ReduceOp, want []atom, gotRed ir.ReduceOp, got []atom, off int64) string {
+func (s *State) difference(wantRed ir.ReduceOp, want []counted, gotRed ir.ReduceOp, got []counted, off int64) string {
 	if wantRed == plain && gotRed == plain {
 		return "" // one element in place of another: the message says both
 	}
 	if wantRed != gotRed && wantRed != plain && gotRed != plain {
 		return fmt.Sprintf("a %s where a %s is due", gotRed, wantRed)
 	}
-	missing, extra := diff(want, got)
+	missing, again, foreign := diff(want, got)
 	var why []string
 	if len(missing) > 0 {
 		why = append(why, s.contributions(missing, off, "missing"))
 	}
 	// Extra terms that are due once are counted too often; the others are not due at all.
-	var again, foreign []atom
-	for _, a := range extra {
-		if slices.Contains(want, a) {
-			again = append(again, a)
-		} else {
-			foreign = append(foreign, a)
-		}
-	}
 	if len(again) > 0 {
 		why = append(why, s.contributions(again, off, "counted too often"))
 	}
-	if len(foreign) > 0 && len(got) > 1 {
+	if len(foreign) > 0 && (len(got) > 1 || got[0].n > 1) {
 		why = append(why, s.contributions(foreign, off, "not due"))
 	}
 	return strings.Join(why, "; ")
@@ -234,7 +269,7 @@ func (s *State) difference(wantRed ir.ReduceOp, want []atom, gotRed ir.ReduceOp,
 
 // contributions words a list of atoms that are missing or not due: "rank 3's contribution is
 // missing" when they are one element of one buffer on several ranks.
-func (s *State) contributions(atoms []atom, off int64, what string) string {
+func (s *State) contributions(atoms []counted, off int64, what string) string {
 	same := true
 	for _, a := range atoms {
 		same = same && a.kind == atomInit && a.buf == atoms[0].buf && a.v == atoms[0].v
@@ -249,52 +284,48 @@ func (s *State) contributions(atoms []atom, off int64, what string) string {
 		}
 		return fmt.Sprintf("the contributions of %s are %s", diag.FormatRanks(rs), what)
 	}
-	terms := make([]string, 0, len(atoms))
-	for _, a := range atoms {
-		terms = append(terms, s.term(a, off))
+	terms := make([]string, 0, min(len(atoms), maxParts))
+	for _, a := range atoms[:min(len(atoms), maxParts)] {
+		terms = append(terms, s.term(a.atom, off))
 	}
-	if len(terms) > 6 {
-		terms = append(terms[:6], fmt.Sprintf("and %d more", len(terms)-6))
+	verb := "are"
+	if len(atoms) == 1 {
+		verb = "is"
 	}
-	return strings.Join(terms, ", ") + " " + map[bool]string{true: "is", false: "are"}[len(atoms) == 1] + " " + what
+	return listed(terms, len(atoms)-len(terms)) + " " + verb + " " + what
 }
 
-// diff returns the atoms of want not in got and of got not in want, as multisets (both sorted).
-func diff(want, got []atom) (missing, extra []atom) {
+// diff compares want and got as multisets (both sorted, one entry per atom with its count):
+// the atoms want counts more often than got (missing), those both have but got counts more
+// often (again), and those only got has (foreign), each with the difference of the counts.
+func diff(want, got []counted) (missing, again, foreign []counted) {
 	i, j := 0, 0
 	for i < len(want) || j < len(got) {
 		switch {
-		case j == len(got) || i < len(want) && want[i].less(got[j]):
+		case j == len(got) || i < len(want) && want[i].less(got[j].atom):
 			missing = append(missing, want[i])
 			i++
-		case i == len(want) || got[j].less(want[i]):
-			extra = append(extra, got[j])
+		case i == len(want) || got[j].less(want[i].atom):
+			foreign = append(foreign, got[j])
 			j++
 		default:
+			w, g := want[i], got[j]
+			if w.n > g.n {
+				w.n -= g.n
+				missing = append(missing, w)
+			} else if g.n > w.n {
+				g.n -= w.n
+				again = append(again, g)
+			}
 			i++
 			j++
 		}
 	}
-	return missing, extra
-}
-
-// count counts each rank of rs.
-func count(rs []int) map[int]int {
-	m := map[int]int{}
-	for _, r := range rs {
-		m[r]++
-	}
-	return m
-}
-
-func uniqSorted(rs []int) []int {
-	out := slices.Clone(rs)
-	slices.Sort(out)
-	return slices.Compact(out)
+	return missing, again, foreign
 }
 
 // times words a count: "twice", "3 times".
-func times(n int) string {
+func times(n int64) string {
 	if n == 2 {
 		return "twice"
 	}

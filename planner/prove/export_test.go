@@ -10,3 +10,6 @@ func (s *State) Size() (shapes, runs int) {
 
 // Moves is how many writes the proof made to memory and how many segments they moved.
 func (s *State) Moves() (puts, moved int) { return s.mem.puts, s.mem.moved }
+
+// Terms is how many terms the table of shapes held at most, and holds at the end.
+func (s *State) Terms() (peak, end int) { return s.peak, len(s.sh.terms) }

@@ -140,8 +140,8 @@ func TestMerge(t *testing.T) {
 		b, sb := random(s, red)
 		sa += int64(rng.IntN(3))
 		sb += int64(rng.IntN(3))
-		_, want := s.at(a, sa)
-		_, got := s.at(b, sb)
+		want := expanded(s, a, sa)
+		got := expanded(s, b, sb)
 		want = append(want, got...)
 		slices.SortFunc(want, func(x, y atom) int {
 			if x.less(y) {
@@ -156,7 +156,8 @@ func TestMerge(t *testing.T) {
 			want = slices.Compact(want)
 		}
 		m, sm := s.merge(a, sa, b, sb, red, 0, 0)
-		gotRed, atoms := s.at(m, sm)
+		gotRed, _, _ := s.at(m, sm)
+		atoms := expanded(s, m, sm)
 		require.Equal(t, want, atoms)
 		if len(want) > 1 {
 			require.Equal(t, red, gotRed)
@@ -173,4 +174,53 @@ func TestMerge(t *testing.T) {
 		}
 	}
 	require.Greater(t, disjoint, 300, "the disjoint case is tested")
+}
+
+// expanded is the atoms of shape id at shift, each as many times as it counts.
+func expanded(s *shapes, id int32, shift int64) []atom {
+	_, cs, whole := s.at(id, shift)
+	if !whole {
+		panic("a test shape too large to list")
+	}
+	var out []atom
+	for _, c := range cs {
+		for range c.n {
+			out = append(out, c.atom)
+		}
+	}
+	return out
+}
+
+// TestMergeCountsChecked: a sum that would count one atom past maxCount is atomTooMany, which
+// equals no other shape, instead of a count that wraps (2^32 + 1 copies of a0 were a0); an
+// idempotent operator's counts stay 1, and atomTooMany terms do not add up either.
+func TestMergeCountsChecked(t *testing.T) {
+	s := newShapes(0)
+	a0, _ := s.one(atom{kind: atomInit, rank: 0})
+	big, _ := s.make(ir.RedSum, []term{{elem: elemOf(atomInit, 0), lo: 0, hi: 0, n: maxCount}})
+	half, _ := s.make(ir.RedSum, []term{{elem: elemOf(atomInit, 0), lo: 0, hi: 0, n: maxCount/2 + 1}})
+
+	m, _ := s.merge(half, 0, half, 0, ir.RedSum, 7, 3)
+	ts := s.termsOf(m)
+	require.Len(t, ts, 1)
+	require.Equal(t, atomTooMany, ts[0].kind(), "2^31 copies")
+	require.Equal(t, int64(7), ts[0].v, "made by op 7")
+	require.Equal(t, int32(3), ts[0].lo, "on rank 3")
+	require.False(t, s.equal(m, a0))
+	_, ok := s.tooMany(m)
+	require.True(t, ok)
+
+	m2, _ := s.merge(m, 0, m, 0, ir.RedSum, 8, 3)
+	require.Equal(t, []term{{elem: elemOf(atomTooMany, 0), v: 7, lo: 3, hi: 3, n: 1}}, s.termsOf(m2))
+
+	mx, _ := s.merge(a0, 0, a0, 0, ir.RedMax, 9, 0)
+	for range 40 {
+		mx, _ = s.merge(mx, 0, mx, 0, ir.RedMax, 9, 0)
+	}
+	require.Equal(t, []term{{elem: elemOf(atomInit, 0), lo: 0, hi: 0, n: 1}}, s.termsOf(mx), "max keeps one copy")
+	ok2, _ := s.merge(half, 0, a0, 0, ir.RedSum, 10, 0)
+	require.Equal(t, int32(maxCount/2+2), s.termsOf(ok2)[0].n)
+	over, _ := s.merge(big, 0, a0, 0, ir.RedSum, 11, 0)
+	_, ok = s.tooMany(over)
+	require.True(t, ok, "maxCount + 1")
 }

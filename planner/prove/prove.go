@@ -12,28 +12,63 @@
 package prove
 
 import (
+	"fmt"
+	"math"
 	"math/bits"
+	"unsafe"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/verify"
 )
 
 // Check proves g's postconditions, replaying its ops in order o (from verify.CheckOrder on g).
 // It returns one diagnostic per postcondition that does not hold, at its `expect` statement.
+// It holds at most DefaultMem for the symbolic values (CheckWithin).
 func Check(g *ir.Graph, o *verify.Order) diag.List {
+	return CheckWithin(g, o, budget.Budget{})
+}
+
+// DefaultMem is what the proof may hold for its symbolic values when it is given no budget.
+const DefaultMem = budget.Fallback / 2
+
+// CheckWithin is Check within a memory budget b (a zero budget: DefaultMem): the proof takes
+// at most half of it (the rest is the Graph's and the checks' beside it) for its values. A
+// plan whose values do not fit, such as a long chain of reduces each adding another element
+// (live values that grow with the square of the ops), gets a diagnostic at each postcondition
+// saying that it cannot be proven within the budget, never a proof.
+func CheckWithin(g *ir.Graph, o *verify.Order, b budget.Budget) diag.List {
 	if len(g.Expects) == 0 {
 		return nil
 	}
-	s := Run(g, o)
+	limit := int64(DefaultMem)
+	if b.Bytes > 0 {
+		limit = b.Bytes / 2
+	}
+	s := run(g, o, limit)
 	var errs diag.List
 	for i := range g.Expects {
-		if d := s.check(&g.Expects[i]); d != nil {
+		e := &g.Expects[i]
+		if s.full {
+			errs = append(errs, diag.Errorf(diag.Limit, e.Pos, "%s: cannot prove within the memory budget: the proof's symbolic values need more than %s%s",
+				g.ExpectString(e), budget.Format(limit), budgetSource(b)))
+			continue
+		}
+		if d := s.check(e); d != nil {
 			errs = append(errs, d)
 		}
 	}
 	errs.Sort()
 	return errs
+}
+
+// budgetSource says where the proof's limit came from.
+func budgetSource(b budget.Budget) string {
+	if b.Bytes <= 0 {
+		return ", the most it takes without a budget"
+	}
+	return fmt.Sprintf(", half the memory budget of %s (%s)", budget.Format(b.Bytes), b.Source())
 }
 
 // State is the symbolic final memory of a plan.
@@ -44,14 +79,35 @@ type State struct {
 
 	a, b, out []seg // scratch
 	touched   int64 // what Run loads ahead (unused: it keeps the loads from being optimised away)
+
+	// The shapes are collected (collect) once the table holds more than next terms; full
+	// reports that the values did not fit in the proof's memory and the replay stopped.
+	next int
+	full bool
+	peak int // the most terms the table held (at a collection, or at the end)
 }
 
-// Run replays g's ops in order o and returns the final memory.
-func Run(g *ir.Graph, o *verify.Order) *State {
+// Run replays g's ops in order o and returns the final memory, within DefaultMem.
+func Run(g *ir.Graph, o *verify.Order) *State { return run(g, o, DefaultMem) }
+
+// termBytes is what one term costs the proof: the term, and room for the table to grow and to
+// be copied when it is collected.
+const termBytes = 2 * int64(unsafe.Sizeof(term{}))
+
+// run replays g's ops in order o and returns the final memory; the shapes' terms may take up to
+// limit bytes (termBytes each), past which it stops, with s.full set.
+func run(g *ir.Graph, o *verify.Order, limit int64) *State {
 	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start and
 	// each postcondition (check's value over all ranks).
 	ops, makers := inOrder(g, o)
-	s := &State{g: g, sh: newShapes(g.Ranks*len(g.Buffers) + len(g.Expects) + makers)}
+	maxTerms := int(min(limit/termBytes, math.MaxInt32))
+	n := g.Ranks*len(g.Buffers) + len(g.Expects) + makers
+	if 2*int64(n) > int64(maxTerms) {
+		return &State{g: g, full: true}
+	}
+	s := &State{g: g, sh: newShapes(n)}
+	s.sh.maxTerms = maxTerms
+	s.next = max(cap(s.sh.terms), 1<<16)
 	s.mem = newMemory(g, s.sh)
 	// The order goes round the ranks (a wave of events on every rank, then the next), so each
 	// op is far in g.Ops from the one before and its loads miss the cache. Loading the op
@@ -63,9 +119,53 @@ func Run(g *ir.Graph, o *verify.Order) *State {
 			touched ^= touch(&g.Ops[ops[k+ahead]])
 		}
 		s.apply(id)
+		if len(s.sh.terms) > s.next || s.sh.full {
+			s.collect()
+			if s.full {
+				break
+			}
+		}
 	}
 	s.touched = touched
+	s.peak = max(s.peak, len(s.sh.terms))
 	return s
+}
+
+// collect drops the shapes no run of memory holds any more, which a chain of reduces leaves
+// behind at every step, and sets when to collect next: when the table has doubled. It sets
+// s.full when what is left, doubled, does not fit.
+func (s *State) collect() {
+	if s.sh.full {
+		s.full = true
+		return
+	}
+	s.peak = max(s.peak, len(s.sh.terms))
+	m := s.mem
+	ids := make([]int32, 0, len(m.init))
+	ids = append(ids, m.init...)
+	for i := range m.bufs {
+		l := &m.bufs[i]
+		for k := range l.s {
+			if k < l.gap || k >= l.gap+l.free {
+				ids = append(ids, l.s[k].sh)
+			}
+		}
+	}
+	s.sh.keep(ids)
+	copy(m.init, ids)
+	at := len(m.init)
+	for i := range m.bufs {
+		l := &m.bufs[i]
+		for k := range l.s {
+			if k < l.gap || k >= l.gap+l.free {
+				l.s[k].sh = ids[at]
+				at++
+			}
+		}
+	}
+	live := len(s.sh.terms)
+	s.next = max(2*live, 1<<16)
+	s.full = s.next > s.sh.maxTerms
 }
 
 // touch loads the cache lines of op that apply reads and returns a value that depends on the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/elaborate"
@@ -131,4 +132,64 @@ func TestCostPerOpIndependentOfRanks(t *testing.T) {
 		require.Positive(t, puts)
 		require.LessOrEqual(t, float64(moved)/float64(puts), 2.0, "ranks=%d: %d segments moved by %d writes", ranks, moved, puts)
 	}
+}
+
+// chain is a plan of k reduces on one rank. With grow unset, each adds one more element into
+// data[0], which ends as the sum of k + 1 elements while every value before it is dropped:
+// the proof's table of values used to keep them all, k²/2 terms (385 MB at 3,000 ops). With
+// grow set, each adds data[s] into data[s + 1], so data[s] holds the sum of s + 1 elements:
+// k²/2 terms that all stay live.
+func chain(k int, grow bool) string {
+	red := "reduce sum data[0:1] from data[s + 1 : s + 2]"
+	if grow {
+		red = "reduce sum data[s + 1 : s + 2] from data[s : s + 1]"
+	}
+	return `plan chain
+param ranks = 1
+buffer data u32[` + strconv.Itoa(k+1) + `] init i
+for s in 0 .. ` + strconv.Itoa(k) + ` {
+  op r[s] = ` + red + `
+  if s > 0 { r[s] after r[s - 1] }
+}
+expect unchanged data
+`
+}
+
+// proveChain elaborates and verifies chain(k, grow) and returns its graph and order.
+func proveChain(t testing.TB, k int, grow bool) (*ir.Graph, *verify.Order) {
+	t.Helper()
+	g, ok := elaborated(t, "chain.dag", []byte(chain(k, grow)), nil)
+	require.True(t, ok)
+	errs, order := verify.CheckOrder(g)
+	require.Empty(t, errs)
+	return g, order
+}
+
+// TestValuesDropped: the values a chain of reduces leaves behind are collected, so the table
+// holds about what memory holds (k + 1 terms in data[0]), not every value ever made.
+func TestValuesDropped(t *testing.T) {
+	const k = 3000
+	g, order := proveChain(t, k, false)
+	s := prove.Run(g, order)
+	peak, end := s.Terms()
+	require.Less(t, end, 1<<17, "terms held at the end (k²/2 = %d were kept)", k*k/2)
+	require.Less(t, peak, 1<<18, "terms held at most")
+	errs := prove.Check(g, order)
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0].Msg, "expect unchanged data: data[0] on rank 0 should hold data[0]@0, but holds the sum of data[0]@0, data[1]@0, data[2]@0, data[3]@0, data[4]@0, data[5]@0, and 2995 more — ")
+}
+
+// TestValuesBudget: values that stay live past the proof's share of the budget stop the proof
+// with a diagnostic at each postcondition that says so and gives the figure, never a proof.
+func TestValuesBudget(t *testing.T) {
+	g, order := proveChain(t, 1500, true) // 1500²/2 terms of 48 bytes: 54 MB
+	errs := prove.CheckWithin(g, order, budget.Budget{Bytes: 64 << 20, From: "--mem"})
+	require.Len(t, errs, 1)
+	require.Equal(t, diag.Limit, errs[0].Code)
+	require.Equal(t, "expect unchanged data: cannot prove within the memory budget: the proof's symbolic values need more than 32 MiB, half the memory budget of 64 MiB (set with --mem)", errs[0].Msg)
+
+	// Within a budget large enough, the same plan is proven wrong as it is.
+	errs = prove.CheckWithin(g, order, budget.Budget{Bytes: 4 << 30, From: "--mem"})
+	require.Len(t, errs, 1)
+	require.Equal(t, diag.Expect, errs[0].Code)
 }

@@ -1,6 +1,7 @@
 package prove
 
 import (
+	"math"
 	"slices"
 
 	"github.com/coredag/coredag/ir"
@@ -27,7 +28,15 @@ const (
 	atomInit   atomKind = iota // an element of the initial memory: rank, buf, v = offset delta
 	atomConst                  // a constant: v
 	atomOpaque                 // a value that depends on values (cas): v = the op that made it
+	// a reduction that would count some atom more than maxCount times, made by op v on rank:
+	// the proof cannot say what it is, and no postcondition asks for it
+	atomTooMany
 )
+
+// maxCount is the most times a shape counts one atom (a term's n). A reduction past it is
+// atomTooMany: a count that wrapped would claim a value the plan does not compute (a0 added
+// 2^32+1 times is not a0).
+const maxCount = math.MaxInt32
 
 // atom is one contribution, for messages: terms expanded.
 type atom struct {
@@ -91,6 +100,38 @@ type shapes struct {
 	terms []term  // the arena of every shape's terms
 	buf   []term  // scratch for merge
 	cuts  []int32 // scratch for merge
+	over  bool    // combine met a count past maxCount
+
+	// maxTerms is the most terms the table may hold; make sets full rather than pass it.
+	maxTerms int
+	full     bool
+	renamed  []int32 // scratch of keep
+}
+
+// keep keeps only the shapes ids names and renames each id of ids to its shape's new id. The
+// table is compacted in place: shapes are made in the order of their terms, so a kept shape
+// moves down in both lists, never over one still to be moved.
+func (s *shapes) keep(ids []int32) {
+	renamed := s.renamed[:0]
+	renamed = append(renamed, make([]int32, len(s.list))...) // old id -> new id + 1; 0: dropped
+	for _, id := range ids {
+		renamed[id] = 1
+	}
+	list, terms := s.list[:0], s.terms[:0]
+	for id := range renamed {
+		if renamed[id] == 0 {
+			continue
+		}
+		old := s.list[id]
+		at := int32(len(terms))
+		terms = append(terms, s.terms[old.at:old.at+old.n]...)
+		list = append(list, shape{at: at, n: old.n, red: old.red})
+		renamed[id] = int32(len(list))
+	}
+	for i, id := range ids {
+		ids[i] = renamed[id] - 1
+	}
+	s.list, s.terms, s.renamed = list, terms, renamed
 }
 
 // newShapes makes a table for about n shapes, of up to 2 terms each (a sum over a range of ranks
@@ -126,6 +167,10 @@ func (s *shapes) make(red ir.ReduceOp, terms []term) (int32, int64) {
 	}
 	if len(terms) == 1 && terms[0].lo == terms[0].hi && terms[0].n == 1 {
 		red = plain
+	}
+	if s.maxTerms > 0 && len(s.terms)+len(terms) > s.maxTerms {
+		s.full = true // the replay stops after this op: what it makes meanwhile is not kept
+		return 0, 0
 	}
 	at := len(s.terms)
 	s.terms = append(s.terms, terms...)
@@ -182,9 +227,13 @@ func (s *shapes) merge(a int32, sa int64, b int32, sb int64, red ir.ReduceOp, op
 		for j < len(B) && at(B[j], sb).sameElem(&x) {
 			j++
 		}
-		out = s.combine(out, x, A[i0:i], B[j0:j], idempotent(red))
+		out = s.combine(out, x, A[i0:i], B[j0:j], idempotent(red) || x.kind() == atomTooMany)
 	}
 	s.buf = out
+	if s.over {
+		s.over = false
+		return s.one(atom{kind: atomTooMany, rank: int32(rank), v: int64(op)})
+	}
 	return s.make(red, out)
 }
 
@@ -224,13 +273,18 @@ func (s *shapes) combine(out []term, x term, a, b []term, idem bool) []term {
 	}
 	for k := 0; k+1 < len(cuts); k++ {
 		lo, hi := cuts[k], cuts[k+1]-1
-		n := count(a, lo) + count(b, lo)
-		if n == 0 {
+		sum := int64(count(a, lo)) + int64(count(b, lo))
+		if sum == 0 {
 			continue
 		}
 		if idem {
-			n = 1
+			sum = 1
 		}
+		if sum > maxCount {
+			s.over = true
+			sum = maxCount
+		}
+		n := int32(sum)
 		if p := len(out) - 1; p >= 0 && out[p].sameElem(&x) && out[p].hi+1 == lo && out[p].n == n {
 			out[p].hi = hi
 			continue
@@ -275,21 +329,41 @@ func interleave(out []term, x term, a, b []term, idem bool) ([]term, bool) {
 	return out, true
 }
 
-// at returns the atoms of shape id displaced by shift, expanded and sorted (for messages).
-func (s *shapes) at(id int32, shift int64) (ir.ReduceOp, []atom) {
-	var out []atom
+// counted is an atom counted n times, for messages.
+type counted struct {
+	atom
+	n int64
+}
+
+// maxListed bounds the atoms at lists: a message names a few of them.
+const maxListed = 1 << 16
+
+// at returns the atoms of shape id displaced by shift, one per rank with its count, sorted (for
+// messages); whole is false when there were more than maxListed and the list stops there.
+func (s *shapes) at(id int32, shift int64) (red ir.ReduceOp, out []counted, whole bool) {
 	for _, t := range s.termsOf(id) {
 		v := t.v
 		if t.kind() == atomInit {
 			v += shift
 		}
 		for r := t.lo; r <= t.hi; r++ {
-			for range t.n {
-				out = append(out, atom{kind: t.kind(), rank: r, buf: t.buf(), v: v})
+			if len(out) == maxListed {
+				return s.list[id].red, out, false
 			}
+			out = append(out, counted{atom{kind: t.kind(), rank: r, buf: t.buf(), v: v}, int64(t.n)})
 		}
 	}
-	return s.list[id].red, out
+	return s.list[id].red, out, true
+}
+
+// tooMany returns the atomTooMany term of shape id, if it has one.
+func (s *shapes) tooMany(id int32) (term, bool) {
+	for _, t := range s.termsOf(id) {
+		if t.kind() == atomTooMany {
+			return t, true
+		}
+	}
+	return term{}, false
 }
 
 // all is the reduction with red over every rank of element 0 of buf: what an allreduce asks.
