@@ -113,6 +113,11 @@ func NewProvider(opts Options) (*Provider, error) {
 			return nil, err
 		}
 	}
+	if _, set := os.LookupEnv("FI_OFI_RXM_BUFFER_SIZE"); !set && opts.RxMBufferSize > 0 {
+		if err := os.Setenv("FI_OFI_RXM_BUFFER_SIZE", strconv.Itoa(opts.RxMBufferSize)); err != nil {
+			return nil, err
+		}
+	}
 	p := &Provider{opts: opts}
 	var want C.ofi_want
 	if opts.Provider != "" {
@@ -125,8 +130,8 @@ func NewProvider(opts Options) (*Provider, error) {
 		want.manual = 1
 	}
 	// Send-after-send keeps messages matched to receives in posting order; send-after-write lets a
-	// write with immediate be a write and a message (issueSend). Both are asked for; a provider
-	// that grants only the first runs everything but writes with immediate.
+	// write with immediate be a write and a message posted together (issueSend). A provider that
+	// grants only the first holds the message until the write is delivered.
 	want.order = C.FI_ORDER_SAS | C.FI_ORDER_SAW
 	var name [64]C.char
 	if r := C.ofi_getinfo(&want, &p.info, &name[0], C.size_t(len(name)), &p.ccaps); r != 0 {
@@ -158,9 +163,6 @@ func NewProvider(opts Options) (*Provider, error) {
 		Counters:   p.ccaps.caps&C.FI_TRIGGER != 0,
 	}
 	switch {
-	case !p.sendAfterWrite():
-		p.immErr = fmt.Errorf("ofi: %s does not order a message after a write (no FI_ORDER_SAW in its transmit msg_order), "+
-			"so a write with immediate (notify) cannot be a write and a message: %w", p.name, nic.ErrProviderLimited)
 	case p.ccaps.cq_data_size < 4:
 		p.immErr = fmt.Errorf("ofi: %s carries %d bytes of remote CQ data, a write with immediate needs 4: %w",
 			p.name, int(p.ccaps.cq_data_size), nic.ErrProviderLimited)

@@ -182,7 +182,18 @@ func (c *Context) complete(k *C.ofi_comp) {
 			e.op, e.imm = nic.OpRecvImm, uint32(k.data)
 		}
 	}
-	if len(q.sback)+len(q.rback) > 0 {
+	if s.side == 0 && q.imm.state == immWrite && uint64(s.idx) == q.imm.idx {
+		// The write of a write with immediate, on a provider without send-after-write: its data
+		// is in the peer's memory (FI_DELIVERY_COMPLETE), now the message may go.
+		if k.err != 0 {
+			e.pending-- // the message never goes
+			q.imm.state = immNone
+		} else {
+			q.imm.state = immPost
+			q.postImm()
+		}
+	}
+	if len(q.sback)+len(q.rback) > 0 || q.imm.state == immPost {
 		q.flush() // drains
 		return
 	}
@@ -230,6 +241,7 @@ type QP struct {
 	// room, in posting order (flush).
 	txCap, rxCap, txBusy, rxBusy int
 	sback, rback                 []deferred
+	imm                          immWait // without send-after-write: the write with immediate the send queue waits for
 	sslots                       *C.ofi_slot // two per send entry (a write with immediate is a write and a send)
 	rslots                       *C.ofi_slot
 	scratch                      *MR // 32 bytes per send entry: an atomic's operands, and the old value if the caller does not want it
@@ -311,7 +323,10 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 		srcName = C.CString(n)
 		defer C.free(unsafe.Pointer(srcName))
 	}
-	r := C.ofi_ep_open(c.dom, c.p.info, c.av, scq.cq, rcq.cq, C.size_t(q.txCap), C.size_t(q.rxCap),
+	// The endpoint keeps the provider's queue sizes, whatever the nic queues' depths: shm sizes
+	// its shared command queues by them, and those carry its own protocol messages too (a plan's
+	// queue of depth 2 stalled pairwise_alltoall on shm with queues sized 4 and 2).
+	r := C.ofi_ep_open(c.dom, c.p.info, c.av, scq.cq, rcq.cq, 0, 0,
 		&cntrs[0], &flags[0], C.int(len(cntrs)-1), srcName, &q.ep, unsafe.Pointer(&addr[0]), &alen)
 	if r != 0 {
 		q.free()
@@ -442,6 +457,9 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 	if wr.Op == nic.OpRDMAWriteImm && q.c.p.immErr != nil {
 		return q.c.p.immErr
 	}
+	if wr.Op == nic.OpRDMAWriteImm && cntr != nil && !q.c.p.sendAfterWrite() {
+		return fmt.Errorf("ofi: %s does not order a message after a write (no FI_ORDER_SAW): a triggered write with immediate cannot be two triggered operations: %w", q.c.p.name, nic.ErrProviderLimited)
+	}
 	atomic := wr.Op == nic.OpAtomicFAdd || wr.Op == nic.OpAtomicCAS
 	if atomic && !q.c.p.caps.Atomics {
 		return fmt.Errorf("ofi: %s has no FI_ATOMIC: %w", q.c.p.name, nic.ErrProviderLimited)
@@ -473,9 +491,9 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 	}
 	d := deferred{idx: idx, wr: *wr, cntr: cntr, thr: threshold}
 	d.wr.More = slices.Clone(wr.More) // the caller may reuse its list once posted
-	if len(q.sback) > 0 || q.txBusy+txOps(wr.Op) > q.txCap {
-		// The endpoint's transmit queue is full: the request waits here, in order, until
-		// completions make room (flush).
+	if len(q.sback) > 0 || q.txBusy+txOps(wr.Op) > q.txCap || q.imm.state != immNone {
+		// The endpoint's transmit queue is full, or a write with immediate holds it (postImm):
+		// the request waits here, in order, until completions make room (flush).
 		e.pending = txOps(wr.Op)
 		q.sback = append(q.sback, d)
 		q.c.waiting = true
@@ -507,10 +525,46 @@ func (c *Context) retryWaiting() {
 	}
 	c.waiting = false
 	for _, q := range c.qps {
-		if len(q.sback)+len(q.rback) > 0 {
+		if len(q.sback)+len(q.rback) > 0 || q.imm.state == immPost {
 			q.flush()
-			c.waiting = c.waiting || len(q.sback)+len(q.rback) > 0
+			c.waiting = c.waiting || len(q.sback)+len(q.rback) > 0 || q.imm.state == immPost
 		}
+	}
+}
+
+// immWait is the write with immediate a queue waits for, on a provider without send-after-write
+// ordering: its write has not completed (immWrite), or its message has not been posted (immPost).
+type immWait struct {
+	state int
+	idx   uint64 // its index in the send queue
+	val   uint32 // the immediate
+}
+
+const (
+	immNone = iota
+	immWrite
+	immPost
+)
+
+// postImm posts the message of the write with immediate the queue waits for, whose write has
+// completed. If libfabric cannot take it yet it is tried again at the next poll (retryWaiting).
+func (q *QP) postImm() {
+	e := q.sq.at(q.imm.idx)
+	var empty C.ofi_seg
+	r := C.ofi_send(q.ep, &empty, 1, q.peer, C.uint64_t(q.imm.val), C.FI_REMOTE_CQ_DATA, q.slot(0, q.imm.idx, 1))
+	switch r {
+	case 0:
+		q.txBusy++
+		q.imm.state = immNone
+	case -C.FI_EAGAIN:
+		q.c.waiting = true
+	default:
+		e.pending--
+		if e.status == nic.StatusSuccess {
+			e.status = nic.StatusGeneralError
+			q.lastErr = "the notification of a write with immediate could not be posted: " + fiErr(r)
+		}
+		q.imm.state = immNone
 	}
 }
 
@@ -561,9 +615,23 @@ func (q *QP) issueSend(d *deferred) C.int {
 		r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
 	case nic.OpRDMAWriteImm:
 		// The write, then an empty message carrying the immediate: it consumes the peer's next
-		// receive, in order with its sends, and arrives after the write's data (FI_ORDER_SAW,
-		// checked by postSend), as the nic contract wants.
+		// receive, in order with its sends, and arrives after the write's data, as the nic
+		// contract wants.
 		e.pending, posted = 2, 0
+		if !q.c.p.sendAfterWrite() {
+			// The provider may deliver the message before the write's data (tcp;ofi_rxm with
+			// atomics grants no FI_ORDER_SAW): the message goes when the write's data is in the
+			// peer's memory (FI_DELIVERY_COMPLETE; complete, postImm), and the queue waits for
+			// it, so that later requests stay behind. A round trip more per such write.
+			r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl|C.FI_DELIVERY_COMPLETE, s)
+			if r != 0 {
+				e.pending = 1
+				break
+			}
+			posted = 1
+			q.imm = immWait{state: immWrite, idx: idx, val: wr.Imm}
+			break
+		}
 		if !d.half {
 			r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
 			if r != 0 {
@@ -624,11 +692,14 @@ func (q *QP) issueSend(d *deferred) C.int {
 // far as the room goes. A request libfabric refuses then completes with a general error; one it
 // has no room for yet (FI_EAGAIN) waits for the next completion.
 func (q *QP) flush() {
+	if q.imm.state == immPost {
+		q.postImm()
+	}
 	n := 0
 	for ; n < len(q.sback); n++ {
 		d := &q.sback[n]
-		if q.txBusy+txOps(d.wr.Op) > q.txCap {
-			break
+		if q.txBusy+txOps(d.wr.Op) > q.txCap || q.imm.state != immNone {
+			break // no room, or a write with immediate holds the queue (postImm)
 		}
 		e := q.sq.at(d.idx)
 		if q.failed {

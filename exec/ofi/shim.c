@@ -69,15 +69,18 @@ int ofi_getinfo(const ofi_want *w, struct fi_info **out, char *name, size_t name
 	// Optional capabilities, most first: atomics (fetch-add, compare-swap) and remote-access
 	// counter events.
 	const uint64_t extra[] = {FI_ATOMIC | FI_RMA_EVENT, FI_ATOMIC, FI_RMA_EVENT, 0};
-	// Ordering: what the caller asks, else send-after-send only (message matching needs it; the Go
-	// side refuses a write with immediate without send-after-write).
+	// Ordering: what the caller asks, else send-after-send only (message matching needs it; without
+	// send-after-write the Go side holds a write with immediate's message until the write is
+	// delivered).
 	const uint64_t orders[] = {w->order, FI_ORDER_SAS};
 	int ret = -FI_ENODATA;
 	const struct addr_try *a = NULL;
+	// Capabilities come before ordering: ofi_rxm grants atomics only without send-after-write,
+	// and a write with immediate can do without it (at a round trip's cost), atomics cannot.
 	for (size_t i = 0; i < sizeof addr_ladder / sizeof addr_ladder[0] && ret; i++) {
 		a = &addr_ladder[i];
-		for (size_t j = 0; j < sizeof orders / sizeof orders[0] && ret; j++) {
-			for (size_t k = 0; k < sizeof extra / sizeof extra[0] && ret; k++) {
+		for (size_t k = 0; k < sizeof extra / sizeof extra[0] && ret; k++) {
+			for (size_t j = 0; j < sizeof orders / sizeof orders[0] && ret; j++) {
 				ret = try_getinfo(w, a, base | extra[k], orders[j], out);
 			}
 		}
