@@ -241,7 +241,7 @@ type QP struct {
 	// room, in posting order (flush).
 	txCap, rxCap, txBusy, rxBusy int
 	sback, rback                 []deferred
-	imm                          immWait // without send-after-write: the write with immediate the send queue waits for
+	imm                          immWait     // without send-after-write: the write with immediate the send queue waits for
 	sslots                       *C.ofi_slot // two per send entry (a write with immediate is a write and a send)
 	rslots                       *C.ofi_slot
 	scratch                      *MR // 32 bytes per send entry: an atomic's operands, and the old value if the caller does not want it
