@@ -170,6 +170,18 @@ func NewProvider(opts Options) (*Provider, error) {
 	return p, nil
 }
 
+// Listed reports whether libfabric offers provider name at all (fi_info -p NAME lists endpoints
+// of it), whether or not coredag can use it: tests skip a provider that is not there and fail on
+// one that is there but refused. libfabric reads its environment when it starts, which may be
+// here: call NewProvider first, which sets it (Options).
+func Listed(name string) bool {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	envOnce.Lock()
+	defer envOnce.Unlock()
+	return C.ofi_listed(cs) != 0
+}
+
 // Name is "ofi".
 func (p *Provider) Name() string { return "ofi" }
 

@@ -329,3 +329,15 @@ void ofi_describe(struct fi_info *fi, char *buf, size_t len) {
 	         fi->tx_attr->inject_size, fi->tx_attr->iov_limit, fi->tx_attr->size, fi->rx_attr->size,
 	         fi->domain_attr->cq_data_size);
 }
+
+// ofi_listed reports whether libfabric offers any endpoint of provider prov (what fi_info -l and
+// fi_info -p list), whatever coredag needs of it.
+int ofi_listed(const char *prov) {
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	if (!hints) return 0;
+	hints->fabric_attr->prov_name = strdup(prov);
+	int ret = fi_getinfo(OFI_VERSION, NULL, NULL, 0, hints, &info);
+	fi_freeinfo(hints);
+	if (info) fi_freeinfo(info);
+	return ret == 0;
+}

@@ -85,6 +85,7 @@ typedef struct ofi_seg {
 // ofi_getinfo picks the first provider that grants what want asks and coredag can use; the
 // address ladder and the optional capabilities are in shim.c.
 int ofi_getinfo(const ofi_want *want, struct fi_info **out, char *name, size_t namelen, ofi_caps *caps);
+int ofi_listed(const char *prov);
 void ofi_describe(struct fi_info *fi, char *buf, size_t len);
 int ofi_fabric(struct fi_info *info, struct fid_fabric **fab);
 int ofi_domain(struct fid_fabric *fab, struct fi_info *info, struct fid_domain **dom, struct fid_av **av);
