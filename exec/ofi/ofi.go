@@ -137,6 +137,10 @@ func NewProvider(opts Options) (*Provider, error) {
 	if r := C.ofi_getinfo(&want, &p.info, &name[0], C.size_t(len(name)), &p.ccaps); r != 0 {
 		what := "any provider with FI_TRIGGER"
 		hint := "fi_info -l lists the providers"
+		if opts.Provider != "" && C.ofi_listed(want.prov) == 0 {
+			return nil, fmt.Errorf("ofi: libfabric offers no provider %q on this host (fi_info -l lists the providers; "+
+				"verbs needs an RDMA device, and a layered name is CORE;UTIL, e.g. tcp;ofi_rxm): %s", opts.Provider, fiErr(r))
+		}
 		if opts.Provider != "" {
 			what, hint = fmt.Sprintf("provider %q", opts.Provider), fmt.Sprintf("fi_info -p '%s' -t FI_EP_RDM -v shows what it offers", opts.Provider)
 		}
