@@ -23,7 +23,7 @@ type verbsFlags struct {
 	Bootstrap string `placeholder:"HOST:PORT" help:"With --provider verbs: rank 0 listens on HOST:PORT, the other ranks connect there to exchange queue pair numbers, GIDs and rkeys."`
 	Device    string `placeholder:"NAME" help:"With --provider verbs: RDMA device, e.g. mlx5_0 or rxe0 (ibv_devices lists them; default: the first)."`
 	GIDIndex  int    `name:"gid-index" default:"-1" help:"With --provider verbs: GID table index for RoCE (default: the first RoCE v2 GID with an IPv4 address)."`
-	OFIProv   string `name:"ofi-provider" placeholder:"NAME" help:"With --provider ofi: libfabric provider, e.g. sockets or tcp (fi_info lists them; default: the first offering FI_TRIGGER and FI_RMA)."`
+	OFIProv   string `name:"ofi-provider" placeholder:"NAME" help:"With --provider ofi: libfabric provider, e.g. shm, tcp;ofi_rxm or sockets (fi_info -l lists them; default: the first offering FI_TRIGGER and FI_RMA). --engine auto runs triggered plans on the offload engine where the provider has FI_TRIGGER, else on the poll engine."`
 }
 
 // verbsResult is the --json output of a verbs run on rank 0.
