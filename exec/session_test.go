@@ -121,6 +121,11 @@ func TestSelect(t *testing.T) {
 		{exec.Offload, "", plain, 0, "", nic.ErrNoCrossChannel},
 		{exec.Offload, "generic", cross, 0, "", exec.ErrNeedsCrossChannelTarget},
 		{exec.Auto, "nosuch", cross, 0, "", exec.ErrUnknownTarget},
+		// Triggered targets: the offload engine where the NIC has counters (libfabric FI_TRIGGER),
+		// the poll engine for auto elsewhere, and a refusal that says why for offload.
+		{exec.Auto, "triggered-sockets", nic.Caps{Counters: true}, exec.Offload, "triggered-sockets", nil},
+		{exec.Auto, "triggered-sockets", nic.Caps{}, exec.Poll, "triggered-sockets", nil},
+		{exec.Offload, "triggered-sockets", nic.Caps{}, 0, "", nic.ErrProviderLimited},
 		{exec.Engine(9), "generic", cross, 0, "", exec.ErrUnknownEngine},
 	} {
 		e, tg, err := exec.Select(c.engine, c.target, c.caps)

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Runs PLAN on libfabric's sockets provider with one process per rank: NPROCS processes of
+# Runs PLAN on a libfabric provider (OFI_PROVIDER, default sockets) with one process per rank: NPROCS processes of
 # `coredag run --provider ofi --rank R --ranks NPROCS` (--ranks sets the plan's ranks param), the
 # ranks meeting at a bootstrap on 127.0.0.1. Waits at most TIMEOUT seconds (default 120) for every
 # rank, kills those still running after that, and fails if any rank failed or was killed; a failed
 # rank's output is printed. Extra arguments go to every `coredag run` (default: --target
-# triggered-sockets --iters 3, the offload engine on counters and triggered operations).
-# Env: COREDAG (the binary; default: built here with -tags ofi), TIMEOUT.
+# triggered-sockets --iters 3: the offload engine on counters and triggered operations where the
+# provider has FI_TRIGGER, the poll engine elsewhere).
+# Env: COREDAG (the binary; default: built here with -tags ofi), TIMEOUT, OFI_PROVIDER (a libfabric
+# provider as fi_info -l names it: sockets, shm, "tcp;ofi_rxm", ...).
 # Usage: scripts/ofi-multiproc.sh PLAN NPROCS [RUN-ARGS...]
 set -euo pipefail
 if [ $# -lt 2 ]; then
@@ -33,12 +35,15 @@ if [ -z "$bin" ]; then
   (cd "$(dirname "$0")/.." && go build -tags ofi -o "$tmp/coredag" ./cmd/coredag)
   bin=$tmp/coredag
 fi
-export FI_SOCKETS_IFACE=lo
+provider=${OFI_PROVIDER:-sockets}
+if [ "$provider" = sockets ]; then
+  export FI_SOCKETS_IFACE=lo
+fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
   echo $((40000 + RANDOM % 20000)))
 for r in $(seq 0 $((nprocs - 1))); do
   # timeout bounds each rank; the kill after it covers a rank that ignores SIGTERM.
-  timeout -k 5 "$timeout" "$bin" run --provider ofi --ofi-provider sockets "${args[@]}" \
+  timeout -k 5 "$timeout" "$bin" run --provider ofi --ofi-provider "$provider" "${args[@]}" \
     --rank "$r" --ranks "$nprocs" --bootstrap "127.0.0.1:$port" "$plan" >"$tmp/out.$r" 2>&1 &
   pids+=($!)
 done

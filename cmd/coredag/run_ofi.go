@@ -43,15 +43,17 @@ func (c *runCmd) checkOFI() error {
 }
 
 // runOFIPerProcess runs this process's rank on libfabric; the ranks exchange endpoint addresses
-// (fi_getname) and memory keys through the bootstrap.
+// (fi_getname) and memory keys through the bootstrap. The provider is opened first, so that the
+// engine is chosen from what it grants (--engine auto: the offload engine on triggered operations
+// only where libfabric has FI_TRIGGER, else the poll engine).
 func (c *runCmd) runOFIPerProcess(e *env) error {
-	return c.runPerProcess(e, "ofi", c.ofiCaps(), func(int) (nic.Provider, error) { return ofi.New(c.ofiOptions()) })
+	p, err := c.openOFI(e)
+	if err != nil {
+		return err
+	}
+	defer p.(interface{ Close() error }).Close()
+	return c.runPerProcess(e, "ofi", p.Caps(), func(int) (nic.Provider, error) { return p, nil })
 }
-
-// ofiCaps is what Select assumes of the libfabric provider before it is opened: counters and
-// triggered operations (the default provider has them; a named one without them is refused when
-// the run starts, by the engine).
-func (c *runCmd) ofiCaps() nic.Caps { return nic.Caps{Counters: true} }
 
 // openOFI opens the libfabric provider for a run of every rank in this process.
 func (c *runCmd) openOFI(e *env) (nic.Provider, error) {

@@ -19,13 +19,13 @@ import (
 // by hand, by mpirun or by srun.
 type verbsFlags struct {
 	Provider   string `default:"softnic" enum:"softnic,verbs,ofi" help:"NIC: softnic (every rank in this process), verbs (a real RDMA device, one process per rank; needs a build with -tags verbs) or ofi (libfabric on loopback: every rank in this process, or one process per rank with --rank/--ranks/--bootstrap; needs a build with -tags ofi)."`
-	Rank       int    `default:"-1" help:"With --provider verbs: this process's rank (default: from mpirun or srun, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)."`
-	NumRanks   int    `name:"ranks" default:"-1" help:"With --provider verbs: the number of processes (default: from mpirun or srun); sets the plan's ranks param unless -p ranks= is given."`
-	Bootstrap  string `placeholder:"HOST:PORT" help:"With --provider verbs: rank 0 listens on HOST:PORT, the other ranks connect there to exchange queue pair numbers, GIDs and rkeys."`
+	Rank       int    `default:"-1" help:"With one process per rank (--provider verbs or ofi): this process's rank (default: from mpirun or srun, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)."`
+	NumRanks   int    `name:"ranks" default:"-1" help:"With one process per rank (--provider verbs or ofi): the number of processes (default: from mpirun or srun); sets the plan's ranks param unless -p ranks= is given."`
+	Bootstrap  string `placeholder:"HOST:PORT" help:"With one process per rank (--provider verbs or ofi): rank 0 listens on HOST:PORT, the other ranks connect there to exchange endpoint addresses, queue numbers and memory keys."`
 	SecretFile string `name:"job-secret-file" placeholder:"FILE" help:"With one process per rank: the job secret that every rank must hold, read from FILE, a file of yours that only you may read (mode 600). Default: COREDAG_JOB_SECRET, else the job key of Open MPI's mpirun."`
 	Device     string `placeholder:"NAME" help:"With --provider verbs: RDMA device, e.g. mlx5_0 or rxe0 (ibv_devices lists them; default: the first)."`
 	GIDIndex   int    `name:"gid-index" default:"-1" help:"With --provider verbs: GID table index for RoCE (default: the first RoCE v2 GID with an IPv4 address)."`
-	OFIProv    string `name:"ofi-provider" placeholder:"NAME" help:"With --provider ofi: libfabric provider, e.g. sockets or tcp (fi_info lists them; default: the first offering FI_TRIGGER and FI_RMA)."`
+	OFIProv    string `name:"ofi-provider" placeholder:"NAME" help:"With --provider ofi: libfabric provider, e.g. shm, tcp;ofi_rxm or sockets (fi_info -l lists them; default: the first offering FI_TRIGGER and FI_RMA). --engine auto runs triggered plans on the offload engine where the provider has FI_TRIGGER, else on the poll engine."`
 }
 
 // verbsResult is the --json output of a verbs run on rank 0.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/ofi"
 	"github.com/coredag/coredag/internal/nictest"
 	"github.com/coredag/coredag/ir"
@@ -50,41 +51,93 @@ func compileFile(t testing.TB, f string, params map[string]int64, target string)
 	return g, plan
 }
 
-// TestPlansTriggered runs every plan of plans/ on the sockets provider over loopback, every rank
-// in this process with its own domain and endpoints: the offload engine with the plan compiled
-// for triggered-sockets (libfabric counters and triggered operations), and the poll engine with
-// target generic beside it. Both must match the reference.
-func TestPlansTriggered(t *testing.T) {
-	p := socketsProvider(t)
+// providers are the libfabric providers the tests run on: each is skipped where libfabric does
+// not offer it, except under CI=1 for those in required. verbs;ofi_rxm needs an RDMA device
+// (Soft-RoCE in CI's VM stage).
+var (
+	providers = []string{"shm", "tcp;ofi_rxm", "sockets", "verbs;ofi_rxm"}
+	required  = map[string]bool{"shm": true, "tcp;ofi_rxm": true, "sockets": true}
+)
+
+// openNamed opens libfabric provider name for the test. A provider libfabric does not offer is
+// skipped (failed under CI=1 if required); one it offers but coredag refuses fails the test.
+func openNamed(t testing.TB, name string) *ofi.Provider {
+	t.Helper()
+	opts := ofi.DefaultOptions()
+	opts.Provider = name
+	p, err := ofi.NewProvider(opts)
+	if err != nil {
+		if !ofi.Listed(name) && !(required[name] && os.Getenv("CI") == "1") {
+			t.Skipf("libfabric has no %s provider here: %v", name, err)
+		}
+		t.Fatalf("provider %s: %v", name, err)
+	}
+	t.Logf("%s grants: %s", name, p.Grants())
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// TestPlans runs every plan of plans/ at 2 and 4 ranks on each provider over loopback (shm:
+// shared memory), every rank in this process with its own domain and endpoints: the poll engine
+// with target generic, and where the provider has triggered operations (FI_TRIGGER: sockets) the
+// offload engine with the plan compiled for triggered-sockets (libfabric counters and triggered
+// operations) beside it. Every run must match the reference.
+func TestPlans(t *testing.T) {
 	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	cases := []struct {
-		engine exec.Engine
-		target string
-	}{{exec.Offload, "triggered-sockets"}, {exec.Poll, "generic"}}
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".dag")
-		src, err := os.ReadFile(f)
-		require.NoError(t, err)
-		for _, ranks := range []int{2, 4} {
-			g, err := planner.Load(f, src, map[string]int64{"ranks": int64(ranks)})
-			require.NoError(t, err, "%s ranks=%d", name, ranks)
-			for _, c := range cases {
-				t.Run(fmt.Sprintf("%s/ranks=%d/%s-%s", name, ranks, c.engine, c.target), func(t *testing.T) {
-					tg, err := ir.LookupTarget(c.target)
-					require.NoError(t, err)
-					plan, err := lower.Compile(g, tg)
-					require.NoError(t, err)
-					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-					defer cancel()
-					res, err := exec.Run(ctx, plan, p, exec.Options{Engine: c.engine, Iters: 3})
-					require.NoError(t, err)
-					require.True(t, res.OK, res.Summary())
-				})
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			p := openNamed(t, prov)
+			type engine struct {
+				engine exec.Engine
+				target string
 			}
-		}
+			cases := []engine{{exec.Poll, "generic"}}
+			if p.Triggered() {
+				cases = append(cases, engine{exec.Offload, "triggered-sockets"})
+			}
+			for _, f := range files {
+				name := strings.TrimSuffix(filepath.Base(f), ".dag")
+				src, err := os.ReadFile(f)
+				require.NoError(t, err)
+				for _, ranks := range []int{2, 4} {
+					g, err := planner.Load(f, src, map[string]int64{"ranks": int64(ranks)})
+					require.NoError(t, err, "%s ranks=%d", name, ranks)
+					for _, c := range cases {
+						t.Run(fmt.Sprintf("%s/ranks=%d/%s-%s", name, ranks, c.engine, c.target), func(t *testing.T) {
+							tg, err := ir.LookupTarget(c.target)
+							require.NoError(t, err)
+							plan, err := lower.Compile(g, tg)
+							require.NoError(t, err)
+							ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+							defer cancel()
+							res, err := exec.Run(ctx, plan, p, exec.Options{Engine: c.engine, Iters: 3})
+							require.NoError(t, err)
+							require.True(t, res.OK, res.Summary())
+						})
+					}
+				}
+			}
+		})
 	}
+}
+
+// TestTriggeredTargetWithoutTrigger: a plan compiled for a triggered target runs on a provider
+// without FI_TRIGGER when the engine is left to choose (the poll engine), and the offload engine,
+// asked for by name, is refused with the reason before anything runs.
+func TestTriggeredTargetWithoutTrigger(t *testing.T) {
+	p := openNamed(t, "shm")
+	require.False(t, p.Triggered(), "shm has no FI_TRIGGER")
+	_, plan := compileFile(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 2}, "triggered-sockets")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := exec.Run(ctx, plan, p, exec.Options{Engine: exec.Auto, Iters: 2})
+	require.NoError(t, err)
+	require.True(t, res.OK, res.Summary())
+	_, err = exec.Run(ctx, plan, p, exec.Options{Engine: exec.Offload, Iters: 1})
+	require.ErrorIs(t, err, nic.ErrProviderLimited)
+	require.Contains(t, err.Error(), "FI_TRIGGER")
 }
 
 // TestFaultRemoteWrite: a write into a buffer without remote_write is reported with its op, rank,
@@ -180,4 +233,29 @@ func TestRunUnderGC(t *testing.T) {
 	<-gcs
 	require.NoError(t, err)
 	require.True(t, res.OK, res.Summary())
+}
+
+// TestProviderGrants checks what coredag reads from each provider and relies on to run every
+// plan: shm addresses by name (not 127.0.0.1) and progresses manually; tcp;ofi_rxm progresses
+// manually and has atomics (bought by giving up send-after-write, which a write with immediate
+// then does without); sockets has triggered operations. None of the first two has FI_TRIGGER.
+func TestProviderGrants(t *testing.T) {
+	for _, c := range []struct {
+		name                      string
+		loopback, manual, trigger bool
+	}{
+		{"shm", false, true, false},
+		{"tcp;ofi_rxm", true, true, false},
+		{"sockets", true, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := openNamed(t, c.name)
+			g := p.Grants()
+			require.Equal(t, c.loopback, p.Loopback(), g)
+			require.Equal(t, c.manual, p.ManualProgress(), g)
+			require.Equal(t, c.trigger, p.Triggered(), g)
+			require.True(t, p.Caps().Atomics, g)
+			require.Contains(t, g, "FI_ORDER_SAS")
+		})
+	}
 }

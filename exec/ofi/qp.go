@@ -11,7 +11,10 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -72,6 +75,7 @@ func (q *CQ) Poll(wc []nic.WC) (int, error) {
 		return 0, q.err
 	}
 	if len(q.out) < len(wc) {
+		q.c.retryWaiting()
 		n := C.ofi_cq_poll(q.cq, &q.comps[0], C.int(len(q.comps)))
 		if n < 0 {
 			q.err = fmt.Errorf("ofi: cq %d: fi_cq_read: %s", q.num, fiErr(n))
@@ -178,7 +182,18 @@ func (c *Context) complete(k *C.ofi_comp) {
 			e.op, e.imm = nic.OpRecvImm, uint32(k.data)
 		}
 	}
-	if len(q.sback)+len(q.rback) > 0 {
+	if s.side == 0 && q.imm.state == immWrite && uint64(s.idx) == q.imm.idx {
+		// The write of a write with immediate, on a provider without send-after-write: its data
+		// is in the peer's memory (FI_DELIVERY_COMPLETE), now the message may go.
+		if k.err != 0 {
+			e.pending-- // the message never goes
+			q.imm.state = immNone
+		} else {
+			q.imm.state = immPost
+			q.postImm()
+		}
+	}
+	if len(q.sback)+len(q.rback) > 0 || q.imm.state == immPost {
 		q.flush() // drains
 		return
 	}
@@ -226,6 +241,7 @@ type QP struct {
 	// room, in posting order (flush).
 	txCap, rxCap, txBusy, rxBusy int
 	sback, rback                 []deferred
+	imm                          immWait     // without send-after-write: the write with immediate the send queue waits for
 	sslots                       *C.ofi_slot // two per send entry (a write with immediate is a write and a send)
 	rslots                       *C.ofi_slot
 	scratch                      *MR // 32 bytes per send entry: an atomic's operands, and the old value if the caller does not want it
@@ -297,10 +313,26 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	var addr [128]byte
 	alen := C.size_t(len(addr))
 	q.txCap, q.rxCap = min(2*cfg.SendDepth, int(c.p.ccaps.tx_size)), min(cfg.RecvDepth, int(c.p.ccaps.rx_size))
-	r := C.ofi_ep_open(c.dom, c.p.info, c.av, scq.cq, rcq.cq, C.size_t(q.txCap), C.size_t(q.rxCap),
-		&cntrs[0], &flags[0], C.int(len(cntrs)-1), &q.ep, unsafe.Pointer(&addr[0]), &alen)
+	var srcName *C.char
+	if c.p.ccaps.addr_format == C.FI_ADDR_STR {
+		n, err := endpointName()
+		if err != nil {
+			q.free()
+			return nil, err
+		}
+		srcName = C.CString(n)
+		defer C.free(unsafe.Pointer(srcName))
+	}
+	// The endpoint keeps the provider's queue sizes, whatever the nic queues' depths: shm sizes
+	// its shared command queues by them, and those carry its own protocol messages too (a plan's
+	// queue of depth 2 stalled pairwise_alltoall on shm with queues sized 4 and 2).
+	r := C.ofi_ep_open(c.dom, c.p.info, c.av, scq.cq, rcq.cq, 0, 0,
+		&cntrs[0], &flags[0], C.int(len(cntrs)-1), srcName, &q.ep, unsafe.Pointer(&addr[0]), &alen)
 	if r != 0 {
 		q.free()
+		if srcName != nil {
+			return nil, fmt.Errorf("ofi: endpoint %q: %s", C.GoString(srcName), fiErr(r))
+		}
 		return nil, fmt.Errorf("ofi: endpoint: %s", fiErr(r))
 	}
 	if int(alen) > len(q.addr) {
@@ -322,6 +354,21 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	return q, nil
 }
 
+// endpointSeq numbers the endpoints this process names (endpointName).
+var endpointSeq atomic.Uint64
+
+// endpointName is a name for an endpoint of a provider that addresses by string (FI_ADDR_STR:
+// shm), unique on the host while this process lives: "cd", the process id and a sequence
+// number, in base 36. The name is the endpoint's address (shm's shared-memory file, /dev/shm/NAME),
+// and must fit nic.QPInfo.GID with its terminating NUL.
+func endpointName() (string, error) {
+	n := "cd" + strconv.FormatInt(int64(os.Getpid()), 36) + "." + strconv.FormatUint(endpointSeq.Add(1), 36)
+	if len(n) >= len(nic.QPInfo{}.GID) {
+		return "", fmt.Errorf("ofi: endpoint name %q does not fit the %d bytes of QPInfo.GID: %w", n, len(nic.QPInfo{}.GID), nic.ErrProviderLimited)
+	}
+	return n, nil
+}
+
 func (q *QP) free() {
 	C.free(unsafe.Pointer(q.sslots))
 	C.free(unsafe.Pointer(q.rslots))
@@ -331,7 +378,8 @@ func (q *QP) free() {
 // Num is the endpoint's number in its context.
 func (q *QP) Num() uint32 { return q.num }
 
-// Info carries the endpoint's address (a sockaddr_in for sockets and tcp) in GID.
+// Info carries the endpoint's address in GID: a sockaddr_in (sockets, tcp;ofi_rxm,
+// verbs;ofi_rxm) or a NUL-terminated name (shm).
 func (q *QP) Info() nic.QPInfo { return nic.QPInfo{Rank: q.c.rank, QPN: q.num, GID: q.addr} }
 
 // Connect inserts the peer's address into the context's address vector.
@@ -406,6 +454,12 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 	if err := q.sgeLimit(wr.More); err != nil {
 		return err
 	}
+	if wr.Op == nic.OpRDMAWriteImm && q.c.p.immErr != nil {
+		return q.c.p.immErr
+	}
+	if wr.Op == nic.OpRDMAWriteImm && cntr != nil && !q.c.p.sendAfterWrite() {
+		return fmt.Errorf("ofi: %s does not order a message after a write (no FI_ORDER_SAW): a triggered write with immediate cannot be two triggered operations: %w", q.c.p.name, nic.ErrProviderLimited)
+	}
 	atomic := wr.Op == nic.OpAtomicFAdd || wr.Op == nic.OpAtomicCAS
 	if atomic && !q.c.p.caps.Atomics {
 		return fmt.Errorf("ofi: %s has no FI_ATOMIC: %w", q.c.p.name, nic.ErrProviderLimited)
@@ -437,22 +491,81 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 	}
 	d := deferred{idx: idx, wr: *wr, cntr: cntr, thr: threshold}
 	d.wr.More = slices.Clone(wr.More) // the caller may reuse its list once posted
-	if len(q.sback) > 0 || q.txBusy+txOps(wr.Op) > q.txCap {
-		// The endpoint's transmit queue is full: the request waits here, in order, until
-		// completions make room (flush).
+	if len(q.sback) > 0 || q.txBusy+txOps(wr.Op) > q.txCap || q.imm.state != immNone {
+		// The endpoint's transmit queue is full, or a write with immediate holds it (postImm):
+		// the request waits here, in order, until completions make room (flush).
 		e.pending = txOps(wr.Op)
 		q.sback = append(q.sback, d)
+		q.c.waiting = true
 		return nil
 	}
 	r := q.issueSend(&d)
+	if r == -C.FI_EAGAIN {
+		// libfabric cannot take it yet: ofi_rxm answers FI_EAGAIN until the connection to the peer
+		// is up, which takes progress on both sides. The request waits here, in order, and every
+		// poll of the context's CQs tries again (Context.retryWaiting).
+		e.pending = txOps(wr.Op)
+		q.sback = append(q.sback, d)
+		q.c.waiting = true
+		return nil
+	}
 	if r != 0 {
 		q.sq.tail-- // not posted
-		if r == -C.FI_EAGAIN {
-			return fmt.Errorf("ofi: qp %d: provider queue: %w", q.num, nic.ErrQueueFull)
-		}
 		return fmt.Errorf("ofi: qp %d: %v: %s: %w", q.num, wr.Op, fiErr(r), nic.ErrBadRequest)
 	}
 	return nil
+}
+
+// retryWaiting hands the requests waiting on this side to libfabric, as far as it takes them.
+// The CQ polls call it, so that a request libfabric refused with FI_EAGAIN (no connection yet, no
+// room) goes as soon as it can, even if no completion of its own queue comes to make room.
+func (c *Context) retryWaiting() {
+	if !c.waiting {
+		return
+	}
+	c.waiting = false
+	for _, q := range c.qps {
+		if len(q.sback)+len(q.rback) > 0 || q.imm.state == immPost {
+			q.flush()
+			c.waiting = c.waiting || len(q.sback)+len(q.rback) > 0 || q.imm.state == immPost
+		}
+	}
+}
+
+// immWait is the write with immediate a queue waits for, on a provider without send-after-write
+// ordering: its write has not completed (immWrite), or its message has not been posted (immPost).
+type immWait struct {
+	state int
+	idx   uint64 // its index in the send queue
+	val   uint32 // the immediate
+}
+
+const (
+	immNone = iota
+	immWrite
+	immPost
+)
+
+// postImm posts the message of the write with immediate the queue waits for, whose write has
+// completed. If libfabric cannot take it yet it is tried again at the next poll (retryWaiting).
+func (q *QP) postImm() {
+	e := q.sq.at(q.imm.idx)
+	var empty C.ofi_seg
+	r := C.ofi_send(q.ep, &empty, 1, q.peer, C.uint64_t(q.imm.val), C.FI_REMOTE_CQ_DATA, q.slot(0, q.imm.idx, 1))
+	switch r {
+	case 0:
+		q.txBusy++
+		q.imm.state = immNone
+	case -C.FI_EAGAIN:
+		q.c.waiting = true
+	default:
+		e.pending--
+		if e.status == nic.StatusSuccess {
+			e.status = nic.StatusGeneralError
+			q.lastErr = "the notification of a write with immediate could not be posted: " + fiErr(r)
+		}
+		q.imm.state = immNone
+	}
 }
 
 // deferred is a request in posting order: its queue index, the request, and its trigger.
@@ -461,6 +574,7 @@ type deferred struct {
 	wr   nic.SendWR // a receive's SGE is wr.Local
 	cntr *Counter
 	thr  uint64
+	half bool // a write with immediate whose write went and whose message waits (issueSend)
 }
 
 // txOps is how many transmit entries of the endpoint a request takes.
@@ -493,6 +607,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 	}
 	var r C.int
 	e.pending = 1
+	posted := 1 // libfabric operations this call hands over if it succeeds
 	switch wr.Op {
 	case nic.OpSend:
 		r = C.ofi_send(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, 0, fl, s)
@@ -500,23 +615,51 @@ func (q *QP) issueSend(d *deferred) C.int {
 		r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
 	case nic.OpRDMAWriteImm:
 		// The write, then an empty message carrying the immediate: it consumes the peer's next
-		// receive, in order with its sends (FI_ORDER_SAW), as the nic contract wants.
-		r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
-		if r == 0 {
-			e.pending = 2
-			// A triggered write with immediate is two triggered operations at one threshold: the
-			// provider fires equal thresholds in the order they were queued.
-			s2, fl2 := q.slot(0, idx, 1), C.uint64_t(C.FI_REMOTE_CQ_DATA)
-			if cntr != nil {
-				fl2 |= C.FI_TRIGGER
-				armSlot(s2, cntr, threshold)
-			}
-			var empty C.ofi_seg
-			if r2 := C.ofi_send(q.ep, &empty, 1, q.peer, C.uint64_t(wr.Imm), fl2, s2); r2 != 0 {
+		// receive, in order with its sends, and arrives after the write's data, as the nic
+		// contract wants.
+		e.pending, posted = 2, 0
+		if !q.c.p.sendAfterWrite() {
+			// The provider may deliver the message before the write's data (tcp;ofi_rxm with
+			// atomics grants no FI_ORDER_SAW): the message goes when the write's data is in the
+			// peer's memory (FI_DELIVERY_COMPLETE; complete, postImm), and the queue waits for
+			// it, so that later requests stay behind. A round trip more per such write.
+			r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl|C.FI_DELIVERY_COMPLETE, s)
+			if r != 0 {
 				e.pending = 1
-				e.status = nic.StatusGeneralError
-				q.lastErr = "the notification of a write with immediate could not be posted: " + fiErr(r2)
+				break
 			}
+			posted = 1
+			q.imm = immWait{state: immWrite, idx: idx, val: wr.Imm}
+			break
+		}
+		if !d.half {
+			r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
+			if r != 0 {
+				e.pending = 1
+				break
+			}
+			q.txBusy++
+			d.half = true
+		}
+		// A triggered write with immediate is two triggered operations at one threshold: the
+		// provider fires equal thresholds in the order they were queued.
+		s2, fl2 := q.slot(0, idx, 1), C.uint64_t(C.FI_REMOTE_CQ_DATA)
+		if cntr != nil {
+			fl2 |= C.FI_TRIGGER
+			armSlot(s2, cntr, threshold)
+		}
+		var empty C.ofi_seg
+		switch r2 := C.ofi_send(q.ep, &empty, 1, q.peer, C.uint64_t(wr.Imm), fl2, s2); r2 {
+		case 0:
+			d.half, posted = false, 1
+		case -C.FI_EAGAIN:
+			return r2 // the message waits (postSend, flush); its write has gone
+		default:
+			// The write has gone and will complete; the request fails with it.
+			d.half = false
+			e.pending = 1
+			e.status = nic.StatusGeneralError
+			q.lastErr = "the notification of a write with immediate could not be posted: " + fiErr(r2)
 		}
 	case nic.OpRDMARead:
 		e.byteLen = uint32(sg.total)
@@ -540,7 +683,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 			(*C.uint64_t)(res), rdesc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), fl, s)
 	}
 	if r == 0 {
-		q.txBusy += e.pending
+		q.txBusy += posted
 	}
 	return r
 }
@@ -549,11 +692,14 @@ func (q *QP) issueSend(d *deferred) C.int {
 // far as the room goes. A request libfabric refuses then completes with a general error; one it
 // has no room for yet (FI_EAGAIN) waits for the next completion.
 func (q *QP) flush() {
+	if q.imm.state == immPost {
+		q.postImm()
+	}
 	n := 0
 	for ; n < len(q.sback); n++ {
 		d := &q.sback[n]
-		if q.txBusy+txOps(d.wr.Op) > q.txCap {
-			break
+		if q.txBusy+txOps(d.wr.Op) > q.txCap || q.imm.state != immNone {
+			break // no room, or a write with immediate holds the queue (postImm)
 		}
 		e := q.sq.at(d.idx)
 		if q.failed {
@@ -624,13 +770,14 @@ func (q *QP) postRecv(wr *nic.RecvWR, cntr *Counter, threshold uint64) error {
 	d := deferred{idx: idx, wr: nic.SendWR{Local: wr.Local, More: slices.Clone(wr.More)}, cntr: cntr, thr: threshold}
 	if len(q.rback) > 0 || q.rxBusy >= q.rxCap {
 		q.rback = append(q.rback, d) // waits for room (flush)
+		q.c.waiting = true
 		return nil
 	}
-	if r := q.issueRecv(&d); r != 0 {
+	if r := q.issueRecv(&d); r == -C.FI_EAGAIN {
+		q.rback = append(q.rback, d) // libfabric cannot take it yet: retried at the next poll
+		q.c.waiting = true
+	} else if r != 0 {
 		q.rq.tail--
-		if r == -C.FI_EAGAIN {
-			return fmt.Errorf("ofi: qp %d: provider receive queue: %w", q.num, nic.ErrQueueFull)
-		}
 		return fmt.Errorf("ofi: qp %d: fi_recvmsg: %s: %w", q.num, fiErr(r), nic.ErrBadRequest)
 	}
 	return nil

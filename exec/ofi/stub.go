@@ -11,3 +11,6 @@ const Available = false
 func New(opts Options) (nic.Provider, error) {
 	return nil, ErrNotBuilt
 }
+
+// Listed reports false: this binary has no libfabric.
+func Listed(name string) bool { return false }
