@@ -23,7 +23,7 @@ func TestCheckParams(t *testing.T) {
 		{map[string]int64{"ranks": 0}, "-p ranks=0: the world size must be between 1 and 65536"},
 		{map[string]int64{"ranks": elaborate.MaxRanks + 1, "z": 1}, "-p z: the plan has no param z (declared params: ranks, n); -p ranks=65537: the world size must be between 1 and 65536"},
 	} {
-		_, err := Load("p.dag", src, tc.params)
+		_, err := Load("p.dag", src, tc.params, Options{})
 		if tc.want == "" {
 			assert.NoError(t, err)
 			continue
@@ -35,6 +35,6 @@ func TestCheckParams(t *testing.T) {
 	f, err := dsl.Parse("p.dag", []byte("plan p\n"))
 	require.NoError(t, err)
 	assert.EqualError(t, elaborate.CheckParams(f, map[string]int64{"ranks": 4}), "-p ranks: the plan has no param ranks (the plan declares no params)")
-	_, err = elaborate.Elaborate(f, map[string]int64{"ranks": 4})
+	_, err = elaborate.Elaborate(f, map[string]int64{"ranks": 4}, elaborate.Options{})
 	assert.ErrorContains(t, err, "-p ranks: the plan has no param ranks (the plan declares no params)", "the same words as Elaborate's")
 }

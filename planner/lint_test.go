@@ -22,17 +22,18 @@ func TestLoadLint(t *testing.T) {
 		require.NoError(t, err)
 		var got diag.List
 		called := false
-		g, err := LoadWith(name+".dag", src, map[string]int64{"ranks": 6}, Options{Lint: func(l diag.List) { got, called = l, true }})
+		g, err := Load(name+".dag", src, map[string]int64{"ranks": 6}, Options{Lint: func(l diag.List) { got, called = l, true }})
 		require.NoError(t, err)
 		require.True(t, called, name)
 		assert.Equal(t, verify.RNR(g), got, name)
 	}
 	called := false
-	_, err := LoadWith("racy.dag", []byte(`plan p
+	_, err := Load("racy.dag", []byte(`plan p
 buffer a i32[8]
 op x = copy a[0:4] to a[4:8]
 op y = copy a[4:8] to a[0:4]
 `), nil, Options{Lint: func(diag.List) { called = true }})
+
 	require.Error(t, err)
 	assert.False(t, called, "a racy plan is not linted")
 }
@@ -50,11 +51,12 @@ func TestLoadBeside(t *testing.T) {
 	} {
 		var seen *ir.Graph
 		ran := make(chan struct{}, 1)
-		g, err := LoadWith(c.name+".dag", []byte(c.src), nil, Options{Beside: func(ctx context.Context, g *ir.Graph) {
-			time.Sleep(10 * time.Millisecond) // LoadWith must wait for it
+		g, err := Load(c.name+".dag", []byte(c.src), nil, Options{Beside: func(ctx context.Context, g *ir.Graph) {
+			time.Sleep(10 * time.Millisecond)
 			seen = g
 			ran <- struct{}{}
 		}})
+
 		assert.Equal(t, c.name == "ok", err == nil, "%s: %v", c.name, err)
 		select {
 		case <-ran:
@@ -76,13 +78,14 @@ func TestLoadBesideCancelled(t *testing.T) {
 		// A failing check cancels at once; a plan that passes is long checked after 200 ms.
 		wait := map[string]time.Duration{"ok": 200 * time.Millisecond, "racy": time.Minute}
 		var cancelled bool
-		_, err := LoadWith(c.name+".dag", []byte(c.src), nil, Options{Beside: func(ctx context.Context, g *ir.Graph) {
+		_, err := Load(c.name+".dag", []byte(c.src), nil, Options{Beside: func(ctx context.Context, g *ir.Graph) {
 			select {
 			case <-ctx.Done():
 				cancelled = true
 			case <-time.After(wait[c.name]):
 			}
 		}})
+
 		assert.Equal(t, c.name == "racy", err != nil, "%s: %v", c.name, err)
 		assert.Equal(t, c.name == "racy", cancelled, "%s: cancelled", c.name)
 	}

@@ -134,7 +134,7 @@ const (
 )
 
 func judge(t *testing.T, path string, src []byte, params map[string]int64) (verdict, diag.Code, string) {
-	g, err := planner.Load(path, src, params)
+	g, err := planner.Load(path, src, params, planner.Options{})
 	if err != nil {
 		var l diag.List
 		if errors.As(err, &l) && len(l) > 0 {
@@ -182,7 +182,7 @@ func TestMutationPostconditions(t *testing.T) {
 		var sizes []int64
 		for _, ranks := range []int64{2, 3, 4, 8} {
 			params["ranks"] = ranks
-			if _, err := planner.Load(path, src, params); err == nil {
+			if _, err := planner.Load(path, src, params, planner.Options{}); err == nil {
 				sizes = append(sizes, ranks)
 			}
 		}

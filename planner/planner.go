@@ -29,24 +29,12 @@ import (
 	"github.com/coredag/coredag/planner/verify"
 )
 
-// Load parses, elaborates and checks a plan: the front half of every coredag command.
-// The error, if any, is a diag.List of positioned diagnostics, or a *ParamError when params
-// holds an override the plan cannot take. When only verification failed, the Graph is returned
-// too, so a caller can explain the failure (SuggestFixes).
-func Load(filename string, src []byte, params map[string]int64) (*ir.Graph, error) {
-	return LoadLimited(filename, src, params, elaborate.Limits{})
-}
-
-// LoadLimited is Load within lim.
-func LoadLimited(filename string, src []byte, params map[string]int64, lim elaborate.Limits) (*ir.Graph, error) {
-	return LoadWith(filename, src, params, Options{Limits: lim})
-}
-
-// Options are the settings of LoadWith beyond the params.
+// Options are the settings of Load beyond the params: one options value per pass, and hooks.
+// The zero value is what coredag check does without flags.
 type Options struct {
-	Limits elaborate.Limits
-	MSCCL  msccl.Options  // how an .xml algorithm becomes a plan
-	Verify verify.Options // how the checks split their work
+	Elaborate elaborate.Options // limits and the memory budget
+	MSCCL     msccl.Options     // how an .xml algorithm becomes a plan
+	Verify    verify.Options    // how the checks split their work
 
 	// Lint, when set, is given the warnings of the lints (verify.RNR) of a plan that passes,
 	// which run beside the checks on their happens-before graph.
@@ -73,9 +61,13 @@ func Parse(filename string, src []byte, opt msccl.Options) (*dsl.File, error) {
 	return dsl.Parse(filename, src)
 }
 
-// LoadWith is Load with options: limits, and how an .xml algorithm is read.
-func LoadWith(filename string, src []byte, params map[string]int64, opt Options) (_ *ir.Graph, err error) {
-	lim := opt.Limits
+// Load parses, elaborates and checks a plan: the front half of every coredag command. The error,
+// if any, is a diag.List of positioned diagnostics, a *ParamError when params holds an override
+// the plan cannot take, or a *budget.Error when the plan would not fit in opt's memory budget.
+// When only verification failed, the Graph is returned too, so a caller can explain the failure
+// (SuggestFixes).
+func Load(filename string, src []byte, params map[string]int64, opt Options) (_ *ir.Graph, err error) {
+	lim := opt.Elaborate
 	if _, ok := params["ranks"]; ok && IsMSCCL(filename) {
 		return nil, &elaborate.ParamError{Msg: "-p ranks: an MSCCL algorithm runs on the ngpus GPUs its XML lists; only -p chunk=ELEMS applies"}
 	}
@@ -86,7 +78,7 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 	if err := elaborate.CheckParams(f, params); err != nil {
 		return nil, err
 	}
-	g, err := elaborate.ElaborateLimited(f, params, lim)
+	g, err := elaborate.Elaborate(f, params, lim)
 	if err != nil {
 		return nil, err
 	}

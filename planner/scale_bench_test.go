@@ -25,7 +25,7 @@ func BenchmarkCheckRing(b *testing.B) {
 			var g *ir.Graph
 			b.ReportAllocs()
 			for b.Loop() {
-				if g, err = planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks}); err != nil {
+				if g, err = planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks}, planner.Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -106,7 +106,7 @@ func deepRing(b *testing.B) []byte {
 }
 
 func loadRing(b *testing.B, src []byte, ranks int64) *ir.Graph {
-	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks})
+	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks}, planner.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func ExampleGraph() {
 		fmt.Println(err)
 		return
 	}
-	g, err := planner.Load("dissemination_barrier.dag", src, map[string]int64{"ranks": 2})
+	g, err := planner.Load("dissemination_barrier.dag", src, map[string]int64{"ranks": 2}, planner.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -41,7 +41,7 @@ func ExampleWrite() {
 		fmt.Println(err)
 		return
 	}
-	g, err := planner.Load("dissemination_barrier.dag", src, map[string]int64{"ranks": 2})
+	g, err := planner.Load("dissemination_barrier.dag", src, map[string]int64{"ranks": 2}, planner.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

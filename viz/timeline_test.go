@@ -37,7 +37,7 @@ type traceFile struct {
 func TestTimeline(t *testing.T) {
 	src, err := os.ReadFile("../plans/ring_allreduce.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 3})
+	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 3}, planner.Options{})
 	require.NoError(t, err)
 	const iters = 2
 	generic, err := ir.LookupTarget("generic")

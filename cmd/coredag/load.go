@@ -118,7 +118,7 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 		name = "<stdin>"
 	}
 	l := &loaded{path: name, src: src, budget: b}
-	po := planner.Options{Limits: opLimits(b), MSCCL: msccl.Options{Elem: p.Type}}
+	po := planner.Options{Elaborate: opLimits(b), MSCCL: msccl.Options{Elem: p.Type}}
 	if opt.lint {
 		po.Lint = func(found diag.List) { l.lints = found }
 	}
@@ -138,7 +138,7 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 			}
 		}
 	}
-	l.graph, l.err = planner.LoadWith(name, src, params, po)
+	l.graph, l.err = planner.Load(name, src, params, po)
 	var pe *elaborate.ParamError
 	if errors.As(l.err, &pe) {
 		return nil, usageError("%s: %v", diag.QuoteName(name), pe)
@@ -153,12 +153,12 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 }
 
 // opLimits caps the ops of a plan so that checking, compiling and running it fit in b.
-func opLimits(b budget.Budget) elaborate.Limits {
+func opLimits(b budget.Budget) elaborate.Options {
 	n := b.Bytes / elaborate.BytesPerOp
 	if n >= elaborate.MaxOps {
-		return elaborate.Limits{Budget: b}
+		return elaborate.Options{Budget: b}
 	}
-	return elaborate.Limits{Budget: b, MaxOps: int(max(n, 1)), Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
+	return elaborate.Options{Budget: b, MaxOps: int(max(n, 1)), Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
 		budget.Format(elaborate.BytesPerOp), budget.Format(b.Bytes), b.Source())}
 }
 

@@ -57,7 +57,7 @@ func TestAddressLimit(t *testing.T) {
 
 	code, out = underAddressLimit(t, nil, "run", "--mem", "100GiB", "-p", "n=64MiB", ring)
 	assert.Equal(t, exitUsage, code, out)
-	assert.Contains(t, out, "buffers need 10 GiB in this process")
+	assert.Contains(t, out, "buffers need 14 GiB in this process")
 	assert.Contains(t, out, "(--mem 100 GiB, lowered to 80% of what the address-space limit (ulimit -v) leaves): lower the buffer sizes")
 	assert.NotContains(t, out, "PASS")
 

@@ -52,7 +52,7 @@ func hangOffload(t *testing.T) (*ir.Plan, *exec.HangError, exec.WQELoc) {
 	path := filepath.Join("..", "..", "plans", "ring_allreduce.dag")
 	src, err := os.ReadFile(path)
 	require.NoError(t, err)
-	g, err := planner.Load(path, src, map[string]int64{"ranks": 2, "n": 4})
+	g, err := planner.Load(path, src, map[string]int64{"ranks": 2, "n": 4}, planner.Options{})
 	require.NoError(t, err)
 	target, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)
@@ -85,7 +85,7 @@ func hangPoll(t *testing.T) (*ir.Plan, *exec.HangError) {
 		src := "plan deadlock\nparam ranks = 2\nbuffer d u32[4]\nqueue q to 1 - rank\nop rx = recv q d\nop tx = send q d" + after + "\n"
 		f, err := dsl.Parse("deadlock.dag", []byte(src))
 		require.NoError(t, err)
-		g, err := elaborate.Elaborate(f, nil)
+		g, err := elaborate.Elaborate(f, nil, elaborate.Options{})
 		require.NoError(t, err)
 		return g
 	}

@@ -93,10 +93,8 @@ func TestNamesPastFullTables(t *testing.T) {
 		"for i in 0 .. 40 { op c[i] = nop after a[39 - i], b[i - i % 3] }\nop z = nop after c[39], b[39]\nz after a[0]\n"
 	want, err := elaborateSrc(t, src, nil)
 	require.NoError(t, err)
-	defer func(n int) { maxByIndexLen = n }(maxByIndexLen)
 	for _, n := range []int{0, 1, 17, 60} {
-		maxByIndexLen = n
-		g, err := elaborateSrc(t, src, nil)
+		g, err := elaborateWith(t, src, nil, Options{byIndexSet: true, maxByIndexLen: n})
 		require.NoError(t, err)
 		assert.Equal(t, want.Edges, g.Edges, "maxByIndexLen %d", n)
 		assert.Equal(t, len(want.Ops), len(g.Ops))

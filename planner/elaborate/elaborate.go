@@ -24,20 +24,19 @@ import (
 // exceeding one is an error, never a hang.
 const (
 	MaxRanks      = 1 << 16
-	MaxOps        = 1 << 24 // ops over all ranks (16M); the memory budget lowers it (Limits, BytesPerOp)
+	MaxOps        = 1 << 24 // ops over all ranks (16M); the memory budget lowers it (Options, BytesPerOp)
 	MaxInitChecks = 1 << 22 // per-element init evaluations done while checking (the rest at run time)
 	MaxIterations = 1 << 24 // loop iterations over all ranks
 	DefaultDepth  = 128
 )
 
-// maxOps is MaxOps, lowered by tests that exercise the limit.
-var maxOps = MaxOps
-
 // Elaborate evaluates the SPMD text of f for every rank into a Graph and runs the front-end
-// checks (names, shapes, matching). params overrides declared params (`coredag -p`). The error,
-// if any, is a diag.List holding every diagnostic of the first phase that found some.
-func Elaborate(f *dsl.File, params map[string]int64) (*ir.Graph, error) {
-	return ElaborateLimited(f, params, Limits{})
+// checks (names, shapes, matching), within opt's limits. params overrides declared params
+// (`coredag -p`). The error, if any, is a diag.List holding every diagnostic of the first phase
+// that found some, or a *budget.Error when the Graph would not fit in opt.Budget.
+func Elaborate(f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, error) {
+	g, _, err := elaborate(f, params, opt)
+	return g, err
 }
 
 type elaborator struct {
@@ -62,7 +61,7 @@ type elaborator struct {
 	peerRefs  []queueRef // per queue of the graph: its peer queue reference
 	iters     int64
 	truncated bool
-	maxOps    int // the op limit: maxOps, or lower (Limits)
+	maxOps    int // the op limit: MaxOps, or lower (Options)
 	first     int // the ranks whose ops g holds: first .. end-1 (all of them, but in a shard)
 	end       int
 	shard     *shard // the shard this elaborator elaborates (parallel.go), nil: the whole plan
@@ -71,7 +70,7 @@ type elaborator struct {
 	queueBase ir.QueueID
 	pool      *pool         // what it shares with the other shards
 	whyMaxOps string        // why the limit is lower, for its diagnostic
-	budget    budget.Budget // the memory budget (Limits.Budget)
+	opt       Options       // the settings of this elaboration (limits, budget)
 	refusal   *budget.Error // an array the budget refused (room): the elaboration's error
 	countWork int           // what is left of maxCountWork
 
@@ -432,7 +431,7 @@ func (el *elaborator) elaborateRank(r int) {
 	el.opQueue = el.opQueue[:0]
 	g.Rank[r] = ir.RankSpan{FirstOp: el.nextOp(), FirstQueue: el.nextQueue()}
 	if el.memo == nil {
-		el.memo = newMemo()
+		el.memo = newMemo(el.opt.noMemo)
 	}
 	top := &scope{parent: el.globals, ext: &scopeExt{memo: el.memo}}
 	top.bind("rank", int64(r))

@@ -19,9 +19,15 @@ import (
 
 func elaborateSrc(t testing.TB, src string, params map[string]int64) (*ir.Graph, error) {
 	t.Helper()
+	return elaborateWith(t, src, params, Options{})
+}
+
+// elaborateWith is elaborateSrc with options.
+func elaborateWith(t testing.TB, src string, params map[string]int64, opt Options) (*ir.Graph, error) {
+	t.Helper()
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)
-	return Elaborate(f, params)
+	return Elaborate(f, params, opt)
 }
 
 // ringAllreduce is DSL.md's example, the plan the benchmarks are specified on.
@@ -36,7 +42,7 @@ func TestElaborateRingAllreduce(t *testing.T) {
 	for _, ranks := range []int{1, 2, 3, 4, 8} {
 		f, err := dsl.Parse("ring_allreduce.dag", ringAllreduce(t))
 		require.NoError(t, err)
-		g, err := Elaborate(f, map[string]int64{"ranks": int64(ranks)})
+		g, err := Elaborate(f, map[string]int64{"ranks": int64(ranks)}, Options{})
 		require.NoError(t, err, "ranks=%d", ranks)
 		steps := ranks - 1
 		assert.Len(t, g.Ops, ranks*5*steps, "ranks=%d: 3 ops per reduce-scatter step, 2 per allgather step", ranks)
@@ -193,7 +199,7 @@ func BenchmarkElaborate(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				g, err := Elaborate(f, map[string]int64{"ranks": int64(ranks)})
+				g, err := Elaborate(f, map[string]int64{"ranks": int64(ranks)}, Options{})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -216,7 +222,7 @@ func TestElaborateAllocs(t *testing.T) {
 	require.NoError(t, err)
 	ops := 0
 	allocs := testing.AllocsPerRun(2, func() {
-		g, err := Elaborate(f, map[string]int64{"ranks": 64})
+		g, err := Elaborate(f, map[string]int64{"ranks": 64}, Options{})
 		require.NoError(t, err)
 		ops = len(g.Ops)
 	})
@@ -224,8 +230,7 @@ func TestElaborateAllocs(t *testing.T) {
 }
 
 func TestElaborateLimits(t *testing.T) {
-	defer func(n int) { maxOps = n }(maxOps)
-	maxOps = 1000 // the real limit takes seconds and gigabytes to reach
+	lowOps := Options{MaxOps: 1000} // the real limit takes seconds and gigabytes to reach
 	for _, tc := range []struct{ name, src, want string }{
 		{"init divides by zero at one element", "plan p\nparam ranks = 2\nbuffer a u64[4] init 1 / (i - 1)\n",
 			"3:24: division by zero in 1 / 0 in the init of buffer a"},
@@ -237,13 +242,13 @@ func TestElaborateLimits(t *testing.T) {
 			"5:4: loopback write between overlapping slices a[0:3] and a[1:4]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := elaborateSrc(t, tc.src, nil)
+			_, err := elaborateWith(t, tc.src, nil, lowOps)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
 	// A loopback write between disjoint slices is fine.
-	_, err := elaborateSrc(t, "plan p\nbuffer a u8[4] remote_write\nqueue lo to rank\nop w = write lo a[0:2] to a[2:4]\n", nil)
+	_, err := elaborateWith(t, "plan p\nbuffer a u8[4] remote_write\nqueue lo to rank\nop w = write lo a[0:2] to a[2:4]\n", nil, lowOps)
 	assert.NoError(t, err)
 }
 

@@ -66,11 +66,9 @@ type memoKey struct {
 // maxMemo bounds the results a memo keeps.
 const maxMemo = 1 << 16
 
-// memoOn lets tests compare elaboration with and without memos.
-var memoOn = true
-
-func newMemo() *memo {
-	if !memoOn {
+// newMemo returns a memo, or nil when off (Options, for tests that compare with and without).
+func newMemo(off bool) *memo {
+	if off {
 		return nil
 	}
 	return &memo{m: map[memoKey]int64{}}

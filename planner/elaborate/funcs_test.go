@@ -60,9 +60,15 @@ func TestEvalHelpers(t *testing.T) {
 // elab elaborates src and returns the graph and the error text.
 func elab(t *testing.T, src string, params map[string]int64) (*ir.Graph, string) {
 	t.Helper()
+	return elabWith(t, src, params, Options{})
+}
+
+// elabWith is elab with options.
+func elabWith(t *testing.T, src string, params map[string]int64, opt Options) (*ir.Graph, string) {
+	t.Helper()
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)
-	g, err := Elaborate(f, params)
+	g, err := Elaborate(f, params, opt)
 	if err == nil {
 		return g, ""
 	}
@@ -208,9 +214,7 @@ for i in 0 .. f % 7 + x % 3 + y % 2 + 1 { op o[i] = nop }
 		{"d": 64},         // down(64) itself is too deep
 		{"k": 23, "d": 1}, // 92,735 calls: past MaxCalls too
 	} {
-		memoOn = false
-		g0, err0 := elab(t, defs, params)
-		memoOn = true
+		g0, err0 := elabWith(t, defs, params, Options{noMemo: true})
 		g1, err1 := elab(t, defs, params)
 		assert.Equal(t, err0, err1, "%v", params)
 		if err0 == "" {

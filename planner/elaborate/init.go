@@ -64,7 +64,7 @@ func initValue(e dsl.Expr, s *scope, t ir.ElemType, float bool) (uint64, *evalEr
 // MaxInitChecks evaluations over all buffers; what is left unproven past it is said in a note
 // (Graph.Notes), and evaluated only at run time.
 func (el *elaborator) checkInits() {
-	budget := int64(maxInitChecks)
+	budget := int64(el.maxInitChecks())
 	for _, st := range el.file.Stmts {
 		bs, ok := st.(*dsl.BufferStmt)
 		if !ok || bs.Init == nil {
@@ -102,8 +102,13 @@ type initChecker struct {
 	firstSkipped initBox // the first unchecked box
 }
 
-// maxInitChecks is MaxInitChecks, lowered by tests.
-var maxInitChecks = MaxInitChecks
+// maxInitChecks is MaxInitChecks, or lower (Options).
+func (el *elaborator) maxInitChecks() int {
+	if n := el.opt.MaxInitChecks; n > 0 && n < MaxInitChecks {
+		return n
+	}
+	return MaxInitChecks
+}
 
 // smallBox is the number of elements below which a box is evaluated element by element.
 const smallBox = 16
@@ -202,7 +207,7 @@ func (c *initChecker) note() {
 	}
 	c.el.g.Notes = append(c.el.g.Notes, &diag.Diagnostic{Code: diag.Limit, Pos: c.e.Pos(), Msg: fmt.Sprintf(
 		"the init of buffer %s is checked only in part: %s left to run time, where an error stops the run (checking stops after %d evaluations)",
-		c.b.Name, what, maxInitChecks)})
+		c.b.Name, what, c.el.maxInitChecks())})
 }
 
 func floatBits(v float64, t ir.ElemType) uint64 {

@@ -192,9 +192,7 @@ func TestCheckInitsWholeBuffer(t *testing.T) {
 
 // TestCheckInitsBudgetNote: what the budget leaves unchecked is said in a note, at the init.
 func TestCheckInitsBudgetNote(t *testing.T) {
-	defer func(n int) { maxInitChecks = n }(maxInitChecks)
-	maxInitChecks = 1000
-	g, err := elaborateSrc(t, "plan p\nparam ranks = 2\nbuffer a u32[100000] init 7 / ((i | 1) & 255)\n", nil)
+	g, err := elaborateWith(t, "plan p\nparam ranks = 2\nbuffer a u32[100000] init 7 / ((i | 1) & 255)\n", nil, Options{MaxInitChecks: 1000})
 	require.NoError(t, err)
 	require.Len(t, g.Notes, 1)
 	assert.Regexp(t, `^t.dag:3:27: the init of buffer a is checked only in part: from element [0-9]+ on rank 0, [0-9]+ elements on ranks 0, 1 are left to run time, where an error stops the run [(]checking stops after 1000 evaluations[)]$`, g.Notes[0].Error())

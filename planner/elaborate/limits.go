@@ -15,8 +15,9 @@ import (
 // memory budget divided by it caps the ops of a plan (Limits).
 const BytesPerOp = 2 << 10
 
-// Limits lower the limits of Elaborate for one call.
-type Limits struct {
+// Options are the settings of one elaboration: limits below the package's, and the budget.
+// The zero value elaborates within the package's limits and no budget.
+type Options struct {
 	// MaxOps, when positive and below MaxOps, is the most ops the plan may have over all ranks.
 	MaxOps int
 	// Why says where MaxOps comes from, for the diagnostic (e.g. the memory budget).
@@ -26,22 +27,31 @@ type Limits struct {
 	// against it before they are allocated, and refused with a *budget.Error past it. The
 	// proof takes its share of it too (prove.CheckWithin).
 	Budget budget.Budget
+	// MaxInitChecks, when positive and below MaxInitChecks, is the most per-element init
+	// evaluations done while checking.
+	MaxInitChecks int
+
+	// Workers is the number of goroutines that elaborate ranks (and match messages) at once;
+	// 0: one per CPU. The Graph does not depend on it.
+	Workers int
+
+	// Test hooks: with byIndexSet, the name tables keep at most maxByIndexLen entries
+	// (names.go); with parallelSet, parallelOps replaces the least plan size worth shards
+	// (parallel.go); noMemo turns the memos of def results off (funcs.go).
+	byIndexSet    bool
+	maxByIndexLen int
+	parallelSet   bool
+	parallelOps   int
+	noMemo        bool
 }
 
-// ElaborateLimited is Elaborate within lim.
-func ElaborateLimited(f *dsl.File, params map[string]int64, lim Limits) (*ir.Graph, error) {
-	g, _, err := elaborateLimited(f, params, lim)
-	return g, err
-}
-
-// elaborateLimited is ElaborateLimited that also reports whether the ranks were elaborated in
-// shards (parallel.go).
-func elaborateLimited(f *dsl.File, params map[string]int64, lim Limits) (*ir.Graph, bool, error) {
-	el := &elaborator{file: f, g: &ir.Graph{File: f.Name}, overrides: params, maxOps: maxOps, countWork: maxCountWork}
-	if lim.MaxOps > 0 && lim.MaxOps < maxOps {
-		el.maxOps, el.whyMaxOps = lim.MaxOps, lim.Why
+// elaborate is Elaborate that also reports whether the ranks were elaborated in shards
+// (parallel.go).
+func elaborate(f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, bool, error) {
+	el := &elaborator{file: f, g: &ir.Graph{File: f.Name}, overrides: params, maxOps: MaxOps, countWork: maxCountWork, opt: opt}
+	if opt.MaxOps > 0 && opt.MaxOps < MaxOps {
+		el.maxOps, el.whyMaxOps = opt.MaxOps, opt.Why
 	}
-	el.budget = lim.Budget
 	sharded := el.run()
 	if err := el.result(); err != nil {
 		return nil, sharded, err
@@ -64,15 +74,15 @@ func (el *elaborator) tooManyOps(pos diag.Pos, detail string) {
 // elaboration stops and returns the refusal (a *budget.Error at pos) instead of diagnostics.
 // Without a budget everything fits.
 func (el *elaborator) room(pos diag.Pos, n int, size uintptr, what string) bool {
-	if el.budget.Bytes <= 0 {
+	if el.opt.Budget.Bytes <= 0 {
 		return true
 	}
 	need := budget.Mul(int64(n), int64(size))
-	if need <= el.budget.Bytes {
+	if need <= el.opt.Budget.Bytes {
 		return true
 	}
 	if el.refusal == nil {
-		el.refusal = &budget.Error{Pos: pos, Need: need, Budget: el.budget,
+		el.refusal = &budget.Error{Pos: pos, Need: need, Budget: el.opt.Budget,
 			What: fmt.Sprintf("the plan's %s need %s (%d of %d bytes each)", what, budget.Format(need), n, size),
 			Hint: "lower the rank count (-p) or the plan's size"}
 	}

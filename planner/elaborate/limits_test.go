@@ -16,8 +16,7 @@ import (
 // TestLoopOpsFailFast: a loop that would make more ops than the limit fails before it runs, at
 // the loop, without building the ops.
 func TestLoopOpsFailFast(t *testing.T) {
-	defer func(n int) { maxOps = n }(maxOps)
-	maxOps = 100000 // should the count regress, the ops made before the limit cost only megabytes
+	lowOps := Options{MaxOps: 100000} // should the count regress, the ops made before the limit cost only megabytes
 	for _, tc := range []struct{ name, src, want string }{
 		{"one loop", "plan p\nfor j in 0 .. 10**9 { op x[j] = nop }\n",
 			"2:1: the plan has more than 100000 ops over all its ranks (this loop alone makes at least 1000000000): is a loop bound or the rank count wrong?"},
@@ -37,7 +36,7 @@ func TestLoopOpsFailFast(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			_, err := elaborateSrc(t, tc.src, nil)
+			_, err := elaborateWith(t, tc.src, nil, lowOps)
 			runtime.ReadMemStats(&after)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
@@ -52,18 +51,17 @@ func TestLoopOpsFailFast(t *testing.T) {
 // loops whose bounds depend on the outer variable or a let of the body, are not counted, so
 // plans within the limit still elaborate.
 func TestLoopOpsLowerBound(t *testing.T) {
-	defer func(n int) { maxOps = n }(maxOps)
-	maxOps = 1000
+	lowOps := Options{MaxOps: 1000}
 	for _, src := range []string{
 		"plan p\nfor i in 0 .. 10**6 { if i < 10 { op x[i] = nop } }\n",
 		"plan p\nfor i in 0 .. 40 { for j in 0 .. i { op x[i,j] = nop } }\n",
 		"plan p\nlet n = 10**6\nfor i in 0 .. 30 { let n = 30\n for j in 0 .. n { op x[i,j] = nop } }\n",
 		"plan p\nfor i in 0 .. 1000 { op x[i] = nop }\n",
 	} {
-		_, err := elaborateSrc(t, src, nil)
+		_, err := elaborateWith(t, src, nil, lowOps)
 		assert.NoError(t, err, src)
 	}
-	_, err := elaborateSrc(t, "plan p\nfor i in 0 .. 1001 { op x[i] = nop }\n", nil)
+	_, err := elaborateWith(t, "plan p\nfor i in 0 .. 1001 { op x[i] = nop }\n", nil, lowOps)
 	assert.ErrorContains(t, err, "2:1: the plan has more than 1000 ops over all its ranks (this loop alone makes at least 1001)")
 }
 
@@ -72,13 +70,13 @@ func TestLimitsFromBudget(t *testing.T) {
 	src := "plan p\nparam ranks = 4\nfor i in 0 .. 10 { op x[i] = nop }\n"
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)
-	_, err = ElaborateLimited(f, nil, Limits{MaxOps: 25, Why: "the memory budget is 50 KiB"})
+	_, err = Elaborate(f, nil, Options{MaxOps: 25, Why: "the memory budget is 50 KiB"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "t.dag:3:1: the plan has more than 25 ops over all its ranks (this loop alone makes at least 10): the memory budget is 50 KiB")
-	g, err := ElaborateLimited(f, nil, Limits{MaxOps: 40})
+	g, err := Elaborate(f, nil, Options{MaxOps: 40})
 	require.NoError(t, err)
 	assert.Len(t, g.Ops, 40)
-	_, err = ElaborateLimited(f, nil, Limits{MaxOps: 1 << 30})
+	_, err = Elaborate(f, nil, Options{MaxOps: 1 << 30})
 	assert.NoError(t, err, "a limit above MaxOps changes nothing")
 }
 
@@ -91,7 +89,7 @@ func TestEdgesSizedForRanksThatFit(t *testing.T) {
 	require.NoError(t, err)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err = ElaborateLimited(f, map[string]int64{"ranks": 4096}, Limits{MaxOps: 300000, Why: "the memory budget is 586 MiB"})
+	_, err = Elaborate(f, map[string]int64{"ranks": 4096}, Options{MaxOps: 300000, Why: "the memory budget is 586 MiB"})
 	runtime.ReadMemStats(&after)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the plan has more than 300000 ops over all its ranks")
@@ -109,13 +107,13 @@ func TestEdgesRefusedByBudget(t *testing.T) {
 		"for i in 0 .. 400 {\n  for j in 0 .. 400 { b[i] after a[j] }\n}\n"
 	f, err := dsl.Parse("edges.dag", []byte(src))
 	require.NoError(t, err)
-	_, err = ElaborateLimited(f, nil, Limits{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
+	_, err = Elaborate(f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
 	var be *budget.Error
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, "edges.dag:6:34: the plan's `after` edges on 16 ranks need 48.8 MiB (2560000 of 20 bytes each); "+
 		"the memory budget is 32 MiB (set with --mem): lower the rank count (-p) or the plan's size", err.Error())
 	// The references wait in a list of their own until the rank is done: 72 bytes each.
-	_, err = ElaborateLimited(f, nil, Limits{MaxOps: 16384, Budget: budget.Budget{Bytes: 4 << 20, From: "--mem"}})
+	_, err = Elaborate(f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 4 << 20, From: "--mem"}})
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, "edges.dag:6:34: the plan's `after` references on rank 0 need 4.5 MiB (65536 of 72 bytes each); "+
 		"the memory budget is 4 MiB (set with --mem): lower the rank count (-p) or the plan's size", err.Error())
@@ -123,7 +121,7 @@ func TestEdgesRefusedByBudget(t *testing.T) {
 	// Within a budget that holds them, the same plan elaborates.
 	f, err = dsl.Parse("edges.dag", []byte(strings.Replace(src, "ranks = 16", "ranks = 2", 1)))
 	require.NoError(t, err)
-	g, err := ElaborateLimited(f, nil, Limits{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
+	g, err := Elaborate(f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
 	require.NoError(t, err)
 	assert.Len(t, g.Edges, 2*400*400)
 }

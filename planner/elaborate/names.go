@@ -19,8 +19,17 @@ import (
 // maxByIndex bounds the indices kept per name in the text and per base name.
 const maxByIndex = 1 << 16
 
-// maxByIndexLen bounds the entries kept over all of them (of either kind); tests lower it.
-var maxByIndexLen = 1 << 18
+// maxByIndexLen bounds the entries kept over all of them (of either kind); Options lowers it
+// for tests.
+const maxByIndexLen = 1 << 18
+
+// byIndexLen is maxByIndexLen, or lower (Options).
+func (el *elaborator) byIndexLen() int {
+	if el.opt.byIndexSet {
+		return min(el.opt.maxByIndexLen, maxByIndexLen)
+	}
+	return maxByIndexLen
+}
 
 // maxInterned bounds the names interned: names that differ per rank are made anew past it.
 const maxInterned = 1 << 16
@@ -267,7 +276,7 @@ func (el *elaborator) nameText(r ref, v int64, s *scope) (ref, bool) {
 	r.name = str
 	if r.slot > 0 {
 		if more := int(v) + 1 - len(info.made); more > 0 {
-			if el.names.made+more > maxByIndexLen {
+			if el.names.made+more > el.byIndexLen() {
 				return r, true
 			}
 			el.names.made += more
@@ -367,7 +376,7 @@ func (el *elaborator) grow(t *idTable, a int) bool {
 		return true
 	}
 	more := a + 1 - len(t.slots)
-	if el.names.slots+more > maxByIndexLen {
+	if el.names.slots+more > el.byIndexLen() {
 		return false
 	}
 	el.names.slots += more

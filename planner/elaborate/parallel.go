@@ -27,13 +27,25 @@ import (
 // takes ops from the op limit, a chunk at a time, before it makes them. Plans with a mistake
 // thus pay for their ranks twice, at most; plans without one are elaborated once.
 
-var (
-	// parallelOps is the least number of ops (rank 0's times the ranks) that makes the ranks
-	// past the first elaborate in parallel; smaller plans are done before shards would start.
-	parallelOps = 1 << 13
-	// workers is the number of goroutines that elaborate ranks at once; 0: GOMAXPROCS.
-	workers = 0
-)
+// parallelOps is the least number of ops (rank 0's times the ranks) that makes the ranks past
+// the first elaborate in parallel; smaller plans are done before shards would start.
+const parallelOps = 1 << 13
+
+// parallelOps is the package's parallelOps, or what Options set (tests).
+func (el *elaborator) parallelOps() int {
+	if el.opt.parallelSet {
+		return el.opt.parallelOps
+	}
+	return parallelOps
+}
+
+// workers is the number of goroutines that elaborate ranks at once (Options.Workers).
+func (el *elaborator) workers() int {
+	if el.opt.Workers > 0 {
+		return el.opt.Workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
 
 // opChunk is how many ops a shard takes from the op limit at a time.
 const opChunk = 1 << 12
@@ -67,19 +79,16 @@ type shard struct {
 // (started by its allocation), which costs more than it saves (prefault).
 func (el *elaborator) parallel() bool {
 	g := el.g
-	n := workers
-	if n <= 0 {
-		n = runtime.GOMAXPROCS(0)
-	}
+	n := el.workers()
 	ops0, queues0, edges0 := len(g.Ops), len(g.Queues), len(g.Edges)
 	prefault(g.Ops[ops0:cap(g.Ops)])
-	if n < 2 || g.Ranks < 3 || ops0 == 0 || ops0*g.Ranks < parallelOps || ops0*g.Ranks > el.maxOps || !el.clean() {
+	if n < 2 || g.Ranks < 3 || ops0 == 0 || ops0*g.Ranks < el.parallelOps() || ops0*g.Ranks > el.maxOps || !el.clean() {
 		return false
 	}
 	// Windows for ranks as large as rank 0 (Ops was sized so by run), if they fit in the budget
 	// beside Ops; if not, the ranks are elaborated one after the other, their arrays growing as
 	// they go, each growth checked (resolveRank).
-	if b := el.budget.Bytes; b > 0 && budget.Add(budget.Mul(int64(cap(g.Ops)), int64(unsafe.Sizeof(ir.Op{}))),
+	if b := el.opt.Budget.Bytes; b > 0 && budget.Add(budget.Mul(int64(cap(g.Ops)), int64(unsafe.Sizeof(ir.Op{}))),
 		budget.Mul(int64(queues0*g.Ranks), int64(unsafe.Sizeof(ir.Queue{}))),
 		budget.Mul(int64(edges0*g.Ranks), int64(unsafe.Sizeof(ir.Edge{})))) > b {
 		return false

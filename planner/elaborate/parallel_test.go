@@ -18,12 +18,17 @@ import (
 // the size of the plan) and checks that both give the same Graph, or the same diagnostics.
 func elaborateBoth(t *testing.T, f *dsl.File, params map[string]int64) (g *ir.Graph, sharded bool, err error) {
 	t.Helper()
-	defer func(w, n int) { workers, parallelOps = w, n }(workers, parallelOps)
-	workers = 1
-	seq, sharded, errSeq := elaborateLimited(f, params, Limits{})
+	return elaborateBothWith(t, f, params, Options{})
+}
+
+// elaborateBothWith is elaborateBoth with options beside the workers.
+func elaborateBothWith(t *testing.T, f *dsl.File, params map[string]int64, opt Options) (g *ir.Graph, sharded bool, err error) {
+	t.Helper()
+	opt.Workers = 1
+	seq, sharded, errSeq := elaborate(f, params, opt)
 	require.False(t, sharded)
-	workers, parallelOps = 3, 0
-	par, sharded, errPar := elaborateLimited(f, params, Limits{})
+	opt.Workers, opt.parallelSet, opt.parallelOps = 3, true, 0
+	par, sharded, errPar := elaborate(f, params, opt)
 	if errSeq != nil {
 		require.Error(t, errPar, "%v: sequential fails, parallel does not", params)
 		require.Equal(t, errSeq.Error(), errPar.Error(), "%v", params)
@@ -132,12 +137,10 @@ func TestParallelErrors(t *testing.T) {
 // The op limit, passed by the shards together though by none alone, is reported as it is
 // sequentially; a plan right at the limit is still elaborated in shards.
 func TestParallelOpLimit(t *testing.T) {
-	defer func(n int) { maxOps = n }(maxOps)
 	f, err := dsl.Parse("t.dag", []byte("plan p\nparam ranks = 64\nfor i in 0 .. 200 { op x[i] = nop }\n"))
 	require.NoError(t, err)
 	for _, limit := range []int{64 * 200, 64*200 - 1, 30 * 200, 64 * 200 * 2} {
-		maxOps = limit
-		_, sharded, err := elaborateBoth(t, f, nil)
+		_, sharded, err := elaborateBothWith(t, f, nil, Options{MaxOps: limit})
 		assert.Equal(t, limit < 64*200, err != nil, "limit %d: %v", limit, err)
 		assert.Equal(t, limit >= 64*200, sharded, "limit %d: shards take what ranks as large as rank 0 need, and no more", limit)
 	}

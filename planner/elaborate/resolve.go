@@ -2,7 +2,6 @@ package elaborate
 
 import (
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -160,7 +159,7 @@ func (el *elaborator) pairQueues() {
 // (each op is matched from one queue only: its own, or its queue's peer); if any of them has a
 // mistake, they are all matched again one after the other, which reports in order.
 func (el *elaborator) matchMessages() {
-	if len(el.g.Ops) >= parallelOps && el.matchParallel() {
+	if len(el.g.Ops) >= el.parallelOps() && el.matchParallel() {
 		return
 	}
 	for i := range el.g.Queues {
@@ -171,10 +170,7 @@ func (el *elaborator) matchMessages() {
 // matchParallel matches the queues in parallel without reporting; it reports whether they all
 // matched.
 func (el *elaborator) matchParallel() bool {
-	n := workers
-	if n <= 0 {
-		n = runtime.GOMAXPROCS(0)
-	}
+	n := el.workers()
 	k := min(4*n, len(el.g.Queues))
 	var next atomic.Int64
 	var failed atomic.Bool

@@ -27,7 +27,7 @@ func load(t testing.TB, path string, params map[string]int64) *ir.Graph {
 	src, err := os.ReadFile(path)
 	require.NoError(t, err)
 	name := strings.TrimPrefix(path, "../../")
-	g, err := planner.Load(name, src, params)
+	g, err := planner.Load(name, src, params, planner.Options{})
 	require.NoError(t, err, path)
 	return g
 }
@@ -229,7 +229,7 @@ op red = reduce sum u from t after rx
 op tx2 = send q u after red
 op rx2 = recv q t after red
 `
-	g, err := planner.Load("s.dag", []byte(src), nil)
+	g, err := planner.Load("s.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	p := compileFor(t, g, "connectx")
 	assert.Equal(t, []string{"SEND", "SEND!"}, chainShape(p, 0, "q.sq"), "tx is signalled only if waited on")
@@ -246,7 +246,7 @@ op tx = send q b after rd
 op rx = recv q a[0:4]
 rx after rd
 `
-	g, err := planner.Load("f.dag", []byte(src), nil)
+	g, err := planner.Load("f.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	for _, tg := range ir.Targets() {
 		if tg.Trigger != nil && tg.Trigger.RecvThresholdZero {
@@ -282,7 +282,7 @@ for s in 0 .. 2 * ranks - 2 {
   op rx[s] = recv left dst[s : s + 1]
 }
 `
-	g, err := planner.Load("d.dag", []byte(src), nil)
+	g, err := planner.Load("d.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	tg, _ := ir.LookupTarget("connectx")
 	_, err = lower.Compile(g, tg)
@@ -307,7 +307,7 @@ queue q to 1 - rank
 op tx = send q {a[2 * j] for j in 0 .. 9}
 op rx = recv q a[32:41]
 `
-	g, err := planner.Load("s.dag", []byte(src), nil)
+	g, err := planner.Load("s.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	require.Len(t, g.Ops[0].More(), 8, "nine slices, none adjacent")
 	sockets, _ := ir.LookupTarget("triggered-sockets")
@@ -332,7 +332,7 @@ queue q to (rank + 1) % ranks
 op tx = send q a inline
 op rx = recv q b
 `
-	g, err := planner.Load("i.dag", []byte(src), nil)
+	g, err := planner.Load("i.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	for _, tg := range ir.Targets() {
 		if tg.Trigger != nil && tg.Trigger.RecvThresholdZero {
@@ -365,7 +365,7 @@ op rx    = recv q b[2:4]
 op rd    = read q d[0:1] to b[8:9]
 queue q to (rank + 1) % ranks
 `
-	g, err := planner.Load("i.dag", []byte(src), nil)
+	g, err := planner.Load("i.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	inline := func(p *ir.Plan, name string) bool {
 		for i := range g.Ops {
@@ -414,7 +414,7 @@ func BenchmarkCompile(b *testing.B) {
 	tg, _ := ir.LookupTarget("connectx")
 	for _, ranks := range []int64{64, 128, 256} {
 		b.Run(fmt.Sprintf("ring_allreduce/ranks=%d", ranks), func(b *testing.B) {
-			g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 16})
+			g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 16}, planner.Options{})
 			require.NoError(b, err)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -473,7 +473,7 @@ func BenchmarkEventOrder(b *testing.B) {
 	tg, _ := ir.LookupTarget("connectx")
 	for _, ranks := range []int64{128, 256, 512} {
 		b.Run(fmt.Sprintf("ring_allreduce/ranks=%d", ranks), func(b *testing.B) {
-			g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks})
+			g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks}, planner.Options{})
 			require.NoError(b, err)
 			for b.Loop() {
 				if _, _, err := lower.EventOrder(g, tg); err != nil {

@@ -20,7 +20,7 @@ op rx = recv q b
 op back = send q b after rx
 op got = recv q a after tx
 `
-	g, err := planner.Load("pingpong.dag", []byte(src), nil)
+	g, err := planner.Load("pingpong.dag", []byte(src), nil, planner.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

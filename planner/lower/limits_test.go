@@ -48,7 +48,7 @@ func TestCheckLimitsAsCompile(t *testing.T) {
 				text = []byte(shallow.Replace(string(src)))
 			}
 			for _, ranks := range []int64{2, 3, 8, 72} {
-				g, err := planner.Load(filepath.Base(f), text, map[string]int64{"ranks": ranks, "n": 1})
+				g, err := planner.Load(filepath.Base(f), text, map[string]int64{"ranks": ranks, "n": 1}, planner.Options{})
 				if err != nil {
 					continue // not a plan that checks at this size (an error example, fixed ranks)
 				}
@@ -76,7 +76,7 @@ func TestWorkersDeterministic(t *testing.T) {
 	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
 	require.NoError(t, err)
 	for _, ranks := range []int64{7, 72} { // 72: over connectx's depth on every rank
-		g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 1})
+		g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 1}, planner.Options{})
 		require.NoError(t, err)
 		for _, tg := range ir.Targets() {
 			var want string
@@ -108,7 +108,7 @@ func TestCheckLimitsKeepsOneRank(t *testing.T) {
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)
-	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 128, "n": 1})
+	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 128, "n": 1}, planner.Options{})
 	require.NoError(t, err)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

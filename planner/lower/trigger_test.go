@@ -16,8 +16,10 @@ import (
 // counter; red[1] joins its receive and the previous HOST step through a join counter raised by
 // two counter-adds; rx[1] (held back by red[0]) is followed by an add to the post counter that
 // gates the receives behind it.
+// The triggered tests below read the one-slot ring of the scale figures, whose receives wait for
+// the reduce that frees tmp: held receives, counters and thresholds on every side.
 func TestTriggeredRingAllreduce(t *testing.T) {
-	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
+	g := load(t, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	p := compileFor(t, g, "triggered")
 	tr := p.Ranks[1].Trig
 	require.NotNil(t, tr)
@@ -58,18 +60,18 @@ func TestTriggeredRingAllreduce(t *testing.T) {
 
 // cxi posts receives only at threshold 0: a receive held back by `after` is refused at its line.
 func TestTriggeredCXIRefusesHeldRecv(t *testing.T) {
-	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
+	g := load(t, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	tg, err := ir.LookupTarget("triggered-cxi")
 	require.NoError(t, err)
 	_, err = lower.Compile(g, tg)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "ring_allreduce.dag:31:")
+	assert.Contains(t, err.Error(), "ring_allreduce.dag:19:")
 	assert.Contains(t, err.Error(), "only at threshold 0")
 }
 
 // A budget of outstanding triggered work is a profile figure; exceeding it names the entry.
 func TestTriggeredBudget(t *testing.T) {
-	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
+	g := load(t, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	tg, err := ir.LookupTarget("triggered")
 	require.NoError(t, err)
 	prof := *tg.Trigger
@@ -85,7 +87,7 @@ func TestTriggeredBudget(t *testing.T) {
 // profile whose counters stop at 60, the send counter of the ring (+6 per iteration) runs out
 // after 10, and the refusal names the counter, its amount, the limit and what fits.
 func TestTriggeredCounterLimit(t *testing.T) {
-	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
+	g := load(t, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	tg, err := ir.LookupTarget("triggered")
 	require.NoError(t, err)
 	prof := *tg.Trigger
@@ -112,6 +114,6 @@ func TestTriggeredCounterLimit(t *testing.T) {
 	prof.MaxCounter = 5
 	_, err = lower.Compile(g, tg)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "ring_allreduce.dag:24:7: counter right.sq.scnt passes 5 in the first iteration, the largest value target triggered's counters hold (profile figure MaxCounter)")
+	assert.Contains(t, err.Error(), "ring_allreduce.dag:12:7: counter right.sq.scnt passes 5 in the first iteration, the largest value target triggered's counters hold (profile figure MaxCounter)")
 	assert.NotContains(t, err.Error(), "on rank")
 }

@@ -27,7 +27,7 @@ func elaborated(t testing.TB, name string, src []byte, params map[string]int64) 
 	t.Helper()
 	f, err := dsl.Parse(name, src)
 	require.NoError(t, err)
-	g, err := elaborate.Elaborate(f, params)
+	g, err := elaborate.Elaborate(f, params, elaborate.Options{})
 	return g, err == nil
 }
 
@@ -47,7 +47,7 @@ func TestPlans(t *testing.T) {
 				if _, ok := elaborated(t, path, src, params); !ok {
 					t.Skipf("%s does not take ranks=%d", name, ranks)
 				}
-				g, err := planner.Load(path, src, params)
+				g, err := planner.Load(path, src, params, planner.Options{})
 				require.NoError(t, err)
 				require.Equal(t, noCollective[name], len(g.Expects) == 0, "%s: %d expect statements", name, len(g.Expects))
 			})

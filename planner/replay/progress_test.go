@@ -18,7 +18,7 @@ import (
 func TestProgressModelsReceiverNotReady(t *testing.T) {
 	src, err := os.ReadFile("../../testdata/compile/exchange.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("exchange.dag", src, nil)
+	g, err := planner.Load("exchange.dag", src, nil, planner.Options{})
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget("connectx-inline")
 	require.NoError(t, err)

@@ -60,7 +60,7 @@ func loadPlans(t *testing.T, ranks int64) map[string]*ir.Graph {
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		require.NoError(t, err)
-		g, err := planner.Load("plans/"+filepath.Base(f), src, map[string]int64{"ranks": ranks})
+		g, err := planner.Load("plans/"+filepath.Base(f), src, map[string]int64{"ranks": ranks}, planner.Options{})
 		require.NoError(t, err, f)
 		out[filepath.Base(f)] = g
 	}
@@ -237,7 +237,7 @@ func TestReplayCatchesCorruption(t *testing.T) {
 func TestReplayExchangeWithoutItsWaitDeadlocksOrRaces(t *testing.T) {
 	src, err := os.ReadFile("../../testdata/compile/exchange.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("exchange.dag", src, nil)
+	g, err := planner.Load("exchange.dag", src, nil, planner.Options{})
 	require.NoError(t, err)
 	p := compile(t, g, "connectx")
 	require.NoError(t, replay.Check(p, replay.Options{}))
@@ -260,7 +260,7 @@ func TestReplayExchangeWithoutItsWaitDeadlocksOrRaces(t *testing.T) {
 func TestReplayRecvEnableBehindSendDeadlocks(t *testing.T) {
 	src, err := os.ReadFile("../../testdata/compile/exchange.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("exchange.dag", src, nil)
+	g, err := planner.Load("exchange.dag", src, nil, planner.Options{})
 	require.NoError(t, err)
 	p := compile(t, g, "connectx-inline")
 	require.NoError(t, replay.Check(p, replay.Options{}))

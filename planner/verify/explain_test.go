@@ -21,7 +21,7 @@ func TestSuggestFixes(t *testing.T) {
 	require.NotEqual(t, string(src), broken, "the plan changed: update the test")
 	f, err := dsl.Parse("ring.dag", []byte(broken))
 	require.NoError(t, err)
-	g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 4})
+	g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 4}, elaborate.Options{})
 	require.NoError(t, err)
 	require.NotEmpty(t, Races(g))
 	edges := len(g.Edges)

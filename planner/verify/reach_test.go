@@ -85,7 +85,7 @@ func TestReachPlans(t *testing.T) {
 			require.NoError(t, err)
 			f, err := dsl.Parse(path, src)
 			require.NoError(t, err)
-			g, err := elaborate.Elaborate(f, map[string]int64{"ranks": ranks, "n": 4})
+			g, err := elaborate.Elaborate(f, map[string]int64{"ranks": ranks, "n": 4}, elaborate.Options{})
 			if err != nil {
 				continue // needs another world size
 			}
@@ -258,7 +258,7 @@ func plansAt8(t *testing.T, names ...string) []*ir.Graph {
 		require.NoError(t, err)
 		f, err := dsl.Parse(path, src)
 		require.NoError(t, err)
-		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 8})
+		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 8}, elaborate.Options{})
 		require.NoError(t, err)
 		graphs = append(graphs, g)
 	}

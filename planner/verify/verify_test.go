@@ -22,7 +22,7 @@ func loadPlan(t testing.TB, path string, params map[string]int64) *ir.Graph {
 	require.NoError(t, err)
 	f, err := dsl.Parse(path, src)
 	require.NoError(t, err)
-	g, err := elaborate.Elaborate(f, params)
+	g, err := elaborate.Elaborate(f, params, elaborate.Options{})
 	require.NoError(t, err)
 	return g
 }
@@ -48,7 +48,7 @@ func elaborates(path string, ranks int64) bool {
 	if err != nil {
 		return false
 	}
-	_, err = elaborate.Elaborate(f, map[string]int64{"ranks": ranks})
+	_, err = elaborate.Elaborate(f, map[string]int64{"ranks": ranks}, elaborate.Options{})
 	return err == nil
 }
 
