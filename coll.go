@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -340,9 +343,41 @@ func (c *Coll) Test() (done bool, err error) {
 func (c *Coll) Wait(ctx context.Context) (err error) {
 	defer recoverInto(&err)
 	if err := c.op.Wait(ctx); err != nil {
-		return mapErr(err)
+		return c.blame(mapErr(err))
 	}
 	return nil
+}
+
+// blame adds to a hang the peers this process's stuck queues wait for: a hang in a World is
+// most often a peer that stopped.
+func (c *Coll) blame(err error) error {
+	var h *exec.HangError
+	if c.world == nil || !errors.As(err, &h) {
+		return err
+	}
+	g := c.plan.graph
+	var peers []int
+	for _, s := range h.Stuck {
+		name, _, _ := strings.Cut(s.Queue, ".") // the offload engine's work queues are queue.sq, queue.rq
+		for q := range g.Queues {
+			if gq := &g.Queues[q]; gq.Rank == s.Rank && gq.Name == name && gq.PeerRank != s.Rank && !slices.Contains(peers, gq.PeerRank) {
+				peers = append(peers, gq.PeerRank)
+			}
+		}
+	}
+	if len(peers) == 0 {
+		return err
+	}
+	slices.Sort(peers)
+	return fmt.Errorf("rank %d waits for rank %s (stopped, or too slow for the hang timeout %v): %w", c.world.Rank(), joinInts(peers), c.hang, err)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", rank ")
 }
 
 // Close ends the Coll: a start in flight is abandoned (its Wait returns ErrClosed), the queues
@@ -394,20 +429,20 @@ func (c *Coll) barrier(context.Context) error {
 // mapErr wraps an error of exec in the sentinel of this package that describes it.
 func mapErr(err error) error {
 	switch {
+	case errors.Is(err, exec.ErrSessionClosed):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
 	case errors.Is(err, ErrWorld), errors.Is(err, ErrBind), errors.Is(err, ErrInternal):
 		return err
 	case errors.Is(err, exec.ErrUnbound):
-		return fmt.Errorf("%w: %v", ErrUnbound, err)
+		return fmt.Errorf("%w: %w", ErrUnbound, err)
 	case errors.Is(err, exec.ErrInFlight):
-		return fmt.Errorf("%w: %v", ErrBusy, err)
-	case errors.Is(err, exec.ErrSessionClosed):
-		return fmt.Errorf("%w: %v", ErrClosed, err)
+		return fmt.Errorf("%w: %w", ErrBusy, err)
 	case errors.Is(err, exec.ErrRebindRemote):
-		return fmt.Errorf("%w: %v", ErrBind, err)
+		return fmt.Errorf("%w: %w", ErrBind, err)
 	case errors.Is(err, exec.ErrHang):
-		return fmt.Errorf("%w: %v", ErrTimeout, err)
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
 	case errors.Is(err, exec.ErrPanic):
-		return fmt.Errorf("%w: %v", ErrInternal, err)
+		return fmt.Errorf("%w: %w", ErrInternal, err)
 	}
-	return fmt.Errorf("%w: %v", ErrProvider, err)
+	return fmt.Errorf("%w: %w", ErrProvider, err)
 }

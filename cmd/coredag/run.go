@@ -21,7 +21,7 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/nic"
-	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/exec/provider"
 	"github.com/coredag/coredag/internal/atomicfile"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/internal/english"
@@ -100,23 +100,21 @@ func (c *runCmd) Run(e *env) error {
 	if c.Explore < 0 {
 		return usageError("--explore %d: need a number of runs, at least 1", c.Explore)
 	}
+	prov, err := provider.Lookup(c.Provider)
+	if err != nil {
+		return usageError("--provider: %v", err)
+	}
 	if c.Overlap {
-		return c.runOverlap(e)
+		return c.runOverlap(e, prov)
 	}
-	if c.Provider == "verbs" {
-		return c.runVerbs(e)
+	if err := c.checkProvider(prov); err != nil {
+		return err
 	}
-	var prov nic.Provider // nil: the software NIC, a new one per run
-	if c.Provider == "ofi" {
-		if err := c.checkOFI(); err != nil {
-			return err
-		}
-		if c.ofiPerProcess() {
-			return c.runOFIPerProcess(e)
-		}
-		if c.Explore > 0 || c.OnHang != "" || c.Seed != 0 {
-			return usageError("--explore, --seed and --on-hang work with the software NIC only")
-		}
+	if c.perProcess(prov) {
+		return c.runPerProcess(e, prov)
+	}
+	if !prov.Seeded && (c.Explore > 0 || c.OnHang != "" || c.Seed != 0) {
+		return usageError("--explore, --seed and --on-hang work with the software NIC only")
 	}
 	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON, loadOptions{})
 	if err != nil {
@@ -150,15 +148,14 @@ func (c *runCmd) Run(e *env) error {
 			return err
 		}
 	}
-	if c.Provider == "ofi" {
-		if prov, err = c.openOFI(e); err != nil {
-			return err
-		}
-		defer prov.(interface{ Close() error }).Close()
-	} else {
-		prov = softnic.New(softnic.Options{})
+	// The first run's provider also tells setup what the NIC can do and costs; a seeded one
+	// (the software NIC) is opened anew for every further run, with its seed.
+	first0, err := c.openProvider(e, prov, -1, first)
+	if err != nil {
+		return err
 	}
-	engine, plan, ref, err := c.setup(e, l, prov.Caps(), prov)
+	defer first0.Close()
+	engine, plan, ref, err := c.setup(e, l, first0.Caps(), first0)
 	if err != nil {
 		return err
 	}
@@ -168,13 +165,18 @@ func (c *runCmd) Run(e *env) error {
 	var last *exec.Result
 	for k := 0; k < runs; k++ {
 		seed := first + uint64(k)
-		p := prov
-		if c.Provider != "ofi" {
-			p = softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
+		p := first0
+		if k > 0 && prov.Seeded {
+			if p, err = c.openProvider(e, prov, -1, seed); err != nil {
+				return err
+			}
 		}
 		res, err := exec.Run(context.Background(), plan, p, exec.Options{
 			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, NoTriggers: c.NoTriggers, Timeline: c.Timeline != "", OnIteration: func(int, int) { bar.step() },
 		})
+		if p != first0 {
+			_ = p.Close()
+		}
 		if err != nil {
 			bar.abort()
 			rep.OK, rep.Error, rep.Diags = false, err.Error(), runDiagnostics(err, plan)
