@@ -175,12 +175,19 @@ func TestBindErrors(t *testing.T) {
 // TestRebind: a buffer peers do not access remotely is rebound between starts, and the next
 // start runs on the new memory; a remotely accessed one is refused, and a wrong size too.
 func TestRebind(t *testing.T) {
+	for _, engine := range []string{"offload", "poll"} {
+		t.Run(engine, func(t *testing.T) { testRebind(t, engine) })
+	}
+}
+
+func testRebind(t *testing.T, engine string) {
 	const ranks, chunks, c = 3, 4, 16
-	p, err := Open("plans/pipeline_chain.dag", Options{Params: map[string]int64{"ranks": ranks, "chunks": chunks, "c": c}, Extern: []string{"data"}})
+	p, err := Open("plans/pipeline_chain.dag", Options{Params: map[string]int64{"ranks": ranks, "chunks": chunks, "c": c}, Extern: []string{"data"}, Engine: engine})
 	require.NoError(t, err)
 	coll, err := p.Init(context.Background(), nil)
 	require.NoError(t, err)
 	defer coll.Close()
+	assert.Equal(t, engine, coll.Engine())
 	data := make([][]uint32, ranks)
 	for r := range data {
 		data[r] = make([]uint32, chunks*c)
@@ -195,12 +202,17 @@ func TestRebind(t *testing.T) {
 	}
 	run(100)
 	assert.Equal(t, data[0], data[2])
-	old := data[2]
-	data[2] = make([]uint32, chunks*c)
+	// Rank 0's data is the source of its sends (work requests), rank 2's the target of a host
+	// copy: rebind both.
+	old0, old2 := data[0], data[2]
+	data[0], data[2] = make([]uint32, chunks*c), make([]uint32, chunks*c)
+	require.NoError(t, BindSlice(coll, 0, "data", data[0]))
 	require.NoError(t, BindSlice(coll, 2, "data", data[2]))
 	run(500)
+	assert.Equal(t, data[0], data[1], "the sends read the new memory")
 	assert.Equal(t, data[0], data[2], "the new memory holds the broadcast")
-	assert.Equal(t, uint32(100), old[0], "the old memory is left alone")
+	assert.Equal(t, uint32(100), old0[0], "the old memory is left alone")
+	assert.Equal(t, uint32(100), old2[0], "the old memory is left alone")
 	err = BindSlice(coll, 2, "data", make([]uint32, chunks*c-1))
 	require.ErrorIs(t, err, ErrBind)
 	assert.Contains(t, err.Error(), "pipeline_chain.dag:")

@@ -313,6 +313,8 @@ func (s *Session) RunTimed(ctx context.Context, iters int, timed func(iterate fu
 		return nil, fmt.Errorf("run: %w (%v): prepare a new session", ErrSessionFailed, firstLine(s.failed.Error()))
 	case iters < 1:
 		return nil, fmt.Errorf("run: %d iterations: need at least 1", iters)
+	case s.ref == nil:
+		return nil, errors.New("run: this session has no reference memory to compare with (an Op's session runs by Op.Start)")
 	}
 	// A triggered plan's counters are never reset: the session's iterations are bounded.
 	if err := s.plan.CheckIterations(uint64(s.done) + uint64(iters)); err != nil {
