@@ -2,6 +2,7 @@ package coredag
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -38,6 +39,9 @@ type Coll struct {
 	pins   map[pinKey]*runtime.Pinner
 	closed bool
 	wctx   worldCtx // bounds every World call of the background by the hang timeout
+
+	syncSend [8]byte // the word every start's first barrier allgathers (Coll.sync)
+	syncRecv []byte
 }
 
 type pinKey struct {
@@ -108,6 +112,8 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		c.wctx.init(hang)
 		opts.Exchange = exchangeOver(w, g.Ranks)
 		opts.Barrier = c.barrier
+		opts.Sync = c.sync
+		c.syncRecv = make([]byte, 8*w.Size())
 	}
 	if c.op, err = exec.NewOp(plan, prov, opts); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrProvider, err))
@@ -176,13 +182,14 @@ func (c *Coll) Bind(buffer string, mem []byte) error {
 }
 
 // BindRank binds an extern buffer of rank to mem, which must be exactly the buffer's size in
-// bytes and aligned to its element size. The memory is pinned and registered with the NIC at
-// once, or at the first Start (which registers every buffer), and stays in use until it is
-// rebound or the Coll closed. Binding again between starts replaces the memory of a buffer
-// peers do not access remotely; a buffer peers write, read or update one-sidedly
-// (remote_write, remote_read, remote_atomic) cannot be rebound after the first Start, since
-// its key went to them then (ErrBind says so: copy into the bound memory instead, or Close and
-// Init again).
+// bytes and aligned to its element size. The memory is pinned, registered with the NIC by the
+// first Start, and stays in use until it is rebound or the Coll closed.
+//
+// Binding again between starts replaces the memory: the new memory is registered at once and
+// the prebuilt work requests move to it. When peers access the buffer one-sidedly
+// (remote_write, remote_read, remote_atomic) they learn its new address and key at the next
+// Start, through the World (every start begins with an allgather of one word that says whether
+// a rank rebound such a buffer; only then is there a second exchange): a rank may rebind alone.
 func (c *Coll) BindRank(rank int, buffer string, mem []byte) error {
 	var p unsafe.Pointer
 	if len(mem) > 0 {
@@ -411,6 +418,31 @@ func (c *Coll) Close() (err error) {
 	return nil
 }
 
+// sync is exec.Options.Sync over the World: an allgather of one word per rank, ORed, bounded by
+// the hang timeout without allocating.
+func (c *Coll) sync(_ context.Context, flags uint64) (uint64, error) {
+	binary.LittleEndian.PutUint64(c.syncSend[:], flags)
+	c.wctx.arm()
+	err := c.world.Allgather(&c.wctx, c.syncSend[:], c.syncRecv)
+	c.wctx.disarm()
+	if err != nil {
+		return 0, c.worldErr("barrier", err)
+	}
+	var all uint64
+	for r := 0; r+8 <= len(c.syncRecv); r += 8 {
+		all |= binary.LittleEndian.Uint64(c.syncRecv[r:])
+	}
+	return all, nil
+}
+
+// worldErr wraps a World call's failure in ErrWorld, saying when the hang timeout ended it.
+func (c *Coll) worldErr(what string, err error) error {
+	if c.wctx.Err() == context.DeadlineExceeded {
+		return fmt.Errorf("%w: %s: no answer from every rank within %v (a peer stopped, or did not start): %w", ErrWorld, what, c.hang, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrWorld, what, err)
+}
+
 // barrier is exec.Options.Barrier over the World, bounded by the hang timeout without
 // allocating.
 func (c *Coll) barrier(context.Context) error {
@@ -418,10 +450,7 @@ func (c *Coll) barrier(context.Context) error {
 	err := c.world.Barrier(&c.wctx)
 	c.wctx.disarm()
 	if err != nil {
-		if c.wctx.Err() == context.DeadlineExceeded {
-			return fmt.Errorf("%w: barrier: no answer from every rank within %v (a peer stopped, or did not start): %v", ErrWorld, c.hang, err)
-		}
-		return fmt.Errorf("%w: barrier: %v", ErrWorld, err)
+		return c.worldErr("barrier", err)
 	}
 	return nil
 }
