@@ -451,3 +451,6 @@ func TestBindPointer(t *testing.T) {
 	assert.Equal(t, other, mem)
 	assert.Equal(t, float32(0*1+1+2*0+1), mem[0])
 }
+
+// f32bytes is the bytes of s.
+func f32bytes(s []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s)) }
