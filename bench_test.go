@@ -3,8 +3,11 @@ package coredag
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/coredag/coredag/exec/bootstrap"
 )
 
 // BenchmarkStartWait is one Start and Wait of a persistent collective, every rank in this
@@ -94,11 +97,42 @@ func TestStartAllocatesNothing(t *testing.T) {
 	}
 }
 
-// BenchmarkBarrier is one barrier of two channel Worlds: a start in a World of one rank per
-// process pays two (before the iteration, so a fast peer's transfer never reaches memory not
-// yet started; after it, so no Wait returns while a peer may still read or write the memory).
+// BenchmarkBarrier is one barrier of two Worlds in this process, over channels and over
+// coredag's TCP bootstrap (loopback): a start in a World of one rank per process pays two
+// (before the iteration, so a fast peer's transfer never reaches memory not yet started; after
+// it, so no Wait returns while a peer may still read or write the memory).
 func BenchmarkBarrier(b *testing.B) {
-	worlds := chanWorlds(2)
+	b.Run("channels", func(b *testing.B) { benchBarrier(b, chanWorlds(2)) })
+	b.Run("bootstrap", func(b *testing.B) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		worlds := make([]World, 2)
+		errs := make(chan error, 2)
+		for r := range worlds {
+			go func() {
+				c, err := bootstrap.Connect(context.Background(), bootstrap.Config{World: bootstrap.World{Rank: r, Size: 2}, Addr: addr})
+				if err == nil {
+					worlds[r] = &bootWorld{c: c}
+				}
+				errs <- err
+			}()
+		}
+		for range worlds {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+		defer worlds[0].(*bootWorld).Close()
+		defer worlds[1].(*bootWorld).Close()
+		benchBarrier(b, worlds)
+	})
+}
+
+func benchBarrier(b *testing.B, worlds []World) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -108,7 +142,9 @@ func BenchmarkBarrier(b *testing.B) {
 	}()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		_ = worlds[0].Barrier(context.Background())
+		if err := worlds[0].Barrier(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 	}
 	<-done
 }

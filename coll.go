@@ -110,7 +110,7 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 	opts := exec.Options{Engine: engine, HangTimeout: hang, Ranks: ranks}
 	if w != nil {
 		c.wctx.init(hang)
-		opts.Exchange = exchangeOver(w, g.Ranks)
+		opts.Exchange = exchangeOver(w, g.Ranks, hang)
 		opts.Barrier = c.barrier
 		opts.Sync = c.sync
 		c.syncRecv = make([]byte, 8*w.Size())
