@@ -462,6 +462,8 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	case errors.Is(err, ErrWorld), errors.Is(err, ErrBind), errors.Is(err, ErrInternal):
 		return err
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return err // Wait's own ctx: the start goes on
 	case errors.Is(err, exec.ErrUnbound):
 		return fmt.Errorf("%w: %w", ErrUnbound, err)
 	case errors.Is(err, exec.ErrInFlight):

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const testHang = 400 * time.Millisecond
+const testHang = time.Second
 
 // openRing opens ring_allreduce with data extern; shared, when set, makes Init take Worlds of
 // one rank each, on one software NIC.
@@ -370,6 +370,14 @@ func TestCloseDuringStart(t *testing.T) {
 	colls := initWorlds(t, openRing(t, 2, 8, true), 2)
 	startAll(t, colls)
 	require.NoError(t, colls[0].Start()) // rank 1 never starts: rank 0 waits in the barrier
+	ctx, cancel := context.WithTimeout(context.Background(), testHang/8)
+	err := colls[0].Wait(ctx)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Wait's own ctx ends the wait, not the start")
+	assert.Contains(t, err.Error(), "the start goes on")
+	done, err := colls[0].Test()
+	require.NoError(t, err)
+	require.False(t, done)
 	waited := make(chan error, 1)
 	go func() { waited <- colls[0].Wait(context.Background()) }()
 	time.Sleep(testHang / 4)
