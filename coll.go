@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -220,24 +221,10 @@ func BindSlice[T Elem](c *Coll, rank int, buffer string, s []T) error {
 		return err
 	}
 	var zero T
-	var want ir.ElemType
-	switch any(zero).(type) {
-	case uint8:
-		want = ir.U8
-	case int32:
-		want = ir.I32
-	case uint32:
-		want = ir.U32
-	case int64:
-		want = ir.I64
-	case uint64:
-		want = ir.U64
-	case float32:
-		want = ir.F32
-	case float64:
-		want = ir.F64
-	default:
-		return fmt.Errorf("%w: %s: buffer %s holds %s, bound to a slice of %T (a named type: convert it)", ErrBind, b.Pos, b.Name, b.Type, zero)
+	want, ok := map[reflect.Kind]ir.ElemType{reflect.Uint8: ir.U8, reflect.Int32: ir.I32, reflect.Uint32: ir.U32,
+		reflect.Int64: ir.I64, reflect.Uint64: ir.U64, reflect.Float32: ir.F32, reflect.Float64: ir.F64}[reflect.TypeOf(zero).Kind()]
+	if !ok {
+		return fmt.Errorf("%w: %s: buffer %s holds %s, bound to a slice of %T", ErrBind, b.Pos, b.Name, b.Type, zero)
 	}
 	if want != b.Type {
 		return fmt.Errorf("%w: %s: buffer %s holds %s, bound to a slice of %T", ErrBind, b.Pos, b.Name, b.Type, zero)

@@ -158,6 +158,7 @@ func TestBindErrors(t *testing.T) {
 		{"size", c.BindRank(0, "data", make([]byte, 60)), "buffer data is 64 bytes (16 f32), the memory given is 60 bytes"},
 		{"type", BindSlice(c, 0, "data", make([]float64, 16)), "buffer data holds f32, bound to a slice of float64"},
 		{"count", BindSlice(c, 0, "data", make([]float32, 17)), "buffer data has 16 elements, bound to a slice of 17"},
+		{"signed", BindSlice(c, 0, "data", make([]int32, 16)), "buffer data holds f32, bound to a slice of int32"},
 		{"align", c.BindRank(0, "data", raw[2:66]), "aligned to 4 bytes"},
 		{"scratch", c.BindRank(0, "tmp", make([]byte, 32)), "buffer tmp is coredag's scratch"},
 		{"unknown", c.BindRank(0, "nope", make([]byte, 32)), `no buffer "nope"`},
@@ -223,8 +224,10 @@ func testRebind(t *testing.T, engine string) {
 	rc, err := ring.Init(context.Background(), nil)
 	require.NoError(t, err)
 	defer rc.Close()
+	type celsius float32
+	require.NoError(t, BindSlice(rc, 0, "data", make([]celsius, 16)), "a named element type binds as its kind")
 	rd := [][]float32{make([]float32, 16), make([]float32, 16)}
-	for r := range rd {
+	for r := range rd { // before the first start a rebind just replaces the memory
 		require.NoError(t, BindSlice(rc, r, "data", rd[r]))
 	}
 	ringStep := func(it int) {
