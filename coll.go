@@ -21,13 +21,13 @@ import (
 	"github.com/coredag/coredag/planner/lower"
 )
 
-// Coll is a persistent collective: a plan joined to a World, its queues and scratch memory
-// ready, run on the caller's bound memory by Start and Wait as often as the caller likes. A
-// Coll is used by one goroutine at a time, except Close.
+// Coll is a persistent collective: a plan joined to a World, run on the caller's bound memory
+// by Start and Wait as often as the caller likes. A Coll is used by one goroutine at a time,
+// except Close, which any goroutine may call.
 //
-// The first Start registers the bound memory and creates and connects every queue: it is
-// collective (every rank's first Start takes part, through the World) and its background part
-// takes as long as the setup; later Starts only post work.
+// The first Start allocates the scratch buffers, registers the bound memory and creates and
+// connects every queue: it is collective (every rank's first Start takes part, through the
+// World) and its background part takes as long as the setup; later Starts only post work.
 type Coll struct {
 	plan  *Plan
 	world World // nil: every rank here
