@@ -50,3 +50,44 @@ func TestOFIRingAllreduce(t *testing.T) {
 		})
 	}
 }
+
+// TestOFIWorlds runs the ring allreduce as one Coll per rank, each with its own libfabric
+// provider (sockets), connected through channel Worlds as separate processes would be; a rank
+// rebinds the buffer its peer writes into, and the new key reaches the peer at the next start.
+func TestOFIWorlds(t *testing.T) {
+	t.Setenv("FI_SOCKETS_IFACE", "lo")
+	for _, tc := range []struct{ engine, target string }{{"offload", "triggered-sockets"}, {"poll", "generic"}} {
+		t.Run(tc.engine, func(t *testing.T) {
+			const ranks, n = 2, 64
+			p, err := Open("plans/ring_allreduce.dag", Options{Params: map[string]int64{"ranks": ranks, "n": n}, Extern: []string{"data"},
+				Provider: "ofi", OFIProvider: "sockets", Engine: tc.engine, Target: tc.target, HangTimeout: 10 * time.Second})
+			require.NoError(t, err)
+			colls := initWorlds(t, p, ranks)
+			d := [][]float32{make([]float32, ranks*n), make([]float32, ranks*n)}
+			for r, c := range colls {
+				require.NoError(t, BindSlice(c, r, "data", d[r]))
+			}
+			step := func(it int) {
+				want := make([]float32, ranks*n)
+				for r := range d {
+					fill(d[r], r, it)
+					x := make([]float32, ranks*n)
+					fill(x, r, it)
+					for i := range want {
+						want[i] += x[i]
+					}
+				}
+				startAll(t, colls)
+				for r := range d {
+					assert.Equal(t, want, d[r], "rank %d iteration %d", r, it)
+				}
+			}
+			step(0)
+			step(1)
+			d[1] = make([]float32, ranks*n)
+			require.NoError(t, BindSlice(colls[1], 1, "data", d[1]))
+			step(2)
+			step(3)
+		})
+	}
+}
