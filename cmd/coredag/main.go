@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 
 	"github.com/alecthomas/kong"
 
@@ -101,6 +102,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	for _, c := range commands {
 		opts = append(opts, kong.DynamicCommand(c.name, c.help, "", c.new()))
 	}
+	helpExit := -1 // the exit code after the help text, when not kong's
 	defer func() {
 		if r := recover(); r != nil {
 			req, ok := r.(exitRequest)
@@ -108,6 +110,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 				panic(r)
 			}
 			code = req.code
+			if helpExit >= 0 {
+				code = helpExit
+			}
 		}
 	}()
 	var root cli
@@ -116,12 +121,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintf(stderr, "coredag: internal error: %v\n", err)
 		return exitUsage
 	}
+	if len(args) == 0 {
+		// As go and git do: the whole list of commands, on stderr, and a usage exit.
+		parser.Stdout = stderr
+		args = []string{"--help"}
+		helpExit = exitUsage
+	} else if args[0] == "help" {
+		// "coredag help [COMMAND...]" is "coredag [COMMAND...] --help", as in go, git and kubectl.
+		if len(args) > 1 && !slices.ContainsFunc(commands, func(c command) bool { return c.name == args[1] }) {
+			fmt.Fprintf(stderr, "coredag help %s: unknown command; run \"coredag help\" for the list\n", diag.EscapeControls(args[1]))
+			return exitUsage
+		}
+		args = append(slices.Clone(args[1:]), "--help")
+	}
 	ctx, err := parser.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))
-		if len(args) == 0 {
-			fmt.Fprintln(stderr, `run "coredag --help" for the commands`)
-		}
 		return exitUsage
 	}
 	stop, err := root.profiles()
