@@ -17,7 +17,7 @@ import (
 func BenchmarkStartWait(b *testing.B) {
 	ctx := context.Background()
 	b.Run("empty", func(b *testing.B) {
-		p, err := OpenSource("empty.dag", []byte("plan empty\nparam ranks = 1\nbuffer b u8[8]\n"), Options{Extern: []string{"b"}})
+		p, err := OpenSource("empty.dag", []byte("plan empty\nparam ranks = 1\nbuffer b u8[8] extern\n"), Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
