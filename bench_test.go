@@ -114,7 +114,7 @@ func BenchmarkBarrier(b *testing.B) {
 		errs := make(chan error, 2)
 		for r := range worlds {
 			go func() {
-				c, err := bootstrap.Connect(context.Background(), bootstrap.Config{World: bootstrap.World{Rank: r, Size: 2}, Addr: addr})
+				c, err := bootstrap.Connect(context.Background(), bootstrap.Config{World: bootstrap.World{Rank: r, Size: 2}, Addr: addr, Secret: testSecret})
 				if err == nil {
 					worlds[r] = &bootWorld{c: c}
 				}

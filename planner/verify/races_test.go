@@ -14,9 +14,9 @@ import (
 	"github.com/coredag/coredag/planner/elaborate"
 )
 
-// ringGraph elaborates plans/ring_allreduce.dag (DSL.md's example) for a world size.
+// ringGraph elaborates testdata/scale/ring_allreduce.dag (the one-slot ring of the scale figures) for a world size.
 func ringGraph(b testing.TB, ranks int64) *ir.Graph {
-	return loadPlan(b, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1024})
+	return loadPlan(b, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1024})
 }
 
 func graphOf(t *testing.T, src string) *ir.Graph {
