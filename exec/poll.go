@@ -203,6 +203,22 @@ func newPoll(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Op
 	return e, nil
 }
 
+func (e *pollEngine) relocate(rank int, move func(*nic.SGE)) {
+	for si := range e.sides {
+		if s := &e.sides[si]; s.rank == rank {
+			moveWRs(s.swr, s.rwr, move)
+		}
+	}
+}
+
+func (e *pollEngine) relocateRemote(peer int, move func(addr *uint64, rkey *uint32)) {
+	for si := range e.sides {
+		if s := &e.sides[si]; s.queue != ir.None && e.g.Queues[s.queue].PeerRank == peer {
+			moveRemoteWRs(s.swr, move)
+		}
+	}
+}
+
 func (e *pollEngine) rearm(int) {
 	copy(e.pending, e.initPending)
 	clear(e.ready)

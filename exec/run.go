@@ -74,6 +74,10 @@ type Options struct {
 	// each iteration, so no peer writes into a buffer that is being reset. Nil when every rank is
 	// local.
 	Barrier func(ctx context.Context) error
+	// Sync, when set, is the barrier an Op's step starts with (instead of Barrier): it also ORs
+	// flags over every process, which tells them all that one rebound a remotely accessed
+	// buffer (Session.Rebind), so that all hand their memory descriptors round (Exchange).
+	Sync func(ctx context.Context, flags uint64) (uint64, error)
 	// Reference is the expected memory (from Reference); computed when nil.
 	Reference *Memory
 	// OnIteration, when set, is called after each iteration with the number done and the total
@@ -90,6 +94,10 @@ type Options struct {
 	// NoTriggers keeps the polling engine from arming QP triggers (TriggerQP): every post then
 	// comes from the engine's loop. For measuring what triggers bring.
 	NoTriggers bool
+	// Bound gives the caller's memory of extern buffers (ir.Buffer.Extern): Prepare registers it
+	// instead of allocating. Nil, or a buffer it gives no memory for: allocated as any other
+	// (coredag's own runs fill extern buffers from their init like the rest).
+	Bound Bound
 	// Timeline records, in every iteration, when each local op completed (Result.Timeline: 8
 	// bytes per op of the plan per iteration). The polling engine records it; the offload engine
 	// cannot, since the NIC walks its chains without telling the CPU.
@@ -149,6 +157,12 @@ type driver interface {
 	// timeline returns when each op completed in the last iteration (Options.Timeline), by op
 	// ID, from the iteration's start; -1 for ops that did not complete.
 	timeline() []time.Duration
+	// relocate applies move to the local SGE of every prebuilt work request of rank (a buffer
+	// rebound to other memory, Session.Rebind).
+	relocate(rank int, move func(*nic.SGE))
+	// relocateRemote applies move to the remote address and key of every prebuilt work request
+	// that addresses peer's memory (a peer's buffer rebound).
+	relocateRemote(peer int, move func(addr *uint64, rkey *uint32))
 }
 
 // Session is a compiled plan made ready to run on a provider: every local rank's device is open,
@@ -166,9 +180,12 @@ type Session struct {
 	res    []*rankRes
 	mem    *Memory
 	d      driver
-	done   int   // iterations run so far: re-arming goes on from there
-	failed error // what ended an earlier Run: the queues are in no state to go on
-	closed bool
+	done   int // iterations run so far: re-arming goes on from there
+	// remoteMoved: a remotely accessed buffer was rebound; the next step hands its new
+	// descriptor to the other processes (Rebind, Options.Sync).
+	remoteMoved bool
+	failed      error // what ended an earlier Run: the queues are in no state to go on
+	closed      bool
 }
 
 // ErrSessionClosed is returned by Run on a closed Session.
@@ -187,6 +204,12 @@ var ErrSessionFailed = errors.New("an earlier run of this session failed")
 // opts.Iters is not used (it is Run's argument). An error from the engine choice is a
 // *SelectError.
 func Prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (*Session, error) {
+	return prepare(ctx, plan, p, opts, true)
+}
+
+// prepare is Prepare; without withRef the session never compares (an Op's), and no reference
+// is computed.
+func prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options, withRef bool) (*Session, error) {
 	if plan == nil || plan.Graph == nil || p == nil {
 		return nil, errors.New("prepare: need a compiled plan and a provider")
 	}
@@ -219,7 +242,7 @@ func Prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (
 		return nil, errors.New("run: a timeline needs the poll engine: on the offload engine the NIC walks the chains without telling the CPU when each op completes")
 	}
 	ref := opts.Reference
-	if ref == nil {
+	if ref == nil && withRef {
 		if ref, err = Reference(g); err != nil {
 			return nil, err
 		}
@@ -240,7 +263,7 @@ func Prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (
 		}
 		return l, err
 	}
-	res, err := setupRanks(ctx, p, g, ranks, layout, opts.Exchange)
+	res, err := setupRanks(ctx, p, g, ranks, layout, opts.Exchange, opts.Bound)
 	if err != nil {
 		return nil, err
 	}
@@ -300,6 +323,8 @@ func (s *Session) RunTimed(ctx context.Context, iters int, timed func(iterate fu
 		return nil, fmt.Errorf("run: %w (%v): prepare a new session", ErrSessionFailed, firstLine(s.failed.Error()))
 	case iters < 1:
 		return nil, fmt.Errorf("run: %d iterations: need at least 1", iters)
+	case s.ref == nil:
+		return nil, errors.New("run: this session has no reference memory to compare with (an Op's session runs by Op.Start)")
 	}
 	// A triggered plan's counters are never reset: the session's iterations are bounded.
 	if err := s.plan.CheckIterations(uint64(s.done) + uint64(iters)); err != nil {

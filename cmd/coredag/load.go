@@ -118,7 +118,7 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 		name = "<stdin>"
 	}
 	l := &loaded{path: name, src: src, budget: b}
-	po := planner.Options{Elaborate: opLimits(b), MSCCL: msccl.Options{Elem: p.Type}}
+	po := planner.Options{Elaborate: elaborate.Within(b), MSCCL: msccl.Options{Elem: p.Type}}
 	if opt.lint {
 		po.Lint = func(found diag.List) { l.lints = found }
 	}
@@ -150,16 +150,6 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 		return nil, usageError("%s: %s", diag.QuoteName(name), be.Message())
 	}
 	return l, nil
-}
-
-// opLimits caps the ops of a plan so that checking, compiling and running it fit in b.
-func opLimits(b budget.Budget) elaborate.Options {
-	n := b.Bytes / elaborate.BytesPerOp
-	if n >= elaborate.MaxOps {
-		return elaborate.Options{Budget: b}
-	}
-	return elaborate.Options{Budget: b, MaxOps: int(max(n, 1)), Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
-		budget.Format(elaborate.BytesPerOp), budget.Format(b.Bytes), b.Source())}
 }
 
 // refuse reports a *budget.Error: positioned (with the source line) when the figure comes from

@@ -45,6 +45,17 @@ type Options struct {
 	noMemo        bool
 }
 
+// Within returns the options that cap a plan's ops so that checking, compiling and running it
+// fit in the memory budget b (BytesPerOp each), and check the Graph's arrays against b.
+func Within(b budget.Budget) Options {
+	n := b.Bytes / BytesPerOp
+	if b.Bytes <= 0 || n >= MaxOps {
+		return Options{Budget: b}
+	}
+	return Options{Budget: b, MaxOps: int(max(n, 1)), Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
+		budget.Format(BytesPerOp), budget.Format(b.Bytes), b.Source())}
+}
+
 // elaborate is Elaborate that also reports whether the ranks were elaborated in shards
 // (parallel.go).
 func elaborate(f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, bool, error) {
