@@ -62,12 +62,13 @@ type LetStmt struct {
 	Value Expr
 }
 
-// BufferStmt is `buffer NAME TYPE[COUNT] [ACCESS...] [init EXPR]`.
+// BufferStmt is `buffer NAME TYPE[COUNT] [extern] [ACCESS...] [init EXPR]`.
 type BufferStmt struct {
 	Span
 	Name   *Ident
 	Type   *Ident   // u8 i32 u32 i64 u64 f32 f64
 	Count  Expr     // elements
+	Extern bool     // the caller supplies the memory; Init then only fills it for coredag's own runs
 	Access []*Ident // remote_read remote_write remote_atomic, as written
 	Init   Expr     // nil when absent
 }

@@ -72,10 +72,11 @@ func (c *converter) stmt(g *gStmt) Stmt {
 	case g.Buffer != nil:
 		b := g.Buffer
 		s := &BufferStmt{
-			Span:  span(b.Tokens),
-			Name:  c.ident(b.Name),
-			Type:  word(b.Type.Pos, b.Type.Name),
-			Count: c.expr(b.Count),
+			Span:   span(b.Tokens),
+			Name:   c.ident(b.Name),
+			Type:   word(b.Type.Pos, b.Type.Name),
+			Count:  c.expr(b.Count),
+			Extern: b.Extern,
 		}
 		for _, a := range b.Access {
 			s.Access = append(s.Access, word(a.Pos, a.Name))

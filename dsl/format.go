@@ -367,6 +367,9 @@ func stmtText(s Stmt) string {
 		b.WriteString("buffer " + s.Name.Name + " " + s.Type.Name + "[")
 		writeExpr(&b, s.Count)
 		b.WriteString("]")
+		if s.Extern {
+			b.WriteString(" extern")
+		}
 		for _, a := range s.Access {
 			b.WriteString(" " + a.Name)
 		}

@@ -125,6 +125,8 @@ func TestFormatCases(t *testing.T) {
 			"if s > 0 { a after b }\nif s == 0 { a after b } else { c after d }\nfor i in 0 .. 2 { op x[i] = nop }\n"},
 		{"one-line blocks with blocks inside split", "if a { if b { x after y } }\nif a { x after y } else if b { x after z }\nif a { op x = nop # c\n}\n",
 			"if a {\n  if b { x after y }\n}\nif a {\n  x after y\n} else if b {\n  x after z\n}\nif a {\n  op x = nop # c\n}\n"},
+		{"extern", "buffer d  f32[n]   extern\tremote_write  init 1\nbuffer tmp f32[n]\n",
+			"buffer d   f32[n] extern remote_write init 1\nbuffer tmp f32[n]\n"},
 		{"parens kept", "let a = ((1+2))*3\n", "let a = ((1 + 2)) * 3\n"},
 		{"numbers raw", "let a = 0x2A+1_000+4KiB\n", "let a = 0x2A + 1_000 + 4KiB\n"},
 		{"newline in brackets", "let a = min(1,\n  2)\n", "let a = min(1, 2)\n"},

@@ -114,6 +114,7 @@ type gBuffer struct {
 	Name   *gIdent    `parser:"'buffer' @@"`
 	Type   *gType     `parser:"@@"`
 	Count  *gExpr     `parser:"'[' @@ ']'"`
+	Extern bool       `parser:"@'extern'?"`
 	Access []*gAccess `parser:"@@*"`
 	Init   *gExpr     `parser:"( 'init' @@ )?"`
 }

@@ -47,7 +47,7 @@ var (
 	keywordList = []string{
 		"plan", "param", "let", "buffer", "queue", "op", "for", "in", "step", "if", "else", "to",
 		"peer", "depth", "init", "after", "send", "recv", "write", "read", "atomic", "add", "cas",
-		"reduce", "from", "copy", "nop", "inline", "notify", "remote_read", "remote_write",
+		"reduce", "from", "copy", "nop", "inline", "notify", "extern", "remote_read", "remote_write",
 		"remote_atomic", "sum", "prod", "min", "max", "band", "bor", "bxor", "u8", "i32", "u32",
 		"i64", "u64", "f32", "f64", "rank", "ranks", "expect", "var", "assert", "def", "then",
 	}

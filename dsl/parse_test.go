@@ -181,6 +181,21 @@ func TestCasOperandsAfterRank(t *testing.T) {
 	assert.IsType(t, &ParenExpr{}, b.B)
 }
 
+// TestParseExtern: extern follows the count and marks the buffer as the caller's; the words after
+// it are parsed as before.
+func TestParseExtern(t *testing.T) {
+	f, err := Parse("x.dag", []byte("plan p\nparam count = 8\nbuffer d f32[count] extern remote_write init rank\nbuffer t f32[count]\n"))
+	require.NoError(t, err)
+	d := f.Stmts[2].(*BufferStmt)
+	assert.True(t, d.Extern)
+	require.Len(t, d.Access, 1)
+	assert.Equal(t, "remote_write", d.Access[0].Name)
+	assert.Equal(t, "rank", sexpr(d.Init))
+	assert.False(t, f.Stmts[3].(*BufferStmt).Extern)
+	_, err = Parse("x.dag", []byte("plan p\nlet extern = 1\n"))
+	require.ErrorContains(t, err, `"extern" is a reserved keyword`)
+}
+
 func TestParseExpect(t *testing.T) {
 	src := "plan p\nbuffer d u8[4]\nbuffer s u8[4]\nexpect reduce sum d from s root 1 + 1\nexpect unchanged s\n"
 	f, err := Parse("e.dag", []byte(src))

@@ -8,6 +8,7 @@ import (
 	"github.com/alecthomas/participle/v2/lexer"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 )
 
 // Participle reports a syntax error as the unexpected token and the rest of the grammar sequence
@@ -56,6 +57,8 @@ func expectedText(exp string) string {
 		return "a reduction operator (sum prod min max band bor bxor)"
 	case "GStmt":
 		return "a statement"
+	case "GExpectKind":
+		return "a collective (" + strings.Join(ir.ExpectKinds(), ", ") + ")"
 	}
 	return exp
 }
@@ -166,6 +169,11 @@ func explain(sc *scanned, tok lexer.Token, exp string) (diag.Pos, string) {
 		}
 	}
 
+	// A word of the buffer statement out of its place.
+	if exp == "" && stmt == "buffer" && tok.Type == tokKeyword && tok.Value == "extern" {
+		return tokPos(tok), `"extern" is written once, right after the count: buffer NAME TYPE[COUNT] extern [ACCESS...] [init EXPR]`
+	}
+
 	// The statement is complete but more follows on the line.
 	if exp == "" {
 		where := "the " + stmt + " statement"
@@ -209,6 +217,8 @@ func where(stmt, op, exp string, prev lexer.Token) string {
 		return " after the element type (buffer NAME TYPE[COUNT])"
 	case exp == "GType":
 		return " after the buffer name"
+	case exp == "GExpectKind":
+		return " after expect"
 	case exp == "GSlice" && op != "":
 		if isPunct(prev, "to") || prev.Value == "to" {
 			return " as the destination of " + op
@@ -258,7 +268,7 @@ func hint(stmt, exp string, tok lexer.Token) string {
 var (
 	stmtWords = []string{"plan", "param", "let", "buffer", "queue", "op", "for", "if", "var", "assert", "def"}
 	tailWords = []string{"inline", "notify", "after", "peer", "depth", "init", "step", "to", "from",
-		"remote_read", "remote_write", "remote_atomic", "else"}
+		"extern", "remote_read", "remote_write", "remote_atomic", "else"}
 )
 
 // suggest proposes a keyword for a misspelt word.

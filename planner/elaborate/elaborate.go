@@ -363,7 +363,7 @@ func (el *elaborator) buffer(st *dsl.BufferStmt, perRank map[string]bool) {
 			el.badBuf[name] = true
 		}
 	}()
-	b := ir.Buffer{Name: name, Pos: st.Name.Pos()}
+	b := ir.Buffer{Name: name, Extern: st.Extern, Pos: st.Name.Pos()}
 	t, ok := ir.ParseElemType(st.Type.Name)
 	if !ok {
 		el.globalErrorf(phaseNames, diag.Name, st.Type.Pos(), "unknown element type %s (one of u8 i32 u32 i64 u64 f32 f64)", st.Type.Name)

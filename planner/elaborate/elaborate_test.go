@@ -116,6 +116,22 @@ s[4], k after s[0], s[2]
 	assert.Equal(t, float32(0.5), math.Float32frombits(binary.LittleEndian.Uint32(fb[4:])))
 }
 
+// TestExternBuffer: extern reaches ir.Buffer, its count may come from a param bound at open, and
+// its init still fills it for coredag's own runs.
+func TestExternBuffer(t *testing.T) {
+	src := "plan p\nparam count = 4\nbuffer data u32[count] extern remote_write init rank + i\nbuffer tmp u32[count]\n"
+	g, err := elaborateSrc(t, src, map[string]int64{"count": 6})
+	require.NoError(t, err)
+	require.Len(t, g.Buffers, 2)
+	assert.True(t, g.Buffers[0].Extern)
+	assert.Equal(t, int64(6), g.Buffers[0].Count)
+	assert.Equal(t, ir.RemoteWrite, g.Buffers[0].Access)
+	assert.False(t, g.Buffers[1].Extern, "scratch buffers stay coredag's")
+	b := make([]byte, g.Buffers[0].Bytes())
+	require.NoError(t, g.Buffers[0].Init(1, b))
+	assert.Equal(t, uint32(6), binary.LittleEndian.Uint32(b[20:]))
+}
+
 func TestInitWraps(t *testing.T) {
 	g, err := elaborateSrc(t, "plan p\nbuffer b u8[3] init -1\nbuffer c i32[2] init rank + 7\n", nil)
 	require.NoError(t, err)
