@@ -36,10 +36,15 @@ typedef struct coredag_coll coredag_coll; /* a persistent collective: a plan joi
 
 /*
  * The caller's out-of-band runtime (as UCC's OOB): this process's rank, the number of processes,
- * and two collectives over them. Every rank calls coredag_coll_init (and coredag_coll_free) in the
- * same order, so the callbacks are called collectively, in the same order on every rank, one at a
- * time, from the thread that called into coredag. They return 0 on success; any other value fails
- * the call that made them with COREDAG_ERR_WORLD. They must return (they are not interrupted).
+ * and two collectives over them, which every rank calls in the same order. coredag calls them in
+ * coredag_coll_init (to exchange queue and memory descriptors) and in the background of every
+ * start (a barrier before the iteration and one after), from threads of its own, and from
+ * several at once when several collectives are in flight: they must be thread-safe, and may run
+ * while the caller's own thread is in the runtime too. With MPI: MPI_Init_thread with
+ * MPI_THREAD_MULTIPLE, and a communicator of coredag's own (MPI_Comm_dup) as ctx.
+ * They return 0 on success; any other value fails the call or the start with COREDAG_ERR_WORLD.
+ * coredag cannot interrupt a callback: one that never returns (a peer died inside the runtime)
+ * stalls the start, and coredag_coll_wait with a timeout then returns COREDAG_ERR_TIMEOUT.
  *
  * allgather: every rank contributes nbytes at send; recv (size * nbytes bytes) receives rank r's
  * bytes at offset r * nbytes. With MPI: MPI_Allgather(send, nbytes, MPI_BYTE, recv, nbytes,
@@ -60,7 +65,9 @@ enum {
     COREDAG_ERR_STATE,    /* not now: start before every buffer is bound, start while started,
                              bind while started, a freed or failed collective */
     COREDAG_ERR_WORLD,    /* world size != plan ranks, a callback failed, a peer died or timed out */
-    COREDAG_ERR_TIMEOUT,  /* coredag_coll_wait's timeout expired; the start is still in flight */
+    COREDAG_ERR_TIMEOUT,  /* coredag_coll_wait's timeout expired (the start is still in flight),
+                             or a start made no progress within the hang timeout (the message
+                             names the stuck queues and the ranks they wait for) */
     COREDAG_ERR_PROVIDER, /* the NIC provider cannot be opened or cannot run the plan */
     COREDAG_ERR_INTERNAL  /* a bug in coredag (the message says where); the handle is unusable */
 };

@@ -78,7 +78,8 @@ func fail(dst **C.char, code C.int, err error) C.int {
 	return code
 }
 
-// codeOf maps an error of package coredag to coredag.h's codes.
+// codeOf maps an error of package coredag (each wraps one of its sentinels, or is a
+// *CheckError) to coredag.h's codes.
 func codeOf(err error) C.int {
 	var ce *coredag.CheckError
 	switch {
@@ -86,20 +87,20 @@ func codeOf(err error) C.int {
 		return codeOK
 	case errors.As(err, &ce):
 		return codeCheck
-	case errors.Is(err, context.DeadlineExceeded):
-		return codeTimeout
-	case errors.Is(err, coredag.ErrWorld):
-		return codeWorld
-	case errors.Is(err, coredag.ErrBind):
+	case errors.Is(err, coredag.ErrInternal):
+		return codeInternal
+	case errors.Is(err, coredag.ErrArg), errors.Is(err, coredag.ErrBind):
 		return codeArg
 	case errors.Is(err, coredag.ErrUnbound), errors.Is(err, coredag.ErrBusy), errors.Is(err, coredag.ErrClosed):
 		return codeState
+	case errors.Is(err, coredag.ErrWorld):
+		return codeWorld
+	case errors.Is(err, coredag.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return codeTimeout
 	case errors.Is(err, coredag.ErrProvider):
 		return codeProvider
-	case errors.Is(err, os.ErrNotExist), errors.Is(err, os.ErrPermission):
-		return codeArg
 	}
-	return codeState
+	return codeInternal
 }
 
 // recoverInto turns a panic of the export it is deferred in into COREDAG_ERR_INTERNAL, with the
@@ -358,6 +359,9 @@ func ownWorld(ctx context.Context) (coredag.World, func() error, error) {
 	if err != nil {
 		return nil, nil, nil // no launcher: every rank here
 	}
+	if w.Size == 1 && os.Getenv("COREDAG_BOOTSTRAP") == "" {
+		return nil, nil, nil // one process: every rank here
+	}
 	addr := os.Getenv("COREDAG_BOOTSTRAP")
 	if w.Size > 1 && addr == "" {
 		return nil, nil, fmt.Errorf("coredag_coll_init: a NULL world under a launcher (%s: rank %d of %d) needs COREDAG_BOOTSTRAP=HOST:PORT (rank 0's host and a free TCP port) in every rank's environment, or pass a coredag_world", w.Source, w.Rank, w.Size)
@@ -531,11 +535,15 @@ func cdgo_coll_wait(h *C.struct_coredag_coll, timeoutNS C.longlong) (rc C.int) {
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(timeoutNS))
 		err = c.c.Wait(ctx)
-		expired := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
+		expired := err != nil && ctx.Err() != nil
 		cancel()
 		if expired {
-			// The run goes on: the caller may wait again.
-			return fail(&h.err, codeTimeout, fmt.Errorf("coredag_coll_wait: not complete after %v (the start is still in flight)", time.Duration(timeoutNS)))
+			// Wait gave up at the deadline, or the run failed as it expired: Test tells.
+			done, terr := c.c.Test()
+			if !done && terr == nil {
+				return fail(&h.err, codeTimeout, fmt.Errorf("coredag_coll_wait: not done after %v: the start is still in flight (wait again, or test)", time.Duration(timeoutNS)))
+			}
+			err = terr
 		}
 	}
 	c.inFlight = false

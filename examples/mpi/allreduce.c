@@ -37,21 +37,14 @@
 
 static int rank, size;
 
-/* The world's callbacks: ctx is the communicator coredag runs on. */
+/* The world's callbacks: ctx is coredag's own communicator. coredag calls them from its threads,
+ * hence MPI_THREAD_MULTIPLE. */
 static int world_allgather(const void *send, void *recv, size_t nbytes, void *ctx) {
-    int main_thread = 0;
-    MPI_Is_thread_main(&main_thread);
-    if (!main_thread) return -2; /* coredag promises to call back from the caller's thread */
-    if (nbytes > (size_t)INT32_MAX) return -3;
+    if (nbytes > (size_t)INT32_MAX) return -1;
     return MPI_Allgather(send, (int)nbytes, MPI_BYTE, recv, (int)nbytes, MPI_BYTE, *(MPI_Comm *)ctx) == MPI_SUCCESS ? 0 : -1;
 }
 
-static int world_barrier(void *ctx) {
-    int main_thread = 0;
-    MPI_Is_thread_main(&main_thread);
-    if (!main_thread) return -2;
-    return MPI_Barrier(*(MPI_Comm *)ctx) == MPI_SUCCESS ? 0 : -1;
-}
+static int world_barrier(void *ctx) { return MPI_Barrier(*(MPI_Comm *)ctx) == MPI_SUCCESS ? 0 : -1; }
 
 static void fail(const char *what, int rc, const char *msg) {
     fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coredag_strerror(rc), msg);
@@ -232,10 +225,12 @@ int main(int argc, char **argv) {
      * that coredag recovers; Open MPI keeps a handler that is already installed. */
     struct sigaction before, after;
     sigaction(SIGSEGV, NULL, &before);
-    MPI_Init(&argc, &argv);
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     sigaction(SIGSEGV, NULL, &after);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (provided < MPI_THREAD_MULTIPLE) fail("MPI_Init_thread", COREDAG_ERR_WORLD, "coredag's world callbacks need MPI_THREAD_MULTIPLE");
     if (before.sa_handler != after.sa_handler && rank == 0)
         fprintf(stderr, "warning: MPI_Init replaced the SIGSEGV handler of Go's runtime\n");
 

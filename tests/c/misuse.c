@@ -125,6 +125,10 @@ static void null_arguments(void) {
     expect("coll_bind buffer NULL", coredag_coll_bind(c, NULL, &done, 4), COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("NULL"));
     expect("coll_bind addr NULL", coredag_coll_bind(c, "src", NULL, 32), COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("NULL"));
     expect("coll_test done NULL", coredag_coll_test(c, NULL), COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("NULL"));
+    /* A handle of the wrong kind: coredag cannot tell from C, its Go side panics on it, and the
+     * panic must come back as COREDAG_ERR_INTERNAL rather than crash this process. */
+    rc = coredag_coll_start((coredag_coll *)p);
+    expect("plan passed as a collective", rc, COREDAG_ERR_INTERNAL, coredag_plan_error(p), WORDS("internal error", "coredag_coll_start"));
     expect("plan_free before coll_free", coredag_plan_free(p), COREDAG_ERR_STATE, coredag_plan_error(p), WORDS("coredag_coll_free"));
     expect("coll_free", coredag_coll_free(c), COREDAG_OK, "", NULL);
     expect("plan_free", coredag_plan_free(p), COREDAG_OK, "", NULL);
