@@ -18,7 +18,10 @@
 
 static int failures;
 
-/* expect checks that rc is want and that msg contains every one of the NULL-ended words. */
+/* expect checks that rc is want and that msg contains every one of the NULL-ended words. The
+ * message must be read after the call that set it: a handle's message is freed at its next call,
+ * hence the "rc = call; expect(rc, error(handle))" order below (C leaves the order in which a
+ * function's arguments are evaluated open). */
 static void expect(const char *name, int rc, int want, const char *msg, const char *const *words) {
     if (msg == NULL) msg = "(NULL message)";
     if (rc != want) {
@@ -33,6 +36,10 @@ static void expect(const char *name, int rc, int want, const char *msg, const ch
             return;
         }
     }
+    if (rc == COREDAG_OK) {
+        printf("ok %s\n", name); /* msg is the handle's last error, not this call's */
+        return;
+    }
     /* First line only: a check error can have several. */
     int len = (int)strcspn(msg, "\n");
     printf("ok %s: %s: %.*s\n", name, coredag_strerror(rc), len, msg);
@@ -41,7 +48,7 @@ static void expect(const char *name, int rc, int want, const char *msg, const ch
 
 /* A 1-rank plan: copy src to dst. */
 static const char *copy_src =
-    "plan copy\n"
+    "plan local_copy\n"
     "param ranks = 1\n"
     "param n = 8\n"
     "buffer src f32[n] extern init i\n"
@@ -122,14 +129,18 @@ static void null_arguments(void) {
     coredag_world w = {0, 1, gather_one, barrier_one, &calls};
     rc = coredag_coll_init(p, &w, &c);
     expect("coll_init on a world of one", rc, COREDAG_OK, coredag_coll_error(c), NULL);
-    expect("coll_bind buffer NULL", coredag_coll_bind(c, NULL, &done, 4), COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("NULL"));
-    expect("coll_bind addr NULL", coredag_coll_bind(c, "src", NULL, 32), COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("NULL"));
-    expect("coll_test done NULL", coredag_coll_test(c, NULL), COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("NULL"));
+    rc = coredag_coll_bind(c, NULL, &done, 4);
+    expect("coll_bind buffer NULL", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("NULL"));
+    rc = coredag_coll_bind(c, "src", NULL, 32);
+    expect("coll_bind addr NULL", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("NULL"));
+    rc = coredag_coll_test(c, NULL);
+    expect("coll_test done NULL", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("NULL"));
     /* A handle of the wrong kind: coredag cannot tell from C, its Go side panics on it, and the
      * panic must come back as COREDAG_ERR_INTERNAL rather than crash this process. */
     rc = coredag_coll_start((coredag_coll *)p);
     expect("plan passed as a collective", rc, COREDAG_ERR_INTERNAL, coredag_plan_error(p), WORDS("internal error", "coredag_coll_start"));
-    expect("plan_free before coll_free", coredag_plan_free(p), COREDAG_ERR_STATE, coredag_plan_error(p), WORDS("coredag_coll_free"));
+    rc = coredag_plan_free(p);
+    expect("plan_free before coll_free", rc, COREDAG_ERR_STATE, coredag_plan_error(p), WORDS("coredag_coll_free"));
     expect("coll_free", coredag_coll_free(c), COREDAG_OK, "", NULL);
     expect("plan_free", coredag_plan_free(p), COREDAG_OK, "", NULL);
 }
@@ -168,7 +179,8 @@ static void world_errors(void) {
     coredag_world one = {0, 1, gather_one, barrier_one, &calls};
     int rc = coredag_coll_init(p, &one, &c);
     expect("world size differs from plan ranks", rc, COREDAG_ERR_WORLD, coredag_coll_error(c), WORDS("2"));
-    expect("start of a collective that did not initialize", coredag_coll_start(c), COREDAG_ERR_STATE, coredag_coll_error(c), NULL);
+    rc = coredag_coll_start(c);
+    expect("start of a collective that did not initialize", rc, COREDAG_ERR_STATE, coredag_coll_error(c), NULL);
     coredag_coll_free(c);
     coredag_world noback = {0, 1, NULL, barrier_one, &calls};
     rc = coredag_coll_init(p, &noback, &c);
