@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,6 +33,7 @@ func (n *instantNIC) Caps() nic.Caps {
 	return nic.Caps{MaxInline: 256, MaxQPDepth: 1 << 16, MaxCQDepth: 1 << 16, Atomics: true, InProcess: true}
 }
 func (n *instantNIC) Open(rank int) (nic.Context, error) { return &instantCtx{nic: n, rank: rank}, nil }
+func (n *instantNIC) Close() error                       { return nil }
 
 type instantCtx struct {
 	nic  *instantNIC
@@ -56,6 +58,10 @@ func (p *instantPD) CreateQP(cfg nic.QPConfig) (nic.QP, error) {
 	p.c.nic.next++
 	p.c.nic.qpInlines = append(p.c.nic.qpInlines, cfg.MaxInline)
 	return &instantQP{num: p.c.nic.next, rank: p.c.rank, s: cfg.SendCQ.(*instantCQ), r: cfg.RecvCQ.(*instantCQ), drop: p.c.nic.dropRecv}, nil
+}
+func (p *instantPD) RegisterMR(addr unsafe.Pointer, size int, a nic.Access) (nic.MR, error) {
+	p.c.nic.next++
+	return &instantMR{b: unsafe.Slice((*byte)(addr), size), key: p.c.nic.next, a: a}, nil
 }
 func (p *instantPD) Close() error { return nil }
 
@@ -186,7 +192,7 @@ func newInstantEngineFor(tb testing.TB, g *ir.Graph, p *instantNIC, hang time.Du
 	plan, err := lower.Compile(g, mustTarget(tb, "generic"))
 	require.NoError(tb, err)
 	res, err := setupRanks(context.Background(), p, g, ranks,
-		func(r int) (rankLayout, error) { return pollLayout(plan, r, p.Caps()) }, nil)
+		func(r int) (rankLayout, error) { return pollLayout(plan, r, p.Caps()) }, nil, nil)
 	require.NoError(tb, err)
 	mem := NewMemory(g)
 	e, err := newPoll(plan, mem, res, p, Options{HangTimeout: hang})

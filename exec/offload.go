@@ -225,6 +225,16 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 	return wr, nil
 }
 
+func (e *offloadEngine) relocate(rank int, move func(*nic.SGE)) {
+	for ri := range e.ranks {
+		if or := &e.ranks[ri]; or.res.rank == rank {
+			for wi := range or.wqs {
+				moveWRs(or.wqs[wi].swr, or.wqs[wi].rwr, move)
+			}
+		}
+	}
+}
+
 // prepost has nothing to do: the offload engine posts each iteration's chains in iterate.
 func (e *offloadEngine) prepost() error { return nil }
 

@@ -203,6 +203,14 @@ func newPoll(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Op
 	return e, nil
 }
 
+func (e *pollEngine) relocate(rank int, move func(*nic.SGE)) {
+	for si := range e.sides {
+		if s := &e.sides[si]; s.rank == rank {
+			moveWRs(s.swr, s.rwr, move)
+		}
+	}
+}
+
 func (e *pollEngine) rearm(int) {
 	copy(e.pending, e.initPending)
 	clear(e.ready)

@@ -90,6 +90,10 @@ type Options struct {
 	// NoTriggers keeps the polling engine from arming QP triggers (TriggerQP): every post then
 	// comes from the engine's loop. For measuring what triggers bring.
 	NoTriggers bool
+	// Bound gives the caller's memory of extern buffers (ir.Buffer.Extern): Prepare registers it
+	// instead of allocating. Nil, or a buffer it gives no memory for: allocated as any other
+	// (coredag's own runs fill extern buffers from their init like the rest).
+	Bound Bound
 	// Timeline records, in every iteration, when each local op completed (Result.Timeline: 8
 	// bytes per op of the plan per iteration). The polling engine records it; the offload engine
 	// cannot, since the NIC walks its chains without telling the CPU.
@@ -149,6 +153,9 @@ type driver interface {
 	// timeline returns when each op completed in the last iteration (Options.Timeline), by op
 	// ID, from the iteration's start; -1 for ops that did not complete.
 	timeline() []time.Duration
+	// relocate applies move to the local SGE of every prebuilt work request of rank (a buffer
+	// rebound to other memory, Session.Rebind).
+	relocate(rank int, move func(*nic.SGE))
 }
 
 // Session is a compiled plan made ready to run on a provider: every local rank's device is open,
@@ -187,6 +194,12 @@ var ErrSessionFailed = errors.New("an earlier run of this session failed")
 // opts.Iters is not used (it is Run's argument). An error from the engine choice is a
 // *SelectError.
 func Prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (*Session, error) {
+	return prepare(ctx, plan, p, opts, true)
+}
+
+// prepare is Prepare; without withRef the session never compares (an Op's), and no reference
+// is computed.
+func prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options, withRef bool) (*Session, error) {
 	if plan == nil || plan.Graph == nil || p == nil {
 		return nil, errors.New("prepare: need a compiled plan and a provider")
 	}
@@ -219,7 +232,7 @@ func Prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (
 		return nil, errors.New("run: a timeline needs the poll engine: on the offload engine the NIC walks the chains without telling the CPU when each op completes")
 	}
 	ref := opts.Reference
-	if ref == nil {
+	if ref == nil && withRef {
 		if ref, err = Reference(g); err != nil {
 			return nil, err
 		}
@@ -240,7 +253,7 @@ func Prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (
 		}
 		return l, err
 	}
-	res, err := setupRanks(ctx, p, g, ranks, layout, opts.Exchange)
+	res, err := setupRanks(ctx, p, g, ranks, layout, opts.Exchange, opts.Bound)
 	if err != nil {
 		return nil, err
 	}

@@ -172,8 +172,10 @@ func accessOf(b *ir.Buffer) nic.Access {
 	return a
 }
 
-// openRank opens rank's device and creates its PD, one MR per buffer, its CQs and QPs.
-func openRank(p nic.Provider, g *ir.Graph, rank int, l rankLayout) (*rankRes, error) {
+// openRank opens rank's device and creates its PD, one MR per buffer, its CQs and QPs. The MR
+// of an extern buffer that bound gives is the caller's memory (nic.PD.RegisterMR); every other
+// buffer's memory is allocated by the provider.
+func openRank(p nic.Provider, g *ir.Graph, rank int, l rankLayout, bound Bound) (*rankRes, error) {
 	dev, err := p.Open(rank)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: open device: %w", rank, err)
@@ -188,7 +190,12 @@ func openRank(p nic.Provider, g *ir.Graph, rank int, l rankLayout) (*rankRes, er
 	}
 	for i := range g.Buffers {
 		b := &g.Buffers[i]
-		mr, err := res.pd.AllocMR(int(b.Bytes()), accessOf(b))
+		var mr nic.MR
+		if m, ok := bound.region(rank, ir.BufID(i)); ok && b.Extern {
+			mr, err = res.pd.RegisterMR(m.Addr, m.Len, accessOf(b))
+		} else {
+			mr, err = res.pd.AllocMR(int(b.Bytes()), accessOf(b))
+		}
 		if err != nil {
 			return fail(fmt.Errorf("%s: rank %d: register buffer %s (%d bytes, %s): %w", b.Pos, rank, b.Name, b.Bytes(), accessOf(b), err))
 		}
@@ -346,7 +353,7 @@ func (r *rankRes) dataWR(g *ir.Graph, id ir.OpID, inline bool) nic.SendWR {
 // endpoint to the other processes and returns all ranks' endpoints indexed by rank; nil means
 // every rank is local.
 func setupRanks(ctx context.Context, p nic.Provider, g *ir.Graph, ranks []int, layout func(rank int) (rankLayout, error),
-	exchange func(context.Context, []Endpoint) ([]Endpoint, error)) ([]*rankRes, error) {
+	exchange func(context.Context, []Endpoint) ([]Endpoint, error), bound Bound) ([]*rankRes, error) {
 	var res []*rankRes
 	fail := func(err error) ([]*rankRes, error) {
 		for _, r := range res {
@@ -359,7 +366,7 @@ func setupRanks(ctx context.Context, p nic.Provider, g *ir.Graph, ranks []int, l
 		if err != nil {
 			return fail(err)
 		}
-		r, err := openRank(p, g, rank, l)
+		r, err := openRank(p, g, rank, l, bound)
 		if err != nil {
 			return fail(err)
 		}

@@ -3,6 +3,7 @@ package nic
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // Provider is a kind of NIC: the software NIC (all ranks in one process) or a verbs device (one or
@@ -15,6 +16,9 @@ type Provider interface {
 	// Open opens the device context of one rank. An in-process provider may open every rank of a
 	// plan; a one-rank-per-process provider accepts only its own rank and says so in the error.
 	Open(rank int) (Context, error)
+	// Close releases the provider (a fabric, a device list); every context opened from it must
+	// have been closed. Close is idempotent.
+	Close() error
 }
 
 // Caps is the capability profile of a device.
@@ -95,6 +99,11 @@ type PD interface {
 	// from the provider (a verbs provider allocates it outside the Go heap), cache-line aligned and
 	// zeroed. Registration is slow: do it once per plan.
 	AllocMR(size int, access Access) (MR, error)
+	// RegisterMR registers size bytes of the caller's memory at addr with the given access
+	// rights. The memory stays the caller's: it must stay valid, and must not move (pin Go
+	// memory with runtime.Pinner when the NIC is not the software one), until the region is
+	// closed; MR.Close deregisters it without freeing it.
+	RegisterMR(addr unsafe.Pointer, size int, access Access) (MR, error)
 	// CreateQP creates an RC queue pair in this PD, not yet connected.
 	CreateQP(cfg QPConfig) (QP, error)
 	// Close releases the PD; its MRs and QPs must have been closed.

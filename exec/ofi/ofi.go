@@ -327,6 +327,7 @@ type MR struct {
 	lkey   uint32
 	rkey   uint32
 	addr   uint64 // what work requests name Bytes()[0] by
+	caller bool   // the memory is the caller's (RegisterMR): Close does not free it
 	closed bool
 }
 
@@ -409,7 +410,9 @@ func (m *MR) Close() error {
 	m.closed = true
 	delete(m.c.mrs, m.lkey)
 	err := check("fi_close(mr)", C.ofi_close(&m.mr.fid))
-	C.free(m.buf)
+	if !m.caller {
+		C.free(m.buf)
+	}
 	return err
 }
 

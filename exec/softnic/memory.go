@@ -26,32 +26,51 @@ func (p *pd) String() string { return fmt.Sprintf("rank %d pd %d", p.ctx.rank, p
 
 // AllocMR allocates zeroed, cache-line aligned memory and registers it.
 func (p *pd) AllocMR(size int, access nic.Access) (nic.MR, error) {
-	if p.closed || p.ctx.closed {
-		return nil, fmt.Errorf("softnic: %s: AllocMR on a closed PD: %w", p, nic.ErrClosed)
-	}
-	if size <= 0 || size > 1<<40 {
-		return nil, fmt.Errorf("softnic: %s: cannot register %d bytes: the size must be positive", p, size)
-	}
-	if access&^(nic.AccessLocalWrite|nic.AccessRemoteWrite|nic.AccessRemoteRead|nic.AccessRemoteAtomic) != 0 {
-		return nil, fmt.Errorf("softnic: %s: unknown access flags %#x", p, uint32(access))
-	}
-	if access&(nic.AccessRemoteWrite|nic.AccessRemoteAtomic) != 0 && access&nic.AccessLocalWrite == 0 {
-		// verbs rejects this combination with EINVAL; say how to fix it.
-		return nil, fmt.Errorf("softnic: %s: access %s needs local_write too (remote write and atomic access imply it)", p, access)
+	if err := p.checkMR(size, access); err != nil {
+		return nil, err
 	}
 	raw := make([]byte, p.ctx.nic.MRBytes(int64(size)))
 	off := (dataAlign - int(uintptr(unsafe.Pointer(&raw[0]))%dataAlign)) % dataAlign
-	c := p.ctx
-	m := &mr{
-		pd:     p,
-		buf:    raw[off : off+size : off+size],
-		addr:   c.nextAddr,
-		access: access,
-		slot:   uint32(len(c.mrs) + 1),
+	return p.register(raw[off:off+size:off+size], access), nil
+}
+
+// RegisterMR registers the caller's size bytes at addr. The NIC addresses the region by its own
+// virtual address, as it does allocated ones: only the bytes are the caller's.
+func (p *pd) RegisterMR(addr unsafe.Pointer, size int, access nic.Access) (nic.MR, error) {
+	if err := p.checkMR(size, access); err != nil {
+		return nil, err
 	}
-	c.nextAddr += (uint64(size) + 2*addrAlign - 1) / addrAlign * addrAlign
+	if addr == nil {
+		return nil, fmt.Errorf("softnic: %s: RegisterMR of a nil address", p)
+	}
+	return p.register(unsafe.Slice((*byte)(addr), size), access), nil
+}
+
+// checkMR refuses what verbs would refuse in a registration.
+func (p *pd) checkMR(size int, access nic.Access) error {
+	if p.closed || p.ctx.closed {
+		return fmt.Errorf("softnic: %s: memory registration on a closed PD: %w", p, nic.ErrClosed)
+	}
+	if size <= 0 || size > 1<<40 {
+		return fmt.Errorf("softnic: %s: cannot register %d bytes: the size must be positive", p, size)
+	}
+	if access&^(nic.AccessLocalWrite|nic.AccessRemoteWrite|nic.AccessRemoteRead|nic.AccessRemoteAtomic) != 0 {
+		return fmt.Errorf("softnic: %s: unknown access flags %#x", p, uint32(access))
+	}
+	if access&(nic.AccessRemoteWrite|nic.AccessRemoteAtomic) != 0 && access&nic.AccessLocalWrite == 0 {
+		// verbs rejects this combination with EINVAL; say how to fix it.
+		return fmt.Errorf("softnic: %s: access %s needs local_write too (remote write and atomic access imply it)", p, access)
+	}
+	return nil
+}
+
+// register makes buf a region of the PD, at the context's next free NIC address.
+func (p *pd) register(buf []byte, access nic.Access) *mr {
+	c := p.ctx
+	m := &mr{pd: p, buf: buf, addr: c.nextAddr, access: access, slot: uint32(len(c.mrs) + 1)}
+	c.nextAddr += (uint64(len(buf)) + 2*addrAlign - 1) / addrAlign * addrAlign
 	c.mrs = append(c.mrs, m)
-	return m, nil
+	return m
 }
 
 // MRBytes is the host memory AllocMR(size) allocates: the region and room to align it.

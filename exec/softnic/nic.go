@@ -126,6 +126,9 @@ func (n *NIC) Open(rank int) (nic.Context, error) {
 	return c, nil
 }
 
+// Close does nothing: the NIC holds nothing outside the Go heap (its contexts close on their own).
+func (n *NIC) Close() error { return nil }
+
 // NICStats returns the counters since the NIC was created.
 func (n *NIC) NICStats() nic.NICStats { return n.stats }
 

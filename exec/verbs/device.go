@@ -264,6 +264,9 @@ func (p *Provider) Open(rank int) (nic.Context, error) {
 	return &devContext{prov: p, rank: rank, ctx: ctx}, nil
 }
 
+// Close does nothing: the provider keeps no device open (each context opens its own).
+func (p *Provider) Close() error { return nil }
+
 func (p *Provider) release(rank int) {
 	p.mu.Lock()
 	delete(p.opened, rank)

@@ -73,6 +73,25 @@ func (d *pd) AllocMR(size int, access nic.Access) (nic.MR, error) {
 	return m, nil
 }
 
+// RegisterMR registers the caller's size bytes at addr (ibv_reg_mr); Close deregisters them and
+// leaves them to the caller.
+func (d *pd) RegisterMR(addr unsafe.Pointer, size int, access nic.Access) (nic.MR, error) {
+	if d.closed {
+		return nil, fmt.Errorf("verbs: rank %d: RegisterMR on a closed PD: %w", d.ctx.rank, nic.ErrClosed)
+	}
+	if size <= 0 || addr == nil {
+		return nil, fmt.Errorf("verbs: rank %d: memory region of %d bytes at %p: need memory", d.ctx.rank, size, addr)
+	}
+	h := C.ibv_reg_mr(d.pd, addr, C.size_t(size), verbsAccess(access))
+	if h == nil {
+		return nil, fmt.Errorf("verbs: rank %d: registering the caller's %d bytes with %v failed on %s: raise the locked-memory limit (ulimit -l unlimited) or register less",
+			d.ctx.rank, size, access, d.ctx.prov.name)
+	}
+	m := &mr{pd: d, mr: h, mem: addr, size: size, access: access, caller: true}
+	d.mrs = append(d.mrs, m)
+	return m, nil
+}
+
 // CreateQP creates an RC queue pair. Cross-channel options are refused: upstream verbs has none.
 func (d *pd) CreateQP(cfg nic.QPConfig) (nic.QP, error) {
 	return d.createQP(cfg)
@@ -97,6 +116,7 @@ type mr struct {
 	mem    unsafe.Pointer
 	size   int
 	access nic.Access
+	caller bool // the memory is the caller's (RegisterMR): Close does not free it
 	closed bool
 }
 
@@ -125,6 +145,8 @@ func (m *mr) Close() error {
 		// The NIC may still map the memory: leak it rather than free it under the device.
 		return fmt.Errorf("verbs: rank %d: ibv_dereg_mr: errno %d (destroy the QPs using it first)", m.pd.ctx.rank, rc)
 	}
-	C.free(m.mem)
+	if !m.caller {
+		C.free(m.mem)
+	}
 	return nil
 }

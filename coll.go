@@ -1,0 +1,413 @@
+package coredag
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/exec/provider"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner/lower"
+)
+
+// Coll is a persistent collective: a plan joined to a World, its queues and scratch memory
+// ready, run on the caller's bound memory by Start and Wait as often as the caller likes. A
+// Coll is used by one goroutine at a time, except Close.
+//
+// The first Start registers the bound memory and creates and connects every queue: it is
+// collective (every rank's first Start takes part, through the World) and its background part
+// takes as long as the setup; later Starts only post work.
+type Coll struct {
+	plan  *Plan
+	world World // nil: every rank here
+	ranks []int // the ranks this process runs
+	prov  nic.Provider
+	op    *exec.Op
+	hang  time.Duration
+
+	mu     sync.Mutex // guards pins and closed against a Close from another goroutine
+	pins   map[pinKey]*runtime.Pinner
+	closed bool
+	wctx   worldCtx // bounds every World call of the background by the hang timeout
+}
+
+type pinKey struct {
+	rank int
+	buf  ir.BufID
+}
+
+// Init joins the World and readies the plan on it: the World's size must equal Plan.Ranks
+// (ErrWorld otherwise, on every rank). A nil World runs every rank of the plan in this process
+// (then the provider must run every rank in one process: the software NIC, or ofi).
+//
+// Init opens the provider and compiles the plan for it; every rank of the World calls Init.
+// Several Colls of one plan may be open at once, each with its own queues.
+func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
+	defer recoverInto(&err)
+	if p.isClosed() {
+		return nil, fmt.Errorf("%w: Init on a closed plan %s", ErrClosed, p.graph.Name)
+	}
+	g := p.graph
+	hang := p.opts.HangTimeout
+	if hang <= 0 {
+		hang = exec.DefaultHangTimeout
+	}
+	var ranks []int
+	cfg := provider.Config{OFIProvider: p.opts.OFIProvider, Device: p.opts.Device, GIDIndex: -1, Rank: -1}
+	if w == nil {
+		if !p.prov.AllRanks {
+			return nil, fmt.Errorf("%w: provider %s runs one rank per process: pass a World (BootstrapWorld, or the caller's)", ErrArg, p.prov.Name)
+		}
+		for r := 0; r < g.Ranks; r++ {
+			ranks = append(ranks, r)
+		}
+	} else {
+		if w.Size() != g.Ranks || w.Rank() < 0 || w.Rank() >= w.Size() {
+			return nil, fmt.Errorf("%w: the world has %d ranks (this is rank %d), plan %s has %d: start %d processes or set the plan's ranks param to %d",
+				ErrWorld, w.Size(), w.Rank(), g.Name, g.Ranks, g.Ranks, w.Size())
+		}
+		if !p.prov.PerProcess && g.Ranks > 1 {
+			return nil, fmt.Errorf("%w: provider %s runs every rank in one process: open the plan with a nil World, or use provider ofi or verbs", ErrArg, p.prov.Name)
+		}
+		ranks = []int{w.Rank()}
+		cfg.Rank = w.Rank()
+		// Every rank checks that the others run the same plan with the same ranks before any
+		// queue is made: a mismatch is an error on every rank, not a hang.
+		if err := agreeOnPlan(ctx, w, g, hang); err != nil {
+			return nil, err
+		}
+	}
+	prov, err := p.prov.Open(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrProvider, err)
+	}
+	fail := func(err error) (*Coll, error) {
+		_ = prov.Close()
+		return nil, err
+	}
+	engine, target, err := exec.Select(p.engine, p.opts.Target, prov.Caps())
+	if err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrProvider, err))
+	}
+	plan, err := lower.Compile(g, target)
+	if err != nil {
+		return fail(fmt.Errorf("%w: compile plan %s for target %s: %v", ErrProvider, g.Name, target.Name, err))
+	}
+	c = &Coll{plan: p, world: w, ranks: ranks, prov: prov, hang: hang, pins: map[pinKey]*runtime.Pinner{}}
+	opts := exec.Options{Engine: engine, HangTimeout: hang, Ranks: ranks}
+	if w != nil {
+		c.wctx.init(hang)
+		opts.Exchange = exchangeOver(w, g.Ranks)
+		opts.Barrier = c.barrier
+	}
+	if c.op, err = exec.NewOp(plan, prov, opts); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrProvider, err))
+	}
+	return c, nil
+}
+
+// agreeOnPlan allgathers every rank's view of the plan (its ranks and a fingerprint of its
+// buffers) and reports the first rank that differs.
+func agreeOnPlan(ctx context.Context, w World, g *ir.Graph, hang time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, hang)
+	defer cancel()
+	own := planPrint(g)
+	all := make([]byte, len(own)*w.Size())
+	if err := w.Allgather(ctx, own, all); err != nil {
+		return fmt.Errorf("%w: Init: allgather of the plan's shape: %v", ErrWorld, err)
+	}
+	for r := 0; r < w.Size(); r++ {
+		if string(all[r*len(own):(r+1)*len(own)]) != string(own) {
+			return fmt.Errorf("%w: rank %d opened another plan, or the same one with other params, than rank %d (%s, %d ranks)", ErrWorld, r, w.Rank(), g.Name, g.Ranks)
+		}
+	}
+	return nil
+}
+
+// planPrint is a fixed-size fingerprint of what ranks must agree on: ranks, ops, buffers.
+func planPrint(g *ir.Graph) []byte {
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) {
+		for i := 0; i < 8; i++ {
+			h ^= v & 0xff
+			h *= 1099511628211
+			v >>= 8
+		}
+	}
+	mix(uint64(g.Ranks))
+	mix(uint64(len(g.Ops)))
+	for i := range g.Buffers {
+		b := &g.Buffers[i]
+		for _, ch := range []byte(b.Name) {
+			mix(uint64(ch))
+		}
+		mix(uint64(b.Count))
+		mix(uint64(b.Type))
+	}
+	out := make([]byte, 8)
+	for i := range out {
+		out[i] = byte(h >> (8 * i))
+	}
+	return out
+}
+
+// Ranks are the ranks this Coll runs: the World's rank, or every rank for a nil World.
+func (c *Coll) Ranks() []int { return append([]int(nil), c.ranks...) }
+
+// Engine is the engine the Coll runs: "offload" or "poll".
+func (c *Coll) Engine() string { return c.op.Engine().String() }
+
+// Bind binds buffer to mem on this process's rank (a World of one rank per process). See
+// BindRank.
+func (c *Coll) Bind(buffer string, mem []byte) error {
+	if len(c.ranks) != 1 {
+		return fmt.Errorf("%w: Bind %s: this Coll runs %d ranks (a nil World): use BindRank", ErrBind, buffer, len(c.ranks))
+	}
+	return c.BindRank(c.ranks[0], buffer, mem)
+}
+
+// BindRank binds an extern buffer of rank to mem, which must be exactly the buffer's size in
+// bytes and aligned to its element size. The memory is pinned and registered with the NIC at
+// once, or at the first Start (which registers every buffer), and stays in use until it is
+// rebound or the Coll closed. Binding again between starts replaces the memory of a buffer
+// peers do not access remotely; a buffer peers write, read or update one-sidedly
+// (remote_write, remote_read, remote_atomic) cannot be rebound after the first Start, since
+// its key went to them then (ErrBind says so: copy into the bound memory instead, or Close and
+// Init again).
+func (c *Coll) BindRank(rank int, buffer string, mem []byte) error {
+	var p unsafe.Pointer
+	if len(mem) > 0 {
+		p = unsafe.Pointer(unsafe.SliceData(mem))
+	}
+	return c.bind(rank, buffer, p, len(mem), mem != nil)
+}
+
+// BindPointer binds buffer, on this process's rank, to nbytes at p: memory coredag does not
+// own (C memory, or Go memory the caller keeps pinned and alive). The rules of BindRank apply.
+func (c *Coll) BindPointer(buffer string, p unsafe.Pointer, nbytes int) error {
+	if len(c.ranks) != 1 {
+		return fmt.Errorf("%w: BindPointer %s: this Coll runs %d ranks (a nil World): use BindRank", ErrBind, buffer, len(c.ranks))
+	}
+	return c.bind(c.ranks[0], buffer, p, nbytes, false)
+}
+
+// Elem is the Go element types of plan buffers: u8, i32, u32, i64, u64, f32, f64.
+type Elem interface {
+	~uint8 | ~int32 | ~uint32 | ~int64 | ~uint64 | ~float32 | ~float64
+}
+
+// BindSlice binds buffer on rank to s, checking that T is the buffer's element type and len(s)
+// its element count (BindRank checks bytes only).
+func BindSlice[T Elem](c *Coll, rank int, buffer string, s []T) error {
+	b, err := c.buffer(buffer)
+	if err != nil {
+		return err
+	}
+	var zero T
+	var want ir.ElemType
+	switch any(zero).(type) {
+	case uint8:
+		want = ir.U8
+	case int32:
+		want = ir.I32
+	case uint32:
+		want = ir.U32
+	case int64:
+		want = ir.I64
+	case uint64:
+		want = ir.U64
+	case float32:
+		want = ir.F32
+	case float64:
+		want = ir.F64
+	default:
+		return fmt.Errorf("%w: %s: buffer %s holds %s, bound to a slice of %T (a named type: convert it)", ErrBind, b.Pos, b.Name, b.Type, zero)
+	}
+	if want != b.Type {
+		return fmt.Errorf("%w: %s: buffer %s holds %s, bound to a slice of %T", ErrBind, b.Pos, b.Name, b.Type, zero)
+	}
+	if int64(len(s)) != b.Count {
+		return fmt.Errorf("%w: %s: buffer %s has %d elements, bound to a slice of %d", ErrBind, b.Pos, b.Name, b.Count, len(s))
+	}
+	var p unsafe.Pointer
+	if len(s) > 0 {
+		p = unsafe.Pointer(unsafe.SliceData(s))
+	}
+	return c.bind(rank, buffer, p, len(s)*int(unsafe.Sizeof(zero)), s != nil)
+}
+
+func (c *Coll) buffer(name string) (*ir.Buffer, error) {
+	g := c.plan.graph
+	id, ok := exec.BufferByName(g, name)
+	if !ok {
+		return nil, fmt.Errorf("%w: plan %s has no buffer %q", ErrBind, g.Name, name)
+	}
+	return &g.Buffers[id], nil
+}
+
+// bind checks and hands the memory to the op; pin says to pin Go memory for the NIC.
+func (c *Coll) bind(rank int, buffer string, p unsafe.Pointer, n int, pin bool) (err error) {
+	defer recoverInto(&err)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("%w: bind %s on a closed Coll", ErrClosed, buffer)
+	}
+	b, err := c.buffer(buffer)
+	if err != nil {
+		return err
+	}
+	g := c.plan.graph
+	id, _ := exec.BufferByName(g, buffer)
+	switch {
+	case !b.Extern:
+		return fmt.Errorf("%w: %s: buffer %s is coredag's scratch, not declared extern: it cannot be bound", ErrBind, b.Pos, b.Name)
+	case !c.local(rank):
+		return fmt.Errorf("%w: %s: buffer %s on rank %d: this Coll runs rank(s) %v", ErrBind, b.Pos, b.Name, rank, c.ranks)
+	case p == nil:
+		return fmt.Errorf("%w: %s: buffer %s on rank %d: no memory given", ErrBind, b.Pos, b.Name, rank)
+	case int64(n) != b.Bytes():
+		return fmt.Errorf("%w: %s: buffer %s is %d bytes (%d %s), the memory given is %d bytes", ErrBind, b.Pos, b.Name, b.Bytes(), b.Count, b.Type, n)
+	case uintptr(p)%uintptr(b.Type.Size()) != 0:
+		return fmt.Errorf("%w: %s: buffer %s holds %s: its memory must be aligned to %d bytes, the address given is %#x", ErrBind, b.Pos, b.Name, b.Type, b.Type.Size(), uintptr(p))
+	}
+	var pinner *runtime.Pinner
+	if pin {
+		pinner = new(runtime.Pinner)
+		pinner.Pin(p)
+	}
+	if err := c.op.Bind(rank, id, exec.Region{Addr: p, Len: n}); err != nil {
+		if pinner != nil {
+			pinner.Unpin()
+		}
+		return mapErr(err)
+	}
+	k := pinKey{rank, id}
+	if old := c.pins[k]; old != nil {
+		old.Unpin()
+	}
+	c.pins[k] = pinner
+	return nil
+}
+
+func (c *Coll) local(rank int) bool {
+	for _, r := range c.ranks {
+		if r == rank {
+			return true
+		}
+	}
+	return false
+}
+
+// Start starts one iteration of the plan on the bound memory and returns at once; the work
+// goes on in the background (on the NIC, and on a goroutine of this Coll that polls and runs
+// the host steps) until Test or Wait reports it done. Until then the bound memory is the
+// plan's: do not read or write it. Start allocates nothing.
+//
+// Errors: ErrUnbound (an extern buffer is not bound), ErrBusy (the previous start was not
+// waited for), ErrClosed, and the error that failed an earlier start (a Coll whose start
+// failed is unusable but for Close).
+func (c *Coll) Start() (err error) {
+	defer recoverInto(&err)
+	if err := c.op.Start(); err != nil {
+		return mapErr(err)
+	}
+	return nil
+}
+
+// Test reports whether the last start is done, without blocking; done with a nil error means
+// the iteration completed and the bound memory holds its results. Test after a done start (or
+// before any) reports done.
+func (c *Coll) Test() (done bool, err error) {
+	defer recoverInto(&err)
+	done, err = c.op.Test()
+	if err != nil {
+		return done, mapErr(err)
+	}
+	return done, nil
+}
+
+// Wait waits until the last start is done, or ctx ends (then the start goes on: Wait or Test
+// again, or Close). It returns at once when nothing is in flight. A start that makes no
+// progress for the hang timeout ends with ErrTimeout; a World call that fails ends it with
+// ErrWorld.
+func (c *Coll) Wait(ctx context.Context) (err error) {
+	defer recoverInto(&err)
+	if err := c.op.Wait(ctx); err != nil {
+		return mapErr(err)
+	}
+	return nil
+}
+
+// Close ends the Coll: a start in flight is abandoned (its Wait returns ErrClosed), the queues
+// and registrations are released, the provider closed and bound memory unpinned. Close may be
+// called from any goroutine and more than once. The World is the caller's: Close leaves it open.
+func (c *Coll) Close() (err error) {
+	defer recoverInto(&err)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.wctx.close()
+	err = c.op.Close()
+	if perr := c.prov.Close(); err == nil {
+		err = perr
+	}
+	c.mu.Lock()
+	for k, p := range c.pins {
+		if p != nil {
+			p.Unpin()
+		}
+		delete(c.pins, k)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: close: %v", ErrInternal, err)
+	}
+	return nil
+}
+
+// barrier is exec.Options.Barrier over the World, bounded by the hang timeout without
+// allocating.
+func (c *Coll) barrier(context.Context) error {
+	c.wctx.arm()
+	err := c.world.Barrier(&c.wctx)
+	c.wctx.disarm()
+	if err != nil {
+		if c.wctx.Err() == context.DeadlineExceeded {
+			return fmt.Errorf("%w: barrier: no answer from every rank within %v (a peer stopped, or did not start): %v", ErrWorld, c.hang, err)
+		}
+		return fmt.Errorf("%w: barrier: %v", ErrWorld, err)
+	}
+	return nil
+}
+
+// mapErr wraps an error of exec in the sentinel of this package that describes it.
+func mapErr(err error) error {
+	switch {
+	case errors.Is(err, ErrWorld), errors.Is(err, ErrBind), errors.Is(err, ErrInternal):
+		return err
+	case errors.Is(err, exec.ErrUnbound):
+		return fmt.Errorf("%w: %v", ErrUnbound, err)
+	case errors.Is(err, exec.ErrInFlight):
+		return fmt.Errorf("%w: %v", ErrBusy, err)
+	case errors.Is(err, exec.ErrSessionClosed):
+		return fmt.Errorf("%w: %v", ErrClosed, err)
+	case errors.Is(err, exec.ErrRebindRemote):
+		return fmt.Errorf("%w: %v", ErrBind, err)
+	case errors.Is(err, exec.ErrHang):
+		return fmt.Errorf("%w: %v", ErrTimeout, err)
+	case errors.Is(err, exec.ErrPanic):
+		return fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	return fmt.Errorf("%w: %v", ErrProvider, err)
+}

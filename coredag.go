@@ -1,0 +1,219 @@
+package coredag
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/provider"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+)
+
+// Sentinel errors: every error of this package wraps one of them (or is a *CheckError); test
+// with errors.Is. The messages say what happened and what to do.
+var (
+	// ErrUnbound: Start before every extern buffer of this process's ranks is bound.
+	ErrUnbound = errors.New("coredag: buffer not bound")
+	// ErrBusy: Start while the previous start is in flight (Wait or Test for it first), or a
+	// bind while a start is in flight.
+	ErrBusy = errors.New("coredag: a start is in flight")
+	// ErrClosed: the Plan or Coll was closed (a Close during a start ends that start with it).
+	ErrClosed = errors.New("coredag: closed")
+	// ErrWorld: the World does not fit the plan (its size differs from the plan's ranks, its
+	// rank is out of range), or one of its calls failed (a peer died, or did not answer within
+	// the hang timeout): the message names the rank where the World or the engine can tell.
+	ErrWorld = errors.New("coredag: world")
+	// ErrTimeout: a start made no progress for Options.HangTimeout (a peer stopped, or the plan
+	// met a NIC that cannot run it): the message lists the stuck queues and the ranks they wait for.
+	ErrTimeout = errors.New("coredag: no progress within the hang timeout")
+	// ErrBind: memory that does not fit a buffer (size, element type, alignment), an unknown
+	// buffer or rank, or a rebinding this release cannot do; the message names the buffer's
+	// declaration as file:line:col.
+	ErrBind = errors.New("coredag: bind")
+	// ErrProvider: the provider could not be opened or cannot run the plan (engine, target).
+	ErrProvider = errors.New("coredag: provider")
+	// ErrArg: an option or argument is wrong (unknown engine, bad params).
+	ErrArg = errors.New("coredag: invalid argument")
+	// ErrInternal: a bug in coredag (a recovered panic, an impossible state); please report it.
+	ErrInternal = errors.New("coredag: internal error")
+)
+
+// Options say how a plan is opened and run.
+type Options struct {
+	// Params sets plan params, as `coredag run -p NAME=VALUE` does (for instance the element
+	// count of an allreduce, or ranks).
+	Params map[string]int64
+	// Target is the compilation target ("connectx", "generic", ...); "" lets the engine choose
+	// (exec.Select).
+	Target string
+	// Engine is "auto" (the default: offload when the NIC has cross-channel or triggered
+	// operations, else poll), "offload" or "poll".
+	Engine string
+	// Provider names the NIC in the provider table: "softnic" (the default; every rank in this
+	// process), "ofi" (libfabric; a build with -tags ofi) or "verbs" (a build with -tags verbs).
+	Provider string
+	// OFIProvider is the libfabric provider of Provider "ofi", e.g. "shm", "tcp;ofi_rxm" or
+	// "sockets" ("": the first offering what coredag needs).
+	OFIProvider string
+	// Device is the RDMA device of Provider "verbs" (e.g. "mlx5_0"; "": the first).
+	Device string
+	// Extern names more buffers the caller binds, beside those the plan declares extern: for
+	// plans that cannot declare them (an MSCCL .xml algorithm's buffers) or were written before
+	// the keyword existed.
+	Extern []string
+	// HangTimeout bounds every wait of a start and every World call: a start that makes no
+	// progress for this long ends with ErrTimeout (or ErrWorld). 0 means exec.DefaultHangTimeout.
+	HangTimeout time.Duration
+}
+
+// CheckError is the error of a plan that does not load or does not pass `coredag check`: the
+// positioned diagnostics, one "file:line:col: message" line each.
+type CheckError struct {
+	diags diag.List
+	err   error // when the failure is not a list of diagnostics (a bad param)
+}
+
+// Error is the diagnostics, one per line.
+func (e *CheckError) Error() string {
+	if e.err != nil {
+		return e.err.Error()
+	}
+	return e.diags.Error()
+}
+
+// Diagnostics are the positioned diagnostics, with their codes, related positions and fixes
+// (nil when the failure was not positioned, like an unknown param).
+func (e *CheckError) Diagnostics() []*diag.Diagnostic { return e.diags }
+
+// Unwrap gives the underlying error.
+func (e *CheckError) Unwrap() error {
+	if e.err != nil {
+		return e.err
+	}
+	return e.diags
+}
+
+// Plan is a checked plan, ready to Init on a World. It is safe for concurrent use; each Init
+// makes an independent Coll.
+type Plan struct {
+	name   string
+	graph  *ir.Graph
+	opts   Options
+	engine exec.Engine
+	prov   provider.Entry
+	closed chan struct{}
+}
+
+// BufferInfo describes one buffer of a plan.
+type BufferInfo struct {
+	Name   string
+	Elem   string // element type: u8, i32, u32, i64, u64, f32 or f64
+	Count  int64  // elements
+	Bytes  int64
+	Extern bool   // the caller binds its memory (Coll.Bind); else coredag's scratch
+	Remote bool   // peers access it one-sidedly (remote_write, remote_read, remote_atomic)
+	Pos    string // where it is declared, file:line:col
+}
+
+// Open reads and checks a plan file: a .dag plan or an MSCCL .xml algorithm.
+func Open(path string, opts Options) (*Plan, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrArg, err)
+	}
+	return OpenSource(path, src, opts)
+}
+
+// OpenSource checks a plan given as text; name is the file name diagnostics use (an .xml name
+// reads the text as an MSCCL algorithm). A plan that fails check does not open: the error is a
+// *CheckError.
+func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
+	defer recoverInto(&err)
+	if opts.Engine == "" {
+		opts.Engine = "auto"
+	}
+	if opts.Provider == "" {
+		opts.Provider = "softnic"
+	}
+	engine, err := exec.ParseEngine(opts.Engine)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrArg, err)
+	}
+	prov, err := provider.Usable(opts.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrProvider, err)
+	}
+	g, err := planner.LoadWith(name, src, opts.Params, planner.Options{})
+	if err != nil {
+		var l diag.List
+		if errors.As(err, &l) {
+			return nil, &CheckError{diags: l}
+		}
+		return nil, &CheckError{err: err}
+	}
+	for _, x := range opts.Extern {
+		id, ok := exec.BufferByName(g, x)
+		if !ok {
+			return nil, fmt.Errorf("%w: Options.Extern names buffer %q, which plan %s does not declare", ErrArg, x, g.Name)
+		}
+		g.Buffers[id].Extern = true
+	}
+	return &Plan{name: name, graph: g, opts: opts, engine: engine, prov: prov, closed: make(chan struct{})}, nil
+}
+
+// Name is the plan's name (its `plan` line).
+func (p *Plan) Name() string { return p.graph.Name }
+
+// Ranks is the number of ranks the plan runs on: the World's size must equal it.
+func (p *Plan) Ranks() int { return p.graph.Ranks }
+
+// Buffers lists the plan's buffers in declaration order.
+func (p *Plan) Buffers() []BufferInfo {
+	out := make([]BufferInfo, len(p.graph.Buffers))
+	for i := range p.graph.Buffers {
+		b := &p.graph.Buffers[i]
+		out[i] = BufferInfo{Name: b.Name, Elem: b.Type.String(), Count: b.Count, Bytes: b.Bytes(), Extern: b.Extern,
+			Remote: b.Access&(ir.RemoteWrite|ir.RemoteRead|ir.RemoteAtomic) != 0, Pos: b.Pos.String()}
+	}
+	return out
+}
+
+// Graph is the checked plan, for tools that want to look inside (listing, drawing).
+func (p *Plan) Graph() *ir.Graph { return p.graph }
+
+// Close marks the plan closed: later Inits fail with ErrClosed. Open Colls are not affected.
+func (p *Plan) Close() error {
+	select {
+	case <-p.closed:
+	default:
+		close(p.closed)
+	}
+	return nil
+}
+
+func (p *Plan) isClosed() bool {
+	select {
+	case <-p.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// recoverInto turns a panic into an ErrInternal error: no panic crosses the API.
+func recoverInto(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: panic: %v", ErrInternal, r)
+	}
+}
+
+// firstLine is the first line of a message.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}

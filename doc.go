@@ -1,0 +1,59 @@
+// Package coredag runs proven collective and pipeline plans on the application's own memory:
+// a library for persistent collectives, as MPI 4's MPI_Allreduce_init/MPI_Start/MPI_Wait or
+// UCC's collective init/post/test, whose plans are checked before their first start
+// (matching, deadlocks, races, the postconditions of `expect`) and whose dependencies the
+// NIC walks where it can (CORE-Direct WAIT/ENABLE chains, libfabric triggered operations).
+//
+// # Lifecycle
+//
+//	plan, err := coredag.Open("ring_allreduce.dag", coredag.Options{Params: map[string]int64{"n": 1024}})
+//	coll, err := plan.Init(ctx, world)        // join the world: queues, registrations, connections
+//	err = coll.Bind("data", myBytes)          // every extern buffer, once (re-binding allowed between starts)
+//	for each step {
+//	    ... write the inputs into the bound memory ...
+//	    err = coll.Start()                    // returns at once
+//	    ... compute that does not touch the bound memory ...
+//	    err = coll.Wait(ctx)                  // or poll coll.Test()
+//	    ... read the results ...
+//	}
+//	coll.Close(); plan.Close()
+//
+// A plan that fails `coredag check` does not open: Open returns a *CheckError with the
+// positioned diagnostics. Buffers declared `extern` in the plan are the caller's: they must be
+// bound before the first Start. Every other buffer (scratch) is coredag's, allocated and
+// registered at Init.
+//
+// # Worlds
+//
+// A World is the caller's out-of-band runtime, as UCC's OOB interface: rank, size, an
+// allgather and a barrier (an MPI program wraps MPI_Allgather and MPI_Barrier). Init uses it
+// to exchange queue and memory descriptors, and Start uses its barrier so that no peer's
+// transfer of the next iteration reaches a rank before that rank started it. BootstrapWorld is
+// a ready-made world over coredag's own TCP bootstrap, with the rank and size from the
+// launcher's environment (mpirun, srun). A nil World runs every rank of the plan in this
+// process on the software NIC: for tests, examples and single-node prototyping.
+//
+// # The caller's contract
+//
+// The proofs hold for every input, provided the caller leaves bound memory alone between Start
+// and the Wait (or Test) that reports the iteration done, and keeps it alive and bound while the
+// Coll is open: memory freed or reused too early is not detected. Every rank calls Start as many
+// times, in the same order over the plans it runs.
+//
+// # Concurrency
+//
+// Several Colls, of one plan or of several, may be open and in flight at once: each has its
+// own device contexts, queues, completion queues and background goroutine, and they share
+// nothing but the World (whose calls they make from their background goroutines, so the
+// World must accept concurrent calls when several Colls are in flight; a World over MPI must
+// then be initialised with MPI_THREAD_MULTIPLE, or the Colls must be started and waited one
+// at a time). A Coll is used by one goroutine at a time, except Close, which may be called from
+// any goroutine, also while another waits.
+//
+// # Errors
+//
+// Every error can be tested with errors.Is against the sentinels ErrUnbound, ErrBusy,
+// ErrClosed, ErrWorld, ErrTimeout, ErrBind and ErrProvider, or with errors.As against
+// *CheckError. No panic crosses the API: one inside coredag is recovered and returned as an
+// error wrapping ErrInternal.
+package coredag
