@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -151,6 +152,16 @@ func (lw *Writer) start(p *ir.Plan) {
 	}
 	t := p.Target
 	fmt.Fprintf(lw.b, "plan %s  target %s (%s style, cross-channel %s)  ranks %d\n", p.Graph.Name, t.Name, t.Style, yesNo(t.CrossChannel), p.Graph.Ranks)
+	sep := "extern buffers (the caller's memory): "
+	for i := range p.Graph.Buffers {
+		if b := &p.Graph.Buffers[i]; b.Extern {
+			fmt.Fprintf(lw.b, "%s%s %s[%d]", sep, b.Name, b.Type, b.Count)
+			sep = ", "
+		}
+	}
+	if sep == ", " {
+		lw.b.WriteByte('\n')
+	}
 }
 
 // Rank writes rank r's block of the listing (nothing if the Options leave it out), and returns
@@ -627,13 +638,14 @@ func isASCII(b []byte) bool {
 // only ever added.
 
 type jsonPlan struct {
-	Version int         `json:"version"`
-	Plan    string      `json:"plan"`
-	File    string      `json:"file"`
-	Params  []jsonParam `json:"params"`
-	Target  jsonTarget  `json:"target"`
-	Ranks   []jsonRank  `json:"ranks"`
-	Stats   jsonStats   `json:"stats"`
+	Version int          `json:"version"`
+	Plan    string       `json:"plan"`
+	File    string       `json:"file"`
+	Params  []jsonParam  `json:"params"`
+	Buffers []jsonBuffer `json:"buffers"`
+	Target  jsonTarget   `json:"target"`
+	Ranks   []jsonRank   `json:"ranks"`
+	Stats   jsonStats    `json:"stats"`
 	// CounterLimit, on triggered targets, is the counter that overflows first; absent when none
 	// grows.
 	CounterLimit *jsonCounterLimit `json:"counter_limit,omitempty"`
@@ -642,6 +654,15 @@ type jsonPlan struct {
 type jsonParam struct {
 	Name  string `json:"name"`
 	Value int64  `json:"value"`
+}
+
+type jsonBuffer struct {
+	Name   string   `json:"name"`
+	Type   string   `json:"type"`
+	Count  int64    `json:"count"`
+	Bytes  int64    `json:"bytes"`
+	Access []string `json:"access"`
+	Extern bool     `json:"extern"`
 }
 
 type jsonTarget struct {
@@ -881,6 +902,12 @@ func jsonDoc(p *ir.Plan) (doc []byte, at int, err error) {
 	}
 	for _, prm := range g.Params {
 		out.Params = append(out.Params, jsonParam{prm.Name, prm.Value})
+	}
+	out.Buffers = make([]jsonBuffer, len(g.Buffers))
+	for i := range g.Buffers {
+		b := &g.Buffers[i]
+		out.Buffers[i] = jsonBuffer{Name: b.Name, Type: b.Type.String(), Count: b.Count, Bytes: b.Bytes(),
+			Access: strings.Fields(b.Access.String()), Extern: b.Extern}
 	}
 	if doc, err = json.MarshalIndent(out, "", "  "); err != nil {
 		return nil, 0, err

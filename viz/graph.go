@@ -258,7 +258,7 @@ const (
 
 func (v *graphView) draw() *dot.Graph {
 	g := v.g
-	d := newRoot(title("graph", g.Name, g.Ranks, g.Params, v.opts.Highlight.Note), "TB")
+	d := newRoot(title("graph", g, g.Ranks, v.opts.Highlight.Note), "TB")
 	nodes := make([]dot.Node, len(v.vs))
 	made := make([]bool, len(v.vs))
 	rankCl := make([]*dot.Graph, len(g.Rank))

@@ -197,7 +197,7 @@ const (
 func (v *planView) draw() *dot.Graph {
 	p, g := v.p, v.g
 	note := v.opts.Highlight.Note
-	d := newRoot(title("plan", g.Name, len(p.Ranks), g.Params, "target "+p.Target.Name+planNote(note)), "LR")
+	d := newRoot(title("plan", g, len(p.Ranks), "target "+p.Target.Name+planNote(note)), "LR")
 	d.Attr("ranksep", "0.3")
 	dnodes := make([]dot.Node, len(v.nodes))
 	made := make([]bool, len(v.nodes))

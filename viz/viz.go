@@ -149,18 +149,26 @@ func summaryNode(parent *dot.Graph, id, label string) dot.Node {
 	return n
 }
 
-// title is the heading of a view: plan name, view, ranks, and the highlight note.
-func title(kind, name string, ranks int, params []ir.Param, note string) string {
+// title is the heading of a view: plan name, view, ranks, params, the buffers the caller supplies,
+// and the highlight note.
+func title(kind string, g *ir.Graph, ranks int, note string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s view, %d rank", name, kind, ranks)
+	fmt.Fprintf(&b, "%s: %s view, %d rank", g.Name, kind, ranks)
 	if ranks != 1 {
 		b.WriteString("s")
 	}
-	for _, p := range params {
+	for _, p := range g.Params {
 		if p.Name == "ranks" {
 			continue
 		}
 		fmt.Fprintf(&b, ", %s=%d", p.Name, p.Value)
+	}
+	sep := "\nextern buffers (the caller's memory): "
+	for i := range g.Buffers {
+		if g.Buffers[i].Extern {
+			b.WriteString(sep + g.Buffers[i].Name)
+			sep = ", "
+		}
 	}
 	if note != "" {
 		b.WriteString("\n")
