@@ -34,6 +34,8 @@ type Provider struct {
 	info   *C.struct_fi_info
 	fabric *C.struct_fid_fabric
 	ccaps  C.ofi_caps
+	grants string // what fi_getinfo granted, in libfabric's words (Grants)
+	immErr error  // why this provider cannot do a write with immediate, or nil
 	caps   nic.Caps
 	mu     sync.Mutex
 	closed bool
@@ -112,32 +114,41 @@ func NewProvider(opts Options) (*Provider, error) {
 		}
 	}
 	p := &Provider{opts: opts}
-	var cprov *C.char
+	var want C.ofi_want
 	if opts.Provider != "" {
-		cprov = C.CString(opts.Provider)
-		defer C.free(unsafe.Pointer(cprov))
+		want.prov = C.CString(opts.Provider)
+		defer C.free(unsafe.Pointer(want.prov))
+	} else {
+		want.need_trigger = 1
 	}
-	needTrigger := C.int(0)
-	if opts.Provider == "" {
-		needTrigger = 1
+	if !opts.AutoProgress {
+		want.manual = 1
 	}
+	// Send-after-send keeps messages matched to receives in posting order; send-after-write lets a
+	// write with immediate be a write and a message (issueSend). Both are asked for; a provider
+	// that grants only the first runs everything but writes with immediate.
+	want.order = C.FI_ORDER_SAS | C.FI_ORDER_SAW
 	var name [64]C.char
-	manual := C.int(1)
-	if opts.AutoProgress {
-		manual = 0
-	}
-	if r := C.ofi_getinfo(cprov, needTrigger, manual, &p.info, &name[0], C.size_t(len(name)), &p.ccaps); r != 0 {
-		what := "a provider with reliable datagram endpoints, FI_MSG, FI_RMA and FI_TRIGGER"
+	if r := C.ofi_getinfo(&want, &p.info, &name[0], C.size_t(len(name)), &p.ccaps); r != 0 {
+		what := "any provider with FI_TRIGGER"
+		hint := "fi_info -l lists the providers"
 		if opts.Provider != "" {
-			what = fmt.Sprintf("provider %q with reliable datagram endpoints, FI_MSG and FI_RMA", opts.Provider)
+			what, hint = fmt.Sprintf("provider %q", opts.Provider), fmt.Sprintf("fi_info -p '%s' -t FI_EP_RDM -v shows what it offers", opts.Provider)
 		}
-		return nil, fmt.Errorf("ofi: no %s on 127.0.0.1: %s", what, fiErr(r))
+		return nil, fmt.Errorf("ofi: libfabric has no %s that coredag can use: it needs reliable datagram endpoints "+
+			"(FI_EP_RDM) with FI_MSG and FI_RMA, send-after-send ordering, an address that fits 16 bytes (IPv4 on "+
+			"127.0.0.1 or the device's own, or a shm name), and memory registration within FI_MR_LOCAL, "+
+			"FI_MR_VIRT_ADDR, FI_MR_ALLOCATED and FI_MR_PROV_KEY (not FI_MR_ENDPOINT or FI_MR_RAW) (%s): %s",
+			what, hint, fiErr(r))
 	}
 	p.name = C.GoString(&name[0])
 	if r := C.ofi_fabric(p.info, &p.fabric); r != 0 {
 		C.fi_freeinfo(p.info)
 		return nil, fmt.Errorf("ofi: fi_fabric(%s): %s", p.name, fiErr(r))
 	}
+	var desc [1024]C.char
+	C.ofi_describe(p.info, &desc[0], C.size_t(len(desc)))
+	p.grants = C.GoString(&desc[0])
 	p.caps = nic.Caps{
 		MaxInline:  int(p.ccaps.inject),
 		MaxSGE:     int(min(p.ccaps.iov_limit, C.OFI_MAX_IOV)),
@@ -145,6 +156,14 @@ func NewProvider(opts Options) (*Provider, error) {
 		MaxCQDepth: 1 << 16,
 		Atomics:    p.ccaps.caps&C.FI_ATOMIC != 0,
 		Counters:   p.ccaps.caps&C.FI_TRIGGER != 0,
+	}
+	switch {
+	case !p.sendAfterWrite():
+		p.immErr = fmt.Errorf("ofi: %s does not order a message after a write (no FI_ORDER_SAW in its transmit msg_order), "+
+			"so a write with immediate (notify) cannot be a write and a message: %w", p.name, nic.ErrProviderLimited)
+	case p.ccaps.cq_data_size < 4:
+		p.immErr = fmt.Errorf("ofi: %s carries %d bytes of remote CQ data, a write with immediate needs 4: %w",
+			p.name, int(p.ccaps.cq_data_size), nic.ErrProviderLimited)
 	}
 	return p, nil
 }
@@ -169,6 +188,20 @@ func (p *Provider) ManualProgress() bool { return p.ccaps.manual != 0 }
 
 // MRMode is the memory registration mode the provider asked for (FI_MR_* bits).
 func (p *Provider) MRMode() uint64 { return uint64(p.ccaps.mr_mode) }
+
+// Grants says what the provider granted coredag, in libfabric's words: FI_TRIGGER, FI_ATOMIC,
+// FI_RMA_EVENT and FI_FENCE among its capabilities, data and control progress, memory registration
+// mode, transmit ordering (FI_ORDER_*), address format, inject size, iov limit, queue sizes and
+// remote CQ data size.
+func (p *Provider) Grants() string { return p.grants }
+
+// sendAfterWrite reports whether a message posted after a write on an endpoint reaches the peer
+// after the write's data (FI_ORDER_SAW), which a write with immediate needs (issueSend).
+func (p *Provider) sendAfterWrite() bool { return p.ccaps.tx_order&C.FI_ORDER_SAW != 0 }
+
+// Loopback reports whether endpoints bind 127.0.0.1 (a provider over IP); otherwise the provider
+// chose its own address (a device's, or a shm name).
+func (p *Provider) Loopback() bool { return p.ccaps.loopback != 0 }
 
 func (p *Provider) virtAddr() bool { return p.ccaps.mr_mode&C.FI_MR_VIRT_ADDR != 0 }
 func (p *Provider) provKey() bool  { return p.ccaps.mr_mode&C.FI_MR_PROV_KEY != 0 }
@@ -210,6 +243,7 @@ type Context struct {
 	pend    []trig // triggered work handed to libfabric (PendingTriggers)
 	trigErr error
 	nwork   int  // counter work waiting (Counter.work)
+	waiting bool // some QP may hold requests libfabric has not taken yet (retryWaiting)
 	firing  bool // fireDue is running
 	nextQP  uint32
 	nextCQ  uint32
@@ -253,6 +287,7 @@ func (c *Context) DriveProgress() error {
 		C.ofi_cntr_read(c.prog.cntr)
 		c.prog.last.Store(c.p.seq.Load())
 	}
+	c.retryWaiting()
 	return nil
 }
 

@@ -11,7 +11,10 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -72,6 +75,7 @@ func (q *CQ) Poll(wc []nic.WC) (int, error) {
 		return 0, q.err
 	}
 	if len(q.out) < len(wc) {
+		q.c.retryWaiting()
 		n := C.ofi_cq_poll(q.cq, &q.comps[0], C.int(len(q.comps)))
 		if n < 0 {
 			q.err = fmt.Errorf("ofi: cq %d: fi_cq_read: %s", q.num, fiErr(n))
@@ -297,10 +301,23 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	var addr [128]byte
 	alen := C.size_t(len(addr))
 	q.txCap, q.rxCap = min(2*cfg.SendDepth, int(c.p.ccaps.tx_size)), min(cfg.RecvDepth, int(c.p.ccaps.rx_size))
+	var srcName *C.char
+	if c.p.ccaps.addr_format == C.FI_ADDR_STR {
+		n, err := endpointName()
+		if err != nil {
+			q.free()
+			return nil, err
+		}
+		srcName = C.CString(n)
+		defer C.free(unsafe.Pointer(srcName))
+	}
 	r := C.ofi_ep_open(c.dom, c.p.info, c.av, scq.cq, rcq.cq, C.size_t(q.txCap), C.size_t(q.rxCap),
-		&cntrs[0], &flags[0], C.int(len(cntrs)-1), &q.ep, unsafe.Pointer(&addr[0]), &alen)
+		&cntrs[0], &flags[0], C.int(len(cntrs)-1), srcName, &q.ep, unsafe.Pointer(&addr[0]), &alen)
 	if r != 0 {
 		q.free()
+		if srcName != nil {
+			return nil, fmt.Errorf("ofi: endpoint %q: %s", C.GoString(srcName), fiErr(r))
+		}
 		return nil, fmt.Errorf("ofi: endpoint: %s", fiErr(r))
 	}
 	if int(alen) > len(q.addr) {
@@ -322,6 +339,21 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	return q, nil
 }
 
+// endpointSeq numbers the endpoints this process names (endpointName).
+var endpointSeq atomic.Uint64
+
+// endpointName is a name for an endpoint of a provider that addresses by string (FI_ADDR_STR:
+// shm), unique on the host while this process lives: "cd", the process id and a sequence
+// number, in base 36. The name is the endpoint's address (shm's shared-memory file, /dev/shm/NAME),
+// and must fit nic.QPInfo.GID with its terminating NUL.
+func endpointName() (string, error) {
+	n := "cd" + strconv.FormatInt(int64(os.Getpid()), 36) + "." + strconv.FormatUint(endpointSeq.Add(1), 36)
+	if len(n) >= len(nic.QPInfo{}.GID) {
+		return "", fmt.Errorf("ofi: endpoint name %q does not fit the %d bytes of QPInfo.GID: %w", n, len(nic.QPInfo{}.GID), nic.ErrProviderLimited)
+	}
+	return n, nil
+}
+
 func (q *QP) free() {
 	C.free(unsafe.Pointer(q.sslots))
 	C.free(unsafe.Pointer(q.rslots))
@@ -331,7 +363,8 @@ func (q *QP) free() {
 // Num is the endpoint's number in its context.
 func (q *QP) Num() uint32 { return q.num }
 
-// Info carries the endpoint's address (a sockaddr_in for sockets and tcp) in GID.
+// Info carries the endpoint's address in GID: a sockaddr_in (sockets, tcp;ofi_rxm,
+// verbs;ofi_rxm) or a NUL-terminated name (shm).
 func (q *QP) Info() nic.QPInfo { return nic.QPInfo{Rank: q.c.rank, QPN: q.num, GID: q.addr} }
 
 // Connect inserts the peer's address into the context's address vector.
@@ -406,6 +439,9 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 	if err := q.sgeLimit(wr.More); err != nil {
 		return err
 	}
+	if wr.Op == nic.OpRDMAWriteImm && q.c.p.immErr != nil {
+		return q.c.p.immErr
+	}
 	atomic := wr.Op == nic.OpAtomicFAdd || wr.Op == nic.OpAtomicCAS
 	if atomic && !q.c.p.caps.Atomics {
 		return fmt.Errorf("ofi: %s has no FI_ATOMIC: %w", q.c.p.name, nic.ErrProviderLimited)
@@ -442,17 +478,40 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		// completions make room (flush).
 		e.pending = txOps(wr.Op)
 		q.sback = append(q.sback, d)
+		q.c.waiting = true
 		return nil
 	}
 	r := q.issueSend(&d)
+	if r == -C.FI_EAGAIN {
+		// libfabric cannot take it yet: ofi_rxm answers FI_EAGAIN until the connection to the peer
+		// is up, which takes progress on both sides. The request waits here, in order, and every
+		// poll of the context's CQs tries again (Context.retryWaiting).
+		e.pending = txOps(wr.Op)
+		q.sback = append(q.sback, d)
+		q.c.waiting = true
+		return nil
+	}
 	if r != 0 {
 		q.sq.tail-- // not posted
-		if r == -C.FI_EAGAIN {
-			return fmt.Errorf("ofi: qp %d: provider queue: %w", q.num, nic.ErrQueueFull)
-		}
 		return fmt.Errorf("ofi: qp %d: %v: %s: %w", q.num, wr.Op, fiErr(r), nic.ErrBadRequest)
 	}
 	return nil
+}
+
+// retryWaiting hands the requests waiting on this side to libfabric, as far as it takes them.
+// The CQ polls call it, so that a request libfabric refused with FI_EAGAIN (no connection yet, no
+// room) goes as soon as it can, even if no completion of its own queue comes to make room.
+func (c *Context) retryWaiting() {
+	if !c.waiting {
+		return
+	}
+	c.waiting = false
+	for _, q := range c.qps {
+		if len(q.sback)+len(q.rback) > 0 {
+			q.flush()
+			c.waiting = c.waiting || len(q.sback)+len(q.rback) > 0
+		}
+	}
 }
 
 // deferred is a request in posting order: its queue index, the request, and its trigger.
@@ -461,6 +520,7 @@ type deferred struct {
 	wr   nic.SendWR // a receive's SGE is wr.Local
 	cntr *Counter
 	thr  uint64
+	half bool // a write with immediate whose write went and whose message waits (issueSend)
 }
 
 // txOps is how many transmit entries of the endpoint a request takes.
@@ -493,6 +553,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 	}
 	var r C.int
 	e.pending = 1
+	posted := 1 // libfabric operations this call hands over if it succeeds
 	switch wr.Op {
 	case nic.OpSend:
 		r = C.ofi_send(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, 0, fl, s)
@@ -500,23 +561,37 @@ func (q *QP) issueSend(d *deferred) C.int {
 		r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
 	case nic.OpRDMAWriteImm:
 		// The write, then an empty message carrying the immediate: it consumes the peer's next
-		// receive, in order with its sends (FI_ORDER_SAW), as the nic contract wants.
-		r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
-		if r == 0 {
-			e.pending = 2
-			// A triggered write with immediate is two triggered operations at one threshold: the
-			// provider fires equal thresholds in the order they were queued.
-			s2, fl2 := q.slot(0, idx, 1), C.uint64_t(C.FI_REMOTE_CQ_DATA)
-			if cntr != nil {
-				fl2 |= C.FI_TRIGGER
-				armSlot(s2, cntr, threshold)
-			}
-			var empty C.ofi_seg
-			if r2 := C.ofi_send(q.ep, &empty, 1, q.peer, C.uint64_t(wr.Imm), fl2, s2); r2 != 0 {
+		// receive, in order with its sends, and arrives after the write's data (FI_ORDER_SAW,
+		// checked by postSend), as the nic contract wants.
+		e.pending, posted = 2, 0
+		if !d.half {
+			r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
+			if r != 0 {
 				e.pending = 1
-				e.status = nic.StatusGeneralError
-				q.lastErr = "the notification of a write with immediate could not be posted: " + fiErr(r2)
+				break
 			}
+			q.txBusy++
+			d.half = true
+		}
+		// A triggered write with immediate is two triggered operations at one threshold: the
+		// provider fires equal thresholds in the order they were queued.
+		s2, fl2 := q.slot(0, idx, 1), C.uint64_t(C.FI_REMOTE_CQ_DATA)
+		if cntr != nil {
+			fl2 |= C.FI_TRIGGER
+			armSlot(s2, cntr, threshold)
+		}
+		var empty C.ofi_seg
+		switch r2 := C.ofi_send(q.ep, &empty, 1, q.peer, C.uint64_t(wr.Imm), fl2, s2); r2 {
+		case 0:
+			d.half, posted = false, 1
+		case -C.FI_EAGAIN:
+			return r2 // the message waits (postSend, flush); its write has gone
+		default:
+			// The write has gone and will complete; the request fails with it.
+			d.half = false
+			e.pending = 1
+			e.status = nic.StatusGeneralError
+			q.lastErr = "the notification of a write with immediate could not be posted: " + fiErr(r2)
 		}
 	case nic.OpRDMARead:
 		e.byteLen = uint32(sg.total)
@@ -540,7 +615,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 			(*C.uint64_t)(res), rdesc, q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), fl, s)
 	}
 	if r == 0 {
-		q.txBusy += e.pending
+		q.txBusy += posted
 	}
 	return r
 }
@@ -624,13 +699,14 @@ func (q *QP) postRecv(wr *nic.RecvWR, cntr *Counter, threshold uint64) error {
 	d := deferred{idx: idx, wr: nic.SendWR{Local: wr.Local, More: slices.Clone(wr.More)}, cntr: cntr, thr: threshold}
 	if len(q.rback) > 0 || q.rxBusy >= q.rxCap {
 		q.rback = append(q.rback, d) // waits for room (flush)
+		q.c.waiting = true
 		return nil
 	}
-	if r := q.issueRecv(&d); r != 0 {
+	if r := q.issueRecv(&d); r == -C.FI_EAGAIN {
+		q.rback = append(q.rback, d) // libfabric cannot take it yet: retried at the next poll
+		q.c.waiting = true
+	} else if r != 0 {
 		q.rq.tail--
-		if r == -C.FI_EAGAIN {
-			return fmt.Errorf("ofi: qp %d: provider receive queue: %w", q.num, nic.ErrQueueFull)
-		}
 		return fmt.Errorf("ofi: qp %d: fi_recvmsg: %s: %w", q.num, fiErr(r), nic.ErrBadRequest)
 	}
 	return nil

@@ -11,36 +11,76 @@
 
 #define OFI_VERSION FI_VERSION(1, 9)
 
-static int try_getinfo(const char *prov, uint64_t caps, int manual, struct fi_info **out) {
+// An address coredag can carry: an endpoint's address travels in the 16 bytes of nic.QPInfo.GID.
+struct addr_try {
+	const char *node;
+	uint64_t flags;
+	uint32_t format;
+	int loopback;
+};
+
+// The address ladder, first match wins:
+//  1. an IPv4 socket address on 127.0.0.1 (FI_SOURCE): providers over IP (sockets, tcp;ofi_rxm),
+//     whose traffic coredag keeps on loopback;
+//  2. an IPv4 socket address the provider picks itself (no node): verbs;ofi_rxm, whose device has
+//     its own address (Soft-RoCE on the VM's Ethernet interface);
+//  3. a string name (FI_ADDR_STR): shm, whose endpoints are named by the caller (ofi_ep_open), not
+//     by a host address.
+static const struct addr_try addr_ladder[] = {
+	{"127.0.0.1", FI_SOURCE, FI_SOCKADDR_IN, 1},
+	{NULL, 0, FI_SOCKADDR_IN, 0},
+	{NULL, 0, FI_ADDR_STR, 0},
+};
+
+static int try_getinfo(const ofi_want *w, const struct addr_try *a, uint64_t caps, uint64_t order, struct fi_info **out) {
 	struct fi_info *hints = fi_allocinfo();
 	if (!hints) return -FI_ENOMEM;
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = caps;
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	// The memory-registration modes the Go side handles: keys chosen by the provider, local
-	// descriptors, virtual or offset addressing, registered memory only.
+	// Every operation passes an fi_context2-sized context (ofi_slot). FI_RX_CQ_DATA costs nothing:
+	// coredag never writes with remote CQ data (a write with immediate is a write and a message,
+	// which consumes a receive anyway).
+	hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
+	// The memory-registration modes the Go side handles: local descriptors (always passed), virtual
+	// or offset addressing, keys chosen by the provider or by coredag, registered memory only. Not
+	// offered: FI_MR_ENDPOINT (a region bound to one endpoint: coredag's regions serve every queue
+	// of a rank), FI_MR_RAW (keys longer than 64 bits), FI_MR_HMEM, FI_MR_RMA_EVENT.
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	hints->domain_attr->threading = FI_THREAD_SAFE;
-	if (manual) {
-		// No progress thread: the caller's CQ reads and counter reads move the data.
+	if (w->manual) {
+		// The caller's CQ and counter reads move the data; a provider that progresses on its own
+		// anyway (FI_PROGRESS_AUTO) accepts the hint too.
 		hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
 		hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
 	}
-	hints->addr_format = FI_SOCKADDR_IN;
-	if (prov && *prov) hints->fabric_attr->prov_name = strdup(prov);
-	// Loopback only: the endpoint's source address is 127.0.0.1 (an ephemeral port).
-	int ret = fi_getinfo(OFI_VERSION, "127.0.0.1", NULL, FI_SOURCE, hints, out);
+	// Ordering asked of both sides: shm grants send-after-write only when asked (it then gives up
+	// its direct-copy RMA path), and reports the bits it grants.
+	hints->tx_attr->msg_order = order;
+	hints->rx_attr->msg_order = order;
+	hints->addr_format = a->format;
+	if (w->prov && *w->prov) hints->fabric_attr->prov_name = strdup(w->prov);
+	int ret = fi_getinfo(OFI_VERSION, a->node, NULL, a->flags, hints, out);
 	fi_freeinfo(hints);
 	return ret;
 }
 
-int ofi_getinfo(const char *prov, int need_trigger, int manual, struct fi_info **out, char *name, size_t namelen, ofi_caps *c) {
-	uint64_t base = FI_MSG | FI_RMA | (need_trigger ? FI_TRIGGER : 0);
+int ofi_getinfo(const ofi_want *w, struct fi_info **out, char *name, size_t namelen, ofi_caps *c) {
+	uint64_t base = FI_MSG | FI_RMA | (w->need_trigger ? FI_TRIGGER : 0);
+	// Optional capabilities, most first: atomics (fetch-add, compare-swap) and remote-access
+	// counter events.
 	const uint64_t extra[] = {FI_ATOMIC | FI_RMA_EVENT, FI_ATOMIC, FI_RMA_EVENT, 0};
+	// Ordering: what the caller asks, else send-after-send only (message matching needs it; the Go
+	// side refuses a write with immediate without send-after-write).
+	const uint64_t orders[] = {w->order, FI_ORDER_SAS};
 	int ret = -FI_ENODATA;
-	for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
-		ret = try_getinfo(prov, base | extra[i], manual, out);
-		if (ret == 0) break;
+	const struct addr_try *a = NULL;
+	for (size_t i = 0; i < sizeof addr_ladder / sizeof addr_ladder[0] && ret; i++) {
+		a = &addr_ladder[i];
+		for (size_t j = 0; j < sizeof orders / sizeof orders[0] && ret; j++) {
+			for (size_t k = 0; k < sizeof extra / sizeof extra[0] && ret; k++) {
+				ret = try_getinfo(w, a, base | extra[k], orders[j], out);
+			}
+		}
 	}
 	if (ret) return ret;
 	struct fi_info *fi = *out;
@@ -51,13 +91,19 @@ int ofi_getinfo(const char *prov, int need_trigger, int manual, struct fi_info *
 	}
 	snprintf(name, namelen, "%s", fi->fabric_attr->prov_name ? fi->fabric_attr->prov_name : "?");
 	c->caps = fi->caps;
+	c->mode = fi->mode;
 	c->mr_mode = fi->domain_attr->mr_mode;
 	c->inject = fi->tx_attr->inject_size;
 	c->tx_size = fi->tx_attr->size;
 	c->rx_size = fi->rx_attr->size;
 	c->cq_size = fi->domain_attr->cq_cnt;
 	c->mr_key_size = fi->domain_attr->mr_key_size;
+	c->cq_data_size = fi->domain_attr->cq_data_size;
+	c->tx_order = fi->tx_attr->msg_order;
+	c->addr_format = fi->addr_format;
 	c->manual = fi->domain_attr->data_progress == FI_PROGRESS_MANUAL;
+	c->manual_ctrl = fi->domain_attr->control_progress == FI_PROGRESS_MANUAL;
+	c->loopback = a->loopback;
 	c->iov_limit = fi->tx_attr->iov_limit < fi->rx_attr->iov_limit ? fi->tx_attr->iov_limit : fi->rx_attr->iov_limit;
 	return 0;
 }
@@ -118,11 +164,23 @@ int ofi_mr_reg(struct fid_domain *dom, void *buf, size_t len, uint64_t access, u
 
 int ofi_ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_av *av, struct fid_cq *txcq, struct fid_cq *rxcq,
                 size_t txsize, size_t rxsize, struct fid_cntr **cntrs, uint64_t *cntr_flags, int ncntr,
-                struct fid_ep **ep, void *addr, size_t *addrlen) {
+                const char *src_name, struct fid_ep **ep, void *addr, size_t *addrlen) {
 	struct fi_info *fi = fi_dupinfo(info);
 	if (!fi) return -FI_ENOMEM;
 	if (txsize) fi->tx_attr->size = txsize;
 	if (rxsize) fi->rx_attr->size = rxsize;
+	if (src_name && fi->addr_format == FI_ADDR_STR) {
+		// A string-named provider (shm) names the endpoint after its source address when it has
+		// no "fi_shm://" prefix: the caller's short, unique name, so that it fits nic.QPInfo.GID
+		// (the provider's own names, "fi_shm://PID:UID:N", do not).
+		free(fi->src_addr);
+		fi->src_addr = strdup(src_name);
+		if (!fi->src_addr) {
+			fi_freeinfo(fi);
+			return -FI_ENOMEM;
+		}
+		fi->src_addrlen = strlen(src_name) + 1;
+	}
 	int ret = fi_endpoint(dom, fi, ep, NULL);
 	fi_freeinfo(fi);
 	if (ret) return ret;
@@ -249,3 +307,22 @@ int ofi_cancel_work(struct fid_domain *dom, ofi_cntr_work *w) { return fi_contro
 int ofi_flush_work(struct fid_domain *dom) { return fi_control(&dom->fid, FI_FLUSH_WORK, NULL); }
 
 const char *ofi_strerror(int err) { return fi_strerror(err < 0 ? -err : err); }
+
+// ofi_describe writes what the provider granted, in libfabric's own words (fi_tostr), for
+// messages and reports.
+void ofi_describe(struct fi_info *fi, char *buf, size_t len) {
+	// fi_tostr returns a buffer it reuses: copy each string before the next call.
+	char caps[512], mr[256], order[512], addr[64];
+	uint64_t c = fi->caps & (FI_TRIGGER | FI_ATOMIC | FI_RMA_EVENT | FI_FENCE);
+	snprintf(caps, sizeof caps, "%s", c ? fi_tostr(&c, FI_TYPE_CAPS) : "none");
+	snprintf(mr, sizeof mr, "%s", fi->domain_attr->mr_mode ? fi_tostr(&fi->domain_attr->mr_mode, FI_TYPE_MR_MODE) : "none (offsets, caller's keys)");
+	snprintf(order, sizeof order, "%s", fi_tostr(&fi->tx_attr->msg_order, FI_TYPE_MSG_ORDER));
+	snprintf(addr, sizeof addr, "%s", fi_tostr(&fi->addr_format, FI_TYPE_ADDR_FORMAT));
+	const char *prog[] = {"unspec", "auto", "manual"};
+	int dp = fi->domain_attr->data_progress, cp = fi->domain_attr->control_progress;
+	snprintf(buf, len, "caps [%s]; data progress %s, control progress %s; mr_mode [%s]; tx msg_order [%s]; "
+	         "address %s; inject %zu, iov_limit %zu, tx/rx size %zu/%zu, cq_data_size %zu",
+	         caps, dp >= 0 && dp <= 2 ? prog[dp] : "?", cp >= 0 && cp <= 2 ? prog[cp] : "?", mr, order, addr,
+	         fi->tx_attr->inject_size, fi->tx_attr->iov_limit, fi->tx_attr->size, fi->rx_attr->size,
+	         fi->domain_attr->cq_data_size);
+}

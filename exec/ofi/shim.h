@@ -42,17 +42,31 @@ typedef struct ofi_comp {
 	int32_t prov_errno; // the provider's own code, for messages
 } ofi_comp;
 
-// ofi_prov is what fi_getinfo chose, reduced to what Go needs.
+// ofi_caps is what fi_getinfo granted, reduced to what Go needs.
 typedef struct ofi_caps {
 	uint64_t caps;
+	uint64_t mode;
 	uint64_t mr_mode;
 	uint64_t inject;
 	uint64_t tx_size, rx_size;
 	uint64_t cq_size;
 	uint64_t mr_key_size;
+	uint64_t cq_data_size;
 	uint64_t iov_limit; // the smaller of the transmit and receive iov_limit
-	int manual; // data progress is FI_PROGRESS_MANUAL: no progress thread
+	uint64_t tx_order;  // FI_ORDER_* the transmit side guarantees (msg_order)
+	uint32_t addr_format;
+	int manual;      // data progress is FI_PROGRESS_MANUAL: the caller's reads move the data
+	int manual_ctrl; // control progress is FI_PROGRESS_MANUAL
+	int loopback;    // endpoints bind 127.0.0.1 (the provider addresses by IP)
 } ofi_caps;
+
+// ofi_want is what coredag asks of fi_getinfo.
+typedef struct ofi_want {
+	const char *prov;  // provider name, or NULL for any
+	int need_trigger;  // FI_TRIGGER required
+	int manual;        // ask for FI_PROGRESS_MANUAL
+	uint64_t order;    // FI_ORDER_* bits asked for first (granted ones are in ofi_caps.tx_order)
+} ofi_want;
 
 // OFI_MAX_IOV bounds the segments of one request the shim passes (a scatter/gather list).
 #define OFI_MAX_IOV 32
@@ -68,7 +82,10 @@ typedef struct ofi_seg {
 	ofi_desc desc;
 } ofi_seg;
 
-int ofi_getinfo(const char *prov, int need_trigger, int manual, struct fi_info **out, char *name, size_t namelen, ofi_caps *caps);
+// ofi_getinfo picks the first provider that grants what want asks and coredag can use; the
+// address ladder and the optional capabilities are in shim.c.
+int ofi_getinfo(const ofi_want *want, struct fi_info **out, char *name, size_t namelen, ofi_caps *caps);
+void ofi_describe(struct fi_info *fi, char *buf, size_t len);
 int ofi_fabric(struct fi_info *info, struct fid_fabric **fab);
 int ofi_domain(struct fid_fabric *fab, struct fi_info *info, struct fid_domain **dom, struct fid_av **av);
 int ofi_close(struct fid *f);
@@ -77,7 +94,7 @@ int ofi_cq_poll(struct fid_cq *cq, ofi_comp *out, int n);
 int ofi_mr_reg(struct fid_domain *dom, void *buf, size_t len, uint64_t access, uint64_t key, struct fid_mr **mr, uint64_t *rkey, ofi_desc *desc);
 int ofi_ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_av *av, struct fid_cq *txcq, struct fid_cq *rxcq,
                 size_t txsize, size_t rxsize, struct fid_cntr **cntrs, uint64_t *cntr_flags, int ncntr,
-                struct fid_ep **ep, void *addr, size_t *addrlen);
+                const char *src_name, struct fid_ep **ep, void *addr, size_t *addrlen);
 int ofi_av_insert(struct fid_av *av, const void *addr, uint64_t *fiaddr);
 
 // Operations. flags carry FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER and FI_FENCE as the caller
