@@ -6,7 +6,7 @@
 # iteration and compares coredag's sums with MPI_Allreduce's; any difference or error fails.
 # Env: ITERS (default 300), COUNT f32 per rank (default 4096), TIMEOUT seconds per run (default
 # 300), PREFIX (where to build the library; default a temporary directory).
-# Usage: scripts/mpi-example.sh [shm|sockets]...   (default: both)
+# Usage: scripts/mpi-example.sh [shm|sockets|boot]...   (default: all three)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -18,17 +18,24 @@ export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
 mpicc -O2 -Wall -o "$tmp/allreduce" examples/mpi/allreduce.c $(pkg-config --cflags --libs coredag)
 configs=("$@")
-[ ${#configs[@]} -gt 0 ] || configs=(shm sockets)
+[ ${#configs[@]} -gt 0 ] || configs=(shm sockets boot)
 for config in "${configs[@]}"; do
   case $config in
   shm) opts=(-o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
   sockets) opts=(-o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
-  *) echo "$0: unknown configuration $config (want shm or sockets)" >&2; exit 2 ;;
+  boot) opts=(-B -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
+  *) echo "$0: unknown configuration $config (want shm, sockets or boot)" >&2; exit 2 ;;
   esac
   for np in 2 4; do
     echo "== $config, $np processes: ${opts[*]}"
+    env=(-x FI_SOCKETS_IFACE=lo)
+    if [ "$config" = boot ]; then
+      port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
+        echo $((40000 + RANDOM % 20000)))
+      env+=(-x "COREDAG_BOOTSTRAP=127.0.0.1:$port")
+    fi
     # FI_SOCKETS_IFACE keeps the sockets provider on loopback; timeout bounds a hung run.
-    timeout -k 10 "${TIMEOUT:-300}" mpirun --allow-run-as-root --oversubscribe -np "$np" -x FI_SOCKETS_IFACE=lo \
+    timeout -k 10 "${TIMEOUT:-300}" mpirun --allow-run-as-root --oversubscribe -np "$np" "${env[@]}" \
       "$tmp/allreduce" -i "${ITERS:-300}" -c "${COUNT:-4096}" "${opts[@]}"
   done
 done

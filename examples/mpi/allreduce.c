@@ -21,7 +21,9 @@
  * Options: -p PLAN (default plans/ring_allreduce.dag: its buffer "data" f32[ranks * n] extern),
  * -c COUNT f32 elements per rank (default 4096; the plan's n is COUNT / ranks, rounded up),
  * -i ITERS (default 300), -o KEY=VALUE a coredag option (repeatable: provider, ofi_provider,
- * engine, target, hang_timeout_ms), -b bench mode, -m MAXBYTES the bench's largest size.
+ * engine, target, hang_timeout_ms), -b bench mode, -m MAXBYTES the bench's largest size, -B
+ * coredag's own world (a NULL coredag_world: its TCP bootstrap at COREDAG_BOOTSTRAP=HOST:PORT)
+ * instead of the MPI callbacks.
  */
 #include <mpi.h>
 #include <signal.h>
@@ -36,6 +38,7 @@
 #define MAXOPTS 16
 
 static int rank, size;
+static int own_world; /* -B: coredag's own world (its TCP bootstrap at $COREDAG_BOOTSTRAP) */
 
 /* The world's callbacks: ctx is coredag's own communicator. coredag calls them from its threads,
  * hence MPI_THREAD_MULTIPLE. */
@@ -66,7 +69,7 @@ static job open_job(const char *path, long n, const char *const *opts, MPI_Comm 
     int rc = coredag_plan_open(path, params, opts, &j.plan);
     if (rc != COREDAG_OK) fail("coredag_plan_open", rc, coredag_plan_error(j.plan));
     coredag_world world = {rank, size, world_allgather, world_barrier, comm};
-    rc = coredag_coll_init(j.plan, &world, &j.coll);
+    rc = coredag_coll_init(j.plan, own_world ? NULL : &world, &j.coll);
     if (rc != COREDAG_OK) fail("coredag_coll_init", rc, coredag_coll_error(j.coll));
     rc = coredag_coll_bind(j.coll, "data", data, nbytes);
     if (rc != COREDAG_OK) fail("coredag_coll_bind", rc, coredag_coll_error(j.coll));
@@ -239,7 +242,7 @@ int main(int argc, char **argv) {
     int nopts = 0, iters = 300, do_bench = 0;
     long count = 4096, maxbytes = 16L << 20;
     int c;
-    while ((c = getopt(argc, argv, "p:c:i:o:bm:")) != -1) {
+    while ((c = getopt(argc, argv, "p:c:i:o:bm:B")) != -1) {
         switch (c) {
         case 'p': path = optarg; break;
         case 'c': count = atol(optarg); break;
@@ -250,8 +253,9 @@ int main(int argc, char **argv) {
             break;
         case 'b': do_bench = 1; break;
         case 'm': maxbytes = atol(optarg); break;
+        case 'B': own_world = 1; break;
         default:
-            if (rank == 0) fprintf(stderr, "usage: %s [-p PLAN] [-c COUNT] [-i ITERS] [-o KEY=VALUE]... [-b [-m MAXBYTES]]\n", argv[0]);
+            if (rank == 0) fprintf(stderr, "usage: %s [-p PLAN] [-c COUNT] [-i ITERS] [-o KEY=VALUE]... [-B] [-b [-m MAXBYTES]]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
