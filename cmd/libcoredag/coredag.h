@@ -18,6 +18,8 @@
  * COREDAG_OK or an error code; the message of the last error of a handle is
  * coredag_plan_error / coredag_coll_error, a string owned by the handle (valid until the next
  * call on it, or its free). A NULL handle or pointer argument is COREDAG_ERR_ARG, never a crash.
+ * A handle whose open or init failed only carries that failure: every call on it but its free
+ * returns COREDAG_ERR_STATE and leaves the message as it is.
  */
 #ifndef COREDAG_H
 #define COREDAG_H

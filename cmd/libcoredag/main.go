@@ -247,12 +247,12 @@ func cdgo_plan_open(path, source *C.char, fromSource C.int, params, options **C.
 }
 
 // planOf returns the plan behind h, or an error code for a NULL or failed handle.
-func planOf(h *C.struct_coredag_plan, fn string) (*plan, C.int) {
+func planOf(h *C.struct_coredag_plan) (*plan, C.int) {
 	if h == nil {
 		return nil, codeArg
 	}
 	if h.handle == 0 {
-		return nil, fail(&h.err, codeState, fmt.Errorf("%s: the plan did not open (%s)", fn, goString(h.err)))
+		return nil, codeState // the handle's message stays the reason it did not open
 	}
 	return cgo.Handle(h.handle).Value().(*plan), codeOK
 }
@@ -276,7 +276,7 @@ func cdgo_plan_buffer_size(h *C.struct_coredag_plan, buffer *C.char, nbytes *C.s
 		return codeArg
 	}
 	defer recoverInto(&rc, &h.err, "coredag_plan_buffer_size")
-	p, rc := planOf(h, "coredag_plan_buffer_size")
+	p, rc := planOf(h)
 	if p == nil {
 		return rc
 	}
@@ -399,9 +399,9 @@ func cdgo_coll_init(ph *C.struct_coredag_plan, world *C.coredag_world, out **C.s
 	if ph == nil {
 		return fail(&h.err, codeArg, errors.New("coredag_coll_init: the plan is NULL"))
 	}
-	p, rc := planOf(ph, "coredag_coll_init")
+	p, rc := planOf(ph)
 	if p == nil {
-		return fail(&h.err, rc, errors.New(goString(ph.err)))
+		return fail(&h.err, rc, fmt.Errorf("coredag_coll_init: the plan did not open: %s", goString(ph.err)))
 	}
 	ctx := context.Background()
 	c := &coll{plan: p}
@@ -436,12 +436,12 @@ func cdgo_coll_init(ph *C.struct_coredag_plan, world *C.coredag_world, out **C.s
 }
 
 // collOf returns the collective behind h, or an error code for a NULL or failed handle.
-func collOf(h *C.struct_coredag_coll, fn string) (*coll, C.int) {
+func collOf(h *C.struct_coredag_coll) (*coll, C.int) {
 	if h == nil {
 		return nil, codeArg
 	}
 	if h.handle == 0 {
-		return nil, fail(&h.err, codeState, fmt.Errorf("%s: the collective did not initialize (%s)", fn, goString(h.err)))
+		return nil, codeState // the handle's message stays the reason it did not initialize
 	}
 	return cgo.Handle(h.handle).Value().(*coll), codeOK
 }
@@ -452,7 +452,7 @@ func cdgo_coll_bind(h *C.struct_coredag_coll, own C.int, rank C.int, buffer *C.c
 		return codeArg
 	}
 	defer recoverInto(&rc, &h.err, "coredag_coll_bind")
-	c, rc := collOf(h, "coredag_coll_bind")
+	c, rc := collOf(h)
 	if c == nil {
 		return rc
 	}
@@ -480,7 +480,7 @@ func cdgo_coll_start(h *C.struct_coredag_coll) (rc C.int) {
 		return codeArg
 	}
 	defer recoverInto(&rc, &h.err, "coredag_coll_start")
-	c, rc := collOf(h, "coredag_coll_start")
+	c, rc := collOf(h)
 	if c == nil {
 		return rc
 	}
@@ -497,7 +497,7 @@ func cdgo_coll_test(h *C.struct_coredag_coll, done *C.int) (rc C.int) {
 		return codeArg
 	}
 	defer recoverInto(&rc, &h.err, "coredag_coll_test")
-	c, rc := collOf(h, "coredag_coll_test")
+	c, rc := collOf(h)
 	if c == nil {
 		return rc
 	}
@@ -525,7 +525,7 @@ func cdgo_coll_wait(h *C.struct_coredag_coll, timeoutNS C.longlong) (rc C.int) {
 		return codeArg
 	}
 	defer recoverInto(&rc, &h.err, "coredag_coll_wait")
-	c, rc := collOf(h, "coredag_coll_wait")
+	c, rc := collOf(h)
 	if c == nil {
 		return rc
 	}

@@ -178,9 +178,9 @@ static void world_errors(void) {
     int calls = 0;
     coredag_world one = {0, 1, gather_one, barrier_one, &calls};
     int rc = coredag_coll_init(p, &one, &c);
-    expect("world size differs from plan ranks", rc, COREDAG_ERR_WORLD, coredag_coll_error(c), WORDS("2"));
+    expect("world size differs from plan ranks", rc, COREDAG_ERR_WORLD, coredag_coll_error(c), WORDS("1 ranks", "has 2"));
     rc = coredag_coll_start(c);
-    expect("start of a collective that did not initialize", rc, COREDAG_ERR_STATE, coredag_coll_error(c), NULL);
+    expect("start of a collective that did not initialize", rc, COREDAG_ERR_STATE, coredag_coll_error(c), WORDS("1 ranks", "has 2"));
     coredag_coll_free(c);
     coredag_world noback = {0, 1, NULL, barrier_one, &calls};
     rc = coredag_coll_init(p, &noback, &c);
