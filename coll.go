@@ -2,9 +2,14 @@ package coredag
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -16,13 +21,13 @@ import (
 	"github.com/coredag/coredag/planner/lower"
 )
 
-// Coll is a persistent collective: a plan joined to a World, its queues and scratch memory
-// ready, run on the caller's bound memory by Start and Wait as often as the caller likes. A
-// Coll is used by one goroutine at a time, except Close.
+// Coll is a persistent collective: a plan joined to a World, run on the caller's bound memory
+// by Start and Wait as often as the caller likes. A Coll is used by one goroutine at a time,
+// except Close, which any goroutine may call.
 //
-// The first Start registers the bound memory and creates and connects every queue: it is
-// collective (every rank's first Start takes part, through the World) and its background part
-// takes as long as the setup; later Starts only post work.
+// The first Start allocates the scratch buffers, registers the bound memory and creates and
+// connects every queue: it is collective (every rank's first Start takes part, through the
+// World) and its background part takes as long as the setup; later Starts only post work.
 type Coll struct {
 	plan  *Plan
 	world World // nil: every rank here
@@ -35,6 +40,9 @@ type Coll struct {
 	pins   map[pinKey]*runtime.Pinner
 	closed bool
 	wctx   worldCtx // bounds every World call of the background by the hang timeout
+
+	syncSend [8]byte // the word every start's first barrier allgathers (Coll.sync)
+	syncRecv []byte
 }
 
 type pinKey struct {
@@ -103,8 +111,10 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 	opts := exec.Options{Engine: engine, HangTimeout: hang, Ranks: ranks}
 	if w != nil {
 		c.wctx.init(hang)
-		opts.Exchange = exchangeOver(w, g.Ranks)
+		opts.Exchange = exchangeOver(w, g.Ranks, hang)
 		opts.Barrier = c.barrier
+		opts.Sync = c.sync
+		c.syncRecv = make([]byte, 8*w.Size())
 	}
 	if c.op, err = exec.NewOp(plan, prov, opts); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrProvider, err))
@@ -173,13 +183,14 @@ func (c *Coll) Bind(buffer string, mem []byte) error {
 }
 
 // BindRank binds an extern buffer of rank to mem, which must be exactly the buffer's size in
-// bytes and aligned to its element size. The memory is pinned and registered with the NIC at
-// once, or at the first Start (which registers every buffer), and stays in use until it is
-// rebound or the Coll closed. Binding again between starts replaces the memory of a buffer
-// peers do not access remotely; a buffer peers write, read or update one-sidedly
-// (remote_write, remote_read, remote_atomic) cannot be rebound after the first Start, since
-// its key went to them then (ErrBind says so: copy into the bound memory instead, or Close and
-// Init again).
+// bytes and aligned to its element size. The memory is pinned, registered with the NIC by the
+// first Start, and stays in use until it is rebound or the Coll closed.
+//
+// Binding again between starts replaces the memory: the new memory is registered at once and
+// the prebuilt work requests move to it. When peers access the buffer one-sidedly
+// (remote_write, remote_read, remote_atomic) they learn its new address and key at the next
+// Start, through the World (every start begins with an allgather of one word that says whether
+// a rank rebound such a buffer; only then is there a second exchange): a rank may rebind alone.
 func (c *Coll) BindRank(rank int, buffer string, mem []byte) error {
 	var p unsafe.Pointer
 	if len(mem) > 0 {
@@ -210,24 +221,10 @@ func BindSlice[T Elem](c *Coll, rank int, buffer string, s []T) error {
 		return err
 	}
 	var zero T
-	var want ir.ElemType
-	switch any(zero).(type) {
-	case uint8:
-		want = ir.U8
-	case int32:
-		want = ir.I32
-	case uint32:
-		want = ir.U32
-	case int64:
-		want = ir.I64
-	case uint64:
-		want = ir.U64
-	case float32:
-		want = ir.F32
-	case float64:
-		want = ir.F64
-	default:
-		return fmt.Errorf("%w: %s: buffer %s holds %s, bound to a slice of %T (a named type: convert it)", ErrBind, b.Pos, b.Name, b.Type, zero)
+	want, ok := map[reflect.Kind]ir.ElemType{reflect.Uint8: ir.U8, reflect.Int32: ir.I32, reflect.Uint32: ir.U32,
+		reflect.Int64: ir.I64, reflect.Uint64: ir.U64, reflect.Float32: ir.F32, reflect.Float64: ir.F64}[reflect.TypeOf(zero).Kind()]
+	if !ok {
+		return fmt.Errorf("%w: %s: buffer %s holds %s, bound to a slice of %T", ErrBind, b.Pos, b.Name, b.Type, zero)
 	}
 	if want != b.Type {
 		return fmt.Errorf("%w: %s: buffer %s holds %s, bound to a slice of %T", ErrBind, b.Pos, b.Name, b.Type, zero)
@@ -340,9 +337,41 @@ func (c *Coll) Test() (done bool, err error) {
 func (c *Coll) Wait(ctx context.Context) (err error) {
 	defer recoverInto(&err)
 	if err := c.op.Wait(ctx); err != nil {
-		return mapErr(err)
+		return c.blame(mapErr(err))
 	}
 	return nil
+}
+
+// blame adds to a hang the peers this process's stuck queues wait for: a hang in a World is
+// most often a peer that stopped.
+func (c *Coll) blame(err error) error {
+	var h *exec.HangError
+	if c.world == nil || !errors.As(err, &h) {
+		return err
+	}
+	g := c.plan.graph
+	var peers []int
+	for _, s := range h.Stuck {
+		name, _, _ := strings.Cut(s.Queue, ".") // the offload engine's work queues are queue.sq, queue.rq
+		for q := range g.Queues {
+			if gq := &g.Queues[q]; gq.Rank == s.Rank && gq.Name == name && gq.PeerRank != s.Rank && !slices.Contains(peers, gq.PeerRank) {
+				peers = append(peers, gq.PeerRank)
+			}
+		}
+	}
+	if len(peers) == 0 {
+		return err
+	}
+	slices.Sort(peers)
+	return fmt.Errorf("rank %d waits for rank %s (stopped, or too slow for the hang timeout %v): %w", c.world.Rank(), joinInts(peers), c.hang, err)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", rank ")
 }
 
 // Close ends the Coll: a start in flight is abandoned (its Wait returns ErrClosed), the queues
@@ -376,6 +405,31 @@ func (c *Coll) Close() (err error) {
 	return nil
 }
 
+// sync is exec.Options.Sync over the World: an allgather of one word per rank, ORed, bounded by
+// the hang timeout without allocating.
+func (c *Coll) sync(_ context.Context, flags uint64) (uint64, error) {
+	binary.LittleEndian.PutUint64(c.syncSend[:], flags)
+	c.wctx.arm()
+	err := c.world.Allgather(&c.wctx, c.syncSend[:], c.syncRecv)
+	c.wctx.disarm()
+	if err != nil {
+		return 0, c.worldErr("barrier", err)
+	}
+	var all uint64
+	for r := 0; r+8 <= len(c.syncRecv); r += 8 {
+		all |= binary.LittleEndian.Uint64(c.syncRecv[r:])
+	}
+	return all, nil
+}
+
+// worldErr wraps a World call's failure in ErrWorld, saying when the hang timeout ended it.
+func (c *Coll) worldErr(what string, err error) error {
+	if c.wctx.Err() == context.DeadlineExceeded {
+		return fmt.Errorf("%w: %s: no answer from every rank within %v (a peer stopped, or did not start): %w", ErrWorld, what, c.hang, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrWorld, what, err)
+}
+
 // barrier is exec.Options.Barrier over the World, bounded by the hang timeout without
 // allocating.
 func (c *Coll) barrier(context.Context) error {
@@ -383,10 +437,7 @@ func (c *Coll) barrier(context.Context) error {
 	err := c.world.Barrier(&c.wctx)
 	c.wctx.disarm()
 	if err != nil {
-		if c.wctx.Err() == context.DeadlineExceeded {
-			return fmt.Errorf("%w: barrier: no answer from every rank within %v (a peer stopped, or did not start): %v", ErrWorld, c.hang, err)
-		}
-		return fmt.Errorf("%w: barrier: %v", ErrWorld, err)
+		return c.worldErr("barrier", err)
 	}
 	return nil
 }
@@ -394,20 +445,22 @@ func (c *Coll) barrier(context.Context) error {
 // mapErr wraps an error of exec in the sentinel of this package that describes it.
 func mapErr(err error) error {
 	switch {
+	case errors.Is(err, exec.ErrSessionClosed):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
 	case errors.Is(err, ErrWorld), errors.Is(err, ErrBind), errors.Is(err, ErrInternal):
 		return err
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return err // Wait's own ctx: the start goes on
 	case errors.Is(err, exec.ErrUnbound):
-		return fmt.Errorf("%w: %v", ErrUnbound, err)
+		return fmt.Errorf("%w: %w", ErrUnbound, err)
 	case errors.Is(err, exec.ErrInFlight):
-		return fmt.Errorf("%w: %v", ErrBusy, err)
-	case errors.Is(err, exec.ErrSessionClosed):
-		return fmt.Errorf("%w: %v", ErrClosed, err)
+		return fmt.Errorf("%w: %w", ErrBusy, err)
 	case errors.Is(err, exec.ErrRebindRemote):
-		return fmt.Errorf("%w: %v", ErrBind, err)
+		return fmt.Errorf("%w: %w", ErrBind, err)
 	case errors.Is(err, exec.ErrHang):
-		return fmt.Errorf("%w: %v", ErrTimeout, err)
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
 	case errors.Is(err, exec.ErrPanic):
-		return fmt.Errorf("%w: %v", ErrInternal, err)
+		return fmt.Errorf("%w: %w", ErrInternal, err)
 	}
-	return fmt.Errorf("%w: %v", ErrProvider, err)
+	return fmt.Errorf("%w: %w", ErrProvider, err)
 }

@@ -7,11 +7,11 @@
 // # Lifecycle
 //
 //	plan, err := coredag.Open("ring_allreduce.dag", coredag.Options{Params: map[string]int64{"n": 1024}})
-//	coll, err := plan.Init(ctx, world)        // join the world: queues, registrations, connections
+//	coll, err := plan.Init(ctx, world)        // join the world (all ranks agree on the plan)
 //	err = coll.Bind("data", myBytes)          // every extern buffer, once (re-binding allowed between starts)
 //	for each step {
 //	    ... write the inputs into the bound memory ...
-//	    err = coll.Start()                    // returns at once
+//	    err = coll.Start()                    // returns at once (the first sets the queues up)
 //	    ... compute that does not touch the bound memory ...
 //	    err = coll.Wait(ctx)                  // or poll coll.Test()
 //	    ... read the results ...
@@ -21,7 +21,7 @@
 // A plan that fails `coredag check` does not open: Open returns a *CheckError with the
 // positioned diagnostics. Buffers declared `extern` in the plan are the caller's: they must be
 // bound before the first Start. Every other buffer (scratch) is coredag's, allocated and
-// registered at Init.
+// registered by the first Start, which also registers the bound memory and connects the queues.
 //
 // # Worlds
 //
@@ -44,10 +44,10 @@
 //
 // Several Colls, of one plan or of several, may be open and in flight at once: each has its
 // own device contexts, queues, completion queues and background goroutine, and they share
-// nothing but the World (whose calls they make from their background goroutines, so the
-// World must accept concurrent calls when several Colls are in flight; a World over MPI must
-// then be initialised with MPI_THREAD_MULTIPLE, or the Colls must be started and waited one
-// at a time). A Coll is used by one goroutine at a time, except Close, which may be called from
+// nothing but the World. The World's calls come from the Colls' background goroutines, not
+// from the thread that called Start, concurrently with the application's own calls and, with
+// several Colls in flight, with each other: a World over MPI uses its own communicator
+// (MPI_Comm_dup) and a library initialised with MPI_THREAD_MULTIPLE. A Coll is used by one goroutine at a time, except Close, which may be called from
 // any goroutine, also while another waits.
 //
 // # Errors

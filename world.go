@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/bootstrap"
@@ -34,7 +35,8 @@ type World interface {
 // BootstrapWorld joins coredag's own TCP bootstrap: the rank and size come from the launcher's
 // environment (mpirun's OMPI_COMM_WORLD_RANK and _SIZE, PMI_RANK and PMI_SIZE, srun's
 // SLURM_PROCID and SLURM_NTASKS); rank 0 listens on addr (HOST:PORT) and the others connect to
-// it. The World it returns also has a Close method (io.Closer) that drops the connections.
+// it. The World it returns also has a Close method (io.Closer) that drops the connections. Its
+// collectives run one at a time: use it for one Coll in flight at a time (several may be open).
 func BootstrapWorld(ctx context.Context, addr string) (w World, err error) {
 	defer recoverInto(&err)
 	rs, err := bootstrap.ResolveWorld(-1, -1, nil)
@@ -106,16 +108,18 @@ func allgatherVar(ctx context.Context, w World, data []byte) ([][]byte, error) {
 }
 
 // exchangeOver is the exec.Options.Exchange of one rank per process, over w: every process's
-// endpoint, as JSON, through allgatherVar.
-func exchangeOver(w World, ranks int) func(context.Context, []exec.Endpoint) ([]exec.Endpoint, error) {
+// endpoint, as JSON, through allgatherVar, bounded by hang.
+func exchangeOver(w World, ranks int, hang time.Duration) func(context.Context, []exec.Endpoint) ([]exec.Endpoint, error) {
 	return func(ctx context.Context, local []exec.Endpoint) ([]exec.Endpoint, error) {
+		ctx, cancel := context.WithTimeout(ctx, hang)
+		defer cancel()
 		b, err := json.Marshal(local)
 		if err != nil {
 			return nil, err
 		}
 		parts, err := allgatherVar(ctx, w, b)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrWorld, err)
+			return nil, fmt.Errorf("%w: exchange of queue and memory descriptors (bounded by the hang timeout %v): %w", ErrWorld, hang, err)
 		}
 		all := make([]exec.Endpoint, ranks)
 		for i := range all {

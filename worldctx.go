@@ -37,7 +37,12 @@ func (w *worldCtx) arm() {
 }
 
 // disarm stops it.
-func (w *worldCtx) disarm() { w.timer.Stop() }
+func (w *worldCtx) disarm() {
+	w.timer.Stop()
+	w.mu.Lock()
+	w.deadline = time.Time{}
+	w.mu.Unlock()
+}
 
 // close ends the context for good (the Coll closes).
 func (w *worldCtx) close() {

@@ -235,6 +235,20 @@ func (e *offloadEngine) relocate(rank int, move func(*nic.SGE)) {
 	}
 }
 
+func (e *offloadEngine) relocateRemote(peer int, move func(addr *uint64, rkey *uint32)) {
+	for ri := range e.ranks {
+		or := &e.ranks[ri]
+		for wi := range or.wqs {
+			o := &or.wqs[wi]
+			for k := range o.swr {
+				if k < len(o.wq.Chain) && int(o.wq.Chain[k].Peer) == peer {
+					moveRemoteWRs(o.swr[k:k+1], move)
+				}
+			}
+		}
+	}
+}
+
 // prepost has nothing to do: the offload engine posts each iteration's chains in iterate.
 func (e *offloadEngine) prepost() error { return nil }
 

@@ -46,9 +46,11 @@ var (
 
 // Rebind replaces the memory of extern buffer b on local rank with the caller's region, between
 // runs: it registers the region, moves every prebuilt work request of the rank that names the
-// old region to the new one (same offsets), and releases the old registration. A buffer peers
-// access one-sidedly (remote write, read or atomic) cannot be rebound: its address and key went
-// to them when the queues connected (ErrRebindRemote).
+// old region to the new one (same offsets), and releases the old registration. When peers access
+// the buffer one-sidedly (remote write, read or atomic), they must learn its new address and
+// key: with every rank local that is done at once; across processes the next step does it
+// (Options.Sync tells every process that one rebound, then Options.Exchange hands the new
+// descriptors round). A session without Sync refuses such a rebind (ErrRebindRemote).
 func (s *Session) Rebind(rank int, b ir.BufID, m Region) error {
 	g := s.plan.Graph
 	if s.closed {
@@ -61,9 +63,11 @@ func (s *Session) Rebind(rank int, b ir.BufID, m Region) error {
 	if !buf.Extern {
 		return fmt.Errorf("%s: buffer %s is not extern: its memory is coredag's", buf.Pos, buf.Name)
 	}
-	if buf.Access&(ir.RemoteWrite|ir.RemoteRead|ir.RemoteAtomic) != 0 {
-		return fmt.Errorf("%s: buffer %s: %w: peers access it (%s) with the address and key they received at the first start; "+
-			"copy the new data into the bound memory instead, or close and init again", buf.Pos, buf.Name, ErrRebindRemote, accessOf(buf))
+	remote := buf.Access&(ir.RemoteWrite|ir.RemoteRead|ir.RemoteAtomic) != 0
+	allLocal := len(s.ranks) == g.Ranks
+	if remote && !allLocal && (s.opts.Sync == nil || s.opts.Exchange == nil) {
+		return fmt.Errorf("%s: buffer %s: %w: peers access it (%s) with the address and key they received at the first start, "+
+			"and this session has no Sync to tell them of a new one", buf.Pos, buf.Name, ErrRebindRemote, accessOf(buf))
 	}
 	if int64(m.Len) != buf.Bytes() {
 		return fmt.Errorf("%s: buffer %s is %d bytes, the region %d", buf.Pos, buf.Name, buf.Bytes(), m.Len)
@@ -85,7 +89,63 @@ func (s *Session) Rebind(rank int, b ir.BufID, m Region) error {
 	s.d.relocate(rank, func(e *nic.SGE) { moveSGE(e, old, mr) })
 	r.mrs[b] = mr
 	s.mem.bufs[rank][b] = mr.Bytes()[:buf.Bytes()]
+	if remote {
+		if allLocal { // every rank's work requests are here: move them now
+			s.moveRemote(rank, b, mr.Remote())
+		} else {
+			s.remoteMoved = true
+		}
+	}
 	return old.Close()
+}
+
+// moveRemote points every local work request that addresses buffer b of peer at to, and
+// records to as the peer's descriptor.
+func (s *Session) moveRemote(peer int, b ir.BufID, to nic.RemoteMR) {
+	eps := s.res[0].peers // one slice, shared by every local rank (setupRanks)
+	from := eps[peer].MRs[b]
+	if from == to {
+		return
+	}
+	s.d.relocateRemote(peer, func(addr *uint64, rkey *uint32) {
+		if *rkey == from.RKey && *addr >= from.Addr && *addr-from.Addr <= from.Len {
+			*addr, *rkey = to.Addr+(*addr-from.Addr), to.RKey
+		}
+	})
+	eps[peer].MRs[b] = to
+}
+
+// exchangeMoved hands every process's current memory descriptors round (Options.Exchange) after
+// a rank rebound a remotely accessed buffer, and moves the work requests that address them.
+func (s *Session) exchangeMoved(ctx context.Context) error {
+	local := make([]Endpoint, len(s.res))
+	for i, r := range s.res {
+		local[i] = r.endpoint()
+	}
+	all, err := s.opts.Exchange(ctx, local)
+	if err != nil {
+		return fmt.Errorf("exchange rebound memory: %w", err)
+	}
+	g := s.plan.Graph
+	for peer := range all {
+		if peer >= g.Ranks || len(all[peer].MRs) != len(g.Buffers) {
+			return fmt.Errorf("exchange rebound memory: rank %d sent %d memory descriptors, the plan has %d buffers", peer, len(all[peer].MRs), len(g.Buffers))
+		}
+		for b := range g.Buffers {
+			s.moveRemote(peer, ir.BufID(b), all[peer].MRs[b])
+		}
+	}
+	s.remoteMoved = false
+	return nil
+}
+
+// moveRemoteWRs applies f to the remote address and key of every work request of the list.
+func moveRemoteWRs(swr []nic.SendWR, f func(addr *uint64, rkey *uint32)) {
+	for i := range swr {
+		if swr[i].RKey != 0 || swr[i].RemoteAddr != 0 {
+			f(&swr[i].RemoteAddr, &swr[i].RKey)
+		}
+	}
 }
 
 // moveSGE points e at the same offset of to when it names a range of from.
@@ -113,7 +173,8 @@ func moveWRs(swr []nic.SendWR, rwr []nic.RecvWR, f func(*nic.SGE)) {
 }
 
 // step runs one iteration on the memory as it is (no reset, no comparison with the
-// reference): re-arm, prepost, the start barrier, the iteration, the end barrier. The end
+// reference): re-arm, prepost, the start barrier (Sync when set), the iteration, the end
+// barrier. The end
 // barrier keeps a rank from reporting the iteration done while a peer may still read or write
 // its memory (one-sided operations complete at the initiator only).
 func (s *Session) step(ctx context.Context) error {
@@ -126,7 +187,20 @@ func (s *Session) step(ctx context.Context) error {
 	iter := s.done
 	s.d.rearm(iter)
 	err := s.d.prepost()
-	if err == nil && s.opts.Barrier != nil {
+	switch {
+	case err != nil:
+	case s.opts.Sync != nil:
+		// A barrier that also tells every process whether one rebound remotely accessed memory.
+		var flags uint64
+		if s.remoteMoved {
+			flags = 1
+		}
+		if flags, err = s.opts.Sync(ctx, flags); err != nil {
+			err = fmt.Errorf("iteration %d: barrier before the run: %w", iter, err)
+		} else if flags&1 != 0 {
+			err = s.exchangeMoved(ctx)
+		}
+	case s.opts.Barrier != nil:
 		if err = s.barrier(ctx); err != nil {
 			err = fmt.Errorf("iteration %d: barrier before the run: %w", iter, err)
 		}

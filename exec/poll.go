@@ -211,6 +211,14 @@ func (e *pollEngine) relocate(rank int, move func(*nic.SGE)) {
 	}
 }
 
+func (e *pollEngine) relocateRemote(peer int, move func(addr *uint64, rkey *uint32)) {
+	for si := range e.sides {
+		if s := &e.sides[si]; s.queue != ir.None && e.g.Queues[s.queue].PeerRank == peer {
+			moveRemoteWRs(s.swr, move)
+		}
+	}
+}
+
 func (e *pollEngine) rearm(int) {
 	copy(e.pending, e.initPending)
 	clear(e.ready)

@@ -74,6 +74,10 @@ type Options struct {
 	// each iteration, so no peer writes into a buffer that is being reset. Nil when every rank is
 	// local.
 	Barrier func(ctx context.Context) error
+	// Sync, when set, is the barrier an Op's step starts with (instead of Barrier): it also ORs
+	// flags over every process, which tells them all that one rebound a remotely accessed
+	// buffer (Session.Rebind), so that all hand their memory descriptors round (Exchange).
+	Sync func(ctx context.Context, flags uint64) (uint64, error)
 	// Reference is the expected memory (from Reference); computed when nil.
 	Reference *Memory
 	// OnIteration, when set, is called after each iteration with the number done and the total
@@ -156,6 +160,9 @@ type driver interface {
 	// relocate applies move to the local SGE of every prebuilt work request of rank (a buffer
 	// rebound to other memory, Session.Rebind).
 	relocate(rank int, move func(*nic.SGE))
+	// relocateRemote applies move to the remote address and key of every prebuilt work request
+	// that addresses peer's memory (a peer's buffer rebound).
+	relocateRemote(peer int, move func(addr *uint64, rkey *uint32))
 }
 
 // Session is a compiled plan made ready to run on a provider: every local rank's device is open,
@@ -173,9 +180,12 @@ type Session struct {
 	res    []*rankRes
 	mem    *Memory
 	d      driver
-	done   int   // iterations run so far: re-arming goes on from there
-	failed error // what ended an earlier Run: the queues are in no state to go on
-	closed bool
+	done   int // iterations run so far: re-arming goes on from there
+	// remoteMoved: a remotely accessed buffer was rebound; the next step hands its new
+	// descriptor to the other processes (Rebind, Options.Sync).
+	remoteMoved bool
+	failed      error // what ended an earlier Run: the queues are in no state to go on
+	closed      bool
 }
 
 // ErrSessionClosed is returned by Run on a closed Session.
@@ -313,6 +323,8 @@ func (s *Session) RunTimed(ctx context.Context, iters int, timed func(iterate fu
 		return nil, fmt.Errorf("run: %w (%v): prepare a new session", ErrSessionFailed, firstLine(s.failed.Error()))
 	case iters < 1:
 		return nil, fmt.Errorf("run: %d iterations: need at least 1", iters)
+	case s.ref == nil:
+		return nil, errors.New("run: this session has no reference memory to compare with (an Op's session runs by Op.Start)")
 	}
 	// A triggered plan's counters are never reset: the session's iterations are bounded.
 	if err := s.plan.CheckIterations(uint64(s.done) + uint64(iters)); err != nil {

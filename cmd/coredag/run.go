@@ -21,7 +21,7 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/nic"
-	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/exec/provider"
 	"github.com/coredag/coredag/internal/atomicfile"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/internal/english"
@@ -100,23 +100,21 @@ func (c *runCmd) Run(e *env) error {
 	if c.Explore < 0 {
 		return usageError("--explore %d: need a number of runs, at least 1", c.Explore)
 	}
+	prov, err := provider.Lookup(c.Provider)
+	if err != nil {
+		return usageError("--provider: %v", err)
+	}
 	if c.Overlap {
-		return c.runOverlap(e)
+		return c.runOverlap(e, prov)
 	}
-	if c.Provider == "verbs" {
-		return c.runVerbs(e)
+	if err := c.checkProvider(prov); err != nil {
+		return err
 	}
-	var prov nic.Provider // nil: the software NIC, a new one per run
-	if c.Provider == "ofi" {
-		if err := c.checkOFI(); err != nil {
-			return err
-		}
-		if c.ofiPerProcess() {
-			return c.runOFIPerProcess(e)
-		}
-		if c.Explore > 0 || c.OnHang != "" || c.Seed != 0 {
-			return usageError("--explore, --seed and --on-hang work with the software NIC only")
-		}
+	if c.perProcess(prov) {
+		return c.runPerProcess(e, prov)
+	}
+	if !prov.Seeded && (c.Explore > 0 || c.OnHang != "" || c.Seed != 0) {
+		return usageError("--explore, --seed and --on-hang work with the software NIC only")
 	}
 	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON, loadOptions{})
 	if err != nil {
@@ -150,52 +148,57 @@ func (c *runCmd) Run(e *env) error {
 			return err
 		}
 	}
-	if c.Provider == "ofi" {
-		if prov, err = c.openOFI(e); err != nil {
-			return err
-		}
-		defer prov.(interface{ Close() error }).Close()
-	} else {
-		prov = softnic.New(softnic.Options{})
-	}
-	engine, plan, ref, err := c.setup(e, l, prov.Caps(), prov)
+	// The first run's provider also tells setup what the NIC can do and costs; a seeded one
+	// (the software NIC) is opened anew for every further run, with its seed.
+	first0, err := c.openProvider(e, prov, -1, first)
 	if err != nil {
 		return err
 	}
-	target := plan.Target
-	rep := runReport{File: l.path, Plan: g.Name, Ranks: g.Ranks, Target: target.Name, Seed: first, Iters: c.Iters, OK: true}
+	defer first0.Close()
+	engine, plan, ref, err := c.setup(e, l, first0.Caps(), first0)
+	if err != nil {
+		return err
+	}
+	rep := runReport{File: l.path, Plan: g.Name, Ranks: g.Ranks, Target: plan.Target.Name, Seed: first, Iters: c.Iters, OK: true}
+	last, err := c.runSeeds(e, l, prov, first0, engine, plan, ref, &rep, runs, first)
+	if err != nil {
+		return err
+	}
+	return c.report(e, l, engine, plan, &rep, last, runs)
+}
+
+// runSeeds runs the plan runs times, with seeds first, first+1, ... (a seeded provider is opened
+// anew for each run after the first, which runs on p), recording each in rep; it stops at the
+// first failure, reported on stderr. It returns the last run's result.
+func (c *runCmd) runSeeds(e *env, l *loaded, prov provider.Entry, p nic.Provider, engine exec.Engine, plan *ir.Plan, ref *exec.Memory,
+	rep *runReport, runs int, first uint64) (*exec.Result, error) {
 	bar := newProgress(e, int(min(budget.Mul(int64(c.Iters), int64(runs)), math.MaxInt)))
+	defer bar.done()
 	var last *exec.Result
 	for k := 0; k < runs; k++ {
 		seed := first + uint64(k)
-		p := prov
-		if c.Provider != "ofi" {
-			p = softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
+		run := p
+		if k > 0 && prov.Seeded {
+			var err error
+			if run, err = c.openProvider(e, prov, -1, seed); err != nil {
+				bar.abort()
+				return nil, err
+			}
 		}
-		res, err := exec.Run(context.Background(), plan, p, exec.Options{
+		res, err := exec.Run(context.Background(), plan, run, exec.Options{
 			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, NoTriggers: c.NoTriggers, Timeline: c.Timeline != "", OnIteration: func(int, int) { bar.step() },
 		})
+		if run != p {
+			_ = run.Close()
+		}
+		if res != nil {
+			last = res
+		}
 		if err != nil {
 			bar.abort()
-			rep.OK, rep.Error, rep.Diags = false, err.Error(), runDiagnostics(err, plan)
-			if res != nil {
-				last = res
-			}
-			if !c.JSON {
-				fmt.Fprintf(e.stderr, "%s: run failed (seed %d): ", diag.QuoteName(l.path), seed)
-				diag.Print(e.stderr, err, diag.Sources{l.path: l.src})
-			}
-			var hang *exec.HangError
-			if c.OnHang != "" && errors.As(err, &hang) {
-				if werr := writeHangView(c.OnHang, plan, hang); werr != nil {
-					fmt.Fprintf(e.stderr, "%s: --on-hang: %v\n", l.path, werr)
-				} else {
-					fmt.Fprintf(e.stderr, "%s: plan view of the hang written to %s\n", l.path, c.OnHang)
-				}
-			}
+			c.reportFailure(e, l, plan, rep, err, seed)
 			break
 		}
-		last = res
 		if runs > 1 {
 			rep.Runs = append(rep.Runs, exploredRun{MedianNS: res.Latency.Median.Nanoseconds(), OK: res.OK, Seed: seed})
 		}
@@ -208,9 +211,34 @@ func (c *runCmd) Run(e *env) error {
 			}
 		}
 	}
-	bar.done()
+	return last, nil
+}
+
+// reportFailure records a failed run in rep and, unless --json, prints its diagnosis; with
+// --on-hang it draws a hang.
+func (c *runCmd) reportFailure(e *env, l *loaded, plan *ir.Plan, rep *runReport, err error, seed uint64) {
+	rep.OK, rep.Error, rep.Diags = false, err.Error(), runDiagnostics(err, plan)
+	if !c.JSON {
+		fmt.Fprintf(e.stderr, "%s: run failed (seed %d): ", diag.QuoteName(l.path), seed)
+		diag.Print(e.stderr, err, diag.Sources{l.path: l.src})
+	}
+	var hang *exec.HangError
+	if c.OnHang != "" && errors.As(err, &hang) {
+		if werr := writeHangView(c.OnHang, plan, hang); werr != nil {
+			fmt.Fprintf(e.stderr, "%s: --on-hang: %v\n", l.path, werr)
+		} else {
+			fmt.Fprintf(e.stderr, "%s: plan view of the hang written to %s\n", l.path, c.OnHang)
+		}
+	}
+}
+
+// report checks the postconditions on the last run's values, adds the --dump buffers and prints
+// the report (text or JSON) and the --timeline file.
+func (c *runCmd) report(e *env, l *loaded, engine exec.Engine, plan *ir.Plan, rep *runReport, last *exec.Result, runs int) error {
+	g := l.graph
 	if rep.OK && last != nil && len(g.Expects) > 0 {
-		if rep.Expects, err = checkExpects(g, engine, target, last); err != nil {
+		var err error
+		if rep.Expects, err = checkExpects(g, engine, plan.Target, last); err != nil {
 			rep.OK, rep.Error = false, err.Error()
 		}
 		for _, x := range rep.Expects {
@@ -234,7 +262,7 @@ func (c *runCmd) Run(e *env) error {
 			return err
 		}
 	} else if last != nil {
-		printRun(e, diag.QuoteName(l.path), &rep, last, runs)
+		printRun(e, diag.QuoteName(l.path), rep, last, runs)
 	}
 	if c.Timeline != "" && last != nil {
 		if err := c.writeTimeline(e, l.path, g, last, c.Timeline); err != nil {

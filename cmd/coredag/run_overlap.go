@@ -7,8 +7,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
-	"github.com/coredag/coredag/exec/nic"
-	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/exec/provider"
 	"github.com/coredag/coredag/internal/english"
 )
 
@@ -33,35 +32,29 @@ type overlapCPU struct {
 
 // runOverlap is `run --overlap`: every rank in this process on the software NIC or libfabric,
 // measured by exec's Session.Overlap, memory checked after every iteration.
-func (c *runCmd) runOverlap(e *env) error {
+func (c *runCmd) runOverlap(e *env, prov provider.Entry) error {
 	switch {
-	case c.Provider == "verbs" || c.Provider == "ofi" && c.ofiPerProcess():
+	case !prov.AllRanks || c.perProcess(prov):
 		return usageError("--overlap runs every rank in this process: use --provider softnic, or ofi without --rank, --ranks and --bootstrap")
 	case c.Explore > 0 || c.Timeline != "" || c.OnHang != "" || len(c.Dump) > 0:
 		return usageError("--overlap measures one run: drop --explore, --timeline, --on-hang and --dump")
 	}
-	if c.Provider == "ofi" {
-		if err := c.checkOFI(); err != nil {
-			return err
-		}
-		if c.Seed != 0 {
-			return usageError("--seed works with the software NIC only")
-		}
+	if err := c.checkProvider(prov); err != nil {
+		return err
+	}
+	if !prov.Seeded && c.Seed != 0 {
+		return usageError("--seed works with the software NIC only")
 	}
 	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON, loadOptions{})
 	if err != nil {
 		return err
 	}
-	var prov nic.Provider
-	if c.Provider == "ofi" {
-		if prov, err = c.openOFI(e); err != nil {
-			return err
-		}
-		defer prov.(interface{ Close() error }).Close()
-	} else {
-		prov = softnic.New(softnic.Options{Seeded: c.Seed != 0, Seed: c.Seed})
+	p, err := c.openProvider(e, prov, -1, c.Seed)
+	if err != nil {
+		return err
 	}
-	engine, plan, ref, err := c.setup(e, l, prov.Caps(), prov)
+	defer p.Close()
+	engine, plan, ref, err := c.setup(e, l, p.Caps(), p)
 	if err != nil {
 		return err
 	}
@@ -69,7 +62,7 @@ func (c *runCmd) runOverlap(e *env) error {
 	rep := runReport{File: l.path, Plan: g.Name, Ranks: g.Ranks, Target: plan.Target.Name, Seed: c.Seed, Iters: c.Iters}
 	ctx := context.Background()
 	var o *exec.Overlap
-	s, err := exec.Prepare(ctx, plan, prov, exec.Options{Engine: engine, Seed: c.Seed, Reference: ref, NoTriggers: c.NoTriggers})
+	s, err := exec.Prepare(ctx, plan, p, exec.Options{Engine: engine, Seed: c.Seed, Reference: ref, NoTriggers: c.NoTriggers})
 	if err == nil {
 		defer s.Close()
 		o, err = s.Overlap(ctx, c.Iters)

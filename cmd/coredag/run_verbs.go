@@ -9,8 +9,7 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/bootstrap"
-	"github.com/coredag/coredag/exec/nic"
-	"github.com/coredag/coredag/exec/verbs"
+	"github.com/coredag/coredag/exec/provider"
 	"github.com/coredag/coredag/internal/english"
 )
 
@@ -38,26 +37,12 @@ type verbsResult struct {
 	Reports  []bootstrap.Report `json:"ranks_reports"`
 }
 
-// runVerbs runs this process's rank of the plan on a verbs device and, on rank 0, prints the
-// verdict of every rank.
-func (c *runCmd) runVerbs(e *env) (err error) {
-	if !verbs.Available {
-		return usageError("--provider verbs: %v", verbs.ErrNotBuilt)
-	}
-	// exec/verbs drives upstream rdma-core, which has no cross-channel, so Select decides for a
-	// NIC without it (Prepare checks the device's own caps again).
-	return c.runPerProcess(e, "verbs", nic.Caps{}, func(rank int) (nic.Provider, error) {
-		vo := verbs.DefaultOptions()
-		vo.Device, vo.GIDIndex, vo.Ranks = c.Device, c.GIDIndex, []int{rank}
-		return verbs.New(vo)
-	})
-}
-
-// runPerProcess runs this process's rank of the plan on the provider open returns (named name
-// in messages) and, on rank 0, prints the verdict of every rank. The ranks exchange their
-// endpoints through exec/bootstrap. caps is what Select assumes of the NIC, which is opened after
-// the usage checks.
-func (c *runCmd) runPerProcess(e *env, name string, caps nic.Caps, open func(rank int) (nic.Provider, error)) (err error) {
+// runPerProcess runs this process's rank of the plan on the provider (verbs, or ofi with
+// --rank, --ranks or --bootstrap) and, on rank 0, prints the verdict of every rank. The ranks
+// exchange their endpoints through exec/bootstrap. The provider is opened after the usage
+// checks; engine selection assumes the caps its table entry gives.
+func (c *runCmd) runPerProcess(e *env, prov provider.Entry) (err error) {
+	name := prov.Name
 	world, err := bootstrap.ResolveWorld(c.Rank, c.NumRanks, nil)
 	if err != nil {
 		return usageError("--provider %s: %v", name, err)
@@ -83,16 +68,17 @@ func (c *runCmd) runPerProcess(e *env, name string, caps nic.Caps, open func(ran
 	if g.Ranks != world.Size {
 		return usageError("plan %s has %d ranks but %d processes run it: make -p ranks= match --ranks", g.Name, g.Ranks, world.Size)
 	}
-	engine, plan, ref, err := c.setup(e, l, caps, nil)
+	engine, plan, ref, err := c.setup(e, l, prov.Caps(c.providerConfig(world.Rank, 0)), nil)
 	if err != nil {
 		return err
 	}
 	target := plan.Target
-	dev, err := open(world.Rank)
+	dev, err := prov.Open(c.providerConfig(world.Rank, 0))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "rank %d: %v\n", world.Rank, err)
 		return &exitError{code: exitFail}
 	}
+	defer dev.Close()
 	cfg := bootstrap.Config{World: world, Addr: c.Bootstrap}
 	res, own, all, err := bootstrap.RunProcess(context.Background(), plan, dev, cfg,
 		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true, NoTriggers: c.NoTriggers, Timeline: c.Timeline != ""})

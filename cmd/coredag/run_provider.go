@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/exec/provider"
+)
+
+// providerConfig is how --provider's NIC is opened for rank (-1: every rank here) with a
+// schedule seed.
+func (c *runCmd) providerConfig(rank int, seed uint64) provider.Config {
+	return provider.Config{Rank: rank, Seeded: seed != 0, Seed: seed, OFIProvider: c.OFIProv, Device: c.Device, GIDIndex: c.GIDIndex}
+}
+
+// perProcess reports whether this process runs one rank of the plan: always for a provider
+// that cannot run them all here (verbs), and for one that can do both (ofi) when --rank,
+// --ranks or --bootstrap was given.
+func (c *runCmd) perProcess(prov provider.Entry) bool {
+	return !prov.AllRanks || prov.PerProcess && (c.Rank >= 0 || c.NumRanks >= 0 || c.Bootstrap != "")
+}
+
+// checkProvider refuses what the provider cannot do, before anything is loaded.
+func (c *runCmd) checkProvider(prov provider.Entry) error {
+	if prov.Check != nil {
+		return usageError("--provider %s: %v", prov.Name, prov.Check)
+	}
+	if !prov.Device && (c.Device != "" || c.GIDIndex >= 0) {
+		return usageError("--device and --gid-index are for --provider verbs")
+	}
+	if prov.Loopback && c.Bootstrap != "" {
+		// The provider's traffic stays on loopback (endpoints bind 127.0.0.1), so does the bootstrap.
+		host, _, err := net.SplitHostPort(c.Bootstrap)
+		if err != nil {
+			return usageError("--bootstrap %s: %v", c.Bootstrap, err)
+		}
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() || ip.To4() == nil {
+			return usageError("--bootstrap %s: --provider %s runs on loopback only: give 127.0.0.1:PORT", c.Bootstrap, prov.Name)
+		}
+	}
+	return nil
+}
+
+// openProvider opens the provider for a run of every rank in this process; a failure is
+// reported on stderr.
+func (c *runCmd) openProvider(e *env, prov provider.Entry, rank int, seed uint64) (nic.Provider, error) {
+	p, err := prov.Open(c.providerConfig(rank, seed))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "--provider %s: %s\n", prov.Name, strings.TrimPrefix(err.Error(), prov.Name+": "))
+		return nil, &exitError{code: exitFail}
+	}
+	return p, nil
+}

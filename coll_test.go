@@ -1,0 +1,467 @@
+package coredag
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const testHang = time.Second
+
+// openRing opens ring_allreduce with data extern; shared, when set, makes Init take Worlds of
+// one rank each, on one software NIC.
+func openRing(t testing.TB, ranks, n int, shared bool) *Plan {
+	return openRingHang(t, ranks, n, shared, testHang)
+}
+
+func openRingHang(t testing.TB, ranks, n int, shared bool, hang time.Duration) *Plan {
+	t.Helper()
+	p, err := Open("plans/ring_allreduce.dag", Options{Params: map[string]int64{"ranks": int64(ranks), "n": int64(n)},
+		Extern: []string{"data"}, HangTimeout: hang})
+	require.NoError(t, err)
+	if shared {
+		p.prov = sharedSoftNIC()
+	}
+	return p
+}
+
+// fill writes iteration it's data of rank r and returns it.
+func fill(d []float32, r, it int) {
+	for i := range d {
+		d[i] = float32((r+1)*(i%5) + it%3)
+	}
+}
+
+// TestWorldsRingAllreduce runs the ring allreduce as one Coll per rank, each on its own World
+// and goroutine, as processes would: fresh data each iteration, compared with a serial sum.
+func TestWorldsRingAllreduce(t *testing.T) {
+	const ranks, n, iters = 3, 64, 30
+	// Three polling goroutines on a shared machine: a generous hang timeout.
+	p := openRingHang(t, ranks, n, true, 10*time.Second)
+	worlds := chanWorlds(ranks)
+	colls := make([]*Coll, ranks)
+	var wg sync.WaitGroup
+	errs := make([]error, ranks)
+	for r := range colls {
+		wg.Add(1)
+		go func() { // Init is collective: every rank at once
+			defer wg.Done()
+			colls[r], errs[r] = p.Init(context.Background(), worlds[r])
+		}()
+	}
+	wg.Wait()
+	for r := range colls {
+		require.NoError(t, errs[r], "rank %d", r)
+		defer colls[r].Close()
+	}
+	bad := make([]int, ranks)
+	for r := range colls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := colls[r]
+			d := make([]float32, ranks*n)
+			if errs[r] = BindSlice(c, r, "data", d); errs[r] != nil {
+				return
+			}
+			want := make([]float32, ranks*n)
+			peer := make([]float32, ranks*n)
+			for it := 0; it < iters; it++ {
+				fill(d, r, it)
+				clear(want)
+				for q := 0; q < ranks; q++ {
+					fill(peer, q, it)
+					for i := range want {
+						want[i] += peer[i]
+					}
+				}
+				if errs[r] = c.Start(); errs[r] != nil {
+					return
+				}
+				if errs[r] = c.Wait(context.Background()); errs[r] != nil {
+					return
+				}
+				for i := range want {
+					if d[i] != want[i] {
+						bad[r]++
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for r := range colls {
+		assert.NoError(t, errs[r], "rank %d", r)
+		assert.Zero(t, bad[r], "rank %d: elements that differ from the serial sum", r)
+	}
+}
+
+// TestStartUnbound: a start before every extern buffer is bound names the buffer.
+func TestStartUnbound(t *testing.T) {
+	p := openRing(t, 2, 8, false)
+	c, err := p.Init(context.Background(), nil)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, BindSlice(c, 0, "data", make([]float32, 16)))
+	err = c.Start()
+	require.ErrorIs(t, err, ErrUnbound)
+	assert.Contains(t, err.Error(), "buffer data on rank 1")
+	assert.Contains(t, err.Error(), "ring_allreduce.dag:")
+	require.NoError(t, BindSlice(c, 1, "data", make([]float32, 16)))
+	require.NoError(t, c.Start())
+	require.NoError(t, c.Wait(context.Background()))
+}
+
+// TestSecondStartBusy: a start before the previous one was waited for is refused; the first
+// completes normally.
+func TestSecondStartBusy(t *testing.T) {
+	p := openRing(t, 2, 8, false)
+	c, err := p.Init(context.Background(), nil)
+	require.NoError(t, err)
+	defer c.Close()
+	for r := 0; r < 2; r++ {
+		require.NoError(t, BindSlice(c, r, "data", make([]float32, 16)))
+	}
+	require.NoError(t, c.Start())
+	err = c.Start()
+	require.ErrorIs(t, err, ErrBusy)
+	assert.Contains(t, err.Error(), "wait for it first")
+	require.ErrorIs(t, c.BindRank(0, "data", make([]byte, 64)), ErrBusy)
+	require.NoError(t, c.Wait(context.Background()))
+	done, err := c.Test()
+	assert.True(t, done)
+	assert.NoError(t, err)
+	require.NoError(t, c.Start())
+	require.NoError(t, c.Wait(context.Background()))
+}
+
+// TestBindErrors: wrong size, element type, alignment, scratch and unknown buffers, each an
+// ErrBind naming the declaration.
+func TestBindErrors(t *testing.T) {
+	p := openRing(t, 2, 8, false)
+	c, err := p.Init(context.Background(), nil)
+	require.NoError(t, err)
+	defer c.Close()
+	raw := make([]byte, 16*4+8)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"size", c.BindRank(0, "data", make([]byte, 60)), "buffer data is 64 bytes (16 f32), the memory given is 60 bytes"},
+		{"type", BindSlice(c, 0, "data", make([]float64, 16)), "buffer data holds f32, bound to a slice of float64"},
+		{"count", BindSlice(c, 0, "data", make([]float32, 17)), "buffer data has 16 elements, bound to a slice of 17"},
+		{"signed", BindSlice(c, 0, "data", make([]int32, 16)), "buffer data holds f32, bound to a slice of int32"},
+		{"align", c.BindRank(0, "data", raw[2:66]), "aligned to 4 bytes"},
+		{"scratch", c.BindRank(0, "tmp", make([]byte, 32)), "buffer tmp is coredag's scratch"},
+		{"unknown", c.BindRank(0, "nope", make([]byte, 32)), `no buffer "nope"`},
+		{"rank", c.BindRank(2, "data", make([]byte, 64)), "rank 2"},
+		{"one rank", c.Bind("data", make([]byte, 64)), "use BindRank"},
+	} {
+		require.ErrorIs(t, tc.err, ErrBind, tc.name)
+		assert.Contains(t, tc.err.Error(), tc.want, tc.name)
+		if tc.name != "unknown" && tc.name != "one rank" {
+			assert.Contains(t, tc.err.Error(), "ring_allreduce.dag:2", tc.name) // the declaration's line
+		}
+	}
+}
+
+// TestRebind: a buffer peers do not access remotely is rebound between starts, and the next
+// start runs on the new memory; a remotely accessed one is refused, and a wrong size too.
+func TestRebind(t *testing.T) {
+	for _, engine := range []string{"offload", "poll"} {
+		t.Run(engine, func(t *testing.T) { testRebind(t, engine) })
+	}
+}
+
+func testRebind(t *testing.T, engine string) {
+	const ranks, chunks, c = 3, 4, 16
+	p, err := Open("plans/pipeline_chain.dag", Options{Params: map[string]int64{"ranks": ranks, "chunks": chunks, "c": c}, Extern: []string{"data"}, Engine: engine})
+	require.NoError(t, err)
+	coll, err := p.Init(context.Background(), nil)
+	require.NoError(t, err)
+	defer coll.Close()
+	assert.Equal(t, engine, coll.Engine())
+	data := make([][]uint32, ranks)
+	for r := range data {
+		data[r] = make([]uint32, chunks*c)
+		require.NoError(t, BindSlice(coll, r, "data", data[r]))
+	}
+	run := func(val uint32) {
+		for i := range data[0] {
+			data[0][i] = val + uint32(i)
+		}
+		require.NoError(t, coll.Start())
+		require.NoError(t, coll.Wait(context.Background()))
+	}
+	run(100)
+	assert.Equal(t, data[0], data[2])
+	// Rank 0's data is the source of its sends (work requests), rank 2's the target of a host
+	// copy: rebind both.
+	old0, old2 := data[0], data[2]
+	data[0], data[2] = make([]uint32, chunks*c), make([]uint32, chunks*c)
+	require.NoError(t, BindSlice(coll, 0, "data", data[0]))
+	require.NoError(t, BindSlice(coll, 2, "data", data[2]))
+	run(500)
+	assert.Equal(t, data[0], data[1], "the sends read the new memory")
+	assert.Equal(t, data[0], data[2], "the new memory holds the broadcast")
+	assert.Equal(t, uint32(100), old0[0], "the old memory is left alone")
+	assert.Equal(t, uint32(100), old2[0], "the old memory is left alone")
+	err = BindSlice(coll, 2, "data", make([]uint32, chunks*c-1))
+	require.ErrorIs(t, err, ErrBind)
+	assert.Contains(t, err.Error(), "pipeline_chain.dag:")
+
+	// A buffer peers write into (the ring's data, remote_write) rebinds too: every rank is here,
+	// so the peers' work requests move at once.
+	ring := openRing(t, 2, 8, false)
+	rc, err := ring.Init(context.Background(), nil)
+	require.NoError(t, err)
+	defer rc.Close()
+	type celsius float32
+	require.NoError(t, BindSlice(rc, 0, "data", make([]celsius, 16)), "a named element type binds as its kind")
+	rd := [][]float32{make([]float32, 16), make([]float32, 16)}
+	for r := range rd { // before the first start a rebind just replaces the memory
+		require.NoError(t, BindSlice(rc, r, "data", rd[r]))
+	}
+	ringStep := func(it int) {
+		want := make([]float32, 16)
+		for r := range rd {
+			fill(rd[r], r, it)
+			p := make([]float32, 16)
+			fill(p, r, it)
+			for i := range want {
+				want[i] += p[i]
+			}
+		}
+		require.NoError(t, rc.Start())
+		require.NoError(t, rc.Wait(context.Background()))
+		assert.Equal(t, want, rd[0], "iteration %d", it)
+		assert.Equal(t, want, rd[1], "iteration %d", it)
+	}
+	ringStep(0)
+	oldRing := rd[1]
+	rd[1] = make([]float32, 16)
+	require.NoError(t, BindSlice(rc, 1, "data", rd[1]))
+	ringStep(1)
+	ringStep(2)
+	fill(rd[0], 0, 0)
+	assert.NotEqual(t, oldRing, rd[0], "the old memory kept iteration 0's sum")
+}
+
+// TestWorldsRebindRemote: a rank of a World rebinds a buffer its peer writes into, alone; the
+// next start hands the new key to the peer and the sums stay right.
+func TestWorldsRebindRemote(t *testing.T) {
+	colls := initWorlds(t, openRingHang(t, 2, 8, true, 5*time.Second), 2)
+	d := [][]float32{make([]float32, 16), make([]float32, 16)}
+	bind := func(r int) { require.NoError(t, BindSlice(colls[r], r, "data", d[r])) }
+	bind(0)
+	bind(1)
+	step := func(it int) {
+		want := make([]float32, 16)
+		for r := range d {
+			fill(d[r], r, it)
+			p := make([]float32, 16)
+			fill(p, r, it)
+			for i := range want {
+				want[i] += p[i]
+			}
+		}
+		startAll(t, colls)
+		assert.Equal(t, want, d[0], "iteration %d", it)
+		assert.Equal(t, want, d[1], "iteration %d", it)
+	}
+	step(0)
+	old := append([]float32(nil), d[1]...)
+	oldMem := d[1]
+	d[1] = make([]float32, 16)
+	bind(1)
+	step(1)
+	step(2)
+	assert.Equal(t, old, oldMem, "nothing writes the old memory after the rebind")
+}
+
+// TestWorldSizeMismatch: a World whose size differs from the plan's ranks fails Init, before
+// any collective.
+func TestWorldSizeMismatch(t *testing.T) {
+	p := openRing(t, 2, 8, true)
+	w := chanWorlds(3)[0]
+	_, err := p.Init(context.Background(), w)
+	require.ErrorIs(t, err, ErrWorld)
+	assert.Contains(t, err.Error(), "the world has 3 ranks (this is rank 0), plan ring_allreduce has 2")
+	_, err = openRing(t, 2, 8, false).Init(context.Background(), chanWorlds(2)[0])
+	require.ErrorIs(t, err, ErrArg, "softnic runs every rank in one process")
+}
+
+// initWorlds inits one Coll per rank over chanWorlds, data bound.
+func initWorlds(t *testing.T, p *Plan, ranks int) []*Coll {
+	t.Helper()
+	worlds := chanWorlds(ranks)
+	colls := make([]*Coll, ranks)
+	errs := make([]error, ranks)
+	var wg sync.WaitGroup
+	for r := range colls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if colls[r], errs[r] = p.Init(context.Background(), worlds[r]); errs[r] == nil {
+				errs[r] = colls[r].Bind("data", make([]byte, p.graph.Buffers[0].Bytes()))
+			}
+		}()
+	}
+	wg.Wait()
+	for r := range colls {
+		require.NoError(t, errs[r])
+		t.Cleanup(func() { colls[r].Close() })
+	}
+	return colls
+}
+
+// startAll runs one iteration on every Coll.
+func startAll(t *testing.T, colls []*Coll) {
+	t.Helper()
+	for _, c := range colls {
+		require.NoError(t, c.Start())
+	}
+	for _, c := range colls {
+		require.NoError(t, c.Wait(context.Background()))
+	}
+}
+
+// TestRankNeverStarts: a peer that does not start is named by the others' Wait, within the
+// hang timeout.
+func TestRankNeverStarts(t *testing.T) {
+	colls := initWorlds(t, openRing(t, 2, 8, true), 2)
+	startAll(t, colls)
+	t0 := time.Now()
+	require.NoError(t, colls[0].Start())
+	err := colls[0].Wait(context.Background())
+	require.ErrorIs(t, err, ErrWorld)
+	assert.Contains(t, err.Error(), "rank 1 did not join")
+	assert.Less(t, time.Since(t0), 3*testHang)
+	require.Error(t, colls[0].Start(), "a failed Coll stays failed")
+}
+
+// TestRankDiesMidStart: a peer whose CPU stops in the middle of an iteration (its NIC runs what
+// was posted, its host steps never run) makes the others fail within the hang timeout, naming it.
+func TestRankDiesMidStart(t *testing.T) {
+	p := openRing(t, 2, 64, true)
+	var freeze func(int)
+	p.prov, freeze = sharedSoftNICFreeze()
+	colls := initWorlds(t, p, 2)
+	t.Cleanup(func() { freeze(-1) }) // before the Colls close
+	startAll(t, colls)
+	t0 := time.Now()
+	freeze(1)
+	require.NoError(t, colls[0].Start())
+	require.NoError(t, colls[1].Start())
+	err := colls[0].Wait(context.Background())
+	require.ErrorIs(t, err, ErrTimeout)
+	assert.Contains(t, err.Error(), "waits for rank 1")
+	assert.Less(t, time.Since(t0), 4*testHang)
+}
+
+// TestCloseDuringStart: Close while a start is in flight (blocked on a peer) returns promptly,
+// the start's Wait says it was closed, and nothing works after.
+func TestCloseDuringStart(t *testing.T) {
+	colls := initWorlds(t, openRing(t, 2, 8, true), 2)
+	startAll(t, colls)
+	require.NoError(t, colls[0].Start()) // rank 1 never starts: rank 0 waits in the barrier
+	ctx, cancel := context.WithTimeout(context.Background(), testHang/8)
+	err := colls[0].Wait(ctx)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Wait's own ctx ends the wait, not the start")
+	assert.Contains(t, err.Error(), "the start goes on")
+	done, err := colls[0].Test()
+	require.NoError(t, err)
+	require.False(t, done)
+	waited := make(chan error, 1)
+	go func() { waited <- colls[0].Wait(context.Background()) }()
+	time.Sleep(testHang / 4)
+	t0 := time.Now()
+	require.NoError(t, colls[0].Close())
+	assert.Less(t, time.Since(t0), testHang)
+	select {
+	case err := <-waited:
+		require.ErrorIs(t, err, ErrClosed)
+		assert.Contains(t, err.Error(), "closed during the start")
+	case <-time.After(2 * testHang):
+		t.Fatal("Wait did not return after Close")
+	}
+	require.ErrorIs(t, colls[0].Start(), ErrClosed)
+	require.ErrorIs(t, colls[0].Bind("data", make([]byte, 64)), ErrClosed)
+	require.NoError(t, colls[0].Close(), "Close twice")
+}
+
+// TestOpenCheckError: a plan that fails check does not open; the error carries positions.
+func TestOpenCheckError(t *testing.T) {
+	src := "plan bad\nparam ranks = 2\nbuffer b f32[4]\nqueue q to (rank + 1) % ranks peer q depth 4\nop r = recv q b\n"
+	_, err := OpenSource("bad.dag", []byte(src), Options{})
+	var ce *CheckError
+	require.ErrorAs(t, err, &ce)
+	require.NotEmpty(t, ce.Diagnostics())
+	assert.True(t, strings.HasPrefix(err.Error(), "bad.dag:"), "%v", err)
+	_, err = OpenSource("x.dag", []byte("plan x\nparam ranks = 1\nbuffer b u8[1]\n"), Options{Provider: "nope"})
+	require.ErrorIs(t, err, ErrProvider)
+	_, err = OpenSource("x.dag", []byte("plan x\nparam ranks = 1\nbuffer b u8[1]\n"), Options{Extern: []string{"c"}})
+	require.ErrorIs(t, err, ErrArg)
+}
+
+// TestSeveralInFlight: two Colls of two plans in flight at once, each on its own queues.
+func TestSeveralInFlight(t *testing.T) {
+	var colls []*Coll
+	var data [][][]float32
+	for k := 0; k < 2; k++ {
+		c, err := openRing(t, 2, 8*(k+1), false).Init(context.Background(), nil)
+		require.NoError(t, err)
+		defer c.Close()
+		d := [][]float32{make([]float32, 16*(k+1)), make([]float32, 16*(k+1))}
+		for r := range d {
+			fill(d[r], r, k)
+			require.NoError(t, BindSlice(c, r, "data", d[r]))
+		}
+		colls, data = append(colls, c), append(data, d)
+	}
+	for _, c := range colls {
+		require.NoError(t, c.Start())
+	}
+	for k, c := range colls {
+		require.NoError(t, c.Wait(context.Background()))
+		want := make([]float32, len(data[k][0]))
+		for r := range want {
+			_ = r
+		}
+		for r := 0; r < 2; r++ {
+			p := make([]float32, len(want))
+			fill(p, r, k)
+			for i := range want {
+				want[i] += p[i]
+			}
+		}
+		assert.Equal(t, want, data[k][0], fmt.Sprint("plan ", k))
+		assert.Equal(t, want, data[k][1], fmt.Sprint("plan ", k))
+	}
+}
+
+// TestBindPointer binds memory by address, as C callers do.
+func TestBindPointer(t *testing.T) {
+	colls := initWorlds(t, openRing(t, 2, 8, true), 2)
+	mem := make([]float32, 16)
+	fill(mem, 0, 1)
+	require.NoError(t, colls[0].BindPointer("data", unsafe.Pointer(&mem[0]), 64))
+	other := make([]float32, 16)
+	fill(other, 1, 1)
+	require.NoError(t, BindSlice(colls[1], 1, "data", other))
+	startAll(t, colls)
+	assert.Equal(t, other, mem)
+	assert.Equal(t, float32(0*1+1+2*0+1), mem[0])
+}
+
+// f32bytes is the bytes of s.
+func f32bytes(s []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s)) }

@@ -1,0 +1,106 @@
+package coredag
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/exec/bootstrap"
+	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/exec/provider"
+	"github.com/coredag/coredag/exec/softnic"
+)
+
+// panicNIC panics when a rank is opened, as a buggy provider would.
+type panicNIC struct{ nic.Provider }
+
+func (panicNIC) Open(int) (nic.Context, error) { panic("boom in Open") }
+
+// TestPanicsAreErrors: a panic inside coredag, in the caller's goroutine or in the background
+// iteration, comes back as an ErrInternal error.
+func TestPanicsAreErrors(t *testing.T) {
+	p := openRing(t, 2, 8, false)
+	p.prov = provider.Entry{Name: "panicky", AllRanks: true, Open: func(provider.Config) (nic.Provider, error) { panic("boom in the table") }}
+	_, err := p.Init(context.Background(), nil)
+	require.ErrorIs(t, err, ErrInternal)
+	assert.Contains(t, err.Error(), "boom in the table")
+
+	p.prov = provider.Entry{Name: "panicky", AllRanks: true,
+		Open: func(provider.Config) (nic.Provider, error) { return panicNIC{softnic.New(softnic.Options{})}, nil }}
+	c, err := p.Init(context.Background(), nil)
+	require.NoError(t, err)
+	defer c.Close()
+	for r := 0; r < 2; r++ {
+		require.NoError(t, BindSlice(c, r, "data", make([]float32, 16)))
+	}
+	require.NoError(t, c.Start())
+	done, err := false, error(nil)
+	for deadline := time.Now().Add(5 * time.Second); !done && time.Now().Before(deadline); {
+		done, err = c.Test()
+	}
+	require.True(t, done)
+	require.ErrorIs(t, err, ErrInternal)
+	assert.Contains(t, err.Error(), "boom in Open")
+	require.ErrorIs(t, c.Start(), ErrInternal, "the Coll stays failed")
+}
+
+// TestBootstrapWorlds runs the ring allreduce over coredag's own TCP bootstrap (the World
+// BootstrapWorld returns, with the ranks given here instead of by a launcher).
+func TestBootstrapWorlds(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	const ranks = 2
+	p := openRingHang(t, ranks, 32, true, 5*time.Second)
+	colls := make([]*Coll, ranks)
+	errs := make([]error, ranks)
+	var wg sync.WaitGroup
+	for r := range colls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := bootstrap.Connect(context.Background(), bootstrap.Config{World: bootstrap.World{Rank: r, Size: ranks}, Addr: addr, Timeout: 5 * time.Second})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			w := &bootWorld{c: c}
+			t.Cleanup(func() { w.Close() })
+			if colls[r], errs[r] = p.Init(context.Background(), w); errs[r] != nil {
+				return
+			}
+			d := make([]float32, ranks*32)
+			if errs[r] = colls[r].Bind("data", f32bytes(d)); errs[r] != nil {
+				return
+			}
+			for it := 0; it < 5 && errs[r] == nil; it++ {
+				fill(d, r, it)
+				if errs[r] = colls[r].Start(); errs[r] == nil {
+					errs[r] = colls[r].Wait(context.Background())
+				}
+				want := make([]float32, len(d))
+				for q := 0; q < ranks; q++ {
+					x := make([]float32, len(d))
+					fill(x, q, it)
+					for i := range want {
+						want[i] += x[i]
+					}
+				}
+				assert.Equal(t, want, d, "rank %d iteration %d", r, it)
+			}
+		}()
+	}
+	wg.Wait()
+	for r, c := range colls {
+		assert.NoError(t, errs[r], "rank %d", r)
+		if c != nil {
+			c.Close()
+		}
+	}
+}
