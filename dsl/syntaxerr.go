@@ -266,7 +266,7 @@ func hint(stmt, exp string, tok lexer.Token) string {
 
 // Words that start a statement, and words that may follow a complete part of one.
 var (
-	stmtWords = []string{"plan", "param", "let", "buffer", "queue", "op", "for", "if", "var", "assert", "def"}
+	stmtWords = []string{"plan", "param", "let", "buffer", "queue", "op", "for", "if", "var", "assert", "def", "expect"}
 	tailWords = []string{"inline", "notify", "after", "peer", "depth", "init", "step", "to", "from",
 		"extern", "remote_read", "remote_write", "remote_atomic", "else"}
 )

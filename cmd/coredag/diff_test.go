@@ -3,6 +3,11 @@ package main
 import (
 	"fmt"
 	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,43 +16,75 @@ import (
 )
 
 // applyDiff applies a unified diff produced by unifiedDiff to a, to check it independently of the
-// library that made it.
+// library that made it. Each hunk header must agree with the hunk: its old start is where the hunk
+// applies, its new start the line of the output it begins at, its counts the lines it spans.
 func applyDiff(t *testing.T, a string, diff []byte) string {
 	t.Helper()
 	src := splitLines([]byte(a))
 	var out []string
 	lines := strings.SplitAfter(string(diff), "\n")
-	next := 0 // next line of src not yet copied
+	next := 0            // next line of src not yet copied
+	header := ""         // the current hunk's header
+	var want0, want1 int // the old and new lines the current hunk's header counts
+	var got0, got1 int   // the old and new lines the hunk has had so far
+	endHunk := func() {
+		if header != "" {
+			require.Equal(t, [2]int{want0, want1}, [2]int{got0, got1}, "line counts of %s", header)
+		}
+	}
 	for _, l := range lines[2:] {
 		switch {
 		case l == "":
 		case strings.HasPrefix(l, "@@"):
-			var x0, n0 int
-			_, err := fmt.Sscanf(l, "@@ -%d,%d", &x0, &n0)
-			if err != nil {
-				_, err = fmt.Sscanf(l, "@@ -%d", &x0)
-				n0 = 1
-			}
-			require.NoError(t, err, l)
+			endHunk()
+			x0, n0, x1, n1 := parseHunk(t, l)
 			if n0 > 0 {
 				x0--
 			}
 			out = append(out, src[next:x0]...)
 			next = x0
+			if n1 > 0 {
+				x1--
+			}
+			require.Equal(t, len(out), x1, "new-file start of %s", l)
+			header, want0, want1, got0, got1 = l, n0, n1, 0, 0
 		case l[0] == ' ':
 			require.Equal(t, src[next], l[1:])
 			out = append(out, l[1:])
 			next++
+			got0++
+			got1++
 		case l[0] == '-':
 			require.Equal(t, src[next], l[1:])
 			next++
+			got0++
 		case l[0] == '+':
 			out = append(out, l[1:])
+			got1++
 		}
 	}
+	endHunk()
 	out = append(out, src[next:]...)
 	return strings.Join(out, "")
 }
+
+// parseHunk reads a hunk header "@@ -x0,n0 +x1,n1 @@", where a count of 1 may be left out.
+func parseHunk(t *testing.T, l string) (x0, n0, x1, n1 int) {
+	t.Helper()
+	m := hunkHeader.FindStringSubmatch(l)
+	require.NotNil(t, m, "hunk header %q", l)
+	num := func(s string, def int) int {
+		if s == "" {
+			return def
+		}
+		v, err := strconv.Atoi(s)
+		require.NoError(t, err, l)
+		return v
+	}
+	return num(m[1], 0), num(m[2], 1), num(m[3], 0), num(m[4], 1)
+}
+
+var hunkHeader = regexp.MustCompile(`^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@`)
 
 func TestUnifiedDiff(t *testing.T) {
 	assert.Empty(t, unifiedDiff("f", []byte("a\nb\n"), []byte("a\nb\n")))
@@ -93,4 +130,98 @@ func splitLines(b []byte) []string {
 		s = s[i+1:]
 	}
 	return lines
+}
+
+// TestUnifiedDiffHeaders: the hunk headers are those of diff -u on the same files (go-udiff before
+// v0.4.2 did not advance the new-file line over the unchanged lines inside a hunk that joins
+// nearby edits, so every later hunk started too early). Against diff itself when it is installed,
+// and always against the headers it printed for the first case.
+func TestUnifiedDiffHeaders(t *testing.T) {
+	type pair struct{ name, a, b string }
+	var pairs []pair
+	// Two edits close enough to share a hunk, then more hunks: diff -u prints
+	// @@ -1,12 +1,11 @@ @@ -22,7 +21,7 @@ @@ -34,6 +33,7 @@.
+	var a, b []string
+	for i := 1; i <= 40; i++ {
+		l := fmt.Sprintf("line %d\n", i)
+		switch i {
+		case 4:
+			a = append(a, l)
+		case 9, 25:
+			a, b = append(a, l), append(b, "new "+l)
+		case 36:
+			a, b = append(a, l), append(b, l, "added\n")
+		default:
+			a, b = append(a, l), append(b, l)
+		}
+	}
+	joined := pair{"joined", strings.Join(a, ""), strings.Join(b, "")}
+	pairs = append(pairs, joined)
+	got := hunkHeaders(unifiedDiff("joined", []byte(joined.a), []byte(joined.b)))
+	assert.Equal(t, []string{"@@ -1,12 +1,11 @@", "@@ -22,7 +21,7 @@", "@@ -34,6 +33,7 @@"}, got)
+
+	// What coredag fmt -d shows: the messy inputs of the formatter against their formatting.
+	inputs, err := filepath.Glob(filepath.Join("..", "..", "testdata", "fmt", "*.dag"))
+	require.NoError(t, err)
+	require.NotEmpty(t, inputs)
+	for _, in := range inputs {
+		src, err := os.ReadFile(in)
+		require.NoError(t, err)
+		golden := filepath.Join("..", "..", "testdata", "fmt", "golden", "testdata", "fmt", filepath.Base(in)+".golden")
+		want, err := os.ReadFile(golden)
+		require.NoError(t, err)
+		pairs = append(pairs, pair{filepath.Base(in), string(src), string(want)})
+	}
+	// Random edits of a 60-line file.
+	rng := rand.New(rand.NewSource(7))
+	for i := range 40 {
+		var a, b []string
+		for j := range 60 {
+			l := fmt.Sprintf("l%d\n", j)
+			switch rng.Intn(14) {
+			case 0:
+				a = append(a, l)
+			case 1:
+				b = append(b, l)
+			case 2:
+				a, b = append(a, l), append(b, "x"+l)
+			default:
+				a, b = append(a, l), append(b, l)
+			}
+		}
+		pairs = append(pairs, pair{fmt.Sprintf("random%d", i), strings.Join(a, ""), strings.Join(b, "")})
+	}
+
+	diff, err := exec.LookPath("diff")
+	if err != nil {
+		t.Log("no diff program: the hunk headers are only checked against the hunks")
+	}
+	dir := t.TempDir()
+	for _, p := range pairs {
+		d := unifiedDiff(p.name, []byte(p.a), []byte(p.b))
+		require.NotEmpty(t, d, p.name)
+		assert.Equal(t, p.b, applyDiff(t, p.a, d), p.name)
+		if diff == "" {
+			continue
+		}
+		fa, fb := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		require.NoError(t, os.WriteFile(fa, []byte(p.a), 0o644))
+		require.NoError(t, os.WriteFile(fb, []byte(p.b), 0o644))
+		out, err := exec.Command(diff, "-u", fa, fb).Output()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "diff -u of %s", p.name) // 1: the files differ
+		require.Equal(t, 1, exit.ExitCode(), "diff -u of %s", p.name)
+		assert.Equal(t, hunkHeaders(out), hunkHeaders(d), "%s: diff -u\n%s\nunifiedDiff\n%s", p.name, out, d)
+	}
+}
+
+// hunkHeaders returns the "@@ ... @@" headers of a unified diff.
+func hunkHeaders(d []byte) []string {
+	var hs []string
+	for _, l := range strings.Split(string(d), "\n") {
+		if m := hunkHeader.FindString(l); m != "" {
+			hs = append(hs, m)
+		}
+	}
+	return hs
 }
