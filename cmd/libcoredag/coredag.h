@@ -89,6 +89,8 @@ const char *coredag_strerror(int code);
  *     engine=auto|offload|poll     default auto: offload where the NIC can walk the plan
  *     target=NAME                  compile for this target, e.g. triggered-sockets (default:
  *                                  chosen with the engine)
+ *     extern=NAME[,NAME...]        more buffers the caller binds, beside those the plan
+ *                                  declares extern (an MSCCL .xml algorithm's, older plans')
  *     hang_timeout_ms=N            bound of every wait inside coredag (default: coredag's)
  * On success *out is the plan. On error *out is a plan handle that only carries the message
  * (coredag_plan_error), to free with coredag_plan_free; *out is NULL only if out is NULL or memory

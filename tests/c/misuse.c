@@ -167,6 +167,9 @@ static void bad_plans(void) {
     rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("color=blue"), &p);
     expect("unknown option", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("color", "provider"));
     coredag_plan_free(p);
+    rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("extern=nosuch"), &p);
+    expect("extern option names no buffer", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("nosuch"));
+    coredag_plan_free(p);
     rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("hang_timeout_ms=-1"), &p);
     expect("bad hang timeout", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("hang_timeout_ms"));
     coredag_plan_free(p);
@@ -284,12 +287,40 @@ static void lifecycle_two(void) {
     expect("plan_free", coredag_plan_free(p), COREDAG_OK, "", NULL);
 }
 
+/* options "extern=b" makes a buffer the plan keeps as scratch the caller's. */
+static void extern_option(void) {
+    const char *src = "plan half\nparam ranks = 1\nbuffer a f32[2] extern\nbuffer b f32[2]\nop cp = copy a to b\n";
+    coredag_plan *p;
+    coredag_coll *c;
+    float a[2] = {3, 4}, b[2] = {0, 0};
+    int rc = coredag_plan_open_source("half.dag", src, NULL, NULL, &p);
+    expect("open without the option", rc, COREDAG_OK, coredag_plan_error(p), NULL);
+    rc = coredag_coll_init(p, NULL, &c);
+    expect("init without the option", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    rc = coredag_coll_bind(c, "b", b, sizeof b);
+    expect("bind of a scratch buffer", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("half.dag:4:8", "scratch"));
+    coredag_coll_free(c);
+    coredag_plan_free(p);
+    rc = coredag_plan_open_source("half.dag", src, NULL, WORDS("extern=b"), &p);
+    expect("open with extern=b", rc, COREDAG_OK, coredag_plan_error(p), NULL);
+    rc = coredag_coll_init(p, NULL, &c);
+    expect("init with extern=b", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    if ((rc = coredag_coll_bind(c, "a", a, sizeof a)) == COREDAG_OK && (rc = coredag_coll_bind(c, "b", b, sizeof b)) == COREDAG_OK &&
+        (rc = coredag_coll_start(c)) == COREDAG_OK)
+        rc = coredag_coll_wait(c, -1);
+    expect("run with extern=b", rc == COREDAG_OK && b[0] == 3 && b[1] == 4 ? COREDAG_OK : COREDAG_ERR_INTERNAL, COREDAG_OK,
+           coredag_coll_error(c), NULL);
+    coredag_coll_free(c);
+    coredag_plan_free(p);
+}
+
 int main(void) {
     null_arguments();
     bad_plans();
     world_errors();
     lifecycle_one();
     lifecycle_two();
+    extern_option();
     if (failures > 0) {
         printf("%d case(s) failed\n", failures);
         return 1;
