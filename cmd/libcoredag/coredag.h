@@ -125,7 +125,8 @@ int coredag_coll_bind(coredag_coll *coll, const char *buffer, void *addr, size_t
 /* The same for rank rank, when every rank runs in this process (world NULL, no launcher). */
 int coredag_coll_bind_rank(coredag_coll *coll, int rank, const char *buffer, void *addr,
                            size_t nbytes);
-/* Starts one run of the plan on the bound memory and returns at once. */
+/* Starts one run of the plan on the bound memory and returns at once. After a run failed, the
+ * collective is unusable but for its free: every start returns that failure again. */
 int coredag_coll_start(coredag_coll *coll);
 /* *done = 1 if the started run has completed (then the memory is the caller's again), else 0. */
 int coredag_coll_test(coredag_coll *coll, int *done);

@@ -10,9 +10,11 @@
  *
  * Prints one line per case ("ok CASE: CODE: message" or "FAIL CASE: ..."), exits 1 if any failed.
  */
+#define _POSIX_C_SOURCE 199309L /* nanosleep */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <coredag.h>
 
@@ -80,6 +82,22 @@ static int barrier_one(void *ctx) {
 static int gather_fail(const void *send, void *recv, size_t nbytes, void *ctx) {
     (void)send, (void)recv, (void)nbytes, (void)ctx;
     return 42;
+}
+
+/* A world of one whose barrier is slow (ctx->sleep_ms) or fails (ctx->fail, once armed). */
+typedef struct {
+    int sleep_ms, fail;
+} slow;
+static int gather_slow(const void *send, void *recv, size_t nbytes, void *ctx) {
+    (void)ctx;
+    memcpy(recv, send, nbytes);
+    return 0;
+}
+static int barrier_slow(void *ctx) {
+    slow *s = ctx;
+    struct timespec ts = {s->sleep_ms / 1000, (long)(s->sleep_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    return s->fail;
 }
 
 static coredag_plan *open_ok(const char *name, const char *src) {
@@ -287,6 +305,41 @@ static void lifecycle_two(void) {
     expect("plan_free", coredag_plan_free(p), COREDAG_OK, "", NULL);
 }
 
+/* A start whose world is slow: a wait with a short timeout returns COREDAG_ERR_TIMEOUT with the
+ * start still in flight; a world whose barrier fails fails the start with COREDAG_ERR_WORLD. */
+static void slow_world(void) {
+    coredag_plan *p = open_ok("copy.dag", copy_src);
+    coredag_coll *c;
+    slow s = {0, 0};
+    coredag_world w = {0, 1, gather_slow, barrier_slow, &s};
+    int rc = coredag_coll_init(p, &w, &c);
+    expect("init on a slow world", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    float src[8] = {1, 2, 3, 4, 5, 6, 7, 8}, dst[8];
+    coredag_coll_bind(c, "src", src, sizeof src);
+    coredag_coll_bind(c, "dst", dst, sizeof dst);
+    rc = coredag_coll_start(c);
+    if (rc == COREDAG_OK) rc = coredag_coll_wait(c, -1); /* the first start connects */
+    expect("first run", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    s.sleep_ms = 300;
+    rc = coredag_coll_start(c);
+    expect("start on a slow world", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    rc = coredag_coll_wait(c, 10 * 1000 * 1000);
+    expect("wait 10 ms for a start that takes 300", rc, COREDAG_ERR_TIMEOUT, coredag_coll_error(c), WORDS("still in flight"));
+    rc = coredag_coll_free(c);
+    expect("free after the timeout", rc, COREDAG_ERR_STATE, coredag_coll_error(c), WORDS("in flight"));
+    rc = coredag_coll_wait(c, -1);
+    expect("wait again until done", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    s.sleep_ms = 0;
+    s.fail = 7;
+    rc = coredag_coll_start(c);
+    if (rc == COREDAG_OK) rc = coredag_coll_wait(c, -1);
+    expect("a barrier that fails in a start", rc, COREDAG_ERR_WORLD, coredag_coll_error(c), WORDS("7"));
+    rc = coredag_coll_start(c);
+    expect("start after a failed start: the failure again", rc, COREDAG_ERR_WORLD, coredag_coll_error(c), WORDS("returned 7"));
+    expect("coll_free after a failed start", coredag_coll_free(c), COREDAG_OK, "", NULL);
+    expect("plan_free", coredag_plan_free(p), COREDAG_OK, "", NULL);
+}
+
 /* options "extern=b" makes a buffer the plan keeps as scratch the caller's. */
 static void extern_option(void) {
     const char *src = "plan half\nparam ranks = 1\nbuffer a f32[2] extern\nbuffer b f32[2]\nop cp = copy a to b\n";
@@ -321,6 +374,7 @@ int main(void) {
     lifecycle_one();
     lifecycle_two();
     extern_option();
+    slow_world();
     if (failures > 0) {
         printf("%d case(s) failed\n", failures);
         return 1;
