@@ -7,7 +7,8 @@
  * Lifecycle: coredag_plan_open (checks the plan; one that fails the check does not open) ->
  * coredag_coll_init (joins the world: every rank calls it) -> coredag_coll_bind (each extern
  * buffer) -> { coredag_coll_start -> coredag_coll_test / coredag_coll_wait } many times ->
- * coredag_coll_free -> coredag_plan_free. Re-binding between a wait and the next start is allowed.
+ * coredag_coll_free -> coredag_plan_free. Re-binding between a wait and the next start is allowed
+ * (not for a buffer peers write or read one-sidedly after the first start: they hold its key).
  *
  * Contract: memory bound to a buffer belongs to coredag from coredag_coll_start until the wait
  * that completes it returns; the caller must not read, write or free it in between. Bound memory
@@ -17,7 +18,8 @@
  * not overlap (different handles may be used from different threads). Every function returns
  * COREDAG_OK or an error code; the message of the last error of a handle is
  * coredag_plan_error / coredag_coll_error, a string owned by the handle (valid until the next
- * call on it, or its free). A NULL handle or pointer argument is COREDAG_ERR_ARG, never a crash.
+ * call on it, or its free). A NULL handle or pointer argument is COREDAG_ERR_ARG, never a crash
+ * (a freed handle cannot be detected: do not use it).
  * A handle whose open or init failed only carries that failure: every call on it but its free
  * returns COREDAG_ERR_STATE and leaves the message as it is.
  */
@@ -64,14 +66,14 @@ enum {
     COREDAG_OK = 0,
     COREDAG_ERR_CHECK,    /* the plan failed coredag check: the message has file:line:col lines */
     COREDAG_ERR_ARG,      /* a NULL or invalid argument: unknown buffer, wrong size or alignment */
-    COREDAG_ERR_STATE,    /* not now: start before every buffer is bound, start while started,
-                             bind while started, a freed or failed collective */
+    COREDAG_ERR_STATE,    /* not now: start before every buffer is bound, start or bind or free
+                             while started, a handle whose open or init failed */
     COREDAG_ERR_WORLD,    /* world size != plan ranks, a callback failed, a peer died or timed out */
     COREDAG_ERR_TIMEOUT,  /* coredag_coll_wait's timeout expired (the start is still in flight),
                              or a start made no progress within the hang timeout (the message
                              names the stuck queues and the ranks they wait for) */
     COREDAG_ERR_PROVIDER, /* the NIC provider cannot be opened or cannot run the plan */
-    COREDAG_ERR_INTERNAL  /* a bug in coredag (the message says where); the handle is unusable */
+    COREDAG_ERR_INTERNAL  /* a bug in coredag, recovered (the message says where: report it) */
 };
 
 /* The name of an error code, e.g. "COREDAG_ERR_STATE"; "unknown" for other values. Static. */

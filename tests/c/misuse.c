@@ -136,6 +136,7 @@ static void null_arguments(void) {
     expect("coll_init out NULL", coredag_coll_init(NULL, NULL, NULL), COREDAG_ERR_ARG, "", NULL);
 
     p = open_ok("copy.dag", copy_src);
+    expect("plan_ranks", coredag_plan_ranks(p) == 1 ? COREDAG_OK : COREDAG_ERR_INTERNAL, COREDAG_OK, "", NULL);
     size_t nbytes = 0;
     rc = coredag_plan_buffer_size(p, "src", NULL);
     expect("plan_buffer_size nbytes NULL", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("NULL"));
