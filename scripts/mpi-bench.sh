@@ -30,7 +30,7 @@ echo "# $(uptime)"
 echo "# $(nproc) cores; $(mpirun --version 2>/dev/null | head -1); libfabric $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: //p')"
 for config in "${configs[@]}"; do
   case $config in
-  callcost) echo "== callcost"; "$tmp/callcost"; continue ;;
+  callcost) echo "== callcost"; "$tmp/callcost" 20000; continue ;;
   shm) mca=(--mca pml ob1 --mca btl vader,self); opts=(-o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
   sockets) mca=(--mca pml ob1 --mca btl tcp,self); opts=(-o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
   tcp) mca=(--mca pml ob1 --mca btl tcp,self); opts=(-o provider=ofi -o "ofi_provider=tcp;ofi_rxm" -o engine=poll) ;;

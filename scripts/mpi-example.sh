@@ -6,6 +6,8 @@
 # iteration and compares coredag's sums with MPI_Allreduce's; any difference or error fails.
 # Env: ITERS (default 300), COUNT f32 per rank (default 4096), TIMEOUT seconds per run (default
 # 300), PREFIX (where to build the library; default a temporary directory).
+# Last, tests/c/mpi_dlopen.c loads the library with dlopen after MPI_Init and checks that a panic
+# inside it comes back as COREDAG_ERR_INTERNAL.
 # Usage: scripts/mpi-example.sh [shm|sockets|boot]...   (default: all three)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,6 +19,8 @@ scripts/build-lib.sh "$prefix" >/dev/null
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
 mpicc -O2 -Wall -o "$tmp/allreduce" examples/mpi/allreduce.c $(pkg-config --cflags --libs coredag)
+# shellcheck disable=SC2046
+mpicc -O2 -Wall -o "$tmp/mpi_dlopen" tests/c/mpi_dlopen.c -ldl $(pkg-config --cflags coredag)
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(shm sockets boot)
 for config in "${configs[@]}"; do
@@ -39,3 +43,6 @@ for config in "${configs[@]}"; do
       "$tmp/allreduce" -i "${ITERS:-300}" -c "${COUNT:-4096}" "${opts[@]}"
   done
 done
+# The library loaded after MPI_Init, and a panic inside it recovered, in an Open MPI process.
+echo "== dlopen after MPI_Init, 2 processes"
+timeout -k 10 "${TIMEOUT:-300}" mpirun --allow-run-as-root --oversubscribe -np 2 "$tmp/mpi_dlopen" "$prefix/lib/libcoredag.so"
