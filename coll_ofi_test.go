@@ -19,7 +19,7 @@ func TestOFIRingAllreduce(t *testing.T) {
 	for _, tc := range []struct{ engine, target string }{{"offload", "triggered-sockets"}, {"poll", "generic"}} {
 		t.Run(tc.engine, func(t *testing.T) {
 			const ranks, n, iters = 3, 256, 10
-			p, err := Open("plans/ring_allreduce.dag", Options{Params: map[string]int64{"ranks": ranks, "n": n}, Extern: []string{"data"},
+			p, err := Open("plans/ring_allreduce.dag", Options{Params: map[string]int64{"ranks": ranks, "n": n},
 				Provider: "ofi", OFIProvider: "sockets", Engine: tc.engine, Target: tc.target, HangTimeout: 10 * time.Second})
 			require.NoError(t, err)
 			c, err := p.Init(context.Background(), nil)
@@ -59,7 +59,7 @@ func TestOFIWorlds(t *testing.T) {
 	for _, tc := range []struct{ engine, target string }{{"offload", "triggered-sockets"}, {"poll", "generic"}} {
 		t.Run(tc.engine, func(t *testing.T) {
 			const ranks, n = 2, 64
-			p, err := Open("plans/ring_allreduce.dag", Options{Params: map[string]int64{"ranks": ranks, "n": n}, Extern: []string{"data"},
+			p, err := Open("plans/ring_allreduce.dag", Options{Params: map[string]int64{"ranks": ranks, "n": n},
 				Provider: "ofi", OFIProvider: "sockets", Engine: tc.engine, Target: tc.target, HangTimeout: 10 * time.Second})
 			require.NoError(t, err)
 			colls := initWorlds(t, p, ranks)

@@ -24,7 +24,7 @@ func openRing(t testing.TB, ranks, n int, shared bool) *Plan {
 func openRingHang(t testing.TB, ranks, n int, shared bool, hang time.Duration) *Plan {
 	t.Helper()
 	p, err := Open("plans/ring_allreduce.dag", Options{Params: map[string]int64{"ranks": int64(ranks), "n": int64(n)},
-		Extern: []string{"data"}, HangTimeout: hang})
+		HangTimeout: hang})
 	require.NoError(t, err)
 	if shared {
 		p.prov = sharedSoftNIC()
@@ -183,7 +183,7 @@ func TestRebind(t *testing.T) {
 
 func testRebind(t *testing.T, engine string) {
 	const ranks, chunks, c = 3, 4, 16
-	p, err := Open("plans/pipeline_chain.dag", Options{Params: map[string]int64{"ranks": ranks, "chunks": chunks, "c": c}, Extern: []string{"data"}, Engine: engine})
+	p, err := Open("plans/pipeline_chain.dag", Options{Params: map[string]int64{"ranks": ranks, "chunks": chunks, "c": c}, Engine: engine})
 	require.NoError(t, err)
 	coll, err := p.Init(context.Background(), nil)
 	require.NoError(t, err)
@@ -465,3 +465,28 @@ func TestBindPointer(t *testing.T) {
 
 // f32bytes is the bytes of s.
 func f32bytes(s []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s)) }
+
+// TestOptionsExtern: Options.Extern makes a buffer the caller's in a plan that does not declare
+// it extern (an MSCCL algorithm's, or an older plan's); Buffers says which are.
+func TestOptionsExtern(t *testing.T) {
+	src := "plan x\nparam ranks = 1\nbuffer a u8[64]\nbuffer b f64[2] extern\nbuffer c u8[8]\n"
+	p, err := OpenSource("x.dag", []byte(src), Options{Extern: []string{"a"}})
+	require.NoError(t, err)
+	var ext []string
+	for _, b := range p.Buffers() {
+		if b.Extern {
+			ext = append(ext, b.Name)
+		}
+	}
+	assert.Equal(t, []string{"a", "b"}, ext)
+	assert.Equal(t, BufferInfo{Name: "b", Elem: "f64", Count: 2, Bytes: 16, Extern: true, Pos: "x.dag:4:8"}, p.Buffers()[1]) // the name
+	c, err := p.Init(context.Background(), nil)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, BindSlice(c, 0, "b", make([]float64, 2)))
+	require.ErrorIs(t, c.Start(), ErrUnbound, "a is the caller's now")
+	require.NoError(t, c.Bind("a", make([]byte, 64)))
+	require.NoError(t, c.Start())
+	require.NoError(t, c.Wait(context.Background()))
+	require.ErrorIs(t, c.Bind("c", make([]byte, 8)), ErrBind, "c stays coredag's")
+}

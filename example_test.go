@@ -14,7 +14,6 @@ func Example() {
 	const ranks, n = 4, 256 // n elements per chunk: ranks*n per rank
 	plan, err := coredag.Open("plans/ring_allreduce.dag", coredag.Options{
 		Params: map[string]int64{"ranks": ranks, "n": n},
-		Extern: []string{"data"}, // the plan predates the extern keyword
 	})
 	if err != nil {
 		log.Fatal(err)

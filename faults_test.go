@@ -49,6 +49,9 @@ func TestPanicsAreErrors(t *testing.T) {
 	require.ErrorIs(t, c.Start(), ErrInternal, "the Coll stays failed")
 }
 
+// testSecret is the job secret of the tests' bootstrap worlds.
+var testSecret = []byte("coredag library tests: 32 bytes or more of secret")
+
 // TestBootstrapWorlds runs the ring allreduce over coredag's own TCP bootstrap (the World
 // BootstrapWorld returns, with the ranks given here instead of by a launcher).
 func TestBootstrapWorlds(t *testing.T) {
@@ -65,7 +68,7 @@ func TestBootstrapWorlds(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := bootstrap.Connect(context.Background(), bootstrap.Config{World: bootstrap.World{Rank: r, Size: ranks}, Addr: addr, Timeout: 5 * time.Second})
+			c, err := bootstrap.Connect(context.Background(), bootstrap.Config{World: bootstrap.World{Rank: r, Size: ranks}, Addr: addr, Timeout: 5 * time.Second, Secret: testSecret})
 			if err != nil {
 				errs[r] = err
 				return
@@ -103,4 +106,17 @@ func TestBootstrapWorlds(t *testing.T) {
 			c.Close()
 		}
 	}
+}
+
+// TestBootstrapWorldNeedsSecret: a bootstrap World of several ranks without a job secret is
+// refused at once, saying how to give one.
+func TestBootstrapWorldNeedsSecret(t *testing.T) {
+	t.Setenv("OMPI_COMM_WORLD_RANK", "1")
+	t.Setenv("OMPI_COMM_WORLD_SIZE", "2")
+	t.Setenv(bootstrap.SecretEnv, "")
+	t.Setenv("OMPI_MCA_orte_precondition_transports", "")
+	_, err := BootstrapWorld(context.Background(), "127.0.0.1:1")
+	require.ErrorIs(t, err, ErrWorld)
+	assert.Contains(t, err.Error(), "need a job secret")
+	assert.Contains(t, err.Error(), bootstrap.SecretEnv)
 }

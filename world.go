@@ -35,7 +35,8 @@ type World interface {
 // BootstrapWorld joins coredag's own TCP bootstrap: the rank and size come from the launcher's
 // environment (mpirun's OMPI_COMM_WORLD_RANK and _SIZE, PMI_RANK and PMI_SIZE, srun's
 // SLURM_PROCID and SLURM_NTASKS); rank 0 listens on addr (HOST:PORT) and the others connect to
-// it. The World it returns also has a Close method (io.Closer) that drops the connections. Its
+// it, each proving the job secret every rank holds (COREDAG_JOB_SECRET, else the job key of
+// Open MPI's mpirun: see exec/bootstrap.ResolveSecret), so other users' processes cannot join. The World it returns also has a Close method (io.Closer) that drops the connections. Its
 // collectives run one at a time: use it for one Coll in flight at a time (several may be open).
 func BootstrapWorld(ctx context.Context, addr string) (w World, err error) {
 	defer recoverInto(&err)
@@ -43,7 +44,16 @@ func BootstrapWorld(ctx context.Context, addr string) (w World, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrWorld, err)
 	}
-	c, err := bootstrap.Connect(ctx, bootstrap.Config{World: rs, Addr: addr})
+	var secret []byte
+	if rs.Size > 1 {
+		if secret, _, err = bootstrap.ResolveSecret("", nil); err != nil {
+			return nil, fmt.Errorf("%w: job secret: %v", ErrWorld, err)
+		}
+		if secret == nil {
+			return nil, fmt.Errorf("%w: %d ranks need a job secret that every rank holds and other users cannot read: %s", ErrWorld, rs.Size, bootstrap.NoSecretHelp)
+		}
+	}
+	c, err := bootstrap.Connect(ctx, bootstrap.Config{World: rs, Addr: addr, Secret: secret})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrWorld, err)
 	}

@@ -56,7 +56,7 @@ func ExampleRun() {
 	}
 	// Output:
 	// offload engine, target connectx, 3 iterations: ok=true
-	//   WQEs posted 171, CQEs polled 72, WAITs 27, host steps 18
+	//   WQEs posted 162, CQEs polled 72, WAITs 27, host steps 18
 	//   rank 2 data: [6 6 6 6 6 6 6 6 6 6 6 6]
 	// poll engine, target generic, 3 iterations: ok=true
 	//   WQEs posted 72, CQEs polled 45, WAITs 0, host steps 18
@@ -102,7 +102,7 @@ func ExamplePrepare() {
 		fmt.Printf("run %d: %s engine, target %s, %d iterations, ok=%v, WQEs posted %d\n", call, res.Engine, res.Target, res.Iters, res.OK, res.WQEsPosted)
 	}
 	// Output:
-	// run 1: offload engine, target connectx, 2 iterations, ok=true, WQEs posted 232
-	// run 2: offload engine, target connectx, 2 iterations, ok=true, WQEs posted 232
-	// run 3: offload engine, target connectx, 2 iterations, ok=true, WQEs posted 232
+	// run 1: offload engine, target connectx, 2 iterations, ok=true, WQEs posted 216
+	// run 2: offload engine, target connectx, 2 iterations, ok=true, WQEs posted 216
+	// run 3: offload engine, target connectx, 2 iterations, ok=true, WQEs posted 216
 }

@@ -56,12 +56,12 @@ func Build(filename string, a *Algo, opt Options) (*dsl.File, error) {
 		errs.Sort()
 		return nil, errs
 	}
-	b := &builder{file: filename, base: filepath.Base(filename), a: a, imp: opt.Import, elem: elem}
+	b := &builder{file: filename, base: diag.QuoteName(filepath.Base(filename)), a: a, imp: opt.Import, elem: elem}
 	return b.build(), nil
 }
 
 type builder struct {
-	file, base string
+	file, base string // base: the file's name for comments, quoted if it holds a line break
 	a          *Algo
 	imp        bool
 	elem       string
@@ -80,11 +80,13 @@ func (b *builder) span(p diag.Pos) dsl.Span {
 }
 
 // comment adds, with Import, a comment after the statement of sp (on its line) or, with own,
-// on a line of its own.
+// on a line of its own. Values from the XML in text are quoted (diag.QuoteName, %q); a line
+// break left in text would end the comment and start a statement, so it is escaped too.
 func (b *builder) comment(sp dsl.Span, own bool, text string) {
 	if !b.imp {
 		return
 	}
+	text = strings.ReplaceAll(diag.EscapeControls(text), "\n", `\n`)
 	p := diag.Pos{Line: sp.From.Line, Col: 3}
 	if own {
 		b.line++
@@ -167,7 +169,7 @@ func (b *builder) build() *dsl.File {
 	add := func(s dsl.Stmt) { stmts = append(stmts, s) }
 
 	if b.imp {
-		b.comment(dsl.Span{}, true, fmt.Sprintf("Imported from %s: MSCCL-IR algorithm %q, coll=%s, inplace=%d, proto=%s, nchannels=%d.", b.base, a.Name, a.Coll, boolInt(a.Inplace), a.Proto, a.NChannels))
+		b.comment(dsl.Span{}, true, fmt.Sprintf("Imported from %s: MSCCL-IR algorithm %q, coll=%s, inplace=%d, proto=%s, nchannels=%d.", b.base, a.Name, diag.QuoteName(a.Coll), boolInt(a.Inplace), diag.QuoteName(a.Proto), a.NChannels))
 		b.comment(dsl.Span{}, true, "Each op names the XML line of its step; docs/msccl.md says how steps become ops.")
 		b.blank()
 	}

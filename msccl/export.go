@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
@@ -54,6 +56,11 @@ func Export(g *ir.Graph, opt ExportOptions) ([]byte, error) {
 		opt.Proto = "Simple"
 	}
 	e.coll = opt.Coll
+	for _, o := range []struct{ name, v string }{{"coll", opt.Coll}, {"proto", opt.Proto}} {
+		if bad := notXML(o.v); bad != "" {
+			e.errs.Add(diag.Shape, diag.InFile(g.File), "%s %q holds %s", o.name, o.v, bad)
+		}
+	}
 	e.refuse()
 	if len(e.errs) > 0 {
 		e.errs.Sort()
@@ -127,11 +134,14 @@ func (e *exporter) refuse() {
 				refuse(diag.Shape, op, "%s copies an empty slice, which MSCCL-IR cannot express: every MSCCL step moves at least one chunk", op.Name)
 			}
 		default:
-			what := op.Kind.String()
-			if op.Kind == ir.OpWrite && op.Notify {
-				what = "write with notify"
+			what := "a " + op.Kind.String()
+			switch {
+			case op.Kind == ir.OpWrite && op.Notify:
+				what = "a write with notify"
+			case strings.IndexByte("aeiou", what[2]) >= 0:
+				what = "an" + what[1:]
 			}
-			refuse(diag.Shape, op, "%s is a %s, which MSCCL-IR cannot express: export takes the two-sided subset (send, recv, reduce, copy, nop)", op.Name, what)
+			refuse(diag.Shape, op, "%s is %s, which MSCCL-IR cannot express: export takes the two-sided subset (send, recv, reduce, copy, nop)", op.Name, what)
 		}
 		for _, s := range []ir.Slice{op.Src, op.Dst} {
 			if !s.Valid() {
@@ -625,6 +635,30 @@ func (e *exporter) ref(s ir.Slice, r int) (byte, int64, int64) {
 	return m, off / e.chunk, s.Len / e.chunk
 }
 
+// attr is s as the value of an attribute in double quotes: quotes, <, & and line breaks
+// escaped (the caller has checked that XML can hold every character, see notXML).
+func attr(s string) string {
+	var b strings.Builder
+	_ = xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
+
+// notXML describes the first character of s that XML 1.0 cannot hold, even escaped (most C0
+// controls, U+FFFE, U+FFFF, a byte that is not UTF-8), or returns "" if XML can hold them all.
+func notXML(s string) string {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return fmt.Sprintf("the byte %#x, which is not UTF-8", s[i])
+			}
+		}
+		if !(r == '\t' || r == '\n' || r == '\r' || r >= 0x20 && r <= 0xd7ff || r >= 0xe000 && r <= 0xfffd || r >= 0x10000) {
+			return fmt.Sprintf("%U, which XML cannot hold", r)
+		}
+	}
+	return ""
+}
+
 func (e *exporter) write(opt ExportOptions) []byte {
 	g := e.g
 	var b bytes.Buffer
@@ -638,8 +672,6 @@ func (e *exporter) write(opt ExportOptions) []byte {
 		}
 		return e.size[m] / e.chunk
 	}
-	name := &bytes.Buffer{}
-	_ = xml.EscapeText(name, []byte(g.Name))
 	inplace := 0
 	if e.inplace {
 		inplace = 1
@@ -649,7 +681,7 @@ func (e *exporter) write(opt ExportOptions) []byte {
 		root = fmt.Sprintf(" root=\"%d\"", e.root)
 	}
 	fmt.Fprintf(&b, "<algo name=\"%s\" proto=\"%s\" nchannels=\"%d\" nchunksperloop=\"%d\" ngpus=\"%d\" coll=\"%s\"%s inplace=\"%d\" outofplace=\"%d\" minBytes=\"0\" maxBytes=\"%d\">\n",
-		name, opt.Proto, nch, max(chunks('i'), chunks('o')), g.Ranks, opt.Coll, root, inplace, 1-inplace, int64(math.MaxInt64))
+		attr(g.Name), attr(opt.Proto), nch, max(chunks('i'), chunks('o')), g.Ranks, attr(opt.Coll), root, inplace, 1-inplace, int64(math.MaxInt64))
 	for _, ts := range e.tbs {
 		for _, t := range ts {
 			for _, s := range t.steps {

@@ -341,6 +341,18 @@ func TestExportRefuses(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ring_allreduce.dag:37:6: ag[0] is a write with notify, which MSCCL-IR cannot express: export takes the two-sided subset (send, recv, reduce, copy, nop) (and 1 more errors)") {
 		t.Fatalf("got %v", err)
 	}
+	src, err = os.ReadFile("../plans/atomic_fanin.dag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err = planner.Load("atomic_fanin.dag", src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = msccl.Export(g, msccl.ExportOptions{})
+	if err == nil || !strings.Contains(err.Error(), "bump is an atomic add, which MSCCL-IR cannot express") {
+		t.Fatalf("got %v", err)
+	}
 }
 
 // Export of a two-sided .dag plan written by hand (buffers of any name and size, host ops, a

@@ -99,10 +99,11 @@ func Parse(filename string, src []byte) (*Algo, error) {
 }
 
 type reader struct {
-	file  string
-	src   []byte
-	lines []int
-	errs  diag.List
+	file    string
+	src     []byte
+	lines   []int
+	errs    diag.List
+	scanned int // bytes of start tags read for the attributes' positions (for a test)
 }
 
 // posAt is the position of byte offset off.
@@ -120,6 +121,15 @@ func (r *reader) errorf(pos diag.Pos, format string, args ...any) {
 func (r *reader) read() *Algo {
 	d := xml.NewDecoder(bytes.NewReader(r.src))
 	d.Strict = true
+	charset := "" // an encoding the declaration names other than UTF-8
+	d.CharsetReader = func(label string, in io.Reader) (io.Reader, error) {
+		switch strings.ToLower(label) {
+		case "us-ascii", "ascii": // a subset of UTF-8
+			return in, nil
+		}
+		charset = label
+		return nil, errors.ErrUnsupported
+	}
 	var (
 		algo *Algo
 		gpu  *GPU
@@ -134,7 +144,15 @@ func (r *reader) read() *Algo {
 		}
 		if err != nil {
 			line, col := d.InputPos()
-			msg := err.Error()
+			if charset != "" {
+				pos := diag.At(r.file, 1, 1)
+				if i := bytes.Index(r.src[:min(len(r.src), int(off)+200)], []byte("encoding")); i >= 0 {
+					pos = r.posAt(int64(i))
+				}
+				r.errorf(pos, "the XML declares encoding %q: coredag reads UTF-8 only (convert the file with iconv -t UTF-8 and declare encoding=\"UTF-8\", or none)", charset)
+				return nil
+			}
+			msg := strings.TrimPrefix(err.Error(), "xml: ") // "unsupported version ..."
 			var se *xml.SyntaxError
 			if errors.As(err, &se) {
 				msg = se.Msg
@@ -199,35 +217,63 @@ func (r *reader) read() *Algo {
 	return algo
 }
 
-// attrs collects an element's attributes and finds each one's position in the element's text
-// src[from:to].
+// attrs collects an element's attributes and finds each one's position in the element's start
+// tag, src[from:to], which the decoder has found well-formed.
 func (r *reader) attrs(t xml.StartElement, from, to int64, elem diag.Pos) attrs {
 	a := attrs{elem: elem}
-	text := r.src[from:min(to, int64(len(r.src)))]
-	for _, x := range t.Attr {
-		name := x.Name.Local
+	offs := r.attrOffsets(r.src[from:min(to, int64(len(r.src)))])
+	for i, x := range t.Attr {
 		if x.Name.Space != "" {
 			continue
 		}
 		pos := elem
-		for i := 0; ; {
-			j := bytes.Index(text[i:], []byte(name))
-			if j < 0 {
-				break
-			}
-			k := i + j
-			rest := bytes.TrimLeft(text[k+len(name):], " \t\r\n")
-			if k > 0 && isSpace(text[k-1]) && len(rest) > 0 && rest[0] == '=' {
-				pos = r.posAt(from + int64(k))
-				break
-			}
-			i = k + len(name)
+		if i < len(offs) {
+			pos = r.posAt(from + int64(offs[i]))
 		}
-		a.names = append(a.names, name)
+		a.names = append(a.names, x.Name.Local)
 		a.values = append(a.values, x.Value)
 		a.pos = append(a.pos, pos)
 	}
 	return a
+}
+
+// attrOffsets returns where each attribute's name starts in a start tag, in order (the order of
+// xml.StartElement.Attr). It reads the tag once: an element of n attributes costs O(n), not the
+// O(n²) of searching the tag for each name.
+func (r *reader) attrOffsets(tag []byte) []int {
+	var offs []int
+	i := bytes.IndexByte(tag, '<') + 1
+	skip := func(in func(byte) bool) {
+		for i < len(tag) && in(tag[i]) {
+			i++
+		}
+	}
+	skip(func(c byte) bool { return !isSpace(c) && c != '>' && c != '/' }) // the element's name
+	for {
+		skip(isSpace)
+		if i >= len(tag) || tag[i] == '>' || tag[i] == '/' {
+			break
+		}
+		offs = append(offs, i)
+		skip(func(c byte) bool { return c != '=' && !isSpace(c) })
+		skip(isSpace)
+		if i >= len(tag) || tag[i] != '=' {
+			break
+		}
+		i++
+		skip(isSpace)
+		if i >= len(tag) || tag[i] != '"' && tag[i] != '\'' {
+			break
+		}
+		q := tag[i]
+		j := bytes.IndexByte(tag[i+1:], q)
+		if j < 0 {
+			break
+		}
+		i += j + 2
+	}
+	r.scanned += i
+	return offs
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

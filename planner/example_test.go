@@ -43,7 +43,7 @@ func ExampleLoad() {
 	// plan ring_allreduce: 3 ranks, 30 ops, 2 buffers
 	// target connectx (managed style)
 	// rank 0: 6 work queues, 6 CQs, management queue "mgmt"
-	// all ranks: 57 WQEs (24 data), 9 WAITs, 18 ENABLEs, 6 host steps
+	// all ranks: 54 WQEs (24 data), 9 WAITs, 15 ENABLEs, 6 host steps
 }
 
 // A plan with mistakes: Load returns every diagnostic of the failing phase, and diag.Print

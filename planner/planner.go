@@ -17,6 +17,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
@@ -44,7 +45,8 @@ func LoadLimited(filename string, src []byte, params map[string]int64, lim elabo
 // Options are the settings of LoadWith beyond the params.
 type Options struct {
 	Limits elaborate.Limits
-	MSCCL  msccl.Options // how an .xml algorithm becomes a plan
+	MSCCL  msccl.Options  // how an .xml algorithm becomes a plan
+	Verify verify.Options // how the checks split their work
 
 	// Lint, when set, is given the warnings of the lints (verify.RNR) of a plan that passes,
 	// which run beside the checks on their happens-before graph.
@@ -88,7 +90,7 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 	if err != nil {
 		return nil, err
 	}
-	errs, order := verify.CheckDeadlocks(g)
+	errs, order := opt.Verify.CheckDeadlocks(g)
 	if len(errs) > 0 {
 		return g, errs.Err()
 	}
@@ -115,8 +117,9 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 		lint = order.LintRNR()
 	}
 	races := make(chan diag.List, 1)
-	go func() { races <- order.Races() }()
-	<-order.Spare() // the proof takes the CPU the race search leaves idle, not one it uses
+	spare := make(chan struct{})
+	go func() { races <- order.Races(sync.OnceFunc(func() { close(spare) })) }()
+	<-spare // the proof takes the CPU the race search leaves idle, not one it uses
 	proved := prove.Check(g, order)
 	errs = <-races
 	var lints diag.List

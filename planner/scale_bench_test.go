@@ -13,10 +13,10 @@ import (
 	"github.com/coredag/coredag/planner/lower"
 )
 
-// BenchmarkCheckRing is `coredag check` of plans/ring_allreduce.dag (parse, elaborate, verify)
+// BenchmarkCheckRing is `coredag check` of testdata/scale/ring_allreduce.dag (parse, elaborate, verify)
 // at three world sizes; ns/planop and B/planop show whether the cost per op stays flat.
 func BenchmarkCheckRing(b *testing.B) {
-	src, err := os.ReadFile("../plans/ring_allreduce.dag")
+	src, err := os.ReadFile("../testdata/scale/ring_allreduce.dag")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -92,10 +92,10 @@ func benchRing(b *testing.B, src []byte, f func(*testing.B, *ir.Graph, ir.Target
 	}
 }
 
-// deepRing is plans/ring_allreduce.dag, whose queues are deep enough for connectx at any size
+// deepRing is testdata/scale/ring_allreduce.dag, whose queues are deep enough for connectx at any size
 // (their depth grows with ranks).
 func deepRing(b *testing.B) []byte {
-	src, err := os.ReadFile("../plans/ring_allreduce.dag")
+	src, err := os.ReadFile("../testdata/scale/ring_allreduce.dag")
 	if err != nil {
 		b.Fatal(err)
 	}

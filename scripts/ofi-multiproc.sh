@@ -24,6 +24,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+# The ranks prove to each other that they belong to this job with a secret made for it, which
+# other users of the machine cannot read from the environment of its processes.
+COREDAG_JOB_SECRET=$(head -c 32 /dev/urandom | base64)
+export COREDAG_JOB_SECRET
 bin=${COREDAG:-}
 if [ -z "$bin" ]; then
   (cd "$(dirname "$0")/.." && go build -tags ofi -o "$tmp/coredag" ./cmd/coredag)

@@ -19,6 +19,8 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go build -tags ofi -o "$bin/coredag" ./cmd/coredag
 export FI_SOCKETS_IFACE=lo FI_SOCKETS_PE_WAITTIME=0
+COREDAG_JOB_SECRET=$(head -c 32 /dev/urandom | base64) # the two-process runs' job secret
+export COREDAG_JOB_SECRET
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 : >"$bin/coredag.txt"
 : >"$bin/coredag2.txt"

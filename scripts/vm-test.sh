@@ -32,6 +32,9 @@ RUNS=${RUNS:-7}
 TEST=$(realpath "${VERBS_TEST:-out/verbs.test}" 2>/dev/null) || TEST=""
 COREDAG=${COREDAG:-out/coredag}
 export COREDAG_VERBS_DEVICE=$DEV
+# The job secret of the multi-process runs below (the verbs tests make their own per run).
+COREDAG_JOB_SECRET=$(head -c 32 /dev/urandom | base64)
+export COREDAG_JOB_SECRET
 FAILED=()
 
 step() { echo; echo "=== $*"; }

@@ -9,9 +9,9 @@ import (
 	"github.com/coredag/coredag/planner"
 )
 
-// ringPlan compiles plans/ring_allreduce.dag for connectx with the given rank count.
+// ringPlan compiles testdata/scale/ring_allreduce.dag for connectx with the given rank count.
 func ringPlan(b testing.TB, ranks int64) *ir.Plan {
-	src, err := os.ReadFile("../plans/ring_allreduce.dag")
+	src, err := os.ReadFile("../testdata/scale/ring_allreduce.dag")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -207,6 +207,7 @@ func (r *dotRun) run(ctx context.Context, dotText []byte, args ...string) ([]byt
 	ctx, kill := context.WithCancel(ctx) // also stops dot when its output overflows
 	defer kill()
 	cmd := exec.CommandContext(ctx, r.prog, args...)
+	ownGroup(cmd)
 	cmd.Stdin = bytes.NewReader(dotText)
 	out := &cappedBuffer{limit: maxOutput, overflow: kill}
 	msgs := &cappedBuffer{limit: maxStderr}
@@ -219,7 +220,7 @@ func (r *dotRun) run(ctx context.Context, dotText []byte, args ...string) ([]byt
 	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return nil, fmt.Errorf("%s: %w and was stopped", r.what, ErrTimeout)
 	case err != nil && ctx.Err() != nil:
-		return nil, fmt.Errorf("%s: %w", r.what, ctx.Err())
+		return nil, fmt.Errorf("%s: Graphviz's dot was stopped (%w)", r.what, context.Cause(ctx))
 	case err != nil || out.buf.Len() == 0:
 		return nil, &dotFailed{what: r.what, prog: r.prog, err: err, msgs: msgs.quote(), wrote: out.buf.Len() > 0}
 	}

@@ -286,14 +286,44 @@ func (m *merger) label() {
 // and 85 s at 20160 (64 ranks); its plan view took 3.2 s at 1488 nodes, 8.7 s at 2044 and 13.4 s
 // at 2688. The bounds keep a layout within about 10 s with room for a busy machine (the 3808-node
 // graph view took 6 s under a load of 6); larger drawings are for DOT output.
+//
+// Edges count as well: a view has about two per node (four in the plan view of an alltoall), but
+// a plan of many `after` edges has far more, and dot's time grows with them (a 43-node graph view
+// of 780 edges took 69 s, one of 207 nodes and 9,917 edges minutes). The edge bounds are twice
+// and four times the node bounds.
 const (
-	MaxGraphLayout = 4000
-	MaxPlanLayout  = 1500
+	MaxGraphLayout      = 4000
+	MaxPlanLayout       = 1500
+	MaxGraphLayoutEdges = 2 * MaxGraphLayout
+	MaxPlanLayoutEdges  = 4 * MaxPlanLayout
 )
 
 // Nodes is the number of nodes of a drawing made by Graph or Plan, summary nodes included.
 func Nodes(d *dot.Graph) int {
 	n := 0
 	d.VisitNodes(func(dot.Node) bool { n++; return false })
+	return n
+}
+
+// Edges is the number of edges of a drawing made by Graph or Plan: the edge operators ("->") of
+// its DOT text outside quoted strings.
+func Edges(d *dot.Graph) int {
+	return countEdges(d.String())
+}
+
+func countEdges(text string) int {
+	n := 0
+	quoted := false
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case quoted && c == '\\':
+			i++ // an escaped character, perhaps a quote
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == '-' && i+1 < len(text) && text[i+1] == '>':
+			n++
+			i++
+		}
+	}
 	return n
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/emicklei/dot"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -300,4 +301,17 @@ func TestRankFilterMergesTransfers(t *testing.T) {
 	// Unfiltered, nothing is folded and nothing merges.
 	hasNot(t, Graph(g, Options{}).String(), "transfers")
 	hasNot(t, Plan(compile(t, g), Options{}).String(), "transfers")
+}
+
+// TestEdges: Edges counts the edges of a drawing, across clusters, and not an arrow in a label.
+func TestEdges(t *testing.T) {
+	d := dot.NewGraph(dot.Directed)
+	c := d.Subgraph("x", dot.ClusterOption{})
+	a, b := c.Node("a").Label(`a -> "b" \`), c.Node("b")
+	e := d.Node("e").Label("->")
+	c.Edge(a, b)
+	d.Edge(a, e).Label(`"->"`)
+	d.Edge(e, b)
+	assert.Equal(t, 3, Edges(d))
+	assert.Equal(t, 3, Nodes(d))
 }

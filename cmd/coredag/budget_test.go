@@ -124,13 +124,13 @@ func TestRunBudgetBuffers(t *testing.T) {
 
 	code, out, _ = capped(t, "", nil, "run", "--mem", "1GiB", "-p", "n=64MiB", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, out)
-	assert.Equal(t, "plans/ring_allreduce.dag:22:8: buffers need 10 GiB in this process (4 ranks × 1.25 GiB registered with softnic, plus 5 GiB for the reference copy); "+
+	assert.Equal(t, "plans/ring_allreduce.dag:25:8: buffers need 14 GiB in this process (4 ranks × 1.75 GiB registered with softnic, plus 7 GiB for the reference copy); "+
 		"the largest, data, takes 1 GiB per rank; the memory budget is 1 GiB (set with --mem): lower the buffer sizes or the rank count (-p)", firstLine(out))
 
 	code, out, _ = capped(t, "", nil, "run", "--mem", "1GiB", "-p", "n=4MiB", "--dump", "data", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, out)
-	assert.Equal(t, "coredag: plans/ring_allreduce.dag: --dump of 1 buffer needs 4.63 GiB: 4 GiB for the printed values (64 bytes per element and rank) "+
-		"besides 640 MiB for the run; the memory budget is 1 GiB (set with --mem): dump smaller buffers", firstLine(out))
+	assert.Equal(t, "coredag: plans/ring_allreduce.dag: --dump of 1 buffer needs 4.88 GiB: 4 GiB for the printed values (64 bytes per element and rank) "+
+		"besides 896 MiB for the run; the memory budget is 1 GiB (set with --mem): dump smaller buffers", firstLine(out))
 }
 
 // TestRunDefaultBudget: a normal run passes within the default budget (here the 4 GiB address
@@ -142,12 +142,12 @@ func TestRunDefaultBudget(t *testing.T) {
 
 	code, out, _ = capped(t, "", nil, "run", "--mem", "1KiB", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitFail, code, out)
-	assert.Equal(t, "plans/ring_allreduce.dag:27:1: the plan has more than 1 ops over all its ranks (this loop alone makes at least 9): "+
+	assert.Equal(t, "plans/ring_allreduce.dag:30:1: the plan has more than 1 ops over all its ranks (this loop alone makes at least 9): "+
 		"a plan takes about 2 KiB per op to check, compile and run, and the memory budget is 1 KiB (set with --mem)", firstLine(out))
 
 	code, out, _ = capped(t, "", []string{"COREDAG_MEM=1MiB"}, "run", "-p", "n=64KiB", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, out)
-	assert.Contains(t, firstLine(out), "buffers need 10 MiB in this process (4 ranks × 1.25 MiB registered with softnic, plus 5 MiB for the reference copy)")
+	assert.Contains(t, firstLine(out), "buffers need 14 MiB in this process (4 ranks × 1.75 MiB registered with softnic, plus 7 MiB for the reference copy)")
 	assert.Contains(t, firstLine(out), "the memory budget is 1 MiB (set with COREDAG_MEM)")
 
 	for _, bad := range []string{"lots", "0", "-5MiB"} {

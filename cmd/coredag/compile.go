@@ -36,7 +36,11 @@ func (c *compileCmd) Run(e *env) error {
 		if err := checkOutput(e, "-o", c.Out, c.File); err != nil {
 			return err
 		}
-		opt.then = func(ctx context.Context, l *loaded) { file = c.toFile(ctx, l) }
+		opt.then = func(ctx context.Context, l *loaded) {
+			ctx, cancel := context.WithCancelCause(ctx) // stopped by the checks or a signal
+			defer context.AfterFunc(e.ctx, func() { cancel(context.Cause(e.ctx)) })()
+			file = c.toFile(ctx, l)
+		}
 	}
 	l, err := mustLoad(e, c.File, c.paramFlags, c.Format == "json", opt)
 	if err == nil && (c.Rank < -1 || c.Rank >= l.graph.Ranks) {
@@ -67,7 +71,7 @@ func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileE
 	p, err := l.lowering.CompileEach(func(p *ir.Plan, r int) func() error {
 		b := lw.Render(p, r)
 		return func() error {
-			if writeErr = ctx.Err(); writeErr == nil {
+			if writeErr = context.Cause(ctx); writeErr == nil {
 				writeErr = lw.Emit(p, b)
 			}
 			return writeErr
@@ -89,7 +93,7 @@ func (c *compileCmd) toStdout(e *env, l *loaded) error {
 	if err := l.limits; err != nil {
 		return failPlan(e, l, err, asJSON)
 	}
-	compileErr, err := c.list(context.Background(), e.stdout, l)
+	compileErr, err := c.list(e.ctx, e.stdout, l)
 	if compileErr != nil {
 		return failPlan(e, l, compileErr, asJSON)
 	}

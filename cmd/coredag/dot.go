@@ -68,7 +68,7 @@ func (c *dotCmd) Run(e *env) error {
 	}
 	opts := viz.Options{Ranks: c.Rank, Limit: c.Limit, Full: c.Full}
 	var d *dot.Graph
-	bound := viz.MaxGraphLayout
+	bound, edgeBound := viz.MaxGraphLayout, viz.MaxGraphLayoutEdges
 	switch c.View {
 	case "plan":
 		t, err := ir.LookupTarget(c.Target)
@@ -80,20 +80,32 @@ func (c *dotCmd) Run(e *env) error {
 			printDiagnostics(e.stderr, &loaded{path: l.path, src: l.src, err: err})
 			return &exitError{code: exitFail}
 		}
-		d, bound = viz.Plan(p, opts), viz.MaxPlanLayout
+		d, bound, edgeBound = viz.Plan(p, opts), viz.MaxPlanLayout, viz.MaxPlanLayoutEdges
 	default:
 		d = viz.Graph(g, opts)
 	}
-	if n := viz.Nodes(d); format != viz.DOT && n > bound {
-		how := fmt.Sprintf("fold it with --limit %d or less", bound)
-		if c.Full {
-			how = fmt.Sprintf("fold it without --full (--limit %d or less)", bound)
+	if format != viz.DOT {
+		n, m := viz.Nodes(d), viz.Edges(d)
+		var over string
+		limit := bound
+		switch {
+		case n > bound:
+			over = fmt.Sprintf("%d nodes; Graphviz lays out at most about %d", n, bound)
+		case m > edgeBound:
+			over = fmt.Sprintf("%d nodes and %d edges; Graphviz lays out at most about %d edges", n, m, edgeBound)
+			limit = max(1, int(int64(n)*int64(edgeBound)/int64(m))) // folding drops edges with nodes
 		}
-		return fmt.Errorf("the %s view of %s has %d nodes; Graphviz lays out at most about %d of this view in 10 s: %s, draw fewer ranks with --rank, or write .dot and lay it out yourself",
-			c.View, g.Name, n, bound, how)
+		if over != "" {
+			how := fmt.Sprintf("fold it with --limit %d or less", limit)
+			if c.Full {
+				how = fmt.Sprintf("fold it without --full (--limit %d or less)", limit)
+			}
+			return fmt.Errorf("the %s view of %s has %s of this view in 10 s: %s, draw fewer ranks with --rank, or write .dot and lay it out yourself",
+				c.View, g.Name, over, how)
+		}
 	}
 	text := d.String()
-	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+	ctx, cancel := context.WithTimeout(e.ctx, c.Timeout)
 	defer cancel()
 	var buf bytes.Buffer
 	if err := viz.RenderContext(ctx, []byte(text), format, &buf); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,4 +183,35 @@ func TestDotRefusesLargeLayout(t *testing.T) {
 	code, _, stderr := coredagEnv(t, []string{"COREDAG_DOT=" + spy}, "", "dot", "-p", "ranks=64", "--full", "-o", out, "plans/ring_allreduce.dag")
 	assert.Equal(t, 0, code, stderr)
 	assert.FileExists(t, out)
+}
+
+// TestDotRefusesManyEdges: a view of few nodes but many edges (141 ops, each after all earlier
+// ones: 9,870 edges, which dot lays out for minutes) is refused before dot starts, naming both
+// counts, the edge bound and --limit.
+func TestDotRefusesManyEdges(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "dot-ran")
+	spy := fakeDot(t, "touch "+marker+"; cat >/dev/null; exit 1\n")
+	var plan strings.Builder
+	plan.WriteString("plan dense\nparam ranks = 1\nbuffer b u8[8]\n")
+	for i := range 141 {
+		fmt.Fprintf(&plan, "op o%d = nop", i)
+		for j := range i {
+			sep := ", "
+			if j == 0 {
+				sep = " after "
+			}
+			fmt.Fprintf(&plan, "%so%d", sep, j)
+		}
+		plan.WriteString("\n")
+	}
+	src := filepath.Join(dir, "dense.dag")
+	require.NoError(t, os.WriteFile(src, []byte(plan.String()), 0o644))
+	out := filepath.Join(dir, "x.svg")
+	code, stdout, stderr := coredagEnv(t, []string{"COREDAG_DOT=" + spy}, "", "dot", "-o", out, src)
+	assert.Equal(t, 1, code, stderr)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "coredag: the graph view of dense has 141 nodes and 9870 edges; Graphviz lays out at most about 8000 edges of this view in 10 s: fold it with --limit 114 or less, draw fewer ranks with --rank, or write .dot and lay it out yourself\n", stderr)
+	assert.NoFileExists(t, out)
+	assert.NoFileExists(t, marker, "dot must not start")
 }

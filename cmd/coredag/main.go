@@ -5,15 +5,22 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/atomicfile"
 )
 
 // version is the release of the tool; -ldflags "-X main.version=..." overrides it.
@@ -26,8 +33,10 @@ const (
 	exitUsage = 2 // bad flags or arguments, unreadable or oversized files, runs past the memory budget
 )
 
-// env is what a subcommand's Run method receives: the process's streams.
+// env is what a subcommand's Run method receives: the process's streams, and a context that
+// SIGINT or SIGTERM cancels (its cause is an *interruption), for the work that can stop.
 type env struct {
+	ctx            context.Context
 	stdin          io.Reader
 	stdout, stderr io.Writer
 }
@@ -101,6 +110,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	for _, c := range commands {
 		opts = append(opts, kong.DynamicCommand(c.name, c.help, "", c.new()))
 	}
+	helpExit := -1 // the exit code after the help text, when not kong's
 	defer func() {
 		if r := recover(); r != nil {
 			req, ok := r.(exitRequest)
@@ -108,6 +118,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 				panic(r)
 			}
 			code = req.code
+			if helpExit >= 0 {
+				code = helpExit
+			}
 		}
 	}()
 	var root cli
@@ -116,17 +129,33 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintf(stderr, "coredag: internal error: %v\n", err)
 		return exitUsage
 	}
+	if len(args) == 0 {
+		// As go and git do: the whole list of commands, on stderr, and a usage exit.
+		parser.Stdout = stderr
+		args = []string{"--help"}
+		helpExit = exitUsage
+	} else if args[0] == "help" {
+		// "coredag help [COMMAND...]" is "coredag [COMMAND...] --help", as in go, git and kubectl.
+		if len(args) > 1 && !slices.ContainsFunc(commands, func(c command) bool { return c.name == args[1] }) {
+			fmt.Fprintf(stderr, "coredag help %s: unknown command; run \"coredag help\" for the list\n", diag.EscapeControls(args[1]))
+			return exitUsage
+		}
+		args = append(slices.Clone(args[1:]), "--help")
+	}
 	ctx, err := parser.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))
-		if len(args) == 0 {
-			fmt.Fprintln(stderr, `run "coredag --help" for the commands`)
-		}
 		return exitUsage
 	}
 	stop, err := root.profiles()
 	if err == nil {
-		err = ctx.Run(&env{stdin: stdin, stdout: stdout, stderr: stderr})
+		var intr *interruption
+		err, intr = runInterruptible(func(c context.Context) error {
+			return ctx.Run(&env{ctx: c, stdin: stdin, stdout: stdout, stderr: stderr})
+		})
+		if intr != nil {
+			return intr.report(stderr, commandName(ctx.Command()), err)
+		}
 		if perr := stop(); err == nil {
 			err = perr
 		}
@@ -143,6 +172,88 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	}
 	fmt.Fprintf(stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))
 	return exitFail
+}
+
+// interruption is the cause of the cancellation of env.ctx: the signal that asked coredag to stop.
+type interruption struct{ sig syscall.Signal }
+
+func (i *interruption) Error() string { return "interrupted by " + signalName(i.sig) }
+
+// Is makes an interruption a context.Canceled, as the cancellation of a context is.
+func (i *interruption) Is(target error) bool { return target == context.Canceled }
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
+}
+
+// interruptGrace is how long a command has, once interrupted, to stop its work (children are
+// killed at once, by their context) and return, before coredag exits without it.
+const interruptGrace = 2 * time.Second
+
+// runInterruptible runs work with a context that SIGINT or SIGTERM cancels. Without a signal it
+// returns work's error. After one, it waits up to interruptGrace (or a second signal) for work
+// to return, and returns its error, if it did, and the interruption.
+func runInterruptible(work func(context.Context) error) (error, *interruption) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	done := make(chan error, 1)
+	go func() { done <- work(ctx) }()
+	select {
+	case err := <-done:
+		return err, nil
+	case s := <-sigs:
+		intr := &interruption{sig: s.(syscall.Signal)}
+		cancel(intr)
+		select {
+		case err := <-done:
+			return err, intr
+		case <-sigs:
+		case <-time.After(interruptGrace):
+		}
+		return errWorkRunning, intr
+	}
+}
+
+// errWorkRunning stands for the error of a command that did not return in interruptGrace.
+var errWorkRunning = errors.New("still running")
+
+// report says what an interruption stopped: the command, its own error if it returned one
+// (Graphviz's dot stopped, say), and the output files left as they were, whose unfinished
+// copies it removes. It returns the exit code of a process killed by the signal, 128 + its
+// number, as shells report it: 130 for SIGINT, 143 for SIGTERM.
+func (i *interruption) report(w io.Writer, command string, err error) int {
+	fmt.Fprintf(w, "coredag: %s %s\n", command, i)
+	switch {
+	case err == errWorkRunning:
+		fmt.Fprintf(w, "coredag: %s did not stop within %v; exiting without it\n", command, interruptGrace)
+	case err != nil && err.Error() != i.Error():
+		fmt.Fprintf(w, "coredag: %s\n", diag.EscapeControls(err.Error()))
+	}
+	for _, path := range atomicfile.RemoveUnfinished() {
+		fmt.Fprintf(w, "coredag: %s left as it was (its unfinished new copy removed)\n", diag.QuoteName(path))
+	}
+	return 128 + int(i.sig)
+}
+
+// commandName is the subcommand of kong's command line: "export msccl" of "export msccl <file>".
+func commandName(cmdline string) string {
+	var words []string
+	for _, w := range strings.Fields(cmdline) {
+		if strings.HasPrefix(w, "<") {
+			break
+		}
+		words = append(words, w)
+	}
+	return strings.Join(words, " ")
 }
 
 // A subcommand file looks like this:

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,4 +60,38 @@ func TestMSCCLImportExport(t *testing.T) {
 	code, stdout, stderr = coredag(t, "", "export", "msccl", "--coll", "custom", dag)
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, `coll="custom" inplace="1"`)
+}
+
+// Hostile values crossing into XML or plan text stay values: export escapes --coll (refusing
+// what XML cannot hold), import quotes coll in the plan's comments; a Latin-1 file is refused in
+// words, not with the XML decoder's names.
+func TestMSCCLHostileValues(t *testing.T) {
+	dir := t.TempDir()
+	dag := filepath.Join(dir, "ring.dag")
+	code, _, stderr := coredag(t, "", "import", "msccl", "-o", dag, "testdata/msccl/ring_allreduce_4.xml")
+	require.Equal(t, exitOK, code, stderr)
+	code, stdout, stderr := coredag(t, "", "export", "msccl", "--coll", `x" evil="1`, dag)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, ` coll="x&#34; evil=&#34;1" `)
+	requireWellFormedXML(t, []byte(stdout))
+	code, stdout, stderr = coredag(t, "", "export", "msccl", "--coll", "a\x01b", dag)
+	assert.Equal(t, exitFail, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, `coll "a\x01b" holds U+0001, which XML cannot hold`)
+
+	src, err := os.ReadFile("../../testdata/msccl/ring_allreduce_4.xml")
+	require.NoError(t, err)
+	xml := filepath.Join(dir, "evil.xml")
+	require.NoError(t, os.WriteFile(xml, []byte(strings.Replace(string(src), `proto="Simple"`, `proto="Simple&#10;plan pwned"`, 1)), 0o644))
+	code, stdout, stderr = coredag(t, "", "import", "msccl", xml)
+	require.Equal(t, exitOK, code, stderr)
+	assert.NotContains(t, stdout, "\nplan pwned")
+	assert.Contains(t, stdout, `proto="Simple\nplan pwned"`)
+
+	latin := filepath.Join(dir, "latin.xml")
+	require.NoError(t, os.WriteFile(latin, append([]byte(`<?xml version="1.0" encoding="ISO-8859-1"?>`+"\n"), src...), 0o644))
+	code, _, stderr = coredag(t, "", "import", "msccl", latin)
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stderr, latin+`:1:21: the XML declares encoding "ISO-8859-1": coredag reads UTF-8 only`)
+	assert.NotContains(t, stderr, "CharsetReader")
 }

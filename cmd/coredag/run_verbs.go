@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,13 +17,14 @@ import (
 // verbsFlags are the flags of `coredag run` for real RDMA devices: one process per rank, started
 // by hand, by mpirun or by srun.
 type verbsFlags struct {
-	Provider  string `default:"softnic" enum:"softnic,verbs,ofi" help:"NIC: softnic (every rank in this process), verbs (a real RDMA device, one process per rank; needs a build with -tags verbs) or ofi (libfabric on loopback: every rank in this process, or one process per rank with --rank/--ranks/--bootstrap; needs a build with -tags ofi)."`
-	Rank      int    `default:"-1" help:"With --provider verbs: this process's rank (default: from mpirun or srun, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)."`
-	NumRanks  int    `name:"ranks" default:"-1" help:"With --provider verbs: the number of processes (default: from mpirun or srun); sets the plan's ranks param unless -p ranks= is given."`
-	Bootstrap string `placeholder:"HOST:PORT" help:"With --provider verbs: rank 0 listens on HOST:PORT, the other ranks connect there to exchange queue pair numbers, GIDs and rkeys."`
-	Device    string `placeholder:"NAME" help:"With --provider verbs: RDMA device, e.g. mlx5_0 or rxe0 (ibv_devices lists them; default: the first)."`
-	GIDIndex  int    `name:"gid-index" default:"-1" help:"With --provider verbs: GID table index for RoCE (default: the first RoCE v2 GID with an IPv4 address)."`
-	OFIProv   string `name:"ofi-provider" placeholder:"NAME" help:"With --provider ofi: libfabric provider, e.g. sockets or tcp (fi_info lists them; default: the first offering FI_TRIGGER and FI_RMA)."`
+	Provider   string `default:"softnic" enum:"softnic,verbs,ofi" help:"NIC: softnic (every rank in this process), verbs (a real RDMA device, one process per rank; needs a build with -tags verbs) or ofi (libfabric on loopback: every rank in this process, or one process per rank with --rank/--ranks/--bootstrap; needs a build with -tags ofi)."`
+	Rank       int    `default:"-1" help:"With --provider verbs: this process's rank (default: from mpirun or srun, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)."`
+	NumRanks   int    `name:"ranks" default:"-1" help:"With --provider verbs: the number of processes (default: from mpirun or srun); sets the plan's ranks param unless -p ranks= is given."`
+	Bootstrap  string `placeholder:"HOST:PORT" help:"With --provider verbs: rank 0 listens on HOST:PORT, the other ranks connect there to exchange queue pair numbers, GIDs and rkeys."`
+	SecretFile string `name:"job-secret-file" placeholder:"FILE" help:"With one process per rank: the job secret that every rank must hold, read from FILE, a file of yours that only you may read (mode 600). Default: COREDAG_JOB_SECRET, else the job key of Open MPI's mpirun."`
+	Device     string `placeholder:"NAME" help:"With --provider verbs: RDMA device, e.g. mlx5_0 or rxe0 (ibv_devices lists them; default: the first)."`
+	GIDIndex   int    `name:"gid-index" default:"-1" help:"With --provider verbs: GID table index for RoCE (default: the first RoCE v2 GID with an IPv4 address)."`
+	OFIProv    string `name:"ofi-provider" placeholder:"NAME" help:"With --provider ofi: libfabric provider, e.g. sockets or tcp (fi_info lists them; default: the first offering FI_TRIGGER and FI_RMA)."`
 }
 
 // verbsResult is the --json output of a verbs run on rank 0.
@@ -47,8 +49,21 @@ func (c *runCmd) runPerProcess(e *env, prov provider.Entry) (err error) {
 	if err != nil {
 		return usageError("--provider %s: %v", name, err)
 	}
-	if world.Size > 1 && c.Bootstrap == "" {
-		return usageError("--provider %s with %d ranks needs --bootstrap HOST:PORT (rank 0's host and a free port, the same on every rank)", name, world.Size)
+	var secret []byte
+	if world.Size > 1 {
+		if c.Bootstrap == "" {
+			return usageError("--provider %s with %d ranks needs --bootstrap HOST:PORT (rank 0's host and a free port, the same on every rank)", name, world.Size)
+		}
+		if err := bootstrap.CheckAddr(c.Bootstrap); err != nil {
+			return usageError("%v", err)
+		}
+		if secret, _, err = bootstrap.ResolveSecret(c.SecretFile, nil); err != nil {
+			return usageError("--job-secret-file: %v", err)
+		}
+		if secret == nil {
+			return usageError("--provider %s with %d ranks needs a job secret that every rank holds and other users cannot read: %s; or pass --job-secret-file FILE, a file only you can read (mode 600)",
+				name, world.Size, bootstrap.NoSecretHelp)
+		}
 	}
 	if c.Explore > 0 || c.OnHang != "" || len(c.Dump) > 0 {
 		return usageError("--explore, --on-hang and --dump work with the software NIC only")
@@ -79,7 +94,8 @@ func (c *runCmd) runPerProcess(e *env, prov provider.Entry) (err error) {
 		return &exitError{code: exitFail}
 	}
 	defer dev.Close()
-	cfg := bootstrap.Config{World: world, Addr: c.Bootstrap}
+	cfg := bootstrap.Config{World: world, Addr: c.Bootstrap, Secret: secret, Job: c.jobFacts(l, name, engine, target.Name),
+		Logf: func(format string, args ...any) { fmt.Fprintf(e.stderr, "rank 0: "+format+"\n", args...) }}
 	res, own, all, err := bootstrap.RunProcess(context.Background(), plan, dev, cfg,
 		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true, NoTriggers: c.NoTriggers, Timeline: c.Timeline != ""})
 	if c.Timeline != "" && res != nil {
@@ -126,6 +142,22 @@ func (c *runCmd) runPerProcess(e *env, prov provider.Entry) (err error) {
 		return &exitError{code: exitFail}
 	}
 	return nil
+}
+
+// jobFacts is what every process of a run must agree on, compared by the bootstrap so that
+// processes started with different plans or options are refused at once, naming the difference.
+func (c *runCmd) jobFacts(l *loaded, provider string, engine exec.Engine, target string) []bootstrap.Fact {
+	sum := sha256.Sum256(l.src)
+	f := []bootstrap.Fact{{Key: "plan", Text: fmt.Sprintf("plan %s (sha256 %x... of its text)", l.graph.Name, sum[:8])}}
+	for _, p := range l.graph.Params {
+		f = append(f, bootstrap.Fact{Key: "param " + p.Name, Text: fmt.Sprintf("%s=%d", p.Name, p.Value)})
+	}
+	return append(f,
+		bootstrap.Fact{Key: "iters", Text: fmt.Sprintf("--iters %d", c.Iters)},
+		bootstrap.Fact{Key: "target", Text: "--target " + target},
+		bootstrap.Fact{Key: "engine", Text: fmt.Sprintf("--engine %v", engine)},
+		bootstrap.Fact{Key: "provider", Text: strings.TrimSpace("--provider " + provider + " " + c.OFIProv)},
+		bootstrap.Fact{Key: "no-triggers", Text: fmt.Sprintf("--no-triggers=%v", c.NoTriggers)})
 }
 
 // hasParam reports whether -p NAME=... was given.

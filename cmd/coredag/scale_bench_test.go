@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// BenchmarkCLIRing runs the built coredag as a user does on plans/ring_allreduce.dag at 256,
+// BenchmarkCLIRing runs the built coredag as a user does on testdata/scale/ring_allreduce.dag at 256,
 // 512 and 1024 ranks: `check`, and `compile -o FILE` (the check, the lowering and the listing
 // written to a file). Besides the time of a run it reports the time per plan op and the
 // process's peak resident memory (maxRSS-MB, in 10^6 bytes), so the figures of a whole run can
@@ -28,7 +28,7 @@ func BenchmarkCLIRing(b *testing.B) {
 		for _, cmd := range []string{"check", "compile"} {
 			b.Run(fmt.Sprintf("%s/ranks=%d", cmd, ranks), func(b *testing.B) {
 				param := "ranks=" + strconv.Itoa(ranks)
-				args := []string{"check", "-p", param, "plans/ring_allreduce.dag"}
+				args := []string{"check", "-p", param, "testdata/scale/ring_allreduce.dag"}
 				code, stdout, stderr, _ := cliRun(b, args...)
 				m := opsRE.FindStringSubmatch(stdout)
 				if code != 0 || m == nil {
@@ -37,7 +37,7 @@ func BenchmarkCLIRing(b *testing.B) {
 				ops, _ := strconv.Atoi(m[1])
 				out := filepath.Join(b.TempDir(), "ring.lst")
 				if cmd == "compile" {
-					args = []string{"compile", "-p", param, "-o", out, "plans/ring_allreduce.dag"}
+					args = []string{"compile", "-p", param, "-o", out, "testdata/scale/ring_allreduce.dag"}
 				}
 				var peak int64 // bytes
 				for b.Loop() {

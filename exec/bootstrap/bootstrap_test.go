@@ -21,6 +21,14 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
+// testSecret is the job secret of the tests' jobs.
+var testSecret = []byte("0123456789abcdef-test-job-secret")
+
+// cfg is the Config of rank r of a job of size ranks meeting at addr.
+func cfg(addr string, r, size int, timeout time.Duration) Config {
+	return Config{World: World{Rank: r, Size: size}, Addr: addr, Secret: testSecret, Timeout: timeout}
+}
+
 // group runs f on size ranks concurrently, each with its own Comm, and returns their errors.
 func group(t *testing.T, size int, timeout time.Duration, f func(c *Comm) error) []error {
 	t.Helper()
@@ -31,7 +39,7 @@ func group(t *testing.T, size int, timeout time.Duration, f func(c *Comm) error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := Connect(context.Background(), Config{World: World{Rank: r, Size: size}, Addr: addr, Timeout: timeout})
+			c, err := Connect(context.Background(), cfg(addr, r, size, timeout))
 			if err != nil {
 				errs[r] = err
 				return
@@ -119,11 +127,11 @@ func TestExchange(t *testing.T) {
 func TestMissingRankTimesOut(t *testing.T) {
 	addr := freeAddr(t)
 	start := time.Now()
-	_, err := Connect(context.Background(), Config{World: World{Rank: 0, Size: 3}, Addr: addr, Timeout: 300 * time.Millisecond})
+	_, err := Connect(context.Background(), cfg(addr, 0, 3, 300*time.Millisecond))
 	require.ErrorContains(t, err, "ranks 1, 2 never connected")
 	require.Less(t, time.Since(start), 5*time.Second)
 
-	_, err = Connect(context.Background(), Config{World: World{Rank: 2, Size: 3}, Addr: addr, Timeout: 300 * time.Millisecond})
+	_, err = Connect(context.Background(), cfg(addr, 2, 3, 300*time.Millisecond))
 	require.ErrorContains(t, err, "rank 2 could not reach rank 0 at "+addr)
 }
 
@@ -134,9 +142,9 @@ func TestMismatchedWorld(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, rootErr = Connect(context.Background(), Config{World: World{Rank: 0, Size: 2}, Addr: addr, Timeout: 5 * time.Second})
+		_, rootErr = Connect(context.Background(), cfg(addr, 0, 2, 5*time.Second))
 	}()
-	_, err := Connect(context.Background(), Config{World: World{Rank: 1, Size: 3}, Addr: addr, Timeout: 5 * time.Second})
+	_, err := Connect(context.Background(), cfg(addr, 1, 3, 5*time.Second))
 	wg.Wait()
 	require.ErrorContains(t, err, "rank 0 refused rank 1: rank 1 says there are 3 ranks, rank 0 says 2")
 	require.ErrorContains(t, rootErr, "start every rank with the same --ranks")
@@ -146,7 +154,7 @@ func TestStrayClientIsIgnored(t *testing.T) {
 	addr := freeAddr(t)
 	errs := make(chan error, 1)
 	go func() {
-		c, err := Connect(context.Background(), Config{World: World{Rank: 0, Size: 2}, Addr: addr, Timeout: 5 * time.Second})
+		c, err := Connect(context.Background(), cfg(addr, 0, 2, 5*time.Second))
 		if err == nil {
 			c.Close()
 		}
@@ -160,7 +168,7 @@ func TestStrayClientIsIgnored(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 	stray.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
 	stray.Close()
-	c, err := Connect(context.Background(), Config{World: World{Rank: 1, Size: 2}, Addr: addr, Timeout: 5 * time.Second})
+	c, err := Connect(context.Background(), cfg(addr, 1, 2, 5*time.Second))
 	require.NoError(t, err)
 	c.Close()
 	require.NoError(t, <-errs)

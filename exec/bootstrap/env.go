@@ -22,13 +22,20 @@ type World struct {
 	Source string // where Rank and Size came from: "flags" or the launcher's variable names
 }
 
-// ResolveWorld decides this process's rank and the world size. Explicit values (from command-line
-// flags) win; a negative value means "not given". Whatever is missing is taken from the first
-// launcher whose variables are set (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE,
-// SLURM_PROCID/SLURM_NTASKS). getenv is os.Getenv when nil; tests pass their own.
+// ResolveWorld decides this process's rank and the world size. Explicit values (from the
+// command-line flags --rank and --ranks) win; -1 means "not given", and other negative values are
+// refused. Whatever is missing is taken from the first launcher whose variables are set
+// (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS). Errors name the
+// offending value and where it came from. getenv is os.Getenv when nil; tests pass their own.
 func ResolveWorld(rank, size int, getenv func(string) string) (World, error) {
 	if getenv == nil {
 		getenv = os.Getenv
+	}
+	switch {
+	case rank < -1:
+		return World{}, fmt.Errorf("--rank %d is negative: ranks count from 0 (leave --rank out to take it from mpirun or srun)", rank)
+	case size < -1 || size == 0:
+		return World{}, fmt.Errorf("--ranks %d: a run needs at least 1 process (leave --ranks out to take it from mpirun or srun)", size)
 	}
 	w := World{Rank: rank, Size: size, Source: "flags"}
 	if rank < 0 || size < 0 {
@@ -49,6 +56,12 @@ func ResolveWorld(rank, size int, getenv func(string) string) (World, error) {
 			if err != nil {
 				return World{}, fmt.Errorf("launcher variable %s=%q is not an integer process count", pair[1], ss)
 			}
+			if r < 0 && rank < 0 {
+				return World{}, fmt.Errorf("launcher variable %s=%d is a negative rank: ranks count from 0 (or pass --rank)", pair[0], r)
+			}
+			if s < 1 && size < 0 {
+				return World{}, fmt.Errorf("launcher variable %s=%d: a run needs at least 1 process (or pass --ranks)", pair[1], s)
+			}
 			src := pair[0] + "/" + pair[1]
 			if rank < 0 {
 				w.Rank = r
@@ -64,11 +77,14 @@ func ResolveWorld(rank, size int, getenv func(string) string) (World, error) {
 			break
 		}
 	}
-	if w.Rank < 0 || w.Size < 0 {
-		return World{}, fmt.Errorf("rank and world size are unknown: pass --rank R --ranks N, or start the processes with mpirun or srun (which set OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS)")
-	}
-	if w.Size < 1 {
-		return World{}, fmt.Errorf("world size %d (from %s) must be at least 1", w.Size, w.Source)
+	const how = "pass --rank R --ranks N, or start the processes with mpirun or srun (which set OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS)"
+	switch {
+	case w.Rank < 0 && w.Size < 0:
+		return World{}, fmt.Errorf("rank and world size are unknown: %s", how)
+	case w.Rank < 0:
+		return World{}, fmt.Errorf("this process's rank is unknown (--ranks %d was given): %s", w.Size, how)
+	case w.Size < 0:
+		return World{}, fmt.Errorf("the world size is unknown (--rank %d was given): %s", w.Rank, how)
 	}
 	if w.Rank >= w.Size {
 		return World{}, fmt.Errorf("rank %d (from %s) is out of range for %d ranks: ranks are 0..%d", w.Rank, w.Source, w.Size, w.Size-1)

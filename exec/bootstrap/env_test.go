@@ -28,6 +28,16 @@ func TestResolveWorld(t *testing.T) {
 		{name: "garbage", rank: -1, size: -1, env: map[string]string{"SLURM_PROCID": "x", "SLURM_NTASKS": "2"}, err: `SLURM_PROCID="x" is not an integer`},
 		{name: "rank too big", rank: 4, size: 4, err: `rank 4 \(from flags\) is out of range for 4 ranks: ranks are 0..3`},
 		{name: "zero size", rank: 0, size: 0, err: "at least 1"},
+		{name: "negative rank flag", rank: -5, size: 2, err: `^--rank -5 is negative`},
+		{name: "negative size flag", rank: 0, size: -3, err: `^--ranks -3: a run needs at least 1 process`},
+		{name: "negative rank variable", rank: -1, size: -1, env: map[string]string{"OMPI_COMM_WORLD_RANK": "-2", "OMPI_COMM_WORLD_SIZE": "4"},
+			err: `^launcher variable OMPI_COMM_WORLD_RANK=-2 is a negative rank`},
+		{name: "negative size variable", rank: -1, size: -1, env: map[string]string{"PMI_RANK": "0", "PMI_SIZE": "-4"},
+			err: `^launcher variable PMI_SIZE=-4: a run needs at least 1 process`},
+		{name: "zero size variable", rank: -1, size: -1, env: map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "0"}, err: `SLURM_NTASKS=0`},
+		{name: "flag covers a bad variable", rank: 1, size: -1, env: map[string]string{"PMI_RANK": "-9", "PMI_SIZE": "2"}, want: World{1, 2, "flags and PMI_RANK/PMI_SIZE"}},
+		{name: "rank only", rank: 1, size: -1, err: `the world size is unknown \(--rank 1 was given\)`},
+		{name: "size only", rank: -1, size: 3, err: `this process's rank is unknown \(--ranks 3 was given\)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

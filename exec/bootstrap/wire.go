@@ -10,15 +10,23 @@ import (
 )
 
 // Wire format. Every message is a frame: kind (1 byte), payload length (4 bytes, big endian),
-// payload. The first frame on a connection is a hello from the connecting rank; rank 0 answers
-// with a welcome or a reject frame whose payload is the reason in plain text.
+// payload. A connection opens with a handshake in which each side proves it knows the job secret
+// without sending it (see auth.go):
+//
+//	rank r -> rank 0: hello      magic, version, nonce N1
+//	rank 0 -> rank r: challenge  nonce N0, HMAC(secret, root label | N1 | N0)
+//	rank r -> rank 0: proof      HMAC(secret, rank label | N1 | N0 | body), body
+//	rank 0 -> rank r: welcome (once every rank has joined), reject or abort (reason in plain text)
+//
+// The body says which rank the sender is, the world size and the job's facts (Config.Job).
 const (
 	magic   = "coredag-bootstrap"
-	version = 1
+	version = 2
 
-	// maxFrame bounds a payload so that a stray client (or a port scanner) cannot make rank 0
-	// allocate without limit.
+	// maxFrame bounds a payload after the handshake.
 	maxFrame = 64 << 20
+	// maxHandshake bounds a handshake payload, which rank 0 reads from anyone who connects.
+	maxHandshake = 64 << 10
 )
 
 // frameKind tags a frame with the collective that sent it, so that ranks calling different
@@ -27,6 +35,8 @@ type frameKind byte
 
 const (
 	kindHello     frameKind = 'H'
+	kindChallenge frameKind = 'C'
+	kindProof     frameKind = 'P'
 	kindWelcome   frameKind = 'W'
 	kindReject    frameKind = 'R'
 	kindGather    frameKind = 'G'
@@ -41,6 +51,10 @@ func (k frameKind) String() string {
 	switch k {
 	case kindHello:
 		return "hello"
+	case kindChallenge:
+		return "challenge"
+	case kindProof:
+		return "proof"
 	case kindWelcome:
 		return "welcome"
 	case kindReject:
@@ -72,14 +86,17 @@ func writeFrame(w io.Writer, kind frameKind, payload []byte) error {
 	return err
 }
 
-func readFrame(r io.Reader) (frameKind, []byte, error) {
+func readFrame(r io.Reader) (frameKind, []byte, error) { return readFrameMax(r, maxFrame) }
+
+// readFrameMax reads a frame whose payload may hold at most limit bytes.
+func readFrameMax(r io.Reader, limit uint32) (frameKind, []byte, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[1:])
-	if n > maxFrame {
-		return 0, nil, fmt.Errorf("frame of %d bytes exceeds the %d-byte limit (is a different program talking to this port?)", n, maxFrame)
+	if n > limit {
+		return 0, nil, fmt.Errorf("frame of %d bytes exceeds the %d-byte limit (is a different program talking to this port?)", n, limit)
 	}
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(r, buf); err != nil {
@@ -88,29 +105,84 @@ func readFrame(r io.Reader) (frameKind, []byte, error) {
 	return frameKind(hdr[0]), buf, nil
 }
 
-// hello is what a connecting rank says first.
-type hello struct {
-	rank, size int
-}
-
-func (h hello) encode() []byte {
-	b := make([]byte, 0, len(magic)+10)
+// encodeHello is the first frame's payload: magic, version and the dialler's nonce.
+func encodeHello(nonce []byte) []byte {
+	b := make([]byte, 0, len(magic)+2+len(nonce))
 	b = append(b, magic...)
 	b = binary.BigEndian.AppendUint16(b, version)
-	b = binary.BigEndian.AppendUint32(b, uint32(h.rank))
-	b = binary.BigEndian.AppendUint32(b, uint32(h.size))
+	return append(b, nonce...)
+}
+
+// decodeHello returns the dialler's nonce.
+func decodeHello(b []byte) ([]byte, error) {
+	if len(b) < len(magic)+2 || string(b[:len(magic)]) != magic {
+		return nil, errors.New("not a coredag bootstrap hello")
+	}
+	b = b[len(magic):]
+	if v := binary.BigEndian.Uint16(b); v != version || len(b) != 2+nonceLen {
+		return nil, fmt.Errorf("bootstrap protocol version %d, this build speaks %d (run the same coredag binary on every rank)", v, version)
+	}
+	return b[2:], nil
+}
+
+// member is what a rank says about itself once it has proved the secret.
+type member struct {
+	rank, size int
+	job        []Fact
+}
+
+func (m member) encode() []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(m.rank))
+	b = binary.BigEndian.AppendUint32(b, uint32(m.size))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(m.job)))
+	for _, f := range m.job {
+		for _, s := range []string{f.Key, f.Text} {
+			b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+			b = append(b, s...)
+		}
+	}
 	return b
 }
 
-func decodeHello(b []byte) (hello, error) {
-	if len(b) != len(magic)+10 || string(b[:len(magic)]) != magic {
-		return hello{}, errors.New("not a coredag bootstrap hello")
+func decodeMember(b []byte) (member, error) {
+	bad := errors.New("malformed membership (run the same coredag binary on every rank)")
+	next := func() (uint32, bool) {
+		if len(b) < 4 {
+			return 0, false
+		}
+		v := binary.BigEndian.Uint32(b)
+		b = b[4:]
+		return v, true
 	}
-	b = b[len(magic):]
-	if v := binary.BigEndian.Uint16(b); v != version {
-		return hello{}, fmt.Errorf("bootstrap protocol version %d, this build speaks %d (run the same coredag binary on every rank)", v, version)
+	str := func() (string, bool) {
+		n, ok := next()
+		if !ok || uint64(n) > uint64(len(b)) {
+			return "", false
+		}
+		s := string(b[:n])
+		b = b[n:]
+		return s, true
 	}
-	return hello{rank: int(binary.BigEndian.Uint32(b[2:])), size: int(binary.BigEndian.Uint32(b[6:]))}, nil
+	rank, ok1 := next()
+	size, ok2 := next()
+	n, ok3 := next()
+	// Each fact takes at least 8 bytes, so n cannot ask for more than the payload holds.
+	if !ok1 || !ok2 || !ok3 || uint64(n)*8 > uint64(len(b)) {
+		return member{}, bad
+	}
+	m := member{rank: int(int32(rank)), size: int(int32(size)), job: make([]Fact, n)}
+	for i := range m.job {
+		k, ok1 := str()
+		t, ok2 := str()
+		if !ok1 || !ok2 {
+			return member{}, bad
+		}
+		m.job[i] = Fact{Key: k, Text: t}
+	}
+	if len(b) != 0 {
+		return member{}, bad
+	}
+	return m, nil
 }
 
 // isTimeout reports whether err is a network deadline expiry.

@@ -5,6 +5,7 @@ package verbs
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net"
 	"os"
@@ -119,7 +120,9 @@ func TestRankProcess(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := bootstrap.Config{World: world, Addr: os.Getenv(envBoot), Timeout: 30 * time.Second}
+	secret, _, err := bootstrap.ResolveSecret("", nil)
+	require.NoError(t, err)
+	cfg := bootstrap.Config{World: world, Addr: os.Getenv(envBoot), Secret: secret, Timeout: 30 * time.Second}
 	if k, _ := strconv.Atoi(os.Getenv(envAB)); k > 0 {
 		abRounds(t, ctx, k, g, plan, p, cfg, opts)
 		return
@@ -225,6 +228,7 @@ func spawnRanks(t *testing.T, plan string, n int, env ...string) rankRun {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), limit)
 	defer cancel()
+	secret := rand.Text() // the job secret, new for each run
 	_, err = osexec.LookPath("taskset")
 	pin := err == nil && n <= runtime.NumCPU()
 	run := rankRun{out: make([]string, n), err: make([]error, n)}
@@ -237,7 +241,7 @@ func spawnRanks(t *testing.T, plan string, n int, env ...string) rankRun {
 			args = append([]string{"taskset", "-c", strconv.Itoa(r % runtime.NumCPU())}, args...)
 		}
 		cmd := osexec.CommandContext(ctx, args[0], args[1:]...)
-		cmd.Env = append(os.Environ(), envPlan+"="+plan, envBoot+"="+addr,
+		cmd.Env = append(os.Environ(), envPlan+"="+plan, envBoot+"="+addr, bootstrap.SecretEnv+"="+secret,
 			"OMPI_COMM_WORLD_RANK="+strconv.Itoa(r), "OMPI_COMM_WORLD_SIZE="+strconv.Itoa(n))
 		cmd.Env = append(cmd.Env, env...)
 		var buf bytes.Buffer

@@ -13,6 +13,10 @@
 //   - A reader that opens the target while it is being written sees the old file or the new one,
 //     complete, never a mix.
 //   - A symbolic link is followed: the file it resolves to is replaced and the link stays a link.
+//     But in a sticky world-writable directory (/tmp), a link that belongs neither to the caller
+//     nor to the directory's owner is refused, as the kernel's fs.protected_symlinks refuses it:
+//     the links are followed here, so the kernel's setting would not protect the caller from a
+//     link another user planted to a file only the caller may write.
 //     A file with several hard links is replaced under the one name only (the other names keep
 //     the old content), as with any editor that writes by renaming.
 //   - A target that is not a regular file (a character device such as /dev/null or /dev/stdout,
@@ -34,7 +38,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 )
 
@@ -65,24 +71,14 @@ type target struct {
 // maxLinks bounds how many symbolic links resolve follows, as the kernel does.
 const maxLinks = 40
 
-// resolve finds where a write to path goes, following symbolic links.
+// resolve finds where a write to path goes, following symbolic links as the kernel would with
+// fs.protected_symlinks set (see protectedLink), whatever the system's setting.
 func resolve(path string) (*target, error) {
 	if path == "" {
 		return nil, &TargetError{Path: path, Reason: "empty file name", Err: fs.ErrInvalid}
 	}
-	// Let the kernel follow the links first: it also knows the links of /proc (/dev/stdout is
-	// /proc/self/fd/1, whose target "pipe:[123]" is no path).
-	info, err := os.Stat(path)
-	switch {
-	case err == nil && info.IsDir():
-		return nil, &TargetError{Path: path, Reason: "is a directory", Err: syscall.EISDIR}
-	case err == nil && !info.Mode().IsRegular():
-		return &target{path: path, direct: true}, nil
-	case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
-		return nil, err // the loop below names a directory that is missing or is a file
-	}
-	// A regular file, or nothing yet: find the name to rename over, link by link, so that a
-	// dangling link still leads to the file it names.
+	// Find the name to rename over, link by link, so that a dangling link still leads to the
+	// file it names, and a link that another user planted in a shared directory is not followed.
 	p := path
 	for range maxLinks {
 		dir, err := directory(path, filepath.Dir(p))
@@ -102,10 +98,13 @@ func resolve(path string) (*target, error) {
 			return &target{path: path, real: p, exists: true, perm: m.Perm()}, nil
 		case m.IsDir():
 			return nil, &TargetError{Path: path, Reason: "is a directory", Err: syscall.EISDIR}
-		case m&fs.ModeSymlink == 0:
+		case m&fs.ModeSymlink == 0: // a device, a FIFO, a socket: written in place
 			return &target{path: path, direct: true}, nil
 		}
-		if onProcFS(dir) { // a magic link: only the kernel knows where it leads
+		if err := protectedLink(path, p, dir, li); err != nil {
+			return nil, err
+		}
+		if onProcFS(dir) { // a magic link (/proc/self/fd/1): only the kernel knows where it leads
 			return &target{path: path, direct: true}, nil
 		}
 		link, err := os.Readlink(p)
@@ -149,7 +148,17 @@ func Check(path string) error {
 	if err != nil {
 		return err
 	}
-	return t.writable()
+	if err := t.writable(); err != nil || t.direct {
+		return err
+	}
+	// Permissions are not all: a filesystem may refuse new files (procfs, sysfs), which only
+	// creating one finds out.
+	f, err := t.createTemp()
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // writable checks permissions the kernel would not check itself when renaming over the target.
@@ -196,13 +205,19 @@ func Create(path string) (*File, error) {
 		}
 		return &File{t: t, f: f}, nil
 	}
-	f, err := createTemp(t.real, t.exists)
+	f, err := t.createTemp()
 	if err != nil {
-		return nil, asTarget(err, path)
+		return nil, err
+	}
+	if !unfinished.add(f.Name(), path) {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, &TargetError{Path: path, Reason: "not written: the program is being interrupted", Err: ErrInterrupted}
 	}
 	if t.exists {
 		if err := f.Chmod(t.perm); err != nil {
 			f.Close()
+			unfinished.remove(f.Name())
 			os.Remove(f.Name())
 			return nil, asTarget(err, path)
 		}
@@ -210,9 +225,75 @@ func Create(path string) (*File, error) {
 	return &File{t: t, f: f, tmp: f.Name()}, nil
 }
 
-// createTemp creates a new file beside real, named after it. A new target's mode comes from the
-// umask, as with os.Create; an existing one's is set by the caller, and until then only the
-// owner can read the file.
+// ErrInterrupted is the error of a Create after RemoveUnfinished.
+var ErrInterrupted = errors.New("interrupted")
+
+// unfinished are the temporary files of the writes in progress in the process, for
+// RemoveUnfinished.
+var unfinished = &tempFiles{names: map[string]string{}}
+
+type tempFiles struct {
+	mu     sync.Mutex
+	names  map[string]string // temporary file -> the path given to Create
+	closed bool              // RemoveUnfinished was called: no more writes
+}
+
+func (t *tempFiles) add(tmp, path string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.names[tmp] = path
+	}
+	return !t.closed
+}
+
+func (t *tempFiles) remove(tmp string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.names, tmp)
+}
+
+// RemoveUnfinished removes the temporary files of every write in progress in the process, whose
+// targets are thus left as they were, and makes every later Create fail with ErrInterrupted. A
+// program that is interrupted by a signal calls it just before it exits, when its writes may still
+// be under way in other goroutines: it returns the paths whose writes it removed, sorted. (A
+// write that commits meanwhile either renames its file first, and its target is complete, or
+// finds it gone, and its target is as it was.)
+func RemoveUnfinished() []string {
+	unfinished.mu.Lock()
+	defer unfinished.mu.Unlock()
+	unfinished.closed = true
+	var paths []string
+	for tmp, path := range unfinished.names {
+		if os.Remove(tmp) == nil {
+			paths = append(paths, path)
+		}
+		delete(unfinished.names, tmp)
+	}
+	slices.Sort(paths)
+	return paths
+}
+
+// createTemp creates a new file beside the target, named after it. A new target's mode comes
+// from the umask, as with os.Create; an existing one's is set by the caller, and until then only
+// the owner can read the file.
+func (t *target) createTemp() (*os.File, error) {
+	f, err := createTemp(t.real, t.exists)
+	if err == nil {
+		return f, nil
+	}
+	dir := filepath.Dir(t.real)
+	reason := "cannot create files in " + dir
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		reason += ": " + pe.Err.Error()
+	}
+	if kfs := kernelFS(dir); kfs != "" {
+		reason += fmt.Sprintf(" (%s holds the kernel's files only, and an atomic write needs a new file beside its target)", kfs)
+	}
+	return nil, &TargetError{Path: t.path, Reason: reason, Err: err}
+}
+
 func createTemp(real string, exists bool) (*os.File, error) {
 	dir, base := filepath.Split(real)
 	if len(base) > 200 { // leave room for the suffix in a 255-byte name
@@ -304,6 +385,7 @@ func (f *File) Commit() error {
 		return asTarget(err, f.t.path)
 	}
 	f.done = true
+	defer unfinished.remove(f.tmp)
 	if err := f.f.Close(); err != nil {
 		os.Remove(f.tmp)
 		return asTarget(err, f.t.path)
@@ -328,6 +410,7 @@ func (f *File) Abort() error {
 		if rerr := os.Remove(f.tmp); rerr != nil {
 			err = rerr
 		}
+		unfinished.remove(f.tmp)
 	}
 	return err
 }

@@ -350,3 +350,120 @@ func TestConcurrentReaders(t *testing.T) {
 	assert.Zero(t, torn.Load(), "reads that saw a torn or missing file, of %d", reads.Load())
 	assert.Positive(t, reads.Load())
 }
+
+// TestProtectedSymlinks: in a sticky world-writable directory, a link planted by another user
+// is not followed (it would let that user overwrite a file only the caller may write), as the
+// kernel's fs.protected_symlinks refuses it, whatever that setting is; the caller's own links,
+// the directory owner's, and links in other directories are followed. The links are given
+// another owner with Lchown, which needs root.
+func TestProtectedSymlinks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving a link another owner needs root")
+	}
+	const other = 65534 // nobody
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("root's"), 0o600))
+	pub := filepath.Join(dir, "pub")
+	require.NoError(t, os.Mkdir(pub, 0o755))
+	require.NoError(t, os.Chmod(pub, 0o1777|fs.ModeSticky))
+	require.Equal(t, fs.ModeSticky, mode(t, pub)&fs.ModeSticky)
+	plant := func(name, to string, uid int) string {
+		link := filepath.Join(pub, name)
+		require.NoError(t, os.Symlink(to, link))
+		require.NoError(t, os.Lchown(link, uid, uid))
+		return link
+	}
+
+	for _, to := range []string{secret, "/dev/null"} { // a file to replace, a device to write
+		link := plant("out"+filepath.Base(to), to, other)
+		for name, err := range map[string]error{"Check": Check(link), "WriteFile": WriteFile(link, []byte("pwned"))} {
+			require.Error(t, err, name)
+			assert.ErrorIs(t, err, syscall.EACCES, name)
+			assert.Equal(t, link+": is a symbolic link of "+owner(other)+", and in "+pub+", a sticky world-writable directory, only your own links and those of its owner ("+owner(0)+") are followed (the rule of the kernel's fs.protected_symlinks)",
+				err.Error(), name)
+		}
+	}
+	// Also as the last link of a chain that starts elsewhere.
+	mine := filepath.Join(dir, "mine")
+	require.NoError(t, os.Symlink(filepath.Join(pub, "outsecret"), mine))
+	err := WriteFile(mine, []byte("pwned"))
+	assert.ErrorIs(t, err, syscall.EACCES)
+	assert.ErrorContains(t, err, mine+": the symbolic link "+filepath.Join(pub, "outsecret")+" belongs to "+owner(other)+", and in "+pub+", ")
+	got, err := os.ReadFile(secret)
+	require.NoError(t, err)
+	assert.Equal(t, "root's", string(got), "the file behind the link is intact")
+	assert.ElementsMatch(t, []string{"outsecret", "outnull"}, names(t, pub), "nothing created")
+
+	// The caller's own link is followed.
+	require.NoError(t, WriteFile(plant("own", secret, 0), []byte("own link")))
+	got, _ = os.ReadFile(secret)
+	assert.Equal(t, "own link", string(got))
+
+	// So is the directory owner's, and anyone's in a directory that is not sticky or not
+	// world-writable.
+	require.NoError(t, os.Chown(pub, other, other))
+	require.NoError(t, WriteFile(filepath.Join(pub, "outsecret"), []byte("owner's link")))
+	got, _ = os.ReadFile(secret)
+	assert.Equal(t, "owner's link", string(got))
+	require.NoError(t, os.Chown(pub, 0, 0))
+	require.NoError(t, os.Chmod(pub, 0o777))
+	require.NoError(t, WriteFile(filepath.Join(pub, "outsecret"), []byte("not sticky")))
+	got, _ = os.ReadFile(secret)
+	assert.Equal(t, "not sticky", string(got))
+	require.NoError(t, os.Chmod(pub, 0o1775|fs.ModeSticky))
+	require.NoError(t, WriteFile(filepath.Join(pub, "outsecret"), []byte("not world-writable")))
+	got, _ = os.ReadFile(secret)
+	assert.Equal(t, "not world-writable", string(got))
+}
+
+// TestKernelFilesystem: a file on procfs cannot be replaced; Check says so, with the reason,
+// before any work (it said nothing, and the write failed with "no such file or directory").
+func TestKernelFilesystem(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("procfs is Linux's")
+	}
+	if _, err := os.Stat("/proc/version"); err != nil {
+		t.Skip("no /proc/version")
+	}
+	for name, err := range map[string]error{"Check": Check("/proc/version"), "WriteFile": WriteFile("/proc/version", []byte("x"))} {
+		require.Error(t, err, name)
+		assert.ErrorIs(t, err, fs.ErrNotExist, name)
+		assert.Equal(t, "/proc/version: cannot create files in /proc: no such file or directory (procfs holds the kernel's files only, and an atomic write needs a new file beside its target)", err.Error(), name)
+	}
+}
+
+// TestRemoveUnfinished: what an interrupted program calls before it exits removes the temporary
+// files of the writes under way, leaves their targets as they were, and stops later writes.
+func TestRemoveUnfinished(t *testing.T) {
+	defer func() { unfinished.closed = false }()
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old.txt")
+	require.NoError(t, os.WriteFile(old, []byte("old"), 0o644))
+	var files []*File
+	for _, name := range []string{old, filepath.Join(dir, "new.txt")} {
+		f, err := Create(name)
+		require.NoError(t, err)
+		_, err = f.Write([]byte("half"))
+		require.NoError(t, err)
+		files = append(files, f)
+	}
+	done := filepath.Join(dir, "done.txt")
+	require.NoError(t, WriteFile(done, []byte("done"))) // committed: not unfinished
+	require.Len(t, names(t, dir), 4)                    // two of them temporary
+
+	assert.Equal(t, []string{filepath.Join(dir, "new.txt"), old}, RemoveUnfinished()) // sorted
+	assert.ElementsMatch(t, []string{"old.txt", "done.txt"}, names(t, dir), "temporary files removed")
+	got, err := os.ReadFile(old)
+	require.NoError(t, err)
+	assert.Equal(t, "old", string(got))
+	_, err = Create(filepath.Join(dir, "later.txt"))
+	assert.ErrorIs(t, err, ErrInterrupted)
+	assert.ElementsMatch(t, []string{"old.txt", "done.txt"}, names(t, dir))
+	for _, f := range files {
+		assert.Error(t, f.Commit(), "the temporary file is gone")
+	}
+	got, _ = os.ReadFile(old)
+	assert.Equal(t, "old", string(got))
+	assert.Empty(t, RemoveUnfinished())
+}

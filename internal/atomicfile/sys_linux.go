@@ -30,6 +30,22 @@ func onProcFS(dir string) bool {
 	return unix.Statfs(dir, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
 }
 
+// kernelFS names the filesystem of dir if it is one of the kernel's (procfs, sysfs), where
+// files cannot be created; otherwise it returns "".
+func kernelFS(dir string) string {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return ""
+	}
+	switch st.Type {
+	case unix.PROC_SUPER_MAGIC:
+		return "procfs"
+	case unix.SYSFS_MAGIC:
+		return "sysfs"
+	}
+	return ""
+}
+
 // alignedBuffer returns n bytes of page-aligned memory outside the Go heap, for direct writes.
 func alignedBuffer(n int) ([]byte, error) {
 	return unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)

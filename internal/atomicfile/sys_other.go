@@ -13,6 +13,8 @@ func accessible(name, what, path string) error { return nil }
 // onProcFS: only Linux has /proc links that point nowhere (elsewhere /dev/fd/N are devices).
 func onProcFS(dir string) bool { return false }
 
+func kernelFS(dir string) string { return "" }
+
 // Direct writes are Linux's O_DIRECT only; elsewhere every write goes through the cache.
 func alignedBuffer(n int) ([]byte, error) { return nil, errors.ErrUnsupported }
 

@@ -33,9 +33,9 @@ func cpuTime(b *testing.B, body func()) float64 {
 	return cpu
 }
 
-// ringAllreduce elaborates plans/ring_allreduce.dag at ranks and n.
+// ringAllreduce elaborates testdata/scale/ring_allreduce.dag at ranks and n.
 func ringAllreduce(b *testing.B, ranks, n int64) *ir.Graph {
-	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	src, err := os.ReadFile("../../testdata/scale/ring_allreduce.dag")
 	require.NoError(b, err)
 	g, ok := elaborated(b, "ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": n})
 	require.True(b, ok)
@@ -84,7 +84,7 @@ func perOp(b *testing.B, ops int, body func()) {
 // BenchmarkLoad is what `coredag check` does (planner.Load: parse, elaborate, verify, prove) on
 // the 256-rank ring allreduce, with its `expect` line and without it.
 func BenchmarkLoad(b *testing.B) {
-	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	src, err := os.ReadFile("../../testdata/scale/ring_allreduce.dag")
 	require.NoError(b, err)
 	without := []byte(strings.Replace(string(src), "\nexpect allreduce sum data", "\n", 1))
 	require.NotEqual(b, string(src), string(without))

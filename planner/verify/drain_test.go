@@ -38,7 +38,7 @@ func TestTurnHeap(t *testing.T) {
 // last rank; the descending order for those).
 func TestDrainedRing(t *testing.T) {
 	g := ringGraph(t, 16)
-	h := newHB(g, true)
+	h := newHB(g, true, &Options{})
 	ready := make([][]int32, g.Ranks)
 	asc, desc := h.drained(false, make([]int32, h.n), ready), h.drained(true, make([]int32, h.n), ready)
 	n := 0

@@ -12,10 +12,10 @@ import (
 	"github.com/coredag/coredag/planner/elaborate"
 )
 
-// TestSuggestFixes removes an ordering from the ring allreduce and checks that the suggested
+// TestSuggestFixes removes an ordering from the one-slot ring allreduce and checks that the suggested
 // edges really make the plan race-free, and that they are the edges the plan had.
 func TestSuggestFixes(t *testing.T) {
-	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	src, err := os.ReadFile("../../testdata/scale/ring_allreduce.dag")
 	require.NoError(t, err)
 	broken := strings.Replace(string(src), "tx[s], rx[s] after red[s - 1]", "tx[s] after red[s - 1]", 1)
 	require.NotEqual(t, string(src), broken, "the plan changed: update the test")

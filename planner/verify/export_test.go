@@ -8,7 +8,7 @@ import "github.com/coredag/coredag/ir"
 // HBEvents is the number of happens-before events of g (start, landing and end of every op, see
 // hb.go), or 0 when its happens-before graph has a cycle.
 func HBEvents(g *ir.Graph) int {
-	h := newHB(g, true)
+	h := newHB(g, true, &Options{})
 	if !h.acyclic {
 		return 0
 	}
@@ -19,14 +19,13 @@ func HBEvents(g *ir.Graph) int {
 // fast with the oracle the race check uses for long paths (its labels 32 bits wide when wide),
 // plain with a search from each first event.
 func HBReach(g *ir.Graph, pairs [][2]int32, wide bool) (fast, plain []bool) {
-	wideLabels = wide
-	defer func() { wideLabels = false }()
 	// The oracle's work is split among goroutines in each of its steps, the labels 32 bits wide
 	// or not: its answers must not change.
+	opt := &Options{wideLabels: wide}
 	if wide {
-		defer SetWorkers(3)()
+		opt.Workers = 3
 	}
-	h := newHB(g, true)
+	h := newHB(g, true, opt)
 	qs := make([]hbQuery, len(pairs))
 	for i, p := range pairs {
 		qs[i] = hbQuery{x: event(p[0]), y: event(p[1])}
@@ -45,7 +44,7 @@ func HBReach(g *ir.Graph, pairs [][2]int32, wide bool) (fast, plain []bool) {
 
 // HBDrained returns the positions of g's events in its two drained orders (drain.go).
 func HBDrained(g *ir.Graph) [2][]int32 {
-	h := newHB(g, true)
+	h := newHB(g, true, &Options{})
 	ready := make([][]int32, g.Ranks)
 	return [2][]int32{h.drained(false, make([]int32, h.n), ready), h.drained(true, make([]int32, h.n), ready)}
 }
@@ -54,8 +53,7 @@ func HBDrained(g *ir.Graph) [2][]int32 {
 // the sweep of the (rank, buffer) groups, the renumbering) split among the given number of
 // workers.
 func RacesOn(g *ir.Graph, workers int) []Race {
-	defer SetWorkers(workers)()
-	h := newHB(g, true)
+	h := newHB(g, true, &Options{Workers: workers})
 	if !h.acyclic {
 		return nil
 	}
@@ -65,7 +63,7 @@ func RacesOn(g *ir.Graph, workers int) []Race {
 // RacyBuffers lists, by brute force, the (rank, buffer) pairs of g with a race: two conflicting
 // accesses to a common element, neither of whose intervals ends before the other's starts.
 func RacyBuffers(g *ir.Graph) map[[2]int]bool {
-	h := newHB(g, true)
+	h := newHB(g, true, &Options{})
 	var all []placedAccess
 	for i := range g.Ops {
 		all = accesses(g, ir.OpID(i), all)
@@ -99,23 +97,15 @@ func RacyBuffers(g *ir.Graph) map[[2]int]bool {
 // EarlyDeadlocks returns what the first two checks (cycles of `after` edges, `after` against
 // queue order) find in g, and whether g's happens-before graph is acyclic.
 func EarlyDeadlocks(g *ir.Graph) (cycles, queueOrder int, acyclic bool) {
-	return len(checkCycles(g)), len(checkQueueOrder(g)), newHB(g, true).acyclic
-}
-
-// SetWorkers makes the passes of the package split their work among n goroutines whatever the
-// size of the graph (0: as they choose), until the returned function restores the setting.
-func SetWorkers(n int) (restore func()) {
-	old := forcedWorkers
-	forcedWorkers = n
-	return func() { forcedWorkers = old }
+	return len(checkCycles(g)), len(checkQueueOrder(g)), newHB(g, true, &Options{}).acyclic
 }
 
 // HBBothWays builds g's happens-before graph op by op, on the given number of workers, and
 // from hbEdges, the list of all edges: each gives every event's successors in order, and the
 // topological order (nil when cyclic). opByOp reports whether the first way was taken.
 func HBBothWays(g *ir.Graph, matching bool, workers int) (lists, want [][]int32, topo, wantTopo []int32, opByOp bool) {
-	defer SetWorkers(workers)()
-	h := newHB(g, matching)
+	opt := &Options{Workers: workers}
+	h := newHB(g, matching, opt)
 	n := 3 * len(g.Ops)
 	lists, want = make([][]int32, n), make([][]int32, n)
 	for v := range n {
@@ -133,7 +123,7 @@ func HBBothWays(g *ir.Graph, matching bool, workers int) (lists, want [][]int32,
 		succ = append(succ, want[v]...)
 		start[v+1] = int32(len(succ))
 	}
-	ref := &hbGraph{g: g, n: n, succStart: start, succ: succ}
+	ref := &hbGraph{g: g, n: n, succStart: start, succ: succ, opt: opt}
 	ref.sort(nil)
-	return lists, want, h.topo, ref.topo, newOpEdges(g, matching, make([]int32, 3*len(g.Ops))) != nil
+	return lists, want, h.topo, ref.topo, newOpEdges(g, matching, make([]int32, 3*len(g.Ops)), opt) != nil
 }

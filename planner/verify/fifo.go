@@ -18,7 +18,7 @@ func checkFIFO(g *ir.Graph, h *hbGraph) diag.List {
 		return errs
 	}
 	// Loops within one rank first: a loop across ranks often only exists because of them.
-	if local := newHB(g, false); !local.acyclic {
+	if local := newHB(g, false, h.opt); !local.acyclic {
 		return deadlockLoops(g, local)
 	}
 	return deadlockLoops(g, h)

@@ -70,6 +70,8 @@ type hbGraph struct {
 	// than a copy: the one that may take the event-numbered arrays once renumbered.
 	pos   *posGraph
 	owner bool
+
+	opt *Options // how the steps split their work (never changed by them)
 }
 
 // posGraph is the adjacency of an hbGraph numbered by topological position (renumber).
@@ -177,23 +179,25 @@ func (s *search) probe(v int32) bool {
 
 // newHB builds the event graph of g and sorts it topologically. Without matching, it leaves out
 // the edges between ranks (for finding deadlocks within one rank).
-func newHB(g *ir.Graph, matching bool) *hbGraph { return newHBBeside(g, matching, nil) }
+func newHB(g *ir.Graph, matching bool, opt *Options) *hbGraph {
+	return newHBBeside(g, matching, opt, nil)
+}
 
 // newHBBeside is newHB that, unless nil, runs beside on a goroutine of its own while the graph
 // is sorted, given the number of its edges, and returns once both are done.
-func newHBBeside(g *ir.Graph, matching bool, beside func(edges int)) *hbGraph {
+func newHBBeside(g *ir.Graph, matching bool, opt *Options, beside func(edges int)) *hbGraph {
 	n := 3 * len(g.Ops)
-	h := &hbGraph{g: g, n: n, owner: true}
+	h := &hbGraph{g: g, n: n, owner: true, opt: opt}
 	// Two passes over the edges, counting and then placing them: the adjacency is built in place,
 	// without a list of all edges beside it, in one array that can serve again once renumber
 	// is done with it (takeEvents).
 	block := make([]int32, n+1+edgeBound(g, matching))
 	start := block[:n+1]
 	indeg := make([]int32, n)
-	if l := newOpEdges(g, matching, indeg); l != nil {
+	if l := newOpEdges(g, matching, indeg, opt); l != nil {
 		// The lists of one op's events are made from the op alone: they are counted and placed
 		// on all CPUs, op by op, and so are the events' in-degrees that sort needs.
-		parts := workerCount(len(g.Ops), minEdgePart)
+		parts := opt.workerCount(len(g.Ops), minEdgePart)
 		total := make([]int32, parts+1)
 		forParts(parts, len(g.Ops), func(p, lo, hi int) {
 			for x := lo; x < hi; x++ {
@@ -274,7 +278,7 @@ const (
 // newOpEdges returns the edges of g op by op, or nil when an op is on more than one side of a
 // queue, or a send's recv is matched with another op: then only hbEdges gives them. indeg,
 // all zeros, is where place puts the in-degrees of the events (one int32 per event).
-func newOpEdges(g *ir.Graph, matching bool, indeg []int32) *opEdges {
+func newOpEdges(g *ir.Graph, matching bool, indeg []int32, opt *Options) *opEdges {
 	if len(g.Ops) >= hasSender {
 		return nil
 	}
@@ -296,7 +300,7 @@ func newOpEdges(g *ir.Graph, matching bool, indeg []int32) *opEdges {
 		// Each recv is marked by its sender, which the validation finds anyway: the lists then
 		// need not look the sender up (another rank's op, a cache miss).
 		var bad atomic.Bool
-		inParts(len(g.Ops), minEdgePart, func(_, lo, hi int) {
+		opt.inParts(len(g.Ops), minEdgePart, func(_, lo, hi int) {
 			for i := lo; i < hi; i++ {
 				if r := matchedSender(g, ir.OpID(i)); r != ir.None {
 					if g.Ops[r].Match != ir.OpID(i) {
@@ -469,7 +473,7 @@ func (h *hbGraph) sort(indeg []int32) {
 	}
 	// indeg is all zeros now: it becomes topo.
 	topo := indeg
-	inParts(len(order), minRenumber, func(_, lo, hi int) {
+	h.opt.inParts(len(order), minRenumber, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			topo[order[i]] = int32(i)
 		}
@@ -504,7 +508,7 @@ func (h *hbGraph) renumber() {
 		// which are other positions than any other goroutine's (topo is a permutation).
 		topo := h.topo
 		start := p.order[:h.n+1] // the order is not needed any more
-		inParts(h.n, minRenumber, func(_, lo, hi int) {
+		h.opt.inParts(h.n, minRenumber, func(_, lo, hi int) {
 			for v := lo; v < hi; v++ {
 				start[topo[v]+1] = h.succStart[v+1] - h.succStart[v]
 			}
@@ -514,7 +518,7 @@ func (h *hbGraph) renumber() {
 			start[t+1] += start[t]
 		}
 		succ := p.lists(len(h.succ))
-		inParts(h.n, minRenumber, func(_, lo, hi int) {
+		h.opt.inParts(h.n, minRenumber, func(_, lo, hi int) {
 			for v := lo; v < hi; v++ {
 				k := start[topo[v]]
 				for _, w := range h.succs(int32(v)) {
@@ -628,7 +632,7 @@ func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 	// events long, far shorter than the windows of the passes below. The searches run on all
 	// CPUs, in parts of the questions, each part marking the nodes it visits in its own share of
 	// free if there is room, else in its small hash table; the questions left are kept in order.
-	parts := workerCount(len(qs), minBatchPart)
+	parts := h.opt.workerCount(len(qs), minBatchPart)
 	left := make([][]int32, parts)
 	forParts(parts, len(qs), func(p, lo, hi int) {
 		var s search

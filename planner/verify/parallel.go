@@ -5,13 +5,26 @@ import (
 	"sync"
 )
 
-// forcedWorkers, when positive, is how many goroutines the passes of this package split their
-// work among instead of one per CPU (for the tests that pin results whatever the split).
-var forcedWorkers = 0
+// Options are the settings of the checks. The zero value is what coredag uses.
+type Options struct {
+	// Workers, when positive, is how many goroutines every step of the checks splits its work
+	// among, whatever the size of the graph; 0 lets each step choose (at most one per CPU).
+	// The results do not depend on it: tests set it to exercise the splits on any machine.
+	Workers int
 
-// workerCount is how many goroutines may share n items of work, each taking at least minPart.
-func workerCount(n, minPart int) int {
-	w := forcedWorkers
+	// Test hooks: wideLabels makes the labels of the long-path oracle 32 bits wide whatever the
+	// chains; resolved, unless nil, is given the oracle's scratch once it is done.
+	wideLabels bool
+	resolved   func(r *sepReach)
+}
+
+// workerCount is how many goroutines may share n items of work, each taking at least minPart
+// (o may be nil: the defaults).
+func (o *Options) workerCount(n, minPart int) int {
+	w := 0
+	if o != nil {
+		w = o.Workers
+	}
 	if w <= 0 {
 		w = min(runtime.GOMAXPROCS(0), n/max(minPart, 1))
 	}
@@ -20,8 +33,8 @@ func workerCount(n, minPart int) int {
 
 // inParts splits the items [0, n) into contiguous parts of at least minPart items, at most one
 // per worker, and calls f on each (forParts).
-func inParts(n, minPart int, f func(part, lo, hi int)) {
-	forParts(workerCount(n, minPart), n, f)
+func (o *Options) inParts(n, minPart int, f func(part, lo, hi int)) {
+	forParts(o.workerCount(n, minPart), n, f)
 }
 
 // forParts splits the items [0, n) into exactly parts contiguous parts, in order, part i

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/view"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -200,7 +201,7 @@ func Races(g *ir.Graph) []Race {
 	if len(g.Ops) == 0 {
 		return nil
 	}
-	h := newHB(g, true)
+	h := newHB(g, true, &Options{})
 	if !h.acyclic {
 		return nil
 	}
@@ -332,10 +333,10 @@ func (f *raceFinder) sweep(workers int, serial func()) []*sweeper {
 	var groups []group
 	c := f.col
 	if c == nil {
-		c = collectAccesses(f.g, len(f.h.succ), workerCount(len(f.g.Ops), 1))
+		c = collectAccesses(f.g, len(f.h.succ), f.h.opt.workerCount(len(f.g.Ops), 1), f.h.opt)
 	}
 	f.col = nil
-	c.sortGroups(f.h.topo)
+	c.sortGroups(f.h.topo, f.h.opt)
 	f.acc, f.words, groups = c.acc, c.words, c.groups
 	if workers == 0 {
 		workers = max(1, min(runtime.GOMAXPROCS(0), len(f.acc)/minShard))
@@ -486,7 +487,7 @@ type collection struct {
 // counting its accesses per group; part i places its accesses of a group after those of the
 // parts before it, so the order is op order whatever the split. The array of the accesses has
 // room for the given number of int32s besides (posGraph.offer).
-func collectAccesses(g *ir.Graph, room, parts int) *collection {
+func collectAccesses(g *ir.Graph, room, parts int, opt *Options) *collection {
 	c := &collection{}
 	nbuf := len(g.Buffers)
 	ngroups := g.Ranks * nbuf
@@ -496,7 +497,7 @@ func collectAccesses(g *ir.Graph, room, parts int) *collection {
 	key := func(a *placedAccess) int { return int(a.rank)*nbuf + int(a.buf) }
 	// A part's counts are as many as the groups: parts of fewer ops than that would count more
 	// than they place.
-	parts = min(parts, workerCount(len(g.Ops), max(minSortPart, 4*ngroups)))
+	parts = min(parts, opt.workerCount(len(g.Ops), max(minSortPart, 4*ngroups)))
 	// at[p][k] is where part p places its next access of group k: first its count.
 	at := make([][]int32, parts)
 	forParts(parts, len(g.Ops), func(p, lo, hi int) {
@@ -512,9 +513,7 @@ func collectAccesses(g *ir.Graph, room, parts int) *collection {
 	})
 	start := cursors(at, ngroups)
 	c.words = make([]int32, max(accessWords*int(start[ngroups]), room))
-	if start[ngroups] > 0 { // else words may be no allocation of its own: nothing to view
-		c.acc = unsafe.Slice((*access)(unsafe.Pointer(unsafe.SliceData(c.words))), start[ngroups])
-	}
+	c.acc = view.As[access](c.words, int(start[ngroups]))
 	forParts(parts, len(g.Ops), func(p, lo, hi int) {
 		next := at[p]
 		var one []placedAccess
@@ -538,8 +537,8 @@ func collectAccesses(g *ir.Graph, room, parts int) *collection {
 // sortGroups sorts each group by topological position of the accesses' first events, on all
 // CPUs. A group's accesses are mostly one rank's, whose op order is close to topological, so the
 // sorts have little to do, and they read the accesses of one group rather than all of them.
-func (c *collection) sortGroups(topo []int32) {
-	inParts(len(c.groups), minSortGroups, func(_, lo, hi int) {
+func (c *collection) sortGroups(topo []int32, opt *Options) {
+	opt.inParts(len(c.groups), minSortGroups, func(_, lo, hi int) {
 		var keys []uint64
 		var tmp []access
 		for _, gr := range c.groups[lo:hi] {
@@ -717,7 +716,7 @@ func ExplainRaces(g *ir.Graph, races []Race) (fixes []Fix, ok []bool) {
 	if len(races) == 0 {
 		return nil, nil
 	}
-	h := newHB(g, true)
+	h := newHB(g, true, &Options{})
 	if !h.acyclic {
 		return make([]Fix, len(races)), make([]bool, len(races))
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/coredag/coredag/planner/elaborate"
 )
 
-// ringGraph elaborates plans/ring_allreduce.dag (DSL.md's example) for a world size.
+// ringGraph elaborates testdata/scale/ring_allreduce.dag (the one-slot ring of the scale figures) for a world size.
 func ringGraph(b testing.TB, ranks int64) *ir.Graph {
-	return loadPlan(b, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1024})
+	return loadPlan(b, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1024})
 }
 
 func graphOf(t *testing.T, src string) *ir.Graph {
@@ -144,12 +144,10 @@ func BenchmarkCheck(b *testing.B) {
 // other over the separator's events alone, and no question left to resolveBatch.
 func TestResolveRingSweeps(t *testing.T) {
 	g := ringGraph(t, 16)
-	h := newHB(g, true)
-	require.True(t, h.acyclic)
 	var swept [2]int
 	residue := -1
-	resolved = func(r *sepReach) { swept, residue = r.swept, len(r.residue) }
-	defer func() { resolved = nil }()
+	h := newHB(g, true, &Options{resolved: func(r *sepReach) { swept, residue = r.swept, len(r.residue) }})
+	require.True(t, h.acyclic)
 	require.Empty(t, findRacesOn(g, h, 0, nil, nil))
 	require.Zero(t, residue, "questions left to resolveBatch")
 	require.Greater(t, swept[0], h.n, "the in labels are swept once per block")

@@ -4,8 +4,8 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"unsafe"
 
+	"github.com/coredag/coredag/internal/view"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -98,9 +98,6 @@ type sepReach struct {
 	swept [2]int // how many positions the sweeps of the in labels and of the out labels visited
 }
 
-// resolved, when set (by tests), is given the scratch of resolve once it is done.
-var resolved func(r *sepReach)
-
 // component is a set of ranks with the questions still open in it.
 type component struct {
 	ranks []int32
@@ -120,7 +117,7 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []b
 	// The questions the queries split into, counted first: they are placed in one exactly sized
 	// array rather than grown by appending, which would leave several times their size behind.
 	// Both passes run on all CPUs, part i's questions placed after those of the parts before.
-	parts := workerCount(n, minSplitPart)
+	parts := h.opt.workerCount(n, minSplitPart)
 	base := make([]int, parts+1)
 	forParts(parts, n, func(p, lo, hi int) {
 		var buf [4]subQuery
@@ -163,8 +160,8 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []b
 			r.ans[r.resOf[i]] = true
 		}
 	}
-	if resolved != nil {
-		resolved(r)
+	if h.opt.resolved != nil {
+		h.opt.resolved(r)
 	}
 	return r.ans
 }
@@ -208,7 +205,7 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	// enough (16-bit labels of a plan of a few edges per event fit).
 	free := h.takeEvents()
 	r.free = free
-	if longestSide(g) <= math.MaxInt16 && !wideLabels {
+	if longestSide(g) <= math.MaxInt16 && !h.opt.wideLabels {
 		r.lab16 = newLabels(int16s(free), lanes*h.n, math.MaxInt16)
 	} else {
 		r.lab32 = newLabels(free, lanes*h.n, math.MaxInt32)
@@ -217,16 +214,8 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 	return r
 }
 
-// wideLabels makes the labels 32 bits wide whatever the chains (for the tests of both widths).
-var wideLabels = false
-
-// int16s views the array of b as int16s: neither holds pointers, and the view keeps it alive.
-func int16s(b []int32) []int16 {
-	if len(b) == 0 { // an empty array may be no allocation of its own: nothing to view
-		return nil
-	}
-	return unsafe.Slice((*int16)(unsafe.Pointer(unsafe.SliceData(b))), 2*len(b))
-}
+// int16s views the array of b as int16s.
+func int16s(b []int32) []int16 { return view.As[int16](b, 2*len(b)) }
 
 // longestSide is the most ops on one side of a queue of g: the longest chain.
 func longestSide(g *ir.Graph) int {
@@ -540,7 +529,7 @@ func (r *sepReach) certify(c component, sep []int32) {
 		r.dst = make([]int32, len(c.subs))
 	}
 	blk := r.dst[:len(c.subs)]
-	parts := workerCount(len(c.subs), minSplitPart)
+	parts := r.h.opt.workerCount(len(c.subs), minSplitPart)
 	at := make([][]int, parts) // at[p][b]: where part p places its next question of block b
 	wide := make([][]bool, parts)
 	forParts(parts, len(c.subs), func(p, lo, hi int) {
@@ -845,7 +834,7 @@ func answerBlock[T int16 | int32](r *sepReach, lab *labels[T], subs []subQuery, 
 		}
 		return ask[1][j-len(ask[0])]
 	}
-	inParts(n, minSplitPart, func(_, lo, hi int) {
+	r.h.opt.inParts(n, minSplitPart, func(_, lo, hi int) {
 		for j := lo; j < hi; j++ {
 			ty := topo[subs[asked(j)].y] * lanes
 			copy(yin[j*lanes:j*lanes+lanes], lab.label[ty:ty+lanes])
@@ -856,7 +845,7 @@ func answerBlock[T int16 | int32](r *sepReach, lab *labels[T], subs []subQuery, 
 		r.hit = make([]bool, n)
 	}
 	hit := r.hit[:n]
-	inParts(n, minSplitPart, func(_, lo, hi int) {
+	r.h.opt.inParts(n, minSplitPart, func(_, lo, hi int) {
 		for j := lo; j < hi; j++ {
 			tx := topo[subs[asked(j)].x] * lanes
 			x, y := lab.label[tx:tx+lanes], yin[j*lanes:j*lanes+lanes]
@@ -884,7 +873,7 @@ func (r *sepReach) span(subs []subQuery, ask [2][]int32) (first, last int32) {
 	var mu sync.Mutex
 	all := bounds{math.MaxInt32, -1}
 	for _, part := range ask {
-		inParts(len(part), minSplitPart, func(_, lo, hi int) {
+		r.h.opt.inParts(len(part), minSplitPart, func(_, lo, hi int) {
 			b := bounds{math.MaxInt32, -1}
 			for _, i := range part[lo:hi] {
 				s := &subs[i]
@@ -904,7 +893,7 @@ func labelIn[T int16 | int32](r *sepReach, lab *labels[T], w window, block []cha
 	in := quads(lab.label)
 	start, succ := r.h.succStart, r.h.succ
 	n := w.len()
-	inParts(n, minRenumber, func(_, lo, hi int) {
+	r.h.opt.inParts(n, minRenumber, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			in[w.at(i)] = [lanes]T{-1, -1, -1, -1}
 		}
@@ -932,7 +921,7 @@ func labelOut[T int16 | int32](r *sepReach, lab *labels[T], w window, block []ch
 	out, top := quads(lab.label), lab.top
 	start, succ := r.h.succStart, r.h.succ
 	n := w.len()
-	inParts(n, minRenumber, func(_, lo, hi int) {
+	r.h.opt.inParts(n, minRenumber, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			out[w.at(i)] = [lanes]T{top, top, top, top}
 		}
@@ -952,14 +941,8 @@ func labelOut[T int16 | int32](r *sepReach, lab *labels[T], w window, block []ch
 	}
 }
 
-// quads views the labels of each position, lanes of them side by side, as one array: neither
-// holds pointers, and the view keeps the labels alive.
-func quads[T int16 | int32](label []T) [][lanes]T {
-	if len(label) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*[lanes]T)(unsafe.Pointer(unsafe.SliceData(label))), len(label)/lanes)
-}
+// quads views the labels of each position, lanes of them side by side, as one array.
+func quads[T int16 | int32](label []T) [][lanes]T { return view.As[[lanes]T](label, len(label)/lanes) }
 
 // seed sets the label of every event on the chains of block, in the lane of its chain, to its
 // position there: the sweeps of labelIn and labelOut then carry them along the paths, with no

@@ -218,8 +218,7 @@ func TestChecksWhateverTheWorkers(t *testing.T) {
 	graphs = append(graphs, plansAt8(t, "ring_allreduce", "pairwise_alltoall", "atomic_fanin", "bruck_alltoall")...)
 	// run gives everything the checks say about g, as text.
 	run := func(g *ir.Graph, workers int) string {
-		defer verify.SetWorkers(workers)()
-		errs, o := verify.CheckOrder(g)
+		errs, o := verify.Options{Workers: workers}.CheckOrder(g)
 		out := fmt.Sprintln(len(errs))
 		for _, d := range errs {
 			out += d.Error() + "\n"

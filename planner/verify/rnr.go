@@ -14,7 +14,7 @@ import (
 // retries), which costs latency on every such message, though the plan stays correct. One
 // warning per recv statement and gate, naming the ranks it occurs on; g must have passed Check.
 func RNR(g *ir.Graph) diag.List {
-	h := newHB(g, true)
+	h := newHB(g, true, &Options{})
 	if !h.acyclic {
 		return nil
 	}

@@ -102,7 +102,7 @@ func TestLintBesideRaces(t *testing.T) {
 			errs, o := CheckDeadlocks(g)
 			require.Empty(t, errs, path)
 			lint := o.LintRNR()
-			races := o.Races()
+			races := o.Races(nil)
 			orNil := func(l diag.List) diag.List {
 				if len(l) == 0 {
 					return nil

@@ -6,8 +6,6 @@
 package verify
 
 import (
-	"sync"
-
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 )
@@ -23,20 +21,26 @@ import (
 //     statements and buffer, naming the ranks it occurs on and the `after` that would fix it.
 //
 // The returned list is sorted by position.
-func Check(g *ir.Graph) diag.List {
-	errs, _ := CheckOrder(g)
+func Check(g *ir.Graph) diag.List { return Options{}.Check(g) }
+
+// Check is the package's Check with these options.
+func (opt Options) Check(g *ir.Graph) diag.List {
+	errs, _ := opt.CheckOrder(g)
 	return errs
 }
 
 // CheckOrder is Check that also returns, when g passes, a topological order of its
 // happens-before events (nil otherwise), for passes that replay the plan's effects in an order
 // every run agrees with (planner/prove).
-func CheckOrder(g *ir.Graph) (diag.List, *Order) {
-	errs, o := CheckDeadlocks(g)
+func CheckOrder(g *ir.Graph) (diag.List, *Order) { return Options{}.CheckOrder(g) }
+
+// CheckOrder is the package's CheckOrder with these options.
+func (opt Options) CheckOrder(g *ir.Graph) (diag.List, *Order) {
+	errs, o := opt.CheckDeadlocks(g)
 	if len(errs) > 0 {
 		return errs, nil
 	}
-	if errs = o.Races(); len(errs) > 0 {
+	if errs = o.Races(nil); len(errs) > 0 {
 		return errs, nil
 	}
 	return nil, o
@@ -45,7 +49,10 @@ func CheckOrder(g *ir.Graph) (diag.List, *Order) {
 // CheckDeadlocks runs Check's first two steps. When they pass it returns the order of g's
 // events, on which Order.Races runs the third; a pass that needs only the order (prove) can run
 // beside it, its result to be used only if no race is found.
-func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
+func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) { return Options{}.CheckDeadlocks(g) }
+
+// CheckDeadlocks is the package's CheckDeadlocks with these options.
+func (opt Options) CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	if len(g.Ops) == 0 {
 		return nil, &Order{}
 	}
@@ -56,8 +63,8 @@ func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	// The race search's accesses are collected while the graph is sorted, on the CPUs the sort
 	// leaves idle.
 	var col *collection
-	h := newHBBeside(g, true, func(edges int) {
-		col = collectAccesses(g, edges, max(workerCount(len(g.Ops), 1)-1, 1))
+	h := newHBBeside(g, true, &opt, func(edges int) {
+		col = collectAccesses(g, edges, max(opt.workerCount(len(g.Ops), 1)-1, 1), &opt)
 	})
 	if h.acyclic {
 		return nil, &Order{g: g, topo: h.topo, h: h, col: col}
@@ -78,40 +85,28 @@ type Order struct {
 	topo []int32
 	h    *hbGraph    // the happens-before graph, until Races is done with it
 	col  *collection // the race search's accesses, collected while h was sorted, until Races
-
-	spare                chan struct{} // see Spare
-	spareOnce, closeOnce sync.Once
 }
 
 // Races runs Check's third step, races under happens-before, sorted by position. It may be
 // called once.
-func (o *Order) Races() diag.List {
-	defer o.leaveCPU()
+//
+// Unless nil, idle is called once Races has no more work to split over every CPU: when its sweep
+// is one run, when it comes to the label sweeps that answer its long-path questions (they run
+// on one CPU, between steps that still use all: in the ring allreduce at 1024 ranks, 0.5 s of
+// one CPU), or when it returns; it may be called more than once. A caller that starts a pass
+// beside Races then does not slow the steps split over every CPU (planner does so for prove).
+func (o *Order) Races(idle func()) diag.List {
+	if idle == nil {
+		idle = func() {}
+	}
+	defer idle()
 	if o.h == nil {
 		return nil
 	}
-	errs := raceErrors(o.g, o.h, o.col, o.leaveCPU)
+	errs := raceErrors(o.g, o.h, o.col, idle)
 	o.h, o.col = nil, nil
 	errs.Sort()
 	return errs
-}
-
-// Spare is closed once Races has no more work to split over every CPU: when its sweep is one run,
-// when it comes to the label sweeps that answer its long-path questions (they run on one CPU,
-// between steps that still use all: in the ring allreduce at 1024 ranks, 0.5 s of one CPU), or
-// when it returns. A pass run beside Races (prove) that waits for it does not slow the steps
-// split over every CPU, and takes what their serial steps leave.
-func (o *Order) Spare() <-chan struct{} { return o.spareCh() }
-
-func (o *Order) spareCh() chan struct{} {
-	o.spareOnce.Do(func() { o.spare = make(chan struct{}) })
-	return o.spare
-}
-
-// leaveCPU closes Spare.
-func (o *Order) leaveCPU() {
-	ch := o.spareCh()
-	o.closeOnce.Do(func() { close(ch) })
 }
 
 // Start is the position of op's start event.

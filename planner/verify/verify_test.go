@@ -68,24 +68,16 @@ func TestVerifyPlansClean(t *testing.T) {
 	}
 }
 
-// Spare stays open until Races runs, and is closed when it returns, also when there is nothing
-// to search.
-func TestSpare(t *testing.T) {
+// Races calls idle, at the latest when it returns, also when there is nothing to search.
+func TestRacesIdle(t *testing.T) {
+	t.Parallel()
 	g := loadPlan(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 8})
 	for _, g := range []*ir.Graph{g, {}} {
 		errs, o := CheckDeadlocks(g)
 		require.Empty(t, errs)
-		select {
-		case <-o.Spare():
-			t.Fatal("Spare closed before Races ran")
-		default:
-		}
-		require.Empty(t, o.Races())
-		select {
-		case <-o.Spare():
-		default:
-			t.Fatal("Spare open after Races returned")
-		}
+		idle := 0
+		require.Empty(t, o.Races(func() { idle++ }))
+		require.NotZero(t, idle, "idle not called")
 	}
 }
 
@@ -112,7 +104,7 @@ func BenchmarkVerifyRing(b *testing.B) {
 			b.StopTimer()
 			_, o := CheckDeadlocks(g)
 			b.StartTimer()
-			if errs := o.Races(); len(errs) > 0 {
+			if errs := o.Races(nil); len(errs) > 0 {
 				b.Fatal(errs)
 			}
 		}

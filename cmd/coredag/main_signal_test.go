@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// interrupt starts coredag with args in dir, waits until ready reports true (or 60 s), sends
+// sig, and returns the exit code and stderr; coredag must exit within 10 s of the signal.
+func interrupt(t *testing.T, dir string, env []string, sig syscall.Signal, ready func() bool, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for deadline := time.Now().Add(60 * time.Second); !ready(); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("coredag %q ended before the signal: %v\n%s", args, err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("coredag %q: not ready in 60 s\n%s", args, stderr.String())
+		}
+	}
+	require.NoError(t, cmd.Process.Signal(sig))
+	select {
+	case err := <-done:
+		ee, ok := err.(*exec.ExitError)
+		require.True(t, ok, "coredag %q: %v", args, err)
+		require.True(t, ee.Exited(), "coredag %q was killed by the signal: it did not handle it", args)
+		return ee.ExitCode(), stderr.String()
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("coredag %q did not exit within 10 s of %v", args, sig)
+	}
+	return 0, ""
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestSignalStopsDot: SIGTERM or SIGINT while Graphviz's dot runs (a wrapper script whose own
+// child sleeps) kills dot and its child, says what was stopped and exits 143 or 130, leaving no
+// file; before, dot ran on for minutes after coredag had gone.
+func TestSignalStopsDot(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc to see the processes left")
+	}
+	for _, c := range []struct {
+		sig  syscall.Signal
+		name string
+		code int
+	}{{syscall.SIGTERM, "SIGTERM", 143}, {syscall.SIGINT, "SIGINT", 130}} {
+		dir := t.TempDir()
+		copyPlan(t, dir, "ring_allreduce.dag")
+		pids := filepath.Join(dir, "pids")
+		slow := fakeDot(t, "cat >/dev/null; sleep 60 & echo $$ $! > "+pids+".new; mv "+pids+".new "+pids+"; wait\n")
+		ready := func() bool { _, err := os.Stat(pids); return err == nil }
+		code, stderr := interrupt(t, dir, []string{"COREDAG_DOT=" + slow}, c.sig, ready,
+			"dot", "-o", "x.svg", "ring_allreduce.dag")
+		assert.Equal(t, c.code, code, stderr)
+		assert.Equal(t, "coredag: dot interrupted by "+c.name+"\ncoredag: rendering SVG: Graphviz's dot was stopped (interrupted by "+c.name+")\n", stderr)
+		data, err := os.ReadFile(pids)
+		require.NoError(t, err)
+		for _, f := range strings.Fields(string(data)) {
+			pid, err := strconv.Atoi(f)
+			require.NoError(t, err)
+			gone := false
+			for range 100 { // the kernel may take a moment to reap
+				if gone = !alive(pid); gone {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			assert.True(t, gone, "process %d of the dot script still runs", pid)
+		}
+		assert.ElementsMatch(t, []string{"ring_allreduce.dag", "pids"}, entries(t, dir), "no drawing, no temporary file")
+	}
+}
+
+// TestSignalMidWrite: SIGTERM while compile -o writes a large listing removes the unfinished
+// temporary file, leaves the old file as it was, says so and exits 143; before, the temporary
+// file stayed (500 MB in one run).
+func TestSignalMidWrite(t *testing.T) {
+	dir := t.TempDir()
+	copyPlan(t, dir, "ring_allreduce.dag")
+	out := filepath.Join(dir, "out.txt")
+	require.NoError(t, os.WriteFile(out, []byte("old listing\n"), 0o644))
+	writing := func() bool {
+		for _, n := range entries(t, dir) {
+			if strings.HasPrefix(n, ".out.txt.tmp") {
+				return true
+			}
+		}
+		return false
+	}
+	code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, writing, "compile", "-p", "ranks=256", "-o", "out.txt", "ring_allreduce.dag")
+	assert.Equal(t, 143, code, stderr)
+	assert.True(t, strings.HasPrefix(stderr, "coredag: compile interrupted by SIGTERM\n"), stderr)
+	// compile stops its listing and removes it, or (in the middle of its checks) is left behind
+	// while coredag removes the file and exits.
+	assert.Contains(t, stderr, "out.txt left as it was", stderr)
+	assert.Equal(t, "old listing\n", string(readFile(t, out)))
+	assert.ElementsMatch(t, []string{"ring_allreduce.dag", "out.txt"}, entries(t, dir))
+}
