@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The library's performance, side by side with Open MPI in one run (issue 29): builds libcoredag
+# and examples/mpi/allreduce.c, then runs its bench mode (-b) with 4 processes, f32 sum, 8 B to
+# 16 MiB, coredag start+wait interleaved with MPI_Allreduce on the same buffers, plus the OSU-style
+# overlap of both. Like with like:
+#   shm:     coredag on libfabric shm (polling engine)  vs  Open MPI ob1 + vader (shared memory)
+#   sockets: coredag on libfabric sockets (triggered offload)  vs  Open MPI ob1 + tcp,self
+#   tcp:     coredag on libfabric "tcp;ofi_rxm" (polling engine)  vs  Open MPI ob1 + tcp,self
+# Also examples/c/callcost.c: one start+wait of a trivial plan from C. Prints the machine's load
+# (uptime) before and after: on a shared machine the numbers move with it.
+# Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir).
+# Usage: scripts/mpi-bench.sh [shm|sockets|tcp|callcost]...   (default: all)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix=${PREFIX:-$tmp/prefix}
+[ -e "$prefix/lib/libcoredag.so" ] || scripts/build-lib.sh "$prefix" >/dev/null
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+# shellcheck disable=SC2046 # pkg-config prints several words on purpose
+mpicc -O2 -Wall -o "$tmp/allreduce" examples/mpi/allreduce.c $(pkg-config --cflags --libs coredag)
+# shellcheck disable=SC2046
+cc -O2 -Wall -o "$tmp/callcost" examples/c/callcost.c $(pkg-config --cflags --libs coredag)
+np=${NP:-4}
+max=${MAXBYTES:-16777216}
+configs=("$@")
+[ ${#configs[@]} -gt 0 ] || configs=(callcost shm sockets tcp)
+echo "# $(uptime)"
+echo "# $(nproc) cores; $(mpirun --version 2>/dev/null | head -1); libfabric $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: //p')"
+for config in "${configs[@]}"; do
+  case $config in
+  callcost) echo "== callcost"; "$tmp/callcost" 20000; continue ;;
+  shm) mca=(--mca pml ob1 --mca btl vader,self); opts=(-o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
+  sockets) mca=(--mca pml ob1 --mca btl tcp,self); opts=(-o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
+  tcp) mca=(--mca pml ob1 --mca btl tcp,self); opts=(-o provider=ofi -o "ofi_provider=tcp;ofi_rxm" -o engine=poll) ;;
+  *) echo "$0: unknown configuration $config" >&2; exit 2 ;;
+  esac
+  echo "== $config: coredag ${opts[*]} vs Open MPI ${mca[*]}"
+  timeout -k 10 1800 mpirun --allow-run-as-root --oversubscribe -np "$np" "${mca[@]}" --mca btl_tcp_if_include lo \
+    -x FI_SOCKETS_IFACE=lo "$tmp/allreduce" -b -m "$max" "${opts[@]}" || echo "== $config failed (exit $?)"
+done
+echo "# $(uptime)"

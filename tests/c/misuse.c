@@ -1,0 +1,385 @@
+/*
+ * misuse.c: coredag's C interface used wrongly, one case after another; each must return the
+ * documented code with a message that says what went wrong, and the process must live on. Also
+ * runs the right uses the cases are built around: a 1-rank plan on a world of C callbacks, and a
+ * 2-rank plan with both ranks in this process. No MPI. cmd/libcoredag's TestC builds and runs it:
+ *
+ *   scripts/build-lib.sh build
+ *   cc tests/c/misuse.c -o misuse $(PKG_CONFIG_PATH=build/lib/pkgconfig pkg-config --cflags --libs coredag)
+ *   ./misuse
+ *
+ * Prints one line per case ("ok CASE: CODE: message" or "FAIL CASE: ..."), exits 1 if any failed.
+ */
+#define _POSIX_C_SOURCE 199309L /* nanosleep */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <coredag.h>
+
+static int failures;
+
+/* expect checks that rc is want and that msg contains every one of the NULL-ended words. The
+ * message must be read after the call that set it: a handle's message is freed at its next call,
+ * hence the "rc = call; expect(rc, error(handle))" order below (C leaves the order in which a
+ * function's arguments are evaluated open). */
+static void expect(const char *name, int rc, int want, const char *msg, const char *const *words) {
+    if (msg == NULL) msg = "(NULL message)";
+    if (rc != want) {
+        printf("FAIL %s: got %s, want %s: %s\n", name, coredag_strerror(rc), coredag_strerror(want), msg);
+        failures++;
+        return;
+    }
+    for (const char *const *w = words; w != NULL && *w != NULL; w++) {
+        if (strstr(msg, *w) == NULL) {
+            printf("FAIL %s: %s, but the message lacks %s: %s\n", name, coredag_strerror(rc), *w, msg);
+            failures++;
+            return;
+        }
+    }
+    if (rc == COREDAG_OK) {
+        printf("ok %s\n", name); /* msg is the handle's last error, not this call's */
+        return;
+    }
+    /* First line only: a check error can have several. */
+    int len = (int)strcspn(msg, "\n");
+    printf("ok %s: %s: %.*s\n", name, coredag_strerror(rc), len, msg);
+}
+#define WORDS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* A 1-rank plan: copy src to dst. */
+static const char *copy_src =
+    "plan local_copy\n"
+    "param ranks = 1\n"
+    "param n = 8\n"
+    "buffer src f32[n] extern init i\n"
+    "buffer dst f32[n] extern\n"
+    "op cp = copy src to dst\n";
+
+/* Two ranks swap their vectors and each adds the other's to its own. */
+static const char *pair_src =
+    "plan pair\n"
+    "param ranks = 2\n"
+    "param n = 4\n"
+    "buffer data f32[n] extern init rank + i\n"
+    "buffer tmp  f32[n]\n"
+    "queue link to 1 - rank\n"
+    "op tx  = send link data\n"
+    "op rx  = recv link tmp\n"
+    "op acc = reduce sum data from tmp after rx, tx\n";
+
+/* A world of one process: the allgather is a copy, the barrier nothing. ctx counts the calls. */
+static int gather_one(const void *send, void *recv, size_t nbytes, void *ctx) {
+    memcpy(recv, send, nbytes);
+    ++*(int *)ctx;
+    return 0;
+}
+static int barrier_one(void *ctx) {
+    ++*(int *)ctx;
+    return 0;
+}
+static int gather_fail(const void *send, void *recv, size_t nbytes, void *ctx) {
+    (void)send, (void)recv, (void)nbytes, (void)ctx;
+    return 42;
+}
+
+/* A world of one whose barrier is slow (ctx->sleep_ms) or fails (ctx->fail, once armed). */
+typedef struct {
+    int sleep_ms, fail;
+} slow;
+static int gather_slow(const void *send, void *recv, size_t nbytes, void *ctx) {
+    (void)ctx;
+    memcpy(recv, send, nbytes);
+    return 0;
+}
+static int barrier_slow(void *ctx) {
+    slow *s = ctx;
+    struct timespec ts = {s->sleep_ms / 1000, (long)(s->sleep_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    return s->fail;
+}
+
+static coredag_plan *open_ok(const char *name, const char *src) {
+    coredag_plan *p;
+    int rc = coredag_plan_open_source(name, src, NULL, NULL, &p);
+    if (rc != COREDAG_OK) {
+        printf("FAIL open %s: %s: %s\n", name, coredag_strerror(rc), coredag_plan_error(p));
+        exit(1);
+    }
+    return p;
+}
+
+static void null_arguments(void) {
+    coredag_plan *p = NULL;
+    coredag_coll *c = NULL;
+    int done;
+    expect("plan_open out NULL", coredag_plan_open("x.dag", NULL, NULL, NULL), COREDAG_ERR_ARG, "", NULL);
+    int rc = coredag_plan_open(NULL, NULL, NULL, &p);
+    expect("plan_open path NULL", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("path is NULL"));
+    coredag_plan_free(p);
+    rc = coredag_plan_open_source("x.dag", NULL, NULL, NULL, &p);
+    expect("plan_open_source source NULL", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("source is NULL"));
+    coredag_plan_free(p);
+    expect("plan_error NULL", COREDAG_ERR_ARG, COREDAG_ERR_ARG, coredag_plan_error(NULL), WORDS("NULL"));
+    expect("coll_error NULL", COREDAG_ERR_ARG, COREDAG_ERR_ARG, coredag_coll_error(NULL), WORDS("NULL"));
+    expect("plan_free NULL", coredag_plan_free(NULL), COREDAG_OK, "", NULL);
+    expect("coll_free NULL", coredag_coll_free(NULL), COREDAG_OK, "", NULL);
+    expect("coll_start NULL", coredag_coll_start(NULL), COREDAG_ERR_ARG, "", NULL);
+    expect("coll_test NULL", coredag_coll_test(NULL, &done), COREDAG_ERR_ARG, "", NULL);
+    expect("coll_wait NULL", coredag_coll_wait(NULL, -1), COREDAG_ERR_ARG, "", NULL);
+    expect("coll_bind NULL", coredag_coll_bind(NULL, "data", &done, sizeof done), COREDAG_ERR_ARG, "", NULL);
+    expect("plan_ranks NULL", coredag_plan_ranks(NULL), 0, "", NULL);
+    rc = coredag_coll_init(NULL, NULL, &c);
+    expect("coll_init plan NULL", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("plan is NULL"));
+    coredag_coll_free(c);
+    expect("coll_init out NULL", coredag_coll_init(NULL, NULL, NULL), COREDAG_ERR_ARG, "", NULL);
+
+    p = open_ok("copy.dag", copy_src);
+    expect("plan_ranks", coredag_plan_ranks(p) == 1 ? COREDAG_OK : COREDAG_ERR_INTERNAL, COREDAG_OK, "", NULL);
+    size_t nbytes = 0;
+    rc = coredag_plan_buffer_size(p, "src", NULL);
+    expect("plan_buffer_size nbytes NULL", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("NULL"));
+    rc = coredag_plan_buffer_size(p, "nosuch", &nbytes);
+    expect("plan_buffer_size unknown buffer", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("nosuch", "src", "dst"));
+    rc = coredag_plan_buffer_size(p, "src", &nbytes);
+    expect("plan_buffer_size", rc == COREDAG_OK && nbytes == 32 ? COREDAG_OK : COREDAG_ERR_INTERNAL, COREDAG_OK, "32 bytes", NULL);
+    int calls = 0;
+    coredag_world w = {0, 1, gather_one, barrier_one, &calls};
+    rc = coredag_coll_init(p, &w, &c);
+    expect("coll_init on a world of one", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    rc = coredag_coll_bind(c, NULL, &done, 4);
+    expect("coll_bind buffer NULL", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("NULL"));
+    rc = coredag_coll_bind(c, "src", NULL, 32);
+    expect("coll_bind addr NULL", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("NULL"));
+    rc = coredag_coll_test(c, NULL);
+    expect("coll_test done NULL", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("NULL"));
+    /* A handle of the wrong kind: coredag cannot tell from C, its Go side panics on it, and the
+     * panic must come back as COREDAG_ERR_INTERNAL rather than crash this process. */
+    rc = coredag_coll_start((coredag_coll *)p);
+    expect("plan passed as a collective", rc, COREDAG_ERR_INTERNAL, coredag_plan_error(p), WORDS("internal error", "coredag_coll_start"));
+    rc = coredag_plan_free(p);
+    expect("plan_free before coll_free", rc, COREDAG_ERR_STATE, coredag_plan_error(p), WORDS("coredag_coll_free"));
+    expect("coll_free", coredag_coll_free(c), COREDAG_OK, "", NULL);
+    expect("plan_free", coredag_plan_free(p), COREDAG_OK, "", NULL);
+}
+
+static void bad_plans(void) {
+    coredag_plan *p;
+    const char *bad = "plan bad\nparam ranks = 1\nbuffer a f32[4] extern\nop x = copy a[0:4] to b\n";
+    int rc = coredag_plan_open_source("bad.dag", bad, NULL, NULL, &p);
+    expect("plan that fails check", rc, COREDAG_ERR_CHECK, coredag_plan_error(p), WORDS("bad.dag:4:"));
+    coredag_coll *c;
+    rc = coredag_coll_init(p, NULL, &c);
+    expect("coll_init of a plan that did not open", rc, COREDAG_ERR_STATE, coredag_coll_error(c), WORDS("did not open"));
+    coredag_coll_free(c);
+    coredag_plan_free(p);
+    rc = coredag_plan_open("/nonexistent/plan.dag", NULL, NULL, &p);
+    expect("plan file missing", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("/nonexistent/plan.dag"));
+    coredag_plan_free(p);
+    rc = coredag_plan_open_source("copy.dag", copy_src, WORDS("n"), NULL, &p);
+    expect("param without value", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("params[0]", "NAME=VALUE"));
+    coredag_plan_free(p);
+    rc = coredag_plan_open_source("copy.dag", copy_src, WORDS("n=eight"), NULL, &p);
+    expect("param not an integer", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("n=eight", "integer"));
+    coredag_plan_free(p);
+    rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("color=blue"), &p);
+    expect("unknown option", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("color", "provider"));
+    coredag_plan_free(p);
+    rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("extern=nosuch"), &p);
+    expect("extern option names no buffer", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("nosuch"));
+    coredag_plan_free(p);
+    rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("hang_timeout_ms=-1"), &p);
+    expect("bad hang timeout", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("hang_timeout_ms"));
+    coredag_plan_free(p);
+}
+
+static void world_errors(void) {
+    coredag_plan *p = open_ok("pair.dag", pair_src);
+    coredag_coll *c;
+    int calls = 0;
+    coredag_world one = {0, 1, gather_one, barrier_one, &calls};
+    int rc = coredag_coll_init(p, &one, &c);
+    expect("world size differs from plan ranks", rc, COREDAG_ERR_WORLD, coredag_coll_error(c), WORDS("1 ranks", "has 2"));
+    rc = coredag_coll_start(c);
+    expect("start of a collective that did not initialize", rc, COREDAG_ERR_STATE, coredag_coll_error(c), WORDS("1 ranks", "has 2"));
+    coredag_coll_free(c);
+    coredag_world noback = {0, 1, NULL, barrier_one, &calls};
+    rc = coredag_coll_init(p, &noback, &c);
+    expect("world without allgather", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("allgather"));
+    coredag_coll_free(c);
+    coredag_world outside = {3, 2, gather_one, barrier_one, &calls};
+    rc = coredag_coll_init(p, &outside, &c);
+    expect("world rank outside size", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("rank 3"));
+    coredag_coll_free(c);
+    coredag_plan_free(p);
+
+    p = open_ok("copy.dag", copy_src);
+    coredag_world failing = {0, 1, gather_fail, barrier_one, &calls};
+    rc = coredag_coll_init(p, &failing, &c);
+    expect("world allgather fails", rc, COREDAG_ERR_WORLD, coredag_coll_error(c), WORDS("42"));
+    coredag_coll_free(c);
+    coredag_plan_free(p);
+}
+
+/* The 1-rank plan on a world of callbacks, run right, then wrongly. */
+static void lifecycle_one(void) {
+    coredag_plan *p = open_ok("copy.dag", copy_src);
+    coredag_coll *c;
+    int calls = 0;
+    coredag_world w = {0, 1, gather_one, barrier_one, &calls};
+    int rc = coredag_coll_init(p, &w, &c);
+    expect("coll_init", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    float src[8], dst[8], big[9];
+    rc = coredag_coll_start(c);
+    expect("start before bind", rc, COREDAG_ERR_STATE, coredag_coll_error(c), WORDS("src"));
+    rc = coredag_coll_bind(c, "src", big, sizeof big);
+    expect("bind of the wrong size", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("src", "copy.dag:4:"));
+    rc = coredag_coll_bind(c, "nosuch", src, sizeof src);
+    expect("bind of an unknown buffer", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("nosuch"));
+    rc = coredag_coll_bind(c, "src", src, sizeof src);
+    expect("bind src", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    rc = coredag_coll_start(c);
+    expect("start with dst unbound", rc, COREDAG_ERR_STATE, coredag_coll_error(c), WORDS("dst"));
+    rc = coredag_coll_bind(c, "dst", dst, sizeof dst);
+    expect("bind dst", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    int bad = 0;
+    for (int it = 0; it < 3; it++) {
+        for (int i = 0; i < 8; i++) src[i] = (float)(it * 8 + i), dst[i] = -1;
+        if ((rc = coredag_coll_start(c)) != COREDAG_OK) break;
+        if ((rc = coredag_coll_wait(c, -1)) != COREDAG_OK) break;
+        for (int i = 0; i < 8; i++) bad += dst[i] != src[i];
+    }
+    expect("three runs copy src to dst", rc == COREDAG_OK && bad == 0 ? COREDAG_OK : COREDAG_ERR_INTERNAL, COREDAG_OK,
+           coredag_coll_error(c), NULL);
+    rc = coredag_coll_start(c);
+    expect("start", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    rc = coredag_coll_start(c);
+    expect("second start before wait", rc, COREDAG_ERR_STATE, coredag_coll_error(c), NULL);
+    rc = coredag_coll_free(c);
+    expect("free during a start", rc, COREDAG_ERR_STATE, coredag_coll_error(c), WORDS("in flight", "coredag_coll_wait"));
+    rc = coredag_coll_wait(c, -1);
+    expect("wait after the refused free", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    int done = 0;
+    rc = coredag_coll_test(c, &done);
+    expect("test after wait", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    printf("%s world callbacks called (%d calls)\n", calls > 0 ? "ok" : "FAIL", calls);
+    failures += calls == 0;
+    expect("coll_free", coredag_coll_free(c), COREDAG_OK, "", NULL);
+    expect("plan_free", coredag_plan_free(p), COREDAG_OK, "", NULL);
+}
+
+/* The 2-rank plan with both ranks in this process (NULL world, no launcher). */
+static void lifecycle_two(void) {
+    coredag_plan *p = open_ok("pair.dag", pair_src);
+    coredag_coll *c;
+    int rc = coredag_coll_init(p, NULL, &c);
+    expect("coll_init NULL world", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    float a[4], b[4];
+    rc = coredag_coll_bind_rank(c, 0, "data", a, sizeof a);
+    expect("bind rank 0", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    rc = coredag_coll_start(c);
+    expect("start with rank 1 unbound", rc, COREDAG_ERR_STATE, coredag_coll_error(c), WORDS("data"));
+    rc = coredag_coll_bind_rank(c, 2, "data", b, sizeof b);
+    expect("bind rank outside the plan", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("2"));
+    rc = coredag_coll_bind_rank(c, 1, "data", b, sizeof b);
+    expect("bind rank 1", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    int bad = 0;
+    for (int it = 0; it < 5; it++) {
+        for (int i = 0; i < 4; i++) a[i] = (float)(i + it), b[i] = (float)(10 * i - it);
+        if ((rc = coredag_coll_start(c)) != COREDAG_OK) break;
+        int done = 0;
+        while ((rc = coredag_coll_test(c, &done)) == COREDAG_OK && !done) {
+        }
+        if (rc != COREDAG_OK) break;
+        for (int i = 0; i < 4; i++) bad += a[i] != (float)(11 * i) || b[i] != (float)(11 * i);
+    }
+    expect("five runs, tested to completion", rc == COREDAG_OK && bad == 0 ? COREDAG_OK : COREDAG_ERR_INTERNAL, COREDAG_OK,
+           coredag_coll_error(c), NULL);
+    rc = coredag_coll_start(c);
+    expect("start", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    rc = coredag_coll_bind_rank(c, 0, "data", a, sizeof a);
+    expect("bind during a start", rc, COREDAG_ERR_STATE, coredag_coll_error(c), NULL);
+    rc = coredag_coll_wait(c, 10LL * 1000 * 1000 * 1000);
+    expect("wait with a timeout", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    expect("coll_free", coredag_coll_free(c), COREDAG_OK, "", NULL);
+    expect("plan_free", coredag_plan_free(p), COREDAG_OK, "", NULL);
+}
+
+/* A start whose world is slow: a wait with a short timeout returns COREDAG_ERR_TIMEOUT with the
+ * start still in flight; a world whose barrier fails fails the start with COREDAG_ERR_WORLD. */
+static void slow_world(void) {
+    coredag_plan *p = open_ok("copy.dag", copy_src);
+    coredag_coll *c;
+    slow s = {0, 0};
+    coredag_world w = {0, 1, gather_slow, barrier_slow, &s};
+    int rc = coredag_coll_init(p, &w, &c);
+    expect("init on a slow world", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    float src[8] = {1, 2, 3, 4, 5, 6, 7, 8}, dst[8];
+    coredag_coll_bind(c, "src", src, sizeof src);
+    coredag_coll_bind(c, "dst", dst, sizeof dst);
+    rc = coredag_coll_start(c);
+    if (rc == COREDAG_OK) rc = coredag_coll_wait(c, -1); /* the first start connects */
+    expect("first run", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    s.sleep_ms = 300;
+    rc = coredag_coll_start(c);
+    expect("start on a slow world", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    rc = coredag_coll_wait(c, 10 * 1000 * 1000);
+    expect("wait 10 ms for a start that takes 300", rc, COREDAG_ERR_TIMEOUT, coredag_coll_error(c), WORDS("still in flight"));
+    rc = coredag_coll_free(c);
+    expect("free after the timeout", rc, COREDAG_ERR_STATE, coredag_coll_error(c), WORDS("in flight"));
+    rc = coredag_coll_wait(c, -1);
+    expect("wait again until done", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    s.sleep_ms = 0;
+    s.fail = 7;
+    rc = coredag_coll_start(c);
+    if (rc == COREDAG_OK) rc = coredag_coll_wait(c, -1);
+    expect("a barrier that fails in a start", rc, COREDAG_ERR_WORLD, coredag_coll_error(c), WORDS("7"));
+    rc = coredag_coll_start(c);
+    expect("start after a failed start: the failure again", rc, COREDAG_ERR_WORLD, coredag_coll_error(c), WORDS("returned 7"));
+    expect("coll_free after a failed start", coredag_coll_free(c), COREDAG_OK, "", NULL);
+    expect("plan_free", coredag_plan_free(p), COREDAG_OK, "", NULL);
+}
+
+/* options "extern=b" makes a buffer the plan keeps as scratch the caller's. */
+static void extern_option(void) {
+    const char *src = "plan half\nparam ranks = 1\nbuffer a f32[2] extern\nbuffer b f32[2]\nop cp = copy a to b\n";
+    coredag_plan *p;
+    coredag_coll *c;
+    float a[2] = {3, 4}, b[2] = {0, 0};
+    int rc = coredag_plan_open_source("half.dag", src, NULL, NULL, &p);
+    expect("open without the option", rc, COREDAG_OK, coredag_plan_error(p), NULL);
+    rc = coredag_coll_init(p, NULL, &c);
+    expect("init without the option", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    rc = coredag_coll_bind(c, "b", b, sizeof b);
+    expect("bind of a scratch buffer", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("half.dag:4:8", "scratch"));
+    coredag_coll_free(c);
+    coredag_plan_free(p);
+    rc = coredag_plan_open_source("half.dag", src, NULL, WORDS("extern=b"), &p);
+    expect("open with extern=b", rc, COREDAG_OK, coredag_plan_error(p), NULL);
+    rc = coredag_coll_init(p, NULL, &c);
+    expect("init with extern=b", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+    if ((rc = coredag_coll_bind(c, "a", a, sizeof a)) == COREDAG_OK && (rc = coredag_coll_bind(c, "b", b, sizeof b)) == COREDAG_OK &&
+        (rc = coredag_coll_start(c)) == COREDAG_OK)
+        rc = coredag_coll_wait(c, -1);
+    expect("run with extern=b", rc == COREDAG_OK && b[0] == 3 && b[1] == 4 ? COREDAG_OK : COREDAG_ERR_INTERNAL, COREDAG_OK,
+           coredag_coll_error(c), NULL);
+    coredag_coll_free(c);
+    coredag_plan_free(p);
+}
+
+int main(void) {
+    null_arguments();
+    bad_plans();
+    world_errors();
+    lifecycle_one();
+    lifecycle_two();
+    extern_option();
+    slow_world();
+    if (failures > 0) {
+        printf("%d case(s) failed\n", failures);
+        return 1;
+    }
+    printf("all cases passed\n");
+    return 0;
+}
