@@ -43,7 +43,7 @@ var (
 // The sources of the targets' orderings.
 const (
 	rcOrderSource = "InfiniBand/RoCE RC (IBTA ordering rules; libfabric verbs msg_order): sends and writes land in order, and reads and atomics after them; a later op may overtake a read or atomic unless fenced"
-	// OrderCXI is the cxi provider's msg_order (CXIP_MSG_ORDER in libfabric's source): send after
+	// orderCXI is the cxi provider's msg_order (CXIP_MSG_ORDER in libfabric's source): send after
 	// send and write after write, no order between sends and RMA. Its RMA- and atomic-only bits
 	// are not modelled.
 	orderCXI       = OrderSAS | OrderWAW
@@ -57,7 +57,7 @@ var builtinTargets = []Target{
 		Style:       StyleNone, PrePost: true,
 		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64, MaxSGE: connectXMaxSGE,
 		Trigger: &triggeredModel,
-		Order:   OrderRC, OrderSource: "the software NIC (exec/softnic) runs each queue in order with the RC rules, fences included",
+		Order:   OrderRC, OrderSource: "the software NIC (exec/softnic), which runs each queue in order with the RC rules, fences included",
 	},
 	{
 		Name:        "triggered-cxi",
@@ -129,7 +129,7 @@ var builtinTargets = []Target{
 		MaxSGE:       connectXMaxSGE,
 		CanCalc:      false,
 		Order:        OrderNone,
-		OrderSource:  "none: the ops of a queue may land in any order",
+		OrderSource:  "reliable unordered delivery: the ops of a queue may land in any order",
 	},
 }
 

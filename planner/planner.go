@@ -45,8 +45,10 @@ func LoadLimited(filename string, src []byte, params map[string]int64, lim elabo
 // Options are the settings of LoadWith beyond the params.
 type Options struct {
 	Limits elaborate.Limits
-	MSCCL  msccl.Options  // how an .xml algorithm becomes a plan
-	Verify verify.Options // how the checks split their work
+	MSCCL  msccl.Options // how an .xml algorithm becomes a plan
+	// Verify is how the checks split their work, and the ordering of the target the races are
+	// proven under (verify.Options.Order).
+	Verify verify.Options
 
 	// Lint, when set, is given the warnings of the lints (verify.RNR) of a plan that passes,
 	// which run beside the checks on their happens-before graph.
@@ -128,6 +130,14 @@ func LoadWith(filename string, src []byte, params map[string]int64, opt Options)
 	}
 	if len(errs) > 0 {
 		return g, errs.Err()
+	}
+	if ordered := order.Ordered(); ordered != nil {
+		// Race-free only under the target's ordering, which may order the events otherwise:
+		// the proof replays them in an order that agrees with it.
+		proved = prove.Check(g, ordered)
+		if d := order.Reliance(); d != nil {
+			lints = append(diag.List{d}, lints...)
+		}
 	}
 	if len(proved) == 0 && opt.Lint != nil {
 		opt.Lint(lints)
