@@ -79,8 +79,8 @@ func (o *Order) orderedRaces(h *hbGraph, races []Race) diag.List {
 	if have != ir.OrderNone {
 		if r, hr, ok := racesUnder(g, have, opt); ok {
 			if len(r) == 0 {
-				o.ordered = &Order{g: g, topo: hr.topo, opt: opt}
 				o.rely = &reliance{races: unordered, have: have, used: used}
+				o.ordered = &Order{g: g, topo: hr.topo, opt: opt, rely: o.rely}
 				return nil
 			}
 			h, races = hr, r
