@@ -219,13 +219,19 @@ func TestHBOpByOp(t *testing.T) {
 		graphs = append(graphs, g.WithEdges(edges))
 	}
 	graphs = append(graphs, plansAt8(t, "ring_allreduce", "pairwise_alltoall", "atomic_fanin", "bruck_alltoall")...)
-	cyclic := 0
+	cyclic, withOrder := 0, 0
 	for i, g := range graphs {
 		for _, matching := range []bool{true, false} {
 			for _, w := range []int{1, 3} {
+				var unordered [][]int32
 				for _, ord := range []ir.Order{ir.OrderNone, ir.OrderRC, ir.OrderStrict, ir.OrderSAS | ir.OrderWAW} {
 					lists, want, topo, wantTopo, opByOp := verify.HBBothWays(g, matching, ord, w)
 					require.True(t, opByOp, "graph %d", i)
+					if ord == ir.OrderNone {
+						unordered = lists
+					} else if !slices.EqualFunc(lists, unordered, slices.Equal) {
+						withOrder++
+					}
 					require.Equal(t, want, lists, "graph %d, matching %v, %d workers, ordering %v", i, matching, w, ord)
 					require.Equal(t, wantTopo, topo, "graph %d, matching %v, %d workers, ordering %v", i, matching, w, ord)
 					if topo == nil && ord == ir.OrderNone {
@@ -236,6 +242,7 @@ func TestHBOpByOp(t *testing.T) {
 		}
 	}
 	require.Greater(t, cyclic, 4, "too few cyclic graphs")
+	require.Greater(t, withOrder, len(graphs), "too few graphs with ordering edges")
 }
 
 // Check, its order of events and the RNR lint give the same results, to the byte, however many
