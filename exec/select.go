@@ -19,6 +19,9 @@ var (
 	// ErrNeedsGenericTarget: the poll engine walks the dependencies itself and runs plans for a
 	// target without cross-channel.
 	ErrNeedsGenericTarget = errors.New("the poll engine needs a target without cross-channel")
+	// ErrOrder: the NIC does not grant the ordering between the ops of a queue that the
+	// target's plans were proven race-free under (ir.Target.Order, nic.Caps.Order).
+	ErrOrder = errors.New("the NIC does not grant the target's message ordering")
 )
 
 // SelectError says why Select (or Prepare, for the plan's target) refused an engine, a target
@@ -26,7 +29,7 @@ var (
 type SelectError struct {
 	Engine Engine // the engine asked for (Auto when left to choose)
 	Target string // the target's name ("" when none was found)
-	Err    error  // ErrUnknownEngine, ErrUnknownTarget, ErrNeedsCrossChannelTarget, ErrNeedsGenericTarget or nic.ErrNoCrossChannel
+	Err    error  // ErrUnknownEngine, ErrUnknownTarget, ErrNeedsCrossChannelTarget, ErrNeedsGenericTarget, ErrOrder or nic.ErrNoCrossChannel
 	msg    string
 }
 
@@ -67,6 +70,12 @@ func Select(e Engine, target string, caps nic.Caps) (Engine, ir.Target, error) {
 func engineFor(e Engine, t ir.Target, caps nic.Caps) (Engine, error) {
 	fail := func(err error, format string, args ...any) (Engine, error) {
 		return e, &SelectError{Engine: e, Target: t.Name, Err: err, msg: fmt.Sprintf(format, args...)}
+	}
+	if caps.Order&nic.OrderKnown != 0 {
+		if lack := t.Order &^ ir.Order(caps.Order); lack&ir.OrderStrict != ir.OrderNone {
+			return fail(ErrOrder, "target %s's plans are proven race-free under the message ordering %s, but this NIC grants %s (msg_order), without %s: compile the plan for a target whose ordering the NIC grants (`unordered` relies on none; coredag check --target shows what a plan needs)",
+				t.Name, t.Order, ir.Order(caps.Order&^nic.OrderKnown), lack)
+		}
 	}
 	offloadable := t.CrossChannel && t.Style != ir.StyleNone
 	if t.Trigger != nil && caps.Counters && (e == Auto || e == Offload) {

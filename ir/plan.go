@@ -56,6 +56,11 @@ type Target struct {
 	// Trigger is set for triggered-operation targets (counters and thresholds instead of WAIT
 	// and ENABLE, see trigger.go); their Style is StyleNone and CrossChannel false.
 	Trigger *TriggerProfile
+	// Order is what the target guarantees between the landings of two ops posted one after the
+	// other on one queue (order.go); the race check proves a plan under it. OrderSource says
+	// where the figure comes from, and which parts are guesses.
+	Order       Order
+	OrderSource string
 }
 
 // Opcode is what a WQE asks the NIC (or, for HOST, the CPU) to do.

@@ -40,6 +40,16 @@ var (
 		Source: "libfabric sockets: software counters (64-bit) and deferred-work lists; no documented limit, MaxOutstanding 4096 and MaxCounters 1024 are guesses"}
 )
 
+// The sources of the targets' orderings.
+const (
+	rcOrderSource = "InfiniBand/RoCE RC (IBTA ordering rules; libfabric verbs msg_order): sends and writes land in order, and reads and atomics after them; a later op may overtake a read or atomic unless fenced"
+	// orderCXI is the cxi provider's msg_order (CXIP_MSG_ORDER in libfabric's source): send after
+	// send and write after write, no order between sends and RMA. Its RMA- and atomic-only bits
+	// are not modelled.
+	orderCXI       = OrderSAS | OrderWAW
+	cxiOrderSource = "the cxi provider's msg_order (libfabric source, CXIP_MSG_ORDER: FI_ORDER_SAS, FI_ORDER_WAW); a guess that the data of the earlier write is in place when the later op lands (max_order_waw_size not documented)"
+)
+
 var builtinTargets = []Target{
 	{
 		Name:        "triggered",
@@ -47,6 +57,7 @@ var builtinTargets = []Target{
 		Style:       StyleNone, PrePost: true,
 		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64, MaxSGE: connectXMaxSGE,
 		Trigger: &triggeredModel,
+		Order:   OrderRC, OrderSource: "the software NIC (exec/softnic), which runs each queue in order with the RC rules, fences included",
 	},
 	{
 		Name:        "triggered-cxi",
@@ -54,6 +65,7 @@ var builtinTargets = []Target{
 		Style:       StyleNone, PrePost: true,
 		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64, MaxSGE: connectXMaxSGE,
 		Trigger: &cxiProfile,
+		Order:   orderCXI, OrderSource: cxiOrderSource,
 	},
 	{
 		Name:        "triggered-sockets",
@@ -61,6 +73,7 @@ var builtinTargets = []Target{
 		Style:       StyleNone, PrePost: true,
 		MaxWQDepth: connectXMaxWQ, MaxCQDepth: connectXMaxCQ, MaxInline: 64, MaxSGE: socketsMaxIOV,
 		Trigger: &socketsProfile,
+		Order:   OrderStrict, OrderSource: "fi_info -p sockets: msg_order FI_ORDER_STRICT (all nine), max_order_*_size unbounded",
 	},
 	{
 		Name:         "connectx",
@@ -73,6 +86,8 @@ var builtinTargets = []Target{
 		MaxInline:    256,
 		MaxSGE:       connectXMaxSGE,
 		CanCalc:      true,
+		Order:        OrderRC,
+		OrderSource:  rcOrderSource,
 	},
 	{
 		Name:         "connectx-inline",
@@ -85,6 +100,8 @@ var builtinTargets = []Target{
 		MaxInline:    256,
 		MaxSGE:       connectXMaxSGE,
 		CanCalc:      true,
+		Order:        OrderRC,
+		OrderSource:  rcOrderSource,
 	},
 	{
 		Name:         "generic",
@@ -97,6 +114,22 @@ var builtinTargets = []Target{
 		MaxInline:    64,
 		MaxSGE:       connectXMaxSGE,
 		CanCalc:      false,
+		Order:        OrderRC,
+		OrderSource:  rcOrderSource,
+	},
+	{
+		Name:         "unordered",
+		Description:  "generic, on a transport that delivers reliably but in no order (Ultra Ethernet-style reliable unordered delivery): a plan that checks for it relies on no ordering between the ops of a queue",
+		CrossChannel: false,
+		Style:        StyleNone,
+		PrePost:      false,
+		MaxWQDepth:   connectXMaxWQ,
+		MaxCQDepth:   connectXMaxCQ,
+		MaxInline:    64,
+		MaxSGE:       connectXMaxSGE,
+		CanCalc:      false,
+		Order:        OrderNone,
+		OrderSource:  "reliable unordered delivery: the ops of a queue may land in any order",
 	},
 }
 

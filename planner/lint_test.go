@@ -39,7 +39,7 @@ op y = copy a[4:8] to a[0:4]
 }
 
 // Beside runs on the Graph of a plan free of deadlocks, whether or not a later check fails, and
-// is done when LoadWith returns; a plan with a cycle never reaches it.
+// is done when Load returns; a plan with a cycle never reaches it.
 func TestLoadBeside(t *testing.T) {
 	for _, c := range []struct {
 		name, src string
@@ -63,7 +63,7 @@ func TestLoadBeside(t *testing.T) {
 			assert.True(t, c.ran, "%s: Beside ran", c.name)
 			assert.Same(t, g, seen, c.name)
 		default:
-			assert.False(t, c.ran, "%s: Beside had not run (or finished) when LoadWith returned", c.name)
+			assert.False(t, c.ran, "%s: Beside had not run (or finished) when Load returned", c.name)
 		}
 	}
 }

@@ -34,7 +34,9 @@ import (
 type Options struct {
 	Elaborate elaborate.Options // limits and the memory budget
 	MSCCL     msccl.Options     // how an .xml algorithm becomes a plan
-	Verify    verify.Options    // how the checks split their work
+	// Verify is how the checks split their work, and the ordering of the target the races are
+	// proven under (verify.Options.Order).
+	Verify verify.Options
 
 	// Lint, when set, is given the warnings of the lints (verify.RNR) of a plan that passes,
 	// which run beside the checks on their happens-before graph.
@@ -43,7 +45,7 @@ type Options struct {
 	// Beside, when set, is run on the Graph of a plan free of deadlocks at the same time as the
 	// rest of the checks (races, the proof, the lints), for work that needs only such a Graph,
 	// like lower.CheckLimits: done while the checks keep the other cores busy, not after them.
-	// LoadWith returns once Beside has. If a later check fails, Beside's work was for nothing:
+	// Load returns once Beside has. If a later check fails, Beside's work was for nothing:
 	// ctx is then cancelled, so that Beside can stop early.
 	Beside func(ctx context.Context, g *ir.Graph)
 }
@@ -120,6 +122,14 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (_ 
 	}
 	if len(errs) > 0 {
 		return g, errs.Err()
+	}
+	if ordered := order.Ordered(); ordered != nil {
+		// Race-free only under the target's ordering, which may order the events otherwise:
+		// the proof replays them in an order that agrees with it.
+		proved = prove.Check(g, ordered)
+		if d := order.Reliance(); d != nil {
+			lints = append(diag.List{d}, lints...)
+		}
 	}
 	if len(proved) == 0 && opt.Lint != nil {
 		opt.Lint(lints)

@@ -17,7 +17,7 @@ func init() {
 
 type checkCmd struct {
 	paramFlags
-	Target       string   `placeholder:"NAME" help:"Also check the plan against this target's limits (see coredag targets), as compile does: a plan over them fails. Without it, the limits of the default target (connectx) are reported as warnings."`
+	Target       string   `placeholder:"NAME" help:"Also check the plan against this target's limits (see coredag targets), as compile does: a plan over them fails; races are proven under its ordering between the ops of a queue. Without it, the limits of the default target (connectx) are reported as warnings, and so is an ordering of connectx the plan relies on."`
 	JSON         bool     `help:"Print diagnostics as JSON on stdout."`
 	ExplainRaces bool     `help:"When a plan has races, list the after edges that would make it race-free."`
 	Files        []string `arg:"" name:"file" help:"Plan files (- for stdin)."`

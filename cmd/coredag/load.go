@@ -123,6 +123,7 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 		po.Lint = func(found diag.List) { l.lints = found }
 	}
 	if opt.target != nil {
+		po.Verify.Order, po.Verify.Target = opt.target.Order, opt.target.Name
 		po.Beside = func(ctx context.Context, g *ir.Graph) {
 			switch {
 			case opt.lower:

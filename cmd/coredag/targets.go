@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math/bits"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/coredag/coredag/ir"
@@ -31,6 +32,12 @@ type targetJSON struct {
 	CanCalc      bool   `json:"can_calc"`
 	// Trigger is the trigger profile of a triggered target (docs/compile-json.md).
 	Trigger *listing.TriggerProfileJSON `json:"trigger,omitempty"`
+	// Order is what the target guarantees between the landings of consecutive ops of one
+	// queue: libfabric's FI_ORDER_* names (empty: none), its msg_order bits, and where the figure
+	// comes from.
+	Order       []string `json:"order"`
+	OrderBits   uint64   `json:"order_bits"`
+	OrderSource string   `json:"order_source"`
 }
 
 func (c *targetsCmd) Run(e *env) error {
@@ -38,15 +45,19 @@ func (c *targetsCmd) Run(e *env) error {
 	if c.JSON {
 		out := make([]targetJSON, len(ts))
 		for i, t := range ts {
+			order := []string{}
+			if t.Order != ir.OrderNone {
+				order = strings.Split(t.Order.String(), "|")
+			}
 			out[i] = targetJSON{t.Name, t.Description, t.CrossChannel, t.Style.String(), t.PrePost, t.MaxWQDepth, t.MaxCQDepth, t.MaxInline, t.MaxSGE, t.CanCalc,
-				listing.NewTriggerProfileJSON(t.Trigger)}
+				listing.NewTriggerProfileJSON(t.Trigger), order, uint64(t.Order), t.OrderSource}
 		}
 		return writeJSON(e.stdout, out)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tCROSS-CHANNEL\tSTYLE\tPRE-POST\tMAX WQ\tMAX CQ\tINLINE\tSGE\tCALC")
+	fmt.Fprintln(tw, "TARGET\tCROSS-CHANNEL\tSTYLE\tPRE-POST\tMAX WQ\tMAX CQ\tINLINE\tSGE\tCALC\tORDER (FI_ORDER_*)")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d B\t%d\t%s\n", t.Name, yesNo(t.CrossChannel), t.Style, yesNo(t.PrePost), t.MaxWQDepth, t.MaxCQDepth, t.MaxInline, t.MaxSGE, yesNo(t.CanCalc))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d B\t%d\t%s\t%s\n", t.Name, yesNo(t.CrossChannel), t.Style, yesNo(t.PrePost), t.MaxWQDepth, t.MaxCQDepth, t.MaxInline, t.MaxSGE, yesNo(t.CanCalc), t.Order.Short())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -60,6 +71,7 @@ func (c *targetsCmd) Run(e *env) error {
 		if t.Trigger != nil {
 			fmt.Fprintf(e.stdout, "  figures: %s\n", t.Trigger.Source)
 		}
+		fmt.Fprintf(e.stdout, "  order: %s; from %s\n", t.Order.Short(), t.OrderSource)
 	}
 	return nil
 }

@@ -45,7 +45,15 @@ type Caps struct {
 	Triggers bool
 	// Counters: contexts implement TriggerContext (completion counters and triggered work).
 	Counters bool
+	// Order is the message ordering the device grants between the ops of one queue, as
+	// libfabric's msg_order bits (FI_ORDER_*, the values of ir.Order), with OrderKnown set; the
+	// zero value says the device does not say, and then no plan is refused for its ordering.
+	Order uint64
 }
+
+// OrderKnown marks Caps.Order as the device's ordering (a bit above every FI_ORDER_* bit):
+// Caps{Order: OrderKnown | msg_order}. OrderKnown alone grants no ordering at all.
+const OrderKnown = 1 << 63
 
 // Context is one rank's open device. Objects created from a Context belong to it and must only be
 // used with objects of the same Context (a QP's CQs, a WR's local key, a WAIT's CQ).

@@ -19,13 +19,18 @@ func HBEvents(g *ir.Graph) int {
 // fast with the oracle the race check uses for long paths (its labels 32 bits wide when wide),
 // plain with a search from each first event.
 func HBReach(g *ir.Graph, pairs [][2]int32, wide bool) (fast, plain []bool) {
+	return HBReachOrdered(g, ir.OrderNone, pairs, wide)
+}
+
+// HBReachOrdered is HBReach on g's happens-before graph with the edges of the ordering ord.
+func HBReachOrdered(g *ir.Graph, ord ir.Order, pairs [][2]int32, wide bool) (fast, plain []bool) {
 	// The oracle's work is split among goroutines in each of its steps, the labels 32 bits wide
 	// or not: its answers must not change.
 	opt := &Options{wideLabels: wide}
 	if wide {
 		opt.Workers = 3
 	}
-	h := newHB(g, true, opt)
+	h := newHBBeside(g, true, ord, opt, nil)
 	qs := make([]hbQuery, len(pairs))
 	for i, p := range pairs {
 		qs[i] = hbQuery{x: event(p[0]), y: event(p[1])}
@@ -100,12 +105,13 @@ func EarlyDeadlocks(g *ir.Graph) (cycles, queueOrder int, acyclic bool) {
 	return len(checkCycles(g)), len(checkQueueOrder(g)), newHB(g, true, &Options{}).acyclic
 }
 
-// HBBothWays builds g's happens-before graph op by op, on the given number of workers, and
-// from hbEdges, the list of all edges: each gives every event's successors in order, and the
-// topological order (nil when cyclic). opByOp reports whether the first way was taken.
-func HBBothWays(g *ir.Graph, matching bool, workers int) (lists, want [][]int32, topo, wantTopo []int32, opByOp bool) {
+// HBBothWays builds g's happens-before graph with the edges of the ordering ord op by op, on
+// the given number of workers, and from hbEdges, the list of all edges: each gives every event's
+// successors in order, and the topological order (nil when cyclic). opByOp reports whether the
+// first way was taken.
+func HBBothWays(g *ir.Graph, matching bool, ord ir.Order, workers int) (lists, want [][]int32, topo, wantTopo []int32, opByOp bool) {
 	opt := &Options{Workers: workers}
-	h := newHB(g, matching, opt)
+	h := newHBBeside(g, matching, ord, opt, nil)
 	n := 3 * len(g.Ops)
 	lists, want = make([][]int32, n), make([][]int32, n)
 	for v := range n {
@@ -116,7 +122,7 @@ func HBBothWays(g *ir.Graph, matching bool, workers int) (lists, want [][]int32,
 	for v := range n {
 		want[v] = []int32{}
 	}
-	hbEdges(g, matching, func(a, b event) {
+	hbEdges(g, matching, ord, func(a, b event) {
 		want[a] = append(want[a], int32(b))
 	})
 	for v := range n {
@@ -125,5 +131,5 @@ func HBBothWays(g *ir.Graph, matching bool, workers int) (lists, want [][]int32,
 	}
 	ref := &hbGraph{g: g, n: n, succStart: start, succ: succ, opt: opt}
 	ref.sort(nil)
-	return lists, want, h.topo, ref.topo, newOpEdges(g, matching, make([]int32, 3*len(g.Ops)), opt) != nil
+	return lists, want, h.topo, ref.topo, newOpEdges(g, matching, ord, make([]int32, 3*len(g.Ops)), opt) != nil
 }

@@ -20,6 +20,8 @@ import (
 //	end(a) -> start(b)                                 `b after a`
 //	start(p) -> start(n), end(p) -> end(n)             consecutive ops on one side of a queue
 //	start(r) -> land(s) -> end(r)                      send or notify write s matched with recv r
+//	land(p) -> land(n)                                 consecutive ops on one send side, when the
+//	                                                   transport orders n's kind after p's (ir.Order)
 //
 // The same graph answers the deadlock question (a cycle is a set of events that all wait on each
 // other) and the race question (reachability between access intervals).
@@ -70,6 +72,8 @@ type hbGraph struct {
 	// than a copy: the one that may take the event-numbered arrays once renumbered.
 	pos   *posGraph
 	owner bool
+
+	order ir.Order // the ordering whose edges the graph has (none for the first race check)
 
 	opt *Options // how the steps split their work (never changed by them)
 }
@@ -180,21 +184,22 @@ func (s *search) probe(v int32) bool {
 // newHB builds the event graph of g and sorts it topologically. Without matching, it leaves out
 // the edges between ranks (for finding deadlocks within one rank).
 func newHB(g *ir.Graph, matching bool, opt *Options) *hbGraph {
-	return newHBBeside(g, matching, opt, nil)
+	return newHBBeside(g, matching, ir.OrderNone, opt, nil)
 }
 
-// newHBBeside is newHB that, unless nil, runs beside on a goroutine of its own while the graph
-// is sorted, given the number of its edges, and returns once both are done.
-func newHBBeside(g *ir.Graph, matching bool, opt *Options, beside func(edges int)) *hbGraph {
+// newHBBeside is newHB with the edges of the ordering ord that, unless nil, runs beside on a
+// goroutine of its own while the graph is sorted, given the number of its edges, and returns
+// once both are done.
+func newHBBeside(g *ir.Graph, matching bool, ord ir.Order, opt *Options, beside func(edges int)) *hbGraph {
 	n := 3 * len(g.Ops)
-	h := &hbGraph{g: g, n: n, owner: true, opt: opt}
+	h := &hbGraph{g: g, n: n, owner: true, opt: opt, order: ord}
 	// Two passes over the edges, counting and then placing them: the adjacency is built in place,
 	// without a list of all edges beside it, in one array that can serve again once renumber
 	// is done with it (takeEvents).
-	block := make([]int32, n+1+edgeBound(g, matching))
+	block := make([]int32, n+1+edgeBound(g, matching, ord))
 	start := block[:n+1]
 	indeg := make([]int32, n)
-	if l := newOpEdges(g, matching, indeg, opt); l != nil {
+	if l := newOpEdges(g, matching, ord, indeg, opt); l != nil {
 		// The lists of one op's events are made from the op alone: they are counted and placed
 		// on all CPUs, op by op, and so are the events' in-degrees that sort needs.
 		parts := opt.workerCount(len(g.Ops), minEdgePart)
@@ -226,7 +231,7 @@ func newHBBeside(g *ir.Graph, matching bool, opt *Options, beside func(edges int
 		h.succStart, h.succ = start, succ
 	} else {
 		indeg = nil // sort counts them
-		hbEdges(g, matching, func(a, _ event) { start[a+1]++ })
+		hbEdges(g, matching, ord, func(a, _ event) { start[a+1]++ })
 		for i := 0; i < n; i++ {
 			start[i+1] += start[i]
 		}
@@ -235,7 +240,7 @@ func newHBBeside(g *ir.Graph, matching bool, opt *Options, beside func(edges int
 			start = block[:n+1]
 		}
 		succ := block[n+1 : n+1+int(start[n])]
-		hbEdges(g, matching, func(a, b event) {
+		hbEdges(g, matching, ord, func(a, b event) {
 			succ[start[a]] = int32(b)
 			start[a]++
 		})
@@ -263,36 +268,42 @@ const minEdgePart = 1 << 14
 type opEdges struct {
 	g        *ir.Graph
 	matching bool
+	order    ir.Order
 	// slot holds, at 3*x for op x, 1 + the op after x on its side of its queue (0: none), with
 	// the flags below, until place overwrites it with the in-degrees of x's events.
 	slot []int32
 }
 
 // The flags of a slot: the op is not the first on its queue side; it is a recv with a sender
-// (a send or notify write matched with it).
+// (a send or notify write matched with it); the ordering orders its landing after that of the
+// op before it on its queue side.
 const (
-	hasPrev   = 1 << 30
-	hasSender = 1 << 29
+	hasPrev     = 1 << 30
+	hasSender   = 1 << 29
+	orderedPrev = 1 << 28
 )
 
 // newOpEdges returns the edges of g op by op, or nil when an op is on more than one side of a
 // queue, or a send's recv is matched with another op: then only hbEdges gives them. indeg,
 // all zeros, is where place puts the in-degrees of the events (one int32 per event).
-func newOpEdges(g *ir.Graph, matching bool, indeg []int32, opt *Options) *opEdges {
-	if len(g.Ops) >= hasSender {
+func newOpEdges(g *ir.Graph, matching bool, ord ir.Order, indeg []int32, opt *Options) *opEdges {
+	if len(g.Ops) >= orderedPrev {
 		return nil
 	}
-	l := &opEdges{g: g, matching: matching, slot: indeg}
+	l := &opEdges{g: g, matching: matching, order: ord, slot: indeg}
 	for qi := range g.Queues {
 		q := &g.Queues[qi]
 		for _, side := range [2][]ir.OpID{q.SendOps, q.RecvOps} {
 			for k := 1; k < len(side); k++ {
 				p, x := &l.slot[3*side[k-1]], &l.slot[3*side[k]]
-				if *p&^hasPrev != 0 || *x&hasPrev != 0 {
+				if *p&^(hasPrev|orderedPrev) != 0 || *x&hasPrev != 0 {
 					return nil
 				}
 				*p |= int32(side[k]) + 1
 				*x |= hasPrev
+				if l.ordered(side[k-1], side[k]) {
+					*x |= orderedPrev
+				}
 			}
 		}
 	}
@@ -318,9 +329,15 @@ func newOpEdges(g *ir.Graph, matching bool, indeg []int32, opt *Options) *opEdge
 	return l
 }
 
+// ordered reports whether the ordering orders the landing of op n after that of op p, the op
+// before it on its queue side.
+func (l *opEdges) ordered(p, n ir.OpID) bool {
+	return l.order != ir.OrderNone && l.order.Orders(l.g.Ops[p].Kind, l.g.Ops[n].Kind)
+}
+
 // after is the op after x on its queue side, or None.
 func (l *opEdges) after(x ir.OpID) ir.OpID {
-	if n := l.slot[3*x] &^ (hasPrev | hasSender); n != 0 {
+	if n := l.slot[3*x] &^ (hasPrev | hasSender | orderedPrev); n != 0 {
 		return ir.OpID(n - 1)
 	}
 	return ir.None
@@ -345,9 +362,10 @@ func (l *opEdges) recv(x ir.OpID) ir.OpID {
 // count puts the lengths of the lists of x's events in deg, and returns how many edges x's
 // events have.
 func (l *opEdges) count(x ir.OpID, deg []int32) int32 {
-	s, r, q := l.sender(x) != ir.None, l.recv(x) != ir.None, l.after(x) != ir.None
+	nx := l.after(x)
+	s, r, q := l.sender(x) != ir.None, l.recv(x) != ir.None, nx != ir.None
 	deg[evStart] = 1 + b2i(s) + b2i(q)
-	deg[evLand] = 1 + b2i(r)
+	deg[evLand] = 1 + b2i(r) + b2i(q && l.ordered(x, nx))
 	deg[evEnd] = int32(len(l.g.Succs(x))) + b2i(q)
 	return deg[evStart] + deg[evLand] + deg[evEnd]
 }
@@ -385,26 +403,33 @@ func (l *opEdges) place(x ir.OpID, succ []int32, k int32, in []int32) int32 {
 	if r != ir.None {
 		add(endOf(r))
 	}
+	if nx != ir.None && l.ordered(x, nx) {
+		add(landOf(nx))
+	}
 	for _, t := range l.g.Succs(x) {
 		add(startOf(ir.OpID(t)))
 	}
 	if nx != ir.None {
 		add(endOf(nx))
 	}
-	prev := b2i(l.slot[3*x]&hasPrev != 0)
+	prev, ordered := b2i(l.slot[3*x]&hasPrev != 0), b2i(l.slot[3*x]&orderedPrev != 0)
 	in[evStart] = int32(len(l.g.Preds(x))) + prev
-	in[evLand] = 1 + b2i(r != ir.None)
+	in[evLand] = 1 + b2i(r != ir.None) + ordered
 	in[evEnd] = 1 + b2i(s != ir.None) + prev
 	return k
 }
 
 // edgeBound bounds how many edges hbEdges gives without reading the ops: a send or notify
-// write matched with a recv gives two edges, and there are at most as many as recvs on queues.
-func edgeBound(g *ir.Graph, matching bool) int {
+// write matched with a recv gives two edges, and there are at most as many as recvs on queues;
+// an ordering gives at most one per pair of consecutive ops on a send side.
+func edgeBound(g *ir.Graph, matching bool, ord ir.Order) int {
 	n := 2*len(g.Ops) + len(g.Edges)
 	for qi := range g.Queues {
 		q := &g.Queues[qi]
 		n += 2*max(len(q.SendOps)-1, 0) + 2*max(len(q.RecvOps)-1, 0)
+		if ord != ir.OrderNone {
+			n += max(len(q.SendOps)-1, 0)
+		}
 		if matching {
 			n += 2 * len(q.RecvOps)
 		}
@@ -412,9 +437,9 @@ func edgeBound(g *ir.Graph, matching bool) int {
 	return n
 }
 
-// hbEdges calls add for every edge of g's event graph (see the top of this file), the edges from
-// one event in a fixed order.
-func hbEdges(g *ir.Graph, matching bool, add func(a, b event)) {
+// hbEdges calls add for every edge of g's event graph with the ordering ord (see the top of this
+// file), the edges from one event in a fixed order.
+func hbEdges(g *ir.Graph, matching bool, ord ir.Order, add func(a, b event)) {
 	for i := range g.Ops {
 		id := ir.OpID(i)
 		add(startOf(id), landOf(id))
@@ -435,6 +460,9 @@ func hbEdges(g *ir.Graph, matching bool, add func(a, b event)) {
 			for k := 1; k < len(side); k++ {
 				add(startOf(side[k-1]), startOf(side[k]))
 				add(endOf(side[k-1]), endOf(side[k]))
+				if ord != ir.OrderNone && ord.Orders(g.Ops[side[k-1]].Kind, g.Ops[side[k]].Kind) {
+					add(landOf(side[k-1]), landOf(side[k]))
+				}
 			}
 		}
 	}

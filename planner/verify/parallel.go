@@ -3,6 +3,8 @@ package verify
 import (
 	"runtime"
 	"sync"
+
+	"github.com/coredag/coredag/ir"
 )
 
 // Options are the settings of the checks. The zero value is what coredag uses.
@@ -11,6 +13,16 @@ type Options struct {
 	// among, whatever the size of the graph; 0 lets each step choose (at most one per CPU).
 	// The results do not depend on it: tests set it to exercise the splits on any machine.
 	Workers int
+
+	// Order is the ordering the target guarantees between the landings of consecutive ops of
+	// one queue's send side (ir.Target.Order): the race check proves a plan under it. The zero
+	// value is none.
+	Order ir.Order
+	// Target names the target Order is of, for messages. When set, a race that an ordering some
+	// targets give would remove says so, and Order.Reliance words what a plan race-free only
+	// thanks to Order relies on; both cost further race searches, and only for plans that race
+	// without ordering.
+	Target string
 
 	// Test hooks: wideLabels makes the labels of the long-path oracle 32 bits wide whatever the
 	// chains; resolved, unless nil, is given the oracle's scratch once it is done.

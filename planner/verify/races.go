@@ -766,20 +766,22 @@ func orderBefore(g *ir.Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
 	return Fix{Rank: rank, Op: b.Op, After: best}, true
 }
 
-// raceErrors turns the races of g into diagnostics, one per pair of op statements and buffer,
-// naming the ranks whose memory it occurs in.
-func raceErrors(g *ir.Graph, h *hbGraph, col *collection, serial func()) diag.List {
-	if h == nil || !h.acyclic {
-		return nil
-	}
+// raceErrors turns races, the races of g under its happens-before graph h, into diagnostics,
+// one per pair of op statements and buffer, naming the ranks whose memory it occurs in. Unless
+// nil, note gives what to add to a race's message.
+func raceErrors(g *ir.Graph, h *hbGraph, races []Race, note func(Race) string) diag.List {
 	var groups diag.Group
-	for _, r := range findRacesOn(g, h, 0, col, serial) {
+	for _, r := range races {
 		a, b := r.First, r.Second
 		if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
 			a, b = b, a
 		}
 		kind := fmt.Sprintf("race %s %s %d", g.Ops[a.Op].Pos, g.Ops[b.Op].Pos, r.Buf())
-		if d := raceError(g, r, a, b); groups.Add(d, kind, r.Rank()) {
+		d := raceError(g, r, a, b)
+		if note != nil {
+			d.Msg += note(r)
+		}
+		if groups.Add(d, kind, r.Rank()) {
 			explainRace(g, h, r, d) // once per group: it searches the whole graph
 		}
 	}

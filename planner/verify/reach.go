@@ -96,7 +96,59 @@ type sepReach struct {
 	resOf   []int32
 
 	swept [2]int // how many positions the sweeps of the in labels and of the out labels visited
+
+	runs *orderRuns // when the graph has the edges of an ordering
 }
+
+// orderRuns describes the paths an ordering's edges make through landings alone (hb.go):
+// land(p) -> land(n) for consecutive ops of one send side that the ordering orders. A run is a
+// maximal sequence of such ops, each ordered after the one before it. A path from the landing
+// of op x leaves the landings of its run through end(y) or, for a matched y, the end of y's
+// recv, for some y at or after x in the run: which end(x) reaches along the send side's ends,
+// or the end of the recv of the first matched op at or after x along the recv side's (its recvs
+// are in the same order). Likewise backwards with starts.
+type orderRuns struct {
+	run []int32 // per op: the op that begins its run (None off send sides)
+	// fwd: the first op at or after x in its run that is matched with a recv; bwd: the last at
+	// or before x. None when there is none.
+	fwd, bwd []ir.OpID
+}
+
+func newOrderRuns(g *ir.Graph, ord ir.Order) *orderRuns {
+	n := len(g.Ops)
+	o := &orderRuns{run: make([]int32, n), fwd: make([]ir.OpID, n), bwd: make([]ir.OpID, n)}
+	for i := range n {
+		o.run[i], o.fwd[i], o.bwd[i] = int32(ir.None), ir.None, ir.None
+	}
+	for qi := range g.Queues {
+		side := g.Queues[qi].SendOps
+		for k, x := range side {
+			first, last := x, ir.OpID(ir.None)
+			if k > 0 && ord.Orders(g.Ops[side[k-1]].Kind, g.Ops[x].Kind) {
+				first, last = ir.OpID(o.run[side[k-1]]), o.bwd[side[k-1]]
+			}
+			if matchedSender(g, x) != ir.None {
+				last = x
+			}
+			o.run[x], o.bwd[x] = int32(first), last
+		}
+		next := ir.OpID(ir.None)
+		for k := len(side) - 1; k >= 0; k-- {
+			x := side[k]
+			if k+1 >= len(side) || o.run[side[k+1]] != o.run[x] {
+				next = ir.None
+			}
+			if matchedSender(g, x) != ir.None {
+				next = x
+			}
+			o.fwd[x] = next
+		}
+	}
+	return o
+}
+
+// onSendSide reports whether op x is on a send side.
+func (o *orderRuns) onSendSide(x ir.OpID) bool { return o.run[x] != int32(ir.None) }
 
 // component is a set of ranks with the questions still open in it.
 type component struct {
@@ -211,6 +263,9 @@ func newSepReach(h *hbGraph, nq int) *sepReach {
 		r.lab32 = newLabels(free, lanes*h.n, math.MaxInt32)
 	}
 	r.member = make([]uint64, (h.n+63)/64)
+	if h.order != ir.OrderNone {
+		r.runs = newOrderRuns(g, h.order)
+	}
 	return r
 }
 
@@ -246,12 +301,32 @@ func (r *sepReach) split(q hbQuery, qi int32, out *[4]subQuery) int {
 	}
 	xs, ys := [2]event{q.x}, [2]event{q.y}
 	nx, ny := 1, 1
-	if q.x.phase() == evLand {
+	if o := r.runs; o != nil {
+		// Paths through the landings of a run (see orderRuns).
+		x, y := q.x.op(), q.y.op()
+		lx, ly := q.x.phase() == evLand && o.onSendSide(x), q.y.phase() == evLand && o.onSendSide(y)
+		if lx && ly && o.run[x] == o.run[y] && r.h.topo[q.x] < r.h.topo[q.y] {
+			r.ans[qi] = true // y is later in x's run
+			return 0
+		}
+		if lx {
+			xs[0] = endOf(x)
+			if m := o.fwd[x]; m != ir.None {
+				xs[1], nx = endOf(r.g.Ops[m].Match), 2
+			}
+		}
+		if ly {
+			ys[0] = startOf(y)
+			if m := o.bwd[y]; m != ir.None {
+				ys[1], ny = startOf(r.g.Ops[m].Match), 2
+			}
+		}
+	} else if q.x.phase() == evLand {
 		if m := matchedSender(r.g, q.x.op()); m != ir.None {
 			xs, nx = [2]event{endOf(q.x.op()), endOf(m)}, 2
 		}
 	}
-	if q.y.phase() == evLand {
+	if r.runs == nil && q.y.phase() == evLand {
 		if m := matchedSender(r.g, q.y.op()); m != ir.None {
 			ys, ny = [2]event{startOf(q.y.op()), startOf(m)}, 2
 		}

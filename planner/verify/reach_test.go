@@ -21,6 +21,14 @@ import (
 // events of g, or on a sample of 100,000 pairs (drawn with seed) when there are more.
 func checkReach(t *testing.T, g *ir.Graph, seed uint64, what string) {
 	t.Helper()
+	checkReachOrdered(t, g, ir.OrderNone, seed, what)
+}
+
+// checkReachOrdered is checkReach on g's happens-before graph with the edges of the ordering
+// ord (whose drained orders, made for the RNR lint without ordering, are not compared). It
+// returns how many pairs are ordered.
+func checkReachOrdered(t *testing.T, g *ir.Graph, ord ir.Order, seed uint64, what string) int {
+	t.Helper()
 	n := verify.HBEvents(g)
 	require.NotZero(t, n, "%s: cyclic", what)
 	var pairs [][2]int32
@@ -37,9 +45,13 @@ func checkReach(t *testing.T, g *ir.Graph, seed uint64, what string) {
 			}
 		}
 	}
-	fast, plain := verify.HBReach(g, pairs, false)
-	wide, _ := verify.HBReach(g, pairs, true)
-	drained := verify.HBDrained(g)
+	fast, plain := verify.HBReachOrdered(g, ord, pairs, false)
+	wide, _ := verify.HBReachOrdered(g, ord, pairs, true)
+	var drained [2][]int32
+	if ord == ir.OrderNone {
+		drained = verify.HBDrained(g)
+	}
+	ordered := 0
 	for _, pos := range drained {
 		seen := make([]bool, n)
 		for _, p := range pos {
@@ -48,16 +60,46 @@ func checkReach(t *testing.T, g *ir.Graph, seed uint64, what string) {
 		}
 	}
 	for i, p := range pairs {
+		if plain[i] {
+			ordered++
+		}
 		if fast[i] != plain[i] || wide[i] != plain[i] {
 			t.Fatalf("%s: event %d happens before event %d: oracle says %v (%v with 32-bit labels), search says %v", what, p[0], p[1], fast[i], wide[i], plain[i])
 		}
 		// The drained orders answer "no" for the RNR lint: they must keep every ordered pair.
 		for k, pos := range drained {
-			if plain[i] && pos[p[1]] < pos[p[0]] {
+			if plain[i] && pos != nil && pos[p[1]] < pos[p[0]] {
 				t.Fatalf("%s: event %d happens before event %d, but drained order %d puts it after", what, p[0], p[1], k)
 			}
 		}
 	}
+	return ordered
+}
+
+// The oracle stays exact with the edges of an ordering, whose paths go through the landings of
+// consecutive ops of one queue (and so from rank to rank through landings alone): the graphs
+// have more ordered pairs than without.
+func TestReachRandomGraphsOrdered(t *testing.T) {
+	const seed0, n = 20261202, 48
+	configs := []randgraph.Config{
+		{},
+		{MinRanks: 4, MaxRanks: 12, MaxSteps: 60, MaxPreds: 2},
+		{MinRanks: 8, MaxRanks: 16, MaxSteps: 50, MaxPreds: 1},
+		{MinRanks: 20, MaxRanks: 24, MaxSteps: 300, MaxPreds: 1},
+	}
+	orders := []ir.Order{ir.OrderRC, ir.OrderStrict, ir.OrderSAS | ir.OrderWAW, ir.OrderSAW}
+	more := 0
+	for k := range uint64(n) {
+		seed := seed0 + k
+		cfg := configs[k%uint64(len(configs))]
+		g := randgraph.New(seed, cfg)
+		ord := orders[k%uint64(len(orders))]
+		what := fmt.Sprintf("seed %d (config %+v, ordering %v)", seed, cfg, ord)
+		if checkReachOrdered(t, g, ord, seed, what) > checkReachOrdered(t, g, ir.OrderNone, seed, what) {
+			more++
+		}
+	}
+	require.Greater(t, more, n/2, "too few graphs whose ordering orders more pairs")
 }
 
 func TestReachRandomGraphs(t *testing.T) {
@@ -177,21 +219,30 @@ func TestHBOpByOp(t *testing.T) {
 		graphs = append(graphs, g.WithEdges(edges))
 	}
 	graphs = append(graphs, plansAt8(t, "ring_allreduce", "pairwise_alltoall", "atomic_fanin", "bruck_alltoall")...)
-	cyclic := 0
+	cyclic, withOrder := 0, 0
 	for i, g := range graphs {
 		for _, matching := range []bool{true, false} {
 			for _, w := range []int{1, 3} {
-				lists, want, topo, wantTopo, opByOp := verify.HBBothWays(g, matching, w)
-				require.True(t, opByOp, "graph %d", i)
-				require.Equal(t, want, lists, "graph %d, matching %v, %d workers", i, matching, w)
-				require.Equal(t, wantTopo, topo, "graph %d, matching %v, %d workers", i, matching, w)
-				if topo == nil {
-					cyclic++
+				var unordered [][]int32
+				for _, ord := range []ir.Order{ir.OrderNone, ir.OrderRC, ir.OrderStrict, ir.OrderSAS | ir.OrderWAW} {
+					lists, want, topo, wantTopo, opByOp := verify.HBBothWays(g, matching, ord, w)
+					require.True(t, opByOp, "graph %d", i)
+					if ord == ir.OrderNone {
+						unordered = lists
+					} else if !slices.EqualFunc(lists, unordered, slices.Equal) {
+						withOrder++
+					}
+					require.Equal(t, want, lists, "graph %d, matching %v, %d workers, ordering %v", i, matching, w, ord)
+					require.Equal(t, wantTopo, topo, "graph %d, matching %v, %d workers, ordering %v", i, matching, w, ord)
+					if topo == nil && ord == ir.OrderNone {
+						cyclic++
+					}
 				}
 			}
 		}
 	}
 	require.Greater(t, cyclic, 4, "too few cyclic graphs")
+	require.Greater(t, withOrder, len(graphs), "too few graphs with ordering edges")
 }
 
 // Check, its order of events and the RNR lint give the same results, to the byte, however many

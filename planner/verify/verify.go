@@ -43,6 +43,9 @@ func (opt Options) CheckOrder(g *ir.Graph) (diag.List, *Order) {
 	if errs = o.Races(nil); len(errs) > 0 {
 		return errs, nil
 	}
+	if r := o.Ordered(); r != nil {
+		return nil, r
+	}
 	return nil, o
 }
 
@@ -63,11 +66,11 @@ func (opt Options) CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	// The race search's accesses are collected while the graph is sorted, on the CPUs the sort
 	// leaves idle.
 	var col *collection
-	h := newHBBeside(g, true, &opt, func(edges int) {
+	h := newHBBeside(g, true, ir.OrderNone, &opt, func(edges int) {
 		col = collectAccesses(g, edges, max(opt.workerCount(len(g.Ops), 1)-1, 1), &opt)
 	})
 	if h.acyclic {
-		return nil, &Order{g: g, topo: h.topo, h: h, col: col}
+		return nil, &Order{g: g, topo: h.topo, h: h, col: col, opt: &opt}
 	}
 	errs := checkCycles(g)
 	if len(errs) == 0 {
@@ -85,10 +88,19 @@ type Order struct {
 	topo []int32
 	h    *hbGraph    // the happens-before graph, until Races is done with it
 	col  *collection // the race search's accesses, collected while h was sorted, until Races
+	opt  *Options
+
+	// When the plan is race-free only under opt.Order: the order of the events under it, and
+	// what the plan relies on (reliance).
+	ordered *Order
+	rely    *reliance
 }
 
 // Races runs Check's third step, races under happens-before, sorted by position. It may be
-// called once.
+// called once. The races are those under Options.Order: the search runs first without any
+// ordering between the ops of a queue, and only when it finds races again with the ordering's
+// edges, so a plan that needs no ordering costs no more. A plan race-free only thanks to the
+// ordering has its order of events under the ordering (Ordered) and a warning (Reliance).
 //
 // Unless nil, idle is called once Races has no more work to split over every CPU: when its sweep
 // is one run, when it comes to the label sweeps that answer its long-path questions (they run
@@ -103,8 +115,13 @@ func (o *Order) Races(idle func()) diag.List {
 	if o.h == nil {
 		return nil
 	}
-	errs := raceErrors(o.g, o.h, o.col, idle)
+	h := o.h
+	races := findRacesOn(o.g, h, 0, o.col, idle)
 	o.h, o.col = nil, nil
+	if len(races) == 0 {
+		return nil
+	}
+	errs := o.orderedRaces(h, races)
 	errs.Sort()
 	return errs
 }
