@@ -29,6 +29,10 @@ type Overlap struct {
 	Iters                int           // rounds: each has one of each measure
 	Pure, Compute, Total time.Duration // medians of the three measures
 	Percent              float64       // 0 to 100
+	// Spread is the overlap of the rounds at the first and third quartile: each round's own
+	// figure (OverlapPercent of its three measures), sorted. A wide spread says the machine's
+	// load moved the figure more than the plan did.
+	Spread [2]float64
 	// Units is the compute loop's size (passes over its buffer) calibrated to Pure.
 	Units int
 	// CPUs is the number of CPUs the process may run on (runtime.NumCPU): with two, the compute
@@ -65,7 +69,7 @@ func OverlapPercent(pure, compute, total time.Duration) float64 {
 // samples of the second series of iterations, and the three measures and their sorted copies.
 func OverlapSampleBytes(iters int) int64 {
 	d := int64(unsafe.Sizeof(time.Duration(0)))
-	return int64(max(iters, 1)) * (sampleBytes + 3*2*d)
+	return int64(max(iters, 1)) * (sampleBytes + 3*2*d + 8) // 8: the round's own figure
 }
 
 // overlapWarmup is the most iterations Overlap runs alone first, to size the compute loop.
@@ -137,6 +141,12 @@ func (s *Session) Overlap(ctx context.Context, iters int) (*Overlap, error) {
 	}
 	o.Pure, o.Compute, o.Total = median(pure), median(cpu), median(total)
 	o.Percent = OverlapPercent(o.Pure, o.Compute, o.Total)
+	per := make([]float64, iters)
+	for i := range per {
+		per[i] = OverlapPercent(pure[i], cpu[i], total[i])
+	}
+	slices.Sort(per)
+	o.Spread = [2]float64{per[iters/4], per[min(3*iters/4, iters-1)]}
 	n := time.Duration(iters)
 	o.PureCPU, o.ComputeCPU, o.RestCPU = pureCPU/n, compCPU/n, max(bothCPU-compCPU, 0)/n
 	return o, nil

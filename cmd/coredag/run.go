@@ -39,7 +39,7 @@ type runCmd struct {
 	verbsFlags
 	Engine     string   `default:"auto" enum:"auto,offload,poll" help:"Engine: offload (the NIC walks compiled WAIT/ENABLE chains), poll (the CPU walks the DAG) or auto (offload when the NIC has cross-channel)."`
 	Target     string   `placeholder:"NAME" help:"Target to compile for (default: connectx for offload, generic for poll)."`
-	Iters      int      `default:"1" help:"Iterations (buffers are reset before each, outside the timed region)."`
+	Iters      int      `default:"1" help:"Iterations (buffers are reset before each, outside the timed region); with --overlap, rounds (default 200)."`
 	Seed       uint64   `help:"Schedule seed of the software NIC (0: round-robin)."`
 	Explore    int      `placeholder:"K" help:"Run K times with seeds S, S+1, ... (S = --seed, or 1) to explore interleavings."`
 	JSON       bool     `help:"Print the result as JSON on stdout."`
