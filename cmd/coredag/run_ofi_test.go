@@ -187,3 +187,11 @@ func TestRunOFIBootstrapLoopbackOnly(t *testing.T) {
 	assert.Equal(t, exitUsage, code, stderr)
 	assert.Contains(t, stderr, "loopback only")
 }
+
+// A libfabric provider this host lacks (cxi, off Slingshot) is refused as every error is: on
+// stderr, after "coredag: ", naming the flag.
+func TestRunOFIUnknownProvider(t *testing.T) {
+	code, _, stderr := coredag(t, "", "run", "--provider", "ofi", "--ofi-provider", "cxi", "plans/ring_allgather.dag")
+	assert.Equal(t, exitFail, code)
+	assert.Regexp(t, `^coredag: --provider ofi: libfabric offers no provider "cxi"`, stderr)
+}

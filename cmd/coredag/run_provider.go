@@ -48,7 +48,7 @@ func (c *runCmd) checkProvider(prov provider.Entry) error {
 func (c *runCmd) openProvider(e *env, prov provider.Entry, rank int, seed uint64) (nic.Provider, error) {
 	p, err := prov.Open(c.providerConfig(rank, seed))
 	if err != nil {
-		fmt.Fprintf(e.stderr, "--provider %s: %s\n", prov.Name, strings.TrimPrefix(err.Error(), prov.Name+": "))
+		fmt.Fprintf(e.stderr, "coredag: --provider %s: %s\n", prov.Name, strings.TrimPrefix(err.Error(), prov.Name+": "))
 		return nil, &exitError{code: exitFail}
 	}
 	return p, nil

@@ -88,7 +88,7 @@ func (c *runCmd) runPerProcess(e *env, prov provider.Entry) (err error) {
 	// FI_TRIGGER, else the poll engine).
 	dev, err := prov.Open(c.providerConfig(world.Rank, 0))
 	if err != nil {
-		fmt.Fprintf(e.stderr, "rank %d: %v\n", world.Rank, err)
+		fmt.Fprintf(e.stderr, "coredag: rank %d: %v\n", world.Rank, err)
 		return &exitError{code: exitFail}
 	}
 	defer dev.Close()
@@ -110,7 +110,7 @@ func (c *runCmd) runPerProcess(e *env, prov provider.Entry) (err error) {
 		}()
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "rank %d: %v\n", world.Rank, err)
+		fmt.Fprintf(e.stderr, "coredag: rank %d: %v\n", world.Rank, err)
 		return &exitError{code: exitFail}
 	}
 	if world.Rank != 0 {
