@@ -69,8 +69,7 @@ func (m *machine) reset() {
 
 // cond reports whether a completion condition holds in this iteration.
 func (m *machine) cond(r int, c ir.Cond) bool {
-	cq := &m.c.p.Ranks[r].CQs[c.CQ]
-	return wait.CQ.Reached(m.count[r][c.CQ], wait.CQ.At(c.Count, cq.PerIteration, m.it))
+	return c.SatisfiedBy(uint64(m.count[r][c.CQ]), m.c.p.Ranks[r].CQs[c.CQ].PerIteration, m.it)
 }
 
 // observed reports whether a polling engine has seen op a complete.
@@ -106,8 +105,8 @@ func (m *machine) canStart(e entry) bool {
 		return true
 	}
 	if wq.Managed {
-		idx := wait.WQ.At(uint32(c.posted[e.r][e.q][e.i])+1, wq.PerIteration, m.it)
-		if !wait.WQ.Reached(m.enabled[e.r][e.q], idx) {
+		idx := wait.WQ.At(uint32(c.posted[e.r][e.q][e.i]), wq.PerIteration, m.it) // the WQE's producer index
+		if !wait.Enabled(uint64(idx), m.enabled[e.r][e.q]) {
 			return false
 		}
 	}
@@ -171,10 +170,7 @@ func (m *machine) iterate() bool {
 						m.done[r][q][e.i] = true
 					case ir.OpcSendEnable, ir.OpcRecvEnable:
 						t := w.Queue
-						v := wait.WQ.At(w.UpTo, rp.Queues[t].PerIteration, m.it)
-						if !wait.WQ.Reached(m.enabled[r][t], v) {
-							m.enabled[r][t] = v
-						}
+						m.enabled[r][t] = wait.Raise(m.enabled[r][t], w.Enable.At(rp.Queues[t].PerIteration, m.it))
 					}
 				}
 				// completions, in queue order
@@ -251,7 +247,7 @@ func (m *machine) why(e entry) string {
 		}
 	case w.Opcode == ir.OpcWait:
 		cq := &rp.CQs[w.Wait.CQ]
-		s += fmt.Sprintf(" waits for %s >= %d, count is %d", cq.Name, wait.CQ.At(w.Wait.Count, cq.PerIteration, m.it), m.count[e.r][w.Wait.CQ])
+		s += fmt.Sprintf(" waits for %s >= %d, count is %d", cq.Name, w.Wait.At(cq.PerIteration, m.it), m.count[e.r][w.Wait.CQ])
 	case rp.Queues[e.q].Managed:
 		s += fmt.Sprintf(" not enabled (index %d)", m.enabled[e.r][e.q])
 	case m.rnr(e):
