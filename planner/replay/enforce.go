@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/coredag/coredag/ir"
@@ -63,6 +64,8 @@ func (c *checker) build() *necessity {
 					}
 				}
 			}
+			enabler := 0   // enables[q][enabler] is the first ENABLE whose UpTo passes the entries so far
+			lastRead := -1 // the last READ or atomic before entry i
 			for i := range wq.Chain {
 				me := entry{r, q, i}
 				e := &wq.Chain[i]
@@ -93,21 +96,23 @@ func (c *checker) build() *necessity {
 						c.waitEdge(n, r, cond, me)
 					}
 				}
-				if e.Flags&ir.Fence != 0 {
-					for j := 0; j < i; j++ {
-						if readLike(wq.Chain[j].Opcode) {
-							n.add(n.finish(entry{r, q, j}), n.start(me))
-						}
-					}
+				if e.Flags&ir.Fence != 0 && lastRead >= 0 {
+					// the earlier ones complete before it (in-order completions)
+					n.add(n.finish(entry{r, q, lastRead}), n.start(me))
+				}
+				if readLike(e.Opcode) {
+					lastRead = i
 				}
 				if wq.Managed && e.Opcode != ir.OpcHost {
+					// The first ENABLE (in placing order) past idx: idx grows along the chain, so
+					// the first past it never moves back.
 					idx := uint32(c.posted[r][q][i])
+					for enabler < len(enables[q]) && c.at(enables[q][enabler]).UpTo <= idx {
+						enabler++
+					}
 					var en *entry
-					for k, pe := range enables[q] {
-						if c.at(pe).UpTo > idx {
-							en = &enables[q][k]
-							break
-						}
+					if enabler < len(enables[q]) {
+						en = &enables[q][enabler]
 					}
 					if en == nil {
 						c.errorf(c.opOf(e).Pos, "%s is on managed queue %s but no ENABLE ever lets it run", c.name(me), wq.Name)
@@ -164,14 +169,12 @@ func (c *checker) waitEdge(n *necessity, r int, cond ir.Cond, waiter entry) {
 // entry if signalled (or a HOST step), else the next signalled entry of its queue. i < 0: none.
 func (c *checker) observer(a ir.OpID) entry {
 	e := c.of[a]
-	chain := c.p.Ranks[e.r].Queues[e.q].Chain
-	if chain[e.i].Opcode == ir.OpcHost {
+	if c.at(e).Opcode == ir.OpcHost {
 		return e
 	}
-	for i := e.i; i < len(chain); i++ {
-		if chain[i].Opcode != ir.OpcHost && chain[i].Flags&ir.Signalled != 0 {
-			return entry{e.r, e.q, i}
-		}
+	sig := c.signalled[e.r][e.q]
+	if k, _ := slices.BinarySearch(sig, int32(e.i)); k < len(sig) {
+		return entry{e.r, e.q, int(sig[k])}
 	}
 	return entry{e.r, e.q, -1}
 }

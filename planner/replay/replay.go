@@ -74,6 +74,8 @@ type checker struct {
 	found []int
 	// posted[r][q][i] is entry i's index among the posted entries of its queue (-1 for HOST).
 	posted [][][]int
+	// signalled[r][q] lists the chain indices of the queue's signalled posted entries.
+	signalled [][][]int32
 }
 
 func (c *checker) errorf(pos diag.Pos, format string, args ...any) {
@@ -101,9 +103,11 @@ func (c *checker) index() {
 	c.of = make([]entry, len(c.g.Ops))
 	c.found = make([]int, len(c.g.Ops))
 	c.posted = make([][][]int, len(c.p.Ranks))
+	c.signalled = make([][][]int32, len(c.p.Ranks))
 	for r := range c.p.Ranks {
 		rp := &c.p.Ranks[r]
 		c.posted[r] = make([][]int, len(rp.Queues))
+		c.signalled[r] = make([][]int32, len(rp.Queues))
 		for q := range rp.Queues {
 			chain := rp.Queues[q].Chain
 			c.posted[r][q] = make([]int, len(chain))
@@ -115,6 +119,9 @@ func (c *checker) index() {
 				} else {
 					c.posted[r][q][i] = n
 					n++
+					if e.Flags&ir.Signalled != 0 {
+						c.signalled[r][q] = append(c.signalled[r][q], int32(i))
+					}
 				}
 				if isData(e.Opcode) || e.Opcode == ir.OpcHost {
 					if e.Op < 0 || int(e.Op) >= len(c.g.Ops) {
@@ -263,15 +270,8 @@ func expect(op *ir.Op) (ir.Opcode, ir.Slice, ir.Slice) {
 // signalledNth returns the chain index of the n-th (1-based) signalled posted entry of queue q
 // of rank r, or -1.
 func (c *checker) signalledNth(r, q int, n uint32) int {
-	chain := c.p.Ranks[r].Queues[q].Chain
-	k := uint32(0)
-	for i := range chain {
-		if chain[i].Opcode != ir.OpcHost && chain[i].Flags&ir.Signalled != 0 {
-			k++
-			if k == n {
-				return i
-			}
-		}
+	if sig := c.signalled[r][q]; n >= 1 && uint64(n) <= uint64(len(sig)) {
+		return int(sig[n-1])
 	}
 	return -1
 }
