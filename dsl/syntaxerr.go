@@ -35,7 +35,7 @@ func expectedOf(u *participle.UnexpectedTokenError) string {
 	return rest[:end]
 }
 
-// expectedText describes a grammar element in the words of DSL.md.
+// expectedText describes a grammar element in the words of docs/language.md.
 func expectedText(exp string) string {
 	switch exp {
 	case "GIdent", "GName", "GParamName":

@@ -24,7 +24,7 @@ func elaborateSrc(t testing.TB, src string, params map[string]int64) (*ir.Graph,
 	return Elaborate(f, params)
 }
 
-// ringAllreduce is DSL.md's example, the plan the benchmarks are specified on.
+// ringAllreduce is docs/language.md's example (§9), the plan the benchmarks are specified on.
 func ringAllreduce(t testing.TB) []byte {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("..", "..", "plans", "ring_allreduce.dag"))

@@ -27,8 +27,8 @@ type machine struct {
 	count   [][]uint32 // per rank, per CQ
 	enabled [][]uint32 // per rank, per work queue: ENABLE index reached (16-bit)
 	partner [][][]mate // per rank, per queue, per entry: the other end of its message
-	work    []int  // ranks to visit
-	queued  []bool // by rank: in work
+	work    []int      // ranks to visit
+	queued  []bool     // by rank: in work
 }
 
 func (c *checker) checkProgress() {

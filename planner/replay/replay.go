@@ -10,9 +10,9 @@
 //     CQ, the first ENABLE that lets a managed WQE run, fences, the CPU's host-step conditions)
 //     and propagates, per event, how many entries of each work queue of the rank are guaranteed
 //     complete. An edge is also accepted when RC gives the same effect: a and b on one queue in
-//     that order, a not a READ/ATOMIC or b fenced (DSL.md, Dependencies). On the generic target
-//     the polling engine posts an op once every predecessor's completion is observed (a signalled
-//     CQE at or after it), which the checker models.
+//     that order, a not a READ/ATOMIC or b fenced (docs/language.md §8, What a plan means). On
+//     the generic target the polling engine posts an op once every predecessor's completion is
+//     observed (a signalled CQE at or after it), which the checker models.
 //  3. Progress: the chains are executed abstractly for several iterations, re-armed with the
 //     cyclic count arithmetic of package wait, starting close to the 24-bit and 16-bit wraps.
 //     Every entry must complete; enabling is monotone, so one maximal execution decides it for

@@ -14,7 +14,7 @@ import (
 	"github.com/coredag/coredag/planner/elaborate"
 )
 
-// ringGraph elaborates plans/ring_allreduce.dag (DSL.md's example) for a world size.
+// ringGraph elaborates plans/ring_allreduce.dag (docs/language.md's example, §9) for a world size.
 func ringGraph(b testing.TB, ranks int64) *ir.Graph {
 	return loadPlan(b, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1024})
 }
