@@ -204,6 +204,7 @@ func (m *machine) iterate() bool {
 		}
 	}
 	if len(stuck) > 0 {
+		c.stuck = true
 		c.errorf(c.g.Ops[0].Pos, "iteration %d never finishes; blocked: %s", m.it, joinStrings(stuck))
 		return false
 	}

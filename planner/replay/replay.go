@@ -12,11 +12,13 @@
 //     complete. An edge is also accepted when RC gives the same effect: a and b on one queue in
 //     that order, a not a READ/ATOMIC or b fenced (docs/language.md §8, What a plan means). On
 //     the generic target the polling engine posts an op once every predecessor's completion is
-//     observed (a signalled CQE at or after it), which the checker models.
-//  3. Progress: the chains are executed abstractly for several iterations, re-armed with the
-//     cyclic count arithmetic of package wait, starting close to the 24-bit and 16-bit wraps.
+//     observed (a signalled CQE at or after it), which the checker models. Edges join ops of
+//     one rank, so this is done a rank at a time, holding one rank's graph.
+//  3. Progress: the chains are executed abstractly for several iterations, re-armed by the
+//     WAIT/ENABLE model of package wait, starting close to the 24-bit and 16-bit wraps.
 //     Every entry must complete; enabling is monotone, so one maximal execution decides it for
-//     all schedules. A stuck run names the blocked entries and what they wait for.
+//     all schedules. A stuck run names the blocked entries and what they wait for or, when the
+//     necessary orderings of all ranks, messages included, form a cycle, that cycle.
 //
 // For a triggered target (RankPlan.Trig) the edges and the queue order are proven from the
 // counters, thresholds and counter work alone, for every iteration of a run (trigger.go).
@@ -56,6 +58,13 @@ func Check(p *ir.Plan, opt Options) error {
 	}
 	if len(c.errs) == 0 {
 		c.checkProgress()
+		if c.stuck {
+			// Say why, when the orderings themselves loop (through messages between ranks).
+			if cycle := c.deadlockCycle(); cycle != "" {
+				c.errs = nil
+				c.errorf(c.g.Ops[0].Pos, "the chains deadlock: their orderings form a cycle: %s", cycle)
+			}
+		}
 	}
 	c.errs.Sort()
 	return c.errs.Err()
@@ -73,9 +82,10 @@ type checker struct {
 	of    []entry
 	found []int
 	// posted[r][q][i] is entry i's index among the posted entries of its queue (-1 for HOST).
-	posted [][][]int
+	posted [][][]int32
 	// signalled[r][q] lists the chain indices of the queue's signalled posted entries.
 	signalled [][][]int32
+	stuck     bool // the progress check found an iteration that never finishes
 }
 
 func (c *checker) errorf(pos diag.Pos, format string, args ...any) {
@@ -102,16 +112,16 @@ func (c *checker) name(e entry) string {
 func (c *checker) index() {
 	c.of = make([]entry, len(c.g.Ops))
 	c.found = make([]int, len(c.g.Ops))
-	c.posted = make([][][]int, len(c.p.Ranks))
+	c.posted = make([][][]int32, len(c.p.Ranks))
 	c.signalled = make([][][]int32, len(c.p.Ranks))
 	for r := range c.p.Ranks {
 		rp := &c.p.Ranks[r]
-		c.posted[r] = make([][]int, len(rp.Queues))
+		c.posted[r] = make([][]int32, len(rp.Queues))
 		c.signalled[r] = make([][]int32, len(rp.Queues))
 		for q := range rp.Queues {
 			chain := rp.Queues[q].Chain
-			c.posted[r][q] = make([]int, len(chain))
-			n := 0
+			c.posted[r][q] = make([]int32, len(chain))
+			n := int32(0)
 			for i := range chain {
 				e := &chain[i]
 				if e.Opcode == ir.OpcHost {
