@@ -2,9 +2,13 @@ package replay
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -193,7 +197,7 @@ func (c *checker) observer(a ir.OpID) entry {
 // checkEnforced proves every `after` edge holds in every execution, a rank at a time: an edge
 // joins ops of one rank, and what is guaranteed complete before an event is what the rank's own
 // orderings guarantee (a conservative view), so one rank's necessity graph is all it takes, and
-// memory holds one rank's at a time. A cycle through the orderings of one rank is reported here;
+// memory holds one rank's per core. A cycle through the orderings of one rank is reported here;
 // one through messages between ranks stops the progress check, which then looks for it
 // (deadlockCycle).
 func (c *checker) checkEnforced() {
@@ -202,8 +206,30 @@ func (c *checker) checkEnforced() {
 		r := c.of[edge.To].r
 		edges[r] = append(edges[r], int32(k))
 	}
-	for r := range c.p.Ranks {
-		c.enforcedRank(r, edges[r])
+	// Ranks are proven on every core, each with its own diagnostics, joined in rank order so
+	// that the result does not depend on the number of workers.
+	found := make([]diag.List, len(c.p.Ranks))
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+	)
+	for range max(1, min(runtime.GOMAXPROCS(0), len(c.p.Ranks))) {
+		wg.Go(func() {
+			for r := int(next.Add(1) - 1); r < len(c.p.Ranks); r = int(next.Add(1) - 1) {
+				rc := *c // shares the read-only index; the diagnostics are the rank's
+				rc.errs = nil
+				rc.enforcedRank(r, edges[r])
+				found[r] = rc.errs
+			}
+		})
+	}
+	wg.Wait()
+	for _, l := range found {
+		for _, d := range l {
+			if len(c.errs) < maxErrors {
+				c.errs = append(c.errs, d)
+			}
+		}
 	}
 }
 

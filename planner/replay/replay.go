@@ -88,8 +88,11 @@ type checker struct {
 	stuck     bool // the progress check found an iteration that never finishes
 }
 
+// maxErrors is the most diagnostics a replay reports.
+const maxErrors = 50
+
 func (c *checker) errorf(pos diag.Pos, format string, args ...any) {
-	if len(c.errs) < 50 {
+	if len(c.errs) < maxErrors {
 		c.errs.Add(diag.Internal, pos, format, args...)
 	}
 }
