@@ -79,3 +79,22 @@ func TestCompileReplaysChains(t *testing.T) {
 		})
 	}
 }
+
+// A triggered plan with more work on a rank than the triggered proof takes in reasonable time is
+// replayed in part, and compile says so.
+func TestCompileTriggeredReplayInPart(t *testing.T) {
+	dir := t.TempDir()
+	copyPlan(t, dir, "ring_allreduce.dag")
+	for _, c := range []struct {
+		ranks string
+		note  bool
+	}{{"ranks=8", false}, {"ranks=64", true}} {
+		code, _, stderr := invocation{dir: dir}.run(t, "compile", "--target", "triggered", "-p", c.ranks, "-o", "out.txt", "ring_allreduce.dag")
+		require.Equal(t, exitOK, code, stderr)
+		if c.note {
+			assert.Regexp(t, `^ring_allreduce.dag: note: the replay did not prove the triggered work from its counters: a rank has \d+ entries, above the 512`, stderr)
+		} else {
+			assert.Empty(t, stderr)
+		}
+	}
+}

@@ -37,6 +37,11 @@ import (
 type Options struct {
 	Iterations int    // iterations executed in the progress check (default 3)
 	FirstIter  uint64 // iteration number of the first one executed (default: close to the wraps)
+	// TriggeredWork, when positive, bounds the triggered work entries of a rank (TriggeredWork)
+	// for which a triggered plan's edges, queue order and progress are proven from its counters:
+	// that fixpoint costs about the cube of a rank's work. Past it only the triggered forms are
+	// validated, besides the shape and progress checks of every plan.
+	TriggeredWork int
 }
 
 // Check replays p and returns every problem found, as positioned diagnostics.
