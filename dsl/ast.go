@@ -350,7 +350,8 @@ type UnaryExpr struct {
 	X  Expr
 }
 
-// BinaryExpr is `X op Y` for the operators of DSL.md (Expressions), Op as written ("**", "<<", "&&").
+// BinaryExpr is `X op Y` for the operators of docs/language.md §7 (Expressions), Op as written
+// ("**", "<<", "&&").
 type BinaryExpr struct {
 	Span
 	Op    string

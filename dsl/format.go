@@ -30,7 +30,7 @@ type line struct {
 	opener  bool // ends with "{": no blank line may follow
 
 	// A declaration's text is head + " " + tail; in a run of consecutive declarations of one
-	// kind the heads are padded to one width, so `=`, types and `to` line up as in DSL.md.
+	// kind the heads are padded to one width, so `=`, types and `to` line up as in docs/language.md.
 	kind       string // "op", "let", "param", "buffer", "queue"; "" for other lines
 	head, tail string
 }

@@ -5,8 +5,9 @@ import (
 	"github.com/alecthomas/participle/v2/lexer"
 )
 
-// The participle grammar. Its structs mirror DSL.md closely and are converted into the public
-// AST by convert.go; every struct records the tokens it matched, which gives exact spans.
+// The participle grammar. Its structs mirror docs/language.md (§4 Statements, §7 Expressions)
+// closely and are converted into the public AST by convert.go; every struct records the tokens
+// it matched, which gives exact spans.
 // Expressions are parsed flat (operands and operators) and then arranged by precedence climbing,
 // which keeps the grammar small and the parser free of deep recursion on long operator chains.
 

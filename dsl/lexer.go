@@ -60,7 +60,8 @@ var (
 	}()
 )
 
-// Keywords returns the reserved words of the language, in the order of DSL.md.
+// Keywords returns the reserved words of the language, in the order of docs/language.md §3
+// (Lexical structure).
 func Keywords() []string { return append([]string(nil), keywordList...) }
 
 // IsKeyword reports whether s is a reserved word.

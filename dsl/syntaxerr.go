@@ -8,12 +8,15 @@ import (
 	"github.com/alecthomas/participle/v2/lexer"
 
 	"github.com/coredag/coredag/diag"
-	"github.com/coredag/coredag/ir"
 )
 
 // Participle reports a syntax error as the unexpected token and the rest of the grammar sequence
 // it was trying to match. This file turns that into a message a person can act on: what was
 // expected, where in the statement, what was found instead, and a hint when one is obvious.
+
+// expectKinds are the collectives an expect statement may name, for messages: syntax does not
+// know what they mean (ir.ExpectKinds does; a test keeps the two lists alike).
+var expectKinds = []string{"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "gather", "scatter", "unchanged"}
 
 // expectedOf returns the first element participle expected ("" when it expected the end of the
 // statement): a quoted literal such as `"to"` or a grammar struct name such as `GSlice`.
@@ -36,7 +39,7 @@ func expectedOf(u *participle.UnexpectedTokenError) string {
 	return rest[:end]
 }
 
-// expectedText describes a grammar element in the words of DSL.md.
+// expectedText describes a grammar element in the words of docs/language.md.
 func expectedText(exp string) string {
 	switch exp {
 	case "GIdent", "GName", "GParamName":
@@ -58,7 +61,7 @@ func expectedText(exp string) string {
 	case "GStmt":
 		return "a statement"
 	case "GExpectKind":
-		return "a collective (" + strings.Join(ir.ExpectKinds(), ", ") + ")"
+		return "a collective (" + strings.Join(expectKinds, ", ") + ")"
 	}
 	return exp
 }

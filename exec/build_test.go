@@ -210,7 +210,7 @@ func (b *gbuild) opID(rank int, name string) ir.OpID {
 	return b.names[fmt.Sprintf("%d/%s", rank, name)]
 }
 
-// ringAllreduce builds the DSL.md ring allreduce (data f32[ranks*n] init rank+1).
+// ringAllreduce builds the ring allreduce of docs/language.md §9 (data f32[ranks*n] init rank+1).
 func ringAllreduce(ranks int, n int64) *ir.Graph {
 	b := newBuild("ring_allreduce", ranks)
 	data := b.buffer("data", ir.F32, int64(ranks)*n, ir.RemoteWrite, func(r int, _ int64) float64 { return float64(r + 1) })

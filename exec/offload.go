@@ -61,13 +61,13 @@ type offWQ struct {
 	host   bool   // the host-signal queue: its NOPs are posted by the CPU
 	swr    []nic.SendWR
 	rwr    []nic.RecvWR
-	next   int      // chain entries posted (or run, for HOST) this iteration
-	waitAt []int32  // chain indices of CQE_WAIT entries
-	waitB  []uint32 // their iteration-0 counts
-	waitP  []uint32 // per-iteration completions of the CQ they wait on
-	enAt   []int32  // chain indices of SEND_EN / RECV_EN entries
-	enB    []uint32
-	enP    []uint32
+	next   int           // chain entries posted (or run, for HOST) this iteration
+	waitAt []int32       // chain indices of CQE_WAIT entries
+	waitC  []wait.Cond   // their conditions (iteration 0)
+	waitP  []uint32      // per-iteration completions of the CQ they wait on
+	enAt   []int32       // chain indices of SEND_EN / RECV_EN entries
+	enE    []wait.Enable // their enables (iteration 0)
+	enP    []uint32      // per-iteration WQEs of the queue they enable
 }
 
 type offCQ struct {
@@ -203,7 +203,7 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 		}
 		wr.Op, wr.WaitCQ, wr.Count = nic.OpCQEWait, or.cqs[w.Wait.CQ].cq.Num(), w.Wait.Count
 		o.waitAt = append(o.waitAt, int32(k))
-		o.waitB = append(o.waitB, w.Wait.Count)
+		o.waitC = append(o.waitC, w.Wait.Cond)
 		o.waitP = append(o.waitP, rp.CQs[w.Wait.CQ].PerIteration)
 	case ir.OpcSendEnable, ir.OpcRecvEnable:
 		if w.Queue < 0 || int(w.Queue) >= len(rp.Queues) || or.wqs[w.Queue].qp == nil {
@@ -215,7 +215,7 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 		}
 		wr.TargetQP, wr.Count = or.wqs[w.Queue].qp.Num(), w.UpTo
 		o.enAt = append(o.enAt, int32(k))
-		o.enB = append(o.enB, w.UpTo)
+		o.enE = append(o.enE, w.Enable)
 		o.enP = append(o.enP, rp.Queues[w.Queue].PerIteration)
 	case ir.OpcHost:
 		// run by the CPU, never posted
@@ -271,10 +271,10 @@ func (e *offloadEngine) rearm(iter int) {
 				e.left += len(o.wq.Chain)
 			}
 			for j, k := range o.waitAt {
-				o.swr[k].Count = wait.CQ.At(o.waitB[j], o.waitP[j], uint64(iter))
+				o.swr[k].Count = o.waitC[j].At(o.waitP[j], uint64(iter))
 			}
 			for j, k := range o.enAt {
-				o.swr[k].Count = wait.WQ.At(o.enB[j], o.enP[j], uint64(iter))
+				o.swr[k].Count = o.enE[j].At(o.enP[j], uint64(iter))
 			}
 		}
 		for ci := range or.cqs {
@@ -429,7 +429,7 @@ func (e *offloadEngine) runHost(or *offRank, iter int) (bool, error) {
 					return did, e.wqeError(or, wi, k, fmt.Errorf("waits on CQ #%d, which the rank does not have", c.CQ))
 				}
 				cq := &or.cqs[c.CQ]
-				if cq.count < uint64(c.Count)+uint64(iter)*cq.per {
+				if !c.SatisfiedBy(cq.count, uint32(cq.per), uint64(iter)) {
 					return did, nil
 				}
 			}
@@ -651,8 +651,8 @@ func (e *offloadEngine) diagnose(iter int) error {
 			w := &rp.Queues[rp.Host].Chain[or.hostNext]
 			for _, c := range w.Waits {
 				cq := &or.cqs[c.CQ]
-				need := uint64(c.Count) + uint64(iter)*cq.per
-				if cq.count < need {
+				if !c.SatisfiedBy(cq.count, uint32(cq.per), uint64(iter)) {
+					need := c.Target(uint32(cq.per), uint64(iter))
 					h.Stuck = append(h.Stuck, Stuck{Rank: rank, Queue: rp.Queues[rp.Host].Name, CQ: cq.name, Reached: cq.count, Awaited: need,
 						Producer: e.opRef(c.Op), What: fmt.Sprintf("HOST %s (%s)", e.plan.OpOf(w).Name, e.plan.OpOf(w).Pos),
 						At: &WQELoc{Rank: rank, Queue: rp.Host, Index: or.hostNext}, ProducerAt: awaitedLoc(e.plan, rank, c)})

@@ -106,7 +106,8 @@ func checkTrace(t *testing.T, g *ir.Graph, plan *ir.Plan, trace []softnic.Event,
 			a := ev[p]
 			if fifoEnough(g, p, ir.OpID(id), direct) {
 				// The planner may satisfy `after` between two ops of one queue side by RC's
-				// FIFO order (DSL.md): b's effects follow a's, though b may start earlier.
+				// FIFO order (docs/language.md §8, queue order): b's effects follow a's, though b may
+				// start earlier.
 				require.Less(t, a.End, b.End, "%s: %s completed at %d before %s, which it is after, completed at %d",
 					where(), g.OpString(ir.OpID(id)), b.End, g.OpString(p), a.End)
 				continue

@@ -3,6 +3,8 @@ package ir
 import (
 	"fmt"
 	"sync"
+
+	"github.com/coredag/coredag/wait"
 )
 
 // This file defines the Plan: what Compile hands to the engines, the listing and the viz.
@@ -11,7 +13,7 @@ import (
 // per work queue, and per queue a chain of WQEs for one iteration. Counts in WAIT and ENABLE
 // entries are absolute for iteration 0; iteration i adds i times the per-iteration count of the
 // CQ or work queue they name, wrapping at 2^24 (CQ) and 2^16 (work queue) like the hardware
-// producer indices do (package wait has the arithmetic).
+// producer indices do: package wait has the model (conditions, re-arm, the NIC's tests).
 
 // Style is how a target enforces cross-queue dependencies.
 type Style uint8
@@ -141,12 +143,12 @@ func (f Flags) String() string {
 	return s
 }
 
-// Cond is a completion condition: the rank-local CQ has produced at least Count completions
-// (cumulative over the CQ's life, 24-bit, compared cyclically). Count is for iteration 0.
+// Cond is a completion condition of a plan: wait.Cond (the rank-local CQ, an index into
+// RankPlan.CQs, has produced at least Count completions, iteration 0) with the op whose
+// completion the count stands for, which diagnostics name.
 type Cond struct {
-	CQ    int32  // index into RankPlan.CQs
-	Count uint32 // producer index to reach, iteration 0
-	Op    OpID   // the op whose completion this count stands for
+	wait.Cond
+	Op OpID
 }
 
 // WQE is one entry of a work queue chain. A plan holds millions of them, so it keeps only what
@@ -171,11 +173,12 @@ type WQE struct {
 	Flags  Flags
 	// Op is the graph op the entry belongs to: for data WQEs, HOST and NOP the op itself; for
 	// CQE_WAIT the op it holds back; for SEND_EN/RECV_EN the last op it enables.
-	Op    OpID
-	Peer  int32  // peer rank for data WQEs, -1 otherwise
-	Queue int32  // SEND_EN/RECV_EN: the rank-local work queue index enabled
-	UpTo  uint32 // SEND_EN/RECV_EN: enabled producer index (exclusive), iteration 0
-	Wait  Cond   // CQE_WAIT only
+	Op   OpID
+	Peer int32 // peer rank for data WQEs, -1 otherwise
+	// Enable is SEND_EN/RECV_EN's: Queue, the rank-local work queue index enabled (-1 on other
+	// entries), and UpTo, the enabled producer index (exclusive), iteration 0.
+	wait.Enable
+	Wait Cond // CQE_WAIT only
 	// Local and Remote are the operands; Remote lives on rank Peer. When the local operand is a
 	// scatter/gather list (SEND, RECV, RDMA WRITE and READ), Local is its first segment and the
 	// op's More the others (Plan.LocalSegs).

@@ -7,8 +7,8 @@ import (
 	"github.com/coredag/coredag/ir"
 )
 
-// ringGraph builds, by hand, the Graph that DSL.md's ring allreduce example elaborates to, so the
-// views can be tested without the front end.
+// ringGraph builds, by hand, the Graph that the ring allreduce example of docs/language.md §9
+// elaborates to, so the views can be tested without the front end.
 func ringGraph(ranks int, n int64) *ir.Graph {
 	const file = "plans/ring_allreduce.dag"
 	pos := func(line int) diag.Pos { return diag.At(file, line, 3) }

@@ -1,13 +1,3 @@
-// Package wait is the WAIT/ENABLE index arithmetic shared by the planner and the executors: the
-// cyclic arithmetic of the NIC's 24-bit CQ and 16-bit work queue producer indices (compare,
-// advance, check that a chain's per-iteration count fits) and the per-iteration re-arm offsets
-// of persistent plans. The conditions themselves (planner.Cond) and the waiting on them (the
-// engines, the software NIC) live with their users.
-//
-// Counts are cumulative over a queue's life and wrap: a CQ's producer index is 24 bits wide and a
-// work queue's 16 bits. Two indices are compared cyclically: a reaches b when the distance from b
-// forward to a is less than half the index space. This stays correct for ever, provided no chain
-// ever has more than half the space outstanding (the planner checks it).
 package wait
 
 import "fmt"

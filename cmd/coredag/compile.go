@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/atomicfile"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/listing"
+	"github.com/coredag/coredag/planner/replay"
 )
 
 func init() {
@@ -20,6 +24,12 @@ type compileCmd struct {
 	Format string `default:"text" enum:"text,json" help:"Listing format: text or json (docs/compile-json.md)."`
 	Out    string `short:"o" placeholder:"FILE" help:"Write the listing to FILE instead of stdout."`
 	File   string `arg:"" name:"file" help:"Plan file (- for stdin)."`
+
+	// mangle, set by tests only, changes the compiled Plan before its replay, as a bug in the
+	// lowering would.
+	mangle func(*ir.Plan) `kong:"-"`
+	// partly says what of the replay was left out, for Run to print ("" when nothing).
+	partly string
 }
 
 func (c *compileCmd) Run(e *env) error {
@@ -51,16 +61,22 @@ func (c *compileCmd) Run(e *env) error {
 		file.abort()
 		return err
 	case c.Out == "":
-		return c.toStdout(e, l)
+		err = c.toStdout(e, l)
+	default:
+		err = file.commit(e, l, c.Format == "json") // loadPlan ran then: the plan passed its checks
 	}
-	return file.commit(e, l, c.Format == "json") // loadPlan ran then: the plan passed its checks
+	if c.partly != "" {
+		fmt.Fprintf(e.stderr, "%s: note: %s\n", l.path, c.partly)
+	}
+	return err
 }
 
-// list lowers and lists the plan a rank at a time (l.lowering, begun by loadPlan) to w, never
-// holding every rank's chains: ranks are lowered and rendered on every CPU, and written in
-// order, until ctx is cancelled. A target limit broken on a later rank is found only after the
-// earlier ranks are listed (on a triggered target CompileEach builds the Plan whole before
-// listing it). The lowering's own error (diagnostics) comes apart from w's.
+// list lowers and lists the plan a rank at a time (l.lowering, begun by loadPlan) to w: ranks
+// are lowered and rendered on every CPU, and written in order, until ctx is cancelled. A target
+// limit broken on a later rank is found only after the earlier ranks are listed (on a
+// triggered target CompileEach builds the Plan whole before listing it). The Plan, kept whole,
+// is then replayed on the NIC model (replayChains) before the listing is closed. The lowering's
+// own error (diagnostics, the replay's included) comes apart from w's.
 func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileErr, err error) {
 	opt := listing.Options{Rank: c.Rank}
 	lw := listing.NewWriter(w, opt)
@@ -68,6 +84,7 @@ func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileE
 		lw = listing.NewJSONWriter(w, opt)
 	}
 	var writeErr error
+	l.lowering.KeepRanks()
 	p, err := l.lowering.CompileEach(func(p *ir.Plan, r int) func() error {
 		b := lw.Render(p, r)
 		return func() error {
@@ -83,7 +100,41 @@ func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileE
 	case err != nil:
 		return nil, err
 	}
+	if c.mangle != nil {
+		c.mangle(p)
+	}
+	if n := replay.TriggeredWork(p); n > maxTriggeredProof {
+		c.partly = fmt.Sprintf("the replay did not prove the triggered work from its counters: a rank has %d entries, above the %d it proves in reasonable time (shape and progress were replayed)", n, maxTriggeredProof)
+	}
+	if err := replayChains(p); err != nil {
+		return err, nil
+	}
 	return nil, lw.Close(p)
+}
+
+// maxTriggeredProof is the most triggered work entries of a rank whose triggered proof compile
+// runs (replay.Options.TriggeredWork): the proof costs about the cube of them (ring allreduce
+// at 48 ranks, some 700 entries a rank, takes about 60 ms a rank on one core).
+const maxTriggeredProof = 512
+
+// replayChains checks every chain of a compiled Plan on the NIC model (planner/replay): shape,
+// enforcement of every edge, and progress over iterations re-armed across the index wraps. A
+// failure is coredag's own bug, reported as internal errors at the op, each naming the chain
+// entries (rank, work queue, index) concerned.
+func replayChains(p *ir.Plan) error {
+	err := replay.Check(p, replay.Options{TriggeredWork: maxTriggeredProof})
+	var list diag.List
+	if err == nil || !errors.As(err, &list) {
+		return err
+	}
+	out := make(diag.List, len(list))
+	for i, d := range list {
+		x := *d
+		x.Code = diag.Internal
+		x.Msg = "internal error: the compiled chains fail their replay on the NIC model (a bug in coredag, please report it): " + d.Msg
+		out[i] = &x
+	}
+	return out
 }
 
 // toStdout lists a plan that passed its checks on stdout, once CheckLimits has found no

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/wait"
 )
 
 // cq is a completion queue: a ring of completions plus the cumulative producer count that
@@ -77,7 +78,7 @@ func (q *cq) wake(all bool) {
 			continue
 		}
 		w := &p.sq[p.sqHead%uint64(len(p.sq))]
-		if all || p.closed || p.sqHead == p.sqTail || w.wr.Op != nic.OpCQEWait || w.wr.WaitCQ != q.num || cqReached(q.produced, w.wr.Count) {
+		if all || p.closed || p.sqHead == p.sqTail || w.wr.Op != nic.OpCQEWait || w.wr.WaitCQ != q.num || wait.Satisfied(q.produced, w.wr.Count) {
 			p.waiting = nil
 			p.activate()
 			continue

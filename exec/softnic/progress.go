@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/wait"
 )
 
 // blocker is why a send-queue head cannot execute now.
@@ -165,7 +166,7 @@ func (q *qp) headBlocker() blocker {
 		return runnable // it will flush
 	}
 	w := &q.sq[q.sqHead%uint64(len(q.sq))]
-	if q.cfg.ManagedSend && !wqEnabled(q.sqHead, q.sqEnable) {
+	if q.cfg.ManagedSend && !wait.Enabled(q.sqHead, uint32(q.sqEnable)) {
 		return blockedNotEnabled
 	}
 	if w.wr.Flags&nic.FlagFence != 0 && q.inflightRA > 0 {
@@ -173,7 +174,7 @@ func (q *qp) headBlocker() blocker {
 	}
 	switch w.wr.Op {
 	case nic.OpCQEWait:
-		if c := q.ctx.cqByNum(w.wr.WaitCQ); c != nil && !cqReached(c.produced, w.wr.Count) {
+		if c := q.ctx.cqByNum(w.wr.WaitCQ); c != nil && !wait.Satisfied(c.produced, w.wr.Count) {
 			return blockedWait
 		}
 	case nic.OpSend, nic.OpRDMAWriteImm:
@@ -510,7 +511,7 @@ func (q *qp) enableRecv(upto uint16) {
 	if n.opts.Trace {
 		for i := q.rqHead; i < q.rqTail; i++ {
 			rw := &q.rq[i%uint64(len(q.rq))]
-			if rw.ev >= 0 && n.trace[rw.ev].Start == 0 && wqEnabled(i, upto) {
+			if rw.ev >= 0 && n.trace[rw.ev].Start == 0 && wait.Enabled(i, uint32(upto)) {
 				n.trace[rw.ev].Start = n.clock
 			}
 		}

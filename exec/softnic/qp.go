@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/wait"
 )
 
 type qpState uint8
@@ -303,7 +304,7 @@ func (q *qp) PostRecv(wrs []nic.RecvWR) (int, error) {
 		n.clock++
 		if n.opts.Trace {
 			e := Event{Rank: q.ctx.rank, QPN: q.num, Recv: true, Index: q.rqTail, ID: wrs[i].ID, Op: nic.OpRecv, Posted: n.clock}
-			if !q.cfg.ManagedRecv || wqEnabled(q.rqTail, q.rqEnable) {
+			if !q.cfg.ManagedRecv || wait.Enabled(q.rqTail, uint32(q.rqEnable)) {
 				e.Start = n.clock
 			}
 			r.ev = n.record(e)
@@ -327,5 +328,5 @@ func (q *qp) activate() {
 
 // recvReady reports whether an incoming message would find a receive.
 func (q *qp) recvReady() bool {
-	return q.rqHead < q.rqTail && (!q.cfg.ManagedRecv || wqEnabled(q.rqHead, q.rqEnable))
+	return q.rqHead < q.rqTail && (!q.cfg.ManagedRecv || wait.Enabled(q.rqHead, uint32(q.rqEnable)))
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/wait"
 )
 
 // Event is the life of one work request on the NIC's logical clock, which ticks once per post,
@@ -125,7 +126,7 @@ func (n *NIC) Stalls() []nic.Stall {
 				rw := &q.rq[q.rqHead%uint64(len(q.rq))]
 				s := nic.Stall{Rank: c.rank, QPN: q.num, Recv: true, Index: q.rqHead, ID: rw.wr.ID, Op: nic.OpRecv,
 					Reason: nic.StallRecvPending, Peer: q.peer}
-				if q.cfg.ManagedRecv && !wqEnabled(q.rqHead, q.rqEnable) {
+				if q.cfg.ManagedRecv && !wait.Enabled(q.rqHead, uint32(q.rqEnable)) {
 					s.Reason, s.Reached, s.Awaited = nic.StallNotEnabled, uint64(q.rqEnable), uint64(uint16(q.rqHead+1))
 				}
 				out = append(out, s)
@@ -145,7 +146,7 @@ func (q *qp) sendStall() (nic.Stall, bool) {
 		s.Reason = nic.StallFence
 	case blockedWait:
 		c := q.ctx.cqByNum(w.wr.WaitCQ)
-		s.Reason, s.CQ, s.Reached, s.Awaited = nic.StallWaitCQ, c.num, c.produced&cqIndexMask, uint64(w.wr.Count&cqIndexMask)
+		s.Reason, s.CQ, s.Reached, s.Awaited = nic.StallWaitCQ, c.num, uint64(wait.CQ.Wrap(c.produced)), uint64(wait.CQ.Wrap(uint64(w.wr.Count)))
 	case blockedRNR:
 		s.Reason = nic.StallNoRecv
 	default:

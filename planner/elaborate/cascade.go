@@ -2,10 +2,11 @@ package elaborate
 
 import "github.com/coredag/coredag/dsl"
 
-// One mistake, one message (DSL.md, Details): a declaration that fails is reported where it is
-// written, and the statements that use what it would have declared stay silent about it. Names
-// bound by let and param become broken bindings (scope.bindBroken); ops and queues are recorded
-// per rank here, by their evaluated name or, when even the index failed, by their base name.
+// One mistake, one message (docs/language.md §10, What `coredag check` verifies): a declaration
+// that fails is reported where it is written, and the statements that use what it would have
+// declared stay silent about it. Names bound by let and param become broken bindings
+// (scope.bindBroken); ops and queues are recorded per rank here, by their evaluated name or, when
+// even the index failed, by their base name.
 
 // brokenNames records the declarations of one kind (ops or queues) that failed on a rank.
 type brokenNames struct {

@@ -4,7 +4,8 @@ import (
 	"github.com/coredag/coredag/diag"
 )
 
-// phase orders diagnostics: only the first phase with errors is reported (DSL.md, Details).
+// phase orders diagnostics: only the first phase with errors is reported (docs/language.md §10,
+// What `coredag check` verifies).
 type phase int
 
 const (

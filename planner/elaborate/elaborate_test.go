@@ -30,7 +30,7 @@ func elaborateWith(t testing.TB, src string, params map[string]int64, opt Option
 	return Elaborate(f, params, opt)
 }
 
-// ringAllreduce is DSL.md's example, the plan the benchmarks are specified on.
+// ringAllreduce is docs/language.md's example (§9), the plan the benchmarks are specified on.
 func ringAllreduce(t testing.TB) []byte {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("..", "..", "plans", "ring_allreduce.dag"))

@@ -137,7 +137,7 @@ func errAtPos(pos diag.Pos, format string, args ...any) *evalError {
 
 // evalInt evaluates an integer expression with 64-bit signed arithmetic, floor division and
 // modulo, and errors (not wrap-around) on overflow, division by zero, log2 of a non-power of
-// two and negative shifts, as DSL.md (Expressions) requires.
+// two and negative shifts, as docs/language.md §7 (Integer semantics) requires.
 func evalInt(e dsl.Expr, s *scope) (int64, *evalError) {
 	switch e := e.(type) {
 	case *dsl.IntLit:

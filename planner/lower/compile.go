@@ -31,7 +31,7 @@ import (
 // payloads above its limit, and dependency cycles the checker should have caught.
 func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 	c, order, err := start(g, t, true, true)
-	return finish(c, order, err, nil)
+	return finish(c, order, err, nil, true)
 }
 
 // CompileEach is Compile for plans too large to hold whole (a listing of every rank, say): it
@@ -59,6 +59,7 @@ type Prepared struct {
 	order []int32
 	err   error
 	used  bool
+	keep  bool // CompileEach's Plan keeps every rank (KeepRanks)
 }
 
 // PrepareEach begins CompileEach(g, t, ...); the Prepared's CompileEach does the rest.
@@ -77,10 +78,14 @@ func (p *Prepared) CompileEach(each func(p *ir.Plan, r int) (emit func() error))
 	if p.used {
 		return nil, errUsed
 	}
-	c, order, err := p.c, p.order, p.err
+	c, order, err, keep := p.c, p.order, p.err, p.keep
 	*p = Prepared{used: true} // the order is the Plan's size: let it go with the call
-	return finish(c, order, err, each)
+	return finish(c, order, err, each, keep)
 }
+
+// KeepRanks makes the Plan CompileEach returns keep every rank's chains, as Compile's does, for
+// a check of the whole plan once it is listed (replay), at the cost of holding them all.
+func (p *Prepared) KeepRanks() { p.keep = true }
 
 // CheckLimits is CheckLimits(g, t) for the Graph and target p was prepared for, on p's event
 // order; p can compile after it.
@@ -97,8 +102,9 @@ func (p *Prepared) CheckLimits() error {
 var errUsed = errors.New("compile: a Prepared lowering compiles once")
 
 // finish lowers every rank of a started compilation (start) and completes its Plan, handing
-// each rank to each as it is done (streamed) or, on a triggered target, once all are.
-func finish(c *compiler, order []int32, err error, each func(*ir.Plan, int) func() error) (*ir.Plan, error) {
+// each rank to each as it is done (streamed) or, on a triggered target, once all are. Streamed
+// ranks are dropped once handed over unless keep is set.
+func finish(c *compiler, order []int32, err error, each func(*ir.Plan, int) func() error, keep bool) (*ir.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +112,7 @@ func finish(c *compiler, order []int32, err error, each func(*ir.Plan, int) func
 	stream := each != nil && t.Trigger == nil
 	var eachErr error
 	if stream {
-		eachErr = c.lowerRanks(order, false, each)
+		eachErr = c.lowerRanks(order, keep, each)
 	} else {
 		c.lowerRanks(order, true, nil)
 	}

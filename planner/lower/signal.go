@@ -86,7 +86,7 @@ func (c *compiler) signalRank(r int, sc *scratch) {
 		if !c.g.Ops[x].Kind.OnQueue() {
 			idx++ // the NOP that follows the HOST entry
 		}
-		return ir.Cond{CQ: int32(rp.Queues[l.Queue].CQ), Count: count[l.Queue][idx], Op: x}
+		return ir.Cond{Cond: wait.Cond{CQ: int32(rp.Queues[l.Queue].CQ), Count: count[l.Queue][idx]}, Op: x}
 	}
 	for wi := range rp.Queues {
 		for k := range rp.Queues[wi].Chain {

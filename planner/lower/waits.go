@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/wait"
 )
 
 // Wait insertion and minimisation. Each rank is lowered on its own, walking its events in the
@@ -516,11 +517,11 @@ func (l *rankLower) startHost(o ir.OpID) {
 	l.needs(o, k, &naive)
 	op := &l.g.Ops[o]
 	e := ir.WQE{Opcode: ir.OpcHost, Op: o, Peer: -1, Red: op.Red,
-		Local: ir.NoSeg, Remote: ir.NoSeg, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1}
+		Local: ir.NoSeg, Remote: ir.NoSeg, Wait: noCond, Enable: noEnable}
 	if k != nil && len(l.pending) > 0 {
 		e.Waits = l.w.scratch.condsOf(len(l.pending))
 		for i, x := range l.pending {
-			e.Waits[i] = ir.Cond{CQ: -1, Op: x}
+			e.Waits[i] = condOn(x)
 			l.w.scratch.wait(x)
 			l.learn(k, x)
 		}
@@ -530,7 +531,7 @@ func (l *rankLower) startHost(o ir.OpID) {
 	hq.Chain = append(hq.Chain, e)
 	if c.t.Style != ir.StyleNone {
 		hq.Chain = append(hq.Chain, ir.WQE{Opcode: ir.OpcNop, Op: o, Peer: -1,
-			Local: ir.NoSeg, Remote: ir.NoSeg, Flags: ir.Signalled, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1})
+			Local: ir.NoSeg, Remote: ir.NoSeg, Flags: ir.Signalled, Wait: noCond, Enable: noEnable})
 	}
 	if l.imp != nil {
 		if k != nil {
@@ -541,12 +542,23 @@ func (l *rankLower) startHost(o ir.OpID) {
 	}
 }
 
+// noCond is the condition of entries other than CQE_WAIT, and noEnable the Enable of entries
+// other than SEND_EN and RECV_EN.
+var (
+	noCond   = ir.Cond{Cond: wait.Cond{CQ: -1}, Op: ir.None}
+	noEnable = wait.Enable{Queue: -1}
+)
+
+// condOn is a condition on x's completion, its CQ and count to be filled in once signalling is
+// known.
+func condOn(x ir.OpID) ir.Cond { return ir.Cond{Cond: wait.Cond{CQ: -1}, Op: x} }
+
 // emitWait appends a CQE_WAIT for x's completion to work queue place, holding back o. Its CQ and
 // count are filled in once signalling is known.
 func (l *rankLower) emitWait(place int, o, x ir.OpID) {
 	q := &l.rp.Queues[place]
 	q.Chain = append(q.Chain, ir.WQE{Opcode: ir.OpcWait, Op: o, Peer: -1,
-		Local: ir.NoSeg, Remote: ir.NoSeg, Wait: ir.Cond{CQ: -1, Op: x}, Queue: -1})
+		Local: ir.NoSeg, Remote: ir.NoSeg, Wait: condOn(x), Enable: noEnable})
 	l.w.scratch.wait(x)
 	l.waitSeq[place]++
 }
@@ -569,7 +581,7 @@ func (l *rankLower) emitEnable(place, wq int, o ir.OpID) {
 	}
 	*le = enableRef{placer: place, index: len(q.Chain), seq: l.waitSeq[place]}
 	q.Chain = append(q.Chain, ir.WQE{Opcode: opc, Op: o, Peer: -1,
-		Local: ir.NoSeg, Remote: ir.NoSeg, Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: int32(wq), UpTo: upTo})
+		Local: ir.NoSeg, Remote: ir.NoSeg, Wait: noCond, Enable: wait.Enable{Queue: int32(wq), UpTo: upTo}})
 }
 
 // autoInline reports that a send or write of op o goes inline although the plan does not say so:
@@ -589,7 +601,7 @@ func autoInline(t *ir.Target, g *ir.Graph, o ir.OpID) bool {
 func dataWQE(g *ir.Graph, o ir.OpID) ir.WQE {
 	op := &g.Ops[o]
 	e := ir.WQE{Op: o, Local: ir.NoSeg, Remote: ir.NoSeg,
-		Peer: int32(g.Queues[op.Queue].PeerRank), Wait: ir.Cond{CQ: -1, Op: ir.None}, Queue: -1}
+		Peer: int32(g.Queues[op.Queue].PeerRank), Wait: noCond, Enable: noEnable}
 	switch op.Kind {
 	case ir.OpSend:
 		e.Opcode, e.Local = ir.OpcSend, op.Src.Seg()

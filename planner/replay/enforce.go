@@ -2,8 +2,13 @@ package replay
 
 import (
 	"fmt"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -20,12 +25,20 @@ func (n *necessity) start(e entry) int32  { return int32(2 * n.id(e)) }
 func (n *necessity) finish(e entry) int32 { return int32(2*n.id(e) + 1) }
 func (n *necessity) add(from, to int32)   { n.preds[to] = append(n.preds[to], from) }
 
-// build collects the necessary orderings; problems that make an entry impossible to run are
-// reported.
-func (c *checker) build() *necessity {
+// build collects the necessary orderings of rank `only`'s chains or, for only < 0, of every
+// rank's with the orderings between a message and its receive; problems that make an entry
+// impossible to run are reported.
+func (c *checker) build(only int) *necessity {
 	p := c.p
 	n := &necessity{base: make([][]int, len(p.Ranks))}
-	for r := range p.Ranks {
+	ranks := []int{only}
+	if only < 0 {
+		ranks = make([]int, len(p.Ranks))
+		for r := range ranks {
+			ranks[r] = r
+		}
+	}
+	for _, r := range ranks {
 		n.base[r] = make([]int, len(p.Ranks[r].Queues))
 		for q := range p.Ranks[r].Queues {
 			n.base[r][q] = len(n.ents)
@@ -36,7 +49,7 @@ func (c *checker) build() *necessity {
 	}
 	n.preds = make([][]int32, 2*len(n.ents))
 	generic := p.Target.Style == ir.StyleNone
-	for r := range p.Ranks {
+	for _, r := range ranks {
 		rp := &p.Ranks[r]
 		// ENABLEs by target queue, in the order of their placing queue.
 		enables := map[int][]entry{}
@@ -63,6 +76,8 @@ func (c *checker) build() *necessity {
 					}
 				}
 			}
+			enabler := 0   // enables[q][enabler] is the first ENABLE whose UpTo passes the entries so far
+			lastRead := -1 // the last READ or atomic before entry i
 			for i := range wq.Chain {
 				me := entry{r, q, i}
 				e := &wq.Chain[i]
@@ -93,21 +108,23 @@ func (c *checker) build() *necessity {
 						c.waitEdge(n, r, cond, me)
 					}
 				}
-				if e.Flags&ir.Fence != 0 {
-					for j := 0; j < i; j++ {
-						if readLike(wq.Chain[j].Opcode) {
-							n.add(n.finish(entry{r, q, j}), n.start(me))
-						}
-					}
+				if e.Flags&ir.Fence != 0 && lastRead >= 0 {
+					// the earlier ones complete before it (in-order completions)
+					n.add(n.finish(entry{r, q, lastRead}), n.start(me))
+				}
+				if readLike(e.Opcode) {
+					lastRead = i
 				}
 				if wq.Managed && e.Opcode != ir.OpcHost {
+					// The first ENABLE (in placing order) past idx: idx grows along the chain, so
+					// the first past it never moves back.
 					idx := uint32(c.posted[r][q][i])
+					for enabler < len(enables[q]) && c.at(enables[q][enabler]).UpTo <= idx {
+						enabler++
+					}
 					var en *entry
-					for k, pe := range enables[q] {
-						if c.at(pe).UpTo > idx {
-							en = &enables[q][k]
-							break
-						}
+					if enabler < len(enables[q]) {
+						en = &enables[q][enabler]
 					}
 					if en == nil {
 						c.errorf(c.opOf(e).Pos, "%s is on managed queue %s but no ENABLE ever lets it run", c.name(me), wq.Name)
@@ -127,6 +144,9 @@ func (c *checker) build() *necessity {
 				}
 			}
 		}
+	}
+	if only >= 0 {
+		return n
 	}
 	for _, m := range c.messages() {
 		// A message starts only once the peer's receive is posted (RC retries it at the head
@@ -164,35 +184,68 @@ func (c *checker) waitEdge(n *necessity, r int, cond ir.Cond, waiter entry) {
 // entry if signalled (or a HOST step), else the next signalled entry of its queue. i < 0: none.
 func (c *checker) observer(a ir.OpID) entry {
 	e := c.of[a]
-	chain := c.p.Ranks[e.r].Queues[e.q].Chain
-	if chain[e.i].Opcode == ir.OpcHost {
+	if c.at(e).Opcode == ir.OpcHost {
 		return e
 	}
-	for i := e.i; i < len(chain); i++ {
-		if chain[i].Opcode != ir.OpcHost && chain[i].Flags&ir.Signalled != 0 {
-			return entry{e.r, e.q, i}
-		}
+	sig := c.signalled[e.r][e.q]
+	if k, _ := slices.BinarySearch(sig, int32(e.i)); k < len(sig) {
+		return entry{e.r, e.q, int(sig[k])}
 	}
 	return entry{e.r, e.q, -1}
 }
 
-// checkEnforced proves every `after` edge holds in every execution.
+// checkEnforced proves every `after` edge holds in every execution, a rank at a time: an edge
+// joins ops of one rank, and what is guaranteed complete before an event is what the rank's own
+// orderings guarantee (a conservative view), so one rank's necessity graph is all it takes, and
+// memory holds one rank's per core. A cycle through the orderings of one rank is reported here;
+// one through messages between ranks stops the progress check, which then looks for it
+// (deadlockCycle).
 func (c *checker) checkEnforced() {
-	n := c.build()
-	if len(c.errs) > 0 {
-		return
+	edges := make([][]int32, len(c.p.Ranks)) // by rank: the indices in g.Edges of its edges
+	for k, edge := range c.g.Edges {
+		r := c.of[edge.To].r
+		edges[r] = append(edges[r], int32(k))
 	}
-	// Topological order of the necessity graph.
+	// Ranks are proven on every core, each with its own diagnostics, joined in rank order so
+	// that the result does not depend on the number of workers.
+	found := make([]diag.List, len(c.p.Ranks))
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+	)
+	for range max(1, min(runtime.GOMAXPROCS(0), len(c.p.Ranks))) {
+		wg.Go(func() {
+			for r := int(next.Add(1) - 1); r < len(c.p.Ranks); r = int(next.Add(1) - 1) {
+				rc := *c // shares the read-only index; the diagnostics are the rank's
+				rc.errs = nil
+				rc.enforcedRank(r, edges[r])
+				found[r] = rc.errs
+			}
+		})
+	}
+	wg.Wait()
+	for _, l := range found {
+		for _, d := range l {
+			if len(c.errs) < maxErrors {
+				c.errs = append(c.errs, d)
+			}
+		}
+	}
+}
+
+// order is a topological order of n's events; ok is false when they form a cycle, and indeg
+// then marks (> 0) the events no order reaches.
+func (n *necessity) order() (order []int32, indeg []int32, ok bool) {
 	total := len(n.preds)
 	succ := make([][]int32, total)
-	indeg := make([]int, total)
+	indeg = make([]int32, total)
 	for v, ps := range n.preds {
-		indeg[v] = len(ps)
+		indeg[v] = int32(len(ps))
 		for _, u := range ps {
 			succ[u] = append(succ[u], int32(v))
 		}
 	}
-	order := make([]int32, 0, total)
+	order = make([]int32, 0, total)
 	for v := range indeg {
 		if indeg[v] == 0 {
 			order = append(order, int32(v))
@@ -206,42 +259,46 @@ func (c *checker) checkEnforced() {
 			}
 		}
 	}
-	if len(order) < total {
+	return order, indeg, len(order) == total
+}
+
+// enforcedRank proves rank r's edges (edges: their indices in g.Edges).
+func (c *checker) enforcedRank(r int, edges []int32) {
+	before := len(c.errs)
+	n := c.build(r)
+	if len(c.errs) > before {
+		return
+	}
+	order, indeg, ok := n.order()
+	if !ok {
 		c.errorf(c.g.Ops[0].Pos, "the chains deadlock: their orderings form a cycle: %s", n.cycle(c, indeg))
 		return
 	}
 	if c.p.Target.Style == ir.StyleNone {
 		return // the polling engine enforces edges by construction; build checked it can observe them
 	}
-	// guaranteed[v][q]: entries [0, value) of queue q of v's rank surely completed before v.
-	dims := make([]int, len(c.p.Ranks))
-	for r := range c.p.Ranks {
-		dims[r] = len(c.p.Ranks[r].Queues)
-	}
-	vec := make([][]int32, total)
+	// guaranteed[v][q]: entries [0, value) of queue q of the rank surely completed before v.
+	queues := len(c.p.Ranks[r].Queues)
+	vec := make([]int32, len(n.preds)*queues)
 	for _, v := range order {
-		e := n.ents[v/2]
-		g := make([]int32, dims[e.r])
+		g := vec[int(v)*queues : int(v+1)*queues]
 		for _, u := range n.preds[v] {
 			ue := n.ents[u/2]
-			if ue.r != e.r {
-				continue // only local knowledge: conservative
-			}
-			for j, x := range vec[u] {
+			for j, x := range vec[int(u)*queues : int(u+1)*queues] {
 				g[j] = max(g[j], x)
 			}
 			if u%2 == 1 {
 				g[ue.q] = max(g[ue.q], int32(ue.i+1))
 			}
 		}
-		vec[v] = g
 	}
-	for _, edge := range c.g.Edges {
+	for _, k := range edges {
+		edge := &c.g.Edges[k]
 		a, b := c.of[edge.From], c.of[edge.To]
 		if a.r == b.r && a.q == b.q && a.i < b.i && (!readLike(c.at(a).Opcode) || c.at(b).Flags&ir.Fence != 0) {
 			continue // RC: queue order gives the same effect
 		}
-		if vec[n.start(b)][a.q] > int32(a.i) {
+		if a.r == b.r && vec[int(n.start(b))*queues+a.q] > int32(a.i) {
 			continue
 		}
 		c.errorf(edge.Pos, "edge %s -> %s is not enforced: %s can start before %s completes (%s, %s)",
@@ -249,10 +306,20 @@ func (c *checker) checkEnforced() {
 	}
 }
 
+// deadlockCycle names a cycle of the necessary orderings of every rank's chains, messages
+// between ranks included ("" if there is none): what keeps a stuck plan from progressing.
+func (c *checker) deadlockCycle() string {
+	n := c.build(-1)
+	if _, indeg, ok := n.order(); !ok {
+		return n.cycle(c, indeg)
+	}
+	return ""
+}
+
 // cycle names one cycle of the necessity graph among the events Kahn's algorithm could not order
 // (indeg > 0), each entry once, in the order the events must happen, e.g. a RECV_EN, the RECV it
 // posts, the peer's SEND that needs it, and the WAIT and RECV_EN queued behind that SEND.
-func (n *necessity) cycle(c *checker, indeg []int) string {
+func (n *necessity) cycle(c *checker, indeg []int32) string {
 	v := -1
 	for u := range indeg {
 		if indeg[u] > 0 {

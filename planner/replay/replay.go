@@ -10,13 +10,15 @@
 //     CQ, the first ENABLE that lets a managed WQE run, fences, the CPU's host-step conditions)
 //     and propagates, per event, how many entries of each work queue of the rank are guaranteed
 //     complete. An edge is also accepted when RC gives the same effect: a and b on one queue in
-//     that order, a not a READ/ATOMIC or b fenced (DSL.md, Dependencies). On the generic target
-//     the polling engine posts an op once every predecessor's completion is observed (a signalled
-//     CQE at or after it), which the checker models.
-//  3. Progress: the chains are executed abstractly for several iterations, re-armed with the
-//     cyclic count arithmetic of package wait, starting close to the 24-bit and 16-bit wraps.
+//     that order, a not a READ/ATOMIC or b fenced (docs/language.md §8, What a plan means). On
+//     the generic target the polling engine posts an op once every predecessor's completion is
+//     observed (a signalled CQE at or after it), which the checker models. Edges join ops of
+//     one rank, so this is done a rank at a time, holding one rank's graph.
+//  3. Progress: the chains are executed abstractly for several iterations, re-armed by the
+//     WAIT/ENABLE model of package wait, starting close to the 24-bit and 16-bit wraps.
 //     Every entry must complete; enabling is monotone, so one maximal execution decides it for
-//     all schedules. A stuck run names the blocked entries and what they wait for.
+//     all schedules. A stuck run names the blocked entries and what they wait for or, when the
+//     necessary orderings of all ranks, messages included, form a cycle, that cycle.
 //
 // For a triggered target (RankPlan.Trig) the edges and the queue order are proven from the
 // counters, thresholds and counter work alone, for every iteration of a run (trigger.go).
@@ -35,6 +37,11 @@ import (
 type Options struct {
 	Iterations int    // iterations executed in the progress check (default 3)
 	FirstIter  uint64 // iteration number of the first one executed (default: close to the wraps)
+	// TriggeredWork, when positive, bounds the triggered work entries of a rank (TriggeredWork)
+	// for which a triggered plan's edges, queue order and progress are proven from its counters:
+	// that fixpoint costs about the cube of a rank's work. Past it only the triggered forms are
+	// validated, besides the shape and progress checks of every plan.
+	TriggeredWork int
 }
 
 // Check replays p and returns every problem found, as positioned diagnostics.
@@ -56,6 +63,13 @@ func Check(p *ir.Plan, opt Options) error {
 	}
 	if len(c.errs) == 0 {
 		c.checkProgress()
+		if c.stuck {
+			// Say why, when the orderings themselves loop (through messages between ranks).
+			if cycle := c.deadlockCycle(); cycle != "" {
+				c.errs = nil
+				c.errorf(c.g.Ops[0].Pos, "the chains deadlock: their orderings form a cycle: %s", cycle)
+			}
+		}
 	}
 	c.errs.Sort()
 	return c.errs.Err()
@@ -73,11 +87,17 @@ type checker struct {
 	of    []entry
 	found []int
 	// posted[r][q][i] is entry i's index among the posted entries of its queue (-1 for HOST).
-	posted [][][]int
+	posted [][][]int32
+	// signalled[r][q] lists the chain indices of the queue's signalled posted entries.
+	signalled [][][]int32
+	stuck     bool // the progress check found an iteration that never finishes
 }
 
+// maxErrors is the most diagnostics a replay reports.
+const maxErrors = 50
+
 func (c *checker) errorf(pos diag.Pos, format string, args ...any) {
-	if len(c.errs) < 50 {
+	if len(c.errs) < maxErrors {
 		c.errs.Add(diag.Internal, pos, format, args...)
 	}
 }
@@ -100,14 +120,16 @@ func (c *checker) name(e entry) string {
 func (c *checker) index() {
 	c.of = make([]entry, len(c.g.Ops))
 	c.found = make([]int, len(c.g.Ops))
-	c.posted = make([][][]int, len(c.p.Ranks))
+	c.posted = make([][][]int32, len(c.p.Ranks))
+	c.signalled = make([][][]int32, len(c.p.Ranks))
 	for r := range c.p.Ranks {
 		rp := &c.p.Ranks[r]
-		c.posted[r] = make([][]int, len(rp.Queues))
+		c.posted[r] = make([][]int32, len(rp.Queues))
+		c.signalled[r] = make([][]int32, len(rp.Queues))
 		for q := range rp.Queues {
 			chain := rp.Queues[q].Chain
-			c.posted[r][q] = make([]int, len(chain))
-			n := 0
+			c.posted[r][q] = make([]int32, len(chain))
+			n := int32(0)
 			for i := range chain {
 				e := &chain[i]
 				if e.Opcode == ir.OpcHost {
@@ -115,6 +137,9 @@ func (c *checker) index() {
 				} else {
 					c.posted[r][q][i] = n
 					n++
+					if e.Flags&ir.Signalled != 0 {
+						c.signalled[r][q] = append(c.signalled[r][q], int32(i))
+					}
 				}
 				if isData(e.Opcode) || e.Opcode == ir.OpcHost {
 					if e.Op < 0 || int(e.Op) >= len(c.g.Ops) {
@@ -263,15 +288,8 @@ func expect(op *ir.Op) (ir.Opcode, ir.Slice, ir.Slice) {
 // signalledNth returns the chain index of the n-th (1-based) signalled posted entry of queue q
 // of rank r, or -1.
 func (c *checker) signalledNth(r, q int, n uint32) int {
-	chain := c.p.Ranks[r].Queues[q].Chain
-	k := uint32(0)
-	for i := range chain {
-		if chain[i].Opcode != ir.OpcHost && chain[i].Flags&ir.Signalled != 0 {
-			k++
-			if k == n {
-				return i
-			}
-		}
+	if sig := c.signalled[r][q]; n >= 1 && uint64(n) <= uint64(len(sig)) {
+		return int(sig[n-1])
 	}
 	return -1
 }

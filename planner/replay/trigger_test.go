@@ -126,3 +126,28 @@ func TestReplayTriggeredCatchesCorruption(t *testing.T) {
 		})
 	}
 }
+
+// Past Options.TriggeredWork the triggered proof is not run: an op triggered one completion
+// early, which the proof catches, then passes, and TriggeredWork says how large the plan is.
+func TestReplayTriggeredWorkBound(t *testing.T) {
+	tg, err := ir.LookupTarget("triggered")
+	require.NoError(t, err)
+	for seed := uint64(1); seed <= 80; seed++ {
+		p, err := lower.Compile(randgraph.New(seed, randgraph.Config{}), tg)
+		require.NoError(t, err)
+		c := trigEntries(p, func(w *ir.TriggeredOp) bool {
+			return w.Kind == ir.TrigOp && w.Counter != ir.Untriggered && w.Threshold >= 2
+		})
+		if len(c) == 0 {
+			continue
+		}
+		at := c[seed%uint64(len(c))]
+		p.Ranks[at[0]].Trig.Work[at[1]].Threshold--
+		n := replay.TriggeredWork(p)
+		require.Positive(t, n)
+		require.Error(t, replay.Check(p, replay.Options{TriggeredWork: n}), "seed %d: within the bound", seed)
+		assert.NoError(t, replay.Check(p, replay.Options{TriggeredWork: n - 1}), "seed %d: past the bound", seed)
+		return
+	}
+	t.Fatal("no plan had a triggered op to corrupt")
+}

@@ -9,10 +9,11 @@ import (
 	"github.com/coredag/coredag/ir"
 )
 
-// The happens-before relation of DSL.md ("Dependencies") as a DAG over events. Every op has three
-// events, numbered 3*op (start), 3*op+1 (landing) and 3*op+2 (end). Host ops and recvs do not
-// land anything themselves: their landing event is a filler between start and end, and a recv
-// takes its data at the landing event of the send (or notify write) that matches it.
+// The happens-before relation of docs/language.md §8 (What a plan means) as a DAG over events.
+// Every op has three events, numbered 3*op (start), 3*op+1 (landing) and 3*op+2 (end). Host ops
+// and recvs do not land anything themselves: their landing event is a filler between start and
+// end, and a recv takes its data at the landing event of the send (or notify write) that
+// matches it.
 //
 // Edges:
 //

@@ -26,7 +26,7 @@ const (
 func (k AccessKind) String() string { return [...]string{"read", "write", "add"}[k] }
 
 // MemAccess is one op's access to a range of one rank's memory. It happens somewhere in the interval
-// of happens-before events [from, to] (DSL.md, Dependencies).
+// of happens-before events [from, to] (docs/language.md §8, What a plan means).
 type MemAccess struct {
 	Op       ir.OpID
 	Rank     int // whose memory: the op's rank, or its queue's peer for remote accesses

@@ -14,7 +14,8 @@ import (
 	"github.com/coredag/coredag/planner/elaborate"
 )
 
-// ringGraph elaborates testdata/scale/ring_allreduce.dag (the one-slot ring of the scale figures) for a world size.
+// ringGraph elaborates testdata/scale/ring_allreduce.dag (the one-slot ring of the scale
+// figures; plans/ring_allreduce.dag has a slot per step) for a world size.
 func ringGraph(b testing.TB, ranks int64) *ir.Graph {
 	return loadPlan(b, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1024})
 }

@@ -1,7 +1,7 @@
 // Package verify is the second pass of the planner: it checks an elaborated ir.Graph for what
 // would hang or corrupt data on the NIC: dependency cycles, FIFO deadlocks (waits against queue
 // order, loops through matching, within and across ranks) and races under the happens-before
-// relation of DSL.md. It also explains races: the `after` edges that would fix them
+// relation of docs/language.md §8. It also explains races: the `after` edges that would fix them
 // (ExplainRaces, SuggestFixes). It reads the Graph only; package lower compiles what passes.
 package verify
 
@@ -17,8 +17,9 @@ import (
 //  1. dependency cycles among `after` edges (checkCycles);
 //  2. FIFO deadlocks: an `after` against the order of one queue side, and loops of waits through
 //     queue order and send/recv matching, within a rank or across ranks (checkFIFO);
-//  3. races under the happens-before relation of DSL.md (Races), one message per pair of op
-//     statements and buffer, naming the ranks it occurs on and the `after` that would fix it.
+//  3. races under the happens-before relation of docs/language.md §8 (Memory accesses), one
+//     message per pair of op statements and buffer, naming the ranks it occurs on and the
+//     `after` that would fix it.
 //
 // The returned list is sorted by position.
 func Check(g *ir.Graph) diag.List { return Options{}.Check(g) }
@@ -80,8 +81,8 @@ func (opt Options) CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	return errs, nil
 }
 
-// Order numbers the events of every op (its start, the landing of its data, its end; DSL.md,
-// Dependencies) so that an event that happens before another has the smaller number. Its
+// Order numbers the events of every op (its start, the landing of its data, its end;
+// docs/language.md §8) so that an event that happens before another has the smaller number. Its
 // methods may be called while Races runs.
 type Order struct {
 	g    *ir.Graph
