@@ -30,7 +30,17 @@ func (b *Block) writeRank(dst []byte, p *ir.Plan, r int) []byte {
 			cq := &rp.CQs[q.CQ]
 			dst = fmt.Appendf(dst, ", cq %s (%d per iteration)", cq.Name, cq.PerIteration)
 		}
-		dst = fmt.Appendf(dst, ", %s per iteration\n", english.Plural(int(q.PerIteration), "WQE"))
+		hosts := 0
+		for k := range q.Chain {
+			if q.Chain[k].Opcode == ir.OpcHost {
+				hosts++
+			}
+		}
+		if hosts > 0 { // HOST entries run on the CPU: they are listed, but the NIC gets no WQE
+			dst = fmt.Appendf(dst, ", %s and %s per iteration\n", english.Plural(int(q.PerIteration), "WQE"), english.Plural(hosts, "HOST step"))
+		} else {
+			dst = fmt.Appendf(dst, ", %s per iteration\n", english.Plural(int(q.PerIteration), "WQE"))
+		}
 		if len(q.Chain) == 0 {
 			dst = append(dst, "    (empty)\n"...)
 			continue

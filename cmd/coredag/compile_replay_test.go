@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -42,7 +43,7 @@ func TestCompileReplaysChains(t *testing.T) {
 				if c.out != "" {
 					cmd.Out = filepath.Join(dir, c.out)
 				}
-				err := cmd.Run(&env{stdin: bytes.NewReader(nil), stdout: &stdout, stderr: &stderr})
+				err := cmd.Run(&env{ctx: context.Background(), stdin: bytes.NewReader(nil), stdout: &stdout, stderr: &stderr})
 				return err, stdout.String(), stderr.String()
 			}
 			err, _, stderr := run(nil)
