@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -18,7 +19,7 @@ import (
 
 // Options selects what a listing shows.
 type Options struct {
-	Rank int // only this rank; -1 for all
+	Ranks []int // only these ranks; nil: all
 }
 
 // Write writes the text listing of a Plan: per rank and work queue, each WQE's index,
@@ -35,7 +36,7 @@ func Write(w io.Writer, p *ir.Plan, opt Options) error {
 // writeAll writes every rank of p, then closes the listing.
 func (lw *Writer) writeAll(p *ir.Plan) error {
 	workers := min(runtime.GOMAXPROCS(0), len(p.Ranks))
-	if workers <= 1 || lw.opt.Rank >= 0 {
+	if workers <= 1 || lw.opt.Ranks != nil {
 		for r := range p.Ranks {
 			if err := lw.Rank(p, r); err != nil {
 				return err
@@ -170,7 +171,7 @@ func (lw *Writer) Render(p *ir.Plan, r int) *Block {
 	b.text = b.text[:0]
 	b.err = nil
 	switch {
-	case lw.opt.Rank >= 0 && r != lw.opt.Rank:
+	case lw.opt.Ranks != nil && !slices.Contains(lw.opt.Ranks, r):
 	case lw.json:
 		buf := bytes.NewBuffer(b.text)
 		enc := json.NewEncoder(buf)

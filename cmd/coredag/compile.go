@@ -20,7 +20,7 @@ func init() {
 type compileCmd struct {
 	paramFlags
 	Target string `default:"connectx" help:"Target to compile for (see coredag targets)."`
-	Rank   int    `default:"-1" help:"List only this rank (default: all)."`
+	Rank   []int  `help:"List only these ranks (repeatable, or a comma-separated list; default: all), as dot --rank draws only them."`
 	Format string `default:"text" enum:"text,json" help:"Listing format: text or json (docs/compile-json.md)."`
 	Out    string `short:"o" placeholder:"FILE" help:"Write the listing to FILE instead of stdout."`
 	File   string `arg:"" name:"file" help:"Plan file (- for stdin)."`
@@ -53,8 +53,10 @@ func (c *compileCmd) Run(e *env) error {
 		}
 	}
 	l, err := mustLoad(e, c.File, c.paramFlags, c.Format == "json", opt)
-	if err == nil && (c.Rank < -1 || c.Rank >= l.graph.Ranks) {
-		err = usageError("--rank %d: plan %s has ranks 0..%d", c.Rank, l.graph.Name, l.graph.Ranks-1)
+	for _, r := range c.Rank {
+		if err == nil && (r < 0 || r >= l.graph.Ranks) {
+			err = usageError("--rank %d: plan %s has ranks 0..%d", r, l.graph.Name, l.graph.Ranks-1)
+		}
 	}
 	switch {
 	case err != nil:
@@ -78,7 +80,7 @@ func (c *compileCmd) Run(e *env) error {
 // is then replayed on the NIC model (replayChains) before the listing is closed. The lowering's
 // own error (diagnostics, the replay's included) comes apart from w's.
 func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileErr, err error) {
-	opt := listing.Options{Rank: c.Rank}
+	opt := listing.Options{Ranks: c.Rank}
 	lw := listing.NewWriter(w, opt)
 	if c.Format == "json" {
 		lw = listing.NewJSONWriter(w, opt)

@@ -39,7 +39,7 @@ func TestCompileReplaysChains(t *testing.T) {
 			run := func(mangle func(*ir.Plan)) (error, string, string) {
 				var stdout, stderr bytes.Buffer
 				cmd := &compileCmd{paramFlags: paramFlags{Params: []string{"ranks=4"}, Type: "f32"}, Target: "connectx",
-					Rank: -1, Format: c.format, File: plan, mangle: mangle}
+					Format: c.format, File: plan, mangle: mangle}
 				if c.out != "" {
 					cmd.Out = filepath.Join(dir, c.out)
 				}

@@ -49,7 +49,7 @@ func listingOrError(g *ir.Graph, tg ir.Target) string {
 		diag.Print(&b, err, nil)
 		return "compile error:\n" + b.String()
 	}
-	if err := listing.Write(&b, p, listing.Options{Rank: -1}); err != nil {
+	if err := listing.Write(&b, p, listing.Options{}); err != nil {
 		return "listing error: " + err.Error()
 	}
 	return b.String()
@@ -98,7 +98,7 @@ func TestGoldenJSON(t *testing.T) {
 	for _, target := range []string{"connectx", "connectx-inline", "generic"} {
 		p := compileFor(t, g, target)
 		var b bytes.Buffer
-		require.NoError(t, listing.WriteJSON(&b, p, listing.Options{Rank: -1}))
+		require.NoError(t, listing.WriteJSON(&b, p, listing.Options{}))
 		golden(t, fmt.Sprintf("../../testdata/compile/ring_allreduce.r4.%s.json", target), b.String())
 	}
 }
@@ -120,7 +120,7 @@ func TestJSONOpcodes(t *testing.T) {
 			continue // refuses held-back receives (trigger_test.go)
 		}
 		var b bytes.Buffer
-		require.NoError(t, listing.WriteJSON(&b, compileFor(t, g, tg.Name), listing.Options{Rank: -1}))
+		require.NoError(t, listing.WriteJSON(&b, compileFor(t, g, tg.Name), listing.Options{}))
 		var doc struct {
 			Ranks []struct {
 				Queues []struct {

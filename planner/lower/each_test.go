@@ -34,13 +34,13 @@ func TestCompileEachListsAsCompile(t *testing.T) {
 			want := listingOrError(g, tg)
 			var wantJSON bytes.Buffer
 			if whole, err := lower.Compile(g, tg); err == nil {
-				require.NoError(t, listing.WriteJSON(&wantJSON, whole, listing.Options{Rank: -1}))
+				require.NoError(t, listing.WriteJSON(&wantJSON, whole, listing.Options{}))
 			}
 			for _, asJSON := range []bool{false, true} {
 				var b bytes.Buffer
-				lw := listing.NewWriter(&b, listing.Options{Rank: -1})
+				lw := listing.NewWriter(&b, listing.Options{})
 				if asJSON {
-					lw = listing.NewJSONWriter(&b, listing.Options{Rank: -1})
+					lw = listing.NewJSONWriter(&b, listing.Options{})
 				}
 				var handed []int
 				p, err := lower.CompileEach(g, tg, func(p *ir.Plan, r int) func() error {
@@ -165,9 +165,9 @@ func TestWriteError(t *testing.T) {
 	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 64})
 	p := compileFor(t, g, "connectx")
 	var full bytes.Buffer
-	require.NoError(t, listing.Write(&full, p, listing.Options{Rank: -1}))
+	require.NoError(t, listing.Write(&full, p, listing.Options{}))
 	for _, write := range []func(io.Writer, *ir.Plan, listing.Options) error{listing.Write, listing.WriteJSON} {
-		err := write(&failAfter{n: full.Len() / 3}, p, listing.Options{Rank: -1})
+		err := write(&failAfter{n: full.Len() / 3}, p, listing.Options{})
 		assert.EqualError(t, err, "disk full")
 	}
 }
