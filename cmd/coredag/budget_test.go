@@ -70,6 +70,7 @@ func writeTemp(t *testing.T, name, text string) string {
 // front with the figure (they used to panic in makeslice or die allocating), and a negative
 // --explore is a usage error.
 func TestRunBudgetFlags(t *testing.T) {
+	t.Parallel()
 	const plan = "plans/ring_allreduce.dag"
 	for _, tc := range []struct {
 		args []string
@@ -95,6 +96,7 @@ func TestRunBudgetFlags(t *testing.T) {
 // used to print PASS, grow to gigabytes and crash without writing the trace); one that fits is
 // written, its text streamed to the file, in memory that does not grow with the iterations.
 func TestRunBudgetTimeline(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "t.json")
 	code, text, elapsed := capped(t, "", nil, "run", "--mem", "64MiB", "--iters", "20000", "-p", "ranks=16", "--timeline", out, "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, text)
@@ -112,6 +114,7 @@ func TestRunBudgetTimeline(t *testing.T) {
 // figure, before anything is allocated (a 1 GiB buffer passed check and then died in the Go
 // runtime); check still accepts the plan.
 func TestRunBudgetBuffers(t *testing.T) {
+	t.Parallel()
 	plan := writeTemp(t, "big.dag", "plan big\nparam ranks = 4\nbuffer a u64[1GiB]\nbuffer b u8[16]\n")
 	code, out, _ := capped(t, "", nil, "check", plan)
 	assert.Equal(t, exitOK, code, out)
@@ -136,6 +139,7 @@ func TestRunBudgetBuffers(t *testing.T) {
 // TestRunDefaultBudget: a normal run passes within the default budget (here the 4 GiB address
 // space); a tiny budget refuses it with the figure, from the flag or the environment.
 func TestRunDefaultBudget(t *testing.T) {
+	t.Parallel()
 	code, out, _ := capped(t, "", nil, "run", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitOK, code, out)
 	assert.True(t, strings.HasPrefix(out, "PASS plans/ring_allreduce.dag"), out)
@@ -160,6 +164,7 @@ func TestRunDefaultBudget(t *testing.T) {
 // TestInputSizeLimit: files, devices and stdin are read up to 16 MiB; past that the command
 // stops with exit 2 instead of reading forever.
 func TestInputSizeLimit(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		stdin string
 		args  []string
@@ -185,6 +190,7 @@ func TestInputSizeLimit(t *testing.T) {
 // TestPlanSizeFailsFast: a loop to 10**9 and a 2^20-term expression fail in well under a
 // second of parsing and elaborating, positioned and in the language's words.
 func TestPlanSizeFailsFast(t *testing.T) {
+	t.Parallel()
 	loop := writeTemp(t, "loop.dag", "plan p\nfor j in 0 .. 10**9 { op x[j] = nop }\n")
 	code, out, elapsed := capped(t, loop, nil, "check", "-")
 	assert.Equal(t, exitFail, code, out)

@@ -13,6 +13,7 @@ import (
 // params with `let ok = 1 / (cond)`. They still check and run, and elaborate to as many ops as
 // the library's versions of them.
 func TestCompatPlans(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../testdata/compat/*.dag") // the binary runs from the root
 	require.NoError(t, err)
 	require.NotEmpty(t, files)

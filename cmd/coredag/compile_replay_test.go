@@ -29,6 +29,7 @@ func dropWaits(p *ir.Plan) {
 // not enforce the plan are an internal error naming the op and the chain entries, and -o is
 // left as it was.
 func TestCompileReplaysChains(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	copyPlan(t, dir, "ring_allreduce.dag")
 	plan := filepath.Join(dir, "ring_allreduce.dag")
@@ -84,6 +85,7 @@ func TestCompileReplaysChains(t *testing.T) {
 // A triggered plan with more work on a rank than the triggered proof takes in reasonable time is
 // replayed in part, and compile says so.
 func TestCompileTriggeredReplayInPart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	copyPlan(t, dir, "ring_allreduce.dag")
 	for _, c := range []struct {

@@ -87,6 +87,7 @@ func parseHunk(t *testing.T, l string) (x0, n0, x1, n1 int) {
 var hunkHeader = regexp.MustCompile(`^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@`)
 
 func TestUnifiedDiff(t *testing.T) {
+	t.Parallel()
 	assert.Empty(t, unifiedDiff("f", []byte("a\nb\n"), []byte("a\nb\n")))
 	d := unifiedDiff("f.dag", []byte("a\nb\nc\n"), []byte("a\nB\nc\n"))
 	assert.Equal(t, "--- f.dag.orig\n+++ f.dag\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n", string(d))
@@ -137,6 +138,7 @@ func splitLines(b []byte) []string {
 // nearby edits, so every later hunk started too early). Against diff itself when it is installed,
 // and always against the headers it printed for the first case.
 func TestUnifiedDiffHeaders(t *testing.T) {
+	t.Parallel()
 	type pair struct{ name, a, b string }
 	var pairs []pair
 	// Two edits close enough to share a hunk, then more hunks: diff -u prints

@@ -95,6 +95,7 @@ func readDocExamples(t *testing.T, dir string) []docExample {
 // TestDocsExamplesAreValid: every complete plan of the reference is accepted, runs on the
 // software NIC with memory equal to the serial reference, and is already formatted.
 func TestDocsExamplesAreValid(t *testing.T) {
+	t.Parallel()
 	for _, ex := range readDocExamples(t, docsExamples) {
 		t.Run(filepath.Base(ex.path), func(t *testing.T) {
 			require.Empty(t, ex.want, "a plan with # want lines belongs in %s", docsErrors)
@@ -113,6 +114,7 @@ func TestDocsExamplesAreValid(t *testing.T) {
 // TestDocsErrorExamples: every diagnostic example prints exactly its # want lines and exits with
 // its code.
 func TestDocsErrorExamples(t *testing.T) {
+	t.Parallel()
 	for _, ex := range readDocExamples(t, docsErrors) {
 		t.Run(filepath.Base(ex.path), func(t *testing.T) {
 			require.NotEmpty(t, ex.want, "%s needs # want lines", ex.path)
@@ -140,6 +142,7 @@ func TestDocsErrorExamples(t *testing.T) {
 // TestDocsErrorExampleCodes: every diagnostic of an error example has the code of its family,
 // which is the start of the example's name (docs/language.md, Reading a diagnostic).
 func TestDocsErrorExampleCodes(t *testing.T) {
+	t.Parallel()
 	family := map[string]diag.Code{
 		"syntax": diag.Syntax, "names": diag.Name, "expr": diag.Expr, "shape": diag.Shape, "access": diag.Access,
 		"match": diag.Match, "cycle": diag.Cycle, "fifo": diag.Deadlock, "race": diag.Race, "expect": diag.Expect, "assert": diag.Assert, "limit": diag.Limit, "target": diag.Target,
@@ -219,6 +222,7 @@ func fences(t *testing.T, md string) []*fence {
 // TestDocsLanguageQuotesExamples: the ```dag blocks of the reference are exactly the example
 // files, and each error example's block is followed by the output its # want lines expect.
 func TestDocsLanguageQuotesExamples(t *testing.T) {
+	t.Parallel()
 	md, err := os.ReadFile(filepath.Join("..", "..", docsLanguage))
 	require.NoError(t, err)
 	examples := append(readDocExamples(t, docsExamples), readDocExamples(t, docsErrors)...)

@@ -18,6 +18,7 @@ import (
 
 // TestDotStdoutDeterministic: DOT on stdout is the same bytes on every run, in both views.
 func TestDotStdoutDeterministic(t *testing.T) {
+	t.Parallel()
 	for _, view := range []string{"graph", "plan"} {
 		code1, out1, stderr := coredag(t, "", "dot", "--view", view, "-p", "ranks=4", "plans/ring_allreduce.dag")
 		require.Equal(t, 0, code1, stderr)
@@ -30,6 +31,7 @@ func TestDotStdoutDeterministic(t *testing.T) {
 
 // TestDotSVG: -o x.svg writes well-formed XML that names the plan's ops.
 func TestDotSVG(t *testing.T) {
+	t.Parallel()
 	drawtest.NeedDot(t, viz.DotProgram)
 	out := filepath.Join(t.TempDir(), "ring.svg")
 	code, stdout, stderr := coredag(t, "", "dot", "-p", "ranks=2", "-o", out, "plans/ring_allreduce.dag")
@@ -45,6 +47,7 @@ func TestDotSVG(t *testing.T) {
 
 // TestDotPNG: -o x.png writes a PNG with filled, outlined shapes, in both views.
 func TestDotPNG(t *testing.T) {
+	t.Parallel()
 	drawtest.NeedDot(t, viz.DotProgram)
 	for _, view := range []string{"plan", "graph"} {
 		out := filepath.Join(t.TempDir(), "ring.png")
@@ -60,6 +63,7 @@ func TestDotPNG(t *testing.T) {
 // TestDotUsageErrors: an output format coredag cannot write, a rank the plan lacks and a
 // non-positive limit are usage errors (exit 2) that write nothing.
 func TestDotUsageErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tt := range []struct {
 		args []string
@@ -82,6 +86,7 @@ func TestDotUsageErrors(t *testing.T) {
 // TestDotPlanGeneric: the plan view compiles for the target asked for; the generic target has no
 // WAIT or ENABLE entries.
 func TestDotPlanGeneric(t *testing.T) {
+	t.Parallel()
 	code, generic, stderr := coredag(t, "", "dot", "--view", "plan", "--target", "generic", "-p", "ranks=2", "plans/ring_allreduce.dag")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, generic, "target generic")
@@ -98,6 +103,7 @@ func TestDotPlanGeneric(t *testing.T) {
 // TestDotWithoutGraphviz: with no usable dot program, drawing SVG or PNG fails with exit 1 and a
 // message saying what is missing, writes no file and does not panic; DOT output still works.
 func TestDotWithoutGraphviz(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	noDot := "PATH=" + t.TempDir()
 	for _, tt := range []struct {
@@ -138,6 +144,7 @@ func fakeDot(t *testing.T, script string) string {
 // TestDotFailingGraphviz: a dot that fails has its messages shown, one that takes too long is
 // stopped at --timeout with advice naming --limit; either way exit 1 and no file.
 func TestDotFailingGraphviz(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "x.svg")
 	failing := fakeDot(t, "cat >/dev/null; echo 'Error: out of cheese' >&2; exit 2\n")
 	code, _, stderr := coredagEnv(t, []string{"COREDAG_DOT=" + failing}, "", "dot", "-o", out, "plans/ring_allreduce.dag")
@@ -159,6 +166,7 @@ func TestDotFailingGraphviz(t *testing.T) {
 // TestDotRefusesLargeLayout: an SVG or PNG of more nodes than Graphviz lays out in about 10 s is
 // refused before dot starts, naming the count, the bound and --limit; DOT output is not bounded.
 func TestDotRefusesLargeLayout(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "dot-ran")
 	spy := fakeDot(t, "touch "+marker+"; cat >/dev/null; exit 1\n")
@@ -189,6 +197,7 @@ func TestDotRefusesLargeLayout(t *testing.T) {
 // ones: 9,870 edges, which dot lays out for minutes) is refused before dot starts, naming both
 // counts, the edge bound and --limit.
 func TestDotRefusesManyEdges(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "dot-ran")
 	spy := fakeDot(t, "touch "+marker+"; cat >/dev/null; exit 1\n")

@@ -11,6 +11,7 @@ import (
 // TestCheckCountsProvenPostconditions: a clean plan's line says how many postconditions check
 // proved, and only when it has some.
 func TestCheckCountsProvenPostconditions(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := coredag(t, "", "check", "-p", "ranks=8", "plans/pairwise_alltoall.dag", "plans/cas_handoff.dag")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "plans/pairwise_alltoall.dag: ok (plan pairwise_alltoall, 8 ranks, 120 ops, 2 postconditions proven)\n")
@@ -20,6 +21,7 @@ func TestCheckCountsProvenPostconditions(t *testing.T) {
 // TestRunChecksPostconditions: run lists the postconditions it checked on values, in text and
 // JSON.
 func TestRunChecksPostconditions(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := coredag(t, "", "run", "-p", "ranks=3", "plans/notify_scatter.dag")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, " RNR retries\n  held: expect scatter dst from src root 0\n  held: expect unchanged src\n")

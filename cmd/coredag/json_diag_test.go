@@ -18,6 +18,7 @@ import (
 // TestCheckJSONRace: a race in --json carries its code, both accesses (the primary position and
 // a related one), the ranks and the suggested fix.
 func TestCheckJSONRace(t *testing.T) {
+	t.Parallel()
 	racy := "plan racy\nparam ranks = 2\nbuffer data f32[4] init rank + 1\nbuffer tmp f32[4]\n" +
 		"queue q to (rank + 1) % ranks\nop tx = send q data\nop rx = recv q tmp\nop red = reduce sum data from tmp after rx\n"
 	code, stdout, stderr := coredag(t, racy, "check", "--json", "-")
@@ -47,6 +48,7 @@ func TestCheckJSONRace(t *testing.T) {
 
 // TestCheckJSONMisspelt: a misspelt name comes with a fix that replaces it.
 func TestCheckJSONMisspelt(t *testing.T) {
+	t.Parallel()
 	code, stdout, _ := coredag(t, "plan p\nbuffer data u8[4]\nop c = copy date[0:2] to data[2:4]\n", "check", "--json", "-")
 	require.Equal(t, exitFail, code)
 	var reports []checkReport
@@ -68,6 +70,7 @@ func TestCheckJSONMisspelt(t *testing.T) {
 // TestRunDiagnostics: a failed run's error, in run --json, carries a code and the positions the
 // engine could place: an op's fault at the op, a hang at the stuck entry with what it waits for.
 func TestRunDiagnostics(t *testing.T) {
+	t.Parallel()
 	at := diag.At("p.dag", 3, 4)
 	op := &exec.OpError{Op: "w", Rank: 1, Queue: "q", Pos: at, Err: errors.New("remote access error")}
 	assert.Equal(t, []diag.JSON{{Code: diag.Fault, File: "p.dag", Line: 3, Col: 4, Message: "op w on rank 1, queue q: remote access error"}},

@@ -67,6 +67,7 @@ func alive(pid int) bool {
 // child sleeps) kills dot and its child, says what was stopped and exits 143 or 130, leaving no
 // file; before, dot ran on for minutes after coredag had gone.
 func TestSignalStopsDot(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs /proc to see the processes left")
 	}
@@ -106,6 +107,7 @@ func TestSignalStopsDot(t *testing.T) {
 // temporary file, leaves the old file as it was, says so and exits 143; before, the temporary
 // file stayed (500 MB in one run).
 func TestSignalMidWrite(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	copyPlan(t, dir, "ring_allreduce.dag")
 	out := filepath.Join(dir, "out.txt")

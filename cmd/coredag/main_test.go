@@ -119,6 +119,7 @@ func TestPlansCheck(t *testing.T) {
 }
 
 func TestCheckExitCodesAndJSON(t *testing.T) {
+	t.Parallel()
 	code, _, stderr := coredag(t, "")
 	assert.Equal(t, exitUsage, code, stderr)
 
@@ -155,6 +156,7 @@ func TestCheckExitCodesAndJSON(t *testing.T) {
 }
 
 func TestFmt(t *testing.T) {
+	t.Parallel()
 	messy := "plan   x\nparam ranks=2 # c\nbuffer b u8[4]\nop a=copy b[0:2] to b[2:4]\n"
 	tidy := "plan x\nparam ranks = 2 # c\nbuffer b u8[4]\nop a = copy b[0:2] to b[2:4]\n"
 	code, stdout, _ := coredag(t, messy, "fmt")
@@ -192,6 +194,7 @@ func TestFmt(t *testing.T) {
 }
 
 func TestCheckExplainRaces(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile(filepath.Join("..", "..", "testdata", "scale", "ring_allreduce.dag")) // one receive slot
 	require.NoError(t, err)
 	racy := bytes.Replace(src, []byte("tx[s], rx[s] after red[s - 1]"), []byte("tx[s] after red[s - 1]"), 1)
@@ -215,6 +218,7 @@ func TestCheckExplainRaces(t *testing.T) {
 }
 
 func TestCheckManyFiles(t *testing.T) {
+	t.Parallel()
 	// An unreadable file does not stop the others from being checked; it makes the exit 2.
 	code, stdout, stderr := coredag(t, "", "check", "plans/ring_allreduce.dag", "no/such.dag", "plans/pipeline_chain.dag")
 	assert.Equal(t, exitUsage, code)
@@ -236,6 +240,7 @@ func TestCheckManyFiles(t *testing.T) {
 }
 
 func TestCompileJSONDiagnostics(t *testing.T) {
+	t.Parallel()
 	bad := "plan p\nparam ranks = 2\nbuffer b u8[4]\nop c = copy b[0:2] to b[1:5]\n"
 	code, stdout, _ := coredag(t, bad, "compile", "--format", "json", "-")
 	assert.Equal(t, exitFail, code)
@@ -261,6 +266,7 @@ func requireWellFormedXML(t *testing.T, data []byte) {
 // --cpuprofile and --memprofile write pprof profiles (gzipped protocol buffers) of the command;
 // a profile that cannot be written is refused before the command runs.
 func TestProfiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
 	code, _, stderr := coredag(t, "", "check", "--cpuprofile", cpu, "--memprofile", mem, "-p", "ranks=16", "plans/ring_allreduce.dag")

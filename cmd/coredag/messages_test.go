@@ -21,6 +21,7 @@ import (
 // that fails is a diagnostic of check; what it cannot prove within its budget it says in a note,
 // and then `run --json` reports the failure with its position.
 func TestInitCheckedWhole(t *testing.T) {
+	t.Parallel()
 	failsLate := "plan big\nbuffer a u8[8MiB] init 1 / (i - 5000000)\nop n = nop\n"
 	code, _, stderr := coredag(t, failsLate, "check", "-")
 	assert.Equal(t, exitFail, code, stderr)
@@ -53,6 +54,7 @@ func TestInitCheckedWhole(t *testing.T) {
 // TestDiagnosticsJSONPositions: every diagnostic in JSON carries its position, whatever form
 // the error took on its way (a list, one diagnostic, an op's runtime fault).
 func TestDiagnosticsJSONPositions(t *testing.T) {
+	t.Parallel()
 	at := diag.At("p.dag", 3, 4)
 	for _, err := range []error{
 		diag.List{{Code: diag.Name, Pos: at, Msg: "boom"}},
@@ -68,6 +70,7 @@ func TestDiagnosticsJSONPositions(t *testing.T) {
 // TestNoTerminalEscapes: neither a plan's text nor a file name reaches the terminal raw: an
 // error on a line whose comment holds an OSC sequence, and a file name with a colour sequence.
 func TestNoTerminalEscapes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	plan := "plan p\nparam ranks = 2\nop a = nop after zz   # \x1b]0;pwned\x07\n"
 	path := filepath.Join(dir, "x\x1b[31m.dag")
@@ -104,6 +107,7 @@ func TestNoTerminalEscapes(t *testing.T) {
 // TestParamUsageErrors: a -p the plan cannot take is a mistake in the command line: exit 2, for
 // every command that reads a plan.
 func TestParamUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"check", "-p", "nosuch=1", "plans/ring_allreduce.dag"},
 		{"check", "--json", "-p", "nosuch=1", "plans/ring_allreduce.dag"},
@@ -124,6 +128,7 @@ func TestParamUsageErrors(t *testing.T) {
 // TestTargetLimitGrouped: a queue too shallow on every rank, by different amounts, is one
 // diagnostic worded with the largest need, the other ranks listed as likewise.
 func TestTargetLimitGrouped(t *testing.T) {
+	t.Parallel()
 	plan := writeTemp(t, "shallow.dag", `plan t
 param ranks = 3
 buffer a u8[64] remote_write

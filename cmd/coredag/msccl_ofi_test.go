@@ -12,6 +12,7 @@ import (
 // TestRunOFIMSCCL runs an MSCCL-IR algorithm on libfabric's triggered operations (every rank in
 // one process) and checks its postcondition on the values.
 func TestRunOFIMSCCL(t *testing.T) {
+	t.Parallel()
 	const xml = "testdata/msccl/ring_allreduce_4.xml"
 	code, stdout, stderr := coredagEnv(t, ofiEnv, "", "run", "--provider", "ofi", "--ofi-provider", "sockets",
 		"--target", "triggered-sockets", "--iters", "3", xml)

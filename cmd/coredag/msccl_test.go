@@ -14,6 +14,7 @@ import (
 // compile lowers it for connectx and triggered, run runs it on the triggered target with both
 // engines and checks the postcondition on the values.
 func TestMSCCLCommands(t *testing.T) {
+	t.Parallel()
 	const xml = "testdata/msccl/ring_allreduce_4.xml"
 	code, stdout, stderr := coredag(t, "", "check", xml)
 	require.Equal(t, exitOK, code, stderr)
@@ -37,6 +38,7 @@ func TestMSCCLCommands(t *testing.T) {
 // A wrong algorithm is refused by check at the coll attribute, with the missing contribution and
 // the step that last wrote the wrong element.
 func TestMSCCLCheckRefuses(t *testing.T) {
+	t.Parallel()
 	const xml = "testdata/msccl/bad_expect.xml"
 	code, _, stderr := coredag(t, "", "check", xml)
 	assert.Equal(t, exitFail, code)
@@ -46,6 +48,7 @@ func TestMSCCLCheckRefuses(t *testing.T) {
 
 // import prints the postcondition; export without --coll takes the collective back from it.
 func TestMSCCLImportExport(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dag := filepath.Join(dir, "ring.dag")
 	code, _, stderr := coredag(t, "", "import", "msccl", "-o", dag, "testdata/msccl/ring_allreduce_4.xml")
@@ -66,6 +69,7 @@ func TestMSCCLImportExport(t *testing.T) {
 // what XML cannot hold), import quotes coll in the plan's comments; a Latin-1 file is refused in
 // words, not with the XML decoder's names.
 func TestMSCCLHostileValues(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dag := filepath.Join(dir, "ring.dag")
 	code, _, stderr := coredag(t, "", "import", "msccl", "-o", dag, "testdata/msccl/ring_allreduce_4.xml")

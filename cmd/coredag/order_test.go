@@ -11,6 +11,7 @@ import (
 // A write, then a send on one queue: clean on the RC targets, with a warning naming the ordering
 // relied on without --target; a race on the targets that lack it.
 func TestCheckTargetOrdering(t *testing.T) {
+	t.Parallel()
 	const plan = "docs/examples/errors/race_order_send.dag"
 	code, stdout, stderr := coredag(t, "", "check", plan)
 	require.Equal(t, exitOK, code, stderr)
@@ -45,6 +46,7 @@ func TestCheckTargetOrdering(t *testing.T) {
 
 // targets shows each target's ordering, in text and JSON.
 func TestTargetsOrdering(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := coredag(t, "", "targets")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "ORDER (FI_ORDER_*)")

@@ -15,6 +15,7 @@ import (
 // and the file behind it is left as it was; the kernel's fs.protected_symlinks would not help,
 // since coredag follows the links itself. Giving the link another owner needs root.
 func TestOutputThroughPlantedLink(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("giving a link another owner needs root")
 	}
@@ -47,6 +48,7 @@ func TestOutputThroughPlantedLink(t *testing.T) {
 // TestOutputOnKernelFS: an output on procfs is refused with the reason before the work (it
 // said "no such file or directory" once the work was done).
 func TestOutputOnKernelFS(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/proc/version"); err != nil {
 		t.Skip("no /proc/version")
 	}

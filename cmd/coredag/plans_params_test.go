@@ -78,6 +78,7 @@ func assertFailsAt(t *testing.T, plan, set string, a *dsl.AssertStmt) {
 // is refused with that message at the assert's line and column, not with whatever breaks
 // further down (a division by zero, an empty buffer, a wrong postcondition).
 func TestPlansAssertParams(t *testing.T) {
+	t.Parallel()
 	// Values out of range: below the least a param takes, and a root that is not a rank of the
 	// default world size (4).
 	bad := func(p string) []string {
@@ -112,6 +113,7 @@ func TestPlansAssertParams(t *testing.T) {
 // TestPlansAssertRanks: the plans that take fewer world sizes than coredag does say so with an
 // assert at its position.
 func TestPlansAssertRanks(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ plan, set, word string }{
 		{"plans/binomial_reduce.dag", "ranks=64", "1 to 63"},
 		{"plans/recursive_doubling_allreduce.dag", "ranks=6", "power of two"},

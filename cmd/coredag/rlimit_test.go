@@ -39,6 +39,7 @@ func underAddressLimit(t *testing.T, env []string, args ...string) (int, string)
 // of the ring allreduce was sized for 4096 or 65536 ranks before the op limit stopped it, and
 // --mem 100GiB was taken at its word).
 func TestAddressLimit(t *testing.T) {
+	t.Parallel()
 	const ring = "plans/ring_allreduce.dag"
 	code, out := underAddressLimit(t, nil, "check", "-p", "ranks=4096", ring)
 	assert.Equal(t, exitFail, code, out)

@@ -30,6 +30,7 @@ import (
 // checker accepts hangs on the software NIC, so the drawing itself is tested on real hangs below,
 // through the function the command calls.)
 func TestRunOnHangHealthy(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "hang.svg")
 	for _, engine := range []string{"offload", "poll"} {
 		code, stdout, stderr := coredag(t, "", "run", "--engine", engine, "--on-hang", out, "-p", "ranks=4", "plans/ring_allreduce.dag")
@@ -135,6 +136,7 @@ func entryLabel(plan *ir.Plan, l *exec.WQELoc) string {
 // TestWriteHangViewOffload: the drawing of an offload hang marks the stuck WAIT and the WQE it
 // awaits, captions the diagnosis, and comes out in every format.
 func TestWriteHangViewOffload(t *testing.T) {
+	t.Parallel()
 	plan, h, stuck := hangOffload(t)
 	require.NotEmpty(t, h.Stuck)
 	first := h.Stuck[0]
@@ -188,6 +190,7 @@ func TestWriteHangViewNoDot(t *testing.T) {
 // TestWriteHangViewPoll: the polling engine blames ops; Run places them in the plan, and the
 // drawing marks them.
 func TestWriteHangViewPoll(t *testing.T) {
+	t.Parallel()
 	plan, h := hangPoll(t)
 	var placed int
 	for _, s := range h.Stuck {

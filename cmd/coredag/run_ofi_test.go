@@ -50,6 +50,7 @@ func runRanks(t *testing.T, env []string, args ...[]string) []procOut {
 // TestRunOFI runs two plans with every rank in one process: the offload engine on
 // triggered-sockets, and the poll engine on generic.
 func TestRunOFI(t *testing.T) {
+	t.Parallel()
 	for _, f := range []string{"plans/ring_allreduce.dag", "plans/notify_scatter.dag"} {
 		for _, target := range []string{"triggered-sockets", "generic"} {
 			code, stdout, stderr := coredagEnv(t, ofiEnv, "", "run", "--provider", "ofi", "--ofi-provider", "sockets",
@@ -72,6 +73,7 @@ func freePort(t *testing.T) string {
 // TestRunOFITwoProcesses runs a plan with one process per rank, the ranks exchanging endpoint
 // addresses and keys through the bootstrap on 127.0.0.1.
 func TestRunOFITwoProcesses(t *testing.T) {
+	t.Parallel()
 	addr := freePort(t)
 	res := runRanks(t, jobEnv,
 		[]string{"--iters", "3", "--rank", "0", "--ranks", "2", "--bootstrap", addr, "plans/ring_allreduce.dag"},
@@ -87,6 +89,7 @@ func TestRunOFITwoProcesses(t *testing.T) {
 // user's, say) is told it did not reach its job's rank 0 and exits; the job's own rank 1 joins and
 // the run passes.
 func TestRunOFIStranger(t *testing.T) {
+	t.Parallel()
 	addr := freePort(t)
 	rank := func(r string) []string {
 		return []string{"--rank", r, "--ranks", "2", "--bootstrap", addr, "plans/ring_allreduce.dag"}
@@ -120,6 +123,7 @@ func TestRunOFIStranger(t *testing.T) {
 // they connect, each naming the difference, instead of failing in the run (with a remote access
 // error for fault_size.dag, whose rank 1 then registers 8 bytes where rank 0 writes 64).
 func TestRunOFIJobMismatch(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name, plan string
 		rank1      []string
@@ -148,6 +152,7 @@ func TestRunOFIJobMismatch(t *testing.T) {
 // TestRunOFIPerProcessUsage: the flags of a run of one process per rank are checked before
 // anything starts, each error naming the value and its source.
 func TestRunOFIPerProcessUsage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	loose := filepath.Join(dir, "secret")
 	require.NoError(t, os.WriteFile(loose, []byte("a-secret-long-enough-for-a-job\n"), 0o644))
@@ -182,6 +187,7 @@ func TestRunOFIPerProcessUsage(t *testing.T) {
 
 // TestRunOFIBootstrapLoopbackOnly: the bootstrap of an ofi run listens on loopback only.
 func TestRunOFIBootstrapLoopbackOnly(t *testing.T) {
+	t.Parallel()
 	code, _, stderr := coredagEnv(t, ofiEnv, "", "run", "--provider", "ofi", "--rank", "0", "--ranks", "2",
 		"--bootstrap", "0.0.0.0:1", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, stderr)
@@ -191,6 +197,7 @@ func TestRunOFIBootstrapLoopbackOnly(t *testing.T) {
 // A libfabric provider this host lacks (cxi, off Slingshot) is refused as every error is: on
 // stderr, after "coredag: ", naming the flag.
 func TestRunOFIUnknownProvider(t *testing.T) {
+	t.Parallel()
 	code, _, stderr := coredag(t, "", "run", "--provider", "ofi", "--ofi-provider", "cxi", "plans/ring_allgather.dag")
 	assert.Equal(t, exitFail, code)
 	assert.Regexp(t, `^coredag: --provider ofi: libfabric offers no provider "cxi"`, stderr)

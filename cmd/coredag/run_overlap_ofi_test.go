@@ -12,6 +12,7 @@ import (
 // TestRunOverlapOFI: run --overlap on libfabric's sockets provider, both engines, every rank in
 // this process: the overlap lines follow a PASS verdict. One rank per process is refused.
 func TestRunOverlapOFI(t *testing.T) {
+	t.Parallel()
 	const plan = "plans/ring_allreduce.dag"
 	for _, target := range []string{"triggered-sockets", "generic"} {
 		code, stdout, stderr := coredagEnv(t, ofiEnv, "", "run", "--overlap", "--provider", "ofi", "--ofi-provider", "sockets",

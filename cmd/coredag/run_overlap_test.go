@@ -12,6 +12,7 @@ import (
 // checked after the phases that ran the plan, on both engines, in text and in JSON. The figures
 // are timings: only their presence and consistency are checked.
 func TestRunOverlap(t *testing.T) {
+	t.Parallel()
 	const plan = "plans/ring_allreduce.dag"
 	for _, engine := range []string{"offload", "poll"} {
 		code, stdout, stderr := coredag(t, "", "run", "--overlap", "--engine", engine, "--iters", "3", "-p", "n=64", plan)
@@ -55,6 +56,7 @@ func TestRunOverlapDefaults(t *testing.T) {
 
 // TestRunOverlapRefusals: what --overlap cannot measure is a usage error, before anything runs.
 func TestRunOverlapRefusals(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--explore", "2"},
 		{"--dump", "data"},

@@ -30,6 +30,7 @@ func runJSON(t *testing.T, want int, args ...string) runReport {
 // TestRunPlans: every plan in plans/ runs on the offload engine (managed and inline lowering)
 // and on the polling engine, and its memory matches the reference on every rank.
 func TestRunPlans(t *testing.T) {
+	t.Parallel()
 	for _, f := range plansFiles(t) {
 		for _, c := range []struct{ engine, target string }{{"offload", "connectx"}, {"offload", "connectx-inline"}, {"poll", "generic"}} {
 			code, stdout, stderr := coredag(t, "", "run", "--engine", c.engine, "--target", c.target, "--iters", "2", f)
@@ -41,6 +42,7 @@ func TestRunPlans(t *testing.T) {
 }
 
 func TestRunEngines(t *testing.T) {
+	t.Parallel()
 	const plan = "plans/ring_allreduce.dag"
 	for _, c := range []struct {
 		args           []string
@@ -88,6 +90,7 @@ func TestRunEngines(t *testing.T) {
 // TestRunIters: counters add up over iterations; a persistent plan's second iteration posts
 // as much as its first.
 func TestRunIters(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []string{"offload", "poll"} {
 		one := runJSON(t, exitOK, "--engine", engine, "plans/pipeline_chain.dag")
 		seven := runJSON(t, exitOK, "--engine", engine, "--iters", "7", "plans/pipeline_chain.dag")
@@ -103,6 +106,7 @@ func TestRunIters(t *testing.T) {
 // TestRunParamsAndDump: -p changes the world and the sizes; --dump adds buffers.BUF[rank],
 // one array per rank with the buffer's elements, equal to the plan's known result.
 func TestRunParamsAndDump(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []string{"offload", "poll"} {
 		rep := runJSON(t, exitOK, "--engine", engine, "-p", "ranks=3", "-p", "n=5", "--dump", "data", "--dump", "tmp", "plans/ring_allreduce.dag")
 		assert.Equal(t, 3, rep.Ranks)
@@ -138,6 +142,7 @@ func TestRunParamsAndDump(t *testing.T) {
 
 // TestRunSeeds: --seed selects one schedule of the software NIC, --explore K runs K of them.
 func TestRunSeeds(t *testing.T) {
+	t.Parallel()
 	rep := runJSON(t, exitOK, "--seed", "5", "plans/atomic_fanin.dag")
 	assert.EqualValues(t, 5, rep.Seed)
 	assert.True(t, rep.OK)
@@ -168,6 +173,7 @@ func TestRunSeeds(t *testing.T) {
 // TestRunText: the human-readable output is a scannable verdict line, then what ran, latency
 // with units and the counters, with singular and plural nouns.
 func TestRunText(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := coredag(t, "", "run", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitOK, code)
 	assert.Empty(t, stderr)
@@ -193,6 +199,7 @@ func TestRunText(t *testing.T) {
 }
 
 func TestRunExitCodes(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args   []string
 		stderr string
@@ -237,6 +244,7 @@ func TestRunExitCodes(t *testing.T) {
 // TestRunNoProgressBarOffTerminal: a run longer than a second draws a progress bar only on a
 // terminal; with stderr a pipe, stderr stays empty.
 func TestRunNoProgressBarOffTerminal(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs for more than a second")
 	}
@@ -251,6 +259,7 @@ func TestRunNoProgressBarOffTerminal(t *testing.T) {
 }
 
 func TestFmtDuration(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		d    time.Duration
 		want string
@@ -273,6 +282,7 @@ func TestFmtDuration(t *testing.T) {
 }
 
 func TestRunEdgeCases(t *testing.T) {
+	t.Parallel()
 	// JSON has no infinities: they are dumped as strings and the report stays valid.
 	inf := "plan p\nparam ranks = 1\nbuffer b f32[2] init 1e39\nbuffer c f32[2]\nop x = copy b to c\n"
 	code, stdout, stderr := coredag(t, inf, "run", "--json", "--dump", "c", "-")
@@ -308,6 +318,7 @@ func TestRunEdgeCases(t *testing.T) {
 // TestRunTimeline: --timeline picks the poll engine and writes one completion event per op and
 // iteration as trace-event JSON; it refuses the offload engine and --explore.
 func TestRunTimeline(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "t.json")
 	code, stdout, stderr := coredag(t, "", "run", "--timeline", out, "--iters", "3", "plans/pipeline_chain.dag")
 	require.Equal(t, exitOK, code, stdout+stderr)

@@ -26,6 +26,7 @@ import (
 // time: each command runs 15 times, because glibc's per-thread malloc arenas (64 MB of address
 // space each, see arena_linux.go) made about one start in twenty run out of memory.
 func TestCheckUnderAddressLimit(t *testing.T) {
+	t.Parallel()
 	var cmds [][]string
 	for range 15 {
 		cmds = append(cmds, []string{"check", "plans/ring_allreduce.dag"}, []string{"dot", "plans/ring_allreduce.dag"})
@@ -49,6 +50,7 @@ func TestCheckUnderAddressLimit(t *testing.T) {
 // (mode 0777, owned by nobody when the test runs as root, with a cache file in it), check opens,
 // reads, creates and changes nothing there, as inotify and a before/after listing both show.
 func TestCheckIgnoresPlantedCache(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	planted := filepath.Join(tmp, "go-graphviz")
 	cacheDir := filepath.Join(planted, "wazero-v1.10.1-amd64-linux")

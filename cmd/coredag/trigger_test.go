@@ -92,6 +92,7 @@ func compileTriggeredJSON(t *testing.T, target, path string, params ...string) t
 // The JSON listing of a triggered plan carries each rank's counters, its triggered work (each
 // entry with its counter, threshold, kind, op and file:line) and its summary, as the text does.
 func TestCompileTriggeredJSON(t *testing.T) {
+	t.Parallel()
 	l := compileTriggeredJSON(t, "triggered-sockets", "testdata/compile/exchange.dag")
 	require.NotNil(t, l.Target.Trigger)
 	assert.Equal(t, "sockets", l.Target.Trigger.Provider)
@@ -186,6 +187,7 @@ func TestCompileTriggeredJSON(t *testing.T) {
 
 // The text listing ends each rank's triggered work with the same summary.
 func TestCompileTriggeredSummary(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := coredag(t, "", "compile", "--target", "triggered-sockets", "testdata/compile/exchange.dag")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "  triggered: 6 counters, 7 triggered entries outstanding per iteration (7 units, counter work costing 1; limit 4096), counters overflow after 4611686018427387903 iterations (q.sq.scnt, +2 per iteration, limit 9223372036854775807)\n")
@@ -195,6 +197,7 @@ func TestCompileTriggeredSummary(t *testing.T) {
 // check --target fails a plan over the target's limits with compile's diagnostics; without
 // --target the default target's limits are warnings and the plan passes.
 func TestCheckTarget(t *testing.T) {
+	t.Parallel()
 	// The teaching ring allreduce holds a receive back until the reduce that frees its buffer.
 	code, stdout, _ := coredag(t, "", "check", "--json", "--target", "triggered-cxi", "docs/examples/ring_allreduce.dag", "plans/ring_allgather.dag")
 	assert.Equal(t, exitFail, code)
@@ -233,6 +236,7 @@ func TestCheckTarget(t *testing.T) {
 
 // targets lists the trigger profiles, guesses marked, in text and JSON.
 func TestTargetsTriggerProfiles(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := coredag(t, "", "targets")
 	require.Equal(t, exitOK, code, stderr)
 	var row string

@@ -112,6 +112,7 @@ func bigMessyPlan(ops int) []byte {
 // text passes the limit fails with a message and leaves the plan byte for byte, with no
 // temporary file beside it. Without the limit the same command formats it and keeps its mode.
 func TestFmtWriteFileSizeLimit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src := bigMessyPlan(4000)
 	f := filepath.Join(dir, "big.dag")
@@ -141,6 +142,7 @@ func TestFmtWriteFileSizeLimit(t *testing.T) {
 // TestOutputFileSizeLimit: compile -o, dot -o and run --timeline over an existing file, under a
 // file size limit their output passes: exit 1, a message, the old file as it was.
 func TestOutputFileSizeLimit(t *testing.T) {
+	t.Parallel()
 	const limit = 4 // blocks: 2 or 4 KiB
 	for _, c := range []struct {
 		name, out string
@@ -179,6 +181,7 @@ func TestOutputFileSizeLimit(t *testing.T) {
 // TestOutputIsInput: an output that is the command's input, by name, through a symbolic or a
 // hard link, or as the file on stdin, is refused before anything runs: exit 2, plan untouched.
 func TestOutputIsInput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src := copyPlan(t, dir, "ring_allreduce.dag")
 	plan := filepath.Join(dir, "ring_allreduce.dag")
@@ -223,6 +226,7 @@ func TestOutputIsInput(t *testing.T) {
 // TestOutputPathErrors: an output path that cannot be written is a usage error, found before
 // the work (run prints no report).
 func TestOutputPathErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	copyPlan(t, dir, "ring_allreduce.dag")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "file"), nil, 0o644))
@@ -248,6 +252,7 @@ func TestOutputPathErrors(t *testing.T) {
 // TestOutputNotRegular: a device is written directly, never replaced; a symbolic link is
 // followed and stays a link.
 func TestOutputNotRegular(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	copyPlan(t, dir, "ring_allreduce.dag")
 	code, stdout, stderr := invocation{dir: dir}.run(t, "compile", "-o", "/dev/null", "ring_allreduce.dag")
@@ -278,6 +283,7 @@ func TestOutputNotRegular(t *testing.T) {
 
 // TestFmtStdin: `fmt -` formats stdin to stdout; -w and -l have no file to write or name.
 func TestFmtStdin(t *testing.T) {
+	t.Parallel()
 	messy := "plan   x\nparam ranks=2 # c\nbuffer b u8[4]\nop a=copy b[0:2] to b[2:4]\n"
 	tidy := "plan x\nparam ranks = 2 # c\nbuffer b u8[4]\nop a = copy b[0:2] to b[2:4]\n"
 	dir := t.TempDir()
@@ -307,6 +313,7 @@ func TestFmtStdin(t *testing.T) {
 // before the run (exit 2, no report) and leaves the old trace. Root may write anywhere, so as
 // root coredag runs as user nobody.
 func TestTimelineReadOnlyDirectory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
 	require.NoError(t, os.Chmod(dir, 0o755))
@@ -334,6 +341,7 @@ func TestTimelineReadOnlyDirectory(t *testing.T) {
 // it (a hard link to the old file keeps the old drawing, which a write in place would have
 // changed), and a missing directory is an error that creates nothing.
 func TestWriteHangViewReplaces(t *testing.T) {
+	t.Parallel()
 	plan, h := hangPoll(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "hang.dot")
@@ -355,6 +363,7 @@ func TestWriteHangViewReplaces(t *testing.T) {
 // the proof still run; a plan that then fails them, or a bad --rank, leaves the old file as it
 // was and no temporary file beside it.
 func TestCompileOutputKeptOnlyIfChecked(t *testing.T) {
+	t.Parallel()
 	racy := "plan p\nbuffer a i32[1024]\nfor i in 0 .. 256 { op x[i] = copy a[i:i+1] to a[512+i:513+i] }\n" +
 		"op y = copy a[512:513] to a[0:1]\n"
 	for _, c := range []struct {
