@@ -165,6 +165,7 @@ func TestRunDefaultBudget(t *testing.T) {
 // stops with exit 2 instead of reading forever.
 func TestInputSizeLimit(t *testing.T) {
 	t.Parallel()
+	endToEnd(t)
 	for _, tc := range []struct {
 		stdin string
 		args  []string

@@ -167,6 +167,7 @@ func TestDotFailingGraphviz(t *testing.T) {
 // refused before dot starts, naming the count, the bound and --limit; DOT output is not bounded.
 func TestDotRefusesLargeLayout(t *testing.T) {
 	t.Parallel()
+	endToEnd(t)
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "dot-ran")
 	spy := fakeDot(t, "touch "+marker+"; cat >/dev/null; exit 1\n")

@@ -68,6 +68,7 @@ func alive(pid int) bool {
 // file; before, dot ran on for minutes after coredag had gone.
 func TestSignalStopsDot(t *testing.T) {
 	t.Parallel()
+	endToEnd(t)
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs /proc to see the processes left")
 	}
@@ -108,6 +109,7 @@ func TestSignalStopsDot(t *testing.T) {
 // file stayed (500 MB in one run).
 func TestSignalMidWrite(t *testing.T) {
 	t.Parallel()
+	endToEnd(t)
 	dir := t.TempDir()
 	copyPlan(t, dir, "ring_allreduce.dag")
 	out := filepath.Join(dir, "out.txt")

@@ -42,6 +42,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// endToEnd marks a slow end-to-end test (the limits of files, memory and layouts, signals): it
+// runs under CI (CI set, as .ci/run does) or with COREDAG_E2E=1, and is skipped by a plain
+// `go test ./...`, which stays quick for a contributor.
+func endToEnd(t *testing.T) {
+	t.Helper()
+	if os.Getenv("CI") == "" && os.Getenv("COREDAG_E2E") == "" {
+		t.Skip("end-to-end: runs under CI, or with COREDAG_E2E=1")
+	}
+}
+
 // coredag runs the built binary from the repository root and returns its exit code and output.
 // Every run is bounded: a hang is a test failure, not a stuck CI.
 func coredag(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {

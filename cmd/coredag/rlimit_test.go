@@ -40,6 +40,7 @@ func underAddressLimit(t *testing.T, env []string, args ...string) (int, string)
 // --mem 100GiB was taken at its word).
 func TestAddressLimit(t *testing.T) {
 	t.Parallel()
+	endToEnd(t)
 	const ring = "plans/ring_allreduce.dag"
 	code, out := underAddressLimit(t, nil, "check", "-p", "ranks=4096", ring)
 	assert.Equal(t, exitFail, code, out)

@@ -245,6 +245,7 @@ func TestRunExitCodes(t *testing.T) {
 // terminal; with stderr a pipe, stderr stays empty.
 func TestRunNoProgressBarOffTerminal(t *testing.T) {
 	t.Parallel()
+	endToEnd(t)
 	if testing.Short() {
 		t.Skip("runs for more than a second")
 	}

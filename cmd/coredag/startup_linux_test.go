@@ -27,6 +27,7 @@ import (
 // space each, see arena_linux.go) made about one start in twenty run out of memory.
 func TestCheckUnderAddressLimit(t *testing.T) {
 	t.Parallel()
+	endToEnd(t)
 	var cmds [][]string
 	for range 15 {
 		cmds = append(cmds, []string{"check", "plans/ring_allreduce.dag"}, []string{"dot", "plans/ring_allreduce.dag"})

@@ -113,6 +113,7 @@ func bigMessyPlan(ops int) []byte {
 // temporary file beside it. Without the limit the same command formats it and keeps its mode.
 func TestFmtWriteFileSizeLimit(t *testing.T) {
 	t.Parallel()
+	endToEnd(t)
 	dir := t.TempDir()
 	src := bigMessyPlan(4000)
 	f := filepath.Join(dir, "big.dag")
