@@ -401,17 +401,7 @@ func (pd *PD) Alloc(size int, access nic.Access) (*MR, error) {
 		return nil, fmt.Errorf("ofi: cannot allocate %d bytes", size)
 	}
 	C.memset(buf, 0, C.size_t(size))
-	// Local access is always granted (the nic contract checks local writes itself, below).
-	fl := C.uint64_t(C.FI_SEND | C.FI_RECV | C.FI_READ | C.FI_WRITE)
-	if access&nic.AccessRemoteWrite != 0 {
-		fl |= C.FI_REMOTE_WRITE
-	}
-	if access&nic.AccessRemoteRead != 0 {
-		fl |= C.FI_REMOTE_READ
-	}
-	if access&nic.AccessRemoteAtomic != 0 {
-		fl |= C.FI_REMOTE_READ | C.FI_REMOTE_WRITE
-	}
+	fl := mrFlags(access)
 	c.nextMR++
 	m := &MR{c: c, buf: buf, size: size, access: access, lkey: c.nextMR}
 	// Keys coredag chooses are spaced so that a key off by one names no region.
@@ -515,4 +505,20 @@ func (c *Context) local(s nic.SGE, write bool) (unsafe.Pointer, C.ofi_desc, bool
 		return nil, 0, false
 	}
 	return unsafe.Add(m.buf, s.Addr-m.addr), m.desc, true
+}
+
+// mrFlags are the fi_mr_reg access flags of a region with the given rights. Local access is
+// always granted (the nic contract checks local writes itself).
+func mrFlags(access nic.Access) C.uint64_t {
+	fl := C.uint64_t(C.FI_SEND | C.FI_RECV | C.FI_READ | C.FI_WRITE)
+	if access&nic.AccessRemoteWrite != 0 {
+		fl |= C.FI_REMOTE_WRITE
+	}
+	if access&nic.AccessRemoteRead != 0 {
+		fl |= C.FI_REMOTE_READ
+	}
+	if access&nic.AccessRemoteAtomic != 0 {
+		fl |= C.FI_REMOTE_READ | C.FI_REMOTE_WRITE
+	}
+	return fl
 }

@@ -25,16 +25,7 @@ func (pd *PD) RegisterMR(addr unsafe.Pointer, size int, access nic.Access) (nic.
 	if size <= 0 || addr == nil {
 		return nil, fmt.Errorf("ofi: region of %d bytes at %p: %w", size, addr, nic.ErrBadRequest)
 	}
-	fl := C.uint64_t(C.FI_SEND | C.FI_RECV | C.FI_READ | C.FI_WRITE)
-	if access&nic.AccessRemoteWrite != 0 {
-		fl |= C.FI_REMOTE_WRITE
-	}
-	if access&nic.AccessRemoteRead != 0 {
-		fl |= C.FI_REMOTE_READ
-	}
-	if access&nic.AccessRemoteAtomic != 0 {
-		fl |= C.FI_REMOTE_READ | C.FI_REMOTE_WRITE
-	}
+	fl := mrFlags(access)
 	c.nextMR++
 	m := &MR{c: c, buf: addr, size: size, access: access, lkey: c.nextMR, caller: true}
 	want := C.uint64_t(uint64(c.nextMR)*16 + 1) // spaced as Alloc spaces them
