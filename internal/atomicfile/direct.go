@@ -15,10 +15,10 @@ import (
 // does not fill a chunk is written through the cache again. A filesystem that cannot do direct
 // I/O (tmpfs, some FUSE mounts) keeps the cached writes.
 //
-// The figures are variables for the tests.
-var (
-	directAfter int64 = 8 << 20 // a multiple of directAlign
-	chunkSize         = 4 << 20 // a multiple of directAlign
+// The figures are those of Create; tests pass smaller ones in options.
+const (
+	defaultDirectAfter int64 = 8 << 20 // a multiple of directAlign
+	defaultChunkSize         = 4 << 20 // a multiple of directAlign
 )
 
 // directAlign is the alignment of offsets, lengths and buffers that O_DIRECT needs: the logical
@@ -38,9 +38,10 @@ type direct struct {
 	err error // the goroutine's first write error
 }
 
-// startDirect switches f, whose offset is aligned, to direct writes. It returns nil, leaving f as
-// it was, if the filesystem or the system cannot do them.
-func startDirect(f *os.File) *direct {
+// startDirect switches f, whose offset is aligned, to direct writes in chunks of chunkSize bytes
+// (a multiple of directAlign). It returns nil, leaving f as it was, if the filesystem or the
+// system cannot do them.
+func startDirect(f *os.File, chunkSize int) *direct {
 	const nbufs = 3
 	d := &direct{f: f, full: make(chan []byte, nbufs), free: make(chan []byte, nbufs), done: make(chan struct{})}
 	for range nbufs {
