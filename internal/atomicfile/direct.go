@@ -7,15 +7,15 @@ import (
 	"syscall"
 )
 
-// A large file is written around the page cache. Its first directAfter bytes go through the
+// A large file is written around the page cache. Its first options.directAfter bytes go through the
 // cache as usual; from there on (where the offset is aligned), the temporary file is switched to
 // O_DIRECT and written in whole chunks from page-aligned buffers, by a goroutine of its own. The
 // kernel then neither copies the data into the cache nor has it left to write back when Commit
-// syncs, and the caller fills the next chunk while the disk takes the last one. The tail that
-// does not fill a chunk is written through the cache again. A filesystem that cannot do direct
-// I/O (tmpfs, some FUSE mounts) keeps the cached writes.
+// syncs, and the caller fills the next chunk while the disk takes the last one. The tail that does
+// not fill a chunk is written through the cache again. A filesystem that cannot do direct I/O
+// (tmpfs, some FUSE mounts) keeps the cached writes.
 //
-// The figures are those of Create; tests pass smaller ones in options.
+// The figures below are those of Create; tests pass smaller ones in options.
 const (
 	defaultDirectAfter int64 = 8 << 20 // a multiple of directAlign
 	defaultChunkSize         = 4 << 20 // a multiple of directAlign
