@@ -13,6 +13,7 @@ import (
 // TestCheckParams: the overrides a plan cannot take are a *ParamError from Load (a command-line
 // mistake), worded as Elaborate words them among the diagnostics.
 func TestCheckParams(t *testing.T) {
+	t.Parallel()
 	src := []byte("plan p\nparam ranks = 2\nparam n = 4\n")
 	for _, tc := range []struct {
 		params map[string]int64

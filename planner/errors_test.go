@@ -16,6 +16,7 @@ import (
 // the diagnostics its ### markers expect, at their lines and columns. Syntax errors are the
 // dsl package's test.
 func TestErrorFiles(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "errors", "*.dag"))
 	require.NoError(t, err)
 	perFile := map[string]int{}

@@ -17,6 +17,7 @@ import (
 // The lints run beside the checks give what verify.RNR gives on its own; a plan that fails
 // gets none.
 func TestLoadLint(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"ring_allreduce", "pipeline_chain", "pairwise_alltoall"} {
 		src, err := os.ReadFile("../plans/" + name + ".dag")
 		require.NoError(t, err)
@@ -41,6 +42,7 @@ op y = copy a[4:8] to a[0:4]
 // Beside runs on the Graph of a plan free of deadlocks, whether or not a later check fails, and
 // is done when Load returns; a plan with a cycle never reaches it.
 func TestLoadBeside(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, src string
 		ran       bool
@@ -71,6 +73,7 @@ func TestLoadBeside(t *testing.T) {
 // Beside's context is cancelled when a later check fails, so that its work can stop, and only
 // then.
 func TestLoadBesideCancelled(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, src string }{
 		{"ok", "plan p\nbuffer a i32[8]\nop x = copy a[0:4] to a[4:8]\n"},
 		{"racy", "plan p\nbuffer a i32[8]\nop x = copy a[0:4] to a[4:8]\nop y = copy a[4:8] to a[0:4]\n"},

@@ -156,6 +156,7 @@ func judge(t *testing.T, path string, src []byte, params map[string]int64) (verd
 }
 
 func TestMutationPostconditions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("mutates every plan")
 	}

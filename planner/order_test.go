@@ -32,6 +32,7 @@ expect allgather out from data
 `
 
 func TestLoadUnderOrdering(t *testing.T) {
+	t.Parallel()
 	var lints diag.List
 	_, err := Load("p.dag", []byte(publishAllgather), nil, Options{
 		Verify: verify.Options{Order: ir.OrderRC, Target: "connectx"},

@@ -75,17 +75,43 @@ var ErrNoDot = errors.New("Graphviz's dot program")
 // ErrTimeout is wrapped by the error Render returns when dot did not finish before the deadline.
 var ErrTimeout = errors.New("Graphviz's dot did not finish in time")
 
-// Bounds on what is kept of dot's output: a drawing larger than maxOutput is refused (dot is
-// stopped as soon as it is exceeded), and only the first maxStderr bytes of its messages are
-// quoted in an error. Variables so that tests can lower them.
-var (
-	maxOutput int64 = 256 << 20
-	maxStderr int64 = 16 << 10
+// Defaults of RenderOptions.
+const (
+	DefaultMaxOutput int64 = 256 << 20
+	DefaultMaxStderr int64 = 16 << 10
+	DefaultWaitDelay       = 2 * time.Second
 )
 
-// waitDelay is how long Render waits for dot's output pipes to close after dot has exited or been
-// killed (a child of dot, say of a wrapper script, may still hold them). A variable for tests.
-var waitDelay = 2 * time.Second
+// RenderOptions bound one rendering. The zero value is the defaults.
+type RenderOptions struct {
+	// Dot is the path of Graphviz's dot program to run, used as given; "" finds it with
+	// DotProgram.
+	Dot string
+	// MaxOutput is the largest drawing accepted, in bytes: dot is stopped as soon as it writes
+	// more, and the drawing refused. 0 means DefaultMaxOutput.
+	MaxOutput int64
+	// MaxStderr is how many bytes of dot's messages an error quotes at most. 0 means
+	// DefaultMaxStderr.
+	MaxStderr int64
+	// WaitDelay is how long to wait for dot's output pipes to close after dot has exited or been
+	// killed (a child of dot, say of a wrapper script, may still hold them). 0 means
+	// DefaultWaitDelay.
+	WaitDelay time.Duration
+}
+
+// withDefaults returns o with its zero fields set to the defaults (all but Dot).
+func (o RenderOptions) withDefaults() RenderOptions {
+	if o.MaxOutput <= 0 {
+		o.MaxOutput = DefaultMaxOutput
+	}
+	if o.MaxStderr <= 0 {
+		o.MaxStderr = DefaultMaxStderr
+	}
+	if o.WaitDelay <= 0 {
+		o.WaitDelay = DefaultWaitDelay
+	}
+	return o
+}
 
 // noDotHint is how a missing dot program is explained.
 const noDotHint = "install Graphviz, e.g. apt-get install graphviz, set " + DotEnv + ", or write .dot"
@@ -125,12 +151,14 @@ func DotProgram() (string, error) {
 }
 
 // Render lays out DOT text with Graphviz's dot program and writes the drawing to w in the given
-// format, within DefaultTimeout. DOT is copied through unchanged. See RenderContext.
+// format, within DefaultTimeout and the default RenderOptions. DOT is copied through unchanged.
+// See RenderContext.
 func Render(dotText []byte, format Format, w io.Writer) error {
-	return RenderContext(context.Background(), dotText, format, w)
+	return RenderContext(context.Background(), dotText, format, w, RenderOptions{})
 }
 
-// RenderContext is Render bounded by ctx; when ctx has no deadline, DefaultTimeout applies.
+// RenderContext is Render bounded by ctx and opts; when ctx has no deadline, DefaultTimeout
+// applies.
 //
 // SVG and PNG are made by running Graphviz's dot program (see DotProgram) with the DOT text on its
 // stdin. The drawing is collected in memory and written to w only once dot has succeeded, so on
@@ -138,7 +166,7 @@ func Render(dotText []byte, format Format, w io.Writer) error {
 // own messages when it fails, the deadline (wrapping ErrTimeout), or an oversized output. When
 // dot fails after writing a drawing (edges it could not route), the layout is done again with
 // straight edges. It is safe to call from several goroutines: each call runs its own dot.
-func RenderContext(ctx context.Context, dotText []byte, format Format, w io.Writer) error {
+func RenderContext(ctx context.Context, dotText []byte, format Format, w io.Writer, opts RenderOptions) error {
 	switch format {
 	case DOT:
 		_, err := w.Write(dotText)
@@ -148,16 +176,19 @@ func RenderContext(ctx context.Context, dotText []byte, format Format, w io.Writ
 		return fmt.Errorf("viz: unknown format %q (want dot, svg or png)", string(format))
 	}
 	what := "rendering " + strings.ToUpper(string(format))
-	prog, err := DotProgram()
-	if err != nil {
-		return fmt.Errorf("%s needs %w (%s)", what, err, noDotHint)
+	prog := opts.Dot
+	if prog == "" {
+		var err error
+		if prog, err = DotProgram(); err != nil {
+			return fmt.Errorf("%s needs %w (%s)", what, err, noDotHint)
+		}
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
 	}
-	r := dotRun{prog: prog, what: what}
+	r := dotRun{prog: prog, what: what, opts: opts.withDefaults()}
 	// -Tpng picks Graphviz's best PNG renderer, cairo where installed, which fills and strokes
 	// shapes and anti-aliases.
 	out, err := r.run(ctx, dotText, "-T"+string(format))
@@ -185,6 +216,7 @@ func RenderContext(ctx context.Context, dotText []byte, format Format, w io.Writ
 // dotRun runs Graphviz's dot program prog for one Render call.
 type dotRun struct {
 	prog, what string // program path, and "rendering SVG" to start errors with
+	opts       RenderOptions
 }
 
 // dotFailed is the error of a dot that exited unsuccessfully.
@@ -209,14 +241,14 @@ func (r *dotRun) run(ctx context.Context, dotText []byte, args ...string) ([]byt
 	cmd := exec.CommandContext(ctx, r.prog, args...)
 	ownGroup(cmd)
 	cmd.Stdin = bytes.NewReader(dotText)
-	out := &cappedBuffer{limit: maxOutput, overflow: kill}
-	msgs := &cappedBuffer{limit: maxStderr}
+	out := &cappedBuffer{limit: r.opts.MaxOutput, overflow: kill}
+	msgs := &cappedBuffer{limit: r.opts.MaxStderr}
 	cmd.Stdout, cmd.Stderr = out, msgs
-	cmd.WaitDelay = waitDelay
+	cmd.WaitDelay = r.opts.WaitDelay
 	err := cmd.Run()
 	switch {
 	case out.over:
-		return nil, fmt.Errorf("%s: Graphviz's dot wrote more than %s; refusing so large a drawing", r.what, byteSize(maxOutput))
+		return nil, fmt.Errorf("%s: Graphviz's dot wrote more than %s; refusing so large a drawing", r.what, byteSize(r.opts.MaxOutput))
 	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return nil, fmt.Errorf("%s: %w and was stopped", r.what, ErrTimeout)
 	case err != nil && ctx.Err() != nil:

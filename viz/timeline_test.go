@@ -35,6 +35,7 @@ type traceFile struct {
 // the recorded time after the iterations before it, on the track of the op's queue side, and one
 // span per rank and iteration.
 func TestTimeline(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../plans/ring_allreduce.dag")
 	require.NoError(t, err)
 	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 3}, planner.Options{})

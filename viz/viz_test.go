@@ -105,10 +105,12 @@ func golden(t *testing.T, name string, got []byte) {
 
 // TestGolden pins the DOT of both views of every plan in plans/.
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	plans := loadPlans(t)
 	for _, name := range sortedNames(plans) {
 		g := plans[name]
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			gd := Graph(g, Options{}).String()
 			golden(t, name+".graph.dot", []byte(gd))
 			pd := Plan(compile(t, g), Options{}).String()
@@ -156,11 +158,13 @@ func visibleEdges(dotText string) int {
 // TestSVGHasEveryOp renders both views of every plan and finds every op's name in the text, and
 // every visible edge of the DOT drawn (old Graphviz releases lose edges they cannot route).
 func TestSVGHasEveryOp(t *testing.T) {
+	t.Parallel()
 	needDot(t)
 	plans := loadPlans(t)
 	for _, name := range sortedNames(plans) {
 		g := plans[name]
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			for _, view := range []string{"graph", "plan"} {
 				d := Graph(g, Options{})
 				if view == "plan" {
@@ -182,6 +186,7 @@ func TestSVGHasEveryOp(t *testing.T) {
 
 // TestPNG: a PNG decodes, is drawn (filled shapes, dark strokes) and is the same bytes each time.
 func TestPNG(t *testing.T) {
+	t.Parallel()
 	needDot(t)
 	g := ringGraph(4, 16)
 	var buf bytes.Buffer
@@ -197,6 +202,7 @@ func TestPNG(t *testing.T) {
 }
 
 func TestFormatForFile(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		want Format
@@ -213,6 +219,7 @@ func TestFormatForFile(t *testing.T) {
 }
 
 func TestRenderErrors(t *testing.T) {
+	t.Parallel()
 	assert.Error(t, Render([]byte("digraph { a }"), Format("pdf"), io.Discard))
 	var buf bytes.Buffer
 	require.NoError(t, Render([]byte("digraph { a }"), DOT, &buf))
@@ -229,6 +236,7 @@ func TestRenderErrors(t *testing.T) {
 
 // TestGraphViewStructure checks clusters, edge styles and labels on the hand-built ring.
 func TestGraphViewStructure(t *testing.T) {
+	t.Parallel()
 	g := ringGraph(4, 1024)
 	s := Graph(g, Options{}).String()
 	for r := 0; r < 4; r++ {
@@ -245,6 +253,7 @@ func TestGraphViewStructure(t *testing.T) {
 }
 
 func TestGraphFoldsLoops(t *testing.T) {
+	t.Parallel()
 	g := ringGraph(16, 8) // 16 ranks x 75 ops = 1200 ops
 	s := Graph(g, Options{}).String()
 	has(t, s, `loop body x 12 folded\ntx, rx, red  [2] .. [13]\n36 ops: 12 send, 12 recv, 12 reduce`)
@@ -264,6 +273,7 @@ func TestGraphFoldsLoops(t *testing.T) {
 }
 
 func TestGraphFoldsRanks(t *testing.T) {
+	t.Parallel()
 	g := ringGraph(16, 8)
 	s := Graph(g, Options{Limit: 60}).String()
 	has(t, s, `label="rank 0"`)
@@ -274,6 +284,7 @@ func TestGraphFoldsRanks(t *testing.T) {
 }
 
 func TestGraphRankFilterAndHighlight(t *testing.T) {
+	t.Parallel()
 	g := ringGraph(4, 8)
 	first, _ := g.RankOps(2)
 	s := Graph(g, Options{Ranks: []int{2}, Highlight: Highlight{Ops: []ir.OpID{first}, Note: "stuck here"}}).String()
@@ -290,6 +301,7 @@ func TestGraphRankFilterAndHighlight(t *testing.T) {
 // TestRankFilterMergesTransfers: with one rank drawn, the transfers between one of its queues
 // and a neighbour's summary node are one edge labelled with their count, in both views.
 func TestRankFilterMergesTransfers(t *testing.T) {
+	t.Parallel()
 	g := ringGraph(4, 8)
 	// Rank 1 sends 6 messages to rank 2 on "right" and receives 6 from rank 0 on "left".
 	s := Graph(g, Options{Ranks: []int{1}}).String()
@@ -305,6 +317,7 @@ func TestRankFilterMergesTransfers(t *testing.T) {
 
 // TestEdges: Edges counts the edges of a drawing, across clusters, and not an arrow in a label.
 func TestEdges(t *testing.T) {
+	t.Parallel()
 	d := dot.NewGraph(dot.Directed)
 	c := d.Subgraph("x", dot.ClusterOption{})
 	a, b := c.Node("a").Label(`a -> "b" \`), c.Node("b")

@@ -108,7 +108,7 @@ func (c *dotCmd) Run(e *env) error {
 	ctx, cancel := context.WithTimeout(e.ctx, c.Timeout)
 	defer cancel()
 	var buf bytes.Buffer
-	if err := viz.RenderContext(ctx, []byte(text), format, &buf); err != nil {
+	if err := viz.RenderContext(ctx, []byte(text), format, &buf, viz.RenderOptions{}); err != nil {
 		if errors.Is(err, viz.ErrTimeout) {
 			return fmt.Errorf("%w (--timeout %v)\n(draw fewer nodes with a lower --limit or --rank, allow more time with --timeout, or write .dot)", err, c.Timeout)
 		}

@@ -114,6 +114,7 @@ func matches(pattern, pkg string) bool {
 }
 
 func TestLayering(t *testing.T) {
+	t.Parallel()
 	for _, tags := range tagSets {
 		all := deps(t, tags)
 		for _, r := range rules {
@@ -149,6 +150,7 @@ func TestLayering(t *testing.T) {
 // Every package, under every tag set, is constrained by a rule or named in top: a new package
 // gets its place in the layering when it is added.
 func TestEveryPackageHasARule(t *testing.T) {
+	t.Parallel()
 	for _, tags := range tagSets {
 		for pkg := range deps(t, tags) {
 			covered := false
@@ -167,6 +169,7 @@ func TestEveryPackageHasARule(t *testing.T) {
 
 // TestRuleMatching checks the pattern helper the rules rely on.
 func TestRuleMatching(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		pattern, pkg string
 		want         bool

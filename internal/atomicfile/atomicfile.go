@@ -184,13 +184,41 @@ type File struct {
 	done bool   // committed or aborted
 
 	n        int64   // bytes written
-	d        *direct // the direct writer, past directAfter bytes (see direct.go)
+	d        *direct // the direct writer, past o.directAfter bytes (see direct.go)
 	noDirect bool    // direct writes were tried and cannot be done
+	o        options // with the defaults filled in
+}
+
+// options are the settings of one write. The zero value is what Create and WriteFile use; tests
+// pass others.
+type options struct {
+	directAfter int64      // bytes written through the cache before direct writes (see direct.go)
+	chunkSize   int        // bytes per direct write
+	temps       *tempFiles // where the temporary file is registered: nil is the process's, unfinished
+}
+
+// withDefaults returns o with its zero fields set to the defaults.
+func (o options) withDefaults() options {
+	if o.directAfter <= 0 {
+		o.directAfter = defaultDirectAfter
+	}
+	if o.chunkSize <= 0 {
+		o.chunkSize = defaultChunkSize
+	}
+	if o.temps == nil {
+		o.temps = unfinished
+	}
+	return o
 }
 
 // Create starts a write to path. The caller writes the data and then calls Commit, or Abort to
 // leave the target as it was; deferring Abort is safe, it does nothing after Commit.
 func Create(path string) (*File, error) {
+	return create(path, options{})
+}
+
+func create(path string, o options) (*File, error) {
+	o = o.withDefaults()
 	t, err := resolve(path)
 	if err != nil {
 		return nil, err
@@ -203,13 +231,13 @@ func Create(path string) (*File, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &File{t: t, f: f}, nil
+		return &File{t: t, f: f, o: o}, nil
 	}
 	f, err := t.createTemp()
 	if err != nil {
 		return nil, err
 	}
-	if !unfinished.add(f.Name(), path) {
+	if !o.temps.add(f.Name(), path) {
 		f.Close()
 		os.Remove(f.Name())
 		return nil, &TargetError{Path: path, Reason: "not written: the program is being interrupted", Err: ErrInterrupted}
@@ -217,12 +245,12 @@ func Create(path string) (*File, error) {
 	if t.exists {
 		if err := f.Chmod(t.perm); err != nil {
 			f.Close()
-			unfinished.remove(f.Name())
+			o.temps.remove(f.Name())
 			os.Remove(f.Name())
 			return nil, asTarget(err, path)
 		}
 	}
-	return &File{t: t, f: f, tmp: f.Name()}, nil
+	return &File{t: t, f: f, tmp: f.Name(), o: o}, nil
 }
 
 // ErrInterrupted is the error of a Create after RemoveUnfinished.
@@ -230,13 +258,16 @@ var ErrInterrupted = errors.New("interrupted")
 
 // unfinished are the temporary files of the writes in progress in the process, for
 // RemoveUnfinished.
-var unfinished = &tempFiles{names: map[string]string{}}
+var unfinished = newTempFiles()
 
+// tempFiles is a registry of the temporary files of writes in progress.
 type tempFiles struct {
 	mu     sync.Mutex
 	names  map[string]string // temporary file -> the path given to Create
 	closed bool              // RemoveUnfinished was called: no more writes
 }
+
+func newTempFiles() *tempFiles { return &tempFiles{names: map[string]string{}} }
 
 func (t *tempFiles) add(tmp, path string) bool {
 	t.mu.Lock()
@@ -260,15 +291,21 @@ func (t *tempFiles) remove(tmp string) {
 // write that commits meanwhile either renames its file first, and its target is complete, or
 // finds it gone, and its target is as it was.)
 func RemoveUnfinished() []string {
-	unfinished.mu.Lock()
-	defer unfinished.mu.Unlock()
-	unfinished.closed = true
+	return unfinished.removeAll()
+}
+
+// removeAll removes the temporary files registered, refuses later ones, and returns the paths
+// whose files it removed, sorted.
+func (t *tempFiles) removeAll() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
 	var paths []string
-	for tmp, path := range unfinished.names {
+	for tmp, path := range t.names {
 		if os.Remove(tmp) == nil {
 			paths = append(paths, path)
 		}
-		delete(unfinished.names, tmp)
+		delete(t.names, tmp)
 	}
 	slices.Sort(paths)
 	return paths
@@ -325,12 +362,12 @@ func (f *File) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 && f.err == nil {
 		q := p
-		if f.d == nil && !f.noDirect && f.tmp != "" { // cached writes, until directAfter bytes
-			if f.n == directAfter {
-				f.d = startDirect(f.f)
+		if after := f.o.directAfter; f.d == nil && !f.noDirect && f.tmp != "" { // cached writes, until after bytes
+			if f.n == after {
+				f.d = startDirect(f.f, f.o.chunkSize)
 				f.noDirect = f.d == nil
-			} else if f.n < directAfter && int64(len(q)) > directAfter-f.n {
-				q = q[:directAfter-f.n] // up to the aligned offset where direct writes begin
+			} else if f.n < after && int64(len(q)) > after-f.n {
+				q = q[:after-f.n] // up to the aligned offset where direct writes begin
 			}
 		}
 		var n int
@@ -385,7 +422,7 @@ func (f *File) Commit() error {
 		return asTarget(err, f.t.path)
 	}
 	f.done = true
-	defer unfinished.remove(f.tmp)
+	defer f.o.temps.remove(f.tmp)
 	if err := f.f.Close(); err != nil {
 		os.Remove(f.tmp)
 		return asTarget(err, f.t.path)
@@ -410,7 +447,7 @@ func (f *File) Abort() error {
 		if rerr := os.Remove(f.tmp); rerr != nil {
 			err = rerr
 		}
-		unfinished.remove(f.tmp)
+		f.o.temps.remove(f.tmp)
 	}
 	return err
 }
@@ -418,7 +455,11 @@ func (f *File) Abort() error {
 // WriteFile writes data to path as Create, Write and Commit do: the target holds either its old
 // content or data, whatever happens.
 func WriteFile(path string, data []byte) error {
-	f, err := Create(path)
+	return writeFile(path, data, options{})
+}
+
+func writeFile(path string, data []byte, o options) error {
+	f, err := create(path, o)
 	if err != nil {
 		return err
 	}

@@ -20,12 +20,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// helperEnv makes the test binary, started again by a test, run helperMain instead of the tests.
-const helperEnv = "ATOMICFILE_TEST_HELPER"
+// helperEnv makes the test binary, started again by a test, run helperMain instead of the tests;
+// unfinishedEnv makes it run unfinishedMain.
+const (
+	helperEnv     = "ATOMICFILE_TEST_HELPER"
+	unfinishedEnv = "ATOMICFILE_TEST_UNFINISHED"
+)
 
 func TestMain(m *testing.M) {
 	if arg := os.Getenv(helperEnv); arg != "" {
 		os.Exit(helperMain(arg))
+	}
+	if arg := os.Getenv(unfinishedEnv); arg != "" {
+		os.Exit(unfinishedMain(arg))
 	}
 	os.Exit(m.Run())
 }
@@ -35,10 +42,11 @@ func TestMain(m *testing.M) {
 // with EACCES and 1 otherwise; the error goes to stderr.
 func helperMain(path string) int {
 	size := 64 << 10
+	var o options
 	if os.Getenv(directEnv) != "" {
-		directAfter, chunkSize, size = 16<<10, 16<<10, 1<<20
+		o, size = options{directAfter: 16 << 10, chunkSize: 16 << 10}, 1<<20
 	}
-	err := WriteFile(path, bytes.Repeat([]byte("new content\n"), size/12))
+	err := writeFile(path, bytes.Repeat([]byte("new content\n"), size/12), o)
 	if err == nil {
 		return 0
 	}
@@ -72,6 +80,7 @@ func mode(t *testing.T, path string) fs.FileMode {
 }
 
 func TestWriteFileKeepsMode(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f := filepath.Join(dir, "plan.dag")
 	require.NoError(t, os.WriteFile(f, []byte("old"), 0o600))
@@ -104,6 +113,7 @@ func TestNewFileModeFollowsUmask(t *testing.T) {
 // TestAbortLeavesOld: a write abandoned half-way (as after an error in the code producing the
 // data) leaves the old content and no temporary file; the temporary file is not the target.
 func TestAbortLeavesOld(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f := filepath.Join(dir, "out.txt")
 	require.NoError(t, os.WriteFile(f, []byte("old content"), 0o644))
@@ -139,6 +149,7 @@ func TestAbortLeavesOld(t *testing.T) {
 // are real here). A Go program catches SIGXFSZ, so WriteFile returns EFBIG, removes its temporary
 // file and leaves the old content byte for byte.
 func TestFileSizeLimit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	killed := filepath.Join(dir, "killed")
 	out, err := exec.Command("sh", "-c", `ulimit -f 8 && head -c 100000 /dev/zero > "$0"`, killed).CombinedOutput()
@@ -165,6 +176,7 @@ func TestFileSizeLimit(t *testing.T) {
 }
 
 func TestSymlinkFollowed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sub := filepath.Join(dir, "sub")
 	require.NoError(t, os.Mkdir(sub, 0o755))
@@ -202,6 +214,7 @@ func TestSymlinkFollowed(t *testing.T) {
 }
 
 func TestDevNullWrittenDirectly(t *testing.T) {
+	t.Parallel()
 	require.NoError(t, WriteFile("/dev/null", []byte("discarded")))
 	require.NoError(t, Check("/dev/null"))
 	info, err := os.Lstat("/dev/null")
@@ -213,6 +226,7 @@ func TestDevNullWrittenDirectly(t *testing.T) {
 }
 
 func TestFIFOWrittenDirectly(t *testing.T) {
+	t.Parallel()
 	fifo := filepath.Join(t.TempDir(), "pipe")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	got := make(chan []byte, 1)
@@ -233,6 +247,7 @@ func TestFIFOWrittenDirectly(t *testing.T) {
 }
 
 func TestBadTargets(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
@@ -261,6 +276,7 @@ func TestBadTargets(t *testing.T) {
 // Create, and nothing is left in it. Root may write anywhere, so as root the test runs the
 // write in a helper process as user nobody.
 func TestReadOnlyDirectory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
 	ro := filepath.Join(dir, "ro")
@@ -305,6 +321,7 @@ func TestReadOnlyDirectory(t *testing.T) {
 // TestReadOnlyFile: a file the caller may not write is not replaced, although the directory
 // would allow the rename (as root, nothing is read-only).
 func TestReadOnlyFile(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() == 0 {
 		t.Skip("root may write any file")
 	}
@@ -320,6 +337,7 @@ func TestReadOnlyFile(t *testing.T) {
 // TestConcurrentReaders: while a file is rewritten over and over, readers only ever see one of
 // the complete versions (os.WriteFile, which truncates and then writes, fails this at once).
 func TestConcurrentReaders(t *testing.T) {
+	t.Parallel()
 	f := filepath.Join(t.TempDir(), "plan.dag")
 	versions := [][]byte{
 		bytes.Repeat([]byte("op a = nop # version A\n"), 4000),
@@ -357,6 +375,7 @@ func TestConcurrentReaders(t *testing.T) {
 // the directory owner's, and links in other directories are followed. The links are given
 // another owner with Lchown, which needs root.
 func TestProtectedSymlinks(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("giving a link another owner needs root")
 	}
@@ -420,6 +439,7 @@ func TestProtectedSymlinks(t *testing.T) {
 // TestKernelFilesystem: a file on procfs cannot be replaced; Check says so, with the reason,
 // before any work (it said nothing, and the write failed with "no such file or directory").
 func TestKernelFilesystem(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("procfs is Linux's")
 	}
@@ -435,29 +455,32 @@ func TestKernelFilesystem(t *testing.T) {
 
 // TestRemoveUnfinished: what an interrupted program calls before it exits removes the temporary
 // files of the writes under way, leaves their targets as they were, and stops later writes.
+// The writes register with a registry of the test's own, which stands for the process's.
 func TestRemoveUnfinished(t *testing.T) {
-	defer func() { unfinished.closed = false }()
+	t.Parallel()
+	temps := newTempFiles()
+	o := options{temps: temps}
 	dir := t.TempDir()
 	old := filepath.Join(dir, "old.txt")
 	require.NoError(t, os.WriteFile(old, []byte("old"), 0o644))
 	var files []*File
 	for _, name := range []string{old, filepath.Join(dir, "new.txt")} {
-		f, err := Create(name)
+		f, err := create(name, o)
 		require.NoError(t, err)
 		_, err = f.Write([]byte("half"))
 		require.NoError(t, err)
 		files = append(files, f)
 	}
 	done := filepath.Join(dir, "done.txt")
-	require.NoError(t, WriteFile(done, []byte("done"))) // committed: not unfinished
-	require.Len(t, names(t, dir), 4)                    // two of them temporary
+	require.NoError(t, writeFile(done, []byte("done"), o)) // committed: not unfinished
+	require.Len(t, names(t, dir), 4)                       // two of them temporary
 
-	assert.Equal(t, []string{filepath.Join(dir, "new.txt"), old}, RemoveUnfinished()) // sorted
+	assert.Equal(t, []string{filepath.Join(dir, "new.txt"), old}, temps.removeAll()) // sorted
 	assert.ElementsMatch(t, []string{"old.txt", "done.txt"}, names(t, dir), "temporary files removed")
 	got, err := os.ReadFile(old)
 	require.NoError(t, err)
 	assert.Equal(t, "old", string(got))
-	_, err = Create(filepath.Join(dir, "later.txt"))
+	_, err = create(filepath.Join(dir, "later.txt"), o)
 	assert.ErrorIs(t, err, ErrInterrupted)
 	assert.ElementsMatch(t, []string{"old.txt", "done.txt"}, names(t, dir))
 	for _, f := range files {
@@ -465,5 +488,37 @@ func TestRemoveUnfinished(t *testing.T) {
 	}
 	got, _ = os.ReadFile(old)
 	assert.Equal(t, "old", string(got))
-	assert.Empty(t, RemoveUnfinished())
+	assert.Empty(t, temps.removeAll())
+}
+
+// unfinishedMain starts a write in dir, calls RemoveUnfinished and prints what it returns, then
+// tries another write; it exits 0 if that one was refused with ErrInterrupted.
+func unfinishedMain(dir string) int {
+	f, err := Create(filepath.Join(dir, "out.txt"))
+	if err == nil {
+		_, err = f.Write([]byte("half"))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(RemoveUnfinished())
+	if _, err := Create(filepath.Join(dir, "later.txt")); !errors.Is(err, ErrInterrupted) {
+		fmt.Fprintln(os.Stderr, "a write after RemoveUnfinished:", err)
+		return 1
+	}
+	return 0
+}
+
+// TestRemoveUnfinishedProcess: Create registers with the process's registry, which
+// RemoveUnfinished empties and closes (in a process of its own, as it cannot be undone).
+func TestRemoveUnfinishedProcess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), unfinishedEnv+"="+dir)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, "["+filepath.Join(dir, "out.txt")+"]\n", string(out))
+	assert.Empty(t, names(t, dir), "the temporary file is removed")
 }

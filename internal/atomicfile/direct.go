@@ -7,18 +7,18 @@ import (
 	"syscall"
 )
 
-// A large file is written around the page cache. Its first directAfter bytes go through the
+// A large file is written around the page cache. Its first options.directAfter bytes go through the
 // cache as usual; from there on (where the offset is aligned), the temporary file is switched to
 // O_DIRECT and written in whole chunks from page-aligned buffers, by a goroutine of its own. The
 // kernel then neither copies the data into the cache nor has it left to write back when Commit
-// syncs, and the caller fills the next chunk while the disk takes the last one. The tail that
-// does not fill a chunk is written through the cache again. A filesystem that cannot do direct
-// I/O (tmpfs, some FUSE mounts) keeps the cached writes.
+// syncs, and the caller fills the next chunk while the disk takes the last one. The tail that does
+// not fill a chunk is written through the cache again. A filesystem that cannot do direct I/O
+// (tmpfs, some FUSE mounts) keeps the cached writes.
 //
-// The figures are variables for the tests.
-var (
-	directAfter int64 = 8 << 20 // a multiple of directAlign
-	chunkSize         = 4 << 20 // a multiple of directAlign
+// The figures below are those of Create; tests pass smaller ones in options.
+const (
+	defaultDirectAfter int64 = 8 << 20 // a multiple of directAlign
+	defaultChunkSize         = 4 << 20 // a multiple of directAlign
 )
 
 // directAlign is the alignment of offsets, lengths and buffers that O_DIRECT needs: the logical
@@ -38,9 +38,10 @@ type direct struct {
 	err error // the goroutine's first write error
 }
 
-// startDirect switches f, whose offset is aligned, to direct writes. It returns nil, leaving f as
-// it was, if the filesystem or the system cannot do them.
-func startDirect(f *os.File) *direct {
+// startDirect switches f, whose offset is aligned, to direct writes in chunks of chunkSize bytes
+// (a multiple of directAlign). It returns nil, leaving f as it was, if the filesystem or the
+// system cannot do them.
+func startDirect(f *os.File, chunkSize int) *direct {
 	const nbufs = 3
 	d := &direct{f: f, full: make(chan []byte, nbufs), free: make(chan []byte, nbufs), done: make(chan struct{})}
 	for range nbufs {

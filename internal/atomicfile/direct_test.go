@@ -14,13 +14,6 @@ import (
 // directEnv makes helperMain write past small direct-write thresholds.
 const directEnv = "ATOMICFILE_TEST_DIRECT"
 
-// small lowers the direct-write thresholds for one test.
-func small(t *testing.T, after int64, chunk int) {
-	oldAfter, oldChunk := directAfter, chunkSize
-	directAfter, chunkSize = after, chunk
-	t.Cleanup(func() { directAfter, chunkSize = oldAfter, oldChunk })
-}
-
 // directWorks reports whether files in dir can be switched to direct writes (tmpfs cannot).
 func directWorks(t *testing.T, dir string) bool {
 	f, err := os.CreateTemp(dir, "probe")
@@ -44,12 +37,12 @@ func pattern(n int) []byte {
 // larger than a chunk) reach the file byte for byte, through the direct writer where the
 // filesystem allows it; the tail after the last whole chunk too.
 func TestLargeFileWrittenDirectly(t *testing.T) {
-	small(t, 16<<10, 8<<10)
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "big.lst")
 	require.NoError(t, os.WriteFile(path, []byte("old"), 0o640))
 	data := pattern(200<<10 + 123)
-	w, err := Create(path)
+	w, err := create(path, options{directAfter: 16 << 10, chunkSize: 8 << 10})
 	require.NoError(t, err)
 	defer w.Abort()
 	rest := data
@@ -59,7 +52,7 @@ func TestLargeFileWrittenDirectly(t *testing.T) {
 		rest = rest[n:]
 	}
 	if directWorks(t, dir) {
-		assert.NotNil(t, w.d, "past %d bytes the writes are direct", directAfter)
+		assert.NotNil(t, w.d, "past %d bytes the writes are direct", w.o.directAfter)
 	} else {
 		t.Logf("%s cannot do direct I/O: the writes go through the cache", dir)
 		assert.True(t, w.noDirect)
@@ -79,11 +72,11 @@ func TestLargeFileWrittenDirectly(t *testing.T) {
 // TestLargeFileAbort: an Abort while chunks are being written directly leaves the old content
 // and no temporary file.
 func TestLargeFileAbort(t *testing.T) {
-	small(t, 8<<10, 4<<10)
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "big.lst")
 	require.NoError(t, os.WriteFile(path, []byte("old"), 0o644))
-	w, err := Create(path)
+	w, err := create(path, options{directAfter: 8 << 10, chunkSize: 4 << 10})
 	require.NoError(t, err)
 	_, err = w.Write(pattern(100 << 10))
 	require.NoError(t, err)
@@ -97,6 +90,7 @@ func TestLargeFileAbort(t *testing.T) {
 // TestLargeFileSizeLimit: a direct write that reaches `ulimit -f` fails with EFBIG, as a cached
 // one does, and the target keeps its old content.
 func TestLargeFileSizeLimit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if !directWorks(t, dir) {
 		t.Skipf("%s cannot do direct I/O (TestFileSizeLimit covers cached writes)", dir)
@@ -115,4 +109,18 @@ func TestLargeFileSizeLimit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "old\n", string(got))
 	assert.Equal(t, []string{"big.lst"}, names(t, dir), "no temporary file left")
+}
+
+// TestOptionsDefaults: Create's writes go direct past 8 MiB, in chunks of 4 MiB, and register
+// with the process's registry; a test's own figures are kept.
+func TestOptionsDefaults(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, options{directAfter: 8 << 20, chunkSize: 4 << 20, temps: unfinished}, options{}.withDefaults())
+	temps := newTempFiles()
+	o := options{directAfter: 1, chunkSize: 2, temps: temps}
+	assert.Equal(t, o, o.withDefaults())
+	w, err := Create(filepath.Join(t.TempDir(), "f"))
+	require.NoError(t, err)
+	defer w.Abort()
+	assert.Equal(t, options{}.withDefaults(), w.o)
 }

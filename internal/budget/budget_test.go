@@ -17,6 +17,7 @@ Buffers:           12345 kB
 `
 
 func TestMachineBudgetFromMeminfo(t *testing.T) {
+	t.Parallel()
 	b := system{meminfo: meminfo}.budget()
 	assert.Equal(t, int64(20000000*1024/100*80), b.Bytes, "80% of MemAvailable")
 	assert.Equal(t, "80% of what MemAvailable leaves", b.From)
@@ -24,6 +25,7 @@ func TestMachineBudgetFromMeminfo(t *testing.T) {
 }
 
 func TestMachineBudgetTakesTheLeast(t *testing.T) {
+	t.Parallel()
 	// A cgroup limit of 8 GiB with 2 GiB in use leaves 6 GiB: less than MemAvailable.
 	b := system{meminfo: meminfo, cgroupMax: "8589934592\n", cgroupCur: "2147483648\n"}.budget()
 	assert.Equal(t, int64(6<<30)/100*80, b.Bytes)
@@ -51,6 +53,7 @@ func TestMachineBudgetTakesTheLeast(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{}
 	getenv := func(k string) string { return env[k] }
 
@@ -82,6 +85,7 @@ func TestResolve(t *testing.T) {
 }
 
 func TestFormat(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int64]string{
 		0: "0 bytes", 1: "1 byte", 1023: "1023 bytes", 1024: "1 KiB", 1536: "1.5 KiB",
 		16 << 20: "16 MiB", 1<<30 - 1: "1 GiB", 20 << 30: "20 GiB", 32<<30 + 100<<20: "32.1 GiB",
@@ -92,6 +96,7 @@ func TestFormat(t *testing.T) {
 }
 
 func TestSaturatingArithmetic(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, int64(12), Mul(3, 4))
 	assert.Equal(t, int64(0), Mul(0, math.MaxInt64))
 	assert.Equal(t, int64(math.MaxInt64), Mul(1<<62, 8), "2^65 saturates")
@@ -100,6 +105,7 @@ func TestSaturatingArithmetic(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	b := Budget{Bytes: 20 << 30, From: "80% of what MemAvailable leaves"}
 	assert.NoError(t, b.Check(20<<30, "exactly the budget", ""))
 	err := b.Check(64<<30, "buffers need 64 GiB", "lower the sizes")
@@ -119,6 +125,7 @@ func TestCheck(t *testing.T) {
 // fits, or one under no limit, is kept. (--mem 100GiB under ulimit -v 2000000 died in the Go
 // runtime instead of refusing.)
 func TestResolveCappedByAddressLimit(t *testing.T) {
+	t.Parallel()
 	limited := system{meminfo: meminfo, status: "VmSize:\t 1048576 kB\n", rlimitAS: 3 << 30} // 2 GiB left
 	room := int64(2<<30) / 100 * 80
 	env := map[string]string{EnvVar: "64GiB"}

@@ -21,6 +21,7 @@ plan c
 `
 
 func TestParseChunks(t *testing.T) {
+	t.Parallel()
 	cases, err := Parse("s.dag", []byte(sample))
 	require.NoError(t, err)
 	require.Len(t, cases, 3)
@@ -45,6 +46,7 @@ func TestParseChunks(t *testing.T) {
 }
 
 func TestParseBadMarkers(t *testing.T) {
+	t.Parallel()
 	for _, src := range []string{
 		"op x = nop ### first",
 		"op x = nop ### \"unclosed",
@@ -63,6 +65,7 @@ func diagAt(line, col int, msg string) *diag.Diagnostic {
 }
 
 func TestMismatches(t *testing.T) {
+	t.Parallel()
 	cases, err := Parse("s.dag", []byte(sample))
 	require.NoError(t, err)
 	c := cases[1]
@@ -95,6 +98,7 @@ func TestMismatches(t *testing.T) {
 }
 
 func TestDiagnostics(t *testing.T) {
+	t.Parallel()
 	d := diagAt(1, 2, "m")
 	got, other := Diagnostics(diag.List{d})
 	assert.Equal(t, []*diag.Diagnostic{d}, got)
@@ -109,6 +113,7 @@ func TestDiagnostics(t *testing.T) {
 }
 
 func TestParseOutput(t *testing.T) {
+	t.Parallel()
 	out := "plans/x.dag:3:7: expected \"to\" after the source slice of write, got \"data\"\n" +
 		"    op a = write q data data\n" +
 		"                        ^\n" +

@@ -10,6 +10,7 @@ import (
 // TestAppend: the text is strconv's for every length of number, both signs, the ends of the
 // ranges, and for a destination with and without room to spare.
 func TestAppend(t *testing.T) {
+	t.Parallel()
 	vals := []int64{0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, math.MaxInt64, math.MinInt64, -1, -10, -99, -100}
 	for p := int64(1); p <= 1e18; p *= 10 {
 		vals = append(vals, p-1, p, p+1, -p)

@@ -48,6 +48,7 @@ func drawing(t *testing.T, w, h int, fill color.NRGBA, outline, text bool) []byt
 }
 
 func TestCheckPNG(t *testing.T) {
+	t.Parallel()
 	blue := color.NRGBA{0xd6, 0xe6, 0xfa, 0xff}
 	white := color.NRGBA{255, 255, 255, 255}
 	for _, tc := range []struct {

@@ -3,6 +3,7 @@ package english
 import "testing"
 
 func TestPlural(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		n    int
 		noun string

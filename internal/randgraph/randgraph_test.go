@@ -11,6 +11,7 @@ import (
 )
 
 func TestDeterministic(t *testing.T) {
+	t.Parallel()
 	a, b := New(42, Config{}), New(42, Config{})
 	require.Equal(t, len(a.Ops), len(b.Ops))
 	for i := range a.Ops {
@@ -21,6 +22,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestGraphsAreWellFormed(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(0); seed < 500; seed++ {
 		g := New(seed, Config{})
 		require.GreaterOrEqual(t, g.Ranks, 2, "seed %d", seed)
@@ -60,6 +62,7 @@ func TestGraphsAreWellFormed(t *testing.T) {
 
 // Every region written is written by one op only: the race-freedom argument of the package doc.
 func TestWritesAreDisjoint(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(0); seed < 200; seed++ {
 		g := New(seed, Config{})
 		type key struct {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestAs(t *testing.T) {
+	t.Parallel()
 	b := []int32{0x00020001, 0x00040003}
 	s := As[int16](b, Fits[int16](b))
 	assert.Equal(t, []int16{1, 2, 3, 4}, s, "little-endian halves")

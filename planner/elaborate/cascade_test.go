@@ -12,6 +12,7 @@ import (
 // TestCascadesStaySilent: what a failed declaration would have declared is not reported again
 // where it is used, however it is used.
 func TestCascadesStaySilent(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, src, want string }{
 		{"queue peer out of range", "plan p\nparam ranks = 2\nbuffer a u8[8]\nqueue q to rank + 5\nop s = send q a\nop r = recv q a after s\n",
 			"4:12: queue q connects to rank 5, outside 0..1 (wrap it with % ranks?) (on rank 0; likewise on rank 1)"},

@@ -14,6 +14,7 @@ import (
 // the first (which finds the bindings), the later ones (which use them, and fold constants),
 // and after a var it reads changed.
 func TestCompiledExprMatchesEvalInt(t *testing.T) {
+	t.Parallel()
 	exprs := []string{
 		"1 + 2 * 3", "(g - 1) % ranks", "-7 / 2", "-7 % 3", "2 ** 3 ** 2", "-2 ** 2", "(-1) ** 1000000000000",
 		"1 << 62", "-1 >> 70", "6 & 3 | 8 ^ 1", "3 < 4 && 4 <= 4", "1 == 2 || !0", "0 && 1 / 0", "1 || 1 / 0",
@@ -66,6 +67,7 @@ func TestCompiledExprMatchesEvalInt(t *testing.T) {
 // Names kept by their text, not by the tables (several indices, a negative or a large index),
 // are declared, found, reported twice-declared and reported missing like the others.
 func TestNamesKeptByText(t *testing.T) {
+	t.Parallel()
 	g, err := elaborateSrc(t, "plan p\nop h[1, 2] = nop\nop n[-1] = nop\nop big[70000] = nop\nop t[3] = nop\n"+
 		"op z = nop after h[1, 2], n[-1], big[70000], t[3]\nz after t[3], big[70000]\n", nil)
 	require.NoError(t, err)
@@ -89,6 +91,7 @@ func TestNamesKeptByText(t *testing.T) {
 
 // Once the tables are full, names are kept by their text: the Graph is the same.
 func TestNamesPastFullTables(t *testing.T) {
+	t.Parallel()
 	src := "plan p\nparam ranks = 3\nfor i in 0 .. 40 { op a[i] = nop\n if i > 0 { a[i] after a[i - 1] }\n if i % 3 == 0 { op b[i] = nop after a[i] } }\n" +
 		"for i in 0 .. 40 { op c[i] = nop after a[39 - i], b[i - i % 3] }\nop z = nop after c[39], b[39]\nz after a[0]\n"
 	want, err := elaborateSrc(t, src, nil)
@@ -110,6 +113,7 @@ func TestNamesPastFullTables(t *testing.T) {
 // quickBinary, where it answers, answers as applyBinary does: the same value, and never for
 // operands that applyBinary refuses.
 func TestQuickBinary(t *testing.T) {
+	t.Parallel()
 	vals := []int64{0, 1, -1, 2, -2, 3, -7, 7, 1 << 31, -1 << 31, 1<<31 - 1, 1 << 32, 1<<62 + 5, -1 << 62,
 		9223372036854775807, -9223372036854775808, 9223372036854775806, -9223372036854775807}
 	e := &dsl.BinaryExpr{Op: "?"}

@@ -39,6 +39,7 @@ func ringAllreduce(t testing.TB) []byte {
 }
 
 func TestElaborateRingAllreduce(t *testing.T) {
+	t.Parallel()
 	for _, ranks := range []int{1, 2, 3, 4, 8} {
 		f, err := dsl.Parse("ring_allreduce.dag", ringAllreduce(t))
 		require.NoError(t, err)
@@ -73,6 +74,7 @@ func TestElaborateRingAllreduce(t *testing.T) {
 }
 
 func TestElaborateSemantics(t *testing.T) {
+	t.Parallel()
 	g, err := elaborateSrc(t, `plan p
 param ranks = 2
 param n = 4
@@ -125,6 +127,7 @@ s[4], k after s[0], s[2]
 // TestExternBuffer: extern reaches ir.Buffer, its count may come from a param bound at open, and
 // its init still fills it for coredag's own runs.
 func TestExternBuffer(t *testing.T) {
+	t.Parallel()
 	src := "plan p\nparam count = 4\nbuffer data u32[count] extern remote_write init rank + i\nbuffer tmp u32[count]\n"
 	g, err := elaborateSrc(t, src, map[string]int64{"count": 6})
 	require.NoError(t, err)
@@ -139,6 +142,7 @@ func TestExternBuffer(t *testing.T) {
 }
 
 func TestInitWraps(t *testing.T) {
+	t.Parallel()
 	g, err := elaborateSrc(t, "plan p\nbuffer b u8[3] init -1\nbuffer c i32[2] init rank + 7\n", nil)
 	require.NoError(t, err)
 	b := make([]byte, 3)
@@ -150,6 +154,7 @@ func TestInitWraps(t *testing.T) {
 }
 
 func TestElaborateDiagnostics(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, src string
 		params    map[string]int64
@@ -230,6 +235,7 @@ func TestElaborateAllocs(t *testing.T) {
 }
 
 func TestElaborateLimits(t *testing.T) {
+	t.Parallel()
 	lowOps := Options{MaxOps: 1000} // the real limit takes seconds and gigabytes to reach
 	for _, tc := range []struct{ name, src, want string }{
 		{"init divides by zero at one element", "plan p\nparam ranks = 2\nbuffer a u64[4] init 1 / (i - 1)\n",
@@ -255,6 +261,7 @@ func TestElaborateLimits(t *testing.T) {
 // A plan without `param ranks` has one rank, and `ranks` is 1 from its first statement on; with
 // the param, a use before the declaration is an error like any other.
 func TestRanksDefault(t *testing.T) {
+	t.Parallel()
 	g, err := elaborateSrc(t, "plan t\nlet k = ranks * 2\nbuffer a u8[k]\nop x = nop\n", nil)
 	require.NoError(t, err)
 	assert.Equal(t, 1, g.Ranks)

@@ -28,6 +28,7 @@ func evalSrc(t *testing.T, expr string) (int64, error) {
 }
 
 func TestEvalInt(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		expr string
 		want int64
@@ -66,6 +67,7 @@ func TestEvalInt(t *testing.T) {
 }
 
 func TestEvalIntErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ expr, msg string }{
 		{"1 / 0", "division by zero"},
 		{"5 % (rank - rank)", "division by zero"},

@@ -15,6 +15,7 @@ import (
 )
 
 func TestEvalHelpers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		expr string
 		want int64
@@ -80,6 +81,7 @@ func elabWith(t *testing.T, src string, params map[string]int64, opt Options) (*
 }
 
 func TestDefsAndVars(t *testing.T) {
+	t.Parallel()
 	ok := `plan t
 param ranks = 5
 def parent(r) = if r == 0 then -1 else (r - 1) / 2
@@ -123,6 +125,7 @@ assert parent(4) == 1 && parent(0) == -1
 }
 
 func TestAssert(t *testing.T) {
+	t.Parallel()
 	src := `plan t
 param ranks = 4
 param n = 2
@@ -144,6 +147,7 @@ op x = nop after missing
 
 // TestFloatTyping: integers stay integers until combined with a float.
 func TestFloatTyping(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		init string
 		want func(i, rank int64) float64
@@ -193,6 +197,7 @@ func TestFloatTyping(t *testing.T) {
 // limits (their messages and call chains), are those of evaluating every call, on every rank
 // (the later ranks find the first rank's results remembered).
 func TestMemoSameAsEvaluating(t *testing.T) {
+	t.Parallel()
 	const defs = `plan p
 param ranks = 3
 param k = 20

@@ -61,6 +61,7 @@ func initPlan(t *testing.T, typ, count, expr string) (*elaborator, *dsl.BufferSt
 // TestInitRangeSound: wherever range analysis says an init cannot fail over a box, no point of
 // the box fails and every value lies in the range.
 func TestInitRangeSound(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(1))
 	starts := []int64{0, 3, 95, 1 << 20, 1 << 40, math.MaxInt64 - 40}
 	proven := 0
@@ -116,6 +117,7 @@ func TestInitRangeSound(t *testing.T) {
 // TestCheckInitsFindsTheFirstFailure compares checkInits with evaluating every element: on each
 // rank it must report exactly the first element that fails, with its message.
 func TestCheckInitsFindsTheFirstFailure(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(2))
 	failing := 0
 	for k := 0; k < 1000; k++ {
@@ -167,6 +169,7 @@ func TestCheckInitsFindsTheFirstFailure(t *testing.T) {
 // TestCheckInitsWholeBuffer: an init is proven on every element, however large the buffer; the
 // one element that fails is found far past what evaluating element by element could reach.
 func TestCheckInitsWholeBuffer(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, src, want string }{
 		{"fails past the first 4Mi elements", "plan p\nbuffer a u8[8MiB] init 1 / (i - 5000000)\n",
 			"t.dag:2:26: division by zero in 1 / 0 in the init of buffer a at element 5000000"},
@@ -192,6 +195,7 @@ func TestCheckInitsWholeBuffer(t *testing.T) {
 
 // TestCheckInitsBudgetNote: what the budget leaves unchecked is said in a note, at the init.
 func TestCheckInitsBudgetNote(t *testing.T) {
+	t.Parallel()
 	g, err := elaborateWith(t, "plan p\nparam ranks = 2\nbuffer a u32[100000] init 7 / ((i | 1) & 255)\n", nil, Options{MaxInitChecks: 1000})
 	require.NoError(t, err)
 	require.Len(t, g.Notes, 1)

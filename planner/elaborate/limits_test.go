@@ -51,6 +51,7 @@ func TestLoopOpsFailFast(t *testing.T) {
 // loops whose bounds depend on the outer variable or a let of the body, are not counted, so
 // plans within the limit still elaborate.
 func TestLoopOpsLowerBound(t *testing.T) {
+	t.Parallel()
 	lowOps := Options{MaxOps: 1000}
 	for _, src := range []string{
 		"plan p\nfor i in 0 .. 10**6 { if i < 10 { op x[i] = nop } }\n",
@@ -67,6 +68,7 @@ func TestLoopOpsLowerBound(t *testing.T) {
 
 // TestLimitsFromBudget: a lower op limit (from the memory budget) says why it is lower.
 func TestLimitsFromBudget(t *testing.T) {
+	t.Parallel()
 	src := "plan p\nparam ranks = 4\nfor i in 0 .. 10 { op x[i] = nop }\n"
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)
@@ -103,6 +105,7 @@ func TestEdgesSizedForRanksThatFit(t *testing.T) {
 // before it is allocated, with the figure, at the `after` that makes the edges, as a
 // *budget.Error (which coredag reports with exit 2) rather than diagnostics.
 func TestEdgesRefusedByBudget(t *testing.T) {
+	t.Parallel()
 	src := "plan edges\nparam ranks = 16\nfor j in 0 .. 400 { op a[j] = nop }\nfor j in 0 .. 400 { op b[j] = nop }\n" +
 		"for i in 0 .. 400 {\n  for j in 0 .. 400 { b[i] after a[j] }\n}\n"
 	f, err := dsl.Parse("edges.dag", []byte(src))

@@ -50,6 +50,7 @@ func elaborateBothWith(t *testing.T, f *dsl.File, params map[string]int64, opt O
 // Every plan of plans/ elaborates in shards to the Graph it elaborates to sequentially, with its
 // root (if any) first or last: rank 0 then has other ops than the rest.
 func TestParallelPlans(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("..", "..", "plans", "*.dag"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
@@ -79,6 +80,7 @@ func TestParallelPlans(t *testing.T) {
 // Plans whose ranks have different numbers of ops: the shards outgrow or underfill the room
 // sized from rank 0, and their parts move left, move right or are copied.
 func TestParallelUneven(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, ops string }{
 		{"rank 0 has the most", "ranks - rank"},
 		{"rank 0 has the fewest", "1 + rank"},
@@ -117,6 +119,7 @@ for i in 0 .. k {
 // A mistake late in the ranks, or on several of them with different figures, is reported as the
 // sequential run reports it: the shards stop and the ranks are elaborated again in order.
 func TestParallelErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, body, want string }{
 		{"unknown queue on one late rank", "if rank == 37 { op y = send nosuch a[0:1] }", "queue nosuch is not defined on this rank"},
 		{"out of range on several ranks", "op y = copy a[rank:rank+1] to a[0:1]", "starts out of range"},
@@ -137,6 +140,7 @@ func TestParallelErrors(t *testing.T) {
 // The op limit, passed by the shards together though by none alone, is reported as it is
 // sequentially; a plan right at the limit is still elaborated in shards.
 func TestParallelOpLimit(t *testing.T) {
+	t.Parallel()
 	f, err := dsl.Parse("t.dag", []byte("plan p\nparam ranks = 64\nfor i in 0 .. 200 { op x[i] = nop }\n"))
 	require.NoError(t, err)
 	for _, limit := range []int{64 * 200, 64*200 - 1, 30 * 200, 64 * 200 * 2} {

@@ -10,6 +10,7 @@ import (
 )
 
 func TestParseParams(t *testing.T) {
+	t.Parallel()
 	got, err := ParseParams([]string{"ranks=8", " n = 4KiB ", "root=-1", "m=0x2a", "k=1_000"})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int64{"ranks": 8, "n": 4096, "root": -1, "m": 42, "k": 1000}, got)
@@ -20,6 +21,7 @@ func TestParseParams(t *testing.T) {
 }
 
 func TestPlural(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int]string{0: "0 RNR retries", 1: "1 RNR retry", 2: "2 RNR retries"} {
 		assert.Equal(t, want, english.Plural(n, "RNR retry"))
 	}

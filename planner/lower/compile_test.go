@@ -68,6 +68,7 @@ func golden(t *testing.T, path, got string) {
 
 // TestGoldenListings compiles every plan in plans/ on every target for ranks 2 and 4.
 func TestGoldenListings(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
@@ -94,6 +95,7 @@ func TestGoldenListings(t *testing.T) {
 }
 
 func TestGoldenJSON(t *testing.T) {
+	t.Parallel()
 	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	for _, target := range []string{"connectx", "connectx-inline", "generic"} {
 		p := compileFor(t, g, target)
@@ -105,6 +107,7 @@ func TestGoldenJSON(t *testing.T) {
 
 // Every WQE object of the JSON form names its opcode with one of the documented names.
 func TestJSONOpcodes(t *testing.T) {
+	t.Parallel()
 	g := load(t, "../../testdata/compile/exchange.dag", nil)
 	known := map[string]bool{}
 	for _, n := range []string{"SEND", "RECV", "RDMA_WRITE", "RDMA_WRITE_IMM", "RDMA_READ", "ATOMIC_FADD",
@@ -176,6 +179,7 @@ func chainShape(p *ir.Plan, rank int, queue string) []string {
 
 // The exchange plan of LOWERING.md (with the WAR edge red after tx the race checker requires).
 func TestExchangeLowering(t *testing.T) {
+	t.Parallel()
 	g := load(t, "../../testdata/compile/exchange.dag", nil)
 	cases := []struct {
 		target string
@@ -220,6 +224,7 @@ func TestExchangeLowering(t *testing.T) {
 
 // Without the WAR edge of tx, the managed lowering is exactly LOWERING.md's: tx unsignalled.
 func TestSelectiveSignalling(t *testing.T) {
+	t.Parallel()
 	src := `plan s
 param ranks = 2
 buffer a f32[4]
@@ -239,6 +244,7 @@ op rx2 = recv q t after red
 }
 
 func TestFenceAfterRead(t *testing.T) {
+	t.Parallel()
 	src := `plan f
 param ranks = 2
 buffer a u64[4] remote_read
@@ -273,6 +279,7 @@ rx after rd
 }
 
 func TestDepthLimits(t *testing.T) {
+	t.Parallel()
 	// A ring whose queues keep the default depth (128): 142 messages per queue do not fit.
 	src := `plan d
 param ranks = 72
@@ -303,6 +310,7 @@ for s in 0 .. 2 * ranks - 2 {
 // TestSGELimit: a list longer than a target's SGEs per work request is refused by that target,
 // at the first slice past its limit, with both figures; a target with room compiles it.
 func TestSGELimit(t *testing.T) {
+	t.Parallel()
 	src := `plan s
 param ranks = 2
 buffer a u64[64]
@@ -327,6 +335,7 @@ op rx = recv q a[32:41]
 }
 
 func TestInlineLimit(t *testing.T) {
+	t.Parallel()
 	src := `plan i
 param ranks = 2
 buffer a u8[512]
@@ -353,6 +362,7 @@ op rx = recv q b
 // sends and writes go inline without the plan saying so; pre-posted chains inline only what the
 // plan marks, since their payload is not final when they are posted.
 func TestAutoInline(t *testing.T) {
+	t.Parallel()
 	src := `plan i
 param ranks = 2
 buffer a u64[16]
@@ -392,6 +402,7 @@ queue q to (rank + 1) % ranks
 }
 
 func TestTargets(t *testing.T) {
+	t.Parallel()
 	names := []string{}
 	for _, tg := range ir.Targets() {
 		names = append(names, tg.Name)
@@ -435,6 +446,7 @@ func BenchmarkCompile(b *testing.B) {
 // explicit predecessors and successors, as the Graph has them) and lists each queue side's ops
 // in queue order in its chains; cross-channel plans carry no Deps.
 func TestDeps(t *testing.T) {
+	t.Parallel()
 	matches, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, matches)

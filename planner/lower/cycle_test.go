@@ -19,6 +19,7 @@ import (
 // the ops that never run, on the loop or behind it, and reports the first five; the op before
 // the loop is not among them.
 func TestCycle(t *testing.T) {
+	t.Parallel()
 	src := `plan cyc
 param ranks = 2
 buffer x f32[4] remote_write

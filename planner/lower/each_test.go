@@ -114,6 +114,7 @@ for s in 0 .. 4 {
 // TestCompileRankSpans: a Graph whose rank spans do not tile its ops is refused with a
 // diagnostic, not lowered into the wrong rank's events.
 func TestCompileRankSpans(t *testing.T) {
+	t.Parallel()
 	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	tg, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)
@@ -175,6 +176,7 @@ func TestWriteError(t *testing.T) {
 // A Prepared lowering gives CompileEach's result once; used again it refuses, and with no
 // callback it still lowers (and checks) every rank.
 func TestPreparedOnce(t *testing.T) {
+	t.Parallel()
 	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	tg, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)
@@ -196,6 +198,7 @@ func TestPreparedOnce(t *testing.T) {
 // Prepared.CheckLimits gives CheckLimits' verdict on the prepared order, and the Prepared still
 // compiles after it, with Compile's statistics.
 func TestPreparedCheckLimits(t *testing.T) {
+	t.Parallel()
 	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	for _, name := range []string{"connectx", "connectx-inline", "triggered"} {
 		tg, err := ir.LookupTarget(name)

@@ -32,6 +32,7 @@ func errText(err error) string {
 // same diagnostics, for every plan of plans/ and testdata that loads, at several rank counts, on
 // every target; shallow queues make some of them break the depth limits.
 func TestCheckLimitsAsCompile(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	more, err := filepath.Glob("../../testdata/*/*.dag")

@@ -16,6 +16,7 @@ import (
 // HOST steps: every condition's producer is a WQE of the op it stands for (the NOP after the
 // HOST entry for a host op).
 func TestProducerOfCompiledWaits(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)

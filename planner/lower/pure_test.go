@@ -15,6 +15,7 @@ import (
 // TestCompileLeavesGraphUnchanged compiles every example plan for every target and checks that
 // the input Graph is deep-equal to a copy taken before: Compile reads its input, never writes it.
 func TestCompileLeavesGraphUnchanged(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)

@@ -19,6 +19,7 @@ import (
 // The triggered tests below read the one-slot ring of the scale figures, whose receives wait for
 // the reduce that frees tmp: held receives, counters and thresholds on every side.
 func TestTriggeredRingAllreduce(t *testing.T) {
+	t.Parallel()
 	g := load(t, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	p := compileFor(t, g, "triggered")
 	tr := p.Ranks[1].Trig
@@ -60,6 +61,7 @@ func TestTriggeredRingAllreduce(t *testing.T) {
 
 // cxi posts receives only at threshold 0: a receive held back by `after` is refused at its line.
 func TestTriggeredCXIRefusesHeldRecv(t *testing.T) {
+	t.Parallel()
 	g := load(t, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	tg, err := ir.LookupTarget("triggered-cxi")
 	require.NoError(t, err)
@@ -71,6 +73,7 @@ func TestTriggeredCXIRefusesHeldRecv(t *testing.T) {
 
 // A budget of outstanding triggered work is a profile figure; exceeding it names the entry.
 func TestTriggeredBudget(t *testing.T) {
+	t.Parallel()
 	g := load(t, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	tg, err := ir.LookupTarget("triggered")
 	require.NoError(t, err)
@@ -87,6 +90,7 @@ func TestTriggeredBudget(t *testing.T) {
 // profile whose counters stop at 60, the send counter of the ring (+6 per iteration) runs out
 // after 10, and the refusal names the counter, its amount, the limit and what fits.
 func TestTriggeredCounterLimit(t *testing.T) {
+	t.Parallel()
 	g := load(t, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	tg, err := ir.LookupTarget("triggered")
 	require.NoError(t, err)

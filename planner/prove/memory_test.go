@@ -13,6 +13,7 @@ import (
 // TestSegList replaces runs of a gap buffer at random places, near the last one and far from
 // it, and checks its list, its length and find at every offset against a plain slice.
 func TestSegList(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	const count = 64
 	model := []seg{{lo: 0, hi: count}}
@@ -64,6 +65,7 @@ func TestSegList(t *testing.T) {
 // TestShapesEqual: shapes are not interned, so equal values made apart have different ids, and
 // equal tells them the same; it tells different values apart however they differ.
 func TestShapesEqual(t *testing.T) {
+	t.Parallel()
 	s := newShapes(0)
 	a0, _ := s.one(atom{kind: atomInit, rank: 0})
 	a1, _ := s.one(atom{kind: atomInit, rank: 1})
@@ -93,6 +95,7 @@ func TestShapesEqual(t *testing.T) {
 // some not, and checks every result against the multiset (or, for an idempotent operator, the
 // set) of the operands' atoms.
 func TestMerge(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	const ranks = 8
 	type key struct {
@@ -195,6 +198,7 @@ func expanded(s *shapes, id int32, shift int64) []atom {
 // equals no other shape, instead of a count that wraps (2^32 + 1 copies of a0 were a0); an
 // idempotent operator's counts stay 1, and atomTooMany terms do not add up either.
 func TestMergeCountsChecked(t *testing.T) {
+	t.Parallel()
 	s := newShapes(0)
 	a0, _ := s.one(atom{kind: atomInit, rank: 0})
 	big, _ := s.make(ir.RedSum, []term{{elem: elemOf(atomInit, 0), lo: 0, hi: 0, n: maxCount}})

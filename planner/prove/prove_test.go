@@ -34,6 +34,7 @@ func elaborated(t testing.TB, name string, src []byte, params map[string]int64) 
 // TestPlans: every plan in plans/ that states postconditions has them proven at ranks 2, 3, 4
 // and 8 (the sizes it takes), and only the plans without a collective form lack them.
 func TestPlans(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../plans/*.dag")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
@@ -88,6 +89,7 @@ for s in 0 .. ranks - 1 {
 }
 
 func TestReduceScatter(t *testing.T) {
+	t.Parallel()
 	for _, ranks := range []int64{1, 2, 3, 4, 8} {
 		require.Empty(t, load(t, reduceScatter(0), map[string]int64{"ranks": ranks}), "ranks=%d", ranks)
 	}
@@ -101,6 +103,7 @@ func TestReduceScatter(t *testing.T) {
 // TestCostIndependentOfCount: the proof's state is the same size whatever the element count,
 // which is what makes its cost independent of it.
 func TestCostIndependentOfCount(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
 	require.NoError(t, err)
 	var sizes [][2]int
@@ -121,6 +124,7 @@ func TestCostIndependentOfCount(t *testing.T) {
 // however many ranks (and so segments per buffer) there are; a list that shifts its tail on
 // every write moves about ranks/9 segments a write.
 func TestCostPerOpIndependentOfRanks(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
 	require.NoError(t, err)
 	for _, ranks := range []int64{16, 64, 128} {
@@ -168,6 +172,7 @@ func proveChain(t testing.TB, k int, grow bool) (*ir.Graph, *verify.Order) {
 // TestValuesDropped: the values a chain of reduces leaves behind are collected, so the table
 // holds about what memory holds (k + 1 terms in data[0]), not every value ever made.
 func TestValuesDropped(t *testing.T) {
+	t.Parallel()
 	const k = 3000
 	g, order := proveChain(t, k, false)
 	s := prove.Run(g, order)
@@ -182,6 +187,7 @@ func TestValuesDropped(t *testing.T) {
 // TestValuesBudget: values that stay live past the proof's share of the budget stop the proof
 // with a diagnostic at each postcondition that says so and gives the figure, never a proof.
 func TestValuesBudget(t *testing.T) {
+	t.Parallel()
 	g, order := proveChain(t, 1500, true) // 1500²/2 terms of 48 bytes: 54 MB
 	errs := prove.CheckWithin(g, order, budget.Budget{Bytes: 64 << 20, From: "--mem"})
 	require.Len(t, errs, 1)

@@ -16,6 +16,7 @@ import (
 // the same plan first) must also see that a SEND waits for the peer's receive to be posted, and
 // that the RECV_EN behind it never runs.
 func TestProgressModelsReceiverNotReady(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../../testdata/compile/exchange.dag")
 	require.NoError(t, err)
 	g, err := planner.Load("exchange.dag", src, nil, planner.Options{})

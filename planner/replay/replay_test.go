@@ -68,6 +68,7 @@ func loadPlans(t *testing.T, ranks int64) map[string]*ir.Graph {
 }
 
 func TestReplayPlans(t *testing.T) {
+	t.Parallel()
 	for _, ranks := range []int64{2, 4, 8} {
 		for name, g := range loadPlans(t, ranks) {
 			for _, tg := range ir.Targets() {
@@ -91,6 +92,7 @@ func TestReplayPlans(t *testing.T) {
 // behind a send whose peer's RECV_EN sat behind a send needing the first receive) on 86 of the
 // default graphs, 142 of the two-rank ones and 79 of the many-rank ones.
 func TestReplayRandomGraphs(t *testing.T) {
+	t.Parallel()
 	shapes := []struct {
 		name string
 		cfg  randgraph.Config
@@ -123,6 +125,7 @@ func TestReplayRandomGraphs(t *testing.T) {
 
 // Bigger random graphs, fewer of them.
 func TestReplayLargerRandomGraphs(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 40; seed++ {
 		g := randgraph.New(seed, randgraph.Config{MinRanks: 3, MaxRanks: 6, MaxSteps: 120, MaxPreds: 4})
 		for _, tg := range ir.Targets() {
@@ -139,6 +142,7 @@ func TestReplayLargerRandomGraphs(t *testing.T) {
 // Corrupting a correct plan must be caught: dropping a WAIT, an ENABLE, a fence or a HOST
 // condition, or lowering a signalled completion.
 func TestReplayCatchesCorruption(t *testing.T) {
+	t.Parallel()
 	type mutation struct {
 		name  string
 		apply func(p *ir.Plan) bool // false: nothing to corrupt in this plan
@@ -235,6 +239,7 @@ func TestReplayCatchesCorruption(t *testing.T) {
 
 // The exchange example of LOWERING.md, with the WAR edge the race checker demands.
 func TestReplayExchangeWithoutItsWaitDeadlocksOrRaces(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../../testdata/compile/exchange.dag")
 	require.NoError(t, err)
 	g, err := planner.Load("exchange.dag", src, nil, planner.Options{})
@@ -258,6 +263,7 @@ func TestReplayExchangeWithoutItsWaitDeadlocksOrRaces(t *testing.T) {
 // RECV_EN of rx sits behind the SEND tx, which RC holds (receiver not ready) until the peer's
 // rx is posted, and the peer is in the mirror position. The replay must call it a deadlock.
 func TestReplayRecvEnableBehindSendDeadlocks(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../../testdata/compile/exchange.dag")
 	require.NoError(t, err)
 	g, err := planner.Load("exchange.dag", src, nil, planner.Options{})

@@ -29,6 +29,7 @@ func trigEntries(p *ir.Plan, pick func(w *ir.TriggeredOp) bool) [][2]int {
 // Corrupting the triggered form of a correct plan must be caught. Each mutation picks its victim
 // by the seed, so that over the graphs it hits joins, post counters, host and queue counters.
 func TestReplayTriggeredCatchesCorruption(t *testing.T) {
+	t.Parallel()
 	type mutation struct {
 		name  string
 		apply func(p *ir.Plan, seed uint64) bool
@@ -130,6 +131,7 @@ func TestReplayTriggeredCatchesCorruption(t *testing.T) {
 // Past Options.TriggeredWork the triggered proof is not run: an op triggered one completion
 // early, which the proof catches, then passes, and TriggeredWork says how large the plan is.
 func TestReplayTriggeredWorkBound(t *testing.T) {
+	t.Parallel()
 	tg, err := ir.LookupTarget("triggered")
 	require.NoError(t, err)
 	for seed := uint64(1); seed <= 80; seed++ {

@@ -12,6 +12,7 @@ import (
 
 // The turns of the drained orders come out of their heap in order, pushes and pops mixed.
 func TestTurnHeap(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 0))
 	var h turnHeap
 	var want []uint64
@@ -37,6 +38,7 @@ func TestTurnHeap(t *testing.T) {
 // every one of them (the ascending order for all but the receives on rank 0, whose sender is the
 // last rank; the descending order for those).
 func TestDrainedRing(t *testing.T) {
+	t.Parallel()
 	g := ringGraph(t, 16)
 	h := newHB(g, true, &Options{})
 	ready := make([][]int32, g.Ranks)

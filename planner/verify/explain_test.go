@@ -15,6 +15,7 @@ import (
 // TestSuggestFixes removes an ordering from the one-slot ring allreduce and checks that the suggested
 // edges really make the plan race-free, and that they are the edges the plan had.
 func TestSuggestFixes(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../../testdata/scale/ring_allreduce.dag")
 	require.NoError(t, err)
 	broken := strings.Replace(string(src), "tx[s], rx[s] after red[s - 1]", "tx[s] after red[s - 1]", 1)

@@ -64,6 +64,7 @@ func withoutEdges(g *ir.Graph, drop []int) *ir.Graph {
 // deletion must be reported unless it is listed in harmlessDeletions (and a listed one must
 // really be harmless, so the list stays honest).
 func TestMutationDeleteEachAfter(t *testing.T) {
+	t.Parallel()
 	caught := map[string]bool{}
 	var all []string
 	for _, path := range planFiles(t) {

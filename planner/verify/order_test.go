@@ -63,6 +63,7 @@ func targetOptions(t *testing.T, name string) Options {
 }
 
 func TestOrderedPatterns(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, src string
 		relies    string   // the ordering relied on
@@ -108,6 +109,7 @@ func TestOrderedPatterns(t *testing.T) {
 
 // A plan race-free without ordering relies on none, whatever the target.
 func TestNoReliance(t *testing.T) {
+	t.Parallel()
 	g := ringGraph(t, 5)
 	errs, o := targetOptions(t, "connectx").CheckOrder(g)
 	require.Empty(t, errs)
@@ -119,6 +121,7 @@ func TestNoReliance(t *testing.T) {
 // chain (RC does not order a send after a read), and the check says so rather than assuming the
 // write and the send are ordered.
 func TestOrderConsecutive(t *testing.T) {
+	t.Parallel()
 	g := graphOf(t, `plan p
 param ranks = 2
 param n = 4

@@ -30,6 +30,7 @@ func graphOf(t *testing.T, src string) *ir.Graph {
 }
 
 func TestRacesAndFixes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		src   string
@@ -144,6 +145,7 @@ func BenchmarkCheck(b *testing.B) {
 // or leave a separator rank by its exits: one sweep of the out labels over the whole graph, the
 // other over the separator's events alone, and no question left to resolveBatch.
 func TestResolveRingSweeps(t *testing.T) {
+	t.Parallel()
 	g := ringGraph(t, 16)
 	var swept [2]int
 	residue := -1
@@ -158,6 +160,7 @@ func TestResolveRingSweeps(t *testing.T) {
 // segIndex numbers the distinct bounds as a sort and a binary search would, group after group
 // (its table reused), as the groups grow past the table's first size.
 func TestSegIndex(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 0))
 	var x segIndex
 	for _, n := range []int{1, 7, 300, 5000, 40, 20000, 2} {

@@ -80,6 +80,7 @@ func checkReachOrdered(t *testing.T, g *ir.Graph, ord ir.Order, seed uint64, wha
 // consecutive ops of one queue (and so from rank to rank through landings alone): the graphs
 // have more ordered pairs than without.
 func TestReachRandomGraphsOrdered(t *testing.T) {
+	t.Parallel()
 	const seed0, n = 20261202, 48
 	configs := []randgraph.Config{
 		{},
@@ -103,6 +104,7 @@ func TestReachRandomGraphsOrdered(t *testing.T) {
 }
 
 func TestReachRandomGraphs(t *testing.T) {
+	t.Parallel()
 	const seed0, n = 20260301, 240
 	configs := []randgraph.Config{
 		{},
@@ -120,6 +122,7 @@ func TestReachRandomGraphs(t *testing.T) {
 // The plans whose ranks talk along a ring, a chain or a tree, where the oracle goes through
 // separators rather than falling back.
 func TestReachPlans(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"ring_allreduce", "ring_allgather", "pipeline_chain", "binomial_reduce", "recursive_doubling_allreduce", "atomic_fanin", "notify_scatter"} {
 		for _, ranks := range []int64{5, 8} {
 			path := "../../plans/" + name + ".dag"
@@ -139,6 +142,7 @@ func TestReachPlans(t *testing.T) {
 // The race sweep gives the same races, in the same order, whatever the number of workers
 // sweeping its (rank, buffer) groups: on random graphs (many of which race) and on the plans.
 func TestRacesWorkers(t *testing.T) {
+	t.Parallel()
 	var graphs []*ir.Graph
 	// Long graphs, so that some checks outrun the bounded search and are answered exactly.
 	cfg := randgraph.Config{MinRanks: 3, MaxRanks: 10, MaxSteps: 240, MaxPreds: 1}
@@ -177,6 +181,7 @@ func TestRacesWorkers(t *testing.T) {
 // happens-before graph is acyclic: on random graphs with random `after` edges added within a
 // rank, neither may then find anything (and some must find something, for the test to count).
 func TestEarlyDeadlocksNeedAnHBCycle(t *testing.T) {
+	t.Parallel()
 	found := 0
 	for k := range uint64(300) {
 		g := randgraph.New(20261125+k, randgraph.Config{MinRanks: 2, MaxRanks: 4, MaxSteps: 20})
@@ -205,6 +210,7 @@ func TestEarlyDeadlocksNeedAnHBCycle(t *testing.T) {
 // The happens-before graph built op by op on several workers has the lists hbEdges gives, in
 // its order, and so the same topological order: on random graphs (some with cycles) and plans.
 func TestHBOpByOp(t *testing.T) {
+	t.Parallel()
 	var graphs []*ir.Graph
 	for k := range uint64(40) {
 		g := randgraph.New(20261126+k, randgraph.Config{MinRanks: 2, MaxRanks: 8, MaxSteps: 60, MaxPreds: 2})
@@ -250,6 +256,7 @@ func TestHBOpByOp(t *testing.T) {
 // renumbering, the split of the deferred queries): on random graphs, most of which race or
 // deadlock, and on plans.
 func TestChecksWhateverTheWorkers(t *testing.T) {
+	t.Parallel()
 	var graphs []*ir.Graph
 	cfg := randgraph.Config{MinRanks: 3, MaxRanks: 10, MaxSteps: 240, MaxPreds: 1}
 	for k := range uint64(30) {

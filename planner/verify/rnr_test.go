@@ -14,6 +14,7 @@ import (
 // at the recv, with its gate and the early send; a token from the receiver's gate to the sender
 // silences it, and so does a receive posted up front.
 func TestRNR(t *testing.T) {
+	t.Parallel()
 	late := `plan p
 param ranks = 2
 buffer a u64[4]
@@ -66,6 +67,7 @@ op rx = recv q b
 // The library's pairwise alltoall posts every receive up front: no warning at 64 ranks. The ring
 // allreduce holds each receive back until the reduction that frees tmp: one warning.
 func TestRNRPlans(t *testing.T) {
+	t.Parallel()
 	assert.Empty(t, RNR(loadPlan(t, "../../plans/pairwise_alltoall.dag", map[string]int64{"ranks": 64})))
 	lint := RNR(ringGraph(t, 8))
 	require.Len(t, lint, 1, "%v", lint)
@@ -93,6 +95,7 @@ func BenchmarkRNR(b *testing.B) {
 // renumbers, and whose event-numbered arrays it then reuses) finds what each finds alone, for
 // every plan; with the race detector, this also checks that they share nothing they write.
 func TestLintBesideRaces(t *testing.T) {
+	t.Parallel()
 	for _, path := range planFiles(t) {
 		for _, ranks := range []int64{5, 8} {
 			if !elaborates(path, ranks) {

@@ -53,6 +53,7 @@ func elaborates(path string, ranks int64) bool {
 }
 
 func TestVerifyPlansClean(t *testing.T) {
+	t.Parallel()
 	for _, path := range planFiles(t) {
 		for _, ranks := range planRanks {
 			name := strings.TrimSuffix(filepath.Base(path), ".dag")
