@@ -19,11 +19,15 @@
 #    coredag's protocol (write with immediate) and with ib_write_lat's (write, poll memory): what
 #    the device and the VM allow, apart from coredag's engine. Then the same chain with and without
 #    QP triggers (exec.TriggerQP), alternating runs in the same processes.
-# Exits non-zero if anything in 1-4 fails. The latency ratio is reported, not enforced: the VM is
+# 6. if out/coredag-ofi was built (-tags ofi), the libfabric provider on verbs;ofi_rxm over the same
+#    device: ring_allreduce, pairwise_alltoall and the atomics plans atomic_fanin, cas_handoff as 2
+#    processes (scripts/ofi-multiproc.sh), and with out/ofi.test every plan at 2 and 4 ranks.
+# Exits non-zero if anything in 1-4 or 6 fails. The latency ratio is reported, not enforced: the VM is
 # emulated and shares its host, so timings are noisy.
 #
 # Env: COREDAG_VERBS_DEVICE (rxe0), RUNS (7), PINGPONG_ITERS (15), VERBS_TEST (out/verbs.test),
-# COREDAG (out/coredag), FLOOR (out/pingpong-floor), AB_ROUNDS (10).
+# COREDAG (out/coredag), FLOOR (out/pingpong-floor), AB_ROUNDS (10), COREDAG_OFI (out/coredag-ofi),
+# OFI_TEST (out/ofi.test).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -96,6 +100,37 @@ if [ -x "$COREDAG" ] && "$COREDAG" run --help 2>&1 | grep -q -- '--bootstrap'; t
   if [ $ok = 1 ]; then echo "ok   --timeline, one trace per rank"; else fail "coredag run --timeline"; tail -n 20 /tmp/cli.*.log; fi
 else
   echo; echo "(skipping the CLI: $COREDAG is missing or has no --provider verbs yet)"
+fi
+
+OFI=${COREDAG_OFI:-out/coredag-ofi}
+OFI_TEST=$(realpath "${OFI_TEST:-out/ofi.test}" 2>/dev/null) || OFI_TEST=""
+if [ -x "$OFI" ]; then
+  step "libfabric: coredag run --provider ofi on verbs;ofi_rxm ($DEV), one process per rank"
+  # ofi_rxm sizes each endpoint's verbs CQ as (FI_OFI_RXM_MSG_TX_SIZE + FI_OFI_RXM_MSG_RX_SIZE)
+  # x FI_UNIVERSE_SIZE = (128 + 128) x 256 = 65,536 entries by default; Soft-RoCE's max_cqe is
+  # 32,767, so every endpoint (fi_pingpong's too) fails with EINVAL ("Unable to create verbs CQ").
+  # 64 peers is more than these plans have ranks.
+  export FI_UNIVERSE_SIZE=${FI_UNIVERSE_SIZE:-64}
+  if ! fi_info -p 'verbs;ofi_rxm' -t FI_EP_RDM 2>/dev/null | grep -q "domain: $DEV\$"; then
+    echo "SKIP: libfabric offers no verbs;ofi_rxm endpoint on $DEV here (not a failure); what its verbs provider sees:"
+    FI_LOG_LEVEL=warn fi_info -p verbs -v 2>&1 | head -n 40
+  else
+    # atomic_fanin and cas_handoff need FI_ATOMIC, which ofi_rxm grants (without send-after-write).
+    for plan in ring_allreduce pairwise_alltoall atomic_fanin cas_handoff; do
+      if out=$(OFI_PROVIDER="verbs;ofi_rxm" COREDAG=$OFI TIMEOUT=300 scripts/ofi-multiproc.sh "plans/$plan.dag" 2 2>&1); then
+        echo "ok   plans/$plan.dag ranks=2: $out"
+      else
+        fail "ofi verbs;ofi_rxm $plan ranks=2"; echo "$out" | tail -n 30
+      fi
+    done
+    if [ -n "$OFI_TEST" ] && [ -x "$OFI_TEST" ]; then
+      step "libfabric: every plan in plans/ on verbs;ofi_rxm, 2 and 4 ranks in one process"
+      (cd exec/ofi && "$OFI_TEST" -test.run '^TestPlans$/^verbs;ofi_rxm$' -test.v -test.timeout 600s 2>&1) \
+        | grep -E '^(--- |    --- |        --- |ok|PASS|FAIL)|grants|Error' || fail "plans on verbs;ofi_rxm (exec/ofi TestPlans)"
+    fi
+  fi
+else
+  echo; echo "(skipping libfabric: $OFI is missing; build it with go build -tags ofi -o $OFI ./cmd/coredag)"
 fi
 
 step "latency: pingpong (1,000 dependent writes, polling engine) vs ib_write_lat on $DEV"
