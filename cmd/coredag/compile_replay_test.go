@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -40,7 +41,7 @@ func TestCompileReplaysChains(t *testing.T) {
 			run := func(mangle func(*ir.Plan)) (error, string, string) {
 				var stdout, stderr bytes.Buffer
 				cmd := &compileCmd{paramFlags: paramFlags{Params: []string{"ranks=4"}, Type: "f32"}, Target: "connectx",
-					Format: c.format, File: plan, mangle: mangle}
+					Format: c.format, Replay: "auto", File: plan, mangle: mangle}
 				if c.out != "" {
 					cmd.Out = filepath.Join(dir, c.out)
 				}
@@ -100,4 +101,24 @@ func TestCompileTriggeredReplayInPart(t *testing.T) {
 			assert.Empty(t, stderr)
 		}
 	}
+}
+
+// Past a million ops, --replay auto leaves the replay out and says so; --replay on replays, and
+// the listing is the same either way.
+func TestCompileReplayAuto(t *testing.T) {
+	t.Parallel()
+	endToEnd(t)
+	dir := t.TempDir()
+	auto, on := filepath.Join(dir, "auto.txt"), filepath.Join(dir, "on.txt")
+	code, _, stderr := coredag(t, "", "compile", "-p", "ranks=512", "-o", auto, "plans/ring_allreduce.dag")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stderr, "note: the compiled chains were not replayed on the NIC model: the plan's 1308160 ops are more than the 1048576 that --replay auto replays")
+	code, _, stderr = coredag(t, "", "compile", "--replay", "on", "-p", "ranks=512", "-o", on, "plans/ring_allreduce.dag")
+	require.Equal(t, exitOK, code, stderr)
+	assert.NotContains(t, stderr, "not replayed")
+	a, err := os.ReadFile(auto)
+	require.NoError(t, err)
+	b, err := os.ReadFile(on)
+	require.NoError(t, err)
+	assert.Equal(t, a, b)
 }

@@ -125,6 +125,7 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 	if opt.target != nil {
 		po.Verify.Order, po.Verify.Target = opt.target.Order, opt.target.Name
 		po.Beside = func(ctx context.Context, g *ir.Graph) {
+			l.graph = g // the same Graph Load returns, which waits for Beside
 			switch {
 			case opt.lower:
 				l.lowering = lower.PrepareEach(g, *opt.target)
