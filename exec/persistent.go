@@ -241,7 +241,10 @@ type Op struct {
 	ready bool       // every extern buffer of the local ranks is bound
 	s     *Session   // set by the background goroutine's first iteration
 
-	state  atomic.Int32 // opIdle, opRunning, opClosed
+	state  atomic.Int32  // opIdle, opRunning, opClosed
+	alone  bool          // the Op runs every rank of the plan: an iteration needs no other process
+	handed bool          // the start in flight went to the background goroutine
+	inline chan struct{} // held while Wait runs an iteration on the caller's goroutine
 	kick   chan struct{}
 	done   chan error
 	quit   chan struct{}
@@ -279,7 +282,7 @@ func NewOp(plan *ir.Plan, p nic.Provider, opts Options) (*Op, error) {
 		}
 	}
 	o := &Op{plan: plan, p: p, engine: engine, ranks: ranks, bound: make([][]Region, g.Ranks),
-		kick: make(chan struct{}, 1), done: make(chan error, 1), quit: make(chan struct{}), exited: make(chan struct{})}
+		inline: make(chan struct{}, 1), kick: make(chan struct{}, 1), done: make(chan error, 1), quit: make(chan struct{}), exited: make(chan struct{})}
 	for _, r := range ranks {
 		if r < 0 || r >= g.Ranks {
 			return nil, fmt.Errorf("rank %d is not in the plan (ranks 0..%d)", r, g.Ranks-1)
@@ -292,6 +295,7 @@ func NewOp(plan *ir.Plan, p nic.Provider, opts Options) (*Op, error) {
 	}
 	opts.Timeline, opts.OnIteration = false, nil
 	o.opts = opts
+	o.alone = len(ranks) == g.Ranks
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	go o.loop()
 	return o, nil
@@ -337,7 +341,8 @@ func (o *Op) checkBound() error {
 	return nil
 }
 
-// Start starts one iteration in the background and returns at once.
+// Start starts one iteration and returns at once: the background goroutine runs it, or, when
+// the Op runs every rank of the plan, Wait runs it on the caller's goroutine (see Wait).
 func (o *Op) Start() error {
 	if o.failed != nil {
 		return fmt.Errorf("start: %w", o.failed)
@@ -358,8 +363,30 @@ func (o *Op) Start() error {
 		}
 		return fmt.Errorf("start: %w: wait for it first", ErrInFlight)
 	}
-	o.kick <- struct{}{}
+	o.handed = false
+	if !o.alone {
+		o.handOff()
+	}
 	return nil
+}
+
+// handOff gives the start in flight to the background goroutine, once.
+func (o *Op) handOff() {
+	if !o.handed {
+		o.handed = true
+		o.kick <- struct{}{}
+	}
+}
+
+// runInline runs the start in flight on the caller's goroutine: no hand-off to the background
+// goroutine and back. Close waits for it (inline) before it releases the session.
+func (o *Op) runInline() error {
+	o.inline <- struct{}{}
+	defer func() { <-o.inline }()
+	if o.state.Load() == opClosed {
+		return o.finish(fmt.Errorf("wait: %w during the start", ErrSessionClosed))
+	}
+	return o.finish(o.iteration())
 }
 
 // finish records the end of the start in flight.
@@ -376,11 +403,13 @@ func (o *Op) finish(err error) error {
 	return err
 }
 
-// Test reports whether the start in flight is done (true when none is).
+// Test reports whether the start in flight is done (true when none is). The first Test of a
+// start hands it to the background goroutine, which runs it while the caller does other work.
 func (o *Op) Test() (bool, error) {
 	if o.state.Load() != opRunning {
 		return true, nil
 	}
+	o.handOff()
 	select {
 	case err := <-o.done:
 		return true, o.finish(err)
@@ -389,11 +418,21 @@ func (o *Op) Test() (bool, error) {
 	}
 }
 
-// Wait waits for the start in flight, or until ctx ends.
+// Wait waits for the start in flight, or until ctx ends. When the Op runs every rank of the
+// plan, a start no Test handed to the background runs here, on the caller's goroutine (no
+// hand-off to the background goroutine and back), provided ctx cannot end (ctx.Done() == nil):
+// an iteration cannot be abandoned halfway. Such an iteration depends on no other process, so
+// running it at Wait rather than at Start cannot stall a peer. When peers run other ranks it
+// goes to the background: a peer may wait for this start's progress while this process waits
+// for another Coll (several in flight, waited in another order by each process).
 func (o *Op) Wait(ctx context.Context) error {
 	if o.state.Load() != opRunning {
 		return nil
 	}
+	if o.alone && !o.handed && ctx.Done() == nil {
+		return o.runInline()
+	}
+	o.handOff()
 	select {
 	case err := <-o.done:
 		return o.finish(err)
@@ -422,6 +461,13 @@ func (o *Op) Close() error {
 		defer t.Stop()
 		select {
 		case <-o.exited:
+		case <-t.C:
+			err = fmt.Errorf("close: the start in flight did not stop within %v: its queues and memory are left allocated", 2*hang)
+			return
+		}
+		select { // a Wait running the start on its goroutine
+		case o.inline <- struct{}{}:
+			defer func() { <-o.inline }()
 		case <-t.C:
 			err = fmt.Errorf("close: the start in flight did not stop within %v: its queues and memory are left allocated", 2*hang)
 			return
