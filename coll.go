@@ -19,6 +19,7 @@ import (
 	"github.com/coredag/coredag/exec/provider"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/lower"
+	"github.com/coredag/coredag/planner/verify"
 )
 
 // Coll is a persistent collective: a plan joined to a World, run on the caller's bound memory
@@ -114,12 +115,26 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		opts.Exchange = exchangeOver(w, g.Ranks, hang)
 		opts.Barrier = c.barrier
 		opts.Sync = c.sync
+		opts.Unfenced = unfenced(plan.Graph)
 		c.syncRecv = make([]byte, 8*w.Size())
 	}
 	if c.op, err = exec.NewOp(plan, prov, opts); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrProvider, err))
 	}
 	return c, nil
+}
+
+// unfenced says which World calls of every start the plan makes unnecessary (verify.Fences):
+// the start's allgather stays while an extern buffer is accessed one-sidedly, since it tells
+// every process that one rebound such a buffer.
+func unfenced(g *ir.Graph) exec.Unfenced {
+	start, landed, done := verify.Fences(g)
+	for i := range g.Buffers {
+		if b := &g.Buffers[i]; b.Extern && b.Access&(ir.RemoteWrite|ir.RemoteRead|ir.RemoteAtomic) != 0 {
+			start = true
+		}
+	}
+	return exec.Unfenced{Start: !start, EndLanded: !landed, EndDone: !done}
 }
 
 // agreeOnPlan allgathers every rank's view of the plan (its ranks and a fingerprint of its

@@ -65,7 +65,7 @@ func (s *Session) Rebind(rank int, b ir.BufID, m Region) error {
 	}
 	remote := buf.Access&(ir.RemoteWrite|ir.RemoteRead|ir.RemoteAtomic) != 0
 	allLocal := len(s.ranks) == g.Ranks
-	if remote && !allLocal && (s.opts.Sync == nil || s.opts.Exchange == nil) {
+	if remote && !allLocal && (s.opts.Sync == nil || s.opts.Exchange == nil || s.opts.Unfenced.Start) {
 		return fmt.Errorf("%s: buffer %s: %w: peers access it (%s) with the address and key they received at the first start, "+
 			"and this session has no Sync to tell them of a new one", buf.Pos, buf.Name, ErrRebindRemote, accessOf(buf))
 	}
@@ -174,9 +174,10 @@ func moveWRs(swr []nic.SendWR, rwr []nic.RecvWR, f func(*nic.SGE)) {
 
 // step runs one iteration on the memory as it is (no reset, no comparison with the
 // reference): re-arm, prepost, the start barrier (Sync when set), the iteration, the end
-// barrier. The end
-// barrier keeps a rank from reporting the iteration done while a peer may still read or write
-// its memory (one-sided operations complete at the initiator only).
+// barrier. The start barrier keeps a peer's one-sided ops out of memory its owner has not
+// started; the end barrier keeps a rank from reporting the iteration done while a peer may
+// still read or write its memory (one-sided operations complete at the initiator only).
+// Options.Unfenced drops either when the plan proves it unnecessary.
 func (s *Session) step(ctx context.Context) error {
 	switch {
 	case s.closed:
@@ -189,6 +190,9 @@ func (s *Session) step(ctx context.Context) error {
 	err := s.d.prepost()
 	switch {
 	case err != nil:
+	case s.opts.Unfenced.Start && iter > 0:
+		// (The first iteration keeps its barrier: it also waits until every process connected
+		// its queues.)
 	case s.opts.Sync != nil:
 		// A barrier that also tells every process whether one rebound remotely accessed memory.
 		var flags uint64
@@ -208,7 +212,7 @@ func (s *Session) step(ctx context.Context) error {
 	if err == nil {
 		err = s.d.iterate(ctx, iter)
 	}
-	if err == nil && s.opts.Barrier != nil {
+	if err == nil && s.opts.Barrier != nil && !s.endUnfenced() {
 		if err = s.barrier(ctx); err != nil {
 			err = fmt.Errorf("iteration %d: barrier after the run: %w", iter, err)
 		}
@@ -223,6 +227,20 @@ func (s *Session) step(ctx context.Context) error {
 	}
 	s.done++
 	return nil
+}
+
+// endUnfenced says whether a step may end without its barrier (Unfenced.EndLanded).
+func (s *Session) endUnfenced() bool {
+	u := s.opts.Unfenced
+	if u.EndDone || !u.EndLanded {
+		return u.EndDone
+	}
+	for _, r := range s.res {
+		if _, ok := r.dev.(nic.HostProgress); ok {
+			return false
+		}
+	}
+	return true
 }
 
 // Op is a persistent operation: a plan made ready on a provider, run one iteration per Start
