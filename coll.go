@@ -109,7 +109,7 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		return fail(fmt.Errorf("%w: compile plan %s for target %s: %v", ErrProvider, g.Name, target.Name, err))
 	}
 	c = &Coll{plan: p, world: w, ranks: ranks, prov: prov, hang: hang, pins: map[pinKey]*runtime.Pinner{}}
-	opts := exec.Options{Engine: engine, HangTimeout: hang, Ranks: ranks}
+	opts := exec.Options{Engine: engine, HangTimeout: hang, Ranks: ranks, WaitProgress: p.opts.Progress == "caller"}
 	if w != nil {
 		c.wctx.init(hang)
 		opts.Exchange = exchangeOver(w, g.Ranks, hang)
@@ -319,7 +319,10 @@ func (c *Coll) local(rank int) bool {
 
 // Start starts one iteration of the plan on the bound memory and returns at once; the work
 // goes on in the background (on the NIC, and on a goroutine of this Coll that polls and runs
-// the host steps) until Test or Wait reports it done. Until then the bound memory is the
+// the host steps) until Test or Wait reports it done. When the Coll runs every rank (a nil
+// World, or one of one rank) or Options.Progress is "caller", Wait with a ctx that cannot end
+// runs the iteration itself on the caller's goroutine instead (no hand-off between threads);
+// a Test hands it to the background. Until then the bound memory is the
 // plan's: do not read or write it. Start allocates nothing.
 //
 // Errors: ErrUnbound (an extern buffer is not bound), ErrBusy (the previous start was not

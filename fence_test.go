@@ -105,3 +105,14 @@ if rank == 0 { op w = write q a to b }
 		})
 	}
 }
+
+// TestProgressOption: Options.Progress is background or caller.
+func TestProgressOption(t *testing.T) {
+	_, err := Open("plans/ring_allreduce.dag", Options{Progress: "sometimes"})
+	require.ErrorIs(t, err, ErrArg)
+	assert.Contains(t, err.Error(), `Options.Progress "sometimes": want background or caller`)
+	for _, v := range []string{"", "background", "caller"} {
+		_, err := Open("plans/ring_allreduce.dag", Options{Progress: v})
+		require.NoError(t, err, v)
+	}
+}

@@ -260,7 +260,7 @@ type Op struct {
 	s     *Session   // set by the background goroutine's first iteration
 
 	state  atomic.Int32  // opIdle, opRunning, opClosed
-	alone  bool          // the Op runs every rank of the plan: an iteration needs no other process
+	alone  bool          // the Op runs every rank of the plan, or Options.WaitProgress: Wait runs a start
 	handed bool          // the start in flight went to the background goroutine
 	inline chan struct{} // held while Wait runs an iteration on the caller's goroutine
 	kick   chan struct{}
@@ -313,7 +313,7 @@ func NewOp(plan *ir.Plan, p nic.Provider, opts Options) (*Op, error) {
 	}
 	opts.Timeline, opts.OnIteration = false, nil
 	o.opts = opts
-	o.alone = len(ranks) == g.Ranks
+	o.alone = len(ranks) == g.Ranks || opts.WaitProgress
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	go o.loop()
 	return o, nil
@@ -442,7 +442,8 @@ func (o *Op) Test() (bool, error) {
 // an iteration cannot be abandoned halfway. Such an iteration depends on no other process, so
 // running it at Wait rather than at Start cannot stall a peer. When peers run other ranks it
 // goes to the background: a peer may wait for this start's progress while this process waits
-// for another Coll (several in flight, waited in another order by each process).
+// for another Coll (several in flight, waited in another order by each process), unless
+// Options.WaitProgress says every process waits in one order.
 func (o *Op) Wait(ctx context.Context) error {
 	if o.state.Load() != opRunning {
 		return nil

@@ -78,6 +78,11 @@ type Options struct {
 	// flags over every process, which tells them all that one rebound a remotely accessed
 	// buffer (Session.Rebind), so that all hand their memory descriptors round (Exchange).
 	Sync func(ctx context.Context, flags uint64) (uint64, error)
+	// WaitProgress: Wait runs an Op's start on the caller's goroutine even when peers run
+	// other ranks (as an Op that runs every rank always does). The caller then promises what
+	// MPI's blocking collectives ask: every process waits for its Ops' starts in one order, as
+	// a peer's start moves only while its process waits for it.
+	WaitProgress bool
 	// Unfenced says which barriers of an Op's step the plan makes unnecessary
 	// (planner/verify.Fences); Session.Run keeps them all (it resets memory between iterations).
 	Unfenced Unfenced
