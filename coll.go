@@ -19,6 +19,7 @@ import (
 	"github.com/coredag/coredag/exec/provider"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/lower"
+	"github.com/coredag/coredag/planner/verify"
 )
 
 // Coll is a persistent collective: a plan joined to a World, run on the caller's bound memory
@@ -108,18 +109,32 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		return fail(fmt.Errorf("%w: compile plan %s for target %s: %v", ErrProvider, g.Name, target.Name, err))
 	}
 	c = &Coll{plan: p, world: w, ranks: ranks, prov: prov, hang: hang, pins: map[pinKey]*runtime.Pinner{}}
-	opts := exec.Options{Engine: engine, HangTimeout: hang, Ranks: ranks}
+	opts := exec.Options{Engine: engine, HangTimeout: hang, Ranks: ranks, WaitProgress: p.opts.Progress == "caller"}
 	if w != nil {
 		c.wctx.init(hang)
 		opts.Exchange = exchangeOver(w, g.Ranks, hang)
 		opts.Barrier = c.barrier
 		opts.Sync = c.sync
+		opts.Unfenced = unfenced(plan.Graph)
 		c.syncRecv = make([]byte, 8*w.Size())
 	}
 	if c.op, err = exec.NewOp(plan, prov, opts); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrProvider, err))
 	}
 	return c, nil
+}
+
+// unfenced says which World calls of every start the plan makes unnecessary (verify.Fences):
+// the start's allgather stays while an extern buffer is accessed one-sidedly, since it tells
+// every process that one rebound such a buffer.
+func unfenced(g *ir.Graph) exec.Unfenced {
+	start, landed, done := verify.Fences(g)
+	for i := range g.Buffers {
+		if b := &g.Buffers[i]; b.Extern && b.Access&(ir.RemoteWrite|ir.RemoteRead|ir.RemoteAtomic) != 0 {
+			start = true
+		}
+	}
+	return exec.Unfenced{Start: !start, EndLanded: !landed, EndDone: !done}
 }
 
 // agreeOnPlan allgathers every rank's view of the plan (its ranks and a fingerprint of its
@@ -304,7 +319,10 @@ func (c *Coll) local(rank int) bool {
 
 // Start starts one iteration of the plan on the bound memory and returns at once; the work
 // goes on in the background (on the NIC, and on a goroutine of this Coll that polls and runs
-// the host steps) until Test or Wait reports it done. Until then the bound memory is the
+// the host steps) until Test or Wait reports it done. When the Coll runs every rank (a nil
+// World, or one of one rank) or Options.Progress is "caller", Wait with a ctx that cannot end
+// runs the iteration itself on the caller's goroutine instead (no hand-off between threads);
+// a Test hands it to the background. Until then the bound memory is the
 // plan's: do not read or write it. Start allocates nothing.
 //
 // Errors: ErrUnbound (an extern buffer is not bound), ErrBusy (the previous start was not

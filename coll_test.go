@@ -42,9 +42,19 @@ func fill(d []float32, r, it int) {
 // TestWorldsRingAllreduce runs the ring allreduce as one Coll per rank, each on its own World
 // and goroutine, as processes would: fresh data each iteration, compared with a serial sum.
 func TestWorldsRingAllreduce(t *testing.T) {
+	for _, progress := range []string{"", "caller"} {
+		t.Run("progress="+progress, func(t *testing.T) {
+			// Three polling goroutines on a shared machine: a generous hang timeout.
+			p := openRingHang(t, 3, 64, true, 10*time.Second)
+			p.opts.Progress = progress
+			worldsRingAllreduce(t, p)
+		})
+	}
+}
+
+// worldsRingAllreduce is TestWorldsRingAllreduce on p, a ring allreduce of 3 ranks and n 64.
+func worldsRingAllreduce(t *testing.T, p *Plan) {
 	const ranks, n, iters = 3, 64, 30
-	// Three polling goroutines on a shared machine: a generous hang timeout.
-	p := openRingHang(t, ranks, n, true, 10*time.Second)
 	worlds := chanWorlds(ranks)
 	colls := make([]*Coll, ranks)
 	var wg sync.WaitGroup

@@ -71,6 +71,14 @@ type Options struct {
 	// HangTimeout bounds every wait of a start and every World call: a start that makes no
 	// progress for this long ends with ErrTimeout (or ErrWorld). 0 means exec.DefaultHangTimeout.
 	HangTimeout time.Duration
+	// Progress says which thread moves a start across processes: "background" (the default:
+	// a goroutine of the Coll, while the caller computes) or "caller" (Wait, on the caller's
+	// thread: no hand-off between threads, which costs most when processes outnumber cores).
+	// With "caller" a peer's start moves only while its process waits for it: every process
+	// must wait for its Colls' starts in one order, as with MPI's blocking collectives, and a
+	// Wait whose ctx can end still hands the start to the background, as does Test. A nil
+	// World, or one of one rank, always runs a start in Wait (Coll.Wait).
+	Progress string
 }
 
 // CheckError is the error of a plan that does not load or does not pass `coredag check`: the
@@ -141,6 +149,11 @@ func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 	}
 	if opts.Provider == "" {
 		opts.Provider = "softnic"
+	}
+	switch opts.Progress {
+	case "", "background", "caller":
+	default:
+		return nil, fmt.Errorf("%w: Options.Progress %q: want background or caller", ErrArg, opts.Progress)
 	}
 	engine, err := exec.ParseEngine(opts.Engine)
 	if err != nil {

@@ -73,3 +73,7 @@ func GenericPlanForTest(g *ir.Graph) (*ir.Plan, error) {
 	plan.Deps = d
 	return plan, nil
 }
+
+// HandedForTest says whether the Op's start in flight (or last start) went to its background
+// goroutine.
+func (o *Op) HandedForTest() bool { return o.handed }

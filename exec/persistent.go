@@ -65,7 +65,7 @@ func (s *Session) Rebind(rank int, b ir.BufID, m Region) error {
 	}
 	remote := buf.Access&(ir.RemoteWrite|ir.RemoteRead|ir.RemoteAtomic) != 0
 	allLocal := len(s.ranks) == g.Ranks
-	if remote && !allLocal && (s.opts.Sync == nil || s.opts.Exchange == nil) {
+	if remote && !allLocal && (s.opts.Sync == nil || s.opts.Exchange == nil || s.opts.Unfenced.Start) {
 		return fmt.Errorf("%s: buffer %s: %w: peers access it (%s) with the address and key they received at the first start, "+
 			"and this session has no Sync to tell them of a new one", buf.Pos, buf.Name, ErrRebindRemote, accessOf(buf))
 	}
@@ -174,9 +174,10 @@ func moveWRs(swr []nic.SendWR, rwr []nic.RecvWR, f func(*nic.SGE)) {
 
 // step runs one iteration on the memory as it is (no reset, no comparison with the
 // reference): re-arm, prepost, the start barrier (Sync when set), the iteration, the end
-// barrier. The end
-// barrier keeps a rank from reporting the iteration done while a peer may still read or write
-// its memory (one-sided operations complete at the initiator only).
+// barrier. The start barrier keeps a peer's one-sided ops out of memory its owner has not
+// started; the end barrier keeps a rank from reporting the iteration done while a peer may
+// still read or write its memory (one-sided operations complete at the initiator only).
+// Options.Unfenced drops either when the plan proves it unnecessary.
 func (s *Session) step(ctx context.Context) error {
 	switch {
 	case s.closed:
@@ -189,6 +190,9 @@ func (s *Session) step(ctx context.Context) error {
 	err := s.d.prepost()
 	switch {
 	case err != nil:
+	case s.opts.Unfenced.Start && iter > 0:
+		// (The first iteration keeps its barrier: it also waits until every process connected
+		// its queues.)
 	case s.opts.Sync != nil:
 		// A barrier that also tells every process whether one rebound remotely accessed memory.
 		var flags uint64
@@ -208,7 +212,7 @@ func (s *Session) step(ctx context.Context) error {
 	if err == nil {
 		err = s.d.iterate(ctx, iter)
 	}
-	if err == nil && s.opts.Barrier != nil {
+	if err == nil && s.opts.Barrier != nil && !s.endUnfenced() {
 		if err = s.barrier(ctx); err != nil {
 			err = fmt.Errorf("iteration %d: barrier after the run: %w", iter, err)
 		}
@@ -223,6 +227,20 @@ func (s *Session) step(ctx context.Context) error {
 	}
 	s.done++
 	return nil
+}
+
+// endUnfenced says whether a step may end without its barrier (Unfenced.EndLanded).
+func (s *Session) endUnfenced() bool {
+	u := s.opts.Unfenced
+	if u.EndDone || !u.EndLanded {
+		return u.EndDone
+	}
+	for _, r := range s.res {
+		if _, ok := r.dev.(nic.HostProgress); ok {
+			return false
+		}
+	}
+	return true
 }
 
 // Op is a persistent operation: a plan made ready on a provider, run one iteration per Start
@@ -241,7 +259,10 @@ type Op struct {
 	ready bool       // every extern buffer of the local ranks is bound
 	s     *Session   // set by the background goroutine's first iteration
 
-	state  atomic.Int32 // opIdle, opRunning, opClosed
+	state  atomic.Int32  // opIdle, opRunning, opClosed
+	alone  bool          // the Op runs every rank of the plan, or Options.WaitProgress: Wait runs a start
+	handed bool          // the start in flight went to the background goroutine
+	inline chan struct{} // held while Wait runs an iteration on the caller's goroutine
 	kick   chan struct{}
 	done   chan error
 	quit   chan struct{}
@@ -279,7 +300,7 @@ func NewOp(plan *ir.Plan, p nic.Provider, opts Options) (*Op, error) {
 		}
 	}
 	o := &Op{plan: plan, p: p, engine: engine, ranks: ranks, bound: make([][]Region, g.Ranks),
-		kick: make(chan struct{}, 1), done: make(chan error, 1), quit: make(chan struct{}), exited: make(chan struct{})}
+		inline: make(chan struct{}, 1), kick: make(chan struct{}, 1), done: make(chan error, 1), quit: make(chan struct{}), exited: make(chan struct{})}
 	for _, r := range ranks {
 		if r < 0 || r >= g.Ranks {
 			return nil, fmt.Errorf("rank %d is not in the plan (ranks 0..%d)", r, g.Ranks-1)
@@ -292,6 +313,7 @@ func NewOp(plan *ir.Plan, p nic.Provider, opts Options) (*Op, error) {
 	}
 	opts.Timeline, opts.OnIteration = false, nil
 	o.opts = opts
+	o.alone = len(ranks) == g.Ranks || opts.WaitProgress
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	go o.loop()
 	return o, nil
@@ -337,7 +359,8 @@ func (o *Op) checkBound() error {
 	return nil
 }
 
-// Start starts one iteration in the background and returns at once.
+// Start starts one iteration and returns at once: the background goroutine runs it, or, when
+// the Op runs every rank of the plan, Wait runs it on the caller's goroutine (see Wait).
 func (o *Op) Start() error {
 	if o.failed != nil {
 		return fmt.Errorf("start: %w", o.failed)
@@ -358,8 +381,30 @@ func (o *Op) Start() error {
 		}
 		return fmt.Errorf("start: %w: wait for it first", ErrInFlight)
 	}
-	o.kick <- struct{}{}
+	o.handed = false
+	if !o.alone {
+		o.handOff()
+	}
 	return nil
+}
+
+// handOff gives the start in flight to the background goroutine, once.
+func (o *Op) handOff() {
+	if !o.handed {
+		o.handed = true
+		o.kick <- struct{}{}
+	}
+}
+
+// runInline runs the start in flight on the caller's goroutine: no hand-off to the background
+// goroutine and back. Close waits for it (inline) before it releases the session.
+func (o *Op) runInline() error {
+	o.inline <- struct{}{}
+	defer func() { <-o.inline }()
+	if o.state.Load() == opClosed {
+		return o.finish(fmt.Errorf("wait: %w during the start", ErrSessionClosed))
+	}
+	return o.finish(o.iteration())
 }
 
 // finish records the end of the start in flight.
@@ -376,11 +421,13 @@ func (o *Op) finish(err error) error {
 	return err
 }
 
-// Test reports whether the start in flight is done (true when none is).
+// Test reports whether the start in flight is done (true when none is). The first Test of a
+// start hands it to the background goroutine, which runs it while the caller does other work.
 func (o *Op) Test() (bool, error) {
 	if o.state.Load() != opRunning {
 		return true, nil
 	}
+	o.handOff()
 	select {
 	case err := <-o.done:
 		return true, o.finish(err)
@@ -389,11 +436,22 @@ func (o *Op) Test() (bool, error) {
 	}
 }
 
-// Wait waits for the start in flight, or until ctx ends.
+// Wait waits for the start in flight, or until ctx ends. When the Op runs every rank of the
+// plan, a start no Test handed to the background runs here, on the caller's goroutine (no
+// hand-off to the background goroutine and back), provided ctx cannot end (ctx.Done() == nil):
+// an iteration cannot be abandoned halfway. Such an iteration depends on no other process, so
+// running it at Wait rather than at Start cannot stall a peer. When peers run other ranks it
+// goes to the background: a peer may wait for this start's progress while this process waits
+// for another Coll (several in flight, waited in another order by each process), unless
+// Options.WaitProgress says every process waits in one order.
 func (o *Op) Wait(ctx context.Context) error {
 	if o.state.Load() != opRunning {
 		return nil
 	}
+	if o.alone && !o.handed && ctx.Done() == nil {
+		return o.runInline()
+	}
+	o.handOff()
 	select {
 	case err := <-o.done:
 		return o.finish(err)
@@ -422,6 +480,13 @@ func (o *Op) Close() error {
 		defer t.Stop()
 		select {
 		case <-o.exited:
+		case <-t.C:
+			err = fmt.Errorf("close: the start in flight did not stop within %v: its queues and memory are left allocated", 2*hang)
+			return
+		}
+		select { // a Wait running the start on its goroutine
+		case o.inline <- struct{}{}:
+			defer func() { <-o.inline }()
 		case <-t.C:
 			err = fmt.Errorf("close: the start in flight did not stop within %v: its queues and memory are left allocated", 2*hang)
 			return

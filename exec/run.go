@@ -78,6 +78,14 @@ type Options struct {
 	// flags over every process, which tells them all that one rebound a remotely accessed
 	// buffer (Session.Rebind), so that all hand their memory descriptors round (Exchange).
 	Sync func(ctx context.Context, flags uint64) (uint64, error)
+	// WaitProgress: Wait runs an Op's start on the caller's goroutine even when peers run
+	// other ranks (as an Op that runs every rank always does). The caller then promises what
+	// MPI's blocking collectives ask: every process waits for its Ops' starts in one order, as
+	// a peer's start moves only while its process waits for it.
+	WaitProgress bool
+	// Unfenced says which barriers of an Op's step the plan makes unnecessary
+	// (planner/verify.Fences); Session.Run keeps them all (it resets memory between iterations).
+	Unfenced Unfenced
 	// Reference is the expected memory (from Reference); computed when nil.
 	Reference *Memory
 	// OnIteration, when set, is called after each iteration with the number done and the total
@@ -141,6 +149,23 @@ type Result struct {
 	// covers it (stamped by the driver where it can, StampCQ) or when its host step ran. Ops that
 	// did not complete here (other processes' ranks, or past a failure) are -1.
 	Timeline [][]time.Duration
+}
+
+// Unfenced lists the barriers of an Op's step (Options.Barrier, Options.Sync) that the plan
+// makes unnecessary.
+type Unfenced struct {
+	// Start: every one-sided op into a rank's memory starts after an op of that rank in the same
+	// iteration, so no peer touches memory its owner has not started, and no extern buffer is
+	// accessed one-sidedly (whose rebinding the start barrier tells every process). The step
+	// begins without a barrier.
+	Start bool
+	// EndLanded: every one-sided op into a rank's memory lands before an op of that rank ends, so
+	// no peer touches a rank's memory once its iteration ended. The step ends without a barrier,
+	// unless a local device moves data only inside the host's calls (nic.HostProgress) and
+	// EndDone is false: the peers' ops may still need this rank's progress to complete.
+	EndLanded bool
+	// EndDone: every such op also completes at its initiator before an op of the target ends.
+	EndDone bool
 }
 
 // driver is an engine bound to a set's resources.

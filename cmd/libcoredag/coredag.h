@@ -93,6 +93,10 @@ const char *coredag_strerror(int code);
  *                                  chosen with the engine)
  *     extern=NAME[,NAME...]        more buffers the caller binds, beside those the plan
  *                                  declares extern (an MSCCL .xml algorithm's, older plans')
+ *     progress=background|caller   who moves a start across processes: a thread of coredag
+ *                                  (default) or coredag_coll_wait on the caller's thread (no
+ *                                  thread hand-off; every process must then wait for its
+ *                                  collectives in one order, as MPI's blocking collectives)
  *     hang_timeout_ms=N            bound of every wait inside coredag (default: coredag's)
  * On success *out is the plan. On error *out is a plan handle that only carries the message
  * (coredag_plan_error), to free with coredag_plan_free; *out is NULL only if out is NULL or memory

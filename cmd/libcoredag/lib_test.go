@@ -90,7 +90,7 @@ func TestC(t *testing.T) {
 		// Each case printed its line: a case that silently did not run would be missed otherwise.
 		for _, c := range []string{"start before bind", "second start before wait", "bind of the wrong size", "free during a start",
 			"world size differs from plan ranks", "plan that fails check", "coll_start NULL", "world allgather fails",
-			"plan passed as a collective", "wait 10 ms for a start that takes 300", "a barrier that fails in a start",
+			"plan passed as a collective", "wait 10 ms for a start that takes 300", "an allgather that fails in a start",
 			"bind of a scratch buffer"} {
 			if !strings.Contains(out, "ok "+c+":") {
 				t.Errorf("no line for case %q", c)

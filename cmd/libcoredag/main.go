@@ -196,6 +196,8 @@ func openOptions(params, options **C.char) (coredag.Options, error) {
 					opts.Extern = append(opts.Extern, name)
 				}
 			}
+		case "progress":
+			opts.Progress = v
 		case "hang_timeout_ms":
 			ms, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || ms <= 0 || ms > int64(time.Hour/time.Millisecond)*24 {
@@ -203,7 +205,7 @@ func openOptions(params, options **C.char) (coredag.Options, error) {
 			}
 			opts.HangTimeout = time.Duration(ms) * time.Millisecond
 		default:
-			return opts, fmt.Errorf("options[%d] = %q: unknown option %q (known: provider, ofi_provider, engine, target, extern, hang_timeout_ms)", i, s, k)
+			return opts, fmt.Errorf("options[%d] = %q: unknown option %q (known: provider, ofi_provider, engine, target, extern, progress, hang_timeout_ms)", i, s, k)
 		}
 	}
 	return opts, nil

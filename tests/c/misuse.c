@@ -84,21 +84,31 @@ static int gather_fail(const void *send, void *recv, size_t nbytes, void *ctx) {
     return 42;
 }
 
-/* A world of one whose barrier is slow (ctx->sleep_ms) or fails (ctx->fail, once armed). */
+/* A world of one whose allgather is slow (ctx->sleep_ms) or fails (ctx->fail, once armed). */
 typedef struct {
     int sleep_ms, fail;
 } slow;
 static int gather_slow(const void *send, void *recv, size_t nbytes, void *ctx) {
-    (void)ctx;
-    memcpy(recv, send, nbytes);
-    return 0;
-}
-static int barrier_slow(void *ctx) {
     slow *s = ctx;
     struct timespec ts = {s->sleep_ms / 1000, (long)(s->sleep_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+    memcpy(recv, send, nbytes);
     return s->fail;
 }
+static int barrier_slow(void *ctx) {
+    (void)ctx;
+    return 0;
+}
+
+/* copy_src with a buffer peers may write: every start begins with an allgather (it tells every
+ * process of a rebinding), which a plan of two-sided messages and host steps does without. */
+static const char *copy_remote_src =
+    "plan local_copy\n"
+    "param ranks = 1\n"
+    "param n = 8\n"
+    "buffer src f32[n] extern init i\n"
+    "buffer dst f32[n] extern remote_write\n"
+    "op cp = copy src to dst\n";
 
 static coredag_plan *open_ok(const char *name, const char *src) {
     coredag_plan *p;
@@ -307,9 +317,9 @@ static void lifecycle_two(void) {
 }
 
 /* A start whose world is slow: a wait with a short timeout returns COREDAG_ERR_TIMEOUT with the
- * start still in flight; a world whose barrier fails fails the start with COREDAG_ERR_WORLD. */
+ * start still in flight; a world whose allgather fails fails the start with COREDAG_ERR_WORLD. */
 static void slow_world(void) {
-    coredag_plan *p = open_ok("copy.dag", copy_src);
+    coredag_plan *p = open_ok("copy.dag", copy_remote_src);
     coredag_coll *c;
     slow s = {0, 0};
     coredag_world w = {0, 1, gather_slow, barrier_slow, &s};
@@ -334,7 +344,7 @@ static void slow_world(void) {
     s.fail = 7;
     rc = coredag_coll_start(c);
     if (rc == COREDAG_OK) rc = coredag_coll_wait(c, -1);
-    expect("a barrier that fails in a start", rc, COREDAG_ERR_WORLD, coredag_coll_error(c), WORDS("7"));
+    expect("an allgather that fails in a start", rc, COREDAG_ERR_WORLD, coredag_coll_error(c), WORDS("7"));
     rc = coredag_coll_start(c);
     expect("start after a failed start: the failure again", rc, COREDAG_ERR_WORLD, coredag_coll_error(c), WORDS("returned 7"));
     expect("coll_free after a failed start", coredag_coll_free(c), COREDAG_OK, "", NULL);

@@ -1,0 +1,118 @@
+package coredag
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// countWorld counts the calls into a World.
+type countWorld struct {
+	World
+	barriers, allgathers *atomic.Int64
+}
+
+func (w countWorld) Barrier(ctx context.Context) error {
+	w.barriers.Add(1)
+	return w.World.Barrier(ctx)
+}
+
+func (w countWorld) Allgather(ctx context.Context, send, recv []byte) error {
+	w.allgathers.Add(1)
+	return w.World.Allgather(ctx, send, recv)
+}
+
+// TestWorldCallsFollowPlan: a start calls the World only for the barriers its plan needs
+// (verify.Fences): none for two-sided messages, both for a write its target knows nothing of,
+// the allgather alone for the ring allreduce (its writes land before their target's iteration
+// ends, and the allgather tells every process when one rebound the extern buffer peers write).
+func TestWorldCallsFollowPlan(t *testing.T) {
+	const starts = 20
+	cases := []struct {
+		name, src            string
+		allgathers, barriers int64 // per start
+	}{
+		{"two-sided", `plan p
+param ranks = 2
+buffer a u64[4] extern
+buffer b u64[4]
+queue q to 1 - rank
+op tx = send q a
+op rx = recv q b
+op back = copy b to a after rx, tx
+`, 0, 0},
+		{"bare write", `plan p
+param ranks = 2
+buffer a u64[4] extern
+buffer b u64[4] remote_write
+queue q to 1 - rank
+if rank == 0 { op w = write q a to b }
+`, 1, 1},
+		{"ring", "", 1, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var p *Plan
+			if c.src == "" {
+				p = openRing(t, 2, 8, true)
+			} else {
+				var err error
+				p, err = OpenSource("p.dag", []byte(c.src), Options{HangTimeout: testHang})
+				require.NoError(t, err)
+				p.prov = sharedSoftNIC()
+			}
+			var barriers, allgathers atomic.Int64
+			worlds := chanWorlds(2)
+			colls := make([]*Coll, 2)
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			for r := range colls {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					w := countWorld{worlds[r], &barriers, &allgathers}
+					if colls[r], errs[r] = p.Init(context.Background(), w); errs[r] != nil {
+						return
+					}
+					defer colls[r].Close()
+					name := p.graph.Buffers[0].Name
+					if errs[r] = colls[r].Bind(name, make([]byte, p.graph.Buffers[0].Bytes())); errs[r] != nil {
+						return
+					}
+					for i := 0; i < starts && errs[r] == nil; i++ {
+						if errs[r] = colls[r].Start(); errs[r] == nil {
+							errs[r] = colls[r].Wait(context.Background())
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			require.NoError(t, errs[0])
+			require.NoError(t, errs[1])
+			// Init agrees on the plan (one allgather per rank), the first start exchanges the
+			// queues' descriptors (two) and keeps its start barrier (one allgather) whatever
+			// the plan: every process has connected its queues.
+			setup := int64(2 * 3)
+			if c.allgathers == 0 {
+				setup += 2
+			}
+			assert.Equal(t, 2*starts*c.allgathers, allgathers.Load()-setup, "allgathers")
+			assert.Equal(t, 2*starts*c.barriers, barriers.Load(), "barriers")
+		})
+	}
+}
+
+// TestProgressOption: Options.Progress is background or caller.
+func TestProgressOption(t *testing.T) {
+	_, err := Open("plans/ring_allreduce.dag", Options{Progress: "sometimes"})
+	require.ErrorIs(t, err, ErrArg)
+	assert.Contains(t, err.Error(), `Options.Progress "sometimes": want background or caller`)
+	for _, v := range []string{"", "background", "caller"} {
+		_, err := Open("plans/ring_allreduce.dag", Options{Progress: v})
+		require.NoError(t, err, v)
+	}
+}
