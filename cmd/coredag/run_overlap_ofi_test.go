@@ -20,7 +20,7 @@ func TestRunOverlapOFI(t *testing.T) {
 		require.Equal(t, exitOK, code, "%s:\n%s%s", target, stdout, stderr)
 		assert.Contains(t, stdout, "PASS "+plan)
 		assert.Contains(t, stdout, "target "+target+", ofi")
-		assert.Regexp(t, `\n  overlap \d+\.\d%: communication alone `, stdout)
+		assert.Regexp(t, `\n  overlap \d+\.\d% \(middle half of the rounds \d+\.\d% to \d+\.\d%\): communication alone `, stdout)
 		assert.Contains(t, stdout, "\n  CPU time per iteration: ")
 	}
 	code, _, stderr := coredagEnv(t, ofiEnv, "", "run", "--overlap", "--provider", "ofi", "--rank", "0", "--ranks", "2",
