@@ -109,6 +109,9 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		return fail(fmt.Errorf("%w: compile plan %s for target %s: %v", ErrProvider, g.Name, target.Name, err))
 	}
 	c = &Coll{plan: p, world: w, ranks: ranks, prov: prov, hang: hang, pins: map[pinKey]*runtime.Pinner{}}
+	// A Coll dropped without Close must not take its host process down: the runtime panics when
+	// it collects a Pinner that still pins memory. The pins go with the Coll.
+	runtime.AddCleanup(c, unpinAll, c.pins)
 	opts := exec.Options{Engine: engine, HangTimeout: hang, Ranks: ranks, WaitProgress: p.opts.Progress == "caller"}
 	if w != nil {
 		c.wctx.init(hang)
@@ -410,12 +413,8 @@ func (c *Coll) Close() (err error) {
 		err = perr
 	}
 	c.mu.Lock()
-	for k, p := range c.pins {
-		if p != nil {
-			p.Unpin()
-		}
-		delete(c.pins, k)
-	}
+	unpinAll(c.pins)
+	clear(c.pins)
 	c.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("%w: close: %v", ErrInternal, err)
@@ -481,4 +480,13 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrInternal, err)
 	}
 	return fmt.Errorf("%w: %w", ErrProvider, err)
+}
+
+// unpinAll lets go of the memory a Coll pinned (its Close, or its collection without one).
+func unpinAll(pins map[pinKey]*runtime.Pinner) {
+	for _, p := range pins {
+		if p != nil {
+			p.Unpin()
+		}
+	}
 }

@@ -3,6 +3,7 @@ package coredag
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -499,4 +500,21 @@ func TestOptionsExtern(t *testing.T) {
 	require.NoError(t, c.Start())
 	require.NoError(t, c.Wait(context.Background()))
 	require.ErrorIs(t, c.Bind("c", make([]byte, 8)), ErrBind, "c stays coredag's")
+}
+
+// A Coll its caller drops without Close, Go memory bound, does not crash the process when it is
+// collected (the runtime panics on a collected Pinner that still pins memory).
+func TestDroppedCollDoesNotCrash(t *testing.T) {
+	p := openRing(t, 2, 8, false)
+	for range 3 {
+		c, err := p.Init(context.Background(), nil)
+		require.NoError(t, err)
+		for r := range 2 {
+			require.NoError(t, BindSlice(c, r, "data", make([]float32, 16)))
+		}
+	}
+	for range 5 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
 }
