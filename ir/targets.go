@@ -50,6 +50,32 @@ const (
 	cxiOrderSource = "the cxi provider's msg_order (libfabric source, CXIP_MSG_ORDER: FI_ORDER_SAS, FI_ORDER_WAW); a guess that the data of the earlier write is in place when the later op lands (max_order_waw_size not documented)"
 )
 
+// genericTarget is any verbs NIC without cross-channel; unorderedTarget is the same NIC on a
+// transport that keeps no order between the ops of a queue.
+var genericTarget = Target{
+	Name:         "generic",
+	Description:  "any verbs NIC, no cross-channel: plain chains that the CPU polling engine posts as dependencies complete",
+	CrossChannel: false,
+	Style:        StyleNone,
+	PrePost:      false,
+	MaxWQDepth:   connectXMaxWQ,
+	MaxCQDepth:   connectXMaxCQ,
+	MaxInline:    64,
+	MaxSGE:       connectXMaxSGE,
+	CanCalc:      false,
+	Order:        OrderRC,
+	OrderSource:  rcOrderSource,
+}
+
+var unorderedTarget = func() Target {
+	t := genericTarget
+	t.Name = "unordered"
+	t.Description = "generic, on a transport that delivers reliably but in no order (Ultra Ethernet-style reliable unordered delivery): a plan that checks for it relies on no ordering between the ops of a queue"
+	t.Order = OrderNone
+	t.OrderSource = "reliable unordered delivery: the ops of a queue may land in any order"
+	return t
+}()
+
 var builtinTargets = []Target{
 	{
 		Name:        "triggered",
@@ -103,34 +129,8 @@ var builtinTargets = []Target{
 		Order:        OrderRC,
 		OrderSource:  rcOrderSource,
 	},
-	{
-		Name:         "generic",
-		Description:  "any verbs NIC, no cross-channel: plain chains that the CPU polling engine posts as dependencies complete",
-		CrossChannel: false,
-		Style:        StyleNone,
-		PrePost:      false,
-		MaxWQDepth:   connectXMaxWQ,
-		MaxCQDepth:   connectXMaxCQ,
-		MaxInline:    64,
-		MaxSGE:       connectXMaxSGE,
-		CanCalc:      false,
-		Order:        OrderRC,
-		OrderSource:  rcOrderSource,
-	},
-	{
-		Name:         "unordered",
-		Description:  "generic, on a transport that delivers reliably but in no order (Ultra Ethernet-style reliable unordered delivery): a plan that checks for it relies on no ordering between the ops of a queue",
-		CrossChannel: false,
-		Style:        StyleNone,
-		PrePost:      false,
-		MaxWQDepth:   connectXMaxWQ,
-		MaxCQDepth:   connectXMaxCQ,
-		MaxInline:    64,
-		MaxSGE:       connectXMaxSGE,
-		CanCalc:      false,
-		Order:        OrderNone,
-		OrderSource:  "reliable unordered delivery: the ops of a queue may land in any order",
-	},
+	genericTarget,
+	unorderedTarget,
 }
 
 // Targets returns the built-in targets, sorted by name. The slice is a copy.
