@@ -185,7 +185,10 @@ func (p *lockedPD) AllocMR(size int, a nic.Access) (nic.MR, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m, err := p.pd.AllocMR(size, a)
-	return &lockedMR{MR: m, mu: p.mu}, err
+	if err != nil {
+		return nil, err
+	}
+	return &lockedMR{MR: m, mu: p.mu}, nil
 }
 func (p *lockedPD) RegisterMR(addr unsafe.Pointer, size int, a nic.Access) (nic.MR, error) {
 	p.mu.Lock()
