@@ -13,7 +13,6 @@ import (
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
-	"github.com/coredag/coredag/planner/elaborate"
 )
 
 // Sentinel errors: every error of this package wraps one of them (or is a *CheckError); test
@@ -169,7 +168,7 @@ func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrArg, err)
 	}
-	g, err := planner.Load(name, src, opts.Params, planner.Options{Elaborate: elaborate.Within(b)})
+	g, err := planner.Load(name, src, opts.Params, planner.Within(b))
 	if err != nil {
 		var l diag.List
 		if errors.As(err, &l) {

@@ -7,7 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner/prove"
 	"github.com/coredag/coredag/planner/verify"
 )
 
@@ -46,4 +48,16 @@ func TestLoadUnderOrdering(t *testing.T) {
 	_, err = Load("p.dag", []byte(publishAllgather), nil, Options{Verify: verify.Options{Target: "unordered"}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "only write-after-write ordering (FI_ORDER_WAW)")
+}
+
+// TestLoadUnderOrderingBudget: the proof replayed in an order that agrees with the target's
+// ordering keeps within the memory budget like the first one.
+func TestLoadUnderOrderingBudget(t *testing.T) {
+	t.Parallel()
+	_, err := Load("p.dag", []byte(publishAllgather), nil, Options{
+		Verify: verify.Options{Order: ir.OrderRC, Target: "connectx"},
+		Prove:  prove.Options{Budget: budget.Budget{Bytes: 1 << 10, From: "--mem"}},
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "expect allgather out from data: cannot prove within the memory budget: the proof's symbolic values need more than 512 bytes, half the memory budget of 1 KiB (set with --mem)")
 }

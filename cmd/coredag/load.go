@@ -118,7 +118,8 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 		name = "<stdin>"
 	}
 	l := &loaded{path: name, src: src, budget: b}
-	po := planner.Options{Elaborate: elaborate.Within(b), MSCCL: msccl.Options{Elem: p.Type}}
+	po := planner.Within(b)
+	po.MSCCL = msccl.Options{Elem: p.Type}
 	if opt.lint {
 		po.Lint = func(found diag.List) { l.lints = found }
 	}

@@ -25,7 +25,7 @@ type Options struct {
 	// Budget, when its Bytes are positive, is the memory budget of the command: the Graph's
 	// arrays that are sized ahead for the ranks to come (ops, queues, edges) are checked
 	// against it before they are allocated, and refused with a *budget.Error past it. The
-	// proof takes its share of it too (prove.CheckWithin).
+	// proof takes its share of it too (prove.Options).
 	Budget budget.Budget
 	// MaxInitChecks, when positive and below MaxInitChecks, is the most per-element init
 	// evaluations done while checking.
