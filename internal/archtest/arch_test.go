@@ -51,6 +51,7 @@ var rules = []rule{
 	{pkg: "planner/...", forbid: []string{"exec", "exec/...", "viz", "listing"}, why: "the passes do not run or draw plans"},
 	{pkg: "planner", forbid: []string{"exec", "exec/...", "viz", "listing"}, why: "the passes do not run or draw plans"},
 	{pkg: "planner/elaborate", forbid: []string{"planner", "planner/verify", "planner/lower"}, why: "elaboration is the first pass"},
+	{pkg: "planner/elaborate/internal/arena", only: []string{}, why: "the elaborator's allocation tactics know nothing of plans"},
 	{pkg: "planner/verify", forbid: []string{"dsl", "planner", "planner/elaborate", "planner/lower"}, why: "verification reads a Graph"},
 	{pkg: "planner/prove", forbid: []string{"dsl", "planner", "planner/elaborate", "planner/lower"}, why: "the proof reads a Graph and verify's order"},
 	{pkg: "planner/lower", forbid: []string{"dsl", "planner", "planner/elaborate", "planner/verify"}, why: "lowering reads a Graph"},
