@@ -50,49 +50,53 @@ func Elaborate(f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, er
 }
 
 type elaborator struct {
+	// The plan: its text, the Graph being built, the settings and what was found.
 	file      *dsl.File
 	g         *ir.Graph
-	overrides map[string]int64
+	overrides map[string]int64 // the params set by -p
+	opt       Options          // the settings of this elaboration (limits, budget)
 	diag      [numPhases]diags
-
-	globals *scope              // params, ranks and the top-level lets that do not depend on rank
-	bufIdx  map[string]ir.BufID // buffer name -> id
-	memo    *memo               // def results, for the ranks this elaborator elaborates
-	badBuf  map[string]bool     // buffers whose declaration failed (and was reported)
-	perElem map[ir.BufID]bool   // buffer -> its init depends on the element index i
-
-	// per-rank state, reset for each rank
-	rank      int
-	opIdx     map[string]ir.OpID
-	queueIdx  map[string]ir.QueueID
-	opNames   map[string]bool // base names of ops declared on this rank (for hints), made by baseNames
-	pending   []pendingRef
-	opQueue   []ref      // per op of this rank: its queue reference
-	peerRefs  []queueRef // per queue of the graph: its peer queue reference
-	iters     int64
-	truncated bool
-	maxOps    int // the op limit: MaxOps, or lower (Options)
-	first     int // the ranks whose ops g holds: first .. end-1 (all of them, but in a shard)
-	end       int
-	shard     *shard // the shard this elaborator elaborates (parallel.go), nil: the whole plan
-	// the ids of g.Ops[0] and g.Queues[0]: 0, but in a shard, where they are its window's
-	opBase    ir.OpID
-	queueBase ir.QueueID
-	pool      *pool         // what it shares with the other shards
-	whyMaxOps string        // why the limit is lower, for its diagnostic
-	opt       Options       // the settings of this elaboration (limits, budget)
 	refusal   *budget.Error // an array the budget refused (room): the elaboration's error
-	countWork int           // what is left of maxCountWork
 
-	broken struct{ ops, queues brokenNames } // declarations of this rank that failed (cascade.go)
-
+	// What every rank shares, read by header.
+	globals       *scope                   // params, ranks and the top-level lets that do not depend on rank
 	globalAsserts map[*dsl.AssertStmt]bool // top-level asserts that do not use rank, checked once by header
 	refused       bool                     // a global assert failed: the parameter set is refused
-	stopped       bool                     // an assert of this rank failed: the rest of its text is not elaborated
+	bufIdx        map[string]ir.BufID      // buffer name -> id
+	badBuf        map[string]bool          // buffers whose declaration failed (and was reported)
+	perElem       map[ir.BufID]bool        // buffer -> its init depends on the element index i
+	memo          *memo                    // def results, for the ranks this elaborator elaborates
 
-	names nameTables // what el keeps per name of the text and per base name (names.go)
-	cur   *stmtCode  // the op statement being elaborated: its compiled slices
-	mem   allocs     // where el's allocations come from (alloc.go)
+	// The limits (limits.go) and what is left of them.
+	maxOps    int    // the op limit: MaxOps, or lower (Options)
+	whyMaxOps string // why the limit is lower, for its diagnostic
+	iters     int64  // loop iterations so far
+	countWork int    // what is left of maxCountWork
+	truncated bool   // a limit was passed: the rest is not elaborated
+
+	// The rank being elaborated: reset for each.
+	rank     int
+	opIdx    map[string]ir.OpID                // op names kept by their text (names.go)
+	queueIdx map[string]ir.QueueID             // queue names kept by their text
+	opNames  map[string]bool                   // base names of ops declared on this rank (for hints), made by lookupOp
+	pending  []pendingRef                      // `after` references, resolved at the end of the rank
+	opQueue  []ref                             // per op of this rank: its queue reference
+	broken   struct{ ops, queues brokenNames } // declarations of this rank that failed (cascade.go)
+	stopped  bool                              // an assert of this rank failed: the rest of its text is not elaborated
+	cur      *stmtCode                         // the op statement being elaborated: its compiled slices
+
+	peerRefs []queueRef // per queue el made: its peer queue reference, resolved by pairQueues
+	names    nameTables // what el keeps per name of the text and per base name (names.go)
+
+	// The ranks el elaborates and where their ops go (parallel.go): all of them into the Graph,
+	// or a shard's into its windows of the Graph's arrays.
+	first, end int        // the ranks whose ops g holds: first .. end-1
+	shard      *shard     // the shard el elaborates, nil: the whole plan
+	pool       *pool      // what it shares with the other shards
+	opBase     ir.OpID    // the id of g.Ops[0]: 0, but in a shard, where it is its window's
+	queueBase  ir.QueueID // the id of g.Queues[0], likewise
+
+	mem allocs // where el's allocations come from (alloc.go)
 }
 
 // extra returns op's OpExtra, giving it one if it has none (a plan of atomics has one per op).
