@@ -2,6 +2,7 @@ package verify
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/elaborate"
 )
 
@@ -41,9 +43,28 @@ func TestSuggestFixes(t *testing.T) {
 
 	assert.Len(t, plan.Edges, 2, "implied edges are pruned:\n%s", plan)
 	// Apply the suggestion on every listed rank: the plan must verify clean.
-	keep := make([]bool, len(plan.Edges))
-	for i := range keep {
-		keep[i] = true
+	assert.Empty(t, Check(applyPlan(t, g, plan.Edges)))
+}
+
+// applyPlan returns a copy of g with the suggested edges added on every rank they list, found
+// by the names of their ops.
+func applyPlan(t *testing.T, g *ir.Graph, edges []FixEdge) *ir.Graph {
+	t.Helper()
+	named := func(r int, name string) ir.OpID {
+		first, end := g.RankOps(r)
+		for id := first; id < end; id++ {
+			if g.Ops[id].Name == name {
+				return id
+			}
+		}
+		t.Fatalf("no op %s on rank %d", name, r)
+		return ir.None
 	}
-	assert.Empty(t, Check(withEdges(g, plan.Edges, keep)))
+	out := slices.Clone(g.Edges)
+	for _, e := range edges {
+		for _, r := range e.Ranks {
+			out = append(out, ir.Edge{From: named(r, e.After), To: named(r, e.Op)})
+		}
+	}
+	return g.WithEdges(out)
 }
