@@ -329,9 +329,32 @@ func initWorlds(t *testing.T, p *Plan, ranks int) []*Coll {
 	wg.Wait()
 	for r := range colls {
 		require.NoError(t, errs[r])
-		t.Cleanup(func() { colls[r].Close() })
 	}
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, c := range colls {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.Close() }()
+		}
+		wg.Wait()
+	})
 	return colls
+}
+
+// closeAll closes every Coll at once, as separate processes would: a Close may wait for the
+// others' (Coll.Close).
+func closeAll(t *testing.T, colls []*Coll) {
+	t.Helper()
+	errs := make([]error, len(colls))
+	var wg sync.WaitGroup
+	for r, c := range colls {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[r] = c.Close() }()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
 }
 
 // startAll runs one iteration on every Coll.
