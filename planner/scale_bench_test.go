@@ -34,6 +34,28 @@ func BenchmarkCheckRing(b *testing.B) {
 	}
 }
 
+// BenchmarkCheckSwing is `coredag check` of testdata/scale/swing_allreduce.dag, whose block sets
+// are recomputed by recursive defs at every use: it measures a check dominated by evaluating
+// functions (parse, elaborate, verify).
+func BenchmarkCheckSwing(b *testing.B) {
+	src, err := os.ReadFile("../testdata/scale/swing_allreduce.dag")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, ranks := range []int64{128, 256, 512} {
+		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
+			var g *ir.Graph
+			b.ReportAllocs()
+			for b.Loop() {
+				if g, err = planner.Load("swing_allreduce.dag", src, map[string]int64{"ranks": ranks}, planner.Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			perOp(b, len(g.Ops))
+		})
+	}
+}
+
 // BenchmarkCompileRing is `coredag compile` of the ring allreduce for connectx past the check
 // (lowering only), its queues deep enough for the target at every size.
 func BenchmarkCompileRing(b *testing.B) {

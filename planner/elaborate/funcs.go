@@ -24,7 +24,13 @@ const (
 // funcs are the plan's defs; the global scope holds them.
 type funcs struct {
 	defs   map[string]*dsl.DefStmt
-	params map[*dsl.DefStmt][]string // each def's parameter names, shared by its calls
+	params map[*dsl.DefStmt]defInfo
+}
+
+// defInfo is what the calls of one def share.
+type defInfo struct {
+	names []string // its parameter names
+	id    int32    // its number, for the memo's keys
 }
 
 // call is what one call of a def holds, allocated at once: the frame, the scope binding the
@@ -35,7 +41,7 @@ type call struct {
 	ext   scopeExt
 	body  scope
 	vals  [4]int64
-	calls int
+	count callCount
 }
 
 // frame is a call of a def in progress.
@@ -44,34 +50,100 @@ type frame struct {
 	call   *dsl.CallExpr
 	parent *frame
 	depth  int
-	calls  *int // calls made in the evaluation of the outermost expression
+	count  *callCount // shared by the calls under the outermost one
 }
 
-// memo remembers what outermost calls of defs (those made by a rank's statements, not by other
-// defs) returned while the ranks are elaborated. A def sees only its arguments and the globals,
-// which are fixed by then, so such a call returns the same value on every rank; and it starts
-// its count of calls and its depth afresh, so one that stayed within MaxCalls and MaxCallDepth
-// once always does. Failed calls are not remembered. Each worker of a parallel elaboration has
-// its own.
+// callCount is what the calls made in the evaluation of one outermost call share.
+type callCount struct {
+	calls int   // calls made, a remembered call counted with every call its evaluation made
+	deep  int   // the deepest nesting reached so far in the call being evaluated
+	fresh bool  // a remembered result would pass a limit: evaluate every call, as without memo
+	memo  *memo // the rank's memo (a def's body scope is not under the rank's scopes), or nil
+}
+
+// memo remembers what calls of defs returned while the ranks are elaborated, those made by
+// other defs too. A def sees only its arguments and the globals, which are fixed by then, so a
+// call returns the same value wherever it is made. What it changes is the time, never the
+// result nor the limits: a remembered result keeps how many calls its evaluation made and how
+// deep it nested, and counts them again where it is reused, so MaxCalls and MaxCallDepth are
+// passed exactly where evaluating every call would pass them; where a reuse would pass one, the
+// rest of the outermost call is evaluated call by call (callCount.fresh), so the error names the
+// same chain of calls. Failed calls are not remembered. Each worker of a parallel elaboration
+// has its own memo; a full one is emptied and starts again.
 type memo struct {
-	m map[memoKey]int64
+	small map[smallKey]memoVal // calls of up to three arguments that fit in 32 bits
+	big   map[memoKey]memoVal  // other calls of up to four arguments
+}
+
+type smallKey struct {
+	def, n     uint16
+	a0, a1, a2 int32
 }
 
 type memoKey struct {
-	def  *dsl.DefStmt
-	n    int
+	def  int32
+	n    int32
 	args [4]int64
 }
 
-// maxMemo bounds the results a memo keeps.
-const maxMemo = 1 << 16
+type memoVal struct {
+	v      int64
+	calls  int32 // calls its evaluation made, itself included
+	height int32 // levels of calls it nested, itself included
+}
+
+// maxMemo bounds the results a memo keeps (about 32 bytes each with a small key, 56 with a big
+// one, and the map's overhead).
+const maxMemo = 1 << 22
+
+// memoKeys is the memo.s key for a call of def number id with args; small tells which map.
+func memoKeys(id int32, args []int64) (sk smallKey, bk memoKey, small bool) {
+	if len(args) <= 3 && id < 1<<16 {
+		small = true
+		var a [3]int32
+		for i, v := range args {
+			if v != int64(int32(v)) {
+				small = false
+				break
+			}
+			a[i] = int32(v)
+		}
+		if small {
+			return smallKey{def: uint16(id), n: uint16(len(args)), a0: a[0], a1: a[1], a2: a[2]}, bk, true
+		}
+	}
+	bk = memoKey{def: id, n: int32(len(args))}
+	copy(bk.args[:], args)
+	return sk, bk, false
+}
+
+func (m *memo) get(sk smallKey, bk memoKey, small bool) (memoVal, bool) {
+	if small {
+		v, ok := m.small[sk]
+		return v, ok
+	}
+	v, ok := m.big[bk]
+	return v, ok
+}
+
+func (m *memo) put(sk smallKey, bk memoKey, small bool, v memoVal) {
+	if len(m.small)+len(m.big) >= maxMemo {
+		clear(m.small)
+		clear(m.big)
+	}
+	if small {
+		m.small[sk] = v
+	} else {
+		m.big[bk] = v
+	}
+}
 
 // newMemo returns a memo, or nil when off (Options, for tests that compare with and without).
 func newMemo(off bool) *memo {
 	if off {
 		return nil
 	}
-	return &memo{m: map[memoKey]int64{}}
+	return &memo{small: map[smallKey]memoVal{}, big: map[memoKey]memoVal{}}
 }
 
 // memoOf finds the memo of the rank being elaborated, if s is under one.
@@ -220,18 +292,21 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 	f := &c.frame
 	*f = frame{def: def, call: e, parent: caller, depth: 1}
 	if caller != nil {
-		f.depth, f.calls = caller.depth+1, caller.calls
+		f.depth, f.count = caller.depth+1, caller.count
 	} else {
-		f.calls = &c.calls
+		f.count = &c.count
+		c.count.memo = s.memoOf()
 	}
+	cnt := f.count
 	if f.depth > MaxCallDepth {
 		return 0, errAt(e, "calls nested more than %d deep: %s (a recursion that never reaches its base case?)", MaxCallDepth, chain(f))
 	}
-	if *f.calls++; *f.calls > MaxCalls {
+	if cnt.calls++; cnt.calls > MaxCalls {
 		return 0, errAt(e, "more than %d function calls in one expression: %s (a recursion that branches too much?)", MaxCalls, chain(f))
 	}
 	c.ext.frame = f
-	names := fns.params[def]
+	info := fns.params[def]
+	names := info.names
 	body := &c.body
 	*body = scope{names: names[:len(names):len(names)], values: c.vals[:0], parent: root, ext: &c.ext}
 	for _, a := range e.Args {
@@ -242,20 +317,28 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 		body.values = append(body.values, v)
 	}
 	var m *memo
-	var key memoKey
-	if caller == nil && len(body.values) <= len(key.args) {
-		m = s.memoOf()
-		key = memoKey{def: def, n: len(body.values)}
-		copy(key.args[:], body.values)
-	}
-	if m != nil {
-		if v, ok := m.m[key]; ok {
-			return v, nil
+	var sk smallKey
+	var bk memoKey
+	var small bool
+	if !cnt.fresh && cnt.memo != nil && len(body.values) <= len(bk.args) {
+		m = cnt.memo
+		sk, bk, small = memoKeys(info.id, body.values)
+		if r, ok := m.get(sk, bk, small); ok {
+			calls, deep := cnt.calls+int(r.calls)-1, f.depth+int(r.height)-1
+			if calls <= MaxCalls && deep <= MaxCallDepth {
+				cnt.calls, cnt.deep = calls, max(cnt.deep, deep)
+				return r.v, nil
+			}
+			cnt.fresh, m = true, nil // evaluating it passes a limit: let evaluation say where
 		}
 	}
+	calls0, deep0 := cnt.calls, cnt.deep
+	cnt.deep = f.depth
 	v, err := evalInt(def.Body, body)
-	if m != nil && err == nil && len(m.m) < maxMemo {
-		m.m[key] = v
+	height := cnt.deep - f.depth + 1
+	cnt.deep = max(cnt.deep, deep0)
+	if m != nil && err == nil && !cnt.fresh {
+		m.put(sk, bk, small, memoVal{v: v, calls: int32(cnt.calls - calls0 + 1), height: int32(height)})
 	}
 	if err != nil && !err.quiet && len(err.related) < 4 && e.Pos() != err.pos && !slices.ContainsFunc(err.related, func(r diag.Related) bool { return r.Pos == e.Pos() }) {
 		err.related = append(err.related, diag.Related{Pos: e.Pos(), Label: "in this call of " + def.Name.Name})
@@ -290,7 +373,7 @@ func chain(f *frame) string {
 // defs checks the top-level def statements of f and returns them by name; a def inside a
 // block is reported by block.
 func (el *elaborator) defs() *funcs {
-	fns := &funcs{defs: map[string]*dsl.DefStmt{}, params: map[*dsl.DefStmt][]string{}}
+	fns := &funcs{defs: map[string]*dsl.DefStmt{}, params: map[*dsl.DefStmt]defInfo{}}
 	for _, st := range el.file.Stmts {
 		d, ok := st.(*dsl.DefStmt)
 		if !ok {
@@ -320,7 +403,7 @@ func (el *elaborator) defs() *funcs {
 			for i, p := range d.Params {
 				names[i] = p.Name
 			}
-			fns.params[d] = names
+			fns.params[d] = defInfo{names: names, id: int32(len(fns.params))}
 		}
 	}
 	return fns
