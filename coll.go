@@ -92,6 +92,9 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 			return nil, err
 		}
 	}
+	if g.Relies != nil {
+		cfg.Order = uint64(g.Relies.Order)
+	}
 	prov, err := p.prov.Open(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrProvider, err)
@@ -122,6 +125,9 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		c.syncRecv = make([]byte, 8*w.Size())
 	}
 	if c.op, err = exec.NewOp(plan, prov, opts); err != nil {
+		if errors.Is(err, exec.ErrOrder) {
+			return fail(fmt.Errorf("%w: %w", ErrProvider, err))
+		}
 		return fail(fmt.Errorf("%w: %v", ErrProvider, err))
 	}
 	return c, nil

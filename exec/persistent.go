@@ -360,6 +360,9 @@ func NewOp(plan *ir.Plan, p nic.Provider, opts Options) (*Op, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckOrder(plan, p.Caps()); err != nil {
+		return nil, err
+	}
 	opts.Engine = engine
 	ranks := opts.Ranks
 	if ranks == nil {

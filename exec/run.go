@@ -266,6 +266,9 @@ func prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options, w
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckOrder(plan, caps); err != nil {
+		return nil, err
+	}
 	if opts.Timeline && engine != Poll {
 		return nil, errors.New("run: a timeline needs the poll engine: on the offload engine the NIC walks the chains without telling the CPU when each op completes")
 	}

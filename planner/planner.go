@@ -135,6 +135,7 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (_ 
 		// Race-free only under the target's ordering, which may order the events otherwise:
 		// the proof replays them in an order that agrees with it.
 		proved = prove.Check(g, ordered, opt.Prove)
+		g.Relies = order.Relied() // what a runtime must find its transport grants
 		if d := order.Reliance(); d != nil {
 			lints = append(diag.List{d}, lints...)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
@@ -35,6 +36,9 @@ type checkReport struct {
 	Notes       []diag.JSON `json:"notes,omitempty"`    // what check left unproven (not errors)
 	Fixes       []jsonFix   `json:"fixes,omitempty"`    // with --explain-races
 	Unfixed     []string    `json:"unfixed,omitempty"`  // with --explain-races: races no edge fixes
+	// ReliesOn is the ordering between the ops of a queue the plan's race-freedom relies on, as
+	// libfabric's FI_ORDER_* names (absent: none): a runtime refuses a NIC that lacks it.
+	ReliesOn []string `json:"relies_on,omitempty"`
 }
 
 // jsonFix is one suggested `op after after` edge and the ranks that need it.
@@ -78,6 +82,9 @@ func (c *checkCmd) Run(e *env) error {
 			}
 		} else if c.checkPassed(e, l, target, &r) {
 			r.Ranks, r.Ops = l.graph.Ranks, len(l.graph.Ops)
+			if rl := l.graph.Relies; rl != nil {
+				r.ReliesOn = strings.Split(rl.Order.String(), "|")
+			}
 			if !c.JSON {
 				fits := ""
 				if c.Target != "" {

@@ -49,11 +49,26 @@ type Options struct {
 	// 100 MB and 4 s. Larger messages go in segments or by rendezvous. 0 or negative leaves
 	// libfabric's default; DefaultOptions sets 1024.
 	RxMBufferSize int
+	// Order is the message ordering asked of the provider first, as libfabric's FI_ORDER_* bits
+	// (msg_order); when no provider grants it, coredag asks for send-after-send alone, which it
+	// needs to match messages with receives. Some providers grant an ordering only when asked
+	// (shm: send-after-write), and Caps().Order says what was granted. DefaultOptions asks for
+	// send-after-send and send-after-write (a write with immediate is then a write and a message
+	// posted together); a plan that relies on more adds it (provider.Config.Order).
+	Order uint64
 }
 
+// The FI_ORDER_* bits DefaultOptions asks for (libfabric's values).
+const (
+	orderSAW = 1 << 7 // FI_ORDER_SAW
+	orderSAS = 1 << 8 // FI_ORDER_SAS
+)
+
 // DefaultOptions returns the first provider with triggered operations, on loopback, with manual
-// progress.
-func DefaultOptions() Options { return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024} }
+// progress, asking for send-after-send and send-after-write ordering.
+func DefaultOptions() Options {
+	return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024, Order: orderSAS | orderSAW}
+}
 
 // ErrNotBuilt is returned by New in binaries built without the ofi build tag.
 var ErrNotBuilt = errors.New("this coredag was built without libfabric support: rebuild with `go build -tags ofi` on Linux with cgo enabled and libfabric installed (Debian/Ubuntu: apt-get install libfabric-dev)")
