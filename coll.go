@@ -68,7 +68,7 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		hang = exec.DefaultHangTimeout
 	}
 	var ranks []int
-	cfg := provider.Config{OFIProvider: p.opts.OFIProvider, Device: p.opts.Device, GIDIndex: -1, Rank: -1}
+	cfg := provider.Config{OFIProvider: p.opts.OFIProvider, Device: p.opts.Device, GIDIndex: -1, Rank: -1, Ranks: g.Ranks}
 	if w == nil {
 		if !p.prov.AllRanks {
 			return nil, fmt.Errorf("%w: provider %s runs one rank per process: pass a World (BootstrapWorld, or the caller's)", ErrArg, p.prov.Name)

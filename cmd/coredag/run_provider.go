@@ -13,7 +13,7 @@ import (
 // providerConfig is how --provider's NIC is opened for rank (-1: every rank here) with a
 // schedule seed, for plan g: the provider is asked for the ordering g relies on.
 func (c *runCmd) providerConfig(g *ir.Graph, rank int, seed uint64) provider.Config {
-	cfg := provider.Config{Rank: rank, Seeded: seed != 0, Seed: seed, OFIProvider: c.OFIProv, Device: c.Device, GIDIndex: c.GIDIndex}
+	cfg := provider.Config{Rank: rank, Seeded: seed != 0, Seed: seed, OFIProvider: c.OFIProv, Device: c.Device, GIDIndex: c.GIDIndex, Ranks: g.Ranks}
 	if g.Relies != nil {
 		cfg.Order = uint64(g.Relies.Order)
 	}

@@ -113,6 +113,11 @@ func NewProvider(opts Options) (*Provider, error) {
 			return nil, err
 		}
 	}
+	if n, ok := opts.Universe(os.LookupEnv); ok {
+		if err := os.Setenv("FI_UNIVERSE_SIZE", n); err != nil {
+			return nil, err
+		}
+	}
 	if _, set := os.LookupEnv("FI_OFI_RXM_BUFFER_SIZE"); !set && opts.RxMBufferSize > 0 {
 		if err := os.Setenv("FI_OFI_RXM_BUFFER_SIZE", strconv.Itoa(opts.RxMBufferSize)); err != nil {
 			return nil, err

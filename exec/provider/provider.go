@@ -34,6 +34,8 @@ type Config struct {
 	// bits, ir.Graph.Relies): ofi asks the provider for it besides what coredag needs, since some
 	// grant an ordering only when asked. The runtime refuses a provider that does not grant it.
 	Order uint64
+	// Ranks is the plan's world size (0: unknown): ofi sizes libfabric's universe by it.
+	Ranks int
 }
 
 // Entry is one provider of the table.
@@ -77,6 +79,7 @@ var table = []Entry{
 			o := ofi.DefaultOptions()
 			o.Provider = c.OFIProvider
 			o.Order |= c.Order
+			o.Ranks = c.Ranks
 			return ofi.New(o)
 		},
 	},
