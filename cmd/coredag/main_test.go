@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/e2e"
 )
 
 // binary is the coredag command built once for the tests that run it as a user would.
@@ -48,13 +49,11 @@ func TestMain(m *testing.M) {
 // `go test ./...`, which stays quick for a contributor.
 func endToEnd(t *testing.T) {
 	t.Helper()
-	if !e2e() {
+	if !e2e.Enabled() {
 		t.Skip("end-to-end: runs under CI, or with COREDAG_E2E=1")
 	}
 }
 
-// e2e reports whether the slow end-to-end tests run: under CI, or with COREDAG_E2E=1.
-func e2e() bool { return os.Getenv("CI") != "" || os.Getenv("COREDAG_E2E") != "" }
 
 // coredag runs the built binary from the repository root and returns its exit code and output.
 // Every run is bounded: a hang is a test failure, not a stuck CI.
@@ -81,7 +80,7 @@ var repoRoot = filepath.Join("..", "..")
 // the output. A run still going after 2 minutes, or a panic, fails the test.
 func coredagIn(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	if e2e() {
+	if e2e.Enabled() {
 		cmd := exec.Command(binary, args...)
 		cmd.Dir = "."
 		return runBounded(t, cmd, nil, stdin)
