@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/e2e"
 )
 
 // binary is the coredag command built once for the tests that run it as a user would.
@@ -47,10 +49,11 @@ func TestMain(m *testing.M) {
 // `go test ./...`, which stays quick for a contributor.
 func endToEnd(t *testing.T) {
 	t.Helper()
-	if os.Getenv("CI") == "" && os.Getenv("COREDAG_E2E") == "" {
+	if !e2e.Enabled() {
 		t.Skip("end-to-end: runs under CI, or with COREDAG_E2E=1")
 	}
 }
+
 
 // coredag runs the built binary from the repository root and returns its exit code and output.
 // Every run is bounded: a hang is a test failure, not a stuck CI.
@@ -65,6 +68,51 @@ func coredagEnv(t *testing.T, env []string, stdin string, args ...string) (code 
 	return runBounded(t, exec.Command(binary, args...), env, stdin)
 }
 
+// repoRoot is the repository root seen from this package's directory, where the tests run.
+var repoRoot = filepath.Join("..", "..")
+
+// coredagIn runs coredag's run in this process and returns its exit code and output: for the
+// tests that run many small commands (the error files, the docs examples, the asserts of the
+// plans), where starting a process for each cost most of their time. Under CI or with
+// COREDAG_E2E=1 it runs the built binary instead, so that the same cases also go through the
+// process (its exit code, a panic on any goroutine). Either way the command runs in this
+// package's directory, not the repository root: give paths under repoRoot, and expect them in
+// the output. A run still going after 2 minutes, or a panic, fails the test.
+func coredagIn(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	if e2e.Enabled() {
+		cmd := exec.Command(binary, args...)
+		cmd.Dir = "."
+		return runBounded(t, cmd, nil, stdin)
+	}
+	type result struct {
+		code         int
+		out, errb    bytes.Buffer
+		panic, stack any
+	}
+	done := make(chan *result, 1)
+	go func() {
+		r := &result{code: -1}
+		defer func() {
+			if p := recover(); p != nil {
+				r.panic, r.stack = p, string(debug.Stack())
+			}
+			done <- r
+		}()
+		r.code = run(args, bytes.NewBufferString(stdin), &r.out, &r.errb)
+	}()
+	select {
+	case r := <-done:
+		if r.panic != nil {
+			t.Fatalf("coredag %q panicked: %v\n%s", args, r.panic, r.stack)
+		}
+		return r.code, r.out.String(), r.errb.String()
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("coredag %q did not finish in 2 minutes", args)
+	}
+	return
+}
+
 // runBounded runs cmd from the repository root with env added to the test's environment, and
 // returns its exit code and output; a command still running after 2 minutes fails the test.
 func runBounded(t *testing.T, cmd *exec.Cmd, env []string, stdin string) (code int, stdout, stderr string) {
@@ -72,7 +120,9 @@ func runBounded(t *testing.T, cmd *exec.Cmd, env []string, stdin string) (code i
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
-	cmd.Dir = filepath.Join("..", "..")
+	if cmd.Dir == "" {
+		cmd.Dir = repoRoot
+	}
 	cmd.Stdin = bytes.NewBufferString(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

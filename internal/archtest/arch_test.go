@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -62,6 +63,7 @@ var rules = []rule{
 	{pkg: "internal/english", forbid: layers, why: "a utility"},
 	{pkg: "internal/intlit", forbid: layers, why: "a utility"},
 	{pkg: "internal/race", only: []string{}, why: "a utility"},
+	{pkg: "internal/e2e", only: []string{}, why: "a utility"},
 	{pkg: "internal/view", only: []string{}, why: "a utility"},
 	{pkg: "internal/archtest", only: []string{}, why: "the layering test reads go list only"},
 	{pkg: "internal/chunktest", only: bottom, why: "a test helper over the bottom packages"},
@@ -71,10 +73,22 @@ var rules = []rule{
 	{pkg: "internal/ringbench", forbid: []string{"listing", "viz", "cmd/..."}, why: "the benchmark compiles and runs, it does not draw"},
 }
 
+// listed holds what deps found for each tag set, shared by the tests: each `go list` of the
+// module takes a second of CPU.
+var listed struct {
+	sync.Mutex
+	deps map[string]map[string][]string
+}
+
 // deps lists every project package (without the module prefix) with its project dependencies,
 // as `go list -deps` sees them under the given build tags (tests excluded).
 func deps(t *testing.T, tags string) map[string][]string {
 	t.Helper()
+	listed.Lock()
+	defer listed.Unlock()
+	if m, ok := listed.deps[tags]; ok {
+		return m
+	}
 	args := []string{"list", "-f", `{{.ImportPath}} {{join .Deps " "}}`}
 	if tags != "" {
 		args = append(args, "-tags", tags)
@@ -104,6 +118,10 @@ func deps(t *testing.T, tags string) map[string][]string {
 		}
 		m[pkg] = ds
 	}
+	if listed.deps == nil {
+		listed.deps = map[string]map[string][]string{}
+	}
+	listed.deps[tags] = m
 	return m
 }
 
