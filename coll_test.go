@@ -541,3 +541,22 @@ func TestDroppedCollDoesNotCrash(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestStartRunsWithoutWait: a start goes on while its process neither waits nor tests (the
+// background goroutine takes it), so a peer's Wait returns before this process's Wait, as
+// when an application calls its own barrier between Start and Wait.
+func TestStartRunsWithoutWait(t *testing.T) {
+	for _, host := range []bool{false, true} {
+		p := openRing(t, 2, 8, true)
+		if host {
+			p.prov, _ = hostSoftNIC()
+		}
+		colls := initWorlds(t, p, 2)
+		for it := 0; it < 3; it++ {
+			require.NoError(t, colls[0].Start())
+			require.NoError(t, colls[1].Start())
+			require.NoError(t, colls[1].Wait(context.Background()), "host progress %v, start %d", host, it)
+			require.NoError(t, colls[0].Wait(context.Background()))
+		}
+	}
+}
