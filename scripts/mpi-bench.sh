@@ -12,7 +12,8 @@
 # Also examples/c/callcost.c: one start+wait of a trivial plan from C. Prints the machine's load
 # (uptime) before and after: on a shared machine the numbers move with it.
 # Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir),
-# SMALL_BELOW (default 524288; 0: the ring at every size).
+# SMALL_BELOW (default 524288; 0: the ring at every size), SIZES (comma-separated bytes, e.g.
+# 8,4096,65536,262144,1048576,4194304,16777216; default every power of two up to MAXBYTES).
 # Usage: scripts/mpi-bench.sh [shm|sockets|tcp|callcost]...   (default: all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,6 +31,7 @@ np=${NP:-4}
 max=${MAXBYTES:-16777216}
 small=()
 [ "${SMALL_BELOW:-524288}" = 0 ] || small=(-q examples/mpi/recursive_doubling_f32.dag -t "${SMALL_BELOW:-524288}")
+[ -z "${SIZES:-}" ] || small+=(-s "$SIZES")
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(callcost shm sockets tcp)
 echo "# $(uptime)"

@@ -22,7 +22,8 @@
  * -W: PLAN's data is f32[n], n the whole vector (as examples/mpi/recursive_doubling_f32.dag),
  * -c COUNT f32 elements per rank (default 4096; the plan's n is COUNT / ranks, rounded up),
  * -q PLAN2 -t BYTES: the bench runs PLAN2 (data f32[n], n the whole vector) below BYTES, as MPI
- * libraries switch algorithm by size (scripts/mpi-bench.sh: the recursive doubling below 64 KiB),
+ * libraries switch algorithm by size (scripts/mpi-bench.sh: the recursive doubling below 512 KiB),
+ * -s SIZES: the bench's sizes in bytes, ascending, comma-separated (default 8 B, 16 B, ... MAXBYTES),
  * -i ITERS (default 300), -o KEY=VALUE a coredag option (repeatable: provider, ofi_provider,
  * engine, target, hang_timeout_ms), -b bench mode, -m MAXBYTES the bench's largest size, -B
  * coredag's own world (a NULL coredag_world: its TCP bootstrap at COREDAG_BOOTSTRAP=HOST:PORT)
@@ -157,7 +158,21 @@ static double overlap(double total, double compute_t, double pure) {
     return o < 0 ? 0 : o > 100 ? 100 : o;
 }
 
-static int bench(const char *path, const char *small, long below, long maxbytes, const char *const *opts) {
+/* The next size the bench measures after bytes: from the list sizes (comma-separated, NULL: the
+ * powers of two), or 0 when there is none left. */
+static long next_size(long bytes, const char *sizes) {
+    if (!sizes) return bytes == 0 ? 8 : 2 * bytes;
+    for (const char *p = sizes; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        if (v > bytes) return v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
+static int bench(const char *path, const char *small, long below, const char *sizes, long maxbytes, const char *const *opts) {
     long maxcount = maxbytes / (long)sizeof(float);
     long maxn = (maxcount + size - 1) / size;
     size_t bufbytes = (size_t)(maxn * size) * sizeof(float);
@@ -174,7 +189,7 @@ static int bench(const char *path, const char *small, long below, long maxbytes,
                "# overlap as OSU: 100 * (1 - (start+compute+wait - compute) / pure); barrier_us: one MPI_Barrier\n");
         printf("%10s %6s %12s %12s %7s %8s %8s %10s\n", "bytes", "iters", "coredag_us", "mpi_us", "ratio", "cd_ovl%", "mpi_ovl%", "barrier_us");
     }
-    for (long bytes = 8; bytes <= maxbytes; bytes *= 2) {
+    for (long bytes = next_size(0, sizes); bytes >= 8 && bytes <= maxbytes; bytes = next_size(bytes, sizes)) {
         long count = bytes / (long)sizeof(float);
         long n = (count + size - 1) / size;
         long used = n * size * (long)sizeof(float); /* the ring needs a multiple of ranks */
@@ -256,16 +271,17 @@ int main(int argc, char **argv) {
 
     const char *path = "plans/ring_allreduce.dag";
     const char *opts[MAXOPTS + 1] = {NULL};
-    const char *small = NULL;
+    const char *small = NULL, *sizes = NULL;
     int nopts = 0, iters = 300, do_bench = 0;
     long count = 4096, maxbytes = 16L << 20, below = 0;
     int c;
-    while ((c = getopt(argc, argv, "p:Wq:t:c:i:o:bm:B")) != -1) {
+    while ((c = getopt(argc, argv, "p:Wq:t:s:c:i:o:bm:B")) != -1) {
         switch (c) {
         case 'p': path = optarg; break;
         case 'W': whole_n = 1; break;
         case 'q': small = optarg; break;
         case 't': below = atol(optarg); break;
+        case 's': sizes = optarg; break;
         case 'c': count = atol(optarg); break;
         case 'i': iters = atoi(optarg); break;
         case 'o':
@@ -277,13 +293,13 @@ int main(int argc, char **argv) {
         case 'B': own_world = 1; break;
         default:
             if (rank == 0)
-                fprintf(stderr, "usage: %s [-p PLAN [-W]] [-c COUNT] [-i ITERS] [-o KEY=VALUE]... [-B] [-b [-m MAXBYTES] [-q PLAN2 -t BYTES]]\n", argv[0]);
+                fprintf(stderr, "usage: %s [-p PLAN [-W]] [-c COUNT] [-i ITERS] [-o KEY=VALUE]... [-B] [-b [-m MAXBYTES] [-s SIZES] [-q PLAN2 -t BYTES]]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
     }
     if (count < 1 || iters < 1 || maxbytes < 8) fail("arguments", COREDAG_ERR_ARG, "COUNT, ITERS and MAXBYTES must be positive");
-    int rc = do_bench ? bench(path, small, below, maxbytes, opts) : check(path, count, iters, opts);
+    int rc = do_bench ? bench(path, small, below, sizes, maxbytes, opts) : check(path, count, iters, opts);
     MPI_Finalize();
     return rc;
 }
