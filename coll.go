@@ -330,9 +330,10 @@ func (c *Coll) local(rank int) bool {
 // goes on in the background (on the NIC, and on a goroutine of this Coll that polls and runs
 // the host steps) until Test or Wait reports it done. A Wait with a ctx that cannot end that
 // comes before the background goroutine took the iteration runs it on the caller's goroutine
-// instead (no hand-off between threads). When the Coll runs every rank (a nil World, or one
-// of one rank) or Options.Progress is "caller", Start does not wake the background goroutine:
-// such a Wait runs the iteration, or a Test hands it to the background. Until then the bound
+// instead (no hand-off between threads); the background goroutine takes an iteration nobody
+// took for a millisecond or two. When the Coll runs every rank (a nil World, or one of one
+// rank) or Options.Progress is "caller", the background goroutine does not take it: such a
+// Wait runs the iteration, or a Test hands it to the background. Until then the bound
 // memory is the plan's: do not read or write it. Start allocates nothing.
 //
 // Errors: ErrUnbound (an extern buffer is not bound), ErrBusy (the previous start was not

@@ -308,11 +308,12 @@ func (s *Session) endUnfenced() bool {
 // registers the bound memory, connects the queues through Options.Exchange), so it is
 // collective like every later one. An Op is used by one goroutine at a time, except Close.
 //
-// Who runs a start: whichever claims it first, the background goroutine (which Start wakes,
-// unless the Op runs alone) or a Wait whose ctx cannot end, which then runs it on the caller's
-// thread: no hand-off to another thread and back on the critical path. Either runs it to its
-// end, so a started iteration never waits for its process to call Wait (a peer may wait for
-// it while this process does something else), unless the Op runs alone.
+// Who runs a start: whichever claims it first, a Wait whose ctx cannot end, which then runs it
+// on the caller's thread (no hand-off to another thread and back on the critical path), or the
+// background goroutine, which claims a start left unclaimed for a whole tick of its loop
+// (Op.loop; Start wakes the loop only when it sleeps, after activeWindow without a start).
+// Either runs it to its end, so a started iteration never waits for its process to call Wait
+// (a peer may wait for it while this process does something else), unless the Op runs alone.
 type Op struct {
 	plan   *ir.Plan
 	p      nic.Provider
@@ -325,20 +326,25 @@ type Op struct {
 	s     *Session   // set by the first iteration (under keep.mu)
 	keep  keeper
 
-	state  atomic.Int32  // opIdle, opRunning, opClosing, opClosed
-	claim  atomic.Int32  // 0: the start in flight waits for a runner; 1: claimed (or none)
-	alone  bool          // the Op runs every rank of the plan, or Options.WaitProgress: Start wakes nobody
-	byWait bool          // the last start ran on the goroutine of its Wait
-	inline chan struct{} // held while Wait runs an iteration on the caller's goroutine
-	kick   chan struct{}
-	done   chan error
-	quit   chan struct{}
-	exited chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	failed error // what ended a start: every later Start returns it
-	starts int
-	once   sync.Once
+	state atomic.Int32  // opIdle, opRunning, opClosing, opClosed
+	claim atomic.Int32  // 0: the start in flight waits for a runner; 1: claimed (or none)
+	gen   atomic.Uint64 // starts made
+	// lastStart: when the last start was made (keeper time); ticking: the background goroutine
+	// looks for an unclaimed start within a tick (Start need not wake it).
+	lastStart atomic.Int64
+	ticking   atomic.Bool
+	alone     bool          // the Op runs every rank of the plan, or Options.WaitProgress: Start wakes nobody
+	byWait    bool          // the last start ran on the goroutine of its Wait
+	inline    chan struct{} // held while Wait runs an iteration on the caller's goroutine
+	kick      chan struct{}
+	done      chan error
+	quit      chan struct{}
+	exited    chan struct{}
+	ctx       context.Context
+	cancel    context.CancelFunc
+	failed    error // what ended a start: every later Start returns it
+	starts    int
+	once      sync.Once
 }
 
 const (
@@ -434,8 +440,8 @@ func (o *Op) checkBound() error {
 	return nil
 }
 
-// Start starts one iteration and returns at once: the background goroutine runs it, or the
-// caller's Wait if it claims it first (see Op).
+// Start starts one iteration and returns at once: the caller's Wait runs it if it claims it
+// first, else the background goroutine, within a tick or two (see Op).
 func (o *Op) Start() error {
 	if o.failed != nil {
 		return fmt.Errorf("start: %w", o.failed)
@@ -456,8 +462,12 @@ func (o *Op) Start() error {
 		}
 		return fmt.Errorf("start: %w: wait for it first", ErrInFlight)
 	}
+	o.gen.Add(1)
+	o.lastStart.Store(o.keep.now())
 	o.claim.Store(0)
-	if !o.alone {
+	if !o.alone && !o.ticking.Load() {
+		// The loop sleeps: wake it, so that the start runs even if this process does not Wait
+		// (it ticks from now on; while it ticks it finds the start by itself).
 		o.wake()
 	}
 	return nil
@@ -602,32 +612,62 @@ func (o *Op) Close() error {
 	return err
 }
 
-// loop is the background goroutine: it runs the starts it claims, and ticks the keeper while
-// a start is in flight or the keeper lingers.
+// activeWindow is how long after a start the background goroutine keeps ticking, so that the
+// next start need not wake it (a wake costs a thread switch on the critical path, hundreds of
+// microseconds when processes outnumber cores).
+const activeWindow = 100 * time.Millisecond
+
+// loop is the background goroutine: it runs the starts it claims, and ticks while the keeper
+// lingers or a start was made within activeWindow. A tick claims a start nobody claimed for a
+// whole tick (its process did not Wait: it computes, or waits for something else), so a start
+// always runs within a tick or two without its Wait, and Start never has to wake the loop while
+// it ticks.
 func (o *Op) loop() {
 	defer close(o.exited)
-	if _, soft := o.p.(nic.Progresser); !soft {
-		// A NIC that moves by itself is polled in a tight loop of short C calls: a locked thread
-		// keeps the scheduler from moving the loop between threads (see Session.RunTimed).
-		runtime.LockOSThread()
-	}
+	_, soft := o.p.(nic.Progresser)
 	tick := time.NewTimer(lingerTick)
 	tick.Stop()
-	ticking := false
+	armed := false
+	var seen uint64 // the start a tick found unclaimed
+	run := func() {
+		if !soft {
+			// A NIC that moves by itself is polled in a tight loop of short C calls: a locked
+			// thread keeps the scheduler from moving the loop between threads (see
+			// Session.RunTimed).
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
+		o.done <- o.iteration()
+	}
 	for {
-		if !ticking && o.keep.lingering() {
+		want := o.keep.lingering() || !o.alone && (o.claim.Load() == 0 || o.keep.now()-o.lastStart.Load() < int64(activeWindow))
+		o.ticking.Store(want)
+		if !want && !o.alone && o.claim.Load() == 0 {
+			continue // a Start saw the loop ticking as it stopped (Start and Op.ticking)
+		}
+		if want && !armed {
 			tick.Reset(lingerTick)
-			ticking = true
+			armed = true
+		} else if !want && armed {
+			tick.Stop()
+			armed = false
 		}
 		select {
 		case <-o.quit:
 			return
 		case <-o.kick:
 			if o.claim.CompareAndSwap(0, 1) {
-				o.done <- o.iteration()
+				run()
 			}
 		case <-tick.C:
-			ticking = false
+			armed = false
+			if !o.alone && o.claim.Load() == 0 {
+				if g := o.gen.Load(); g != seen {
+					seen = g // unclaimed for less than a tick: Wait may come
+				} else if o.claim.CompareAndSwap(0, 1) {
+					run()
+				}
+			}
 			o.keep.tick()
 		}
 	}
