@@ -32,9 +32,11 @@ type gStmt struct { // alternatives ordered by how often they occur, which saves
 	Def    *gDef    `parser:"| @@"`
 }
 
+// gIdent is a name. The soft keywords (softKeywords) are names too: each only starts a clause
+// at a place where no name can stand, so `param depth` and `let step = 2` are unambiguous.
 type gIdent struct {
 	Pos  lexer.Position
-	Name string `parser:"@Ident"`
+	Name string `parser:"@(Ident | 'step' | 'peer' | 'depth' | 'init' | 'from' | 'notify' | 'extern' | 'remote_read' | 'remote_write' | 'remote_atomic')"`
 }
 
 type gPlan struct {
@@ -45,7 +47,7 @@ type gPlan struct {
 // gParamName is a param's name: `ranks` is a keyword but `param ranks = N` sets the world size.
 type gParamName struct {
 	Pos  lexer.Position
-	Name string `parser:"@(Ident | 'ranks')"`
+	Name string `parser:"@(Ident | 'ranks' | 'step' | 'peer' | 'depth' | 'init' | 'from' | 'notify' | 'extern' | 'remote_read' | 'remote_write' | 'remote_atomic')"`
 }
 
 type gParam struct {
@@ -349,7 +351,7 @@ type gPrimary struct {
 // gNamed is a name or a call; min and max are keywords that double as functions.
 type gNamed struct {
 	Tokens []lexer.Token
-	Name   string   `parser:"@(Ident | 'min' | 'max')"`
+	Name   string   `parser:"@(Ident | 'min' | 'max' | 'step' | 'peer' | 'depth' | 'init' | 'from' | 'notify' | 'extern' | 'remote_read' | 'remote_write' | 'remote_atomic')"`
 	Call   bool     `parser:"( @'('"`
 	Args   []*gExpr `parser:"( @@ ( ',' @@ )* )? ')' )?"`
 }

@@ -31,6 +31,7 @@ type funcs struct {
 type defInfo struct {
 	names []string // its parameter names
 	id    int32    // its number, for the memo's keys
+	memo  bool     // its calls are remembered: it may recurse (memoDefs)
 }
 
 // call is what one call of a def holds, allocated at once: the frame, the scope binding the
@@ -287,44 +288,46 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 		err.related = append(err.related, diag.Related{Pos: def.Name.Pos(), Label: "the definition of " + def.Name.Name})
 		return 0, err
 	}
+	// The call is counted, its arguments evaluated (in the caller's scope) and its result looked
+	// up before anything is allocated for it: most calls of a memoized def are remembered ones.
 	caller := s.callFrame()
-	c := &call{}
-	f := &c.frame
-	*f = frame{def: def, call: e, parent: caller, depth: 1}
-	if caller != nil {
-		f.depth, f.count = caller.depth+1, caller.count
-	} else {
-		f.count = &c.count
-		c.count.memo = s.memoOf()
-	}
-	cnt := f.count
-	if f.depth > MaxCallDepth {
-		return 0, errAt(e, "calls nested more than %d deep: %s (a recursion that never reaches its base case?)", MaxCallDepth, chain(f))
-	}
-	if cnt.calls++; cnt.calls > MaxCalls {
-		return 0, errAt(e, "more than %d function calls in one expression: %s (a recursion that branches too much?)", MaxCalls, chain(f))
-	}
-	c.ext.frame = f
 	info := fns.params[def]
-	names := info.names
-	body := &c.body
-	*body = scope{names: names[:len(names):len(names)], values: c.vals[:0], parent: root, ext: &c.ext}
+	depth := 1
+	var cnt *callCount // nil: an outermost call, whose count is allocated with it
+	var rankMemo *memo
+	if caller != nil {
+		depth, cnt = caller.depth+1, caller.count
+		if depth > MaxCallDepth {
+			return 0, errAt(e, "calls nested more than %d deep: %s (a recursion that never reaches its base case?)", MaxCallDepth, chain(&frame{def: def, parent: caller}))
+		}
+		if cnt.calls++; cnt.calls > MaxCalls {
+			return 0, errAt(e, "more than %d function calls in one expression: %s (a recursion that branches too much?)", MaxCalls, chain(&frame{def: def, parent: caller}))
+		}
+		rankMemo = cnt.memo
+	} else {
+		rankMemo = s.memoOf()
+	}
+	var argv [4]int64
+	args := argv[:0]
 	for _, a := range e.Args {
 		v, err := evalInt(a, s)
 		if err != nil {
 			return 0, err
 		}
-		body.values = append(body.values, v)
+		args = append(args, v)
 	}
 	var m *memo
 	var sk smallKey
 	var bk memoKey
 	var small bool
-	if !cnt.fresh && cnt.memo != nil && len(body.values) <= len(bk.args) {
-		m = cnt.memo
-		sk, bk, small = memoKeys(info.id, body.values)
+	if info.memo && rankMemo != nil && (cnt == nil || !cnt.fresh) && len(args) <= len(bk.args) {
+		m = rankMemo
+		sk, bk, small = memoKeys(info.id, args)
 		if r, ok := m.get(sk, bk, small); ok {
-			calls, deep := cnt.calls+int(r.calls)-1, f.depth+int(r.height)-1
+			if cnt == nil { // an outermost call stays within the limits it stayed within once
+				return r.v, nil
+			}
+			calls, deep := cnt.calls+int(r.calls)-1, depth+int(r.height)-1
 			if calls <= MaxCalls && deep <= MaxCallDepth {
 				cnt.calls, cnt.deep = calls, max(cnt.deep, deep)
 				return r.v, nil
@@ -332,6 +335,17 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 			cnt.fresh, m = true, nil // evaluating it passes a limit: let evaluation say where
 		}
 	}
+	c := &call{}
+	if cnt == nil {
+		c.count = callCount{calls: 1, memo: rankMemo}
+		cnt = &c.count
+	}
+	f := &c.frame
+	*f = frame{def: def, call: e, parent: caller, depth: depth, count: cnt}
+	c.ext.frame = f
+	names := info.names
+	body := &c.body
+	*body = scope{names: names[:len(names):len(names)], values: append(c.vals[:0], args...), parent: root, ext: &c.ext}
 	calls0, deep0 := cnt.calls, cnt.deep
 	cnt.deep = f.depth
 	v, err := evalInt(def.Body, body)
@@ -406,7 +420,79 @@ func (el *elaborator) defs() *funcs {
 			fns.params[d] = defInfo{names: names, id: int32(len(fns.params))}
 		}
 	}
+	for d, ok := range memoDefs(fns.defs) {
+		info := fns.params[d]
+		info.memo = ok
+		fns.params[d] = info
+	}
 	return fns
+}
+
+// memoDefs tells which defs have their calls remembered: those that may recurse, directly or
+// through the defs they call. Another def makes a bounded number of calls, and evaluating it
+// again costs less than looking it up.
+func memoDefs(defs map[string]*dsl.DefStmt) map[*dsl.DefStmt]bool {
+	calls := map[*dsl.DefStmt][]*dsl.DefStmt{}
+	for _, d := range defs {
+		callees(d.Body, func(name string) {
+			if c, ok := defs[name]; ok {
+				calls[d] = append(calls[d], c)
+			}
+		})
+	}
+	// reaches reports whether to is reachable from the callees of from.
+	reaches := func(from, to *dsl.DefStmt) bool {
+		seen := map[*dsl.DefStmt]bool{}
+		stack := append([]*dsl.DefStmt(nil), calls[from]...)
+		for len(stack) > 0 {
+			d := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if d == to {
+				return true
+			}
+			if !seen[d] {
+				seen[d] = true
+				stack = append(stack, calls[d]...)
+			}
+		}
+		return false
+	}
+	recursive := map[*dsl.DefStmt]bool{}
+	for _, d := range defs {
+		recursive[d] = reaches(d, d)
+	}
+	out := map[*dsl.DefStmt]bool{}
+	for _, d := range defs {
+		out[d] = recursive[d]
+		for r, ok := range recursive {
+			if ok && !out[d] && reaches(d, r) {
+				out[d] = true
+			}
+		}
+	}
+	return out
+}
+
+// callees calls f with the name of every function e calls.
+func callees(e dsl.Expr, f func(name string)) {
+	switch e := e.(type) {
+	case *dsl.CallExpr:
+		f(e.Fun.Name)
+		for _, a := range e.Args {
+			callees(a, f)
+		}
+	case *dsl.ParenExpr:
+		callees(e.X, f)
+	case *dsl.UnaryExpr:
+		callees(e.X, f)
+	case *dsl.BinaryExpr:
+		callees(e.X, f)
+		callees(e.Y, f)
+	case *dsl.CondExpr:
+		callees(e.Cond, f)
+		callees(e.Then, f)
+		callees(e.Else, f)
+	}
 }
 
 // closestFunc suggests a function for a misspelt call.

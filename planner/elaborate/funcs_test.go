@@ -242,3 +242,29 @@ for i in 0 .. f % 7 + x % 3 + y % 2 + w % 5 + 1 { op o[i] = nop }
 	_, err = elab(t, defs, map[string]int64{"m": 20})
 	assert.Contains(t, err, "more than 65536 function calls in one expression: four -> fib")
 }
+
+// Only defs that may recurse, directly or through their callees, are remembered.
+func TestMemoDefs(t *testing.T) {
+	t.Parallel()
+	f, err := dsl.Parse("t.dag", []byte(`plan p
+def leaf(x) = x + 1
+def twice(x) = leaf(leaf(x))
+def self(x) = if x == 0 then 0 else self(x - 1)
+def top(x) = self(x) + leaf(x)
+def ping(x) = if x == 0 then 0 else pong(x - 1)
+def pong(x) = ping(x)
+op o = nop
+`))
+	require.NoError(t, err)
+	defs := map[string]*dsl.DefStmt{}
+	for _, st := range f.Stmts {
+		if d, ok := st.(*dsl.DefStmt); ok {
+			defs[d.Name.Name] = d
+		}
+	}
+	got := map[string]bool{}
+	for d, ok := range memoDefs(defs) {
+		got[d.Name.Name] = ok
+	}
+	assert.Equal(t, map[string]bool{"leaf": false, "twice": false, "self": true, "top": true, "ping": true, "pong": true}, got)
+}
