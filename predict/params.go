@@ -43,6 +43,12 @@ type Params struct {
 	// Reduce and Copy are the CPU time per byte of a host reduce and of a host copy.
 	Reduce float64 `json:"reduce_ns_per_byte"`
 	Copy   float64 `json:"copy_ns_per_byte"`
+	// Mem is what a byte costs more, on the NIC or the CPU, when it misses the caches;
+	// CacheBytes is the memory the caches hold. The share of bytes that miss is taken as
+	// 1 - CacheBytes / footprint, the footprint being every buffer of the ranks that share
+	// the caches (every rank with shared workers, one rank otherwise); 0 when it fits.
+	Mem        float64 `json:"mem_ns_per_byte"`
+	CacheBytes float64 `json:"cache_bytes"`
 	// Workers is how many threads do every rank's CPU and NIC work: 0 means each rank has a CPU
 	// and a NIC of its own (one process per rank on real NICs); n > 0 means all of it shares n
 	// threads, as the in-process software NIC, where one thread runs every rank.
@@ -65,7 +71,8 @@ func (p *Params) fields() []struct {
 		name string
 		v    *float64
 	}{{"L_ns", &p.L}, {"o_ns", &p.O}, {"g_ns", &p.G}, {"G_ns_per_byte", &p.B}, {"post_ns", &p.Post},
-		{"poll_ns", &p.Poll}, {"ctrl_ns", &p.Ctrl}, {"host_ns", &p.Host}, {"reduce_ns_per_byte", &p.Reduce}, {"copy_ns_per_byte", &p.Copy}}
+		{"poll_ns", &p.Poll}, {"ctrl_ns", &p.Ctrl}, {"host_ns", &p.Host}, {"reduce_ns_per_byte", &p.Reduce}, {"copy_ns_per_byte", &p.Copy},
+		{"mem_ns_per_byte", &p.Mem}, {"cache_bytes", &p.CacheBytes}}
 }
 
 // Validate reports a figure that is negative or not a number, or a negative worker count.

@@ -43,11 +43,18 @@ func Simulate(p *ir.Plan, par Params, opt Options) (Result, error) {
 	if opt.Scale < 0 || math.IsNaN(opt.Scale) || math.IsInf(opt.Scale, 0) {
 		return Result{}, fmt.Errorf("predict: scale %v: must be a finite number >= 0", opt.Scale)
 	}
-	if opt.Scale != 0 {
-		par.B *= opt.Scale
-		par.Reduce *= opt.Scale
-		par.Copy *= opt.Scale
+	scale := opt.Scale
+	if scale == 0 {
+		scale = 1
 	}
+	if miss := MissShare(p.Graph, par, scale); miss > 0 {
+		par.B += miss * par.Mem
+		par.Reduce += miss * par.Mem
+		par.Copy += miss * par.Mem
+	}
+	par.B *= scale
+	par.Reduce *= scale
+	par.Copy *= scale
 	s := newSim(p, par)
 	s.start()
 	for len(s.h) > 0 {
@@ -744,6 +751,27 @@ func (s *sim) stall(r int, wq *ir.WorkQueue, idx int) error {
 		return fmt.Errorf("predict: the model stalled: rank %d queue %s has work that was never posted", r, wq.Name)
 	}
 	return fmt.Errorf("predict: the model stalled: rank %d queue %s entry %d (%s, op %s) never ran", r, wq.Name, idx, wq.Chain[idx].Opcode, s.g.OpString(wq.Chain[idx].Op))
+}
+
+// MissShare is the share of the bytes a plan moves that miss the caches under par (Params.Mem):
+// 1 - CacheBytes / footprint, where the footprint is the bytes of every buffer (times scale) of
+// one rank, or of every rank when they share workers.
+func MissShare(g *ir.Graph, par Params, scale float64) float64 {
+	if par.Mem == 0 {
+		return 0
+	}
+	var fp float64
+	for i := range g.Buffers {
+		fp += float64(g.Buffers[i].Bytes())
+	}
+	fp *= scale
+	if par.Workers > 0 {
+		fp *= float64(g.Ranks)
+	}
+	if fp <= par.CacheBytes || fp == 0 {
+		return 0
+	}
+	return 1 - par.CacheBytes/fp
 }
 
 // Linear reports whether graph b is graph a with every slice length multiplied by k: the same

@@ -5,9 +5,11 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
@@ -27,6 +29,10 @@ type predictCmd struct {
 	SizeParam  string   `name:"size-param" default:"n" placeholder:"NAME" help:"The param that sets the message size (it must scale the plan's slices linearly)."`
 	ParamsFile string   `name:"params" placeholder:"FILE" help:"The model's figures, as coredag calibrate writes them (default: a guess for an RDMA NIC)."`
 	Plot       string   `placeholder:"FILE" help:"Draw predicted time against size (log-log) with crossovers marked, as SVG or PNG by FILE's extension."`
+	Measure    bool     `help:"Also run every plan at every size (on --provider, every rank in this process) and print the measured median beside the prediction, with the error."`
+	Provider   string   `default:"softnic" help:"With --measure: the NIC provider to run on (softnic, or ofi in a build with -tags ofi)."`
+	OFIProv    string   `name:"ofi-provider" placeholder:"NAME" help:"With --measure --provider ofi: the libfabric provider."`
+	Iters      int      `default:"100" help:"With --measure: iterations per run (the median is used)."`
 	Files      []string `arg:"" name:"plan" help:"Plan files (.dag or MSCCL .xml)."`
 }
 
@@ -36,13 +42,17 @@ type sizedPlan struct {
 	plan  *ir.Plan // compiled at size param = 1 when linear
 	unit  int64    // bytes of the message at size param = 1
 	param int64    // the size param as the plan declares it (or as -p sets it)
+	// at elaborates the plan with the size param at n (unchecked: the plan was checked at its
+	// own params, and the size param changes no structure, which Linear verified)
+	at func(n int64) (*ir.Graph, error)
 }
 
 // curve is one plan's predictions, by requested size.
 type curve struct {
-	name  string
-	bytes []int64 // the size predicted (the requested one rounded to the plan's unit)
-	ns    []float64
+	name     string
+	bytes    []int64 // the size predicted (the requested one rounded to the plan's unit)
+	ns       []float64
+	measured []float64 // with --measure
 }
 
 func (c *predictCmd) Run(e *env) error {
@@ -68,6 +78,16 @@ func (c *predictCmd) Run(e *env) error {
 	if err != nil {
 		return usageError("--target: %v", err)
 	}
+	var run nic.Provider
+	if c.Measure {
+		if c.Iters < 1 {
+			return usageError("--iters %d: must be at least 1", c.Iters)
+		}
+		if run, _, err = openRunProvider(c.Provider, c.OFIProv); err != nil {
+			return err
+		}
+		defer run.Close()
+	}
 	var curves []curve
 	for _, f := range c.Files {
 		sp, err := c.prepare(e, f, tg)
@@ -83,6 +103,13 @@ func (c *predictCmd) Run(e *env) error {
 			}
 			cv.bytes = append(cv.bytes, k*sp.unit)
 			cv.ns = append(cv.ns, res.Time)
+			if run != nil {
+				ns, err := measureAt(e, sp, k, tg, run, c.Iters)
+				if err != nil {
+					return fmt.Errorf("%s at %s: %v", f, formatBytes(k*sp.unit), err)
+				}
+				cv.measured = append(cv.measured, ns)
+			}
 		}
 		curves = append(curves, cv)
 	}
@@ -114,7 +141,7 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target) (*sizedPlan, err
 	if err != nil {
 		return nil, err
 	}
-	at := func(n int64) (*ir.Graph, error) {
+	sp.at = func(n int64) (*ir.Graph, error) {
 		ps := map[string]int64{}
 		for k, v := range params {
 			ps[k] = v
@@ -126,11 +153,11 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target) (*sizedPlan, err
 		}
 		return elaborate.Elaborate(f, ps, elaborate.Within(l.budget))
 	}
-	g1, err := at(1)
+	g1, err := sp.at(1)
 	if err != nil {
 		return nil, fmt.Errorf("%s: at %s = 1: %v", l.path, c.SizeParam, headLine(err.Error()))
 	}
-	g2, err := at(2)
+	g2, err := sp.at(2)
 	if err != nil {
 		return nil, fmt.Errorf("%s: at %s = 2: %v", l.path, c.SizeParam, headLine(err.Error()))
 	}
@@ -145,6 +172,19 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target) (*sizedPlan, err
 		return nil, fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err)
 	}
 	return sp, nil
+}
+
+// measureAt compiles the plan with its size param at k and runs it.
+func measureAt(e *env, sp *sizedPlan, k int64, tg ir.Target, p nic.Provider, iters int) (float64, error) {
+	g, err := sp.at(k)
+	if err != nil {
+		return 0, err
+	}
+	plan, err := planner.Compile(g, tg)
+	if err != nil {
+		return 0, err
+	}
+	return measurePlan(e.ctx, plan, p, iters)
 }
 
 // messageBytes is what a plan's size means: the bytes, on one rank, of the buffer its first
@@ -310,6 +350,28 @@ func switches(cs []curve) []crossover {
 	return out
 }
 
+// predictionErrors lists the absolute relative errors of every measured prediction (nil when
+// nothing was measured).
+func predictionErrors(cs []curve) []float64 {
+	var out []float64
+	for _, c := range cs {
+		for i := range c.measured {
+			out = append(out, math.Abs(c.ns[i]/c.measured[i]-1))
+		}
+	}
+	return out
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
 func printPredictions(w io.Writer, par predict.Params, target string, sizes []int64, cs []curve) {
 	fmt.Fprintf(w, "predicted time of one iteration, target %s, figures: %s", target, par.Provider)
 	if par.Workers > 0 {
@@ -320,6 +382,9 @@ func printPredictions(w io.Writer, par predict.Params, target string, sizes []in
 	fmt.Fprint(tw, "size\t")
 	for _, c := range cs {
 		fmt.Fprintf(tw, "%s\t", c.name)
+		if c.measured != nil {
+			fmt.Fprint(tw, "measured\terror\t")
+		}
 	}
 	fmt.Fprintln(tw)
 	rounded := false
@@ -331,10 +396,16 @@ func printPredictions(w io.Writer, par predict.Params, target string, sizes []in
 				mark, rounded = "*", true
 			}
 			fmt.Fprintf(tw, "%s%s\t", formatNs(c.ns[i]), mark)
+			if c.measured != nil {
+				fmt.Fprintf(tw, "%s\t%+.0f%%\t", formatNs(c.measured[i]), 100*(c.ns[i]/c.measured[i]-1))
+			}
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	if errs := predictionErrors(cs); errs != nil {
+		fmt.Fprintf(w, "error of the prediction (predicted / measured - 1) over %d runs: median of the absolute errors %.0f%%, largest %.0f%%\n", len(errs), 100*median(errs), 100*slices.Max(errs))
+	}
 	if rounded {
 		fmt.Fprintln(w, "* at the nearest size the plan has (its size param times its unit):")
 		for _, c := range cs {
