@@ -54,7 +54,6 @@ func endToEnd(t *testing.T) {
 	}
 }
 
-
 // coredag runs the built binary from the repository root and returns its exit code and output.
 // Every run is bounded: a hang is a test failure, not a stuck CI.
 func coredag(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
