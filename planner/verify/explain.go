@@ -199,22 +199,35 @@ func unfixedText(g *ir.Graph, races []Race, why string) []string {
 const maxHintEdges = 4
 
 // formatFixes words fixes as an instruction: "add `rx[1] after red[0]` on every rank",
-// "add `tx[0] after cred[3]` on ranks 0, 4".
+// "add `crd_tx[0] after red[0]` and `crd_tx[1] after red[1]` on every rank", "add `tx[0] after
+// cred[3]` on ranks 0, 4". Edges on the same ranks are listed together.
 func formatFixes(g *ir.Graph, fixes []Fix) string {
 	edges := collapse(g, fixes)
-	var parts []string
-	for i, e := range edges {
-		if i == maxHintEdges {
-			parts = append(parts, fmt.Sprintf("%d more such edges (check --explain-races lists every edge the plan needs)", len(edges)-i))
-			break
-		}
+	more := 0
+	if len(edges) > maxHintEdges {
+		edges, more = edges[:maxHintEdges], len(edges)-maxHintEdges
+	}
+	var wheres []string
+	byWhere := map[string][]string{}
+	for _, e := range edges {
 		where := "on " + diag.FormatRanks(e.Ranks)
 		if g.Ranks > 1 && len(e.Ranks) == g.Ranks {
 			where = "on every rank"
 		}
-		parts = append(parts, fmt.Sprintf("`%s after %s` %s", e.Op, e.After, where))
+		if byWhere[where] == nil {
+			wheres = append(wheres, where)
+		}
+		byWhere[where] = append(byWhere[where], fmt.Sprintf("`%s after %s`", e.Op, e.After))
 	}
-	return "add " + joinAnd(parts)
+	var parts []string
+	for _, where := range wheres {
+		parts = append(parts, joinAnd(byWhere[where])+" "+where)
+	}
+	text := "add " + strings.Join(parts, ", and ")
+	if more > 0 {
+		text += fmt.Sprintf(", and %d more such edges (check --explain-races lists every edge the plan needs)", more)
+	}
+	return text
 }
 
 // String lists the edges, one per line.

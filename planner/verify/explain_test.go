@@ -68,3 +68,70 @@ func applyPlan(t *testing.T, g *ir.Graph, edges []FixEdge) *ir.Graph {
 	}
 	return g.WithEdges(out)
 }
+
+// TestFixBudget checks that a search for fixes past Options.FixBudget suggests nothing, and
+// says why, rather than an edge it has not proven.
+func TestFixBudget(t *testing.T) {
+	t.Parallel()
+	g := graphOf(t, `plan p
+param ranks = 2
+buffer data f32[4] init rank + 1
+buffer tmp f32[4]
+queue q to (rank + 1) % ranks
+op tx = send q data
+op rx = recv q tmp
+op red = reduce sum data from tmp after rx
+`)
+	errs := Check(g)
+	require.Len(t, errs, 1)
+	require.NotNil(t, errs[0].Fix)
+	assert.Equal(t, "add `red after tx` on every rank", errs[0].Fix.Msg)
+
+	tight := Options{FixBudget: 10}
+	errs = tight.Check(g)
+	require.Len(t, errs, 1)
+	assert.Nil(t, errs[0].Fix)
+	assert.Contains(t, errs[0].Msg, "(no `after` suggested: proving one would take more than the search budget)")
+	plan := tight.SuggestFixes(g)
+	assert.False(t, plan.Complete)
+	assert.Empty(t, plan.Edges)
+	require.Len(t, plan.Unfixed, 1)
+	assert.Contains(t, plan.Unfixed[0], "race on rank 0's data between send tx on rank 0 and reduce red on rank 0")
+}
+
+// TestNoSingleEdge checks the races no `after` edge fixes: a receive into the buffer its own
+// rank's send reads (every ordering of the two is a loop of waits through the matching), and
+// writes from two ranks that no message orders.
+func TestNoSingleEdge(t *testing.T) {
+	t.Parallel()
+	g := graphOf(t, `plan p
+param ranks = 2
+buffer d u64[4]
+queue q to (rank + 1) % ranks
+op tx = send q d
+op rx = recv q d
+`)
+	errs := Check(g)
+	require.Len(t, errs, 1)
+	assert.Nil(t, errs[0].Fix)
+	assert.Contains(t, errs[0].Msg, "(no single `after` edge fixes this race without a deadlock: use another buffer for one of the two accesses, or order them through other ops)")
+	plan := SuggestFixes(g)
+	assert.False(t, plan.Complete)
+	assert.Empty(t, plan.Edges)
+	assert.Len(t, plan.Unfixed, 1)
+
+	g = graphOf(t, `plan p
+param ranks = 3
+buffer d u64[4] remote_write
+buffer e u64[4]
+if rank == 0 {
+  for p in 1 .. ranks { queue inq[p] to p peer up }
+} else {
+  queue up to 0 peer inq[rank]
+  op w = write up e to d
+}
+`)
+	errs = Check(g)
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Msg, "(no single `after` edge fixes this race, as no message orders these ranks' ops: pass a token (rank 1 sends to rank 2 after w, and w on rank 2 is `after` the recv of it))")
+}

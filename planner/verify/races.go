@@ -838,7 +838,7 @@ func explainRaces(g *ir.Graph, ord ir.Order, opt *Options, ds []*diag.Diagnostic
 func unorderableHint(g *ir.Graph, r Race) string {
 	a, b := &g.Ops[r.First.Op], &g.Ops[r.Second.Op]
 	if a.Rank == b.Rank {
-		return "no single `after` edge fixes this race without a deadlock: order the two accesses by hand"
+		return "no single `after` edge fixes this race without a deadlock: use another buffer for one of the two accesses, or order them through other ops"
 	}
 	hint := fmt.Sprintf("no single `after` edge fixes this race, as no message orders these ranks' ops: pass a token (rank %d sends to rank %d after %s, and %s on rank %d is `after` the recv of it)",
 		a.Rank, b.Rank, a.Name, b.Name, b.Rank)
