@@ -132,17 +132,28 @@ type IfStmt struct {
 //	expect gather DST [from SRC] root R
 //	expect scatter DST from SRC root R
 //	expect unchanged BUF
+//	expect barrier
+//	expect SLICE == VALUE [on rank R | on ranks LO .. HI] [if PRECONDITION]
 //
 // Kind is the collective's name as written (elaboration checks it), Op the reduction operator
 // (nil when absent), Dst and Src buffer names (Src nil when absent), Root the root's expression
 // (nil when absent). A front end that emits plans builds one from these fields alone.
 type ExpectStmt struct {
 	Span
-	Kind *Ident
+	Kind *Ident // nil for the general form
 	Op   *Ident // sum prod min max band bor bxor, or nil
-	Dst  *Ident
+	Dst  *Ident // nil for `expect barrier` (and for the general form)
 	Src  *Ident // nil: the default source of Kind (docs/language.md)
 	Root Expr   // nil when absent
+
+	// The general form, `expect SLICE == VALUE [on rank OnRank | on ranks OnLo .. OnHi] [if
+	// If]`: Slice and Value are set (Kind, Op, Dst, Src and Root are not), at most one of OnRank
+	// and the pair OnLo, OnHi (nil: every rank), and If when the statement has a precondition.
+	Slice      *Slice
+	Value      Expr
+	OnRank     Expr
+	OnLo, OnHi Expr
+	If         Expr
 }
 
 // VarStmt is `var NAME = EXPR`: a per-rank variable, which assignments may change.
@@ -378,7 +389,17 @@ type CondExpr struct {
 	Cond, Then, Else Expr
 }
 
+// InitExpr is `BUF[INDEX]@RANK`: element INDEX of buffer BUF as it was on rank RANK before the
+// plan ran. Only the value of an expect may use it.
+type InitExpr struct {
+	Span
+	Buf   *Ident
+	Index Expr
+	Rank  Expr // a primary: a name, a number, rank, or an expression in parentheses
+}
+
 func (*CondExpr) exprNode()   {}
+func (*InitExpr) exprNode()   {}
 func (*Ident) exprNode()      {}
 func (*IntLit) exprNode()     {}
 func (*FloatLit) exprNode()   {}

@@ -130,6 +130,13 @@ func (c *converter) stmt(g *gStmt) Stmt {
 		return s
 	case g.Expect != nil:
 		e := g.Expect
+		if v := e.Value; v != nil {
+			s := &ExpectStmt{Span: span(e.Tokens), Slice: c.slice(v.Dst), Value: c.expr(v.Value), If: c.expr(v.If)}
+			if v.On != nil {
+				s.OnRank, s.OnLo, s.OnHi = c.expr(v.On.Rank), c.expr(v.On.Lo), c.expr(v.On.Hi)
+			}
+			return s
+		}
 		s := &ExpectStmt{Span: span(e.Tokens), Kind: word(e.Kind.Pos, e.Kind.Name), Dst: c.ident(e.Dst), Src: c.ident(e.Src)}
 		if e.Op != nil {
 			s.Op = word(e.Op.Pos, e.Op.Name)
@@ -351,6 +358,9 @@ func (c *converter) primary(g *gPrimary) Expr {
 	switch {
 	case !n.Call && (n.Name == "min" || n.Name == "max"):
 		c.errs.Add(diag.Syntax, id.From, "%q is a reserved keyword and cannot be used as a name; as a function write %s(a, b)", n.Name, n.Name)
+	}
+	if n.Index != nil {
+		return &InitExpr{Span: span(n.Tokens), Buf: id, Index: c.expr(n.Index), Rank: c.primary(n.At)}
 	}
 	if !n.Call {
 		return id

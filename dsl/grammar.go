@@ -283,13 +283,35 @@ type gExpectKind struct {
 	Name string `parser:"@(Ident | 'reduce')"`
 }
 
+// gExpect is a postcondition: the general form (gExpectValue), or a collective by name (the
+// buffer is optional in the grammar: `expect barrier` has none, and elaboration says which
+// forms need one).
 type gExpect struct {
 	Tokens []lexer.Token
-	Kind   *gExpectKind `parser:"'expect' @@"`
-	Op     *gReduceOp   `parser:"@@?"`
-	Dst    *gIdent      `parser:"@@"`
-	Src    *gIdent      `parser:"( 'from' @@ )?"`
-	Root   *gExpr       `parser:"( 'root' @@ )?"`
+	Value  *gExpectValue `parser:"'expect' ( @@"`
+	Kind   *gExpectKind  `parser:"| @@"`
+	Op     *gReduceOp    `parser:"@@?"`
+	Dst    *gIdent       `parser:"@@?"`
+	Src    *gIdent       `parser:"( 'from' @@ )?"`
+	Root   *gExpr        `parser:"( 'root' @@ )? )"`
+}
+
+// gExpectValue is the general form, `BUF[SLICE] == EXPR [on rank R | on ranks LO .. HI] [if
+// PRECONDITION]`; it
+// fails at its second token on a collective's name, which leaves the collective's branch.
+type gExpectValue struct {
+	Dst   *gSlice `parser:"@@ '=='"`
+	Value *gExpr  `parser:"@@"`
+	On    *gOn    `parser:"@@?"`
+	If    *gExpr  `parser:"( 'if' @@ )?"`
+}
+
+// gOn is the ranks a general expect is about: `on rank R` or `on ranks LO .. HI` (half-open).
+type gOn struct {
+	Tokens []lexer.Token
+	Rank   *gExpr `parser:"'on' ( 'rank' @@"`
+	Lo     *gExpr `parser:"| 'ranks' @@"`
+	Hi     *gExpr `parser:"'..' @@ )"`
 }
 
 type gNop struct {
@@ -348,12 +370,16 @@ type gPrimary struct {
 	Float  *string `parser:"| @Float"`
 }
 
-// gNamed is a name or a call; min and max are keywords that double as functions.
+// gNamed is a name, a call, or an element of a buffer's initial contents on a rank,
+// BUF[INDEX]@RANK (only an expect's value may use one); min and max are keywords that double as
+// functions.
 type gNamed struct {
 	Tokens []lexer.Token
-	Name   string   `parser:"@(Ident | 'min' | 'max' | 'step' | 'peer' | 'depth' | 'init' | 'from' | 'notify' | 'extern' | 'remote_read' | 'remote_write' | 'remote_atomic')"`
-	Call   bool     `parser:"( @'('"`
-	Args   []*gExpr `parser:"( @@ ( ',' @@ )* )? ')' )?"`
+	Name   string    `parser:"@(Ident | 'min' | 'max' | 'step' | 'peer' | 'depth' | 'init' | 'from' | 'notify' | 'extern' | 'remote_read' | 'remote_write' | 'remote_atomic')"`
+	Call   bool      `parser:"( @'('"`
+	Args   []*gExpr  `parser:"( @@ ( ',' @@ )* )? ')' )?"`
+	Index  *gExpr    `parser:"( '[' @@ ']'"`
+	At     *gPrimary `parser:"'@' @@ )?"`
 }
 
 var parser = participle.MustBuild[gFile](

@@ -27,7 +27,7 @@ var lexDef = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "Int", Pattern: `[0-9][A-Za-z0-9_]*`},
 	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
 	{Name: "String", Pattern: `"(?:[^"\\\r\n]|\\.)*"`},
-	{Name: "Punct", Pattern: `<<=|>>=|[-+*/%&|^]=|\*\*|\.\.|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^!<>=(){}\[\],:]`},
+	{Name: "Punct", Pattern: `<<=|>>=|[-+*/%&|^]=|\*\*|\.\.|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^!<>=(){}\[\],:@]`},
 	{Name: "Invalid", Pattern: `.`},
 	{Name: "Keyword", Pattern: `[^\x00-\x{10FFFF}]`},
 })

@@ -175,6 +175,8 @@ func evalInt(e dsl.Expr, s *scope) (int64, *evalError) {
 		return evalBinary(e, s)
 	case *dsl.CallExpr:
 		return evalCall(e, s)
+	case *dsl.InitExpr:
+		return 0, errAt(e, "%s is an initial value: only the value of a general expect (expect BUF[SLICE] == VALUE) may use one", dsl.FormatExpr(e))
 	}
 	return 0, errAt(e, "unsupported expression")
 }
@@ -464,6 +466,8 @@ func usesAny(e dsl.Expr, names map[string]bool) bool {
 		return usesAny(e.X, names)
 	case *dsl.BinaryExpr:
 		return usesAny(e.X, names) || usesAny(e.Y, names)
+	case *dsl.InitExpr:
+		return usesAny(e.Index, names) || usesAny(e.Rank, names)
 	case *dsl.CallExpr:
 		for _, a := range e.Args {
 			if usesAny(a, names) {

@@ -53,16 +53,32 @@ func Check(g *ir.Graph, o *verify.Order, opt Options) diag.List {
 		return nil
 	}
 	limit := opt.limit()
-	s := run(g, o, limit)
+	states := map[string]*State{} // one replay per precondition (most plans: one, with none)
 	var errs diag.List
 	for i := range g.Expects {
 		e := &g.Expects[i]
+		if e.Kind == ir.ExpectBarrier {
+			if d := barrier(g, o, e); d != nil {
+				errs = append(errs, d)
+			}
+			continue
+		}
+		key := ir.GivenKey(e.Given)
+		s := states[key]
+		if s == nil {
+			s = run(g, o, limit, e.Given)
+			states[key] = s
+		}
 		if s.full {
 			errs = append(errs, diag.Errorf(diag.Limit, e.Pos, "%s: cannot prove within the memory budget: the proof's symbolic values need more than %s%s",
 				g.ExpectString(e), budget.Format(limit), budgetSource(opt.Budget)))
 			continue
 		}
-		if d := s.check(e); d != nil {
+		check := s.check
+		if e.Kind == ir.ExpectValue {
+			check = s.checkValue
+		}
+		if d := check(e); d != nil {
 			errs = append(errs, d)
 		}
 	}
@@ -96,20 +112,21 @@ type State struct {
 
 // Run replays g's ops in order o and returns the final memory, within opt's budget, for a
 // look at what the proof holds (Check is the pass).
-func Run(g *ir.Graph, o *verify.Order, opt Options) *State { return run(g, o, opt.limit()) }
+func Run(g *ir.Graph, o *verify.Order, opt Options) *State { return run(g, o, opt.limit(), nil) }
 
 // termBytes is what one term costs the proof: the term, and room for the table to grow and to
 // be copied when it is collected.
 const termBytes = 2 * int64(unsafe.Sizeof(term{}))
 
-// run replays g's ops in order o and returns the final memory; the shapes' terms may take up to
+// run replays g's ops in order o from an initial memory where the elements of given hold their
+// values (the others, anything) and returns the final memory; the shapes' terms may take up to
 // limit bytes (termBytes each), past which it stops, with s.full set.
-func run(g *ir.Graph, o *verify.Order, limit int64) *State {
+func run(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given) *State {
 	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start and
 	// each postcondition (check's value over all ranks).
 	ops, makers := inOrder(g, o)
 	maxTerms := int(min(limit/termBytes, math.MaxInt32))
-	n := g.Ranks*len(g.Buffers) + len(g.Expects) + makers
+	n := g.Ranks*len(g.Buffers) + len(g.Expects) + makers + len(given)
 	if 2*int64(n) > int64(maxTerms) {
 		return &State{g: g, full: true}
 	}
@@ -117,6 +134,10 @@ func run(g *ir.Graph, o *verify.Order, limit int64) *State {
 	s.sh.maxTerms = maxTerms
 	s.next = max(cap(s.sh.terms), 1<<16)
 	s.mem = newMemory(g, s.sh)
+	for _, x := range given {
+		id, shift := s.sh.one(atom{kind: atomConst, v: x.Value})
+		s.mem.put(x.Rank, x.Buf, x.Elem, x.Elem+1, []seg{{lo: x.Elem, hi: x.Elem + 1, sh: id, shift: shift, by: ir.None}})
+	}
 	// The order goes round the ranks (a wave of events on every rank, then the next), so each
 	// op is far in g.Ops from the one before and its loads miss the cache. Loading the op
 	// replayed a few steps on while replaying this one overlaps the misses.
@@ -328,7 +349,9 @@ func (s *State) reduce(by ir.OpID, r int, dst, src ir.Slice, red ir.ReduceOp) {
 }
 
 // atomic replays an atomic add or compare-and-swap of rank r on its peer p: the fetch gets the
-// old value; an add leaves the sum with its addend, a cas a value that depends on the values.
+// old value; an add leaves the sum with its addend. A cas that finds a known value (a
+// constant: a precondition's, or one a cas left, or their sums with addends) swaps or not as
+// the hardware would; one that finds another leaves a value that depends on the values.
 func (s *State) atomic(by ir.OpID, r, p int) {
 	op := &s.g.Ops[by]
 	dst := op.Dst
@@ -348,13 +371,18 @@ func (s *State) atomic(by ir.OpID, r, p int) {
 	for _, x := range s.a {
 		var id int32
 		var shift int64
+		w := by
 		if op.Kind == ir.OpAtomicAdd {
 			c, cs := s.sh.one(atom{kind: atomConst, v: op.A()})
 			id, shift = s.sh.merge(x.sh, x.shift, c, cs, ir.RedSum, by, r)
-		} else {
+		} else if v, ok := s.constant(x); !ok {
 			id, shift = s.sh.one(atom{kind: atomOpaque, rank: int32(r), v: int64(by)})
+		} else if v == op.A() { // a known value: the swap happens, or not
+			id, shift = s.sh.one(atom{kind: atomConst, v: op.B()})
+		} else {
+			id, shift, w = x.sh, x.shift, x.by
 		}
-		s.out = append(s.out, seg{lo: x.lo, hi: x.hi, sh: id, shift: shift, by: by})
+		s.out = append(s.out, seg{lo: x.lo, hi: x.hi, sh: id, shift: shift, by: w})
 	}
 	s.mem.put(p, dst.Buf, dst.Off, dst.Off+dst.Len, s.out)
 }
