@@ -13,7 +13,7 @@ type Result struct {
 	// Time is the predicted time of one iteration in nanoseconds: from the start, when the
 	// engine posts the iteration's work, to the last completion or host step of any rank.
 	Time float64
-	// Last names the op whose completion ended the iteration ("rank 3: ag[2]").
+	// Last names the op whose completion ended the iteration ("ag[2] on rank 3").
 	Last string
 	// Events is how many events the simulation handled.
 	Events int
@@ -68,8 +68,7 @@ func Simulate(p *ir.Plan, par Params, opt Options) (Result, error) {
 	}
 	res := Result{Time: s.last, Events: s.events}
 	if s.lastOp >= 0 {
-		op := &p.Graph.Ops[s.lastOp]
-		res.Last = fmt.Sprintf("rank %d: %s", op.Rank, p.Graph.OpString(s.lastOp))
+		res.Last = p.Graph.OpString(s.lastOp)
 	}
 	for r := range s.ranks {
 		res.CPUBusy = max(res.CPUBusy, s.ranks[r].cpuBusy)

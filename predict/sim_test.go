@@ -1,6 +1,7 @@
 package predict
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -146,13 +147,19 @@ func TestBadParams(t *testing.T) {
 	require.Equal(t, Default(), q)
 }
 
+// BenchmarkRingAllreduce simulates the ring allreduce at 64 and 256 ranks (about 5 ranks² ops):
+// the time per op (ns/op divided by ops) says how far the model scales.
 func BenchmarkRingAllreduce(b *testing.B) {
-	p := compileFile(b, "../plans/ring_allreduce.dag", map[string]int64{"ranks": 64, "n": 1}, "connectx")
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := Simulate(p, Default(), Options{Scale: 1024}); err != nil {
-			b.Fatal(err)
-		}
+	for _, ranks := range []int64{64, 256} {
+		b.Run(fmt.Sprint(ranks), func(b *testing.B) {
+			p := compileFile(b, "../plans/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1}, "connectx")
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := Simulate(p, Default(), Options{Scale: 1024}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(p.Graph.Ops)), "ops")
+		})
 	}
-	b.ReportMetric(float64(len(p.Graph.Ops)), "ops")
 }

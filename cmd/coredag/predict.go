@@ -32,7 +32,8 @@ type predictCmd struct {
 	Measure    bool     `help:"Also run every plan at every size (on --provider, every rank in this process) and print the measured median beside the prediction, with the error."`
 	Provider   string   `default:"softnic" help:"With --measure: the NIC provider to run on (softnic, or ofi in a build with -tags ofi)."`
 	OFIProv    string   `name:"ofi-provider" placeholder:"NAME" help:"With --measure --provider ofi: the libfabric provider."`
-	Iters      int      `default:"100" help:"With --measure: iterations per run (the median is used)."`
+	Iters      int      `default:"100" help:"With --measure: iterations per run."`
+	Stat       string   `default:"median" enum:"median,min" help:"With --measure: which iteration's time is compared, median or min (the fastest: steadier on a loaded machine)."`
 	Files      []string `arg:"" name:"plan" help:"Plan files (.dag or MSCCL .xml)."`
 }
 
@@ -56,16 +57,6 @@ type curve struct {
 }
 
 func (c *predictCmd) Run(e *env) error {
-	sizes, err := parseSizes(c.Sizes)
-	if err != nil {
-		return usageError("--sizes: %v", err)
-	}
-	par := predict.Default()
-	if c.ParamsFile != "" {
-		if par, err = predict.ReadParams(c.ParamsFile); err != nil {
-			return usageError("--params: %v", err)
-		}
-	}
 	if c.Plot != "" {
 		if ext := strings.ToLower(filepath.Ext(c.Plot)); ext != ".svg" && ext != ".png" {
 			return usageError("--plot %s: the file must end in .svg or .png", c.Plot)
@@ -74,44 +65,13 @@ func (c *predictCmd) Run(e *env) error {
 			return err
 		}
 	}
-	tg, err := ir.LookupTarget(c.Target)
+	sizes, par, err := c.setup()
 	if err != nil {
-		return usageError("--target: %v", err)
+		return err
 	}
-	var run nic.Provider
-	if c.Measure {
-		if c.Iters < 1 {
-			return usageError("--iters %d: must be at least 1", c.Iters)
-		}
-		if run, _, err = openRunProvider(c.Provider, c.OFIProv); err != nil {
-			return err
-		}
-		defer run.Close()
-	}
-	var curves []curve
-	for _, f := range c.Files {
-		sp, err := c.prepare(e, f, tg)
-		if err != nil {
-			return err
-		}
-		cv := curve{name: sp.name}
-		for _, s := range sizes {
-			k := max(1, int64(math.Round(float64(s)/float64(sp.unit))))
-			res, err := predict.Simulate(sp.plan, par, predict.Options{Scale: float64(k)})
-			if err != nil {
-				return fmt.Errorf("%s: %v", f, err)
-			}
-			cv.bytes = append(cv.bytes, k*sp.unit)
-			cv.ns = append(cv.ns, res.Time)
-			if run != nil {
-				ns, err := measureAt(e, sp, k, tg, run, c.Iters)
-				if err != nil {
-					return fmt.Errorf("%s at %s: %v", f, formatBytes(k*sp.unit), err)
-				}
-				cv.measured = append(cv.measured, ns)
-			}
-		}
-		curves = append(curves, cv)
+	curves, err := c.curves(e)
+	if err != nil {
+		return err
 	}
 	printPredictions(e.stdout, par, c.Target, sizes, curves)
 	if c.Plot != "" {
@@ -122,6 +82,69 @@ func (c *predictCmd) Run(e *env) error {
 		return writeOutput(c.Plot, "the plot", out)
 	}
 	return nil
+}
+
+// setup reads --sizes and --params.
+func (c *predictCmd) setup() ([]int64, predict.Params, error) {
+	sizes, err := parseSizes(c.Sizes)
+	if err != nil {
+		return nil, predict.Params{}, usageError("--sizes: %v", err)
+	}
+	par := predict.Default()
+	if c.ParamsFile != "" {
+		if par, err = predict.ReadParams(c.ParamsFile); err != nil {
+			return nil, par, usageError("--params: %v", err)
+		}
+	}
+	return sizes, par, nil
+}
+
+// curves predicts (and with --measure, measures) every plan at every size.
+func (c *predictCmd) curves(e *env) ([]curve, error) {
+	sizes, par, err := c.setup()
+	if err != nil {
+		return nil, err
+	}
+	tg, err := ir.LookupTarget(c.Target)
+	if err != nil {
+		return nil, usageError("--target: %v", err)
+	}
+	var run nic.Provider
+	if c.Measure {
+		if c.Iters < 1 {
+			return nil, usageError("--iters %d: must be at least 1", c.Iters)
+		}
+		if run, _, err = openRunProvider(c.Provider, c.OFIProv); err != nil {
+			return nil, err
+		}
+		defer run.Close()
+	}
+	var curves []curve
+	for _, f := range c.Files {
+		sp, err := c.prepare(e, f, tg)
+		if err != nil {
+			return nil, err
+		}
+		cv := curve{name: sp.name}
+		for _, s := range sizes {
+			k := max(1, int64(math.Round(float64(s)/float64(sp.unit))))
+			res, err := predict.Simulate(sp.plan, par, predict.Options{Scale: float64(k)})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", f, err)
+			}
+			cv.bytes = append(cv.bytes, k*sp.unit)
+			cv.ns = append(cv.ns, res.Time)
+			if run != nil {
+				ns, err := measureAt(e, sp, k, tg, run, c.Iters, c.Stat)
+				if err != nil {
+					return nil, fmt.Errorf("%s at %s: %v", f, formatBytes(k*sp.unit), err)
+				}
+				cv.measured = append(cv.measured, ns)
+			}
+		}
+		curves = append(curves, cv)
+	}
+	return curves, nil
 }
 
 // prepare checks the plan at its params, then compiles it with the size param at 1 (after
@@ -175,7 +198,7 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target) (*sizedPlan, err
 }
 
 // measureAt compiles the plan with its size param at k and runs it.
-func measureAt(e *env, sp *sizedPlan, k int64, tg ir.Target, p nic.Provider, iters int) (float64, error) {
+func measureAt(e *env, sp *sizedPlan, k int64, tg ir.Target, p nic.Provider, iters int, stat string) (float64, error) {
 	g, err := sp.at(k)
 	if err != nil {
 		return 0, err
@@ -184,7 +207,7 @@ func measureAt(e *env, sp *sizedPlan, k int64, tg ir.Target, p nic.Provider, ite
 	if err != nil {
 		return 0, err
 	}
-	return measurePlan(e.ctx, plan, p, iters)
+	return measurePlan(e.ctx, plan, p, iters, stat)
 }
 
 // messageBytes is what a plan's size means: the bytes, on one rank, of the buffer its first
