@@ -183,7 +183,11 @@ func (c *checkCmd) explain(e *env, l *loaded, target ir.Target, r *checkReport) 
 		fmt.Fprintf(e.stderr, "%s: %s (as `after` clauses or dependency statements; checked: they leave no deadlock):\n%s", diag.QuoteName(l.path), what, fixes)
 	}
 	if len(fixes.Unfixed) > 0 {
-		fmt.Fprintf(e.stderr, "%s: no single `after` edge fixes these races (see their diagnostics):\n", diag.QuoteName(l.path))
+		what := "no single `after` edge fixes these races (see their diagnostics)"
+		if fixes.OutOfBudget {
+			what = "no `after` suggested for these races: the search for fixes stopped at its budget"
+		}
+		fmt.Fprintf(e.stderr, "%s: %s:\n", diag.QuoteName(l.path), what)
 		for _, u := range fixes.Unfixed {
 			fmt.Fprintf(e.stderr, "  %s\n", u)
 		}

@@ -17,6 +17,9 @@ type FixPlan struct {
 	Edges    []FixEdge
 	Complete bool     // the edges remove every race; false when some have no fix (Unfixed)
 	Unfixed  []string // the races no `after` edge fixes, one per pair of op statements and buffer
+	// OutOfBudget says the search stopped at Options.FixBudget: the races of Unfixed may have
+	// fixes it did not get to.
+	OutOfBudget bool
 }
 
 // FixEdge is one missing ordering: `Op after After` on every rank in Ranks.
@@ -47,7 +50,7 @@ func (opt Options) SuggestFixes(g *ir.Graph) FixPlan {
 	}
 	s := newFixGraph(g, ord, opt.fixBudget())
 	if s == nil {
-		return FixPlan{Unfixed: unfixedText(g, races, "the plan is too large to prove a fix within the search budget")}
+		return FixPlan{Unfixed: unfixedText(g, races, "the plan is too large to prove a fix within the search budget"), OutOfBudget: true}
 	}
 	var todo []Race
 	stuck := map[raceKey]bool{}
@@ -87,7 +90,7 @@ func (opt Options) SuggestFixes(g *ir.Graph) FixPlan {
 		if s.spent() {
 			why = "the search for fixes ran out of its budget"
 		}
-		return FixPlan{Unfixed: unfixedText(g, races, why)}
+		return FixPlan{Unfixed: unfixedText(g, races, why), OutOfBudget: s.spent()}
 	}
 	plan := FixPlan{Edges: collapse(g, fixes), Complete: len(left) == 0}
 	plan.Unfixed = unfixedText(g, left, "")

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -134,4 +135,33 @@ if rank == 0 {
 	errs = Check(g)
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0].Msg, "(no single `after` edge fixes this race, as no message orders these ranks' ops: pass a token (rank 1 sends to rank 2 after w, and w on rank 2 is `after` the recv of it))")
+}
+
+// BenchmarkCheckRacy checks the ring allreduce without its ordering on the receive buffer
+// (a race on every rank at every step), with the proven fixes of its diagnostics and without
+// (a negative FixBudget): the difference is the cost of the search and of its proof.
+func BenchmarkCheckRacy(b *testing.B) {
+	src, err := os.ReadFile("../../testdata/scale/ring_allreduce.dag")
+	require.NoError(b, err)
+	racy := strings.Replace(string(src), "tx[s], rx[s] after red[s - 1]", "tx[s] after red[s - 1]", 1)
+	f, err := dsl.Parse("ring.dag", []byte(racy))
+	require.NoError(b, err)
+	for _, ranks := range []int64{16, 64} {
+		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": ranks}, elaborate.Options{})
+		require.NoError(b, err)
+		for _, fixes := range []bool{false, true} {
+			opt := Options{FixBudget: -1}
+			if fixes {
+				opt.FixBudget = 0
+			}
+			b.Run(fmt.Sprintf("ranks=%d/fixes=%v", ranks, fixes), func(b *testing.B) {
+				for b.Loop() {
+					errs := opt.Check(g)
+					if len(errs) == 0 || (errs[0].Fix != nil) != fixes {
+						b.Fatalf("unexpected: %v", errs)
+					}
+				}
+			})
+		}
+	}
 }

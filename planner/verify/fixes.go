@@ -26,8 +26,9 @@ type fixGraph struct {
 	n                    int
 	succStart, succ      []int32
 	predStart, pred      []int32
-	added                []Fix // the edges added, end(After) -> start(Op)
-	xsucc, xpred         map[int32][]int32
+	added                []Fix     // the edges added, end(After) -> start(Op)
+	xsucc, xpred         [][]int32 // the added edges, by event
+	touched              []int32   // the events with added edges
 	markF, markB, markR  []uint32
 	epochF, epochB, epR  uint32
 	distF, distB         []int32
@@ -35,6 +36,14 @@ type fixGraph struct {
 	visits, budget       int // events visited, and how many the search may visit
 
 	byName map[string][]ir.OpID // the ops of each name, on every rank that has one
+
+	// topo is a topological order of the graph with the added edges (the position of each
+	// event) and order its inverse, kept up to date as edges are added (Pearce and Kelly's
+	// algorithm: only the events between the new edge's ends move); taking edges out leaves a
+	// topological order one. deltaF and deltaB are the scratch of the update.
+	topo, order    []int32
+	deltaF, deltaB []int32
+	pos            []int32
 }
 
 // defaultFixBudget is how many events the search for fixes may visit when Options.FixBudget is
@@ -54,16 +63,17 @@ func (o *Options) fixBudget() int {
 // nil when that alone would spend the budget.
 func newFixGraph(g *ir.Graph, ord ir.Order, budget int) *fixGraph {
 	n := 3 * len(g.Ops)
-	if 8*n > budget {
+	if 64*n > budget { // the search would not get far, and its arrays would be large
 		return nil
 	}
 	s := &fixGraph{g: g, n: n, budget: budget, visits: 2 * n,
-		xsucc: map[int32][]int32{}, xpred: map[int32][]int32{}}
-	var edges [][2]int32
-	hbEdges(g, true, ord, func(a, b event) { edges = append(edges, [2]int32{int32(a), int32(b)}) })
-	s.succStart, s.succ = csr(n, edges, 0)
-	s.predStart, s.pred = csr(n, edges, 1)
+		xsucc: make([][]int32, n), xpred: make([][]int32, n)}
+	s.succStart, s.succ = csr(g, ord, n, false)
+	s.predStart, s.pred = csr(g, ord, n, true)
 	s.markF, s.markB, s.markR = make([]uint32, n), make([]uint32, n), make([]uint32, n)
+	if !s.sort() {
+		return nil // a cycle: Verify's first steps report it
+	}
 	s.distF, s.distB = make([]int32, n), make([]int32, n)
 	s.byName = map[string][]ir.OpID{}
 	for id := range g.Ops {
@@ -90,14 +100,11 @@ func (s *fixGraph) everywhere(f Fix) []Fix {
 }
 
 // acyclicWith adds the edges of set and reports whether the graph stays acyclic; if not, it
-// takes them out again. A new cycle goes through one of them, from its start to its end.
+// takes them out again.
 func (s *fixGraph) acyclicWith(set []Fix) bool {
 	n := len(s.added)
 	for _, f := range set {
-		s.add(f)
-	}
-	for _, f := range set {
-		if s.reaches(startOf(f.Op), endOf(f.After)) {
+		if !s.add(f) {
 			s.setAdded(s.added[:n:n])
 			return false
 		}
@@ -105,42 +112,207 @@ func (s *fixGraph) acyclicWith(set []Fix) bool {
 	return true
 }
 
-// csr lists the edges by their end k (0: from, 1: to), each with the other end.
-func csr(n int, edges [][2]int32, k int) (start, list []int32) {
-	start = make([]int32, n+1)
-	for _, e := range edges {
-		start[e[k]+1]++
+// sort computes topo and order, reporting false when the graph has a cycle. It is Kahn's
+// algorithm taking first the ready event earliest in its rank's program (the events of the
+// ranks' first ops, then of their second ops, ...), which keeps every rank's ops in the order
+// of the plan where it can: the edges a fix adds mostly agree with that order, and then move
+// no event (add).
+func (s *fixGraph) sort() bool {
+	indeg := make([]int32, s.n)
+	for _, w := range s.succ {
+		indeg[w]++
 	}
+	// A heap entry is the event's place in its rank's program, then the event.
+	entry := func(v int32) uint64 {
+		op := event(v).op()
+		local := int64(op-s.g.Rank[s.g.Ops[op].Rank].FirstOp)*3 + int64(event(v).phase())
+		return uint64(local)<<32 | uint64(v)
+	}
+	order := make([]int32, 0, s.n)
+	var ready minHeap
+	for v := range int32(s.n) {
+		if indeg[v] == 0 {
+			ready.push(entry(v))
+		}
+	}
+	for len(ready) > 0 {
+		v := int32(uint32(ready.pop()))
+		order = append(order, v)
+		for _, w := range s.succ[s.succStart[v]:s.succStart[v+1]] {
+			if indeg[w]--; indeg[w] == 0 {
+				ready.push(entry(w))
+			}
+		}
+	}
+	s.visits += s.n
+	if len(order) < s.n {
+		return false
+	}
+	for i, v := range order {
+		indeg[v] = int32(i)
+	}
+	s.topo, s.order = indeg, order
+	return true
+}
+
+// csr lists the edges of g's happens-before graph under ord by their source (or, backward, by
+// their target), each with its other end, in two passes over them.
+func csr(g *ir.Graph, ord ir.Order, n int, backward bool) (start, list []int32) {
+	start = make([]int32, n+1)
+	hbEdges(g, true, ord, func(a, b event) {
+		if backward {
+			a = b
+		}
+		start[a+1]++
+	})
 	for i := 0; i < n; i++ {
 		start[i+1] += start[i]
 	}
-	list = make([]int32, len(edges))
+	list = make([]int32, start[n])
 	at := slices.Clone(start[:n])
-	for _, e := range edges {
-		list[at[e[k]]] = e[1-k]
-		at[e[k]]++
-	}
+	hbEdges(g, true, ord, func(a, b event) {
+		if backward {
+			a, b = b, a
+		}
+		list[at[a]] = int32(b)
+		at[a]++
+	})
 	return start, list
 }
 
 // spent reports whether the search has used its budget.
 func (s *fixGraph) spent() bool { return s.visits > s.budget }
 
-// add adds `f.Op after f.After`.
-func (s *fixGraph) add(f Fix) {
+// add adds `f.Op after f.After` and updates the topological order, unless the edge closes a
+// cycle: it then reports false and adds nothing.
+func (s *fixGraph) add(f Fix) bool {
+	x, y := int32(endOf(f.After)), int32(startOf(f.Op))
+	if lb, ub := s.topo[y], s.topo[x]; lb < ub {
+		// Pearce-Kelly: the events after y up to x's position, and those before x down to
+		// y's, are the only ones out of order; the former must come after the latter.
+		s.deltaF = s.deltaF[:0]
+		if !s.collect(y, ub, true, x) {
+			return false
+		}
+		s.deltaB = s.deltaB[:0]
+		s.collect(x, lb, false, -1)
+		s.reorder()
+	}
 	s.added = append(s.added, f)
-	a, b := int32(endOf(f.After)), int32(startOf(f.Op))
-	s.xsucc[a] = append(s.xsucc[a], b)
-	s.xpred[b] = append(s.xpred[b], a)
+	if len(s.xsucc[x]) == 0 && len(s.xpred[x]) == 0 {
+		s.touched = append(s.touched, x)
+	}
+	if len(s.xsucc[y]) == 0 && len(s.xpred[y]) == 0 {
+		s.touched = append(s.touched, y)
+	}
+	s.xsucc[x] = append(s.xsucc[x], y)
+	s.xpred[y] = append(s.xpred[y], x)
+	return true
 }
 
-// setAdded replaces the added edges with fixes.
+// collect gathers into deltaF (forward) or deltaB the events reachable from v (or reaching it)
+// whose position is at most (at least) bound; forward, it reports false if it meets stop.
+func (s *fixGraph) collect(v, bound int32, forward bool, stop int32) bool {
+	s.epR++
+	mark, ep := s.markR, s.epR
+	mark[v] = ep
+	stack := append(s.stck[:0], v)
+	out := &s.deltaB
+	if forward {
+		out = &s.deltaF
+	}
+	*out = append(*out, v)
+	defer func() { s.stck = stack[:0] }()
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		s.visits++
+		lists := [2][]int32{s.pred[s.predStart[v]:s.predStart[v+1]], s.xpred[v]}
+		if forward {
+			lists = [2][]int32{s.succ[s.succStart[v]:s.succStart[v+1]], s.xsucc[v]}
+		}
+		for _, l := range lists {
+			for _, w := range l {
+				if w == stop {
+					return false
+				}
+				if mark[w] == ep || forward && s.topo[w] > bound || !forward && s.topo[w] < bound {
+					continue
+				}
+				mark[w] = ep
+				*out = append(*out, w)
+				stack = append(stack, w)
+			}
+		}
+	}
+	return true
+}
+
+// reorder gives the positions of deltaB and deltaF, pooled in order, to deltaB's events then
+// deltaF's, each kept in its order.
+func (s *fixGraph) reorder() {
+	byTopo := func(a, b int32) int { return int(s.topo[a]) - int(s.topo[b]) }
+	slices.SortFunc(s.deltaB, byTopo)
+	slices.SortFunc(s.deltaF, byTopo)
+	pos := s.pos[:0]
+	for _, v := range s.deltaB {
+		pos = append(pos, s.topo[v])
+	}
+	for _, v := range s.deltaF {
+		pos = append(pos, s.topo[v])
+	}
+	slices.Sort(pos)
+	for i, v := range s.deltaB {
+		s.topo[v] = pos[i]
+		s.order[pos[i]] = v
+	}
+	for i, v := range s.deltaF {
+		k := pos[len(s.deltaB)+i]
+		s.topo[v] = k
+		s.order[k] = v
+	}
+	s.pos = pos
+}
+
+// remove takes the edges of set, the last ones added, out: the topological order stays one.
+func (s *fixGraph) remove(set []Fix) {
+	for _, f := range set {
+		x, y := int32(endOf(f.After)), int32(startOf(f.Op))
+		s.xsucc[x] = deleteOne(s.xsucc[x], y)
+		s.xpred[y] = deleteOne(s.xpred[y], x)
+	}
+}
+
+// deleteOne deletes one v from list.
+func deleteOne(list []int32, v int32) []int32 {
+	if i := slices.Index(list, v); i >= 0 {
+		return slices.Delete(list, i, i+1)
+	}
+	return list
+}
+
+// restore puts the edges of set, taken out by remove, back: the order is still one for them.
+func (s *fixGraph) restore(set []Fix) {
+	for _, f := range set {
+		x, y := int32(endOf(f.After)), int32(startOf(f.Op))
+		s.xsucc[x] = append(s.xsucc[x], y)
+		s.xpred[y] = append(s.xpred[y], x)
+	}
+}
+
+// setAdded replaces the added edges with fixes, which must be some of them: the topological
+// order stays one.
 func (s *fixGraph) setAdded(fixes []Fix) {
+	fixes = slices.Clone(fixes)
 	s.added = nil
-	clear(s.xsucc)
-	clear(s.xpred)
+	for _, v := range s.touched {
+		s.xsucc[v], s.xpred[v] = s.xsucc[v][:0], s.xpred[v][:0]
+	}
+	s.touched = s.touched[:0]
 	for _, f := range fixes {
-		s.add(f)
+		if !s.add(f) {
+			panic("verify: a subset of the fixes closes a cycle")
+		}
 	}
 }
 
@@ -148,6 +320,10 @@ func (s *fixGraph) setAdded(fixes []Fix) {
 func (s *fixGraph) reaches(from, to event) bool {
 	if from == to {
 		return true
+	}
+	limit := s.topo[to]
+	if s.topo[from] >= limit {
+		return false
 	}
 	s.epR++
 	mark, ep := s.markR, s.epR
@@ -163,7 +339,7 @@ func (s *fixGraph) reaches(from, to event) bool {
 				if w == int32(to) {
 					return true
 				}
-				if mark[w] != ep {
+				if mark[w] != ep && s.topo[w] < limit {
 					mark[w] = ep
 					stack = append(stack, w)
 				}
@@ -174,8 +350,9 @@ func (s *fixGraph) reaches(from, to event) bool {
 }
 
 // bfs numbers the events reachable from e (forward) or that reach it (backward) by their
-// distance in edges, and returns them in order of distance.
-func (s *fixGraph) bfs(e event, forward bool) []int32 {
+// distance in edges, and returns them in order of distance: the limit nearest ones, or all
+// when limit is 0.
+func (s *fixGraph) bfs(e event, forward bool, limit int) []int32 {
 	mark, dist, queue := s.markF, s.distF, s.queueF[:0]
 	start, list, extra := s.succStart, s.succ, s.xsucc
 	if forward {
@@ -191,7 +368,7 @@ func (s *fixGraph) bfs(e event, forward bool) []int32 {
 	}
 	mark[e], dist[e] = ep, 0
 	queue = append(queue, int32(e))
-	for i := 0; i < len(queue); i++ {
+	for i := 0; i < len(queue) && (limit == 0 || len(queue) < limit); i++ {
 		v := queue[i]
 		s.visits++
 		for _, l := range [2][]int32{list[start[v]:start[v+1]], extra[v]} {
@@ -235,8 +412,8 @@ const maxTries = 12
 // x counting four times: the fix waits for the op that ends the first access if it can (the
 // read of a slot, before the credit that lets the writer overwrite it, is sent), and then for
 // as little else as it can.
-func (s *fixGraph) candidates(a, b MemAccess) []candidate {
-	fwd := s.bfs(a.to, true)
+func (s *fixGraph) candidates(a, b MemAccess, limit int) []candidate {
+	fwd := s.bfs(a.to, true, limit)
 	xs := map[int][]ir.OpID{}
 	for _, v := range fwd {
 		if e := event(v); e.phase() == evEnd {
@@ -246,7 +423,7 @@ func (s *fixGraph) candidates(a, b MemAccess) []candidate {
 			}
 		}
 	}
-	bwd := s.bfs(b.from, false)
+	bwd := s.bfs(b.from, false, limit)
 	var out []candidate
 	ys := map[int][]ir.OpID{}
 	for _, v := range bwd {
@@ -302,26 +479,37 @@ func firstAccess(g *ir.Graph, r Race) (a, b MemAccess) {
 func (s *fixGraph) pick(r Race) ([]Fix, bool) {
 	a, b := firstAccess(s.g, r)
 	for _, dir := range [2][2]MemAccess{{a, b}, {b, a}} {
-		for i, c := range s.candidates(dir[0], dir[1]) {
-			if i == maxTries || s.spent() {
-				break
+		// The events near the accesses first: the edges the search prefers join ops close to
+		// them, and a ring's race should not cost a walk around the ring.
+		for _, limit := range []int{nearEvents, 0} {
+			for i, c := range s.candidates(dir[0], dir[1], limit) {
+				if i == maxTries || s.spent() {
+					break
+				}
+				if s.reaches(startOf(c.fix.Op), endOf(c.fix.After)) {
+					continue
+				}
+				if set := s.everywhere(c.fix); s.acyclicWith(set) {
+					return set, true
+				}
 			}
-			if s.reaches(startOf(c.fix.Op), endOf(c.fix.After)) {
-				continue
-			}
-			if set := s.everywhere(c.fix); s.acyclicWith(set) {
-				return set, true
+			if s.spent() || len(s.queueF) < nearEvents && len(s.queueB) < nearEvents {
+				break // the first search saw every event there is
 			}
 		}
 	}
 	return nil, false
 }
 
+// nearEvents is how many events around each access the search looks at first.
+const nearEvents = 1 << 12
+
 // fixRaces chooses edges that order the races, each race's pick made with the edges of the
 // races before it in place, then drops the edges the others imply. It returns the edges and, for
 // each race, whether they order it. The graph keeps the chosen edges.
 func (s *fixGraph) fixRaces(races []Race) ([]Fix, []bool) {
 	var sets [][]Fix
+	var pickers []Race // the race each set was chosen for
 	for _, r := range races {
 		if s.spent() {
 			break
@@ -331,30 +519,50 @@ func (s *fixGraph) fixRaces(races []Race) ([]Fix, []bool) {
 		}
 		if set, ok := s.pick(r); ok {
 			sets = append(sets, set)
+			pickers = append(pickers, r)
 		}
 	}
 	fixed := make([]bool, len(races))
 	for i, r := range races {
 		fixed[i] = !s.spent() && s.ordered(r)
 	}
-	// Drop the edges the others imply, the last first (rx[1] after rx[0] next to rx[1] after
-	// red[0], red[0] being after rx[0]).
+	// Drop the sets the others imply, the last first (rx[1] after rx[0] next to rx[1] after
+	// red[0], red[0] being after rx[0]): a set goes if the races the others were chosen for stay
+	// ordered without it, and in the end every race fixed must stay so. s.added is updated
+	// at the end; meanwhile only the event lists change.
 	base := slices.Clone(s.added[:len(s.added)-total(sets)])
-	for i := len(sets) - 1; i >= 0 && !s.spent(); i-- {
-		trial := slices.Delete(slices.Clone(sets), i, i+1)
-		s.setAdded(append(slices.Clone(base), slices.Concat(trial...)...))
-		still := true
-		for k, r := range races {
-			if fixed[k] && !s.ordered(r) {
-				still = false
+	keep := make([]bool, len(sets))
+	for i := len(sets) - 1; i >= 0; i-- {
+		keep[i] = true
+		if s.spent() {
+			continue
+		}
+		s.remove(sets[i])
+		keep[i] = false
+		for _, r := range pickers {
+			if !s.ordered(r) {
+				keep[i] = true
 				break
 			}
 		}
-		if still {
-			sets = trial
+		if keep[i] {
+			s.restore(sets[i])
 		}
 	}
-	s.setAdded(append(base, slices.Concat(sets...)...))
+	var kept [][]Fix
+	for i, set := range sets {
+		if keep[i] {
+			kept = append(kept, set)
+		}
+	}
+	s.setAdded(append(slices.Clone(base), slices.Concat(kept...)...))
+	for i, r := range races {
+		if fixed[i] && !s.ordered(r) {
+			s.setAdded(append(base, slices.Concat(sets...)...))
+			return slices.Concat(sets...), fixed
+		}
+	}
+	sets = kept
 	return slices.Concat(sets...), fixed
 }
 
@@ -420,4 +628,44 @@ func (s *fixGraph) fixGroup(races []Race, ord ir.Order, opt *Options) (fixes []F
 		claimed = append(claimed, more...)
 	}
 	return best, bestOpen
+}
+
+// minHeap is a binary heap, the smallest on top.
+type minHeap []uint64
+
+func (h *minHeap) push(v uint64) {
+	*h = append(*h, v)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if a[p] <= a[i] {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+func (h *minHeap) pop() uint64 {
+	a := *h
+	top := a[0]
+	n := len(a) - 1
+	a[0] = a[n]
+	a = a[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && a[l] < a[m] {
+			m = l
+		}
+		if l+1 < n && a[l+1] < a[m] {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+	return top
 }

@@ -25,8 +25,9 @@ type Options struct {
 	Target string
 
 	// FixBudget bounds the search for the `after` edges that fix a plan's races, and their
-	// proof, in events visited; 0 is the default (about a second of searching). Races past it
-	// get no suggested fix, and their diagnostics say why.
+	// proof, in events visited; 0 is the default (about a second of searching), a negative
+	// budget searches nothing. Races past it get no suggested fix, and their diagnostics say
+	// why.
 	FixBudget int
 
 	// Test hooks: wideLabels makes the labels of the long-path oracle 32 bits wide whatever the
