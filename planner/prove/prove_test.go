@@ -235,3 +235,33 @@ func TestBarrierNeedsEachEdge(t *testing.T) {
 		require.True(t, c, "deleting %s leaves a barrier at every size", k)
 	}
 }
+
+// TestTraceBack: a wrong element is traced back to the op where it first went wrong, not to
+// the last op that forwarded it: a bad reduce at step 0 of a ring, found through the
+// allgather and the reduces after it, with the send that brought the misplaced part.
+func TestTraceBack(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../../docs/examples/errors/expect_bad_reduce.dag")
+	require.NoError(t, err)
+	errs := load(t, string(src), nil)
+	require.Len(t, errs, 1)
+	d := errs[0]
+	require.Contains(t, d.Msg, "another element's contributions: the contribution of rank 1 to data[2] in place of the contribution of rank 0 to data[0], data from 2 elements further on")
+	require.Len(t, d.Related, 2)
+	require.Equal(t, 15, int(d.Related[0].Pos.Line)) // red[s]
+	require.Contains(t, d.Related[0].Label, "first goes wrong at red[0] on rank 2")
+	require.Equal(t, 13, int(d.Related[1].Pos.Line)) // tx[s]
+	require.Contains(t, d.Related[1].Label, "tx[0] on rank 1 had put there from data[2] on rank 1")
+
+	// Without the bug the plan is proven; with only a contribution missing, the related
+	// position stays the last writer.
+	fixed := strings.Replace(string(src), "if s == 0 { rc = (rank - 2) % ranks }", "", 1)
+	require.NotEqual(t, string(src), fixed)
+	require.Empty(t, load(t, fixed, nil))
+	short, err := os.ReadFile("../../docs/examples/errors/expect_short_allgather.dag")
+	require.NoError(t, err)
+	errs = load(t, string(short), nil)
+	require.Len(t, errs, 1)
+	require.Len(t, errs[0].Related, 1)
+	require.Contains(t, errs[0].Related[0].Label, "was last written by red[1] on rank 0")
+}
