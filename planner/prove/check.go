@@ -38,6 +38,10 @@ func (s *State) spec(out []want, e *ir.Expect, r int, all int32) []want {
 			add(0, n, all, 0)
 		}
 	case ir.ExpectReduceScatter:
+		if e.DstBlock { // all of Dst is block r of the reduction
+			add(0, n, all, int64(r)*n)
+			break
+		}
 		add(int64(r)*blk, int64(r+1)*blk, all, 0)
 	case ir.ExpectBroadcast:
 		id, shift := init(e.Root, 0)
@@ -308,7 +312,7 @@ func (s *State) displaced(missing, again, foreign []counted, off int64) string {
 	var from string
 	switch d := f.v - m.v; {
 	case f.buf != m.buf:
-		from = fmt.Sprintf("data from %s, not %s", s.g.Buffers[f.buf].Name, s.g.Buffers[m.buf].Name)
+		from = fmt.Sprintf("from %s, not %s", s.g.Buffers[f.buf].Name, s.g.Buffers[m.buf].Name)
 	case d > 0:
 		from = fmt.Sprintf("data from %s further on", english.Plural(int(d), "element"))
 	default:
