@@ -126,3 +126,34 @@ expect owner[0] == 8 on rank 0 if owner[0]@0 == 7
 	rs = checkValues(t, exec.DistinctInits(cg)) // without the precondition the swap fails
 	require.False(t, rs[0].Held)
 }
+
+// TestReduceScatterIntoBlockOnValues: reduce_scatter into an n-element destination is checked
+// on values as block rank of the reduction.
+func TestReduceScatterIntoBlockOnValues(t *testing.T) {
+	src := `plan rs_into
+param ranks = 3
+param n = 2
+buffer data u32[ranks * n] init rank * 10 + i
+buffer out  u32[n]
+expect reduce_scatter sum out from data
+op nothing = nop
+`
+	g := elaborateOnly(t, src, nil)
+	require.True(t, g.Expects[0].DstBlock)
+	init := exec.NewMemory(g)
+	require.NoError(t, init.ResetAll())
+	final := exec.NewMemory(g)
+	require.NoError(t, final.ResetAll())
+	for r := range 3 {
+		out := final.Bytes(r, 1)
+		for k := range 2 {
+			out[4*k] = byte(0 + 10 + 20 + 3*(2*r+k)) // sum over q of data[2r+k]@q = 30 + 3(2r+k)
+		}
+	}
+	rs := exec.CheckExpects(g, init, final)
+	require.True(t, rs[0].Held, rs[0].Detail)
+	final.Bytes(2, 1)[4] ^= 1
+	rs = exec.CheckExpects(g, init, final)
+	require.False(t, rs[0].Held)
+	require.Equal(t, "out[1] on rank 2 is 44, want 45", rs[0].Detail)
+}

@@ -61,6 +61,7 @@ type Expect struct {
 	Dst, Src BufID
 	Root     int      // reduce, broadcast, gather and scatter; 0 otherwise
 	SrcBlock bool     // Src is Dst's own block (allgather and gather without `from`)
+	DstBlock bool     // reduce_scatter into one block: Dst has Src's elements / ranks
 	Pos      diag.Pos // the statement
 
 	// The general form (ExpectValue): elements [Lo, Hi) of Dst on each rank of Ranks hold Want:

@@ -114,6 +114,10 @@ func (el *elaborator) expectShapes(st *dsl.ExpectStmt, e *ir.Expect) bool {
 		el.globalErrorf(phaseShapes, diag.Shape, st.Op.Pos(), "expect %s %s on %s buffer %s: bitwise reductions need integer types", e.Kind, e.Red, dst.Type, dst.Name)
 		return false
 	}
+	if e.Kind == ir.ExpectReduceScatter && e.Src != e.Dst && src.Count == dst.Count*ranks {
+		e.DstBlock = true // MPI's receive buffer: one block, rank r's of the reduction
+		return true
+	}
 	blocked := e.Kind == ir.ExpectAllgather || e.Kind == ir.ExpectReduceScatter || e.Kind == ir.ExpectAlltoall || e.Kind == ir.ExpectGather
 	if blocked && dst.Count%ranks != 0 {
 		el.globalErrorf(phaseShapes, diag.Shape, at, "expect %s: %s has %d elements, which do not divide into %d equal blocks (one per rank)", e.Kind, dst.Name, dst.Count, ranks)
@@ -125,6 +129,10 @@ func (el *elaborator) expectShapes(st *dsl.ExpectStmt, e *ir.Expect) bool {
 	}
 	want, what := dst.Count, "as many elements as "+dst.Name
 	switch e.Kind {
+	case ir.ExpectReduceScatter:
+		if e.Src != e.Dst {
+			what += ", or ranks times as many (" + dst.Name + " is then rank r's block)"
+		}
 	case ir.ExpectAllgather, ir.ExpectGather:
 		if e.SrcBlock {
 			return true

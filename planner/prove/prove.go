@@ -108,6 +108,13 @@ type State struct {
 	next int
 	full bool
 	peak int // the most terms the table held (at a collection, or at the end)
+
+	watch *watch // the element whose history a failed proof traces (trace.go), or nil
+
+	// What the replay was run with, for the replays that trace a failure.
+	o     *verify.Order
+	limit int64
+	given []ir.Given
 }
 
 // Run replays g's ops in order o and returns the final memory, within opt's budget, for a
@@ -122,6 +129,11 @@ const termBytes = 2 * int64(unsafe.Sizeof(term{}))
 // values (the others, anything) and returns the final memory; the shapes' terms may take up to
 // limit bytes (termBytes each), past which it stops, with s.full set.
 func run(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given) *State {
+	return runWatching(g, o, limit, given, nil)
+}
+
+// runWatching is run that records in w (unless nil) the values each op leaves at w's element.
+func runWatching(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given, w *watch) *State {
 	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start and
 	// each postcondition (check's value over all ranks).
 	ops, makers := inOrder(g, o)
@@ -130,7 +142,7 @@ func run(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given) *State {
 	if 2*int64(n) > int64(maxTerms) {
 		return &State{g: g, full: true}
 	}
-	s := &State{g: g, sh: newShapes(n)}
+	s := &State{g: g, sh: newShapes(n), watch: w, o: o, limit: limit, given: given}
 	s.sh.maxTerms = maxTerms
 	s.next = max(cap(s.sh.terms), 1<<16)
 	s.mem = newMemory(g, s.sh)
@@ -148,6 +160,9 @@ func run(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given) *State {
 			touched ^= touch(&g.Ops[ops[k+ahead]])
 		}
 		s.apply(id)
+		if w := s.watch; w != nil {
+			w.see(s, id, k)
+		}
 		if len(s.sh.terms) > s.next || s.sh.full {
 			s.collect()
 			if s.full {
