@@ -59,7 +59,25 @@ type gParam struct {
 type gLet struct {
 	Tokens []lexer.Token
 	Name   *gIdent `parser:"'let' @@"`
-	Value  *gExpr  `parser:"'=' @@"`
+	Table  *gTable `parser:"'=' ( @@"`
+	Value  *gExpr  `parser:"| @@ )"`
+}
+
+// gTable is an immutable integer table: `[EXPR, ...]`, or `[EXPR for VAR in FROM .. TO [step S]
+// [if COND]]` built by a loop; only a let binds one.
+type gTable struct {
+	Tokens []lexer.Token
+	Elems  []*gExpr   `parser:"'[' ( @@ ( ',' @@ )* )?"`
+	For    *gTableFor `parser:"@@? ']'"`
+}
+
+type gTableFor struct {
+	Pos  lexer.Position
+	Var  *gIdent `parser:"'for' @@"`
+	From *gExpr  `parser:"'in' @@"`
+	To   *gExpr  `parser:"'..' @@"`
+	Step *gExpr  `parser:"( 'step' @@ )?"`
+	Cond *gExpr  `parser:"( 'if' @@ )?"`
 }
 
 // gVar is `var NAME = EXPR`: a per-rank variable that later assignments may change.
@@ -353,7 +371,8 @@ type gNamed struct {
 	Tokens []lexer.Token
 	Name   string   `parser:"@(Ident | 'min' | 'max' | 'step' | 'peer' | 'depth' | 'init' | 'from' | 'notify' | 'extern' | 'remote_read' | 'remote_write' | 'remote_atomic')"`
 	Call   bool     `parser:"( @'('"`
-	Args   []*gExpr `parser:"( @@ ( ',' @@ )* )? ')' )?"`
+	Args   []*gExpr `parser:"( @@ ( ',' @@ )* )? ')'"`
+	Index  *gExpr   `parser:"| '[' @@ ']' )?"` // an element of a table
 }
 
 var parser = participle.MustBuild[gFile](

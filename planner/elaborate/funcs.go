@@ -164,7 +164,7 @@ type builtin struct {
 }
 
 // builtinNames lists the built-in functions in the order of docs/language.md.
-var builtinNames = []string{"min", "max", "log2", "flog2", "clog2", "hibit", "lobit", "popcount", "nextpow2", "quo", "rem"}
+var builtinNames = []string{"min", "max", "log2", "flog2", "clog2", "hibit", "lobit", "popcount", "nextpow2", "quo", "rem", "len"}
 
 var builtins = map[string]builtin{
 	"min": {2, func(_ *dsl.CallExpr, a []int64) (int64, *evalError) { return min(a[0], a[1]), nil }},
@@ -256,6 +256,9 @@ func (s *scope) callFrame() *frame {
 }
 
 func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
+	if e.Fun.Name == "len" {
+		return evalLen(e, s)
+	}
 	if b, ok := builtins[e.Fun.Name]; ok {
 		if len(e.Args) != b.args {
 			return 0, errAt(e, "%s takes %d argument(s), got %d", e.Fun.Name, b.args, len(e.Args))
@@ -394,7 +397,7 @@ func (el *elaborator) defs() *funcs {
 			continue
 		}
 		name := d.Name.Name
-		if _, ok := builtins[name]; ok {
+		if _, ok := builtins[name]; ok || name == "len" {
 			el.globalErrorf(phaseNames, diag.Name, d.Name.Pos(), "def %s: %s is a built-in function; pick another name", name, name)
 			continue
 		}
@@ -492,6 +495,8 @@ func callees(e dsl.Expr, f func(name string)) {
 		callees(e.Cond, f)
 		callees(e.Then, f)
 		callees(e.Else, f)
+	case *dsl.IndexExpr:
+		callees(e.Index, f)
 	}
 }
 
