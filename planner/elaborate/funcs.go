@@ -74,6 +74,25 @@ type callCount struct {
 type memo struct {
 	small map[smallKey]memoVal // calls of up to three arguments that fit in 32 bits
 	big   map[memoKey]memoVal  // other calls of up to four arguments
+	free  []*call              // calls that returned, to be reused (at most MaxCallDepth are in use)
+}
+
+// newCall returns a zeroed call, reused if m (which may be nil) has one.
+func (m *memo) newCall() *call {
+	if m == nil || len(m.free) == 0 {
+		return &call{}
+	}
+	c := m.free[len(m.free)-1]
+	m.free = m.free[:len(m.free)-1]
+	*c = call{}
+	return c
+}
+
+// freeCall gives back a call that returned.
+func (m *memo) freeCall(c *call) {
+	if m != nil && len(m.free) < MaxCallDepth {
+		m.free = append(m.free, c)
+	}
 }
 
 type smallKey struct {
@@ -338,7 +357,8 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 			cnt.fresh, m = true, nil // evaluating it passes a limit: let evaluation say where
 		}
 	}
-	c := &call{}
+	c := rankMemo.newCall()
+	defer rankMemo.freeCall(c) // nothing keeps a call once it returned: its frame and scope are done
 	if cnt == nil {
 		c.count = callCount{calls: 1, memo: rankMemo}
 		cnt = &c.count
