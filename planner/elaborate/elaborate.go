@@ -61,6 +61,7 @@ type elaborator struct {
 	// What every rank shares, read by header.
 	globals       *scope                   // params, ranks and the top-level lets that do not depend on rank
 	globalAsserts map[*dsl.AssertStmt]bool // top-level asserts that do not use rank, checked once by header
+	globalTables  map[*dsl.LetStmt]bool    // top-level tables that do not use rank, bound once by header
 	refused       bool                     // a global assert failed: the parameter set is refused
 	bufIdx        map[string]ir.BufID      // buffer name -> id
 	badBuf        map[string]bool          // buffers whose declaration failed (and was reported)
@@ -231,6 +232,7 @@ func (el *elaborator) header() {
 	el.globals = &scope{}
 	el.globals.extra().fns = el.defs()
 	el.globalAsserts = map[*dsl.AssertStmt]bool{}
+	el.globalTables = map[*dsl.LetStmt]bool{}
 	declared := map[string]diag.Pos{}
 	perRank := map[string]bool{"rank": true} // top-level lets whose value depends on the rank
 	seenPlan := false
@@ -269,8 +271,19 @@ func (el *elaborator) header() {
 		case *dsl.LetStmt:
 			// A top-level let that does not depend on the rank is a global constant: buffer
 			// counts may use it. The others are evaluated per rank.
-			if usesAny(st.Value, perRank) || el.globals.has(st.Name.Name) {
+			if usesAny(st.Value, perRank) || el.globals.has(st.Name.Name) || el.globals.has(tableKey(st.Name.Name)) {
 				perRank[st.Name.Name] = true
+				continue
+			}
+			if t, ok := st.Value.(*dsl.TableExpr); ok {
+				vals, err := evalTable(t, el.globals)
+				if err != nil {
+					el.evalFailed(-1, err)
+					el.globals.bindBroken(tableKey(st.Name.Name))
+				} else {
+					el.globals.bindTable(st.Name.Name, vals)
+				}
+				el.globalTables[st] = true // bound once here, for every rank and function
 				continue
 			}
 			v, err := evalInt(st.Value, el.globals)
@@ -498,6 +511,16 @@ func (el *elaborator) block(c *code, s *scope, top bool) {
 				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "expect inside a block: postconditions are about the whole plan and stated at the top level")
 			}
 		case *dsl.LetStmt:
+			if t, ok := st.Value.(*dsl.TableExpr); ok {
+				switch {
+				case el.globalTables[st]:
+				case top && el.globals.has(tableKey(st.Name.Name)):
+					el.errorf(phaseNames, diag.Name, st.Name.Pos(), "%s is already defined in this block", st.Name.Name)
+				default:
+					el.declareTable(st.Name, t, s)
+				}
+				continue
+			}
 			el.declare(st.Name, c.at[i].x, s, 0)
 		case *dsl.QueueStmt:
 			el.queue(st, &c.at[i], s)

@@ -74,6 +74,25 @@ type callCount struct {
 type memo struct {
 	small map[smallKey]memoVal // calls of up to three arguments that fit in 32 bits
 	big   map[memoKey]memoVal  // other calls of up to four arguments
+	free  []*call              // calls that returned, to be reused (at most MaxCallDepth are in use)
+}
+
+// newCall returns a zeroed call, reused if m (which may be nil) has one.
+func (m *memo) newCall() *call {
+	if m == nil || len(m.free) == 0 {
+		return &call{}
+	}
+	c := m.free[len(m.free)-1]
+	m.free = m.free[:len(m.free)-1]
+	*c = call{}
+	return c
+}
+
+// freeCall gives back a call that returned.
+func (m *memo) freeCall(c *call) {
+	if m != nil && len(m.free) < MaxCallDepth {
+		m.free = append(m.free, c)
+	}
 }
 
 type smallKey struct {
@@ -164,7 +183,7 @@ type builtin struct {
 }
 
 // builtinNames lists the built-in functions in the order of docs/language.md.
-var builtinNames = []string{"min", "max", "log2", "flog2", "clog2", "hibit", "lobit", "popcount", "nextpow2", "quo", "rem"}
+var builtinNames = []string{"min", "max", "log2", "flog2", "clog2", "hibit", "lobit", "popcount", "nextpow2", "quo", "rem", "len"}
 
 var builtins = map[string]builtin{
 	"min": {2, func(_ *dsl.CallExpr, a []int64) (int64, *evalError) { return min(a[0], a[1]), nil }},
@@ -256,6 +275,9 @@ func (s *scope) callFrame() *frame {
 }
 
 func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
+	if e.Fun.Name == "len" {
+		return evalLen(e, s)
+	}
 	if b, ok := builtins[e.Fun.Name]; ok {
 		if len(e.Args) != b.args {
 			return 0, errAt(e, "%s takes %d argument(s), got %d", e.Fun.Name, b.args, len(e.Args))
@@ -335,7 +357,8 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 			cnt.fresh, m = true, nil // evaluating it passes a limit: let evaluation say where
 		}
 	}
-	c := &call{}
+	c := rankMemo.newCall()
+	defer rankMemo.freeCall(c) // nothing keeps a call once it returned: its frame and scope are done
 	if cnt == nil {
 		c.count = callCount{calls: 1, memo: rankMemo}
 		cnt = &c.count
@@ -394,7 +417,7 @@ func (el *elaborator) defs() *funcs {
 			continue
 		}
 		name := d.Name.Name
-		if _, ok := builtins[name]; ok {
+		if _, ok := builtins[name]; ok || name == "len" {
 			el.globalErrorf(phaseNames, diag.Name, d.Name.Pos(), "def %s: %s is a built-in function; pick another name", name, name)
 			continue
 		}
@@ -492,6 +515,8 @@ func callees(e dsl.Expr, f func(name string)) {
 		callees(e.Cond, f)
 		callees(e.Then, f)
 		callees(e.Else, f)
+	case *dsl.IndexExpr:
+		callees(e.Index, f)
 	}
 }
 
