@@ -75,8 +75,8 @@ const calReduce = `plan hostreduce
 param ranks = 1
 param n = 1024
 param k = 8
-buffer x f32[k * n] init i
-buffer y f32[k * n] init 1
+buffer x f32[k * n]
+buffer y f32[k * n]
 for j in 0 .. k {
   op red[j] = reduce sum x[j * n : (j + 1) * n] from y[j * n : (j + 1) * n]
   if j > 0 { red[j] after red[j - 1] }
@@ -87,7 +87,7 @@ const calCopy = `plan hostcopy
 param ranks = 1
 param n = 1024
 param k = 8
-buffer x f32[k * n] init i
+buffer x f32[k * n]
 buffer y f32[k * n]
 for j in 0 .. k {
   op cp[j] = copy x[j * n : (j + 1) * n] to y[j * n : (j + 1) * n]
