@@ -36,6 +36,7 @@ func fixCorpus(t *testing.T) []fixCase {
 	sizes := map[string][]map[string]int64{
 		"seg_ring_credits.dag":    {nil, {"ranks": 3}, {"ranks": 6}, {"ranks": 7, "slots": 3}},
 		"two_level_allreduce.dag": {nil, {"ranks": 12, "per": 3}, {"ranks": 16, "per": 4}, {"ranks": 6, "per": 2}},
+		"gather_children.dag":     {nil, {"ranks": 16}, {"ranks": 9, "per": 3}},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "fixes", "*.dag"))
 	require.NoError(t, err)
@@ -228,7 +229,8 @@ func TestSuggestedFixesHold(t *testing.T) {
 
 // TestFixesOfTheIssue checks the fixes suggested for the two plans of issue 30 where check used
 // to suggest a deadlock: the credit waits for the read of its slot, and the leader's first ring
-// send for the last of its children's reductions, on every rank where those ops are.
+// send for the last of its children's reductions, on every rank where those ops are; and for a
+// leader whose children's copies are unordered, where one edge per child is needed.
 func TestFixesOfTheIssue(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -240,6 +242,8 @@ func TestFixesOfTheIssue(t *testing.T) {
 		{"seg_ring_credits.dag", nil, []string{"add `crd_tx[0] after red[0]` on every rank"}, "  crd_tx[0] after red[0]   # on ranks 0-3\n"},
 		{"seg_ring_credits.dag", map[string]int64{"ranks": 7, "slots": 3}, []string{"add `crd_tx[0] after red[0]`, `crd_tx[1] after red[1]` and `crd_tx[2] after red[2]` on every rank"}, ""},
 		{"two_level_allreduce.dag", nil, []string{"add `tx[0] after cred[3]` on ranks 0, 4", "add `tx[0] after cred[3]` on ranks 0, 4"}, "  tx[0] after cred[3]   # on ranks 0, 4\n"},
+		{"gather_children.dag", nil, []string{"add `fwd after cp[1]`, `fwd after cp[2]` and `fwd after cp[3]` on rank 4"}, "  fwd after cp[1]   # on rank 4\n  fwd after cp[2]   # on rank 4\n  fwd after cp[3]   # on rank 4\n"},
+		{"gather_children.dag", map[string]int64{"ranks": 16}, []string{"add `fwd after cp[1]`, `fwd after cp[2]` and `fwd after cp[3]` on ranks 4, 8, 12"}, ""},
 		{"two_level_allreduce.dag", map[string]int64{"ranks": 12, "per": 3}, []string{"add `tx[0] after cred[2]` on ranks 0, 3, 6, 9", "add `tx[0] after cred[2]` on ranks 0, 3, 6, 9"}, "  tx[0] after cred[2]   # on ranks 0, 3, 6, 9\n"},
 	}
 	for _, tt := range tests {

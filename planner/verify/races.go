@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -824,8 +823,7 @@ func explainRaces(g *ir.Graph, ord ir.Order, opt *Options, ds []*diag.Diagnostic
 			for _, r := range open {
 				ranks = append(ranks, r.Rank())
 			}
-			hint += fmt.Sprintf(", which fixes it on every rank but %s; there, %s",
-				strings.TrimPrefix(strings.TrimPrefix(diag.FormatRanks(ranks), "ranks "), "rank "), unorderableHint(g, open[0]))
+			hint += fmt.Sprintf(", which fixes it except on %s: there, %s", diag.FormatRanks(ranks), unorderableHint(g, open[0]))
 		}
 		d.Msg += " (" + hint + ")"
 	}
