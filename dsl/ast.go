@@ -398,6 +398,32 @@ type InitExpr struct {
 	Rank  Expr // a primary: a name, a number, rank, or an expression in parentheses
 }
 
+// TableExpr is an immutable integer table, the value of a let: `[A, B, ...]` (Elems), or
+// `[ELEM for VAR in FROM .. TO [step STEP] [if COND]]` (For set, Elems holding ELEM alone): ELEM
+// for each value of VAR in the half-open range, those for which COND holds, in order.
+type TableExpr struct {
+	Span
+	Elems []Expr
+	For   *TableFor
+}
+
+// TableFor is the loop of a table built by a loop.
+type TableFor struct {
+	Var      *Ident
+	From, To Expr
+	Step     Expr // nil when absent
+	Cond     Expr // nil when absent
+}
+
+// IndexExpr is `NAME[INDEX]`: an element of a table, counted from 0.
+type IndexExpr struct {
+	Span
+	Table *Ident
+	Index Expr
+}
+
+func (*TableExpr) exprNode()  {}
+func (*IndexExpr) exprNode()  {}
 func (*CondExpr) exprNode()   {}
 func (*InitExpr) exprNode()   {}
 func (*Ident) exprNode()      {}

@@ -68,6 +68,9 @@ func (c *converter) stmt(g *gStmt) Stmt {
 	case g.Param != nil:
 		return &ParamStmt{Span: span(g.Param.Tokens), Name: word(g.Param.Name.Pos, g.Param.Name.Name), Value: c.expr(g.Param.Value)}
 	case g.Let != nil:
+		if t := g.Let.Table; t != nil {
+			return &LetStmt{Span: span(g.Let.Tokens), Name: c.ident(g.Let.Name), Value: c.table(t)}
+		}
 		return &LetStmt{Span: span(g.Let.Tokens), Name: c.ident(g.Let.Name), Value: c.expr(g.Let.Value)}
 	case g.Buffer != nil:
 		b := g.Buffer
@@ -317,6 +320,21 @@ func (c *converter) expr(g *gExpr) Expr {
 	return x
 }
 
+// table converts a table; one built by a loop has exactly one element expression.
+func (c *converter) table(g *gTable) Expr {
+	t := &TableExpr{Span: span(g.Tokens)}
+	for _, e := range g.Elems {
+		t.Elems = append(t.Elems, c.expr(e))
+	}
+	if f := g.For; f != nil {
+		if len(t.Elems) != 1 {
+			c.errs.Add(diag.Syntax, pos(f.Pos), "a table built by a loop has one element expression before for: [f(j) for j in 0 .. n]")
+		}
+		t.For = &TableFor{Var: c.ident(f.Var), From: c.expr(f.From), To: c.expr(f.To), Step: c.expr(f.Step), Cond: c.expr(f.Cond)}
+	}
+	return t
+}
+
 func binary(x Expr, op string, opPos diag.Pos, y Expr) Expr {
 	return &BinaryExpr{Span: Span{From: x.Pos(), To: y.End()}, Op: op, OpPos: opPos, X: x, Y: y}
 }
@@ -360,7 +378,10 @@ func (c *converter) primary(g *gPrimary) Expr {
 		c.errs.Add(diag.Syntax, id.From, "%q is a reserved keyword and cannot be used as a name; as a function write %s(a, b)", n.Name, n.Name)
 	}
 	if n.Index != nil {
-		return &InitExpr{Span: span(n.Tokens), Buf: id, Index: c.expr(n.Index), Rank: c.primary(n.At)}
+		if n.At != nil {
+			return &InitExpr{Span: span(n.Tokens), Buf: id, Index: c.expr(n.Index), Rank: c.primary(n.At)}
+		}
+		return &IndexExpr{Span: span(n.Tokens), Table: id, Index: c.expr(n.Index)}
 	}
 	if !n.Call {
 		return id

@@ -584,7 +584,7 @@ func writeOp(b *strings.Builder, op Operation) {
 // isOperand reports whether x prints as one unbroken operand.
 func isOperand(x Expr) bool {
 	switch x.(type) {
-	case *Ident, *IntLit, *FloatLit, *CallExpr, *ParenExpr, *InitExpr:
+	case *Ident, *IntLit, *FloatLit, *CallExpr, *ParenExpr, *InitExpr, *IndexExpr:
 		return true
 	}
 	return false
@@ -657,6 +657,28 @@ func writeExpr(b *strings.Builder, x Expr) {
 		_, un := x.Rank.(*UnaryExpr)
 		_, cond := x.Rank.(*CondExpr)
 		writeSub(b, x.Rank, prim || un || cond) // the rank is a primary
+	case *IndexExpr:
+		b.WriteString(x.Table.Name + "[")
+		writeExpr(b, x.Index)
+		b.WriteByte(']')
+	case *TableExpr:
+		b.WriteByte('[')
+		writeList(b, x.Elems)
+		if f := x.For; f != nil {
+			b.WriteString(" for " + f.Var.Name + " in ")
+			writeExpr(b, f.From)
+			b.WriteString(" .. ")
+			writeExpr(b, f.To)
+			if f.Step != nil {
+				b.WriteString(" step ")
+				writeExpr(b, f.Step)
+			}
+			if f.Cond != nil {
+				b.WriteString(" if ")
+				writeExpr(b, f.Cond)
+			}
+		}
+		b.WriteByte(']')
 	case *UnaryExpr:
 		b.WriteString(x.Op)
 		if isUnary(x.X) {

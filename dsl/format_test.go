@@ -135,6 +135,10 @@ func TestFormatCases(t *testing.T) {
 		{"block blank edges", "for i in 0..2 {\n\n  op a[i] = nop\n\n}\n", "for i in 0 .. 2 {\n  op a[i] = nop\n}\n"},
 		{"unary chain", "let a = - -1 + !!b\n", "let a = - -1 + ! !b\n"},
 		{"crlf", "let a = 1 # c\r\nlet b = 2\r\n", "let a = 1 # c\nlet b = 2\n"},
+		{"tables", "let t=[ f(j)for j in 0..n step 2 if j%3!=0 ]\nlet u = [1,2 ,\n 3]\nlet v = [ ]\nlet x = t[u[0]+1]*2\n",
+			"let t = [f(j) for j in 0 .. n step 2 if j % 3 != 0]\nlet u = [1, 2, 3]\nlet v = []\nlet x = t[u[0] + 1] * 2\n"},
+		{"soft keywords as names", "param depth=4\nlet step = depth\nqueue q to 1 depth depth\nfor i in 0 .. 4 step step { op x[i] = nop }\n",
+			"param depth = 4\nlet step = depth\nqueue q to 1 depth depth\nfor i in 0 .. 4 step step { op x[i] = nop }\n"},
 		{"empty", "", ""},
 		{"only comment", "# just this", "# just this\n"},
 	}

@@ -60,6 +60,14 @@ var (
 	}()
 )
 
+// softKeywords are the keywords that only start a clause (of a queue, a for, a buffer, a reduce,
+// a write or an expect) at a place where no name can stand: elsewhere they are names. The
+// grammar's name rules (gIdent, gParamName, gNamed) list them.
+var softKeywords = []string{"step", "peer", "depth", "init", "from", "notify", "extern", "remote_read", "remote_write", "remote_atomic"}
+
+// SoftKeywords returns the keywords that may also be used as names (docs/language.md §3).
+func SoftKeywords() []string { return append([]string(nil), softKeywords...) }
+
 // Keywords returns the reserved words of the language, in the order of docs/language.md §3
 // (Lexical structure).
 func Keywords() []string { return append([]string(nil), keywordList...) }

@@ -8,13 +8,14 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/internal/e2e"
 	"github.com/coredag/coredag/internal/randgraph"
 	"github.com/coredag/coredag/ir"
 )
 
 var (
 	propSeed  = flag.Uint64("prop.seed", 20261123, "first random-graph seed of the engine property test")
-	propCount = flag.Int("prop.n", 500, "random graphs in the engine property test")
+	propCount = flag.Int("prop.n", 0, "random graphs in the engine property test (0: 500 under CI or with COREDAG_E2E=1, 150 otherwise)")
 )
 
 // TestPropertyEnginesMatchReference runs random valid, race-free plans on the polling engine
@@ -24,6 +25,9 @@ var (
 // (e.g. a RECV_EN queued behind a send that waits for the peer's receive) fails the run.
 func TestPropertyEnginesMatchReference(t *testing.T) {
 	n := *propCount
+	if n == 0 {
+		n = e2e.Cases(500, 150)
+	}
 	if testing.Short() {
 		n = 50
 	}

@@ -14,18 +14,18 @@ import (
 // the library's versions of them.
 func TestCompatPlans(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob("../../testdata/compat/*.dag") // the binary runs from the root
+	files, err := filepath.Glob(filepath.Join(repoRoot, "testdata", "compat", "*.dag"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	ops := regexp.MustCompile(`, (\d+) ops`)
 	for _, f := range files {
-		old, now := filepath.Join("testdata/compat", filepath.Base(f)), filepath.Join("plans", filepath.Base(f))
+		old, now := f, filepath.Join(repoRoot, "plans", filepath.Base(f))
 		for _, ranks := range []string{"ranks=2", "ranks=5", "ranks=8"} {
-			code, stdout, stderr := coredag(t, "", "check", "-p", ranks, old)
+			code, stdout, stderr := coredagIn(t, "", "check", "-p", ranks, old)
 			require.Equal(t, exitOK, code, "%s %s:\n%s", old, ranks, stderr)
-			_, want, _ := coredag(t, "", "check", "-p", ranks, now)
+			_, want, _ := coredagIn(t, "", "check", "-p", ranks, now)
 			assert.Equal(t, ops.FindStringSubmatch(want), ops.FindStringSubmatch(stdout), "%s %s", old, ranks)
-			code, _, stderr = coredag(t, "", "run", "--iters", "2", "-p", ranks, old)
+			code, _, stderr = coredagIn(t, "", "run", "--iters", "2", "-p", ranks, old)
 			assert.Equal(t, exitOK, code, "%s %s:\n%s", old, ranks, stderr)
 		}
 	}

@@ -99,9 +99,10 @@ func TestDocsExamplesAreValid(t *testing.T) {
 	for _, ex := range readDocExamples(t, docsExamples) {
 		t.Run(filepath.Base(ex.path), func(t *testing.T) {
 			require.Empty(t, ex.want, "a plan with # want lines belongs in %s", docsErrors)
-			code, _, stderr := coredag(t, "", "check", ex.path)
+			path := filepath.Join(repoRoot, ex.path)
+			code, _, stderr := coredagIn(t, "", "check", path)
 			require.Equal(t, exitOK, code, stderr)
-			code, _, stderr = coredag(t, "", "run", "--iters", "2", ex.path)
+			code, _, stderr = coredagIn(t, "", "run", "--iters", "2", path)
 			assert.Equal(t, exitOK, code, stderr)
 
 			f, err := dsl.Parse(ex.path, []byte(ex.body))
@@ -118,10 +119,10 @@ func TestDocsErrorExamples(t *testing.T) {
 	for _, ex := range readDocExamples(t, docsErrors) {
 		t.Run(filepath.Base(ex.path), func(t *testing.T) {
 			require.NotEmpty(t, ex.want, "%s needs # want lines", ex.path)
-			code, _, stderr := coredag(t, "", append(ex.args, ex.path)...)
+			code, _, stderr := coredagIn(t, "", append(ex.args, filepath.Join(repoRoot, ex.path))...)
 			assert.Equal(t, ex.exit, code, stderr)
 			assert.NotContains(t, stderr, "panic")
-			got := strings.Split(strings.TrimSuffix(strings.ReplaceAll(stderr, docsErrors+"/", ""), "\n"), "\n")
+			got := strings.Split(strings.TrimSuffix(strings.ReplaceAll(stderr, filepath.Join(repoRoot, docsErrors)+"/", ""), "\n"), "\n")
 			if !quotesSource(ex.want) {
 				kept := got[:0]
 				for i := 0; i < len(got); i++ {
@@ -159,7 +160,7 @@ func TestDocsErrorExampleCodes(t *testing.T) {
 			if ex.args[0] == "compile" {
 				args = append([]string{"compile", "--format", "json"}, ex.args[1:]...)
 			}
-			_, stdout, _ := coredag(t, "", append(args, ex.path)...)
+			_, stdout, _ := coredagIn(t, "", append(args, filepath.Join(repoRoot, ex.path))...)
 			var r checkReport
 			if strings.HasPrefix(strings.TrimSpace(stdout), "[") {
 				var rs []checkReport

@@ -12,8 +12,9 @@ import (
 )
 
 // TestCheckErrorFiles runs `coredag check` on every chunk of every chunked error file, as a
-// user would: each broken input must exit 1 with its diagnostics at the right line and column,
-// a clean chunk must exit 0, and nothing may panic or hang (coredag bounds each run).
+// user would (in this process, and through the binary under CI): each broken input must exit 1
+// with its diagnostics at the right line and column, a clean chunk must exit 0, and nothing may
+// panic or hang (coredagIn bounds each run).
 func TestCheckErrorFiles(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("..", "..", "testdata", "errors", "*.dag"))
@@ -31,7 +32,7 @@ func TestCheckErrorFiles(t *testing.T) {
 				t.Parallel() // each case in a directory of its own, under the file's name
 				f := filepath.Join(t.TempDir(), filepath.Base(path))
 				require.NoError(t, os.WriteFile(f, c.Src, 0o644))
-				code, _, stderr := coredag(t, "", "check", f)
+				code, _, stderr := coredagIn(t, "", "check", f)
 				assert.NotContains(t, stderr, "panic")
 				if len(c.Want) == 0 {
 					assert.Equal(t, exitOK, code, stderr)

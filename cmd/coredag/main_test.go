@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/e2e"
 )
 
 // binary is the coredag command built once for the tests that run it as a user would.
@@ -27,7 +30,7 @@ var binary string
 var binaryTags string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "coredag-test")
+	dir, temp, err := binaryDir()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -38,8 +41,30 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if temp {
+		os.RemoveAll(dir)
+	}
 	os.Exit(code)
+}
+
+// binaryDir returns the directory to build the binary in: one kept in the user's cache, named
+// after this package's directory and binaryTags, where go build finds last run's binary and
+// links again only if a source changed (linking took 3 s of CPU, before any test could start);
+// or a temporary one (temp true) when there is no user cache.
+func binaryDir() (dir string, temp bool, err error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", false, err
+	}
+	if cache, err := os.UserCacheDir(); err == nil {
+		sum := sha256.Sum256([]byte(wd + "\x00" + binaryTags))
+		dir := filepath.Join(cache, "coredag-test", fmt.Sprintf("%x", sum[:8]))
+		if err := os.MkdirAll(dir, 0o700); err == nil {
+			return dir, false, nil
+		}
+	}
+	dir, err = os.MkdirTemp("", "coredag-test")
+	return dir, true, err
 }
 
 // endToEnd marks a slow end-to-end test (the limits of files, memory and layouts, signals): it
@@ -47,7 +72,7 @@ func TestMain(m *testing.M) {
 // `go test ./...`, which stays quick for a contributor.
 func endToEnd(t *testing.T) {
 	t.Helper()
-	if os.Getenv("CI") == "" && os.Getenv("COREDAG_E2E") == "" {
+	if !e2e.Enabled() {
 		t.Skip("end-to-end: runs under CI, or with COREDAG_E2E=1")
 	}
 }
@@ -65,6 +90,51 @@ func coredagEnv(t *testing.T, env []string, stdin string, args ...string) (code 
 	return runBounded(t, exec.Command(binary, args...), env, stdin)
 }
 
+// repoRoot is the repository root seen from this package's directory, where the tests run.
+var repoRoot = filepath.Join("..", "..")
+
+// coredagIn runs coredag's run in this process and returns its exit code and output: for the
+// tests that run many small commands (the error files, the docs examples, the asserts of the
+// plans), where starting a process for each cost most of their time. Under CI or with
+// COREDAG_E2E=1 it runs the built binary instead, so that the same cases also go through the
+// process (its exit code, a panic on any goroutine). Either way the command runs in this
+// package's directory, not the repository root: give paths under repoRoot, and expect them in
+// the output. A run still going after 2 minutes, or a panic, fails the test.
+func coredagIn(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	if e2e.Enabled() {
+		cmd := exec.Command(binary, args...)
+		cmd.Dir = "."
+		return runBounded(t, cmd, nil, stdin)
+	}
+	type result struct {
+		code         int
+		out, errb    bytes.Buffer
+		panic, stack any
+	}
+	done := make(chan *result, 1)
+	go func() {
+		r := &result{code: -1}
+		defer func() {
+			if p := recover(); p != nil {
+				r.panic, r.stack = p, string(debug.Stack())
+			}
+			done <- r
+		}()
+		r.code = run(args, bytes.NewBufferString(stdin), &r.out, &r.errb)
+	}()
+	select {
+	case r := <-done:
+		if r.panic != nil {
+			t.Fatalf("coredag %q panicked: %v\n%s", args, r.panic, r.stack)
+		}
+		return r.code, r.out.String(), r.errb.String()
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("coredag %q did not finish in 2 minutes", args)
+	}
+	return
+}
+
 // runBounded runs cmd from the repository root with env added to the test's environment, and
 // returns its exit code and output; a command still running after 2 minutes fails the test.
 func runBounded(t *testing.T, cmd *exec.Cmd, env []string, stdin string) (code int, stdout, stderr string) {
@@ -72,7 +142,9 @@ func runBounded(t *testing.T, cmd *exec.Cmd, env []string, stdin string) (code i
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
-	cmd.Dir = filepath.Join("..", "..")
+	if cmd.Dir == "" {
+		cmd.Dir = repoRoot
+	}
 	cmd.Stdin = bytes.NewBufferString(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -225,6 +297,35 @@ func TestCheckExplainRaces(t *testing.T) {
 	var reports []checkReport
 	require.NoError(t, json.Unmarshal([]byte(stdout), &reports))
 	assert.Contains(t, reports[0].Fixes, jsonFix{Op: "rx[1]", After: "red[0]", Ranks: []int{0, 1, 2, 3}})
+
+	// The credit of a segmented ring waits for the read of its slot (issue 30: the hint was a
+	// loop of waits around the ring).
+	code, _, stderr = coredag(t, "", "check", "--explain-races", "testdata/fixes/seg_ring_credits.dag")
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stderr, "(add `crd_tx[0] after red[0]` on every rank)")
+	assert.Contains(t, stderr, "add these orderings (as `after` clauses or dependency statements; checked: they leave no deadlock):\n  crd_tx[0] after red[0]   # on ranks 0-3\n")
+
+	// Writes from two ranks that no message orders: no edge, said plainly.
+	code, _, stderr = coredag(t, `plan p
+param ranks = 3
+buffer d u64[4] remote_write
+buffer e u64[4]
+if rank == 0 {
+  for p in 1 .. ranks { queue inq[p] to p peer up }
+} else {
+  queue up to 0 peer inq[rank]
+  op w = write up e to d
+}
+`, "check", "--explain-races", "-")
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stderr, "<stdin>: no single `after` edge fixes these races (see their diagnostics):\n  <stdin>:9:24: race on rank 0's d between write w on rank 1 and write w on rank 2\n")
+	assert.NotContains(t, stderr, "add these orderings")
+	code, stdout, _ = coredag(t, "plan p\nparam ranks = 3\nbuffer d u64[4] remote_write\nbuffer e u64[4]\nif rank == 0 {\n  for p in 1 .. ranks { queue inq[p] to p peer up }\n} else {\n  queue up to 0 peer inq[rank]\n  op w = write up e to d\n}\n", "check", "--explain-races", "--json", "-")
+	assert.Equal(t, exitFail, code)
+	reports = nil
+	require.NoError(t, json.Unmarshal([]byte(stdout), &reports))
+	assert.Empty(t, reports[0].Fixes)
+	assert.Equal(t, []string{"<stdin>:9:24: race on rank 0's d between write w on rank 1 and write w on rank 2"}, reports[0].Unfixed)
 }
 
 func TestCheckManyFiles(t *testing.T) {

@@ -61,7 +61,8 @@ func reads(e dsl.Expr, p string) bool {
 // position, its message and the value given, and the assert's source line quoted under it.
 func assertFailsAt(t *testing.T, plan, set string, a *dsl.AssertStmt) {
 	t.Helper()
-	code, _, stderr := coredag(t, "", "check", "-p", set, plan)
+	plan = filepath.Join(repoRoot, plan)
+	code, _, stderr := coredagIn(t, "", "check", "-p", set, plan)
 	require.Equal(t, exitFail, code, "%s -p %s:\n%s", plan, set, stderr)
 	name, value, _ := strings.Cut(set, "=")
 	want := fmt.Sprintf("%s:%d:%d: assertion failed: %s (with ", plan, a.Pos().Line, a.Pos().Col, a.Msg.Value)

@@ -32,8 +32,9 @@ func runJSON(t *testing.T, want int, args ...string) runReport {
 func TestRunPlans(t *testing.T) {
 	t.Parallel()
 	for _, f := range plansFiles(t) {
+		f = filepath.Join(repoRoot, f)
 		for _, c := range []struct{ engine, target string }{{"offload", "connectx"}, {"offload", "connectx-inline"}, {"poll", "generic"}} {
-			code, stdout, stderr := coredag(t, "", "run", "--engine", c.engine, "--target", c.target, "--iters", "2", f)
+			code, stdout, stderr := coredagIn(t, "", "run", "--engine", c.engine, "--target", c.target, "--iters", "2", f)
 			assert.Equal(t, exitOK, code, "%s %s/%s:\n%s%s", f, c.engine, c.target, stdout, stderr)
 			assert.Regexp(t, `^PASS `+regexp.QuoteMeta(f)+`: memory matches the reference on every rank \(4 ranks\)\n`, stdout)
 			assert.Contains(t, stdout, fmt.Sprintf("%s engine, target %s, softnic, 2 iterations\n", c.engine, c.target))

@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/internal/e2e"
 )
 
 // helperEnv makes the test binary, started again by a test, run helperMain instead of the tests;
@@ -360,7 +362,7 @@ func TestConcurrentReaders(t *testing.T) {
 			}
 		}()
 	}
-	for i := range 100 {
+	for i := range e2e.Cases(100, 30) { // the readers spin meanwhile: fewer writes in a plain go test
 		require.NoError(t, WriteFile(f, versions[(i+1)%2]))
 	}
 	stop.Store(true)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/e2e"
 	"github.com/coredag/coredag/internal/race"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
@@ -49,6 +50,9 @@ func TestCheckLimitsAsCompile(t *testing.T) {
 				text = []byte(shallow.Replace(string(src)))
 			}
 			for _, ranks := range []int64{2, 3, 8, 72} {
+				if ranks == 72 && variant == "shallow" && !e2e.Enabled() {
+					continue // shallow queues are refused at 2, 3 and 8 ranks already; 72 under CI
+				}
 				g, err := planner.Load(filepath.Base(f), text, map[string]int64{"ranks": ranks, "n": 1}, planner.Options{})
 				if err != nil {
 					continue // not a plan that checks at this size (an error example, fixed ranks)
@@ -76,16 +80,20 @@ func TestWorkersDeterministic(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
 	require.NoError(t, err)
-	for _, ranks := range []int64{7, 72} { // 72: over connectx's depth on every rank
+	for _, ranks := range []int64{7, 72} { // 72: over triggered-cxi's outstanding operations
 		g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 1}, planner.Options{})
 		require.NoError(t, err)
 		for _, tg := range ir.Targets() {
 			var want string
 			for _, procs := range []int{1, 2, 3, 5} {
 				runtime.GOMAXPROCS(procs)
-				got := listingOrError(g, tg) + errText(lower.CheckLimits(g, tg))
+				limits := lower.CheckLimits(g, tg)
+				got := listingOrError(g, tg) + errText(limits)
 				if procs == 1 {
 					want = got
+					if ranks == 72 && limits == nil && !e2e.Enabled() {
+						break // listings are compared at 7 ranks, refusals at 72; every target under CI
+					}
 					continue
 				}
 				assert.Equal(t, want, got, "ranks=%d target %s with %d workers", ranks, tg.Name, procs)

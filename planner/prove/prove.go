@@ -23,29 +23,36 @@ import (
 	"github.com/coredag/coredag/planner/verify"
 )
 
-// Check proves g's postconditions, replaying its ops in order o (from verify.CheckOrder on g).
-// It returns one diagnostic per postcondition that does not hold, at its `expect` statement.
-// It holds at most DefaultMem for the symbolic values (CheckWithin).
-func Check(g *ir.Graph, o *verify.Order) diag.List {
-	return CheckWithin(g, o, budget.Budget{})
+// Options are the settings of the proof. The zero value is what coredag check does without
+// --mem.
+type Options struct {
+	// Budget, when its Bytes are positive, is the memory budget of the command: the proof takes
+	// at most half of it (the rest is the Graph's and the checks' beside it) for its symbolic
+	// values. A zero budget: DefaultMem.
+	Budget budget.Budget
 }
 
 // DefaultMem is what the proof may hold for its symbolic values when it is given no budget.
 const DefaultMem = budget.Fallback / 2
 
-// CheckWithin is Check within a memory budget b (a zero budget: DefaultMem): the proof takes
-// at most half of it (the rest is the Graph's and the checks' beside it) for its values. A
-// plan whose values do not fit, such as a long chain of reduces each adding another element
-// (live values that grow with the square of the ops), gets a diagnostic at each postcondition
-// saying that it cannot be proven within the budget, never a proof.
-func CheckWithin(g *ir.Graph, o *verify.Order, b budget.Budget) diag.List {
+// limit is what the proof's symbolic values may take under opt.
+func (opt Options) limit() int64 {
+	if opt.Budget.Bytes > 0 {
+		return opt.Budget.Bytes / 2
+	}
+	return DefaultMem
+}
+
+// Check proves g's postconditions, replaying its ops in order o (from verify.CheckOrder on g).
+// It returns one diagnostic per postcondition that does not hold, at its `expect` statement.
+// A plan whose values do not fit in opt's budget, such as a long chain of reduces each adding
+// another element (live values that grow with the square of the ops), gets a diagnostic at
+// each postcondition saying that it cannot be proven within the budget, never a proof.
+func Check(g *ir.Graph, o *verify.Order, opt Options) diag.List {
 	if len(g.Expects) == 0 {
 		return nil
 	}
-	limit := int64(DefaultMem)
-	if b.Bytes > 0 {
-		limit = b.Bytes / 2
-	}
+	limit := opt.limit()
 	states := map[string]*State{} // one replay per precondition (most plans: one, with none)
 	var errs diag.List
 	for i := range g.Expects {
@@ -64,7 +71,7 @@ func CheckWithin(g *ir.Graph, o *verify.Order, b budget.Budget) diag.List {
 		}
 		if s.full {
 			errs = append(errs, diag.Errorf(diag.Limit, e.Pos, "%s: cannot prove within the memory budget: the proof's symbolic values need more than %s%s",
-				g.ExpectString(e), budget.Format(limit), budgetSource(b)))
+				g.ExpectString(e), budget.Format(limit), budgetSource(opt.Budget)))
 			continue
 		}
 		check := s.check
@@ -110,8 +117,9 @@ type State struct {
 	given []ir.Given
 }
 
-// Run replays g's ops in order o and returns the final memory, within DefaultMem.
-func Run(g *ir.Graph, o *verify.Order) *State { return run(g, o, DefaultMem, nil) }
+// Run replays g's ops in order o and returns the final memory, within opt's budget, for a
+// look at what the proof holds (Check is the pass).
+func Run(g *ir.Graph, o *verify.Order, opt Options) *State { return run(g, o, opt.limit(), nil) }
 
 // termBytes is what one term costs the proof: the term, and room for the table to grow and to
 // be copied when it is collected.

@@ -60,7 +60,7 @@ func load(t testing.TB, src string, params map[string]int64) diag.List {
 	require.True(t, ok)
 	errs, order := verify.CheckOrder(g)
 	require.Empty(t, errs)
-	return prove.Check(g, order)
+	return prove.Check(g, order, prove.Options{})
 }
 
 // reduceScatter is a ring reduce-scatter; shift 0 leaves rank r with the sum of block r, shift 1
@@ -109,8 +109,8 @@ func TestCostIndependentOfCount(t *testing.T) {
 		require.True(t, ok)
 		errs, order := verify.CheckOrder(g)
 		require.Empty(t, errs)
-		require.Empty(t, prove.Check(g, order))
-		shapes, runs := prove.Run(g, order).Size()
+		require.Empty(t, prove.Check(g, order, prove.Options{}))
+		shapes, runs := prove.Run(g, order, prove.Options{}).Size()
 		sizes = append(sizes, [2]int{shapes, runs})
 	}
 	require.Equal(t, sizes[0], sizes[1])
@@ -129,7 +129,7 @@ func TestCostPerOpIndependentOfRanks(t *testing.T) {
 		require.True(t, ok)
 		errs, order := verify.CheckOrder(g)
 		require.Empty(t, errs)
-		puts, moved := prove.Run(g, order).Moves()
+		puts, moved := prove.Run(g, order, prove.Options{}).Moves()
 		require.Positive(t, puts)
 		require.LessOrEqual(t, float64(moved)/float64(puts), 2.0, "ranks=%d: %d segments moved by %d writes", ranks, moved, puts)
 	}
@@ -172,11 +172,11 @@ func TestValuesDropped(t *testing.T) {
 	t.Parallel()
 	const k = 3000
 	g, order := proveChain(t, k, false)
-	s := prove.Run(g, order)
+	s := prove.Run(g, order, prove.Options{})
 	peak, end := s.Terms()
 	require.Less(t, end, 1<<17, "terms held at the end (k²/2 = %d were kept)", k*k/2)
 	require.Less(t, peak, 1<<18, "terms held at most")
-	errs := prove.Check(g, order)
+	errs := prove.Check(g, order, prove.Options{})
 	require.Len(t, errs, 1)
 	require.Contains(t, errs[0].Msg, "expect unchanged data: data[0] on rank 0 should hold data[0]@0, but holds the sum of data[0]@0, data[1]@0, data[2]@0, data[3]@0, data[4]@0, data[5]@0, and 2995 more — ")
 }
@@ -186,13 +186,13 @@ func TestValuesDropped(t *testing.T) {
 func TestValuesBudget(t *testing.T) {
 	t.Parallel()
 	g, order := proveChain(t, 1500, true) // 1500²/2 terms of 48 bytes: 54 MB
-	errs := prove.CheckWithin(g, order, budget.Budget{Bytes: 64 << 20, From: "--mem"})
+	errs := prove.Check(g, order, prove.Options{Budget: budget.Budget{Bytes: 64 << 20, From: "--mem"}})
 	require.Len(t, errs, 1)
 	require.Equal(t, diag.Limit, errs[0].Code)
 	require.Equal(t, "expect unchanged data: cannot prove within the memory budget: the proof's symbolic values need more than 32 MiB, half the memory budget of 64 MiB (set with --mem)", errs[0].Msg)
 
 	// Within a budget large enough, the same plan is proven wrong as it is.
-	errs = prove.CheckWithin(g, order, budget.Budget{Bytes: 4 << 30, From: "--mem"})
+	errs = prove.Check(g, order, prove.Options{Budget: budget.Budget{Bytes: 4 << 30, From: "--mem"}})
 	require.Len(t, errs, 1)
 	require.Equal(t, diag.Expect, errs[0].Code)
 }
@@ -211,7 +211,7 @@ func TestBarrierNeedsEachEdge(t *testing.T) {
 		require.True(t, ok)
 		errs, order := verify.CheckOrder(g)
 		require.Empty(t, errs)
-		require.Empty(t, prove.Check(g, order), "ranks=%d", ranks)
+		require.Empty(t, prove.Check(g, order, prove.Options{}), "ranks=%d", ranks)
 		for i, e := range g.Edges {
 			if g.OpString(e.To)[:len("arrive")] != "arrive" {
 				continue
@@ -222,7 +222,7 @@ func TestBarrierNeedsEachEdge(t *testing.T) {
 			m := g.WithEdges(edges)
 			errs, order := verify.CheckOrder(m)
 			require.Empty(t, errs)
-			if errs := prove.Check(m, order); len(errs) > 0 {
+			if errs := prove.Check(m, order, prove.Options{}); len(errs) > 0 {
 				require.Contains(t, errs[0].Msg, "expect barrier: rank ")
 				caught[key] = true
 			} else if !caught[key] {

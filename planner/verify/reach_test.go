@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/e2e"
 	"github.com/coredag/coredag/internal/randgraph"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/elaborate"
@@ -81,7 +82,8 @@ func checkReachOrdered(t *testing.T, g *ir.Graph, ord ir.Order, seed uint64, wha
 // have more ordered pairs than without.
 func TestReachRandomGraphsOrdered(t *testing.T) {
 	t.Parallel()
-	const seed0, n = 20261202, 48
+	const seed0 = 20261202
+	n := e2e.Cases(48, 16) // all of them under CI; each config and ordering four times otherwise
 	configs := []randgraph.Config{
 		{},
 		{MinRanks: 4, MaxRanks: 12, MaxSteps: 60, MaxPreds: 2},
@@ -105,7 +107,8 @@ func TestReachRandomGraphsOrdered(t *testing.T) {
 
 func TestReachRandomGraphs(t *testing.T) {
 	t.Parallel()
-	const seed0, n = 20260301, 240
+	const seed0 = 20260301
+	n := e2e.Cases(240, 60) // all of them under CI; each config 15 times otherwise
 	configs := []randgraph.Config{
 		{},
 		{MinRanks: 4, MaxRanks: 12, MaxSteps: 60, MaxPreds: 2},
