@@ -11,9 +11,9 @@ import (
 // a rule of the language. Each worker of a parallel elaboration has its own (forWorker).
 type allocs struct {
 	// Indexed names already made ("tx[3]"), so that every rank's op of the same name shares
-	// one string: SPMD ranks name their ops alike. At most maxInterned; nil: none.
-	names *arena.Interner
-	sites *arena.Memo[siteKey, *ir.Site] // the Sites of names past what the name tables keep (site)
+	// one string: SPMD ranks name their ops alike. At most maxInterned; the zero value: none.
+	names arena.Interner
+	sites arena.Memo[siteKey, *ir.Site] // the Sites of names past what the name tables keep (site)
 
 	siteChunk arena.Chunk[ir.Site]    // where Sites come from
 	extras    arena.Chunk[ir.OpExtra] // where OpExtras come from (extra)

@@ -121,9 +121,9 @@ func (el *elaborator) parallel() bool {
 		clear(g.Rank[1:])
 		return false
 	}
-	g.Ops = arena.Join(g.Ops, parts(shards, func(sh *shard) *arena.Part[ir.Op] { return &sh.ops }))
-	g.Queues = arena.Join(g.Queues, parts(shards, func(sh *shard) *arena.Part[ir.Queue] { return &sh.queues }))
-	g.Edges = arena.Join(g.Edges, parts(shards, func(sh *shard) *arena.Part[ir.Edge] { return &sh.edges }))
+	g.Ops = arena.Join(g.Ops, k, func(i int) *arena.Part[ir.Op] { return &shards[i].ops })
+	g.Queues = arena.Join(g.Queues, k, func(i int) *arena.Part[ir.Queue] { return &shards[i].queues })
+	g.Edges = arena.Join(g.Edges, k, func(i int) *arena.Part[ir.Edge] { return &shards[i].edges })
 	for _, sh := range shards {
 		el.peerRefs = append(el.peerRefs, sh.peerRefs...)
 		wg.Go(func() { sh.shift(g) })
@@ -240,13 +240,4 @@ func (el *elaborator) opsLeft() int {
 		return el.maxOps - int(el.pool.ops.Load()) + sh.taken - len(el.g.Ops)
 	}
 	return el.maxOps - len(el.g.Ops)
-}
-
-// parts lists the part of each shard that part picks, for arena.Join.
-func parts[T any](shards []*shard, part func(*shard) *arena.Part[T]) []*arena.Part[T] {
-	out := make([]*arena.Part[T], len(shards))
-	for i, sh := range shards {
-		out[i] = part(sh)
-	}
-	return out
 }

@@ -34,21 +34,19 @@ func (c *Chunk[T]) New() *T {
 }
 
 // Interner keeps one copy of each string it was given, up to a bound: strings made alike many
-// times (the names of SPMD ranks' ops) then share their storage. A nil Interner keeps nothing.
+// times (the names of SPMD ranks' ops) then share their storage. The zero Interner keeps
+// nothing.
 type Interner struct {
 	m   map[string]string
 	max int
 }
 
 // NewInterner returns an Interner that keeps at most max strings.
-func NewInterner(max int) *Interner { return &Interner{m: map[string]string{}, max: max} }
+func NewInterner(max int) Interner { return Interner{m: map[string]string{}, max: max} }
 
 // Intern returns the string of b: the copy kept if there is one, else a new string, which it
 // keeps if the bound allows. kept reports whether the string returned is the one kept.
 func (in *Interner) Intern(b []byte) (s string, kept bool) {
-	if in == nil {
-		return string(b), false
-	}
 	if s, ok := in.m[string(b)]; ok {
 		return s, true
 	}
@@ -61,30 +59,26 @@ func (in *Interner) Intern(b []byte) (s string, kept bool) {
 }
 
 // Len is the number of strings kept.
-func (in *Interner) Len() int {
-	if in == nil {
-		return 0
-	}
-	return len(in.m)
-}
+func (in *Interner) Len() int { return len(in.m) }
 
 // Clone returns an Interner that keeps what in keeps, and then its own.
-func (in *Interner) Clone() *Interner {
-	if in == nil {
-		return nil
+func (in *Interner) Clone() Interner {
+	if in.m == nil {
+		return Interner{}
 	}
-	return &Interner{m: maps.Clone(in.m), max: in.max}
+	return Interner{m: maps.Clone(in.m), max: in.max}
 }
 
-// Memo is a map that keeps at most a bound of entries: past it, Put keeps nothing more.
+// Memo is a map that keeps at most a bound of entries: past it, Put keeps nothing more. The
+// zero Memo keeps nothing.
 type Memo[K comparable, V any] struct {
 	m   map[K]V
 	max int
 }
 
 // NewMemo returns a Memo of at most max entries.
-func NewMemo[K comparable, V any](max int) *Memo[K, V] {
-	return &Memo[K, V]{m: map[K]V{}, max: max}
+func NewMemo[K comparable, V any](max int) Memo[K, V] {
+	return Memo[K, V]{m: map[K]V{}, max: max}
 }
 
 // Get returns the value kept for k, if any.
@@ -171,21 +165,23 @@ type Part[T any] struct {
 // appends to it in place, or past hi to a copy of its own.
 func Window[T any](all []T, lo, hi int) []T { return all[lo:lo:hi] }
 
-// Join puts the parts after all, in order, sets their To, and returns the result. A part still
-// in its window is moved within all's storage, if at all; one that outgrew its window is
-// copied. Parts left of their window move first, from the left, then those right of theirs
-// from the right, then the copies: no part is overwritten before it is moved.
-func Join[T any](all []T, parts []*Part[T]) []T {
-	n := len(all)
-	for _, p := range parts {
-		p.To = n
-		n += len(p.S)
+// Join puts the n parts that part returns (part(0) .. part(n-1)) after all, in order, sets
+// their To, and returns the result. A part still in its window is moved within all's storage,
+// if at all; one that outgrew its window is copied. Parts left of their window move first,
+// from the left, then those right of theirs from the right, then the copies: no part is
+// overwritten before it is moved.
+func Join[T any](all []T, n int, part func(i int) *Part[T]) []T {
+	end := len(all)
+	for i := range n {
+		p := part(i)
+		p.To = end
+		end += len(p.S)
 	}
-	if n > cap(all) { // the parts outgrew the storage
-		out := make([]T, len(all), n)
+	if end > cap(all) { // the parts outgrew the storage
+		out := make([]T, len(all), end)
 		copy(out, all)
-		for _, p := range parts {
-			out = append(out, p.S...)
+		for i := range n {
+			out = append(out, part(i).S...)
 		}
 		return out
 	}
@@ -193,21 +189,21 @@ func Join[T any](all []T, parts []*Part[T]) []T {
 	inPlace := func(p *Part[T]) bool {
 		return len(p.S) > 0 && p.At < len(full) && &p.S[0] == &full[p.At]
 	}
-	for _, p := range parts {
-		if inPlace(p) && p.To < p.At {
+	for i := range n {
+		if p := part(i); inPlace(p) && p.To < p.At {
 			copy(full[p.To:], p.S)
 		}
 	}
-	for i := len(parts) - 1; i >= 0; i-- {
-		if p := parts[i]; inPlace(p) && p.To > p.At {
+	for i := n - 1; i >= 0; i-- {
+		if p := part(i); inPlace(p) && p.To > p.At {
 			copy(full[p.To:], p.S)
 		}
 	}
-	for _, p := range parts {
-		if !inPlace(p) {
+	for i := range n {
+		if p := part(i); !inPlace(p) {
 			copy(full[p.To:], p.S)
 		}
 	}
-	clear(full[n:]) // what parts moved away from
-	return full[:n]
+	clear(full[end:]) // what parts moved away from
+	return full[:end]
 }

@@ -47,11 +47,13 @@ func TestInterner(t *testing.T) {
 	_, kept = cl.Intern([]byte("tx[4]"))
 	require.False(t, kept, "the clone has the same bound")
 
-	var none *Interner
+	var none Interner
 	e, kept := none.Intern([]byte("rx[0]"))
 	require.False(t, kept)
 	require.Equal(t, "rx[0]", e)
-	require.Nil(t, none.Clone())
+	nc := none.Clone()
+	_, kept = nc.Intern([]byte("rx[0]"))
+	require.False(t, kept)
 	require.Zero(t, none.Len())
 }
 
@@ -171,7 +173,7 @@ func TestJoin(t *testing.T) {
 				next += 100
 				parts = append(parts, p)
 			}
-			got := Join(all, parts)
+			got := Join(all, len(parts), func(i int) *Part[int] { return parts[i] })
 			require.Equal(t, want, got)
 			to := 2
 			for i, p := range parts {
