@@ -57,8 +57,10 @@ type elaborator struct {
 	queueIdx  map[string]ir.QueueID
 	opNames   map[string]bool // base names of ops declared on this rank (for hints), made by baseNames
 	pending   []pendingRef
-	opQueue   []ref      // per op of this rank: its queue reference
-	peerRefs  []queueRef // per queue of the graph: its peer queue reference
+	splits    []split         // this rank's reduces and copies over lists (pairs.go)
+	splitOf   map[ir.OpID]int // a split's index in splits, by its nop
+	opQueue   []ref           // per op of this rank: its queue reference
+	peerRefs  []queueRef      // per queue of the graph: its peer queue reference
 	iters     int64
 	truncated bool
 	maxOps    int // the op limit: MaxOps, or lower (Options)
@@ -441,6 +443,11 @@ func (el *elaborator) elaborateRank(r int) {
 	el.broken.ops.reset()
 	el.broken.queues.reset()
 	el.pending = el.pending[:0]
+	el.splits = el.splits[:0]
+	if el.splitOf == nil {
+		el.splitOf = map[ir.OpID]int{}
+	}
+	clear(el.splitOf)
 	el.opQueue = el.opQueue[:0]
 	g.Rank[r] = ir.RankSpan{FirstOp: el.nextOp(), FirstQueue: el.nextQueue()}
 	if el.memo == nil {
@@ -686,6 +693,10 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 	r, ok := el.name(at.name, s)
 	if !ok {
 		el.broken.ops.add("", st.Name.Ident.Name)
+		return
+	}
+	if listed(st.Op) {
+		el.opList(st, at, s, r)
 		return
 	}
 	id := el.nextOp()
