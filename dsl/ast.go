@@ -301,17 +301,26 @@ type AtomicOp struct {
 	To     *Slice // nil when absent
 }
 
-// ReduceOp is `reduce OP SLICE from SLICE`.
+// ReduceOp is `reduce OP SLICE from SLICE`, or with lists of blocks on both sides, `reduce OP
+// LIST from LIST`, which pairs the blocks in order (Dst with Src, then DstMore with SrcMore).
 type ReduceOp struct {
 	Span
-	Op       *Ident // sum prod min max band bor bxor
-	Dst, Src *Slice
+	Op               *Ident // sum prod min max band bor bxor
+	Dst, Src         *Slice
+	DstMore, SrcMore []*Slice // the lists' blocks after Dst and Src (nil for one slice)
 }
 
-// CopyOp is `copy SLICE to SLICE`.
+// CopyOp is `copy SLICE to SLICE`, or `copy LIST to LIST`, pairing the blocks as ReduceOp does.
 type CopyOp struct {
 	Span
-	Src, Dst *Slice
+	Src, Dst         *Slice
+	SrcMore, DstMore []*Slice
+}
+
+// Listed reports whether a reduce or copy has a list on either side (several slices, or a
+// {... for ...}): it then pairs blocks rather than two slices.
+func Listed(first *Slice, more []*Slice) bool {
+	return len(more) > 0 || first != nil && first.For != nil
 }
 
 // NopOp is `nop`.

@@ -262,9 +262,11 @@ func (c *converter) operation(g *gOperation) Operation {
 		return op
 	case g.Reduce != nil:
 		r := g.Reduce
-		return &ReduceOp{Span: span(r.Tokens), Op: word(r.Op.Pos, r.Op.Name), Dst: c.slice(r.Dst), Src: c.slice(r.Src)}
+		return &ReduceOp{Span: span(r.Tokens), Op: word(r.Op.Pos, r.Op.Name), Dst: c.slice(r.Dst), Src: c.slice(r.Src),
+			DstMore: c.slices(r.DstMore), SrcMore: c.slices(r.SrcMore)}
 	case g.Copy != nil:
-		return &CopyOp{Span: span(g.Copy.Tokens), Src: c.slice(g.Copy.Src), Dst: c.slice(g.Copy.Dst)}
+		cp := g.Copy
+		return &CopyOp{Span: span(cp.Tokens), Src: c.slice(cp.Src), Dst: c.slice(cp.Dst), SrcMore: c.slices(cp.SrcMore), DstMore: c.slices(cp.DstMore)}
 	case g.Nop != nil:
 		return &NopOp{Span: span(g.Nop.Tokens)}
 	}

@@ -568,14 +568,14 @@ func writeOp(b *strings.Builder, op Operation) {
 		}
 	case *ReduceOp:
 		b.WriteString("reduce " + op.Op.Name + " ")
-		writeSlice(b, op.Dst)
+		writeSlices(b, op.Dst, op.DstMore)
 		b.WriteString(" from ")
-		writeSlice(b, op.Src)
+		writeSlices(b, op.Src, op.SrcMore)
 	case *CopyOp:
 		b.WriteString("copy ")
-		writeSlice(b, op.Src)
+		writeSlices(b, op.Src, op.SrcMore)
 		b.WriteString(" to ")
-		writeSlice(b, op.Dst)
+		writeSlices(b, op.Dst, op.DstMore)
 	case *NopOp:
 		b.WriteString("nop")
 	}

@@ -282,16 +282,20 @@ type gReduceOp struct {
 }
 
 type gReduce struct {
-	Tokens []lexer.Token
-	Op     *gReduceOp `parser:"'reduce' @@"`
-	Dst    *gSlice    `parser:"@@"`
-	Src    *gSlice    `parser:"'from' @@"`
+	Tokens  []lexer.Token
+	Op      *gReduceOp `parser:"'reduce' @@"`
+	Dst     *gSlice    `parser:"@@"`
+	DstMore []*gSlice  `parser:"( ',' @@ )*"`
+	Src     *gSlice    `parser:"'from' @@"`
+	SrcMore []*gSlice  `parser:"( ',' @@ )*"`
 }
 
 type gCopy struct {
-	Tokens []lexer.Token
-	Src    *gSlice `parser:"'copy' @@"`
-	Dst    *gSlice `parser:"'to' @@"`
+	Tokens  []lexer.Token
+	Src     *gSlice   `parser:"'copy' @@"`
+	SrcMore []*gSlice `parser:"( ',' @@ )*"`
+	Dst     *gSlice   `parser:"'to' @@"`
+	DstMore []*gSlice `parser:"( ',' @@ )*"`
 }
 
 // gExpectKind is the collective an expect statement names; `reduce` is a keyword, the others are

@@ -81,6 +81,8 @@ type elaborator struct {
 	queueIdx map[string]ir.QueueID             // queue names kept by their text
 	opNames  map[string]bool                   // base names of ops declared on this rank (for hints), made by lookupOp
 	pending  []pendingRef                      // `after` references, resolved at the end of the rank
+	splits   []split                           // this rank's reduces and copies over lists (pairs.go)
+	splitOf  map[ir.OpID]int                   // a split's index in splits, by its nop
 	opQueue  []ref                             // per op of this rank: its queue reference
 	broken   struct{ ops, queues brokenNames } // declarations of this rank that failed (cascade.go)
 	stopped  bool                              // an assert of this rank failed: the rest of its text is not elaborated
@@ -432,6 +434,11 @@ func (el *elaborator) elaborateRank(r int) {
 	el.broken.ops.reset()
 	el.broken.queues.reset()
 	el.pending = el.pending[:0]
+	el.splits = el.splits[:0]
+	if el.splitOf == nil {
+		el.splitOf = map[ir.OpID]int{}
+	}
+	clear(el.splitOf)
 	el.opQueue = el.opQueue[:0]
 	g.Rank[r] = ir.RankSpan{FirstOp: el.nextOp(), FirstQueue: el.nextQueue()}
 	if el.memo == nil {
@@ -675,6 +682,10 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 	r, ok := el.name(at.name, s)
 	if !ok {
 		el.broken.ops.add("", st.Name.Ident.Name)
+		return
+	}
+	if listed(st.Op) {
+		el.opList(st, at, s, r)
 		return
 	}
 	id := el.nextOp()

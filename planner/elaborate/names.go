@@ -174,9 +174,9 @@ func compileSlices(o dsl.Operation) []cslice {
 	case *dsl.AtomicOp:
 		addAll(o.Target, o.To)
 	case *dsl.ReduceOp:
-		addAll(o.Dst, o.Src)
+		addAll(append(append([]*dsl.Slice{o.Dst, o.Src}, o.DstMore...), o.SrcMore...)...)
 	case *dsl.CopyOp:
-		addAll(o.Src, o.Dst)
+		addAll(append(append([]*dsl.Slice{o.Src, o.Dst}, o.SrcMore...), o.DstMore...)...)
 	}
 	return out
 }

@@ -235,7 +235,7 @@ func (el *elaborator) listItem(sl *dsl.Slice, s *scope, ok bool) bool {
 // move: the op still runs, and still orders what is after it).
 func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 	if sl.For != nil {
-		el.errorf(phaseShapes, diag.Shape, sl.Pos(), "a list of slices {... for ...} stands only where a scatter/gather list may: after send or recv, as a write's source or a read's destination")
+		el.errorf(phaseShapes, diag.Shape, sl.Pos(), "a list of slices {... for ...} stands only where a scatter/gather list may: after send or recv, as a write's source or a read's destination, or on both sides of a reduce or copy")
 		return ir.NoSlice, false
 	}
 	cs := el.compiled(sl)

@@ -73,8 +73,19 @@ func (el *elaborator) resolveRank() {
 			if to, ok = el.lookupOp(p.toBy); !ok {
 				continue
 			}
+			if i, split := el.splitOf[to]; split { // the parts of a listed op wait
+				for _, part := range el.splits[i].parts {
+					g.Edges = append(g.Edges, ir.Edge{From: from, To: part, Pos: p.from.info.n.Pos()})
+				}
+				continue
+			}
 		}
 		g.Edges = append(g.Edges, ir.Edge{From: from, To: to, Pos: p.from.info.n.Pos()})
+	}
+	for _, sp := range el.splits { // and its nop waits for them
+		for _, part := range sp.parts {
+			g.Edges = append(g.Edges, ir.Edge{From: part, To: sp.join, Pos: sp.pos})
+		}
 	}
 }
 
