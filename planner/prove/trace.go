@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -117,11 +118,11 @@ func (s *State) wantAt(e *ir.Expect, r int, off int64) (ir.ReduceOp, []counted, 
 	return 0, nil, false
 }
 
-// maxTrace bounds the elements a trace follows back (a replay each), and maxTraceOps the plans
-// it is tried on.
+// maxTraceWork bounds the ops a trace replays in all (a replay per element it follows back),
+// and maxTraceOps the plans it is tried on.
 const (
-	maxTrace    = 12
-	maxTraceOps = 1 << 18
+	maxTraceWork = 1 << 22
+	maxTraceOps  = 1 << 18
 )
 
 // traceBack relates to d the op where the wrong element first went wrong: following the value
@@ -143,7 +144,9 @@ func (s *State) traceBack(d *diag.Diagnostic, e *ir.Expect, w *wrong) bool {
 	before := int(^uint(0) >> 1)
 	var culprit, carrier *hit
 	var culpritAt, read loc
-	for range maxTrace {
+	hops := max(maxTraceWork/max(len(g.Ops), 1), 2)
+	cut := true // the walk stopped at its bound, not at a value that was right
+	for range hops {
 		hits := s.history(at.rank, at.buf, at.off)
 		var x *hit
 		if wantRed, want, ok := s.wantAt(e, at.rank, at.off); at.buf == e.Dst && ok {
@@ -158,6 +161,7 @@ func (s *State) traceBack(d *diag.Diagnostic, e *ir.Expect, w *wrong) bool {
 				}
 			}
 			if x == nil {
+				cut = false
 				break // the value read there was right: the op that read it is at fault
 			}
 			culprit, culpritAt, carrier = x, at, nil
@@ -168,6 +172,7 @@ func (s *State) traceBack(d *diag.Diagnostic, e *ir.Expect, w *wrong) bool {
 				}
 			}
 			if x == nil {
+				cut = false
 				break
 			}
 			if carrier == nil {
@@ -176,6 +181,7 @@ func (s *State) traceBack(d *diag.Diagnostic, e *ir.Expect, w *wrong) bool {
 		}
 		r, b, o, ok := s.source(x.op, at.rank, at.buf, at.off)
 		if !ok || o < 0 || o >= g.Buffers[b].Count {
+			cut = false
 			break
 		}
 		at, before = loc{r, b, o}, x.step
@@ -185,8 +191,11 @@ func (s *State) traceBack(d *diag.Diagnostic, e *ir.Expect, w *wrong) bool {
 	}
 	elem := fmt.Sprintf("%s[%d] on rank %d", g.Buffers[culpritAt.buf].Name, culpritAt.off, culpritAt.rank)
 	first := "first goes wrong"
+	if cut {
+		first = fmt.Sprintf("goes wrong (as far as traced: %s back, where it was already wrong)", english.Plural(hops, "step"))
+	}
 	if culpritAt != (loc{w.rank, e.Dst, w.off}) {
-		first = fmt.Sprintf("is wrong because %s first goes wrong", elem)
+		first = fmt.Sprintf("is wrong because %s %s", elem, first)
 		elem = fmt.Sprintf("%s[%d] on rank %d", g.Buffers[e.Dst].Name, w.off, w.rank)
 	}
 	d.Relate(g.Ops[culprit.op].Pos, fmt.Sprintf("%s %s at %s, which leaves it holding %s",
