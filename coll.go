@@ -68,7 +68,7 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		hang = exec.DefaultHangTimeout
 	}
 	var ranks []int
-	cfg := provider.Config{OFIProvider: p.opts.OFIProvider, Device: p.opts.Device, GIDIndex: -1, Rank: -1}
+	cfg := provider.Config{OFIProvider: p.opts.OFIProvider, Device: p.opts.Device, GIDIndex: -1, Rank: -1, Ranks: g.Ranks}
 	if w == nil {
 		if !p.prov.AllRanks {
 			return nil, fmt.Errorf("%w: provider %s runs one rank per process: pass a World (BootstrapWorld, or the caller's)", ErrArg, p.prov.Name)
@@ -91,6 +91,9 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		if err := agreeOnPlan(ctx, w, g, hang); err != nil {
 			return nil, err
 		}
+	}
+	if g.Relies != nil {
+		cfg.Order = uint64(g.Relies.Order)
 	}
 	prov, err := p.prov.Open(cfg)
 	if err != nil {
@@ -122,6 +125,9 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		c.syncRecv = make([]byte, 8*w.Size())
 	}
 	if c.op, err = exec.NewOp(plan, prov, opts); err != nil {
+		if errors.Is(err, exec.ErrOrder) {
+			return fail(fmt.Errorf("%w: %w", ErrProvider, err))
+		}
 		return fail(fmt.Errorf("%w: %v", ErrProvider, err))
 	}
 	return c, nil
@@ -322,11 +328,13 @@ func (c *Coll) local(rank int) bool {
 
 // Start starts one iteration of the plan on the bound memory and returns at once; the work
 // goes on in the background (on the NIC, and on a goroutine of this Coll that polls and runs
-// the host steps) until Test or Wait reports it done. When the Coll runs every rank (a nil
-// World, or one of one rank) or Options.Progress is "caller", Wait with a ctx that cannot end
-// runs the iteration itself on the caller's goroutine instead (no hand-off between threads);
-// a Test hands it to the background. Until then the bound memory is the
-// plan's: do not read or write it. Start allocates nothing.
+// the host steps) until Test or Wait reports it done. A Wait with a ctx that cannot end that
+// comes before the background goroutine took the iteration runs it on the caller's goroutine
+// instead (no hand-off between threads); the background goroutine takes an iteration nobody
+// took for a millisecond or two. When the Coll runs every rank (a nil World, or one of one
+// rank) or Options.Progress is "caller", the background goroutine does not take it: such a
+// Wait runs the iteration, or a Test hands it to the background. Until then the bound
+// memory is the plan's: do not read or write it. Start allocates nothing.
 //
 // Errors: ErrUnbound (an extern buffer is not bound), ErrBusy (the previous start was not
 // waited for), ErrClosed, and the error that failed an earlier start (a Coll whose start
@@ -398,6 +406,12 @@ func joinInts(v []int) string {
 // Close ends the Coll: a start in flight is abandoned (its Wait returns ErrClosed), the queues
 // and registrations are released, the provider closed and bound memory unpinned. Close may be
 // called from any goroutine and more than once. The World is the caller's: Close leaves it open.
+//
+// When the last start ended without its end barrier on a NIC moved only by the host's calls
+// (the Coll lingers: docs/library.md, Worlds), Close first makes that barrier over the World,
+// driving the NIC meanwhile, so that every peer's last start gets the progress it needs: every
+// rank then closes (as MPI programs free their requests), and Close waits for the others at
+// most the hang timeout (then it returns ErrWorld, the Coll closed all the same).
 func (c *Coll) Close() (err error) {
 	defer recoverInto(&err)
 	c.mu.Lock()
@@ -407,6 +421,7 @@ func (c *Coll) Close() (err error) {
 	}
 	c.closed = true
 	c.mu.Unlock()
+	ferr := c.op.Fence() // before the World's context closes: its barrier may be the last call
 	c.wctx.close()
 	err = c.op.Close()
 	if perr := c.prov.Close(); err == nil {
@@ -419,7 +434,7 @@ func (c *Coll) Close() (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: close: %v", ErrInternal, err)
 	}
-	return nil
+	return ferr // a World error (ErrWorld), already wrapped by Coll.barrier
 }
 
 // sync is exec.Options.Sync over the World: an allgather of one word per rank, ORed, bounded by

@@ -329,9 +329,32 @@ func initWorlds(t *testing.T, p *Plan, ranks int) []*Coll {
 	wg.Wait()
 	for r := range colls {
 		require.NoError(t, errs[r])
-		t.Cleanup(func() { colls[r].Close() })
 	}
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, c := range colls {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.Close() }()
+		}
+		wg.Wait()
+	})
 	return colls
+}
+
+// closeAll closes every Coll at once, as separate processes would: a Close may wait for the
+// others' (Coll.Close).
+func closeAll(t *testing.T, colls []*Coll) {
+	t.Helper()
+	errs := make([]error, len(colls))
+	var wg sync.WaitGroup
+	for r, c := range colls {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[r] = c.Close() }()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
 }
 
 // startAll runs one iteration on every Coll.
@@ -516,5 +539,59 @@ func TestDroppedCollDoesNotCrash(t *testing.T) {
 	for range 5 {
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStartRunsWithoutWait: a start goes on while its process neither waits nor tests (the
+// background goroutine takes it), so a peer's Wait returns before this process's Wait, as
+// when an application calls its own barrier between Start and Wait.
+func TestStartRunsWithoutWait(t *testing.T) {
+	for _, host := range []bool{false, true} {
+		p := openRing(t, 2, 8, true)
+		if host {
+			p.prov, _ = hostSoftNIC()
+		}
+		colls := initWorlds(t, p, 2)
+		for it := 0; it < 3; it++ {
+			require.NoError(t, colls[0].Start())
+			require.NoError(t, colls[1].Start())
+			require.NoError(t, colls[1].Wait(context.Background()), "host progress %v, start %d", host, it)
+			require.NoError(t, colls[0].Wait(context.Background()))
+		}
+	}
+}
+
+// TestShortVectorPlan: the plan examples/mpi/allreduce.c runs for short vectors (-q) sums the
+// caller's f32 arrays, whole, over 2 and 4 ranks, and a start needs no World call (two-sided
+// messages only).
+func TestShortVectorPlan(t *testing.T) {
+	for _, ranks := range []int{2, 4} {
+		const n = 37
+		p, err := Open("examples/mpi/recursive_doubling_f32.dag", Options{Params: map[string]int64{"ranks": int64(ranks), "n": n}, HangTimeout: testHang})
+		require.NoError(t, err)
+		start, end := unfenced(p.graph).Start, unfenced(p.graph).EndDone
+		assert.True(t, start && end, "ranks %d: two-sided messages need no World call", ranks)
+		c, err := p.Init(context.Background(), nil)
+		require.NoError(t, err)
+		data := make([][]float32, ranks)
+		for r := range data {
+			data[r] = make([]float32, n)
+			require.NoError(t, BindSlice(c, r, "data", data[r]))
+		}
+		for it := 0; it < 3; it++ {
+			want := make([]float32, n)
+			for r := range data {
+				fill(data[r], r, it)
+				for i, v := range data[r] {
+					want[i] += v
+				}
+			}
+			require.NoError(t, c.Start())
+			require.NoError(t, c.Wait(context.Background()))
+			for r := range data {
+				assert.Equal(t, want, data[r], "ranks %d rank %d iteration %d", ranks, r, it)
+			}
+		}
+		require.NoError(t, c.Close())
 	}
 }

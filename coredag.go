@@ -9,11 +9,11 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/provider"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
-	"github.com/coredag/coredag/planner/elaborate"
 )
 
 // Sentinel errors: every error of this package wraps one of them (or is a *CheckError); test
@@ -169,7 +169,19 @@ func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrArg, err)
 	}
-	g, err := planner.Load(name, src, opts.Params, planner.Options{Elaborate: elaborate.Within(b)})
+	// Races are proven under the ordering between the ops of a queue of the target, or of the
+	// default targets (RC); Init refuses a provider that does not grant what the plan relies on.
+	po := planner.Within(b)
+	target := opts.Target
+	if target == "" {
+		target = exec.DefaultTarget(engine, nic.Caps{})
+	}
+	t, err := ir.LookupTarget(target)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Options.Target: %v", ErrArg, err)
+	}
+	po.Verify.Order, po.Verify.Target = t.Order, t.Name
+	g, err := planner.Load(name, src, opts.Params, po)
 	if err != nil {
 		var l diag.List
 		if errors.As(err, &l) {

@@ -14,9 +14,12 @@ import (
 // World is the caller's out-of-band runtime, as UCC's OOB interface: it tells this process's
 // rank and the number of ranks, and runs two collectives over all of them. Every rank calls
 // them in the same order. coredag calls them from Init (to exchange queue and memory
-// descriptors) and from the background part of every Start (a barrier before the iteration,
-// so no peer's transfer reaches a rank that has not started it, and one after, so no rank's
-// Wait returns while a peer still reads its memory).
+// descriptors), from every Start where the plan needs it (an allgather before the iteration,
+// so no peer's transfer reaches a rank that has not started it, and a barrier after, so no
+// rank's Wait returns while a peer still touches its memory: docs/library.md says when each
+// goes), and from Close where a peer may still need this process's progress (a barrier).
+// The calls of a start come from the goroutine that runs it: the caller's Wait, or the Coll's
+// background goroutine.
 //
 // A World must respect ctx (coredag bounds every call by the hang timeout) and should name the
 // rank it lost in its errors: coredag passes them on, wrapped in ErrWorld.

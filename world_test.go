@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -130,12 +131,30 @@ func sharedSoftNICFreeze() (provider.Entry, func(rank int)) {
 		freeze
 }
 
+// hostSoftNIC is sharedSoftNIC whose ranks' contexts are moved by the host's calls as well
+// (nic.HostProgress, as libfabric with manual progress): drives counts each rank's
+// DriveProgress calls.
+func hostSoftNIC() (provider.Entry, *[8]atomic.Int64) {
+	e := sharedSoftNIC()
+	drives := new([8]atomic.Int64)
+	open := e.Open
+	e.Open = func(cfg provider.Config) (nic.Provider, error) {
+		p, err := open(cfg)
+		if err == nil {
+			p.(*lockedProv).drives = drives
+		}
+		return p, err
+	}
+	return e, drives
+}
+
 type lockedProv struct {
 	mu     *sync.Mutex
 	n      *softnic.NIC
 	caps   nic.Caps
 	frozen map[int]bool // under mu
 	thaw   chan struct{}
+	drives *[8]atomic.Int64 // set: contexts are nic.HostProgress (hostSoftNIC)
 }
 
 func (p *lockedProv) Name() string   { return "shared-softnic" }
@@ -148,7 +167,21 @@ func (p *lockedProv) Open(rank int) (nic.Context, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.drives != nil {
+		return &hostCtx{lockedCtx{mu: p.mu, c: c, p: p}}, nil
+	}
 	return &lockedCtx{mu: p.mu, c: c, p: p}, nil
+}
+
+// hostCtx is a lockedCtx moved by DriveProgress too.
+type hostCtx struct{ lockedCtx }
+
+func (c *hostCtx) DriveProgress() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.p.n.Progress()
+	c.p.drives[c.c.Rank()].Add(1)
+	return nil
 }
 
 type lockedCtx struct {

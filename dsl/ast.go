@@ -132,17 +132,28 @@ type IfStmt struct {
 //	expect gather DST [from SRC] root R
 //	expect scatter DST from SRC root R
 //	expect unchanged BUF
+//	expect barrier
+//	expect SLICE == VALUE [on rank R | on ranks LO .. HI] [if PRECONDITION]
 //
 // Kind is the collective's name as written (elaboration checks it), Op the reduction operator
 // (nil when absent), Dst and Src buffer names (Src nil when absent), Root the root's expression
 // (nil when absent). A front end that emits plans builds one from these fields alone.
 type ExpectStmt struct {
 	Span
-	Kind *Ident
+	Kind *Ident // nil for the general form
 	Op   *Ident // sum prod min max band bor bxor, or nil
-	Dst  *Ident
+	Dst  *Ident // nil for `expect barrier` (and for the general form)
 	Src  *Ident // nil: the default source of Kind (docs/language.md)
 	Root Expr   // nil when absent
+
+	// The general form, `expect SLICE == VALUE [on rank OnRank | on ranks OnLo .. OnHi] [if
+	// If]`: Slice and Value are set (Kind, Op, Dst, Src and Root are not), at most one of OnRank
+	// and the pair OnLo, OnHi (nil: every rank), and If when the statement has a precondition.
+	Slice      *Slice
+	Value      Expr
+	OnRank     Expr
+	OnLo, OnHi Expr
+	If         Expr
 }
 
 // VarStmt is `var NAME = EXPR`: a per-rank variable, which assignments may change.
@@ -290,17 +301,26 @@ type AtomicOp struct {
 	To     *Slice // nil when absent
 }
 
-// ReduceOp is `reduce OP SLICE from SLICE`.
+// ReduceOp is `reduce OP SLICE from SLICE`, or with lists of blocks on both sides, `reduce OP
+// LIST from LIST`, which pairs the blocks in order (Dst with Src, then DstMore with SrcMore).
 type ReduceOp struct {
 	Span
-	Op       *Ident // sum prod min max band bor bxor
-	Dst, Src *Slice
+	Op               *Ident // sum prod min max band bor bxor
+	Dst, Src         *Slice
+	DstMore, SrcMore []*Slice // the lists' blocks after Dst and Src (nil for one slice)
 }
 
-// CopyOp is `copy SLICE to SLICE`.
+// CopyOp is `copy SLICE to SLICE`, or `copy LIST to LIST`, pairing the blocks as ReduceOp does.
 type CopyOp struct {
 	Span
-	Src, Dst *Slice
+	Src, Dst         *Slice
+	SrcMore, DstMore []*Slice
+}
+
+// Listed reports whether a reduce or copy has a list on either side (several slices, or a
+// {... for ...}): it then pairs blocks rather than two slices.
+func Listed(first *Slice, more []*Slice) bool {
+	return len(more) > 0 || first != nil && first.For != nil
 }
 
 // NopOp is `nop`.
@@ -378,7 +398,43 @@ type CondExpr struct {
 	Cond, Then, Else Expr
 }
 
+// InitExpr is `BUF[INDEX]@RANK`: element INDEX of buffer BUF as it was on rank RANK before the
+// plan ran. Only the value of an expect may use it.
+type InitExpr struct {
+	Span
+	Buf   *Ident
+	Index Expr
+	Rank  Expr // a primary: a name, a number, rank, or an expression in parentheses
+}
+
+// TableExpr is an immutable integer table, the value of a let: `[A, B, ...]` (Elems), or
+// `[ELEM for VAR in FROM .. TO [step STEP] [if COND]]` (For set, Elems holding ELEM alone): ELEM
+// for each value of VAR in the half-open range, those for which COND holds, in order.
+type TableExpr struct {
+	Span
+	Elems []Expr
+	For   *TableFor
+}
+
+// TableFor is the loop of a table built by a loop.
+type TableFor struct {
+	Var      *Ident
+	From, To Expr
+	Step     Expr // nil when absent
+	Cond     Expr // nil when absent
+}
+
+// IndexExpr is `NAME[INDEX]`: an element of a table, counted from 0.
+type IndexExpr struct {
+	Span
+	Table *Ident
+	Index Expr
+}
+
+func (*TableExpr) exprNode()  {}
+func (*IndexExpr) exprNode()  {}
 func (*CondExpr) exprNode()   {}
+func (*InitExpr) exprNode()   {}
 func (*Ident) exprNode()      {}
 func (*IntLit) exprNode()     {}
 func (*FloatLit) exprNode()   {}

@@ -68,6 +68,9 @@ func (c *converter) stmt(g *gStmt) Stmt {
 	case g.Param != nil:
 		return &ParamStmt{Span: span(g.Param.Tokens), Name: word(g.Param.Name.Pos, g.Param.Name.Name), Value: c.expr(g.Param.Value)}
 	case g.Let != nil:
+		if t := g.Let.Table; t != nil {
+			return &LetStmt{Span: span(g.Let.Tokens), Name: c.ident(g.Let.Name), Value: c.table(t)}
+		}
 		return &LetStmt{Span: span(g.Let.Tokens), Name: c.ident(g.Let.Name), Value: c.expr(g.Let.Value)}
 	case g.Buffer != nil:
 		b := g.Buffer
@@ -130,6 +133,13 @@ func (c *converter) stmt(g *gStmt) Stmt {
 		return s
 	case g.Expect != nil:
 		e := g.Expect
+		if v := e.Value; v != nil {
+			s := &ExpectStmt{Span: span(e.Tokens), Slice: c.slice(v.Dst), Value: c.expr(v.Value), If: c.expr(v.If)}
+			if v.On != nil {
+				s.OnRank, s.OnLo, s.OnHi = c.expr(v.On.Rank), c.expr(v.On.Lo), c.expr(v.On.Hi)
+			}
+			return s
+		}
 		s := &ExpectStmt{Span: span(e.Tokens), Kind: word(e.Kind.Pos, e.Kind.Name), Dst: c.ident(e.Dst), Src: c.ident(e.Src)}
 		if e.Op != nil {
 			s.Op = word(e.Op.Pos, e.Op.Name)
@@ -252,9 +262,11 @@ func (c *converter) operation(g *gOperation) Operation {
 		return op
 	case g.Reduce != nil:
 		r := g.Reduce
-		return &ReduceOp{Span: span(r.Tokens), Op: word(r.Op.Pos, r.Op.Name), Dst: c.slice(r.Dst), Src: c.slice(r.Src)}
+		return &ReduceOp{Span: span(r.Tokens), Op: word(r.Op.Pos, r.Op.Name), Dst: c.slice(r.Dst), Src: c.slice(r.Src),
+			DstMore: c.slices(r.DstMore), SrcMore: c.slices(r.SrcMore)}
 	case g.Copy != nil:
-		return &CopyOp{Span: span(g.Copy.Tokens), Src: c.slice(g.Copy.Src), Dst: c.slice(g.Copy.Dst)}
+		cp := g.Copy
+		return &CopyOp{Span: span(cp.Tokens), Src: c.slice(cp.Src), Dst: c.slice(cp.Dst), SrcMore: c.slices(cp.SrcMore), DstMore: c.slices(cp.DstMore)}
 	case g.Nop != nil:
 		return &NopOp{Span: span(g.Nop.Tokens)}
 	}
@@ -310,6 +322,21 @@ func (c *converter) expr(g *gExpr) Expr {
 	return x
 }
 
+// table converts a table; one built by a loop has exactly one element expression.
+func (c *converter) table(g *gTable) Expr {
+	t := &TableExpr{Span: span(g.Tokens)}
+	for _, e := range g.Elems {
+		t.Elems = append(t.Elems, c.expr(e))
+	}
+	if f := g.For; f != nil {
+		if len(t.Elems) != 1 {
+			c.errs.Add(diag.Syntax, pos(f.Pos), "a table built by a loop has one element expression before for: [f(j) for j in 0 .. n]")
+		}
+		t.For = &TableFor{Var: c.ident(f.Var), From: c.expr(f.From), To: c.expr(f.To), Step: c.expr(f.Step), Cond: c.expr(f.Cond)}
+	}
+	return t
+}
+
 func binary(x Expr, op string, opPos diag.Pos, y Expr) Expr {
 	return &BinaryExpr{Span: Span{From: x.Pos(), To: y.End()}, Op: op, OpPos: opPos, X: x, Y: y}
 }
@@ -351,6 +378,12 @@ func (c *converter) primary(g *gPrimary) Expr {
 	switch {
 	case !n.Call && (n.Name == "min" || n.Name == "max"):
 		c.errs.Add(diag.Syntax, id.From, "%q is a reserved keyword and cannot be used as a name; as a function write %s(a, b)", n.Name, n.Name)
+	}
+	if n.Index != nil {
+		if n.At != nil {
+			return &InitExpr{Span: span(n.Tokens), Buf: id, Index: c.expr(n.Index), Rank: c.primary(n.At)}
+		}
+		return &IndexExpr{Span: span(n.Tokens), Table: id, Index: c.expr(n.Index)}
 	}
 	if !n.Call {
 		return id

@@ -404,11 +404,34 @@ func stmtText(s Stmt) string {
 		b.WriteString(" after ")
 		writeNames(&b, s.After)
 	case *ExpectStmt:
+		if s.Value != nil {
+			b.WriteString("expect ")
+			writeSlice(&b, s.Slice)
+			b.WriteString(" == ")
+			writeExpr(&b, s.Value)
+			switch {
+			case s.OnRank != nil:
+				b.WriteString(" on rank ")
+				writeExpr(&b, s.OnRank)
+			case s.OnLo != nil:
+				b.WriteString(" on ranks ")
+				writeExpr(&b, s.OnLo)
+				b.WriteString(" .. ")
+				writeExpr(&b, s.OnHi)
+			}
+			if s.If != nil {
+				b.WriteString(" if ")
+				writeExpr(&b, s.If)
+			}
+			break
+		}
 		b.WriteString("expect " + s.Kind.Name)
 		if s.Op != nil {
 			b.WriteString(" " + s.Op.Name)
 		}
-		b.WriteString(" " + s.Dst.Name)
+		if s.Dst != nil {
+			b.WriteString(" " + s.Dst.Name)
+		}
 		if s.Src != nil {
 			b.WriteString(" from " + s.Src.Name)
 		}
@@ -545,14 +568,14 @@ func writeOp(b *strings.Builder, op Operation) {
 		}
 	case *ReduceOp:
 		b.WriteString("reduce " + op.Op.Name + " ")
-		writeSlice(b, op.Dst)
+		writeSlices(b, op.Dst, op.DstMore)
 		b.WriteString(" from ")
-		writeSlice(b, op.Src)
+		writeSlices(b, op.Src, op.SrcMore)
 	case *CopyOp:
 		b.WriteString("copy ")
-		writeSlice(b, op.Src)
+		writeSlices(b, op.Src, op.SrcMore)
 		b.WriteString(" to ")
-		writeSlice(b, op.Dst)
+		writeSlices(b, op.Dst, op.DstMore)
 	case *NopOp:
 		b.WriteString("nop")
 	}
@@ -561,7 +584,7 @@ func writeOp(b *strings.Builder, op Operation) {
 // isOperand reports whether x prints as one unbroken operand.
 func isOperand(x Expr) bool {
 	switch x.(type) {
-	case *Ident, *IntLit, *FloatLit, *CallExpr, *ParenExpr:
+	case *Ident, *IntLit, *FloatLit, *CallExpr, *ParenExpr, *InitExpr, *IndexExpr:
 		return true
 	}
 	return false
@@ -626,6 +649,36 @@ func writeExpr(b *strings.Builder, x Expr) {
 		b.WriteString(x.Fun.Name + "(")
 		writeList(b, x.Args)
 		b.WriteByte(')')
+	case *InitExpr:
+		b.WriteString(x.Buf.Name + "[")
+		writeExpr(b, x.Index)
+		b.WriteString("]@")
+		_, prim := x.Rank.(*BinaryExpr)
+		_, un := x.Rank.(*UnaryExpr)
+		_, cond := x.Rank.(*CondExpr)
+		writeSub(b, x.Rank, prim || un || cond) // the rank is a primary
+	case *IndexExpr:
+		b.WriteString(x.Table.Name + "[")
+		writeExpr(b, x.Index)
+		b.WriteByte(']')
+	case *TableExpr:
+		b.WriteByte('[')
+		writeList(b, x.Elems)
+		if f := x.For; f != nil {
+			b.WriteString(" for " + f.Var.Name + " in ")
+			writeExpr(b, f.From)
+			b.WriteString(" .. ")
+			writeExpr(b, f.To)
+			if f.Step != nil {
+				b.WriteString(" step ")
+				writeExpr(b, f.Step)
+			}
+			if f.Cond != nil {
+				b.WriteString(" if ")
+				writeExpr(b, f.Cond)
+			}
+		}
+		b.WriteByte(']')
 	case *UnaryExpr:
 		b.WriteString(x.Op)
 		if isUnary(x.X) {
@@ -658,3 +711,6 @@ func FormatExpr(x Expr) string {
 	writeExpr(&b, x)
 	return b.String()
 }
+
+// FormatStmt prints a simple (block-free) statement on one line, as the formatter does.
+func FormatStmt(s Stmt) string { return stmtText(s) }

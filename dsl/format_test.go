@@ -135,6 +135,12 @@ func TestFormatCases(t *testing.T) {
 		{"block blank edges", "for i in 0..2 {\n\n  op a[i] = nop\n\n}\n", "for i in 0 .. 2 {\n  op a[i] = nop\n}\n"},
 		{"unary chain", "let a = - -1 + !!b\n", "let a = - -1 + ! !b\n"},
 		{"crlf", "let a = 1 # c\r\nlet b = 2\r\n", "let a = 1 # c\nlet b = 2\n"},
+		{"tables", "let t=[ f(j)for j in 0..n step 2 if j%3!=0 ]\nlet u = [1,2 ,\n 3]\nlet v = [ ]\nlet x = t[u[0]+1]*2\n",
+			"let t = [f(j) for j in 0 .. n step 2 if j % 3 != 0]\nlet u = [1, 2, 3]\nlet v = []\nlet x = t[u[0] + 1] * 2\n"},
+		{"soft keywords as names", "param depth=4\nlet step = depth\nqueue q to 1 depth depth\nfor i in 0 .. 4 step step { op x[i] = nop }\n",
+			"param depth = 4\nlet step = depth\nqueue q to 1 depth depth\nfor i in 0 .. 4 step step { op x[i] = nop }\n"},
+		{"paired lists", "op r = reduce sum {a[j] for j in 0..4},b[0:1] from c[0:5]\nop c = copy x[0:2] , x[4:6] to {y[k*2 : k*2+2] for k in 0..2 if k>=0}\n",
+			"op r = reduce sum {a[j] for j in 0 .. 4}, b[0:1] from c[0:5]\nop c = copy x[0:2], x[4:6] to {y[k * 2 : k * 2 + 2] for k in 0 .. 2 if k >= 0}\n"},
 		{"empty", "", ""},
 		{"only comment", "# just this", "# just this\n"},
 	}

@@ -32,9 +32,11 @@ type gStmt struct { // alternatives ordered by how often they occur, which saves
 	Def    *gDef    `parser:"| @@"`
 }
 
+// gIdent is a name. The soft keywords (softKeywords) are names too: each only starts a clause
+// at a place where no name can stand, so `param depth` and `let step = 2` are unambiguous.
 type gIdent struct {
 	Pos  lexer.Position
-	Name string `parser:"@Ident"`
+	Name string `parser:"@(Ident | 'step' | 'peer' | 'depth' | 'init' | 'from' | 'notify' | 'extern' | 'remote_read' | 'remote_write' | 'remote_atomic')"`
 }
 
 type gPlan struct {
@@ -45,7 +47,7 @@ type gPlan struct {
 // gParamName is a param's name: `ranks` is a keyword but `param ranks = N` sets the world size.
 type gParamName struct {
 	Pos  lexer.Position
-	Name string `parser:"@(Ident | 'ranks')"`
+	Name string `parser:"@(Ident | 'ranks' | 'step' | 'peer' | 'depth' | 'init' | 'from' | 'notify' | 'extern' | 'remote_read' | 'remote_write' | 'remote_atomic')"`
 }
 
 type gParam struct {
@@ -57,7 +59,25 @@ type gParam struct {
 type gLet struct {
 	Tokens []lexer.Token
 	Name   *gIdent `parser:"'let' @@"`
-	Value  *gExpr  `parser:"'=' @@"`
+	Table  *gTable `parser:"'=' ( @@"`
+	Value  *gExpr  `parser:"| @@ )"`
+}
+
+// gTable is an immutable integer table: `[EXPR, ...]`, or `[EXPR for VAR in FROM .. TO [step S]
+// [if COND]]` built by a loop; only a let binds one.
+type gTable struct {
+	Tokens []lexer.Token
+	Elems  []*gExpr   `parser:"'[' ( @@ ( ',' @@ )* )?"`
+	For    *gTableFor `parser:"@@? ']'"`
+}
+
+type gTableFor struct {
+	Pos  lexer.Position
+	Var  *gIdent `parser:"'for' @@"`
+	From *gExpr  `parser:"'in' @@"`
+	To   *gExpr  `parser:"'..' @@"`
+	Step *gExpr  `parser:"( 'step' @@ )?"`
+	Cond *gExpr  `parser:"( 'if' @@ )?"`
 }
 
 // gVar is `var NAME = EXPR`: a per-rank variable that later assignments may change.
@@ -262,16 +282,20 @@ type gReduceOp struct {
 }
 
 type gReduce struct {
-	Tokens []lexer.Token
-	Op     *gReduceOp `parser:"'reduce' @@"`
-	Dst    *gSlice    `parser:"@@"`
-	Src    *gSlice    `parser:"'from' @@"`
+	Tokens  []lexer.Token
+	Op      *gReduceOp `parser:"'reduce' @@"`
+	Dst     *gSlice    `parser:"@@"`
+	DstMore []*gSlice  `parser:"( ',' @@ )*"`
+	Src     *gSlice    `parser:"'from' @@"`
+	SrcMore []*gSlice  `parser:"( ',' @@ )*"`
 }
 
 type gCopy struct {
-	Tokens []lexer.Token
-	Src    *gSlice `parser:"'copy' @@"`
-	Dst    *gSlice `parser:"'to' @@"`
+	Tokens  []lexer.Token
+	Src     *gSlice   `parser:"'copy' @@"`
+	SrcMore []*gSlice `parser:"( ',' @@ )*"`
+	Dst     *gSlice   `parser:"'to' @@"`
+	DstMore []*gSlice `parser:"( ',' @@ )*"`
 }
 
 // gExpectKind is the collective an expect statement names; `reduce` is a keyword, the others are
@@ -281,13 +305,35 @@ type gExpectKind struct {
 	Name string `parser:"@(Ident | 'reduce')"`
 }
 
+// gExpect is a postcondition: the general form (gExpectValue), or a collective by name (the
+// buffer is optional in the grammar: `expect barrier` has none, and elaboration says which
+// forms need one).
 type gExpect struct {
 	Tokens []lexer.Token
-	Kind   *gExpectKind `parser:"'expect' @@"`
-	Op     *gReduceOp   `parser:"@@?"`
-	Dst    *gIdent      `parser:"@@"`
-	Src    *gIdent      `parser:"( 'from' @@ )?"`
-	Root   *gExpr       `parser:"( 'root' @@ )?"`
+	Value  *gExpectValue `parser:"'expect' ( @@"`
+	Kind   *gExpectKind  `parser:"| @@"`
+	Op     *gReduceOp    `parser:"@@?"`
+	Dst    *gIdent       `parser:"@@?"`
+	Src    *gIdent       `parser:"( 'from' @@ )?"`
+	Root   *gExpr        `parser:"( 'root' @@ )? )"`
+}
+
+// gExpectValue is the general form, `BUF[SLICE] == EXPR [on rank R | on ranks LO .. HI] [if
+// PRECONDITION]`; it
+// fails at its second token on a collective's name, which leaves the collective's branch.
+type gExpectValue struct {
+	Dst   *gSlice `parser:"@@ '=='"`
+	Value *gExpr  `parser:"@@"`
+	On    *gOn    `parser:"@@?"`
+	If    *gExpr  `parser:"( 'if' @@ )?"`
+}
+
+// gOn is the ranks a general expect is about: `on rank R` or `on ranks LO .. HI` (half-open).
+type gOn struct {
+	Tokens []lexer.Token
+	Rank   *gExpr `parser:"'on' ( 'rank' @@"`
+	Lo     *gExpr `parser:"| 'ranks' @@"`
+	Hi     *gExpr `parser:"'..' @@ )"`
 }
 
 type gNop struct {
@@ -346,12 +392,16 @@ type gPrimary struct {
 	Float  *string `parser:"| @Float"`
 }
 
-// gNamed is a name or a call; min and max are keywords that double as functions.
+// gNamed is a name, a call, an element of a table, NAME[INDEX], or an element of a buffer's
+// initial contents on a rank, BUF[INDEX]@RANK (only an expect's value may use one); min and max
+// are keywords that double as functions.
 type gNamed struct {
 	Tokens []lexer.Token
-	Name   string   `parser:"@(Ident | 'min' | 'max')"`
-	Call   bool     `parser:"( @'('"`
-	Args   []*gExpr `parser:"( @@ ( ',' @@ )* )? ')' )?"`
+	Name   string    `parser:"@(Ident | 'min' | 'max' | 'step' | 'peer' | 'depth' | 'init' | 'from' | 'notify' | 'extern' | 'remote_read' | 'remote_write' | 'remote_atomic')"`
+	Call   bool      `parser:"( @'('"`
+	Args   []*gExpr  `parser:"( @@ ( ',' @@ )* )? ')'"`
+	Index  *gExpr    `parser:"| '[' @@ ']'"` // an element of a table, or of a buffer's initial contents with At
+	At     *gPrimary `parser:"( '@' @@ )? )?"`
 }
 
 var parser = participle.MustBuild[gFile](

@@ -27,7 +27,7 @@ var lexDef = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "Int", Pattern: `[0-9][A-Za-z0-9_]*`},
 	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
 	{Name: "String", Pattern: `"(?:[^"\\\r\n]|\\.)*"`},
-	{Name: "Punct", Pattern: `<<=|>>=|[-+*/%&|^]=|\*\*|\.\.|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^!<>=(){}\[\],:]`},
+	{Name: "Punct", Pattern: `<<=|>>=|[-+*/%&|^]=|\*\*|\.\.|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^!<>=(){}\[\],:@]`},
 	{Name: "Invalid", Pattern: `.`},
 	{Name: "Keyword", Pattern: `[^\x00-\x{10FFFF}]`},
 })
@@ -59,6 +59,14 @@ var (
 		return m
 	}()
 )
+
+// softKeywords are the keywords that only start a clause (of a queue, a for, a buffer, a reduce,
+// a write or an expect) at a place where no name can stand: elsewhere they are names. The
+// grammar's name rules (gIdent, gParamName, gNamed) list them.
+var softKeywords = []string{"step", "peer", "depth", "init", "from", "notify", "extern", "remote_read", "remote_write", "remote_atomic"}
+
+// SoftKeywords returns the keywords that may also be used as names (docs/language.md §3).
+func SoftKeywords() []string { return append([]string(nil), softKeywords...) }
 
 // Keywords returns the reserved words of the language, in the order of docs/language.md §3
 // (Lexical structure).

@@ -192,8 +192,51 @@ func TestParseExtern(t *testing.T) {
 	assert.Equal(t, "remote_write", d.Access[0].Name)
 	assert.Equal(t, "rank", sexpr(d.Init))
 	assert.False(t, f.Stmts[3].(*BufferStmt).Extern)
-	_, err = Parse("x.dag", []byte("plan p\nlet extern = 1\n"))
-	require.ErrorContains(t, err, `"extern" is a reserved keyword`)
+	_, err = Parse("x.dag", []byte("plan p\nlet extern = 1\n")) // a soft keyword: a name here
+	require.NoError(t, err)
+	_, err = Parse("x.dag", []byte("plan p\nlet after = 1\n"))
+	require.ErrorContains(t, err, `"after" is a reserved keyword`)
+}
+
+// TestSoftKeywords: the keywords that only start a clause are names everywhere else, and the
+// clauses they start read as before, even next to names spelt like them.
+func TestSoftKeywords(t *testing.T) {
+	src := `plan p
+param ranks = 4
+param depth = 16
+let step = 2
+let peer = (rank + 1) % ranks
+def from(init) = init + 1
+buffer extern u32[8] remote_write init from(i)
+buffer notify u32[8]
+queue q to peer peer p depth depth
+queue p to (rank - 1) % ranks peer q depth max(depth, 1)
+for i in 0 .. 8 step step {
+  op tx[i] = write q extern[i : i + step] to extern[i : i + step] notify
+}
+op r = reduce sum notify from extern
+expect allreduce sum extern from notify
+`
+	f, err := Parse("x.dag", []byte(src))
+	require.NoError(t, err)
+	assert.Equal(t, "depth", f.Stmts[2].(*ParamStmt).Name.Name)
+	q := f.Stmts[8].(*QueueStmt)
+	assert.Equal(t, "peer", sexpr(q.To))
+	assert.Equal(t, "p", q.Peer.Ident.Name)
+	assert.Equal(t, "depth", sexpr(q.Depth))
+	loop := f.Stmts[10].(*ForStmt)
+	assert.Equal(t, "step", sexpr(loop.Step))
+	w := loop.Body[0].(*OpStmt).Op.(*WriteOp)
+	assert.Equal(t, "extern", w.Src.Buf.Name)
+	assert.True(t, w.Notify)
+	r := f.Stmts[11].(*OpStmt).Op.(*ReduceOp)
+	assert.Equal(t, "notify", r.Dst.Buf.Name)
+	assert.Equal(t, "extern", r.Src.Buf.Name)
+	for _, k := range SoftKeywords() {
+		assert.True(t, IsKeyword(k), k)
+		_, err := Parse("x.dag", []byte("plan p\nlet "+k+" = 1\nlet x = "+k+" + 1\n"))
+		assert.NoError(t, err, k)
+	}
 }
 
 func TestParseExpect(t *testing.T) {

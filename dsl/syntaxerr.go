@@ -16,7 +16,7 @@ import (
 
 // expectKinds are the collectives an expect statement may name, for messages: syntax does not
 // know what they mean (ir.ExpectKinds does; a test keeps the two lists alike).
-var expectKinds = []string{"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "gather", "scatter", "unchanged"}
+var expectKinds = []string{"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "gather", "scatter", "unchanged", "barrier"}
 
 // expectedOf returns the first element participle expected ("" when it expected the end of the
 // statement): a quoted literal such as `"to"` or a grammar struct name such as `GSlice`.
@@ -27,6 +27,9 @@ func expectedOf(u *participle.UnexpectedTokenError) string {
 		return ""
 	}
 	rest := strings.TrimSpace(m[i+len(" (expected "):])
+	if strings.HasPrefix(rest, "(GExpectValue ") { // what follows expect: a form, general or named
+		return "GExpectKind"
+	}
 	if strings.HasPrefix(rest, `"`) {
 		if j := strings.Index(rest[1:], `"`); j >= 0 {
 			return rest[:j+2]
@@ -61,7 +64,7 @@ func expectedText(exp string) string {
 	case "GStmt":
 		return "a statement"
 	case "GExpectKind":
-		return "a collective (" + strings.Join(expectKinds, ", ") + ")"
+		return "a collective (" + strings.Join(expectKinds, ", ") + ") or BUF[SLICE] == VALUE"
 	}
 	return exp
 }

@@ -87,3 +87,73 @@ expect alltoall dst from src
 		}
 	}
 }
+
+// TestCheckValueForms: the general form and its precondition are checked on values: the fan-in's
+// counter from distinct inits, and the CAS hand-off only where its precondition holds.
+func TestCheckValueForms(t *testing.T) {
+	src, err := os.ReadFile("../plans/atomic_fanin.dag")
+	require.NoError(t, err)
+	g := elaborateOnly(t, string(src), map[string]int64{"ranks": 3, "root": 1})
+	for _, gg := range []*ir.Graph{g, exec.DistinctInits(g)} {
+		for _, r := range checkValues(t, gg) {
+			require.True(t, r.Held, r.Detail)
+		}
+	}
+	// One addend off: every total is wrong by one.
+	bad := strings.Replace(string(src), "atomic add up counter[0] rank + 1", "atomic add up counter[0] rank + 2", 1)
+	require.NotEqual(t, string(src), bad)
+	rs := checkValues(t, exec.DistinctInits(elaborateOnly(t, bad, map[string]int64{"ranks": 3, "root": 1})))
+	require.False(t, rs[0].Held)
+	require.Regexp(t, `^counter\[0\] on rank 1 is \d+, want \d+$`, rs[0].Detail)
+
+	cas := `plan claim
+param ranks = 2
+buffer owner u64[1] remote_atomic
+buffer seen  u64[1]
+queue home to 0 peer guest[rank]
+if rank == 0 { for p in 0 .. ranks { queue guest[p] to p peer home } }
+op take = atomic cas home owner[0] (7) (8) to seen[0]
+expect owner[0] == 8 on rank 0 if owner[0]@0 == 7
+`
+	cg := elaborateOnly(t, cas, nil)
+	require.Equal(t, []ir.Given{{Buf: 0, Elem: 0, Rank: 0, Value: 7}}, cg.Expects[0].Given)
+	init := exec.NewMemory(cg)
+	require.NoError(t, init.ResetAll())
+	require.False(t, exec.GivensHold(cg, init, cg.Expects[0].Given), "owner starts at 0")
+	wg := exec.WithGivens(exec.DistinctInits(cg), cg.Expects[0].Given)
+	rs = checkValues(t, wg)
+	require.True(t, rs[0].Held, rs[0].Detail)
+	rs = checkValues(t, exec.DistinctInits(cg)) // without the precondition the swap fails
+	require.False(t, rs[0].Held)
+}
+
+// TestReduceScatterIntoBlockOnValues: reduce_scatter into an n-element destination is checked
+// on values as block rank of the reduction.
+func TestReduceScatterIntoBlockOnValues(t *testing.T) {
+	src := `plan rs_into
+param ranks = 3
+param n = 2
+buffer data u32[ranks * n] init rank * 10 + i
+buffer out  u32[n]
+expect reduce_scatter sum out from data
+op nothing = nop
+`
+	g := elaborateOnly(t, src, nil)
+	require.True(t, g.Expects[0].DstBlock)
+	init := exec.NewMemory(g)
+	require.NoError(t, init.ResetAll())
+	final := exec.NewMemory(g)
+	require.NoError(t, final.ResetAll())
+	for r := range 3 {
+		out := final.Bytes(r, 1)
+		for k := range 2 {
+			out[4*k] = byte(0 + 10 + 20 + 3*(2*r+k)) // sum over q of data[2r+k]@q = 30 + 3(2r+k)
+		}
+	}
+	rs := exec.CheckExpects(g, init, final)
+	require.True(t, rs[0].Held, rs[0].Detail)
+	final.Bytes(2, 1)[4] ^= 1
+	rs = exec.CheckExpects(g, init, final)
+	require.False(t, rs[0].Held)
+	require.Equal(t, "out[1] on rank 2 is 44, want 45", rs[0].Detail)
+}

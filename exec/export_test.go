@@ -74,6 +74,6 @@ func GenericPlanForTest(g *ir.Graph) (*ir.Plan, error) {
 	return plan, nil
 }
 
-// HandedForTest says whether the Op's start in flight (or last start) went to its background
-// goroutine.
-func (o *Op) HandedForTest() bool { return o.handed }
+// HandedForTest says whether the Op's last start ran on its background goroutine (not on the
+// goroutine of its Wait).
+func (o *Op) HandedForTest() bool { return !o.byWait }

@@ -177,7 +177,10 @@ func moveWRs(swr []nic.SendWR, rwr []nic.RecvWR, f func(*nic.SGE)) {
 // barrier. The start barrier keeps a peer's one-sided ops out of memory its owner has not
 // started; the end barrier keeps a rank from reporting the iteration done while a peer may
 // still read or write its memory (one-sided operations complete at the initiator only).
-// Options.Unfenced drops either when the plan proves it unnecessary.
+// Options.Unfenced drops either when the plan proves it unnecessary. In an Op's session
+// (s.keep set) the step holds keep.mu, lets go of it during World calls, and ends a step
+// without the end barrier when the plan's one-sided ops land before their target's iteration
+// ends, lingering instead where the devices move only inside the host's calls (keeper).
 func (s *Session) step(ctx context.Context) error {
 	switch {
 	case s.closed:
@@ -199,22 +202,37 @@ func (s *Session) step(ctx context.Context) error {
 		if s.remoteMoved {
 			flags = 1
 		}
-		if flags, err = s.opts.Sync(ctx, flags); err != nil {
+		if flags, err = s.sync(ctx, flags); err != nil {
 			err = fmt.Errorf("iteration %d: barrier before the run: %w", iter, err)
 		} else if flags&1 != 0 {
 			err = s.exchangeMoved(ctx)
 		}
 	case s.opts.Barrier != nil:
-		if err = s.barrier(ctx); err != nil {
+		if err = s.worldBarrier(ctx); err != nil {
 			err = fmt.Errorf("iteration %d: barrier before the run: %w", iter, err)
 		}
 	}
 	if err == nil {
 		err = s.d.iterate(ctx, iter)
 	}
-	if err == nil && s.opts.Barrier != nil && !s.endUnfenced() {
-		if err = s.barrier(ctx); err != nil {
-			err = fmt.Errorf("iteration %d: barrier after the run: %w", iter, err)
+	if err == nil && s.opts.Barrier != nil {
+		switch u := s.opts.Unfenced; {
+		case s.keep != nil && u.EndDone:
+		case s.keep != nil && u.EndLanded:
+			// No peer touches this memory any more, but one may still need this process's
+			// progress to complete what it did to it: linger until the next step's allgather,
+			// after one drive now (what the last completions left to send goes at once).
+			s.keep.linger(s.hang())
+			for _, h := range s.keep.hp {
+				if err = h.DriveProgress(); err != nil {
+					break
+				}
+			}
+		case s.keep == nil && s.endUnfenced():
+		default:
+			if err = s.worldBarrier(ctx); err != nil {
+				err = fmt.Errorf("iteration %d: barrier after the run: %w", iter, err)
+			}
 		}
 	}
 	if err != nil {
@@ -229,7 +247,48 @@ func (s *Session) step(ctx context.Context) error {
 	return nil
 }
 
-// endUnfenced says whether a step may end without its barrier (Unfenced.EndLanded).
+// hang is the session's hang timeout.
+func (s *Session) hang() time.Duration {
+	if s.opts.HangTimeout > 0 {
+		return s.opts.HangTimeout
+	}
+	return DefaultHangTimeout
+}
+
+// sync runs Options.Sync. In an Op's session the keeper drives the devices meanwhile, and its
+// return ends the lingering of the previous step: every process calls it only once its
+// previous step completed, so no peer needs this process's progress for that step any more.
+func (s *Session) sync(ctx context.Context, flags uint64) (uint64, error) {
+	if s.keep == nil {
+		return s.opts.Sync(ctx, flags)
+	}
+	s.keep.mu.Unlock()
+	all, err := s.opts.Sync(ctx, flags)
+	s.keep.mu.Lock()
+	if err == nil {
+		s.keep.settle()
+	}
+	return all, err
+}
+
+// worldBarrier runs Options.Barrier: in an Op's session on this goroutine with the keeper
+// driving the devices (its return settles the keeper, as sync's does), else with Session.barrier.
+func (s *Session) worldBarrier(ctx context.Context) error {
+	if s.keep == nil {
+		return s.barrier(ctx)
+	}
+	s.keep.linger(s.hang())
+	s.keep.mu.Unlock()
+	err := s.opts.Barrier(ctx)
+	s.keep.mu.Lock()
+	if err == nil {
+		s.keep.settle()
+	}
+	return err
+}
+
+// endUnfenced says whether a step of Session.Run's kind (no keeper) may end without its
+// barrier (Unfenced.EndLanded).
 func (s *Session) endUnfenced() bool {
 	u := s.opts.Unfenced
 	if u.EndDone || !u.EndLanded {
@@ -248,6 +307,13 @@ func (s *Session) endUnfenced() bool {
 // and Wait report the iteration's end. The first Start prepares the session (opens the ranks,
 // registers the bound memory, connects the queues through Options.Exchange), so it is
 // collective like every later one. An Op is used by one goroutine at a time, except Close.
+//
+// Who runs a start: whichever claims it first, a Wait whose ctx cannot end, which then runs it
+// on the caller's thread (no hand-off to another thread and back on the critical path), or the
+// background goroutine, which claims a start left unclaimed for a whole tick of its loop
+// (Op.loop; Start wakes the loop only when it sleeps, after activeWindow without a start).
+// Either runs it to its end, so a started iteration never waits for its process to call Wait
+// (a peer may wait for it while this process does something else), unless the Op runs alone.
 type Op struct {
 	plan   *ir.Plan
 	p      nic.Provider
@@ -257,26 +323,34 @@ type Op struct {
 
 	bound [][]Region // by rank of the plan (nil: not local), by buffer
 	ready bool       // every extern buffer of the local ranks is bound
-	s     *Session   // set by the background goroutine's first iteration
+	s     *Session   // set by the first iteration (under keep.mu)
+	keep  keeper
 
-	state  atomic.Int32  // opIdle, opRunning, opClosed
-	alone  bool          // the Op runs every rank of the plan, or Options.WaitProgress: Wait runs a start
-	handed bool          // the start in flight went to the background goroutine
-	inline chan struct{} // held while Wait runs an iteration on the caller's goroutine
-	kick   chan struct{}
-	done   chan error
-	quit   chan struct{}
-	exited chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	failed error // what ended a start: every later Start returns it
-	starts int
-	once   sync.Once
+	state atomic.Int32  // opIdle, opRunning, opClosing, opClosed
+	claim atomic.Int32  // 0: the start in flight waits for a runner; 1: claimed (or none)
+	gen   atomic.Uint64 // starts made
+	// lastStart: when the last start was made (keeper time); ticking: the background goroutine
+	// looks for an unclaimed start within a tick (Start need not wake it).
+	lastStart atomic.Int64
+	ticking   atomic.Bool
+	alone     bool          // the Op runs every rank of the plan, or Options.WaitProgress: Start wakes nobody
+	byWait    bool          // the last start ran on the goroutine of its Wait
+	inline    chan struct{} // held while Wait runs an iteration on the caller's goroutine
+	kick      chan struct{}
+	done      chan error
+	quit      chan struct{}
+	exited    chan struct{}
+	ctx       context.Context
+	cancel    context.CancelFunc
+	failed    error // what ended a start: every later Start returns it
+	starts    int
+	once      sync.Once
 }
 
 const (
 	opIdle int32 = iota
 	opRunning
+	opClosing // Fence: the last World call before Close
 	opClosed
 )
 
@@ -290,6 +364,9 @@ func NewOp(plan *ir.Plan, p nic.Provider, opts Options) (*Op, error) {
 	g := plan.Graph
 	engine, err := engineFor(opts.Engine, plan.Target, p.Caps())
 	if err != nil {
+		return nil, err
+	}
+	if err := CheckOrder(plan, p.Caps()); err != nil {
 		return nil, err
 	}
 	opts.Engine = engine
@@ -314,6 +391,8 @@ func NewOp(plan *ir.Plan, p nic.Provider, opts Options) (*Op, error) {
 	opts.Timeline, opts.OnIteration = false, nil
 	o.opts = opts
 	o.alone = len(ranks) == g.Ranks || opts.WaitProgress
+	o.claim.Store(1)
+	o.keep.base = time.Now()
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	go o.loop()
 	return o, nil
@@ -331,12 +410,14 @@ func (o *Op) Bind(rank int, b ir.BufID, m Region) error {
 	switch o.state.Load() {
 	case opRunning:
 		return fmt.Errorf("bind: %w: wait for it first", ErrInFlight)
-	case opClosed:
+	case opClosing, opClosed:
 		return fmt.Errorf("bind: %w", ErrSessionClosed)
 	}
 	if rank < 0 || rank >= len(o.bound) || o.bound[rank] == nil || b < 0 || int(b) >= len(o.bound[rank]) {
 		return fmt.Errorf("bind: rank %d buffer #%d is not run here", rank, b)
 	}
+	o.keep.mu.Lock() // the keeper may be driving the devices
+	defer o.keep.mu.Unlock()
 	if o.s != nil {
 		if err := o.s.Rebind(rank, b, m); err != nil {
 			return err
@@ -359,8 +440,8 @@ func (o *Op) checkBound() error {
 	return nil
 }
 
-// Start starts one iteration and returns at once: the background goroutine runs it, or, when
-// the Op runs every rank of the plan, Wait runs it on the caller's goroutine (see Wait).
+// Start starts one iteration and returns at once: the caller's Wait runs it if it claims it
+// first, else the background goroutine, within a tick or two (see Op).
 func (o *Op) Start() error {
 	if o.failed != nil {
 		return fmt.Errorf("start: %w", o.failed)
@@ -376,35 +457,45 @@ func (o *Op) Start() error {
 		return fmt.Errorf("start: %w", err)
 	}
 	if !o.state.CompareAndSwap(opIdle, opRunning) {
-		if o.state.Load() == opClosed {
+		if st := o.state.Load(); st == opClosed || st == opClosing {
 			return fmt.Errorf("start: %w", ErrSessionClosed)
 		}
 		return fmt.Errorf("start: %w: wait for it first", ErrInFlight)
 	}
-	o.handed = false
-	if !o.alone {
-		o.handOff()
+	o.gen.Add(1)
+	o.lastStart.Store(o.keep.now())
+	o.claim.Store(0)
+	if !o.alone && !o.ticking.Load() {
+		// The loop sleeps: wake it, so that the start runs even if this process does not Wait
+		// (it ticks from now on; while it ticks it finds the start by itself).
+		o.wake()
 	}
 	return nil
 }
 
-// handOff gives the start in flight to the background goroutine, once.
-func (o *Op) handOff() {
-	if !o.handed {
-		o.handed = true
-		o.kick <- struct{}{}
+// wake tells the background goroutine to look for a start to claim and to keep the keeper
+// ticking. It never blocks: a wake not yet seen serves.
+func (o *Op) wake() {
+	select {
+	case o.kick <- struct{}{}:
+	default:
 	}
 }
 
-// runInline runs the start in flight on the caller's goroutine: no hand-off to the background
-// goroutine and back. Close waits for it (inline) before it releases the session.
+// runInline runs the start in flight, claimed, on the caller's goroutine. Close waits for it
+// (inline) before it releases the session.
 func (o *Op) runInline() error {
 	o.inline <- struct{}{}
 	defer func() { <-o.inline }()
 	if o.state.Load() == opClosed {
 		return o.finish(fmt.Errorf("wait: %w during the start", ErrSessionClosed))
 	}
-	return o.finish(o.iteration())
+	err := o.iteration()
+	if o.keep.lingering() {
+		o.wake() // the keeper ticks in the background goroutine
+	}
+	o.byWait = true
+	return o.finish(err)
 }
 
 // finish records the end of the start in flight.
@@ -421,45 +512,68 @@ func (o *Op) finish(err error) error {
 	return err
 }
 
-// Test reports whether the start in flight is done (true when none is). The first Test of a
-// start hands it to the background goroutine, which runs it while the caller does other work.
+// Test reports whether the start in flight is done (true when none is). A start nobody
+// claimed goes to the background goroutine, which runs it while the caller does other work.
 func (o *Op) Test() (bool, error) {
 	if o.state.Load() != opRunning {
 		return true, nil
 	}
-	o.handOff()
+	o.wake()
 	select {
 	case err := <-o.done:
+		o.byWait = false
 		return true, o.finish(err)
 	default:
 		return false, nil
 	}
 }
 
-// Wait waits for the start in flight, or until ctx ends. When the Op runs every rank of the
-// plan, a start no Test handed to the background runs here, on the caller's goroutine (no
-// hand-off to the background goroutine and back), provided ctx cannot end (ctx.Done() == nil):
-// an iteration cannot be abandoned halfway. Such an iteration depends on no other process, so
-// running it at Wait rather than at Start cannot stall a peer. When peers run other ranks it
-// goes to the background: a peer may wait for this start's progress while this process waits
-// for another Coll (several in flight, waited in another order by each process), unless
-// Options.WaitProgress says every process waits in one order.
+// Wait waits for the start in flight, or until ctx ends. A start no runner claimed yet runs
+// here, on the caller's goroutine, provided ctx cannot end (ctx.Done() == nil): an iteration
+// cannot be abandoned halfway. Otherwise the background goroutine runs it (when the Op runs
+// alone, a start is handed to it only by Test or such a Wait).
 func (o *Op) Wait(ctx context.Context) error {
 	if o.state.Load() != opRunning {
 		return nil
 	}
-	if o.alone && !o.handed && ctx.Done() == nil {
+	if ctx.Done() == nil && o.claim.CompareAndSwap(0, 1) {
 		return o.runInline()
 	}
-	o.handOff()
+	o.wake()
 	select {
 	case err := <-o.done:
+		o.byWait = false
 		return o.finish(err)
 	case <-o.exited:
 		return fmt.Errorf("wait: %w during the start", ErrSessionClosed)
 	case <-ctx.Done():
 		return fmt.Errorf("wait: %w (the start goes on: wait again, or close)", ctx.Err())
 	}
+}
+
+// Fence, when no start is in flight and the last one ended without the end barrier while a
+// peer may still need this process's progress (keeper), runs that barrier now, driving the
+// devices meanwhile, so that no peer's start is left without the progress it needs when this
+// process closes the Op. Every process that runs the plan's other ranks must then call it
+// too (Close of the library's Coll does): it waits for them, at most the hang timeout. The Op
+// takes no start after Fence: Close is next.
+func (o *Op) Fence() error {
+	if !o.state.CompareAndSwap(opIdle, opClosing) {
+		return nil
+	}
+	o.keep.mu.Lock()
+	s := o.s
+	o.keep.mu.Unlock()
+	if s == nil || o.failed != nil || o.opts.Barrier == nil || !o.keep.lingering() {
+		return nil
+	}
+	o.wake()
+	err := o.opts.Barrier(o.ctx)
+	o.keep.settle()
+	if err != nil {
+		return fmt.Errorf("close: the barrier that lets every peer finish its last start: %w", err)
+	}
+	return nil
 }
 
 // Close stops the background goroutine, abandoning a start in flight (it is cancelled: a
@@ -498,21 +612,64 @@ func (o *Op) Close() error {
 	return err
 }
 
-// loop is the background goroutine: one iteration per kick.
+// activeWindow is how long after a start the background goroutine keeps ticking, so that the
+// next start need not wake it (a wake costs a thread switch on the critical path, hundreds of
+// microseconds when processes outnumber cores).
+const activeWindow = 100 * time.Millisecond
+
+// loop is the background goroutine: it runs the starts it claims, and ticks while the keeper
+// lingers or a start was made within activeWindow. A tick claims a start nobody claimed for a
+// whole tick (its process did not Wait: it computes, or waits for something else), so a start
+// always runs within a tick or two without its Wait, and Start never has to wake the loop while
+// it ticks.
 func (o *Op) loop() {
 	defer close(o.exited)
-	if _, soft := o.p.(nic.Progresser); !soft {
-		// A NIC that moves by itself is polled in a tight loop of short C calls: a locked thread
-		// keeps the scheduler from moving the loop between threads (see Session.RunTimed).
-		runtime.LockOSThread()
+	_, soft := o.p.(nic.Progresser)
+	tick := time.NewTimer(lingerTick)
+	tick.Stop()
+	armed := false
+	var seen uint64 // the start a tick found unclaimed
+	run := func() {
+		if !soft {
+			// A NIC that moves by itself is polled in a tight loop of short C calls: a locked
+			// thread keeps the scheduler from moving the loop between threads (see
+			// Session.RunTimed).
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
+		o.done <- o.iteration()
 	}
 	for {
+		want := o.keep.lingering() || !o.alone && (o.claim.Load() == 0 || o.keep.now()-o.lastStart.Load() < int64(activeWindow))
+		o.ticking.Store(want)
+		if !want && !o.alone && o.claim.Load() == 0 {
+			continue // a Start saw the loop ticking as it stopped (Start and Op.ticking)
+		}
+		if want && !armed {
+			tick.Reset(lingerTick)
+			armed = true
+		} else if !want && armed {
+			tick.Stop()
+			armed = false
+		}
 		select {
 		case <-o.quit:
 			return
 		case <-o.kick:
+			if o.claim.CompareAndSwap(0, 1) {
+				run()
+			}
+		case <-tick.C:
+			armed = false
+			if !o.alone && o.claim.Load() == 0 {
+				if g := o.gen.Load(); g != seen {
+					seen = g // unclaimed for less than a tick: Wait may come
+				} else if o.claim.CompareAndSwap(0, 1) {
+					run()
+				}
+			}
+			o.keep.tick()
 		}
-		o.done <- o.iteration()
 	}
 }
 
@@ -523,11 +680,19 @@ func (o *Op) iteration() (err error) {
 			err = fmt.Errorf("%w: %v\n%s", ErrPanic, r, debug.Stack())
 		}
 	}()
+	o.keep.mu.Lock()
+	defer o.keep.mu.Unlock()
 	if o.s == nil {
 		s, err := prepare(o.ctx, o.plan, o.p, o.opts, false)
 		if err != nil {
 			return err
 		}
+		for _, r := range s.res {
+			if h, ok := r.dev.(nic.HostProgress); ok {
+				o.keep.hp = append(o.keep.hp, h)
+			}
+		}
+		s.keep = &o.keep
 		o.s = s
 	}
 	return o.s.step(o.ctx)

@@ -211,6 +211,9 @@ type Session struct {
 	remoteMoved bool
 	failed      error // what ended an earlier Run: the queues are in no state to go on
 	closed      bool
+	// keep: the Op's keeper (nil for Session.Run): steps hold keep.mu, let go of it around
+	// World calls, and leave the keeper lingering when they end without a barrier.
+	keep *keeper
 }
 
 // ErrSessionClosed is returned by Run on a closed Session.
@@ -261,6 +264,9 @@ func prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options, w
 	caps := p.Caps()
 	engine, err := engineFor(opts.Engine, plan.Target, caps)
 	if err != nil {
+		return nil, err
+	}
+	if err := CheckOrder(plan, caps); err != nil {
 		return nil, err
 	}
 	if opts.Timeline && engine != Poll {

@@ -19,9 +19,9 @@ var (
 	// ErrNeedsGenericTarget: the poll engine walks the dependencies itself and runs plans for a
 	// target without cross-channel.
 	ErrNeedsGenericTarget = errors.New("the poll engine needs a target without cross-channel")
-	// ErrOrder: the NIC does not grant the ordering between the ops of a queue that the
-	// target's plans were proven race-free under (ir.Target.Order, nic.Caps.Order).
-	ErrOrder = errors.New("the NIC does not grant the target's message ordering")
+	// ErrOrder: the NIC does not grant the ordering between the ops of a queue that the plan's
+	// race-freedom relies on (ir.Graph.Relies, nic.Caps.Order).
+	ErrOrder = errors.New("the NIC does not grant the message ordering the plan relies on")
 )
 
 // SelectError says why Select (or Prepare, for the plan's target) refused an engine, a target
@@ -71,12 +71,6 @@ func engineFor(e Engine, t ir.Target, caps nic.Caps) (Engine, error) {
 	fail := func(err error, format string, args ...any) (Engine, error) {
 		return e, &SelectError{Engine: e, Target: t.Name, Err: err, msg: fmt.Sprintf(format, args...)}
 	}
-	if caps.Order&nic.OrderKnown != 0 {
-		if lack := t.Order &^ ir.Order(caps.Order); lack&ir.OrderStrict != ir.OrderNone {
-			return fail(ErrOrder, "target %s's plans are proven race-free under the message ordering %s, but this NIC grants %s (msg_order), without %s: compile the plan for a target whose ordering the NIC grants (`unordered` relies on none; coredag check --target shows what a plan needs)",
-				t.Name, t.Order, ir.Order(caps.Order&^nic.OrderKnown), lack)
-		}
-	}
 	offloadable := t.CrossChannel && t.Style != ir.StyleNone
 	if t.Trigger != nil && caps.Counters && (e == Auto || e == Offload) {
 		// Triggered plans: the offload engine hands each iteration's triggered work to the NIC.
@@ -114,4 +108,31 @@ func engineFor(e Engine, t ir.Target, caps nic.Caps) (Engine, error) {
 		return Offload, nil
 	}
 	return fail(ErrUnknownEngine, "unknown engine %v", e)
+}
+
+// CheckOrder refuses a NIC (caps) that does not grant the ordering between the ops of a queue
+// that plan's race-freedom relies on (ir.Graph.Relies), naming the orderings it lacks, the ops
+// that need them and the race each would let happen. A plan that relies on none, or a NIC that
+// does not say what it grants (nic.OrderKnown unset), is never refused. Prepare and NewOp call
+// it; the error is a *SelectError wrapping ErrOrder.
+func CheckOrder(plan *ir.Plan, caps nic.Caps) error {
+	rl := plan.Graph.Relies
+	if rl == nil || caps.Order&nic.OrderKnown == 0 {
+		return nil
+	}
+	grants := ir.Order(caps.Order &^ nic.OrderKnown)
+	lack := rl.Order &^ grants
+	if lack == ir.OrderNone {
+		return nil
+	}
+	missing := &ir.Reliance{Order: lack}
+	for _, u := range rl.Uses {
+		if u.Order&lack != 0 {
+			missing.Uses = append(missing.Uses, u)
+		}
+	}
+	return &SelectError{Target: plan.Target.Name, Err: ErrOrder, msg: fmt.Sprintf(
+		"plan %s relies on %s between the ops of a queue, which this NIC does not grant (its msg_order is %s): %s. "+
+			"Run it on a provider that grants %s, or order the ops with a message so that the plan relies on no ordering (coredag check --target unordered shows where)",
+		plan.Graph.Name, lack.Describe(), grants, missing.Explain(plan.Graph), lack)}
 }

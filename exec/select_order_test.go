@@ -2,6 +2,7 @@ package exec_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,62 +13,80 @@ import (
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/verify"
 )
 
-// orderedNIC is a software NIC that says it grants the ordering o (msg_order bits).
-type orderedNIC struct {
-	*softnic.NIC
-	order ir.Order
+// Select picks engines and targets whatever ordering the NIC grants: what counts is what a
+// plan relies on, which only a compiled plan says (CheckOrder).
+func TestSelectIgnoresOrder(t *testing.T) {
+	caps := softnic.New(softnic.Options{NoCrossChannel: true, Order: nic.OrderKnown}).Caps()
+	for _, target := range []string{"generic", "unordered", "triggered-sockets"} {
+		_, _, err := exec.Select(exec.Auto, target, caps)
+		assert.NoError(t, err, target)
+	}
 }
 
-func (n orderedNIC) Caps() nic.Caps {
-	c := n.NIC.Caps()
-	c.Order = nic.OrderKnown | uint64(n.order)
-	return c
+// compileUnder loads a plan proven under the ordering ord and compiles it for target.
+func compileUnder(t *testing.T, path string, src []byte, ord ir.Order, target string) *ir.Plan {
+	t.Helper()
+	g, err := planner.Load(path, src, nil, planner.Options{Verify: verify.Options{Order: ord}})
+	require.NoError(t, err)
+	tg, err := ir.LookupTarget(target)
+	require.NoError(t, err)
+	plan, err := planner.Compile(g, tg)
+	require.NoError(t, err)
+	return plan
 }
 
-// A NIC that grants less ordering than a target's plans were proven under is refused, by Select
-// and by Prepare, naming what it lacks; one that grants it, or does not say, is not.
-func TestSelectOrder(t *testing.T) {
-	plain := softnic.New(softnic.Options{NoCrossChannel: true}).Caps()
+// A plan that relies on write-after-write ordering (a write, then a notified write that says the
+// first is in place: docs/examples) is refused, by Prepare and by NewOp, on a NIC that says it
+// does not grant it, naming the ordering, the two writes and the race; it runs on one that grants
+// it, and on one that says nothing. A plan that relies on no ordering runs on a NIC that grants
+// none.
+func TestPrepareOrder(t *testing.T) {
+	const path = "../docs/examples/errors/race_order_notify.dag"
+	src, err := os.ReadFile(path)
+	require.NoError(t, err)
+	relies := compileUnder(t, path, src, ir.OrderRC, "generic")
+	require.NotNil(t, relies.Graph.Relies)
+	require.Equal(t, ir.OrderWAW, relies.Graph.Relies.Order)
+
+	free := compileUnder(t, "p.dag", []byte("plan p\nparam ranks = 2\nbuffer a f32[4] init rank\nbuffer b f32[4] remote_write\nqueue q to (rank + 1) % ranks peer q\nop w = write q a to b\n"), ir.OrderRC, "generic")
+	require.Nil(t, free.Graph.Relies)
+
 	for _, c := range []struct {
-		target string
-		order  uint64
-		ok     bool
+		name  string
+		plan  *ir.Plan
+		order uint64
+		ok    bool
 	}{
-		{"generic", 0, true}, // the NIC does not say
-		{"generic", nic.OrderKnown | uint64(ir.OrderRC), true},
-		{"generic", nic.OrderKnown | uint64(ir.OrderStrict), true},
-		{"generic", nic.OrderKnown | uint64(ir.OrderSAS|ir.OrderWAW), false},
-		{"generic", nic.OrderKnown, false},
-		{"unordered", nic.OrderKnown, true},
-		{"triggered-cxi", nic.OrderKnown | uint64(ir.OrderSAS|ir.OrderWAW), true},
-		{"triggered-sockets", nic.OrderKnown | uint64(ir.OrderRC), false},
+		{"relies, NIC grants SAS|SAW", relies, nic.OrderKnown | uint64(ir.OrderSAS|ir.OrderSAW), false},
+		{"relies, NIC grants none", relies, nic.OrderKnown, false},
+		{"relies, NIC grants WAW", relies, nic.OrderKnown | uint64(ir.OrderWAW), true},
+		{"relies, NIC grants RC", relies, nic.OrderKnown | uint64(ir.OrderRC), true},
+		{"relies, NIC does not say", relies, 0, true},
+		{"free, NIC grants none", free, nic.OrderKnown, true},
+		{"free, NIC grants RC", free, nic.OrderKnown | uint64(ir.OrderRC), true},
 	} {
-		caps := plain
-		caps.Order = c.order
-		_, _, err := exec.Select(exec.Auto, c.target, caps)
+		nicOpts := softnic.Options{NoCrossChannel: true, Order: c.order}
+		s, err := exec.Prepare(context.Background(), c.plan, softnic.New(nicOpts), exec.Options{})
+		op, opErr := exec.NewOp(c.plan, softnic.New(nicOpts), exec.Options{})
 		if c.ok {
-			assert.NoError(t, err, "%s on %#x", c.target, c.order)
+			require.NoError(t, err, c.name)
+			require.NoError(t, opErr, c.name)
+			_, err = s.Run(context.Background(), 1)
+			require.NoError(t, err, c.name)
+			require.NoError(t, s.Close())
+			require.NoError(t, op.Close())
 			continue
 		}
-		require.ErrorIs(t, err, exec.ErrOrder, "%s on %#x", c.target, c.order)
-		assert.Contains(t, err.Error(), "FI_ORDER_", "%s on %#x", c.target, c.order)
+		for _, err := range []error{err, opErr} {
+			require.ErrorIs(t, err, exec.ErrOrder, c.name)
+			msg := err.Error()
+			assert.Contains(t, msg, "plan race_order_notify relies on write-after-write ordering (FI_ORDER_WAW) between the ops of a queue, which this NIC does not grant", c.name)
+			assert.Contains(t, msg, "FI_ORDER_WAW orders write wn (../docs/examples/errors/race_order_notify.dag:9:", c.name)
+			assert.Contains(t, msg, "after write w (../docs/examples/errors/race_order_notify.dag:8:", c.name)
+			assert.Contains(t, msg, "without it, race on rank", c.name)
+		}
 	}
-
-	src := []byte("plan p\nparam ranks = 2\nbuffer a f32[4] init rank\nbuffer b f32[4] remote_write\nqueue q to (rank + 1) % ranks peer q\nop w = write q a to b\n")
-	g, err := planner.Load("p.dag", src, nil, planner.Options{})
-	require.NoError(t, err)
-	target, err := ir.LookupTarget("generic")
-	require.NoError(t, err)
-	plan, err := planner.Compile(g, target)
-	require.NoError(t, err)
-	p := orderedNIC{softnic.New(softnic.Options{NoCrossChannel: true}), ir.OrderSAS}
-	_, err = exec.Prepare(context.Background(), plan, p, exec.Options{})
-	require.ErrorIs(t, err, exec.ErrOrder)
-	assert.Contains(t, err.Error(), "FI_ORDER_SAW")
-	p.order = ir.OrderRC
-	s, err := exec.Prepare(context.Background(), plan, p, exec.Options{})
-	require.NoError(t, err)
-	s.Close()
 }

@@ -20,15 +20,17 @@ const (
 	ExpectGather                          // on Root: block b of Dst = Src@b
 	ExpectScatter                         // rank r: Dst = block r of Src@Root
 	ExpectUnchanged                       // every rank: Dst = Dst@rank
+	ExpectBarrier                         // every rank leaves after every rank has entered
+	ExpectValue                           // the general form: Dst[Lo:Hi] = Want, on Ranks
 )
 
-var expectNames = [...]string{"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "gather", "scatter", "unchanged"}
+var expectNames = [...]string{"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "gather", "scatter", "unchanged", "barrier", "value"}
 
 func (k ExpectKind) String() string { return expectNames[k] }
 
-// ParseExpectKind maps a collective's name to its ExpectKind.
+// ParseExpectKind maps a collective's name to its ExpectKind (the general form has no name).
 func ParseExpectKind(s string) (ExpectKind, bool) {
-	for i, n := range expectNames {
+	for i, n := range expectNames[:ExpectValue] {
 		if n == s {
 			return ExpectKind(i), true
 		}
@@ -36,8 +38,9 @@ func ParseExpectKind(s string) (ExpectKind, bool) {
 	return 0, false
 }
 
-// ExpectKinds lists the names of the postcondition forms, in order.
-func ExpectKinds() []string { return append([]string(nil), expectNames[:]...) }
+// ExpectKinds lists the names of the postcondition forms, in order (not the general form,
+// which is written with ==).
+func ExpectKinds() []string { return append([]string(nil), expectNames[:ExpectValue]...) }
 
 // Reduces reports whether the form takes a reduction operator.
 func (k ExpectKind) Reduces() bool {
@@ -58,12 +61,89 @@ type Expect struct {
 	Dst, Src BufID
 	Root     int      // reduce, broadcast, gather and scatter; 0 otherwise
 	SrcBlock bool     // Src is Dst's own block (allgather and gather without `from`)
+	DstBlock bool     // reduce_scatter into one block: Dst has Src's elements / ranks
 	Pos      diag.Pos // the statement
+
+	// The general form (ExpectValue): elements [Lo, Hi) of Dst on each rank of Ranks hold Want:
+	// Want[k*(Hi-Lo)+j] is element Lo+j on Ranks[k]. Text is the statement as written.
+	// Given is its precondition (`if`): elements of the initial memory it assumes.
+	Lo, Hi int64
+	Ranks  []int
+	Want   []Linear
+	Given  []Given
+	Text   string
+}
+
+// Given is a precondition of a general expect: element Elem of Buf on Rank starts as Value
+// (in the buffer's type: an integer's low bits).
+type Given struct {
+	Buf   BufID
+	Elem  int64
+	Rank  int
+	Value int64
+}
+
+// GivenKey identifies a list of preconditions: expects with equal keys assume the same.
+func GivenKey(gs []Given) string {
+	if len(gs) == 0 {
+		return ""
+	}
+	return fmt.Sprint(gs)
+}
+
+// Linear is a value of the general form: Const plus the sum of its terms, each an element of
+// some rank's initial memory counted N times, in the arithmetic of the buffer's type.
+type Linear struct {
+	Const int64
+	Terms []Term // sorted by (Buf, Elem, Rank), N never 0
+}
+
+// Term is element Elem of buffer Buf's initial contents on rank Rank, counted N times.
+type Term struct {
+	Buf  BufID
+	Elem int64
+	Rank int
+	N    int64
+}
+
+// LinearString writes v as the language does: "counter[0]@1 + 10", "2 * data[3]@0", "7".
+func (g *Graph) LinearString(v *Linear) string {
+	s := ""
+	for _, t := range v.Terms {
+		n := t.N
+		switch {
+		case s == "" && n < 0:
+			s, n = "-", -n
+		case s != "" && n < 0:
+			s, n = s+" - ", -n
+		case s != "":
+			s += " + "
+		}
+		if n != 1 {
+			s += fmt.Sprintf("%d * ", n)
+		}
+		s += fmt.Sprintf("%s[%d]@%d", g.Buffers[t.Buf].Name, t.Elem, t.Rank)
+	}
+	switch {
+	case s == "":
+		return fmt.Sprint(v.Const)
+	case v.Const > 0:
+		s += fmt.Sprintf(" + %d", v.Const)
+	case v.Const < 0:
+		s += fmt.Sprintf(" - %d", uint64(-v.Const))
+	}
+	return s
 }
 
 // ExpectString writes a postcondition as the language does, with its root evaluated:
 // "expect gather all from mine root 0".
 func (g *Graph) ExpectString(e *Expect) string {
+	if e.Kind == ExpectValue {
+		return e.Text
+	}
+	if e.Kind == ExpectBarrier {
+		return "expect barrier"
+	}
 	s := "expect " + e.Kind.String()
 	if e.Kind.Reduces() {
 		s += " " + e.Red.String()

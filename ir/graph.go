@@ -409,6 +409,12 @@ type Graph struct {
 	// unproven (an init too costly to evaluate in full).
 	Notes diag.List
 
+	// Relies is the ordering between the ops of a queue that the plan's race-freedom relies on
+	// (order.go), set by the checks (planner.Load) once they have proven the races under a
+	// target's ordering; nil when the plan relies on none, or was not checked. A runtime refuses a
+	// transport that does not grant it.
+	Relies *Reliance
+
 	// adj is the CSR adjacency over Edges, built by Freeze; nil until then.
 	adj *Deps
 }

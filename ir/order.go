@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"fmt"
 	"iter"
 	"math/bits"
 	"strings"
@@ -150,4 +151,43 @@ func (o Order) each() iter.Seq[int] {
 
 func libfabricName(bit int) string {
 	return "FI_ORDER_" + [...]string{"RAR", "RAW", "RAS", "WAR", "WAW", "WAS", "SAR", "SAW", "SAS"}[bit]
+}
+
+// Reliance is the ordering between the ops of a queue that a plan's race-freedom relies on, as
+// the race check found it (planner/verify): a smallest set of the orderings of the target it was
+// proven under such that, without any one of them, a race comes back. A plan that relies on
+// none has no Reliance (Graph.Relies is nil) and runs on any transport.
+type Reliance struct {
+	Order Order      // the orderings relied on
+	Uses  []OrderUse // where, one per ordering of Order, in libfabric's order
+}
+
+// OrderUse is one ordering a plan relies on: two ops posted one after the other on one queue,
+// whose landings it orders, and the race that comes back without it.
+type OrderUse struct {
+	Order      Order // one FI_ORDER_* bit
+	Prev, Next OpID  // Next's data lands after Prev's (Next may be None when no pair was found)
+	Race       string
+}
+
+// Explain words where the plan g relies on r's orderings, for a message: for each, the ops that
+// need it and the race without it, separated by "; ".
+func (r *Reliance) Explain(g *Graph) string {
+	var b strings.Builder
+	for i, u := range r.Uses {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(libfabricName(bits.TrailingZeros64(uint64(u.Order))))
+		if u.Prev != None && u.Next != None {
+			p, n := &g.Ops[u.Prev], &g.Ops[u.Next]
+			q := &g.Queues[p.Queue]
+			fmt.Fprintf(&b, " orders %s %s (%s) after %s %s (%s) on queue %s of rank %d", n.Kind, n.Name, n.Pos, p.Kind, p.Name, p.Pos, q.Name, p.Rank)
+		}
+		if u.Race != "" {
+			b.WriteString(": without it, ")
+			b.WriteString(u.Race)
+		}
+	}
+	return b.String()
 }

@@ -28,7 +28,7 @@ func TestPostconditionRejects(t *testing.T) {
 			s.so, s.do = mod(s.do+1, 4), mod(s.do+1, 4)
 			return a
 		},
-		`expect allreduce sum data: data[0] on rank 1 should hold the sum over ranks 0-3 of data[0], but holds the sum over ranks 0-3 of data[12] — the contributions of ranks 0-3 are missing`,
+		`expect allreduce sum data: data[0] on rank 1 should hold the sum over ranks 0-3 of data[0], but holds the sum over ranks 0-3 of data[12] — another element's contributions: the contributions of ranks 0-3 to data[12] in place of theirs to data[0], data from 12 elements further on`,
 	}, {
 		// The local copy of a rank's own chunk is gone: that block of its output stays as it was.
 		"removed", func() *xalgo {

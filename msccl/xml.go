@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -222,6 +223,10 @@ func (r *reader) read() *Algo {
 func (r *reader) attrs(t xml.StartElement, from, to int64, elem diag.Pos) attrs {
 	a := attrs{elem: elem}
 	offs := r.attrOffsets(r.src[from:min(to, int64(len(r.src)))])
+	var seen map[string]int // an attribute's index in a, for a tag of many (a search of a otherwise)
+	if len(t.Attr) > 8 {
+		seen = make(map[string]int, len(t.Attr))
+	}
 	for i, x := range t.Attr {
 		if x.Name.Space != "" {
 			continue
@@ -229,6 +234,22 @@ func (r *reader) attrs(t xml.StartElement, from, to int64, elem diag.Pos) attrs 
 		pos := elem
 		if i < len(offs) {
 			pos = r.posAt(from + int64(offs[i]))
+		}
+		// XML allows an attribute once per start tag; encoding/xml does not check it.
+		first := -1
+		if seen != nil {
+			if k, ok := seen[x.Name.Local]; ok {
+				first = k
+			} else {
+				seen[x.Name.Local] = len(a.names)
+			}
+		} else {
+			first = slices.Index(a.names, x.Name.Local)
+		}
+		if first >= 0 {
+			r.errs.Add(diag.Syntax, pos, "attribute %s appears twice in <%s>: the XML is not well-formed (keep one)", x.Name.Local, t.Name.Local).
+				Relate(a.pos[first], "the first "+x.Name.Local)
+			continue
 		}
 		a.names = append(a.names, x.Name.Local)
 		a.values = append(a.values, x.Value)

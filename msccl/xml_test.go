@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/coredag/coredag/diag"
 )
 
 // manyAttrs is an <algo> with n attributes besides its own, then one GPU.
@@ -78,4 +80,39 @@ func TestDeclarationErrors(t *testing.T) {
 			t.Errorf("%s: %v", decl, err)
 		}
 	}
+}
+
+// TestDuplicateAttributes: XML allows an attribute once per start tag, which encoding/xml does
+// not check: a second one is refused at its position, naming the first, in a short tag and in
+// one of many attributes alike.
+func TestDuplicateAttributes(t *testing.T) {
+	const algo = `<algo name="x" ngpus="1" coll="custom"><gpu id="0" i_chunks="1" o_chunks="1" s_chunks="0"/></algo>`
+	for _, c := range []struct{ src, want, first string }{
+		{strings.Replace(algo, `<gpu id="0"`, `<gpu id="0" id="1"`, 1), "attribute id appears twice in <gpu>: the XML is not well-formed (keep one)", `id="0"`},
+		{strings.Replace(string(manyAttrs(20)), ` a19="19"`, ` a19="19" a3="x"`, 1), "attribute a3 appears twice in <algo>", ` a3=`},
+	} {
+		_, err := Parse("d.xml", []byte(c.src))
+		l, ok := err.(diag.List)
+		if !ok || len(l) != 1 {
+			t.Fatalf("%s: got %v, want one diagnostic", c.want, err)
+		}
+		d := l[0]
+		if !strings.Contains(d.Msg, c.want) {
+			t.Errorf("got %q, want %q", d.Msg, c.want)
+		}
+		line, col := posOf(c.src, strings.LastIndex(c.src, c.want[len("attribute "):strings.Index(c.want, " appears")]+"="))
+		if int(d.Pos.Line) != line || int(d.Pos.Col) != col {
+			t.Errorf("%s: at %d:%d, want %d:%d", c.want, d.Pos.Line, d.Pos.Col, line, col)
+		}
+		fl, fc := posOf(c.src, strings.Index(c.src, c.first)+strings.IndexFunc(c.first, func(r rune) bool { return r != ' ' }))
+		if len(d.Related) != 1 || int(d.Related[0].Pos.Line) != fl || int(d.Related[0].Pos.Col) != fc {
+			t.Errorf("%s: related %v, want %d:%d", c.want, d.Related, fl, fc)
+		}
+	}
+}
+
+// posOf is the 1-based line and column of byte offset off of src.
+func posOf(src string, off int) (line, col int) {
+	line = 1 + strings.Count(src[:off], "\n")
+	return line, off - strings.LastIndex(src[:off], "\n")
 }

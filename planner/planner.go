@@ -21,6 +21,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner/elaborate"
@@ -34,6 +35,7 @@ import (
 type Options struct {
 	Elaborate elaborate.Options // limits and the memory budget
 	MSCCL     msccl.Options     // how an .xml algorithm becomes a plan
+	Prove     prove.Options     // the memory budget of the proof of the postconditions
 	// Verify is how the checks split their work, and the ordering of the target the races are
 	// proven under (verify.Options.Order).
 	Verify verify.Options
@@ -48,6 +50,13 @@ type Options struct {
 	// Load returns once Beside has. If a later check fails, Beside's work was for nothing:
 	// ctx is then cancelled, so that Beside can stop early.
 	Beside func(ctx context.Context, g *ir.Graph)
+}
+
+// Within returns the options of a command run within the memory budget b: elaboration caps
+// the plan's ops and checks the Graph's arrays against b (elaborate.Within), and the proofs
+// keep their values within their share of it (prove.Options).
+func Within(b budget.Budget) Options {
+	return Options{Elaborate: elaborate.Within(b), Prove: prove.Options{Budget: b}}
 }
 
 // IsMSCCL reports whether filename names an MSCCL-IR algorithm (an .xml file) rather than a
@@ -69,7 +78,6 @@ func Parse(filename string, src []byte, opt msccl.Options) (*dsl.File, error) {
 // When only verification failed, the Graph is returned too, so a caller can explain the failure
 // (SuggestFixes).
 func Load(filename string, src []byte, params map[string]int64, opt Options) (_ *ir.Graph, err error) {
-	lim := opt.Elaborate
 	if _, ok := params["ranks"]; ok && IsMSCCL(filename) {
 		return nil, &elaborate.ParamError{Msg: "-p ranks: an MSCCL algorithm runs on the ngpus GPUs its XML lists; only -p chunk=ELEMS applies"}
 	}
@@ -80,7 +88,7 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (_ 
 	if err := elaborate.CheckParams(f, params); err != nil {
 		return nil, err
 	}
-	g, err := elaborate.Elaborate(f, params, lim)
+	g, err := elaborate.Elaborate(f, params, opt.Elaborate)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +122,7 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (_ 
 	spare := make(chan struct{})
 	go func() { races <- order.Races(sync.OnceFunc(func() { close(spare) })) }()
 	<-spare // the proof takes the CPU the race search leaves idle, not one it uses
-	proved := prove.CheckWithin(g, order, lim.Budget)
+	proved := prove.Check(g, order, opt.Prove)
 	errs = <-races
 	var lints diag.List
 	if lint != nil {
@@ -126,7 +134,8 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (_ 
 	if ordered := order.Ordered(); ordered != nil {
 		// Race-free only under the target's ordering, which may order the events otherwise:
 		// the proof replays them in an order that agrees with it.
-		proved = prove.Check(g, ordered)
+		proved = prove.Check(g, ordered, opt.Prove)
+		g.Relies = order.Relied() // what a runtime must find its transport grants
 		if d := order.Reliance(); d != nil {
 			lints = append(diag.List{d}, lints...)
 		}

@@ -6,9 +6,14 @@
 #   shm:     coredag on libfabric shm (polling engine)  vs  Open MPI ob1 + vader (shared memory)
 #   sockets: coredag on libfabric sockets (triggered offload)  vs  Open MPI ob1 + tcp,self
 #   tcp:     coredag on libfabric "tcp;ofi_rxm" (polling engine)  vs  Open MPI ob1 + tcp,self
+# coredag runs plans/ring_allreduce.dag from SMALL_BELOW bytes up and, below, the recursive
+# doubling of examples/mpi/recursive_doubling_f32.dag (two steps for 4 ranks instead of six hops,
+# and no World call per start), as MPI libraries pick their algorithm by size.
 # Also examples/c/callcost.c: one start+wait of a trivial plan from C. Prints the machine's load
 # (uptime) before and after: on a shared machine the numbers move with it.
-# Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir).
+# Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir),
+# SMALL_BELOW (default 524288; 0: the ring at every size), SIZES (comma-separated bytes, e.g.
+# 8,4096,65536,262144,1048576,4194304,16777216; default every power of two up to MAXBYTES).
 # Usage: scripts/mpi-bench.sh [shm|sockets|tcp|callcost]...   (default: all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,6 +29,9 @@ mpicc -O2 -Wall -o "$tmp/allreduce" examples/mpi/allreduce.c $(pkg-config --cfla
 cc -O2 -Wall -o "$tmp/callcost" examples/c/callcost.c $(pkg-config --cflags --libs coredag)
 np=${NP:-4}
 max=${MAXBYTES:-16777216}
+small=()
+[ "${SMALL_BELOW:-524288}" = 0 ] || small=(-q examples/mpi/recursive_doubling_f32.dag -t "${SMALL_BELOW:-524288}")
+[ -z "${SIZES:-}" ] || small+=(-s "$SIZES")
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(callcost shm sockets tcp)
 echo "# $(uptime)"
@@ -38,6 +46,6 @@ for config in "${configs[@]}"; do
   esac
   echo "== $config: coredag ${opts[*]} vs Open MPI ${mca[*]}"
   timeout -k 10 1800 mpirun --allow-run-as-root --oversubscribe -np "$np" "${mca[@]}" --mca btl_tcp_if_include lo \
-    -x FI_SOCKETS_IFACE=lo "$tmp/allreduce" -b -m "$max" "${opts[@]}" || echo "== $config failed (exit $?)"
+    -x FI_SOCKETS_IFACE=lo "$tmp/allreduce" -b -m "$max" "${small[@]}" "${opts[@]}" || echo "== $config failed (exit $?)"
 done
 echo "# $(uptime)"

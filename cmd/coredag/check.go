@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
@@ -19,7 +20,7 @@ type checkCmd struct {
 	paramFlags
 	Target       string   `placeholder:"NAME" help:"Also check the plan against this target's limits (see coredag targets), as compile does: a plan over them fails; races are proven under its ordering between the ops of a queue. Without it, the limits of the default target (connectx) are reported as warnings, and so is an ordering of connectx the plan relies on."`
 	JSON         bool     `help:"Print diagnostics as JSON on stdout."`
-	ExplainRaces bool     `help:"When a plan has races, list the after edges that would make it race-free."`
+	ExplainRaces bool     `help:"When a plan has races, list after edges that make it race-free, checked to leave no deadlock, and the races no after edge fixes."`
 	Files        []string `arg:"" name:"file" help:"Plan files (- for stdin)."`
 }
 
@@ -34,6 +35,10 @@ type checkReport struct {
 	Warnings    []diag.JSON `json:"warnings,omitempty"` // without --target: the default target's limits the plan exceeds
 	Notes       []diag.JSON `json:"notes,omitempty"`    // what check left unproven (not errors)
 	Fixes       []jsonFix   `json:"fixes,omitempty"`    // with --explain-races
+	Unfixed     []string    `json:"unfixed,omitempty"`  // with --explain-races: races no edge fixes
+	// ReliesOn is the ordering between the ops of a queue the plan's race-freedom relies on, as
+	// libfabric's FI_ORDER_* names (absent: none): a runtime refuses a NIC that lacks it.
+	ReliesOn []string `json:"relies_on,omitempty"`
 }
 
 // jsonFix is one suggested `op after after` edge and the ranks that need it.
@@ -73,10 +78,13 @@ func (c *checkCmd) Run(e *env) error {
 				printDiagnostics(e.stderr, l)
 			}
 			if c.ExplainRaces && l.graph != nil {
-				c.explain(e, l, &r)
+				c.explain(e, l, target, &r)
 			}
 		} else if c.checkPassed(e, l, target, &r) {
 			r.Ranks, r.Ops = l.graph.Ranks, len(l.graph.Ops)
+			if rl := l.graph.Relies; rl != nil {
+				r.ReliesOn = strings.Split(rl.Order.String(), "|")
+			}
 			if !c.JSON {
 				fits := ""
 				if c.Target != "" {
@@ -155,21 +163,34 @@ func (c *checkCmd) checkPassed(e *env, l *loaded, target ir.Target, r *checkRepo
 	return ok
 }
 
-// explain suggests the orderings that would remove a plan's races.
-func (c *checkCmd) explain(e *env, l *loaded, r *checkReport) {
-	fixes := verify.SuggestFixes(l.graph)
-	if len(fixes.Edges) == 0 {
-		return
-	}
+// explain suggests the orderings that would remove a plan's races, under the ordering of the
+// target the races were found under: edges proven by adding them to the plan and checking it
+// again (verify.Options.SuggestFixes), and the races no edge fixes.
+func (c *checkCmd) explain(e *env, l *loaded, target ir.Target, r *checkReport) {
+	fixes := verify.Options{Order: target.Order, Target: target.Name}.SuggestFixes(l.graph)
 	for _, f := range fixes.Edges {
 		r.Fixes = append(r.Fixes, jsonFix{Op: f.Op, After: f.After, Ranks: f.Ranks})
 	}
+	r.Unfixed = fixes.Unfixed
 	if c.JSON {
 		return
 	}
-	fmt.Fprintf(e.stderr, "%s: to make the plan race-free, add these orderings (as `after` clauses or dependency statements):\n%s", diag.QuoteName(l.path), fixes)
-	if !fixes.Complete {
-		fmt.Fprintln(e.stderr, "  (some races have no single-edge fix: order the two accesses by hand)")
+	if len(fixes.Edges) > 0 {
+		what := "to make the plan race-free, add these orderings"
+		if !fixes.Complete {
+			what = "to fix the races that an `after` can fix, add these orderings"
+		}
+		fmt.Fprintf(e.stderr, "%s: %s (as `after` clauses or dependency statements; checked: they leave no deadlock):\n%s", diag.QuoteName(l.path), what, fixes)
+	}
+	if len(fixes.Unfixed) > 0 {
+		what := "no single `after` edge fixes these races (see their diagnostics)"
+		if fixes.OutOfBudget {
+			what = "no `after` suggested for these races: the search for fixes stopped at its budget"
+		}
+		fmt.Fprintf(e.stderr, "%s: %s:\n", diag.QuoteName(l.path), what)
+		for _, u := range fixes.Unfixed {
+			fmt.Fprintf(e.stderr, "  %s\n", u)
+		}
 	}
 }
 

@@ -15,7 +15,7 @@ func TestCheckCountsProvenPostconditions(t *testing.T) {
 	code, stdout, stderr := coredag(t, "", "check", "-p", "ranks=8", "plans/pairwise_alltoall.dag", "plans/cas_handoff.dag")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "plans/pairwise_alltoall.dag: ok (plan pairwise_alltoall, 8 ranks, 120 ops, 2 postconditions proven)\n")
-	assert.Contains(t, stdout, "plans/cas_handoff.dag: ok (plan cas_handoff, 8 ranks, 22 ops)\n")
+	assert.Contains(t, stdout, "plans/cas_handoff.dag: ok (plan cas_handoff, 8 ranks, 22 ops, 3 postconditions proven)\n")
 }
 
 // TestRunChecksPostconditions: run lists the postconditions it checked on values, in text and

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/msccl"
+	"github.com/coredag/coredag/predict"
 )
 
 func init() {
@@ -11,6 +14,42 @@ func init() {
 
 type exportCmd struct {
 	MSCCL exportMSCCLCmd `cmd:"" name:"msccl" help:"Write a checked two-sided plan (send, recv, reduce, copy, nop) as MSCCL-IR XML."`
+	GOAL  exportGOALCmd  `cmd:"" name:"goal" help:"Write a checked plan as a GOAL schedule (LogGOPSim, ATLAHS): sends, receives, calcs and their dependencies."`
+}
+
+type exportGOALCmd struct {
+	paramFlags
+	ParamsFile string `name:"params" placeholder:"FILE" help:"The figures that turn host steps into calc times (coredag calibrate; default: predict's guess)."`
+	Out        string `short:"o" placeholder:"FILE" help:"Write the schedule to FILE (default: stdout)."`
+	File       string `arg:"" name:"file" help:"Plan file (- for stdin)."`
+}
+
+func (c *exportGOALCmd) Run(e *env) error {
+	par := predict.Default()
+	if c.ParamsFile != "" {
+		var err error
+		if par, err = predict.ReadParams(c.ParamsFile); err != nil {
+			return usageError("--params: %v", err)
+		}
+	}
+	if c.Out != "" {
+		if err := checkOutput(e, "-o", c.Out, c.File); err != nil {
+			return err
+		}
+	}
+	l, err := mustLoad(e, c.File, c.paramFlags, false, loadOptions{})
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := predict.WriteGOAL(&b, l.graph, par); err != nil {
+		return err
+	}
+	if c.Out == "" {
+		_, err := e.stdout.Write(b.Bytes())
+		return err
+	}
+	return writeOutput(c.Out, "the schedule", b.Bytes())
 }
 
 type exportMSCCLCmd struct {

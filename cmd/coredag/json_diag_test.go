@@ -34,7 +34,7 @@ func TestCheckJSONRace(t *testing.T) {
 	assert.Equal(t, diag.JSONRelated{File: "<stdin>", Line: 8, Col: 21, Label: "reduce red on rank 0 reduces into it"}, d.Related[0])
 	assert.Equal(t, []int{0, 1}, d.Ranks)
 	require.NotNil(t, d.Fix)
-	assert.Equal(t, "add `red after tx` on rank 0", d.Fix.Message)
+	assert.Equal(t, "add `red after tx` on every rank", d.Fix.Message)
 	assert.True(t, strings.HasPrefix(d.Message, "race on rank 0's data: "), d.Message)
 
 	// The raw shape: the keys a tool reads.

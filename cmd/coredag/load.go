@@ -92,6 +92,10 @@ type loadOptions struct {
 	// then, with lower, is more work on the begun lowering beside the checks; ctx is cancelled
 	// if one of them fails.
 	then func(ctx context.Context, l *loaded)
+	// order names the target whose ordering between the ops of a queue the races are proven
+	// under when target is nil (run: the plan's Graph then says what it relies on); "" or an
+	// unknown name: none.
+	order string
 }
 
 // loadPlan loads one plan, doing what opt asks beside the checks (planner.Options.Beside): a
@@ -118,9 +122,13 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 		name = "<stdin>"
 	}
 	l := &loaded{path: name, src: src, budget: b}
-	po := planner.Options{Elaborate: elaborate.Within(b), MSCCL: msccl.Options{Elem: p.Type}}
+	po := planner.Within(b)
+	po.MSCCL = msccl.Options{Elem: p.Type}
 	if opt.lint {
 		po.Lint = func(found diag.List) { l.lints = found }
+	}
+	if t, err := ir.LookupTarget(opt.order); err == nil && opt.target == nil {
+		po.Verify.Order, po.Verify.Target = t.Order, t.Name
 	}
 	if opt.target != nil {
 		po.Verify.Order, po.Verify.Target = opt.target.Order, opt.target.Name

@@ -297,6 +297,35 @@ func TestCheckExplainRaces(t *testing.T) {
 	var reports []checkReport
 	require.NoError(t, json.Unmarshal([]byte(stdout), &reports))
 	assert.Contains(t, reports[0].Fixes, jsonFix{Op: "rx[1]", After: "red[0]", Ranks: []int{0, 1, 2, 3}})
+
+	// The credit of a segmented ring waits for the read of its slot (issue 30: the hint was a
+	// loop of waits around the ring).
+	code, _, stderr = coredag(t, "", "check", "--explain-races", "testdata/fixes/seg_ring_credits.dag")
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stderr, "(add `crd_tx[0] after red[0]` on every rank)")
+	assert.Contains(t, stderr, "add these orderings (as `after` clauses or dependency statements; checked: they leave no deadlock):\n  crd_tx[0] after red[0]   # on ranks 0-3\n")
+
+	// Writes from two ranks that no message orders: no edge, said plainly.
+	code, _, stderr = coredag(t, `plan p
+param ranks = 3
+buffer d u64[4] remote_write
+buffer e u64[4]
+if rank == 0 {
+  for p in 1 .. ranks { queue inq[p] to p peer up }
+} else {
+  queue up to 0 peer inq[rank]
+  op w = write up e to d
+}
+`, "check", "--explain-races", "-")
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stderr, "<stdin>: no single `after` edge fixes these races (see their diagnostics):\n  <stdin>:9:24: race on rank 0's d between write w on rank 1 and write w on rank 2\n")
+	assert.NotContains(t, stderr, "add these orderings")
+	code, stdout, _ = coredag(t, "plan p\nparam ranks = 3\nbuffer d u64[4] remote_write\nbuffer e u64[4]\nif rank == 0 {\n  for p in 1 .. ranks { queue inq[p] to p peer up }\n} else {\n  queue up to 0 peer inq[rank]\n  op w = write up e to d\n}\n", "check", "--explain-races", "--json", "-")
+	assert.Equal(t, exitFail, code)
+	reports = nil
+	require.NoError(t, json.Unmarshal([]byte(stdout), &reports))
+	assert.Empty(t, reports[0].Fixes)
+	assert.Equal(t, []string{"<stdin>:9:24: race on rank 0's d between write w on rank 1 and write w on rank 2"}, reports[0].Unfixed)
 }
 
 func TestCheckManyFiles(t *testing.T) {

@@ -66,3 +66,28 @@ func TestTargetsOrdering(t *testing.T) {
 	assert.Equal(t, []string{"FI_ORDER_WAW", "FI_ORDER_SAS"}, got["triggered-cxi"])
 	assert.Equal(t, []string{}, got["unordered"])
 }
+
+// check --json says which orderings a plan relies on; run proves the races under the default
+// targets' ordering (RC) and runs a plan that relies on write-after-write, and refuses it with
+// --target unordered, whose ordering does not give it.
+func TestRunReliesOnOrdering(t *testing.T) {
+	t.Parallel()
+	const plan = "docs/examples/errors/race_order_notify.dag"
+	code, stdout, stderr := coredag(t, "", "check", "--json", plan, "plans/ring_allreduce.dag")
+	require.Equal(t, exitOK, code, stderr)
+	var reports []checkReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &reports), stdout)
+	require.Len(t, reports, 2)
+	assert.Equal(t, []string{"FI_ORDER_WAW"}, reports[0].ReliesOn)
+	assert.Empty(t, reports[1].ReliesOn)
+	assert.NotContains(t, stdout, `"relies_on": null`)
+
+	for _, engine := range []string{"poll", "offload"} {
+		code, stdout, stderr = coredag(t, "", "run", "--engine", engine, plan)
+		assert.Equal(t, exitOK, code, "%s: %s", engine, stderr)
+		assert.Contains(t, stdout, "PASS", engine)
+	}
+	code, _, stderr = coredag(t, "", "run", "--target", "unordered", plan)
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stderr, "only write-after-write ordering (FI_ORDER_WAW) between the ops of a queue would order them, which target `unordered` does not give")
+}

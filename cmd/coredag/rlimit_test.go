@@ -43,17 +43,17 @@ func TestAddressLimit(t *testing.T) {
 	endToEnd(t)
 	const ring = "plans/ring_allreduce.dag"
 	code, out := underAddressLimit(t, nil, "check", "-p", "ranks=4096", ring)
-	assert.Equal(t, exitFail, code, out)
-	assert.Regexp(t, `^plans/ring_allreduce\.dag:\d+:1: the plan has more than \d+ ops over all its ranks .*: a plan takes about 2 KiB per op to check, compile and run, and the memory budget is .* \(set with --mem or COREDAG_MEM\)$`, firstLine(out))
+	assert.Equal(t, exitUsage, code, out)
+	assert.Regexp(t, `^coredag: plans/ring_allreduce\.dag:\d+:1: the plan has more than \d+ ops over all its ranks .*, and a plan takes about 2 KiB per op to check, compile and run; the memory budget is .* \(set with --mem or COREDAG_MEM\): `, firstLine(out))
 
 	code, out = underAddressLimit(t, []string{"COREDAG_MEM=1GiB"}, "check", "-p", "ranks=65536", ring)
-	assert.Equal(t, exitFail, code, out)
+	assert.Equal(t, exitUsage, code, out)
 	assert.Contains(t, firstLine(out), "coredag: note: COREDAG_MEM asks for 1 GiB, more than the address-space limit (ulimit -v) leaves")
-	assert.Regexp(t, `\nplans/ring_allreduce\.dag:\d+:1: the plan has more than \d+ ops over all its ranks`, out)
+	assert.Regexp(t, `\ncoredag: plans/ring_allreduce\.dag:\d+:1: the plan has more than \d+ ops over all its ranks`, out)
 
 	// A larger --mem is lowered to what the limit leaves, and a note says so.
 	code, out = underAddressLimit(t, nil, "check", "--mem", "100GiB", "-p", "ranks=4096", ring)
-	assert.Equal(t, exitFail, code, out)
+	assert.Equal(t, exitUsage, code, out)
 	assert.Regexp(t, `^coredag: note: --mem asks for 100 GiB, more than the address-space limit \(ulimit -v\) leaves: the memory budget is .*, 80% of what the address-space limit \(ulimit -v\) leaves\n`, out)
 	assert.Contains(t, out, "(--mem 100 GiB, lowered to 80% of what the address-space limit (ulimit -v) leaves)")
 

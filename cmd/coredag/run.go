@@ -116,7 +116,7 @@ func (c *runCmd) Run(e *env) error {
 	if !prov.Seeded && (c.Explore > 0 || c.OnHang != "" || c.Seed != 0) {
 		return usageError("--explore, --seed and --on-hang work with the software NIC only")
 	}
-	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON, loadOptions{})
+	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON, loadOptions{order: c.provenUnder()})
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func (c *runCmd) Run(e *env) error {
 	}
 	// The first run's provider also tells setup what the NIC can do and costs; a seeded one
 	// (the software NIC) is opened anew for every further run, with its seed.
-	first0, err := c.openProvider(e, prov, -1, first)
+	first0, err := c.openProvider(e, prov, l.graph, -1, first)
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func (c *runCmd) runSeeds(e *env, l *loaded, prov provider.Entry, p nic.Provider
 		run := p
 		if k > 0 && prov.Seeded {
 			var err error
-			if run, err = c.openProvider(e, prov, -1, seed); err != nil {
+			if run, err = c.openProvider(e, prov, l.graph, -1, seed); err != nil {
 				bar.abort()
 				return nil, err
 			}
@@ -275,6 +275,17 @@ func (c *runCmd) report(e *env, l *loaded, engine exec.Engine, plan *ir.Plan, re
 	return nil
 }
 
+// provenUnder names the target whose ordering between the ops of a queue a run proves the
+// plan's races under: --target, else connectx, whose ordering (RC) is that of every default
+// target (exec.DefaultTarget). The runtime then refuses a NIC that does not grant what the plan
+// relies on (exec.CheckOrder).
+func (c *runCmd) provenUnder() string {
+	if c.Target != "" {
+		return c.Target
+	}
+	return defaultTarget
+}
+
 // fill sets what the report says of a run's result: the engine and provider, latency, counters.
 func (rep *runReport) fill(res *exec.Result) {
 	rep.Engine, rep.Provider = res.Engine.String(), res.Provider
@@ -310,6 +321,9 @@ func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.E
 	}
 	plan, err := lower.Compile(l.graph, target)
 	if err == nil {
+		if err := exec.CheckOrder(plan, caps); err != nil {
+			return 0, nil, nil, selectUsage(err)
+		}
 		if err := plan.CheckIterations(uint64(c.Iters)); err != nil { // counters never reset
 			return 0, nil, nil, usageError("--iters: %v", err)
 		}

@@ -51,11 +51,11 @@ func (c *runCmd) runOverlap(e *env, prov provider.Entry) error {
 		// run many rounds.
 		c.Iters = defaultOverlapRounds
 	}
-	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON, loadOptions{})
+	l, err := mustLoad(e, c.File, c.paramFlags, c.JSON, loadOptions{order: c.provenUnder()})
 	if err != nil {
 		return err
 	}
-	p, err := c.openProvider(e, prov, -1, c.Seed)
+	p, err := c.openProvider(e, prov, l.graph, -1, c.Seed)
 	if err != nil {
 		return err
 	}

@@ -7,12 +7,17 @@ import (
 
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/provider"
+	"github.com/coredag/coredag/ir"
 )
 
 // providerConfig is how --provider's NIC is opened for rank (-1: every rank here) with a
-// schedule seed.
-func (c *runCmd) providerConfig(rank int, seed uint64) provider.Config {
-	return provider.Config{Rank: rank, Seeded: seed != 0, Seed: seed, OFIProvider: c.OFIProv, Device: c.Device, GIDIndex: c.GIDIndex}
+// schedule seed, for plan g: the provider is asked for the ordering g relies on.
+func (c *runCmd) providerConfig(g *ir.Graph, rank int, seed uint64) provider.Config {
+	cfg := provider.Config{Rank: rank, Seeded: seed != 0, Seed: seed, OFIProvider: c.OFIProv, Device: c.Device, GIDIndex: c.GIDIndex, Ranks: g.Ranks}
+	if g.Relies != nil {
+		cfg.Order = uint64(g.Relies.Order)
+	}
+	return cfg
 }
 
 // perProcess reports whether this process runs one rank of the plan: always for a provider
@@ -45,8 +50,8 @@ func (c *runCmd) checkProvider(prov provider.Entry) error {
 
 // openProvider opens the provider for a run of every rank in this process; a failure is
 // reported on stderr.
-func (c *runCmd) openProvider(e *env, prov provider.Entry, rank int, seed uint64) (nic.Provider, error) {
-	p, err := prov.Open(c.providerConfig(rank, seed))
+func (c *runCmd) openProvider(e *env, prov provider.Entry, g *ir.Graph, rank int, seed uint64) (nic.Provider, error) {
+	p, err := prov.Open(c.providerConfig(g, rank, seed))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "coredag: --provider %s: %s\n", prov.Name, strings.TrimPrefix(err.Error(), prov.Name+": "))
 		return nil, &exitError{code: exitFail}

@@ -75,7 +75,7 @@ func (c *runCmd) runPerProcess(e *env, prov provider.Entry) (err error) {
 	if !hasParam(pf, "ranks") {
 		pf.Params = append(append([]string(nil), pf.Params...), "ranks="+strconv.Itoa(world.Size))
 	}
-	l, err := mustLoad(e, c.File, pf, false, loadOptions{})
+	l, err := mustLoad(e, c.File, pf, false, loadOptions{order: c.provenUnder()})
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (c *runCmd) runPerProcess(e *env, prov provider.Entry) (err error) {
 	// The provider is opened first, so that the engine is chosen from what it grants (--engine
 	// auto on libfabric: the offload engine on triggered operations only where the provider has
 	// FI_TRIGGER, else the poll engine).
-	dev, err := prov.Open(c.providerConfig(world.Rank, 0))
+	dev, err := prov.Open(c.providerConfig(g, world.Rank, 0))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "coredag: rank %d: %v\n", world.Rank, err)
 		return &exitError{code: exitFail}

@@ -19,7 +19,11 @@
  * scripts/mpi-example.sh builds it and runs the configurations CI runs.
  *
  * Options: -p PLAN (default plans/ring_allreduce.dag: its buffer "data" f32[ranks * n] extern),
+ * -W: PLAN's data is f32[n], n the whole vector (as examples/mpi/recursive_doubling_f32.dag),
  * -c COUNT f32 elements per rank (default 4096; the plan's n is COUNT / ranks, rounded up),
+ * -q PLAN2 -t BYTES: the bench runs PLAN2 (data f32[n], n the whole vector) below BYTES, as MPI
+ * libraries switch algorithm by size (scripts/mpi-bench.sh: the recursive doubling below 512 KiB),
+ * -s SIZES: the bench's sizes in bytes, ascending, comma-separated (default 8 B, 16 B, ... MAXBYTES),
  * -i ITERS (default 300), -o KEY=VALUE a coredag option (repeatable: provider, ofi_provider,
  * engine, target, hang_timeout_ms), -b bench mode, -m MAXBYTES the bench's largest size, -B
  * coredag's own world (a NULL coredag_world: its TCP bootstrap at COREDAG_BOOTSTRAP=HOST:PORT)
@@ -39,6 +43,7 @@
 
 static int rank, size;
 static int own_world; /* -B: coredag's own world (its TCP bootstrap at $COREDAG_BOOTSTRAP) */
+static int whole_n;   /* -W: the plan's n is the whole vector, not a chunk of it per rank */
 
 /* The world's callbacks: ctx is coredag's own communicator. coredag calls them from its threads,
  * hence MPI_THREAD_MULTIPLE. */
@@ -96,6 +101,7 @@ static float value(int r, long i, int it) { return (float)((r * 7 + i * 3 + it *
 static int check(const char *path, long count, int iters, const char *const *opts) {
     long n = (count + size - 1) / size;
     count = n * size;
+    if (whole_n) n = count;
     size_t nbytes = (size_t)count * sizeof(float);
     float *data = malloc(nbytes), *mine = malloc(nbytes), *want = malloc(nbytes);
     if (!data || !mine || !want) fail("malloc", 0, "out of memory");
@@ -152,7 +158,21 @@ static double overlap(double total, double compute_t, double pure) {
     return o < 0 ? 0 : o > 100 ? 100 : o;
 }
 
-static int bench(const char *path, long maxbytes, const char *const *opts) {
+/* The next size the bench measures after bytes: from the list sizes (comma-separated, NULL: the
+ * powers of two), or 0 when there is none left. */
+static long next_size(long bytes, const char *sizes) {
+    if (!sizes) return bytes == 0 ? 8 : 2 * bytes;
+    for (const char *p = sizes; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        if (v > bytes) return v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
+static int bench(const char *path, const char *small, long below, const char *sizes, long maxbytes, const char *const *opts) {
     long maxcount = maxbytes / (long)sizeof(float);
     long maxn = (maxcount + size - 1) / size;
     size_t bufbytes = (size_t)(maxn * size) * sizeof(float);
@@ -164,16 +184,18 @@ static int bench(const char *path, long maxbytes, const char *const *opts) {
     if (rank == 0) {
         printf("# %d ranks; coredag options:", size);
         for (const char *const *o = opts; *o; o++) printf(" %s", *o);
+        if (small) printf("\n# below %ld B: %s", below, small);
         printf("\n# times: median over iterations of the slowest rank, microseconds; ratio = coredag / MPI;\n"
                "# overlap as OSU: 100 * (1 - (start+compute+wait - compute) / pure); barrier_us: one MPI_Barrier\n");
         printf("%10s %6s %12s %12s %7s %8s %8s %10s\n", "bytes", "iters", "coredag_us", "mpi_us", "ratio", "cd_ovl%", "mpi_ovl%", "barrier_us");
     }
-    for (long bytes = 8; bytes <= maxbytes; bytes *= 2) {
+    for (long bytes = next_size(0, sizes); bytes >= 8 && bytes <= maxbytes; bytes = next_size(bytes, sizes)) {
         long count = bytes / (long)sizeof(float);
         long n = (count + size - 1) / size;
         long used = n * size * (long)sizeof(float); /* the ring needs a multiple of ranks */
         int iters = (int)(used <= 65536 ? 200 : used <= 1 << 20 ? 50 : 10);
-        job j = open_job(path, n, opts, &comm, data, (size_t)used);
+        job j = small && bytes < below ? open_job(small, n * size, opts, &comm, data, (size_t)used)
+                                       : open_job(path, whole_n ? n * size : n, opts, &comm, data, (size_t)used);
         double *tc = malloc(sizeof(double) * (size_t)iters), *tm = malloc(sizeof(double) * (size_t)iters);
         for (int w = 0; w < 5; w++) {
             run(j);
@@ -249,12 +271,17 @@ int main(int argc, char **argv) {
 
     const char *path = "plans/ring_allreduce.dag";
     const char *opts[MAXOPTS + 1] = {NULL};
+    const char *small = NULL, *sizes = NULL;
     int nopts = 0, iters = 300, do_bench = 0;
-    long count = 4096, maxbytes = 16L << 20;
+    long count = 4096, maxbytes = 16L << 20, below = 0;
     int c;
-    while ((c = getopt(argc, argv, "p:c:i:o:bm:B")) != -1) {
+    while ((c = getopt(argc, argv, "p:Wq:t:s:c:i:o:bm:B")) != -1) {
         switch (c) {
         case 'p': path = optarg; break;
+        case 'W': whole_n = 1; break;
+        case 'q': small = optarg; break;
+        case 't': below = atol(optarg); break;
+        case 's': sizes = optarg; break;
         case 'c': count = atol(optarg); break;
         case 'i': iters = atoi(optarg); break;
         case 'o':
@@ -265,13 +292,14 @@ int main(int argc, char **argv) {
         case 'm': maxbytes = atol(optarg); break;
         case 'B': own_world = 1; break;
         default:
-            if (rank == 0) fprintf(stderr, "usage: %s [-p PLAN] [-c COUNT] [-i ITERS] [-o KEY=VALUE]... [-B] [-b [-m MAXBYTES]]\n", argv[0]);
+            if (rank == 0)
+                fprintf(stderr, "usage: %s [-p PLAN [-W]] [-c COUNT] [-i ITERS] [-o KEY=VALUE]... [-B] [-b [-m MAXBYTES] [-s SIZES] [-q PLAN2 -t BYTES]]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
     }
     if (count < 1 || iters < 1 || maxbytes < 8) fail("arguments", COREDAG_ERR_ARG, "COUNT, ITERS and MAXBYTES must be positive");
-    int rc = do_bench ? bench(path, maxbytes, opts) : check(path, count, iters, opts);
+    int rc = do_bench ? bench(path, small, below, sizes, maxbytes, opts) : check(path, count, iters, opts);
     MPI_Finalize();
     return rc;
 }

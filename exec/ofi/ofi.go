@@ -113,6 +113,11 @@ func NewProvider(opts Options) (*Provider, error) {
 			return nil, err
 		}
 	}
+	if n, ok := opts.Universe(os.LookupEnv); ok {
+		if err := os.Setenv("FI_UNIVERSE_SIZE", n); err != nil {
+			return nil, err
+		}
+	}
 	if _, set := os.LookupEnv("FI_OFI_RXM_BUFFER_SIZE"); !set && opts.RxMBufferSize > 0 {
 		if err := os.Setenv("FI_OFI_RXM_BUFFER_SIZE", strconv.Itoa(opts.RxMBufferSize)); err != nil {
 			return nil, err
@@ -129,10 +134,11 @@ func NewProvider(opts Options) (*Provider, error) {
 	if !opts.AutoProgress {
 		want.manual = 1
 	}
-	// Send-after-send keeps messages matched to receives in posting order; send-after-write lets a
-	// write with immediate be a write and a message posted together (issueSend). A provider that
-	// grants only the first holds the message until the write is delivered.
-	want.order = C.FI_ORDER_SAS | C.FI_ORDER_SAW
+	// Send-after-send keeps messages matched to receives in posting order (always asked);
+	// send-after-write lets a write with immediate be a write and a message posted together
+	// (issueSend): a provider that grants only the first holds the message until the write is
+	// delivered. Options.Order may ask for more, what a plan relies on.
+	want.order = C.uint64_t(opts.Order) | C.FI_ORDER_SAS
 	var name [64]C.char
 	if r := C.ofi_getinfo(&want, &p.info, &name[0], C.size_t(len(name)), &p.ccaps); r != 0 {
 		what := "any provider with FI_TRIGGER"
@@ -165,6 +171,8 @@ func NewProvider(opts Options) (*Provider, error) {
 		MaxCQDepth: 1 << 16,
 		Atomics:    p.ccaps.caps&C.FI_ATOMIC != 0,
 		Counters:   p.ccaps.caps&C.FI_TRIGGER != 0,
+		// An ordering holds when both sides guarantee it.
+		Order: nic.OrderKnown | uint64(p.ccaps.tx_order&p.ccaps.rx_order&C.FI_ORDER_STRICT),
 	}
 	switch {
 	case p.ccaps.cq_data_size < 4:

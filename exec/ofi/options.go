@@ -18,7 +18,11 @@
 // Every endpoint binds 127.0.0.1 (see Options.Iface); README.md says what works and what does not.
 package ofi
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
 
 // Options choose the libfabric provider.
 type Options struct {
@@ -49,11 +53,51 @@ type Options struct {
 	// 100 MB and 4 s. Larger messages go in segments or by rendezvous. 0 or negative leaves
 	// libfabric's default; DefaultOptions sets 1024.
 	RxMBufferSize int
+	// Order is the message ordering asked of the provider first, as libfabric's FI_ORDER_* bits
+	// (msg_order); when no provider grants it, coredag asks for send-after-send alone, which it
+	// needs to match messages with receives. Some providers grant an ordering only when asked
+	// (shm: send-after-write), and Caps().Order says what was granted. DefaultOptions asks for
+	// send-after-send and send-after-write (a write with immediate is then a write and a message
+	// posted together); a plan that relies on more adds it (provider.Config.Order).
+	Order uint64
+	// Ranks is the world size of the plan the provider runs (0: unknown). On a verbs provider
+	// it sets FI_UNIVERSE_SIZE when the environment does not (Universe).
+	Ranks int
 }
 
+// minUniverse is the least FI_UNIVERSE_SIZE Universe sets: what scripts/vm-test.sh runs
+// Soft-RoCE with.
+const minUniverse = 64
+
+// Universe returns the FI_UNIVERSE_SIZE to set in the environment before libfabric starts, and
+// false when none is: the environment's own (lookup) wins, and only a verbs provider (verbs,
+// verbs;ofi_rxm) gets one. ofi_rxm sizes each endpoint's verbs CQ as its message queues' sizes
+// times the universe size, (128 + 128) x 256 = 65,536 entries at libfabric's default, past
+// Soft-RoCE's (rxe) max_cqe of 32,767: every endpoint then fails ("Unable to create verbs CQ").
+// The universe is the most peers a process talks to, at most the plan's world size; Universe
+// gives the world size, at least 64, which fits rxe up to 128 ranks and is never less than the
+// ranks a plan has; when the world size is unknown, libfabric's default stays.
+func (o Options) Universe(lookup func(string) (string, bool)) (string, bool) {
+	if _, set := lookup("FI_UNIVERSE_SIZE"); set || !strings.Contains(o.Provider, "verbs") {
+		return "", false
+	}
+	if o.Ranks <= 0 {
+		return "", false
+	}
+	return strconv.Itoa(max(o.Ranks, minUniverse)), true
+}
+
+// The FI_ORDER_* bits DefaultOptions asks for (libfabric's values).
+const (
+	orderSAW = 1 << 7 // FI_ORDER_SAW
+	orderSAS = 1 << 8 // FI_ORDER_SAS
+)
+
 // DefaultOptions returns the first provider with triggered operations, on loopback, with manual
-// progress.
-func DefaultOptions() Options { return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024} }
+// progress, asking for send-after-send and send-after-write ordering.
+func DefaultOptions() Options {
+	return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024, Order: orderSAS | orderSAW}
+}
 
 // ErrNotBuilt is returned by New in binaries built without the ofi build tag.
 var ErrNotBuilt = errors.New("this coredag was built without libfabric support: rebuild with `go build -tags ofi` on Linux with cgo enabled and libfabric installed (Debian/Ubuntu: apt-get install libfabric-dev)")

@@ -103,6 +103,7 @@ int ofi_getinfo(const ofi_want *w, struct fi_info **out, char *name, size_t name
 	c->mr_key_size = fi->domain_attr->mr_key_size;
 	c->cq_data_size = fi->domain_attr->cq_data_size;
 	c->tx_order = fi->tx_attr->msg_order;
+	c->rx_order = fi->rx_attr->msg_order;
 	c->addr_format = fi->addr_format;
 	c->manual = fi->domain_attr->data_progress == FI_PROGRESS_MANUAL;
 	c->manual_ctrl = fi->domain_attr->control_progress == FI_PROGRESS_MANUAL;

@@ -54,6 +54,7 @@ typedef struct ofi_caps {
 	uint64_t cq_data_size;
 	uint64_t iov_limit; // the smaller of the transmit and receive iov_limit
 	uint64_t tx_order;  // FI_ORDER_* the transmit side guarantees (msg_order)
+	uint64_t rx_order;  // FI_ORDER_* the receive side guarantees (msg_order)
 	uint32_t addr_format;
 	int manual;      // data progress is FI_PROGRESS_MANUAL: the caller's reads move the data
 	int manual_ctrl; // control progress is FI_PROGRESS_MANUAL

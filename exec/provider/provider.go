@@ -30,6 +30,12 @@ type Config struct {
 	// Device and GIDIndex pick the verbs device and its GID ("" and -1: the defaults).
 	Device   string
 	GIDIndex int
+	// Order is the ordering between the ops of a queue the plan relies on (libfabric's msg_order
+	// bits, ir.Graph.Relies): ofi asks the provider for it besides what coredag needs, since some
+	// grant an ordering only when asked. The runtime refuses a provider that does not grant it.
+	Order uint64
+	// Ranks is the plan's world size (0: unknown): ofi sizes libfabric's universe by it.
+	Ranks int
 }
 
 // Entry is one provider of the table.
@@ -72,6 +78,8 @@ var table = []Entry{
 		Open: func(c Config) (nic.Provider, error) {
 			o := ofi.DefaultOptions()
 			o.Provider = c.OFIProvider
+			o.Order |= c.Order
+			o.Ranks = c.Ranks
 			return ofi.New(o)
 		},
 	},

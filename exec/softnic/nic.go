@@ -45,6 +45,11 @@ type Options struct {
 	// fabric moves only inside Poll anyway, so they bring nothing but the test of the engine's
 	// arming: off by default.
 	Triggers bool
+	// Order is what Caps says the NIC grants between the ops of a queue (nic.Caps.Order:
+	// nic.OrderKnown with libfabric's msg_order bits; 0 says nothing), for tests of a runtime's
+	// refusal of a NIC without the ordering a plan relies on. The NIC runs every queue in order
+	// whatever it says.
+	Order uint64
 }
 
 // NIC is the software NIC and its fabric. It implements nic.Provider, nic.Progresser,
@@ -107,6 +112,7 @@ func (n *NIC) Caps() nic.Caps {
 		InProcess:    true,
 		Triggers:     n.opts.Triggers,
 		Counters:     true,
+		Order:        n.opts.Order,
 	}
 }
 

@@ -23,7 +23,7 @@ type rule struct {
 var bottom = []string{"diag", "wait", "internal/decimal"}
 
 // layers are the project's packages above the utilities, which the utilities must not import.
-var layers = []string{"dsl", "ir", "planner", "planner/...", "exec", "exec/...", "listing", "viz", "msccl", "cmd/..."}
+var layers = []string{"dsl", "ir", "planner", "planner/...", "exec", "exec/...", "listing", "viz", "msccl", "predict", "planset", "cmd/..."}
 
 // top are the packages no rule constrains: the command line, the library (the module's root
 // package) and its C ABI, which put every layer together.
@@ -52,10 +52,13 @@ var rules = []rule{
 	{pkg: "planner/...", forbid: []string{"exec", "exec/...", "viz", "listing"}, why: "the passes do not run or draw plans"},
 	{pkg: "planner", forbid: []string{"exec", "exec/...", "viz", "listing"}, why: "the passes do not run or draw plans"},
 	{pkg: "planner/elaborate", forbid: []string{"planner", "planner/verify", "planner/lower"}, why: "elaboration is the first pass"},
+	{pkg: "planner/elaborate/internal/arena", only: []string{}, why: "the elaborator's allocation tactics know nothing of plans"},
 	{pkg: "planner/verify", forbid: []string{"dsl", "planner", "planner/elaborate", "planner/lower"}, why: "verification reads a Graph"},
 	{pkg: "planner/prove", forbid: []string{"dsl", "planner", "planner/elaborate", "planner/lower"}, why: "the proof reads a Graph and verify's order"},
 	{pkg: "planner/lower", forbid: []string{"dsl", "planner", "planner/elaborate", "planner/verify"}, why: "lowering reads a Graph"},
 	{pkg: "planner/replay", forbid: []string{"dsl", "planner", "planner/elaborate", "planner/verify", "planner/lower"}, why: "replay checks a compiled Plan"},
+	{pkg: "predict", only: []string{"ir", "wait", "diag", "internal/decimal"}, why: "the cost model simulates a compiled ir.Plan"},
+	{pkg: "planset", only: []string{"ir", "wait", "diag", "internal/decimal", "internal/intlit"}, why: "a plan set is read and checked through the caller's front end"},
 	{pkg: "internal/atomicfile", forbid: layers, why: "a utility"},
 	{pkg: "internal/budget", forbid: layers, why: "a utility"},
 	{pkg: "internal/english", forbid: layers, why: "a utility"},

@@ -3,12 +3,21 @@
 // `after` edges, all with source positions) and runs the front-end checks on the way: names,
 // shapes and bounds, access flags, queue pairing and send/recv matching, and buffer inits proven
 // to evaluate. The Graph it returns is frozen; package verify checks it next.
+//
+// The language's rules are in the files named after what they elaborate: elaborate.go (the
+// header, ranks, blocks, loops, queues and ops), stmts.go (asserts, lets, vars), ops.go
+// (operations and their slices), expr.go and cexpr.go (expressions), funcs.go (defs and
+// built-ins), names.go (indexed names), resolve.go (references, queue pairing, message
+// matching), init.go and initrange.go (buffer inits), expect.go (postconditions), cascade.go
+// (what a failed declaration silences), limits.go (the limits and the memory budget). How the work is split and memory is taken is apart:
+// parallel.go elaborates the ranks past the first in shards, and alloc.go gathers what an
+// elaborator allocates from, whose tactics (values in chunks, interned names, arrays grown
+// ahead and prefaulted, windows joined) are in package internal/arena.
 package elaborate
 
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +27,7 @@ import (
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner/elaborate/internal/arena"
 )
 
 // Limits that keep a mistaken plan (a loop to 1e18, a million ranks) from exhausting the machine:
@@ -40,80 +50,65 @@ func Elaborate(f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, er
 }
 
 type elaborator struct {
+	// The plan: its text, the Graph being built, the settings and what was found.
 	file      *dsl.File
 	g         *ir.Graph
-	overrides map[string]int64
+	overrides map[string]int64 // the params set by -p
+	opt       Options          // the settings of this elaboration (limits, budget)
 	diag      [numPhases]diags
-
-	globals *scope              // params, ranks and the top-level lets that do not depend on rank
-	bufIdx  map[string]ir.BufID // buffer name -> id
-	memo    *memo               // def results, for the ranks this elaborator elaborates
-	badBuf  map[string]bool     // buffers whose declaration failed (and was reported)
-	perElem map[ir.BufID]bool   // buffer -> its init depends on the element index i
-
-	// per-rank state, reset for each rank
-	rank      int
-	opIdx     map[string]ir.OpID
-	queueIdx  map[string]ir.QueueID
-	opNames   map[string]bool // base names of ops declared on this rank (for hints), made by baseNames
-	pending   []pendingRef
-	opQueue   []ref      // per op of this rank: its queue reference
-	peerRefs  []queueRef // per queue of the graph: its peer queue reference
-	iters     int64
-	truncated bool
-	maxOps    int // the op limit: MaxOps, or lower (Options)
-	first     int // the ranks whose ops g holds: first .. end-1 (all of them, but in a shard)
-	end       int
-	shard     *shard // the shard this elaborator elaborates (parallel.go), nil: the whole plan
-	// the ids of g.Ops[0] and g.Queues[0]: 0, but in a shard, where they are its window's
-	opBase    ir.OpID
-	queueBase ir.QueueID
-	pool      *pool         // what it shares with the other shards
-	whyMaxOps string        // why the limit is lower, for its diagnostic
-	opt       Options       // the settings of this elaboration (limits, budget)
 	refusal   *budget.Error // an array the budget refused (room): the elaboration's error
-	countWork int           // what is left of maxCountWork
 
-	broken struct{ ops, queues brokenNames } // declarations of this rank that failed (cascade.go)
-
+	// What every rank shares, read by header.
+	globals       *scope                   // params, ranks and the top-level lets that do not depend on rank
 	globalAsserts map[*dsl.AssertStmt]bool // top-level asserts that do not use rank, checked once by header
+	globalTables  map[*dsl.LetStmt]bool    // top-level tables that do not use rank, bound once by header
 	refused       bool                     // a global assert failed: the parameter set is refused
-	stopped       bool                     // an assert of this rank failed: the rest of its text is not elaborated
+	bufIdx        map[string]ir.BufID      // buffer name -> id
+	badBuf        map[string]bool          // buffers whose declaration failed (and was reported)
+	perElem       map[ir.BufID]bool        // buffer -> its init depends on the element index i
+	memo          *memo                    // def results, for the ranks this elaborator elaborates
 
-	// Indexed names already made ("tx[3]"), so that every rank's op of the same name shares one
-	// string: SPMD ranks name their ops alike. At most maxInterned.
-	interned map[string]string
-	names    nameTables  // what el keeps per name of the text and per base name (names.go)
-	cur      *stmtCode   // the op statement being elaborated: its compiled slices
-	after    []evaluated // scratch of dep
+	// The limits (limits.go) and what is left of them.
+	maxOps    int    // the op limit: MaxOps, or lower (Options)
+	whyMaxOps string // why the limit is lower, for its diagnostic
+	iters     int64  // loop iterations so far
+	countWork int    // what is left of maxCountWork
+	truncated bool   // a limit was passed: the rest is not elaborated
 
-	spare  []*scope     // scope layers free for child
-	segs   []ir.Slice   // scratch of sliceList
-	segPos []diag.Pos   // scratch of sliceList: where each of segs was written
-	extras []ir.OpExtra // OpExtras not given yet (extra)
+	// The rank being elaborated: reset for each.
+	rank     int
+	opIdx    map[string]ir.OpID                // op names kept by their text (names.go)
+	queueIdx map[string]ir.QueueID             // queue names kept by their text
+	opNames  map[string]bool                   // base names of ops declared on this rank (for hints), made by lookupOp
+	pending  []pendingRef                      // `after` references, resolved at the end of the rank
+	splits   []split                           // this rank's reduces and copies over lists (pairs.go)
+	splitOf  map[ir.OpID]int                   // a split's index in splits, by its nop
+	opQueue  []ref                             // per op of this rank: its queue reference
+	broken   struct{ ops, queues brokenNames } // declarations of this rank that failed (cascade.go)
+	stopped  bool                              // an assert of this rank failed: the rest of its text is not elaborated
+	cur      *stmtCode                         // the op statement being elaborated: its compiled slices
 
-	sites     map[siteKey]*ir.Site // the Sites of names past what names keeps (site)
-	siteChunk []ir.Site            // Sites not given yet
+	peerRefs []queueRef // per queue el made: its peer queue reference, resolved by pairQueues
+	names    nameTables // what el keeps per name of the text and per base name (names.go)
+
+	// The ranks el elaborates and where their ops go (parallel.go): all of them into the Graph,
+	// or a shard's into its windows of the Graph's arrays.
+	first, end int        // the ranks whose ops g holds: first .. end-1
+	shard      *shard     // the shard el elaborates, nil: the whole plan
+	pool       *pool      // what it shares with the other shards
+	opBase     ir.OpID    // the id of g.Ops[0]: 0, but in a shard, where it is its window's
+	queueBase  ir.QueueID // the id of g.Queues[0], likewise
+
+	mem allocs // where el's allocations come from (alloc.go)
 }
 
 // extra returns op's OpExtra, giving it one if it has none (a plan of atomics has one per op).
 func (el *elaborator) extra(op *ir.Op) *ir.OpExtra {
 	if op.X == nil {
-		op.X = fromChunk(&el.extras)
+		op.X = el.mem.extras.New()
 		op.X.Fetch = ir.NoSlice
 	}
 	return op.X
-}
-
-// fromChunk returns a new zero T taken from *chunk, which it refills 256 at a time: what the
-// Graph keeps per op (Sites, OpExtras) costs one allocation per 256, not one each.
-func fromChunk[T any](chunk *[]T) *T {
-	if len(*chunk) == 0 {
-		*chunk = make([]T, 256)
-	}
-	p := &(*chunk)[0]
-	*chunk = (*chunk)[1:]
-	return p
 }
 
 // pendingRef is a dependency edge by name, resolved once the whole rank is elaborated because
@@ -191,9 +186,8 @@ func (el *elaborator) run() (sharded bool) {
 	el.g.Rank = make([]ir.RankSpan, el.g.Ranks)
 	el.opIdx = map[string]ir.OpID{}
 	el.queueIdx = map[string]ir.QueueID{}
-	el.interned = map[string]string{}
 	el.names = newNameTables(el.file)
-	el.sites = map[siteKey]*ir.Site{}
+	el.mem = newAllocs()
 	el.first, el.end = 0, el.g.Ranks
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
 		el.elaborateRank(r)
@@ -240,6 +234,7 @@ func (el *elaborator) header() {
 	el.globals = &scope{}
 	el.globals.extra().fns = el.defs()
 	el.globalAsserts = map[*dsl.AssertStmt]bool{}
+	el.globalTables = map[*dsl.LetStmt]bool{}
 	declared := map[string]diag.Pos{}
 	perRank := map[string]bool{"rank": true} // top-level lets whose value depends on the rank
 	seenPlan := false
@@ -278,8 +273,19 @@ func (el *elaborator) header() {
 		case *dsl.LetStmt:
 			// A top-level let that does not depend on the rank is a global constant: buffer
 			// counts may use it. The others are evaluated per rank.
-			if usesAny(st.Value, perRank) || el.globals.has(st.Name.Name) {
+			if usesAny(st.Value, perRank) || el.globals.has(st.Name.Name) || el.globals.has(tableKey(st.Name.Name)) {
 				perRank[st.Name.Name] = true
+				continue
+			}
+			if t, ok := st.Value.(*dsl.TableExpr); ok {
+				vals, err := evalTable(t, el.globals)
+				if err != nil {
+					el.evalFailed(-1, err)
+					el.globals.bindBroken(tableKey(st.Name.Name))
+				} else {
+					el.globals.bindTable(st.Name.Name, vals)
+				}
+				el.globalTables[st] = true // bound once here, for every rank and function
 				continue
 			}
 			v, err := evalInt(st.Value, el.globals)
@@ -428,6 +434,11 @@ func (el *elaborator) elaborateRank(r int) {
 	el.broken.ops.reset()
 	el.broken.queues.reset()
 	el.pending = el.pending[:0]
+	el.splits = el.splits[:0]
+	if el.splitOf == nil {
+		el.splitOf = map[ir.OpID]int{}
+	}
+	clear(el.splitOf)
 	el.opQueue = el.opQueue[:0]
 	g.Rank[r] = ir.RankSpan{FirstOp: el.nextOp(), FirstQueue: el.nextQueue()}
 	if el.memo == nil {
@@ -507,6 +518,16 @@ func (el *elaborator) block(c *code, s *scope, top bool) {
 				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "expect inside a block: postconditions are about the whole plan and stated at the top level")
 			}
 		case *dsl.LetStmt:
+			if t, ok := st.Value.(*dsl.TableExpr); ok {
+				switch {
+				case el.globalTables[st]:
+				case top && el.globals.has(tableKey(st.Name.Name)):
+					el.errorf(phaseNames, diag.Name, st.Name.Pos(), "%s is already defined in this block", st.Name.Name)
+				default:
+					el.declareTable(st.Name, t, s)
+				}
+				continue
+			}
 			el.declare(st.Name, c.at[i].x, s, 0)
 		case *dsl.QueueStmt:
 			el.queue(st, &c.at[i], s)
@@ -589,19 +610,17 @@ func (el *elaborator) cond(st *dsl.IfStmt, at *stmtCode, s *scope) {
 // child returns an empty scope layer under s, from the scopes released before: an if's branch
 // is elaborated once per pass, and nothing keeps its scope past the block.
 func (el *elaborator) child(s *scope) *scope {
-	n := len(el.spare)
-	if n == 0 {
+	c := el.mem.scopes.Get()
+	if c == nil {
 		return &scope{parent: s}
 	}
-	c := el.spare[n-1]
-	el.spare = el.spare[:n-1]
 	c.reset()
 	c.parent = s
 	return c
 }
 
 // release gives back a scope from child once its block is done.
-func (el *elaborator) release(c *scope) { el.spare = append(el.spare, c) }
+func (el *elaborator) release(c *scope) { el.mem.scopes.Put(c) }
 
 func (el *elaborator) queue(st *dsl.QueueStmt, at *stmtCode, s *scope) {
 	g := el.g
@@ -665,6 +684,10 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 		el.broken.ops.add("", st.Name.Ident.Name)
 		return
 	}
+	if listed(st.Op) {
+		el.opList(st, at, s, r)
+		return
+	}
 	id := el.nextOp()
 	if first, fresh := claim(el, el.opIdx, r, id); !fresh {
 		name, pos := el.text(&r), el.opOf(first).Pos
@@ -700,23 +723,10 @@ func (el *elaborator) nextQueue() ir.QueueID { return el.queueBase + ir.QueueID(
 func (el *elaborator) opOf(id ir.OpID) *ir.Op          { return &el.g.Ops[id-el.opBase] }
 func (el *elaborator) queueOf(id ir.QueueID) *ir.Queue { return &el.g.Queues[id-el.queueBase] }
 
-// prefault writes to every page of ops, part of an Op array just allocated, before anything
-// else can read it. An Op holds pointers, so a collection that starts while the ranks fill the array reads
-// all of it, and the kernel maps each page read before it is written to its shared zero page.
-// The first write to such a page then copies it and flushes it from every core's TLB, by an
-// interrupt to each: that was a quarter of the system time of checking 1024 ranks of the ring
-// allreduce. A page first written takes one plain fault. Rank is written, not the whole Op: a
-// pointer field's write barrier would read the page first.
-func prefault(ops []ir.Op) {
-	const step = 4096 / int(unsafe.Sizeof(ir.Op{}))
-	for i := 0; i < len(ops); i += step {
-		ops[i].Rank = 0
-	}
-}
-
 // growOps makes room for one more op. Past its first rank, Ops was sized for ranks as large as
 // it; when a rank is larger, the room grows by an estimate of what the remaining ranks need (the
 // ops per rank so far, and an eighth more), not by doubling: the Graph keeps what Ops allocates.
+// The new room is prefaulted (arena.Prefault).
 func (el *elaborator) growOps() {
 	g := el.g
 	if el.rank == el.first || len(g.Ops) < cap(g.Ops) {
@@ -724,8 +734,7 @@ func (el *elaborator) growOps() {
 	}
 	per := len(g.Ops)/(el.rank-el.first+1) + 1
 	more := per * (el.end - el.rank) * 9 / 8
-	g.Ops = slices.Grow(g.Ops, max(min(more, el.maxOps-len(g.Ops)), 1))
-	prefault(g.Ops[len(g.Ops):cap(g.Ops)])
+	g.Ops = arena.Grow(g.Ops, max(min(more, el.maxOps-len(g.Ops)), 1), touchOp)
 }
 
 // refs records `after` references: op waiter waits for every op named by after.
@@ -747,12 +756,12 @@ func (el *elaborator) pendingRoom(pos diag.Pos) bool {
 	if !el.room(pos, n, unsafe.Sizeof(pendingRef{}), fmt.Sprintf("`after` references on rank %d", el.rank)) {
 		return false
 	}
-	el.pending = growTo(el.pending, n)
+	el.pending = arena.GrowTo(el.pending, n)
 	return true
 }
 
 func (el *elaborator) dep(at *stmtCode, s *scope) {
-	after := el.after[:0] // the after names evaluated so far: the same for every waiter
+	after := el.mem.after[:0] // the after names evaluated so far: the same for every waiter
 	for _, o := range at.ops {
 		waiter, ok := el.name(o, s)
 		if !ok {
@@ -773,7 +782,7 @@ func (el *elaborator) dep(at *stmtCode, s *scope) {
 			}
 		}
 	}
-	el.after = after
+	el.mem.after = after
 }
 
 // evaluated is a name evaluated by dep, and whether it could be.

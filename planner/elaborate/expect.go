@@ -13,12 +13,29 @@ import (
 // planner/prove's.
 func (el *elaborator) expect(st *dsl.ExpectStmt) {
 	g := el.g
+	if st.Value != nil {
+		el.expectValue(st)
+		return
+	}
 	kind, ok := ir.ParseExpectKind(st.Kind.Name)
 	if !ok {
-		el.globalErrorf(phaseNames, diag.Name, st.Kind.Pos(), "unknown collective %s in expect (one of %s)", st.Kind.Name, strings.Join(ir.ExpectKinds(), ", "))
+		el.globalErrorf(phaseNames, diag.Name, st.Kind.Pos(), "unknown collective %s in expect (one of %s; or the general form, expect BUF[SLICE] == VALUE)", st.Kind.Name, strings.Join(ir.ExpectKinds(), ", "))
 		return
 	}
 	e := ir.Expect{Kind: kind, Src: ir.None, Pos: st.Pos()}
+	if kind == ir.ExpectBarrier {
+		if st.Op != nil || st.Dst != nil || st.Root != nil {
+			el.globalErrorf(phaseNames, diag.Name, st.Kind.End(), "expect barrier takes nothing after it: it is about when the ranks leave, not about a buffer")
+			return
+		}
+		e.Dst, e.Src = ir.None, ir.None
+		g.Expects = append(g.Expects, e)
+		return
+	}
+	if st.Dst == nil {
+		el.globalErrorf(phaseNames, diag.Name, st.End(), "expect %s needs a buffer: expect %s %sBUF", kind, kind, map[bool]string{true: "sum ", false: ""}[kind.Reduces()])
+		return
+	}
 	switch {
 	case kind.Reduces() && st.Op == nil:
 		el.globalErrorf(phaseNames, diag.Name, st.Dst.Pos(), "expect %s needs a reduction operator before the buffer: expect %s sum %s", kind, kind, st.Dst.Name)
@@ -97,6 +114,10 @@ func (el *elaborator) expectShapes(st *dsl.ExpectStmt, e *ir.Expect) bool {
 		el.globalErrorf(phaseShapes, diag.Shape, st.Op.Pos(), "expect %s %s on %s buffer %s: bitwise reductions need integer types", e.Kind, e.Red, dst.Type, dst.Name)
 		return false
 	}
+	if e.Kind == ir.ExpectReduceScatter && e.Src != e.Dst && src.Count == dst.Count*ranks {
+		e.DstBlock = true // MPI's receive buffer: one block, rank r's of the reduction
+		return true
+	}
 	blocked := e.Kind == ir.ExpectAllgather || e.Kind == ir.ExpectReduceScatter || e.Kind == ir.ExpectAlltoall || e.Kind == ir.ExpectGather
 	if blocked && dst.Count%ranks != 0 {
 		el.globalErrorf(phaseShapes, diag.Shape, at, "expect %s: %s has %d elements, which do not divide into %d equal blocks (one per rank)", e.Kind, dst.Name, dst.Count, ranks)
@@ -108,6 +129,10 @@ func (el *elaborator) expectShapes(st *dsl.ExpectStmt, e *ir.Expect) bool {
 	}
 	want, what := dst.Count, "as many elements as "+dst.Name
 	switch e.Kind {
+	case ir.ExpectReduceScatter:
+		if e.Src != e.Dst {
+			what += ", or ranks times as many (" + dst.Name + " is then rank r's block)"
+		}
 	case ir.ExpectAllgather, ir.ExpectGather:
 		if e.SrcBlock {
 			return true

@@ -24,6 +24,8 @@ type scopeExt struct {
 	fns   *funcs  // the plan's functions, on the global scope only
 	frame *frame  // the call whose arguments this scope binds, or nil
 	memo  *memo   // the def results remembered while ranks are elaborated: a rank's top scope
+	// tables holds the elements of the tables this scope binds (tables.go)
+	tables [][]int64
 }
 
 const (
@@ -109,6 +111,8 @@ func (s *scope) reset() {
 	s.names, s.values = s.names[:0], s.values[:0]
 	if s.ext != nil {
 		s.ext.flags = s.ext.flags[:0]
+		clear(s.ext.tables)
+		s.ext.tables = s.ext.tables[:0]
 	}
 }
 
@@ -150,6 +154,9 @@ func evalInt(e dsl.Expr, s *scope) (int64, *evalError) {
 		} else if found {
 			return v, nil
 		}
+		if _, found, _ := s.table(e.Name); found {
+			return 0, errAt(e, "%s is a table: read an element of it, %s[i] (len(%s) is its length)", e.Name, e.Name, e.Name)
+		}
 		if f := s.callFrame(); f != nil {
 			return 0, errAt(e, "undefined: %s in function %s (a function sees its parameters, the params and the top-level lets that do not use rank: pass other values as arguments)", e.Name, f.def.Name.Name)
 		}
@@ -175,6 +182,12 @@ func evalInt(e dsl.Expr, s *scope) (int64, *evalError) {
 		return evalBinary(e, s)
 	case *dsl.CallExpr:
 		return evalCall(e, s)
+	case *dsl.InitExpr:
+		return 0, errAt(e, "%s is an initial value: only the value of a general expect (expect BUF[SLICE] == VALUE) may use one", dsl.FormatExpr(e))
+	case *dsl.IndexExpr:
+		return evalIndex(e, s)
+	case *dsl.TableExpr:
+		return 0, errAt(e, "a table [ ... ] is the value of a let, not an integer: let NAME = [ ... ], then NAME[i]")
 	}
 	return 0, errAt(e, "unsupported expression")
 }
@@ -442,6 +455,8 @@ func hasFloat(e dsl.Expr) bool {
 				return true
 			}
 		}
+	case *dsl.IndexExpr:
+		return hasFloat(e.Index)
 	}
 	return false
 }
@@ -464,11 +479,24 @@ func usesAny(e dsl.Expr, names map[string]bool) bool {
 		return usesAny(e.X, names)
 	case *dsl.BinaryExpr:
 		return usesAny(e.X, names) || usesAny(e.Y, names)
+	case *dsl.InitExpr:
+		return usesAny(e.Index, names) || usesAny(e.Rank, names)
 	case *dsl.CallExpr:
 		for _, a := range e.Args {
 			if usesAny(a, names) {
 				return true
 			}
+		}
+	case *dsl.IndexExpr:
+		return names[e.Table.Name] || usesAny(e.Index, names)
+	case *dsl.TableExpr:
+		for _, x := range e.Elems {
+			if usesAny(x, names) {
+				return true
+			}
+		}
+		if f := e.For; f != nil {
+			return usesAny(f.From, names) || usesAny(f.To, names) || f.Step != nil && usesAny(f.Step, names) || f.Cond != nil && usesAny(f.Cond, names)
 		}
 	}
 	return false
@@ -500,6 +528,8 @@ func firstFloat(e dsl.Expr) *dsl.FloatLit {
 				return f
 			}
 		}
+	case *dsl.IndexExpr:
+		return firstFloat(e.Index)
 	}
 	return nil
 }

@@ -24,7 +24,14 @@ const (
 // funcs are the plan's defs; the global scope holds them.
 type funcs struct {
 	defs   map[string]*dsl.DefStmt
-	params map[*dsl.DefStmt][]string // each def's parameter names, shared by its calls
+	params map[*dsl.DefStmt]defInfo
+}
+
+// defInfo is what the calls of one def share.
+type defInfo struct {
+	names []string // its parameter names
+	id    int32    // its number, for the memo's keys
+	memo  bool     // its calls are remembered: it may recurse (memoDefs)
 }
 
 // call is what one call of a def holds, allocated at once: the frame, the scope binding the
@@ -35,7 +42,7 @@ type call struct {
 	ext   scopeExt
 	body  scope
 	vals  [4]int64
-	calls int
+	count callCount
 }
 
 // frame is a call of a def in progress.
@@ -44,34 +51,119 @@ type frame struct {
 	call   *dsl.CallExpr
 	parent *frame
 	depth  int
-	calls  *int // calls made in the evaluation of the outermost expression
+	count  *callCount // shared by the calls under the outermost one
 }
 
-// memo remembers what outermost calls of defs (those made by a rank's statements, not by other
-// defs) returned while the ranks are elaborated. A def sees only its arguments and the globals,
-// which are fixed by then, so such a call returns the same value on every rank; and it starts
-// its count of calls and its depth afresh, so one that stayed within MaxCalls and MaxCallDepth
-// once always does. Failed calls are not remembered. Each worker of a parallel elaboration has
-// its own.
+// callCount is what the calls made in the evaluation of one outermost call share.
+type callCount struct {
+	calls int   // calls made, a remembered call counted with every call its evaluation made
+	deep  int   // the deepest nesting reached so far in the call being evaluated
+	fresh bool  // a remembered result would pass a limit: evaluate every call, as without memo
+	memo  *memo // the rank's memo (a def's body scope is not under the rank's scopes), or nil
+}
+
+// memo remembers what calls of defs returned while the ranks are elaborated, those made by
+// other defs too. A def sees only its arguments and the globals, which are fixed by then, so a
+// call returns the same value wherever it is made. What it changes is the time, never the
+// result nor the limits: a remembered result keeps how many calls its evaluation made and how
+// deep it nested, and counts them again where it is reused, so MaxCalls and MaxCallDepth are
+// passed exactly where evaluating every call would pass them; where a reuse would pass one, the
+// rest of the outermost call is evaluated call by call (callCount.fresh), so the error names the
+// same chain of calls. Failed calls are not remembered. Each worker of a parallel elaboration
+// has its own memo; a full one is emptied and starts again.
 type memo struct {
-	m map[memoKey]int64
+	small map[smallKey]memoVal // calls of up to three arguments that fit in 32 bits
+	big   map[memoKey]memoVal  // other calls of up to four arguments
+	free  []*call              // calls that returned, to be reused (at most MaxCallDepth are in use)
+}
+
+// newCall returns a zeroed call, reused if m (which may be nil) has one.
+func (m *memo) newCall() *call {
+	if m == nil || len(m.free) == 0 {
+		return &call{}
+	}
+	c := m.free[len(m.free)-1]
+	m.free = m.free[:len(m.free)-1]
+	*c = call{}
+	return c
+}
+
+// freeCall gives back a call that returned.
+func (m *memo) freeCall(c *call) {
+	if m != nil && len(m.free) < MaxCallDepth {
+		m.free = append(m.free, c)
+	}
+}
+
+type smallKey struct {
+	def, n     uint16
+	a0, a1, a2 int32
 }
 
 type memoKey struct {
-	def  *dsl.DefStmt
-	n    int
+	def  int32
+	n    int32
 	args [4]int64
 }
 
-// maxMemo bounds the results a memo keeps.
-const maxMemo = 1 << 16
+type memoVal struct {
+	v      int64
+	calls  int32 // calls its evaluation made, itself included
+	height int32 // levels of calls it nested, itself included
+}
+
+// maxMemo bounds the results a memo keeps (about 32 bytes each with a small key, 56 with a big
+// one, and the map's overhead).
+const maxMemo = 1 << 22
+
+// memoKeys is the memo.s key for a call of def number id with args; small tells which map.
+func memoKeys(id int32, args []int64) (sk smallKey, bk memoKey, small bool) {
+	if len(args) <= 3 && id < 1<<16 {
+		small = true
+		var a [3]int32
+		for i, v := range args {
+			if v != int64(int32(v)) {
+				small = false
+				break
+			}
+			a[i] = int32(v)
+		}
+		if small {
+			return smallKey{def: uint16(id), n: uint16(len(args)), a0: a[0], a1: a[1], a2: a[2]}, bk, true
+		}
+	}
+	bk = memoKey{def: id, n: int32(len(args))}
+	copy(bk.args[:], args)
+	return sk, bk, false
+}
+
+func (m *memo) get(sk smallKey, bk memoKey, small bool) (memoVal, bool) {
+	if small {
+		v, ok := m.small[sk]
+		return v, ok
+	}
+	v, ok := m.big[bk]
+	return v, ok
+}
+
+func (m *memo) put(sk smallKey, bk memoKey, small bool, v memoVal) {
+	if len(m.small)+len(m.big) >= maxMemo {
+		clear(m.small)
+		clear(m.big)
+	}
+	if small {
+		m.small[sk] = v
+	} else {
+		m.big[bk] = v
+	}
+}
 
 // newMemo returns a memo, or nil when off (Options, for tests that compare with and without).
 func newMemo(off bool) *memo {
 	if off {
 		return nil
 	}
-	return &memo{m: map[memoKey]int64{}}
+	return &memo{small: map[smallKey]memoVal{}, big: map[memoKey]memoVal{}}
 }
 
 // memoOf finds the memo of the rank being elaborated, if s is under one.
@@ -91,7 +183,7 @@ type builtin struct {
 }
 
 // builtinNames lists the built-in functions in the order of docs/language.md.
-var builtinNames = []string{"min", "max", "log2", "flog2", "clog2", "hibit", "lobit", "popcount", "nextpow2", "quo", "rem"}
+var builtinNames = []string{"min", "max", "log2", "flog2", "clog2", "hibit", "lobit", "popcount", "nextpow2", "quo", "rem", "len"}
 
 var builtins = map[string]builtin{
 	"min": {2, func(_ *dsl.CallExpr, a []int64) (int64, *evalError) { return min(a[0], a[1]), nil }},
@@ -183,6 +275,9 @@ func (s *scope) callFrame() *frame {
 }
 
 func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
+	if e.Fun.Name == "len" {
+		return evalLen(e, s)
+	}
 	if b, ok := builtins[e.Fun.Name]; ok {
 		if len(e.Args) != b.args {
 			return 0, errAt(e, "%s takes %d argument(s), got %d", e.Fun.Name, b.args, len(e.Args))
@@ -215,47 +310,72 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 		err.related = append(err.related, diag.Related{Pos: def.Name.Pos(), Label: "the definition of " + def.Name.Name})
 		return 0, err
 	}
+	// The call is counted, its arguments evaluated (in the caller's scope) and its result looked
+	// up before anything is allocated for it: most calls of a memoized def are remembered ones.
 	caller := s.callFrame()
-	c := &call{}
-	f := &c.frame
-	*f = frame{def: def, call: e, parent: caller, depth: 1}
+	info := fns.params[def]
+	depth := 1
+	var cnt *callCount // nil: an outermost call, whose count is allocated with it
+	var rankMemo *memo
 	if caller != nil {
-		f.depth, f.calls = caller.depth+1, caller.calls
+		depth, cnt = caller.depth+1, caller.count
+		if depth > MaxCallDepth {
+			return 0, errAt(e, "calls nested more than %d deep: %s (a recursion that never reaches its base case?)", MaxCallDepth, chain(&frame{def: def, parent: caller}))
+		}
+		if cnt.calls++; cnt.calls > MaxCalls {
+			return 0, errAt(e, "more than %d function calls in one expression: %s (a recursion that branches too much?)", MaxCalls, chain(&frame{def: def, parent: caller}))
+		}
+		rankMemo = cnt.memo
 	} else {
-		f.calls = &c.calls
+		rankMemo = s.memoOf()
 	}
-	if f.depth > MaxCallDepth {
-		return 0, errAt(e, "calls nested more than %d deep: %s (a recursion that never reaches its base case?)", MaxCallDepth, chain(f))
-	}
-	if *f.calls++; *f.calls > MaxCalls {
-		return 0, errAt(e, "more than %d function calls in one expression: %s (a recursion that branches too much?)", MaxCalls, chain(f))
-	}
-	c.ext.frame = f
-	names := fns.params[def]
-	body := &c.body
-	*body = scope{names: names[:len(names):len(names)], values: c.vals[:0], parent: root, ext: &c.ext}
+	var argv [4]int64
+	args := argv[:0]
 	for _, a := range e.Args {
 		v, err := evalInt(a, s)
 		if err != nil {
 			return 0, err
 		}
-		body.values = append(body.values, v)
+		args = append(args, v)
 	}
 	var m *memo
-	var key memoKey
-	if caller == nil && len(body.values) <= len(key.args) {
-		m = s.memoOf()
-		key = memoKey{def: def, n: len(body.values)}
-		copy(key.args[:], body.values)
-	}
-	if m != nil {
-		if v, ok := m.m[key]; ok {
-			return v, nil
+	var sk smallKey
+	var bk memoKey
+	var small bool
+	if info.memo && rankMemo != nil && (cnt == nil || !cnt.fresh) && len(args) <= len(bk.args) {
+		m = rankMemo
+		sk, bk, small = memoKeys(info.id, args)
+		if r, ok := m.get(sk, bk, small); ok {
+			if cnt == nil { // an outermost call stays within the limits it stayed within once
+				return r.v, nil
+			}
+			calls, deep := cnt.calls+int(r.calls)-1, depth+int(r.height)-1
+			if calls <= MaxCalls && deep <= MaxCallDepth {
+				cnt.calls, cnt.deep = calls, max(cnt.deep, deep)
+				return r.v, nil
+			}
+			cnt.fresh, m = true, nil // evaluating it passes a limit: let evaluation say where
 		}
 	}
+	c := rankMemo.newCall()
+	defer rankMemo.freeCall(c) // nothing keeps a call once it returned: its frame and scope are done
+	if cnt == nil {
+		c.count = callCount{calls: 1, memo: rankMemo}
+		cnt = &c.count
+	}
+	f := &c.frame
+	*f = frame{def: def, call: e, parent: caller, depth: depth, count: cnt}
+	c.ext.frame = f
+	names := info.names
+	body := &c.body
+	*body = scope{names: names[:len(names):len(names)], values: append(c.vals[:0], args...), parent: root, ext: &c.ext}
+	calls0, deep0 := cnt.calls, cnt.deep
+	cnt.deep = f.depth
 	v, err := evalInt(def.Body, body)
-	if m != nil && err == nil && len(m.m) < maxMemo {
-		m.m[key] = v
+	height := cnt.deep - f.depth + 1
+	cnt.deep = max(cnt.deep, deep0)
+	if m != nil && err == nil && !cnt.fresh {
+		m.put(sk, bk, small, memoVal{v: v, calls: int32(cnt.calls - calls0 + 1), height: int32(height)})
 	}
 	if err != nil && !err.quiet && len(err.related) < 4 && e.Pos() != err.pos && !slices.ContainsFunc(err.related, func(r diag.Related) bool { return r.Pos == e.Pos() }) {
 		err.related = append(err.related, diag.Related{Pos: e.Pos(), Label: "in this call of " + def.Name.Name})
@@ -290,14 +410,14 @@ func chain(f *frame) string {
 // defs checks the top-level def statements of f and returns them by name; a def inside a
 // block is reported by block.
 func (el *elaborator) defs() *funcs {
-	fns := &funcs{defs: map[string]*dsl.DefStmt{}, params: map[*dsl.DefStmt][]string{}}
+	fns := &funcs{defs: map[string]*dsl.DefStmt{}, params: map[*dsl.DefStmt]defInfo{}}
 	for _, st := range el.file.Stmts {
 		d, ok := st.(*dsl.DefStmt)
 		if !ok {
 			continue
 		}
 		name := d.Name.Name
-		if _, ok := builtins[name]; ok {
+		if _, ok := builtins[name]; ok || name == "len" {
 			el.globalErrorf(phaseNames, diag.Name, d.Name.Pos(), "def %s: %s is a built-in function; pick another name", name, name)
 			continue
 		}
@@ -320,10 +440,84 @@ func (el *elaborator) defs() *funcs {
 			for i, p := range d.Params {
 				names[i] = p.Name
 			}
-			fns.params[d] = names
+			fns.params[d] = defInfo{names: names, id: int32(len(fns.params))}
 		}
 	}
+	for d, ok := range memoDefs(fns.defs) {
+		info := fns.params[d]
+		info.memo = ok
+		fns.params[d] = info
+	}
 	return fns
+}
+
+// memoDefs tells which defs have their calls remembered: those that may recurse, directly or
+// through the defs they call. Another def makes a bounded number of calls, and evaluating it
+// again costs less than looking it up.
+func memoDefs(defs map[string]*dsl.DefStmt) map[*dsl.DefStmt]bool {
+	calls := map[*dsl.DefStmt][]*dsl.DefStmt{}
+	for _, d := range defs {
+		callees(d.Body, func(name string) {
+			if c, ok := defs[name]; ok {
+				calls[d] = append(calls[d], c)
+			}
+		})
+	}
+	// reaches reports whether to is reachable from the callees of from.
+	reaches := func(from, to *dsl.DefStmt) bool {
+		seen := map[*dsl.DefStmt]bool{}
+		stack := append([]*dsl.DefStmt(nil), calls[from]...)
+		for len(stack) > 0 {
+			d := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if d == to {
+				return true
+			}
+			if !seen[d] {
+				seen[d] = true
+				stack = append(stack, calls[d]...)
+			}
+		}
+		return false
+	}
+	recursive := map[*dsl.DefStmt]bool{}
+	for _, d := range defs {
+		recursive[d] = reaches(d, d)
+	}
+	out := map[*dsl.DefStmt]bool{}
+	for _, d := range defs {
+		out[d] = recursive[d]
+		for r, ok := range recursive {
+			if ok && !out[d] && reaches(d, r) {
+				out[d] = true
+			}
+		}
+	}
+	return out
+}
+
+// callees calls f with the name of every function e calls.
+func callees(e dsl.Expr, f func(name string)) {
+	switch e := e.(type) {
+	case *dsl.CallExpr:
+		f(e.Fun.Name)
+		for _, a := range e.Args {
+			callees(a, f)
+		}
+	case *dsl.ParenExpr:
+		callees(e.X, f)
+	case *dsl.UnaryExpr:
+		callees(e.X, f)
+	case *dsl.BinaryExpr:
+		callees(e.X, f)
+		callees(e.Y, f)
+	case *dsl.CondExpr:
+		callees(e.Cond, f)
+		callees(e.Then, f)
+		callees(e.Else, f)
+	case *dsl.IndexExpr:
+		callees(e.Index, f)
+	}
 }
 
 // closestFunc suggests a function for a misspelt call.

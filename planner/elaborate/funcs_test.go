@@ -202,15 +202,18 @@ func TestMemoSameAsEvaluating(t *testing.T) {
 param ranks = 3
 param k = 20
 param d = 60
+param m = 10
 def fib(n) = if n < 2 then n else fib(n - 1) + fib(n - 2)
 def down(n) = if n == 0 then 0 else down(n - 1) + 1
 def wrap(n) = wrap2(n) + 0
 def wrap2(n) = down(n)
+def four(n) = fib(n) + fib(n) + fib(n) + fib(n) # the later calls are remembered ones
 buffer b u8[8]
 let f = fib(k + rank - rank) # rank-level lets: the ranks' own evaluations
 let x = down(d + rank - rank)
 let y = wrap(d + rank - rank)
-for i in 0 .. f % 7 + x % 3 + y % 2 + 1 { op o[i] = nop }
+let w = four(m + rank - rank)
+for i in 0 .. f % 7 + x % 3 + y % 2 + w % 5 + 1 { op o[i] = nop }
 `
 	for _, params := range []map[string]int64{
 		{},                // fib(20) = 6765 in 21,891 calls, down at 61 levels, wrap at 63
@@ -218,6 +221,8 @@ for i in 0 .. f % 7 + x % 3 + y % 2 + 1 { op o[i] = nop }
 		{"d": 62},         // wrap(62) goes 65 levels deep: past MaxCallDepth, down(62) alone does not
 		{"d": 64},         // down(64) itself is too deep
 		{"k": 23, "d": 1}, // 92,735 calls: past MaxCalls too
+		{"m": 20},         // four(20) makes 87,565 calls, the last three fib(20) remembered
+		{"m": 19},         // 54,117: within MaxCalls
 	} {
 		g0, err0 := elabWith(t, defs, params, Options{noMemo: true})
 		g1, err1 := elab(t, defs, params)
@@ -233,5 +238,33 @@ for i in 0 .. f % 7 + x % 3 + y % 2 + 1 { op o[i] = nop }
 	assert.Contains(t, err, "calls nested more than 64 deep")
 	g, err := elab(t, defs, nil)
 	require.Empty(t, err)
-	assert.Equal(t, 3*(6765%7+60%3+60%2+1), len(g.Ops))
+	assert.Equal(t, 3*(6765%7+60%3+60%2+4*55%5+1), len(g.Ops))
+	_, err = elab(t, defs, map[string]int64{"m": 20})
+	assert.Contains(t, err, "more than 65536 function calls in one expression: four -> fib")
+}
+
+// Only defs that may recurse, directly or through their callees, are remembered.
+func TestMemoDefs(t *testing.T) {
+	t.Parallel()
+	f, err := dsl.Parse("t.dag", []byte(`plan p
+def leaf(x) = x + 1
+def twice(x) = leaf(leaf(x))
+def self(x) = if x == 0 then 0 else self(x - 1)
+def top(x) = self(x) + leaf(x)
+def ping(x) = if x == 0 then 0 else pong(x - 1)
+def pong(x) = ping(x)
+op o = nop
+`))
+	require.NoError(t, err)
+	defs := map[string]*dsl.DefStmt{}
+	for _, st := range f.Stmts {
+		if d, ok := st.(*dsl.DefStmt); ok {
+			defs[d.Name.Name] = d
+		}
+	}
+	got := map[string]bool{}
+	for d, ok := range memoDefs(defs) {
+		got[d.Name.Name] = ok
+	}
+	assert.Equal(t, map[string]bool{"leaf": false, "twice": false, "self": true, "top": true, "ping": true, "pong": true}, got)
 }

@@ -25,7 +25,7 @@ type Options struct {
 	// Budget, when its Bytes are positive, is the memory budget of the command: the Graph's
 	// arrays that are sized ahead for the ranks to come (ops, queues, edges) are checked
 	// against it before they are allocated, and refused with a *budget.Error past it. The
-	// proof takes its share of it too (prove.CheckWithin).
+	// proof takes its share of it too (prove.Options).
 	Budget budget.Budget
 	// MaxInitChecks, when positive and below MaxInitChecks, is the most per-element init
 	// evaluations done while checking.
@@ -70,8 +70,20 @@ func elaborate(f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, bo
 	return el.g, sharded, nil
 }
 
-// tooManyOps reports that the plan passes the op limit, at pos.
+// tooManyOps reports that the plan passes the op limit, at pos. When the memory budget set the
+// limit (Within), that is a refusal for the budget (a *budget.Error, which the command reports
+// as it does a flag the machine cannot honour), not a mistake in the plan.
 func (el *elaborator) tooManyOps(pos diag.Pos, detail string) {
+	if el.whyMaxOps != "" && el.opt.Budget.Bytes > 0 {
+		if el.refusal == nil {
+			el.refusal = &budget.Error{Pos: pos, Need: budget.Mul(int64(el.maxOps)+1, BytesPerOp), Budget: el.opt.Budget,
+				What: fmt.Sprintf("the plan has more than %d ops over all its ranks%s, and a plan takes about %s per op to check, compile and run",
+					el.maxOps, detail, budget.Format(BytesPerOp)),
+				Hint: "is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size"}
+		}
+		el.truncated = true
+		return
+	}
 	why := "is a loop bound or the rank count wrong?"
 	if el.whyMaxOps != "" {
 		why = el.whyMaxOps

@@ -80,6 +80,14 @@ func TestLimitsFromBudget(t *testing.T) {
 	assert.Len(t, g.Ops, 40)
 	_, err = Elaborate(f, nil, Options{MaxOps: 1 << 30})
 	assert.NoError(t, err, "a limit above MaxOps changes nothing")
+
+	// The limit Within sets from a budget is a refusal for the budget, at the loop.
+	_, err = Elaborate(f, nil, Within(budget.Budget{Bytes: 25 * BytesPerOp, From: "--mem"}))
+	var be *budget.Error
+	require.ErrorAs(t, err, &be)
+	assert.EqualValues(t, 3, be.Pos.Line)
+	assert.Equal(t, "the plan has more than 25 ops over all its ranks (this loop alone makes at least 10), and a plan takes about 2 KiB per op to check, compile and run; "+
+		"the memory budget is 50 KiB (set with --mem): is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size", be.Message())
 }
 
 // TestEdgesSizedForRanksThatFit: rank 0 sizes the edge array for the ranks to come only as far

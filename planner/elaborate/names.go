@@ -31,9 +31,6 @@ func (el *elaborator) byIndexLen() int {
 	return maxByIndexLen
 }
 
-// maxInterned bounds the names interned: names that differ per rank are made anew past it.
-const maxInterned = 1 << 16
-
 // nameTables is what an elaborator keeps of names; each worker of a parallel elaboration has
 // its own.
 type nameTables struct {
@@ -177,9 +174,9 @@ func compileSlices(o dsl.Operation) []cslice {
 	case *dsl.AtomicOp:
 		addAll(o.Target, o.To)
 	case *dsl.ReduceOp:
-		addAll(o.Dst, o.Src)
+		addAll(append(append([]*dsl.Slice{o.Dst, o.Src}, o.DstMore...), o.SrcMore...)...)
 	case *dsl.CopyOp:
-		addAll(o.Src, o.Dst)
+		addAll(append(append([]*dsl.Slice{o.Src, o.Dst}, o.SrcMore...), o.DstMore...)...)
 	}
 	return out
 }
@@ -264,14 +261,10 @@ func (el *elaborator) nameText(r ref, v int64, s *scope) (ref, bool) {
 		buf = strconv.AppendInt(buf, v, 10)
 	}
 	buf = append(buf, ']')
-	str, ok := el.interned[string(buf)]
-	if !ok {
-		str = string(buf)
-		if el.interned == nil || len(el.interned) >= maxInterned {
-			r.name = str
-			return r, true
-		}
-		el.interned[str] = str
+	str, kept := el.mem.names.Intern(buf)
+	if !kept {
+		r.name = str
+		return r, true
 	}
 	r.name = str
 	if r.slot > 0 {
@@ -315,17 +308,17 @@ func (el *elaborator) site(r *ref) *ir.Site {
 	}
 	k := siteKey{r.info.n, name}
 	if at == nil {
-		if s := el.sites[k]; s != nil {
+		if s, _ := el.mem.sites.Get(k); s != nil {
 			return s
 		}
 	}
-	s := fromChunk(&el.siteChunk)
+	s := el.mem.siteChunk.New()
 	*s = ir.Site{Name: name, Pos: r.info.n.Pos()}
 	switch {
 	case at != nil:
 		*at = s
-	case len(el.sites) < maxInterned:
-		el.sites[k] = s
+	default:
+		el.mem.sites.Put(k, s)
 	}
 	return s
 }

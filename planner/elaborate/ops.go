@@ -156,12 +156,12 @@ func (el *elaborator) scatterDisjoint(segs []ir.Slice, pos []diag.Pos) {
 // else (then its first slice stays, empty). pos holds where each segment was written (a merged
 // one: where its first slice was). Both are el's scratch, valid until the next call.
 func (el *elaborator) sliceList(first *dsl.Slice, more []*dsl.Slice, s *scope) (segs []ir.Slice, pos []diag.Pos, ok bool) {
-	el.segs, el.segPos = el.segs[:0], el.segPos[:0]
+	el.mem.segs, el.mem.segPos = el.mem.segs[:0], el.mem.segPos[:0]
 	ok = el.listItem(first, s, true)
 	for _, it := range more {
 		ok = el.listItem(it, s, ok)
 	}
-	out, at := el.segs, el.segPos
+	out, at := el.mem.segs, el.mem.segPos
 	if !ok || len(out) < 2 {
 		return out, at, ok
 	}
@@ -180,7 +180,7 @@ func (el *elaborator) sliceList(first *dsl.Slice, more []*dsl.Slice, s *scope) (
 	return out[:max(n, 1)], at[:max(n, 1)], true
 }
 
-// listItem appends to el.segs (and their positions to el.segPos) the slices that one item of a
+// listItem appends to el.mem.segs (and their positions to el.mem.segPos) the slices that one item of a
 // scatter/gather list makes; ok is false once an earlier item failed (its loops then make
 // nothing more) and stays false.
 func (el *elaborator) listItem(sl *dsl.Slice, s *scope, ok bool) bool {
@@ -188,7 +188,7 @@ func (el *elaborator) listItem(sl *dsl.Slice, s *scope, ok bool) bool {
 	if f == nil {
 		v, good := el.slice(sl, s)
 		if good {
-			el.segs, el.segPos = append(el.segs, v), append(el.segPos, sl.Pos())
+			el.mem.segs, el.mem.segPos = append(el.mem.segs, v), append(el.mem.segPos, sl.Pos())
 		}
 		return ok && good
 	}
@@ -235,7 +235,7 @@ func (el *elaborator) listItem(sl *dsl.Slice, s *scope, ok bool) bool {
 // move: the op still runs, and still orders what is after it).
 func (el *elaborator) slice(sl *dsl.Slice, s *scope) (ir.Slice, bool) {
 	if sl.For != nil {
-		el.errorf(phaseShapes, diag.Shape, sl.Pos(), "a list of slices {... for ...} stands only where a scatter/gather list may: after send or recv, as a write's source or a read's destination")
+		el.errorf(phaseShapes, diag.Shape, sl.Pos(), "a list of slices {... for ...} stands only where a scatter/gather list may: after send or recv, as a write's source or a read's destination, or on both sides of a reduce or copy")
 		return ir.NoSlice, false
 	}
 	cs := el.compiled(sl)

@@ -1,7 +1,6 @@
 package elaborate
 
 import (
-	"maps"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner/elaborate/internal/arena"
 )
 
 // The ranks past the first are elaborated in parallel. Each rank evaluates the SPMD text on its
@@ -63,13 +63,11 @@ type shard struct {
 	first, end int
 	room       int // the ops its ranks would have if they were as large as rank 0
 	taken      int // ops taken from pool.ops
-	// where its ops, queues and edges were started in the Graph's slices (at), and are (to)
-	opsAt, queuesAt, edgesAt int
-	opsTo, queuesTo, edgesTo int
-	ops                      []ir.Op
-	queues                   []ir.Queue
-	edges                    []ir.Edge
-	peerRefs                 []queueRef
+	// its ops, queues and edges, in windows of the Graph's arrays (arena.Part)
+	ops      arena.Part[ir.Op]
+	queues   arena.Part[ir.Queue]
+	edges    arena.Part[ir.Edge]
+	peerRefs []queueRef
 }
 
 // parallel elaborates ranks 1 .. Ranks-1 in shards, once rank 0 is done, when the plan is large
@@ -81,7 +79,7 @@ func (el *elaborator) parallel() bool {
 	g := el.g
 	n := el.workers()
 	ops0, queues0, edges0 := len(g.Ops), len(g.Queues), len(g.Edges)
-	prefault(g.Ops[ops0:cap(g.Ops)])
+	arena.Prefault(g.Ops[ops0:cap(g.Ops)], touchOp)
 	if n < 2 || g.Ranks < 3 || ops0 == 0 || ops0*g.Ranks < el.parallelOps() || ops0*g.Ranks > el.maxOps || !el.clean() {
 		return false
 	}
@@ -93,8 +91,8 @@ func (el *elaborator) parallel() bool {
 		budget.Mul(int64(edges0*g.Ranks), int64(unsafe.Sizeof(ir.Edge{})))) > b {
 		return false
 	}
-	g.Queues = growTo(g.Queues, queues0*g.Ranks)
-	g.Edges = growTo(g.Edges, edges0*g.Ranks)
+	g.Queues = arena.GrowTo(g.Queues, queues0*g.Ranks)
+	g.Edges = arena.GrowTo(g.Edges, edges0*g.Ranks)
 	p := &pool{g: g}
 	p.ops.Store(int64(ops0))
 	p.iters.Store(el.iters)
@@ -102,7 +100,8 @@ func (el *elaborator) parallel() bool {
 	shards := make([]*shard, k)
 	for i := range shards {
 		first, end := 1+(g.Ranks-1)*i/k, 1+(g.Ranks-1)*(i+1)/k
-		shards[i] = &shard{first: first, end: end, room: ops0 * (end - first), opsAt: ops0 * first, queuesAt: queues0 * first, edgesAt: edges0 * first}
+		shards[i] = &shard{first: first, end: end, room: ops0 * (end - first)}
+		shards[i].ops.At, shards[i].queues.At, shards[i].edges.At = ops0*first, queues0*first, edges0*first
 	}
 	var wg sync.WaitGroup
 	var next atomic.Int64 // the next shard to elaborate
@@ -122,9 +121,9 @@ func (el *elaborator) parallel() bool {
 		clear(g.Rank[1:])
 		return false
 	}
-	g.Ops = join(g.Ops, shards, func(sh *shard) ([]ir.Op, int, *int) { return sh.ops, sh.opsAt, &sh.opsTo })
-	g.Queues = join(g.Queues, shards, func(sh *shard) ([]ir.Queue, int, *int) { return sh.queues, sh.queuesAt, &sh.queuesTo })
-	g.Edges = join(g.Edges, shards, func(sh *shard) ([]ir.Edge, int, *int) { return sh.edges, sh.edgesAt, &sh.edgesTo })
+	g.Ops = arena.Join(g.Ops, k, func(i int) *arena.Part[ir.Op] { return &shards[i].ops })
+	g.Queues = arena.Join(g.Queues, k, func(i int) *arena.Part[ir.Queue] { return &shards[i].queues })
+	g.Edges = arena.Join(g.Edges, k, func(i int) *arena.Part[ir.Edge] { return &shards[i].edges })
 	for _, sh := range shards {
 		el.peerRefs = append(el.peerRefs, sh.peerRefs...)
 		wg.Go(func() { sh.shift(g) })
@@ -141,10 +140,9 @@ func (el *elaborator) worker(p *pool) *elaborator {
 	w.diag = [numPhases]diags{}
 	w.broken.ops, w.broken.queues = brokenNames{}, brokenNames{}
 	w.opIdx, w.queueIdx, w.opNames = map[string]ir.OpID{}, map[string]ir.QueueID{}, nil
-	w.pending, w.opQueue, w.peerRefs, w.spare, w.segs, w.segPos, w.extras, w.after, w.cur = nil, nil, nil, nil, nil, nil, nil, nil, nil
-	w.interned, w.names = maps.Clone(el.interned), newNameTables(el.file)
+	w.pending, w.opQueue, w.peerRefs, w.cur = nil, nil, nil, nil
+	w.names, w.mem = newNameTables(el.file), el.mem.forWorker()
 	w.memo = nil // each worker remembers its own
-	w.sites, w.siteChunk = map[siteKey]*ir.Site{}, nil
 	return &w
 }
 
@@ -152,12 +150,12 @@ func (el *elaborator) worker(p *pool) *elaborator {
 // as large as rank 0 would put them, until one of them, or of another shard, fails.
 func (el *elaborator) elaborateShard(sh *shard, ops0, queues0, edges0 int) {
 	g := *el.pool.g
-	g.Ops = window(g.Ops, sh.opsAt, ops0*sh.end)
-	g.Queues = window(g.Queues, sh.queuesAt, queues0*sh.end)
-	g.Edges = window(g.Edges, sh.edgesAt, edges0*sh.end)
+	g.Ops = arena.Window(g.Ops, sh.ops.At, ops0*sh.end)
+	g.Queues = arena.Window(g.Queues, sh.queues.At, queues0*sh.end)
+	g.Edges = arena.Window(g.Edges, sh.edges.At, edges0*sh.end)
 	el.g, el.shard, el.first, el.end, el.peerRefs = &g, sh, sh.first, sh.end, nil
-	el.opBase, el.queueBase = ir.OpID(sh.opsAt), ir.QueueID(sh.queuesAt)
-	defer func() { sh.ops, sh.queues, sh.edges, sh.peerRefs = g.Ops, g.Queues, g.Edges, el.peerRefs }()
+	el.opBase, el.queueBase = ir.OpID(sh.ops.At), ir.QueueID(sh.queues.At)
+	defer func() { sh.ops.S, sh.queues.S, sh.edges.S, sh.peerRefs = g.Ops, g.Queues, g.Edges, el.peerRefs }()
 	for r := sh.first; r < sh.end; r++ {
 		if el.pool.failed.Load() {
 			return
@@ -172,10 +170,10 @@ func (el *elaborator) elaborateShard(sh *shard, ops0, queues0, edges0 int) {
 }
 
 // shift renumbers the shard's ops and queues, numbered from where its windows started and now
-// at opsTo and queuesTo in g, from there: when its ranks and those before were as large as rank
+// at ops.To and queues.To in g, from there: when its ranks and those before were as large as rank
 // 0, they are where they were numbered, and nothing changes.
 func (sh *shard) shift(g *ir.Graph) {
-	dop, dq := ir.OpID(sh.opsTo-sh.opsAt), ir.QueueID(sh.queuesTo-sh.queuesAt)
+	dop, dq := ir.OpID(sh.ops.To-sh.ops.At), ir.QueueID(sh.queues.To-sh.queues.At)
 	if dop == 0 && dq == 0 {
 		return
 	}
@@ -183,13 +181,13 @@ func (sh *shard) shift(g *ir.Graph) {
 		s := &g.Rank[r]
 		s.FirstOp, s.EndOp, s.FirstQueue, s.EndQueue = s.FirstOp+dop, s.EndOp+dop, s.FirstQueue+dq, s.EndQueue+dq
 	}
-	for i := range sh.ops {
-		if op := &g.Ops[sh.opsTo+i]; op.Queue != ir.None {
+	for i := range sh.ops.S {
+		if op := &g.Ops[sh.ops.To+i]; op.Queue != ir.None {
 			op.Queue += dq
 		}
 	}
-	for i := range sh.queues {
-		q := &g.Queues[sh.queuesTo+i]
+	for i := range sh.queues.S {
+		q := &g.Queues[sh.queues.To+i]
 		for j := range q.SendOps {
 			q.SendOps[j] += dop
 		}
@@ -197,8 +195,8 @@ func (sh *shard) shift(g *ir.Graph) {
 			q.RecvOps[j] += dop
 		}
 	}
-	for i := range sh.edges {
-		e := &g.Edges[sh.edgesTo+i]
+	for i := range sh.edges.S {
+		e := &g.Edges[sh.edges.To+i]
 		e.From, e.To = e.From+dop, e.To+dop
 	}
 }
@@ -242,63 +240,4 @@ func (el *elaborator) opsLeft() int {
 		return el.maxOps - int(el.pool.ops.Load()) + sh.taken - len(el.g.Ops)
 	}
 	return el.maxOps - len(el.g.Ops)
-}
-
-// growTo returns s with room for n elements. Unlike slices.Grow it does not clear the new room
-// itself: a large allocation of memory fresh from the system is not written at all until it is
-// used, while clearing 80 MB of edges at once is a stretch that nothing can preempt, in which the
-// first write to each page faults (and a collection starting then waits for it, spinning).
-func growTo[T any](s []T, n int) []T {
-	if n > cap(s) {
-		return append(make([]T, 0, n), s...)
-	}
-	return s
-}
-
-// window returns the empty slice of all's storage from lo, with room up to hi.
-func window[T any](all []T, lo, hi int) []T { return all[lo:lo:hi] }
-
-// join puts the parts of the shards (part: the slice a shard made, where its window started
-// and where the part's place in the result goes) after all, in order, and returns the result.
-// A part still in its window is moved within all's storage, if at all; one that outgrew its
-// window is copied. Parts left of their window move first, from the left, then those right of
-// theirs from the right, then the copies: no part is overwritten before it is moved.
-func join[T any](all []T, shards []*shard, part func(*shard) ([]T, int, *int)) []T {
-	n := len(all)
-	for _, sh := range shards {
-		p, _, to := part(sh)
-		*to = n
-		n += len(p)
-	}
-	if n > cap(all) { // the ranks outgrew rank 0's estimate
-		out := make([]T, len(all), n)
-		copy(out, all)
-		for _, sh := range shards {
-			p, _, _ := part(sh)
-			out = append(out, p...)
-		}
-		return out
-	}
-	full := all[:cap(all)]
-	inPlace := func(sh *shard) (p []T, at, to int, ok bool) {
-		p, at, t := part(sh)
-		return p, at, *t, len(p) > 0 && at < len(full) && &p[0] == &full[at]
-	}
-	for _, sh := range shards {
-		if p, at, to, ok := inPlace(sh); ok && to < at {
-			copy(full[to:], p)
-		}
-	}
-	for i := len(shards) - 1; i >= 0; i-- {
-		if p, at, to, ok := inPlace(shards[i]); ok && to > at {
-			copy(full[to:], p)
-		}
-	}
-	for _, sh := range shards {
-		if p, _, to, ok := inPlace(sh); !ok {
-			copy(full[to:], p)
-		}
-	}
-	clear(full[n:]) // what parts moved away from
-	return full[:n]
 }

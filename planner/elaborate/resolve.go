@@ -11,6 +11,7 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner/elaborate/internal/arena"
 )
 
 // resolveRank binds the names used on the current rank once all its declarations are known:
@@ -60,7 +61,7 @@ func (el *elaborator) resolveRank() {
 		if !el.room(el.pending[0].from.info.n.Pos(), n, unsafe.Sizeof(ir.Edge{}), what) {
 			return
 		}
-		g.Edges = growTo(g.Edges, n)
+		g.Edges = arena.GrowTo(g.Edges, n)
 	}
 	for _, p := range el.pending {
 		from, ok := el.lookupOp(p.from)
@@ -72,8 +73,19 @@ func (el *elaborator) resolveRank() {
 			if to, ok = el.lookupOp(p.toBy); !ok {
 				continue
 			}
+			if i, split := el.splitOf[to]; split { // the parts of a listed op wait
+				for _, part := range el.splits[i].parts {
+					g.Edges = append(g.Edges, ir.Edge{From: from, To: part, Pos: p.from.info.n.Pos()})
+				}
+				continue
+			}
 		}
 		g.Edges = append(g.Edges, ir.Edge{From: from, To: to, Pos: p.from.info.n.Pos()})
+	}
+	for _, sp := range el.splits { // and its nop waits for them
+		for _, part := range sp.parts {
+			g.Edges = append(g.Edges, ir.Edge{From: part, To: sp.join, Pos: sp.pos})
+		}
 	}
 }
 

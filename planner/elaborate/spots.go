@@ -39,9 +39,9 @@ func spotOf(o dsl.Operation) (sp ir.Spot, ok bool) {
 	case *dsl.AtomicOp:
 		sp.Dst, sp.Fetch = at(o.Target), at(o.To)
 	case *dsl.ReduceOp:
-		sp.Src, sp.Dst = at(o.Src), at(o.Dst)
+		sp.Src, sp.Dst = first(o.Src), first(o.Dst)
 	case *dsl.CopyOp:
-		sp.Src, sp.Dst = at(o.Src), at(o.Dst)
+		sp.Src, sp.Dst = first(o.Src), first(o.Dst)
 	default:
 		return sp, false
 	}

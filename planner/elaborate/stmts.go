@@ -48,7 +48,7 @@ func (el *elaborator) assert(st *dsl.AssertStmt, s *scope, rank int) bool {
 // declare binds a let (flags 0) or a var (flagMutable) in s. A value that fails is reported,
 // and the name is bound broken, so that its uses do not cascade into more errors.
 func (el *elaborator) declare(id *dsl.Ident, value *cexpr, s *scope, flags uint8) {
-	if s.has(id.Name) {
+	if s.has(id.Name) || s.has(tableKey(id.Name)) {
 		el.errorf(phaseNames, diag.Name, id.Pos(), "%s is already defined in this block", id.Name)
 		return
 	}
@@ -60,6 +60,21 @@ func (el *elaborator) declare(id *dsl.Ident, value *cexpr, s *scope, flags uint8
 	if flags != 0 {
 		s.setFlag(len(s.names)-1, flags)
 	}
+}
+
+// declareTable binds a table in s (a let of [ ... ]).
+func (el *elaborator) declareTable(id *dsl.Ident, t *dsl.TableExpr, s *scope) {
+	if s.has(id.Name) || s.has(tableKey(id.Name)) {
+		el.errorf(phaseNames, diag.Name, id.Pos(), "%s is already defined in this block", id.Name)
+		return
+	}
+	vals, err := evalTable(t, s)
+	if err != nil {
+		el.evalFailed(el.rank, err)
+		s.bindBroken(tableKey(id.Name))
+		return
+	}
+	s.bindTable(id.Name, vals)
 }
 
 // assign runs `NAME = EXPR` or `NAME op= EXPR` on a var in scope.

@@ -60,7 +60,7 @@ func BenchmarkCheck(b *testing.B) {
 		_, order := verify.CheckOrder(g)
 		b.Run(name+"/prove", func(b *testing.B) {
 			perOp(b, len(g.Ops), func() {
-				if errs := prove.Check(g, order); len(errs) > 0 {
+				if errs := prove.Check(g, order, prove.Options{}); len(errs) > 0 {
 					b.Fatal(errs)
 				}
 			})
@@ -120,7 +120,7 @@ func BenchmarkChain(b *testing.B) {
 			b.ReportAllocs()
 			peak := 0
 			for b.Loop() {
-				p, _ := prove.Run(g, order).Terms()
+				p, _ := prove.Run(g, order, prove.Options{}).Terms()
 				peak = max(peak, p)
 			}
 			b.ReportMetric(float64(peak*24), "table-B")

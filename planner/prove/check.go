@@ -2,9 +2,11 @@ package prove
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -36,6 +38,10 @@ func (s *State) spec(out []want, e *ir.Expect, r int, all int32) []want {
 			add(0, n, all, 0)
 		}
 	case ir.ExpectReduceScatter:
+		if e.DstBlock { // all of Dst is block r of the reduction
+			add(0, n, all, int64(r)*n)
+			break
+		}
 		add(int64(r)*blk, int64(r+1)*blk, all, 0)
 	case ir.ExpectBroadcast:
 		id, shift := init(e.Root, 0)
@@ -136,6 +142,8 @@ func (s *State) explain(e *ir.Expect, w *wrong) *diag.Diagnostic {
 	d.Ranks, d.Likewise = w.ranks[:1], w.ranks[1:]
 	if w.got.by == ir.None {
 		d.Relate(dst.Pos, fmt.Sprintf("%s is never written on rank %d: it keeps its initial contents", elem, w.rank))
+	} else if s.traceBack(d, e, w) {
+		// related: the op where it first went wrong
 	} else {
 		d.Relate(g.Ops[w.got.by].Pos, fmt.Sprintf("%s on rank %d was last written by %s", elem, w.rank, g.OpString(w.got.by)))
 	}
@@ -253,6 +261,9 @@ func (s *State) difference(wantRed ir.ReduceOp, want []counted, gotRed ir.Reduce
 		return fmt.Sprintf("a %s where a %s is due", gotRed, wantRed)
 	}
 	missing, again, foreign := diff(want, got)
+	if why := s.displaced(missing, again, foreign, off); why != "" {
+		return why
+	}
 	var why []string
 	if len(missing) > 0 {
 		why = append(why, s.contributions(missing, off, "missing"))
@@ -265,6 +276,55 @@ func (s *State) difference(wantRed ir.ReduceOp, want []counted, gotRed ir.Reduce
 		why = append(why, s.contributions(foreign, off, "not due"))
 	}
 	return strings.Join(why, "; ")
+}
+
+// oneElem reports whether atoms are all about one initial element (of one buffer, on several
+// ranks), and their ranks.
+func oneElem(atoms []counted) ([]int, bool) {
+	rs := make([]int, 0, len(atoms))
+	for _, a := range atoms {
+		if a.kind != atomInit || a.buf != atoms[0].buf || a.v != atoms[0].v {
+			return nil, false
+		}
+		rs = append(rs, int(a.rank))
+	}
+	return rs, len(atoms) > 0
+}
+
+// displaced words a value that holds another element's contributions in place of its own
+// (data from the wrong offset): "another element's contributions: the contributions of ranks 0-4
+// to data[2] in place of theirs to data[0], data from 2 elements further on". It is "" for
+// other differences.
+func (s *State) displaced(missing, again, foreign []counted, off int64) string {
+	mr, ok1 := oneElem(missing)
+	fr, ok2 := oneElem(foreign)
+	if !ok1 || !ok2 || len(again) > 0 {
+		return ""
+	}
+	m, f := missing[0], foreign[0]
+	name := func(a counted) string { return fmt.Sprintf("%s[%d]", s.g.Buffers[a.buf].Name, off+a.v) }
+	whose := func(rs []int) string {
+		if len(rs) == 1 {
+			return fmt.Sprintf("the contribution of rank %d", rs[0])
+		}
+		return "the contributions of " + diag.FormatRanks(rs)
+	}
+	var from string
+	switch d := f.v - m.v; {
+	case f.buf != m.buf:
+		from = fmt.Sprintf("from %s, not %s", s.g.Buffers[f.buf].Name, s.g.Buffers[m.buf].Name)
+	case d > 0:
+		from = fmt.Sprintf("data from %s further on", english.Plural(int(d), "element"))
+	default:
+		from = fmt.Sprintf("data from %s earlier", english.Plural(int(-d), "element"))
+	}
+	theirs := "theirs"
+	if !slices.Equal(mr, fr) {
+		theirs = whose(mr)
+	} else if len(mr) == 1 {
+		theirs = "its"
+	}
+	return fmt.Sprintf("another element's contributions: %s to %s in place of %s to %s, %s", whose(fr), name(f), theirs, name(m), from)
 }
 
 // contributions words a list of atoms that are missing or not due: "rank 3's contribution is

@@ -23,39 +23,62 @@ import (
 	"github.com/coredag/coredag/planner/verify"
 )
 
-// Check proves g's postconditions, replaying its ops in order o (from verify.CheckOrder on g).
-// It returns one diagnostic per postcondition that does not hold, at its `expect` statement.
-// It holds at most DefaultMem for the symbolic values (CheckWithin).
-func Check(g *ir.Graph, o *verify.Order) diag.List {
-	return CheckWithin(g, o, budget.Budget{})
+// Options are the settings of the proof. The zero value is what coredag check does without
+// --mem.
+type Options struct {
+	// Budget, when its Bytes are positive, is the memory budget of the command: the proof takes
+	// at most half of it (the rest is the Graph's and the checks' beside it) for its symbolic
+	// values. A zero budget: DefaultMem.
+	Budget budget.Budget
 }
 
 // DefaultMem is what the proof may hold for its symbolic values when it is given no budget.
 const DefaultMem = budget.Fallback / 2
 
-// CheckWithin is Check within a memory budget b (a zero budget: DefaultMem): the proof takes
-// at most half of it (the rest is the Graph's and the checks' beside it) for its values. A
-// plan whose values do not fit, such as a long chain of reduces each adding another element
-// (live values that grow with the square of the ops), gets a diagnostic at each postcondition
-// saying that it cannot be proven within the budget, never a proof.
-func CheckWithin(g *ir.Graph, o *verify.Order, b budget.Budget) diag.List {
+// limit is what the proof's symbolic values may take under opt.
+func (opt Options) limit() int64 {
+	if opt.Budget.Bytes > 0 {
+		return opt.Budget.Bytes / 2
+	}
+	return DefaultMem
+}
+
+// Check proves g's postconditions, replaying its ops in order o (from verify.CheckOrder on g).
+// It returns one diagnostic per postcondition that does not hold, at its `expect` statement.
+// A plan whose values do not fit in opt's budget, such as a long chain of reduces each adding
+// another element (live values that grow with the square of the ops), gets a diagnostic at
+// each postcondition saying that it cannot be proven within the budget, never a proof.
+func Check(g *ir.Graph, o *verify.Order, opt Options) diag.List {
 	if len(g.Expects) == 0 {
 		return nil
 	}
-	limit := int64(DefaultMem)
-	if b.Bytes > 0 {
-		limit = b.Bytes / 2
-	}
-	s := run(g, o, limit)
+	limit := opt.limit()
+	states := map[string]*State{} // one replay per precondition (most plans: one, with none)
 	var errs diag.List
 	for i := range g.Expects {
 		e := &g.Expects[i]
-		if s.full {
-			errs = append(errs, diag.Errorf(diag.Limit, e.Pos, "%s: cannot prove within the memory budget: the proof's symbolic values need more than %s%s",
-				g.ExpectString(e), budget.Format(limit), budgetSource(b)))
+		if e.Kind == ir.ExpectBarrier {
+			if d := barrier(g, o, e); d != nil {
+				errs = append(errs, d)
+			}
 			continue
 		}
-		if d := s.check(e); d != nil {
+		key := ir.GivenKey(e.Given)
+		s := states[key]
+		if s == nil {
+			s = run(g, o, limit, e.Given)
+			states[key] = s
+		}
+		if s.full {
+			errs = append(errs, diag.Errorf(diag.Limit, e.Pos, "%s: cannot prove within the memory budget: the proof's symbolic values need more than %s%s",
+				g.ExpectString(e), budget.Format(limit), budgetSource(opt.Budget)))
+			continue
+		}
+		check := s.check
+		if e.Kind == ir.ExpectValue {
+			check = s.checkValue
+		}
+		if d := check(e); d != nil {
 			errs = append(errs, d)
 		}
 	}
@@ -85,30 +108,48 @@ type State struct {
 	next int
 	full bool
 	peak int // the most terms the table held (at a collection, or at the end)
+
+	watch *watch // the element whose history a failed proof traces (trace.go), or nil
+
+	// What the replay was run with, for the replays that trace a failure.
+	o     *verify.Order
+	limit int64
+	given []ir.Given
 }
 
-// Run replays g's ops in order o and returns the final memory, within DefaultMem.
-func Run(g *ir.Graph, o *verify.Order) *State { return run(g, o, DefaultMem) }
+// Run replays g's ops in order o and returns the final memory, within opt's budget, for a
+// look at what the proof holds (Check is the pass).
+func Run(g *ir.Graph, o *verify.Order, opt Options) *State { return run(g, o, opt.limit(), nil) }
 
 // termBytes is what one term costs the proof: the term, and room for the table to grow and to
 // be copied when it is collected.
 const termBytes = 2 * int64(unsafe.Sizeof(term{}))
 
-// run replays g's ops in order o and returns the final memory; the shapes' terms may take up to
+// run replays g's ops in order o from an initial memory where the elements of given hold their
+// values (the others, anything) and returns the final memory; the shapes' terms may take up to
 // limit bytes (termBytes each), past which it stops, with s.full set.
-func run(g *ir.Graph, o *verify.Order, limit int64) *State {
+func run(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given) *State {
+	return runWatching(g, o, limit, given, nil)
+}
+
+// runWatching is run that records in w (unless nil) the values each op leaves at w's element.
+func runWatching(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given, w *watch) *State {
 	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start and
 	// each postcondition (check's value over all ranks).
 	ops, makers := inOrder(g, o)
 	maxTerms := int(min(limit/termBytes, math.MaxInt32))
-	n := g.Ranks*len(g.Buffers) + len(g.Expects) + makers
+	n := g.Ranks*len(g.Buffers) + len(g.Expects) + makers + len(given)
 	if 2*int64(n) > int64(maxTerms) {
 		return &State{g: g, full: true}
 	}
-	s := &State{g: g, sh: newShapes(n)}
+	s := &State{g: g, sh: newShapes(n), watch: w, o: o, limit: limit, given: given}
 	s.sh.maxTerms = maxTerms
 	s.next = max(cap(s.sh.terms), 1<<16)
 	s.mem = newMemory(g, s.sh)
+	for _, x := range given {
+		id, shift := s.sh.one(atom{kind: atomConst, v: x.Value})
+		s.mem.put(x.Rank, x.Buf, x.Elem, x.Elem+1, []seg{{lo: x.Elem, hi: x.Elem + 1, sh: id, shift: shift, by: ir.None}})
+	}
 	// The order goes round the ranks (a wave of events on every rank, then the next), so each
 	// op is far in g.Ops from the one before and its loads miss the cache. Loading the op
 	// replayed a few steps on while replaying this one overlaps the misses.
@@ -119,6 +160,9 @@ func run(g *ir.Graph, o *verify.Order, limit int64) *State {
 			touched ^= touch(&g.Ops[ops[k+ahead]])
 		}
 		s.apply(id)
+		if w := s.watch; w != nil {
+			w.see(s, id, k)
+		}
 		if len(s.sh.terms) > s.next || s.sh.full {
 			s.collect()
 			if s.full {
@@ -320,7 +364,9 @@ func (s *State) reduce(by ir.OpID, r int, dst, src ir.Slice, red ir.ReduceOp) {
 }
 
 // atomic replays an atomic add or compare-and-swap of rank r on its peer p: the fetch gets the
-// old value; an add leaves the sum with its addend, a cas a value that depends on the values.
+// old value; an add leaves the sum with its addend. A cas that finds a known value (a
+// constant: a precondition's, or one a cas left, or their sums with addends) swaps or not as
+// the hardware would; one that finds another leaves a value that depends on the values.
 func (s *State) atomic(by ir.OpID, r, p int) {
 	op := &s.g.Ops[by]
 	dst := op.Dst
@@ -340,13 +386,18 @@ func (s *State) atomic(by ir.OpID, r, p int) {
 	for _, x := range s.a {
 		var id int32
 		var shift int64
+		w := by
 		if op.Kind == ir.OpAtomicAdd {
 			c, cs := s.sh.one(atom{kind: atomConst, v: op.A()})
 			id, shift = s.sh.merge(x.sh, x.shift, c, cs, ir.RedSum, by, r)
-		} else {
+		} else if v, ok := s.constant(x); !ok {
 			id, shift = s.sh.one(atom{kind: atomOpaque, rank: int32(r), v: int64(by)})
+		} else if v == op.A() { // a known value: the swap happens, or not
+			id, shift = s.sh.one(atom{kind: atomConst, v: op.B()})
+		} else {
+			id, shift, w = x.sh, x.shift, x.by
 		}
-		s.out = append(s.out, seg{lo: x.lo, hi: x.hi, sh: id, shift: shift, by: by})
+		s.out = append(s.out, seg{lo: x.lo, hi: x.hi, sh: id, shift: shift, by: w})
 	}
 	s.mem.put(p, dst.Buf, dst.Off, dst.Off+dst.Len, s.out)
 }

@@ -131,6 +131,89 @@ type reliance struct {
 	have, used ir.Order // the target's orderings that pairs of its ops could use; all such
 	once       sync.Once
 	d          *diag.Diagnostic
+
+	needOnce sync.Once
+	need     ir.Order // the fewest of have it relies on
+	usesOnce sync.Once
+	uses     *ir.Reliance
+}
+
+// needed is the fewest orderings of Options.Order the plan relies on (rl is o.rely, not nil).
+func (o *Order) needed(rl *reliance) ir.Order {
+	rl.needOnce.Do(func() { rl.need = fewest(o.g, ir.OrderNone, rl.have, 0, o.opt) })
+	return rl.need
+}
+
+// Relied returns, once Races has found no race, what the plan relies on: the fewest orderings of
+// Options.Order without which a race comes back, and for each the pair of ops of a queue it
+// orders and that race; nil when the plan relies on no ordering. It costs a race search per
+// ordering, the first time it is called.
+func (o *Order) Relied() *ir.Reliance {
+	rl := o.rely
+	if rl == nil {
+		return nil
+	}
+	rl.usesOnce.Do(func() {
+		g, need := o.g, o.needed(rl)
+		r := &ir.Reliance{Order: need}
+		for bit := ir.Order(1); bit <= ir.OrderSAS; bit <<= 1 {
+			if need&bit == 0 {
+				continue
+			}
+			u := ir.OrderUse{Order: bit, Prev: ir.None, Next: ir.None}
+			if races, _, ok := racesUnder(g, need&^bit, o.opt); ok && len(races) > 0 {
+				race := firstRace(g, races)
+				u.Prev, u.Next = orderedPair(g, race, bit)
+				a, b := race.First, race.Second
+				if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
+					a, b = b, a
+				}
+				u.Race = raceError(g, race, a, b).Msg
+			}
+			r.Uses = append(r.Uses, u)
+		}
+		rl.uses = r
+	})
+	return rl.uses
+}
+
+// firstRace is the race of races whose first op is declared first, then on the lowest rank: the
+// same one whatever the order the search found them in.
+func firstRace(g *ir.Graph, races []Race) Race {
+	best := races[0]
+	for _, r := range races[1:] {
+		if c := g.Ops[r.First.Op].Pos.Compare(g.Ops[best.First.Op].Pos); c < 0 || c == 0 && r.First.Op < best.First.Op {
+			best = r
+		}
+	}
+	return best
+}
+
+// orderedPair finds the ops of one queue side whose landings the ordering bit orders for race
+// r: an op of the race on a send side and the first later op of that side that bit orders after
+// it; failing that, the first such pair of consecutive ops anywhere (None, None if none).
+func orderedPair(g *ir.Graph, r Race, bit ir.Order) (prev, next ir.OpID) {
+	for _, x := range []ir.OpID{r.First.Op, r.Second.Op} {
+		op := &g.Ops[x]
+		if op.Queue == ir.None || op.Kind.Class() == 0 {
+			continue
+		}
+		side := g.Queues[op.Queue].SendOps
+		for k := int(op.Index) + 1; k < len(side); k++ {
+			if ir.Between(op.Kind.Class(), g.Ops[side[k]].Kind.Class())&bit != 0 {
+				return x, side[k]
+			}
+		}
+	}
+	for qi := range g.Queues {
+		side := g.Queues[qi].SendOps
+		for k := 1; k < len(side); k++ {
+			if ir.Between(g.Ops[side[k-1]].Kind.Class(), g.Ops[side[k]].Kind.Class())&bit != 0 {
+				return side[k-1], side[k]
+			}
+		}
+	}
+	return ir.None, ir.None
 }
 
 // Ordered returns, once Races has found no race, the order of the events under Options.Order
@@ -149,7 +232,7 @@ func (o *Order) Reliance() *diag.Diagnostic {
 	}
 	rl.once.Do(func() {
 		g, opt := o.g, o.opt
-		need := fewest(g, ir.OrderNone, rl.have, 0, opt)
+		need := o.needed(rl)
 		// The targets that do not give need may give another ordering that suffices: each
 		// distinct ordering is searched once.
 		var lack []string

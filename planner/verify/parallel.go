@@ -24,6 +24,12 @@ type Options struct {
 	// without ordering.
 	Target string
 
+	// FixBudget bounds the search for the `after` edges that fix a plan's races, and their
+	// proof, in events visited; 0 is the default (about a second of searching), a negative
+	// budget searches nothing. Races past it get no suggested fix, and their diagnostics say
+	// why.
+	FixBudget int
+
 	// Test hooks: wideLabels makes the labels of the long-path oracle 32 bits wide whatever the
 	// chains; resolved, unless nil, is given the oracle's scratch once it is done.
 	wideLabels bool

@@ -706,90 +706,86 @@ func (f Fix) Format(g *ir.Graph) string {
 	return fmt.Sprintf("add `%s after %s` on rank %d", g.Ops[f.Op].Name, g.Ops[f.After].Name, f.Rank)
 }
 
-// ExplainRaces returns, for each race, the shortest missing ordering that would fix it: one
-// `after` edge on one rank that orders the two accesses without creating a cycle (ok false when
-// there is none, which cannot happen for a race between ops of a valid plan). The edge is on the
-// rank of the op that should wait, and it waits for the earliest op of that rank whose completion
-// implies the other access is over (the other op itself when it is on the same rank).
-// Between two ops of one rank, the one declared first is assumed to be meant to go first.
+// ExplainRaces returns, for each race on its own, the `after` edge that would fix it: one edge
+// `y after x` on one rank such that the first access ends before x and y starts before the
+// second, closing no cycle, the one with the shortest such path first (see fixes.go); ok false
+// when there is none. Between two ops of one rank, the one declared first is assumed to be
+// meant to go first. Each edge fixes its race alone; SuggestFixes proves edges that fix them
+// all together.
 func ExplainRaces(g *ir.Graph, races []Race) (fixes []Fix, ok []bool) {
 	if len(races) == 0 {
 		return nil, nil
 	}
-	h := newHB(g, true, &Options{})
-	if !h.acyclic {
-		return make([]Fix, len(races)), make([]bool, len(races))
+	fixes, ok = make([]Fix, len(races)), make([]bool, len(races))
+	s := newFixGraph(g, ir.OrderNone, defaultFixBudget)
+	if s == nil {
+		return fixes, ok
 	}
-	for _, r := range races {
-		f, good := explain(g, h, r)
-		fixes = append(fixes, f)
-		ok = append(ok, good)
+	for i, r := range races {
+		s.setAdded(nil)
+		set, found := s.pick(r)
+		if !found {
+			continue
+		}
+		// Of the edge's copies on every rank, the one of the rank whose memory it is, or of
+		// the rank of either op.
+		fixes[i], ok[i] = set[0], true
+		for _, want := range []int{int(g.Ops[r.Second.Op].Rank), int(g.Ops[r.First.Op].Rank), r.Rank()} {
+			for _, f := range set {
+				if f.Rank == want {
+					fixes[i] = f
+				}
+			}
+		}
 	}
 	return fixes, ok
 }
 
-func explain(g *ir.Graph, h *hbGraph, r Race) (Fix, bool) {
-	a, b := r.First, r.Second
-	if g.Ops[a.Op].Rank == g.Ops[b.Op].Rank && b.Op < a.Op {
-		a, b = b, a
-	}
-	if f, ok := orderBefore(g, h, a, b); ok {
-		return f, true
-	}
-	return orderBefore(g, h, b, a)
-}
-
-// orderBefore finds an edge `b.Op after x` on b.Op's rank such that access a ends before x
-// completes, choosing the x that completes earliest, and refusing edges that would close a cycle.
-func orderBefore(g *ir.Graph, h *hbGraph, a, b MemAccess) (Fix, bool) {
-	rank := int(g.Ops[b.Op].Rank)
-	afterA := h.forward(a.to)
-	fromB := h.forward(startOf(b.Op))
-	first, end := g.RankOps(rank)
-	best := ir.OpID(ir.None)
-	for x := first; x < end; x++ {
-		e := endOf(x)
-		if x == b.Op || !afterA[h.node(e)] || fromB[h.node(e)] {
-			continue
-		}
-		if x == a.Op { // the other op itself reads best
-			best = x
-			break
-		}
-		if best == ir.None || h.topo[e] < h.topo[endOf(best)] {
-			best = x
-		}
-	}
-	if best == ir.None {
-		return Fix{}, false
-	}
-	return Fix{Rank: rank, Op: b.Op, After: best}, true
-}
-
 // raceErrors turns races, the races of g under its happens-before graph h, into diagnostics,
-// one per pair of op statements and buffer, naming the ranks whose memory it occurs in. Unless
-// nil, note gives what to add to a race's message.
+// one per pair of op statements and buffer, naming the ranks whose memory it occurs in, each
+// with the `after` edges that fix its races on every one of them (explainRaces). Unless nil,
+// note gives what to add to a race's message.
 func raceErrors(g *ir.Graph, h *hbGraph, races []Race, note func(Race) string) diag.List {
 	var groups diag.Group
+	var firsts []*diag.Diagnostic
+	byKind := map[string]int{}
+	var members [][]Race
 	for _, r := range races {
-		a, b := r.First, r.Second
-		if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
-			a, b = b, a
-		}
-		kind := fmt.Sprintf("race %s %s %d", g.Ops[a.Op].Pos, g.Ops[b.Op].Pos, r.Buf())
+		a, b := inSource(g, r)
+		kind := raceKind(g, r)
 		d := raceError(g, r, a, b)
 		if note != nil {
 			d.Msg += note(r)
 		}
 		if groups.Add(d, kind, r.Rank()) {
-			explainRace(g, h, r, d) // once per group: it searches the whole graph
+			byKind[kind] = len(firsts)
+			firsts = append(firsts, d)
+			members = append(members, nil)
 		}
+		k := byKind[kind]
+		members[k] = append(members[k], r)
 	}
+	explainRaces(g, h.order, h.opt, firsts, members)
 	return groups.List(g.Ranks)
 }
 
+// inSource returns the accesses of race r in the order of their positions in the source.
+func inSource(g *ir.Graph, r Race) (a, b MemAccess) {
+	a, b = r.First, r.Second
+	if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
+		a, b = b, a
+	}
+	return a, b
+}
+
+// raceKind names the diagnostic race r is reported in: its pair of op statements and buffer.
+func raceKind(g *ir.Graph, r Race) string {
+	a, b := inSource(g, r)
+	return fmt.Sprintf("race %s %s %d", g.Ops[a.Op].Pos, g.Ops[b.Op].Pos, r.Buf())
+}
+
 // raceError words race r between accesses a and b (a written first) for its rank, without the
-// fix (explainRace).
+// fix (explainRaces).
 func raceError(g *ir.Graph, r Race, a, b MemAccess) *diag.Diagnostic {
 	where := fmt.Sprintf("rank %d's %s", r.Rank(), g.SliceString(ir.Slice{Buf: r.Buf(), Off: r.Off, Len: r.Len}))
 	d := diag.Errorf(diag.Race, a.Pos,
@@ -799,27 +795,50 @@ func raceError(g *ir.Graph, r Race, a, b MemAccess) *diag.Diagnostic {
 	return d
 }
 
-// explainRace completes the diagnostic of race r with the `after` that would fix it.
-func explainRace(g *ir.Graph, h *hbGraph, r Race, d *diag.Diagnostic) {
-	fix, ok := explain(g, h, r)
-	if !ok {
-		d.Msg += " (" + unorderableHint(g, r) + ")"
-		return
+// explainRaces completes each diagnostic ds[i] with the `after` edges that fix every race of
+// members[i] (its races on every rank) under the ordering ord, found by the search of fixes.go
+// and proven by adding them to the plan and running the deadlock and race passes again; when it
+// finds none, the diagnostic says so and what else could order the accesses.
+func explainRaces(g *ir.Graph, ord ir.Order, opt *Options, ds []*diag.Diagnostic, members [][]Race) {
+	s := newFixGraph(g, ord, opt.fixBudget())
+	for i, d := range ds {
+		races := members[i]
+		if s == nil || s.spent() {
+			d.Msg += " (no `after` suggested: proving one would take more than the search budget)"
+			continue
+		}
+		fixes, open := s.fixGroup(races, ord, opt)
+		if s.spent() {
+			d.Msg += " (no `after` suggested: proving one would take more than the search budget)"
+			continue
+		}
+		if len(fixes) == 0 {
+			d.Msg += " (" + unorderableHint(g, open[0]) + ")"
+			continue
+		}
+		hint := formatFixes(g, fixes)
+		d.Fix = &diag.Fix{Msg: hint}
+		if len(open) > 0 {
+			var ranks []int
+			for _, r := range open {
+				ranks = append(ranks, r.Rank())
+			}
+			hint += fmt.Sprintf(", which fixes it except on %s: there, %s", diag.FormatRanks(ranks), unorderableHint(g, open[0]))
+		}
+		d.Msg += " (" + hint + ")"
 	}
-	hint := fix.Format(g)
-	d.Msg += " (" + hint + ")"
-	d.Fix = &diag.Fix{Msg: hint}
 }
 
-// unorderableHint says what can order the two ops of race r when no single `after` does. Ops of
-// different ranks cannot be ordered by `after`, which orders ops of one rank: a message can
-// (and atomic adds that fetch nothing commute, so they need no order at all).
+// unorderableHint says that no `after` edge fixes race r, and what can order its two ops. Ops
+// of different ranks cannot be ordered by `after`, which orders ops of one rank, unless a
+// message already carries the order: a new message can (and atomic adds that fetch nothing
+// commute, so they need no order at all).
 func unorderableHint(g *ir.Graph, r Race) string {
 	a, b := &g.Ops[r.First.Op], &g.Ops[r.Second.Op]
 	if a.Rank == b.Rank {
-		return "order them with an `after`"
+		return "no single `after` edge fixes this race without a deadlock: use another buffer for one of the two accesses, or order them through other ops"
 	}
-	hint := fmt.Sprintf("an `after` orders ops of one rank only: pass a token (rank %d sends to rank %d after %s, and %s on rank %d is `after` the recv of it)",
+	hint := fmt.Sprintf("no single `after` edge fixes this race, as no message orders these ranks' ops: pass a token (rank %d sends to rank %d after %s, and %s on rank %d is `after` the recv of it)",
 		a.Rank, b.Rank, a.Name, b.Name, b.Rank)
 	if a.Kind == ir.OpAtomicAdd && b.Kind == ir.OpAtomicAdd {
 		hint += ", or drop the `to` of the adds if their old values are not needed: adds that fetch nothing commute and do not race"

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/exec/provider"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/predict"
+)
+
+func init() {
+	register("calibrate", "Measure the cost model's figures on this machine (ping-pong, posting rate, host reduce and copy) and write them for coredag predict.", func() any { return &calibrateCmd{} })
+}
+
+type calibrateCmd struct {
+	Provider string `default:"softnic" help:"NIC provider to measure: softnic or ofi (ofi needs a build with -tags ofi)."`
+	OFIProv  string `name:"ofi-provider" placeholder:"NAME" help:"With --provider ofi: the libfabric provider (default: the first with triggered operations)."`
+	Target   string `default:"connectx" help:"Target the micro-benchmarks are compiled for: the figures are for plans compiled for it (see coredag targets)."`
+	Iters    int    `default:"200" help:"Iterations of each micro-benchmark."`
+	Stat     string `default:"median" enum:"median,min" help:"Which iteration's time stands for a benchmark: median, or min (the fastest: steadier on a loaded machine)."`
+	Out      string `short:"o" placeholder:"FILE" help:"Write the figures to FILE (default: stdout)."`
+}
+
+// calBench is one micro-benchmark of calibrate: a plan text and the params it runs at.
+type calBench struct {
+	name   string
+	src    string
+	params map[string]int64
+}
+
+// The micro-benchmarks move every message from and into memory of its own (a slice per hop or
+// step), as a collective does over its buffers: their large sizes measure memory out of the
+// caches, not one buffer kept hot.
+const calPingPong = `plan pingpong
+param ranks = 2
+param n = 8
+param hops = 20
+buffer a u8[hops * n]
+buffer b u8[hops * n]
+queue q to 1 - rank peer q
+for h in 0 .. hops {
+  if h % 2 == rank {
+    op tx[h] = send q a[h * n : (h + 1) * n]
+    if h > 0 { tx[h] after rx[h - 1] }
+  } else {
+    op rx[h] = recv q b[h * n : (h + 1) * n]
+  }
+}
+`
+
+const calStream = `plan stream
+param ranks = 2
+param n = 8
+param k = 64
+buffer a u8[k * n]
+queue q to 1 - rank peer q depth 512
+for j in 0 .. k {
+  if rank == 0 {
+    op tx[j] = send q a[j * n : (j + 1) * n]
+  } else {
+    op rx[j] = recv q a[j * n : (j + 1) * n]
+  }
+}
+`
+
+const calReduce = `plan hostreduce
+param ranks = 1
+param n = 1024
+param k = 8
+buffer x f32[k * n]
+buffer y f32[k * n]
+for j in 0 .. k {
+  op red[j] = reduce sum x[j * n : (j + 1) * n] from y[j * n : (j + 1) * n]
+  if j > 0 { red[j] after red[j - 1] }
+}
+`
+
+const calCopy = `plan hostcopy
+param ranks = 1
+param n = 1024
+param k = 8
+buffer x f32[k * n]
+buffer y f32[k * n]
+for j in 0 .. k {
+  op cp[j] = copy x[j * n : (j + 1) * n] to y[j * n : (j + 1) * n]
+  if j > 0 { cp[j] after cp[j - 1] }
+}
+`
+
+// calBenches are the micro-benchmarks: a ping-pong over sizes (latency and bandwidth), a stream
+// of small messages at two lengths (the per-message and posting cost), host reduces and copies
+// over sizes (their cost per byte).
+func calBenches() []calBench {
+	var bs []calBench
+	for _, n := range []int64{8, 1 << 10, 64 << 10, 1 << 20, 4 << 20} {
+		bs = append(bs, calBench{fmt.Sprintf("pingpong %s", formatBytes(n)), calPingPong, map[string]int64{"n": n, "hops": min(20, 64<<20/n)}})
+	}
+	for _, k := range []int64{16, 256} {
+		bs = append(bs, calBench{fmt.Sprintf("stream %d x 8 B", k), calStream, map[string]int64{"k": k}})
+	}
+	for _, n := range []int64{64, 16 << 10, 256 << 10, 1 << 20} {
+		bs = append(bs, calBench{fmt.Sprintf("reduce %s", formatBytes(4*n)), calReduce, map[string]int64{"n": n}})
+		bs = append(bs, calBench{fmt.Sprintf("copy %s", formatBytes(4*n)), calCopy, map[string]int64{"n": n}})
+	}
+	return bs
+}
+
+// measured is a plan's measured median time of one iteration.
+type measured struct {
+	name string
+	plan *ir.Plan
+	ns   float64
+}
+
+// openRunProvider opens a provider that runs every rank in this process, by name.
+func openRunProvider(name, ofiProv string) (nic.Provider, int, error) {
+	prov, err := provider.Usable(name)
+	if err != nil {
+		return nil, 0, usageError("--provider: %v", err)
+	}
+	if !prov.AllRanks {
+		return nil, 0, usageError("--provider %s: runs one rank per process; calibrate and measure run every rank in this process (softnic, ofi)", name)
+	}
+	p, err := prov.Open(provider.Config{Rank: -1, OFIProvider: ofiProv, GIDIndex: -1})
+	if err != nil {
+		return nil, 0, fmt.Errorf("--provider %s: %v", name, err)
+	}
+	// every rank runs in this process, on the thread that runs the engine
+	return p, 1, nil
+}
+
+// measurePlan runs a compiled plan iters times on p and returns its median (or with stat "min",
+// its least) time per iteration in nanoseconds.
+func measurePlan(ctx context.Context, plan *ir.Plan, p nic.Provider, iters int, stat string) (float64, error) {
+	res, err := exec.Run(ctx, plan, p, exec.Options{Iters: iters})
+	if err != nil {
+		return 0, err
+	}
+	if !res.OK {
+		return 0, fmt.Errorf("the run's memory does not match the reference")
+	}
+	if stat == "min" {
+		return float64(res.Latency.Min.Nanoseconds()), nil
+	}
+	return float64(res.Latency.Median.Nanoseconds()), nil
+}
+
+func (c *calibrateCmd) Run(e *env) error {
+	if c.Iters < 1 {
+		return usageError("--iters %d: must be at least 1", c.Iters)
+	}
+	tg, err := ir.LookupTarget(c.Target)
+	if err != nil {
+		return usageError("--target: %v", err)
+	}
+	if c.Out != "" {
+		if err := checkOutput(e, "-o", c.Out); err != nil {
+			return err
+		}
+	}
+	p, workers, err := openRunProvider(c.Provider, c.OFIProv)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	var ms []measured
+	for _, b := range calBenches() {
+		g, err := planner.Load(b.name+".dag", []byte(b.src), b.params, planner.Options{})
+		if err != nil {
+			return fmt.Errorf("calibrate: %s: internal error: %v", b.name, err)
+		}
+		plan, err := planner.Compile(g, tg)
+		if err != nil {
+			return fmt.Errorf("calibrate: %s on %s: %v", b.name, tg.Name, err)
+		}
+		ns, err := measurePlan(e.ctx, plan, p, c.Iters, c.Stat)
+		if err != nil {
+			return fmt.Errorf("calibrate: %s: %v", b.name, err)
+		}
+		fmt.Fprintf(e.stderr, "calibrate: %-20s %s\n", b.name, formatNs(ns))
+		ms = append(ms, measured{b.name, plan, ns})
+	}
+	par, errs, err := fitMeasured(ms, c.Provider, tg.Name, workers, c.Stat)
+	if err != nil {
+		return err
+	}
+	printFit(e.stderr, ms, errs)
+	out := par.Encode()
+	if c.Out == "" {
+		_, err := e.stdout.Write(out)
+		return err
+	}
+	return writeOutput(c.Out, "the figures", out)
+}
+
+// fitMeasured fits the model's figures to measurements. With every rank in one process on one
+// thread, there is no wire: L and g stay 0 and the per-message costs carry the time.
+func fitMeasured(ms []measured, prov, target string, workers int, stat string) (predict.Params, []float64, error) {
+	samples := make([]predict.Sample, len(ms))
+	for i, m := range ms {
+		samples[i] = predict.Sample{Name: m.name, Plan: m.plan, Scale: 1, Measured: m.ns}
+	}
+	base := predict.Params{Provider: prov, Target: target, Workers: workers}
+	free := slices.DeleteFunc(slices.Clone(predict.FitFigures), func(s string) bool { return s == "L_ns" && workers > 0 })
+	par, errs, err := predict.FitCache(samples, base, free)
+	if err != nil {
+		return par, nil, fmt.Errorf("calibrate: %v", err)
+	}
+	var worst float64
+	for _, e := range errs {
+		worst = max(worst, math.Abs(e))
+	}
+	par.Note = fmt.Sprintf("coredag calibrate: %d micro-benchmarks (ping-pong, message stream, host reduce and copy) on %s, target %s, %s time of each, fitted by relative least squares (cache size searched); worst fit error %.0f%%",
+		len(ms), prov, target, stat, 100*worst)
+	return par, errs, nil
+}
+
+func printFit(w io.Writer, ms []measured, errs []float64) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "calibrate: benchmark\tmeasured\tfitted model\terror")
+	for i, m := range ms {
+		fmt.Fprintf(tw, "calibrate: %s\t%s\t%s\t%+.0f%%\n", m.name, formatNs(m.ns), formatNs(m.ns*(1+errs[i])), 100*errs[i])
+	}
+	tw.Flush()
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// tune writes a set from predictions that loads, and select picks from it with the reason.
+func TestTuneSelect(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	set := filepath.Join(dir, "allreduce.set")
+	code, _, errOut := coredag(t, "", "tune", "--ranks", "4,8", "--sizes", "8B..4MiB", "-o", set,
+		"plans/ring_allreduce.dag", "plans/recursive_doubling_allreduce.dag", "plans/rabenseifner_allreduce.dag")
+	require.Equal(t, 0, code, errOut)
+	b, err := os.ReadFile(set)
+	require.NoError(t, err)
+	text := string(b)
+	assert.Contains(t, text, "collective allreduce\n")
+	assert.Contains(t, text, "sizes 0..")
+	assert.Regexp(t, `(?m)sizes \S+\.\. ranks 8$`, text)
+	// with the guessed figures, recursive doubling serves the small sizes
+	assert.Regexp(t, `(?m)^plan \S*recursive_doubling_allreduce.dag sizes 0\.\.`, text)
+	code, out, errOut := coredag(t, "", "select", set, "--size", "8B", "-p", "ranks=8")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "recursive_doubling_allreduce.dag -p ranks=8\nwhy: ")
+	assert.Contains(t, out, "size 8 is in 0..")
+	code, _, errOut = coredag(t, "", "select", set, "--size", "8B", "-p", "ranks=64")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "serves ranks 4..8")
+}
+
+// A set with a gap, and one whose plan computes another collective, are refused at their lines.
+func TestSetRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	plan := func(name string) string { return filepath.Join(root, "plans", name) }
+	set := filepath.Join(dir, "gap.set")
+	require.NoError(t, os.WriteFile(set, []byte("collective allreduce\n"+
+		"plan "+plan("recursive_doubling_allreduce.dag")+" sizes 0..16KiB ranks 8\n"+
+		"plan "+plan("ring_allreduce.dag")+" sizes 64KiB.. ranks 8\n"+
+		"plan "+plan("ring_allgather.dag")+" sizes 0.. ranks 16\n"), 0o644))
+	code, _, errOut := coredag(t, "", "select", set, "--size", "1KiB", "-p", "ranks=8")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, set+":3:")
+	assert.Contains(t, errOut, "a gap: no plan serves sizes 16KiB..64KiB at ranks 8")
+	assert.Contains(t, errOut, set+":4:1: ")
+	assert.Contains(t, errOut, "computes allgather (its expect), not the set's collective allreduce")
+	assert.Contains(t, errOut, "a gap: no plan serves ranks 9..15")
+	// usage mistakes
+	for _, args := range [][]string{{"--size", "x", "-p", "ranks=8"}, {"--size", "8B"}, {"--size", "8B", "-p", "ranks=8", "-p", "n=3"}} {
+		code, _, errOut := coredag(t, "", append([]string{"select", set}, args...)...)
+		assert.Equal(t, 2, code, "%v: %s", args, errOut)
+	}
+	code, _, errOut = coredag(t, "", "tune", "plans/ring_allreduce.dag", "plans/ring_allgather.dag")
+	assert.Equal(t, 2, code)
+	assert.True(t, strings.Contains(errOut, "computes allgather"), errOut)
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPredictTable(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := coredag(t, "", "predict", "-p", "ranks=8", "--sizes", "1KiB..1MiB",
+		"plans/ring_allreduce.dag", "plans/recursive_doubling_allreduce.dag")
+	require.Equal(t, 0, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.GreaterOrEqual(t, len(lines), 13, out)
+	assert.Contains(t, lines[1], "ring_allreduce")
+	assert.Contains(t, lines[1], "recursive_doubling_allreduce")
+	assert.Regexp(t, `^\s+1 KiB\s+\S+ µs\s+\S+ µs$`, lines[2])
+	assert.Regexp(t, `^\s+1 MiB\s`, lines[12])
+	// with the guessed figures, recursive doubling wins small messages and the ring large ones
+	assert.Contains(t, out, "crossover: recursive_doubling_allreduce is faster than ring_allreduce below about")
+}
+
+func TestPredictPlot(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, name := range []string{"p.svg", "p.png"} {
+		path := filepath.Join(dir, name)
+		code, _, errOut := coredag(t, "", "predict", "--sizes", "8B..64KiB", "--plot", path,
+			"plans/ring_allreduce.dag", "plans/double_binary_tree_allreduce.dag")
+		require.Equal(t, 0, code, errOut)
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		if strings.HasSuffix(name, ".svg") {
+			assert.Contains(t, string(b[:min(len(b), 400)]), "<svg")
+			assert.Contains(t, string(b), "ring_allreduce")
+		} else {
+			assert.Equal(t, "\x89PNG", string(b[:4]))
+		}
+	}
+}
+
+func TestPredictParamsFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	slow := filepath.Join(dir, "slow.json")
+	require.NoError(t, os.WriteFile(slow, []byte(`{"provider": "slow", "L_ns": 1000000, "workers": 0}`), 0o644))
+	code, out, errOut := coredag(t, "", "predict", "--params", slow, "--sizes", "8B", "-p", "ranks=2", "plans/ring_allreduce.dag")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "figures: slow")
+	assert.Regexp(t, `8 B\s+[0-9.]+ ms`, out) // only latency: milliseconds
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte("{\n  \"L_ns\": -3\n}"), 0o644))
+	code, _, errOut = coredag(t, "", "predict", "--params", bad, "plans/ring_allreduce.dag")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "bad.json: L_ns is -3")
+}
+
+func TestPredictErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sizes", "8X..1KiB"}, `--sizes: "8X"`},
+		{[]string{"--sizes", "1MiB..1KiB"}, "ends below its start"},
+		{[]string{"--size-param", "m"}, `no param "m"`},
+		{[]string{"--plot", "x.jpg"}, "must end in .svg or .png"},
+		{[]string{"--target", "nosuch"}, "--target"},
+	} {
+		code, _, errOut := coredag(t, "", append(append([]string{"predict"}, c.args...), "plans/ring_allreduce.dag")...)
+		assert.Equal(t, 2, code, c.args)
+		assert.Contains(t, errOut, c.want, c.args)
+	}
+	// a size param that does not scale the slices
+	dir := t.TempDir()
+	f := filepath.Join(dir, "odd.dag")
+	require.NoError(t, os.WriteFile(f, []byte("plan odd\nparam ranks = 2\nparam n = 4\nbuffer a u8[n + 1]\nqueue q to 1 - rank peer q\nif rank == 0 { op s = send q a }\nif rank == 1 { op r = recv q a }\n"), 0o644))
+	code, _, errOut := coredag(t, "", "predict", f)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "not linear in n")
+}

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestValidatePredict is the validation of the cost model: it calibrates the software NIC, then
+// predicts and measures the four allreduce plans of plans/ at four sizes on 8 ranks and logs the
+// table, with the error of every prediction and their median (run with -v to see it). It fails
+// when a step fails or when the median absolute error passes 100%, a model gone wrong rather than
+// a noisy machine; docs/predict.md reports the figures seen.
+func TestValidatePredict(t *testing.T) {
+	endToEnd(t)
+	figs := filepath.Join(t.TempDir(), "softnic.json")
+	code, _, errOut := coredag(t, "", "calibrate", "--iters", "50", "-o", figs)
+	require.Equal(t, 0, code, errOut)
+	t.Logf("calibrate:\n%s", errOut)
+	code, out, errOut := coredag(t, "", "predict", "--params", figs, "--measure", "--iters", "30", "-p", "ranks=8",
+		"--sizes", "1KiB,16KiB,256KiB,2MiB", "plans/ring_allreduce.dag", "plans/recursive_doubling_allreduce.dag",
+		"plans/rabenseifner_allreduce.dag", "plans/double_binary_tree_allreduce.dag")
+	require.Equal(t, 0, code, errOut)
+	t.Logf("predict --measure:\n%s", out)
+	m := regexp.MustCompile(`over 16 runs: median of the absolute errors (\d+)%`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	med, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	require.Less(t, med, 100, "the model's median error")
+}

@@ -1,0 +1,429 @@
+// Package planset reads plan sets: small files that say which plan runs a collective at which
+// message size and world size. A set names its collective, then one line per plan:
+//
+//	# allreduce on up to 64 ranks
+//	collective allreduce
+//	plan recursive_doubling_allreduce.dag sizes 0..16KiB   ranks 2..64
+//	plan rabenseifner_allreduce.dag       sizes 16KiB..    ranks 2..64
+//
+// Sizes are half-open byte ranges, A..B meaning A <= size < B and A.. every size from A on;
+// ranks are inclusive, R..S, R, or R.. for every world size from R on. `-p NAME=VALUE` after the
+// ranges sets a param of that plan (repeatable). Paths are relative to the set's file.
+//
+// Load checks the set whole and reports every mistake at its position: a plan whose `expect`
+// is not the set's collective (or that has none), two plans that serve the same size and world
+// size (an overlap), and a size or world size within the set's range that no plan serves (a
+// gap). Every world size from the least to the greatest a plan names must be served at every
+// size from 0 on, so that Select never has to fall back silently.
+package planset
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/intlit"
+	"github.com/coredag/coredag/ir"
+)
+
+// Unbounded is the end of an open range (`16KiB..`, `2..`).
+const Unbounded = math.MaxInt64
+
+// Entry is one plan line of a set.
+type Entry struct {
+	Path string // the plan file, as written
+	File string // the plan file, resolved against the set's directory
+	// Sizes [SizeLo, SizeHi) in bytes and world sizes [RanksLo, RanksHi] (Unbounded: open).
+	SizeLo, SizeHi   int64
+	RanksLo, RanksHi int64
+	Params           []string // -p NAME=VALUE, as written
+	Pos              diag.Pos // the line's `plan` keyword
+	SizePos          diag.Pos // its size range
+	RanksPos         diag.Pos // its world size range
+}
+
+// Set is a loaded plan set.
+type Set struct {
+	File       string
+	Collective ir.ExpectKind
+	Pos        diag.Pos // the `collective` line
+	Entries    []Entry
+}
+
+// Checker loads a plan of the set at a world size and returns its postconditions: the caller's
+// front end (planner.Load), so that this package does not depend on it. ranks is the least world
+// size the entry serves; params are the entry's -p values.
+type Checker func(path string, ranks int64, params []string) ([]ir.Expect, error)
+
+// Parse reads a set's text. Errors are a diag.List with positions in name.
+func Parse(name string, src []byte) (*Set, error) {
+	s := &Set{File: name}
+	file := diag.File(name)
+	var errs diag.List
+	haveColl := false
+	collLines, planLines := 0, 0
+	for i, line := range strings.Split(string(src), "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		if c := strings.IndexByte(line, '#'); c >= 0 {
+			line = line[:c]
+		}
+		toks := fields(line)
+		if len(toks) == 0 {
+			continue
+		}
+		pos := func(t token) diag.Pos { return diag.Pos{File: file, Line: uint32(i + 1), Col: uint32(t.col)} }
+		switch toks[0].text {
+		case "collective":
+			collLines++
+			if haveColl {
+				errs.Add(diag.Syntax, pos(toks[0]), "a second `collective` line: a set serves one collective")
+				continue
+			}
+			if len(toks) != 2 {
+				errs.Add(diag.Syntax, pos(toks[0]), "write `collective NAME`, NAME one of %s", strings.Join(ir.ExpectKinds(), ", "))
+				continue
+			}
+			k, ok := ir.ParseExpectKind(toks[1].text)
+			if !ok || k == ir.ExpectUnchanged {
+				errs.Add(diag.Syntax, pos(toks[1]), "unknown collective %q: one of %s", toks[1].text, strings.Join(slices.DeleteFunc(ir.ExpectKinds(), func(s string) bool { return s == "unchanged" }), ", "))
+				continue
+			}
+			s.Collective, s.Pos, haveColl = k, pos(toks[0]), true
+		case "plan":
+			planLines++
+			e, err := parseEntry(toks, pos)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			e.File = e.Path
+			if !filepath.IsAbs(e.Path) {
+				e.File = filepath.Join(filepath.Dir(name), e.Path)
+			}
+			s.Entries = append(s.Entries, e)
+		default:
+			errs.Add(diag.Syntax, pos(toks[0]), "unknown statement %q: a set has a `collective` line and `plan` lines", toks[0].text)
+		}
+	}
+	if collLines == 0 {
+		errs.Add(diag.Syntax, diag.Pos{File: file, Line: 1, Col: 1}, "the set has no `collective NAME` line")
+	}
+	if planLines == 0 && haveColl {
+		errs.Add(diag.Syntax, s.Pos, "the set lists no plan")
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+type token struct {
+	text string
+	col  int // 1-based byte column
+}
+
+func fields(line string) []token {
+	var out []token
+	i := 0
+	for i < len(line) {
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+			i++
+		}
+		j := i
+		for j < len(line) && line[j] != ' ' && line[j] != '\t' {
+			j++
+		}
+		if j > i {
+			out = append(out, token{line[i:j], i + 1})
+		}
+		i = j
+	}
+	return out
+}
+
+func parseEntry(toks []token, pos func(token) diag.Pos) (Entry, *diag.Diagnostic) {
+	e := Entry{Pos: pos(toks[0])}
+	if len(toks) < 2 {
+		return e, diag.Errorf(diag.Syntax, pos(toks[0]), "write `plan FILE sizes A..B ranks R..S [-p NAME=VALUE ...]`")
+	}
+	e.Path = toks[1].text
+	var haveSizes, haveRanks bool
+	for k := 2; k < len(toks); k++ {
+		t := toks[k]
+		if k+1 >= len(toks) {
+			return e, diag.Errorf(diag.Syntax, pos(t), "%q needs a value after it", t.text)
+		}
+		v := toks[k+1]
+		k++
+		var err error
+		switch t.text {
+		case "sizes":
+			e.SizeLo, e.SizeHi, err = parseRange(v.text, true)
+			e.SizePos, haveSizes = pos(v), true
+		case "ranks":
+			e.RanksLo, e.RanksHi, err = parseRange(v.text, false)
+			e.RanksPos, haveRanks = pos(v), true
+			if err == nil && e.RanksLo < 1 {
+				err = errors.New("a world size is at least 1")
+			}
+		case "-p":
+			if !strings.Contains(v.text, "=") {
+				err = errors.New("write -p NAME=VALUE")
+			}
+			e.Params = append(e.Params, v.text)
+		default:
+			return e, diag.Errorf(diag.Syntax, pos(t), "unknown word %q: a plan line takes sizes, ranks and -p", t.text)
+		}
+		if err != nil {
+			return e, diag.Errorf(diag.Syntax, pos(v), "%s %q: %v", t.text, v.text, err)
+		}
+	}
+	if !haveSizes {
+		return e, diag.Errorf(diag.Syntax, pos(toks[0]), "the plan line has no `sizes A..B`")
+	}
+	if !haveRanks {
+		return e, diag.Errorf(diag.Syntax, pos(toks[0]), "the plan line has no `ranks R..S`")
+	}
+	return e, nil
+}
+
+// parseRange reads A..B, A.. or (for world sizes) R. Sizes are half-open, world sizes inclusive.
+func parseRange(s string, sizes bool) (lo, hi int64, err error) {
+	a, b, isRange := strings.Cut(s, "..")
+	if lo, err = ParseSize(a); err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case !isRange && sizes:
+		return 0, 0, errors.New("write a range A..B (A <= size < B) or A.. (every size from A)")
+	case !isRange:
+		return lo, lo, nil
+	case b == "":
+		return lo, Unbounded, nil
+	}
+	if hi, err = ParseSize(b); err != nil {
+		return 0, 0, err
+	}
+	if sizes && hi <= lo {
+		return 0, 0, fmt.Errorf("the range is empty: it ends at or below its start")
+	}
+	if !sizes && hi < lo {
+		return 0, 0, fmt.Errorf("the range is empty: it ends below its start")
+	}
+	return lo, hi, nil
+}
+
+// ParseSize reads a byte count: 4096, 64KiB, 16MiB, 8B.
+func ParseSize(s string) (int64, error) {
+	x := strings.TrimSpace(s)
+	if !strings.HasSuffix(x, "iB") {
+		x = strings.TrimSuffix(x, "B")
+	}
+	if x == "" {
+		return 0, errors.New("empty number")
+	}
+	n, err := intlit.Parse(x)
+	if err != nil {
+		return 0, fmt.Errorf("not a size (write 4096, 64KiB or 16MiB)")
+	}
+	if n < 0 {
+		return 0, errors.New("negative")
+	}
+	return n, nil
+}
+
+// Check verifies the set: every plan's expect is the set's collective (through check), and the
+// entries cover every size from 0 on, for every world size from the least to the greatest
+// named, exactly once. Every mistake is reported, at its position.
+func (s *Set) Check(check Checker) error {
+	var errs diag.List
+	for _, e := range s.Entries {
+		if check == nil {
+			break
+		}
+		exps, err := check(e.File, e.RanksLo, e.Params)
+		if err != nil {
+			d := errs.Add(diag.Input, e.Pos, "plan %s at ranks=%d: %s", e.Path, e.RanksLo, firstLine(err.Error()))
+			d.Related = append(d.Related, diag.Related{Pos: e.RanksPos, Label: "the least world size it serves"})
+			continue
+		}
+		if len(exps) == 0 {
+			errs.Add(diag.Expect, e.Pos, "plan %s has no `expect`: a set's plans must say they compute its collective (%s)", e.Path, s.Collective)
+			continue
+		}
+		if k := exps[0].Kind; k != s.Collective {
+			d := errs.Add(diag.Expect, e.Pos, "plan %s computes %s (its expect), not the set's collective %s", e.Path, k, s.Collective)
+			d.Related = append(d.Related, diag.Related{Pos: exps[0].Pos, Label: "its expect"}, diag.Related{Pos: s.Pos, Label: "the set's collective"})
+		}
+	}
+	errs = append(errs, s.coverage()...)
+	return errs.Err()
+}
+
+// coverage reports overlaps and gaps of the entries' ranges.
+func (s *Set) coverage() diag.List {
+	var errs diag.List
+	// the world sizes where the set of entries serving them can change
+	cuts := []int64{}
+	for _, e := range s.Entries {
+		cuts = append(cuts, e.RanksLo)
+		if e.RanksHi != Unbounded {
+			cuts = append(cuts, e.RanksHi+1)
+		}
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	maxR := int64(0)
+	for _, e := range s.Entries {
+		maxR = max(maxR, e.RanksHi)
+	}
+	seen := map[[2]int]bool{} // pairs of entries already reported as overlapping
+	for ci, r := range cuts {
+		if r > maxR {
+			break
+		}
+		hi := int64(Unbounded)
+		if ci+1 < len(cuts) {
+			hi = cuts[ci+1] - 1
+		}
+		var in []int
+		for i, e := range s.Entries {
+			if e.RanksLo <= r && r <= e.RanksHi {
+				in = append(in, i)
+			}
+		}
+		what := fmt.Sprintf("ranks %s", rangeText(r, hi))
+		if len(in) == 0 {
+			// between two entries' world sizes: report at the entry that starts after the gap
+			next := -1
+			for i, e := range s.Entries {
+				if e.RanksLo > r && (next < 0 || e.RanksLo < s.Entries[next].RanksLo) {
+					next = i
+				}
+			}
+			errs.Add(diag.Shape, s.Entries[next].RanksPos, "a gap: no plan serves %s (at any size)", what)
+			continue
+		}
+		slices.SortStableFunc(in, func(a, b int) int {
+			return cmpInt(s.Entries[a].SizeLo, s.Entries[b].SizeLo)
+		})
+		end := int64(0)
+		last := -1
+		for _, i := range in {
+			e := &s.Entries[i]
+			switch {
+			case e.SizeLo > end:
+				d := errs.Add(diag.Shape, e.SizePos, "a gap: no plan serves sizes %s at %s", sizeRangeText(end, e.SizeLo), what)
+				if last >= 0 {
+					d.Related = append(d.Related, diag.Related{Pos: s.Entries[last].SizePos, Label: "the sizes below the gap end here"})
+				}
+			case e.SizeLo < end:
+				if !seen[[2]int{last, i}] {
+					seen[[2]int{last, i}] = true
+					d := errs.Add(diag.Shape, e.SizePos, "an overlap: sizes %s at %s are served by two plans", sizeRangeText(e.SizeLo, min(end, e.SizeHi)), what)
+					d.Related = append(d.Related, diag.Related{Pos: s.Entries[last].SizePos, Label: "the other plan serving them"})
+				}
+			}
+			if e.SizeHi > end {
+				end, last = e.SizeHi, i
+			}
+		}
+		if end != Unbounded {
+			errs.Add(diag.Shape, s.Entries[last].SizePos, "a gap: no plan serves sizes from %s on at %s (end the last range with `..`)", formatSize(end), what)
+		}
+	}
+	return errs
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func rangeText(lo, hi int64) string {
+	switch {
+	case hi == Unbounded:
+		return fmt.Sprintf("%d and up", lo)
+	case lo == hi:
+		return strconv.FormatInt(lo, 10)
+	}
+	return fmt.Sprintf("%d..%d", lo, hi)
+}
+
+func sizeRangeText(lo, hi int64) string {
+	if hi == Unbounded {
+		return formatSize(lo) + ".."
+	}
+	return formatSize(lo) + ".." + formatSize(hi)
+}
+
+// formatSize writes a byte count as the set's syntax does: 64KiB, 1MiB, 1000.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		s string
+		v int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.v && n%u.v == 0 {
+			return fmt.Sprintf("%d%s", n/u.v, u.s)
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// FormatSize writes a byte count as a set's file writes it (64KiB, 1000).
+func FormatSize(n int64) string { return formatSize(n) }
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Load reads, parses and checks a set file.
+func Load(path string, check Checker) (*Set, []byte, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := Parse(path, src)
+	if err != nil {
+		return nil, src, err
+	}
+	return s, src, s.Check(check)
+}
+
+// Choice is the plan Select picked, and why.
+type Choice struct {
+	Entry *Entry
+	Why   string
+}
+
+// Select returns the entry that serves a message of size bytes on ranks ranks, and why; an
+// error when none does (a world size outside the set's).
+func (s *Set) Select(size, ranks int64) (Choice, error) {
+	for i := range s.Entries {
+		e := &s.Entries[i]
+		if e.SizeLo <= size && size < e.SizeHi && e.RanksLo <= ranks && ranks <= e.RanksHi {
+			why := fmt.Sprintf("%s:%d: size %s is in %s and ranks %d in %s", e.Pos.File.Name(), e.Pos.Line,
+				formatSize(size), sizeRangeText(e.SizeLo, e.SizeHi), ranks, rangeText(e.RanksLo, e.RanksHi))
+			return Choice{Entry: e, Why: why}, nil
+		}
+	}
+	lo, hi := int64(Unbounded), int64(0)
+	for _, e := range s.Entries {
+		lo, hi = min(lo, e.RanksLo), max(hi, e.RanksHi)
+	}
+	return Choice{}, fmt.Errorf("no plan of %s serves ranks %d: the set serves ranks %s", s.File, ranks, rangeText(lo, hi))
+}

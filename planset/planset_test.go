@@ -1,0 +1,126 @@
+package planset
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
+)
+
+// fake answers every plan with the collective its file name starts with ("allreduce_x.dag"),
+// none for "none_", and an error for "bad_".
+func fake(path string, ranks int64, params []string) ([]ir.Expect, error) {
+	base := path[strings.LastIndexByte(path, '/')+1:]
+	name, _, _ := strings.Cut(base, "_")
+	switch name {
+	case "none":
+		return nil, nil
+	case "bad":
+		return nil, errors.New("bad.dag:3:1: an assert failed")
+	}
+	k, ok := ir.ParseExpectKind(name)
+	if !ok {
+		return nil, errors.New("unknown " + name)
+	}
+	return []ir.Expect{{Kind: k}}, nil
+}
+
+func load(t *testing.T, text string) (*Set, error) {
+	t.Helper()
+	s, err := Parse("dir/x.set", []byte(text))
+	if err != nil {
+		return nil, err
+	}
+	return s, s.Check(fake)
+}
+
+func messages(err error) []string {
+	var l diag.List
+	if !errors.As(err, &l) {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, d := range l {
+		out = append(out, d.Pos.String()+": "+d.Msg)
+	}
+	return out
+}
+
+const good = `# allreduce up to 64 ranks
+collective allreduce
+plan allreduce_rd.dag   sizes 0..16KiB  ranks 2..64
+plan allreduce_ring.dag sizes 16KiB..   ranks 2..32 -p n=4
+plan allreduce_rab.dag  sizes 16KiB..   ranks 33..64
+`
+
+func TestGoodSet(t *testing.T) {
+	s, err := load(t, good)
+	require.NoError(t, err)
+	require.Len(t, s.Entries, 3)
+	assert.Equal(t, "dir/allreduce_ring.dag", s.Entries[1].File)
+	assert.Equal(t, []string{"n=4"}, s.Entries[1].Params)
+	for _, c := range []struct {
+		size, ranks int64
+		want        string
+	}{{8, 2, "allreduce_rd.dag"}, {16<<10 - 1, 64, "allreduce_rd.dag"}, {16 << 10, 32, "allreduce_ring.dag"}, {1 << 30, 33, "allreduce_rab.dag"}} {
+		ch, err := s.Select(c.size, c.ranks)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, ch.Entry.Path, "%d %d", c.size, c.ranks)
+		assert.Contains(t, ch.Why, "dir/x.set:")
+	}
+	_, err = s.Select(8, 65)
+	assert.ErrorContains(t, err, "no plan of dir/x.set serves ranks 65: the set serves ranks 2..64")
+}
+
+func TestSetErrors(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want []string
+	}{
+		{"collective allreduce\nplan allreduce_a.dag sizes 0..1KiB ranks 2..8\nplan allreduce_b.dag sizes 2KiB.. ranks 2..8\n",
+			[]string{"dir/x.set:3:28: a gap: no plan serves sizes 1KiB..2KiB at ranks 2..8"}},
+		{"collective allreduce\nplan allreduce_a.dag sizes 0..4KiB ranks 2..8\nplan allreduce_b.dag sizes 1KiB.. ranks 2..8\n",
+			[]string{"dir/x.set:3:28: an overlap: sizes 1KiB..4KiB at ranks 2..8 are served by two plans"}},
+		{"collective allreduce\nplan allreduce_a.dag sizes 0..4KiB ranks 2..8\n",
+			[]string{"dir/x.set:2:28: a gap: no plan serves sizes from 4KiB on at ranks 2..8 (end the last range with `..`)"}},
+		{"collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2..4\nplan allreduce_b.dag sizes 0.. ranks 8..16\n",
+			[]string{"dir/x.set:3:38: a gap: no plan serves ranks 5..7 (at any size)"}},
+		{"collective allreduce\nplan allgather_a.dag sizes 0.. ranks 2..8\n",
+			[]string{"dir/x.set:2:1: plan allgather_a.dag computes allgather (its expect), not the set's collective allreduce"}},
+		{"collective allreduce\nplan none_a.dag sizes 0.. ranks 2..8\n",
+			[]string{"dir/x.set:2:1: plan none_a.dag has no `expect`"}},
+		{"collective allreduce\nplan bad_a.dag sizes 0.. ranks 2..8\n",
+			[]string{"dir/x.set:2:1: plan bad_a.dag at ranks=2: bad.dag:3:1: an assert failed"}},
+		{"collective allreduce\nplan allreduce_a.dag sizes 4KiB..1KiB ranks 2\n",
+			[]string{`dir/x.set:2:28: sizes "4KiB..1KiB": the range is empty`}},
+		{"collective allreduce\nplan allreduce_a.dag sizes 1KiB ranks 2\n",
+			[]string{`dir/x.set:2:28: sizes "1KiB": write a range`}},
+		{"collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 0..2\n",
+			[]string{`dir/x.set:2:38: ranks "0..2": a world size is at least 1`}},
+		{"collective allreduce\nplan allreduce_a.dag sizes 0.. ranks x\n",
+			[]string{`dir/x.set:2:38: ranks "x": not a size`}},
+		{"collective allreduce\nplan allreduce_a.dag sizes 0..\n",
+			[]string{"dir/x.set:2:1: the plan line has no `ranks R..S`"}},
+		{"collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2 root 3\n",
+			[]string{`dir/x.set:2:40: unknown word "root"`}},
+		{"collective allreduce\ncollective allgather\nplan allreduce_a.dag sizes 0.. ranks 2\n",
+			[]string{"dir/x.set:2:1: a second `collective` line"}},
+		{"collective everything\n", []string{`dir/x.set:1:12: unknown collective "everything"`}},
+		{"plan allreduce_a.dag sizes 0.. ranks 2\n", []string{"dir/x.set:1:1: the set has no `collective NAME` line"}},
+		{"collective allreduce\n", []string{"dir/x.set:1:1: the set lists no plan"}},
+		{"collective allreduce\nuse x.dag\n", []string{`dir/x.set:2:1: unknown statement "use"`, "dir/x.set:1:1: the set lists no plan"}},
+	} {
+		_, err := load(t, c.text)
+		require.Error(t, err, c.text)
+		got := messages(err)
+		require.Len(t, got, len(c.want), "%q: %q", c.text, got)
+		for i := range got {
+			assert.True(t, strings.HasPrefix(got[i], c.want[i]), "%q\ngot  %s\nwant %s", c.text, got[i], c.want[i])
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package predict
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/coredag/coredag/ir"
+)
+
+// Sample is one measurement to fit the figures to: a compiled plan, the scale it ran at
+// (Options.Scale) and its measured time of one iteration in nanoseconds.
+type Sample struct {
+	Name     string
+	Plan     *ir.Plan
+	Scale    float64
+	Measured float64
+}
+
+// FitFigures are the figures Fit may set, by their JSON names.
+// (cache_bytes is not among them: the model is not linear in it; FitCache searches it.)
+var FitFigures = []string{"L_ns", "o_ns", "G_ns_per_byte", "post_ns", "poll_ns", "ctrl_ns", "host_ns", "reduce_ns_per_byte", "copy_ns_per_byte", "mem_ns_per_byte"}
+
+// Fit sets the figures named in free (FitFigures' names) so that the model's predictions of the
+// samples come closest to their measurements in relative terms (least squares of the relative
+// errors, every figure >= 0); base gives the other figures and the worker count. It takes each
+// figure's share of a sample's time from a simulation with that figure alone at 1, which is
+// exact when the plan's work is serialised (one shared worker) and an estimate otherwise; Fit
+// then checks the fitted figures by simulating every sample again and returns the relative
+// errors (predicted / measured - 1), in sample order.
+func Fit(samples []Sample, base Params, free []string) (Params, []float64, error) {
+	if len(samples) == 0 {
+		return base, nil, fmt.Errorf("fit: no samples")
+	}
+	idx := map[string]int{}
+	for i, f := range base.fields() {
+		idx[f.name] = i
+	}
+	for _, n := range free {
+		if _, ok := idx[n]; !ok {
+			return base, nil, fmt.Errorf("fit: no figure %q", n)
+		}
+	}
+	// the part of each sample the fixed figures explain, and each free figure's coefficient
+	fixed := base
+	for _, n := range free {
+		*fixed.fields()[idx[n]].v = 0
+	}
+	rest := make([]float64, len(samples))
+	coef := make([][]float64, len(samples))
+	for i, s := range samples {
+		if s.Measured <= 0 {
+			return base, nil, fmt.Errorf("fit: sample %s measured %v ns", s.Name, s.Measured)
+		}
+		r, err := Simulate(s.Plan, fixed, Options{Scale: s.Scale})
+		if err != nil {
+			return base, nil, fmt.Errorf("fit: %s: %v", s.Name, err)
+		}
+		rest[i] = r.Time
+		coef[i] = make([]float64, len(free))
+		for j, n := range free {
+			u := Params{Workers: base.Workers, CacheBytes: base.CacheBytes}
+			*u.fields()[idx[n]].v = 1
+			r, err := Simulate(s.Plan, u, Options{Scale: s.Scale})
+			if err != nil {
+				return base, nil, fmt.Errorf("fit: %s: %v", s.Name, err)
+			}
+			coef[i][j] = r.Time
+		}
+	}
+	// relative least squares: row i of A is coef[i] / m_i, b_i = 1 - rest_i / m_i
+	a := make([][]float64, len(samples))
+	b := make([]float64, len(samples))
+	for i, s := range samples {
+		a[i] = make([]float64, len(free))
+		for j := range free {
+			a[i][j] = coef[i][j] / s.Measured
+		}
+		b[i] = 1 - rest[i]/s.Measured
+	}
+	x := nnls(a, b)
+	out := base
+	for j, n := range free {
+		*out.fields()[idx[n]].v = x[j]
+	}
+	errs := make([]float64, len(samples))
+	for i, s := range samples {
+		r, err := Simulate(s.Plan, out, Options{Scale: s.Scale})
+		if err != nil {
+			return base, nil, fmt.Errorf("fit: %s: %v", s.Name, err)
+		}
+		errs[i] = r.Time/s.Measured - 1
+	}
+	return out, errs, nil
+}
+
+// nnls minimises |A x - b|² over x >= 0 by cyclic coordinate descent on the normal equations,
+// which converges for these small, well-scaled problems (a handful of figures).
+func nnls(a [][]float64, b []float64) []float64 {
+	n := 0
+	if len(a) > 0 {
+		n = len(a[0])
+	}
+	// normal equations: Q = AᵀA, c = Aᵀb
+	q := make([][]float64, n)
+	c := make([]float64, n)
+	for j := range n {
+		q[j] = make([]float64, n)
+		for k := range n {
+			for i := range a {
+				q[j][k] += a[i][j] * a[i][k]
+			}
+		}
+		for i := range a {
+			c[j] += a[i][j] * b[i]
+		}
+	}
+	x := make([]float64, n)
+	for range 20000 {
+		moved := 0.0
+		for j := range n {
+			if q[j][j] == 0 {
+				continue
+			}
+			g := c[j]
+			for k := range n {
+				if k != j {
+					g -= q[j][k] * x[k]
+				}
+			}
+			v := math.Max(0, g/q[j][j])
+			moved = math.Max(moved, math.Abs(v-x[j])*math.Sqrt(q[j][j]))
+			x[j] = v
+		}
+		if moved < 1e-12 {
+			break
+		}
+	}
+	return x
+}
+
+// FitCache is Fit with the cache size chosen too: it fits the other figures for each power of two
+// from 256 KiB to 1 GiB as CacheBytes and keeps the one whose median absolute relative error
+// is smallest.
+func FitCache(samples []Sample, base Params, free []string) (Params, []float64, error) {
+	var best Params
+	var bestErrs []float64
+	bestScore := math.Inf(1)
+	for c := float64(256 << 10); c <= 1<<30; c *= 2 {
+		b := base
+		b.CacheBytes = c
+		p, errs, err := Fit(samples, b, free)
+		if err != nil {
+			return p, nil, err
+		}
+		abs := make([]float64, len(errs))
+		for i, e := range errs {
+			abs[i] = math.Abs(e)
+		}
+		slices.Sort(abs)
+		score := abs[len(abs)/2] + abs[len(abs)-1]/10 // the median, the worst as a tie-break
+		if score < bestScore {
+			best, bestErrs, bestScore = p, errs, score
+		}
+	}
+	return best, bestErrs, nil
+}

@@ -1,0 +1,40 @@
+package predict
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Measurements made by the model itself with known figures are fitted back to predictions within
+// a fraction of a percent, with one shared worker (where the model is linear in its figures).
+func TestFitRecovers(t *testing.T) {
+	truth := Params{O: 150, B: 0.25, Post: 60, Poll: 40, Ctrl: 30, Host: 80, Reduce: 0.4, Workers: 1}
+	var samples []Sample
+	for _, f := range []string{"../plans/ring_allreduce.dag", "../plans/binomial_bcast.dag", "../plans/pairwise_alltoall.dag"} {
+		p := compileFile(t, f, map[string]int64{"ranks": 4, "n": 1}, "connectx")
+		for _, k := range []float64{2, 256, 65536} {
+			r, err := Simulate(p, truth, Options{Scale: k})
+			require.NoError(t, err)
+			samples = append(samples, Sample{Name: f, Plan: p, Scale: k, Measured: r.Time})
+		}
+	}
+	got, errs, err := Fit(samples, Params{Workers: 1}, FitFigures)
+	require.NoError(t, err)
+	for i, e := range errs {
+		require.Less(t, math.Abs(e), 0.005, "sample %d: %+v", i, got)
+	}
+	require.InDelta(t, truth.B, got.B, truth.B*0.05)
+	require.InDelta(t, truth.Reduce, got.Reduce, truth.Reduce*0.05)
+}
+
+func TestFitErrors(t *testing.T) {
+	_, _, err := Fit(nil, Params{}, FitFigures)
+	require.ErrorContains(t, err, "no samples")
+	p := compile(t, "one.dag", []byte(oneSend), nil, "generic")
+	_, _, err = Fit([]Sample{{Name: "x", Plan: p, Measured: 0}}, Params{}, FitFigures)
+	require.ErrorContains(t, err, "measured 0")
+	_, _, err = Fit([]Sample{{Name: "x", Plan: p, Measured: 10}}, Params{}, []string{"bogus"})
+	require.ErrorContains(t, err, `no figure "bogus"`)
+}

@@ -1,0 +1,165 @@
+package predict
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+)
+
+func compile(t testing.TB, file string, src []byte, params map[string]int64, target string) *ir.Plan {
+	t.Helper()
+	g, err := planner.Load(file, src, params, planner.Options{})
+	require.NoError(t, err)
+	tg, err := ir.LookupTarget(target)
+	require.NoError(t, err)
+	p, err := planner.Compile(g, tg)
+	require.NoError(t, err)
+	return p
+}
+
+func compileFile(t testing.TB, file string, params map[string]int64, target string) *ir.Plan {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	require.NoError(t, err)
+	return compile(t, file, src, params, target)
+}
+
+// unit sets one figure to 1 and the others to 0.
+func unit(name string) Params {
+	var p Params
+	for _, f := range p.fields() {
+		if f.name == name {
+			*f.v = 1
+		}
+	}
+	return p
+}
+
+const oneSend = `plan one
+param ranks = 2
+param n = 100
+buffer a u8[n]
+queue q to 1 - rank peer q
+if rank == 0 { op s = send q a }
+if rank == 1 { op r = recv q a }
+`
+
+// A single message: under each figure alone, the time is what LogGP says.
+func TestOneMessage(t *testing.T) {
+	for _, target := range []string{"generic", "connectx", "connectx-inline", "triggered"} {
+		p := compile(t, "one.dag", []byte(oneSend), nil, target)
+		for _, c := range []struct {
+			fig  string
+			want float64
+		}{
+			{"L_ns", 1},               // one wire latency
+			{"o_ns", 2},               // sender and receiver NIC
+			{"G_ns_per_byte", 100},    // 100 bytes
+			{"reduce_ns_per_byte", 0}, // no host step
+		} {
+			res, err := Simulate(p, unit(c.fig), Options{})
+			require.NoError(t, err, target)
+			require.InDelta(t, c.want, res.Time, 1e-9, "%s under %s alone", target, c.fig)
+		}
+	}
+}
+
+// Every plan of the library simulates on every target without stalling, and its time grows with
+// the wire latency.
+func TestPlansAllTargets(t *testing.T) {
+	files, err := filepath.Glob("../plans/*.dag")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		for _, target := range []string{"generic", "connectx", "connectx-inline", "triggered", "triggered-sockets", "unordered"} {
+			src, err := os.ReadFile(f)
+			require.NoError(t, err)
+			g, err := planner.Load(f, src, nil, planner.Options{})
+			require.NoError(t, err, f)
+			tg, err := ir.LookupTarget(target)
+			require.NoError(t, err)
+			p, err := planner.Compile(g, tg)
+			if err != nil {
+				continue // a plan the target refuses (limits)
+			}
+			a, err := Simulate(p, Default(), Options{})
+			require.NoError(t, err, "%s on %s", f, target)
+			par := Default()
+			par.L *= 2
+			b, err := Simulate(p, par, Options{})
+			require.NoError(t, err, "%s on %s", f, target)
+			require.Greater(t, a.Time, 0.0, "%s on %s", f, target)
+			require.Greater(t, b.Time, a.Time, "%s on %s: doubling L", f, target)
+			require.NotEmpty(t, a.Last)
+		}
+	}
+}
+
+// With one shared worker every piece of work is serialised: the time is at least the sum of all
+// CPU and NIC work.
+func TestSharedWorker(t *testing.T) {
+	p := compileFile(t, "../plans/ring_allreduce.dag", map[string]int64{"ranks": 4}, "connectx")
+	par := Default()
+	par.L = 0
+	par.Workers = 1
+	res, err := Simulate(p, par, Options{})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, res.Time+1e-6, res.CPUBusy+res.NICBusy)
+	par.Workers = 0
+	own, err := Simulate(p, par, Options{})
+	require.NoError(t, err)
+	require.Less(t, own.Time, res.Time)
+}
+
+// Ring allreduce: the time of a large message is close to the bandwidth term 2(p-1)/p * bytes * G.
+func TestRingBandwidth(t *testing.T) {
+	const ranks, n = 8, 1 << 16 // f32 elements per chunk
+	for _, target := range []string{"generic", "connectx", "triggered"} {
+		p := compileFile(t, "../plans/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": n}, target)
+		res, err := Simulate(p, unit("G_ns_per_byte"), Options{})
+		require.NoError(t, err)
+		want := 2 * float64(ranks-1) * n * 4 // every step sends one chunk of 4n bytes
+		require.InDelta(t, want, res.Time, want*1e-9, target)
+	}
+}
+
+func TestBadParams(t *testing.T) {
+	p := compile(t, "one.dag", []byte(oneSend), nil, "generic")
+	par := Default()
+	par.L = math.NaN()
+	_, err := Simulate(p, par, Options{})
+	require.ErrorContains(t, err, "L_ns")
+	_, err = ParseParams("x.json", []byte("{\n  \"L_ns\": -1\n}"))
+	require.ErrorContains(t, err, "x.json: L_ns is -1")
+	_, err = ParseParams("x.json", []byte("{\n  \"L_ns\": 1,\n  \"bogus\": 2\n}"))
+	require.ErrorContains(t, err, "bogus")
+	_, err = ParseParams("x.json", []byte("{\n  \"L_ns\": 1,,\n}"))
+	require.ErrorContains(t, err, "x.json:2:")
+	q, err := ParseParams("x.json", Default().Encode())
+	require.NoError(t, err)
+	require.Equal(t, Default(), q)
+}
+
+// BenchmarkRingAllreduce simulates the ring allreduce at 64 and 256 ranks (about 5 ranks² ops):
+// the time per op (ns/op divided by ops) says how far the model scales.
+func BenchmarkRingAllreduce(b *testing.B) {
+	for _, ranks := range []int64{64, 256} {
+		b.Run(fmt.Sprint(ranks), func(b *testing.B) {
+			p := compileFile(b, "../plans/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1}, "connectx")
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := Simulate(p, Default(), Options{Scale: 1024}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(p.Graph.Ops)), "ops")
+		})
+	}
+}

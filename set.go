@@ -1,0 +1,88 @@
+package coredag
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+
+	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/budget"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/elaborate"
+	"github.com/coredag/coredag/planset"
+)
+
+// Set is a checked plan set (docs/predict.md, Plan sets): which plan of a collective serves
+// which message size and world size. OpenSet reads one; Set.Open opens the plan a size and a
+// world size select, as Open opens a plan.
+type Set struct {
+	set *planset.Set
+}
+
+// OpenSet reads and checks a plan set file: every plan is loaded at the least world size it
+// serves and must expect the set's collective, and the sizes and world sizes must be covered
+// without gap or overlap. A set that fails is a *CheckError with the positions.
+func OpenSet(path string) (s *Set, err error) {
+	defer recoverInto(&err)
+	b, err := budget.Resolve("", os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrArg, err)
+	}
+	check := func(file string, ranks int64, params []string) ([]ir.Expect, error) {
+		ps, err := elaborate.ParseParams(params)
+		if err != nil {
+			return nil, err
+		}
+		ps["ranks"] = ranks
+		src, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		g, err := planner.Load(file, src, ps, planner.Options{Elaborate: elaborate.Within(b)})
+		if err != nil {
+			return nil, err
+		}
+		return g.Expects, nil
+	}
+	ps, _, err := planset.Load(path, check)
+	if err != nil {
+		var l diag.List
+		if errors.As(err, &l) {
+			return nil, &CheckError{diags: l}
+		}
+		return nil, fmt.Errorf("%w: %v", ErrArg, err)
+	}
+	return &Set{set: ps}, nil
+}
+
+// Collective is the collective the set's plans compute ("allreduce", ...).
+func (s *Set) Collective() string { return s.set.Collective.String() }
+
+// Select returns the plan file that serves a message of size bytes on ranks ranks, the params
+// its line sets, and why it was chosen; an error (ErrArg) when the set serves no such world size.
+func (s *Set) Select(size int64, ranks int) (file string, params map[string]int64, why string, err error) {
+	ch, err := s.set.Select(size, int64(ranks))
+	if err != nil {
+		return "", nil, "", fmt.Errorf("%w: %v", ErrArg, err)
+	}
+	params, err = elaborate.ParseParams(ch.Entry.Params)
+	if err != nil {
+		return "", nil, "", fmt.Errorf("%w: %v", ErrArg, err)
+	}
+	return ch.Entry.File, params, ch.Why, nil
+}
+
+// Open opens the plan that serves a message of size bytes on ranks ranks, with the params of
+// its line, ranks, and opts.Params (which win: the caller sets the plan's size param there).
+func (s *Set) Open(size int64, ranks int, opts Options) (*Plan, error) {
+	file, params, _, err := s.Select(size, ranks)
+	if err != nil {
+		return nil, err
+	}
+	params["ranks"] = int64(ranks)
+	maps.Copy(params, opts.Params)
+	opts.Params = params
+	return Open(file, opts)
+}
