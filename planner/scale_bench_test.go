@@ -5,9 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/listing"
@@ -145,16 +143,6 @@ func connectx(b *testing.B) ir.Target {
 		b.Fatal(err)
 	}
 	return t
-}
-
-// cpuTime is the CPU time (user and system) the process has used: on a loaded machine it
-// varies less than the elapsed time, which includes waiting for a core.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // perOp reports time and bytes allocated per op of the plan.
