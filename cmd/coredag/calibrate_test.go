@@ -15,6 +15,7 @@ import (
 // reads back.
 func TestCalibrateSoftnic(t *testing.T) {
 	t.Parallel()
+	endToEnd(t) // runs the micro-benchmarks: 4.5 s of CPU
 	out := filepath.Join(t.TempDir(), "softnic.json")
 	code, _, errOut := coredag(t, "", "calibrate", "--iters", "3", "-o", out)
 	require.Equal(t, 0, code, errOut)
