@@ -17,7 +17,6 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
@@ -97,37 +96,12 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (_ 
 		return g, errs.Err()
 	}
 	if opt.Beside != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			opt.Beside(ctx, g)
-		}()
-		defer func() {
-			if err != nil {
-				cancel()
-			}
-			<-done
-			cancel()
-		}()
+		wait := startBeside(g, opt.Beside)
+		defer func() { wait(err != nil) }()
 	}
 	// The race search, the proof of the postconditions and the lints all read the Graph and the
-	// order only: they run side by side, and the proof and the lints count only when there is
-	// no race.
-	var lint <-chan diag.List
-	if opt.Lint != nil {
-		lint = order.LintRNR()
-	}
-	races := make(chan diag.List, 1)
-	spare := make(chan struct{})
-	go func() { races <- order.Races(sync.OnceFunc(func() { close(spare) })) }()
-	<-spare // the proof takes the CPU the race search leaves idle, not one it uses
-	proved := prove.Check(g, order, opt.Prove)
-	errs = <-races
-	var lints diag.List
-	if lint != nil {
-		lints = <-lint
-	}
+	// order only: they run side by side (checkOrder).
+	errs, proved, lints := checkOrder(g, order, opt)
 	if len(errs) > 0 {
 		return g, errs.Err()
 	}

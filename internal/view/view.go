@@ -32,3 +32,11 @@ func Fits[T, E any](b []E) int {
 	var e E
 	return int(uintptr(len(b)) * unsafe.Sizeof(e) / unsafe.Sizeof(t))
 }
+
+// Len reports how many elements of E hold n elements of T, so that an array of E can be made
+// for a view of n elements of T (rounded up: the view must fit).
+func Len[T, E any](n int) int {
+	var t T
+	var e E
+	return int((uintptr(n)*unsafe.Sizeof(t) + unsafe.Sizeof(e) - 1) / unsafe.Sizeof(e))
+}

@@ -21,3 +21,13 @@ func TestAs(t *testing.T) {
 	assert.Panics(t, func() { As[int64](b, 2) }, "16 bytes do not fit in 8")
 	assert.Panics(t, func() { As[int16](b, -1) })
 }
+
+func TestLen(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, 0, Len[int64, int32](0))
+	assert.Equal(t, 6, Len[int64, int32](3), "8 bytes take two words")
+	assert.Equal(t, 2, Len[int16, int32](3), "6 bytes take two words, rounded up")
+	assert.Equal(t, 1, Len[[3]byte, int64](2))
+	b := make([]int32, Len[[3]int16, int32](5))
+	assert.Len(t, As[[3]int16](b, 5), 5, "the array holds the view")
+}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"unsafe"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/view"
@@ -40,17 +39,14 @@ type MemAccess struct {
 
 // access is the form of a MemAccess the race sweep works on: 16 bytes rather than 64, as a plan
 // has about as many as ops. The range and the position are read from the op's slice (slice,
-// memAccess); the rank and the buffer are those of the sweep's group (placedAccess).
+// memAccess); the rank and the buffer are those of the sweep's group (placedAccess). It holds no
+// pointers: the accesses live in a view of an array of int32s (collectAccesses).
 type access struct {
 	op       ir.OpID
 	from, to event
 	kind     AccessKind
 	slot     slot
 }
-
-// accessWords is the size of an access in int32s: neither holds pointers, and an array of words
-// holds the accesses (collectAccesses).
-const accessWords = int(unsafe.Sizeof(access{})) / 4
 
 // placedAccess is an access and the memory it touches: whose (the op's rank, or its queue's peer
 // for remote accesses) and which buffer.
@@ -512,7 +508,7 @@ func collectAccesses(g *ir.Graph, room, parts int, opt *Options) *collection {
 		at[p] = count
 	})
 	start := cursors(at, ngroups)
-	c.words = make([]int32, max(accessWords*int(start[ngroups]), room))
+	c.words = make([]int32, max(view.Len[access, int32](int(start[ngroups])), room))
 	c.acc = view.As[access](c.words, int(start[ngroups]))
 	forParts(parts, len(g.Ops), func(p, lo, hi int) {
 		next := at[p]
