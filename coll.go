@@ -95,6 +95,7 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 	if g.Relies != nil {
 		cfg.Order = uint64(g.Relies.Order)
 	}
+	cfg.NoAtomics = !g.HasAtomics()
 	prov, err := p.prov.Open(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrProvider, err)

@@ -518,6 +518,16 @@ func (g *Graph) Preds(op OpID) []int32 { return g.frozen().Preds(op) }
 // Succs returns the explicit successors of op. The slice is shared: do not modify it.
 func (g *Graph) Succs(op OpID) []int32 { return g.frozen().Succs(op) }
 
+// HasAtomics reports whether any op of the graph is a remote atomic.
+func (g *Graph) HasAtomics() bool {
+	for i := range g.Ops {
+		if g.Ops[i].Kind.IsAtomic() {
+			return true
+		}
+	}
+	return false
+}
+
 // RankOps returns the ids of rank r's ops, in declaration order.
 func (g *Graph) RankOps(r int) (first, end OpID) { return g.Rank[r].FirstOp, g.Rank[r].EndOp }
 

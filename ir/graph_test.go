@@ -102,3 +102,14 @@ func TestNewDepsLarge(t *testing.T) {
 		}
 	}
 }
+
+// HasAtomics is true exactly when some op is a fetch-add or a compare-swap.
+func TestHasAtomics(t *testing.T) {
+	g := &ir.Graph{Ops: []ir.Op{{Kind: ir.OpWrite}, {Kind: ir.OpRead}, {Kind: ir.OpRecv}}}
+	assert.False(t, g.HasAtomics())
+	assert.False(t, (&ir.Graph{}).HasAtomics())
+	for _, k := range []ir.OpKind{ir.OpAtomicAdd, ir.OpAtomicCAS} {
+		h := &ir.Graph{Ops: append(slices.Clone(g.Ops), ir.Op{Kind: k})}
+		assert.True(t, h.HasAtomics(), "%v", k)
+	}
+}

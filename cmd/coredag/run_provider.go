@@ -11,9 +11,11 @@ import (
 )
 
 // providerConfig is how --provider's NIC is opened for rank (-1: every rank here) with a
-// schedule seed, for plan g: the provider is asked for the ordering g relies on.
+// schedule seed, for plan g: the provider is asked for the ordering g relies on, and for
+// atomics only after the ordering when g has none.
 func (c *runCmd) providerConfig(g *ir.Graph, rank int, seed uint64) provider.Config {
-	cfg := provider.Config{Rank: rank, Seeded: seed != 0, Seed: seed, OFIProvider: c.OFIProv, Device: c.Device, GIDIndex: c.GIDIndex, Ranks: g.Ranks}
+	cfg := provider.Config{Rank: rank, Seeded: seed != 0, Seed: seed, OFIProvider: c.OFIProv, Device: c.Device, GIDIndex: c.GIDIndex, Ranks: g.Ranks,
+		NoAtomics: !g.HasAtomics()}
 	if g.Relies != nil {
 		cfg.Order = uint64(g.Relies.Order)
 	}

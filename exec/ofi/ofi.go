@@ -139,6 +139,9 @@ func NewProvider(opts Options) (*Provider, error) {
 	// (issueSend): a provider that grants only the first holds the message until the write is
 	// delivered. Options.Order may ask for more, what a plan relies on.
 	want.order = C.uint64_t(opts.Order) | C.FI_ORDER_SAS
+	if opts.NoAtomics {
+		want.order_first = 1
+	}
 	var name [64]C.char
 	if r := C.ofi_getinfo(&want, &p.info, &name[0], C.size_t(len(name)), &p.ccaps); r != 0 {
 		what := "any provider with FI_TRIGGER"

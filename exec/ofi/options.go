@@ -60,6 +60,11 @@ type Options struct {
 	// send-after-send and send-after-write (a write with immediate is then a write and a message
 	// posted together); a plan that relies on more adds it (provider.Config.Order).
 	Order uint64
+	// NoAtomics says the ops the provider will post use no remote atomics: Order is then asked
+	// for before FI_ATOMIC, which is kept only where the provider grants both. tcp;ofi_rxm grants
+	// atomics only without send-after-write, so by default (atomics first) it drops the ordering
+	// and each write with immediate waits for the write's delivery before its message goes.
+	NoAtomics bool
 	// Ranks is the world size of the plan the provider runs (0: unknown). On a verbs provider
 	// it sets FI_UNIVERSE_SIZE when the environment does not (Universe).
 	Ranks int

@@ -90,3 +90,39 @@ func TestOrderGranted(t *testing.T) {
 	require.NoError(t, run(relies, waw))
 	require.NoError(t, run(free, waw))
 }
+
+// tcp;ofi_rxm grants atomics or send-after-write, not both. A plan with atomics (Options.NoAtomics
+// false) gets atomics and loses send-after-write; an atomics-free plan (NoAtomics) gets
+// send-after-write, so a write with immediate is a write and a message posted together instead
+// of a write, a wait for its delivery and a message.
+func TestOrderBeforeAtomics(t *testing.T) {
+	const name = "tcp;ofi_rxm"
+	atomics := compileRC(t, "../../plans/atomic_fanin.dag")
+	require.True(t, atomics.Graph.HasAtomics())
+	free := compileRC(t, "../../plans/ring_allreduce.dag")
+	require.False(t, free.Graph.HasAtomics())
+
+	open := func(noAtomics bool) *ofi.Provider {
+		opts := ofi.DefaultOptions()
+		opts.Provider, opts.NoAtomics = name, noAtomics
+		p, err := ofi.NewProvider(opts)
+		if err != nil {
+			if !ofi.Listed(name) && !(required[name] && os.Getenv("CI") == "1") {
+				t.Skipf("libfabric has no %s provider here: %v", name, err)
+			}
+			t.Fatalf("provider %s: %v", name, err)
+		}
+		t.Logf("%s (NoAtomics %v) grants: %s", name, noAtomics, p.Grants())
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	saw := uint64(ir.OrderSAW)
+
+	first := open(!atomics.Graph.HasAtomics())
+	assert.True(t, first.Caps().Atomics, "a plan with atomics gets FI_ATOMIC")
+
+	ordered := open(!free.Graph.HasAtomics())
+	assert.NotZero(t, ordered.Caps().Order&saw, "an atomics-free plan gets FI_ORDER_SAW, granted %v",
+		ir.Order(ordered.Caps().Order&^nic.OrderKnown))
+	assert.False(t, ordered.Caps().Atomics, "tcp;ofi_rxm was thought to grant FI_ATOMIC with FI_ORDER_SAW: the test's premise changed")
+}

@@ -75,14 +75,17 @@ int ofi_getinfo(const ofi_want *w, struct fi_info **out, char *name, size_t name
 	const uint64_t orders[] = {w->order, FI_ORDER_SAS};
 	int ret = -FI_ENODATA;
 	const struct addr_try *a = NULL;
-	// Capabilities come before ordering: ofi_rxm grants atomics only without send-after-write,
-	// and a write with immediate can do without it (at a round trip's cost), atomics cannot.
+	// ofi_rxm grants atomics only without send-after-write. By default capabilities come before
+	// ordering: a write with immediate can do without it (at a round trip's cost), atomics
+	// cannot. When the ops posted use no atomics (order_first), ordering comes first: atomics
+	// are then taken only where the provider grants them with it.
+	const size_t nextra = sizeof extra / sizeof extra[0], norders = sizeof orders / sizeof orders[0];
 	for (size_t i = 0; i < sizeof addr_ladder / sizeof addr_ladder[0] && ret; i++) {
 		a = &addr_ladder[i];
-		for (size_t k = 0; k < sizeof extra / sizeof extra[0] && ret; k++) {
-			for (size_t j = 0; j < sizeof orders / sizeof orders[0] && ret; j++) {
-				ret = try_getinfo(w, a, base | extra[k], orders[j], out);
-			}
+		for (size_t n = 0; n < nextra * norders && ret; n++) {
+			size_t k = w->order_first ? n % nextra : n / norders;
+			size_t j = w->order_first ? n / nextra : n % norders;
+			ret = try_getinfo(w, a, base | extra[k], orders[j], out);
 		}
 	}
 	if (ret) return ret;

@@ -67,6 +67,7 @@ typedef struct ofi_want {
 	int need_trigger;  // FI_TRIGGER required
 	int manual;        // ask for FI_PROGRESS_MANUAL
 	uint64_t order;    // FI_ORDER_* bits asked for first (granted ones are in ofi_caps.tx_order)
+	int order_first;   // ask for order before FI_ATOMIC (the ops posted use no atomics)
 } ofi_want;
 
 // OFI_MAX_IOV bounds the segments of one request the shim passes (a scatter/gather list).

@@ -34,6 +34,9 @@ type Config struct {
 	// bits, ir.Graph.Relies): ofi asks the provider for it besides what coredag needs, since some
 	// grant an ordering only when asked. The runtime refuses a provider that does not grant it.
 	Order uint64
+	// NoAtomics: the plan posts no remote atomics (ir.Graph.HasAtomics is false), so ofi asks for
+	// Order before atomics, which some providers (tcp;ofi_rxm) do not grant together.
+	NoAtomics bool
 	// Ranks is the plan's world size (0: unknown): ofi sizes libfabric's universe by it.
 	Ranks int
 }
@@ -79,6 +82,7 @@ var table = []Entry{
 			o := ofi.DefaultOptions()
 			o.Provider = c.OFIProvider
 			o.Order |= c.Order
+			o.NoAtomics = c.NoAtomics
 			o.Ranks = c.Ranks
 			return ofi.New(o)
 		},
