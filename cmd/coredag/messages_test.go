@@ -143,5 +143,14 @@ for s in 0 .. 3 + rank {
 	code, _, stderr := coredag(t, "", "compile", plan)
 	assert.Equal(t, exitFail, code, stderr)
 	assert.Equal(t, 1, strings.Count(stderr, "one iteration posts"), stderr)
-	assert.Contains(t, stderr, "shallow.dag:4:7: right.sq: one iteration posts 5 WQEs on its send side but its depth is 2, and target connectx posts whole chains before it runs (declare `depth 8` or more on the queue, or compile for --target generic) (on rank 2; likewise on ranks 0, 1)\n")
+	assert.Contains(t, stderr, "shallow.dag:4:7: right.sq: one iteration posts 5 WQEs on its send side but its depth is 2, and target connectx posts whole chains before it runs (declare `depth 5` or more on the queue, or compile for --target generic) (on rank 2; likewise on ranks 0, 1)\n")
+
+	// The depth named is the least that works: it compiles, and one less does not.
+	src, err := os.ReadFile(plan)
+	require.NoError(t, err)
+	for depth, want := range map[string]int{"depth 5": exitOK, "depth 4": exitFail} {
+		fixed := writeTemp(t, "shallow_"+strings.ReplaceAll(depth, " ", "")+".dag", strings.ReplaceAll(string(src), "depth 2", depth))
+		code, _, stderr := coredag(t, "", "compile", "-o", filepath.Join(t.TempDir(), "out.txt"), fixed)
+		assert.Equal(t, want, code, "%s: %s", depth, stderr)
+	}
 }

@@ -300,8 +300,16 @@ for s in 0 .. 2 * ranks - 2 {
 	var list diag.List
 	require.ErrorAs(t, err, &list)
 	assert.Contains(t, list[0].Msg, "depth is 128")
-	assert.Contains(t, list[0].Msg, "declare `depth 256`")
+	assert.Contains(t, list[0].Msg, "declare `depth 142`")
 	assert.True(t, list[0].Pos.IsValid(), "the error points at the queue declaration")
+	// The depth named is the least that works: one less is refused, it compiles.
+	for depth, ok := range map[string]bool{"depth 141": false, "depth 142": true} {
+		d := strings.NewReplacer("peer left\n", "peer left "+depth+"\n", "peer right\n", "peer right "+depth+"\n").Replace(src)
+		gd, err := planner.Load("d.dag", []byte(d), nil, planner.Options{})
+		require.NoError(t, err, depth)
+		_, err = lower.Compile(gd, tg)
+		assert.Equal(t, ok, err == nil, "%s: %v", depth, err)
+	}
 	gen, _ := ir.LookupTarget("generic")
 	_, err = lower.Compile(g, gen)
 	assert.NoError(t, err, "the polling engine refills as slots free")

@@ -141,7 +141,7 @@ func (c *compiler) checkRankLimits(r int, found *limitFinds) {
 		switch {
 		case q.Queue != ir.None && c.t.PrePost && n > q.Depth:
 			add(r, n, pos, "%s: one iteration posts %d WQEs on its %s side but its depth is %d, and target %s posts whole chains before it runs (declare `depth %d` or more on the queue, or compile for --target generic)",
-				q.Name, n, q.Kind, q.Depth, c.t.Name, ceilPow2(n))
+				q.Name, n, q.Kind, q.Depth, c.t.Name, n) // depth n fits: the least that works
 		case q.Queue == ir.None && q.Depth > c.t.MaxWQDepth:
 			add(r, n, pos, "%s queue needs %d WQEs per iteration, above the %d target %s supports (split the plan)", q.Kind, n, c.t.MaxWQDepth, c.t.Name)
 		}
