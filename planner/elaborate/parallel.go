@@ -141,6 +141,7 @@ func (el *elaborator) worker(p *pool) *elaborator {
 	w.broken.ops, w.broken.queues = brokenNames{}, brokenNames{}
 	w.opIdx, w.queueIdx, w.opNames = map[string]ir.OpID{}, map[string]ir.QueueID{}, nil
 	w.pending, w.opQueue, w.peerRefs, w.cur = nil, nil, nil, nil
+	w.splits, w.splitOf = nil, nil
 	w.names, w.mem = newNameTables(el.file), el.mem.forWorker()
 	w.memo = nil // each worker remembers its own
 	return &w
