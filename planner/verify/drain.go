@@ -27,7 +27,7 @@ func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32
 	rankOf := func(e int32) int { return int(ranks.of(event(e))) }
 	// Turns are taken in (round, rank) order: a rank that gets work during its own round's turn,
 	// or after it, waits for the next round.
-	turns := &turnHeap{}
+	turns := &minHeap{} // turns, (round << 32 | rank key)
 	round := uint64(0)
 	key := func(k int) uint64 {
 		if descending {
@@ -88,44 +88,4 @@ func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32
 		}
 	}
 	return pos
-}
-
-// turnHeap is a binary min-heap of turns, (round << 32 | rank key).
-type turnHeap []uint64
-
-func (t *turnHeap) push(x uint64) {
-	h := append(*t, x)
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if h[p] <= h[i] {
-			break
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
-	}
-	*t = h
-}
-
-func (t *turnHeap) pop() uint64 {
-	h := *t
-	x := h[0]
-	n := len(h) - 1
-	h[0] = h[n]
-	h = h[:n]
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if c+1 < n && h[c+1] < h[c] {
-			c++
-		}
-		if h[i] <= h[c] {
-			break
-		}
-		h[i], h[c] = h[c], h[i]
-		i = c
-	}
-	*t = h
-	return x
 }

@@ -10,11 +10,12 @@ import (
 	"github.com/coredag/coredag/ir"
 )
 
-// The turns of the drained orders come out of their heap in order, pushes and pops mixed.
-func TestTurnHeap(t *testing.T) {
+// The heap of the drained orders' turns and of the fix search gives the smallest first, pushes and
+// pops mixed.
+func TestMinHeap(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 0))
-	var h turnHeap
+	var h minHeap
 	var want []uint64
 	for range 2000 {
 		if len(want) > 0 && rng.IntN(3) == 0 {
