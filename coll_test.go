@@ -569,7 +569,8 @@ func TestShortVectorPlan(t *testing.T) {
 		const n = 37
 		p, err := Open("examples/mpi/recursive_doubling_f32.dag", Options{Params: map[string]int64{"ranks": int64(ranks), "n": n}, HangTimeout: testHang})
 		require.NoError(t, err)
-		start, end := unfenced(p.graph).Start, unfenced(p.graph).EndDone
+		u := unfenced(p.graph)
+		start, end := u.Start, u.EndDone
 		assert.True(t, start && end, "ranks %d: two-sided messages need no World call", ranks)
 		c, err := p.Init(context.Background(), nil)
 		require.NoError(t, err)
