@@ -41,10 +41,11 @@ type Result struct {
 	// Activities is the schedule's size; Last names the op whose activity ended last.
 	Activities int
 	Last       string
-	// Wall is how long SimGrid took, loading the platform and the schedule included; MaxRSS its
-	// peak memory in bytes (0 where the system does not say).
-	Wall   time.Duration
-	MaxRSS int64
+	// Wall is how long SimGrid took, loading the platform and the schedule included, CPU its
+	// processor time (user and system), MaxRSS its peak memory in bytes (0 where the system
+	// does not say).
+	Wall, CPU time.Duration
+	MaxRSS    int64
 }
 
 // ErrNoSimGrid is wrapped by the errors that say SimGrid or the compiler is not installed.
@@ -165,6 +166,9 @@ func Run(ctx context.Context, s *Schedule, p Platform, opt Options) (Result, err
 		return Result{}, fmt.Errorf("simgrid: %v", ctx.Err())
 	}
 	res := Result{Activities: len(s.acts), Wall: wall, MaxRSS: maxRSS(cmd.ProcessState)}
+	if ps := cmd.ProcessState; ps != nil {
+		res.CPU = ps.UserTime() + ps.SystemTime()
+	}
 	var finished, total int64 = -1, -1
 	last := int64(-1)
 	for _, l := range strings.Split(stdout.String(), "\n") {

@@ -180,3 +180,28 @@ func TestRunErrors(t *testing.T) {
 	require.True(t, errors.Is(err, ErrNoSimGrid), "%v", err)
 	assert.True(t, strings.Contains(err.Error(), "apt-get install g++ libsimgrid-dev"), "%v", err)
 }
+
+// Where no two messages share a link and every path has the same latency (one host per leaf
+// switch), SimGrid's time is predict's on the polling engine without its posting and polling
+// figures: the two models agree where they should, and differ by what SimGrid adds (contention,
+// shorter paths under one switch) elsewhere.
+func TestRunAgreesWithPredict(t *testing.T) {
+	simgridOrSkip(t)
+	par := predict.Params{L: 1000, O: 100, B: 0.1, Host: 50, Reduce: 0.2, Copy: 0.1}
+	tg, err := ir.LookupTarget("generic")
+	require.NoError(t, err)
+	for _, f := range []string{"ring_allreduce", "recursive_doubling_allreduce", "rabenseifner_allreduce"} {
+		g := load(t, "../plans/"+f+".dag", nil, map[string]int64{"ranks": 8})
+		s, err := Build(g, par)
+		require.NoError(t, err)
+		res, err := Run(context.Background(), s, PlatformFor(FatTree{Levels: 2, Down: []int{1, 8}, Up: []int{1, 1}, Links: []int{1, 1}}, par, 0), Options{Timeout: time.Minute})
+		require.NoError(t, err, f)
+		plan, err := planner.Compile(g, tg)
+		require.NoError(t, err)
+		want, err := predict.Simulate(plan, par, predict.Options{})
+		require.NoError(t, err)
+		assert.InEpsilon(t, want.Time, res.Time, 0.005, "%s: SimGrid %v ns, predict %v ns", f, res.Time, want.Time)
+		assert.Greater(t, res.CPU, time.Duration(0))
+		assert.Greater(t, res.MaxRSS, int64(0))
+	}
+}
