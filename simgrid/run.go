@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,6 +121,12 @@ func Run(ctx context.Context, s *Schedule, p Platform, opt Options) (Result, err
 	if h := p.Tree.Hosts(); h < s.Ranks {
 		return Result{}, fmt.Errorf("simgrid: the fat tree %s has %d hosts, and the plan %d ranks", p.Tree, h, s.Ranks)
 	}
+	if math.IsNaN(p.LinkBps) || math.IsInf(p.LinkBps, 0) || p.LinkBps <= 0 {
+		return Result{}, fmt.Errorf("simgrid: link bandwidth %v bytes/s: must be a finite number > 0", p.LinkBps)
+	}
+	if math.IsNaN(p.LinkLatency) || math.IsInf(p.LinkLatency, 0) || p.LinkLatency < 0 {
+		return Result{}, fmt.Errorf("simgrid: link latency %v s: must be a finite number >= 0", p.LinkLatency)
+	}
 	bin, err := Engine(ctx, opt)
 	if err != nil {
 		return Result{}, err
@@ -193,10 +200,7 @@ func Run(ctx context.Context, s *Schedule, p Platform, opt Options) (Result, err
 		if finished >= 0 && finished < total {
 			return Result{}, fmt.Errorf("simgrid: %d of %d activities never ran: the schedule has a cycle", total-finished, total)
 		}
-		if msg == "" {
-			msg = runErr.Error()
-		}
-		return Result{}, fmt.Errorf("simgrid: %s", tail(msg, 20))
+		return Result{}, fmt.Errorf("simgrid: SimGrid failed (%v):\n%s", runErr, tail(msg, 20))
 	}
 	if finished < 0 || finished != int64(len(s.acts)) || total != int64(len(s.acts)) {
 		return Result{}, fmt.Errorf("simgrid: the engine's output is not understood:\n%s", tail(stdout.String(), 10))

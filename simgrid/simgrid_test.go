@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -171,6 +173,19 @@ func TestRunErrors(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Run(context.Background(), s, PlatformFor(FatTree{Levels: 1, Down: []int{1}, Up: []int{1}, Links: []int{1}}, predict.Default(), 0), Options{})
 	require.ErrorContains(t, err, "has 1 hosts, and the plan 2 ranks")
+	_, err = Run(context.Background(), s, Platform{Tree: AutoFatTree(2), LinkBps: math.Inf(1), LinkLatency: 1e-6}, Options{})
+	require.ErrorContains(t, err, "link bandwidth +Inf bytes/s: must be a finite number > 0")
+	// a platform SimGrid refuses is an error that says so, not a crash or a hang
+	bin, err := Engine(context.Background(), Options{})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "p.xml"), []byte("<platform version=\"4.1\"><nonsense/></platform>\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "s.txt"), []byte("coredag-simgrid-schedule 1\nhosts 1\nacts 0\ndeps 0\n"), 0o644))
+	cmd := exec.Command(bin, filepath.Join(dir, "p.xml"), filepath.Join(dir, "s.txt"))
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	assert.Equal(t, 2, cmd.ProcessState.ExitCode(), "%s", out)
+	assert.Contains(t, string(out), "coredag-simgrid: platform "+filepath.Join(dir, "p.xml"))
 	// a cycle is reported, not waited for
 	cyc := &Schedule{Ranks: 1, g: g, acts: []activity{{amount: 1}, {amount: 1}}, op: []ir.OpID{0, 0}, deps: [][2]int32{{0, 1}, {1, 0}}}
 	_, err = Run(context.Background(), cyc, PlatformFor(AutoFatTree(1), predict.Default(), 0), Options{Timeout: time.Minute})
