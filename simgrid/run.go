@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,10 +42,11 @@ type Result struct {
 	// Activities is the schedule's size; Last names the op whose activity ended last.
 	Activities int
 	Last       string
-	// Wall is how long SimGrid took, loading the platform and the schedule included; MaxRSS its
-	// peak memory in bytes (0 where the system does not say).
-	Wall   time.Duration
-	MaxRSS int64
+	// Wall is how long SimGrid took, loading the platform and the schedule included, CPU its
+	// processor time (user and system), MaxRSS its peak memory in bytes (0 where the system
+	// does not say).
+	Wall, CPU time.Duration
+	MaxRSS    int64
 }
 
 // ErrNoSimGrid is wrapped by the errors that say SimGrid or the compiler is not installed.
@@ -119,6 +121,12 @@ func Run(ctx context.Context, s *Schedule, p Platform, opt Options) (Result, err
 	if h := p.Tree.Hosts(); h < s.Ranks {
 		return Result{}, fmt.Errorf("simgrid: the fat tree %s has %d hosts, and the plan %d ranks", p.Tree, h, s.Ranks)
 	}
+	if math.IsNaN(p.LinkBps) || math.IsInf(p.LinkBps, 0) || p.LinkBps <= 0 {
+		return Result{}, fmt.Errorf("simgrid: link bandwidth %v bytes/s: must be a finite number > 0", p.LinkBps)
+	}
+	if math.IsNaN(p.LinkLatency) || math.IsInf(p.LinkLatency, 0) || p.LinkLatency < 0 {
+		return Result{}, fmt.Errorf("simgrid: link latency %v s: must be a finite number >= 0", p.LinkLatency)
+	}
 	bin, err := Engine(ctx, opt)
 	if err != nil {
 		return Result{}, err
@@ -165,6 +173,9 @@ func Run(ctx context.Context, s *Schedule, p Platform, opt Options) (Result, err
 		return Result{}, fmt.Errorf("simgrid: %v", ctx.Err())
 	}
 	res := Result{Activities: len(s.acts), Wall: wall, MaxRSS: maxRSS(cmd.ProcessState)}
+	if ps := cmd.ProcessState; ps != nil {
+		res.CPU = ps.UserTime() + ps.SystemTime()
+	}
 	var finished, total int64 = -1, -1
 	last := int64(-1)
 	for _, l := range strings.Split(stdout.String(), "\n") {
@@ -189,10 +200,7 @@ func Run(ctx context.Context, s *Schedule, p Platform, opt Options) (Result, err
 		if finished >= 0 && finished < total {
 			return Result{}, fmt.Errorf("simgrid: %d of %d activities never ran: the schedule has a cycle", total-finished, total)
 		}
-		if msg == "" {
-			msg = runErr.Error()
-		}
-		return Result{}, fmt.Errorf("simgrid: %s", tail(msg, 20))
+		return Result{}, fmt.Errorf("simgrid: SimGrid failed (%v):\n%s", runErr, tail(msg, 20))
 	}
 	if finished < 0 || finished != int64(len(s.acts)) || total != int64(len(s.acts)) {
 		return Result{}, fmt.Errorf("simgrid: the engine's output is not understood:\n%s", tail(stdout.String(), 10))

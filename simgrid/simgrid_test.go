@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -171,6 +173,19 @@ func TestRunErrors(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Run(context.Background(), s, PlatformFor(FatTree{Levels: 1, Down: []int{1}, Up: []int{1}, Links: []int{1}}, predict.Default(), 0), Options{})
 	require.ErrorContains(t, err, "has 1 hosts, and the plan 2 ranks")
+	_, err = Run(context.Background(), s, Platform{Tree: AutoFatTree(2), LinkBps: math.Inf(1), LinkLatency: 1e-6}, Options{})
+	require.ErrorContains(t, err, "link bandwidth +Inf bytes/s: must be a finite number > 0")
+	// a platform SimGrid refuses is an error that says so, not a crash or a hang
+	bin, err := Engine(context.Background(), Options{})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "p.xml"), []byte("<platform version=\"4.1\"><nonsense/></platform>\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "s.txt"), []byte("coredag-simgrid-schedule 1\nhosts 1\nacts 0\ndeps 0\n"), 0o644))
+	cmd := exec.Command(bin, filepath.Join(dir, "p.xml"), filepath.Join(dir, "s.txt"))
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	assert.Equal(t, 2, cmd.ProcessState.ExitCode(), "%s", out)
+	assert.Contains(t, string(out), "coredag-simgrid: platform "+filepath.Join(dir, "p.xml"))
 	// a cycle is reported, not waited for
 	cyc := &Schedule{Ranks: 1, g: g, acts: []activity{{amount: 1}, {amount: 1}}, op: []ir.OpID{0, 0}, deps: [][2]int32{{0, 1}, {1, 0}}}
 	_, err = Run(context.Background(), cyc, PlatformFor(AutoFatTree(1), predict.Default(), 0), Options{Timeout: time.Minute})
@@ -179,4 +194,29 @@ func TestRunErrors(t *testing.T) {
 	_, err = Engine(context.Background(), Options{CXX: "no-such-compiler-for-coredag", CacheDir: t.TempDir()})
 	require.True(t, errors.Is(err, ErrNoSimGrid), "%v", err)
 	assert.True(t, strings.Contains(err.Error(), "apt-get install g++ libsimgrid-dev"), "%v", err)
+}
+
+// Where no two messages share a link and every path has the same latency (one host per leaf
+// switch), SimGrid's time is predict's on the polling engine without its posting and polling
+// figures: the two models agree where they should, and differ by what SimGrid adds (contention,
+// shorter paths under one switch) elsewhere.
+func TestRunAgreesWithPredict(t *testing.T) {
+	simgridOrSkip(t)
+	par := predict.Params{L: 1000, O: 100, B: 0.1, Host: 50, Reduce: 0.2, Copy: 0.1}
+	tg, err := ir.LookupTarget("generic")
+	require.NoError(t, err)
+	for _, f := range []string{"ring_allreduce", "recursive_doubling_allreduce", "rabenseifner_allreduce"} {
+		g := load(t, "../plans/"+f+".dag", nil, map[string]int64{"ranks": 8})
+		s, err := Build(g, par)
+		require.NoError(t, err)
+		res, err := Run(context.Background(), s, PlatformFor(FatTree{Levels: 2, Down: []int{1, 8}, Up: []int{1, 1}, Links: []int{1, 1}}, par, 0), Options{Timeout: time.Minute})
+		require.NoError(t, err, f)
+		plan, err := planner.Compile(g, tg)
+		require.NoError(t, err)
+		want, err := predict.Simulate(plan, par, predict.Options{})
+		require.NoError(t, err)
+		assert.InEpsilon(t, want.Time, res.Time, 0.005, "%s: SimGrid %v ns, predict %v ns", f, res.Time, want.Time)
+		assert.Greater(t, res.CPU, time.Duration(0))
+		assert.Greater(t, res.MaxRSS, int64(0))
+	}
 }

@@ -88,8 +88,8 @@ func (c *simulateCmd) Run(e *env) error {
 		}
 		return err
 	}
-	fmt.Fprintf(e.stdout, "simgrid:  %s (last: %s; %d activities, %d dependencies; SimGrid took %s and %s)\n",
-		formatNs(res.Time), res.Last, res.Activities, sched.Dependencies(), fmtDuration(res.Wall), formatBytes(res.MaxRSS))
+	fmt.Fprintf(e.stdout, "simgrid:  %s (last: %s; %d activities, %d dependencies; SimGrid took %s, %s of CPU, and %s)\n",
+		formatNs(res.Time), res.Last, res.Activities, sched.Dependencies(), fmtDuration(res.Wall), fmtDuration(res.CPU), formatBytes(res.MaxRSS))
 	if c.NoPredict {
 		return nil
 	}

@@ -1,6 +1,6 @@
 // coredag-simgrid runs a schedule that coredag wrote (package simgrid, ../schedule.go) on SimGrid's
-// s4u activities, without actors: every exec and comm is created up front, the dependencies are
-// added, and each activity starts when its predecessors have finished.
+// s4u activities, without actors: each exec and comm is created and started when the
+// activities it depends on have finished.
 //
 // Usage: coredag-simgrid PLATFORM.xml SCHEDULE [--cfg=...]
 //
@@ -40,8 +40,9 @@ namespace sg4 = simgrid::s4u;
 }
 
 struct Act {
-  sg4::ExecPtr exec;
-  sg4::CommPtr comm;
+  bool comm;
+  int src, dst;
+  double amount;
 };
 
 int main(int argc, char** argv)
@@ -62,7 +63,7 @@ int main(int argc, char** argv)
   if (std::fscanf(f, "coredag-simgrid-schedule %d", &version) != 1 || version != 1)
     fail("%s: not a schedule of version 1", argv[2]);
   long nhosts = 0;
-  if (std::fscanf(f, " hosts %ld", &nhosts) != 1 || nhosts < 1)
+  if (std::fscanf(f, " hosts %ld", &nhosts) != 1 || nhosts < 1 || nhosts > (1L << 24))
     fail("%s: no host count", argv[2]);
   std::vector<sg4::Host*> hosts(nhosts);
   for (long i = 0; i < nhosts; i++) {
@@ -73,73 +74,95 @@ int main(int argc, char** argv)
            name.c_str(), i, name.c_str(), nhosts, nhosts - 1);
   }
   long nacts = 0;
-  if (std::fscanf(f, " acts %ld", &nacts) != 1 || nacts < 0)
+  if (std::fscanf(f, " acts %ld", &nacts) != 1 || nacts < 0 || nacts > (1L << 31))
     fail("%s: no activity count", argv[2]);
   std::vector<Act> acts(nacts);
-  std::unordered_map<const sg4::Activity*, long> index;
-  index.reserve(nacts);
   for (long i = 0; i < nacts; i++) {
     char kind = 0;
     if (std::fscanf(f, " %c", &kind) != 1)
       fail("%s: activity %ld missing", argv[2], i);
+    Act& a = acts[i];
     if (kind == 'e') {
       long h;
-      double flops;
-      if (std::fscanf(f, "%ld %lf", &h, &flops) != 2 || h < 0 || h >= nhosts || flops < 0)
+      if (std::fscanf(f, "%ld %lf", &h, &a.amount) != 2 || h < 0 || h >= nhosts || !(a.amount >= 0))
         fail("%s: activity %ld: bad exec", argv[2], i);
-      acts[i].exec = sg4::Exec::init()->set_host(hosts[h])->set_flops_amount(flops);
-      index[acts[i].exec.get()] = i;
+      a.comm = false;
+      a.src  = static_cast<int>(h);
     } else if (kind == 'c') {
       long s, d;
-      double bytes;
-      if (std::fscanf(f, "%ld %ld %lf", &s, &d, &bytes) != 3 || s < 0 || s >= nhosts || d < 0 || d >= nhosts ||
-          bytes < 0)
+      if (std::fscanf(f, "%ld %ld %lf", &s, &d, &a.amount) != 3 || s < 0 || s >= nhosts || d < 0 || d >= nhosts ||
+          !(a.amount >= 0))
         fail("%s: activity %ld: bad comm", argv[2], i);
-      acts[i].comm = sg4::Comm::sendto_init(hosts[s], hosts[d])->set_payload_size(static_cast<uint64_t>(bytes));
-      index[acts[i].comm.get()] = i;
+      a.comm = true;
+      a.src  = static_cast<int>(s);
+      a.dst  = static_cast<int>(d);
     } else {
       fail("%s: activity %ld: unknown kind '%c'", argv[2], i, kind);
     }
   }
+  // The dependencies are kept here, not as SimGrid's (Activity::add_successor): an activity is
+  // created only when its predecessors have finished. SimGrid 3.32 keeps every exec created
+  // outside an actor in one list that each exec's end searches, which is quadratic when the
+  // whole schedule is created up front.
   long ndeps = 0;
   if (std::fscanf(f, " deps %ld", &ndeps) != 1 || ndeps < 0)
     fail("%s: no dependency count", argv[2]);
+  std::vector<std::pair<int, int>> deps(ndeps);
+  std::vector<int> pending(nacts);
+  std::vector<long> first(nacts + 1);
   for (long i = 0; i < ndeps; i++) {
     long a, b;
     if (std::fscanf(f, "%ld %ld", &a, &b) != 2 || a < 0 || a >= nacts || b < 0 || b >= nacts || a == b)
       fail("%s: dependency %ld: bad", argv[2], i);
-    sg4::ActivityPtr succ;
-    if (acts[b].exec)
-      succ = acts[b].exec;
-    else
-      succ = acts[b].comm;
-    try {
-      if (acts[a].exec)
-        acts[a].exec->add_successor(succ);
-      else
-        acts[a].comm->add_successor(succ);
-    } catch (const std::invalid_argument&) {
-      // the same dependency twice: once is enough
-    }
+    deps[i] = {static_cast<int>(a), static_cast<int>(b)};
+    first[a + 1]++;
+    pending[b]++;
   }
   std::fclose(f);
 
+  for (long i = 0; i < nacts; i++)
+    first[i + 1] += first[i];
+  std::vector<int> succ(ndeps);
+  {
+    std::vector<long> at(first.begin(), first.end() - 1);
+    for (auto const& d : deps)
+      succ[at[d.first]++] = d.second;
+    deps = {};
+  }
+
   long finished = 0;
   long last     = -1;
+  std::vector<sg4::ActivityPtr> live(nacts); // kept until the end: SimGrid may use them after the callback
+  std::unordered_map<const sg4::Activity*, int> index;
+  auto launch = [&](int i) {
+    const Act& a = acts[i];
+    if (a.comm) {
+      auto c = sg4::Comm::sendto_init(hosts[a.src], hosts[a.dst])->set_payload_size(static_cast<uint64_t>(a.amount));
+      index[c.get()] = i;
+      live[i] = c;
+      c->start();
+    } else {
+      auto x = sg4::Exec::init()->set_host(hosts[a.src])->set_flops_amount(a.amount);
+      index[x.get()] = i;
+      live[i] = x;
+      x->start();
+    }
+  };
   sg4::Activity::on_completion_cb([&](sg4::Activity const& a) {
-    if (a.get_state() != sg4::Activity::State::FINISHED)
-      return;
-    finished++;
     auto it = index.find(&a);
-    if (it != index.end())
-      last = it->second;
+    if (it == index.end() || a.get_state() != sg4::Activity::State::FINISHED)
+      return;
+    int i = it->second;
+    index.erase(it);
+    finished++;
+    last = i;
+    for (long k = first[i]; k < first[i + 1]; k++)
+      if (--pending[succ[k]] == 0)
+        launch(succ[k]);
   });
-  for (auto& a : acts) {
-    if (a.exec)
-      a.exec->vetoable_start();
-    else
-      a.comm->vetoable_start();
-  }
+  for (long i = 0; i < nacts; i++)
+    if (pending[i] == 0)
+      launch(static_cast<int>(i));
   e.run();
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("time %.17g\nfinished %ld of %ld\nlast %ld\nwall %.3f\n", sg4::Engine::get_clock(), finished, nacts,
