@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
@@ -31,8 +33,8 @@ func (c *predictCmd) prepareSymmetric(e *env, path string, tg ir.Target, par pre
 		return nil, usageError("--model symmetric: the figures share %s between all the ranks (workers), so the ranks are not alike: use --model ops", english.Plural(par.Workers, "worker"))
 	case forced && c.Samples < 1:
 		return nil, usageError("--samples %d: compare at least one rank with rank 0", c.Samples)
-	case !forced && (c.Measure || path == "-" || c.Samples < 1):
-		return nil, nil // op by op: --measure runs the whole plan, stdin is read once
+	case !forced && (c.Measure || path == "-" || c.Samples < 1 || planner.IsMSCCL(path)):
+		return nil, nil // op by op: --measure runs the whole plan, stdin is read once, MSCCL is small
 	}
 	params, err := c.values()
 	if err != nil {
@@ -67,12 +69,18 @@ func (c *predictCmd) prepareSymmetric(e *env, path string, tg ir.Target, par pre
 		ps[c.SizeParam] = n
 		return elaborate.ElaborateRanks(f, ps, ranks, elaborate.Within(b))
 	}
+	// A mistake on a rank elaborated is the plan's, whatever the model: reported as check
+	// reports it (the op-by-op path, on a large plan, would stop at the op limit first).
+	failed := func(err error) error {
+		if errors.As(err, new(diag.List)) {
+			reportDiagnostics(e, &loaded{path: path, src: src, err: err}, false)
+			return &exitError{code: exitFail}
+		}
+		return fmt.Errorf("%s: %v", path, err)
+	}
 	s0, err := at(1, []int{0})
 	if err != nil {
-		if !forced {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%s: at %s = 1: %v", path, c.SizeParam, err)
+		return nil, failed(err)
 	}
 	world := s0.Graph.Ranks
 	if !forced {
@@ -88,7 +96,7 @@ func (c *predictCmd) prepareSymmetric(e *env, path string, tg ir.Target, par pre
 	sampled := predict.SampleRanks(world, c.Samples)
 	s1, err := at(1, sampled)
 	if err != nil {
-		return nil, fmt.Errorf("%s: at %s = 1: %v", path, c.SizeParam, err)
+		return nil, failed(err)
 	}
 	g1, sym, err := predict.Fold(predict.RankSample{Graph: s1.Graph, Ranks: s1.Ranks, PeerNames: s1.PeerNames})
 	if err != nil {
@@ -100,7 +108,7 @@ func (c *predictCmd) prepareSymmetric(e *env, path string, tg ir.Target, par pre
 	}
 	s2, err := at(2, []int{0})
 	if err != nil {
-		return nil, fmt.Errorf("%s: at %s = 2: %v", path, c.SizeParam, err)
+		return nil, failed(err)
 	}
 	g2, _, err := predict.Fold(predict.RankSample{Graph: s2.Graph, Ranks: s2.Ranks, PeerNames: s2.PeerNames})
 	if err != nil {

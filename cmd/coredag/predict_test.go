@@ -116,3 +116,12 @@ func TestPredictSymmetric(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "op by op, every one of its 512 ranks")
 }
+
+// A mistake on a rank the symmetric model elaborates is reported as check reports it.
+func TestPredictSymmetricDiagnostics(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := coredag(t, "", "predict", "-p", "ranks=16384", "--sizes", "1MiB", "testdata/scale/ring_allreduce.dag")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "ring_allreduce.dag:12:51: queue right depth 65536: must be between 1 and 32768 (on rank 0)")
+	assert.Contains(t, errOut, "^")
+}
