@@ -328,6 +328,17 @@ type NopOp struct {
 	Span
 }
 
+// WaitOp is `wait WORD >= VALUE` (Word and Value set: the 8-byte word reaches Value) or `wait
+// COUNT writes to REGION` (Count and Region set: COUNT writes have landed in the region).
+type WaitOp struct {
+	Span
+	Word   *Slice
+	Value  Expr
+	Count  Expr
+	Region *Slice
+}
+
+func (*WaitOp) opNode()   {}
 func (*SendOp) opNode()   {}
 func (*RecvOp) opNode()   {}
 func (*WriteOp) opNode()  {}

@@ -578,6 +578,17 @@ func writeOp(b *strings.Builder, op Operation) {
 		writeSlices(b, op.Dst, op.DstMore)
 	case *NopOp:
 		b.WriteString("nop")
+	case *WaitOp:
+		b.WriteString("wait ")
+		if op.Word != nil {
+			writeSlice(b, op.Word)
+			b.WriteString(" >= ")
+			writeExpr(b, op.Value)
+		} else {
+			writeUnary(b, op.Count)
+			b.WriteString(" writes to ")
+			writeSlice(b, op.Region)
+		}
 	}
 }
 

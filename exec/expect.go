@@ -19,9 +19,15 @@ import (
 // with sparse bits (one in eight for 64-bit types, one in four for 32-bit ones), so that an or
 // or and over ranks still shows a missing contribution (for floats, a whole number below 1024, so that sums stay exact). g is not
 // changed.
+//
+// A buffer that holds the word of a wait (wait WORD >= VALUE) keeps its own init: where the
+// word starts decides when the wait completes, and what the check proved of it.
 func DistinctInits(g *ir.Graph) *ir.Graph {
 	out := g.Clone()
 	for b := range out.Buffers {
+		if watched(g, ir.BufID(b)) {
+			continue
+		}
 		buf := &out.Buffers[b]
 		t, id := buf.Type, uint64(b)
 		buf.Init = func(rank int, dst []byte) error {

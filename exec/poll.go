@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -41,6 +42,8 @@ type pollEngine struct {
 	dirty                []int32 // sides that may post
 	inDirty              []bool
 	stack                []int32 // host ops ready to run
+	gates                *gates  // what the wait ops wait for (nil: the plan has none)
+	parked               []int32 // wait ops ready but for their gate
 	cqs                  []pollCQ
 	wc                   []nic.WC
 	localOps             int
@@ -195,8 +198,14 @@ func newPoll(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Op
 			e.holdCQs = append(e.holdCQs, int32(ci))
 		}
 	}
+	var err error
+	if e.gates, err = newGates(g, mem, res, p); err != nil {
+		return nil, err
+	}
 	e.watch = stallWatch{prog: e.prog, limit: e.hang}
-	if b, ok := p.(nic.Blocker); ok && e.prog == nil {
+	// A wait op's gate (a landing counter, a memory word) changes without a completion on any CQ,
+	// so a plan that has one keeps polling rather than sleeping on the CQs' descriptors.
+	if b, ok := p.(nic.Blocker); ok && e.prog == nil && !e.gates.any() {
 		cqs := make([]nic.CQ, len(e.cqs))
 		for i := range e.cqs {
 			cqs[i] = e.cqs[i].cq
@@ -230,6 +239,8 @@ func (e *pollEngine) relocateRemote(peer int, move func(addr *uint64, rkey *uint
 
 func (e *pollEngine) rearm(int) {
 	copy(e.pending, e.initPending)
+	e.parked = e.parked[:0]
+	e.gates.reset()
 	clear(e.ready)
 	e.disarm()
 	for i := range e.sides {
@@ -302,6 +313,10 @@ func (e *pollEngine) runHost() error {
 	for len(e.stack) > 0 {
 		id := e.stack[len(e.stack)-1]
 		e.stack = e.stack[:len(e.stack)-1]
+		if e.gates.waits(ir.OpID(id)) && !e.gates.ready(ir.OpID(id)) {
+			e.parked = append(e.parked, id) // polled again by unpark
+			continue
+		}
 		if err := e.mem.RunHost(ir.OpID(id)); err != nil {
 			return err
 		}
@@ -510,12 +525,32 @@ const idlePollEvery = 64
 // advance runs the host ops that are ready and posts the work requests that are. It reports
 // whether it did either.
 func (e *pollEngine) advance() (bool, error) {
+	e.unpark()
 	ran := len(e.stack) > 0
 	if err := e.runHost(); err != nil {
 		return ran, err
 	}
 	did, err := e.flush()
 	return ran || did, err
+}
+
+// unpark moves the parked waits whose gates now allow them to the host ops ready to run.
+func (e *pollEngine) unpark() {
+	if len(e.parked) == 0 {
+		return
+	}
+	if e.prog != nil && len(e.stack) == 0 {
+		e.prog.Progress() // the writes a wait counts complete nothing this rank polls
+	}
+	kept := e.parked[:0]
+	for _, id := range e.parked {
+		if e.gates.ready(ir.OpID(id)) {
+			e.stack = append(e.stack, id)
+		} else {
+			kept = append(kept, id)
+		}
+	}
+	e.parked = kept
 }
 
 // handle processes one completion.
@@ -737,6 +772,10 @@ func (e *pollEngine) diagnose(iter int) error {
 				stuckOp: id, producerOp: first, byOp: true})
 		}
 	}
+	for _, id := range e.parked {
+		h.Stuck = append(h.Stuck, Stuck{Rank: int(g.Ops[id].Rank), Queue: "host", What: e.gates.describe(ir.OpID(id)),
+			Producer: "the writes or atomic adds that count for it", stuckOp: ir.OpID(id), producerOp: ir.OpID(id), byOp: true})
+	}
 	if e.prog != nil {
 		var det []string
 		for _, st := range e.prog.Stalls() {
@@ -755,7 +794,7 @@ func (e *pollEngine) diagnose(iter int) error {
 func (e *pollEngine) opDone(p int32) bool {
 	si := e.opSide[p]
 	if si < 0 {
-		return e.pending[p] == 0 && !e.inStack(p)
+		return e.pending[p] == 0 && !e.inStack(p) && !slices.Contains(e.parked, p)
 	}
 	return e.opSlot[p] < e.sides[si].done
 }

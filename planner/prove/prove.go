@@ -237,7 +237,7 @@ func inOrder(g *ir.Graph, o *verify.Order) (ops []ir.OpID, makers int) {
 		id := ir.OpID(i)
 		var p int32
 		switch kind := g.Ops[i].Kind; kind {
-		case ir.OpRecv, ir.OpNop:
+		case ir.OpRecv, ir.OpNop, ir.OpWait:
 			continue
 		case ir.OpReduce, ir.OpCopy:
 			p = o.Start(id)
