@@ -6,12 +6,14 @@
 #   shm:     coredag on libfabric shm (polling engine)  vs  Open MPI ob1 + vader (shared memory)
 #   sockets: coredag on libfabric sockets (triggered offload)  vs  Open MPI ob1 + tcp,self
 #   tcp:     coredag on libfabric "tcp;ofi_rxm" (polling engine)  vs  Open MPI ob1 + tcp,self
-# coredag runs plans/ring_allreduce.dag from SMALL_BELOW bytes up and, below, the recursive
-# doubling of examples/mpi/recursive_doubling_f32.dag (two steps for 4 ranks instead of six hops,
-# and no World call per start), as MPI libraries pick their algorithm by size.
+# coredag runs Rabenseifner's reduce-scatter and allgather (examples/mpi/rabenseifner_f32.dag:
+# four steps for 4 ranks where the ring takes six, the ring's bytes, and two-sided messages only,
+# so no World call per start) from SMALL_BELOW bytes up, and below, the recursive doubling of
+# examples/mpi/recursive_doubling_f32.dag (two steps), as MPI libraries pick their algorithm by
+# size. LARGE_PLAN picks another plan with data f32[ranks * n], e.g. plans/ring_allreduce.dag.
 # Also examples/c/callcost.c: one start+wait of a trivial plan from C. Prints the machine's load
 # (uptime) before and after: on a shared machine the numbers move with it.
-# Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir),
+# Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir), LARGE_PLAN,
 # SMALL_BELOW (default 524288; 0: the ring at every size), SIZES (comma-separated bytes, e.g.
 # 8,4096,65536,262144,1048576,4194304,16777216; default every power of two up to MAXBYTES).
 # Usage: scripts/mpi-bench.sh [shm|sockets|tcp|callcost]...   (default: all)
@@ -32,6 +34,7 @@ max=${MAXBYTES:-16777216}
 small=()
 [ "${SMALL_BELOW:-524288}" = 0 ] || small=(-q examples/mpi/recursive_doubling_f32.dag -t "${SMALL_BELOW:-524288}")
 [ -z "${SIZES:-}" ] || small+=(-s "$SIZES")
+small+=(-p "${LARGE_PLAN:-examples/mpi/rabenseifner_f32.dag}")
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(callcost shm sockets tcp)
 echo "# $(uptime)"
