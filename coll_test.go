@@ -561,6 +561,41 @@ func TestStartRunsWithoutWait(t *testing.T) {
 	}
 }
 
+// TestLongVectorPlan: the plan scripts/mpi-bench.sh runs for long vectors
+// (examples/mpi/rabenseifner_f32.dag, blocks of n) sums the caller's f32 arrays over 2 and 4
+// ranks, and a start needs no World call (two-sided messages only), unlike the ring's.
+func TestLongVectorPlan(t *testing.T) {
+	for _, ranks := range []int{2, 4} {
+		const n = 13
+		p, err := Open("examples/mpi/rabenseifner_f32.dag", Options{Params: map[string]int64{"ranks": int64(ranks), "n": n}, HangTimeout: testHang})
+		require.NoError(t, err)
+		u := unfenced(p.graph)
+		assert.True(t, u.Start && u.EndDone, "ranks %d: two-sided messages need no World call", ranks)
+		c, err := p.Init(context.Background(), nil)
+		require.NoError(t, err)
+		data := make([][]float32, ranks)
+		for r := range data {
+			data[r] = make([]float32, ranks*n)
+			require.NoError(t, BindSlice(c, r, "data", data[r]))
+		}
+		for it := 0; it < 3; it++ {
+			want := make([]float32, ranks*n)
+			for r := range data {
+				fill(data[r], r, it)
+				for i, v := range data[r] {
+					want[i] += v
+				}
+			}
+			require.NoError(t, c.Start())
+			require.NoError(t, c.Wait(context.Background()))
+			for r := range data {
+				assert.Equal(t, want, data[r], "ranks %d rank %d iteration %d", ranks, r, it)
+			}
+		}
+		require.NoError(t, c.Close())
+	}
+}
+
 // TestShortVectorPlan: the plan examples/mpi/allreduce.c runs for short vectors (-q) sums the
 // caller's f32 arrays, whole, over 2 and 4 ranks, and a start needs no World call (two-sided
 // messages only).

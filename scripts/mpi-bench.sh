@@ -6,13 +6,15 @@
 #   shm:     coredag on libfabric shm (polling engine)  vs  Open MPI ob1 + vader (shared memory)
 #   sockets: coredag on libfabric sockets (triggered offload)  vs  Open MPI ob1 + tcp,self
 #   tcp:     coredag on libfabric "tcp;ofi_rxm" (polling engine)  vs  Open MPI ob1 + tcp,self
-# coredag runs plans/ring_allreduce.dag from SMALL_BELOW bytes up and, below, the recursive
-# doubling of examples/mpi/recursive_doubling_f32.dag (two steps for 4 ranks instead of six hops,
-# and no World call per start), as MPI libraries pick their algorithm by size.
+# coredag runs Rabenseifner's reduce-scatter and allgather (examples/mpi/rabenseifner_f32.dag:
+# four steps for 4 ranks where the ring takes six, the ring's bytes, and two-sided messages only,
+# so no World call per start) from SMALL_BELOW bytes up (default 512 KiB, 2 MiB on tcp), and below, the recursive doubling of
+# examples/mpi/recursive_doubling_f32.dag (two steps), as MPI libraries pick their algorithm by
+# size. LARGE_PLAN picks another plan with data f32[ranks * n], e.g. plans/ring_allreduce.dag.
 # Also examples/c/callcost.c: one start+wait of a trivial plan from C. Prints the machine's load
 # (uptime) before and after: on a shared machine the numbers move with it.
-# Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir),
-# SMALL_BELOW (default 524288; 0: the ring at every size), SIZES (comma-separated bytes, e.g.
+# Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir), LARGE_PLAN,
+# SMALL_BELOW (default 524288, on tcp 2097152; 0: the large plan at every size), SIZES (comma-separated bytes, e.g.
 # 8,4096,65536,262144,1048576,4194304,16777216; default every power of two up to MAXBYTES).
 # Usage: scripts/mpi-bench.sh [shm|sockets|tcp|callcost]...   (default: all)
 set -euo pipefail
@@ -29,9 +31,13 @@ mpicc -O2 -Wall -o "$tmp/allreduce" examples/mpi/allreduce.c $(pkg-config --cfla
 cc -O2 -Wall -o "$tmp/callcost" examples/c/callcost.c $(pkg-config --cflags --libs coredag)
 np=${NP:-4}
 max=${MAXBYTES:-16777216}
-small=()
-[ "${SMALL_BELOW:-524288}" = 0 ] || small=(-q examples/mpi/recursive_doubling_f32.dag -t "${SMALL_BELOW:-524288}")
-[ -z "${SIZES:-}" ] || small+=(-s "$SIZES")
+# plans BELOW: the options that pick the plans, switching at BELOW bytes (0: the large plan only).
+plans() {
+  local small=()
+  [ "$1" = 0 ] || small=(-q examples/mpi/recursive_doubling_f32.dag -t "$1")
+  [ -z "${SIZES:-}" ] || small+=(-s "$SIZES")
+  echo "${small[@]}" -p "${LARGE_PLAN:-examples/mpi/rabenseifner_f32.dag}"
+}
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(callcost shm sockets tcp)
 echo "# $(uptime)"
@@ -44,6 +50,11 @@ for config in "${configs[@]}"; do
   tcp) mca=(--mca pml ob1 --mca btl tcp,self); opts=(-o provider=ofi -o "ofi_provider=tcp;ofi_rxm" -o engine=poll) ;;
   *) echo "$0: unknown configuration $config" >&2; exit 2 ;;
   esac
+  # On tcp;ofi_rxm the recursive doubling stays ahead up to 1 MiB (long messages there go by
+  # rendezvous, a round trip more per step, and it has half Rabenseifner's steps).
+  below=524288
+  [ "$config" != tcp ] || below=2097152
+  read -r -a small <<<"$(plans "${SMALL_BELOW:-$below}")"
   echo "== $config: coredag ${opts[*]} vs Open MPI ${mca[*]}"
   timeout -k 10 1800 mpirun --allow-run-as-root --oversubscribe -np "$np" "${mca[@]}" --mca btl_tcp_if_include lo \
     -x FI_SOCKETS_IFACE=lo "$tmp/allreduce" -b -m "$max" "${small[@]}" "${opts[@]}" || echo "== $config failed (exit $?)"
