@@ -22,12 +22,13 @@ import (
 // release armed requests, so a chain runs in the driver and the engine catches up in batches.
 // Re-arming copies the initial counters back in place.
 type pollEngine struct {
-	g    *ir.Graph
-	deps *ir.Deps
-	mem  *Memory
-	res  []*rankRes
-	prog nic.Progresser
-	hang time.Duration
+	g     *ir.Graph
+	deps  *ir.Deps
+	mem   *Memory
+	res   []*rankRes
+	prog  nic.Progresser
+	hang  time.Duration
+	watch stallWatch // with its wait set (nic.Blocker) when every CQ can block
 
 	pending, initPending []int32 // by op: unfinished predecessors
 	succStart, succList  []int32 // the plan's successors (Deps), in CSR form
@@ -194,6 +195,14 @@ func newPoll(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Op
 			e.holdCQs = append(e.holdCQs, int32(ci))
 		}
 	}
+	e.watch = stallWatch{prog: e.prog, limit: e.hang}
+	if b, ok := p.(nic.Blocker); ok && e.prog == nil {
+		cqs := make([]nic.CQ, len(e.cqs))
+		for i := range e.cqs {
+			cqs[i] = e.cqs[i].cq
+		}
+		e.watch.wait = b.WaitSet(cqs)
+	}
 	e.inDirty = make([]bool, len(e.sides))
 	e.dirty = make([]int32, 0, len(e.sides))
 	e.stack = make([]int32, 0, n)
@@ -251,7 +260,8 @@ func (e *pollEngine) counters(r *Result) {
 	r.CQEsPolled += e.polled
 	r.HostSteps += e.hostSteps
 	r.Triggered += e.triggered
-	e.posted, e.polled, e.hostSteps, e.triggered = 0, 0, 0, 0
+	r.Blocks += e.watch.waits
+	e.posted, e.polled, e.hostSteps, e.triggered, e.watch.waits = 0, 0, 0, 0, 0
 }
 
 func (e *pollEngine) timeline() []time.Duration { return e.times }
@@ -568,7 +578,8 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 		return err
 	}
 	e.arm()
-	watch := stallWatch{prog: e.prog, limit: e.hang}
+	watch := &e.watch
+	watch.reset()
 	ncq := len(e.cqs)
 	full := true     // poll every CQ this round, not only those that owe a completion
 	stalled := false // the watch gave up; a full round without progress confirms it
