@@ -165,3 +165,26 @@ func TestSampleRanks(t *testing.T) {
 		assert.True(t, r >= 0 && r < 16384)
 	}
 }
+
+// BenchmarkFoldRing16384 is the symmetric model of the ring allreduce of 16,384 ranks, as
+// predict runs it for one size: nine ranks elaborated, folded, rank 0 compiled for generic
+// and simulated.
+func BenchmarkFoldRing16384(b *testing.B) {
+	src, err := os.ReadFile(filepath.Join("..", "plans", "ring_allreduce.dag"))
+	require.NoError(b, err)
+	f, err := dsl.Parse("ring_allreduce.dag", src)
+	require.NoError(b, err)
+	tg, err := ir.LookupTarget("generic")
+	require.NoError(b, err)
+	ps := map[string]int64{"ranks": 16384, "n": 1}
+	for b.Loop() {
+		s, err := elaborate.ElaborateRanks(f, ps, predict.SampleRanks(16384, 8), elaborate.Options{})
+		require.NoError(b, err)
+		g, _, err := predict.Fold(predict.RankSample{Graph: s.Graph, Ranks: s.Ranks, PeerNames: s.PeerNames})
+		require.NoError(b, err)
+		p, err := planner.Compile(g, tg)
+		require.NoError(b, err)
+		_, err = predict.Simulate(p, predict.Default(), predict.Options{Scale: 1024})
+		require.NoError(b, err)
+	}
+}
