@@ -106,14 +106,25 @@ type event struct {
 	a    int64
 }
 
-// eventHeap is a binary min-heap of events by time, then by sequence (FIFO among equal times).
+// eventHeap is a binary min-heap of events by time; among equal times, by kind, queue and
+// entry, then by sequence (FIFO). The order among equal times is the model's choice: this one
+// does not depend on which rank scheduled its event first, so ranks a plan makes alike see
+// their simultaneous events in the same order (the fold of a symmetric plan relies on it).
 type eventHeap []event
 
 func (h eventHeap) less(i, j int) bool {
-	if h[i].t != h[j].t {
-		return h[i].t < h[j].t
+	x, y := &h[i], &h[j]
+	switch {
+	case x.t != y.t:
+		return x.t < y.t
+	case x.kind != y.kind:
+		return x.kind < y.kind
+	case x.q != y.q:
+		return x.q < y.q
+	case x.a != y.a:
+		return x.a < y.a
 	}
-	return h[i].seq < h[j].seq
+	return x.seq < y.seq
 }
 
 func (h *eventHeap) push(e event) {

@@ -137,7 +137,7 @@ func (c *predictCmd) prepareSymmetric(e *env, path string, tg ir.Target, par pre
 func symmetricModel(s predict.Symmetry) string {
 	w := fmt.Sprintf("symmetric under %s, rank 0 simulated for all %d ranks", s.Group, s.Ranks)
 	if s.Complete() {
-		return w + "; every other rank was elaborated and found to be rank 0 moved"
+		return w + "; every other rank was elaborated and found to be rank 0 moved; the plan was not checked (coredag check) at this world size"
 	}
 	ranks := make([]string, len(s.Checked))
 	for i, r := range s.Checked {

@@ -125,3 +125,12 @@ func TestPredictSymmetricDiagnostics(t *testing.T) {
 	assert.Contains(t, errOut, "ring_allreduce.dag:12:51: queue right depth 65536: must be between 1 and 32768 (on rank 0)")
 	assert.Contains(t, errOut, "^")
 }
+
+// On a world no larger than --samples + 1, every rank is compared with rank 0, and the line
+// says so; the plan is still not checked.
+func TestPredictSymmetricComplete(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := coredag(t, "", "predict", "--model", "symmetric", "-p", "ranks=4", "--sizes", "1KiB", "plans/ring_allreduce.dag")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "rank 0 simulated for all 4 ranks; every other rank was elaborated and found to be rank 0 moved; the plan was not checked")
+}
