@@ -61,6 +61,8 @@ func (el *elaborator) countsPlaced(st *dsl.ExpectStmt, kind ir.ExpectKind) bool 
 		el.globalErrorf(phaseNames, diag.Name, st.SrcCounts.Pos(), "expect %s: the counts go after the destination, whose blocks they are: expect %s %s counts C [displs D] from %s", kind, kind, dst, src)
 	case needDst && st.DstCounts == nil:
 		el.globalErrorf(phaseNames, diag.Name, st.Dst.End(), "expect %s needs the counts of %s's blocks, one per rank: add `counts C [displs D]` after %s", kind, dst, dst)
+	case !needSrc && st.SrcCounts != nil && kind.Vector():
+		el.globalErrorf(phaseNames, diag.Name, st.SrcCounts.Pos(), "expect %s takes no counts after the source: rank q sends its first C[q] elements, C being %s's counts", kind, dst)
 	case !needDst && st.DstCounts != nil && kind.Vector():
 		el.globalErrorf(phaseNames, diag.Name, st.DstCounts.Pos(), "expect %s: the counts go after the source, which is split: expect %s %s from %s counts %s", kind, kind, dst, src, st.DstCounts.Name)
 	case needSrc && st.Src == nil:

@@ -112,6 +112,25 @@ func TestVectorForms(t *testing.T) {
 	}
 }
 
+// TestReduceScatterCountsInPlace: without `from`, reduce_scatter with counts promises block r
+// of the source, where the packed counts put it, in place; the ring of reduceScatterV leaves
+// it there (and out is then no part of the statement).
+func TestReduceScatterCountsInPlace(t *testing.T) {
+	t.Parallel()
+	in := strings.Replace(reduceScatterV("rank"), "expect reduce_scatter sum out counts c from data", "expect reduce_scatter sum data counts c", 1)
+	require.NotEqual(t, reduceScatterV("rank"), in)
+	for _, ranks := range []int64{2, 3, 4, 8} {
+		require.Empty(t, load(t, in, map[string]int64{"ranks": ranks}), "ranks=%d", ranks)
+	}
+	// The ring shifted by one block: each rank completes its left neighbour's block.
+	shifted := strings.NewReplacer("let sc = (rank - s - 1) % ranks", "let sc = (rank - s) % ranks",
+		"let rc = (rank - s - 2) % ranks", "let rc = (rank - s - 1) % ranks").Replace(in)
+	require.NotEqual(t, in, shifted)
+	errs := load(t, shifted, nil)
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0].Msg, "data[0] on rank 0 (in rank 0's block, data[0:1] = the sum over ranks of data[0:1]) should hold the sum over ranks 0-3 of data[0]")
+}
+
 // TestAllgathervInPlace: without `from`, block q of allgatherv's destination comes from rank
 // q's own block of it, where the displacements put it.
 func TestAllgathervInPlace(t *testing.T) {
