@@ -147,6 +147,12 @@ func (c *converter) stmt(g *gStmt) Stmt {
 		if e.Root != nil {
 			s.Root = c.expr(e.Root)
 		}
+		if v := e.DstV; v != nil {
+			s.DstCounts, s.DstDispls = c.ident(v.Counts), c.ident(v.Displs)
+		}
+		if v := e.SrcV; v != nil {
+			s.SrcCounts, s.SrcDispls = c.ident(v.Counts), c.ident(v.Displs)
+		}
 		return s
 	}
 	return nil

@@ -315,8 +315,17 @@ type gExpect struct {
 	Kind   *gExpectKind  `parser:"| @@"`
 	Op     *gReduceOp    `parser:"@@?"`
 	Dst    *gIdent       `parser:"@@?"`
-	Src    *gIdent       `parser:"( 'from' @@ )?"`
+	DstV   *gCounts      `parser:"@@?"`
+	Src    *gIdent       `parser:"( 'from' @@"`
+	SrcV   *gCounts      `parser:"@@? )?"`
 	Root   *gExpr        `parser:"( 'root' @@ )? )"`
+}
+
+// gCounts is the counts and displacements of a vector expect's buffer, `counts T [displs T]`:
+// names of tables (words, not keywords).
+type gCounts struct {
+	Counts *gIdent `parser:"'counts' @@"`
+	Displs *gIdent `parser:"( 'displs' @@ )?"`
 }
 
 // gExpectValue is the general form, `BUF[SLICE] == EXPR [on rank R | on ranks LO .. HI] [if

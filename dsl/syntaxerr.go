@@ -16,7 +16,7 @@ import (
 
 // expectKinds are the collectives an expect statement may name, for messages: syntax does not
 // know what they mean (ir.ExpectKinds does; a test keeps the two lists alike).
-var expectKinds = []string{"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "gather", "scatter", "unchanged", "barrier"}
+var expectKinds = []string{"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "gather", "scatter", "allgatherv", "gatherv", "scatterv", "alltoallv", "unchanged", "barrier"}
 
 // expectedOf returns the first element participle expected ("" when it expected the end of the
 // statement): a quoted literal such as `"to"` or a grammar struct name such as `GSlice`.

@@ -171,6 +171,24 @@ func checkExpect(g *ir.Graph, e *ir.Expect, init, final *Memory) string {
 		}
 		return ""
 	}
+	if e.Vec != nil { // per-rank blocks, each from one rank's source or reduced over all
+		var pieces []ir.Piece
+		for r := 0; r < g.Ranks; r++ {
+			pieces = e.Pieces(pieces[:0], g.Ranks, r)
+			for _, p := range pieces {
+				want := func() []byte {
+					if p.From < 0 {
+						return reduced(p.At, p.Hi-p.Lo)
+					}
+					return src(p.From, p.At, p.Hi-p.Lo)
+				}()
+				if bad := compare(r, p.Lo, want); bad != "" {
+					return bad
+				}
+			}
+		}
+		return ""
+	}
 	var all []byte // the reduction of every rank's whole source, computed once
 	if e.Kind == ir.ExpectAllreduce {
 		all = reduced(0, n)

@@ -89,6 +89,9 @@ func newGates(g *ir.Graph, mem *Memory, res []*rankRes, p nic.Provider) (*gates,
 	return gs, nil
 }
 
+// any reports whether the plan has a wait op.
+func (gs *gates) any() bool { return gs != nil && gs.byOp != nil }
+
 // waits reports whether op id is a wait that a gate holds.
 func (gs *gates) waits(id ir.OpID) bool {
 	if gs == nil || gs.byOp == nil {

@@ -23,12 +23,13 @@ import (
 // release armed requests, so a chain runs in the driver and the engine catches up in batches.
 // Re-arming copies the initial counters back in place.
 type pollEngine struct {
-	g    *ir.Graph
-	deps *ir.Deps
-	mem  *Memory
-	res  []*rankRes
-	prog nic.Progresser
-	hang time.Duration
+	g     *ir.Graph
+	deps  *ir.Deps
+	mem   *Memory
+	res   []*rankRes
+	prog  nic.Progresser
+	hang  time.Duration
+	watch stallWatch // with its wait set (nic.Blocker) when every CQ can block
 
 	pending, initPending []int32 // by op: unfinished predecessors
 	succStart, succList  []int32 // the plan's successors (Deps), in CSR form
@@ -201,6 +202,16 @@ func newPoll(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Op
 	if e.gates, err = newGates(g, mem, res, p); err != nil {
 		return nil, err
 	}
+	e.watch = stallWatch{prog: e.prog, limit: e.hang}
+	// A wait op's gate (a landing counter, a memory word) changes without a completion on any CQ,
+	// so a plan that has one keeps polling rather than sleeping on the CQs' descriptors.
+	if b, ok := p.(nic.Blocker); ok && e.prog == nil && !e.gates.any() {
+		cqs := make([]nic.CQ, len(e.cqs))
+		for i := range e.cqs {
+			cqs[i] = e.cqs[i].cq
+		}
+		e.watch.wait = b.WaitSet(cqs)
+	}
 	e.inDirty = make([]bool, len(e.sides))
 	e.dirty = make([]int32, 0, len(e.sides))
 	e.stack = make([]int32, 0, n)
@@ -260,7 +271,8 @@ func (e *pollEngine) counters(r *Result) {
 	r.CQEsPolled += e.polled
 	r.HostSteps += e.hostSteps
 	r.Triggered += e.triggered
-	e.posted, e.polled, e.hostSteps, e.triggered = 0, 0, 0, 0
+	r.Blocks += e.watch.waits
+	e.posted, e.polled, e.hostSteps, e.triggered, e.watch.waits = 0, 0, 0, 0, 0
 }
 
 func (e *pollEngine) timeline() []time.Duration { return e.times }
@@ -601,7 +613,8 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 		return err
 	}
 	e.arm()
-	watch := stallWatch{prog: e.prog, limit: e.hang}
+	watch := &e.watch
+	watch.reset()
 	ncq := len(e.cqs)
 	full := true     // poll every CQ this round, not only those that owe a completion
 	stalled := false // the watch gave up; a full round without progress confirms it

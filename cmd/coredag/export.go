@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
+	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/predict"
 )
 
@@ -14,12 +17,13 @@ func init() {
 
 type exportCmd struct {
 	MSCCL exportMSCCLCmd `cmd:"" name:"msccl" help:"Write a checked two-sided plan (send, recv, reduce, copy, nop) as MSCCL-IR XML."`
-	GOAL  exportGOALCmd  `cmd:"" name:"goal" help:"Write a checked plan as a GOAL schedule (LogGOPSim, ATLAHS): sends, receives, calcs and their dependencies."`
+	GOAL  exportGOALCmd  `cmd:"" name:"goal" help:"Write a checked plan as a GOAL schedule (LogGOPSim, ATLAHS): sends, receives, calcs and their dependencies; with --target of a triggered target, LogGOPSim2's puts, appends and counters."`
 }
 
 type exportGOALCmd struct {
 	paramFlags
 	ParamsFile string `name:"params" placeholder:"FILE" help:"The figures that turn host steps into calc times (coredag calibrate; default: predict's guess)."`
+	Target     string `placeholder:"T" help:"Compile for triggered target T (triggered, triggered-cxi, triggered-sockets) and write its counters and thresholds in LogGOPSim2's form (put, append, tput, tappend, test); without it, the plan's graph as two-sided GOAL."`
 	Out        string `short:"o" placeholder:"FILE" help:"Write the schedule to FILE (default: stdout)."`
 	File       string `arg:"" name:"file" help:"Plan file (- for stdin)."`
 }
@@ -32,6 +36,17 @@ func (c *exportGOALCmd) Run(e *env) error {
 			return usageError("--params: %v", err)
 		}
 	}
+	var tg *ir.Target
+	if c.Target != "" {
+		t, err := ir.LookupTarget(c.Target)
+		if err != nil {
+			return usageError("--target: %v", err)
+		}
+		if t.Trigger == nil {
+			return usageError("--target %s: not a triggered target: only the triggered targets have counters to write (without --target the plan's graph is written)", c.Target)
+		}
+		tg = &t
+	}
 	if c.Out != "" {
 		if err := checkOutput(e, "-o", c.Out, c.File); err != nil {
 			return err
@@ -42,7 +57,15 @@ func (c *exportGOALCmd) Run(e *env) error {
 		return err
 	}
 	var b bytes.Buffer
-	if err := predict.WriteGOAL(&b, l.graph, par); err != nil {
+	if tg != nil {
+		plan, err := planner.Compile(l.graph, *tg)
+		if err != nil {
+			return fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err)
+		}
+		if err := predict.WriteGOALTriggered(&b, plan, par); err != nil {
+			return err
+		}
+	} else if err := predict.WriteGOAL(&b, l.graph, par); err != nil {
 		return err
 	}
 	if c.Out == "" {

@@ -23,7 +23,7 @@ type rule struct {
 var bottom = []string{"diag", "wait", "internal/decimal"}
 
 // layers are the project's packages above the utilities, which the utilities must not import.
-var layers = []string{"dsl", "ir", "planner", "planner/...", "exec", "exec/...", "listing", "viz", "msccl", "predict", "planset", "cmd/..."}
+var layers = []string{"dsl", "ir", "planner", "planner/...", "exec", "exec/...", "listing", "viz", "msccl", "predict", "planset", "simgrid", "cmd/..."}
 
 // top are the packages no rule constrains: the command line, the library (the module's root
 // package) and its C ABI, which put every layer together.
@@ -58,6 +58,7 @@ var rules = []rule{
 	{pkg: "planner/lower", forbid: []string{"dsl", "planner", "planner/elaborate", "planner/verify"}, why: "lowering reads a Graph"},
 	{pkg: "planner/replay", forbid: []string{"dsl", "planner", "planner/elaborate", "planner/verify", "planner/lower"}, why: "replay checks a compiled Plan"},
 	{pkg: "predict", only: []string{"ir", "wait", "diag", "internal/decimal"}, why: "the cost model simulates a compiled ir.Plan"},
+	{pkg: "simgrid", only: []string{"ir", "predict", "wait", "diag", "internal/decimal"}, why: "the SimGrid run reads a Graph and the cost model's figures"},
 	{pkg: "planset", only: []string{"ir", "wait", "diag", "internal/decimal", "internal/intlit"}, why: "a plan set is read and checked through the caller's front end"},
 	{pkg: "internal/atomicfile", forbid: layers, why: "a utility"},
 	{pkg: "internal/budget", forbid: layers, why: "a utility"},

@@ -100,8 +100,9 @@ type State struct {
 	sh  *shapes
 	mem *memory
 
-	a, b, out []seg // scratch
-	touched   int64 // what Run loads ahead (unused: it keeps the loads from being optimised away)
+	a, b, out []seg      // scratch
+	pieces    []ir.Piece // scratch of spec
+	touched   int64      // what Run loads ahead (unused: it keeps the loads from being optimised away)
 
 	// The shapes are collected (collect) once the table holds more than next terms; full
 	// reports that the values did not fit in the proof's memory and the replay stopped.
