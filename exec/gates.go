@@ -14,18 +14,24 @@ import (
 // wait for holds: a count of the writes that landed in a region, which a counter the NIC
 // raises gives (nic.RMAEventContext, libfabric's FI_RMA_EVENT), or the value of a memory word,
 // which the CPU reads. An engine asks ready before it runs a wait, and keeps asking while it
-// polls; reset sets the counters back to zero before an iteration.
+// polls; next starts an iteration.
+//
+// Counters are never reset: iteration i waits for its count plus i times the writes that land
+// in the region per iteration, as triggered plans do with their thresholds (ir/trigger.go),
+// so that a faster peer's writes of the next iteration cannot be lost to a reset.
 type gates struct {
 	g     *ir.Graph
 	byOp  map[ir.OpID]*gate
-	cntrs []nic.Counter // every counter made, once each
+	round uint64 // the iteration, counted from 0 by next
+	began bool
 }
 
 // gate is what one wait op waits for.
 type gate struct {
 	cntr nic.Counter // landings; nil for a word
+	per  uint64      // the writes that land in the region per iteration
 	word []byte      // the word's 8 bytes, for a word wait
-	need uint64      // the count, or the value (compared as the word's type)
+	need uint64      // the count (in iteration 0), or the value (compared as the word's type)
 	sign bool        // the word is an i64
 }
 
@@ -71,14 +77,13 @@ func newGates(g *ir.Graph, mem *Memory, res []*rankRes, p nic.Provider) (*gates,
 				if c, err = ctx.CreateCounter(); err != nil {
 					return nil, opErrorf(g, id, "a counter for the writes that land in %s: %v", g.SliceString(op.Dst), err)
 				}
-				gs.cntrs = append(gs.cntrs, c)
 				size := uint64(g.Buffers[op.Dst.Buf].Type.Size())
 				if err := ctx.BindRemoteWrites(c, r.mrs[op.Dst.Buf], uint64(op.Dst.Off)*size, uint64(op.Dst.Len)*size); err != nil {
 					return nil, opErrorf(g, id, "counting the writes that land in %s: %v", g.SliceString(op.Dst), err)
 				}
 				made[k] = c
 			}
-			gs.byOp[id] = &gate{cntr: c, need: uint64(op.A())}
+			gs.byOp[id] = &gate{cntr: c, need: uint64(op.A()), per: landing(g, r.rank, op.Dst)}
 		}
 	}
 	return gs, nil
@@ -103,7 +108,7 @@ func (gs *gates) ready(id ir.OpID) bool {
 	if t.sign {
 		return int64(have) >= int64(t.need)
 	}
-	return have >= t.need
+	return have >= t.need+gs.round*t.per
 }
 
 // value is the count or the word's value now.
@@ -120,7 +125,8 @@ func (gs *gates) describe(id ir.OpID) string {
 	t := gs.byOp[id]
 	op := &gs.g.Ops[id]
 	if t.cntr != nil {
-		return fmt.Sprintf("wait %s: %d of the %d writes it waits for have landed in %s", op.Name, t.value(), t.need, gs.g.SliceString(op.Dst))
+		base := gs.round * t.per
+		return fmt.Sprintf("wait %s: %d of the %d writes it waits for have landed in %s", op.Name, t.value()-base, t.need, gs.g.SliceString(op.Dst))
 	}
 	v := binary.LittleEndian.Uint64(t.word)
 	if t.sign {
@@ -129,16 +135,30 @@ func (gs *gates) describe(id ir.OpID) string {
 	return fmt.Sprintf("wait %s: %s holds %d, not yet %d", op.Name, gs.g.SliceString(op.Dst), v, t.need)
 }
 
-// reset sets the landing counters back to zero, before an iteration (the words are buffers:
-// the memory reset restores them). A counter that cannot be set is one closed with its context,
-// whose run is over.
-func (gs *gates) reset() {
+// next starts an iteration: the first call starts iteration 0.
+func (gs *gates) next() {
 	if gs == nil {
 		return
 	}
-	for _, c := range gs.cntrs {
-		_ = c.Set(0)
+	if gs.began {
+		gs.round++
 	}
+	gs.began = true
+}
+
+// landing counts the writes that land in region s of rank r in one iteration.
+func landing(g *ir.Graph, r int, s ir.Slice) uint64 {
+	var n uint64
+	for i := range g.Ops {
+		x := &g.Ops[i]
+		if x.Kind != ir.OpWrite || x.Dst.Buf != s.Buf || g.Queues[x.Queue].PeerRank != r {
+			continue
+		}
+		if x.Dst.Off >= s.Off && x.Dst.Off+x.Dst.Len <= s.Off+s.Len {
+			n++
+		}
+	}
+	return n
 }
 
 // hasWaits reports whether g has wait ops.

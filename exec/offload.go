@@ -262,7 +262,7 @@ func (e *offloadEngine) rearm(iter int) {
 	e.iter = iter
 	e.left = 0
 	e.short = e.short[:0]
-	e.gates.reset()
+	e.gates.next()
 	for ri := range e.ranks {
 		or := &e.ranks[ri]
 		or.hostNext, or.gated = 0, false

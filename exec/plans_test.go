@@ -143,6 +143,17 @@ var expectations = map[string]expectation{
 			return float64(or)
 		})
 	},
+	"onesided_allgather": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
+		n := param(t, g, "n")
+		each(t, g, m, "out", func(_ int, i int64) float64 { return float64((i/n)*1000 + i%n) })
+		each(t, g, m, "arrived", func(int, int64) float64 { return float64(g.Ranks - 1) })
+	},
+	"credit_ring": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
+		p, k := int64(g.Ranks), float64(param(t, g, "m"))
+		each(t, g, m, "out", func(r int, i int64) float64 { return float64(((int64(r)+p-1)%p)*1000 + i) })
+		each(t, g, m, "head", func(int, int64) float64 { return k })
+		each(t, g, m, "credit", func(int, int64) float64 { return k })
+	},
 	"cas_handoff": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		each(t, g, m, "owner", func(r int, _ int64) float64 {
 			if r == 0 {

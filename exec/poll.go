@@ -240,7 +240,7 @@ func (e *pollEngine) relocateRemote(peer int, move func(addr *uint64, rkey *uint
 func (e *pollEngine) rearm(int) {
 	copy(e.pending, e.initPending)
 	e.parked = e.parked[:0]
-	e.gates.reset()
+	e.gates.next()
 	clear(e.ready)
 	e.disarm()
 	for i := range e.sides {

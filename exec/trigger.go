@@ -136,6 +136,11 @@ func (e *offloadEngine) hostTrig(or *offRank, k int, h *ir.WQE) (bool, error) {
 			return false, nil
 		}
 	}
+	if e.gates.waits(h.Op) && !e.gates.ready(h.Op) {
+		or.gated = true
+		return false, nil
+	}
+	or.gated = false
 	if err := e.mem.RunHost(h.Op); err != nil {
 		return false, err
 	}

@@ -482,11 +482,13 @@ func (g *Graph) Clone() *Graph {
 }
 
 // WithEdges returns a frozen Graph that has edges as its Edges and shares everything else with
-// g (read-only). g is not changed.
+// g (read-only), but for Lands: the orders of waits depend on the edges, and the checks find
+// them again. g is not changed.
 func (g *Graph) WithEdges(edges []Edge) *Graph {
 	out := *g
 	out.adj = nil
 	out.Edges = edges
+	out.Lands = nil
 	return out.Freeze()
 }
 

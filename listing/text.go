@@ -187,6 +187,12 @@ func appendOperands(dst []byte, p *ir.Plan, rp *ir.RankPlan, e *ir.WQE) []byte {
 			dst = sl(append(sl(dst, op.Dst), " from "...), op.Src)
 		case ir.OpCopy:
 			dst = sl(append(sl(append(dst, "copy "...), op.Src), " to "...), op.Dst)
+		case ir.OpWait:
+			if op.WaitsWord() {
+				dst = decimal.AppendInt(append(sl(append(dst, "wait "...), op.Dst), " >= "...), op.A())
+			} else {
+				dst = sl(append(decimal.AppendInt(append(dst, "wait "...), op.A()), " writes to "...), op.Dst)
+			}
 		default:
 			dst = append(dst, op.Kind.String()...)
 		}

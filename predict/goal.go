@@ -50,6 +50,10 @@ func WriteGOAL(w io.Writer, g *ir.Graph, par Params) error {
 				fmt.Sprintf("a%d requires q%d", i, i))
 		}
 	}
+	lands := map[ir.OpID][]ir.OpID{} // by wait: the writes and adds whose landing it needs
+	for _, e := range g.Lands {
+		lands[e.To] = append(lands[e.To], e.From)
+	}
 	for r := 0; r < g.Ranks; r++ {
 		fmt.Fprintf(bw, "\nrank %d {\n", r)
 		first, end := g.RankOps(r)
@@ -110,6 +114,9 @@ func WriteGOAL(w io.Writer, g *ir.Graph, par Params) error {
 			for _, p := range g.Preds(o) {
 				fmt.Fprintf(bw, "%s requires %s\n", start, label(ir.OpID(p)))
 			}
+			for _, c := range lands[o] { // a wait ends after the landings it needs
+				fmt.Fprintf(bw, "%s requires %s\n", l, landLabel(g, c))
+			}
 		}
 		for _, x := range extras[r] {
 			fmt.Fprintln(bw, x)
@@ -129,4 +136,18 @@ func hostNs(g *ir.Graph, o ir.OpID, par Params) float64 {
 		return par.Host + float64(g.SegsBytes(op.DstSegs()))*par.Copy
 	}
 	return 0
+}
+
+// landLabel is the op of the schedule, on the rank a write or atomic c lands on, that stands for
+// its landing: the receive of a plain write, the matched recv of a notified one, the request of an
+// atomic.
+func landLabel(g *ir.Graph, c ir.OpID) string {
+	op := &g.Ops[c]
+	switch {
+	case op.Kind == ir.OpWrite && op.Notify && op.Match != ir.None:
+		return fmt.Sprintf("o%d", op.Match)
+	case op.Kind == ir.OpWrite:
+		return fmt.Sprintf("w%d", c)
+	}
+	return fmt.Sprintf("q%d", c)
 }

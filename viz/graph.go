@@ -492,6 +492,11 @@ func OpText(g *ir.Graph, op *ir.Op) string {
 		return "copy" + sl(op.Src) + " to" + sl(op.Dst)
 	case ir.OpNop:
 		return "nop"
+	case ir.OpWait:
+		if op.WaitsWord() {
+			return fmt.Sprintf("wait%s >= %d", sl(op.Dst), op.A())
+		}
+		return fmt.Sprintf("wait %d writes to%s", op.A(), sl(op.Dst))
 	}
 	return op.Kind.String()
 }

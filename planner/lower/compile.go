@@ -244,9 +244,6 @@ func (c *compiler) checkInputs() diag.List {
 			errs.Add(diag.Match, op.Pos, "%s is outside the span of its rank %d (the graph was not elaborated)", op.Name, r)
 			return errs
 		}
-		if op.Kind == ir.OpWait && !waitsOn(c.t) {
-			errs.Add(diag.Target, op.Pos, "wait %s: target %s cannot wait for landings or memory words (%s)", op.Name, c.t.Name, waitTargets())
-		}
 		if op.Inline {
 			if n := g.SegsBytes(op.SrcSegs()); n > int64(c.t.MaxInline) {
 				errs.Add(diag.Target, op.Pos, "%s sends %d bytes inline, above the %d-byte inline limit of target %s (drop `inline` or send fewer bytes)", op.Name, n, c.t.MaxInline, c.t.Name)

@@ -809,7 +809,11 @@ func explainRaces(g *ir.Graph, ord ir.Order, opt *Options, ds []*diag.Diagnostic
 			continue
 		}
 		if len(fixes) == 0 {
-			d.Msg += " (" + unorderableHint(g, open[0]) + ")"
+			r := races[0] // the search may leave none open when the races involve waits
+			if len(open) > 0 {
+				r = open[0]
+			}
+			d.Msg += " (" + unorderableHint(g, r) + ")"
 			continue
 		}
 		hint := formatFixes(g, fixes)
