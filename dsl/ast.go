@@ -131,13 +131,20 @@ type IfStmt struct {
 //	expect alltoall DST from SRC
 //	expect gather DST [from SRC] root R
 //	expect scatter DST from SRC root R
+//	expect allgatherv DST counts C [displs D] [from SRC]
+//	expect gatherv DST counts C [displs D] [from SRC] root R
+//	expect scatterv DST from SRC counts C [displs D] root R
+//	expect alltoallv DST counts C [displs D] from SRC counts C [displs D]
+//	expect reduce_scatter OP DST counts C [from SRC]
 //	expect unchanged BUF
 //	expect barrier
 //	expect SLICE == VALUE [on rank R | on ranks LO .. HI] [if PRECONDITION]
 //
 // Kind is the collective's name as written (elaboration checks it), Op the reduction operator
 // (nil when absent), Dst and Src buffer names (Src nil when absent), Root the root's expression
-// (nil when absent). A front end that emits plans builds one from these fields alone.
+// (nil when absent). DstCounts and DstDispls (SrcCounts, SrcDispls) are the names of the tables
+// after DST (after SRC), nil when absent. A front end that emits plans builds one from these
+// fields alone.
 type ExpectStmt struct {
 	Span
 	Kind *Ident // nil for the general form
@@ -145,6 +152,9 @@ type ExpectStmt struct {
 	Dst  *Ident // nil for `expect barrier` (and for the general form)
 	Src  *Ident // nil: the default source of Kind (docs/language.md)
 	Root Expr   // nil when absent
+
+	DstCounts, DstDispls *Ident // `counts C displs D` after DST: tables, or nil
+	SrcCounts, SrcDispls *Ident // the same after SRC
 
 	// The general form, `expect SLICE == VALUE [on rank OnRank | on ranks OnLo .. OnHi] [if
 	// If]`: Slice and Value are set (Kind, Op, Dst, Src and Root are not), at most one of OnRank
@@ -328,6 +338,17 @@ type NopOp struct {
 	Span
 }
 
+// WaitOp is `wait WORD >= VALUE` (Word and Value set: the 8-byte word reaches Value) or `wait
+// COUNT writes to REGION` (Count and Region set: COUNT writes have landed in the region).
+type WaitOp struct {
+	Span
+	Word   *Slice
+	Value  Expr
+	Count  Expr
+	Region *Slice
+}
+
+func (*WaitOp) opNode()   {}
 func (*SendOp) opNode()   {}
 func (*RecvOp) opNode()   {}
 func (*WriteOp) opNode()  {}

@@ -147,6 +147,12 @@ func (c *converter) stmt(g *gStmt) Stmt {
 		if e.Root != nil {
 			s.Root = c.expr(e.Root)
 		}
+		if v := e.DstV; v != nil {
+			s.DstCounts, s.DstDispls = c.ident(v.Counts), c.ident(v.Displs)
+		}
+		if v := e.SrcV; v != nil {
+			s.SrcCounts, s.SrcDispls = c.ident(v.Counts), c.ident(v.Displs)
+		}
 		return s
 	}
 	return nil
@@ -269,6 +275,12 @@ func (c *converter) operation(g *gOperation) Operation {
 		return &CopyOp{Span: span(cp.Tokens), Src: c.slice(cp.Src), Dst: c.slice(cp.Dst), SrcMore: c.slices(cp.SrcMore), DstMore: c.slices(cp.DstMore)}
 	case g.Nop != nil:
 		return &NopOp{Span: span(g.Nop.Tokens)}
+	case g.Wait != nil:
+		w := g.Wait
+		if w.Word != nil {
+			return &WaitOp{Span: span(w.Tokens), Word: c.slice(w.Word), Value: c.expr(w.Value)}
+		}
+		return &WaitOp{Span: span(w.Tokens), Count: c.unary(w.Count), Region: c.slice(w.Region)}
 	}
 	return nil
 }

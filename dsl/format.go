@@ -432,9 +432,11 @@ func stmtText(s Stmt) string {
 		if s.Dst != nil {
 			b.WriteString(" " + s.Dst.Name)
 		}
+		writeCounts(&b, s.DstCounts, s.DstDispls)
 		if s.Src != nil {
 			b.WriteString(" from " + s.Src.Name)
 		}
+		writeCounts(&b, s.SrcCounts, s.SrcDispls)
 		if s.Root != nil {
 			b.WriteString(" root ")
 			writeExpr(&b, s.Root)
@@ -578,6 +580,17 @@ func writeOp(b *strings.Builder, op Operation) {
 		writeSlices(b, op.Dst, op.DstMore)
 	case *NopOp:
 		b.WriteString("nop")
+	case *WaitOp:
+		b.WriteString("wait ")
+		if op.Word != nil {
+			writeSlice(b, op.Word)
+			b.WriteString(" >= ")
+			writeExpr(b, op.Value)
+		} else {
+			writeUnary(b, op.Count)
+			b.WriteString(" writes to ")
+			writeSlice(b, op.Region)
+		}
 	}
 }
 
@@ -714,3 +727,13 @@ func FormatExpr(x Expr) string {
 
 // FormatStmt prints a simple (block-free) statement on one line, as the formatter does.
 func FormatStmt(s Stmt) string { return stmtText(s) }
+
+// writeCounts writes a vector expect's `counts C displs D` (either may be absent).
+func writeCounts(b *strings.Builder, counts, displs *Ident) {
+	if counts != nil {
+		b.WriteString(" counts " + counts.Name)
+	}
+	if displs != nil {
+		b.WriteString(" displs " + displs.Name)
+	}
+}

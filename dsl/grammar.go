@@ -220,6 +220,7 @@ type gOperation struct {
 	Reduce *gReduce `parser:"| @@"`
 	Copy   *gCopy   `parser:"| @@"`
 	Nop    *gNop    `parser:"| @@"`
+	Wait   *gWait   `parser:"| @@"`
 }
 
 type gSend struct {
@@ -314,8 +315,17 @@ type gExpect struct {
 	Kind   *gExpectKind  `parser:"| @@"`
 	Op     *gReduceOp    `parser:"@@?"`
 	Dst    *gIdent       `parser:"@@?"`
-	Src    *gIdent       `parser:"( 'from' @@ )?"`
+	DstV   *gCounts      `parser:"@@?"`
+	Src    *gIdent       `parser:"( 'from' @@"`
+	SrcV   *gCounts      `parser:"@@? )?"`
 	Root   *gExpr        `parser:"( 'root' @@ )? )"`
+}
+
+// gCounts is the counts and displacements of a vector expect's buffer, `counts T [displs T]`:
+// names of tables (words, not keywords).
+type gCounts struct {
+	Counts *gIdent `parser:"'counts' @@"`
+	Displs *gIdent `parser:"( 'displs' @@ )?"`
 }
 
 // gExpectValue is the general form, `BUF[SLICE] == EXPR [on rank R | on ranks LO .. HI] [if
@@ -334,6 +344,19 @@ type gOn struct {
 	Rank   *gExpr `parser:"'on' ( 'rank' @@"`
 	Lo     *gExpr `parser:"| 'ranks' @@"`
 	Hi     *gExpr `parser:"'..' @@ )"`
+}
+
+// gWait is `wait WORD >= VALUE` (a memory word reaches a value) or `wait COUNT writes to
+// SLICE` (COUNT writes have landed in a region). `wait` and `writes` are not keywords: they are
+// matched by their text where only an operation can stand, so they stay free as names. The
+// word form comes first: a slice fails at once on a count that is not a name, and a count that
+// is a name fails the word form at its second token, within the parser's lookahead.
+type gWait struct {
+	Tokens []lexer.Token
+	Word   *gSlice `parser:"'wait' ( @@ '>='"`
+	Value  *gExpr  `parser:"@@"`
+	Count  *gUnary `parser:"| @@ 'writes'"`
+	Region *gSlice `parser:"'to' @@ )"`
 }
 
 type gNop struct {

@@ -16,7 +16,7 @@ import (
 
 // expectKinds are the collectives an expect statement may name, for messages: syntax does not
 // know what they mean (ir.ExpectKinds does; a test keeps the two lists alike).
-var expectKinds = []string{"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "gather", "scatter", "unchanged", "barrier"}
+var expectKinds = []string{"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "gather", "scatter", "allgatherv", "gatherv", "scatterv", "alltoallv", "unchanged", "barrier"}
 
 // expectedOf returns the first element participle expected ("" when it expected the end of the
 // statement): a quoted literal such as `"to"` or a grammar struct name such as `GSlice`.
@@ -56,7 +56,7 @@ func expectedText(exp string) string {
 	case "GBlock":
 		return `"{"`
 	case "GOperation":
-		return "an operation (send, recv, write, read, atomic, reduce, copy or nop)"
+		return "an operation (send, recv, write, read, atomic, reduce, copy, nop or wait)"
 	case "GAtomicAdd":
 		return `"add" or "cas"`
 	case "GReduceOp":
@@ -193,6 +193,10 @@ func explain(sc *scanned, tok lexer.Token, exp string) (diag.Pos, string) {
 		return tokPos(tok), msg + suggest(tok, tailWords)
 	}
 
+	if exp == `">="` && stmt == "op" {
+		// wait's word form failed past its slice: the count of the other form is a primary.
+		return tokPos(tok), fmt.Sprintf("expected \">=\" after the word of wait, got %s; the count of wait N writes to REGION is a primary, so parenthesise an expression, as in wait (n + 1) writes to REGION", got)
+	}
 	at := tokPos(tok)
 	if (tok.EOF() || tok.Type == tokSep && tok.Value == "\n") && i > 0 {
 		at = tokEnd(prev) // point at where the line's code ends, not past a trailing comment

@@ -19,9 +19,15 @@ import (
 // with sparse bits (one in eight for 64-bit types, one in four for 32-bit ones), so that an or
 // or and over ranks still shows a missing contribution (for floats, a whole number below 1024, so that sums stay exact). g is not
 // changed.
+//
+// A buffer that holds the word of a wait (wait WORD >= VALUE) keeps its own init: where the
+// word starts decides when the wait completes, and what the check proved of it.
 func DistinctInits(g *ir.Graph) *ir.Graph {
 	out := g.Clone()
 	for b := range out.Buffers {
+		if watched(g, ir.BufID(b)) {
+			continue
+		}
 		buf := &out.Buffers[b]
 		t, id := buf.Type, uint64(b)
 		buf.Init = func(rank int, dst []byte) error {
@@ -161,6 +167,24 @@ func checkExpect(g *ir.Graph, e *ir.Expect, init, final *Memory) string {
 			w, v := want[i*sz:(i+1)*sz], got[i*sz:(i+1)*sz]
 			if !sameElem(t, w, v, g.Ranks) {
 				return fmt.Sprintf("%s[%d] on rank %d is %v, want %v", dst.Name, at+i, r, elemValue(t, got, i), elemValue(t, want, i))
+			}
+		}
+		return ""
+	}
+	if e.Vec != nil { // per-rank blocks, each from one rank's source or reduced over all
+		var pieces []ir.Piece
+		for r := 0; r < g.Ranks; r++ {
+			pieces = e.Pieces(pieces[:0], g.Ranks, r)
+			for _, p := range pieces {
+				want := func() []byte {
+					if p.From < 0 {
+						return reduced(p.At, p.Hi-p.Lo)
+					}
+					return src(p.From, p.At, p.Hi-p.Lo)
+				}()
+				if bad := compare(r, p.Lo, want); bad != "" {
+					return bad
+				}
 			}
 		}
 		return ""

@@ -157,3 +157,28 @@ op nothing = nop
 	require.False(t, rs[0].Held)
 	require.Equal(t, "out[1] on rank 2 is 44, want 45", rs[0].Detail)
 }
+
+// TestVectorFormsOnValues: the vector postconditions hold on the values of the alltoallv and
+// allgatherv plans, and the alltoallv one fails, at the first misplaced element, when each
+// block is taken from where the receiver puts it rather than from the sender's displacement.
+func TestVectorFormsOnValues(t *testing.T) {
+	for _, plan := range []string{"../plans/pairwise_alltoallv.dag", "../plans/ring_allgatherv.dag"} {
+		src, err := os.ReadFile(plan)
+		require.NoError(t, err)
+		g := elaborateOnly(t, string(src), map[string]int64{"ranks": 3})
+		require.NotNil(t, g.Expects[0].Vec)
+		for _, gg := range []*ir.Graph{g, exec.DistinctInits(g)} {
+			for _, r := range checkValues(t, gg) {
+				require.True(t, r.Held, "%s: %s", plan, r.Detail)
+			}
+		}
+	}
+	src, err := os.ReadFile("../plans/pairwise_alltoallv.dag")
+	require.NoError(t, err)
+	bad := strings.Replace(string(src), "src[sdispls[me + t] : sdispls[me + t] + sendcounts[me + t]] to", "src[at : at + sendcounts[me + t]] to", 1)
+	require.NotEqual(t, string(src), bad)
+	rs := checkValues(t, exec.DistinctInits(elaborateOnly(t, bad, map[string]int64{"ranks": 4})))
+	require.False(t, rs[0].Held)
+	require.Regexp(t, `^dst\[\d+\] on rank \d is \d+, want \d+$`, rs[0].Detail)
+	require.True(t, rs[1].Held) // src is unchanged
+}

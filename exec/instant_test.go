@@ -26,6 +26,47 @@ type instantNIC struct {
 	dropRecv  bool
 	qpInlines []int // QPConfig.MaxInline of every QP created
 	spins     int   // PollSpin calls
+	// wait, if set, makes the NIC a nic.Blocker: its CQs block on it. With dropRecv and
+	// wait.release, the dropped receives complete when the engine blocks.
+	wait *instantWait
+}
+
+// instantWait is the wait set of an instantNIC: each Wait records its bound and either completes
+// the receives the NIC held back (release: the completion a blocked engine must wake for) or
+// sleeps the bound (nothing ever comes).
+type instantWait struct {
+	release bool
+	held    []heldRecv
+	calls   int
+	longest time.Duration
+}
+
+type heldRecv struct {
+	cq *instantCQ
+	wc nic.WC
+}
+
+func (n *instantNIC) WaitSet(cqs []nic.CQ) nic.WaitSet {
+	if n.wait == nil {
+		return nil
+	}
+	return n.wait
+}
+
+func (w *instantWait) Wait(d time.Duration) (bool, error) {
+	w.calls++
+	w.longest = max(w.longest, d)
+	if !w.release {
+		time.Sleep(d)
+		return true, nil
+	}
+	for _, h := range w.held {
+		if err := h.cq.push(h.wc); err != nil {
+			return true, err
+		}
+	}
+	w.held = w.held[:0]
+	return true, nil
 }
 
 func (n *instantNIC) Name() string { return "instant" }
@@ -57,7 +98,7 @@ func (p *instantPD) AllocMR(size int, a nic.Access) (nic.MR, error) {
 func (p *instantPD) CreateQP(cfg nic.QPConfig) (nic.QP, error) {
 	p.c.nic.next++
 	p.c.nic.qpInlines = append(p.c.nic.qpInlines, cfg.MaxInline)
-	return &instantQP{num: p.c.nic.next, rank: p.c.rank, s: cfg.SendCQ.(*instantCQ), r: cfg.RecvCQ.(*instantCQ), drop: p.c.nic.dropRecv}, nil
+	return &instantQP{nic: p.c.nic, num: p.c.nic.next, rank: p.c.rank, s: cfg.SendCQ.(*instantCQ), r: cfg.RecvCQ.(*instantCQ), drop: p.c.nic.dropRecv}, nil
 }
 func (p *instantPD) RegisterMR(addr unsafe.Pointer, size int, a nic.Access) (nic.MR, error) {
 	p.c.nic.next++
@@ -119,6 +160,7 @@ func (q *instantCQ) Poll(wc []nic.WC) (int, error) {
 }
 
 type instantQP struct {
+	nic  *instantNIC
 	num  uint32
 	rank int
 	s, r *instantCQ
@@ -142,6 +184,9 @@ func (q *instantQP) PostSend(wr []nic.SendWR) (int, error) {
 func (q *instantQP) PostRecv(wr []nic.RecvWR) (int, error) {
 	for i := range wr {
 		if q.drop {
+			if w := q.nic.wait; w != nil && w.release {
+				w.held = append(w.held, heldRecv{q.r, nic.WC{ID: wr[i].ID, Opcode: nic.OpRecv, QPN: q.num}})
+			}
 			continue
 		}
 		if err := q.r.push(nic.WC{ID: wr[i].ID, Opcode: nic.OpRecv, QPN: q.num}); err != nil {
@@ -235,6 +280,43 @@ func TestPollHangsOnSilentNIC(t *testing.T) {
 			assert.Contains(t, err.Error(), "rx[0]")
 			assert.Less(t, time.Since(start), hang+2*time.Second, "ops %d, hang timeout %v", ops, hang)
 		}
+	}
+}
+
+// TestPollBlocksWhenIdle: with a NIC whose CQs can block (nic.Blocker), an engine that finds
+// nothing to do spins a little, then blocks; a completion that comes while it is blocked is
+// polled when it wakes, and the iteration ends.
+func TestPollBlocksWhenIdle(t *testing.T) {
+	w := &instantWait{release: true}
+	e, _ := newInstantEngine(t, 24, &instantNIC{dropRecv: true, wait: w}, 3*time.Second)
+	e.rearm(0)
+	require.NoError(t, e.prepost())
+	require.NoError(t, e.iterate(context.Background(), 0))
+	assert.Positive(t, w.calls, "the receives complete only once the engine blocks")
+	assert.LessOrEqual(t, w.longest, maxBlock)
+	var r Result
+	e.counters(&r)
+	assert.Equal(t, uint64(w.calls), r.Blocks)
+	assert.Zero(t, e.left, "every op completed")
+}
+
+// TestPollBlockingHangs: a blocked engine whose completions never come still ends with a
+// diagnosis after the hang timeout, each wait bounded by what is left of it.
+func TestPollBlockingHangs(t *testing.T) {
+	for _, hang := range []time.Duration{time.Millisecond, 25 * time.Millisecond} {
+		w := &instantWait{}
+		e, _ := newInstantEngine(t, 24, &instantNIC{dropRecv: true, wait: w}, hang)
+		e.rearm(0)
+		require.NoError(t, e.prepost())
+		start := time.Now()
+		err := e.iterate(context.Background(), 0)
+		var h *HangError
+		require.ErrorAs(t, err, &h, "hang timeout %v", hang)
+		assert.Contains(t, err.Error(), "rx[0]")
+		assert.Positive(t, w.calls)
+		assert.LessOrEqual(t, w.longest, min(hang, maxBlock))
+		assert.GreaterOrEqual(t, time.Since(start), hang)
+		assert.Less(t, time.Since(start), hang+2*time.Second)
 	}
 }
 

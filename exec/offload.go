@@ -30,6 +30,7 @@ type offloadEngine struct {
 	hang  time.Duration
 	ranks []offRank
 	wc    []nic.WC
+	gates *gates // what the wait ops wait for (nil: the plan has none)
 
 	ready   nic.CQNotifier      // nil: poll every CQ each round
 	cqAt    map[nic.CQ][2]int32 // with ready: rank index and CQ index of each CQ
@@ -52,6 +53,7 @@ type offRank struct {
 	// host chain cursor
 	hostNext int
 	trig     *trigRank // triggered plans only
+	gated    bool      // the host chain stopped at a wait whose gate does not allow it yet
 }
 
 type offWQ struct {
@@ -89,6 +91,10 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 	g := plan.Graph
 	e := &offloadEngine{g: g, plan: plan, mem: mem, hang: opts.HangTimeout, wc: make([]nic.WC, 64)}
 	e.prog, _ = p.(nic.Progresser)
+	var err error
+	if e.gates, err = newGates(g, mem, res, p); err != nil {
+		return nil, err
+	}
 	if e.ready, _ = p.(nic.CQNotifier); e.ready != nil {
 		e.cqAt = map[nic.CQ][2]int32{}
 	}
@@ -256,9 +262,10 @@ func (e *offloadEngine) rearm(iter int) {
 	e.iter = iter
 	e.left = 0
 	e.short = e.short[:0]
+	e.gates.reset()
 	for ri := range e.ranks {
 		or := &e.ranks[ri]
-		or.hostNext = 0
+		or.hostNext, or.gated = 0, false
 		if or.trig != nil {
 			or.trig.submitted = false
 		} else if or.rp.Host >= 0 {
@@ -433,6 +440,11 @@ func (e *offloadEngine) runHost(or *offRank, iter int) (bool, error) {
 					return did, nil
 				}
 			}
+			if e.gates.waits(w.Op) && !e.gates.ready(w.Op) {
+				or.gated = true // runHosts comes back to it every round
+				return did, nil
+			}
+			or.gated = false
 			if err := e.mem.RunHost(w.Op); err != nil {
 				return did, err
 			}
@@ -584,6 +596,20 @@ func (e *offloadEngine) runHosts(iter int) (bool, error) {
 		did = did || d
 	}
 	e.dirty = e.dirty[:0]
+	if e.gates != nil {
+		for ri := range e.ranks {
+			if or := &e.ranks[ri]; or.gated {
+				if e.prog != nil {
+					e.prog.Progress() // the writes a wait counts complete nothing this rank polls
+				}
+				d, err := e.runHost(or, iter)
+				if err != nil {
+					return did, err
+				}
+				did = did || d
+			}
+		}
+	}
 	for _, ri := range e.trigged {
 		d, err := e.runHost(&e.ranks[ri], iter)
 		if err != nil {
@@ -649,6 +675,10 @@ func (e *offloadEngine) diagnose(iter int) error {
 		rank := rp.Rank
 		if rp.Host >= 0 && or.hostNext < len(rp.Queues[rp.Host].Chain) {
 			w := &rp.Queues[rp.Host].Chain[or.hostNext]
+			if or.gated {
+				h.Stuck = append(h.Stuck, Stuck{Rank: rank, Queue: rp.Queues[rp.Host].Name, What: e.gates.describe(w.Op),
+					Producer: "the writes or atomic adds that count for it", At: &WQELoc{Rank: rank, Queue: rp.Host, Index: or.hostNext}})
+			}
 			for _, c := range w.Waits {
 				cq := &or.cqs[c.CQ]
 				if !c.SatisfiedBy(cq.count, uint32(cq.per), uint64(iter)) {

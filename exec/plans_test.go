@@ -73,6 +73,29 @@ var expectations = map[string]expectation{
 		n := param(t, g, "n")
 		each(t, g, m, "dst", func(r int, i int64) float64 { return float64((i/n)*1_000_000 + int64(r)*n + i%n) })
 	},
+	"ring_allgatherv": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
+		n := param(t, g, "n")
+		each(t, g, m, "all", func(_ int, i int64) float64 {
+			q := int64(0) // the block of i: rank q's n + q elements, packed in rank order
+			for start := int64(0); i >= start+n+q; q++ {
+				start += n + q
+			}
+			return float64(q*1_000_000 + i - (q*n + q*(q-1)/2))
+		})
+	},
+	"pairwise_alltoallv": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
+		n, p := param(t, g, "n"), int64(g.Ranks)
+		cnt := func(a, b int64) int64 { return n + (a+b)%2*n }
+		packed := func(a, b int64) int64 { return b*n + (b+a%2)/2*n }
+		each(t, g, m, "dst", func(r int, i int64) float64 {
+			for q := int64(0); q < p; q++ { // rank q's block for r: its packed place in both
+				if at := packed(int64(r), q); at <= i && i < at+cnt(q, int64(r)) {
+					return float64(q*1_000_000 + packed(q, int64(r)) + i - at)
+				}
+			}
+			return 0 // past the blocks
+		})
+	},
 	"bruck_alltoall": func(t *testing.T, g *ir.Graph, m *exec.Memory) {
 		n := param(t, g, "n")
 		each(t, g, m, "dst", func(r int, i int64) float64 { return float64((i/n)*1_000_000 + int64(r)*n + i%n) })

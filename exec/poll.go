@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -22,12 +23,13 @@ import (
 // release armed requests, so a chain runs in the driver and the engine catches up in batches.
 // Re-arming copies the initial counters back in place.
 type pollEngine struct {
-	g    *ir.Graph
-	deps *ir.Deps
-	mem  *Memory
-	res  []*rankRes
-	prog nic.Progresser
-	hang time.Duration
+	g     *ir.Graph
+	deps  *ir.Deps
+	mem   *Memory
+	res   []*rankRes
+	prog  nic.Progresser
+	hang  time.Duration
+	watch stallWatch // with its wait set (nic.Blocker) when every CQ can block
 
 	pending, initPending []int32 // by op: unfinished predecessors
 	succStart, succList  []int32 // the plan's successors (Deps), in CSR form
@@ -40,6 +42,8 @@ type pollEngine struct {
 	dirty                []int32 // sides that may post
 	inDirty              []bool
 	stack                []int32 // host ops ready to run
+	gates                *gates  // what the wait ops wait for (nil: the plan has none)
+	parked               []int32 // wait ops ready but for their gate
 	cqs                  []pollCQ
 	wc                   []nic.WC
 	localOps             int
@@ -194,6 +198,20 @@ func newPoll(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Op
 			e.holdCQs = append(e.holdCQs, int32(ci))
 		}
 	}
+	var err error
+	if e.gates, err = newGates(g, mem, res, p); err != nil {
+		return nil, err
+	}
+	e.watch = stallWatch{prog: e.prog, limit: e.hang}
+	// A wait op's gate (a landing counter, a memory word) changes without a completion on any CQ,
+	// so a plan that has one keeps polling rather than sleeping on the CQs' descriptors.
+	if b, ok := p.(nic.Blocker); ok && e.prog == nil && !e.gates.any() {
+		cqs := make([]nic.CQ, len(e.cqs))
+		for i := range e.cqs {
+			cqs[i] = e.cqs[i].cq
+		}
+		e.watch.wait = b.WaitSet(cqs)
+	}
 	e.inDirty = make([]bool, len(e.sides))
 	e.dirty = make([]int32, 0, len(e.sides))
 	e.stack = make([]int32, 0, n)
@@ -221,6 +239,8 @@ func (e *pollEngine) relocateRemote(peer int, move func(addr *uint64, rkey *uint
 
 func (e *pollEngine) rearm(int) {
 	copy(e.pending, e.initPending)
+	e.parked = e.parked[:0]
+	e.gates.reset()
 	clear(e.ready)
 	e.disarm()
 	for i := range e.sides {
@@ -251,7 +271,8 @@ func (e *pollEngine) counters(r *Result) {
 	r.CQEsPolled += e.polled
 	r.HostSteps += e.hostSteps
 	r.Triggered += e.triggered
-	e.posted, e.polled, e.hostSteps, e.triggered = 0, 0, 0, 0
+	r.Blocks += e.watch.waits
+	e.posted, e.polled, e.hostSteps, e.triggered, e.watch.waits = 0, 0, 0, 0, 0
 }
 
 func (e *pollEngine) timeline() []time.Duration { return e.times }
@@ -292,6 +313,10 @@ func (e *pollEngine) runHost() error {
 	for len(e.stack) > 0 {
 		id := e.stack[len(e.stack)-1]
 		e.stack = e.stack[:len(e.stack)-1]
+		if e.gates.waits(ir.OpID(id)) && !e.gates.ready(ir.OpID(id)) {
+			e.parked = append(e.parked, id) // polled again by unpark
+			continue
+		}
 		if err := e.mem.RunHost(ir.OpID(id)); err != nil {
 			return err
 		}
@@ -500,12 +525,32 @@ const idlePollEvery = 64
 // advance runs the host ops that are ready and posts the work requests that are. It reports
 // whether it did either.
 func (e *pollEngine) advance() (bool, error) {
+	e.unpark()
 	ran := len(e.stack) > 0
 	if err := e.runHost(); err != nil {
 		return ran, err
 	}
 	did, err := e.flush()
 	return ran || did, err
+}
+
+// unpark moves the parked waits whose gates now allow them to the host ops ready to run.
+func (e *pollEngine) unpark() {
+	if len(e.parked) == 0 {
+		return
+	}
+	if e.prog != nil && len(e.stack) == 0 {
+		e.prog.Progress() // the writes a wait counts complete nothing this rank polls
+	}
+	kept := e.parked[:0]
+	for _, id := range e.parked {
+		if e.gates.ready(ir.OpID(id)) {
+			e.stack = append(e.stack, id)
+		} else {
+			kept = append(kept, id)
+		}
+	}
+	e.parked = kept
 }
 
 // handle processes one completion.
@@ -568,7 +613,8 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 		return err
 	}
 	e.arm()
-	watch := stallWatch{prog: e.prog, limit: e.hang}
+	watch := &e.watch
+	watch.reset()
 	ncq := len(e.cqs)
 	full := true     // poll every CQ this round, not only those that owe a completion
 	stalled := false // the watch gave up; a full round without progress confirms it
@@ -726,6 +772,10 @@ func (e *pollEngine) diagnose(iter int) error {
 				stuckOp: id, producerOp: first, byOp: true})
 		}
 	}
+	for _, id := range e.parked {
+		h.Stuck = append(h.Stuck, Stuck{Rank: int(g.Ops[id].Rank), Queue: "host", What: e.gates.describe(ir.OpID(id)),
+			Producer: "the writes or atomic adds that count for it", stuckOp: ir.OpID(id), producerOp: ir.OpID(id), byOp: true})
+	}
 	if e.prog != nil {
 		var det []string
 		for _, st := range e.prog.Stalls() {
@@ -744,7 +794,7 @@ func (e *pollEngine) diagnose(iter int) error {
 func (e *pollEngine) opDone(p int32) bool {
 	si := e.opSide[p]
 	if si < 0 {
-		return e.pending[p] == 0 && !e.inStack(p)
+		return e.pending[p] == 0 && !e.inStack(p) && !slices.Contains(e.parked, p)
 	}
 	return e.opSlot[p] < e.sides[si].done
 }

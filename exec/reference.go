@@ -4,9 +4,9 @@ import "github.com/coredag/coredag/ir"
 
 // Reference runs g serially and returns the final memory of one iteration: every buffer reset to
 // its init values, then every op executed once, atomically, in a topological order of the
-// happens-before relation (after edges, FIFO order on each queue side, and each send or notify
+// happens-before relation (after edges, FIFO order on each queue side, each send or notify
 // write together with the recv it matches, which run as one step: the data lands when both are
-// posted). For a race-free plan any such order gives the same memory, so this is the result
+// posted, and each wait after the landings it needs, Graph.Lands). For a race-free plan any such order gives the same memory, so this is the result
 // every engine must reproduce.
 //
 // The reference checks what a NIC would check: matching, lengths, bounds and remote access
@@ -62,6 +62,11 @@ func SerialOrder(g *ir.Graph) ([]ir.OpID, error) {
 		return nil
 	}
 	for _, e := range g.Edges {
+		if err := add(e.From, e.To); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range g.Lands { // a wait runs after the landings it needs
 		if err := add(e.From, e.To); err != nil {
 			return nil, err
 		}
@@ -291,7 +296,7 @@ func (m *Memory) Apply(id ir.OpID) error {
 		if fetch != nil {
 			putU64(fetch, old)
 		}
-	case ir.OpReduce, ir.OpCopy, ir.OpNop:
+	case ir.OpReduce, ir.OpCopy, ir.OpNop, ir.OpWait:
 		return m.RunHost(id)
 	default:
 		return opErrorf(g, id, "unknown op kind #%d", op.Kind)
@@ -304,7 +309,7 @@ func (m *Memory) RunHost(id ir.OpID) error {
 	g := m.g
 	op := &g.Ops[id]
 	switch op.Kind {
-	case ir.OpNop:
+	case ir.OpNop, ir.OpWait: // a wait moves no data: its order is in g.Lands
 		return nil
 	case ir.OpReduce, ir.OpCopy:
 	default:

@@ -1,7 +1,9 @@
 package exec
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -123,6 +125,40 @@ func TestReduceTypes(t *testing.T) {
 	}
 	assert.Error(t, Reduce(ir.F32, ir.RedBand, make([]byte, 4), make([]byte, 4)))
 	assert.Error(t, Reduce(ir.F32, ir.RedSum, make([]byte, 4), make([]byte, 8)))
+}
+
+// TestReduceSumLengths: the sum, eight elements a step, equals the element-by-element portable
+// path at every length around its steps, on every type, with values that overflow and round.
+func TestReduceSumLengths(t *testing.T) {
+	for _, ty := range []ir.ElemType{ir.U8, ir.I32, ir.U32, ir.I64, ir.U64, ir.F32, ir.F64} {
+		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65} {
+			dst, src := make([]byte, int64(n)*ty.Size()), make([]byte, int64(n)*ty.Size())
+			for i := range n {
+				putElem(ty, dst, int64(i), float64(i*i)*1.37+250)
+				putElem(ty, src, int64(i), float64(i)*-3.1+1e9)
+			}
+			want := slices.Clone(dst)
+			reducePortable(ty, ir.RedSum, want, src)
+			require.NoError(t, Reduce(ty, ir.RedSum, dst, src))
+			require.Equal(t, want, dst, "%s, %d elements", ty, n)
+		}
+	}
+}
+
+// BenchmarkReduceSumF32 measures the f32 sum of a slice in cache (64 KiB) and of one larger than
+// the caches (4 MiB).
+func BenchmarkReduceSumF32(b *testing.B) {
+	for _, size := range []int{64 << 10, 4 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			dst, src := alignedBytes(int64(size)), alignedBytes(int64(size))
+			b.SetBytes(int64(size))
+			for i := 0; i < b.N; i++ {
+				if err := Reduce(ir.F32, ir.RedSum, dst, src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 func TestReferenceFaults(t *testing.T) {

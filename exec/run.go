@@ -143,6 +143,7 @@ type Result struct {
 	Enables    uint64 // SEND_EN and RECV_EN entries executed (offload)
 	HostSteps  uint64 // host ops run on the CPU
 	RNRRetries uint64
+	Blocks     uint64  // waits for a completion asleep in the kernel (nic.Blocker, poll engine)
 	Memory     *Memory // the final memory (local ranks only)
 	// Timeline, with Options.Timeline, holds by iteration and by op ID when each local op
 	// completed, from the start of its iteration: when the driver found the completion that

@@ -15,12 +15,27 @@ import (
 // only once every 1024 idle rounds in a row, never on the first: a latency-bound chain makes
 // progress after a few idle rounds at every hop, and a clock read can cost microseconds (an
 // emulated or virtualised clock source), more than the hop itself.
+//
+// With a wait set (nic.Blocker: CQs with a kernel wait object), the engine spins for blockAfter
+// idle rounds, then each idle round blocks in the kernel until a completion may have come, at most
+// maxBlock at a time and never past the hang timeout, which is then counted from the first block.
+// Spinning on would take the core from the peers whose work this process waits for, when there
+// are more processes than cores.
 type stallWatch struct {
 	prog  nic.Progresser // nil for a NIC that progresses by itself
+	wait  nic.WaitSet    // nil: poll while waiting
 	limit time.Duration
 	idle  int
 	since time.Time
+	waits uint64 // blocking waits made (Result.Blocks)
 }
+
+// blockAfter is how many idle rounds in a row an engine with a wait set spins before it blocks.
+const blockAfter = 32
+
+// maxBlock bounds one blocking wait, so that a cancelled context is seen soon, and a provider that
+// failed to wake the engine costs at most this.
+const maxBlock = 10 * time.Millisecond
 
 // reset records a round that made progress.
 func (w *stallWatch) reset() { w.idle = 0 }
@@ -32,6 +47,9 @@ func (w *stallWatch) quiet(ctx context.Context, iter int) (stuck bool, err error
 		return w.prog.Progress() == 0, nil
 	}
 	w.idle++
+	if w.wait != nil && w.idle >= blockAfter {
+		return w.block(ctx, iter)
+	}
 	if w.idle&1023 == 0 {
 		now := time.Now()
 		if w.idle == 1024 {
@@ -44,6 +62,33 @@ func (w *stallWatch) quiet(ctx context.Context, iter int) (stuck bool, err error
 			return false, fmt.Errorf("iteration %d: %w", iter, ctx.Err())
 		default:
 		}
+	}
+	return false, nil
+}
+
+// block is an idle round of an engine with a wait set past its spin: it blocks until a CQ may
+// have a completion, at most maxBlock, and reports stuck once the hang timeout has passed since
+// the first block.
+func (w *stallWatch) block(ctx context.Context, iter int) (stuck bool, err error) {
+	now := time.Now()
+	if w.idle == blockAfter {
+		w.since = now
+	}
+	left := w.limit - now.Sub(w.since)
+	if left <= 0 {
+		return true, nil
+	}
+	select {
+	case <-ctx.Done():
+		return false, fmt.Errorf("iteration %d: %w", iter, ctx.Err())
+	default:
+	}
+	if blocked, err := w.wait.Wait(min(left, maxBlock)); err != nil {
+		// A broken wait object: poll from now on, still bounded by the hang timeout.
+		w.wait = nil
+		w.idle = 1024
+	} else if blocked {
+		w.waits++
 	}
 	return false, nil
 }

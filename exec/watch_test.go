@@ -62,3 +62,85 @@ func TestStallWatch(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Contains(t, err.Error(), "iteration 7")
 }
+
+type fakeWaitSet struct {
+	calls   int
+	longest time.Duration
+	blocked bool
+	err     error
+}
+
+func (f *fakeWaitSet) Wait(d time.Duration) (bool, error) {
+	f.calls++
+	f.longest = max(f.longest, d)
+	return f.blocked, f.err
+}
+
+// TestStallWatchBlocks: with a wait set the watch spins blockAfter idle rounds, then blocks on
+// every idle round, each wait bounded by maxBlock and by what is left of the hang timeout; it
+// counts the waits that blocked, sees a cancelled context at the first block, gives up after the
+// limit, and polls on (still bounded) when waiting fails.
+func TestStallWatchBlocks(t *testing.T) {
+	ctx := context.Background()
+	f := &fakeWaitSet{blocked: true}
+	w := stallWatch{wait: f, limit: 5 * time.Millisecond}
+	for i := 1; i < blockAfter; i++ {
+		stuck, err := w.quiet(ctx, 0)
+		require.NoError(t, err)
+		require.False(t, stuck)
+	}
+	assert.Zero(t, f.calls, "spins first")
+	start := time.Now()
+	for {
+		stuck, err := w.quiet(ctx, 0)
+		require.NoError(t, err)
+		if stuck {
+			break
+		}
+		require.Less(t, time.Since(start), time.Minute, "the watch never gave up")
+	}
+	assert.GreaterOrEqual(t, time.Since(start), 5*time.Millisecond)
+	assert.Positive(t, f.calls)
+	assert.LessOrEqual(t, f.longest, 5*time.Millisecond, "never past the hang timeout")
+	assert.Equal(t, uint64(f.calls), w.waits)
+
+	// A wait bounded by maxBlock when the limit is far; one that could not block is not counted.
+	f2 := &fakeWaitSet{}
+	w = stallWatch{wait: f2, limit: time.Hour}
+	for i := 0; i < blockAfter+3; i++ {
+		_, err := w.quiet(ctx, 0)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 4, f2.calls)
+	assert.Equal(t, maxBlock, f2.longest)
+	assert.Zero(t, w.waits)
+
+	// A cancelled context ends the wait at the first block.
+	w = stallWatch{wait: f, limit: time.Hour}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	var err error
+	rounds := 0
+	for err == nil && rounds < 4096 {
+		_, err = w.quiet(cctx, 3)
+		rounds++
+	}
+	assert.Equal(t, blockAfter, rounds)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Contains(t, err.Error(), "iteration 3")
+
+	// A wait that fails: the watch polls from then on, and still gives up after the limit.
+	bad := &fakeWaitSet{err: assert.AnError}
+	w = stallWatch{wait: bad, limit: 5 * time.Millisecond}
+	start = time.Now()
+	for {
+		stuck, err := w.quiet(ctx, 0)
+		require.NoError(t, err)
+		if stuck {
+			break
+		}
+		require.Less(t, time.Since(start), time.Minute, "the watch never gave up")
+	}
+	assert.Equal(t, 1, bad.calls, "no wait after one failed")
+	assert.GreaterOrEqual(t, time.Since(start), 5*time.Millisecond)
+}

@@ -19,12 +19,16 @@ const (
 	ExpectAlltoall                        // rank r: block q of Dst = block r of Src@q
 	ExpectGather                          // on Root: block b of Dst = Src@b
 	ExpectScatter                         // rank r: Dst = block r of Src@Root
+	ExpectAllgatherv                      // every rank: block q of Dst (Vec's counts, displs) = Src@q
+	ExpectGatherv                         // on Root: the same
+	ExpectScatterv                        // rank r: Dst = block r of Src@Root (Vec's counts, displs)
+	ExpectAlltoallv                       // rank r: block q of Dst = block r of Src@q (Vec's)
 	ExpectUnchanged                       // every rank: Dst = Dst@rank
 	ExpectBarrier                         // every rank leaves after every rank has entered
 	ExpectValue                           // the general form: Dst[Lo:Hi] = Want, on Ranks
 )
 
-var expectNames = [...]string{"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "gather", "scatter", "unchanged", "barrier", "value"}
+var expectNames = [...]string{"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "gather", "scatter", "allgatherv", "gatherv", "scatterv", "alltoallv", "unchanged", "barrier", "value"}
 
 func (k ExpectKind) String() string { return expectNames[k] }
 
@@ -49,7 +53,13 @@ func (k ExpectKind) Reduces() bool {
 
 // Rooted reports whether the form takes a root.
 func (k ExpectKind) Rooted() bool {
-	return k == ExpectReduce || k == ExpectBroadcast || k == ExpectGather || k == ExpectScatter
+	return k == ExpectReduce || k == ExpectBroadcast || k == ExpectGather || k == ExpectScatter || k == ExpectGatherv || k == ExpectScatterv
+}
+
+// Vector reports whether the form has per-rank counts (Expect.Vec); reduce_scatter has them
+// when its statement gives counts.
+func (k ExpectKind) Vector() bool {
+	return k == ExpectAllgatherv || k == ExpectGatherv || k == ExpectScatterv || k == ExpectAlltoallv
 }
 
 // Expect is an evaluated `expect` statement: a postcondition on the final contents of Dst, in
@@ -63,6 +73,7 @@ type Expect struct {
 	SrcBlock bool     // Src is Dst's own block (allgather and gather without `from`)
 	DstBlock bool     // reduce_scatter into one block: Dst has Src's elements / ranks
 	Pos      diag.Pos // the statement
+	Vec      *Vector  // the vector forms (and reduce_scatter with counts); nil otherwise
 
 	// The general form (ExpectValue): elements [Lo, Hi) of Dst on each rank of Ranks hold Want:
 	// Want[k*(Hi-Lo)+j] is element Lo+j on Ranks[k]. Text is the statement as written.
@@ -72,6 +83,75 @@ type Expect struct {
 	Want   []Linear
 	Given  []Given
 	Text   string
+}
+
+// Vector is what a vector postcondition says of each rank's blocks, MPI's counts and
+// displacements: each table has one element per rank (the same on every rank) or, for
+// alltoallv, ranks * ranks (row r, Table[r*ranks : (r+1)*ranks], is rank r's). DstCounts and
+// DstDispls divide the destination (MPI's recvcounts and displs, or rdispls), SrcCounts and
+// SrcDispls the source (sendcounts and displs, or sdispls); a form has the tables it needs, and
+// displacements that the statement leaves out are the blocks packed in rank order.
+// Elaboration checked that they are consistent: counts and displacements not negative, blocks
+// inside their buffers, the blocks of the destination disjoint, and what q sends r what r
+// receives from q.
+type Vector struct {
+	DstCounts, DstDispls []int64
+	SrcCounts, SrcDispls []int64
+	Text                 string // the statement, with its root evaluated
+}
+
+// Piece is one block a vector postcondition asks of one rank: Dst[Lo:Hi] holds Src[At :
+// At+Hi-Lo] as rank From started, or, when From is -1, the reduction over every rank of it.
+type Piece struct {
+	Lo, Hi, At int64
+	From       int
+}
+
+// VecAt is element q of rank r's row of table t (the table itself when it has one row).
+func VecAt(t []int64, ranks, r, q int) int64 {
+	if len(t) > ranks {
+		return t[r*ranks+q]
+	}
+	return t[q]
+}
+
+// Pieces appends to out the blocks vector postcondition e asks of rank r (none for a rank it
+// says nothing about, and none of no elements).
+func (e *Expect) Pieces(out []Piece, ranks, r int) []Piece {
+	v := e.Vec
+	add := func(lo, n, at int64, from int) {
+		if n > 0 {
+			out = append(out, Piece{Lo: lo, Hi: lo + n, At: at, From: from})
+		}
+	}
+	switch e.Kind {
+	case ExpectAllgatherv, ExpectGatherv:
+		if e.Kind == ExpectGatherv && r != e.Root {
+			break
+		}
+		for q := 0; q < ranks; q++ {
+			lo, n := VecAt(v.DstDispls, ranks, r, q), VecAt(v.DstCounts, ranks, r, q)
+			at := int64(0)
+			if e.SrcBlock { // in place: q's own block of Dst, where q's displacements put it
+				at = VecAt(v.DstDispls, ranks, q, q)
+			}
+			add(lo, n, at, q)
+		}
+	case ExpectScatterv:
+		add(0, VecAt(v.SrcCounts, ranks, e.Root, r), VecAt(v.SrcDispls, ranks, e.Root, r), e.Root)
+	case ExpectAlltoallv:
+		for q := 0; q < ranks; q++ {
+			add(VecAt(v.DstDispls, ranks, r, q), VecAt(v.DstCounts, ranks, r, q), VecAt(v.SrcDispls, ranks, q, r), q)
+		}
+	case ExpectReduceScatter: // MPI's recvcounts: the blocks of the source, packed in rank order
+		at := VecAt(v.SrcDispls, ranks, r, r)
+		lo := int64(0) // Dst is MPI's receive buffer
+		if e.Src == e.Dst {
+			lo = at // in place: the block stays where it is
+		}
+		add(lo, VecAt(v.DstCounts, ranks, r, r), at, -1)
+	}
+	return out
 }
 
 // Given is a precondition of a general expect: element Elem of Buf on Rank starts as Value
@@ -143,6 +223,9 @@ func (g *Graph) ExpectString(e *Expect) string {
 	}
 	if e.Kind == ExpectBarrier {
 		return "expect barrier"
+	}
+	if e.Vec != nil {
+		return e.Vec.Text
 	}
 	s := "expect " + e.Kind.String()
 	if e.Kind.Reduces() {

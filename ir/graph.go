@@ -159,9 +159,10 @@ const (
 	OpReduce
 	OpCopy
 	OpNop
+	OpWait // a host op that completes once writes have landed in a region, or a word reached a value
 )
 
-var opKindNames = [...]string{"send", "recv", "write", "read", "atomic add", "atomic cas", "reduce", "copy", "nop"}
+var opKindNames = [...]string{"send", "recv", "write", "read", "atomic add", "atomic cas", "reduce", "copy", "nop", "wait"}
 
 func (k OpKind) String() string { return opKindNames[k] }
 
@@ -214,6 +215,10 @@ func ParseReduceOp(s string) (ReduceOp, bool) {
 //	reduce      local               local (read+write)    -
 //	copy        local               local                 -
 //	nop         -                   -                     -
+//	wait        -                   local region or word  -
+//
+// A wait reads no data: its Dst is the region whose landed writes it counts, or the word whose
+// value it watches (OpExtra.Word), and A() its threshold.
 //
 // The local data side of a send or write (Src) and of a recv or read (Dst) may be a
 // scatter/gather list: that slice is the list's first segment and More holds the others, in
@@ -254,6 +259,9 @@ type OpExtra struct {
 	// MorePos is where each of More's segments is written (a `{... for ...}` makes several at
 	// one place); nil when the op was made without positions.
 	MorePos []diag.Pos
+	// Word: a wait watches the value of its Dst word (wait WORD >= VALUE) rather than counting the
+	// writes that land in its Dst region (wait N writes to REGION).
+	Word bool
 }
 
 // Part names one of an op's slices: Src, Dst, Fetch, or PartMore+k for More[k].
@@ -367,6 +375,9 @@ func (op *Op) segs(first Slice, dst bool) []Slice {
 	return append([]Slice{first}, more...)
 }
 
+// WaitsWord reports whether op is a wait on the value of a memory word (not a count of writes).
+func (op *Op) WaitsWord() bool { return op.Kind == OpWait && op.X != nil && op.X.Word }
+
 // Edge is a dependency: To starts only after From has completed (same rank).
 type Edge struct {
 	From, To OpID
@@ -414,6 +425,13 @@ type Graph struct {
 	// target's ordering; nil when the plan relies on none, or was not checked. A runtime refuses a
 	// transport that does not grant it.
 	Relies *Reliance
+
+	// Lands are the orders that the plan's wait ops make: each edge says that the landing of
+	// From (a write, or an atomic add) happens before the end of To (a wait on another rank),
+	// because every set of landings that lets To complete includes From's (docs/language.md,
+	// Waiting for landings). Set by the checks (verify.Options.CheckDeadlocks) before anything
+	// reads them; nil when the plan has no wait.
+	Lands []Edge
 
 	// adj is the CSR adjacency over Edges, built by Freeze; nil until then.
 	adj *Deps

@@ -205,6 +205,37 @@ func (t *Triggered) Iterations(c int, max uint64) uint64 {
 	return (max-first)/amount + 1 // first >= amount >= 1: the sum stays below MaxUint64
 }
 
+// AllIterations is Iterations of every counter, in one pass over the work (Iterations of each
+// counter in turn passes over it once per counter).
+func (t *Triggered) AllIterations(max uint64) []uint64 {
+	first := make([]uint64, len(t.Counters))
+	for c := range t.Counters {
+		first[c] = t.Counters[c].PerIteration
+	}
+	for i := range t.Work {
+		w := &t.Work[i]
+		if w.Counter >= 0 && w.Counter < len(first) && w.Threshold > first[w.Counter] {
+			first[w.Counter] = w.Threshold
+		}
+		if w.Kind == TrigSet && w.Target >= 0 && w.Target < len(first) && w.Value > first[w.Target] {
+			first[w.Target] = w.Value
+		}
+	}
+	out := first // reused: first[c] is read before out[c] is written
+	for c := range t.Counters {
+		amount := t.Counters[c].PerIteration
+		switch {
+		case first[c] > max:
+			out[c] = 0
+		case amount == 0:
+			out[c] = NoIterationLimit
+		default:
+			out[c] = (max-first[c])/amount + 1
+		}
+	}
+	return out
+}
+
 // CounterLimit is the counter of a triggered plan that limits how many iterations it can run.
 type CounterLimit struct {
 	Rank, Counter int
@@ -220,8 +251,8 @@ func (p *Plan) RankCounterLimit(r int) CounterLimit {
 	prof := p.Target.Trigger
 	tr := p.Ranks[r].Trig
 	out := CounterLimit{Rank: r, Counter: -1, Max: prof.MaxCounter, Iterations: NoIterationLimit}
-	for c := range tr.Counters {
-		if n := tr.Iterations(c, prof.MaxCounter); n < out.Iterations {
+	for c, n := range tr.AllIterations(prof.MaxCounter) {
+		if n < out.Iterations {
 			out.Counter, out.Name, out.PerIteration, out.Iterations = c, tr.Counters[c].Name, tr.Counters[c].PerIteration, n
 		}
 	}

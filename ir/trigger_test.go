@@ -61,6 +61,7 @@ func TestCounterIterations(t *testing.T) {
 				}
 			}
 			got := tr.Iterations(cnt, lim)
+			assert.Equal(t, got, tr.AllIterations(lim)[cnt], "AllIterations: counter %s, max %d", tr.Counters[cnt].Name, lim)
 			if n == 100 {
 				assert.Equal(t, uint64(NoIterationLimit), got, "counter %s, max %d", tr.Counters[cnt].Name, lim)
 				continue

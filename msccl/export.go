@@ -748,12 +748,12 @@ func gcd(a, b int64) int64 {
 
 // collExpect is the postcondition that says which collective the plan is, as MSCCL names them:
 // the first of its kind coll, or with coll "" the first that MSCCL has a coll for. Nil for none.
-// A reduce_scatter into one block (ir.Expect.DstBlock) lays its output out otherwise than the
-// exporter does, and says nothing here.
+// A reduce_scatter into one block (ir.Expect.DstBlock) or with counts (ir.Expect.Vec) lays its
+// output out otherwise than the exporter does, and says nothing here.
 func collExpect(g *ir.Graph, coll string) *ir.Expect {
 	for i := range g.Expects {
 		x := &g.Expects[i]
-		if x.DstBlock {
+		if x.DstBlock || x.Vec != nil {
 			continue
 		}
 		k := x.Kind.String()

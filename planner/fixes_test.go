@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,6 +38,7 @@ func fixCorpus(t *testing.T) []fixCase {
 		"seg_ring_credits.dag":    {nil, {"ranks": 3}, {"ranks": 6}, {"ranks": 7, "slots": 3}},
 		"two_level_allreduce.dag": {nil, {"ranks": 12, "per": 3}, {"ranks": 16, "per": 4}, {"ranks": 6, "per": 2}},
 		"gather_children.dag":     {nil, {"ranks": 16}, {"ranks": 9, "per": 3}},
+		"token_unordered.dag":     {nil, {"ranks": 3}, {"ranks": 5}},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "fixes", "*.dag"))
 	require.NoError(t, err)
@@ -245,6 +247,7 @@ func TestFixesOfTheIssue(t *testing.T) {
 		{"gather_children.dag", nil, []string{"add `fwd after cp[1]`, `fwd after cp[2]` and `fwd after cp[3]` on rank 4"}, "  fwd after cp[1]   # on rank 4\n  fwd after cp[2]   # on rank 4\n  fwd after cp[3]   # on rank 4\n"},
 		{"gather_children.dag", map[string]int64{"ranks": 16}, []string{"add `fwd after cp[1]`, `fwd after cp[2]` and `fwd after cp[3]` on ranks 4, 8, 12"}, ""},
 		{"two_level_allreduce.dag", map[string]int64{"ranks": 12, "per": 3}, []string{"add `tx[0] after cred[2]` on ranks 0, 3, 6, 9", "add `tx[0] after cred[2]` on ranks 0, 3, 6, 9"}, "  tx[0] after cred[2]   # on ranks 0, 3, 6, 9\n"},
+		{"token_unordered.dag", nil, []string{"add `tok after w` and `use after got` on every rank"}, "  tok after w   # on ranks 0, 1\n  use after got   # on ranks 0, 1\n"},
 	}
 	for _, tt := range tests {
 		path := filepath.Join("..", "testdata", "fixes", tt.file)
@@ -265,5 +268,28 @@ func TestFixesOfTheIssue(t *testing.T) {
 			assert.True(t, plan.Complete)
 			assert.Equal(t, tt.plan, plan.String(), "%s %v", tt.file, tt.params)
 		}
+	}
+}
+
+// TestTwoEdgeFix: a race that no single `after` fixes gets a pair of edges, and each of the two
+// is needed: the plan with either one alone still races, with both it is clean.
+func TestTwoEdgeFix(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join("..", "testdata", "fixes", "token_unordered.dag")
+	src, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, ranks := range []int64{2, 3, 5} {
+		c := fixCase{name: path, src: src, params: map[string]int64{"ranks": ranks}}
+		_, list := c.load(t, src)
+		require.Len(t, list, 1)
+		require.NotNil(t, list[0].Fix, "%s", list[0])
+		require.Equal(t, "add `tok after w` and `use after got` on every rank", list[0].Fix.Msg)
+		for _, patch := range []string{"\ntok after w\n", "\nuse after got\n"} {
+			_, one := c.load(t, append(slices.Clone(src), patch...))
+			require.Len(t, one, 1, "ranks=%d with%q", ranks, patch)
+			require.Equal(t, diag.Race, one[0].Code, "%s", one[0])
+		}
+		_, both := c.load(t, append(slices.Clone(src), "\ntok after w\nuse after got\n"...))
+		require.Empty(t, both, "ranks=%d", ranks)
 	}
 }

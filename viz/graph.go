@@ -524,7 +524,7 @@ func styleOp(n dot.Node, k ir.OpKind) {
 
 // kindCounts summarises ops by kind in enum order: "60 send, 60 recv, 60 reduce".
 func kindCounts(g *ir.Graph, ops []ir.OpID) string {
-	var counts [ir.OpNop + 1]int
+	var counts [ir.OpWait + 1]int
 	for _, id := range ops {
 		if k := g.Ops[id].Kind; int(k) < len(counts) {
 			counts[k]++

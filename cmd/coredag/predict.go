@@ -11,6 +11,7 @@ import (
 
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/internal/budget"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner"
@@ -34,6 +35,8 @@ type predictCmd struct {
 	OFIProv    string   `name:"ofi-provider" placeholder:"NAME" help:"With --measure --provider ofi: the libfabric provider."`
 	Iters      int      `default:"100" help:"With --measure: iterations per run."`
 	Stat       string   `default:"median" enum:"median,min" help:"With --measure: which iteration's time is compared, median or min (the fastest: steadier on a loaded machine)."`
+	Model      string   `default:"auto" enum:"auto,ops,symmetric" help:"ops: simulate every rank's ops; symmetric: simulate one rank of a plan whose ranks are alike (rank 0 moved by a rotation or xor of the ranks, checked on --samples ranks); auto: symmetric when the plan has more than 1Mi ops over its ranks and is symmetric, else ops."`
+	Samples    int      `default:"8" help:"With the symmetric model: the ranks besides rank 0 that are elaborated and compared with it (every rank when there are no more)."`
 	Files      []string `arg:"" name:"plan" help:"Plan files (.dag or MSCCL .xml)."`
 }
 
@@ -43,6 +46,7 @@ type sizedPlan struct {
 	plan  *ir.Plan // compiled at size param = 1 when linear
 	unit  int64    // bytes of the message at size param = 1
 	param int64    // the size param as the plan declares it (or as -p sets it)
+	model string   // how it is simulated, for the reader (printPredictions)
 	// at elaborates the plan with the size param at n (unchecked: the plan was checked at its
 	// own params, and the size param changes no structure, which Linear verified)
 	at func(n int64) (*ir.Graph, error)
@@ -51,6 +55,7 @@ type sizedPlan struct {
 // curve is one plan's predictions, by requested size.
 type curve struct {
 	name     string
+	model    string  // how the plan was simulated
 	bytes    []int64 // the size predicted (the requested one rounded to the plan's unit)
 	ns       []float64
 	measured []float64 // with --measure
@@ -121,11 +126,11 @@ func (c *predictCmd) curves(e *env) ([]curve, error) {
 	}
 	var curves []curve
 	for _, f := range c.Files {
-		sp, err := c.prepare(e, f, tg)
+		sp, err := c.prepare(e, f, tg, par)
 		if err != nil {
 			return nil, err
 		}
-		cv := curve{name: sp.name}
+		cv := curve{name: sp.name, model: sp.model}
 		for _, s := range sizes {
 			k := max(1, int64(math.Round(float64(s)/float64(sp.unit))))
 			res, err := predict.Simulate(sp.plan, par, predict.Options{Scale: float64(k)})
@@ -148,8 +153,19 @@ func (c *predictCmd) curves(e *env) ([]curve, error) {
 }
 
 // prepare checks the plan at its params, then compiles it with the size param at 1 (after
-// checking that the plan's slices scale linearly with it).
-func (c *predictCmd) prepare(e *env, path string, tg ir.Target) (*sizedPlan, error) {
+// checking that the plan's slices scale linearly with it); or, with the symmetric model, folds
+// it onto one rank (prepareSymmetric).
+func (c *predictCmd) prepare(e *env, path string, tg ir.Target, par predict.Params) (*sizedPlan, error) {
+	switch c.Model {
+	case "", "auto", "symmetric":
+		sp, err := c.prepareSymmetric(e, path, tg, par)
+		if sp != nil || err != nil {
+			return sp, err
+		}
+	case "ops":
+	default:
+		return nil, usageError("--model %s: one of auto, ops, symmetric", c.Model)
+	}
 	l, err := mustLoad(e, path, c.paramFlags, false, loadOptions{})
 	if err != nil {
 		return nil, err
@@ -194,6 +210,7 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target) (*sizedPlan, err
 	if sp.plan, err = planner.Compile(g1, tg); err != nil {
 		return nil, fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err)
 	}
+	sp.model = fmt.Sprintf("op by op, every one of its %s simulated", english.Plural(g1.Ranks, "rank"))
 	return sp, nil
 }
 
@@ -441,6 +458,11 @@ func printPredictions(w io.Writer, par predict.Params, target string, sizes []in
 			if len(at) > 0 {
 				fmt.Fprintf(w, "  %s: %s\n", c.name, strings.Join(at, ", "))
 			}
+		}
+	}
+	for _, c := range cs {
+		if c.model != "" {
+			fmt.Fprintf(w, "model: %s: %s\n", c.name, c.model)
 		}
 	}
 	for _, x := range switches(cs) {

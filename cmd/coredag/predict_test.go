@@ -84,3 +84,44 @@ func TestPredictErrors(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "not linear in n")
 }
+
+// The symmetric model predicts what the op-by-op one does, and says which model ran; a plan
+// whose ranks differ is refused by it, and auto falls back to op by op, saying why.
+func TestPredictSymmetric(t *testing.T) {
+	t.Parallel()
+	args := []string{"predict", "-p", "ranks=16", "--sizes", "8B..1MiB", "plans/ring_allreduce.dag", "plans/recursive_doubling_allreduce.dag"}
+	code, ops, errOut := coredag(t, "", append(args, "--model", "ops")...)
+	require.Equal(t, 0, code, errOut)
+	code, sym, errOut := coredag(t, "", append(args, "--model", "symmetric")...)
+	require.Equal(t, 0, code, errOut)
+	table := func(out string) string { s, _, _ := strings.Cut(out, "model:"); return s }
+	assert.Equal(t, table(ops), table(sym))
+	assert.Contains(t, ops, "model: ring_allreduce: op by op, every one of its 16 ranks simulated")
+	assert.Contains(t, sym, "model: ring_allreduce: symmetric under rotation")
+	assert.Contains(t, sym, "model: recursive_doubling_allreduce: symmetric under xor")
+	assert.Contains(t, sym, "(8 of 15) were elaborated and found to be rank 0 moved, the others are assumed to be")
+
+	code, _, errOut = coredag(t, "", "predict", "--model", "symmetric", "-p", "ranks=16", "plans/double_binary_tree_allreduce.dag")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "double_binary_tree_allreduce.dag: predict: the plan is not symmetric: under rotation")
+	code, _, errOut = coredag(t, "", "predict", "--model", "symmetric", "--measure", "plans/ring_allreduce.dag")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--model ops")
+
+	// auto: large plans fold (a ring of 1024 ranks has 5 million ops), small ones do not
+	code, out, errOut := coredag(t, "", "predict", "-p", "ranks=1024", "--sizes", "1MiB", "plans/ring_allreduce.dag")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "model: ring_allreduce: symmetric under rotation (rank r -> r + k mod ranks), rank 0 simulated for all 1024 ranks")
+	code, out, errOut = coredag(t, "", "predict", "-p", "ranks=512", "--sizes", "1MiB", "plans/double_binary_tree_allreduce.dag")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "op by op, every one of its 512 ranks")
+}
+
+// A mistake on a rank the symmetric model elaborates is reported as check reports it.
+func TestPredictSymmetricDiagnostics(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := coredag(t, "", "predict", "-p", "ranks=16384", "--sizes", "1MiB", "testdata/scale/ring_allreduce.dag")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "ring_allreduce.dag:12:51: queue right depth 65536: must be between 1 and 32768 (on rank 0)")
+	assert.Contains(t, errOut, "^")
+}

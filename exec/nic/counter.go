@@ -58,3 +58,15 @@ type TriggerContext interface {
 	// TriggerErr is the error that stopped triggered work, if one did.
 	TriggerErr() error
 }
+
+// RMAEventContext is implemented by contexts whose NIC counts the remote writes that land in
+// memory it registered: libfabric's FI_RMA_EVENT, a counter bound to a memory region for
+// FI_REMOTE_WRITE events (Portals 4 and Slingshot count landings the same way). A wait for the
+// writes that land in a region (docs/language.md, wait) reads such a counter, and triggered
+// work may wait on it as on any counter.
+type RMAEventContext interface {
+	TriggerContext
+	// BindRemoteWrites makes every RDMA write, with or without immediate data, that lands
+	// within bytes [off, off+n) of mr raise c by one, once the data is in place.
+	BindRemoteWrites(c Counter, mr MR, off, n uint64) error
+}

@@ -65,6 +65,11 @@ type Options struct {
 	// atomics only without send-after-write, so by default (atomics first) it drops the ordering
 	// and each write with immediate waits for the write's delivery before its message goes.
 	NoAtomics bool
+	// NoBlock opens CQs without a wait object, so engines poll them while they wait (as before
+	// wait objects were used) instead of sleeping in the kernel after a short spin
+	// (Provider.WaitSet). Only providers that grant a file descriptor wait object block at all:
+	// tcp;ofi_rxm does, shm and sockets do not (README.md).
+	NoBlock bool
 	// Ranks is the world size of the plan the provider runs (0: unknown). On a verbs provider
 	// it sets FI_UNIVERSE_SIZE when the environment does not (Universe).
 	Ranks int

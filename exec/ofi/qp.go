@@ -32,6 +32,7 @@ type CQ struct {
 	comps  []C.ofi_comp // C memory: a Go array would be copied to the heap by cgo's pointer check on every poll
 	err    error
 	cntrs  []*Counter // bound by BindCounter: each completion handed out raises them by one
+	fd     C.int      // the wait object's file descriptor (Provider.WaitSet), -1 if none
 	closed bool
 }
 
@@ -47,7 +48,11 @@ func (c *Context) CreateCQ(depth int) (nic.CQ, error) {
 	q := &CQ{c: c, num: c.nextCQ, depth: depth}
 	q.comps = unsafe.Slice((*C.ofi_comp)(C.calloc(pollBatch, C.size_t(unsafe.Sizeof(C.ofi_comp{})))), pollBatch)
 	// Room for the provider's completions of unsignalled requests too.
-	if r := C.ofi_cq_open(c.dom, C.size_t(2*depth), &q.cq); r != 0 {
+	wait := C.int(0)
+	if !c.p.opts.NoBlock {
+		wait = 1
+	}
+	if r := C.ofi_cq_open(c.dom, C.size_t(2*depth), wait, &q.cq, &q.fd); r != 0 {
 		C.free(unsafe.Pointer(&q.comps[0]))
 		return nil, fmt.Errorf("ofi: fi_cq_open: %s", fiErr(r))
 	}

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include "shim.h"
 
 #define OFI_VERSION FI_VERSION(1, 9)
@@ -131,9 +132,31 @@ int ofi_domain(struct fid_fabric *fab, struct fi_info *info, struct fid_domain *
 
 int ofi_close(struct fid *f) { return f ? fi_close(f) : 0; }
 
-int ofi_cq_open(struct fid_domain *dom, size_t depth, struct fid_cq **cq) {
+int ofi_cq_open(struct fid_domain *dom, size_t depth, int wait, struct fid_cq **cq, int *fd) {
+	*fd = -1;
+	if (wait) {
+		// A file descriptor the caller can block on (fi_trywait, then poll). Providers refuse the
+		// wait object (shm: FI_ENOSYS) or open it without handing out its descriptor (sockets):
+		// then the CQ is opened without one and the caller polls.
+		struct fi_cq_attr attr = {.size = depth, .format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_FD};
+		if (fi_cq_open(dom, &attr, cq, NULL) == 0) {
+			if (fi_control(&(*cq)->fid, FI_GETWAIT, fd) == 0 && *fd >= 0) return 0;
+			*fd = -1;
+			fi_close(&(*cq)->fid);
+		}
+	}
 	struct fi_cq_attr attr = {.size = depth, .format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE};
 	return fi_cq_open(dom, &attr, cq, NULL);
+}
+
+int ofi_block(struct fid_fabric *fab, struct fid **fids, struct pollfd *fds, int n, int timeout_ms) {
+	int r = fi_trywait(fab, fids, n);
+	if (r == -FI_EAGAIN) return 1;
+	if (r != 0) return r;
+	for (int i = 0; i < n; i++) fds[i].revents = 0;
+	r = poll(fds, n, timeout_ms);
+	if (r < 0) return errno == EINTR ? 0 : -errno;
+	return 0;
 }
 
 int ofi_cq_poll(struct fid_cq *cq, ofi_comp *out, int n) {

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -92,7 +93,12 @@ void ofi_describe(struct fi_info *fi, char *buf, size_t len);
 int ofi_fabric(struct fi_info *info, struct fid_fabric **fab);
 int ofi_domain(struct fid_fabric *fab, struct fi_info *info, struct fid_domain **dom, struct fid_av **av);
 int ofi_close(struct fid *f);
-int ofi_cq_open(struct fid_domain *dom, size_t depth, struct fid_cq **cq);
+// ofi_cq_open opens a CQ; with wait, one with a file descriptor wait object if the provider grants
+// it, whose descriptor it returns in *fd (else -1).
+int ofi_cq_open(struct fid_domain *dom, size_t depth, int wait, struct fid_cq **cq, int *fd);
+// ofi_block waits until one of the CQs fids (whose descriptors are fds) may have a completion, or
+// timeout_ms passed: 0 after the wait, 1 when fi_trywait says to poll first, else an error.
+int ofi_block(struct fid_fabric *fab, struct fid **fids, struct pollfd *fds, int n, int timeout_ms);
 int ofi_cq_poll(struct fid_cq *cq, ofi_comp *out, int n);
 int ofi_mr_reg(struct fid_domain *dom, void *buf, size_t len, uint64_t access, uint64_t key, struct fid_mr **mr, uint64_t *rkey, ofi_desc *desc);
 int ofi_ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_av *av, struct fid_cq *txcq, struct fid_cq *rxcq,

@@ -22,8 +22,9 @@ type pendingWork struct {
 }
 
 var (
-	_ nic.TriggerContext = (*Context)(nil)
-	_ nic.Counter        = (*counter)(nil)
+	_ nic.TriggerContext  = (*Context)(nil)
+	_ nic.RMAEventContext = (*Context)(nil)
+	_ nic.Counter         = (*counter)(nil)
 )
 
 func (c *counter) Value() uint64 { return c.val }
@@ -184,5 +185,38 @@ func (c *Context) fire(w *nic.TriggeredWR) {
 func (q *cq) counted() {
 	for _, k := range q.cntrs {
 		k.val++
+	}
+}
+
+// BindRemoteWrites makes every RDMA write that lands within bytes [off, off+n) of region x raise
+// counter c by one, as libfabric's FI_RMA_EVENT does for a counter bound to a region.
+func (c *Context) BindRemoteWrites(x nic.Counter, region nic.MR, off, n uint64) error {
+	k, err := c.own(x)
+	if err != nil {
+		return err
+	}
+	m, ok := region.(*mr)
+	if !ok || m.pd.ctx != c {
+		return fmt.Errorf("softnic: rank %d: BindRemoteWrites on a region of another context: %w", c.rank, nic.ErrWrongContext)
+	}
+	if off > uint64(len(m.buf)) || n > uint64(len(m.buf))-off {
+		return fmt.Errorf("softnic: rank %d: BindRemoteWrites on bytes [%d, %d) of a region of %d bytes: %w", c.rank, off, off+n, len(m.buf), nic.ErrBadRequest)
+	}
+	m.writes = append(m.writes, writeCounter{c: k, off: off, n: n})
+	return nil
+}
+
+// landed raises the counters bound to the part of m that a remote write of n bytes at off
+// filled.
+func (m *mr) landed(off, n uint64) {
+	fire := false
+	for _, w := range m.writes {
+		if off >= w.off && off+n <= w.off+w.n && !w.c.closed {
+			w.c.val++
+			fire = true
+		}
+	}
+	if fire {
+		m.pd.ctx.nic.fireDue()
 	}
 }

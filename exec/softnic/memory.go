@@ -102,6 +102,14 @@ type mr struct {
 	access nic.Access
 	slot   uint32
 	closed bool
+	writes []writeCounter // counters of the remote writes that land in parts of the region
+}
+
+// writeCounter is a counter bound to bytes [off, off+n) of a region for the remote writes
+// that land there (BindRemoteWrites).
+type writeCounter struct {
+	c      *counter
+	off, n uint64
 }
 
 func (m *mr) Bytes() []byte      { return m.buf }

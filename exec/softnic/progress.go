@@ -314,6 +314,9 @@ func (q *qp) transfer(w *swqe, idx uint64) bool {
 		copy(dst, local)
 		n.stats.Bytes += uint64(len(local))
 		w.byteLen = size
+		if m := r.ctx.mrs[wr.RKey>>8-1]; len(m.writes) > 0 { // lookup found it
+			m.landed(wr.RemoteAddr-m.addr, uint64(size))
+		}
 	case nic.OpRDMARead:
 		src, why := lookup(r.ctx, r.pd, wr.RKey, rkeyTag, wr.RemoteAddr, size, nic.AccessRemoteRead)
 		if src == nil {

@@ -100,6 +100,11 @@ type elaborator struct {
 	queueBase  ir.QueueID // the id of g.Queues[0], likewise
 
 	mem allocs // where el's allocations come from (alloc.go)
+
+	// only, when not nil, are the only ranks elaborated (ElaborateRanks), ascending; outside is
+	// the index in it of a rank outside the world, or -1.
+	only    []int
+	outside int
 }
 
 // extra returns op's OpExtra, giving it one if it has none (a plan of atomics has one per op).
@@ -189,6 +194,10 @@ func (el *elaborator) run() (sharded bool) {
 	el.names = newNameTables(el.file)
 	el.mem = newAllocs()
 	el.first, el.end = 0, el.g.Ranks
+	if el.only != nil { // ElaborateRanks
+		el.runOnly()
+		return false
+	}
 	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
 		el.elaborateRank(r)
 		if r == 0 && el.g.Ranks > 1 && !el.truncated { // SPMD: other ranks are as large, so grow once (growOps if not)

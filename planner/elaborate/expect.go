@@ -49,6 +49,8 @@ func (el *elaborator) expect(st *dsl.ExpectStmt) {
 	case !kind.Rooted() && st.Root != nil:
 		el.globalErrorf(phaseNames, diag.Name, st.Root.Pos(), "expect %s takes no root: every rank takes part alike", kind)
 		return
+	case !el.countsPlaced(st, kind):
+		return
 	case (kind == ir.ExpectAlltoall || kind == ir.ExpectScatter) && st.Src == nil:
 		el.globalErrorf(phaseNames, diag.Name, st.End(), "expect %s needs a source: add `from BUF`", kind)
 		return
@@ -89,7 +91,7 @@ func (el *elaborator) expect(st *dsl.ExpectStmt) {
 	}
 	if e.Src == ir.None {
 		e.Src = e.Dst
-		e.SrcBlock = kind == ir.ExpectAllgather || kind == ir.ExpectGather
+		e.SrcBlock = kind == ir.ExpectAllgather || kind == ir.ExpectGather || kind == ir.ExpectAllgatherv || kind == ir.ExpectGatherv
 	}
 	if el.expectShapes(st, &e) {
 		g.Expects = append(g.Expects, e)
@@ -113,6 +115,9 @@ func (el *elaborator) expectShapes(st *dsl.ExpectStmt, e *ir.Expect) bool {
 	if e.Kind.Reduces() && e.Red >= ir.RedBand && dst.Type.IsFloat() {
 		el.globalErrorf(phaseShapes, diag.Shape, st.Op.Pos(), "expect %s %s on %s buffer %s: bitwise reductions need integer types", e.Kind, e.Red, dst.Type, dst.Name)
 		return false
+	}
+	if st.DstCounts != nil || st.SrcCounts != nil {
+		return el.vectorShapes(st, e)
 	}
 	if e.Kind == ir.ExpectReduceScatter && e.Src != e.Dst && src.Count == dst.Count*ranks {
 		e.DstBlock = true // MPI's receive buffer: one block, rank r's of the reduction

@@ -177,6 +177,8 @@ func compileSlices(o dsl.Operation) []cslice {
 		addAll(append(append([]*dsl.Slice{o.Dst, o.Src}, o.DstMore...), o.SrcMore...)...)
 	case *dsl.CopyOp:
 		addAll(append(append([]*dsl.Slice{o.Src, o.Dst}, o.SrcMore...), o.DstMore...)...)
+	case *dsl.WaitOp:
+		addAll(o.Word, o.Region)
 	}
 	return out
 }

@@ -128,6 +128,32 @@ func (el *elaborator) operation(o dsl.Operation, qinfo *nameInfo, s *scope, op *
 		}
 	case *dsl.NopOp:
 		op.Kind = ir.OpNop
+	case *dsl.WaitOp:
+		op.Kind = ir.OpWait
+		x := el.extra(op)
+		var good bool
+		if o.Word != nil {
+			x.Word = true
+			op.Dst = slice(o.Word)
+			if x.A, good = el.eval(o.Value, s); !good {
+				ok = false
+			}
+			if ok {
+				el.atomicSlice(op.Dst, o.Word.Pos(), "word of wait")
+				el.remote(op.Dst, o.Word.Pos(), ir.RemoteAtomic, "atomic adds to the word of wait on")
+			}
+			break
+		}
+		op.Dst = slice(o.Region)
+		if x.A, good = el.eval(o.Count, s); !good {
+			ok = false
+		}
+		if ok {
+			if x.A < 1 {
+				el.errorf(phaseShapes, diag.Shape, o.Count.Pos(), "wait for %d writes: the count must be at least 1 (an op that waits for nothing needs no wait)", x.A)
+			}
+			el.remote(op.Dst, o.Region.Pos(), ir.RemoteWrite, "writes to the region of wait in")
+		}
 	default:
 		el.errorf(phaseNames, diag.Name, o.Pos(), "unsupported operation")
 		return false

@@ -42,6 +42,11 @@ func spotOf(o dsl.Operation) (sp ir.Spot, ok bool) {
 		sp.Src, sp.Dst = first(o.Src), first(o.Dst)
 	case *dsl.CopyOp:
 		sp.Src, sp.Dst = first(o.Src), first(o.Dst)
+	case *dsl.WaitOp:
+		sp.Dst = at(o.Region)
+		if o.Word != nil {
+			sp.Dst = at(o.Word)
+		}
 	default:
 		return sp, false
 	}

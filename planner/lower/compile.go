@@ -244,6 +244,9 @@ func (c *compiler) checkInputs() diag.List {
 			errs.Add(diag.Match, op.Pos, "%s is outside the span of its rank %d (the graph was not elaborated)", op.Name, r)
 			return errs
 		}
+		if op.Kind == ir.OpWait && !waitsOn(c.t) {
+			errs.Add(diag.Target, op.Pos, "wait %s: target %s cannot wait for landings or memory words (%s)", op.Name, c.t.Name, waitTargets())
+		}
 		if op.Inline {
 			if n := g.SegsBytes(op.SrcSegs()); n > int64(c.t.MaxInline) {
 				errs.Add(diag.Target, op.Pos, "%s sends %d bytes inline, above the %d-byte inline limit of target %s (drop `inline` or send fewer bytes)", op.Name, n, c.t.MaxInline, c.t.Name)
@@ -327,6 +330,7 @@ func (c *compiler) eventOrder(critical bool) (order []int32, path int, err error
 		return nil, 0, fmt.Errorf("compile: graph %s has %d ranks, more than lowering can order (%d)", g.Name, g.Ranks, maxRank)
 	}
 	st := orderState(g, postFirst)
+	landStart, landList := landsByFrom(g, st)
 	var dist []int32 // longest path (in ends) reaching each event
 	if critical {
 		dist = make([]int32, 2*n)
@@ -388,6 +392,11 @@ func (c *compiler) eventOrder(critical bool) (order []int32, path int, err error
 			relax(ev, ev+1)
 			if s.next != ir.None {
 				relax(ev, startEv(s.next))
+			}
+			if landStart != nil {
+				for _, w := range landList[landStart[o]:landStart[o+1]] {
+					relax(ev, startEv(ir.OpID(w)))
+				}
 			}
 			if s.match != ir.None {
 				relax(ev, endEv(s.match))

@@ -204,8 +204,8 @@ func (c *compiler) checkTriggerBudget(group *diag.Group) {
 			add(r, len(tr.Counters), c.counterPos(rp, k), "counter %s is one too many: the rank needs %d counters, above the %d per rank of target %s (profile figure MaxCounters%s; fewer queues or fewer ops that wait for two things need fewer)",
 				tr.Counters[k].Name, len(tr.Counters), p.MaxCounters, c.t.Name, guessNote(p, ir.FigMaxCounters))
 		}
-		for k := range tr.Counters {
-			if tr.Iterations(k, p.MaxCounter) == 0 {
+		for k, n := range tr.AllIterations(p.MaxCounter) {
+			if n == 0 {
 				add(r, int(min(tr.Counters[k].PerIteration, math.MaxInt32)), c.counterPos(rp, k), "counter %s passes %d in the first iteration, the largest value target %s's counters hold (profile figure MaxCounter%s)",
 					tr.Counters[k].Name, p.MaxCounter, c.t.Name, guessNote(p, ir.FigMaxCounter))
 			}

@@ -30,6 +30,18 @@ func (s *State) spec(out []want, e *ir.Expect, r int, all int32) []want {
 	add := func(lo, hi int64, id int32, shift int64) {
 		out = append(out, want{lo: lo, hi: hi, sh: id, shift: shift})
 	}
+	if e.Vec != nil { // per-rank blocks: Dst[lo:hi] holds Src from at, of one rank or reduced
+		s.pieces = e.Pieces(s.pieces[:0], ranks, r)
+		for _, p := range s.pieces {
+			if p.From < 0 {
+				add(p.Lo, p.Hi, all, p.At-p.Lo)
+				continue
+			}
+			id, shift := init(p.From, p.At-p.Lo)
+			add(p.Lo, p.Hi, id, shift)
+		}
+		return out
+	}
 	switch e.Kind {
 	case ir.ExpectAllreduce:
 		add(0, n, all, 0)
@@ -127,8 +139,8 @@ func (s *State) explain(e *ir.Expect, w *wrong) *diag.Diagnostic {
 	} else {
 		wantRed, want, wantWhole := s.sh.at(w.want.sh, w.want.shift)
 		gotRed, got, gotWhole := s.sh.at(w.got.sh, w.got.shift)
-		msg = fmt.Sprintf("%s: %s on rank %d should hold %s, but holds %s",
-			g.ExpectString(e), elem, w.rank, s.describe(wantRed, want, wantWhole, w.off), s.describe(gotRed, got, gotWhole, w.off))
+		msg = fmt.Sprintf("%s: %s on rank %d%s should hold %s, but holds %s",
+			g.ExpectString(e), elem, w.rank, s.blockOf(e, w.rank, w.off), s.describe(wantRed, want, wantWhole, w.off), s.describe(gotRed, got, gotWhole, w.off))
 		if !wantWhole || !gotWhole {
 			// the lists were cut short: what separates them is not known
 		} else if why := s.difference(wantRed, want, gotRed, got, w.off); why != "" {
@@ -148,6 +160,26 @@ func (s *State) explain(e *ir.Expect, w *wrong) *diag.Diagnostic {
 		d.Relate(g.Ops[w.got.by].Pos, fmt.Sprintf("%s on rank %d was last written by %s", elem, w.rank, g.OpString(w.got.by)))
 	}
 	return d
+}
+
+// blockOf words the block of a vector postcondition that holds element off on rank r, as its
+// counts and displacements make it: " (in the block from rank 1, dst[2:4] = src[0:2]@1)"; ""
+// for the other forms.
+func (s *State) blockOf(e *ir.Expect, r int, off int64) string {
+	if e.Vec == nil {
+		return ""
+	}
+	dst, src := s.g.Buffers[e.Dst].Name, s.g.Buffers[e.Src].Name
+	for _, p := range e.Pieces(nil, s.g.Ranks, r) {
+		if off < p.Lo || off >= p.Hi {
+			continue
+		}
+		if p.From < 0 {
+			return fmt.Sprintf(" (in rank %d's block, %s[%d:%d] = the %s over ranks of %s[%d:%d])", r, dst, p.Lo, p.Hi, e.Red, src, p.At, p.At+p.Hi-p.Lo)
+		}
+		return fmt.Sprintf(" (in the block from rank %d, %s[%d:%d] = %s[%d:%d]@%d)", p.From, dst, p.Lo, p.Hi, src, p.At, p.At+p.Hi-p.Lo, p.From)
+	}
+	return ""
 }
 
 // term names one atom as seen from element off: "data[8]@1", "the constant 3".

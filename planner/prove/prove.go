@@ -100,8 +100,9 @@ type State struct {
 	sh  *shapes
 	mem *memory
 
-	a, b, out []seg // scratch
-	touched   int64 // what Run loads ahead (unused: it keeps the loads from being optimised away)
+	a, b, out []seg      // scratch
+	pieces    []ir.Piece // scratch of spec
+	touched   int64      // what Run loads ahead (unused: it keeps the loads from being optimised away)
 
 	// The shapes are collected (collect) once the table holds more than next terms; full
 	// reports that the values did not fit in the proof's memory and the replay stopped.
@@ -237,7 +238,7 @@ func inOrder(g *ir.Graph, o *verify.Order) (ops []ir.OpID, makers int) {
 		id := ir.OpID(i)
 		var p int32
 		switch kind := g.Ops[i].Kind; kind {
-		case ir.OpRecv, ir.OpNop:
+		case ir.OpRecv, ir.OpNop, ir.OpWait:
 			continue
 		case ir.OpReduce, ir.OpCopy:
 			p = o.Start(id)

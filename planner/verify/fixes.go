@@ -500,7 +500,104 @@ func (s *fixGraph) pick(r Race) ([]Fix, bool) {
 			}
 		}
 	}
+	return s.pickPair(r)
+}
+
+// maxPairFirsts is how many first edges the search of pairs tries for one race.
+const maxPairFirsts = 8
+
+// pickPair finds two edges that together order race r when no single one does: a token sent
+// after neither the write nor waited for by the read takes `tok after w` on the writer's rank
+// and `use after got` on the reader's. The first edge, `y after x`, has x an op whose end
+// follows the first access (as pick's) and y an op of x's rank that does not follow it yet,
+// the ops that reach other ranks (sends, writes, reads, atomics) first, each in the order of
+// the plan after x; with it in place everywhere, the second is the single edge pick would
+// choose. The pair is added everywhere, as single edges are, and proven with them.
+func (s *fixGraph) pickPair(r Race) ([]Fix, bool) {
+	a, b := firstAccess(s.g, r)
+	n := len(s.added)
+	tried := 0
+	for _, dir := range [2][2]MemAccess{{a, b}, {b, a}} {
+		for _, first := range s.firsts(dir[0]) {
+			if tried == maxPairFirsts || s.spent() {
+				return nil, false
+			}
+			tried++
+			set1 := s.everywhere(first)
+			if !s.acyclicWith(set1) {
+				continue
+			}
+			for i, c := range s.candidates(dir[0], dir[1], nearEvents) {
+				if i == maxTries || s.spent() {
+					break
+				}
+				if s.reaches(startOf(c.fix.Op), endOf(c.fix.After)) {
+					continue
+				}
+				if set2 := s.everywhere(c.fix); s.acyclicWith(set2) {
+					if s.ordered(r) {
+						return append(set1, set2...), true
+					}
+					s.setAdded(s.added[: n+len(set1) : n+len(set1)])
+				}
+			}
+			s.setAdded(s.added[:n:n])
+		}
+	}
 	return nil, false
+}
+
+// firsts lists the first edges pickPair tries for access a: `y after x` with x among the ops
+// whose end follows a nearest (as candidates takes them) and y an op of x's rank that neither
+// follows x already nor precedes it, the ops that reach another rank first, then the nearest
+// after x in the plan.
+func (s *fixGraph) firsts(a MemAccess) []Fix {
+	g := s.g
+	var xs []ir.OpID
+	perRank := map[int32]int{}
+	for _, v := range s.bfs(a.to, true, nearEvents) {
+		if e := event(v); e.phase() == evEnd {
+			r := int32(g.Ops[e.op()].Rank)
+			if perRank[r] < maxEnds {
+				perRank[r]++
+				xs = append(xs, e.op())
+			}
+		}
+	}
+	remote := func(k ir.OpKind) bool {
+		return k == ir.OpSend || k == ir.OpWrite || k == ir.OpRead || k.IsAtomic()
+	}
+	var out []Fix
+	for _, x := range xs {
+		span := g.Rank[g.Ops[x].Rank]
+		var ys []ir.OpID
+		for y := span.FirstOp; y < span.EndOp; y++ {
+			if y == x || s.reaches(endOf(x), startOf(y)) || s.reaches(startOf(y), endOf(x)) {
+				continue
+			}
+			ys = append(ys, y)
+		}
+		dist := func(y ir.OpID) int64 { // after x in the plan first, nearest first
+			d := int64(y) - int64(x)
+			if d < 0 {
+				d = int64(span.EndOp-span.FirstOp) - d
+			}
+			return d
+		}
+		slices.SortStableFunc(ys, func(p, q ir.OpID) int {
+			if rp, rq := remote(g.Ops[p].Kind), remote(g.Ops[q].Kind); rp != rq {
+				if rp {
+					return -1
+				}
+				return 1
+			}
+			return int(dist(p) - dist(q))
+		})
+		for _, y := range ys[:min(len(ys), maxEnds)] {
+			out = append(out, Fix{Rank: int(g.Ops[x].Rank), Op: y, After: x})
+		}
+	}
+	return out
 }
 
 // nearEvents is how many events around each access the search looks at first.

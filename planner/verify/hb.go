@@ -288,7 +288,7 @@ const (
 // queue, or a send's recv is matched with another op: then only hbEdges gives them. indeg,
 // all zeros, is where place puts the in-degrees of the events (one int32 per event).
 func newOpEdges(g *ir.Graph, matching bool, ord ir.Order, indeg []int32, opt *Options) *opEdges {
-	if len(g.Ops) >= orderedPrev {
+	if len(g.Ops) >= orderedPrev || len(g.Lands) > 0 { // hbEdges gives the orders of waits
 		return nil
 	}
 	l := &opEdges{g: g, matching: matching, order: ord, slot: indeg}
@@ -424,7 +424,7 @@ func (l *opEdges) place(x ir.OpID, succ []int32, k int32, in []int32) int32 {
 // write matched with a recv gives two edges, and there are at most as many as recvs on queues;
 // an ordering gives at most one per pair of consecutive ops on a send side.
 func edgeBound(g *ir.Graph, matching bool, ord ir.Order) int {
-	n := 2*len(g.Ops) + len(g.Edges)
+	n := 2*len(g.Ops) + len(g.Edges) + len(g.Lands)
 	for qi := range g.Queues {
 		q := &g.Queues[qi]
 		n += 2*max(len(q.SendOps)-1, 0) + 2*max(len(q.RecvOps)-1, 0)
@@ -454,6 +454,9 @@ func hbEdges(g *ir.Graph, matching bool, ord ir.Order, add func(a, b event)) {
 	}
 	for _, e := range g.Edges {
 		add(endOf(e.From), startOf(e.To))
+	}
+	for _, e := range g.Lands { // the orders of wait ops (waits.go)
+		add(landOf(e.From), endOf(e.To))
 	}
 	for qi := range g.Queues {
 		q := &g.Queues[qi]

@@ -27,7 +27,8 @@ var harmlessDeletions = map[string]string{
 	"dissemination_barrier.dag:31:40 -> 30": "no memory: done is a nop",
 	// Each put[s] writes a distinct block of a distinct peer's dst and reads src, which nobody
 	// writes: the edge is flow control (one message in flight per rank), not a data dependency.
-	"pairwise_alltoall.dag:35:27 -> 33": "flow control only: blocks written are disjoint and src is read-only",
+	"pairwise_alltoall.dag:35:27 -> 33":  "flow control only: blocks written are disjoint and src is read-only",
+	"pairwise_alltoallv.dag:43:27 -> 41": "flow control only, as in pairwise_alltoall",
 	// done is a nop that marks the end of the gather; it touches no memory.
 	"read_gather.dag:31:16 -> 23": "done is a nop with no accesses",
 }

@@ -60,6 +60,9 @@ func (opt Options) CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	if len(g.Ops) == 0 {
 		return nil, &Order{}
 	}
+	if errs := resolveWaits(g); len(errs) > 0 {
+		return errs, nil
+	}
 	// A cycle of `after` edges, or an `after` against queue order, closes a cycle of the
 	// happens-before graph too (end(a) -> start(b) -> ... -> end(a)): when that graph is acyclic,
 	// neither check can find anything, and only a plan with a deadlock pays for them.

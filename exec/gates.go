@@ -1,0 +1,162 @@
+package exec
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/ir"
+)
+
+// gates hold the wait ops of the ranks a session runs (docs/language.md, wait) until what they
+// wait for holds: a count of the writes that landed in a region, which a counter the NIC
+// raises gives (nic.RMAEventContext, libfabric's FI_RMA_EVENT), or the value of a memory word,
+// which the CPU reads. An engine asks ready before it runs a wait, and keeps asking while it
+// polls; reset sets the counters back to zero before an iteration.
+type gates struct {
+	g     *ir.Graph
+	byOp  map[ir.OpID]*gate
+	cntrs []nic.Counter // every counter made, once each
+}
+
+// gate is what one wait op waits for.
+type gate struct {
+	cntr nic.Counter // landings; nil for a word
+	word []byte      // the word's 8 bytes, for a word wait
+	need uint64      // the count, or the value (compared as the word's type)
+	sign bool        // the word is an i64
+}
+
+// newGates makes the gates of the wait ops of the ranks in res: a counter bound to the region
+// of each distinct region a wait counts, on the rank's context. A context that cannot count the
+// writes that land in a region refuses the plan, naming the wait.
+func newGates(g *ir.Graph, mem *Memory, res []*rankRes, p nic.Provider) (*gates, error) {
+	gs := &gates{g: g}
+	type regionKey struct {
+		rank int
+		s    ir.Slice
+	}
+	made := map[regionKey]nic.Counter{}
+	for _, r := range res {
+		first, end := g.RankOps(r.rank)
+		for id := first; id < end; id++ {
+			op := &g.Ops[id]
+			if op.Kind != ir.OpWait {
+				continue
+			}
+			if gs.byOp == nil {
+				gs.byOp = map[ir.OpID]*gate{}
+			}
+			if op.WaitsWord() {
+				b, err := mem.SliceBytes(r.rank, op.Dst)
+				if err != nil {
+					return nil, opError(g, id, err)
+				}
+				if len(b) != 8 || uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
+					return nil, opErrorf(g, id, "the word of the wait, %s, is not one aligned 8-byte element", g.SliceString(op.Dst))
+				}
+				gs.byOp[id] = &gate{word: b, need: uint64(op.A()), sign: g.Buffers[op.Dst.Buf].Type == ir.I64}
+				continue
+			}
+			k := regionKey{r.rank, op.Dst}
+			c := made[k]
+			if c == nil {
+				ctx, ok := r.dev.(nic.RMAEventContext)
+				if !ok {
+					return nil, opErrorf(g, id, "%s cannot count the writes that land in a memory region (libfabric FI_RMA_EVENT, a counter bound to the region for remote writes), which wait %s needs", p.Name(), op.Name)
+				}
+				var err error
+				if c, err = ctx.CreateCounter(); err != nil {
+					return nil, opErrorf(g, id, "a counter for the writes that land in %s: %v", g.SliceString(op.Dst), err)
+				}
+				gs.cntrs = append(gs.cntrs, c)
+				size := uint64(g.Buffers[op.Dst.Buf].Type.Size())
+				if err := ctx.BindRemoteWrites(c, r.mrs[op.Dst.Buf], uint64(op.Dst.Off)*size, uint64(op.Dst.Len)*size); err != nil {
+					return nil, opErrorf(g, id, "counting the writes that land in %s: %v", g.SliceString(op.Dst), err)
+				}
+				made[k] = c
+			}
+			gs.byOp[id] = &gate{cntr: c, need: uint64(op.A())}
+		}
+	}
+	return gs, nil
+}
+
+// any reports whether the plan has a wait op.
+func (gs *gates) any() bool { return gs != nil && gs.byOp != nil }
+
+// waits reports whether op id is a wait that a gate holds.
+func (gs *gates) waits(id ir.OpID) bool {
+	if gs == nil || gs.byOp == nil {
+		return false
+	}
+	_, ok := gs.byOp[id]
+	return ok
+}
+
+// ready reports whether wait id may complete.
+func (gs *gates) ready(id ir.OpID) bool {
+	t := gs.byOp[id]
+	have := t.value()
+	if t.sign {
+		return int64(have) >= int64(t.need)
+	}
+	return have >= t.need
+}
+
+// value is the count or the word's value now.
+func (t *gate) value() uint64 {
+	if t.cntr != nil {
+		return t.cntr.Value()
+	}
+	// The NIC (another goroutine on some providers) adds to the word: read it atomically.
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.word[0])))
+}
+
+// describe says what wait id waits for and how far it got, for a hang report.
+func (gs *gates) describe(id ir.OpID) string {
+	t := gs.byOp[id]
+	op := &gs.g.Ops[id]
+	if t.cntr != nil {
+		return fmt.Sprintf("wait %s: %d of the %d writes it waits for have landed in %s", op.Name, t.value(), t.need, gs.g.SliceString(op.Dst))
+	}
+	v := binary.LittleEndian.Uint64(t.word)
+	if t.sign {
+		return fmt.Sprintf("wait %s: %s holds %d, not yet %d", op.Name, gs.g.SliceString(op.Dst), int64(v), int64(t.need))
+	}
+	return fmt.Sprintf("wait %s: %s holds %d, not yet %d", op.Name, gs.g.SliceString(op.Dst), v, t.need)
+}
+
+// reset sets the landing counters back to zero, before an iteration (the words are buffers:
+// the memory reset restores them). A counter that cannot be set is one closed with its context,
+// whose run is over.
+func (gs *gates) reset() {
+	if gs == nil {
+		return
+	}
+	for _, c := range gs.cntrs {
+		_ = c.Set(0)
+	}
+}
+
+// hasWaits reports whether g has wait ops.
+func hasWaits(g *ir.Graph) bool {
+	for i := range g.Ops {
+		if g.Ops[i].Kind == ir.OpWait {
+			return true
+		}
+	}
+	return false
+}
+
+// watched reports whether buffer b holds the word of a wait.
+func watched(g *ir.Graph, b ir.BufID) bool {
+	for i := range g.Ops {
+		if op := &g.Ops[i]; op.WaitsWord() && op.Dst.Buf == b {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,315 @@
+package verify
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/ir"
+)
+
+// The orders that wait ops make (docs/language.md, Waiting for landings). A wait completes once
+// the writes that landed in its region (or the atomic adds that landed on its word) weigh its
+// threshold: one per write, the addend per add. It says which landed only as far as every set of
+// landings that could satisfy it agrees: the landing of c happens before the end of wait w when
+// every set of contributions that weighs the threshold and can exist when w ends holds c. A set
+// that leaves c out must also leave out whatever lands only after c has (a set of landings is
+// closed under happens-before), and what lands only after w has ended; so c is required when
+//
+//	weight(contributors of w other than c, neither landing after c nor after the end of w) < threshold
+//
+// The orders so found add happens-before, which can make more contributors required: the
+// search repeats until nothing changes. A wait whose contributors that can land before it ends
+// do not weigh its threshold never completes: a deadlock, reported at the wait.
+//
+// The orders are found without any ordering between the ops of a queue (ir.OrderNone): what a
+// wait proves holds on every transport.
+
+// waiter is a wait op with its contributors.
+type waiter struct {
+	op     ir.OpID
+	need   int64     // the weight that completes it
+	from   []ir.OpID // the writes or adds that count
+	weight []int64   // their weights
+	word   bool      // a word's value, rather than a count of writes
+	total  int64     // the weight of all of from
+	start  int64     // where a word starts
+}
+
+// resolveWaits computes g.Lands when g has wait ops and they are not known yet, or reports why
+// a wait can never complete, or why its word is not one a wait can watch.
+func resolveWaits(g *ir.Graph) diag.List {
+	if g.Lands != nil {
+		return nil
+	}
+	var ws []*waiter
+	var groups diag.Group
+	for i := range g.Ops {
+		if g.Ops[i].Kind == ir.OpWait {
+			w, ds := newWaiter(g, ir.OpID(i))
+			for _, d := range ds {
+				groups.Add(d, "wait", int(g.Ops[i].Rank))
+			}
+			if w != nil {
+				ws = append(ws, w)
+			}
+		}
+	}
+	if groups.Len() > 0 {
+		errs := groups.List(g.Ranks)
+		errs.Sort()
+		return errs
+	}
+	if len(ws) == 0 {
+		return nil
+	}
+	lands := []ir.Edge{}
+	have := map[[2]ir.OpID]bool{}
+	for {
+		adj := newWaitAdj(g, lands)
+		grew := false
+		for _, w := range ws {
+			after := adj.from(endOf(w.op), adj.after) // what happens only after w has ended
+			var can int64
+			for k, c := range w.from {
+				if !after[landOf(c)] {
+					can += w.weight[k]
+				}
+			}
+			if can < w.need {
+				groups.Add(unreachable(g, w, can), "wait", int(g.Ops[w.op].Rank))
+				continue
+			}
+			for k, c := range w.from {
+				if after[landOf(c)] || have[[2]ir.OpID{c, w.op}] {
+					continue
+				}
+				required := can-w.weight[k] < w.need
+				if !required {
+					later := adj.from(landOf(c), adj.later)
+					rest := can - w.weight[k]
+					for j, d := range w.from {
+						if j != k && !after[landOf(d)] && later[landOf(d)] {
+							rest -= w.weight[j]
+						}
+					}
+					required = rest < w.need
+				}
+				if required {
+					have[[2]ir.OpID{c, w.op}] = true
+					lands = append(lands, ir.Edge{From: c, To: w.op, Pos: g.Ops[w.op].Pos})
+					grew = true
+				}
+			}
+		}
+		if groups.Len() > 0 {
+			errs := groups.List(g.Ranks)
+			errs.Sort()
+			return errs
+		}
+		if !grew {
+			break
+		}
+	}
+	slices.SortFunc(lands, func(a, b ir.Edge) int {
+		if a.To != b.To {
+			return int(a.To - b.To)
+		}
+		return int(a.From - b.From)
+	})
+	g.Lands = lands
+	return nil
+}
+
+// unreachable is the deadlock of a wait whose contributors that can land before it ends weigh
+// only can.
+func unreachable(g *ir.Graph, w *waiter, can int64) *diag.Diagnostic {
+	op := &g.Ops[w.op]
+	at := g.PartPos(w.op, ir.PartDst)
+	if w.word {
+		if w.total < w.need {
+			return diag.Errorf(diag.Deadlock, at, "wait %s waits for %s to reach %d, but it starts at %d and the atomic adds to it bring %d in all: it can never complete (wait for less, or add the missing adds)",
+				g.OpString(w.op), g.SliceString(op.Dst), op.A(), w.start, w.total)
+		}
+		return diag.Errorf(diag.Deadlock, at, "deadlock: wait %s waits for %s to reach %d, but it starts at %d and the atomic adds that can land before the wait ends bring only %d: the others land only after it (through `after`, queue order or matching)",
+			g.OpString(w.op), g.SliceString(op.Dst), op.A(), w.start, can)
+	}
+	if w.total < w.need {
+		land := "land"
+		if w.total == 1 {
+			land = "lands"
+		}
+		return diag.Errorf(diag.Deadlock, at, "wait %s waits for %s to %s, but only %d %s there: it can never complete (wait for fewer, or add the missing writes)",
+			g.OpString(w.op), writes(w.need), g.SliceString(op.Dst), w.total, land)
+	}
+	return diag.Errorf(diag.Deadlock, at, "deadlock: wait %s waits for %s to %s, but only %d of the %s that land there can land before the wait ends: the others land only after it (through `after`, queue order or matching)",
+		g.OpString(w.op), writes(w.need), g.SliceString(op.Dst), can, writes(w.total))
+}
+
+// writes is "1 write" or "N writes".
+func writes(n int64) string {
+	if n == 1 {
+		return "1 write"
+	}
+	return fmt.Sprintf("%d writes", n)
+}
+
+// newWaiter finds the contributors of wait id, or reports a word that a wait cannot watch.
+func newWaiter(g *ir.Graph, id ir.OpID) (*waiter, diag.List) {
+	op := &g.Ops[id]
+	w := &waiter{op: id, need: op.A(), word: op.WaitsWord()}
+	r, region := int(op.Rank), op.Dst
+	var errs diag.List
+	overlaps := func(s ir.Slice) bool {
+		return s.Valid() && s.Buf == region.Buf && s.Off < region.Off+region.Len && region.Off < s.Off+s.Len
+	}
+	peer := func(x *ir.Op) int {
+		if x.Queue == ir.None {
+			return int(x.Rank)
+		}
+		return g.Queues[x.Queue].PeerRank
+	}
+	bad := func(x ir.OpID, what string) {
+		d := diag.Errorf(diag.Shape, g.PartPos(id, ir.PartDst), "wait %s watches %s, which %s %s: a wait's word may change only by atomic adds of positive values, so that its value only grows",
+			g.OpString(id), g.SliceString(region), g.Ops[x].Name, what)
+		d.Relate(g.Ops[x].Pos, fmt.Sprintf("%s %s", g.Ops[x].Kind, g.Ops[x].Name))
+		errs = append(errs, d)
+	}
+	for i := range g.Ops {
+		x := &g.Ops[i]
+		xid := ir.OpID(i)
+		if x.Kind.OnQueue() && peer(x) == r {
+			switch {
+			case x.Kind == ir.OpWrite && overlaps(x.Dst):
+				if w.word {
+					bad(xid, "a write changes")
+					continue
+				}
+				if x.Dst.Off < region.Off || x.Dst.Off+x.Dst.Len > region.Off+region.Len {
+					d := diag.Errorf(diag.Shape, g.PartPos(xid, ir.PartDst), "write %s lands in %s, partly outside the region %s that wait %s counts: a write counts whole, so it must land inside the region or outside it",
+						g.OpString(xid), g.SliceString(x.Dst), g.SliceString(region), g.OpString(id))
+					d.Relate(op.Pos, "wait "+op.Name)
+					errs = append(errs, d)
+					continue
+				}
+				w.from, w.weight = append(w.from, xid), append(w.weight, 1)
+			case x.Kind == ir.OpAtomicAdd && w.word && overlaps(x.Dst):
+				if x.A() <= 0 {
+					bad(xid, fmt.Sprintf("adds %d to", x.A()))
+					continue
+				}
+				w.from, w.weight = append(w.from, xid), append(w.weight, x.A())
+			case x.Kind == ir.OpAtomicCAS && w.word && overlaps(x.Dst):
+				bad(xid, "a compare-and-swap changes")
+			}
+		}
+		if w.word && int(x.Rank) == r {
+			for _, s := range localWrites(x) {
+				if overlaps(s) {
+					bad(xid, "writes")
+				}
+			}
+		}
+	}
+	for _, v := range w.weight {
+		w.total += v
+	}
+	if w.word && len(errs) == 0 {
+		start, err := wordStart(g, r, region)
+		if err != "" {
+			errs = append(errs, diag.Errorf(diag.Shape, g.PartPos(id, ir.PartDst), "wait %s watches %s, %s", g.OpString(id), g.SliceString(region), err))
+		}
+		w.start = start
+		w.need -= start
+		if w.need <= 0 { // reached from the start: nothing to wait for
+			w.need, w.from, w.weight = 0, nil, nil
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return w, nil
+}
+
+// localWrites are the local slices op x writes on its own rank.
+func localWrites(x *ir.Op) []ir.Slice {
+	switch x.Kind {
+	case ir.OpRecv, ir.OpRead:
+		return x.DstSegs()
+	case ir.OpReduce, ir.OpCopy:
+		return []ir.Slice{x.Dst}
+	case ir.OpAtomicAdd, ir.OpAtomicCAS:
+		return []ir.Slice{x.Fetch()}
+	}
+	return nil
+}
+
+// maxWordBuffer bounds the buffer of a waited word, whose init is evaluated to know where the
+// word starts.
+const maxWordBuffer = 1 << 20
+
+// wordStart is the value the word s starts with on rank r, from its buffer's init; or why it
+// cannot be known.
+func wordStart(g *ir.Graph, r int, s ir.Slice) (int64, string) {
+	b := &g.Buffers[s.Buf]
+	switch {
+	case b.Extern:
+		return 0, fmt.Sprintf("in extern buffer %s, whose start value the caller sets: keep the word in a buffer of coredag's own", b.Name)
+	case b.Bytes() > maxWordBuffer:
+		return 0, fmt.Sprintf("in buffer %s of %d bytes: keep the word in a buffer of at most %d bytes, whose init is evaluated to know where it starts", b.Name, b.Bytes(), maxWordBuffer)
+	case b.Init == nil:
+		return 0, ""
+	}
+	mem := make([]byte, b.Bytes())
+	if err := b.Init(r, mem); err != nil {
+		return 0, fmt.Sprintf("whose init fails on rank %d: %v", r, err)
+	}
+	return int64(binary.LittleEndian.Uint64(mem[s.Off*8:])), ""
+}
+
+// waitAdj is the happens-before graph of the events with the orders found so far, for the
+// searches of resolveWaits.
+type waitAdj struct {
+	start, succ  []int32
+	after, later []bool // the sets of the two searches resolveWaits keeps at once
+	stack        []int32
+}
+
+func newWaitAdj(g *ir.Graph, lands []ir.Edge) *waitAdj {
+	n := 3 * len(g.Ops)
+	a := &waitAdj{start: make([]int32, n+1), after: make([]bool, n), later: make([]bool, n)}
+	each := func(add func(x, y event)) {
+		hbEdges(g, true, ir.OrderNone, add)
+		for _, e := range lands {
+			add(landOf(e.From), endOf(e.To))
+		}
+	}
+	each(func(x, _ event) { a.start[x+1]++ })
+	for i := range n {
+		a.start[i+1] += a.start[i]
+	}
+	a.succ = make([]int32, a.start[n])
+	fill := slices.Clone(a.start[:n])
+	each(func(x, y event) {
+		a.succ[fill[x]] = int32(y)
+		fill[x]++
+	})
+	return a
+}
+
+// from fills seen with the events reachable from e (e excluded unless on a cycle) and returns it.
+func (a *waitAdj) from(e event, seen []bool) []bool {
+	clear(seen)
+	a.stack = append(a.stack[:0], a.succ[a.start[e]:a.start[e+1]]...)
+	for len(a.stack) > 0 {
+		v := a.stack[len(a.stack)-1]
+		a.stack = a.stack[:len(a.stack)-1]
+		if seen[v] {
+			continue
+		}
+		seen[v] = true
+		a.stack = append(a.stack, a.succ[a.start[v]:a.start[v+1]]...)
+	}
+	return seen
+}
