@@ -60,7 +60,8 @@ func (s *Schedule) OpOf(i int) string {
 //   - a receive completes with an exec of o_ns on its rank once the matched message arrived,
 //     its own predecessors completed and the receive before it on its queue completed;
 //   - a reduce or a copy is an exec of host_ns plus its bytes times reduce_ns_per_byte or
-//     copy_ns_per_byte; a nop is an exec of 0;
+//     copy_ns_per_byte; a nop is an exec of 0, and so is a wait, which also comes after the
+//     landings every way of completing it includes (Graph.Lands);
 //   - an op starts after the ops it comes after completed.
 //
 // What the platform adds (latency L_ns and bandwidth 1/G_ns_per_byte on its links) is in
@@ -138,6 +139,10 @@ func Build(g *ir.Graph, par predict.Params) (*Schedule, error) {
 		for _, p := range g.Preds(ir.OpID(i)) {
 			dep(done[p], start[i])
 		}
+	}
+	// a wait completes after the landings every way of completing it includes (Graph.Lands)
+	for _, e := range g.Lands {
+		dep(done[e.From], done[e.To])
 	}
 	// each side of a queue is FIFO: the send side's overheads in order, the receives in order
 	for q := range g.Queues {

@@ -220,3 +220,22 @@ func TestRunAgreesWithPredict(t *testing.T) {
 		assert.Greater(t, res.MaxRSS, int64(0))
 	}
 }
+
+// A wait comes after the landings every way of completing it includes: each of the plan's Lands
+// edges is a dependency from the write's comm to the wait's exec.
+func TestBuildWaits(t *testing.T) {
+	g := load(t, "../docs/examples/onesided_allgather.dag", nil, map[string]int64{"ranks": 4})
+	require.NotEmpty(t, g.Lands)
+	s, err := Build(g, predict.Default())
+	require.NoError(t, err)
+	has := map[[2]ir.OpID]bool{}
+	for _, d := range s.deps {
+		if s.acts[d[0]].comm && !s.acts[d[1]].comm {
+			has[[2]ir.OpID{s.op[d[0]], s.op[d[1]]}] = true
+		}
+	}
+	for _, e := range g.Lands {
+		require.Equal(t, ir.OpWait, g.Ops[e.To].Kind)
+		assert.True(t, has[[2]ir.OpID{e.From, e.To}], "the wait %s comes after the landing of %s", g.OpString(e.To), g.OpString(e.From))
+	}
+}
