@@ -224,7 +224,7 @@ func TestRunAgreesWithPredict(t *testing.T) {
 // A wait comes after the landings every way of completing it includes: each of the plan's Lands
 // edges is a dependency from the write's comm to the wait's exec.
 func TestBuildWaits(t *testing.T) {
-	g := load(t, "../docs/examples/onesided_allgather.dag", nil, map[string]int64{"ranks": 4})
+	g := load(t, "../docs/examples/counted_allgather.dag", nil, map[string]int64{"ranks": 4})
 	require.NotEmpty(t, g.Lands)
 	s, err := Build(g, predict.Default())
 	require.NoError(t, err)
