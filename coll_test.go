@@ -631,3 +631,42 @@ func TestShortVectorPlan(t *testing.T) {
 		require.NoError(t, c.Close())
 	}
 }
+
+// TestWordWaitsAcrossStarts: a wait on a memory word holds in every start, not only the first.
+// Start resets no buffer, so the word grows by its adds each iteration; a wait that compared it
+// with the first iteration's value let later iterations read blocks that had not landed.
+func TestWordWaitsAcrossStarts(t *testing.T) {
+	const ranks, n, starts = 3, 4, 4
+	for _, target := range []string{"generic", "connectx"} {
+		t.Run(target, func(t *testing.T) {
+			p, err := Open("plans/onesided_allgather.dag", Options{Target: target, HangTimeout: 10 * time.Second,
+				Params: map[string]int64{"ranks": ranks, "n": n}})
+			require.NoError(t, err)
+			p.prov = sharedSoftNIC()
+			c, err := p.Init(context.Background(), nil)
+			require.NoError(t, err)
+			defer c.Close()
+			mine, out := make([][]uint64, ranks), make([][]uint64, ranks)
+			for r := range ranks {
+				mine[r], out[r] = make([]uint64, n), make([]uint64, ranks*n)
+				require.NoError(t, BindSlice(c, r, "mine", mine[r]))
+				require.NoError(t, BindSlice(c, r, "out", out[r]))
+			}
+			for it := range starts {
+				for r := range mine {
+					for i := range mine[r] {
+						mine[r][i] = uint64(it<<20 | r<<10 | i)
+					}
+					clear(out[r])
+				}
+				require.NoError(t, c.Start())
+				require.NoError(t, c.Wait(context.Background()))
+				for r := range out {
+					for i, v := range out[r] {
+						require.Equal(t, uint64(it<<20|(i/n)<<10|i%n), v, "start %d: out[%d] on rank %d", it, i, r)
+					}
+				}
+			}
+		})
+	}
+}

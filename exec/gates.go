@@ -17,13 +17,17 @@ import (
 // polls; next starts an iteration.
 //
 // Counters are never reset: iteration i waits for its count plus i times the writes that land
-// in the region per iteration, as triggered plans do with their thresholds (ir/trigger.go),
-// so that a faster peer's writes of the next iteration cannot be lost to a reset.
+// in the region per iteration, as triggered plans do with their thresholds (ir/trigger.go), so
+// that a faster peer's writes of the next iteration cannot be lost to a reset. A word is reset
+// only with the rest of the memory, by Run between iterations that a barrier separates (next's
+// fresh); otherwise (Coll.Start, which never resets a buffer) iteration i waits for the value
+// plus i times what the atomic adds into the word add per iteration.
 type gates struct {
-	g     *ir.Graph
-	byOp  map[ir.OpID]*gate
-	round uint64 // the iteration, counted from 0 by next
-	began bool
+	g        *ir.Graph
+	byOp     map[ir.OpID]*gate
+	round    uint64 // the iteration, counted from 0 by next
+	wordFrom uint64 // the iteration that started with every word at its init
+	began    bool
 }
 
 // gate is what one wait op waits for.
@@ -63,7 +67,7 @@ func newGates(g *ir.Graph, mem *Memory, res []*rankRes, p nic.Provider) (*gates,
 				if len(b) != 8 || uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
 					return nil, opErrorf(g, id, "the word of the wait, %s, is not one aligned 8-byte element", g.SliceString(op.Dst))
 				}
-				gs.byOp[id] = &gate{word: b, need: uint64(op.A()), sign: g.Buffers[op.Dst.Buf].Type == ir.I64}
+				gs.byOp[id] = &gate{word: b, need: uint64(op.A()), per: landing(g, r.rank, op.Dst, true), sign: g.Buffers[op.Dst.Buf].Type == ir.I64}
 				continue
 			}
 			k := regionKey{r.rank, op.Dst}
@@ -83,7 +87,7 @@ func newGates(g *ir.Graph, mem *Memory, res []*rankRes, p nic.Provider) (*gates,
 				}
 				made[k] = c
 			}
-			gs.byOp[id] = &gate{cntr: c, need: uint64(op.A()), per: landing(g, r.rank, op.Dst)}
+			gs.byOp[id] = &gate{cntr: c, need: uint64(op.A()), per: landing(g, r.rank, op.Dst, false)}
 		}
 	}
 	return gs, nil
@@ -104,11 +108,14 @@ func (gs *gates) waits(id ir.OpID) bool {
 // ready reports whether wait id may complete.
 func (gs *gates) ready(id ir.OpID) bool {
 	t := gs.byOp[id]
-	have := t.value()
-	if t.sign {
-		return int64(have) >= int64(t.need)
+	have, need := t.value(), t.need+gs.round*t.per
+	if t.cntr == nil {
+		need = t.need + (gs.round-gs.wordFrom)*t.per
 	}
-	return have >= t.need+gs.round*t.per
+	if t.sign {
+		return int64(have) >= int64(need)
+	}
+	return have >= need
 }
 
 // value is the count or the word's value now.
@@ -128,15 +135,16 @@ func (gs *gates) describe(id ir.OpID) string {
 		base := gs.round * t.per
 		return fmt.Sprintf("wait %s: %d of the %d writes it waits for have landed in %s", op.Name, t.value()-base, t.need, gs.g.SliceString(op.Dst))
 	}
-	v := binary.LittleEndian.Uint64(t.word)
+	v, need := binary.LittleEndian.Uint64(t.word), t.need+(gs.round-gs.wordFrom)*t.per
 	if t.sign {
-		return fmt.Sprintf("wait %s: %s holds %d, not yet %d", op.Name, gs.g.SliceString(op.Dst), int64(v), int64(t.need))
+		return fmt.Sprintf("wait %s: %s holds %d, not yet %d", op.Name, gs.g.SliceString(op.Dst), int64(v), int64(need))
 	}
-	return fmt.Sprintf("wait %s: %s holds %d, not yet %d", op.Name, gs.g.SliceString(op.Dst), v, t.need)
+	return fmt.Sprintf("wait %s: %s holds %d, not yet %d", op.Name, gs.g.SliceString(op.Dst), v, need)
 }
 
-// next starts an iteration: the first call starts iteration 0.
-func (gs *gates) next() {
+// next starts an iteration: the first call starts iteration 0. fresh says the memory was just
+// reset to its inits, the words with it.
+func (gs *gates) next(fresh bool) {
 	if gs == nil {
 		return
 	}
@@ -144,31 +152,30 @@ func (gs *gates) next() {
 		gs.round++
 	}
 	gs.began = true
+	if fresh {
+		gs.wordFrom = gs.round
+	}
 }
 
-// landing counts the writes that land in region s of rank r in one iteration.
-func landing(g *ir.Graph, r int, s ir.Slice) uint64 {
+// landing is what lands in region s of rank r in one iteration: for a word, the sum of the
+// atomic adds into it (the only ops that may change a watched word, planner/verify/waits.go);
+// else the number of writes that land wholly inside the region.
+func landing(g *ir.Graph, r int, s ir.Slice, word bool) uint64 {
 	var n uint64
 	for i := range g.Ops {
 		x := &g.Ops[i]
-		if x.Kind != ir.OpWrite || x.Dst.Buf != s.Buf || g.Queues[x.Queue].PeerRank != r {
+		if !x.Kind.OnQueue() || x.Dst.Buf != s.Buf || g.Queues[x.Queue].PeerRank != r ||
+			x.Dst.Off < s.Off || x.Dst.Off+x.Dst.Len > s.Off+s.Len {
 			continue
 		}
-		if x.Dst.Off >= s.Off && x.Dst.Off+x.Dst.Len <= s.Off+s.Len {
+		switch {
+		case word && x.Kind == ir.OpAtomicAdd:
+			n += uint64(x.A())
+		case !word && x.Kind == ir.OpWrite:
 			n++
 		}
 	}
 	return n
-}
-
-// hasWaits reports whether g has wait ops.
-func hasWaits(g *ir.Graph) bool {
-	for i := range g.Ops {
-		if g.Ops[i].Kind == ir.OpWait {
-			return true
-		}
-	}
-	return false
 }
 
 // watched reports whether buffer b holds the word of a wait.

@@ -248,12 +248,12 @@ func newInstantEngineFor(tb testing.TB, g *ir.Graph, p *instantNIC, hang time.Du
 func TestPollDispatchAllocatesNothing(t *testing.T) {
 	e, n := newDispatchEngine(t, 10_000)
 	ctx := context.Background()
-	e.rearm(0)
+	e.rearm(0, true)
 	require.NoError(t, e.prepost())
 	require.NoError(t, e.iterate(ctx, 0))
 	require.Equal(t, uint64(n), e.posted, "every op of the plan is a WQE")
 	allocs := testing.AllocsPerRun(20, func() {
-		e.rearm(1)
+		e.rearm(1, true)
 		if err := e.prepost(); err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +271,7 @@ func TestPollHangsOnSilentNIC(t *testing.T) {
 	for _, ops := range []int{8, 24, 1000} {
 		for _, hang := range []time.Duration{time.Millisecond, 7 * time.Millisecond, 20 * time.Millisecond} {
 			e, _ := newInstantEngine(t, ops, &instantNIC{dropRecv: true}, hang)
-			e.rearm(0)
+			e.rearm(0, true)
 			require.NoError(t, e.prepost())
 			start := time.Now()
 			err := e.iterate(context.Background(), 0)
@@ -289,7 +289,7 @@ func TestPollHangsOnSilentNIC(t *testing.T) {
 func TestPollBlocksWhenIdle(t *testing.T) {
 	w := &instantWait{release: true}
 	e, _ := newInstantEngine(t, 24, &instantNIC{dropRecv: true, wait: w}, 3*time.Second)
-	e.rearm(0)
+	e.rearm(0, true)
 	require.NoError(t, e.prepost())
 	require.NoError(t, e.iterate(context.Background(), 0))
 	assert.Positive(t, w.calls, "the receives complete only once the engine blocks")
@@ -306,7 +306,7 @@ func TestPollBlockingHangs(t *testing.T) {
 	for _, hang := range []time.Duration{time.Millisecond, 25 * time.Millisecond} {
 		w := &instantWait{}
 		e, _ := newInstantEngine(t, 24, &instantNIC{dropRecv: true, wait: w}, hang)
-		e.rearm(0)
+		e.rearm(0, true)
 		require.NoError(t, e.prepost())
 		start := time.Now()
 		err := e.iterate(context.Background(), 0)
@@ -328,7 +328,7 @@ func TestPollSpinsOnTheOnlyCQ(t *testing.T) {
 	require.NoError(t, err)
 	sn := &instantNIC{dropRecv: true}
 	e, _ := newInstantEngineFor(t, g, sn, 20*time.Millisecond)
-	e.rearm(0)
+	e.rearm(0, true)
 	require.NoError(t, e.prepost())
 	err = e.iterate(context.Background(), 0)
 	var h *HangError
@@ -364,7 +364,7 @@ func BenchmarkPollDispatch(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		e.rearm(i)
+		e.rearm(i, true)
 		t1 := time.Now()
 		if err := e.prepost(); err != nil { // posting work, not re-arming: counted as the run's
 			b.Fatal(err)
@@ -440,7 +440,7 @@ func TestArmChain(t *testing.T) {
 			e.trigSides = append(e.trigSides, int32(si))
 		}
 	}
-	e.rearm(0)
+	e.rearm(0, true)
 	require.NoError(t, e.prepost())
 	e.arm()
 	require.Len(t, trig.armed, nic.MaxArmed)
@@ -485,7 +485,7 @@ func TestTimelineTakesDriverStamps(t *testing.T) {
 			q.Stamp(true)
 			e.cqs[ci].cq, e.cqs[ci].spin = q, nil
 		}
-		e.rearm(0)
+		e.rearm(0, true)
 		require.NoError(t, e.prepost())
 		require.NoError(t, e.iterate(context.Background(), 0))
 		for id, at := range e.times {

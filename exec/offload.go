@@ -258,11 +258,11 @@ func (e *offloadEngine) relocateRemote(peer int, move func(addr *uint64, rkey *u
 // prepost has nothing to do: the offload engine posts each iteration's chains in iterate.
 func (e *offloadEngine) prepost() error { return nil }
 
-func (e *offloadEngine) rearm(iter int) {
+func (e *offloadEngine) rearm(iter int, fresh bool) {
 	e.iter = iter
 	e.left = 0
 	e.short = e.short[:0]
-	e.gates.next()
+	e.gates.next(fresh)
 	for ri := range e.ranks {
 		or := &e.ranks[ri]
 		or.hostNext, or.gated = 0, false

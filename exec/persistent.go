@@ -189,7 +189,7 @@ func (s *Session) step(ctx context.Context) error {
 		return fmt.Errorf("%w (%v): close and init again", ErrSessionFailed, firstLine(s.failed.Error()))
 	}
 	iter := s.done
-	s.d.rearm(iter)
+	s.d.rearm(iter, false) // Start resets no buffer (gates.go: words)
 	err := s.d.prepost()
 	switch {
 	case err != nil:

@@ -237,10 +237,10 @@ func (e *pollEngine) relocateRemote(peer int, move func(addr *uint64, rkey *uint
 	}
 }
 
-func (e *pollEngine) rearm(int) {
+func (e *pollEngine) rearm(_ int, fresh bool) {
 	copy(e.pending, e.initPending)
 	e.parked = e.parked[:0]
-	e.gates.next()
+	e.gates.next(fresh)
 	clear(e.ready)
 	e.disarm()
 	for i := range e.sides {

@@ -171,8 +171,9 @@ type Unfenced struct {
 
 // driver is an engine bound to a set's resources.
 type driver interface {
-	// rearm resets the engine's state for iteration iter (outside the timed region).
-	rearm(iter int)
+	// rearm resets the engine's state for iteration iter (outside the timed region); fresh says
+	// the memory was just reset to its inits.
+	rearm(iter int, fresh bool)
 	// prepost posts what waits for nothing and must be in place before any peer starts (the
 	// receives of the polling engine), after rearm and before the start barrier.
 	prepost() error
@@ -426,7 +427,7 @@ func (s *Session) RunTimed(ctx context.Context, iters int, timed func(iterate fu
 				return finish(err)
 			}
 		}
-		d.rearm(iter)
+		d.rearm(iter, true) // the memory was just reset
 		if err := d.prepost(); err != nil {
 			return finish(fmt.Errorf("iteration %d: %w", iter, err))
 		}
