@@ -569,9 +569,15 @@ func (s *fixGraph) firsts(a MemAccess) []Fix {
 	}
 	var out []Fix
 	for _, x := range xs {
+		if len(out) >= maxPairFirsts { // pickPair tries no more
+			break
+		}
 		span := g.Rank[g.Ops[x].Rank]
 		var ys []ir.OpID
 		for y := span.FirstOp; y < span.EndOp; y++ {
+			if s.spent() { // the reach tests count against the search's budget
+				return out
+			}
 			if y == x || s.reaches(endOf(x), startOf(y)) || s.reaches(startOf(y), endOf(x)) {
 				continue
 			}
