@@ -126,6 +126,14 @@ func Fold(s RankSample) (*ir.Graph, Symmetry, error) {
 	}
 	others := slices.DeleteFunc(slices.Clone(s.Ranks), func(r int) bool { return r == 0 })
 	slices.Sort(others)
+	for i, r := range others {
+		if r < 0 || r >= g.Ranks {
+			return nil, Symmetry{}, fmt.Errorf("predict: fold: sampled rank %d is not one of the plan's %d", r, g.Ranks)
+		}
+		if i > 0 && others[i-1] == r {
+			return nil, Symmetry{}, fmt.Errorf("predict: fold: rank %d is sampled twice", r)
+		}
+	}
 	edges := rankEdges(g)
 	var why []string
 	for _, gr := range []Group{Rotation, Xor} {

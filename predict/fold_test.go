@@ -188,3 +188,20 @@ func BenchmarkFoldRing16384(b *testing.B) {
 		require.NoError(b, err)
 	}
 }
+
+// TestFoldBadSample: a sample naming a rank the plan does not have, or a rank twice, is an
+// error, not a panic or a claim that every rank was compared.
+func TestFoldBadSample(t *testing.T) {
+	t.Parallel()
+	f := parsePlan(t, "ring_allreduce.dag")
+	s, err := elaborate.ElaborateRanks(f, map[string]int64{"ranks": 8, "n": 1}, []int{0, 1}, elaborate.Options{})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		ranks []int
+		want  string
+	}{{[]int{0, 8}, "sampled rank 8 is not one of the plan's 8"}, {[]int{0, 1, 1}, "rank 1 is sampled twice"}, {[]int{0, -1}, "sampled rank -1"}} {
+		_, _, err := predict.Fold(predict.RankSample{Graph: s.Graph, Ranks: c.ranks, PeerNames: s.PeerNames})
+		require.Error(t, err, "%v", c.ranks)
+		assert.Contains(t, err.Error(), c.want)
+	}
+}
