@@ -25,7 +25,7 @@ type Options struct {
 	// CacheDir keeps the engine coredag builds ("" : the user's cache directory, coredag/simgrid
 	// in it).
 	CacheDir string
-	// CXX is the C++ compiler ("" : $CXX, else g++).
+	// CXX is the C++ compiler ("": g++).
 	CXX string
 	// Timeout bounds SimGrid's run (0: only the context does). Building the engine is bounded
 	// by the context alone.
@@ -69,9 +69,6 @@ var config = []string{"--cfg=network/model:CM02", "--cfg=network/crosstraffic:0"
 // this version of engine.cc.
 func Engine(ctx context.Context, opt Options) (string, error) {
 	cxx := opt.CXX
-	if cxx == "" {
-		cxx = os.Getenv("CXX")
-	}
 	if cxx == "" {
 		cxx = "g++"
 	}

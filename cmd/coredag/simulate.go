@@ -81,7 +81,7 @@ func (c *simulateCmd) Run(e *env) error {
 			return usageError("--keep: %v", err)
 		}
 	}
-	res, err := simgrid.Run(e.ctx, sched, plat, simgrid.Options{Timeout: c.Timeout, Dir: c.Keep})
+	res, err := simgrid.Run(e.ctx, sched, plat, simgrid.Options{Timeout: c.Timeout, Dir: c.Keep, CXX: os.Getenv("CXX")})
 	if err != nil {
 		if errors.Is(err, simgrid.ErrNoSimGrid) {
 			return usageError("%v", err)
