@@ -81,6 +81,9 @@ func (el *elaborator) runOnly() {
 				return
 			}
 			g.Ops = arena.GrowTo(g.Ops, want)
+			if !el.room(diag.Pos{}, len(g.Queues)*k, unsafe.Sizeof(ir.Queue{}), "queues") {
+				return
+			}
 			g.Queues = arena.GrowTo(g.Queues, len(g.Queues)*k)
 			if !el.room(diag.Pos{}, len(g.Edges)*k, unsafe.Sizeof(ir.Edge{}), "`after` edges") {
 				return
