@@ -95,6 +95,7 @@ const (
 	evPolled                 // polling engine: the CPU handled the completion of entry a of queue q
 	evRaise                  // triggered: counter q of rank r is raised by a
 	evSet                    // triggered: counter q of rank r is set to a
+	evLand                   // the write or atomic of Graph.Lands[a] landed at its wait's rank
 )
 
 type event struct {
@@ -220,10 +221,22 @@ type sim struct {
 	pending []int32 // by op: explicit predecessors not yet complete
 	ready   []bool  // by op: every predecessor complete
 	wake    []waiter
+	// wait ops (Graph.Lands): the edges from each landing op, the landings each wait still
+	// needs, and the start of a wait's host step held until they are in
+	landsFrom map[ir.OpID][]int32
+	landLeft  map[ir.OpID]int
+	held      map[ir.OpID]func(t float64)
 }
 
 func newSim(p *ir.Plan, par Params) *sim {
 	s := &sim{p: p, g: p.Graph, par: par, ranks: make([]rankState, len(p.Ranks)), lastOp: ir.None}
+	if lands := p.Graph.Lands; len(lands) > 0 {
+		s.landsFrom, s.landLeft, s.held = map[ir.OpID][]int32{}, map[ir.OpID]int{}, map[ir.OpID]func(float64){}
+		for i, e := range lands {
+			s.landsFrom[e.From] = append(s.landsFrom[e.From], int32(i))
+			s.landLeft[e.To]++
+		}
+	}
 	if par.Workers > 0 {
 		s.pool = make([]float64, par.Workers)
 	}
@@ -399,7 +412,33 @@ func (s *sim) handle(e event) {
 		rs := &s.ranks[r]
 		rs.cnt[q] = uint64(e.a)
 		s.raise(r, q, 0, s.now)
+	case evLand:
+		to := s.g.Lands[e.a].To
+		if s.landLeft[to]--; s.landLeft[to] == 0 {
+			if start := s.held[to]; start != nil {
+				delete(s.held, to)
+				start(s.now)
+			}
+		}
 	}
+}
+
+// landed: op o's data (a write's, an atomic's) is in place at its target at t; the waits that
+// need it hear of it then.
+func (s *sim) landed(o ir.OpID, t float64) {
+	for _, i := range s.landsFrom[o] {
+		s.push(t, evLand, int(s.g.Ops[s.g.Lands[i].To].Rank), 0, int64(i))
+	}
+}
+
+// hostStep starts the host step of op o at t by start, or, for a wait whose landings are not all
+// in yet, when the last of them lands.
+func (s *sim) hostStep(o ir.OpID, t float64, start func(t float64)) {
+	if s.landLeft[o] > 0 {
+		s.held[o] = start
+		return
+	}
+	start(t)
 }
 
 // kick schedules a run of queue q's head at t unless one is scheduled.
@@ -471,6 +510,7 @@ func (s *sim) runQueue(r, q int) {
 		next = s.use(r, true, max(now, qs.lastStart+s.par.G), d)
 		qs.lastStart = next - d
 		land := next + s.par.L
+		s.landed(w.Op, land)
 		switch w.Opcode {
 		case ir.OpcSend, ir.OpcWriteImm:
 			peer := int(w.Peer)
@@ -618,8 +658,11 @@ func (s *sim) runHost(r int) {
 			}
 		}
 		rs.hostBusy = true
-		end := s.use(r, false, s.now, s.hostCost(w.Op))
-		s.push(end, evHostDone, r, rp.Host, int64(rs.hostHead))
+		o, idx := w.Op, rs.hostHead
+		s.hostStep(o, s.now, func(t float64) {
+			end := s.use(r, false, t, s.hostCost(o))
+			s.push(end, evHostDone, r, rp.Host, int64(idx))
+		})
 		return
 	}
 }
@@ -664,8 +707,11 @@ func (s *sim) fire(r, i int, t float64) {
 	case ir.TrigOp:
 		w := &rp.Queues[e.Loc.Queue].Chain[e.Loc.Index]
 		if w.Opcode == ir.OpcHost {
-			end := s.use(r, false, t, s.hostCost(w.Op))
-			s.push(end, evHostDone, r, e.Loc.Queue, int64(e.Loc.Index))
+			loc := e.Loc
+			s.hostStep(w.Op, t, func(t float64) {
+				end := s.use(r, false, t, s.hostCost(w.Op))
+				s.push(end, evHostDone, r, loc.Queue, int64(loc.Index))
+			})
 			return
 		}
 		qs := &s.ranks[r].qs[e.Loc.Queue]
@@ -683,9 +729,11 @@ func (s *sim) opReady(o ir.OpID, t float64) {
 	op := &s.g.Ops[o]
 	r := int(op.Rank)
 	if !op.Kind.OnQueue() {
-		end := s.use(r, false, t, s.hostCost(o))
-		l := s.p.Loc[o]
-		s.push(end, evHostDone, r, l.Queue, int64(l.Index))
+		s.hostStep(o, t, func(t float64) {
+			end := s.use(r, false, t, s.hostCost(o))
+			l := s.p.Loc[o]
+			s.push(end, evHostDone, r, l.Queue, int64(l.Index))
+		})
 		return
 	}
 	s.ready[o] = true

@@ -163,3 +163,36 @@ func BenchmarkRingAllreduce(b *testing.B) {
 		})
 	}
 }
+
+const waitCopy = `plan waitcopy
+param ranks = 2
+param n = 100
+buffer src  u64[n] init i
+buffer dst  u64[n] remote_write
+buffer out  u64[n]
+buffer flag u64[1] remote_atomic
+queue q to 1 - rank peer q
+if rank == 1 {
+  op put  = write q src to dst
+  op bump = atomic add q flag[0] 1 after put
+}
+if rank == 0 {
+  op got = wait flag[0] >= 1
+  op cp  = copy dst to out after got
+}
+`
+
+// A wait starts its host step when the landings it needs are in (Graph.Lands), not when its
+// own rank reaches it: the copy after it starts once the write (8n bytes) and the add (8 bytes)
+// have landed, on every engine the targets lower waits to.
+func TestWaitHoldsForLandings(t *testing.T) {
+	par := unit("G_ns_per_byte")
+	par.Copy = 1
+	for _, target := range []string{"generic", "connectx", "triggered"} {
+		p := compile(t, "waitcopy.dag", []byte(waitCopy), nil, target)
+		require.NotEmpty(t, p.Graph.Lands, target)
+		res, err := Simulate(p, par, Options{})
+		require.NoError(t, err, target)
+		require.InDelta(t, 8*100+8+8*100, res.Time, 1e-9, target)
+	}
+}
