@@ -33,6 +33,9 @@ type Options struct {
 	// Dir, when set, is where the platform and the schedule are written (platform.xml and
 	// schedule.txt), and kept; otherwise they go to a temporary directory, removed after.
 	Dir string
+	// MaxBytes bounds SimGrid's address space (ulimit -v; 0: no bound). A run that needs more
+	// ends with an error that names the figure.
+	MaxBytes int64
 }
 
 // Result is what SimGrid says of one iteration.
@@ -48,6 +51,9 @@ type Result struct {
 	Wall, CPU time.Duration
 	MaxRSS    int64
 }
+
+// ErrBudget is wrapped by the error of a run that needed more memory than Options.MaxBytes.
+var ErrBudget = errors.New("over the memory budget")
 
 // ErrNoSimGrid is wrapped by the errors that say SimGrid or the compiler is not installed.
 var ErrNoSimGrid = errors.New("SimGrid is not installed (on Debian: apt-get install g++ libsimgrid-dev)")
@@ -168,7 +174,13 @@ func Run(ctx context.Context, s *Schedule, p Platform, opt Options) (Result, err
 	if s.Ranks > noGuardRanks {
 		args = append(args, "--cfg=contexts/guard-size:0")
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
+	var cmd *exec.Cmd
+	if opt.MaxBytes > 0 { // the shell sets the limit for the engine it becomes
+		limit := fmt.Sprintf("ulimit -v %d && exec \"$0\" \"$@\"", max(opt.MaxBytes>>10, 1))
+		cmd = exec.CommandContext(ctx, "sh", append([]string{"-c", limit, bin}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, bin, args...)
+	}
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -206,6 +218,9 @@ func Run(ctx context.Context, s *Schedule, p Platform, opt Options) (Result, err
 		if strings.Contains(msg, "error while loading shared libraries") {
 			return Result{}, fmt.Errorf("simgrid: the engine %s cannot load SimGrid (%s): %w; remove the engine to rebuild it", bin, firstLine(msg), ErrNoSimGrid)
 		}
+		if opt.MaxBytes > 0 && outOfMemory(msg) {
+			return Result{}, fmt.Errorf("simgrid: SimGrid needed more than its %d MiB of memory (%d activities): %w; raise it (--mem) or simulate fewer ranks", opt.MaxBytes>>20, len(s.acts), ErrBudget)
+		}
 		if finished >= 0 && finished < total {
 			return Result{}, fmt.Errorf("simgrid: %d of %d activities never ran: the schedule has a cycle", total-finished, total)
 		}
@@ -216,6 +231,16 @@ func Run(ctx context.Context, s *Schedule, p Platform, opt Options) (Result, err
 	}
 	res.Last = s.OpOf(int(last))
 	return res, nil
+}
+
+// outOfMemory reports whether SimGrid's error output says an allocation failed.
+func outOfMemory(msg string) bool {
+	for _, m := range []string{"bad_alloc", "Cannot allocate memory", "out of memory", "Failed to allocate", "mmap"} {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }
 
 func firstLine(s string) string {

@@ -81,9 +81,13 @@ func (c *simulateCmd) Run(e *env) error {
 			return usageError("--keep: %v", err)
 		}
 	}
-	res, err := simgrid.Run(e.ctx, sched, plat, simgrid.Options{Timeout: c.Timeout, Dir: c.Keep, CXX: os.Getenv("CXX")})
+	b, err := c.budget()
 	if err != nil {
-		if errors.Is(err, simgrid.ErrNoSimGrid) {
+		return err
+	}
+	res, err := simgrid.Run(e.ctx, sched, plat, simgrid.Options{Timeout: c.Timeout, Dir: c.Keep, CXX: os.Getenv("CXX"), MaxBytes: b.Bytes})
+	if err != nil {
+		if errors.Is(err, simgrid.ErrNoSimGrid) || errors.Is(err, simgrid.ErrBudget) {
 			return usageError("%v", err)
 		}
 		return err

@@ -50,4 +50,9 @@ func TestSimulateSimGrid(t *testing.T) {
 	assert.Equal(t, 2, code, errOut)
 	assert.Contains(t, errOut, "no-such-compiler-for-coredag was not found")
 	assert.Contains(t, errOut, "apt-get install g++ libsimgrid-dev")
+
+	// SimGrid's memory is within the budget: past it, a refusal that names it, exit 2.
+	code, _, errOut = coredag(t, "", "simulate", "--no-predict", "--mem", "64MiB", "-p", "ranks=256", "plans/recursive_doubling_allreduce.dag")
+	assert.Equal(t, 2, code, errOut)
+	assert.Contains(t, errOut, "SimGrid needed more than its 64 MiB of memory (8192 activities): over the memory budget; raise it (--mem)")
 }
