@@ -13,7 +13,9 @@ import (
 // chain it was found, checking only that the binding there still has its name. A statement's
 // expression always meets scopes of the same shape: each layer binds, before it, the same names
 // in the same order (a redeclaration is refused on every pass alike), so the binding found once
-// is the innermost one every time. What the tree does not handle (calls, floats) is evalInt's.
+// is the innermost one every time. A call is evaluated by evalCall, its arguments from their
+// trees; a def's body is compiled too, once per memo (funcs.go). What the tree does not handle
+// (floats, tables) is evalInt's.
 type cexpr struct {
 	kind  ckind
 	op    binop
@@ -27,6 +29,9 @@ type cexpr struct {
 	un    *dsl.UnaryExpr
 	x, y  *cexpr // operands; a condition's condition and then
 	z     *cexpr // a condition's else
+	call  *dsl.CallExpr
+	args  []*cexpr // cCall: the arguments
+	def   *defInfo // cCall: the def called, once found
 }
 
 type ckind uint8
@@ -38,6 +43,7 @@ const (
 	cBinary
 	cUnary
 	cCond
+	cCall
 )
 
 // compileExpr compiles e (nil: nil).
@@ -59,6 +65,10 @@ func compileExpr(e dsl.Expr) *cexpr {
 		c.kind, c.un, c.x = cUnary, e, compileExpr(e.X)
 	case *dsl.CondExpr:
 		c.kind, c.x, c.y, c.z = cCond, compileExpr(e.Cond), compileExpr(e.Then), compileExpr(e.Else)
+	case *dsl.CallExpr:
+		if len(e.Args) <= maxArgs {
+			c.kind, c.call, c.args = cCall, e, compileExprs(e.Args)
+		}
 	}
 	return c
 }
@@ -136,6 +146,8 @@ func (c *cexpr) eval(s *scope) (int64, *evalError) {
 			return c.y.eval(s)
 		}
 		return c.z.eval(s)
+	case cCall:
+		return evalCallArgs(c.call, s, c.args, &c.def)
 	}
 	return evalInt(c.e, s)
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
@@ -25,10 +27,12 @@ const (
 type funcs struct {
 	defs   map[string]*dsl.DefStmt
 	params map[*dsl.DefStmt]defInfo
+	byName map[string]*defInfo // the defs with what their calls share, by name
 }
 
 // defInfo is what the calls of one def share.
 type defInfo struct {
+	def   *dsl.DefStmt
 	names []string // its parameter names
 	id    int32    // its number, for the memo's keys
 	memo  bool     // its calls are remembered: it may recurse (memoDefs)
@@ -41,7 +45,7 @@ type call struct {
 	frame frame
 	ext   scopeExt
 	body  scope
-	vals  [4]int64
+	vals  [maxArgs]int64
 	count callCount
 }
 
@@ -69,12 +73,51 @@ type callCount struct {
 // deep it nested, and counts them again where it is reused, so MaxCalls and MaxCallDepth are
 // passed exactly where evaluating every call would pass them; where a reuse would pass one, the
 // rest of the outermost call is evaluated call by call (callCount.fresh), so the error names the
-// same chain of calls. Failed calls are not remembered. Each worker of a parallel elaboration
-// has its own memo; a full one is emptied and starts again.
+// same chain of calls. Failed calls are not remembered.
+//
+// The results are kept in blocks of blockSize calls of one def whose arguments differ only in
+// the low bits of the last one: a loop that calls a def with its loop variable last (Swing's
+// reach(q, s, b) for every block b) finds its results side by side, in a block it has just
+// used, found again in recent without a lookup in the table of all blocks. The table is shared
+// by the workers of a parallel elaboration (each result is then evaluated once, not once per
+// worker); recent and the calls are a worker's own.
 type memo struct {
-	small map[smallKey]memoVal // calls of up to three arguments that fit in 32 bits
-	big   map[memoKey]memoVal  // other calls of up to four arguments
-	free  []*call              // calls that returned, to be reused (at most MaxCallDepth are in use)
+	table  *memoTable
+	recent [recentSize]recentBlock // the blocks used last, by a hash of their key
+	slab   []block                 // blocks allocated ahead, a slab at a time
+	free   []*call                 // calls that returned, to be reused (at most MaxCallDepth are in use)
+	bodies []*cexpr                // the defs' bodies compiled, by number, as they are called
+}
+
+// body returns the compiled body of def info. The scope of a def's body always has the same
+// shape (its parameters, then the globals), as a compiled expression needs.
+func (m *memo) body(info *defInfo) *cexpr {
+	for int(info.id) >= len(m.bodies) {
+		m.bodies = append(m.bodies, nil)
+	}
+	if m.bodies[info.id] == nil {
+		m.bodies[info.id] = compileExpr(info.def.Body)
+	}
+	return m.bodies[info.id]
+}
+
+// memoTable holds the blocks, in shards each behind its lock; a full shard is emptied and starts
+// again (a worker may still write into a block it holds: its results are right, but lost).
+type memoTable struct {
+	shards [memoShards]struct {
+		mu     sync.Mutex
+		blocks map[blockKey]*block
+	}
+}
+
+const memoShards = 16
+
+// forWorker returns a memo for another worker sharing m's table (nil for nil).
+func (m *memo) forWorker() *memo {
+	if m == nil {
+		return nil
+	}
+	return &memo{table: m.table}
 }
 
 // newCall returns a zeroed call, reused if m (which may be nil) has one.
@@ -95,15 +138,32 @@ func (m *memo) freeCall(c *call) {
 	}
 }
 
-type smallKey struct {
-	def, n     uint16
-	a0, a1, a2 int32
+const (
+	blockBits  = 4
+	blockSize  = 1 << blockBits
+	recentBits = 10
+	recentSize = 1 << recentBits
+	slabSize   = 256
+)
+
+// blockKey names a block: the def's number, the number of arguments, and the arguments, the
+// last one without its low blockBits bits.
+type blockKey struct {
+	def, n int32
+	args   [maxArgs]int64
 }
 
-type memoKey struct {
-	def  int32
-	n    int32
-	args [4]int64
+// block holds the results of blockSize calls: vals[i] is the call whose last argument has low
+// bits i, known when bit i of have is set. The worker that sets bit i of claim first writes
+// vals[i], then sets bit i of have: a worker that sees the bit in have reads a written value.
+type block struct {
+	have, claim atomic.Uint32
+	vals        [blockSize]memoVal
+}
+
+type recentBlock struct {
+	key blockKey
+	b   *block
 }
 
 type memoVal struct {
@@ -112,50 +172,65 @@ type memoVal struct {
 	height int32 // levels of calls it nested, itself included
 }
 
-// maxMemo bounds the results a memo keeps (about 32 bytes each with a small key, 56 with a big
-// one, and the map's overhead).
-const maxMemo = 1 << 22
+// maxBlocks bounds the blocks a memo table keeps (about 300 bytes each, with the map's
+// overhead), maxBlocks/memoShards in each shard.
+const maxBlocks = 1 << 18
 
-// memoKeys is the memo.s key for a call of def number id with args; small tells which map.
-func memoKeys(id int32, args []int64) (sk smallKey, bk memoKey, small bool) {
-	if len(args) <= 3 && id < 1<<16 {
-		small = true
-		var a [3]int32
-		for i, v := range args {
-			if v != int64(int32(v)) {
-				small = false
-				break
-			}
-			a[i] = int32(v)
-		}
-		if small {
-			return smallKey{def: uint16(id), n: uint16(len(args)), a0: a[0], a1: a[1], a2: a[2]}, bk, true
-		}
+// memoKey is the block and the slot in it of a call of def number id with args.
+func memoKey(id int32, args []int64) (blockKey, int) {
+	k := blockKey{def: id, n: int32(len(args))}
+	copy(k.args[:], args)
+	slot := 0
+	if n := len(args); n > 0 {
+		slot = int(args[n-1] & (blockSize - 1))
+		k.args[n-1] >>= blockBits
 	}
-	bk = memoKey{def: id, n: int32(len(args))}
-	copy(bk.args[:], args)
-	return sk, bk, false
+	return k, slot
 }
 
-func (m *memo) get(sk smallKey, bk memoKey, small bool) (memoVal, bool) {
-	if small {
-		v, ok := m.small[sk]
-		return v, ok
+// block returns the block of key k, made if it is new.
+func (m *memo) block(k *blockKey) *block {
+	h := uint64(k.def)<<32 ^ uint64(k.n)
+	for _, a := range k.args {
+		h = (h ^ uint64(a)) * 0x9e3779b97f4a7c15
 	}
-	v, ok := m.big[bk]
-	return v, ok
+	r := &m.recent[h>>(64-recentBits)]
+	if r.b != nil && r.key == *k {
+		return r.b
+	}
+	sh := &m.table.shards[h>>(64-recentBits)%memoShards]
+	sh.mu.Lock()
+	b := sh.blocks[*k]
+	if b == nil {
+		if len(sh.blocks) >= maxBlocks/memoShards {
+			clear(sh.blocks)
+		}
+		if len(m.slab) == 0 {
+			m.slab = make([]block, slabSize)
+		}
+		b, m.slab = &m.slab[0], m.slab[1:]
+		sh.blocks[*k] = b
+	}
+	sh.mu.Unlock()
+	r.key, r.b = *k, b
+	return b
 }
 
-func (m *memo) put(sk smallKey, bk memoKey, small bool, v memoVal) {
-	if len(m.small)+len(m.big) >= maxMemo {
-		clear(m.small)
-		clear(m.big)
+// get returns the remembered result of slot i of b, if there is one.
+func (b *block) get(i int) (memoVal, bool) {
+	if b.have.Load()&(1<<i) == 0 {
+		return memoVal{}, false
 	}
-	if small {
-		m.small[sk] = v
-	} else {
-		m.big[bk] = v
+	return b.vals[i], true
+}
+
+// put remembers v in slot i of b, unless another worker is remembering it.
+func (b *block) put(i int, v memoVal) {
+	if b.claim.Or(1<<i)&(1<<i) != 0 {
+		return
 	}
+	b.vals[i] = v
+	b.have.Or(1 << i)
 }
 
 // newMemo returns a memo, or nil when off (Options, for tests that compare with and without).
@@ -163,7 +238,11 @@ func newMemo(off bool) *memo {
 	if off {
 		return nil
 	}
-	return &memo{small: map[smallKey]memoVal{}, big: map[memoKey]memoVal{}}
+	t := &memoTable{}
+	for i := range t.shards {
+		t.shards[i].blocks = map[blockKey]*block{}
+	}
+	return &memo{table: t}
 }
 
 // memoOf finds the memo of the rank being elaborated, if s is under one.
@@ -274,7 +353,9 @@ func (s *scope) callFrame() *frame {
 	return nil
 }
 
-func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
+// evalBuiltin is evalCall of a function that is not one of the plan's defs (fns, which may be
+// nil): a built-in one, or an unknown one.
+func evalBuiltin(e *dsl.CallExpr, s *scope, fns *funcs) (int64, *evalError) {
 	if e.Fun.Name == "len" {
 		return evalLen(e, s)
 	}
@@ -292,19 +373,58 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 		}
 		return b.f(e, args[:b.args])
 	}
-	root := s.root()
-	var def *dsl.DefStmt
-	var fns *funcs
-	if root.ext != nil && root.ext.fns != nil {
-		fns = root.ext.fns
-		def = fns.defs[e.Fun.Name]
+	if c := closestFunc(e.Fun.Name, fns); c != "" {
+		return 0, errAt(e.Fun, "unknown function %s (did you mean %s?)", e.Fun.Name, c)
 	}
-	if def == nil {
-		if c := closestFunc(e.Fun.Name, fns); c != "" {
-			return 0, errAt(e.Fun, "unknown function %s (did you mean %s?)", e.Fun.Name, c)
+	return 0, errAt(e.Fun, "unknown function %s (the built-in functions are %s; declare others with def)", e.Fun.Name, strings.Join(builtinNames, ", "))
+}
+
+func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
+	return evalCallArgs(e, s, nil, nil)
+}
+
+// maxArgs is the most arguments a call is compiled with (cexpr) and its result remembered with.
+const maxArgs = 4
+
+// evalCallArgs is evalCall with the arguments of a def's call evaluated from cargs, their
+// compiled trees, unless nil. Unless nil, known keeps the def called once it is found (the
+// globals, and so the defs, are those of one plan).
+func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (int64, *evalError) {
+	// One walk up the scopes finds the globals (which hold the defs), the call in progress and
+	// the memo of the rank being elaborated. A def's name is never a built-in's (defs).
+	var caller *frame
+	var scopeMemo *memo
+	root := s
+	for {
+		if x := root.ext; x != nil {
+			if caller == nil {
+				caller = x.frame
+			}
+			if scopeMemo == nil {
+				scopeMemo = x.memo
+			}
 		}
-		return 0, errAt(e.Fun, "unknown function %s (the built-in functions are %s; declare others with def)", e.Fun.Name, strings.Join(builtinNames, ", "))
+		if root.parent == nil {
+			break
+		}
+		root = root.parent
 	}
+	var fns *funcs
+	var info *defInfo
+	switch {
+	case known != nil && *known != nil:
+		info = *known
+	case root.ext != nil && root.ext.fns != nil:
+		fns = root.ext.fns
+		info = fns.byName[e.Fun.Name]
+		if known != nil {
+			*known = info
+		}
+	}
+	if info == nil {
+		return evalBuiltin(e, s, fns)
+	}
+	def := info.def
 	if len(e.Args) != len(def.Params) {
 		err := errAt(e, "%s takes %d argument(s) (%s), got %d", def.Name.Name, len(def.Params), paramList(def), len(e.Args))
 		err.related = append(err.related, diag.Related{Pos: def.Name.Pos(), Label: "the definition of " + def.Name.Name})
@@ -312,8 +432,6 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 	}
 	// The call is counted, its arguments evaluated (in the caller's scope) and its result looked
 	// up before anything is allocated for it: most calls of a memoized def are remembered ones.
-	caller := s.callFrame()
-	info := fns.params[def]
 	depth := 1
 	var cnt *callCount // nil: an outermost call, whose count is allocated with it
 	var rankMemo *memo
@@ -327,25 +445,30 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 		}
 		rankMemo = cnt.memo
 	} else {
-		rankMemo = s.memoOf()
+		rankMemo = scopeMemo
 	}
-	var argv [4]int64
+	var argv [maxArgs]int64
 	args := argv[:0]
-	for _, a := range e.Args {
-		v, err := evalInt(a, s)
+	for i, a := range e.Args {
+		var v int64
+		var err *evalError
+		if cargs != nil {
+			v, err = cargs[i].eval(s)
+		} else {
+			v, err = evalInt(a, s)
+		}
 		if err != nil {
 			return 0, err
 		}
 		args = append(args, v)
 	}
-	var m *memo
-	var sk smallKey
-	var bk memoKey
-	var small bool
-	if info.memo && rankMemo != nil && (cnt == nil || !cnt.fresh) && len(args) <= len(bk.args) {
-		m = rankMemo
-		sk, bk, small = memoKeys(info.id, args)
-		if r, ok := m.get(sk, bk, small); ok {
+	var b *block // the memo's block for the call, if it is remembered
+	var slot int
+	if info.memo && rankMemo != nil && (cnt == nil || !cnt.fresh) && len(args) <= maxArgs {
+		var k blockKey
+		k, slot = memoKey(info.id, args)
+		b = rankMemo.block(&k)
+		if r, ok := b.get(slot); ok {
 			if cnt == nil { // an outermost call stays within the limits it stayed within once
 				return r.v, nil
 			}
@@ -354,7 +477,7 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 				cnt.calls, cnt.deep = calls, max(cnt.deep, deep)
 				return r.v, nil
 			}
-			cnt.fresh, m = true, nil // evaluating it passes a limit: let evaluation say where
+			cnt.fresh, b = true, nil // evaluating it passes a limit: let evaluation say where
 		}
 	}
 	c := rankMemo.newCall()
@@ -371,11 +494,17 @@ func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
 	*body = scope{names: names[:len(names):len(names)], values: append(c.vals[:0], args...), parent: root, ext: &c.ext}
 	calls0, deep0 := cnt.calls, cnt.deep
 	cnt.deep = f.depth
-	v, err := evalInt(def.Body, body)
+	var v int64
+	var err *evalError
+	if rankMemo != nil {
+		v, err = rankMemo.body(info).eval(body)
+	} else {
+		v, err = evalInt(def.Body, body)
+	}
 	height := cnt.deep - f.depth + 1
 	cnt.deep = max(cnt.deep, deep0)
-	if m != nil && err == nil && !cnt.fresh {
-		m.put(sk, bk, small, memoVal{v: v, calls: int32(cnt.calls - calls0 + 1), height: int32(height)})
+	if b != nil && err == nil && !cnt.fresh {
+		b.put(slot, memoVal{v: v, calls: int32(cnt.calls - calls0 + 1), height: int32(height)}) // a block dropped since (maxBlocks) is written in vain
 	}
 	if err != nil && !err.quiet && len(err.related) < 4 && e.Pos() != err.pos && !slices.ContainsFunc(err.related, func(r diag.Related) bool { return r.Pos == e.Pos() }) {
 		err.related = append(err.related, diag.Related{Pos: e.Pos(), Label: "in this call of " + def.Name.Name})
@@ -440,13 +569,17 @@ func (el *elaborator) defs() *funcs {
 			for i, p := range d.Params {
 				names[i] = p.Name
 			}
-			fns.params[d] = defInfo{names: names, id: int32(len(fns.params))}
+			fns.params[d] = defInfo{def: d, names: names, id: int32(len(fns.params))}
 		}
 	}
 	for d, ok := range memoDefs(fns.defs) {
 		info := fns.params[d]
 		info.memo = ok
 		fns.params[d] = info
+	}
+	fns.byName = map[string]*defInfo{}
+	for d, info := range fns.params {
+		fns.byName[d.Name.Name] = &info
 	}
 	return fns
 }

@@ -143,7 +143,7 @@ func (el *elaborator) worker(p *pool) *elaborator {
 	w.pending, w.opQueue, w.peerRefs, w.cur = nil, nil, nil, nil
 	w.splits, w.splitOf = nil, nil
 	w.names, w.mem = newNameTables(el.file), el.mem.forWorker()
-	w.memo = nil // each worker remembers its own
+	w.memo = el.memo.forWorker() // the results are shared, the scratch is not
 	return &w
 }
 

@@ -149,3 +149,41 @@ func TestParallelOpLimit(t *testing.T) {
 		assert.Equal(t, limit >= 64*200, sharded, "limit %d: shards take what ranks as large as rank 0 need, and no more", limit)
 	}
 }
+
+// The workers share the remembered results of defs: Swing's block sets, computed by recursive
+// defs, give the Graph of the sequential run, and of the run that remembers nothing, and a
+// failed call limit is reported as it is without shards (run with -race: the workers write and
+// read the same blocks).
+func TestParallelDefs(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join("..", "..", "testdata", "scale", "swing_allreduce.dag"))
+	require.NoError(t, err)
+	f, err := dsl.Parse("swing_allreduce.dag", src)
+	require.NoError(t, err)
+	for _, ranks := range []int64{16, 64} {
+		params := map[string]int64{"ranks": ranks, "n": 1}
+		g, sharded, err := elaborateBoth(t, f, params)
+		require.NoError(t, err)
+		assert.True(t, sharded)
+		plain, _, err := elaborate(f, params, Options{noMemo: true, Workers: 1})
+		require.NoError(t, err)
+		require.Equal(t, len(plain.Ops), len(g.Ops))
+		for i := range plain.Ops {
+			require.Equal(t, plain.Ops[i].Name, g.Ops[i].Name)
+		}
+	}
+	// A def whose calls pass MaxCalls on the later ranks only, after others were remembered.
+	deep, err := dsl.Parse("t.dag", []byte(`plan p
+param ranks = 24
+def fib(n) = if n < 2 then n else fib(n - 1) + fib(n - 2)
+buffer b u8[8]
+for i in 0 .. 40 {
+	let x = fib(i % 7 + (if rank > 20 then 20 else 0))
+	op o[i] = nop
+}
+let y = fib(rank)
+`))
+	require.NoError(t, err)
+	_, _, err = elaborateBoth(t, deep, nil)
+	require.ErrorContains(t, err, "more than 65536 function calls in one expression")
+}

@@ -133,3 +133,28 @@ func HBBothWays(g *ir.Graph, matching bool, ord ir.Order, workers int) (lists, w
 	ref.sort(nil)
 	return lists, want, h.topo, ref.topo, newOpEdges(g, matching, ord, make([]int32, 3*len(g.Ops)), opt) != nil
 }
+
+// HBDeep answers, for each pair of events, whether the first happens before or at the second
+// with the search resolveBatch tries before its bitsets (deep, within budget visits), the nodes
+// numbered by event or, when byPos, by topological position; and with a plain search. deep is
+// 1 for yes, 0 for no and -1 when the search gave up; bounded is reach's answer within the same
+// budget, likewise.
+func HBDeep(g *ir.Graph, pairs [][2]int32, budget int, byPos bool) (deep, bounded []int, plain []bool) {
+	h := newHB(g, true, &Options{})
+	if byPos {
+		h.renumber()
+	}
+	var s, r search
+	code := map[reachResult]int{reachYes: 1, reachNo: 0, reachUnknown: -1}
+	reached := map[int32][]bool{}
+	for _, p := range pairs {
+		x, y := event(p[0]), event(p[1])
+		deep = append(deep, code[h.deep(&s, x, y, budget)])
+		bounded = append(bounded, code[h.reach(&r, x, y, budget)])
+		if reached[p[0]] == nil {
+			reached[p[0]] = h.forward(x)
+		}
+		plain = append(plain, reached[p[0]][h.node(y)])
+	}
+	return deep, bounded, plain
+}

@@ -636,10 +636,87 @@ func (h *hbGraph) bounded(s *search, x, y int32, budget int) reachResult {
 	return reachNo
 }
 
-// batchBudget bounds the search resolveBatch tries before its bitset passes; minBatchPart is the
-// fewest questions worth a goroutine of those searches.
+// deep is reach by a depth-first search that takes the successors of a node one at a time and
+// looks at all of a node's successors for y before it goes further. It visits at most budget
+// nodes besides x (a visit looks at a node's successors) and answers exactly when it answers yes
+// or no. reach counts every successor it puts on its stack, and so gives up at the first node
+// with more successors than its budget: a nop that every op of the next step waits for, on the
+// path from an op to one several steps later, where deep goes through to the next such nop.
+func (h *hbGraph) deep(s *search, x, y event, budget int) reachResult {
+	nx, ny := h.node(x), h.node(y)
+	if nx == ny {
+		return reachYes
+	}
+	topo, byPos := h.topo, h.byPos
+	ty := ny
+	if !byPos {
+		ty = topo[ny]
+		if topo[nx] >= ty {
+			return reachNo
+		}
+	} else if nx > ny {
+		return reachNo
+	}
+	s.begin(budget)
+	mark, epoch := s.mark, int32(s.epoch)
+	visit := func(v int32) bool {
+		if mark == nil {
+			return s.probe(v)
+		}
+		if mark[v] == epoch {
+			return false
+		}
+		mark[v] = epoch
+		return true
+	}
+	// The stack holds each node and the index of the next of its successors to take, -1 before
+	// its visit. A node is put on it just before its visit: at most budget+2 are ever marked.
+	stack := append(s.stack[:0], nx, -1)
+	visit(nx)
+	visited := 0
+	for len(stack) > 0 {
+		v, i := stack[len(stack)-2], stack[len(stack)-1]
+		succ := h.succs(v)
+		if i < 0 {
+			if visited++; visited > budget+1 {
+				s.stack = stack[:0]
+				return reachUnknown
+			}
+			if slices.Contains(succ, ny) {
+				s.stack = stack[:0]
+				return reachYes
+			}
+			i = 0
+		}
+		next := int32(-1)
+		for ; int(i) < len(succ); i++ {
+			w := succ[i]
+			tw := w
+			if !byPos {
+				tw = topo[w]
+			}
+			if tw < ty && visit(w) {
+				next = w
+				i++
+				break
+			}
+		}
+		if next < 0 {
+			stack = stack[:len(stack)-2]
+			continue
+		}
+		stack[len(stack)-1] = i
+		stack = append(stack, next, -1)
+	}
+	s.stack = stack
+	return reachNo
+}
+
+// batchBudget and deepBudget bound the searches resolveBatch tries before its bitset passes,
+// reach and then deep; minBatchPart is the fewest questions worth a goroutine of those searches.
 const (
-	batchBudget  = 1024
+	batchBudget  = 64
+	deepBudget   = 1024
 	minBatchPart = 256
 )
 
@@ -685,6 +762,33 @@ func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 		}
 	})
 	idx := slices.Concat(left...)
+	left = nil
+	if len(idx) == 0 {
+		return
+	}
+	// Then a search that goes deeper (deep), for the questions whose path is long but through
+	// nodes with many successors, like a rank's path from one step to a later one.
+	parts = h.opt.workerCount(len(idx), minBatchPart)
+	left = make([][]int32, parts)
+	forParts(parts, len(idx), func(p, lo, hi int) {
+		var s search
+		if len(free) >= (p+1)*h.n {
+			s.mark = free[p*h.n : (p+1)*h.n]
+			clear(s.mark)
+		}
+		for _, i := range idx[lo:hi] {
+			q := &qs[i]
+			switch h.deep(&s, q.x, q.y, deepBudget) {
+			case reachYes:
+				q.ans = true
+			case reachNo:
+				q.ans = false
+			default:
+				left[p] = append(left[p], i)
+			}
+		}
+	})
+	idx = slices.Concat(left...)
 	left = nil
 	if len(idx) == 0 {
 		return

@@ -504,6 +504,8 @@ func (r *sepReach) solve(c component) []component {
 	}
 	sep := r.separator(c.ranks, cur)
 	if len(sep) > maxSepRanks {
+		r.residue = slices.Grow(r.residue, len(c.subs)) // all of them (Swing: every question)
+		r.resOf = slices.Grow(r.resOf, len(c.subs))
 		for _, s := range c.subs {
 			r.toResidue(s)
 		}

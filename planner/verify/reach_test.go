@@ -325,3 +325,74 @@ func plansAt8(t *testing.T, names ...string) []*ir.Graph {
 	}
 	return graphs
 }
+
+// The search that follows paths within ranks first (deep) is exact when it answers, in either
+// numbering of the nodes, on random graphs with long ranks.
+func TestDeepRandomGraphs(t *testing.T) {
+	t.Parallel()
+	answered := [2]int{}
+	for k := range uint64(e2e.Cases(16, 8)) {
+		seed := 20261203 + k
+		g := randgraph.New(seed, randgraph.Config{MinRanks: 4, MaxRanks: 12, MaxSteps: 80, MaxPreds: 2})
+		n := verify.HBEvents(g)
+		require.NotZero(t, n)
+		rng := rand.New(rand.NewPCG(seed, 1))
+		pairs := make([][2]int32, 2000)
+		for i := range pairs {
+			pairs[i] = [2]int32{rng.Int32N(int32(n)), rng.Int32N(int32(n))}
+		}
+		for _, byPos := range []bool{false, true} {
+			for _, budget := range []int{4, 64} {
+				deep, _, plain := verify.HBDeep(g, pairs, budget, byPos)
+				for i, p := range pairs {
+					if deep[i] >= 0 {
+						answered[deep[i]]++
+						require.Equal(t, plain[i], deep[i] == 1, "seed %d, budget %d, by position %v: does event %d happen before %d", seed, budget, byPos, p[0], p[1])
+					}
+				}
+			}
+		}
+	}
+	require.NotZero(t, answered[0], "no question answered no")
+	require.NotZero(t, answered[1], "no question answered yes")
+}
+
+// In Swing every op of a step waits for a nop of the step before (more ops than a bounded search
+// visits): the path from a reduce of the first step to the copy into the same block in the
+// allgather goes through every step of the rank. deep finds it within the budget where reach
+// gives up.
+func TestDeepFollowsTheSteps(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../../testdata/scale/swing_allreduce.dag")
+	require.NoError(t, err)
+	f, err := dsl.Parse("swing_allreduce.dag", src)
+	require.NoError(t, err)
+	g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 64, "n": 1}, elaborate.Options{})
+	require.NoError(t, err)
+	// Rank 0's reduces of step 0, and its copies from the peer of step 1 in the allgather.
+	red, agu := map[string]int32{}, map[string]int32{}
+	for i := g.Rank[0].FirstOp; i < g.Rank[0].EndOp; i++ {
+		name := g.Ops[i].Name
+		if b, ok := strings.CutPrefix(name, "red[0,"); ok {
+			red[b] = int32(i)
+		}
+		if b, ok := strings.CutPrefix(name, "agu[1,"); ok {
+			agu[b] = int32(i)
+		}
+	}
+	var pairs [][2]int32
+	for b, r := range red {
+		if a, ok := agu[b]; ok {
+			pairs = append(pairs, [2]int32{3*r + 2, 3 * a}) // the reduce's end, the copy's start
+		}
+	}
+	require.NotEmpty(t, pairs)
+	for _, byPos := range []bool{false, true} {
+		deep, bounded, plain := verify.HBDeep(g, pairs, 64, byPos)
+		for i := range pairs {
+			require.True(t, plain[i])
+			require.Equal(t, -1, bounded[i], "reach answered within the budget")
+			require.Equal(t, 1, deep[i], "by position %v: %s before %s", byPos, g.Ops[pairs[i][0]/3].Name, g.Ops[pairs[i][1]/3].Name)
+		}
+	}
+}
