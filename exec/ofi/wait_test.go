@@ -28,8 +28,10 @@ func TestWaitSet(t *testing.T) {
 			t.Cleanup(func() { p.Close() })
 			a, b := pair(t, p, nictest.AllAccess, 16, nil)
 			ws := p.WaitSet([]nic.CQ{b.scq, b.rcq})
-			t.Logf("%s: CQs with a file descriptor wait object: %v", name, ws != nil)
 			if name != "tcp;ofi_rxm" {
+				// libfabric 1.17: shm refuses FI_WAIT_FD, sockets gives no descriptor (README,
+				// Waiting asleep); their engines poll.
+				assert.Nil(t, ws, "%s gave a descriptor: update exec/ofi/README.md's table", name)
 				return
 			}
 			require.NotNil(t, ws, "tcp;ofi_rxm grants FI_WAIT_FD")
