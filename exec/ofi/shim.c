@@ -368,3 +368,5 @@ int ofi_listed(const char *prov) {
 	if (info) fi_freeinfo(info);
 	return ret == 0;
 }
+
+int ofi_mr_bind_cntr(struct fid_mr *mr, struct fid_cntr *c) { return fi_mr_bind(mr, &c->fid, FI_REMOTE_WRITE); }

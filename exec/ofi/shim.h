@@ -101,6 +101,7 @@ int ofi_cq_open(struct fid_domain *dom, size_t depth, int wait, struct fid_cq **
 int ofi_block(struct fid_fabric *fab, struct fid **fids, struct pollfd *fds, int n, int timeout_ms);
 int ofi_cq_poll(struct fid_cq *cq, ofi_comp *out, int n);
 int ofi_mr_reg(struct fid_domain *dom, void *buf, size_t len, uint64_t access, uint64_t key, struct fid_mr **mr, uint64_t *rkey, ofi_desc *desc);
+int ofi_mr_bind_cntr(struct fid_mr *mr, struct fid_cntr *c);
 int ofi_ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_av *av, struct fid_cq *txcq, struct fid_cq *rxcq,
                 size_t txsize, size_t rxsize, struct fid_cntr **cntrs, uint64_t *cntr_flags, int ncntr,
                 const char *src_name, struct fid_ep **ep, void *addr, size_t *addrlen);
