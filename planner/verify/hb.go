@@ -585,29 +585,13 @@ func (h *hbGraph) bounded(s *search, x, y int32, budget int) reachResult {
 	if x == y {
 		return reachYes
 	}
-	topo, byPos := h.topo, h.byPos
-	ty := y
-	if !byPos {
-		ty = topo[y]
-		if topo[x] >= ty {
-			return reachNo
-		}
-	} else if x > y {
+	ty, ok := h.window(x, y)
+	if !ok {
 		return reachNo
 	}
+	topo, byPos := h.topo, h.byPos
 	s.begin(budget)
-	mark, epoch := s.mark, int32(s.epoch)
-	// visit marks node v visited, reporting whether it was not yet.
-	visit := func(v int32) bool {
-		if mark == nil {
-			return s.probe(v)
-		}
-		if mark[v] == epoch {
-			return false
-		}
-		mark[v] = epoch
-		return true
-	}
+	visit := s.visitor()
 	stack := append(s.stack[:0], x)
 	visit(x)
 	visited := 0
@@ -636,6 +620,31 @@ func (h *hbGraph) bounded(s *search, x, y int32, budget int) reachResult {
 	return reachNo
 }
 
+// window returns y's position in the numbering of the searches (see hbGraph), and false when x
+// comes at or after it there, so that no path leads from x to y.
+func (h *hbGraph) window(x, y int32) (int32, bool) {
+	if !h.byPos {
+		return h.topo[y], h.topo[x] < h.topo[y]
+	}
+	return y, x < y
+}
+
+// visitor returns the function that marks node v visited in s's current search, reporting
+// whether it was not yet.
+func (s *search) visitor() func(int32) bool {
+	mark, epoch := s.mark, int32(s.epoch)
+	return func(v int32) bool {
+		if mark == nil {
+			return s.probe(v)
+		}
+		if mark[v] == epoch {
+			return false
+		}
+		mark[v] = epoch
+		return true
+	}
+}
+
 // deep is reach by a depth-first search that takes the successors of a node one at a time and
 // looks at all of a node's successors for y before it goes further. It visits at most budget
 // nodes besides x (a visit looks at a node's successors) and answers exactly when it answers yes
@@ -647,28 +656,13 @@ func (h *hbGraph) deep(s *search, x, y event, budget int) reachResult {
 	if nx == ny {
 		return reachYes
 	}
-	topo, byPos := h.topo, h.byPos
-	ty := ny
-	if !byPos {
-		ty = topo[ny]
-		if topo[nx] >= ty {
-			return reachNo
-		}
-	} else if nx > ny {
+	ty, ok := h.window(nx, ny)
+	if !ok {
 		return reachNo
 	}
+	topo, byPos := h.topo, h.byPos
 	s.begin(budget)
-	mark, epoch := s.mark, int32(s.epoch)
-	visit := func(v int32) bool {
-		if mark == nil {
-			return s.probe(v)
-		}
-		if mark[v] == epoch {
-			return false
-		}
-		mark[v] = epoch
-		return true
-	}
+	visit := s.visitor()
 	// The stack holds each node and the index of the next of its successors to take, -1 before
 	// its visit. A node is put on it just before its visit: at most budget+2 are ever marked.
 	stack := append(s.stack[:0], nx, -1)
