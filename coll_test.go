@@ -565,34 +565,9 @@ func TestStartRunsWithoutWait(t *testing.T) {
 // (examples/mpi/rabenseifner_f32.dag, blocks of n) sums the caller's f32 arrays over 2 and 4
 // ranks, and a start needs no World call (two-sided messages only), unlike the ring's.
 func TestLongVectorPlan(t *testing.T) {
+	const n = 13
 	for _, ranks := range []int{2, 4} {
-		const n = 13
-		p, err := Open("examples/mpi/rabenseifner_f32.dag", Options{Params: map[string]int64{"ranks": int64(ranks), "n": n}, HangTimeout: testHang})
-		require.NoError(t, err)
-		u := unfenced(p.graph)
-		assert.True(t, u.Start && u.EndDone, "ranks %d: two-sided messages need no World call", ranks)
-		c, err := p.Init(context.Background(), nil)
-		require.NoError(t, err)
-		data := make([][]float32, ranks)
-		for r := range data {
-			data[r] = make([]float32, ranks*n)
-			require.NoError(t, BindSlice(c, r, "data", data[r]))
-		}
-		for it := 0; it < 3; it++ {
-			want := make([]float32, ranks*n)
-			for r := range data {
-				fill(data[r], r, it)
-				for i, v := range data[r] {
-					want[i] += v
-				}
-			}
-			require.NoError(t, c.Start())
-			require.NoError(t, c.Wait(context.Background()))
-			for r := range data {
-				assert.Equal(t, want, data[r], "ranks %d rank %d iteration %d", ranks, r, it)
-			}
-		}
-		require.NoError(t, c.Close())
+		sumsWithoutWorld(t, "examples/mpi/rabenseifner_f32.dag", ranks, n, int64(ranks)*n)
 	}
 }
 
@@ -600,36 +575,43 @@ func TestLongVectorPlan(t *testing.T) {
 // caller's f32 arrays, whole, over 2 and 4 ranks, and a start needs no World call (two-sided
 // messages only).
 func TestShortVectorPlan(t *testing.T) {
+	const n = 37
 	for _, ranks := range []int{2, 4} {
-		const n = 37
-		p, err := Open("examples/mpi/recursive_doubling_f32.dag", Options{Params: map[string]int64{"ranks": int64(ranks), "n": n}, HangTimeout: testHang})
-		require.NoError(t, err)
-		u := unfenced(p.graph)
-		start, end := u.Start, u.EndDone
-		assert.True(t, start && end, "ranks %d: two-sided messages need no World call", ranks)
-		c, err := p.Init(context.Background(), nil)
-		require.NoError(t, err)
-		data := make([][]float32, ranks)
-		for r := range data {
-			data[r] = make([]float32, n)
-			require.NoError(t, BindSlice(c, r, "data", data[r]))
-		}
-		for it := 0; it < 3; it++ {
-			want := make([]float32, n)
-			for r := range data {
-				fill(data[r], r, it)
-				for i, v := range data[r] {
-					want[i] += v
-				}
-			}
-			require.NoError(t, c.Start())
-			require.NoError(t, c.Wait(context.Background()))
-			for r := range data {
-				assert.Equal(t, want, data[r], "ranks %d rank %d iteration %d", ranks, r, it)
-			}
-		}
-		require.NoError(t, c.Close())
+		sumsWithoutWorld(t, "examples/mpi/recursive_doubling_f32.dag", ranks, n, n)
 	}
+}
+
+// sumsWithoutWorld opens an f32 sum allreduce of the MPI examples with param n, checks that its
+// starts need no World call, and runs three starts on fresh data of elems elements per rank,
+// comparing every rank's buffer with the sum.
+func sumsWithoutWorld(t *testing.T, file string, ranks int, n, elems int64) {
+	t.Helper()
+	p, err := Open(file, Options{Params: map[string]int64{"ranks": int64(ranks), "n": n}, HangTimeout: testHang})
+	require.NoError(t, err)
+	u := unfenced(p.graph)
+	assert.True(t, u.Start && u.EndDone, "ranks %d: two-sided messages need no World call", ranks)
+	c, err := p.Init(context.Background(), nil)
+	require.NoError(t, err)
+	data := make([][]float32, ranks)
+	for r := range data {
+		data[r] = make([]float32, elems)
+		require.NoError(t, BindSlice(c, r, "data", data[r]))
+	}
+	for it := 0; it < 3; it++ {
+		want := make([]float32, elems)
+		for r := range data {
+			fill(data[r], r, it)
+			for i, v := range data[r] {
+				want[i] += v
+			}
+		}
+		require.NoError(t, c.Start())
+		require.NoError(t, c.Wait(context.Background()))
+		for r := range data {
+			assert.Equal(t, want, data[r], "ranks %d rank %d iteration %d", ranks, r, it)
+		}
+	}
+	require.NoError(t, c.Close())
 }
 
 // TestWordWaitsAcrossStarts: a wait on a memory word holds in every start, not only the first.
