@@ -15,32 +15,17 @@ import (
 
 // BenchmarkCheckRing is `coredag check` of testdata/scale/ring_allreduce.dag (parse, elaborate, verify)
 // at three world sizes; ns/planop and B/planop show whether the cost per op stays flat.
-func BenchmarkCheckRing(b *testing.B) {
-	src, err := os.ReadFile("../testdata/scale/ring_allreduce.dag")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, ranks := range []int64{128, 256, 512} {
-		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
-			var g *ir.Graph
-			b.ReportAllocs()
-			cpu0 := cpuTime()
-			for b.Loop() {
-				if g, err = planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks}, planner.Options{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
-			perOp(b, len(g.Ops))
-		})
-	}
-}
+func BenchmarkCheckRing(b *testing.B) { benchCheck(b, "ring_allreduce.dag") }
 
 // BenchmarkCheckSwing is `coredag check` of testdata/scale/swing_allreduce.dag, whose block sets
 // are recomputed by recursive defs at every use: it measures a check dominated by evaluating
 // functions (parse, elaborate, verify).
-func BenchmarkCheckSwing(b *testing.B) {
-	src, err := os.ReadFile("../testdata/scale/swing_allreduce.dag")
+func BenchmarkCheckSwing(b *testing.B) { benchCheck(b, "swing_allreduce.dag") }
+
+// benchCheck checks testdata/scale/FILE at 128, 256 and 512 ranks, reporting the CPU time of a
+// check beside its wall time, and the costs per op.
+func benchCheck(b *testing.B, file string) {
+	src, err := os.ReadFile("../testdata/scale/" + file)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,7 +35,7 @@ func BenchmarkCheckSwing(b *testing.B) {
 			b.ReportAllocs()
 			cpu0 := cpuTime()
 			for b.Loop() {
-				if g, err = planner.Load("swing_allreduce.dag", src, map[string]int64{"ranks": ranks}, planner.Options{}); err != nil {
+				if g, err = planner.Load(file, src, map[string]int64{"ranks": ranks}, planner.Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}
