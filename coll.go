@@ -423,6 +423,7 @@ func (c *Coll) Close() (err error) {
 	c.closed = true
 	c.mu.Unlock()
 	ferr := c.op.Fence() // before the World's context closes: its barrier may be the last call
+	c.op.Closing()       // so that a start the closed World ends says it was closed
 	c.wctx.close()
 	err = c.op.Close()
 	if perr := c.prov.Close(); err == nil {

@@ -583,7 +583,7 @@ func (o *Op) Fence() error {
 func (o *Op) Close() error {
 	var err error
 	o.once.Do(func() {
-		o.state.Store(opClosed)
+		o.Closing()
 		o.cancel()
 		close(o.quit)
 		hang := o.opts.HangTimeout
@@ -616,6 +616,11 @@ func (o *Op) Close() error {
 // next start need not wake it (a wake costs a thread switch on the critical path, hundreds of
 // microseconds when processes outnumber cores).
 const activeWindow = 100 * time.Millisecond
+
+// Closing marks the Op as closing, ahead of Close, for a caller that must first unblock the
+// start in flight by means of its own (the library closes its World's context): that start's
+// error then reads as closed during the start, not as the means' error. Close calls it too.
+func (o *Op) Closing() { o.state.Store(opClosed) }
 
 // loop is the background goroutine: it runs the starts it claims, and ticks while the keeper
 // lingers or a start was made within activeWindow. A tick claims a start nobody claimed for a
