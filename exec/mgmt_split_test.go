@@ -17,10 +17,12 @@ import (
 	"github.com/coredag/coredag/planner/lower"
 )
 
-// shallowConnectX is connectx whose work queues hold at most depth WQEs, so that a management
-// chain longer than that is spread over several management queues.
-func shallowConnectX(t testing.TB, depth int) ir.Target {
-	tg, err := ir.LookupTarget("connectx")
+// shallowConnectX is target (connectx or connectx-inline) whose work queues hold at most depth
+// WQEs, so that a management chain longer than that is spread over several management queues,
+// and on connectx-inline a send queue whose WAITs do not fit beside its WQEs is managed from
+// management queues of its own.
+func shallowConnectX(t testing.TB, target string, depth int) ir.Target {
+	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
 	tg.MaxWQDepth = depth
 	return tg
@@ -41,36 +43,39 @@ func mgmtQueues(p *ir.Plan) int {
 	return most
 }
 
-// TestOffloadSplitManagement runs plans whose management chains are spread over several
-// management queues (a target whose queues hold 16 WQEs; the ring's chain has 4 (ranks - 1)
-// entries) on the software NIC with cross-channel, for several iterations and schedules: the
-// memory must be the ring's sum on every rank, and in a traced run no op may start before what
-// it depends on has completed.
+// TestOffloadSplitManagement runs the ring allreduce with queues of 16 WQEs on the software NIC
+// with cross-channel, compiled for targets whose queues hold 16: on connectx the management
+// chain (4 (ranks - 1) entries) is spread over two management queues; on connectx-inline
+// right.sq (4 (ranks - 1) - 1 entries) is managed from two management queues. Run for several
+// iterations and schedules, the memory must be the ring's sum on every rank, and in a traced run
+// no op may start before what it depends on has completed.
 func TestOffloadSplitManagement(t *testing.T) {
 	src, err := os.ReadFile("../plans/ring_allreduce.dag")
 	require.NoError(t, err)
 	src = []byte(strings.ReplaceAll(string(src), "depth min(32768, max(128, 4 * ranks))", "depth 16"))
-	tg := shallowConnectX(t, 16)
-	for _, ranks := range []int{6, 8} {
-		g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": int64(ranks), "n": 3}, planner.Options{})
-		require.NoError(t, err)
-		plan, err := lower.Compile(g, tg)
-		require.NoError(t, err)
-		require.Equal(t, 2, mgmtQueues(plan), "ranks %d: the chain of %d entries needs two queues of 16", ranks, 4*(ranks-1))
-		for _, seed := range []uint64{0, 11, 12, 13} {
-			where := fmt.Sprintf("ranks %d schedule seed %d", ranks, seed)
-			nic := softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
-			res, err := exec.Run(context.Background(), plan, nic, exec.Options{Engine: exec.Offload, Iters: 5, Seed: seed})
-			require.NoError(t, err, where)
-			require.True(t, res.OK, "%s: %s", where, res.Summary())
-			require.Equal(t, exec.Offload, res.Engine, where)
-			expectations["ring_allreduce"](t, g, res.Memory)
+	for _, target := range []string{"connectx", "connectx-inline"} {
+		tg := shallowConnectX(t, target, 16)
+		for _, ranks := range []int{6, 8} {
+			g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": int64(ranks), "n": 3}, planner.Options{})
+			require.NoError(t, err)
+			plan, err := lower.Compile(g, tg)
+			require.NoError(t, err)
+			require.Equal(t, 2, mgmtQueues(plan), "%s ranks %d: the chain needs two queues of 16", target, ranks)
+			for _, seed := range []uint64{0, 11, 12, 13} {
+				where := fmt.Sprintf("%s ranks %d schedule seed %d", target, ranks, seed)
+				nic := softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed})
+				res, err := exec.Run(context.Background(), plan, nic, exec.Options{Engine: exec.Offload, Iters: 5, Seed: seed})
+				require.NoError(t, err, where)
+				require.True(t, res.OK, "%s: %s", where, res.Summary())
+				require.Equal(t, exec.Offload, res.Engine, where)
+				expectations["ring_allreduce"](t, g, res.Memory)
 
-			nic = softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed, Trace: true})
-			res, err = exec.Run(context.Background(), plan, nic, exec.Options{Engine: exec.Offload, Iters: 1, Seed: seed})
-			require.NoError(t, err, where)
-			require.True(t, res.OK, "%s: %s", where, res.Summary())
-			checkTrace(t, g, plan, nic.Trace(), func() string { return where })
+				nic = softnic.New(softnic.Options{Seeded: seed != 0, Seed: seed, Trace: true})
+				res, err = exec.Run(context.Background(), plan, nic, exec.Options{Engine: exec.Offload, Iters: 1, Seed: seed})
+				require.NoError(t, err, where)
+				require.True(t, res.OK, "%s: %s", where, res.Summary())
+				checkTrace(t, g, plan, nic.Trace(), func() string { return where })
+			}
 		}
 	}
 }
@@ -80,25 +85,31 @@ func TestOffloadSplitManagement(t *testing.T) {
 // fences): the final memory must be the reference's and the trace must honour every edge.
 func TestOffloadSplitManagementRandom(t *testing.T) {
 	const depth = 8
-	tg := shallowConnectX(t, depth)
-	ran := 0
-	for seed := uint64(1); seed <= 120 && ran < 40; seed++ {
-		g := randgraph.New(seed, randgraph.Config{MaxRanks: 4, MaxSteps: 40, Depth: depth})
-		plan, err := lower.Compile(g, tg)
-		if err != nil || mgmtQueues(plan) < 2 {
-			continue // a data chain longer than its queue, or a chain that fits one queue
+	for _, target := range []string{"connectx", "connectx-inline"} {
+		tg := shallowConnectX(t, target, depth)
+		ran := 0
+		for seed := uint64(1); seed <= 150 && ran < 40; seed++ {
+			g := randgraph.New(seed, randgraph.Config{MaxRanks: 4, MaxSteps: 40, Depth: depth})
+			plan, err := lower.Compile(g, tg)
+			least := 2 // connectx: a rank with more than one management queue
+			if target == "connectx-inline" {
+				least = 1 // a send queue managed from a management queue
+			}
+			if err != nil || mgmtQueues(plan) < least {
+				continue // a data chain longer than its queue, or one that fits as it is
+			}
+			ran++
+			ref, err := exec.Reference(g)
+			require.NoError(t, err, "graph seed %d", seed)
+			for _, sched := range []uint64{seed*7 + 1, seed*7 + 2} {
+				where := fmt.Sprintf("%s graph seed %d, schedule seed %d", target, seed, sched)
+				nic := softnic.New(softnic.Options{Seeded: true, Seed: sched, Trace: true})
+				res, err := exec.Run(context.Background(), plan, nic, exec.Options{Engine: exec.Offload, Iters: 1, Seed: sched})
+				require.NoError(t, err, where)
+				require.Empty(t, res.Memory.Diff(ref), where)
+				checkTrace(t, g, plan, nic.Trace(), func() string { return where })
+			}
 		}
-		ran++
-		ref, err := exec.Reference(g)
-		require.NoError(t, err, "graph seed %d", seed)
-		for _, sched := range []uint64{seed*7 + 1, seed*7 + 2} {
-			where := fmt.Sprintf("graph seed %d, schedule seed %d", seed, sched)
-			nic := softnic.New(softnic.Options{Seeded: true, Seed: sched, Trace: true})
-			res, err := exec.Run(context.Background(), plan, nic, exec.Options{Engine: exec.Offload, Iters: 1, Seed: sched})
-			require.NoError(t, err, where)
-			require.Empty(t, res.Memory.Diff(ref), where)
-			checkTrace(t, g, plan, nic.Trace(), func() string { return where })
-		}
+		require.GreaterOrEqual(t, ran, 20, "%s: too few random plans needed more than one management queue", target)
 	}
-	require.GreaterOrEqual(t, ran, 20, "too few random plans split their management chain")
 }

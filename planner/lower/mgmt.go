@@ -23,39 +23,125 @@ import (
 // (signalRank), so each piece's end is a completion the next piece can count. The first piece
 // keeps the management queue's index, name and CQ, and the others are appended after the rank's
 // other work queues and CQs, so a plan whose chain fits one queue compiles as it always did.
+//
+// The inline style has no management queue: a data send queue holds the WAITs that guard its
+// WQEs and the RECV_ENs of its queue pair's managed receive queue. When that chain is longer than
+// one queue holds (the ring allreduce at 16,384 ranks: 32,766 messages and 32,765 WAITs on
+// right.sq), the queue is run as the managed style runs it: its data WQEs stay, managed, and the
+// WAITs and ENABLEs go to a management queue of its own (manageSend), spread over pieces as above.
 
 // mgmtCapacity is the most WQEs one management queue may carry per iteration on target t.
 func mgmtCapacity(t *ir.Target) int {
 	return min(int(wait.WQ.Half())-1, t.MaxWQDepth)
 }
 
-// splitMgmt cuts rank r's management chain over as many management queues as its length needs
-// on the target (see above). It runs once the rank's chains are built, before signalRank, which
-// gives the WAITs that open the pieces their counts.
+// splitMgmt fits rank r's management entries to the target's queues (see above): in the managed
+// style it spreads the management chain over pieces; in the inline style it takes the WAITs and
+// ENABLEs of a data send queue too long to hold them out to management queues of its own
+// (manageSend). It runs once the rank's chains are built, before signalRank, which gives the
+// WAITs that open the pieces their counts.
 func (w *worker) splitMgmt(r int) {
 	c := w.c
 	rp := &c.plan.Ranks[r]
 	capacity := mgmtCapacity(&c.t)
-	if rp.Mgmt < 0 || capacity < 2 || len(rp.Queues[rp.Mgmt].Chain) <= capacity {
-		return // capacity 1 leaves no room beside the opening WAIT: the limit check reports it
+	if capacity < 2 {
+		return // no room beside the WAIT that opens a piece: the limit check reports the chain
 	}
-	chain := rp.Queues[rp.Mgmt].Chain
-	rp.Queues[rp.Mgmt].Chain = chain[:capacity]
+	switch c.t.Style {
+	case ir.StyleManaged:
+		if rp.Mgmt >= 0 {
+			w.spread(rp, rp.Mgmt, capacity)
+		}
+	case ir.StyleInline:
+		for wi, n := 0, len(rp.Queues); wi < n; wi++ {
+			if q := &rp.Queues[wi]; q.Kind == ir.SendQueue && len(q.Chain) > capacity {
+				w.manageSend(rp, wi, capacity)
+			}
+		}
+	}
+}
+
+// spread cuts the chain of management queue wi into pieces of at most capacity WQEs: wi keeps
+// the first, and each next goes on a new management queue named after wi's with a number, after
+// a WAIT for the end of the piece before.
+func (w *worker) spread(rp *ir.RankPlan, wi, capacity int) {
+	chain := rp.Queues[wi].Chain
+	if len(chain) <= capacity {
+		return
+	}
+	base := rp.Queues[wi].Name
+	rp.Queues[wi].Chain = chain[:capacity]
 	rest := chain[capacity:]
-	prev := rp.Mgmt
+	prev := wi
 	for n := 1; len(rest) > 0; n++ {
 		k := min(len(rest), capacity-1)
-		wi, ci := len(rp.Queues), len(rp.CQs)
-		name := "mgmt" + strconv.Itoa(n)
+		qi, ci := len(rp.Queues), len(rp.CQs)
+		name := base + strconv.Itoa(n)
 		q := ir.WorkQueue{Name: name, Kind: ir.MgmtQueue, Queue: ir.None, CQ: ci}
-		q.Chain = append(w.chains.get(wi), pieceWait(rp, prev, rest[0].Op))
+		q.Chain = append(w.chains.get(qi), pieceWait(rp, prev, rest[0].Op))
 		q.Chain = append(q.Chain, rest[:k]...)
 		rest = rest[k:]
 		w.naiveWaits++ // a naive lowering needs the piece's WAIT as much
 		rp.Queues = append(rp.Queues, q)
-		rp.CQs = append(rp.CQs, ir.CQ{Name: name + ".cq", Queue: wi})
-		prev = wi
+		rp.CQs = append(rp.CQs, ir.CQ{Name: name + ".cq", Queue: qi})
+		prev = qi
 	}
+}
+
+// manageSend turns data send queue wi of an inline-style rank, whose chain of data WQEs, WAITs
+// and RECV_ENs is longer than one queue holds, into a managed queue of its data WQEs alone, run
+// by a management queue of its own ("right.mgmt" for right.sq, spread over pieces if need be)
+// that holds the chain's WAITs and RECV_ENs in their order, each run of data WQEs that followed
+// one another in the chain replaced by one SEND_EN letting them go. Every entry is thus held back
+// by the same WAITs as in the chain, and by nothing else: the management queue never waits for a
+// data WQE to start, so it blocks less than the chain did and adds no deadlock. A chain of data
+// WQEs alone is left as it is (nothing to take out; the limit check reports it).
+func (w *worker) manageSend(rp *ir.RankPlan, wi, capacity int) {
+	q := &rp.Queues[wi]
+	chain := q.Chain
+	data := 0
+	for k := range chain {
+		if chain[k].Opcode.IsData() {
+			data++
+		}
+	}
+	if data == len(chain) {
+		return
+	}
+	mi := len(rp.Queues)
+	mgmt := w.chains.get(mi)
+	sc := &w.scratch
+	n := 0     // data WQEs kept so far, compacted in place
+	open := -1 // the SEND_EN in mgmt that the next data WQE joins, if nothing came between
+	for k := range chain {
+		e := chain[k]
+		if !e.Opcode.IsData() {
+			mgmt = append(mgmt, e)
+			open = -1
+			continue
+		}
+		chain[n] = e
+		n++
+		w.naiveEnables++ // one per managed WQE
+		sc.loc[e.Op-sc.first] = ir.Loc{Queue: wi, Index: n - 1}
+		if open >= 0 {
+			mgmt[open].UpTo, mgmt[open].Op = uint32(n), e.Op
+			continue
+		}
+		open = len(mgmt)
+		mgmt = append(mgmt, ir.WQE{Opcode: ir.OpcSendEnable, Op: e.Op, Peer: -1, Local: ir.NoSeg, Remote: ir.NoSeg,
+			Wait: noCond, Enable: wait.Enable{Queue: int32(wi), UpTo: uint32(n)}})
+	}
+	q.Chain = chain[:n]
+	q.Managed = true
+	name := q.Name
+	if i := len(name) - len(".sq"); i > 0 && name[i:] == ".sq" {
+		name = name[:i]
+	}
+	name += ".mgmt"
+	rp.Queues = append(rp.Queues, ir.WorkQueue{Name: name, Kind: ir.MgmtQueue, Queue: ir.None, CQ: len(rp.CQs), Chain: mgmt})
+	rp.CQs = append(rp.CQs, ir.CQ{Name: name + ".cq", Queue: mi})
+	w.spread(rp, mi, capacity)
 }
 
 // pieceWait is the CQE_WAIT that opens a piece of a management chain: it holds back op o (the

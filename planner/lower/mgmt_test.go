@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -208,4 +210,204 @@ func TestSplitManagementPlans(t *testing.T) {
 	}
 	t.Logf("%d plans compiled, %d of them split", plans, split)
 	assert.GreaterOrEqual(t, split, 20, "too few plans split to prove anything")
+}
+
+// shallowInline is connectx-inline whose work queues hold at most depth WQEs.
+func shallowInline(t testing.TB, depth int) ir.Target {
+	tg, err := ir.LookupTarget("connectx-inline")
+	require.NoError(t, err)
+	tg.MaxWQDepth = depth
+	return tg
+}
+
+// checkManagedSends compares plan p, compiled for an inline target whose queues hold at most
+// capacity WQEs, with whole, the same plan with deeper queues compiled without that limit: a send queue whose chain is longer is
+// managed, holds the chain's data WQEs, and is run by management queues whose pieces (their
+// opening WAITs aside), with each SEND_EN replaced by the data WQEs it lets go, are the chain
+// entry for entry (signalling aside); every other queue is as in whole. It returns how many
+// send queues were taken over.
+func checkManagedSends(t *testing.T, p, whole *ir.Plan, capacity int, where string) int {
+	t.Helper()
+	taken := 0
+	for r := range p.Ranks {
+		rp, wp := &p.Ranks[r], &whole.Ranks[r]
+		require.Equal(t, -1, rp.Mgmt, where)
+		// The management queues, by the send queue they run: right.mgmt, right.mgmt1, ... run
+		// right.sq.
+		byName := map[string]int{}
+		for wi := range rp.Queues {
+			byName[rp.Queues[wi].Name] = wi
+		}
+		pieces := map[int][]int{}
+		for wi := range rp.Queues {
+			q := &rp.Queues[wi]
+			if q.Kind != ir.SendQueue {
+				continue
+			}
+			base := strings.TrimSuffix(q.Name, ".sq") + ".mgmt"
+			for k := 0; ; k++ {
+				name := base
+				if k > 0 {
+					name += strconv.Itoa(k)
+				}
+				mi, ok := byName[name]
+				if !ok {
+					break
+				}
+				require.Equal(t, ir.MgmtQueue, rp.Queues[mi].Kind, "%s rank %d %s", where, r, name)
+				pieces[wi] = append(pieces[wi], mi)
+			}
+		}
+		mgmts := 0
+		for wi := range rp.Queues {
+			if rp.Queues[wi].Kind == ir.MgmtQueue {
+				mgmts++
+			}
+		}
+		listed := 0
+		for _, l := range pieces {
+			listed += len(l)
+		}
+		require.Equal(t, mgmts, listed, "%s rank %d: management queues named after no send queue", where, r)
+		for wi := range wp.Queues {
+			wq := &wp.Queues[wi]
+			list, ok := pieces[wi]
+			if !ok || wq.Kind != ir.SendQueue {
+				a, b := *wq, rp.Queues[wi]
+				a.Depth, b.Depth = 0, 0 // whole declares deeper queues
+				assertSameQueue(t, a, b, fmt.Sprintf("%s rank %d queue %s", where, r, wq.Name))
+				continue
+			}
+			require.Greater(t, len(wq.Chain), capacity, "%s rank %d %s: taken over though its chain fits", where, r, wq.Name)
+			taken++
+			sq := &rp.Queues[wi]
+			require.True(t, sq.Managed, "%s rank %d %s", where, r, sq.Name)
+			var got []ir.WQE
+			next := 0
+			for k, mi := range list {
+				q := &rp.Queues[mi]
+				require.LessOrEqual(t, len(q.Chain), capacity, "%s rank %d %s", where, r, q.Name)
+				chain := q.Chain
+				if k > 0 {
+					require.Equal(t, ir.OpcWait, chain[0].Opcode, "%s rank %d %s", where, r, q.Name)
+					require.Equal(t, int32(rp.Queues[list[k-1]].CQ), chain[0].Wait.CQ, "%s rank %d %s", where, r, q.Name)
+					chain = chain[1:]
+				}
+				for _, e := range chain {
+					if e.Opcode == ir.OpcSendEnable {
+						require.Equal(t, int32(wi), e.Queue, "%s rank %d %s", where, r, q.Name)
+						require.Greater(t, int(e.UpTo), next, "%s rank %d %s: an ENABLE that lets nothing go", where, r, q.Name)
+						got = append(got, sq.Chain[next:e.UpTo]...)
+						next = int(e.UpTo)
+						continue
+					}
+					got = append(got, e)
+				}
+			}
+			require.Equal(t, len(sq.Chain), next, "%s rank %d %s: data WQEs no ENABLE lets go", where, r, sq.Name)
+			require.Len(t, got, len(wq.Chain), "%s rank %d %s", where, r, wq.Name)
+			for i := range got {
+				a, b := wq.Chain[i], got[i]
+				a.Flags &^= ir.Signalled
+				b.Flags &^= ir.Signalled
+				require.Equal(t, a, b, "%s rank %d %s entry %d", where, r, wq.Name, i)
+			}
+		}
+	}
+	return taken
+}
+
+// TestManagedSendsRing: on connectx-inline the ring allreduce's right.sq holds a WAIT before
+// every message but the first (4 (ranks - 1) - 1 entries). Past a queue's capacity the queue is
+// managed from management queues of its own, which replay proves, and the plan runs.
+func TestManagedSendsRing(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	small := shallowInline(t, 16)
+	big := shallowInline(t, 1<<15)
+	for _, ranks := range []int64{4, 5, 6, 8} { // 11, 15, 19 and 27 entries on right.sq
+		g, err := planner.Load("ring_allreduce.dag", withDepth(src, 16), map[string]int64{"ranks": ranks, "n": 2}, planner.Options{})
+		require.NoError(t, err)
+		p, err := lower.Compile(g, small)
+		require.NoError(t, err, "ranks %d", ranks)
+		deep, err := planner.Load("ring_allreduce.dag", withDepth(src, 1024), map[string]int64{"ranks": ranks, "n": 2}, planner.Options{})
+		require.NoError(t, err)
+		whole, err := lower.Compile(deep, big)
+		require.NoError(t, err)
+		where := fmt.Sprintf("ranks %d", ranks)
+		n := checkManagedSends(t, p, whole, 16, where)
+		if ranks >= 6 {
+			assert.Equal(t, int(ranks), n, "%s: every rank's right.sq is taken over", where)
+		} else {
+			assert.Zero(t, n, where)
+		}
+		require.NoError(t, replay.Check(p, replay.Options{}), where)
+		require.NoError(t, replay.Check(p, replay.Options{Iterations: 2, FirstIter: 1 << 24}), where)
+		if ranks == 8 {
+			var b bytes.Buffer
+			require.NoError(t, listing.Write(&b, p, listing.Options{Ranks: []int{0}}))
+			for _, line := range []string{
+				"\n  right.sq  send, managed, depth 16, cq right.scq (1 per iteration), 14 WQEs per iteration\n",
+				"\n  right.mgmt  mgmt, depth 16, cq right.mgmt.cq (1 per iteration), 16 WQEs per iteration\n" +
+					"    [0]   SEND_EN   enable right.sq up to 1                       tx[0]  ring_allreduce.dag:33\n" +
+					"    [1]   CQE_WAIT  wait host.cq >= 1  (red[0] done)              tx[1]  ring_allreduce.dag:33\n",
+				"\n  right.mgmt1  mgmt, depth 16, cq right.mgmt1.cq (1 per iteration), 12 WQEs per iteration\n" +
+					"    [0]   CQE_WAIT  wait right.mgmt.cq >= 1  (right.mgmt done)             ag[1]  ring_allreduce.dag:40\n",
+			} {
+				assert.Contains(t, b.String(), line)
+			}
+		}
+	}
+}
+
+// TestManagedSendsPlans does the same for plans/ and random graphs with queues of 8 WQEs.
+func TestManagedSendsPlans(t *testing.T) {
+	t.Parallel()
+	const depth = 8
+	small := shallowInline(t, depth)
+	big := shallowInline(t, 1<<15)
+	files, err := filepath.Glob("../../plans/*.dag")
+	require.NoError(t, err)
+	taken, plans := 0, 0
+	check := func(g, deep *ir.Graph, where string) {
+		whole, err := lower.Compile(deep, big)
+		if err != nil {
+			return // a chain longer than the plan's deep queues: too large for this test
+		}
+		p, err := lower.Compile(g, small)
+		if err != nil {
+			// Only a queue that cannot be taken over: data WQEs alone past the depth, or the
+			// host-signal queue.
+			require.ErrorContains(t, err, "WQEs", where)
+			return
+		}
+		plans++
+		if checkManagedSends(t, p, whole, depth, where) > 0 {
+			taken++
+		}
+		require.NoError(t, replay.Check(p, replay.Options{}), where)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, ranks := range []int64{3, 4} {
+			params := map[string]int64{"ranks": ranks, "n": 1}
+			g, err := planner.Load(filepath.Base(f), withDepth(src, depth), params, planner.Options{})
+			if err != nil {
+				continue
+			}
+			deep, err := planner.Load(filepath.Base(f), withDepth(src, 1024), params, planner.Options{})
+			require.NoError(t, err)
+			check(g, deep, fmt.Sprintf("%s ranks %d", filepath.Base(f), ranks))
+		}
+	}
+	for seed := uint64(1); seed <= 150; seed++ {
+		cfg := randgraph.Config{MaxRanks: 4, MaxSteps: 40, Depth: depth}
+		g := randgraph.New(seed, cfg)
+		cfg.Depth = 1024
+		check(g, randgraph.New(seed, cfg), fmt.Sprintf("random graph seed %d", seed))
+	}
+	t.Logf("%d plans compiled, %d of them with a send queue taken over", plans, taken)
+	assert.GreaterOrEqual(t, taken, 20, "too few plans took a send queue over to prove anything")
 }
