@@ -131,11 +131,13 @@ func offloadLayout(g *ir.Graph, rp *ir.RankPlan) (rankLayout, error) {
 		}
 		l.qps = append(l.qps, spec)
 	}
-	for _, wqi := range []int{rp.Mgmt, rp.Host} {
-		if wqi < 0 {
+	// The management queues (one, or more when one cannot hold the chain: the first is rp.Mgmt)
+	// and the host-signal queue, each a QP of its own with only a send side.
+	for wqi := range rp.Queues {
+		wq := &rp.Queues[wqi]
+		if wq.Kind != ir.MgmtQueue && wqi != rp.Host {
 			continue
 		}
-		wq := &rp.Queues[wqi]
 		if wq.CQ < 0 {
 			continue // a host queue without CQ posts nothing
 		}

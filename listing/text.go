@@ -102,7 +102,8 @@ func summary(s ir.Stats) string {
 		english.Plural(s.HostWaits, "host wait"), english.Plural(s.Fences, "fence"), s.Signalled, english.Plural(s.CriticalPath, "op"))
 }
 
-// appendCond appends condition c in words: "<cq> >= <count>  (<op> done)".
+// appendCond appends condition c in words: "<cq> >= <count>  (<op> done)", or for a count of
+// a management queue's completions "(<queue> done)".
 func appendCond(dst []byte, p *ir.Plan, rp *ir.RankPlan, c ir.Cond) []byte {
 	name := "?"
 	if c.CQ >= 0 && int(c.CQ) < len(rp.CQs) {
@@ -111,6 +112,11 @@ func appendCond(dst []byte, p *ir.Plan, rp *ir.RankPlan, c ir.Cond) []byte {
 	who := "?"
 	if c.Op >= 0 && int(c.Op) < len(p.Graph.Ops) {
 		who = p.Graph.Ops[c.Op].Name
+	}
+	if c.CQ >= 0 && int(c.CQ) < len(rp.CQs) {
+		if q := rp.CQs[c.CQ].Queue; q >= 0 && q < len(rp.Queues) && rp.Queues[q].Kind == ir.MgmtQueue {
+			who = rp.Queues[q].Name // the WAIT that opens a piece of a management chain awaits the piece before
+		}
 	}
 	dst = append(append(dst, name...), " >= "...)
 	dst = decimal.AppendUint(dst, uint64(c.Count))

@@ -134,3 +134,21 @@ func TestPredictSymmetricComplete(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "rank 0 simulated for all 4 ranks; every other rank was elaborated and found to be rank 0 moved; the plan was not checked")
 }
+
+// The ring allreduce of 16,384 ranks on the cross-channel targets: rank 0 has 65,532 WAITs and
+// ENABLEs per iteration, which no one queue holds; connectx spreads them over two management
+// queues, connectx-inline manages right.sq from two, and the folded rank predicts (a few seconds
+// of CPU each).
+func TestPredictRing16384CrossChannel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds of CPU per target")
+	}
+	t.Parallel()
+	for _, target := range []string{"connectx", "connectx-inline"} {
+		code, out, errOut := coredag(t, "", "predict", "-p", "ranks=16384", "--target", target, "--sizes", "1MiB", "--samples", "1",
+			"plans/ring_allreduce.dag")
+		require.Equal(t, 0, code, "%s: %s", target, errOut)
+		assert.Regexp(t, `(?m)^\s+1 MiB\s+\d+(\.\d+)? ms$`, out, target)
+		assert.Contains(t, out, "rank 0 simulated for all 16384 ranks", target)
+	}
+}

@@ -93,6 +93,11 @@ func (c *compiler) signalRank(r int, sc *scratch) {
 			e := &rp.Queues[wi].Chain[k]
 			switch e.Opcode {
 			case ir.OpcWait:
+				if e.Wait.CQ >= 0 { // opens a piece of a management chain (splitMgmt): awaits all of the piece before
+					prev := rp.CQs[e.Wait.CQ].Queue
+					e.Wait.Count = count[prev][len(count[prev])-1]
+					continue
+				}
 				e.Wait = cond(e.Wait.Op)
 			case ir.OpcHost:
 				for i := range e.Waits {

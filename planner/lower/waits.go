@@ -135,6 +135,7 @@ func (w *worker) lowerRank(r int, evs []int32) {
 			l.end(ir.OpID(ev / 2))
 		}
 	}
+	w.splitMgmt(r)
 	c.signalRank(r, &w.scratch)
 	c.checkRankLimits(r, &w.found)
 	addStats(&w.stats, c.plan.RankStats(r))

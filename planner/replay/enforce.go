@@ -69,14 +69,6 @@ func (c *checker) build(only int) *necessity {
 			wq := &rp.Queues[q]
 			host := wq.Kind == ir.HostSignalQueue
 			lastHost, prevPosted := -1, -1
-			if placers := enables[q]; len(placers) > 0 {
-				for _, pe := range placers[1:] {
-					if pe.q != placers[0].q {
-						c.errorf(c.opOf(c.at(pe)).Pos, "rank %d %s is enabled from both %s and %s; the checker cannot order them", r, wq.Name, rp.Queues[placers[0].q].Name, rp.Queues[pe.q].Name)
-					}
-				}
-			}
-			enabler := 0   // enables[q][enabler] is the first ENABLE whose UpTo passes the entries so far
 			lastRead := -1 // the last READ or atomic before entry i
 			for i := range wq.Chain {
 				me := entry{r, q, i}
@@ -115,23 +107,6 @@ func (c *checker) build(only int) *necessity {
 				if readLike(e.Opcode) {
 					lastRead = i
 				}
-				if wq.Managed && e.Opcode != ir.OpcHost {
-					// The first ENABLE (in placing order) past idx: idx grows along the chain, so
-					// the first past it never moves back.
-					idx := uint32(c.posted[r][q][i])
-					for enabler < len(enables[q]) && c.at(enables[q][enabler]).UpTo <= idx {
-						enabler++
-					}
-					var en *entry
-					if enabler < len(enables[q]) {
-						en = &enables[q][enabler]
-					}
-					if en == nil {
-						c.errorf(c.opOf(e).Pos, "%s is on managed queue %s but no ENABLE ever lets it run", c.name(me), wq.Name)
-					} else {
-						n.add(n.start(*en), n.start(me))
-					}
-				}
 				if generic && (isData(e.Opcode) || e.Opcode == ir.OpcHost) {
 					for _, a := range c.g.Preds(e.Op) {
 						obs := c.observer(ir.OpID(a))
@@ -142,6 +117,48 @@ func (c *checker) build(only int) *necessity {
 						n.add(n.finish(obs), n.start(me))
 					}
 				}
+			}
+		}
+		// A managed entry starts after the ENABLE that lets it run. ENABLEs of one queue placed
+		// on several queues (a management chain spread over pieces) are taken in the order of
+		// their placing queues once the orderings so far, which do not rest on any ENABLE,
+		// prove that order.
+		for q := range rp.Queues {
+			wq := &rp.Queues[q]
+			if !wq.Managed {
+				continue
+			}
+			placers := enables[q]
+			ordered := true
+			for k := 1; k < len(placers); k++ {
+				if a, b := placers[k-1], placers[k]; a.q != b.q && !n.precedes(c, a, b) {
+					c.errorf(c.opOf(c.at(b)).Pos, "rank %d %s is enabled from both %s and %s, and nothing orders %s before %s; the checker cannot order them",
+						r, wq.Name, rp.Queues[a.q].Name, rp.Queues[b.q].Name, c.name(a), c.name(b))
+					ordered = false
+					break
+				}
+			}
+			if !ordered {
+				continue
+			}
+			enabler := 0 // placers[enabler] is the first ENABLE whose UpTo passes the entries so far
+			for i := range wq.Chain {
+				e := &wq.Chain[i]
+				if e.Opcode == ir.OpcHost {
+					continue
+				}
+				// The first ENABLE (in placing order) past idx: idx grows along the chain, so
+				// the first past it never moves back.
+				me := entry{r, q, i}
+				idx := uint32(c.posted[r][q][i])
+				for enabler < len(placers) && c.at(placers[enabler]).UpTo <= idx {
+					enabler++
+				}
+				if enabler == len(placers) {
+					c.errorf(c.opOf(e).Pos, "%s is on managed queue %s but no ENABLE ever lets it run", c.name(me), wq.Name)
+					continue
+				}
+				n.add(n.start(placers[enabler]), n.start(me))
 			}
 		}
 	}
@@ -157,6 +174,31 @@ func (c *checker) build(only int) *necessity {
 		n.add(n.start(s), n.finish(r))
 	}
 	return n
+}
+
+// precedes reports whether the start of entry a, of the same rank as b, precedes the start of b
+// in every execution, through the orderings n holds: backwards from b's start, it looks for an
+// event of a's queue at or past a (its start or completion, both after a's start). Called before
+// any ENABLE ordering is added, it proves what queue order and WAITs alone guarantee.
+func (n *necessity) precedes(c *checker, a, b entry) bool {
+	base := n.base[a.r][a.q]
+	end := base + len(c.p.Ranks[a.r].Queues[a.q].Chain)
+	seen := map[int32]bool{n.start(b): true}
+	stack := []int32{n.start(b)}
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if id := int(v / 2); id >= base+a.i && id < end {
+			return true
+		}
+		for _, u := range n.preds[v] {
+			if !seen[u] {
+				seen[u] = true
+				stack = append(stack, u)
+			}
+		}
+	}
+	return false
 }
 
 // waitEdge adds the ordering a completion condition implies: the cond.Count-th completion of the

@@ -295,3 +295,43 @@ func TestReplayRecvEnableBehindSendDeadlocks(t *testing.T) {
 func refusesHeldRecv(tg ir.Target, err error) bool {
 	return err != nil && tg.Trigger != nil && tg.Trigger.RecvThresholdZero && strings.Contains(err.Error(), "only at threshold 0")
 }
+
+// A management chain spread over two queues (a target whose queues hold 16 WQEs) is proven only
+// while the WAIT that opens the second piece orders it after the first: without it, or waiting
+// for something else, the ENABLEs of one queue from both pieces are not ordered, and the checker
+// says so.
+func TestReplaySplitManagement(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	src = []byte(strings.ReplaceAll(string(src), "depth min(32768, max(128, 4 * ranks))", "depth 16"))
+	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 8, "n": 2}, planner.Options{})
+	require.NoError(t, err)
+	tg, err := ir.LookupTarget("connectx")
+	require.NoError(t, err)
+	tg.MaxWQDepth = 16
+	fresh := func() (*ir.Plan, int) {
+		p, err := lower.Compile(g, tg)
+		require.NoError(t, err)
+		rp := &p.Ranks[3]
+		last := len(rp.Queues) - 1
+		require.Equal(t, "mgmt1", rp.Queues[last].Name)
+		require.Equal(t, ir.OpcWait, rp.Queues[last].Chain[0].Opcode)
+		return p, last
+	}
+	p, _ := fresh()
+	require.NoError(t, replay.Check(p, replay.Options{}))
+
+	p, q := fresh()
+	remove(p, 3, q, 0)
+	err = replay.Check(p, replay.Options{})
+	require.Error(t, err)
+	assert.Contains(t, allMessages(err), "rank 3 right.sq is enabled from both mgmt and mgmt1, and nothing orders")
+
+	p, q = fresh()
+	w := &p.Ranks[3].Queues[q].Chain[0]
+	w.Wait.CQ, w.Wait.Count = int32(p.Ranks[3].Queues[p.Ranks[3].Host].CQ), 1 // the first host step instead
+	err = replay.Check(p, replay.Options{})
+	require.Error(t, err)
+	assert.Contains(t, allMessages(err), "nothing orders")
+}
