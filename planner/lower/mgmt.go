@@ -1,6 +1,7 @@
 package lower
 
 import (
+	"math/bits"
 	"strconv"
 
 	"github.com/coredag/coredag/ir"
@@ -30,9 +31,15 @@ import (
 // right.sq), the queue is run as the managed style runs it: its data WQEs stay, managed, and the
 // WAITs and ENABLEs go to a management queue of its own (manageSend), spread over pieces as above.
 
-// mgmtCapacity is the most WQEs one management queue may carry per iteration on target t.
+// mgmtCapacity is the most WQEs one management queue may carry per iteration on target t: below
+// half the index space, and no more than the largest queue it can have, whose depth is a power
+// of two (signalRank sizes management queues so).
 func mgmtCapacity(t *ir.Target) int {
-	return min(int(wait.WQ.Half())-1, t.MaxWQDepth)
+	most := 0
+	if t.MaxWQDepth > 0 {
+		most = 1 << (bits.Len(uint(t.MaxWQDepth)) - 1)
+	}
+	return min(int(wait.WQ.Half())-1, most)
 }
 
 // splitMgmt fits rank r's management entries to the target's queues (see above): in the managed

@@ -163,6 +163,27 @@ func TestSplitManagementRing(t *testing.T) {
 	}
 }
 
+// A target whose largest queue is not a power of two holds chains of the power of two below it:
+// a management queue's depth is its chain's length rounded up to one.
+func TestSplitManagementOddDepth(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	g, err := planner.Load("ring_allreduce.dag", withDepth(src, 12), map[string]int64{"ranks": 4, "n": 1}, planner.Options{})
+	require.NoError(t, err)
+	p, err := lower.Compile(g, shallowConnectX(t, 12)) // 12 management entries: 8 and 1 + 4
+	require.NoError(t, err)
+	whole, err := lower.Compile(g, shallowConnectX(t, 1<<15))
+	require.NoError(t, err)
+	assert.Equal(t, 4, checkSplit(t, p, whole, 8, "depth 12"))
+	for r := range p.Ranks {
+		for _, q := range p.Ranks[r].Queues {
+			assert.LessOrEqual(t, q.Depth, 12, "rank %d %s", r, q.Name)
+		}
+	}
+	require.NoError(t, replay.Check(p, replay.Options{}))
+}
+
 // TestSplitManagementPlans does the same for every plan of plans/ and for random graphs with
 // queues of 8 WQEs: whatever the shape of the management chain (WAITs for host steps, fences,
 // receive enables, several queues), its pieces are the chain, and replay proves them.

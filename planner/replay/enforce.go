@@ -121,8 +121,8 @@ func (c *checker) build(only int) *necessity {
 		}
 		// A managed entry starts after the ENABLE that lets it run. ENABLEs of one queue placed
 		// on several queues (a management chain spread over pieces) are taken in the order of
-		// their placing queues once the orderings so far, which do not rest on any ENABLE,
-		// prove that order.
+		// their placing queues once the orderings so far (queue order, WAITs, and the ENABLEs
+		// of queues already proven) prove that order.
 		for q := range rp.Queues {
 			wq := &rp.Queues[q]
 			if !wq.Managed {
@@ -178,8 +178,10 @@ func (c *checker) build(only int) *necessity {
 
 // precedes reports whether the start of entry a, of the same rank as b, precedes the start of b
 // in every execution, through the orderings n holds: backwards from b's start, it looks for an
-// event of a's queue at or past a (its start or completion, both after a's start). Called before
-// any ENABLE ordering is added, it proves what queue order and WAITs alone guarantee.
+// event of a's queue at or past a (its start or completion, both after a's start in queue order;
+// a is on a queue of posted entries, which start in order). Every ordering n holds is necessary:
+// those of queue order and WAITs by themselves, and those of ENABLEs only once the order of
+// their placers was proven this way, with the orderings before them.
 func (n *necessity) precedes(c *checker, a, b entry) bool {
 	base := n.base[a.r][a.q]
 	end := base + len(c.p.Ranks[a.r].Queues[a.q].Chain)
