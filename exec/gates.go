@@ -78,8 +78,8 @@ func newGates(g *ir.Graph, mem *Memory, res []*rankRes, p nic.Provider) (*gates,
 				if c, err = ctx.CreateCounter(); err != nil {
 					return nil, opErrorf(g, id, "a counter for the writes that land in %s: %v", g.SliceString(op.Dst), err)
 				}
-				size := uint64(g.Buffers[op.Dst.Buf].Type.Size())
-				if err := ctx.BindRemoteWrites(c, r.mrs[op.Dst.Buf], uint64(op.Dst.Off)*size, uint64(op.Dst.Len)*size); err != nil {
+				mr, off, n := r.countMR(g, op.Dst)
+				if err := ctx.BindRemoteWrites(c, mr, off, n); err != nil {
 					return nil, opErrorf(g, id, "counting the writes that land in %s: %v", g.SliceString(op.Dst), err)
 				}
 				made[k] = c

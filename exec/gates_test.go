@@ -1,16 +1,20 @@
 package exec_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
 )
 
 // TestWaitPlans runs the plans of docs/examples that complete one-sidedly (wait for landings,
@@ -101,4 +105,64 @@ func TestWaitHangsTriggered(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "counter data[0:2].land")
 	assert.Contains(t, err.Error(), "the writes that land in data[0:2]")
+}
+
+// A NIC that counts remote writes per registration, as libfabric does, counts only whole
+// registrations: each counted part of a buffer is registered on its own and the writers into it
+// name its key. With the software NIC counting so, the plans that count parts of a buffer (the
+// ring's slots, the chain's chunks) and the one that counts a whole buffer run on the polling
+// engine and on triggered operations; a wait whose count is short (the parts' keys not used)
+// would hang, and the memory would not match.
+func TestWaitPerRegistration(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		file   string
+		params map[string]int64
+	}{
+		{"../docs/examples/counted_ring.dag", map[string]int64{"s": 2, "m": 5, "n": 3}},
+		{"../docs/examples/counted_allgather.dag", map[string]int64{"n": 3}},
+		{"../testdata/onesided/counted_chain.dag", map[string]int64{"c": 3, "n": 2}},
+	} {
+		g, ok := loadPlan(t, tc.file, 3, tc.params)
+		require.True(t, ok)
+		for _, c := range []engineCase{engineCases[0], engineCases[5]} {
+			t.Run(filepath.Base(tc.file)+"/"+c.name, func(t *testing.T) {
+				plan, err := compileFor(g, c.target)
+				require.NoError(t, err)
+				n := softnic.New(softnic.Options{NoCrossChannel: true, CountPerRegistration: true})
+				res, err := exec.Run(context.Background(), plan, n, exec.Options{Engine: c.engine, Iters: 3, HangTimeout: 5 * time.Second})
+				require.NoError(t, err)
+				require.True(t, res.OK, res.Summary())
+			})
+		}
+	}
+}
+
+// Counting per registration, a write lands in one counted region only: waits whose regions
+// overlap are refused before the run, naming both.
+func TestWaitPerRegistrationOverlap(t *testing.T) {
+	t.Parallel()
+	src := `plan overlap
+param ranks = 2
+buffer mine u64[4] init rank
+buffer box  u64[4] remote_write
+queue q to 1 - rank peer q
+if rank == 0 {
+  op put = write q mine[0:2] to box[0:2]
+} else {
+  op half = wait 1 writes to box[0:2]
+  op all  = wait 1 writes to box
+}
+`
+	g, err := planner.Load("overlap.dag", []byte(src), nil, planner.Options{})
+	require.NoError(t, err)
+	plan, err := compileFor(g, "generic")
+	require.NoError(t, err)
+	_, err = exec.Run(context.Background(), plan, softnic.New(softnic.Options{NoCrossChannel: true}), exec.Options{Engine: exec.Poll})
+	require.NoError(t, err, "a NIC that counts any part of a region counts both")
+	n := softnic.New(softnic.Options{NoCrossChannel: true, CountPerRegistration: true})
+	_, err = exec.Run(context.Background(), plan, n, exec.Options{Engine: exec.Poll})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "overlap.dag:10:")
+	assert.Contains(t, err.Error(), "wait all counts the writes that land in box, which overlaps box[0:2], the region of wait half")
 }
