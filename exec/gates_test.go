@@ -138,7 +138,7 @@ func TestWaitPerRegistration(t *testing.T) {
 	}
 }
 
-// Counting per registration, a write lands in one counted region only: waits whose regions
+// Counting per registration, a write is counted in one region only: waits whose regions
 // overlap are refused before the run, naming both.
 func TestWaitPerRegistrationOverlap(t *testing.T) {
 	t.Parallel()

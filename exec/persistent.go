@@ -83,7 +83,7 @@ func (s *Session) Rebind(rank int, b ir.BufID, m Region) error {
 	}
 	for _, p := range r.parts {
 		if p.Buf == b {
-			return fmt.Errorf("%s: buffer %s: %w: a wait counts the writes that land in %s, which %s counts per registration, so the part has its own, on the memory of the first start",
+			return fmt.Errorf("%s: buffer %s: %w: a wait counts the writes that land in %s, which %s counts per registration, so the region has a registration of its own, on the memory of the first start",
 				buf.Pos, buf.Name, ErrRebindRemote, g.SliceString(p), s.p.Name())
 		}
 	}

@@ -59,7 +59,7 @@ type rankRes struct {
 	qps    []nic.QP // by layout.qps
 	peers  []Endpoint
 	// On a device that counts remote writes per registration (nic.RegistrationCounting): the
-	// parts of buffers that waits of this rank count, each registered on its own (parts[j] is
+	// regions that waits of this rank count, each registered on its own (parts[j] is
 	// registered as partMRs[j], handed to peers after the buffers' MRs), and the parts of each
 	// peer, which writes into them name (by rank, found when first needed).
 	perReg    bool
@@ -264,10 +264,12 @@ func (r *rankRes) endpoint() Endpoint {
 	return ep
 }
 
-// countedParts lists the regions of rank that its waits count the landed writes of and that are
-// parts of their buffers, not whole buffers, each once, in the order of the waits: what a device
-// that counts per registration registers on its own. Counted regions that overlap are refused:
-// such a device counts a write by the one registration whose key it names.
+// countedParts lists the regions of rank that its waits count the landed writes of, each once, in
+// the order of the waits: what a device that counts per registration registers on its own. A
+// whole buffer is registered again too, so that only the writes name the counted registration's
+// key: libfabric counts a remote atomic as a remote write, and atomics keep the buffer's key.
+// Counted regions that overlap are refused: such a device counts a write by the one registration
+// whose key it names.
 func countedParts(g *ir.Graph, rank int) ([]ir.Slice, error) {
 	var regions []ir.Slice
 	var waits []ir.OpID
@@ -286,17 +288,11 @@ func countedParts(g *ir.Graph, rank int) ([]ir.Slice, error) {
 		regions = append(regions, op.Dst)
 		waits = append(waits, o)
 	}
-	var parts []ir.Slice
-	for _, s := range regions {
-		if s.Off != 0 || s.Len != g.Buffers[s.Buf].Count {
-			parts = append(parts, s)
-		}
-	}
-	return parts, nil
+	return regions, nil
 }
 
 // countMR is the registration and the bytes [off, off+n) of it that count the writes that land
-// in region s of this rank: the part's own registration where the device counts per
+// in region s of this rank: the region's own registration where the device counts per
 // registration, else the buffer's.
 func (r *rankRes) countMR(g *ir.Graph, s ir.Slice) (mr nic.MR, off, n uint64) {
 	sz := uint64(g.Buffers[s.Buf].Type.Size())
@@ -388,8 +384,8 @@ func (r *rankRes) remote(g *ir.Graph, peer int, s ir.Seg) (uint64, uint32) {
 }
 
 // remoteWrite is the address and rkey a write into slice s of peer rank names: on a device that
-// counts remote writes per registration, those of the peer's counted part that holds s (so the
-// part's counter counts it), else those of the buffer.
+// counts remote writes per registration, those of the peer's counted region that holds s (so the
+// region's counter counts it), else those of the buffer.
 func (r *rankRes) remoteWrite(g *ir.Graph, peer int, s ir.Seg) (uint64, uint32) {
 	if !r.perReg || !s.Valid() || peer < 0 || peer >= len(r.peers) {
 		return r.remote(g, peer, s)
