@@ -220,6 +220,9 @@ func openRank(p nic.Provider, g *ir.Graph, rank int, l rankLayout, bound Bound) 
 			b := &g.Buffers[s.Buf]
 			sz := b.Type.Size()
 			mem := res.mrs[s.Buf].Bytes()[s.Off*sz : (s.Off+s.Len)*sz]
+			if len(mem) == 0 {
+				return fail(fmt.Errorf("%s: rank %d: a wait counts the writes that land in %s, which is empty", b.Pos, rank, g.SliceString(s)))
+			}
 			mr, err := res.pd.RegisterMR(unsafe.Pointer(&mem[0]), len(mem), accessOf(b))
 			if err != nil {
 				return fail(fmt.Errorf("%s: rank %d: register %s on its own, to count the writes that land in it: %w", b.Pos, rank, g.SliceString(s), err))
