@@ -25,8 +25,9 @@ import (
 type gates struct {
 	g        *ir.Graph
 	byOp     map[ir.OpID]*gate
-	round    uint64 // the iteration, counted from 0 by next
-	wordFrom uint64 // the iteration that started with every word at its init
+	regions  map[regionKey]nic.Counter // the counter bound to each counted region
+	round    uint64                    // the iteration, counted from 0 by next
+	wordFrom uint64                    // the iteration that started with every word at its init
 	began    bool
 }
 
@@ -43,12 +44,8 @@ type gate struct {
 // of each distinct region a wait counts, on the rank's context. A context that cannot count the
 // writes that land in a region refuses the plan, naming the wait.
 func newGates(g *ir.Graph, mem *Memory, res []*rankRes, p nic.Provider) (*gates, error) {
-	gs := &gates{g: g}
-	type regionKey struct {
-		rank int
-		s    ir.Slice
-	}
-	made := map[regionKey]nic.Counter{}
+	gs := &gates{g: g, regions: map[regionKey]nic.Counter{}}
+	made := gs.regions
 	for _, r := range res {
 		first, end := g.RankOps(r.rank)
 		for id := first; id < end; id++ {
@@ -81,8 +78,8 @@ func newGates(g *ir.Graph, mem *Memory, res []*rankRes, p nic.Provider) (*gates,
 				if c, err = ctx.CreateCounter(); err != nil {
 					return nil, opErrorf(g, id, "a counter for the writes that land in %s: %v", g.SliceString(op.Dst), err)
 				}
-				size := uint64(g.Buffers[op.Dst.Buf].Type.Size())
-				if err := ctx.BindRemoteWrites(c, r.mrs[op.Dst.Buf], uint64(op.Dst.Off)*size, uint64(op.Dst.Len)*size); err != nil {
+				mr, off, n := r.countMR(g, op.Dst)
+				if err := ctx.BindRemoteWrites(c, mr, off, n); err != nil {
 					return nil, opErrorf(g, id, "counting the writes that land in %s: %v", g.SliceString(op.Dst), err)
 				}
 				made[k] = c
@@ -91,6 +88,21 @@ func newGates(g *ir.Graph, mem *Memory, res []*rankRes, p nic.Provider) (*gates,
 		}
 	}
 	return gs, nil
+}
+
+// regionKey names a counted region of a rank.
+type regionKey struct {
+	rank int
+	s    ir.Slice
+}
+
+// landCounter is the counter bound to region s of rank r for the writes that land there, which
+// a wait of r counts; nil when no wait counts s.
+func (gs *gates) landCounter(r int, s ir.Slice) nic.Counter {
+	if gs == nil {
+		return nil
+	}
+	return gs.regions[regionKey{r, s}]
 }
 
 // any reports whether the plan has a wait op.

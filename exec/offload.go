@@ -189,7 +189,7 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 		if w.Opcode == ir.OpcWriteImm {
 			wr.Op, wr.Imm = nic.OpRDMAWriteImm, uint32(w.Op)
 		}
-		remote(w.Remote)
+		wr.RemoteAddr, wr.RKey = r.remoteWrite(g, int(w.Peer), w.Remote)
 	case ir.OpcRead:
 		wr.Op, wr.Local = nic.OpRDMARead, r.local(g, w.Local)
 		remote(w.Remote)

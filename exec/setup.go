@@ -3,6 +3,8 @@ package exec
 import (
 	"context"
 	"fmt"
+	"slices"
+	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/ir"
@@ -56,6 +58,14 @@ type rankRes struct {
 	cqs    []nic.CQ // by layout.cqs
 	qps    []nic.QP // by layout.qps
 	peers  []Endpoint
+	// On a device that counts remote writes per registration (nic.RegistrationCounting): the
+	// regions that waits of this rank count, each registered on its own (parts[j] is
+	// registered as partMRs[j], handed to peers after the buffers' MRs), and the parts of each
+	// peer, which writes into them name (by rank, found when first needed).
+	perReg    bool
+	parts     []ir.Slice
+	partMRs   []nic.MR
+	peerParts map[int][]ir.Slice
 }
 
 // pollLayout gives every graph queue of the rank one QP with a CQ per side: the send and
@@ -203,6 +213,25 @@ func openRank(p nic.Provider, g *ir.Graph, rank int, l rankLayout, bound Bound) 
 		}
 		res.mrs = append(res.mrs, mr)
 	}
+	if rc, ok := dev.(nic.RegistrationCounting); ok && rc.CountsPerRegistration() {
+		res.perReg = true
+		if res.parts, err = countedParts(g, rank); err != nil {
+			return fail(err)
+		}
+		for _, s := range res.parts {
+			b := &g.Buffers[s.Buf]
+			sz := b.Type.Size()
+			mem := res.mrs[s.Buf].Bytes()[s.Off*sz : (s.Off+s.Len)*sz]
+			if len(mem) == 0 {
+				return fail(fmt.Errorf("%s: rank %d: a wait counts the writes that land in %s, which is empty", b.Pos, rank, g.SliceString(s)))
+			}
+			mr, err := res.pd.RegisterMR(unsafe.Pointer(&mem[0]), len(mem), accessOf(b))
+			if err != nil {
+				return fail(fmt.Errorf("%s: rank %d: register %s on its own, to count the writes that land in it: %w", b.Pos, rank, g.SliceString(s), err))
+			}
+			res.partMRs = append(res.partMRs, mr)
+		}
+	}
 	for _, c := range l.cqs {
 		cq, err := dev.CreateCQ(c.depth)
 		if err != nil {
@@ -234,7 +263,48 @@ func (r *rankRes) endpoint() Endpoint {
 	for _, mr := range r.mrs {
 		ep.MRs = append(ep.MRs, mr.Remote())
 	}
+	for _, mr := range r.partMRs {
+		ep.MRs = append(ep.MRs, mr.Remote())
+	}
 	return ep
+}
+
+// countedParts lists the regions of rank that its waits count the landed writes of, each once, in
+// the order of the waits: what a device that counts per registration registers on its own. A
+// whole buffer is registered again too, so that only the writes name the counted registration's
+// key: libfabric counts a remote atomic as a remote write, and atomics keep the buffer's key.
+// Counted regions that overlap are refused: such a device counts a write by the one registration
+// whose key it names.
+func countedParts(g *ir.Graph, rank int) ([]ir.Slice, error) {
+	var regions []ir.Slice
+	var waits []ir.OpID
+	first, end := g.RankOps(rank)
+	for o := first; o < end; o++ {
+		op := &g.Ops[o]
+		if op.Kind != ir.OpWait || op.WaitsWord() || slices.Contains(regions, op.Dst) {
+			continue
+		}
+		for i, s := range regions {
+			if s.Buf == op.Dst.Buf && s.Off < op.Dst.Off+op.Dst.Len && op.Dst.Off < s.Off+s.Len {
+				return nil, fmt.Errorf("%s: rank %d: wait %s counts the writes that land in %s, which overlaps %s, the region of wait %s: a device that counts remote writes per registration (libfabric's fi_mr_bind) counts a write in one region only (count regions that do not overlap)",
+					op.Pos, rank, op.Name, g.SliceString(op.Dst), g.SliceString(s), g.Ops[waits[i]].Name)
+			}
+		}
+		regions = append(regions, op.Dst)
+		waits = append(waits, o)
+	}
+	return regions, nil
+}
+
+// countMR is the registration and the bytes [off, off+n) of it that count the writes that land
+// in region s of this rank: the region's own registration where the device counts per
+// registration, else the buffer's.
+func (r *rankRes) countMR(g *ir.Graph, s ir.Slice) (mr nic.MR, off, n uint64) {
+	sz := uint64(g.Buffers[s.Buf].Type.Size())
+	if j := slices.Index(r.parts, s); j >= 0 {
+		return r.partMRs[j], 0, uint64(s.Len) * sz
+	}
+	return r.mrs[s.Buf], uint64(s.Off) * sz, uint64(s.Len) * sz
 }
 
 // connect brings every QP of the rank to RTS: graph queues to their peer's paired queue,
@@ -274,6 +344,9 @@ func (r *rankRes) close() {
 	}
 	for _, cq := range r.cqs {
 		_ = cq.Close()
+	}
+	for _, mr := range r.partMRs {
+		_ = mr.Close()
 	}
 	for _, mr := range r.mrs {
 		_ = mr.Close()
@@ -315,6 +388,32 @@ func (r *rankRes) remote(g *ir.Graph, peer int, s ir.Seg) (uint64, uint32) {
 	return m.Addr + uint64(s.Off*sz), m.RKey
 }
 
+// remoteWrite is the address and rkey a write into slice s of peer rank names: on a device that
+// counts remote writes per registration, those of the peer's counted region that holds s (so the
+// region's counter counts it), else those of the buffer.
+func (r *rankRes) remoteWrite(g *ir.Graph, peer int, s ir.Seg) (uint64, uint32) {
+	if !r.perReg || !s.Valid() || peer < 0 || peer >= len(r.peers) {
+		return r.remote(g, peer, s)
+	}
+	parts, ok := r.peerParts[peer]
+	if !ok {
+		parts, _ = countedParts(g, peer) // an error refused the peer's own setup
+		if r.peerParts == nil {
+			r.peerParts = map[int][]ir.Slice{}
+		}
+		r.peerParts[peer] = parts
+	}
+	for j, p := range parts {
+		k := len(g.Buffers) + j
+		if p.Buf != s.Buf || s.Off < p.Off || s.Off+s.Len > p.Off+p.Len || k >= len(r.peers[peer].MRs) {
+			continue
+		}
+		m := r.peers[peer].MRs[k]
+		return m.Addr + uint64((s.Off-p.Off)*g.Buffers[s.Buf].Type.Size()), m.RKey
+	}
+	return r.remote(g, peer, s)
+}
+
 // dataWR builds the send-queue work request of graph op id (send, write, read or atomic); a
 // send or write goes inline when inline is set and its payload fits the rank's QPs.
 func (r *rankRes) dataWR(g *ir.Graph, id ir.OpID, inline bool) nic.SendWR {
@@ -330,7 +429,7 @@ func (r *rankRes) dataWR(g *ir.Graph, id ir.OpID, inline bool) nic.SendWR {
 			wr.Op = nic.OpRDMAWriteImm
 			wr.Imm = uint32(id)
 		}
-		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Dst.Seg())
+		wr.RemoteAddr, wr.RKey = r.remoteWrite(g, peer, op.Dst.Seg())
 	case ir.OpRead:
 		wr.Op, wr.Local = nic.OpRDMARead, r.local(g, op.Dst.Seg())
 		wr.RemoteAddr, wr.RKey = r.remote(g, peer, op.Src.Seg())

@@ -28,6 +28,16 @@ func (e *offloadEngine) setupTrig(or *offRank) error {
 	t := &trigRank{tc: tc, hostGate: map[int]int{}}
 	for i := range rp.Trig.Counters {
 		c := &rp.Trig.Counters[i]
+		if c.Kind == ir.CntLand {
+			// The counter the region's waits read (newGates bound it to the region): triggered
+			// work waits on it as on any counter, and the NIC raises it as writes land.
+			k := e.gates.landCounter(rp.Rank, c.Region)
+			if k == nil {
+				return fmt.Errorf("rank %d: counter %s: no counter is bound to %s", rp.Rank, c.Name, e.g.SliceString(c.Region))
+			}
+			t.cnt = append(t.cnt, k)
+			continue
+		}
 		k, err := tc.CreateCounter()
 		if err != nil {
 			return fmt.Errorf("rank %d: counter %s: %w", rp.Rank, c.Name, err)
@@ -173,7 +183,9 @@ func (e *offloadEngine) diagnoseTrig(h *HangError, iter int) {
 			}
 			c := &rp.Trig.Counters[w.Counter]
 			producer := ""
-			if w.Cause != ir.None {
+			if c.Kind == ir.CntLand {
+				producer = "the writes that land in " + e.g.SliceString(c.Region)
+			} else if w.Cause != ir.None {
 				producer = e.opRef(w.Cause)
 			} else if c.Kind == ir.CntJoin {
 				producer = "the counter-adds into " + c.Name

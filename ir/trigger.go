@@ -28,9 +28,10 @@ const (
 	CntHost                    // HOST steps the CPU finished (the CPU adds 1 after each)
 	CntJoin                    // counter-add work of one joining op: one add per predecessor condition
 	CntPost                    // receive postings of a queue side: an add fires right after each triggered receive
+	CntLand                    // remote writes that land in a region of the rank's memory (FI_RMA_EVENT, a counter bound to the region for FI_REMOTE_WRITE)
 )
 
-var counterKindNames = [...]string{"send", "recv", "host", "join", "post"}
+var counterKindNames = [...]string{"send", "recv", "host", "join", "post", "land"}
 
 func (k CounterKind) String() string {
 	if int(k) < len(counterKindNames) {
@@ -41,10 +42,13 @@ func (k CounterKind) String() string {
 
 // Counter is one completion counter of a rank (libfabric fi_cntr).
 type Counter struct {
-	Name  string // "right.scnt", "left.rcnt", "host.cnt", "join.red[1]", "left.post"
+	Name  string // "right.scnt", "left.rcnt", "host.cnt", "join.red[1]", "left.post", "ring[0:4].land"
 	Kind  CounterKind
 	Queue int  // CntSend, CntRecv: the rank-local work queue whose CQ it counts; -1 otherwise
-	Op    OpID // CntJoin: the op it gates; None otherwise
+	Op    OpID // CntJoin: the op it gates; CntLand: the first wait that counts the region; None otherwise
+	// Region is the slice of the rank's memory whose landed writes a CntLand counter counts
+	// (the region of its waits, `wait N writes to REGION`); read only for that kind.
+	Region Slice
 	// PerIteration is how much one iteration raises the counter: the amount re-arm adds to every
 	// threshold on it per iteration.
 	PerIteration uint64
@@ -311,4 +315,21 @@ func (p *TriggerProfile) Load(rp *RankPlan) TriggerLoad {
 		}
 	}
 	return l
+}
+
+// HostWait is the remote-write counter and count that the CPU waits for before it runs HOST
+// step o: for a wait for the writes that land in a region (`wait N writes to REGION`), the
+// rank's CntLand counter of that region and N; ok is false for any other op, or when the rank
+// has no such counter.
+func (t *Triggered) HostWait(g *Graph, o OpID) (counter int, count uint64, ok bool) {
+	op := &g.Ops[o]
+	if op.Kind != OpWait || op.WaitsWord() {
+		return -1, 0, false
+	}
+	for k := range t.Counters {
+		if c := &t.Counters[k]; c.Kind == CntLand && c.Region == op.Dst {
+			return k, uint64(op.A()), true
+		}
+	}
+	return -1, 0, false
 }

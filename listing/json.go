@@ -98,6 +98,7 @@ type jsonCounter struct {
 	Kind         string  `json:"kind"`
 	Queue        string  `json:"queue,omitempty"`
 	Op           string  `json:"op,omitempty"`
+	Region       string  `json:"region,omitempty"`
 	PerIteration uint64  `json:"per_iteration"`
 	Iterations   *uint64 `json:"iterations,omitempty"`
 }
@@ -114,6 +115,13 @@ type jsonTrigEntry struct {
 	WQE       *jsonTrigWQE `json:"wqe,omitempty"`
 	Target    string       `json:"target,omitempty"`
 	Value     *uint64      `json:"value,omitempty"`
+	CPUWait   *jsonCPUWait `json:"cpu_wait,omitempty"`
+}
+
+// jsonCPUWait is the counter and count the CPU waits for before it runs a HOST step.
+type jsonCPUWait struct {
+	Counter   string `json:"counter"`
+	Threshold uint64 `json:"threshold"`
 }
 
 type jsonTrigWQE struct {
@@ -157,6 +165,9 @@ func trigJSON(p *ir.Plan, rp *ir.RankPlan) *jsonTrigger {
 		if c.Op != ir.None {
 			jc.Op = g.Ops[c.Op].Name
 		}
+		if c.Kind == ir.CntLand {
+			jc.Region = g.SliceString(c.Region)
+		}
 		if n := tr.Iterations(i, prof.MaxCounter); n != ir.NoIterationLimit {
 			jc.Iterations = &n
 		}
@@ -175,6 +186,9 @@ func trigJSON(p *ir.Plan, rp *ir.RankPlan) *jsonTrigger {
 		if w.Kind == ir.TrigOp {
 			e := &rp.Queues[w.Loc.Queue].Chain[w.Loc.Index]
 			je.WQE = &jsonTrigWQE{Queue: rp.Queues[w.Loc.Queue].Name, Index: w.Loc.Index, Opcode: e.Opcode.String()}
+			if k, n, ok := tr.HostWait(g, w.Op); ok && w.Loc.Queue == rp.Host {
+				je.CPUWait = &jsonCPUWait{Counter: tr.Counters[k].Name, Threshold: n}
+			}
 		} else {
 			v := w.Value
 			je.Target, je.Value = tr.Counters[w.Target].Name, &v

@@ -309,7 +309,11 @@ func writeTriggered(b *bytes.Buffer, p *ir.Plan, rp *ir.RankPlan) {
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	for i := range tr.Counters {
 		c := &tr.Counters[i]
-		fmt.Fprintf(tw, "    #%d\t%s\t%s\t+%d per iteration\n", i, c.Name, c.Kind, c.PerIteration)
+		bound := ""
+		if c.Kind == ir.CntLand {
+			bound = "\tremote writes into " + p.Graph.SliceString(c.Region)
+		}
+		fmt.Fprintf(tw, "    #%d\t%s\t%s\t+%d per iteration%s\n", i, c.Name, c.Kind, c.PerIteration, bound)
 	}
 	tw.Flush()
 	b.WriteString("  triggered work (submission order)\n")
@@ -319,8 +323,16 @@ func writeTriggered(b *bytes.Buffer, p *ir.Plan, rp *ir.RankPlan) {
 		when := "at once"
 		if w.Counter != ir.Untriggered {
 			when = fmt.Sprintf("when %s >= %d", tr.Counters[w.Counter].Name, w.Threshold)
-			if w.Cause != ir.None {
+			switch {
+			case w.Cause != ir.None && tr.Counters[w.Counter].Kind == ir.CntLand:
+				when += fmt.Sprintf(" (%s holds)", p.Graph.Ops[w.Cause].Name)
+			case w.Cause != ir.None:
 				when += fmt.Sprintf(" (%s done)", p.Graph.Ops[w.Cause].Name)
+			}
+		}
+		if w.Kind == ir.TrigOp && w.Loc.Queue == rp.Host {
+			if k, n, ok := tr.HostWait(p.Graph, w.Op); ok {
+				when += fmt.Sprintf(", then the CPU waits for %s >= %d", tr.Counters[k].Name, n)
 			}
 		}
 		var what string

@@ -22,10 +22,12 @@ const maxCounterAdd = 64
 //     its queue's completion counter; a receive is a matching entry appended to the priority
 //     list (`append`/`tappend NNb to priority_list allowed R ct C use_once tag T`), whose counter
 //     is raised when the message lands;
-//   - a plain write is a put that no counter of the target counts, matched by an entry the
-//     target appends at the start; a read is a get (`get`/`tget`) of its bytes from an entry the
+//   - a plain write is a put matched by an entry the target appends at the start, which raises
+//     the target's remote-write counter of the region it lands in (a wait's region, ir.CntLand)
+//     or no counter; a read is a get (`get`/`tget`) of its bytes from an entry the
 //     target appends at the start; an atomic is a get of 8 bytes (LogGOPSim2 has no atomics);
-//   - a host step is `test C for T` (when triggered), then `calc NS` (host_ns plus its bytes
+//   - a host step is `test C for T` (when triggered), for a wait for landed writes also `test
+//     L for N` (its region's remote-write counter and its count), then `calc NS` (host_ns plus its bytes
 //     times the per-byte figure of par, in nanoseconds), then a put of 0 bytes to the rank itself
 //     that raises the host counter (the CPU's counter add);
 //   - a counter-add of V is V puts of 0 bytes to the rank itself raising the target counter;
@@ -59,7 +61,11 @@ func WriteGOALTriggered(w io.Writer, p *ir.Plan, par Params) error {
 			q := int64(rp.Queues[wq.Queue].Queue)
 			switch x.Opcode {
 			case ir.OpcWrite:
-				serve[x.Peer] = append(serve[x.Peer], fmt.Sprintf("append %db to priority_list allowed %d use_once tag %d", g.SegsBytes(p.LocalSegs(x)), r, q*4+1))
+				cts, err := landCt(p, x.Op)
+				if err != nil {
+					return err
+				}
+				serve[x.Peer] = append(serve[x.Peer], fmt.Sprintf("append %db to priority_list allowed %d%s use_once tag %d", g.SegsBytes(p.LocalSegs(x)), r, cts, q*4+1))
 			case ir.OpcRead:
 				serve[x.Peer] = append(serve[x.Peer], fmt.Sprintf("append %db to priority_list allowed %d use_once tag %d", g.SegsBytes(p.LocalSegs(x)), r, q*4+2))
 			case ir.OpcAtomicFAdd, ir.OpcAtomicCAS:
@@ -154,9 +160,16 @@ func WriteGOALTriggered(w io.Writer, p *ir.Plan, par Params) error {
 				if when != "" {
 					fmt.Fprintf(bw, "%st: test %d for %d\n", l, e.Counter, e.Threshold)
 				}
+				k, n, landed := t.HostWait(g, x.Op)
+				if landed {
+					fmt.Fprintf(bw, "%sl: test %d for %d\n", l, k, n)
+				}
 				fmt.Fprintf(bw, "%s: calc %d\n", l, int64(math.Round(hostNs(g, x.Op, par))))
 				if when != "" {
 					fmt.Fprintf(bw, "%s requires %st\n", l, l)
+				}
+				if landed {
+					fmt.Fprintf(bw, "%s requires %sl\n", l, l)
 				}
 				if t.HostCnt >= 0 {
 					self(l+"h", t.HostCnt, "")
@@ -182,4 +195,30 @@ func WriteGOALTriggered(w io.Writer, p *ir.Plan, par Params) error {
 		fmt.Fprintln(bw, "}")
 	}
 	return bw.Flush()
+}
+
+// landCt is " ct C" for write o when it lands in the region of remote-write counter C of its
+// target rank, or "" when it lands in none. A GOAL entry raises one counter: a write that lands
+// in the regions of two is an error.
+func landCt(p *ir.Plan, o ir.OpID) (string, error) {
+	g := p.Graph
+	op := &g.Ops[o]
+	peer := g.Queues[op.Queue].PeerRank
+	t := p.Ranks[peer].Trig
+	if t == nil {
+		return "", nil
+	}
+	out := ""
+	for c := range t.Counters {
+		cn := &t.Counters[c]
+		d, reg := op.Dst, cn.Region
+		if cn.Kind != ir.CntLand || d.Buf != reg.Buf || d.Off < reg.Off || d.Off+d.Len > reg.Off+reg.Len {
+			continue
+		}
+		if out != "" {
+			return "", fmt.Errorf("predict: %s lands in the regions of two counters of rank %d (%s): a LogGOPSim2 entry raises one", g.OpString(o), peer, cn.Name)
+		}
+		out = fmt.Sprintf(" ct %d", c)
+	}
+	return out, nil
 }

@@ -125,3 +125,20 @@ func TestGOALTriggeredCounters(t *testing.T) {
 	g := compileFile(t, "../plans/ring_allreduce.dag", map[string]int64{"ranks": 3}, "generic")
 	assert.ErrorContains(t, WriteGOALTriggered(&b, g, Default()), "triggered target")
 }
+
+// A write that lands in a wait's region is matched by an entry that raises the region's
+// remote-write counter; the write after the wait waits for that counter (`tput ... when C
+// reaches 1`), and the wait's host step tests it before its calc.
+func TestGOALTriggeredLandCounter(t *testing.T) {
+	p := compileFile(t, "../testdata/onesided/counted_chain.dag", map[string]int64{"ranks": 3, "c": 2}, "triggered")
+	var b bytes.Buffer
+	require.NoError(t, WriteGOALTriggered(&b, p, Default()))
+	out := b.String()
+	checkGOALTriggered(t, "counted_chain", out, 3)
+	rank1 := out[strings.Index(out, "rank 1 {"):strings.Index(out, "rank 2 {")]
+	assert.Contains(t, rank1, "// ct 5: data[0:4].land (land)")
+	assert.Regexp(t, `(?m)^m0: append 32b to priority_list allowed 0 ct 5 use_once tag \d+$`, rank1)
+	assert.Regexp(t, `(?m)^m1: append 32b to priority_list allowed 0 ct 6 use_once tag \d+$`, rank1)
+	assert.Regexp(t, `(?m)^w\d+: tput 32b to 2 when 5 reaches 1 ct \d+ tag \d+$`, rank1)
+	assert.Regexp(t, `(?m)^(w\d+)l: test 5 for 1$`, rank1)
+}

@@ -226,6 +226,9 @@ type sim struct {
 	landsFrom map[ir.OpID][]int32
 	landLeft  map[ir.OpID]int
 	held      map[ir.OpID]func(t float64)
+	// triggered targets: by write, the remote-write counters (rank, counter) of its target's
+	// regions it lands in, raised when it lands
+	landCnt map[ir.OpID][][2]int32
 }
 
 func newSim(p *ir.Plan, par Params) *sim {
@@ -236,6 +239,9 @@ func newSim(p *ir.Plan, par Params) *sim {
 			s.landsFrom[e.From] = append(s.landsFrom[e.From], int32(i))
 			s.landLeft[e.To]++
 		}
+	}
+	if p.Target.Trigger != nil {
+		s.landCnt = landCounters(p)
 	}
 	if par.Workers > 0 {
 		s.pool = make([]float64, par.Workers)
@@ -424,11 +430,52 @@ func (s *sim) handle(e event) {
 }
 
 // landed: op o's data (a write's, an atomic's) is in place at its target at t; the waits that
-// need it hear of it then.
+// need it hear of it then, and on a triggered target the remote-write counters of the regions
+// it lands in rise.
 func (s *sim) landed(o ir.OpID, t float64) {
 	for _, i := range s.landsFrom[o] {
 		s.push(t, evLand, int(s.g.Ops[s.g.Lands[i].To].Rank), 0, int64(i))
 	}
+	for _, rc := range s.landCnt[o] {
+		s.push(t, evRaise, int(rc[0]), int(rc[1]), 1)
+	}
+}
+
+// landCounters maps each write of triggered plan p to the remote-write counters (ir.CntLand) of
+// its target rank whose regions it lands in; nil when the plan has none.
+func landCounters(p *ir.Plan) map[ir.OpID][][2]int32 {
+	g := p.Graph
+	var out map[ir.OpID][][2]int32
+	var writesTo [][]ir.OpID // by rank: the writes that land in its memory
+	for r := range p.Ranks {
+		t := p.Ranks[r].Trig
+		if t == nil {
+			continue
+		}
+		for c := range t.Counters {
+			cn := &t.Counters[c]
+			if cn.Kind != ir.CntLand {
+				continue
+			}
+			if writesTo == nil {
+				out, writesTo = map[ir.OpID][][2]int32{}, make([][]ir.OpID, len(p.Ranks))
+				for i := range g.Ops {
+					if op := &g.Ops[i]; op.Kind == ir.OpWrite {
+						peer := g.Queues[op.Queue].PeerRank
+						writesTo[peer] = append(writesTo[peer], ir.OpID(i))
+					}
+				}
+			}
+			reg := cn.Region
+			for _, o := range writesTo[r] {
+				d := g.Ops[o].Dst
+				if d.Buf == reg.Buf && d.Off >= reg.Off && d.Off+d.Len <= reg.Off+reg.Len {
+					out[o] = append(out[o], [2]int32{int32(r), int32(c)})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // hostStep starts the host step of op o at t by start, or, for a wait whose landings are not all

@@ -196,3 +196,21 @@ func TestWaitHoldsForLandings(t *testing.T) {
 		require.InDelta(t, 8*100+8+8*100, res.Time, 1e-9, target)
 	}
 }
+
+// On a triggered target a write after a wait for landed writes fires on the region's
+// remote-write counter as the write before it lands, not after the wait's host step: in the
+// chain of testdata/onesided/counted_chain.dag under host steps alone (host_ns 1, the rest 0)
+// every rank's CPU runs its waits and its copy in parallel with the others', so an iteration
+// takes as long at 6 ranks as at 3; on connectx, whose forwarding waits for each hop's host
+// step, it takes one host step more per hop.
+func TestTriggeredLandCounter(t *testing.T) {
+	at := func(target string, ranks int64) float64 {
+		p := compileFile(t, "../testdata/onesided/counted_chain.dag", map[string]int64{"ranks": ranks, "c": 2, "n": 4}, target)
+		res, err := Simulate(p, unit("host_ns"), Options{})
+		require.NoError(t, err)
+		require.Positive(t, res.Time)
+		return res.Time
+	}
+	require.InDelta(t, at("triggered", 3), at("triggered", 6), 1e-9)
+	require.InDelta(t, at("connectx", 3)+3, at("connectx", 6), 1e-9)
+}

@@ -40,6 +40,7 @@ type triggerListing struct {
 				Kind         string  `json:"kind"`
 				Queue        string  `json:"queue"`
 				Op           string  `json:"op"`
+				Region       string  `json:"region"`
 				PerIteration uint64  `json:"per_iteration"`
 				Iterations   *uint64 `json:"iterations"`
 			} `json:"counters"`
@@ -57,8 +58,12 @@ type triggerListing struct {
 					Index  int    `json:"index"`
 					Opcode string `json:"opcode"`
 				} `json:"wqe"`
-				Target string  `json:"target"`
-				Value  *uint64 `json:"value"`
+				Target  string  `json:"target"`
+				Value   *uint64 `json:"value"`
+				CPUWait *struct {
+					Counter   string `json:"counter"`
+					Threshold uint64 `json:"threshold"`
+				} `json:"cpu_wait"`
 			} `json:"work"`
 			Summary struct {
 				Counters     int              `json:"counters"`
@@ -271,4 +276,49 @@ func TestTargetsTriggerProfiles(t *testing.T) {
 	assert.True(t, cxi.RecvThresholdZero)
 	assert.Equal(t, []string{"max_counters", "max_counter"}, cxi.Guesses)
 	assert.Nil(t, ts[byName["connectx"]].Trigger)
+}
+
+// A wait for landed writes is a remote-write counter of its region (kind land, with the region)
+// in both listings: the write after the wait is triggered at the wait's count on it, and the
+// wait's HOST step says the CPU waits for the same count.
+func TestCompileTriggeredLandCounter(t *testing.T) {
+	t.Parallel()
+	const file = "testdata/onesided/counted_chain.dag"
+	l := compileTriggeredJSON(t, "triggered-sockets", file, "-p", "ranks=3", "-p", "c=2", "--rank", "1")
+	require.Len(t, l.Ranks, 1)
+	tr := l.Ranks[0].Trigger
+	require.NotNil(t, tr)
+	land := map[string]string{}
+	for _, c := range tr.Counters {
+		if c.Kind == "land" {
+			land[c.Name] = c.Region
+			assert.Equal(t, uint64(1), c.PerIteration, c.Name)
+			assert.Empty(t, c.Queue, c.Name)
+		}
+	}
+	assert.Equal(t, map[string]string{"data[0:4].land": "data[0:4]", "data[4:8].land": "data[4:8]"}, land)
+	var fwd, got bool
+	for _, w := range tr.Work {
+		switch {
+		case w.Op == "fwd[0]" && w.Kind == "op":
+			fwd = true
+			assert.Equal(t, "data[0:4].land", w.Counter)
+			require.NotNil(t, w.Threshold)
+			assert.Equal(t, uint64(1), *w.Threshold)
+			assert.Equal(t, "got[0]", w.Cause)
+			assert.Equal(t, 1, w.Units, "the NIC holds it")
+		case w.Op == "got[0]" && w.Kind == "op":
+			got = true
+			require.NotNil(t, w.CPUWait)
+			assert.Equal(t, "data[0:4].land", w.CPUWait.Counter)
+			assert.Equal(t, uint64(1), w.CPUWait.Threshold)
+		}
+	}
+	assert.True(t, fwd && got, "fwd[0] and got[0] are in rank 1's triggered work")
+
+	code, stdout, stderr := coredag(t, "", "compile", "--target", "triggered", "-p", "ranks=3", "-p", "c=2", "--rank", "1", file)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Regexp(t, `#5 +data\[0:4\]\.land +land +\+1 per iteration +remote writes into data\[0:4\]`, stdout)
+	assert.Regexp(t, `when data\[0:4\]\.land >= 1 \(got\[0\] holds\) +RDMA_WRITE down\.sq\[0\] +fwd\[0\]`, stdout)
+	assert.Regexp(t, `at once, then the CPU waits for data\[0:4\]\.land >= 1 +HOST host\[0\] +got\[0\]`, stdout)
 }

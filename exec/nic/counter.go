@@ -70,3 +70,13 @@ type RMAEventContext interface {
 	// within bytes [off, off+n) of mr raise c by one, once the data is in place.
 	BindRemoteWrites(c Counter, mr MR, off, n uint64) error
 }
+
+// RegistrationCounting is implemented by RMAEventContexts that may count the remote writes by
+// registration, as libfabric does (fi_mr_bind binds a counter to a whole registration, and a
+// write is counted by the registration whose key it names). When CountsPerRegistration is true,
+// BindRemoteWrites binds only a whole region, so each counted region is registered on its own
+// (PD.RegisterMR over the buffer's bytes) and the writers into it name that registration's key
+// and address; a write that lands in two counted regions is then counted by one of them only.
+type RegistrationCounting interface {
+	CountsPerRegistration() bool
+}

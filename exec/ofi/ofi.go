@@ -278,6 +278,10 @@ type Context struct {
 	nextCQ  uint32
 	nextMR  uint32
 	closed  bool
+
+	// landed are the counters bound to regions for remote writes (rmaevent.go), which libfabric
+	// raises as writes land.
+	landed []*Counter
 }
 
 // Open opens rank's domain. One process may open any number of ranks.

@@ -89,6 +89,7 @@ func (q *CQ) Poll(wc []nic.WC) (int, error) {
 		for i := range int(n) {
 			q.c.complete(&q.comps[i])
 		}
+		q.c.fireLanded()
 		if q.c.prog != nil {
 			q.c.p.polled(q.c.prog, n > 0)
 		}

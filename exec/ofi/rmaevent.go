@@ -9,11 +9,15 @@ import "C"
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/coredag/coredag/exec/nic"
 )
 
-var _ nic.RMAEventContext = (*Context)(nil)
+var (
+	_ nic.RMAEventContext      = (*Context)(nil)
+	_ nic.RegistrationCounting = (*Context)(nil)
+)
 
 // RMAEvent reports whether the provider counts the remote writes that land in a region
 // (FI_RMA_EVENT).
@@ -22,10 +26,11 @@ func (p *Provider) RMAEvent() bool { return p.ccaps.caps&C.FI_RMA_EVENT != 0 }
 // BindRemoteWrites binds x to mr for remote writes (fi_mr_bind with FI_REMOTE_WRITE), so that
 // every RDMA write that lands in the region raises it by one (nic.RMAEventContext).
 //
-// libfabric counts per registration: a write is counted by the region whose key it names, and
-// peers name the key of the whole buffer. Counting a part [off, off+n) of it would need that part
-// registered on its own and its key handed to the writers, so only the whole region is counted
-// here; a part is refused.
+// libfabric counts per registration: a write is counted by the region whose key it names (sockets
+// looks the key of each of the write's target iovecs up and raises that registration's counter),
+// so only a whole region is counted here, and a part of a buffer is counted by registering it on
+// its own, as the runtime does when CountsPerRegistration says so. A remote atomic into the
+// region raises the counter too (sockets counts it as a remote write).
 func (c *Context) BindRemoteWrites(x nic.Counter, mr nic.MR, off, n uint64) error {
 	k, err := c.ownCounter(x)
 	if err != nil {
@@ -42,11 +47,34 @@ func (c *Context) BindRemoteWrites(x nic.Counter, mr nic.MR, off, n uint64) erro
 		return fmt.Errorf("ofi: %s cannot count the writes that land in a memory region (no FI_RMA_EVENT): %w", c.p.name, nic.ErrProviderLimited)
 	}
 	if off != 0 || n != uint64(m.size) {
-		return fmt.Errorf("ofi: %s counts the writes that land in a whole registered region (%d bytes), not in bytes [%d, %d) of it: %w",
+		return fmt.Errorf("ofi: %s counts the writes that land in a whole registered region (%d bytes), not in bytes [%d, %d) of it (register the part on its own): %w",
 			c.p.name, m.size, off, off+n, nic.ErrProviderLimited)
 	}
 	if r := C.ofi_mr_bind_cntr(m.mr, k.cntr); r != 0 {
 		return fmt.Errorf("ofi: %s: fi_mr_bind(counter, FI_REMOTE_WRITE): %s: %w", c.p.name, fiErr(r), nic.ErrProviderLimited)
 	}
+	if !slices.Contains(c.landed, k) {
+		c.landed = append(c.landed, k)
+	}
 	return nil
+}
+
+// CountsPerRegistration is true: libfabric binds a counter to a whole registration
+// (nic.RegistrationCounting).
+func (c *Context) CountsPerRegistration() bool { return true }
+
+// fireLanded runs the counter work that became due on a counter bound to a region. libfabric
+// raises such a counter inside its progress as writes land (which triggers its own triggered
+// operations), out of this side's sight, while counter work runs on this side (trigger.go): the
+// CQ polls, which progress the endpoints, look after each read.
+func (c *Context) fireLanded() {
+	if c.nwork == 0 {
+		return
+	}
+	for _, k := range c.landed {
+		if len(k.work) > 0 && !k.closed && k.Read() >= k.work[0].thr {
+			c.fireDue()
+			return
+		}
+	}
 }

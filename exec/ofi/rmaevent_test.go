@@ -5,6 +5,7 @@ package ofi
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,4 +61,54 @@ func testBindRemoteWrites(t *testing.T, p *Provider, must bool) {
 		time.Sleep(time.Millisecond)
 	}
 	assert.EqualValues(t, 3, k.Read())
+}
+
+// TestCountPart: a part of a buffer, registered on its own, counts the writes that name its key
+// and not those into the rest of the buffer (sockets raises the counter of the registration whose
+// key a write names); counter work queued on that counter runs when a poll of any CQ of the
+// context finds the count reached, with nothing else changing a counter on this side.
+func TestCountPart(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Provider = "sockets"
+	p, err := NewProvider(opts)
+	if err != nil {
+		t.Skipf("no libfabric sockets provider: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	if !p.RMAEvent() || !p.Triggered() {
+		t.Skipf("%s has no FI_RMA_EVENT or no FI_TRIGGER", p.name)
+	}
+	a, b := pair(t, p, nictest.AllAccess, 16, nil)
+	require.True(t, b.ctx.CountsPerRegistration())
+	mem := b.mr.Bytes()[64:128]
+	part, err := b.pd.RegisterMR(unsafe.Pointer(&mem[0]), len(mem), nictest.AllAccess)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, part.Close()) })
+	k, err := b.ctx.CreateCounter()
+	require.NoError(t, err)
+	require.NoError(t, b.ctx.BindRemoteWrites(k, part, 0, uint64(len(mem))))
+	done, err := b.ctx.CreateCounter()
+	require.NoError(t, err)
+	require.NoError(t, b.ctx.Trigger(k, 2, &nic.TriggeredWR{Kind: nic.TrigAdd, Target: done, Value: 1}))
+
+	whole, rp := b.mr.Remote(), part.Remote()
+	_, err = a.qp.PostSend([]nic.SendWR{
+		{ID: 1, Op: nic.OpRDMAWrite, Local: a.sge(0, 8), RemoteAddr: whole.Addr + 8, RKey: whole.RKey},  // outside the part
+		{ID: 2, Op: nic.OpRDMAWrite, Local: a.sge(0, 8), RemoteAddr: whole.Addr + 64, RKey: whole.RKey}, // inside, the buffer's key
+		{ID: 3, Op: nic.OpRDMAWrite, Local: a.sge(8, 8), RemoteAddr: rp.Addr, RKey: rp.RKey},
+		{ID: 4, Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled, Local: a.sge(16, 8), RemoteAddr: rp.Addr + 56, RKey: rp.RKey},
+	})
+	require.NoError(t, err)
+	nictest.Wait(t, a.scq, 1)
+	wc := make([]nic.WC, 4)
+	for deadline := time.Now().Add(5 * time.Second); done.Value() < 1 && time.Now().Before(deadline); {
+		_, err := b.rcq.Poll(wc) // nothing completes there: the poll only progresses the endpoint
+		require.NoError(t, err)
+		time.Sleep(time.Millisecond)
+	}
+	assert.EqualValues(t, 2, k.Value(), "only the writes that name the part's key")
+	assert.EqualValues(t, 1, done.Value(), "the counter work on the part's counter ran")
+	assert.Equal(t, b.mr.Bytes()[64:72], a.mr.Bytes()[0:8], "a write with the buffer's key lands all the same")
+	assert.Equal(t, mem[0:8], a.mr.Bytes()[8:16])
+	assert.Equal(t, mem[56:64], a.mr.Bytes()[16:24])
 }

@@ -22,9 +22,10 @@ type pendingWork struct {
 }
 
 var (
-	_ nic.TriggerContext  = (*Context)(nil)
-	_ nic.RMAEventContext = (*Context)(nil)
-	_ nic.Counter         = (*counter)(nil)
+	_ nic.TriggerContext       = (*Context)(nil)
+	_ nic.RMAEventContext      = (*Context)(nil)
+	_ nic.RegistrationCounting = (*Context)(nil)
+	_ nic.Counter              = (*counter)(nil)
 )
 
 func (c *counter) Value() uint64 { return c.val }
@@ -202,6 +203,9 @@ func (c *Context) BindRemoteWrites(x nic.Counter, region nic.MR, off, n uint64) 
 	if off > uint64(len(m.buf)) || n > uint64(len(m.buf))-off {
 		return fmt.Errorf("softnic: rank %d: BindRemoteWrites on bytes [%d, %d) of a region of %d bytes: %w", c.rank, off, off+n, len(m.buf), nic.ErrBadRequest)
 	}
+	if c.nic.opts.CountPerRegistration && (off != 0 || n != uint64(len(m.buf))) {
+		return fmt.Errorf("softnic: rank %d: counting per registration, bytes [%d, %d) of a region of %d bytes cannot be counted: %w", c.rank, off, off+n, len(m.buf), nic.ErrProviderLimited)
+	}
 	m.writes = append(m.writes, writeCounter{c: k, off: off, n: n})
 	return nil
 }
@@ -220,3 +224,6 @@ func (m *mr) landed(off, n uint64) {
 		m.pd.ctx.nic.fireDue()
 	}
 }
+
+// CountsPerRegistration reports Options.CountPerRegistration (nic.RegistrationCounting).
+func (c *Context) CountsPerRegistration() bool { return c.nic.opts.CountPerRegistration }

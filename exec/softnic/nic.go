@@ -50,6 +50,11 @@ type Options struct {
 	// refusal of a NIC without the ordering a plan relies on. The NIC runs every queue in order
 	// whatever it says.
 	Order uint64
+	// CountPerRegistration makes the NIC count remote writes as libfabric does
+	// (nic.RegistrationCounting): BindRemoteWrites binds only a whole region, and a write raises
+	// the counters of the region whose key it names. Off by default, when a counter may be bound
+	// to any part of a region; on, it tests a runtime's registration of counted parts.
+	CountPerRegistration bool
 }
 
 // NIC is the software NIC and its fabric. It implements nic.Provider, nic.Progresser,

@@ -43,3 +43,42 @@ func TestBindRemoteWrites(t *testing.T) {
 	require.Equal(t, uint64(2), low.Value(), "the write and the write with immediate into [0, 1024)")
 	require.Equal(t, uint64(1), high.Value(), "the write into [1024, 2048), not the atomic")
 }
+
+// TestTriggerOnLandedWrites: triggered work waiting on a remote-write counter fires as the writes
+// that reach its threshold land, with nothing else happening on the target's side (the triggered
+// targets' ops after a wait for landed writes); below the threshold it waits.
+func TestTriggerOnLandedWrites(t *testing.T) {
+	sn := New(Options{NoCrossChannel: true})
+	a, b := pair(t, sn, allAccess, nic.QPConfig{})
+	ctx := b.ctx.(nic.RMAEventContext)
+	land, err := ctx.CreateCounter()
+	require.NoError(t, err)
+	require.NoError(t, ctx.BindRemoteWrites(land, b.mr, 0, 64))
+	postRecv(t, a, nic.RecvWR{ID: 50})
+	require.NoError(t, ctx.Trigger(land, 2, &nic.TriggeredWR{Kind: nic.TrigSend, QP: b.qp,
+		Send: nic.SendWR{ID: 60, Op: nic.OpSend, Flags: nic.FlagSignaled, Local: b.sge(0, 16)}}))
+	addr, key := b.remote(0)
+	postSend(t, a, nic.SendWR{ID: 1, Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled, Local: a.sge(0, 8), RemoteAddr: addr, RKey: key})
+	require.Len(t, drain(t, a.scq, 1), 1)
+	require.Empty(t, drain(t, a.rcq, 1), "one write landed: the send waits for two")
+	require.Equal(t, 1, ctx.PendingTriggers())
+	postSend(t, a, nic.SendWR{ID: 2, Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled, Local: a.sge(8, 8), RemoteAddr: addr + 8, RKey: key})
+	require.Len(t, drain(t, a.scq, 1), 1)
+	got := drain(t, a.rcq, 1)
+	require.Len(t, got, 1, "the second write fired the triggered send")
+	require.Equal(t, uint64(50), got[0].ID)
+	require.Zero(t, ctx.PendingTriggers())
+}
+
+// Counting per registration (Options.CountPerRegistration), as libfabric does, a counter is bound
+// to a whole region only.
+func TestBindRemoteWritesPerRegistration(t *testing.T) {
+	sn := New(Options{NoCrossChannel: true, CountPerRegistration: true})
+	_, b := pair(t, sn, allAccess, nic.QPConfig{})
+	ctx := b.ctx.(nic.RMAEventContext)
+	require.True(t, b.ctx.(nic.RegistrationCounting).CountsPerRegistration())
+	k, err := ctx.CreateCounter()
+	require.NoError(t, err)
+	require.ErrorIs(t, ctx.BindRemoteWrites(k, b.mr, 0, 64), nic.ErrProviderLimited)
+	require.NoError(t, ctx.BindRemoteWrites(k, b.mr, 0, uint64(len(b.mr.Bytes()))))
+}

@@ -21,7 +21,15 @@ import (
 //     receive, at the same counter and threshold: equal thresholds fire in submission order);
 //   - conditions on one counter keep the highest threshold; no condition: posted when the
 //     iteration starts; one: triggered at it; several: a join counter of the op, one counter-add
-//     per condition, and the op triggered at the join counter reaching their number.
+//     per condition, and the op triggered at the join counter reaching their number;
+//   - every region that a wait counts the landed writes of (`wait N writes to REGION`) gets a
+//     remote-write counter bound to it (libfabric FI_RMA_EVENT, fi_mr_bind with
+//     FI_REMOTE_WRITE), raised by each write that lands there. A NIC op after such a wait does not
+//     wait for the wait's HOST step: its conditions are the wait's own, "the region's counter >=
+//     N" and the wait's `after` predecessors (those of a wait among them in turn), so the NIC
+//     starts it when the count is reached. The wait stays a HOST step, which the CPU holds until
+//     the same counter reaches N, for the HOST steps after it. Waits on a memory word stay HOST
+//     steps: a NIC threshold is on a counter, not on a word.
 //
 // Thresholds are cumulative counts for iteration 0; iteration i adds i times the counter's
 // PerIteration (monotonic re-arm, see ir/trigger.go).
@@ -36,6 +44,7 @@ func (c *compiler) trigger(order []int32) {
 	g := c.g
 	var group diag.Group
 	start := rankStarts(g) // the order is grouped by rank: each rank reads its own part
+	writesTo := writesByTarget(g)
 	for r := range c.plan.Ranks {
 		rp := &c.plan.Ranks[r]
 		tr := &ir.Triggered{SendCnt: make([]int, len(rp.Queues)), HostCnt: -1}
@@ -77,6 +86,7 @@ func (c *compiler) trigger(order []int32) {
 				tr.Counters = append(tr.Counters, ir.Counter{Name: "host.cnt", Kind: ir.CntHost, Queue: wi, Op: ir.None, PerIteration: n})
 			}
 		}
+		landOf := c.landCounters(r, tr, writesTo)
 		counterOf := func(o ir.OpID) int {
 			if !g.Ops[o].Kind.OnQueue() {
 				return tr.HostCnt
@@ -104,13 +114,33 @@ func (c *compiler) trigger(order []int32) {
 				}
 				gates = append(gates, gate{cnt, thr, cause})
 			}
-			for _, p := range g.Preds(o) {
-				p := ir.OpID(p)
+			// seen keeps a wait's conditions from being added twice (waits after waits).
+			var seen map[ir.OpID]bool
+			var pred func(p ir.OpID)
+			pred = func(p ir.OpID) {
 				if int(g.Ops[p].Rank) != r {
 					group.Add(diag.Errorf(diag.Target, op.Pos, "%s is after %s of rank %d: a counter only counts local completions (target %s)", op.Name, g.Ops[p].Name, g.Ops[p].Rank, c.t.Name), "remote after", r)
-					continue
+					return
 				}
-				add(counterOf(p), idx[p], p)
+				lc, ok := landOf[p]
+				if !ok || !op.Kind.OnQueue() {
+					add(counterOf(p), idx[p], p)
+					return
+				}
+				if seen[p] {
+					return
+				}
+				if seen == nil {
+					seen = map[ir.OpID]bool{}
+				}
+				seen[p] = true
+				add(lc, uint64(g.Ops[p].A()), p)
+				for _, q := range g.Preds(p) {
+					pred(ir.OpID(q))
+				}
+			}
+			for _, p := range g.Preds(o) {
+				pred(ir.OpID(p))
 			}
 			loc := c.plan.Loc[o]
 			recv := op.Kind.IsRecvSide()
@@ -172,6 +202,65 @@ func (c *compiler) trigger(order []int32) {
 	c.errs = append(c.errs, group.List(len(c.plan.Ranks))...)
 }
 
+// writesByTarget lists, by rank, the writes that land in its memory; nil when the plan has no
+// wait for landed writes.
+func writesByTarget(g *ir.Graph) [][]ir.OpID {
+	any := false
+	for i := range g.Ops {
+		if op := &g.Ops[i]; op.Kind == ir.OpWait && !op.WaitsWord() {
+			any = true
+			break
+		}
+	}
+	if !any {
+		return nil
+	}
+	out := make([][]ir.OpID, g.Ranks)
+	for i := range g.Ops {
+		if op := &g.Ops[i]; op.Kind == ir.OpWrite {
+			peer := g.Queues[op.Queue].PeerRank
+			out[peer] = append(out[peer], ir.OpID(i))
+		}
+	}
+	return out
+}
+
+// landCounters adds to tr a remote-write counter for each region that a wait of rank r counts
+// the landed writes of, in the order of the waits, and returns the counter of each such wait.
+// A counter rises by the writes that land wholly inside its region in an iteration (the checks
+// refuse a write that straddles a counted region's edge).
+func (c *compiler) landCounters(r int, tr *ir.Triggered, writesTo [][]ir.OpID) map[ir.OpID]int {
+	if writesTo == nil {
+		return nil
+	}
+	g := c.g
+	out := map[ir.OpID]int{}
+	byRegion := map[ir.Slice]int{}
+	first, end := g.RankOps(r)
+	for o := first; o < end; o++ {
+		op := &g.Ops[o]
+		if op.Kind != ir.OpWait || op.WaitsWord() {
+			continue
+		}
+		k, ok := byRegion[op.Dst]
+		if !ok {
+			var n uint64
+			for _, w := range writesTo[r] {
+				d := g.Ops[w].Dst
+				if d.Buf == op.Dst.Buf && d.Off >= op.Dst.Off && d.Off+d.Len <= op.Dst.Off+op.Dst.Len {
+					n++
+				}
+			}
+			k = len(tr.Counters)
+			byRegion[op.Dst] = k
+			tr.Counters = append(tr.Counters, ir.Counter{Name: g.SliceString(op.Dst) + ".land", Kind: ir.CntLand, Queue: -1, Op: o,
+				Region: op.Dst, PerIteration: n})
+		}
+		out[o] = k
+	}
+	return out
+}
+
 func gateText(g *ir.Graph, tr *ir.Triggered, gates []gate) string {
 	s := ""
 	for i, gt := range gates {
@@ -201,7 +290,7 @@ func (c *compiler) checkTriggerBudget(group *diag.Group) {
 		}
 		if p.MaxCounters > 0 && len(tr.Counters) > p.MaxCounters {
 			k := p.MaxCounters // the first counter past the limit
-			add(r, len(tr.Counters), c.counterPos(rp, k), "counter %s is one too many: the rank needs %d counters, above the %d per rank of target %s (profile figure MaxCounters%s; fewer queues or fewer ops that wait for two things need fewer)",
+			add(r, len(tr.Counters), c.counterPos(rp, k), "counter %s is one too many: the rank needs %d counters, above the %d per rank of target %s (profile figure MaxCounters%s; fewer queues, fewer regions whose landed writes a wait counts, or fewer ops that wait for two things need fewer)",
 				tr.Counters[k].Name, len(tr.Counters), p.MaxCounters, c.t.Name, guessNote(p, ir.FigMaxCounters))
 		}
 		for k, n := range tr.AllIterations(p.MaxCounter) {
@@ -241,7 +330,7 @@ func guessNote(p *ir.TriggerProfile, f ir.Figure) string {
 // graph queue of a queue's counter, else the first entry of the work queue it counts.
 func (c *compiler) counterPos(rp *ir.RankPlan, k int) diag.Pos {
 	cnt := &rp.Trig.Counters[k]
-	if cnt.Kind == ir.CntJoin {
+	if cnt.Kind == ir.CntJoin || cnt.Kind == ir.CntLand {
 		return c.g.Ops[cnt.Op].Pos
 	}
 	if cnt.Queue >= 0 {

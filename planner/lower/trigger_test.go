@@ -121,3 +121,84 @@ func TestTriggeredCounterLimit(t *testing.T) {
 	assert.Contains(t, err.Error(), "ring_allreduce.dag:12:7: counter right.sq.scnt passes 5 in the first iteration, the largest value target triggered's counters hold (profile figure MaxCounter)")
 	assert.NotContains(t, err.Error(), "on rank")
 }
+
+// A wait for the writes that land in a region becomes a remote-write counter bound to the
+// region; a NIC op after the wait is triggered at the wait's count on that counter (plus the
+// wait's own predecessors, through a join), not at the wait's HOST step; a HOST step after it
+// still follows the host counter, the CPU reading the region's counter.
+func TestTriggeredLandCounter(t *testing.T) {
+	t.Parallel()
+	g := load(t, "../../testdata/onesided/counted_chain.dag", map[string]int64{"ranks": 3, "c": 2, "n": 4})
+	p := compileFor(t, g, "triggered")
+	tr := p.Ranks[1].Trig
+	byName := map[string]int{}
+	for i, c := range tr.Counters {
+		byName[c.Name] = i
+	}
+	work := func(name string, kind ir.TrigKind) []ir.TriggeredOp {
+		var out []ir.TriggeredOp
+		for _, w := range tr.Work {
+			if w.Name == name && w.Kind == kind {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	for k, name := range []string{"data[0:4].land", "data[4:8].land"} {
+		i, ok := byName[name]
+		require.True(t, ok, "rank 1 has a counter %s", name)
+		c := tr.Counters[i]
+		assert.Equal(t, ir.CntLand, c.Kind)
+		assert.Equal(t, uint64(1), c.PerIteration, "one write lands in a chunk per iteration")
+		assert.Equal(t, "data", g.Buffers[c.Region.Buf].Name)
+		assert.Equal(t, int64(4*k), c.Region.Off)
+		assert.Equal(t, int64(4), c.Region.Len)
+	}
+	fwd0 := work("fwd[0]", ir.TrigOp)
+	require.Len(t, fwd0, 1)
+	assert.Equal(t, byName["data[0:4].land"], fwd0[0].Counter, "fwd[0] fires on the chunk's remote-write counter")
+	assert.Equal(t, uint64(1), fwd0[0].Threshold)
+	// fwd[1] waits for its chunk's count and for fwd[0] (queue order): a join.
+	adds := work("fwd[1]", ir.TrigAdd)
+	require.Len(t, adds, 2)
+	assert.Equal(t, byName["data[4:8].land"], adds[0].Counter)
+	assert.Equal(t, uint64(1), adds[0].Threshold)
+	assert.Equal(t, byName["down.sq.scnt"], adds[1].Counter)
+	// The copy after the waits is a HOST step after got[1]'s HOST step.
+	cp := work("cp", ir.TrigOp)
+	require.Len(t, cp, 1)
+	assert.Equal(t, tr.HostCnt, cp[0].Counter)
+	k, n, ok := tr.HostWait(g, work("got[1]", ir.TrigOp)[0].Op)
+	require.True(t, ok)
+	assert.Equal(t, byName["data[4:8].land"], k)
+	assert.Equal(t, uint64(1), n)
+	// Rank 0 waits for nothing: no remote-write counter.
+	for _, c := range p.Ranks[0].Trig.Counters {
+		assert.NotEqual(t, ir.CntLand, c.Kind, c.Name)
+	}
+}
+
+// The remote-write counters count against the profile's budget and its counter range: past
+// MaxCounters the one too many may be one of them, named at its wait; and in the one-sided
+// allgather at 8 ranks the counter of `all`, raised by 7 writes per iteration, is the one that
+// runs out first.
+func TestTriggeredLandCounterBudget(t *testing.T) {
+	t.Parallel()
+	g := load(t, "../../docs/examples/counted_ring.dag", map[string]int64{"ranks": 2, "m": 3})
+	tg, err := ir.LookupTarget("triggered")
+	require.NoError(t, err)
+	prof := *tg.Trigger
+	prof.MaxCounters = 5 // the queues' four and the host counter
+	tg.Trigger = &prof
+	_, err = lower.Compile(g, tg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "counted_ring.dag:40:6: counter ring[0:4].land is one too many: the rank needs 10 counters")
+
+	g = load(t, "../../docs/examples/counted_allgather.dag", map[string]int64{"ranks": 8})
+	p := compileFor(t, g, "triggered")
+	lim, ok := p.CounterLimit()
+	require.True(t, ok)
+	assert.Equal(t, "all.land", lim.Name)
+	assert.Equal(t, uint64(7), lim.PerIteration)
+	assert.Equal(t, (lim.Max-7)/7+1, lim.Iterations)
+}

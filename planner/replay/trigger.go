@@ -36,6 +36,15 @@ import (
 //   - Progress: one iteration is executed abstractly over all ranks (messages meet the peer's
 //     receives k-th with k-th, a send side completes in posting order); every op must complete
 //     and every entry fire.
+//   - Remote-write counters (ir.CntLand) are raised by other ranks' writes, which no event of
+//     the rank stands for: such a counter must count a remote_write region of the rank, and
+//     re-arm by the writes that land wholly inside it per iteration, counted from the Graph. An
+//     `after` edge from a wait for landed writes w to a NIC op b is enforced without w's HOST
+//     step when b's start needs an entry on a counter of w's region (or of a part of it) at a
+//     threshold of at least w's count, and the completion of each of w's own predecessors
+//     (through waits of the same kind in turn). In the progress execution a write raises the
+//     counters of its target's regions it lands in when it completes, and such a wait's HOST
+//     step completes once its region's counter holds its count.
 
 // trigRank holds the analysis of one rank.
 type trigRank struct {
@@ -52,6 +61,8 @@ type trigRank struct {
 	raisers [][]raiser
 	before  []bitset
 	words   int
+	// land lists the rank's remote-write counters (ir.CntLand).
+	land []int
 }
 
 type raiser struct {
@@ -263,6 +274,17 @@ func (c *checker) newTrigRank(r int) *trigRank {
 			if k != tr.HostCnt {
 				c.errorf(c.pos(), "rank %d: host counter %s is not the rank's host counter", r, cn.Name)
 			}
+		case ir.CntLand:
+			reg := cn.Region
+			if reg.Buf < 0 || int(reg.Buf) >= len(g.Buffers) || reg.Len <= 0 || reg.Off < 0 || reg.Off+reg.Len > g.Buffers[reg.Buf].Count ||
+				g.Buffers[reg.Buf].Access&ir.RemoteWrite == 0 {
+				c.errorf(c.pos(), "rank %d: remote-write counter %s counts no region of a remote_write buffer", r, cn.Name)
+				continue
+			}
+			if n := landings(g, r, reg); n != cn.PerIteration {
+				c.errorf(c.pos(), "rank %d: counter %s re-arms by %d per iteration, but %d writes land in %s per iteration", r, cn.Name, cn.PerIteration, n, g.SliceString(reg))
+			}
+			t.land = append(t.land, k)
 		}
 	}
 	if tr.HostCnt >= 0 {
@@ -279,6 +301,9 @@ func (c *checker) newTrigRank(r int) *trigRank {
 	// Per-iteration amounts and thresholds: no firing across iterations.
 	for k := range tr.Counters {
 		cn := &tr.Counters[k]
+		if cn.Kind == ir.CntLand {
+			continue // raised by other ranks' writes, counted above
+		}
 		sum := uint64(0)
 		for _, rs := range t.raisers[k] {
 			sum += rs.amt
@@ -418,7 +443,7 @@ func (t *trigRank) checkEdges() {
 			t.c.errorf(e.Pos, "edge %s -> %s crosses ranks: a counter counts only local completions", g.OpString(e.From), g.Ops[e.To].Name)
 			continue
 		}
-		if !t.before[t.start(e.To)].has(t.done(e.From)) {
+		if !t.before[t.start(e.To)].has(t.done(e.From)) && !(g.Ops[e.To].Kind.OnQueue() && t.waitHolds(e.From, t.start(e.To), 0)) {
 			t.c.errorf(e.Pos, "edge %s -> %s is not enforced: on rank %d the triggered work lets %s start before %s completes (%s)",
 				g.OpString(e.From), g.Ops[e.To].Name, t.r, g.Ops[e.To].Name, g.Ops[e.From].Name, t.gateText(e.To))
 		}
@@ -444,6 +469,63 @@ func (t *trigRank) checkEdges() {
 			prev = e.Op
 		}
 	}
+}
+
+// waitHolds reports whether event ev happens only once the condition of wait w holds: w counts
+// the writes that land in a region, and ev needs an entry on a remote-write counter of that
+// region, or of a part of it, at w's count or more, and the completion of each of w's
+// predecessors (or, for a wait for landed writes among them, its condition in turn). depth bounds
+// the walk through waits after waits.
+func (t *trigRank) waitHolds(w ir.OpID, ev, depth int) bool {
+	g := t.c.g
+	op := &g.Ops[w]
+	if op.Kind != ir.OpWait || op.WaitsWord() || depth > t.nOps {
+		return false
+	}
+	reached := false
+	for _, c := range t.land {
+		reg := t.tr.Counters[c].Region
+		if reg.Buf != op.Dst.Buf || reg.Off < op.Dst.Off || reg.Off+reg.Len > op.Dst.Off+op.Dst.Len {
+			continue
+		}
+		for k := range t.tr.Work {
+			x := &t.tr.Work[k]
+			if x.Counter == c && x.Threshold >= uint64(op.A()) && (t.work[k] == ev || t.before[ev].has(t.work[k])) {
+				reached = true
+				break
+			}
+		}
+		if reached {
+			break
+		}
+	}
+	if !reached {
+		return false
+	}
+	for _, p := range g.Preds(w) {
+		p := ir.OpID(p)
+		if !t.before[ev].has(t.done(p)) && !t.waitHolds(p, ev, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// landings is how many writes land wholly inside region reg of rank r in one iteration.
+func landings(g *ir.Graph, r int, reg ir.Slice) uint64 {
+	var n uint64
+	for i := range g.Ops {
+		x := &g.Ops[i]
+		if x.Kind == ir.OpWrite && g.Queues[x.Queue].PeerRank == r && inside(x.Dst, reg) {
+			n++
+		}
+	}
+	return n
+}
+
+// inside reports whether slice s lies wholly inside region reg.
+func inside(s, reg ir.Slice) bool {
+	return s.Buf == reg.Buf && s.Off >= reg.Off && s.Off+s.Len <= reg.Off+reg.Len
 }
 
 func (t *trigRank) gateText(o ir.OpID) string {
@@ -478,6 +560,25 @@ func (c *checker) trigProgress(ranks []*trigRank) {
 		st[i] = rankState{cnt: make([]uint64, len(t.tr.Counters)), fired: make([]bool, len(t.tr.Work)),
 			seq: make([][]ir.OpID, len(c.p.Ranks[t.r].Queues))}
 	}
+	at := map[int]int{} // rank -> index in ranks
+	for i, t := range ranks {
+		at[t.r] = i
+	}
+	// holds reports whether wait o's region counter has reached its count (true for any other
+	// host op, and for a wait whose region has no counter: the replay models no other condition).
+	holds := func(i int, o ir.OpID) bool {
+		op := &g.Ops[o]
+		if op.Kind != ir.OpWait || op.WaitsWord() {
+			return true
+		}
+		t := ranks[i]
+		for _, k := range t.land {
+			if t.tr.Counters[k].Region == op.Dst {
+				return st[i].cnt[k] >= uint64(op.A())
+			}
+		}
+		return true
+	}
 	raise := func(i int, o ir.OpID) {
 		t := ranks[i]
 		for k := range t.raisers {
@@ -487,7 +588,18 @@ func (c *checker) trigProgress(ranks []*trigRank) {
 				}
 			}
 		}
+		// A write lands in its target's memory when it completes.
+		if op := &g.Ops[o]; op.Kind == ir.OpWrite {
+			if j, ok := at[g.Queues[op.Queue].PeerRank]; ok {
+				for _, k := range ranks[j].land {
+					if inside(op.Dst, ranks[j].tr.Counters[k].Region) {
+						st[j].cnt[k]++
+					}
+				}
+			}
+		}
 	}
+	held := make([][]ir.OpID, len(ranks)) // HOST waits started whose count is not reached
 	for changed := true; changed; {
 		changed = false
 		for i, t := range ranks {
@@ -504,12 +616,21 @@ func (c *checker) trigProgress(ranks []*trigRank) {
 				}
 				started[w.Op] = true
 				if !g.Ops[w.Op].Kind.OnQueue() {
-					done[w.Op] = true
-					raise(i, w.Op)
+					held[i] = append(held[i], w.Op)
 					continue
 				}
 				s.seq[w.Loc.Queue] = append(s.seq[w.Loc.Queue], w.Op)
 			}
+			keep := held[i][:0]
+			for _, o := range held[i] {
+				if !holds(i, o) {
+					keep = append(keep, o)
+					continue
+				}
+				done[o], changed = true, true
+				raise(i, o)
+			}
+			held[i] = keep
 			for q, l := range s.seq {
 				recv := c.p.Ranks[t.r].Queues[q].Kind == ir.RecvQueue
 				for _, o := range l {

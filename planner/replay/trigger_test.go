@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/coredag/coredag/internal/randgraph"
 	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/planner/replay"
 )
@@ -152,4 +154,61 @@ func TestReplayTriggeredWorkBound(t *testing.T) {
 		return
 	}
 	t.Fatal("no plan had a triggered op to corrupt")
+}
+
+// A write after a wait for landed writes is triggered on the region's remote-write counter, not
+// after the wait's HOST step: the replay proves the edge from the counter's region and threshold
+// and the wait's own predecessors, and catches a trigger that no longer waits for the count, one
+// on another region's counter, and a counter whose re-arm or region is not what lands.
+func TestReplayLandCounters(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../../testdata/onesided/counted_chain.dag")
+	require.NoError(t, err)
+	g, err := planner.Load("testdata/onesided/counted_chain.dag", src, map[string]int64{"ranks": 3, "c": 2}, planner.Options{})
+	require.NoError(t, err)
+	fresh := func() (*ir.Plan, *ir.Triggered, map[string]int) {
+		p := compile(t, g, "triggered")
+		tr := p.Ranks[1].Trig
+		byName := map[string]int{}
+		for i, c := range tr.Counters {
+			byName[c.Name] = i
+		}
+		return p, tr, byName
+	}
+	p, _, _ := fresh()
+	require.NoError(t, replay.Check(p, replay.Options{}))
+	fwd0 := func(tr *ir.Triggered) *ir.TriggeredOp {
+		for k := range tr.Work {
+			if w := &tr.Work[k]; w.Name == "fwd[0]" && w.Kind == ir.TrigOp {
+				return w
+			}
+		}
+		t.Fatal("rank 1 has no fwd[0]")
+		return nil
+	}
+	for _, m := range []struct {
+		name  string
+		apply func(tr *ir.Triggered, byName map[string]int)
+		want  string
+	}{
+		{"posted at once", func(tr *ir.Triggered, _ map[string]int) { fwd0(tr).Counter = ir.Untriggered },
+			"edge got[0] on rank 1 -> fwd[0] is not enforced"},
+		{"on the other chunk's counter", func(tr *ir.Triggered, byName map[string]int) { fwd0(tr).Counter = byName["data[4:8].land"] },
+			"edge got[0] on rank 1 -> fwd[0] is not enforced"},
+		{"re-armed by two", func(tr *ir.Triggered, byName map[string]int) { tr.Counters[byName["data[0:4].land"]].PerIteration = 2 },
+			"counter data[0:4].land re-arms by 2 per iteration, but 1 writes land in data[0:4]"},
+		{"counting the whole buffer", func(tr *ir.Triggered, byName map[string]int) {
+			c := &tr.Counters[byName["data[0:4].land"]]
+			c.Region.Len, c.PerIteration = 8, 2
+			fwd0(tr).Threshold = 2
+		}, "edge got[0] on rank 1 -> fwd[0] is not enforced"},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			p, tr, byName := fresh()
+			m.apply(tr, byName)
+			err := replay.Check(p, replay.Options{})
+			require.Error(t, err)
+			assert.Contains(t, allMessages(err), m.want)
+		})
+	}
 }
