@@ -166,3 +166,33 @@ if rank == 0 {
 	assert.Contains(t, err.Error(), "overlap.dag:10:")
 	assert.Contains(t, err.Error(), "wait all counts the writes that land in box, which overlaps box[0:2], the region of wait half")
 }
+
+// On the triggered target the NIC forwards the chain without the CPU: with rank 1's CPU held at
+// its first wait for ever (the Graph's count raised after compiling, which only the CPU's check
+// reads), rank 1's NIC still forwards chunk 0 on the chunk's remote-write counter, so rank 2's
+// wait for it completes and only rank 1's host steps, and what waits for them, hang.
+func TestWaitTriggeredNICForwards(t *testing.T) {
+	t.Parallel()
+	g, ok := loadPlan(t, "../testdata/onesided/counted_chain.dag", 3, map[string]int64{"c": 2, "n": 2})
+	require.True(t, ok)
+	plan, err := compileFor(g, "triggered")
+	require.NoError(t, err)
+	bad := g.Clone()
+	for i := range bad.Ops {
+		if op := &bad.Ops[i]; op.Kind == ir.OpWait && op.Rank == 1 && op.Name == "got[0]" {
+			op.X.A++ // the CPU's check waits for a write more than lands
+		}
+	}
+	plan.Graph = bad.Freeze()
+	_, err = exec.Run(context.Background(), plan, softnic.New(softnic.Options{NoCrossChannel: true}), exec.Options{Engine: exec.Offload, Iters: 1})
+	var hang *exec.HangError
+	require.ErrorAs(t, err, &hang)
+	var stuck []string
+	for _, s := range hang.Stuck {
+		stuck = append(stuck, fmt.Sprintf("rank %d: %s", s.Rank, s.What))
+	}
+	assert.Contains(t, stuck, "rank 1: wait got[0]: 1 of the 2 writes it waits for have landed in data[0:2]")
+	for _, s := range hang.Stuck {
+		assert.NotEqual(t, 2, s.Rank, "rank 1's NIC forwarded both chunks, so rank 2 ran: %s", s.What)
+	}
+}

@@ -3,12 +3,14 @@ package exec_test
 import (
 	"context"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/planner"
 )
 
 // TestOpWaitInline: an Op that runs every rank of the plan runs a start at Wait on the caller's
@@ -42,4 +44,45 @@ func TestOpWaitInline(t *testing.T) {
 	require.NoError(t, op.Wait(context.Background()))
 	assert.False(t, op.HandedForTest())
 	assert.Equal(t, 4, op.Starts())
+}
+
+// TestOpRebindCountedRegion: on a NIC that counts remote writes per registration a counted
+// region has a registration of its own, over the memory of the first start, so rebinding its
+// buffer is refused (ErrRebindRemote), naming the region; a NIC that counts any part of a
+// region rebinds it.
+func TestOpRebindCountedRegion(t *testing.T) {
+	src := `plan box
+param ranks = 2
+buffer mine u64[4] extern init rank + 1
+buffer box  u64[4] extern remote_write
+queue q to 1 - rank peer q
+op put = write q mine to box
+op got = wait 1 writes to box
+`
+	g, err := planner.Load("box.dag", []byte(src), nil, planner.Options{})
+	require.NoError(t, err)
+	plan, err := compileFor(g, "generic")
+	require.NoError(t, err)
+	for _, perReg := range []bool{false, true} {
+		op, err := exec.NewOp(plan, softnic.New(softnic.Options{NoCrossChannel: true, CountPerRegistration: perReg}), exec.Options{Engine: exec.Poll})
+		require.NoError(t, err)
+		region := func() exec.Region {
+			b := make([]uint64, 4)
+			return exec.Region{Addr: unsafe.Pointer(&b[0]), Len: 32}
+		}
+		for r := range 2 {
+			require.NoError(t, op.Bind(r, 0, region()))
+			require.NoError(t, op.Bind(r, 1, region()))
+		}
+		require.NoError(t, op.Start())
+		require.NoError(t, op.Wait(context.Background()))
+		err = op.Bind(0, 1, region())
+		if !perReg {
+			require.NoError(t, err)
+		} else {
+			require.ErrorIs(t, err, exec.ErrRebindRemote)
+			assert.Contains(t, err.Error(), "a wait counts the writes that land in box, which softnic counts per registration")
+		}
+		require.NoError(t, op.Close())
+	}
 }

@@ -64,7 +64,8 @@ func testBindRemoteWrites(t *testing.T, p *Provider, must bool) {
 }
 
 // TestCountPart: a part of a buffer, registered on its own, counts the writes that name its key
-// and not those into the rest of the buffer (sockets raises the counter of the registration whose
+// and not those into the rest of the buffer, nor those or the atomics into the part that name the
+// buffer's key (sockets raises the counter of the registration whose
 // key a write names); counter work queued on that counter runs when a poll of any CQ of the
 // context finds the count reached, with nothing else changing a counter on this side.
 func TestCountPart(t *testing.T) {
@@ -96,7 +97,10 @@ func TestCountPart(t *testing.T) {
 		{ID: 1, Op: nic.OpRDMAWrite, Local: a.sge(0, 8), RemoteAddr: whole.Addr + 8, RKey: whole.RKey},  // outside the part
 		{ID: 2, Op: nic.OpRDMAWrite, Local: a.sge(0, 8), RemoteAddr: whole.Addr + 64, RKey: whole.RKey}, // inside, the buffer's key
 		{ID: 3, Op: nic.OpRDMAWrite, Local: a.sge(8, 8), RemoteAddr: rp.Addr, RKey: rp.RKey},
-		{ID: 4, Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled, Local: a.sge(16, 8), RemoteAddr: rp.Addr + 56, RKey: rp.RKey},
+		{ID: 4, Op: nic.OpRDMAWrite, Local: a.sge(16, 8), RemoteAddr: rp.Addr + 56, RKey: rp.RKey},
+		// an atomic into the part with the buffer's key (sockets counts an atomic as a remote
+		// write of the registration it names): not counted
+		{ID: 5, Op: nic.OpAtomicFAdd, Flags: nic.FlagSignaled, Local: a.sge(32, 8), RemoteAddr: whole.Addr + 72, RKey: whole.RKey, CompareAdd: 1},
 	})
 	require.NoError(t, err)
 	nictest.Wait(t, a.scq, 1)
