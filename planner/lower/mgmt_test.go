@@ -149,7 +149,7 @@ func TestSplitManagementRing(t *testing.T) {
 			assert.Zero(t, n, where)
 		}
 		require.NoError(t, replay.Check(p, replay.Options{}), where)
-		require.NoError(t, replay.Check(p, replay.Options{Iterations: 2, FirstIter: 1 << 24}), where)
+		require.NoError(t, replay.Check(p, replay.Options{Iterations: 3, FirstIter: 1<<16 - 2}), where)
 		if ranks == 8 {
 			var b bytes.Buffer
 			require.NoError(t, listing.Write(&b, p, listing.Options{Ranks: []int{0}}))
@@ -364,7 +364,7 @@ func TestManagedSendsRing(t *testing.T) {
 			assert.Zero(t, n, where)
 		}
 		require.NoError(t, replay.Check(p, replay.Options{}), where)
-		require.NoError(t, replay.Check(p, replay.Options{Iterations: 2, FirstIter: 1 << 24}), where)
+		require.NoError(t, replay.Check(p, replay.Options{Iterations: 3, FirstIter: 1<<16 - 2}), where)
 		if ranks == 8 {
 			var b bytes.Buffer
 			require.NoError(t, listing.Write(&b, p, listing.Options{Ranks: []int{0}}))

@@ -18,6 +18,11 @@ type necessity struct {
 	base  [][]int // base[r][q]: id of the first entry of rank r's queue q
 	ents  []entry
 	preds [][]int32
+
+	// precedes' search state, reused across calls: seen[v] == mark when v was visited.
+	seen  []uint32
+	mark  uint32
+	stack []int32
 }
 
 func (n *necessity) id(e entry) int       { return n.base[e.r][e.q] + e.i }
@@ -123,6 +128,7 @@ func (c *checker) build(only int) *necessity {
 		// on several queues (a management chain spread over pieces) are taken in the order of
 		// their placing queues once the orderings so far (queue order, WAITs, and the ENABLEs
 		// of queues already proven) prove that order.
+		before := map[[2]int]bool{} // queueBefore's answers for this rank
 		for q := range rp.Queues {
 			wq := &rp.Queues[q]
 			if !wq.Managed {
@@ -131,7 +137,7 @@ func (c *checker) build(only int) *necessity {
 			placers := enables[q]
 			ordered := true
 			for k := 1; k < len(placers); k++ {
-				if a, b := placers[k-1], placers[k]; a.q != b.q && !n.precedes(c, a, b) {
+				if a, b := placers[k-1], placers[k]; a.q != b.q && !n.queueBefore(c, a, b, before) && !n.precedes(c, a, b) {
 					c.errorf(c.opOf(c.at(b)).Pos, "rank %d %s is enabled from both %s and %s, and nothing orders %s before %s; the checker cannot order them",
 						r, wq.Name, rp.Queues[a.q].Name, rp.Queues[b.q].Name, c.name(a), c.name(b))
 					ordered = false
@@ -185,8 +191,18 @@ func (c *checker) build(only int) *necessity {
 func (n *necessity) precedes(c *checker, a, b entry) bool {
 	base := n.base[a.r][a.q]
 	end := base + len(c.p.Ranks[a.r].Queues[a.q].Chain)
-	seen := map[int32]bool{n.start(b): true}
-	stack := []int32{n.start(b)}
+	if len(n.seen) < len(n.preds) {
+		n.seen = make([]uint32, len(n.preds))
+		n.mark = 0
+	}
+	n.mark++
+	if n.mark == 0 { // wrapped: clear the old marks
+		clear(n.seen)
+		n.mark = 1
+	}
+	n.seen[n.start(b)] = n.mark
+	stack := append(n.stack[:0], n.start(b))
+	defer func() { n.stack = stack[:0] }()
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -194,13 +210,44 @@ func (n *necessity) precedes(c *checker, a, b entry) bool {
 			return true
 		}
 		for _, u := range n.preds[v] {
-			if !seen[u] {
-				seen[u] = true
+			if n.seen[u] != n.mark {
+				n.seen[u] = n.mark
 				stack = append(stack, u)
 			}
 		}
 	}
 	return false
+}
+
+// queueBefore reports whether every entry of a's queue starts before b, shown once per pair of
+// queues: the last entry of a's queue precedes the first of b's, and both queues, posted and
+// without host steps, start their entries in order. This is how the compiler chains management
+// pieces (each opens with a WAIT for the end of the one before), and it spares a search per
+// pair of placers.
+func (n *necessity) queueBefore(c *checker, a, b entry, cache map[[2]int]bool) bool {
+	key := [2]int{a.q, b.q}
+	ok, known := cache[key]
+	if !known {
+		qs := c.p.Ranks[a.r].Queues
+		ok = postedInOrder(&qs[a.q]) && postedInOrder(&qs[b.q]) &&
+			n.precedes(c, entry{a.r, a.q, len(qs[a.q].Chain) - 1}, entry{b.r, b.q, 0})
+		cache[key] = ok
+	}
+	return ok
+}
+
+// postedInOrder reports whether a queue's entries all start in chain order: it is not empty,
+// not managed, and has no host steps.
+func postedInOrder(q *ir.WorkQueue) bool {
+	if q.Managed || len(q.Chain) == 0 {
+		return false
+	}
+	for i := range q.Chain {
+		if q.Chain[i].Opcode == ir.OpcHost {
+			return false
+		}
+	}
+	return true
 }
 
 // waitEdge adds the ordering a completion condition implies: the cond.Count-th completion of the
