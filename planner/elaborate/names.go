@@ -54,7 +54,7 @@ type code struct {
 }
 
 type stmtCode struct {
-	x, y, z *cexpr      // a let's or var's value; a loop's from, to and step; an if's condition
+	x, y, z *cexpr      // a let's, var's or assignment's value; a loop's bounds and step; an if's condition
 	slices  []cslice    // an op's slices, those in lists included
 	name    *nameInfo   // an op's or a queue's name
 	peer    *nameInfo   // a queue's peer; the queue an op is on
@@ -92,6 +92,8 @@ func (t *nameTables) compile(stmts []dsl.Stmt) *code {
 			at.x = compileExpr(st.Value)
 		case *dsl.VarStmt:
 			at.x = compileExpr(st.Value)
+		case *dsl.AssignStmt:
+			at.x = compileExpr(assignValue(st))
 		case *dsl.QueueStmt:
 			at.name, at.peer = newNameInfo(st.Name, t.queues), newNameInfo(st.Peer, nil)
 		case *dsl.OpStmt:
