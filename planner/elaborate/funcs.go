@@ -287,6 +287,38 @@ func newBlockTable(slots int) *blockTable {
 	return &blockTable{slots: make([]atomic.Pointer[block], slots), shift: uint8(64 - bits.TrailingZeros(uint(slots)))}
 }
 
+// siteCache is what a call site (a compiled call) keeps of its last call while the memo is
+// on: for a remembered def, the block it used; for another def, its arguments and result. A
+// loop that calls a def with its loop variable last finds the block without a lookup, and a
+// def's body that calls another def with the same arguments as its previous evaluation did
+// (Swing's partner(r, s) for every block b) finds the result without evaluating it. Each
+// worker compiles its own sites, so a site is a worker's own.
+type siteCache struct {
+	key  blockKey // the block's key, for a remembered def; the arguments (key.n of them) for another
+	b    *block
+	val  memoVal
+	have bool // val is the result of a call with key's arguments
+}
+
+// get returns the result of the last call, if its arguments were args.
+func (c *siteCache) get(args []int64) (memoVal, bool) {
+	if !c.have || int(c.key.n) != len(args) {
+		return memoVal{}, false
+	}
+	for i, a := range args {
+		if c.key.args[i] != a {
+			return memoVal{}, false
+		}
+	}
+	return c.val, true
+}
+
+// put keeps v, the result of a call with args.
+func (c *siteCache) put(args []int64, v memoVal) {
+	c.key.n = int32(copy(c.key.args[:], args))
+	c.val, c.have = v, true
+}
+
 // get returns the remembered result of slot i of b, if there is one.
 func (b *block) get(i int) (memoVal, bool) {
 	if b.have.Load()&(1<<i) == 0 {
@@ -449,16 +481,17 @@ func evalBuiltin(e *dsl.CallExpr, s *scope, fns *funcs) (int64, *evalError) {
 }
 
 func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
-	return evalCallArgs(e, s, nil, nil)
+	return evalCallAt(e, s, nil)
 }
 
 // maxArgs is the most arguments a call is compiled with (cexpr) and its result remembered with.
 const maxArgs = 4
 
-// evalCallArgs is evalCall with the arguments of a def's call evaluated from cargs, their
-// compiled trees, unless nil. Unless nil, known keeps the def called once it is found (the
-// globals, and so the defs, are those of one plan).
-func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (int64, *evalError) {
+// evalCallAt is evalCall at a compiled call site, or at e itself when site is nil. A site
+// evaluates the arguments of a def's call from their compiled trees, keeps the def once it is
+// found (the globals, and so the defs, are those of one plan) and, while the memo is on,
+// remembers its last call (siteCache).
+func evalCallAt(e *dsl.CallExpr, s *scope, site *cexpr) (int64, *evalError) {
 	// One walk up the scopes finds the globals (which hold the defs), the call in progress and
 	// the memo of the rank being elaborated. A def's name is never a built-in's (defs).
 	var caller *frame
@@ -481,13 +514,13 @@ func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (i
 	var fns *funcs
 	var info *defInfo
 	switch {
-	case known != nil && *known != nil:
-		info = *known
+	case site != nil && site.def != nil:
+		info = site.def
 	case root.ext != nil && root.ext.fns != nil:
 		fns = root.ext.fns
 		info = fns.byName[e.Fun.Name]
-		if known != nil {
-			*known = info
+		if site != nil {
+			site.def = info
 		}
 	}
 	if info == nil {
@@ -521,8 +554,8 @@ func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (i
 	for i, a := range e.Args {
 		var v int64
 		var err *evalError
-		if cargs != nil {
-			v, err = cargs[i].eval(s)
+		if site != nil {
+			v, err = site.args[i].eval(s)
 		} else {
 			v, err = evalInt(a, s)
 		}
@@ -533,11 +566,28 @@ func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (i
 	}
 	var b *block // the memo's block for the call, if it is remembered
 	var slot int
-	if info.memo && rankMemo != nil && (cnt == nil || !cnt.fresh) && len(args) <= maxArgs {
-		var k blockKey
-		k, slot = memoKey(info.id, args)
-		b = rankMemo.block(&k)
-		if r, ok := b.get(slot); ok {
+	var last *siteCache // the site's last call, if it is kept there
+	if rankMemo != nil && (cnt == nil || !cnt.fresh) && len(args) <= maxArgs {
+		var r memoVal
+		var ok bool
+		switch {
+		case info.memo:
+			var k blockKey
+			k, slot = memoKey(info.id, args)
+			if site != nil && site.cache.b != nil && site.cache.key == k {
+				b = site.cache.b
+			} else {
+				b = rankMemo.block(&k)
+				if site != nil {
+					site.cache.key, site.cache.b = k, b
+				}
+			}
+			r, ok = b.get(slot)
+		case site != nil:
+			last = &site.cache
+			r, ok = last.get(args)
+		}
+		if ok {
 			if cnt == nil { // an outermost call stays within the limits it stayed within once
 				return r.v, nil
 			}
@@ -546,11 +596,10 @@ func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (i
 				cnt.calls, cnt.deep = calls, max(cnt.deep, deep)
 				return r.v, nil
 			}
-			cnt.fresh, b = true, nil // evaluating it passes a limit: let evaluation say where
+			cnt.fresh, b, last = true, nil, nil // evaluating it passes a limit: let evaluation say where
 		}
 	}
 	c := rankMemo.newCall()
-	defer rankMemo.freeCall(c) // nothing keeps a call once it returned: its frame and scope are done
 	if cnt == nil {
 		c.count = callCount{calls: 1, memo: rankMemo}
 		cnt = &c.count
@@ -572,8 +621,15 @@ func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (i
 	}
 	height := cnt.deep - f.depth + 1
 	cnt.deep = max(cnt.deep, deep0)
-	if b != nil && err == nil && !cnt.fresh {
-		b.put(slot, memoVal{v: v, calls: int32(cnt.calls - calls0 + 1), height: int32(height)}) // a block dropped since (maxBlocks) is written in vain
+	rankMemo.freeCall(c) // nothing keeps a call once it returned: its frame and scope are done
+	if err == nil && !cnt.fresh {
+		r := memoVal{v: v, calls: int32(cnt.calls - calls0 + 1), height: int32(height)}
+		switch {
+		case b != nil:
+			b.put(slot, r) // a block dropped since (maxBlocks) is written in vain
+		case last != nil:
+			last.put(args, r)
+		}
 	}
 	if err != nil && !err.quiet && len(err.related) < 4 && e.Pos() != err.pos && !slices.ContainsFunc(err.related, func(r diag.Related) bool { return r.Pos == e.Pos() }) {
 		err.related = append(err.related, diag.Related{Pos: e.Pos(), Label: "in this call of " + def.Name.Name})
