@@ -30,8 +30,9 @@ type cexpr struct {
 	x, y  *cexpr // operands; a condition's condition and then
 	z     *cexpr // a condition's else
 	call  *dsl.CallExpr
-	args  []*cexpr // cCall: the arguments
-	def   *defInfo // cCall: the def called, once found
+	args  []*cexpr  // cCall: the arguments
+	def   *defInfo  // cCall: the def called, once found
+	cache siteCache // cCall: its last call
 }
 
 type ckind uint8
@@ -147,7 +148,7 @@ func (c *cexpr) eval(s *scope) (int64, *evalError) {
 		}
 		return c.z.eval(s)
 	case cCall:
-		return evalCallArgs(c.call, s, c.args, &c.def)
+		return evalCallAt(c.call, s, c)
 	}
 	return evalInt(c.e, s)
 }

@@ -509,7 +509,7 @@ func (el *elaborator) block(c *code, s *scope, top bool) {
 		case *dsl.VarStmt:
 			el.declare(st.Name, c.at[i].x, s, flagMutable)
 		case *dsl.AssignStmt:
-			el.assign(st, s)
+			el.assign(st, c.at[i].x, s)
 		case *dsl.PlanStmt:
 			if !top {
 				el.globalErrorf(phaseNames, diag.Name, st.Pos(), "plan statement inside a block: put it first in the file")

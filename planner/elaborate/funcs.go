@@ -83,10 +83,10 @@ type callCount struct {
 // worker); recent and the calls are a worker's own.
 type memo struct {
 	table  *memoTable
-	recent [recentSize]recentBlock // the blocks used last, by a hash of their key
-	slab   []block                 // blocks allocated ahead, a slab at a time
-	free   []*call                 // calls that returned, to be reused (at most MaxCallDepth are in use)
-	bodies []*cexpr                // the defs' bodies compiled, by number, as they are called
+	recent []recentBlock // the blocks used last, by a hash of their key: recentSize, once used
+	slab   []block       // blocks allocated ahead, a slab at a time
+	free   []*call       // calls that returned, to be reused (at most MaxCallDepth are in use)
+	bodies []*cexpr      // the defs' bodies compiled, by number, as they are called
 }
 
 // body returns the compiled body of def info. The scope of a def's body always has the same
@@ -101,16 +101,27 @@ func (m *memo) body(info *defInfo) *cexpr {
 	return m.bodies[info.id]
 }
 
-// memoTable holds the blocks, in shards each behind its lock; a full shard is emptied and starts
-// again (a worker may still write into a block it holds: its results are right, but lost).
+// memoTable holds the blocks in an open-addressing table of pointers that the workers read
+// and fill without a lock: a block is published whole (its key written first) by a
+// compare-and-swap into an empty slot, and a slot once filled never changes. The table starts
+// small and is replaced by one twice as large, its blocks copied, when it is half full; at
+// maxBlocks it is replaced by an empty one. A block put into a table being replaced may be
+// missing from the next: its results are right, but lost, as are those a worker still writes
+// into a block of a replaced table.
 type memoTable struct {
-	shards [memoShards]struct {
-		mu     sync.Mutex
-		blocks map[blockKey]*block
-	}
+	cur atomic.Pointer[blockTable]
+	mu  sync.Mutex // held by the worker that replaces cur
 }
 
-const memoShards = 16
+// blockTable is one generation of a memoTable: len(slots) is a power of two.
+type blockTable struct {
+	slots []atomic.Pointer[block]
+	shift uint8        // a hash's top bits index the slots: 64 - log2(len(slots))
+	n     atomic.Int32 // the blocks put into it
+}
+
+// firstSlots is the size of a memoTable's first blockTable.
+const firstSlots = 1 << 10
 
 // forWorker returns a memo for another worker sharing m's table (nil for nil).
 func (m *memo) forWorker() *memo {
@@ -139,11 +150,11 @@ func (m *memo) freeCall(c *call) {
 }
 
 const (
-	blockBits  = 4
+	blockBits  = 6
 	blockSize  = 1 << blockBits
-	recentBits = 10
+	recentBits = 12
 	recentSize = 1 << recentBits
-	slabSize   = 256
+	slabSize   = 32
 )
 
 // blockKey names a block: the def's number, the number of arguments, and the arguments, the
@@ -157,7 +168,8 @@ type blockKey struct {
 // bits i, known when bit i of have is set. The worker that sets bit i of claim first writes
 // vals[i], then sets bit i of have: a worker that sees the bit in have reads a written value.
 type block struct {
-	have, claim atomic.Uint32
+	key         blockKey
+	have, claim atomic.Uint64
 	vals        [blockSize]memoVal
 }
 
@@ -172,9 +184,8 @@ type memoVal struct {
 	height int32 // levels of calls it nested, itself included
 }
 
-// maxBlocks bounds the blocks a memo table keeps (about 300 bytes each, with the map's
-// overhead), maxBlocks/memoShards in each shard.
-const maxBlocks = 1 << 18
+// maxBlocks bounds the blocks a memo table keeps (about 1 KiB each, and two slots).
+const maxBlocks = 1 << 16
 
 // memoKey is the block and the slot in it of a call of def number id with args.
 func memoKey(id int32, args []int64) (blockKey, int) {
@@ -188,32 +199,124 @@ func memoKey(id int32, args []int64) (blockKey, int) {
 	return k, slot
 }
 
-// block returns the block of key k, made if it is new.
-func (m *memo) block(k *blockKey) *block {
+// hash mixes the key's words; its top bits index a memo's recent blocks and a blockTable's
+// slots (its low bits depend on the low bits of the words alone).
+func (k *blockKey) hash() uint64 {
 	h := uint64(k.def)<<32 ^ uint64(k.n)
 	for _, a := range k.args {
 		h = (h ^ uint64(a)) * 0x9e3779b97f4a7c15
+	}
+	return h
+}
+
+// block returns the block of key k, made if it is new.
+func (m *memo) block(k *blockKey) *block {
+	h := k.hash()
+	if m.recent == nil {
+		m.recent = make([]recentBlock, recentSize)
 	}
 	r := &m.recent[h>>(64-recentBits)]
 	if r.b != nil && r.key == *k {
 		return r.b
 	}
-	sh := &m.table.shards[h>>(64-recentBits)%memoShards]
-	sh.mu.Lock()
-	b := sh.blocks[*k]
-	if b == nil {
-		if len(sh.blocks) >= maxBlocks/memoShards {
-			clear(sh.blocks)
-		}
-		if len(m.slab) == 0 {
-			m.slab = make([]block, slabSize)
-		}
-		b, m.slab = &m.slab[0], m.slab[1:]
-		sh.blocks[*k] = b
-	}
-	sh.mu.Unlock()
+	b := m.table.find(m, k, h)
 	r.key, r.b = *k, b
 	return b
+}
+
+// find returns the block of key k (whose hash is h) in t, put there if it is new, with the
+// blocks allocated from m's slab.
+func (t *memoTable) find(m *memo, k *blockKey, h uint64) *block {
+	bt := t.cur.Load()
+	mask := uint64(len(bt.slots) - 1)
+	for i := h >> bt.shift; ; i = (i + 1) & mask {
+		sl := &bt.slots[i]
+		b := sl.Load()
+		if b == nil {
+			if len(m.slab) == 0 {
+				m.slab = make([]block, slabSize)
+			}
+			nb := &m.slab[0]
+			nb.key = *k
+			if !sl.CompareAndSwap(nil, nb) {
+				b = sl.Load() // another worker filled the slot first: nb stays in the slab
+			} else {
+				m.slab = m.slab[1:]
+				if int(bt.n.Add(1)) > len(bt.slots)/2 {
+					t.replace(bt)
+				}
+				return nb
+			}
+		}
+		if b.key == *k {
+			return b
+		}
+	}
+}
+
+// replace puts a new blockTable in place of old, unless another worker did: twice as large,
+// with old's blocks, or empty once old holds maxBlocks.
+func (t *memoTable) replace(old *blockTable) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cur.Load() != old {
+		return
+	}
+	if len(old.slots) >= 2*maxBlocks {
+		t.cur.Store(newBlockTable(len(old.slots)))
+		return
+	}
+	bt := newBlockTable(2 * len(old.slots))
+	mask := uint64(len(bt.slots) - 1)
+	for i := range old.slots {
+		b := old.slots[i].Load()
+		if b == nil {
+			continue
+		}
+		j := b.key.hash() >> bt.shift
+		for bt.slots[j].Load() != nil {
+			j = (j + 1) & mask
+		}
+		bt.slots[j].Store(b)
+		bt.n.Add(1)
+	}
+	t.cur.Store(bt)
+}
+
+func newBlockTable(slots int) *blockTable {
+	return &blockTable{slots: make([]atomic.Pointer[block], slots), shift: uint8(64 - bits.TrailingZeros(uint(slots)))}
+}
+
+// siteCache is what a call site (a compiled call) keeps of its last call while the memo is
+// on: for a remembered def, the block it used; for another def, its arguments and result. A
+// loop that calls a def with its loop variable last finds the block without a lookup, and a
+// def's body that calls another def with the same arguments as its previous evaluation did
+// (Swing's partner(r, s) for every block b) finds the result without evaluating it. Each
+// worker compiles its own sites, so a site is a worker's own.
+type siteCache struct {
+	key  blockKey // the block's key, for a remembered def; the arguments (key.n of them) for another
+	b    *block
+	val  memoVal
+	have bool // val is the result of a call with key's arguments
+}
+
+// get returns the result of the last call, if its arguments were args.
+func (c *siteCache) get(args []int64) (memoVal, bool) {
+	if !c.have || int(c.key.n) != len(args) {
+		return memoVal{}, false
+	}
+	for i, a := range args {
+		if c.key.args[i] != a {
+			return memoVal{}, false
+		}
+	}
+	return c.val, true
+}
+
+// put keeps v, the result of a call with args.
+func (c *siteCache) put(args []int64, v memoVal) {
+	c.key.n = int32(copy(c.key.args[:], args))
+	c.val, c.have = v, true
 }
 
 // get returns the remembered result of slot i of b, if there is one.
@@ -239,9 +342,7 @@ func newMemo(off bool) *memo {
 		return nil
 	}
 	t := &memoTable{}
-	for i := range t.shards {
-		t.shards[i].blocks = map[blockKey]*block{}
-	}
+	t.cur.Store(newBlockTable(firstSlots))
 	return &memo{table: t}
 }
 
@@ -380,16 +481,17 @@ func evalBuiltin(e *dsl.CallExpr, s *scope, fns *funcs) (int64, *evalError) {
 }
 
 func evalCall(e *dsl.CallExpr, s *scope) (int64, *evalError) {
-	return evalCallArgs(e, s, nil, nil)
+	return evalCallAt(e, s, nil)
 }
 
 // maxArgs is the most arguments a call is compiled with (cexpr) and its result remembered with.
 const maxArgs = 4
 
-// evalCallArgs is evalCall with the arguments of a def's call evaluated from cargs, their
-// compiled trees, unless nil. Unless nil, known keeps the def called once it is found (the
-// globals, and so the defs, are those of one plan).
-func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (int64, *evalError) {
+// evalCallAt is evalCall at a compiled call site, or at e itself when site is nil. A site
+// evaluates the arguments of a def's call from their compiled trees, keeps the def once it is
+// found (the globals, and so the defs, are those of one plan) and, while the memo is on,
+// remembers its last call (siteCache).
+func evalCallAt(e *dsl.CallExpr, s *scope, site *cexpr) (int64, *evalError) {
 	// One walk up the scopes finds the globals (which hold the defs), the call in progress and
 	// the memo of the rank being elaborated. A def's name is never a built-in's (defs).
 	var caller *frame
@@ -412,13 +514,13 @@ func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (i
 	var fns *funcs
 	var info *defInfo
 	switch {
-	case known != nil && *known != nil:
-		info = *known
+	case site != nil && site.def != nil:
+		info = site.def
 	case root.ext != nil && root.ext.fns != nil:
 		fns = root.ext.fns
 		info = fns.byName[e.Fun.Name]
-		if known != nil {
-			*known = info
+		if site != nil {
+			site.def = info
 		}
 	}
 	if info == nil {
@@ -452,8 +554,8 @@ func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (i
 	for i, a := range e.Args {
 		var v int64
 		var err *evalError
-		if cargs != nil {
-			v, err = cargs[i].eval(s)
+		if site != nil {
+			v, err = site.args[i].eval(s)
 		} else {
 			v, err = evalInt(a, s)
 		}
@@ -464,11 +566,28 @@ func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (i
 	}
 	var b *block // the memo's block for the call, if it is remembered
 	var slot int
-	if info.memo && rankMemo != nil && (cnt == nil || !cnt.fresh) && len(args) <= maxArgs {
-		var k blockKey
-		k, slot = memoKey(info.id, args)
-		b = rankMemo.block(&k)
-		if r, ok := b.get(slot); ok {
+	var last *siteCache // the site's last call, if it is kept there
+	if rankMemo != nil && (cnt == nil || !cnt.fresh) && len(args) <= maxArgs {
+		var r memoVal
+		var ok bool
+		switch {
+		case info.memo:
+			var k blockKey
+			k, slot = memoKey(info.id, args)
+			if site != nil && site.cache.b != nil && site.cache.key == k {
+				b = site.cache.b
+			} else {
+				b = rankMemo.block(&k)
+				if site != nil {
+					site.cache.key, site.cache.b = k, b
+				}
+			}
+			r, ok = b.get(slot)
+		case site != nil:
+			last = &site.cache
+			r, ok = last.get(args)
+		}
+		if ok {
 			if cnt == nil { // an outermost call stays within the limits it stayed within once
 				return r.v, nil
 			}
@@ -477,11 +596,10 @@ func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (i
 				cnt.calls, cnt.deep = calls, max(cnt.deep, deep)
 				return r.v, nil
 			}
-			cnt.fresh, b = true, nil // evaluating it passes a limit: let evaluation say where
+			cnt.fresh, b, last = true, nil, nil // evaluating it passes a limit: let evaluation say where
 		}
 	}
 	c := rankMemo.newCall()
-	defer rankMemo.freeCall(c) // nothing keeps a call once it returned: its frame and scope are done
 	if cnt == nil {
 		c.count = callCount{calls: 1, memo: rankMemo}
 		cnt = &c.count
@@ -503,8 +621,15 @@ func evalCallArgs(e *dsl.CallExpr, s *scope, cargs []*cexpr, known **defInfo) (i
 	}
 	height := cnt.deep - f.depth + 1
 	cnt.deep = max(cnt.deep, deep0)
-	if b != nil && err == nil && !cnt.fresh {
-		b.put(slot, memoVal{v: v, calls: int32(cnt.calls - calls0 + 1), height: int32(height)}) // a block dropped since (maxBlocks) is written in vain
+	rankMemo.freeCall(c) // nothing keeps a call once it returned: its frame and scope are done
+	if err == nil && !cnt.fresh {
+		r := memoVal{v: v, calls: int32(cnt.calls - calls0 + 1), height: int32(height)}
+		switch {
+		case b != nil:
+			b.put(slot, r) // a block dropped since (maxBlocks) is written in vain
+		case last != nil:
+			last.put(args, r)
+		}
 	}
 	if err != nil && !err.quiet && len(err.related) < 4 && e.Pos() != err.pos && !slices.ContainsFunc(err.related, func(r diag.Related) bool { return r.Pos == e.Pos() }) {
 		err.related = append(err.related, diag.Related{Pos: e.Pos(), Label: "in this call of " + def.Name.Name})

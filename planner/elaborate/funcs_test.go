@@ -243,6 +243,48 @@ for i in 0 .. f % 7 + x % 3 + y % 2 + w % 5 + 1 { op o[i] = nop }
 	assert.Contains(t, err, "more than 65536 function calls in one expression: four -> fib")
 }
 
+// A call site's last call of a def that is not remembered (siteCache) changes nothing either:
+// p(0) is evaluated once at the top of down and found again at every level below, where its
+// two levels of calls pass MaxCallDepth past d = 61, and fib's leaves count p's calls towards
+// MaxCalls (fib(20) makes 21,891 calls and 10,946 pairs of p(0) and q(0) besides, 43,783 in
+// all; fib(21) makes 70,843, past it).
+func TestSiteCacheSameAsEvaluating(t *testing.T) {
+	t.Parallel()
+	const defs = `plan p
+param ranks = 2
+param d = 10
+param k = 10
+def q(x) = x * 2
+def p(x) = q(x) + 1
+def down(n) = if n == 0 then p(0) else p(0) + down(n - 1)
+def fib(n) = if n < 2 then p(0) else fib(n - 1) + fib(n - 2)
+buffer b u8[8]
+let x = down(d + rank - rank)
+let y = fib(k + rank - rank)
+for i in 0 .. x % 5 + y % 3 + 1 { op o[i] = nop }
+`
+	var fails int
+	for _, params := range []map[string]int64{
+		{"d": 60}, {"d": 61}, {"d": 62}, {"d": 63},
+		{"k": 19}, {"k": 20}, {"k": 21},
+	} {
+		g0, err0 := elabWith(t, defs, params, Options{noMemo: true})
+		g1, err1 := elab(t, defs, params)
+		assert.Equal(t, err0, err1, "%v", params)
+		if err0 == "" {
+			require.NotNil(t, g1)
+			assert.Equal(t, len(g0.Ops), len(g1.Ops), "%v", params)
+		} else {
+			fails++
+		}
+	}
+	assert.Equal(t, 3, fails) // d = 62, d = 63 and k = 21
+	_, err := elab(t, defs, map[string]int64{"d": 62})
+	assert.Contains(t, err, "calls nested more than 64 deep: down -> down")
+	_, err = elab(t, defs, map[string]int64{"k": 21})
+	assert.Contains(t, err, "more than 65536 function calls in one expression: fib -> fib")
+}
+
 // Only defs that may recurse, directly or through their callees, are remembered.
 func TestMemoDefs(t *testing.T) {
 	t.Parallel()

@@ -11,10 +11,11 @@ import (
 // elaborator compiles the text once (code): beside each statement, the nameInfo of every name
 // it writes (the names its index made and the Sites of its ops) and its expressions (cexpr.go).
 // Per base name ("tx") it keeps the ops and queues of the current rank by index, in slots
-// stamped with the rank's generation. Declaring an op and resolving a reference to it then
-// index arrays instead of hashing "tx[3]", and the text "tx[3]" is made only when something
-// needs it. Names with several indices, a negative or a large index, or past the tables'
-// bounds, are kept by their text (opIdx, queueIdx).
+// stamped with the rank's generation, and those of two indices ("pk[s, b]") in a row per first
+// index. Declaring an op and resolving a reference to it then index arrays instead of hashing
+// "tx[3]", and the text "tx[3]" is made only when something needs it. Names with more indices,
+// a negative or a large index, or past the tables' bounds, are kept by their text (opIdx,
+// queueIdx).
 
 // maxByIndex bounds the indices kept per name in the text and per base name.
 const maxByIndex = 1 << 16
@@ -54,7 +55,7 @@ type code struct {
 }
 
 type stmtCode struct {
-	x, y, z *cexpr      // a let's or var's value; a loop's from, to and step; an if's condition
+	x, y, z *cexpr      // a let's, var's or assignment's value; a loop's bounds and step; an if's condition
 	slices  []cslice    // an op's slices, those in lists included
 	name    *nameInfo   // an op's or a queue's name
 	peer    *nameInfo   // a queue's peer; the queue an op is on
@@ -92,6 +93,8 @@ func (t *nameTables) compile(stmts []dsl.Stmt) *code {
 			at.x = compileExpr(st.Value)
 		case *dsl.VarStmt:
 			at.x = compileExpr(st.Value)
+		case *dsl.AssignStmt:
+			at.x = compileExpr(assignValue(st))
 		case *dsl.QueueStmt:
 			at.name, at.peer = newNameInfo(st.Name, t.queues), newNameInfo(st.Peer, nil)
 		case *dsl.OpStmt:
@@ -188,6 +191,7 @@ type nameInfo struct {
 	n     *dsl.Name
 	index []*cexpr // its indices, compiled
 	made  []made   // by index: the names it made (interned ones only) and their Sites
+	made2 [][]made // the same by first and second index, for a name with two
 	plain *ir.Site // the Site of the op it names when it has no index
 	tab   *idTable // the table of its base name, among the ops or the queues
 }
@@ -198,8 +202,11 @@ type made struct {
 }
 
 // idTable holds the ops or queues of one base name on the current rank: slot 0 for the plain
-// name, slot i+1 for name[i].
-type idTable struct{ slots []idSlot }
+// name, slot i+1 for name[i]; rows[i] holds name[i, j] in its slot j.
+type idTable struct {
+	slots []idSlot
+	rows  []*idTable
+}
 
 type idSlot struct {
 	gen uint32
@@ -208,9 +215,10 @@ type idSlot struct {
 
 // ref is an evaluated name: its text and where the tables keep it.
 type ref struct {
-	name string    // its text; "" until text makes it, for a name with one index (slot > 0)
+	name string    // its text; "" until text makes it, for a name with one or two indices
 	info *nameInfo // the name as written (info.n) and what is kept of it
-	slot int32     // its slot in an idTable, or -1: kept by its text only
+	slot int32     // its slot in an idTable (of a row, when row > 0), or -1: kept by its text only
+	row  int32     // for a name with two indices (i, j) kept in the tables: i+1 (slot is j); else 0
 }
 
 // name evaluates an indexed name (info.n) into its canonical text ("tx[3]", "hop[1,2]") and
@@ -222,64 +230,119 @@ func (el *elaborator) name(info *nameInfo, s *scope) (ref, bool) {
 		r.name, r.slot = n.Ident.Name, 0
 		return r, true
 	}
+	var vals [2]int64 // the indices evaluated
 	v, ok := el.evalc(info.index[0], s)
 	if !ok {
 		return r, false
 	}
-	if len(n.Index) == 1 && v >= 0 && v < maxByIndex {
+	vals[0] = v
+	if v < 0 || v >= maxByIndex || len(n.Index) > 2 {
+		return el.nameText(r, vals[:1], s)
+	}
+	if len(n.Index) == 1 {
 		r.slot = int32(v) + 1 // its text is made when needed (text)
 		return r, true
 	}
-	return el.nameText(r, v, s)
+	w, ok := el.evalc(info.index[1], s)
+	if !ok {
+		return r, false
+	}
+	vals[1] = w
+	if w < 0 || w >= maxByIndex {
+		return el.nameText(r, vals[:2], s)
+	}
+	r.row, r.slot = int32(v)+1, int32(w)
+	return r, true
+}
+
+// indices are the indices of r, a name with one or two kept in the tables (slot >= 0).
+func (r *ref) indices(vals *[2]int64) []int64 {
+	if r.row > 0 {
+		vals[0], vals[1] = int64(r.row)-1, int64(r.slot)
+		return vals[:2]
+	}
+	vals[0] = int64(r.slot) - 1
+	return vals[:1]
+}
+
+// made is what r's info keeps of r, a name with one or two indices, or nil.
+func (r *ref) made() *made {
+	switch {
+	case r.row > 0:
+		if i, j := int(r.row)-1, int(r.slot); i < len(r.info.made2) && j < len(r.info.made2[i]) {
+			return &r.info.made2[i][j]
+		}
+	case r.slot > 0 && int(r.slot) <= len(r.info.made):
+		return &r.info.made[r.slot-1]
+	}
+	return nil
 }
 
 // text returns the text of r, making it if name did not.
 func (el *elaborator) text(r *ref) string {
 	if r.name == "" {
-		if v := int64(r.slot) - 1; v < int64(len(r.info.made)) && r.info.made[v].name != "" {
-			r.name = r.info.made[v].name
+		if m := r.made(); m != nil && m.name != "" {
+			r.name = m.name
 		} else {
-			*r, _ = el.nameText(*r, v, nil) // one index: nothing more to evaluate
+			var vals [2]int64
+			*r, _ = el.nameText(*r, r.indices(&vals), nil) // every index evaluated: nothing more to evaluate
 		}
 	}
 	return r.name
 }
 
-// nameText makes the text of r, a name with indices whose first (v) is evaluated, and keeps
-// it when it is interned and r.info keeps its index.
-func (el *elaborator) nameText(r ref, v int64, s *scope) (ref, bool) {
+// nameText makes the text of r, a name with indices whose first len(vals) are evaluated, and
+// keeps it when it is interned and r.info keeps its indices.
+func (el *elaborator) nameText(r ref, vals []int64, s *scope) (ref, bool) {
 	n, info := r.info.n, r.info
 	var arr [32]byte
 	buf := append(arr[:0], n.Ident.Name...)
 	buf = append(buf, '[')
 	for i := range n.Index {
-		if i > 0 {
+		var v int64
+		if i < len(vals) {
+			v = vals[i]
+		} else {
 			var ok bool
 			if v, ok = el.evalc(info.index[i], s); !ok {
 				return r, false
 			}
+		}
+		if i > 0 {
 			buf = append(buf, ',')
 		}
 		buf = strconv.AppendInt(buf, v, 10)
 	}
 	buf = append(buf, ']')
 	str, kept := el.mem.names.Intern(buf)
+	r.name = str
 	if !kept {
-		r.name = str
 		return r, true
 	}
-	r.name = str
-	if r.slot > 0 {
-		if more := int(v) + 1 - len(info.made); more > 0 {
-			if el.names.made+more > el.byIndexLen() {
-				return r, true
-			}
-			el.names.made += more
-			info.made = append(info.made, make([]made, more)...)
+	switch {
+	case r.row > 0:
+		if i, j := int(r.row)-1, int(r.slot); keepMade(el, &info.made2, i+1) && keepMade(el, &info.made2[i], j+1) {
+			info.made2[i][j].name = str
 		}
-		info.made[v].name = str
+	case r.slot > 0:
+		if v := int(r.slot) - 1; keepMade(el, &info.made, v+1) {
+			info.made[v].name = str
+		}
 	}
 	return r, true
+}
+
+// keepMade grows *s to n entries, if the bounds allow it (byIndexLen), and reports whether it
+// holds them.
+func keepMade[T any](el *elaborator, s *[]T, n int) bool {
+	if more := n - len(*s); more > 0 {
+		if el.names.made+more > el.byIndexLen() {
+			return false
+		}
+		el.names.made += more
+		*s = append(*s, make([]T, more)...)
+	}
+	return true
 }
 
 // siteKey is a name an op statement (its name, n) made.
@@ -292,18 +355,16 @@ type siteKey struct {
 // statement, which the ranks share, up to maxInterned of them past what r's info keeps (past
 // that, one per op).
 func (el *elaborator) site(r *ref) *ir.Site {
-	if r.slot > 0 && int(r.slot) <= len(r.info.made) {
-		if s := r.info.made[r.slot-1].site; s != nil {
-			return s
-		}
+	if m := r.made(); m != nil && m.site != nil {
+		return m.site
 	}
 	name := el.text(r)
 	var at **ir.Site
-	switch {
-	case r.slot == 0:
+	switch m := r.made(); {
+	case r.slot == 0 && r.row == 0:
 		at = &r.info.plain
-	case r.slot > 0 && int(r.slot) <= len(r.info.made) && r.info.made[r.slot-1].name == name:
-		at = &r.info.made[r.slot-1].site
+	case m != nil && m.name == name:
+		at = &m.site
 	}
 	if at != nil && *at != nil {
 		return *at
@@ -328,7 +389,7 @@ func (el *elaborator) site(r *ref) *ir.Site {
 // claim declares r as id in its table, or in m when the table does not keep it. It returns the id r had
 // already on this rank, and whether it had none.
 func claim[ID ~int32](el *elaborator, m map[string]ID, r ref, id ID) (ID, bool) {
-	if t, a := r.info.tab, int(r.slot); a >= 0 && el.grow(t, a) {
+	if t, a := el.slotOf(&r, true); t != nil {
 		s := &t.slots[a]
 		if s.gen == el.names.gen {
 			return ID(s.id), false
@@ -346,7 +407,7 @@ func claim[ID ~int32](el *elaborator, m map[string]ID, r ref, id ID) (ID, bool) 
 
 // unclaim forgets a declaration of r made by claim.
 func unclaim[ID ~int32](el *elaborator, m map[string]ID, r ref) {
-	if t, a := r.info.tab, int(r.slot); a >= 0 && a < len(t.slots) {
+	if t, a := el.slotOf(&r, false); t != nil {
 		t.slots[a].gen = 0
 		return
 	}
@@ -355,12 +416,51 @@ func unclaim[ID ~int32](el *elaborator, m map[string]ID, r ref) {
 
 // find returns what r names on this rank, declared by claim.
 func find[ID ~int32](el *elaborator, m map[string]ID, r ref) (ID, bool) {
-	if t, a := r.info.tab, int(r.slot); a >= 0 && a < len(t.slots) {
+	if t, a := el.slotOf(&r, false); t != nil {
 		s := t.slots[a]
 		return ID(s.id), s.gen == el.names.gen
 	}
 	id, ok := m[el.text(&r)]
 	return id, ok
+}
+
+// slotOf returns the table and the slot in it that keep r, or nil when r is kept by its text.
+// With grow, it makes room for r if the bounds allow it; without, it finds only a slot made
+// before.
+func (el *elaborator) slotOf(r *ref, grow bool) (*idTable, int) {
+	t, a := r.info.tab, int(r.slot)
+	if a < 0 || t == nil {
+		return nil, 0
+	}
+	if r.row > 0 {
+		if t = el.row(t, int(r.row)-1, grow); t == nil {
+			return nil, 0
+		}
+	}
+	if grow && !el.grow(t, a) || !grow && a >= len(t.slots) {
+		return nil, 0
+	}
+	return t, a
+}
+
+// row returns row i of t, made if grow is set and the bounds allow it, or nil. Like a table's
+// slots, a row that could not be made never will.
+func (el *elaborator) row(t *idTable, i int, grow bool) *idTable {
+	if i < len(t.rows) && t.rows[i] != nil {
+		return t.rows[i]
+	}
+	if !grow {
+		return nil
+	}
+	if more := i + 1 - len(t.rows); more > 0 {
+		if el.names.slots+more > el.byIndexLen() {
+			return nil
+		}
+		el.names.slots += more
+		t.rows = append(t.rows, make([]*idTable, more)...)
+	}
+	t.rows[i] = &idTable{}
+	return t.rows[i]
 }
 
 // grow makes t hold slot a, if the bounds allow it. A table that could not grow to a slot

@@ -77,8 +77,9 @@ func (el *elaborator) declareTable(id *dsl.Ident, t *dsl.TableExpr, s *scope) {
 	s.bindTable(id.Name, vals)
 }
 
-// assign runs `NAME = EXPR` or `NAME op= EXPR` on a var in scope.
-func (el *elaborator) assign(st *dsl.AssignStmt, s *scope) {
+// assign runs `NAME = EXPR` or `NAME op= EXPR` on a var in scope; value is its value
+// compiled (assignValue).
+func (el *elaborator) assign(st *dsl.AssignStmt, value *cexpr, s *scope) {
 	name := st.Name.Name
 	at, i := s.slot(name)
 	switch {
@@ -95,16 +96,20 @@ func (el *elaborator) assign(st *dsl.AssignStmt, s *scope) {
 		el.errorf(phaseNames, diag.Name, st.Name.Pos(), "cannot assign to %s: it is a constant (a let, param or loop variable); declare it with var to change it", name)
 		return
 	}
-	value := st.Value
-	if st.Op != "=" {
-		value = &dsl.BinaryExpr{Span: st.Span, Op: strings.TrimSuffix(st.Op, "="), OpPos: st.OpPos, X: st.Name, Y: st.Value}
-	}
-	v, ok := el.eval(value, s)
+	v, ok := el.evalc(value, s)
 	if !ok {
 		at.markBroken(i)
 		return
 	}
 	at.values[i] = v
+}
+
+// assignValue is the value an assignment gives its var: EXPR, or NAME op EXPR.
+func assignValue(st *dsl.AssignStmt) dsl.Expr {
+	if st.Op == "=" {
+		return st.Value
+	}
+	return &dsl.BinaryExpr{Span: st.Span, Op: strings.TrimSuffix(st.Op, "="), OpPos: st.OpPos, X: st.Name, Y: st.Value}
 }
 
 // assigned adds to names every name that an assignment in stmts (or nested blocks) changes.
