@@ -19,7 +19,7 @@ type Sample struct {
 
 // FitFigures are the figures Fit may set, by their JSON names.
 // (cache_bytes is not among them: the model is not linear in it; FitCache searches it.)
-var FitFigures = []string{"L_ns", "o_ns", "G_ns_per_byte", "post_ns", "poll_ns", "ctrl_ns", "host_ns", "reduce_ns_per_byte", "copy_ns_per_byte", "mem_ns_per_byte"}
+var FitFigures = []string{"L_ns", "o_ns", "G_ns_per_byte", "post_ns", "poll_ns", "ctrl_ns", "cq_ns", "imm_ns", "host_ns", "reduce_ns_per_byte", "copy_ns_per_byte", "mem_ns_per_byte"}
 
 // Fit sets the figures named in free (FitFigures' names) so that the model's predictions of the
 // samples come closest to their measurements in relative terms (least squares of the relative

@@ -2,15 +2,17 @@ package predict
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
 // Measurements made by the model itself with known figures are fitted back to predictions within
-// a fraction of a percent, with one shared worker (where the model is linear in its figures).
+// a fraction of a percent, with one shared worker (where the model is linear in its figures but
+// for the latencies, L and cq_ns, which overlap with the work: they are left out here).
 func TestFitRecovers(t *testing.T) {
-	truth := Params{O: 150, B: 0.25, Post: 60, Poll: 40, Ctrl: 30, Host: 80, Reduce: 0.4, Workers: 1}
+	truth := Params{O: 150, B: 0.25, Post: 60, Poll: 40, Ctrl: 30, Imm: 90, Host: 80, Reduce: 0.4, Workers: 1}
 	var samples []Sample
 	for _, f := range []string{"../plans/ring_allreduce.dag", "../plans/binomial_bcast.dag", "../plans/pairwise_alltoall.dag"} {
 		p := compileFile(t, f, map[string]int64{"ranks": 4, "n": 1}, "connectx")
@@ -20,7 +22,8 @@ func TestFitRecovers(t *testing.T) {
 			samples = append(samples, Sample{Name: f, Plan: p, Scale: k, Measured: r.Time})
 		}
 	}
-	got, errs, err := Fit(samples, Params{Workers: 1}, FitFigures)
+	free := slices.DeleteFunc(slices.Clone(FitFigures), func(s string) bool { return s == "L_ns" || s == "cq_ns" })
+	got, errs, err := Fit(samples, Params{Workers: 1}, free)
 	require.NoError(t, err)
 	for i, e := range errs {
 		require.Less(t, math.Abs(e), 0.005, "sample %d: %+v", i, got)

@@ -221,6 +221,9 @@ type sim struct {
 	pending []int32 // by op: explicit predecessors not yet complete
 	ready   []bool  // by op: every predecessor complete
 	wake    []waiter
+	// polled CQs (Params.CQ): of each rank's thread, or of all ranks with shared workers
+	ncq   []int
+	allCQ int
 	// wait ops (Graph.Lands): the edges from each landing op, the landings each wait still
 	// needs, and the start of a wait's host step held until they are in
 	landsFrom map[ir.OpID][]int32
@@ -239,6 +242,11 @@ func newSim(p *ir.Plan, par Params) *sim {
 	}
 	if par.Workers > 0 {
 		s.pool = make([]float64, par.Workers)
+	}
+	s.ncq = make([]int, len(p.Ranks))
+	for r := range p.Ranks {
+		s.ncq[r] = len(p.Ranks[r].CQs)
+		s.allCQ += s.ncq[r]
 	}
 	for r := range p.Ranks {
 		rp := &p.Ranks[r]
@@ -270,6 +278,35 @@ func newSim(p *ir.Plan, par Params) *sim {
 		}
 	}
 	return s
+}
+
+// lat is a message's latency from rank r to rank to: the wire's L, and half a round of CQ polls
+// at each end (Params.CQ).
+func (s *sim) lat(r, to int) float64 {
+	if s.par.CQ == 0 {
+		return s.par.L
+	}
+	if s.pool != nil {
+		return s.par.L + s.par.CQ*float64(s.allCQ)
+	}
+	n := s.ncq[r]
+	if to >= 0 && to < len(s.ncq) {
+		n += s.ncq[to]
+	} else {
+		n *= 2
+	}
+	return s.par.L + s.par.CQ*float64(n)/2
+}
+
+// ack is what the acknowledgement of a message from rank to to r adds to its sender's
+// completion beyond the wire: with polled CQs (Params.CQ), the receiver's poll sends it and the
+// sender's reads it, half a round at each end, as for a message; 0 otherwise (the wire's
+// return is in L, as the model has always taken it).
+func (s *sim) ack(from, to int) float64 {
+	if s.par.CQ == 0 {
+		return 0
+	}
+	return s.lat(from, to) - s.par.L
 }
 
 func (s *sim) push(t float64, k evKind, r, q int, a int64) {
@@ -507,9 +544,12 @@ func (s *sim) runQueue(r, q int) {
 	default:
 		bytes := float64(s.dataBytes(w))
 		d := s.par.O + bytes*s.par.B
+		if w.Opcode == ir.OpcWriteImm {
+			d += s.par.Imm
+		}
 		next = s.use(r, true, max(now, qs.lastStart+s.par.G), d)
 		qs.lastStart = next - d
-		land := next + s.par.L
+		land := next + s.lat(r, int(w.Peer))
 		s.landed(w.Op, land)
 		switch w.Opcode {
 		case ir.OpcSend, ir.OpcWriteImm:
@@ -518,11 +558,11 @@ func (s *sim) runQueue(r, q int) {
 			pq := s.g.Queues[op.Queue].Peer
 			pwq := s.p.Ranks[peer].RecvWQ[int(pq)-int(s.g.Rank[peer].FirstQueue)]
 			s.push(land, evArrive, peer, pwq, 0)
-			s.done(r, q, idx, land)
+			s.done(r, q, idx, land+s.ack(peer, r))
 		case ir.OpcWrite:
-			s.done(r, q, idx, land)
+			s.done(r, q, idx, land+s.ack(int(w.Peer), r))
 		default: // read, atomics: the reply comes back
-			s.done(r, q, idx, land+s.par.L)
+			s.done(r, q, idx, land+s.lat(int(w.Peer), r))
 		}
 	}
 	qs.head++

@@ -71,6 +71,43 @@ func TestOneMessage(t *testing.T) {
 	}
 }
 
+const oneWriteImm = `plan onew
+param ranks = 2
+param n = 100
+buffer a u8[n] remote_write
+queue q to 1 - rank peer q
+if rank == 0 { op w = write q a to a notify }
+if rank == 1 { op r = recv q }
+`
+
+// With polled CQs (cq_ns) a message waits half a round of its engine's CQ polls at each end, and
+// its sender's completion as long again for the acknowledgement; a round is the rank's own CQs,
+// or every rank's with a shared worker. A write with immediate costs imm_ns more at its sender.
+func TestPolledCQs(t *testing.T) {
+	for _, target := range []string{"generic", "connectx", "triggered-sockets"} {
+		for _, src := range []string{oneSend, oneWriteImm} {
+			p := compile(t, "one.dag", []byte(src), nil, target)
+			n0, n1 := float64(len(p.Ranks[0].CQs)), float64(len(p.Ranks[1].CQs))
+			require.Positive(t, n0+n1)
+			par := unit("cq_ns")
+			res, err := Simulate(p, par, Options{})
+			require.NoError(t, err, target)
+			require.InDelta(t, n0+n1, res.Time, 1e-9, "%s: a message and its acknowledgement, half a round at each end each", target)
+			par.Workers = 1
+			res, err = Simulate(p, par, Options{})
+			require.NoError(t, err, target)
+			require.InDelta(t, 2*(n0+n1), res.Time, 1e-9, "%s, shared worker: every rank's CQs are one round", target)
+			res, err = Simulate(p, unit("imm_ns"), Options{})
+			require.NoError(t, err, target)
+			want := 0.0
+			if src == oneWriteImm {
+				want = 1
+			}
+			require.InDelta(t, want, res.Time, 1e-9, "%s under imm_ns alone", target)
+		}
+	}
+}
+
 // Every plan of the library simulates on every target without stalling, and its time grows with
 // the wire latency.
 func TestPlansAllTargets(t *testing.T) {
