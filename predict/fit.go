@@ -27,7 +27,8 @@ var FitFigures = []string{"L_ns", "o_ns", "G_ns_per_byte", "post_ns", "poll_ns",
 // figure's share of a sample's time from a simulation with that figure alone at 1, which is
 // exact when the plan's work is serialised (one shared worker) and an estimate otherwise; Fit
 // then checks the fitted figures by simulating every sample again and returns the relative
-// errors (predicted / measured - 1), in sample order.
+// errors (predicted / measured - 1), in sample order. Where latencies overlap with work (L_ns,
+// cq_ns) it refines the solution by Gauss-Newton steps on the model's slopes.
 func Fit(samples []Sample, base Params, free []string) (Params, []float64, error) {
 	if len(samples) == 0 {
 		return base, nil, fmt.Errorf("fit: no samples")
@@ -69,27 +70,92 @@ func Fit(samples []Sample, base Params, free []string) (Params, []float64, error
 		}
 	}
 	// relative least squares: row i of A is coef[i] / m_i, b_i = 1 - rest_i / m_i
-	a := make([][]float64, len(samples))
-	b := make([]float64, len(samples))
-	for i, s := range samples {
-		a[i] = make([]float64, len(free))
-		for j := range free {
-			a[i][j] = coef[i][j] / s.Measured
+	solve := func(coef [][]float64, rest []float64) []float64 {
+		a := make([][]float64, len(samples))
+		b := make([]float64, len(samples))
+		for i, s := range samples {
+			a[i] = make([]float64, len(free))
+			for j := range free {
+				a[i][j] = coef[i][j] / s.Measured
+			}
+			b[i] = 1 - rest[i]/s.Measured
 		}
-		b[i] = 1 - rest[i]/s.Measured
+		return nnls(a, b)
 	}
-	x := nnls(a, b)
-	out := base
-	for j, n := range free {
-		*out.fields()[idx[n]].v = x[j]
+	with := func(x []float64) Params {
+		out := base
+		for j, n := range free {
+			*out.fields()[idx[n]].v = x[j]
+		}
+		return out
 	}
+	times := func(par Params) ([]float64, error) {
+		ts := make([]float64, len(samples))
+		for i, s := range samples {
+			r, err := Simulate(s.Plan, par, Options{Scale: s.Scale})
+			if err != nil {
+				return nil, fmt.Errorf("fit: %s: %v", s.Name, err)
+			}
+			ts[i] = r.Time
+		}
+		return ts, nil
+	}
+	score := func(ts []float64) float64 {
+		var q float64
+		for i, s := range samples {
+			q += (ts[i]/s.Measured - 1) * (ts[i]/s.Measured - 1)
+		}
+		return q
+	}
+	x := solve(coef, rest)
+	ts, err := times(with(x))
+	if err != nil {
+		return base, nil, err
+	}
+	best := score(ts)
+	// Each figure's coefficient above is its time alone; with the others in, a latency partly
+	// overlaps with work, and the model's time is piecewise linear in the figures. Gauss-Newton
+	// steps refit on the slopes at the solution (one-sided differences, exact on its piece) while
+	// the error falls.
+	for range 8 {
+		slope := make([][]float64, len(samples))
+		for i := range samples {
+			slope[i] = make([]float64, len(free))
+		}
+		for j := range free {
+			y := slices.Clone(x)
+			h := max(x[j]*1e-3, 1e-6)
+			y[j] += h
+			ty, err := times(with(y))
+			if err != nil {
+				return base, nil, err
+			}
+			for i := range samples {
+				slope[i][j] = (ty[i] - ts[i]) / h
+			}
+		}
+		lin := make([]float64, len(samples))
+		for i := range samples {
+			lin[i] = ts[i]
+			for j := range free {
+				lin[i] -= slope[i][j] * x[j]
+			}
+		}
+		nx := solve(slope, lin)
+		nts, err := times(with(nx))
+		if err != nil {
+			return base, nil, err
+		}
+		q := score(nts)
+		if !(q < best*(1-1e-6)) {
+			break
+		}
+		x, ts, best = nx, nts, q
+	}
+	out := with(x)
 	errs := make([]float64, len(samples))
 	for i, s := range samples {
-		r, err := Simulate(s.Plan, out, Options{Scale: s.Scale})
-		if err != nil {
-			return base, nil, fmt.Errorf("fit: %s: %v", s.Name, err)
-		}
-		errs[i] = r.Time/s.Measured - 1
+		errs[i] = ts[i]/s.Measured - 1
 	}
 	return out, errs, nil
 }

@@ -298,15 +298,21 @@ func (s *sim) lat(r, to int) float64 {
 	return s.par.L + s.par.CQ*float64(n)/2
 }
 
-// ack is what the acknowledgement of a message from rank to to r adds to its sender's
-// completion beyond the wire: with polled CQs (Params.CQ), the receiver's poll sends it and the
-// sender's reads it, half a round at each end, as for a message; 0 otherwise (the wire's
-// return is in L, as the model has always taken it).
+// ack is what the acknowledgement of a message from rank from to rank to adds to the sender's
+// completion beyond the wire: with polled CQs (Params.CQ), the receiver's poll that takes the
+// message sends it, and the sender reads it at its next poll, half a round of its CQs later;
+// 0 otherwise (the wire's return is in L, as the model has always taken it).
 func (s *sim) ack(from, to int) float64 {
 	if s.par.CQ == 0 {
 		return 0
 	}
-	return s.lat(from, to) - s.par.L
+	if s.pool != nil {
+		return s.par.CQ * float64(s.allCQ) / 2
+	}
+	if to >= 0 && to < len(s.ncq) {
+		return s.par.CQ * float64(s.ncq[to]) / 2
+	}
+	return s.par.CQ * float64(s.ncq[from]) / 2
 }
 
 func (s *sim) push(t float64, k evKind, r, q int, a int64) {
