@@ -30,6 +30,11 @@ var FitFigures = []string{"L_ns", "o_ns", "G_ns_per_byte", "post_ns", "poll_ns",
 // errors (predicted / measured - 1), in sample order. Where latencies overlap with work (L_ns,
 // cq_ns) it refines the solution by Gauss-Newton steps on the model's slopes.
 func Fit(samples []Sample, base Params, free []string) (Params, []float64, error) {
+	return fit(samples, base, free, true)
+}
+
+// fit is Fit, with the Gauss-Newton steps only if refine.
+func fit(samples []Sample, base Params, free []string, refine bool) (Params, []float64, error) {
 	if len(samples) == 0 {
 		return base, nil, fmt.Errorf("fit: no samples")
 	}
@@ -117,7 +122,7 @@ func Fit(samples []Sample, base Params, free []string) (Params, []float64, error
 	// overlaps with work, and the model's time is piecewise linear in the figures. Gauss-Newton
 	// steps refit on the slopes at the solution (one-sided differences, exact on its piece) while
 	// the error falls.
-	for range 8 {
+	for i := 0; refine && i < 8; i++ {
 		slope := make([][]float64, len(samples))
 		for i := range samples {
 			slope[i] = make([]float64, len(free))
@@ -206,16 +211,16 @@ func nnls(a [][]float64, b []float64) []float64 {
 }
 
 // FitCache is Fit with the cache size chosen too: it fits the other figures for each power of two
-// from 256 KiB to 1 GiB as CacheBytes and keeps the one whose median absolute relative error
-// is smallest.
+// from 256 KiB to 1 GiB as CacheBytes, by the figures' times alone (without Fit's Gauss-Newton
+// steps, for speed), keeps the one whose median absolute relative error is smallest, and
+// refines the fit at that size.
 func FitCache(samples []Sample, base Params, free []string) (Params, []float64, error) {
 	var best Params
-	var bestErrs []float64
 	bestScore := math.Inf(1)
 	for c := float64(256 << 10); c <= 1<<30; c *= 2 {
 		b := base
 		b.CacheBytes = c
-		p, errs, err := Fit(samples, b, free)
+		p, errs, err := fit(samples, b, free, false)
 		if err != nil {
 			return p, nil, err
 		}
@@ -226,8 +231,10 @@ func FitCache(samples []Sample, base Params, free []string) (Params, []float64, 
 		slices.Sort(abs)
 		score := abs[len(abs)/2] + abs[len(abs)-1]/10 // the median, the worst as a tie-break
 		if score < bestScore {
-			best, bestErrs, bestScore = p, errs, score
+			best, bestScore = p, score
 		}
 	}
-	return best, bestErrs, nil
+	b := base
+	b.CacheBytes = best.CacheBytes
+	return Fit(samples, b, free)
 }
