@@ -329,7 +329,7 @@ func (c *calibrateCmd) Run(e *env) error {
 		fmt.Fprintf(e.stderr, "calibrate: %-20s %s\n", b.name, formatNs(ns))
 		ms = append(ms, measured{b.name, plan, ns})
 	}
-	par, errs, err := fitMeasured(ms, c.Provider, tg.Name, workers, c.Stat)
+	par, errs, err := fitMeasured(ms, c.Provider, tg.Name, workers, c.Stat+" "+c.Clock)
 	if err != nil {
 		return err
 	}
@@ -359,7 +359,7 @@ func fitMeasured(ms []measured, prov, target string, workers int, stat string) (
 	for _, e := range errs {
 		worst = max(worst, math.Abs(e))
 	}
-	par.Note = fmt.Sprintf("coredag calibrate: %d micro-benchmarks (ping-pong, message stream, host reduce and copy) on %s, target %s, %s time of each, fitted by relative least squares (cache size searched); worst fit error %.0f%%",
+	par.Note = fmt.Sprintf("coredag calibrate: %d micro-benchmarks (ping-pongs, exchanges beside more queues, message streams, host reduces and copies) on %s, target %s, %s time of each, fitted by relative least squares (cache size searched); worst fit error %.0f%%",
 		len(ms), prov, target, stat, 100*worst)
 	return par, errs, nil
 }
