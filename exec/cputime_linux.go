@@ -25,3 +25,7 @@ func threadCPU() (time.Duration, bool) {
 	}
 	return time.Duration(ts.Nano()), true
 }
+
+// ThreadCPU is the CPU time, user and system, the calling OS thread has used (the caller must be
+// locked to its thread, runtime.LockOSThread); ok is false where the OS does not tell.
+func ThreadCPU() (d time.Duration, ok bool) { return threadCPU() }

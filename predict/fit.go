@@ -19,7 +19,7 @@ type Sample struct {
 
 // FitFigures are the figures Fit may set, by their JSON names.
 // (cache_bytes is not among them: the model is not linear in it; FitCache searches it.)
-var FitFigures = []string{"L_ns", "o_ns", "G_ns_per_byte", "post_ns", "poll_ns", "ctrl_ns", "host_ns", "reduce_ns_per_byte", "copy_ns_per_byte", "mem_ns_per_byte"}
+var FitFigures = []string{"L_ns", "o_ns", "G_ns_per_byte", "post_ns", "poll_ns", "ctrl_ns", "cq_ns", "imm_ns", "host_ns", "reduce_ns_per_byte", "copy_ns_per_byte", "mem_ns_per_byte"}
 
 // Fit sets the figures named in free (FitFigures' names) so that the model's predictions of the
 // samples come closest to their measurements in relative terms (least squares of the relative
@@ -27,8 +27,14 @@ var FitFigures = []string{"L_ns", "o_ns", "G_ns_per_byte", "post_ns", "poll_ns",
 // figure's share of a sample's time from a simulation with that figure alone at 1, which is
 // exact when the plan's work is serialised (one shared worker) and an estimate otherwise; Fit
 // then checks the fitted figures by simulating every sample again and returns the relative
-// errors (predicted / measured - 1), in sample order.
+// errors (predicted / measured - 1), in sample order. Where latencies overlap with work (L_ns,
+// cq_ns) it refines the solution by Gauss-Newton steps on the model's slopes.
 func Fit(samples []Sample, base Params, free []string) (Params, []float64, error) {
+	return fit(samples, base, free, true)
+}
+
+// fit is Fit, with the Gauss-Newton steps only if refine.
+func fit(samples []Sample, base Params, free []string, refine bool) (Params, []float64, error) {
 	if len(samples) == 0 {
 		return base, nil, fmt.Errorf("fit: no samples")
 	}
@@ -69,27 +75,92 @@ func Fit(samples []Sample, base Params, free []string) (Params, []float64, error
 		}
 	}
 	// relative least squares: row i of A is coef[i] / m_i, b_i = 1 - rest_i / m_i
-	a := make([][]float64, len(samples))
-	b := make([]float64, len(samples))
-	for i, s := range samples {
-		a[i] = make([]float64, len(free))
-		for j := range free {
-			a[i][j] = coef[i][j] / s.Measured
+	solve := func(coef [][]float64, rest []float64) []float64 {
+		a := make([][]float64, len(samples))
+		b := make([]float64, len(samples))
+		for i, s := range samples {
+			a[i] = make([]float64, len(free))
+			for j := range free {
+				a[i][j] = coef[i][j] / s.Measured
+			}
+			b[i] = 1 - rest[i]/s.Measured
 		}
-		b[i] = 1 - rest[i]/s.Measured
+		return nnls(a, b)
 	}
-	x := nnls(a, b)
-	out := base
-	for j, n := range free {
-		*out.fields()[idx[n]].v = x[j]
+	with := func(x []float64) Params {
+		out := base
+		for j, n := range free {
+			*out.fields()[idx[n]].v = x[j]
+		}
+		return out
 	}
+	times := func(par Params) ([]float64, error) {
+		ts := make([]float64, len(samples))
+		for i, s := range samples {
+			r, err := Simulate(s.Plan, par, Options{Scale: s.Scale})
+			if err != nil {
+				return nil, fmt.Errorf("fit: %s: %v", s.Name, err)
+			}
+			ts[i] = r.Time
+		}
+		return ts, nil
+	}
+	score := func(ts []float64) float64 {
+		var q float64
+		for i, s := range samples {
+			q += (ts[i]/s.Measured - 1) * (ts[i]/s.Measured - 1)
+		}
+		return q
+	}
+	x := solve(coef, rest)
+	ts, err := times(with(x))
+	if err != nil {
+		return base, nil, err
+	}
+	best := score(ts)
+	// Each figure's coefficient above is its time alone; with the others in, a latency partly
+	// overlaps with work, and the model's time is piecewise linear in the figures. Gauss-Newton
+	// steps refit on the slopes at the solution (one-sided differences, exact on its piece) while
+	// the error falls.
+	for i := 0; refine && i < 8; i++ {
+		slope := make([][]float64, len(samples))
+		for i := range samples {
+			slope[i] = make([]float64, len(free))
+		}
+		for j := range free {
+			y := slices.Clone(x)
+			h := max(x[j]*1e-3, 1e-6)
+			y[j] += h
+			ty, err := times(with(y))
+			if err != nil {
+				return base, nil, err
+			}
+			for i := range samples {
+				slope[i][j] = (ty[i] - ts[i]) / h
+			}
+		}
+		lin := make([]float64, len(samples))
+		for i := range samples {
+			lin[i] = ts[i]
+			for j := range free {
+				lin[i] -= slope[i][j] * x[j]
+			}
+		}
+		nx := solve(slope, lin)
+		nts, err := times(with(nx))
+		if err != nil {
+			return base, nil, err
+		}
+		q := score(nts)
+		if !(q < best*(1-1e-6)) {
+			break
+		}
+		x, ts, best = nx, nts, q
+	}
+	out := with(x)
 	errs := make([]float64, len(samples))
 	for i, s := range samples {
-		r, err := Simulate(s.Plan, out, Options{Scale: s.Scale})
-		if err != nil {
-			return base, nil, fmt.Errorf("fit: %s: %v", s.Name, err)
-		}
-		errs[i] = r.Time/s.Measured - 1
+		errs[i] = ts[i]/s.Measured - 1
 	}
 	return out, errs, nil
 }
@@ -140,16 +211,16 @@ func nnls(a [][]float64, b []float64) []float64 {
 }
 
 // FitCache is Fit with the cache size chosen too: it fits the other figures for each power of two
-// from 256 KiB to 1 GiB as CacheBytes and keeps the one whose median absolute relative error
-// is smallest.
+// from 256 KiB to 1 GiB as CacheBytes, by the figures' times alone (without Fit's Gauss-Newton
+// steps, for speed), keeps the one whose median absolute relative error is smallest, and
+// refines the fit at that size.
 func FitCache(samples []Sample, base Params, free []string) (Params, []float64, error) {
 	var best Params
-	var bestErrs []float64
 	bestScore := math.Inf(1)
 	for c := float64(256 << 10); c <= 1<<30; c *= 2 {
 		b := base
 		b.CacheBytes = c
-		p, errs, err := Fit(samples, b, free)
+		p, errs, err := fit(samples, b, free, false)
 		if err != nil {
 			return p, nil, err
 		}
@@ -160,8 +231,10 @@ func FitCache(samples []Sample, base Params, free []string) (Params, []float64, 
 		slices.Sort(abs)
 		score := abs[len(abs)/2] + abs[len(abs)-1]/10 // the median, the worst as a tie-break
 		if score < bestScore {
-			best, bestErrs, bestScore = p, errs, score
+			best, bestScore = p, score
 		}
 	}
-	return best, bestErrs, nil
+	b := base
+	b.CacheBytes = best.CacheBytes
+	return Fit(samples, b, free)
 }

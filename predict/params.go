@@ -38,6 +38,15 @@ type Params struct {
 	Poll float64 `json:"poll_ns"`
 	// Ctrl is the NIC time of a WAIT, an ENABLE or a NOP entry.
 	Ctrl float64 `json:"ctrl_ns"`
+	// CQ is what a message waits per completion queue its engine polls in a round. An engine
+	// that polls every CQ in turn, on a provider that moves data only inside its polls (libfabric
+	// with manual progress), sends a message when its queue's CQ comes round and receives it when
+	// the receiver's does: half a round at each end on average, a round being every CQ the
+	// engine's thread polls (every rank's with shared workers, the rank's own otherwise).
+	CQ float64 `json:"cq_ns,omitempty"`
+	// Imm is the NIC time a write with immediate costs its sender beyond another message: where
+	// it is two operations (libfabric's write, then a message carrying the immediate), the second.
+	Imm float64 `json:"imm_ns,omitempty"`
 	// Host is the fixed CPU time of a host step (reduce, copy, nop).
 	Host float64 `json:"host_ns"`
 	// Reduce and Copy are the CPU time per byte of a host reduce and of a host copy.
@@ -71,7 +80,7 @@ func (p *Params) fields() []struct {
 		name string
 		v    *float64
 	}{{"L_ns", &p.L}, {"o_ns", &p.O}, {"g_ns", &p.G}, {"G_ns_per_byte", &p.B}, {"post_ns", &p.Post},
-		{"poll_ns", &p.Poll}, {"ctrl_ns", &p.Ctrl}, {"host_ns", &p.Host}, {"reduce_ns_per_byte", &p.Reduce}, {"copy_ns_per_byte", &p.Copy},
+		{"poll_ns", &p.Poll}, {"ctrl_ns", &p.Ctrl}, {"cq_ns", &p.CQ}, {"imm_ns", &p.Imm}, {"host_ns", &p.Host}, {"reduce_ns_per_byte", &p.Reduce}, {"copy_ns_per_byte", &p.Copy},
 		{"mem_ns_per_byte", &p.Mem}, {"cache_bytes", &p.CacheBytes}}
 }
 

@@ -96,6 +96,7 @@ const (
 	evRaise                  // triggered: counter q of rank r is raised by a
 	evSet                    // triggered: counter q of rank r is set to a
 	evLand                   // the write or atomic of Graph.Lands[a] landed at its wait's rank
+	evPoll                   // polled CQs: the engine's thread polls CQ a (global index)
 )
 
 type event struct {
@@ -185,6 +186,7 @@ type queueState struct {
 	pending   bool    // an evQueue is scheduled
 	// receive side: messages that arrived and receives the queue made available, matched in order
 	msgs, avail []int64
+	from        []int64 // polled CQs: the sender of each message (packRef)
 	msgHead     int
 	availHead   int
 	// polling engine: next chain entry to post, and the last entry whose completion was handled
@@ -221,6 +223,17 @@ type sim struct {
 	pending []int32 // by op: explicit predecessors not yet complete
 	ready   []bool  // by op: every predecessor complete
 	wake    []waiter
+	// polled CQs (Params.CQ): of each rank's thread, or of all ranks with shared workers
+	ncq   []int
+	allCQ int
+	// rounds: one shared worker polls every CQ in turn (Params.CQ > 0, Workers 1): the work a
+	// CQ's poll would find waits in visit for it, host steps in hostQ for the round's end
+	rounds   bool
+	cqBase   []int
+	visit    [][]func()
+	hostQ    []func()
+	pendingN int
+	other    int // events in the heap other than evPoll
 	// wait ops (Graph.Lands): the edges from each landing op, the landings each wait still
 	// needs, and the start of a wait's host step held until they are in
 	landsFrom map[ir.OpID][]int32
@@ -245,6 +258,17 @@ func newSim(p *ir.Plan, par Params) *sim {
 	}
 	if par.Workers > 0 {
 		s.pool = make([]float64, par.Workers)
+	}
+	s.ncq = make([]int, len(p.Ranks))
+	s.cqBase = make([]int, len(p.Ranks))
+	for r := range p.Ranks {
+		s.ncq[r] = len(p.Ranks[r].CQs)
+		s.cqBase[r] = s.allCQ
+		s.allCQ += s.ncq[r]
+	}
+	if par.CQ > 0 && par.Workers == 1 && s.allCQ > 0 {
+		s.rounds = true
+		s.visit = make([][]func(), s.allCQ)
 	}
 	for r := range p.Ranks {
 		rp := &p.Ranks[r]
@@ -278,7 +302,45 @@ func newSim(p *ir.Plan, par Params) *sim {
 	return s
 }
 
+// lat is a message's latency from rank r to rank to: the wire's L, and half a round of CQ polls
+// at each end (Params.CQ).
+func (s *sim) lat(r, to int) float64 {
+	if s.par.CQ == 0 || s.rounds {
+		return s.par.L
+	}
+	if s.pool != nil {
+		return s.par.L + s.par.CQ*float64(s.allCQ)
+	}
+	n := s.ncq[r]
+	if to >= 0 && to < len(s.ncq) {
+		n += s.ncq[to]
+	} else {
+		n *= 2
+	}
+	return s.par.L + s.par.CQ*float64(n)/2
+}
+
+// ack is what the acknowledgement of a message from rank from to rank to adds to the sender's
+// completion beyond the wire: with polled CQs (Params.CQ), the receiver's poll that takes the
+// message sends it, and the sender reads it at its next poll, half a round of its CQs later;
+// 0 otherwise (the wire's return is in L, as the model has always taken it).
+func (s *sim) ack(from, to int) float64 {
+	if s.par.CQ == 0 {
+		return 0
+	}
+	if s.pool != nil {
+		return s.par.CQ * float64(s.allCQ) / 2
+	}
+	if to >= 0 && to < len(s.ncq) {
+		return s.par.CQ * float64(s.ncq[to]) / 2
+	}
+	return s.par.CQ * float64(s.ncq[from]) / 2
+}
+
 func (s *sim) push(t float64, k evKind, r, q int, a int64) {
+	if k != evPoll {
+		s.other++
+	}
 	s.seq++
 	s.h.push(event{t: t, seq: s.seq, kind: k, r: int32(r), q: int32(q), a: a})
 }
@@ -323,6 +385,9 @@ func (s *sim) polling() bool   { return s.p.Deps != nil && !s.triggered() }
 
 // start posts what the engine posts when the iteration starts.
 func (s *sim) start() {
+	if s.rounds {
+		s.push(0, evPoll, 0, 0, 0)
+	}
 	switch {
 	case s.triggered():
 		for r := range s.p.Ranks {
@@ -394,8 +459,19 @@ func (s *sim) start() {
 
 func (s *sim) handle(e event) {
 	r, q := int(e.r), int(e.q)
+	if e.kind != evPoll {
+		s.other--
+	}
 	switch e.kind {
+	case evPoll:
+		s.poll(int(e.a))
 	case evQueue:
+		if e.a == 0 && s.gate(r, q, func() {
+			s.ranks[r].qs[q].pending = false
+			s.runQueue(r, q)
+		}) {
+			return // it runs when the engine polls the queue's CQ (still pending till then)
+		}
 		s.ranks[r].qs[q].pending = false
 		s.runQueue(r, q)
 	case evPosted:
@@ -405,6 +481,11 @@ func (s *sim) handle(e event) {
 	case evArrive:
 		qs := &s.ranks[r].qs[q]
 		qs.msgs = append(qs.msgs, int64(math.Float64bits(s.now)))
+		if s.rounds {
+			qs.from = append(qs.from, e.a)
+			s.gate(r, q, func() { s.match(r, q) })
+			return
+		}
 		s.match(r, q)
 	case evComplete:
 		s.complete(r, q, int(e.a))
@@ -481,6 +562,14 @@ func landCounters(p *ir.Plan) map[ir.OpID][][2]int32 {
 // hostStep starts the host step of op o at t by start, or, for a wait whose landings are not all
 // in yet, when the last of them lands.
 func (s *sim) hostStep(o ir.OpID, t float64, start func(t float64)) {
+	if s.rounds {
+		// the engine runs host steps after a round's polls
+		run := start
+		start = func(float64) {
+			s.pendingN++
+			s.hostQ = append(s.hostQ, func() { run(s.now) })
+		}
+	}
 	if s.landLeft[o] > 0 {
 		s.held[o] = start
 		return
@@ -554,9 +643,12 @@ func (s *sim) runQueue(r, q int) {
 	default:
 		bytes := float64(s.dataBytes(w))
 		d := s.par.O + bytes*s.par.B
+		if w.Opcode == ir.OpcWriteImm {
+			d += s.par.Imm
+		}
 		next = s.use(r, true, max(now, qs.lastStart+s.par.G), d)
 		qs.lastStart = next - d
-		land := next + s.par.L
+		land := next + s.lat(r, int(w.Peer))
 		s.landed(w.Op, land)
 		switch w.Opcode {
 		case ir.OpcSend, ir.OpcWriteImm:
@@ -564,12 +656,17 @@ func (s *sim) runQueue(r, q int) {
 			op := &s.g.Ops[w.Op]
 			pq := s.g.Queues[op.Queue].Peer
 			pwq := s.p.Ranks[peer].RecvWQ[int(pq)-int(s.g.Rank[peer].FirstQueue)]
-			s.push(land, evArrive, peer, pwq, 0)
-			s.done(r, q, idx, land)
+			if s.rounds {
+				// the receiver's poll that takes the message acknowledges it (match)
+				s.push(land, evArrive, peer, pwq, packRef(r, q, idx))
+			} else {
+				s.push(land, evArrive, peer, pwq, 0)
+				s.done(r, q, idx, land+s.ack(peer, r))
+			}
 		case ir.OpcWrite:
-			s.done(r, q, idx, land)
+			s.done(r, q, idx, land+s.ack(int(w.Peer), r))
 		default: // read, atomics: the reply comes back
-			s.done(r, q, idx, land+s.par.L)
+			s.done(r, q, idx, land+s.lat(int(w.Peer), r))
 		}
 	}
 	qs.head++
@@ -577,7 +674,7 @@ func (s *sim) runQueue(r, q int) {
 		qs.prod++
 	}
 	qs.pending = true
-	s.push(next, evQueue, r, q, 0)
+	s.push(next, evQueue, r, q, 1) // the queue goes on with its next entry (not gated)
 }
 
 // dataBytes is what a data WQE moves.
@@ -608,10 +705,22 @@ func (s *sim) match(r, q int) {
 	for qs.msgHead < len(qs.msgs) && qs.availHead < len(qs.avail) {
 		arr := math.Float64frombits(uint64(qs.msgs[qs.msgHead]))
 		idx := int(qs.avail[qs.availHead])
+		from := int64(-1)
+		if s.rounds {
+			from = qs.from[qs.msgHead]
+		}
 		qs.msgHead++
 		qs.availHead++
 		end := s.use(r, true, max(arr, s.now), s.par.O)
 		s.done(r, q, idx, end)
+		if from >= 0 {
+			// the acknowledgement: the sender learns of its completion at its next poll of the
+			// sending queue's CQ
+			sr, sq, si := unpackRef(from)
+			if !s.gate(sr, sq, func() { s.done(sr, sq, si, s.now) }) {
+				s.done(sr, sq, si, end)
+			}
+		}
 	}
 }
 
@@ -909,4 +1018,65 @@ func Linear(a, b *ir.Graph, k int64) (bool, string) {
 		}
 	}
 	return true, ""
+}
+
+// packRef packs a queue entry (rank, queue, chain index) into an event's argument.
+func packRef(r, q, idx int) int64 { return int64(r)<<42 | int64(q)<<24 | int64(idx) }
+
+func unpackRef(a int64) (r, q, idx int) {
+	return int(a >> 42), int(a >> 24 & (1<<18 - 1)), int(a & (1<<24 - 1))
+}
+
+// gate holds fn, the work of queue q of rank r that needs the engine to poll the queue's CQ,
+// until that poll (polled CQs); it reports false, doing nothing, when the model does not poll.
+func (s *sim) gate(r, q int, fn func()) bool {
+	if !s.rounds {
+		return false
+	}
+	cq := s.p.Ranks[r].Queues[q].CQ
+	if cq < 0 {
+		return false
+	}
+	k := s.cqBase[r] + int(cq)
+	s.visit[k] = append(s.visit[k], fn)
+	s.pendingN++
+	return true
+}
+
+// poll is the engine's thread polling CQ k (polled CQs): the poll takes cq_ns of the thread, then
+// the work it finds runs; after the last CQ, the round's host steps. The thread goes round while
+// anything is left to happen.
+func (s *sim) poll(k int) {
+	r := 0
+	for r+1 < len(s.cqBase) && s.cqBase[r+1] <= k {
+		r++
+	}
+	s.now = s.use(r, false, s.now, s.par.CQ)
+	fns := s.visit[k]
+	s.visit[k] = nil
+	s.pendingN -= len(fns)
+	for _, fn := range fns {
+		fn()
+	}
+	k++
+	if k == s.allCQ {
+		k = 0
+		hs := s.hostQ
+		s.hostQ = nil
+		s.pendingN -= len(hs)
+		for _, fn := range hs {
+			s.now = max(s.now, s.pool[0])
+			fn()
+		}
+	}
+	t := max(s.now, s.pool[0])
+	if s.pendingN == 0 && s.other > 0 && len(s.h) > 0 && s.h[0].t > t {
+		// nothing to find until the next event: the thread goes round empty till then
+		n := math.Floor((s.h[0].t - t) / s.par.CQ)
+		k = int((float64(k) + n) - math.Floor((float64(k)+n)/float64(s.allCQ))*float64(s.allCQ))
+		t += n * s.par.CQ
+	}
+	if s.other > 0 || s.pendingN > 0 {
+		s.push(t, evPoll, 0, 0, int64(k))
+	}
 }

@@ -71,6 +71,52 @@ func TestOneMessage(t *testing.T) {
 	}
 }
 
+const oneWriteImm = `plan onew
+param ranks = 2
+param n = 100
+buffer a u8[n] remote_write
+queue q to 1 - rank peer q
+if rank == 0 { op w = write q a to a notify }
+if rank == 1 { op r = recv q }
+`
+
+// With polled CQs (cq_ns) and a thread per rank, a message waits half a round of its rank's CQ
+// polls at each end, and its sender's completion half a round of the sender's more for the
+// acknowledgement; with one shared worker the thread's rounds over every rank's CQs are
+// simulated. A write with immediate costs imm_ns more at its sender.
+func TestPolledCQs(t *testing.T) {
+	for _, target := range []string{"generic", "connectx", "triggered-sockets"} {
+		for _, src := range []string{oneSend, oneWriteImm} {
+			p := compile(t, "one.dag", []byte(src), nil, target)
+			n0, n1 := float64(len(p.Ranks[0].CQs)), float64(len(p.Ranks[1].CQs))
+			require.Positive(t, n0+n1)
+			par := unit("cq_ns")
+			res, err := Simulate(p, par, Options{})
+			require.NoError(t, err, target)
+			require.InDelta(t, (n0+n1)/2+n0/2, res.Time, 1e-9, "%s: a message, half a round at each end, and its acknowledgement, half of the sender's", target)
+			par.Workers = 1
+			res, err = Simulate(p, par, Options{})
+			require.NoError(t, err, target)
+			if target == "triggered-sockets" {
+				// one thread polls rank 0's send and receive CQs, then rank 1's, 1 ns each: it
+				// sends at its first poll (t = 1), receives and acknowledges at rank 1's receive
+				// CQ (4), and rank 0 reads the acknowledgement at its next poll of its send CQ (5)
+				require.InDelta(t, 5, res.Time, 1e-9, "%s, shared worker", target)
+			} else {
+				require.Greater(t, res.Time, n0+n1, "%s, shared worker: at least a round", target)
+				require.LessOrEqual(t, res.Time, 3*(n0+n1), "%s, shared worker: at most three rounds", target)
+			}
+			res, err = Simulate(p, unit("imm_ns"), Options{})
+			require.NoError(t, err, target)
+			want := 0.0
+			if src == oneWriteImm {
+				want = 1
+			}
+			require.InDelta(t, want, res.Time, 1e-9, "%s under imm_ns alone", target)
+		}
+	}
+}
+
 // Every plan of the library simulates on every target without stalling, and its time grows with
 // the wire latency.
 func TestPlansAllTargets(t *testing.T) {

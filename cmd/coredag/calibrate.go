@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"text/tabwriter"
+	"time"
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/nic"
@@ -26,6 +28,7 @@ type calibrateCmd struct {
 	Target   string `default:"connectx" help:"Target the micro-benchmarks are compiled for: the figures are for plans compiled for it (see coredag targets)."`
 	Iters    int    `default:"200" help:"Iterations of each micro-benchmark."`
 	Stat     string `default:"median" enum:"median,min" help:"Which iteration's time stands for a benchmark: median, or min (the fastest: steadier on a loaded machine)."`
+	Clock    string `default:"wall" enum:"wall,cpu" help:"Which clock times an iteration: wall, or cpu (the CPU time of the thread that runs every rank: what the wall time would be on a core of its own, whatever the load)."`
 	Out      string `short:"o" placeholder:"FILE" help:"Write the figures to FILE (default: stdout)."`
 }
 
@@ -53,6 +56,82 @@ for h in 0 .. hops {
   } else {
     op rx[h] = recv q b[h * n : (h + 1) * n]
   }
+}
+`
+
+// calPingPongWrite is the ping-pong by writes with immediate (notify), each hop's receive
+// consuming the immediate: what a write with immediate costs beyond a message (Params.Imm).
+const calPingPongWrite = `plan pingpongw
+param ranks = 2
+param n = 8
+param hops = 20
+buffer a u8[hops * n] remote_write
+queue q to 1 - rank peer q
+for h in 0 .. hops {
+  if h % 2 == rank {
+    op tx[h] = write q a[h * n : (h + 1) * n] to a[h * n : (h + 1) * n] notify
+    if h > 0 { tx[h] after rx[h - 1] }
+  } else {
+    op rx[h] = recv q
+  }
+}
+`
+
+// calPingPongQueues is the ping-pong of 8 B beside extra queues that carry one message each: the
+// more queues, the more CQs an engine that polls each in turn goes round (Params.CQ).
+const calPingPongQueues = `plan pingpongq
+param ranks = 2
+param n = 8
+param hops = 20
+param extra = 16
+buffer a u8[hops * n]
+buffer b u8[hops * n]
+buffer c u8[extra * n]
+queue q to 1 - rank peer q
+for i in 0 .. extra {
+  queue x[i] to 1 - rank peer x[i]
+  if rank == 0 {
+    op xs[i] = send x[i] c[i * n : (i + 1) * n]
+  } else {
+    op xr[i] = recv x[i] c[i * n : (i + 1) * n]
+  }
+}
+for h in 0 .. hops {
+  if h % 2 == rank {
+    op tx[h] = send q a[h * n : (h + 1) * n]
+    if h > 0 { tx[h] after rx[h - 1] }
+  } else {
+    op rx[h] = recv q b[h * n : (h + 1) * n]
+  }
+}
+`
+
+// calExchange is recursive doubling's step between two ranks, repeated: both send, and each adds
+// what it received once its own send completed (the buffer it sent is the one it adds into), so
+// every step waits for a send's completion besides the message; extra queues carry one message
+// each, as in calPingPongQueues.
+const calExchange = `plan exchange
+param ranks = 2
+param n = 1
+param steps = 10
+param extra = 0
+buffer data i64[n]
+buffer tmp i64[steps * n]
+buffer c i64[max(extra, 1) * n]
+queue q to 1 - rank peer q
+for i in 0 .. extra {
+  queue x[i] to 1 - rank peer x[i]
+  if rank == 0 {
+    op xs[i] = send x[i] c[i * n : (i + 1) * n]
+  } else {
+    op xr[i] = recv x[i] c[i * n : (i + 1) * n]
+  }
+}
+for j in 0 .. steps {
+  op tx[j] = send q data
+  op rx[j] = recv q tmp[j * n : (j + 1) * n]
+  op red[j] = reduce sum data from tmp[j * n : (j + 1) * n] after tx[j], rx[j]
+  if j > 0 { tx[j] after red[j - 1] }
 }
 `
 
@@ -95,13 +174,21 @@ for j in 0 .. k {
 }
 `
 
-// calBenches are the micro-benchmarks: a ping-pong over sizes (latency and bandwidth), a stream
+// calBenches are the micro-benchmarks: a ping-pong over sizes (latency and bandwidth) and beside
+// more queues (the cost of the CQs an engine polls in turn), a stream
 // of small messages at two lengths (the per-message and posting cost), host reduces and copies
 // over sizes (their cost per byte).
 func calBenches() []calBench {
 	var bs []calBench
 	for _, n := range []int64{8, 1 << 10, 64 << 10, 1 << 20, 4 << 20} {
 		bs = append(bs, calBench{fmt.Sprintf("pingpong %s", formatBytes(n)), calPingPong, map[string]int64{"n": n, "hops": min(20, 64<<20/n)}})
+	}
+	bs = append(bs, calBench{"pingpong 8 B by write", calPingPongWrite, nil})
+	for _, x := range []int64{15, 63} {
+		bs = append(bs, calBench{fmt.Sprintf("pingpong 8 B, %d queues", x+1), calPingPongQueues, map[string]int64{"extra": x}})
+	}
+	for _, x := range []int64{0, 31} {
+		bs = append(bs, calBench{fmt.Sprintf("exchange 8 B, %d queues", x+1), calExchange, map[string]int64{"extra": x}})
 	}
 	for _, k := range []int64{16, 256} {
 		bs = append(bs, calBench{fmt.Sprintf("stream %d x 8 B", k), calStream, map[string]int64{"k": k}})
@@ -137,20 +224,74 @@ func openRunProvider(name, ofiProv string) (nic.Provider, int, error) {
 	return p, 1, nil
 }
 
-// measurePlan runs a compiled plan iters times on p and returns its median (or with stat "min",
-// its least) time per iteration in nanoseconds.
-func measurePlan(ctx context.Context, plan *ir.Plan, p nic.Provider, iters int, stat string) (float64, error) {
-	res, err := exec.Run(ctx, plan, p, exec.Options{Iters: iters})
+// measureOpts says how a plan is measured: iterations, which iteration stands for the run
+// (median or min) and which clock times an iteration (wall, or cpu: the CPU time of the thread
+// that runs the engine).
+type measureOpts struct {
+	iters       int
+	stat, clock string
+}
+
+// measurePlan runs a compiled plan m.iters times on p and returns its median (or with stat
+// "min", its least) time per iteration in nanoseconds, by the wall clock or, with clock "cpu",
+// by the CPU time of the thread that ran the iteration: every rank runs on that one thread (the
+// software NIC inside the engine's calls, libfabric with manual progress inside its polls), so
+// its CPU time is what the wall time would be with a core of its own, whatever else the machine
+// runs; the time the thread waits for the CPU is left out.
+func measurePlan(ctx context.Context, plan *ir.Plan, p nic.Provider, m measureOpts) (float64, error) {
+	wall, cpu, err := measureClocks(ctx, plan, p, m.iters, m.clock == "cpu")
 	if err != nil {
 		return 0, err
 	}
-	if !res.OK {
-		return 0, fmt.Errorf("the run's memory does not match the reference")
+	if m.clock == "cpu" {
+		return pick(cpu, m.stat), nil
 	}
+	return pick(wall, m.stat), nil
+}
+
+// pick is the median or (stat "min") the least of the times, in nanoseconds.
+func pick(ts []time.Duration, stat string) float64 {
+	ts = slices.Clone(ts)
+	slices.Sort(ts)
 	if stat == "min" {
-		return float64(res.Latency.Min.Nanoseconds()), nil
+		return float64(ts[0].Nanoseconds())
 	}
-	return float64(res.Latency.Median.Nanoseconds()), nil
+	return float64(ts[(len(ts)-1)/2].Nanoseconds())
+}
+
+// measureClocks runs a compiled plan iters times on p and returns every iteration's wall time
+// and, with cpu, the CPU time of the thread that ran it (always within its wall time).
+func measureClocks(ctx context.Context, plan *ir.Plan, p nic.Provider, iters int, cpu bool) (wall, used []time.Duration, err error) {
+	s, err := exec.Prepare(ctx, plan, p, exec.Options{Iters: iters})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.Close()
+	var timed func(func() error) error
+	if cpu {
+		// the thread CPU clock is only this goroutine's while it stays on one thread
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if _, ok := exec.ThreadCPU(); !ok {
+			return nil, nil, fmt.Errorf("--clock cpu: this system has no per-thread CPU clock")
+		}
+		used = make([]time.Duration, 0, iters)
+		timed = func(iterate func() error) error {
+			c0, _ := exec.ThreadCPU()
+			err := iterate()
+			c1, _ := exec.ThreadCPU()
+			used = append(used, c1-c0)
+			return err
+		}
+	}
+	res, err := s.RunTimed(ctx, max(iters, 1), timed)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !res.OK {
+		return nil, nil, fmt.Errorf("the run's memory does not match the reference")
+	}
+	return res.Latency.All, used, nil
 }
 
 func (c *calibrateCmd) Run(e *env) error {
@@ -181,14 +322,14 @@ func (c *calibrateCmd) Run(e *env) error {
 		if err != nil {
 			return fmt.Errorf("calibrate: %s on %s: %v", b.name, tg.Name, err)
 		}
-		ns, err := measurePlan(e.ctx, plan, p, c.Iters, c.Stat)
+		ns, err := measurePlan(e.ctx, plan, p, measureOpts{c.Iters, c.Stat, c.Clock})
 		if err != nil {
 			return fmt.Errorf("calibrate: %s: %v", b.name, err)
 		}
 		fmt.Fprintf(e.stderr, "calibrate: %-20s %s\n", b.name, formatNs(ns))
 		ms = append(ms, measured{b.name, plan, ns})
 	}
-	par, errs, err := fitMeasured(ms, c.Provider, tg.Name, workers, c.Stat)
+	par, errs, err := fitMeasured(ms, c.Provider, tg.Name, workers, c.Stat+" "+c.Clock)
 	if err != nil {
 		return err
 	}
@@ -218,7 +359,7 @@ func fitMeasured(ms []measured, prov, target string, workers int, stat string) (
 	for _, e := range errs {
 		worst = max(worst, math.Abs(e))
 	}
-	par.Note = fmt.Sprintf("coredag calibrate: %d micro-benchmarks (ping-pong, message stream, host reduce and copy) on %s, target %s, %s time of each, fitted by relative least squares (cache size searched); worst fit error %.0f%%",
+	par.Note = fmt.Sprintf("coredag calibrate: %d micro-benchmarks (ping-pongs, exchanges beside more queues, message streams, host reduces and copies) on %s, target %s, %s time of each, fitted by relative least squares (cache size searched); worst fit error %.0f%%",
 		len(ms), prov, target, stat, 100*worst)
 	return par, errs, nil
 }

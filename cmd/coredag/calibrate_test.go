@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/predict"
 )
 
@@ -31,6 +35,38 @@ func TestCalibrateSoftnic(t *testing.T) {
 	assert.Contains(t, stdout, "figures: softnic (1 shared worker(s))")
 }
 
+// The CPU clock times each iteration on the thread that runs it: never more than its wall time,
+// and not nothing.
+func TestMeasureClocks(t *testing.T) {
+	t.Parallel()
+	g, err := planner.Load("ring.dag", mustRead(t, "../../plans/ring_allreduce.dag"), map[string]int64{"ranks": 4, "n": 256}, planner.Options{})
+	require.NoError(t, err)
+	tg, err := ir.LookupTarget("connectx")
+	require.NoError(t, err)
+	plan, err := planner.Compile(g, tg)
+	require.NoError(t, err)
+	p, _, err := openRunProvider("softnic", "")
+	require.NoError(t, err)
+	defer p.Close()
+	wall, cpu, err := measureClocks(context.Background(), plan, p, 20, true)
+	require.NoError(t, err)
+	require.Len(t, wall, 20)
+	require.Len(t, cpu, 20)
+	for i := range wall {
+		assert.Positive(t, cpu[i], "iteration %d", i)
+		// the thread CPU clock ticks in microseconds on some kernels: allow one tick
+		assert.LessOrEqual(t, cpu[i], wall[i]+time.Microsecond, "iteration %d", i)
+	}
+	assert.LessOrEqual(t, pick(cpu, "min"), pick(cpu, "median"))
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
 func TestCalibrateErrors(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -40,6 +76,7 @@ func TestCalibrateErrors(t *testing.T) {
 		{[]string{"--provider", "nosuch"}, "unknown provider"},
 		{[]string{"--iters", "0"}, "--iters 0"},
 		{[]string{"--target", "nosuch"}, "--target"},
+		{[]string{"--clock", "sundial"}, "--clock"},
 		{[]string{"-o", filepath.Join(os.TempDir(), "no", "such", "dir", "x.json")}, "x.json"},
 	} {
 		code, _, errOut := coredag(t, "", append([]string{"calibrate"}, c.args...)...)

@@ -35,6 +35,7 @@ type predictCmd struct {
 	OFIProv    string   `name:"ofi-provider" placeholder:"NAME" help:"With --measure --provider ofi: the libfabric provider."`
 	Iters      int      `default:"100" help:"With --measure: iterations per run."`
 	Stat       string   `default:"median" enum:"median,min" help:"With --measure: which iteration's time is compared, median or min (the fastest: steadier on a loaded machine)."`
+	Clock      string   `default:"wall" enum:"wall,cpu" help:"With --measure: which clock times an iteration, wall or cpu (the CPU time of the thread that runs every rank)."`
 	Model      string   `default:"auto" enum:"auto,ops,symmetric" help:"ops: simulate every rank's ops; symmetric: simulate one rank of a plan whose ranks are alike (rank 0 moved by a rotation or xor of the ranks, checked on --samples ranks); auto: symmetric when the plan has more than 1Mi ops over its ranks and is symmetric, else ops."`
 	Samples    int      `default:"8" help:"With the symmetric model: the ranks besides rank 0 that are elaborated and compared with it (every rank when there are no more)."`
 	Files      []string `arg:"" name:"plan" help:"Plan files (.dag or MSCCL .xml)."`
@@ -140,7 +141,7 @@ func (c *predictCmd) curves(e *env) ([]curve, error) {
 			cv.bytes = append(cv.bytes, k*sp.unit)
 			cv.ns = append(cv.ns, res.Time)
 			if run != nil {
-				ns, err := measureAt(e, sp, k, tg, run, c.Iters, c.Stat)
+				ns, err := measureAt(e, sp, k, tg, run, measureOpts{c.Iters, c.Stat, c.Clock})
 				if err != nil {
 					return nil, fmt.Errorf("%s at %s: %v", f, formatBytes(k*sp.unit), err)
 				}
@@ -215,7 +216,7 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target, par predict.Para
 }
 
 // measureAt compiles the plan with its size param at k and runs it.
-func measureAt(e *env, sp *sizedPlan, k int64, tg ir.Target, p nic.Provider, iters int, stat string) (float64, error) {
+func measureAt(e *env, sp *sizedPlan, k int64, tg ir.Target, p nic.Provider, m measureOpts) (float64, error) {
 	g, err := sp.at(k)
 	if err != nil {
 		return 0, err
@@ -224,7 +225,7 @@ func measureAt(e *env, sp *sizedPlan, k int64, tg ir.Target, p nic.Provider, ite
 	if err != nil {
 		return 0, err
 	}
-	return measurePlan(e.ctx, plan, p, iters, stat)
+	return measurePlan(e.ctx, plan, p, m)
 }
 
 // messageBytes is what a plan's size means: the bytes, on one rank, of the buffer its first

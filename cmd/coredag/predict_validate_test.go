@@ -16,13 +16,22 @@ import (
 // a noisy machine; docs/predict.md reports the figures seen.
 func TestValidatePredict(t *testing.T) {
 	endToEnd(t)
-	figs := filepath.Join(t.TempDir(), "softnic.json")
-	code, _, errOut := coredag(t, "", "calibrate", "--iters", "50", "-o", figs)
+	validatePredict(t, nil, "softnic", 50, 30, nil)
+}
+
+// validatePredict calibrates on --provider prov (calIters iterations of each benchmark, with the
+// flags more, given to calibrate and to predict --measure alike), predicts and measures the four
+// allreduces (measIters iterations each) and checks the median error.
+func validatePredict(t *testing.T, env []string, prov string, calIters, measIters int, more []string) {
+	figs := filepath.Join(t.TempDir(), prov+".json")
+	args := append([]string{"calibrate", "--provider", prov, "--iters", strconv.Itoa(calIters), "-o", figs}, more...)
+	code, _, errOut := coredagEnv(t, env, "", args...)
 	require.Equal(t, 0, code, errOut)
 	t.Logf("calibrate:\n%s", errOut)
-	code, out, errOut := coredag(t, "", "predict", "--params", figs, "--measure", "--iters", "30", "-p", "ranks=8",
+	args = append([]string{"predict", "--params", figs, "--provider", prov, "--measure", "--iters", strconv.Itoa(measIters), "-p", "ranks=8",
 		"--sizes", "1KiB,16KiB,256KiB,2MiB", "plans/ring_allreduce.dag", "plans/recursive_doubling_allreduce.dag",
-		"plans/rabenseifner_allreduce.dag", "plans/double_binary_tree_allreduce.dag")
+		"plans/rabenseifner_allreduce.dag", "plans/double_binary_tree_allreduce.dag"}, more...)
+	code, out, errOut := coredagEnv(t, env, "", args...)
 	require.Equal(t, 0, code, errOut)
 	t.Logf("predict --measure:\n%s", out)
 	m := regexp.MustCompile(`over 16 runs: median of the absolute errors (\d+)%`).FindStringSubmatch(out)
