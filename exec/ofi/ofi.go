@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -46,10 +47,17 @@ type Provider struct {
 	seq    atomic.Uint64                // polls of any CQ of the provider
 	idle   atomic.Uint64                // polls in a row that found nothing
 	ncq    atomic.Int64                 // CQs open
+	base   time.Time                    // idleFrom counts from here
+	// idleFrom is when the polls in a row that found nothing began, or the last yield (ns since
+	// base), read every clockEvery idle polls.
+	idleFrom   atomic.Int64
+	yieldAfter time.Duration // Options.YieldAfter, resolved; negative: never
+	yields     atomic.Uint64 // sched_yield calls made by idle polls
 }
 
-// yieldEvery is how many polls in a row that find nothing make the polling thread yield.
-const yieldEvery = 64
+// clockEvery is how many idle polls go between two readings of the clock (a reading costs
+// 70-100 ns here, a poll of shm a few hundred).
+const clockEvery = 4
 
 // progEntry is one context's progress counter and the poll sequence number at which its data
 // last moved.
@@ -69,11 +77,20 @@ func (p *Provider) polled(pe *progEntry, found bool) {
 		p.idle.Store(0)
 		return
 	}
-	if p.idle.Add(1)%yieldEvery == 0 {
-		// Nothing has moved for a while: let other threads have the CPU. With manual progress
+	if n := p.idle.Add(1); p.yieldAfter >= 0 && n%clockEvery == 0 {
+		// Nothing has moved for yieldAfter: let other threads have the CPU. With manual progress
 		// nobody sleeps in the kernel waiting for the socket, so a peer process sharing this core
-		// would otherwise wait for the end of this thread's time slice (milliseconds).
-		C.sched_yield()
+		// would otherwise wait for the end of this thread's time slice (milliseconds). The clock,
+		// not a count of polls: a poll of sockets or tcp;ofi_rxm is system calls, one of shm a few
+		// hundred nanoseconds.
+		now := int64(time.Since(p.base))
+		if n == clockEvery {
+			p.idleFrom.Store(now)
+		} else if now-p.idleFrom.Load() >= int64(p.yieldAfter) {
+			C.sched_yield()
+			p.yields.Add(1)
+			p.idleFrom.Store(int64(time.Since(p.base)))
+		}
 	}
 	progs := p.progs.Load()
 	if progs == nil || len(*progs) < 2 {
@@ -137,7 +154,10 @@ func NewProvider(opts Options) (*Provider, error) {
 			return nil, err
 		}
 	}
-	p := &Provider{opts: opts}
+	p := &Provider{opts: opts, base: time.Now(), yieldAfter: opts.YieldAfter}
+	if p.yieldAfter == 0 {
+		p.yieldAfter = DefaultYieldAfter
+	}
 	var want C.ofi_want
 	if opts.Provider != "" {
 		want.prov = C.CString(opts.Provider)
