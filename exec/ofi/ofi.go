@@ -154,6 +154,11 @@ func NewProvider(opts Options) (*Provider, error) {
 			return nil, err
 		}
 	}
+	if _, set := os.LookupEnv("FI_OFI_RXM_EAGER_LIMIT"); !set && opts.RxMEagerLimit > 0 {
+		if err := os.Setenv("FI_OFI_RXM_EAGER_LIMIT", strconv.Itoa(opts.RxMEagerLimit)); err != nil {
+			return nil, err
+		}
+	}
 	p := &Provider{opts: opts, base: time.Now(), yieldAfter: opts.YieldAfter}
 	if p.yieldAfter == 0 {
 		p.yieldAfter = DefaultYieldAfter

@@ -54,6 +54,16 @@ type Options struct {
 	// 100 MB and 4 s. Larger messages go in segments or by rendezvous. 0 or negative leaves
 	// libfabric's default; DefaultOptions sets 1024.
 	RxMBufferSize int
+	// RxMEagerLimit is FI_OFI_RXM_EAGER_LIMIT, the largest message ofi_rxm sends at once rather
+	// than by rendezvous (a request, then the data: a round trip more), set in the process
+	// environment before libfabric starts unless the environment already sets it. Over tcp
+	// (tcp;ofi_rxm, which receives into the posted buffer directly: dynamic receive buffers) it
+	// may exceed RxMBufferSize and costs no memory: a message that finds its receive posted
+	// lands in it, as coredag's receives are posted at the start; one that does not is held in
+	// memory allocated for it. verbs;ofi_rxm ignores it (its eager size is RxMBufferSize). 0 or
+	// negative leaves libfabric's default (RxMBufferSize); DefaultOptions sets 256 KiB
+	// (README.md, Network).
+	RxMEagerLimit int
 	// Order is the message ordering asked of the provider first, as libfabric's FI_ORDER_* bits
 	// (msg_order); when no provider grants it, coredag asks for send-after-send alone, which it
 	// needs to match messages with receives. Some providers grant an ordering only when asked
@@ -120,7 +130,7 @@ const (
 // DefaultOptions returns the first provider with triggered operations, on loopback, with manual
 // progress, asking for send-after-send and send-after-write ordering.
 func DefaultOptions() Options {
-	return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024, Order: orderSAS | orderSAW}
+	return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024, RxMEagerLimit: 256 << 10, Order: orderSAS | orderSAW}
 }
 
 // ErrNotBuilt is returned by New in binaries built without the ofi build tag.
