@@ -16,8 +16,9 @@
 # Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir), LARGE_PLAN,
 # SMALL_BELOW (default 524288, on tcp 2097152; 0: the large plan at every size), SIZES (comma-separated bytes, e.g.
 # 8,4096,65536,262144,1048576,4194304,16777216; default every power of two up to MAXBYTES),
-# FI_OFI_RXM_BUFFER_SIZE (passed to the ranks when set: ofi_rxm's eager size, coredag's default
-# 1024, so tcp messages past 1 KiB go by rendezvous; see exec/ofi/README.md, Network).
+# FI_OFI_RXM_BUFFER_SIZE and FI_OFI_RXM_EAGER_LIMIT (passed to the ranks when set: ofi_rxm's buffer
+# size and, over tcp, its eager limit; coredag's defaults 1 KiB and 256 KiB, so tcp messages past
+# 256 KiB go by rendezvous; see exec/ofi/README.md, Network).
 # Usage: scripts/mpi-bench.sh [shm|sockets|tcp|callcost]...   (default: all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,7 +60,8 @@ for config in "${configs[@]}"; do
   read -r -a small <<<"$(plans "${SMALL_BELOW:-$below}")"
   env=(-x FI_SOCKETS_IFACE=lo)
   [ -z "${FI_OFI_RXM_BUFFER_SIZE:-}" ] || env+=(-x FI_OFI_RXM_BUFFER_SIZE)
-  echo "== $config: coredag ${opts[*]}${FI_OFI_RXM_BUFFER_SIZE:+ FI_OFI_RXM_BUFFER_SIZE=$FI_OFI_RXM_BUFFER_SIZE} vs Open MPI ${mca[*]}"
+  [ -z "${FI_OFI_RXM_EAGER_LIMIT:-}" ] || env+=(-x FI_OFI_RXM_EAGER_LIMIT)
+  echo "== $config: coredag ${opts[*]}${FI_OFI_RXM_BUFFER_SIZE:+ FI_OFI_RXM_BUFFER_SIZE=$FI_OFI_RXM_BUFFER_SIZE}${FI_OFI_RXM_EAGER_LIMIT:+ FI_OFI_RXM_EAGER_LIMIT=$FI_OFI_RXM_EAGER_LIMIT} vs Open MPI ${mca[*]}"
   timeout -k 10 1800 mpirun --allow-run-as-root --oversubscribe -np "$np" "${mca[@]}" --mca btl_tcp_if_include lo \
     "${env[@]}" "$tmp/allreduce" -b -m "$max" "${small[@]}" "${opts[@]}" || echo "== $config failed (exit $?)"
 done
