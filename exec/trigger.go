@@ -17,6 +17,11 @@ type trigRank struct {
 	cnt       []nic.Counter // by ir counter
 	submitted bool
 	hostGate  map[int]int // host chain index -> index in Trig.Work of its TrigOp
+	// What submitTrig hands the NIC, one piece at a time: an interface's argument escapes, and
+	// a fresh one would be allocated per piece of work per iteration.
+	tw  nic.TriggeredWR
+	swr [1]nic.SendWR
+	rwr [1]nic.RecvWR
 }
 
 func (e *offloadEngine) setupTrig(or *offRank) error {
@@ -77,7 +82,8 @@ func (e *offloadEngine) submitTrig(or *offRank) (bool, error) {
 	rp := or.rp
 	for i := range rp.Trig.Work {
 		w := &rp.Trig.Work[i]
-		var tw nic.TriggeredWR
+		tw := &t.tw
+		*tw = nic.TriggeredWR{}
 		switch w.Kind {
 		case ir.TrigOp:
 			if w.Loc.Queue == rp.Host {
@@ -102,16 +108,18 @@ func (e *offloadEngine) submitTrig(or *offRank) (bool, error) {
 		if w.Counter == ir.Untriggered {
 			switch tw.Kind {
 			case nic.TrigSend:
-				_, err = tw.QP.PostSend([]nic.SendWR{tw.Send})
+				t.swr[0] = tw.Send
+				_, err = tw.QP.PostSend(t.swr[:])
 			case nic.TrigRecv:
-				_, err = tw.QP.PostRecv([]nic.RecvWR{tw.Recv})
+				t.rwr[0] = tw.Recv
+				_, err = tw.QP.PostRecv(t.rwr[:])
 			case nic.TrigAdd:
 				err = tw.Target.Add(tw.Value)
 			case nic.TrigSet:
 				err = tw.Target.Set(tw.Value)
 			}
 		} else {
-			err = t.tc.Trigger(t.cnt[w.Counter], e.threshold(rp, w), &tw)
+			err = t.tc.Trigger(t.cnt[w.Counter], e.threshold(rp, w), tw)
 		}
 		if err != nil {
 			return true, fmt.Errorf("%s: rank %d: triggered %s for %s: %w", w.Pos, rp.Rank, w.Kind, w.Name, err)

@@ -8,16 +8,17 @@
 #   tcp:     coredag on libfabric "tcp;ofi_rxm" (polling engine)  vs  Open MPI ob1 + tcp,self
 # coredag runs Rabenseifner's reduce-scatter and allgather (examples/mpi/rabenseifner_f32.dag:
 # four steps for 4 ranks where the ring takes six, the ring's bytes, and two-sided messages only,
-# so no World call per start) from SMALL_BELOW bytes up (default 512 KiB, 2 MiB on tcp), and below, the recursive doubling of
+# so no World call per start) from SMALL_BELOW bytes up (default 512 KiB), and below, the recursive doubling of
 # examples/mpi/recursive_doubling_f32.dag (two steps), as MPI libraries pick their algorithm by
 # size. LARGE_PLAN picks another plan with data f32[ranks * n], e.g. plans/ring_allreduce.dag.
 # Also examples/c/callcost.c: one start+wait of a trivial plan from C. Prints the machine's load
 # (uptime) before and after: on a shared machine the numbers move with it.
 # Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir), LARGE_PLAN,
-# SMALL_BELOW (default 524288, on tcp 2097152; 0: the large plan at every size), SIZES (comma-separated bytes, e.g.
+# SMALL_BELOW (default 524288; 0: the large plan at every size), SIZES (comma-separated bytes, e.g.
 # 8,4096,65536,262144,1048576,4194304,16777216; default every power of two up to MAXBYTES),
-# FI_OFI_RXM_BUFFER_SIZE (passed to the ranks when set: ofi_rxm's eager size, coredag's default
-# 1024, so tcp messages past 1 KiB go by rendezvous; see exec/ofi/README.md, Network).
+# FI_OFI_RXM_BUFFER_SIZE and FI_OFI_RXM_EAGER_LIMIT (passed to the ranks when set: ofi_rxm's buffer
+# size and, over tcp, its eager limit; coredag's defaults 1 KiB and 256 KiB, so tcp messages past
+# 256 KiB go by rendezvous; see exec/ofi/README.md, Network).
 # Usage: scripts/mpi-bench.sh [shm|sockets|tcp|callcost]...   (default: all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,14 +53,17 @@ for config in "${configs[@]}"; do
   tcp) mca=(--mca pml ob1 --mca btl tcp,self); opts=(-o provider=ofi -o "ofi_provider=tcp;ofi_rxm" -o engine=poll) ;;
   *) echo "$0: unknown configuration $config" >&2; exit 2 ;;
   esac
-  # On tcp;ofi_rxm the recursive doubling stays ahead up to 1 MiB (long messages there go by
-  # rendezvous, a round trip more per step, and it has half Rabenseifner's steps).
+  # The switch is at 512 KiB on every transport: on tcp;ofi_rxm, since messages up to 256 KiB go
+  # eagerly (exec/ofi/README.md, Network), the recursive doubling is ahead at 256 KiB (ratio 0.87
+  # against 1.25) and Rabenseifner's at 512 KiB, 1 MiB, 2 MiB (1.21, 1.63, 1.53 against 1.36,
+  # 1.85, 1.81; medians of 3, load 9-16). It was 2 MiB there when everything past 1 KiB went by
+  # rendezvous.
   below=524288
-  [ "$config" != tcp ] || below=2097152
   read -r -a small <<<"$(plans "${SMALL_BELOW:-$below}")"
   env=(-x FI_SOCKETS_IFACE=lo)
   [ -z "${FI_OFI_RXM_BUFFER_SIZE:-}" ] || env+=(-x FI_OFI_RXM_BUFFER_SIZE)
-  echo "== $config: coredag ${opts[*]}${FI_OFI_RXM_BUFFER_SIZE:+ FI_OFI_RXM_BUFFER_SIZE=$FI_OFI_RXM_BUFFER_SIZE} vs Open MPI ${mca[*]}"
+  [ -z "${FI_OFI_RXM_EAGER_LIMIT:-}" ] || env+=(-x FI_OFI_RXM_EAGER_LIMIT)
+  echo "== $config: coredag ${opts[*]}${FI_OFI_RXM_BUFFER_SIZE:+ FI_OFI_RXM_BUFFER_SIZE=$FI_OFI_RXM_BUFFER_SIZE}${FI_OFI_RXM_EAGER_LIMIT:+ FI_OFI_RXM_EAGER_LIMIT=$FI_OFI_RXM_EAGER_LIMIT} vs Open MPI ${mca[*]}"
   timeout -k 10 1800 mpirun --allow-run-as-root --oversubscribe -np "$np" "${mca[@]}" --mca btl_tcp_if_include lo \
     "${env[@]}" "$tmp/allreduce" -b -m "$max" "${small[@]}" "${opts[@]}" || echo "== $config failed (exit $?)"
 done

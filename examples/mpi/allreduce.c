@@ -27,10 +27,14 @@
  * -i ITERS (default 300), -o KEY=VALUE a coredag option (repeatable: provider, ofi_provider,
  * engine, target, hang_timeout_ms), -b bench mode, -m MAXBYTES the bench's largest size, -B
  * coredag's own world (a NULL coredag_world: its TCP bootstrap at COREDAG_BOOTSTRAP=HOST:PORT)
- * instead of the MPI callbacks.
+ * instead of the MPI callbacks. -L coredag|mpi: the loop mode, for profilers (perf stat, perf
+ * record): for each bench size, ITERS back-to-back runs of one side only (coredag start+wait, or
+ * MPI_Allreduce), no barrier between them; prints the mean time per run and the CPU time (user,
+ * system) and context switches per run of rank 0.
  */
 #include <mpi.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,6 +259,55 @@ static int bench(const char *path, const char *small, long below, const char *si
     return 0;
 }
 
+/* The loop mode (-L): iters runs of one side at each size, nothing else in between. */
+static int loop(const char *side, const char *path, const char *small, long below, const char *sizes, long maxbytes, int iters,
+                const char *const *opts) {
+    int cd = strcmp(side, "coredag") == 0;
+    if (!cd && strcmp(side, "mpi") != 0) fail("-L", COREDAG_ERR_ARG, "the loop mode's side is coredag or mpi");
+    long maxn = (maxbytes / (long)sizeof(float) + size - 1) / size;
+    size_t bufbytes = (size_t)(maxn * size) * sizeof(float);
+    float *data = malloc(bufbytes), *out = malloc(bufbytes);
+    if (!data || !out) fail("malloc", 0, "out of memory");
+    memset(data, 0, bufbytes);
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    if (rank == 0) printf("# loop mode: %s only, %d runs per size\n%10s %12s %10s %10s %10s\n", side, iters, "bytes", "us_per_run", "user_us", "sys_us", "csw");
+    for (long bytes = next_size(0, sizes); bytes >= 8 && bytes <= maxbytes; bytes = next_size(bytes, sizes)) {
+        long n = (bytes / (long)sizeof(float) + size - 1) / size;
+        long used = n * size * (long)sizeof(float);
+        job j = {NULL, NULL};
+        if (cd)
+            j = small && bytes < below ? open_job(small, n * size, opts, &comm, data, (size_t)used)
+                                       : open_job(path, whole_n ? n * size : n, opts, &comm, data, (size_t)used);
+        for (int w = 0; w < 5; w++) {
+            if (cd) run(j);
+            else MPI_Allreduce(data, out, (int)(n * size), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        struct rusage r0, r1;
+        getrusage(RUSAGE_SELF, &r0);
+        double t0 = MPI_Wtime();
+        for (int it = 0; it < iters; it++) {
+            if (cd) run(j);
+            else MPI_Allreduce(data, out, (int)(n * size), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        }
+        double t = MPI_Wtime() - t0;
+        getrusage(RUSAGE_SELF, &r1);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (cd) close_job(j);
+        double us = 1e6 / iters;
+        if (rank == 0)
+            printf("%10ld %12.2f %10.2f %10.2f %10.2f\n", bytes, t * us,
+                   ((double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + 1e-6 * (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec)) * us,
+                   ((double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + 1e-6 * (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec)) * us,
+                   (double)(r1.ru_nvcsw + r1.ru_nivcsw - r0.ru_nvcsw - r0.ru_nivcsw) / iters);
+        fflush(stdout);
+    }
+    MPI_Comm_free(&comm);
+    free(data), free(out);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     /* Go's runtime (in libcoredag) handles SIGSEGV to turn a fault in its code into a panic
      * that coredag recovers; Open MPI keeps a handler that is already installed. */
@@ -271,11 +324,11 @@ int main(int argc, char **argv) {
 
     const char *path = "plans/ring_allreduce.dag";
     const char *opts[MAXOPTS + 1] = {NULL};
-    const char *small = NULL, *sizes = NULL;
+    const char *small = NULL, *sizes = NULL, *loop_side = NULL;
     int nopts = 0, iters = 300, do_bench = 0;
     long count = 4096, maxbytes = 16L << 20, below = 0;
     int c;
-    while ((c = getopt(argc, argv, "p:Wq:t:s:c:i:o:bm:B")) != -1) {
+    while ((c = getopt(argc, argv, "p:Wq:t:s:c:i:o:bm:BL:")) != -1) {
         switch (c) {
         case 'p': path = optarg; break;
         case 'W': whole_n = 1; break;
@@ -291,15 +344,18 @@ int main(int argc, char **argv) {
         case 'b': do_bench = 1; break;
         case 'm': maxbytes = atol(optarg); break;
         case 'B': own_world = 1; break;
+        case 'L': loop_side = optarg; break;
         default:
             if (rank == 0)
-                fprintf(stderr, "usage: %s [-p PLAN [-W]] [-c COUNT] [-i ITERS] [-o KEY=VALUE]... [-B] [-b [-m MAXBYTES] [-s SIZES] [-q PLAN2 -t BYTES]]\n", argv[0]);
+                fprintf(stderr, "usage: %s [-p PLAN [-W]] [-c COUNT] [-i ITERS] [-o KEY=VALUE]... [-B] [-b | -L coredag|mpi [-m MAXBYTES] [-s SIZES] [-q PLAN2 -t BYTES]]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
     }
     if (count < 1 || iters < 1 || maxbytes < 8) fail("arguments", COREDAG_ERR_ARG, "COUNT, ITERS and MAXBYTES must be positive");
-    int rc = do_bench ? bench(path, small, below, sizes, maxbytes, opts) : check(path, count, iters, opts);
+    int rc = loop_side  ? loop(loop_side, path, small, below, sizes, maxbytes, iters, opts)
+             : do_bench ? bench(path, small, below, sizes, maxbytes, opts)
+                        : check(path, count, iters, opts);
     MPI_Finalize();
     return rc;
 }

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -41,15 +42,22 @@ type Provider struct {
 	closed bool
 	// Manual progress: the open contexts' progress counters, so that a poll that finds nothing
 	// moves the data of contexts nobody polls (a peer rank in this process that waits for nothing).
-	progMu sync.RWMutex
-	progs  []*progEntry
-	seq    atomic.Uint64 // polls of any CQ of the provider
-	idle   atomic.Uint64 // polls in a row that found nothing
-	ncq    atomic.Int64  // CQs open
+	progMu sync.Mutex                   // held by writers of progs
+	progs  atomic.Pointer[[]*progEntry] // copied on write: every idle poll reads it
+	seq    atomic.Uint64                // polls of any CQ of the provider
+	idle   atomic.Uint64                // polls in a row that found nothing
+	ncq    atomic.Int64                 // CQs open
+	base   time.Time                    // idleFrom counts from here
+	// idleFrom is when the polls in a row that found nothing began, or the last yield (ns since
+	// base), read every clockEvery idle polls.
+	idleFrom   atomic.Int64
+	yieldAfter time.Duration // Options.YieldAfter, resolved; negative: never
+	yields     atomic.Uint64 // sched_yield calls made by idle polls
 }
 
-// yieldEvery is how many polls in a row that find nothing make the polling thread yield.
-const yieldEvery = 64
+// clockEvery is how many idle polls go between two readings of the clock (a reading costs
+// 70-100 ns here, a poll of shm a few hundred).
+const clockEvery = 4
 
 // progEntry is one context's progress counter and the poll sequence number at which its data
 // last moved.
@@ -69,21 +77,44 @@ func (p *Provider) polled(pe *progEntry, found bool) {
 		p.idle.Store(0)
 		return
 	}
-	if p.idle.Add(1)%yieldEvery == 0 {
-		// Nothing has moved for a while: let other threads have the CPU. With manual progress
+	if n := p.idle.Add(1); p.yieldAfter >= 0 && n%clockEvery == 0 {
+		// Nothing has moved for yieldAfter: let other threads have the CPU. With manual progress
 		// nobody sleeps in the kernel waiting for the socket, so a peer process sharing this core
-		// would otherwise wait for the end of this thread's time slice (milliseconds).
-		C.sched_yield()
+		// would otherwise wait for the end of this thread's time slice (milliseconds). The clock,
+		// not a count of polls: a poll of sockets or tcp;ofi_rxm is system calls, one of shm a few
+		// hundred nanoseconds.
+		now := int64(time.Since(p.base))
+		if n == clockEvery {
+			p.idleFrom.Store(now)
+		} else if now-p.idleFrom.Load() >= int64(p.yieldAfter) {
+			C.sched_yield()
+			p.yields.Add(1)
+			p.idleFrom.Store(int64(time.Since(p.base)))
+		}
+	}
+	progs := p.progs.Load()
+	if progs == nil || len(*progs) < 2 {
+		return // one context (a rank per process): its own polls progress it
 	}
 	stale := uint64(max(p.ncq.Load(), 1))
-	p.progMu.RLock()
-	defer p.progMu.RUnlock()
-	for _, o := range p.progs {
+	for _, o := range *progs {
 		if o != pe && seq-o.last.Load() > stale {
 			C.ofi_cntr_read(o.cntr)
 			o.last.Store(seq)
 		}
 	}
+}
+
+// setProgs replaces the list of progress counters by f of a copy of it.
+func (p *Provider) setProgs(f func([]*progEntry) []*progEntry) {
+	p.progMu.Lock()
+	defer p.progMu.Unlock()
+	var old []*progEntry
+	if ps := p.progs.Load(); ps != nil {
+		old = *ps
+	}
+	ps := f(slices.Clone(old))
+	p.progs.Store(&ps)
 }
 
 // maxQPDepth is the deepest queue the provider offers. A queue deeper than the endpoint's
@@ -123,7 +154,15 @@ func NewProvider(opts Options) (*Provider, error) {
 			return nil, err
 		}
 	}
-	p := &Provider{opts: opts}
+	if _, set := os.LookupEnv("FI_OFI_RXM_EAGER_LIMIT"); !set && opts.RxMEagerLimit > 0 {
+		if err := os.Setenv("FI_OFI_RXM_EAGER_LIMIT", strconv.Itoa(opts.RxMEagerLimit)); err != nil {
+			return nil, err
+		}
+	}
+	p := &Provider{opts: opts, base: time.Now(), yieldAfter: opts.YieldAfter}
+	if p.yieldAfter == 0 {
+		p.yieldAfter = DefaultYieldAfter
+	}
 	var want C.ofi_want
 	if opts.Provider != "" {
 		want.prov = C.CString(opts.Provider)
@@ -268,6 +307,7 @@ type Context struct {
 	mrs     map[uint32]*MR
 	cntrs   []*Counter
 	prog    *progEntry // manual progress: a counter bound to every endpoint; reading it progresses them
+	segBuf  *C.ofi_seg // C memory: OFI_MAX_IOV + 1 segments, where requests' lists are resolved (segs)
 	work    []*C.ofi_cntr_work
 	pend    []trig // triggered work handed to libfabric (PendingTriggers)
 	trigErr error
@@ -293,16 +333,16 @@ func (p *Provider) OpenContext(rank int) (*Context, error) {
 	if r := C.ofi_domain(p.fabric, p.info, &c.dom, &c.av); r != 0 {
 		return nil, fmt.Errorf("ofi: rank %d: fi_domain: %s", rank, fiErr(r))
 	}
+	c.segBuf = (*C.ofi_seg)(C.calloc(C.OFI_MAX_IOV+1, C.size_t(unsafe.Sizeof(C.ofi_seg{}))))
 	if p.ManualProgress() {
 		c.prog = &progEntry{}
 		if r := C.ofi_cntr_open(c.dom, &c.prog.cntr); r != 0 {
 			C.ofi_close(&c.av.fid)
 			C.ofi_close(&c.dom.fid)
+			C.free(unsafe.Pointer(c.segBuf))
 			return nil, fmt.Errorf("ofi: rank %d: progress counter: fi_cntr_open: %s", rank, fiErr(r))
 		}
-		p.progMu.Lock()
-		p.progs = append(p.progs, c.prog)
-		p.progMu.Unlock()
+		p.setProgs(func(ps []*progEntry) []*progEntry { return append(ps, c.prog) })
 	}
 	return c, nil
 }
@@ -361,9 +401,9 @@ func (c *Context) Close() error {
 		keep(k.Close())
 	}
 	if c.prog != nil {
-		c.p.progMu.Lock()
-		c.p.progs = slices.DeleteFunc(c.p.progs, func(o *progEntry) bool { return o == c.prog })
-		c.p.progMu.Unlock()
+		c.p.setProgs(func(ps []*progEntry) []*progEntry {
+			return slices.DeleteFunc(ps, func(o *progEntry) bool { return o == c.prog })
+		})
 		keep(check("fi_close(cntr)", C.ofi_close(&c.prog.cntr.fid)))
 	}
 	for _, q := range c.cqs {
@@ -375,6 +415,8 @@ func (c *Context) Close() error {
 		C.free(unsafe.Pointer(w))
 	}
 	c.work = nil
+	C.free(unsafe.Pointer(c.segBuf))
+	c.segBuf = nil
 	return first
 }
 
@@ -474,37 +516,52 @@ func (m *MR) Close() error {
 	return err
 }
 
-// segList is a request's local scatter/gather list resolved for the shim.
+// segList is a request's local scatter/gather list resolved for the shim, in its context's C
+// array (Context.segBuf): a Go array passed to C escapes to the heap and is walked by cgo's
+// pointer check on every call, 784 bytes allocated and checked per request.
 type segList struct {
-	seg   [C.OFI_MAX_IOV]C.ofi_seg
-	n     int    // segments in seg: at least one (empty for an empty list)
-	total uint64 // bytes
+	seg   *C.ofi_seg // the first of n segments
+	n     int        // segments: at least one (empty for an empty list)
+	total uint64     // bytes
 }
 
-// segs resolves a scatter/gather list (first, then more; zero-length elements are dropped);
-// ok is false when an element is outside its region or lacks write access when write is set.
+// segs resolves a scatter/gather list (first, then more; zero-length elements are dropped) into
+// the context's segment array, which holds it until the next call; ok is false when an element
+// is outside its region or lacks write access when write is set.
 func (c *Context) segs(first nic.SGE, more []nic.SGE, write bool) (l segList, ok bool) {
 	if len(more) >= C.OFI_MAX_IOV {
 		return l, false
 	}
+	buf := unsafe.Slice(c.segBuf, C.OFI_MAX_IOV)
 	for i := -1; i < len(more); i++ {
 		e := first
 		if i >= 0 {
 			e = more[i]
 		}
-		buf, desc, good := c.local(e, write)
+		p, desc, good := c.local(e, write)
 		if !good {
 			return l, false
 		}
 		if e.Len == 0 {
 			continue
 		}
-		l.seg[l.n] = C.ofi_seg{buf: buf, len: C.size_t(e.Len), desc: desc}
+		buf[l.n] = C.ofi_seg{buf: p, len: C.size_t(e.Len), desc: desc}
 		l.n++
 		l.total += uint64(e.Len)
 	}
-	l.n = max(l.n, 1)
+	if l.n == 0 {
+		buf[0] = C.ofi_seg{}
+		l.n = 1
+	}
+	l.seg = c.segBuf
 	return l, true
+}
+
+// emptySeg is a segment list of one empty segment (a message without payload).
+func (c *Context) emptySeg() *C.ofi_seg {
+	s := &unsafe.Slice(c.segBuf, C.OFI_MAX_IOV+1)[C.OFI_MAX_IOV]
+	*s = C.ofi_seg{}
+	return s
 }
 
 // local resolves an SGE: the pointer, the descriptor, and whether it is inside its region.

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Options choose the libfabric provider.
@@ -53,6 +54,16 @@ type Options struct {
 	// 100 MB and 4 s. Larger messages go in segments or by rendezvous. 0 or negative leaves
 	// libfabric's default; DefaultOptions sets 1024.
 	RxMBufferSize int
+	// RxMEagerLimit is FI_OFI_RXM_EAGER_LIMIT, the largest message ofi_rxm sends at once rather
+	// than by rendezvous (a request, then the data: a round trip more), set in the process
+	// environment before libfabric starts unless the environment already sets it. Over tcp
+	// (tcp;ofi_rxm, which receives into the posted buffer directly: dynamic receive buffers) it
+	// may exceed RxMBufferSize and costs no memory: a message that finds its receive posted
+	// lands in it, as coredag's receives are posted at the start; one that does not is held in
+	// memory allocated for it. verbs;ofi_rxm ignores it (its eager size is RxMBufferSize). 0 or
+	// negative leaves libfabric's default (RxMBufferSize); DefaultOptions sets 256 KiB
+	// (README.md, Network).
+	RxMEagerLimit int
 	// Order is the message ordering asked of the provider first, as libfabric's FI_ORDER_* bits
 	// (msg_order); when no provider grants it, coredag asks for send-after-send alone, which it
 	// needs to match messages with receives. Some providers grant an ordering only when asked
@@ -70,10 +81,23 @@ type Options struct {
 	// (Provider.WaitSet). Only providers that grant a file descriptor wait object block at all:
 	// tcp;ofi_rxm does, shm and sockets do not (README.md).
 	NoBlock bool
+	// YieldAfter is how long a thread may poll the provider's CQs without finding anything
+	// before it yields the CPU (sched_yield), and again after every such stretch while it finds
+	// nothing: with manual progress nobody sleeps in the kernel, so a peer process that shares
+	// its core runs only when the poller yields or its time slice ends. 0 means
+	// DefaultYieldAfter; negative never yields.
+	YieldAfter time.Duration
 	// Ranks is the world size of the plan the provider runs (0: unknown). On a verbs provider
 	// it sets FI_UNIVERSE_SIZE when the environment does not (Universe).
 	Ranks int
 }
+
+// DefaultYieldAfter is YieldAfter's default. A count of idle polls (64, before) let a sockets or
+// tcp;ofi_rxm poller, whose polls are system calls, spin hundreds of microseconds before it
+// yielded; in scripts/mpi-bench.sh (4 processes on 2 cores) 5 us and 20 us both cut the ratio
+// to Open MPI by a third to a half on sockets and tcp;ofi_rxm, and left shm's as it was
+// (README.md, Waiting).
+const DefaultYieldAfter = 5 * time.Microsecond
 
 // minUniverse is the least FI_UNIVERSE_SIZE Universe sets: what scripts/vm-test.sh runs
 // Soft-RoCE with.
@@ -106,7 +130,7 @@ const (
 // DefaultOptions returns the first provider with triggered operations, on loopback, with manual
 // progress, asking for send-after-send and send-after-write ordering.
 func DefaultOptions() Options {
-	return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024, Order: orderSAS | orderSAW}
+	return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024, RxMEagerLimit: 256 << 10, Order: orderSAS | orderSAW}
 }
 
 // ErrNotBuilt is returned by New in binaries built without the ofi build tag.

@@ -556,8 +556,7 @@ const (
 // completed. If libfabric cannot take it yet it is tried again at the next poll (retryWaiting).
 func (q *QP) postImm() {
 	e := q.sq.at(q.imm.idx)
-	var empty C.ofi_seg
-	r := C.ofi_send(q.ep, &empty, 1, q.peer, C.uint64_t(q.imm.val), C.FI_REMOTE_CQ_DATA, q.slot(0, q.imm.idx, 1))
+	r := C.ofi_send(q.ep, q.c.emptySeg(), 1, q.peer, C.uint64_t(q.imm.val), C.FI_REMOTE_CQ_DATA, q.slot(0, q.imm.idx, 1))
 	switch r {
 	case 0:
 		q.txBusy++
@@ -616,9 +615,9 @@ func (q *QP) issueSend(d *deferred) C.int {
 	posted := 1 // libfabric operations this call hands over if it succeeds
 	switch wr.Op {
 	case nic.OpSend:
-		r = C.ofi_send(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, 0, fl, s)
+		r = C.ofi_send(q.ep, sg.seg, C.size_t(sg.n), q.peer, 0, fl, s)
 	case nic.OpRDMAWrite:
-		r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
+		r = C.ofi_write(q.ep, sg.seg, C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
 	case nic.OpRDMAWriteImm:
 		// The write, then an empty message carrying the immediate: it consumes the peer's next
 		// receive, in order with its sends, and arrives after the write's data, as the nic
@@ -629,7 +628,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 			// atomics grants no FI_ORDER_SAW): the message goes when the write's data is in the
 			// peer's memory (FI_DELIVERY_COMPLETE; complete, postImm), and the queue waits for
 			// it, so that later requests stay behind. A round trip more per such write.
-			r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl|C.FI_DELIVERY_COMPLETE, s)
+			r = C.ofi_write(q.ep, sg.seg, C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl|C.FI_DELIVERY_COMPLETE, s)
 			if r != 0 {
 				e.pending = 1
 				break
@@ -639,7 +638,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 			break
 		}
 		if !d.half {
-			r = C.ofi_write(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
+			r = C.ofi_write(q.ep, sg.seg, C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
 			if r != 0 {
 				e.pending = 1
 				break
@@ -654,8 +653,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 			fl2 |= C.FI_TRIGGER
 			armSlot(s2, cntr, threshold)
 		}
-		var empty C.ofi_seg
-		switch r2 := C.ofi_send(q.ep, &empty, 1, q.peer, C.uint64_t(wr.Imm), fl2, s2); r2 {
+		switch r2 := C.ofi_send(q.ep, q.c.emptySeg(), 1, q.peer, C.uint64_t(wr.Imm), fl2, s2); r2 {
 		case 0:
 			d.half, posted = false, 1
 		case -C.FI_EAGAIN:
@@ -669,7 +667,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 		}
 	case nic.OpRDMARead:
 		e.byteLen = uint32(sg.total)
-		r = C.ofi_read(q.ep, &sg.seg[0], C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), fl, s)
+		r = C.ofi_read(q.ep, sg.seg, C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), fl, s)
 	case nic.OpAtomicFAdd, nic.OpAtomicCAS:
 		sc := unsafe.Add(q.scratch.buf, 32*(idx%uint64(len(q.sq.e))))
 		res, rdesc := buf, desc
@@ -797,7 +795,7 @@ func (q *QP) issueRecv(d *deferred) C.int {
 		fl |= C.FI_TRIGGER
 		armSlot(s, d.cntr, d.thr)
 	}
-	r := C.ofi_recv(q.ep, &sg.seg[0], C.size_t(sg.n), fl, s)
+	r := C.ofi_recv(q.ep, sg.seg, C.size_t(sg.n), fl, s)
 	if r == 0 {
 		q.rxBusy++
 	}

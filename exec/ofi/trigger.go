@@ -62,7 +62,7 @@ func (c *Context) fireDue() {
 		for _, k := range c.cntrs {
 			for len(k.work) > 0 && !k.closed && k.Read() >= k.work[0].thr && c.trigErr == nil {
 				w := k.work[0]
-				k.work = k.work[1:]
+				k.work = k.work[:copy(k.work, k.work[1:])] // in place: the next iteration's work reuses the array
 				c.nwork--
 				var r C.int
 				if w.set {
@@ -169,12 +169,15 @@ func (c *Context) Trigger(x nic.Counter, threshold uint64, w *nic.TriggeredWR) e
 	if err != nil {
 		return err
 	}
+	if len(c.pend) == cap(c.pend) {
+		c.prunePending() // the work of earlier iterations has fired: room without growing
+	}
 	c.pend = append(c.pend, trig{cntr: k, thr: threshold})
 	return nil
 }
 
-// PendingTriggers is how much triggered work waits: work whose counter is below its threshold.
-func (c *Context) PendingTriggers() int {
+// prunePending drops from pend the work that has fired, and returns how much is left.
+func (c *Context) prunePending() int {
 	n := 0
 	for _, t := range c.pend {
 		if !t.cntr.closed && t.cntr.Read() < t.thr {
@@ -183,8 +186,11 @@ func (c *Context) PendingTriggers() int {
 		}
 	}
 	c.pend = c.pend[:n]
-	return n + c.nwork
+	return n
 }
+
+// PendingTriggers is how much triggered work waits: work whose counter is below its threshold.
+func (c *Context) PendingTriggers() int { return c.prunePending() + c.nwork }
 
 // CancelTriggers drops every triggered operation and counter work of the context's domain that
 // has not run (FI_FLUSH_WORK). Requests it drops never complete; the queues they held slots in
