@@ -229,7 +229,10 @@ func (m *memo) block(k *blockKey) *block {
 func (t *memoTable) find(m *memo, k *blockKey, h uint64) *block {
 	bt := t.cur.Load()
 	mask := uint64(len(bt.slots) - 1)
-	for i := h >> bt.shift; ; i = (i + 1) & mask {
+	for i, probes := h>>bt.shift, 0; ; i, probes = (i+1)&mask, probes+1 {
+		if probes == len(bt.slots) { // full, by workers that filled it while it was replaced
+			return &block{key: *k} // the results are right, but not kept
+		}
 		sl := &bt.slots[i]
 		b := sl.Load()
 		if b == nil {

@@ -310,3 +310,34 @@ op o = nop
 	}
 	assert.Equal(t, map[string]bool{"leaf": false, "twice": false, "self": true, "top": true, "ping": true, "pong": true}, got)
 }
+
+// A block table that workers filled up while it was being replaced still answers: a key it
+// holds gives its block, a new one a block of its own, kept nowhere (and no endless probing).
+func TestMemoTableFull(t *testing.T) {
+	t.Parallel()
+	tab := &memoTable{}
+	bt := newBlockTable(8)
+	tab.cur.Store(bt)
+	held := map[int64]*block{}
+	for a := range int64(8) {
+		k := blockKey{def: 1, n: 1, args: [maxArgs]int64{a}}
+		h := k.hash()
+		for i := h >> bt.shift; ; i = (i + 1) & 7 {
+			if bt.slots[i].Load() == nil {
+				held[a] = &block{key: k}
+				bt.slots[i].Store(held[a])
+				break
+			}
+		}
+	}
+	m := &memo{table: tab}
+	for a := range int64(8) {
+		k := blockKey{def: 1, n: 1, args: [maxArgs]int64{a}}
+		assert.Same(t, held[a], tab.find(m, &k, k.hash()))
+	}
+	k := blockKey{def: 1, n: 1, args: [maxArgs]int64{8}}
+	b := tab.find(m, &k, k.hash())
+	require.NotNil(t, b)
+	assert.Equal(t, k, b.key)
+	assert.NotSame(t, b, tab.find(m, &k, k.hash()))
+}
