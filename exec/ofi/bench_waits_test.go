@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/internal/ringbench"
 )
 
 // BenchmarkWaitPlans runs the plans whose ranks wait for landed writes (counted_ring) or for a
@@ -43,29 +44,7 @@ func BenchmarkWaitPlans(b *testing.B) {
 						b.Fatal(err)
 					}
 					defer s.Close()
-					var cpu time.Duration
-					timed := func(iterate func() error) error {
-						b.StartTimer()
-						c0, _ := exec.ProcessCPU()
-						err := iterate()
-						c1, _ := exec.ProcessCPU()
-						b.StopTimer()
-						cpu += c1 - c0
-						return err
-					}
-					n := 0
-					for b.Loop() {
-						b.StopTimer()
-						res, err := s.RunTimed(ctx, 1, timed)
-						if err != nil || !res.OK {
-							b.Fatal(err, res.Summary())
-						}
-						n++
-						b.StartTimer()
-					}
-					if _, ok := exec.ProcessCPU(); ok && n > 0 {
-						b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "CPU-ns/op")
-					}
+					ringbench.Iterate(b, ctx, s)
 				})
 			}
 		}

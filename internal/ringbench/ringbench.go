@@ -79,6 +79,13 @@ func runOne(b *testing.B, g *ir.Graph, ref *exec.Memory, p nic.Provider, e Engin
 		b.Fatal(err)
 	}
 	defer s.Close()
+	Iterate(b, ctx, s)
+}
+
+// Iterate runs one iteration of s per benchmark op (Session.RunTimed: the buffers' reset is
+// left out of the timer), failing on an error or a wrong result, and reports the process's CPU
+// time over the same regions as CPU-ns/op.
+func Iterate(b *testing.B, ctx context.Context, s *exec.Session) {
 	var cpu time.Duration
 	timed := func(iterate func() error) error {
 		b.StartTimer()
@@ -99,7 +106,7 @@ func runOne(b *testing.B, g *ir.Graph, ref *exec.Memory, p nic.Provider, e Engin
 		n++
 		b.StartTimer()
 	}
-	if _, ok := exec.ProcessCPU(); ok {
+	if _, ok := exec.ProcessCPU(); ok && n > 0 {
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "CPU-ns/op")
 	}
 }
