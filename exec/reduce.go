@@ -140,9 +140,17 @@ func Reduce(t ir.ElemType, op ir.ReduceOp, dst, src []byte) error {
 	case ir.U64:
 		reduceTyped[uint64](op, dst, src)
 	case ir.F32:
-		reduceArith(op, view[float32](dst), view[float32](src))
+		if op == ir.RedSum {
+			sumF32(view[float32](dst), view[float32](src))
+		} else {
+			reduceArith(op, view[float32](dst), view[float32](src))
+		}
 	case ir.F64:
-		reduceArith(op, view[float64](dst), view[float64](src))
+		if op == ir.RedSum {
+			sumF64(view[float64](dst), view[float64](src))
+		} else {
+			reduceArith(op, view[float64](dst), view[float64](src))
+		}
 	}
 	return nil
 }

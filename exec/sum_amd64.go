@@ -1,0 +1,42 @@
+//go:build amd64 && !purego
+
+package exec
+
+import "golang.org/x/sys/cpu"
+
+// The f32 and f64 sums in AVX2 (sum_amd64.s) where the CPU and the OS have it. Go does not
+// vectorise a loop, and these sums are most of the CPU a large allreduce spends outside the
+// transfers. CPU time (task-clock) of BenchmarkReduceSumF32 against -tags purego (the scalar
+// loop) on the project's 2-core Xeon, medians of 5 interleaved runs at load 13: 20,000 sums of
+// 64 KiB 151 → 62 ms, 300 sums of 4 MiB 219 → 163 ms (harness included).
+var haveAVX2 = cpu.X86.HasAVX2
+
+//go:noescape
+func sumF32AVX2(dst, src []float32)
+
+//go:noescape
+func sumF64AVX2(dst, src []float64)
+
+// sumF32 adds src into dst (as long), the same bit for bit as sumInto.
+func sumF32(dst, src []float32) {
+	src = src[:len(dst)]
+	if !haveAVX2 || len(dst) < 8 {
+		sumInto(dst, src)
+		return
+	}
+	sumF32AVX2(dst, src)
+	done := len(dst) &^ 7
+	sumInto(dst[done:], src[done:])
+}
+
+// sumF64 adds src into dst (as long), the same bit for bit as sumInto.
+func sumF64(dst, src []float64) {
+	src = src[:len(dst)]
+	if !haveAVX2 || len(dst) < 4 {
+		sumInto(dst, src)
+		return
+	}
+	sumF64AVX2(dst, src)
+	done := len(dst) &^ 3
+	sumInto(dst[done:], src[done:])
+}

@@ -1,0 +1,96 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The element-wise sums of exec/sum_amd64.go with AVX2: dst[i] = dst[i] + src[i] for the first
+// len(dst) rounded down to a whole number of 256-bit vectors; the caller adds the rest. dst is
+// the first operand of every addition, as in the scalar dst[i] += src[i], so even a sum of two
+// NaNs keeps dst's payload as the scalar loop does: the results are the same bit for bit.
+
+// func sumF32AVX2(dst, src []float32)
+TEXT ·sumF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	SHRQ $3, CX // vectors of 8
+	JMP  sum32check
+
+sum32loop:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VADDPS  (SI), Y0, Y0
+	VADDPS  32(SI), Y1, Y1
+	VADDPS  64(SI), Y2, Y2
+	VADDPS  96(SI), Y3, Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $128, DI
+	ADDQ    $128, SI
+	SUBQ    $4, CX
+
+sum32check:
+	CMPQ CX, $4
+	JAE  sum32loop
+	JMP  sum32tailcheck
+
+sum32tail:
+	VMOVUPS (DI), Y0
+	VADDPS  (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	DECQ    CX
+
+sum32tailcheck:
+	TESTQ CX, CX
+	JNZ   sum32tail
+	VZEROUPPER
+	RET
+
+// func sumF64AVX2(dst, src []float64)
+TEXT ·sumF64AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	SHRQ $2, CX // vectors of 4
+	JMP  sum64check
+
+sum64loop:
+	VMOVUPD (DI), Y0
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 96(DI), Y3
+	VADDPD  (SI), Y0, Y0
+	VADDPD  32(SI), Y1, Y1
+	VADDPD  64(SI), Y2, Y2
+	VADDPD  96(SI), Y3, Y3
+	VMOVUPD Y0, (DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	ADDQ    $128, DI
+	ADDQ    $128, SI
+	SUBQ    $4, CX
+
+sum64check:
+	CMPQ CX, $4
+	JAE  sum64loop
+	JMP  sum64tailcheck
+
+sum64tail:
+	VMOVUPD (DI), Y0
+	VADDPD  (SI), Y0, Y0
+	VMOVUPD Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	DECQ    CX
+
+sum64tailcheck:
+	TESTQ CX, CX
+	JNZ   sum64tail
+	VZEROUPPER
+	RET
