@@ -63,7 +63,7 @@ func simulateBoth(t *testing.T, f *dsl.File, ranks int, tg ir.Target, par predic
 
 // The symmetric model (one rank, its peers folded onto itself) predicts what the op-by-op
 // simulation of every rank predicts, to the last bit: the simulation orders simultaneous
-// events the same way on every rank (eventHeap). Under CI or COREDAG_E2E, at 256 and (the ring
+// events the same way on every rank (eventLess). Under CI or COREDAG_E2E, at 256 and (the ring
 // allreduce) 512 ranks too; -v prints the largest difference of each case.
 func TestFoldAgrees(t *testing.T) {
 	t.Parallel()

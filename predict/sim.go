@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/coredag/coredag/internal/minheap"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/wait"
 )
@@ -57,8 +58,8 @@ func Simulate(p *ir.Plan, par Params, opt Options) (Result, error) {
 	par.Copy *= scale
 	s := newSim(p, par)
 	s.start()
-	for len(s.h) > 0 {
-		e := s.h.pop()
+	for s.h.Len() > 0 {
+		e := s.h.Pop()
 		s.now = e.t
 		s.events++
 		s.handle(e)
@@ -108,14 +109,11 @@ type event struct {
 	a    int64
 }
 
-// eventHeap is a binary min-heap of events by time; among equal times, by kind, queue and
-// entry, then by sequence (FIFO). The order among equal times is the model's choice: this one
-// does not depend on which rank scheduled its event first, so ranks a plan makes alike see
-// their simultaneous events in the same order (the fold of a symmetric plan relies on it).
-type eventHeap []event
-
-func (h eventHeap) less(i, j int) bool {
-	x, y := &h[i], &h[j]
+// eventLess orders the event queue by time; among equal times, by kind, queue and entry, then
+// by sequence (FIFO). The order among equal times is the model's choice: this one does not
+// depend on which rank scheduled its event first, so ranks a plan makes alike see their
+// simultaneous events in the same order (the fold of a symmetric plan relies on it).
+func eventLess(x, y *event) bool {
 	switch {
 	case x.t != y.t:
 		return x.t < y.t
@@ -127,46 +125,6 @@ func (h eventHeap) less(i, j int) bool {
 		return x.a < y.a
 	}
 	return x.seq < y.seq
-}
-
-func (h *eventHeap) push(e event) {
-	*h = append(*h, e)
-	a := *h
-	i := len(a) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !a.less(i, p) {
-			break
-		}
-		a[i], a[p] = a[p], a[i]
-		i = p
-	}
-}
-
-func (h *eventHeap) pop() event {
-	a := *h
-	e := a[0]
-	n := len(a) - 1
-	a[0] = a[n]
-	a = a[:n]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && a.less(r, l) {
-			m = r
-		}
-		if !a.less(m, i) {
-			break
-		}
-		a[i], a[m] = a[m], a[i]
-		i = m
-	}
-	*h = a
-	return e
 }
 
 // waiter is something held until a CQ reaches a count: a queue's WAIT at its head, or the host
@@ -212,7 +170,7 @@ type sim struct {
 	g      *ir.Graph
 	par    Params
 	now    float64
-	h      eventHeap
+	h      *minheap.Heap[event] // by eventLess
 	seq    uint64
 	events int
 	ranks  []rankState
@@ -245,7 +203,8 @@ type sim struct {
 }
 
 func newSim(p *ir.Plan, par Params) *sim {
-	s := &sim{p: p, g: p.Graph, par: par, ranks: make([]rankState, len(p.Ranks)), lastOp: ir.None}
+	s := &sim{p: p, g: p.Graph, par: par, ranks: make([]rankState, len(p.Ranks)), lastOp: ir.None,
+		h: minheap.New(eventLess)}
 	if lands := p.Graph.Lands; len(lands) > 0 {
 		s.landsFrom, s.landLeft, s.held = map[ir.OpID][]int32{}, map[ir.OpID]int{}, map[ir.OpID]func(float64){}
 		for i, e := range lands {
@@ -342,7 +301,7 @@ func (s *sim) push(t float64, k evKind, r, q int, a int64) {
 		s.other++
 	}
 	s.seq++
-	s.h.push(event{t: t, seq: s.seq, kind: k, r: int32(r), q: int32(q), a: a})
+	s.h.Push(event{t: t, seq: s.seq, kind: k, r: int32(r), q: int32(q), a: a})
 }
 
 // use occupies rank r's CPU (or NIC) for d from t on, or the earliest free shared worker, and
@@ -1070,9 +1029,9 @@ func (s *sim) poll(k int) {
 		}
 	}
 	t := max(s.now, s.pool[0])
-	if s.pendingN == 0 && s.other > 0 && len(s.h) > 0 && s.h[0].t > t {
+	if s.pendingN == 0 && s.other > 0 && s.h.Len() > 0 && s.h.Min().t > t {
 		// nothing to find until the next event: the thread goes round empty till then
-		n := math.Floor((s.h[0].t - t) / s.par.CQ)
+		n := math.Floor((s.h.Min().t - t) / s.par.CQ)
 		k = int((float64(k) + n) - math.Floor((float64(k)+n)/float64(s.allCQ))*float64(s.allCQ))
 		t += n * s.par.CQ
 	}

@@ -1,5 +1,7 @@
 package verify
 
+import "github.com/coredag/coredag/internal/minheap"
+
 // Quick "no" answers. Any topological order of the happens-before graph refutes x -> y when it
 // puts y before x. The order the graph was sorted in (breadth first) is one; drained orders are
 // two more, chosen to separate the events that questions between neighbouring ranks ask about:
@@ -27,7 +29,7 @@ func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32
 	rankOf := func(e int32) int { return int(ranks.of(event(e))) }
 	// Turns are taken in (round, rank) order: a rank that gets work during its own round's turn,
 	// or after it, waits for the next round.
-	turns := &minHeap{} // turns, (round << 32 | rank key)
+	turns := minheap.NewOrdered[uint64]() // turns, (round << 32 | rank key)
 	round := uint64(0)
 	key := func(k int) uint64 {
 		if descending {
@@ -41,21 +43,21 @@ func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32
 		if key(k) <= cur {
 			r++
 		}
-		turns.push(r<<32 | key(k))
+		turns.Push(r<<32 | key(k))
 	}
 	for v := range h.n {
 		if indeg[v] == 0 {
 			k := rankOf(int32(v))
 			if len(ready[k]) == 0 {
-				turns.push(key(k))
+				turns.Push(key(k))
 			}
 			ready[k] = append(ready[k], int32(v))
 		}
 	}
 	next := int32(0)
 	var run []int32
-	for len(*turns) > 0 {
-		t := turns.pop()
+	for turns.Len() > 0 {
+		t := turns.Pop()
 		round, cur = t>>32, t&(1<<32-1)
 		k := int(cur)
 		if descending {

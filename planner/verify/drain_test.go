@@ -1,39 +1,12 @@
 package verify
 
 import (
-	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/ir"
 )
-
-// The heap of the drained orders' turns and of the fix search gives the smallest first, pushes and
-// pops mixed.
-func TestMinHeap(t *testing.T) {
-	t.Parallel()
-	rng := rand.New(rand.NewPCG(7, 0))
-	var h minHeap
-	var want []uint64
-	for range 2000 {
-		if len(want) > 0 && rng.IntN(3) == 0 {
-			slices.Sort(want)
-			require.Equal(t, want[0], h.pop())
-			want = want[1:]
-			continue
-		}
-		x := rng.Uint64N(500)
-		h.push(x)
-		want = append(want, x)
-	}
-	slices.Sort(want)
-	for _, x := range want {
-		require.Equal(t, x, h.pop())
-	}
-	require.Empty(t, h)
-}
 
 // In the ring allreduce every RNR question answers "no", and the drained orders show it for
 // every one of them (the ascending order for all but the receives on rank 0, whose sender is the

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/coredag/coredag/internal/minheap"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -131,18 +132,18 @@ func (s *fixGraph) sort() bool {
 		return uint64(local)<<32 | uint64(v)
 	}
 	order := make([]int32, 0, s.n)
-	var ready minHeap
+	ready := minheap.NewOrdered[uint64]()
 	for v := range int32(s.n) {
 		if indeg[v] == 0 {
-			ready.push(entry(v))
+			ready.Push(entry(v))
 		}
 	}
-	for len(ready) > 0 {
-		v := int32(uint32(ready.pop()))
+	for ready.Len() > 0 {
+		v := int32(uint32(ready.Pop()))
 		order = append(order, v)
 		for _, w := range s.succ[s.succStart[v]:s.succStart[v+1]] {
 			if indeg[w]--; indeg[w] == 0 {
-				ready.push(entry(w))
+				ready.Push(entry(w))
 			}
 		}
 	}
@@ -733,44 +734,4 @@ func (s *fixGraph) fixGroup(races []Race, ord ir.Order, opt *Options) (fixes []F
 		claimed = append(claimed, more...)
 	}
 	return best, bestOpen
-}
-
-// minHeap is a binary heap, the smallest on top.
-type minHeap []uint64
-
-func (h *minHeap) push(v uint64) {
-	*h = append(*h, v)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
-		if a[p] <= a[i] {
-			break
-		}
-		a[p], a[i] = a[i], a[p]
-		i = p
-	}
-}
-
-func (h *minHeap) pop() uint64 {
-	a := *h
-	top := a[0]
-	n := len(a) - 1
-	a[0] = a[n]
-	a = a[:n]
-	for i := 0; ; {
-		l, m := 2*i+1, i
-		if l < n && a[l] < a[m] {
-			m = l
-		}
-		if l+1 < n && a[l+1] < a[m] {
-			m = l + 1
-		}
-		if m == i {
-			break
-		}
-		a[i], a[m] = a[m], a[i]
-		i = m
-	}
-	*h = a
-	return top
 }
