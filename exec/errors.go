@@ -50,11 +50,14 @@ var ErrHang = errors.New("run stopped making progress")
 // Stuck is one blocked item of a hung run: a WAIT that never saw its count, or an op whose
 // completion never came.
 type Stuck struct {
-	Rank     int
-	Queue    string // the queue that is blocked (the one holding the WAIT, or the op's queue)
-	CQ       string // the CQ waited on or polled
-	Reached  uint64 // completions seen on CQ
-	Awaited  uint64 // completions needed
+	Rank    int
+	Queue   string // the queue that is blocked (the one holding the WAIT, or the op's queue)
+	CQ      string // the CQ waited on or polled
+	Reached uint64 // completions seen on CQ (or what Unit names)
+	Awaited uint64 // completions needed (or what Unit names)
+	// Unit is what Reached and Awaited count when CQ is a counter (counterUnit): landings for a
+	// counter of the writes that land in a region. "" for a CQ's completions.
+	Unit     string
 	Producer string // the op expected to produce the awaited completion, with its position
 	What     string // "WAIT", "post", "recv", ...
 	// At is the blocked chain entry in the compiled plan (the WAIT, the HOST step, the WQE whose
@@ -111,12 +114,34 @@ func (e *HangError) locate(plan *ir.Plan) {
 }
 
 func (s Stuck) String() string {
-	msg := fmt.Sprintf("rank %d: %s on queue %s is stuck: CQ %s reached %d of %d completions",
-		s.Rank, s.What, s.Queue, s.CQ, s.Reached, s.Awaited)
+	msg := fmt.Sprintf("rank %d: %s on queue %s is stuck", s.Rank, s.What, s.Queue)
+	switch {
+	case s.Unit != "":
+		msg += fmt.Sprintf(": %s reached %d of %d %s", s.CQ, s.Reached, s.Awaited, s.Unit)
+	case s.CQ != "":
+		msg += fmt.Sprintf(": CQ %s reached %d of %d completions", s.CQ, s.Reached, s.Awaited)
+	}
+	// With neither, the wait the CPU checks says in What how far it got (gates.describe).
 	if s.Producer != "" {
 		msg += "; expected from " + s.Producer
 	}
 	return msg
+}
+
+// counterUnit is what the value of counter c counts, for a hang report: a land counter's are
+// landings (the remote writes into its region, which raise it when they land), not completions.
+func counterUnit(c *ir.Counter) string {
+	switch c.Kind {
+	case ir.CntLand:
+		return "landings (remote writes)"
+	case ir.CntHost:
+		return "host steps done"
+	case ir.CntJoin:
+		return "counter-adds"
+	case ir.CntPost:
+		return "receive postings"
+	}
+	return "completions"
 }
 
 // HangError reports a run that made no progress for the hang timeout, with every stuck item

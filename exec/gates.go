@@ -64,7 +64,7 @@ func newGates(g *ir.Graph, mem *Memory, res []*rankRes, p nic.Provider) (*gates,
 				if len(b) != 8 || uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
 					return nil, opErrorf(g, id, "the word of the wait, %s, is not one aligned 8-byte element", g.SliceString(op.Dst))
 				}
-				gs.byOp[id] = &gate{word: b, need: uint64(op.A()), per: landing(g, r.rank, op.Dst, true), sign: g.Buffers[op.Dst.Buf].Type == ir.I64}
+				gs.byOp[id] = &gate{word: b, need: uint64(op.A()), per: uint64(g.Landing(r.rank, op.Dst, true)), sign: g.Buffers[op.Dst.Buf].Type == ir.I64}
 				continue
 			}
 			k := regionKey{r.rank, op.Dst}
@@ -84,7 +84,7 @@ func newGates(g *ir.Graph, mem *Memory, res []*rankRes, p nic.Provider) (*gates,
 				}
 				made[k] = c
 			}
-			gs.byOp[id] = &gate{cntr: c, need: uint64(op.A()), per: landing(g, r.rank, op.Dst, false)}
+			gs.byOp[id] = &gate{cntr: c, need: uint64(op.A()), per: uint64(g.Landing(r.rank, op.Dst, false))}
 		}
 	}
 	return gs, nil
@@ -167,27 +167,6 @@ func (gs *gates) next(fresh bool) {
 	if fresh {
 		gs.wordFrom = gs.round
 	}
-}
-
-// landing is what lands in region s of rank r in one iteration: for a word, the sum of the
-// atomic adds into it (the only ops that may change a watched word, planner/verify/waits.go);
-// else the number of writes that land wholly inside the region.
-func landing(g *ir.Graph, r int, s ir.Slice, word bool) uint64 {
-	var n uint64
-	for i := range g.Ops {
-		x := &g.Ops[i]
-		if !x.Kind.OnQueue() || x.Dst.Buf != s.Buf || g.Queues[x.Queue].PeerRank != r ||
-			x.Dst.Off < s.Off || x.Dst.Off+x.Dst.Len > s.Off+s.Len {
-			continue
-		}
-		switch {
-		case word && x.Kind == ir.OpAtomicAdd:
-			n += uint64(x.A())
-		case !word && x.Kind == ir.OpWrite:
-			n++
-		}
-	}
-	return n
 }
 
 // watched reports whether buffer b holds the word of a wait.

@@ -41,9 +41,19 @@ type offloadEngine struct {
 	trigged []int32    // ranks of triggered plans: counters gate their host steps, so they run every round
 	left    int        // host entries, chain entries to post and completions to poll in this iteration, triggered ranks apart
 
+	// owedOnly: the triggered ranks' rounds poll only the CQs that owe completions this
+	// iteration, and every CQ once in fullEvery rounds (round counts them). See poll.
+	owedOnly bool
+	round    uint32
+
 	posted, polled, hostSteps, waits, enables uint64
 	iter                                      int
 }
+
+// fullEvery is how often, in rounds, an engine that polls only the CQs owing completions polls
+// every CQ: a CQ with nothing owed may still report a failed request, and its endpoints' progress
+// may be what a peer waits for.
+const fullEvery = 8
 
 type offRank struct {
 	rp  *ir.RankPlan
@@ -54,6 +64,12 @@ type offRank struct {
 	hostNext int
 	trig     *trigRank // triggered plans only
 	gated    bool      // the host chain stopped at a wait whose gate does not allow it yet
+	// order is the order poll visits the CQs in. With owedOnly (two-sided plans), those of
+	// receive queues first: on libfabric's sockets a send CQ's poll also reads the endpoint's
+	// sockets, for acknowledgements, and a message waiting there costs it a look that only the
+	// receive side may act on. Otherwise the plan's order, so that a failed write or read is
+	// reported before the flushed receives that follow from it.
+	order []int32
 }
 
 type offWQ struct {
@@ -159,7 +175,37 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 		e.ranks = append(e.ranks, or)
 	}
 	e.marked = make([]bool, len(e.ranks))
+	e.owedOnly = len(e.trigged) > 0 && !e.gates.any() && twoSided(plan)
+	for ri := range e.ranks {
+		or := &e.ranks[ri]
+		for _, recv := range []bool{true, false} {
+			for ci := range or.cqs {
+				q := or.cqs[ci].wq
+				isRecv := e.owedOnly && q >= 0 && q < len(or.wqs) && or.wqs[q].recv
+				if isRecv == recv {
+					or.order = append(or.order, int32(ci))
+				}
+			}
+		}
+	}
 	return e, nil
+}
+
+// twoSided reports whether no rank of plan reads, writes or runs an atomic on another's memory:
+// then every transfer completes a receive its target polls for, and a rank's CQs that owe nothing
+// need no polling for a peer's sake.
+func twoSided(plan *ir.Plan) bool {
+	for ri := range plan.Ranks {
+		for wi := range plan.Ranks[ri].Queues {
+			for k := range plan.Ranks[ri].Queues[wi].Chain {
+				switch plan.Ranks[ri].Queues[wi].Chain[k].Opcode {
+				case ir.OpcWrite, ir.OpcWriteImm, ir.OpcRead, ir.OpcAtomicFAdd, ir.OpcAtomicCAS:
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // buildWR lowers one chain entry to a work request for iteration 0.
@@ -511,9 +557,15 @@ func (e *offloadEngine) rankDone(or *offRank) bool {
 func (e *offloadEngine) poll() (bool, error) {
 	did := false
 	if e.ready == nil {
+		e.round++
+		owed := e.owedOnly && e.round%fullEvery != 0
 		for ri := range e.ranks {
-			for ci := range e.ranks[ri].cqs {
-				n, err := e.pollCQ(ri, ci)
+			cqs := e.ranks[ri].cqs
+			for _, ci := range e.ranks[ri].order {
+				if owed && e.ranks[ri].trig != nil && (cqs[ci].count >= cqs[ci].target || !e.liveCQ(&e.ranks[ri], int(ci))) {
+					continue
+				}
+				n, err := e.pollCQ(ri, int(ci))
 				if err != nil {
 					return did, err
 				}

@@ -1,7 +1,9 @@
 package exec
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/ir"
@@ -17,6 +19,7 @@ type trigRank struct {
 	cnt       []nic.Counter // by ir counter
 	submitted bool
 	hostGate  map[int]int // host chain index -> index in Trig.Work of its TrigOp
+	cqs       []trigCQ    // by plan CQ: what says whether polling it can find anything (live)
 	// What submitTrig hands the NIC, one piece at a time: an interface's argument escapes, and
 	// a fresh one would be allocated per piece of work per iteration.
 	tw  nic.TriggeredWR
@@ -64,8 +67,77 @@ func (e *offloadEngine) setupTrig(or *offRank) error {
 			t.hostGate[w.Loc.Index] = i
 		}
 	}
+	t.cqs = make([]trigCQ, len(rp.CQs))
+	for ci := range rp.CQs {
+		q := rp.CQs[ci].Queue
+		if q < 0 || q >= len(rp.Queues) || q == rp.Host {
+			t.cqs[ci].always = true
+			continue
+		}
+		tc := &t.cqs[ci]
+		for k := range rp.Queues[q].Chain {
+			w := &rp.Queues[q].Chain[k]
+			if w.Completes() {
+				tc.done = append(tc.done, int32(k))
+			} else if w.Opcode.Posted() {
+				// An entry that completes silently may still be on its way after the queue's
+				// last completion: nothing would say when to stop polling for its sake.
+				tc.always = true
+			}
+		}
+		for i := range rp.Trig.Work {
+			if w := &rp.Trig.Work[i]; w.Kind == ir.TrigOp && w.Loc.Queue == q {
+				tc.ops = append(tc.ops, liveOp{chain: int32(w.Loc.Index), work: int32(i)})
+			}
+		}
+		slices.SortFunc(tc.ops, func(a, b liveOp) int { return cmp.Compare(a.chain, b.chain) })
+	}
 	or.trig = t
 	return nil
+}
+
+// trigCQ is what liveCQ needs of one CQ of a triggered rank.
+type trigCQ struct {
+	always bool     // poll it whenever it owes completions
+	done   []int32  // chain indices of the queue's entries that complete on the CQ, in order
+	ops    []liveOp // the queue's triggered work, by chain index
+}
+
+// liveOp is a queue entry's triggered work: its chain index and its index in Trig.Work.
+type liveOp struct{ chain, work int32 }
+
+// liveScan bounds how many of a queue's unfired entries liveCQ reads the counters of; past it the
+// CQ counts as idle until the engine's full poll (fullEvery).
+const liveScan = 4
+
+// liveCQ reports whether CQ ci of a triggered rank, which owes completions, may produce one or
+// needs progress for a peer's sake: an entry of its queue past the last completed one was posted
+// at once or its counter reached its threshold, so libfabric has it. A queue whose next entries
+// wait for their counters has nothing in flight, and polling its CQ would only make the provider
+// look at its sockets.
+func (e *offloadEngine) liveCQ(or *offRank, ci int) bool {
+	t := or.trig
+	tc := &t.cqs[ci]
+	if tc.always {
+		return true
+	}
+	c := &or.cqs[ci]
+	seen := c.count - uint64(e.iter)*c.per
+	if seen >= uint64(len(tc.done)) {
+		return true
+	}
+	from := int32(0) // the first entry that may not have completed
+	if seen > 0 {
+		from = tc.done[seen-1] + 1
+	}
+	i, _ := slices.BinarySearchFunc(tc.ops, from, func(o liveOp, k int32) int { return cmp.Compare(o.chain, k) })
+	for n := 0; i < len(tc.ops) && n < liveScan; i, n = i+1, n+1 {
+		w := &or.rp.Trig.Work[tc.ops[i].work]
+		if w.Counter == ir.Untriggered || t.cnt[w.Counter].Value() >= e.threshold(or.rp, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *offloadEngine) threshold(rp *ir.RankPlan, w *ir.TriggeredOp) uint64 {
@@ -200,7 +272,7 @@ func (e *offloadEngine) diagnoseTrig(h *HangError, iter int) {
 			}
 			what := fmt.Sprintf("triggered %s of %s (%s)", w.Kind, w.Name, w.Pos)
 			h.Stuck = append(h.Stuck, Stuck{Rank: rp.Rank, Queue: "triggered", CQ: "counter " + c.Name, Reached: v, Awaited: need,
-				Producer: producer, What: what})
+				Unit: counterUnit(c), Producer: producer, What: what})
 		}
 	}
 }

@@ -343,25 +343,24 @@ func fold(s RankSample) (*ir.Graph, error) {
 	// posts, which is rank 0's on the queue that is the peer's, moved.
 	for i := range f.Queues {
 		q := &f.Queues[i]
-		recvs := f.Queues[q.Peer].RecvOps
-		k := 0
-		for _, sid := range q.SendOps {
-			op := &f.Ops[sid]
-			if op.Kind != ir.OpSend && !(op.Kind == ir.OpWrite && op.Notify) {
-				continue
+		peer := &f.Queues[q.Peer]
+		var err error
+		f.MatchQueue(ir.QueueID(i), func(m ir.MatchFault) bool {
+			const not = "predict: the plan is not symmetric: "
+			switch m.Kind {
+			case ir.UnmatchedSend:
+				op := &f.Ops[m.Send]
+				err = fmt.Errorf(not+"%s %s on queue %s has no recv to meet on its peer's %s (rank 0 posts %d there)", op.Kind, op.Name, q.Name, peer.Name, len(peer.RecvOps))
+			case ir.UnmatchedRecv:
+				err = fmt.Errorf(not+"queue %s sends %d messages, and the queue of its peer, %s, posts %d recvs", q.Name, m.Sent, peer.Name, len(peer.RecvOps))
+			default:
+				op, rv := &f.Ops[m.Send], &f.Ops[m.Recv]
+				err = fmt.Errorf(not+"%s %s of %d bytes on queue %s meets recv %s of %d bytes on its peer's %s", op.Kind, op.Name, f.SegsBytes(op.SrcSegs()), q.Name, rv.Name, f.SegsBytes(rv.DstSegs()), peer.Name)
 			}
-			if k >= len(recvs) {
-				return nil, fmt.Errorf("predict: the plan is not symmetric: %s %s on queue %s has no recv to meet on its peer's %s (rank 0 posts %d there)", op.Kind, op.Name, q.Name, f.Queues[q.Peer].Name, len(recvs))
-			}
-			rv := &f.Ops[recvs[k]]
-			if op.Kind == ir.OpSend && f.SegsBytes(op.SrcSegs()) != f.SegsBytes(rv.DstSegs()) {
-				return nil, fmt.Errorf("predict: the plan is not symmetric: send %s of %d bytes on queue %s meets recv %s of %d bytes on its peer's %s", op.Name, f.SegsBytes(op.SrcSegs()), q.Name, rv.Name, f.SegsBytes(rv.DstSegs()), f.Queues[q.Peer].Name)
-			}
-			op.Match, rv.Match = recvs[k], sid
-			k++
-		}
-		if k != len(recvs) {
-			return nil, fmt.Errorf("predict: the plan is not symmetric: queue %s sends %d messages, and the queue of its peer, %s, posts %d recvs", q.Name, k, f.Queues[q.Peer].Name, len(recvs))
+			return false
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return f.Freeze(), nil

@@ -14,7 +14,9 @@ import (
 // queue with its WQEs in chain order from left to right. A CQE_WAIT gets a dashed edge from the
 // WQE whose completion it counts; SEND_EN/RECV_EN an edge to the last WQE they release; HOST steps
 // (drawn grey, octagonal) get dotted edges from the completions the CPU waits for. Signalled WQEs
-// have a double border. Matched transfers are linked across ranks by light dashed edges.
+// have a double border. Matched transfers are linked across ranks by light dashed edges. A
+// triggered plan's counters get a lane of their own, each counter an ellipse with the
+// completions or landings that raise it and the work it fires at its thresholds (drawCounters).
 //
 // Above the node limit the middle of long lanes folds into summary nodes (the first and last
 // entries and highlighted ones stay), then whole ranks fold into one node each.
@@ -43,8 +45,9 @@ type planView struct {
 	opts  Options
 	nodes []pnode
 	// rep[rank][queue][index] is the pnode of a chain entry (-1: not drawn).
-	rep [][][]int32
-	hl  map[WQERef]bool // lookup only
+	rep      [][][]int32
+	expanded []bool          // by rank: its lanes are drawn (not folded into one node)
+	hl       map[WQERef]bool // lookup only
 }
 
 func (v *planView) layout() {
@@ -90,6 +93,7 @@ func (v *planView) layout() {
 			used += need
 		}
 	}
+	v.expanded = expanded
 	v.rep = make([][][]int32, len(p.Ranks))
 	for r := range p.Ranks {
 		rp := &p.Ranks[r]
@@ -203,6 +207,15 @@ func (v *planView) draw() *dot.Graph {
 	made := make([]bool, len(v.nodes))
 	rankCl := make([]*dot.Graph, len(p.Ranks))
 	laneCl := make([][]*dot.Graph, len(p.Ranks))
+	for r := range p.Ranks {
+		laneCl[r] = make([]*dot.Graph, len(p.Ranks[r].Queues))
+	}
+	rankCluster := func(r int) *dot.Graph {
+		if rankCl[r] == nil {
+			rankCl[r] = cluster(d, fmt.Sprintf("r%06d", r), fmt.Sprintf("rank %d", r), colorRankBG)
+		}
+		return rankCl[r]
+	}
 
 	nodeOf := func(id int32) dot.Node {
 		if made[id] {
@@ -213,14 +226,10 @@ func (v *planView) draw() *dot.Graph {
 		if x.queue < 0 {
 			n = summaryNode(d, fmt.Sprintf("rank%06d", x.rank), v.rankSummary(x.rank))
 		} else {
-			if rankCl[x.rank] == nil {
-				rankCl[x.rank] = cluster(d, fmt.Sprintf("r%06d", x.rank), fmt.Sprintf("rank %d", x.rank), colorRankBG)
-				laneCl[x.rank] = make([]*dot.Graph, len(p.Ranks[x.rank].Queues))
-			}
 			lane := laneCl[x.rank][x.queue]
 			if lane == nil {
 				wq := &p.Ranks[x.rank].Queues[x.queue]
-				lane = cluster(rankCl[x.rank], fmt.Sprintf("q%05d", x.queue), v.laneLabel(x.rank, wq), colorLaneBG)
+				lane = cluster(rankCluster(x.rank), fmt.Sprintf("q%05d", x.queue), v.laneLabel(x.rank, wq), colorLaneBG)
 				laneCl[x.rank][x.queue] = lane
 			}
 			id := fmt.Sprintf("w%06d_%05d_%07d", x.rank, x.queue, x.lo)
@@ -352,8 +361,160 @@ func (v *planView) draw() *dot.Graph {
 			}
 		}
 	}
+	v.drawCounters(d, rankCluster, func(r, q, i int) (dot.Node, bool) {
+		if r < 0 || r >= len(v.rep) || q < 0 || q >= len(v.rep[r]) || i < 0 || i >= len(v.rep[r][q]) || v.rep[r][q][i] < 0 {
+			return dot.Node{}, false
+		}
+		return nodeOf(v.rep[r][q][i]), true
+	})
 	merged.label()
 	return d
+}
+
+// colorCounter draws the counters of a triggered plan and their edges.
+const colorCounter = "#7b3294"
+
+// drawCounters draws the counters of the drawn ranks of a triggered plan (ir.Triggered), in a
+// lane of their own below the rank's work queues, each with what raises it and what it fires:
+//
+//   - into a counter, dashed: the completions that its triggered work waits for (the WQE of
+//     each cause, for send, recv and host counters), and for a land counter the remote writes
+//     that land in its region (ir.Graph.LandWeight), from whichever rank they come;
+//   - out of a counter: the work it triggers, labelled with the threshold ("when >= 2"); dotted
+//     to a HOST step whose CPU waits for it ("CPU waits >= 1"); counter work as an edge to the
+//     counter it changes ("when >= 1: += 1").
+//
+// Ranks folded into one node keep their counters in it.
+func (v *planView) drawCounters(d *dot.Graph, rankCluster func(r int) *dot.Graph, wqe func(r, q, i int) (dot.Node, bool)) {
+	p, g := v.p, v.g
+	seen := map[[2]string]bool{} // lookup only: edges are drawn in plan order
+	edge := func(from, to dot.Node, label string, style string) {
+		k := [2]string{from.ID(), to.ID()}
+		if seen[k] {
+			return
+		}
+		seen[k] = true
+		e := d.Edge(from, to)
+		e.Attr("color", colorCounter)
+		e.Attr("fontcolor", colorCounter)
+		e.Attr("fontname", fontName)
+		e.Attr("fontsize", "9")
+		if style != "" {
+			e.Attr("style", style)
+		}
+		if label != "" {
+			e.Attr("label", label)
+		}
+	}
+	for r := range p.Ranks {
+		rp := &p.Ranks[r]
+		tr := rp.Trig
+		if tr == nil || !v.opts.drawsRank(r) || !v.expanded[r] {
+			continue
+		}
+		used := make([]bool, len(tr.Counters))
+		hostWait := make([]int, len(tr.Work)) // the counter the CPU waits for before a HOST step, or -1
+		for k := range tr.Work {
+			w := &tr.Work[k]
+			hostWait[k] = -1
+			if w.Counter != ir.Untriggered {
+				used[w.Counter] = true
+			}
+			if w.Kind != ir.TrigOp {
+				used[w.Target] = true
+			} else if c, _, ok := tr.HostWait(g, w.Op); ok && w.Loc.Queue == rp.Host {
+				used[c], hostWait[k] = true, c
+			}
+		}
+		var lane *dot.Graph
+		nodes := make([]dot.Node, len(tr.Counters))
+		for c := range tr.Counters {
+			if !used[c] {
+				continue
+			}
+			if lane == nil {
+				lane = cluster(rankCluster(r), "z_counters", "counters", colorLaneBG)
+			}
+			n := node(lane, fmt.Sprintf("c%06d_%05d", r, c), counterLabel(g, &tr.Counters[c]))
+			n.Attr("shape", "ellipse")
+			n.Attr("color", colorCounter)
+			n.Attr("fillcolor", "#efe3f5")
+			nodes[c] = n
+		}
+		for k := range tr.Work {
+			w := &tr.Work[k]
+			if w.Counter != ir.Untriggered {
+				// What raises the counter: the cause's completion (a land counter's cause is the
+				// wait it stands for, which raises nothing).
+				if cn := &tr.Counters[w.Counter]; w.Cause != ir.None && (cn.Kind == ir.CntSend || cn.Kind == ir.CntRecv || cn.Kind == ir.CntHost) {
+					if cr, l, ok := p.Place(w.Cause); ok {
+						if from, ok := wqe(cr, l.Queue, l.Index); ok {
+							edge(from, nodes[w.Counter], "", "dashed")
+						}
+					}
+				}
+			}
+			when := fmt.Sprintf("when >= %d", w.Threshold)
+			switch w.Kind {
+			case ir.TrigOp:
+				to, ok := wqe(r, w.Loc.Queue, w.Loc.Index)
+				if !ok {
+					continue
+				}
+				if w.Counter != ir.Untriggered {
+					edge(nodes[w.Counter], to, when, "")
+				}
+				if c := hostWait[k]; c >= 0 {
+					_, n, _ := tr.HostWait(g, w.Op)
+					edge(nodes[c], to, fmt.Sprintf("CPU waits >= %d", n), "dotted")
+				}
+			case ir.TrigAdd, ir.TrigSet:
+				if w.Counter == ir.Untriggered {
+					continue
+				}
+				change := fmt.Sprintf("+= %d", w.Value)
+				if w.Kind == ir.TrigSet {
+					change = fmt.Sprintf("= %d", w.Value)
+				}
+				edge(nodes[w.Counter], nodes[w.Target], when+": "+change, "")
+			}
+		}
+		// The remote writes that land in each land counter's region.
+		for c := range tr.Counters {
+			cn := &tr.Counters[c]
+			if !used[c] || cn.Kind != ir.CntLand {
+				continue
+			}
+			for x := range g.Ops {
+				if g.LandWeight(ir.OpID(x), r, cn.Region, false) == 0 {
+					continue
+				}
+				if xr, l, ok := p.Place(ir.OpID(x)); ok {
+					if from, ok := wqe(xr, l.Queue, l.Index); ok {
+						edge(from, nodes[c], "lands", "dashed")
+					}
+				}
+			}
+		}
+	}
+}
+
+// counterLabel names a counter, what raises it and by how much per iteration.
+func counterLabel(g *ir.Graph, c *ir.Counter) string {
+	what := c.Kind.String()
+	switch c.Kind {
+	case ir.CntSend, ir.CntRecv:
+		what += " completions"
+	case ir.CntHost:
+		what = "HOST steps done"
+	case ir.CntJoin:
+		what = "join: counter-adds"
+	case ir.CntPost:
+		what = "receive postings"
+	case ir.CntLand:
+		what = "remote writes into " + g.SliceString(c.Region)
+	}
+	return fmt.Sprintf("%s\n%s, +%d per iteration", c.Name, what, c.PerIteration)
 }
 
 // summaryKey groups a transfer edge between nodes a and b when exactly one end is a folded

@@ -41,6 +41,32 @@ type Counter struct {
 	cntr   *C.struct_fid_cntr
 	work   []cwork // counter work waiting on this counter, by threshold (Context.Trigger)
 	closed bool
+	// ext: libfabric may raise the count on its own (the counter is bound to an endpoint or to a
+	// region, or is the target of deferred work), so value reads it. Otherwise every change
+	// comes from this side (Add, Set, completions counted, counter work), and val is the count:
+	// the hot paths (fireDue, the engine's threshold checks) then make no call into libfabric.
+	ext bool
+	val uint64
+	// dirty: the count changed, or work was queued, since fireDue last looked at the counter.
+	dirty bool
+}
+
+// value is the success count: val, or fi_cntr_read for a counter libfabric raises (ext).
+func (k *Counter) value() uint64 {
+	if k.ext {
+		return k.Read()
+	}
+	return k.val
+}
+
+// added records that this side added v to the count (fi_cntr_add succeeded), or set it to v.
+func (k *Counter) added(v uint64, set bool) {
+	if set {
+		k.val = v
+	} else {
+		k.val += v
+	}
+	k.dirty = true
 }
 
 // OpenCounter opens a counter (fi_cntr_open, completion events, waitable).
@@ -68,6 +94,7 @@ func (k *Counter) Add(v uint64) error {
 	if err := check("fi_cntr_add", C.ofi_cntr_add(k.cntr, C.uint64_t(v))); err != nil {
 		return err
 	}
+	k.added(v, false)
 	k.c.fireDue()
 	return k.c.trigErr
 }
@@ -77,6 +104,7 @@ func (k *Counter) Set(v uint64) error {
 	if err := check("fi_cntr_set", C.ofi_cntr_set(k.cntr, C.uint64_t(v))); err != nil {
 		return err
 	}
+	k.added(v, true)
 	k.c.fireDue()
 	return k.c.trigErr
 }
@@ -156,6 +184,10 @@ func (c *Context) QueueCounterWork(trig *Counter, threshold uint64, target *Coun
 	}
 	if trig == nil || target == nil || trig.c != c || target.c != c || (done != nil && done.c != c) {
 		return nil, fmt.Errorf("ofi: deferred work on counters of another context: %w", nic.ErrWrongContext)
+	}
+	target.ext = true // libfabric runs the work: the counts move out of this side's sight
+	if done != nil {
+		done.ext = true
 	}
 	w := (*C.ofi_cntr_work)(C.calloc(1, C.size_t(unsafe.Sizeof(C.ofi_cntr_work{}))))
 	var dc *C.struct_fid_cntr

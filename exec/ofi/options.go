@@ -76,10 +76,13 @@ type Options struct {
 	// atomics only without send-after-write, so by default (atomics first) it drops the ordering
 	// and each write with immediate waits for the write's delivery before its message goes.
 	NoAtomics bool
-	// NoBlock opens CQs without a wait object, so engines poll them while they wait (as before
-	// wait objects were used) instead of sleeping in the kernel after a short spin
+	// NoBlock opens CQs without a wait object, so engines poll them while they wait, yielding
+	// the CPU after YieldAfter, instead of sleeping in the kernel after a short spin
 	// (Provider.WaitSet). Only providers that grant a file descriptor wait object block at all:
-	// tcp;ofi_rxm does, shm and sockets do not (README.md).
+	// tcp;ofi_rxm does, shm and sockets do not (README.md). DefaultOptions sets it: with 4
+	// processes on 2 cores, a tcp;ofi_rxm rank that polls and yields finished the MPI bench's
+	// 4 KiB and 64 KiB allreduce a fifth sooner than one that slept in poll(2), whose wakeup
+	// waits for the scheduler (README.md, Waiting asleep).
 	NoBlock bool
 	// YieldAfter is how long a thread may poll the provider's CQs without finding anything
 	// before it yields the CPU (sched_yield), and again after every such stretch while it finds
@@ -95,9 +98,10 @@ type Options struct {
 // DefaultYieldAfter is YieldAfter's default. A count of idle polls (64, before) let a sockets or
 // tcp;ofi_rxm poller, whose polls are system calls, spin hundreds of microseconds before it
 // yielded; in scripts/mpi-bench.sh (4 processes on 2 cores) 5 us and 20 us both cut the ratio
-// to Open MPI by a third to a half on sockets and tcp;ofi_rxm, and left shm's as it was
-// (README.md, Waiting).
-const DefaultYieldAfter = 5 * time.Microsecond
+// to Open MPI by a third to a half on sockets and tcp;ofi_rxm. 1 us (5 us before) cut the CPU
+// an 8 B allreduce costs a shm rank by a quarter: a rank of the recursive doubling spun 22 to
+// 34 idle rounds per start at 5 us, waiting for peers that had no core (README.md, Waiting).
+const DefaultYieldAfter = 1 * time.Microsecond
 
 // minUniverse is the least FI_UNIVERSE_SIZE Universe sets: what scripts/vm-test.sh runs
 // Soft-RoCE with.
@@ -128,9 +132,10 @@ const (
 )
 
 // DefaultOptions returns the first provider with triggered operations, on loopback, with manual
-// progress, asking for send-after-send and send-after-write ordering.
+// progress, asking for send-after-send and send-after-write ordering, with CQs that are polled
+// (NoBlock).
 func DefaultOptions() Options {
-	return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024, RxMEagerLimit: 256 << 10, Order: orderSAS | orderSAW}
+	return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024, RxMEagerLimit: 256 << 10, Order: orderSAS | orderSAW, NoBlock: true}
 }
 
 // ErrNotBuilt is returned by New in binaries built without the ofi build tag.

@@ -291,6 +291,7 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 			return nil, fmt.Errorf("ofi: counter of another context: %w", nic.ErrWrongContext)
 		}
 		cntrs, flags = append(cntrs, b.Cntr.cntr), append(flags, C.uint64_t(b.Events))
+		b.Cntr.ext = true // the endpoint's events raise it
 	}
 	if c.prog != nil {
 		// Manual progress: the context's progress counter reaches the endpoint's transmit and

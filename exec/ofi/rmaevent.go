@@ -53,6 +53,7 @@ func (c *Context) BindRemoteWrites(x nic.Counter, mr nic.MR, off, n uint64) erro
 	if r := C.ofi_mr_bind_cntr(m.mr, k.cntr); r != 0 {
 		return fmt.Errorf("ofi: %s: fi_mr_bind(counter, FI_REMOTE_WRITE): %s: %w", c.p.name, fiErr(r), nic.ErrProviderLimited)
 	}
+	k.ext = true // libfabric raises it as writes land
 	if !slices.Contains(c.landed, k) {
 		c.landed = append(c.landed, k)
 	}
@@ -73,7 +74,7 @@ func (c *Context) fireLanded() {
 	}
 	for _, k := range c.landed {
 		if len(k.work) > 0 && !k.closed && k.Read() >= k.work[0].thr {
-			c.fireDue()
+			c.fireDue() // looks at every counter libfabric raises that has work
 			return
 		}
 	}

@@ -50,17 +50,23 @@ type cwork struct {
 	set    bool
 }
 
-// fireDue runs the counter work that has become due, until none is.
+// fireDue runs the counter work that has become due, until none is. It looks at the counters
+// marked dirty (their count changed or they got work since it last looked; a counter it has
+// looked at has no due work left) and at those libfabric raises that have work, in the
+// context's order, as often as running work marks more.
 func (c *Context) fireDue() {
 	if c.firing {
 		return // the outer call's loop sees what this change made due
 	}
 	c.firing = true
-	defer func() { c.firing = false }()
 	for again := true; again && c.trigErr == nil; {
 		again = false
 		for _, k := range c.cntrs {
-			for len(k.work) > 0 && !k.closed && k.Read() >= k.work[0].thr && c.trigErr == nil {
+			if !k.dirty && (!k.ext || len(k.work) == 0) {
+				continue // nothing this side did can have made its work due
+			}
+			k.dirty = false
+			for len(k.work) > 0 && !k.closed && k.value() >= k.work[0].thr && c.trigErr == nil {
 				w := k.work[0]
 				k.work = k.work[:copy(k.work, k.work[1:])] // in place: the next iteration's work reuses the array
 				c.nwork--
@@ -73,15 +79,19 @@ func (c *Context) fireDue() {
 				if r != 0 {
 					c.trigErr = fmt.Errorf("ofi: rank %d: counter work: %s", c.rank, fiErr(r))
 					c.CancelTriggers()
+				} else {
+					w.target.added(w.value, w.set)
 				}
 				again = true
 			}
 		}
 	}
+	c.firing = false
 }
 
-// Value is the success count (fi_cntr_read).
-func (k *Counter) Value() uint64 { return k.Read() }
+// Value is the success count: fi_cntr_read for a counter libfabric raises on its own, else the
+// count this side keeps of its own changes (Counter.ext).
+func (k *Counter) Value() uint64 { return k.value() }
 
 // CreateCounter opens a counter at 0 (nic.TriggerContext).
 func (c *Context) CreateCounter() (nic.Counter, error) { return c.OpenCounter() }
@@ -115,9 +125,13 @@ func (c *Context) BindCounter(x nic.Counter, cq nic.CQ) error {
 // this makes due. A failed fi_cntr_add stops triggered work (TriggerErr).
 func (q *CQ) counted() {
 	for _, k := range q.cntrs {
-		if r := C.ofi_cntr_add(k.cntr, 1); r != 0 && q.c.trigErr == nil {
-			q.c.trigErr = fmt.Errorf("ofi: rank %d: cq %d: counting a completion: fi_cntr_add: %s", q.c.rank, q.num, fiErr(r))
-			q.c.CancelTriggers()
+		if r := C.ofi_cntr_add(k.cntr, 1); r != 0 {
+			if q.c.trigErr == nil {
+				q.c.trigErr = fmt.Errorf("ofi: rank %d: cq %d: counting a completion: fi_cntr_add: %s", q.c.rank, q.num, fiErr(r))
+				q.c.CancelTriggers()
+			}
+		} else {
+			k.added(1, false)
 		}
 	}
 	if len(q.cntrs) > 0 && q.c.nwork > 0 {
@@ -161,6 +175,7 @@ func (c *Context) Trigger(x nic.Counter, threshold uint64, w *nic.TriggeredWR) e
 		copy(k.work[i+1:], k.work[i:])
 		k.work[i] = cwork{thr: threshold, target: t, value: w.Value, set: w.Kind == nic.TrigSet}
 		c.nwork++
+		k.dirty = true
 		c.fireDue()
 		return nil
 	default:
@@ -180,7 +195,7 @@ func (c *Context) Trigger(x nic.Counter, threshold uint64, w *nic.TriggeredWR) e
 func (c *Context) prunePending() int {
 	n := 0
 	for _, t := range c.pend {
-		if !t.cntr.closed && t.cntr.Read() < t.thr {
+		if !t.cntr.closed && t.cntr.value() < t.thr {
 			c.pend[n] = t
 			n++
 		}

@@ -203,67 +203,38 @@ func (el *elaborator) matchParallel() bool {
 	return !failed.Load()
 }
 
-// matchQueue matches the messages sent on queue i with the recvs of its peer. It reports
-// whether they all matched; when report is false, it stops at the first mistake, unreported.
+// matchQueue matches the messages sent on queue i with the recvs of its peer (ir.MatchQueue).
+// It reports whether they all matched; when report is false, it stops at the first mistake,
+// unreported.
 func (el *elaborator) matchQueue(i int, report bool) bool {
 	g := el.g
 	q := &g.Queues[i]
-	if q.Peer == ir.None {
-		return true
-	}
-	ok := true
-	recvs := g.Queues[q.Peer].RecvOps
-	k := 0
-	for _, sid := range q.SendOps {
-		s := &g.Ops[sid]
-		if s.Kind != ir.OpSend && !(s.Kind == ir.OpWrite && s.Notify) {
-			continue
+	return g.MatchQueue(ir.QueueID(i), func(f ir.MatchFault) bool {
+		if !report {
+			return false
 		}
-		if k >= len(recvs) {
-			if !report {
-				return false
-			}
-			ok = false
+		switch f.Kind {
+		case ir.UnmatchedSend:
+			s := &g.Ops[f.Send]
 			el.errorOn(phaseMatch, int(s.Rank), diag.Match, s.Pos, "%s %s has no matching recv: rank %d posts %s on %s but this rank sends at least %s on %s",
-				s.Kind, s.Name, q.PeerRank, english.Plural(len(recvs), "recv"), g.Queues[q.Peer].Name, english.Plural(k+1, "message"), q.Name)
-			k++
-			continue
+				s.Kind, s.Name, q.PeerRank, english.Plural(len(g.Queues[q.Peer].RecvOps), "recv"), g.Queues[q.Peer].Name, english.Plural(f.Sent+1, "message"), q.Name)
+		case ir.NotifySlice:
+			s, r := &g.Ops[f.Send], &g.Ops[f.Recv]
+			const m = "recv %s takes a slice but is matched by notify write %s on rank %d: a notify write's data lands at its destination, so its recv takes no slice"
+			el.report(phaseMatch, int(r.Rank), diag.Errorf(diag.Match, r.Pos, m, r.Name, s.Name, s.Rank).
+				Relate(s.Pos, fmt.Sprintf("notify write %s on rank %d", s.Name, s.Rank)), m)
+		case ir.LengthMismatch:
+			s, r := &g.Ops[f.Send], &g.Ops[f.Recv]
+			const m = "send %s of %s is matched by recv %s of %s on rank %d: lengths must be equal"
+			el.report(phaseMatch, int(s.Rank), diag.Errorf(diag.Match, s.Pos, m, s.Name, sizedSlice(g, s.SrcSegs()), r.Name, sizedSlice(g, r.DstSegs()), r.Rank).
+				Relate(r.Pos, fmt.Sprintf("recv %s of %s on rank %d", r.Name, sizedSlice(g, r.DstSegs()), r.Rank)), m)
+		case ir.UnmatchedRecv:
+			r := &g.Ops[f.Recv]
+			el.errorOn(phaseMatch, int(r.Rank), diag.Match, r.Pos, "recv %s is never matched: rank %d sends only %s on %s, the peer of %s",
+				r.Name, q.Rank, english.Plural(f.Sent, "message"), q.Name, g.Queues[q.Peer].Name)
 		}
-		r := &g.Ops[recvs[k]]
-		s.Match, r.Match = recvs[k], sid
-		k++
-		if s.Kind == ir.OpWrite {
-			if r.Dst.Valid() {
-				if !report {
-					return false
-				}
-				ok = false
-				const f = "recv %s takes a slice but is matched by notify write %s on rank %d: a notify write's data lands at its destination, so its recv takes no slice"
-				el.report(phaseMatch, int(r.Rank), diag.Errorf(diag.Match, r.Pos, f, r.Name, s.Name, s.Rank).
-					Relate(s.Pos, fmt.Sprintf("notify write %s on rank %d", s.Name, s.Rank)), f)
-			}
-			continue
-		}
-		if sb, rb := g.SegsBytes(s.SrcSegs()), g.SegsBytes(r.DstSegs()); sb != rb {
-			if !report {
-				return false
-			}
-			ok = false
-			const f = "send %s of %s is matched by recv %s of %s on rank %d: lengths must be equal"
-			el.report(phaseMatch, int(s.Rank), diag.Errorf(diag.Match, s.Pos, f, s.Name, sizedSlice(g, s.SrcSegs()), r.Name, sizedSlice(g, r.DstSegs()), r.Rank).
-				Relate(r.Pos, fmt.Sprintf("recv %s of %s on rank %d", r.Name, sizedSlice(g, r.DstSegs()), r.Rank)), f)
-		}
-	}
-	if k < len(recvs) && !report {
-		return false
-	}
-	for sent := k; k < len(recvs); k++ {
-		ok = false
-		r := &g.Ops[recvs[k]]
-		el.errorOn(phaseMatch, int(r.Rank), diag.Match, r.Pos, "recv %s is never matched: rank %d sends only %s on %s, the peer of %s",
-			r.Name, q.Rank, english.Plural(sent, "message"), q.Name, g.Queues[q.Peer].Name)
-	}
-	return ok
+		return true
+	})
 }
 
 // sizedSlice describes a message buffer (a slice or a scatter/gather list) for diagnostics:

@@ -246,10 +246,7 @@ func (c *compiler) landCounters(r int, tr *ir.Triggered, writesTo [][]ir.OpID) m
 		if !ok {
 			var n uint64
 			for _, w := range writesTo[r] {
-				d := g.Ops[w].Dst
-				if d.Buf == op.Dst.Buf && d.Off >= op.Dst.Off && d.Off+d.Len <= op.Dst.Off+op.Dst.Len {
-					n++
-				}
+				n += uint64(g.LandWeight(w, r, op.Dst, false))
 			}
 			k = len(tr.Counters)
 			byRegion[op.Dst] = k

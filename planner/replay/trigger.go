@@ -281,7 +281,7 @@ func (c *checker) newTrigRank(r int) *trigRank {
 				c.errorf(c.pos(), "rank %d: remote-write counter %s counts no region of a remote_write buffer", r, cn.Name)
 				continue
 			}
-			if n := landings(g, r, reg); n != cn.PerIteration {
+			if n := uint64(g.Landing(r, reg, false)); n != cn.PerIteration {
 				c.errorf(c.pos(), "rank %d: counter %s re-arms by %d per iteration, but %d writes land in %s per iteration", r, cn.Name, cn.PerIteration, n, g.SliceString(reg))
 			}
 			t.land = append(t.land, k)
@@ -511,23 +511,6 @@ func (t *trigRank) waitHolds(w ir.OpID, ev, depth int) bool {
 	return true
 }
 
-// landings is how many writes land wholly inside region reg of rank r in one iteration.
-func landings(g *ir.Graph, r int, reg ir.Slice) uint64 {
-	var n uint64
-	for i := range g.Ops {
-		x := &g.Ops[i]
-		if x.Kind == ir.OpWrite && g.Queues[x.Queue].PeerRank == r && inside(x.Dst, reg) {
-			n++
-		}
-	}
-	return n
-}
-
-// inside reports whether slice s lies wholly inside region reg.
-func inside(s, reg ir.Slice) bool {
-	return s.Buf == reg.Buf && s.Off >= reg.Off && s.Off+s.Len <= reg.Off+reg.Len
-}
-
 func (t *trigRank) gateText(o ir.OpID) string {
 	k := t.opWork[o-t.first]
 	w := &t.tr.Work[k]
@@ -592,7 +575,7 @@ func (c *checker) trigProgress(ranks []*trigRank) {
 		if op := &g.Ops[o]; op.Kind == ir.OpWrite {
 			if j, ok := at[g.Queues[op.Queue].PeerRank]; ok {
 				for _, k := range ranks[j].land {
-					if inside(op.Dst, ranks[j].tr.Counters[k].Region) {
+					if op.Dst.Within(ranks[j].tr.Counters[k].Region) {
 						st[j].cnt[k]++
 					}
 				}

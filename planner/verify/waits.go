@@ -181,27 +181,24 @@ func newWaiter(g *ir.Graph, id ir.OpID) (*waiter, diag.List) {
 		xid := ir.OpID(i)
 		if x.Kind.OnQueue() && peer(x) == r {
 			switch {
-			case x.Kind == ir.OpWrite && overlaps(x.Dst):
-				if w.word {
-					bad(xid, "a write changes")
-					continue
-				}
-				if x.Dst.Off < region.Off || x.Dst.Off+x.Dst.Len > region.Off+region.Len {
-					d := diag.Errorf(diag.Shape, g.PartPos(xid, ir.PartDst), "write %s lands in %s, partly outside the region %s that wait %s counts: a write counts whole, so it must land inside the region or outside it",
-						g.OpString(xid), g.SliceString(x.Dst), g.SliceString(region), g.OpString(id))
-					d.Relate(op.Pos, "wait "+op.Name)
-					errs = append(errs, d)
-					continue
-				}
-				w.from, w.weight = append(w.from, xid), append(w.weight, 1)
-			case x.Kind == ir.OpAtomicAdd && w.word && overlaps(x.Dst):
-				if x.A() <= 0 {
-					bad(xid, fmt.Sprintf("adds %d to", x.A()))
-					continue
-				}
-				w.from, w.weight = append(w.from, xid), append(w.weight, x.A())
+			case x.Kind == ir.OpWrite && w.word && overlaps(x.Dst):
+				bad(xid, "a write changes")
+				continue
+			case x.Kind == ir.OpWrite && overlaps(x.Dst) && !x.Dst.Within(region):
+				d := diag.Errorf(diag.Shape, g.PartPos(xid, ir.PartDst), "write %s lands in %s, partly outside the region %s that wait %s counts: a write counts whole, so it must land inside the region or outside it",
+					g.OpString(xid), g.SliceString(x.Dst), g.SliceString(region), g.OpString(id))
+				d.Relate(op.Pos, "wait "+op.Name)
+				errs = append(errs, d)
+				continue
+			case x.Kind == ir.OpAtomicAdd && w.word && overlaps(x.Dst) && x.A() <= 0:
+				bad(xid, fmt.Sprintf("adds %d to", x.A()))
+				continue
 			case x.Kind == ir.OpAtomicCAS && w.word && overlaps(x.Dst):
 				bad(xid, "a compare-and-swap changes")
+				continue
+			}
+			if v := g.LandWeight(xid, r, region, w.word); v > 0 {
+				w.from, w.weight = append(w.from, xid), append(w.weight, v)
 			}
 		}
 		if w.word && int(x.Rank) == r {

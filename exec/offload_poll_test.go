@@ -1,0 +1,149 @@
+package exec
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
+)
+
+// plainNIC hides the software NIC's CQNotifier and Progresser, so that the offload engine polls
+// the CQs itself each round, as it does on libfabric.
+type plainNIC struct{ nic.Provider }
+
+// countCQ counts the polls of a CQ.
+type countCQ struct {
+	nic.CQ
+	polls int
+}
+
+func (c *countCQ) Poll(wc []nic.WC) (int, error) { c.polls++; return c.CQ.Poll(wc) }
+
+// prepareTriggered prepares plan path (compiled for the triggered target) on the offload engine
+// over a software NIC the engine has to poll, and returns the session's engine.
+func prepareTriggered(t *testing.T, path string, params map[string]int64) (*Session, *offloadEngine) {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	require.NoError(t, err)
+	g, err := planner.Load(path, src, params, planner.Options{})
+	require.NoError(t, err)
+	tgt, err := ir.LookupTarget("triggered")
+	require.NoError(t, err)
+	plan, err := lower.Compile(g, tgt)
+	require.NoError(t, err)
+	s, err := Prepare(context.Background(), plan, plainNIC{softnic.New(softnic.Options{})}, Options{Engine: Offload})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	e, ok := s.d.(*offloadEngine)
+	require.True(t, ok)
+	require.Nil(t, e.ready, "the engine must poll the CQs itself")
+	return s, e
+}
+
+// pollCounts runs the session for iters iterations, checks the memory, and returns every CQ's
+// poll count, by rank index and CQ (nil for a CQ the rank does not create).
+func pollCounts(t *testing.T, s *Session, e *offloadEngine, iters int) [][]*countCQ {
+	t.Helper()
+	counts := make([][]*countCQ, len(e.ranks))
+	for ri := range e.ranks {
+		for ci := range e.ranks[ri].cqs {
+			c := &e.ranks[ri].cqs[ci]
+			if c.cq == nil {
+				counts[ri] = append(counts[ri], nil)
+				continue
+			}
+			w := &countCQ{CQ: c.cq}
+			c.cq = w
+			counts[ri] = append(counts[ri], w)
+		}
+	}
+	res, err := s.Run(context.Background(), iters)
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Verdicts)
+	for _, v := range res.Verdicts {
+		require.True(t, v.OK, "rank %d: %v", v.Rank, v.Mismatches)
+	}
+	return counts
+}
+
+func totalPolls(counts [][]*countCQ) (polls, cqs int) {
+	for _, r := range counts {
+		for _, c := range r {
+			if c != nil {
+				polls += c.polls
+				cqs++
+			}
+		}
+	}
+	return polls, cqs
+}
+
+var rdParams = map[string]int64{"ranks": 4, "n": 64}
+
+// TestOffloadLiveCQs: when an iteration's triggered work has been handed to the NIC, a CQ counts
+// as live when its queue's next entries are with the NIC (posted at once, or their counter has
+// reached the threshold): in the recursive doubling, rank 0's first-step send and both receives
+// are, and its second-step send, which waits for the first reduction, is not.
+func TestOffloadLiveCQs(t *testing.T) {
+	_, e := prepareTriggered(t, "../examples/mpi/recursive_doubling_f32.dag", rdParams)
+	require.True(t, e.owedOnly)
+	e.rearm(0, true)
+	require.NoError(t, e.postAll())
+	defer e.cancelTrig()
+	for ri := range e.ranks {
+		or := &e.ranks[ri]
+		if or.rp.Rank != 0 {
+			continue
+		}
+		live := map[string]bool{}
+		for ci := range or.cqs {
+			live[or.cqs[ci].name] = e.liveCQ(or, ci)
+		}
+		assert.Equal(t, map[string]bool{"hop[0].scq": true, "hop[0].rcq": true, "hop[1].rcq": true, "hop[1].scq": false}, live)
+		return
+	}
+	t.Fatal("no rank 0")
+}
+
+// TestOffloadPollsLiveCQs: on a NIC the engine has to poll, a triggered plan whose transfers are
+// all two-sided polls fewer CQs than every CQ every round, every CQ at least once in fullEvery
+// rounds, and still computes the right result.
+func TestOffloadPollsLiveCQs(t *testing.T) {
+	s, e := prepareTriggered(t, "../examples/mpi/recursive_doubling_f32.dag", rdParams)
+	require.True(t, e.owedOnly)
+	counts := pollCounts(t, s, e, 5)
+	polls, cqs := totalPolls(counts)
+	rounds := int(e.round)
+	assert.Less(t, polls, rounds*cqs, "every CQ polled every round")
+	for ri := range counts {
+		for ci, c := range counts[ri] {
+			if c != nil {
+				assert.GreaterOrEqual(t, c.polls, rounds/fullEvery, "rank %d CQ %s", e.ranks[ri].rp.Rank, e.ranks[ri].cqs[ci].name)
+			}
+		}
+	}
+}
+
+// TestOffloadPollsEveryCQOneSided: a plan with one-sided transfers keeps polling every CQ of a
+// rank each round: the target of a write or read owes no completion for it, and on a NIC whose
+// data moves inside the polls its endpoints must still be progressed.
+func TestOffloadPollsEveryCQOneSided(t *testing.T) {
+	s, e := prepareTriggered(t, "../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
+	require.False(t, e.owedOnly)
+	counts := pollCounts(t, s, e, 2)
+	for ri := range counts {
+		for ci, c := range counts[ri] {
+			if c != nil {
+				assert.Equal(t, int(e.round), c.polls, "rank %d CQ %s", e.ranks[ri].rp.Rank, e.ranks[ri].cqs[ci].name)
+			}
+		}
+	}
+}
