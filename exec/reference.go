@@ -1,6 +1,9 @@
 package exec
 
-import "github.com/coredag/coredag/ir"
+import (
+	"github.com/coredag/coredag/internal/minheap"
+	"github.com/coredag/coredag/ir"
+)
 
 // Reference runs g serially and returns the final memory of one iteration: every buffer reset to
 // its init values, then every op executed once, atomically, in a topological order of the
@@ -96,19 +99,19 @@ func SerialOrder(g *ir.Graph) ([]ir.OpID, error) {
 		succ[fill[a.from]] = a.to
 		fill[a.from]++
 	}
-	h := &minHeap{}
+	h := minheap.NewOrdered[int32]()
 	for i := 0; i < n; i++ {
 		if node[i] == int32(i) && indeg[i] == 0 {
-			h.push(int32(i))
+			h.Push(int32(i))
 		}
 	}
 	order := make([]ir.OpID, 0, n)
-	for h.len() > 0 {
-		x := h.pop()
+	for h.Len() > 0 {
+		x := h.Pop()
 		order = append(order, ir.OpID(x))
 		for _, y := range succ[start[x]:start[x+1]] {
 			if indeg[y]--; indeg[y] == 0 {
-				h.push(y)
+				h.Push(y)
 			}
 		}
 	}
@@ -126,46 +129,6 @@ func SerialOrder(g *ir.Graph) ([]ir.OpID, error) {
 		}
 	}
 	return order, nil
-}
-
-// minHeap is a binary min-heap of op ids.
-type minHeap struct{ a []int32 }
-
-func (h *minHeap) len() int { return len(h.a) }
-
-func (h *minHeap) push(x int32) {
-	h.a = append(h.a, x)
-	i := len(h.a) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if h.a[p] <= h.a[i] {
-			break
-		}
-		h.a[p], h.a[i] = h.a[i], h.a[p]
-		i = p
-	}
-}
-
-func (h *minHeap) pop() int32 {
-	x := h.a[0]
-	last := len(h.a) - 1
-	h.a[0] = h.a[last]
-	h.a = h.a[:last]
-	i := 0
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && h.a[l] < h.a[m] {
-			m = l
-		}
-		if r < last && h.a[r] < h.a[m] {
-			m = r
-		}
-		if m == i {
-			return x
-		}
-		h.a[m], h.a[i] = h.a[i], h.a[m]
-		i = m
-	}
 }
 
 func peerRank(g *ir.Graph, op *ir.Op) int {
