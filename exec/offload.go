@@ -45,6 +45,9 @@ type offloadEngine struct {
 	// iteration, and every CQ once in fullEvery rounds (round counts them). See poll.
 	owedOnly bool
 	round    uint32
+	// unobserved: scratch marks for deliveryUnobserved, set when a send may complete before its
+	// message is delivered (two-sided triggered plans without waits); nil otherwise.
+	unobserved []uint8
 
 	posted, polled, hostSteps, waits, enables uint64
 	iter                                      int
@@ -113,6 +116,9 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 	}
 	if e.ready, _ = p.(nic.CQNotifier); e.ready != nil {
 		e.cqAt = map[nic.CQ][2]int32{}
+	}
+	if !e.gates.any() && twoSided(plan) && triggered(plan) {
+		e.unobserved = []uint8{}
 	}
 	for _, r := range res {
 		rp := &plan.Ranks[r.rank]
@@ -208,6 +214,104 @@ func twoSided(plan *ir.Plan) bool {
 	return true
 }
 
+// triggered reports whether plan is in triggered form (every rank has triggered work).
+func triggered(plan *ir.Plan) bool {
+	for ri := range plan.Ranks {
+		if plan.Ranks[ri].Trig == nil {
+			return false
+		}
+	}
+	return len(plan.Ranks) > 0
+}
+
+// maxUnobservedOps bounds the ops of a receiving rank deliveryUnobserved looks through.
+const maxUnobservedOps = 1 << 14
+
+// deliveryUnobserved reports whether send s may complete as soon as its payload has left the
+// local buffer rather than once its message is delivered (the language's meaning of a send's
+// completion), in a plan whose transfers are all two-sided: the message still arrives, in order
+// with the queue's other messages, and the only rank that can see whether it has is the
+// receiver, through the memory its matching recv fills. So it may, when every op of the
+// receiving rank that touches that memory is ordered before the recv or after it by the
+// receiving rank's own dependencies: none of them is ordered only through a chain that starts
+// at the send's completion. mark is scratch space (grown as needed).
+func deliveryUnobserved(g *ir.Graph, s ir.OpID, mark []uint8) bool {
+	op := &g.Ops[s]
+	if op.Kind != ir.OpSend || op.Match == ir.None {
+		return false
+	}
+	r := op.Match
+	rop := &g.Ops[r]
+	dst := rop.DstSegs()
+	if len(dst) == 0 {
+		return true // an empty message fills nothing
+	}
+	first, end := g.RankOps(int(rop.Rank))
+	n := int(end - first)
+	if n > maxUnobservedOps {
+		return false
+	}
+	if cap(mark) < n {
+		mark = make([]uint8, n)
+	}
+	mark = mark[:n]
+	clear(mark)
+	// Walk the receiving rank's dependencies from the recv, forwards and backwards.
+	for dir, next := range []func(ir.OpID) []int32{g.Succs, g.Preds} {
+		bit := uint8(1) << dir
+		stack := []ir.OpID{r}
+		for len(stack) > 0 {
+			o := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, x := range next(o) {
+				if ir.OpID(x) < first || ir.OpID(x) >= end || mark[ir.OpID(x)-first]&bit != 0 {
+					continue // another rank's op, or seen
+				}
+				mark[ir.OpID(x)-first] |= bit
+				stack = append(stack, ir.OpID(x))
+			}
+		}
+	}
+	for o := first; o < end; o++ {
+		if o == r || mark[o-first] != 0 {
+			continue
+		}
+		if touches(&g.Ops[o], dst) {
+			return false
+		}
+	}
+	return true
+}
+
+// touches reports whether op reads or writes any element of segs (slices of one rank).
+func touches(op *ir.Op, segs []ir.Slice) bool {
+	over := func(a ir.Slice) bool {
+		if !a.Valid() {
+			return false
+		}
+		for _, b := range segs {
+			if a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len {
+				return true
+			}
+		}
+		return false
+	}
+	if over(op.Src) || over(op.Dst) {
+		return true
+	}
+	if op.X != nil {
+		if over(op.X.Fetch) {
+			return true
+		}
+		for _, m := range op.X.More {
+			if over(m) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // buildWR lowers one chain entry to a work request for iteration 0.
 func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k int, w *ir.WQE) (nic.SendWR, error) {
 	g := e.g
@@ -224,6 +328,9 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 	switch w.Opcode {
 	case ir.OpcSend:
 		wr.Op, wr.Local = nic.OpSend, r.local(g, w.Local)
+		if e.unobserved != nil && deliveryUnobserved(g, w.Op, e.unobserved) {
+			wr.Flags |= nic.FlagLocalComplete
+		}
 		// An inline payload is copied when the WQE is posted, and chains are posted before the
 		// iteration runs: only a send with no predecessors can be sure its data is final then
 		// (anything writing its slice would have to be ordered before it).

@@ -10,15 +10,16 @@
 # four steps for 4 ranks where the ring takes six, the ring's bytes, and two-sided messages only,
 # so no World call per start) from SMALL_BELOW bytes up (default 512 KiB), and below, the recursive doubling of
 # examples/mpi/recursive_doubling_f32.dag (two steps), as MPI libraries pick their algorithm by
-# size. LARGE_PLAN picks another plan with data f32[ranks * n], e.g. plans/ring_allreduce.dag.
+# size. LARGE_PLAN picks another plan with data f32[ranks * n], e.g. plans/ring_allreduce.dag,
+# SMALL_PLAN another with data f32[n] for the sizes below SMALL_BELOW.
 # Also examples/c/callcost.c: one start+wait of a trivial plan from C. Prints the machine's load
 # (uptime) before and after: on a shared machine the numbers move with it.
-# Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir), LARGE_PLAN,
+# Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir), LARGE_PLAN, SMALL_PLAN,
 # SMALL_BELOW (default 524288; 0: the large plan at every size), SIZES (comma-separated bytes, e.g.
 # 8,4096,65536,262144,1048576,4194304,16777216; default every power of two up to MAXBYTES),
 # FI_OFI_RXM_BUFFER_SIZE and FI_OFI_RXM_EAGER_LIMIT (passed to the ranks when set: ofi_rxm's buffer
-# size and, over tcp, its eager limit; coredag's defaults 1 KiB and 256 KiB, so tcp messages past
-# 256 KiB go by rendezvous; see exec/ofi/README.md, Network).
+# size and, over tcp, its eager limit; coredag's defaults 1 KiB and 16 MiB, so tcp messages past
+# 16 MiB go by rendezvous; see exec/ofi/README.md, Network).
 # Usage: scripts/mpi-bench.sh [shm|sockets|tcp|callcost]...   (default: all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,7 +38,7 @@ max=${MAXBYTES:-16777216}
 # plans BELOW: the options that pick the plans, switching at BELOW bytes (0: the large plan only).
 plans() {
   local small=()
-  [ "$1" = 0 ] || small=(-q examples/mpi/recursive_doubling_f32.dag -t "$1")
+  [ "$1" = 0 ] || small=(-q "${SMALL_PLAN:-examples/mpi/recursive_doubling_f32.dag}" -t "$1")
   [ -z "${SIZES:-}" ] || small+=(-s "$SIZES")
   echo "${small[@]}" -p "${LARGE_PLAN:-examples/mpi/rabenseifner_f32.dag}"
 }
@@ -57,7 +58,10 @@ for config in "${configs[@]}"; do
   # eagerly (exec/ofi/README.md, Network), the recursive doubling is ahead at 256 KiB (ratio 0.87
   # against 1.25) and Rabenseifner's at 512 KiB, 1 MiB, 2 MiB (1.21, 1.63, 1.53 against 1.36,
   # 1.85, 1.81; medians of 3, load 9-16). It was 2 MiB there when everything past 1 KiB went by
-  # rendezvous.
+  # rendezvous. Measured again with every message up to 16 MiB eager (medians of 4, load 15-19):
+  # on tcp the recursive doubling still wins at 256 KiB (1.17 against Rabenseifner's 1.50) and
+  # Rabenseifner's at 1 MiB (0.97 against 1.66); on shm at 256 KiB they are even (1.68 and 1.66,
+  # 3 runs) and the recursive doubling loses at 1 MiB (1.38 against 1.08).
   below=524288
   read -r -a small <<<"$(plans "${SMALL_BELOW:-$below}")"
   env=(-x FI_SOCKETS_IFACE=lo)

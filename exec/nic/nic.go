@@ -271,6 +271,10 @@ const (
 	// (Local.LKey is ignored and the buffer may be reused as soon as PostSend returns). At most
 	// QPConfig.MaxInline bytes.
 	FlagInline
+	// FlagLocalComplete lets a SEND complete once its payload has left the local buffer, without
+	// waiting for the peer to have received it (libfabric's FI_INJECT_COMPLETE). A provider may
+	// ignore it. The engine sets it only where no rank can tell the difference.
+	FlagLocalComplete
 )
 
 // SGE is a local scatter/gather element: Len bytes at Addr of the region whose LKey is given.

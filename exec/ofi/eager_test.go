@@ -31,7 +31,7 @@ func TestRxMEagerLimit(t *testing.T) {
 		assert.Equal(t, fmt.Sprint(opts.RxMEagerLimit), os.Getenv("FI_OFI_RXM_EAGER_LIMIT"))
 	}
 	a, b := pair(t, p, nictest.AllAccess, 16, nil)
-	const max = 1 << 20
+	max := opts.RxMEagerLimit + 4096
 	src, err := a.pd.Alloc(max, nictest.AllAccess)
 	require.NoError(t, err)
 	dst, err := b.pd.Alloc(max, nictest.AllAccess)
@@ -58,7 +58,7 @@ func TestRxMEagerLimit(t *testing.T) {
 		return n
 	}
 	id := uint64(0)
-	for _, size := range []int{4096, 100 << 10, opts.RxMEagerLimit, 600 << 10} {
+	for _, size := range []int{4096, 100 << 10, 600 << 10, opts.RxMEagerLimit, max} {
 		for _, late := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%dB/late=%v", size, late), func(t *testing.T) {
 				id++

@@ -61,7 +61,7 @@ type Options struct {
 	// may exceed RxMBufferSize and costs no memory: a message that finds its receive posted
 	// lands in it, as coredag's receives are posted at the start; one that does not is held in
 	// memory allocated for it. verbs;ofi_rxm ignores it (its eager size is RxMBufferSize). 0 or
-	// negative leaves libfabric's default (RxMBufferSize); DefaultOptions sets 256 KiB
+	// negative leaves libfabric's default (RxMBufferSize); DefaultOptions sets 16 MiB
 	// (README.md, Network).
 	RxMEagerLimit int
 	// Order is the message ordering asked of the provider first, as libfabric's FI_ORDER_* bits
@@ -135,7 +135,7 @@ const (
 // progress, asking for send-after-send and send-after-write ordering, with CQs that are polled
 // (NoBlock).
 func DefaultOptions() Options {
-	return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024, RxMEagerLimit: 256 << 10, Order: orderSAS | orderSAW, NoBlock: true}
+	return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024, RxMEagerLimit: 16 << 20, Order: orderSAS | orderSAW, NoBlock: true}
 }
 
 // ErrNotBuilt is returned by New in binaries built without the ofi build tag.

@@ -606,6 +606,9 @@ func (q *QP) issueSend(d *deferred) C.int {
 	if wr.Flags&nic.FlagFence != 0 && q.c.p.ccaps.caps&C.FI_FENCE != 0 {
 		fl |= C.FI_FENCE
 	}
+	if wr.Flags&nic.FlagLocalComplete != 0 && wr.Op == nic.OpSend {
+		fl |= C.FI_INJECT_COMPLETE // sockets then sends no acknowledgement either
+	}
 	s := q.slot(0, idx, 0)
 	if cntr != nil {
 		fl |= C.FI_TRIGGER

@@ -217,7 +217,9 @@ func (q *qp) checkSend(wr *nic.SendWR) error {
 	if wr.Op > nic.OpRecvEnable {
 		return bad("not a send-queue opcode")
 	}
-	if wr.Flags&^(nic.FlagSignaled|nic.FlagFence|nic.FlagInline) != 0 {
+	// FlagLocalComplete is allowed and ignored: a send here completes once delivered, which the
+	// flag permits too.
+	if wr.Flags&^(nic.FlagSignaled|nic.FlagFence|nic.FlagInline|nic.FlagLocalComplete) != 0 {
 		return bad("unknown flags %#x", uint8(wr.Flags))
 	}
 	if wr.Op.IsCrossChannel() {
