@@ -234,7 +234,9 @@ const maxUnobservedOps = 1 << 14
 // receiver, through the memory its matching recv fills. So it may, when every op of the
 // receiving rank that touches that memory is ordered before the recv or after it by the
 // receiving rank's own dependencies: none of them is ordered only through a chain that starts
-// at the send's completion. mark is scratch space (grown as needed).
+// at the send's completion. And only when the sender also receives from that rank each
+// iteration, which keeps it from running more than an iteration ahead of the receiver (a send
+// completing at once no longer waits for the receiver). mark is scratch space (grown as needed).
 func deliveryUnobserved(g *ir.Graph, s ir.OpID, mark []uint8) bool {
 	op := &g.Ops[s]
 	if op.Kind != ir.OpSend || op.Match == ir.None {
@@ -242,6 +244,11 @@ func deliveryUnobserved(g *ir.Graph, s ir.OpID, mark []uint8) bool {
 	}
 	r := op.Match
 	rop := &g.Ops[r]
+	if !hearsFrom(g, int(op.Rank), rop.Rank) {
+		// Nothing from the receiver paces the sender: completing its sends at once could let it
+		// run iterations ahead, the provider buffering its messages at the receiver.
+		return false
+	}
 	dst := rop.DstSegs()
 	if len(dst) == 0 {
 		return true // an empty message fills nothing
@@ -281,6 +288,18 @@ func deliveryUnobserved(g *ir.Graph, s ir.OpID, mark []uint8) bool {
 		}
 	}
 	return true
+}
+
+// hearsFrom reports whether rank a receives, in every iteration, a message rank p sends: then
+// a cannot finish an iteration before p has begun it.
+func hearsFrom(g *ir.Graph, a int, p int32) bool {
+	first, end := g.RankOps(a)
+	for o := first; o < end; o++ {
+		if op := &g.Ops[o]; op.Kind == ir.OpRecv && op.Match != ir.None && g.Ops[op.Match].Rank == p {
+			return true
+		}
+	}
+	return false
 }
 
 // touches reports whether op reads or writes any element of segs (slices of one rank).

@@ -151,7 +151,8 @@ func TestOffloadPollsEveryCQOneSided(t *testing.T) {
 // relayGraph: rank 0 sends x to rank 1 (m1), then tells rank 2 (m2, after m1); rank 2 tells
 // rank 1 (m3). Rank 1 receives x (r1) and the word from rank 2 (r3), then copies x to y, after
 // r1 when direct, else after r3 only: then the copy is ordered after the data's arrival only
-// through m1's completion, which must mean delivery.
+// through m1's completion, which must mean delivery. Rank 1 answers rank 0 (ok), so rank 0
+// hears from rank 1 every iteration; ranks 0 and 2 never hear from 2 and 1.
 func relayGraph(direct bool) *ir.Graph {
 	b := newBuild("relay", 3)
 	x := b.buffer("x", ir.F32, 4, 0, nil)
@@ -161,6 +162,7 @@ func relayGraph(direct bool) *ir.Graph {
 		rb.queue("c", 2, "a")
 		rb.op("m1", opSpec{Kind: ir.OpSend, Q: "b", Src: sl(x, 0, 4)})
 		rb.op("m2", opSpec{Kind: ir.OpSend, Q: "c", After: []string{"m1"}})
+		rb.op("rok", opSpec{Kind: ir.OpRecv, Q: "b"})
 	})
 	b.rank(1, func(rb *rankB) {
 		rb.queue("a", 0, "b")
@@ -172,6 +174,7 @@ func relayGraph(direct bool) *ir.Graph {
 			after = append(after, "r1")
 		}
 		rb.op("cp", opSpec{Kind: ir.OpCopy, Src: sl(x, 0, 4), Dst: sl(y, 0, 4), After: after})
+		rb.op("ok", opSpec{Kind: ir.OpSend, Q: "a", After: []string{"cp"}})
 	})
 	b.rank(2, func(rb *rankB) {
 		rb.queue("a", 0, "c")
@@ -184,7 +187,7 @@ func relayGraph(direct bool) *ir.Graph {
 
 // TestDeliveryUnobserved: a send may complete before delivery only when every op of the
 // receiver that touches the received memory is ordered before or after the recv by the
-// receiver's own dependencies; empty messages always may.
+// receiver's own dependencies, and the sender hears from the receiver every iteration.
 func TestDeliveryUnobserved(t *testing.T) {
 	for _, direct := range []bool{true, false} {
 		g := relayGraph(direct)
@@ -199,8 +202,9 @@ func TestDeliveryUnobserved(t *testing.T) {
 			return ir.None
 		}
 		assert.Equal(t, direct, deliveryUnobserved(g, find(0, "m1"), nil), "m1, copy after r1: %v", direct)
-		assert.True(t, deliveryUnobserved(g, find(0, "m2"), nil), "m2 is empty")
-		assert.True(t, deliveryUnobserved(g, find(2, "m3"), nil), "m3 is empty")
+		assert.True(t, deliveryUnobserved(g, find(1, "ok"), nil), "ok is empty, and rank 1 hears from rank 0")
+		assert.False(t, deliveryUnobserved(g, find(0, "m2"), nil), "rank 0 never hears from rank 2")
+		assert.False(t, deliveryUnobserved(g, find(2, "m3"), nil), "rank 2 never hears from rank 1")
 		assert.False(t, deliveryUnobserved(g, find(1, "r1"), nil), "a recv")
 	}
 	// The MPI bench's recursive doubling: every send's data is reduced after its recv.
