@@ -270,27 +270,26 @@ func TestDuplicateRank(t *testing.T) {
 	addr := freeAddr(t)
 	wait := startRoot(t, cfg(addr, 0, 3, 20*time.Second))
 	dialRoot(t, addr).Close()
-	var err1 error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var c *Comm
-		c, err1 = Connect(context.Background(), cfg(addr, 1, 3, 20*time.Second))
-		if err1 == nil {
-			err1 = c.Barrier(context.Background())
-			c.Close()
-		}
-	}()
-	time.Sleep(200 * time.Millisecond)
-	_, errDup := Connect(context.Background(), cfg(addr, 1, 3, 20*time.Second))
+	// Two processes claim rank 1. Neither can finish before rank 2 joins, so whichever the
+	// root saw second is refused first, whatever order the scheduler ran them in.
+	results := make(chan error, 2)
+	for range 2 {
+		go func() {
+			c, err := Connect(context.Background(), cfg(addr, 1, 3, 20*time.Second))
+			if err == nil {
+				err = c.Barrier(context.Background())
+				c.Close()
+			}
+			results <- err
+		}()
+	}
+	errDup := <-results
 	require.ErrorContains(t, errDup, "rank 1 has joined already: two processes were started with the same --rank")
 	c2, err := Connect(context.Background(), cfg(addr, 2, 3, 20*time.Second))
 	require.NoError(t, err)
 	require.NoError(t, c2.Barrier(context.Background()))
 	c2.Close()
-	wg.Wait()
-	require.NoError(t, err1)
+	require.NoError(t, <-results)
 	require.NoError(t, wait())
 }
 
