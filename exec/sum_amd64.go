@@ -17,7 +17,8 @@ func sumF32AVX2(dst, src []float32)
 //go:noescape
 func sumF64AVX2(dst, src []float64)
 
-// sumF32 adds src into dst (as long), the same bit for bit as sumInto.
+// sumF32 adds src into dst (as long), as sumInto does (bit for bit but for the payload of a
+// sum of two NaNs).
 func sumF32(dst, src []float32) {
 	src = src[:len(dst)]
 	if !haveAVX2 || len(dst) < 8 {
@@ -29,7 +30,8 @@ func sumF32(dst, src []float32) {
 	sumInto(dst[done:], src[done:])
 }
 
-// sumF64 adds src into dst (as long), the same bit for bit as sumInto.
+// sumF64 adds src into dst (as long), as sumInto does (bit for bit but for the payload of a
+// sum of two NaNs).
 func sumF64(dst, src []float64) {
 	src = src[:len(dst)]
 	if !haveAVX2 || len(dst) < 4 {

@@ -4,8 +4,8 @@
 
 // The element-wise sums of exec/sum_amd64.go with AVX2: dst[i] = dst[i] + src[i] for the first
 // len(dst) rounded down to a whole number of 256-bit vectors; the caller adds the rest. dst is
-// the first operand of every addition, as in the scalar dst[i] += src[i], so even a sum of two
-// NaNs keeps dst's payload as the scalar loop does: the results are the same bit for bit.
+// the first operand of every addition, so a sum of two NaNs keeps dst's payload; every other
+// result is the scalar loop's bit for bit.
 
 // func sumF32AVX2(dst, src []float32)
 TEXT ·sumF32AVX2(SB), NOSPLIT, $0-48
