@@ -519,12 +519,12 @@ func (o *Op) runInline() error {
 const rescheduleEvery = 5 * time.Millisecond
 
 // reschedule yields to the Go scheduler (runtime.Gosched) when the caller's goroutine has not
-// been through it for rescheduleEvery before now (keeper time), and reports whether it did. A caller that runs start after start inline, above all
-// from C (a cgo callback's goroutine never passes through the scheduler by itself), would
-// otherwise keep its P on one scheduler tick for 10 ms, and the runtime's monitor (sysmon) then
-// takes the P away from it at every cgo call it catches, which keeps the monitor waking every
-// 20 us: about 2,400 wakeups a second per process, a third more CPU beside the caller's own,
-// with 4 processes on 2 cores.
+// been through it for rescheduleEvery before now (keeper time), and reports whether it did. A
+// caller that runs start after start inline, above all from C (a cgo callback's goroutine never
+// passes through the scheduler by itself), would otherwise keep its P on one scheduler tick for
+// 10 ms, and the runtime's monitor (sysmon) then takes the P away from it at every cgo call it
+// catches, which keeps the monitor waking every 20 us: about 2,400 wakeups a second per
+// process, a third more CPU beside the caller's own, with 4 processes on 2 cores.
 func (o *Op) reschedule(now int64) bool {
 	if now-o.sched < int64(rescheduleEvery) {
 		return false
