@@ -55,8 +55,8 @@ type Stuck struct {
 	CQ      string // the CQ waited on or polled
 	Reached uint64 // completions seen on CQ (or what Unit names)
 	Awaited uint64 // completions needed (or what Unit names)
-	// Unit is what Reached and Awaited count when CQ is a counter (counterUnit): landings for a
-	// counter of the writes that land in a region. "" for a CQ's completions.
+	// Unit is what Reached and Awaited count when CQ is a counter (ir.CounterKind.Counts):
+	// landings for a counter of the writes that land in a region. "" for a CQ's completions.
 	Unit     string
 	Producer string // the op expected to produce the awaited completion, with its position
 	What     string // "WAIT", "post", "recv", ...
@@ -126,22 +126,6 @@ func (s Stuck) String() string {
 		msg += "; expected from " + s.Producer
 	}
 	return msg
-}
-
-// counterUnit is what the value of counter c counts, for a hang report: a land counter's are
-// landings (the remote writes into its region, which raise it when they land), not completions.
-func counterUnit(c *ir.Counter) string {
-	switch c.Kind {
-	case ir.CntLand:
-		return "landings (remote writes)"
-	case ir.CntHost:
-		return "host steps done"
-	case ir.CntJoin:
-		return "counter-adds"
-	case ir.CntPost:
-		return "receive postings"
-	}
-	return "completions"
 }
 
 // HangError reports a run that made no progress for the hang timeout, with every stuck item

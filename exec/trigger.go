@@ -272,7 +272,7 @@ func (e *offloadEngine) diagnoseTrig(h *HangError, iter int) {
 			}
 			what := fmt.Sprintf("triggered %s of %s (%s)", w.Kind, w.Name, w.Pos)
 			h.Stuck = append(h.Stuck, Stuck{Rank: rp.Rank, Queue: "triggered", CQ: "counter " + c.Name, Reached: v, Awaited: need,
-				Unit: counterUnit(c), Producer: producer, What: what})
+				Unit: c.Kind.Counts(), Producer: producer, What: what})
 		}
 	}
 }

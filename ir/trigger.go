@@ -33,6 +33,23 @@ const (
 
 var counterKindNames = [...]string{"send", "recv", "host", "join", "post", "land"}
 
+// Counts says what a counter of kind k counts, in the plural, for messages and drawings:
+// "completions", "host steps done", "counter-adds", "receive postings", "landings (remote
+// writes)".
+func (k CounterKind) Counts() string {
+	switch k {
+	case CntHost:
+		return "host steps done"
+	case CntJoin:
+		return "counter-adds"
+	case CntPost:
+		return "receive postings"
+	case CntLand:
+		return "landings (remote writes)"
+	}
+	return "completions"
+}
+
 func (k CounterKind) String() string {
 	if int(k) < len(counterKindNames) {
 		return counterKindNames[k]

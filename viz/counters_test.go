@@ -48,7 +48,7 @@ func TestPlanCounters(t *testing.T) {
 	}
 	land0, land1 := id("data[0:4].land"), id("data[4:8].land")
 	fwd0, got0 := id("[0] RDMA_WRITE"), id("[0] HOST")
-	has(t, s, `label="data[0:4].land\nremote writes into data[0:4], +1 per iteration"`)
+	has(t, s, `label="data[0:4].land\nland: landings (remote writes) into data[0:4], +1 per iteration"`)
 	// The first chunk is forwarded by the NIC when its write has landed; the CPU waits on the
 	// same counter for its host step.
 	has(t, s, land0+"->"+fwd0+`[color="#7b3294",fontcolor="#7b3294",fontname="Helvetica",fontsize="9",label="when >= 1"]`)

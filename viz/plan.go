@@ -501,18 +501,9 @@ func (v *planView) drawCounters(d *dot.Graph, rankCluster func(r int) *dot.Graph
 
 // counterLabel names a counter, what raises it and by how much per iteration.
 func counterLabel(g *ir.Graph, c *ir.Counter) string {
-	what := c.Kind.String()
-	switch c.Kind {
-	case ir.CntSend, ir.CntRecv:
-		what += " completions"
-	case ir.CntHost:
-		what = "HOST steps done"
-	case ir.CntJoin:
-		what = "join: counter-adds"
-	case ir.CntPost:
-		what = "receive postings"
-	case ir.CntLand:
-		what = "remote writes into " + g.SliceString(c.Region)
+	what := c.Kind.String() + ": " + c.Kind.Counts()
+	if c.Kind == ir.CntLand {
+		what += " into " + g.SliceString(c.Region)
 	}
 	return fmt.Sprintf("%s\n%s, +%d per iteration", c.Name, what, c.PerIteration)
 }
