@@ -285,7 +285,7 @@ func countedParts(g *ir.Graph, rank int) ([]ir.Slice, error) {
 			continue
 		}
 		for i, s := range regions {
-			if s.Buf == op.Dst.Buf && s.Off < op.Dst.Off+op.Dst.Len && op.Dst.Off < s.Off+s.Len {
+			if s.Overlaps(op.Dst) {
 				return nil, fmt.Errorf("%s: rank %d: wait %s counts the writes that land in %s, which overlaps %s, the region of wait %s: a device that counts remote writes per registration (libfabric's fi_mr_bind) counts a write in one region only (count regions that do not overlap)",
 					op.Pos, rank, op.Name, g.SliceString(op.Dst), g.SliceString(s), g.Ops[waits[i]].Name)
 			}

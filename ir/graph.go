@@ -129,6 +129,18 @@ var NoSlice = Slice{Buf: None}
 // Valid reports whether s names a buffer range.
 func (s Slice) Valid() bool { return s.Buf != None }
 
+// Overlaps reports whether s and t share a buffer and their ranges intersect: both
+// start before the other ends (so an empty slice strictly inside the other counts).
+func (s Slice) Overlaps(t Slice) bool {
+	return s.Buf == t.Buf && s.Off < t.Off+t.Len && t.Off < s.Off+s.Len
+}
+
+// Within reports whether s lies wholly inside region reg (an empty s at either edge of reg
+// included).
+func (s Slice) Within(reg Slice) bool {
+	return s.Buf == reg.Buf && s.Off >= reg.Off && s.Off+s.Len <= reg.Off+reg.Len
+}
+
 // Queue is one end of an RC connection, on one rank. It has a send side (send, write, read,
 // atomic) and a receive side (recv); each side is FIFO.
 type Queue struct {

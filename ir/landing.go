@@ -5,12 +5,6 @@ package ir
 // The checks (planner/verify) find which landings a wait needs by it, the compilers and the
 // engines set thresholds by it, and the replay proves them by it.
 
-// Within reports whether s lies wholly inside region reg (an empty s at either edge of reg
-// included).
-func (s Slice) Within(reg Slice) bool {
-	return s.Buf == reg.Buf && s.Off >= reg.Off && s.Off+s.Len <= reg.Off+reg.Len
-}
-
 // LandWeight is what op x brings, when it lands, to region reg of rank r that a wait counts
 // writes into (word false), or to the word reg that a wait watches (word true): 1 for a write
 // that lands wholly inside the region, the addend of an atomic add into the word, 0 for any

@@ -168,7 +168,7 @@ func (el *elaborator) scatterDisjoint(segs []ir.Slice, pos []diag.Pos) {
 	for j := 1; j < len(segs); j++ {
 		for i := 0; i < j; i++ {
 			a, b := segs[i], segs[j]
-			if a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len {
+			if a.Overlaps(b) {
 				el.errorf(phaseShapes, diag.Shape, pos[j], "scatter list lands %s and %s, which overlap: the segments of a receiving list must be disjoint",
 					el.g.SliceString(a), el.g.SliceString(b))
 			}
@@ -370,7 +370,7 @@ func (el *elaborator) reduceShapes(op *ir.Op, o *dsl.ReduceOp) {
 }
 
 func (el *elaborator) noOverlap(a, b ir.Slice, pos diag.Pos, what string) {
-	if a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len {
+	if a.Overlaps(b) {
 		el.errorf(phaseShapes, diag.Shape, pos, "%s between overlapping slices %s and %s: use disjoint ranges or a temporary buffer", what, el.g.SliceString(a), el.g.SliceString(b))
 	}
 }

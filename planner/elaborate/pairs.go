@@ -167,14 +167,14 @@ func (el *elaborator) pairsFit(kind ir.OpKind, red ir.ReduceOp, what string, dst
 			continue
 		}
 		for i := range j {
-			if a, b := dst[i], dst[j]; a.Len > 0 && overlap(a, b) {
+			if a, b := dst[i], dst[j]; a.Len > 0 && a.Overlaps(b) {
 				el.errorf(phaseShapes, diag.Shape, dstPos[j], "%s writes %s and %s, which overlap: the destination blocks of a list must be disjoint",
 					what, g.SliceString(a), g.SliceString(b))
 				return false
 			}
 		}
 		for i := range src {
-			if src[i].Len > 0 && overlap(dst[j], src[i]) {
+			if src[i].Len > 0 && dst[j].Overlaps(src[i]) {
 				el.errorf(phaseShapes, diag.Shape, dstPos[j], "%s writes %s, which overlaps its source block %s: use disjoint ranges or a temporary buffer",
 					what, g.SliceString(dst[j]), g.SliceString(src[i]))
 				return false
@@ -214,8 +214,4 @@ func (el *elaborator) cut(what string, one ir.Slice, pos diag.Pos, other []ir.Sl
 		off += b / size
 	}
 	return out, at, true
-}
-
-func overlap(a, b ir.Slice) bool {
-	return a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len
 }

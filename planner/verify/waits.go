@@ -162,7 +162,7 @@ func newWaiter(g *ir.Graph, id ir.OpID) (*waiter, diag.List) {
 	r, region := int(op.Rank), op.Dst
 	var errs diag.List
 	overlaps := func(s ir.Slice) bool {
-		return s.Valid() && s.Buf == region.Buf && s.Off < region.Off+region.Len && region.Off < s.Off+s.Len
+		return s.Valid() && s.Overlaps(region)
 	}
 	peer := func(x *ir.Op) int {
 		if x.Queue == ir.None {
