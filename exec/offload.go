@@ -117,7 +117,9 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 	if e.ready, _ = p.(nic.CQNotifier); e.ready != nil {
 		e.cqAt = map[nic.CQ][2]int32{}
 	}
-	if !e.gates.any() && twoSided(plan) && triggered(plan) {
+	// plain: every transfer is two-sided and nothing waits on memory (owedOnly, unobserved).
+	plain := !e.gates.any() && twoSided(plan)
+	if plain && triggered(plan) {
 		e.unobserved = []uint8{}
 	}
 	for _, r := range res {
@@ -181,7 +183,7 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 		e.ranks = append(e.ranks, or)
 	}
 	e.marked = make([]bool, len(e.ranks))
-	e.owedOnly = len(e.trigged) > 0 && !e.gates.any() && twoSided(plan)
+	e.owedOnly = len(e.trigged) > 0 && plain
 	for ri := range e.ranks {
 		or := &e.ranks[ri]
 		for _, recv := range []bool{true, false} {
@@ -309,7 +311,7 @@ func touches(op *ir.Op, segs []ir.Slice) bool {
 			return false
 		}
 		for _, b := range segs {
-			if a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len {
+			if a.Overlaps(b) {
 				return true
 			}
 		}
