@@ -59,6 +59,7 @@ func (c *Context) fireDue() {
 		return // the outer call's loop sees what this change made due
 	}
 	c.firing = true
+	defer func() { c.firing = false }()
 	for again := true; again && c.trigErr == nil; {
 		again = false
 		for _, k := range c.cntrs {
@@ -86,7 +87,6 @@ func (c *Context) fireDue() {
 			}
 		}
 	}
-	c.firing = false
 }
 
 // Value is the success count: fi_cntr_read for a counter libfabric raises on its own, else the
