@@ -45,7 +45,7 @@ func SerialOrder(g *ir.Graph) ([]ir.OpID, error) {
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		switch {
-		case op.Kind == ir.OpSend || (op.Kind == ir.OpWrite && op.Notify):
+		case op.SendsMessage():
 			if op.Match == ir.None {
 				return nil, opErrorf(g, ir.OpID(i), "%s has no matching recv on rank %d: it would never complete", op.Kind, peerRank(g, op))
 			}

@@ -396,7 +396,7 @@ func (v *graphView) draw() *dot.Graph {
 	orderClusters(d, firsts, ids)
 	for id := range g.Ops {
 		op := &g.Ops[id]
-		if op.Match == ir.None || !(op.Kind == ir.OpSend || op.Kind == ir.OpWrite && op.Notify) {
+		if op.Match == ir.None || !op.SendsMessage() {
 			continue
 		}
 		addEdge(ir.OpID(id), op.Match, edgeMatch)

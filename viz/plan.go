@@ -352,7 +352,7 @@ func (v *planView) draw() *dot.Graph {
 				}
 				if w.Opcode.IsData() && w.Op >= 0 && int(w.Op) < len(g.Ops) {
 					op := &g.Ops[w.Op]
-					if op.Match != ir.None && (op.Kind == ir.OpSend || op.Kind == ir.OpWrite && op.Notify) {
+					if op.Match != ir.None && op.SendsMessage() {
 						if mq, mi, ok := v.locOf(op.Match); ok {
 							edge(r, qi, i, int(g.Ops[op.Match].Rank), mq, mi, "match")
 						}

@@ -362,7 +362,7 @@ func (b *builder) graph(name string) *ir.Graph {
 		peer := &g.Queues[q.Peer]
 		for _, s := range q.SendOps {
 			op := &g.Ops[s]
-			if op.Kind != ir.OpSend && !(op.Kind == ir.OpWrite && op.Notify) {
+			if !op.SendsMessage() {
 				continue
 			}
 			rv := peer.RecvOps[k] // construction pairs them one to one

@@ -446,7 +446,7 @@ func hbEdges(g *ir.Graph, matching bool, ord ir.Order, add func(a, b event)) {
 		add(startOf(id), landOf(id))
 		add(landOf(id), endOf(id))
 		op := &g.Ops[i]
-		if matching && (op.Kind == ir.OpSend || op.Kind == ir.OpWrite && op.Notify) && op.Match != ir.None {
+		if matching && op.SendsMessage() && op.Match != ir.None {
 			r := op.Match
 			add(startOf(r), landOf(id))
 			add(landOf(id), endOf(r))

@@ -285,7 +285,7 @@ func longestSide(g *ir.Graph) int {
 // whose landing has edges to another rank's recv; otherwise None.
 func matchedSender(g *ir.Graph, id ir.OpID) ir.OpID {
 	op := &g.Ops[id]
-	if (op.Kind == ir.OpSend || op.Kind == ir.OpWrite && op.Notify) && op.Match != ir.None {
+	if op.SendsMessage() && op.Match != ir.None {
 		return op.Match
 	}
 	return ir.None
