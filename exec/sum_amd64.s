@@ -6,6 +6,20 @@
 // len(dst) rounded down to a whole number of 256-bit vectors; the caller adds the rest. dst is
 // the first operand of every addition, so a sum of two NaNs keeps dst's payload; every other
 // result is the scalar loop's bit for bit.
+//
+// Each pass of the main loop first asks for the two cache lines of dst 2 KiB ahead with intent
+// to write (PREFETCHW, which the assembler does not spell; processors without it run it as a
+// NOP). In an allreduce dst was usually just read by a peer on another core (the peer's copy of
+// what this rank sent), so each of its lines must be taken back before it can be written; a
+// store waits for that alone, a prefetch asks early and for many lines at once. Per sum of f32
+// with dst just read on the other core (BenchmarkReduceSumShared, 2-core Xeon, medians of 6,
+// load 1-2): 64 KiB 9.5 → 5.7 us, 256 KiB 40 → 18 us, 1 MiB 154 → 83 us; dst in this core's
+// cache alone: no change (1.8, 7.2, 53 us). 2 KiB ahead beat 256 B, 512 B and 1 KiB, and
+// matched 4 KiB.
+// PREFETCHW_AHEAD is prefetchw 2048(DI); prefetchw 2112(DI) (0F 0D /1, disp32).
+#define PREFETCHW_AHEAD \
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x8F; LONG $0x00000800; \
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x8F; LONG $0x00000840
 
 // func sumF32AVX2(dst, src []float32)
 TEXT ·sumF32AVX2(SB), NOSPLIT, $0-48
@@ -16,6 +30,7 @@ TEXT ·sumF32AVX2(SB), NOSPLIT, $0-48
 	JMP  sum32check
 
 sum32loop:
+	PREFETCHW_AHEAD
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VMOVUPS 64(DI), Y2
@@ -60,6 +75,7 @@ TEXT ·sumF64AVX2(SB), NOSPLIT, $0-48
 	JMP  sum64check
 
 sum64loop:
+	PREFETCHW_AHEAD
 	VMOVUPD (DI), Y0
 	VMOVUPD 32(DI), Y1
 	VMOVUPD 64(DI), Y2

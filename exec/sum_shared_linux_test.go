@@ -1,0 +1,70 @@
+package exec
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/coredag/coredag/ir"
+)
+
+// pinThread locks the calling goroutine to its thread and that thread to cpu.
+func pinThread(b *testing.B, cpu int) {
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		b.Skipf("sched_setaffinity: %v", err)
+	}
+}
+
+var readSink byte
+
+// BenchmarkReduceSumShared measures the f32 sum into a dst that a thread on the other core has
+// just read, as a peer's copy of what a rank sent has in an allreduce (shared), against a dst
+// only this core touched. Run it with -benchtime Nx: the read between sums is not timed.
+func BenchmarkReduceSumShared(b *testing.B) {
+	if runtime.NumCPU() < 2 {
+		b.Skip("needs two cores")
+	}
+	for _, shared := range []bool{true, false} {
+		for _, size := range []int{64 << 10, 256 << 10, 1 << 20} {
+			b.Run(fmt.Sprintf("shared=%v/%dKiB", shared, size>>10), func(b *testing.B) {
+				dst, src := alignedBytes(int64(size)), alignedBytes(int64(size))
+				read, done := make(chan struct{}), make(chan struct{})
+				go func() {
+					runtime.LockOSThread()
+					var set unix.CPUSet
+					set.Set(1)
+					_ = unix.SchedSetaffinity(0, &set)
+					for range read {
+						var sum byte
+						for i := 0; i < len(dst); i += 64 {
+							sum += dst[i]
+						}
+						readSink = sum // keeps the loads
+						done <- struct{}{}
+					}
+				}()
+				defer close(read)
+				pinThread(b, 0)
+				defer runtime.UnlockOSThread()
+				b.SetBytes(int64(size))
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if shared {
+						b.StopTimer()
+						read <- struct{}{}
+						<-done
+						b.StartTimer()
+					}
+					if err := Reduce(ir.F32, ir.RedSum, dst, src); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
