@@ -45,9 +45,9 @@ type offloadEngine struct {
 	// iteration, and every CQ once in fullEvery rounds (round counts them). See poll.
 	owedOnly bool
 	round    uint32
-	// unobserved: scratch marks for deliveryUnobserved, set when a send may complete before its
-	// message is delivered (two-sided triggered plans without waits); nil otherwise.
-	unobserved []uint8
+	// unobserved decides which sends may complete before their message is delivered
+	// (two-sided triggered plans without waits); nil otherwise.
+	unobserved *unobservedSends
 
 	posted, polled, hostSteps, waits, enables uint64
 	iter                                      int
@@ -120,7 +120,7 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 	// plain: every transfer is two-sided and nothing waits on memory (owedOnly, unobserved).
 	plain := !e.gates.any() && twoSided(plan)
 	if plain && triggered(plan) {
-		e.unobserved = []uint8{}
+		e.unobserved = newUnobservedSends(plan.Graph)
 	}
 	for _, r := range res {
 		rp := &plan.Ranks[r.rank]
@@ -226,27 +226,45 @@ func triggered(plan *ir.Plan) bool {
 	return len(plan.Ranks) > 0
 }
 
-// maxUnobservedOps bounds the ops of a receiving rank deliveryUnobserved looks through.
+// maxUnobservedOps bounds the ops of a receiving rank unobservedSends looks through.
 const maxUnobservedOps = 1 << 14
 
-// deliveryUnobserved reports whether send s may complete as soon as its payload has left the
-// local buffer rather than once its message is delivered (the language's meaning of a send's
-// completion), in a plan whose transfers are all two-sided: the message still arrives, in order
-// with the queue's other messages, and the only rank that can see whether it has is the
-// receiver, through the memory its matching recv fills. So it may, when every op of the
+// unobservedSends decides, send by send, whether a send may complete as soon as its payload has
+// left the local buffer rather than once its message is delivered (the language's meaning of a
+// send's completion), in a plan whose transfers are all two-sided: the message still arrives,
+// in order with the queue's other messages, and the only rank that can see whether it has is
+// the receiver, through the memory its matching recv fills. So it may, when every op of the
 // receiving rank that touches that memory is ordered before the recv or after it by the
 // receiving rank's own dependencies: none of them is ordered only through a chain that starts
 // at the send's completion. And only when the sender also receives from that rank each
 // iteration, which keeps it from running more than an iteration ahead of the receiver (a send
-// completing at once no longer waits for the receiver). mark is scratch space (grown as needed).
-func deliveryUnobserved(g *ir.Graph, s ir.OpID, mark []uint8) bool {
+// completing at once no longer waits for the receiver).
+type unobservedSends struct {
+	g     *ir.Graph
+	mark  []uint8           // scratch: by op of the receiving rank, reached forwards (1) or backwards (2)
+	stack []ir.OpID         // scratch
+	hears map[[2]int32]bool // hearsFrom by (rank, peer), computed once
+}
+
+func newUnobservedSends(g *ir.Graph) *unobservedSends {
+	return &unobservedSends{g: g, hears: map[[2]int32]bool{}}
+}
+
+// send reports whether send s may complete before its message is delivered.
+func (u *unobservedSends) send(s ir.OpID) bool {
+	g := u.g
 	op := &g.Ops[s]
 	if op.Kind != ir.OpSend || op.Match == ir.None {
 		return false
 	}
 	r := op.Match
 	rop := &g.Ops[r]
-	if !hearsFrom(g, int(op.Rank), rop.Rank) {
+	first, end := g.RankOps(int(rop.Rank))
+	n := int(end - first)
+	if n > maxUnobservedOps {
+		return false
+	}
+	if !u.hearsFrom(op.Rank, rop.Rank) {
 		// Nothing from the receiver paces the sender: completing its sends at once could let it
 		// run iterations ahead, the provider buffering its messages at the receiver.
 		return false
@@ -255,20 +273,15 @@ func deliveryUnobserved(g *ir.Graph, s ir.OpID, mark []uint8) bool {
 	if len(dst) == 0 {
 		return true // an empty message fills nothing
 	}
-	first, end := g.RankOps(int(rop.Rank))
-	n := int(end - first)
-	if n > maxUnobservedOps {
-		return false
+	if cap(u.mark) < n {
+		u.mark = make([]uint8, n)
 	}
-	if cap(mark) < n {
-		mark = make([]uint8, n)
-	}
-	mark = mark[:n]
+	mark := u.mark[:n]
 	clear(mark)
 	// Walk the receiving rank's dependencies from the recv, forwards and backwards.
 	for dir, next := range []func(ir.OpID) []int32{g.Succs, g.Preds} {
 		bit := uint8(1) << dir
-		stack := []ir.OpID{r}
+		stack := append(u.stack[:0], r)
 		for len(stack) > 0 {
 			o := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
@@ -280,6 +293,7 @@ func deliveryUnobserved(g *ir.Graph, s ir.OpID, mark []uint8) bool {
 				stack = append(stack, ir.OpID(x))
 			}
 		}
+		u.stack = stack
 	}
 	for o := first; o < end; o++ {
 		if o == r || mark[o-first] != 0 {
@@ -294,14 +308,19 @@ func deliveryUnobserved(g *ir.Graph, s ir.OpID, mark []uint8) bool {
 
 // hearsFrom reports whether rank a receives, in every iteration, a message rank p sends: then
 // a cannot finish an iteration before p has begun it.
-func hearsFrom(g *ir.Graph, a int, p int32) bool {
-	first, end := g.RankOps(a)
-	for o := first; o < end; o++ {
-		if op := &g.Ops[o]; op.Kind == ir.OpRecv && op.Match != ir.None && g.Ops[op.Match].Rank == p {
-			return true
-		}
+func (u *unobservedSends) hearsFrom(a, p int32) bool {
+	key := [2]int32{a, p}
+	if h, ok := u.hears[key]; ok {
+		return h
 	}
-	return false
+	g, h := u.g, false
+	first, end := g.RankOps(int(a))
+	for o := first; o < end && !h; o++ {
+		op := &g.Ops[o]
+		h = op.Kind == ir.OpRecv && op.Match != ir.None && g.Ops[op.Match].Rank == p
+	}
+	u.hears[key] = h
+	return h
 }
 
 // touches reports whether op reads or writes any element of segs (slices of one rank).
@@ -349,7 +368,7 @@ func (e *offloadEngine) buildWR(r *rankRes, rp *ir.RankPlan, or *offRank, wi, k 
 	switch w.Opcode {
 	case ir.OpcSend:
 		wr.Op, wr.Local = nic.OpSend, r.local(g, w.Local)
-		if e.unobserved != nil && deliveryUnobserved(g, w.Op, e.unobserved) {
+		if e.unobserved != nil && e.unobserved.send(w.Op) {
 			wr.Flags |= nic.FlagLocalComplete
 		}
 		// An inline payload is copied when the WQE is posted, and chains are posted before the

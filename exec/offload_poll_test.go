@@ -201,11 +201,13 @@ func TestDeliveryUnobserved(t *testing.T) {
 			t.Fatalf("no %s on rank %d", name, rank)
 			return ir.None
 		}
-		assert.Equal(t, direct, deliveryUnobserved(g, find(0, "m1"), nil), "m1, copy after r1: %v", direct)
-		assert.True(t, deliveryUnobserved(g, find(1, "ok"), nil), "ok is empty, and rank 1 hears from rank 0")
-		assert.False(t, deliveryUnobserved(g, find(0, "m2"), nil), "rank 0 never hears from rank 2")
-		assert.False(t, deliveryUnobserved(g, find(2, "m3"), nil), "rank 2 never hears from rank 1")
-		assert.False(t, deliveryUnobserved(g, find(1, "r1"), nil), "a recv")
+		u := newUnobservedSends(g)
+		assert.Equal(t, direct, u.send(find(0, "m1")), "m1, copy after r1: %v", direct)
+		assert.True(t, u.send(find(1, "ok")), "ok is empty, and rank 1 hears from rank 0")
+		assert.False(t, u.send(find(0, "m2")), "rank 0 never hears from rank 2")
+		assert.False(t, u.send(find(2, "m3")), "rank 2 never hears from rank 1")
+		assert.False(t, u.send(find(1, "r1")), "a recv")
+		assert.Equal(t, direct, u.send(find(0, "m1")), "m1 again, with the scratch of the others: %v", direct)
 	}
 	// The MPI bench's recursive doubling: every send's data is reduced after its recv.
 	_, e := prepareTriggered(t, "../examples/mpi/recursive_doubling_f32.dag", rdParams)
