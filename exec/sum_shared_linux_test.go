@@ -10,14 +10,24 @@ import (
 	"github.com/coredag/coredag/ir"
 )
 
-// pinThread locks the calling goroutine to its thread and that thread to cpu.
-func pinThread(b *testing.B, cpu int) {
+// pinThread locks the calling goroutine to its thread and that thread to cpu; unpin restores
+// the thread's CPUs and unlocks it.
+func pinThread(cpu int) (unpin func(), err error) {
 	runtime.LockOSThread()
-	var set unix.CPUSet
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
 	set.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		b.Skipf("sched_setaffinity: %v", err)
+		runtime.UnlockOSThread()
+		return nil, err
 	}
+	return func() {
+		_ = unix.SchedSetaffinity(0, &old)
+		runtime.UnlockOSThread()
+	}, nil
 }
 
 var readSink byte
@@ -33,24 +43,32 @@ func BenchmarkReduceSumShared(b *testing.B) {
 		for _, size := range []int{64 << 10, 256 << 10, 1 << 20} {
 			b.Run(fmt.Sprintf("shared=%v/%dKiB", shared, size>>10), func(b *testing.B) {
 				dst, src := alignedBytes(int64(size)), alignedBytes(int64(size))
-				read, done := make(chan struct{}), make(chan struct{})
+				read, done := make(chan struct{}), make(chan error)
 				go func() {
-					runtime.LockOSThread()
-					var set unix.CPUSet
-					set.Set(1)
-					_ = unix.SchedSetaffinity(0, &set)
+					unpin, err := pinThread(1)
+					done <- err
+					if err != nil {
+						return
+					}
+					defer unpin()
 					for range read {
 						var sum byte
 						for i := 0; i < len(dst); i += 64 {
 							sum += dst[i]
 						}
 						readSink = sum // keeps the loads
-						done <- struct{}{}
+						done <- nil
 					}
 				}()
+				if err := <-done; err != nil {
+					b.Skipf("sched_setaffinity: %v", err)
+				}
 				defer close(read)
-				pinThread(b, 0)
-				defer runtime.UnlockOSThread()
+				unpin, err := pinThread(0)
+				if err != nil {
+					b.Skipf("sched_setaffinity: %v", err)
+				}
+				defer unpin()
 				b.SetBytes(int64(size))
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
