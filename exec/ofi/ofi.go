@@ -53,6 +53,13 @@ type Provider struct {
 	idleFrom   atomic.Int64
 	yieldAfter time.Duration // Options.YieldAfter, resolved; negative: never
 	yields     atomic.Uint64 // sched_yield calls made by idle polls
+	// injectDone is the largest send (bytes) that the provider completes as soon as it is
+	// posted whatever it is asked, so coredag injects it (fi_inject) and completes it itself,
+	// sparing the provider a completion and the engine a poll; 0: none (then no send is
+	// injected, empty ones included). shm completes sends under 4096 bytes at once (fi_shm(7),
+	// Progress): their data is then in the peer's queue.
+	injectDone uint64
+	injected   atomic.Uint64 // sends injected that way
 }
 
 // clockEvery is how many idle polls go between two readings of the clock (a reading costs
@@ -215,6 +222,9 @@ func NewProvider(opts Options) (*Provider, error) {
 		Counters:   p.ccaps.caps&C.FI_TRIGGER != 0,
 		// An ordering holds when both sides guarantee it.
 		Order: nic.OrderKnown | uint64(p.ccaps.tx_order&p.ccaps.rx_order&C.FI_ORDER_STRICT),
+	}
+	if p.name == "shm" {
+		p.injectDone = min(uint64(p.ccaps.inject), 4095)
 	}
 	switch {
 	case p.ccaps.cq_data_size < 4:

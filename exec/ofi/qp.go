@@ -29,7 +29,8 @@ type CQ struct {
 	depth  int
 	cq     *C.struct_fid_cq
 	out    []nic.WC
-	comps  []C.ofi_comp // C memory: a Go array would be copied to the heap by cgo's pointer check on every poll
+	done   []*C.ofi_slot // sends complete when posted (Provider.injectDone), for the next Poll to hand out
+	comps  []C.ofi_comp  // C memory: a Go array would be copied to the heap by cgo's pointer check on every poll
 	err    error
 	cntrs  []*Counter // bound by BindCounter: each completion handed out raises them by one
 	fd     C.int      // the wait object's file descriptor (Provider.WaitSet), -1 if none
@@ -79,7 +80,14 @@ func (q *CQ) Poll(wc []nic.WC) (int, error) {
 	if q.err != nil {
 		return 0, q.err
 	}
-	if len(q.out) < len(wc) {
+	for _, s := range q.done {
+		k := C.ofi_comp{slot: s}
+		q.c.complete(&k)
+	}
+	q.done = q.done[:0]
+	// With completions in hand, hand them out before asking libfabric for more: the engine
+	// polls again soon enough.
+	if len(q.out) == 0 {
 		q.c.retryWaiting()
 		n := C.ofi_cq_poll(q.cq, &q.comps[0], C.int(len(q.comps)))
 		if n < 0 {
@@ -251,6 +259,9 @@ type QP struct {
 	sslots                       *C.ofi_slot // two per send entry (a write with immediate is a write and a send)
 	rslots                       *C.ofi_slot
 	scratch                      *MR // 32 bytes per send entry: an atomic's operands, and the old value if the caller does not want it
+	// injectDone is the provider's injectDone, or 0 when a counter the caller bound counts this
+	// endpoint's sends (a send coredag completes itself raises none).
+	injectDone uint64
 }
 
 // Bind attaches a counter to an endpoint for some of its events (CreateEndpoint).
@@ -314,7 +325,12 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	cntrs, flags = append(cntrs, nil), append(flags, 0) // never empty: &cntrs[0] below
 	c.nextQP++
 	q := &QP{c: c, num: c.nextQP, scq: scq, rcq: rcq, maxInline: cfg.MaxInline,
-		sq: ring{e: make([]entry, cfg.SendDepth)}, rq: ring{e: make([]entry, cfg.RecvDepth)}}
+		sq: ring{e: make([]entry, cfg.SendDepth)}, rq: ring{e: make([]entry, cfg.RecvDepth)}, injectDone: c.p.injectDone}
+	for _, b := range binds {
+		if b.Events&EvSend != 0 {
+			q.injectDone = 0
+		}
+	}
 	q.sslots = (*C.ofi_slot)(C.calloc(C.size_t(2*cfg.SendDepth), C.size_t(unsafe.Sizeof(C.ofi_slot{}))))
 	q.rslots = (*C.ofi_slot)(C.calloc(C.size_t(cfg.RecvDepth), C.size_t(unsafe.Sizeof(C.ofi_slot{}))))
 	var addr [128]byte
@@ -619,6 +635,13 @@ func (q *QP) issueSend(d *deferred) C.int {
 	posted := 1 // libfabric operations this call hands over if it succeeds
 	switch wr.Op {
 	case nic.OpSend:
+		if q.injectDone > 0 && sg.total <= q.injectDone && sg.n == 1 && cntr == nil && fl&C.FI_FENCE == 0 {
+			if r = C.ofi_inject(q.ep, sg.seg, q.peer); r == 0 {
+				q.scq.done = append(q.scq.done, s)
+				q.c.p.injected.Add(1)
+			}
+			break
+		}
 		r = C.ofi_send(q.ep, sg.seg, C.size_t(sg.n), q.peer, 0, fl, s)
 	case nic.OpRDMAWrite:
 		r = C.ofi_write(q.ep, sg.seg, C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)

@@ -258,6 +258,10 @@ int ofi_send(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, uin
 	return (int)fi_sendmsg(ep, &m, flags | FI_COMPLETION);
 }
 
+int ofi_inject(struct fid_ep *ep, const ofi_seg *seg, uint64_t dest) {
+	return (int)fi_inject(ep, seg->buf, seg->len, dest);
+}
+
 int ofi_recv(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t flags, ofi_slot *slot) {
 	struct iovec iov[OFI_MAX_IOV];
 	void *desc[OFI_MAX_IOV];

@@ -110,6 +110,8 @@ int ofi_av_insert(struct fid_av *av, const void *addr, uint64_t *fiaddr);
 // Operations. flags carry FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER and FI_FENCE as the caller
 // wants; FI_COMPLETION is always added. A triggered operation's slot must have u.trig filled in.
 int ofi_send(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, uint64_t data, uint64_t flags, ofi_slot *slot);
+// ofi_inject sends one buffer of at most the inject size: no completion comes for it.
+int ofi_inject(struct fid_ep *ep, const ofi_seg *seg, uint64_t dest);
 int ofi_recv(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t flags, ofi_slot *slot);
 int ofi_write(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, uint64_t raddr, uint64_t rkey,
               uint64_t data, uint64_t flags, ofi_slot *slot);
