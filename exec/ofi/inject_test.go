@@ -49,8 +49,8 @@ func TestSendsCompletedWhenPosted(t *testing.T) {
 	}
 	want := [][]byte{a.mr.Bytes()[:8], a.mr.Bytes()[:4096], append(append([]byte{}, a.mr.Bytes()[8:16]...), a.mr.Bytes()[32:40]...),
 		a.mr.Bytes()[100:116], a.mr.Bytes()[1:4096]}
-	// The first message goes by libfabric's own path whatever its size: shm refuses an inject
-	// (FI_EAGAIN) until the peers have met, and the QP posts it again later.
+	// The first message: shm refuses an inject (FI_EAGAIN) until the peers have met, and the QP
+	// posts it again when the sender's CQ is polled.
 	_, err = b.qp.PostRecv([]nic.RecvWR{{ID: 9, Local: b.sge(0, 4096)}})
 	require.NoError(t, err)
 	_, err = a.qp.PostSend([]nic.SendWR{{ID: 9, Op: nic.OpSend, Flags: nic.FlagSignaled, Local: a.sge(0, 8)}})
