@@ -8,8 +8,8 @@
 // result is the scalar loop's bit for bit.
 //
 // Each pass of the main loop first asks for the two cache lines of dst 2 KiB ahead with intent
-// to write (PREFETCHW, which the assembler does not spell; processors without it run it as a
-// NOP). In an allreduce dst was usually just read by a peer on another core (the peer's copy of
+// to write (PREFETCHW, which the assembler does not spell; it runs only where AVX2 is, and
+// every such x86 processor accepts it, Intel's before Broadwell as a no-op). In an allreduce dst was usually just read by a peer on another core (the peer's copy of
 // what this rank sent), so each of its lines must be taken back before it can be written; a
 // store waits for that alone, a prefetch asks early and for many lines at once. Per sum of f32
 // with dst just read on the other core (BenchmarkReduceSumShared, 2-core Xeon, medians of 6,
