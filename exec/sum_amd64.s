@@ -7,30 +7,36 @@
 // the first operand of every addition, so a sum of two NaNs keeps dst's payload; every other
 // result is the scalar loop's bit for bit.
 //
-// Each pass of the main loop first asks for the two cache lines of dst 2 KiB ahead with intent
-// to write (PREFETCHW, which the assembler does not spell; it runs only where AVX2 is, and
-// every such x86 processor accepts it, Intel's before Broadwell as a no-op). In an allreduce dst was usually just read by a peer on another core (the peer's copy of
-// what this rank sent), so each of its lines must be taken back before it can be written; a
-// store waits for that alone, a prefetch asks early and for many lines at once. Per sum of f32
+// With prefetch set (the CPU has PREFETCHW: sum_amd64.go), each pass of the main loop first
+// asks for the two cache lines of dst 2 KiB ahead with intent to write. In an allreduce dst was
+// usually just read by a peer on another core (the peer's copy of what this rank sent), so
+// each of its lines must be taken back before it can be written; a store waits for that alone,
+// a prefetch asks early and for many lines at once. Per sum of f32
 // with dst just read on the other core (BenchmarkReduceSumShared, 2-core Xeon, medians of 6,
 // load 1-2): 64 KiB 9.5 → 5.7 us, 256 KiB 40 → 18 us, 1 MiB 154 → 83 us; dst in this core's
 // cache alone: no change (1.8, 7.2, 53 us). 2 KiB ahead beat 256 B, 512 B and 1 KiB, and
 // matched 4 KiB.
-// PREFETCHW_AHEAD is prefetchw 2048(DI); prefetchw 2112(DI) (0F 0D /1, disp32).
+// PREFETCHW_AHEAD is prefetchw 2048(DI); prefetchw 2112(DI) (0F 0D /1, disp32), which the
+// assembler does not spell.
 #define PREFETCHW_AHEAD \
 	BYTE $0x0F; BYTE $0x0D; BYTE $0x8F; LONG $0x00000800; \
 	BYTE $0x0F; BYTE $0x0D; BYTE $0x8F; LONG $0x00000840
 
-// func sumF32AVX2(dst, src []float32)
-TEXT ·sumF32AVX2(SB), NOSPLIT, $0-48
-	MOVQ dst_base+0(FP), DI
-	MOVQ dst_len+8(FP), CX
-	MOVQ src_base+24(FP), SI
+// func sumF32AVX2(dst, src []float32, prefetch bool)
+TEXT ·sumF32AVX2(SB), NOSPLIT, $0-49
+	MOVQ    dst_base+0(FP), DI
+	MOVQ    dst_len+8(FP), CX
+	MOVQ    src_base+24(FP), SI
+	MOVBQZX prefetch+48(FP), R8
 	SHRQ $3, CX // vectors of 8
 	JMP  sum32check
 
 sum32loop:
+	TESTQ R8, R8
+	JZ    sum32nopf
 	PREFETCHW_AHEAD
+
+sum32nopf:
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VMOVUPS 64(DI), Y2
@@ -66,16 +72,21 @@ sum32tailcheck:
 	VZEROUPPER
 	RET
 
-// func sumF64AVX2(dst, src []float64)
-TEXT ·sumF64AVX2(SB), NOSPLIT, $0-48
-	MOVQ dst_base+0(FP), DI
-	MOVQ dst_len+8(FP), CX
-	MOVQ src_base+24(FP), SI
+// func sumF64AVX2(dst, src []float64, prefetch bool)
+TEXT ·sumF64AVX2(SB), NOSPLIT, $0-49
+	MOVQ    dst_base+0(FP), DI
+	MOVQ    dst_len+8(FP), CX
+	MOVQ    src_base+24(FP), SI
+	MOVBQZX prefetch+48(FP), R8
 	SHRQ $2, CX // vectors of 4
 	JMP  sum64check
 
 sum64loop:
+	TESTQ R8, R8
+	JZ    sum64nopf
 	PREFETCHW_AHEAD
+
+sum64nopf:
 	VMOVUPD (DI), Y0
 	VMOVUPD 32(DI), Y1
 	VMOVUPD 64(DI), Y2
@@ -109,4 +120,13 @@ sum64tailcheck:
 	TESTQ CX, CX
 	JNZ   sum64tail
 	VZEROUPPER
+	RET
+
+// func cpuid(leaf uint32) (eax, ecx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-16
+	MOVL leaf+0(FP), AX
+	XORL CX, CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL CX, ecx+12(FP)
 	RET
