@@ -78,16 +78,7 @@ func TestSendsCompletedWhenPosted(t *testing.T) {
 	}
 
 	// A bound counter of sends counts what libfabric completes: nothing is injected there.
-	var sent *Counter
-	c, d := pair(t, p, nictest.AllAccess, 16, func(rank int, ctx *Context) []Bind {
-		if rank != 0 {
-			return nil
-		}
-		k, err := ctx.OpenCounter()
-		require.NoError(t, err)
-		sent = k
-		return []Bind{{Cntr: k, Events: EvSend}}
-	})
+	c, d, sent := countedPair(t, p, 0, EvSend)
 	before = p.injected.Load()
 	for id := uint64(1); id <= 2; id++ {
 		_, err = d.qp.PostRecv([]nic.RecvWR{{ID: id, Local: d.sge(0, 64)}})

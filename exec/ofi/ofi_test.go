@@ -79,6 +79,22 @@ func pair(t *testing.T, p *Provider, acc nic.Access, depth int, binds func(rank 
 	return a, b
 }
 
+// countedPair is pair with a counter of events ev bound to rank's endpoint.
+func countedPair(t *testing.T, p *Provider, rank int, ev Event) (*end, *end, *Counter) {
+	t.Helper()
+	var k *Counter
+	a, b := pair(t, p, nictest.AllAccess, 16, func(r int, c *Context) []Bind {
+		if r != rank {
+			return nil
+		}
+		var err error
+		k, err = c.OpenCounter()
+		require.NoError(t, err)
+		return []Bind{{Cntr: k, Events: ev}}
+	})
+	return a, b, k
+}
+
 func TestProvider(t *testing.T) {
 	p := provider(t)
 	t.Logf("%v: caps %+v, mr_mode %#x, FI_TRIGGER %v", p, p.Caps(), p.MRMode(), p.Triggered())
@@ -146,16 +162,7 @@ func TestTriggeredWrite(t *testing.T) {
 	if !p.Triggered() {
 		t.Skip("no FI_TRIGGER")
 	}
-	var sends *Counter
-	a, b := pair(t, p, nictest.AllAccess, 16, func(rank int, c *Context) []Bind {
-		if rank != 0 {
-			return nil
-		}
-		k, err := c.OpenCounter()
-		require.NoError(t, err)
-		sends = k
-		return []Bind{{Cntr: k, Events: EvSend}}
-	})
+	a, b, sends := countedPair(t, p, 0, EvSend)
 	rb := b.mr.Remote()
 	binary.LittleEndian.PutUint64(a.mr.Bytes()[256:], 0x5eed)
 	require.NoError(t, a.qp.PostTriggered(sends, 2, nic.SendWR{ID: 9, Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled,
@@ -195,16 +202,7 @@ func TestTriggeredWrite(t *testing.T) {
 // TestRemoteWriteCounter: a counter bound for FI_REMOTE_WRITE counts writes into the target.
 func TestRemoteWriteCounter(t *testing.T) {
 	p := provider(t)
-	var rw *Counter
-	a, b := pair(t, p, nictest.AllAccess, 16, func(rank int, c *Context) []Bind {
-		if rank != 1 {
-			return nil
-		}
-		k, err := c.OpenCounter()
-		require.NoError(t, err)
-		rw = k
-		return []Bind{{Cntr: k, Events: EvRemoteWrite}}
-	})
+	a, b, rw := countedPair(t, p, 1, EvRemoteWrite)
 	rb := b.mr.Remote()
 	_, err := a.qp.PostSend([]nic.SendWR{
 		{ID: 1, Op: nic.OpRDMAWrite, Local: a.sge(0, 8), RemoteAddr: rb.Addr, RKey: rb.RKey},
