@@ -31,26 +31,32 @@ func cpuid(leaf uint32) (eax, ecx uint32)
 
 // sumF32 adds src into dst (as long), as sumInto does (bit for bit but for the payload of a
 // sum of two NaNs).
-func sumF32(dst, src []float32) {
+func sumF32(dst, src []float32) { sumF32Prefetch(dst, src, havePrefetchW) }
+
+// sumF64 adds src into dst (as long), as sumInto does (bit for bit but for the payload of a
+// sum of two NaNs).
+func sumF64(dst, src []float64) { sumF64Prefetch(dst, src, havePrefetchW) }
+
+// sumF32Prefetch is sumF32, prefetching dst for writing or not.
+func sumF32Prefetch(dst, src []float32, prefetch bool) {
 	src = src[:len(dst)]
 	if !haveAVX2 || len(dst) < 8 {
 		sumInto(dst, src)
 		return
 	}
-	sumF32AVX2(dst, src, havePrefetchW)
+	sumF32AVX2(dst, src, prefetch)
 	done := len(dst) &^ 7
 	sumInto(dst[done:], src[done:])
 }
 
-// sumF64 adds src into dst (as long), as sumInto does (bit for bit but for the payload of a
-// sum of two NaNs).
-func sumF64(dst, src []float64) {
+// sumF64Prefetch is sumF64, prefetching dst for writing or not.
+func sumF64Prefetch(dst, src []float64, prefetch bool) {
 	src = src[:len(dst)]
 	if !haveAVX2 || len(dst) < 4 {
 		sumInto(dst, src)
 		return
 	}
-	sumF64AVX2(dst, src, havePrefetchW)
+	sumF64AVX2(dst, src, prefetch)
 	done := len(dst) &^ 3
 	sumInto(dst[done:], src[done:])
 }

@@ -49,12 +49,12 @@ func sumBits64(r *rand.Rand) float64 {
 // the scalar loop's addition differently with -race than without.
 func TestSumFloatsBitForBit(t *testing.T) {
 	t.Logf("AVX2: %v", haveAVX2)
-	checkSumsBitForBit(t)
+	checkSumsBitForBit(t, sumF32, sumF64)
 }
 
-// checkSumsBitForBit compares sumF32 and sumF64 with the scalar loop on every length up to 140
+// checkSumsBitForBit compares sum32 and sum64 with the scalar loop on every length up to 140
 // at every offset up to 8, on random values with NaNs, infinities and signed zeros among them.
-func checkSumsBitForBit(t *testing.T) {
+func checkSumsBitForBit(t *testing.T, sum32 func(dst, src []float32), sum64 func(dst, src []float64)) {
 	r := rand.New(rand.NewPCG(29, 31))
 	for n := 0; n <= 140; n++ {
 		for off := 0; off < 8; off++ {
@@ -67,8 +67,8 @@ func checkSumsBitForBit(t *testing.T) {
 			w32, w64 := append([]float32(nil), d32...), append([]float64(nil), d64...)
 			sumInto(w32[off:], s32[off:])
 			sumInto(w64[off:], s64[off:])
-			sumF32(d32[off:], s32[off:])
-			sumF64(d64[off:], s64[off:])
+			sum32(d32[off:], s32[off:])
+			sum64(d64[off:], s64[off:])
 			for i := range d32 {
 				if math.Float32bits(d32[i]) != math.Float32bits(w32[i]) && !bothNaN(float64(d32[i]), float64(w32[i])) {
 					t.Fatalf("f32, %d elements from %d: element %d is %#x, the scalar sum %#x", n, off, i, math.Float32bits(d32[i]), math.Float32bits(w32[i]))
