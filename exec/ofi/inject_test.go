@@ -3,7 +3,6 @@
 package ofi
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -20,19 +19,11 @@ import (
 // goes through libfabric's completions. Completions keep posting order either way, and every
 // message arrives whole.
 func TestSendsCompletedWhenPosted(t *testing.T) {
-	opts := DefaultOptions()
-	opts.Provider = "shm"
-	p, err := NewProvider(opts)
-	if err != nil {
-		if !Listed("shm") && os.Getenv("CI") != "1" {
-			t.Skipf("no libfabric shm provider: %v", err)
-		}
-		t.Fatalf("shm: %v", err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := providerNamed(t, "shm")
 	require.EqualValues(t, min(uint64(p.ccaps.inject), 4095), p.injectDone)
 
 	a, b := pair(t, p, nictest.AllAccess, 16, nil)
+	var err error
 	for i := range a.mr.Bytes() {
 		a.mr.Bytes()[i] = byte(i * 7)
 	}
