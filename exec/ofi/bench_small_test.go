@@ -24,8 +24,8 @@ func BenchmarkSmallAllreduceShm(b *testing.B) {
 		for _, inject := range []bool{true, false} {
 			b.Run(fmt.Sprintf("bytes=%d/inject=%v", 4*n, inject), func(b *testing.B) {
 				if !inject {
-					ofi.SetInjectDone(p, 0)
-					defer ofi.SetInjectDone(p, 4095)
+					old := ofi.SetInjectDone(p, 0)
+					defer ofi.SetInjectDone(p, old)
 				}
 				_, plan := compileFile(b, "../../examples/mpi/recursive_doubling_f32.dag", map[string]int64{"ranks": 4, "n": n}, "generic")
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -59,7 +59,6 @@ type Provider struct {
 	// injected, empty ones included). shm completes sends under 4096 bytes at once (fi_shm(7),
 	// Progress): their data is then in the peer's queue.
 	injectDone uint64
-	injected   atomic.Uint64 // sends injected that way
 }
 
 // clockEvery is how many idle polls go between two readings of the clock (a reading costs

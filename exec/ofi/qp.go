@@ -260,8 +260,9 @@ type QP struct {
 	rslots                       *C.ofi_slot
 	scratch                      *MR // 32 bytes per send entry: an atomic's operands, and the old value if the caller does not want it
 	// injectDone is the provider's injectDone, or 0 when a counter the caller bound counts this
-	// endpoint's sends (a send coredag completes itself raises none).
-	injectDone uint64
+	// endpoint's sends (a send coredag completes itself raises none); injected counts the sends
+	// posted that way.
+	injectDone, injected uint64
 }
 
 // Bind attaches a counter to an endpoint for some of its events (CreateEndpoint).
@@ -638,7 +639,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 		if q.injectDone > 0 && sg.total <= q.injectDone && sg.n == 1 && cntr == nil && fl&C.FI_FENCE == 0 {
 			if r = C.ofi_inject(q.ep, sg.seg, q.peer); r == 0 {
 				q.scq.done = append(q.scq.done, s)
-				q.c.p.injected.Add(1)
+				q.injected++
 			}
 			break
 		}
