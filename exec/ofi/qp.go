@@ -89,7 +89,7 @@ func (q *CQ) Poll(wc []nic.WC) (int, error) {
 	// polls again soon enough.
 	if len(q.out) == 0 {
 		q.c.retryWaiting()
-		n := C.ofi_cq_poll(q.cq, &q.comps[0], C.int(len(q.comps)))
+		n := C.ofi_cq_poll_a(addr(q.cq), addr(&q.comps[0]), C.int(len(q.comps)))
 		if n < 0 {
 			q.err = fmt.Errorf("ofi: cq %d: fi_cq_read: %s", q.num, fiErr(n))
 			return 0, q.err
@@ -447,6 +447,9 @@ func (q *QP) slot(side int, idx uint64, k int) *C.ofi_slot {
 
 var errAgain = errors.New("again")
 
+// addr is p, which points to C memory, as the integer the shim's hot-path calls take (shim.h).
+func addr[T any](p *T) C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(p))) }
+
 // PostSend posts each request with one libfabric call (two for a write with immediate).
 func (q *QP) PostSend(wrs []nic.SendWR) (int, error) {
 	for i := range wrs {
@@ -574,7 +577,7 @@ const (
 // completed. If libfabric cannot take it yet it is tried again at the next poll (retryWaiting).
 func (q *QP) postImm() {
 	e := q.sq.at(q.imm.idx)
-	r := C.ofi_send(q.ep, q.c.emptySeg(), 1, q.peer, C.uint64_t(q.imm.val), C.FI_REMOTE_CQ_DATA, q.slot(0, q.imm.idx, 1))
+	r := C.ofi_send_a(addr(q.ep), addr(q.c.emptySeg()), 1, q.peer, C.uint64_t(q.imm.val), C.FI_REMOTE_CQ_DATA, addr(q.slot(0, q.imm.idx, 1)))
 	switch r {
 	case 0:
 		q.txBusy++
@@ -637,13 +640,13 @@ func (q *QP) issueSend(d *deferred) C.int {
 	switch wr.Op {
 	case nic.OpSend:
 		if q.injectDone > 0 && sg.total <= q.injectDone && sg.n == 1 && cntr == nil && fl&C.FI_FENCE == 0 {
-			if r = C.ofi_inject(q.ep, sg.seg, q.peer); r == 0 {
+			if r = C.ofi_inject_a(addr(q.ep), addr(sg.seg), q.peer); r == 0 {
 				q.scq.done = append(q.scq.done, s)
 				q.injected++
 			}
 			break
 		}
-		r = C.ofi_send(q.ep, sg.seg, C.size_t(sg.n), q.peer, 0, fl, s)
+		r = C.ofi_send_a(addr(q.ep), addr(sg.seg), C.size_t(sg.n), q.peer, 0, fl, addr(s))
 	case nic.OpRDMAWrite:
 		r = C.ofi_write(q.ep, sg.seg, C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
 	case nic.OpRDMAWriteImm:
@@ -681,7 +684,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 			fl2 |= C.FI_TRIGGER
 			armSlot(s2, cntr, threshold)
 		}
-		switch r2 := C.ofi_send(q.ep, q.c.emptySeg(), 1, q.peer, C.uint64_t(wr.Imm), fl2, s2); r2 {
+		switch r2 := C.ofi_send_a(addr(q.ep), addr(q.c.emptySeg()), 1, q.peer, C.uint64_t(wr.Imm), fl2, addr(s2)); r2 {
 		case 0:
 			d.half, posted = false, 1
 		case -C.FI_EAGAIN:
@@ -823,7 +826,7 @@ func (q *QP) issueRecv(d *deferred) C.int {
 		fl |= C.FI_TRIGGER
 		armSlot(s, d.cntr, d.thr)
 	}
-	r := C.ofi_recv(q.ep, sg.seg, C.size_t(sg.n), fl, s)
+	r := C.ofi_recv_a(addr(q.ep), addr(sg.seg), C.size_t(sg.n), fl, addr(s))
 	if r == 0 {
 		q.rxBusy++
 	}

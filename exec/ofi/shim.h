@@ -117,6 +117,23 @@ int ofi_write(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, ui
               uint64_t data, uint64_t flags, ofi_slot *slot);
 int ofi_read(struct fid_ep *ep, const ofi_seg *seg, size_t n, uint64_t dest, uint64_t raddr, uint64_t rkey,
              uint64_t flags, ofi_slot *slot);
+
+// A start's hot path (CQ polls, sends, injects, receives) calls these, which take every address
+// as an integer: each points to C memory (libfabric's objects, the shim's segment lists, slots
+// and completion arrays), so cgo's check of a pointer argument, made on every call, would only
+// cost time (6% of the CPU of a small start, BenchmarkOFIStartWait).
+static inline int ofi_cq_poll_a(uintptr_t cq, uintptr_t out, int n) {
+	return ofi_cq_poll((struct fid_cq *)cq, (ofi_comp *)out, n);
+}
+static inline int ofi_send_a(uintptr_t ep, uintptr_t seg, size_t n, uint64_t dest, uint64_t data, uint64_t flags, uintptr_t slot) {
+	return ofi_send((struct fid_ep *)ep, (const ofi_seg *)seg, n, dest, data, flags, (ofi_slot *)slot);
+}
+static inline int ofi_inject_a(uintptr_t ep, uintptr_t seg, uint64_t dest) {
+	return ofi_inject((struct fid_ep *)ep, (const ofi_seg *)seg, dest);
+}
+static inline int ofi_recv_a(uintptr_t ep, uintptr_t seg, size_t n, uint64_t flags, uintptr_t slot) {
+	return ofi_recv((struct fid_ep *)ep, (const ofi_seg *)seg, n, flags, (ofi_slot *)slot);
+}
 // ofi_atomic64: op is FI_SUM (fetch-add) or FI_CSWAP; the old value lands in res (res may be NULL
 // for FI_SUM: a non-fetching add).
 int ofi_atomic64(struct fid_ep *ep, int op, uint64_t *operand, ofi_desc odesc, uint64_t *compare, ofi_desc cdesc,
