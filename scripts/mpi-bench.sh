@@ -8,14 +8,15 @@
 #   tcp:     coredag on libfabric "tcp;ofi_rxm" (polling engine)  vs  Open MPI ob1 + tcp,self
 # coredag runs Rabenseifner's reduce-scatter and allgather (examples/mpi/rabenseifner_f32.dag:
 # four steps for 4 ranks where the ring takes six, the ring's bytes, and two-sided messages only,
-# so no World call per start) from SMALL_BELOW bytes up (default 512 KiB), and below, the recursive doubling of
+# so no World call per start) from SMALL_BELOW bytes up (by default 256 KiB on shm, 384 KiB on tcp,
+# 512 KiB on sockets: measured below), and below, the recursive doubling of
 # examples/mpi/recursive_doubling_f32.dag (two steps), as MPI libraries pick their algorithm by
 # size. LARGE_PLAN picks another plan with data f32[ranks * n], e.g. plans/ring_allreduce.dag,
 # SMALL_PLAN another with data f32[n] for the sizes below SMALL_BELOW.
 # Also examples/c/callcost.c: one start+wait of a trivial plan from C. Prints the machine's load
 # (uptime) before and after: on a shared machine the numbers move with it.
 # Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir), LARGE_PLAN, SMALL_PLAN,
-# SMALL_BELOW (default 524288; 0: the large plan at every size), SIZES (comma-separated bytes, e.g.
+# SMALL_BELOW (default per transport, above; 0: the large plan at every size), SIZES (comma-separated bytes, e.g.
 # 8,4096,65536,262144,1048576,4194304,16777216; default every power of two up to MAXBYTES),
 # FI_OFI_RXM_BUFFER_SIZE and FI_OFI_RXM_EAGER_LIMIT (passed to the ranks when set: ofi_rxm's buffer
 # size and, over tcp, its eager limit; coredag's defaults 1 KiB and 16 MiB, so tcp messages past
@@ -54,15 +55,19 @@ for config in "${configs[@]}"; do
   tcp) mca=(--mca pml ob1 --mca btl tcp,self); opts=(-o provider=ofi -o "ofi_provider=tcp;ofi_rxm" -o engine=poll) ;;
   *) echo "$0: unknown configuration $config" >&2; exit 2 ;;
   esac
-  # The switch is at 512 KiB on every transport: on tcp;ofi_rxm, since messages up to 256 KiB go
-  # eagerly (exec/ofi/README.md, Network), the recursive doubling is ahead at 256 KiB (ratio 0.87
-  # against 1.25) and Rabenseifner's at 512 KiB, 1 MiB, 2 MiB (1.21, 1.63, 1.53 against 1.36,
-  # 1.85, 1.81; medians of 3, load 9-16). It was 2 MiB there when everything past 1 KiB went by
-  # rendezvous. Measured again with every message up to 16 MiB eager (medians of 4, load 15-19):
-  # on tcp the recursive doubling still wins at 256 KiB (1.17 against Rabenseifner's 1.50) and
-  # Rabenseifner's at 1 MiB (0.97 against 1.66); on shm at 256 KiB they are even (1.68 and 1.66,
-  # 3 runs) and the recursive doubling loses at 1 MiB (1.38 against 1.08).
-  below=524288
+  # Where the switch is, per transport. Session 33, 8 runs each way in ABBA order (load 0.5-4.5),
+  # median ratio to Open MPI, recursive doubling against Rabenseifner's: on shm 1.36/1.74 at 64
+  # KiB, even at 128 and 192 KiB (1.44/1.47, 1.39/1.47), Rabenseifner's ahead from 256 KiB (1.40/1.27
+  # and 1.38/1.25 in two scripts, 1.23/1.10 at 384 KiB); on tcp;ofi_rxm the recursive doubling
+  # ahead at 256 KiB (0.97/1.06), Rabenseifner's at 384 KiB (1.23/0.89); on sockets the recursive
+  # doubling ahead at 256 KiB (0.98 against 1.16-1.21, 6 runs in turn). Earlier sessions, before the sums
+  # got faster: on tcp the recursive doubling ahead at 256 KiB (0.87 and 1.17 against 1.25 and
+  # 1.50) and behind from 512 KiB; on shm even at 256 KiB (1.68 and 1.66).
+  case $config in
+  shm) below=262144 ;;
+  tcp) below=393216 ;;
+  *) below=524288 ;;
+  esac
   read -r -a small <<<"$(plans "${SMALL_BELOW:-$below}")"
   env=(-x FI_SOCKETS_IFACE=lo)
   [ -z "${FI_OFI_RXM_BUFFER_SIZE:-}" ] || env+=(-x FI_OFI_RXM_BUFFER_SIZE)
