@@ -5,6 +5,7 @@ package ofi_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -46,6 +47,7 @@ func BenchmarkSmallAllreduceShm(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				runtime.KeepAlive(data) // the Op holds its addresses, not references
 			})
 		}
 	}
