@@ -32,14 +32,8 @@ func TestCalibrateSoftnic(t *testing.T) {
 	// A megabyte takes time to move. Which figure carries it (the wire's B, or the per-byte
 	// costs of the copies that move it on the software NIC) is the fit's choice: with 3 noisy
 	// iterations under the race detector it once put all of it in the copies, B = 0.
-	tg, err := ir.LookupTarget(par.Target)
-	require.NoError(t, err)
 	ring := func(n int64) float64 {
-		g, err := planner.Load("ring.dag", mustRead(t, "../../plans/ring_allreduce.dag"), map[string]int64{"ranks": 2, "n": n}, planner.Options{})
-		require.NoError(t, err)
-		plan, err := planner.Compile(g, tg)
-		require.NoError(t, err)
-		r, err := predict.Simulate(plan, par, predict.Options{Scale: 1})
+		r, err := predict.Simulate(ringPlan(t, par.Target, 2, n), par, predict.Options{Scale: 1})
 		require.NoError(t, err)
 		return r.Time
 	}
@@ -54,12 +48,7 @@ func TestCalibrateSoftnic(t *testing.T) {
 // and not nothing.
 func TestMeasureClocks(t *testing.T) {
 	t.Parallel()
-	g, err := planner.Load("ring.dag", mustRead(t, "../../plans/ring_allreduce.dag"), map[string]int64{"ranks": 4, "n": 256}, planner.Options{})
-	require.NoError(t, err)
-	tg, err := ir.LookupTarget("connectx")
-	require.NoError(t, err)
-	plan, err := planner.Compile(g, tg)
-	require.NoError(t, err)
+	plan := ringPlan(t, "connectx", 4, 256)
 	p, _, err := openRunProvider("softnic", "")
 	require.NoError(t, err)
 	defer p.Close()
@@ -73,6 +62,18 @@ func TestMeasureClocks(t *testing.T) {
 		assert.LessOrEqual(t, cpu[i], wall[i]+time.Microsecond, "iteration %d", i)
 	}
 	assert.LessOrEqual(t, pick(cpu, "min"), pick(cpu, "median"))
+}
+
+// ringPlan compiles plans/ring_allreduce.dag for ranks and n on target.
+func ringPlan(t *testing.T, target string, ranks, n int64) *ir.Plan {
+	t.Helper()
+	g, err := planner.Load("ring.dag", mustRead(t, "../../plans/ring_allreduce.dag"), map[string]int64{"ranks": ranks, "n": n}, planner.Options{})
+	require.NoError(t, err)
+	tg, err := ir.LookupTarget(target)
+	require.NoError(t, err)
+	plan, err := planner.Compile(g, tg)
+	require.NoError(t, err)
+	return plan
 }
 
 func mustRead(t *testing.T, path string) []byte {
