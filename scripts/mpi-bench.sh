@@ -8,7 +8,7 @@
 #   tcp:     coredag on libfabric "tcp;ofi_rxm" (polling engine)  vs  Open MPI ob1 + tcp,self
 # coredag runs Rabenseifner's reduce-scatter and allgather (examples/mpi/rabenseifner_f32.dag:
 # four steps for 4 ranks where the ring takes six, the ring's bytes, and two-sided messages only,
-# so no World call per start) from SMALL_BELOW bytes up (by default 256 KiB on shm, 384 KiB on tcp,
+# so no World call per start) from SMALL_BELOW bytes up (by default 128 KiB on shm, 384 KiB on tcp,
 # 512 KiB on sockets: measured below), and below, the recursive doubling of
 # examples/mpi/recursive_doubling_f32.dag (two steps), as MPI libraries pick their algorithm by
 # size. LARGE_PLAN picks another plan with data f32[ranks * n], e.g. plans/ring_allreduce.dag,
@@ -62,9 +62,13 @@ for config in "${configs[@]}"; do
   # ahead at 256 KiB (0.97/1.06), Rabenseifner's at 384 KiB (1.23/0.89); on sockets the recursive
   # doubling ahead at 256 KiB (0.98 against 1.16-1.21, 6 runs in turn). Earlier sessions, before the sums
   # got faster: on tcp the recursive doubling ahead at 256 KiB (0.87 and 1.17 against 1.25 and
-  # 1.50) and behind from 512 KiB; on shm even at 256 KiB (1.68 and 1.66).
+  # 1.50) and behind from 512 KiB; on shm even at 256 KiB (1.68 and 1.66). Session 34, after
+  # Rabenseifner's reduces stopped waiting for their sends (examples/mpi/rabenseifner_f32.dag), on
+  # shm, 8 and 10 runs each way in ABBA order (load 2.0-3.1), the recursive doubling ahead at 64
+  # and 96 KiB (1.30/1.49, 1.25/1.44), Rabenseifner's ahead or even at 128 KiB (1.39/1.24 and
+  # 1.29/1.31; faster in 13 of 18 pairs) and ahead at 192 KiB (1.27/1.19 and 1.35/1.27).
   case $config in
-  shm) below=262144 ;;
+  shm) below=131072 ;;
   tcp) below=393216 ;;
   *) below=524288 ;;
   esac

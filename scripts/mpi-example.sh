@@ -29,7 +29,7 @@ for config in "${configs[@]}"; do
   shm) opts=(-o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
   sockets) opts=(-o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
   boot) opts=(-B -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
-  # The plans scripts/mpi-bench.sh runs below and from its switch (256 KiB on shm), on shm.
+  # The plans scripts/mpi-bench.sh runs below and from its switch (128 KiB on shm), on shm.
   doubling) opts=(-p examples/mpi/recursive_doubling_f32.dag -W -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
   rabenseifner) opts=(-p examples/mpi/rabenseifner_f32.dag -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
   *) echo "$0: unknown configuration $config (want shm, sockets, boot, doubling or rabenseifner)" >&2; exit 2 ;;
