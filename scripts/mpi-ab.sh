@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Compares two coredag libraries in scripts/mpi-bench.sh, alternating them in the order ABBA so
-# that a load which rises or falls during the script weighs on both alike (a plain A, B, A, B
-# with a rising load put the later library behind in 15 of 21 cells once: docs/library.md, Cost).
-# A and B are git revisions, each built from a detached worktree with that revision's
-# scripts/build-lib.sh, or directories a library is installed in (PREFIX of scripts/build-lib.sh).
-# The bench itself (examples/mpi/allreduce.c, the plans, the switch by size) is this tree's for
-# both, and runs with this environment (SIZES, SMALL_BELOW, NP, ...: see scripts/mpi-bench.sh).
+# Compares two coredag revisions or libraries in scripts/mpi-bench.sh, alternating them in the
+# order ABBA so that a load which rises or falls during the script weighs on both alike (a plain
+# A, B, A, B with a rising load put the later library behind in 15 of 21 cells once:
+# docs/library.md, Cost).
+# A and B are git revisions or directories a library is installed in (PREFIX of
+# scripts/build-lib.sh). A revision is checked out in a detached worktree, and both its library
+# (its scripts/build-lib.sh) and its bench (its scripts/mpi-bench.sh, examples/mpi/allreduce.c,
+# the plans and the switch by size) run; a directory's library runs in this tree's bench (so
+# changes not yet committed take a library built from this tree, and this tree's bench). Both
+# run with this environment (SIZES, SMALL_BELOW, NP, ...: see scripts/mpi-bench.sh).
 # Prints, per configuration and size, the median ratio to Open MPI (coredag / MPI_Allreduce) and
 # coredag's median time of each library over RUNS runs, with the ratio's range, then the load.
 # Env: RUNS (default 6, even: as many runs of each library in each position), KEEP (a directory
@@ -30,11 +33,12 @@ trap cleanup EXIT
 out=${KEEP:-$tmp/out}
 mkdir -p "$out"
 
-# library NAME SPEC: sets lib to the prefix of library SPEC: a directory with lib/libcoredag.so,
-# or a git revision, built into $tmp/NAME.
-library() {
+# side NAME SPEC: sets lib to the prefix of SPEC's library and bench to the tree whose bench
+# runs it: for a directory with lib/libcoredag.so, that directory and this tree; for a git
+# revision, its library built into $tmp/NAME and its worktree.
+side() {
   if [ -e "$2/lib/libcoredag.so" ]; then
-    lib=$(cd "$2" && pwd)
+    lib=$(cd "$2" && pwd) bench=$root
     return
   fi
   local rev
@@ -42,21 +46,21 @@ library() {
   git worktree add --detach --quiet "$tmp/src-$1" "$rev"
   trees+=("$tmp/src-$1")
   "$tmp/src-$1/scripts/build-lib.sh" "$tmp/$1" >/dev/null
-  lib=$tmp/$1
+  lib=$tmp/$1 bench=$tmp/src-$1
 }
-library a "$a"
-pa=$lib
-library b "$b"
-pb=$lib
-echo "# A = $a ($pa), B = $b ($pb), $runs runs in the order ABBA: ${configs[*]}"
+side a "$a"
+pa=$lib ba=$bench
+side b "$b"
+pb=$lib bb=$bench
+echo "# A = $a (library $pa, bench $ba), B = $b (library $pb, bench $bb), $runs runs in the order ABBA: ${configs[*]}"
 echo "# $(uptime)"
 for i in $(seq 1 "$runs"); do
   order=(a b)
   [ $((i % 2)) = 1 ] || order=(b a)
   for side in "${order[@]}"; do
-    prefix=$pa
-    [ "$side" = b ] && prefix=$pb
-    PREFIX=$prefix scripts/mpi-bench.sh "${configs[@]}" >"$out/$side-$i.txt" 2>&1 || { echo "$0: run $i of $side failed; its output:" >&2; cat "$out/$side-$i.txt" >&2; exit 1; }
+    prefix=$pa tree=$ba
+    [ "$side" = b ] && prefix=$pb tree=$bb
+    PREFIX=$prefix "$tree/scripts/mpi-bench.sh" "${configs[@]}" >"$out/$side-$i.txt" 2>&1 || { echo "$0: run $i of $side failed; its output:" >&2; cat "$out/$side-$i.txt" >&2; exit 1; }
   done
 done
 echo "# $(uptime)"
