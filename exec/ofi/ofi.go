@@ -160,6 +160,11 @@ func NewProvider(opts Options) (*Provider, error) {
 			return nil, err
 		}
 	}
+	if n, ok := opts.SocketsBuffers(os.LookupEnv, netCoreLimit); ok {
+		if err := os.Setenv("FI_SOCKETS_MAX_BUF_SZ", n); err != nil {
+			return nil, err
+		}
+	}
 	if _, set := os.LookupEnv("FI_OFI_RXM_EAGER_LIMIT"); !set && opts.RxMEagerLimit > 0 {
 		if err := os.Setenv("FI_OFI_RXM_EAGER_LIMIT", strconv.Itoa(opts.RxMEagerLimit)); err != nil {
 			return nil, err

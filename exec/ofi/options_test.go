@@ -31,3 +31,50 @@ func TestUniverse(t *testing.T) {
 		}
 	}
 }
+
+// TestSocketsBuffers: the sockets provider gets 4 MiB socket buffers where the kernel allows
+// both a receive and a send buffer that large, a size Options sets, or none: when the
+// environment sets one, for another provider, or when Options says to leave the kernel's.
+func TestSocketsBuffers(t *testing.T) {
+	unset := func(string) (string, bool) { return "", false }
+	set := func(k string) (string, bool) { return "65536", k == "FI_SOCKETS_MAX_BUF_SZ" }
+	limits := func(r, w int) func(string) (int, bool) {
+		return func(name string) (int, bool) {
+			switch name {
+			case "rmem_max":
+				return r, r > 0
+			case "wmem_max":
+				return w, w > 0
+			}
+			return 0, false
+		}
+	}
+	big, small := limits(4<<20, 8<<20), limits(212992, 212992)
+	for _, c := range []struct {
+		name   string
+		prov   string
+		size   int
+		lookup func(string) (string, bool)
+		limit  func(string) (int, bool)
+		want   string
+		ok     bool
+	}{
+		{"sockets, large limits", "sockets", 0, unset, big, "4194304", true},
+		{"picked provider, large limits", "", 0, unset, big, "4194304", true},
+		{"the kernel's default limits", "sockets", 0, unset, small, "", false},
+		{"a large receive limit only", "sockets", 0, unset, limits(8<<20, 212992), "", false},
+		{"limits unknown", "sockets", 0, unset, limits(0, 0), "", false},
+		{"the environment's own", "sockets", 0, set, big, "", false},
+		{"another provider", "tcp;ofi_rxm", 0, unset, big, "", false},
+		{"shm", "shm", 0, unset, big, "", false},
+		{"a size from Options", "sockets", 1 << 20, unset, small, "1048576", true},
+		{"Options: the kernel's", "sockets", -1, unset, big, "", false},
+	} {
+		o := DefaultOptions()
+		o.Provider, o.SocketsBufSize = c.prov, c.size
+		got, ok := o.SocketsBuffers(c.lookup, c.limit)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: got %q, %v; want %q, %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+}
