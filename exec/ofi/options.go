@@ -102,15 +102,10 @@ type Options struct {
 }
 
 // socketsBuf is the buffer size SocketsBuffers picks for the sockets provider where the kernel
-// lets a socket's buffers be that large. With the kernel's autotuning, an allreduce whose messages
-// are exactly 65,536 B (the recursive doubling's at 64 KiB, 4 ranks on 2 cores, loopback) took
-// 349 to 432 µs per start against 188 to 263 µs at 65,280 B; with 4 MiB buffers 231 to 236 µs,
-// and in scripts/mpi-bench.sh sockets (6 runs in ABBA order) the 64 KiB ratio to Open MPI went
-// 2.10 -> 1.50 and the 1 MiB one 1.19 -> 0.97, the other sizes within their spread. Where the
-// kernel caps a socket's buffers lower (net.core.rmem_max, wmem_max: 212,992 by default), a fixed
-// buffer is capped too and holds large messages back: with that cap 1 MiB took 2.2 to 2.4 ms
-// against 1.3 to 1.7 ms with autotuning, so there the buffers stay the kernel's (README.md,
-// Network).
+// lets a socket's buffers be that large. With the kernel's autotuning a message of exactly
+// 65,536 B took far longer on loopback than its neighbours, and fixed buffers removed the step;
+// where the kernel caps a socket's buffers at its default (212,992 B), fixed buffers hold large
+// messages back, so there the buffers stay the kernel's (README.md, Network, has the figures).
 const socketsBuf = 4 << 20
 
 // SocketsBuffers returns the FI_SOCKETS_MAX_BUF_SZ to set, and false when none is: the
