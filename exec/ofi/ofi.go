@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -47,11 +46,8 @@ type Provider struct {
 	seq    atomic.Uint64                // polls of any CQ of the provider
 	idle   atomic.Uint64                // polls in a row that found nothing
 	ncq    atomic.Int64                 // CQs open
-	base   time.Time                    // idleFrom counts from here
-	// idleFrom is when the polls in a row that found nothing began, or the last yield (ns since
-	// base), read every clockEvery idle polls.
-	idleFrom   atomic.Int64
-	yieldAfter time.Duration // Options.YieldAfter, resolved; negative: never
+	// yieldEvery is Options.YieldEvery, resolved; 0: never.
+	yieldEvery uint64
 	yields     atomic.Uint64 // sched_yield calls made by idle polls
 	// injectDone is the largest send (bytes) that the provider completes as soon as it is
 	// posted whatever it is asked, so coredag injects it (fi_inject) and completes it itself,
@@ -60,10 +56,6 @@ type Provider struct {
 	// Progress): their data is then in the peer's queue.
 	injectDone uint64
 }
-
-// clockEvery is how many idle polls go between two readings of the clock (a reading costs
-// 70-100 ns here, a poll of shm a few hundred).
-const clockEvery = 4
 
 // progEntry is one context's progress counter and the poll sequence number at which its data
 // last moved.
@@ -83,20 +75,12 @@ func (p *Provider) polled(pe *progEntry, found bool) {
 		p.idle.Store(0)
 		return
 	}
-	if n := p.idle.Add(1); p.yieldAfter >= 0 && n%clockEvery == 0 {
-		// Nothing has moved for yieldAfter: let other threads have the CPU. With manual progress
-		// nobody sleeps in the kernel waiting for the socket, so a peer process sharing this core
-		// would otherwise wait for the end of this thread's time slice (milliseconds). The clock,
-		// not a count of polls: a poll of sockets or tcp;ofi_rxm is system calls, one of shm a few
-		// hundred nanoseconds.
-		now := int64(time.Since(p.base))
-		if n == clockEvery {
-			p.idleFrom.Store(now)
-		} else if now-p.idleFrom.Load() >= int64(p.yieldAfter) {
-			C.sched_yield()
-			p.yields.Add(1)
-			p.idleFrom.Store(int64(time.Since(p.base)))
-		}
+	if n := p.idle.Add(1); p.yieldEvery > 0 && n%p.yieldEvery == 0 {
+		// Nothing has moved for yieldEvery polls: let other threads have the CPU. With manual
+		// progress nobody sleeps in the kernel waiting for the socket, so a peer process sharing
+		// this core would otherwise wait for the end of this thread's time slice (milliseconds).
+		C.sched_yield()
+		p.yields.Add(1)
 	}
 	progs := p.progs.Load()
 	if progs == nil || len(*progs) < 2 {
@@ -170,9 +154,9 @@ func NewProvider(opts Options) (*Provider, error) {
 			return nil, err
 		}
 	}
-	p := &Provider{opts: opts, base: time.Now(), yieldAfter: opts.YieldAfter}
-	if p.yieldAfter == 0 {
-		p.yieldAfter = DefaultYieldAfter
+	p := &Provider{opts: opts, yieldEvery: uint64(max(opts.YieldEvery, 0))}
+	if opts.YieldEvery == 0 {
+		p.yieldEvery = DefaultYieldEvery
 	}
 	var want C.ofi_want
 	if opts.Provider != "" {

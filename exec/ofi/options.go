@@ -23,7 +23,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Options choose the libfabric provider.
@@ -83,19 +82,19 @@ type Options struct {
 	// and each write with immediate waits for the write's delivery before its message goes.
 	NoAtomics bool
 	// NoBlock opens CQs without a wait object, so engines poll them while they wait, yielding
-	// the CPU after YieldAfter, instead of sleeping in the kernel after a short spin
+	// the CPU every YieldEvery idle polls, instead of sleeping in the kernel after a short spin
 	// (Provider.WaitSet). Only providers that grant a file descriptor wait object block at all:
 	// tcp;ofi_rxm does, shm and sockets do not (README.md). DefaultOptions sets it: with 4
 	// processes on 2 cores, a tcp;ofi_rxm rank that polls and yields finished the MPI bench's
 	// 4 KiB and 64 KiB allreduce a fifth sooner than one that slept in poll(2), whose wakeup
 	// waits for the scheduler (README.md, Waiting asleep).
 	NoBlock bool
-	// YieldAfter is how long a thread may poll the provider's CQs without finding anything
-	// before it yields the CPU (sched_yield), and again after every such stretch while it finds
-	// nothing: with manual progress nobody sleeps in the kernel, so a peer process that shares
-	// its core runs only when the poller yields or its time slice ends. 0 means
-	// DefaultYieldAfter; negative never yields.
-	YieldAfter time.Duration
+	// YieldEvery is how many polls of the provider's CQs in a row may find nothing before the
+	// polling thread yields the CPU (sched_yield), and again after as many more: with manual
+	// progress nobody sleeps in the kernel, so a peer process that shares its core runs only
+	// when the poller yields or its time slice ends. 0 means DefaultYieldEvery; negative never
+	// yields.
+	YieldEvery int
 	// Ranks is the world size of the plan the provider runs (0: unknown). On a verbs provider
 	// it sets FI_UNIVERSE_SIZE when the environment does not (Universe).
 	Ranks int
@@ -141,13 +140,12 @@ func netCoreLimit(name string) (int, bool) {
 	return n, err == nil
 }
 
-// DefaultYieldAfter is YieldAfter's default. A count of idle polls (64, before) let a sockets or
-// tcp;ofi_rxm poller, whose polls are system calls, spin hundreds of microseconds before it
-// yielded; in scripts/mpi-bench.sh (4 processes on 2 cores) 5 us and 20 us both cut the ratio
-// to Open MPI by a third to a half on sockets and tcp;ofi_rxm. 1 us (5 us before) cut the CPU
-// an 8 B allreduce costs a shm rank by a quarter: a rank of the recursive doubling spun 22 to
-// 34 idle rounds per start at 5 us, waiting for peers that had no core (README.md, Waiting).
-const DefaultYieldAfter = 1 * time.Microsecond
+// DefaultYieldEvery is YieldEvery's default: about once per round of an engine that waits on
+// a few CQs. Measured in scripts/mpi-bench.sh (4 processes on 2 cores) against yielding after
+// 1 us of idle polls, which shm and tcp;ofi_rxm reached only at their 8th idle poll, it cut the
+// time of the 8 B to 64 KiB allreduce on both; yielding on every idle poll was slower again, and
+// sockets came out even from 3 to 8 (README.md, Waiting).
+const DefaultYieldEvery = 3
 
 // minUniverse is the least FI_UNIVERSE_SIZE Universe sets: what scripts/vm-test.sh runs
 // Soft-RoCE with.

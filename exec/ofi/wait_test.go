@@ -3,6 +3,7 @@
 package ofi
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -104,18 +105,14 @@ func TestWaitSet(t *testing.T) {
 	}
 }
 
-// TestYieldAfter: a thread that polls and finds nothing yields the CPU once per
-// Options.YieldAfter of polling, whatever a poll costs (a count of polls let sockets and
-// tcp;ofi_rxm pollers spin hundreds of microseconds), and never with a negative YieldAfter.
-func TestYieldAfter(t *testing.T) {
-	const spin = 20 * time.Millisecond
-	for _, tc := range []struct {
-		after    time.Duration
-		min, max uint64
-	}{{500 * time.Microsecond, 2, uint64(spin/(500*time.Microsecond)) + 1}, {-1, 0, 0}} {
-		t.Run(tc.after.String(), func(t *testing.T) {
+// TestYieldEvery: a thread that polls and finds nothing yields the CPU once every
+// Options.YieldEvery polls in a row, and never with a negative YieldEvery.
+func TestYieldEvery(t *testing.T) {
+	const polls = 300
+	for _, tc := range []struct{ every, yields int }{{5, polls / 5}, {1, polls}, {-1, 0}} {
+		t.Run(strconv.Itoa(tc.every), func(t *testing.T) {
 			opts := DefaultOptions()
-			opts.Provider, opts.YieldAfter = "shm", tc.after
+			opts.Provider, opts.YieldEvery = "shm", tc.every
 			p, err := NewProvider(opts)
 			if err != nil {
 				t.Skipf("no libfabric provider shm: %v", err)
@@ -123,16 +120,13 @@ func TestYieldAfter(t *testing.T) {
 			t.Cleanup(func() { p.Close() })
 			_, b := pair(t, p, nictest.AllAccess, 16, nil)
 			wc := make([]nic.WC, 1)
-			polls := 0
-			for start := time.Now(); time.Since(start) < spin; polls++ {
+			before := p.yields.Load()
+			for range polls {
 				n, err := b.rcq.Poll(wc)
 				require.NoError(t, err)
 				require.Zero(t, n, "a CQ nothing was posted to")
 			}
-			y := p.yields.Load()
-			t.Logf("YieldAfter %v: %d yields in %d polls over %v", tc.after, y, polls, spin)
-			assert.GreaterOrEqual(t, y, tc.min)
-			assert.LessOrEqual(t, y, tc.max)
+			assert.EqualValues(t, tc.yields, p.yields.Load()-before)
 		})
 	}
 	p, err := NewProvider(Options{Provider: "shm"})
@@ -140,5 +134,5 @@ func TestYieldAfter(t *testing.T) {
 		t.Skipf("no libfabric provider shm: %v", err)
 	}
 	defer p.Close()
-	assert.Equal(t, DefaultYieldAfter, p.yieldAfter, "0 is the default")
+	assert.EqualValues(t, DefaultYieldEvery, p.yieldEvery, "0 is the default")
 }
