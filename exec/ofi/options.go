@@ -144,7 +144,8 @@ func netCoreLimit(name string) (int, bool) {
 // a few CQs. Measured in scripts/mpi-bench.sh (4 processes on 2 cores) against yielding after
 // 1 us of idle polls, which shm and tcp;ofi_rxm reached only at their 8th idle poll, it cut the
 // time of the 8 B to 64 KiB allreduce on both; yielding on every idle poll was slower again, and
-// sockets came out even from 3 to 8 (README.md, Waiting).
+// sockets came out even from 3 to 8. Where a rank polled four CQs a round (128 KiB to 1 MiB) it
+// was behind, until the plan there polled two (README.md, Waiting).
 const DefaultYieldEvery = 3
 
 // minUniverse is the least FI_UNIVERSE_SIZE Universe sets: what scripts/vm-test.sh runs
