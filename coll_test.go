@@ -2,6 +2,7 @@ package coredag
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -559,6 +560,35 @@ func TestStartRunsWithoutWait(t *testing.T) {
 			require.NoError(t, colls[0].Wait(context.Background()))
 		}
 	}
+}
+
+// TestIdleTick: while each process's Waits run its starts, a Coll's background goroutine
+// wakes on its timer about once every 50 ms (exec's idleTick), not every millisecond as it does
+// while it runs the starts itself (TestStartRunsWithoutWait): a tick wakes a thread, and with
+// processes outnumbering cores that thread's CPU is taken from the peers.
+func TestIdleTick(t *testing.T) {
+	p := openRing(t, 2, 8, true)
+	colls := initWorlds(t, p, 2)
+	ticks0 := colls[0].op.Ticks()
+	began := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(colls))
+	for r, c := range colls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2000 && errs[r] == nil; i++ {
+				if errs[r] = c.Start(); errs[r] == nil {
+					errs[r] = c.Wait(context.Background())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	elapsed, ticks := time.Since(began), colls[0].op.Ticks()-ticks0
+	t.Logf("%d ticks in %v", ticks, elapsed)
+	assert.LessOrEqual(t, ticks, uint64(elapsed/(10*time.Millisecond))+3, "ticks in %v", elapsed)
 }
 
 // TestLongVectorPlan: the plan scripts/mpi-bench.sh runs for long vectors

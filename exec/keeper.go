@@ -32,7 +32,6 @@ type keeper struct {
 	hp    []nic.HostProgress
 	base  time.Time
 	until atomic.Int64 // lingering until this time (ns since base); 0: not lingering
-	ticks atomic.Uint64
 }
 
 // lingerTick is how often the keeper drives the devices while lingering. The Go runtime sleeps
@@ -69,7 +68,6 @@ func (k *keeper) tick() bool {
 			_ = h.DriveProgress() // a closed device: the step or Close that closed it reports it
 		}
 		k.mu.Unlock()
-		k.ticks.Add(1)
 	}
 	return true
 }

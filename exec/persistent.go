@@ -339,6 +339,7 @@ type Op struct {
 	// looks for an unclaimed start within a tick (Start need not wake it).
 	lastStart atomic.Int64
 	ticking   atomic.Bool
+	ticks     atomic.Uint64 // the loop's ticks (Op.Ticks)
 	alone     bool          // the Op runs every rank of the plan, or Options.WaitProgress: Start wakes nobody
 	iterLimit uint64        // the most iterations the plan's counters allow (ir.Plan.CounterLimit)
 	byWait    bool          // the last start ran on the goroutine of its Wait
@@ -415,6 +416,10 @@ func (o *Op) Engine() Engine { return o.engine }
 
 // Starts is the number of iterations completed.
 func (o *Op) Starts() int { return o.starts }
+
+// Ticks is how many times the background goroutine has woken on its timer (Op.loop): each is
+// a thread woken, CPU taken from the process's peers where processes outnumber cores.
+func (o *Op) Ticks() uint64 { return o.ticks.Load() }
 
 // Bind gives the memory of extern buffer b on local rank: before the first Start it is
 // recorded (the first Start registers it); after, the session rebinds it (Session.Rebind).
@@ -653,6 +658,13 @@ func (o *Op) Close() error {
 // microseconds when processes outnumber cores).
 const activeWindow = 100 * time.Millisecond
 
+// idleTick is the background goroutine's tick while its process's Waits run its starts and
+// the keeper does not linger (Op.loop). A tick is a timer that wakes a thread: every
+// millisecond, with processes outnumbering cores, that took CPU from the peers the iterations
+// wait for. It bounds how long a start waits for the loop when the process stops waiting for
+// its starts at once.
+const idleTick = 50 * time.Millisecond
+
 // Closing marks the Op as closing, ahead of Close, for a caller that must first unblock the
 // start in flight by means of its own (the library closes its World's context): that start's
 // error then reads as closed during the start, not as the means' error. Close calls it too.
@@ -662,14 +674,19 @@ func (o *Op) Closing() { o.state.Store(opClosed) }
 // lingers or a start was made within activeWindow. A tick claims a start nobody claimed for a
 // whole tick (its process did not Wait: it computes, or waits for something else), so a start
 // always runs within a tick or two without its Wait, and Start never has to wake the loop while
-// it ticks.
+// it ticks. The tick is lingerTick while the keeper lingers, after the loop ran the last start
+// (the process leaves its starts to it) and after a tick that found a start unclaimed;
+// idleTick while the process's own Waits run its starts.
 func (o *Op) loop() {
 	defer close(o.exited)
 	_, soft := o.p.(nic.Progresser)
 	tick := time.NewTimer(lingerTick)
 	tick.Stop()
 	armed := false
-	var seen uint64 // the start a tick found unclaimed
+	period := lingerTick // of the armed tick
+	var seen uint64      // the start a tick found unclaimed
+	ran := ^uint64(0)    // the last start this loop ran
+	sighted := false     // the last tick found a start unclaimed
 	run := func() {
 		if !soft {
 			// A NIC that moves by itself is polled in a tight loop of short C calls: a locked
@@ -678,6 +695,7 @@ func (o *Op) loop() {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 		}
+		ran = o.gen.Load()
 		o.done <- o.iteration()
 	}
 	for {
@@ -686,9 +704,13 @@ func (o *Op) loop() {
 		if !want && !o.alone && o.claim.Load() == 0 {
 			continue // a Start saw the loop ticking as it stopped (Start and Op.ticking)
 		}
-		if want && !armed {
-			tick.Reset(lingerTick)
-			armed = true
+		p := idleTick
+		if sighted || ran == o.gen.Load() || o.keep.lingering() {
+			p = lingerTick
+		}
+		if want && (!armed || p < period) {
+			tick.Reset(p)
+			armed, period = true, p
 		} else if !want && armed {
 			tick.Stop()
 			armed = false
@@ -701,9 +723,11 @@ func (o *Op) loop() {
 				run()
 			}
 		case <-tick.C:
-			armed = false
+			armed, sighted = false, false
+			o.ticks.Add(1)
 			if !o.alone && o.claim.Load() == 0 {
 				if g := o.gen.Load(); g != seen {
+					sighted = true
 					seen = g // unclaimed for less than a tick: Wait may come
 				} else if o.claim.CompareAndSwap(0, 1) {
 					run()
