@@ -28,6 +28,7 @@ type offloadEngine struct {
 	mem   *Memory
 	prog  nic.Progresser
 	hang  time.Duration
+	watch stallWatch
 	ranks []offRank
 	wc    []nic.WC
 	gates *gates // what the wait ops wait for (nil: the plan has none)
@@ -110,6 +111,7 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 	g := plan.Graph
 	e := &offloadEngine{g: g, plan: plan, mem: mem, hang: opts.HangTimeout, wc: make([]nic.WC, 64)}
 	e.prog, _ = p.(nic.Progresser)
+	e.watch = stallWatch{prog: e.prog, limit: e.hang}
 	var err error
 	if e.gates, err = newGates(g, mem, res, p); err != nil {
 		return nil, err
@@ -834,7 +836,8 @@ func (e *offloadEngine) iterate(ctx context.Context, iter int) (err error) {
 			e.dirty = append(e.dirty, int32(ri))
 		}
 	}
-	watch := stallWatch{prog: e.prog, limit: e.hang}
+	watch := &e.watch
+	watch.reset()
 	for !e.finished() {
 		progress, err := e.poll()
 		if err != nil {
@@ -850,7 +853,7 @@ func (e *offloadEngine) iterate(ctx context.Context, iter int) (err error) {
 			return err
 		}
 		if progress || did {
-			watch.reset()
+			watch.progressed()
 			continue
 		}
 		if stuck, err := watch.quiet(ctx, iter); err != nil {

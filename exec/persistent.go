@@ -350,8 +350,8 @@ type Op struct {
 	exited    chan struct{}
 	ctx       context.Context
 	cancel    context.CancelFunc
-	sched     int64 // when the caller's goroutine last went through the scheduler (reschedule)
-	failed    error // what ended a start: every later Start returns it
+	sched     schedPass // the caller's goroutine, between the starts it runs inline
+	failed    error     // what ended a start: every later Start returns it
 	starts    int
 	once      sync.Once
 }
@@ -515,28 +515,8 @@ func (o *Op) runInline() error {
 		o.wake() // the keeper ticks in the background goroutine
 	}
 	o.byWait = true
-	o.reschedule(o.keep.now())
+	o.sched.at(time.Now())
 	return o.finish(err)
-}
-
-// rescheduleEvery is how often a caller that runs its starts inline passes through the Go
-// scheduler (Op.reschedule).
-const rescheduleEvery = 5 * time.Millisecond
-
-// reschedule yields to the Go scheduler (runtime.Gosched) when the caller's goroutine has not
-// been through it for rescheduleEvery before now (keeper time), and reports whether it did. A
-// caller that runs start after start inline, above all from C (a cgo callback's goroutine never
-// passes through the scheduler by itself), would otherwise keep its P on one scheduler tick for
-// 10 ms, and the runtime's monitor (sysmon) then takes the P away from it at every cgo call it
-// catches, which keeps the monitor waking every 20 us: about 2,400 wakeups a second per
-// process, a third more CPU beside the caller's own, with 4 processes on 2 cores.
-func (o *Op) reschedule(now int64) bool {
-	if now-o.sched < int64(rescheduleEvery) {
-		return false
-	}
-	runtime.Gosched()
-	o.sched = o.keep.now()
-	return true
 }
 
 // finish records the end of the start in flight.

@@ -734,7 +734,7 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 		full = e.notify == nil && round%idlePollEvery == 0
 		if progress {
 			stalled = false
-			watch.reset()
+			watch.progressed()
 			continue
 		}
 		// The watch decides when nothing more can happen (a software NIC with nothing runnable,

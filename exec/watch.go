@@ -28,6 +28,7 @@ type stallWatch struct {
 	idle  int
 	since time.Time
 	waits uint64 // blocking waits made (Result.Blocks)
+	sched schedPass
 }
 
 // blockAfter is how many idle rounds in a row an engine with a wait set spins before it blocks.
@@ -37,8 +38,14 @@ const blockAfter = 32
 // failed to wake the engine costs at most this.
 const maxBlock = 10 * time.Millisecond
 
-// reset records a round that made progress.
+// reset readies the watch for an iteration.
 func (w *stallWatch) reset() { w.idle = 0 }
+
+// progressed records a round that made progress, and passes through the Go scheduler if due.
+func (w *stallWatch) progressed() {
+	w.idle = 0
+	w.sched.at(time.Now())
+}
 
 // quiet records a round without progress. It reports stuck when the engine should diagnose a
 // hang, and an error when ctx ended.
@@ -47,6 +54,9 @@ func (w *stallWatch) quiet(ctx context.Context, iter int) (stuck bool, err error
 		return w.prog.Progress() == 0, nil
 	}
 	w.idle++
+	if w.idle&63 == 0 {
+		w.sched.at(time.Now())
+	}
 	if w.wait != nil && w.idle >= blockAfter {
 		return w.block(ctx, iter)
 	}
