@@ -27,7 +27,6 @@ type offloadEngine struct {
 	plan  *ir.Plan
 	mem   *Memory
 	prog  nic.Progresser
-	hang  time.Duration
 	watch stallWatch
 	ranks []offRank
 	wc    []nic.WC
@@ -109,9 +108,9 @@ func offID(rank, wq, idx int) uint64 {
 
 func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*offloadEngine, error) {
 	g := plan.Graph
-	e := &offloadEngine{g: g, plan: plan, mem: mem, hang: opts.HangTimeout, wc: make([]nic.WC, 64)}
+	e := &offloadEngine{g: g, plan: plan, mem: mem, wc: make([]nic.WC, 64)}
 	e.prog, _ = p.(nic.Progresser)
-	e.watch = stallWatch{prog: e.prog, limit: e.hang}
+	e.watch = stallWatch{prog: e.prog, limit: opts.HangTimeout}
 	var err error
 	if e.gates, err = newGates(g, mem, res, p); err != nil {
 		return nil, err
