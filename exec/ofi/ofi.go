@@ -149,6 +149,11 @@ func NewProvider(opts Options) (*Provider, error) {
 			return nil, err
 		}
 	}
+	if v, ok := opts.SHMCopies(os.LookupEnv, CMACost); ok {
+		if err := os.Setenv("FI_SHM_DISABLE_CMA", v); err != nil {
+			return nil, err
+		}
+	}
 	if _, set := os.LookupEnv("FI_OFI_RXM_EAGER_LIMIT"); !set && opts.RxMEagerLimit > 0 {
 		if err := os.Setenv("FI_OFI_RXM_EAGER_LIMIT", strconv.Itoa(opts.RxMEagerLimit)); err != nil {
 			return nil, err
@@ -173,6 +178,13 @@ func NewProvider(opts Options) (*Provider, error) {
 	// (issueSend): a provider that grants only the first holds the message until the write is
 	// delivered. Options.Order may ask for more, what a plan relies on.
 	want.order = C.uint64_t(opts.Order) | C.FI_ORDER_SAS
+	if opts.Provider == "shm" && envTrue(os.Getenv("FI_SHM_DISABLE_CMA")) {
+		// Asked for send-after-write, libfabric 1.17's shm stalls for good a message posted
+		// after a write it moves by segments (over 4 KiB without CMA): every plan with a
+		// notified write hung. Without it the message waits for the write's delivery
+		// (issueSend), and a plan that relies on the ordering itself is refused by the runtime.
+		want.order &^= C.FI_ORDER_SAW
+	}
 	if opts.NoAtomics {
 		want.order_first = 1
 	}
@@ -221,6 +233,15 @@ func NewProvider(opts Options) (*Provider, error) {
 	}
 	return p, nil
 }
+
+// CMACost is what one copy of 256 KiB by cross-memory attach (process_vm_readv, as shm's
+// receiver takes a message out of its sender's memory) costs in memcpys of the same bytes on
+// this machine, measured once per process (best of 8 each, about 0.1 ms); false when this process
+// cannot use process_vm_readv. Options.SHMCopies reads it.
+var CMACost = sync.OnceValues(func() (float64, bool) {
+	c := float64(C.ofi_cma_cost(256<<10, 8))
+	return c, c > 0
+})
 
 // Listed reports whether libfabric offers provider name at all (fi_info -p NAME lists endpoints
 // of it), whether or not coredag can use it: tests skip a provider that is not there and fail on

@@ -100,6 +100,38 @@ type Options struct {
 	Ranks int
 }
 
+// cmaLimit is the cost of one CMA copy, in memcpys of the same bytes, above which shm is told
+// to move messages by segments: a segmented message is copied twice, so CMA must cost less than
+// two copies to come out ahead. On the development VM it costs about 4 (CMACost); where the
+// kernel walks page tables at the hardware's speed, nearer 1.
+const cmaLimit = 2
+
+// SHMCopies returns the FI_SHM_DISABLE_CMA to set, and false when none is. shm moves a message
+// it does not inject (over 4 KiB) either by cross-memory attach (CMA: the receiver copies it out
+// of the sender's memory with process_vm_readv, libfabric's default) or by segments (SAR: the
+// sender copies it into shared memory, the receiver out of it; no system call). The
+// environment's own setting wins (lookup); only a named shm provider gets one: 1 (segments)
+// where cost (CMACost) says one CMA copy costs more than cmaLimit memcpys (README.md, Shared
+// memory copies).
+func (o Options) SHMCopies(lookup func(string) (string, bool), cost func() (float64, bool)) (string, bool) {
+	if _, set := lookup("FI_SHM_DISABLE_CMA"); set || o.Provider != "shm" {
+		return "", false
+	}
+	if c, ok := cost(); ok && c > cmaLimit {
+		return "1", true
+	}
+	return "", false
+}
+
+// envTrue reads a boolean of libfabric's environment as libfabric does (fi_param_get_bool).
+func envTrue(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "on", "true", "yes":
+		return true
+	}
+	return false
+}
+
 // socketsBuf is the buffer size SocketsBuffers picks for the sockets provider where the kernel
 // lets a socket's buffers be that large. With the kernel's autotuning a message of exactly
 // 65,536 B took far longer on loopback than its neighbours, and fixed buffers removed the step;

@@ -78,3 +78,43 @@ func TestSocketsBuffers(t *testing.T) {
 		}
 	}
 }
+
+// TestSHMCopies: a named shm provider moves messages by segments (FI_SHM_DISABLE_CMA=1) where
+// one CMA copy costs more than two memcpys, else as libfabric does; the environment's own
+// setting wins, and other providers get none.
+func TestSHMCopies(t *testing.T) {
+	unset := func(string) (string, bool) { return "", false }
+	set := func(k string) (string, bool) { return "0", k == "FI_SHM_DISABLE_CMA" }
+	cost := func(c float64, ok bool) func() (float64, bool) { return func() (float64, bool) { return c, ok } }
+	for _, c := range []struct {
+		prov   string
+		lookup func(string) (string, bool)
+		cost   func() (float64, bool)
+		want   string
+		ok     bool
+	}{
+		{"shm", unset, cost(4.1, true), "1", true},
+		{"shm", unset, cost(1.3, true), "", false},
+		{"shm", unset, cost(2, true), "", false},
+		{"shm", unset, cost(0, false), "", false},
+		{"shm", set, cost(4.1, true), "", false},
+		{"tcp;ofi_rxm", unset, cost(4.1, true), "", false},
+		{"", unset, cost(4.1, true), "", false},
+	} {
+		o := DefaultOptions()
+		o.Provider = c.prov
+		got, ok := o.SHMCopies(c.lookup, c.cost)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%q: got %q, %v; want %q, %v", c.prov, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestEnvTrue reads libfabric's booleans as libfabric does.
+func TestEnvTrue(t *testing.T) {
+	for v, want := range map[string]bool{"1": true, "on": true, "TRUE": true, " yes ": true, "0": false, "off": false, "": false, "2": false} {
+		if got := envTrue(v); got != want {
+			t.Errorf("envTrue(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
