@@ -102,8 +102,8 @@ type Options struct {
 
 // cmaLimit is the cost of one CMA copy, in memcpys of the same bytes, above which shm is told
 // to move messages by segments: a segmented message is copied twice, so CMA must cost less than
-// two copies to come out ahead. On the development VM it costs about 4 (CMACost); where the
-// kernel walks page tables at the hardware's speed, nearer 1.
+// two copies to come out ahead. A CMA copy is one copy plus pinning the peer's pages: where
+// pinning is cheap it costs little more than one; on the development VM about 4 (CMACost).
 const cmaLimit = 2
 
 // SHMCopies returns the FI_SHM_DISABLE_CMA to set, and false when none is. shm moves a message
