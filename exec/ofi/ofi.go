@@ -11,14 +11,19 @@ package ofi
 import "C"
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/coredag/coredag/exec/nic"
 )
@@ -235,12 +240,35 @@ func NewProvider(opts Options) (*Provider, error) {
 }
 
 // CMACost is what one copy of 256 KiB by cross-memory attach (process_vm_readv, as shm's
-// receiver takes a message out of its sender's memory) costs in memcpys of the same bytes on
-// this machine, measured once per process (best of 8 each, about 0.1 ms); false when this process
-// cannot use process_vm_readv. Options.SHMCopies reads it.
+// receiver takes a message out of its sender's memory) costs in copies of the same bytes on this
+// machine, the best of 8 each, measured once per process (about 0.1 ms); false when this process
+// cannot use process_vm_readv (then shm has no CMA either). Options.SHMCopies reads it.
 var CMACost = sync.OnceValues(func() (float64, bool) {
-	c := float64(C.ofi_cma_cost(256<<10, 8))
-	return c, c > 0
+	const n = 256 << 10
+	src, dst := bytes.Repeat([]byte{1}, n), bytes.Repeat([]byte{2}, n) // mapped before the timing
+	local, remote := []unix.Iovec{{Base: &dst[0]}}, []unix.RemoteIovec{{Base: uintptr(unsafe.Pointer(&src[0])), Len: n}}
+	local[0].SetLen(n)
+	var cma, cp time.Duration
+	for i := 0; i < 8; i++ {
+		t0 := time.Now()
+		if got, err := unix.ProcessVMReadv(os.Getpid(), local, remote, 0); err != nil || got != n {
+			return 0, false
+		}
+		t1 := time.Now()
+		copy(dst, src)
+		t2 := time.Now()
+		if d := t1.Sub(t0); i == 0 || d < cma {
+			cma = d
+		}
+		if d := t2.Sub(t1); i == 0 || d < cp {
+			cp = d
+		}
+	}
+	runtime.KeepAlive(src)
+	if cp <= 0 {
+		return 0, false
+	}
+	return float64(cma) / float64(cp), true
 })
 
 // Listed reports whether libfabric offers provider name at all (fi_info -p NAME lists endpoints

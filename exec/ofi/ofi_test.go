@@ -125,11 +125,11 @@ func TestDefaultProvider(t *testing.T) {
 }
 
 // TestCMACost: process_vm_readv works on the process's own memory (as shm's does on a peer's),
-// and its cost in memcpys is a positive figure.
+// and its cost in copies is a positive figure.
 func TestCMACost(t *testing.T) {
 	c, ok := CMACost()
 	require.True(t, ok, "process_vm_readv of this process's own memory failed")
-	t.Logf("one CMA copy of 256 KiB costs %.2f memcpys (shm copies by segments above %d)", c, cmaLimit)
+	t.Logf("one CMA copy of 256 KiB costs %.2f copies (shm copies by segments above %d)", c, cmaLimit)
 	assert.Greater(t, c, 0.0)
 }
 

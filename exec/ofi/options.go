@@ -100,7 +100,7 @@ type Options struct {
 	Ranks int
 }
 
-// cmaLimit is the cost of one CMA copy, in memcpys of the same bytes, above which shm is told
+// cmaLimit is the cost of one CMA copy, in copies of the same bytes, above which shm is told
 // to move messages by segments: a segmented message is copied twice, so CMA must cost less than
 // two copies to come out ahead. A CMA copy is one copy plus pinning the peer's pages: where
 // pinning is cheap it costs little more than one; on the development VM about 4 (CMACost).
@@ -111,7 +111,7 @@ const cmaLimit = 2
 // of the sender's memory with process_vm_readv, libfabric's default) or by segments (SAR: the
 // sender copies it into shared memory, the receiver out of it; no system call). The
 // environment's own setting wins (lookup); only a named shm provider gets one: 1 (segments)
-// where cost (CMACost) says one CMA copy costs more than cmaLimit memcpys (README.md, Shared
+// where cost (CMACost) says one CMA copy costs more than cmaLimit copies (README.md, Shared
 // memory copies).
 func (o Options) SHMCopies(lookup func(string) (string, bool), cost func() (float64, bool)) (string, bool) {
 	if _, set := lookup("FI_SHM_DISABLE_CMA"); set || o.Provider != "shm" {

@@ -80,7 +80,7 @@ func TestSocketsBuffers(t *testing.T) {
 }
 
 // TestSHMCopies: a named shm provider moves messages by segments (FI_SHM_DISABLE_CMA=1) where
-// one CMA copy costs more than two memcpys, else as libfabric does; the environment's own
+// one CMA copy costs more than two copies, else as libfabric does; the environment's own
 // setting wins, and other providers get none.
 func TestSHMCopies(t *testing.T) {
 	unset := func(string) (string, bool) { return "", false }

@@ -4,14 +4,10 @@
 // through operation tables, which Go cannot call directly), batched completion reads, and the
 // counter and deferred-work calls.
 
-#define _GNU_SOURCE // process_vm_readv
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
-#include <sys/uio.h>
-#include <time.h>
-#include <unistd.h>
 #include "shim.h"
 
 #define OFI_VERSION FI_VERSION(1, 9)
@@ -378,33 +374,3 @@ int ofi_listed(const char *prov) {
 }
 
 int ofi_mr_bind_cntr(struct fid_mr *mr, struct fid_cntr *c) { return fi_mr_bind(mr, &c->fid, FI_REMOTE_WRITE); }
-
-static double seconds(void) {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-double ofi_cma_cost(size_t n, int reps) {
-	char *a = malloc(n), *b = malloc(n);
-	double cma = -1, copy = -1;
-	if (!a || !b) goto out;
-	memset(a, 1, n), memset(b, 2, n); // both mapped and in cache before the first timing
-	for (int i = 0; i < reps; i++) {
-		struct iovec local = {b, n}, remote = {a, n};
-		double t0 = seconds();
-		if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)n) {
-			cma = -1;
-			goto out;
-		}
-		double t1 = seconds();
-		memcpy(b, a, n);
-		__asm__ volatile("" : : "r"(b) : "memory"); // the copy is done, and not dropped as dead
-		double t2 = seconds();
-		if (cma < 0 || t1 - t0 < cma) cma = t1 - t0;
-		if (copy < 0 || t2 - t1 < copy) copy = t2 - t1;
-	}
-out:
-	free(a), free(b);
-	return cma > 0 && copy > 0 ? cma / copy : -1;
-}

@@ -162,9 +162,4 @@ int ofi_flush_work(struct fid_domain *dom);
 
 const char *ofi_strerror(int err);
 
-// ofi_cma_cost times a process_vm_readv of n bytes of this process's own memory (what shm's CMA
-// does with a peer's) against a memcpy of them, the best of reps each, and returns the first over
-// the second; -1 when process_vm_readv fails (then shm has no CMA either).
-double ofi_cma_cost(size_t n, int reps);
-
 #endif
