@@ -30,7 +30,9 @@
  * instead of the MPI callbacks. -L coredag|mpi: the loop mode, for profilers (perf stat, perf
  * record): for each bench size, ITERS back-to-back runs of one side only (coredag start+wait, or
  * MPI_Allreduce), no barrier between them; prints the mean time per run and the CPU time (user,
- * system) and context switches per run of rank 0.
+ * system) and context switches per run of rank 0. -g SECONDS: in loop mode, every rank sleeps
+ * that long before each run, and only the runs are timed (docs/library.md, Cost: a start that
+ * follows the last by 10 ms or more is slower).
  */
 #include <mpi.h>
 #include <signal.h>
@@ -259,9 +261,10 @@ static int bench(const char *path, const char *small, long below, const char *si
     return 0;
 }
 
-/* The loop mode (-L): iters runs of one side at each size, nothing else in between. */
+/* The loop mode (-L): iters runs of one side at each size, nothing else in between but a sleep
+ * of gap seconds before each run when gap > 0 (then only the runs are timed). */
 static int loop(const char *side, const char *path, const char *small, long below, const char *sizes, long maxbytes, int iters,
-                const char *const *opts) {
+                double gap, const char *const *opts) {
     int cd = strcmp(side, "coredag") == 0;
     if (!cd && strcmp(side, "mpi") != 0) fail("-L", COREDAG_ERR_ARG, "the loop mode's side is coredag or mpi");
     long maxn = (maxbytes / (long)sizeof(float) + size - 1) / size;
@@ -286,12 +289,14 @@ static int loop(const char *side, const char *path, const char *small, long belo
         MPI_Barrier(MPI_COMM_WORLD);
         struct rusage r0, r1;
         getrusage(RUSAGE_SELF, &r0);
-        double t0 = MPI_Wtime();
+        double t = 0;
         for (int it = 0; it < iters; it++) {
+            if (gap > 0) usleep((useconds_t)(gap * 1e6));
+            double t0 = MPI_Wtime();
             if (cd) run(j);
             else MPI_Allreduce(data, out, (int)(n * size), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            t += MPI_Wtime() - t0;
         }
-        double t = MPI_Wtime() - t0;
         getrusage(RUSAGE_SELF, &r1);
         MPI_Barrier(MPI_COMM_WORLD);
         if (cd) close_job(j);
@@ -326,9 +331,10 @@ int main(int argc, char **argv) {
     const char *opts[MAXOPTS + 1] = {NULL};
     const char *small = NULL, *sizes = NULL, *loop_side = NULL;
     int nopts = 0, iters = 300, do_bench = 0;
+    double gap = 0;
     long count = 4096, maxbytes = 16L << 20, below = 0;
     int c;
-    while ((c = getopt(argc, argv, "p:Wq:t:s:c:i:o:bm:BL:")) != -1) {
+    while ((c = getopt(argc, argv, "p:Wq:t:s:c:i:o:bm:BL:g:")) != -1) {
         switch (c) {
         case 'p': path = optarg; break;
         case 'W': whole_n = 1; break;
@@ -345,15 +351,17 @@ int main(int argc, char **argv) {
         case 'm': maxbytes = atol(optarg); break;
         case 'B': own_world = 1; break;
         case 'L': loop_side = optarg; break;
+        case 'g': gap = atof(optarg); break;
         default:
             if (rank == 0)
-                fprintf(stderr, "usage: %s [-p PLAN [-W]] [-c COUNT] [-i ITERS] [-o KEY=VALUE]... [-B] [-b | -L coredag|mpi [-m MAXBYTES] [-s SIZES] [-q PLAN2 -t BYTES]]\n", argv[0]);
+                fprintf(stderr, "usage: %s [-p PLAN [-W]] [-c COUNT] [-i ITERS] [-o KEY=VALUE]... [-B] [-b | -L coredag|mpi [-g SECONDS] [-m MAXBYTES] [-s SIZES] [-q PLAN2 -t BYTES]]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
     }
     if (count < 1 || iters < 1 || maxbytes < 8) fail("arguments", COREDAG_ERR_ARG, "COUNT, ITERS and MAXBYTES must be positive");
-    int rc = loop_side  ? loop(loop_side, path, small, below, sizes, maxbytes, iters, opts)
+    if (!(gap >= 0 && gap <= 10)) fail("-g", COREDAG_ERR_ARG, "the gap is from 0 to 10 seconds");
+    int rc = loop_side  ? loop(loop_side, path, small, below, sizes, maxbytes, iters, gap, opts)
              : do_bench ? bench(path, small, below, sizes, maxbytes, opts)
                         : check(path, count, iters, opts);
     MPI_Finalize();
