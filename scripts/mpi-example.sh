@@ -2,14 +2,15 @@
 # Builds libcoredag (scripts/build-lib.sh) and the MPI example (examples/mpi/allreduce.c, with
 # Open MPI's mpicc), then runs it as CI does: 2 and 4 processes under mpirun, coredag on
 # libfabric's shm provider with the polling engine, and on the sockets provider with the
-# triggered offload engine (target triggered-sockets), and (doubling, rabenseifner) the plans
+# triggered offload engine (target triggered-sockets), on shm with half the ranks using CMA
+# (mixed), and (doubling, rabenseifner) the plans
 # scripts/mpi-bench.sh picks for short and long vectors, on shm. Each run writes fresh data every
 # iteration and compares coredag's sums with MPI_Allreduce's; any difference or error fails.
 # Env: ITERS (default 300), COUNT f32 per rank (default 4096), TIMEOUT seconds per run (default
 # 300), PREFIX (where to build the library; default a temporary directory).
 # Last, tests/c/mpi_dlopen.c loads the library with dlopen after MPI_Init and checks that a panic
 # inside it comes back as COREDAG_ERR_INTERNAL.
-# Usage: scripts/mpi-example.sh [shm|sockets|boot|doubling|rabenseifner]...   (default: all)
+# Usage: scripts/mpi-example.sh [shm|sockets|boot|mixed|doubling|rabenseifner]...   (default: all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -23,16 +24,19 @@ mpicc -O2 -Wall -o "$tmp/allreduce" examples/mpi/allreduce.c $(pkg-config --cfla
 # shellcheck disable=SC2046
 mpicc -O2 -Wall -o "$tmp/mpi_dlopen" tests/c/mpi_dlopen.c -ldl $(pkg-config --cflags coredag)
 configs=("$@")
-[ ${#configs[@]} -gt 0 ] || configs=(shm sockets boot doubling rabenseifner)
+[ ${#configs[@]} -gt 0 ] || configs=(shm sockets boot mixed doubling rabenseifner)
 for config in "${configs[@]}"; do
   case $config in
   shm) opts=(-o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
   sockets) opts=(-o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
   boot) opts=(-B -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
+  # Half the ranks with cross-memory attach, half without: each pair then moves by segments,
+  # whatever one side's own settings say (exec/ofi/README.md, Shared memory copies).
+  mixed) opts=(-o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
   # The plans scripts/mpi-bench.sh runs below and from its switch (128 KiB on shm), on shm.
   doubling) opts=(-p examples/mpi/recursive_doubling_f32.dag -W -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
   rabenseifner) opts=(-p examples/mpi/rabenseifner_f32.dag -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
-  *) echo "$0: unknown configuration $config (want shm, sockets, boot, doubling or rabenseifner)" >&2; exit 2 ;;
+  *) echo "$0: unknown configuration $config (want shm, sockets, boot, mixed, doubling or rabenseifner)" >&2; exit 2 ;;
   esac
   for np in 2 4; do
     echo "== $config, $np processes: ${opts[*]}"
@@ -43,8 +47,14 @@ for config in "${configs[@]}"; do
       env+=(-x "COREDAG_BOOTSTRAP=127.0.0.1:$port")
     fi
     # FI_SOCKETS_IFACE keeps the sockets provider on loopback; timeout bounds a hung run.
-    timeout -k 10 "${TIMEOUT:-300}" mpirun --allow-run-as-root --oversubscribe -np "$np" "${env[@]}" \
-      "$tmp/allreduce" -i "${ITERS:-300}" -c "${COUNT:-4096}" "${opts[@]}"
+    args=("$tmp/allreduce" -i "${ITERS:-300}" -c "${COUNT:-4096}" "${opts[@]}")
+    if [ "$config" = mixed ]; then
+      timeout -k 10 "${TIMEOUT:-300}" mpirun --allow-run-as-root --oversubscribe \
+        -np $((np / 2)) "${env[@]}" -x FI_SHM_DISABLE_CMA=0 "${args[@]}" : \
+        -np $((np / 2)) "${env[@]}" -x FI_SHM_DISABLE_CMA=1 "${args[@]}"
+      continue
+    fi
+    timeout -k 10 "${TIMEOUT:-300}" mpirun --allow-run-as-root --oversubscribe -np "$np" "${env[@]}" "${args[@]}"
   done
 done
 # The library loaded after MPI_Init, and a panic inside it recovered, in an Open MPI process.

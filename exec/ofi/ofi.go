@@ -183,11 +183,16 @@ func NewProvider(opts Options) (*Provider, error) {
 	// (issueSend): a provider that grants only the first holds the message until the write is
 	// delivered. Options.Order may ask for more, what a plan relies on.
 	want.order = C.uint64_t(opts.Order) | C.FI_ORDER_SAS
-	if opts.Provider == "shm" && envTrue(os.Getenv("FI_SHM_DISABLE_CMA")) {
+	if opts.Provider == "shm" {
 		// Asked for send-after-write, libfabric 1.17's shm stalls for good a message posted
 		// after a write it moves by segments (over 4 KiB without CMA): every plan with a
-		// notified write hung. Without it the message waits for the write's delivery
-		// (issueSend), and a plan that relies on the ordering itself is refused by the runtime.
+		// notified write hung. Whether a pair of processes moves by segments is settled per
+		// pair when they meet: CMA is off if either side's FI_SHM_DISABLE_CMA says so (set by
+		// its own CMACost measurement, which two ranks starting together can read on either
+		// side of the limit), or if the kernel refuses process_vm_readv between them. One
+		// process cannot know it from its own settings, so shm never gets asked: the message
+		// waits for the write's delivery (issueSend), and a plan that relies on the ordering
+		// itself is refused by the runtime.
 		want.order &^= C.FI_ORDER_SAW
 	}
 	if opts.NoAtomics {
