@@ -531,7 +531,6 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		// libfabric cannot take it yet: ofi_rxm answers FI_EAGAIN until the connection to the peer
 		// is up, which takes progress on both sides. The request waits here, in order, and every
 		// poll of the context's CQs tries again (Context.retryWaiting).
-		e.pending = txOps(wr.Op)
 		q.sback = append(q.sback, d)
 		q.c.waiting = true
 		return nil
@@ -635,7 +634,12 @@ func (q *QP) issueSend(d *deferred) C.int {
 		armSlot(s, cntr, threshold)
 	}
 	var r C.int
-	e.pending = 1
+	if !d.half {
+		// The libfabric operations the request owes completions for. A write with immediate
+		// whose write went and whose message waits keeps its count: the write may have
+		// completed meanwhile.
+		e.pending = txOps(wr.Op)
+	}
 	posted := 1 // libfabric operations this call hands over if it succeeds
 	switch wr.Op {
 	case nic.OpSend:
@@ -653,7 +657,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 		// The write, then an empty message carrying the immediate: it consumes the peer's next
 		// receive, in order with its sends, and arrives after the write's data, as the nic
 		// contract wants.
-		e.pending, posted = 2, 0
+		posted = 0
 		if !q.c.p.sendAfterWrite() {
 			// The provider may deliver the message before the write's data (tcp;ofi_rxm with
 			// atomics grants no FI_ORDER_SAW): the message goes when the write's data is in the
@@ -661,7 +665,6 @@ func (q *QP) issueSend(d *deferred) C.int {
 			// it, so that later requests stay behind. A round trip more per such write.
 			r = C.ofi_write(q.ep, sg.seg, C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl|C.FI_DELIVERY_COMPLETE, s)
 			if r != 0 {
-				e.pending = 1
 				break
 			}
 			posted = 1
@@ -671,7 +674,6 @@ func (q *QP) issueSend(d *deferred) C.int {
 		if !d.half {
 			r = C.ofi_write(q.ep, sg.seg, C.size_t(sg.n), q.peer, C.uint64_t(wr.RemoteAddr), C.uint64_t(wr.RKey), 0, fl, s)
 			if r != 0 {
-				e.pending = 1
 				break
 			}
 			q.txBusy++
@@ -692,7 +694,7 @@ func (q *QP) issueSend(d *deferred) C.int {
 		default:
 			// The write has gone and will complete; the request fails with it.
 			d.half = false
-			e.pending = 1
+			e.pending-- // the message never goes
 			e.status = nic.StatusGeneralError
 			q.lastErr = "the notification of a write with immediate could not be posted: " + fiErr(r2)
 		}
@@ -742,7 +744,6 @@ func (q *QP) flush() {
 			continue
 		}
 		if r := q.issueSend(d); r == -C.FI_EAGAIN {
-			e.pending = txOps(d.wr.Op)
 			break
 		} else if r != 0 {
 			e.pending, e.status = 0, nic.StatusGeneralError
