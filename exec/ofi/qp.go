@@ -14,7 +14,9 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -256,6 +258,7 @@ type QP struct {
 	txCap, rxCap, txBusy, rxBusy int
 	sback, rback                 []deferred
 	imm                          immWait     // without send-after-write: the write with immediate the send queue waits for
+	region                       *os.File    // shm: the endpoint's file, locked while it lives (holdRegion)
 	sslots                       *C.ofi_slot // two per send entry (a write with immediate is a write and a send)
 	rslots                       *C.ofi_slot
 	scratch                      *MR // 32 bytes per send entry: an atomic's operands, and the old value if the caller does not want it
@@ -365,6 +368,11 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 		return nil, fmt.Errorf("ofi: endpoint address of %d bytes does not fit QPInfo.GID: %w", int(alen), nic.ErrProviderLimited)
 	}
 	copy(q.addr[:], addr[:alen])
+	if srcName != nil {
+		// shm's file for the endpoint, locked while the endpoint lives; another provider that
+		// addresses by name has none, and needs none.
+		q.region, _ = holdRegion(shmDir, C.GoString(srcName))
+	}
 	if c.p.caps.Atomics {
 		m, err := pd.Alloc(32*cfg.SendDepth, nic.AccessLocalWrite)
 		if err != nil {
@@ -381,11 +389,16 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 // endpointSeq numbers the endpoints this process names (endpointName).
 var endpointSeq atomic.Uint64
 
+// sweepOnce removes, before this process names its first endpoint, the shm files of processes
+// killed before they could (sweepRegions).
+var sweepOnce sync.Once
+
 // endpointName is a name for an endpoint of a provider that addresses by string (FI_ADDR_STR:
 // shm), unique on the host while this process lives: "cd", the process id and a sequence
 // number, in base 36. The name is the endpoint's address (shm's shared-memory file, /dev/shm/NAME),
 // and must fit nic.QPInfo.GID with its terminating NUL.
 func endpointName() (string, error) {
+	sweepOnce.Do(func() { sweepRegions(shmDir, os.Getpid(), time.Now()) })
 	n := "cd" + strconv.FormatInt(int64(os.Getpid()), 36) + "." + strconv.FormatUint(endpointSeq.Add(1), 36)
 	if len(n) >= len(nic.QPInfo{}.GID) {
 		return "", fmt.Errorf("ofi: endpoint name %q does not fit the %d bytes of QPInfo.GID: %w", n, len(nic.QPInfo{}.GID), nic.ErrProviderLimited)
@@ -426,6 +439,9 @@ func (q *QP) Close() error {
 	q.closed = true
 	delete(q.c.qps, q.num)
 	err := check("fi_close(ep)", C.ofi_close(&q.ep.fid))
+	if q.region != nil {
+		q.region.Close() // after fi_close removed the file: no sweep finds it unlocked meanwhile
+	}
 	q.free()
 	if q.scratch != nil {
 		q.scratch.Close()
