@@ -866,7 +866,8 @@ func (e *offloadEngine) iterate(ctx context.Context, iter int) (err error) {
 
 // diagnose names, per rank, the WAITs whose CQ has not reached its count, the HOST step the CPU
 // is waiting to run, and the CQs short of their per-iteration completions with the op expected to
-// produce the next one. With a software NIC it adds the NIC's own view of every stuck queue head.
+// produce the next one. It adds the NIC's own view of every stuck queue head where the NIC has one
+// (nic.Staller: a software NIC, or a driver that holds requests).
 func (e *offloadEngine) diagnose(iter int) error {
 	h := &HangError{Iteration: iter}
 	e.diagnoseTrig(h, iter)
@@ -918,9 +919,13 @@ func (e *offloadEngine) diagnose(iter int) error {
 				Producer: producer, What: "completions", At: at})
 		}
 	}
-	if e.prog != nil {
+	res := make([]*rankRes, len(e.ranks))
+	for i := range e.ranks {
+		res[i] = e.ranks[i].res
+	}
+	if sts := providerStalls(e.prog, res); len(sts) > 0 {
 		var det []string
-		for _, st := range e.prog.Stalls() {
+		for _, st := range sts {
 			msg := st.String()
 			if w, or := e.wqeOf(st.ID); w != nil {
 				msg += fmt.Sprintf(" = %s %s (%s)", w.Opcode, e.plan.OpOf(w).Name, e.plan.OpOf(w).Pos)

@@ -817,17 +817,15 @@ func (e *pollEngine) diagnose(iter int) error {
 		h.Stuck = append(h.Stuck, Stuck{Rank: int(g.Ops[id].Rank), Queue: "host", What: e.gates.describe(ir.OpID(id)),
 			Producer: "the writes or atomic adds that count for it", stuckOp: ir.OpID(id), producerOp: ir.OpID(id), byOp: true})
 	}
-	if e.prog != nil {
-		var det []string
-		for _, st := range e.prog.Stalls() {
-			msg := st.String()
-			if si, ok := qpSide[st.QPN]; ok && !st.Recv && st.ID < uint64(len(g.Ops)) {
-				msg = fmt.Sprintf("%s (op %s, queue %s)", msg, opRef(g, ir.OpID(st.ID)), g.Queues[e.sides[si].queue].Name)
-			}
-			det = append(det, msg)
+	var det []string
+	for _, st := range providerStalls(e.prog, e.res) {
+		msg := st.String()
+		if si, ok := qpSide[st.QPN]; ok && !st.Recv && st.ID < uint64(len(g.Ops)) {
+			msg = fmt.Sprintf("%s (op %s, queue %s)", msg, opRef(g, ir.OpID(st.ID)), g.Queues[e.sides[si].queue].Name)
 		}
-		h.Detail = joinMax(det, 6)
+		det = append(det, msg)
 	}
+	h.Detail = joinMax(det, 6)
 	return h
 }
 

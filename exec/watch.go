@@ -102,3 +102,21 @@ func (w *stallWatch) block(ctx context.Context, iter int) (stuck bool, err error
 	}
 	return false, nil
 }
+
+// providerStalls is what the NIC says cannot run, for a hang's diagnosis: a software NIC's
+// whole fabric (prog), else each local rank's device that can tell (a driver's held requests).
+func providerStalls(prog nic.Progresser, res []*rankRes) []nic.Stall {
+	if prog != nil {
+		return prog.Stalls()
+	}
+	var out []nic.Stall
+	for _, r := range res {
+		if r == nil {
+			continue
+		}
+		if s, ok := r.dev.(nic.Staller); ok {
+			out = append(out, s.Stalls()...)
+		}
+	}
+	return out
+}

@@ -144,3 +144,22 @@ func TestStallWatchBlocks(t *testing.T) {
 	assert.Equal(t, 1, bad.calls, "no wait after one failed")
 	assert.GreaterOrEqual(t, time.Since(start), 5*time.Millisecond)
 }
+
+// stallingCtx is a device whose driver tells what it holds.
+type stallingCtx struct {
+	nic.Context
+	held []nic.Stall
+}
+
+func (c stallingCtx) Stalls() []nic.Stall { return c.held }
+
+func TestProviderStalls(t *testing.T) {
+	a := nic.Stall{Rank: 0, QPN: 1, Op: nic.OpRDMAWriteImm, Reason: nic.StallImmRefused}
+	b := nic.Stall{Rank: 2, QPN: 3, Recv: true, Op: nic.OpRecv, Reason: nic.StallProviderFull, Reached: 4, Awaited: 4}
+	res := []*rankRes{{dev: stallingCtx{held: []nic.Stall{a}}}, nil, {dev: struct{ nic.Context }{}}, {dev: stallingCtx{held: []nic.Stall{b}}}}
+	assert.Equal(t, []nic.Stall{a, b}, providerStalls(nil, res), "each local rank's device that can tell, in rank order")
+	assert.Contains(t, a.String(), "its write went; the provider refuses its message")
+	assert.Contains(t, b.String(), "4 of its 4 entries")
+
+	assert.Nil(t, providerStalls(&fakeProgress{}, res), "a software NIC sees its whole fabric: it alone answers")
+}

@@ -389,6 +389,13 @@ type Progresser interface {
 	// and returns how many steps it made. 0 means nothing is runnable: unless the host posts or
 	// polls something, the fabric is stalled, and Stalls says why.
 	Progress() int
+	Staller
+}
+
+// Staller is implemented by providers (a software NIC: its whole fabric) and contexts (a
+// hardware provider's driver: the requests it holds) that can say what cannot run. Engines add
+// it to a hang's diagnosis.
+type Staller interface {
 	// Stalls describes every queue with posted work that cannot run, in a stable order.
 	Stalls() []Stall
 }
@@ -467,10 +474,18 @@ const (
 	StallFence                          // fenced request: earlier READ or atomic not complete
 	StallCQFull                         // the completion queue is full of unpolled completions
 	StallRecvPending                    // receives posted, no message arrived (reported for context)
+	// A driver's own: requests it holds because the library under it has not taken them.
+	StallProviderFull // the library's queue is full: Reached of its Awaited entries are busy
+	StallRefused      // the library refuses it for now ("try again") at every retry
+	StallWriteFirst   // WRITE_IMM without send-after-write ordering: its message waits for its write to complete
+	StallImmRefused   // WRITE_IMM: its write went, the library refuses its message for now
 )
 
 var stallNames = [...]string{"waiting for completions", "not enabled", "no matching receive posted at the peer",
-	"fenced behind an incomplete READ or atomic", "completion queue full", "waiting for a message"}
+	"fenced behind an incomplete READ or atomic", "completion queue full", "waiting for a message",
+	"waiting for room in the provider's queue", "refused by the provider for now (try again), at every retry",
+	"its message waits for its write to complete (the provider does not order a send after a write)",
+	"its write went; the provider refuses its message for now (try again), at every retry"}
 
 // String describes the reason in words.
 func (r StallReason) String() string {
@@ -513,6 +528,8 @@ func (s Stall) String() string {
 		return fmt.Sprintf("%s is not enabled: enabled up to index %d, needs %d", head, s.Reached, s.Awaited)
 	case StallNoRecv:
 		return fmt.Sprintf("%s: no matching receive posted at %s (receiver not ready)", head, s.Peer)
+	case StallProviderFull:
+		return fmt.Sprintf("%s waits for room in the provider's queue: %d of its %d entries hold requests not completed", head, s.Reached, s.Awaited)
 	}
 	return fmt.Sprintf("%s: %s", head, s.Reason)
 }

@@ -287,6 +287,18 @@ func TestDeeperThanProvider(t *testing.T) {
 	k, err = a.qp.PostSend(writes)
 	require.NoError(t, err)
 	require.Equal(t, n, k)
+	// What a hang's diagnosis would add now: the first write and receive libfabric has not
+	// taken, and why.
+	held := nic.Stall{Rank: 0, QPN: a.qp.Num(), Op: nic.OpRDMAWriteImm, Reason: nic.StallWriteFirst}
+	if p.sendAfterWrite() { // each write with immediate takes two of the provider's entries
+		busy := uint64(a.qp.txCap / 2 * 2)
+		held.Index, held.ID, held.Reason, held.Reached, held.Awaited = busy/2, busy/2, nic.StallProviderFull, busy, uint64(a.qp.txCap)
+	}
+	assert.Equal(t, []nic.Stall{held}, a.ctx.Stalls())
+	if rx := uint64(b.qp.rxCap); rx < n {
+		assert.Equal(t, []nic.Stall{{Rank: 1, QPN: b.qp.Num(), Recv: true, Index: rx, ID: 1000 + rx, Op: nic.OpRecv,
+			Reason: nic.StallProviderFull, Reached: rx, Awaited: rx}}, b.ctx.Stalls())
+	}
 	// The writes beyond the first 128 go to libfabric as the sender's completions make room,
 	// which its CQ's polls collect: poll both sides, as the engines do.
 	var sent, got []nic.WC

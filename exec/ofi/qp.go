@@ -11,6 +11,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -862,3 +863,61 @@ func armSlot(s *C.ofi_slot, cntr *Counter, threshold uint64) {
 
 // Explain returns the provider's words for the last failed request of the endpoint.
 func (q *QP) Explain() string { return q.lastErr }
+
+// Stalls describes the requests the context's endpoints hold because libfabric has not taken
+// them, by endpoint number: per send queue the one that holds the others (a write with
+// immediate whose message waits, or the oldest request waiting for room or refused for now),
+// per receive queue the oldest receive waiting. Requests libfabric took and has not completed
+// are the engine's to name. A hung engine adds these to its diagnosis (nic.Staller).
+func (c *Context) Stalls() []nic.Stall {
+	var out []nic.Stall
+	for _, num := range slices.Sorted(maps.Keys(c.qps)) {
+		q := c.qps[num]
+		if q.closed {
+			continue
+		}
+		if s, ok := q.sendStall(); ok {
+			out = append(out, s)
+		}
+		if len(q.rback) > 0 {
+			d := &q.rback[0]
+			s := nic.Stall{Rank: c.rank, QPN: num, Recv: true, Index: d.idx, ID: q.rq.at(d.idx).id, Op: nic.OpRecv, Reason: nic.StallRefused}
+			if q.rxBusy >= q.rxCap {
+				s.Reason, s.Reached, s.Awaited = nic.StallProviderFull, uint64(q.rxBusy), uint64(q.rxCap)
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// sendStall describes the request that holds the send queue, if libfabric has not taken it.
+func (q *QP) sendStall() (nic.Stall, bool) {
+	s := nic.Stall{Rank: q.c.rank, QPN: q.num}
+	at := func(idx uint64) {
+		e := q.sq.at(idx)
+		s.Index, s.ID, s.Op = idx, e.id, e.op
+	}
+	switch {
+	case q.imm.state == immWrite:
+		at(q.imm.idx)
+		s.Reason = nic.StallWriteFirst
+	case q.imm.state == immPost:
+		at(q.imm.idx)
+		s.Reason = nic.StallImmRefused
+	case len(q.sback) > 0:
+		d := &q.sback[0]
+		at(d.idx)
+		switch {
+		case d.half:
+			s.Reason = nic.StallImmRefused
+		case q.txBusy+txOps(d.wr.Op) > q.txCap:
+			s.Reason, s.Reached, s.Awaited = nic.StallProviderFull, uint64(q.txBusy), uint64(q.txCap)
+		default:
+			s.Reason = nic.StallRefused
+		}
+	default:
+		return s, false
+	}
+	return s, true
+}
