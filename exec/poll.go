@@ -770,11 +770,15 @@ func (e *pollEngine) listReady() {
 func (e *pollEngine) diagnose(iter int) error {
 	h := &HangError{Iteration: iter}
 	g := e.g
-	qpSide := map[uint32]int32{}
+	type qpKey struct {
+		rank int
+		qpn  uint32 // numbered per context on some providers (ofi)
+	}
+	qpSide := map[qpKey]int32{}
 	for si := range e.sides {
 		s := &e.sides[si]
 		if !s.recv {
-			qpSide[s.qp.Num()] = int32(si)
+			qpSide[qpKey{s.rank, s.qp.Num()}] = int32(si)
 		}
 		n := int32(len(s.ops))
 		if s.done >= n {
@@ -820,7 +824,7 @@ func (e *pollEngine) diagnose(iter int) error {
 	var det []string
 	for _, st := range providerStalls(e.prog, e.res) {
 		msg := st.String()
-		if si, ok := qpSide[st.QPN]; ok && !st.Recv && st.ID < uint64(len(g.Ops)) {
+		if si, ok := qpSide[qpKey{st.Rank, st.QPN}]; ok && !st.Recv && st.ID < uint64(len(g.Ops)) {
 			msg = fmt.Sprintf("%s (op %s, queue %s)", msg, opRef(g, ir.OpID(st.ID)), g.Queues[e.sides[si].queue].Name)
 		}
 		det = append(det, msg)
