@@ -591,13 +591,16 @@ func TestIdleTick(t *testing.T) {
 	assert.LessOrEqual(t, ticks, uint64(elapsed/(10*time.Millisecond))+3, "ticks in %v", elapsed)
 }
 
-// TestLongVectorPlan: the plan scripts/mpi-bench.sh runs for long vectors
-// (examples/mpi/rabenseifner_f32.dag, blocks of n) sums the caller's f32 arrays over 2 and 4
-// ranks, and a start needs no World call (two-sided messages only), unlike the ring's.
+// TestLongVectorPlan: the plans scripts/mpi-bench.sh runs for long vectors
+// (examples/mpi/rabenseifner_f32.dag, and its three-step variant on sockets, blocks of n) sum
+// the caller's f32 arrays over 2, 4 and 8 ranks, and a start needs no World call (two-sided
+// messages only), unlike the ring's.
 func TestLongVectorPlan(t *testing.T) {
 	const n = 13
-	for _, ranks := range []int{2, 4} {
-		sumsWithoutWorld(t, "examples/mpi/rabenseifner_f32.dag", ranks, n, int64(ranks)*n)
+	for _, file := range []string{"examples/mpi/rabenseifner_f32.dag", "examples/mpi/rabenseifner_merged_f32.dag"} {
+		for _, ranks := range []int{2, 4, 8} {
+			sumsWithoutWorld(t, file, ranks, n, int64(ranks)*n)
+		}
 	}
 }
 

@@ -8,11 +8,12 @@
 #   tcp:     coredag on libfabric "tcp;ofi_rxm" (polling engine)  vs  Open MPI ob1 + tcp,self
 # coredag runs Rabenseifner's reduce-scatter and allgather (examples/mpi/rabenseifner_f32.dag:
 # four steps for 4 ranks where the ring takes six, the ring's bytes, and two-sided messages only,
-# so no World call per start) from SMALL_BELOW bytes up (by default 128 KiB on shm, 384 KiB on tcp,
-# 512 KiB on sockets: measured below), and below, the recursive doubling of
-# examples/mpi/recursive_doubling_f32.dag (two steps), as MPI libraries pick their algorithm by
-# size. LARGE_PLAN picks another plan with data f32[ranks * n], e.g. plans/ring_allreduce.dag,
-# SMALL_PLAN another with data f32[n] for the sizes below SMALL_BELOW.
+# so no World call per start; on sockets its three-step variant,
+# examples/mpi/rabenseifner_merged_f32.dag, whose header has the figures) from SMALL_BELOW bytes
+# up (by default 128 KiB on shm, 384 KiB on tcp, 768 KiB on sockets: measured below), and below,
+# the recursive doubling of examples/mpi/recursive_doubling_f32.dag (two steps), as MPI libraries
+# pick their algorithm by size. LARGE_PLAN picks another plan with data f32[ranks * n], e.g.
+# plans/ring_allreduce.dag, SMALL_PLAN another with data f32[n] for the sizes below SMALL_BELOW.
 # Also examples/c/callcost.c: one start+wait of a trivial plan from C. Prints the machine's load
 # (uptime) before and after: on a shared machine the numbers move with it.
 # Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir), LARGE_PLAN, SMALL_PLAN,
@@ -36,12 +37,13 @@ mpicc -O2 -Wall -o "$tmp/allreduce" examples/mpi/allreduce.c $(pkg-config --cfla
 cc -O2 -Wall -o "$tmp/callcost" examples/c/callcost.c $(pkg-config --cflags --libs coredag)
 np=${NP:-4}
 max=${MAXBYTES:-16777216}
-# plans BELOW: the options that pick the plans, switching at BELOW bytes (0: the large plan only).
+# plans BELOW LARGE: the options that pick the plans, switching at BELOW bytes (0: the large
+# plan only) to LARGE, unless LARGE_PLAN says otherwise.
 plans() {
   local small=()
   [ "$1" = 0 ] || small=(-q "${SMALL_PLAN:-examples/mpi/recursive_doubling_f32.dag}" -t "$1")
   [ -z "${SIZES:-}" ] || small+=(-s "$SIZES")
-  echo "${small[@]}" -p "${LARGE_PLAN:-examples/mpi/rabenseifner_f32.dag}"
+  echo "${small[@]}" -p "${LARGE_PLAN:-$2}"
 }
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(callcost shm sockets tcp)
@@ -67,13 +69,17 @@ for config in "${configs[@]}"; do
   # shm, 8 and 10 runs each way in ABBA order (load 2.0-3.1), the recursive doubling ahead at 64
   # and 96 KiB (1.30/1.49, 1.25/1.44), even at 128 KiB (1.39/1.24 and 1.29/1.31, and 1.21/1.31
   # in the session's closing script: faster in 16 of 24 pairs, ratio lower in 12), Rabenseifner's
-  # ahead at 192 KiB (1.27/1.19 and 1.35/1.27).
+  # ahead at 192 KiB (1.27/1.19 and 1.35/1.27). Session 41, on sockets against the three-step
+  # Rabenseifner, 10 runs each way in ABBA order (load 3.3-4.1): the recursive doubling ahead at
+  # 256 and 512 KiB (0.76-0.81 and 0.86-0.87 in two scripts, against 0.91 and 0.93), behind at
+  # 768 KiB (1.04 against 0.97); and at 1 MiB 1.50 against the four-step plan's 1.08.
+  large=examples/mpi/rabenseifner_f32.dag
   case $config in
   shm) below=131072 ;;
   tcp) below=393216 ;;
-  *) below=524288 ;;
+  *) below=786432 large=examples/mpi/rabenseifner_merged_f32.dag ;;
   esac
-  read -r -a small <<<"$(plans "${SMALL_BELOW:-$below}")"
+  read -r -a small <<<"$(plans "${SMALL_BELOW:-$below}" "$large")"
   env=(-x FI_SOCKETS_IFACE=lo)
   [ -z "${FI_OFI_RXM_BUFFER_SIZE:-}" ] || env+=(-x FI_OFI_RXM_BUFFER_SIZE)
   [ -z "${FI_OFI_RXM_EAGER_LIMIT:-}" ] || env+=(-x FI_OFI_RXM_EAGER_LIMIT)

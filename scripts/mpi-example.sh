@@ -4,7 +4,8 @@
 # libfabric's shm provider with the polling engine, and on the sockets provider with the
 # triggered offload engine (target triggered-sockets), on shm with half the ranks using CMA
 # (mixed), and (doubling, rabenseifner) the plans
-# scripts/mpi-bench.sh picks for short and long vectors, on shm. Each run writes fresh data every
+# scripts/mpi-bench.sh picks for short and long vectors, on shm, and (merged) the one it picks
+# for long vectors on sockets, triggered. Each run writes fresh data every
 # iteration and compares coredag's sums with MPI_Allreduce's; any difference or error fails.
 # Env: ITERS (default 300), COUNT f32 per rank (default 4096), TIMEOUT seconds per run (default
 # 300), PREFIX (where to build the library; default a temporary directory).
@@ -24,7 +25,7 @@ mpicc -O2 -Wall -o "$tmp/allreduce" examples/mpi/allreduce.c $(pkg-config --cfla
 # shellcheck disable=SC2046
 mpicc -O2 -Wall -o "$tmp/mpi_dlopen" tests/c/mpi_dlopen.c -ldl $(pkg-config --cflags coredag)
 configs=("$@")
-[ ${#configs[@]} -gt 0 ] || configs=(shm sockets boot mixed doubling rabenseifner)
+[ ${#configs[@]} -gt 0 ] || configs=(shm sockets boot mixed doubling rabenseifner merged)
 for config in "${configs[@]}"; do
   case $config in
   shm) opts=(-o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
@@ -36,7 +37,9 @@ for config in "${configs[@]}"; do
   # The plans scripts/mpi-bench.sh runs below and from its switch (128 KiB on shm), on shm.
   doubling) opts=(-p examples/mpi/recursive_doubling_f32.dag -W -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
   rabenseifner) opts=(-p examples/mpi/rabenseifner_f32.dag -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
-  *) echo "$0: unknown configuration $config (want shm, sockets, boot, mixed, doubling or rabenseifner)" >&2; exit 2 ;;
+  # The plan it runs from its switch on sockets (768 KiB), as there: triggered.
+  merged) opts=(-p examples/mpi/rabenseifner_merged_f32.dag -o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
+  *) echo "$0: unknown configuration $config (want shm, sockets, boot, mixed, doubling, rabenseifner or merged)" >&2; exit 2 ;;
   esac
   for np in 2 4; do
     echo "== $config, $np processes: ${opts[*]}"

@@ -22,7 +22,7 @@
  * -W: PLAN's data is f32[n], n the whole vector (as examples/mpi/recursive_doubling_f32.dag),
  * -c COUNT f32 elements per rank (default 4096; the plan's n is COUNT / ranks, rounded up),
  * -q PLAN2 -t BYTES: the bench runs PLAN2 (data f32[n], n the whole vector) below BYTES, as MPI
- * libraries switch algorithm by size (scripts/mpi-bench.sh: the recursive doubling below 128 to 512 KiB by transport),
+ * libraries switch algorithm by size (scripts/mpi-bench.sh: the recursive doubling below 128 to 768 KiB by transport),
  * -s SIZES: the bench's sizes in bytes, ascending, comma-separated (default 8 B, 16 B, ... MAXBYTES),
  * -i ITERS (default 300), -o KEY=VALUE a coredag option (repeatable: provider, ofi_provider,
  * engine, target, hang_timeout_ms), -b bench mode, -m MAXBYTES the bench's largest size, -B
