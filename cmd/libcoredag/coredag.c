@@ -36,6 +36,11 @@ int coredag_plan_open_source(const char *name, const char *source, const char *c
     return cdgo_plan_open((char *)name, (char *)source, 1, (char **)params, (char **)options, out);
 }
 
+int coredag_plan_open_set(const char *set_path, size_t nbytes, int ranks, const char *const *params,
+                          const char *const *options, coredag_plan **out) {
+    return cdgo_plan_open_set((char *)set_path, nbytes, ranks, (char **)params, (char **)options, out);
+}
+
 const char *coredag_plan_error(const coredag_plan *plan) {
     if (plan == NULL) return "coredag_plan_error: the plan is NULL";
     return plan->err != NULL ? plan->err : "";

@@ -107,6 +107,14 @@ int coredag_plan_open(const char *path, const char *const *params, const char *c
 /* The same, on a plan given as text; name is used in messages (file:line:col). */
 int coredag_plan_open_source(const char *name, const char *source, const char *const *params,
                              const char *const *options, coredag_plan **out);
+/* The plan that the plan set at set_path (docs/predict.md, Plan sets: which plan of a collective
+ * serves which message size and world size, as coredag tune writes) picks for a message of nbytes
+ * bytes on ranks ranks, opened as coredag_plan_open opens a plan: with the params of the set's
+ * line, ranks, then params over them (set the plan's size param there, e.g. "n=..."). A set that
+ * fails to load (a gap, an overlap, a plan that fails check) gives COREDAG_ERR_CHECK with its
+ * positions; a world size or size it does not serve, COREDAG_ERR_ARG. Each call reads the set. */
+int coredag_plan_open_set(const char *set_path, size_t nbytes, int ranks, const char *const *params,
+                          const char *const *options, coredag_plan **out);
 /* The message of the plan's last error, "" if none. */
 const char *coredag_plan_error(const coredag_plan *plan);
 /* The number of ranks the plan was checked for (0 for a plan handle that failed to open). */

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime/cgo"
 	"runtime/debug"
@@ -247,6 +248,41 @@ func cdgo_plan_open(path, source *C.char, fromSource C.int, params, options **C.
 	} else {
 		p, err = coredag.Open(C.GoString(path), opts)
 	}
+	if err != nil {
+		return fail(&h.err, codeOf(err), err)
+	}
+	h.handle = C.uintptr_t(cgo.NewHandle(&plan{p: p}))
+	return codeOK
+}
+
+//export cdgo_plan_open_set
+func cdgo_plan_open_set(set *C.char, nbytes C.size_t, ranks C.int, params, options **C.char, out **C.struct_coredag_plan) (rc C.int) {
+	if out == nil {
+		return codeArg
+	}
+	h := newPlanHandle()
+	*out = h
+	if h == nil {
+		return codeInternal
+	}
+	defer recoverInto(&rc, &h.err, "coredag_plan_open_set")
+	switch {
+	case set == nil:
+		return fail(&h.err, codeArg, errors.New("coredag_plan_open_set: set_path is NULL"))
+	case ranks < 1:
+		return fail(&h.err, codeArg, fmt.Errorf("coredag_plan_open_set: ranks is %d: want at least 1", int(ranks)))
+	case uint64(nbytes) > math.MaxInt64:
+		return fail(&h.err, codeArg, fmt.Errorf("coredag_plan_open_set: nbytes is %d: want at most %d", uint64(nbytes), int64(math.MaxInt64)))
+	}
+	opts, err := openOptions(params, options)
+	if err != nil {
+		return fail(&h.err, codeArg, err)
+	}
+	s, err := coredag.OpenSet(C.GoString(set))
+	if err != nil {
+		return fail(&h.err, codeOf(err), err)
+	}
+	p, err := s.Open(int64(nbytes), int(ranks), opts)
 	if err != nil {
 		return fail(&h.err, codeOf(err), err)
 	}

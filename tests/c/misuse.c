@@ -378,8 +378,48 @@ static void extern_option(void) {
     coredag_plan_free(p);
 }
 
+/* Plans picked from a plan set by size and world size (paths relative to cmd/libcoredag, where
+ * TestC runs this). */
+static void plan_sets(void) {
+    coredag_plan *p;
+    size_t nbytes = 0;
+    int rc = coredag_plan_open_set("../../tests/c/allreduce.set", 1 << 20, 4, WORDS("n=64"), NULL, &p);
+    expect("plan from a set", rc, COREDAG_OK, coredag_plan_error(p), NULL);
+    if (rc == COREDAG_OK) {
+        rc = coredag_plan_buffer_size(p, "data", &nbytes);
+        /* The ring's data is f32[ranks * n], with the caller's n over the set line's n=8. */
+        if (rc != COREDAG_OK || coredag_plan_ranks(p) != 4 || nbytes != 4 * 64 * 4) {
+            printf("FAIL plan from a set: ranks %d, data %zu bytes (%s), want 4 ranks and %d bytes\n",
+                   coredag_plan_ranks(p), nbytes, coredag_strerror(rc), 4 * 64 * 4);
+            failures++;
+        }
+    }
+    coredag_plan_free(p);
+    rc = coredag_plan_open_set("../../tests/c/allreduce.set", 8, 4, NULL, NULL, &p);
+    expect("short message from a set", rc, COREDAG_OK, coredag_plan_error(p), NULL);
+    /* The recursive doubling's data is i64[n], its default n 256: a set picks by size alone. */
+    if (rc == COREDAG_OK && (coredag_plan_buffer_size(p, "data", &nbytes) != COREDAG_OK || nbytes != 256 * 8)) {
+        printf("FAIL short message from a set: data %zu bytes, want %d\n", nbytes, 256 * 8);
+        failures++;
+    }
+    coredag_plan_free(p);
+    rc = coredag_plan_open_set("../../tests/c/allreduce.set", 8, 5, NULL, NULL, &p);
+    expect("world size a set does not serve", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("5"));
+    coredag_plan_free(p);
+    rc = coredag_plan_open_set("../../tests/c/gap.set", 8, 4, NULL, NULL, &p);
+    expect("set with a gap", rc, COREDAG_ERR_CHECK, coredag_plan_error(p), WORDS("gap.set:3:", "gap"));
+    coredag_plan_free(p);
+    rc = coredag_plan_open_set("../../tests/c/allreduce.set", 8, 0, NULL, NULL, &p);
+    expect("set opened for 0 ranks", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("ranks"));
+    coredag_plan_free(p);
+    rc = coredag_plan_open_set(NULL, 8, 4, NULL, NULL, &p);
+    expect("set path NULL", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("NULL"));
+    coredag_plan_free(p);
+}
+
 int main(void) {
     null_arguments();
+    plan_sets();
     bad_plans();
     world_errors();
     lifecycle_one();
