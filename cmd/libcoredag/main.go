@@ -217,8 +217,9 @@ func newPlanHandle() *C.struct_coredag_plan {
 	return (*C.struct_coredag_plan)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_coredag_plan{}))))
 }
 
-//export cdgo_plan_open
-func cdgo_plan_open(path, source *C.char, fromSource C.int, params, options **C.char, out **C.struct_coredag_plan) (rc C.int) {
+// openHandle gives *out a new plan handle that holds the plan open returns, or the message of
+// its error with its code; a panic comes back as COREDAG_ERR_INTERNAL. fn names the C function.
+func openHandle(out **C.struct_coredag_plan, fn string, open func() (*coredag.Plan, C.int, error)) (rc C.int) {
 	if out == nil {
 		return codeArg
 	}
@@ -227,67 +228,64 @@ func cdgo_plan_open(path, source *C.char, fromSource C.int, params, options **C.
 	if h == nil {
 		return codeInternal
 	}
-	defer recoverInto(&rc, &h.err, "coredag_plan_open")
-	switch {
-	case fromSource == 0 && path == nil:
-		return fail(&h.err, codeArg, errors.New("coredag_plan_open: path is NULL"))
-	case fromSource != 0 && source == nil:
-		return fail(&h.err, codeArg, errors.New("coredag_plan_open_source: source is NULL"))
-	}
-	opts, err := openOptions(params, options)
+	defer recoverInto(&rc, &h.err, fn)
+	p, code, err := open()
 	if err != nil {
-		return fail(&h.err, codeArg, err)
-	}
-	var p *coredag.Plan
-	if fromSource != 0 {
-		name := goString(path)
-		if name == "" {
-			name = "plan.dag"
-		}
-		p, err = coredag.OpenSource(name, []byte(C.GoString(source)), opts)
-	} else {
-		p, err = coredag.Open(C.GoString(path), opts)
-	}
-	if err != nil {
-		return fail(&h.err, codeOf(err), err)
+		return fail(&h.err, code, err)
 	}
 	h.handle = C.uintptr_t(cgo.NewHandle(&plan{p: p}))
 	return codeOK
 }
 
+//export cdgo_plan_open
+func cdgo_plan_open(path, source *C.char, fromSource C.int, params, options **C.char, out **C.struct_coredag_plan) C.int {
+	return openHandle(out, "coredag_plan_open", func() (*coredag.Plan, C.int, error) {
+		switch {
+		case fromSource == 0 && path == nil:
+			return nil, codeArg, errors.New("coredag_plan_open: path is NULL")
+		case fromSource != 0 && source == nil:
+			return nil, codeArg, errors.New("coredag_plan_open_source: source is NULL")
+		}
+		opts, err := openOptions(params, options)
+		if err != nil {
+			return nil, codeArg, err
+		}
+		var p *coredag.Plan
+		if fromSource != 0 {
+			name := goString(path)
+			if name == "" {
+				name = "plan.dag"
+			}
+			p, err = coredag.OpenSource(name, []byte(C.GoString(source)), opts)
+		} else {
+			p, err = coredag.Open(C.GoString(path), opts)
+		}
+		return p, codeOf(err), err
+	})
+}
+
 //export cdgo_plan_open_set
-func cdgo_plan_open_set(set *C.char, nbytes C.size_t, ranks C.int, params, options **C.char, out **C.struct_coredag_plan) (rc C.int) {
-	if out == nil {
-		return codeArg
-	}
-	h := newPlanHandle()
-	*out = h
-	if h == nil {
-		return codeInternal
-	}
-	defer recoverInto(&rc, &h.err, "coredag_plan_open_set")
-	switch {
-	case set == nil:
-		return fail(&h.err, codeArg, errors.New("coredag_plan_open_set: set_path is NULL"))
-	case ranks < 1:
-		return fail(&h.err, codeArg, fmt.Errorf("coredag_plan_open_set: ranks is %d: want at least 1", int(ranks)))
-	case uint64(nbytes) > math.MaxInt64:
-		return fail(&h.err, codeArg, fmt.Errorf("coredag_plan_open_set: nbytes is %d: want at most %d", uint64(nbytes), int64(math.MaxInt64)))
-	}
-	opts, err := openOptions(params, options)
-	if err != nil {
-		return fail(&h.err, codeArg, err)
-	}
-	s, err := coredag.OpenSet(C.GoString(set))
-	if err != nil {
-		return fail(&h.err, codeOf(err), err)
-	}
-	p, err := s.Open(int64(nbytes), int(ranks), opts)
-	if err != nil {
-		return fail(&h.err, codeOf(err), err)
-	}
-	h.handle = C.uintptr_t(cgo.NewHandle(&plan{p: p}))
-	return codeOK
+func cdgo_plan_open_set(set *C.char, nbytes C.size_t, ranks C.int, params, options **C.char, out **C.struct_coredag_plan) C.int {
+	return openHandle(out, "coredag_plan_open_set", func() (*coredag.Plan, C.int, error) {
+		switch {
+		case set == nil:
+			return nil, codeArg, errors.New("coredag_plan_open_set: set_path is NULL")
+		case ranks < 1:
+			return nil, codeArg, fmt.Errorf("coredag_plan_open_set: ranks is %d: want at least 1", int(ranks))
+		case uint64(nbytes) > math.MaxInt64:
+			return nil, codeArg, fmt.Errorf("coredag_plan_open_set: nbytes is %d: want at most %d", uint64(nbytes), int64(math.MaxInt64))
+		}
+		opts, err := openOptions(params, options)
+		if err != nil {
+			return nil, codeArg, err
+		}
+		s, err := coredag.OpenSet(C.GoString(set))
+		if err != nil {
+			return nil, codeOf(err), err
+		}
+		p, err := s.Open(int64(nbytes), int(ranks), opts)
+		return p, codeOf(err), err
+	})
 }
 
 // planOf returns the plan behind h, or an error code for a NULL or failed handle.
