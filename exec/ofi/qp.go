@@ -535,7 +535,7 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 	}
 	d := deferred{idx: idx, wr: *wr, cntr: cntr, thr: threshold}
 	d.wr.More = slices.Clone(wr.More) // the caller may reuse its list once posted
-	if len(q.sback) > 0 || q.txBusy+txOps(wr.Op) > q.txCap || q.imm.state != immNone {
+	if len(q.sback) > 0 || q.txFull(wr.Op) || q.imm.state != immNone {
 		// The endpoint's transmit queue is full, or a write with immediate holds it (postImm):
 		// the request waits here, in order, until completions make room (flush).
 		e.pending = txOps(wr.Op)
@@ -618,6 +618,12 @@ type deferred struct {
 	thr  uint64
 	half bool // a write with immediate whose write went and whose message waits (issueSend)
 }
+
+// txFull reports whether libfabric's transmit queue has no room for a request of op now.
+func (q *QP) txFull(op nic.Opcode) bool { return q.txBusy+txOps(op) > q.txCap }
+
+// rxFull reports whether libfabric's receive queue has no room for a receive now.
+func (q *QP) rxFull() bool { return q.rxBusy >= q.rxCap }
 
 // txOps is how many transmit entries of the endpoint a request takes.
 func txOps(op nic.Opcode) int {
@@ -752,7 +758,7 @@ func (q *QP) flush() {
 	n := 0
 	for ; n < len(q.sback); n++ {
 		d := &q.sback[n]
-		if q.txBusy+txOps(d.wr.Op) > q.txCap || q.imm.state != immNone {
+		if q.txFull(d.wr.Op) || q.imm.state != immNone {
 			break // no room, or a write with immediate holds the queue (postImm)
 		}
 		e := q.sq.at(d.idx)
@@ -769,7 +775,7 @@ func (q *QP) flush() {
 	}
 	q.sback = q.sback[:copy(q.sback, q.sback[n:])]
 	n = 0
-	for ; n < len(q.rback) && q.rxBusy < q.rxCap; n++ {
+	for ; n < len(q.rback) && !q.rxFull(); n++ {
 		d := &q.rback[n]
 		if r := q.issueRecv(d); r == -C.FI_EAGAIN {
 			break
@@ -821,7 +827,7 @@ func (q *QP) postRecv(wr *nic.RecvWR, cntr *Counter, threshold uint64) error {
 		return nil
 	}
 	d := deferred{idx: idx, wr: nic.SendWR{Local: wr.Local, More: slices.Clone(wr.More)}, cntr: cntr, thr: threshold}
-	if len(q.rback) > 0 || q.rxBusy >= q.rxCap {
+	if len(q.rback) > 0 || q.rxFull() {
 		q.rback = append(q.rback, d) // waits for room (flush)
 		q.c.waiting = true
 		return nil
@@ -882,7 +888,7 @@ func (c *Context) Stalls() []nic.Stall {
 		if len(q.rback) > 0 {
 			d := &q.rback[0]
 			s := nic.Stall{Rank: c.rank, QPN: num, Recv: true, Index: d.idx, ID: q.rq.at(d.idx).id, Op: nic.OpRecv, Reason: nic.StallRefused}
-			if q.rxBusy >= q.rxCap {
+			if q.rxFull() {
 				s.Reason, s.Reached, s.Awaited = nic.StallProviderFull, uint64(q.rxBusy), uint64(q.rxCap)
 			}
 			out = append(out, s)
@@ -911,7 +917,7 @@ func (q *QP) sendStall() (nic.Stall, bool) {
 		switch {
 		case d.half:
 			s.Reason = nic.StallImmRefused
-		case q.txBusy+txOps(d.wr.Op) > q.txCap:
+		case q.txFull(d.wr.Op):
 			s.Reason, s.Reached, s.Awaited = nic.StallProviderFull, uint64(q.txBusy), uint64(q.txCap)
 		default:
 			s.Reason = nic.StallRefused
