@@ -75,7 +75,13 @@ func (s *Set) Select(size int64, ranks int) (file string, params map[string]int6
 }
 
 // Open opens the plan that serves a message of size bytes on ranks ranks, with the params of
-// its line, ranks, and opts.Params (which win: the caller sets the plan's size param there).
+// its line, ranks, and opts.Params (which win). When neither the line nor opts.Params sets the
+// set's size param (n, unless the set has a `size-param` line), Open sets it so that the plan's
+// message, the bytes of the buffer its expect names, is size bytes: an allreduce plan whose
+// data is f32[n] gets n = size / 4, one whose data is f32[ranks * n] on 4 ranks n = size / 16.
+// The message must grow in proportion to the param, and size must be a multiple of what one
+// unit of it moves; otherwise Open fails with ErrArg and says the multiple, so that the caller
+// can pad its message or set the param itself. A plan without the param opens as it is.
 func (s *Set) Open(size int64, ranks int, opts Options) (*Plan, error) {
 	file, params, _, err := s.Select(size, ranks)
 	if err != nil {
@@ -83,6 +89,38 @@ func (s *Set) Open(size int64, ranks int, opts Options) (*Plan, error) {
 	}
 	params["ranks"] = int64(ranks)
 	maps.Copy(params, opts.Params)
+	sp := s.set.SizeParam
+	_, given := params[sp]
+	derived := false
+	if !given {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrArg, err)
+		}
+		b, err := budget.Resolve("", os.Getenv)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrArg, err)
+		}
+		n, ok, err := planner.SizeParam(file, src, sp, size, params, elaborate.Within(b))
+		var l diag.List
+		switch {
+		case errors.As(err, &l):
+			return nil, &CheckError{diags: l}
+		case err != nil:
+			return nil, fmt.Errorf("%w: %v; or set %s in the params", ErrArg, err, sp)
+		case ok:
+			params[sp], derived = n, true
+		}
+	}
 	opts.Params = params
-	return Open(file, opts)
+	p, err := Open(file, opts)
+	if err != nil || !derived {
+		return p, err
+	}
+	if got, _ := p.graph.MessageBytes(); got != size {
+		p.Close()
+		return nil, fmt.Errorf("%w: %s: at %s = %d its message is %d B, not %d B: it does not grow in proportion to %s; set %s in the params",
+			ErrArg, file, sp, params[sp], got, size, sp, sp)
+	}
+	return p, nil
 }

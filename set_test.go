@@ -44,3 +44,59 @@ func TestOpenSet(t *testing.T) {
 	assert.Contains(t, ce.Error(), "bad.set:2:")
 	assert.Contains(t, ce.Error(), "a gap: no plan serves sizes 0..1KiB at ranks 4")
 }
+
+// Set.Open sets the size param from the message size when neither the line nor the caller does,
+// whatever the plan's buffer makes of it: i64[n] in the recursive doubling, f32[ranks * n] in
+// the ring.
+func TestOpenSetSizeParam(t *testing.T) {
+	dir := t.TempDir()
+	root, err := filepath.Abs(".")
+	require.NoError(t, err)
+	set := filepath.Join(dir, "ar.set")
+	require.NoError(t, os.WriteFile(set, []byte("collective allreduce\n"+
+		"plan "+filepath.Join(root, "plans/recursive_doubling_allreduce.dag")+" sizes 0..4KiB ranks 4\n"+
+		"plan "+filepath.Join(root, "plans/ring_allreduce.dag")+" sizes 4KiB.. ranks 4\n"), 0o644))
+	s, err := OpenSet(set)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		size int64
+		plan string
+		n    int64
+	}{
+		{8, "recursive_doubling_allreduce", 1},
+		{4088, "recursive_doubling_allreduce", 511},
+		{4096, "ring_allreduce", 256},
+		{1 << 20, "ring_allreduce", 1 << 16},
+	} {
+		p, err := s.Open(tc.size, 4, Options{})
+		require.NoError(t, err, "size %d", tc.size)
+		assert.Equal(t, tc.plan, p.Name())
+		assert.Equal(t, tc.size, p.Buffers()[0].Bytes, "size %d", tc.size)
+		v, ok := p.Graph().Param("n")
+		assert.True(t, ok)
+		assert.Equal(t, tc.n, v, "size %d", tc.size)
+		require.NoError(t, p.Close())
+	}
+	// Not a multiple of what one n moves: the error says what to pad to.
+	_, err = s.Open(4104, 4, Options{})
+	assert.ErrorIs(t, err, ErrArg)
+	assert.ErrorContains(t, err, "ring_allreduce.dag moves 16 B per unit of n with these params (ranks 4): a message of 4104 B is not a multiple of it; pad it to 4112 B; or set n in the params")
+	_, err = s.Open(4, 4, Options{})
+	assert.ErrorContains(t, err, "pad it to 8 B")
+	// The caller's n wins, as does a line's.
+	p, err := s.Open(4104, 4, Options{Params: map[string]int64{"n": 2}})
+	require.NoError(t, err)
+	assert.Equal(t, int64(4*2*4), p.Buffers()[0].Bytes)
+	require.NoError(t, p.Close())
+
+	// A set that names another size param; a plan without it opens as it is.
+	other := filepath.Join(dir, "other.set")
+	require.NoError(t, os.WriteFile(other, []byte("collective allreduce\nsize-param count\n"+
+		"plan "+filepath.Join(root, "plans/ring_allreduce.dag")+" sizes 0.. ranks 4\n"), 0o644))
+	s, err = OpenSet(other)
+	require.NoError(t, err)
+	p, err = s.Open(1<<20, 4, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(4*1024*4), p.Buffers()[0].Bytes) // the plan's own n = 1024
+	require.NoError(t, p.Close())
+}

@@ -112,6 +112,25 @@ type Buffer struct {
 // Bytes is the buffer's size in bytes.
 func (b *Buffer) Bytes() int64 { return b.Count * b.Type.Size() }
 
+// MessageBytes is what a plan's message size means: the bytes, on one rank, of the buffer its
+// first expect names (the collective's buffer); without an expect, of its largest extern buffer.
+// Plan sets pick plans by it, and predict and tune scale plans along it.
+func (g *Graph) MessageBytes() (int64, error) {
+	if len(g.Expects) > 0 {
+		return g.Buffers[g.Expects[0].Dst].Bytes(), nil
+	}
+	var n int64
+	for i := range g.Buffers {
+		if g.Buffers[i].Extern {
+			n = max(n, g.Buffers[i].Bytes())
+		}
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("the plan has no expect and no extern buffer to tell its message size")
+	}
+	return n, nil
+}
+
 // Slice is a range of elements [Off, Off+Len) of a buffer. Buf == None means no slice
 // (a zero-length send, a recv for notify writes, an atomic without `to`).
 //

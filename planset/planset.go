@@ -8,7 +8,9 @@
 //
 // Sizes are half-open byte ranges, A..B meaning A <= size < B and A.. every size from A on;
 // ranks are inclusive, R..S, R, or R.. for every world size from R on. `-p NAME=VALUE` after the
-// ranges sets a param of that plan (repeatable). Paths are relative to the set's file.
+// ranges sets a param of that plan (repeatable). Paths are relative to the set's file. An
+// optional `size-param NAME` line names the param that scales the plans' message size (n when
+// there is none): opening a plan for a message size sets it, unless a line or the caller does.
 //
 // Load checks the set whole and reports every mistake at its position: a plan whose `expect`
 // is not the set's collective (or that has none), two plans that serve the same size and world
@@ -26,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/intlit"
@@ -53,8 +56,12 @@ type Set struct {
 	File       string
 	Collective ir.ExpectKind
 	Pos        diag.Pos // the `collective` line
+	SizeParam  string   // the param that scales the message size (`size-param`; default n)
 	Entries    []Entry
 }
+
+// DefaultSizeParam is the size param of a set without a `size-param` line.
+const DefaultSizeParam = "n"
 
 // Checker loads a plan of the set at a world size and returns its postconditions: the caller's
 // front end (planner.Load), so that this package does not depend on it. ranks is the least world
@@ -63,10 +70,10 @@ type Checker func(path string, ranks int64, params []string) ([]ir.Expect, error
 
 // Parse reads a set's text. Errors are a diag.List with positions in name.
 func Parse(name string, src []byte) (*Set, error) {
-	s := &Set{File: name}
+	s := &Set{File: name, SizeParam: DefaultSizeParam}
 	file := diag.File(name)
 	var errs diag.List
-	haveColl := false
+	haveColl, haveSize := false, false
 	collLines, planLines := 0, 0
 	for i, line := range strings.Split(string(src), "\n") {
 		line = strings.TrimSuffix(line, "\r")
@@ -95,6 +102,17 @@ func Parse(name string, src []byte) (*Set, error) {
 				continue
 			}
 			s.Collective, s.Pos, haveColl = k, pos(toks[0]), true
+		case "size-param":
+			switch {
+			case haveSize:
+				errs.Add(diag.Syntax, pos(toks[0]), "a second `size-param` line: a set's plans scale along one param")
+			case len(toks) != 2 || !isIdent(toks[1].text):
+				errs.Add(diag.Syntax, pos(toks[0]), "write `size-param NAME`, NAME the param that scales the message size")
+			case toks[1].text == "ranks":
+				errs.Add(diag.Syntax, pos(toks[1]), "ranks is the world size, not a message size param")
+			default:
+				s.SizeParam, haveSize = toks[1].text, true
+			}
 		case "plan":
 			planLines++
 			e, err := parseEntry(toks, pos)
@@ -108,7 +126,7 @@ func Parse(name string, src []byte) (*Set, error) {
 			}
 			s.Entries = append(s.Entries, e)
 		default:
-			errs.Add(diag.Syntax, pos(toks[0]), "unknown statement %q: a set has a `collective` line and `plan` lines", toks[0].text)
+			errs.Add(diag.Syntax, pos(toks[0]), "unknown statement %q: a set has a `collective` line, `plan` lines and at most one `size-param` line", toks[0].text)
 		}
 	}
 	if collLines == 0 {
@@ -121,6 +139,16 @@ func Parse(name string, src []byte) (*Set, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// isIdent reports whether s is a param name: a letter or _, then letters, digits or _.
+func isIdent(s string) bool {
+	for i, r := range s {
+		if r != '_' && !unicode.IsLetter(r) && (i == 0 || !unicode.IsDigit(r)) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 type token struct {

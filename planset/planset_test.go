@@ -75,6 +75,10 @@ func TestGoodSet(t *testing.T) {
 	}
 	_, err = s.Select(8, 65)
 	assert.ErrorContains(t, err, "no plan of dir/x.set serves ranks 65: the set serves ranks 2..64")
+	assert.Equal(t, "n", s.SizeParam)
+	s, err = load(t, "collective allreduce\nsize-param count_2\nplan allreduce_a.dag sizes 0.. ranks 2\n")
+	require.NoError(t, err)
+	assert.Equal(t, "count_2", s.SizeParam)
 }
 
 func TestSetErrors(t *testing.T) {
@@ -113,6 +117,14 @@ func TestSetErrors(t *testing.T) {
 		{"collective everything\n", []string{`dir/x.set:1:12: unknown collective "everything"`}},
 		{"plan allreduce_a.dag sizes 0.. ranks 2\n", []string{"dir/x.set:1:1: the set has no `collective NAME` line"}},
 		{"collective allreduce\n", []string{"dir/x.set:1:1: the set lists no plan"}},
+		{"collective allreduce\nsize-param n\nsize-param m\nplan allreduce_a.dag sizes 0.. ranks 2\n",
+			[]string{"dir/x.set:3:1: a second `size-param` line"}},
+		{"collective allreduce\nsize-param 2n\nplan allreduce_a.dag sizes 0.. ranks 2\n",
+			[]string{"dir/x.set:2:1: write `size-param NAME`"}},
+		{"collective allreduce\nsize-param\nplan allreduce_a.dag sizes 0.. ranks 2\n",
+			[]string{"dir/x.set:2:1: write `size-param NAME`"}},
+		{"collective allreduce\nsize-param ranks\nplan allreduce_a.dag sizes 0.. ranks 2\n",
+			[]string{"dir/x.set:2:12: ranks is the world size"}},
 		{"collective allreduce\nuse x.dag\n", []string{`dir/x.set:2:1: unknown statement "use"`, "dir/x.set:1:1: the set lists no plan"}},
 	} {
 		_, err := load(t, c.text)

@@ -85,7 +85,28 @@ func (c *selectCmd) Run(e *env) error {
 	for _, p := range ch.Entry.Params {
 		fmt.Fprintf(e.stdout, " -p %s", p)
 	}
-	fmt.Fprintf(e.stdout, " -p ranks=%d\nwhy: %s\n", ranks, ch.Why)
+	fmt.Fprintf(e.stdout, " -p ranks=%d", ranks)
+	// The size param the library's Set.Open would set, when the line does not.
+	lps, err := elaborate.ParseParams(ch.Entry.Params)
+	if err != nil {
+		return usageError("%s: %v", ch.Entry.Pos, err)
+	}
+	var note string
+	if _, given := lps[s.SizeParam]; !given {
+		lps["ranks"] = ranks
+		src, err := os.ReadFile(ch.Entry.File)
+		if err != nil {
+			return &exitError{code: exitFail, err: err}
+		}
+		n, ok, err := planner.SizeParam(ch.Entry.File, src, s.SizeParam, size, lps, elaborate.Options{})
+		switch {
+		case err != nil:
+			note = fmt.Sprintf("note: %s is not set: %v\n", s.SizeParam, err)
+		case ok:
+			fmt.Fprintf(e.stdout, " -p %s=%d", s.SizeParam, n)
+		}
+	}
+	fmt.Fprintf(e.stdout, "\nwhy: %s\n%s", ch.Why, note)
 	return nil
 }
 
@@ -150,6 +171,9 @@ func (c *tuneCmd) Run(e *env) error {
 						fmt.Fprintf(&out, " --params %s", c.ParamsFile)
 					}
 					fmt.Fprintf(&out, "\ncollective %s\n", coll)
+					if c.SizeParam != planset.DefaultSizeParam {
+						fmt.Fprintf(&out, "size-param %s\n", c.SizeParam)
+					}
 				} else if exps[0].Kind != coll {
 					return usageError("%s computes %s but %s computes %s: a set serves one collective", f, exps[0].Kind, collFrom, coll)
 				}

@@ -204,7 +204,7 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target, par predict.Para
 	if ok, why := predict.Linear(g1, g2, 2); !ok {
 		return nil, usageError("%s: the message size is not linear in %s: %s", l.path, c.SizeParam, why)
 	}
-	sp.unit, err = messageBytes(g1)
+	sp.unit, err = g1.MessageBytes()
 	if err != nil {
 		return nil, usageError("%s: %v", l.path, err)
 	}
@@ -226,24 +226,6 @@ func measureAt(e *env, sp *sizedPlan, k int64, tg ir.Target, p nic.Provider, m m
 		return 0, err
 	}
 	return measurePlan(e.ctx, plan, p, m)
-}
-
-// messageBytes is what a plan's size means: the bytes, on one rank, of the buffer its first
-// expect names (the collective's buffer); without an expect, of its largest extern buffer.
-func messageBytes(g *ir.Graph) (int64, error) {
-	if len(g.Expects) > 0 {
-		return g.Buffers[g.Expects[0].Dst].Bytes(), nil
-	}
-	var n int64
-	for i := range g.Buffers {
-		if g.Buffers[i].Extern {
-			n = max(n, g.Buffers[i].Bytes())
-		}
-	}
-	if n == 0 {
-		return 0, fmt.Errorf("the plan has no expect and no extern buffer to tell its message size")
-	}
-	return n, nil
 }
 
 func headLine(s string) string {

@@ -124,7 +124,7 @@ func (c *predictCmd) prepareSymmetric(e *env, path string, tg ir.Target, par pre
 	sp.at = func(int64) (*ir.Graph, error) {
 		return nil, fmt.Errorf("the symmetric model has no whole plan to run")
 	}
-	if sp.unit, err = messageBytes(g1); err != nil {
+	if sp.unit, err = g1.MessageBytes(); err != nil {
 		return nil, usageError("%s: %v", path, err)
 	}
 	if sp.plan, err = planner.Compile(g1, tg); err != nil {

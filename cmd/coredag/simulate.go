@@ -60,7 +60,7 @@ func (c *simulateCmd) Run(e *env) error {
 			return usageError("--fat-tree %s: %d hosts, and the plan has %d ranks (the hosts are the product of the down counts)", c.FatTree, tree.Hosts(), g.Ranks)
 		}
 	}
-	size, err := messageBytes(g)
+	size, err := g.MessageBytes()
 	if err != nil {
 		size = -1
 	}

@@ -1,0 +1,53 @@
+package planner
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/coredag/coredag/msccl"
+	"github.com/coredag/coredag/planner/elaborate"
+)
+
+// SizeParam works out the value of param sp at which the plan in filename moves a message of
+// size bytes on one rank (ir.Graph.MessageBytes), its other params as given: the plan is
+// elaborated at sp = 1 and sp = 2, and its message must double. It reports false when the plan
+// declares no param sp. The error says what does not fit: a message that does not grow in
+// proportion to sp, or a size that is not a multiple of one unit's bytes (with the size to pad
+// to). Parse errors are a diag.List.
+func SizeParam(filename string, src []byte, sp string, size int64, params map[string]int64, opt elaborate.Options) (int64, bool, error) {
+	f, err := Parse(filename, src, msccl.Options{})
+	if err != nil {
+		return 0, false, err
+	}
+	if elaborate.CheckParams(f, map[string]int64{sp: 1}) != nil {
+		return 0, false, nil
+	}
+	at := func(n int64) (int64, error) {
+		ps := make(map[string]int64, len(params)+1)
+		maps.Copy(ps, params)
+		ps[sp] = n
+		g, err := elaborate.Elaborate(f, ps, opt)
+		if err != nil {
+			first, _, _ := strings.Cut(err.Error(), "\n")
+			return 0, fmt.Errorf("%s: working out %s for a message of %d B, at %s = %d: %s", filename, sp, size, sp, n, first)
+		}
+		return g.MessageBytes()
+	}
+	unit, err := at(1)
+	if err != nil {
+		return 0, false, err
+	}
+	two, err := at(2)
+	if err != nil {
+		return 0, false, err
+	}
+	switch {
+	case unit <= 0 || two != 2*unit:
+		return 0, false, fmt.Errorf("%s: its message (%d B at %s = 1, %d B at %s = 2) does not grow in proportion to %s", filename, unit, sp, two, sp, sp)
+	case size < unit || size%unit != 0:
+		return 0, false, fmt.Errorf("%s moves %d B per unit of %s with these params (ranks %d): a message of %d B is not a multiple of it; pad it to %d B",
+			filename, unit, sp, params["ranks"], size, max(unit, (size+unit-1)/unit*unit))
+	}
+	return size / unit, true, nil
+}

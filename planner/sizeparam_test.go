@@ -1,0 +1,34 @@
+package planner
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/planner/elaborate"
+)
+
+func TestSizeParam(t *testing.T) {
+	plan := func(count string) []byte {
+		return []byte("plan p\nparam ranks = 2\nparam n = 4\nparam k = 2\n" +
+			"buffer data f32[" + count + "] extern init rank\nbuffer tmp f32[n]\n" +
+			"queue q to rank ^ 1\nop tx = send q data[0:n]\nop rx = recv q tmp\n" +
+			"op red = reduce sum data[0:n] from tmp after rx, tx\n")
+	}
+	ps := map[string]int64{"ranks": 2, "k": 3}
+	n, ok, err := SizeParam("p.dag", plan("k * n"), "n", 96, ps, elaborate.Options{})
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, int64(8), n) // 96 B = 3 * 8 f32
+	_, _, err = SizeParam("p.dag", plan("k * n"), "n", 100, ps, elaborate.Options{})
+	assert.EqualError(t, err, "p.dag moves 12 B per unit of n with these params (ranks 2): a message of 100 B is not a multiple of it; pad it to 108 B")
+	_, _, err = SizeParam("p.dag", plan("n + 4"), "n", 100, ps, elaborate.Options{})
+	assert.EqualError(t, err, "p.dag: its message (20 B at n = 1, 24 B at n = 2) does not grow in proportion to n")
+	_, ok, err = SizeParam("p.dag", plan("k * n"), "count", 96, ps, elaborate.Options{})
+	require.NoError(t, err)
+	assert.False(t, ok) // no such param: the plan opens as it is
+	_, _, err = SizeParam("p.dag", []byte("plan p\nparam n = 1\nassert n > 8, \"n too small\"\nbuffer data f32[n] extern\n"), "n", 64, nil, elaborate.Options{})
+	assert.ErrorContains(t, err, "p.dag: working out n for a message of 64 B, at n = 1: ")
+	assert.ErrorContains(t, err, "n too small")
+}
