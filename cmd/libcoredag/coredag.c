@@ -48,6 +48,10 @@ const char *coredag_plan_error(const coredag_plan *plan) {
 
 int coredag_plan_ranks(const coredag_plan *plan) { return cdgo_plan_ranks((coredag_plan *)plan); }
 
+const char *coredag_plan_name(const coredag_plan *plan) {
+    return plan != NULL && plan->name != NULL ? plan->name : "";
+}
+
 int coredag_plan_buffer_size(coredag_plan *plan, const char *buffer, size_t *nbytes) {
     return cdgo_plan_buffer_size(plan, (char *)buffer, nbytes);
 }

@@ -110,15 +110,21 @@ int coredag_plan_open_source(const char *name, const char *source, const char *c
 /* The plan that the plan set at set_path (docs/predict.md, Plan sets: which plan of a collective
  * serves which message size and world size, as coredag tune writes) picks for a message of nbytes
  * bytes on ranks ranks, opened as coredag_plan_open opens a plan: with the params of the set's
- * line, ranks, then params over them (set the plan's size param there, e.g. "n=..."). A set that
- * fails to load (a gap, an overlap, a plan that fails check) gives COREDAG_ERR_CHECK with its
- * positions; a world size or size it does not serve, COREDAG_ERR_ARG. Each call reads the set. */
+ * line, ranks, then params over them. Unless the line or params set the set's size param (n, or
+ * the set's size-param line), it is set so that the plan's collective buffer holds nbytes: n =
+ * nbytes / 4 for data f32[n], nbytes / 16 for data f32[ranks * n] on 4 ranks; an nbytes that is
+ * not such a multiple gives COREDAG_ERR_ARG and the size to pad to. A set that fails to load (a
+ * gap, an overlap, a plan that fails check) gives COREDAG_ERR_CHECK with its positions; a world
+ * size or size it does not serve, COREDAG_ERR_ARG. Each call reads the set. */
 int coredag_plan_open_set(const char *set_path, size_t nbytes, int ranks, const char *const *params,
                           const char *const *options, coredag_plan **out);
 /* The message of the plan's last error, "" if none. */
 const char *coredag_plan_error(const coredag_plan *plan);
 /* The number of ranks the plan was checked for (0 for a plan handle that failed to open). */
 int coredag_plan_ranks(const coredag_plan *plan);
+/* The plan's name (its `plan NAME` line; "" for a handle that failed to open): which plan a set
+ * picked. Owned by the handle, valid until coredag_plan_free. */
+const char *coredag_plan_name(const coredag_plan *plan);
 /* The size in bytes of buffer name on one rank in *nbytes. */
 int coredag_plan_buffer_size(coredag_plan *plan, const char *buffer, size_t *nbytes);
 /* Frees the plan. Refused with COREDAG_ERR_STATE (the handle stays valid) while collectives of

@@ -11,6 +11,7 @@
 struct coredag_plan {
     uintptr_t handle;
     char *err;
+    char *name; /* the plan's name (malloc'd when it opens), NULL before */
 };
 
 struct coredag_coll {

@@ -233,6 +233,7 @@ func openHandle(out **C.struct_coredag_plan, fn string, open func() (*coredag.Pl
 	if err != nil {
 		return fail(&h.err, code, err)
 	}
+	h.name = C.CString(p.Name())
 	h.handle = C.uintptr_t(cgo.NewHandle(&plan{p: p}))
 	return codeOK
 }
@@ -358,6 +359,9 @@ func cdgo_plan_free(h *C.struct_coredag_plan) (rc C.int) {
 	}
 	if h.err != nil {
 		C.free(unsafe.Pointer(h.err))
+	}
+	if h.name != nil {
+		C.free(unsafe.Pointer(h.name))
 	}
 	C.free(unsafe.Pointer(h))
 	return rc

@@ -388,18 +388,32 @@ static void plan_sets(void) {
     if (rc == COREDAG_OK) {
         rc = coredag_plan_buffer_size(p, "data", &nbytes);
         /* The ring's data is f32[ranks * n], with the caller's n over the set line's n=8. */
-        if (rc != COREDAG_OK || coredag_plan_ranks(p) != 4 || nbytes != 4 * 64 * 4) {
-            printf("FAIL plan from a set: ranks %d, data %zu bytes (%s), want 4 ranks and %d bytes\n",
-                   coredag_plan_ranks(p), nbytes, coredag_strerror(rc), 4 * 64 * 4);
+        if (rc != COREDAG_OK || coredag_plan_ranks(p) != 4 || nbytes != 4 * 64 * 4 || strcmp(coredag_plan_name(p), "ring_allreduce") != 0) {
+            printf("FAIL plan from a set: %s, ranks %d, data %zu bytes (%s), want ring_allreduce, 4 ranks and %d bytes\n",
+                   coredag_plan_name(p), coredag_plan_ranks(p), nbytes, coredag_strerror(rc), 4 * 64 * 4);
             failures++;
         }
     }
     coredag_plan_free(p);
-    rc = coredag_plan_open_set("../../tests/c/allreduce.set", 8, 4, NULL, NULL, &p);
+    if (strcmp(coredag_plan_name(NULL), "") != 0) {
+        printf("FAIL name of a NULL plan\n");
+        failures++;
+    }
+    rc = coredag_plan_open_set("../../tests/c/allreduce.set", 1000, 4, NULL, NULL, &p);
     expect("short message from a set", rc, COREDAG_OK, coredag_plan_error(p), NULL);
-    /* The recursive doubling's data is i64[n], its default n 256: a set picks by size alone. */
-    if (rc == COREDAG_OK && (coredag_plan_buffer_size(p, "data", &nbytes) != COREDAG_OK || nbytes != 256 * 8)) {
-        printf("FAIL short message from a set: data %zu bytes, want %d\n", nbytes, 256 * 8);
+    /* The recursive doubling's data is i64[n], and no n is given: the set sets n = 1000 / 8. */
+    if (rc == COREDAG_OK && (coredag_plan_buffer_size(p, "data", &nbytes) != COREDAG_OK || nbytes != 1000 ||
+                             strcmp(coredag_plan_name(p), "recursive_doubling_allreduce") != 0)) {
+        printf("FAIL short message from a set: plan %s, data %zu bytes, want recursive_doubling_allreduce and 1000\n",
+               coredag_plan_name(p), nbytes);
+        failures++;
+    }
+    coredag_plan_free(p);
+    rc = coredag_plan_open_set("../../tests/c/allreduce.set", 1004, 4, NULL, NULL, &p);
+    expect("message not a multiple of the plan's unit", rc, COREDAG_ERR_ARG, coredag_plan_error(p),
+           WORDS("1004 B is not a multiple", "pad it to 1008 B"));
+    if (strcmp(coredag_plan_name(p), "") != 0) {
+        printf("FAIL name of a plan that did not open: %s\n", coredag_plan_name(p));
         failures++;
     }
     coredag_plan_free(p);
