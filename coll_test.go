@@ -591,7 +591,7 @@ func TestIdleTick(t *testing.T) {
 	assert.LessOrEqual(t, ticks, uint64(elapsed/(10*time.Millisecond))+3, "ticks in %v", elapsed)
 }
 
-// TestLongVectorPlan: the plans scripts/mpi-bench.sh runs for long vectors
+// TestLongVectorPlan: the plans the sets of examples/mpi pick for long vectors
 // (examples/mpi/rabenseifner_f32.dag, and its three-step variant on sockets, blocks of n) sum
 // the caller's f32 arrays over 2, 4 and 8 ranks, and a start needs no World call (two-sided
 // messages only), unlike the ring's.
@@ -604,7 +604,7 @@ func TestLongVectorPlan(t *testing.T) {
 	}
 }
 
-// TestShortVectorPlan: the plan examples/mpi/allreduce.c runs for short vectors (-q) sums the
+// TestShortVectorPlan: the plan the sets of examples/mpi pick for short vectors sums the
 // caller's f32 arrays, whole, over 2 and 4 ranks, and a start needs no World call (two-sided
 // messages only).
 func TestShortVectorPlan(t *testing.T) {

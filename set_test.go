@@ -100,3 +100,31 @@ func TestOpenSetSizeParam(t *testing.T) {
 	assert.Equal(t, int64(4*1024*4), p.Buffers()[0].Bytes) // the plan's own n = 1024
 	require.NoError(t, p.Close())
 }
+
+// The plan sets of the MPI example and its bench load, and pick by size what their headers say,
+// with n worked out for each plan's layout of data.
+func TestExampleSets(t *testing.T) {
+	for _, tc := range []struct {
+		set   string
+		from  int64
+		large string
+	}{
+		{"examples/mpi/shm.set", 128 << 10, "rabenseifner_f32"},
+		{"examples/mpi/tcp.set", 384 << 10, "rabenseifner_f32"},
+		{"examples/mpi/sockets.set", 768 << 10, "rabenseifner_merged_f32"},
+	} {
+		s, err := OpenSet(tc.set)
+		require.NoError(t, err, tc.set)
+		for _, size := range []int64{16, tc.from - 16, tc.from, 16 << 20} {
+			p, err := s.Open(size, 4, Options{})
+			require.NoError(t, err, "%s at %d B", tc.set, size)
+			want := "recursive_doubling_f32"
+			if size >= tc.from {
+				want = tc.large
+			}
+			assert.Equal(t, want, p.Name(), "%s at %d B", tc.set, size)
+			assert.Equal(t, size, p.Buffers()[0].Bytes, "%s at %d B", tc.set, size)
+			require.NoError(t, p.Close())
+		}
+	}
+}

@@ -3,15 +3,16 @@
 # Open MPI's mpicc), then runs it as CI does: 2 and 4 processes under mpirun, coredag on
 # libfabric's shm provider with the polling engine, and on the sockets provider with the
 # triggered offload engine (target triggered-sockets), on shm with half the ranks using CMA
-# (mixed), and (doubling, rabenseifner) the plans
-# scripts/mpi-bench.sh picks for short and long vectors, on shm, and (merged) the one it picks
-# for long vectors on sockets, triggered. Each run writes fresh data every
-# iteration and compares coredag's sums with MPI_Allreduce's; any difference or error fails.
+# (mixed), and through the plan sets scripts/mpi-bench.sh runs (coredag_plan_open_set), the plans
+# they pick for short (doubling) and long (rabenseifner) vectors on shm, and for long vectors on
+# sockets, triggered (merged); these check that the set picked the plan they name. Each run
+# writes fresh data every iteration and compares coredag's sums with MPI_Allreduce's; any
+# difference or error fails.
 # Env: ITERS (default 300), COUNT f32 per rank (default 4096), TIMEOUT seconds per run (default
 # 300), PREFIX (where to build the library; default a temporary directory).
 # Last, tests/c/mpi_dlopen.c loads the library with dlopen after MPI_Init and checks that a panic
 # inside it comes back as COREDAG_ERR_INTERNAL.
-# Usage: scripts/mpi-example.sh [shm|sockets|boot|mixed|doubling|rabenseifner]...   (default: all)
+# Usage: scripts/mpi-example.sh [shm|sockets|boot|mixed|doubling|rabenseifner|merged]...   (default: all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -27,6 +28,7 @@ mpicc -O2 -Wall -o "$tmp/mpi_dlopen" tests/c/mpi_dlopen.c -ldl $(pkg-config --cf
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(shm sockets boot mixed doubling rabenseifner merged)
 for config in "${configs[@]}"; do
+  want= # the plan a set must pick
   case $config in
   shm) opts=(-o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
   sockets) opts=(-o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
@@ -34,11 +36,11 @@ for config in "${configs[@]}"; do
   # Half the ranks with cross-memory attach, half without: each pair then moves by segments,
   # whatever one side's own settings say (exec/ofi/README.md, Shared memory copies).
   mixed) opts=(-o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
-  # The plans scripts/mpi-bench.sh runs below and from its switch (128 KiB on shm), on shm.
-  doubling) opts=(-p examples/mpi/recursive_doubling_f32.dag -W -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
-  rabenseifner) opts=(-p examples/mpi/rabenseifner_f32.dag -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
-  # The plan it runs from its switch on sockets (768 KiB), as there: triggered.
-  merged) opts=(-p examples/mpi/rabenseifner_merged_f32.dag -o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
+  # The plans examples/mpi/shm.set picks below and from its switch (128 KiB): 16 and 256 KiB.
+  doubling) want=recursive_doubling_f32 opts=(-p examples/mpi/shm.set -c 4096 -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
+  rabenseifner) want=rabenseifner_f32 opts=(-p examples/mpi/shm.set -c 65536 -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
+  # The plan examples/mpi/sockets.set picks from its switch (768 KiB), triggered: 1 MiB.
+  merged) want=rabenseifner_merged_f32 opts=(-p examples/mpi/sockets.set -c 262144 -o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
   *) echo "$0: unknown configuration $config (want shm, sockets, boot, mixed, doubling, rabenseifner or merged)" >&2; exit 2 ;;
   esac
   for np in 2 4; do
@@ -57,7 +59,11 @@ for config in "${configs[@]}"; do
         -np $((np / 2)) "${env[@]}" -x FI_SHM_DISABLE_CMA=1 "${args[@]}"
       continue
     fi
-    timeout -k 10 "${TIMEOUT:-300}" mpirun --allow-run-as-root --oversubscribe -np "$np" "${env[@]}" "${args[@]}"
+    timeout -k 10 "${TIMEOUT:-300}" mpirun --allow-run-as-root --oversubscribe -np "$np" "${env[@]}" "${args[@]}" | tee "$tmp/out"
+    if [ -n "$want" ] && ! grep -q "(plan $want)" "$tmp/out"; then
+      echo "$0: $config: the set did not pick $want" >&2
+      exit 1
+    fi
   done
 done
 # The library loaded after MPI_Init, and a panic inside it recovered, in an Open MPI process.

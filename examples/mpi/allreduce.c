@@ -18,11 +18,11 @@
  *
  * scripts/mpi-example.sh builds it and runs the configurations CI runs.
  *
- * Options: -p PLAN (default plans/ring_allreduce.dag: its buffer "data" f32[ranks * n] extern),
+ * Options: -p PLAN (default plans/ring_allreduce.dag: its buffer "data" f32[ranks * n] extern), or
+ * a plan set (a .set file, as examples/mpi/shm.set: the plan for each message size, as MPI
+ * libraries switch algorithm by size; coredag_plan_open_set works out the plan's n),
  * -W: PLAN's data is f32[n], n the whole vector (as examples/mpi/recursive_doubling_f32.dag),
- * -c COUNT f32 elements per rank (default 4096; the plan's n is COUNT / ranks, rounded up),
- * -q PLAN2 -t BYTES: the bench runs PLAN2 (data f32[n], n the whole vector) below BYTES, as MPI
- * libraries switch algorithm by size (scripts/mpi-bench.sh: the recursive doubling below 128 to 768 KiB by transport),
+ * -c COUNT f32 elements per rank (default 4096; rounded up to a multiple of the ranks),
  * -s SIZES: the bench's sizes in bytes, ascending, comma-separated (default 8 B, 16 B, ... MAXBYTES),
  * -i ITERS (default 300), -o KEY=VALUE a coredag option (repeatable: provider, ofi_provider,
  * engine, target, hang_timeout_ms), -b bench mode, -m MAXBYTES the bench's largest size, -B
@@ -65,19 +65,32 @@ static void fail(const char *what, int rc, const char *msg) {
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
-/* A plan for n f32 per chunk, joined to the world on comm, its "data" bound to data. */
+/* The plan for an allreduce of count f32 (a multiple of the ranks), joined to the world on
+ * comm, its "data" bound to data. */
 typedef struct {
     coredag_plan *plan;
     coredag_coll *coll;
 } job;
 
-static job open_job(const char *path, long n, const char *const *opts, MPI_Comm *comm, float *data, size_t nbytes) {
-    char p_ranks[32], p_n[32];
-    snprintf(p_ranks, sizeof p_ranks, "ranks=%d", size);
-    snprintf(p_n, sizeof p_n, "n=%ld", n);
-    const char *params[] = {p_ranks, p_n, NULL};
+static int is_set(const char *path) {
+    size_t k = strlen(path);
+    return k > 4 && strcmp(path + k - 4, ".set") == 0;
+}
+
+static job open_job(const char *path, long count, const char *const *opts, MPI_Comm *comm, float *data) {
+    size_t nbytes = (size_t)count * sizeof(float);
     job j;
-    int rc = coredag_plan_open(path, params, opts, &j.plan);
+    int rc;
+    if (is_set(path)) {
+        /* The set picks the plan for nbytes and sets its n. */
+        rc = coredag_plan_open_set(path, nbytes, size, NULL, opts, &j.plan);
+    } else {
+        char p_ranks[32], p_n[32];
+        snprintf(p_ranks, sizeof p_ranks, "ranks=%d", size);
+        snprintf(p_n, sizeof p_n, "n=%ld", whole_n ? count : count / size);
+        const char *params[] = {p_ranks, p_n, NULL};
+        rc = coredag_plan_open(path, params, opts, &j.plan);
+    }
     if (rc != COREDAG_OK) fail("coredag_plan_open", rc, coredag_plan_error(j.plan));
     coredag_world world = {rank, size, world_allgather, world_barrier, comm};
     rc = coredag_coll_init(j.plan, own_world ? NULL : &world, &j.coll);
@@ -105,15 +118,13 @@ static void run(job j) {
 static float value(int r, long i, int it) { return (float)((r * 7 + i * 3 + it * 5) % 17 - 8); }
 
 static int check(const char *path, long count, int iters, const char *const *opts) {
-    long n = (count + size - 1) / size;
-    count = n * size;
-    if (whole_n) n = count;
+    count = (count + size - 1) / size * size;
     size_t nbytes = (size_t)count * sizeof(float);
     float *data = malloc(nbytes), *mine = malloc(nbytes), *want = malloc(nbytes);
     if (!data || !mine || !want) fail("malloc", 0, "out of memory");
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    job j = open_job(path, n, opts, &comm, data, nbytes);
+    job j = open_job(path, count, opts, &comm, data);
     long bad = 0;
     for (int it = 0; it < iters; it++) {
         for (long i = 0; i < count; i++) data[i] = mine[i] = value(rank, i, it);
@@ -124,12 +135,15 @@ static int check(const char *path, long count, int iters, const char *const *opt
                 fprintf(stderr, "rank %d iteration %d element %ld: coredag %g, MPI_Allreduce %g\n", rank, it, i, data[i], want[i]);
         }
     }
+    char name[128];
+    snprintf(name, sizeof name, "%s", coredag_plan_name(j.plan));
     close_job(j);
     long total = 0;
     MPI_Allreduce(&bad, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
         if (total == 0)
-            printf("ok: %d ranks, %d iterations of %ld f32, coredag equals MPI_Allreduce on every element\n", size, iters, count);
+            printf("ok: %d ranks, %d iterations of %ld f32 (plan %s), coredag equals MPI_Allreduce on every element\n", size, iters,
+                   count, name);
         else
             printf("FAIL: %ld differences between coredag and MPI_Allreduce\n", total);
     }
@@ -178,7 +192,7 @@ static long next_size(long bytes, const char *sizes) {
     return 0;
 }
 
-static int bench(const char *path, const char *small, long below, const char *sizes, long maxbytes, const char *const *opts) {
+static int bench(const char *path, const char *sizes, long maxbytes, const char *const *opts) {
     long maxcount = maxbytes / (long)sizeof(float);
     long maxn = (maxcount + size - 1) / size;
     size_t bufbytes = (size_t)(maxn * size) * sizeof(float);
@@ -190,18 +204,17 @@ static int bench(const char *path, const char *small, long below, const char *si
     if (rank == 0) {
         printf("# %d ranks; coredag options:", size);
         for (const char *const *o = opts; *o; o++) printf(" %s", *o);
-        if (small) printf("\n# below %ld B: %s", below, small);
+        printf("\n# plan: %s", path);
         printf("\n# times: median over iterations of the slowest rank, microseconds; ratio = coredag / MPI;\n"
                "# overlap as OSU: 100 * (1 - (start+compute+wait - compute) / pure); barrier_us: one MPI_Barrier\n");
-        printf("%10s %6s %12s %12s %7s %8s %8s %10s\n", "bytes", "iters", "coredag_us", "mpi_us", "ratio", "cd_ovl%", "mpi_ovl%", "barrier_us");
+        printf("%10s %6s %12s %12s %7s %8s %8s %10s  %s\n", "bytes", "iters", "coredag_us", "mpi_us", "ratio", "cd_ovl%", "mpi_ovl%", "barrier_us", "plan");
     }
     for (long bytes = next_size(0, sizes); bytes >= 8 && bytes <= maxbytes; bytes = next_size(bytes, sizes)) {
         long count = bytes / (long)sizeof(float);
         long n = (count + size - 1) / size;
-        long used = n * size * (long)sizeof(float); /* the ring needs a multiple of ranks */
+        long used = n * size * (long)sizeof(float); /* a multiple of the ranks */
         int iters = (int)(used <= 65536 ? 200 : used <= 1 << 20 ? 50 : 10);
-        job j = small && bytes < below ? open_job(small, n * size, opts, &comm, data, (size_t)used)
-                                       : open_job(path, whole_n ? n * size : n, opts, &comm, data, (size_t)used);
+        job j = open_job(path, n * size, opts, &comm, data);
         double *tc = malloc(sizeof(double) * (size_t)iters), *tm = malloc(sizeof(double) * (size_t)iters);
         for (int w = 0; w < 5; w++) {
             run(j);
@@ -246,14 +259,14 @@ static int bench(const char *path, const char *small, long below, const char *si
             tc[it] = MPI_Wtime() - t0;
         }
         double barrier = median_max(tc, iters);
-        close_job(j);
         if (rank == 0) {
-            printf("%10ld %6d %12.2f %12.2f %7.2f %8.0f %8.0f %10.2f", bytes, iters, c_pure * 1e6, m_pure * 1e6, c_pure / m_pure,
-                   overlap(c_total, c_pure, c_pure), overlap(m_total, m_pure, m_pure), barrier * 1e6);
-            if (used != bytes) printf(" (both ran on %ld B: the ring needs a multiple of ranks)", used);
+            printf("%10ld %6d %12.2f %12.2f %7.2f %8.0f %8.0f %10.2f  %s", bytes, iters, c_pure * 1e6, m_pure * 1e6, c_pure / m_pure,
+                   overlap(c_total, c_pure, c_pure), overlap(m_total, m_pure, m_pure), barrier * 1e6, coredag_plan_name(j.plan));
+            if (used != bytes) printf(" (both ran on %ld B: a multiple of the ranks)", used);
             printf("\n");
             fflush(stdout);
         }
+        close_job(j);
         free(tc), free(tm);
     }
     MPI_Comm_free(&comm);
@@ -263,8 +276,8 @@ static int bench(const char *path, const char *small, long below, const char *si
 
 /* The loop mode (-L): iters runs of one side at each size, nothing else in between but a sleep
  * of gap seconds before each run when gap > 0 (then only the runs are timed). */
-static int loop(const char *side, const char *path, const char *small, long below, const char *sizes, long maxbytes, int iters,
-                double gap, const char *const *opts) {
+static int loop(const char *side, const char *path, const char *sizes, long maxbytes, int iters, double gap,
+                const char *const *opts) {
     int cd = strcmp(side, "coredag") == 0;
     if (!cd && strcmp(side, "mpi") != 0) fail("-L", COREDAG_ERR_ARG, "the loop mode's side is coredag or mpi");
     long maxn = (maxbytes / (long)sizeof(float) + size - 1) / size;
@@ -277,11 +290,8 @@ static int loop(const char *side, const char *path, const char *small, long belo
     if (rank == 0) printf("# loop mode: %s only, %d runs per size\n%10s %12s %10s %10s %10s\n", side, iters, "bytes", "us_per_run", "user_us", "sys_us", "csw");
     for (long bytes = next_size(0, sizes); bytes >= 8 && bytes <= maxbytes; bytes = next_size(bytes, sizes)) {
         long n = (bytes / (long)sizeof(float) + size - 1) / size;
-        long used = n * size * (long)sizeof(float);
         job j = {NULL, NULL};
-        if (cd)
-            j = small && bytes < below ? open_job(small, n * size, opts, &comm, data, (size_t)used)
-                                       : open_job(path, whole_n ? n * size : n, opts, &comm, data, (size_t)used);
+        if (cd) j = open_job(path, n * size, opts, &comm, data);
         for (int w = 0; w < 5; w++) {
             if (cd) run(j);
             else MPI_Allreduce(data, out, (int)(n * size), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -329,17 +339,15 @@ int main(int argc, char **argv) {
 
     const char *path = "plans/ring_allreduce.dag";
     const char *opts[MAXOPTS + 1] = {NULL};
-    const char *small = NULL, *sizes = NULL, *loop_side = NULL;
+    const char *sizes = NULL, *loop_side = NULL;
     int nopts = 0, iters = 300, do_bench = 0;
     double gap = 0;
-    long count = 4096, maxbytes = 16L << 20, below = 0;
+    long count = 4096, maxbytes = 16L << 20;
     int c;
-    while ((c = getopt(argc, argv, "p:Wq:t:s:c:i:o:bm:BL:g:")) != -1) {
+    while ((c = getopt(argc, argv, "p:Ws:c:i:o:bm:BL:g:")) != -1) {
         switch (c) {
         case 'p': path = optarg; break;
         case 'W': whole_n = 1; break;
-        case 'q': small = optarg; break;
-        case 't': below = atol(optarg); break;
         case 's': sizes = optarg; break;
         case 'c': count = atol(optarg); break;
         case 'i': iters = atoi(optarg); break;
@@ -354,15 +362,15 @@ int main(int argc, char **argv) {
         case 'g': gap = atof(optarg); break;
         default:
             if (rank == 0)
-                fprintf(stderr, "usage: %s [-p PLAN [-W]] [-c COUNT] [-i ITERS] [-o KEY=VALUE]... [-B] [-b | -L coredag|mpi [-g SECONDS] [-m MAXBYTES] [-s SIZES] [-q PLAN2 -t BYTES]]\n", argv[0]);
+                fprintf(stderr, "usage: %s [-p PLAN [-W]] [-c COUNT] [-i ITERS] [-o KEY=VALUE]... [-B] [-b | -L coredag|mpi [-g SECONDS] [-m MAXBYTES] [-s SIZES]]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
     }
     if (count < 1 || iters < 1 || maxbytes < 8) fail("arguments", COREDAG_ERR_ARG, "COUNT, ITERS and MAXBYTES must be positive");
     if (!(gap >= 0 && gap <= 10)) fail("-g", COREDAG_ERR_ARG, "the gap is from 0 to 10 seconds");
-    int rc = loop_side  ? loop(loop_side, path, small, below, sizes, maxbytes, iters, gap, opts)
-             : do_bench ? bench(path, small, below, sizes, maxbytes, opts)
+    int rc = loop_side  ? loop(loop_side, path, sizes, maxbytes, iters, gap, opts)
+             : do_bench ? bench(path, sizes, maxbytes, opts)
                         : check(path, count, iters, opts);
     MPI_Finalize();
     return rc;
