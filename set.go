@@ -89,14 +89,14 @@ func (s *Set) Open(size int64, ranks int, opts Options) (*Plan, error) {
 	}
 	params["ranks"] = int64(ranks)
 	maps.Copy(params, opts.Params)
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrArg, err)
+	}
 	sp := s.set.SizeParam
 	_, given := params[sp]
 	derived := false
 	if !given {
-		src, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrArg, err)
-		}
 		b, err := budget.Resolve("", os.Getenv)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrArg, err)
@@ -113,7 +113,7 @@ func (s *Set) Open(size int64, ranks int, opts Options) (*Plan, error) {
 		}
 	}
 	opts.Params = params
-	p, err := Open(file, opts)
+	p, err := OpenSource(file, src, opts)
 	if err != nil || !derived {
 		return p, err
 	}
