@@ -287,7 +287,9 @@ static int loop(const char *side, const char *path, const char *sizes, long maxb
     memset(data, 0, bufbytes);
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    if (rank == 0) printf("# loop mode: %s only, %d runs per size\n%10s %12s %10s %10s %10s\n", side, iters, "bytes", "us_per_run", "user_us", "sys_us", "csw");
+    if (rank == 0)
+        printf("# loop mode: %s only, %d runs per size\n%10s %12s %10s %10s %10s  %s\n", side, iters, "bytes", "us_per_run", "user_us", "sys_us",
+               "csw", cd ? "plan" : "");
     for (long bytes = next_size(0, sizes); bytes >= 8 && bytes <= maxbytes; bytes = next_size(bytes, sizes)) {
         long n = (bytes / (long)sizeof(float) + size - 1) / size;
         job j = {NULL, NULL};
@@ -309,14 +311,14 @@ static int loop(const char *side, const char *path, const char *sizes, long maxb
         }
         getrusage(RUSAGE_SELF, &r1);
         MPI_Barrier(MPI_COMM_WORLD);
-        if (cd) close_job(j);
         double us = 1e6 / iters;
         if (rank == 0)
-            printf("%10ld %12.2f %10.2f %10.2f %10.2f\n", bytes, t * us,
+            printf("%10ld %12.2f %10.2f %10.2f %10.2f  %s\n", bytes, t * us,
                    ((double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + 1e-6 * (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec)) * us,
                    ((double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + 1e-6 * (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec)) * us,
-                   (double)(r1.ru_nvcsw + r1.ru_nivcsw - r0.ru_nvcsw - r0.ru_nivcsw) / iters);
+                   (double)(r1.ru_nvcsw + r1.ru_nivcsw - r0.ru_nvcsw - r0.ru_nivcsw) / iters, cd ? coredag_plan_name(j.plan) : "");
         fflush(stdout);
+        if (cd) close_job(j);
     }
     MPI_Comm_free(&comm);
     free(data), free(out);
