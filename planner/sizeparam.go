@@ -10,11 +10,12 @@ import (
 )
 
 // SizeParam works out the value of param sp at which the plan in filename moves a message of
-// size bytes on one rank (ir.Graph.MessageBytes), its other params as given: the plan is
-// elaborated at sp = 1 and sp = 2, and its message must double. It reports false when the plan
-// declares no param sp. The error says what does not fit: a message that does not grow in
-// proportion to sp, or a size that is not a multiple of one unit's bytes (with the size to pad
-// to). Parse errors are a diag.List.
+// size bytes on one rank (ir.Graph.MessageBytes), its other params as given. The plan is
+// elaborated at sp = v and 2v for the least power of two v at which both elaborate (a plan may
+// assert that sp is a multiple of something), and its message must double from one to the
+// other. It reports false when the plan declares no param sp. The error says what does not fit:
+// a message that does not grow in proportion to sp, or a size that is not a multiple of one
+// unit's bytes (with the size to pad to). Parse errors are a diag.List.
 func SizeParam(filename string, src []byte, sp string, size int64, params map[string]int64, opt elaborate.Options) (int64, bool, error) {
 	f, err := Parse(filename, src, msccl.Options{})
 	if err != nil {
@@ -34,20 +35,31 @@ func SizeParam(filename string, src []byte, sp string, size int64, params map[st
 		}
 		return g.MessageBytes()
 	}
-	unit, err := at(1)
-	if err != nil {
-		return 0, false, err
+	var v, one, two int64
+	var firstErr error
+	for v = 1; v <= maxSizeProbe; v *= 2 {
+		if one, err = at(v); err == nil {
+			if two, err = at(2 * v); err == nil {
+				break
+			}
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
 	}
-	two, err := at(2)
-	if err != nil {
-		return 0, false, err
+	if v > maxSizeProbe {
+		return 0, false, firstErr
 	}
+	unit := one / v
 	switch {
-	case unit <= 0 || two != 2*unit:
-		return 0, false, fmt.Errorf("%s: its message (%d B at %s = 1, %d B at %s = 2) does not grow in proportion to %s", filename, unit, sp, two, sp, sp)
+	case one <= 0 || one%v != 0 || two != 2*one:
+		return 0, false, fmt.Errorf("%s: its message (%d B at %s = %d, %d B at %s = %d) does not grow in proportion to %s", filename, one, sp, v, two, sp, 2*v, sp)
 	case size < unit || size%unit != 0:
 		return 0, false, fmt.Errorf("%s moves %d B per unit of %s with these params (ranks %d): a message of %d B is not a multiple of it; pad it to %d B",
 			filename, unit, sp, params["ranks"], size, max(unit, (size+unit-1)/unit*unit))
 	}
 	return size / unit, true, nil
 }
+
+// maxSizeProbe is the largest value SizeParam tries its param at.
+const maxSizeProbe = 1 << 30

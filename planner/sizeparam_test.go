@@ -28,7 +28,16 @@ func TestSizeParam(t *testing.T) {
 	_, ok, err = SizeParam("p.dag", plan("k * n"), "count", 96, ps, elaborate.Options{})
 	require.NoError(t, err)
 	assert.False(t, ok) // no such param: the plan opens as it is
-	_, _, err = SizeParam("p.dag", []byte("plan p\nparam n = 1\nassert n > 8, \"n too small\"\nbuffer data f32[n] extern\n"), "n", 64, nil, elaborate.Options{})
+	_, _, err = SizeParam("p.dag", []byte("plan p\nparam n = 1\nassert n < 0, \"n too small\"\nbuffer data f32[n] extern\n"), "n", 64, nil, elaborate.Options{})
 	assert.ErrorContains(t, err, "p.dag: working out n for a message of 64 B, at n = 1: ")
 	assert.ErrorContains(t, err, "n too small")
+}
+
+// A plan that asserts its size param is a multiple of something is probed where it holds.
+func TestSizeParamAsserted(t *testing.T) {
+	src := []byte("plan p\nparam n = 64\nassert n % 8 == 0, \"n: a multiple of 8\"\nbuffer data f32[n] extern\n")
+	n, ok, err := SizeParam("p.dag", src, "n", 1<<20, nil, elaborate.Options{})
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, int64(1<<18), n)
 }
