@@ -4,20 +4,28 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func TestOpenSet(t *testing.T) {
-	dir := t.TempDir()
-	root, err := filepath.Abs(".")
+// writeSet writes a plan set into a temporary directory; PLANS/ in text stands for this tree's
+// plans directory.
+func writeSet(t *testing.T, name, text string) string {
+	t.Helper()
+	plans, err := filepath.Abs("plans")
 	require.NoError(t, err)
-	set := filepath.Join(dir, "ar.set")
-	require.NoError(t, os.WriteFile(set, []byte("collective allreduce\n"+
-		"plan "+filepath.Join(root, "plans/recursive_doubling_allreduce.dag")+" sizes 0..4KiB ranks 4\n"+
-		"plan "+filepath.Join(root, "plans/ring_allreduce.dag")+" sizes 4KiB.. ranks 4 -p n=8\n"), 0o644))
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(text, "PLANS/", plans+"/")), 0o644))
+	return path
+}
+
+func TestOpenSet(t *testing.T) {
+	set := writeSet(t, "ar.set", "collective allreduce\n"+
+		"plan PLANS/recursive_doubling_allreduce.dag sizes 0..4KiB ranks 4\n"+
+		"plan PLANS/ring_allreduce.dag sizes 4KiB.. ranks 4 -p n=8\n")
 	s, err := OpenSet(set)
 	require.NoError(t, err)
 	assert.Equal(t, "allreduce", s.Collective())
@@ -34,9 +42,7 @@ func TestOpenSet(t *testing.T) {
 	_, err = s.Open(8, 5, Options{})
 	assert.ErrorIs(t, err, ErrArg)
 
-	bad := filepath.Join(dir, "bad.set")
-	require.NoError(t, os.WriteFile(bad, []byte("collective allreduce\n"+
-		"plan "+filepath.Join(root, "plans/ring_allreduce.dag")+" sizes 1KiB.. ranks 4\n"), 0o644))
+	bad := writeSet(t, "bad.set", "collective allreduce\nplan PLANS/ring_allreduce.dag sizes 1KiB.. ranks 4\n")
 	_, err = OpenSet(bad)
 	var ce *CheckError
 	require.True(t, errors.As(err, &ce), "%v", err)
@@ -49,14 +55,9 @@ func TestOpenSet(t *testing.T) {
 // whatever the plan's buffer makes of it: i64[n] in the recursive doubling, f32[ranks * n] in
 // the ring.
 func TestOpenSetSizeParam(t *testing.T) {
-	dir := t.TempDir()
-	root, err := filepath.Abs(".")
-	require.NoError(t, err)
-	set := filepath.Join(dir, "ar.set")
-	require.NoError(t, os.WriteFile(set, []byte("collective allreduce\n"+
-		"plan "+filepath.Join(root, "plans/recursive_doubling_allreduce.dag")+" sizes 0..4KiB ranks 4\n"+
-		"plan "+filepath.Join(root, "plans/ring_allreduce.dag")+" sizes 4KiB.. ranks 4\n"), 0o644))
-	s, err := OpenSet(set)
+	s, err := OpenSet(writeSet(t, "ar.set", "collective allreduce\n"+
+		"plan PLANS/recursive_doubling_allreduce.dag sizes 0..4KiB ranks 4\n"+
+		"plan PLANS/ring_allreduce.dag sizes 4KiB.. ranks 4\n"))
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		size int64
@@ -90,10 +91,7 @@ func TestOpenSetSizeParam(t *testing.T) {
 	require.NoError(t, p.Close())
 
 	// A set that names another size param; a plan without it opens as it is.
-	other := filepath.Join(dir, "other.set")
-	require.NoError(t, os.WriteFile(other, []byte("collective allreduce\nsize-param count\n"+
-		"plan "+filepath.Join(root, "plans/ring_allreduce.dag")+" sizes 0.. ranks 4\n"), 0o644))
-	s, err = OpenSet(other)
+	s, err = OpenSet(writeSet(t, "other.set", "collective allreduce\nsize-param count\nplan PLANS/ring_allreduce.dag sizes 0.. ranks 4\n"))
 	require.NoError(t, err)
 	p, err = s.Open(1<<20, 4, Options{})
 	require.NoError(t, err)
