@@ -57,3 +57,28 @@ func Example() {
 	fmt.Printf("%s engine, 20 iterations on %d ranks: %d elements differ from the serial sum\n", coll.Engine(), ranks, bad)
 	// Output: offload engine, 20 iterations on 4 ranks: 0 elements differ from the serial sum
 }
+
+// A plan set picks the plan for each message size, and sets the plan's n so that its buffer
+// holds the message, whatever the plan makes of n: the recursive doubling's data is f32[n], the
+// three-step Rabenseifner's f32[ranks * n].
+func ExampleOpenSet() {
+	set, err := coredag.OpenSet("examples/mpi/sockets.set")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, size := range []int64{4 << 10, 1 << 20} {
+		plan, err := set.Open(size, 4, coredag.Options{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		b := plan.Buffers()[0]
+		fmt.Printf("%d B: plan %s, buffer %s of %d f32\n", size, plan.Name(), b.Name, b.Count)
+		plan.Close()
+	}
+	_, err = set.Open(1<<20+4, 4, coredag.Options{}) // not a multiple of 4 blocks of f32
+	fmt.Println(err)
+	// Output:
+	// 4096 B: plan recursive_doubling_f32, buffer data of 1024 f32
+	// 1048576 B: plan rabenseifner_merged_f32, buffer data of 262144 f32
+	// coredag: invalid argument: examples/mpi/rabenseifner_merged_f32.dag moves 16 B per unit of n with these params (ranks 4): a message of 1048580 B is not a multiple of it; pad it to 1048592 B; or set n in the params
+}
