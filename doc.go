@@ -23,6 +23,13 @@
 // bound before the first Start. Every other buffer (scratch) is coredag's, allocated and
 // registered by the first Start, which also registers the bound memory and connects the queues.
 //
+// # Plans by message size
+//
+// As MPI libraries switch algorithm by size, a plan set (a small file: which plan serves which
+// message size and world size, as `coredag tune` writes one) picks the plan: OpenSet reads and
+// checks it, Set.Open(size, ranks, opts) opens the plan for a message of size bytes, with its
+// size param (n) worked out so that the plan's buffer holds the message.
+//
 // # Worlds
 //
 // A World is the caller's out-of-band runtime, as UCC's OOB interface: rank, size, an
