@@ -35,17 +35,21 @@ func SizeParam(filename string, src []byte, sp string, size int64, params map[st
 		}
 		return g.MessageBytes()
 	}
-	var v, one, two int64
-	var firstErr error
-	for v = 1; v <= maxSizeProbe; v *= 2 {
-		if one, err = at(v); err == nil {
-			if two, err = at(2 * v); err == nil {
-				break
-			}
+	// Each value is elaborated once: the message at 2v is the next round's message at v.
+	v := int64(1)
+	one, oneErr := at(v)
+	var two int64
+	firstErr := oneErr
+	for ; v <= maxSizeProbe; v *= 2 {
+		var twoErr error
+		two, twoErr = at(2 * v)
+		if oneErr == nil && twoErr == nil {
+			break
 		}
 		if firstErr == nil {
-			firstErr = err
+			firstErr = twoErr
 		}
+		one, oneErr = two, twoErr
 	}
 	if v > maxSizeProbe {
 		return 0, false, firstErr
