@@ -104,25 +104,35 @@ func TestOpenSetSizeParam(t *testing.T) {
 func TestExampleSets(t *testing.T) {
 	for _, tc := range []struct {
 		set   string
+		ranks int
 		from  int64
 		large string
 	}{
-		{"examples/mpi/shm.set", 128 << 10, "rabenseifner_f32"},
-		{"examples/mpi/tcp.set", 384 << 10, "rabenseifner_f32"},
-		{"examples/mpi/sockets.set", 768 << 10, "rabenseifner_merged_f32"},
+		{"examples/mpi/shm.set", 2, 4 << 20, "rabenseifner_f32"},
+		{"examples/mpi/shm.set", 4, 128 << 10, "rabenseifner_f32"},
+		{"examples/mpi/tcp.set", 2, 2 << 20, "rabenseifner_f32"},
+		{"examples/mpi/tcp.set", 4, 384 << 10, "rabenseifner_f32"},
+		{"examples/mpi/sockets.set", 2, 2 << 20, "rabenseifner_f32"},
+		{"examples/mpi/sockets.set", 4, 768 << 10, "rabenseifner_merged_f32"},
+		{"examples/mpi/sockets.set", 8, 768 << 10, "rabenseifner_merged_f32"},
 	} {
 		s, err := OpenSet(tc.set)
 		require.NoError(t, err, tc.set)
 		for _, size := range []int64{16, tc.from - 16, tc.from, 16 << 20} {
-			p, err := s.Open(size, 4, Options{})
-			require.NoError(t, err, "%s at %d B", tc.set, size)
+			p, err := s.Open(size, tc.ranks, Options{})
+			require.NoError(t, err, "%s at %d B, %d ranks", tc.set, size, tc.ranks)
 			want := "recursive_doubling_f32"
 			if size >= tc.from {
 				want = tc.large
 			}
-			assert.Equal(t, want, p.Name(), "%s at %d B", tc.set, size)
-			assert.Equal(t, size, p.Buffers()[0].Bytes, "%s at %d B", tc.set, size)
+			assert.Equal(t, want, p.Name(), "%s at %d B, %d ranks", tc.set, size, tc.ranks)
+			assert.Equal(t, size, p.Buffers()[0].Bytes, "%s at %d B, %d ranks", tc.set, size, tc.ranks)
 			require.NoError(t, p.Close())
 		}
 	}
+	// 3 ranks fall to the lines for small worlds, whose plans need a power of two.
+	s, err := OpenSet("examples/mpi/shm.set")
+	require.NoError(t, err)
+	_, err = s.Open(4096, 3, Options{})
+	assert.ErrorContains(t, err, "ranks must be a power of two")
 }

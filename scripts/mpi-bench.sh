@@ -46,11 +46,15 @@ planset() {
   local own=examples/mpi/$1.set
   if [ -n "${SET:-}" ]; then echo "$SET"; return; fi
   if [ -z "${LARGE_PLAN:-}${SMALL_PLAN:-}${SMALL_BELOW:-}" ]; then echo "$own"; return; fi
-  # the transport's set: its first line's plan below its switch, its second's from it
-  local small large below
-  small=examples/mpi/$(awk '$1 == "plan" { print $2; exit }' "$own")
-  large=examples/mpi/$(awk '$1 == "plan" { n++ } $1 == "plan" && n == 2 { print $2; exit }' "$own")
-  below=$(awk '$1 == "plan" { n++ } $1 == "plan" && n == 2 { sub(/\.\.$/, "", $4); print $4; exit }' "$own")
+  # the transport's set at NP ranks: its first such line's plan below its switch, its second's
+  # from it
+  local small large below lines
+  lines=$(awk -v np="$np" '$1 == "plan" {
+      lo = $6; hi = $6; sub(/\.\..*/, "", lo); sub(/.*\.\./, "", hi)
+      if (np + 0 >= lo + 0 && (hi == "" || np + 0 <= hi + 0)) print $2, $4 }' "$own")
+  small=examples/mpi/$(echo "$lines" | awk 'NR == 1 { print $1 }')
+  large=examples/mpi/$(echo "$lines" | awk 'NR == 2 { print $1 }')
+  below=$(echo "$lines" | awk 'NR == 2 { sub(/\.\.$/, "", $2); print $2 }')
   small=$(realpath "${SMALL_PLAN:-$small}") large=$(realpath "${LARGE_PLAN:-$large}") below=${SMALL_BELOW:-$below}
   {
     echo "collective allreduce"

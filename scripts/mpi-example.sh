@@ -5,7 +5,8 @@
 # triggered offload engine (target triggered-sockets), on shm with half the ranks using CMA
 # (mixed), and through the plan sets scripts/mpi-bench.sh runs (coredag_plan_open_set), the plans
 # they pick for short (doubling) and long (rabenseifner) vectors on shm, and for long vectors on
-# sockets, triggered (merged); these check that the set picked the plan they name. Each run
+# sockets, triggered (merged); these check that the set picked the plan they name for each world
+# size. Each run
 # writes fresh data every iteration and compares coredag's sums with MPI_Allreduce's; any
 # difference or error fails.
 # Env: ITERS (default 300), COUNT f32 per rank (default 4096), TIMEOUT seconds per run (default
@@ -28,7 +29,7 @@ mpicc -O2 -Wall -o "$tmp/mpi_dlopen" tests/c/mpi_dlopen.c -ldl $(pkg-config --cf
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(shm sockets boot mixed doubling rabenseifner merged)
 for config in "${configs[@]}"; do
-  want= # the plan a set must pick
+  want2= want4= # the plan a set must pick for 2 and 4 processes
   case $config in
   shm) opts=(-o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
   sockets) opts=(-o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
@@ -36,11 +37,13 @@ for config in "${configs[@]}"; do
   # Half the ranks with cross-memory attach, half without: each pair then moves by segments,
   # whatever one side's own settings say (exec/ofi/README.md, Shared memory copies).
   mixed) opts=(-o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
-  # The plans examples/mpi/shm.set picks below and from its switch (128 KiB): 16 and 256 KiB.
-  doubling) want=recursive_doubling_f32 opts=(-p examples/mpi/shm.set -c 4096 -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
-  rabenseifner) want=rabenseifner_f32 opts=(-p examples/mpi/shm.set -c 65536 -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
-  # The plan examples/mpi/sockets.set picks from its switch (768 KiB), triggered: 1 MiB.
-  merged) want=rabenseifner_merged_f32 opts=(-p examples/mpi/sockets.set -c 262144 -o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
+  # The plans examples/mpi/shm.set picks below and from its switch (4 ranks: 128 KiB; 2 ranks:
+  # 4 MiB): 16 KiB, and 256 KiB, where 2 ranks still run the recursive doubling.
+  doubling) want2=recursive_doubling_f32 want4=recursive_doubling_f32 opts=(-p examples/mpi/shm.set -c 4096 -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
+  rabenseifner) want2=recursive_doubling_f32 want4=rabenseifner_f32 opts=(-p examples/mpi/shm.set -c 65536 -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
+  # The plan examples/mpi/sockets.set picks from its switch for 4 ranks (768 KiB), triggered: 1
+  # MiB (2 ranks switch at 2 MiB).
+  merged) want2=recursive_doubling_f32 want4=rabenseifner_merged_f32 opts=(-p examples/mpi/sockets.set -c 262144 -o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
   *) echo "$0: unknown configuration $config (want shm, sockets, boot, mixed, doubling, rabenseifner or merged)" >&2; exit 2 ;;
   esac
   for np in 2 4; do
@@ -60,8 +63,10 @@ for config in "${configs[@]}"; do
       continue
     fi
     timeout -k 10 "${TIMEOUT:-300}" mpirun --allow-run-as-root --oversubscribe -np "$np" "${env[@]}" "${args[@]}" | tee "$tmp/out"
+    want=$want4
+    [ "$np" = 4 ] || want=$want2
     if [ -n "$want" ] && ! grep -q "(plan $want)" "$tmp/out"; then
-      echo "$0: $config: the set did not pick $want" >&2
+      echo "$0: $config, $np processes: the set did not pick $want" >&2
       exit 1
     fi
   done
