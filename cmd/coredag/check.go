@@ -10,6 +10,7 @@ import (
 	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/verify"
+	"github.com/coredag/coredag/planset"
 )
 
 func init() {
@@ -21,7 +22,7 @@ type checkCmd struct {
 	Target       string   `placeholder:"NAME" help:"Also check the plan against this target's limits (see coredag targets), as compile does: a plan over them fails; races are proven under its ordering between the ops of a queue. Without it, the limits of the default target (connectx) are reported as warnings, and so is an ordering of connectx the plan relies on."`
 	JSON         bool     `help:"Print diagnostics as JSON on stdout."`
 	ExplainRaces bool     `help:"When a plan has races, list after edges that make it race-free, checked to leave no deadlock, and the races no after edge fixes."`
-	Files        []string `arg:"" name:"file" help:"Plan files (- for stdin)."`
+	Files        []string `arg:"" name:"file" help:"Plan files (- for stdin), or plan sets (.set): their lines, and each plan at the least world size of its line, as select loads them."`
 }
 
 // checkReport is the --json output of check.
@@ -63,6 +64,16 @@ func (c *checkCmd) Run(e *env) error {
 	var reports []checkReport
 	failed, unreadable := false, false
 	for _, path := range c.Files {
+		if strings.HasSuffix(path, ".set") {
+			r, err := c.checkSet(e, path)
+			if err != nil {
+				unreadable = true
+				fmt.Fprintf(e.stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))
+			}
+			failed = failed || !r.OK && err == nil
+			reports = append(reports, r)
+			continue
+		}
 		l, err := loadPlan(e, path, c.paramFlags, loadOptions{lint: true, target: &target, limits: true})
 		if err != nil { // an unreadable file: say so, check the others, exit 2 at the end
 			unreadable = true
@@ -115,6 +126,36 @@ func (c *checkCmd) Run(e *env) error {
 		return &exitError{code: exitFail}
 	}
 	return nil
+}
+
+// checkSet checks a plan set as select and tune load it (planset.Load): its lines and their
+// coverage, and each plan at the least world size of its line. It returns an error only for a
+// set it could not read.
+func (c *checkCmd) checkSet(e *env, path string) (checkReport, error) {
+	r := checkReport{File: path, Diagnostics: []diag.JSON{}}
+	if len(c.Params) > 0 {
+		err := fmt.Errorf("%s: -p sets a plan's params; a plan set's lines set their own (coredag select SET --size SIZE -p ranks=R says which plan serves a world size)", path)
+		r.Diagnostics = []diag.JSON{{Code: diag.Input, File: path, Message: err.Error()}}
+		return r, err
+	}
+	s, src, err := planset.Load(path, planChecker)
+	var l diag.List
+	switch {
+	case err == nil:
+		r.OK = true
+		if !c.JSON {
+			fmt.Fprintf(e.stdout, "%s: ok (plan set for %s, %s)\n", diag.QuoteName(path), s.Collective, english.Plural(len(s.Entries), "plan"))
+		}
+	case errors.As(err, &l):
+		r.Diagnostics = diagnosticsJSON(err)
+		if !c.JSON {
+			diag.Print(e.stderr, err, diag.Sources{path: src})
+		}
+	default:
+		r.Diagnostics = []diag.JSON{{Code: diag.Input, File: path, Message: err.Error()}}
+		return r, err
+	}
+	return r, nil
 }
 
 // defaultTarget is the target whose limits check reports as warnings without --target: the
