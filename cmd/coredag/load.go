@@ -62,9 +62,13 @@ type loaded struct {
 const maxSource = 16 << 20
 
 // readSource reads a plan file, or stdin for "-", refusing one larger than maxSource (whatever
-// it is: a device such as /dev/zero never ends). Errors are usage errors (exit 2).
+// it is: a device such as /dev/zero never ends) and a plan set (.set), which is no plan. Errors
+// are usage errors (exit 2).
 func readSource(e *env, path string) ([]byte, error) {
 	r, name := e.stdin, "<stdin>"
+	if strings.HasSuffix(path, ".set") {
+		return nil, usageError("%s is a plan set, not a plan: `coredag select %s --size SIZE -p ranks=R` names the plan it runs at a message size (then give that plan here), `coredag check %s` checks the set", path, path, path)
+	}
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {

@@ -78,6 +78,12 @@ func TestSetRefused(t *testing.T) {
 	code, _, errOut = coredag(t, "", "check", "-p", "ranks=4", "examples/mpi/shm.set")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "a plan set's lines set their own")
+	// the commands that take a plan say what to do with a set
+	for _, cmd := range []string{"run", "compile", "dot", "fmt", "predict"} {
+		code, _, errOut = coredag(t, "", cmd, "examples/mpi/shm.set")
+		assert.Equal(t, 2, code, "%s: %s", cmd, errOut)
+		assert.Contains(t, errOut, "examples/mpi/shm.set is a plan set, not a plan: `coredag select examples/mpi/shm.set --size SIZE -p ranks=R`", cmd)
+	}
 	code, _, errOut = coredag(t, "", "tune", "plans/ring_allreduce.dag", "plans/ring_allgather.dag")
 	assert.Equal(t, 2, code)
 	assert.True(t, strings.Contains(errOut, "computes allgather"), errOut)
