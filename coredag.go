@@ -132,6 +132,9 @@ type BufferInfo struct {
 
 // Open reads and checks a plan file: a .dag plan or an MSCCL .xml algorithm.
 func Open(path string, opts Options) (*Plan, error) {
+	if strings.HasSuffix(path, ".set") {
+		return nil, fmt.Errorf("%w: %s is a plan set, not a plan: open it with OpenSet and Set.Open (from C, coredag_plan_open_set), which pick its plan for a message size", ErrArg, path)
+	}
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrArg, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"strings"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/budget"
@@ -26,6 +27,9 @@ type Set struct {
 // without gap or overlap. A set that fails is a *CheckError with the positions.
 func OpenSet(path string) (s *Set, err error) {
 	defer recoverInto(&err)
+	if strings.HasSuffix(path, ".dag") || strings.HasSuffix(path, ".xml") {
+		return nil, fmt.Errorf("%w: %s is a plan, not a plan set: open it with Open (from C, coredag_plan_open)", ErrArg, path)
+	}
 	b, err := budget.Resolve("", os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrArg, err)

@@ -49,6 +49,14 @@ func TestOpenSet(t *testing.T) {
 	require.Len(t, ce.Diagnostics(), 1)
 	assert.Contains(t, ce.Error(), "bad.set:2:")
 	assert.Contains(t, ce.Error(), "a gap: no plan serves sizes 0..1KiB at ranks 4")
+
+	// a plan given as a set, and a set given as a plan
+	_, err = OpenSet("plans/ring_allreduce.dag")
+	assert.ErrorIs(t, err, ErrArg)
+	assert.ErrorContains(t, err, "plans/ring_allreduce.dag is a plan, not a plan set: open it with Open")
+	_, err = Open(set, Options{})
+	assert.ErrorIs(t, err, ErrArg)
+	assert.ErrorContains(t, err, "ar.set is a plan set, not a plan: open it with OpenSet")
 }
 
 // Set.Open sets the size param from the message size when neither the line nor the caller does,

@@ -429,6 +429,12 @@ static void plan_sets(void) {
     rc = coredag_plan_open_set(NULL, 8, 4, NULL, NULL, &p);
     expect("set path NULL", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("NULL"));
     coredag_plan_free(p);
+    rc = coredag_plan_open_set("../../plans/ring_allreduce.dag", 8, 4, NULL, NULL, &p);
+    expect("plan opened as a set", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("is a plan, not a plan set", "coredag_plan_open"));
+    coredag_plan_free(p);
+    rc = coredag_plan_open("../../tests/c/allreduce.set", NULL, NULL, &p);
+    expect("set opened as a plan", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("is a plan set, not a plan", "coredag_plan_open_set"));
+    coredag_plan_free(p);
 }
 
 int main(void) {
