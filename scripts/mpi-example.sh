@@ -6,9 +6,8 @@
 # (mixed), and through the plan sets scripts/mpi-bench.sh runs (coredag_plan_open_set), the plans
 # they pick for short (doubling) and long (rabenseifner) vectors on shm, and for long vectors on
 # sockets, triggered (merged); these check that the set picked the plan they name for each world
-# size. Each run
-# writes fresh data every iteration and compares coredag's sums with MPI_Allreduce's; any
-# difference or error fails.
+# size. Each run writes fresh data every iteration and compares coredag's sums with
+# MPI_Allreduce's; any difference or error fails.
 # Env: ITERS (default 300), COUNT f32 per rank (default 4096), TIMEOUT seconds per run (default
 # 300), PREFIX (where to build the library; default a temporary directory).
 # Last, tests/c/mpi_dlopen.c loads the library with dlopen after MPI_Init and checks that a panic
