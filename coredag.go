@@ -14,6 +14,7 @@ import (
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planset"
 )
 
 // Sentinel errors: every error of this package wraps one of them (or is a *CheckError); test
@@ -132,9 +133,6 @@ type BufferInfo struct {
 
 // Open reads and checks a plan file: a .dag plan or an MSCCL .xml algorithm.
 func Open(path string, opts Options) (*Plan, error) {
-	if strings.HasSuffix(path, ".set") {
-		return nil, fmt.Errorf("%w: %s is a plan set, not a plan: open it with OpenSet and Set.Open (from C, coredag_plan_open_set), which pick its plan for a message size", ErrArg, path)
-	}
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrArg, err)
@@ -144,9 +142,13 @@ func Open(path string, opts Options) (*Plan, error) {
 
 // OpenSource checks a plan given as text; name is the file name diagnostics use (an .xml name
 // reads the text as an MSCCL algorithm). A plan that fails check does not open: the error is a
-// *CheckError.
+// *CheckError. A plan set (a .set name, or text that begins as a set does) is refused with
+// ErrArg: OpenSet opens sets.
 func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 	defer recoverInto(&err)
+	if strings.HasSuffix(name, ".set") || planset.IsSet(src) {
+		return nil, fmt.Errorf("%w: %s is a plan set, not a plan: open it with OpenSet and Set.Open (from C, coredag_plan_open_set), which pick its plan for a message size", ErrArg, name)
+	}
 	if opts.Engine == "" {
 		opts.Engine = "auto"
 	}

@@ -57,6 +57,20 @@ func TestOpenSet(t *testing.T) {
 	_, err = Open(set, Options{})
 	assert.ErrorIs(t, err, ErrArg)
 	assert.ErrorContains(t, err, "ar.set is a plan set, not a plan: open it with OpenSet")
+	// by their first statement, whatever the name
+	src, err := os.ReadFile(set)
+	require.NoError(t, err)
+	_, err = OpenSource("sets.txt", src, Options{})
+	assert.ErrorIs(t, err, ErrArg)
+	assert.ErrorContains(t, err, "sets.txt is a plan set, not a plan")
+	src, err = os.ReadFile("plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	plan := filepath.Join(t.TempDir(), "ring.txt")
+	require.NoError(t, os.WriteFile(plan, src, 0o644))
+	_, err = OpenSet(plan)
+	require.ErrorAs(t, err, &ce)
+	require.Len(t, ce.Diagnostics(), 1)
+	assert.Contains(t, ce.Error(), "ring.txt:19:1: this is a plan (`plan ring_allreduce`), not a plan set")
 }
 
 // Set.Open sets the size param from the message size when neither the line nor the caller does,

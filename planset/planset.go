@@ -68,10 +68,63 @@ const DefaultSizeParam = "n"
 // size the entry serves; params are the entry's -p values.
 type Checker func(path string, ranks int64, params []string) ([]ir.Expect, error)
 
+// firstStatement returns the words of src's first line that holds more than blanks and a
+// comment, and that line's number; no words for a file of only those.
+func firstStatement(src []byte) ([]token, int) {
+	for i, line := range strings.Split(string(src), "\n") {
+		if c := strings.IndexByte(line, '#'); c >= 0 {
+			line = line[:c]
+		}
+		if toks := fields(strings.TrimSuffix(line, "\r")); len(toks) > 0 {
+			return toks, i + 1
+		}
+	}
+	return nil, 0
+}
+
+// IsSet reports whether src begins as a plan set does: with `collective`, `size-param` or
+// `plan FILE sizes`, where a plan begins with `plan NAME` (docs/language.md). Commands and
+// the library use it to refuse a set given as a plan with one error that says so.
+func IsSet(src []byte) bool {
+	toks, _ := firstStatement(src)
+	if len(toks) == 0 {
+		return false
+	}
+	switch toks[0].text {
+	case "collective", "size-param":
+		return true
+	case "plan":
+		return len(toks) >= 3 && toks[2].text == "sizes"
+	}
+	return false
+}
+
+// notASet is the one error of Parse for a plan or an MSCCL algorithm given as a set, rather
+// than the set language's errors on every line; nil for anything else.
+func notASet(file diag.FileID, src []byte) error {
+	toks, line := firstStatement(src)
+	what := ""
+	switch {
+	case len(toks) == 2 && toks[0].text == "plan" && isIdent(toks[1].text):
+		what = "a plan (`plan " + toks[1].text + "`)"
+	case len(toks) > 0 && strings.HasPrefix(toks[0].text, "<"):
+		what = "an MSCCL algorithm (XML)"
+	default:
+		return nil
+	}
+	var errs diag.List
+	errs.Add(diag.Syntax, diag.Pos{File: file, Line: uint32(line), Col: uint32(toks[0].col)},
+		"this is %s, not a plan set: a set begins with `collective NAME` and names its plans in `plan FILE sizes A..B ranks R..` lines", what)
+	return errs.Err()
+}
+
 // Parse reads a set's text. Errors are a diag.List with positions in name.
 func Parse(name string, src []byte) (*Set, error) {
 	s := &Set{File: name, SizeParam: DefaultSizeParam}
 	file := diag.File(name)
+	if err := notASet(file, src); err != nil {
+		return nil, err
+	}
 	var errs diag.List
 	haveColl, haveSize := false, false
 	collLines, planLines := 0, 0

@@ -81,6 +81,21 @@ func TestGoodSet(t *testing.T) {
 	assert.Equal(t, "count_2", s.SizeParam)
 }
 
+func TestIsSet(t *testing.T) {
+	for text, want := range map[string]bool{
+		"# a set\ncollective allreduce\nplan a.dag sizes 0.. ranks 2..\n": true,
+		"size-param m\ncollective allreduce\n":                            true,
+		"\n  plan a.dag sizes 0.. ranks 2.. # first\n":                    true,
+		"plan ring\nparam ranks = 4\n":                                    false,
+		"plan a.dag\n":                                                    false,
+		"<algo/>":                                                         false,
+		"# only a comment\n\n":                                            false,
+		"":                                                                false,
+	} {
+		assert.Equal(t, want, IsSet([]byte(text)), "%q", text)
+	}
+}
+
 func TestSetErrors(t *testing.T) {
 	for _, c := range []struct {
 		text string
@@ -126,6 +141,12 @@ func TestSetErrors(t *testing.T) {
 		{"collective allreduce\nsize-param ranks\nplan allreduce_a.dag sizes 0.. ranks 2\n",
 			[]string{"dir/x.set:2:12: ranks is the world size"}},
 		{"collective allreduce\nuse x.dag\n", []string{`dir/x.set:2:1: unknown statement "use"`, "dir/x.set:1:1: the set lists no plan"}},
+		// a plan or an MSCCL algorithm given as a set: one error, not one per line
+		{"# a plan\n\n  plan ring # the ring\nparam ranks = 4\nbuffer data f32[ranks]\n",
+			[]string{"dir/x.set:3:3: this is a plan (`plan ring`), not a plan set: a set begins with `collective NAME`"}},
+		{"<?xml version=\"1.0\"?>\n<algo name=\"ring\">\n", []string{"dir/x.set:1:1: this is an MSCCL algorithm (XML), not a plan set"}},
+		// a set's plan line without its sizes is no plan
+		{"plan ring.dag\ncollective allreduce\n", []string{"dir/x.set:1:1: the plan line has no `sizes A..B`"}},
 	} {
 		_, err := load(t, c.text)
 		require.Error(t, err, c.text)

@@ -64,7 +64,7 @@ func (c *checkCmd) Run(e *env) error {
 	var reports []checkReport
 	failed, unreadable := false, false
 	for _, path := range c.Files {
-		if strings.HasSuffix(path, ".set") {
+		if isSetFile(path) {
 			r, err := c.checkSet(e, path)
 			if err != nil {
 				unreadable = true

@@ -17,6 +17,7 @@ import (
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/elaborate"
 	"github.com/coredag/coredag/planner/lower"
+	"github.com/coredag/coredag/planset"
 )
 
 // paramFlags is the -p NAME=VALUE flag every command that reads a plan takes, and --mem, the
@@ -62,13 +63,10 @@ type loaded struct {
 const maxSource = 16 << 20
 
 // readSource reads a plan file, or stdin for "-", refusing one larger than maxSource (whatever
-// it is: a device such as /dev/zero never ends) and a plan set (.set), which is no plan. Errors
-// are usage errors (exit 2).
+// it is: a device such as /dev/zero never ends) and a plan set (a .set name, or text that
+// begins as a set does: planset.IsSet), which is no plan. Errors are usage errors (exit 2).
 func readSource(e *env, path string) ([]byte, error) {
 	r, name := e.stdin, "<stdin>"
-	if strings.HasSuffix(path, ".set") {
-		return nil, usageError("%s is a plan set, not a plan: `coredag select %s --size SIZE -p ranks=R` names the plan it runs at a message size (then give that plan here), `coredag check %s` checks the set", path, path, path)
-	}
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
@@ -84,7 +82,32 @@ func readSource(e *env, path string) ([]byte, error) {
 	if len(src) > maxSource {
 		return nil, usageError("%s: larger than %s: a plan file may be at most %s", name, budget.Format(maxSource), budget.Format(maxSource))
 	}
+	if strings.HasSuffix(path, ".set") || planset.IsSet(src) {
+		file, save := path, ""
+		if path == "-" {
+			file, save = "FILE", "save it to a file; "
+		}
+		return nil, usageError("%s is a plan set, not a plan: %s`coredag select %s --size SIZE -p ranks=R` names the plan it runs at a message size (then give that plan here), `coredag check %s` checks the set", name, save, file, file)
+	}
 	return src, nil
+}
+
+// isSetFile reports whether check reads path as a plan set: a .set file, or a file whose first
+// statement is a set's (planset.IsSet), whatever its name.
+func isSetFile(path string) bool {
+	if strings.HasSuffix(path, ".set") {
+		return true
+	}
+	if path == "-" {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false // the plan loader says why
+	}
+	defer f.Close()
+	head, _ := io.ReadAll(io.LimitReader(f, 64<<10))
+	return planset.IsSet(head)
 }
 
 // loadOptions is what a command asks of loadPlan beyond its flags.
