@@ -20,8 +20,10 @@
 package planset
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -71,13 +73,16 @@ type Checker func(path string, ranks int64, params []string) ([]ir.Expect, error
 // firstStatement returns the words of src's first line that holds more than blanks and a
 // comment, and that line's number; no words for a file of only those.
 func firstStatement(src []byte) ([]token, int) {
-	for i, line := range strings.Split(string(src), "\n") {
-		if c := strings.IndexByte(line, '#'); c >= 0 {
+	for n := 1; len(src) > 0; n++ {
+		line, rest, _ := bytes.Cut(src, []byte{'\n'})
+		if c := bytes.IndexByte(line, '#'); c >= 0 {
 			line = line[:c]
 		}
-		if toks := fields(strings.TrimSuffix(line, "\r")); len(toks) > 0 {
-			return toks, i + 1
+		line = line[:min(len(line), 1<<10)] // the first words are all its callers read
+		if toks := fields(strings.TrimSuffix(string(line), "\r")); len(toks) > 0 {
+			return toks, n
 		}
+		src = rest
 	}
 	return nil, 0
 }
@@ -472,11 +477,22 @@ func firstLine(s string) string {
 	return s
 }
 
+// MaxSize is the largest set file Load reads: a set is a few lines.
+const MaxSize = 1 << 20
+
 // Load reads, parses and checks a set file.
 func Load(path string, check Checker) (*Set, []byte, error) {
-	src, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(src) > MaxSize {
+		return nil, nil, fmt.Errorf("%s: larger than 1 MiB: a plan set may be at most 1 MiB", path)
 	}
 	s, err := Parse(path, src)
 	if err != nil {

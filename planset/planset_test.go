@@ -2,6 +2,8 @@ package planset
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -156,4 +158,12 @@ func TestSetErrors(t *testing.T) {
 			assert.True(t, strings.HasPrefix(got[i], c.want[i]), "%q\ngot  %s\nwant %s", c.text, got[i], c.want[i])
 		}
 	}
+}
+
+// A set file past MaxSize is refused before it is parsed (a device such as /dev/zero never ends).
+func TestLoadTooLarge(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.set")
+	require.NoError(t, os.WriteFile(path, []byte("collective allreduce\n"+strings.Repeat("#", MaxSize)), 0o644))
+	_, _, err := Load(path, fake)
+	assert.ErrorContains(t, err, "big.set: larger than 1 MiB: a plan set may be at most 1 MiB")
 }
