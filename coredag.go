@@ -146,7 +146,7 @@ func Open(path string, opts Options) (*Plan, error) {
 // ErrArg: OpenSet opens sets.
 func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 	defer recoverInto(&err)
-	if strings.HasSuffix(name, ".set") || planset.IsSet(src) {
+	if planset.IsSet(name, src) {
 		return nil, fmt.Errorf("%w: %s is a plan set, not a plan: open it with OpenSet and Set.Open (from C, coredag_plan_open_set), which pick its plan for a message size", ErrArg, name)
 	}
 	if opts.Engine == "" {

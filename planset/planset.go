@@ -87,10 +87,14 @@ func firstStatement(src []byte) ([]token, int) {
 	return nil, 0
 }
 
-// IsSet reports whether src begins as a plan set does: with `collective`, `size-param` or
-// `plan FILE sizes`, where a plan begins with `plan NAME` (docs/language.md). Commands and
-// the library use it to refuse a set given as a plan with one error that says so.
-func IsSet(src []byte) bool {
+// IsSet reports whether the file name, whose text is src, is a plan set: named .set, or
+// beginning as a set does, with `collective`, `size-param` or `plan FILE sizes`, where a plan
+// begins with `plan NAME` (docs/language.md). Commands and the library use it to refuse a set
+// given as a plan with one error that says so.
+func IsSet(name string, src []byte) bool {
+	if strings.HasSuffix(name, ".set") {
+		return true
+	}
 	toks, _ := firstStatement(src)
 	if len(toks) == 0 {
 		return false

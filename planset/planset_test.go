@@ -94,8 +94,9 @@ func TestIsSet(t *testing.T) {
 		"# only a comment\n\n":                                            false,
 		"":                                                                false,
 	} {
-		assert.Equal(t, want, IsSet([]byte(text)), "%q", text)
+		assert.Equal(t, want, IsSet("x.txt", []byte(text)), "%q", text)
 	}
+	assert.True(t, IsSet("x.set", nil), "a .set name, whatever the text")
 }
 
 func TestSetErrors(t *testing.T) {

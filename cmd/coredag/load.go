@@ -82,7 +82,7 @@ func readSource(e *env, path string) ([]byte, error) {
 	if len(src) > maxSource {
 		return nil, usageError("%s: larger than %s: a plan file may be at most %s", name, budget.Format(maxSource), budget.Format(maxSource))
 	}
-	if strings.HasSuffix(path, ".set") || planset.IsSet(src) {
+	if planset.IsSet(path, src) {
 		file, save := path, ""
 		if path == "-" {
 			file, save = "FILE", "save it to a file; "
@@ -95,19 +95,15 @@ func readSource(e *env, path string) ([]byte, error) {
 // isSetFile reports whether check reads path as a plan set: a .set file, or a file whose first
 // statement is a set's (planset.IsSet), whatever its name.
 func isSetFile(path string) bool {
-	if strings.HasSuffix(path, ".set") {
-		return true
-	}
 	if path == "-" {
 		return false
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return false // the plan loader says why
+	var head []byte
+	if f, err := os.Open(path); err == nil { // else the loader says why
+		head, _ = io.ReadAll(io.LimitReader(f, 64<<10))
+		f.Close()
 	}
-	defer f.Close()
-	head, _ := io.ReadAll(io.LimitReader(f, 64<<10))
-	return planset.IsSet(head)
+	return planset.IsSet(path, head)
 }
 
 // loadOptions is what a command asks of loadPlan beyond its flags.
