@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -445,6 +446,16 @@ func TestOpenCheckError(t *testing.T) {
 	_, err = OpenSource("x.dag", []byte("plan x\nparam ranks = 1\nbuffer b u8[1]\n"), Options{Provider: "nope"})
 	require.ErrorIs(t, err, ErrProvider)
 	_, err = OpenSource("x.dag", []byte("plan x\nparam ranks = 1\nbuffer b u8[1]\n"), Options{Extern: []string{"c"}})
+	require.ErrorIs(t, err, ErrArg)
+}
+
+// TestOpenTooLarge: Open reads at most 16 MiB of a plan file, so a device that never ends is
+// refused rather than read until memory runs out.
+func TestOpenTooLarge(t *testing.T) {
+	_, err := Open("/dev/zero", Options{})
+	require.ErrorIs(t, err, ErrArg)
+	assert.Contains(t, err.Error(), "/dev/zero: larger than 16 MiB: a plan file may be at most 16 MiB")
+	_, err = Open(filepath.Join(t.TempDir(), "none.dag"), Options{})
 	require.ErrorIs(t, err, ErrArg)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/provider"
@@ -131,9 +132,15 @@ type BufferInfo struct {
 	Pos    string // where it is declared, file:line:col
 }
 
-// Open reads and checks a plan file: a .dag plan or an MSCCL .xml algorithm.
+// Open reads and checks a plan file: a .dag plan or an MSCCL .xml algorithm. A file larger
+// than 16 MiB (dsl.MaxSource) is refused with ErrArg.
 func Open(path string, opts Options) (*Plan, error) {
-	src, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrArg, err)
+	}
+	defer f.Close()
+	src, err := dsl.ReadSource(f, path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrArg, err)
 	}

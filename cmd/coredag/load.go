@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
@@ -58,11 +59,7 @@ type loaded struct {
 	lowering *lower.Prepared // its lowering begun, when asked for and the plan passed
 }
 
-// maxSource is the largest plan file coredag reads. Parsing takes about a kilobyte per token, so
-// this bounds the memory and time a file can cost before the parser's own limits apply.
-const maxSource = 16 << 20
-
-// readSource reads a plan file, or stdin for "-", refusing one larger than maxSource (whatever
+// readSource reads a plan file, or stdin for "-", refusing one larger than dsl.MaxSource (whatever
 // it is: a device such as /dev/zero never ends) and a plan set (a .set name, or text that
 // begins as a set does: planset.IsSet), which is no plan. Errors are usage errors (exit 2).
 func readSource(e *env, path string) ([]byte, error) {
@@ -75,12 +72,9 @@ func readSource(e *env, path string) ([]byte, error) {
 		defer f.Close()
 		r, name = f, path
 	}
-	src, err := io.ReadAll(io.LimitReader(r, maxSource+1))
+	src, err := dsl.ReadSource(r, name)
 	if err != nil {
-		return nil, usageError("%s: %v", name, err)
-	}
-	if len(src) > maxSource {
-		return nil, usageError("%s: larger than %s: a plan file may be at most %s", name, budget.Format(maxSource), budget.Format(maxSource))
+		return nil, usageError("%v", err)
 	}
 	if planset.IsSet(path, src) {
 		file, save := path, ""
