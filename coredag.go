@@ -135,12 +135,7 @@ type BufferInfo struct {
 // Open reads and checks a plan file: a .dag plan or an MSCCL .xml algorithm. A file larger
 // than 16 MiB (dsl.MaxSource) is refused with ErrArg.
 func Open(path string, opts Options) (*Plan, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrArg, err)
-	}
-	defer f.Close()
-	src, err := dsl.ReadSource(f, path)
+	src, err := dsl.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrArg, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
@@ -40,7 +41,7 @@ func OpenSet(path string) (s *Set, err error) {
 			return nil, err
 		}
 		ps["ranks"] = ranks
-		src, err := os.ReadFile(file)
+		src, err := dsl.ReadFile(file)
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +94,7 @@ func (s *Set) Open(size int64, ranks int, opts Options) (*Plan, error) {
 	}
 	params["ranks"] = int64(ranks)
 	maps.Copy(params, opts.Params)
-	src, err := os.ReadFile(file)
+	src, err := dsl.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrArg, err)
 	}

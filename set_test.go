@@ -71,6 +71,11 @@ func TestOpenSet(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Len(t, ce.Diagnostics(), 1)
 	assert.Contains(t, ce.Error(), "ring.txt:19:1: this is a plan (`plan ring_allreduce`), not a plan set")
+
+	// a set's plan files are read as Open reads one: at most 16 MiB
+	_, err = OpenSet(writeSet(t, "zero.set", "collective allreduce\nplan /dev/zero sizes 0.. ranks 1..\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/dev/zero: larger than 16 MiB")
 }
 
 // Set.Open sets the size param from the message size when neither the line nor the caller does,

@@ -3,6 +3,7 @@ package dsl
 import (
 	"fmt"
 	"io"
+	"os"
 )
 
 // MaxSource is the largest plan text coredag reads, in bytes. Parsing takes about a kilobyte
@@ -21,4 +22,14 @@ func ReadSource(r io.Reader, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: larger than 16 MiB: a plan file may be at most 16 MiB", name)
 	}
 	return src, nil
+}
+
+// ReadFile reads the plan file path, as ReadSource does.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadSource(f, path)
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strings"
@@ -97,12 +98,23 @@ func (p *Params) Validate() error {
 	return nil
 }
 
+// maxParamsFile is the largest parameter file ReadParams reads: one is a few hundred bytes.
+const maxParamsFile = 1 << 20
+
 // ReadParams reads a parameter file written by calibrate (or by hand). Unknown fields and bad
-// figures are errors naming the file.
+// figures are errors naming the file, and so is a file past 1 MiB.
 func ReadParams(path string) (Params, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return Params{}, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxParamsFile+1))
+	if err != nil {
+		return Params{}, err
+	}
+	if len(b) > maxParamsFile {
+		return Params{}, fmt.Errorf("%s: larger than 1 MiB: not a parameter file", path)
 	}
 	return ParseParams(path, b)
 }

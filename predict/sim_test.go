@@ -191,6 +191,8 @@ func TestBadParams(t *testing.T) {
 	q, err := ParseParams("x.json", Default().Encode())
 	require.NoError(t, err)
 	require.Equal(t, Default(), q)
+	_, err = ReadParams("/dev/zero") // never ends: refused after 1 MiB
+	require.ErrorContains(t, err, "/dev/zero: larger than 1 MiB")
 }
 
 // BenchmarkRingAllreduce simulates the ring allreduce at 64 and 256 ranks (about 5 ranks² ops):

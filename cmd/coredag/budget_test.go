@@ -182,6 +182,13 @@ func TestInputSizeLimit(t *testing.T) {
 		assert.Equal(t, exitUsage, code, "%q: %s", tc.args, out)
 		assert.True(t, strings.HasPrefix(out, tc.want), "%q: %s", tc.args, firstLine(out))
 	}
+	// A set's plan files are read with the same bound.
+	set := writeTemp(t, "zero.set", "collective allreduce\nplan /dev/zero sizes 0.. ranks 1..\n")
+	for _, args := range [][]string{{"check", set}, {"select", set, "--size", "1KiB", "-p", "ranks=2"}} {
+		code, out := capped(t, "", nil, args...)
+		assert.Equal(t, exitFail, code, "%q: %s", args, out)
+		assert.Contains(t, firstLine(out), "plan /dev/zero at ranks=1: /dev/zero: larger than 16 MiB", "%q", args)
+	}
 	// Exactly 16 MiB is read (and then parsed: here, refused for its tokens).
 	big := writeTemp(t, "big.dag", "plan p\n"+strings.Repeat("#", 16<<20-8)+"\n")
 	code, out := capped(t, "", nil, "check", big)

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/elaborate"
@@ -35,7 +35,7 @@ func planChecker(path string, ranks int64, params []string) ([]ir.Expect, error)
 		return nil, err
 	}
 	ps["ranks"] = ranks
-	src, err := os.ReadFile(path)
+	src, err := dsl.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (c *selectCmd) Run(e *env) error {
 	var note string
 	if _, given := lps[s.SizeParam]; !given {
 		lps["ranks"] = ranks
-		src, err := os.ReadFile(ch.Entry.File)
+		src, err := dsl.ReadFile(ch.Entry.File)
 		if err != nil {
 			return &exitError{code: exitFail, err: err}
 		}
