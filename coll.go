@@ -360,8 +360,9 @@ func (c *Coll) Test() (done bool, err error) {
 	return done, nil
 }
 
-// Wait waits until the last start is done, or ctx ends (then the start goes on: Wait or Test
-// again, or Close). It returns at once when nothing is in flight. A start that makes no
+// Wait waits until the last start is done, or ctx ends: then the start goes on (Wait or Test
+// again, or Close), and the error wraps ctx's error and ErrBusy; a start that ended as ctx did
+// gives its own result. It returns at once when nothing is in flight. A start that makes no
 // progress for the hang timeout ends with ErrTimeout; a World call that fails ends it with
 // ErrWorld.
 func (c *Coll) Wait(ctx context.Context) (err error) {
@@ -483,12 +484,10 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	case errors.Is(err, ErrWorld), errors.Is(err, ErrBind), errors.Is(err, ErrInternal):
 		return err
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return err // Wait's own ctx: the start goes on
+	case errors.Is(err, exec.ErrInFlight): // also Wait's ctx ending first: the start goes on
+		return busy{err}
 	case errors.Is(err, exec.ErrUnbound):
 		return fmt.Errorf("%w: %w", ErrUnbound, err)
-	case errors.Is(err, exec.ErrInFlight):
-		return fmt.Errorf("%w: %w", ErrBusy, err)
 	case errors.Is(err, exec.ErrRebindRemote):
 		return fmt.Errorf("%w: %w", ErrBind, err)
 	case errors.Is(err, exec.ErrHang):
@@ -498,6 +497,12 @@ func mapErr(err error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrProvider, err)
 }
+
+// busy is exec's error for a start in flight: it reads as that error and matches ErrBusy.
+type busy struct{ err error }
+
+func (b busy) Error() string   { return "coredag: " + b.err.Error() }
+func (b busy) Unwrap() []error { return []error{ErrBusy, b.err} }
 
 // unpinAll lets go of the memory a Coll pinned (its Close, or its collection without one).
 func unpinAll(pins map[pinKey]*runtime.Pinner) {

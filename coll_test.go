@@ -413,7 +413,8 @@ func TestCloseDuringStart(t *testing.T) {
 	err := colls[0].Wait(ctx)
 	cancel()
 	require.ErrorIs(t, err, context.DeadlineExceeded, "Wait's own ctx ends the wait, not the start")
-	assert.Contains(t, err.Error(), "the start goes on")
+	assert.Contains(t, err.Error(), "coredag: wait: context deadline exceeded: a start is in flight (it goes on")
+	assert.ErrorIs(t, err, ErrBusy)
 	done, err := colls[0].Test()
 	require.NoError(t, err)
 	require.False(t, done)
@@ -430,6 +431,9 @@ func TestCloseDuringStart(t *testing.T) {
 	case <-time.After(2 * testHang):
 		t.Fatal("Wait did not return after Close")
 	}
+	require.ErrorIs(t, colls[0].Wait(context.Background()), ErrClosed, "the abandoned start stays abandoned")
+	_, err = colls[0].Test()
+	require.ErrorIs(t, err, ErrClosed)
 	require.ErrorIs(t, colls[0].Start(), ErrClosed)
 	require.ErrorIs(t, colls[0].Bind("data", make([]byte, 64)), ErrClosed)
 	require.NoError(t, colls[0].Close(), "Close twice")
@@ -447,6 +451,30 @@ func TestOpenCheckError(t *testing.T) {
 	require.ErrorIs(t, err, ErrProvider)
 	_, err = OpenSource("x.dag", []byte("plan x\nparam ranks = 1\nbuffer b u8[1]\n"), Options{Extern: []string{"c"}})
 	require.ErrorIs(t, err, ErrArg)
+}
+
+// TestCloseAbandons: Close with a start in flight and nobody waiting; the Wait and Test after
+// it say the start was abandoned instead of reporting it done, and a hang timeout too large to
+// double still lets Close stop the start.
+func TestCloseAbandons(t *testing.T) {
+	for _, hang := range []time.Duration{testHang, MaxHangTimeout} {
+		c, err := openRingHang(t, 2, 1<<16, false, hang).Init(context.Background(), nil)
+		require.NoError(t, err)
+		for r := 0; r < 2; r++ {
+			require.NoError(t, BindSlice(c, r, "data", make([]float32, 2<<16)))
+		}
+		require.NoError(t, c.Start())
+		require.NoError(t, c.Close(), "hang %v", hang)
+		err = c.Wait(context.Background())
+		require.ErrorIs(t, err, ErrClosed, "hang %v", hang)
+		assert.Contains(t, err.Error(), "the start in flight was abandoned")
+		done, err := c.Test()
+		assert.True(t, done)
+		require.ErrorIs(t, err, ErrClosed)
+	}
+	_, err := OpenSource("x.dag", []byte("plan x\nparam ranks = 1\nbuffer b u8[1]\n"), Options{HangTimeout: MaxHangTimeout + 1})
+	require.ErrorIs(t, err, ErrArg)
+	assert.Contains(t, err.Error(), "Options.HangTimeout 24h0m0.000000001s: want 0 (the default, 10s) up to 24h0m0s")
 }
 
 // TestOpenTooLarge: Open reads at most 16 MiB of a plan file, so a device that never ends is

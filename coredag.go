@@ -23,8 +23,8 @@ import (
 var (
 	// ErrUnbound: Start before every extern buffer of this process's ranks is bound.
 	ErrUnbound = errors.New("coredag: buffer not bound")
-	// ErrBusy: Start while the previous start is in flight (Wait or Test for it first), or a
-	// bind while a start is in flight.
+	// ErrBusy: Start while the previous start is in flight (Wait or Test for it first), a
+	// bind while a start is in flight, or a Wait whose context ended first (the start goes on).
 	ErrBusy = errors.New("coredag: a start is in flight")
 	// ErrClosed: the Plan or Coll was closed (a Close during a start ends that start with it).
 	ErrClosed = errors.New("coredag: closed")
@@ -46,6 +46,9 @@ var (
 	// ErrInternal: a bug in coredag (a recovered panic, an impossible state); please report it.
 	ErrInternal = errors.New("coredag: internal error")
 )
+
+// MaxHangTimeout is the longest Options.HangTimeout: a day.
+const MaxHangTimeout = 24 * time.Hour
 
 // Options say how a plan is opened and run.
 type Options struct {
@@ -71,7 +74,8 @@ type Options struct {
 	// the keyword existed.
 	Extern []string
 	// HangTimeout bounds every wait of a start and every World call: a start that makes no
-	// progress for this long ends with ErrTimeout (or ErrWorld). 0 means exec.DefaultHangTimeout.
+	// progress for this long ends with ErrTimeout (or ErrWorld). 0 means exec.DefaultHangTimeout;
+	// at most MaxHangTimeout.
 	HangTimeout time.Duration
 	// Progress says which thread moves a start across processes: "background" (the default:
 	// a goroutine of the Coll, while the caller computes) or "caller" (Wait, on the caller's
@@ -156,6 +160,9 @@ func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 	}
 	if opts.Provider == "" {
 		opts.Provider = "softnic"
+	}
+	if opts.HangTimeout < 0 || opts.HangTimeout > MaxHangTimeout {
+		return nil, fmt.Errorf("%w: Options.HangTimeout %v: want 0 (the default, %v) up to %v", ErrArg, opts.HangTimeout, exec.DefaultHangTimeout, MaxHangTimeout)
 	}
 	switch opts.Progress {
 	case "", "background", "caller":

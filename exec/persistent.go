@@ -332,9 +332,11 @@ type Op struct {
 	s     *Session   // set by the first iteration (under keep.mu)
 	keep  keeper
 
-	state atomic.Int32  // opIdle, opRunning, opClosing, opClosed
-	claim atomic.Int32  // 0: the start in flight waits for a runner; 1: claimed (or none)
-	gen   atomic.Uint64 // starts made
+	state atomic.Int32 // opIdle, opRunning, opClosing, opClosed
+	// abandoned: Close came while a start was in flight; its Wait and Test say so.
+	abandoned atomic.Bool
+	claim     atomic.Int32  // 0: the start in flight waits for a runner; 1: claimed (or none)
+	gen       atomic.Uint64 // starts made
 	// lastStart: when the last start was made (keeper time); ticking: the background goroutine
 	// looks for an unclaimed start within a tick (Start need not wake it).
 	lastStart atomic.Int64
@@ -537,7 +539,7 @@ func (o *Op) finish(err error) error {
 // claimed goes to the background goroutine, which runs it while the caller does other work.
 func (o *Op) Test() (bool, error) {
 	if o.state.Load() != opRunning {
-		return true, nil
+		return true, o.ended("test")
 	}
 	o.wake()
 	select {
@@ -555,7 +557,7 @@ func (o *Op) Test() (bool, error) {
 // alone, a start is handed to it only by Test or such a Wait).
 func (o *Op) Wait(ctx context.Context) error {
 	if o.state.Load() != opRunning {
-		return nil
+		return o.ended("wait")
 	}
 	if ctx.Done() == nil && o.claim.CompareAndSwap(0, 1) {
 		return o.runInline()
@@ -568,8 +570,23 @@ func (o *Op) Wait(ctx context.Context) error {
 	case <-o.exited:
 		return fmt.Errorf("wait: %w during the start", ErrSessionClosed)
 	case <-ctx.Done():
-		return fmt.Errorf("wait: %w (the start goes on: wait again, or close)", ctx.Err())
+		select { // a start that ended as ctx did: its result, not the deadline
+		case err := <-o.done:
+			o.byWait = false
+			return o.finish(err)
+		default:
+		}
+		return fmt.Errorf("wait: %w: %w (it goes on: wait again, or close)", ctx.Err(), ErrInFlight)
 	}
+}
+
+// ended is what Wait and Test report when no start is in flight: nothing, unless Close
+// abandoned the last one.
+func (o *Op) ended(what string) error {
+	if o.abandoned.Load() {
+		return fmt.Errorf("%s: %w: the start in flight was abandoned, its results are undefined", what, ErrSessionClosed)
+	}
+	return nil
 }
 
 // Fence, when no start is in flight and the last one ended without the end barrier while a
@@ -611,19 +628,23 @@ func (o *Op) Close() error {
 		if hang <= 0 {
 			hang = DefaultHangTimeout
 		}
-		t := time.NewTimer(2 * hang)
+		limit := 2 * hang
+		if limit < hang { // overflowed
+			limit = hang
+		}
+		t := time.NewTimer(limit)
 		defer t.Stop()
 		select {
 		case <-o.exited:
 		case <-t.C:
-			err = fmt.Errorf("close: the start in flight did not stop within %v: its queues and memory are left allocated", 2*hang)
+			err = fmt.Errorf("close: the start in flight did not stop within %v: its queues and memory are left allocated", limit)
 			return
 		}
 		select { // a Wait running the start on its goroutine
 		case o.inline <- struct{}{}:
 			defer func() { <-o.inline }()
 		case <-t.C:
-			err = fmt.Errorf("close: the start in flight did not stop within %v: its queues and memory are left allocated", 2*hang)
+			err = fmt.Errorf("close: the start in flight did not stop within %v: its queues and memory are left allocated", limit)
 			return
 		}
 		if o.s != nil {
@@ -648,7 +669,11 @@ const idleTick = 50 * time.Millisecond
 // Closing marks the Op as closing, ahead of Close, for a caller that must first unblock the
 // start in flight by means of its own (the library closes its World's context): that start's
 // error then reads as closed during the start, not as the means' error. Close calls it too.
-func (o *Op) Closing() { o.state.Store(opClosed) }
+func (o *Op) Closing() {
+	if o.state.Swap(opClosed) == opRunning {
+		o.abandoned.Store(true)
+	}
+}
 
 // loop is the background goroutine: it runs the starts it claims, and ticks while the keeper
 // lingers or a start was made within activeWindow. A tick claims a start nobody claimed for a

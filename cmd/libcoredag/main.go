@@ -201,7 +201,7 @@ func openOptions(params, options **C.char) (coredag.Options, error) {
 			opts.Progress = v
 		case "hang_timeout_ms":
 			ms, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || ms <= 0 || ms > int64(time.Hour/time.Millisecond)*24 {
+			if err != nil || ms <= 0 || ms > coredag.MaxHangTimeout.Milliseconds() {
 				return opts, fmt.Errorf("options[%d] = %q: want a number of milliseconds from 1 to 86400000", i, s)
 			}
 			opts.HangTimeout = time.Duration(ms) * time.Millisecond
@@ -581,10 +581,9 @@ func cdgo_coll_wait(h *C.struct_coredag_coll, timeoutNS C.longlong) (rc C.int) {
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(timeoutNS))
 		err = c.c.Wait(ctx)
-		expired := err != nil && ctx.Err() != nil
 		cancel()
-		if expired {
-			// Wait gave up at the deadline, or the run failed as it expired: Test tells.
+		if errors.Is(err, coredag.ErrBusy) {
+			// Wait gave up at the deadline; the start may have ended since: Test tells.
 			done, terr := c.c.Test()
 			if !done && terr == nil {
 				return fail(&h.err, codeTimeout, fmt.Errorf("coredag_coll_wait: not done after %v: the start is still in flight (wait again, or test)", time.Duration(timeoutNS)))

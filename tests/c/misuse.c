@@ -351,6 +351,38 @@ static void slow_world(void) {
     expect("plan_free", coredag_plan_free(p), COREDAG_OK, "", NULL);
 }
 
+/* A start that fails, polled with coredag_coll_wait(c, 0): every trial must report the failure,
+ * never COREDAG_OK (the wait's deadline and the start's end come together, in either order). */
+static void poll_failure(void) {
+    coredag_plan *p = open_ok("copy.dag", copy_remote_src);
+    int ok = 0, world = 0, other = 0;
+    for (int trial = 0; trial < 20; trial++) {
+        coredag_coll *c;
+        slow s = {0, 0};
+        coredag_world w = {0, 1, gather_slow, barrier_slow, &s};
+        float src[8] = {1, 2, 3, 4, 5, 6, 7, 8}, dst[8];
+        int rc = coredag_coll_init(p, &w, &c);
+        if (rc == COREDAG_OK) rc = coredag_coll_bind(c, "src", src, sizeof src);
+        if (rc == COREDAG_OK) rc = coredag_coll_bind(c, "dst", dst, sizeof dst);
+        if (rc == COREDAG_OK) rc = coredag_coll_start(c);
+        if (rc == COREDAG_OK) rc = coredag_coll_wait(c, -1);
+        s.fail = 7;
+        if (rc == COREDAG_OK) rc = coredag_coll_start(c);
+        if (rc == COREDAG_OK) {
+            while ((rc = coredag_coll_wait(c, 0)) == COREDAG_ERR_TIMEOUT) {
+            }
+            ok += rc == COREDAG_OK, world += rc == COREDAG_ERR_WORLD, other += rc != COREDAG_OK && rc != COREDAG_ERR_WORLD;
+        } else {
+            other++;
+        }
+        coredag_coll_free(c);
+    }
+    printf("%s a failing start polled with wait(c, 0): %d COREDAG_ERR_WORLD, %d COREDAG_OK, %d other\n",
+           world == 20 ? "ok" : "FAIL", world, ok, other);
+    failures += world != 20;
+    coredag_plan_free(p);
+}
+
 /* options "extern=b" makes a buffer the plan keeps as scratch the caller's. */
 static void extern_option(void) {
     const char *src = "plan half\nparam ranks = 1\nbuffer a f32[2] extern\nbuffer b f32[2]\nop cp = copy a to b\n";
@@ -446,6 +478,7 @@ int main(void) {
     lifecycle_two();
     extern_option();
     slow_world();
+    poll_failure();
     if (failures > 0) {
         printf("%d case(s) failed\n", failures);
         return 1;
