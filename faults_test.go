@@ -14,6 +14,7 @@ import (
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/provider"
 	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/planner/elaborate"
 )
 
 // panicNIC panics when a rank is opened, as a buggy provider would.
@@ -119,4 +120,15 @@ func TestBootstrapWorldNeedsSecret(t *testing.T) {
 	require.ErrorIs(t, err, ErrWorld)
 	assert.Contains(t, err.Error(), "need a job secret")
 	assert.Contains(t, err.Error(), bootstrap.SecretEnv)
+}
+
+// TestBootstrapWorldTooLarge: a launcher's world size past any plan's is refused before rank 0
+// makes room for its peers.
+func TestBootstrapWorldTooLarge(t *testing.T) {
+	require.Equal(t, elaborate.MaxRanks, bootstrap.MaxSize, "the bootstrap's bound is the plans' bound")
+	t.Setenv("OMPI_COMM_WORLD_RANK", "0")
+	t.Setenv("OMPI_COMM_WORLD_SIZE", "2147483648")
+	_, err := BootstrapWorld(context.Background(), "127.0.0.1:1")
+	require.ErrorIs(t, err, ErrWorld)
+	assert.Contains(t, err.Error(), "2147483648 ranks (from OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE) are more than any plan has")
 }

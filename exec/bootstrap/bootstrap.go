@@ -99,8 +99,8 @@ func CheckAddr(addr string) error {
 // connected, or with an error naming the ranks that were missing when the timeout or ctx expired,
 // or the difference between ranks that do not run the same job.
 func Connect(ctx context.Context, cfg Config) (*Comm, error) {
-	if cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size {
-		return nil, fmt.Errorf("bootstrap: rank %d of %d ranks is not a valid position (need 0 <= rank < ranks)", cfg.Rank, cfg.Size)
+	if cfg.Size < 1 || cfg.Size > MaxSize || cfg.Rank < 0 || cfg.Rank >= cfg.Size {
+		return nil, fmt.Errorf("bootstrap: rank %d of %d ranks is not a valid position (need 0 <= rank < ranks <= %d)", cfg.Rank, cfg.Size, MaxSize)
 	}
 	c := &Comm{world: cfg.World, addr: cfg.Addr, timeout: cfg.Timeout, secret: cfg.Secret, job: cfg.Job, logf: cfg.Logf}
 	if c.timeout <= 0 {

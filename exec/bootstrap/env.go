@@ -22,6 +22,10 @@ type World struct {
 	Source string // where Rank and Size came from: "flags" or the launcher's variable names
 }
 
+// MaxSize is the largest world: no plan has more ranks (elaborate.MaxRanks), and rank 0 keeps a
+// connection per rank.
+const MaxSize = 1 << 16
+
 // ResolveWorld decides this process's rank and the world size. Explicit values (from the
 // command-line flags --rank and --ranks) win; -1 means "not given", and other negative values are
 // refused. Whatever is missing is taken from the first launcher whose variables are set
@@ -85,6 +89,9 @@ func ResolveWorld(rank, size int, getenv func(string) string) (World, error) {
 		return World{}, fmt.Errorf("this process's rank is unknown (--ranks %d was given): %s", w.Size, how)
 	case w.Size < 0:
 		return World{}, fmt.Errorf("the world size is unknown (--rank %d was given): %s", w.Rank, how)
+	}
+	if w.Size > MaxSize {
+		return World{}, fmt.Errorf("%d ranks (from %s) are more than any plan has: a world has at most %d", w.Size, w.Source, MaxSize)
 	}
 	if w.Rank >= w.Size {
 		return World{}, fmt.Errorf("rank %d (from %s) is out of range for %d ranks: ranks are 0..%d", w.Rank, w.Source, w.Size, w.Size-1)
