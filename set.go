@@ -63,11 +63,17 @@ func OpenSet(path string) (s *Set, err error) {
 }
 
 // Collective is the collective the set's plans compute ("allreduce", ...).
-func (s *Set) Collective() string { return s.set.Collective.String() }
+func (s *Set) Collective() string {
+	if s == nil || s.set == nil {
+		return ""
+	}
+	return s.set.Collective.String()
+}
 
 // Select returns the plan file that serves a message of size bytes on ranks ranks, the params
 // its line sets, and why it was chosen; an error (ErrArg) when the set serves no such world size.
 func (s *Set) Select(size int64, ranks int) (file string, params map[string]int64, why string, err error) {
+	defer recoverInto(&err)
 	ch, err := s.set.Select(size, int64(ranks))
 	if err != nil {
 		return "", nil, "", fmt.Errorf("%w: %v", ErrArg, err)
@@ -87,7 +93,8 @@ func (s *Set) Select(size int64, ranks int) (file string, params map[string]int6
 // The message must grow in proportion to the param, and size must be a multiple of what one
 // unit of it moves; otherwise Open fails with ErrArg and says the multiple, so that the caller
 // can pad its message or set the param itself. A plan without the param opens as it is.
-func (s *Set) Open(size int64, ranks int, opts Options) (*Plan, error) {
+func (s *Set) Open(size int64, ranks int, opts Options) (p *Plan, err error) {
+	defer recoverInto(&err)
 	file, params, _, err := s.Select(size, ranks)
 	if err != nil {
 		return nil, err
@@ -118,7 +125,7 @@ func (s *Set) Open(size int64, ranks int, opts Options) (*Plan, error) {
 		}
 	}
 	opts.Params = params
-	p, err := OpenSource(file, src, opts)
+	p, err = OpenSource(file, src, opts)
 	if err != nil || !derived {
 		return p, err
 	}

@@ -2,6 +2,7 @@ package coredag
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,6 +42,16 @@ func TestOpenSet(t *testing.T) {
 	assert.Equal(t, int64(4*64*4), p.Buffers()[0].Bytes) // opts.Params win over the line's n
 	_, err = s.Open(8, 5, Options{})
 	assert.ErrorIs(t, err, ErrArg)
+	_, err = s.Open(-1, 4, Options{})
+	assert.ErrorIs(t, err, ErrArg)
+	assert.ErrorContains(t, err, "a message of -1 bytes: sizes are 0 and up")
+	file, _, _, err = s.Select(math.MaxInt64, 4) // the last line's range is open
+	require.NoError(t, err)
+	assert.Equal(t, "ring_allreduce.dag", filepath.Base(file))
+	_, err = (&Set{}).Open(8, 4, Options{}) // not from OpenSet
+	assert.ErrorIs(t, err, ErrInternal)
+	_, _, _, err = (*Set)(nil).Select(8, 4)
+	assert.ErrorIs(t, err, ErrInternal)
 
 	bad := writeSet(t, "bad.set", "collective allreduce\nplan PLANS/ring_allreduce.dag sizes 1KiB.. ranks 4\n")
 	_, err = OpenSet(bad)

@@ -512,11 +512,14 @@ type Choice struct {
 }
 
 // Select returns the entry that serves a message of size bytes on ranks ranks, and why; an
-// error when none does (a world size outside the set's).
+// error when none does (a world size outside the set's, a negative size).
 func (s *Set) Select(size, ranks int64) (Choice, error) {
+	if size < 0 {
+		return Choice{}, fmt.Errorf("a message of %d bytes: sizes are 0 and up", size)
+	}
 	for i := range s.Entries {
 		e := &s.Entries[i]
-		if e.SizeLo <= size && size < e.SizeHi && e.RanksLo <= ranks && ranks <= e.RanksHi {
+		if e.SizeLo <= size && (size < e.SizeHi || e.SizeHi == Unbounded) && e.RanksLo <= ranks && ranks <= e.RanksHi {
 			why := fmt.Sprintf("%s:%d: size %s is in %s and ranks %d in %s", e.Pos.File.Name(), e.Pos.Line,
 				formatSize(size), sizeRangeText(e.SizeLo, e.SizeHi), ranks, rangeText(e.RanksLo, e.RanksHi))
 			return Choice{Entry: e, Why: why}, nil

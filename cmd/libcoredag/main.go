@@ -505,8 +505,8 @@ func cdgo_coll_bind(h *C.struct_coredag_coll, own C.int, rank C.int, buffer *C.c
 	if buffer == nil || addr == nil {
 		return fail(&h.err, codeArg, errors.New("coredag_coll_bind: buffer or addr is NULL"))
 	}
-	if uint64(nbytes) > 1<<62 {
-		return fail(&h.err, codeArg, fmt.Errorf("coredag_coll_bind: nbytes %d is not a size", uint64(nbytes)))
+	if uint64(nbytes) > 1<<62 || uintptr(addr)+uintptr(nbytes) < uintptr(addr) {
+		return fail(&h.err, codeArg, fmt.Errorf("coredag_coll_bind: %d bytes at %p are not memory: they pass the end of the address space", uint64(nbytes), addr))
 	}
 	var err error
 	if own != 0 {

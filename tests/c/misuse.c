@@ -11,6 +11,7 @@
  * Prints one line per case ("ok CASE: CODE: message" or "FAIL CASE: ..."), exits 1 if any failed.
  */
 #define _POSIX_C_SOURCE 199309L /* nanosleep */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,6 +293,8 @@ static void lifecycle_two(void) {
     expect("start with rank 1 unbound", rc, COREDAG_ERR_STATE, coredag_coll_error(c), WORDS("data"));
     rc = coredag_coll_bind_rank(c, 2, "data", b, sizeof b);
     expect("bind rank outside the plan", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("2"));
+    rc = coredag_coll_bind_rank(c, 1, "data", (void *)(uintptr_t)0xfffffffffffff000ULL, 1 << 20);
+    expect("bind past the end of the address space", rc, COREDAG_ERR_ARG, coredag_coll_error(c), WORDS("address space"));
     rc = coredag_coll_bind_rank(c, 1, "data", b, sizeof b);
     expect("bind rank 1", rc, COREDAG_OK, coredag_coll_error(c), NULL);
     int bad = 0;
