@@ -85,11 +85,16 @@ func (p *Params) fields() []struct {
 		{"mem_ns_per_byte", &p.Mem}, {"cache_bytes", &p.CacheBytes}}
 }
 
-// Validate reports a figure that is negative or not a number, or a negative worker count.
+// maxFigure bounds every figure (ns, ns per byte, bytes: 1e15 ns is 11 days), so that no sum
+// of them in a simulation overflows to infinity.
+const maxFigure = 1e15
+
+// Validate reports a figure that is negative, too large or not a number, or a negative worker
+// count.
 func (p *Params) Validate() error {
 	for _, f := range p.fields() {
-		if math.IsNaN(*f.v) || math.IsInf(*f.v, 0) || *f.v < 0 {
-			return fmt.Errorf("%s is %v: every figure must be a finite number >= 0", f.name, *f.v)
+		if math.IsNaN(*f.v) || *f.v < 0 || *f.v > maxFigure {
+			return fmt.Errorf("%s is %v: every figure must be a number from 0 to %g", f.name, *f.v, maxFigure)
 		}
 	}
 	if p.Workers < 0 {

@@ -184,6 +184,8 @@ func TestBadParams(t *testing.T) {
 	require.ErrorContains(t, err, "L_ns")
 	_, err = ParseParams("x.json", []byte("{\n  \"L_ns\": -1\n}"))
 	require.ErrorContains(t, err, "x.json: L_ns is -1")
+	_, err = ParseParams("x.json", []byte("{\n  \"L_ns\": 1e308\n}")) // finite, but sums overflow
+	require.ErrorContains(t, err, "x.json: L_ns is 1e+308: every figure must be a number from 0 to 1e+15")
 	_, err = ParseParams("x.json", []byte("{\n  \"L_ns\": 1,\n  \"bogus\": 2\n}"))
 	require.ErrorContains(t, err, "bogus")
 	_, err = ParseParams("x.json", []byte("{\n  \"L_ns\": 1,,\n}"))
