@@ -48,7 +48,7 @@ func (c *exportGOALCmd) Run(e *env) error {
 		tg = &t
 	}
 	if c.Out != "" {
-		if err := checkOutput(e, "-o", c.Out, c.File); err != nil {
+		if err := checkOutput(e, "-o", c.Out, c.File, c.ParamsFile); err != nil {
 			return err
 		}
 	}

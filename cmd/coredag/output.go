@@ -25,6 +25,9 @@ func checkOutput(e *env, flag, out string, inputs ...string) error {
 	}
 	for _, in := range inputs {
 		var ii os.FileInfo
+		if in == "" { // an optional input not given
+			continue
+		}
 		if in != "-" {
 			ii, err = os.Stat(in)
 		} else if f, ok := e.stdin.(*os.File); ok {

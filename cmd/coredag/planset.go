@@ -137,7 +137,7 @@ func (c *tuneCmd) Run(e *env) error {
 		return usageError("--sizes: %v", err)
 	}
 	if c.Out != "" {
-		if err := checkOutput(e, "-o", c.Out, c.Files...); err != nil {
+		if err := checkOutput(e, "-o", c.Out, append([]string{c.ParamsFile}, c.Files...)...); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"runtime"
 	"runtime/pprof"
 
@@ -12,12 +14,19 @@ import (
 // profile covers the command, the heap profile is taken at its end (after a collection, as
 // `go test -memprofile` does). Both are written atomically: a profile that cannot be finished
 // leaves nothing behind.
+//
+// A profile replaces only an earlier profile (or an empty file): a flag whose value is a plan,
+// as in `--cpuprofile plans/*.dag` or a forgotten file name, must not turn an input into gzip.
 func (c *cli) profiles() (stop func() error, err error) {
-	for _, p := range []string{c.CPUProfile, c.MemProfile} {
-		if p != "" {
-			if err := atomicfile.Check(p); err != nil {
-				return nil, usageError("%v", err)
-			}
+	for _, f := range []struct{ flag, path string }{{"--cpuprofile", c.CPUProfile}, {"--memprofile", c.MemProfile}} {
+		if f.path == "" {
+			continue
+		}
+		if err := atomicfile.Check(f.path); err != nil {
+			return nil, usageError("%s %v", f.flag, err)
+		}
+		if !replaceable(f.path) {
+			return nil, usageError("%s %s: the file exists and is not a profile: give the profile a file name of its own", f.flag, f.path)
 		}
 	}
 	var cpu *atomicfile.File
@@ -54,4 +63,20 @@ func (c *cli) profiles() (stop func() error, err error) {
 		}
 		return nil
 	}, nil
+}
+
+// replaceable says whether a profile may be written to path: nothing is there, or a device
+// (/dev/null), or an empty file, or a profile (gzip-compressed, as pprof writes them).
+func replaceable(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return true // nothing there (atomicfile.Check vetted the directory)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return err == nil
+	}
+	var magic [2]byte
+	n, _ := io.ReadFull(f, magic[:])
+	return n == 0 || magic == [2]byte{0x1f, 0x8b}
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/predict"
 )
 
 // The tests of this file run coredag in a directory of their own, where they check what it
@@ -188,6 +190,8 @@ func TestOutputIsInput(t *testing.T) {
 	plan := filepath.Join(dir, "ring_allreduce.dag")
 	require.NoError(t, os.Symlink("ring_allreduce.dag", filepath.Join(dir, "sym.dag")))
 	require.NoError(t, os.Link(plan, filepath.Join(dir, "hard.dag")))
+	fig := predict.Default().Encode()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fig.json"), fig, 0o644))
 	f, err := os.Open(plan)
 	require.NoError(t, err)
 	defer f.Close()
@@ -203,6 +207,10 @@ func TestOutputIsInput(t *testing.T) {
 		{[]string{"run", "--timeline", "sym.dag", "ring_allreduce.dag"}, "coredag: --timeline sym.dag: is the same file as the input, ring_allreduce.dag\n"},
 		{[]string{"run", "--on-hang", "x.dot", "x.dot"}, "coredag: --on-hang x.dot: is the same file as the input, x.dot\n"},
 		{[]string{"run", "--on-hang", "h.svg", "--timeline", "./h.svg", "ring_allreduce.dag"}, "coredag: --on-hang and --timeline both write ./h.svg\n"},
+		{[]string{"check", "--cpuprofile", "x.dot", "ring_allreduce.dag"}, "coredag: --cpuprofile x.dot: the file exists and is not a profile: give the profile a file name of its own\n"},
+		{[]string{"check", "--memprofile", "sym.dag", "ring_allreduce.dag"}, "coredag: --memprofile sym.dag: the file exists and is not a profile: give the profile a file name of its own\n"},
+		{[]string{"export", "goal", "--params", "fig.json", "-o", "fig.json", "ring_allreduce.dag"}, "coredag: -o fig.json: is the same file as the input, fig.json\n"},
+		{[]string{"tune", "--params", "fig.json", "-o", "fig.json", "ring_allreduce.dag"}, "coredag: -o fig.json: is the same file as the input, fig.json\n"},
 	} {
 		x := filepath.Join(dir, "x.dot")
 		require.NoError(t, os.WriteFile(x, src, 0o644)) // a plan under a drawing's name
@@ -212,6 +220,7 @@ func TestOutputIsInput(t *testing.T) {
 		assert.Equal(t, c.stderr, stderr, "%q", c.args)
 		assert.Equal(t, src, readFile(t, plan))
 		assert.Equal(t, src, readFile(t, x))
+		assert.Equal(t, fig, readFile(t, filepath.Join(dir, "fig.json")))
 	}
 	cmd := exec.Command(binary, "compile", "-o", "hard.dag", "-")
 	cmd.Dir, cmd.Stdin = dir, f
@@ -221,7 +230,7 @@ func TestOutputIsInput(t *testing.T) {
 	assert.Equal(t, exitUsage, ee.ExitCode())
 	assert.Equal(t, "coredag: -o hard.dag: is the same file as the input, the standard input\n", string(out))
 	assert.Equal(t, src, readFile(t, plan))
-	assert.ElementsMatch(t, []string{"ring_allreduce.dag", "sym.dag", "hard.dag", "x.dot"}, entries(t, dir))
+	assert.ElementsMatch(t, []string{"ring_allreduce.dag", "sym.dag", "hard.dag", "x.dot", "fig.json"}, entries(t, dir))
 }
 
 // TestOutputPathErrors: an output path that cannot be written is a usage error, found before
