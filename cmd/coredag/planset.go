@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
@@ -139,6 +140,11 @@ func (c *tuneCmd) Run(e *env) error {
 	if c.Out != "" {
 		if err := checkOutput(e, "-o", c.Out, append([]string{c.ParamsFile}, c.Files...)...); err != nil {
 			return err
+		}
+	}
+	for _, f := range c.Files {
+		if p := setPath(c.Out, f); strings.ContainsFunc(p, unicode.IsSpace) || strings.Contains(p, "#") {
+			return usageError("%s: a plan set names its plans without quotes, so their paths may not hold spaces or #: rename or move the file", p)
 		}
 	}
 	var coll ir.ExpectKind

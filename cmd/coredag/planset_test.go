@@ -41,6 +41,22 @@ func TestTuneSelect(t *testing.T) {
 	assert.Contains(t, errOut, "serves ranks 4..8")
 }
 
+// TestTuneRefusesPath: a set names its plans without quotes, so tune refuses a plan whose path
+// would not read back (a space, a #), rather than write a set that check rejects.
+func TestTuneRefusesPath(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "my plans")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	plan := filepath.Join(dir, "ring #1.dag")
+	require.NoError(t, os.WriteFile(plan, src, 0o644))
+	code, out, errOut := coredag(t, "", "tune", plan, "plans/recursive_doubling_allreduce.dag")
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, "ring #1.dag: a plan set names its plans without quotes, so their paths may not hold spaces or #")
+}
+
 // A set with a gap, and one whose plan computes another collective, are refused at their lines.
 func TestSetRefused(t *testing.T) {
 	t.Parallel()

@@ -264,10 +264,12 @@ func parseSizes(s string) ([]int64, error) {
 			return nil, fmt.Errorf("%s: the range ends below its start", s)
 		}
 		var out []int64
-		for x := lo; x <= hi && len(out) < 64; x *= 2 {
+		for x := lo; ; x *= 2 {
 			out = append(out, x)
+			if x > hi/2 { // the next would pass hi (or overflow)
+				return out, nil
+			}
 		}
-		return out, nil
 	}
 	var out []int64
 	for _, x := range strings.Split(s, ",") {

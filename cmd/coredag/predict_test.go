@@ -152,3 +152,18 @@ func TestPredictRing16384CrossChannel(t *testing.T) {
 		assert.Contains(t, out, "rank 0 simulated for all 16384 ranks", target)
 	}
 }
+
+// TestParseSizesRange: a range doubles from its start and stops at its end, even at the end of
+// int64 (it used to double past it into negative sizes).
+func TestParseSizesRange(t *testing.T) {
+	got, err := parseSizes("8B..64")
+	require.NoError(t, err)
+	assert.Equal(t, []int64{8, 16, 32, 64}, got)
+	got, err = parseSizes("3..9223372036854775807")
+	require.NoError(t, err)
+	require.Len(t, got, 62)
+	assert.Equal(t, int64(3)<<61, got[61])
+	got, err = parseSizes("1KiB..1KiB")
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1024}, got)
+}
