@@ -263,8 +263,10 @@ func parseEntry(toks []token, pos func(token) diag.Pos) (Entry, *diag.Diagnostic
 				err = errors.New("a world size is at least 1")
 			}
 		case "-p":
-			if !strings.Contains(v.text, "=") {
+			if name, _, ok := strings.Cut(v.text, "="); !ok {
 				err = errors.New("write -p NAME=VALUE")
+			} else if name == "ranks" {
+				err = errors.New("the line's `ranks` gives the world size; the plan gets it from there")
 			}
 			e.Params = append(e.Params, v.text)
 		default:
@@ -286,7 +288,11 @@ func parseEntry(toks []token, pos func(token) diag.Pos) (Entry, *diag.Diagnostic
 // parseRange reads A..B, A.. or (for world sizes) R. Sizes are half-open, world sizes inclusive.
 func parseRange(s string, sizes bool) (lo, hi int64, err error) {
 	a, b, isRange := strings.Cut(s, "..")
-	if lo, err = ParseSize(a); err != nil {
+	parse := ParseSize
+	if !sizes {
+		parse = parseRanks
+	}
+	if lo, err = parse(a); err != nil {
 		return 0, 0, err
 	}
 	switch {
@@ -297,7 +303,7 @@ func parseRange(s string, sizes bool) (lo, hi int64, err error) {
 	case b == "":
 		return lo, Unbounded, nil
 	}
-	if hi, err = ParseSize(b); err != nil {
+	if hi, err = parse(b); err != nil {
 		return 0, 0, err
 	}
 	if sizes && hi <= lo {
@@ -307,6 +313,15 @@ func parseRange(s string, sizes bool) (lo, hi int64, err error) {
 		return 0, 0, fmt.Errorf("the range is empty: it ends below its start")
 	}
 	return lo, hi, nil
+}
+
+// parseRanks reads a world size: a plain number.
+func parseRanks(s string) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 {
+		return 0, errors.New("not a world size (write a number of ranks, such as 4)")
+	}
+	return n, nil
 }
 
 // ParseSize reads a byte count: 4096, 64KiB, 16MiB, 8B.
