@@ -37,6 +37,9 @@ func (c *runCmd) checkProvider(prov provider.Entry) error {
 	if !prov.Device && (c.Device != "" || c.GIDIndex >= 0) {
 		return usageError("--device and --gid-index are for --provider verbs")
 	}
+	if !prov.PerProcess && (c.Rank >= 0 || c.NumRanks >= 0 || c.Bootstrap != "") {
+		return usageError("--rank, --ranks and --bootstrap run one rank per process: --provider %s runs every rank in this process (set the world size with -p ranks=N)", prov.Name)
+	}
 	if prov.Loopback && c.Bootstrap != "" {
 		// The provider's traffic stays on loopback (endpoints bind 127.0.0.1), so does the bootstrap.
 		host, _, err := net.SplitHostPort(c.Bootstrap)

@@ -213,6 +213,8 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"--target", "nosuch"}, `unknown target "nosuch"`},
 		{[]string{"-p", "ranks"}, "want NAME=VALUE"},
 		{[]string{"--no-such-flag"}, "unknown flag"},
+		{[]string{"--rank", "0"}, "--provider softnic runs every rank in this process (set the world size with -p ranks=N)"},
+		{[]string{"--ranks", "4"}, "--rank, --ranks and --bootstrap run one rank per process"},
 	} {
 		code, stdout, stderr := coredag(t, "", append(append([]string{"run"}, c.args...), "plans/ring_allreduce.dag")...)
 		assert.Equal(t, exitUsage, code, "%q: %s", c.args, stderr)
