@@ -27,8 +27,9 @@
 // A file larger than a few MiB is written mostly around the page cache (O_DIRECT, see direct.go):
 // a listing of a gigabyte then costs the kernel no copy and Commit's sync no long wait.
 //
-// Ownership, extended attributes and ACLs of the old file are not carried over: the new file
-// belongs to the writer, with the directory's defaults.
+// The old file's owner and group are carried over where the writer may set them (root may;
+// another user keeps a group it belongs to); extended attributes and ACLs are not: the new file
+// has the directory's defaults.
 package atomicfile
 
 import (
@@ -66,6 +67,7 @@ type target struct {
 	direct bool        // not a regular file: write through path itself
 	exists bool        // real exists (rename mode)
 	perm   fs.FileMode // real's permission bits, when it exists
+	info   fs.FileInfo // real's Lstat, when it exists (its owner)
 }
 
 // maxLinks bounds how many symbolic links resolve follows, as the kernel does.
@@ -95,7 +97,7 @@ func resolve(path string) (*target, error) {
 		}
 		switch m := li.Mode(); {
 		case m.IsRegular():
-			return &target{path: path, real: p, exists: true, perm: m.Perm()}, nil
+			return &target{path: path, real: p, exists: true, perm: m.Perm(), info: li}, nil
 		case m.IsDir():
 			return nil, &TargetError{Path: path, Reason: "is a directory", Err: syscall.EISDIR}
 		case m&fs.ModeSymlink == 0: // a device, a FIFO, a socket: written in place
@@ -243,6 +245,7 @@ func create(path string, o options) (*File, error) {
 		return nil, &TargetError{Path: path, Reason: "not written: the program is being interrupted", Err: ErrInterrupted}
 	}
 	if t.exists {
+		keepOwner(f, t.info) // before Chmod: a change of owner clears set-id bits
 		if err := f.Chmod(t.perm); err != nil {
 			f.Close()
 			o.temps.remove(f.Name())

@@ -524,3 +524,23 @@ func TestRemoveUnfinishedProcess(t *testing.T) {
 	assert.Equal(t, "["+filepath.Join(dir, "out.txt")+"]\n", string(out))
 	assert.Empty(t, names(t, dir), "the temporary file is removed")
 }
+
+// TestKeepsOwner: root rewriting another user's file leaves it that user's (as `fmt -w` on a
+// colleague's plan must), with its mode.
+func TestKeepsOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root may give a file to another user")
+	}
+	path := filepath.Join(t.TempDir(), "plan.dag")
+	require.NoError(t, os.WriteFile(path, []byte("old"), 0o640))
+	require.NoError(t, os.Chown(path, 1234, 4321))
+	require.NoError(t, WriteFile(path, []byte("new")))
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	st := fi.Sys().(*syscall.Stat_t)
+	assert.Equal(t, [2]uint32{1234, 4321}, [2]uint32{st.Uid, st.Gid})
+	assert.Equal(t, fs.FileMode(0o640), fi.Mode().Perm())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "new", string(b))
+}

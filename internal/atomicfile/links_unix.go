@@ -52,3 +52,15 @@ func owner(uid uint32) string {
 	}
 	return "uid " + id
 }
+
+// keepOwner gives f the owner and group of the file it replaces (old, its Lstat), as far as the
+// writer may: a refusal (EPERM for a user who is not root) leaves f the writer's.
+func keepOwner(f *os.File, old fs.FileInfo) {
+	st, ok := old.Sys().(*syscall.Stat_t)
+	if !ok || (int(st.Uid) == os.Geteuid() && int(st.Gid) == os.Getegid()) {
+		return
+	}
+	if f.Chown(int(st.Uid), int(st.Gid)) != nil {
+		f.Chown(-1, int(st.Gid)) // the group alone, where the writer belongs to it
+	}
+}
