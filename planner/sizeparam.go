@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 
 	"github.com/coredag/coredag/msccl"
@@ -59,8 +60,12 @@ func SizeParam(filename string, src []byte, sp string, size int64, params map[st
 	case one <= 0 || one%v != 0 || two != 2*one:
 		return 0, false, fmt.Errorf("%s: its message (%d B at %s = %d, %d B at %s = %d) does not grow in proportion to %s", filename, one, sp, v, two, sp, 2*v, sp)
 	case size < unit || size%unit != 0:
-		return 0, false, fmt.Errorf("%s moves %d B per unit of %s with these params (ranks %d): a message of %d B is not a multiple of it; pad it to %d B",
-			filename, unit, sp, params["ranks"], size, max(unit, (size+unit-1)/unit*unit))
+		pad := "no multiple of it that large is a size"
+		if q := size / unit; q+1 <= math.MaxInt64/unit {
+			pad = fmt.Sprintf("pad it to %d B", (q+1)*unit)
+		}
+		return 0, false, fmt.Errorf("%s moves %d B per unit of %s with these params (ranks %d): a message of %d B is not a multiple of it; %s",
+			filename, unit, sp, params["ranks"], size, pad)
 	}
 	return size / unit, true, nil
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -23,6 +24,8 @@ func TestSizeParam(t *testing.T) {
 	assert.Equal(t, int64(8), n) // 96 B = 3 * 8 f32
 	_, _, err = SizeParam("p.dag", plan("k * n"), "n", 100, ps, elaborate.Options{})
 	assert.EqualError(t, err, "p.dag moves 12 B per unit of n with these params (ranks 2): a message of 100 B is not a multiple of it; pad it to 108 B")
+	_, _, err = SizeParam("p.dag", plan("k * n"), "n", math.MaxInt64, ps, elaborate.Options{}) // the next multiple overflows
+	assert.ErrorContains(t, err, "is not a multiple of it; no multiple of it that large is a size")
 	_, _, err = SizeParam("p.dag", plan("n + 4"), "n", 100, ps, elaborate.Options{})
 	assert.EqualError(t, err, "p.dag: its message (20 B at n = 1, 24 B at n = 2) does not grow in proportion to n")
 	_, ok, err = SizeParam("p.dag", plan("k * n"), "count", 96, ps, elaborate.Options{})
