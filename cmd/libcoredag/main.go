@@ -171,6 +171,9 @@ func openOptions(params, options **C.char) (coredag.Options, error) {
 		if opts.Params == nil {
 			opts.Params = map[string]int64{}
 		}
+		if _, twice := opts.Params[k]; twice {
+			return opts, fmt.Errorf("params[%d] = %q: %s is given twice", i, s, k)
+		}
 		opts.Params[k] = n
 	}
 	kvs, err := cStrings(options, "options")

@@ -24,6 +24,9 @@ func ParseParams(kvs []string) (map[string]int64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", kv, err)
 		}
+		if old, twice := out[name]; twice {
+			return nil, fmt.Errorf("%s: %s is given twice (%s=%d before)", kv, name, name, old)
+		}
 		out[name] = v
 	}
 	return out, nil

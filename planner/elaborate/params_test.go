@@ -18,6 +18,8 @@ func TestParseParams(t *testing.T) {
 		_, err := ParseParams([]string{bad})
 		assert.Error(t, err, bad)
 	}
+	_, err = ParseParams([]string{"n=1", "ranks=4", "n=2"})
+	assert.EqualError(t, err, "n=2: n is given twice (n=1 before)")
 }
 
 func TestPlural(t *testing.T) {

@@ -200,6 +200,9 @@ static void bad_plans(void) {
     rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("extern=nosuch"), &p);
     expect("extern option names no buffer", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("nosuch"));
     coredag_plan_free(p);
+    rc = coredag_plan_open_source("copy.dag", copy_src, WORDS("n=8", "n=16"), NULL, &p);
+    expect("param given twice", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("params[1]", "n is given twice"));
+    coredag_plan_free(p);
     rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("hang_timeout_ms=-1"), &p);
     expect("bad hang timeout", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("hang_timeout_ms"));
     coredag_plan_free(p);
