@@ -59,6 +59,9 @@ func runParser(sc *scanned) (g *gFile, err error) {
 func syntaxError(filename string, sc *scanned, err error) *diag.Diagnostic {
 	var ute *participle.UnexpectedTokenError
 	if errors.As(err, &ute) {
+		if inner := blockStmtError(sc, ute); inner != nil {
+			ute = inner
+		}
 		p, msg := explain(sc, ute.Unexpected, expectedOf(ute))
 		return &diag.Diagnostic{Code: diag.Syntax, Pos: p, Msg: msg}
 	}
@@ -76,6 +79,62 @@ func syntaxError(filename string, sc *scanned, err error) *diag.Diagnostic {
 		return &diag.Diagnostic{Code: code, Pos: pos, Msg: msg}
 	}
 	return &diag.Diagnostic{Code: diag.Syntax, Pos: diag.At(filename, 1, 1), Msg: err.Error()}
+}
+
+// blockStmtError finds the real error of a statement that failed inside a block. At the top
+// level participle reports the deepest error, the token where the failed statement went wrong;
+// inside a block, a statement that fails at its second token (for i32 in ..., op send = ...)
+// leaves the block's repetition without progress, so participle reports the block's missing "}"
+// at the statement's first token, or at the separator before it. Parsing the block's statements
+// from the failed one on, as a file, gives the same deepest error as at the top level, whatever
+// the statement. It returns nil when ute is not a "}" expected at the start of a statement in a
+// block or that parse finds nothing further on.
+func blockStmtError(sc *scanned, ute *participle.UnexpectedTokenError) *participle.UnexpectedTokenError {
+	i := tokIndex(sc.toks, ute.Unexpected.Pos.Offset)
+	if i <= 0 || i >= len(sc.toks) || expectedOf(ute) != `"}"` {
+		return nil
+	}
+	if t := sc.toks[i]; t.Type == tokSep {
+		i++ // the statement after the separator
+	} else if prev := sc.toks[i-1]; prev.Type != tokSep && !isPunct(prev, "{") {
+		return nil
+	}
+	if i >= len(sc.toks) || sc.toks[i].Type == lexer.EOF || isPunct(sc.toks[i], "}") {
+		return nil
+	}
+	end, depth := -1, 0 // end: the "}" that closes the block
+	for j := i; j < len(sc.toks) && end < 0; j++ {
+		if t := sc.toks[j]; t.Type == tokPunct {
+			switch t.Value {
+			case "(", "[", "{":
+				depth++
+			case ")", "]":
+				depth--
+			case "}":
+				if depth == 0 {
+					end = j
+				}
+				depth--
+			}
+		}
+	}
+	if end < 0 {
+		return nil // not in a block
+	}
+	toks := make([]lexer.Token, 0, end-i+1)
+	toks = append(toks, sc.toks[i:end]...)
+	eof := sc.toks[end]
+	eof.Type, eof.Value = lexer.EOF, ""
+	toks = append(toks, eof)
+	_, err := runParser(&scanned{toks: toks})
+	var inner *participle.UnexpectedTokenError
+	if !errors.As(err, &inner) || inner.Unexpected.Pos.Offset <= ute.Unexpected.Pos.Offset {
+		return nil
+	}
+	if inner.Unexpected.EOF() { // the block's end, not the file's
+		inner.Unexpected = sc.toks[end]
+	}
+	return inner
 }
 
 // tokIndex finds the index of the token at offset off (tokens are in offset order).

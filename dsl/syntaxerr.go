@@ -123,6 +123,11 @@ func stmtContext(toks []lexer.Token, i int) (stmt, op string, cas bool, start in
 
 // explain builds the diagnostic for an unexpected token tok where the grammar expected exp.
 func explain(sc *scanned, tok lexer.Token, exp string) (diag.Pos, string) {
+	if exp == `"}"` {
+		// Inside a block, the "}" that closes it may follow a complete statement: the same as
+		// the end of a statement at the top level, where participle expects nothing.
+		exp = ""
+	}
 	i := tokIndex(sc.toks, tok.Pos.Offset)
 	stmt, op, cas, start := stmtContext(sc.toks, i)
 	got := describe(tok)
@@ -198,7 +203,10 @@ func explain(sc *scanned, tok lexer.Token, exp string) (diag.Pos, string) {
 		return tokPos(tok), fmt.Sprintf("expected \">=\" after the word of wait, got %s; the count of wait N writes to REGION is a primary, so parenthesise an expression, as in wait (n + 1) writes to REGION", got)
 	}
 	at := tokPos(tok)
-	if (tok.EOF() || tok.Type == tokSep && tok.Value == "\n") && i > 0 {
+	if i > 0 && isPunct(tok, "}") && tok.Pos.Line > prev.Pos.Line {
+		got = "end of line" // scan drops the separator before "}": the line ended first
+	}
+	if (tok.EOF() || tok.Type == tokSep && tok.Value == "\n" || got == "end of line") && i > 0 {
 		at = tokEnd(prev) // point at where the line's code ends, not past a trailing comment
 	}
 	return at, fmt.Sprintf("expected %s%s, got %s", expectedText(exp), where(stmt, op, exp, prev), got) + hint(stmt, exp, tok)
