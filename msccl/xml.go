@@ -112,7 +112,7 @@ func (r *reader) posAt(off int64) diag.Pos {
 	o := int(min(max(off, 0), int64(len(r.src))))
 	i := sort.Search(len(r.lines), func(i int) bool { return r.lines[i] > o }) - 1
 	i = max(i, 0)
-	return diag.At(r.file, i+1, o-r.lines[i]+1)
+	return diag.At(r.file, i+1, max(o-r.lines[i], 0)+1) // in a byte-order mark: column 1
 }
 
 func (r *reader) errorf(pos diag.Pos, format string, args ...any) {
@@ -120,7 +120,11 @@ func (r *reader) errorf(pos diag.Pos, format string, args ...any) {
 }
 
 func (r *reader) read() *Algo {
-	d := xml.NewDecoder(bytes.NewReader(r.src))
+	// A UTF-8 byte-order mark is legal before the XML, but encoding/xml reads it as text: skip
+	// it. Offsets are the file's (skip is added back); columns count from after the mark, as
+	// diag.LineStarts and the .dag reader count them.
+	skip := int64(r.lines[0])
+	d := xml.NewDecoder(bytes.NewReader(r.src[skip:]))
 	d.Strict = true
 	charset := "" // an encoding the declaration names other than UTF-8
 	d.CharsetReader = func(label string, in io.Reader) (io.Reader, error) {
@@ -138,7 +142,7 @@ func (r *reader) read() *Algo {
 		open []string // names of the open elements
 	)
 	for {
-		off := d.InputOffset()
+		off := skip + d.InputOffset()
 		tok, err := d.Token()
 		if errors.Is(err, io.EOF) {
 			break
@@ -164,7 +168,7 @@ func (r *reader) read() *Algo {
 		switch t := tok.(type) {
 		case xml.StartElement:
 			pos := r.posAt(off)
-			at := r.attrs(t, off, d.InputOffset(), pos)
+			at := r.attrs(t, off, skip+d.InputOffset(), pos)
 			parent := ""
 			if len(open) > 0 {
 				parent = open[len(open)-1]

@@ -3,6 +3,7 @@ package msccl
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -115,4 +116,48 @@ func TestDuplicateAttributes(t *testing.T) {
 func posOf(src string, off int) (line, col int) {
 	line = 1 + strings.Count(src[:off], "\n")
 	return line, off - strings.LastIndex(src[:off], "\n")
+}
+
+// TestByteOrderMark: a UTF-8 byte-order mark before the XML is legal. The file reads as it does
+// without the mark, positions and all, and a mistake on the first line is at the same column
+// (columns count from after the mark, as in a .dag file), never at column 0.
+func TestByteOrderMark(t *testing.T) {
+	const bom = "\ufeff"
+	const algo = `<algo name="x" ngpus="1" coll="custom"><gpu id="0" i_chunks="1" o_chunks="1" s_chunks="0"/></algo>`
+	for _, src := range []string{algo, `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + algo, "\n" + algo} {
+		want, err := Parse("b.xml", []byte(src))
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		got, err := Parse("b.xml", []byte(bom+src))
+		if err != nil {
+			t.Errorf("%q after a byte-order mark: %v", src, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%q after a byte-order mark reads as %+v, want %+v", src, got, want)
+		}
+	}
+	for _, src := range []string{
+		"x" + algo, // text outside <algo>
+		strings.Replace(algo, `id="0"`, `id="0" id="1"`, 1),
+		strings.Replace(algo, `ngpus="1"`, `ngpus="0"`, 1),
+		`<gpu id="0"/>`,
+		`<?xml version="1.1"?>` + algo,
+		`<?xml version="1.0" encoding="UTF-16"?>` + algo,
+		"<algo",
+		"",
+	} {
+		_, want := Parse("b.xml", []byte(src))
+		_, got := Parse("b.xml", []byte(bom+src))
+		if want == nil || got == nil || got.Error() != want.Error() {
+			t.Errorf("%q after a byte-order mark: got %v, want %v", src, got, want)
+		}
+		l, _ := got.(diag.List)
+		for _, d := range l {
+			if d.Pos.Line < 1 || d.Pos.Col < 1 {
+				t.Errorf("%q after a byte-order mark: %v is at line %d column %d", src, d, d.Pos.Line, d.Pos.Col)
+			}
+		}
+	}
 }
