@@ -12,6 +12,7 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/atomicfile"
+	"github.com/coredag/coredag/planner"
 )
 
 func init() {
@@ -48,6 +49,11 @@ func (c *fmtCmd) Run(e *env) error {
 			return usageError("%v", err)
 		}
 		return c.file(e, "<stdin>", src, true)
+	}
+	for _, p := range c.Paths {
+		if err := notMSCCL(p); err != nil {
+			return err
+		}
 	}
 	failed := false
 	for _, p := range c.Paths {
@@ -98,6 +104,19 @@ func (c *fmtCmd) file(e *env, name string, src []byte, stdin bool) error {
 		e.stdout.Write(out)
 	}
 	return nil
+}
+
+// notMSCCL refuses an MSCCL-IR .xml algorithm, which every other command reads as a plan but
+// fmt would parse as .dag text, reporting a screen of syntax errors; import msccl converts it.
+func notMSCCL(path string) error {
+	if !planner.IsMSCCL(path) {
+		return nil
+	}
+	if info, err := os.Stat(path); err == nil && info.IsDir() {
+		return nil // a directory stands for the .dag files under it
+	}
+	dag := strings.TrimSuffix(path, filepath.Ext(path)) + ".dag"
+	return usageError("fmt formats .dag plans, and %s is an MSCCL-IR .xml algorithm: to get a formatted .dag plan from it, run coredag import msccl %s -o %s", path, path, dag)
 }
 
 // dagFiles expands a path: a file stands for itself, a directory for the .dag files under it.

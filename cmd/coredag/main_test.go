@@ -275,6 +275,39 @@ func TestFmt(t *testing.T) {
 	assert.Equal(t, "plan p\nop a = = nop\n", string(got), "a file with syntax errors is left as it was")
 }
 
+// TestFmtRefusesMSCCL: fmt formats .dag plans; an MSCCL-IR .xml algorithm, which the other
+// commands read as a plan, gets one usage error naming import msccl, not a screen of .dag
+// syntax errors, and no file of the command line is written.
+func TestFmtRefusesMSCCL(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	xml, messy := filepath.Join(dir, "ring.xml"), filepath.Join(dir, "messy.dag")
+	src, err := os.ReadFile(filepath.Join("..", "..", "testdata", "msccl", "ring_allreduce_4.xml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(xml, src, 0o644))
+	require.NoError(t, os.WriteFile(messy, []byte("plan   x\n"), 0o644))
+	want := "coredag: fmt formats .dag plans, and " + xml + " is an MSCCL-IR .xml algorithm: to get a formatted .dag plan from it, run coredag import msccl " + xml + " -o " + filepath.Join(dir, "ring.dag") + "\n"
+	for _, args := range [][]string{{"fmt", xml}, {"fmt", "-w", messy, xml}, {"fmt", "-l", xml}} {
+		code, stdout, stderr := coredag(t, "", args...)
+		assert.Equal(t, exitUsage, code, "%v", args)
+		assert.Empty(t, stdout, "%v", args)
+		assert.Equal(t, want, stderr, "%v", args)
+	}
+	got, err := os.ReadFile(messy)
+	require.NoError(t, err)
+	assert.Equal(t, "plan   x\n", string(got), "fmt refused its command line: nothing is written")
+
+	// The command it names gives a plan fmt leaves as it is; a directory's .xml files are not
+	// plans to format.
+	plan := filepath.Join(dir, "ring.dag")
+	code, _, stderr := coredag(t, "", "import", "msccl", xml, "-o", plan)
+	require.Equal(t, exitOK, code, stderr)
+	require.NoError(t, os.Remove(messy))
+	code, stdout, stderr := coredag(t, "", "fmt", "-l", plan, dir)
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Empty(t, stdout)
+}
+
 func TestCheckExplainRaces(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile(filepath.Join("..", "..", "testdata", "scale", "ring_allreduce.dag")) // one receive slot
