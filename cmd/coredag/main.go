@@ -31,6 +31,7 @@ const (
 	exitOK    = 0 // success
 	exitFail  = 1 // diagnostics found, verification failed, run did not match the reference
 	exitUsage = 2 // bad flags or arguments, unreadable or oversized files, runs past the memory budget
+	exitBug   = 3 // a bug in coredag: a panic of the command, recovered, with its stack
 )
 
 // env is what a subcommand's Run method receives: the process's streams, and a context that
@@ -206,7 +207,14 @@ func runInterruptible(work func(context.Context) error) (error, *interruption) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	done := make(chan error, 1)
-	go func() { done <- work(ctx) }()
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- &exitError{code: exitBug, err: fmt.Errorf("internal error: %v\nThis is a bug in coredag; please report it with the command line and this stack:\n%s", r, debug.Stack())}
+			}
+		}()
+		done <- work(ctx)
+	}()
 	select {
 	case err := <-done:
 		return err, nil

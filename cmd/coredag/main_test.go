@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"encoding/xml"
@@ -425,4 +426,16 @@ func TestProfiles(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout, "the command must not run")
 	assert.Contains(t, stderr, "does not exist")
+}
+
+// TestCommandPanic: a panic of a command is a bug, reported as one: exit 3, the panic's value
+// and stack, instead of Go's crash (whose exit code, 2, reads as a usage error).
+func TestCommandPanic(t *testing.T) {
+	err, intr := runInterruptible(func(context.Context) error { panic("boom") })
+	require.Nil(t, intr)
+	var ee *exitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, exitBug, ee.code)
+	assert.Contains(t, ee.err.Error(), "internal error: boom\nThis is a bug in coredag; please report it")
+	assert.Contains(t, ee.err.Error(), "TestCommandPanic")
 }
