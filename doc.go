@@ -6,9 +6,9 @@
 //
 // # Lifecycle
 //
-//	plan, err := coredag.Open("ring_allreduce.dag", coredag.Options{Params: map[string]int64{"n": 1024}})
+//	plan, err := coredag.Open("plans/ring_allreduce.dag", coredag.Options{Params: map[string]int64{"n": 1024}})
 //	coll, err := plan.Init(ctx, world)        // join the world (all ranks agree on the plan)
-//	err = coll.Bind("data", myBytes)          // every extern buffer, once (re-binding allowed between starts)
+//	err = coredag.BindSlice(coll, world.Rank(), "data", mySlice) // every extern buffer, once (re-binding allowed between starts)
 //	for each step {
 //	    ... write the inputs into the bound memory ...
 //	    err = coll.Start()                    // returns at once (the first sets the queues up)
@@ -17,6 +17,12 @@
 //	    ... read the results ...
 //	}
 //	coll.Close(); plan.Close()
+//
+// With a nil World, which runs every rank in this process, bind each rank's memory:
+// BindSlice(coll, r, "data", slices[r]) for r in 0..plan.Ranks()-1. Example (in example_test.go)
+// is a whole program of that kind; docs/library.md is the guide, for Go and for C
+// (cmd/libcoredag, coredag.h); docs/language.md describes plans, and plans/ holds a library of
+// them.
 //
 // A plan that fails `coredag check` does not open: Open returns a *CheckError with the
 // positioned diagnostics. Buffers declared `extern` in the plan are the caller's: they must be
@@ -54,8 +60,9 @@
 // nothing but the World. The World's calls come from the Colls' background goroutines, not
 // from the thread that called Start, concurrently with the application's own calls and, with
 // several Colls in flight, with each other: a World over MPI uses its own communicator
-// (MPI_Comm_dup) and a library initialised with MPI_THREAD_MULTIPLE. A Coll is used by one goroutine at a time, except Close, which may be called from
-// any goroutine, also while another waits.
+// (MPI_Comm_dup) and a library initialised with MPI_THREAD_MULTIPLE. A Coll is used by one
+// goroutine at a time, except Close, which may be called from any goroutine, also while another
+// waits.
 //
 // # Errors
 //
