@@ -93,7 +93,9 @@ func (c *selectCmd) Run(e *env) error {
 		return usageError("%s: %v", ch.Entry.Pos, err)
 	}
 	var note string
-	if _, given := lps[s.SizeParam]; !given {
+	if v, given := lps[s.SizeParam]; given {
+		note = fmt.Sprintf("note: the line sets %s=%d: the plan's message is what that gives, not --size\n", s.SizeParam, v)
+	} else {
 		lps["ranks"] = ranks
 		src, err := dsl.ReadFile(ch.Entry.File)
 		if err != nil {

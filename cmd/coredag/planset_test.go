@@ -41,6 +41,19 @@ func TestTuneSelect(t *testing.T) {
 	assert.Contains(t, errOut, "serves ranks 4..8")
 }
 
+// TestSelectPinnedSize: a line that sets the size param itself runs the message that gives,
+// and select says so rather than let --size seem obeyed.
+func TestSelectPinnedSize(t *testing.T) {
+	t.Parallel()
+	plan, err := filepath.Abs("../../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	set := writeTemp(t, "n.set", "collective allreduce\nplan "+plan+" sizes 0.. ranks 1.. -p n=16\n")
+	code, out, errOut := coredag(t, "", "select", set, "--size", "1MiB", "-p", "ranks=4")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "ring_allreduce.dag -p n=16 -p ranks=4\n")
+	assert.Contains(t, out, "note: the line sets n=16: the plan's message is what that gives, not --size\n")
+}
+
 // TestTuneRefusesPath: a set names its plans without quotes, so tune refuses a plan whose path
 // would not read back (a space, a #), rather than write a set that check rejects.
 func TestTuneRefusesPath(t *testing.T) {
