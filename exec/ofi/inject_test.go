@@ -104,3 +104,43 @@ func exchange(t *testing.T, scq, rcq nic.CQ) ([]nic.WC, nic.WC) {
 	t.Fatalf("no message arrived in 10 s")
 	return nil, nic.WC{}
 }
+
+// TestInjectDuringDoneLoop: a completion the provider gave at posting (inject) may free room for
+// a send that waited (txCap, or an FI_EAGAIN); the send flushed then is injected too, while
+// CQ.Poll walks the completions in hand. Both sends must complete: the second used to be
+// dropped with the list, and its queue then stopped until the hang timeout.
+func TestInjectDuringDoneLoop(t *testing.T) {
+	p := providerNamed(t, "shm")
+	a, b := pair(t, p, nictest.AllAccess, 16, nil)
+	_, err := b.qp.PostRecv([]nic.RecvWR{{ID: 9, Local: b.sge(0, 64)}})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]nic.SendWR{{ID: 9, Op: nic.OpSend, Flags: nic.FlagSignaled, Local: a.sge(0, 8)}})
+	require.NoError(t, err)
+	if sent, _ := exchange(t, a.scq, b.rcq); len(sent) == 0 { // the peers have met
+		nictest.Wait(t, a.scq, 1)
+	}
+	a.qp.txCap = 1 // room for one send at a time in the provider
+	for id := uint64(1); id <= 2; id++ {
+		_, err = b.qp.PostRecv([]nic.RecvWR{{ID: 10 + id, Local: b.sge(0, 64)}})
+		require.NoError(t, err)
+	}
+	_, err = a.qp.PostSend([]nic.SendWR{
+		{ID: 1, Op: nic.OpSend, Flags: nic.FlagSignaled, Local: a.sge(0, 8)},
+		{ID: 2, Op: nic.OpSend, Flags: nic.FlagSignaled, Local: a.sge(0, 8)},
+	})
+	require.NoError(t, err)
+	var sent []nic.WC
+	received := 0
+	var wc [4]nic.WC
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && (len(sent) < 2 || received < 2); {
+		n, err := a.scq.Poll(wc[:])
+		require.NoError(t, err)
+		sent = append(sent, wc[:n]...)
+		n, err = b.rcq.Poll(wc[:])
+		require.NoError(t, err)
+		received += n
+	}
+	assert.Equal(t, 2, received)
+	require.Len(t, sent, 2, "both signalled sends complete")
+	assert.Equal(t, []uint64{1, 2}, []uint64{sent[0].ID, sent[1].ID})
+}

@@ -83,8 +83,9 @@ func (q *CQ) Poll(wc []nic.WC) (int, error) {
 	if q.err != nil {
 		return 0, q.err
 	}
-	for _, s := range q.done {
-		k := C.ofi_comp{slot: s}
+	// By index: completing one may flush a waiting send whose inject lands here too.
+	for i := 0; i < len(q.done); i++ {
+		k := C.ofi_comp{slot: q.done[i]}
 		q.c.complete(&k)
 	}
 	q.done = q.done[:0]
@@ -98,6 +99,13 @@ func (q *CQ) Poll(wc []nic.WC) (int, error) {
 			return 0, q.err
 		}
 		for i := range int(n) {
+			if k := &q.comps[i]; k.slot == nil && k.err != 0 {
+				// An error of no request (ofi_rxm reports a lost connection so): every request
+				// on the CQ may wait for ever, so the CQ fails now, with the provider's reason.
+				q.err = fmt.Errorf("ofi: cq %d: the provider reports an error of no request: %s (provider error %d)",
+					q.num, C.GoString(C.ofi_strerror(C.int(k.err))), int(k.prov_errno))
+				return 0, q.err
+			}
 			q.c.complete(&q.comps[i])
 		}
 		q.c.fireLanded()
