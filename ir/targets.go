@@ -36,8 +36,8 @@ var (
 	// counters as 64-bit software values; it documents no limit. The 4096 outstanding operations
 	// and 1024 counters are guesses chosen as a safe budget, not provider figures.
 	socketsProfile = TriggerProfile{Provider: "sockets", MaxOutstanding: 4096, CounterWorkCost: 1, MaxCounters: 1024,
-		MaxCounter: 1<<63 - 1, Guesses: FigMaxOutstanding | FigMaxCounters,
-		Source: "libfabric sockets: software counters (64-bit) and deferred-work lists; no documented limit, MaxOutstanding 4096 and MaxCounters 1024 are guesses"}
+		MaxCounter: 1<<31 - 1, Guesses: FigMaxOutstanding | FigMaxCounters,
+		Source: "libfabric sockets: software counters and deferred-work lists; a counter holds 32 bits and its triggers compare as int (libfabric 1.17: past 2^31-1 a read comes back negative and every threshold fires), so a run ends before a counter passes 2^31-1; MaxOutstanding 4096 and MaxCounters 1024 are guesses"}
 )
 
 // The sources of the targets' orderings.

@@ -117,7 +117,7 @@ func TestCompileTriggeredJSON(t *testing.T) {
 	assert.Equal(t, uint64(2), tr.Counters[0].PerIteration)
 	assert.Equal(t, "red", tr.Counters[3].Op)
 	require.NotNil(t, tr.Counters[0].Iterations)
-	assert.Equal(t, uint64((1<<63-1-2)/2+1), *tr.Counters[0].Iterations)
+	assert.Equal(t, uint64((1<<31-1-2)/2+1), *tr.Counters[0].Iterations) // sockets: 32-bit counters
 
 	// tx waits for nothing; red is a HOST step behind a join of two counter-adds; tx2 too.
 	require.Len(t, tr.Work, 10)
@@ -166,7 +166,7 @@ func TestCompileTriggeredJSON(t *testing.T) {
 	require.NotNil(t, tr.Summary.CounterLimit)
 	assert.Equal(t, "q.sq.scnt", tr.Summary.CounterLimit.Counter)
 	require.NotNil(t, l.CounterLimit)
-	assert.Equal(t, jsonLimitDecode{Rank: 0, Counter: "q.sq.scnt", PerIteration: 2, MaxCounter: 1<<63 - 1, Iterations: (1<<63-1-2)/2 + 1}, *l.CounterLimit)
+	assert.Equal(t, jsonLimitDecode{Rank: 0, Counter: "q.sq.scnt", PerIteration: 2, MaxCounter: 1<<31 - 1, Iterations: (1<<31-1-2)/2 + 1}, *l.CounterLimit)
 
 	// On cxi counter work costs 2 units.
 	l = compileTriggeredJSON(t, "triggered-cxi", "plans/ring_allgather.dag")
@@ -195,8 +195,8 @@ func TestCompileTriggeredSummary(t *testing.T) {
 	t.Parallel()
 	code, stdout, stderr := coredag(t, "", "compile", "--target", "triggered-sockets", "testdata/compile/exchange.dag")
 	require.Equal(t, exitOK, code, stderr)
-	assert.Contains(t, stdout, "  triggered: 6 counters, 7 triggered entries outstanding per iteration (7 units, counter work costing 1; limit 4096), counters overflow after 4611686018427387903 iterations (q.sq.scnt, +2 per iteration, limit 9223372036854775807)\n")
-	assert.Contains(t, stdout, "\ntriggered: counters overflow after 4611686018427387903 iterations (q.sq.scnt on rank 0, +2 per iteration, limit 9223372036854775807)\n")
+	assert.Contains(t, stdout, "  triggered: 6 counters, 7 triggered entries outstanding per iteration (7 units, counter work costing 1; limit 4096), counters overflow after 1073741823 iterations (q.sq.scnt, +2 per iteration, limit 2147483647)\n")
+	assert.Contains(t, stdout, "\ntriggered: counters overflow after 1073741823 iterations (q.sq.scnt on rank 0, +2 per iteration, limit 2147483647)\n")
 }
 
 // check --target fails a plan over the target's limits with compile's diagnostics; without
