@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -75,6 +76,9 @@ func (c *checkCmd) Run(e *env) error {
 			continue
 		}
 		l, err := loadPlan(e, path, c.paramFlags, loadOptions{lint: true, target: &target, limits: true})
+		if errors.Is(err, context.Canceled) { // interrupted: stop here
+			return err
+		}
 		if err != nil { // an unreadable file: say so, check the others, exit 2 at the end
 			unreadable = true
 			fmt.Fprintf(e.stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))

@@ -140,6 +140,7 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 	}
 	l := &loaded{path: name, src: src, budget: b}
 	po := planner.Within(b)
+	po.Elaborate.Context = e.ctx // a signal stops the evaluation of the plan
 	po.MSCCL = msccl.Options{Elem: p.Type}
 	if opt.lint {
 		po.Lint = func(found diag.List) { l.lints = found }
@@ -166,6 +167,9 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 		}
 	}
 	l.graph, l.err = planner.Load(name, src, params, po)
+	if errors.Is(l.err, context.Canceled) { // interrupted: the command stops (runInterruptible)
+		return nil, l.err
+	}
 	var pe *elaborate.ParamError
 	if errors.As(l.err, &pe) {
 		return nil, usageError("%s: %v", diag.QuoteName(name), pe)

@@ -131,3 +131,19 @@ func TestSignalMidWrite(t *testing.T) {
 	assert.Equal(t, "old listing\n", string(readFile(t, out)))
 	assert.ElementsMatch(t, []string{"ring_allreduce.dag", "out.txt"}, entries(t, dir))
 }
+
+// TestSignalStopsElaboration: SIGTERM while check evaluates a plan (a loop whose passes each call
+// a recursive def: seconds before the evaluation budget stops it) stops the evaluation at once
+// and exits 143; before, check ran on until the grace period ended it.
+func TestSignalStopsElaboration(t *testing.T) {
+	t.Parallel()
+	endToEnd(t)
+	dir := t.TempDir()
+	plan := "plan x\ndef f(x, y) = if x == 0 then y % 7 else f(x-1, 2*y) + f(x-1, 2*y+1)\nvar s = 0\nfor i in 0 .. 1000000 {\n  s += f(15, i)\n}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.dag"), []byte(plan), 0o644))
+	start := time.Now()
+	evaluating := func() bool { return time.Since(start) > 300*time.Millisecond }
+	code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, evaluating, "check", "x.dag")
+	assert.Equal(t, 143, code, stderr)
+	assert.Equal(t, "coredag: check interrupted by SIGTERM\n", stderr)
+}

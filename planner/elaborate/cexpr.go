@@ -19,6 +19,7 @@ import (
 type cexpr struct {
 	kind  ckind
 	op    binop
+	size  int32 // the steps it counts (steps.go): its nodes evaluated whenever it is, branches aside
 	e     dsl.Expr
 	val   int64  // cLit
 	name  string // cIdent
@@ -52,7 +53,7 @@ func compileExpr(e dsl.Expr) *cexpr {
 	if e == nil {
 		return nil
 	}
-	c := &cexpr{e: e, hops: -1}
+	c := &cexpr{e: e, hops: -1, size: 1}
 	switch e := e.(type) {
 	case *dsl.IntLit:
 		c.kind, c.val = cLit, e.Value
@@ -62,13 +63,22 @@ func compileExpr(e dsl.Expr) *cexpr {
 		return compileExpr(e.X)
 	case *dsl.BinaryExpr:
 		c.kind, c.bin, c.op, c.x, c.y = cBinary, e, binopOf(e.Op), compileExpr(e.X), compileExpr(e.Y)
+		c.size += c.x.size
+		if c.op != opLogAnd && c.op != opLogOr { // else y counts when it is evaluated
+			c.size += c.y.size
+		}
 	case *dsl.UnaryExpr:
 		c.kind, c.un, c.x = cUnary, e, compileExpr(e.X)
-	case *dsl.CondExpr:
+		c.size += c.x.size
+	case *dsl.CondExpr: // the branch counts when it is taken
 		c.kind, c.x, c.y, c.z = cCond, compileExpr(e.Cond), compileExpr(e.Then), compileExpr(e.Else)
-	case *dsl.CallExpr:
+		c.size += c.x.size
+	case *dsl.CallExpr: // the body counts when it is evaluated (evalCallAt)
 		if len(e.Args) <= maxArgs {
 			c.kind, c.call, c.args = cCall, e, compileExprs(e.Args)
+			for _, a := range c.args {
+				c.size += a.size
+			}
 		}
 	}
 	return c
@@ -82,7 +92,17 @@ func compileExprs(es []dsl.Expr) []*cexpr {
 	return out
 }
 
-// eval is evalInt(c.e, s).
+// charge counts c's steps on s's meter, if it has one (steps.go): the nodes that its
+// evaluation, about to start, evaluates whatever the branches taken. The rest counts as it is
+// evaluated.
+func (c *cexpr) charge(s *scope) *evalError {
+	if m := s.m; m != nil {
+		return m.charge(int64(c.size))
+	}
+	return nil
+}
+
+// eval is evalInt(c.e, s). The caller charged c's steps (charge).
 func (c *cexpr) eval(s *scope) (int64, *evalError) {
 	switch c.kind {
 	case cLit:
@@ -98,7 +118,7 @@ func (c *cexpr) eval(s *scope) (int64, *evalError) {
 			}
 			return v, nil
 		}
-		v, err := evalInt(c.e, s)
+		v, err := evalExpr(c.e, s)
 		c.remember(s)
 		return v, err
 	case cBinary:
@@ -111,11 +131,17 @@ func (c *cexpr) eval(s *scope) (int64, *evalError) {
 			if x == 0 {
 				return 0, nil
 			}
+			if err := c.y.charge(s); err != nil {
+				return 0, err
+			}
 			y, err := c.y.eval(s)
 			return b2i(y != 0), err
 		case opLogOr:
 			if x != 0 {
 				return 1, nil
+			}
+			if err := c.y.charge(s); err != nil {
+				return 0, err
 			}
 			y, err := c.y.eval(s)
 			return b2i(y != 0), err
@@ -143,14 +169,22 @@ func (c *cexpr) eval(s *scope) (int64, *evalError) {
 		if err != nil {
 			return 0, err
 		}
+		branch := c.z
 		if v != 0 {
-			return c.y.eval(s)
+			branch = c.y
 		}
-		return c.z.eval(s)
+		if m := s.m; m != nil { // branch.charge, inlined: most calls of a recursive def pass here
+			if m.left -= int64(branch.size); m.left < 0 {
+				if err := m.poll(); err != nil {
+					return 0, err
+				}
+			}
+		}
+		return branch.eval(s)
 	case cCall:
 		return evalCallAt(c.call, s, c)
 	}
-	return evalInt(c.e, s)
+	return evalExpr(c.e, s)
 }
 
 // quickBinary is applyBinary for the operators and operands that index ops and slices: +, -, *
@@ -196,7 +230,8 @@ func quickBinary(op binop, x, y int64) (int64, bool) {
 }
 
 // fold makes c the literal v, the value it evaluated to without error from operands x and y,
-// when those are literals: c is then a constant.
+// when those are literals: c is then a constant (which counts the steps of the nodes it stands
+// for: its size is kept).
 func (c *cexpr) fold(v int64, err *evalError, x, y *cexpr) {
 	if err == nil && x.kind == cLit && y.kind == cLit {
 		c.kind, c.val = cLit, v

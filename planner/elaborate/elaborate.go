@@ -9,13 +9,15 @@
 // (operations and their slices), expr.go and cexpr.go (expressions), funcs.go (defs and
 // built-ins), names.go (indexed names), resolve.go (references, queue pairing, message
 // matching), init.go and initrange.go (buffer inits), expect.go (postconditions), cascade.go
-// (what a failed declaration silences), limits.go (the limits and the memory budget). How the work is split and memory is taken is apart:
+// (what a failed declaration silences), limits.go (the limits and the memory budget), steps.go
+// (the evaluation budget, and cancellation). How the work is split and memory is taken is apart:
 // parallel.go elaborates the ranks past the first in shards, and alloc.go gathers what an
 // elaborator allocates from, whose tactics (values in chunks, interned names, arrays grown
 // ahead and prefaulted, windows joined) are in package internal/arena.
 package elaborate
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -43,7 +45,8 @@ const (
 // Elaborate evaluates the SPMD text of f for every rank into a Graph and runs the front-end
 // checks (names, shapes, matching), within opt's limits. params overrides declared params
 // (`coredag -p`). The error, if any, is a diag.List holding every diagnostic of the first phase
-// that found some, or a *budget.Error when the Graph would not fit in opt.Budget.
+// that found some, a *budget.Error when the Graph would not fit in opt.Budget, or the cause of
+// opt.Context's cancellation (context.Cause).
 func Elaborate(f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, error) {
 	g, _, err := elaborate(f, params, opt)
 	return g, err
@@ -74,6 +77,15 @@ type elaborator struct {
 	iters     int64  // loop iterations so far
 	countWork int    // what is left of maxCountWork
 	truncated bool   // a limit was passed: the rest is not elaborated
+	cancelled bool   // Options.Context was cancelled: the elaboration stopped (result)
+
+	// The evaluation budget (steps.go): el's meter, and what its diagnostic tells of the work.
+	work       *meter
+	at         dsl.Stmt  // the statement being elaborated
+	loops      []loopRun // the loops in progress, outermost first
+	ranksDone  int       // the ranks el elaborated
+	ranksStart int64     // the count when el began the first of them
+	rankStart  int64     // the count when el began the current one
 
 	// The rank being elaborated: reset for each.
 	rank     int
@@ -167,6 +179,9 @@ func firstDeclaration(name string, first, again diag.Pos) string {
 }
 
 func (el *elaborator) result() error {
+	if el.cancelled {
+		return context.Cause(el.opt.Context)
+	}
 	if el.refusal != nil {
 		return el.refusal
 	}
@@ -198,7 +213,7 @@ func (el *elaborator) run() (sharded bool) {
 		el.runOnly()
 		return false
 	}
-	for r := 0; r < el.g.Ranks && !el.truncated; r++ {
+	for r := 0; r < el.g.Ranks && !el.truncated && !el.stopCancelled(); r++ {
 		el.elaborateRank(r)
 		if r == 0 && el.g.Ranks > 1 && !el.truncated { // SPMD: other ranks are as large, so grow once (growOps if not)
 			want := min(len(el.g.Ops)*el.g.Ranks, el.maxOps)
@@ -240,7 +255,7 @@ func declaresRanks(f *dsl.File) bool {
 // header reads what is global: the plan name, params (with -p overrides) and buffers.
 func (el *elaborator) header() {
 	g := el.g
-	el.globals = &scope{}
+	el.globals = &scope{m: el.work}
 	el.globals.extra().fns = el.defs()
 	el.globalAsserts = map[*dsl.AssertStmt]bool{}
 	el.globalTables = map[*dsl.LetStmt]bool{}
@@ -251,6 +266,7 @@ func (el *elaborator) header() {
 		el.globals.bind("ranks", 1) // the default world size, usable from the first statement
 	}
 	for i, st := range el.file.Stmts {
+		el.at = st
 		switch st := st.(type) {
 		case *dsl.PlanStmt:
 			switch {
@@ -363,11 +379,13 @@ func (el *elaborator) header() {
 	el.perElem = map[ir.BufID]bool{}
 	for _, st := range el.file.Stmts {
 		if st, ok := st.(*dsl.BufferStmt); ok {
+			el.at = st
 			el.buffer(st, perRank)
 		}
 	}
 	for _, st := range el.file.Stmts {
 		if st, ok := st.(*dsl.ExpectStmt); ok {
+			el.at = st
 			el.expect(st)
 		}
 	}
@@ -453,10 +471,14 @@ func (el *elaborator) elaborateRank(r int) {
 	if el.memo == nil {
 		el.memo = newMemo(el.opt.noMemo)
 	}
-	top := &scope{parent: el.globals, ext: &scopeExt{memo: el.memo}}
+	top := &scope{parent: el.globals, ext: &scopeExt{memo: el.memo}, m: el.work}
 	top.bind("rank", int64(r))
 	el.stopped = false
+	if el.rankStart = el.work.steps(); el.ranksDone == 0 {
+		el.ranksStart = el.rankStart
+	}
 	el.block(el.names.code, top, true)
+	el.ranksDone++
 	g.Rank[r].EndOp, g.Rank[r].EndQueue = el.nextOp(), el.nextQueue()
 	if !el.stopped { // after a failed assert, the missing declarations are no news
 		el.resolveRank()
@@ -474,7 +496,11 @@ func (el *elaborator) eval(e dsl.Expr, s *scope) (int64, bool) {
 
 // evalc is eval of a compiled expression.
 func (el *elaborator) evalc(c *cexpr, s *scope) (int64, bool) {
-	v, err := c.eval(s)
+	err := c.charge(s)
+	var v int64
+	if err == nil {
+		v, err = c.eval(s)
+	}
 	if err != nil {
 		el.evalFailed(el.rank, err)
 		return 0, false
@@ -485,6 +511,10 @@ func (el *elaborator) evalc(c *cexpr, s *scope) (int64, bool) {
 // evalFailed reports an expression error on rank (-1: on every rank), unless the expression
 // failed because it uses a name whose own declaration failed, which was reported there.
 func (el *elaborator) evalFailed(rank int, err *evalError) {
+	if err.stop != stopNone {
+		el.evalStopped(err)
+		return
+	}
 	if err.quiet {
 		return
 	}
@@ -497,6 +527,7 @@ func (el *elaborator) block(c *code, s *scope, top bool) {
 		if el.truncated || el.stopped {
 			return
 		}
+		el.at = st
 		switch st := st.(type) {
 		case *dsl.DefStmt:
 			if !top {
@@ -582,12 +613,19 @@ func (el *elaborator) loop(st *dsl.ForStmt, at *stmtCode, s *scope) {
 	}
 	body := el.child(s)
 	defer el.release(body)
+	k := len(el.loops)
+	steps := el.work.steps()
+	el.loops = append(el.loops, loopRun{st: st, trips: tripCount(from, to, step), start: steps, passStart: steps})
+	defer func() { el.loops = el.loops[:k] }()
 	for v := from; v < to && !el.truncated; v += step {
 		if el.iters++; el.iters > MaxIterations {
 			el.errorf(phaseNames, diag.Limit, st.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
 			el.truncated = true
 			return
 		}
+		lp := &el.loops[k]
+		lp.pass++
+		lp.passStart = el.work.steps()
 		body.reset()
 		body.bind(st.Var.Name, v)
 		el.block(at.body, body, false)
@@ -621,10 +659,10 @@ func (el *elaborator) cond(st *dsl.IfStmt, at *stmtCode, s *scope) {
 func (el *elaborator) child(s *scope) *scope {
 	c := el.mem.scopes.Get()
 	if c == nil {
-		return &scope{parent: s}
+		return &scope{parent: s, m: s.m}
 	}
 	c.reset()
-	c.parent = s
+	c.parent, c.m = s, s.m
 	return c
 }
 

@@ -100,7 +100,7 @@ func (el *elaborator) expectValue(st *dsl.ExpectStmt) {
 		}
 	}
 	e.Want = make([]ir.Linear, 0, (e.Hi-e.Lo)*int64(len(e.Ranks)))
-	s := &scope{parent: el.globals}
+	s := &scope{parent: el.globals, m: el.work}
 	s.bind("rank", 0)
 	s.bind("i", 0)
 	for _, r := range e.Ranks {
@@ -301,7 +301,7 @@ func (el *elaborator) givens(e dsl.Expr, out []ir.Given) ([]ir.Given, *evalError
 			at, x = x, at
 		}
 		if ref, ok := at.(*dsl.InitExpr); ok && !hasInit(x) {
-			s := &scope{parent: el.globals}
+			s := &scope{parent: el.globals, m: el.work}
 			v, err := el.linear(ref, s, nil)
 			if err != nil {
 				return nil, err

@@ -16,6 +16,7 @@ type scope struct {
 	values []int64
 	parent *scope
 	ext    *scopeExt // nil: no flags, no functions, not a call
+	m      *meter    // counts the steps of the evaluations in it (steps.go); nil: none (run time)
 }
 
 // scopeExt is the rarely used part of a scope.
@@ -120,8 +121,9 @@ func (s *scope) reset() {
 type evalError struct {
 	pos   diag.Pos
 	msg   string
-	kind  string // the format of msg: what failed, whatever the figures
-	quiet bool   // the expression uses a name whose declaration failed: already reported
+	kind  string   // the format of msg: what failed, whatever the figures
+	quiet bool     // the expression uses a name whose declaration failed: already reported
+	stop  stopKind // the meter stopped the evaluation (steps.go): no mistake of the expression
 
 	related []diag.Related // the calls the error happened in, innermost first
 }
@@ -141,8 +143,21 @@ func errAtPos(pos diag.Pos, format string, args ...any) *evalError {
 
 // evalInt evaluates an integer expression with 64-bit signed arithmetic, floor division and
 // modulo, and errors (not wrap-around) on overflow, division by zero, log2 of a non-power of
-// two and negative shifts, as docs/language.md §7 (Integer semantics) requires.
+// two and negative shifts, as docs/language.md §7 (Integer semantics) requires. Each node
+// counts walkSteps on s's meter (steps.go).
 func evalInt(e dsl.Expr, s *scope) (int64, *evalError) {
+	if m := s.m; m != nil {
+		if m.left -= walkSteps; m.left < 0 {
+			if err := m.poll(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return evalExpr(e, s)
+}
+
+// evalExpr is evalInt of a node already counted.
+func evalExpr(e dsl.Expr, s *scope) (int64, *evalError) {
 	switch e := e.(type) {
 	case *dsl.IntLit:
 		return e.Value, nil
@@ -161,8 +176,8 @@ func evalInt(e dsl.Expr, s *scope) (int64, *evalError) {
 			return 0, errAt(e, "undefined: %s in function %s (a function sees its parameters, the params and the top-level lets that do not use rank: pass other values as arguments)", e.Name, f.def.Name.Name)
 		}
 		return 0, errAt(e, "undefined: %s (declare it with let, var or param, or bind it with for)", e.Name)
-	case *dsl.ParenExpr:
-		return evalInt(e.X, s)
+	case *dsl.ParenExpr: // no node of its own: counted as what it holds
+		return evalExpr(e.X, s)
 	case *dsl.CondExpr:
 		c, err := evalInt(e.Cond, s)
 		if err != nil {
@@ -559,6 +574,13 @@ func evalFloat(e dsl.Expr, s *scope) (float64, *evalError) {
 	if !hasFloat(e) {
 		v, err := evalInt(e, s)
 		return float64(v), err
+	}
+	if m := s.m; m != nil {
+		if m.left -= walkSteps; m.left < 0 {
+			if err := m.poll(); err != nil {
+				return 0, err
+			}
+		}
 	}
 	switch e := e.(type) {
 	case *dsl.FloatLit:

@@ -459,7 +459,7 @@ func (s *scope) callFrame() *frame {
 
 // evalBuiltin is evalCall of a function that is not one of the plan's defs (fns, which may be
 // nil): a built-in one, or an unknown one.
-func evalBuiltin(e *dsl.CallExpr, s *scope, fns *funcs) (int64, *evalError) {
+func evalBuiltin(e *dsl.CallExpr, s *scope, fns *funcs, site *cexpr) (int64, *evalError) {
 	if e.Fun.Name == "len" {
 		return evalLen(e, s)
 	}
@@ -469,7 +469,13 @@ func evalBuiltin(e *dsl.CallExpr, s *scope, fns *funcs) (int64, *evalError) {
 		}
 		var args [2]int64
 		for i, a := range e.Args {
-			v, err := evalInt(a, s)
+			var v int64
+			var err *evalError
+			if site != nil { // compiled, and counted with it
+				v, err = site.args[i].eval(s)
+			} else {
+				v, err = evalInt(a, s)
+			}
 			if err != nil {
 				return 0, err
 			}
@@ -514,6 +520,7 @@ func evalCallAt(e *dsl.CallExpr, s *scope, site *cexpr) (int64, *evalError) {
 		}
 		root = root.parent
 	}
+	m := s.m // counts the steps (steps.go)
 	var fns *funcs
 	var info *defInfo
 	switch {
@@ -527,7 +534,10 @@ func evalCallAt(e *dsl.CallExpr, s *scope, site *cexpr) (int64, *evalError) {
 		}
 	}
 	if info == nil {
-		return evalBuiltin(e, s, fns)
+		if err := chargeCall(m, callSteps, e, nil, caller); err != nil {
+			return 0, err
+		}
+		return evalBuiltin(e, s, fns, site)
 	}
 	def := info.def
 	if len(e.Args) != len(def.Params) {
@@ -592,15 +602,24 @@ func evalCallAt(e *dsl.CallExpr, s *scope, site *cexpr) (int64, *evalError) {
 		}
 		if ok {
 			if cnt == nil { // an outermost call stays within the limits it stayed within once
-				return r.v, nil
+				return r.v, chargeCall(m, callSteps, e, def, caller)
 			}
 			calls, deep := cnt.calls+int(r.calls)-1, depth+int(r.height)-1
 			if calls <= MaxCalls && deep <= MaxCallDepth {
 				cnt.calls, cnt.deep = calls, max(cnt.deep, deep)
-				return r.v, nil
+				return r.v, chargeCall(m, callSteps, e, def, caller)
 			}
 			cnt.fresh, b, last = true, nil, nil // evaluating it passes a limit: let evaluation say where
 		}
+	}
+	var cb *cexpr // the body, compiled while the memo is on
+	steps := int64(callSteps)
+	if rankMemo != nil {
+		cb = rankMemo.body(info)
+		steps += int64(cb.size)
+	}
+	if err := chargeCall(m, steps, e, def, caller); err != nil {
+		return 0, err
 	}
 	c := rankMemo.newCall()
 	if cnt == nil {
@@ -612,13 +631,13 @@ func evalCallAt(e *dsl.CallExpr, s *scope, site *cexpr) (int64, *evalError) {
 	c.ext.frame = f
 	names := info.names
 	body := &c.body
-	*body = scope{names: names[:len(names):len(names)], values: append(c.vals[:0], args...), parent: root, ext: &c.ext}
+	*body = scope{names: names[:len(names):len(names)], values: append(c.vals[:0], args...), parent: root, ext: &c.ext, m: m}
 	calls0, deep0 := cnt.calls, cnt.deep
 	cnt.deep = f.depth
 	var v int64
 	var err *evalError
-	if rankMemo != nil {
-		v, err = rankMemo.body(info).eval(body)
+	if cb != nil {
+		v, err = cb.eval(body)
 	} else {
 		v, err = evalInt(def.Body, body)
 	}
@@ -634,10 +653,36 @@ func evalCallAt(e *dsl.CallExpr, s *scope, site *cexpr) (int64, *evalError) {
 			last.put(args, r)
 		}
 	}
+	if err != nil && err.stop != stopNone && caller == nil {
+		m.noteCall(e, def.Name.Name)
+	}
 	if err != nil && !err.quiet && len(err.related) < 4 && e.Pos() != err.pos && !slices.ContainsFunc(err.related, func(r diag.Related) bool { return r.Pos == e.Pos() }) {
 		err.related = append(err.related, diag.Related{Pos: e.Pos(), Label: "in this call of " + def.Name.Name})
 	}
 	return v, err
+}
+
+// chargeCall counts on m (nil: none) the steps of a call at e, of def (nil: a built-in
+// function), made in the call caller (nil: an outermost call): callSteps and, when its body is
+// compiled, the steps the body charges (cexpr.charge).
+func chargeCall(m *meter, steps int64, e *dsl.CallExpr, def *dsl.DefStmt, caller *frame) *evalError {
+	if m == nil {
+		return nil
+	}
+	if m.left -= steps; m.left >= 0 {
+		return nil
+	}
+	return m.pollCall(e, def, caller)
+}
+
+// pollCall is m.poll for a call at e of def (nil: a built-in function) made in the call caller
+// (nil: an outermost call), which it notes if the evaluation stops there.
+func (m *meter) pollCall(e *dsl.CallExpr, def *dsl.DefStmt, caller *frame) *evalError {
+	err := m.poll()
+	if err != nil && caller == nil && def != nil {
+		m.noteCall(e, def.Name.Name)
+	}
+	return err
 }
 
 // paramList is "a, b": the parameters of def.

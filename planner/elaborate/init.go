@@ -67,9 +67,10 @@ func (el *elaborator) checkInits() {
 	budget := int64(el.maxInitChecks())
 	for _, st := range el.file.Stmts {
 		bs, ok := st.(*dsl.BufferStmt)
-		if !ok || bs.Init == nil {
+		if !ok || bs.Init == nil || el.truncated {
 			continue
 		}
+		el.at = bs
 		id, ok := el.bufIdx[bs.Name.Name]
 		if !ok || el.g.Buffers[id].Pos != bs.Name.Pos() || el.g.Buffers[id].Init == nil {
 			continue
@@ -93,6 +94,7 @@ type initChecker struct {
 	float   bool
 	perElem bool
 	budget  *int64
+	nodes   int64               // e's nodes, the steps of a range analysis (steps.go), once known
 	failed  map[int64]bool      // ranks on which an element failed (reported)
 	onFail  func(*ir.InitError) // tests: instead of a diagnostic
 
@@ -119,6 +121,14 @@ func (c *initChecker) visit(box initBox) {
 		return
 	}
 	*c.budget--
+	if c.nodes == 0 {
+		c.nodes = exprNodes(c.e)
+	}
+	if err := c.el.work.charge(walkSteps * c.nodes); err != nil { // the range analysis walks e once
+		c.el.evalStopped(err)
+		*c.budget = 0
+		return
+	}
 	env := rangeEnv{globals: c.el.globals, box: box}
 	if env.safe(c.e, c.float) {
 		return
@@ -140,7 +150,7 @@ func (c *initChecker) visit(box initBox) {
 		}
 		return
 	}
-	s := &scope{parent: c.el.globals}
+	s := &scope{parent: c.el.globals, m: c.el.work}
 	s.bind("rank", box.r0)
 	s.bind("i", 0)
 	for i := box.i0; i <= box.i1; i++ {
@@ -151,6 +161,11 @@ func (c *initChecker) visit(box initBox) {
 		*c.budget--
 		s.values[1] = i
 		if _, err := initValue(c.e, s, c.b.Type, c.float); err != nil {
+			if err.stop != stopNone { // the budget ran out: the elaboration stops
+				c.el.evalStopped(err)
+				*c.budget = 0
+				return
+			}
 			elem := i
 			if !c.perElem {
 				elem = -1

@@ -1,6 +1,7 @@
 package elaborate
 
 import (
+	"context"
 	"fmt"
 	"math"
 
@@ -30,6 +31,14 @@ type Options struct {
 	// MaxInitChecks, when positive and below MaxInitChecks, is the most per-element init
 	// evaluations done while checking.
 	MaxInitChecks int
+	// MaxSteps, when positive and below MaxSteps, is the most evaluation steps of the plan
+	// over all ranks (steps.go).
+	MaxSteps int
+
+	// Context, when not nil, stops the elaboration once it is cancelled: Elaborate then returns
+	// its cause (context.Cause). It is polled every pollSteps evaluation steps (about a
+	// millisecond) and between ranks.
+	Context context.Context
 
 	// Workers is the number of goroutines that elaborate ranks (and match messages) at once;
 	// 0: one per CPU. The Graph does not depend on it.
@@ -56,14 +65,26 @@ func Within(b budget.Budget) Options {
 		budget.Format(BytesPerOp), budget.Format(b.Bytes), b.Source())}
 }
 
-// elaborate is Elaborate that also reports whether the ranks were elaborated in shards
-// (parallel.go).
-func elaborate(f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, bool, error) {
+// newElaborator returns an elaborator of f within opt's limits.
+func newElaborator(f *dsl.File, params map[string]int64, opt Options) *elaborator {
 	el := &elaborator{file: f, g: &ir.Graph{File: f.Name}, overrides: params, maxOps: MaxOps, countWork: maxCountWork, opt: opt}
 	if opt.MaxOps > 0 && opt.MaxOps < MaxOps {
 		el.maxOps, el.whyMaxOps = opt.MaxOps, opt.Why
 	}
+	steps := int64(MaxSteps)
+	if opt.MaxSteps > 0 && opt.MaxSteps < MaxSteps {
+		steps = int64(opt.MaxSteps)
+	}
+	el.work = newMeter(steps, opt.Context, 0)
+	return el
+}
+
+// elaborate is Elaborate that also reports whether the ranks were elaborated in shards
+// (parallel.go).
+func elaborate(f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, bool, error) {
+	el := newElaborator(f, params, opt)
 	sharded := el.run()
+	el.globals.m = nil // the Graph's inits evaluate in the globals at run time, unmetered
 	if err := el.result(); err != nil {
 		return nil, sharded, err
 	}
@@ -152,7 +173,7 @@ type opCounter struct {
 // the count does not know; exact reports that no loop was left out for want of a value.
 func (c *opCounter) block(stmts []dsl.Stmt, s *scope, unknown map[string]bool) (n int64, exact bool) {
 	exact = true
-	local := &scope{parent: s}
+	local := &scope{parent: s, m: s.m}
 	var marked []string
 	defer func() {
 		for _, name := range marked {
@@ -232,7 +253,7 @@ func (c *opCounter) loop(st *dsl.ForStmt, from, to, step int64, s *scope, unknow
 	}
 	var n int64
 	exact = true
-	body := &scope{parent: s}
+	body := &scope{parent: s, m: s.m}
 	v := from
 	for i := int64(0); i < trips; i++ {
 		if c.el.countWork <= 0 || n > c.limit {

@@ -19,11 +19,11 @@ import (
 // 0 (ranks alike, as SPMD ranks mostly are, are numbered right away). The Graph is the
 // sequential one.
 //
-// Diagnostics are another matter: which mistake comes first, and where the op and iteration
-// limits are passed, depend on every rank before. So the shards only elaborate ranks without
-// mistakes: the first diagnostic in any shard, or a limit passed by all of them together, stops
-// them all, and the ranks past the first are elaborated again one after the other, which
-// reports as the sequential run does. The limits still hold before memory is spent: a shard
+// Diagnostics are another matter: which mistake comes first, and where the op, iteration and
+// step limits are passed, depend on every rank before. So the shards only elaborate ranks
+// without mistakes: the first diagnostic in any shard, or a limit passed by all of them
+// together, stops them all, and the ranks past the first are elaborated again one after the
+// other, which reports as the sequential run does. The limits still hold before memory is spent: a shard
 // takes ops from the op limit, a chunk at a time, before it makes them. Plans with a mistake
 // thus pay for their ranks twice, at most; plans without one are elaborated once.
 
@@ -55,6 +55,7 @@ type pool struct {
 	g      *ir.Graph    // the Graph whose windows the shards fill
 	ops    atomic.Int64 // ops taken from the op limit: rank 0's, then the shards' (opRoom)
 	iters  atomic.Int64 // loop iterations, added rank by rank
+	steps  atomic.Int64 // evaluation steps (steps.go), added rank by rank
 	failed atomic.Bool  // a shard met a diagnostic or a limit: the ranks are done sequentially
 }
 
@@ -96,6 +97,7 @@ func (el *elaborator) parallel() bool {
 	p := &pool{g: g}
 	p.ops.Store(int64(ops0))
 	p.iters.Store(el.iters)
+	p.steps.Store(el.work.steps())
 	k := min(4*n, g.Ranks-1) // a few per worker: a busy core slows one shard, not half the ranks
 	shards := make([]*shard, k)
 	for i := range shards {
@@ -121,6 +123,7 @@ func (el *elaborator) parallel() bool {
 		clear(g.Rank[1:])
 		return false
 	}
+	el.work.grant(p.steps.Load()) // el's count is that of all ranks
 	g.Ops = arena.Join(g.Ops, k, func(i int) *arena.Part[ir.Op] { return &shards[i].ops })
 	g.Queues = arena.Join(g.Queues, k, func(i int) *arena.Part[ir.Queue] { return &shards[i].queues })
 	g.Edges = arena.Join(g.Edges, k, func(i int) *arena.Part[ir.Edge] { return &shards[i].edges })
@@ -144,6 +147,7 @@ func (el *elaborator) worker(p *pool) *elaborator {
 	w.splits, w.splitOf = nil, nil
 	w.names, w.mem = newNameTables(el.file), el.mem.forWorker()
 	w.memo = el.memo.forWorker() // the results are shared, the scratch is not
+	w.work, w.loops, w.ranksDone = el.work.forWorker(), nil, 0
 	return &w
 }
 
@@ -158,12 +162,13 @@ func (el *elaborator) elaborateShard(sh *shard, ops0, queues0, edges0 int) {
 	el.opBase, el.queueBase = ir.OpID(sh.ops.At), ir.QueueID(sh.queues.At)
 	defer func() { sh.ops.S, sh.queues.S, sh.edges.S, sh.peerRefs = g.Ops, g.Queues, g.Edges, el.peerRefs }()
 	for r := sh.first; r < sh.end; r++ {
-		if el.pool.failed.Load() {
+		if el.pool.failed.Load() || el.stopCancelled() {
+			el.pool.failed.Store(true)
 			return
 		}
-		iters := el.iters
+		iters, steps := el.iters, el.work.steps()
 		el.elaborateRank(r)
-		if !el.clean() || el.pool.iters.Add(el.iters-iters) > MaxIterations {
+		if !el.clean() || el.pool.iters.Add(el.iters-iters) > MaxIterations || el.pool.steps.Add(el.work.steps()-steps) > el.work.limit {
 			el.pool.failed.Store(true)
 			return
 		}

@@ -39,11 +39,10 @@ func ElaborateRanks(f *dsl.File, params map[string]int64, ranks []int, opt Optio
 	}
 	rs := slices.Clone(ranks)
 	slices.Sort(rs)
-	el := &elaborator{file: f, g: &ir.Graph{File: f.Name}, overrides: params, maxOps: MaxOps, countWork: maxCountWork, opt: opt, only: slices.Compact(rs), outside: -1}
-	if opt.MaxOps > 0 && opt.MaxOps < MaxOps {
-		el.maxOps, el.whyMaxOps = opt.MaxOps, opt.Why
-	}
+	el := newElaborator(f, params, opt)
+	el.only, el.outside = slices.Compact(rs), -1
 	el.run()
+	el.globals.m = nil
 	if err := el.result(); err != nil {
 		return nil, err
 	}
@@ -69,7 +68,7 @@ func (el *elaborator) runOnly() {
 		}
 	}
 	for i, r := range el.only {
-		if el.truncated {
+		if el.truncated || el.stopCancelled() {
 			return
 		}
 		el.first, el.end = r, r+1 // the Graph's arrays grow for this rank alone (growOps) ...

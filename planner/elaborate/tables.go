@@ -76,7 +76,7 @@ func evalTable(e *dsl.TableExpr, s *scope) ([]int64, *evalError) {
 	if n := tripCount(from, to, step); n > MaxTable {
 		return nil, errAt(e, "the loop of this table runs %d passes: tables hold at most %d elements", n, MaxTable)
 	}
-	body := &scope{parent: s}
+	body := &scope{parent: s, m: s.m}
 	var out []int64
 	for v := from; v < to; v += step {
 		body.reset()
