@@ -422,6 +422,9 @@ func (s *Session) RunTimed(ctx context.Context, iters int, timed func(iterate fu
 	}
 	for it := 0; it < iters; it++ {
 		iter := s.done
+		if ctx.Err() != nil { // between iterations: one is never abandoned halfway
+			return finish(fmt.Errorf("iteration %d not started: %w", iter, context.Cause(ctx)))
+		}
 		for _, r := range s.ranks {
 			if err := mem.Reset(r); err != nil {
 				return finish(err)

@@ -147,3 +147,17 @@ func TestSignalStopsElaboration(t *testing.T) {
 	assert.Equal(t, 143, code, stderr)
 	assert.Equal(t, "coredag: check interrupted by SIGTERM\n", stderr)
 }
+
+// TestSignalStopsRun: SIGTERM during a long run stops it between two iterations and exits 143,
+// without a verdict; before, the run went on until the grace period ended it.
+func TestSignalStopsRun(t *testing.T) {
+	t.Parallel()
+	endToEnd(t)
+	dir := t.TempDir()
+	copyPlan(t, dir, "ring_allreduce.dag")
+	start := time.Now()
+	running := func() bool { return time.Since(start) > 500*time.Millisecond }
+	code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, running, "run", "--iters", "100000000", "ring_allreduce.dag")
+	assert.Equal(t, 143, code, stderr)
+	assert.Equal(t, "coredag: run interrupted by SIGTERM\n", stderr)
+}

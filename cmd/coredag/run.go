@@ -185,7 +185,7 @@ func (c *runCmd) runSeeds(e *env, l *loaded, prov provider.Entry, p nic.Provider
 				return nil, err
 			}
 		}
-		res, err := exec.Run(context.Background(), plan, run, exec.Options{
+		res, err := exec.Run(e.ctx, plan, run, exec.Options{
 			Engine: engine, Iters: c.Iters, Seed: seed, Reference: ref, NoTriggers: c.NoTriggers, Timeline: c.Timeline != "", OnIteration: func(int, int) { bar.step() },
 		})
 		if run != p {
@@ -196,6 +196,9 @@ func (c *runCmd) runSeeds(e *env, l *loaded, prov provider.Entry, p nic.Provider
 		}
 		if err != nil {
 			bar.abort()
+			if e.ctx.Err() != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
+				return nil, context.Cause(e.ctx)
+			}
 			c.reportFailure(e, l, plan, rep, err, seed)
 			break
 		}
