@@ -771,7 +771,12 @@ func (q *QP) flush() {
 		}
 		e := q.sq.at(d.idx)
 		if q.failed {
-			e.pending, e.status = 0, nic.StatusFlushError
+			if d.half {
+				e.pending-- // only the message never goes: the write that went still completes
+			} else {
+				e.pending = 0
+			}
+			e.status = nic.StatusFlushError
 			continue
 		}
 		if r := q.issueSend(d); r == -C.FI_EAGAIN {
