@@ -10,7 +10,6 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/budget"
-	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/elaborate"
 	"github.com/coredag/coredag/planset"
@@ -35,23 +34,7 @@ func OpenSet(path string) (s *Set, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrArg, err)
 	}
-	check := func(file string, ranks int64, params []string) ([]ir.Expect, error) {
-		ps, err := elaborate.ParseParams(params)
-		if err != nil {
-			return nil, err
-		}
-		ps["ranks"] = ranks
-		src, err := dsl.ReadFile(file)
-		if err != nil {
-			return nil, err
-		}
-		g, err := planner.Load(file, src, ps, planner.Options{Elaborate: elaborate.Within(b)})
-		if err != nil {
-			return nil, err
-		}
-		return g.Expects, nil
-	}
-	ps, _, err := planset.Load(path, check)
+	ps, _, err := planset.Load(path, planner.SetPlanExpects(planner.Options{Elaborate: elaborate.Within(b)}))
 	if err != nil {
 		var l diag.List
 		if errors.As(err, &l) {

@@ -6,9 +6,33 @@ import (
 	"math"
 	"strings"
 
+	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner/elaborate"
 )
+
+// SetPlanExpects returns a planset.Checker: it loads a set's plan file (at most dsl.MaxSource)
+// with its line's params at a world size, checked as Load checks it under opts, and returns its
+// postconditions.
+func SetPlanExpects(opts Options) func(path string, ranks int64, params []string) ([]ir.Expect, error) {
+	return func(path string, ranks int64, params []string) ([]ir.Expect, error) {
+		ps, err := elaborate.ParseParams(params)
+		if err != nil {
+			return nil, err
+		}
+		ps["ranks"] = ranks
+		src, err := dsl.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		g, err := Load(path, src, ps, opts)
+		if err != nil {
+			return nil, err
+		}
+		return g.Expects, nil
+	}
+}
 
 // SizeParam works out the value of param sp at which the plan in filename moves a message of
 // size bytes on one rank (ir.Graph.MessageBytes), its other params as given. The plan is

@@ -30,22 +30,7 @@ type selectCmd struct {
 
 // planChecker loads a set's plan at a world size with its params, checked as coredag check
 // does, and returns its postconditions.
-func planChecker(path string, ranks int64, params []string) ([]ir.Expect, error) {
-	ps, err := elaborate.ParseParams(params)
-	if err != nil {
-		return nil, err
-	}
-	ps["ranks"] = ranks
-	src, err := dsl.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	g, err := planner.Load(path, src, ps, planner.Options{})
-	if err != nil {
-		return nil, err
-	}
-	return g.Expects, nil
-}
+var planChecker = planner.SetPlanExpects(planner.Options{})
 
 // loadSet loads and checks a set, printing its diagnostics.
 func loadSet(e *env, path string) (*planset.Set, error) {
