@@ -61,6 +61,7 @@ var rules = []rule{
 	{pkg: "simgrid", only: []string{"ir", "predict", "wait", "diag", "internal/decimal", "internal/minheap"}, why: "the SimGrid run reads a Graph and the cost model's figures"},
 	{pkg: "planset", only: []string{"ir", "wait", "diag", "internal/decimal", "internal/intlit"}, why: "a plan set is read and checked through the caller's front end"},
 	{pkg: "internal/atomicfile", forbid: layers, why: "a utility"},
+	{pkg: "internal/boundedio", only: []string{}, why: "a utility"},
 	{pkg: "internal/budget", forbid: layers, why: "a utility"},
 	{pkg: "internal/english", forbid: layers, why: "a utility"},
 	{pkg: "internal/intlit", forbid: layers, why: "a utility"},
