@@ -1,9 +1,12 @@
 package dsl
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/coredag/coredag/internal/boundedio"
 )
 
 // MaxSource is the largest plan text coredag reads, in bytes. Parsing takes about a kilobyte
@@ -14,12 +17,13 @@ const MaxSource = 16 << 20
 // ReadSource reads plan text from r, named name in its error, and refuses more than MaxSource
 // bytes: a device such as /dev/zero never ends.
 func ReadSource(r io.Reader, name string) ([]byte, error) {
-	src, err := io.ReadAll(io.LimitReader(r, MaxSource+1))
-	if err != nil {
+	src, err := boundedio.ReadAll(r, MaxSource)
+	var big *boundedio.TooLargeError
+	switch {
+	case errors.As(err, &big):
+		return nil, fmt.Errorf("%s: %w: a plan file may be at most %s", name, err, big.LimitText())
+	case err != nil:
 		return nil, fmt.Errorf("%s: %v", name, err)
-	}
-	if len(src) > MaxSource {
-		return nil, fmt.Errorf("%s: larger than 16 MiB: a plan file may be at most 16 MiB", name)
 	}
 	return src, nil
 }

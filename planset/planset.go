@@ -23,9 +23,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -33,6 +31,7 @@ import (
 	"unicode"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/boundedio"
 	"github.com/coredag/coredag/internal/intlit"
 	"github.com/coredag/coredag/ir"
 )
@@ -501,17 +500,13 @@ const MaxSize = 1 << 20
 
 // Load reads, parses and checks a set file.
 func Load(path string, check Checker) (*Set, []byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
+	src, err := boundedio.ReadFile(path, MaxSize)
+	var big *boundedio.TooLargeError
+	switch {
+	case errors.As(err, &big):
+		return nil, nil, fmt.Errorf("%s: %w: a plan set may be at most %s", path, err, big.LimitText())
+	case err != nil:
 		return nil, nil, err
-	}
-	defer f.Close()
-	src, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(src) > MaxSize {
-		return nil, nil, fmt.Errorf("%s: larger than 1 MiB: a plan set may be at most 1 MiB", path)
 	}
 	s, err := Parse(path, src)
 	if err != nil {

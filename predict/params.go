@@ -14,10 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
 	"strings"
+
+	"github.com/coredag/coredag/internal/boundedio"
 )
 
 // Params are the machine figures the model runs on, in nanoseconds (and nanoseconds per byte).
@@ -109,17 +109,12 @@ const maxParamsFile = 1 << 20
 // ReadParams reads a parameter file written by calibrate (or by hand). Unknown fields and bad
 // figures are errors naming the file, and so is a file past 1 MiB.
 func ReadParams(path string) (Params, error) {
-	f, err := os.Open(path)
-	if err != nil {
+	b, err := boundedio.ReadFile(path, maxParamsFile)
+	switch {
+	case errors.As(err, new(*boundedio.TooLargeError)):
+		return Params{}, fmt.Errorf("%s: %w: not a parameter file", path, err)
+	case err != nil:
 		return Params{}, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxParamsFile+1))
-	if err != nil {
-		return Params{}, err
-	}
-	if len(b) > maxParamsFile {
-		return Params{}, fmt.Errorf("%s: larger than 1 MiB: not a parameter file", path)
 	}
 	return ParseParams(path, b)
 }

@@ -6,10 +6,11 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/coredag/coredag/internal/boundedio"
 )
 
 // The job secret. Every rank of a job holds the same secret; the handshake (wire.go) proves in
@@ -124,12 +125,13 @@ func readSecretFile(path string) ([]byte, error) {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("job secret file %s has mode %04o: other users may read or change it; chmod 600 %s", path, perm, path)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
-	if err != nil {
+	b, err := boundedio.ReadAll(f, maxSecretFile)
+	var big *boundedio.TooLargeError
+	switch {
+	case errors.As(err, &big):
+		return nil, fmt.Errorf("job secret file %s is larger than %d bytes: a job secret is a short key", path, big.Limit)
+	case err != nil:
 		return nil, fmt.Errorf("job secret file: %v", err)
-	}
-	if len(b) > maxSecretFile {
-		return nil, fmt.Errorf("job secret file %s is larger than %d bytes: a job secret is a short key", path, maxSecretFile)
 	}
 	b = []byte(strings.TrimRight(string(b), "\r\n"))
 	return b, nil
