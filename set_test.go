@@ -122,6 +122,9 @@ func TestOpenSetSizeParam(t *testing.T) {
 	assert.ErrorContains(t, err, "ring_allreduce.dag moves 16 B per unit of n with these params (ranks 4): a message of 4104 B is not a multiple of it; pad it to 4112 B; or set n in the params")
 	_, err = s.Open(4, 4, Options{})
 	assert.ErrorContains(t, err, "pad it to 8 B")
+	_, err = s.Open(0, 4, Options{})
+	assert.ErrorIs(t, err, ErrArg)
+	assert.ErrorContains(t, err, "a message of 0 B holds no unit of it; pad it to 8 B")
 	// The caller's n wins, as does a line's.
 	p, err := s.Open(4104, 4, Options{Params: map[string]int64{"n": 2}})
 	require.NoError(t, err)

@@ -88,8 +88,12 @@ func SizeParam(filename string, src []byte, sp string, size int64, params map[st
 		if q := size / unit; q+1 <= math.MaxInt64/unit {
 			pad = fmt.Sprintf("pad it to %d B", (q+1)*unit)
 		}
-		return 0, false, fmt.Errorf("%s moves %d B per unit of %s with these params (ranks %d): a message of %d B is not a multiple of it; %s",
-			filename, unit, sp, params["ranks"], size, pad)
+		what := "is not a multiple of it" // 0 B is one, but it would set sp to 0, never probed
+		if size == 0 {
+			what = "holds no unit of it"
+		}
+		return 0, false, fmt.Errorf("%s moves %d B per unit of %s with these params (ranks %d): a message of %d B %s; %s",
+			filename, unit, sp, params["ranks"], size, what, pad)
 	}
 	return size / unit, true, nil
 }

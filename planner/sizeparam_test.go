@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -26,6 +27,10 @@ func TestSizeParam(t *testing.T) {
 	assert.EqualError(t, err, "p.dag moves 12 B per unit of n with these params (ranks 2): a message of 100 B is not a multiple of it; pad it to 108 B")
 	_, _, err = SizeParam("p.dag", plan("k * n"), "n", math.MaxInt64, ps, elaborate.Options{}) // the next multiple overflows
 	assert.ErrorContains(t, err, "is not a multiple of it; no multiple of it that large is a size")
+	_, _, err = SizeParam("p.dag", plan("k * n"), "n", 0, ps, elaborate.Options{})
+	assert.EqualError(t, err, "p.dag moves 12 B per unit of n with these params (ranks 2): a message of 0 B holds no unit of it; pad it to 12 B")
+	_, _, err = SizeParam("p.dag", plan("k * n"), "n", 4, ps, elaborate.Options{})
+	assert.ErrorContains(t, err, "a message of 4 B is not a multiple of it; pad it to 12 B")
 	_, _, err = SizeParam("p.dag", plan("n + 4"), "n", 100, ps, elaborate.Options{})
 	assert.EqualError(t, err, "p.dag: its message (20 B at n = 1, 24 B at n = 2) does not grow in proportion to n")
 	_, ok, err = SizeParam("p.dag", plan("k * n"), "count", 96, ps, elaborate.Options{})
@@ -43,4 +48,19 @@ func TestSizeParamAsserted(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Equal(t, int64(1<<18), n)
+}
+
+// The last multiples below 2^63-1 are sizes: the quotient, and the padding up to one, do not
+// overflow.
+func TestSizeParamNearMaxInt(t *testing.T) {
+	src := []byte("plan p\nparam n = 4\nbuffer data f32[3 * n] extern\n") // 12 B per n
+	last := int64(math.MaxInt64) / 12 * 12
+	n, ok, err := SizeParam("p.dag", src, "n", last, nil, elaborate.Options{})
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, last/12, n)
+	_, _, err = SizeParam("p.dag", src, "n", last-1, nil, elaborate.Options{})
+	assert.ErrorContains(t, err, fmt.Sprintf("a message of %d B is not a multiple of it; pad it to %d B", last-1, last))
+	_, _, err = SizeParam("p.dag", src, "n", last+1, nil, elaborate.Options{})
+	assert.ErrorContains(t, err, "no multiple of it that large is a size")
 }
