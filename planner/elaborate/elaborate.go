@@ -605,7 +605,8 @@ func (el *elaborator) loop(st *dsl.ForStmt, at *stmtCode, s *scope) {
 		el.skipped(st.Body)
 		return
 	}
-	if tripCount(from, to, step) > MaxIterations-el.iters { // fail now, not after the iterations
+	trips := tripCount(from, to, step)
+	if trips > el.itersLeft() { // fail now, not after the iterations
 		el.errorf(phaseNames, diag.Limit, st.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
 		el.truncated = true
 		el.skipped(st.Body)
@@ -615,7 +616,7 @@ func (el *elaborator) loop(st *dsl.ForStmt, at *stmtCode, s *scope) {
 	defer el.release(body)
 	k := len(el.loops)
 	steps := el.work.steps()
-	el.loops = append(el.loops, loopRun{st: st, trips: tripCount(from, to, step), start: steps, passStart: steps})
+	el.loops = append(el.loops, loopRun{st: st, trips: int64(trips), start: steps, passStart: steps})
 	defer func() { el.loops = el.loops[:k] }()
 	for v := from; v < to && !el.truncated; v += step {
 		if el.iters++; el.iters > MaxIterations {

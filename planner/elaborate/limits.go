@@ -232,7 +232,7 @@ func (c *opCounter) block(stmts []dsl.Stmt, s *scope, unknown map[string]bool) (
 // loop counts the ops of a loop over from .. to: a pass counted without the variable's value,
 // times the trips when that count is exact, else pass by pass.
 func (c *opCounter) loop(st *dsl.ForStmt, from, to, step int64, s *scope, unknown map[string]bool) (int64, bool) {
-	trips := tripCount(from, to, step)
+	trips := int64(min(tripCount(from, to, step), math.MaxInt64)) // a lower bound, like the count
 	if trips == 0 {
 		return 0, true
 	}
@@ -269,15 +269,19 @@ func (c *opCounter) loop(st *dsl.ForStmt, from, to, step int64, s *scope, unknow
 	return max(n, total), exact
 }
 
-// tripCount is how many times `for v in from .. to step step` runs (step > 0), or math.MaxInt64
-// when that does not fit.
-func tripCount(from, to, step int64) int64 {
+// tripCount is how many times `for v in from .. to step step` runs (step > 0): the values from,
+// from + step, ... below to. It is exact for every from, to and step, as it counts in uint64:
+// to - 1 - from (how far the greatest value below to is from from) fits in it whatever the
+// bounds, and so does the count (at most 2**64 - 1, the whole range of int64 by 1). An int64
+// does not hold them: the whole range by 2**63 - 1 is 3 passes, though its span overflows.
+func tripCount(from, to, step int64) uint64 {
 	if to <= from {
 		return 0
 	}
-	span := uint64(to) - uint64(from)
-	if span > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return (int64(span)-1)/step + 1
+	return (uint64(to)-uint64(from)-1)/uint64(step) + 1
+}
+
+// itersLeft is how many more loop iterations the plan may run (MaxIterations over all ranks).
+func (el *elaborator) itersLeft() uint64 {
+	return uint64(max(0, MaxIterations-el.iters))
 }

@@ -1,6 +1,8 @@
 package elaborate
 
 import (
+	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/internal/race"
+	"github.com/coredag/coredag/ir"
 )
 
 // TestLoopOpsFailFast: a loop that would make more ops than the limit fails before it runs, at
@@ -135,4 +138,129 @@ func TestEdgesRefusedByBudget(t *testing.T) {
 	g, err := Elaborate(f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
 	require.NoError(t, err)
 	assert.Len(t, g.Edges, 2*400*400)
+}
+
+// The int64 extremes, as a plan writes them (2 ** 63 overflows, so the least is written as a
+// difference).
+const (
+	minInt = "(-9223372036854775807 - 1)"
+	maxInt = "9223372036854775807"
+)
+
+// TestTripCountExtremes: the pass count of `for v in from .. to step step` is exact for every
+// int64 bound and step, whether or not to - from fits in an int64.
+func TestTripCountExtremes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		from, to, step int64
+		want           uint64
+	}{
+		{0, 10, 1, 10},
+		{0, 10, 3, 4},
+		{0, 9, 3, 3},
+		{math.MinInt64, math.MaxInt64, 1, math.MaxUint64},
+		{math.MinInt64, math.MaxInt64, 2, 1 << 63},
+		{math.MinInt64, math.MaxInt64, math.MaxInt64, 3}, // MinInt64, -1, MaxInt64 - 1
+		{math.MinInt64, math.MaxInt64, 1 << 62, 4},
+		{math.MinInt64, 0, 1, 1 << 63},
+		{math.MinInt64, 0, math.MaxInt64, 2},
+		{-1, math.MaxInt64, math.MaxInt64, 2},
+		{0, math.MaxInt64, 1, math.MaxInt64},
+		{0, math.MaxInt64, math.MaxInt64, 1},
+		{math.MaxInt64 - 1, math.MaxInt64, math.MaxInt64, 1},
+		{math.MinInt64, math.MinInt64 + 1, math.MaxInt64, 1},
+		// empty ranges
+		{math.MaxInt64, math.MinInt64, 1, 0},
+		{math.MaxInt64, math.MaxInt64, 1, 0},
+		{math.MinInt64, math.MinInt64, math.MaxInt64, 0},
+		{5, 5, 1, 0},
+	} {
+		// the count the loops run, stepping as they do (values that would pass MaxInt64 end it)
+		if tc.want <= 10 {
+			var n uint64
+			for v := tc.from; v < tc.to; v += tc.step {
+				n++
+				if v > math.MaxInt64-tc.step {
+					break
+				}
+			}
+			require.Equal(t, tc.want, n, "%d .. %d step %d, stepped", tc.from, tc.to, tc.step)
+		}
+		assert.Equal(t, tc.want, tripCount(tc.from, tc.to, tc.step), "%d .. %d step %d", tc.from, tc.to, tc.step)
+	}
+}
+
+// TestLoopsAtTheExtremes: loops, table loops and list loops over int64's extremes run their
+// passes, or are refused by the limit they pass, with its message: a span that overflows int64
+// is no reason to refuse a loop of 3 passes.
+func TestLoopsAtTheExtremes(t *testing.T) {
+	t.Parallel()
+	whole := minInt + " .. " + maxInt
+	for _, tc := range []struct {
+		name, body string
+		ops        []string // the ops made, when the plan elaborates
+		want       string   // else the error
+	}{
+		{"whole range by MaxInt64", "for i in " + whole + " step " + maxInt + " { op x[i] = nop }",
+			[]string{"x[-9223372036854775808]", "x[-1]", "x[9223372036854775806]"}, ""},
+		{"whole range by 2**62", "for i in " + whole + " step 2 ** 62 { op x[i / 2 ** 62] = nop }",
+			[]string{"x[-2]", "x[-1]", "x[0]", "x[1]"}, ""},
+		{"up to MaxInt64 by MaxInt64", "for i in -1 .. " + maxInt + " step " + maxInt + " { op x[i] = nop }",
+			[]string{"x[-1]", "x[9223372036854775806]"}, ""},
+		{"last value below MaxInt64", "for i in " + maxInt + " - 1 .. " + maxInt + " { op x[i] = nop }",
+			[]string{"x[9223372036854775806]"}, ""},
+		{"from MinInt64", "for i in " + minInt + " .. " + minInt + " + 2 { op x[i] = nop }",
+			[]string{"x[-9223372036854775808]", "x[-9223372036854775807]"}, ""},
+		{"empty: MaxInt64 .. MinInt64", "for i in " + maxInt + " .. " + minInt + " { op x[i] = nop }\nop y = nop",
+			[]string{"y"}, ""},
+		{"empty: MaxInt64 .. MaxInt64", "for i in " + maxInt + " .. " + maxInt + " step " + maxInt + " { op x[i] = nop }\nop y = nop",
+			[]string{"y"}, ""},
+		{"table over the whole range by MaxInt64", "let t = [i for i in " + whole + " step " + maxInt + "]\n" +
+			"assert len(t) == 3 && t[0] == " + minInt + " && t[1] == -1 && t[2] == " + maxInt + " - 1\nop y = nop",
+			[]string{"y"}, ""},
+		{"list over the whole range by MaxInt64", // a[0:1], a[1:2], a[3:4]: as long as b
+			"buffer a u64[4]\nbuffer b u64[3]\nop c = copy {a[i / 2 ** 62 + 2 : i / 2 ** 62 + 3] for i in " + whole + " step " + maxInt + "} to b",
+			[]string{"c a[0]", "c a[1]", "c a[3]", "c"}, ""}, // one copy per slice, then their join
+
+		{"whole range by 1", "for i in " + whole + " { op x[i] = nop }", nil,
+			"2:1: the plan has more than 1000 ops over all its ranks (this loop alone makes at least 9223372036854775807)"},
+		{"whole range by 1, no ops", "for i in " + whole + " { let k = i }", nil,
+			"2:1: the plan runs more than 16777216 loop iterations: is a bound wrong?"},
+		{"table over the whole range by 1", "let t = [i for i in " + whole + "]", nil,
+			"2:9: the loop of this table runs 18446744073709551615 passes: tables hold at most 1048576 elements"},
+		{"table over the whole range by 2", "let t = [i for i in " + whole + " step 2]", nil,
+			"2:9: the loop of this table runs 9223372036854775808 passes: tables hold at most 1048576 elements"},
+		{"list over the whole range by 1", "buffer a u64[4]\nop c = copy {a[0:0] for i in " + whole + "} to a[0:0]", nil,
+			"3:13: the plan runs more than 16777216 loop iterations: is a bound wrong?"},
+		{"negative step", "for i in " + maxInt + " .. " + minInt + " step -1 { op x[i] = nop }", nil,
+			"2:" + fmt.Sprint(len("for i in "+maxInt+" .. "+minInt+" step ")+1) + ": for step -1: the step must be positive"},
+		{"least step", "for i in 0 .. 1 step " + minInt + " { op x[i] = nop }", nil,
+			"for step -9223372036854775808: the step must be positive"},
+		{"table with a negative step", "let t = [i for i in 0 .. 1 step " + minInt + "]", nil,
+			"for step -9223372036854775808: the step must be positive"},
+		{"list with a negative step", "buffer a u64[4]\nop c = copy {a[0:0] for i in 0 .. 1 step -1} to a[0:0]", nil,
+			"for step -1: the step must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := elaborateWith(t, "plan p\n"+tc.body+"\n", nil, Options{MaxOps: 1000})
+			if tc.want != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.want)
+				return
+			}
+			require.NoError(t, err)
+			var names []string
+			for i := range g.Ops {
+				op := &g.Ops[i]
+				switch {
+				case op.Rank != 0:
+				case op.Kind == ir.OpCopy:
+					names = append(names, op.Name+" "+g.SliceString(op.Src))
+				default:
+					names = append(names, op.Name)
+				}
+			}
+			assert.Equal(t, tc.ops, names)
+		})
+	}
 }

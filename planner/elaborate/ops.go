@@ -230,7 +230,7 @@ func (el *elaborator) listItem(sl *dsl.Slice, s *scope, ok bool) bool {
 	if !ok1 || !ok2 || !ok3 {
 		return false
 	}
-	if tripCount(from, to, step) > MaxIterations-el.iters {
+	if tripCount(from, to, step) > el.itersLeft() {
 		el.errorf(phaseNames, diag.Limit, sl.Pos(), "the plan runs more than %d loop iterations: is a bound wrong?", MaxIterations)
 		return false
 	}
