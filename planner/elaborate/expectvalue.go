@@ -46,6 +46,10 @@ func (el *elaborator) expectValue(st *dsl.ExpectStmt) {
 		if !ok {
 			return
 		}
+		if v < 0 || v >= buf.Count { // before v + 1, which overflows for the greatest index
+			el.globalErrorf(phaseShapes, diag.Shape, sl.Lo.Pos(), "expect: index %d is out of range for %s (%d elements: 0..%d)", v, buf.Name, buf.Count, buf.Count-1)
+			return
+		}
 		e.Lo, e.Hi = v, v+1
 	case dsl.SliceRange:
 		lo, ok1 := eval(sl.Lo)
