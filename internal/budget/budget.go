@@ -109,6 +109,30 @@ func Parse(s string) (int64, error) {
 	return n, nil
 }
 
+// Setting says how to ask for a budget of n bytes, for a hint: "--mem 18KiB", or
+// "COREDAG_MEM=18KiB" when b comes from the environment, n written as Parse reads it, in the
+// largest unit that divides it. It is "" when b was lowered for the address-space limit (Asked),
+// which a larger figure does not lift.
+func (b Budget) Setting(n int64) string {
+	if b.Asked > 0 {
+		return ""
+	}
+	v := strconv.FormatInt(n, 10)
+	for _, u := range []struct {
+		unit  string
+		bytes int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n > 0 && n%u.bytes == 0 {
+			v = strconv.FormatInt(n/u.bytes, 10) + u.unit
+			break
+		}
+	}
+	if b.From == EnvVar {
+		return EnvVar + "=" + v
+	}
+	return "--mem " + v
+}
+
 // Format prints n bytes with a binary unit and at most three significant digits: "512 bytes",
 // "4 KiB", "1.5 GiB", "32 GiB". Saturated figures (math.MaxInt64, see Mul) print as
 // "more than 8 EiB".

@@ -95,6 +95,24 @@ func TestFormat(t *testing.T) {
 	}
 }
 
+// TestSetting: a hint's figure is written as --mem and COREDAG_MEM read it, back to the bytes.
+func TestSetting(t *testing.T) {
+	t.Parallel()
+	flag := Budget{Bytes: 1, From: "--mem"}
+	for n, want := range map[int64]string{
+		1: "--mem 1", 2047: "--mem 2047", 2048: "--mem 2KiB", 18 << 10: "--mem 18KiB", 3 << 20: "--mem 3MiB",
+		1<<30 + 1<<10: "--mem 1048577KiB", 5 << 40: "--mem 5TiB", math.MaxInt64: "--mem 9223372036854775807",
+	} {
+		assert.Equal(t, want, flag.Setting(n), "%d", n)
+		v, err := Parse(want[len("--mem "):])
+		require.NoError(t, err, want)
+		assert.Equal(t, n, v, want)
+	}
+	assert.Equal(t, "COREDAG_MEM=2KiB", Budget{Bytes: 1, From: EnvVar}.Setting(2048))
+	assert.Equal(t, "--mem 2KiB", Budget{Bytes: 1, From: "80% of what MemAvailable leaves"}.Setting(2048), "the machine's figure: the flag sets another")
+	assert.Empty(t, Budget{Bytes: 1, From: "--mem", Asked: 1 << 30}.Setting(2048), "lowered for ulimit -v: a larger figure does not help")
+}
+
 func TestSaturatingArithmetic(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, int64(12), Mul(3, 4))
