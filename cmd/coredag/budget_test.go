@@ -144,10 +144,10 @@ func TestRunDefaultBudget(t *testing.T) {
 	assert.True(t, strings.HasPrefix(out, "PASS plans/ring_allreduce.dag"), out)
 
 	// The op limit the budget sets is a refusal for the budget: exit 2, as for the buffers.
-	code, out = capped(t, "", nil, "run", "--mem", "1KiB", "plans/ring_allreduce.dag")
+	code, out = capped(t, "", nil, "run", "--mem", "4KiB", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, out)
-	assert.Equal(t, "coredag: plans/ring_allreduce.dag:30:1: the plan has more than 1 ops over all its ranks (this loop alone makes at least 9), "+
-		"and a plan takes about 2 KiB per op to check, compile and run; the memory budget is 1 KiB (set with --mem): "+
+	assert.Equal(t, "coredag: plans/ring_allreduce.dag:30:1: the plan has more than 2 ops over all its ranks (this loop alone makes at least 9), "+
+		"and a plan takes about 2 KiB per op to check, compile and run; the memory budget is 4 KiB (set with --mem): "+
 		"is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size", firstLine(out))
 
 	code, out = capped(t, "", []string{"COREDAG_MEM=1MiB"}, "run", "-p", "n=64KiB", "plans/ring_allreduce.dag")
@@ -160,6 +160,45 @@ func TestRunDefaultBudget(t *testing.T) {
 		assert.Equal(t, exitUsage, code, out)
 		assert.Contains(t, firstLine(out), "coredag: --mem "+bad+": ")
 	}
+}
+
+// TestMemFlagExtremes: --mem below one op says so, with the least --mem that holds one op
+// and the loop's ops; one op's worth counts it in the singular; 0, negative, malformed and
+// overflowing figures are usage errors that say what to write; the largest int64 works.
+func TestMemFlagExtremes(t *testing.T) {
+	t.Parallel()
+	plan := "plans/ring_allreduce.dag"
+	for _, tc := range []struct {
+		mem  string
+		code int
+		want string
+	}{
+		{"1", exitUsage, "coredag: plans/ring_allreduce.dag:30:1: the memory budget is too small for even one op: a plan takes about 2 KiB per op to check, compile and run " +
+			"(this loop alone makes at least 9); the memory budget is 1 byte (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 18 KiB (--mem 18KiB)"},
+		{"1KiB", exitUsage, "coredag: plans/ring_allreduce.dag:30:1: the memory budget is too small for even one op: a plan takes about 2 KiB per op to check, compile and run " +
+			"(this loop alone makes at least 9); the memory budget is 1 KiB (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 18 KiB (--mem 18KiB)"},
+		{"2047", exitUsage, "coredag: plans/ring_allreduce.dag:30:1: the memory budget, 2047 bytes, is too small for even one op: a plan takes about 2 KiB per op to check, compile and run " +
+			"(this loop alone makes at least 9); the memory budget is 2 KiB (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 18 KiB (--mem 18KiB)"},
+		{"2KiB", exitUsage, "coredag: plans/ring_allreduce.dag:30:1: the plan has more than 1 op over all its ranks (this loop alone makes at least 9), " +
+			"and a plan takes about 2 KiB per op to check, compile and run; the memory budget is 2 KiB (set with --mem): " +
+			"is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size"},
+		{"0", exitUsage, "coredag: --mem 0: the memory budget must be positive (write a size such as 8GiB or 512MiB)"},
+		{"-1", exitUsage, "coredag: --mem -1: the memory budget must be positive (write a size such as 8GiB or 512MiB)"},
+		{"-1GiB", exitUsage, "coredag: --mem -1GiB: the memory budget must be positive (write a size such as 8GiB or 512MiB)"},
+		{"1.5GiB", exitUsage, "coredag: --mem 1.5GiB: invalid integer literal \"1.5GiB\": unexpected '.'"},
+		{"9223372036854775808", exitUsage, "coredag: --mem 9223372036854775808: integer literal 9223372036854775808 overflows a 64-bit signed integer (largest is 9223372036854775807)"},
+		{"8388608TiB", exitUsage, "coredag: --mem 8388608TiB: integer literal 8388608TiB overflows a 64-bit signed integer"},
+		// The largest figure is lowered to what ulimit -v leaves, with a note, and works.
+		{"9223372036854775807", exitOK, "coredag: note: --mem asks for more than 8 EiB, more than the address-space limit (ulimit -v) leaves: the memory budget is "},
+	} {
+		code, out := capped(t, "", nil, "check", "--mem="+tc.mem, plan)
+		assert.Equal(t, tc.code, code, "--mem %s: %s", tc.mem, out)
+		assert.True(t, strings.HasPrefix(out, tc.want), "--mem %s: %s", tc.mem, firstLine(out))
+	}
+	// The environment variable is refused alike, and its hint names it.
+	code, out := capped(t, "", []string{"COREDAG_MEM=100"}, "check", plan)
+	assert.Equal(t, exitUsage, code, out)
+	assert.Contains(t, firstLine(out), "the memory budget is 100 bytes (set with COREDAG_MEM): one op needs at least 2 KiB (COREDAG_MEM=2KiB), this loop's ops at least 18 KiB (COREDAG_MEM=18KiB)")
 }
 
 // TestInputSizeLimit: files, devices and stdin are read up to 16 MiB; past that the command

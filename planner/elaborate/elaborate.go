@@ -601,7 +601,7 @@ func (el *elaborator) loop(st *dsl.ForStmt, at *stmtCode, s *scope) {
 	}
 	left := int64(el.opsLeft())
 	if n := el.loopOps(st, from, to, step, s, left); n > left {
-		el.tooManyOps(st.Pos(), fmt.Sprintf(" (this loop alone makes at least %d)", n))
+		el.tooManyOps(st.Pos(), n)
 		el.skipped(st.Body)
 		return
 	}
@@ -745,7 +745,7 @@ func (el *elaborator) op(st *dsl.OpStmt, at *stmtCode, s *scope) {
 	}
 	if !el.opRoom() {
 		unclaim(el, el.opIdx, r)
-		el.tooManyOps(st.Pos(), "")
+		el.tooManyOps(st.Pos(), 0)
 		return
 	}
 	op := ir.Op{Site: el.site(&r), Rank: int32(el.rank), Queue: ir.None, Src: ir.NoSlice, Dst: ir.NoSlice, Match: ir.None, Index: -1}

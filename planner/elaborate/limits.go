@@ -8,6 +8,7 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/budget"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -44,6 +45,10 @@ type Options struct {
 	// 0: one per CPU. The Graph does not depend on it.
 	Workers int
 
+	// noOps, set by Within when the budget is below BytesPerOp, makes the op limit 0, which
+	// MaxOps cannot say (0 there is no limit).
+	noOps bool
+
 	// Test hooks: with byIndexSet, the name tables keep at most maxByIndexLen entries
 	// (names.go); with parallelSet, parallelOps replaces the least plan size worth shards
 	// (parallel.go); noMemo turns the memos of def results off (funcs.go).
@@ -61,14 +66,17 @@ func Within(b budget.Budget) Options {
 	if b.Bytes <= 0 || n >= MaxOps {
 		return Options{Budget: b}
 	}
-	return Options{Budget: b, MaxOps: int(max(n, 1)), Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
+	return Options{Budget: b, MaxOps: int(n), noOps: n == 0, Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
 		budget.Format(BytesPerOp), budget.Format(b.Bytes), b.Source())}
 }
 
 // newElaborator returns an elaborator of f within opt's limits.
 func newElaborator(f *dsl.File, params map[string]int64, opt Options) *elaborator {
 	el := &elaborator{file: f, g: &ir.Graph{File: f.Name}, overrides: params, maxOps: MaxOps, countWork: maxCountWork, opt: opt}
-	if opt.MaxOps > 0 && opt.MaxOps < MaxOps {
+	switch {
+	case opt.noOps:
+		el.maxOps, el.whyMaxOps = 0, opt.Why
+	case opt.MaxOps > 0 && opt.MaxOps < MaxOps:
 		el.maxOps, el.whyMaxOps = opt.MaxOps, opt.Why
 	}
 	steps := int64(MaxSteps)
@@ -91,16 +99,18 @@ func elaborate(f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, bo
 	return el.g, sharded, nil
 }
 
-// tooManyOps reports that the plan passes the op limit, at pos. When the memory budget set the
-// limit (Within), that is a refusal for the budget (a *budget.Error, which the command reports
-// as it does a flag the machine cannot honour), not a mistake in the plan.
-func (el *elaborator) tooManyOps(pos diag.Pos, detail string) {
+// tooManyOps reports that the plan passes the op limit, at pos; loop, when positive, is the
+// least the loop at pos makes (loopOps). When the memory budget set the limit (Within), that is
+// a refusal for the budget (a *budget.Error, which the command reports as it does a flag the
+// machine cannot honour), not a mistake in the plan.
+func (el *elaborator) tooManyOps(pos diag.Pos, loop int64) {
+	detail := ""
+	if loop > 0 {
+		detail = fmt.Sprintf(" (this loop alone makes at least %d)", loop)
+	}
 	if el.whyMaxOps != "" && el.opt.Budget.Bytes > 0 {
 		if el.refusal == nil {
-			el.refusal = &budget.Error{Pos: pos, Need: budget.Mul(int64(el.maxOps)+1, BytesPerOp), Budget: el.opt.Budget,
-				What: fmt.Sprintf("the plan has more than %d ops over all its ranks%s, and a plan takes about %s per op to check, compile and run",
-					el.maxOps, detail, budget.Format(BytesPerOp)),
-				Hint: "is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size"}
+			el.refusal = el.opsRefusal(pos, loop, detail)
 		}
 		el.truncated = true
 		return
@@ -109,8 +119,43 @@ func (el *elaborator) tooManyOps(pos diag.Pos, detail string) {
 	if el.whyMaxOps != "" {
 		why = el.whyMaxOps
 	}
-	el.globalErrorf(phaseNames, diag.Limit, pos, "the plan has more than %d ops over all its ranks%s: %s", el.maxOps, detail, why)
+	el.globalErrorf(phaseNames, diag.Limit, pos, "the plan has more than %s over all its ranks%s: %s", english.Plural(el.maxOps, "op"), detail, why)
 	el.truncated = true
+}
+
+// opsRefusal is the refusal for the memory budget of the ops past the limit it sets, at pos.
+// A budget below BytesPerOp holds no op at all: the refusal then says so, with the least budget
+// that holds one and the least that holds the loop's ops, rather than that the plan has more
+// than 0 ops.
+func (el *elaborator) opsRefusal(pos diag.Pos, loop int64, detail string) *budget.Error {
+	b, per := el.opt.Budget, budget.Format(BytesPerOp)
+	if el.maxOps > 0 {
+		return &budget.Error{Pos: pos, Need: budget.Mul(int64(el.maxOps)+1, BytesPerOp), Budget: b,
+			What: fmt.Sprintf("the plan has more than %s over all its ranks%s, and a plan takes about %s per op to check, compile and run",
+				english.Plural(el.maxOps, "op"), detail, per),
+			Hint: "is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size"}
+	}
+	need := budget.Mul(max(loop, 1), BytesPerOp)
+	least := func(n int64) string {
+		if set := b.Setting(n); set != "" {
+			return fmt.Sprintf("at least %s (%s)", budget.Format(n), set)
+		}
+		return "at least " + budget.Format(n)
+	}
+	hint := "one op needs " + least(BytesPerOp)
+	switch {
+	case need == math.MaxInt64: // no budget holds the loop
+		hint += "; is a loop bound or the rank count wrong?"
+	case loop > 1:
+		hint += ", this loop's ops " + least(need)
+	}
+	exact := "" // Format rounds 2047 bytes to 2 KiB, which would read as enough
+	if b.Bytes > 1<<10 && b.Bytes%(1<<10) != 0 {
+		exact = fmt.Sprintf(", %d bytes,", b.Bytes)
+	}
+	return &budget.Error{Pos: pos, Need: need, Budget: b,
+		What: fmt.Sprintf("the memory budget%s is too small for even one op: a plan takes about %s per op to check, compile and run%s", exact, per, detail),
+		Hint: hint}
 }
 
 // room reports whether an array of n elements of size bytes each, which the Graph would hold

@@ -93,6 +93,54 @@ func TestLimitsFromBudget(t *testing.T) {
 		"the memory budget is 50 KiB (set with --mem): is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size", be.Message())
 }
 
+// TestBudgetBelowOneOp: a memory budget that holds no op (less than BytesPerOp) refuses the
+// first op in terms of the budget, with the least budgets that hold one op and the loop's ops,
+// not as "more than 1 ops"; the limits above it count ops in good English.
+func TestBudgetBelowOneOp(t *testing.T) {
+	t.Parallel()
+	within := func(bytes int64, from string) Options { return Within(budget.Budget{Bytes: bytes, From: from}) }
+	loop := "plan p\nparam ranks = 4\nfor i in 0 .. 10 { op x[i] = nop }\n"
+	for _, tc := range []struct {
+		name, src string
+		opt       Options
+		want      string
+	}{
+		{"one byte", loop, within(1, "--mem"),
+			"t.dag:3:1: the memory budget is too small for even one op: a plan takes about 2 KiB per op to check, compile and run (this loop alone makes at least 10); " +
+				"the memory budget is 1 byte (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 20 KiB (--mem 20KiB)"},
+		{"a byte short of one op", loop, within(BytesPerOp-1, "--mem"),
+			"t.dag:3:1: the memory budget, 2047 bytes, is too small for even one op: a plan takes about 2 KiB per op to check, compile and run (this loop alone makes at least 10); " +
+				"the memory budget is 2 KiB (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 20 KiB (--mem 20KiB)"},
+		{"from the environment", "plan p\nop x = nop\n", within(100, budget.EnvVar),
+			"t.dag:2:1: the memory budget is too small for even one op: a plan takes about 2 KiB per op to check, compile and run; " +
+				"the memory budget is 100 bytes (set with COREDAG_MEM): one op needs at least 2 KiB (COREDAG_MEM=2KiB)"},
+		{"a loop no budget holds", "plan p\nfor i in 0 .. 10**18 { op x[i] = nop }\n", within(1, "--mem"),
+			"t.dag:2:1: the memory budget is too small for even one op: a plan takes about 2 KiB per op to check, compile and run (this loop alone makes at least 1000000000000000000); " +
+				"the memory budget is 1 byte (set with --mem): one op needs at least 2 KiB (--mem 2KiB); is a loop bound or the rank count wrong?"},
+		{"room for exactly one op", loop, within(BytesPerOp, "--mem"),
+			"t.dag:3:1: the plan has more than 1 op over all its ranks (this loop alone makes at least 10), and a plan takes about 2 KiB per op to check, compile and run; " +
+				"the memory budget is 2 KiB (set with --mem): is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size"},
+		{"a limit of one op without a budget", loop, Options{MaxOps: 1},
+			"t.dag:3:1: the plan has more than 1 op over all its ranks (this loop alone makes at least 10): is a loop bound or the rank count wrong?"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := elaborateWith(t, tc.src, nil, tc.opt)
+			require.Error(t, err)
+			assert.Equal(t, tc.want, err.Error())
+		})
+	}
+
+	// A plan without ops needs no room for one.
+	g, err := elaborateWith(t, "plan p\nbuffer a u8[1]\n", nil, within(1, "--mem"))
+	require.NoError(t, err)
+	assert.Empty(t, g.Ops)
+	// The refusal's figure is what the ops known need.
+	_, err = elaborateWith(t, loop, nil, within(1, "--mem"))
+	var be *budget.Error
+	require.ErrorAs(t, err, &be)
+	assert.EqualValues(t, 10*BytesPerOp, be.Need)
+}
+
 // TestEdgesSizedForRanksThatFit: rank 0 sizes the edge array for the ranks to come only as far
 // as the op limit leaves room: the ring allreduce at 4096 ranks, past the limit, used to size it
 // for all 4096 (1.3 GB, "fatal error: out of memory" under ulimit -v 2000000) before the limit

@@ -103,7 +103,7 @@ func (el *elaborator) opList(st *dsl.OpStmt, at *stmtCode, s *scope, r ref) {
 	for _, i := range pairs {
 		if !el.opRoom() {
 			unclaim(el, el.opIdx, r)
-			el.tooManyOps(st.Pos(), "")
+			el.tooManyOps(st.Pos(), 0)
 			return
 		}
 		id := el.nextOp()
@@ -115,7 +115,7 @@ func (el *elaborator) opList(st *dsl.OpStmt, at *stmtCode, s *scope, r ref) {
 	}
 	if !el.opRoom() {
 		unclaim(el, el.opIdx, r)
-		el.tooManyOps(st.Pos(), "")
+		el.tooManyOps(st.Pos(), 0)
 		return
 	}
 	el.growOps()
