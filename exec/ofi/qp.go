@@ -38,6 +38,9 @@ type CQ struct {
 	cntrs  []*Counter // bound by BindCounter: each completion handed out raises them by one
 	fd     C.int      // the wait object's file descriptor (Provider.WaitSet), -1 if none
 	closed bool
+	// retired are slot arrays of closed endpoints that completions still to be read here may
+	// name (QP.Close), freed when the CQ closes.
+	retired []unsafe.Pointer
 }
 
 // CreateCQ opens a completion queue.
@@ -133,7 +136,22 @@ func (q *CQ) Close() error {
 	err := check("fi_close(cq)", C.ofi_close(&q.cq.fid))
 	C.free(unsafe.Pointer(&q.comps[0]))
 	q.comps = nil
+	for _, s := range q.retired {
+		C.free(s)
+	}
+	q.retired = nil
 	return err
+}
+
+// retire frees slot array s of a closed endpoint, or, if busy (a completion to be read from this
+// CQ may name one of its slots), keeps it until the CQ closes: Poll reads the slot of every
+// completion to find its endpoint.
+func (q *CQ) retire(s unsafe.Pointer, busy bool) {
+	if !busy || q.closed {
+		C.free(s)
+		return
+	}
+	q.retired = append(q.retired, s)
 }
 
 // status maps a libfabric error (positive FI_E* value) to a nic status.
@@ -440,7 +458,9 @@ func (q *QP) Connect(remote nic.QPInfo) error {
 	return nil
 }
 
-// Close closes the endpoint; completions still due from it are dropped.
+// Close closes the endpoint; completions still due from it are dropped. The CQs may still hold
+// completions of its requests, whose contexts are its slots: a side's slots are freed now if none
+// of its requests is outstanding, else when its CQ closes (CQ.retire).
 func (q *QP) Close() error {
 	if q.closed {
 		return nil
@@ -451,7 +471,10 @@ func (q *QP) Close() error {
 	if q.region != nil {
 		q.region.Close() // after fi_close removed the file: no sweep finds it unlocked meanwhile
 	}
-	q.free()
+	// txBusy counts the injected sends whose completion waits in the CQ's done list too.
+	q.scq.retire(unsafe.Pointer(q.sslots), q.txBusy > 0)
+	q.rcq.retire(unsafe.Pointer(q.rslots), q.rxBusy > 0)
+	q.sslots, q.rslots = nil, nil
 	if q.scratch != nil {
 		q.scratch.Close()
 	}
