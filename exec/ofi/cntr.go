@@ -185,11 +185,15 @@ func (c *Context) QueueCounterWork(trig *Counter, threshold uint64, target *Coun
 	if trig == nil || target == nil || trig.c != c || target.c != c || (done != nil && done.c != c) {
 		return nil, fmt.Errorf("ofi: deferred work on counters of another context: %w", nic.ErrWrongContext)
 	}
+	p, err := calloc(1, unsafe.Sizeof(C.ofi_cntr_work{}), fmt.Sprintf("rank %d: deferred counter work", c.rank))
+	if err != nil {
+		return nil, err
+	}
+	w := (*C.ofi_cntr_work)(p)
 	target.ext = true // libfabric runs the work: the counts move out of this side's sight
 	if done != nil {
 		done.ext = true
 	}
-	w := (*C.ofi_cntr_work)(C.calloc(1, C.size_t(unsafe.Sizeof(C.ofi_cntr_work{}))))
 	var dc *C.struct_fid_cntr
 	if done != nil {
 		dc = done.cntr

@@ -341,6 +341,17 @@ func (p *Provider) Close() error {
 
 func fiErr(r C.int) string { return fmt.Sprintf("%s (%d)", C.GoString(C.ofi_strerror(r)), int(r)) }
 
+// calloc is C.calloc with its NULL turned into an error that names what was being allocated: cgo
+// checks only C.malloc (and crashes the program on NULL), and a NULL here would become a
+// segmentation fault in the host process at its first use.
+func calloc(n int, size uintptr, what string) (unsafe.Pointer, error) {
+	p := C.calloc(C.size_t(n), C.size_t(size))
+	if p == nil {
+		return nil, fmt.Errorf("ofi: %s: calloc(%d, %d): %w", what, n, size, unix.ENOMEM)
+	}
+	return p, nil
+}
+
 func check(what string, r C.int) error {
 	if r == 0 {
 		return nil
@@ -385,7 +396,13 @@ func (p *Provider) OpenContext(rank int) (*Context, error) {
 	if r := C.ofi_domain(p.fabric, p.info, &c.dom, &c.av); r != 0 {
 		return nil, fmt.Errorf("ofi: rank %d: fi_domain: %s", rank, fiErr(r))
 	}
-	c.segBuf = (*C.ofi_seg)(C.calloc(C.OFI_MAX_IOV+1, C.size_t(unsafe.Sizeof(C.ofi_seg{}))))
+	segs, err := calloc(C.OFI_MAX_IOV+1, unsafe.Sizeof(C.ofi_seg{}), fmt.Sprintf("rank %d: the requests' segment array", rank))
+	if err != nil {
+		C.ofi_close(&c.av.fid)
+		C.ofi_close(&c.dom.fid)
+		return nil, err
+	}
+	c.segBuf = (*C.ofi_seg)(segs)
 	if p.ManualProgress() {
 		c.prog = &progEntry{}
 		if r := C.ofi_cntr_open(c.dom, &c.prog.cntr); r != 0 {

@@ -51,9 +51,13 @@ func (c *Context) CreateCQ(depth int) (nic.CQ, error) {
 	if depth <= 0 || depth > c.p.caps.MaxCQDepth {
 		return nil, fmt.Errorf("ofi: CQ depth %d: %w", depth, nic.ErrBadRequest)
 	}
+	comps, err := calloc(pollBatch, unsafe.Sizeof(C.ofi_comp{}), fmt.Sprintf("rank %d: a CQ's completion array", c.rank))
+	if err != nil {
+		return nil, err
+	}
 	c.nextCQ++
 	q := &CQ{c: c, num: c.nextCQ, depth: depth}
-	q.comps = unsafe.Slice((*C.ofi_comp)(C.calloc(pollBatch, C.size_t(unsafe.Sizeof(C.ofi_comp{})))), pollBatch)
+	q.comps = unsafe.Slice((*C.ofi_comp)(comps), pollBatch)
 	// Room for the provider's completions of unsignalled requests too.
 	wait := C.int(0)
 	if !c.p.opts.NoBlock {
@@ -362,8 +366,16 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 			q.injectDone = 0
 		}
 	}
-	q.sslots = (*C.ofi_slot)(C.calloc(C.size_t(2*cfg.SendDepth), C.size_t(unsafe.Sizeof(C.ofi_slot{}))))
-	q.rslots = (*C.ofi_slot)(C.calloc(C.size_t(cfg.RecvDepth), C.size_t(unsafe.Sizeof(C.ofi_slot{}))))
+	ss, err := calloc(2*cfg.SendDepth, unsafe.Sizeof(C.ofi_slot{}), fmt.Sprintf("rank %d: qp %d: send slots", c.rank, q.num))
+	if err != nil {
+		return nil, err
+	}
+	rs, err := calloc(cfg.RecvDepth, unsafe.Sizeof(C.ofi_slot{}), fmt.Sprintf("rank %d: qp %d: receive slots", c.rank, q.num))
+	if err != nil {
+		C.free(ss)
+		return nil, err
+	}
+	q.sslots, q.rslots = (*C.ofi_slot)(ss), (*C.ofi_slot)(rs)
 	var addr [128]byte
 	alen := C.size_t(len(addr))
 	q.txCap, q.rxCap = min(2*cfg.SendDepth, int(c.p.ccaps.tx_size)), min(cfg.RecvDepth, int(c.p.ccaps.rx_size))
