@@ -370,12 +370,13 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
+	q.sslots = (*C.ofi_slot)(ss)
 	rs, err := calloc(cfg.RecvDepth, unsafe.Sizeof(C.ofi_slot{}), fmt.Sprintf("rank %d: qp %d: receive slots", c.rank, q.num))
 	if err != nil {
-		C.free(ss)
+		q.release()
 		return nil, err
 	}
-	q.sslots, q.rslots = (*C.ofi_slot)(ss), (*C.ofi_slot)(rs)
+	q.rslots = (*C.ofi_slot)(rs)
 	var addr [128]byte
 	alen := C.size_t(len(addr))
 	q.txCap, q.rxCap = min(2*cfg.SendDepth, int(c.p.ccaps.tx_size)), min(cfg.RecvDepth, int(c.p.ccaps.rx_size))
@@ -383,7 +384,7 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	if c.p.ccaps.addr_format == C.FI_ADDR_STR {
 		n, err := endpointName()
 		if err != nil {
-			q.free()
+			q.release()
 			return nil, err
 		}
 		srcName = C.CString(n)
@@ -395,15 +396,14 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	r := C.ofi_ep_open(c.dom, c.p.info, c.av, scq.cq, rcq.cq, 0, 0,
 		&cntrs[0], &flags[0], C.int(len(cntrs)-1), srcName, &q.ep, unsafe.Pointer(&addr[0]), &alen)
 	if r != 0 {
-		q.free()
+		q.release() // ofi_ep_open closed what it opened
 		if srcName != nil {
 			return nil, fmt.Errorf("ofi: endpoint %q: %s", C.GoString(srcName), fiErr(r))
 		}
 		return nil, fmt.Errorf("ofi: endpoint: %s", fiErr(r))
 	}
 	if int(alen) > len(q.addr) {
-		C.ofi_close(&q.ep.fid)
-		q.free()
+		q.release()
 		return nil, fmt.Errorf("ofi: endpoint address of %d bytes does not fit QPInfo.GID: %w", int(alen), nic.ErrProviderLimited)
 	}
 	copy(q.addr[:], addr[:alen])
@@ -415,8 +415,7 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 	if c.p.caps.Atomics {
 		m, err := pd.Alloc(32*cfg.SendDepth, nic.AccessLocalWrite)
 		if err != nil {
-			C.ofi_close(&q.ep.fid)
-			q.free()
+			q.release() // the shm file's lock too, which was left held
 			return nil, err
 		}
 		q.scratch = m
@@ -445,7 +444,18 @@ func endpointName() (string, error) {
 	return n, nil
 }
 
-func (q *QP) free() {
+// release undoes a CreateEndpoint that failed, in Close's order: it closes the endpoint if it
+// was opened, then drops the lock on shm's file (which fi_close removed) and frees the slots,
+// which no request has named.
+func (q *QP) release() {
+	if q.ep != nil {
+		C.ofi_close(&q.ep.fid)
+		q.ep = nil
+	}
+	if q.region != nil {
+		q.region.Close()
+		q.region = nil
+	}
 	C.free(unsafe.Pointer(q.sslots))
 	C.free(unsafe.Pointer(q.rslots))
 	q.sslots, q.rslots = nil, nil
