@@ -174,13 +174,44 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 	if errors.As(l.err, &pe) {
 		return nil, usageError("%s: %v", diag.QuoteName(name), pe)
 	}
-	if be := (*budget.Error)(nil); errors.As(l.err, &be) { // an array of the plan's refused
-		if be.Pos.IsValid() {
-			return nil, usageError("%s", be.Error())
-		}
-		return nil, usageError("%s: %s", diag.QuoteName(name), be.Message())
+	if err := refusal(name, l.err); err != nil { // an array of the plan's refused
+		return nil, err
 	}
 	return l, nil
+}
+
+// refusal returns err, when it is a refusal of the memory budget (a *budget.Error) met in the
+// plan file name, as the usage error that ends the command (exit 2): as the refusal words itself
+// when it is at a position in the plan, which names the file, else after name; nil when err is
+// no refusal.
+func refusal(name string, err error) error {
+	var be *budget.Error
+	if !errors.As(err, &be) {
+		return nil
+	}
+	if be.Pos.IsValid() {
+		return usageError("%s", be.Error())
+	}
+	return usageError("%s: %s", diag.QuoteName(name), be.Message())
+}
+
+// inPlan words err, met in the plan file path while doing what (such as "at n = 1"), for the
+// command's error line: "path: what: message", or "path:line:col: what: message" when err is a
+// diagnostic at a position in the plan, whose message begins with it: the file named once.
+func inPlan(path, what string, err error) string {
+	msg := headLine(err.Error())
+	var d *diag.Diagnostic
+	if l := (diag.List)(nil); errors.As(err, &l) && len(l) > 0 {
+		d = l[0]
+	} else {
+		errors.As(err, &d)
+	}
+	if d != nil && d.Pos.IsValid() && d.Pos.Filename() == path {
+		if rest, ok := strings.CutPrefix(msg, d.Pos.String()+": "); ok {
+			return d.Pos.String() + ": " + what + ": " + rest
+		}
+	}
+	return diag.QuoteName(path) + ": " + what + ": " + msg
 }
 
 // refuse reports a *budget.Error: positioned (with the source line) when the figure comes from

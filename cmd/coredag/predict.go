@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -195,11 +196,11 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target, par predict.Para
 	}
 	g1, err := sp.at(1)
 	if err != nil {
-		return nil, fmt.Errorf("%s: at %s = 1: %v", l.path, c.SizeParam, headLine(err.Error()))
+		return nil, c.atSize(l.path, 1, err)
 	}
 	g2, err := sp.at(2)
 	if err != nil {
-		return nil, fmt.Errorf("%s: at %s = 2: %v", l.path, c.SizeParam, headLine(err.Error()))
+		return nil, c.atSize(l.path, 2, err)
 	}
 	if ok, why := predict.Linear(g1, g2, 2); !ok {
 		return nil, usageError("%s: the message size is not linear in %s: %s", l.path, c.SizeParam, why)
@@ -213,6 +214,15 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target, par predict.Para
 	}
 	sp.model = fmt.Sprintf("op by op, every one of its %s simulated", english.Plural(g1.Ranks, "rank"))
 	return sp, nil
+}
+
+// atSize is the error of elaborating the plan at path with the size param at n: a refusal of
+// the memory budget as check reports it, else the mistake, naming the file once.
+func (c *predictCmd) atSize(path string, n int64, err error) error {
+	if r := refusal(path, err); r != nil {
+		return r
+	}
+	return errors.New(inPlan(path, fmt.Sprintf("at %s = %d", c.SizeParam, n), err))
 }
 
 // measureAt compiles the plan with its size param at k and runs it.

@@ -70,11 +70,15 @@ func (c *predictCmd) prepareSymmetric(e *env, path string, tg ir.Target, par pre
 		return elaborate.ElaborateRanks(f, ps, ranks, elaborate.Within(b))
 	}
 	// A mistake on a rank elaborated is the plan's, whatever the model: reported as check
-	// reports it (the op-by-op path, on a large plan, would stop at the op limit first).
+	// reports it (the op-by-op path, on a large plan, would stop at the op limit first), and so
+	// is a refusal of the memory budget.
 	failed := func(err error) error {
 		if errors.As(err, new(diag.List)) {
 			reportDiagnostics(e, &loaded{path: path, src: src, err: err}, false)
 			return &exitError{code: exitFail}
+		}
+		if r := refusal(path, err); r != nil {
+			return r
 		}
 		return fmt.Errorf("%s: %v", path, err)
 	}

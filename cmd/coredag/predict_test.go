@@ -85,6 +85,26 @@ func TestPredictErrors(t *testing.T) {
 	assert.Contains(t, errOut, "not linear in n")
 }
 
+// TestPredictNamesFileOnce: a refusal of the memory budget, whichever model meets it, is
+// reported as check reports it (exit 2, the file named once by the position), and a mistake at
+// the size param's trial value names the file once too, at the mistake's position (both used
+// to print "ring_allreduce.dag: ring_allreduce.dag:30:1: ...").
+func TestPredictNamesFileOnce(t *testing.T) {
+	t.Parallel()
+	const ring = "plans/ring_allreduce.dag"
+	_, _, checkOut := coredag(t, "", "check", "--mem", "1", ring)
+	for _, model := range []string{"auto", "symmetric", "ops"} {
+		code, _, errOut := coredag(t, "", "predict", "--model", model, "--mem", "1", ring)
+		assert.Equal(t, exitUsage, code, "%s: %s", model, errOut)
+		assert.Equal(t, firstLine(checkOut), firstLine(errOut), model)
+		assert.Equal(t, 1, strings.Count(errOut, "ring_allreduce.dag"), "%s: %s", model, errOut)
+	}
+	plan := writeTemp(t, "n16.dag", "plan n16\nparam ranks = 2\nparam n = 1024\nassert n >= 16, \"n must be at least 16\"\nbuffer data f32[n]\nop z = nop\n")
+	code, _, errOut := coredag(t, "", "predict", "--model", "ops", plan)
+	assert.Equal(t, exitFail, code, errOut)
+	assert.Equal(t, "coredag: "+plan+":4:1: at n = 1: assertion failed: n must be at least 16 (with n = 1 from -p)", firstLine(errOut))
+}
+
 // The symmetric model predicts what the op-by-op one does, and says which model ran; a plan
 // whose ranks differ is refused by it, and auto falls back to op by op, saying why.
 func TestPredictSymmetric(t *testing.T) {
