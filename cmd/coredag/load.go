@@ -24,7 +24,7 @@ import (
 // paramFlags is the -p NAME=VALUE flag every command that reads a plan takes, and --mem, the
 // memory budget that bounds what the command may allocate for it.
 type paramFlags struct {
-	Params []string `short:"p" name:"param" sep:"none" placeholder:"NAME=VALUE" help:"Set a declared param, e.g. -p ranks=8 (repeatable; values take 0x, _ and KiB/MiB/GiB)."`
+	Params []string `short:"p" name:"param" sep:"none" placeholder:"NAME=VALUE" help:"Set a declared param, e.g. -p ranks=8 (repeatable; values take 0x, _ and KiB/MiB/GiB/TiB)."`
 	Mem    string   `placeholder:"SIZE" help:"Memory budget, e.g. 8GiB: a plan or run that would need more is refused up front (default: COREDAG_MEM, else 80% of the memory available to the process)."`
 	Type   string   `name:"msccl-type" default:"f32" placeholder:"TYPE" help:"Element type of the buffers of an MSCCL .xml algorithm (u8 i32 u32 i64 u64 f32 f64)."`
 }

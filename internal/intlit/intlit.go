@@ -22,6 +22,21 @@ var units = []struct {
 	{"TiB", 1 << 40},
 }
 
+// unitNames lists the units Value accepts, for a message: "KiB, MiB, GiB or TiB".
+func unitNames() string {
+	var b strings.Builder
+	for i, u := range units {
+		switch {
+		case i == len(units)-1 && i > 0:
+			b.WriteString(" or ")
+		case i > 0:
+			b.WriteString(", ")
+		}
+		b.WriteString(u.suffix)
+	}
+	return b.String()
+}
+
 // Parse reads an integer written as the language writes literals (42, 0x2a, 1_000, 4KiB),
 // with an optional leading minus sign: values given outside a plan, as in `coredag -p n=4KiB`.
 func Parse(s string) (int64, error) {
@@ -77,7 +92,7 @@ func checkDigits(body string, base int) string {
 			if base == 10 && i > 0 && strings.ContainsAny(body, "xXbBoO") && body[0] == '0' {
 				return "only decimal and 0x hexadecimal integers are supported"
 			}
-			return fmt.Sprintf("unexpected %q; integers are written 42, 0x2a or 1_000, optionally followed by a unit KiB, MiB or GiB", c)
+			return fmt.Sprintf("unexpected %q; integers are written 42, 0x2a or 1_000, optionally followed by a unit %s", c, unitNames())
 		}
 	}
 	return ""

@@ -1,0 +1,38 @@
+package intlit
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestUnits: every unit Value accepts multiplies, and a literal with a unit it does not accept
+// is refused with a message that lists exactly the units it accepts (it used to leave out TiB).
+func TestUnits(t *testing.T) {
+	t.Parallel()
+	for _, u := range units {
+		v, msg := Value("3" + u.suffix)
+		require.Empty(t, msg, u.suffix)
+		assert.Equal(t, 3*u.mult, v, u.suffix)
+	}
+	_, msg := Value("4KB")
+	assert.Equal(t, `invalid integer literal "4KB": unexpected 'K'; integers are written 42, 0x2a or 1_000, optionally followed by a unit KiB, MiB, GiB or TiB`, msg)
+	for _, u := range units {
+		assert.Equal(t, 1, strings.Count(msg, u.suffix), u.suffix)
+	}
+	_, msg = Value("4PiB")
+	assert.Contains(t, msg, "unexpected 'P'")
+}
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]int64{"42": 42, "0x2a": 42, "1_000": 1000, "4KiB": 4096, "-4": -4, "1TiB": 1 << 40} {
+		v, err := Parse(s)
+		require.NoError(t, err, s)
+		assert.Equal(t, want, v, s)
+	}
+	_, err := Parse("8388608TiB")
+	assert.ErrorContains(t, err, "overflows a 64-bit signed integer")
+}
