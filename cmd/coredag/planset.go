@@ -122,7 +122,7 @@ func (c *tuneCmd) Run(e *env) error {
 	}
 	sizes, err := parseSizes(c.Sizes)
 	if err != nil {
-		return usageError("--sizes: %v", err)
+		return usageError("--sizes %s: %v", c.Sizes, err)
 	}
 	if c.Out != "" {
 		if err := checkOutput(e, "-o", c.Out, append([]string{c.ParamsFile}, c.Files...)...); err != nil {

@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/coredag/coredag/exec/nic"
-	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/internal/english"
+	"github.com/coredag/coredag/internal/intlit"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner"
@@ -27,7 +27,7 @@ func init() {
 type predictCmd struct {
 	paramFlags
 	Target     string   `default:"connectx" help:"Target to compile for (see coredag targets)."`
-	Sizes      string   `default:"8B..16MiB" placeholder:"LIST" help:"Message sizes: A..B (every power of two from A to B) or a comma list, with B, KiB, MiB, GiB."`
+	Sizes      string   `default:"8B..16MiB" placeholder:"LIST" help:"Message sizes: A..B (every power of two from A to B) or a comma list, with B, KiB, MiB, GiB, TiB."`
 	SizeParam  string   `name:"size-param" default:"n" placeholder:"NAME" help:"The param that sets the message size (it must scale the plan's slices linearly)."`
 	ParamsFile string   `name:"params" placeholder:"FILE" help:"The model's figures, as coredag calibrate writes them (default: a guess for an RDMA NIC)."`
 	Plot       string   `placeholder:"FILE" help:"Draw predicted time against size (log-log) with crossovers marked, as SVG or PNG by FILE's extension."`
@@ -95,7 +95,7 @@ func (c *predictCmd) Run(e *env) error {
 func (c *predictCmd) setup() ([]int64, predict.Params, error) {
 	sizes, err := parseSizes(c.Sizes)
 	if err != nil {
-		return nil, predict.Params{}, usageError("--sizes: %v", err)
+		return nil, predict.Params{}, usageError("--sizes %s: %v", c.Sizes, err)
 	}
 	par := predict.Default()
 	if c.ParamsFile != "" {
@@ -245,19 +245,24 @@ func headLine(s string) string {
 	return s
 }
 
-// parseSizes reads "8B..16MiB" (the powers of two between) or "1KiB,3MiB".
+// parseSizes reads "8B..16MiB" (the powers of two between) or "1KiB,3MiB": the value of
+// --sizes, whose errors (without the flag) say what it takes.
 func parseSizes(s string) ([]int64, error) {
-	one := func(x string) (int64, error) {
-		x = strings.TrimSpace(x)
+	one := func(raw string) (int64, error) {
+		raw = strings.TrimSpace(raw)
+		x := strings.ReplaceAll(raw, " ", "")
 		if !strings.HasSuffix(x, "iB") {
-			x = strings.TrimSpace(strings.TrimSuffix(x, "B"))
+			x = strings.TrimSuffix(x, "B")
 		}
 		if x == "" {
-			return 0, fmt.Errorf("empty size")
+			return 0, fmt.Errorf("a size is missing; %s", sizesSyntax())
 		}
-		n, err := budget.Parse(x)
+		n, err := intlit.Parse(x)
 		if err != nil {
-			return 0, fmt.Errorf("%q: write a size such as 8B, 64KiB or 16MiB", x)
+			return 0, fmt.Errorf("%q is not a size; %s", raw, sizesSyntax())
+		}
+		if n < 1 {
+			return 0, fmt.Errorf("%q: a message size must be at least 1 byte; %s", raw, sizesSyntax())
 		}
 		return n, nil
 	}
@@ -271,7 +276,7 @@ func parseSizes(s string) ([]int64, error) {
 			return nil, err
 		}
 		if hi < lo {
-			return nil, fmt.Errorf("%s: the range ends below its start", s)
+			return nil, fmt.Errorf("the range ends below its start; %s", sizesSyntax())
 		}
 		var out []int64
 		for x := lo; ; x *= 2 {
@@ -290,6 +295,12 @@ func parseSizes(s string) ([]int64, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// sizesSyntax says what --sizes takes.
+func sizesSyntax() string {
+	return "write a range A..B, every power of two from A to B, as in --sizes 8B..16MiB, or a list, as in --sizes 1KiB,3MiB; " +
+		"sizes are whole bytes, with B, " + intlit.UnitNames()
 }
 
 // formatBytes prints a size as 8 B, 64 KiB, 1.5 MiB.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,8 +67,9 @@ func TestPredictErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--sizes", "8X..1KiB"}, `--sizes: "8X"`},
+		{[]string{"--sizes", "8X..1KiB"}, `--sizes 8X..1KiB: "8X" is not a size; write a range A..B`},
 		{[]string{"--sizes", "1MiB..1KiB"}, "ends below its start"},
+		{[]string{"--sizes", "0..X"}, `--sizes 0..X: "0": a message size must be at least 1 byte; write a range A..B`},
 		{[]string{"--size-param", "m"}, `no param "m"`},
 		{[]string{"--plot", "x.jpg"}, "must end in .svg or .png"},
 		{[]string{"--target", "nosuch"}, "--target"},
@@ -171,6 +173,30 @@ func TestPredictRing16384CrossChannel(t *testing.T) {
 		assert.Regexp(t, `(?m)^\s+1 MiB\s+\d+(\.\d+)? ms$`, out, target)
 		assert.Contains(t, out, "rank 0 simulated for all 16384 ranks", target)
 	}
+}
+
+// TestParseSizesErrors: --sizes says what it takes, in its own words: a size of 0 was refused
+// as if it were malformed, with the words of the memory budget's parser behind it.
+func TestParseSizesErrors(t *testing.T) {
+	t.Parallel()
+	const syntax = "; write a range A..B, every power of two from A to B, as in --sizes 8B..16MiB, or a list, as in --sizes 1KiB,3MiB; " +
+		"sizes are whole bytes, with B, KiB, MiB, GiB or TiB"
+	for s, want := range map[string]string{
+		"0..X":       `"0": a message size must be at least 1 byte` + syntax,
+		"0B,8B":      `"0B": a message size must be at least 1 byte` + syntax,
+		"8B..X":      `"X" is not a size` + syntax,
+		"1.5KiB":     `"1.5KiB" is not a size` + syntax,
+		"8B..":       "a size is missing" + syntax,
+		"1KiB,,2KiB": "a size is missing" + syntax,
+		"1MiB..1KiB": "the range ends below its start" + syntax,
+	} {
+		_, err := parseSizes(s)
+		assert.EqualError(t, err, want, s)
+		assert.NotContains(t, fmt.Sprint(err), "budget", s)
+	}
+	got, err := parseSizes("1TiB, 2 KiB")
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1 << 40, 2 << 10}, got)
 }
 
 // TestParseSizesRange: a range doubles from its start and stops at its end, even at the end of

@@ -22,8 +22,8 @@ var units = []struct {
 	{"TiB", 1 << 40},
 }
 
-// unitNames lists the units Value accepts, for a message: "KiB, MiB, GiB or TiB".
-func unitNames() string {
+// UnitNames lists the units Value accepts, for a message: "KiB, MiB, GiB or TiB".
+func UnitNames() string {
 	var b strings.Builder
 	for i, u := range units {
 		switch {
@@ -92,7 +92,7 @@ func checkDigits(body string, base int) string {
 			if base == 10 && i > 0 && strings.ContainsAny(body, "xXbBoO") && body[0] == '0' {
 				return "only decimal and 0x hexadecimal integers are supported"
 			}
-			return fmt.Sprintf("unexpected %q; integers are written 42, 0x2a or 1_000, optionally followed by a unit %s", c, unitNames())
+			return fmt.Sprintf("unexpected %q; integers are written 42, 0x2a or 1_000, optionally followed by a unit %s", c, UnitNames())
 		}
 	}
 	return ""
