@@ -515,6 +515,14 @@ func (pd *PD) AllocMR(size int, access nic.Access) (nic.MR, error) { return pd.A
 
 // Alloc is AllocMR, returning the concrete type.
 func (pd *PD) Alloc(size int, access nic.Access) (*MR, error) {
+	return pd.alloc(size, access, "region")
+}
+
+// alloc is Alloc for what ("region", or what the provider allocates the region for). When the
+// memory cannot be allocated or registered, the error names the rank, what and the size, and
+// gives the reason: posix_memalign's error number (ENOMEM or EINVAL), which it wraps, or
+// fi_mr_reg's.
+func (pd *PD) alloc(size int, access nic.Access, what string) (*MR, error) {
 	c := pd.c
 	if c.closed {
 		return nil, nic.ErrClosed
@@ -523,8 +531,8 @@ func (pd *PD) Alloc(size int, access nic.Access) (*MR, error) {
 		return nil, fmt.Errorf("ofi: region of %d bytes: %w", size, nic.ErrBadRequest)
 	}
 	var buf unsafe.Pointer
-	if C.posix_memalign(&buf, 64, C.size_t(size)) != 0 {
-		return nil, fmt.Errorf("ofi: cannot allocate %d bytes", size)
+	if r := C.posix_memalign(&buf, 64, C.size_t(size)); r != 0 {
+		return nil, fmt.Errorf("ofi: rank %d: %s (%d bytes): posix_memalign: %w", c.rank, what, size, unix.Errno(r))
 	}
 	C.memset(buf, 0, C.size_t(size))
 	fl := mrFlags(access)
@@ -535,7 +543,7 @@ func (pd *PD) Alloc(size int, access nic.Access) (*MR, error) {
 	var rkey C.uint64_t
 	if r := C.ofi_mr_reg(c.dom, buf, C.size_t(size), fl, want, &m.mr, &rkey, &m.desc); r != 0 {
 		C.free(buf)
-		return nil, fmt.Errorf("ofi: fi_mr_reg(%d bytes, %v): %s", size, access, fiErr(r))
+		return nil, fmt.Errorf("ofi: rank %d: %s (%d bytes): fi_mr_reg(%v): %s", c.rank, what, size, access, fiErr(r))
 	}
 	if uint64(rkey) > math.MaxUint32 {
 		C.ofi_close(&m.mr.fid)

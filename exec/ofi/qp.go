@@ -413,15 +413,24 @@ func (pd *PD) CreateEndpoint(cfg nic.QPConfig, binds ...Bind) (*QP, error) {
 		q.region, _ = holdRegion(shmDir, C.GoString(srcName))
 	}
 	if c.p.caps.Atomics {
-		m, err := pd.Alloc(32*cfg.SendDepth, nic.AccessLocalWrite)
-		if err != nil {
+		if err := q.allocScratch(pd, cfg.SendDepth); err != nil {
 			q.release() // the shm file's lock too, which was left held
 			return nil, err
 		}
-		q.scratch = m
 	}
 	c.qps[q.num] = q
 	return q, nil
+}
+
+// allocScratch allocates the endpoint's scratch region, 32 bytes for each of entries send
+// entries (scratch); its error says that the region was for the endpoint's atomics.
+func (q *QP) allocScratch(pd *PD, entries int) error {
+	m, err := pd.alloc(32*entries, nic.AccessLocalWrite, fmt.Sprintf("qp %d: the scratch region of its atomics", q.num))
+	if err != nil {
+		return err
+	}
+	q.scratch = m
+	return nil
 }
 
 // endpointSeq numbers the endpoints this process names (endpointName).
