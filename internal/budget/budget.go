@@ -70,6 +70,9 @@ func (b Budget) Note() string {
 // Resolve returns the budget: flag (the value of --mem) when not empty, else the environment
 // variable EnvVar read with getenv, else the machine's (Machine).
 // A figure from the user is lowered to what the address-space limit leaves (Asked, Note).
+// A budget of 0 bytes, where the machine leaves nothing (an address space already at ulimit -v,
+// a cgroup at its limit), is an error that says so: the budget it returns is never 0 bytes, which
+// would read as no budget at all.
 func Resolve(flag string, getenv func(string) string) (Budget, error) {
 	return resolve(flag, getenv, machine())
 }
@@ -87,13 +90,20 @@ func resolve(flag string, getenv func(string) string, s system) (Budget, error) 
 		}
 		return b, nil
 	}
-	if flag != "" {
-		return user(flag, "--mem ")
+	var b Budget
+	var err error
+	switch v := getenv(EnvVar); {
+	case flag != "":
+		b, err = user(flag, "--mem ")
+	case v != "":
+		b, err = user(v, EnvVar+"=")
+	default:
+		b = s.budget()
 	}
-	if v := getenv(EnvVar); v != "" {
-		return user(v, EnvVar+"=")
+	if err == nil && b.Bytes <= 0 {
+		return Budget{}, s.exhausted(b)
 	}
-	return s.budget(), nil
+	return b, err
 }
 
 // Parse reads a size such as 8GiB, 512MiB, 1_000_000 or 0x1000 (the integer literals of the

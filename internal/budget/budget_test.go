@@ -175,3 +175,38 @@ func TestResolveCappedByAddressLimit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Budget{Bytes: 100 << 30, From: "--mem"}, b, "no limit: kept")
 }
+
+// TestResolveExhausted: a machine that leaves nothing gives a budget of 0 bytes, which the
+// options that take a budget read as none at all (no op limit, no check of the plan's arrays):
+// Resolve refuses it instead, saying which figure leaves nothing and what would give room. A
+// user's figure is refused alike when the address-space limit lowers it to 0, and kept when only
+// the cgroup or MemAvailable leave nothing (they do not lower it).
+func TestResolveExhausted(t *testing.T) {
+	t.Parallel()
+	none := func(string) string { return "" }
+	past := system{meminfo: meminfo, status: "VmSize:\t 5000000 kB\n", rlimitAS: 4 << 30} // 4.77 GiB mapped, 4 GiB allowed
+	_, err := resolve("", none, past)
+	assert.EqualError(t, err, "the memory budget is 0 bytes (80% of what the address-space limit (ulimit -v) leaves), too little for anything: "+
+		"this process already maps 4.77 GiB of address space, and the address-space limit (ulimit -v) allows 4 GiB: raise the limit, or lift it (ulimit -v unlimited)")
+	// 50 bytes left, 80% of which rounds to 0.
+	_, err = resolve("", none, system{meminfo: meminfo, status: "VmSize:\t 1048576 kB\n", rlimitAS: 1<<30 + 50})
+	assert.ErrorContains(t, err, "the memory budget is 0 bytes (80% of what the address-space limit (ulimit -v) leaves)")
+
+	_, err = resolve("8GiB", none, past)
+	assert.EqualError(t, err, "the memory budget is 0 bytes (--mem 8 GiB, lowered to 80% of what the address-space limit (ulimit -v) leaves), too little for anything: "+
+		"this process already maps 4.77 GiB of address space, and the address-space limit (ulimit -v) allows 4 GiB: raise the limit, or lift it (ulimit -v unlimited)")
+	_, err = resolve("", func(string) string { return "1GiB" }, past)
+	assert.ErrorContains(t, err, "the memory budget is 0 bytes (COREDAG_MEM 1 GiB, lowered to 80% of what the address-space limit (ulimit -v) leaves)")
+
+	full := system{meminfo: meminfo, cgroupMax: "2147483648\n", cgroupCur: "2147483648\n"}
+	_, err = resolve("", none, full)
+	assert.EqualError(t, err, "the memory budget is 0 bytes (80% of what the cgroup's memory limit leaves), too little for anything: "+
+		"the cgroup uses 2 GiB of its memory limit of 2 GiB: free memory in it or raise its limit, or set a budget with --mem or COREDAG_MEM")
+	b, err := resolve("1GiB", none, full)
+	require.NoError(t, err)
+	assert.Equal(t, Budget{Bytes: 1 << 30, From: "--mem"}, b)
+
+	_, err = resolve("", none, system{meminfo: "MemAvailable:\t0 kB\n"})
+	assert.EqualError(t, err, "the memory budget is 0 bytes (80% of what MemAvailable leaves), too little for anything: "+
+		"the kernel reports 0 bytes available (MemAvailable in /proc/meminfo): free memory, or set a budget with --mem or COREDAG_MEM")
+}

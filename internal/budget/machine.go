@@ -2,13 +2,15 @@ package budget
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"path"
 	"strconv"
 	"strings"
 )
 
-// Machine returns the budget the machine allows (see the package comment), or Fallback.
+// Machine returns the budget the machine allows (see the package comment), or Fallback. Its
+// Bytes are 0 when a source leaves nothing (Resolve refuses such a budget).
 func Machine() Budget { return machine().budget() }
 
 // machine reads what the machine says about its memory.
@@ -44,19 +46,57 @@ func (s system) budget() Budget {
 		}
 	}
 	if kb, ok := field(s.meminfo, "MemAvailable:"); ok {
-		offer(kb*1024, "MemAvailable")
+		offer(kb*1024, fromMemAvailable)
 	}
 	if limit, ok := parseLimit(s.cgroupMax); ok {
 		cur, _ := parseLimit(s.cgroupCur)
-		offer(max(0, limit-cur), "the cgroup's memory limit")
+		offer(max(0, limit-cur), fromCgroup)
 	}
 	if left, ok := s.addressLeft(); ok {
-		offer(left, "the address-space limit (ulimit -v)")
+		offer(left, fromAddress)
 	}
 	if best < 0 {
 		return Budget{Bytes: Fallback, From: "the fallback (the machine's memory could not be read)"}
 	}
-	return Budget{Bytes: best / 100 * share, From: strconv.Itoa(share) + "% of what " + from + " leaves"}
+	return Budget{Bytes: best / 100 * share, From: leaves(from)}
+}
+
+// The sources of the machine's budget, as its From names them (leaves).
+const (
+	fromMemAvailable = "MemAvailable"
+	fromCgroup       = "the cgroup's memory limit"
+	fromAddress      = "the address-space limit (ulimit -v)"
+)
+
+// leaves is the From of a budget taken from source.
+func leaves(source string) string { return strconv.Itoa(share) + "% of what " + source + " leaves" }
+
+// exhausted is the refusal of b, a budget of 0 bytes that s's figures leave (budget, or a user's
+// figure lowered by addressRoom): which figures leave nothing, and what would give room. A budget
+// of 0 bytes holds nothing; it must not pass for no budget, which is what 0 means to the
+// options that take one (elaborate.Options, prove.Options).
+func (s system) exhausted(b Budget) error {
+	from := b.From
+	if b.Asked > 0 {
+		from = b.Source()
+	}
+	var why string
+	switch {
+	case b.Asked > 0 || b.From == leaves(fromAddress):
+		used, _ := field(s.status, "VmSize:")
+		why = fmt.Sprintf("this process already maps %s of address space, and the address-space limit (ulimit -v) allows %s: raise the limit, or lift it (ulimit -v unlimited)",
+			Format(used*1024), Format(int64(s.rlimitAS)))
+	case b.From == leaves(fromCgroup):
+		limit, _ := parseLimit(s.cgroupMax)
+		cur, _ := parseLimit(s.cgroupCur)
+		why = fmt.Sprintf("the cgroup uses %s of its memory limit of %s: free memory in it or raise its limit, or set a budget with --mem or %s",
+			Format(cur), Format(limit), EnvVar)
+	default:
+		kb, _ := field(s.meminfo, "MemAvailable:")
+		why = fmt.Sprintf("the kernel reports %s available (MemAvailable in /proc/meminfo): free memory, or set a budget with --mem or %s",
+			Format(kb*1024), EnvVar)
+	}
+	return fmt.Errorf("the memory budget is 0 bytes (%s), too little for anything: %s", from, why)
 }
 
 // addressLeft is what the address-space limit (RLIMIT_AS) leaves of the address space, if
