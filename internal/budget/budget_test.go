@@ -31,6 +31,11 @@ func TestMachineBudgetTakesTheLeast(t *testing.T) {
 	assert.Equal(t, int64(6<<30)/100*80, b.Bytes)
 	assert.Contains(t, b.From, "cgroup")
 
+	// The page cache the kernel drops first is not counted as used: 2 GiB in use of which
+	// 1.5 GiB are inactive file pages leave 7.5 GiB.
+	b = system{meminfo: meminfo, cgroupMax: "8589934592\n", cgroupCur: "2147483648\n", cgroupCache: "1610612736"}.budget()
+	assert.Equal(t, int64(7680<<20)/100*80, b.Bytes)
+
 	// cgroup v2 "max" and v1's near-2^63 figure mean no limit.
 	for _, none := range []string{"max\n", "9223372036854771712\n"} {
 		b = system{meminfo: meminfo, cgroupMax: none, cgroupCur: "1"}.budget()
@@ -209,4 +214,31 @@ func TestResolveExhausted(t *testing.T) {
 	_, err = resolve("", none, system{meminfo: "MemAvailable:\t0 kB\n"})
 	assert.EqualError(t, err, "the memory budget is 0 bytes (80% of what MemAvailable leaves), too little for anything: "+
 		"the kernel reports 0 bytes available (MemAvailable in /proc/meminfo): free memory, or set a budget with --mem or COREDAG_MEM")
+}
+
+// TestCgroupFiles: the limit, usage and reclaimable page cache are read from cgroup v2's files
+// at the path /proc/self/cgroup names, or from v1's.
+func TestCgroupFiles(t *testing.T) {
+	t.Parallel()
+	v2 := map[string]string{
+		"/proc/self/cgroup":                 "0::/job\n",
+		"/sys/fs/cgroup/job/memory.max":     "8589934592\n",
+		"/sys/fs/cgroup/job/memory.current": "2147483648\n",
+		"/sys/fs/cgroup/job/memory.stat":    "anon 1000\nfile 2000\ninactive_file_x 5\ninactive_file 1610612736\n",
+	}
+	limit, usage, cache := cgroupFiles(func(name string) string { return v2[name] })
+	assert.Equal(t, []string{"8589934592\n", "2147483648\n", "1610612736"}, []string{limit, usage, cache})
+
+	v1 := map[string]string{
+		"/proc/self/cgroup": "4:memory:/job\n0::/\n",
+		"/sys/fs/cgroup/memory/job/memory.limit_in_bytes": "1073741824\n",
+		"/sys/fs/cgroup/memory/job/memory.usage_in_bytes": "536870912\n",
+		"/sys/fs/cgroup/memory/job/memory.stat":           "cache 100\ninactive_file 7\ntotal_inactive_file 268435456\n",
+	}
+	limit, usage, cache = cgroupFiles(func(name string) string { return v1[name] })
+	assert.Equal(t, []string{"1073741824\n", "536870912\n", "268435456"}, []string{limit, usage, cache})
+
+	// A cache figure larger than the usage (read at different moments) leaves the usage at 0.
+	s := system{cgroupMax: limit, cgroupCur: "10", cgroupCache: "20"}
+	assert.Equal(t, int64(0), s.cgroupUsed())
 }

@@ -23,7 +23,7 @@ func machine() system {
 		return string(b)
 	}
 	s := system{meminfo: read("/proc/meminfo"), status: read("/proc/self/status")}
-	s.cgroupMax, s.cgroupCur = cgroupFiles(read)
+	s.cgroupMax, s.cgroupCur, s.cgroupCache = cgroupFiles(read)
 	s.rlimitAS = addressLimit()
 	return s
 }
@@ -34,7 +34,10 @@ type system struct {
 	status    string // /proc/self/status (VmSize: the address space already in use)
 	cgroupMax string // memory.max (cgroup v2) or memory.limit_in_bytes (v1); "" if none
 	cgroupCur string // memory.current or memory.usage_in_bytes
-	rlimitAS  uint64 // RLIMIT_AS; 0 when unlimited or unknown
+	// cgroupCache is the page cache the kernel may drop first, which cgroupCur counts: the
+	// inactive_file of memory.stat (v2), total_inactive_file (v1); "" if unknown.
+	cgroupCache string
+	rlimitAS    uint64 // RLIMIT_AS; 0 when unlimited or unknown
 }
 
 // budget takes share percent of the least free memory any source reports.
@@ -49,8 +52,7 @@ func (s system) budget() Budget {
 		offer(kb*1024, fromMemAvailable)
 	}
 	if limit, ok := parseLimit(s.cgroupMax); ok {
-		cur, _ := parseLimit(s.cgroupCur)
-		offer(max(0, limit-cur), fromCgroup)
+		offer(max(0, limit-s.cgroupUsed()), fromCgroup)
 	}
 	if left, ok := s.addressLeft(); ok {
 		offer(left, fromAddress)
@@ -88,15 +90,26 @@ func (s system) exhausted(b Budget) error {
 			Format(used*1024), Format(int64(s.rlimitAS)))
 	case b.From == leaves(fromCgroup):
 		limit, _ := parseLimit(s.cgroupMax)
-		cur, _ := parseLimit(s.cgroupCur)
 		why = fmt.Sprintf("the cgroup uses %s of its memory limit of %s: free memory in it or raise its limit, or set a budget with --mem or %s",
-			Format(cur), Format(limit), EnvVar)
+			Format(s.cgroupUsed()), Format(limit), EnvVar)
 	default:
 		kb, _ := field(s.meminfo, "MemAvailable:")
 		why = fmt.Sprintf("the kernel reports %s available (MemAvailable in /proc/meminfo): free memory, or set a budget with --mem or %s",
 			Format(kb*1024), EnvVar)
 	}
 	return fmt.Errorf("the memory budget is 0 bytes (%s), too little for anything: %s", from, why)
+}
+
+// cgroupUsed is the cgroup's usage less the page cache the kernel reclaims before it runs out
+// (files read and not touched since: the inactive file pages), as container runtimes count a
+// working set. Usage counts all the page cache, so a cgroup that has read many files (a build,
+// a CI job) would otherwise seem full while its memory is there for the taking.
+func (s system) cgroupUsed() int64 {
+	cur, _ := parseLimit(s.cgroupCur)
+	if cache, ok := parseLimit(s.cgroupCache); ok {
+		return max(0, cur-cache)
+	}
+	return cur
 }
 
 // addressLeft is what the address-space limit (RLIMIT_AS) leaves of the address space, if
@@ -144,9 +157,10 @@ func parseLimit(s string) (int64, bool) {
 	return n, true
 }
 
-// cgroupFiles reads the memory limit and usage of this process's cgroup: version 2 first (the
-// unified hierarchy, at the path /proc/self/cgroup names or at its root), then version 1.
-func cgroupFiles(read func(string) string) (limit, usage string) {
+// cgroupFiles reads the memory limit, usage and reclaimable page cache of this process's cgroup:
+// version 2 first (the unified hierarchy, at the path /proc/self/cgroup names or at its root),
+// then version 1.
+func cgroupFiles(read func(string) string) (limit, usage, cache string) {
 	var v2, v1 string
 	for _, line := range strings.Split(read("/proc/self/cgroup"), "\n") {
 		parts := strings.SplitN(line, ":", 3)
@@ -162,13 +176,23 @@ func cgroupFiles(read func(string) string) (limit, usage string) {
 	}
 	for _, dir := range []string{path.Join("/sys/fs/cgroup", v2), "/sys/fs/cgroup"} {
 		if m := read(path.Join(dir, "memory.max")); m != "" {
-			return m, read(path.Join(dir, "memory.current"))
+			return m, read(path.Join(dir, "memory.current")), statField(read(path.Join(dir, "memory.stat")), "inactive_file")
 		}
 	}
 	for _, dir := range []string{path.Join("/sys/fs/cgroup/memory", v1), "/sys/fs/cgroup/memory"} {
 		if m := read(path.Join(dir, "memory.limit_in_bytes")); m != "" {
-			return m, read(path.Join(dir, "memory.usage_in_bytes"))
+			return m, read(path.Join(dir, "memory.usage_in_bytes")), statField(read(path.Join(dir, "memory.stat")), "total_inactive_file")
 		}
 	}
-	return "", ""
+	return "", "", ""
+}
+
+// statField is the figure of the line "name N" of a cgroup's memory.stat, or "".
+func statField(stat, name string) string {
+	for _, line := range strings.Split(stat, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+			return f[1]
+		}
+	}
+	return ""
 }
