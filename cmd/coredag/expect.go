@@ -23,7 +23,9 @@ type expectReport struct {
 // iteration of the same engine and target on the software NIC from exec.DistinctInits, where
 // every (rank, buffer, element) starts with its own value so that misplaced data shows (but
 // for the elements a general expect's precondition fixes: one such iteration per precondition).
-func checkExpects(g *ir.Graph, engine exec.Engine, target ir.Target, last *exec.Result) ([]expectReport, error) {
+// When ctx is cancelled it stops before the next run, or between the iterations of one, and
+// returns ctx's cause.
+func checkExpects(ctx context.Context, g *ir.Graph, engine exec.Engine, target ir.Target, last *exec.Result) ([]expectReport, error) {
 	own := exec.NewMemory(g)
 	if err := own.ResetAll(); err != nil {
 		return nil, err
@@ -51,6 +53,9 @@ func checkExpects(g *ir.Graph, engine exec.Engine, target ir.Target, last *exec.
 			continue
 		}
 		done[key] = true
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
 		dg := exec.DistinctInits(g)
 		if len(e.Given) > 0 {
 			dg = exec.WithGivens(dg, e.Given)
@@ -63,7 +68,10 @@ func checkExpects(g *ir.Graph, engine exec.Engine, target ir.Target, last *exec.
 		if err != nil {
 			return nil, err
 		}
-		res, err := exec.Run(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: engine, Iters: 1, Reference: ref})
+		res, err := exec.Run(ctx, plan, softnic.New(softnic.Options{}), exec.Options{Engine: engine, Iters: 1, Reference: ref})
+		if err != nil && ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("the run from distinct inits failed: %w", err)
 		}

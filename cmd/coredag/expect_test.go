@@ -1,9 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
+	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/ir"
+	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -40,4 +47,34 @@ func TestRunChecksPostconditions(t *testing.T) {
 	require.Len(t, rep.Expects, 1)
 	assert.Equal(t, "expect allreduce sum data", rep.Expects[0].Expect)
 	assert.True(t, rep.Expects[0].Held)
+}
+
+// TestCheckExpectsStops: the run from distinct inits that checks a run's postconditions takes
+// the command's context. Live, the postcondition holds; cancelled, checkExpects returns the
+// context's cause itself (the interruption, which main reports alone), without a verdict.
+// Before, that run got context.Background and a signal could not stop it.
+func TestCheckExpectsStops(t *testing.T) {
+	t.Parallel()
+	g, err := planner.Load("ring.dag", mustRead(t, "../../plans/ring_allreduce.dag"), map[string]int64{"ranks": 4, "n": 16}, planner.Options{})
+	require.NoError(t, err)
+	target, err := ir.LookupTarget("connectx")
+	require.NoError(t, err)
+	plan, err := lower.Compile(g, target)
+	require.NoError(t, err)
+	ref, err := exec.Reference(g)
+	require.NoError(t, err)
+	last, err := exec.Run(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Offload, Iters: 1, Reference: ref})
+	require.NoError(t, err)
+
+	held, err := checkExpects(context.Background(), g, exec.Offload, target, last)
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	assert.True(t, held[0].Held, held[0].Detail)
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cause := errors.New("interrupted")
+	cancel(cause)
+	held, err = checkExpects(ctx, g, exec.Offload, target, last)
+	assert.Same(t, cause, err)
+	assert.Nil(t, held)
 }

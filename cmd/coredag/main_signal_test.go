@@ -161,3 +161,18 @@ func TestSignalStopsRun(t *testing.T) {
 	assert.Equal(t, 143, code, stderr)
 	assert.Equal(t, "coredag: run interrupted by SIGTERM\n", stderr)
 }
+
+// TestSignalStopsOverlap: SIGTERM during run --overlap stops its rounds between two iterations
+// and exits 143 without a verdict; before, the rounds ran on a context of their own, and the
+// grace period ended the process.
+func TestSignalStopsOverlap(t *testing.T) {
+	t.Parallel()
+	endToEnd(t)
+	dir := t.TempDir()
+	copyPlan(t, dir, "ring_allreduce.dag")
+	start := time.Now()
+	running := func() bool { return time.Since(start) > 500*time.Millisecond }
+	code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, running, "run", "--overlap", "--iters", "1000000", "ring_allreduce.dag")
+	assert.Equal(t, 143, code, stderr)
+	assert.Equal(t, "coredag: run interrupted by SIGTERM\n", stderr)
+}

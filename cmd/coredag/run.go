@@ -241,7 +241,10 @@ func (c *runCmd) report(e *env, l *loaded, engine exec.Engine, plan *ir.Plan, re
 	g := l.graph
 	if rep.OK && last != nil && len(g.Expects) > 0 {
 		var err error
-		if rep.Expects, err = checkExpects(g, engine, plan.Target, last); err != nil {
+		if rep.Expects, err = checkExpects(e.ctx, g, engine, plan.Target, last); err != nil {
+			if e.ctx.Err() != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
+				return context.Cause(e.ctx)
+			}
 			rep.OK, rep.Error = false, err.Error()
 		}
 		for _, x := range rep.Expects {

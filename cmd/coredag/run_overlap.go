@@ -66,12 +66,14 @@ func (c *runCmd) runOverlap(e *env, prov provider.Entry) error {
 	}
 	g := l.graph
 	rep := runReport{File: l.path, Plan: g.Name, Ranks: g.Ranks, Target: plan.Target.Name, Seed: c.Seed, Iters: c.Iters}
-	ctx := context.Background()
 	var o *exec.Overlap
-	s, err := exec.Prepare(ctx, plan, p, exec.Options{Engine: engine, Seed: c.Seed, Reference: ref, NoTriggers: c.NoTriggers})
+	s, err := exec.Prepare(e.ctx, plan, p, exec.Options{Engine: engine, Seed: c.Seed, Reference: ref, NoTriggers: c.NoTriggers})
 	if err == nil {
 		defer s.Close()
-		o, err = s.Overlap(ctx, c.Iters)
+		o, err = s.Overlap(e.ctx, c.Iters) // a signal stops it between two iterations
+	}
+	if err != nil && e.ctx.Err() != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
+		return context.Cause(e.ctx)
 	}
 	var last *exec.Result
 	if o != nil {
@@ -109,7 +111,10 @@ func (c *runCmd) runOverlap(e *env, prov provider.Entry) error {
 	}
 	if last != nil {
 		if rep.OK && len(g.Expects) > 0 { // the postconditions, on the values of the last iteration
-			if rep.Expects, err = checkExpects(g, engine, plan.Target, last); err != nil {
+			if rep.Expects, err = checkExpects(e.ctx, g, engine, plan.Target, last); err != nil {
+				if e.ctx.Err() != nil {
+					return context.Cause(e.ctx)
+				}
 				rep.OK, rep.Error = false, err.Error()
 			}
 			for _, x := range rep.Expects {
