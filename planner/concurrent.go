@@ -13,10 +13,14 @@ import (
 // This file owns the goroutines of Load: the passes are plain functions, and only here do they
 // run side by side. (Within a pass, its own work may still be split over the CPUs.)
 
-// startBeside runs hook on g on a goroutine of its own (Options.Beside). The returned wait
-// cancels hook's context when the checks failed, and returns once hook has.
-func startBeside(g *ir.Graph, hook func(ctx context.Context, g *ir.Graph)) (wait func(failed bool)) {
-	ctx, cancel := context.WithCancel(context.Background())
+// startBeside runs hook on g on a goroutine of its own (Options.Beside), with a context that
+// parent's cancellation cancels (parent may be nil: none). The returned wait cancels hook's
+// context when the checks failed, and returns once hook has.
+func startBeside(parent context.Context, g *ir.Graph, hook func(ctx context.Context, g *ir.Graph)) (wait func(failed bool)) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(parent)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -49,6 +49,38 @@ type Options struct {
 	// Load returns once Beside has. If a later check fails, Beside's work was for nothing:
 	// ctx is then cancelled, so that Beside can stop early.
 	Beside func(ctx context.Context, g *ir.Graph)
+
+	// Context, unless nil, stops Load once it is cancelled: the passes look at it between their
+	// steps and every so often within their long ones (elaboration, the checks, the proof), and
+	// Load returns the context's cause (context.Cause) and no Graph. It is the context of each
+	// pass whose options set none (Elaborate.Context, Verify.Context, Prove.Context), and
+	// Beside's context is cancelled with it.
+	Context context.Context
+}
+
+// withContext returns opt with opt.Context as the context of every pass that has none.
+func (opt Options) withContext() Options {
+	if ctx := opt.Context; ctx != nil {
+		if opt.Elaborate.Context == nil {
+			opt.Elaborate.Context = ctx
+		}
+		if opt.Verify.Context == nil {
+			opt.Verify.Context = ctx
+		}
+		if opt.Prove.Context == nil {
+			opt.Prove.Context = ctx
+		}
+	}
+	return opt
+}
+
+// stopped returns the cause of the cancellation of opt's Context, or nil while it goes on (or
+// when there is none).
+func (opt Options) stopped() error {
+	if opt.Context == nil || opt.Context.Err() == nil {
+		return nil
+	}
+	return context.Cause(opt.Context)
 }
 
 // Within returns the options of a command run within the memory budget b: elaboration caps
@@ -75,8 +107,9 @@ func Parse(filename string, src []byte, opt msccl.Options) (*dsl.File, error) {
 // if any, is a diag.List of positioned diagnostics, a *ParamError when params holds an override
 // the plan cannot take, or a *budget.Error when the plan would not fit in opt's memory budget.
 // When only verification failed, the Graph is returned too, so a caller can explain the failure
-// (SuggestFixes).
+// (SuggestFixes). Stopped (Options.Context), it returns the context's cause.
 func Load(filename string, src []byte, params map[string]int64, opt Options) (_ *ir.Graph, err error) {
+	opt = opt.withContext()
 	if _, ok := params["ranks"]; ok && IsMSCCL(filename) {
 		return nil, &elaborate.ParamError{Msg: "-p ranks: an MSCCL algorithm runs on the ngpus GPUs its XML lists; only -p chunk=ELEMS applies"}
 	}
@@ -91,17 +124,25 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (_ 
 	if err != nil {
 		return nil, err
 	}
+	// A stopped check returns what it had found (nothing, or part of it), which means nothing:
+	// the context is looked at after each step, before its result is used.
 	errs, order := opt.Verify.CheckDeadlocks(g)
+	if err := opt.stopped(); err != nil {
+		return nil, err
+	}
 	if len(errs) > 0 {
 		return g, errs.Err()
 	}
 	if opt.Beside != nil {
-		wait := startBeside(g, opt.Beside)
+		wait := startBeside(opt.Context, g, opt.Beside)
 		defer func() { wait(err != nil) }()
 	}
 	// The race search, the proof of the postconditions and the lints all read the Graph and the
 	// order only: they run side by side (checkOrder).
 	errs, proved, lints := checkOrder(g, order, opt)
+	if err := opt.stopped(); err != nil {
+		return nil, err
+	}
 	if len(errs) > 0 {
 		return g, errs.Err()
 	}
@@ -112,6 +153,9 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (_ 
 		g.Relies = order.Relied() // what a runtime must find its transport grants
 		if d := order.Reliance(); d != nil {
 			lints = append(diag.List{d}, lints...)
+		}
+		if err := opt.stopped(); err != nil {
+			return nil, err
 		}
 	}
 	if len(proved) == 0 && opt.Lint != nil {

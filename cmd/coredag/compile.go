@@ -60,6 +60,9 @@ func (c *compileCmd) Run(e *env) error {
 		}
 	}
 	switch {
+	case err != nil && file != nil && file.f != nil && errors.Is(err, context.Canceled):
+		file.abort() // interrupted while the listing was written: say that -o was left alone
+		return notWritten("the listing", file.path, err)
 	case err != nil:
 		file.abort()
 		return err

@@ -140,7 +140,7 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 	}
 	l := &loaded{path: name, src: src, budget: b}
 	po := planner.Within(b)
-	po.Elaborate.Context = e.ctx // a signal stops the evaluation of the plan
+	po.Context = e.ctx // a signal stops the evaluation of the plan and its checks
 	po.MSCCL = msccl.Options{Elem: p.Type}
 	if opt.lint {
 		po.Lint = func(found diag.List) { l.lints = found }

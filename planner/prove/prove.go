@@ -12,6 +12,7 @@
 package prove
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/bits"
@@ -30,7 +31,15 @@ type Options struct {
 	// at most half of it (the rest is the Graph's and the checks' beside it) for its symbolic
 	// values. A zero budget: DefaultMem.
 	Budget budget.Budget
+	// Context, unless nil, stops the proof once it is cancelled, looked at every replayPoll ops
+	// of a replay: Check then returns nothing, which means nothing, and a caller that sets
+	// Context looks at it before using the result (as planner.Load does).
+	Context context.Context
 }
+
+// replayPoll is how many ops a replay applies between two looks at Options.Context: a
+// millisecond or so, more when ops move many runs of memory.
+const replayPoll = 1 << 12
 
 // DefaultMem is what the proof may hold for its symbolic values when it is given no budget.
 const DefaultMem = budget.Fallback / 2
@@ -48,13 +57,17 @@ func (opt Options) limit() int64 {
 // A plan whose values do not fit in opt's budget, such as a long chain of reduces each adding
 // another element (live values that grow with the square of the ops), gets a diagnostic at
 // each postcondition saying that it cannot be proven within the budget, never a proof.
-func Check(g *ir.Graph, o *verify.Order, opt Options) diag.List {
+func Check(g *ir.Graph, o *verify.Order, opt Options) (errs diag.List) {
 	if len(g.Expects) == 0 {
 		return nil
 	}
+	defer func() {
+		if opt.Context != nil && opt.Context.Err() != nil {
+			errs = nil // what a stopped proof found means nothing (a barrier's search stops too)
+		}
+	}()
 	limit := opt.limit()
 	states := map[string]*State{} // one replay per precondition (most plans: one, with none)
-	var errs diag.List
 	for i := range g.Expects {
 		e := &g.Expects[i]
 		if e.Kind == ir.ExpectBarrier {
@@ -66,8 +79,11 @@ func Check(g *ir.Graph, o *verify.Order, opt Options) diag.List {
 		key := ir.GivenKey(e.Given)
 		s := states[key]
 		if s == nil {
-			s = run(g, o, limit, e.Given)
+			s = run(g, o, limit, e.Given, opt.Context)
 			states[key] = s
+		}
+		if s.stopped {
+			return nil
 		}
 		if s.full {
 			errs = append(errs, diag.Errorf(diag.Limit, e.Pos, "%s: cannot prove within the memory budget: the proof's symbolic values need more than %s%s",
@@ -110,17 +126,23 @@ type State struct {
 	full bool
 	peak int // the most terms the table held (at a collection, or at the end)
 
+	// The replay was stopped part way (Options.Context): the memory is not the plan's.
+	stopped bool
+
 	watch *watch // the element whose history a failed proof traces (trace.go), or nil
 
 	// What the replay was run with, for the replays that trace a failure.
 	o     *verify.Order
 	limit int64
 	given []ir.Given
+	ctx   context.Context
 }
 
 // Run replays g's ops in order o and returns the final memory, within opt's budget, for a
 // look at what the proof holds (Check is the pass).
-func Run(g *ir.Graph, o *verify.Order, opt Options) *State { return run(g, o, opt.limit(), nil) }
+func Run(g *ir.Graph, o *verify.Order, opt Options) *State {
+	return run(g, o, opt.limit(), nil, opt.Context)
+}
 
 // termBytes is what one term costs the proof: the term, and room for the table to grow and to
 // be copied when it is collected.
@@ -128,13 +150,14 @@ const termBytes = 2 * int64(unsafe.Sizeof(term{}))
 
 // run replays g's ops in order o from an initial memory where the elements of given hold their
 // values (the others, anything) and returns the final memory; the shapes' terms may take up to
-// limit bytes (termBytes each), past which it stops, with s.full set.
-func run(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given) *State {
-	return runWatching(g, o, limit, given, nil)
+// limit bytes (termBytes each), past which it stops, with s.full set. Once ctx (unless nil) is
+// cancelled it stops too, with s.stopped set.
+func run(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given, ctx context.Context) *State {
+	return runWatching(g, o, limit, given, ctx, nil)
 }
 
 // runWatching is run that records in w (unless nil) the values each op leaves at w's element.
-func runWatching(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given, w *watch) *State {
+func runWatching(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given, ctx context.Context, w *watch) *State {
 	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start and
 	// each postcondition (check's value over all ranks).
 	ops, makers := inOrder(g, o)
@@ -143,7 +166,7 @@ func runWatching(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given, w 
 	if 2*int64(n) > int64(maxTerms) {
 		return &State{g: g, full: true}
 	}
-	s := &State{g: g, sh: newShapes(n), watch: w, o: o, limit: limit, given: given}
+	s := &State{g: g, sh: newShapes(n), watch: w, o: o, limit: limit, given: given, ctx: ctx}
 	s.sh.maxTerms = maxTerms
 	s.next = max(cap(s.sh.terms), 1<<16)
 	s.mem = newMemory(g, s.sh)
@@ -157,6 +180,10 @@ func runWatching(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given, w 
 	const ahead = 8
 	var touched int64
 	for k, id := range ops {
+		if k%replayPoll == replayPoll-1 && ctx != nil && ctx.Err() != nil {
+			s.stopped = true
+			break
+		}
 		if k+ahead < len(ops) {
 			touched ^= touch(&g.Ops[ops[k+ahead]])
 		}

@@ -46,7 +46,7 @@ func (w *watch) see(s *State, id ir.OpID, step int) {
 // history replays the plan again and returns the values the ops left at (rank, buf, off).
 func (s *State) history(rank int, buf ir.BufID, off int64) []hit {
 	w := &watch{rank: rank, buf: buf, off: off, lastBy: ir.None}
-	r := runWatching(s.g, s.o, s.limit, s.given, w)
+	r := runWatching(s.g, s.o, s.limit, s.given, s.ctx, w)
 	if r.full {
 		return nil
 	}

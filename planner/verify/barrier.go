@@ -17,7 +17,8 @@ const MaxBarrierWork = 1 << 31
 // some op of r happens before some op of s ends, so s cannot leave before r has entered. The
 // happens-before graph is that of the checks, with the edges of the target's ordering. It
 // returns the first gap (by the leaving rank, then the other) and whether the plan is one; ok
-// is false too, with a zero gap and within false, when the search would exceed MaxBarrierWork.
+// is false too, with a zero gap and within false, when the search would exceed MaxBarrierWork,
+// or was stopped (Options.Context, looked at between the searches of two ranks).
 func (o *Order) Barrier() (gap BarrierGap, ok, within bool) {
 	g := o.g
 	if g == nil || len(g.Ops) == 0 {
@@ -31,6 +32,9 @@ func (o *Order) Barrier() (gap BarrierGap, ok, within bool) {
 		ord = o.opt.Order
 	}
 	h := newHBBeside(g, true, ord, o.opt, nil)
+	if o.opt.stopped() {
+		return BarrierGap{}, false, false
+	}
 	if int64(g.Ranks)*int64(h.n+len(h.succ)) > MaxBarrierWork {
 		return BarrierGap{}, false, false
 	}
@@ -44,6 +48,9 @@ func (o *Order) Barrier() (gap BarrierGap, ok, within bool) {
 	seen := make([]int32, h.n) // the rank + 1 of the last search that reached the node
 	stack := make([]int32, 0, 64)
 	for r := range g.Ranks {
+		if o.opt.stopped() { // each search may visit the whole graph
+			return BarrierGap{}, false, false
+		}
 		mark := int32(r + 1)
 		for _, x := range byRank[r] {
 			if p := h.node(startOf(x)); seen[p] != mark {

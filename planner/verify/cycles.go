@@ -10,7 +10,8 @@ import (
 
 // checkCycles reports every cycle of explicit `after` edges, once per distinct cycle of
 // statements: an SPMD plan that has the cycle on several ranks gets one message naming them.
-func checkCycles(g *ir.Graph) diag.List {
+// Stopped (opt's Context), it returns what it found so far.
+func checkCycles(g *ir.Graph, opt *Options) diag.List {
 	n := len(g.Ops)
 	succs := func(v int32) []int32 { return g.Succs(ir.OpID(v)) }
 	comp, cyclic := sccs(n, succs)
@@ -22,6 +23,9 @@ func checkCycles(g *ir.Graph) diag.List {
 	var groups diag.Group
 	bfs := newCycleFinder(n)
 	for _, root := range roots {
+		if opt.stopped() {
+			break
+		}
 		cyc := bfs.shortest(root, comp, succs)
 		// cyc[i] -> cyc[i+1]: cyc[i+1] is after cyc[i]. Start the listing at the edge written first.
 		k := len(cyc)

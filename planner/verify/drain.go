@@ -15,7 +15,8 @@ import "github.com/coredag/coredag/internal/minheap"
 
 // drained returns the positions of the events of h (event-numbered) in the order drained from
 // its ranks, ascending or descending, in place of the scratch pos (len h.n). ready is scratch
-// too: a list per rank, all empty, left empty (their arrays serve the next call).
+// too: a list per rank, all empty, left empty (their arrays serve the next call). Stopped
+// (Options.Context), it returns part of the order, which means nothing.
 func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32 {
 	g := h.g
 	// In degrees count down as events are placed; pos doubles as the in-degree array until an
@@ -87,7 +88,17 @@ func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32
 			}
 			pos[v] = next // v's degree is not read again
 			next++
+			if next%drainPoll == 0 && h.opt.stopped() {
+				for k := range ready {
+					ready[k] = ready[k][:0]
+				}
+				return pos
+			}
 		}
 	}
 	return pos
 }
+
+// drainPoll is how many events drained places between two looks at the context: a millisecond
+// or so.
+const drainPoll = 1 << 16

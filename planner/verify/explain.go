@@ -48,7 +48,7 @@ func (opt Options) SuggestFixes(g *ir.Graph) FixPlan {
 	if !ok || len(races) == 0 {
 		return FixPlan{Complete: ok}
 	}
-	s := newFixGraph(g, ord, opt.fixBudget())
+	s := newFixGraph(g, ord, &opt)
 	if s == nil {
 		return FixPlan{Unfixed: unfixedText(g, races, "the plan is too large to prove a fix within the search budget"), OutOfBudget: true}
 	}
@@ -131,6 +131,9 @@ func proveFixes(g *ir.Graph, fixes []Fix, races []Race, ord ir.Order, opt *Optio
 	}
 	if len(races) > 0 {
 		h = newHBBeside(fixed, true, ord, opt, nil)
+		if !h.acyclic { // stopped (Options.Context): not built whole
+			return nil, false
+		}
 		var sr search
 		before := func(x, y event) bool {
 			switch h.reach(&sr, x, y, checkBudget) {

@@ -102,7 +102,7 @@ func RacyBuffers(g *ir.Graph) map[[2]int]bool {
 // EarlyDeadlocks returns what the first two checks (cycles of `after` edges, `after` against
 // queue order) find in g, and whether g's happens-before graph is acyclic.
 func EarlyDeadlocks(g *ir.Graph) (cycles, queueOrder int, acyclic bool) {
-	return len(checkCycles(g)), len(checkQueueOrder(g)), newHB(g, true, &Options{}).acyclic
+	return len(checkCycles(g, nil)), len(checkQueueOrder(g)), newHB(g, true, &Options{}).acyclic
 }
 
 // HBBothWays builds g's happens-before graph with the edges of the ordering ord op by op, on

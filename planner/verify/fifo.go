@@ -19,6 +19,9 @@ func checkFIFO(g *ir.Graph, h *hbGraph) diag.List {
 	}
 	// Loops within one rank first: a loop across ranks often only exists because of them.
 	if local := newHB(g, false, h.opt); !local.acyclic {
+		if h.opt.stopped() { // not built whole
+			return nil
+		}
 		return deadlockLoops(g, local)
 	}
 	return deadlockLoops(g, h)
@@ -58,6 +61,9 @@ func deadlockLoops(g *ir.Graph, h *hbGraph) diag.List {
 	finder := newCycleFinder(h.n)
 	var groups diag.Group
 	for _, root := range roots {
+		if h.opt.stopped() {
+			break
+		}
 		cyc := finder.shortest(root, comp, h.succs)
 		loop := describeLoop(g, cyc, pos)
 		if len(loop.steps) == 0 {

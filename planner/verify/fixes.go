@@ -36,6 +36,9 @@ type fixGraph struct {
 	distF, distB         []int32
 	queueF, queueB, stck []int32
 	visits, budget       int // events visited, and how many the search may visit
+	poll                 int // visits at which spent next looks at opt's Context
+	stopped              bool
+	opt                  *Options // whose Context stops the search (nil: none)
 
 	byName map[string][]ir.OpID // the ops of each name, on every rank that has one
 
@@ -62,14 +65,15 @@ func (o *Options) fixBudget() int {
 	return defaultFixBudget
 }
 
-// newFixGraph builds g's happens-before graph under the ordering ord for the search, or returns
-// nil when that alone would spend the budget.
-func newFixGraph(g *ir.Graph, ord ir.Order, budget int) *fixGraph {
+// newFixGraph builds g's happens-before graph under the ordering ord for the search, within
+// opt's budget (opt may be nil: the default), or returns nil when that alone would spend it.
+func newFixGraph(g *ir.Graph, ord ir.Order, opt *Options) *fixGraph {
 	n := 3 * len(g.Ops)
+	budget := opt.fixBudget()
 	if 64*n > budget { // the search would not get far, and its arrays would be large
 		return nil
 	}
-	s := &fixGraph{g: g, n: n, budget: budget, visits: 2 * n,
+	s := &fixGraph{g: g, n: n, budget: budget, visits: 2 * n, opt: opt,
 		xsucc: make([][]int32, n), xpred: make([][]int32, n)}
 	s.succStart, s.succ = csr(g, ord, n, false)
 	s.predStart, s.pred = csr(g, ord, n, true)
@@ -183,8 +187,19 @@ func csr(g *ir.Graph, ord ir.Order, n int, backward bool) (start, list []int32) 
 	return start, list
 }
 
-// spent reports whether the search has used its budget.
-func (s *fixGraph) spent() bool { return s.visits > s.budget }
+// spent reports whether the search has used its budget, or was stopped (Options.Context, looked
+// at every fixPoll visits): either way it goes no further.
+func (s *fixGraph) spent() bool {
+	if s.visits >= s.poll && !s.stopped {
+		s.poll = s.visits + fixPoll
+		s.stopped = s.opt.stopped()
+	}
+	return s.stopped || s.visits > s.budget
+}
+
+// fixPoll is how many events the search for fixes visits between two looks at the context:
+// well under a millisecond.
+const fixPoll = 1 << 16
 
 // add adds `f.Op after f.After` and updates the topological order, unless the edge closes a
 // cycle: it then reports false and adds nothing.

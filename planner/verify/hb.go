@@ -190,7 +190,8 @@ func newHB(g *ir.Graph, matching bool, opt *Options) *hbGraph {
 
 // newHBBeside is newHB with the edges of the ordering ord that, unless nil, runs beside on a
 // goroutine of its own while the graph is sorted, given the number of its edges, and returns
-// once both are done.
+// once both are done. Stopped (Options.Context), it returns a graph that is not acyclic and
+// may have no adjacency: the caller looks at the context before anything else.
 func newHBBeside(g *ir.Graph, matching bool, ord ir.Order, opt *Options, beside func(edges int)) *hbGraph {
 	n := 3 * len(g.Ops)
 	h := &hbGraph{g: g, n: n, owner: true, opt: opt, order: ord}
@@ -207,9 +208,15 @@ func newHBBeside(g *ir.Graph, matching bool, ord ir.Order, opt *Options, beside 
 		total := make([]int32, parts+1)
 		forParts(parts, len(g.Ops), func(p, lo, hi int) {
 			for x := lo; x < hi; x++ {
+				if (x-lo)%hbPoll == hbPoll-1 && opt.stopped() {
+					return
+				}
 				total[p+1] += l.count(ir.OpID(x), start[3*x+1:3*x+4])
 			}
 		})
+		if opt.stopped() {
+			return h
+		}
 		for p := range parts {
 			total[p+1] += total[p]
 		}
@@ -226,9 +233,15 @@ func newHBBeside(g *ir.Graph, matching bool, ord ir.Order, opt *Options, beside 
 			}
 			k = total[p]
 			for x := lo; x < hi; x++ {
+				if (x-lo)%hbPoll == hbPoll-1 && opt.stopped() {
+					return
+				}
 				k = l.place(ir.OpID(x), succ, k, indeg[3*x:3*x+3])
 			}
 		})
+		if opt.stopped() {
+			return h
+		}
 		h.succStart, h.succ = start, succ
 	} else {
 		indeg = nil // sort counts them
@@ -261,8 +274,14 @@ func newHBBeside(g *ir.Graph, matching bool, ord ir.Order, opt *Options, beside 
 	return h
 }
 
-// minEdgePart is the fewest ops worth a goroutine of newHB.
-const minEdgePart = 1 << 14
+// minEdgePart is the fewest ops worth a goroutine of newHB; hbPoll is how many ops a goroutine
+// of newHB (or of collectAccesses) handles between two looks at the context, and sortPoll how
+// many events sort takes: a millisecond or so.
+const (
+	minEdgePart = 1 << 14
+	hbPoll      = 1 << 14
+	sortPoll    = 1 << 16
+)
 
 // opEdges gives the edges of g's event graph op by op: the lists of an op's three events in the
 // order hbEdges gives them, and the events' in-degrees.
@@ -476,8 +495,8 @@ func hbEdges(g *ir.Graph, matching bool, ord ir.Order, add func(a, b event)) {
 func (h *hbGraph) succs(v int32) []int32 { return h.succ[h.succStart[v]:h.succStart[v+1]] }
 
 // sort computes a topological order with Kahn's algorithm (topo); it sets acyclic to false when
-// some events are left over (they sit on or behind a cycle). indeg, the in-degrees of the
-// events, is counted when nil; it is used up.
+// some events are left over (they sit on or behind a cycle), or when it stops (Options.Context).
+// indeg, the in-degrees of the events, is counted when nil; it is used up.
 func (h *hbGraph) sort(indeg []int32) {
 	if indeg == nil {
 		indeg = make([]int32, h.n)
@@ -492,6 +511,9 @@ func (h *hbGraph) sort(indeg []int32) {
 		}
 	}
 	for i := 0; i < len(order); i++ {
+		if i%sortPoll == sortPoll-1 && h.opt.stopped() { // not acyclic: the caller stops
+			return
+		}
 		for _, w := range h.succs(order[i]) {
 			indeg[w]--
 			if indeg[w] == 0 {
@@ -708,10 +730,13 @@ func (h *hbGraph) deep(s *search, x, y event, budget int) reachResult {
 
 // batchBudget and deepBudget bound the searches resolveBatch tries before its bitset passes,
 // reach and then deep; minBatchPart is the fewest questions worth a goroutine of those searches.
+// batchPoll is how many of the first searches a goroutine makes between two looks at the
+// context (Options.Context): a millisecond or so.
 const (
 	batchBudget  = 64
 	deepBudget   = 1024
 	minBatchPart = 256
+	batchPoll    = 1 << 12
 )
 
 // hbQuery is a deferred reachability question: does event x happen before or at event y?
@@ -725,7 +750,8 @@ type hbQuery struct {
 // Taking the queries in order of their sources keeps the windows of one pass close together; qs
 // itself keeps its order.
 //
-// free, if it holds a word per node, is scratch for the searches.
+// free, if it holds a word per node, is scratch for the searches. Stopped (Options.Context), it
+// returns early, the questions it has not reached unanswered.
 func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 	if len(qs) == 0 {
 		return
@@ -744,6 +770,9 @@ func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 			clear(s.mark)
 		}
 		for i := lo; i < hi; i++ {
+			if (i-lo)%batchPoll == batchPoll-1 && h.opt.stopped() {
+				return
+			}
 			q := &qs[i]
 			switch h.reach(&s, q.x, q.y, batchBudget) {
 			case reachYes:
@@ -770,7 +799,10 @@ func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 			s.mark = free[p*h.n : (p+1)*h.n]
 			clear(s.mark)
 		}
-		for _, i := range idx[lo:hi] {
+		for k, i := range idx[lo:hi] {
+			if k%(batchPoll/16) == batchPoll/16-1 && h.opt.stopped() { // deep visits up to 16 times more
+				return
+			}
 			q := &qs[i]
 			switch h.deep(&s, q.x, q.y, deepBudget) {
 			case reachYes:
@@ -790,6 +822,9 @@ func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 	sort.Slice(idx, func(i, j int) bool { return h.topo[qs[idx[i]].x] < h.topo[qs[idx[j]].x] })
 	bits := make([]uint64, h.n)
 	for lo := 0; lo < len(idx); lo += 64 {
+		if h.opt.stopped() { // each pass sweeps a window of the graph: as long as the plan
+			return
+		}
 		block := idx[lo:min(lo+64, len(idx))]
 		first, last := int32(h.n), int32(0)
 		for j, qi := range block {

@@ -27,13 +27,14 @@ func usedOrder(g *ir.Graph) ir.Order {
 }
 
 // racesUnder returns the races of g under the ordering ord and its happens-before graph (ok
-// false when that graph has a cycle).
+// false when that graph has a cycle, or when the checks are stopped: Options.Context).
 func racesUnder(g *ir.Graph, ord ir.Order, opt *Options) (races []Race, h *hbGraph, ok bool) {
 	h = newHBBeside(g, true, ord, opt, nil)
-	if !h.acyclic {
+	if !h.acyclic || opt.stopped() {
 		return nil, h, false
 	}
-	return findRacesOn(g, h, 0, nil, nil), h, true
+	races = findRacesOn(g, h, 0, nil, nil)
+	return races, h, !opt.stopped()
 }
 
 // fewest returns a smallest part need of extra such that g has at most want races under
@@ -87,8 +88,11 @@ func (o *Order) orderedRaces(h *hbGraph, races []Race) diag.List {
 		}
 	}
 	var note func(Race) string
-	if extra := ir.OrderStrict &^ have & used; opt.Target != "" && extra != ir.OrderNone {
+	if extra := ir.OrderStrict &^ have & used; opt.Target != "" && extra != ir.OrderNone && !opt.stopped() {
 		note = o.missing(races, have, extra)
+	}
+	if opt.stopped() {
+		return nil
 	}
 	return raceErrors(g, h, races, note)
 }

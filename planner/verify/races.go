@@ -245,6 +245,9 @@ type sweeper struct {
 	found    map[[2]int32]bool
 	races    [][2]int32
 	checked  []int32 // earlier accesses already checked against the current one
+
+	work    int  // the work done since the context was last looked at (stop)
+	stopped bool // the checks are stopped: the sweep goes no further
 }
 
 // A deferred query is a check that reach gave up on: does access p end before access a starts
@@ -275,6 +278,9 @@ const minShard = 1 << 15
 func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection, serial func()) []Race {
 	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}, col: col}
 	sw := f.sweep(workers, serial)
+	if h.opt.stopped() { // the sweep stopped part way (Options.Context): nothing it found counts
+		return nil
+	}
 	// The sweep's accesses and search scratch are not needed to answer the deferred queries,
 	// which builds large indexes of its own: only the refs of the pairs are kept. The array of
 	// the accesses can hold the renumbered adjacency.
@@ -312,6 +318,9 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection, serial f
 			serial()
 		}
 	})
+	if h.opt.stopped() { // unanswered questions would read as races
+		return nil
+	}
 	for i, ok := range ans {
 		if !ok {
 			w, j := at(i)
@@ -370,13 +379,18 @@ func (f *raceFinder) sweep(workers int, serial func()) []*sweeper {
 // group is the accesses f.acc[start:end] to the memory of one (rank, buffer).
 type group struct{ start, end int32 }
 
-// sweep sweeps the given (rank, buffer) groups.
+// sweep sweeps the given (rank, buffer) groups. It stops early when the checks are stopped
+// (Options.Context), looked at once it has done sweepPoll units of work since the last look.
 func (w *sweeper) sweep(groups []group) {
 	g, acc := w.f.g, w.f.acc
 	var states []segState
 	var ends []int64 // the bounds of each access of the group, read from its op once
 	var bounds segIndex
 	for _, grp := range groups {
+		if w.stop() {
+			return
+		}
+		w.work += int(grp.end-grp.start) + 1
 		bounds.reset()
 		ends = ends[:0]
 		for a := grp.start; a < grp.end; a++ {
@@ -396,11 +410,31 @@ func (w *sweeper) sweep(groups []group) {
 			k := 2 * (a - grp.start)
 			lo, hi := bounds.index(ends[k]), bounds.index(ends[k+1])
 			w.checked = w.checked[:0]
+			w.work += int(hi - lo)
 			for s := lo; s < hi; s++ {
 				w.visit(&states[s], a)
 			}
+			if w.stop() {
+				return
+			}
 		}
 	}
+}
+
+// sweepPoll is how much work a sweeper does between two looks at the context (Options.Context):
+// a unit is an access, a segment it visits or a search of the graph (at most pruneBudget events),
+// so that a sweep looks every millisecond or so even where an access checks many earlier ones
+// (a buffer many sends read: every read stays in the segment's antichain).
+const sweepPoll = 1 << 12
+
+// stop reports whether the checks are stopped, looking at the context once sweepPoll units of
+// work were done since the last look; once true, it stays true.
+func (w *sweeper) stop() bool {
+	if w.work >= sweepPoll {
+		w.work = 0
+		w.stopped = w.f.h.opt.stopped()
+	}
+	return w.stopped
 }
 
 // segIndex numbers the distinct bounds of a group's slices in order, which cut its memory into
@@ -482,7 +516,8 @@ type collection struct {
 // The ops are split into parts, at most the given number, each on a goroutine of its own and
 // counting its accesses per group; part i places its accesses of a group after those of the
 // parts before it, so the order is op order whatever the split. The array of the accesses has
-// room for the given number of int32s besides (posGraph.offer).
+// room for the given number of int32s besides (posGraph.offer). Stopped (opt's Context), it
+// returns part of the accesses, or none.
 func collectAccesses(g *ir.Graph, room, parts int, opt *Options) *collection {
 	c := &collection{}
 	nbuf := len(g.Buffers)
@@ -498,15 +533,21 @@ func collectAccesses(g *ir.Graph, room, parts int, opt *Options) *collection {
 	at := make([][]int32, parts)
 	forParts(parts, len(g.Ops), func(p, lo, hi int) {
 		count := make([]int32, ngroups)
+		at[p] = count
 		var one []placedAccess
 		for i := lo; i < hi; i++ {
+			if (i-lo)%hbPoll == hbPoll-1 && opt.stopped() {
+				return
+			}
 			one = accesses(g, ir.OpID(i), one[:0])
 			for k := range one {
 				count[key(&one[k])]++
 			}
 		}
-		at[p] = count
 	})
+	if opt.stopped() { // the caller stops too: an empty collection
+		return c
+	}
 	start := cursors(at, ngroups)
 	c.words = make([]int32, max(view.Len[access, int32](int(start[ngroups])), room))
 	c.acc = view.As[access](c.words, int(start[ngroups]))
@@ -514,6 +555,9 @@ func collectAccesses(g *ir.Graph, room, parts int, opt *Options) *collection {
 		next := at[p]
 		var one []placedAccess
 		for i := lo; i < hi; i++ {
+			if (i-lo)%hbPoll == hbPoll-1 && opt.stopped() {
+				return
+			}
 			one = accesses(g, ir.OpID(i), one[:0])
 			for k := range one {
 				a := &one[k]
@@ -600,9 +644,13 @@ func (w *sweeper) insert(set []int32, a int32) []int32 {
 	acc := w.f.acc
 	from := acc[a].from
 	out := set[:0]
-	for _, r := range set {
+	w.work += len(set)
+	for i, r := range set {
 		if r == a {
 			return set
+		}
+		if i%sweepPoll == sweepPoll-1 && w.stop() { // a set as large as the group: stop part way
+			return append(out, set[i:]...)
 		}
 		if w.f.h.reach(&w.s, acc[r].to, from, pruneBudget) != reachYes {
 			out = append(out, r)
@@ -623,6 +671,7 @@ func (w *sweeper) check(p, a int32) {
 		}
 	}
 	w.checked = append(w.checked, p)
+	w.work++
 	switch w.f.h.reach(&w.s, pa.to, aa.from, checkBudget) {
 	case reachNo:
 		if k := [2]int32{pa.ref(), aa.ref()}; !w.found[k] {
@@ -713,7 +762,7 @@ func ExplainRaces(g *ir.Graph, races []Race) (fixes []Fix, ok []bool) {
 		return nil, nil
 	}
 	fixes, ok = make([]Fix, len(races)), make([]bool, len(races))
-	s := newFixGraph(g, ir.OrderNone, defaultFixBudget)
+	s := newFixGraph(g, ir.OrderNone, nil)
 	if s == nil {
 		return fixes, ok
 	}
@@ -796,8 +845,11 @@ func raceError(g *ir.Graph, r Race, a, b MemAccess) *diag.Diagnostic {
 // and proven by adding them to the plan and running the deadlock and race passes again; when it
 // finds none, the diagnostic says so and what else could order the accesses.
 func explainRaces(g *ir.Graph, ord ir.Order, opt *Options, ds []*diag.Diagnostic, members [][]Race) {
-	s := newFixGraph(g, ord, opt.fixBudget())
+	s := newFixGraph(g, ord, opt)
 	for i, d := range ds {
+		if opt.stopped() { // the diagnostics mean nothing now
+			return
+		}
 		races := members[i]
 		if s == nil || s.spent() {
 			d.Msg += " (no `after` suggested: proving one would take more than the search budget)"

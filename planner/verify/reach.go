@@ -159,7 +159,8 @@ type component struct {
 // resolve answers the n queries at(0), ..., at(n-1) exactly: ans[i] reports whether at(i)'s x
 // happens before or at its y. It renumbers h by topological position. at may be called from
 // several goroutines at once. Unless nil, serial is called when resolve comes to its steps that
-// run on one goroutine; at is not called after.
+// run on one goroutine; at is not called after. Stopped (Options.Context), it returns early:
+// the answers it has not reached are false.
 func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []bool) {
 	if n == 0 {
 		return nil
@@ -202,6 +203,9 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []b
 	stack := r.children(all, cur, subs, 0)
 	subs = nil
 	for len(stack) > 0 {
+		if h.opt.stopped() {
+			return r.ans
+		}
 		c := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		stack = append(stack, r.solve(c)...)
@@ -662,6 +666,9 @@ func (r *sepReach) certify(c component, sep []int32) {
 		ask := [2][]int32{carry, open[firstAt[b]:firstAt[b+1]]}
 		if len(ask[0])+len(ask[1]) == 0 {
 			continue
+		}
+		if r.h.opt.stopped() { // each block sweeps a window of the graph: as long as the plan
+			break
 		}
 		// Only the window from the first x to the last y of the questions is swept: a path
 		// x -> c_i -> c_j -> y (i <= j) lies between x and y in topological order.

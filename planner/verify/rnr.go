@@ -91,6 +91,9 @@ func rnr(g *ir.Graph, h *hbGraph, drained, release func()) diag.List {
 	}
 	pos, ready = nil, nil
 	drained()
+	if h.opt.stopped() {
+		return nil
+	}
 	var open []int
 	for i := range qs {
 		if !unordered[i] {
@@ -102,6 +105,9 @@ func rnr(g *ir.Graph, h *hbGraph, drained, release func()) diag.List {
 	}
 	release()
 	ordered := h.resolve(len(open), func(i int) hbQuery { return query(qs[open[i]]) }, nil)
+	if h.opt.stopped() { // unanswered questions would read as late receives
+		return nil
+	}
 	for j, i := range open {
 		unordered[i] = !ordered[j]
 	}

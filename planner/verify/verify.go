@@ -38,10 +38,10 @@ func CheckOrder(g *ir.Graph) (diag.List, *Order) { return Options{}.CheckOrder(g
 // CheckOrder is the package's CheckOrder with these options.
 func (opt Options) CheckOrder(g *ir.Graph) (diag.List, *Order) {
 	errs, o := opt.CheckDeadlocks(g)
-	if len(errs) > 0 {
+	if len(errs) > 0 || o == nil { // o is nil only when stopped (Options.Context)
 		return errs, nil
 	}
-	if errs = o.Races(nil); len(errs) > 0 {
+	if errs = o.Races(nil); len(errs) > 0 || opt.stopped() {
 		return errs, nil
 	}
 	if r := o.Ordered(); r != nil {
@@ -52,7 +52,8 @@ func (opt Options) CheckOrder(g *ir.Graph) (diag.List, *Order) {
 
 // CheckDeadlocks runs Check's first two steps. When they pass it returns the order of g's
 // events, on which Order.Races runs the third; a pass that needs only the order (prove) can run
-// beside it, its result to be used only if no race is found.
+// beside it, its result to be used only if no race is found. Stopped (Options.Context), it
+// returns neither diagnostics nor an order.
 func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) { return Options{}.CheckDeadlocks(g) }
 
 // CheckDeadlocks is the package's CheckDeadlocks with these options.
@@ -60,7 +61,7 @@ func (opt Options) CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	if len(g.Ops) == 0 {
 		return nil, &Order{}
 	}
-	if errs := resolveWaits(g); len(errs) > 0 {
+	if errs := resolveWaits(g, &opt); len(errs) > 0 || opt.stopped() {
 		return errs, nil
 	}
 	// A cycle of `after` edges, or an `after` against queue order, closes a cycle of the
@@ -73,12 +74,18 @@ func (opt Options) CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	h := newHBBeside(g, true, ir.OrderNone, &opt, func(edges int) {
 		col = collectAccesses(g, edges, max(opt.workerCount(len(g.Ops), 1)-1, 1), &opt)
 	})
+	if opt.stopped() {
+		return nil, nil
+	}
 	if h.acyclic {
 		return nil, &Order{g: g, topo: h.topo, h: h, col: col, opt: &opt}
 	}
-	errs := checkCycles(g)
-	if len(errs) == 0 {
+	errs := checkCycles(g, &opt)
+	if len(errs) == 0 && !opt.stopped() {
 		errs = checkFIFO(g, h)
+	}
+	if opt.stopped() {
+		return nil, nil
 	}
 	errs.Sort()
 	return errs, nil
@@ -122,7 +129,7 @@ func (o *Order) Races(idle func()) diag.List {
 	h := o.h
 	races := findRacesOn(o.g, h, 0, o.col, idle)
 	o.h, o.col = nil, nil
-	if len(races) == 0 {
+	if len(races) == 0 || o.opt.stopped() {
 		return nil
 	}
 	errs := o.orderedRaces(h, races)

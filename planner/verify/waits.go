@@ -38,8 +38,9 @@ type waiter struct {
 }
 
 // resolveWaits computes g.Lands when g has wait ops and they are not known yet, or reports why
-// a wait can never complete, or why its word is not one a wait can watch.
-func resolveWaits(g *ir.Graph) diag.List {
+// a wait can never complete, or why its word is not one a wait can watch. Stopped (opt's
+// Context), it returns nothing and leaves g.Lands unset.
+func resolveWaits(g *ir.Graph, opt *Options) diag.List {
 	if g.Lands != nil {
 		return nil
 	}
@@ -70,6 +71,9 @@ func resolveWaits(g *ir.Graph) diag.List {
 		adj := newWaitAdj(g, lands)
 		grew := false
 		for _, w := range ws {
+			if opt.stopped() { // each wait searches the graph: as long as the plan
+				return nil
+			}
 			after := adj.from(endOf(w.op), adj.after) // what happens only after w has ended
 			var can int64
 			for k, c := range w.from {

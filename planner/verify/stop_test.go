@@ -1,0 +1,99 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/ir"
+)
+
+// broadcastReads is a plan whose race sweep is quadratic in its sends: rank 0 sends one buffer
+// n times, and as nothing orders the sends' reads of it (each is done at its landing, the next
+// starts at the previous start), every read stays in the segment's antichain and each new one
+// is searched against all the others.
+func broadcastReads(t *testing.T, n int) *ir.Graph {
+	return graphOf(t, fmt.Sprintf(`plan reads
+param ranks = 2
+buffer b f32[4]
+buffer d f32[%d]
+queue q to 1 - rank peer q depth 32768
+if rank == 0 {
+  for i in 0 .. %d { op s[i] = send q b }
+} else {
+  for i in 0 .. %d { op r[i] = recv q d[4 * i : 4 * i + 4] }
+}
+`, 4*n, n, n))
+}
+
+// TestSweepStops: once Options.Context is cancelled, the race sweep looks at it within
+// sweepPoll units of work and stops, whatever the size of the antichains: the searches it made
+// (its scratch's epoch counts them) are a few thousand, where the whole sweep of the same plan
+// makes about n(n-1)/2 of them. findRacesOn then reports nothing. Before, the sweep ran to its end:
+// 24 s for n = 10000, and SIGTERM could not stop `coredag check`.
+func TestSweepStops(t *testing.T) {
+	t.Parallel()
+	const n = 600
+	g := broadcastReads(t, n)
+	// The graphs are built and the accesses collected, then the context cancelled (or not)
+	// before the sweep.
+	sweep := func(stop bool) (searches int, races []Race) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		opt := &Options{Context: ctx, Workers: 1}
+		h, h2 := newHB(g, true, opt), newHB(g, true, opt)
+		require.True(t, h.acyclic && h2.acyclic)
+		col, col2 := collectAccesses(g, 0, 1, opt), collectAccesses(g, 0, 1, opt)
+		if stop {
+			cancel()
+		}
+		f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}, col: col}
+		sw := f.sweep(1, nil)
+		require.Len(t, sw, 1)
+		return int(sw[0].s.epoch), findRacesOn(g, h2, 1, col2, nil)
+	}
+	all, races := sweep(false)
+	assert.Empty(t, races, "the reads commute")
+	assert.GreaterOrEqual(t, all, n*(n-1)/4)
+
+	stopped, races := sweep(true)
+	assert.LessOrEqual(t, stopped, 2*sweepPoll)
+	assert.Less(t, stopped, all/10)
+	assert.Nil(t, races)
+}
+
+// TestChecksStopped: with a cancelled Options.Context, the checks return at once and return
+// nothing, where the same checks find a race and a deadlock.
+func TestChecksStopped(t *testing.T) {
+	t.Parallel()
+	racy := graphOf(t, "plan p\nbuffer a i32[8]\nop x = copy a[0:4] to a[4:8]\nop y = copy a[4:8] to a[0:4]\n")
+	cycle := graphOf(t, "plan p\nop x = nop after y\nop y = nop after x\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, g := range []*ir.Graph{racy, cycle} {
+		require.NotEmpty(t, Options{}.Check(g), g.Name)
+		errs, o := Options{Context: ctx}.CheckOrder(g)
+		assert.Empty(t, errs, g.Name)
+		assert.Nil(t, o, g.Name)
+		errs, o = Options{Context: ctx}.CheckDeadlocks(g)
+		assert.Empty(t, errs, g.Name)
+		assert.Nil(t, o, g.Name)
+	}
+	// Stopped while the happens-before graph is built: it is left unsorted.
+	ring := ringGraph(t, 16)
+	require.True(t, newHB(ring, true, &Options{}).acyclic)
+	assert.False(t, newHB(ring, true, &Options{Context: ctx}).acyclic)
+	assert.Empty(t, collectAccesses(ring, 0, 1, &Options{Context: ctx}).acc)
+	// Stopped between the steps: Races after the deadlocks passed.
+	live, stop := context.WithCancel(context.Background())
+	errs, o := Options{Context: live}.CheckDeadlocks(racy)
+	require.Empty(t, errs)
+	require.NotNil(t, o)
+	stop()
+	assert.Empty(t, o.Races(nil))
+	fixes := Options{Context: live}.SuggestFixes(racy)
+	assert.Empty(t, fixes.Edges)
+}
