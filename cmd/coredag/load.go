@@ -152,17 +152,19 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 		po.Verify.Order, po.Verify.Target = opt.target.Order, opt.target.Name
 		po.Beside = func(ctx context.Context, g *ir.Graph) {
 			l.graph = g // the same Graph Load returns, which waits for Beside
+			// ctx ends with a signal or a failed check: the lowering stops, and its result
+			// (ctx's cause) goes unused, as the plan's loading fails.
 			switch {
 			case opt.lower:
-				l.lowering = lower.PrepareEach(g, *opt.target)
+				l.lowering = lower.PrepareEachContext(ctx, g, *opt.target)
 				if opt.limits {
-					l.limits = l.lowering.CheckLimits() // on the same event order
+					l.limits = l.lowering.CheckLimitsContext(ctx) // on the same event order
 				}
 				if opt.then != nil {
 					opt.then(ctx, l)
 				}
 			case opt.limits:
-				l.limits = lower.CheckLimits(g, *opt.target)
+				l.limits = lower.CheckLimitsContext(ctx, g, *opt.target)
 			}
 		}
 	}

@@ -6,6 +6,7 @@
 package lower
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -30,7 +31,7 @@ import (
 // Errors (a diag.List) report chains that do not fit the target's depth limits, inline
 // payloads above its limit, and dependency cycles the checker should have caught.
 func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
-	c, order, err := start(g, t, true, true)
+	c, order, err := start(nil, g, t, true, true)
 	return finish(c, order, err, nil, true)
 }
 
@@ -63,8 +64,16 @@ type Prepared struct {
 }
 
 // PrepareEach begins CompileEach(g, t, ...); the Prepared's CompileEach does the rest.
-func PrepareEach(g *ir.Graph, t ir.Target) *Prepared {
-	c, order, err := start(g, t, t.Trigger != nil, true) // a Loc only when the Plan is whole
+func PrepareEach(g *ir.Graph, t ir.Target) *Prepared { return PrepareEachContext(nil, g, t) }
+
+// PrepareEachContext is PrepareEach that stops ordering the events once ctx (unless nil) is
+// cancelled: the Prepared then holds ctx's cause as its error (context.Cause). ctx bounds the
+// preparation only, not what is done with the Prepared after.
+func PrepareEachContext(ctx context.Context, g *ir.Graph, t ir.Target) *Prepared {
+	c, order, err := start(ctx, g, t, t.Trigger != nil, true) // a Loc only when the Plan is whole
+	if c != nil {
+		c.ctx = nil
+	}
 	return &Prepared{c: c, order: order, err: err}
 }
 
@@ -89,14 +98,20 @@ func (p *Prepared) KeepRanks() { p.keep = true }
 
 // CheckLimits is CheckLimits(g, t) for the Graph and target p was prepared for, on p's event
 // order; p can compile after it.
-func (p *Prepared) CheckLimits() error {
+func (p *Prepared) CheckLimits() error { return p.CheckLimitsContext(nil) }
+
+// CheckLimitsContext is CheckLimits that stops once ctx (unless nil) is cancelled, between the
+// ranks it lowers, and returns ctx's cause (context.Cause).
+func (p *Prepared) CheckLimitsContext(ctx context.Context) error {
 	if p.used {
 		return errUsed
 	}
 	if p.err != nil {
 		return p.err
 	}
-	return checkLimits(newCompiler(p.c.g, p.c.t, p.c.t.Trigger != nil), p.order)
+	c := newCompiler(p.c.g, p.c.t, p.c.t.Trigger != nil)
+	c.ctx = ctx
+	return checkLimits(c, p.order)
 }
 
 var errUsed = errors.New("compile: a Prepared lowering compiles once")
@@ -146,8 +161,12 @@ func finish(c *compiler, order []int32, err error, each func(*ir.Plan, int) func
 // keeping the Plan: each rank is lowered, signalled and checked against the target's limits,
 // then dropped, so memory holds one rank's chains at a time. On a triggered target the trigger
 // budgets need every rank's chains, so the Plan is built whole there, as Compile does.
-func CheckLimits(g *ir.Graph, t ir.Target) error {
-	c, order, err := start(g, t, t.Trigger != nil, false)
+func CheckLimits(g *ir.Graph, t ir.Target) error { return CheckLimitsContext(nil, g, t) }
+
+// CheckLimitsContext is CheckLimits that stops once ctx (unless nil) is cancelled, while it
+// orders the events or between the ranks it lowers, and returns ctx's cause (context.Cause).
+func CheckLimitsContext(ctx context.Context, g *ir.Graph, t ir.Target) error {
+	c, order, err := start(ctx, g, t, t.Trigger != nil, false)
 	if err != nil {
 		return err
 	}
@@ -158,6 +177,9 @@ func CheckLimits(g *ir.Graph, t ir.Target) error {
 func checkLimits(c *compiler, order []int32) error {
 	t := c.t
 	c.lowerRanks(order, t.Trigger != nil, nil)
+	if err := c.stopped(); err != nil { // ranks were left out: their limits are unknown
+		return err
+	}
 	if t.Trigger != nil && len(c.errs) == 0 {
 		c.trigger(order)
 	}
@@ -170,8 +192,9 @@ func checkLimits(c *compiler, order []int32) error {
 
 // start checks the inputs of Compile and CheckLimits and orders the events of g. The Plan gets
 // a Loc only if loc is set, and its critical path only if critical is: CheckLimits keeps no
-// more than one rank's lowering.
-func start(g *ir.Graph, t ir.Target, loc, critical bool) (*compiler, []int32, error) {
+// more than one rank's lowering. Once ctx (unless nil) is cancelled, it stops with ctx's cause;
+// the compiler keeps ctx for lowerRanks.
+func start(ctx context.Context, g *ir.Graph, t ir.Target, loc, critical bool) (*compiler, []int32, error) {
 	if g == nil {
 		return nil, nil, fmt.Errorf("compile: nil graph")
 	}
@@ -182,6 +205,7 @@ func start(g *ir.Graph, t ir.Target, loc, critical bool) (*compiler, []int32, er
 		return nil, nil, fmt.Errorf("compile: the graph is not frozen (whoever builds a Graph calls Freeze when it is complete)")
 	}
 	c := newCompiler(g, t, loc)
+	c.ctx = ctx
 	c.errs = c.checkInputs()
 	if len(c.errs) > 0 {
 		c.errs.Sort()
@@ -213,7 +237,23 @@ type compiler struct {
 	errs diag.List
 
 	naiveWaits, naiveEnables int
+
+	// ctx, unless nil, stops the event order and the lowering of further ranks once it is
+	// cancelled (stopped).
+	ctx context.Context
 }
+
+// stopped returns the cause of the cancellation of c's context, or nil.
+func (c *compiler) stopped() error {
+	if c.ctx == nil || c.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(c.ctx)
+}
+
+// orderPoll is how many events eventOrder places between two looks at the context: a
+// millisecond or so.
+const orderPoll = 1 << 16
 
 // checkInputs reports problems of the Graph that no lowering can fix for this target.
 func (c *compiler) checkInputs() diag.List {
@@ -384,7 +424,11 @@ func (c *compiler) eventOrder(critical bool) (order []int32, path int, err error
 		r := s.info & rankMask
 		order[at[r]] = ev
 		at[r]++
-		placed++
+		if placed++; placed%orderPoll == 0 {
+			if err := c.stopped(); err != nil {
+				return nil, 0, err
+			}
+		}
 		if ev&1 == 0 {
 			relax(ev, ev+1)
 			if s.next != ir.None {

@@ -80,6 +80,13 @@ func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int)
 		w.c = c
 		wg.Go(func() {
 			for r := int(next.Add(1) - 1); r < g.Ranks; r = int(next.Add(1) - 1) {
+				if c.stopped() != nil { // the caller returns the cause; the ranks left are not lowered
+					stop.Store(true)
+					if each != nil {
+						handOver(r)
+					}
+					continue
+				}
 				w.lowerRank(r, order[start[r]:start[r+1]])
 				if len(w.found) > 0 {
 					stop.Store(true)
