@@ -1,6 +1,7 @@
 package coredag
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -34,7 +35,7 @@ func OpenSet(path string) (s *Set, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrArg, err)
 	}
-	ps, _, err := planset.Load(path, planner.SetPlanExpects(planner.Options{Elaborate: elaborate.Within(b)}))
+	ps, _, err := planset.Load(context.Background(), path, planner.SetPlanExpects(planner.Options{Elaborate: elaborate.Within(b)}))
 	if err != nil {
 		var l diag.List
 		if errors.As(err, &l) {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -40,7 +41,8 @@ func SetPlanExpects(opts Options) func(path string, ranks int64, params []string
 // assert that sp is a multiple of something), and its message must double from one to the
 // other. It reports false when the plan declares no param sp. The error says what does not fit:
 // a message that does not grow in proportion to sp, or a size that is not a multiple of one
-// unit's bytes (with the size to pad to). Parse errors are a diag.List.
+// unit's bytes (with the size to pad to). Parse errors are a diag.List. Once opt.Context is
+// cancelled, the error is its cause (context.Cause).
 func SizeParam(filename string, src []byte, sp string, size int64, params map[string]int64, opt elaborate.Options) (int64, bool, error) {
 	f, err := Parse(filename, src, msccl.Options{})
 	if err != nil {
@@ -49,12 +51,21 @@ func SizeParam(filename string, src []byte, sp string, size int64, params map[st
 	if elaborate.CheckParams(f, map[string]int64{sp: 1}) != nil {
 		return 0, false, nil
 	}
+	stopped := func() error {
+		if opt.Context == nil || opt.Context.Err() == nil {
+			return nil
+		}
+		return context.Cause(opt.Context)
+	}
 	at := func(n int64) (int64, error) {
 		ps := make(map[string]int64, len(params)+1)
 		maps.Copy(ps, params)
 		ps[sp] = n
 		g, err := elaborate.Elaborate(f, ps, opt)
 		if err != nil {
+			if stop := stopped(); stop != nil {
+				return 0, stop
+			}
 			first, _, _ := strings.Cut(err.Error(), "\n")
 			return 0, fmt.Errorf("%s: working out %s for a message of %d B, at %s = %d: %s", filename, sp, size, sp, n, first)
 		}
@@ -66,6 +77,9 @@ func SizeParam(filename string, src []byte, sp string, size int64, params map[st
 	var two int64
 	firstErr := oneErr
 	for ; v <= maxSizeProbe; v *= 2 {
+		if err := stopped(); err != nil {
+			return 0, false, err
+		}
 		var twoErr error
 		two, twoErr = at(2 * v)
 		if oneErr == nil && twoErr == nil {

@@ -21,6 +21,7 @@ package planset
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -344,14 +345,22 @@ func ParseSize(s string) (int64, error) {
 
 // Check verifies the set: every plan's expect is the set's collective (through check), and the
 // entries cover every size from 0 on, for every world size from the least to the greatest
-// named, exactly once. Every mistake is reported, at its position.
-func (s *Set) Check(check Checker) error {
+// named, exactly once. Every mistake is reported, at its position. Once ctx is cancelled, Check
+// stops, between two plans or within the coverage's sweep of the world sizes, and returns ctx's
+// cause (context.Cause): a check given ctx stops its plan and returns an error.
+func (s *Set) Check(ctx context.Context, check Checker) error {
 	var errs diag.List
 	for _, e := range s.Entries {
 		if check == nil {
 			break
 		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		exps, err := check(e.File, e.RanksLo, e.Params)
+		if err != nil && ctx.Err() != nil { // the plan was stopped: what check says of it means nothing
+			return context.Cause(ctx)
+		}
 		if err != nil {
 			d := errs.Add(diag.Input, e.Pos, "plan %s at ranks=%d: %s", e.Path, e.RanksLo, firstLine(err.Error()))
 			d.Related = append(d.Related, diag.Related{Pos: e.RanksPos, Label: "the least world size it serves"})
@@ -366,12 +375,18 @@ func (s *Set) Check(check Checker) error {
 			d.Related = append(d.Related, diag.Related{Pos: exps[0].Pos, Label: "its expect"}, diag.Related{Pos: s.Pos, Label: "the set's collective"})
 		}
 	}
-	errs = append(errs, s.coverage()...)
+	cov, err := s.coverage(ctx)
+	if err != nil {
+		return err
+	}
+	errs = append(errs, cov...)
 	return errs.Err()
 }
 
-// coverage reports overlaps and gaps of the entries' ranges.
-func (s *Set) coverage() diag.List {
+// coverage reports overlaps and gaps of the entries' ranges. Each world size where the entries
+// serving it change costs a pass over the entries, so ctx is looked at before each: the error is
+// its cause once it is cancelled.
+func (s *Set) coverage(ctx context.Context) (diag.List, error) {
 	var errs diag.List
 	// the world sizes where the set of entries serving them can change
 	cuts := []int64{}
@@ -391,6 +406,9 @@ func (s *Set) coverage() diag.List {
 	for ci, r := range cuts {
 		if r > maxR {
 			break
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
 		}
 		hi := int64(Unbounded)
 		if ci+1 < len(cuts) {
@@ -442,7 +460,7 @@ func (s *Set) coverage() diag.List {
 			errs.Add(diag.Shape, s.Entries[last].SizePos, "a gap: no plan serves sizes from %s on at %s (end the last range with `..`)", formatSize(end), what)
 		}
 	}
-	return errs
+	return errs, nil
 }
 
 func cmpInt(a, b int64) int {
@@ -498,8 +516,8 @@ func firstLine(s string) string {
 // MaxSize is the largest set file Load reads: a set is a few lines.
 const MaxSize = 1 << 20
 
-// Load reads, parses and checks a set file.
-func Load(path string, check Checker) (*Set, []byte, error) {
+// Load reads, parses and checks a set file; ctx stops the check (Set.Check).
+func Load(ctx context.Context, path string, check Checker) (*Set, []byte, error) {
 	src, err := boundedio.ReadFile(path, MaxSize)
 	var big *boundedio.TooLargeError
 	switch {
@@ -512,7 +530,7 @@ func Load(path string, check Checker) (*Set, []byte, error) {
 	if err != nil {
 		return nil, src, err
 	}
-	return s, src, s.Check(check)
+	return s, src, s.Check(ctx, check)
 }
 
 // Choice is the plan Select picked, and why.

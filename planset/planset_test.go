@@ -1,6 +1,7 @@
 package planset
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -38,7 +39,7 @@ func load(t *testing.T, text string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s, s.Check(fake)
+	return s, s.Check(context.Background(), fake)
 }
 
 func messages(err error) []string {
@@ -169,6 +170,33 @@ func TestSetErrors(t *testing.T) {
 func TestLoadTooLarge(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "big.set")
 	require.NoError(t, os.WriteFile(path, []byte("collective allreduce\n"+strings.Repeat("#", MaxSize)), 0o644))
-	_, _, err := Load(path, fake)
+	_, _, err := Load(context.Background(), path, fake)
 	assert.ErrorContains(t, err, "big.set: larger than 1 MiB: a plan set may be at most 1 MiB")
+}
+
+// TestCheckStops: Check stops once its context is cancelled, between two plans (here by the
+// first plan's check, as a signal stops a plan being loaded) or in the sweep of the coverage,
+// and returns the context's cause rather than what it found: the plans left unchecked, the gap
+// the coverage would report.
+func TestCheckStops(t *testing.T) {
+	t.Parallel()
+	s, err := Parse("dir/x.set", []byte("collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2..4\nplan allreduce_b.dag sizes 0.. ranks 6..\nplan bad_c.dag sizes 0.. ranks 5\n"))
+	require.NoError(t, err)
+	require.Len(t, messages(s.Check(context.Background(), fake)), 1, "plan bad_c.dag fails")
+
+	cause := errors.New("interrupted")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	var checked []string
+	stopping := func(path string, ranks int64, params []string) ([]ir.Expect, error) {
+		checked = append(checked, path)
+		cancel(cause)
+		return nil, cause
+	}
+	assert.Same(t, cause, s.Check(ctx, stopping))
+	assert.Equal(t, []string{"dir/allreduce_a.dag"}, checked, "the plans after the stopped one are not checked")
+
+	gap, err := Parse("dir/y.set", []byte("collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2\nplan allreduce_b.dag sizes 0.. ranks 4\n"))
+	require.NoError(t, err)
+	require.NotEmpty(t, messages(gap.Check(context.Background(), nil)), "ranks 3 has no plan")
+	assert.Same(t, cause, gap.Check(ctx, nil))
 }

@@ -67,6 +67,9 @@ func (c *checkCmd) Run(e *env) error {
 	for _, path := range c.Files {
 		if isSetFile(path) {
 			r, err := c.checkSet(e, path)
+			if errors.Is(err, context.Canceled) { // interrupted: stop here
+				return err
+			}
 			if err != nil {
 				unreadable = true
 				fmt.Fprintf(e.stderr, "coredag: %s\n", diag.EscapeControls(err.Error()))
@@ -142,7 +145,10 @@ func (c *checkCmd) checkSet(e *env, path string) (checkReport, error) {
 		r.Diagnostics = []diag.JSON{{Code: diag.Input, File: path, Message: err.Error()}}
 		return r, err
 	}
-	s, src, err := planset.Load(path, planChecker)
+	s, src, err := planset.Load(e.ctx, path, planChecker(e))
+	if e.ctx.Err() != nil {
+		return r, context.Cause(e.ctx)
+	}
 	var l diag.List
 	switch {
 	case err == nil:

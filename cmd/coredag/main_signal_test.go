@@ -177,21 +177,41 @@ func TestSignalStopsOverlap(t *testing.T) {
 	assert.Equal(t, "coredag: run interrupted by SIGTERM\n", stderr)
 }
 
-// TestSignalStopsChecks: SIGTERM while check runs the checks past elaboration (the race sweep of
-// a buffer sent 20000 times, whose reads all stay in one antichain: minutes of work) stops them
-// and exits 143; before, only elaboration looked at the signal, and the grace period ended
+// slowChecks is a plan of 40000 ops whose checks take minutes: rank 0 sends one buffer 20000
+// times, and the race sweep keeps every send's read of it in one antichain.
+const slowChecks = "plan reads\nparam ranks = 2\nparam n = 20000\nbuffer b f32[4]\nbuffer d f32[4 * n]\n" +
+	"queue q to 1 - rank peer q depth 32768\n" +
+	"if rank == 0 {\n  for i in 0 .. n { op s[i] = send q b }\n} else {\n  for i in 0 .. n { op r[i] = recv q d[4 * i : 4 * i + 4] }\n}\n"
+
+// TestSignalStopsChecks: SIGTERM while check runs the checks past elaboration (slowChecks) stops
+// them and exits 143; before, only elaboration looked at the signal, and the grace period ended
 // check.
 func TestSignalStopsChecks(t *testing.T) {
 	t.Parallel()
 	endToEnd(t)
 	dir := t.TempDir()
-	plan := "plan reads\nparam ranks = 2\nparam n = 20000\nbuffer b f32[4]\nbuffer d f32[4 * n]\n" +
-		"queue q to 1 - rank peer q depth 32768\n" +
-		"if rank == 0 {\n  for i in 0 .. n { op s[i] = send q b }\n} else {\n  for i in 0 .. n { op r[i] = recv q d[4 * i : 4 * i + 4] }\n}\n"
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "reads.dag"), []byte(plan), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "reads.dag"), []byte(slowChecks), 0o644))
 	start := time.Now()
 	checking := func() bool { return time.Since(start) > 500*time.Millisecond }
 	code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, checking, "check", "reads.dag")
 	assert.Equal(t, 143, code, stderr)
 	assert.Equal(t, "coredag: check interrupted by SIGTERM\n", stderr)
+}
+
+// TestSignalStopsSets: SIGTERM while check or select loads a plan of a set (slowChecks) stops it
+// and exits 143 with no word on the set; before, the plans of a set were loaded on a context of
+// their own, and the grace period ended the command.
+func TestSignalStopsSets(t *testing.T) {
+	t.Parallel()
+	endToEnd(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "reads.dag"), []byte(slowChecks), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.set"), []byte("collective broadcast\nplan reads.dag sizes 0.. ranks 2\n"), 0o644))
+	for _, args := range [][]string{{"check", "x.set"}, {"select", "x.set", "--size", "64", "-p", "ranks=2"}} {
+		start := time.Now()
+		loading := func() bool { return time.Since(start) > 500*time.Millisecond }
+		code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, loading, args...)
+		assert.Equal(t, 143, code, stderr)
+		assert.Equal(t, "coredag: "+args[0]+" interrupted by SIGTERM\n", stderr)
+	}
 }

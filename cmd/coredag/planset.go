@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -29,14 +30,19 @@ type selectCmd struct {
 }
 
 // planChecker loads a set's plan at a world size with its params, checked as coredag check
-// does, and returns its postconditions.
-var planChecker = planner.SetPlanExpects(planner.Options{})
+// does, and returns its postconditions. A signal stops it (the command's context).
+func planChecker(e *env) planset.Checker {
+	return planner.SetPlanExpects(planner.Options{Context: e.ctx})
+}
 
 // loadSet loads and checks a set, printing its diagnostics.
 func loadSet(e *env, path string) (*planset.Set, error) {
-	s, src, err := planset.Load(path, planChecker)
+	s, src, err := planset.Load(e.ctx, path, planChecker(e))
 	if err == nil {
 		return s, nil
+	}
+	if e.ctx.Err() != nil { // interrupted: the interruption says it
+		return nil, context.Cause(e.ctx)
 	}
 	var l diag.List
 	if errors.As(err, &l) {
@@ -86,7 +92,10 @@ func (c *selectCmd) Run(e *env) error {
 		if err != nil {
 			return &exitError{code: exitFail, err: err}
 		}
-		n, ok, err := planner.SizeParam(ch.Entry.File, src, s.SizeParam, size, lps, elaborate.Options{})
+		n, ok, err := planner.SizeParam(ch.Entry.File, src, s.SizeParam, size, lps, elaborate.Options{Context: e.ctx})
+		if e.ctx.Err() != nil {
+			return context.Cause(e.ctx)
+		}
 		switch {
 		case err != nil:
 			note = fmt.Sprintf("note: %s is not set: %v\n", s.SizeParam, err)
@@ -148,7 +157,10 @@ func (c *tuneCmd) Run(e *env) error {
 		}
 		if ri == 0 {
 			for i, f := range c.Files {
-				exps, err := planChecker(f, r, nil)
+				exps, err := planChecker(e)(f, r, nil)
+				if err != nil && e.ctx.Err() != nil {
+					return context.Cause(e.ctx)
+				}
 				if err != nil {
 					return fmt.Errorf("%s: %v", f, headLine(err.Error()))
 				}
