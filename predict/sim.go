@@ -1,6 +1,7 @@
 package predict
 
 import (
+	"context"
 	"fmt"
 	"math"
 
@@ -29,11 +30,18 @@ type Options struct {
 	// compiled with its size param at 1 and simulated with Scale n predicts the plan at n,
 	// exactly when every slice of the plan is n times a constant (Linear checks it).
 	Scale float64
+	// Context, unless nil, stops the simulation once it is cancelled, looked at every
+	// simPoll events: Simulate then returns the context's cause (context.Cause).
+	Context context.Context
 }
+
+// simPoll is how many events a simulation handles between two looks at Options.Context: a
+// millisecond or so.
+const simPoll = 1 << 14
 
 // Simulate predicts one iteration of a compiled plan under the parameters. The plan is not
 // changed. An error says where the model found work that could never run (which a checked and
-// compiled plan should never have).
+// compiled plan should never have), or is the cause of opt.Context's cancellation.
 func Simulate(p *ir.Plan, par Params, opt Options) (Result, error) {
 	if err := par.Validate(); err != nil {
 		return Result{}, err
@@ -63,6 +71,9 @@ func Simulate(p *ir.Plan, par Params, opt Options) (Result, error) {
 		s.now = e.t
 		s.events++
 		s.handle(e)
+		if s.events%simPoll == 0 && opt.Context != nil && opt.Context.Err() != nil {
+			return Result{}, context.Cause(opt.Context)
+		}
 	}
 	if err := s.finished(); err != nil {
 		return Result{}, err

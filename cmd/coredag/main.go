@@ -42,6 +42,16 @@ type env struct {
 	stdout, stderr io.Writer
 }
 
+// stopped is err, or once env.ctx is cancelled its cause (the interruption, which main reports
+// alone): what work stopped by the signal says, a wrapped cause or a failure of its own, is not
+// the command's to report.
+func (e *env) stopped(err error) error {
+	if err != nil && e.ctx.Err() != nil {
+		return context.Cause(e.ctx)
+	}
+	return err
+}
+
 // exitError ends a command with a given exit code after the command has printed its own output.
 type exitError struct {
 	code int

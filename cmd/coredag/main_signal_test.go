@@ -215,3 +215,18 @@ func TestSignalStopsSets(t *testing.T) {
 		assert.Equal(t, "coredag: "+args[0]+" interrupted by SIGTERM\n", stderr)
 	}
 }
+
+// TestSignalStopsPredict: SIGTERM while predict checks, compiles and simulates the ring at 256
+// ranks op by op (seconds of simulation per size) stops it and exits 143 without predictions;
+// before, the simulations ignored the signal, and the grace period ended predict.
+func TestSignalStopsPredict(t *testing.T) {
+	t.Parallel()
+	endToEnd(t)
+	dir := t.TempDir()
+	copyPlan(t, dir, "ring_allreduce.dag")
+	start := time.Now()
+	predicting := func() bool { return time.Since(start) > 2*time.Second }
+	code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, predicting, "predict", "--model", "ops", "-p", "ranks=256", "ring_allreduce.dag")
+	assert.Equal(t, 143, code, stderr)
+	assert.Equal(t, "coredag: predict interrupted by SIGTERM\n", stderr)
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/elaborate"
+	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/predict"
 )
 
@@ -127,24 +128,26 @@ func (c *predictCmd) curves(e *env) ([]curve, error) {
 		defer run.Close()
 	}
 	var curves []curve
+	// A signal stops the elaborations, the compilation and the simulations (their options'
+	// context) and the runs: the command then reports the interruption alone (e.stopped).
 	for _, f := range c.Files {
 		sp, err := c.prepare(e, f, tg, par)
 		if err != nil {
-			return nil, err
+			return nil, e.stopped(err)
 		}
 		cv := curve{name: sp.name, model: sp.model}
 		for _, s := range sizes {
 			k := max(1, int64(math.Round(float64(s)/float64(sp.unit))))
-			res, err := predict.Simulate(sp.plan, par, predict.Options{Scale: float64(k)})
+			res, err := predict.Simulate(sp.plan, par, predict.Options{Scale: float64(k), Context: e.ctx})
 			if err != nil {
-				return nil, fmt.Errorf("%s: %v", f, err)
+				return nil, e.stopped(fmt.Errorf("%s: %v", f, err))
 			}
 			cv.bytes = append(cv.bytes, k*sp.unit)
 			cv.ns = append(cv.ns, res.Time)
 			if run != nil {
 				ns, err := measureAt(e, sp, k, tg, run, measureOpts{c.Iters, c.Stat, c.Clock})
 				if err != nil {
-					return nil, fmt.Errorf("%s at %s: %v", f, formatBytes(k*sp.unit), err)
+					return nil, e.stopped(fmt.Errorf("%s at %s: %v", f, formatBytes(k*sp.unit), err))
 				}
 				cv.measured = append(cv.measured, ns)
 			}
@@ -192,7 +195,9 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target, par predict.Para
 		if err != nil {
 			return nil, err
 		}
-		return elaborate.Elaborate(f, ps, elaborate.Within(l.budget))
+		opt := elaborate.Within(l.budget)
+		opt.Context = e.ctx
+		return elaborate.Elaborate(f, ps, opt)
 	}
 	g1, err := sp.at(1)
 	if err != nil {
@@ -209,7 +214,7 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target, par predict.Para
 	if err != nil {
 		return nil, usageError("%s: %v", l.path, err)
 	}
-	if sp.plan, err = planner.Compile(g1, tg); err != nil {
+	if sp.plan, err = lower.CompileContext(e.ctx, g1, tg); err != nil {
 		return nil, fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err)
 	}
 	sp.model = fmt.Sprintf("op by op, every one of its %s simulated", english.Plural(g1.Ranks, "rank"))
@@ -231,7 +236,7 @@ func measureAt(e *env, sp *sizedPlan, k int64, tg ir.Target, p nic.Provider, m m
 	if err != nil {
 		return 0, err
 	}
-	plan, err := planner.Compile(g, tg)
+	plan, err := lower.CompileContext(e.ctx, g, tg)
 	if err != nil {
 		return 0, err
 	}

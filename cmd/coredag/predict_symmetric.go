@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/elaborate"
+	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/predict"
 )
 
@@ -67,12 +69,17 @@ func (c *predictCmd) prepareSymmetric(e *env, path string, tg ir.Target, par pre
 			ps = map[string]int64{}
 		}
 		ps[c.SizeParam] = n
-		return elaborate.ElaborateRanks(f, ps, ranks, elaborate.Within(b))
+		opt := elaborate.Within(b)
+		opt.Context = e.ctx // a signal stops it: the caller reports the interruption
+		return elaborate.ElaborateRanks(f, ps, ranks, opt)
 	}
 	// A mistake on a rank elaborated is the plan's, whatever the model: reported as check
 	// reports it (the op-by-op path, on a large plan, would stop at the op limit first), and so
 	// is a refusal of the memory budget.
 	failed := func(err error) error {
+		if e.ctx.Err() != nil {
+			return context.Cause(e.ctx)
+		}
 		if errors.As(err, new(diag.List)) {
 			reportDiagnostics(e, &loaded{path: path, src: src, err: err}, false)
 			return &exitError{code: exitFail}
@@ -131,7 +138,7 @@ func (c *predictCmd) prepareSymmetric(e *env, path string, tg ir.Target, par pre
 	if sp.unit, err = g1.MessageBytes(); err != nil {
 		return nil, usageError("%s: %v", path, err)
 	}
-	if sp.plan, err = planner.Compile(g1, tg); err != nil {
+	if sp.plan, err = lower.CompileContext(e.ctx, g1, tg); err != nil {
 		return nil, fmt.Errorf("%s: compile rank 0 for %s: %v", path, tg.Name, err)
 	}
 	return sp, nil

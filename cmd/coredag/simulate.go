@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/coredag/coredag/ir"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/predict"
 	"github.com/coredag/coredag/simgrid"
 )
@@ -86,7 +86,7 @@ func (c *simulateCmd) Run(e *env) error {
 		return err
 	}
 	res, err := simgrid.Run(e.ctx, sched, plat, simgrid.Options{Timeout: c.Timeout, Dir: c.Keep, CXX: os.Getenv("CXX"), MaxBytes: b.Bytes})
-	if err != nil {
+	if err = e.stopped(err); err != nil {
 		if errors.Is(err, simgrid.ErrNoSimGrid) || errors.Is(err, simgrid.ErrBudget) {
 			return usageError("%v", err)
 		}
@@ -98,13 +98,13 @@ func (c *simulateCmd) Run(e *env) error {
 		return nil
 	}
 	t1 := time.Now()
-	plan, err := planner.Compile(g, tg)
+	plan, err := lower.CompileContext(e.ctx, g, tg)
 	if err != nil {
-		return fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err)
+		return e.stopped(fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err))
 	}
-	pr, err := predict.Simulate(plan, par, predict.Options{})
+	pr, err := predict.Simulate(plan, par, predict.Options{Context: e.ctx})
 	if err != nil {
-		return fmt.Errorf("%s: %v", l.path, err)
+		return e.stopped(fmt.Errorf("%s: %v", l.path, err))
 	}
 	fmt.Fprintf(e.stdout, "predict:  %s (last: %s; target %s; took %s)\n", formatNs(pr.Time), pr.Last, tg.Name, fmtDuration(time.Since(t1)))
 	fmt.Fprintf(e.stdout, "simgrid / predict - 1: %+.1f%%\n", (res.Time/pr.Time-1)*100)

@@ -30,8 +30,12 @@ import (
 //
 // Errors (a diag.List) report chains that do not fit the target's depth limits, inline
 // payloads above its limit, and dependency cycles the checker should have caught.
-func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
-	c, order, err := start(nil, g, t, true, true)
+func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) { return CompileContext(nil, g, t) }
+
+// CompileContext is Compile that stops once ctx (unless nil) is cancelled, while it orders the
+// events or between the ranks it lowers, and returns ctx's cause (context.Cause).
+func CompileContext(ctx context.Context, g *ir.Graph, t ir.Target) (*ir.Plan, error) {
+	c, order, err := start(ctx, g, t, true, true)
 	return finish(c, order, err, nil, true)
 }
 
@@ -130,6 +134,9 @@ func finish(c *compiler, order []int32, err error, each func(*ir.Plan, int) func
 		eachErr = c.lowerRanks(order, keep, each)
 	} else {
 		c.lowerRanks(order, true, nil)
+	}
+	if err := c.stopped(); err != nil { // ranks were left out
+		return nil, err
 	}
 	if t.Trigger != nil && len(c.errs) == 0 {
 		c.trigger(order)

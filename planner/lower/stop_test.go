@@ -16,7 +16,8 @@ import (
 // while it orders the events (the ring at 128 ranks has 162560 of them: the order looks at the
 // context every 65536) or between the ranks it lowers; a live context changes nothing, and the
 // context of a preparation does not outlive it: the Prepared compiles once it is cancelled.
-// Before, nothing stopped a lowering begun beside the checks, and `coredag check` waited for it.
+// Before, nothing stopped a lowering begun beside the checks, and `coredag check` waited for it;
+// nor the compilation of a large plan for predict.
 func TestLoweringStops(t *testing.T) {
 	t.Parallel()
 	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 128})
@@ -37,6 +38,8 @@ func TestLoweringStops(t *testing.T) {
 	assert.Equal(t, whole.Stats, p.Stats)
 
 	assert.Same(t, cause, lower.CheckLimitsContext(ctx, g, tg))
+	_, err = lower.CompileContext(ctx, g, tg)
+	assert.Same(t, cause, err)
 	_, err = lower.PrepareEachContext(ctx, g, tg).CompileEach(nil)
 	assert.Same(t, cause, err, "stopped ordering the events")
 }
