@@ -97,6 +97,9 @@ func (c *checkCmd) Run(e *env) error {
 			}
 			if c.ExplainRaces && l.graph != nil {
 				c.explain(e, l, target, &r)
+				if e.ctx.Err() != nil { // interrupted while searching for fixes: stop here
+					return context.Cause(e.ctx)
+				}
 			}
 		} else if c.checkPassed(e, l, target, &r) {
 			r.Ranks, r.Ops = l.graph.Ranks, len(l.graph.Ops)
@@ -218,7 +221,10 @@ func (c *checkCmd) checkPassed(e *env, l *loaded, target ir.Target, r *checkRepo
 // target the races were found under: edges proven by adding them to the plan and checking it
 // again (verify.Options.SuggestFixes), and the races no edge fixes.
 func (c *checkCmd) explain(e *env, l *loaded, target ir.Target, r *checkReport) {
-	fixes := verify.Options{Order: target.Order, Target: target.Name}.SuggestFixes(l.graph)
+	fixes := verify.Options{Order: target.Order, Target: target.Name, Context: e.ctx}.SuggestFixes(l.graph)
+	if e.ctx.Err() != nil { // a stopped search says nothing: the caller reports the interruption
+		return
+	}
 	for _, f := range fixes.Edges {
 		r.Fixes = append(r.Fixes, jsonFix{Op: f.Op, After: f.After, Ranks: f.Ranks})
 	}

@@ -75,7 +75,10 @@ func (c *dotCmd) Run(e *env) error {
 		if err != nil {
 			return usageError("%v", err)
 		}
-		p, err := lower.Compile(g, t)
+		p, err := lower.CompileContext(e.ctx, g, t)
+		if err = e.stopped(err); err != nil && e.ctx.Err() != nil {
+			return err
+		}
 		if err != nil {
 			printDiagnostics(e.stderr, &loaded{path: l.path, src: l.src, err: err})
 			return &exitError{code: exitFail}

@@ -230,3 +230,23 @@ func TestSignalStopsPredict(t *testing.T) {
 	assert.Equal(t, 143, code, stderr)
 	assert.Equal(t, "coredag: predict interrupted by SIGTERM\n", stderr)
 }
+
+// TestSignalStopsExplainRaces: SIGTERM while check --explain-races searches and proves the
+// fixes of a ring whose every receive races with the reduce of the step before (256 ranks:
+// seconds of search) stops it and exits 143, with no fixes; before, the search ran to its end,
+// and check printed its fixes after the interruption.
+func TestSignalStopsExplainRaces(t *testing.T) {
+	t.Parallel()
+	endToEnd(t)
+	dir := t.TempDir()
+	src := string(readFile(t, filepath.Join("..", "..", "testdata", "scale", "ring_allreduce.dag")))
+	racy := strings.Replace(src, "tx[s], rx[s] after red[s - 1]", "tx[s] after red[s - 1]", 1)
+	require.NotEqual(t, src, racy)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "racy.dag"), []byte(racy), 0o644))
+	start := time.Now()
+	explaining := func() bool { return time.Since(start) > 1500*time.Millisecond }
+	code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, explaining, "check", "--explain-races", "-p", "ranks=256", "racy.dag")
+	assert.Equal(t, 143, code, stderr)
+	assert.NotContains(t, stderr, "add these orderings")
+	assert.True(t, strings.HasSuffix(stderr, "coredag: check interrupted by SIGTERM\n"), stderr)
+}

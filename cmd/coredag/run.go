@@ -325,7 +325,10 @@ func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.E
 	if err != nil {
 		return 0, nil, nil, selectUsage(err)
 	}
-	plan, err := lower.Compile(l.graph, target)
+	plan, err := lower.CompileContext(e.ctx, l.graph, target)
+	if e.ctx.Err() != nil { // SIGINT or SIGTERM: the interruption says it
+		return 0, nil, nil, context.Cause(e.ctx)
+	}
 	if err == nil {
 		if err := exec.CheckOrder(plan, caps); err != nil {
 			return 0, nil, nil, selectUsage(err)
