@@ -7,7 +7,7 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
-	"github.com/coredag/coredag/planner"
+	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/predict"
 )
 
@@ -58,9 +58,9 @@ func (c *exportGOALCmd) Run(e *env) error {
 	}
 	var b bytes.Buffer
 	if tg != nil {
-		plan, err := planner.Compile(l.graph, *tg)
+		plan, err := lower.CompileContext(e.ctx, l.graph, *tg)
 		if err != nil {
-			return fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err)
+			return e.stopped(fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err))
 		}
 		if err := predict.WriteGOALTriggered(&b, plan, par); err != nil {
 			return err
