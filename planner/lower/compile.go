@@ -30,9 +30,11 @@ import (
 //
 // Errors (a diag.List) report chains that do not fit the target's depth limits, inline
 // payloads above its limit, and dependency cycles the checker should have caught.
-func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) { return CompileContext(nil, g, t) }
+func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
+	return CompileContext(context.Background(), g, t)
+}
 
-// CompileContext is Compile that stops once ctx (unless nil) is cancelled, while it orders the
+// CompileContext is Compile that stops once ctx is cancelled, while it orders the
 // events or between the ranks it lowers, and returns ctx's cause (context.Cause).
 func CompileContext(ctx context.Context, g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 	c, order, err := start(ctx, g, t, true, true)
@@ -68,9 +70,11 @@ type Prepared struct {
 }
 
 // PrepareEach begins CompileEach(g, t, ...); the Prepared's CompileEach does the rest.
-func PrepareEach(g *ir.Graph, t ir.Target) *Prepared { return PrepareEachContext(nil, g, t) }
+func PrepareEach(g *ir.Graph, t ir.Target) *Prepared {
+	return PrepareEachContext(context.Background(), g, t)
+}
 
-// PrepareEachContext is PrepareEach that stops ordering the events once ctx (unless nil) is
+// PrepareEachContext is PrepareEach that stops ordering the events once ctx is
 // cancelled: the Prepared then holds ctx's cause as its error (context.Cause). ctx bounds the
 // preparation only, not what is done with the Prepared after.
 func PrepareEachContext(ctx context.Context, g *ir.Graph, t ir.Target) *Prepared {
@@ -102,9 +106,9 @@ func (p *Prepared) KeepRanks() { p.keep = true }
 
 // CheckLimits is CheckLimits(g, t) for the Graph and target p was prepared for, on p's event
 // order; p can compile after it.
-func (p *Prepared) CheckLimits() error { return p.CheckLimitsContext(nil) }
+func (p *Prepared) CheckLimits() error { return p.CheckLimitsContext(context.Background()) }
 
-// CheckLimitsContext is CheckLimits that stops once ctx (unless nil) is cancelled, between the
+// CheckLimitsContext is CheckLimits that stops once ctx is cancelled, between the
 // ranks it lowers, and returns ctx's cause (context.Cause).
 func (p *Prepared) CheckLimitsContext(ctx context.Context) error {
 	if p.used {
@@ -168,9 +172,11 @@ func finish(c *compiler, order []int32, err error, each func(*ir.Plan, int) func
 // keeping the Plan: each rank is lowered, signalled and checked against the target's limits,
 // then dropped, so memory holds one rank's chains at a time. On a triggered target the trigger
 // budgets need every rank's chains, so the Plan is built whole there, as Compile does.
-func CheckLimits(g *ir.Graph, t ir.Target) error { return CheckLimitsContext(nil, g, t) }
+func CheckLimits(g *ir.Graph, t ir.Target) error {
+	return CheckLimitsContext(context.Background(), g, t)
+}
 
-// CheckLimitsContext is CheckLimits that stops once ctx (unless nil) is cancelled, while it
+// CheckLimitsContext is CheckLimits that stops once ctx is cancelled, while it
 // orders the events or between the ranks it lowers, and returns ctx's cause (context.Cause).
 func CheckLimitsContext(ctx context.Context, g *ir.Graph, t ir.Target) error {
 	c, order, err := start(ctx, g, t, t.Trigger != nil, false)
