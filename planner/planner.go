@@ -52,25 +52,18 @@ type Options struct {
 
 	// Context, unless nil, stops Load once it is cancelled: the passes look at it between their
 	// steps and every so often within their long ones (elaboration, the checks, the proof), and
-	// Load returns the context's cause (context.Cause) and no Graph. It is the context of each
-	// pass whose options set none (Elaborate.Context, Verify.Context, Prove.Context), and
-	// Beside's context is cancelled with it.
+	// Load returns the context's cause (context.Cause) and no Graph. Load gives it to every
+	// pass, in place of any context their options carry (Elaborate.Context, Verify.Context,
+	// Prove.Context): a pass stopped by a context Load does not watch would hand it a partial
+	// result as if complete. Beside's context is cancelled with it.
 	Context context.Context
 }
 
-// withContext returns opt with opt.Context as the context of every pass that has none.
+// withContext returns opt with opt.Context as the context of every pass.
 func (opt Options) withContext() Options {
-	if ctx := opt.Context; ctx != nil {
-		if opt.Elaborate.Context == nil {
-			opt.Elaborate.Context = ctx
-		}
-		if opt.Verify.Context == nil {
-			opt.Verify.Context = ctx
-		}
-		if opt.Prove.Context == nil {
-			opt.Prove.Context = ctx
-		}
-	}
+	opt.Elaborate.Context = opt.Context
+	opt.Verify.Context = opt.Context
+	opt.Prove.Context = opt.Context
 	return opt
 }
 
@@ -108,7 +101,7 @@ func Parse(filename string, src []byte, opt msccl.Options) (*dsl.File, error) {
 // the plan cannot take, or a *budget.Error when the plan would not fit in opt's memory budget.
 // When only verification failed, the Graph is returned too, so a caller can explain the failure
 // (SuggestFixes). Stopped (Options.Context), it returns the context's cause.
-func Load(filename string, src []byte, params map[string]int64, opt Options) (_ *ir.Graph, err error) {
+func Load(filename string, src []byte, params map[string]int64, opt Options) (g *ir.Graph, err error) {
 	opt = opt.withContext()
 	if _, ok := params["ranks"]; ok && IsMSCCL(filename) {
 		return nil, &elaborate.ParamError{Msg: "-p ranks: an MSCCL algorithm runs on the ngpus GPUs its XML lists; only -p chunk=ELEMS applies"}
@@ -120,7 +113,7 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (_ 
 	if err := elaborate.CheckParams(f, params); err != nil {
 		return nil, err
 	}
-	g, err := elaborate.Elaborate(f, params, opt.Elaborate)
+	g, err = elaborate.Elaborate(f, params, opt.Elaborate)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +128,14 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (_ 
 	}
 	if opt.Beside != nil {
 		wait := startBeside(opt.Context, g, opt.Beside)
-		defer func() { wait(err != nil) }()
+		defer func() {
+			wait(err != nil)
+			// Stopped after the checks, Beside's work may have been cut short: the caller
+			// must not take it for done.
+			if stop := opt.stopped(); err == nil && stop != nil {
+				g, err = nil, stop
+			}
+		}()
 	}
 	// The race search, the proof of the postconditions and the lints all read the Graph and the
 	// order only: they run side by side (checkOrder).

@@ -3,12 +3,14 @@ package planner
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -67,4 +69,43 @@ func TestLoadStopsBeforeChecks(t *testing.T) {
 	g, err := Load("racy.dag", []byte(racy), nil, Options{Context: ctx})
 	assert.Same(t, cause, err)
 	assert.Nil(t, g)
+}
+
+// TestLoadStopsAfterChecks: a cancellation that comes once the checks are done, while Beside
+// still works, makes Load return the cause, not a Graph whose Beside work was cut short.
+func TestLoadStopsAfterChecks(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cause := errors.New("interrupted")
+	checked := make(chan struct{})
+	src, err := os.ReadFile("../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	g, err := Load("ring_allreduce.dag", src, nil, Options{Context: ctx,
+		Lint: func(diag.List) { close(checked) }, // after the checks, before Load's return
+		Beside: func(bctx context.Context, g *ir.Graph) {
+			select {
+			case <-checked:
+			case <-time.After(10 * time.Second):
+			}
+			cancel(cause)
+		}})
+	assert.Same(t, cause, err)
+	assert.Nil(t, g)
+}
+
+// TestLoadIgnoresPassContexts: Load watches Options.Context only. A pass's own context,
+// cancelled, must not stop that pass behind Load's back: Load would take its partial result
+// (no deadlock order, no proof) for a complete one.
+func TestLoadIgnoresPassContexts(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var opt Options
+	opt.Verify.Context, opt.Prove.Context, opt.Elaborate.Context = ctx, ctx, ctx
+	src, err := os.ReadFile("../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	g, err := Load("ring_allreduce.dag", src, nil, opt)
+	require.NoError(t, err)
+	require.NotNil(t, g)
+	assert.NotEmpty(t, g.Ops)
 }
