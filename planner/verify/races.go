@@ -649,7 +649,8 @@ func (w *sweeper) insert(set []int32, a int32) []int32 {
 		if r == a {
 			return set
 		}
-		if i%sweepPoll == sweepPoll-1 && w.stop() { // a set as large as the group: stop part way
+		if i%sweepPoll == sweepPoll-1 && w.f.h.opt.stopped() { // a set as large as the group: stop part way
+			w.stopped = true
 			return append(out, set[i:]...)
 		}
 		if w.f.h.reach(&w.s, acc[r].to, from, pruneBudget) != reachYes {
