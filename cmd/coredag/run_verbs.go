@@ -103,7 +103,7 @@ func (c *runCmd) runPerProcess(e *env, prov provider.Entry) (err error) {
 	// this rank's report) as Finish does after a failure.
 	res, own, all, err := bootstrap.RunProcess(e.ctx, plan, dev, cfg,
 		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true, NoTriggers: c.NoTriggers, Timeline: c.Timeline != ""})
-	if e.ctx.Err() != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
+	if err != nil && e.ctx.Err() != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
 		return context.Cause(e.ctx)
 	}
 	if c.Timeline != "" && res != nil {
