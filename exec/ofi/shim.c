@@ -213,7 +213,10 @@ int ofi_ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_av *av,
 	}
 	int ret = fi_endpoint(dom, fi, ep, NULL);
 	fi_freeinfo(fi);
-	if (ret) return ret;
+	if (ret) {
+		*ep = NULL; // whatever the provider left there is not an endpoint to close
+		return ret;
+	}
 	if ((ret = fi_ep_bind(*ep, &av->fid, 0))) goto fail;
 	if ((ret = fi_ep_bind(*ep, &txcq->fid, FI_TRANSMIT))) goto fail;
 	if ((ret = fi_ep_bind(*ep, &rxcq->fid, FI_RECV))) goto fail;
