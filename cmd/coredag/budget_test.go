@@ -177,8 +177,8 @@ func TestMemFlagExtremes(t *testing.T) {
 			"(this loop alone makes at least 9); the memory budget is 1 byte (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 18 KiB (--mem 18KiB)"},
 		{"1KiB", exitUsage, "coredag: plans/ring_allreduce.dag:30:1: the memory budget is too small for even one op: a plan takes about 2 KiB per op to check, compile and run " +
 			"(this loop alone makes at least 9); the memory budget is 1 KiB (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 18 KiB (--mem 18KiB)"},
-		{"2047", exitUsage, "coredag: plans/ring_allreduce.dag:30:1: the memory budget, 2047 bytes, is too small for even one op: a plan takes about 2 KiB per op to check, compile and run " +
-			"(this loop alone makes at least 9); the memory budget is 2 KiB (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 18 KiB (--mem 18KiB)"},
+		{"2047", exitUsage, "coredag: plans/ring_allreduce.dag:30:1: the memory budget is too small for even one op: a plan takes about 2 KiB per op to check, compile and run " +
+			"(this loop alone makes at least 9); the memory budget is 2 KiB (2047 bytes) (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 18 KiB (--mem 18KiB)"},
 		{"2KiB", exitUsage, "coredag: plans/ring_allreduce.dag:30:1: the plan has more than 1 op over all its ranks (this loop alone makes at least 9), " +
 			"and a plan takes about 2 KiB per op to check, compile and run; the memory budget is 2 KiB (set with --mem): " +
 			"is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size"},

@@ -216,7 +216,13 @@ type Error struct {
 
 // Message is the refusal without its position.
 func (e *Error) Message() string {
-	msg := fmt.Sprintf("%s; the memory budget is %s (%s)", e.What, Format(e.Budget.Bytes), e.Budget.Source())
+	size := Format(e.Budget.Bytes)
+	if n := e.Budget.Bytes; n > 1<<10 && n < 1<<20 && n%(1<<10) != 0 {
+		// A small budget a person typed, which Format rounds: 2047 bytes would read as 2 KiB,
+		// the size of one op.
+		size += fmt.Sprintf(" (%d bytes)", n)
+	}
+	msg := fmt.Sprintf("%s; the memory budget is %s (%s)", e.What, size, e.Budget.Source())
 	if e.Hint != "" {
 		msg += ": " + e.Hint
 	}

@@ -149,12 +149,8 @@ func (el *elaborator) opsRefusal(pos diag.Pos, loop int64, detail string) *budge
 	case loop > 1:
 		hint += ", this loop's ops " + least(need)
 	}
-	exact := "" // Format rounds 2047 bytes to 2 KiB, which would read as enough
-	if b.Bytes > 1<<10 && b.Bytes%(1<<10) != 0 {
-		exact = fmt.Sprintf(", %d bytes,", b.Bytes)
-	}
 	return &budget.Error{Pos: pos, Need: need, Budget: b,
-		What: fmt.Sprintf("the memory budget%s is too small for even one op: a plan takes about %s per op to check, compile and run%s", exact, per, detail),
+		What: fmt.Sprintf("the memory budget is too small for even one op: a plan takes about %s per op to check, compile and run%s", per, detail),
 		Hint: hint}
 }
 

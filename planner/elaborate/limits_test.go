@@ -109,8 +109,8 @@ func TestBudgetBelowOneOp(t *testing.T) {
 			"t.dag:3:1: the memory budget is too small for even one op: a plan takes about 2 KiB per op to check, compile and run (this loop alone makes at least 10); " +
 				"the memory budget is 1 byte (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 20 KiB (--mem 20KiB)"},
 		{"a byte short of one op", loop, within(BytesPerOp-1, "--mem"),
-			"t.dag:3:1: the memory budget, 2047 bytes, is too small for even one op: a plan takes about 2 KiB per op to check, compile and run (this loop alone makes at least 10); " +
-				"the memory budget is 2 KiB (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 20 KiB (--mem 20KiB)"},
+			"t.dag:3:1: the memory budget is too small for even one op: a plan takes about 2 KiB per op to check, compile and run (this loop alone makes at least 10); " +
+				"the memory budget is 2 KiB (2047 bytes) (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 20 KiB (--mem 20KiB)"},
 		{"from the environment", "plan p\nop x = nop\n", within(100, budget.EnvVar),
 			"t.dag:2:1: the memory budget is too small for even one op: a plan takes about 2 KiB per op to check, compile and run; " +
 				"the memory budget is 100 bytes (set with COREDAG_MEM): one op needs at least 2 KiB (COREDAG_MEM=2KiB)"},
