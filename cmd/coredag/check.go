@@ -222,7 +222,7 @@ func (c *checkCmd) checkPassed(e *env, l *loaded, target ir.Target, r *checkRepo
 // again (verify.Options.SuggestFixes), and the races no edge fixes.
 func (c *checkCmd) explain(e *env, l *loaded, target ir.Target, r *checkReport) {
 	fixes := verify.Options{Order: target.Order, Target: target.Name, Context: e.ctx}.SuggestFixes(l.graph)
-	if e.ctx.Err() != nil { // a stopped search says nothing: the caller reports the interruption
+	if fixes.Stopped { // a stopped search says nothing: the caller reports the interruption
 		return
 	}
 	for _, f := range fixes.Edges {

@@ -20,6 +20,8 @@ type FixPlan struct {
 	// OutOfBudget says the search stopped at Options.FixBudget: the races of Unfixed may have
 	// fixes it did not get to.
 	OutOfBudget bool
+	// Stopped says Options.Context ended the search: the plan means nothing then.
+	Stopped bool
 }
 
 // FixEdge is one missing ordering: `Op after After` on every rank in Ranks.
@@ -41,10 +43,13 @@ func SuggestFixes(g *ir.Graph) FixPlan { return Options{}.SuggestFixes(g) }
 // fixed race may have hidden another on the same memory), for at most a few rounds; then the
 // deadlock and race passes run on the plan with every edge added. g is not modified. Races no
 // edge fixes are listed in Unfixed; so are all when the search would spend more than
-// opt.FixBudget.
+// opt.FixBudget. Stopped by opt.Context, it returns a FixPlan with only Stopped set.
 func (opt Options) SuggestFixes(g *ir.Graph) FixPlan {
 	ord := opt.Order & usedOrder(g)
 	races, _, ok := racesUnder(g, ord, &opt)
+	if opt.stopped() {
+		return FixPlan{Stopped: true}
+	}
 	if !ok || len(races) == 0 {
 		return FixPlan{Complete: ok}
 	}
@@ -85,6 +90,9 @@ func (opt Options) SuggestFixes(g *ir.Graph) FixPlan {
 	}
 	fixes := s.added
 	left, proven := proveFixes(g, fixes, nil, ord, &opt)
+	if s.spent() && s.stopped {
+		return FixPlan{Stopped: true}
+	}
 	if !proven || s.spent() {
 		why := "no `after` edge found fixes them without a deadlock"
 		if s.spent() {

@@ -95,5 +95,6 @@ func TestChecksStopped(t *testing.T) {
 	stop()
 	assert.Empty(t, o.Races(nil))
 	fixes := Options{Context: live}.SuggestFixes(racy)
-	assert.Empty(t, fixes.Edges)
+	assert.Equal(t, FixPlan{Stopped: true}, fixes, "a stopped search claims neither fixes nor a spent budget")
+	assert.False(t, Options{}.SuggestFixes(racy).Stopped)
 }
