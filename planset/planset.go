@@ -349,6 +349,9 @@ func ParseSize(s string) (int64, error) {
 // stops, between two plans or within the coverage's sweep of the world sizes, and returns ctx's
 // cause (context.Cause): a check given ctx stops its plan and returns an error.
 func (s *Set) Check(ctx context.Context, check Checker) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	var errs diag.List
 	for _, e := range s.Entries {
 		if check == nil {
