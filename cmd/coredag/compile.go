@@ -47,11 +47,7 @@ func (c *compileCmd) Run(e *env) error {
 		if err := checkOutput(e, "-o", c.Out, c.File); err != nil {
 			return err
 		}
-		opt.then = func(ctx context.Context, l *loaded) {
-			ctx, cancel := context.WithCancelCause(ctx) // stopped by the checks or a signal
-			defer context.AfterFunc(e.ctx, func() { cancel(context.Cause(e.ctx)) })()
-			file = c.toFile(ctx, l)
-		}
+		opt.then = func(ctx context.Context, l *loaded) { file = c.toFile(ctx, l) } // ctx: stopped by the checks or a signal
 	}
 	l, err := mustLoad(e, c.File, c.paramFlags, c.Format == "json", opt)
 	for _, r := range c.Rank {
