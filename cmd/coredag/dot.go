@@ -76,8 +76,8 @@ func (c *dotCmd) Run(e *env) error {
 			return usageError("%v", err)
 		}
 		p, err := lower.CompileContext(e.ctx, g, t)
-		if err = e.stopped(err); err != nil && e.ctx.Err() != nil {
-			return err
+		if err != nil && e.ctx.Err() != nil { // interrupted: the interruption says it
+			return context.Cause(e.ctx)
 		}
 		if err != nil {
 			printDiagnostics(e.stderr, &loaded{path: l.path, src: l.src, err: err})
