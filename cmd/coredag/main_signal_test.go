@@ -132,103 +132,53 @@ func TestSignalMidWrite(t *testing.T) {
 	assert.ElementsMatch(t, []string{"ring_allreduce.dag", "out.txt"}, entries(t, dir))
 }
 
-// TestSignalStopsElaboration: SIGTERM while check evaluates a plan (a loop whose passes each call
-// a recursive def: seconds before the evaluation budget stops it) stops the evaluation at once
-// and exits 143; before, check ran on until the grace period ended it.
-func TestSignalStopsElaboration(t *testing.T) {
-	t.Parallel()
-	endToEnd(t)
-	dir := t.TempDir()
-	plan := "plan x\ndef f(x, y) = if x == 0 then y % 7 else f(x-1, 2*y) + f(x-1, 2*y+1)\nvar s = 0\nfor i in 0 .. 1000000 {\n  s += f(15, i)\n}\n"
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.dag"), []byte(plan), 0o644))
-	start := time.Now()
-	evaluating := func() bool { return time.Since(start) > 300*time.Millisecond }
-	code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, evaluating, "check", "x.dag")
-	assert.Equal(t, 143, code, stderr)
-	assert.Equal(t, "coredag: check interrupted by SIGTERM\n", stderr)
-}
-
-// TestSignalStopsRun: SIGTERM during a long run stops it between two iterations and exits 143,
-// without a verdict; before, the run went on until the grace period ended it.
-func TestSignalStopsRun(t *testing.T) {
-	t.Parallel()
-	endToEnd(t)
-	dir := t.TempDir()
-	copyPlan(t, dir, "ring_allreduce.dag")
-	start := time.Now()
-	running := func() bool { return time.Since(start) > 500*time.Millisecond }
-	code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, running, "run", "--iters", "100000000", "ring_allreduce.dag")
-	assert.Equal(t, 143, code, stderr)
-	assert.Equal(t, "coredag: run interrupted by SIGTERM\n", stderr)
-}
-
-// TestSignalStopsOverlap: SIGTERM during run --overlap stops its rounds between two iterations
-// and exits 143 without a verdict; before, the rounds ran on a context of their own, and the
-// grace period ended the process.
-func TestSignalStopsOverlap(t *testing.T) {
-	t.Parallel()
-	endToEnd(t)
-	dir := t.TempDir()
-	copyPlan(t, dir, "ring_allreduce.dag")
-	start := time.Now()
-	running := func() bool { return time.Since(start) > 500*time.Millisecond }
-	code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, running, "run", "--overlap", "--iters", "1000000", "ring_allreduce.dag")
-	assert.Equal(t, 143, code, stderr)
-	assert.Equal(t, "coredag: run interrupted by SIGTERM\n", stderr)
-}
-
 // slowChecks is a plan of 40000 ops whose checks take minutes: rank 0 sends one buffer 20000
 // times, and the race sweep keeps every send's read of it in one antichain.
 const slowChecks = "plan reads\nparam ranks = 2\nparam n = 20000\nbuffer b f32[4]\nbuffer d f32[4 * n]\n" +
 	"queue q to 1 - rank peer q depth 32768\n" +
 	"if rank == 0 {\n  for i in 0 .. n { op s[i] = send q b }\n} else {\n  for i in 0 .. n { op r[i] = recv q d[4 * i : 4 * i + 4] }\n}\n"
 
-// TestSignalStopsChecks: SIGTERM while check runs the checks past elaboration (slowChecks) stops
-// them and exits 143; before, only elaboration looked at the signal, and the grace period ended
-// check.
-func TestSignalStopsChecks(t *testing.T) {
+// TestSignalStopsWork: SIGTERM while a command works stops the work at once and exits 143, and
+// the interruption is all the command says (no verdict, no set, no predictions). Before, each
+// of these looked at the signal nowhere or too late, and the grace period ended the process.
+func TestSignalStopsWork(t *testing.T) {
 	t.Parallel()
 	endToEnd(t)
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "reads.dag"), []byte(slowChecks), 0o644))
-	start := time.Now()
-	checking := func() bool { return time.Since(start) > 500*time.Millisecond }
-	code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, checking, "check", "reads.dag")
-	assert.Equal(t, 143, code, stderr)
-	assert.Equal(t, "coredag: check interrupted by SIGTERM\n", stderr)
-}
-
-// TestSignalStopsSets: SIGTERM while check or select loads a plan of a set (slowChecks) stops it
-// and exits 143 with no word on the set; before, the plans of a set were loaded on a context of
-// their own, and the grace period ended the command.
-func TestSignalStopsSets(t *testing.T) {
-	t.Parallel()
-	endToEnd(t)
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "reads.dag"), []byte(slowChecks), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.set"), []byte("collective broadcast\nplan reads.dag sizes 0.. ranks 2\n"), 0o644))
-	for _, args := range [][]string{{"check", "x.set"}, {"select", "x.set", "--size", "64", "-p", "ranks=2"}} {
-		start := time.Now()
-		loading := func() bool { return time.Since(start) > 500*time.Millisecond }
-		code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, loading, args...)
-		assert.Equal(t, 143, code, stderr)
-		assert.Equal(t, "coredag: "+args[0]+" interrupted by SIGTERM\n", stderr)
+	// a loop whose passes each call a recursive def: seconds before the evaluation budget stops it
+	evaluation := "plan x\ndef f(x, y) = if x == 0 then y % 7 else f(x-1, 2*y) + f(x-1, 2*y+1)\nvar s = 0\nfor i in 0 .. 1000000 {\n  s += f(15, i)\n}\n"
+	set := "collective broadcast\nplan reads.dag sizes 0.. ranks 2\n"
+	for _, c := range []struct {
+		name  string
+		files map[string]string // written in the command's directory; "" copies the plan from plans/
+		after time.Duration     // how long the command works before the signal
+		args  []string
+	}{
+		{"elaboration", map[string]string{"x.dag": evaluation}, 300 * time.Millisecond, []string{"check", "x.dag"}},
+		{"run", map[string]string{"ring_allreduce.dag": ""}, 500 * time.Millisecond, []string{"run", "--iters", "100000000", "ring_allreduce.dag"}},
+		{"overlap", map[string]string{"ring_allreduce.dag": ""}, 500 * time.Millisecond, []string{"run", "--overlap", "--iters", "1000000", "ring_allreduce.dag"}},
+		{"checks", map[string]string{"reads.dag": slowChecks}, 500 * time.Millisecond, []string{"check", "reads.dag"}},
+		{"set check", map[string]string{"reads.dag": slowChecks, "x.set": set}, 500 * time.Millisecond, []string{"check", "x.set"}},
+		{"set select", map[string]string{"reads.dag": slowChecks, "x.set": set}, 500 * time.Millisecond, []string{"select", "x.set", "--size", "64", "-p", "ranks=2"}},
+		// the ring at 256 ranks op by op: seconds of simulation per size
+		{"predict", map[string]string{"ring_allreduce.dag": ""}, 2 * time.Second, []string{"predict", "--model", "ops", "-p", "ranks=256", "ring_allreduce.dag"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			for name, text := range c.files {
+				if text == "" {
+					copyPlan(t, dir, name)
+				} else {
+					require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+				}
+			}
+			start := time.Now()
+			working := func() bool { return time.Since(start) > c.after }
+			code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, working, c.args...)
+			assert.Equal(t, 143, code, stderr)
+			assert.Equal(t, "coredag: "+c.args[0]+" interrupted by SIGTERM\n", stderr)
+		})
 	}
-}
-
-// TestSignalStopsPredict: SIGTERM while predict checks, compiles and simulates the ring at 256
-// ranks op by op (seconds of simulation per size) stops it and exits 143 without predictions;
-// before, the simulations ignored the signal, and the grace period ended predict.
-func TestSignalStopsPredict(t *testing.T) {
-	t.Parallel()
-	endToEnd(t)
-	dir := t.TempDir()
-	copyPlan(t, dir, "ring_allreduce.dag")
-	start := time.Now()
-	predicting := func() bool { return time.Since(start) > 2*time.Second }
-	code, stderr := interrupt(t, dir, nil, syscall.SIGTERM, predicting, "predict", "--model", "ops", "-p", "ranks=256", "ring_allreduce.dag")
-	assert.Equal(t, 143, code, stderr)
-	assert.Equal(t, "coredag: predict interrupted by SIGTERM\n", stderr)
 }
 
 // TestSignalStopsExplainRaces: SIGTERM while check --explain-races searches and proves the
