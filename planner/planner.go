@@ -69,11 +69,14 @@ func (opt Options) withContext() Options {
 
 // stopped returns the cause of the cancellation of opt's Context, or nil while it goes on (or
 // when there is none).
-func (opt Options) stopped() error {
-	if opt.Context == nil || opt.Context.Err() == nil {
+func (opt Options) stopped() error { return cancelled(opt.Context) }
+
+// cancelled returns the cause of ctx's cancellation, or nil while it goes on or when ctx is nil.
+func cancelled(ctx context.Context) error {
+	if ctx == nil || ctx.Err() == nil {
 		return nil
 	}
-	return context.Cause(opt.Context)
+	return context.Cause(ctx)
 }
 
 // Within returns the options of a command run within the memory budget b: elaboration caps

@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -51,19 +50,13 @@ func SizeParam(filename string, src []byte, sp string, size int64, params map[st
 	if elaborate.CheckParams(f, map[string]int64{sp: 1}) != nil {
 		return 0, false, nil
 	}
-	stopped := func() error {
-		if opt.Context == nil || opt.Context.Err() == nil {
-			return nil
-		}
-		return context.Cause(opt.Context)
-	}
 	at := func(n int64) (int64, error) {
 		ps := make(map[string]int64, len(params)+1)
 		maps.Copy(ps, params)
 		ps[sp] = n
 		g, err := elaborate.Elaborate(f, ps, opt)
 		if err != nil {
-			if stop := stopped(); stop != nil {
+			if stop := cancelled(opt.Context); stop != nil {
 				return 0, stop
 			}
 			first, _, _ := strings.Cut(err.Error(), "\n")
@@ -77,7 +70,7 @@ func SizeParam(filename string, src []byte, sp string, size int64, params map[st
 	var two int64
 	firstErr := oneErr
 	for ; v <= maxSizeProbe; v *= 2 {
-		if err := stopped(); err != nil {
+		if err := cancelled(opt.Context); err != nil {
 			return 0, false, err
 		}
 		var twoErr error
