@@ -127,16 +127,7 @@ func (b Budget) Setting(n int64) string {
 	if b.Asked > 0 {
 		return ""
 	}
-	v := strconv.FormatInt(n, 10)
-	for _, u := range []struct {
-		unit  string
-		bytes int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n > 0 && n%u.bytes == 0 {
-			v = strconv.FormatInt(n/u.bytes, 10) + u.unit
-			break
-		}
-	}
+	v := intlit.Format(n)
 	if b.From == EnvVar {
 		return EnvVar + "=" + v
 	}

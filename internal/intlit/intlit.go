@@ -37,6 +37,17 @@ func UnitNames() string {
 	return b.String()
 }
 
+// Format writes n as Parse reads it back: in the largest unit that divides it (18KiB, 3MiB), or
+// in plain digits (2047, 0).
+func Format(n int64) string {
+	for i := len(units) - 1; i >= 0; i-- {
+		if u := units[i]; n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 // Parse reads an integer written as the language writes literals (42, 0x2a, 1_000, 4KiB),
 // with an optional leading minus sign: values given outside a plan, as in `coredag -p n=4KiB`.
 func Parse(s string) (int64, error) {

@@ -36,3 +36,15 @@ func TestParse(t *testing.T) {
 	_, err := Parse("8388608TiB")
 	assert.ErrorContains(t, err, "overflows a 64-bit signed integer")
 }
+
+// TestFormat: Format writes each figure in the largest unit that divides it, and Parse reads it
+// back.
+func TestFormat(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 1: "1", 2047: "2047", 2048: "2KiB", 18 << 10: "18KiB", 3 << 20: "3MiB",
+		1536 << 20: "1536MiB", 5 << 40: "5TiB", 1 << 50: "1024TiB", -4096: "-4KiB"} {
+		assert.Equal(t, want, Format(n), n)
+		back, err := Parse(Format(n))
+		require.NoError(t, err, n)
+		assert.Equal(t, n, back, n)
+	}
+}
