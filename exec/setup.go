@@ -337,8 +337,12 @@ func (r *rankRes) connect(g *ir.Graph, eps []Endpoint) error {
 	return nil
 }
 
-// close releases everything, QPs first; errors are ignored (best effort teardown).
+// close releases everything, QPs first, after dropping the triggered work that would post on
+// them; errors are ignored (best effort teardown).
 func (r *rankRes) close() {
+	if tc, ok := r.dev.(nic.TriggerContext); ok {
+		tc.CancelTriggers()
+	}
 	for _, qp := range r.qps {
 		_ = qp.Close()
 	}

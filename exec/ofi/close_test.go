@@ -65,3 +65,25 @@ func TestCloseQPKeepsSlotsForCQ(t *testing.T) {
 	require.NoError(t, cq.Close())
 	assert.Empty(t, cq.retired, "the CQ frees the slots it kept when it closes")
 }
+
+// TestCloseQPWithArmedTrigger: an endpoint that a triggered operation still waits to post on
+// does not close (libfabric would start the operation on a freed endpoint once the counter
+// reaches its threshold); it closes once CancelTriggers dropped the operation.
+func TestCloseQPWithArmedTrigger(t *testing.T) {
+	p := provider(t)
+	if !p.Triggered() {
+		t.Skip("no FI_TRIGGER")
+	}
+	a, b, sends := countedPair(t, p, 0, EvSend)
+	rb := b.mr.Remote()
+	require.NoError(t, a.qp.PostTriggered(sends, 1, nic.SendWR{ID: 9, Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled,
+		Local: a.sge(256, 8), RemoteAddr: rb.Addr + 512, RKey: rb.RKey}))
+	err := a.qp.Close()
+	require.ErrorIs(t, err, nic.ErrBadRequest)
+	assert.ErrorContains(t, err, "1 triggered operations still wait to post on it")
+	assert.False(t, a.qp.closed, "the endpoint stays open")
+
+	assert.Equal(t, 1, a.ctx.CancelTriggers())
+	require.NoError(t, a.qp.Close())
+	assert.Zero(t, sends.Value(), "nothing fired")
+}

@@ -491,10 +491,15 @@ func (q *QP) Connect(remote nic.QPInfo) error {
 
 // Close closes the endpoint; completions still due from it are dropped. The CQs may still hold
 // completions of its requests, whose contexts are its slots: a side's slots are freed now if none
-// of its requests is outstanding, else when its CQ closes (CQ.retire).
+// of its requests is outstanding, else when its CQ closes (CQ.retire). An endpoint that triggered
+// work still waiting would post on stays open, and Close says so: libfabric would start that
+// work on a closed endpoint. Context.CancelTriggers drops it (Context.Close does).
 func (q *QP) Close() error {
 	if q.closed {
 		return nil
+	}
+	if n := q.c.armedOn(q); n > 0 {
+		return fmt.Errorf("ofi: rank %d: qp %d: %d triggered operations still wait to post on it; cancel them first (CancelTriggers): %w", q.c.rank, q.num, n, nic.ErrBadRequest)
 	}
 	q.closed = true
 	delete(q.c.qps, q.num)

@@ -40,6 +40,7 @@ var (
 type trig struct {
 	cntr *Counter
 	thr  uint64
+	q    *QP // the endpoint it posts on
 }
 
 // cwork is counter work waiting for its counter: add (or set) value on target at threshold.
@@ -184,11 +185,28 @@ func (c *Context) Trigger(x nic.Counter, threshold uint64, w *nic.TriggeredWR) e
 	if err != nil {
 		return err
 	}
+	c.arm(k, threshold, w.QP.(*QP))
+	return nil
+}
+
+// arm records work posted on q that libfabric starts when k reaches threshold.
+func (c *Context) arm(k *Counter, threshold uint64, q *QP) {
 	if len(c.pend) == cap(c.pend) {
 		c.prunePending() // the work of earlier iterations has fired: room without growing
 	}
-	c.pend = append(c.pend, trig{cntr: k, thr: threshold})
-	return nil
+	c.pend = append(c.pend, trig{cntr: k, thr: threshold, q: q})
+}
+
+// armedOn is how much of the triggered work still waiting would post on q.
+func (c *Context) armedOn(q *QP) int {
+	c.prunePending()
+	n := 0
+	for _, t := range c.pend {
+		if t.q == q {
+			n++
+		}
+	}
+	return n
 }
 
 // prunePending drops from pend the work that has fired, and returns how much is left.
