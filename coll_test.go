@@ -487,6 +487,29 @@ func TestOpenTooLarge(t *testing.T) {
 	require.ErrorIs(t, err, ErrArg)
 }
 
+// TestOpenMemory: Options.Memory bounds what opening a plan may take, and a refusal names the
+// setting a library caller has (Options.Memory, C's mem option, COREDAG_MEM), not the
+// command's --mem.
+func TestOpenMemory(t *testing.T) {
+	_, err := Open("plans/ring_allreduce.dag", Options{Memory: 1})
+	var ce *CheckError
+	require.ErrorAs(t, err, &ce)
+	assert.Contains(t, err.Error(), "the memory budget is 1 byte (set with Options.Memory or C's mem=): "+
+		"one op needs at least 2 KiB (Options.Memory of 2KiB or C's mem=2KiB)")
+	assert.NotContains(t, err.Error(), "--mem")
+	_, err = Open("plans/ring_allreduce.dag", Options{Memory: 1 << 30})
+	require.NoError(t, err)
+	_, err = Open("plans/ring_allreduce.dag", Options{Memory: -1})
+	require.ErrorIs(t, err, ErrArg)
+
+	t.Setenv("COREDAG_MEM", "1KiB")
+	_, err = Open("plans/ring_allreduce.dag", Options{})
+	require.ErrorAs(t, err, &ce)
+	assert.Contains(t, err.Error(), "the memory budget is 1 KiB (set with COREDAG_MEM): one op needs at least 2 KiB (COREDAG_MEM=2KiB)")
+	_, err = Open("plans/ring_allreduce.dag", Options{Memory: 1 << 30})
+	require.NoError(t, err, "Options.Memory wins over COREDAG_MEM")
+}
+
 // TestSeveralInFlight: two Colls of two plans in flight at once, each on its own queues.
 func TestSeveralInFlight(t *testing.T) {
 	var colls []*Coll
@@ -508,9 +531,6 @@ func TestSeveralInFlight(t *testing.T) {
 	for k, c := range colls {
 		require.NoError(t, c.Wait(context.Background()))
 		want := make([]float32, len(data[k][0]))
-		for r := range want {
-			_ = r
-		}
 		for r := 0; r < 2; r++ {
 			p := make([]float32, len(want))
 			fill(p, r, k)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,6 +86,30 @@ type Options struct {
 	// Wait whose ctx can end still hands the start to the background, as does Test. A nil
 	// World, or one of one rank, always runs a start in Wait (Coll.Wait).
 	Progress string
+	// Memory is the memory budget of opening the plan, in bytes, as coredag's --mem: a plan
+	// whose elaboration or proof would need more is refused with the figure (a *CheckError)
+	// instead of exhausting the process. 0 means COREDAG_MEM, else 80% of what the machine,
+	// its cgroup and ulimit -v leave.
+	Memory int64
+}
+
+// memoryKnob is how messages name Options.Memory, and the C library's option that sets it.
+var memoryKnob = budget.Knob{Name: "Options.Memory or C's mem=", Form: "Options.Memory of %[1]s or C's mem=%[1]s"}
+
+// budget resolves the memory budget o sets, else COREDAG_MEM's, else the machine's.
+func (o Options) budget() (budget.Budget, error) {
+	if o.Memory < 0 {
+		return budget.Budget{}, fmt.Errorf("%w: Options.Memory %d: want 0 (COREDAG_MEM, else the machine's) or a number of bytes", ErrArg, o.Memory)
+	}
+	var v string
+	if o.Memory > 0 {
+		v = strconv.FormatInt(o.Memory, 10)
+	}
+	b, err := budget.Resolve(memoryKnob, v, os.Getenv)
+	if err != nil {
+		return b, fmt.Errorf("%w: %v", ErrArg, err)
+	}
+	return b, nil
 }
 
 // CheckError is the error of a plan that does not load or does not pass `coredag check`: the
@@ -177,11 +202,10 @@ func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrProvider, err)
 	}
-	// Like the command, the library refuses a plan that would not fit in the memory budget
-	// (COREDAG_MEM, else 80% of what the machine, its cgroup and ulimit -v leave).
-	b, err := budget.Resolve("", os.Getenv)
+	// Like the command, the library refuses a plan that would not fit in the memory budget.
+	b, err := opts.budget()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrArg, err)
+		return nil, err
 	}
 	// Races are proven under the ordering between the ops of a queue of the target, or of the
 	// default targets (RC); Init refuses a provider that does not grant what the plan relies on.

@@ -31,7 +31,7 @@ func OpenSet(path string) (s *Set, err error) {
 	if strings.HasSuffix(path, ".dag") || strings.HasSuffix(path, ".xml") {
 		return nil, fmt.Errorf("%w: %s is a plan, not a plan set: open it with Open (from C, coredag_plan_open)", ErrArg, path)
 	}
-	b, err := budget.Resolve("", os.Getenv)
+	b, err := budget.Resolve(budget.Env, "", os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrArg, err)
 	}
@@ -93,9 +93,9 @@ func (s *Set) Open(size int64, ranks int, opts Options) (p *Plan, err error) {
 	_, given := params[sp]
 	derived := false
 	if !given {
-		b, err := budget.Resolve("", os.Getenv)
+		b, err := opts.budget()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrArg, err)
+			return nil, err
 		}
 		n, ok, err := planner.SizeParam(file, src, sp, size, params, elaborate.Within(b))
 		var l diag.List

@@ -31,7 +31,7 @@ type paramFlags struct {
 
 // budget resolves --mem, COREDAG_MEM or the machine's figure.
 func (p paramFlags) budget() (budget.Budget, error) {
-	b, err := budget.Resolve(p.Mem, os.Getenv)
+	b, err := budget.Resolve(budget.Flag, p.Mem, os.Getenv)
 	if err != nil {
 		return b, usageError("%v", err)
 	}

@@ -98,6 +98,9 @@ const char *coredag_strerror(int code);
  *                                  thread hand-off; every process must then wait for its
  *                                  collectives in one order, as MPI's blocking collectives)
  *     hang_timeout_ms=N            bound of every wait inside coredag (default: coredag's)
+ *     mem=SIZE                     memory budget of opening the plan, e.g. 8GiB: a plan whose
+ *                                  checks would need more is refused (COREDAG_ERR_CHECK)
+ *                                  (default: COREDAG_MEM, else 80% of what the machine leaves)
  * On success *out is the plan. On error *out is a plan handle that only carries the message
  * (coredag_plan_error), to free with coredag_plan_free; *out is NULL only if out is NULL or memory
  * ran out.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/coredag/coredag"
 	"github.com/coredag/coredag/exec/bootstrap"
+	"github.com/coredag/coredag/internal/budget"
 )
 
 func main() {}
@@ -202,6 +203,12 @@ func openOptions(params, options **C.char) (coredag.Options, error) {
 			}
 		case "progress":
 			opts.Progress = v
+		case "mem":
+			n, err := budget.Parse(v)
+			if err != nil {
+				return opts, fmt.Errorf("options[%d] = %q: %v", i, s, err)
+			}
+			opts.Memory = n
 		case "hang_timeout_ms":
 			ms, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || ms <= 0 || ms > coredag.MaxHangTimeout.Milliseconds() {
@@ -209,7 +216,7 @@ func openOptions(params, options **C.char) (coredag.Options, error) {
 			}
 			opts.HangTimeout = time.Duration(ms) * time.Millisecond
 		default:
-			return opts, fmt.Errorf("options[%d] = %q: unknown option %q (known: provider, ofi_provider, engine, target, extern, progress, hang_timeout_ms)", i, s, k)
+			return opts, fmt.Errorf("options[%d] = %q: unknown option %q (known: provider, ofi_provider, engine, target, extern, progress, hang_timeout_ms, mem)", i, s, k)
 		}
 	}
 	return opts, nil

@@ -3,8 +3,8 @@
 // need before it allocates (the buffers of every rank, latency samples, timeline events) and
 // refuses with the figure when it would not fit, instead of dying in the Go runtime.
 //
-// The budget comes from --mem, else from the environment variable COREDAG_MEM, else from the
-// machine: 80% of the least of the memory the kernel says is available (MemAvailable in
+// The budget comes from the caller's own setting (a Knob: the command's --mem, the library's
+// option), else from the environment variable COREDAG_MEM, else from the machine: 80% of the least of the memory the kernel says is available (MemAvailable in
 // /proc/meminfo), what the cgroup's memory limit leaves, and what the address-space limit
 // (ulimit -v) leaves; where none of these can be read, Fallback.
 package budget
@@ -19,8 +19,24 @@ import (
 	"github.com/coredag/coredag/internal/intlit"
 )
 
-// EnvVar names the environment variable that sets the budget when --mem is not given.
+// EnvVar names the environment variable that sets the budget when the caller's own setting (a
+// Knob) is not given.
 const EnvVar = "COREDAG_MEM"
+
+// Knob is a caller's own setting of the budget, as messages name it and as a hint writes it.
+type Knob struct {
+	// Name names the setting, e.g. "--mem"; EnvVar for a caller that has none but the
+	// environment.
+	Name string
+	// Form writes the setting of a figure (%s, a size as Parse reads it), e.g. "--mem %s".
+	Form string
+}
+
+// Flag is the commands' --mem, the knob of a Budget that names none.
+var Flag = Knob{Name: "--mem", Form: "--mem %s"}
+
+// Env is the knob of a caller that has no setting of its own: only COREDAG_MEM sets the budget.
+var Env = Knob{Name: EnvVar, Form: EnvVar + "=%s"}
 
 // Fallback is the budget where the machine's memory cannot be read.
 const Fallback = 4 << 30
@@ -33,16 +49,26 @@ const share = 80
 // Budget is a number of bytes a command may allocate and where the number came from.
 type Budget struct {
 	Bytes int64
-	// From is "--mem" or EnvVar when the user set it, else how the machine's figure was read
-	// (for example "80% of MemAvailable").
+	// From is the knob's name or EnvVar when the user set it, else how the machine's figure
+	// was read (for example "80% of MemAvailable").
 	From string
+	// Knob is how the caller sets the budget, for messages; the zero Knob is Flag.
+	Knob Knob
 	// Asked, when positive, is what the user set, which Bytes lowers to what the address-space
 	// limit (ulimit -v) leaves: an allocation past that limit fails whatever the budget says.
 	Asked int64
 }
 
-// FromUser reports whether the budget was set with --mem or the environment.
-func (b Budget) FromUser() bool { return b.From == "--mem" || b.From == EnvVar }
+// knob is b's Knob, Flag when it names none.
+func (b Budget) knob() Knob {
+	if b.Knob.Name == "" {
+		return Flag
+	}
+	return b.Knob
+}
+
+// FromUser reports whether the budget was set with the caller's knob or the environment.
+func (b Budget) FromUser() bool { return b.From == b.knob().Name || b.From == EnvVar }
 
 // Source says, for a message, how the budget was set or can be set.
 func (b Budget) Source() string {
@@ -52,7 +78,15 @@ func (b Budget) Source() string {
 	if b.FromUser() {
 		return "set with " + b.From
 	}
-	return "set with --mem or " + EnvVar
+	return "set with " + b.settings()
+}
+
+// settings names what sets the budget: "--mem or COREDAG_MEM".
+func (b Budget) settings() string {
+	if k := b.knob(); k.Name != EnvVar {
+		return k.Name + " or " + EnvVar
+	}
+	return EnvVar
 }
 
 // addressLeft is how a budget lowered for the address-space limit is described.
@@ -67,24 +101,24 @@ func (b Budget) Note() string {
 		b.From, Format(b.Asked), Format(b.Bytes), addressLeft)
 }
 
-// Resolve returns the budget: flag (the value of --mem) when not empty, else the environment
-// variable EnvVar read with getenv, else the machine's (Machine).
+// Resolve returns the budget: value (the setting of knob k, such as --mem's) when not empty, else
+// the environment variable EnvVar read with getenv, else the machine's (Machine).
 // A figure from the user is lowered to what the address-space limit leaves (Asked, Note).
 // A budget of 0 bytes, where the machine leaves nothing (an address space already at ulimit -v,
 // a cgroup at its limit), is an error that says so: the budget it returns is never 0 bytes, which
 // would read as no budget at all.
-func Resolve(flag string, getenv func(string) string) (Budget, error) {
-	return resolve(flag, getenv, machine())
+func Resolve(k Knob, value string, getenv func(string) string) (Budget, error) {
+	return resolve(k, value, getenv, machine())
 }
 
 // resolve is Resolve on the machine s.
-func resolve(flag string, getenv func(string) string, s system) (Budget, error) {
-	user := func(v, from string) (Budget, error) {
+func resolve(k Knob, value string, getenv func(string) string, s system) (Budget, error) {
+	user := func(set Knob, v string) (Budget, error) {
 		n, err := Parse(v)
 		if err != nil {
-			return Budget{}, fmt.Errorf("%s%s: %v", from, v, err)
+			return Budget{}, fmt.Errorf("%s: %v", fmt.Sprintf(set.Form, v), err)
 		}
-		b := Budget{Bytes: n, From: strings.TrimRight(from, " =")}
+		b := Budget{Bytes: n, From: set.Name}
 		if room, ok := s.addressRoom(); ok && room < n {
 			b.Bytes, b.Asked = room, n
 		}
@@ -93,13 +127,14 @@ func resolve(flag string, getenv func(string) string, s system) (Budget, error) 
 	var b Budget
 	var err error
 	switch v := getenv(EnvVar); {
-	case flag != "":
-		b, err = user(flag, "--mem ")
+	case value != "":
+		b, err = user(k, value)
 	case v != "":
-		b, err = user(v, EnvVar+"=")
+		b, err = user(Env, v)
 	default:
 		b = s.budget()
 	}
+	b.Knob = k
 	if err == nil && b.Bytes <= 0 {
 		return Budget{}, s.exhausted(b)
 	}
@@ -119,19 +154,19 @@ func Parse(s string) (int64, error) {
 	return n, nil
 }
 
-// Setting says how to ask for a budget of n bytes, for a hint: "--mem 18KiB", or
-// "COREDAG_MEM=18KiB" when b comes from the environment, n written as Parse reads it, in the
-// largest unit that divides it. It is "" when b was lowered for the address-space limit (Asked),
-// which a larger figure does not lift.
+// Setting says how to ask for a budget of n bytes, for a hint: with the knob ("--mem 18KiB"),
+// or "COREDAG_MEM=18KiB" when b comes from the environment, n written as Parse reads it, in
+// the largest unit that divides it. It is "" when b was lowered for the address-space limit
+// (Asked), which a larger figure does not lift.
 func (b Budget) Setting(n int64) string {
 	if b.Asked > 0 {
 		return ""
 	}
-	v := intlit.Format(n)
+	k := b.knob()
 	if b.From == EnvVar {
-		return EnvVar + "=" + v
+		k = Env
 	}
-	return "--mem " + v
+	return fmt.Sprintf(k.Form, intlit.Format(n))
 }
 
 // Format prints n bytes with a binary unit and at most three significant digits: "512 bytes",

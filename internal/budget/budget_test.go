@@ -62,28 +62,28 @@ func TestResolve(t *testing.T) {
 	env := map[string]string{}
 	getenv := func(k string) string { return env[k] }
 
-	b, err := Resolve("8GiB", getenv)
+	b, err := Resolve(Flag, "8GiB", getenv)
 	require.NoError(t, err)
-	assert.Equal(t, Budget{Bytes: 8 << 30, From: "--mem"}, b)
+	assert.Equal(t, Budget{Bytes: 8 << 30, From: "--mem", Knob: Flag}, b)
 
 	env[EnvVar] = "512MiB"
-	b, err = Resolve("", getenv)
+	b, err = Resolve(Flag, "", getenv)
 	require.NoError(t, err)
-	assert.Equal(t, Budget{Bytes: 512 << 20, From: EnvVar}, b)
-	b, err = Resolve("1KiB", getenv)
+	assert.Equal(t, Budget{Bytes: 512 << 20, From: EnvVar, Knob: Flag}, b)
+	b, err = Resolve(Flag, "1KiB", getenv)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1024), b.Bytes, "the flag wins over the environment")
 
 	env[EnvVar] = "lots"
-	_, err = Resolve("", getenv)
+	_, err = Resolve(Flag, "", getenv)
 	assert.ErrorContains(t, err, "COREDAG_MEM=lots: invalid integer literal")
 	for _, bad := range []string{"0", "-1GiB", "8GB", "1.5GiB"} {
-		_, err = Resolve(bad, getenv)
+		_, err = Resolve(Flag, bad, getenv)
 		assert.ErrorContains(t, err, "--mem "+bad, bad)
 	}
 
 	delete(env, EnvVar)
-	b, err = Resolve("", getenv)
+	b, err = Resolve(Flag, "", getenv)
 	require.NoError(t, err)
 	assert.Positive(t, b.Bytes, "the machine's budget")
 	assert.False(t, b.FromUser())
@@ -103,7 +103,7 @@ func TestFormat(t *testing.T) {
 // TestSetting: a hint's figure is written as --mem and COREDAG_MEM read it, back to the bytes.
 func TestSetting(t *testing.T) {
 	t.Parallel()
-	flag := Budget{Bytes: 1, From: "--mem"}
+	flag := Budget{Bytes: 1, From: "--mem", Knob: Flag}
 	for n, want := range map[int64]string{
 		1: "--mem 1", 2047: "--mem 2047", 2048: "--mem 2KiB", 18 << 10: "--mem 18KiB", 3 << 20: "--mem 3MiB",
 		1<<30 + 1<<10: "--mem 1048577KiB", 5 << 40: "--mem 5TiB", math.MaxInt64: "--mem 9223372036854775807",
@@ -139,7 +139,7 @@ func TestCheck(t *testing.T) {
 	be.Pos = diag.At("plan.dag", 3, 8)
 	assert.Equal(t, "plan.dag:3:8: buffers need 64 GiB; the memory budget is 20 GiB (set with --mem or COREDAG_MEM): lower the sizes", be.Error())
 
-	err = Budget{Bytes: 1024, From: "--mem"}.Check(2048, "it needs 2 KiB", "")
+	err = Budget{Bytes: 1024, From: "--mem", Knob: Flag}.Check(2048, "it needs 2 KiB", "")
 	assert.EqualError(t, err, "it needs 2 KiB; the memory budget is 1 KiB (set with --mem)")
 }
 
@@ -156,7 +156,7 @@ func TestResolveCappedByAddressLimit(t *testing.T) {
 		flag string
 		from string
 	}{{"100GiB", "--mem"}, {"", EnvVar}} {
-		b, err := resolve(tc.flag, func(k string) string { return env[k] }, limited)
+		b, err := resolve(Flag, tc.flag, func(k string) string { return env[k] }, limited)
 		require.NoError(t, err)
 		assert.Equal(t, room, b.Bytes, tc.from)
 		assert.Equal(t, tc.from, b.From)
@@ -166,19 +166,19 @@ func TestResolveCappedByAddressLimit(t *testing.T) {
 		assert.Contains(t, b.Source(), ", lowered to 80% of what the address-space limit (ulimit -v) leaves")
 		assert.Contains(t, b.Note(), "more than the address-space limit (ulimit -v) leaves: the memory budget is 1.6 GiB")
 	}
-	b, err := resolve("100GiB", func(string) string { return "" }, limited)
+	b, err := resolve(Flag, "100GiB", func(string) string { return "" }, limited)
 	require.NoError(t, err)
 	assert.Equal(t, "--mem 100 GiB, lowered to 80% of what the address-space limit (ulimit -v) leaves", b.Source())
 	err = b.Check(2<<30, "it needs 2 GiB", "")
 	assert.EqualError(t, err, "it needs 2 GiB; the memory budget is 1.6 GiB (--mem 100 GiB, lowered to 80% of what the address-space limit (ulimit -v) leaves)")
 
-	b, err = resolve("1GiB", func(string) string { return "" }, limited)
+	b, err = resolve(Flag, "1GiB", func(string) string { return "" }, limited)
 	require.NoError(t, err)
-	assert.Equal(t, Budget{Bytes: 1 << 30, From: "--mem"}, b, "fits: kept")
+	assert.Equal(t, Budget{Bytes: 1 << 30, From: "--mem", Knob: Flag}, b, "fits: kept")
 	assert.Empty(t, b.Note())
-	b, err = resolve("100GiB", func(string) string { return "" }, system{meminfo: meminfo})
+	b, err = resolve(Flag, "100GiB", func(string) string { return "" }, system{meminfo: meminfo})
 	require.NoError(t, err)
-	assert.Equal(t, Budget{Bytes: 100 << 30, From: "--mem"}, b, "no limit: kept")
+	assert.Equal(t, Budget{Bytes: 100 << 30, From: "--mem", Knob: Flag}, b, "no limit: kept")
 }
 
 // TestResolveExhausted: a machine that leaves nothing gives a budget of 0 bytes, which the
@@ -190,28 +190,28 @@ func TestResolveExhausted(t *testing.T) {
 	t.Parallel()
 	none := func(string) string { return "" }
 	past := system{meminfo: meminfo, status: "VmSize:\t 5000000 kB\n", rlimitAS: 4 << 30} // 4.77 GiB mapped, 4 GiB allowed
-	_, err := resolve("", none, past)
+	_, err := resolve(Flag, "", none, past)
 	assert.EqualError(t, err, "the memory budget is 0 bytes (80% of what the address-space limit (ulimit -v) leaves), too little for anything: "+
 		"this process already maps 4.77 GiB of address space, and the address-space limit (ulimit -v) allows 4 GiB: raise the limit, or lift it (ulimit -v unlimited)")
 	// 50 bytes left, 80% of which rounds to 0.
-	_, err = resolve("", none, system{meminfo: meminfo, status: "VmSize:\t 1048576 kB\n", rlimitAS: 1<<30 + 50})
+	_, err = resolve(Flag, "", none, system{meminfo: meminfo, status: "VmSize:\t 1048576 kB\n", rlimitAS: 1<<30 + 50})
 	assert.ErrorContains(t, err, "the memory budget is 0 bytes (80% of what the address-space limit (ulimit -v) leaves)")
 
-	_, err = resolve("8GiB", none, past)
+	_, err = resolve(Flag, "8GiB", none, past)
 	assert.EqualError(t, err, "the memory budget is 0 bytes (--mem 8 GiB, lowered to 80% of what the address-space limit (ulimit -v) leaves), too little for anything: "+
 		"this process already maps 4.77 GiB of address space, and the address-space limit (ulimit -v) allows 4 GiB: raise the limit, or lift it (ulimit -v unlimited)")
-	_, err = resolve("", func(string) string { return "1GiB" }, past)
+	_, err = resolve(Flag, "", func(string) string { return "1GiB" }, past)
 	assert.ErrorContains(t, err, "the memory budget is 0 bytes (COREDAG_MEM 1 GiB, lowered to 80% of what the address-space limit (ulimit -v) leaves)")
 
 	full := system{meminfo: meminfo, cgroupMax: "2147483648\n", cgroupCur: "2147483648\n"}
-	_, err = resolve("", none, full)
+	_, err = resolve(Flag, "", none, full)
 	assert.EqualError(t, err, "the memory budget is 0 bytes (80% of what the cgroup's memory limit leaves), too little for anything: "+
 		"the cgroup uses 2 GiB of its memory limit of 2 GiB: free memory in it or raise its limit, or set a budget with --mem or COREDAG_MEM")
-	b, err := resolve("1GiB", none, full)
+	b, err := resolve(Flag, "1GiB", none, full)
 	require.NoError(t, err)
-	assert.Equal(t, Budget{Bytes: 1 << 30, From: "--mem"}, b)
+	assert.Equal(t, Budget{Bytes: 1 << 30, From: "--mem", Knob: Flag}, b)
 
-	_, err = resolve("", none, system{meminfo: "MemAvailable:\t0 kB\n"})
+	_, err = resolve(Flag, "", none, system{meminfo: "MemAvailable:\t0 kB\n"})
 	assert.EqualError(t, err, "the memory budget is 0 bytes (80% of what MemAvailable leaves), too little for anything: "+
 		"the kernel reports 0 bytes available (MemAvailable in /proc/meminfo): free memory, or set a budget with --mem or COREDAG_MEM")
 }
@@ -241,4 +241,37 @@ func TestCgroupFiles(t *testing.T) {
 	// A cache figure larger than the usage (read at different moments) leaves the usage at 0.
 	s := system{cgroupMax: limit, cgroupCur: "10", cgroupCache: "20"}
 	assert.Equal(t, int64(0), s.cgroupUsed())
+}
+
+// TestKnob: a library caller's budget is set with its own knob, and messages name that knob,
+// not the command's --mem; a caller with no knob of its own (Env) is pointed at COREDAG_MEM alone.
+func TestKnob(t *testing.T) {
+	t.Parallel()
+	opt := Knob{Name: "Options.Memory", Form: "Options.Memory of %s"}
+	none := func(string) string { return "" }
+	b, err := resolve(opt, "1MiB", none, system{meminfo: meminfo})
+	require.NoError(t, err)
+	assert.Equal(t, Budget{Bytes: 1 << 20, From: "Options.Memory", Knob: opt}, b)
+	assert.True(t, b.FromUser())
+	assert.Equal(t, "set with Options.Memory", b.Source())
+	assert.Equal(t, "Options.Memory of 18KiB", b.Setting(18<<10))
+	_, err = resolve(opt, "lots", none, system{meminfo: meminfo})
+	assert.ErrorContains(t, err, "Options.Memory of lots: invalid integer literal")
+
+	b, err = resolve(opt, "", func(string) string { return "2MiB" }, system{meminfo: meminfo})
+	require.NoError(t, err)
+	assert.Equal(t, "set with COREDAG_MEM", b.Source())
+	assert.Equal(t, "COREDAG_MEM=18KiB", b.Setting(18<<10))
+
+	b, err = resolve(opt, "", none, system{meminfo: meminfo})
+	require.NoError(t, err)
+	assert.Equal(t, "set with Options.Memory or COREDAG_MEM", b.Source())
+	assert.Equal(t, "Options.Memory of 18KiB", b.Setting(18<<10))
+	_, err = resolve(opt, "", none, system{meminfo: "MemAvailable:\t0 kB\n"})
+	assert.ErrorContains(t, err, "or set a budget with Options.Memory or COREDAG_MEM")
+
+	b, err = resolve(Env, "", none, system{meminfo: meminfo})
+	require.NoError(t, err)
+	assert.Equal(t, "set with COREDAG_MEM", b.Source())
+	assert.Equal(t, "COREDAG_MEM=18KiB", b.Setting(18<<10))
 }

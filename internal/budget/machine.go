@@ -90,12 +90,12 @@ func (s system) exhausted(b Budget) error {
 			Format(used*1024), Format(int64(s.rlimitAS)))
 	case b.From == leaves(fromCgroup):
 		limit, _ := parseLimit(s.cgroupMax)
-		why = fmt.Sprintf("the cgroup uses %s of its memory limit of %s: free memory in it or raise its limit, or set a budget with --mem or %s",
-			Format(s.cgroupUsed()), Format(limit), EnvVar)
+		why = fmt.Sprintf("the cgroup uses %s of its memory limit of %s: free memory in it or raise its limit, or set a budget with %s",
+			Format(s.cgroupUsed()), Format(limit), b.settings())
 	default:
 		kb, _ := field(s.meminfo, "MemAvailable:")
-		why = fmt.Sprintf("the kernel reports %s available (MemAvailable in /proc/meminfo): free memory, or set a budget with --mem or %s",
-			Format(kb*1024), EnvVar)
+		why = fmt.Sprintf("the kernel reports %s available (MemAvailable in /proc/meminfo): free memory, or set a budget with %s",
+			Format(kb*1024), b.settings())
 	}
 	return fmt.Errorf("the memory budget is 0 bytes (%s), too little for anything: %s", from, why)
 }

@@ -206,6 +206,12 @@ static void bad_plans(void) {
     rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("hang_timeout_ms=-1"), &p);
     expect("bad hang timeout", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("hang_timeout_ms"));
     coredag_plan_free(p);
+    rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("mem=lots"), &p);
+    expect("bad memory budget", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("mem=lots", "8GiB"));
+    coredag_plan_free(p);
+    rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("mem=1"), &p);
+    expect("memory budget too small", rc, COREDAG_ERR_CHECK, coredag_plan_error(p), WORDS("the memory budget is 1 byte", "mem=2KiB"));
+    coredag_plan_free(p);
 }
 
 static void world_errors(void) {
