@@ -16,13 +16,14 @@ import (
 )
 
 // TestCloseQPKeepsSlotsForCQ: an endpoint closed while a completion that names one of its
-// slots is still to be read from a CQ it shares keeps that slot's memory until the CQ closes.
-// The CQ then reads the completion from memory that is still the closed endpoint's, and drops
-// it. On shm a small send's completion is coredag's own (the CQ's done list), so one is surely
-// pending when the endpoint closes. The slots used to be freed at once, and the poll read freed
-// memory: harmless while the allocator leaves it as it was (glibc's calloc does not take a chunk
-// just freed), a receive completed that nothing was sent to once a new endpoint's slots take it.
-// go test -asan stops at that read.
+// slots is still to be read from a CQ it shares keeps that slot's memory until the CQ has read
+// it. The CQ then reads the completion from memory that is still the closed endpoint's, drops
+// it, and frees the memory, long before the CQ closes. On shm a small send's completion is
+// coredag's own (the CQ's done list), so one is surely pending when the endpoint closes. The
+// slots used to be freed at once, and the poll read freed memory: harmless while the allocator
+// leaves it as it was (glibc's calloc does not take a chunk just freed), a receive completed that
+// nothing was sent to once a new endpoint's slots take it. go test -asan stops at that read, and
+// at one that follows a free too early.
 func TestCloseQPKeepsSlotsForCQ(t *testing.T) {
 	p := providerNamed(t, "shm")
 	a, b := pair(t, p, nictest.AllAccess, 4, nil)
@@ -44,7 +45,8 @@ func TestCloseQPKeepsSlotsForCQ(t *testing.T) {
 	require.Len(t, cq.done, 1, "the send is injected: its completion waits in the CQ")
 	old := uintptr(unsafe.Pointer(a.qp.sslots)) // 2×4 send slots
 	require.NoError(t, a.qp.Close())
-	assert.Len(t, cq.retired, 1, "the send slots wait for the CQ; the receive slots, named by no completion, are freed")
+	require.Len(t, cq.retired, 1, "the send slots wait for the CQ; the receive slots, named by no completion, are freed")
+	assert.Equal(t, 1, cq.retired[0].pending)
 
 	// A new endpoint on the same CQ whose receive slots are as large as the closed one's send
 	// slots, with a receive posted that nothing is sent to.
@@ -61,9 +63,44 @@ func TestCloseQPKeepsSlotsForCQ(t *testing.T) {
 			t.Errorf("a completion of a closed endpoint's send was handed out as %+v", w)
 		}
 	}
+	assert.Empty(t, cq.retired, "the CQ frees the slots once it has read the completion that names them")
 	require.NoError(t, c.Close())
 	require.NoError(t, cq.Close())
-	assert.Empty(t, cq.retired, "the CQ frees the slots it kept when it closes")
+}
+
+// TestCloseQPFreesSlotsOnceRead: the slots of an endpoint closed with requests whose completions
+// libfabric has written to the CQ and nobody has read are freed when the CQ has read the last of
+// them, not before (go test -asan would stop at the read of the next), and none is handed out.
+// On sockets the write counter bound to the endpoint rises after the completion is in the CQ.
+func TestCloseQPFreesSlotsOnceRead(t *testing.T) {
+	p := provider(t)
+	a, b, writes := countedPair(t, p, 0, EvWrite)
+	rb := b.mr.Remote()
+	var wrs []nic.SendWR
+	for i := range 3 {
+		wrs = append(wrs, nic.SendWR{ID: uint64(i), Op: nic.OpRDMAWrite, Local: a.sge(8*i, 8), RemoteAddr: rb.Addr + uint64(8*i), RKey: rb.RKey})
+	}
+	wrs[2].Flags = nic.FlagSignaled // libfabric completes the unsignalled ones too
+	_, err := a.qp.PostSend(wrs)
+	require.NoError(t, err)
+	require.NoError(t, writes.Wait(3, 5*time.Second))
+
+	cq := a.scq.(*CQ)
+	require.NoError(t, a.qp.Close())
+	require.Len(t, cq.retired, 1, "the send slots wait for the CQ")
+	assert.Equal(t, 3, cq.retired[0].pending)
+	var wc [4]nic.WC
+	for deadline := time.Now().Add(5 * time.Second); len(cq.retired) > 0 && time.Now().Before(deadline); {
+		n, err := cq.Poll(wc[:])
+		require.NoError(t, err)
+		for _, w := range wc[:n] {
+			t.Errorf("a completion of a closed endpoint's write was handed out as %+v", w)
+		}
+	}
+	assert.Empty(t, cq.retired, "the CQ frees the slots once it has read the three completions that name them")
+	n, err := cq.Poll(wc[:])
+	require.NoError(t, err)
+	assert.Zero(t, n)
 }
 
 // TestCloseQPWithArmedTrigger: an endpoint that a triggered operation still waits to post on

@@ -38,9 +38,19 @@ type CQ struct {
 	cntrs  []*Counter // bound by BindCounter: each completion handed out raises them by one
 	fd     C.int      // the wait object's file descriptor (Provider.WaitSet), -1 if none
 	closed bool
-	// retired are slot arrays of closed endpoints that completions still to be read here may
-	// name (QP.Close), freed when the CQ closes.
-	retired []unsafe.Pointer
+	// retired are slot arrays of closed endpoints that completions still to be read here name
+	// (QP.Close), each freed when Poll has read the last of them, or when the CQ closes.
+	retired []retiredSlots
+}
+
+// retiredSlots is a closed endpoint's slot array of one side, of size bytes, and the number of
+// its requests whose completions are still to be read from the CQ (libfabric's, and the
+// injected sends' in its done list): the requests handed to libfabric and not completed when
+// the endpoint closed. Each names one slot of the array.
+type retiredSlots struct {
+	p       unsafe.Pointer
+	size    uintptr
+	pending int
 }
 
 // CreateCQ opens a completion queue.
@@ -93,7 +103,7 @@ func (q *CQ) Poll(wc []nic.WC) (int, error) {
 	// By index: completing one may flush a waiting send whose inject lands here too.
 	for i := 0; i < len(q.done); i++ {
 		k := C.ofi_comp{slot: q.done[i]}
-		q.c.complete(&k)
+		q.complete(&k)
 	}
 	q.done = q.done[:0]
 	// With completions in hand, hand them out before asking libfabric for more: the engine
@@ -113,7 +123,7 @@ func (q *CQ) Poll(wc []nic.WC) (int, error) {
 					q.num, C.GoString(C.ofi_strerror(C.int(k.err))), int(k.prov_errno))
 				return 0, q.err
 			}
-			q.c.complete(&q.comps[i])
+			q.complete(&q.comps[i])
 		}
 		q.c.fireLanded()
 		if q.c.prog != nil {
@@ -140,22 +150,39 @@ func (q *CQ) Close() error {
 	err := check("fi_close(cq)", C.ofi_close(&q.cq.fid))
 	C.free(unsafe.Pointer(&q.comps[0]))
 	q.comps = nil
-	for _, s := range q.retired {
-		C.free(s)
+	for _, r := range q.retired {
+		C.free(r.p) // requests whose completions never came: the endpoint's close dropped them
 	}
 	q.retired = nil
 	return err
 }
 
-// retire frees slot array s of a closed endpoint, or, if busy (a completion to be read from this
-// CQ may name one of its slots), keeps it until the CQ closes: Poll reads the slot of every
-// completion to find its endpoint.
-func (q *CQ) retire(s unsafe.Pointer, busy bool) {
-	if !busy || q.closed {
+// retire frees slot array s (size bytes) of a closed endpoint, or, if pending completions to be
+// read from this CQ name its slots, keeps it until Poll has read them (dropped) or the CQ closes:
+// Poll reads the slot of every completion to find its endpoint.
+func (q *CQ) retire(s unsafe.Pointer, size uintptr, pending int) {
+	if pending <= 0 || q.closed {
 		C.free(s)
 		return
 	}
-	q.retired = append(q.retired, s)
+	q.retired = append(q.retired, retiredSlots{p: s, size: size, pending: pending})
+}
+
+// dropped counts a completion that names slot s of a closed endpoint, read and dropped: the
+// slot's array is freed with the last completion it waited for.
+func (q *CQ) dropped(s *C.ofi_slot) {
+	a := uintptr(unsafe.Pointer(s))
+	for i := range q.retired {
+		r := &q.retired[i]
+		if a-uintptr(r.p) >= r.size {
+			continue
+		}
+		if r.pending--; r.pending == 0 {
+			C.free(r.p)
+			q.retired = slices.Delete(q.retired, i, i+1)
+		}
+		return
+	}
 }
 
 // status maps a libfabric error (positive FI_E* value) to a nic status.
@@ -197,16 +224,17 @@ func (r *ring) at(i uint64) *entry  { return &r.e[i%uint64(len(r.e))] }
 func (r *ring) push(e entry) *entry { p := r.at(r.tail); *p = e; r.tail++; return p }
 func (r *ring) headDone() bool      { return r.head < r.tail && r.at(r.head).pending == 0 }
 
-// complete files one provider completion with its work request and hands out what is now done
-// at the head of the queue.
-func (c *Context) complete(k *C.ofi_comp) {
+// complete files one provider completion read from cq with its work request and hands out what
+// is now done at the head of the queue.
+func (cq *CQ) complete(k *C.ofi_comp) {
 	s := k.slot
 	if s == nil {
 		return // a completion without context (none are asked for)
 	}
-	q := c.qps[uint32(s.qpn)]
+	q := cq.c.qps[uint32(s.qpn)]
 	if q == nil {
-		return // its endpoint was closed
+		cq.dropped(s) // its endpoint was closed
+		return
 	}
 	r := &q.sq
 	if s.side == 1 {
@@ -491,9 +519,10 @@ func (q *QP) Connect(remote nic.QPInfo) error {
 
 // Close closes the endpoint; completions still due from it are dropped. The CQs may still hold
 // completions of its requests, whose contexts are its slots: a side's slots are freed now if none
-// of its requests is outstanding, else when its CQ closes (CQ.retire). An endpoint that triggered
-// work still waiting would post on stays open, and Close says so: libfabric would start that
-// work on a closed endpoint. Context.CancelTriggers drops it (Context.Close does).
+// of its requests is outstanding, else once its CQ has read the completions of all of them, or
+// when the CQ closes if some never come (CQ.retire). An endpoint that triggered work still
+// waiting would post on stays open, and Close says so: libfabric would start that work on a
+// closed endpoint. Context.CancelTriggers drops it (Context.Close does).
 func (q *QP) Close() error {
 	if q.closed {
 		return nil
@@ -507,9 +536,11 @@ func (q *QP) Close() error {
 	if q.region != nil {
 		q.region.Close() // after fi_close removed the file: no sweep finds it unlocked meanwhile
 	}
-	// txBusy counts the injected sends whose completion waits in the CQ's done list too.
-	q.scq.retire(unsafe.Pointer(q.sslots), q.txBusy > 0)
-	q.rcq.retire(unsafe.Pointer(q.rslots), q.rxBusy > 0)
+	// txBusy counts the injected sends whose completion waits in the CQ's done list too; a
+	// request not handed to libfabric (sback, rback) names no slot a completion will bring.
+	var slot C.ofi_slot
+	q.scq.retire(unsafe.Pointer(q.sslots), uintptr(2*len(q.sq.e))*unsafe.Sizeof(slot), q.txBusy)
+	q.rcq.retire(unsafe.Pointer(q.rslots), uintptr(len(q.rq.e))*unsafe.Sizeof(slot), q.rxBusy)
 	q.sslots, q.rslots = nil, nil
 	if q.scratch != nil {
 		q.scratch.Close()
