@@ -26,29 +26,37 @@ type cand struct {
 	complete bool
 }
 
-// Progress advances the fabric until nothing can run and returns the number of steps made
-// (executions, completions, and bounded receiver-not-ready retries). 0 means the fabric is idle or
-// stalled; Stalls tells which.
+// Progress advances the fabric until nothing can run, or for about maxSteps steps, and returns
+// the number of steps made (executions, completions, and bounded receiver-not-ready retries). 0
+// means the fabric is idle or stalled; Stalls tells which. More than 0: call again while there is
+// work posted.
 func (n *NIC) Progress() int { return n.progress(nil) }
 
-// progress runs steps until nothing can run, or until the CQ until (if not nil) has a completion.
+// maxSteps bounds the steps of one Progress call (and of a Poll that progresses), as the nic
+// contract allows: an engine that posted a whole iteration (the offload engine) would otherwise
+// run all of it inside one call, without looking at its context between. A fraction of a
+// millisecond of steps; a step that copies a large message is one step.
+const maxSteps = 1 << 12
+
+// progress runs steps until nothing can run, until the CQ until (if not nil) has a completion,
+// or until it made maxSteps (a few more where due triggered work fired).
 func (n *NIC) progress(until *cq) int {
 	n.tick++
 	steps := 0
 	if n.rng == nil {
 		for {
 			made := n.fireDue()
-			for i := 0; i < len(n.active); i++ {
-				made += n.active[i].runFIFO()
+			for i := 0; i < len(n.active) && steps+made < maxSteps; i++ {
+				made += n.active[i].runFIFO(maxSteps - steps - made)
 			}
 			n.compact()
 			steps += made
-			if made == 0 || (until != nil && until.produced != until.consumed) {
+			if made == 0 || steps >= maxSteps || (until != nil && until.produced != until.consumed) {
 				return steps
 			}
 		}
 	}
-	for {
+	for steps < maxSteps {
 		steps += n.fireDue()
 		n.cands = n.cands[:0]
 		idle := 0 // QPs that offer no step: parked by compact when they are many
@@ -87,10 +95,11 @@ func (n *NIC) progress(until *cq) int {
 		}
 		steps++
 		if until != nil && until.produced != until.consumed {
-			n.compact()
-			return steps
+			break
 		}
 	}
+	n.compact()
+	return steps
 }
 
 // compact drops from the active list, keeping the order, the QPs with no send work left and the
@@ -136,10 +145,11 @@ func (q *qp) awake() bool {
 	return true
 }
 
-// runFIFO executes and completes this QP's runnable heads in order; it returns the steps made.
-func (q *qp) runFIFO() int {
+// runFIFO executes and completes this QP's runnable heads in order, at most limit of them; it
+// returns the steps made.
+func (q *qp) runFIFO(limit int) int {
 	steps := 0
-	for !q.closed && q.sqHead < q.sqTail {
+	for !q.closed && q.sqHead < q.sqTail && steps < limit {
 		b := q.headBlocker()
 		if b == blockedRNR {
 			if q.rnrRetry() {
