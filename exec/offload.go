@@ -509,8 +509,10 @@ func (e *offloadEngine) counters(r *Result) {
 }
 
 // postAll posts every NIC chain at iteration start (triggered plans: hands the NIC their
-// triggered work); what a full queue refuses is left in e.short for postShort.
-func (e *offloadEngine) postAll() error {
+// triggered work); what a full queue refuses is left in e.short for postShort. The requests it
+// posts count as the iteration's work (stallWatch.worked): a plan of very many ops takes a while
+// to post.
+func (e *offloadEngine) postAll(ctx context.Context, iter int) error {
 	for ri := range e.ranks {
 		or := &e.ranks[ri]
 		if or.trig != nil {
@@ -520,7 +522,11 @@ func (e *offloadEngine) postAll() error {
 			continue
 		}
 		for wi := range or.wqs {
+			posted := e.posted
 			if _, err := e.postWQ(ri, wi); err != nil {
+				return err
+			}
+			if err := e.watch.worked(ctx, iter, int(e.posted-posted)); err != nil {
 				return err
 			}
 		}
@@ -722,7 +728,9 @@ func (e *offloadEngine) poll() (bool, error) {
 		}
 		return did, nil
 	}
-	did = e.prog.Progress() > 0
+	steps := e.prog.Progress()
+	e.watch.work += steps
+	did = steps > 0
 	e.cqBuf = e.ready.ReadyCQs(e.cqBuf[:0])
 	for _, c := range e.cqBuf {
 		at, ok := e.cqAt[c]
@@ -761,6 +769,7 @@ func (e *offloadEngine) pollCQ(ri, ci int) (int, error) {
 	owed := c.owed()
 	c.count += uint64(n)
 	e.polled += uint64(n)
+	e.watch.work += n
 	if or.trig == nil {
 		e.left -= int(owed - c.owed())
 		if !e.marked[ri] {
@@ -826,7 +835,9 @@ func (e *offloadEngine) iterate(ctx context.Context, iter int) (err error) {
 			e.cancelTrig()
 		}
 	}()
-	if err := e.postAll(); err != nil {
+	watch := &e.watch
+	watch.reset()
+	if err := e.postAll(ctx, iter); err != nil {
 		return err
 	}
 	for ri := range e.ranks { // a host chain may start with steps that wait for nothing
@@ -835,9 +846,10 @@ func (e *offloadEngine) iterate(ctx context.Context, iter int) (err error) {
 			e.dirty = append(e.dirty, int32(ri))
 		}
 	}
-	watch := &e.watch
-	watch.reset()
 	for !e.finished() {
+		if err := watch.worked(ctx, iter, 1); err != nil {
+			return err
+		}
 		progress, err := e.poll()
 		if err != nil {
 			return err

@@ -96,7 +96,7 @@ func TestOffloadLiveCQs(t *testing.T) {
 	_, e := prepareTriggered(t, "../examples/mpi/recursive_doubling_f32.dag", rdParams)
 	require.True(t, e.owedOnly)
 	e.rearm(0, true)
-	require.NoError(t, e.postAll())
+	require.NoError(t, e.postAll(context.Background(), 0))
 	defer e.cancelTrig()
 	for ri := range e.ranks {
 		or := &e.ranks[ri]

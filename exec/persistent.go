@@ -614,8 +614,8 @@ func (o *Op) Fence() error {
 	return nil
 }
 
-// Close stops the background goroutine, abandoning a start in flight (it is cancelled: a
-// hardware NIC's engine notices within its polling rounds), and releases the session. A
+// Close stops the background goroutine, abandoning a start in flight (it is cancelled: the
+// engine notices within a few thousand steps of its loop), and releases the session. A
 // goroutine that does not stop within twice the hang timeout is left behind with its session
 // (reported as an error), rather than freeing what it may still use.
 func (o *Op) Close() error {

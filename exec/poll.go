@@ -658,12 +658,17 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 	stalled := false // the watch gave up; a full round without progress confirms it
 	flushRound := false
 	for round := 1; e.left > 0; round++ {
+		if err := watch.worked(ctx, iter, 1); err != nil {
+			return err
+		}
 		progress := false
 		listed := e.notify != nil && !full
 		if listed {
 			// The NIC says which CQs have completions (an error one included): poll only those,
 			// so a round costs what happened in it, not the number of CQs.
-			progress = e.prog.Progress() > 0
+			steps := e.prog.Progress()
+			watch.work += steps
+			progress = steps > 0
 			e.listReady()
 		}
 		for j := 0; listed && j < len(e.toPoll) || !listed && j < ncq; j++ {
@@ -694,6 +699,7 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 			}
 			progress = true
 			e.polled += uint64(n)
+			watch.work += n
 			if len(e.armedSides) > 0 {
 				if err := e.fired(); err != nil {
 					return err

@@ -338,8 +338,10 @@ func (s *Session) Plan() *ir.Plan { return s.plan }
 // with the same iters. Iterations are numbered over the session's life: a HangError's Iteration
 // counts the iterations of earlier Runs too. A fault or a hang ends the run with an error (an
 // *OpError or a *HangError) and leaves the session unusable but for Close; the Result, when not
-// nil, holds what was measured up to then. Result.Memory is the session's memory: the next Run
-// overwrites it and Close releases it.
+// nil, holds what was measured up to then. So does ctx when it ends during an iteration: the
+// engine looks at it every few thousand steps of its loop, and returns its cause
+// (context.Cause). Ended before an iteration, ctx stops the run there. Result.Memory is the
+// session's memory: the next Run overwrites it and Close releases it.
 func (s *Session) Run(ctx context.Context, iters int) (*Result, error) {
 	return s.RunTimed(ctx, iters, nil)
 }
@@ -422,7 +424,7 @@ func (s *Session) RunTimed(ctx context.Context, iters int, timed func(iterate fu
 	}
 	for it := 0; it < iters; it++ {
 		iter := s.done
-		if ctx.Err() != nil { // between iterations: one is never abandoned halfway
+		if ctx.Err() != nil { // between iterations: none is left halfway
 			return finish(fmt.Errorf("iteration %d not started: %w", iter, context.Cause(ctx)))
 		}
 		for _, r := range s.ranks {

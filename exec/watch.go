@@ -21,6 +21,10 @@ import (
 // maxBlock at a time and never past the hang timeout, which is then counted from the first block.
 // Spinning on would take the core from the peers whose work this process waits for, when there
 // are more processes than cores.
+//
+// An iteration that keeps moving never comes to quiet: the engine counts its work in worked
+// (rounds of its loop, completions, a software NIC's steps), and the context is looked at once
+// every ctxEvery of it.
 type stallWatch struct {
 	prog  nic.Progresser // nil for a NIC that progresses by itself
 	wait  nic.WaitSet    // nil: poll while waiting
@@ -28,8 +32,14 @@ type stallWatch struct {
 	idle  int
 	since time.Time
 	waits uint64 // blocking waits made (Result.Blocks)
+	work  int    // work since the context was last looked at (worked)
 	sched schedPass
 }
+
+// ctxEvery is how much work (worked) an iteration does between two looks at its context, each a
+// non-blocking receive from the context's channel: a fraction of a millisecond of a software
+// NIC's steps, a few milliseconds of a real NIC's rounds.
+const ctxEvery = 4096
 
 // blockAfter is how many idle rounds in a row an engine with a wait set spins before it blocks.
 const blockAfter = 32
@@ -39,7 +49,27 @@ const blockAfter = 32
 const maxBlock = 10 * time.Millisecond
 
 // reset readies the watch for an iteration.
-func (w *stallWatch) reset() { w.idle = 0 }
+func (w *stallWatch) reset() { w.idle, w.work = 0, 0 }
+
+// worked counts n units of an iteration's work and, once ctxEvery have passed since it last
+// looked, returns an error if ctx ended. Small enough to inline: the engines call it every round.
+func (w *stallWatch) worked(ctx context.Context, iter, n int) error {
+	if w.work += n; w.work < ctxEvery {
+		return nil
+	}
+	w.work = 0
+	return ended(ctx, iter)
+}
+
+// ended returns iteration iter's error if ctx ended: its cause, without waiting.
+func ended(ctx context.Context, iter int) error {
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("iteration %d: %w", iter, context.Cause(ctx))
+	default:
+		return nil
+	}
+}
 
 // progressed records a round that made progress, and passes through the Go scheduler if due.
 func (w *stallWatch) progressed() {
@@ -51,7 +81,9 @@ func (w *stallWatch) progressed() {
 // hang, and an error when ctx ended.
 func (w *stallWatch) quiet(ctx context.Context, iter int) (stuck bool, err error) {
 	if w.prog != nil {
-		return w.prog.Progress() == 0, nil
+		n := w.prog.Progress()
+		w.work += n
+		return n == 0, nil
 	}
 	w.idle++
 	if w.idle&63 == 0 {
@@ -67,11 +99,7 @@ func (w *stallWatch) quiet(ctx context.Context, iter int) (stuck bool, err error
 		} else if now.Sub(w.since) > w.limit {
 			return true, nil
 		}
-		select {
-		case <-ctx.Done():
-			return false, fmt.Errorf("iteration %d: %w", iter, ctx.Err())
-		default:
-		}
+		return false, ended(ctx, iter)
 	}
 	return false, nil
 }
@@ -88,10 +116,8 @@ func (w *stallWatch) block(ctx context.Context, iter int) (stuck bool, err error
 	if left <= 0 {
 		return true, nil
 	}
-	select {
-	case <-ctx.Done():
-		return false, fmt.Errorf("iteration %d: %w", iter, ctx.Err())
-	default:
+	if err := ended(ctx, iter); err != nil {
+		return false, err
 	}
 	if blocked, err := w.wait.Wait(min(left, maxBlock)); err != nil {
 		// A broken wait object: poll from now on, still bounded by the hang timeout.
