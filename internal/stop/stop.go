@@ -1,0 +1,66 @@
+// Package stop is how the passes of the compiler (elaboration, the checks, the proof, the
+// lowering, the replay and the cost model) notice that the context they were given is
+// cancelled. A pass looks at its context between its steps (Cause) and, within a step that can
+// take long, once every so much work (Poll): a look costs an atomic load, too much for every
+// item of a hot loop, and a millisecond of work between two looks is soon enough to stop.
+//
+// A pass stopped by its context returns the context's cause (context.Cause), never what it had
+// found so far: that is incomplete, and means nothing. A pass takes its context as its first
+// parameter, never from its options, and it must not be nil: a caller with nothing to cancel
+// passes context.Background().
+package stop
+
+import "context"
+
+// Cause returns the cause of ctx's cancellation (context.Cause), or nil while ctx goes on.
+func Cause(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(ctx)
+}
+
+// Stopped returns the cause of ctx's cancellation when err is not nil and ctx is cancelled, and
+// nil otherwise. err is then what work that ctx stopped says of itself (a wrapped cause, or a
+// failure it met as it stopped): not the work's verdict, and not to be reported in place of the
+// cause.
+func Stopped(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	return Cause(ctx)
+}
+
+// Poll counts the work of a loop and looks at a context once every so much of it. Once a look
+// has found the context cancelled, the Poll stays stopped. A Poll is for one goroutine: a loop
+// split over several takes one per goroutine.
+type Poll struct {
+	ctx   context.Context
+	every int   // the work between two looks
+	left  int   // the work until the next look
+	err   error // the context's cause, once a look found it cancelled
+}
+
+// Every returns a Poll that looks at ctx once every n units of work (n > 0).
+func Every(ctx context.Context, n int) Poll {
+	return Poll{ctx: ctx, every: n, left: n}
+}
+
+// Add counts n units of work, and looks at the context if they bring the work since the last
+// look to the Poll's n or more. It returns the context's cause once a look has found it
+// cancelled, and nil until then.
+func (p *Poll) Add(n int) error {
+	if p.left -= n; p.left > 0 || p.err != nil {
+		return p.err
+	}
+	p.left = p.every
+	p.err = Cause(p.ctx)
+	return p.err
+}
+
+// Step counts one unit of work (Add).
+func (p *Poll) Step() error { return p.Add(1) }
+
+// Err returns what the looks have found: the context's cause once one found it cancelled, nil
+// until then. It does not look at the context.
+func (p *Poll) Err() error { return p.err }
