@@ -97,7 +97,7 @@ func (s *Set) Open(size int64, ranks int, opts Options) (p *Plan, err error) {
 		if err != nil {
 			return nil, err
 		}
-		n, ok, err := planner.SizeParam(file, src, sp, size, params, elaborate.Within(b))
+		n, ok, err := planner.SizeParam(context.Background(), file, src, sp, size, params, elaborate.Within(b))
 		var l diag.List
 		switch {
 		case errors.As(err, &l):

@@ -19,7 +19,7 @@ func elaborateOnly(t *testing.T, src string, params map[string]int64) *ir.Graph 
 	t.Helper()
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)
-	g, err := elaborate.Elaborate(f, params, elaborate.Options{})
+	g, err := elaborate.Elaborate(t.Context(), f, params, elaborate.Options{})
 	require.NoError(t, err)
 	return g
 }

@@ -36,6 +36,6 @@ func TestCheckParams(t *testing.T) {
 	f, err := dsl.Parse("p.dag", []byte("plan p\n"))
 	require.NoError(t, err)
 	assert.EqualError(t, elaborate.CheckParams(f, map[string]int64{"ranks": 4}), "-p ranks: the plan has no param ranks (the plan declares no params)")
-	_, err = elaborate.Elaborate(f, map[string]int64{"ranks": 4}, elaborate.Options{})
+	_, err = elaborate.Elaborate(t.Context(), f, map[string]int64{"ranks": 4}, elaborate.Options{})
 	assert.ErrorContains(t, err, "-p ranks: the plan has no param ranks (the plan declares no params)", "the same words as Elaborate's")
 }

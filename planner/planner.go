@@ -53,18 +53,24 @@ type Options struct {
 	// Context, unless nil, stops Load once it is cancelled: the passes look at it between their
 	// steps and every so often within their long ones (elaboration, the checks, the proof), and
 	// Load returns the context's cause (context.Cause) and no Graph. Load gives it to every
-	// pass, in place of any context their options carry (Elaborate.Context, Verify.Context,
-	// Prove.Context): a pass stopped by a context Load does not watch would hand it a partial
+	// pass, in place of any context their options carry (Verify.Context, Prove.Context): a pass stopped by a context Load does not watch would hand it a partial
 	// result as if complete. Beside's context is cancelled with it.
 	Context context.Context
 }
 
 // withContext returns opt with opt.Context as the context of every pass.
 func (opt Options) withContext() Options {
-	opt.Elaborate.Context = opt.Context
 	opt.Verify.Context = opt.Context
 	opt.Prove.Context = opt.Context
 	return opt
+}
+
+// ctx is opt.Context, or context.Background() when there is none.
+func (opt Options) ctx() context.Context {
+	if opt.Context == nil {
+		return context.Background()
+	}
+	return opt.Context
 }
 
 // stopped returns the cause of the cancellation of opt's Context, or nil while it goes on (or
@@ -116,7 +122,7 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (g 
 	if err := elaborate.CheckParams(f, params); err != nil {
 		return nil, err
 	}
-	g, err = elaborate.Elaborate(f, params, opt.Elaborate)
+	g, err = elaborate.Elaborate(opt.ctx(), f, params, opt.Elaborate)
 	if err != nil {
 		return nil, err
 	}

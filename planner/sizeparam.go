@@ -1,12 +1,14 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math"
 	"strings"
 
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner/elaborate"
@@ -40,9 +42,9 @@ func SetPlanExpects(opts Options) func(path string, ranks int64, params []string
 // assert that sp is a multiple of something), and its message must double from one to the
 // other. It reports false when the plan declares no param sp. The error says what does not fit:
 // a message that does not grow in proportion to sp, or a size that is not a multiple of one
-// unit's bytes (with the size to pad to). Parse errors are a diag.List. Once opt.Context is
-// cancelled, the error is its cause (context.Cause).
-func SizeParam(filename string, src []byte, sp string, size int64, params map[string]int64, opt elaborate.Options) (int64, bool, error) {
+// unit's bytes (with the size to pad to). Parse errors are a diag.List. Once ctx is cancelled,
+// the error is its cause (context.Cause).
+func SizeParam(ctx context.Context, filename string, src []byte, sp string, size int64, params map[string]int64, opt elaborate.Options) (int64, bool, error) {
 	f, err := Parse(filename, src, msccl.Options{})
 	if err != nil {
 		return 0, false, err
@@ -54,10 +56,10 @@ func SizeParam(filename string, src []byte, sp string, size int64, params map[st
 		ps := make(map[string]int64, len(params)+1)
 		maps.Copy(ps, params)
 		ps[sp] = n
-		g, err := elaborate.Elaborate(f, ps, opt)
+		g, err := elaborate.Elaborate(ctx, f, ps, opt)
 		if err != nil {
-			if stop := cancelled(opt.Context); stop != nil {
-				return 0, stop
+			if cause := stop.Stopped(ctx, err); cause != nil {
+				return 0, cause
 			}
 			first, _, _ := strings.Cut(err.Error(), "\n")
 			return 0, fmt.Errorf("%s: working out %s for a message of %d B, at %s = %d: %s", filename, sp, size, sp, n, first)
@@ -70,7 +72,7 @@ func SizeParam(filename string, src []byte, sp string, size int64, params map[st
 	var two int64
 	firstErr := oneErr
 	for ; v <= maxSizeProbe; v *= 2 {
-		if err := cancelled(opt.Context); err != nil {
+		if err := stop.Cause(ctx); err != nil {
 			return 0, false, err
 		}
 		var twoErr error

@@ -101,7 +101,7 @@ func TestLoadIgnoresPassContexts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var opt Options
-	opt.Verify.Context, opt.Prove.Context, opt.Elaborate.Context = ctx, ctx, ctx
+	opt.Verify.Context, opt.Prove.Context = ctx, ctx
 	src, err := os.ReadFile("../plans/ring_allreduce.dag")
 	require.NoError(t, err)
 	g, err := Load("ring_allreduce.dag", src, nil, opt)

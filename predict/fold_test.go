@@ -32,7 +32,7 @@ func parsePlan(t *testing.T, file string) *dsl.File {
 // foldAt elaborates the sampled ranks of f and folds them.
 func foldAt(t *testing.T, f *dsl.File, ps map[string]int64, ranks []int) (*ir.Graph, predict.Symmetry, error) {
 	t.Helper()
-	s, err := elaborate.ElaborateRanks(f, ps, ranks, elaborate.Options{})
+	s, err := elaborate.ElaborateRanks(t.Context(), f, ps, ranks, elaborate.Options{})
 	require.NoError(t, err)
 	return predict.Fold(predict.RankSample{Graph: s.Graph, Ranks: s.Ranks, PeerNames: s.PeerNames})
 }
@@ -42,7 +42,7 @@ func foldAt(t *testing.T, f *dsl.File, ps map[string]int64, ranks []int) (*ir.Gr
 func simulateBoth(t *testing.T, f *dsl.File, ranks int, tg ir.Target, par predict.Params, scales []float64) (full, folded []float64, sym predict.Symmetry) {
 	t.Helper()
 	ps := map[string]int64{"ranks": int64(ranks), "n": 1}
-	g, err := elaborate.Elaborate(f, ps, elaborate.Options{})
+	g, err := elaborate.Elaborate(t.Context(), f, ps, elaborate.Options{})
 	require.NoError(t, err)
 	p, err := planner.Compile(g, tg)
 	require.NoError(t, err)
@@ -178,7 +178,7 @@ func BenchmarkFoldRing16384(b *testing.B) {
 	require.NoError(b, err)
 	ps := map[string]int64{"ranks": 16384, "n": 1}
 	for b.Loop() {
-		s, err := elaborate.ElaborateRanks(f, ps, predict.SampleRanks(16384, 8), elaborate.Options{})
+		s, err := elaborate.ElaborateRanks(b.Context(), f, ps, predict.SampleRanks(16384, 8), elaborate.Options{})
 		require.NoError(b, err)
 		g, _, err := predict.Fold(predict.RankSample{Graph: s.Graph, Ranks: s.Ranks, PeerNames: s.PeerNames})
 		require.NoError(b, err)
@@ -194,7 +194,7 @@ func BenchmarkFoldRing16384(b *testing.B) {
 func TestFoldBadSample(t *testing.T) {
 	t.Parallel()
 	f := parsePlan(t, "ring_allreduce.dag")
-	s, err := elaborate.ElaborateRanks(f, map[string]int64{"ranks": 8, "n": 1}, []int{0, 1}, elaborate.Options{})
+	s, err := elaborate.ElaborateRanks(t.Context(), f, map[string]int64{"ranks": 8, "n": 1}, []int{0, 1}, elaborate.Options{})
 	require.NoError(t, err)
 	for _, c := range []struct {
 		ranks []int

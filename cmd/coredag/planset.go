@@ -92,7 +92,7 @@ func (c *selectCmd) Run(e *env) error {
 		if err != nil {
 			return &exitError{code: exitFail, err: err}
 		}
-		n, ok, err := planner.SizeParam(ch.Entry.File, src, s.SizeParam, size, lps, elaborate.Options{Context: e.ctx})
+		n, ok, err := planner.SizeParam(e.ctx, ch.Entry.File, src, s.SizeParam, size, lps, elaborate.Options{})
 		if e.ctx.Err() != nil {
 			return context.Cause(e.ctx)
 		}

@@ -195,9 +195,7 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target, par predict.Para
 		if err != nil {
 			return nil, err
 		}
-		opt := elaborate.Within(l.budget)
-		opt.Context = e.ctx
-		return elaborate.Elaborate(f, ps, opt)
+		return elaborate.Elaborate(e.ctx, f, ps, elaborate.Within(l.budget))
 	}
 	g1, err := sp.at(1)
 	if err != nil {

@@ -69,9 +69,8 @@ func (c *predictCmd) prepareSymmetric(e *env, path string, tg ir.Target, par pre
 			ps = map[string]int64{}
 		}
 		ps[c.SizeParam] = n
-		opt := elaborate.Within(b)
-		opt.Context = e.ctx // a signal stops it: the caller reports the interruption
-		return elaborate.ElaborateRanks(f, ps, ranks, opt)
+		// A signal stops it (e.ctx): the caller reports the interruption.
+		return elaborate.ElaborateRanks(e.ctx, f, ps, ranks, elaborate.Within(b))
 	}
 	// A mistake on a rank elaborated is the plan's, whatever the model: reported as check
 	// reports it (the op-by-op path, on a large plan, would stop at the op limit first), and so

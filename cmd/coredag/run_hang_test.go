@@ -86,7 +86,7 @@ func hangPoll(t *testing.T) (*ir.Plan, *exec.HangError) {
 		src := "plan deadlock\nparam ranks = 2\nbuffer d u32[4]\nqueue q to 1 - rank\nop rx = recv q d\nop tx = send q d" + after + "\n"
 		f, err := dsl.Parse("deadlock.dag", []byte(src))
 		require.NoError(t, err)
-		g, err := elaborate.Elaborate(f, nil, elaborate.Options{})
+		g, err := elaborate.Elaborate(t.Context(), f, nil, elaborate.Options{})
 		require.NoError(t, err)
 		return g
 	}

@@ -45,10 +45,11 @@ const (
 // Elaborate evaluates the SPMD text of f for every rank into a Graph and runs the front-end
 // checks (names, shapes, matching), within opt's limits. params overrides declared params
 // (`coredag -p`). The error, if any, is a diag.List holding every diagnostic of the first phase
-// that found some, a *budget.Error when the Graph would not fit in opt.Budget, or the cause of
-// opt.Context's cancellation (context.Cause).
-func Elaborate(f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, error) {
-	g, _, err := elaborate(f, params, opt)
+// that found some, a *budget.Error when the Graph would not fit in opt.Budget, or, once ctx is
+// cancelled, its cause (context.Cause): ctx is looked at every millisecond or so of evaluation
+// and between ranks.
+func Elaborate(ctx context.Context, f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, error) {
+	g, _, err := elaborate(ctx, f, params, opt)
 	return g, err
 }
 
@@ -77,7 +78,7 @@ type elaborator struct {
 	iters     int64  // loop iterations so far
 	countWork int    // what is left of maxCountWork
 	truncated bool   // a limit was passed: the rest is not elaborated
-	cancelled bool   // Options.Context was cancelled: the elaboration stopped (result)
+	cancelled bool   // the context was cancelled: the elaboration stopped (result)
 
 	// The evaluation budget (steps.go): el's meter, and what its diagnostic tells of the work.
 	work       *meter
@@ -180,7 +181,7 @@ func firstDeclaration(name string, first, again diag.Pos) string {
 
 func (el *elaborator) result() error {
 	if el.cancelled {
-		return context.Cause(el.opt.Context)
+		return context.Cause(el.work.ctx)
 	}
 	if el.refusal != nil {
 		return el.refusal

@@ -27,7 +27,7 @@ func elaborateWith(t testing.TB, src string, params map[string]int64, opt Option
 	t.Helper()
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)
-	return Elaborate(f, params, opt)
+	return Elaborate(t.Context(), f, params, opt)
 }
 
 // ringAllreduce is docs/language.md's example (§9), the plan the benchmarks are specified on.
@@ -43,7 +43,7 @@ func TestElaborateRingAllreduce(t *testing.T) {
 	for _, ranks := range []int{1, 2, 3, 4, 8} {
 		f, err := dsl.Parse("ring_allreduce.dag", ringAllreduce(t))
 		require.NoError(t, err)
-		g, err := Elaborate(f, map[string]int64{"ranks": int64(ranks)}, Options{})
+		g, err := Elaborate(t.Context(), f, map[string]int64{"ranks": int64(ranks)}, Options{})
 		require.NoError(t, err, "ranks=%d", ranks)
 		steps := ranks - 1
 		assert.Len(t, g.Ops, ranks*5*steps, "ranks=%d: 3 ops per reduce-scatter step, 2 per allgather step", ranks)
@@ -204,7 +204,7 @@ func BenchmarkElaborate(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				g, err := Elaborate(f, map[string]int64{"ranks": int64(ranks)}, Options{})
+				g, err := Elaborate(b.Context(), f, map[string]int64{"ranks": int64(ranks)}, Options{})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -227,7 +227,7 @@ func TestElaborateAllocs(t *testing.T) {
 	require.NoError(t, err)
 	ops := 0
 	allocs := testing.AllocsPerRun(2, func() {
-		g, err := Elaborate(f, map[string]int64{"ranks": 64}, Options{})
+		g, err := Elaborate(t.Context(), f, map[string]int64{"ranks": 64}, Options{})
 		require.NoError(t, err)
 		ops = len(g.Ops)
 	})

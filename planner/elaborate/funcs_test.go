@@ -69,7 +69,7 @@ func elabWith(t *testing.T, src string, params map[string]int64, opt Options) (*
 	t.Helper()
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)
-	g, err := Elaborate(f, params, opt)
+	g, err := Elaborate(t.Context(), f, params, opt)
 	if err == nil {
 		return g, ""
 	}

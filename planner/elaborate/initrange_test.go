@@ -50,7 +50,7 @@ func initPlan(t *testing.T, typ, count, expr string) (*elaborator, *dsl.BufferSt
 	src := fmt.Sprintf("plan p\nparam ranks = 3\nparam n = 7\nbuffer a %s[%s] init %s\n", typ, count, expr)
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err, src)
-	el := newElaborator(f, nil, Options{})
+	el := newElaborator(t.Context(), f, nil, Options{})
 	el.header()
 	if el.result() != nil {
 		return nil, nil, false // e.g. a float init for an integer buffer

@@ -36,11 +36,6 @@ type Options struct {
 	// over all ranks (steps.go).
 	MaxSteps int
 
-	// Context, when not nil, stops the elaboration once it is cancelled: Elaborate then returns
-	// its cause (context.Cause). It is polled every pollSteps evaluation steps (about a
-	// millisecond) and between ranks.
-	Context context.Context
-
 	// Workers is the number of goroutines that elaborate ranks (and match messages) at once;
 	// 0: one per CPU. The Graph does not depend on it.
 	Workers int
@@ -70,8 +65,8 @@ func Within(b budget.Budget) Options {
 		budget.Format(BytesPerOp), budget.Format(b.Bytes), b.Source())}
 }
 
-// newElaborator returns an elaborator of f within opt's limits.
-func newElaborator(f *dsl.File, params map[string]int64, opt Options) *elaborator {
+// newElaborator returns an elaborator of f within opt's limits, which ctx stops (steps.go).
+func newElaborator(ctx context.Context, f *dsl.File, params map[string]int64, opt Options) *elaborator {
 	el := &elaborator{file: f, g: &ir.Graph{File: f.Name}, overrides: params, maxOps: MaxOps, countWork: maxCountWork, opt: opt}
 	switch {
 	case opt.noOps:
@@ -83,14 +78,14 @@ func newElaborator(f *dsl.File, params map[string]int64, opt Options) *elaborato
 	if opt.MaxSteps > 0 && opt.MaxSteps < MaxSteps {
 		steps = int64(opt.MaxSteps)
 	}
-	el.work = newMeter(steps, opt.Context, 0)
+	el.work = newMeter(ctx, steps, 0)
 	return el
 }
 
 // elaborate is Elaborate that also reports whether the ranks were elaborated in shards
 // (parallel.go).
-func elaborate(f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, bool, error) {
-	el := newElaborator(f, params, opt)
+func elaborate(ctx context.Context, f *dsl.File, params map[string]int64, opt Options) (*ir.Graph, bool, error) {
+	el := newElaborator(ctx, f, params, opt)
 	sharded := el.run()
 	el.globals.m = nil // the Graph's inits evaluate in the globals at run time, unmetered
 	if err := el.result(); err != nil {

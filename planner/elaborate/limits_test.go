@@ -75,17 +75,17 @@ func TestLimitsFromBudget(t *testing.T) {
 	src := "plan p\nparam ranks = 4\nfor i in 0 .. 10 { op x[i] = nop }\n"
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)
-	_, err = Elaborate(f, nil, Options{MaxOps: 25, Why: "the memory budget is 50 KiB"})
+	_, err = Elaborate(t.Context(), f, nil, Options{MaxOps: 25, Why: "the memory budget is 50 KiB"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "t.dag:3:1: the plan has more than 25 ops over all its ranks (this loop alone makes at least 10): the memory budget is 50 KiB")
-	g, err := Elaborate(f, nil, Options{MaxOps: 40})
+	g, err := Elaborate(t.Context(), f, nil, Options{MaxOps: 40})
 	require.NoError(t, err)
 	assert.Len(t, g.Ops, 40)
-	_, err = Elaborate(f, nil, Options{MaxOps: 1 << 30})
+	_, err = Elaborate(t.Context(), f, nil, Options{MaxOps: 1 << 30})
 	assert.NoError(t, err, "a limit above MaxOps changes nothing")
 
 	// The limit Within sets from a budget is a refusal for the budget, at the loop.
-	_, err = Elaborate(f, nil, Within(budget.Budget{Bytes: 25 * BytesPerOp, From: "--mem"}))
+	_, err = Elaborate(t.Context(), f, nil, Within(budget.Budget{Bytes: 25 * BytesPerOp, From: "--mem"}))
 	var be *budget.Error
 	require.ErrorAs(t, err, &be)
 	assert.EqualValues(t, 3, be.Pos.Line)
@@ -150,7 +150,7 @@ func TestEdgesSizedForRanksThatFit(t *testing.T) {
 	require.NoError(t, err)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err = Elaborate(f, map[string]int64{"ranks": 4096}, Options{MaxOps: 300000, Why: "the memory budget is 586 MiB"})
+	_, err = Elaborate(t.Context(), f, map[string]int64{"ranks": 4096}, Options{MaxOps: 300000, Why: "the memory budget is 586 MiB"})
 	runtime.ReadMemStats(&after)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the plan has more than 300000 ops over all its ranks")
@@ -169,13 +169,13 @@ func TestEdgesRefusedByBudget(t *testing.T) {
 		"for i in 0 .. 400 {\n  for j in 0 .. 400 { b[i] after a[j] }\n}\n"
 	f, err := dsl.Parse("edges.dag", []byte(src))
 	require.NoError(t, err)
-	_, err = Elaborate(f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
+	_, err = Elaborate(t.Context(), f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
 	var be *budget.Error
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, "edges.dag:6:34: the plan's `after` edges on 16 ranks need 48.8 MiB (2560000 of 20 bytes each); "+
 		"the memory budget is 32 MiB (set with --mem): lower the rank count (-p) or the plan's size", err.Error())
 	// The references wait in a list of their own until the rank is done: 72 bytes each.
-	_, err = Elaborate(f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 4 << 20, From: "--mem"}})
+	_, err = Elaborate(t.Context(), f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 4 << 20, From: "--mem"}})
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, "edges.dag:6:34: the plan's `after` references on rank 0 need 4.5 MiB (65536 of 72 bytes each); "+
 		"the memory budget is 4 MiB (set with --mem): lower the rank count (-p) or the plan's size", err.Error())
@@ -183,7 +183,7 @@ func TestEdgesRefusedByBudget(t *testing.T) {
 	// Within a budget that holds them, the same plan elaborates.
 	f, err = dsl.Parse("edges.dag", []byte(strings.Replace(src, "ranks = 16", "ranks = 2", 1)))
 	require.NoError(t, err)
-	g, err := Elaborate(f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
+	g, err := Elaborate(t.Context(), f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
 	require.NoError(t, err)
 	assert.Len(t, g.Edges, 2*400*400)
 }

@@ -25,10 +25,10 @@ func elaborateBoth(t *testing.T, f *dsl.File, params map[string]int64) (g *ir.Gr
 func elaborateBothWith(t *testing.T, f *dsl.File, params map[string]int64, opt Options) (g *ir.Graph, sharded bool, err error) {
 	t.Helper()
 	opt.Workers = 1
-	seq, sharded, errSeq := elaborate(f, params, opt)
+	seq, sharded, errSeq := elaborate(t.Context(), f, params, opt)
 	require.False(t, sharded)
 	opt.Workers, opt.parallelSet, opt.parallelOps = 3, true, 0
-	par, sharded, errPar := elaborate(f, params, opt)
+	par, sharded, errPar := elaborate(t.Context(), f, params, opt)
 	if errSeq != nil {
 		require.Error(t, errPar, "%v: sequential fails, parallel does not", params)
 		require.Equal(t, errSeq.Error(), errPar.Error(), "%v", params)
@@ -165,7 +165,7 @@ func TestParallelDefs(t *testing.T) {
 		g, sharded, err := elaborateBoth(t, f, params)
 		require.NoError(t, err)
 		assert.True(t, sharded)
-		plain, _, err := elaborate(f, params, Options{noMemo: true, Workers: 1})
+		plain, _, err := elaborate(t.Context(), f, params, Options{noMemo: true, Workers: 1})
 		require.NoError(t, err)
 		require.Equal(t, len(plain.Ops), len(g.Ops))
 		for i := range plain.Ops {

@@ -1,6 +1,7 @@
 package elaborate
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"unsafe"
@@ -33,13 +34,13 @@ type Sample struct {
 // ones (params, buffers, inits, expects); the checks between ranks (queue pairing, message
 // matching) are the caller's, on the ranks it has. The error is one Elaborate would return, or
 // says that a rank is outside the world.
-func ElaborateRanks(f *dsl.File, params map[string]int64, ranks []int, opt Options) (*Sample, error) {
+func ElaborateRanks(ctx context.Context, f *dsl.File, params map[string]int64, ranks []int, opt Options) (*Sample, error) {
 	if len(ranks) == 0 {
 		return nil, fmt.Errorf("elaborate: no rank to elaborate")
 	}
 	rs := slices.Clone(ranks)
 	slices.Sort(rs)
-	el := newElaborator(f, params, opt)
+	el := newElaborator(ctx, f, params, opt)
 	el.only, el.outside = slices.Compact(rs), -1
 	el.run()
 	el.globals.m = nil

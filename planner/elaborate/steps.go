@@ -6,6 +6,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/stop"
 )
 
 // The evaluation budget. Each limit bounds one factor of the work of a plan: loop passes
@@ -31,7 +32,7 @@ import (
 //
 // The steps are counted by a meter that every scope of the elaboration points to (scope.m): a
 // countdown that reaches zero every pollSteps steps, where the meter checks the budget and the
-// elaboration's context (Options.Context). A compiled expression counts its nodes at once
+// elaboration's context (the ctx of Elaborate). A compiled expression counts its nodes at once
 // before it is evaluated, and the nodes of a branch (of if-then-else, && and ||) before it is
 // taken (cexpr.charge): nothing is counted node by node on the hot path. A walked node counts
 // as it is evaluated, a call as it is made. Once the meter stops the evaluation, every
@@ -64,8 +65,7 @@ type meter struct {
 	granted int64 // the count when left reaches 0: the count is granted - left
 	limit   int64 // the budget: MaxSteps, or lower (Options)
 	ctx     context.Context
-	done    <-chan struct{} // ctx's, or nil
-	err     *evalError      // once the budget ran out or ctx was cancelled: the error of every evaluation
+	err     *evalError // once the budget ran out or ctx was cancelled: the error of every evaluation
 
 	// Where the steps ran out: the outermost call of a def being evaluated (set as the error
 	// leaves it), to report.
@@ -82,18 +82,15 @@ const (
 	stopCancelled          // the context was cancelled
 )
 
-// newMeter returns a meter of limit steps that polls ctx (nil: none), its count at from.
-func newMeter(limit int64, ctx context.Context, from int64) *meter {
+// newMeter returns a meter of limit steps that polls ctx, its count at from.
+func newMeter(ctx context.Context, limit, from int64) *meter {
 	m := &meter{limit: limit, ctx: ctx}
-	if ctx != nil {
-		m.done = ctx.Done()
-	}
 	m.grant(from)
 	return m
 }
 
 // forWorker returns a meter for a worker of a parallel elaboration, counting on from m's count.
-func (m *meter) forWorker() *meter { return newMeter(m.limit, m.ctx, m.steps()) }
+func (m *meter) forWorker() *meter { return newMeter(m.ctx, m.limit, m.steps()) }
 
 // steps is the count so far.
 func (m *meter) steps() int64 { return m.granted - m.left }
@@ -123,7 +120,7 @@ func (m *meter) poll() *evalError {
 	switch {
 	case used > m.limit:
 		m.err = &evalError{msg: "evaluation too long", quiet: true, stop: stopSteps}
-	case m.done != nil && closed(m.done):
+	case m.cancelled():
 		m.err = &evalError{msg: "elaboration cancelled", quiet: true, stop: stopCancelled}
 	default:
 		m.grant(used)
@@ -132,17 +129,8 @@ func (m *meter) poll() *evalError {
 	return m.err
 }
 
-// cancelled reports whether m's context is cancelled (polled between ranks).
-func (m *meter) cancelled() bool { return m.done != nil && closed(m.done) }
-
-func closed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
+// cancelled reports whether m's context is cancelled (polled between ranks too).
+func (m *meter) cancelled() bool { return stop.Cause(m.ctx) != nil }
 
 // noteCall records e, a call of def, as the outermost call in progress when the meter (which
 // may be nil) stopped the evaluation: the first one the error leaves.

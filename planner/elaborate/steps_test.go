@@ -48,7 +48,7 @@ func longExpressionInLoop(passes int) string {
 // countSteps elaborates f and returns its count of evaluation steps beside the error.
 func countSteps(t testing.TB, f *dsl.File, params map[string]int64, opt Options) (int64, error) {
 	t.Helper()
-	el := newElaborator(f, params, opt)
+	el := newElaborator(t.Context(), f, params, opt)
 	el.run()
 	return el.work.steps(), el.result()
 }
@@ -178,12 +178,13 @@ func TestStepsCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(50*time.Millisecond, func() { cancel(cause) })
 	start := time.Now()
-	_, err := Elaborate(f, nil, Options{Context: ctx})
+	_, err := Elaborate(ctx, f, nil, Options{})
 	assert.Same(t, cause, err)
 	assert.Less(t, time.Since(start), 5*time.Second)
 
 	// Cancelled before: nothing is evaluated, on one rank or many.
-	g, err := elaborateWith(t, "plan p\nparam ranks = 4096\nop x = nop\n", nil, Options{Context: ctx})
+	f = parse(t, "plan p\nparam ranks = 4096\nop x = nop\n")
+	g, err := Elaborate(ctx, f, nil, Options{})
 	assert.Nil(t, g)
 	assert.Same(t, cause, err)
 }

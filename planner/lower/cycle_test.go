@@ -32,7 +32,7 @@ op h = copy x to y after a
 `
 	f, err := dsl.Parse("cyc.dag", []byte(src))
 	require.NoError(t, err)
-	g, err := elaborate.Elaborate(f, nil, elaborate.Options{})
+	g, err := elaborate.Elaborate(t.Context(), f, nil, elaborate.Options{})
 	require.NoError(t, err)
 	for _, target := range []string{"connectx", "connectx-inline", "generic"} {
 		tg, err := ir.LookupTarget(target)

@@ -24,7 +24,7 @@ func elaborated(t testing.TB, name string, src []byte, params map[string]int64) 
 	t.Helper()
 	f, err := dsl.Parse(name, src)
 	require.NoError(t, err)
-	g, err := elaborate.Elaborate(f, params, elaborate.Options{})
+	g, err := elaborate.Elaborate(t.Context(), f, params, elaborate.Options{})
 	return g, err == nil
 }
 

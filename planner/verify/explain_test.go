@@ -25,7 +25,7 @@ func TestSuggestFixes(t *testing.T) {
 	require.NotEqual(t, string(src), broken, "the plan changed: update the test")
 	f, err := dsl.Parse("ring.dag", []byte(broken))
 	require.NoError(t, err)
-	g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 4}, elaborate.Options{})
+	g, err := elaborate.Elaborate(t.Context(), f, map[string]int64{"ranks": 4}, elaborate.Options{})
 	require.NoError(t, err)
 	require.NotEmpty(t, Races(g))
 	edges := len(g.Edges)
@@ -147,7 +147,7 @@ func BenchmarkCheckRacy(b *testing.B) {
 	f, err := dsl.Parse("ring.dag", []byte(racy))
 	require.NoError(b, err)
 	for _, ranks := range []int64{16, 64} {
-		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": ranks}, elaborate.Options{})
+		g, err := elaborate.Elaborate(b.Context(), f, map[string]int64{"ranks": ranks}, elaborate.Options{})
 		require.NoError(b, err)
 		for _, fixes := range []bool{false, true} {
 			opt := Options{FixBudget: -1}

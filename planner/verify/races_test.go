@@ -24,7 +24,7 @@ func graphOf(t *testing.T, src string) *ir.Graph {
 	t.Helper()
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)
-	g, err := elaborate.Elaborate(f, nil, elaborate.Options{})
+	g, err := elaborate.Elaborate(t.Context(), f, nil, elaborate.Options{})
 	require.NoError(t, err)
 	return g
 }

@@ -133,7 +133,7 @@ func TestReachPlans(t *testing.T) {
 			require.NoError(t, err)
 			f, err := dsl.Parse(path, src)
 			require.NoError(t, err)
-			g, err := elaborate.Elaborate(f, map[string]int64{"ranks": ranks, "n": 4}, elaborate.Options{})
+			g, err := elaborate.Elaborate(t.Context(), f, map[string]int64{"ranks": ranks, "n": 4}, elaborate.Options{})
 			if err != nil {
 				continue // needs another world size
 			}
@@ -319,7 +319,7 @@ func plansAt8(t *testing.T, names ...string) []*ir.Graph {
 		require.NoError(t, err)
 		f, err := dsl.Parse(path, src)
 		require.NoError(t, err)
-		g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 8}, elaborate.Options{})
+		g, err := elaborate.Elaborate(t.Context(), f, map[string]int64{"ranks": 8}, elaborate.Options{})
 		require.NoError(t, err)
 		graphs = append(graphs, g)
 	}
@@ -367,7 +367,7 @@ func TestDeepFollowsTheSteps(t *testing.T) {
 	require.NoError(t, err)
 	f, err := dsl.Parse("swing_allreduce.dag", src)
 	require.NoError(t, err)
-	g, err := elaborate.Elaborate(f, map[string]int64{"ranks": 64, "n": 1}, elaborate.Options{})
+	g, err := elaborate.Elaborate(t.Context(), f, map[string]int64{"ranks": 64, "n": 1}, elaborate.Options{})
 	require.NoError(t, err)
 	// Rank 0's reduces of step 0, and its copies from the peer of step 1 in the allgather.
 	red, agu := map[string]int32{}, map[string]int32{}

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,7 +23,7 @@ func loadPlan(t testing.TB, path string, params map[string]int64) *ir.Graph {
 	require.NoError(t, err)
 	f, err := dsl.Parse(path, src)
 	require.NoError(t, err)
-	g, err := elaborate.Elaborate(f, params, elaborate.Options{})
+	g, err := elaborate.Elaborate(t.Context(), f, params, elaborate.Options{})
 	require.NoError(t, err)
 	return g
 }
@@ -48,7 +49,7 @@ func elaborates(path string, ranks int64) bool {
 	if err != nil {
 		return false
 	}
-	_, err = elaborate.Elaborate(f, map[string]int64{"ranks": ranks}, elaborate.Options{})
+	_, err = elaborate.Elaborate(context.Background(), f, map[string]int64{"ranks": ranks}, elaborate.Options{})
 	return err == nil
 }
 
