@@ -39,17 +39,18 @@ func startBeside(parent context.Context, g *ir.Graph, hook func(ctx context.Cont
 // search, the proof of the postconditions and, when opt.Lint is set, the RNR lint (which
 // verify.Order.LintRNR runs on a goroutine of its own, in step with the race search). The proof
 // starts once the race search leaves a CPU idle (verify.Order.Races), so that it takes no CPU
-// the search uses. The proof and the lints count only when there is no race.
-func checkOrder(g *ir.Graph, order *verify.Order, opt Options) (races, proved, lints diag.List) {
+// the search uses. The proof and the lints count only when there is no race. All stop once ctx
+// is cancelled.
+func checkOrder(ctx context.Context, g *ir.Graph, order *verify.Order, opt Options) (races, proved, lints diag.List) {
 	var lint <-chan diag.List
 	if opt.Lint != nil {
-		lint = order.LintRNR()
+		lint = order.LintRNR(ctx)
 	}
 	found := make(chan diag.List, 1)
 	idle := make(chan struct{})
-	go func() { found <- order.Races(sync.OnceFunc(func() { close(idle) })) }()
+	go func() { found <- order.Races(ctx, sync.OnceFunc(func() { close(idle) })) }()
 	<-idle
-	proved = prove.Check(g, order, opt.Prove)
+	proved = prove.Check(ctx, g, order, opt.Prove)
 	races = <-found
 	if lint != nil {
 		lints = <-lint

@@ -200,7 +200,7 @@ func TestSuggestedFixesHold(t *testing.T) {
 			tg, _ := ir.LookupTarget(c.target)
 			opt.Verify.Order, opt.Verify.Target = tg.Order, tg.Name
 		}
-		plan := opt.Verify.SuggestFixes(g)
+		plan := opt.Verify.SuggestFixes(t.Context(), g)
 		assert.Equal(t, plan.Complete, len(plan.Unfixed) == 0, "%s: %+v", c.name, plan)
 		if len(plan.Edges) == 0 {
 			assert.NotEmpty(t, plan.Unfixed, "%s: no fix, and no race said to have none", c.name)
@@ -264,7 +264,7 @@ func TestFixesOfTheIssue(t *testing.T) {
 		assert.Equal(t, tt.hints, hints, "%s %v", tt.file, tt.params)
 		if tt.plan != "" {
 			tg, _ := ir.LookupTarget(c.target)
-			plan := verify.Options{Order: tg.Order, Target: tg.Name}.SuggestFixes(g)
+			plan := verify.Options{Order: tg.Order, Target: tg.Name}.SuggestFixes(t.Context(), g)
 			assert.True(t, plan.Complete)
 			assert.Equal(t, tt.plan, plan.String(), "%s %v", tt.file, tt.params)
 		}

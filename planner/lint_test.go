@@ -26,7 +26,7 @@ func TestLoadLint(t *testing.T) {
 		g, err := Load(name+".dag", src, map[string]int64{"ranks": 6}, Options{Lint: func(l diag.List) { got, called = l, true }})
 		require.NoError(t, err)
 		require.True(t, called, name)
-		assert.Equal(t, verify.RNR(g), got, name)
+		assert.Equal(t, verify.RNR(t.Context(), g), got, name)
 	}
 	called := false
 	_, err := Load("racy.dag", []byte(`plan p

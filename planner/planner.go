@@ -53,16 +53,8 @@ type Options struct {
 	// Context, unless nil, stops Load once it is cancelled: the passes look at it between their
 	// steps and every so often within their long ones (elaboration, the checks, the proof), and
 	// Load returns the context's cause (context.Cause) and no Graph. Load gives it to every
-	// pass, in place of any context their options carry (Verify.Context, Prove.Context): a pass stopped by a context Load does not watch would hand it a partial
-	// result as if complete. Beside's context is cancelled with it.
+	// pass. Beside's context is cancelled with it.
 	Context context.Context
-}
-
-// withContext returns opt with opt.Context as the context of every pass.
-func (opt Options) withContext() Options {
-	opt.Verify.Context = opt.Context
-	opt.Prove.Context = opt.Context
-	return opt
 }
 
 // ctx is opt.Context, or context.Background() when there is none.
@@ -111,7 +103,7 @@ func Parse(filename string, src []byte, opt msccl.Options) (*dsl.File, error) {
 // When only verification failed, the Graph is returned too, so a caller can explain the failure
 // (SuggestFixes). Stopped (Options.Context), it returns the context's cause.
 func Load(filename string, src []byte, params map[string]int64, opt Options) (g *ir.Graph, err error) {
-	opt = opt.withContext()
+	ctx := opt.ctx()
 	if _, ok := params["ranks"]; ok && IsMSCCL(filename) {
 		return nil, &elaborate.ParamError{Msg: "-p ranks: an MSCCL algorithm runs on the ngpus GPUs its XML lists; only -p chunk=ELEMS applies"}
 	}
@@ -122,13 +114,13 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (g 
 	if err := elaborate.CheckParams(f, params); err != nil {
 		return nil, err
 	}
-	g, err = elaborate.Elaborate(opt.ctx(), f, params, opt.Elaborate)
+	g, err = elaborate.Elaborate(ctx, f, params, opt.Elaborate)
 	if err != nil {
 		return nil, err
 	}
 	// A stopped check returns what it had found (nothing, or part of it), which means nothing:
 	// the context is looked at after each step, before its result is used.
-	errs, order := opt.Verify.CheckDeadlocks(g)
+	errs, order := opt.Verify.CheckDeadlocks(ctx, g)
 	if err := opt.stopped(); err != nil {
 		return nil, err
 	}
@@ -148,7 +140,7 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (g 
 	}
 	// The race search, the proof of the postconditions and the lints all read the Graph and the
 	// order only: they run side by side (checkOrder).
-	errs, proved, lints := checkOrder(g, order, opt)
+	errs, proved, lints := checkOrder(ctx, g, order, opt)
 	if err := opt.stopped(); err != nil {
 		return nil, err
 	}
@@ -158,9 +150,9 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (g 
 	if ordered := order.Ordered(); ordered != nil {
 		// Race-free only under the target's ordering, which may order the events otherwise:
 		// the proof replays them in an order that agrees with it.
-		proved = prove.Check(g, ordered, opt.Prove)
-		g.Relies = order.Relied() // what a runtime must find its transport grants
-		if d := order.Reliance(); d != nil {
+		proved = prove.Check(ctx, g, ordered, opt.Prove)
+		g.Relies = order.Relied(ctx) // what a runtime must find its transport grants
+		if d := order.Reliance(ctx); d != nil {
 			lints = append(diag.List{d}, lints...)
 		}
 		if err := opt.stopped(); err != nil {

@@ -92,20 +92,3 @@ func TestLoadStopsAfterChecks(t *testing.T) {
 	assert.Same(t, cause, err)
 	assert.Nil(t, g)
 }
-
-// TestLoadIgnoresPassContexts: Load watches Options.Context only. A pass's own context,
-// cancelled, must not stop that pass behind Load's back: Load would take its partial result
-// (no deadlock order, no proof) for a complete one.
-func TestLoadIgnoresPassContexts(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	var opt Options
-	opt.Verify.Context, opt.Prove.Context = ctx, ctx
-	src, err := os.ReadFile("../plans/ring_allreduce.dag")
-	require.NoError(t, err)
-	g, err := Load("ring_allreduce.dag", src, nil, opt)
-	require.NoError(t, err)
-	require.NotNil(t, g)
-	assert.NotEmpty(t, g.Ops)
-}

@@ -221,7 +221,7 @@ func (c *checkCmd) checkPassed(e *env, l *loaded, target ir.Target, r *checkRepo
 // target the races were found under: edges proven by adding them to the plan and checking it
 // again (verify.Options.SuggestFixes), and the races no edge fixes.
 func (c *checkCmd) explain(e *env, l *loaded, target ir.Target, r *checkReport) {
-	fixes := verify.Options{Order: target.Order, Target: target.Name, Context: e.ctx}.SuggestFixes(l.graph)
+	fixes := verify.Options{Order: target.Order, Target: target.Name}.SuggestFixes(e.ctx, l.graph)
 	if fixes.Stopped { // a stopped search says nothing: the caller reports the interruption
 		return
 	}

@@ -91,7 +91,7 @@ func hangPoll(t *testing.T) (*ir.Plan, *exec.HangError) {
 		return g
 	}
 	g := elaborate(" after rx")
-	require.Error(t, verify.Check(g).Err(), "the checker should reject this deadlock")
+	require.Error(t, verify.Check(t.Context(), g).Err(), "the checker should reject this deadlock")
 	target, err := ir.LookupTarget("generic")
 	require.NoError(t, err)
 	plan, err := lower.Compile(elaborate(""), target)

@@ -56,7 +56,7 @@ func TestGraphsAreWellFormed(t *testing.T) {
 				assert.Equal(t, r, int(g.Ops[id].Rank))
 			}
 		}
-		assert.Empty(t, verify.Check(g), "seed %d: the verifier objects", seed)
+		assert.Empty(t, verify.Check(t.Context(), g), "seed %d: the verifier objects", seed)
 	}
 }
 

@@ -52,15 +52,15 @@ func BenchmarkCheck(b *testing.B) {
 		name := "ranks=" + strconv.FormatInt(c.ranks, 10) + "/n=" + strconv.FormatInt(c.n, 10)
 		b.Run(name+"/verify", func(b *testing.B) {
 			perOp(b, len(g.Ops), func() {
-				if errs, _ := verify.CheckOrder(g); len(errs) > 0 {
+				if errs, _ := verify.CheckOrder(b.Context(), g); len(errs) > 0 {
 					b.Fatal(errs)
 				}
 			})
 		})
-		_, order := verify.CheckOrder(g)
+		_, order := verify.CheckOrder(b.Context(), g)
 		b.Run(name+"/prove", func(b *testing.B) {
 			perOp(b, len(g.Ops), func() {
-				if errs := prove.Check(g, order, prove.Options{}); len(errs) > 0 {
+				if errs := prove.Check(b.Context(), g, order, prove.Options{}); len(errs) > 0 {
 					b.Fatal(errs)
 				}
 			})
@@ -120,7 +120,7 @@ func BenchmarkChain(b *testing.B) {
 			b.ReportAllocs()
 			peak := 0
 			for b.Loop() {
-				p, _ := prove.Run(g, order, prove.Options{}).Terms()
+				p, _ := prove.Run(b.Context(), g, order, prove.Options{}).Terms()
 				peak = max(peak, p)
 			}
 			b.ReportMetric(float64(peak*24), "table-B")

@@ -1,6 +1,7 @@
 package prove
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -95,8 +96,9 @@ type wrong struct {
 	ranks    []int // ranks with a wrong element
 }
 
-// check returns the diagnostic of postcondition e, or nil when it holds.
-func (s *State) check(e *ir.Expect) *diag.Diagnostic {
+// check returns the diagnostic of postcondition e, or nil when it holds. The replays that trace
+// a failure back stop once ctx is cancelled.
+func (s *State) check(ctx context.Context, e *ir.Expect) *diag.Diagnostic {
 	var w *wrong
 	var wants []want
 	var got []seg
@@ -124,11 +126,11 @@ func (s *State) check(e *ir.Expect) *diag.Diagnostic {
 	if w == nil {
 		return nil
 	}
-	return s.explain(e, w)
+	return s.explain(ctx, e, w)
 }
 
 // explain words a failed postcondition.
-func (s *State) explain(e *ir.Expect, w *wrong) *diag.Diagnostic {
+func (s *State) explain(ctx context.Context, e *ir.Expect, w *wrong) *diag.Diagnostic {
 	g := s.g
 	dst := &g.Buffers[e.Dst]
 	elem := fmt.Sprintf("%s[%d]", dst.Name, w.off)
@@ -154,7 +156,7 @@ func (s *State) explain(e *ir.Expect, w *wrong) *diag.Diagnostic {
 	d.Ranks, d.Likewise = w.ranks[:1], w.ranks[1:]
 	if w.got.by == ir.None {
 		d.Relate(dst.Pos, fmt.Sprintf("%s is never written on rank %d: it keeps its initial contents", elem, w.rank))
-	} else if s.traceBack(d, e, w) {
+	} else if s.traceBack(ctx, d, e, w) {
 		// related: the op where it first went wrong
 	} else {
 		d.Relate(g.Ops[w.got.by].Pos, fmt.Sprintf("%s on rank %d was last written by %s", elem, w.rank, g.OpString(w.got.by)))

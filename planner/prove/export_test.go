@@ -14,5 +14,5 @@ func (s *State) Moves() (puts, moved int) { return s.mem.puts, s.mem.moved }
 // Terms is how many terms the table of shapes held at most, and holds at the end.
 func (s *State) Terms() (peak, end int) { return s.peak, len(s.sh.terms) }
 
-// Stopped reports whether the replay was stopped by Options.Context.
+// Stopped reports whether the replay was stopped by its context.
 func (s *State) Stopped() bool { return s.stopped }

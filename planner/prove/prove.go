@@ -20,6 +20,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/budget"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/verify"
 )
@@ -31,14 +32,10 @@ type Options struct {
 	// at most half of it (the rest is the Graph's and the checks' beside it) for its symbolic
 	// values. A zero budget: DefaultMem.
 	Budget budget.Budget
-	// Context, unless nil, stops the proof once it is cancelled, looked at every replayPoll ops
-	// of a replay: Check then returns nothing, which means nothing, and a caller that sets
-	// Context looks at it before using the result (as planner.Load does).
-	Context context.Context
 }
 
-// replayPoll is how many ops a replay applies between two looks at Options.Context: a
-// millisecond or so, more when ops move many runs of memory.
+// replayPoll is how many ops a replay applies between two looks at its context: a millisecond
+// or so, more when ops move many runs of memory.
 const replayPoll = 1 << 12
 
 // DefaultMem is what the proof may hold for its symbolic values when it is given no budget.
@@ -57,12 +54,16 @@ func (opt Options) limit() int64 {
 // A plan whose values do not fit in opt's budget, such as a long chain of reduces each adding
 // another element (live values that grow with the square of the ops), gets a diagnostic at
 // each postcondition saying that it cannot be proven within the budget, never a proof.
-func Check(g *ir.Graph, o *verify.Order, opt Options) (errs diag.List) {
+//
+// Once ctx is cancelled the proof stops (its replays look at it every replayPoll ops) and Check
+// returns nothing, which means nothing: the caller looks at ctx before using the result (as
+// planner.Load does).
+func Check(ctx context.Context, g *ir.Graph, o *verify.Order, opt Options) (errs diag.List) {
 	if len(g.Expects) == 0 {
 		return nil
 	}
 	defer func() {
-		if opt.Context != nil && opt.Context.Err() != nil {
+		if stop.Cause(ctx) != nil {
 			errs = nil // what a stopped proof found means nothing (a barrier's search stops too)
 		}
 	}()
@@ -71,7 +72,7 @@ func Check(g *ir.Graph, o *verify.Order, opt Options) (errs diag.List) {
 	for i := range g.Expects {
 		e := &g.Expects[i]
 		if e.Kind == ir.ExpectBarrier {
-			if d := barrier(g, o, e); d != nil {
+			if d := barrier(ctx, g, o, e); d != nil {
 				errs = append(errs, d)
 			}
 			continue
@@ -79,7 +80,7 @@ func Check(g *ir.Graph, o *verify.Order, opt Options) (errs diag.List) {
 		key := ir.GivenKey(e.Given)
 		s := states[key]
 		if s == nil {
-			s = run(g, o, limit, e.Given, opt.Context)
+			s = run(ctx, g, o, limit, e.Given)
 			states[key] = s
 		}
 		if s.stopped {
@@ -90,11 +91,13 @@ func Check(g *ir.Graph, o *verify.Order, opt Options) (errs diag.List) {
 				g.ExpectString(e), budget.Format(limit), budgetSource(opt.Budget)))
 			continue
 		}
-		check := s.check
+		var d *diag.Diagnostic
 		if e.Kind == ir.ExpectValue {
-			check = s.checkValue
+			d = s.checkValue(e)
+		} else {
+			d = s.check(ctx, e)
 		}
-		if d := check(e); d != nil {
+		if d != nil {
 			errs = append(errs, d)
 		}
 	}
@@ -126,7 +129,7 @@ type State struct {
 	full bool
 	peak int // the most terms the table held (at a collection, or at the end)
 
-	// The replay was stopped part way (Options.Context): the memory is not the plan's.
+	// The replay was stopped part way (its context): the memory is not the plan's.
 	stopped bool
 
 	watch *watch // the element whose history a failed proof traces (trace.go), or nil
@@ -135,13 +138,12 @@ type State struct {
 	o     *verify.Order
 	limit int64
 	given []ir.Given
-	ctx   context.Context
 }
 
 // Run replays g's ops in order o and returns the final memory, within opt's budget, for a
-// look at what the proof holds (Check is the pass).
-func Run(g *ir.Graph, o *verify.Order, opt Options) *State {
-	return run(g, o, opt.limit(), nil, opt.Context)
+// look at what the proof holds (Check is the pass). Once ctx is cancelled the replay stops.
+func Run(ctx context.Context, g *ir.Graph, o *verify.Order, opt Options) *State {
+	return run(ctx, g, o, opt.limit(), nil)
 }
 
 // termBytes is what one term costs the proof: the term, and room for the table to grow and to
@@ -150,14 +152,14 @@ const termBytes = 2 * int64(unsafe.Sizeof(term{}))
 
 // run replays g's ops in order o from an initial memory where the elements of given hold their
 // values (the others, anything) and returns the final memory; the shapes' terms may take up to
-// limit bytes (termBytes each), past which it stops, with s.full set. Once ctx (unless nil) is
-// cancelled it stops too, with s.stopped set.
-func run(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given, ctx context.Context) *State {
-	return runWatching(g, o, limit, given, ctx, nil)
+// limit bytes (termBytes each), past which it stops, with s.full set. Once ctx is cancelled it
+// stops too, with s.stopped set.
+func run(ctx context.Context, g *ir.Graph, o *verify.Order, limit int64, given []ir.Given) *State {
+	return runWatching(ctx, g, o, limit, given, nil)
 }
 
 // runWatching is run that records in w (unless nil) the values each op leaves at w's element.
-func runWatching(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given, ctx context.Context, w *watch) *State {
+func runWatching(ctx context.Context, g *ir.Graph, o *verify.Order, limit int64, given []ir.Given, w *watch) *State {
 	// Each reduce and atomic makes about one shape, as does each rank's buffer at the start and
 	// each postcondition (check's value over all ranks).
 	ops, makers := inOrder(g, o)
@@ -166,7 +168,7 @@ func runWatching(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given, ct
 	if 2*int64(n) > int64(maxTerms) {
 		return &State{g: g, full: true}
 	}
-	s := &State{g: g, sh: newShapes(n), watch: w, o: o, limit: limit, given: given, ctx: ctx}
+	s := &State{g: g, sh: newShapes(n), watch: w, o: o, limit: limit, given: given}
 	s.sh.maxTerms = maxTerms
 	s.next = max(cap(s.sh.terms), 1<<16)
 	s.mem = newMemory(g, s.sh)
@@ -179,8 +181,9 @@ func runWatching(g *ir.Graph, o *verify.Order, limit int64, given []ir.Given, ct
 	// replayed a few steps on while replaying this one overlaps the misses.
 	const ahead = 8
 	var touched int64
+	poll := stop.Every(ctx, replayPoll)
 	for k, id := range ops {
-		if k%replayPoll == replayPoll-1 && ctx != nil && ctx.Err() != nil {
+		if poll.Step() != nil {
 			s.stopped = true
 			break
 		}

@@ -58,9 +58,9 @@ func load(t testing.TB, src string, params map[string]int64) diag.List {
 	t.Helper()
 	g, ok := elaborated(t, "t.dag", []byte(src), params)
 	require.True(t, ok)
-	errs, order := verify.CheckOrder(g)
+	errs, order := verify.CheckOrder(t.Context(), g)
 	require.Empty(t, errs)
-	return prove.Check(g, order, prove.Options{})
+	return prove.Check(t.Context(), g, order, prove.Options{})
 }
 
 // reduceScatter is a ring reduce-scatter; shift 0 leaves rank r with the sum of block r, shift 1
@@ -107,10 +107,10 @@ func TestCostIndependentOfCount(t *testing.T) {
 	for _, n := range []int64{1 << 10, 1 << 20} {
 		g, ok := elaborated(t, "ring_allreduce.dag", src, map[string]int64{"ranks": 16, "n": n})
 		require.True(t, ok)
-		errs, order := verify.CheckOrder(g)
+		errs, order := verify.CheckOrder(t.Context(), g)
 		require.Empty(t, errs)
-		require.Empty(t, prove.Check(g, order, prove.Options{}))
-		shapes, runs := prove.Run(g, order, prove.Options{}).Size()
+		require.Empty(t, prove.Check(t.Context(), g, order, prove.Options{}))
+		shapes, runs := prove.Run(t.Context(), g, order, prove.Options{}).Size()
 		sizes = append(sizes, [2]int{shapes, runs})
 	}
 	require.Equal(t, sizes[0], sizes[1])
@@ -127,9 +127,9 @@ func TestCostPerOpIndependentOfRanks(t *testing.T) {
 	for _, ranks := range []int64{16, 64, 128} {
 		g, ok := elaborated(t, "ring_allreduce.dag", src, map[string]int64{"ranks": ranks})
 		require.True(t, ok)
-		errs, order := verify.CheckOrder(g)
+		errs, order := verify.CheckOrder(t.Context(), g)
 		require.Empty(t, errs)
-		puts, moved := prove.Run(g, order, prove.Options{}).Moves()
+		puts, moved := prove.Run(t.Context(), g, order, prove.Options{}).Moves()
 		require.Positive(t, puts)
 		require.LessOrEqual(t, float64(moved)/float64(puts), 2.0, "ranks=%d: %d segments moved by %d writes", ranks, moved, puts)
 	}
@@ -161,7 +161,7 @@ func proveChain(t testing.TB, k int, grow bool) (*ir.Graph, *verify.Order) {
 	t.Helper()
 	g, ok := elaborated(t, "chain.dag", []byte(chain(k, grow)), nil)
 	require.True(t, ok)
-	errs, order := verify.CheckOrder(g)
+	errs, order := verify.CheckOrder(t.Context(), g)
 	require.Empty(t, errs)
 	return g, order
 }
@@ -172,11 +172,11 @@ func TestValuesDropped(t *testing.T) {
 	t.Parallel()
 	const k = 3000
 	g, order := proveChain(t, k, false)
-	s := prove.Run(g, order, prove.Options{})
+	s := prove.Run(t.Context(), g, order, prove.Options{})
 	peak, end := s.Terms()
 	require.Less(t, end, 1<<17, "terms held at the end (k²/2 = %d were kept)", k*k/2)
 	require.Less(t, peak, 1<<18, "terms held at most")
-	errs := prove.Check(g, order, prove.Options{})
+	errs := prove.Check(t.Context(), g, order, prove.Options{})
 	require.Len(t, errs, 1)
 	require.Contains(t, errs[0].Msg, "expect unchanged data: data[0] on rank 0 should hold data[0]@0, but holds the sum of data[0]@0, data[1]@0, data[2]@0, data[3]@0, data[4]@0, data[5]@0, and 2995 more — ")
 }
@@ -186,13 +186,13 @@ func TestValuesDropped(t *testing.T) {
 func TestValuesBudget(t *testing.T) {
 	t.Parallel()
 	g, order := proveChain(t, 1500, true) // 1500²/2 terms of 48 bytes: 54 MB
-	errs := prove.Check(g, order, prove.Options{Budget: budget.Budget{Bytes: 64 << 20, From: "--mem"}})
+	errs := prove.Check(t.Context(), g, order, prove.Options{Budget: budget.Budget{Bytes: 64 << 20, From: "--mem"}})
 	require.Len(t, errs, 1)
 	require.Equal(t, diag.Limit, errs[0].Code)
 	require.Equal(t, "expect unchanged data: cannot prove within the memory budget: the proof's symbolic values need more than 32 MiB, half the memory budget of 64 MiB (set with --mem)", errs[0].Msg)
 
 	// Within a budget large enough, the same plan is proven wrong as it is.
-	errs = prove.Check(g, order, prove.Options{Budget: budget.Budget{Bytes: 4 << 30, From: "--mem"}})
+	errs = prove.Check(t.Context(), g, order, prove.Options{Budget: budget.Budget{Bytes: 4 << 30, From: "--mem"}})
 	require.Len(t, errs, 1)
 	require.Equal(t, diag.Expect, errs[0].Code)
 }
@@ -209,9 +209,9 @@ func TestBarrierNeedsEachEdge(t *testing.T) {
 	for _, ranks := range []int64{2, 3, 4, 8, 16} {
 		g, ok := elaborated(t, "dissemination_barrier.dag", src, map[string]int64{"ranks": ranks})
 		require.True(t, ok)
-		errs, order := verify.CheckOrder(g)
+		errs, order := verify.CheckOrder(t.Context(), g)
 		require.Empty(t, errs)
-		require.Empty(t, prove.Check(g, order, prove.Options{}), "ranks=%d", ranks)
+		require.Empty(t, prove.Check(t.Context(), g, order, prove.Options{}), "ranks=%d", ranks)
 		for i, e := range g.Edges {
 			if g.OpString(e.To)[:len("arrive")] != "arrive" {
 				continue
@@ -220,9 +220,9 @@ func TestBarrierNeedsEachEdge(t *testing.T) {
 			key = key[:strings.Index(key, " on rank")] + key[strings.Index(key, " after"):strings.LastIndex(key, " on rank")]
 			edges := append(append([]ir.Edge(nil), g.Edges[:i]...), g.Edges[i+1:]...)
 			m := g.WithEdges(edges)
-			errs, order := verify.CheckOrder(m)
+			errs, order := verify.CheckOrder(t.Context(), m)
 			require.Empty(t, errs)
-			if errs := prove.Check(m, order, prove.Options{}); len(errs) > 0 {
+			if errs := prove.Check(t.Context(), m, order, prove.Options{}); len(errs) > 0 {
 				require.Contains(t, errs[0].Msg, "expect barrier: rank ")
 				caught[key] = true
 			} else if !caught[key] {

@@ -25,14 +25,14 @@ func TestProofStops(t *testing.T) {
 	require.NotEqual(t, string(src), wrong)
 	g, ok := elaborated(t, "ring.dag", []byte(wrong), map[string]int64{"ranks": 64, "n": 4})
 	require.True(t, ok)
-	errs, o := verify.CheckOrder(g)
+	errs, o := verify.CheckOrder(t.Context(), g)
 	require.Empty(t, errs)
 
-	require.Len(t, prove.Check(g, o, prove.Options{}), 1, "the plan sums, it does not take the max")
-	assert.False(t, prove.Run(g, o, prove.Options{Context: context.Background()}).Stopped())
+	require.Len(t, prove.Check(t.Context(), g, o, prove.Options{}), 1, "the plan sums, it does not take the max")
+	assert.False(t, prove.Run(t.Context(), g, o, prove.Options{}).Stopped())
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	assert.True(t, prove.Run(g, o, prove.Options{Context: ctx}).Stopped())
-	assert.Empty(t, prove.Check(g, o, prove.Options{Context: ctx}))
+	assert.True(t, prove.Run(ctx, g, o, prove.Options{}).Stopped())
+	assert.Empty(t, prove.Check(ctx, g, o, prove.Options{}))
 }

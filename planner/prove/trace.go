@@ -1,6 +1,7 @@
 package prove
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/coredag/coredag/diag"
@@ -43,11 +44,12 @@ func (w *watch) see(s *State, id ir.OpID, step int) {
 	w.hits = append(w.hits, hit{op: id, step: step, red: red, atoms: atoms, whole: whole})
 }
 
-// history replays the plan again and returns the values the ops left at (rank, buf, off).
-func (s *State) history(rank int, buf ir.BufID, off int64) []hit {
+// history replays the plan again and returns the values the ops left at (rank, buf, off), or
+// none once ctx is cancelled.
+func (s *State) history(ctx context.Context, rank int, buf ir.BufID, off int64) []hit {
 	w := &watch{rank: rank, buf: buf, off: off, lastBy: ir.None}
-	r := runWatching(s.g, s.o, s.limit, s.given, s.ctx, w)
-	if r.full {
+	r := runWatching(ctx, s.g, s.o, s.limit, s.given, w)
+	if r.full || r.stopped {
 		return nil
 	}
 	return w.hits
@@ -130,7 +132,7 @@ const (
 // op that left a value in e's buffer that is no part of what it should end with there. When
 // that op read the misplaced part from a buffer of its own (a receive slot), the op that put
 // it there is related too. It reports false, relating nothing, when no such op is found.
-func (s *State) traceBack(d *diag.Diagnostic, e *ir.Expect, w *wrong) bool {
+func (s *State) traceBack(ctx context.Context, d *diag.Diagnostic, e *ir.Expect, w *wrong) bool {
 	g := s.g
 	if len(g.Ops) > maxTraceOps {
 		return false
@@ -147,7 +149,7 @@ func (s *State) traceBack(d *diag.Diagnostic, e *ir.Expect, w *wrong) bool {
 	hops := max(maxTraceWork/max(len(g.Ops), 1), 2)
 	cut := true // the walk stopped at its bound, not at a value that was right
 	for range hops {
-		hits := s.history(at.rank, at.buf, at.off)
+		hits := s.history(ctx, at.rank, at.buf, at.off)
 		var x *hit
 		if wantRed, want, ok := s.wantAt(e, at.rank, at.off); at.buf == e.Dst && ok {
 			for i := range hits {

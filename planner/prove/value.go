@@ -1,6 +1,7 @@
 package prove
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/coredag/coredag/diag"
@@ -113,9 +114,10 @@ func (s *State) checkValue(e *ir.Expect) *diag.Diagnostic {
 	return d
 }
 
-// barrier returns the diagnostic of `expect barrier` when the plan is no barrier.
-func barrier(g *ir.Graph, o *verify.Order, e *ir.Expect) *diag.Diagnostic {
-	gap, ok, within := o.Barrier()
+// barrier returns the diagnostic of `expect barrier` when the plan is no barrier. Stopped (ctx),
+// its search says nothing.
+func barrier(ctx context.Context, g *ir.Graph, o *verify.Order, e *ir.Expect) *diag.Diagnostic {
+	gap, ok, within := o.Barrier(ctx)
 	switch {
 	case !within:
 		return diag.Errorf(diag.Limit, e.Pos, "expect barrier: cannot prove: the search of the happens-before graph from every rank would take more than %d steps", verify.MaxBarrierWork)

@@ -1,6 +1,11 @@
 package verify
 
-import "github.com/coredag/coredag/ir"
+import (
+	"context"
+
+	"github.com/coredag/coredag/internal/stop"
+	"github.com/coredag/coredag/ir"
+)
 
 // BarrierGap is a pair of ranks that a plan does not synchronise: rank Left may leave the plan
 // (every op of it ends) before rank Entered has entered it (no op of Entered happens before any
@@ -18,8 +23,8 @@ const MaxBarrierWork = 1 << 31
 // happens-before graph is that of the checks, with the edges of the target's ordering. It
 // returns the first gap (by the leaving rank, then the other) and whether the plan is one; ok
 // is false too, with a zero gap and within false, when the search would exceed MaxBarrierWork,
-// or was stopped (Options.Context, looked at between the searches of two ranks).
-func (o *Order) Barrier() (gap BarrierGap, ok, within bool) {
+// or was stopped (ctx, looked at between the searches of two ranks).
+func (o *Order) Barrier(ctx context.Context) (gap BarrierGap, ok, within bool) {
 	g := o.g
 	if g == nil || len(g.Ops) == 0 {
 		if g != nil && g.Ranks > 1 {
@@ -31,8 +36,8 @@ func (o *Order) Barrier() (gap BarrierGap, ok, within bool) {
 	if o.opt != nil {
 		ord = o.opt.Order
 	}
-	h := newHBBeside(g, true, ord, o.opt, nil)
-	if o.opt.stopped() {
+	h := newHBBeside(ctx, g, true, ord, o.opt, nil)
+	if stop.Cause(ctx) != nil {
 		return BarrierGap{}, false, false
 	}
 	if int64(g.Ranks)*int64(h.n+len(h.succ)) > MaxBarrierWork {
@@ -48,7 +53,7 @@ func (o *Order) Barrier() (gap BarrierGap, ok, within bool) {
 	seen := make([]int32, h.n) // the rank + 1 of the last search that reached the node
 	stack := make([]int32, 0, 64)
 	for r := range g.Ranks {
-		if o.opt.stopped() { // each search may visit the whole graph
+		if stop.Cause(ctx) != nil { // each search may visit the whole graph
 			return BarrierGap{}, false, false
 		}
 		mark := int32(r + 1)

@@ -1,17 +1,19 @@
 package verify
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
 // checkCycles reports every cycle of explicit `after` edges, once per distinct cycle of
 // statements: an SPMD plan that has the cycle on several ranks gets one message naming them.
-// Stopped (opt's Context), it returns what it found so far.
-func checkCycles(g *ir.Graph, opt *Options) diag.List {
+// Stopped (ctx), it returns what it found so far.
+func checkCycles(ctx context.Context, g *ir.Graph) diag.List {
 	n := len(g.Ops)
 	succs := func(v int32) []int32 { return g.Succs(ir.OpID(v)) }
 	comp, cyclic := sccs(n, succs)
@@ -23,7 +25,7 @@ func checkCycles(g *ir.Graph, opt *Options) diag.List {
 	var groups diag.Group
 	bfs := newCycleFinder(n)
 	for _, root := range roots {
-		if opt.stopped() {
+		if stop.Cause(ctx) != nil {
 			break
 		}
 		cyc := bfs.shortest(root, comp, succs)

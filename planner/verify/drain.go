@@ -1,6 +1,11 @@
 package verify
 
-import "github.com/coredag/coredag/internal/minheap"
+import (
+	"context"
+
+	"github.com/coredag/coredag/internal/minheap"
+	"github.com/coredag/coredag/internal/stop"
+)
 
 // Quick "no" answers. Any topological order of the happens-before graph refutes x -> y when it
 // puts y before x. The order the graph was sorted in (breadth first) is one; drained orders are
@@ -15,9 +20,9 @@ import "github.com/coredag/coredag/internal/minheap"
 
 // drained returns the positions of the events of h (event-numbered) in the order drained from
 // its ranks, ascending or descending, in place of the scratch pos (len h.n). ready is scratch
-// too: a list per rank, all empty, left empty (their arrays serve the next call). Stopped
-// (Options.Context), it returns part of the order, which means nothing.
-func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32 {
+// too: a list per rank, all empty, left empty (their arrays serve the next call). Stopped (ctx),
+// it returns part of the order, which means nothing.
+func (h *hbGraph) drained(ctx context.Context, descending bool, pos []int32, ready [][]int32) []int32 {
 	g := h.g
 	// In degrees count down as events are placed; pos doubles as the in-degree array until an
 	// event is placed (a placed event's degree is never read again).
@@ -56,6 +61,7 @@ func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32
 		}
 	}
 	next := int32(0)
+	poll := stop.Every(ctx, drainPoll)
 	var run []int32
 	for turns.Len() > 0 {
 		t := turns.Pop()
@@ -88,7 +94,7 @@ func (h *hbGraph) drained(descending bool, pos []int32, ready [][]int32) []int32
 			}
 			pos[v] = next // v's degree is not read again
 			next++
-			if next%drainPoll == 0 && h.opt.stopped() {
+			if poll.Step() != nil {
 				for k := range ready {
 					ready[k] = ready[k][:0]
 				}

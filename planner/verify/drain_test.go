@@ -14,9 +14,9 @@ import (
 func TestDrainedRing(t *testing.T) {
 	t.Parallel()
 	g := ringGraph(t, 16)
-	h := newHB(g, true, &Options{})
+	h := newHB(t.Context(), g, true, &Options{})
 	ready := make([][]int32, g.Ranks)
-	asc, desc := h.drained(false, make([]int32, h.n), ready), h.drained(true, make([]int32, h.n), ready)
+	asc, desc := h.drained(t.Context(), false, make([]int32, h.n), ready), h.drained(t.Context(), true, make([]int32, h.n), ready)
 	n := 0
 	for i := range g.Ops {
 		r := &g.Ops[i]

@@ -1,12 +1,14 @@
 package verify
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -20,7 +22,7 @@ type FixPlan struct {
 	// OutOfBudget says the search stopped at Options.FixBudget: the races of Unfixed may have
 	// fixes it did not get to.
 	OutOfBudget bool
-	// Stopped says Options.Context ended the search: the plan means nothing then.
+	// Stopped says the search's context ended it: the plan means nothing then.
 	Stopped bool
 }
 
@@ -36,24 +38,24 @@ func (e FixEdge) String() string {
 }
 
 // SuggestFixes is the package's Options.SuggestFixes with the zero Options.
-func SuggestFixes(g *ir.Graph) FixPlan { return Options{}.SuggestFixes(g) }
+func SuggestFixes(ctx context.Context, g *ir.Graph) FixPlan { return Options{}.SuggestFixes(ctx, g) }
 
 // SuggestFixes finds a small set of `after` edges that makes g race-free under opt.Order, and
 // proves it: it fixes the races the race pass finds, adds the edges and runs the pass again (a
 // fixed race may have hidden another on the same memory), for at most a few rounds; then the
 // deadlock and race passes run on the plan with every edge added. g is not modified. Races no
 // edge fixes are listed in Unfixed; so are all when the search would spend more than
-// opt.FixBudget. Stopped by opt.Context, it returns a FixPlan with only Stopped set.
-func (opt Options) SuggestFixes(g *ir.Graph) FixPlan {
+// opt.FixBudget. Stopped by ctx, it returns a FixPlan with only Stopped set.
+func (opt Options) SuggestFixes(ctx context.Context, g *ir.Graph) FixPlan {
 	ord := opt.Order & usedOrder(g)
-	races, _, ok := racesUnder(g, ord, &opt)
-	if opt.stopped() {
+	races, _, ok := racesUnder(ctx, g, ord, &opt)
+	if stop.Cause(ctx) != nil {
 		return FixPlan{Stopped: true}
 	}
 	if !ok || len(races) == 0 {
 		return FixPlan{Complete: ok}
 	}
-	s := newFixGraph(g, ord, &opt)
+	s := newFixGraph(ctx, g, ord, &opt)
 	if s == nil {
 		return FixPlan{Unfixed: unfixedText(g, races, "the plan is too large to prove a fix within the search budget"), OutOfBudget: true}
 	}
@@ -84,13 +86,13 @@ func (opt Options) SuggestFixes(g *ir.Graph) FixPlan {
 			}
 		}
 		todo = kept
-		if races, _, ok = racesUnder(withFixes(g, s.added), ord, &opt); !ok {
+		if races, _, ok = racesUnder(ctx, withFixes(g, s.added), ord, &opt); !ok {
 			break
 		}
 	}
 	fixes := s.added
-	left, proven := proveFixes(g, fixes, nil, ord, &opt)
-	if s.spent() && s.stopped {
+	left, proven := proveFixes(ctx, g, fixes, nil, ord, &opt)
+	if stop.Cause(ctx) != nil {
 		return FixPlan{Stopped: true}
 	}
 	if !proven || s.spent() {
@@ -117,12 +119,12 @@ func withFixes(g *ir.Graph, fixes []Fix) *ir.Graph {
 // proveFixes adds fixes to g and runs the passes again: the deadlock checks (cycles, FIFO, loops
 // through matching) must pass, and none of races (the races the fixes claim to fix) may be left,
 // under the ordering ord. It returns the races the plan still has, and whether the fixes hold.
-func proveFixes(g *ir.Graph, fixes []Fix, races []Race, ord ir.Order, opt *Options) ([]Race, bool) {
+func proveFixes(ctx context.Context, g *ir.Graph, fixes []Fix, races []Race, ord ir.Order, opt *Options) ([]Race, bool) {
 	fixed := withFixes(g, fixes)
-	if errs, _ := opt.CheckDeadlocks(fixed); len(errs) > 0 {
+	if errs, _ := opt.CheckDeadlocks(ctx, fixed); len(errs) > 0 {
 		return nil, false
 	}
-	left, h, ok := racesUnder(fixed, ord, opt)
+	left, h, ok := racesUnder(ctx, fixed, ord, opt)
 	if !ok {
 		return nil, false
 	}
@@ -138,8 +140,8 @@ func proveFixes(g *ir.Graph, fixes []Fix, races []Race, ord ir.Order, opt *Optio
 		}
 	}
 	if len(races) > 0 {
-		h = newHBBeside(fixed, true, ord, opt, nil)
-		if !h.acyclic { // stopped (Options.Context): not built whole
+		h = newHBBeside(ctx, fixed, true, ord, opt, nil)
+		if !h.acyclic { // stopped (ctx): not built whole
 			return nil, false
 		}
 		var sr search

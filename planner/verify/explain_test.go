@@ -27,10 +27,10 @@ func TestSuggestFixes(t *testing.T) {
 	require.NoError(t, err)
 	g, err := elaborate.Elaborate(t.Context(), f, map[string]int64{"ranks": 4}, elaborate.Options{})
 	require.NoError(t, err)
-	require.NotEmpty(t, Races(g))
+	require.NotEmpty(t, Races(t.Context(), g))
 	edges := len(g.Edges)
 
-	plan := SuggestFixes(g)
+	plan := SuggestFixes(t.Context(), g)
 	assert.True(t, plan.Complete)
 	assert.Len(t, g.Edges, edges, "the graph is not modified")
 	var found bool
@@ -44,7 +44,7 @@ func TestSuggestFixes(t *testing.T) {
 
 	assert.Len(t, plan.Edges, 2, "implied edges are pruned:\n%s", plan)
 	// Apply the suggestion on every listed rank: the plan must verify clean.
-	assert.Empty(t, Check(applyPlan(t, g, plan.Edges)))
+	assert.Empty(t, Check(t.Context(), applyPlan(t, g, plan.Edges)))
 }
 
 // applyPlan returns a copy of g with the suggested edges added on every rank they list, found
@@ -83,17 +83,17 @@ op tx = send q data
 op rx = recv q tmp
 op red = reduce sum data from tmp after rx
 `)
-	errs := Check(g)
+	errs := Check(t.Context(), g)
 	require.Len(t, errs, 1)
 	require.NotNil(t, errs[0].Fix)
 	assert.Equal(t, "add `red after tx` on every rank", errs[0].Fix.Msg)
 
 	tight := Options{FixBudget: 10}
-	errs = tight.Check(g)
+	errs = tight.Check(t.Context(), g)
 	require.Len(t, errs, 1)
 	assert.Nil(t, errs[0].Fix)
 	assert.Contains(t, errs[0].Msg, "(no `after` suggested: proving one would take more than the search budget)")
-	plan := tight.SuggestFixes(g)
+	plan := tight.SuggestFixes(t.Context(), g)
 	assert.False(t, plan.Complete)
 	assert.Empty(t, plan.Edges)
 	require.Len(t, plan.Unfixed, 1)
@@ -112,11 +112,11 @@ queue q to (rank + 1) % ranks
 op tx = send q d
 op rx = recv q d
 `)
-	errs := Check(g)
+	errs := Check(t.Context(), g)
 	require.Len(t, errs, 1)
 	assert.Nil(t, errs[0].Fix)
 	assert.Contains(t, errs[0].Msg, "(no single `after` edge fixes this race without a deadlock: use another buffer for one of the two accesses, or order them through other ops)")
-	plan := SuggestFixes(g)
+	plan := SuggestFixes(t.Context(), g)
 	assert.False(t, plan.Complete)
 	assert.Empty(t, plan.Edges)
 	assert.Len(t, plan.Unfixed, 1)
@@ -132,7 +132,7 @@ if rank == 0 {
   op w = write up e to d
 }
 `)
-	errs = Check(g)
+	errs = Check(t.Context(), g)
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0].Msg, "(no single `after` edge fixes this race, as no message orders these ranks' ops: pass a token (rank 1 sends to rank 2 after w, and w on rank 2 is `after` the recv of it))")
 }
@@ -156,7 +156,7 @@ func BenchmarkCheckRacy(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("ranks=%d/fixes=%v", ranks, fixes), func(b *testing.B) {
 				for b.Loop() {
-					errs := opt.Check(g)
+					errs := opt.Check(b.Context(), g)
 					if len(errs) == 0 || (errs[0].Fix != nil) != fixes {
 						b.Fatalf("unexpected: %v", errs)
 					}

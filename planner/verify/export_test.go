@@ -1,6 +1,10 @@
 package verify
 
-import "github.com/coredag/coredag/ir"
+import (
+	"context"
+
+	"github.com/coredag/coredag/ir"
+)
 
 // Hooks for the tests of package verify_test, which build random Graphs with internal/randgraph
 // (it imports planner, so those tests cannot live in this package).
@@ -8,7 +12,7 @@ import "github.com/coredag/coredag/ir"
 // HBEvents is the number of happens-before events of g (start, landing and end of every op, see
 // hb.go), or 0 when its happens-before graph has a cycle.
 func HBEvents(g *ir.Graph) int {
-	h := newHB(g, true, &Options{})
+	h := newHB(context.Background(), g, true, &Options{})
 	if !h.acyclic {
 		return 0
 	}
@@ -30,12 +34,12 @@ func HBReachOrdered(g *ir.Graph, ord ir.Order, pairs [][2]int32, wide bool) (fas
 	if wide {
 		opt.Workers = 3
 	}
-	h := newHBBeside(g, true, ord, opt, nil)
+	h := newHBBeside(context.Background(), g, true, ord, opt, nil)
 	qs := make([]hbQuery, len(pairs))
 	for i, p := range pairs {
 		qs[i] = hbQuery{x: event(p[0]), y: event(p[1])}
 	}
-	ans := h.resolve(len(qs), func(i int) hbQuery { return qs[i] }, nil)
+	ans := h.resolve(context.Background(), len(qs), func(i int) hbQuery { return qs[i] }, nil)
 	reached := map[int32][]bool{}
 	for i, p := range pairs {
 		fast = append(fast, ans[i])
@@ -49,26 +53,26 @@ func HBReachOrdered(g *ir.Graph, ord ir.Order, pairs [][2]int32, wide bool) (fas
 
 // HBDrained returns the positions of g's events in its two drained orders (drain.go).
 func HBDrained(g *ir.Graph) [2][]int32 {
-	h := newHB(g, true, &Options{})
+	h := newHB(context.Background(), g, true, &Options{})
 	ready := make([][]int32, g.Ranks)
-	return [2][]int32{h.drained(false, make([]int32, h.n), ready), h.drained(true, make([]int32, h.n), ready)}
+	return [2][]int32{h.drained(context.Background(), false, make([]int32, h.n), ready), h.drained(context.Background(), true, make([]int32, h.n), ready)}
 }
 
 // RacesOn is Races with its work (the happens-before graph, the collection of the accesses,
 // the sweep of the (rank, buffer) groups, the renumbering) split among the given number of
 // workers.
 func RacesOn(g *ir.Graph, workers int) []Race {
-	h := newHB(g, true, &Options{Workers: workers})
+	h := newHB(context.Background(), g, true, &Options{Workers: workers})
 	if !h.acyclic {
 		return nil
 	}
-	return findRacesOn(g, h, workers, nil, nil)
+	return findRacesOn(context.Background(), g, h, workers, nil, nil)
 }
 
 // RacyBuffers lists, by brute force, the (rank, buffer) pairs of g with a race: two conflicting
 // accesses to a common element, neither of whose intervals ends before the other's starts.
 func RacyBuffers(g *ir.Graph) map[[2]int]bool {
-	h := newHB(g, true, &Options{})
+	h := newHB(context.Background(), g, true, &Options{})
 	var all []placedAccess
 	for i := range g.Ops {
 		all = accesses(g, ir.OpID(i), all)
@@ -102,7 +106,7 @@ func RacyBuffers(g *ir.Graph) map[[2]int]bool {
 // EarlyDeadlocks returns what the first two checks (cycles of `after` edges, `after` against
 // queue order) find in g, and whether g's happens-before graph is acyclic.
 func EarlyDeadlocks(g *ir.Graph) (cycles, queueOrder int, acyclic bool) {
-	return len(checkCycles(g, nil)), len(checkQueueOrder(g)), newHB(g, true, &Options{}).acyclic
+	return len(checkCycles(context.Background(), g)), len(checkQueueOrder(g)), newHB(context.Background(), g, true, &Options{}).acyclic
 }
 
 // HBBothWays builds g's happens-before graph with the edges of the ordering ord op by op, on
@@ -111,7 +115,7 @@ func EarlyDeadlocks(g *ir.Graph) (cycles, queueOrder int, acyclic bool) {
 // first way was taken.
 func HBBothWays(g *ir.Graph, matching bool, ord ir.Order, workers int) (lists, want [][]int32, topo, wantTopo []int32, opByOp bool) {
 	opt := &Options{Workers: workers}
-	h := newHBBeside(g, matching, ord, opt, nil)
+	h := newHBBeside(context.Background(), g, matching, ord, opt, nil)
 	n := 3 * len(g.Ops)
 	lists, want = make([][]int32, n), make([][]int32, n)
 	for v := range n {
@@ -130,7 +134,7 @@ func HBBothWays(g *ir.Graph, matching bool, ord ir.Order, workers int) (lists, w
 		start[v+1] = int32(len(succ))
 	}
 	ref := &hbGraph{g: g, n: n, succStart: start, succ: succ, opt: opt}
-	ref.sort(nil)
+	ref.sort(context.Background(), nil)
 	return lists, want, h.topo, ref.topo, newOpEdges(g, matching, ord, make([]int32, 3*len(g.Ops)), opt) != nil
 }
 
@@ -140,7 +144,7 @@ func HBBothWays(g *ir.Graph, matching bool, ord ir.Order, workers int) (lists, w
 // 1 for yes, 0 for no and -1 when the search gave up; bounded is reach's answer within the same
 // budget, likewise.
 func HBDeep(g *ir.Graph, pairs [][2]int32, budget int, byPos bool) (deep, bounded []int, plain []bool) {
-	h := newHB(g, true, &Options{})
+	h := newHB(context.Background(), g, true, &Options{})
 	if byPos {
 		h.renumber()
 	}

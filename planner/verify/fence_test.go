@@ -57,7 +57,7 @@ if rank == 1 { op acked = recv q t after ask }
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g := graphOf(t, c.src)
-			require.Empty(t, Check(g))
+			require.Empty(t, Check(t.Context(), g))
 			start, landed, done := Fences(g)
 			assert.Equal(t, [3]bool{c.start, c.landed, c.done}, [3]bool{start, landed, done})
 		})

@@ -1,9 +1,11 @@
 package verify
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -12,19 +14,20 @@ import (
 // h. First the direct form: `a after b` with a and b on one side of one queue and b posted later,
 // which can never run because the side is FIFO. Then, if there is none, every remaining loop of
 // waits in h: within a rank (through queue order) or across ranks (a send lands only after its
-// peer posted the matching recv; a recv completes only when the send lands).
-func checkFIFO(g *ir.Graph, h *hbGraph) diag.List {
+// peer posted the matching recv; a recv completes only when the send lands). Stopped (ctx), it
+// returns what it found so far.
+func checkFIFO(ctx context.Context, g *ir.Graph, h *hbGraph) diag.List {
 	if errs := checkQueueOrder(g); len(errs) > 0 {
 		return errs
 	}
 	// Loops within one rank first: a loop across ranks often only exists because of them.
-	if local := newHB(g, false, h.opt); !local.acyclic {
-		if h.opt.stopped() { // not built whole
+	if local := newHB(ctx, g, false, h.opt); !local.acyclic {
+		if stop.Cause(ctx) != nil { // not built whole
 			return nil
 		}
-		return deadlockLoops(g, local)
+		return deadlockLoops(ctx, g, local)
 	}
-	return deadlockLoops(g, h)
+	return deadlockLoops(ctx, g, h)
 }
 
 // checkQueueOrder reports `a after b` where a and b share a queue side and b comes later.
@@ -53,15 +56,15 @@ func checkQueueOrder(g *ir.Graph) diag.List {
 }
 
 // deadlockLoops reports one shortest loop per strongly connected component of the cyclic
-// happens-before graph h.
-func deadlockLoops(g *ir.Graph, h *hbGraph) diag.List {
+// happens-before graph h, until ctx is cancelled.
+func deadlockLoops(ctx context.Context, g *ir.Graph, h *hbGraph) diag.List {
 	comp, cyclic := sccs(h.n, h.succs)
 	roots := cycleRoots(comp, cyclic)
 	pos := edgePositions(g)
 	finder := newCycleFinder(h.n)
 	var groups diag.Group
 	for _, root := range roots {
-		if h.opt.stopped() {
+		if stop.Cause(ctx) != nil {
 			break
 		}
 		cyc := finder.shortest(root, comp, h.succs)

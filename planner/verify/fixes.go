@@ -1,10 +1,12 @@
 package verify
 
 import (
+	"context"
 	"slices"
 	"sort"
 
 	"github.com/coredag/coredag/internal/minheap"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -36,9 +38,10 @@ type fixGraph struct {
 	distF, distB         []int32
 	queueF, queueB, stck []int32
 	visits, budget       int // events visited, and how many the search may visit
-	poll                 int // visits at which spent next looks at opt's Context
-	stopped              bool
-	opt                  *Options // whose Context stops the search (nil: none)
+	// poll counts the visits and looks at the context of the search every fixPoll of them
+	// (spent); looked is the visits it has counted.
+	poll   stop.Poll
+	looked int
 
 	byName map[string][]ir.OpID // the ops of each name, on every rank that has one
 
@@ -67,13 +70,14 @@ func (o *Options) fixBudget() int {
 
 // newFixGraph builds g's happens-before graph under the ordering ord for the search, within
 // opt's budget (opt may be nil: the default), or returns nil when that alone would spend it.
-func newFixGraph(g *ir.Graph, ord ir.Order, opt *Options) *fixGraph {
+// The search stops once ctx is cancelled (spent).
+func newFixGraph(ctx context.Context, g *ir.Graph, ord ir.Order, opt *Options) *fixGraph {
 	n := 3 * len(g.Ops)
 	budget := opt.fixBudget()
 	if 64*n > budget { // the search would not get far, and its arrays would be large
 		return nil
 	}
-	s := &fixGraph{g: g, n: n, budget: budget, visits: 2 * n, opt: opt,
+	s := &fixGraph{g: g, n: n, budget: budget, visits: 2 * n, poll: stop.Every(ctx, fixPoll),
 		xsucc: make([][]int32, n), xpred: make([][]int32, n)}
 	s.succStart, s.succ = csr(g, ord, n, false)
 	s.predStart, s.pred = csr(g, ord, n, true)
@@ -187,14 +191,12 @@ func csr(g *ir.Graph, ord ir.Order, n int, backward bool) (start, list []int32) 
 	return start, list
 }
 
-// spent reports whether the search has used its budget, or was stopped (Options.Context, looked
-// at every fixPoll visits): either way it goes no further.
+// spent reports whether the search has used its budget, or was stopped (its context, looked at
+// every fixPoll visits): either way it goes no further.
 func (s *fixGraph) spent() bool {
-	if s.visits >= s.poll && !s.stopped {
-		s.poll = s.visits + fixPoll
-		s.stopped = s.opt.stopped()
-	}
-	return s.stopped || s.visits > s.budget
+	stopped := s.poll.Add(s.visits-s.looked) != nil
+	s.looked = s.visits
+	return stopped || s.visits > s.budget
 }
 
 // fixPoll is how many events the search for fixes visits between two looks at the context:
@@ -702,7 +704,7 @@ func total(sets [][]Fix) int {
 // buffer may show (a rank's several children reducing into what it sends), and they are fixed
 // too, for a few rounds. It returns the proven edges and the races they leave; no edges when
 // none could be proven.
-func (s *fixGraph) fixGroup(races []Race, ord ir.Order, opt *Options) (fixes []Fix, open []Race) {
+func (s *fixGraph) fixGroup(ctx context.Context, races []Race, ord ir.Order, opt *Options) (fixes []Fix, open []Race) {
 	g := s.g
 	want := raceKind(g, races[0])
 	claimed := slices.Clone(races)
@@ -731,7 +733,7 @@ func (s *fixGraph) fixGroup(races []Race, ord ir.Order, opt *Options) (fixes []F
 			return best, claimed
 		}
 		s.visits += 16 * s.n // the passes run again on the plan
-		left, proven := proveFixes(g, fixes, done, ord, opt)
+		left, proven := proveFixes(ctx, g, fixes, done, ord, opt)
 		if !proven {
 			return best, bestOpen
 		}

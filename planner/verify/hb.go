@@ -1,11 +1,13 @@
 package verify
 
 import (
+	"context"
 	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -184,15 +186,15 @@ func (s *search) probe(v int32) bool {
 
 // newHB builds the event graph of g and sorts it topologically. Without matching, it leaves out
 // the edges between ranks (for finding deadlocks within one rank).
-func newHB(g *ir.Graph, matching bool, opt *Options) *hbGraph {
-	return newHBBeside(g, matching, ir.OrderNone, opt, nil)
+func newHB(ctx context.Context, g *ir.Graph, matching bool, opt *Options) *hbGraph {
+	return newHBBeside(ctx, g, matching, ir.OrderNone, opt, nil)
 }
 
 // newHBBeside is newHB with the edges of the ordering ord that, unless nil, runs beside on a
 // goroutine of its own while the graph is sorted, given the number of its edges, and returns
-// once both are done. Stopped (Options.Context), it returns a graph that is not acyclic and
-// may have no adjacency: the caller looks at the context before anything else.
-func newHBBeside(g *ir.Graph, matching bool, ord ir.Order, opt *Options, beside func(edges int)) *hbGraph {
+// once both are done. Stopped (ctx), it returns a graph that is not acyclic and may have no
+// adjacency: the caller looks at ctx before anything else.
+func newHBBeside(ctx context.Context, g *ir.Graph, matching bool, ord ir.Order, opt *Options, beside func(edges int)) *hbGraph {
 	n := 3 * len(g.Ops)
 	h := &hbGraph{g: g, n: n, owner: true, opt: opt, order: ord}
 	// Two passes over the edges, counting and then placing them: the adjacency is built in place,
@@ -207,14 +209,15 @@ func newHBBeside(g *ir.Graph, matching bool, ord ir.Order, opt *Options, beside 
 		parts := opt.workerCount(len(g.Ops), minEdgePart)
 		total := make([]int32, parts+1)
 		forParts(parts, len(g.Ops), func(p, lo, hi int) {
+			poll := stop.Every(ctx, hbPoll)
 			for x := lo; x < hi; x++ {
-				if (x-lo)%hbPoll == hbPoll-1 && opt.stopped() {
+				if poll.Step() != nil {
 					return
 				}
 				total[p+1] += l.count(ir.OpID(x), start[3*x+1:3*x+4])
 			}
 		})
-		if opt.stopped() {
+		if stop.Cause(ctx) != nil {
 			return h
 		}
 		for p := range parts {
@@ -232,14 +235,15 @@ func newHBBeside(g *ir.Graph, matching bool, ord ir.Order, opt *Options, beside 
 				start[e+1] = k
 			}
 			k = total[p]
+			poll := stop.Every(ctx, hbPoll)
 			for x := lo; x < hi; x++ {
-				if (x-lo)%hbPoll == hbPoll-1 && opt.stopped() {
+				if poll.Step() != nil {
 					return
 				}
 				k = l.place(ir.OpID(x), succ, k, indeg[3*x:3*x+3])
 			}
 		})
-		if opt.stopped() {
+		if stop.Cause(ctx) != nil {
 			return h
 		}
 		h.succStart, h.succ = start, succ
@@ -266,7 +270,7 @@ func newHBBeside(g *ir.Graph, matching bool, ord ir.Order, opt *Options, beside 
 	if beside != nil {
 		wg.Go(func() { beside(len(h.succ)) })
 	}
-	h.sort(indeg)
+	h.sort(ctx, indeg)
 	wg.Wait()
 	if h.pos != nil {
 		h.pos.events = block
@@ -495,9 +499,9 @@ func hbEdges(g *ir.Graph, matching bool, ord ir.Order, add func(a, b event)) {
 func (h *hbGraph) succs(v int32) []int32 { return h.succ[h.succStart[v]:h.succStart[v+1]] }
 
 // sort computes a topological order with Kahn's algorithm (topo); it sets acyclic to false when
-// some events are left over (they sit on or behind a cycle), or when it stops (Options.Context).
-// indeg, the in-degrees of the events, is counted when nil; it is used up.
-func (h *hbGraph) sort(indeg []int32) {
+// some events are left over (they sit on or behind a cycle), or when it stops (ctx). indeg, the
+// in-degrees of the events, is counted when nil; it is used up.
+func (h *hbGraph) sort(ctx context.Context, indeg []int32) {
 	if indeg == nil {
 		indeg = make([]int32, h.n)
 		for _, w := range h.succ {
@@ -510,8 +514,9 @@ func (h *hbGraph) sort(indeg []int32) {
 			order = append(order, int32(v))
 		}
 	}
+	poll := stop.Every(ctx, sortPoll)
 	for i := 0; i < len(order); i++ {
-		if i%sortPoll == sortPoll-1 && h.opt.stopped() { // not acyclic: the caller stops
+		if poll.Step() != nil { // not acyclic: the caller stops
 			return
 		}
 		for _, w := range h.succs(order[i]) {
@@ -731,7 +736,7 @@ func (h *hbGraph) deep(s *search, x, y event, budget int) reachResult {
 // batchBudget and deepBudget bound the searches resolveBatch tries before its bitset passes,
 // reach and then deep; minBatchPart is the fewest questions worth a goroutine of those searches.
 // batchPoll is how many of the first searches a goroutine makes between two looks at the
-// context (Options.Context): a millisecond or so.
+// context: a millisecond or so.
 const (
 	batchBudget  = 64
 	deepBudget   = 1024
@@ -750,9 +755,9 @@ type hbQuery struct {
 // Taking the queries in order of their sources keeps the windows of one pass close together; qs
 // itself keeps its order.
 //
-// free, if it holds a word per node, is scratch for the searches. Stopped (Options.Context), it
-// returns early, the questions it has not reached unanswered.
-func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
+// free, if it holds a word per node, is scratch for the searches. Stopped (ctx), it returns
+// early, the questions it has not reached unanswered.
+func (h *hbGraph) resolveBatch(ctx context.Context, qs []hbQuery, free []int32) {
 	if len(qs) == 0 {
 		return
 	}
@@ -769,8 +774,9 @@ func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 			s.mark = free[p*h.n : (p+1)*h.n]
 			clear(s.mark)
 		}
+		poll := stop.Every(ctx, batchPoll)
 		for i := lo; i < hi; i++ {
-			if (i-lo)%batchPoll == batchPoll-1 && h.opt.stopped() {
+			if poll.Step() != nil {
 				return
 			}
 			q := &qs[i]
@@ -799,8 +805,9 @@ func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 			s.mark = free[p*h.n : (p+1)*h.n]
 			clear(s.mark)
 		}
-		for k, i := range idx[lo:hi] {
-			if k%(batchPoll/16) == batchPoll/16-1 && h.opt.stopped() { // deep visits up to 16 times more
+		poll := stop.Every(ctx, batchPoll/16) // deep visits up to 16 times more
+		for _, i := range idx[lo:hi] {
+			if poll.Step() != nil {
 				return
 			}
 			q := &qs[i]
@@ -822,7 +829,7 @@ func (h *hbGraph) resolveBatch(qs []hbQuery, free []int32) {
 	sort.Slice(idx, func(i, j int) bool { return h.topo[qs[idx[i]].x] < h.topo[qs[idx[j]].x] })
 	bits := make([]uint64, h.n)
 	for lo := 0; lo < len(idx); lo += 64 {
-		if h.opt.stopped() { // each pass sweeps a window of the graph: as long as the plan
+		if stop.Cause(ctx) != nil { // each pass sweeps a window of the graph: as long as the plan
 			return
 		}
 		block := idx[lo:min(lo+64, len(idx))]

@@ -84,7 +84,7 @@ func TestMutationDeleteEachAfter(t *testing.T) {
 					all = append(all, k)
 					caught[k] = false
 				}
-				if errs := Check(withoutEdges(g, edges[k])); len(errs) > 0 {
+				if errs := Check(t.Context(), withoutEdges(g, edges[k])); len(errs) > 0 {
 					caught[k] = true
 					assertOnlyRaces(t, k, errs)
 				}

@@ -1,11 +1,13 @@
 package verify
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -27,26 +29,26 @@ func usedOrder(g *ir.Graph) ir.Order {
 }
 
 // racesUnder returns the races of g under the ordering ord and its happens-before graph (ok
-// false when that graph has a cycle, or when the checks are stopped: Options.Context).
-func racesUnder(g *ir.Graph, ord ir.Order, opt *Options) (races []Race, h *hbGraph, ok bool) {
-	h = newHBBeside(g, true, ord, opt, nil)
-	if !h.acyclic || opt.stopped() {
+// false when that graph has a cycle, or when the checks are stopped: ctx).
+func racesUnder(ctx context.Context, g *ir.Graph, ord ir.Order, opt *Options) (races []Race, h *hbGraph, ok bool) {
+	h = newHBBeside(ctx, g, true, ord, opt, nil)
+	if !h.acyclic || stop.Cause(ctx) != nil {
 		return nil, h, false
 	}
-	races = findRacesOn(g, h, 0, nil, nil)
-	return races, h, !opt.stopped()
+	races = findRacesOn(ctx, g, h, 0, nil, nil)
+	return races, h, stop.Cause(ctx) == nil
 }
 
 // fewest returns a smallest part need of extra such that g has at most want races under
 // base|need, given that it has at most want under base|extra: the orderings of extra it needs,
 // dropped one by one while it keeps to want.
-func fewest(g *ir.Graph, base, extra ir.Order, want int, opt *Options) ir.Order {
+func fewest(ctx context.Context, g *ir.Graph, base, extra ir.Order, want int, opt *Options) ir.Order {
 	need := extra
 	for bit := ir.Order(1); bit <= ir.OrderSAS; bit <<= 1 {
 		if need&bit == 0 {
 			continue
 		}
-		if races, _, ok := racesUnder(g, base|need&^bit, opt); ok && len(races) <= want {
+		if races, _, ok := racesUnder(ctx, g, base|need&^bit, opt); ok && len(races) <= want {
 			need &^= bit
 		}
 	}
@@ -72,13 +74,13 @@ func keyOf(r Race) raceKey {
 // it searches again under Options.Order, if some pair of ops could use it. When that finds none,
 // the plan passes, relying on the ordering; otherwise it returns the races under the ordering,
 // those that an ordering some target gives would remove saying so (when Options.Target is set).
-func (o *Order) orderedRaces(h *hbGraph, races []Race) diag.List {
+func (o *Order) orderedRaces(ctx context.Context, h *hbGraph, races []Race) diag.List {
 	g, opt := o.g, o.opt
 	used := usedOrder(g)
 	have := opt.Order & used
 	unordered := races
 	if have != ir.OrderNone {
-		if r, hr, ok := racesUnder(g, have, opt); ok {
+		if r, hr, ok := racesUnder(ctx, g, have, opt); ok {
 			if len(r) == 0 {
 				o.rely = &reliance{races: unordered, have: have, used: used}
 				o.ordered = &Order{g: g, topo: hr.topo, opt: opt, rely: o.rely}
@@ -88,25 +90,25 @@ func (o *Order) orderedRaces(h *hbGraph, races []Race) diag.List {
 		}
 	}
 	var note func(Race) string
-	if extra := ir.OrderStrict &^ have & used; opt.Target != "" && extra != ir.OrderNone && !opt.stopped() {
-		note = o.missing(races, have, extra)
+	if extra := ir.OrderStrict &^ have & used; opt.Target != "" && extra != ir.OrderNone && stop.Cause(ctx) == nil {
+		note = o.missing(ctx, races, have, extra)
 	}
-	if opt.stopped() {
+	if stop.Cause(ctx) != nil {
 		return nil
 	}
-	return raceErrors(g, h, races, note)
+	return raceErrors(ctx, g, h, races, note)
 }
 
 // missing returns the note of the races under the ordering have that the orderings of extra
 // would remove, or nil when they remove none: the fewest orderings that would, and the targets
 // that give them.
-func (o *Order) missing(races []Race, have, extra ir.Order) func(Race) string {
+func (o *Order) missing(ctx context.Context, races []Race, have, extra ir.Order) func(Race) string {
 	g, opt := o.g, o.opt
-	left, _, ok := racesUnder(g, have|extra, opt)
+	left, _, ok := racesUnder(ctx, g, have|extra, opt)
 	if !ok || len(left) >= len(races) {
 		return nil
 	}
-	need := fewest(g, have, extra, len(left), opt)
+	need := fewest(ctx, g, have, extra, len(left), opt)
 	stays := map[raceKey]bool{}
 	for _, r := range left {
 		stays[keyOf(r)] = true
@@ -143,29 +145,30 @@ type reliance struct {
 }
 
 // needed is the fewest orderings of Options.Order the plan relies on (rl is o.rely, not nil).
-func (o *Order) needed(rl *reliance) ir.Order {
-	rl.needOnce.Do(func() { rl.need = fewest(o.g, ir.OrderNone, rl.have, 0, o.opt) })
+func (o *Order) needed(ctx context.Context, rl *reliance) ir.Order {
+	rl.needOnce.Do(func() { rl.need = fewest(ctx, o.g, ir.OrderNone, rl.have, 0, o.opt) })
 	return rl.need
 }
 
 // Relied returns, once Races has found no race, what the plan relies on: the fewest orderings of
 // Options.Order without which a race comes back, and for each the pair of ops of a queue it
 // orders and that race; nil when the plan relies on no ordering. It costs a race search per
-// ordering, the first time it is called.
-func (o *Order) Relied() *ir.Reliance {
+// ordering, the first time it is called, which ctx stops: what it returns then (and after, as
+// the result is kept) means nothing.
+func (o *Order) Relied(ctx context.Context) *ir.Reliance {
 	rl := o.rely
 	if rl == nil {
 		return nil
 	}
 	rl.usesOnce.Do(func() {
-		g, need := o.g, o.needed(rl)
+		g, need := o.g, o.needed(ctx, rl)
 		r := &ir.Reliance{Order: need}
 		for bit := ir.Order(1); bit <= ir.OrderSAS; bit <<= 1 {
 			if need&bit == 0 {
 				continue
 			}
 			u := ir.OrderUse{Order: bit, Prev: ir.None, Next: ir.None}
-			if races, _, ok := racesUnder(g, need&^bit, o.opt); ok && len(races) > 0 {
+			if races, _, ok := racesUnder(ctx, g, need&^bit, o.opt); ok && len(races) > 0 {
 				race := firstRace(g, races)
 				u.Prev, u.Next = orderedPair(g, race, bit)
 				a, b := race.First, race.Second
@@ -228,15 +231,16 @@ func (o *Order) Ordered() *Order { return o.ordered }
 // Reliance returns, once Races has found no race, a warning when the plan is race-free only
 // thanks to Options.Order: which orderings it relies on and which built-in targets lack them
 // (where it is a race), at the first race it has without ordering; nil when it relies on none.
-// It costs a few race searches, the first time it is called.
-func (o *Order) Reliance() *diag.Diagnostic {
+// It costs a few race searches, the first time it is called, which ctx stops: what it returns
+// then (and after, as the result is kept) means nothing.
+func (o *Order) Reliance(ctx context.Context) *diag.Diagnostic {
 	rl := o.rely
 	if rl == nil {
 		return nil
 	}
 	rl.once.Do(func() {
 		g, opt := o.g, o.opt
-		need := o.needed(rl)
+		need := o.needed(ctx, rl)
 		// The targets that do not give need may give another ordering that suffices: each
 		// distinct ordering is searched once.
 		var lack []string
@@ -248,7 +252,7 @@ func (o *Order) Reliance() *diag.Diagnostic {
 			}
 			ok, seen := safe[ord]
 			if !seen {
-				r, _, acyclic := racesUnder(g, ord, opt)
+				r, _, acyclic := racesUnder(ctx, g, ord, opt)
 				ok = acyclic && len(r) == 0
 				safe[ord] = ok
 			}

@@ -79,16 +79,16 @@ func TestOrderedPatterns(t *testing.T) {
 	} {
 		g := graphOf(t, c.src)
 		// Without an ordering (the zero Options), as before: a race, and no word of ordering.
-		errs := Options{}.Check(g)
+		errs := Options{}.Check(t.Context(), g)
 		require.Len(t, errs, 1, c.name)
 		assert.NotContains(t, errs[0].Msg, "FI_ORDER", c.name)
 		for _, name := range c.clean {
-			errs, o := targetOptions(t, name).CheckOrder(g)
+			errs, o := targetOptions(t, name).CheckOrder(t.Context(), g)
 			require.Empty(t, errs, "%s on %s", c.name, name)
 			// Its order of events agrees with the ordering: the first landing comes first.
 			first, second := g.Rank[1].FirstOp, g.Rank[1].FirstOp+1
 			assert.Less(t, o.Land(first), o.Land(second), "%s on %s", c.name, name)
-			d := o.Reliance()
+			d := o.Reliance(t.Context())
 			require.NotNil(t, d, "%s on %s", c.name, name)
 			assert.Contains(t, d.Msg, "relies on "+c.relies, "%s on %s", c.name, name)
 			for _, lack := range c.racy {
@@ -99,7 +99,7 @@ func TestOrderedPatterns(t *testing.T) {
 			}
 		}
 		for _, name := range c.racy {
-			errs := targetOptions(t, name).Check(g)
+			errs := targetOptions(t, name).Check(t.Context(), g)
 			require.Len(t, errs, 1, "%s on %s", c.name, name)
 			assert.Contains(t, errs[0].Msg, "only "+c.relies, "%s on %s", c.name, name)
 			assert.Contains(t, errs[0].Msg, "which target `"+name+"` does not give", "%s on %s", c.name, name)
@@ -111,9 +111,9 @@ func TestOrderedPatterns(t *testing.T) {
 func TestNoReliance(t *testing.T) {
 	t.Parallel()
 	g := ringGraph(t, 5)
-	errs, o := targetOptions(t, "connectx").CheckOrder(g)
+	errs, o := targetOptions(t, "connectx").CheckOrder(t.Context(), g)
 	require.Empty(t, errs)
-	assert.Nil(t, o.Reliance())
+	assert.Nil(t, o.Reliance(t.Context()))
 	assert.Nil(t, o.Ordered())
 }
 
@@ -138,8 +138,8 @@ op s   = send q data[n : 2 * n]
 op got = recv q flag
 op use = copy inbox to out after got
 `)
-	errs := targetOptions(t, "connectx").Check(g)
+	errs := targetOptions(t, "connectx").Check(t.Context(), g)
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0].Msg, "race on rank 0's inbox")
-	assert.Empty(t, targetOptions(t, "triggered-sockets").Check(g))
+	assert.Empty(t, targetOptions(t, "triggered-sockets").Check(t.Context(), g))
 }

@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"context"
 	"runtime"
 	"sync"
 
@@ -31,24 +30,10 @@ type Options struct {
 	// why.
 	FixBudget int
 
-	// Context, unless nil, stops the checks once it is cancelled: they look at it between their
-	// steps and, within the steps that can take long (the waits' fixed point, the race sweep,
-	// the exact answers to its long-path questions, the lint's drained orders, the barrier proof,
-	// the search for fixes), every millisecond or so of work, and return early. What a stopped
-	// check returns is incomplete, and means nothing: a caller that sets Context looks at it
-	// before using a result (planner.Load returns the context's cause).
-	Context context.Context
-
 	// Test hooks: wideLabels makes the labels of the long-path oracle 32 bits wide whatever the
 	// chains; resolved, unless nil, is given the oracle's scratch once it is done.
 	wideLabels bool
 	resolved   func(r *sepReach)
-}
-
-// stopped reports whether o's Context is cancelled (o may be nil: never). It costs an atomic
-// load: loops call it every few thousand items, not per item.
-func (o *Options) stopped() bool {
-	return o != nil && o.Context != nil && o.Context.Err() != nil
 }
 
 // workerCount is how many goroutines may share n items of work, each taking at least minPart

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/internal/view"
 	"github.com/coredag/coredag/ir"
 )
@@ -192,16 +194,16 @@ func (r Race) Buf() ir.BufID { return r.First.Buf }
 
 // Races returns every race of g, one per pair of op instances and buffer, sorted by rank, buffer
 // and offset. A Graph whose happens-before relation has a cycle (see Verify) has no meaningful
-// races, and Races returns nil for it.
-func Races(g *ir.Graph) []Race {
+// races, and Races returns nil for it. Stopped (ctx), it returns part of them, or none.
+func Races(ctx context.Context, g *ir.Graph) []Race {
 	if len(g.Ops) == 0 {
 		return nil
 	}
-	h := newHB(g, true, &Options{})
+	h := newHB(ctx, g, true, &Options{})
 	if !h.acyclic {
 		return nil
 	}
-	return findRacesOn(g, h, 0, nil, nil)
+	return findRacesOn(ctx, g, h, 0, nil, nil)
 }
 
 // Budgets of the bounded searches: a check that would search further is answered exactly, with
@@ -246,8 +248,9 @@ type sweeper struct {
 	races    [][2]int32
 	checked  []int32 // earlier accesses already checked against the current one
 
-	work    int  // the work done since the context was last looked at (stop)
-	stopped bool // the checks are stopped: the sweep goes no further
+	// poll counts the sweep's work and looks at the context every sweepPoll of it: once it is
+	// cancelled, the sweep goes no further.
+	poll stop.Poll
 }
 
 // A deferred query is a check that reach gave up on: does access p end before access a starts
@@ -274,11 +277,11 @@ const minShard = 1 << 15
 // findRacesOn finds the races of g, whose happens-before graph is h, with at most workers
 // sweepers (0: one per CPU, for runs of at least minShard accesses), on the accesses col if
 // they were collected beforehand (else nil). Unless nil, serial is called if the search comes
-// to steps that run on one goroutine.
-func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection, serial func()) []Race {
+// to steps that run on one goroutine. Stopped (ctx), it returns part of the races, or none.
+func findRacesOn(ctx context.Context, g *ir.Graph, h *hbGraph, workers int, col *collection, serial func()) []Race {
 	f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}, col: col}
-	sw := f.sweep(workers, serial)
-	if h.opt.stopped() { // the sweep stopped part way (Options.Context): nothing it found counts
+	sw := f.sweep(ctx, workers, serial)
+	if stop.Cause(ctx) != nil { // the sweep stopped part way: nothing it found counts
 		return nil
 	}
 	// The sweep's accesses and search scratch are not needed to answer the deferred queries,
@@ -306,7 +309,7 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection, serial f
 		w, _ := slices.BinarySearch(base, i+1)
 		return sw[w-1], i - base[w-1]
 	}
-	ans := f.h.resolve(n, func(i int) hbQuery {
+	ans := f.h.resolve(ctx, n, func(i int) hbQuery {
 		w, j := at(i)
 		d := w.deferredAt(j)
 		return hbQuery{x: d[0], y: d[1]}
@@ -318,7 +321,7 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection, serial f
 			serial()
 		}
 	})
-	if h.opt.stopped() { // unanswered questions would read as races
+	if stop.Cause(ctx) != nil { // unanswered questions would read as races
 		return nil
 	}
 	for i, ok := range ans {
@@ -333,12 +336,12 @@ func findRacesOn(g *ir.Graph, h *hbGraph, workers int, col *collection, serial f
 
 // sweep collects the accesses and sweeps them, (rank, buffer) by (rank, buffer), in runs of
 // groups, one per worker. It returns the sweepers in the order of their runs. Unless nil, serial
-// is called if the sweep is one run.
-func (f *raceFinder) sweep(workers int, serial func()) []*sweeper {
+// is called if the sweep is one run. The sweepers stop part way once ctx is cancelled.
+func (f *raceFinder) sweep(ctx context.Context, workers int, serial func()) []*sweeper {
 	var groups []group
 	c := f.col
 	if c == nil {
-		c = collectAccesses(f.g, len(f.h.succ), f.h.opt.workerCount(len(f.g.Ops), 1), f.h.opt)
+		c = collectAccesses(ctx, f.g, len(f.h.succ), f.h.opt.workerCount(len(f.g.Ops), 1), f.h.opt)
 	}
 	f.col = nil
 	c.sortGroups(f.h.topo, f.h.opt)
@@ -369,7 +372,7 @@ func (f *raceFinder) sweep(workers int, serial func()) []*sweeper {
 	sw := make([]*sweeper, len(runs))
 	var wg sync.WaitGroup
 	for i, run := range runs {
-		sw[i] = &sweeper{f: f, found: map[[2]int32]bool{}}
+		sw[i] = &sweeper{f: f, found: map[[2]int32]bool{}, poll: stop.Every(ctx, sweepPoll)}
 		wg.Go(func() { sw[i].sweep(run) })
 	}
 	wg.Wait()
@@ -380,17 +383,16 @@ func (f *raceFinder) sweep(workers int, serial func()) []*sweeper {
 type group struct{ start, end int32 }
 
 // sweep sweeps the given (rank, buffer) groups. It stops early when the checks are stopped
-// (Options.Context), looked at once it has done sweepPoll units of work since the last look.
+// (w.poll).
 func (w *sweeper) sweep(groups []group) {
 	g, acc := w.f.g, w.f.acc
 	var states []segState
 	var ends []int64 // the bounds of each access of the group, read from its op once
 	var bounds segIndex
 	for _, grp := range groups {
-		if w.stop() {
+		if w.poll.Add(int(grp.end-grp.start)+1) != nil {
 			return
 		}
-		w.work += int(grp.end-grp.start) + 1
 		bounds.reset()
 		ends = ends[:0]
 		for a := grp.start; a < grp.end; a++ {
@@ -410,32 +412,21 @@ func (w *sweeper) sweep(groups []group) {
 			k := 2 * (a - grp.start)
 			lo, hi := bounds.index(ends[k]), bounds.index(ends[k+1])
 			w.checked = w.checked[:0]
-			w.work += int(hi - lo)
 			for s := lo; s < hi; s++ {
 				w.visit(&states[s], a)
 			}
-			if w.stop() {
+			if w.poll.Add(int(hi-lo)) != nil {
 				return
 			}
 		}
 	}
 }
 
-// sweepPoll is how much work a sweeper does between two looks at the context (Options.Context):
+// sweepPoll is how much work a sweeper does between two looks at the context (sweeper.poll):
 // a unit is an access, a segment it visits or a search of the graph (at most pruneBudget events),
 // so that a sweep looks every millisecond or so even where an access checks many earlier ones
 // (a buffer many sends read: every read stays in the segment's antichain).
 const sweepPoll = 1 << 12
-
-// stop reports whether the checks are stopped, looking at the context once sweepPoll units of
-// work were done since the last look; once true, it stays true.
-func (w *sweeper) stop() bool {
-	if w.work >= sweepPoll {
-		w.work = 0
-		w.stopped = w.f.h.opt.stopped()
-	}
-	return w.stopped
-}
 
 // segIndex numbers the distinct bounds of a group's slices in order, which cut its memory into
 // elementary segments: a hash table from a bound to its number. A group has many accesses to few
@@ -516,9 +507,9 @@ type collection struct {
 // The ops are split into parts, at most the given number, each on a goroutine of its own and
 // counting its accesses per group; part i places its accesses of a group after those of the
 // parts before it, so the order is op order whatever the split. The array of the accesses has
-// room for the given number of int32s besides (posGraph.offer). Stopped (opt's Context), it
-// returns part of the accesses, or none.
-func collectAccesses(g *ir.Graph, room, parts int, opt *Options) *collection {
+// room for the given number of int32s besides (posGraph.offer). Stopped (ctx), it returns part
+// of the accesses, or none.
+func collectAccesses(ctx context.Context, g *ir.Graph, room, parts int, opt *Options) *collection {
 	c := &collection{}
 	nbuf := len(g.Buffers)
 	ngroups := g.Ranks * nbuf
@@ -535,8 +526,9 @@ func collectAccesses(g *ir.Graph, room, parts int, opt *Options) *collection {
 		count := make([]int32, ngroups)
 		at[p] = count
 		var one []placedAccess
+		poll := stop.Every(ctx, hbPoll)
 		for i := lo; i < hi; i++ {
-			if (i-lo)%hbPoll == hbPoll-1 && opt.stopped() {
+			if poll.Step() != nil {
 				return
 			}
 			one = accesses(g, ir.OpID(i), one[:0])
@@ -545,7 +537,7 @@ func collectAccesses(g *ir.Graph, room, parts int, opt *Options) *collection {
 			}
 		}
 	})
-	if opt.stopped() { // the caller stops too: an empty collection
+	if stop.Cause(ctx) != nil { // the caller stops too: an empty collection
 		return c
 	}
 	start := cursors(at, ngroups)
@@ -554,8 +546,9 @@ func collectAccesses(g *ir.Graph, room, parts int, opt *Options) *collection {
 	forParts(parts, len(g.Ops), func(p, lo, hi int) {
 		next := at[p]
 		var one []placedAccess
+		poll := stop.Every(ctx, hbPoll)
 		for i := lo; i < hi; i++ {
-			if (i-lo)%hbPoll == hbPoll-1 && opt.stopped() {
+			if poll.Step() != nil {
 				return
 			}
 			one = accesses(g, ir.OpID(i), one[:0])
@@ -644,13 +637,11 @@ func (w *sweeper) insert(set []int32, a int32) []int32 {
 	acc := w.f.acc
 	from := acc[a].from
 	out := set[:0]
-	w.work += len(set)
 	for i, r := range set {
 		if r == a {
 			return set
 		}
-		if i%sweepPoll == sweepPoll-1 && w.f.h.opt.stopped() { // a set as large as the group: stop part way
-			w.stopped = true
+		if w.poll.Step() != nil { // a set as large as the group: stop part way
 			return append(out, set[i:]...)
 		}
 		if w.f.h.reach(&w.s, acc[r].to, from, pruneBudget) != reachYes {
@@ -672,7 +663,7 @@ func (w *sweeper) check(p, a int32) {
 		}
 	}
 	w.checked = append(w.checked, p)
-	w.work++
+	w.poll.Step() // once stopped, the sweep stops after this access
 	switch w.f.h.reach(&w.s, pa.to, aa.from, checkBudget) {
 	case reachNo:
 		if k := [2]int32{pa.ref(), aa.ref()}; !w.found[k] {
@@ -757,13 +748,13 @@ func (f Fix) Format(g *ir.Graph) string {
 // second, closing no cycle, the one with the shortest such path first (see fixes.go); ok false
 // when there is none. Between two ops of one rank, the one declared first is assumed to be
 // meant to go first. Each edge fixes its race alone; SuggestFixes proves edges that fix them
-// all together.
-func ExplainRaces(g *ir.Graph, races []Race) (fixes []Fix, ok []bool) {
+// all together. Stopped (ctx), the search gives up: what it returns then means nothing.
+func ExplainRaces(ctx context.Context, g *ir.Graph, races []Race) (fixes []Fix, ok []bool) {
 	if len(races) == 0 {
 		return nil, nil
 	}
 	fixes, ok = make([]Fix, len(races)), make([]bool, len(races))
-	s := newFixGraph(g, ir.OrderNone, nil)
+	s := newFixGraph(ctx, g, ir.OrderNone, nil)
 	if s == nil {
 		return fixes, ok
 	}
@@ -791,7 +782,7 @@ func ExplainRaces(g *ir.Graph, races []Race) (fixes []Fix, ok []bool) {
 // one per pair of op statements and buffer, naming the ranks whose memory it occurs in, each
 // with the `after` edges that fix its races on every one of them (explainRaces). Unless nil,
 // note gives what to add to a race's message.
-func raceErrors(g *ir.Graph, h *hbGraph, races []Race, note func(Race) string) diag.List {
+func raceErrors(ctx context.Context, g *ir.Graph, h *hbGraph, races []Race, note func(Race) string) diag.List {
 	var groups diag.Group
 	var firsts []*diag.Diagnostic
 	byKind := map[string]int{}
@@ -811,7 +802,7 @@ func raceErrors(g *ir.Graph, h *hbGraph, races []Race, note func(Race) string) d
 		k := byKind[kind]
 		members[k] = append(members[k], r)
 	}
-	explainRaces(g, h.order, h.opt, firsts, members)
+	explainRaces(ctx, g, h.order, h.opt, firsts, members)
 	return groups.List(g.Ranks)
 }
 
@@ -845,10 +836,10 @@ func raceError(g *ir.Graph, r Race, a, b MemAccess) *diag.Diagnostic {
 // members[i] (its races on every rank) under the ordering ord, found by the search of fixes.go
 // and proven by adding them to the plan and running the deadlock and race passes again; when it
 // finds none, the diagnostic says so and what else could order the accesses.
-func explainRaces(g *ir.Graph, ord ir.Order, opt *Options, ds []*diag.Diagnostic, members [][]Race) {
-	s := newFixGraph(g, ord, opt)
+func explainRaces(ctx context.Context, g *ir.Graph, ord ir.Order, opt *Options, ds []*diag.Diagnostic, members [][]Race) {
+	s := newFixGraph(ctx, g, ord, opt)
 	for i, d := range ds {
-		if opt.stopped() { // the diagnostics mean nothing now
+		if stop.Cause(ctx) != nil { // the diagnostics mean nothing now
 			return
 		}
 		races := members[i]
@@ -856,7 +847,7 @@ func explainRaces(g *ir.Graph, ord ir.Order, opt *Options, ds []*diag.Diagnostic
 			d.Msg += " (no `after` suggested: proving one would take more than the search budget)"
 			continue
 		}
-		fixes, open := s.fixGroup(races, ord, opt)
+		fixes, open := s.fixGroup(ctx, races, ord, opt)
 		if s.spent() {
 			d.Msg += " (no `after` suggested: proving one would take more than the search budget)"
 			continue

@@ -98,27 +98,27 @@ op mid = copy a[8:12] to b[6:10]
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := graphOf(t, tt.src)
-			races := Races(g)
+			races := Races(t.Context(), g)
 			var got []string
 			for _, r := range races {
 				got = append(got, fmt.Sprintf("%d %s %s/%s", r.Rank(),
 					g.SliceString(ir.Slice{Buf: r.Buf(), Off: r.Off, Len: r.Len}), g.Ops[r.First.Op].Name, g.Ops[r.Second.Op].Name))
 			}
 			assert.Equal(t, tt.races, got)
-			fixes, ok := ExplainRaces(g, races)
+			fixes, ok := ExplainRaces(t.Context(), g, races)
 			var fixText []string
 			for i, f := range fixes {
 				require.True(t, ok[i])
 				fixText = append(fixText, f.Format(g))
 				// The fix must really remove the race: add the edge and check again.
 				m := g.WithEdges(append(slices.Clone(g.Edges), ir.Edge{From: f.After, To: f.Op}))
-				for _, r := range Races(m) {
+				for _, r := range Races(t.Context(), m) {
 					assert.False(t, r.First.Op == races[i].First.Op && r.Second.Op == races[i].Second.Op,
 						"fix %s leaves the race", f.Format(g))
 				}
 			}
 			assert.Equal(t, tt.fixes, fixText)
-			assert.Equal(t, len(races) == 0, len(Check(g)) == 0)
+			assert.Equal(t, len(races) == 0, len(Check(t.Context(), g)) == 0)
 		})
 	}
 }
@@ -131,7 +131,7 @@ func BenchmarkCheck(b *testing.B) {
 		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if errs := Check(g); len(errs) > 0 {
+				if errs := Check(b.Context(), g); len(errs) > 0 {
 					b.Fatal(errs)
 				}
 			}
@@ -149,9 +149,9 @@ func TestResolveRingSweeps(t *testing.T) {
 	g := ringGraph(t, 16)
 	var swept [2]int
 	residue := -1
-	h := newHB(g, true, &Options{resolved: func(r *sepReach) { swept, residue = r.swept, len(r.residue) }})
+	h := newHB(t.Context(), g, true, &Options{resolved: func(r *sepReach) { swept, residue = r.swept, len(r.residue) }})
 	require.True(t, h.acyclic)
-	require.Empty(t, findRacesOn(g, h, 0, nil, nil))
+	require.Empty(t, findRacesOn(t.Context(), g, h, 0, nil, nil))
 	require.Zero(t, residue, "questions left to resolveBatch")
 	require.Greater(t, swept[0], h.n, "the in labels are swept once per block")
 	require.Less(t, swept[1], swept[0]*6/10, "positions swept for out labels (in labels: %d)", swept[0])

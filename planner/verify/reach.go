@@ -1,10 +1,12 @@
 package verify
 
 import (
+	"context"
 	"math"
 	"slices"
 	"sync"
 
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/internal/view"
 	"github.com/coredag/coredag/ir"
 )
@@ -159,9 +161,9 @@ type component struct {
 // resolve answers the n queries at(0), ..., at(n-1) exactly: ans[i] reports whether at(i)'s x
 // happens before or at its y. It renumbers h by topological position. at may be called from
 // several goroutines at once. Unless nil, serial is called when resolve comes to its steps that
-// run on one goroutine; at is not called after. Stopped (Options.Context), it returns early:
-// the answers it has not reached are false.
-func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []bool) {
+// run on one goroutine; at is not called after. Stopped (ctx), it returns early: the answers it
+// has not reached are false.
+func (h *hbGraph) resolve(ctx context.Context, n int, at func(i int) hbQuery, serial func()) (ans []bool) {
 	if n == 0 {
 		return nil
 	}
@@ -203,14 +205,14 @@ func (h *hbGraph) resolve(n int, at func(i int) hbQuery, serial func()) (ans []b
 	stack := r.children(all, cur, subs, 0)
 	subs = nil
 	for len(stack) > 0 {
-		if h.opt.stopped() {
+		if stop.Cause(ctx) != nil {
 			return r.ans
 		}
 		c := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		stack = append(stack, r.solve(c)...)
+		stack = append(stack, r.solve(ctx, c)...)
 	}
-	h.resolveBatch(r.residue, r.free) // the labels are done with
+	h.resolveBatch(ctx, r.residue, r.free) // the labels are done with
 	for i, q := range r.residue {
 		if q.ans {
 			r.ans[r.resOf[i]] = true
@@ -500,8 +502,9 @@ func (r *sepReach) toResidue(s subQuery) {
 }
 
 // solve answers the questions of one component through its separator's chains and returns the
-// components of the rest that still have questions.
-func (r *sepReach) solve(c component) []component {
+// components of the rest that still have questions. Stopped (ctx), it leaves questions
+// unanswered.
+func (r *sepReach) solve(ctx context.Context, c component) []component {
 	cur, onSep := r.fresh(), r.fresh()
 	for _, k := range c.ranks {
 		r.mark[k] = cur
@@ -518,7 +521,7 @@ func (r *sepReach) solve(c component) []component {
 	for _, k := range sep {
 		r.mark[k] = onSep
 	}
-	r.certify(c, sep)
+	r.certify(ctx, c, sep)
 	// What the chains did not answer: on S, a question within one rank may have a path inside
 	// it; any other has no path. Off S, the paths lie in one component of the rest.
 	rest := c.subs[:0] // c.subs is not needed past this
@@ -592,8 +595,8 @@ type chain struct {
 // in a ring, one block of entries answers all but the questions from a separator rank, and one
 // block of exits, whose out labels cost a sweep of two ranks, the rest. A rank of many queues
 // (a root that talks to every other rank) costs a sweep per block its questions need, not a
-// pass over every question per block.
-func (r *sepReach) certify(c component, sep []int32) {
+// pass over every question per block. Stopped (ctx), it leaves blocks unswept.
+func (r *sepReach) certify(ctx context.Context, c component, sep []int32) {
 	ts, whole := r.positions(c.ranks)
 	if !whole {
 		for _, t := range ts {
@@ -667,7 +670,7 @@ func (r *sepReach) certify(c component, sep []int32) {
 		if len(ask[0])+len(ask[1]) == 0 {
 			continue
 		}
-		if r.h.opt.stopped() { // each block sweeps a window of the graph: as long as the plan
+		if stop.Cause(ctx) != nil { // each block sweeps a window of the graph: as long as the plan
 			break
 		}
 		// Only the window from the first x to the last y of the questions is swept: a path

@@ -279,7 +279,7 @@ func TestChecksWhateverTheWorkers(t *testing.T) {
 	graphs = append(graphs, plansAt8(t, "ring_allreduce", "pairwise_alltoall", "atomic_fanin", "bruck_alltoall")...)
 	// run gives everything the checks say about g, as text.
 	run := func(g *ir.Graph, workers int) string {
-		errs, o := verify.Options{Workers: workers}.CheckOrder(g)
+		errs, o := verify.Options{Workers: workers}.CheckOrder(t.Context(), g)
 		out := fmt.Sprintln(len(errs))
 		for _, d := range errs {
 			out += d.Error() + "\n"
@@ -289,7 +289,7 @@ func TestChecksWhateverTheWorkers(t *testing.T) {
 				id := ir.OpID(i)
 				out += fmt.Sprint(o.Start(id), o.Land(id), o.End(id), " ")
 			}
-			out += verify.RNR(g).Error()
+			out += verify.RNR(t.Context(), g).Error()
 		}
 		return out
 	}

@@ -1,10 +1,12 @@
 package verify
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -13,17 +15,19 @@ import (
 // receiver-not-ready NAK and retries after an RNR timer (the polling engine counts these as RNR
 // retries), which costs latency on every such message, though the plan stays correct. One
 // warning per recv statement and gate, naming the ranks it occurs on; g must have passed Check.
-func RNR(g *ir.Graph) diag.List {
-	h := newHB(g, true, &Options{})
+// Stopped (ctx), it returns nothing.
+func RNR(ctx context.Context, g *ir.Graph) diag.List {
+	h := newHB(ctx, g, true, &Options{})
 	if !h.acyclic {
 		return nil
 	}
-	return rnr(g, h, func() {}, func() {})
+	return rnr(ctx, g, h, func() {}, func() {})
 }
 
 // LintRNR runs RNR on the happens-before graph of the checks, beside what runs next (Races,
-// which must not have started), and delivers its findings on the channel.
-func (o *Order) LintRNR() <-chan diag.List {
+// which must not have started), and delivers its findings on the channel: nothing once ctx is
+// cancelled.
+func (o *Order) LintRNR(ctx context.Context) <-chan diag.List {
 	out := make(chan diag.List, 1)
 	if o.h == nil {
 		out <- nil
@@ -42,15 +46,15 @@ func (o *Order) LintRNR() <-chan diag.List {
 	go func() {
 		defer release()
 		defer drained()
-		out <- rnr(o.g, &h, drained, release)
+		out <- rnr(ctx, o.g, &h, drained, release)
 	}()
 	return out
 }
 
 // rnr is RNR on g's happens-before graph h, numbered by event, not yet renumbered. It calls
 // drained once done with the array of the order (its scratch), and release once it no longer
-// reads the event-numbered adjacency.
-func rnr(g *ir.Graph, h *hbGraph, drained, release func()) diag.List {
+// reads the event-numbered adjacency. Stopped (ctx), it returns nothing.
+func rnr(ctx context.Context, g *ir.Graph, h *hbGraph, drained, release func()) diag.List {
 	type gated struct{ recv, gate, send ir.OpID }
 	gatedRecv := func(i int) bool { return g.Ops[i].Kind == ir.OpRecv && g.Ops[i].Match != ir.None }
 	n := 0
@@ -87,11 +91,11 @@ func rnr(g *ir.Graph, h *hbGraph, drained, release func()) diag.List {
 	// waits for them.
 	pos, ready := h.pos.order[:h.n], make([][]int32, g.Ranks)
 	for _, desc := range [2]bool{false, true} {
-		refute(h.drained(desc, pos, ready))
+		refute(h.drained(ctx, desc, pos, ready))
 	}
 	pos, ready = nil, nil
 	drained()
-	if h.opt.stopped() {
+	if stop.Cause(ctx) != nil {
 		return nil
 	}
 	var open []int
@@ -104,8 +108,8 @@ func rnr(g *ir.Graph, h *hbGraph, drained, release func()) diag.List {
 		h.renumber() // the last read of the event-numbered adjacency
 	}
 	release()
-	ordered := h.resolve(len(open), func(i int) hbQuery { return query(qs[open[i]]) }, nil)
-	if h.opt.stopped() { // unanswered questions would read as late receives
+	ordered := h.resolve(ctx, len(open), func(i int) hbQuery { return query(qs[open[i]]) }, nil)
+	if stop.Cause(ctx) != nil { // unanswered questions would read as late receives
 		return nil
 	}
 	for j, i := range open {

@@ -25,8 +25,8 @@ op tx = send q a
 op rx = recv q b after work
 `
 	g := graphOf(t, late)
-	require.Empty(t, Check(g))
-	lint := RNR(g)
+	require.Empty(t, Check(t.Context(), g))
+	lint := RNR(t.Context(), g)
 	require.Len(t, lint, 1, "%v", lint)
 	d := lint[0]
 	assert.Equal(t, diag.RNR, d.Code)
@@ -50,8 +50,8 @@ op tx = send q a after gone
 op rx = recv q b after work
 `
 	g = graphOf(t, token)
-	require.Empty(t, Check(g))
-	assert.Empty(t, RNR(g))
+	require.Empty(t, Check(t.Context(), g))
+	assert.Empty(t, RNR(t.Context(), g))
 
 	up := `plan p
 param ranks = 2
@@ -61,15 +61,15 @@ queue q to 1 - rank
 op tx = send q a
 op rx = recv q b
 `
-	assert.Empty(t, RNR(graphOf(t, up)))
+	assert.Empty(t, RNR(t.Context(), graphOf(t, up)))
 }
 
 // The library's pairwise alltoall posts every receive up front: no warning at 64 ranks. The ring
 // allreduce holds each receive back until the reduction that frees tmp: one warning.
 func TestRNRPlans(t *testing.T) {
 	t.Parallel()
-	assert.Empty(t, RNR(loadPlan(t, "../../plans/pairwise_alltoall.dag", map[string]int64{"ranks": 64})))
-	lint := RNR(ringGraph(t, 8))
+	assert.Empty(t, RNR(t.Context(), loadPlan(t, "../../plans/pairwise_alltoall.dag", map[string]int64{"ranks": 64})))
+	lint := RNR(t.Context(), ringGraph(t, 8))
 	require.Len(t, lint, 1, "%v", lint)
 	assert.Contains(t, lint[0].Msg, "recv rx[1] on rank 0 is posted only after red[0]")
 }
@@ -82,7 +82,7 @@ func BenchmarkRNR(b *testing.B) {
 		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if lint := RNR(g); len(lint) != 1 {
+				if lint := RNR(b.Context(), g); len(lint) != 1 {
 					b.Fatal(lint)
 				}
 			}
@@ -102,18 +102,18 @@ func TestLintBesideRaces(t *testing.T) {
 				continue
 			}
 			g := loadPlan(t, path, map[string]int64{"ranks": ranks})
-			errs, o := CheckDeadlocks(g)
+			errs, o := CheckDeadlocks(t.Context(), g)
 			require.Empty(t, errs, path)
-			lint := o.LintRNR()
-			races := o.Races(nil)
+			lint := o.LintRNR(t.Context())
+			races := o.Races(t.Context(), nil)
 			orNil := func(l diag.List) diag.List {
 				if len(l) == 0 {
 					return nil
 				}
 				return l
 			}
-			assert.Equal(t, orNil(RNR(g)), orNil(<-lint), "%s ranks=%d", path, ranks)
-			assert.Equal(t, orNil(Check(g)), orNil(races), "%s ranks=%d", path, ranks)
+			assert.Equal(t, orNil(RNR(t.Context(), g)), orNil(<-lint), "%s ranks=%d", path, ranks)
+			assert.Equal(t, orNil(Check(t.Context(), g)), orNil(races), "%s ranks=%d", path, ranks)
 		}
 	}
 }

@@ -29,7 +29,7 @@ if rank == 0 {
 `, 4*n, n, n))
 }
 
-// TestSweepStops: once Options.Context is cancelled, the race sweep looks at it within
+// TestSweepStops: once its context is cancelled, the race sweep looks at it within
 // sweepPoll units of work and stops, whatever the size of the antichains: the searches it made
 // (its scratch's epoch counts them) are a few thousand, where the whole sweep of the same plan
 // makes about n(n-1)/2 of them. findRacesOn then reports nothing. Before, the sweep ran to its end:
@@ -43,17 +43,17 @@ func TestSweepStops(t *testing.T) {
 	sweep := func(stop bool) (searches int, races []Race) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		opt := &Options{Context: ctx, Workers: 1}
-		h, h2 := newHB(g, true, opt), newHB(g, true, opt)
+		opt := &Options{Workers: 1}
+		h, h2 := newHB(ctx, g, true, opt), newHB(ctx, g, true, opt)
 		require.True(t, h.acyclic && h2.acyclic)
-		col, col2 := collectAccesses(g, 0, 1, opt), collectAccesses(g, 0, 1, opt)
+		col, col2 := collectAccesses(ctx, g, 0, 1, opt), collectAccesses(ctx, g, 0, 1, opt)
 		if stop {
 			cancel()
 		}
 		f := &raceFinder{g: g, h: h, found: map[[2]int32]bool{}, col: col}
-		sw := f.sweep(1, nil)
+		sw := f.sweep(ctx, 1, nil)
 		require.Len(t, sw, 1)
-		return int(sw[0].s.epoch), findRacesOn(g, h2, 1, col2, nil)
+		return int(sw[0].s.epoch), findRacesOn(ctx, g, h2, 1, col2, nil)
 	}
 	all, races := sweep(false)
 	assert.Empty(t, races, "the reads commute")
@@ -65,7 +65,7 @@ func TestSweepStops(t *testing.T) {
 	assert.Nil(t, races)
 }
 
-// TestChecksStopped: with a cancelled Options.Context, the checks return at once and return
+// TestChecksStopped: with a cancelled context, the checks return at once and return
 // nothing, where the same checks find a race and a deadlock.
 func TestChecksStopped(t *testing.T) {
 	t.Parallel()
@@ -74,27 +74,25 @@ func TestChecksStopped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, g := range []*ir.Graph{racy, cycle} {
-		require.NotEmpty(t, Options{}.Check(g), g.Name)
-		errs, o := Options{Context: ctx}.CheckOrder(g)
+		require.NotEmpty(t, Check(t.Context(), g), g.Name)
+		errs, o := CheckOrder(ctx, g)
 		assert.Empty(t, errs, g.Name)
 		assert.Nil(t, o, g.Name)
-		errs, o = Options{Context: ctx}.CheckDeadlocks(g)
+		errs, o = CheckDeadlocks(ctx, g)
 		assert.Empty(t, errs, g.Name)
 		assert.Nil(t, o, g.Name)
 	}
 	// Stopped while the happens-before graph is built: it is left unsorted.
 	ring := ringGraph(t, 16)
-	require.True(t, newHB(ring, true, &Options{}).acyclic)
-	assert.False(t, newHB(ring, true, &Options{Context: ctx}).acyclic)
-	assert.Empty(t, collectAccesses(ring, 0, 1, &Options{Context: ctx}).acc)
+	require.True(t, newHB(t.Context(), ring, true, &Options{}).acyclic)
+	assert.False(t, newHB(ctx, ring, true, &Options{}).acyclic)
+	assert.Empty(t, collectAccesses(ctx, ring, 0, 1, &Options{}).acc)
 	// Stopped between the steps: Races after the deadlocks passed.
-	live, stop := context.WithCancel(context.Background())
-	errs, o := Options{Context: live}.CheckDeadlocks(racy)
+	errs, o := CheckDeadlocks(t.Context(), racy)
 	require.Empty(t, errs)
 	require.NotNil(t, o)
-	stop()
-	assert.Empty(t, o.Races(nil))
-	fixes := Options{Context: live}.SuggestFixes(racy)
+	assert.Empty(t, o.Races(ctx, nil))
+	fixes := SuggestFixes(ctx, racy)
 	assert.Equal(t, FixPlan{Stopped: true}, fixes, "a stopped search claims neither fixes nor a spent budget")
-	assert.False(t, Options{}.SuggestFixes(racy).Stopped)
+	assert.False(t, SuggestFixes(t.Context(), racy).Stopped)
 }

@@ -6,7 +6,10 @@
 package verify
 
 import (
+	"context"
+
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -22,26 +25,36 @@ import (
 //     `after` that would fix it.
 //
 // The returned list is sorted by position.
-func Check(g *ir.Graph) diag.List { return Options{}.Check(g) }
+//
+// Once ctx is cancelled the checks stop: they look at it between their steps and, within the
+// steps that can take long (the waits' fixed point, the race sweep, the exact answers to its
+// long-path questions, the lint's drained orders, the barrier proof, the search for fixes),
+// every millisecond or so of work (package internal/stop), and return early. What a stopped
+// check returns is incomplete, and means nothing: a caller looks at ctx before using a result
+// (planner.Load returns its cause). So do the other functions and methods of the package that
+// take a ctx.
+func Check(ctx context.Context, g *ir.Graph) diag.List { return Options{}.Check(ctx, g) }
 
 // Check is the package's Check with these options.
-func (opt Options) Check(g *ir.Graph) diag.List {
-	errs, _ := opt.CheckOrder(g)
+func (opt Options) Check(ctx context.Context, g *ir.Graph) diag.List {
+	errs, _ := opt.CheckOrder(ctx, g)
 	return errs
 }
 
 // CheckOrder is Check that also returns, when g passes, a topological order of its
 // happens-before events (nil otherwise), for passes that replay the plan's effects in an order
 // every run agrees with (planner/prove).
-func CheckOrder(g *ir.Graph) (diag.List, *Order) { return Options{}.CheckOrder(g) }
+func CheckOrder(ctx context.Context, g *ir.Graph) (diag.List, *Order) {
+	return Options{}.CheckOrder(ctx, g)
+}
 
 // CheckOrder is the package's CheckOrder with these options.
-func (opt Options) CheckOrder(g *ir.Graph) (diag.List, *Order) {
-	errs, o := opt.CheckDeadlocks(g)
-	if len(errs) > 0 || o == nil { // o is nil only when stopped (Options.Context)
+func (opt Options) CheckOrder(ctx context.Context, g *ir.Graph) (diag.List, *Order) {
+	errs, o := opt.CheckDeadlocks(ctx, g)
+	if len(errs) > 0 || o == nil { // o is nil only when stopped (ctx)
 		return errs, nil
 	}
-	if errs = o.Races(nil); len(errs) > 0 || opt.stopped() {
+	if errs = o.Races(ctx, nil); len(errs) > 0 || stop.Cause(ctx) != nil {
 		return errs, nil
 	}
 	if r := o.Ordered(); r != nil {
@@ -52,16 +65,18 @@ func (opt Options) CheckOrder(g *ir.Graph) (diag.List, *Order) {
 
 // CheckDeadlocks runs Check's first two steps. When they pass it returns the order of g's
 // events, on which Order.Races runs the third; a pass that needs only the order (prove) can run
-// beside it, its result to be used only if no race is found. Stopped (Options.Context), it
-// returns neither diagnostics nor an order.
-func CheckDeadlocks(g *ir.Graph) (diag.List, *Order) { return Options{}.CheckDeadlocks(g) }
+// beside it, its result to be used only if no race is found. Stopped (ctx), it returns neither
+// diagnostics nor an order.
+func CheckDeadlocks(ctx context.Context, g *ir.Graph) (diag.List, *Order) {
+	return Options{}.CheckDeadlocks(ctx, g)
+}
 
 // CheckDeadlocks is the package's CheckDeadlocks with these options.
-func (opt Options) CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
+func (opt Options) CheckDeadlocks(ctx context.Context, g *ir.Graph) (diag.List, *Order) {
 	if len(g.Ops) == 0 {
 		return nil, &Order{}
 	}
-	if errs := resolveWaits(g, &opt); len(errs) > 0 || opt.stopped() {
+	if errs := resolveWaits(ctx, g); len(errs) > 0 || stop.Cause(ctx) != nil {
 		return errs, nil
 	}
 	// A cycle of `after` edges, or an `after` against queue order, closes a cycle of the
@@ -71,20 +86,20 @@ func (opt Options) CheckDeadlocks(g *ir.Graph) (diag.List, *Order) {
 	// The race search's accesses are collected while the graph is sorted, on the CPUs the sort
 	// leaves idle.
 	var col *collection
-	h := newHBBeside(g, true, ir.OrderNone, &opt, func(edges int) {
-		col = collectAccesses(g, edges, max(opt.workerCount(len(g.Ops), 1)-1, 1), &opt)
+	h := newHBBeside(ctx, g, true, ir.OrderNone, &opt, func(edges int) {
+		col = collectAccesses(ctx, g, edges, max(opt.workerCount(len(g.Ops), 1)-1, 1), &opt)
 	})
-	if opt.stopped() {
+	if stop.Cause(ctx) != nil {
 		return nil, nil
 	}
 	if h.acyclic {
 		return nil, &Order{g: g, topo: h.topo, h: h, col: col, opt: &opt}
 	}
-	errs := checkCycles(g, &opt)
-	if len(errs) == 0 && !opt.stopped() {
-		errs = checkFIFO(g, h)
+	errs := checkCycles(ctx, g)
+	if len(errs) == 0 && stop.Cause(ctx) == nil {
+		errs = checkFIFO(ctx, g, h)
 	}
-	if opt.stopped() {
+	if stop.Cause(ctx) != nil {
 		return nil, nil
 	}
 	errs.Sort()
@@ -118,7 +133,7 @@ type Order struct {
 // on one CPU, between steps that still use all: in the ring allreduce at 1024 ranks, 0.5 s of
 // one CPU), or when it returns; it may be called more than once. A caller that starts a pass
 // beside Races then does not slow the steps split over every CPU (planner does so for prove).
-func (o *Order) Races(idle func()) diag.List {
+func (o *Order) Races(ctx context.Context, idle func()) diag.List {
 	if idle == nil {
 		idle = func() {}
 	}
@@ -127,12 +142,12 @@ func (o *Order) Races(idle func()) diag.List {
 		return nil
 	}
 	h := o.h
-	races := findRacesOn(o.g, h, 0, o.col, idle)
+	races := findRacesOn(ctx, o.g, h, 0, o.col, idle)
 	o.h, o.col = nil, nil
-	if len(races) == 0 || o.opt.stopped() {
+	if len(races) == 0 || stop.Cause(ctx) != nil {
 		return nil
 	}
-	errs := o.orderedRaces(h, races)
+	errs := o.orderedRaces(ctx, h, races)
 	errs.Sort()
 	return errs
 }

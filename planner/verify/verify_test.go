@@ -63,8 +63,8 @@ func TestVerifyPlansClean(t *testing.T) {
 					t.Skipf("%s does not support ranks=%d", name, ranks)
 				}
 				g := loadPlan(t, path, map[string]int64{"ranks": ranks})
-				require.Empty(t, Check(g), "plan %s at ranks=%d", name, ranks)
-				require.Empty(t, Races(g))
+				require.Empty(t, Check(t.Context(), g), "plan %s at ranks=%d", name, ranks)
+				require.Empty(t, Races(t.Context(), g))
 			})
 		}
 	}
@@ -75,10 +75,10 @@ func TestRacesIdle(t *testing.T) {
 	t.Parallel()
 	g := loadPlan(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 8})
 	for _, g := range []*ir.Graph{g, {}} {
-		errs, o := CheckDeadlocks(g)
+		errs, o := CheckDeadlocks(t.Context(), g)
 		require.Empty(t, errs)
 		idle := 0
-		require.Empty(t, o.Races(func() { idle++ }))
+		require.Empty(t, o.Races(t.Context(), func() { idle++ }))
 		require.NotZero(t, idle, "idle not called")
 	}
 }
@@ -94,7 +94,7 @@ func BenchmarkVerifyRing(b *testing.B) {
 	b.Run("deadlocks", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if errs, _ := CheckDeadlocks(g); len(errs) > 0 {
+			if errs, _ := CheckDeadlocks(b.Context(), g); len(errs) > 0 {
 				b.Fatal(errs)
 			}
 		}
@@ -104,9 +104,9 @@ func BenchmarkVerifyRing(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			b.StopTimer()
-			_, o := CheckDeadlocks(g)
+			_, o := CheckDeadlocks(b.Context(), g)
 			b.StartTimer()
-			if errs := o.Races(nil); len(errs) > 0 {
+			if errs := o.Races(b.Context(), nil); len(errs) > 0 {
 				b.Fatal(errs)
 			}
 		}

@@ -1,11 +1,13 @@
 package verify
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"slices"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -38,9 +40,9 @@ type waiter struct {
 }
 
 // resolveWaits computes g.Lands when g has wait ops and they are not known yet, or reports why
-// a wait can never complete, or why its word is not one a wait can watch. Stopped (opt's
-// Context), it returns nothing and leaves g.Lands unset.
-func resolveWaits(g *ir.Graph, opt *Options) diag.List {
+// a wait can never complete, or why its word is not one a wait can watch. Stopped (ctx), it
+// returns nothing and leaves g.Lands unset.
+func resolveWaits(ctx context.Context, g *ir.Graph) diag.List {
 	if g.Lands != nil {
 		return nil
 	}
@@ -71,7 +73,7 @@ func resolveWaits(g *ir.Graph, opt *Options) diag.List {
 		adj := newWaitAdj(g, lands)
 		grew := false
 		for _, w := range ws {
-			if opt.stopped() { // each wait searches the graph: as long as the plan
+			if stop.Cause(ctx) != nil { // each wait searches the graph: as long as the plan
 				return nil
 			}
 			after := adj.from(endOf(w.op), adj.after) // what happens only after w has ended
