@@ -108,7 +108,7 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 	if err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrProvider, err))
 	}
-	plan, err := lower.Compile(g, target)
+	plan, err := lower.Compile(ctx, g, target)
 	if err != nil {
 		return fail(fmt.Errorf("%w: compile plan %s for target %s: %v", ErrProvider, g.Name, target.Name, err))
 	}

@@ -51,7 +51,7 @@ func TestCancelInsideIteration(t *testing.T) {
 					g.Queues[i].Depth = 1 << 14 // connectx posts whole chains: 12,500 requests each
 				}
 			}
-			plan, err := lower.Compile(g, mustTarget(t, c.target))
+			plan, err := lower.Compile(context.Background(), g, mustTarget(t, c.target))
 			require.NoError(t, err)
 			p := &cancelingNIC{NIC: softnic.New(softnic.Options{NoCrossChannel: c.engine == Poll})}
 			s, err := Prepare(context.Background(), plan, p, Options{Engine: c.engine})

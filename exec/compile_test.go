@@ -1,6 +1,7 @@
 package exec_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/coredag/coredag/exec"
@@ -13,7 +14,7 @@ func compileFor(g *ir.Graph, target string) (*ir.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return lower.Compile(g, t)
+	return lower.Compile(context.Background(), g, t)
 }
 
 // mustCompile compiles g for engine e: connectx for the offload engine, generic for the others.

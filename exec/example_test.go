@@ -39,7 +39,7 @@ func ExampleRun() {
 			fmt.Println(err) // an *exec.SelectError
 			return
 		}
-		plan, err := lower.Compile(g, target)
+		plan, err := lower.Compile(context.Background(), g, target)
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -82,7 +82,7 @@ func ExamplePrepare() {
 		fmt.Println(err)
 		return
 	}
-	plan, err := lower.Compile(g, target)
+	plan, err := lower.Compile(context.Background(), g, target)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/lower"
 )
@@ -58,7 +59,7 @@ func GenericPlanForTest(g *ir.Graph) (*ir.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := lower.Compile(g.WithEdges(nil), t)
+	plan, err := lower.Compile(context.Background(), g.WithEdges(nil), t)
 	if err != nil {
 		return nil, err
 	}

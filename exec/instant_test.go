@@ -234,7 +234,7 @@ func newInstantEngineFor(tb testing.TB, g *ir.Graph, p *instantNIC, hang time.Du
 	for r := range ranks {
 		ranks[r] = r
 	}
-	plan, err := lower.Compile(g, mustTarget(tb, "generic"))
+	plan, err := lower.Compile(tb.Context(), g, mustTarget(tb, "generic"))
 	require.NoError(tb, err)
 	res, err := setupRanks(context.Background(), p, g, ranks,
 		func(r int) (rankLayout, error) { return pollLayout(plan, r, p.Caps()) }, nil, nil)
@@ -341,7 +341,7 @@ func TestPollSpinsOnTheOnlyCQ(t *testing.T) {
 // target allows, not the NIC's maximum, and still sends small payloads inline.
 func TestQPInlineFitsThePlan(t *testing.T) {
 	g := dispatchPlan(64)
-	plan, err := lower.Compile(g, mustTarget(t, "generic"))
+	plan, err := lower.Compile(t.Context(), g, mustTarget(t, "generic"))
 	require.NoError(t, err)
 	p := &instantNIC{}
 	require.Greater(t, p.Caps().MaxInline, plan.Target.MaxInline, "the test needs a NIC that allows more than the target")

@@ -25,7 +25,7 @@ func TestTriggeredSessionCounterLimit(t *testing.T) {
 	prof := *tg.Trigger
 	prof.MaxCounter = 18 // the send counters grow by 6 per iteration: 3 iterations fit
 	tg.Trigger = &prof
-	plan, err := lower.Compile(g, tg)
+	plan, err := lower.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
 	s, err := exec.Prepare(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Offload})
 	require.NoError(t, err)
@@ -54,7 +54,7 @@ func TestOpCounterLimit(t *testing.T) {
 	prof := *tg.Trigger
 	prof.MaxCounter = 18 // the send counters grow by 6 per iteration: 3 iterations fit
 	tg.Trigger = &prof
-	plan, err := lower.Compile(g, tg)
+	plan, err := lower.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
 	op, err := exec.NewOp(plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Offload})
 	require.NoError(t, err)

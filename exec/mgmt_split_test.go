@@ -58,7 +58,7 @@ func TestOffloadSplitManagement(t *testing.T) {
 		for _, ranks := range []int{6, 8} {
 			g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": int64(ranks), "n": 3}, planner.Options{})
 			require.NoError(t, err)
-			plan, err := lower.Compile(g, tg)
+			plan, err := lower.Compile(t.Context(), g, tg)
 			require.NoError(t, err)
 			require.Equal(t, 2, mgmtQueues(plan), "%s ranks %d: the chain needs two queues of 16", target, ranks)
 			for _, seed := range []uint64{0, 11, 12, 13} {
@@ -90,7 +90,7 @@ func TestOffloadSplitManagementRandom(t *testing.T) {
 		ran := 0
 		for seed := uint64(1); seed <= 150 && ran < 40; seed++ {
 			g := randgraph.New(seed, randgraph.Config{MaxRanks: 4, MaxSteps: 40, Depth: depth})
-			plan, err := lower.Compile(g, tg)
+			plan, err := lower.Compile(t.Context(), g, tg)
 			least := 2 // connectx: a rank with more than one management queue
 			if target == "connectx-inline" {
 				least = 1 // a send queue managed from a management queue

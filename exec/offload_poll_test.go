@@ -37,7 +37,7 @@ func prepareTriggered(t *testing.T, path string, params map[string]int64) (*Sess
 	require.NoError(t, err)
 	tgt, err := ir.LookupTarget("triggered")
 	require.NoError(t, err)
-	plan, err := lower.Compile(g, tgt)
+	plan, err := lower.Compile(t.Context(), g, tgt)
 	require.NoError(t, err)
 	s, err := Prepare(context.Background(), plan, plainNIC{softnic.New(softnic.Options{})}, Options{Engine: Offload})
 	require.NoError(t, err)

@@ -33,7 +33,7 @@ func compileUnder(t *testing.T, path string, src []byte, ord ir.Order, target st
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
-	plan, err := planner.Compile(g, tg)
+	plan, err := planner.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
 	return plan
 }

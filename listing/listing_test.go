@@ -59,7 +59,7 @@ func TestChainLayout(t *testing.T) {
 			for _, target := range []string{"connectx", "connectx-inline", "generic"} {
 				tg, err := ir.LookupTarget(target)
 				require.NoError(t, err)
-				p, err := lower.Compile(g, tg)
+				p, err := lower.Compile(t.Context(), g, tg)
 				require.NoError(t, err, path)
 				var b Block
 				for r := range p.Ranks {

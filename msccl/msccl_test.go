@@ -44,7 +44,7 @@ func run(t *testing.T, g *ir.Graph) *exec.Memory {
 		if err != nil {
 			t.Fatal(err)
 		}
-		plan, err := lower.Compile(g, target)
+		plan, err := lower.Compile(t.Context(), g, target)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package planner_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -29,7 +30,7 @@ func ExampleLoad() {
 		fmt.Println(err)
 		return
 	}
-	plan, err := planner.Compile(g, target)
+	plan, err := planner.Compile(context.Background(), g, target)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -166,7 +166,9 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (g 
 }
 
 // Compile lowers a checked Graph for a target into a Plan (lower.Compile).
-func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) { return lower.Compile(g, t) }
+func Compile(ctx context.Context, g *ir.Graph, t ir.Target) (*ir.Plan, error) {
+	return lower.Compile(ctx, g, t)
+}
 
 // ParseParams parses `name=value` overrides from the command line (elaborate.ParseParams).
 func ParseParams(kvs []string) (map[string]int64, error) { return elaborate.ParseParams(kvs) }

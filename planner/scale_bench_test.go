@@ -49,7 +49,7 @@ func benchCheck(b *testing.B, file string) {
 // (lowering only), its queues deep enough for the target at every size.
 func BenchmarkCompileRing(b *testing.B) {
 	benchRing(b, deepRing(b), func(b *testing.B, g *ir.Graph, t ir.Target) {
-		if _, err := planner.Compile(g, t); err != nil {
+		if _, err := planner.Compile(b.Context(), g, t); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -63,7 +63,7 @@ func BenchmarkListRing(b *testing.B) {
 	for _, ranks := range []int64{128, 256, 512} {
 		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
 			g := loadRing(b, src, ranks)
-			p, err := planner.Compile(g, t)
+			p, err := planner.Compile(b.Context(), g, t)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func BenchmarkListRing(b *testing.B) {
 // ring allreduce for connectx, which lowers rank by rank without keeping the Plan.
 func BenchmarkCheckLimitsRing(b *testing.B) {
 	benchRing(b, deepRing(b), func(b *testing.B, g *ir.Graph, t ir.Target) {
-		if err := lower.CheckLimits(g, t); err != nil {
+		if err := lower.CheckLimits(b.Context(), g, t); err != nil {
 			b.Fatal(err)
 		}
 	})

@@ -44,11 +44,11 @@ func simulateBoth(t *testing.T, f *dsl.File, ranks int, tg ir.Target, par predic
 	ps := map[string]int64{"ranks": int64(ranks), "n": 1}
 	g, err := elaborate.Elaborate(t.Context(), f, ps, elaborate.Options{})
 	require.NoError(t, err)
-	p, err := planner.Compile(g, tg)
+	p, err := planner.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
 	fg, sym, err := foldAt(t, f, ps, predict.SampleRanks(ranks, 8))
 	require.NoError(t, err)
-	fp, err := planner.Compile(fg, tg)
+	fp, err := planner.Compile(t.Context(), fg, tg)
 	require.NoError(t, err)
 	for _, k := range scales {
 		a, err := predict.Simulate(p, par, predict.Options{Scale: k})
@@ -182,7 +182,7 @@ func BenchmarkFoldRing16384(b *testing.B) {
 		require.NoError(b, err)
 		g, _, err := predict.Fold(predict.RankSample{Graph: s.Graph, Ranks: s.Ranks, PeerNames: s.PeerNames})
 		require.NoError(b, err)
-		p, err := planner.Compile(g, tg)
+		p, err := planner.Compile(b.Context(), g, tg)
 		require.NoError(b, err)
 		_, err = predict.Simulate(p, predict.Default(), predict.Options{Scale: 1024})
 		require.NoError(b, err)

@@ -19,7 +19,7 @@ func compile(t testing.TB, file string, src []byte, params map[string]int64, tar
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
-	p, err := planner.Compile(g, tg)
+	p, err := planner.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
 	return p
 }
@@ -131,7 +131,7 @@ func TestPlansAllTargets(t *testing.T) {
 			require.NoError(t, err, f)
 			tg, err := ir.LookupTarget(target)
 			require.NoError(t, err)
-			p, err := planner.Compile(g, tg)
+			p, err := planner.Compile(t.Context(), g, tg)
 			if err != nil {
 				continue // a plan the target refuses (limits)
 			}

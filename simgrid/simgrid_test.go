@@ -211,7 +211,7 @@ func TestRunAgreesWithPredict(t *testing.T) {
 		require.NoError(t, err)
 		res, err := Run(context.Background(), s, PlatformFor(FatTree{Levels: 2, Down: []int{1, 8}, Up: []int{1, 1}, Links: []int{1, 1}}, par, 0), Options{Timeout: time.Minute})
 		require.NoError(t, err, f)
-		plan, err := planner.Compile(g, tg)
+		plan, err := planner.Compile(t.Context(), g, tg)
 		require.NoError(t, err)
 		want, err := predict.Simulate(plan, par, predict.Options{})
 		require.NoError(t, err)

@@ -25,7 +25,7 @@ func triggeredChain(t *testing.T) *ir.Plan {
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget("triggered")
 	require.NoError(t, err)
-	p, err := lower.Compile(g, tg)
+	p, err := lower.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
 	return p
 }

@@ -2,6 +2,7 @@ package viz_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -47,7 +48,7 @@ func ExampleWrite() {
 		return
 	}
 	target, _ := ir.LookupTarget("connectx")
-	plan, err := lower.Compile(g, target)
+	plan, err := lower.Compile(context.Background(), g, target)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -43,7 +43,7 @@ func TestTimeline(t *testing.T) {
 	const iters = 2
 	generic, err := ir.LookupTarget("generic")
 	require.NoError(t, err)
-	plan, err := lower.Compile(g, generic)
+	plan, err := lower.Compile(t.Context(), g, generic)
 	require.NoError(t, err)
 	res, err := exec.Run(context.Background(), plan, softnic.New(softnic.Options{NoCrossChannel: true}),
 		exec.Options{Engine: exec.Poll, Iters: iters, Timeline: true})

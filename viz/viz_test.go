@@ -64,7 +64,7 @@ func compile(t testing.TB, g *ir.Graph) *ir.Plan {
 	for _, target := range []string{"connectx", "generic"} {
 		tg, err := ir.LookupTarget(target)
 		require.NoError(t, err)
-		if p, err := lower.Compile(g, tg); err == nil {
+		if p, err := lower.Compile(t.Context(), g, tg); err == nil {
 			return p
 		}
 	}

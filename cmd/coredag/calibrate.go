@@ -318,7 +318,7 @@ func (c *calibrateCmd) Run(e *env) error {
 		if err != nil {
 			return fmt.Errorf("calibrate: %s: internal error: %v", b.name, err)
 		}
-		plan, err := planner.Compile(g, tg)
+		plan, err := planner.Compile(e.ctx, g, tg)
 		if err != nil {
 			return fmt.Errorf("calibrate: %s on %s: %v", b.name, tg.Name, err)
 		}

@@ -71,7 +71,7 @@ func ringPlan(t *testing.T, target string, ranks, n int64) *ir.Plan {
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
-	plan, err := planner.Compile(g, tg)
+	plan, err := planner.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
 	return plan
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/atomicfile"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/listing"
 	"github.com/coredag/coredag/planner/replay"
@@ -74,7 +75,8 @@ func (c *compileCmd) Run(e *env) error {
 }
 
 // list lowers and lists the plan a rank at a time (l.lowering, begun by loadPlan) to w: ranks
-// are lowered and rendered on every CPU, and written in order, until ctx is cancelled. A target
+// are lowered and rendered on every CPU, and written in order, until ctx is cancelled (the
+// error is then ctx's cause, and comes as w's). A target
 // limit broken on a later rank is found only after the earlier ranks are listed (on a
 // triggered target CompileEach builds the Plan whole before listing it). The Plan, kept whole,
 // is then replayed on the NIC model (replayChains) before the listing is closed. The lowering's
@@ -92,7 +94,7 @@ func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileE
 	} else if c.Replay == "auto" {
 		c.partly = fmt.Sprintf("the compiled chains were not replayed on the NIC model: the plan's %d ops are more than the %d that --replay auto replays (--replay on does, at about twice the time and three times the memory)", len(l.graph.Ops), maxAutoReplayOps)
 	}
-	p, err := l.lowering.CompileEach(func(p *ir.Plan, r int) func() error {
+	p, err := l.lowering.CompileEach(ctx, func(p *ir.Plan, r int) func() error {
 		b := lw.Render(p, r)
 		return func() error {
 			if writeErr = context.Cause(ctx); writeErr == nil {
@@ -101,6 +103,9 @@ func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileE
 			return writeErr
 		}
 	})
+	if cause := stop.Stopped(ctx, err); cause != nil {
+		return nil, cause
+	}
 	switch {
 	case err != nil && err != writeErr:
 		return err, nil

@@ -75,7 +75,7 @@ func (c *dotCmd) Run(e *env) error {
 		if err != nil {
 			return usageError("%v", err)
 		}
-		p, err := lower.CompileContext(e.ctx, g, t)
+		p, err := lower.Compile(e.ctx, g, t)
 		if err != nil && e.ctx.Err() != nil { // interrupted: the interruption says it
 			return context.Cause(e.ctx)
 		}

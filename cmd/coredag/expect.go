@@ -60,7 +60,7 @@ func checkExpects(ctx context.Context, g *ir.Graph, engine exec.Engine, target i
 		if len(e.Given) > 0 {
 			dg = exec.WithGivens(dg, e.Given)
 		}
-		plan, err := lower.CompileContext(ctx, dg, target)
+		plan, err := lower.Compile(ctx, dg, target)
 		if err != nil && ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}

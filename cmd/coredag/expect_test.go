@@ -59,7 +59,7 @@ func TestCheckExpectsStops(t *testing.T) {
 	require.NoError(t, err)
 	target, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)
-	plan, err := lower.Compile(g, target)
+	plan, err := lower.Compile(t.Context(), g, target)
 	require.NoError(t, err)
 	ref, err := exec.Reference(g)
 	require.NoError(t, err)

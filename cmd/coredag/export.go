@@ -58,7 +58,7 @@ func (c *exportGOALCmd) Run(e *env) error {
 	}
 	var b bytes.Buffer
 	if tg != nil {
-		plan, err := lower.CompileContext(e.ctx, l.graph, *tg)
+		plan, err := lower.Compile(e.ctx, l.graph, *tg)
 		if err != nil {
 			return e.stopped(fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err))
 		}

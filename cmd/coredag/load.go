@@ -156,15 +156,15 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 			// (ctx's cause) goes unused, as the plan's loading fails.
 			switch {
 			case opt.lower:
-				l.lowering = lower.PrepareEachContext(ctx, g, *opt.target)
+				l.lowering = lower.PrepareEach(ctx, g, *opt.target)
 				if opt.limits {
-					l.limits = l.lowering.CheckLimitsContext(ctx) // on the same event order
+					l.limits = l.lowering.CheckLimits(ctx) // on the same event order
 				}
 				if opt.then != nil {
 					opt.then(ctx, l)
 				}
 			case opt.limits:
-				l.limits = lower.CheckLimitsContext(ctx, g, *opt.target)
+				l.limits = lower.CheckLimits(ctx, g, *opt.target)
 			}
 		}
 	}

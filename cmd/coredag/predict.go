@@ -212,7 +212,7 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target, par predict.Para
 	if err != nil {
 		return nil, usageError("%s: %v", l.path, err)
 	}
-	if sp.plan, err = lower.CompileContext(e.ctx, g1, tg); err != nil {
+	if sp.plan, err = lower.Compile(e.ctx, g1, tg); err != nil {
 		return nil, fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err)
 	}
 	sp.model = fmt.Sprintf("op by op, every one of its %s simulated", english.Plural(g1.Ranks, "rank"))
@@ -234,7 +234,7 @@ func measureAt(e *env, sp *sizedPlan, k int64, tg ir.Target, p nic.Provider, m m
 	if err != nil {
 		return 0, err
 	}
-	plan, err := lower.CompileContext(e.ctx, g, tg)
+	plan, err := lower.Compile(e.ctx, g, tg)
 	if err != nil {
 		return 0, err
 	}

@@ -137,7 +137,7 @@ func (c *predictCmd) prepareSymmetric(e *env, path string, tg ir.Target, par pre
 	if sp.unit, err = g1.MessageBytes(); err != nil {
 		return nil, usageError("%s: %v", path, err)
 	}
-	if sp.plan, err = lower.CompileContext(e.ctx, g1, tg); err != nil {
+	if sp.plan, err = lower.Compile(e.ctx, g1, tg); err != nil {
 		return nil, fmt.Errorf("%s: compile rank 0 for %s: %v", path, tg.Name, err)
 	}
 	return sp, nil

@@ -325,7 +325,7 @@ func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.E
 	if err != nil {
 		return 0, nil, nil, selectUsage(err)
 	}
-	plan, err := lower.CompileContext(e.ctx, l.graph, target)
+	plan, err := lower.Compile(e.ctx, l.graph, target)
 	if e.ctx.Err() != nil { // SIGINT or SIGTERM: the interruption says it
 		return 0, nil, nil, context.Cause(e.ctx)
 	}

@@ -57,7 +57,7 @@ func hangOffload(t *testing.T) (*ir.Plan, *exec.HangError, exec.WQELoc) {
 	require.NoError(t, err)
 	target, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)
-	plan, err := lower.Compile(g, target)
+	plan, err := lower.Compile(t.Context(), g, target)
 	require.NoError(t, err)
 	rp := &plan.Ranks[1]
 	stuck := exec.WQELoc{Rank: 1, Queue: rp.Mgmt, Index: -1}
@@ -94,7 +94,7 @@ func hangPoll(t *testing.T) (*ir.Plan, *exec.HangError) {
 	require.Error(t, verify.Check(t.Context(), g).Err(), "the checker should reject this deadlock")
 	target, err := ir.LookupTarget("generic")
 	require.NoError(t, err)
-	plan, err := lower.Compile(elaborate(""), target)
+	plan, err := lower.Compile(t.Context(), elaborate(""), target)
 	require.NoError(t, err)
 	plan.Graph = g
 	// The polling engine walks the plan's dependencies: give it the fatal edge back.

@@ -98,7 +98,7 @@ func (c *simulateCmd) Run(e *env) error {
 		return nil
 	}
 	t1 := time.Now()
-	plan, err := lower.CompileContext(e.ctx, g, tg)
+	plan, err := lower.Compile(e.ctx, g, tg)
 	if err != nil {
 		return e.stopped(fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err))
 	}

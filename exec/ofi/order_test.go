@@ -46,7 +46,7 @@ func compileRC(t *testing.T, f string) *ir.Plan {
 	require.NoError(t, err, f)
 	tg, err := ir.LookupTarget("generic")
 	require.NoError(t, err)
-	plan, err := lower.Compile(g, tg)
+	plan, err := lower.Compile(t.Context(), g, tg)
 	require.NoError(t, err, f)
 	return plan
 }

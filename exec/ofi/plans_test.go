@@ -46,7 +46,7 @@ func compileFile(t testing.TB, f string, params map[string]int64, target string)
 	require.NoError(t, err, "%s %v", f, params)
 	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
-	plan, err := lower.Compile(g, tg)
+	plan, err := lower.Compile(t.Context(), g, tg)
 	require.NoError(t, err, "%s %v for %s", f, params, target)
 	return g, plan
 }
@@ -108,7 +108,7 @@ func TestPlans(t *testing.T) {
 						t.Run(fmt.Sprintf("%s/ranks=%d/%s-%s", name, ranks, c.engine, c.target), func(t *testing.T) {
 							tg, err := ir.LookupTarget(c.target)
 							require.NoError(t, err)
-							plan, err := lower.Compile(g, tg)
+							plan, err := lower.Compile(t.Context(), g, tg)
 							require.NoError(t, err)
 							ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 							defer cancel()
@@ -161,7 +161,7 @@ func TestFaultRemoteWrite(t *testing.T) {
 	}{{exec.Offload, "triggered-sockets"}, {exec.Poll, "generic"}} {
 		tg, err := ir.LookupTarget(c.target)
 		require.NoError(t, err)
-		plan, err := lower.Compile(g, tg)
+		plan, err := lower.Compile(t.Context(), g, tg)
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		start := time.Now()

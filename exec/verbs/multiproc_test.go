@@ -112,7 +112,7 @@ func TestRankProcess(t *testing.T) {
 	}
 	tg, err := ir.LookupTarget("generic")
 	require.NoError(t, err)
-	plan, err := planner.Compile(g, tg)
+	plan, err := planner.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
 	vo := testOptions()
 	vo.Ranks = []int{world.Rank}

@@ -69,7 +69,7 @@ func runOne(b *testing.B, g *ir.Graph, ref *exec.Memory, p nic.Provider, e Engin
 	if err != nil {
 		b.Fatal(err)
 	}
-	plan, err := lower.Compile(g, t)
+	plan, err := lower.Compile(b.Context(), g, t)
 	if err != nil {
 		b.Fatal(err)
 	}

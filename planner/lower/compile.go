@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -29,16 +30,12 @@ import (
 // early and WAITs late.
 //
 // Errors (a diag.List) report chains that do not fit the target's depth limits, inline
-// payloads above its limit, and dependency cycles the checker should have caught.
-func Compile(g *ir.Graph, t ir.Target) (*ir.Plan, error) {
-	return CompileContext(context.Background(), g, t)
-}
-
-// CompileContext is Compile that stops once ctx is cancelled, while it orders the
-// events or between the ranks it lowers, and returns ctx's cause (context.Cause).
-func CompileContext(ctx context.Context, g *ir.Graph, t ir.Target) (*ir.Plan, error) {
+// payloads above its limit, and dependency cycles the checker should have caught. Once ctx is
+// cancelled, Compile stops, while it orders the events or between the ranks it lowers, and
+// returns ctx's cause (context.Cause); so do the other functions of the package that take a ctx.
+func Compile(ctx context.Context, g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 	c, order, err := start(ctx, g, t, true, true)
-	return finish(c, order, err, nil, true)
+	return finish(ctx, c, order, err, nil, true)
 }
 
 // CompileEach is Compile for plans too large to hold whole (a listing of every rank, say): it
@@ -53,8 +50,8 @@ func CompileContext(ctx context.Context, g *ir.Graph, t ir.Target) (*ir.Plan, er
 // each no more. On a triggered target, whose trigger budgets need every rank's chains, the
 // Plan is built whole first, as Compile builds it, and keeps its Ranks. A nil each is as in
 // Prepared.CompileEach.
-func CompileEach(g *ir.Graph, t ir.Target, each func(p *ir.Plan, r int) (emit func() error)) (*ir.Plan, error) {
-	return PrepareEach(g, t).CompileEach(each)
+func CompileEach(ctx context.Context, g *ir.Graph, t ir.Target, each func(p *ir.Plan, r int) (emit func() error)) (*ir.Plan, error) {
+	return PrepareEach(ctx, g, t).CompileEach(ctx, each)
 }
 
 // Prepared is CompileEach begun: the Graph's inputs checked and the events of all its ranks
@@ -69,26 +66,19 @@ type Prepared struct {
 	keep  bool // CompileEach's Plan keeps every rank (KeepRanks)
 }
 
-// PrepareEach begins CompileEach(g, t, ...); the Prepared's CompileEach does the rest.
-func PrepareEach(g *ir.Graph, t ir.Target) *Prepared {
-	return PrepareEachContext(context.Background(), g, t)
-}
-
-// PrepareEachContext is PrepareEach that stops ordering the events once ctx is
-// cancelled: the Prepared then holds ctx's cause as its error (context.Cause). ctx bounds the
-// preparation only, not what is done with the Prepared after.
-func PrepareEachContext(ctx context.Context, g *ir.Graph, t ir.Target) *Prepared {
+// PrepareEach begins CompileEach(ctx, g, t, ...); the Prepared's CompileEach does the rest. It
+// stops ordering the events once ctx is cancelled: the Prepared then holds ctx's cause as its
+// error (context.Cause). ctx bounds the preparation only: the methods of the Prepared take
+// their own.
+func PrepareEach(ctx context.Context, g *ir.Graph, t ir.Target) *Prepared {
 	c, order, err := start(ctx, g, t, t.Trigger != nil, true) // a Loc only when the Plan is whole
-	if c != nil {
-		c.ctx = nil
-	}
 	return &Prepared{c: c, order: order, err: err}
 }
 
-// CompileEach is CompileEach(g, t, each) for the Graph and target p was prepared for. A
+// CompileEach is CompileEach(ctx, g, t, each) for the Graph and target p was prepared for. A
 // Prepared compiles once. A nil each is a callback that does nothing: the ranks are still
 // streamed, and the Plan has no Ranks (Compile keeps them).
-func (p *Prepared) CompileEach(each func(p *ir.Plan, r int) (emit func() error)) (*ir.Plan, error) {
+func (p *Prepared) CompileEach(ctx context.Context, each func(p *ir.Plan, r int) (emit func() error)) (*ir.Plan, error) {
 	if each == nil {
 		each = func(*ir.Plan, int) func() error { return nil }
 	}
@@ -97,37 +87,32 @@ func (p *Prepared) CompileEach(each func(p *ir.Plan, r int) (emit func() error))
 	}
 	c, order, err, keep := p.c, p.order, p.err, p.keep
 	*p = Prepared{used: true} // the order is the Plan's size: let it go with the call
-	return finish(c, order, err, each, keep)
+	return finish(ctx, c, order, err, each, keep)
 }
 
 // KeepRanks makes the Plan CompileEach returns keep every rank's chains, as Compile's does, for
 // a check of the whole plan once it is listed (replay), at the cost of holding them all.
 func (p *Prepared) KeepRanks() { p.keep = true }
 
-// CheckLimits is CheckLimits(g, t) for the Graph and target p was prepared for, on p's event
-// order; p can compile after it.
-func (p *Prepared) CheckLimits() error { return p.CheckLimitsContext(context.Background()) }
-
-// CheckLimitsContext is CheckLimits that stops once ctx is cancelled, between the
-// ranks it lowers, and returns ctx's cause (context.Cause).
-func (p *Prepared) CheckLimitsContext(ctx context.Context) error {
+// CheckLimits is CheckLimits(ctx, g, t) for the Graph and target p was prepared for, on p's
+// event order; p can compile after it.
+func (p *Prepared) CheckLimits(ctx context.Context) error {
 	if p.used {
 		return errUsed
 	}
 	if p.err != nil {
 		return p.err
 	}
-	c := newCompiler(p.c.g, p.c.t, p.c.t.Trigger != nil)
-	c.ctx = ctx
-	return checkLimits(c, p.order)
+	return checkLimits(ctx, newCompiler(p.c.g, p.c.t, p.c.t.Trigger != nil), p.order)
 }
 
 var errUsed = errors.New("compile: a Prepared lowering compiles once")
 
 // finish lowers every rank of a started compilation (start) and completes its Plan, handing
 // each rank to each as it is done (streamed) or, on a triggered target, once all are. Streamed
-// ranks are dropped once handed over unless keep is set.
-func finish(c *compiler, order []int32, err error, each func(*ir.Plan, int) func() error, keep bool) (*ir.Plan, error) {
+// ranks are dropped once handed over unless keep is set. Once ctx is cancelled, it returns
+// ctx's cause.
+func finish(ctx context.Context, c *compiler, order []int32, err error, each func(*ir.Plan, int) func() error, keep bool) (*ir.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -135,11 +120,11 @@ func finish(c *compiler, order []int32, err error, each func(*ir.Plan, int) func
 	stream := each != nil && t.Trigger == nil
 	var eachErr error
 	if stream {
-		eachErr = c.lowerRanks(order, keep, each)
+		eachErr = c.lowerRanks(ctx, order, keep, each)
 	} else {
-		c.lowerRanks(order, true, nil)
+		c.lowerRanks(ctx, order, true, nil)
 	}
-	if err := c.stopped(); err != nil { // ranks were left out
+	if err := stop.Cause(ctx); err != nil { // ranks were left out
 		return nil, err
 	}
 	if t.Trigger != nil && len(c.errs) == 0 {
@@ -172,25 +157,19 @@ func finish(c *compiler, order []int32, err error, each func(*ir.Plan, int) func
 // keeping the Plan: each rank is lowered, signalled and checked against the target's limits,
 // then dropped, so memory holds one rank's chains at a time. On a triggered target the trigger
 // budgets need every rank's chains, so the Plan is built whole there, as Compile does.
-func CheckLimits(g *ir.Graph, t ir.Target) error {
-	return CheckLimitsContext(context.Background(), g, t)
-}
-
-// CheckLimitsContext is CheckLimits that stops once ctx is cancelled, while it
-// orders the events or between the ranks it lowers, and returns ctx's cause (context.Cause).
-func CheckLimitsContext(ctx context.Context, g *ir.Graph, t ir.Target) error {
+func CheckLimits(ctx context.Context, g *ir.Graph, t ir.Target) error {
 	c, order, err := start(ctx, g, t, t.Trigger != nil, false)
 	if err != nil {
 		return err
 	}
-	return checkLimits(c, order)
+	return checkLimits(ctx, c, order)
 }
 
 // checkLimits is CheckLimits past start.
-func checkLimits(c *compiler, order []int32) error {
+func checkLimits(ctx context.Context, c *compiler, order []int32) error {
 	t := c.t
-	c.lowerRanks(order, t.Trigger != nil, nil)
-	if err := c.stopped(); err != nil { // ranks were left out: their limits are unknown
+	c.lowerRanks(ctx, order, t.Trigger != nil, nil)
+	if err := stop.Cause(ctx); err != nil { // ranks were left out: their limits are unknown
 		return err
 	}
 	if t.Trigger != nil && len(c.errs) == 0 {
@@ -205,8 +184,7 @@ func checkLimits(c *compiler, order []int32) error {
 
 // start checks the inputs of Compile and CheckLimits and orders the events of g. The Plan gets
 // a Loc only if loc is set, and its critical path only if critical is: CheckLimits keeps no
-// more than one rank's lowering. Once ctx (unless nil) is cancelled, it stops with ctx's cause;
-// the compiler keeps ctx for lowerRanks.
+// more than one rank's lowering. Once ctx is cancelled, it stops with ctx's cause.
 func start(ctx context.Context, g *ir.Graph, t ir.Target, loc, critical bool) (*compiler, []int32, error) {
 	if g == nil {
 		return nil, nil, fmt.Errorf("compile: nil graph")
@@ -218,13 +196,12 @@ func start(ctx context.Context, g *ir.Graph, t ir.Target, loc, critical bool) (*
 		return nil, nil, fmt.Errorf("compile: the graph is not frozen (whoever builds a Graph calls Freeze when it is complete)")
 	}
 	c := newCompiler(g, t, loc)
-	c.ctx = ctx
 	c.errs = c.checkInputs()
 	if len(c.errs) > 0 {
 		c.errs.Sort()
 		return nil, nil, c.errs
 	}
-	order, path, err := c.eventOrder(critical)
+	order, path, err := c.eventOrder(ctx, critical)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -250,18 +227,6 @@ type compiler struct {
 	errs diag.List
 
 	naiveWaits, naiveEnables int
-
-	// ctx, unless nil, stops the event order and the lowering of further ranks once it is
-	// cancelled (stopped).
-	ctx context.Context
-}
-
-// stopped returns the cause of the cancellation of c's context, or nil.
-func (c *compiler) stopped() error {
-	if c.ctx == nil || c.ctx.Err() == nil {
-		return nil
-	}
-	return context.Cause(c.ctx)
 }
 
 // orderPoll is how many events eventOrder places between two looks at the context: a
@@ -354,8 +319,9 @@ func (c *compiler) prevOnSide(o ir.OpID) ir.OpID {
 // (all that lowering a rank needs), with the critical path length in ops if critical is set
 // (else 0). The ops of a rank are those of its span (g.Rank), as everywhere in lowering. Beside
 // the order, it keeps O(ops) bytes only for the in-degrees (and the path lengths): the events
-// ready to be taken wait in rings as large as the frontier of the walk.
-func (c *compiler) eventOrder(critical bool) (order []int32, path int, err error) {
+// ready to be taken wait in rings as large as the frontier of the walk. Once ctx is cancelled,
+// it returns ctx's cause.
+func (c *compiler) eventOrder(ctx context.Context, critical bool) (order []int32, path int, err error) {
 	g := c.g
 	n := len(g.Ops)
 	// In the inline style a message (SEND, or a notify write) also starts only after the start
@@ -390,6 +356,7 @@ func (c *compiler) eventOrder(critical bool) (order []int32, path int, err error
 	order = make([]int32, 2*n)
 	at := rankStarts(g)
 	placed := 0
+	poll := stop.Every(ctx, orderPoll)
 	var starts, ends ring
 	hostBusy := make([]bool, g.Ranks)
 	parked := make([]ring, g.Ranks)
@@ -437,10 +404,9 @@ func (c *compiler) eventOrder(critical bool) (order []int32, path int, err error
 		r := s.info & rankMask
 		order[at[r]] = ev
 		at[r]++
-		if placed++; placed%orderPoll == 0 {
-			if err := c.stopped(); err != nil {
-				return nil, 0, err
-			}
+		placed++
+		if err := poll.Step(); err != nil {
+			return nil, 0, err
 		}
 		if ev&1 == 0 {
 			relax(ev, ev+1)

@@ -2,6 +2,7 @@ package lower_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -36,14 +37,14 @@ func compileFor(t testing.TB, g *ir.Graph, target string) *ir.Plan {
 	t.Helper()
 	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
-	p, err := lower.Compile(g, tg)
+	p, err := lower.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
 	return p
 }
 
 // listingOrError is what a golden file holds: the listing, or the diagnostics Compile gave.
 func listingOrError(g *ir.Graph, tg ir.Target) string {
-	p, err := lower.Compile(g, tg)
+	p, err := lower.Compile(context.Background(), g, tg)
 	var b bytes.Buffer
 	if err != nil {
 		diag.Print(&b, err, nil)
@@ -295,7 +296,7 @@ for s in 0 .. 2 * ranks - 2 {
 	g, err := planner.Load("d.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	tg, _ := ir.LookupTarget("connectx")
-	_, err = lower.Compile(g, tg)
+	_, err = lower.Compile(t.Context(), g, tg)
 	require.Error(t, err)
 	var list diag.List
 	require.ErrorAs(t, err, &list)
@@ -307,11 +308,11 @@ for s in 0 .. 2 * ranks - 2 {
 		d := strings.NewReplacer("peer left\n", "peer left "+depth+"\n", "peer right\n", "peer right "+depth+"\n").Replace(src)
 		gd, err := planner.Load("d.dag", []byte(d), nil, planner.Options{})
 		require.NoError(t, err, depth)
-		_, err = lower.Compile(gd, tg)
+		_, err = lower.Compile(t.Context(), gd, tg)
 		assert.Equal(t, ok, err == nil, "%s: %v", depth, err)
 	}
 	gen, _ := ir.LookupTarget("generic")
-	_, err = lower.Compile(g, gen)
+	_, err = lower.Compile(t.Context(), g, gen)
 	assert.NoError(t, err, "the polling engine refills as slots free")
 }
 
@@ -330,7 +331,7 @@ op rx = recv q a[32:41]
 	require.NoError(t, err)
 	require.Len(t, g.Ops[0].More(), 8, "nine slices, none adjacent")
 	sockets, _ := ir.LookupTarget("triggered-sockets")
-	_, err = lower.Compile(g, sockets)
+	_, err = lower.Compile(t.Context(), g, sockets)
 	require.Error(t, err)
 	var list diag.List
 	require.ErrorAs(t, err, &list)
@@ -338,7 +339,7 @@ op rx = recv q a[32:41]
 	assert.Equal(t, "s.dag:5:17", list[0].Pos.String())
 	assert.Contains(t, list[0].Msg, "tx has a scatter/gather list of 9 slices, above the 8 SGEs per work request of target triggered-sockets")
 	cx, _ := ir.LookupTarget("connectx")
-	_, err = lower.Compile(g, cx)
+	_, err = lower.Compile(t.Context(), g, cx)
 	assert.NoError(t, err)
 }
 
@@ -358,7 +359,7 @@ op rx = recv q b
 		if tg.Trigger != nil && tg.Trigger.RecvThresholdZero {
 			continue // refuses held-back receives (trigger_test.go)
 		}
-		_, err := lower.Compile(g, tg)
+		_, err := lower.Compile(t.Context(), g, tg)
 		require.Error(t, err, tg.Name)
 		assert.Contains(t, err.Error(), "i.dag:6:")
 		assert.NotContains(t, err.Error(), "more errors", "one error per statement, not per rank")
@@ -440,7 +441,7 @@ func BenchmarkCompile(b *testing.B) {
 			require.NoError(b, err)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := lower.Compile(g, tg); err != nil {
+				if _, err := lower.Compile(b.Context(), g, tg); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -37,7 +37,7 @@ op h = copy x to y after a
 	for _, target := range []string{"connectx", "connectx-inline", "generic"} {
 		tg, err := ir.LookupTarget(target)
 		require.NoError(t, err)
-		_, err = lower.Compile(g, tg)
+		_, err = lower.Compile(t.Context(), g, tg)
 		require.Error(t, err, target)
 		var list diag.List
 		require.ErrorAs(t, err, &list, target)

@@ -33,7 +33,7 @@ func TestCompileEachListsAsCompile(t *testing.T) {
 			require.NoError(t, err)
 			want := listingOrError(g, tg)
 			var wantJSON bytes.Buffer
-			if whole, err := lower.Compile(g, tg); err == nil {
+			if whole, err := lower.Compile(t.Context(), g, tg); err == nil {
 				require.NoError(t, listing.WriteJSON(&wantJSON, whole, listing.Options{}))
 			}
 			for _, asJSON := range []bool{false, true} {
@@ -43,7 +43,7 @@ func TestCompileEachListsAsCompile(t *testing.T) {
 					lw = listing.NewJSONWriter(&b, listing.Options{})
 				}
 				var handed []int
-				p, err := lower.CompileEach(g, tg, func(p *ir.Plan, r int) func() error {
+				p, err := lower.CompileEach(t.Context(), g, tg, func(p *ir.Plan, r int) func() error {
 					b := lw.Render(p, r)
 					return func() error {
 						handed = append(handed, r)
@@ -88,9 +88,9 @@ for s in 0 .. 4 {
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)
-	_, want := lower.Compile(g, tg)
+	_, want := lower.Compile(t.Context(), g, tg)
 	require.Error(t, want)
-	_, got := lower.CompileEach(g, tg, func(*ir.Plan, int) func() error { return nil })
+	_, got := lower.CompileEach(t.Context(), g, tg, func(*ir.Plan, int) func() error { return nil })
 	assert.Equal(t, want.Error(), got.Error())
 
 	deep := bytes.ReplaceAll(src, []byte("depth 2"), []byte("depth 64"))
@@ -98,7 +98,7 @@ for s in 0 .. 4 {
 	require.NoError(t, err)
 	full := errors.New("disk full")
 	calls := 0
-	_, got = lower.CompileEach(g, tg, func(_ *ir.Plan, r int) func() error {
+	_, got = lower.CompileEach(t.Context(), g, tg, func(_ *ir.Plan, r int) func() error {
 		return func() error {
 			calls++
 			if r == 2 {
@@ -121,13 +121,13 @@ func TestCompileRankSpans(t *testing.T) {
 	bad := g.Clone()
 	bad.Rank[1].FirstOp++
 	bad.Freeze()
-	_, err = lower.Compile(bad, tg)
+	_, err = lower.Compile(t.Context(), bad, tg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "rank spans")
 	bad = g.Clone()
 	bad.Ops[0].Rank = 2
 	bad.Freeze()
-	_, err = lower.Compile(bad, tg)
+	_, err = lower.Compile(t.Context(), bad, tg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "outside the span of its rank 2")
 	// Lowering finds an op's neighbours on its queue side by the op's Index.
@@ -135,13 +135,13 @@ func TestCompileRankSpans(t *testing.T) {
 	q := &bad.Queues[0]
 	q.SendOps[0], q.SendOps[1] = q.SendOps[1], q.SendOps[0]
 	bad.Freeze()
-	_, err = lower.Compile(bad, tg)
+	_, err = lower.Compile(t.Context(), bad, tg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is not listed by its queue at its index")
 	bad = g.Clone()
 	bad.Queues[0].SendOps = append(bad.Queues[0].SendOps, ir.OpID(len(bad.Ops)))
 	bad.Freeze()
-	_, err = lower.Compile(bad, tg)
+	_, err = lower.Compile(t.Context(), bad, tg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "lists an op that does not exist")
 }
@@ -180,18 +180,18 @@ func TestPreparedOnce(t *testing.T) {
 	g := load(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	tg, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)
-	whole, err := lower.Compile(g, tg)
+	whole, err := lower.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
-	pr := lower.PrepareEach(g, tg)
-	p, err := pr.CompileEach(nil)
+	pr := lower.PrepareEach(t.Context(), g, tg)
+	p, err := pr.CompileEach(t.Context(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, whole.Stats, p.Stats)
-	_, err = pr.CompileEach(nil)
+	_, err = pr.CompileEach(t.Context(), nil)
 	assert.ErrorContains(t, err, "compiles once")
 
 	shallow := tg
 	shallow.MaxWQDepth = 2
-	_, err = lower.PrepareEach(g, shallow).CompileEach(nil)
+	_, err = lower.PrepareEach(t.Context(), g, shallow).CompileEach(t.Context(), nil)
 	assert.ErrorContains(t, err, "depth")
 }
 
@@ -203,19 +203,19 @@ func TestPreparedCheckLimits(t *testing.T) {
 	for _, name := range []string{"connectx", "connectx-inline", "triggered"} {
 		tg, err := ir.LookupTarget(name)
 		require.NoError(t, err)
-		whole, err := lower.Compile(g, tg)
+		whole, err := lower.Compile(t.Context(), g, tg)
 		require.NoError(t, err)
-		pr := lower.PrepareEach(g, tg)
-		require.NoError(t, pr.CheckLimits(), name)
-		p, err := pr.CompileEach(nil)
+		pr := lower.PrepareEach(t.Context(), g, tg)
+		require.NoError(t, pr.CheckLimits(t.Context()), name)
+		p, err := pr.CompileEach(t.Context(), nil)
 		require.NoError(t, err, name)
 		assert.Equal(t, whole.Stats, p.Stats, name)
-		assert.ErrorContains(t, pr.CheckLimits(), "once", name)
+		assert.ErrorContains(t, pr.CheckLimits(t.Context()), "once", name)
 
 		shallow := tg
 		shallow.MaxCQDepth = 1 // a limit only lowering finds, not the input checks
-		want := lower.CheckLimits(g, shallow)
+		want := lower.CheckLimits(t.Context(), g, shallow)
 		require.Error(t, want, name)
-		assert.Equal(t, want, lower.PrepareEach(g, shallow).CheckLimits(), name)
+		assert.Equal(t, want, lower.PrepareEach(t.Context(), g, shallow).CheckLimits(t.Context()), name)
 	}
 }

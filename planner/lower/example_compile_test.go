@@ -1,6 +1,7 @@
 package lower_test
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/coredag/coredag/ir"
@@ -26,7 +27,7 @@ op got = recv q a after tx
 		return
 	}
 	target, _ := ir.LookupTarget("connectx")
-	plan, err := lower.Compile(g, target)
+	plan, err := lower.Compile(context.Background(), g, target)
 	if err != nil {
 		fmt.Println(err)
 		return

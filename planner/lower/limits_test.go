@@ -59,8 +59,8 @@ func TestCheckLimitsAsCompile(t *testing.T) {
 				}
 				loaded++
 				for _, tg := range ir.Targets() {
-					_, cerr := lower.Compile(g, tg)
-					lerr := lower.CheckLimits(g, tg)
+					_, cerr := lower.Compile(t.Context(), g, tg)
+					lerr := lower.CheckLimits(t.Context(), g, tg)
 					assert.Equal(t, errText(cerr), errText(lerr), "%s %s ranks=%d target %s", f, variant, ranks, tg.Name)
 					if cerr != nil {
 						refused++
@@ -87,7 +87,7 @@ func TestWorkersDeterministic(t *testing.T) {
 			var want string
 			for _, procs := range []int{1, 2, 3, 5} {
 				runtime.GOMAXPROCS(procs)
-				limits := lower.CheckLimits(g, tg)
+				limits := lower.CheckLimits(t.Context(), g, tg)
 				got := listingOrError(g, tg) + errText(limits)
 				if procs == 1 {
 					want = got
@@ -121,7 +121,7 @@ func TestCheckLimitsKeepsOneRank(t *testing.T) {
 	require.NoError(t, err)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	require.NoError(t, lower.CheckLimits(g, tg))
+	require.NoError(t, lower.CheckLimits(t.Context(), g, tg))
 	runtime.ReadMemStats(&after)
 	perOp := float64(after.TotalAlloc-before.TotalAlloc) / float64(len(g.Ops))
 	t.Logf("%.1f bytes per op", perOp)

@@ -136,9 +136,9 @@ func TestSplitManagementRing(t *testing.T) {
 	for _, ranks := range []int64{4, 5, 6, 8} { // 12, 16, 20 and 28 management entries
 		g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 2}, planner.Options{})
 		require.NoError(t, err)
-		p, err := lower.Compile(g, small)
+		p, err := lower.Compile(t.Context(), g, small)
 		require.NoError(t, err, "ranks %d", ranks)
-		whole, err := lower.Compile(g, big)
+		whole, err := lower.Compile(t.Context(), g, big)
 		require.NoError(t, err)
 		where := fmt.Sprintf("ranks %d", ranks)
 		n := checkSplit(t, p, whole, 16, where)
@@ -171,9 +171,9 @@ func TestSplitManagementOddDepth(t *testing.T) {
 	require.NoError(t, err)
 	g, err := planner.Load("ring_allreduce.dag", withDepth(src, 12), map[string]int64{"ranks": 4, "n": 1}, planner.Options{})
 	require.NoError(t, err)
-	p, err := lower.Compile(g, shallowConnectX(t, 12)) // 12 management entries: 8 and 1 + 4
+	p, err := lower.Compile(t.Context(), g, shallowConnectX(t, 12)) // 12 management entries: 8 and 1 + 4
 	require.NoError(t, err)
-	whole, err := lower.Compile(g, shallowConnectX(t, 1<<15))
+	whole, err := lower.Compile(t.Context(), g, shallowConnectX(t, 1<<15))
 	require.NoError(t, err)
 	assert.Equal(t, 4, checkSplit(t, p, whole, 8, "depth 12"))
 	for r := range p.Ranks {
@@ -197,7 +197,7 @@ func TestSplitManagementPlans(t *testing.T) {
 	require.NotEmpty(t, files)
 	split, plans := 0, 0
 	check := func(g *ir.Graph, where string) {
-		whole, err := lower.Compile(g, big)
+		whole, err := lower.Compile(t.Context(), g, big)
 		if err != nil {
 			return // a data chain longer than the depth the plan declares: it does not fit anywhere
 		}
@@ -206,7 +206,7 @@ func TestSplitManagementPlans(t *testing.T) {
 				return // the host-signal queue cannot be split: too long for the shallow target
 			}
 		}
-		p, err := lower.Compile(g, small)
+		p, err := lower.Compile(t.Context(), g, small)
 		require.NoError(t, err, "%s: only chains that cannot be split are refused", where)
 		plans++
 		if checkSplit(t, p, whole, depth, where) > 0 {
@@ -350,11 +350,11 @@ func TestManagedSendsRing(t *testing.T) {
 	for _, ranks := range []int64{4, 5, 6, 8} { // 11, 15, 19 and 27 entries on right.sq
 		g, err := planner.Load("ring_allreduce.dag", withDepth(src, 16), map[string]int64{"ranks": ranks, "n": 2}, planner.Options{})
 		require.NoError(t, err)
-		p, err := lower.Compile(g, small)
+		p, err := lower.Compile(t.Context(), g, small)
 		require.NoError(t, err, "ranks %d", ranks)
 		deep, err := planner.Load("ring_allreduce.dag", withDepth(src, 1024), map[string]int64{"ranks": ranks, "n": 2}, planner.Options{})
 		require.NoError(t, err)
-		whole, err := lower.Compile(deep, big)
+		whole, err := lower.Compile(t.Context(), deep, big)
 		require.NoError(t, err)
 		where := fmt.Sprintf("ranks %d", ranks)
 		n := checkManagedSends(t, p, whole, 16, where)
@@ -392,11 +392,11 @@ func TestManagedSendsPlans(t *testing.T) {
 	require.NoError(t, err)
 	taken, plans := 0, 0
 	check := func(g, deep *ir.Graph, where string) {
-		whole, err := lower.Compile(deep, big)
+		whole, err := lower.Compile(t.Context(), deep, big)
 		if err != nil {
 			return // a chain longer than the plan's deep queues: too large for this test
 		}
-		p, err := lower.Compile(g, small)
+		p, err := lower.Compile(t.Context(), g, small)
 		if err != nil {
 			// Only a queue that cannot be taken over: data WQEs alone past the depth, or the
 			// host-signal queue.

@@ -29,7 +29,7 @@ func TestProducerOfCompiledWaits(t *testing.T) {
 			if tg.Trigger != nil {
 				continue // no WAITs or host waits: triggered work names its cause (trigger_test.go)
 			}
-			p, err := lower.Compile(g, tg)
+			p, err := lower.Compile(t.Context(), g, tg)
 			require.NoError(t, err, "%s %s", f, tg.Name)
 			for r := range p.Ranks {
 				rp := &p.Ranks[r]

@@ -26,7 +26,7 @@ func TestCompileLeavesGraphUnchanged(t *testing.T) {
 		g := load(t, f, nil)
 		before := g.Clone().Freeze()
 		for _, tg := range ir.Targets() {
-			_, err := lower.Compile(g, tg)
+			_, err := lower.Compile(t.Context(), g, tg)
 			if err != nil && tg.Trigger != nil && tg.Trigger.RecvThresholdZero {
 				continue // refuses receives held back by `after` (trigger_test.go); the graph must still be unchanged
 			}

@@ -65,7 +65,7 @@ func TestTriggeredCXIRefusesHeldRecv(t *testing.T) {
 	g := load(t, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": 4})
 	tg, err := ir.LookupTarget("triggered-cxi")
 	require.NoError(t, err)
-	_, err = lower.Compile(g, tg)
+	_, err = lower.Compile(t.Context(), g, tg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ring_allreduce.dag:19:")
 	assert.Contains(t, err.Error(), "only at threshold 0")
@@ -80,7 +80,7 @@ func TestTriggeredBudget(t *testing.T) {
 	prof := *tg.Trigger
 	prof.MaxOutstanding, prof.CounterWorkCost = 10, 2
 	tg.Trigger = &prof
-	_, err = lower.Compile(g, tg)
+	_, err = lower.Compile(t.Context(), g, tg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "above the 10 outstanding triggered operations")
 	assert.True(t, strings.Contains(err.Error(), "ring_allreduce.dag:"), err.Error())
@@ -97,7 +97,7 @@ func TestTriggeredCounterLimit(t *testing.T) {
 	prof := *tg.Trigger
 	prof.MaxCounter = 60
 	tg.Trigger = &prof
-	p, err := lower.Compile(g, tg)
+	p, err := lower.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
 	lim, ok := p.CounterLimit()
 	require.True(t, ok)
@@ -116,7 +116,7 @@ func TestTriggeredCounterLimit(t *testing.T) {
 	// A counter that passes the limit within the first iteration is a compile error at the
 	// queue it counts, once for all ranks.
 	prof.MaxCounter = 5
-	_, err = lower.Compile(g, tg)
+	_, err = lower.Compile(t.Context(), g, tg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ring_allreduce.dag:12:7: counter right.sq.scnt passes 5 in the first iteration, the largest value target triggered's counters hold (profile figure MaxCounter)")
 	assert.NotContains(t, err.Error(), "on rank")
@@ -190,7 +190,7 @@ func TestTriggeredLandCounterBudget(t *testing.T) {
 	prof := *tg.Trigger
 	prof.MaxCounters = 5 // the queues' four and the host counter
 	tg.Trigger = &prof
-	_, err = lower.Compile(g, tg)
+	_, err = lower.Compile(t.Context(), g, tg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "counted_ring.dag:40:6: counter ring[0:4].land is one too many: the rank needs 10 counters")
 

@@ -1,11 +1,13 @@
 package lower
 
 import (
+	"context"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/wait"
 )
@@ -33,8 +35,9 @@ const impLimit = 1 << 24
 // checked. If each is not nil, it is called for every rank once the rank is lowered, before its
 // chains are dropped, and the function it returns is called in rank order; the first error of
 // those is returned, and after it, or once a rank breaks a limit (Compile then fails), each is
-// no longer called.
-func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int) func() error) error {
+// no longer called. Once ctx is cancelled the ranks left are not lowered (the caller looks at
+// ctx).
+func (c *compiler) lowerRanks(ctx context.Context, order []int32, keep bool, each func(*ir.Plan, int) func() error) error {
 	g := c.g
 	start := rankStarts(g)
 	c.plan.Ranks = make([]ir.RankPlan, g.Ranks)
@@ -46,7 +49,7 @@ func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int)
 	var (
 		wg      sync.WaitGroup
 		next    atomic.Int64
-		stop    atomic.Bool // a rank broke a limit, or an emit failed
+		halt    atomic.Bool // a rank broke a limit, or an emit failed
 		mu      sync.Mutex
 		turn    = sync.NewCond(&mu)
 		emitted int   // ranks emitted (or passed over) so far
@@ -54,7 +57,7 @@ func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int)
 	)
 	handOver := func(r int) {
 		var emit func() error
-		if !stop.Load() {
+		if !halt.Load() {
 			emit = each(c.plan, r)
 		}
 		mu.Lock()
@@ -63,13 +66,13 @@ func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int)
 		}
 		mu.Unlock()
 		var err error
-		if emit != nil && !stop.Load() {
+		if emit != nil && !halt.Load() {
 			err = emit()
 		}
 		mu.Lock()
 		if err != nil && emitErr == nil {
 			emitErr = err
-			stop.Store(true)
+			halt.Store(true)
 		}
 		emitted++
 		turn.Broadcast()
@@ -80,8 +83,8 @@ func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int)
 		w.c = c
 		wg.Go(func() {
 			for r := int(next.Add(1) - 1); r < g.Ranks; r = int(next.Add(1) - 1) {
-				if c.stopped() != nil { // the caller returns the cause; the ranks left are not lowered
-					stop.Store(true)
+				if stop.Cause(ctx) != nil { // the caller returns the cause; the ranks left are not lowered
+					halt.Store(true)
 					if each != nil {
 						handOver(r)
 					}
@@ -89,7 +92,7 @@ func (c *compiler) lowerRanks(order []int32, keep bool, each func(*ir.Plan, int)
 				}
 				w.lowerRank(r, order[start[r]:start[r+1]])
 				if len(w.found) > 0 {
-					stop.Store(true)
+					halt.Store(true)
 				}
 				if each != nil {
 					handOver(r)

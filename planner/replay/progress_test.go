@@ -23,7 +23,7 @@ func TestProgressModelsReceiverNotReady(t *testing.T) {
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget("connectx-inline")
 	require.NoError(t, err)
-	p, err := lower.Compile(g, tg)
+	p, err := lower.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
 	progress := func() *checker {
 		c := &checker{p: p, g: g, opt: Options{Iterations: 2, FirstIter: 1<<16 - 1}}

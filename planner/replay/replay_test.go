@@ -47,7 +47,7 @@ func compile(t *testing.T, g *ir.Graph, target string) *ir.Plan {
 	t.Helper()
 	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
-	p, err := lower.Compile(g, tg)
+	p, err := lower.Compile(t.Context(), g, tg)
 	require.NoError(t, err)
 	return p
 }
@@ -73,7 +73,7 @@ func TestReplayPlans(t *testing.T) {
 	for _, ranks := range []int64{2, 4, 8} {
 		for name, g := range loadPlans(t, ranks) {
 			for _, tg := range ir.Targets() {
-				p, err := lower.Compile(g, tg)
+				p, err := lower.Compile(t.Context(), g, tg)
 				if refusesHeldRecv(tg, err) {
 					continue
 				}
@@ -114,7 +114,7 @@ func TestReplayRandomGraphs(t *testing.T) {
 				seed := seed0 + k
 				g := randgraph.New(seed, sh.cfg)
 				for _, tg := range ir.Targets() {
-					p, err := lower.Compile(g, tg)
+					p, err := lower.Compile(t.Context(), g, tg)
 					if refusesHeldRecv(tg, err) {
 						continue
 					}
@@ -134,7 +134,7 @@ func TestReplayLargerRandomGraphs(t *testing.T) {
 	for seed := uint64(1); seed <= 40; seed++ {
 		g := randgraph.New(seed, randgraph.Config{MinRanks: 3, MaxRanks: 6, MaxSteps: 120, MaxPreds: 4})
 		for _, tg := range ir.Targets() {
-			p, err := lower.Compile(g, tg)
+			p, err := lower.Compile(t.Context(), g, tg)
 			if refusesHeldRecv(tg, err) {
 				continue
 			}
@@ -311,7 +311,7 @@ func TestReplaySplitManagement(t *testing.T) {
 	require.NoError(t, err)
 	tg.MaxWQDepth = 16
 	fresh := func() (*ir.Plan, int) {
-		p, err := lower.Compile(g, tg)
+		p, err := lower.Compile(t.Context(), g, tg)
 		require.NoError(t, err)
 		rp := &p.Ranks[3]
 		last := len(rp.Queues) - 1

@@ -99,7 +99,7 @@ func TestReplayTriggeredCatchesCorruption(t *testing.T) {
 				require.NoError(t, err)
 				for seed := uint64(1); seed <= 80; seed++ {
 					g := randgraph.New(seed, randgraph.Config{})
-					p, err := lower.Compile(g, tg)
+					p, err := lower.Compile(t.Context(), g, tg)
 					require.NoError(t, err)
 					if !m.apply(p, seed) {
 						continue
@@ -137,7 +137,7 @@ func TestReplayTriggeredWorkBound(t *testing.T) {
 	tg, err := ir.LookupTarget("triggered")
 	require.NoError(t, err)
 	for seed := uint64(1); seed <= 80; seed++ {
-		p, err := lower.Compile(randgraph.New(seed, randgraph.Config{}), tg)
+		p, err := lower.Compile(t.Context(), randgraph.New(seed, randgraph.Config{}), tg)
 		require.NoError(t, err)
 		c := trigEntries(p, func(w *ir.TriggeredOp) bool {
 			return w.Kind == ir.TrigOp && w.Counter != ir.Untriggered && w.Threshold >= 2
