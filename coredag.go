@@ -1,6 +1,7 @@
 package coredag
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -219,7 +220,7 @@ func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 		return nil, fmt.Errorf("%w: Options.Target: %v", ErrArg, err)
 	}
 	po.Verify.Order, po.Verify.Target = t.Order, t.Name
-	g, err := planner.Load(name, src, opts.Params, po)
+	g, err := planner.Load(context.Background(), name, src, opts.Params, po)
 	if err != nil {
 		var l diag.List
 		if errors.As(err, &l) {

@@ -29,7 +29,7 @@ func TestDriveParked(t *testing.T) {
 	const path = "../docs/examples/counted_ring.dag"
 	src, err := os.ReadFile(path)
 	require.NoError(t, err)
-	g, err := planner.Load(path, src, map[string]int64{"ranks": 3}, planner.Options{})
+	g, err := planner.Load(t.Context(), path, src, map[string]int64{"ranks": 3}, planner.Options{})
 	require.NoError(t, err)
 	waits := map[int32][]int32{}
 	for id := range g.Ops {

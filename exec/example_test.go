@@ -21,7 +21,7 @@ func ExampleRun() {
 		fmt.Println(err)
 		return
 	}
-	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 3, "n": 4}, planner.Options{})
+	g, err := planner.Load(context.Background(), "ring_allreduce.dag", src, map[string]int64{"ranks": 3, "n": 4}, planner.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -71,7 +71,7 @@ func ExamplePrepare() {
 		fmt.Println(err)
 		return
 	}
-	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 4, "n": 8}, planner.Options{})
+	g, err := planner.Load(context.Background(), "ring_allreduce.dag", src, map[string]int64{"ranks": 4, "n": 8}, planner.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -26,7 +26,7 @@ op s = write right a[0:8] to a[8:16]
 `
 
 func loadFootprintPlan(t *testing.T) *ir.Graph {
-	g, err := planner.Load("fp.dag", []byte(footprintPlan), nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "fp.dag", []byte(footprintPlan), nil, planner.Options{})
 	require.NoError(t, err)
 	return g
 }

@@ -158,7 +158,7 @@ if rank == 0 {
   op all  = wait 1 writes to box
 }
 `
-	g, err := planner.Load("overlap.dag", []byte(src), nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "overlap.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	plan, err := compileFor(g, "generic")
 	require.NoError(t, err)

@@ -324,7 +324,7 @@ func TestPollBlockingHangs(t *testing.T) {
 // it (SpinCQ), and a completion that never comes is still diagnosed after the hang timeout.
 func TestPollSpinsOnTheOnlyCQ(t *testing.T) {
 	src := "plan solo\nparam ranks = 1\nbuffer b u64[1]\nqueue q to rank\nop tx = send q b\nop rx = recv q b\n"
-	g, err := planner.Load("solo.dag", []byte(src), nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "solo.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	sn := &instantNIC{dropRecv: true}
 	e, _ := newInstantEngineFor(t, g, sn, 20*time.Millisecond)
@@ -420,7 +420,7 @@ func (f *fakeHold) Hold(n int) { f.held = n }
 func TestArmChain(t *testing.T) {
 	src, err := os.ReadFile("../testdata/verbs/pingpong.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("pingpong.dag", src, map[string]int64{"hops": 200}, planner.Options{})
+	g, err := planner.Load(t.Context(), "pingpong.dag", src, map[string]int64{"hops": 200}, planner.Options{})
 	require.NoError(t, err)
 	e, _ := newInstantEngineFor(t, g, &instantNIC{dropRecv: true}, time.Second)
 	var trig *fakeTrig

@@ -56,7 +56,7 @@ func TestOffloadSplitManagement(t *testing.T) {
 	for _, target := range []string{"connectx", "connectx-inline"} {
 		tg := shallowConnectX(t, target, 16)
 		for _, ranks := range []int{6, 8} {
-			g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": int64(ranks), "n": 3}, planner.Options{})
+			g, err := planner.Load(t.Context(), "ring_allreduce.dag", src, map[string]int64{"ranks": int64(ranks), "n": 3}, planner.Options{})
 			require.NoError(t, err)
 			plan, err := lower.Compile(t.Context(), g, tg)
 			require.NoError(t, err)

@@ -33,7 +33,7 @@ func prepareTriggered(t *testing.T, path string, params map[string]int64) (*Sess
 	t.Helper()
 	src, err := os.ReadFile(path)
 	require.NoError(t, err)
-	g, err := planner.Load(path, src, params, planner.Options{})
+	g, err := planner.Load(t.Context(), path, src, params, planner.Options{})
 	require.NoError(t, err)
 	tgt, err := ir.LookupTarget("triggered")
 	require.NoError(t, err)

@@ -59,7 +59,7 @@ queue q to 1 - rank peer q
 op put = write q mine to box
 op got = wait 1 writes to box
 `
-	g, err := planner.Load("box.dag", []byte(src), nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "box.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	plan, err := compileFor(g, "generic")
 	require.NoError(t, err)

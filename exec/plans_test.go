@@ -176,7 +176,7 @@ func loadPlan(t testing.TB, path string, ranks int, extra ...map[string]int64) (
 			params[k] = v
 		}
 	}
-	g, err := planner.Load(path, src, params, planner.Options{})
+	g, err := planner.Load(t.Context(), path, src, params, planner.Options{})
 	if err != nil {
 		if strings.Contains(path, "recursive_doubling") && ranks&(ranks-1) != 0 {
 			return nil, false

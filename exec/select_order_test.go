@@ -29,7 +29,7 @@ func TestSelectIgnoresOrder(t *testing.T) {
 // compileUnder loads a plan proven under the ordering ord and compiles it for target.
 func compileUnder(t *testing.T, path string, src []byte, ord ir.Order, target string) *ir.Plan {
 	t.Helper()
-	g, err := planner.Load(path, src, nil, planner.Options{Verify: verify.Options{Order: ord}})
+	g, err := planner.Load(t.Context(), path, src, nil, planner.Options{Verify: verify.Options{Order: ord}})
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)

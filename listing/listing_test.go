@@ -28,7 +28,7 @@ func TestChainLayout(t *testing.T) {
 		require.NoError(t, err)
 		for _, variant := range []string{"ascii", "wide", "files"} {
 			wide := variant == "wide"
-			g, err := planner.Load(path, src, map[string]int64{"ranks": 4}, planner.Options{})
+			g, err := planner.Load(t.Context(), path, src, map[string]int64{"ranks": 4}, planner.Options{})
 			require.NoError(t, err, path)
 			if wide { // names of more bytes than runes, in every column that is padded
 				for i := range g.Buffers {

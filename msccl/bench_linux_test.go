@@ -21,7 +21,7 @@ func BenchmarkCheckRing(b *testing.B) {
 		b.Run(fmt.Sprintf("gpus=%d", n), func(b *testing.B) {
 			cpu0 := cpuTime(b)
 			for b.Loop() {
-				g, err := planner.Load("ring.xml", src, nil, planner.Options{})
+				g, err := planner.Load(b.Context(), "ring.xml", src, nil, planner.Options{})
 				if err != nil {
 					b.Fatal(err)
 				}

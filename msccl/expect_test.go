@@ -51,7 +51,7 @@ func TestPostconditionRejects(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a := c.mutate()
 			src := a.xml()
-			_, err := planner.Load(a.name+".xml", src, map[string]int64{"chunk": chunk}, planner.Options{})
+			_, err := planner.Load(t.Context(), a.name+".xml", src, map[string]int64{"chunk": chunk}, planner.Options{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v\nwant it to contain %s", err, c.want)
 			}
@@ -93,7 +93,7 @@ func TestExportColl(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := planner.Load(c.plan+".dag", src, nil, planner.Options{})
+			g, err := planner.Load(t.Context(), c.plan+".dag", src, nil, planner.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestExportColl(t *testing.T) {
 			if !strings.Contains(string(x), c.head) {
 				t.Fatalf("want %s in\n%s", c.head, x)
 			}
-			g2, err := planner.Load(c.plan+".xml", x, nil, planner.Options{})
+			g2, err := planner.Load(t.Context(), c.plan+".xml", x, nil, planner.Options{})
 			if err != nil {
 				t.Fatalf("%v\n%s", err, x)
 			}
@@ -136,7 +136,7 @@ op red = reduce sum output[rank : rank + 1] from tmp after rx, cp
 expect reduce_scatter sum output from input
 `
 	junk := "op junk = copy input[1 - rank : 2 - rank] to output[1 - rank : 2 - rank]\n"
-	g, err := planner.Load("rs.dag", []byte(plan+junk), nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "rs.dag", []byte(plan+junk), nil, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ expect reduce_scatter sum output from input
 	if want := "rs.dag:12:4: junk uses output[1], outside the rank's block of output: out of place, a reduce_scatter's output on rank r is block r of the output, 1 element from element r * 1 (on rank 0; likewise on rank 1)"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v, want %s", err, want)
 	}
-	g, err = planner.Load("rs.dag", []byte(plan), nil, planner.Options{})
+	g, err = planner.Load(t.Context(), "rs.dag", []byte(plan), nil, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ expect reduce_scatter sum output from input
 	if !strings.Contains(string(x), `coll="reduce_scatter" inplace="0"`) || !strings.Contains(string(x), `i_chunks="2" o_chunks="1"`) {
 		t.Fatalf("got\n%s", x)
 	}
-	g2, err := planner.Load("rs.xml", x, nil, planner.Options{})
+	g2, err := planner.Load(t.Context(), "rs.xml", x, nil, planner.Options{})
 	if err != nil || len(g2.Expects) != 1 {
 		t.Fatalf("%v\n%s", err, x)
 	}

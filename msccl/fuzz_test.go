@@ -26,7 +26,7 @@ func FuzzConvert(f *testing.F) {
 		if _, err := msccl.Convert("f.xml", src, msccl.Options{}); err != nil {
 			return
 		}
-		g, err := planner.Load("f.xml", src, map[string]int64{"chunk": 1}, planner.Options{})
+		g, err := planner.Load(t.Context(), "f.xml", src, map[string]int64{"chunk": 1}, planner.Options{})
 		if err != nil {
 			return
 		}

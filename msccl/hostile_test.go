@@ -148,7 +148,7 @@ func TestImportHostileComments(t *testing.T) {
 		if strings.Contains(string(text), "\nplan pwned") || strings.Contains(string(text), "\rplan pwned") || bytes.Contains(text, []byte("\nexpect")) {
 			t.Errorf("coll %q:\n%s", v, text)
 		}
-		if _, err := planner.Load("ring.dag", text, map[string]int64{"chunk": chunk}, planner.Options{}); err != nil {
+		if _, err := planner.Load(t.Context(), "ring.dag", text, map[string]int64{"chunk": chunk}, planner.Options{}); err != nil {
 			t.Errorf("coll %q: %v\n%s", v, err, text)
 		}
 	}
@@ -158,7 +158,7 @@ func TestImportHostileComments(t *testing.T) {
 // statements cut off; the plan must load.
 func statements(t *testing.T, text []byte) []string {
 	t.Helper()
-	if _, err := planner.Load("x.dag", text, map[string]int64{"chunk": chunk}, planner.Options{}); err != nil {
+	if _, err := planner.Load(t.Context(), "x.dag", text, map[string]int64{"chunk": chunk}, planner.Options{}); err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}
 	var out []string

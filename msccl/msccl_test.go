@@ -23,7 +23,7 @@ const chunk = 4 // elements per chunk in the tests
 
 func load(t *testing.T, name string, src []byte) *ir.Graph {
 	t.Helper()
-	g, err := planner.Load(name, src, map[string]int64{"chunk": chunk}, planner.Options{})
+	g, err := planner.Load(t.Context(), name, src, map[string]int64{"chunk": chunk}, planner.Options{})
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, src)
 	}
@@ -305,7 +305,7 @@ func TestFixtures(t *testing.T) {
 			}
 			name := filepath.Base(file)
 			want, werr := os.ReadFile(strings.TrimSuffix(file, ".xml") + ".err")
-			g, err := planner.Load(name, src, map[string]int64{"chunk": chunk}, planner.Options{})
+			g, err := planner.Load(t.Context(), name, src, map[string]int64{"chunk": chunk}, planner.Options{})
 			if werr != nil {
 				if err != nil {
 					t.Fatalf("%v", err)
@@ -333,7 +333,7 @@ func TestExportRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 3, "n": 4}, planner.Options{})
+	g, err := planner.Load(t.Context(), "ring_allreduce.dag", src, map[string]int64{"ranks": 3, "n": 4}, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestExportRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err = planner.Load("atomic_fanin.dag", src, nil, planner.Options{})
+	g, err = planner.Load(t.Context(), "atomic_fanin.dag", src, nil, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ for s in 0 .. ranks - 1 {
   if s == 0 { ag[s] after mid } else { ag[s] after got[s - 1] }
 }
 `)
-	g, err := planner.Load("ring.dag", src, nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "ring.dag", src, nil, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

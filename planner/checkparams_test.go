@@ -24,7 +24,7 @@ func TestCheckParams(t *testing.T) {
 		{map[string]int64{"ranks": 0}, "-p ranks=0: the world size must be between 1 and 65536"},
 		{map[string]int64{"ranks": elaborate.MaxRanks + 1, "z": 1}, "-p z: the plan has no param z (declared params: ranks, n); -p ranks=65537: the world size must be between 1 and 65536"},
 	} {
-		_, err := Load("p.dag", src, tc.params, Options{})
+		_, err := Load(t.Context(), "p.dag", src, tc.params, Options{})
 		if tc.want == "" {
 			assert.NoError(t, err)
 			continue

@@ -14,12 +14,9 @@ import (
 // run side by side. (Within a pass, its own work may still be split over the CPUs.)
 
 // startBeside runs hook on g on a goroutine of its own (Options.Beside), with a context that
-// parent's cancellation cancels (parent may be nil: none). The returned wait cancels hook's
-// context when the checks failed, and returns once hook has.
+// parent's cancellation cancels. The returned wait cancels hook's context when the checks
+// failed, and returns once hook has.
 func startBeside(parent context.Context, g *ir.Graph, hook func(ctx context.Context, g *ir.Graph)) (wait func(failed bool)) {
-	if parent == nil {
-		parent = context.Background()
-	}
 	ctx, cancel := context.WithCancel(parent)
 	done := make(chan struct{})
 	go func() {

@@ -31,7 +31,7 @@ func TestErrorFiles(t *testing.T) {
 			t.Run(c.Name(), func(t *testing.T) {
 				_, err := dsl.Parse(path, c.Src)
 				require.NoError(t, err, "a planner error case must parse")
-				_, err = Load(path, c.Src, nil, Options{})
+				_, err = Load(t.Context(), path, c.Src, nil, Options{})
 				chunktest.Check(t, err, c)
 			})
 			if len(c.Want) > 0 {

@@ -18,7 +18,7 @@ func ExampleLoad() {
 		fmt.Println(err)
 		return
 	}
-	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 3, "n": 16}, planner.Options{})
+	g, err := planner.Load(context.Background(), "ring_allreduce.dag", src, map[string]int64{"ranks": 3, "n": 16}, planner.Options{})
 	if err != nil {
 		fmt.Println(err) // a diag.List: every diagnostic with its position
 		return
@@ -55,7 +55,7 @@ param ranks = 2
 buffer b u8[4]
 op c = copy b[0:2] to b[1:5]
 `)
-	_, err := planner.Load("p.dag", src, nil, planner.Options{})
+	_, err := planner.Load(context.Background(), "p.dag", src, nil, planner.Options{})
 	diag.Print(os.Stdout, err, diag.Sources{"p.dag": src})
 	// Output:
 	// p.dag:4:27: slice b[1:5] ends past the end of b (4 elements)

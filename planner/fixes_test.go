@@ -125,7 +125,7 @@ func (c fixCase) load(t *testing.T, src []byte) (*ir.Graph, diag.List) {
 		require.NoError(t, err)
 		opt.Verify.Order, opt.Verify.Target = tg.Order, tg.Name
 	}
-	g, err := Load(c.name, src, c.params, opt)
+	g, err := Load(t.Context(), c.name, src, c.params, opt)
 	var list diag.List
 	if err != nil {
 		require.True(t, errors.As(err, &list), "%v", err)

@@ -23,13 +23,13 @@ func TestLoadLint(t *testing.T) {
 		require.NoError(t, err)
 		var got diag.List
 		called := false
-		g, err := Load(name+".dag", src, map[string]int64{"ranks": 6}, Options{Lint: func(l diag.List) { got, called = l, true }})
+		g, err := Load(t.Context(), name+".dag", src, map[string]int64{"ranks": 6}, Options{Lint: func(l diag.List) { got, called = l, true }})
 		require.NoError(t, err)
 		require.True(t, called, name)
 		assert.Equal(t, verify.RNR(t.Context(), g), got, name)
 	}
 	called := false
-	_, err := Load("racy.dag", []byte(`plan p
+	_, err := Load(t.Context(), "racy.dag", []byte(`plan p
 buffer a i32[8]
 op x = copy a[0:4] to a[4:8]
 op y = copy a[4:8] to a[0:4]
@@ -53,7 +53,7 @@ func TestLoadBeside(t *testing.T) {
 	} {
 		var seen *ir.Graph
 		ran := make(chan struct{}, 1)
-		g, err := Load(c.name+".dag", []byte(c.src), nil, Options{Beside: func(ctx context.Context, g *ir.Graph) {
+		g, err := Load(t.Context(), c.name+".dag", []byte(c.src), nil, Options{Beside: func(ctx context.Context, g *ir.Graph) {
 			time.Sleep(10 * time.Millisecond)
 			seen = g
 			ran <- struct{}{}
@@ -81,7 +81,7 @@ func TestLoadBesideCancelled(t *testing.T) {
 		// A failing check cancels at once; a plan that passes is long checked after 200 ms.
 		wait := map[string]time.Duration{"ok": 200 * time.Millisecond, "racy": time.Minute}
 		var cancelled bool
-		_, err := Load(c.name+".dag", []byte(c.src), nil, Options{Beside: func(ctx context.Context, g *ir.Graph) {
+		_, err := Load(t.Context(), c.name+".dag", []byte(c.src), nil, Options{Beside: func(ctx context.Context, g *ir.Graph) {
 			select {
 			case <-ctx.Done():
 				cancelled = true

@@ -135,7 +135,7 @@ const (
 )
 
 func judge(t *testing.T, path string, src []byte, params map[string]int64) (verdict, diag.Code, string) {
-	g, err := planner.Load(path, src, params, planner.Options{})
+	g, err := planner.Load(t.Context(), path, src, params, planner.Options{})
 	if err != nil {
 		var l diag.List
 		if errors.As(err, &l) && len(l) > 0 {
@@ -188,7 +188,7 @@ func TestMutationPostconditions(t *testing.T) {
 		var sizes []int64
 		for _, ranks := range []int64{2, 3, 4, 8} {
 			params["ranks"] = ranks
-			if _, err := planner.Load(path, src, params, planner.Options{}); err == nil {
+			if _, err := planner.Load(t.Context(), path, src, params, planner.Options{}); err == nil {
 				sizes = append(sizes, ranks)
 			}
 		}

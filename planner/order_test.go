@@ -36,7 +36,7 @@ expect allgather out from data
 func TestLoadUnderOrdering(t *testing.T) {
 	t.Parallel()
 	var lints diag.List
-	_, err := Load("p.dag", []byte(publishAllgather), nil, Options{
+	_, err := Load(t.Context(), "p.dag", []byte(publishAllgather), nil, Options{
 		Verify: verify.Options{Order: ir.OrderRC, Target: "connectx"},
 		Lint:   func(l diag.List) { lints = l },
 	})
@@ -45,7 +45,7 @@ func TestLoadUnderOrdering(t *testing.T) {
 	require.NotEmpty(t, lints)
 	assert.Contains(t, lints[0].Msg, "relies on write-after-write ordering (FI_ORDER_WAW)")
 
-	_, err = Load("p.dag", []byte(publishAllgather), nil, Options{Verify: verify.Options{Target: "unordered"}})
+	_, err = Load(t.Context(), "p.dag", []byte(publishAllgather), nil, Options{Verify: verify.Options{Target: "unordered"}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "only write-after-write ordering (FI_ORDER_WAW)")
 }
@@ -54,7 +54,7 @@ func TestLoadUnderOrdering(t *testing.T) {
 // ordering keeps within the memory budget like the first one.
 func TestLoadUnderOrderingBudget(t *testing.T) {
 	t.Parallel()
-	_, err := Load("p.dag", []byte(publishAllgather), nil, Options{
+	_, err := Load(t.Context(), "p.dag", []byte(publishAllgather), nil, Options{
 		Verify: verify.Options{Order: ir.OrderRC, Target: "connectx"},
 		Prove:  prove.Options{Budget: budget.Budget{Bytes: 1 << 10, From: "--mem"}},
 	})
@@ -68,7 +68,7 @@ func TestLoadUnderOrderingBudget(t *testing.T) {
 func TestLoadRelies(t *testing.T) {
 	t.Parallel()
 	for _, ord := range []ir.Order{ir.OrderRC, ir.OrderStrict, ir.OrderWAW | ir.OrderSAS} {
-		g, err := Load("p.dag", []byte(publishAllgather), nil, Options{Verify: verify.Options{Order: ord}})
+		g, err := Load(t.Context(), "p.dag", []byte(publishAllgather), nil, Options{Verify: verify.Options{Order: ord}})
 		require.NoError(t, err, "%v", ord)
 		require.NotNil(t, g.Relies, "%v", ord)
 		assert.Equal(t, ir.OrderWAW, g.Relies.Order, "%v", ord)
@@ -84,7 +84,7 @@ func TestLoadRelies(t *testing.T) {
 		assert.Contains(t, d, "FI_ORDER_WAW orders write wn (p.dag:10:4) after write w (p.dag:9:4) on queue q of rank 0: without it, race on rank 1's inbox[0:2]")
 	}
 
-	g, err := Load("p.dag", []byte(publishAllgather), nil, Options{Verify: verify.Options{Order: ir.OrderSAS}})
+	g, err := Load(t.Context(), "p.dag", []byte(publishAllgather), nil, Options{Verify: verify.Options{Order: ir.OrderSAS}})
 	require.Error(t, err)
 	assert.Nil(t, g.Relies)
 
@@ -95,7 +95,7 @@ buffer b f32[4] remote_write
 queue q to (rank + 1) % ranks peer q
 op w = write q a to b
 `
-	g, err = Load("p.dag", []byte(ordered), nil, Options{Verify: verify.Options{Order: ir.OrderStrict}})
+	g, err = Load(t.Context(), "p.dag", []byte(ordered), nil, Options{Verify: verify.Options{Order: ir.OrderStrict}})
 	require.NoError(t, err)
 	assert.Nil(t, g.Relies)
 }

@@ -11,6 +11,13 @@
 //
 // planner/replay checks a compiled Plan by running it on a model of the NIC. This package only
 // strings the passes together; it holds no pass itself.
+//
+// Load, Compile and every pass take a context.Context as their first parameter, as package
+// context asks, and no options carry one. The passes look at it between their steps and every
+// millisecond or so within their long ones (internal/stop); once it is cancelled they stop and
+// return its cause (context.Cause), or a result the caller must not use (Load does not). Load
+// hands its ctx to each pass it runs, so no pass can be stopped by a context Load does not watch.
+// A ctx must not be nil: a caller with nothing to cancel passes context.Background().
 package planner
 
 import (
@@ -21,6 +28,7 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
 	"github.com/coredag/coredag/internal/budget"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner/elaborate"
@@ -46,35 +54,9 @@ type Options struct {
 	// Beside, when set, is run on the Graph of a plan free of deadlocks at the same time as the
 	// rest of the checks (races, the proof, the lints), for work that needs only such a Graph,
 	// like lower.CheckLimits: done while the checks keep the other cores busy, not after them.
-	// Load returns once Beside has. If a later check fails, Beside's work was for nothing:
-	// ctx is then cancelled, so that Beside can stop early.
+	// Load returns once Beside has. Beside's ctx derives from Load's; if a later check fails,
+	// Beside's work was for nothing: ctx is then cancelled, so that Beside can stop early.
 	Beside func(ctx context.Context, g *ir.Graph)
-
-	// Context, unless nil, stops Load once it is cancelled: the passes look at it between their
-	// steps and every so often within their long ones (elaboration, the checks, the proof), and
-	// Load returns the context's cause (context.Cause) and no Graph. Load gives it to every
-	// pass. Beside's context is cancelled with it.
-	Context context.Context
-}
-
-// ctx is opt.Context, or context.Background() when there is none.
-func (opt Options) ctx() context.Context {
-	if opt.Context == nil {
-		return context.Background()
-	}
-	return opt.Context
-}
-
-// stopped returns the cause of the cancellation of opt's Context, or nil while it goes on (or
-// when there is none).
-func (opt Options) stopped() error { return cancelled(opt.Context) }
-
-// cancelled returns the cause of ctx's cancellation, or nil while it goes on or when ctx is nil.
-func cancelled(ctx context.Context) error {
-	if ctx == nil || ctx.Err() == nil {
-		return nil
-	}
-	return context.Cause(ctx)
 }
 
 // Within returns the options of a command run within the memory budget b: elaboration caps
@@ -101,9 +83,10 @@ func Parse(filename string, src []byte, opt msccl.Options) (*dsl.File, error) {
 // if any, is a diag.List of positioned diagnostics, a *ParamError when params holds an override
 // the plan cannot take, or a *budget.Error when the plan would not fit in opt's memory budget.
 // When only verification failed, the Graph is returned too, so a caller can explain the failure
-// (SuggestFixes). Stopped (Options.Context), it returns the context's cause.
-func Load(filename string, src []byte, params map[string]int64, opt Options) (g *ir.Graph, err error) {
-	ctx := opt.ctx()
+// (SuggestFixes). Once ctx is cancelled, Load stops within moments and returns ctx's cause and
+// no Graph: the passes look at ctx between their steps and within their long ones
+// (elaboration, the checks, the proof).
+func Load(ctx context.Context, filename string, src []byte, params map[string]int64, opt Options) (g *ir.Graph, err error) {
 	if _, ok := params["ranks"]; ok && IsMSCCL(filename) {
 		return nil, &elaborate.ParamError{Msg: "-p ranks: an MSCCL algorithm runs on the ngpus GPUs its XML lists; only -p chunk=ELEMS applies"}
 	}
@@ -121,27 +104,27 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (g 
 	// A stopped check returns what it had found (nothing, or part of it), which means nothing:
 	// the context is looked at after each step, before its result is used.
 	errs, order := opt.Verify.CheckDeadlocks(ctx, g)
-	if err := opt.stopped(); err != nil {
+	if err := stop.Cause(ctx); err != nil {
 		return nil, err
 	}
 	if len(errs) > 0 {
 		return g, errs.Err()
 	}
 	if opt.Beside != nil {
-		wait := startBeside(opt.Context, g, opt.Beside)
+		wait := startBeside(ctx, g, opt.Beside)
 		defer func() {
 			wait(err != nil)
 			// Stopped after the checks, Beside's work may have been cut short: the caller
 			// must not take it for done.
-			if stop := opt.stopped(); err == nil && stop != nil {
-				g, err = nil, stop
+			if cause := stop.Cause(ctx); err == nil && cause != nil {
+				g, err = nil, cause
 			}
 		}()
 	}
 	// The race search, the proof of the postconditions and the lints all read the Graph and the
 	// order only: they run side by side (checkOrder).
 	errs, proved, lints := checkOrder(ctx, g, order, opt)
-	if err := opt.stopped(); err != nil {
+	if err := stop.Cause(ctx); err != nil {
 		return nil, err
 	}
 	if len(errs) > 0 {
@@ -155,7 +138,7 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (g 
 		if d := order.Reliance(ctx); d != nil {
 			lints = append(diag.List{d}, lints...)
 		}
-		if err := opt.stopped(); err != nil {
+		if err := stop.Cause(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -165,7 +148,7 @@ func Load(filename string, src []byte, params map[string]int64, opt Options) (g 
 	return g, proved.Err()
 }
 
-// Compile lowers a checked Graph for a target into a Plan (lower.Compile).
+// Compile lowers a checked Graph for a target into a Plan (lower.Compile); ctx stops it.
 func Compile(ctx context.Context, g *ir.Graph, t ir.Target) (*ir.Plan, error) {
 	return lower.Compile(ctx, g, t)
 }

@@ -35,7 +35,7 @@ func benchCheck(b *testing.B, file string) {
 			b.ReportAllocs()
 			cpu0 := cpuTime()
 			for b.Loop() {
-				if g, err = planner.Load(file, src, map[string]int64{"ranks": ranks}, planner.Options{}); err != nil {
+				if g, err = planner.Load(b.Context(), file, src, map[string]int64{"ranks": ranks}, planner.Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -117,7 +117,7 @@ func deepRing(b *testing.B) []byte {
 }
 
 func loadRing(b *testing.B, src []byte, ranks int64) *ir.Graph {
-	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks}, planner.Options{})
+	g, err := planner.Load(b.Context(), "ring_allreduce.dag", src, map[string]int64{"ranks": ranks}, planner.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,10 +15,10 @@ import (
 )
 
 // SetPlanExpects returns a planset.Checker: it loads a set's plan file (at most dsl.MaxSource)
-// with its line's params at a world size, checked as Load checks it under opts, and returns its
-// postconditions.
-func SetPlanExpects(opts Options) func(path string, ranks int64, params []string) ([]ir.Expect, error) {
-	return func(path string, ranks int64, params []string) ([]ir.Expect, error) {
+// with its line's params at a world size, checked as Load checks it under opts and its ctx, and
+// returns its postconditions.
+func SetPlanExpects(opts Options) func(ctx context.Context, path string, ranks int64, params []string) ([]ir.Expect, error) {
+	return func(ctx context.Context, path string, ranks int64, params []string) ([]ir.Expect, error) {
 		ps, err := elaborate.ParseParams(params)
 		if err != nil {
 			return nil, err
@@ -28,7 +28,7 @@ func SetPlanExpects(opts Options) func(path string, ranks int64, params []string
 		if err != nil {
 			return nil, err
 		}
-		g, err := Load(path, src, ps, opts)
+		g, err := Load(ctx, path, src, ps, opts)
 		if err != nil {
 			return nil, err
 		}

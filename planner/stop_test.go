@@ -30,17 +30,17 @@ if rank == 0 {
 }
 `
 
-// TestLoadStops: Options.Context cancelled while the checks run (from Beside, which starts with
+// TestLoadStops: Load's context cancelled while the checks run (from Beside, which starts with
 // the race search once the plan is free of deadlocks) stops Load within moments, with the
 // context's cause and no Graph, and cancels Beside's context too. Before, Load ran the race
 // search to its end, and `coredag check` could not be interrupted.
 func TestLoadStops(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(t.Context())
 	cause := errors.New("interrupted")
 	var cancelled time.Time
 	besideStopped := false
-	g, err := Load("reads.dag", []byte(broadcastReads), nil, Options{Context: ctx, Beside: func(bctx context.Context, g *ir.Graph) {
+	g, err := Load(ctx, "reads.dag", []byte(broadcastReads), nil, Options{Beside: func(bctx context.Context, g *ir.Graph) {
 		cancelled = time.Now()
 		cancel(cause)
 		select {
@@ -52,7 +52,7 @@ func TestLoadStops(t *testing.T) {
 	took := time.Since(cancelled)
 	assert.Same(t, cause, err)
 	assert.Nil(t, g)
-	assert.True(t, besideStopped, "Beside's context follows Options.Context")
+	assert.True(t, besideStopped, "Beside's context follows Load's")
 	assert.Less(t, took, 2*time.Second, "Load returned %v after the cancellation", took)
 }
 
@@ -60,13 +60,13 @@ func TestLoadStops(t *testing.T) {
 // cause is the error, not the plan's mistakes.
 func TestLoadStopsBeforeChecks(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(t.Context())
 	cause := errors.New("interrupted")
 	cancel(cause)
 	racy := "plan p\nbuffer a i32[8]\nop x = copy a[0:4] to a[4:8]\nop y = copy a[4:8] to a[0:4]\n"
-	_, err := Load("racy.dag", []byte(racy), nil, Options{})
+	_, err := Load(t.Context(), "racy.dag", []byte(racy), nil, Options{})
 	require.Error(t, err)
-	g, err := Load("racy.dag", []byte(racy), nil, Options{Context: ctx})
+	g, err := Load(ctx, "racy.dag", []byte(racy), nil, Options{})
 	assert.Same(t, cause, err)
 	assert.Nil(t, g)
 }
@@ -75,12 +75,12 @@ func TestLoadStopsBeforeChecks(t *testing.T) {
 // still works, makes Load return the cause, not a Graph whose Beside work was cut short.
 func TestLoadStopsAfterChecks(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(t.Context())
 	cause := errors.New("interrupted")
 	checked := make(chan struct{})
 	src, err := os.ReadFile("../plans/ring_allreduce.dag")
 	require.NoError(t, err)
-	g, err := Load("ring_allreduce.dag", src, nil, Options{Context: ctx,
+	g, err := Load(ctx, "ring_allreduce.dag", src, nil, Options{
 		Lint: func(diag.List) { close(checked) }, // after the checks, before Load's return
 		Beside: func(bctx context.Context, g *ir.Graph) {
 			select {

@@ -34,6 +34,7 @@ import (
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/boundedio"
 	"github.com/coredag/coredag/internal/intlit"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -67,8 +68,9 @@ const DefaultSizeParam = "n"
 
 // Checker loads a plan of the set at a world size and returns its postconditions: the caller's
 // front end (planner.Load), so that this package does not depend on it. ranks is the least world
-// size the entry serves; params are the entry's -p values.
-type Checker func(path string, ranks int64, params []string) ([]ir.Expect, error)
+// size the entry serves; params are the entry's -p values. ctx is Check's: once it is cancelled,
+// the Checker stops the plan and returns an error.
+type Checker func(ctx context.Context, path string, ranks int64, params []string) ([]ir.Expect, error)
 
 // firstStatement returns the words of src's first line that holds more than blanks and a
 // comment, and that line's number; no words for a file of only those.
@@ -346,23 +348,20 @@ func ParseSize(s string) (int64, error) {
 // Check verifies the set: every plan's expect is the set's collective (through check), and the
 // entries cover every size from 0 on, for every world size from the least to the greatest
 // named, exactly once. Every mistake is reported, at its position. Once ctx is cancelled, Check
-// stops, between two plans or within the coverage's sweep of the world sizes, and returns ctx's
-// cause (context.Cause): a check given ctx stops its plan and returns an error.
+// stops, between two plans (check, given ctx, stops its plan) or within the coverage's sweep of
+// the world sizes, and returns ctx's cause (context.Cause).
 func (s *Set) Check(ctx context.Context, check Checker) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	var errs diag.List
 	for _, e := range s.Entries {
 		if check == nil {
 			break
 		}
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
+		if err := stop.Cause(ctx); err != nil {
+			return err
 		}
-		exps, err := check(e.File, e.RanksLo, e.Params)
-		if err != nil && ctx.Err() != nil { // the plan was stopped: what check says of it means nothing
-			return context.Cause(ctx)
+		exps, err := check(ctx, e.File, e.RanksLo, e.Params)
+		if cause := stop.Stopped(ctx, err); cause != nil { // the plan was stopped: what check says of it means nothing
+			return cause
 		}
 		if err != nil {
 			d := errs.Add(diag.Input, e.Pos, "plan %s at ranks=%d: %s", e.Path, e.RanksLo, firstLine(err.Error()))
@@ -410,8 +409,8 @@ func (s *Set) coverage(ctx context.Context) (diag.List, error) {
 		if r > maxR {
 			break
 		}
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+		if err := stop.Cause(ctx); err != nil {
+			return nil, err
 		}
 		hi := int64(Unbounded)
 		if ci+1 < len(cuts) {

@@ -17,7 +17,7 @@ import (
 
 // fake answers every plan with the collective its file name starts with ("allreduce_x.dag"),
 // none for "none_", and an error for "bad_".
-func fake(path string, ranks int64, params []string) ([]ir.Expect, error) {
+func fake(_ context.Context, path string, ranks int64, params []string) ([]ir.Expect, error) {
 	base := path[strings.LastIndexByte(path, '/')+1:]
 	name, _, _ := strings.Cut(base, "_")
 	switch name {
@@ -187,10 +187,10 @@ func TestCheckStops(t *testing.T) {
 	cause := errors.New("interrupted")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	var checked []string
-	stopping := func(path string, ranks int64, params []string) ([]ir.Expect, error) {
+	stopping := func(ctx context.Context, path string, ranks int64, params []string) ([]ir.Expect, error) {
 		checked = append(checked, path)
-		cancel(cause)
-		return nil, cause
+		cancel(cause)                  // as a signal would while the plan loads
+		return nil, context.Cause(ctx) // the plan is stopped by Check's context
 	}
 	assert.Same(t, cause, s.Check(ctx, stopping))
 	assert.Equal(t, []string{"dir/allreduce_a.dag"}, checked, "the plans after the stopped one are not checked")

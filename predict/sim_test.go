@@ -15,7 +15,7 @@ import (
 
 func compile(t testing.TB, file string, src []byte, params map[string]int64, target string) *ir.Plan {
 	t.Helper()
-	g, err := planner.Load(file, src, params, planner.Options{})
+	g, err := planner.Load(t.Context(), file, src, params, planner.Options{})
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
@@ -127,7 +127,7 @@ func TestPlansAllTargets(t *testing.T) {
 		for _, target := range []string{"generic", "connectx", "connectx-inline", "triggered", "triggered-sockets", "unordered"} {
 			src, err := os.ReadFile(f)
 			require.NoError(t, err)
-			g, err := planner.Load(f, src, nil, planner.Options{})
+			g, err := planner.Load(t.Context(), f, src, nil, planner.Options{})
 			require.NoError(t, err, f)
 			tg, err := ir.LookupTarget(target)
 			require.NoError(t, err)

@@ -28,7 +28,7 @@ func load(t testing.TB, file string, src []byte, params map[string]int64) *ir.Gr
 		src, err = os.ReadFile(file)
 		require.NoError(t, err)
 	}
-	g, err := planner.Load(file, src, params, planner.Options{})
+	g, err := planner.Load(t.Context(), file, src, params, planner.Options{})
 	require.NoError(t, err)
 	return g
 }

@@ -15,7 +15,7 @@ func ringPlan(b testing.TB, ranks int64) *ir.Plan {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks}, planner.Options{})
+	g, err := planner.Load(b.Context(), "ring_allreduce.dag", src, map[string]int64{"ranks": ranks}, planner.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func triggeredChain(t *testing.T) *ir.Plan {
 	const file = "../testdata/onesided/counted_chain.dag"
 	src, err := os.ReadFile(file)
 	require.NoError(t, err)
-	g, err := planner.Load(file, src, map[string]int64{"ranks": 3, "c": 2}, planner.Options{})
+	g, err := planner.Load(t.Context(), file, src, map[string]int64{"ranks": 3, "c": 2}, planner.Options{})
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget("triggered")
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ func ExampleGraph() {
 		fmt.Println(err)
 		return
 	}
-	g, err := planner.Load("dissemination_barrier.dag", src, map[string]int64{"ranks": 2}, planner.Options{})
+	g, err := planner.Load(context.Background(), "dissemination_barrier.dag", src, map[string]int64{"ranks": 2}, planner.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -42,7 +42,7 @@ func ExampleWrite() {
 		fmt.Println(err)
 		return
 	}
-	g, err := planner.Load("dissemination_barrier.dag", src, map[string]int64{"ranks": 2}, planner.Options{})
+	g, err := planner.Load(context.Background(), "dissemination_barrier.dag", src, map[string]int64{"ranks": 2}, planner.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -43,7 +43,7 @@ func TestPlanSVGNodes(t *testing.T) {
 	needDot(t)
 	src, err := os.ReadFile("../plans/dissemination_barrier.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("dissemination_barrier.dag", src, map[string]int64{"ranks": 2}, planner.Options{})
+	g, err := planner.Load(t.Context(), "dissemination_barrier.dag", src, map[string]int64{"ranks": 2}, planner.Options{})
 	require.NoError(t, err)
 	p := compile(t, g)
 	var svg bytes.Buffer

@@ -38,7 +38,7 @@ func TestTimeline(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile("../plans/ring_allreduce.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 3}, planner.Options{})
+	g, err := planner.Load(t.Context(), "ring_allreduce.dag", src, map[string]int64{"ranks": 3}, planner.Options{})
 	require.NoError(t, err)
 	const iters = 2
 	generic, err := ir.LookupTarget("generic")

@@ -36,7 +36,7 @@ func loadPlans(t testing.TB) map[string]*ir.Graph {
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		require.NoError(t, err)
-		g, err := planner.Load(f, src, nil, planner.Options{})
+		g, err := planner.Load(t.Context(), f, src, nil, planner.Options{})
 		require.NoError(t, err, "loading %s", f)
 		out[strings.TrimSuffix(filepath.Base(f), ".dag")] = g
 	}

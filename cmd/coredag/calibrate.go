@@ -314,7 +314,7 @@ func (c *calibrateCmd) Run(e *env) error {
 	defer p.Close()
 	var ms []measured
 	for _, b := range calBenches() {
-		g, err := planner.Load(b.name+".dag", []byte(b.src), b.params, planner.Options{})
+		g, err := planner.Load(e.ctx, b.name+".dag", []byte(b.src), b.params, planner.Options{})
 		if err != nil {
 			return fmt.Errorf("calibrate: %s: internal error: %v", b.name, err)
 		}

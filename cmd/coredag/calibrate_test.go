@@ -67,7 +67,7 @@ func TestMeasureClocks(t *testing.T) {
 // ringPlan compiles plans/ring_allreduce.dag for ranks and n on target.
 func ringPlan(t *testing.T, target string, ranks, n int64) *ir.Plan {
 	t.Helper()
-	g, err := planner.Load("ring.dag", mustRead(t, "../../plans/ring_allreduce.dag"), map[string]int64{"ranks": ranks, "n": n}, planner.Options{})
+	g, err := planner.Load(t.Context(), "ring.dag", mustRead(t, "../../plans/ring_allreduce.dag"), map[string]int64{"ranks": ranks, "n": n}, planner.Options{})
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)

@@ -148,7 +148,7 @@ func (c *checkCmd) checkSet(e *env, path string) (checkReport, error) {
 		r.Diagnostics = []diag.JSON{{Code: diag.Input, File: path, Message: err.Error()}}
 		return r, err
 	}
-	s, src, err := planset.Load(e.ctx, path, planChecker(e))
+	s, src, err := planset.Load(e.ctx, path, planChecker())
 	if e.ctx.Err() != nil {
 		return r, context.Cause(e.ctx)
 	}

@@ -55,7 +55,7 @@ func TestRunChecksPostconditions(t *testing.T) {
 // Before, that run got context.Background and a signal could not stop it.
 func TestCheckExpectsStops(t *testing.T) {
 	t.Parallel()
-	g, err := planner.Load("ring.dag", mustRead(t, "../../plans/ring_allreduce.dag"), map[string]int64{"ranks": 4, "n": 16}, planner.Options{})
+	g, err := planner.Load(t.Context(), "ring.dag", mustRead(t, "../../plans/ring_allreduce.dag"), map[string]int64{"ranks": 4, "n": 16}, planner.Options{})
 	require.NoError(t, err)
 	target, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)

@@ -140,7 +140,6 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 	}
 	l := &loaded{path: name, src: src, budget: b}
 	po := planner.Within(b)
-	po.Context = e.ctx // a signal stops the evaluation of the plan and its checks
 	po.MSCCL = msccl.Options{Elem: p.Type}
 	if opt.lint {
 		po.Lint = func(found diag.List) { l.lints = found }
@@ -168,8 +167,8 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 			}
 		}
 	}
-	l.graph, l.err = planner.Load(name, src, params, po)
-	if errors.Is(l.err, context.Canceled) { // interrupted: the command stops (runInterruptible)
+	l.graph, l.err = planner.Load(e.ctx, name, src, params, po) // a signal stops the plan's evaluation and its checks
+	if errors.Is(l.err, context.Canceled) {                     // interrupted: the command stops (runInterruptible)
 		return nil, l.err
 	}
 	var pe *elaborate.ParamError

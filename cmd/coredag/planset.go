@@ -30,14 +30,14 @@ type selectCmd struct {
 }
 
 // planChecker loads a set's plan at a world size with its params, checked as coredag check
-// does, and returns its postconditions. A signal stops it (the command's context).
-func planChecker(e *env) planset.Checker {
-	return planner.SetPlanExpects(planner.Options{Context: e.ctx})
+// does, and returns its postconditions. A signal stops it (the ctx it is given: the command's).
+func planChecker() planset.Checker {
+	return planner.SetPlanExpects(planner.Options{})
 }
 
 // loadSet loads and checks a set, printing its diagnostics.
 func loadSet(e *env, path string) (*planset.Set, error) {
-	s, src, err := planset.Load(e.ctx, path, planChecker(e))
+	s, src, err := planset.Load(e.ctx, path, planChecker())
 	if err == nil {
 		return s, nil
 	}
@@ -157,7 +157,7 @@ func (c *tuneCmd) Run(e *env) error {
 		}
 		if ri == 0 {
 			for i, f := range c.Files {
-				exps, err := planChecker(e)(f, r, nil)
+				exps, err := planChecker()(e.ctx, f, r, nil)
 				if err != nil && e.ctx.Err() != nil {
 					return context.Cause(e.ctx)
 				}

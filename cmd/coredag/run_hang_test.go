@@ -53,7 +53,7 @@ func hangOffload(t *testing.T) (*ir.Plan, *exec.HangError, exec.WQELoc) {
 	path := filepath.Join("..", "..", "plans", "ring_allreduce.dag")
 	src, err := os.ReadFile(path)
 	require.NoError(t, err)
-	g, err := planner.Load(path, src, map[string]int64{"ranks": 2, "n": 4}, planner.Options{})
+	g, err := planner.Load(t.Context(), path, src, map[string]int64{"ranks": 2, "n": 4}, planner.Options{})
 	require.NoError(t, err)
 	target, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)

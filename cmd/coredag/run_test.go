@@ -342,7 +342,7 @@ func TestRunTimeline(t *testing.T) {
 	}
 	src, err := os.ReadFile("../../plans/pipeline_chain.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("pipeline_chain.dag", src, nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "pipeline_chain.dag", src, nil, planner.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, 3*len(g.Ops), instants)
 

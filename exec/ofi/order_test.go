@@ -42,7 +42,7 @@ func compileRC(t *testing.T, f string) *ir.Plan {
 	t.Helper()
 	src, err := os.ReadFile(f)
 	require.NoError(t, err)
-	g, err := planner.Load(f, src, nil, planner.Options{Verify: verify.Options{Order: ir.OrderRC}})
+	g, err := planner.Load(t.Context(), f, src, nil, planner.Options{Verify: verify.Options{Order: ir.OrderRC}})
 	require.NoError(t, err, f)
 	tg, err := ir.LookupTarget("generic")
 	require.NoError(t, err)

@@ -42,7 +42,7 @@ func compileFile(t testing.TB, f string, params map[string]int64, target string)
 	t.Helper()
 	src, err := os.ReadFile(f)
 	require.NoError(t, err)
-	g, err := planner.Load(f, src, params, planner.Options{})
+	g, err := planner.Load(t.Context(), f, src, params, planner.Options{})
 	require.NoError(t, err, "%s %v", f, params)
 	tg, err := ir.LookupTarget(target)
 	require.NoError(t, err)
@@ -102,7 +102,7 @@ func TestPlans(t *testing.T) {
 				src, err := os.ReadFile(f)
 				require.NoError(t, err)
 				for _, ranks := range []int{2, 4} {
-					g, err := planner.Load(f, src, map[string]int64{"ranks": int64(ranks)}, planner.Options{})
+					g, err := planner.Load(t.Context(), f, src, map[string]int64{"ranks": int64(ranks)}, planner.Options{})
 					require.NoError(t, err, "%s ranks=%d", name, ranks)
 					for _, c := range cases {
 						t.Run(fmt.Sprintf("%s/ranks=%d/%s-%s", name, ranks, c.engine, c.target), func(t *testing.T) {
@@ -148,7 +148,7 @@ func TestFaultRemoteWrite(t *testing.T) {
 	const f = "../../testdata/verbs/fault_perm.dag"
 	src, err := os.ReadFile(f)
 	require.NoError(t, err)
-	g, err := planner.Load(f, src, nil, planner.Options{})
+	g, err := planner.Load(t.Context(), f, src, nil, planner.Options{})
 	require.NoError(t, err)
 	for i := range g.Ops {
 		if g.Ops[i].Name == "w" {

@@ -95,7 +95,7 @@ func TestRankProcess(t *testing.T) {
 	require.NoError(t, err)
 	src, err := os.ReadFile(path)
 	require.NoError(t, err)
-	g, err := planner.Load(filepath.Base(path), src, map[string]int64{"ranks": int64(world.Size)}, planner.Options{})
+	g, err := planner.Load(t.Context(), filepath.Base(path), src, map[string]int64{"ranks": int64(world.Size)}, planner.Options{})
 	require.NoError(t, err)
 	opts := exec.Options{Engine: exec.Poll, Iters: 1, HangTimeout: 5 * time.Second, QuietRuntime: true}
 	if n, err := strconv.Atoi(os.Getenv(envIters)); err == nil {

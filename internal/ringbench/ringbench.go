@@ -48,7 +48,7 @@ type Engine struct {
 func Run(b *testing.B, open func(exec.Engine) nic.Provider, engines []Engine, sizes []Size) {
 	path, src := planFile(b)
 	for _, sz := range sizes {
-		g, err := planner.Load(path, src, map[string]int64{"ranks": Ranks, "n": sz.F32 / Ranks}, planner.Options{})
+		g, err := planner.Load(b.Context(), path, src, map[string]int64{"ranks": Ranks, "n": sz.F32 / Ranks}, planner.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

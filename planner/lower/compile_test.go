@@ -28,7 +28,7 @@ func load(t testing.TB, path string, params map[string]int64) *ir.Graph {
 	src, err := os.ReadFile(path)
 	require.NoError(t, err)
 	name := strings.TrimPrefix(path, "../../")
-	g, err := planner.Load(name, src, params, planner.Options{})
+	g, err := planner.Load(t.Context(), name, src, params, planner.Options{})
 	require.NoError(t, err, path)
 	return g
 }
@@ -238,7 +238,7 @@ op red = reduce sum u from t after rx
 op tx2 = send q u after red
 op rx2 = recv q t after red
 `
-	g, err := planner.Load("s.dag", []byte(src), nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "s.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	p := compileFor(t, g, "connectx")
 	assert.Equal(t, []string{"SEND", "SEND!"}, chainShape(p, 0, "q.sq"), "tx is signalled only if waited on")
@@ -256,7 +256,7 @@ op tx = send q b after rd
 op rx = recv q a[0:4]
 rx after rd
 `
-	g, err := planner.Load("f.dag", []byte(src), nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "f.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	for _, tg := range ir.Targets() {
 		if tg.Trigger != nil && tg.Trigger.RecvThresholdZero {
@@ -293,7 +293,7 @@ for s in 0 .. 2 * ranks - 2 {
   op rx[s] = recv left dst[s : s + 1]
 }
 `
-	g, err := planner.Load("d.dag", []byte(src), nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "d.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	tg, _ := ir.LookupTarget("connectx")
 	_, err = lower.Compile(t.Context(), g, tg)
@@ -306,7 +306,7 @@ for s in 0 .. 2 * ranks - 2 {
 	// The depth named is the least that works: one less is refused, it compiles.
 	for depth, ok := range map[string]bool{"depth 141": false, "depth 142": true} {
 		d := strings.NewReplacer("peer left\n", "peer left "+depth+"\n", "peer right\n", "peer right "+depth+"\n").Replace(src)
-		gd, err := planner.Load("d.dag", []byte(d), nil, planner.Options{})
+		gd, err := planner.Load(t.Context(), "d.dag", []byte(d), nil, planner.Options{})
 		require.NoError(t, err, depth)
 		_, err = lower.Compile(t.Context(), gd, tg)
 		assert.Equal(t, ok, err == nil, "%s: %v", depth, err)
@@ -327,7 +327,7 @@ queue q to 1 - rank
 op tx = send q {a[2 * j] for j in 0 .. 9}
 op rx = recv q a[32:41]
 `
-	g, err := planner.Load("s.dag", []byte(src), nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "s.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	require.Len(t, g.Ops[0].More(), 8, "nine slices, none adjacent")
 	sockets, _ := ir.LookupTarget("triggered-sockets")
@@ -353,7 +353,7 @@ queue q to (rank + 1) % ranks
 op tx = send q a inline
 op rx = recv q b
 `
-	g, err := planner.Load("i.dag", []byte(src), nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "i.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	for _, tg := range ir.Targets() {
 		if tg.Trigger != nil && tg.Trigger.RecvThresholdZero {
@@ -387,7 +387,7 @@ op rx    = recv q b[2:4]
 op rd    = read q d[0:1] to b[8:9]
 queue q to (rank + 1) % ranks
 `
-	g, err := planner.Load("i.dag", []byte(src), nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "i.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	inline := func(p *ir.Plan, name string) bool {
 		for i := range g.Ops {
@@ -437,7 +437,7 @@ func BenchmarkCompile(b *testing.B) {
 	tg, _ := ir.LookupTarget("connectx")
 	for _, ranks := range []int64{64, 128, 256} {
 		b.Run(fmt.Sprintf("ring_allreduce/ranks=%d", ranks), func(b *testing.B) {
-			g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 16}, planner.Options{})
+			g, err := planner.Load(b.Context(), "ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 16}, planner.Options{})
 			require.NoError(b, err)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -497,7 +497,7 @@ func BenchmarkEventOrder(b *testing.B) {
 	tg, _ := ir.LookupTarget("connectx")
 	for _, ranks := range []int64{128, 256, 512} {
 		b.Run(fmt.Sprintf("ring_allreduce/ranks=%d", ranks), func(b *testing.B) {
-			g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks}, planner.Options{})
+			g, err := planner.Load(b.Context(), "ring_allreduce.dag", src, map[string]int64{"ranks": ranks}, planner.Options{})
 			require.NoError(b, err)
 			for b.Loop() {
 				if _, _, err := lower.EventOrder(g, tg); err != nil {

@@ -84,7 +84,7 @@ for s in 0 .. 4 {
   op rx[s] = recv left b[s * 4 : (s + 1) * 4]
 }
 `)
-	g, err := planner.Load("shallow.dag", src, nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "shallow.dag", src, nil, planner.Options{})
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)
@@ -94,7 +94,7 @@ for s in 0 .. 4 {
 	assert.Equal(t, want.Error(), got.Error())
 
 	deep := bytes.ReplaceAll(src, []byte("depth 2"), []byte("depth 64"))
-	g, err = planner.Load("deep.dag", deep, nil, planner.Options{})
+	g, err = planner.Load(t.Context(), "deep.dag", deep, nil, planner.Options{})
 	require.NoError(t, err)
 	full := errors.New("disk full")
 	calls := 0

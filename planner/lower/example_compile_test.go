@@ -21,7 +21,7 @@ op rx = recv q b
 op back = send q b after rx
 op got = recv q a after tx
 `
-	g, err := planner.Load("pingpong.dag", []byte(src), nil, planner.Options{})
+	g, err := planner.Load(context.Background(), "pingpong.dag", []byte(src), nil, planner.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -53,7 +53,7 @@ func TestCheckLimitsAsCompile(t *testing.T) {
 				if ranks == 72 && variant == "shallow" && !e2e.Enabled() {
 					continue // shallow queues are refused at 2, 3 and 8 ranks already; 72 under CI
 				}
-				g, err := planner.Load(filepath.Base(f), text, map[string]int64{"ranks": ranks, "n": 1}, planner.Options{})
+				g, err := planner.Load(t.Context(), filepath.Base(f), text, map[string]int64{"ranks": ranks, "n": 1}, planner.Options{})
 				if err != nil {
 					continue // not a plan that checks at this size (an error example, fixed ranks)
 				}
@@ -81,7 +81,7 @@ func TestWorkersDeterministic(t *testing.T) {
 	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
 	require.NoError(t, err)
 	for _, ranks := range []int64{7, 72} { // 72: over triggered-cxi's outstanding operations
-		g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 1}, planner.Options{})
+		g, err := planner.Load(t.Context(), "ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 1}, planner.Options{})
 		require.NoError(t, err)
 		for _, tg := range ir.Targets() {
 			var want string
@@ -117,7 +117,7 @@ func TestCheckLimitsKeepsOneRank(t *testing.T) {
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)
-	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 128, "n": 1}, planner.Options{})
+	g, err := planner.Load(t.Context(), "ring_allreduce.dag", src, map[string]int64{"ranks": 128, "n": 1}, planner.Options{})
 	require.NoError(t, err)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

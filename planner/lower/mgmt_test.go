@@ -134,7 +134,7 @@ func TestSplitManagementRing(t *testing.T) {
 	small := shallowConnectX(t, 16)
 	big := shallowConnectX(t, 1<<15)
 	for _, ranks := range []int64{4, 5, 6, 8} { // 12, 16, 20 and 28 management entries
-		g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 2}, planner.Options{})
+		g, err := planner.Load(t.Context(), "ring_allreduce.dag", src, map[string]int64{"ranks": ranks, "n": 2}, planner.Options{})
 		require.NoError(t, err)
 		p, err := lower.Compile(t.Context(), g, small)
 		require.NoError(t, err, "ranks %d", ranks)
@@ -169,7 +169,7 @@ func TestSplitManagementOddDepth(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("ring_allreduce.dag", withDepth(src, 12), map[string]int64{"ranks": 4, "n": 1}, planner.Options{})
+	g, err := planner.Load(t.Context(), "ring_allreduce.dag", withDepth(src, 12), map[string]int64{"ranks": 4, "n": 1}, planner.Options{})
 	require.NoError(t, err)
 	p, err := lower.Compile(t.Context(), g, shallowConnectX(t, 12)) // 12 management entries: 8 and 1 + 4
 	require.NoError(t, err)
@@ -218,7 +218,7 @@ func TestSplitManagementPlans(t *testing.T) {
 		src, err := os.ReadFile(f)
 		require.NoError(t, err)
 		for _, ranks := range []int64{3, 4} {
-			g, err := planner.Load(filepath.Base(f), withDepth(src, depth), map[string]int64{"ranks": ranks, "n": 1}, planner.Options{})
+			g, err := planner.Load(t.Context(), filepath.Base(f), withDepth(src, depth), map[string]int64{"ranks": ranks, "n": 1}, planner.Options{})
 			if err != nil {
 				continue // not a plan of this size (recursive doubling on 3 ranks)
 			}
@@ -348,11 +348,11 @@ func TestManagedSendsRing(t *testing.T) {
 	small := shallowInline(t, 16)
 	big := shallowInline(t, 1<<15)
 	for _, ranks := range []int64{4, 5, 6, 8} { // 11, 15, 19 and 27 entries on right.sq
-		g, err := planner.Load("ring_allreduce.dag", withDepth(src, 16), map[string]int64{"ranks": ranks, "n": 2}, planner.Options{})
+		g, err := planner.Load(t.Context(), "ring_allreduce.dag", withDepth(src, 16), map[string]int64{"ranks": ranks, "n": 2}, planner.Options{})
 		require.NoError(t, err)
 		p, err := lower.Compile(t.Context(), g, small)
 		require.NoError(t, err, "ranks %d", ranks)
-		deep, err := planner.Load("ring_allreduce.dag", withDepth(src, 1024), map[string]int64{"ranks": ranks, "n": 2}, planner.Options{})
+		deep, err := planner.Load(t.Context(), "ring_allreduce.dag", withDepth(src, 1024), map[string]int64{"ranks": ranks, "n": 2}, planner.Options{})
 		require.NoError(t, err)
 		whole, err := lower.Compile(t.Context(), deep, big)
 		require.NoError(t, err)
@@ -414,11 +414,11 @@ func TestManagedSendsPlans(t *testing.T) {
 		require.NoError(t, err)
 		for _, ranks := range []int64{3, 4} {
 			params := map[string]int64{"ranks": ranks, "n": 1}
-			g, err := planner.Load(filepath.Base(f), withDepth(src, depth), params, planner.Options{})
+			g, err := planner.Load(t.Context(), filepath.Base(f), withDepth(src, depth), params, planner.Options{})
 			if err != nil {
 				continue
 			}
-			deep, err := planner.Load(filepath.Base(f), withDepth(src, 1024), params, planner.Options{})
+			deep, err := planner.Load(t.Context(), filepath.Base(f), withDepth(src, 1024), params, planner.Options{})
 			require.NoError(t, err)
 			check(g, deep, fmt.Sprintf("%s ranks %d", filepath.Base(f), ranks))
 		}

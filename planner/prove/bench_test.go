@@ -96,7 +96,7 @@ func BenchmarkLoad(b *testing.B) {
 		}{{"without", without}, {"with", src}} {
 			b.Run("ranks=256/n="+strconv.FormatInt(n, 10)+"/"+c.name, func(b *testing.B) {
 				cpuTime(b, func() {
-					g, err := planner.Load("ring_allreduce.dag", c.src, params, planner.Options{})
+					g, err := planner.Load(b.Context(), "ring_allreduce.dag", c.src, params, planner.Options{})
 					if err != nil {
 						b.Fatal(err)
 					}

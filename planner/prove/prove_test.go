@@ -45,7 +45,7 @@ func TestPlans(t *testing.T) {
 				if _, ok := elaborated(t, path, src, params); !ok {
 					t.Skipf("%s does not take ranks=%d", name, ranks)
 				}
-				g, err := planner.Load(path, src, params, planner.Options{})
+				g, err := planner.Load(t.Context(), path, src, params, planner.Options{})
 				require.NoError(t, err)
 				require.NotEmpty(t, g.Expects, "%s states no postcondition (expect)", name)
 			})

@@ -19,7 +19,7 @@ func TestProgressModelsReceiverNotReady(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile("../../testdata/compile/exchange.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("exchange.dag", src, nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "exchange.dag", src, nil, planner.Options{})
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget("connectx-inline")
 	require.NoError(t, err)

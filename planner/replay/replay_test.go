@@ -61,7 +61,7 @@ func loadPlans(t *testing.T, ranks int64) map[string]*ir.Graph {
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		require.NoError(t, err)
-		g, err := planner.Load("plans/"+filepath.Base(f), src, map[string]int64{"ranks": ranks}, planner.Options{})
+		g, err := planner.Load(t.Context(), "plans/"+filepath.Base(f), src, map[string]int64{"ranks": ranks}, planner.Options{})
 		require.NoError(t, err, f)
 		out[filepath.Base(f)] = g
 	}
@@ -247,7 +247,7 @@ func TestReplayExchangeWithoutItsWaitDeadlocksOrRaces(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile("../../testdata/compile/exchange.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("exchange.dag", src, nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "exchange.dag", src, nil, planner.Options{})
 	require.NoError(t, err)
 	p := compile(t, g, "connectx")
 	require.NoError(t, replay.Check(p, replay.Options{}))
@@ -271,7 +271,7 @@ func TestReplayRecvEnableBehindSendDeadlocks(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile("../../testdata/compile/exchange.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("exchange.dag", src, nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "exchange.dag", src, nil, planner.Options{})
 	require.NoError(t, err)
 	p := compile(t, g, "connectx-inline")
 	require.NoError(t, replay.Check(p, replay.Options{}))
@@ -305,7 +305,7 @@ func TestReplaySplitManagement(t *testing.T) {
 	src, err := os.ReadFile("../../plans/ring_allreduce.dag")
 	require.NoError(t, err)
 	src = []byte(strings.ReplaceAll(string(src), "depth min(32768, max(128, 4 * ranks))", "depth 16"))
-	g, err := planner.Load("ring_allreduce.dag", src, map[string]int64{"ranks": 8, "n": 2}, planner.Options{})
+	g, err := planner.Load(t.Context(), "ring_allreduce.dag", src, map[string]int64{"ranks": 8, "n": 2}, planner.Options{})
 	require.NoError(t, err)
 	tg, err := ir.LookupTarget("connectx")
 	require.NoError(t, err)

@@ -164,7 +164,7 @@ func TestReplayLandCounters(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile("../../testdata/onesided/counted_chain.dag")
 	require.NoError(t, err)
-	g, err := planner.Load("testdata/onesided/counted_chain.dag", src, map[string]int64{"ranks": 3, "c": 2}, planner.Options{})
+	g, err := planner.Load(t.Context(), "testdata/onesided/counted_chain.dag", src, map[string]int64{"ranks": 3, "c": 2}, planner.Options{})
 	require.NoError(t, err)
 	fresh := func() (*ir.Plan, *ir.Triggered, map[string]int) {
 		p := compile(t, g, "triggered")
