@@ -1,10 +1,12 @@
 package predict
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
 
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -28,13 +30,14 @@ var FitFigures = []string{"L_ns", "o_ns", "G_ns_per_byte", "post_ns", "poll_ns",
 // exact when the plan's work is serialised (one shared worker) and an estimate otherwise; Fit
 // then checks the fitted figures by simulating every sample again and returns the relative
 // errors (predicted / measured - 1), in sample order. Where latencies overlap with work (L_ns,
-// cq_ns) it refines the solution by Gauss-Newton steps on the model's slopes.
-func Fit(samples []Sample, base Params, free []string) (Params, []float64, error) {
-	return fit(samples, base, free, true)
+// cq_ns) it refines the solution by Gauss-Newton steps on the model's slopes. Once ctx is
+// cancelled, the simulations stop and Fit returns ctx's cause.
+func Fit(ctx context.Context, samples []Sample, base Params, free []string) (Params, []float64, error) {
+	return fit(ctx, samples, base, free, true)
 }
 
 // fit is Fit, with the Gauss-Newton steps only if refine.
-func fit(samples []Sample, base Params, free []string, refine bool) (Params, []float64, error) {
+func fit(ctx context.Context, samples []Sample, base Params, free []string, refine bool) (Params, []float64, error) {
 	if len(samples) == 0 {
 		return base, nil, fmt.Errorf("fit: no samples")
 	}
@@ -47,6 +50,18 @@ func fit(samples []Sample, base Params, free []string, refine bool) (Params, []f
 			return base, nil, fmt.Errorf("fit: no figure %q", n)
 		}
 	}
+	// simulate is the time of sample s under par; its error names the sample, unless it is
+	// ctx's cause.
+	simulate := func(s Sample, par Params) (float64, error) {
+		r, err := Simulate(ctx, s.Plan, par, Options{Scale: s.Scale})
+		if cause := stop.Stopped(ctx, err); cause != nil {
+			return 0, cause
+		}
+		if err != nil {
+			return 0, fmt.Errorf("fit: %s: %v", s.Name, err)
+		}
+		return r.Time, nil
+	}
 	// the part of each sample the fixed figures explain, and each free figure's coefficient
 	fixed := base
 	for _, n := range free {
@@ -58,20 +73,17 @@ func fit(samples []Sample, base Params, free []string, refine bool) (Params, []f
 		if s.Measured <= 0 {
 			return base, nil, fmt.Errorf("fit: sample %s measured %v ns", s.Name, s.Measured)
 		}
-		r, err := Simulate(s.Plan, fixed, Options{Scale: s.Scale})
-		if err != nil {
-			return base, nil, fmt.Errorf("fit: %s: %v", s.Name, err)
+		var err error
+		if rest[i], err = simulate(s, fixed); err != nil {
+			return base, nil, err
 		}
-		rest[i] = r.Time
 		coef[i] = make([]float64, len(free))
 		for j, n := range free {
 			u := Params{Workers: base.Workers, CacheBytes: base.CacheBytes}
 			*u.fields()[idx[n]].v = 1
-			r, err := Simulate(s.Plan, u, Options{Scale: s.Scale})
-			if err != nil {
-				return base, nil, fmt.Errorf("fit: %s: %v", s.Name, err)
+			if coef[i][j], err = simulate(s, u); err != nil {
+				return base, nil, err
 			}
-			coef[i][j] = r.Time
 		}
 	}
 	// relative least squares: row i of A is coef[i] / m_i, b_i = 1 - rest_i / m_i
@@ -97,11 +109,10 @@ func fit(samples []Sample, base Params, free []string, refine bool) (Params, []f
 	times := func(par Params) ([]float64, error) {
 		ts := make([]float64, len(samples))
 		for i, s := range samples {
-			r, err := Simulate(s.Plan, par, Options{Scale: s.Scale})
-			if err != nil {
-				return nil, fmt.Errorf("fit: %s: %v", s.Name, err)
+			var err error
+			if ts[i], err = simulate(s, par); err != nil {
+				return nil, err
 			}
-			ts[i] = r.Time
 		}
 		return ts, nil
 	}
@@ -213,14 +224,14 @@ func nnls(a [][]float64, b []float64) []float64 {
 // FitCache is Fit with the cache size chosen too: it fits the other figures for each power of two
 // from 256 KiB to 1 GiB as CacheBytes, by the figures' times alone (without Fit's Gauss-Newton
 // steps, for speed), keeps the one whose median absolute relative error is smallest, and
-// refines the fit at that size.
-func FitCache(samples []Sample, base Params, free []string) (Params, []float64, error) {
+// refines the fit at that size. Once ctx is cancelled, it returns ctx's cause.
+func FitCache(ctx context.Context, samples []Sample, base Params, free []string) (Params, []float64, error) {
 	var best Params
 	bestScore := math.Inf(1)
 	for c := float64(256 << 10); c <= 1<<30; c *= 2 {
 		b := base
 		b.CacheBytes = c
-		p, errs, err := fit(samples, b, free, false)
+		p, errs, err := fit(ctx, samples, b, free, false)
 		if err != nil {
 			return p, nil, err
 		}
@@ -236,5 +247,5 @@ func FitCache(samples []Sample, base Params, free []string) (Params, []float64, 
 	}
 	b := base
 	b.CacheBytes = best.CacheBytes
-	return Fit(samples, b, free)
+	return Fit(ctx, samples, b, free)
 }

@@ -22,13 +22,13 @@ func TestFitRecovers(t *testing.T) {
 		for _, f := range []string{"../plans/ring_allreduce.dag", "../plans/binomial_bcast.dag", "../plans/pairwise_alltoall.dag"} {
 			p := compileFile(t, f, map[string]int64{"ranks": 4, "n": 1}, "connectx")
 			for _, k := range []float64{2, 256, 65536} {
-				r, err := Simulate(p, truth, Options{Scale: k})
+				r, err := Simulate(t.Context(), p, truth, Options{Scale: k})
 				require.NoError(t, err)
 				samples = append(samples, Sample{Name: f, Plan: p, Scale: k, Measured: r.Time})
 			}
 		}
 		free := slices.DeleteFunc(slices.Clone(FitFigures), func(s string) bool { return s == "L_ns" || (c.cq == 0 && s == "cq_ns") })
-		got, errs, err := Fit(samples, Params{Workers: 1}, free)
+		got, errs, err := Fit(t.Context(), samples, Params{Workers: 1}, free)
 		require.NoError(t, err)
 		for i, e := range errs {
 			require.Less(t, math.Abs(e), c.within, "cq_ns %v, sample %d: %+v", c.cq, i, got)
@@ -39,11 +39,11 @@ func TestFitRecovers(t *testing.T) {
 }
 
 func TestFitErrors(t *testing.T) {
-	_, _, err := Fit(nil, Params{}, FitFigures)
+	_, _, err := Fit(t.Context(), nil, Params{}, FitFigures)
 	require.ErrorContains(t, err, "no samples")
 	p := compile(t, "one.dag", []byte(oneSend), nil, "generic")
-	_, _, err = Fit([]Sample{{Name: "x", Plan: p, Measured: 0}}, Params{}, FitFigures)
+	_, _, err = Fit(t.Context(), []Sample{{Name: "x", Plan: p, Measured: 0}}, Params{}, FitFigures)
 	require.ErrorContains(t, err, "measured 0")
-	_, _, err = Fit([]Sample{{Name: "x", Plan: p, Measured: 10}}, Params{}, []string{"bogus"})
+	_, _, err = Fit(t.Context(), []Sample{{Name: "x", Plan: p, Measured: 10}}, Params{}, []string{"bogus"})
 	require.ErrorContains(t, err, `no figure "bogus"`)
 }

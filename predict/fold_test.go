@@ -51,9 +51,9 @@ func simulateBoth(t *testing.T, f *dsl.File, ranks int, tg ir.Target, par predic
 	fp, err := planner.Compile(t.Context(), fg, tg)
 	require.NoError(t, err)
 	for _, k := range scales {
-		a, err := predict.Simulate(p, par, predict.Options{Scale: k})
+		a, err := predict.Simulate(t.Context(), p, par, predict.Options{Scale: k})
 		require.NoError(t, err)
-		b, err := predict.Simulate(fp, par, predict.Options{Scale: k})
+		b, err := predict.Simulate(t.Context(), fp, par, predict.Options{Scale: k})
 		require.NoError(t, err)
 		full, folded = append(full, a.Time), append(folded, b.Time)
 		assert.Equal(t, a.Events, b.Events*ranks, "every rank handles as many events as rank 0")
@@ -184,7 +184,7 @@ func BenchmarkFoldRing16384(b *testing.B) {
 		require.NoError(b, err)
 		p, err := planner.Compile(b.Context(), g, tg)
 		require.NoError(b, err)
-		_, err = predict.Simulate(p, predict.Default(), predict.Options{Scale: 1024})
+		_, err = predict.Simulate(b.Context(), p, predict.Default(), predict.Options{Scale: 1024})
 		require.NoError(b, err)
 	}
 }

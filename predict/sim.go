@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/coredag/coredag/internal/minheap"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/wait"
 )
@@ -30,19 +31,17 @@ type Options struct {
 	// compiled with its size param at 1 and simulated with Scale n predicts the plan at n,
 	// exactly when every slice of the plan is n times a constant (Linear checks it).
 	Scale float64
-	// Context, unless nil, stops the simulation once it is cancelled, looked at every
-	// simPoll events: Simulate then returns the context's cause (context.Cause).
-	Context context.Context
 }
 
-// simPoll is how many events a simulation handles between two looks at Options.Context: a
+// simPoll is how many events a simulation handles between two looks at its context: a
 // millisecond or so.
 const simPoll = 1 << 14
 
 // Simulate predicts one iteration of a compiled plan under the parameters. The plan is not
 // changed. An error says where the model found work that could never run (which a checked and
-// compiled plan should never have), or is the cause of opt.Context's cancellation.
-func Simulate(p *ir.Plan, par Params, opt Options) (Result, error) {
+// compiled plan should never have), or is the cause of ctx's cancellation (context.Cause):
+// Simulate looks at ctx as it starts and every simPoll events.
+func Simulate(ctx context.Context, p *ir.Plan, par Params, opt Options) (Result, error) {
 	if err := par.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -51,6 +50,9 @@ func Simulate(p *ir.Plan, par Params, opt Options) (Result, error) {
 	}
 	if opt.Scale < 0 || math.IsNaN(opt.Scale) || math.IsInf(opt.Scale, 0) {
 		return Result{}, fmt.Errorf("predict: scale %v: must be a finite number >= 0", opt.Scale)
+	}
+	if err := stop.Cause(ctx); err != nil {
+		return Result{}, err
 	}
 	scale := opt.Scale
 	if scale == 0 {
@@ -66,13 +68,14 @@ func Simulate(p *ir.Plan, par Params, opt Options) (Result, error) {
 	par.Copy *= scale
 	s := newSim(p, par)
 	s.start()
+	poll := stop.Every(ctx, simPoll)
 	for s.h.Len() > 0 {
 		e := s.h.Pop()
 		s.now = e.t
 		s.events++
 		s.handle(e)
-		if s.events%simPoll == 0 && opt.Context != nil && opt.Context.Err() != nil {
-			return Result{}, context.Cause(opt.Context)
+		if err := poll.Step(); err != nil {
+			return Result{}, err
 		}
 	}
 	if err := s.finished(); err != nil {

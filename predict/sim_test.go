@@ -64,7 +64,7 @@ func TestOneMessage(t *testing.T) {
 			{"G_ns_per_byte", 100},    // 100 bytes
 			{"reduce_ns_per_byte", 0}, // no host step
 		} {
-			res, err := Simulate(p, unit(c.fig), Options{})
+			res, err := Simulate(t.Context(), p, unit(c.fig), Options{})
 			require.NoError(t, err, target)
 			require.InDelta(t, c.want, res.Time, 1e-9, "%s under %s alone", target, c.fig)
 		}
@@ -91,11 +91,11 @@ func TestPolledCQs(t *testing.T) {
 			n0, n1 := float64(len(p.Ranks[0].CQs)), float64(len(p.Ranks[1].CQs))
 			require.Positive(t, n0+n1)
 			par := unit("cq_ns")
-			res, err := Simulate(p, par, Options{})
+			res, err := Simulate(t.Context(), p, par, Options{})
 			require.NoError(t, err, target)
 			require.InDelta(t, (n0+n1)/2+n0/2, res.Time, 1e-9, "%s: a message, half a round at each end, and its acknowledgement, half of the sender's", target)
 			par.Workers = 1
-			res, err = Simulate(p, par, Options{})
+			res, err = Simulate(t.Context(), p, par, Options{})
 			require.NoError(t, err, target)
 			if target == "triggered-sockets" {
 				// one thread polls rank 0's send and receive CQs, then rank 1's, 1 ns each: it
@@ -106,7 +106,7 @@ func TestPolledCQs(t *testing.T) {
 				require.Greater(t, res.Time, n0+n1, "%s, shared worker: at least a round", target)
 				require.LessOrEqual(t, res.Time, 3*(n0+n1), "%s, shared worker: at most three rounds", target)
 			}
-			res, err = Simulate(p, unit("imm_ns"), Options{})
+			res, err = Simulate(t.Context(), p, unit("imm_ns"), Options{})
 			require.NoError(t, err, target)
 			want := 0.0
 			if src == oneWriteImm {
@@ -135,11 +135,11 @@ func TestPlansAllTargets(t *testing.T) {
 			if err != nil {
 				continue // a plan the target refuses (limits)
 			}
-			a, err := Simulate(p, Default(), Options{})
+			a, err := Simulate(t.Context(), p, Default(), Options{})
 			require.NoError(t, err, "%s on %s", f, target)
 			par := Default()
 			par.L *= 2
-			b, err := Simulate(p, par, Options{})
+			b, err := Simulate(t.Context(), p, par, Options{})
 			require.NoError(t, err, "%s on %s", f, target)
 			require.Greater(t, a.Time, 0.0, "%s on %s", f, target)
 			require.Greater(t, b.Time, a.Time, "%s on %s: doubling L", f, target)
@@ -155,11 +155,11 @@ func TestSharedWorker(t *testing.T) {
 	par := Default()
 	par.L = 0
 	par.Workers = 1
-	res, err := Simulate(p, par, Options{})
+	res, err := Simulate(t.Context(), p, par, Options{})
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.Time+1e-6, res.CPUBusy+res.NICBusy)
 	par.Workers = 0
-	own, err := Simulate(p, par, Options{})
+	own, err := Simulate(t.Context(), p, par, Options{})
 	require.NoError(t, err)
 	require.Less(t, own.Time, res.Time)
 }
@@ -169,7 +169,7 @@ func TestRingBandwidth(t *testing.T) {
 	const ranks, n = 8, 1 << 16 // f32 elements per chunk
 	for _, target := range []string{"generic", "connectx", "triggered"} {
 		p := compileFile(t, "../plans/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": n}, target)
-		res, err := Simulate(p, unit("G_ns_per_byte"), Options{})
+		res, err := Simulate(t.Context(), p, unit("G_ns_per_byte"), Options{})
 		require.NoError(t, err)
 		want := 2 * float64(ranks-1) * n * 4 // every step sends one chunk of 4n bytes
 		require.InDelta(t, want, res.Time, want*1e-9, target)
@@ -180,7 +180,7 @@ func TestBadParams(t *testing.T) {
 	p := compile(t, "one.dag", []byte(oneSend), nil, "generic")
 	par := Default()
 	par.L = math.NaN()
-	_, err := Simulate(p, par, Options{})
+	_, err := Simulate(t.Context(), p, par, Options{})
 	require.ErrorContains(t, err, "L_ns")
 	_, err = ParseParams("x.json", []byte("{\n  \"L_ns\": -1\n}"))
 	require.ErrorContains(t, err, "x.json: L_ns is -1")
@@ -205,7 +205,7 @@ func BenchmarkRingAllreduce(b *testing.B) {
 			p := compileFile(b, "../plans/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1}, "connectx")
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := Simulate(p, Default(), Options{Scale: 1024}); err != nil {
+				if _, err := Simulate(b.Context(), p, Default(), Options{Scale: 1024}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -241,7 +241,7 @@ func TestWaitHoldsForLandings(t *testing.T) {
 	for _, target := range []string{"generic", "connectx", "triggered"} {
 		p := compile(t, "waitcopy.dag", []byte(waitCopy), nil, target)
 		require.NotEmpty(t, p.Graph.Lands, target)
-		res, err := Simulate(p, par, Options{})
+		res, err := Simulate(t.Context(), p, par, Options{})
 		require.NoError(t, err, target)
 		require.InDelta(t, 8*100+8+8*100, res.Time, 1e-9, target)
 	}
@@ -256,7 +256,7 @@ func TestWaitHoldsForLandings(t *testing.T) {
 func TestTriggeredLandCounter(t *testing.T) {
 	at := func(target string, ranks int64) float64 {
 		p := compileFile(t, "../testdata/onesided/counted_chain.dag", map[string]int64{"ranks": ranks, "c": 2, "n": 4}, target)
-		res, err := Simulate(p, unit("host_ns"), Options{})
+		res, err := Simulate(t.Context(), p, unit("host_ns"), Options{})
 		require.NoError(t, err)
 		require.Positive(t, res.Time)
 		return res.Time

@@ -11,20 +11,23 @@ import (
 
 // TestSimulateStops: a simulation whose context is cancelled stops within simPoll events with
 // the context's cause; a live context changes nothing. The ring at 64 ranks handles several
-// times simPoll events.
+// times simPoll events. A fit, which simulates its samples again and again, stops too.
 func TestSimulateStops(t *testing.T) {
 	t.Parallel()
 	p := compileFile(t, "../plans/ring_allreduce.dag", map[string]int64{"ranks": 64, "n": 16}, "connectx")
-	want, err := Simulate(p, Default(), Options{})
+	want, err := Simulate(context.Background(), p, Default(), Options{})
 	require.NoError(t, err)
 	require.Greater(t, want.Events, 2*simPoll)
-	got, err := Simulate(p, Default(), Options{Context: context.Background()})
+	ctx, cancel := context.WithCancelCause(t.Context())
+	got, err := Simulate(ctx, p, Default(), Options{})
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 
-	ctx, cancel := context.WithCancelCause(context.Background())
 	cause := errors.New("interrupted")
 	cancel(cause)
-	_, err = Simulate(p, Default(), Options{Context: ctx})
+	_, err = Simulate(ctx, p, Default(), Options{})
 	assert.Same(t, cause, err)
+	samples := []Sample{{Name: "ring", Plan: p, Scale: 1, Measured: want.Time}}
+	_, _, err = FitCache(ctx, samples, Params{Workers: 1}, FitFigures)
+	assert.Same(t, cause, err, "the fit stops, and says why as it is")
 }

@@ -213,7 +213,7 @@ func TestRunAgreesWithPredict(t *testing.T) {
 		require.NoError(t, err, f)
 		plan, err := planner.Compile(t.Context(), g, tg)
 		require.NoError(t, err)
-		want, err := predict.Simulate(plan, par, predict.Options{})
+		want, err := predict.Simulate(t.Context(), plan, par, predict.Options{})
 		require.NoError(t, err)
 		assert.InEpsilon(t, want.Time, res.Time, 0.005, "%s: SimGrid %v ns, predict %v ns", f, res.Time, want.Time)
 		assert.Greater(t, res.CPU, time.Duration(0))

@@ -13,6 +13,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/provider"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/predict"
@@ -329,7 +330,7 @@ func (c *calibrateCmd) Run(e *env) error {
 		fmt.Fprintf(e.stderr, "calibrate: %-20s %s\n", b.name, formatNs(ns))
 		ms = append(ms, measured{b.name, plan, ns})
 	}
-	par, errs, err := fitMeasured(ms, c.Provider, tg.Name, workers, c.Stat+" "+c.Clock)
+	par, errs, err := fitMeasured(e.ctx, ms, c.Provider, tg.Name, workers, c.Stat+" "+c.Clock)
 	if err != nil {
 		return err
 	}
@@ -343,15 +344,19 @@ func (c *calibrateCmd) Run(e *env) error {
 }
 
 // fitMeasured fits the model's figures to measurements. With every rank in one process on one
-// thread, there is no wire: L and g stay 0 and the per-message costs carry the time.
-func fitMeasured(ms []measured, prov, target string, workers int, stat string) (predict.Params, []float64, error) {
+// thread, there is no wire: L and g stay 0 and the per-message costs carry the time. Once ctx is
+// cancelled, the error is its cause.
+func fitMeasured(ctx context.Context, ms []measured, prov, target string, workers int, stat string) (predict.Params, []float64, error) {
 	samples := make([]predict.Sample, len(ms))
 	for i, m := range ms {
 		samples[i] = predict.Sample{Name: m.name, Plan: m.plan, Scale: 1, Measured: m.ns}
 	}
 	base := predict.Params{Provider: prov, Target: target, Workers: workers}
 	free := slices.DeleteFunc(slices.Clone(predict.FitFigures), func(s string) bool { return s == "L_ns" && workers > 0 })
-	par, errs, err := predict.FitCache(samples, base, free)
+	par, errs, err := predict.FitCache(ctx, samples, base, free)
+	if cause := stop.Stopped(ctx, err); cause != nil {
+		return par, nil, cause
+	}
 	if err != nil {
 		return par, nil, fmt.Errorf("calibrate: %v", err)
 	}

@@ -33,7 +33,7 @@ func TestCalibrateSoftnic(t *testing.T) {
 	// costs of the copies that move it on the software NIC) is the fit's choice: with 3 noisy
 	// iterations under the race detector it once put all of it in the copies, B = 0.
 	ring := func(n int64) float64 {
-		r, err := predict.Simulate(ringPlan(t, par.Target, 2, n), par, predict.Options{Scale: 1})
+		r, err := predict.Simulate(t.Context(), ringPlan(t, par.Target, 2, n), par, predict.Options{Scale: 1})
 		require.NoError(t, err)
 		return r.Time
 	}

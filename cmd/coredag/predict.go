@@ -138,7 +138,7 @@ func (c *predictCmd) curves(e *env) ([]curve, error) {
 		cv := curve{name: sp.name, model: sp.model}
 		for _, s := range sizes {
 			k := max(1, int64(math.Round(float64(s)/float64(sp.unit))))
-			res, err := predict.Simulate(sp.plan, par, predict.Options{Scale: float64(k), Context: e.ctx})
+			res, err := predict.Simulate(e.ctx, sp.plan, par, predict.Options{Scale: float64(k)})
 			if err != nil {
 				return nil, e.stopped(fmt.Errorf("%s: %v", f, err))
 			}

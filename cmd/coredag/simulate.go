@@ -102,7 +102,7 @@ func (c *simulateCmd) Run(e *env) error {
 	if err != nil {
 		return e.stopped(fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err))
 	}
-	pr, err := predict.Simulate(plan, par, predict.Options{Context: e.ctx})
+	pr, err := predict.Simulate(e.ctx, plan, par, predict.Options{})
 	if err != nil {
 		return e.stopped(fmt.Errorf("%s: %v", l.path, err))
 	}
