@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,13 +76,18 @@ func (c *compileCmd) Run(e *env) error {
 }
 
 // list lowers and lists the plan a rank at a time (l.lowering, begun by loadPlan) to w: ranks
-// are lowered and rendered on every CPU, and written in order, until ctx is cancelled (the
-// error is then ctx's cause, and comes as w's). A target
+// are lowered and rendered on every CPU, and written in order, until ctx is cancelled. A target
 // limit broken on a later rank is found only after the earlier ranks are listed (on a
 // triggered target CompileEach builds the Plan whole before listing it). The Plan, kept whole,
 // is then replayed on the NIC model (replayChains) before the listing is closed. The lowering's
-// own error (diagnostics, the replay's included) comes apart from w's.
+// own error (diagnostics, the replay's included) comes apart from w's, and so does ctx's cause,
+// once ctx stops the lowering or the replay.
 func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileErr, err error) {
+	defer func() {
+		if cause := stop.Stopped(ctx, cmp.Or(compileErr, err)); cause != nil {
+			compileErr, err = nil, cause
+		}
+	}()
 	opt := listing.Options{Ranks: c.Rank}
 	lw := listing.NewWriter(w, opt)
 	if c.Format == "json" {
@@ -103,9 +109,6 @@ func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileE
 			return writeErr
 		}
 	})
-	if cause := stop.Stopped(ctx, err); cause != nil {
-		return nil, cause
-	}
 	switch {
 	case err != nil && err != writeErr:
 		return err, nil
@@ -121,7 +124,7 @@ func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileE
 	if n := replay.TriggeredWork(p); n > maxTriggeredProof {
 		c.partly = fmt.Sprintf("the replay did not prove the triggered work from its counters: a rank has %d entries, above the %d it proves in reasonable time (shape and progress were replayed)", n, maxTriggeredProof)
 	}
-	if err := replayChains(p); err != nil {
+	if err := replayChains(ctx, p); err != nil {
 		return err, nil
 	}
 	return nil, lw.Close(p)
@@ -140,9 +143,9 @@ const maxTriggeredProof = 512
 // replayChains checks every chain of a compiled Plan on the NIC model (planner/replay): shape,
 // enforcement of every edge, and progress over iterations re-armed across the index wraps. A
 // failure is coredag's own bug, reported as internal errors at the op, each naming the chain
-// entries (rank, work queue, index) concerned.
-func replayChains(p *ir.Plan) error {
-	err := replay.Check(p, replay.Options{TriggeredWork: maxTriggeredProof})
+// entries (rank, work queue, index) concerned. Once ctx is cancelled, the error is its cause.
+func replayChains(ctx context.Context, p *ir.Plan) error {
+	err := replay.Check(ctx, p, replay.Options{TriggeredWork: maxTriggeredProof})
 	var list diag.List
 	if err == nil || !errors.As(err, &list) {
 		return err

@@ -148,8 +148,8 @@ func TestSplitManagementRing(t *testing.T) {
 		} else {
 			assert.Zero(t, n, where)
 		}
-		require.NoError(t, replay.Check(p, replay.Options{}), where)
-		require.NoError(t, replay.Check(p, replay.Options{Iterations: 3, FirstIter: 1<<16 - 2}), where)
+		require.NoError(t, replay.Check(t.Context(), p, replay.Options{}), where)
+		require.NoError(t, replay.Check(t.Context(), p, replay.Options{Iterations: 3, FirstIter: 1<<16 - 2}), where)
 		if ranks == 8 {
 			var b bytes.Buffer
 			require.NoError(t, listing.Write(&b, p, listing.Options{Ranks: []int{0}}))
@@ -181,7 +181,7 @@ func TestSplitManagementOddDepth(t *testing.T) {
 			assert.LessOrEqual(t, q.Depth, 12, "rank %d %s", r, q.Name)
 		}
 	}
-	require.NoError(t, replay.Check(p, replay.Options{}))
+	require.NoError(t, replay.Check(t.Context(), p, replay.Options{}))
 }
 
 // TestSplitManagementPlans does the same for every plan of plans/ and for random graphs with
@@ -212,7 +212,7 @@ func TestSplitManagementPlans(t *testing.T) {
 		if checkSplit(t, p, whole, depth, where) > 0 {
 			split++
 		}
-		require.NoError(t, replay.Check(p, replay.Options{}), where)
+		require.NoError(t, replay.Check(t.Context(), p, replay.Options{}), where)
 	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)
@@ -363,8 +363,8 @@ func TestManagedSendsRing(t *testing.T) {
 		} else {
 			assert.Zero(t, n, where)
 		}
-		require.NoError(t, replay.Check(p, replay.Options{}), where)
-		require.NoError(t, replay.Check(p, replay.Options{Iterations: 3, FirstIter: 1<<16 - 2}), where)
+		require.NoError(t, replay.Check(t.Context(), p, replay.Options{}), where)
+		require.NoError(t, replay.Check(t.Context(), p, replay.Options{Iterations: 3, FirstIter: 1<<16 - 2}), where)
 		if ranks == 8 {
 			var b bytes.Buffer
 			require.NoError(t, listing.Write(&b, p, listing.Options{Ranks: []int{0}}))
@@ -407,7 +407,7 @@ func TestManagedSendsPlans(t *testing.T) {
 		if checkManagedSends(t, p, whole, depth, where) > 0 {
 			taken++
 		}
-		require.NoError(t, replay.Check(p, replay.Options{}), where)
+		require.NoError(t, replay.Check(t.Context(), p, replay.Options{}), where)
 	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -290,8 +292,8 @@ func (c *checker) observer(a ir.OpID) entry {
 // orderings guarantee (a conservative view), so one rank's necessity graph is all it takes, and
 // memory holds one rank's per core. A cycle through the orderings of one rank is reported here;
 // one through messages between ranks stops the progress check, which then looks for it
-// (deadlockCycle).
-func (c *checker) checkEnforced() {
+// (deadlockCycle). Once ctx is cancelled, the ranks left are not proven.
+func (c *checker) checkEnforced(ctx context.Context) {
 	edges := make([][]int32, len(c.p.Ranks)) // by rank: the indices in g.Edges of its edges
 	for k, edge := range c.g.Edges {
 		r := c.of[edge.To].r
@@ -307,9 +309,12 @@ func (c *checker) checkEnforced() {
 	for range max(1, min(runtime.GOMAXPROCS(0), len(c.p.Ranks))) {
 		wg.Go(func() {
 			for r := int(next.Add(1) - 1); r < len(c.p.Ranks); r = int(next.Add(1) - 1) {
+				if stop.Cause(ctx) != nil {
+					return
+				}
 				rc := *c // shares the read-only index; the diagnostics are the rank's
 				rc.errs = nil
-				rc.enforcedRank(r, edges[r])
+				rc.enforcedRank(ctx, r, edges[r])
 				found[r] = rc.errs
 			}
 		})
@@ -353,8 +358,9 @@ func (n *necessity) order() (order []int32, indeg []int32, ok bool) {
 	return order, indeg, len(order) == total
 }
 
-// enforcedRank proves rank r's edges (edges: their indices in g.Edges).
-func (c *checker) enforcedRank(r int, edges []int32) {
+// enforcedRank proves rank r's edges (edges: their indices in g.Edges), unless ctx is cancelled
+// first.
+func (c *checker) enforcedRank(ctx context.Context, r int, edges []int32) {
 	before := len(c.errs)
 	n := c.build(r)
 	if len(c.errs) > before {
@@ -371,7 +377,11 @@ func (c *checker) enforcedRank(r int, edges []int32) {
 	// guaranteed[v][q]: entries [0, value) of queue q of the rank surely completed before v.
 	queues := len(c.p.Ranks[r].Queues)
 	vec := make([]int32, len(n.preds)*queues)
+	poll := stop.Every(ctx, pollSteps)
 	for _, v := range order {
+		if poll.Step() != nil {
+			return
+		}
 		g := vec[int(v)*queues : int(v+1)*queues]
 		for _, u := range n.preds[v] {
 			ue := n.ents[u/2]

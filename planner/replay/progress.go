@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"context"
 	"fmt"
 
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/wait"
 )
@@ -29,11 +31,14 @@ type machine struct {
 	partner [][][]mate // per rank, per queue, per entry: the other end of its message
 	work    []int      // ranks to visit
 	queued  []bool     // by rank: in work
+	poll    stop.Poll  // counts the visits, and looks at the context every pollSteps of them
 }
 
-func (c *checker) checkProgress() {
+// checkProgress executes the chains for opt.Iterations iterations (machine), until one does not
+// finish or ctx is cancelled.
+func (c *checker) checkProgress(ctx context.Context) {
 	p := c.p
-	m := &machine{c: c, partner: make([][][]mate, len(p.Ranks))}
+	m := &machine{c: c, partner: make([][][]mate, len(p.Ranks)), poll: stop.Every(ctx, pollSteps)}
 	for r := range p.Ranks {
 		rp := &p.Ranks[r]
 		m.partner[r] = make([][]mate, len(rp.Queues))
@@ -164,7 +169,8 @@ func (m *machine) canStart(e entry) bool {
 	return true
 }
 
-// iterate runs one iteration to its fixpoint and reports whether everything completed.
+// iterate runs one iteration to its fixpoint and reports whether everything completed; false
+// too, reporting nothing, once m's context is cancelled.
 func (m *machine) iterate() bool {
 	c := m.c
 	p := c.p
@@ -177,12 +183,18 @@ func (m *machine) iterate() bool {
 			r := m.work[len(m.work)-1]
 			m.work = m.work[:len(m.work)-1]
 			m.queued[r] = false
+			if m.poll.Step() != nil {
+				return false
+			}
 			if m.visit(r) {
 				m.wake(r)
 			}
 		}
 		// Every change wakes the ranks it can concern; one pass over all of them confirms it.
 		for r := range p.Ranks {
+			if m.poll.Step() != nil {
+				return false
+			}
 			if m.visit(r) {
 				m.wake(r)
 			}

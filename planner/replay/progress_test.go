@@ -28,7 +28,7 @@ func TestProgressModelsReceiverNotReady(t *testing.T) {
 	progress := func() *checker {
 		c := &checker{p: p, g: g, opt: Options{Iterations: 2, FirstIter: 1<<16 - 1}}
 		c.index()
-		c.checkProgress()
+		c.checkProgress(t.Context())
 		return c
 	}
 	require.Empty(t, progress().errs)

@@ -22,14 +22,19 @@
 //
 // For a triggered target (RankPlan.Trig) the edges and the queue order are proven from the
 // counters, thresholds and counter work alone, for every iteration of a run (trigger.go).
+//
+// The checks look at the context of Check between ranks and every pollSteps steps of their
+// loops (internal/stop); once it is cancelled, Check stops and returns its cause.
 package replay
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -44,25 +49,36 @@ type Options struct {
 	TriggeredWork int
 }
 
-// Check replays p and returns every problem found, as positioned diagnostics.
-func Check(p *ir.Plan, opt Options) error {
+// pollSteps is how many steps a check takes between two looks at the context: an event whose
+// guarantees the enforcement check propagates, a rank the progress execution visits, a rank's
+// pass of the triggered execution. A few thousand steps are well under a millisecond.
+const pollSteps = 1 << 12
+
+// Check replays p and returns every problem found, as positioned diagnostics. Once ctx is
+// cancelled, it stops and returns ctx's cause (context.Cause) instead.
+func Check(ctx context.Context, p *ir.Plan, opt Options) error {
 	if opt.Iterations <= 0 {
 		opt.Iterations = 3
 	}
 	if opt.FirstIter == 0 {
 		opt.FirstIter = 1<<16 - 1 // WQ indices wrap during the run; CQ counts for chains with many completions
 	}
+	if err := stop.Cause(ctx); err != nil {
+		return err
+	}
 	c := &checker{p: p, g: p.Graph, opt: opt}
 	c.index()
 	c.checkShape()
+	// A stopped check finds nothing, or part of what it would: the ones after it do not run,
+	// and Check returns the cause.
 	if len(c.errs) == 0 {
-		c.checkEnforced()
+		c.checkEnforced(ctx)
 	}
-	if len(c.errs) == 0 && p.Target.Trigger != nil {
-		c.checkTriggered()
+	if len(c.errs) == 0 && p.Target.Trigger != nil && stop.Cause(ctx) == nil {
+		c.checkTriggered(ctx)
 	}
-	if len(c.errs) == 0 {
-		c.checkProgress()
+	if len(c.errs) == 0 && stop.Cause(ctx) == nil {
+		c.checkProgress(ctx)
 		if c.stuck {
 			// Say why, when the orderings themselves loop (through messages between ranks).
 			if cycle := c.deadlockCycle(); cycle != "" {
@@ -70,6 +86,9 @@ func Check(p *ir.Plan, opt Options) error {
 				c.errorf(c.g.Ops[0].Pos, "the chains deadlock: their orderings form a cycle: %s", cycle)
 			}
 		}
+	}
+	if err := stop.Cause(ctx); err != nil {
+		return err
 	}
 	c.errs.Sort()
 	return c.errs.Err()

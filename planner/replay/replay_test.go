@@ -82,7 +82,7 @@ func TestReplayPlans(t *testing.T) {
 					continue
 				}
 				require.NoError(t, err, "%s ranks=%d target %s", name, ranks, tg.Name)
-				assert.NoError(t, replay.Check(p, replay.Options{}), "%s ranks=%d target %s", name, ranks, tg.Name)
+				assert.NoError(t, replay.Check(t.Context(), p, replay.Options{}), "%s ranks=%d target %s", name, ranks, tg.Name)
 			}
 		}
 	}
@@ -119,7 +119,7 @@ func TestReplayRandomGraphs(t *testing.T) {
 						continue
 					}
 					require.NoError(t, err, "seed %d target %s", seed, tg.Name)
-					if err := replay.Check(p, replay.Options{}); err != nil {
+					if err := replay.Check(t.Context(), p, replay.Options{}); err != nil {
 						t.Fatalf("shape %q seed %d target %s: %s", sh.name, seed, tg.Name, allMessages(err))
 					}
 				}
@@ -139,7 +139,7 @@ func TestReplayLargerRandomGraphs(t *testing.T) {
 				continue
 			}
 			require.NoError(t, err, "seed %d target %s", seed, tg.Name)
-			require.NoError(t, replay.Check(p, replay.Options{Iterations: 2, FirstIter: 1 << 24}), "seed %d target %s", seed, tg.Name)
+			require.NoError(t, replay.Check(t.Context(), p, replay.Options{Iterations: 2, FirstIter: 1 << 24}), "seed %d target %s", seed, tg.Name)
 		}
 	}
 }
@@ -230,7 +230,7 @@ func TestReplayCatchesCorruption(t *testing.T) {
 						continue
 					}
 					tried++
-					err := replay.Check(p, replay.Options{})
+					err := replay.Check(t.Context(), p, replay.Options{})
 					if err != nil && strings.Contains(allMessages(err), m.want) {
 						caught++
 					}
@@ -250,7 +250,7 @@ func TestReplayExchangeWithoutItsWaitDeadlocksOrRaces(t *testing.T) {
 	g, err := planner.Load(t.Context(), "exchange.dag", src, nil, planner.Options{})
 	require.NoError(t, err)
 	p := compile(t, g, "connectx")
-	require.NoError(t, replay.Check(p, replay.Options{}))
+	require.NoError(t, replay.Check(t.Context(), p, replay.Options{}))
 	// Lower the host-signal wait to count 0: tx2 may now start before red.
 	for q := range p.Ranks[0].Queues {
 		for i := range p.Ranks[0].Queues[q].Chain {
@@ -259,7 +259,7 @@ func TestReplayExchangeWithoutItsWaitDeadlocksOrRaces(t *testing.T) {
 			}
 		}
 	}
-	err = replay.Check(p, replay.Options{})
+	err = replay.Check(t.Context(), p, replay.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "red on rank 0 -> tx2 is not enforced")
 }
@@ -274,7 +274,7 @@ func TestReplayRecvEnableBehindSendDeadlocks(t *testing.T) {
 	g, err := planner.Load(t.Context(), "exchange.dag", src, nil, planner.Options{})
 	require.NoError(t, err)
 	p := compile(t, g, "connectx-inline")
-	require.NoError(t, replay.Check(p, replay.Options{}))
+	require.NoError(t, replay.Check(t.Context(), p, replay.Options{}))
 	for r := range p.Ranks {
 		sq := p.Ranks[r].SendWQ[0]
 		chain := p.Ranks[r].Queues[sq].Chain
@@ -283,7 +283,7 @@ func TestReplayRecvEnableBehindSendDeadlocks(t *testing.T) {
 		chain[0], chain[1] = chain[1], chain[0]
 		p.Loc[chain[0].Op] = ir.Loc{Queue: sq, Index: 0}
 	}
-	err = replay.Check(p, replay.Options{})
+	err = replay.Check(t.Context(), p, replay.Options{})
 	require.Error(t, err)
 	msg := allMessages(err)
 	assert.Contains(t, msg, "the chains deadlock")
@@ -320,18 +320,18 @@ func TestReplaySplitManagement(t *testing.T) {
 		return p, last
 	}
 	p, _ := fresh()
-	require.NoError(t, replay.Check(p, replay.Options{}))
+	require.NoError(t, replay.Check(t.Context(), p, replay.Options{}))
 
 	p, q := fresh()
 	remove(p, 3, q, 0)
-	err = replay.Check(p, replay.Options{})
+	err = replay.Check(t.Context(), p, replay.Options{})
 	require.Error(t, err)
 	assert.Contains(t, allMessages(err), "rank 3 right.sq is enabled from both mgmt and mgmt1, and nothing orders")
 
 	p, q = fresh()
 	w := &p.Ranks[3].Queues[q].Chain[0]
 	w.Wait.CQ, w.Wait.Count = int32(p.Ranks[3].Queues[p.Ranks[3].Host].CQ), 1 // the first host step instead
-	err = replay.Check(p, replay.Options{})
+	err = replay.Check(t.Context(), p, replay.Options{})
 	require.Error(t, err)
 	assert.Contains(t, allMessages(err), "nothing orders")
 }

@@ -1,12 +1,14 @@
 package replay
 
 import (
+	"context"
 	"fmt"
 	"math/bits"
 	"sort"
 	"strings"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -152,14 +154,18 @@ func (t *trigRank) cntName(k int) string {
 }
 
 // checkTriggered runs the triggered checks on every rank, then the progress execution. Past
-// Options.TriggeredWork, only the triggered forms are validated (newTrigRank).
-func (c *checker) checkTriggered() {
+// Options.TriggeredWork, only the triggered forms are validated (newTrigRank). Once ctx is
+// cancelled, the ranks left are not proven, nor is the progress.
+func (c *checker) checkTriggered(ctx context.Context) {
 	prove := c.opt.TriggeredWork <= 0 || TriggeredWork(c.p) <= c.opt.TriggeredWork
 	var ranks []*trigRank
 	for r := range c.p.Ranks {
 		rp := &c.p.Ranks[r]
 		if rp.Trig == nil {
 			c.errorf(c.pos(), "rank %d has no triggered form, but target %s is triggered", r, c.p.Target.Name)
+			return
+		}
+		if stop.Cause(ctx) != nil {
 			return
 		}
 		t := c.newTrigRank(r)
@@ -171,7 +177,7 @@ func (c *checker) checkTriggered() {
 		ranks = append(ranks, t)
 	}
 	if len(c.errs) == 0 && prove {
-		c.trigProgress(ranks)
+		c.trigProgress(ctx, ranks)
 	}
 }
 
@@ -523,8 +529,9 @@ func (t *trigRank) gateText(o ir.OpID) string {
 // trigProgress executes one iteration of every rank abstractly: work fires when its counter
 // reaches its threshold; a send-side op completes once every op posted before it on its side
 // did and, for a message, the peer's matching receive is posted; a receive completes once its
-// message's send did; a HOST step completes when it starts.
-func (c *checker) trigProgress(ranks []*trigRank) {
+// message's send did; a HOST step completes when it starts. It stops, reporting nothing, once
+// ctx is cancelled.
+func (c *checker) trigProgress(ctx context.Context, ranks []*trigRank) {
 	g := c.g
 	partner := map[ir.OpID]ir.OpID{}
 	for _, pr := range c.messages() {
@@ -583,9 +590,13 @@ func (c *checker) trigProgress(ranks []*trigRank) {
 		}
 	}
 	held := make([][]ir.OpID, len(ranks)) // HOST waits started whose count is not reached
+	poll := stop.Every(ctx, pollSteps)
 	for changed := true; changed; {
 		changed = false
 		for i, t := range ranks {
+			if poll.Step() != nil {
+				return
+			}
 			s := &st[i]
 			for k := range t.tr.Work {
 				w := &t.tr.Work[k]

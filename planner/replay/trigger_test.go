@@ -105,7 +105,7 @@ func TestReplayTriggeredCatchesCorruption(t *testing.T) {
 						continue
 					}
 					tried++
-					err = replay.Check(p, replay.Options{})
+					err = replay.Check(t.Context(), p, replay.Options{})
 					if why, ok := m.harmless[seed]; ok {
 						assert.NoError(t, err, "%s seed %d: the mutant is correct (%s)", target, seed, why)
 						tried--
@@ -149,8 +149,8 @@ func TestReplayTriggeredWorkBound(t *testing.T) {
 		p.Ranks[at[0]].Trig.Work[at[1]].Threshold--
 		n := replay.TriggeredWork(p)
 		require.Positive(t, n)
-		require.Error(t, replay.Check(p, replay.Options{TriggeredWork: n}), "seed %d: within the bound", seed)
-		assert.NoError(t, replay.Check(p, replay.Options{TriggeredWork: n - 1}), "seed %d: past the bound", seed)
+		require.Error(t, replay.Check(t.Context(), p, replay.Options{TriggeredWork: n}), "seed %d: within the bound", seed)
+		assert.NoError(t, replay.Check(t.Context(), p, replay.Options{TriggeredWork: n - 1}), "seed %d: past the bound", seed)
 		return
 	}
 	t.Fatal("no plan had a triggered op to corrupt")
@@ -176,7 +176,7 @@ func TestReplayLandCounters(t *testing.T) {
 		return p, tr, byName
 	}
 	p, _, _ := fresh()
-	require.NoError(t, replay.Check(p, replay.Options{}))
+	require.NoError(t, replay.Check(t.Context(), p, replay.Options{}))
 	fwd0 := func(tr *ir.Triggered) *ir.TriggeredOp {
 		for k := range tr.Work {
 			if w := &tr.Work[k]; w.Name == "fwd[0]" && w.Kind == ir.TrigOp {
@@ -206,7 +206,7 @@ func TestReplayLandCounters(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			p, tr, byName := fresh()
 			m.apply(tr, byName)
-			err := replay.Check(p, replay.Options{})
+			err := replay.Check(t.Context(), p, replay.Options{})
 			require.Error(t, err)
 			assert.Contains(t, allMessages(err), m.want)
 		})
