@@ -295,6 +295,23 @@ func measureClocks(ctx context.Context, plan *ir.Plan, p nic.Provider, iters int
 	return res.Latency.All, used, nil
 }
 
+// measure loads micro-benchmark b, compiles it for tg and times it on p, until ctx is cancelled.
+func (c *calibrateCmd) measure(ctx context.Context, b calBench, tg ir.Target, p nic.Provider) (measured, error) {
+	g, err := planner.Load(ctx, b.name+".dag", []byte(b.src), b.params, planner.Options{})
+	if err != nil {
+		return measured{}, fmt.Errorf("calibrate: %s: internal error: %v", b.name, err)
+	}
+	plan, err := planner.Compile(ctx, g, tg)
+	if err != nil {
+		return measured{}, fmt.Errorf("calibrate: %s on %s: %v", b.name, tg.Name, err)
+	}
+	ns, err := measurePlan(ctx, plan, p, measureOpts{c.Iters, c.Stat, c.Clock})
+	if err != nil {
+		return measured{}, fmt.Errorf("calibrate: %s: %v", b.name, err)
+	}
+	return measured{b.name, plan, ns}, nil
+}
+
 func (c *calibrateCmd) Run(e *env) error {
 	if c.Iters < 1 {
 		return usageError("--iters %d: must be at least 1", c.Iters)
@@ -315,20 +332,15 @@ func (c *calibrateCmd) Run(e *env) error {
 	defer p.Close()
 	var ms []measured
 	for _, b := range calBenches() {
-		g, err := planner.Load(e.ctx, b.name+".dag", []byte(b.src), b.params, planner.Options{})
-		if err != nil {
-			return fmt.Errorf("calibrate: %s: internal error: %v", b.name, err)
+		m, err := c.measure(e.ctx, b, tg, p)
+		if cause := stop.Stopped(e.ctx, err); cause != nil { // a signal: the interruption says it
+			return cause
 		}
-		plan, err := planner.Compile(e.ctx, g, tg)
 		if err != nil {
-			return fmt.Errorf("calibrate: %s on %s: %v", b.name, tg.Name, err)
+			return err
 		}
-		ns, err := measurePlan(e.ctx, plan, p, measureOpts{c.Iters, c.Stat, c.Clock})
-		if err != nil {
-			return fmt.Errorf("calibrate: %s: %v", b.name, err)
-		}
-		fmt.Fprintf(e.stderr, "calibrate: %-20s %s\n", b.name, formatNs(ns))
-		ms = append(ms, measured{b.name, plan, ns})
+		fmt.Fprintf(e.stderr, "calibrate: %-20s %s\n", b.name, formatNs(m.ns))
+		ms = append(ms, m)
 	}
 	par, errs, err := fitMeasured(e.ctx, ms, c.Provider, tg.Name, workers, c.Stat+" "+c.Clock)
 	if err != nil {

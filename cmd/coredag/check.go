@@ -9,6 +9,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/verify"
 	"github.com/coredag/coredag/planset"
@@ -96,9 +97,8 @@ func (c *checkCmd) Run(e *env) error {
 				printDiagnostics(e.stderr, l)
 			}
 			if c.ExplainRaces && l.graph != nil {
-				c.explain(e, l, target, &r)
-				if e.ctx.Err() != nil { // interrupted while searching for fixes: stop here
-					return context.Cause(e.ctx)
+				if err := c.explain(e, l, target, &r); err != nil { // interrupted while searching for fixes: stop here
+					return err
 				}
 			}
 		} else if c.checkPassed(e, l, target, &r) {
@@ -149,8 +149,8 @@ func (c *checkCmd) checkSet(e *env, path string) (checkReport, error) {
 		return r, err
 	}
 	s, src, err := planset.Load(e.ctx, path, planChecker())
-	if e.ctx.Err() != nil {
-		return r, context.Cause(e.ctx)
+	if cause := stop.Stopped(e.ctx, err); cause != nil {
+		return r, cause
 	}
 	var l diag.List
 	switch {
@@ -219,18 +219,19 @@ func (c *checkCmd) checkPassed(e *env, l *loaded, target ir.Target, r *checkRepo
 
 // explain suggests the orderings that would remove a plan's races, under the ordering of the
 // target the races were found under: edges proven by adding them to the plan and checking it
-// again (verify.Options.SuggestFixes), and the races no edge fixes.
-func (c *checkCmd) explain(e *env, l *loaded, target ir.Target, r *checkReport) {
+// again (verify.Options.SuggestFixes), and the races no edge fixes. A signal stops the search,
+// which then says nothing: the error is the interruption.
+func (c *checkCmd) explain(e *env, l *loaded, target ir.Target, r *checkReport) error {
 	fixes := verify.Options{Order: target.Order, Target: target.Name}.SuggestFixes(e.ctx, l.graph)
-	if fixes.Stopped { // a stopped search says nothing: the caller reports the interruption
-		return
+	if fixes.Stopped {
+		return stop.Cause(e.ctx)
 	}
 	for _, f := range fixes.Edges {
 		r.Fixes = append(r.Fixes, jsonFix{Op: f.Op, After: f.After, Ranks: f.Ranks})
 	}
 	r.Unfixed = fixes.Unfixed
 	if c.JSON {
-		return
+		return nil
 	}
 	if len(fixes.Edges) > 0 {
 		what := "to make the plan race-free, add these orderings"
@@ -249,6 +250,7 @@ func (c *checkCmd) explain(e *env, l *loaded, target ir.Target, r *checkReport) 
 			fmt.Fprintf(e.stderr, "  %s\n", u)
 		}
 	}
+	return nil
 }
 
 // printNotes prints what check left unproven in a plan, as diagnostics worded "note: ...".

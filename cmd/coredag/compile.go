@@ -103,7 +103,7 @@ func (c *compileCmd) list(ctx context.Context, w io.Writer, l *loaded) (compileE
 	p, err := l.lowering.CompileEach(ctx, func(p *ir.Plan, r int) func() error {
 		b := lw.Render(p, r)
 		return func() error {
-			if writeErr = context.Cause(ctx); writeErr == nil {
+			if writeErr = stop.Cause(ctx); writeErr == nil {
 				writeErr = lw.Emit(p, b)
 			}
 			return writeErr

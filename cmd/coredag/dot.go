@@ -9,6 +9,7 @@ import (
 
 	"github.com/emicklei/dot"
 
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/viz"
@@ -76,8 +77,8 @@ func (c *dotCmd) Run(e *env) error {
 			return usageError("%v", err)
 		}
 		p, err := lower.Compile(e.ctx, g, t)
-		if err != nil && e.ctx.Err() != nil { // interrupted: the interruption says it
-			return context.Cause(e.ctx)
+		if cause := stop.Stopped(e.ctx, err); cause != nil { // interrupted: the interruption says it
+			return cause
 		}
 		if err != nil {
 			printDiagnostics(e.stderr, &loaded{path: l.path, src: l.src, err: err})

@@ -7,6 +7,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/internal/english"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/lower"
 )
@@ -53,16 +54,16 @@ func checkExpects(ctx context.Context, g *ir.Graph, engine exec.Engine, target i
 			continue
 		}
 		done[key] = true
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+		if err := stop.Cause(ctx); err != nil {
+			return nil, err
 		}
 		dg := exec.DistinctInits(g)
 		if len(e.Given) > 0 {
 			dg = exec.WithGivens(dg, e.Given)
 		}
 		plan, err := lower.Compile(ctx, dg, target)
-		if err != nil && ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+		if cause := stop.Stopped(ctx, err); cause != nil {
+			return nil, cause
 		}
 		if err != nil {
 			return nil, err
@@ -72,8 +73,8 @@ func checkExpects(ctx context.Context, g *ir.Graph, engine exec.Engine, target i
 			return nil, err
 		}
 		res, err := exec.Run(ctx, plan, softnic.New(softnic.Options{}), exec.Options{Engine: engine, Iters: 1, Reference: ref})
-		if err != nil && ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+		if cause := stop.Stopped(ctx, err); cause != nil {
+			return nil, cause
 		}
 		if err != nil {
 			return nil, fmt.Errorf("the run from distinct inits failed: %w", err)

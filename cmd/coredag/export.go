@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/coredag/coredag/diag"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner/lower"
@@ -59,8 +60,11 @@ func (c *exportGOALCmd) Run(e *env) error {
 	var b bytes.Buffer
 	if tg != nil {
 		plan, err := lower.Compile(e.ctx, l.graph, *tg)
+		if cause := stop.Stopped(e.ctx, err); cause != nil {
+			return cause
+		}
 		if err != nil {
-			return e.stopped(fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err))
+			return fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err)
 		}
 		if err := predict.WriteGOALTriggered(&b, plan, par); err != nil {
 			return err

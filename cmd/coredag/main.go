@@ -35,21 +35,14 @@ const (
 )
 
 // env is what a subcommand's Run method receives: the process's streams, and a context that
-// SIGINT or SIGTERM cancels (its cause is an *interruption), for the work that can stop.
+// SIGINT or SIGTERM cancels (its cause is an *interruption), for the work that can stop. Work
+// the signal stopped fails with an error of its own (a wrapped cause, or a failure it met as it
+// stopped), which is not the command's to report: stop.Stopped(e.ctx, err) turns it into the
+// interruption, which main reports alone.
 type env struct {
 	ctx            context.Context
 	stdin          io.Reader
 	stdout, stderr io.Writer
-}
-
-// stopped is err, or once env.ctx is cancelled its cause (the interruption, which main reports
-// alone): what work stopped by the signal says, a wrapped cause or a failure of its own, is not
-// the command's to report.
-func (e *env) stopped(err error) error {
-	if err != nil && e.ctx.Err() != nil {
-		return context.Cause(e.ctx)
-	}
-	return err
 }
 
 // exitError ends a command with a given exit code after the command has printed its own output.

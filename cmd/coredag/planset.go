@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 	"github.com/coredag/coredag/planner/elaborate"
@@ -41,8 +41,8 @@ func loadSet(e *env, path string) (*planset.Set, error) {
 	if err == nil {
 		return s, nil
 	}
-	if e.ctx.Err() != nil { // interrupted: the interruption says it
-		return nil, context.Cause(e.ctx)
+	if cause := stop.Stopped(e.ctx, err); cause != nil { // interrupted: the interruption says it
+		return nil, cause
 	}
 	var l diag.List
 	if errors.As(err, &l) {
@@ -93,8 +93,8 @@ func (c *selectCmd) Run(e *env) error {
 			return &exitError{code: exitFail, err: err}
 		}
 		n, ok, err := planner.SizeParam(e.ctx, ch.Entry.File, src, s.SizeParam, size, lps, elaborate.Options{})
-		if e.ctx.Err() != nil {
-			return context.Cause(e.ctx)
+		if cause := stop.Stopped(e.ctx, err); cause != nil {
+			return cause
 		}
 		switch {
 		case err != nil:
@@ -158,8 +158,8 @@ func (c *tuneCmd) Run(e *env) error {
 		if ri == 0 {
 			for i, f := range c.Files {
 				exps, err := planChecker()(e.ctx, f, r, nil)
-				if err != nil && e.ctx.Err() != nil {
-					return context.Cause(e.ctx)
+				if cause := stop.Stopped(e.ctx, err); cause != nil {
+					return cause
 				}
 				if err != nil {
 					return fmt.Errorf("%s: %v", f, headLine(err.Error()))

@@ -13,6 +13,7 @@ import (
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/internal/intlit"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner"
@@ -128,26 +129,35 @@ func (c *predictCmd) curves(e *env) ([]curve, error) {
 		defer run.Close()
 	}
 	var curves []curve
-	// A signal stops the elaborations, the compilation and the simulations (their options'
-	// context) and the runs: the command then reports the interruption alone (e.stopped).
+	// A signal stops the elaborations, the compilation, the simulations and the runs: the
+	// command then reports the interruption alone (stop.Stopped).
 	for _, f := range c.Files {
 		sp, err := c.prepare(e, f, tg, par)
+		if cause := stop.Stopped(e.ctx, err); cause != nil {
+			return nil, cause
+		}
 		if err != nil {
-			return nil, e.stopped(err)
+			return nil, err
 		}
 		cv := curve{name: sp.name, model: sp.model}
 		for _, s := range sizes {
 			k := max(1, int64(math.Round(float64(s)/float64(sp.unit))))
 			res, err := predict.Simulate(e.ctx, sp.plan, par, predict.Options{Scale: float64(k)})
+			if cause := stop.Stopped(e.ctx, err); cause != nil {
+				return nil, cause
+			}
 			if err != nil {
-				return nil, e.stopped(fmt.Errorf("%s: %v", f, err))
+				return nil, fmt.Errorf("%s: %v", f, err)
 			}
 			cv.bytes = append(cv.bytes, k*sp.unit)
 			cv.ns = append(cv.ns, res.Time)
 			if run != nil {
 				ns, err := measureAt(e, sp, k, tg, run, measureOpts{c.Iters, c.Stat, c.Clock})
+				if cause := stop.Stopped(e.ctx, err); cause != nil {
+					return nil, cause
+				}
 				if err != nil {
-					return nil, e.stopped(fmt.Errorf("%s at %s: %v", f, formatBytes(k*sp.unit), err))
+					return nil, fmt.Errorf("%s at %s: %v", f, formatBytes(k*sp.unit), err)
 				}
 				cv.measured = append(cv.measured, ns)
 			}

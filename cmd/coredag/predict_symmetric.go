@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/english"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner"
@@ -76,8 +76,8 @@ func (c *predictCmd) prepareSymmetric(e *env, path string, tg ir.Target, par pre
 	// reports it (the op-by-op path, on a large plan, would stop at the op limit first), and so
 	// is a refusal of the memory budget.
 	failed := func(err error) error {
-		if e.ctx.Err() != nil {
-			return context.Cause(e.ctx)
+		if cause := stop.Stopped(e.ctx, err); cause != nil {
+			return cause
 		}
 		if errors.As(err, new(diag.List)) {
 			reportDiagnostics(e, &loaded{path: path, src: src, err: err}, false)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -25,6 +24,7 @@ import (
 	"github.com/coredag/coredag/internal/atomicfile"
 	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/internal/english"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/viz"
@@ -196,8 +196,8 @@ func (c *runCmd) runSeeds(e *env, l *loaded, prov provider.Entry, p nic.Provider
 		}
 		if err != nil {
 			bar.abort()
-			if e.ctx.Err() != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
-				return nil, context.Cause(e.ctx)
+			if cause := stop.Stopped(e.ctx, err); cause != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
+				return nil, cause
 			}
 			c.reportFailure(e, l, plan, rep, err, seed)
 			break
@@ -242,8 +242,8 @@ func (c *runCmd) report(e *env, l *loaded, engine exec.Engine, plan *ir.Plan, re
 	if rep.OK && last != nil && len(g.Expects) > 0 {
 		var err error
 		if rep.Expects, err = checkExpects(e.ctx, g, engine, plan.Target, last); err != nil {
-			if e.ctx.Err() != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
-				return context.Cause(e.ctx)
+			if cause := stop.Stopped(e.ctx, err); cause != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
+				return cause
 			}
 			rep.OK, rep.Error = false, err.Error()
 		}
@@ -326,8 +326,8 @@ func (c *runCmd) setup(e *env, l *loaded, caps nic.Caps, p nic.Provider) (exec.E
 		return 0, nil, nil, selectUsage(err)
 	}
 	plan, err := lower.Compile(e.ctx, l.graph, target)
-	if e.ctx.Err() != nil { // SIGINT or SIGTERM: the interruption says it
-		return 0, nil, nil, context.Cause(e.ctx)
+	if cause := stop.Stopped(e.ctx, err); cause != nil { // SIGINT or SIGTERM: the interruption says it
+		return 0, nil, nil, cause
 	}
 	if err == nil {
 		if err := exec.CheckOrder(plan, caps); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/provider"
 	"github.com/coredag/coredag/internal/english"
+	"github.com/coredag/coredag/internal/stop"
 )
 
 // overlapReport is the "overlap" object of `run --overlap --json` (docs/run-json.md).
@@ -72,8 +72,8 @@ func (c *runCmd) runOverlap(e *env, prov provider.Entry) error {
 		defer s.Close()
 		o, err = s.Overlap(e.ctx, c.Iters) // a signal stops it between two iterations
 	}
-	if err != nil && e.ctx.Err() != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
-		return context.Cause(e.ctx)
+	if cause := stop.Stopped(e.ctx, err); cause != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
+		return cause
 	}
 	var last *exec.Result
 	if o != nil {
@@ -112,8 +112,8 @@ func (c *runCmd) runOverlap(e *env, prov provider.Entry) error {
 	if last != nil {
 		if rep.OK && len(g.Expects) > 0 { // the postconditions, on the values of the last iteration
 			if rep.Expects, err = checkExpects(e.ctx, g, engine, plan.Target, last); err != nil {
-				if e.ctx.Err() != nil {
-					return context.Cause(e.ctx)
+				if cause := stop.Stopped(e.ctx, err); cause != nil {
+					return cause
 				}
 				rep.OK, rep.Error = false, err.Error()
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/coredag/coredag/exec/bootstrap"
 	"github.com/coredag/coredag/exec/provider"
 	"github.com/coredag/coredag/internal/english"
+	"github.com/coredag/coredag/internal/stop"
 )
 
 // verbsFlags are the flags of `coredag run` for real RDMA devices: one process per rank, started
@@ -103,8 +103,8 @@ func (c *runCmd) runPerProcess(e *env, prov provider.Entry) (err error) {
 	// this rank's report) as Finish does after a failure.
 	res, own, all, err := bootstrap.RunProcess(e.ctx, plan, dev, cfg,
 		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true, NoTriggers: c.NoTriggers, Timeline: c.Timeline != ""})
-	if err != nil && e.ctx.Err() != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
-		return context.Cause(e.ctx)
+	if cause := stop.Stopped(e.ctx, err); cause != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
+		return cause
 	}
 	if c.Timeline != "" && res != nil {
 		path := c.timelinePath(world.Rank, world.Size)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/predict"
@@ -86,7 +87,10 @@ func (c *simulateCmd) Run(e *env) error {
 		return err
 	}
 	res, err := simgrid.Run(e.ctx, sched, plat, simgrid.Options{Timeout: c.Timeout, Dir: c.Keep, CXX: os.Getenv("CXX"), MaxBytes: b.Bytes})
-	if err = e.stopped(err); err != nil {
+	if cause := stop.Stopped(e.ctx, err); cause != nil {
+		return cause
+	}
+	if err != nil {
 		if errors.Is(err, simgrid.ErrNoSimGrid) || errors.Is(err, simgrid.ErrBudget) {
 			return usageError("%v", err)
 		}
@@ -99,12 +103,18 @@ func (c *simulateCmd) Run(e *env) error {
 	}
 	t1 := time.Now()
 	plan, err := lower.Compile(e.ctx, g, tg)
+	if cause := stop.Stopped(e.ctx, err); cause != nil {
+		return cause
+	}
 	if err != nil {
-		return e.stopped(fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err))
+		return fmt.Errorf("%s: compile for %s: %v", l.path, tg.Name, err)
 	}
 	pr, err := predict.Simulate(e.ctx, plan, par, predict.Options{})
+	if cause := stop.Stopped(e.ctx, err); cause != nil {
+		return cause
+	}
 	if err != nil {
-		return e.stopped(fmt.Errorf("%s: %v", l.path, err))
+		return fmt.Errorf("%s: %v", l.path, err)
 	}
 	fmt.Fprintf(e.stdout, "predict:  %s (last: %s; target %s; took %s)\n", formatNs(pr.Time), pr.Last, tg.Name, fmtDuration(time.Since(t1)))
 	fmt.Fprintf(e.stdout, "simgrid / predict - 1: %+.1f%%\n", (res.Time/pr.Time-1)*100)
