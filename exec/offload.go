@@ -526,7 +526,7 @@ func (e *offloadEngine) postAll(ctx context.Context, iter int) error {
 			if _, err := e.postWQ(ri, wi); err != nil {
 				return err
 			}
-			if err := e.watch.worked(ctx, iter, int(e.posted-posted)); err != nil {
+			if err := e.watch.worked(iter, int(e.posted-posted)); err != nil {
 				return err
 			}
 		}
@@ -729,7 +729,7 @@ func (e *offloadEngine) poll() (bool, error) {
 		return did, nil
 	}
 	steps := e.prog.Progress()
-	e.watch.work += steps
+	e.watch.count(steps)
 	did = steps > 0
 	e.cqBuf = e.ready.ReadyCQs(e.cqBuf[:0])
 	for _, c := range e.cqBuf {
@@ -769,7 +769,7 @@ func (e *offloadEngine) pollCQ(ri, ci int) (int, error) {
 	owed := c.owed()
 	c.count += uint64(n)
 	e.polled += uint64(n)
-	e.watch.work += n
+	e.watch.count(n)
 	if or.trig == nil {
 		e.left -= int(owed - c.owed())
 		if !e.marked[ri] {
@@ -836,7 +836,7 @@ func (e *offloadEngine) iterate(ctx context.Context, iter int) (err error) {
 		}
 	}()
 	watch := &e.watch
-	watch.reset()
+	watch.reset(ctx)
 	if err := e.postAll(ctx, iter); err != nil {
 		return err
 	}
@@ -847,7 +847,7 @@ func (e *offloadEngine) iterate(ctx context.Context, iter int) (err error) {
 		}
 	}
 	for !e.finished() {
-		if err := watch.worked(ctx, iter, 1); err != nil {
+		if err := watch.worked(iter, 1); err != nil {
 			return err
 		}
 		progress, err := e.poll()

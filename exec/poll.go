@@ -652,13 +652,13 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 	}
 	e.arm()
 	watch := &e.watch
-	watch.reset()
+	watch.reset(ctx)
 	ncq := len(e.cqs)
 	full := true     // poll every CQ this round, not only those that owe a completion
 	stalled := false // the watch gave up; a full round without progress confirms it
 	flushRound := false
 	for round := 1; e.left > 0; round++ {
-		if err := watch.worked(ctx, iter, 1); err != nil {
+		if err := watch.worked(iter, 1); err != nil {
 			return err
 		}
 		progress := false
@@ -667,7 +667,7 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 			// The NIC says which CQs have completions (an error one included): poll only those,
 			// so a round costs what happened in it, not the number of CQs.
 			steps := e.prog.Progress()
-			watch.work += steps
+			watch.count(steps)
 			progress = steps > 0
 			e.listReady()
 		}
@@ -699,7 +699,7 @@ func (e *pollEngine) iterate(ctx context.Context, iter int) error {
 			}
 			progress = true
 			e.polled += uint64(n)
-			watch.work += n
+			watch.count(n)
 			if len(e.armedSides) > 0 {
 				if err := e.fired(); err != nil {
 					return err

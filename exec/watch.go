@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/internal/stop"
 )
 
 // stallWatch decides when an engine that found nothing to do in a round is stuck. With a
@@ -22,23 +23,22 @@ import (
 // Spinning on would take the core from the peers whose work this process waits for, when there
 // are more processes than cores.
 //
-// An iteration that keeps moving never comes to quiet: the engine counts its work in worked
-// (rounds of its loop, completions, a software NIC's steps), and the context is looked at once
-// every ctxEvery of it.
+// An iteration that keeps moving never comes to quiet: the engine counts its work (rounds of its
+// loop, completions, a software NIC's steps) in poll, which looks at the context once every
+// ctxEvery of it.
 type stallWatch struct {
 	prog  nic.Progresser // nil for a NIC that progresses by itself
 	wait  nic.WaitSet    // nil: poll while waiting
 	limit time.Duration
 	idle  int
 	since time.Time
-	waits uint64 // blocking waits made (Result.Blocks)
-	work  int    // work since the context was last looked at (worked)
+	waits uint64    // blocking waits made (Result.Blocks)
+	poll  stop.Poll // the iteration's work, and its context (worked)
 	sched schedPass
 }
 
-// ctxEvery is how much work (worked) an iteration does between two looks at its context, each a
-// non-blocking receive from the context's channel: a fraction of a millisecond of a software
-// NIC's steps, a few milliseconds of a real NIC's rounds.
+// ctxEvery is how much work (worked) an iteration does between two looks at its context: a
+// fraction of a millisecond of a software NIC's steps, a few milliseconds of a real NIC's rounds.
 const ctxEvery = 4096
 
 // blockAfter is how many idle rounds in a row an engine with a wait set spins before it blocks.
@@ -48,27 +48,31 @@ const blockAfter = 32
 // failed to wake the engine costs at most this.
 const maxBlock = 10 * time.Millisecond
 
-// reset readies the watch for an iteration.
-func (w *stallWatch) reset() { w.idle, w.work = 0, 0 }
-
-// worked counts n units of an iteration's work and, once ctxEvery have passed since it last
-// looked, returns an error if ctx ended. Small enough to inline: the engines call it every round.
-func (w *stallWatch) worked(ctx context.Context, iter, n int) error {
-	if w.work += n; w.work < ctxEvery {
-		return nil
-	}
-	w.work = 0
-	return ended(ctx, iter)
+// reset readies the watch for an iteration under ctx.
+func (w *stallWatch) reset(ctx context.Context) {
+	w.idle = 0
+	w.poll = stop.Every(ctx, ctxEvery)
 }
+
+// worked counts n units of iteration iter's work and returns an error once a look at the
+// context (one every ctxEvery units) has found it ended. The engines call it every round.
+func (w *stallWatch) worked(iter, n int) error {
+	if err := w.poll.Add(n); err != nil {
+		return fmt.Errorf("iteration %d: %w", iter, err)
+	}
+	return nil
+}
+
+// count counts n units of work done outside a round's worked (completions, a software NIC's
+// steps); a look at the context they bring about is reported by the next worked.
+func (w *stallWatch) count(n int) { _ = w.poll.Add(n) }
 
 // ended returns iteration iter's error if ctx ended: its cause, without waiting.
 func ended(ctx context.Context, iter int) error {
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("iteration %d: %w", iter, context.Cause(ctx))
-	default:
-		return nil
+	if err := stop.Cause(ctx); err != nil {
+		return fmt.Errorf("iteration %d: %w", iter, err)
 	}
+	return nil
 }
 
 // progressed records a round that made progress, and passes through the Go scheduler if due.
@@ -82,7 +86,7 @@ func (w *stallWatch) progressed() {
 func (w *stallWatch) quiet(ctx context.Context, iter int) (stuck bool, err error) {
 	if w.prog != nil {
 		n := w.prog.Progress()
-		w.work += n
+		w.count(n)
 		return n == 0, nil
 	}
 	w.idle++

@@ -49,7 +49,7 @@ func TestStallWatch(t *testing.T) {
 
 	// Progress restarts the count; a cancelled context ends the wait with its error once a
 	// thousand idle rounds in a row have passed (the clock and context are not read earlier).
-	w.reset()
+	w.reset(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var err error

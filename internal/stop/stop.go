@@ -33,7 +33,7 @@ func Stopped(ctx context.Context, err error) error {
 
 // Poll counts the work of a loop and looks at a context once every so much of it. Once a look
 // has found the context cancelled, the Poll stays stopped. A Poll is for one goroutine: a loop
-// split over several takes one per goroutine.
+// split over several takes one per goroutine. The zero Poll never looks, and never stops.
 type Poll struct {
 	ctx   context.Context
 	every int   // the work between two looks
@@ -54,6 +54,9 @@ func (p *Poll) Add(n int) error {
 		return p.err
 	}
 	p.left = p.every
+	if p.ctx == nil {
+		return nil // the zero Poll
+	}
 	p.err = Cause(p.ctx)
 	return p.err
 }

@@ -41,4 +41,7 @@ func TestPoll(t *testing.T) {
 	p = Every(ctx, 1<<10)
 	assert.NoError(t, p.Add(1<<10-1))
 	assert.Same(t, cause, p.Add(5), "work past the next look looks")
+
+	var zero Poll
+	assert.NoError(t, zero.Add(1<<20), "the zero Poll looks at nothing")
 }
