@@ -69,7 +69,7 @@ func assertFailsAt(t *testing.T, plan, set string, a *dsl.AssertStmt) {
 	lines := strings.Split(stderr, "\n")
 	require.GreaterOrEqual(t, len(lines), 2, stderr)
 	assert.True(t, strings.HasPrefix(lines[0], want), "%s -p %s: want %q..., got:\n%s", plan, set, want, stderr)
-	assert.Contains(t, lines[0], fmt.Sprintf("%s = %s from -p)", name, value))
+	assert.Contains(t, lines[0], fmt.Sprintf("%s = %s as given)", name, value))
 	assert.True(t, strings.HasPrefix(strings.TrimSpace(lines[1]), "assert "), "the assert is quoted:\n%s", stderr)
 	assert.Equal(t, 1, strings.Count(stderr, ": assertion failed: "), "a failed param assert is the only diagnostic:\n%s", stderr)
 }

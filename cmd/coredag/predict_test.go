@@ -104,7 +104,7 @@ func TestPredictNamesFileOnce(t *testing.T) {
 	plan := writeTemp(t, "n16.dag", "plan n16\nparam ranks = 2\nparam n = 1024\nassert n >= 16, \"n must be at least 16\"\nbuffer data f32[n]\nop z = nop\n")
 	code, _, errOut := coredag(t, "", "predict", "--model", "ops", plan)
 	assert.Equal(t, exitFail, code, errOut)
-	assert.Equal(t, "coredag: "+plan+":4:1: at n = 1: assertion failed: n must be at least 16 (with n = 1 from -p)", firstLine(errOut))
+	assert.Equal(t, "coredag: "+plan+":4:1: at n = 1: assertion failed: n must be at least 16 (with n = 1 as given)", firstLine(errOut))
 }
 
 // The symmetric model predicts what the op-by-op one does, and says which model ran; a plan

@@ -134,7 +134,7 @@ assert rank != 3, "rank 3 is refused"
 op x = nop after missing
 `
 	_, msg := elab(t, src, map[string]int64{"n": 3})
-	assert.Equal(t, `t.dag:4:1: assertion failed: n must divide ranks (with n = 3 from -p, ranks = 4)`, msg)
+	assert.Equal(t, `t.dag:4:1: assertion failed: n must divide ranks (with n = 3 as given, ranks = 4)`, msg)
 	_, msg = elab(t, src, nil)
 	// A failed assert stops its rank: the missing op is reported for the others only.
 	assert.Contains(t, msg, `t.dag:5:1: assertion failed: rank 3 is refused (on rank 3)`)

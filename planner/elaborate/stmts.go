@@ -31,7 +31,7 @@ func (el *elaborator) assert(st *dsl.AssertStmt, s *scope, rank int) bool {
 		if uses(st.Cond, p.Name) {
 			v := fmt.Sprintf("%s = %d", p.Name, p.Value)
 			if _, ok := el.overrides[p.Name]; ok {
-				v += " from -p"
+				v += " as given" // by -p, the library's params, or predict's sizes
 			}
 			params = append(params, v)
 		}
