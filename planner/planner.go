@@ -88,7 +88,7 @@ func Parse(filename string, src []byte, opt msccl.Options) (*dsl.File, error) {
 // (elaboration, the checks, the proof).
 func Load(ctx context.Context, filename string, src []byte, params map[string]int64, opt Options) (g *ir.Graph, err error) {
 	if _, ok := params["ranks"]; ok && IsMSCCL(filename) {
-		return nil, &elaborate.ParamError{Msg: "-p ranks: an MSCCL algorithm runs on the ngpus GPUs its XML lists; only -p chunk=ELEMS applies"}
+		return nil, &elaborate.ParamError{Msg: "ranks: an MSCCL algorithm runs on the ngpus GPUs its XML lists, and sets no other world size; of the params only chunk (elements per chunk) applies"}
 	}
 	f, err := Parse(filename, src, opt.MSCCL)
 	if err != nil {

@@ -361,7 +361,7 @@ func (el *elaborator) header() {
 		if len(names) > 0 {
 			hint = "declared params: " + strings.Join(names, ", ")
 		}
-		el.globalErrorf(phaseNames, diag.Name, diag.InFile(el.file.Name), "-p %s: the plan has no param %s (%s)", name, name, hint)
+		el.globalErrorf(phaseNames, diag.Name, diag.InFile(el.file.Name), "%s = %d: the plan has no param %s (%s)", name, el.overrides[name], name, hint)
 	}
 	g.Ranks = 1
 	if el.refused {

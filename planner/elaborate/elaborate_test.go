@@ -167,7 +167,7 @@ func TestElaborateDiagnostics(t *testing.T) {
 		{"phases stop later phases", "plan p\nbuffer x u8[4]\nop a = copy x[0:9] to x[0:2]\nop b = nop after zz\n", nil,
 			[]string{"4:18: unknown op zz"}},
 		{"unknown param override", "plan p\nparam n = 1\n", map[string]int64{"m": 2},
-			[]string{"-p m: the plan has no param m (declared params: n)"}},
+			[]string{"m = 2: the plan has no param m (declared params: n)"}},
 		{"ranks out of range", "plan p\nparam ranks = 0\n", nil, []string{"2:7: ranks = 0"}},
 		{"runaway loop", "plan p\nfor i in 0 .. 1 << 40 { }\n", nil, []string{"2:1: the plan runs more than"}},
 		{"step must be positive", "plan p\nfor i in 0 .. 4 step 0 { }\n", nil, []string{"2:22: for step 0"}},

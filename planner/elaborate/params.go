@@ -32,8 +32,9 @@ func ParseParams(kvs []string) (map[string]int64, error) {
 	return out, nil
 }
 
-// ParamError is a -p override that the plan cannot take: a param it does not declare, or a world
-// size out of range. It is a mistake in the command line, not in the plan.
+// ParamError is a param override that the plan cannot take (coredag's -p, the library's params):
+// a param it does not declare, or a world size out of range. It is the caller's mistake, not the
+// plan's.
 type ParamError struct {
 	Msg string
 }
@@ -57,11 +58,11 @@ func CheckParams(f *dsl.File, params map[string]int64) error {
 			if len(declared) > 0 {
 				hint = "declared params: " + strings.Join(declared, ", ")
 			}
-			msgs = append(msgs, fmt.Sprintf("-p %s: the plan has no param %s (%s)", name, name, hint))
+			msgs = append(msgs, fmt.Sprintf("%s = %d: the plan has no param %s (%s)", name, params[name], name, hint))
 		}
 	}
 	if v, ok := params["ranks"]; ok && slices.Contains(declared, "ranks") && (v < 1 || v > MaxRanks) {
-		msgs = append(msgs, fmt.Sprintf("-p ranks=%d: the world size must be between 1 and %d", v, MaxRanks))
+		msgs = append(msgs, fmt.Sprintf("ranks = %d: the world size must be between 1 and %d", v, MaxRanks))
 	}
 	if len(msgs) > 0 {
 		return &ParamError{Msg: strings.Join(msgs, "; ")}
