@@ -17,6 +17,7 @@ import (
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/provider"
+	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/lower"
 	"github.com/coredag/coredag/planner/verify"
@@ -56,9 +57,14 @@ type pinKey struct {
 // (then the provider must run every rank in one process: the software NIC, or ofi).
 //
 // Init opens the provider and compiles the plan for it; every rank of the World calls Init.
-// Several Colls of one plan may be open at once, each with its own queues.
+// Several Colls of one plan may be open at once, each with its own queues. ctx bounds the
+// joining and the compiling: once it ends, Init returns its cause (context.Cause), which
+// errors.Is tells apart. A nil ctx is context.Background().
 func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 	defer recoverInto(&err)
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if p.isClosed() {
 		return nil, fmt.Errorf("%w: Init on a closed plan %s", ErrClosed, p.graph.Name)
 	}
@@ -109,6 +115,9 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		return fail(fmt.Errorf("%w: %v", ErrProvider, err))
 	}
 	plan, err := lower.Compile(ctx, g, target)
+	if cause := stop.Stopped(ctx, err); cause != nil {
+		return fail(fmt.Errorf("coredag: compile plan %s for target %s: %w", g.Name, target.Name, cause))
+	}
 	if err != nil {
 		return fail(fmt.Errorf("%w: compile plan %s for target %s: %v", ErrProvider, g.Name, target.Name, err))
 	}
@@ -149,12 +158,15 @@ func unfenced(g *ir.Graph) exec.Unfenced {
 
 // agreeOnPlan allgathers every rank's view of the plan (its ranks and a fingerprint of its
 // buffers) and reports the first rank that differs.
-func agreeOnPlan(ctx context.Context, w World, g *ir.Graph, hang time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, hang)
+func agreeOnPlan(parent context.Context, w World, g *ir.Graph, hang time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, hang)
 	defer cancel()
 	own := planPrint(g)
 	all := make([]byte, len(own)*w.Size())
 	if err := w.Allgather(ctx, own, all); err != nil {
+		if cause := stop.Stopped(parent, err); cause != nil {
+			return fmt.Errorf("coredag: Init: allgather of the plan's shape: %w", cause)
+		}
 		return fmt.Errorf("%w: Init: allgather of the plan's shape: %v", ErrWorld, err)
 	}
 	for r := 0; r < w.Size(); r++ {
@@ -364,9 +376,12 @@ func (c *Coll) Test() (done bool, err error) {
 // again, or Close), and the error wraps ctx's error and ErrBusy; a start that ended as ctx did
 // gives its own result. It returns at once when nothing is in flight. A start that makes no
 // progress for the hang timeout ends with ErrTimeout; a World call that fails ends it with
-// ErrWorld.
+// ErrWorld. A nil ctx is context.Background().
 func (c *Coll) Wait(ctx context.Context) (err error) {
 	defer recoverInto(&err)
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if err := c.op.Wait(ctx); err != nil {
 		return c.blame(mapErr(err))
 	}

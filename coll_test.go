@@ -312,6 +312,29 @@ func TestWorldSizeMismatch(t *testing.T) {
 	require.ErrorIs(t, err, ErrArg, "softnic runs every rank in one process")
 }
 
+// TestInitContext: an Init whose ctx ended returns its cause, which the caller tells apart from
+// a failing provider or world; a nil ctx is context.Background().
+func TestInitContext(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cause := errors.New("the job ends")
+	cancel(cause)
+	_, err := openRing(t, 2, 8, false).Init(ctx, nil)
+	require.ErrorIs(t, err, cause, "compiling")
+	assert.NotErrorIs(t, err, ErrProvider)
+	_, err = openRing(t, 2, 8, true).Init(ctx, chanWorlds(2)[0])
+	require.ErrorIs(t, err, cause, "joining the world")
+	assert.NotErrorIs(t, err, ErrWorld)
+
+	c, err := openRing(t, 2, 8, false).Init(nil, nil) // a nil ctx is allowed
+	require.NoError(t, err)
+	defer c.Close()
+	for r := 0; r < 2; r++ {
+		require.NoError(t, BindSlice(c, r, "data", make([]float32, 16)))
+	}
+	require.NoError(t, c.Start())
+	require.NoError(t, c.Wait(nil)) // so is Wait's
+}
+
 // initWorlds inits one Coll per rank over chanWorlds, data bound.
 func initWorlds(t *testing.T, p *Plan, ranks int) []*Coll {
 	t.Helper()

@@ -6,15 +6,17 @@
 //
 // A pass stopped by its context returns the context's cause (context.Cause), never what it had
 // found so far: that is incomplete, and means nothing. A pass takes its context as its first
-// parameter, never from its options, and it must not be nil: a caller with nothing to cancel
-// passes context.Background().
+// parameter, never from its options; a caller with nothing to cancel passes
+// context.Background(). A nil context never ends here, so that a caller's mistake cannot panic
+// a pass's worker goroutine, where no recover of the caller's would catch it.
 package stop
 
 import "context"
 
-// Cause returns the cause of ctx's cancellation (context.Cause), or nil while ctx goes on.
+// Cause returns the cause of ctx's cancellation (context.Cause), or nil while ctx goes on (and
+// for a nil ctx).
 func Cause(ctx context.Context) error {
-	if ctx.Err() == nil {
+	if ctx == nil || ctx.Err() == nil {
 		return nil
 	}
 	return context.Cause(ctx)
@@ -50,14 +52,25 @@ func Every(ctx context.Context, n int) Poll {
 // look to the Poll's n or more. It returns the context's cause once a look has found it
 // cancelled, and nil until then.
 func (p *Poll) Add(n int) error {
-	if p.left -= n; p.left > 0 || p.err != nil {
-		return p.err
+	if p.left -= n; p.left > 0 {
+		return nil
 	}
-	p.left = p.every
-	if p.ctx == nil {
-		return nil // the zero Poll
+	return p.look()
+}
+
+// look looks at the context, for Add: apart, so that Add is inlined in the loops that count.
+// Once stopped, every Add comes here, and gets the cause again.
+//
+//go:noinline
+func (p *Poll) look() error {
+	if p.err == nil {
+		p.err = Cause(p.ctx)
 	}
-	p.err = Cause(p.ctx)
+	if p.err != nil {
+		p.left = 0
+	} else {
+		p.left = p.every
+	}
 	return p.err
 }
 
