@@ -3,6 +3,7 @@
 package ofi
 
 import (
+	"encoding/binary"
 	"runtime"
 	"testing"
 	"time"
@@ -105,7 +106,10 @@ func TestCloseQPFreesSlotsOnceRead(t *testing.T) {
 
 // TestCloseQPWithArmedTrigger: an endpoint that a triggered operation still waits to post on
 // does not close (libfabric would start the operation on a freed endpoint once the counter
-// reaches its threshold); it closes once CancelTriggers dropped the operation.
+// reaches its threshold). Where the provider can drop triggered work (FI_FLUSH_WORK), it closes
+// once CancelTriggers dropped it; sockets cannot, and keeps the work on its counter, so only
+// closing the whole context, counter included, closes the endpoint. A triggered request that
+// fails at once is not armed.
 func TestCloseQPWithArmedTrigger(t *testing.T) {
 	p := provider(t)
 	if !p.Triggered() {
@@ -117,10 +121,40 @@ func TestCloseQPWithArmedTrigger(t *testing.T) {
 		Local: a.sge(256, 8), RemoteAddr: rb.Addr + 512, RKey: rb.RKey}))
 	err := a.qp.Close()
 	require.ErrorIs(t, err, nic.ErrBadRequest)
-	assert.ErrorContains(t, err, "1 triggered operations still wait to post on it")
+	assert.ErrorContains(t, err, "1 triggered operations still wait to post on it; ")
+	if a.ctx.DropsTriggers() {
+		assert.ErrorContains(t, err, "cancel them first (CancelTriggers)")
+	} else {
+		assert.ErrorContains(t, err, "sockets cannot drop triggered work (no FI_FLUSH_WORK): close the whole context")
+	}
 	assert.False(t, a.qp.closed, "the endpoint stays open")
 
 	assert.Equal(t, 1, a.ctx.CancelTriggers())
-	require.NoError(t, a.qp.Close())
-	assert.Zero(t, sends.Value(), "nothing fired")
+	require.NoError(t, a.ctx.TriggerErr(), "a provider without FI_FLUSH_WORK is no error of the work")
+	if !a.ctx.DropsTriggers() {
+		err = a.qp.Close()
+		assert.ErrorContains(t, err, "cannot drop triggered work (no FI_FLUSH_WORK): close the whole context")
+		assert.Equal(t, 1, a.ctx.PendingTriggers(), "still armed")
+		require.NoError(t, a.ctx.Close())
+		assert.True(t, a.qp.closed)
+	} else {
+		require.NoError(t, a.qp.Close())
+		// The counter reaches the threshold: the dropped write must not go.
+		require.NoError(t, sends.Add(1))
+		time.Sleep(50 * time.Millisecond)
+		require.NoError(t, b.ctx.DriveProgress())
+		assert.Zero(t, binary.LittleEndian.Uint64(b.mr.Bytes()[512:]), "the dropped write did not land")
+	}
+
+	// A key of nothing registered: the write completes at once with an error, and holds no
+	// endpoint open.
+	c, d, sends := countedPair(t, p, 0, EvSend)
+	bad := c.sge(256, 8)
+	bad.LKey ^= 0xdead
+	require.NoError(t, c.qp.PostTriggered(sends, 1, nic.SendWR{ID: 7, Op: nic.OpRDMAWrite, Flags: nic.FlagSignaled,
+		Local: bad, RemoteAddr: d.mr.Remote().Addr + 512, RKey: d.mr.Remote().RKey}))
+	wcs := nictest.Wait(t, c.scq, 1)
+	assert.Equal(t, nic.StatusLocalProtectionError, wcs[0].Status)
+	assert.Zero(t, c.ctx.PendingTriggers())
+	require.NoError(t, c.qp.Close())
 }

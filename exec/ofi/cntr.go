@@ -167,11 +167,7 @@ func (q *QP) PostTriggered(cntr *Counter, threshold uint64, wr nic.SendWR) error
 	if !q.c.p.Triggered() {
 		return fmt.Errorf("ofi: %s has no FI_TRIGGER: %w", q.c.p.name, nic.ErrProviderLimited)
 	}
-	if err := q.postSend(&wr, cntr, threshold); err != nil {
-		return err
-	}
-	q.c.arm(cntr, threshold, q)
-	return nil
+	return q.postSend(&wr, cntr, threshold)
 }
 
 // Work is deferred counter work queued on a domain (FI_QUEUE_WORK).

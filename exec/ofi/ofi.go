@@ -374,6 +374,7 @@ type Context struct {
 	work    []*C.ofi_cntr_work
 	pend    []trig // triggered work handed to libfabric (PendingTriggers)
 	trigErr error
+	noFlush bool // no FI_FLUSH_WORK: CancelTriggers cannot drop work (DropsTriggers, QP.Close)
 	nwork   int  // counter work waiting (Counter.work)
 	waiting bool // some QP may hold requests libfabric has not taken yet (retryWaiting)
 	firing  bool // fireDue is running
@@ -403,6 +404,8 @@ func (p *Provider) OpenContext(rank int) (*Context, error) {
 		return nil, err
 	}
 	c.segBuf = (*C.ofi_seg)(segs)
+	// Whether the domain can drop triggered work, asked while it holds none.
+	c.noFlush = p.Triggered() && C.ofi_flush_work(c.dom) == -C.FI_ENOSYS
 	if p.ManualProgress() {
 		c.prog = &progEntry{}
 		if r := C.ofi_cntr_open(c.dom, &c.prog.cntr); r != 0 {
@@ -415,6 +418,11 @@ func (p *Provider) OpenContext(rank int) (*Context, error) {
 	}
 	return c, nil
 }
+
+// DropsTriggers reports whether CancelTriggers drops the triggered operations libfabric holds
+// (FI_FLUSH_WORK). sockets cannot: they stay on its counters, and their endpoints open until
+// the context closes (QP.Close).
+func (c *Context) DropsTriggers() bool { return !c.noFlush }
 
 var _ nic.HostProgress = (*Context)(nil)
 
@@ -452,7 +460,10 @@ func (c *Context) Close() error {
 	if c.closed {
 		return nil
 	}
-	c.CancelTriggers() // libfabric must not start work on endpoints being closed
+	// libfabric must not start work on endpoints being closed. A provider that cannot drop it
+	// (sockets) keeps it on the counters, closed right after the endpoints: with manual
+	// progress, coredag's default, nothing in between raises them.
+	c.CancelTriggers()
 	c.closed = true
 	var first error
 	keep := func(err error) {

@@ -522,13 +522,19 @@ func (q *QP) Connect(remote nic.QPInfo) error {
 // of its requests is outstanding, else once its CQ has read the completions of all of them, or
 // when the CQ closes if some never come (CQ.retire). An endpoint that triggered work still
 // waiting would post on stays open, and Close says so: libfabric would start that work on a
-// closed endpoint. Context.CancelTriggers drops it (Context.Close does).
+// closed endpoint once its counter reached the threshold. Context.CancelTriggers drops the work
+// where the provider can; where it cannot (sockets), only Context.Close closes the endpoint,
+// and the counters that hold the work right after it.
 func (q *QP) Close() error {
 	if q.closed {
 		return nil
 	}
-	if n := q.c.armedOn(q); n > 0 {
-		return fmt.Errorf("ofi: rank %d: qp %d: %d triggered operations still wait to post on it; cancel them first (CancelTriggers): %w", q.c.rank, q.num, n, nic.ErrBadRequest)
+	if n := q.c.armedOn(q); n > 0 && !q.c.closed {
+		how := "cancel them first (CancelTriggers)"
+		if q.c.noFlush {
+			how = q.c.p.name + " cannot drop triggered work (no FI_FLUSH_WORK): close the whole context"
+		}
+		return fmt.Errorf("ofi: rank %d: qp %d: %d triggered operations still wait to post on it; %s: %w", q.c.rank, q.num, n, how, nic.ErrBadRequest)
 	}
 	q.closed = true
 	delete(q.c.qps, q.num)
@@ -639,6 +645,7 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		e.pending = txOps(wr.Op)
 		q.sback = append(q.sback, d)
 		q.c.waiting = true
+		q.c.arm(cntr, threshold, q)
 		return nil
 	}
 	r := q.issueSend(&d)
@@ -648,12 +655,14 @@ func (q *QP) postSend(wr *nic.SendWR, cntr *Counter, threshold uint64) error {
 		// poll of the context's CQs tries again (Context.retryWaiting).
 		q.sback = append(q.sback, d)
 		q.c.waiting = true
+		q.c.arm(cntr, threshold, q)
 		return nil
 	}
 	if r != 0 {
 		q.sq.tail-- // not posted
 		return fmt.Errorf("ofi: qp %d: %v: %s: %w", q.num, wr.Op, fiErr(r), nic.ErrBadRequest)
 	}
+	q.c.arm(cntr, threshold, q)
 	return nil
 }
 
@@ -933,15 +942,14 @@ func (q *QP) postRecv(wr *nic.RecvWR, cntr *Counter, threshold uint64) error {
 	if len(q.rback) > 0 || q.rxFull() {
 		q.rback = append(q.rback, d) // waits for room (flush)
 		q.c.waiting = true
-		return nil
-	}
-	if r := q.issueRecv(&d); r == -C.FI_EAGAIN {
+	} else if r := q.issueRecv(&d); r == -C.FI_EAGAIN {
 		q.rback = append(q.rback, d) // libfabric cannot take it yet: retried at the next poll
 		q.c.waiting = true
 	} else if r != 0 {
 		q.rq.tail--
 		return fmt.Errorf("ofi: qp %d: fi_recvmsg: %s: %w", q.num, fiErr(r), nic.ErrBadRequest)
 	}
+	q.c.arm(cntr, threshold, q)
 	return nil
 }
 

@@ -185,12 +185,16 @@ func (c *Context) Trigger(x nic.Counter, threshold uint64, w *nic.TriggeredWR) e
 	if err != nil {
 		return err
 	}
-	c.arm(k, threshold, w.QP.(*QP))
 	return nil
 }
 
-// arm records work posted on q that libfabric starts when k reaches threshold.
+// arm records a request posted on q (handed to libfabric, or waiting on coredag's side to be)
+// that starts when k reaches threshold; nothing for an untriggered one (k nil). A triggered
+// request that completes at once (an error, a due NOP) is not armed.
 func (c *Context) arm(k *Counter, threshold uint64, q *QP) {
+	if k == nil {
+		return
+	}
 	if len(c.pend) == cap(c.pend) {
 		c.prunePending() // the work of earlier iterations has fired: room without growing
 	}
@@ -237,11 +241,19 @@ func (c *Context) CancelTriggers() int {
 		return 0
 	}
 	if len(c.pend) > 0 {
-		if r := C.ofi_flush_work(c.dom); r != 0 && c.trigErr == nil {
-			c.trigErr = fmt.Errorf("ofi: rank %d: FI_FLUSH_WORK: %s", c.rank, fiErr(r))
+		switch r := C.ofi_flush_work(c.dom); {
+		case r == 0:
+			c.pend = c.pend[:0] // dropped: their endpoints may close
+		case r == -C.FI_ENOSYS:
+			// The provider cannot drop triggered work (sockets keeps it on its counters): it
+			// stays armed, and its endpoints open until the context closes (QP.Close).
+		default:
+			// libfabric may still start what it holds: the same.
+			if c.trigErr == nil {
+				c.trigErr = fmt.Errorf("ofi: rank %d: FI_FLUSH_WORK: %s", c.rank, fiErr(r))
+			}
 		}
 	}
-	c.pend = c.pend[:0]
 	for _, q := range c.qps {
 		// Requests waiting for room in the endpoint never go (the queue is of no further use).
 		q.sback, q.rback = nil, nil
