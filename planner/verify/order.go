@@ -135,53 +135,67 @@ func (o *Order) missing(ctx context.Context, races []Race, have, extra ir.Order)
 type reliance struct {
 	races      []Race   // its races without any ordering
 	have, used ir.Order // the target's orderings that pairs of its ops could use; all such
-	once       sync.Once
-	d          *diag.Diagnostic
 
-	needOnce sync.Once
-	need     ir.Order // the fewest of have it relies on
-	usesOnce sync.Once
-	uses     *ir.Reliance
+	// mu guards what follows: what Relied and Reliance find, kept once found under a context
+	// that was not cancelled (a cancelled search finds a part of it, which is not kept).
+	mu       sync.Mutex
+	needDone bool
+	need     ir.Order         // the fewest of have it relies on, once needDone
+	uses     *ir.Reliance     // Relied's answer, once found
+	d        *diag.Diagnostic // Reliance's, once found
 }
 
-// needed is the fewest orderings of Options.Order the plan relies on (rl is o.rely, not nil).
+// needed is the fewest orderings of Options.Order the plan relies on (rl is o.rely, not nil;
+// rl.mu is held). Stopped by ctx, it means nothing, and is not kept.
 func (o *Order) needed(ctx context.Context, rl *reliance) ir.Order {
-	rl.needOnce.Do(func() { rl.need = fewest(ctx, o.g, ir.OrderNone, rl.have, 0, o.opt) })
-	return rl.need
+	if rl.needDone {
+		return rl.need
+	}
+	need := fewest(ctx, o.g, ir.OrderNone, rl.have, 0, o.opt)
+	if stop.Cause(ctx) == nil {
+		rl.need, rl.needDone = need, true
+	}
+	return need
 }
 
 // Relied returns, once Races has found no race, what the plan relies on: the fewest orderings of
 // Options.Order without which a race comes back, and for each the pair of ops of a queue it
 // orders and that race; nil when the plan relies on no ordering. It costs a race search per
-// ordering, the first time it is called, which ctx stops: what it returns then (and after, as
-// the result is kept) means nothing.
+// ordering until a call finds the answer, which is then kept; ctx stops the searches, and what
+// a call stopped by it returns means nothing (it is not kept: a later call searches again).
+// Calls may be concurrent: they search one at a time.
 func (o *Order) Relied(ctx context.Context) *ir.Reliance {
 	rl := o.rely
 	if rl == nil {
 		return nil
 	}
-	rl.usesOnce.Do(func() {
-		g, need := o.g, o.needed(ctx, rl)
-		r := &ir.Reliance{Order: need}
-		for bit := ir.Order(1); bit <= ir.OrderSAS; bit <<= 1 {
-			if need&bit == 0 {
-				continue
-			}
-			u := ir.OrderUse{Order: bit, Prev: ir.None, Next: ir.None}
-			if races, _, ok := racesUnder(ctx, g, need&^bit, o.opt); ok && len(races) > 0 {
-				race := firstRace(g, races)
-				u.Prev, u.Next = orderedPair(g, race, bit)
-				a, b := race.First, race.Second
-				if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
-					a, b = b, a
-				}
-				u.Race = raceError(g, race, a, b).Msg
-			}
-			r.Uses = append(r.Uses, u)
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.uses != nil {
+		return rl.uses
+	}
+	g, need := o.g, o.needed(ctx, rl)
+	r := &ir.Reliance{Order: need}
+	for bit := ir.Order(1); bit <= ir.OrderSAS; bit <<= 1 {
+		if need&bit == 0 {
+			continue
 		}
+		u := ir.OrderUse{Order: bit, Prev: ir.None, Next: ir.None}
+		if races, _, ok := racesUnder(ctx, g, need&^bit, o.opt); ok && len(races) > 0 {
+			race := firstRace(g, races)
+			u.Prev, u.Next = orderedPair(g, race, bit)
+			a, b := race.First, race.Second
+			if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
+				a, b = b, a
+			}
+			u.Race = raceError(g, race, a, b).Msg
+		}
+		r.Uses = append(r.Uses, u)
+	}
+	if stop.Cause(ctx) == nil {
 		rl.uses = r
-	})
-	return rl.uses
+	}
+	return r
 }
 
 // firstRace is the race of races whose first op is declared first, then on the lowest rank: the
@@ -231,56 +245,62 @@ func (o *Order) Ordered() *Order { return o.ordered }
 // Reliance returns, once Races has found no race, a warning when the plan is race-free only
 // thanks to Options.Order: which orderings it relies on and which built-in targets lack them
 // (where it is a race), at the first race it has without ordering; nil when it relies on none.
-// It costs a few race searches, the first time it is called, which ctx stops: what it returns
-// then (and after, as the result is kept) means nothing.
+// It costs a few race searches until a call finds the warning, which is then kept; ctx stops
+// the searches, and what a call stopped by it returns means nothing (it is not kept: a later
+// call searches again). Calls may be concurrent: they search one at a time.
 func (o *Order) Reliance(ctx context.Context) *diag.Diagnostic {
 	rl := o.rely
 	if rl == nil {
 		return nil
 	}
-	rl.once.Do(func() {
-		g, opt := o.g, o.opt
-		need := o.needed(ctx, rl)
-		// The targets that do not give need may give another ordering that suffices: each
-		// distinct ordering is searched once.
-		var lack []string
-		safe := map[ir.Order]bool{}
-		for _, t := range ir.Targets() {
-			ord := t.Order & rl.used
-			if t.Order&need == need {
-				continue
-			}
-			ok, seen := safe[ord]
-			if !seen {
-				r, _, acyclic := racesUnder(ctx, g, ord, opt)
-				ok = acyclic && len(r) == 0
-				safe[ord] = ok
-			}
-			if !ok {
-				lack = append(lack, "`"+t.Name+"`")
-			}
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.d != nil {
+		return rl.d
+	}
+	g, opt := o.g, o.opt
+	need := o.needed(ctx, rl)
+	// The targets that do not give need may give another ordering that suffices: each
+	// distinct ordering is searched once.
+	var lack []string
+	safe := map[ir.Order]bool{}
+	for _, t := range ir.Targets() {
+		ord := t.Order & rl.used
+		if t.Order&need == need {
+			continue
 		}
-		r := rl.races[0]
-		a, b := r.First, r.Second
-		if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
-			a, b = b, a
+		ok, seen := safe[ord]
+		if !seen {
+			r, _, acyclic := racesUnder(ctx, g, ord, opt)
+			ok = acyclic && len(r) == 0
+			safe[ord] = ok
 		}
-		race := raceError(g, r, a, b)
-		verb := "do not give"
-		if len(lack) == 1 {
-			verb = "does not give"
+		if !ok {
+			lack = append(lack, "`"+t.Name+"`")
 		}
-		msg := fmt.Sprintf("the plan relies on %s between the ops of a queue", need.Describe())
-		if len(lack) > 0 {
-			msg += fmt.Sprintf(", which %s %s: there, %s", joinAnd(lack), verb, race.Msg)
-		} else {
-			msg += ": without it, " + race.Msg
-		}
-		d := diag.Errorf(diag.Race, a.Pos, "%s", msg)
-		d.Related = race.Related
+	}
+	r := rl.races[0]
+	a, b := r.First, r.Second
+	if b.Pos.Before(a.Pos) || b.Pos == a.Pos && g.Ops[b.Op].Pos.Before(g.Ops[a.Op].Pos) {
+		a, b = b, a
+	}
+	race := raceError(g, r, a, b)
+	verb := "do not give"
+	if len(lack) == 1 {
+		verb = "does not give"
+	}
+	msg := fmt.Sprintf("the plan relies on %s between the ops of a queue", need.Describe())
+	if len(lack) > 0 {
+		msg += fmt.Sprintf(", which %s %s: there, %s", joinAnd(lack), verb, race.Msg)
+	} else {
+		msg += ": without it, " + race.Msg
+	}
+	d := diag.Errorf(diag.Race, a.Pos, "%s", msg)
+	d.Related = race.Related
+	if stop.Cause(ctx) == nil {
 		rl.d = d
-	})
-	return rl.d
+	}
+	return d
 }
 
 // joinAnd joins words with commas and a last "and".

@@ -3,6 +3,8 @@ package verify
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -95,4 +97,92 @@ func TestChecksStopped(t *testing.T) {
 	fixes := SuggestFixes(ctx, racy)
 	assert.Equal(t, FixPlan{Stopped: true}, fixes, "a stopped search claims neither fixes nor a spent budget")
 	assert.False(t, SuggestFixes(t.Context(), racy).Stopped)
+}
+
+// looks is a context that counts the looks at it (Err), and is cancelled from the n-th on
+// (never when n is 0): where in a search a cancellation comes does not depend on timing.
+type looks struct {
+	context.Context
+	n     int64
+	count atomic.Int64
+}
+
+func (c *looks) Err() error {
+	if k := c.count.Add(1); c.n > 0 && k >= c.n {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestRelianceStopped: Relied and Reliance keep their answer only when they found it whole. A
+// call stopped by its context, as it starts or half way through its searches, leaves nothing
+// behind: a later call with a live context answers as a fresh Order does. Before, the first
+// call's answer was kept, cancelled or not, and later callers got its part of the answer.
+func TestRelianceStopped(t *testing.T) {
+	t.Parallel()
+	// publishSend with a write first, which orders nothing: the fewest orderings leave out the
+	// write-after-write ordering its queue could use.
+	extraWrite := `plan p
+param ranks = 2
+param n = 4
+buffer data f32[2 * n] init rank
+buffer inbox f32[n] remote_write
+buffer spare f32[n] remote_write
+buffer flag f32[n]
+buffer out f32[n]
+queue q to (rank + 1) % ranks peer q
+op w0  = write q data[0 : n] to spare
+op w   = write q data[0 : n] to inbox
+op s   = send q data[n : 2 * n]
+op got = recv q flag
+op use = copy inbox to out after got
+`
+	for _, src := range []string{publishNotify, publishSend, readThenSend, extraWrite} {
+		g := graphOf(t, src)
+		opt := targetOptions(t, "triggered-sockets") // all nine orderings: the most searches
+		order := func() *Order {
+			errs, o := opt.CheckOrder(t.Context(), g)
+			require.Empty(t, errs)
+			require.NotNil(t, o.rely, "race-free only under the ordering")
+			return o
+		}
+		fresh, all := order(), &looks{Context: context.Background()}
+		relied, warning := fresh.Relied(all), fresh.Reliance(all)
+		require.NotNil(t, relied)
+		require.NotNil(t, warning)
+		if src == extraWrite {
+			require.Equal(t, ir.OrderSAW, relied.Order, "the write-after-write ordering is not needed")
+		}
+		n := all.count.Load()
+		require.Greater(t, n, int64(2))
+		for _, at := range []int64{1, n / 2} {
+			// Relied stopped, then Reliance; then Reliance alone.
+			o := order()
+			o.Relied(&looks{Context: context.Background(), n: at})
+			o.Reliance(&looks{Context: context.Background(), n: at})
+			assert.Equal(t, relied, o.Relied(context.Background()), "Relied cancelled at look %d of %d:\n%s", at, n, src)
+			assert.Equal(t, warning, o.Reliance(context.Background()), "Reliance cancelled at look %d of %d:\n%s", at, n, src)
+			o = order()
+			o.Reliance(&looks{Context: context.Background(), n: at})
+			assert.Equal(t, warning, o.Reliance(context.Background()), "Reliance alone cancelled at look %d:\n%s", at, src)
+		}
+		// Side by side, a stopped call and a live one: the live one answers whole.
+		o := order()
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			ctx := &looks{Context: context.Background(), n: n / 2}
+			o.Relied(ctx)
+			o.Reliance(ctx)
+		})
+		wg.Go(func() {
+			assert.Equal(t, relied, o.Relied(context.Background()))
+			assert.Equal(t, warning, o.Reliance(context.Background()))
+		})
+		wg.Wait()
+		// Found whole, the answer is kept: a cancelled context no longer changes it.
+		stopped, cancel := context.WithCancel(context.Background())
+		cancel()
+		assert.Same(t, relied, fresh.Relied(stopped))
+		assert.Same(t, warning, fresh.Reliance(stopped))
+	}
 }
