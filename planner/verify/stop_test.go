@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coredag/coredag/internal/stoptest"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -99,21 +99,6 @@ func TestChecksStopped(t *testing.T) {
 	assert.False(t, SuggestFixes(t.Context(), racy).Stopped)
 }
 
-// looks is a context that counts the looks at it (Err), and is cancelled from the n-th on
-// (never when n is 0): where in a search a cancellation comes does not depend on timing.
-type looks struct {
-	context.Context
-	n     int64
-	count atomic.Int64
-}
-
-func (c *looks) Err() error {
-	if k := c.count.Add(1); c.n > 0 && k >= c.n {
-		return context.Canceled
-	}
-	return nil
-}
-
 // TestRelianceStopped: Relied and Reliance keep their answer only when they found it whole. A
 // call stopped by its context, as it starts or half way through its searches, leaves nothing
 // behind: a later call with a live context answers as a fresh Order does. Before, the first
@@ -146,31 +131,31 @@ op use = copy inbox to out after got
 			require.NotNil(t, o.rely, "race-free only under the ordering")
 			return o
 		}
-		fresh, all := order(), &looks{Context: context.Background()}
+		fresh, all := order(), stoptest.CancelAt(0)
 		relied, warning := fresh.Relied(all), fresh.Reliance(all)
 		require.NotNil(t, relied)
 		require.NotNil(t, warning)
 		if src == extraWrite {
 			require.Equal(t, ir.OrderSAW, relied.Order, "the write-after-write ordering is not needed")
 		}
-		n := all.count.Load()
+		n := all.Count()
 		require.Greater(t, n, int64(2))
 		for _, at := range []int64{1, n / 2} {
 			// Relied stopped, then Reliance; then Reliance alone.
 			o := order()
-			o.Relied(&looks{Context: context.Background(), n: at})
-			o.Reliance(&looks{Context: context.Background(), n: at})
+			o.Relied(stoptest.CancelAt(at))
+			o.Reliance(stoptest.CancelAt(at))
 			assert.Equal(t, relied, o.Relied(context.Background()), "Relied cancelled at look %d of %d:\n%s", at, n, src)
 			assert.Equal(t, warning, o.Reliance(context.Background()), "Reliance cancelled at look %d of %d:\n%s", at, n, src)
 			o = order()
-			o.Reliance(&looks{Context: context.Background(), n: at})
+			o.Reliance(stoptest.CancelAt(at))
 			assert.Equal(t, warning, o.Reliance(context.Background()), "Reliance alone cancelled at look %d:\n%s", at, src)
 		}
 		// Side by side, a stopped call and a live one: the live one answers whole.
 		o := order()
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			ctx := &looks{Context: context.Background(), n: n / 2}
+			ctx := stoptest.CancelAt(n / 2)
 			o.Relied(ctx)
 			o.Reliance(ctx)
 		})
