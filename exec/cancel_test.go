@@ -67,10 +67,10 @@ func TestCancelInsideIteration(t *testing.T) {
 				}
 				return iterate()
 			})
+			// Only cancel(stop) gives this cause: when running, the NIC's Progress did.
 			require.ErrorIs(t, err, stop)
 			t.Logf("of %d ops: %d requests posted, %d completions polled", ops, res.WQEsPosted, res.CQEsPolled)
 			assert.Contains(t, err.Error(), "iteration 0")
-			assert.Nil(t, p.cancel, "the context was cancelled")
 			assert.Less(t, res.CQEsPolled, uint64(ops/10), "completions before the iteration stopped")
 			if c.engine == Poll || !c.running {
 				assert.Less(t, res.WQEsPosted, uint64(ops/4), "requests posted before the iteration stopped")
