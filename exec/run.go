@@ -424,7 +424,7 @@ func (s *Session) RunTimed(ctx context.Context, iters int, timed func(iterate fu
 	}
 	for it := 0; it < iters; it++ {
 		iter := s.done
-		if ctx.Err() != nil { // between iterations: none is left halfway
+		if ctx.Err() != nil { // before an iteration: none is started
 			return finish(fmt.Errorf("iteration %d not started: %w", iter, context.Cause(ctx)))
 		}
 		for _, r := range s.ranks {

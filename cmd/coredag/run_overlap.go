@@ -70,7 +70,7 @@ func (c *runCmd) runOverlap(e *env, prov provider.Entry) error {
 	s, err := exec.Prepare(e.ctx, plan, p, exec.Options{Engine: engine, Seed: c.Seed, Reference: ref, NoTriggers: c.NoTriggers})
 	if err == nil {
 		defer s.Close()
-		o, err = s.Overlap(e.ctx, c.Iters) // a signal stops it between two iterations
+		o, err = s.Overlap(e.ctx, c.Iters) // a signal stops it within an iteration
 	}
 	if cause := stop.Stopped(e.ctx, err); cause != nil { // SIGINT or SIGTERM: no verdict, the interruption says it
 		return cause

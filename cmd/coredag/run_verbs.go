@@ -99,7 +99,7 @@ func (c *runCmd) runPerProcess(e *env, prov provider.Entry) (err error) {
 	target := plan.Target
 	cfg := bootstrap.Config{World: world, Addr: c.Bootstrap, Secret: secret, Job: c.jobFacts(l, name, engine, target.Name),
 		Logf: func(format string, args ...any) { fmt.Fprintf(e.stderr, "rank 0: "+format+"\n", args...) }}
-	// A signal stops the run between two iterations; the ranks still tell each other (an abort,
+	// A signal stops the run, within an iteration; the ranks still tell each other (an abort,
 	// this rank's report) as Finish does after a failure.
 	res, own, all, err := bootstrap.RunProcess(e.ctx, plan, dev, cfg,
 		exec.Options{Engine: engine, Iters: c.Iters, Reference: ref, QuietRuntime: true, NoTriggers: c.NoTriggers, Timeline: c.Timeline != ""})
