@@ -338,10 +338,15 @@ func (r *rankRes) connect(g *ir.Graph, eps []Endpoint) error {
 }
 
 // close releases everything, QPs first, after dropping the triggered work that would post on
-// them; errors are ignored (best effort teardown).
+// them; errors are ignored (best effort teardown). A device that cannot drop its triggered work
+// (libfabric's sockets) refuses to close a queue such work would post on: its own Close then
+// releases everything, in the order that keeps the work from starting.
 func (r *rankRes) close() {
 	if tc, ok := r.dev.(nic.TriggerContext); ok {
-		tc.CancelTriggers()
+		if tc.CancelTriggers(); tc.PendingTriggers() > 0 {
+			_ = r.dev.Close()
+			return
+		}
 	}
 	for _, qp := range r.qps {
 		_ = qp.Close()

@@ -8,3 +8,6 @@ func SetInjectDone(p *Provider, n uint64) (old uint64) {
 	old, p.injectDone = p.injectDone, n
 	return old
 }
+
+// OpenCQs is how many CQs of p are open.
+func OpenCQs(p *Provider) int64 { return p.ncq.Load() }

@@ -198,6 +198,7 @@ func TestFaultCancelsTriggers(t *testing.T) {
 		require.Equal(t, map[int]int{0: 0, 1: 0, 2: 0, 3: 0}, op.PendingTriggers(), "triggered work left after the failure")
 	}
 	require.NoError(t, s.Close())
+	require.Zero(t, ofi.OpenCQs(p), "the session closed every CQ, armed work or not")
 }
 
 // TestAutoProgress: with Options.AutoProgress the provider keeps libfabric's progress thread, and

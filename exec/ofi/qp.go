@@ -139,22 +139,25 @@ func (q *CQ) Poll(wc []nic.WC) (int, error) {
 	return k, nil
 }
 
-// Close closes the CQ.
+// Close closes the CQ. One that libfabric does not close (an endpoint bound to it is still
+// open: -FI_EBUSY) stays open, for Context.Close to close after its endpoints.
 func (q *CQ) Close() error {
 	if q.closed {
 		return nil
 	}
+	if err := check("fi_close(cq)", C.ofi_close(&q.cq.fid)); err != nil {
+		return err
+	}
 	q.closed = true
 	delete(q.c.cqs, q.num)
 	q.c.p.ncq.Add(-1)
-	err := check("fi_close(cq)", C.ofi_close(&q.cq.fid))
 	C.free(unsafe.Pointer(&q.comps[0]))
 	q.comps = nil
 	for _, r := range q.retired {
 		C.free(r.p) // requests whose completions never came: the endpoint's close dropped them
 	}
 	q.retired = nil
-	return err
+	return nil
 }
 
 // retire frees slot array s (size bytes) of a closed endpoint, or, if pending completions to be
