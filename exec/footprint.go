@@ -100,7 +100,7 @@ func (f Footprint) Check(b budget.Budget) error {
 		if len(g.Buffers) > 1 {
 			what += fmt.Sprintf("; the largest, %s, takes %s per rank", g.Buffers[largest].Name, budget.Format(g.Buffers[largest].Bytes()))
 		}
-		if err := b.Check(f.Buffers(), what, "lower the buffer sizes or the rank count (-p)"); err != nil {
+		if err := b.Check(f.Buffers(), what, "lower the buffer sizes or the ranks param"); err != nil {
 			err.(*budget.Error).Pos = g.Buffers[largest].Pos
 			return err
 		}
@@ -119,5 +119,5 @@ func (f Footprint) Check(b budget.Budget) error {
 			budget.Format(f.Buffers()), budget.Format(f.Samples), budget.Format(f.Timeline))
 	}
 	return b.Check(f.Total(), fmt.Sprintf("the run needs %s: %s", budget.Format(f.Total()), parts),
-		"use fewer --iters, or lower the buffer sizes or the rank count (-p)")
+		"use fewer --iters, or lower the buffer sizes or the ranks param")
 }

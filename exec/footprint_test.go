@@ -108,7 +108,7 @@ func TestFootprintCheck(t *testing.T) {
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, "fp.dag:3:8", be.Pos.String(), "buffer a, the largest")
 	assert.Equal(t, "buffers need 6.3 MiB in this process (3 ranks × 1.05 MiB registered with softnic, plus 3.15 MiB for the reference copy); "+
-		"the largest, a, takes 781 KiB per rank; the memory budget is 1 MiB (set with --mem): lower the buffer sizes or the rank count (-p)", be.Message())
+		"the largest, a, takes 781 KiB per rank; the memory budget is 1 MiB (set with --mem): lower the buffer sizes or the ranks param", be.Message())
 
 	fits := budget.Budget{Bytes: 8 << 20, From: "--mem"}
 	require.NoError(t, fp.Check(fits))

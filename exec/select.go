@@ -97,7 +97,7 @@ func engineFor(e Engine, t ir.Target, caps nic.Caps) (Engine, error) {
 		if t.Trigger != nil {
 			// Counters are what the triggered branch above needs: without them say so, not that
 			// the target lacks cross-channel.
-			return fail(nic.ErrProviderLimited, "target %s runs on triggered operations (completion counters and thresholds), which this NIC lacks (libfabric: no FI_TRIGGER); use the poll engine (--engine auto picks it)", t.Name)
+			return fail(nic.ErrProviderLimited, "target %s runs on triggered operations (completion counters and thresholds), which this NIC lacks (libfabric: no FI_TRIGGER); use the poll engine (the engine auto picks it)", t.Name)
 		}
 		if !offloadable {
 			return fail(ErrNeedsCrossChannelTarget, "the offload engine needs a plan compiled for a cross-channel target; target %s has none (compile for connectx or connectx-inline, or use the poll engine)", t.Name)

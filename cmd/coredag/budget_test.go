@@ -121,13 +121,13 @@ func TestRunBudgetBuffers(t *testing.T) {
 
 	code, out = capped(t, "", nil, "run", plan)
 	assert.Equal(t, exitUsage, code, out)
-	assert.Regexp(t, `^.*big\.dag:3:8: buffers need 64 GiB in this process \(4 ranks × 8 GiB registered with softnic, plus 32 GiB for the reference copy\); the largest, a, takes 8 GiB per rank; the memory budget is .* \(set with --mem or COREDAG_MEM\): lower the buffer sizes or the rank count \(-p\)$`, firstLine(out))
+	assert.Regexp(t, `^.*big\.dag:3:8: buffers need 64 GiB in this process \(4 ranks × 8 GiB registered with softnic, plus 32 GiB for the reference copy\); the largest, a, takes 8 GiB per rank; the memory budget is .* \(set with --mem or COREDAG_MEM\): lower the buffer sizes or the ranks param$`, firstLine(out))
 	assert.Contains(t, out, "\n    buffer a u64[1GiB]\n           ^\n", "the declaration and a caret")
 
 	code, out = capped(t, "", nil, "run", "--mem", "1GiB", "-p", "n=64MiB", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, out)
 	assert.Equal(t, "plans/ring_allreduce.dag:25:8: buffers need 14 GiB in this process (4 ranks × 1.75 GiB registered with softnic, plus 7 GiB for the reference copy); "+
-		"the largest, data, takes 1 GiB per rank; the memory budget is 1 GiB (set with --mem): lower the buffer sizes or the rank count (-p)", firstLine(out))
+		"the largest, data, takes 1 GiB per rank; the memory budget is 1 GiB (set with --mem): lower the buffer sizes or the ranks param", firstLine(out))
 
 	code, out = capped(t, "", nil, "run", "--mem", "1GiB", "-p", "n=4MiB", "--dump", "data", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, out)
@@ -148,7 +148,7 @@ func TestRunDefaultBudget(t *testing.T) {
 	assert.Equal(t, exitUsage, code, out)
 	assert.Equal(t, "coredag: plans/ring_allreduce.dag:30:1: the plan has more than 2 ops over all its ranks (this loop alone makes at least 9), "+
 		"and a plan takes about 2 KiB per op to check, compile and run; the memory budget is 4 KiB (set with --mem): "+
-		"is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size", firstLine(out))
+		"is a loop bound or the rank count wrong? Else lower the ranks param or the plan's size", firstLine(out))
 
 	code, out = capped(t, "", []string{"COREDAG_MEM=1MiB"}, "run", "-p", "n=64KiB", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, out)
@@ -181,7 +181,7 @@ func TestMemFlagExtremes(t *testing.T) {
 			"(this loop alone makes at least 9); the memory budget is 2 KiB (2047 bytes) (set with --mem): one op needs at least 2 KiB (--mem 2KiB), this loop's ops at least 18 KiB (--mem 18KiB)"},
 		{"2KiB", exitUsage, "coredag: plans/ring_allreduce.dag:30:1: the plan has more than 1 op over all its ranks (this loop alone makes at least 9), " +
 			"and a plan takes about 2 KiB per op to check, compile and run; the memory budget is 2 KiB (set with --mem): " +
-			"is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size"},
+			"is a loop bound or the rank count wrong? Else lower the ranks param or the plan's size"},
 		{"0", exitUsage, "coredag: --mem 0: the memory budget must be positive (write a size such as 8GiB or 512MiB)"},
 		{"-1", exitUsage, "coredag: --mem -1: the memory budget must be positive (write a size such as 8GiB or 512MiB)"},
 		{"-1GiB", exitUsage, "coredag: --mem -1GiB: the memory budget must be positive (write a size such as 8GiB or 512MiB)"},

@@ -68,5 +68,5 @@ func TestAddressLimit(t *testing.T) {
 		"for i in 0 .. 400 {\n  for j in 0 .. 400 { b[i] after a[j] }\n}\n")
 	code, out = underAddressLimit(t, nil, "check", "--mem", "32MiB", plan)
 	assert.Equal(t, exitUsage, code, out)
-	assert.Equal(t, "coredag: "+plan+":6:34: the plan's `after` edges on 16 ranks need 48.8 MiB (2560000 of 20 bytes each); the memory budget is 32 MiB (set with --mem): lower the rank count (-p) or the plan's size", firstLine(out))
+	assert.Equal(t, "coredag: "+plan+":6:34: the plan's `after` edges on 16 ranks need 48.8 MiB (2560000 of 20 bytes each); the memory budget is 32 MiB (set with --mem): lower the ranks param or the plan's size", firstLine(out))
 }

@@ -73,7 +73,7 @@ func (d *pd) createQP(cfg nic.QPConfig) (*qp, error) {
 	case d.closed:
 		return nil, fmt.Errorf("verbs: rank %d: CreateQP on a closed PD: %w", c.rank, nic.ErrClosed)
 	case cfg.CrossChannel || cfg.ManagedSend || cfg.ManagedRecv:
-		return nil, fmt.Errorf("verbs: rank %d: %s has no cross-channel (CORE-Direct) support in upstream libibverbs, so managed queues and CQE_WAIT/SEND_EN/RECV_EN are unavailable: compile the plan for --target generic and run it with --engine poll: %w",
+		return nil, fmt.Errorf("verbs: rank %d: %s has no cross-channel (CORE-Direct) support in upstream libibverbs, so managed queues and CQE_WAIT/SEND_EN/RECV_EN are unavailable: compile the plan for target generic and run it on the poll engine: %w",
 			c.rank, c.prov.name, nic.ErrNoCrossChannel)
 	case cfg.SendCQ == nil || cfg.RecvCQ == nil:
 		return nil, fmt.Errorf("verbs: rank %d: CreateQP needs both a send CQ and a receive CQ: %w", c.rank, nic.ErrBadRequest)
@@ -269,7 +269,7 @@ func (q *qp) postError(call string, rc C.int, i int, wr *nic.SendWR) error {
 	switch rc {
 	case C.CD_ERR_BAD_OPCODE:
 		if wr != nil && wr.Op.IsCrossChannel() {
-			return fmt.Errorf("verbs: %v: %s %s: upstream libibverbs has no cross-channel work requests (compile for --target generic, run with --engine poll): %w", q, call, what, nic.ErrNoCrossChannel)
+			return fmt.Errorf("verbs: %v: %s %s: upstream libibverbs has no cross-channel work requests (compile for target generic, run on the poll engine): %w", q, call, what, nic.ErrNoCrossChannel)
 		}
 		return fmt.Errorf("verbs: %v: %s %s: opcode cannot be posted to a send queue: %w", q, call, what, nic.ErrBadRequest)
 	case C.CD_ERR_INLINE:

@@ -128,7 +128,7 @@ func (el *elaborator) opsRefusal(pos diag.Pos, loop int64, detail string) *budge
 		return &budget.Error{Pos: pos, Need: budget.Mul(int64(el.maxOps)+1, BytesPerOp), Budget: b,
 			What: fmt.Sprintf("the plan has more than %s over all its ranks%s, and a plan takes about %s per op to check, compile and run",
 				english.Plural(el.maxOps, "op"), detail, per),
-			Hint: "is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size"}
+			Hint: "is a loop bound or the rank count wrong? Else lower the ranks param or the plan's size"}
 	}
 	need := budget.Mul(max(loop, 1), BytesPerOp)
 	least := func(n int64) string {
@@ -164,7 +164,7 @@ func (el *elaborator) room(pos diag.Pos, n int, size uintptr, what string) bool 
 	if el.refusal == nil {
 		el.refusal = &budget.Error{Pos: pos, Need: need, Budget: el.opt.Budget,
 			What: fmt.Sprintf("the plan's %s need %s (%d of %d bytes each)", what, budget.Format(need), n, size),
-			Hint: "lower the rank count (-p) or the plan's size"}
+			Hint: "lower the ranks param or the plan's size"}
 	}
 	el.truncated = true
 	return false

@@ -90,7 +90,7 @@ func TestLimitsFromBudget(t *testing.T) {
 	require.ErrorAs(t, err, &be)
 	assert.EqualValues(t, 3, be.Pos.Line)
 	assert.Equal(t, "the plan has more than 25 ops over all its ranks (this loop alone makes at least 10), and a plan takes about 2 KiB per op to check, compile and run; "+
-		"the memory budget is 50 KiB (set with --mem): is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size", be.Message())
+		"the memory budget is 50 KiB (set with --mem): is a loop bound or the rank count wrong? Else lower the ranks param or the plan's size", be.Message())
 }
 
 // TestBudgetBelowOneOp: a memory budget that holds no op (less than BytesPerOp) refuses the
@@ -119,7 +119,7 @@ func TestBudgetBelowOneOp(t *testing.T) {
 				"the memory budget is 1 byte (set with --mem): one op needs at least 2 KiB (--mem 2KiB); is a loop bound or the rank count wrong?"},
 		{"room for exactly one op", loop, within(BytesPerOp, "--mem"),
 			"t.dag:3:1: the plan has more than 1 op over all its ranks (this loop alone makes at least 10), and a plan takes about 2 KiB per op to check, compile and run; " +
-				"the memory budget is 2 KiB (set with --mem): is a loop bound or the rank count wrong? Else lower the rank count (-p) or the plan's size"},
+				"the memory budget is 2 KiB (set with --mem): is a loop bound or the rank count wrong? Else lower the ranks param or the plan's size"},
 		{"a limit of one op without a budget", loop, Options{MaxOps: 1},
 			"t.dag:3:1: the plan has more than 1 op over all its ranks (this loop alone makes at least 10): is a loop bound or the rank count wrong?"},
 	} {
@@ -173,12 +173,12 @@ func TestEdgesRefusedByBudget(t *testing.T) {
 	var be *budget.Error
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, "edges.dag:6:34: the plan's `after` edges on 16 ranks need 48.8 MiB (2560000 of 20 bytes each); "+
-		"the memory budget is 32 MiB (set with --mem): lower the rank count (-p) or the plan's size", err.Error())
+		"the memory budget is 32 MiB (set with --mem): lower the ranks param or the plan's size", err.Error())
 	// The references wait in a list of their own until the rank is done: 72 bytes each.
 	_, err = Elaborate(t.Context(), f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 4 << 20, From: "--mem"}})
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, "edges.dag:6:34: the plan's `after` references on rank 0 need 4.5 MiB (65536 of 72 bytes each); "+
-		"the memory budget is 4 MiB (set with --mem): lower the rank count (-p) or the plan's size", err.Error())
+		"the memory budget is 4 MiB (set with --mem): lower the ranks param or the plan's size", err.Error())
 
 	// Within a budget that holds them, the same plan elaborates.
 	f, err = dsl.Parse("edges.dag", []byte(strings.Replace(src, "ranks = 16", "ranks = 2", 1)))
