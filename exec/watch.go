@@ -58,7 +58,7 @@ func (w *stallWatch) reset(ctx context.Context) {
 // context (one every ctxEvery units) has found it ended. The engines call it every round.
 func (w *stallWatch) worked(iter, n int) error {
 	if err := w.poll.Add(n); err != nil {
-		return fmt.Errorf("iteration %d: %w", iter, err)
+		return stoppedIn(iter, err)
 	}
 	return nil
 }
@@ -70,10 +70,13 @@ func (w *stallWatch) count(n int) { _ = w.poll.Add(n) }
 // ended returns iteration iter's error if ctx ended: its cause, without waiting.
 func ended(ctx context.Context, iter int) error {
 	if err := stop.Cause(ctx); err != nil {
-		return fmt.Errorf("iteration %d: %w", iter, err)
+		return stoppedIn(iter, err)
 	}
 	return nil
 }
+
+// stoppedIn is iteration iter's error once its context ended with cause.
+func stoppedIn(iter int, cause error) error { return fmt.Errorf("iteration %d: %w", iter, cause) }
 
 // progressed records a round that made progress, and passes through the Go scheduler if due.
 func (w *stallWatch) progressed() {

@@ -182,10 +182,7 @@ func (c *Context) Trigger(x nic.Counter, threshold uint64, w *nic.TriggeredWR) e
 	default:
 		return fmt.Errorf("ofi: rank %d: triggered work of kind %d: %w", c.rank, w.Kind, nic.ErrBadRequest)
 	}
-	if err != nil {
-		return err
-	}
-	return nil
+	return err
 }
 
 // arm records a request posted on q (handed to libfabric, or waiting on coredag's side to be)
@@ -240,18 +237,13 @@ func (c *Context) CancelTriggers() int {
 	if n == 0 {
 		return 0
 	}
-	if len(c.pend) > 0 {
-		switch r := C.ofi_flush_work(c.dom); {
-		case r == 0:
+	// Work the domain cannot drop (noFlush: sockets keeps it on its counters), or did not (a
+	// failed flush), stays armed, and its endpoints open until the context closes (QP.Close).
+	if len(c.pend) > 0 && !c.noFlush {
+		if r := C.ofi_flush_work(c.dom); r == 0 {
 			c.pend = c.pend[:0] // dropped: their endpoints may close
-		case r == -C.FI_ENOSYS:
-			// The provider cannot drop triggered work (sockets keeps it on its counters): it
-			// stays armed, and its endpoints open until the context closes (QP.Close).
-		default:
-			// libfabric may still start what it holds: the same.
-			if c.trigErr == nil {
-				c.trigErr = fmt.Errorf("ofi: rank %d: FI_FLUSH_WORK: %s", c.rank, fiErr(r))
-			}
+		} else if c.trigErr == nil {
+			c.trigErr = fmt.Errorf("ofi: rank %d: FI_FLUSH_WORK: %s", c.rank, fiErr(r))
 		}
 	}
 	for _, q := range c.qps {

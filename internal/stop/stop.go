@@ -76,7 +76,3 @@ func (p *Poll) look() error {
 
 // Step counts one unit of work (Add).
 func (p *Poll) Step() error { return p.Add(1) }
-
-// Err returns what the looks have found: the context's cause once one found it cancelled, nil
-// until then. It does not look at the context.
-func (p *Poll) Err() error { return p.err }
