@@ -122,6 +122,29 @@ func TestBootstrapWorldNeedsSecret(t *testing.T) {
 	assert.Contains(t, err.Error(), bootstrap.SecretEnv)
 }
 
+// TestBootstrapWorldMessages: what the library's bootstrap says when the launcher gave it no
+// rank, or no address for several ranks, names what a library caller can do, not the
+// command's flags.
+func TestBootstrapWorldMessages(t *testing.T) {
+	for _, v := range []string{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"} {
+		t.Setenv(v, "")
+	}
+	_, err := BootstrapWorld(context.Background(), "127.0.0.1:1")
+	require.ErrorIs(t, err, ErrWorld)
+	assert.Contains(t, err.Error(), "rank and world size are unknown: start the processes with mpirun or srun")
+	assert.NotContains(t, err.Error(), "--rank")
+
+	t.Setenv("PMI_RANK", "1")
+	_, err = BootstrapWorld(context.Background(), "127.0.0.1:1")
+	require.ErrorIs(t, err, ErrWorld)
+	assert.Contains(t, err.Error(), `PMI_RANK="1" but PMI_SIZE="" (set both)`)
+
+	t.Setenv("PMI_SIZE", "2")
+	_, err = BootstrapWorld(context.Background(), "")
+	require.ErrorIs(t, err, ErrWorld)
+	assert.Contains(t, err.Error(), "2 ranks (from PMI_RANK/PMI_SIZE) need rank 0's address: pass BootstrapWorld HOST:PORT")
+}
+
 // TestBootstrapWorldTooLarge: a launcher's world size past any plan's is refused before rank 0
 // makes room for its peers.
 func TestBootstrapWorldTooLarge(t *testing.T) {

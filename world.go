@@ -43,9 +43,12 @@ type World interface {
 // collectives run one at a time: use it for one Coll in flight at a time (several may be open).
 func BootstrapWorld(ctx context.Context, addr string) (w World, err error) {
 	defer recoverInto(&err)
-	rs, err := bootstrap.ResolveWorld(-1, -1, nil)
+	rs, err := bootstrap.FromLauncher(nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrWorld, err)
+	}
+	if rs.Size > 1 && addr == "" {
+		return nil, fmt.Errorf("%w: %d ranks (from %s) need rank 0's address: pass BootstrapWorld HOST:PORT, rank 0's host and a free TCP port", ErrWorld, rs.Size, rs.Source)
 	}
 	var secret []byte
 	if rs.Size > 1 {

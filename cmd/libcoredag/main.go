@@ -411,7 +411,7 @@ func (w cWorld) Barrier(context.Context) error {
 // ownWorld is coredag's world for a NULL coredag_world: the bootstrap when a launcher set this
 // process's rank and size, else nil (every rank in this process). close ends the bootstrap.
 func ownWorld(ctx context.Context) (coredag.World, func() error, error) {
-	w, err := bootstrap.ResolveWorld(-1, -1, nil)
+	w, err := bootstrap.FromLauncher(nil)
 	if err != nil {
 		return nil, nil, nil // no launcher: every rank here
 	}

@@ -220,13 +220,13 @@ func (c *Comm) accept(ctx context.Context) error {
 		var reason string
 		switch {
 		case a.m.size != c.world.Size:
-			reason = fmt.Sprintf("rank %d says there are %d ranks, rank 0 says %d: start every rank with the same --ranks", r, a.m.size, c.world.Size)
+			reason = fmt.Sprintf("rank %d says there are %d ranks, rank 0 says %d: start every rank with the same world size", r, a.m.size, c.world.Size)
 		case r <= 0 || r >= c.world.Size:
 			reason = fmt.Sprintf("rank %d is out of range 1..%d", r, c.world.Size-1)
 		case c.peers[r] != nil:
 			// The rank that joined first keeps its place; the run goes on without the second.
 			twice = append(twice, fmt.Sprint(r))
-			refuse(a.conn, kindReject, fmt.Sprintf("rank %d has joined already: two processes were started with the same --rank", r))
+			refuse(a.conn, kindReject, fmt.Sprintf("rank %d has joined already: two processes were given the same rank", r))
 			continue
 		default:
 			if d := jobDiff(r, a.m.job, c.job); d != "" {
@@ -407,7 +407,7 @@ func (c *Comm) joinFailed(ctx context.Context, err error, dropped int, twice []s
 		notes = append(notes, fmt.Sprintf("%s that did not prove the job secret dropped (a rank given another secret?)", english.Plural(dropped, "connection")))
 	}
 	if len(twice) > 0 {
-		notes = append(notes, "rank "+strings.Join(twice, ", ")+" connected twice (two processes with the same --rank)")
+		notes = append(notes, "rank "+strings.Join(twice, ", ")+" connected twice (two processes given the same rank)")
 	}
 	note := ""
 	if len(notes) > 0 {
@@ -418,7 +418,7 @@ func (c *Comm) joinFailed(ctx context.Context, err error, dropped int, twice []s
 	case ctx.Err() != nil:
 		msg = fmt.Sprintf("rank 0 stopped waiting for %s: %v%s", missing, ctx.Err(), note)
 	case isTimeout(err):
-		msg = fmt.Sprintf("rank 0 waited %v on %s but %s never connected (are they running, with --bootstrap pointing at this host, --ranks %d and the job's secret?)%s",
+		msg = fmt.Sprintf("rank 0 waited %v on %s but %s never connected (are they running, given this address, a world of %d ranks and the job's secret?)%s",
 			c.timeout.Round(time.Second), c.addr, missing, c.world.Size, note)
 	default:
 		msg = fmt.Sprintf("rank 0 accepting on %s: %v", c.addr, err)

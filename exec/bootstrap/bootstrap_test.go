@@ -147,7 +147,7 @@ func TestMismatchedWorld(t *testing.T) {
 	_, err := Connect(context.Background(), cfg(addr, 1, 3, 5*time.Second))
 	wg.Wait()
 	require.ErrorContains(t, err, "rank 0 refused rank 1: rank 1 says there are 3 ranks, rank 0 says 2")
-	require.ErrorContains(t, rootErr, "start every rank with the same --ranks")
+	require.ErrorContains(t, rootErr, "start every rank with the same world size")
 }
 
 func TestStrayClientIsIgnored(t *testing.T) {

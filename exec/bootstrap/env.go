@@ -32,6 +32,24 @@ const MaxSize = 1 << 16
 // (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS). Errors name the
 // offending value and where it came from. getenv is os.Getenv when nil; tests pass their own.
 func ResolveWorld(rank, size int, getenv func(string) string) (World, error) {
+	return resolve(rank, size, getenv, true)
+}
+
+// FromLauncher is ResolveWorld for a caller that has no way to set the rank and size itself (the
+// library): both come from the launcher's variables, and its errors name no flags.
+func FromLauncher(getenv func(string) string) (World, error) {
+	return resolve(-1, -1, getenv, false)
+}
+
+// resolve is ResolveWorld; flags says whether the caller has the flags its hints name.
+func resolve(rank, size int, getenv func(string) string, flags bool) (World, error) {
+	// or is hint when the caller has the flags, else nothing.
+	or := func(hint string) string {
+		if !flags {
+			return ""
+		}
+		return hint
+	}
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -49,8 +67,8 @@ func ResolveWorld(rank, size int, getenv func(string) string) (World, error) {
 				continue
 			}
 			if rs == "" || ss == "" {
-				return World{}, fmt.Errorf("launcher environment is incomplete: %s=%q but %s=%q (set both, or pass --rank and --ranks)",
-					pair[0], rs, pair[1], ss)
+				return World{}, fmt.Errorf("launcher environment is incomplete: %s=%q but %s=%q (set both%s)",
+					pair[0], rs, pair[1], ss, or(", or pass --rank and --ranks"))
 			}
 			r, err := strconv.Atoi(rs)
 			if err != nil {
@@ -61,10 +79,10 @@ func ResolveWorld(rank, size int, getenv func(string) string) (World, error) {
 				return World{}, fmt.Errorf("launcher variable %s=%q is not an integer process count", pair[1], ss)
 			}
 			if r < 0 && rank < 0 {
-				return World{}, fmt.Errorf("launcher variable %s=%d is a negative rank: ranks count from 0 (or pass --rank)", pair[0], r)
+				return World{}, fmt.Errorf("launcher variable %s=%d is a negative rank: ranks count from 0%s", pair[0], r, or(" (or pass --rank)"))
 			}
 			if s < 1 && size < 0 {
-				return World{}, fmt.Errorf("launcher variable %s=%d: a run needs at least 1 process (or pass --ranks)", pair[1], s)
+				return World{}, fmt.Errorf("launcher variable %s=%d: a run needs at least 1 process%s", pair[1], s, or(" (or pass --ranks)"))
 			}
 			src := pair[0] + "/" + pair[1]
 			if rank < 0 {
@@ -81,7 +99,7 @@ func ResolveWorld(rank, size int, getenv func(string) string) (World, error) {
 			break
 		}
 	}
-	const how = "pass --rank R --ranks N, or start the processes with mpirun or srun (which set OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS)"
+	how := or("pass --rank R --ranks N, or ") + "start the processes with mpirun or srun (which set OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS)"
 	switch {
 	case w.Rank < 0 && w.Size < 0:
 		return World{}, fmt.Errorf("rank and world size are unknown: %s", how)

@@ -55,3 +55,22 @@ func TestResolveWorld(t *testing.T) {
 		})
 	}
 }
+
+// TestFromLauncher: the library's way in takes rank and size from the launcher alone, and its
+// hints name no flags.
+func TestFromLauncher(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	w, err := FromLauncher(env(map[string]string{"PMI_RANK": "1", "PMI_SIZE": "3"}))
+	require.NoError(t, err)
+	require.Equal(t, World{1, 3, "PMI_RANK/PMI_SIZE"}, w)
+	for _, m := range []map[string]string{
+		nil,
+		{"PMI_RANK": "1"},
+		{"OMPI_COMM_WORLD_RANK": "-1", "OMPI_COMM_WORLD_SIZE": "2"},
+		{"SLURM_PROCID": "0", "SLURM_NTASKS": "0"},
+	} {
+		_, err := FromLauncher(env(m))
+		require.Error(t, err, m)
+		require.NotContains(t, err.Error(), "--rank", m)
+	}
+}

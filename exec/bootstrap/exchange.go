@@ -27,9 +27,9 @@ func Exchange[T any](c *Comm, size int, rankOf func(T) int) func(context.Context
 				r := rankOf(e)
 				switch {
 				case r < 0 || r >= size:
-					return nil, fmt.Errorf("bootstrap: process %d sent an entry for rank %d, outside 0..%d: do all processes run the same plan with the same --ranks?", proc, r, size-1)
+					return nil, fmt.Errorf("bootstrap: process %d sent an entry for rank %d, outside 0..%d: do all processes run the same plan with the same world size?", proc, r, size-1)
 				case from[r] >= 0:
-					return nil, fmt.Errorf("bootstrap: rank %d is run by both process %d and process %d: give each process a different --rank", r, from[r], proc)
+					return nil, fmt.Errorf("bootstrap: rank %d is run by both process %d and process %d: give each process a different rank", r, from[r], proc)
 				}
 				all[r], from[r] = e, proc
 			}

@@ -284,7 +284,7 @@ func TestDuplicateRank(t *testing.T) {
 		}()
 	}
 	errDup := <-results
-	require.ErrorContains(t, errDup, "rank 1 has joined already: two processes were started with the same --rank")
+	require.ErrorContains(t, errDup, "rank 1 has joined already: two processes were given the same rank")
 	c2, err := Connect(context.Background(), cfg(addr, 2, 3, 20*time.Second))
 	require.NoError(t, err)
 	require.NoError(t, c2.Barrier(context.Background()))

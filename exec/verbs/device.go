@@ -249,7 +249,7 @@ func (p *Provider) String() (s string) {
 // several ranks may share a device within one process unless Options.Ranks restricts them.
 func (p *Provider) Open(rank int) (nic.Context, error) {
 	if p.opts.Ranks != nil && !slices.Contains(p.opts.Ranks, rank) {
-		return nil, fmt.Errorf("verbs: this process runs rank(s) %v, not rank %d: start one process per rank (--rank R, or mpirun/srun)", p.opts.Ranks, rank)
+		return nil, fmt.Errorf("verbs: this process runs rank(s) %v, not rank %d: start one process per rank", p.opts.Ranks, rank)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -164,7 +164,7 @@ func (q *qp) Connect(remote nic.QPInfo) error {
 	rc := C.cd_qp_to_rtr(q.qp, C.uint8_t(p.port), C.uint32_t(remote.QPN), C.uint32_t(remote.PSN), C.uint16_t(remote.LID),
 		(*C.uint8_t)(unsafe.Pointer(&remote.GID[0])), global, C.uint8_t(p.gidIndex), C.int(mtuEnum(mtu)), C.uint8_t(p.rdAtomic))
 	if rc != 0 {
-		return fmt.Errorf("verbs: %v: INIT->RTR towards %v failed: %v (wrong GID index? try another --gid-index)", q, remote, syscall.Errno(rc))
+		return fmt.Errorf("verbs: %v: INIT->RTR towards %v failed: %v (wrong GID index? show_gids lists the port's entries; Options.GIDIndex, coredag run's --gid-index, picks one)", q, remote, syscall.Errno(rc))
 	}
 	if rc := C.cd_qp_to_rts(q.qp, C.uint32_t(q.info.PSN), 7, C.uint8_t(q.rnrRetry), C.uint8_t(p.rdAtomic)); rc != 0 {
 		return fmt.Errorf("verbs: %v: RTR->RTS failed: %v", q, syscall.Errno(rc))
