@@ -302,8 +302,7 @@ func prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options, w
 	}
 	s := &Session{plan: plan, p: p, opts: opts, engine: engine, ranks: ranks, ref: ref, res: res}
 	fail := func(err error) (*Session, error) {
-		s.Close()
-		return nil, err
+		return nil, tornDown(err, s.Close())
 	}
 	bufs := make([][][]byte, g.Ranks)
 	for _, r := range res {
@@ -468,17 +467,19 @@ func (s *Session) RunTimed(ctx context.Context, iters int, timed func(iterate fu
 	return finish(nil)
 }
 
-// Close releases every rank's queues, memory regions and device. The memory of the last
-// Result goes with them. Close is idempotent.
+// Close releases every rank's queues, memory regions and device, and reports what the
+// provider failed to release (each rank's objects are all tried). The memory of the last Result
+// goes with them. Close is idempotent: a second Close reports nothing.
 func (s *Session) Close() error {
 	if s.closed {
 		return nil
 	}
 	s.closed = true
+	var errs []error
 	for _, r := range s.res {
-		r.close()
+		errs = append(errs, r.close())
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Run executes plan on provider p once: Prepare, opts.Iters iterations (at least 1) with
@@ -490,12 +491,11 @@ func Run(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (*Res
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
 	res, err := s.Run(ctx, max(opts.Iters, 1))
 	if _, inHeap := p.(nic.HostMemory); res != nil && res.Memory != nil && !inHeap {
 		res.Memory = res.Memory.Clone()
 	}
-	return res, err
+	return res, tornDown(err, s.Close())
 }
 
 func firstLine(s string) string {

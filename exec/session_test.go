@@ -211,3 +211,59 @@ func TestRunCopiesForeignMemory(t *testing.T) {
 	b[0]++
 	assert.NotEqual(t, b[0], res.Memory.Bytes(0, 0)[0], "a clone shares no bytes with its source")
 }
+
+// failingClose is a provider whose rank 1 cannot release its protection domain or its device
+// context.
+type failingClose struct{ nic.Provider }
+
+func (p failingClose) Open(rank int) (nic.Context, error) {
+	c, err := p.Provider.Open(rank)
+	if err != nil || rank != 1 {
+		return c, err
+	}
+	return failingCtx{c}, nil
+}
+
+type failingCtx struct{ nic.Context }
+
+var errStuck = errors.New("the provider is stuck")
+
+func (c failingCtx) Close() error {
+	_ = c.Context.Close()
+	return errStuck
+}
+
+func (c failingCtx) AllocPD() (nic.PD, error) {
+	pd, err := c.Context.AllocPD()
+	if err != nil {
+		return pd, err
+	}
+	return failingPD{pd}, nil
+}
+
+type failingPD struct{ nic.PD }
+
+func (pd failingPD) Close() error {
+	_ = pd.PD.Close()
+	return errStuck
+}
+
+// TestCloseReportsTeardown: what the provider fails to release at the end of a run is reported,
+// every object of every rank tried, and the run's own result stays as it was.
+func TestCloseReportsTeardown(t *testing.T) {
+	g := exec.RingAllreduceForTest(4, 5)
+	plan, err := compileFor(g, "generic")
+	require.NoError(t, err)
+	res, err := exec.Run(context.Background(), plan, failingClose{softnic.New(softnic.Options{})}, exec.Options{Engine: exec.Poll})
+	require.ErrorIs(t, err, errStuck)
+	require.NotNil(t, res)
+	assert.True(t, res.OK, res.Summary())
+	assert.Contains(t, err.Error(), "rank 1: closing the protection domain: the provider is stuck")
+	assert.Contains(t, err.Error(), "rank 1: closing the device context: the provider is stuck")
+	assert.NotContains(t, err.Error(), "rank 0")
+
+	s, err := exec.Prepare(context.Background(), plan, failingClose{softnic.New(softnic.Options{})}, exec.Options{Engine: exec.Poll})
+	require.NoError(t, err)
+	require.ErrorIs(t, s.Close(), errStuck)
+	require.NoError(t, s.Close(), "a second Close has nothing left to report")
+}

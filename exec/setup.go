@@ -1,7 +1,9 @@
 package exec
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"unsafe"
@@ -194,8 +196,7 @@ func openRank(p nic.Provider, g *ir.Graph, rank int, l rankLayout, bound Bound) 
 	}
 	res := &rankRes{rank: rank, layout: l, dev: dev}
 	fail := func(err error) (*rankRes, error) {
-		res.close()
-		return nil, err
+		return nil, tornDown(err, res.close())
 	}
 	if res.pd, err = dev.AllocPD(); err != nil {
 		return fail(fmt.Errorf("rank %d: allocate protection domain: %w", rank, err))
@@ -341,31 +342,47 @@ func (r *rankRes) connect(g *ir.Graph, eps []Endpoint) error {
 // them; errors are ignored (best effort teardown). A device that cannot drop its triggered work
 // (libfabric's sockets) refuses to close a queue such work would post on: its own Close then
 // releases everything, in the order that keeps the work from starting.
-func (r *rankRes) close() {
-	if tc, ok := r.dev.(nic.TriggerContext); ok {
-		if tc.CancelTriggers(); tc.PendingTriggers() > 0 {
-			_ = r.dev.Close()
-			return
+func (r *rankRes) close() error {
+	var errs []error
+	closed := func(err error, what string, args ...any) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("rank %d: closing %s: %w", r.rank, fmt.Sprintf(what, args...), err))
 		}
 	}
-	for _, qp := range r.qps {
-		_ = qp.Close()
+	if tc, ok := r.dev.(nic.TriggerContext); ok {
+		if tc.CancelTriggers(); tc.PendingTriggers() > 0 {
+			closed(r.dev.Close(), "the device context, with triggered work still armed")
+			return errors.Join(errs...)
+		}
 	}
-	for _, cq := range r.cqs {
-		_ = cq.Close()
+	for i, qp := range r.qps {
+		closed(qp.Close(), "queue pair %d", i)
 	}
-	for _, mr := range r.partMRs {
-		_ = mr.Close()
+	for i, cq := range r.cqs {
+		closed(cq.Close(), "completion queue %d", i)
 	}
-	for _, mr := range r.mrs {
-		_ = mr.Close()
+	for i, mr := range r.partMRs {
+		closed(mr.Close(), "the memory region of counted part %d", i)
+	}
+	for i, mr := range r.mrs {
+		closed(mr.Close(), "the memory region of buffer %d", i)
 	}
 	if r.pd != nil {
-		_ = r.pd.Close()
+		closed(r.pd.Close(), "the protection domain")
 	}
 	if r.dev != nil {
-		_ = r.dev.Close()
+		closed(r.dev.Close(), "the device context")
 	}
+	return errors.Join(errs...)
+}
+
+// tornDown is err, the reason for a teardown (nil: none), with what the teardown itself failed
+// to release.
+func tornDown(err, teardown error) error {
+	if err == nil || teardown == nil {
+		return cmp.Or(err, teardown)
+	}
+	return fmt.Errorf("%w (and tearing down: %v)", err, teardown)
 }
 
 // local is the SGE of slice s of this rank's memory (Len 0 when s is absent).
@@ -467,7 +484,7 @@ func setupRanks(ctx context.Context, p nic.Provider, g *ir.Graph, ranks []int, l
 	var res []*rankRes
 	fail := func(err error) ([]*rankRes, error) {
 		for _, r := range res {
-			r.close()
+			err = tornDown(err, r.close())
 		}
 		return nil, err
 	}
