@@ -41,7 +41,11 @@ type Coll struct {
 	mu     sync.Mutex // guards pins and closed against a Close from another goroutine
 	pins   map[pinKey]*runtime.Pinner
 	closed bool
-	wctx   worldCtx // bounds every World call of the background by the hang timeout
+	// closeDone ends when the first Close has done its work, whose result closeErr is: a Close
+	// that comes meanwhile waits for it, so that none returns while bound memory is in use.
+	closeDone chan struct{}
+	closeErr  error
+	wctx      worldCtx // bounds every World call of the background by the hang timeout
 
 	syncSend [8]byte // the word every start's first barrier allgathers (Coll.sync)
 	syncRecv []byte
@@ -65,7 +69,10 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if p.isClosed() {
+	if p == nil {
+		return nil, fmt.Errorf("%w: Init on a nil Plan (did Open fail?)", ErrArg)
+	}
+	if p.closed.Load() {
 		return nil, fmt.Errorf("%w: Init on a closed plan %s", ErrClosed, p.graph.Name)
 	}
 	g := p.graph
@@ -429,15 +436,30 @@ func joinInts(v []int) string {
 // driving the NIC meanwhile, so that every peer's last start gets the progress it needs: every
 // rank then closes (as MPI programs free their requests), and Close waits for the others at
 // most the hang timeout (then it returns ErrWorld, the Coll closed all the same).
-func (c *Coll) Close() (err error) {
-	defer recoverInto(&err)
+//
+// A Close that comes while another is under way returns when that one does, with its result;
+// on a nil Coll (an Init that failed) Close does nothing.
+func (c *Coll) Close() error {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil
+		<-c.closeDone // a Close from another goroutine: its end is this one's
+		return c.closeErr
 	}
 	c.closed = true
+	c.closeDone = make(chan struct{})
 	c.mu.Unlock()
+	defer close(c.closeDone)
+	c.closeErr = c.close()
+	return c.closeErr
+}
+
+// close is the first Close's work.
+func (c *Coll) close() (err error) {
+	defer recoverInto(&err)
 	ferr := c.op.Fence() // before the World's context closes: its barrier may be the last call
 	c.op.Closing()       // so that a start the closed World ends says it was closed
 	c.wctx.close()

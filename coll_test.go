@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -766,4 +767,84 @@ func TestWordWaitsAcrossStarts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gatedWorld is a World of one rank whose Allgather, once shut, ignores its ctx and waits for
+// the gate to open, as a caller's World stuck in its runtime would.
+type gatedWorld struct {
+	shut atomic.Bool
+	gate chan struct{}
+}
+
+func (w *gatedWorld) Rank() int                     { return 0 }
+func (w *gatedWorld) Size() int                     { return 1 }
+func (w *gatedWorld) Barrier(context.Context) error { return nil }
+func (w *gatedWorld) Allgather(_ context.Context, send, recv []byte) error {
+	if w.shut.Load() {
+		<-w.gate
+	}
+	copy(recv, send)
+	return nil
+}
+
+// TestCloseTwiceWaits: a Close that comes while another is still stopping the start in flight
+// returns when that one does, with its result, never while bound memory may still be used.
+func TestCloseTwiceWaits(t *testing.T) {
+	w := &gatedWorld{gate: make(chan struct{})}
+	c, err := openRing(t, 1, 8, false).Init(context.Background(), w)
+	require.NoError(t, err)
+	require.NoError(t, c.Bind("data", make([]byte, 8*4)))
+	w.shut.Store(true)
+	require.NoError(t, c.Start())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	require.ErrorIs(t, c.Wait(ctx), context.DeadlineExceeded)
+	cancel()
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() { first <- c.Close() }()
+	for closing := false; !closing; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		closing = c.closed
+		c.mu.Unlock()
+	}
+	go func() { second <- c.Close() }()
+	select {
+	case err := <-second:
+		t.Fatalf("the second Close returned (%v) while the first waited for the start", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(w.gate)
+	err1, err2 := <-first, <-second
+	require.Equal(t, err1, err2, "both Closes report the one close")
+}
+
+// TestPlanCloseAnyhow: Plan.Close from many goroutines at once, and on the nil Plan of an Open
+// that failed, returns nil; Init after it says the plan is closed, Init on a nil Plan says so.
+func TestPlanCloseAnyhow(t *testing.T) {
+	p := openRing(t, 2, 8, false)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			assert.NoError(t, p.Close())
+		}()
+	}
+	wg.Wait()
+	_, err := p.Init(context.Background(), nil)
+	require.ErrorIs(t, err, ErrClosed)
+	bad, err := Open("plans/none.dag", Options{})
+	require.Error(t, err)
+	require.NoError(t, bad.Close())
+	_, err = bad.Init(context.Background(), nil)
+	require.ErrorIs(t, err, ErrArg)
+	var nc *Coll
+	require.NoError(t, nc.Close())
+}
+
+// TestStartAfterCloseUnbound: Start on a closed Coll says it is closed, even before any bind.
+func TestStartAfterCloseUnbound(t *testing.T) {
+	c, err := openRing(t, 2, 8, false).Init(context.Background(), nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, c.Start(), ErrClosed)
 }

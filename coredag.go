@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coredag/coredag/diag"
@@ -148,7 +149,7 @@ type Plan struct {
 	opts   Options
 	engine exec.Engine
 	prov   provider.Entry
-	closed chan struct{}
+	closed atomic.Bool
 }
 
 // BufferInfo describes one buffer of a plan.
@@ -235,7 +236,7 @@ func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 		}
 		g.Buffers[id].Extern = true
 	}
-	return &Plan{name: name, graph: g, opts: opts, engine: engine, prov: prov, closed: make(chan struct{})}, nil
+	return &Plan{name: name, graph: g, opts: opts, engine: engine, prov: prov}, nil
 }
 
 // Name is the plan's name (its `plan` line).
@@ -259,22 +260,13 @@ func (p *Plan) Buffers() []BufferInfo {
 func (p *Plan) Graph() *ir.Graph { return p.graph }
 
 // Close marks the plan closed: later Inits fail with ErrClosed. Open Colls are not affected.
+// Close may be called from any goroutine and more than once; on a nil Plan (an Open that
+// failed) it does nothing.
 func (p *Plan) Close() error {
-	select {
-	case <-p.closed:
-	default:
-		close(p.closed)
+	if p != nil {
+		p.closed.Store(true)
 	}
 	return nil
-}
-
-func (p *Plan) isClosed() bool {
-	select {
-	case <-p.closed:
-		return true
-	default:
-		return false
-	}
 }
 
 // recoverInto turns a panic into an ErrInternal error: no panic crosses the API.

@@ -462,6 +462,9 @@ func (o *Op) checkBound() error {
 // Start starts one iteration and returns at once: the caller's Wait runs it if it claims it
 // first, else the background goroutine, within a tick or two (see Op).
 func (o *Op) Start() error {
+	if st := o.state.Load(); st == opClosed || st == opClosing {
+		return fmt.Errorf("start: %w", ErrSessionClosed) // before what the Op would say if open
+	}
 	if o.failed != nil {
 		return fmt.Errorf("start: %w", o.failed)
 	}
