@@ -84,7 +84,7 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 	cfg := provider.Config{OFIProvider: p.opts.OFIProvider, Device: p.opts.Device, GIDIndex: -1, Rank: -1, Ranks: g.Ranks}
 	if w == nil {
 		if !p.prov.AllRanks {
-			return nil, fmt.Errorf("%w: provider %s runs one rank per process: pass a World (BootstrapWorld, or the caller's)", ErrArg, p.prov.Name)
+			return nil, fmt.Errorf("%w: provider %s runs one rank per process: pass a World (BootstrapWorld, or the caller's; in C a coredag_world, or NULL in processes a launcher started)", ErrArg, p.prov.Name)
 		}
 		for r := 0; r < g.Ranks; r++ {
 			ranks = append(ranks, r)
@@ -95,7 +95,7 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 				ErrWorld, w.Size(), w.Rank(), g.Name, g.Ranks, g.Ranks, w.Size())
 		}
 		if !p.prov.PerProcess && g.Ranks > 1 {
-			return nil, fmt.Errorf("%w: provider %s runs every rank in one process: open the plan with a nil World, or use provider ofi or verbs", ErrArg, p.prov.Name)
+			return nil, fmt.Errorf("%w: provider %s runs every rank in one process: open the plan with a nil World (in C a NULL world in a process no launcher started), or use provider ofi or verbs", ErrArg, p.prov.Name)
 		}
 		ranks = []int{w.Rank()}
 		cfg.Rank = w.Rank()
@@ -221,7 +221,7 @@ func (c *Coll) Engine() string { return c.op.Engine().String() }
 // BindRank.
 func (c *Coll) Bind(buffer string, mem []byte) error {
 	if len(c.ranks) != 1 {
-		return fmt.Errorf("%w: Bind %s: this Coll runs %d ranks (a nil World): use BindRank", ErrBind, buffer, len(c.ranks))
+		return fmt.Errorf("%w: bind %s: this Coll runs %d ranks (a nil World): use BindRank (C: coredag_coll_bind_rank)", ErrBind, buffer, len(c.ranks))
 	}
 	return c.BindRank(c.ranks[0], buffer, mem)
 }
@@ -247,7 +247,7 @@ func (c *Coll) BindRank(rank int, buffer string, mem []byte) error {
 // own (C memory, or Go memory the caller keeps pinned and alive). The rules of BindRank apply.
 func (c *Coll) BindPointer(buffer string, p unsafe.Pointer, nbytes int) error {
 	if len(c.ranks) != 1 {
-		return fmt.Errorf("%w: BindPointer %s: this Coll runs %d ranks (a nil World): use BindRank", ErrBind, buffer, len(c.ranks))
+		return fmt.Errorf("%w: bind %s: this Coll runs %d ranks (a nil World): use BindRank (C: coredag_coll_bind_rank)", ErrBind, buffer, len(c.ranks))
 	}
 	return c.bind(c.ranks[0], buffer, p, nbytes, false)
 }
