@@ -87,7 +87,11 @@ const char *coredag_strerror(int code);
  * options: how to run it, "KEY=VALUE" strings ending with NULL (NULL: all defaults), keys:
  *     provider=softnic|ofi|verbs   the NIC: softnic (every rank in this process; default),
  *                                  ofi (libfabric; one process per rank or all here), verbs
+ *                                  (one process per rank; in a library built where
+ *                                  libibverbs' headers are: scripts/build-lib.sh)
  *     ofi_provider=NAME            libfabric's provider, e.g. shm, sockets, "tcp;ofi_rxm"
+ *     device=NAME                  the RDMA device of provider=verbs, e.g. mlx5_0 (default:
+ *                                  the first)
  *     engine=auto|offload|poll     default auto: offload where the NIC can walk the plan
  *     target=NAME                  compile for this target, e.g. triggered-sockets (default:
  *                                  chosen with the engine)
@@ -164,7 +168,9 @@ const char *coredag_coll_error(const coredag_coll *coll);
 /*
  * Frees the collective. Refused with COREDAG_ERR_STATE while a start is in flight (wait for it
  * first: the bound memory is coredag's until then); the handle is then still valid and holds the
- * message. After any other result the handle is gone. NULL is a no-op that returns COREDAG_OK.
+ * message. Any other error (the close's barrier failed, or the provider did not release
+ * everything) closes the collective but keeps the handle, to carry the message: free it again
+ * to release it. After COREDAG_OK the handle is gone. NULL is a no-op that returns COREDAG_OK.
  */
 int coredag_coll_free(coredag_coll *coll);
 

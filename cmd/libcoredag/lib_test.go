@@ -92,10 +92,20 @@ func TestC(t *testing.T) {
 			"world size differs from plan ranks", "plan that fails check", "coll_start NULL", "world allgather fails",
 			"plan passed as a collective", "wait 10 ms for a start that takes 300", "an allgather that fails in a start",
 			"bind of a scratch buffer", "plan from a set", "short message from a set", "world size a set does not serve",
-			"set with a gap", "set opened for 0 ranks", "set path NULL"} {
+			"set with a gap", "set opened for 0 ranks", "set path NULL", "device option", "free whose last barrier fails, rank 1",
+			"free again after a failed free, rank 1"} {
 			if !strings.Contains(out, "ok "+c+":") && !strings.Contains(out, "ok "+c+"\n") { // an error's line, or a right use's
 				t.Errorf("no line for case %q", c)
 			}
+		}
+	})
+	t.Run("launcher", func(t *testing.T) {
+		bin := compile(t, prefix, "../../tests/c/misuse.c")
+		env := append(append([]string(nil), cleanEnv...), "OMPI_COMM_WORLD_RANK=5", "OMPI_COMM_WORLD_SIZE=2")
+		out := run(t, time.Minute, env, bin, "launcher")
+		if !strings.Contains(out, "ok NULL world under launcher variables that make no sense: COREDAG_ERR_WORLD") ||
+			!strings.HasSuffix(out, "all cases passed\n") {
+			t.Errorf("tests/c/misuse.c launcher:\n%s", out)
 		}
 	})
 	t.Run("inprocess", func(t *testing.T) {

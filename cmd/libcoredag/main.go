@@ -26,6 +26,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -51,7 +52,7 @@ const (
 // plan is what a coredag_plan's handle refers to.
 type plan struct {
 	p     *coredag.Plan
-	colls int // live collectives of the plan: the plan is freed after them
+	colls atomic.Int64 // live collectives of the plan: the plan is freed after them
 }
 
 // coll is what a coredag_coll's handle refers to.
@@ -191,6 +192,8 @@ func openOptions(params, options **C.char) (coredag.Options, error) {
 			opts.Provider = v
 		case "ofi_provider":
 			opts.OFIProvider = v
+		case "device":
+			opts.Device = v
 		case "engine":
 			opts.Engine = v
 		case "target":
@@ -216,7 +219,7 @@ func openOptions(params, options **C.char) (coredag.Options, error) {
 			}
 			opts.HangTimeout = time.Duration(ms) * time.Millisecond
 		default:
-			return opts, fmt.Errorf("options[%d] = %q: unknown option %q (known: provider, ofi_provider, engine, target, extern, progress, hang_timeout_ms, mem)", i, s, k)
+			return opts, fmt.Errorf("options[%d] = %q: unknown option %q (known: provider, ofi_provider, device, engine, target, extern, progress, hang_timeout_ms, mem)", i, s, k)
 		}
 	}
 	return opts, nil
@@ -356,8 +359,8 @@ func cdgo_plan_free(h *C.struct_coredag_plan) (rc C.int) {
 	defer recoverInto(&rc, &h.err, "coredag_plan_free")
 	if h.handle != 0 {
 		p := cgo.Handle(h.handle).Value().(*plan)
-		if p.colls > 0 {
-			return fail(&h.err, codeState, fmt.Errorf("coredag_plan_free: %d collective(s) of the plan are not freed: free them first (coredag_coll_free)", p.colls))
+		if n := p.colls.Load(); n > 0 {
+			return fail(&h.err, codeState, fmt.Errorf("coredag_plan_free: %d collective(s) of the plan are not freed: free them first (coredag_coll_free)", n))
 		}
 		err := p.p.Close()
 		cgo.Handle(h.handle).Delete()
@@ -411,9 +414,12 @@ func (w cWorld) Barrier(context.Context) error {
 // ownWorld is coredag's world for a NULL coredag_world: the bootstrap when a launcher set this
 // process's rank and size, else nil (every rank in this process). close ends the bootstrap.
 func ownWorld(ctx context.Context) (coredag.World, func() error, error) {
+	if !bootstrap.Launched(nil) {
+		return nil, nil, nil // no launcher: every rank here
+	}
 	w, err := bootstrap.FromLauncher(nil)
 	if err != nil {
-		return nil, nil, nil // no launcher: every rank here
+		return nil, nil, fmt.Errorf("coredag_coll_init: a NULL world takes this process's rank and size from the launcher's environment: %v", err)
 	}
 	if w.Size == 1 && os.Getenv("COREDAG_BOOTSTRAP") == "" {
 		return nil, nil, nil // one process: every rank here
@@ -486,7 +492,7 @@ func cdgo_coll_init(ph *C.struct_coredag_plan, world *C.coredag_world, out **C.s
 		return fail(&h.err, codeOf(err), err)
 	}
 	c.c = cc
-	p.colls++
+	p.colls.Add(1)
 	h.handle = C.uintptr_t(cgo.NewHandle(c))
 	return codeOK
 }
@@ -625,11 +631,13 @@ func cdgo_coll_free(h *C.struct_coredag_coll) (rc C.int) {
 				err = cerr
 			}
 		}
-		c.plan.colls--
+		c.plan.colls.Add(-1)
 		cgo.Handle(h.handle).Delete()
 		h.handle = 0
 		if err != nil {
-			rc = codeOf(err)
+			// The collective is closed; the handle stays to carry the message, and the next
+			// coredag_coll_free frees it.
+			return fail(&h.err, codeOf(err), err)
 		}
 	}
 	if h.err != nil {

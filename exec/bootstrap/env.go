@@ -41,6 +41,21 @@ func FromLauncher(getenv func(string) string) (World, error) {
 	return resolve(-1, -1, getenv, false)
 }
 
+// Launched reports whether a launcher set any of its variables for this process (getenv is
+// os.Getenv when nil): then a rank or size FromLauncher cannot read is an error, not "no
+// launcher".
+func Launched(getenv func(string) string) bool {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	for _, pair := range launcherVars {
+		if getenv(pair[0]) != "" || getenv(pair[1]) != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // resolve is ResolveWorld; flags says whether the caller has the flags its hints name.
 func resolve(rank, size int, getenv func(string) string, flags bool) (World, error) {
 	// or is hint when the caller has the flags, else nothing.

@@ -71,6 +71,7 @@ func TestFromLauncher(t *testing.T) {
 	} {
 		_, err := FromLauncher(env(m))
 		require.Error(t, err, m)
+		require.Equal(t, m != nil, Launched(env(m)), m)
 		require.NotContains(t, err.Error(), "--rank", m)
 	}
 }

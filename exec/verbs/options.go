@@ -62,4 +62,4 @@ func DefaultOptions() Options {
 }
 
 // ErrNotBuilt is returned by New in binaries built without the verbs build tag.
-var ErrNotBuilt = errors.New("this coredag was built without RDMA verbs support: rebuild with `go build -tags verbs` on Linux with cgo enabled and libibverbs installed (Debian/Ubuntu: apt-get install libibverbs-dev ibverbs-providers)")
+var ErrNotBuilt = errors.New("this coredag was built without RDMA verbs support: rebuild with `go build -tags verbs` (the C library: scripts/build-lib.sh, which adds it where libibverbs' headers are) on Linux with cgo enabled and libibverbs installed (Debian/Ubuntu: apt-get install libibverbs-dev ibverbs-providers)")

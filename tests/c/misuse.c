@@ -9,8 +9,11 @@
  *   ./misuse
  *
  * Prints one line per case ("ok CASE: CODE: message" or "FAIL CASE: ..."), exits 1 if any failed.
+ * "./misuse launcher" runs only the case of a NULL world under launcher variables that make no
+ * sense (TestC sets them: the library reads its environment when it loads).
  */
-#define _POSIX_C_SOURCE 199309L /* nanosleep */
+#define _POSIX_C_SOURCE 200112L /* nanosleep, pthread_barrier_t */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +199,9 @@ static void bad_plans(void) {
     coredag_plan_free(p);
     rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("color=blue"), &p);
     expect("unknown option", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("color", "provider"));
+    coredag_plan_free(p);
+    rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("provider=verbs", "device=mlx5_0"), &p);
+    expect("device option", rc, COREDAG_OK, coredag_plan_error(p), NULL);
     coredag_plan_free(p);
     rc = coredag_plan_open_source("copy.dag", copy_src, NULL, WORDS("extern=nosuch"), &p);
     expect("extern option names no buffer", rc, COREDAG_ERR_ARG, coredag_plan_error(p), WORDS("nosuch"));
@@ -481,7 +487,104 @@ static void plan_sets(void) {
     coredag_plan_free(p);
 }
 
-int main(void) {
+/* Two ranks in two threads of this process, each with its own collective of the ring
+ * allreduce on libfabric's shm and a world of the two threads; its barrier fails once armed. */
+typedef struct {
+    pthread_barrier_t meet;
+    const void *send[2];
+    int fail;
+} pair_world;
+typedef struct {
+    pair_world *w;
+    int rank, rc_free, rc_again, runs_ok;
+    char msg[512];
+    coredag_plan *p;
+} pair_rank;
+static int pair_gather(const void *send, void *recv, size_t nbytes, void *ctx) {
+    pair_rank *r = ctx;
+    r->w->send[r->rank] = send;
+    pthread_barrier_wait(&r->w->meet);
+    for (int i = 0; i < 2; i++) memcpy((char *)recv + (size_t)i * nbytes, r->w->send[i], nbytes);
+    pthread_barrier_wait(&r->w->meet);
+    return 0;
+}
+static int pair_barrier(void *ctx) {
+    pair_rank *r = ctx;
+    if (r->w->fail) return 9;
+    pthread_barrier_wait(&r->w->meet);
+    return 0;
+}
+static void *pair_thread(void *arg) {
+    pair_rank *r = arg;
+    coredag_world w = {r->rank, 2, pair_gather, pair_barrier, r};
+    coredag_coll *c;
+    int rc = coredag_coll_init(r->p, &w, &c);
+    float data[2 * 16];
+    if (rc == COREDAG_OK) rc = coredag_coll_bind(c, "data", data, sizeof data);
+    for (int it = 0; rc == COREDAG_OK && it < 3; it++) {
+        for (int i = 0; i < 32; i++) data[i] = (float)(r->rank + i + it);
+        if ((rc = coredag_coll_start(c)) == COREDAG_OK) rc = coredag_coll_wait(c, -1);
+        for (int i = 0; rc == COREDAG_OK && i < 32; i++)
+            if (data[i] != (float)(1 + 2 * (i + it))) rc = COREDAG_ERR_INTERNAL;
+    }
+    r->runs_ok = rc == COREDAG_OK;
+    if (rc != COREDAG_OK) snprintf(r->msg, sizeof r->msg, "%s", coredag_coll_error(c));
+    pthread_barrier_wait(&r->w->meet); /* both ranks' runs are over */
+    r->w->fail = 1;
+    pthread_barrier_wait(&r->w->meet);
+    r->rc_free = coredag_coll_free(c);
+    if (r->rc_free != COREDAG_OK) {
+        snprintf(r->msg, sizeof r->msg, "%s", coredag_coll_error(c));
+        r->rc_again = coredag_coll_free(c);
+    }
+    return NULL;
+}
+
+/* A free whose close fails (the last barrier, which lets every peer finish its last start on a
+ * NIC moved only by the host's calls) reports the failure and keeps the handle for the message;
+ * a second free releases it. */
+static void free_fails(void) {
+    coredag_plan *p;
+    int rc = coredag_plan_open("../../plans/ring_allreduce.dag", WORDS("ranks=2", "n=16"),
+                               WORDS("provider=ofi", "ofi_provider=shm", "engine=poll"), &p);
+    expect("open the ring on shm", rc, COREDAG_OK, coredag_plan_error(p), NULL);
+    if (rc != COREDAG_OK) return;
+    pair_world w = {.fail = 0};
+    pthread_barrier_init(&w.meet, NULL, 2);
+    pair_rank r[2] = {{.w = &w, .rank = 0, .p = p}, {.w = &w, .rank = 1, .p = p}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, pair_thread, &r[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&w.meet);
+    const char *runs[2] = {"rank 0 of two threads: three runs", "rank 1 of two threads: three runs"};
+    const char *frees[2] = {"free whose last barrier fails, rank 0", "free whose last barrier fails, rank 1"};
+    const char *agains[2] = {"free again after a failed free, rank 0", "free again after a failed free, rank 1"};
+    for (int i = 0; i < 2; i++) {
+        expect(runs[i], r[i].runs_ok ? COREDAG_OK : COREDAG_ERR_INTERNAL, COREDAG_OK, r[i].msg, NULL);
+        expect(frees[i], r[i].rc_free, COREDAG_ERR_WORLD, r[i].msg, WORDS("barrier callback returned 9"));
+        expect(agains[i], r[i].rc_again, COREDAG_OK, "", NULL);
+    }
+    expect("plan_free after the failed frees", coredag_plan_free(p), COREDAG_OK, "", NULL);
+}
+
+/* A NULL world in a process whose launcher variables make no sense is an error, not every rank
+ * in this process. */
+static void bad_launcher(void) {
+    coredag_plan *p = open_ok("pair.dag", pair_src);
+    coredag_coll *c;
+    int rc = coredag_coll_init(p, NULL, &c);
+    expect("NULL world under launcher variables that make no sense", rc, COREDAG_ERR_WORLD, coredag_coll_error(c),
+           WORDS("OMPI_COMM_WORLD_RANK", "out of range"));
+    coredag_coll_free(c);
+    coredag_plan_free(p);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "launcher") == 0) {
+        bad_launcher();
+        printf(failures > 0 ? "%d case(s) failed\n" : "all cases passed\n", failures);
+        return failures > 0;
+    }
     null_arguments();
     plan_sets();
     bad_plans();
@@ -491,6 +594,7 @@ int main(void) {
     extern_option();
     slow_world();
     poll_failure();
+    free_fails();
     if (failures > 0) {
         printf("%d case(s) failed\n", failures);
         return 1;
