@@ -194,7 +194,7 @@ func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 	switch opts.Progress {
 	case "", "background", "caller":
 	default:
-		return nil, fmt.Errorf("%w: Options.Progress or C's progress= %q: want background or caller", ErrArg, opts.Progress)
+		return nil, fmt.Errorf("%w: Options.Progress %q (C: progress=%[2]s): want background or caller", ErrArg, opts.Progress)
 	}
 	engine, err := exec.ParseEngine(opts.Engine)
 	if err != nil {
@@ -218,7 +218,7 @@ func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 	}
 	t, err := ir.LookupTarget(target)
 	if err != nil {
-		return nil, fmt.Errorf("%w: Options.Target or C's target=: %v", ErrArg, err)
+		return nil, fmt.Errorf("%w: Options.Target (C: target=): %v", ErrArg, err)
 	}
 	po.Verify.Order, po.Verify.Target = t.Order, t.Name
 	g, err := planner.Load(context.Background(), name, src, opts.Params, po)
@@ -232,7 +232,7 @@ func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 	for _, x := range opts.Extern {
 		id, ok := exec.BufferByName(g, x)
 		if !ok {
-			return nil, fmt.Errorf("%w: Options.Extern or C's extern= names buffer %q, which plan %s does not declare", ErrArg, x, g.Name)
+			return nil, fmt.Errorf("%w: Options.Extern (C: extern=) names buffer %q, which plan %s does not declare", ErrArg, x, g.Name)
 		}
 		g.Buffers[id].Extern = true
 	}

@@ -155,7 +155,7 @@ func TestKeeperDrivesBetweenStarts(t *testing.T) {
 func TestProgressOption(t *testing.T) {
 	_, err := Open("plans/ring_allreduce.dag", Options{Progress: "sometimes"})
 	require.ErrorIs(t, err, ErrArg)
-	assert.Contains(t, err.Error(), `Options.Progress "sometimes": want background or caller`)
+	assert.Contains(t, err.Error(), `Options.Progress "sometimes" (C: progress=sometimes): want background or caller`)
 	for _, v := range []string{"", "background", "caller"} {
 		_, err := Open("plans/ring_allreduce.dag", Options{Progress: v})
 		require.NoError(t, err, v)
