@@ -40,8 +40,9 @@
 //
 // A World is the caller's out-of-band runtime, as UCC's OOB interface: rank, size, an
 // allgather and a barrier (an MPI program wraps MPI_Allgather and MPI_Barrier). Init uses it
-// to exchange queue and memory descriptors, and Start uses its barrier so that no peer's
-// transfer of the next iteration reaches a rank before that rank started it. BootstrapWorld is
+// to agree that every rank runs the same plan, the first Start to exchange queue and memory
+// descriptors, and later Starts, where the plan needs them, so that no peer's transfer of the
+// next iteration reaches a rank before that rank started it. BootstrapWorld is
 // a ready-made world over coredag's own TCP bootstrap, with the rank and size from the
 // launcher's environment (mpirun, srun). A nil World runs every rank of the plan in this
 // process on the software NIC: for tests, examples and single-node prototyping.
@@ -57,8 +58,9 @@
 //
 // Several Colls, of one plan or of several, may be open and in flight at once: each has its
 // own device contexts, queues, completion queues and background goroutine, and they share
-// nothing but the World. The World's calls come from the Colls' background goroutines, not
-// from the thread that called Start, concurrently with the application's own calls and, with
+// nothing but the World. The World's calls of a start come from the goroutine that runs it (the
+// Coll's background goroutine, or the caller's Wait), concurrently with the application's own
+// calls and, with
 // several Colls in flight, with each other: a World over MPI uses its own communicator
 // (MPI_Comm_dup) and a library initialised with MPI_THREAD_MULTIPLE. A Coll is used by one
 // goroutine at a time, except Close, which may be called from any goroutine, also while another

@@ -13,8 +13,9 @@ import (
 
 // World is the caller's out-of-band runtime, as UCC's OOB interface: it tells this process's
 // rank and the number of ranks, and runs two collectives over all of them. Every rank calls
-// them in the same order. coredag calls them from Init (to exchange queue and memory
-// descriptors), from every Start where the plan needs it (an allgather before the iteration,
+// them in the same order. coredag calls them from Init (to agree that every rank runs the same
+// plan), from the first Start (to exchange queue and memory descriptors), from every Start
+// where the plan needs it (an allgather before the iteration,
 // so no peer's transfer reaches a rank that has not started it, and a barrier after, so no
 // rank's Wait returns while a peer still touches its memory: docs/library.md says when each
 // goes), and from Close where a peer may still need this process's progress (a barrier).

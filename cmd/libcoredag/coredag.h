@@ -7,8 +7,9 @@
  * Lifecycle: coredag_plan_open (checks the plan; one that fails the check does not open) ->
  * coredag_coll_init (joins the world: every rank calls it) -> coredag_coll_bind (each extern
  * buffer) -> { coredag_coll_start -> coredag_coll_test / coredag_coll_wait } many times ->
- * coredag_coll_free -> coredag_plan_free. Re-binding between a wait and the next start is allowed
- * (not for a buffer peers write or read one-sidedly after the first start: they hold its key).
+ * coredag_coll_free -> coredag_plan_free. Re-binding between a wait and the next start is allowed,
+ * for any extern buffer (one that peers write or read one-sidedly too: the next start tells them
+ * of the new memory over the world before any of them touches it).
  *
  * Contract: memory bound to a buffer belongs to coredag from coredag_coll_start until the wait
  * that completes it returns; the caller must not read, write or free it in between. Bound memory
@@ -41,8 +42,10 @@ typedef struct coredag_coll coredag_coll; /* a persistent collective: a plan joi
 /*
  * The caller's out-of-band runtime (as UCC's OOB): this process's rank, the number of processes,
  * and two collectives over them, which every rank calls in the same order. coredag calls them in
- * coredag_coll_init (to exchange queue and memory descriptors) and in the background of every
- * start (a barrier before the iteration and one after), from threads of its own, and from
+ * coredag_coll_init (to agree that every rank runs the same plan), in the first start (to
+ * exchange queue and memory descriptors) and in later starts where the plan needs them (an
+ * allgather before the iteration, a barrier after: docs/library.md, Worlds), from the thread
+ * that runs the start (coredag's, or the caller's in coredag_coll_wait), and from
  * several at once when several collectives are in flight: they must be thread-safe, and may run
  * while the caller's own thread is in the runtime too. With MPI: MPI_Init_thread with
  * MPI_THREAD_MULTIPLE, and a communicator of coredag's own (MPI_Comm_dup) as ctx.
@@ -139,7 +142,9 @@ int coredag_plan_buffer_size(coredag_plan *plan, const char *buffer, size_t *nby
 int coredag_plan_free(coredag_plan *plan);
 
 /*
- * Joins the plan to a world and prepares the collective (connections, registrations). Every rank
+ * Joins the plan to a world: every rank checks that all run the same plan, and the provider is
+ * opened and the plan compiled for it (the first start then connects the queues and registers
+ * the memory, collectively). Every rank
  * of the world calls it. world NULL: coredag's own world, from the launcher's environment
  * (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS) and the bootstrap address in
  * COREDAG_BOOTSTRAP (HOST:PORT, rank 0's host); without a launcher every rank of the plan runs in
@@ -159,8 +164,10 @@ int coredag_coll_start(coredag_coll *coll);
 int coredag_coll_test(coredag_coll *coll, int *done);
 /*
  * Waits until the started run completes: at most timeout_ns nanoseconds (COREDAG_ERR_TIMEOUT
- * if it expires; the run stays started), or, if timeout_ns < 0, at most the plan's hang timeout
- * (then a run that stopped making progress is an error that names the ranks it waits for).
+ * if it expires; the run stays started), or, if timeout_ns < 0, until it completes or fails: a
+ * run that makes no progress for the plan's hang timeout fails with an error that names the
+ * ranks it waits for. A world callback that does not return holds the wait up with it (coredag
+ * cannot interrupt one; pass a timeout to keep control).
  */
 int coredag_coll_wait(coredag_coll *coll, long long timeout_ns);
 /* The message of the collective's last error, "" if none. */
