@@ -364,7 +364,6 @@ func (c *devContext) Close() error {
 		for _, m := range d.mrs {
 			keep(m.Close())
 		}
-		keep(d.scratch.Close())
 	}
 	for _, q := range c.cqs {
 		keep(q.Close())

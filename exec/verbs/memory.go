@@ -97,12 +97,15 @@ func (d *pd) CreateQP(cfg nic.QPConfig) (nic.QP, error) {
 	return d.createQP(cfg)
 }
 
-// Close deallocates the PD.
+// Close deregisters the PD's own scratch region and deallocates the PD.
 func (d *pd) Close() error {
 	if d.closed {
 		return nil
 	}
 	d.closed = true
+	if err := d.scratch.Close(); err != nil {
+		return err
+	}
 	if rc := C.ibv_dealloc_pd(d.pd); rc != 0 {
 		return fmt.Errorf("verbs: rank %d: ibv_dealloc_pd: errno %d (close its QPs and memory regions first)", d.ctx.rank, rc)
 	}
