@@ -486,16 +486,17 @@ func (s *Session) Close() error {
 // Session.Run, Close. Plans run many times should be prepared once instead. Result.Memory
 // outlives the run: memory a provider registered outside the Go heap (a real NIC's, which Close
 // releases) is copied first.
-func Run(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (*Result, error) {
+func Run(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options) (res *Result, err error) {
 	s, err := Prepare(ctx, plan, p, opts)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.Run(ctx, max(opts.Iters, 1))
+	defer func() { err = tornDown(err, s.Close()) }()
+	res, err = s.Run(ctx, max(opts.Iters, 1))
 	if _, inHeap := p.(nic.HostMemory); res != nil && res.Memory != nil && !inHeap {
 		res.Memory = res.Memory.Clone()
 	}
-	return res, tornDown(err, s.Close())
+	return res, err
 }
 
 func firstLine(s string) string {
