@@ -15,10 +15,9 @@ import (
 // rank and the number of ranks, and runs two collectives over all of them. Every rank calls
 // them in the same order. coredag calls them from Init (to agree that every rank runs the same
 // plan), from the first Start (to exchange queue and memory descriptors), from every Start
-// where the plan needs it (an allgather before the iteration,
-// so no peer's transfer reaches a rank that has not started it, and a barrier after, so no
-// rank's Wait returns while a peer still touches its memory: docs/library.md says when each
-// goes), and from Close where a peer may still need this process's progress (a barrier).
+// where the plan needs it (an allgather before the iteration, so no peer's transfer reaches a
+// rank that has not started it, and a barrier after, so no rank's Wait returns while a peer
+// still touches its memory: docs/library.md says when each goes), and from Close where a peer may still need this process's progress (a barrier).
 // The calls of a start come from the goroutine that runs it: the caller's Wait, or the Coll's
 // background goroutine.
 //

@@ -339,7 +339,8 @@ func (r *rankRes) connect(g *ir.Graph, eps []Endpoint) error {
 }
 
 // close releases everything, QPs first, after dropping the triggered work that would post on
-// them; errors are ignored (best effort teardown). A device that cannot drop its triggered work
+// them. Every object is tried whatever the others' errors, which it joins, each naming the rank
+// and the object. A device that cannot drop its triggered work
 // (libfabric's sockets) refuses to close a queue such work would post on: its own Close then
 // releases everything, in the order that keeps the work from starting.
 func (r *rankRes) close() error {

@@ -81,8 +81,9 @@ var cleanEnv = []string{"OMPI_COMM_WORLD_RANK=", "OMPI_COMM_WORLD_SIZE=", "PMI_R
 // them: the misuse cases of tests/c/misuse.c, and examples/c/inprocess.c.
 func TestC(t *testing.T) {
 	prefix := buildLib(t)
+	misuse := compile(t, prefix, "../../tests/c/misuse.c")
 	t.Run("misuse", func(t *testing.T) {
-		out := run(t, 2*time.Minute, cleanEnv, compile(t, prefix, "../../tests/c/misuse.c"))
+		out := run(t, 2*time.Minute, cleanEnv, misuse)
 		t.Logf("tests/c/misuse.c:\n%s", out)
 		if strings.Contains(out, "FAIL") || !strings.HasSuffix(out, "all cases passed\n") {
 			t.Errorf("misuse cases failed:\n%s", out)
@@ -100,9 +101,8 @@ func TestC(t *testing.T) {
 		}
 	})
 	t.Run("launcher", func(t *testing.T) {
-		bin := compile(t, prefix, "../../tests/c/misuse.c")
 		env := append(append([]string(nil), cleanEnv...), "OMPI_COMM_WORLD_RANK=5", "OMPI_COMM_WORLD_SIZE=2")
-		out := run(t, time.Minute, env, bin, "launcher")
+		out := run(t, time.Minute, env, misuse, "launcher")
 		if !strings.Contains(out, "ok NULL world under launcher variables that make no sense: COREDAG_ERR_WORLD") ||
 			!strings.HasSuffix(out, "all cases passed\n") {
 			t.Errorf("tests/c/misuse.c launcher:\n%s", out)

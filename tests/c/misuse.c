@@ -530,7 +530,7 @@ static void *pair_thread(void *arg) {
     r->runs_ok = rc == COREDAG_OK;
     if (rc != COREDAG_OK) snprintf(r->msg, sizeof r->msg, "%s", coredag_coll_error(c));
     pthread_barrier_wait(&r->w->meet); /* both ranks' runs are over */
-    r->w->fail = 1;
+    if (r->rank == 0) r->w->fail = 1;  /* the next barrier publishes it to rank 1 */
     pthread_barrier_wait(&r->w->meet);
     r->rc_free = coredag_coll_free(c);
     if (r->rc_free != COREDAG_OK) {
