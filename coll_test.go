@@ -519,7 +519,7 @@ func TestOpenMemory(t *testing.T) {
 	var ce *CheckError
 	require.ErrorAs(t, err, &ce)
 	assert.Contains(t, err.Error(), "the memory budget is 1 byte (set with Options.Memory or C's mem=): "+
-		"one op needs at least 2 KiB (Options.Memory of 2KiB or C's mem=2KiB)")
+		"one op needs at least 2 KiB (Options.Memory = 2048 or C's mem=2KiB)")
 	assert.NotContains(t, err.Error(), "--mem")
 	_, err = Open("plans/ring_allreduce.dag", Options{Memory: 1 << 30})
 	require.NoError(t, err)

@@ -96,7 +96,7 @@ type Options struct {
 }
 
 // memoryKnob is how messages name Options.Memory, and the C library's option that sets it.
-var memoryKnob = budget.Knob{Name: "Options.Memory or C's mem=", Form: "Options.Memory of %[1]s or C's mem=%[1]s"}
+var memoryKnob = budget.Knob{Name: "Options.Memory or C's mem=", Form: "Options.Memory = %[2]s or C's mem=%[1]s"}
 
 // budget resolves the memory budget o sets, else COREDAG_MEM's, else the machine's.
 func (o Options) budget() (budget.Budget, error) {

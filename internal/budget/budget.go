@@ -28,15 +28,17 @@ type Knob struct {
 	// Name names the setting, e.g. "--mem"; EnvVar for a caller that has none but the
 	// environment.
 	Name string
-	// Form writes the setting of a figure (%s, a size as Parse reads it), e.g. "--mem %s".
+	// Form writes the setting of a figure, e.g. "--mem %[1]s": %[1]s is the figure as Parse
+	// reads it ("18KiB"), %[2]s the same in bytes ("18432"), for a setting that takes a plain
+	// integer. Use the explicit indexes: both are always passed.
 	Form string
 }
 
 // Flag is the commands' --mem, the knob of a Budget that names none.
-var Flag = Knob{Name: "--mem", Form: "--mem %s"}
+var Flag = Knob{Name: "--mem", Form: "--mem %[1]s"}
 
 // Env is the knob of a caller that has no setting of its own: only COREDAG_MEM sets the budget.
-var Env = Knob{Name: EnvVar, Form: EnvVar + "=%s"}
+var Env = Knob{Name: EnvVar, Form: EnvVar + "=%[1]s"}
 
 // Fallback is the budget where the machine's memory cannot be read.
 const Fallback = 4 << 30
@@ -116,7 +118,7 @@ func resolve(k Knob, value string, getenv func(string) string, s system) (Budget
 	user := func(set Knob, v string) (Budget, error) {
 		n, err := Parse(v)
 		if err != nil {
-			return Budget{}, fmt.Errorf("%s: %v", fmt.Sprintf(set.Form, v), err)
+			return Budget{}, fmt.Errorf("%s: %v", fmt.Sprintf(set.Form, v, v), err)
 		}
 		b := Budget{Bytes: n, From: set.Name}
 		if room, ok := s.addressRoom(); ok && room < n {
@@ -166,7 +168,7 @@ func (b Budget) Setting(n int64) string {
 	if b.From == EnvVar {
 		k = Env
 	}
-	return fmt.Sprintf(k.Form, intlit.Format(n))
+	return fmt.Sprintf(k.Form, intlit.Format(n), strconv.FormatInt(n, 10))
 }
 
 // Format prints n bytes with a binary unit and at most three significant digits: "512 bytes",

@@ -247,16 +247,16 @@ func TestCgroupFiles(t *testing.T) {
 // not the command's --mem; a caller with no knob of its own (Env) is pointed at COREDAG_MEM alone.
 func TestKnob(t *testing.T) {
 	t.Parallel()
-	opt := Knob{Name: "Options.Memory", Form: "Options.Memory of %s"}
+	opt := Knob{Name: "Options.Memory", Form: "Options.Memory = %[2]s or mem=%[1]s"}
 	none := func(string) string { return "" }
 	b, err := resolve(opt, "1MiB", none, system{meminfo: meminfo})
 	require.NoError(t, err)
 	assert.Equal(t, Budget{Bytes: 1 << 20, From: "Options.Memory", Knob: opt}, b)
 	assert.True(t, b.FromUser())
 	assert.Equal(t, "set with Options.Memory", b.Source())
-	assert.Equal(t, "Options.Memory of 18KiB", b.Setting(18<<10))
+	assert.Equal(t, "Options.Memory = 18432 or mem=18KiB", b.Setting(18<<10))
 	_, err = resolve(opt, "lots", none, system{meminfo: meminfo})
-	assert.ErrorContains(t, err, "Options.Memory of lots: invalid integer literal")
+	assert.ErrorContains(t, err, "Options.Memory = lots or mem=lots: invalid integer literal")
 
 	b, err = resolve(opt, "", func(string) string { return "2MiB" }, system{meminfo: meminfo})
 	require.NoError(t, err)
@@ -266,7 +266,7 @@ func TestKnob(t *testing.T) {
 	b, err = resolve(opt, "", none, system{meminfo: meminfo})
 	require.NoError(t, err)
 	assert.Equal(t, "set with Options.Memory or COREDAG_MEM", b.Source())
-	assert.Equal(t, "Options.Memory of 18KiB", b.Setting(18<<10))
+	assert.Equal(t, "Options.Memory = 18432 or mem=18KiB", b.Setting(18<<10))
 	_, err = resolve(opt, "", none, system{meminfo: "MemAvailable:\t0 kB\n"})
 	assert.ErrorContains(t, err, "or set a budget with Options.Memory or COREDAG_MEM")
 
