@@ -472,7 +472,7 @@ func (c *Coll) close() (err error) {
 	clear(c.pins)
 	c.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("%w: close: %v", ErrInternal, err)
+		return mapErr(fmt.Errorf("close: %w", err)) // ErrProvider: the provider kept something
 	}
 	return ferr // a World error (ErrWorld), already wrapped by Coll.barrier
 }

@@ -42,7 +42,8 @@ var (
 	// buffer or rank, or a rebinding this release cannot do; the message names the buffer's
 	// declaration as file:line:col.
 	ErrBind = errors.New("coredag: bind")
-	// ErrProvider: the provider could not be opened or cannot run the plan (engine, target).
+	// ErrProvider: the provider could not be opened, cannot run the plan (engine, target), or
+	// failed to release what it holds at Close (the message names the rank and the object).
 	ErrProvider = errors.New("coredag: provider")
 	// ErrArg: an option or argument is wrong (unknown engine, bad params).
 	ErrArg = errors.New("coredag: invalid argument")

@@ -2,6 +2,7 @@ package coredag
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -48,6 +49,44 @@ func TestPanicsAreErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrInternal)
 	assert.Contains(t, err.Error(), "boom in Open")
 	require.ErrorIs(t, c.Start(), ErrInternal, "the Coll stays failed")
+}
+
+// stuckNIC is a provider whose rank 1 cannot release its device context.
+type stuckNIC struct{ nic.Provider }
+
+func (p stuckNIC) Open(rank int) (nic.Context, error) {
+	c, err := p.Provider.Open(rank)
+	if err != nil || rank != 1 {
+		return c, err
+	}
+	return stuckCtx{c}, nil
+}
+
+type stuckCtx struct{ nic.Context }
+
+func (c stuckCtx) Close() error {
+	_ = c.Context.Close()
+	return errors.New("the device is stuck")
+}
+
+// TestCloseProviderFails: what the provider fails to release at Close is the provider's error
+// (ErrProvider), naming the rank and the object, not a bug of coredag's (ErrInternal).
+func TestCloseProviderFails(t *testing.T) {
+	p := openRing(t, 2, 8, false)
+	p.prov = provider.Entry{Name: "stuck", AllRanks: true,
+		Open: func(provider.Config) (nic.Provider, error) { return stuckNIC{softnic.New(softnic.Options{})}, nil }}
+	c, err := p.Init(context.Background(), nil)
+	require.NoError(t, err)
+	for r := 0; r < 2; r++ {
+		require.NoError(t, BindSlice(c, r, "data", make([]float32, 16)))
+	}
+	require.NoError(t, c.Start())
+	require.NoError(t, c.Wait(context.Background()))
+	err = c.Close()
+	require.ErrorIs(t, err, ErrProvider)
+	assert.NotErrorIs(t, err, ErrInternal)
+	assert.Contains(t, err.Error(), "rank 1: closing the device context: the device is stuck")
+	assert.Equal(t, err, c.Close(), "a second Close returns the first one's result")
 }
 
 // testSecret is the job secret of the tests' bootstrap worlds.

@@ -75,7 +75,8 @@ enum {
     COREDAG_ERR_TIMEOUT,  /* coredag_coll_wait's timeout expired (the start is still in flight),
                              or a start made no progress within the hang timeout (the message
                              names the stuck queues and the ranks they wait for) */
-    COREDAG_ERR_PROVIDER, /* the NIC provider cannot be opened or cannot run the plan */
+    COREDAG_ERR_PROVIDER, /* the NIC provider cannot be opened or cannot run the plan, or at free
+                             it did not release an object (the message names rank and object) */
     COREDAG_ERR_INTERNAL  /* a bug in coredag, recovered (the message says where: report it) */
 };
 
