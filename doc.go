@@ -60,11 +60,10 @@
 // own device contexts, queues, completion queues and background goroutine, and they share
 // nothing but the World. The World's calls of a start come from the goroutine that runs it (the
 // Coll's background goroutine, or the caller's Wait), concurrently with the application's own
-// calls and, with
-// several Colls in flight, with each other: a World over MPI uses its own communicator
-// (MPI_Comm_dup) and a library initialised with MPI_THREAD_MULTIPLE. A Coll is used by one
-// goroutine at a time, except Close, which may be called from any goroutine, also while another
-// waits.
+// calls and, with several Colls in flight, with each other: a World over MPI uses its own
+// communicator (MPI_Comm_dup) and a library initialised with MPI_THREAD_MULTIPLE. A Coll is used
+// by one goroutine at a time, except Close, which may be called from any goroutine, also while
+// another waits.
 //
 // # Errors
 //
