@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,6 +88,54 @@ func TestCloseProviderFails(t *testing.T) {
 	assert.NotErrorIs(t, err, ErrInternal)
 	assert.Contains(t, err.Error(), "rank 1: closing the device context: the device is stuck")
 	assert.Equal(t, err, c.Close(), "a second Close returns the first one's result")
+}
+
+// panicWorld is a World whose calls panic once armed, as a caller's buggy World would.
+type panicWorld struct {
+	World
+	armed *atomic.Bool
+}
+
+func (w panicWorld) Allgather(ctx context.Context, send, recv []byte) error {
+	if w.armed.Load() {
+		panic("the caller's allgather failed")
+	}
+	return w.World.Allgather(ctx, send, recv)
+}
+
+// TestWorldPanics: a panic in the caller's World during a start comes back from Wait as
+// ErrInternal, and the Coll closes; it used to end the process (the runtime's lock, released
+// around the World call, was unlocked a second time on the panic's way out).
+func TestWorldPanics(t *testing.T) {
+	p := openRing(t, 2, 8, true)
+	var armed atomic.Bool
+	worlds := chanWorlds(2)
+	colls := make([]*Coll, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range colls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if colls[r], errs[r] = p.Init(context.Background(), panicWorld{worlds[r], &armed}); errs[r] == nil {
+				errs[r] = colls[r].Bind("data", make([]byte, p.graph.Buffers[0].Bytes()))
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	startAll(t, colls) // the first start connects the queues
+	armed.Store(true)
+	for _, c := range colls {
+		require.NoError(t, c.Start())
+	}
+	for r, c := range colls {
+		err := c.Wait(context.Background())
+		require.ErrorIs(t, err, ErrInternal, "rank %d", r)
+		assert.Contains(t, err.Error(), "the caller's allgather failed", "rank %d", r)
+		assert.NoError(t, c.Close(), "rank %d", r)
+	}
 }
 
 // testSecret is the job secret of the tests' bootstrap worlds.

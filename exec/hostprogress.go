@@ -2,6 +2,8 @@ package exec
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -22,7 +24,14 @@ func (s *Session) barrier(ctx context.Context) error {
 		return s.opts.Barrier(ctx)
 	}
 	done := make(chan error, 1)
-	go func() { done <- s.opts.Barrier(ctx) }()
+	go func() {
+		defer func() {
+			if r := recover(); r != nil { // no caller's recover reaches this goroutine
+				done <- fmt.Errorf("%w: in Options.Barrier: %v\n%s", ErrPanic, r, debug.Stack())
+			}
+		}()
+		done <- s.opts.Barrier(ctx)
+	}()
 	tick := time.NewTicker(20 * time.Microsecond)
 	defer tick.Stop()
 	for {

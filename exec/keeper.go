@@ -48,6 +48,15 @@ func (k *keeper) linger(d time.Duration) {
 	}
 }
 
+// outside runs f, a World call, with mu released, and takes mu back however f ends: a panic
+// in the caller's World goes on to the iteration's recover with mu held, as the iteration's
+// deferred unlock wants.
+func (k *keeper) outside(f func()) {
+	k.mu.Unlock()
+	defer k.mu.Lock()
+	f()
+}
+
 // settle ends lingering: no peer needs this process's progress any more.
 func (k *keeper) settle() { k.until.Store(0) }
 

@@ -268,9 +268,9 @@ func (s *Session) sync(ctx context.Context, flags uint64) (uint64, error) {
 	if s.keep == nil {
 		return s.opts.Sync(ctx, flags)
 	}
-	s.keep.mu.Unlock()
-	all, err := s.opts.Sync(ctx, flags)
-	s.keep.mu.Lock()
+	var all uint64
+	var err error
+	s.keep.outside(func() { all, err = s.opts.Sync(ctx, flags) })
 	if err == nil {
 		s.keep.settle()
 	}
@@ -284,9 +284,8 @@ func (s *Session) worldBarrier(ctx context.Context) error {
 		return s.barrier(ctx)
 	}
 	s.keep.linger(s.hang())
-	s.keep.mu.Unlock()
-	err := s.opts.Barrier(ctx)
-	s.keep.mu.Lock()
+	var err error
+	s.keep.outside(func() { err = s.opts.Barrier(ctx) })
 	if err == nil {
 		s.keep.settle()
 	}

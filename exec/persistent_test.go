@@ -86,3 +86,30 @@ op got = wait 1 writes to box
 		require.NoError(t, op.Close())
 	}
 }
+
+// TestWorldCallbackPanics: a panic in the caller's World calls (Options.Sync before a start's
+// iteration, Options.Barrier after it) ends that start with ErrPanic, and the Op still closes:
+// the keeper's lock, released around the call, is held again when the panic reaches the
+// iteration's recover (it was not, and the process died of unlocking an unlocked mutex).
+func TestWorldCallbackPanics(t *testing.T) {
+	plan, err := compileFor(exec.RingAllreduceForTest(3, 4), engineCases[0].target)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		opts exec.Options
+	}{
+		{"sync", exec.Options{Sync: func(context.Context, uint64) (uint64, error) { panic("the World's allgather failed") }}},
+		{"barrier", exec.Options{Barrier: func(context.Context) error { panic("the World's barrier failed") }}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Engine = engineCases[0].engine
+			op, err := exec.NewOp(plan, softnic.New(softnic.Options{}), tc.opts)
+			require.NoError(t, err)
+			require.NoError(t, op.Start())
+			err = op.Wait(context.Background())
+			require.ErrorIs(t, err, exec.ErrPanic)
+			assert.Contains(t, err.Error(), "the World's")
+			require.NoError(t, op.Close())
+		})
+	}
+}

@@ -202,6 +202,21 @@ func TestFaultCancelsTriggers(t *testing.T) {
 	require.Zero(t, ofi.OpenCQs(p), "the session closed every CQ, armed work or not")
 }
 
+// TestBarrierPanicOnProgressGoroutine: with manual progress the run's end barrier runs on a
+// goroutine of its own while the caller's drives the devices; a panic there comes back as
+// ErrPanic, where it used to end the process beyond any caller's recover.
+func TestBarrierPanicOnProgressGoroutine(t *testing.T) {
+	p := socketsProvider(t)
+	_, plan := compileFile(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 2}, "generic")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := exec.Run(ctx, plan, p, exec.Options{Engine: exec.Poll, HangTimeout: 10 * time.Second,
+		Barrier: func(context.Context) error { panic("the World's barrier failed") }})
+	require.ErrorIs(t, err, exec.ErrPanic)
+	require.Contains(t, err.Error(), "in Options.Barrier: the World's barrier failed")
+	require.Zero(t, ofi.OpenCQs(p), "the session closed every CQ")
+}
+
 // TestAutoProgress: with Options.AutoProgress the provider keeps libfabric's progress thread, and
 // plans still run on it (slowly: README.md).
 func TestAutoProgress(t *testing.T) {
