@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,10 +42,12 @@ const lingerTick = time.Millisecond
 
 func (k *keeper) now() int64 { return int64(time.Since(k.base)) }
 
-// linger starts (or extends) lingering for d.
+// linger starts (or extends) lingering for d; a d past the clock's range lingers until the
+// range's end.
 func (k *keeper) linger(d time.Duration) {
 	if len(k.hp) > 0 {
-		k.until.Store(k.now() + int64(d))
+		now := k.now()
+		k.until.Store(now + min(int64(d), math.MaxInt64-now))
 	}
 }
 
