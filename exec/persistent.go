@@ -21,6 +21,21 @@ type Region struct {
 	Len  int
 }
 
+// fits says why m cannot be buffer b's memory (no address, another size, an address not
+// aligned to b's elements), nil if it can.
+func fits(b *ir.Buffer, m Region) error {
+	switch {
+	case m.Addr == nil:
+		return fmt.Errorf("%s: buffer %s: the region has no address", b.Pos, b.Name)
+	case int64(m.Len) != b.Bytes():
+		return fmt.Errorf("%s: buffer %s is %d bytes, the region %d", b.Pos, b.Name, b.Bytes(), m.Len)
+	case uintptr(m.Addr)%uintptr(b.Type.Size()) != 0:
+		return fmt.Errorf("%s: buffer %s holds %s: the region must be aligned to %d bytes, its address is %#x",
+			b.Pos, b.Name, b.Type, b.Type.Size(), uintptr(m.Addr))
+	}
+	return nil
+}
+
 // Bound gives the caller's memory of an extern buffer on a rank (Options.Bound): false when
 // the caller gave none.
 type Bound func(rank int, b ir.BufID) (Region, bool)
@@ -69,8 +84,8 @@ func (s *Session) Rebind(rank int, b ir.BufID, m Region) error {
 		return fmt.Errorf("%s: buffer %s: %w: peers access it (%s) with the address and key they received at the first start, "+
 			"and this session has no Sync to tell them of a new one", buf.Pos, buf.Name, ErrRebindRemote, accessOf(buf))
 	}
-	if int64(m.Len) != buf.Bytes() {
-		return fmt.Errorf("%s: buffer %s is %d bytes, the region %d", buf.Pos, buf.Name, buf.Bytes(), m.Len)
+	if err := fits(buf, m); err != nil {
+		return err
 	}
 	var r *rankRes
 	for _, x := range s.res {
@@ -433,6 +448,9 @@ func (o *Op) Bind(rank int, b ir.BufID, m Region) error {
 	}
 	if rank < 0 || rank >= len(o.bound) || o.bound[rank] == nil || b < 0 || int(b) >= len(o.bound[rank]) {
 		return fmt.Errorf("bind: rank %d buffer #%d is not run here", rank, b)
+	}
+	if err := fits(&o.plan.Graph.Buffers[b], m); err != nil {
+		return err
 	}
 	o.keep.mu.Lock() // the keeper may be driving the devices
 	defer o.keep.mu.Unlock()

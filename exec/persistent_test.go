@@ -10,6 +10,7 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/softnic"
+	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
 )
 
@@ -112,4 +113,45 @@ func TestWorldCallbackPanics(t *testing.T) {
 			require.NoError(t, op.Close())
 		})
 	}
+}
+
+// TestRegionsMustFit: memory that cannot be a buffer's (no address, another size, an address
+// not aligned to its elements) is refused where it is given, by Op.Bind and by Options.Bound,
+// naming the buffer's declaration; a short region used to be registered and met as a panic
+// (slice bounds out of range) in the first start. Options.Ranks naming a rank twice is refused.
+func TestRegionsMustFit(t *testing.T) {
+	src := `plan box
+param ranks = 2
+buffer d u64[4] extern init rank + 1
+buffer r u64[4]
+queue q to 1 - rank
+op s = send q d
+op v = recv q r
+`
+	g, err := planner.Load(t.Context(), "box.dag", []byte(src), nil, planner.Options{})
+	require.NoError(t, err)
+	plan, err := compileFor(g, "generic")
+	require.NoError(t, err)
+	mem := make([]uint64, 5)
+	base := unsafe.Pointer(&mem[0])
+	for _, tc := range []struct {
+		region exec.Region
+		want   string
+	}{
+		{exec.Region{Addr: base, Len: 16}, "box.dag:3:8: buffer d is 32 bytes, the region 16"},
+		{exec.Region{Len: 32}, "box.dag:3:8: buffer d: the region has no address"},
+		{exec.Region{Addr: unsafe.Add(base, 4), Len: 32}, "box.dag:3:8: buffer d holds u64: the region must be aligned to 8 bytes"},
+	} {
+		op, err := exec.NewOp(plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Poll})
+		require.NoError(t, err)
+		assert.ErrorContains(t, op.Bind(0, 0, tc.region), tc.want)
+		require.NoError(t, op.Close())
+
+		bound := func(int, ir.BufID) (exec.Region, bool) { return tc.region, true }
+		_, err = exec.Run(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Poll, Bound: bound})
+		assert.ErrorContains(t, err, "rank 0: "+tc.want)
+		assert.NotErrorIs(t, err, exec.ErrPanic)
+	}
+	_, err = exec.Run(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Poll, Ranks: []int{1, 1}})
+	assert.ErrorContains(t, err, "rank 1 is named twice in Options.Ranks")
 }

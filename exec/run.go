@@ -255,9 +255,12 @@ func prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options, w
 	}
 	ranks = slices.Clone(ranks)
 	slices.Sort(ranks)
-	for _, r := range ranks {
+	for i, r := range ranks {
 		if r < 0 || r >= g.Ranks {
 			return nil, fmt.Errorf("run: rank %d is not in the plan (ranks 0..%d)", r, g.Ranks-1)
+		}
+		if i > 0 && ranks[i-1] == r {
+			return nil, fmt.Errorf("run: rank %d is named twice in Options.Ranks", r)
 		}
 	}
 	if len(ranks) < g.Ranks && (opts.Exchange == nil || opts.Barrier == nil) {
@@ -304,6 +307,7 @@ func prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options, w
 	fail := func(err error) (*Session, error) {
 		return nil, tornDown(err, s.Close())
 	}
+	defer closeOnPanic(func() { _ = s.Close() })
 	bufs := make([][][]byte, g.Ranks)
 	for _, r := range res {
 		bufs[r.rank] = make([][]byte, len(g.Buffers))

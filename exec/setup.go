@@ -205,6 +205,9 @@ func openRank(p nic.Provider, g *ir.Graph, rank int, l rankLayout, bound Bound) 
 		b := &g.Buffers[i]
 		var mr nic.MR
 		if m, ok := bound.region(rank, ir.BufID(i)); ok && b.Extern {
+			if err = fits(b, m); err != nil {
+				return fail(fmt.Errorf("rank %d: %w", rank, err))
+			}
 			mr, err = res.pd.RegisterMR(m.Addr, m.Len, accessOf(b))
 		} else {
 			mr, err = res.pd.AllocMR(int(b.Bytes()), accessOf(b))
@@ -477,6 +480,15 @@ func (r *rankRes) dataWR(g *ir.Graph, id ir.OpID, inline bool) nic.SendWR {
 	return wr
 }
 
+// closeOnPanic, deferred, calls release when the function panics, and panics on: whoever
+// recovers the panic (a start's recover) must not be left with devices nobody closes.
+func closeOnPanic(release func()) {
+	if r := recover(); r != nil {
+		release()
+		panic(r)
+	}
+}
+
 // setupRanks opens and connects the ranks this process runs. exchange hands every local
 // endpoint to the other processes and returns all ranks' endpoints indexed by rank; nil means
 // every rank is local.
@@ -489,6 +501,7 @@ func setupRanks(ctx context.Context, p nic.Provider, g *ir.Graph, ranks []int, l
 		}
 		return nil, err
 	}
+	defer closeOnPanic(func() { _, _ = fail(nil) }) // a panicking Exchange, say
 	for _, rank := range ranks {
 		l, err := layout(rank)
 		if err != nil {

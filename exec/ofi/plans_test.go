@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -215,6 +216,29 @@ func TestBarrierPanicOnProgressGoroutine(t *testing.T) {
 	require.ErrorIs(t, err, exec.ErrPanic)
 	require.Contains(t, err.Error(), "in Options.Barrier: the World's barrier failed")
 	require.Zero(t, ofi.OpenCQs(p), "the session closed every CQ")
+}
+
+// TestSetupPanicClosesDevices: a panic while a start sets up (here in the caller's Exchange,
+// after every rank's context, queues and memory were opened) leaves nothing open once the Op
+// closes: neither CQs nor shm's files.
+func TestSetupPanicClosesDevices(t *testing.T) {
+	p := openNamed(t, "shm")
+	_, plan := compileFile(t, "../../plans/ring_allreduce.dag", map[string]int64{"ranks": 2}, "generic")
+	op, err := exec.NewOp(plan, p, exec.Options{Engine: exec.Poll, HangTimeout: 10 * time.Second,
+		Exchange: func(context.Context, []exec.Endpoint) ([]exec.Endpoint, error) { panic("the World's allgather failed") }})
+	require.NoError(t, err)
+	data, _ := exec.BufferByName(plan.Graph, "data")
+	mem := make([][]float32, 2)
+	for r := range mem {
+		mem[r] = make([]float32, plan.Graph.Buffers[data].Count)
+		require.NoError(t, op.Bind(r, data, exec.Region{Addr: unsafe.Pointer(&mem[r][0]), Len: 4 * len(mem[r])}))
+	}
+	require.NoError(t, op.Start())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.ErrorIs(t, op.Wait(ctx), exec.ErrPanic)
+	require.NoError(t, op.Close())
+	require.Zero(t, ofi.OpenCQs(p), "CQs left open after the Op closed")
 }
 
 // TestAutoProgress: with Options.AutoProgress the provider keeps libfabric's progress thread, and
