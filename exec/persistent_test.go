@@ -155,3 +155,20 @@ op v = recv q r
 	_, err = exec.Run(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Poll, Ranks: []int{1, 1}})
 	assert.ErrorContains(t, err, "rank 1 is named twice in Options.Ranks")
 }
+
+// TestSliceLongerThanSGE: a transfer of one slice past a work request's 32-bit length is
+// refused before anything is allocated, naming the op; it used to post its length modulo 4 GiB
+// (8 bytes of 4 GiB + 8).
+func TestSliceLongerThanSGE(t *testing.T) {
+	src := "plan big\nparam ranks = 2\nbuffer x u64[536870913] remote_write\nqueue q to 1 - rank\nif rank == 0 { op w = write q x to x }\n"
+	g, err := planner.Load(t.Context(), "big.dag", []byte(src), nil, planner.Options{})
+	require.NoError(t, err)
+	plan, err := compileFor(g, "generic")
+	require.NoError(t, err)
+	op, err := exec.NewOp(plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Poll})
+	require.NoError(t, err)
+	defer op.Close()
+	require.NoError(t, op.Start())
+	assert.ErrorContains(t, op.Wait(context.Background()),
+		"big.dag:5:19: op w on rank 0 moves 4 GiB (4294967304 bytes) in one slice, more than a work request's 4294967295 bytes")
+}

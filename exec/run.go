@@ -297,6 +297,9 @@ func prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options, w
 		if l.maxSGE = plan.MaxSGE(rank); err == nil && l.maxSGE > max(caps.MaxSGE, 1) {
 			err = fmt.Errorf("rank %d: a scatter/gather list of %d slices, above the %d SGEs per work request of %s (split the op, or copy the pieces together first)", rank, l.maxSGE, max(caps.MaxSGE, 1), p.Name())
 		}
+		if err == nil {
+			err = checkSGELen(plan, rank)
+		}
 		return l, err
 	}
 	res, err := setupRanks(ctx, p, g, ranks, layout, opts.Exchange, opts.Bound)

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/internal/budget"
 	"github.com/coredag/coredag/ir"
 )
 
@@ -387,6 +389,29 @@ func tornDown(err, teardown error) error {
 		return cmp.Or(err, teardown)
 	}
 	return fmt.Errorf("%w (and tearing down: %v)", err, teardown)
+}
+
+// checkSGELen refuses a work request of rank's whose local slice is longer than an SGE's
+// length (nic.SGE.Len, 32 bits) holds: it would move its length modulo 4 GiB.
+func checkSGELen(plan *ir.Plan, rank int) error {
+	g := plan.Graph
+	rp := &plan.Ranks[rank]
+	for i := range rp.Queues {
+		for k := range rp.Queues[i].Chain {
+			w := &rp.Queues[i].Chain[k]
+			if !w.Opcode.IsData() {
+				continue
+			}
+			for _, s := range plan.LocalSegs(w) {
+				if n := s.Len * g.Buffers[s.Buf].Type.Size(); n > math.MaxUint32 {
+					op := plan.OpOf(w)
+					return fmt.Errorf("%s: op %s on rank %d moves %s (%d bytes) in one slice, more than a work request's %d bytes (split it into several ops)",
+						op.Pos, op.Name, rank, budget.Format(n), n, uint32(math.MaxUint32))
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // local is the SGE of slice s of this rank's memory (Len 0 when s is absent).
