@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -245,6 +246,17 @@ func (p *Provider) String() (s string) {
 	return fmt.Sprintf("%s port %d %s gid[%d] %s mtu %d", p.name, p.port, kind, p.gidIndex, net.IP(p.gid[:]), p.mtu)
 }
 
+// calloc is C.calloc with its NULL turned into an error that names what was being allocated:
+// cgo checks only C.malloc, and a NULL here would be a segmentation fault in the host process
+// at its first use.
+func calloc(n int, size uintptr, what string) (unsafe.Pointer, error) {
+	p := C.calloc(C.size_t(n), C.size_t(size))
+	if p == nil {
+		return nil, fmt.Errorf("%s: calloc(%d, %d): %w", what, n, size, syscall.ENOMEM)
+	}
+	return p, nil
+}
+
 // Open opens a device context for rank. Each rank gets its own context (its own PDs, CQs, QPs), so
 // several ranks may share a device within one process unless Options.Ranks restricts them.
 func (p *Provider) Open(rank int) (nic.Context, error) {
@@ -289,10 +301,15 @@ type devContext struct {
 	clockOff int64       // nic.Now's clock minus CLOCK_MONOTONIC
 }
 
-// stampClock returns the context's completion clock, calibrated on first use.
+// stampClock returns the context's completion clock, calibrated on first use; nil where C
+// memory for it cannot be had (the completions then go unstamped).
 func (c *devContext) stampClock() *C.cd_clock {
 	if c.clock == nil {
-		c.clock = (*C.cd_clock)(C.calloc(1, C.size_t(unsafe.Sizeof(C.cd_clock{}))))
+		p, err := calloc(1, unsafe.Sizeof(C.cd_clock{}), "completion clock")
+		if err != nil {
+			return nil
+		}
+		c.clock = (*C.cd_clock)(p)
 		C.cd_clock_init(c.clock)
 		// Go's monotonic clock is CLOCK_MONOTONIC on Linux: the offset is fixed.
 		before := nic.Now()
@@ -340,7 +357,10 @@ func (c *devContext) CreateCQ(depth int) (nic.CQ, error) {
 		return nil, fmt.Errorf("verbs: rank %d: ibv_create_cq(depth %d) failed on %s", c.rank, depth, c.prov.name)
 	}
 	q := &cq{ctx: c, cq: h, num: uint32(len(c.cqs)), depth: int(h.cqe)}
-	q.newX()
+	if err := q.newX(); err != nil {
+		C.ibv_destroy_cq(h)
+		return nil, fmt.Errorf("verbs: rank %d: %w", c.rank, err)
+	}
 	c.cqs = append(c.cqs, q)
 	return q, nil
 }

@@ -122,7 +122,10 @@ func (d *pd) createQP(cfg nic.QPConfig) (*qp, error) {
 		PSN:  binary.LittleEndian.Uint32(psn[:]) & 0xffffff,
 		MTU:  c.prov.mtu,
 	}
-	q.newTrigger()
+	if err := q.newTrigger(); err != nil {
+		C.ibv_destroy_qp(h)
+		return nil, fmt.Errorf("verbs: rank %d: %w", c.rank, err)
+	}
 	c.qps = append(c.qps, q)
 	return q, nil
 }

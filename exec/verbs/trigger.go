@@ -64,7 +64,11 @@ func (q *qp) ArmSend(c nic.CQ, after int, wr *nic.SendWR) error {
 	if len(wr.More) > 0 {
 		// The list lives in C memory, one row per ring slot, as long as the request is armed.
 		if q.armMore == nil {
-			q.armMore = (*C.cd_sge)(C.calloc(C.CD_ARMED*C.CD_MAX_SGE, C.size_t(unsafe.Sizeof(C.cd_sge{}))))
+			p, err := calloc(C.CD_ARMED*C.CD_MAX_SGE, unsafe.Sizeof(C.cd_sge{}), "armed scatter/gather lists")
+			if err != nil {
+				return fmt.Errorf("verbs: %v: ArmSend: %w", q, err)
+			}
+			q.armMore = (*C.cd_sge)(p)
 		}
 		row := unsafe.Slice((*nic.SGE)(unsafe.Pointer(q.armMore)), C.CD_ARMED*C.CD_MAX_SGE)[int(slot)*C.CD_MAX_SGE:]
 		n := copy(row, wr.More)
@@ -103,9 +107,14 @@ func (q *qp) Disarm() {
 func (c *cq) Hold(n int) { c.x.held_to = c.x.count + C.uint64_t(n) }
 
 // newTrigger allocates q's trigger.
-func (q *qp) newTrigger() {
-	q.trig = (*C.cd_trigger)(C.calloc(1, C.size_t(unsafe.Sizeof(C.cd_trigger{}))))
+func (q *qp) newTrigger() error {
+	p, err := calloc(1, unsafe.Sizeof(C.cd_trigger{}), "trigger")
+	if err != nil {
+		return err
+	}
+	q.trig = (*C.cd_trigger)(p)
 	q.trig.qp, q.trig.max_inline, q.trig.scratch = q.qp, C.uint32_t(q.maxInline), q.scratch
+	return nil
 }
 
 // freeTrigger releases q's trigger when the QP is destroyed.
@@ -126,9 +135,14 @@ func (q *qp) freeTrigger() {
 }
 
 // newX allocates the CQ's C side.
-func (c *cq) newX() {
-	c.x = (*C.cd_cq)(C.calloc(1, C.size_t(unsafe.Sizeof(C.cd_cq{}))))
+func (c *cq) newX() error {
+	p, err := calloc(1, unsafe.Sizeof(C.cd_cq{}), "CQ")
+	if err != nil {
+		return err
+	}
+	c.x = (*C.cd_cq)(p)
 	c.x.cq = c.cq
+	return nil
 }
 
 func (c *cq) watches(t *C.cd_trigger) bool {
