@@ -11,8 +11,9 @@
 // ranks once all have joined, and closes its listener then.
 //
 // The topology is a star: collectives go through rank 0, which is plenty for the few kilobytes
-// exchanged once per run. Every wait is bounded by a timeout, and an expired wait names the rank
-// that did not answer.
+// exchanged once per run. A collective carries at most 64 MiB, all ranks' data together; more is
+// refused on every rank, naming the size. Every wait is bounded by a timeout, and an expired wait
+// names the rank that did not answer.
 //
 // Rank and world size come from flags or from the environment of the usual launchers (see
 // ResolveWorld), so the same command line works under mpirun and srun.
@@ -553,7 +554,8 @@ func (c *Comm) Close() error {
 }
 
 // Gather collects every rank's data on rank 0: there it returns data indexed by rank; on the
-// other ranks it returns nil once rank 0 has the data.
+// other ranks it returns nil once rank 0 has the data. When the ranks' data together take more
+// than a collective carries, rank 0 fails, and the other ranks learn why at their next collective.
 func (c *Comm) Gather(ctx context.Context, data []byte) ([][]byte, error) {
 	if c.world.Rank != 0 {
 		return nil, c.send(ctx, c.root, 0, kindGather, data)
@@ -591,6 +593,11 @@ func (c *Comm) Broadcast(ctx context.Context, data []byte) ([]byte, error) {
 	if c.world.Rank != 0 {
 		return c.recv(ctx, c.root, 0, kindBroadcast)
 	}
+	if len(data) > maxFrame {
+		reason := tooLarge(fmt.Sprintf("rank 0's %v data take", kindBroadcast), int64(len(data)))
+		c.abort(ctx, reason)
+		return nil, fmt.Errorf("bootstrap: %v on rank 0: %s", kindBroadcast, reason)
+	}
 	for r := 1; r < c.world.Size; r++ {
 		if err := c.send(ctx, c.peers[r], r, kindBroadcast, data); err != nil {
 			return nil, err
@@ -619,18 +626,35 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	return nil
 }
 
-// collect runs on rank 0: read one frame of the given kind from every other rank.
+// collect runs on rank 0: read one frame of the given kind from every other rank. The data of all
+// ranks together, as joinAll packs them, may take at most maxFrame bytes; past that, collect keeps
+// no more of it but still reads every rank's frame, so that each rank has sent its part and waits
+// for rank 0 when the refusal comes (a rank still sending to a connection closed with data unread
+// would only see it reset), and then tells every rank why it gives up.
 func (c *Comm) collect(ctx context.Context, kind frameKind, own []byte) ([][]byte, error) {
 	all := make([][]byte, c.world.Size)
 	all[0] = own
+	total := int64(4 + 4 + len(own))
 	for r := 1; r < c.world.Size; r++ {
 		b, err := c.recv(ctx, c.peers[r], r, kind)
 		if err != nil {
 			return nil, err
 		}
-		all[r] = b
+		if total += 4 + int64(len(b)); total <= maxFrame {
+			all[r] = b
+		}
+	}
+	if total > maxFrame {
+		reason := tooLarge(fmt.Sprintf("the %d ranks' %v data take", c.world.Size, kind), total)
+		c.abort(ctx, reason)
+		return nil, fmt.Errorf("bootstrap: %v on rank 0: %s", kind, reason)
 	}
 	return all, nil
+}
+
+// tooLarge says that what takes n bytes is more than a collective carries.
+func tooLarge(what string, n int64) string {
+	return fmt.Sprintf("%s %s, more than the %s a bootstrap collective carries", what, sizeText(n), sizeText(maxFrame))
 }
 
 func (c *Comm) send(ctx context.Context, conn net.Conn, peer int, kind frameKind, data []byte) error {
@@ -638,6 +662,12 @@ func (c *Comm) send(ctx context.Context, conn net.Conn, peer int, kind frameKind
 		return fmt.Errorf("bootstrap: %v on rank %d: not connected to rank %d (Connect failed or Close was called)", kind, c.world.Rank, peer)
 	}
 	conn.SetWriteDeadline(c.deadline(ctx))
+	if len(data) > maxFrame {
+		// Tell the peer, which would otherwise wait for the data until the timeout.
+		reason := tooLarge(fmt.Sprintf("rank %d's %v data take", c.world.Rank, kind), int64(len(data)))
+		writeFrame(conn, kindAbort, []byte(reason))
+		return fmt.Errorf("bootstrap: %v on rank %d: %s", kind, c.world.Rank, reason)
+	}
 	if err := writeFrame(conn, kind, data); err != nil {
 		if isTimeout(err) {
 			return fmt.Errorf("bootstrap: %v on rank %d: rank %d did not take %d bytes within %v (is it stuck?)", kind, c.world.Rank, peer, len(data), c.timeout.Round(time.Second))

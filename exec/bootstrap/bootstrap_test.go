@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -196,6 +197,69 @@ func TestMismatchedCollective(t *testing.T) {
 		return err
 	})
 	require.ErrorContains(t, errs[0], "rank 0 called Gather while rank 1 called Barrier")
+}
+
+func TestAllGatherOverTheFrameLimit(t *testing.T) {
+	// Each rank's 30 MiB fits a frame, but rank 0's reply, which carries all three, does not:
+	// every rank fails saying so, instead of rank 0 sending a frame the others refuse to read.
+	errs := group(t, 3, 20*time.Second, func(c *Comm) error {
+		_, err := c.AllGather(context.Background(), make([]byte, 30<<20))
+		return err
+	})
+	const why = "the 3 ranks' AllGather data take 94371856 bytes (about 90 MiB), more than the 64 MiB a bootstrap collective carries"
+	require.EqualError(t, errs[0], "bootstrap: AllGather on rank 0: "+why)
+	for r := 1; r < 3; r++ {
+		require.EqualError(t, errs[r], fmt.Sprintf("bootstrap: AllGather on rank %d: rank 0 ended the run: %s", r, why))
+	}
+}
+
+func TestCollectiveDataOverTheFrameLimit(t *testing.T) {
+	// Rank 1's data alone is over the limit: it says so without sending it, and tells rank 0,
+	// which would otherwise wait for it until the timeout.
+	start := time.Now()
+	errs := group(t, 2, 20*time.Second, func(c *Comm) error {
+		data := []byte("x")
+		if c.Rank() == 1 {
+			data = make([]byte, maxFrame+1)
+		}
+		_, err := c.AllGather(context.Background(), data)
+		return err
+	})
+	const why = "rank 1's AllGather data take 67108865 bytes (about 64 MiB), more than the 64 MiB a bootstrap collective carries"
+	require.EqualError(t, errs[1], "bootstrap: AllGather on rank 1: "+why)
+	require.EqualError(t, errs[0], "bootstrap: AllGather on rank 0: rank 1 failed: "+why)
+	require.Less(t, time.Since(start), 10*time.Second, "rank 0 did not wait for the timeout")
+
+	// Rank 0's Broadcast tells every rank.
+	errs = group(t, 3, 20*time.Second, func(c *Comm) error {
+		_, err := c.Broadcast(context.Background(), make([]byte, 65<<20))
+		return err
+	})
+	require.EqualError(t, errs[0], "bootstrap: Broadcast on rank 0: rank 0's Broadcast data take 65 MiB, more than the 64 MiB a bootstrap collective carries")
+	require.ErrorContains(t, errs[2], "Broadcast on rank 2: rank 0 ended the run: rank 0's Broadcast data take 65 MiB")
+
+	// Gather keeps no more on rank 0 than AllGather would send; the other ranks, which do not wait
+	// for rank 0, learn why at their next collective.
+	errs = group(t, 3, 20*time.Second, func(c *Comm) error {
+		if _, err := c.Gather(context.Background(), make([]byte, 30<<20)); err != nil {
+			return err
+		}
+		return c.Barrier(context.Background())
+	})
+	require.ErrorContains(t, errs[0], "Gather on rank 0: the 3 ranks' Gather data take 94371856 bytes (about 90 MiB), more than the 64 MiB")
+	require.ErrorContains(t, errs[1], "Barrier on rank 1: rank 0 ended the run: the 3 ranks' Gather data take")
+}
+
+func TestWriteFrameRefusesOverTheLimit(t *testing.T) {
+	// A length over 4 GiB would wrap in the header; anything over maxFrame the reader refuses.
+	var buf bytes.Buffer
+	require.EqualError(t, writeFrame(&buf, kindGather, make([]byte, maxFrame+1)), "a frame of 67108865 bytes is more than the 67108864-byte limit")
+	require.Zero(t, buf.Len(), "nothing written")
+	require.NoError(t, writeFrame(&buf, kindGather, make([]byte, maxFrame)))
+	kind, b, err := readFrame(&buf)
+	require.NoError(t, err)
+	require.Equal(t, kindGather, kind)
+	require.Len(t, b, maxFrame)
 }
 
 func TestFinishAfterFailure(t *testing.T) {

@@ -23,7 +23,8 @@ const (
 	magic   = "coredag-bootstrap"
 	version = 2
 
-	// maxFrame bounds a payload after the handshake.
+	// maxFrame bounds a payload after the handshake, and the data of a collective in all: rank 0
+	// sends every rank's AllGather data in one frame.
 	maxFrame = 64 << 20
 	// maxHandshake bounds a handshake payload, which rank 0 reads from anyone who connects.
 	maxHandshake = 64 << 10
@@ -76,6 +77,10 @@ func (k frameKind) String() string {
 }
 
 func writeFrame(w io.Writer, kind frameKind, payload []byte) error {
+	if len(payload) > maxFrame {
+		// Its length would not fit the header, or the reader would refuse it.
+		return fmt.Errorf("a frame of %d bytes is more than the %d-byte limit", len(payload), maxFrame)
+	}
 	var hdr [5]byte
 	hdr[0] = byte(kind)
 	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
@@ -183,6 +188,18 @@ func decodeMember(b []byte) (member, error) {
 		return member{}, bad
 	}
 	return m, nil
+}
+
+// sizeText writes a byte count for a message: "64 MiB", "94371856 bytes (about 90 MiB)", "100
+// bytes". The exact count stays, so that a size just over a bound does not read as equal to it.
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%d bytes (about %d MiB)", n, (n+1<<19)>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // isTimeout reports whether err is a network deadline expiry.
