@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -308,6 +309,89 @@ func TestFinishAllOK(t *testing.T) {
 	for r, rep := range reports {
 		require.Equal(t, fmt.Sprintf("rank %d: ok", r), rep.String())
 	}
+}
+
+func TestFinishWaitsOneTimeoutInAll(t *testing.T) {
+	// Ranks 1 and 2 never report (stuck in their runs): rank 0 waits one timeout for both, not
+	// one each.
+	const timeout = 2 * time.Second
+	var reports []Report
+	var took time.Duration
+	done := make(chan struct{})
+	errs := group(t, 3, timeout, func(c *Comm) error {
+		if c.Rank() != 0 {
+			<-done
+			return nil
+		}
+		defer close(done)
+		start := time.Now()
+		all, err := Finish(context.Background(), c, Report{Rank: 0, OK: true})
+		took, reports = time.Since(start), all
+		return err
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	require.Less(t, took, timeout+timeout*3/4, "rank 0 waited one timeout per silent rank")
+	for r := 1; r < 3; r++ {
+		require.Equal(t, fmt.Sprintf("rank %d: FAIL: sent no verdict within 2s: it is still running or stuck (its own output says where)", r), reports[r].String())
+	}
+}
+
+func TestFinishStopsAtContextEnd(t *testing.T) {
+	// Rank 1 reports, rank 2 never does, and rank 0's context ends while it waits for rank 2:
+	// Finish returns at once with rank 1's verdict, and says that rank 2's was not collected.
+	var reports []Report
+	var took time.Duration
+	sent, done := make(chan struct{}), make(chan struct{})
+	errs := group(t, 3, 20*time.Second, func(c *Comm) error {
+		switch c.Rank() {
+		case 1:
+			_, err := Finish(context.Background(), c, Report{Rank: 1, OK: true})
+			close(sent)
+			return err
+		case 2:
+			<-done
+			return nil
+		}
+		defer close(done)
+		<-sent
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		time.AfterFunc(200*time.Millisecond, cancel)
+		start := time.Now()
+		all, err := Finish(ctx, c, Report{Rank: 0, OK: true})
+		took, reports = time.Since(start), all
+		return err
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	require.Less(t, took, 2*time.Second, "Finish went on waiting after its context ended")
+	require.Len(t, reports, 3)
+	require.True(t, reports[1].OK, "%v", reports[1])
+	require.Equal(t, "rank 2: FAIL: verdict not collected: rank 0 stopped waiting for it: context canceled (its own output says how its run ended)", reports[2].String())
+
+	// A context that has ended already collects nothing, without waiting.
+	done = make(chan struct{})
+	errs = group(t, 2, 20*time.Second, func(c *Comm) error {
+		if c.Rank() != 0 {
+			<-done
+			return nil
+		}
+		defer close(done)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(errors.New("interrupted by SIGINT"))
+		start := time.Now()
+		all, err := Finish(ctx, c, Report{Rank: 0, OK: true})
+		took, reports = time.Since(start), all
+		return err
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	require.Less(t, took, 2*time.Second)
+	require.Contains(t, reports[1].String(), "rank 1: FAIL: verdict not collected: rank 0 stopped waiting for it: interrupted by SIGINT")
 }
 
 func TestRankFinishedEarly(t *testing.T) {

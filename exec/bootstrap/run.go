@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,9 +79,10 @@ func (r Report) String() string {
 
 // Finish ends a multi-process run. Every process calls it once with its own report, whatever
 // happened. A failed rank first tells the others (rank 0 forwards it), so ranks blocked in a
-// Barrier stop at once instead of timing out. Rank 0 then collects every rank's report and
-// returns them indexed by rank; a rank that sends none within the timeout (it crashed, or hangs)
-// gets a failing report saying so. The other ranks return nil.
+// Barrier stop at once instead of timing out. Rank 0 then collects every rank's report, waiting
+// one timeout in all and no longer than ctx lasts, and returns them indexed by rank; a rank whose
+// report has not come by then (it crashed, or hangs) gets a failing report saying so. The other
+// ranks return nil.
 func Finish(ctx context.Context, c *Comm, own Report) ([]Report, error) {
 	if !own.OK {
 		c.abort(ctx, firstLine(own.String()))
@@ -95,6 +97,29 @@ func Finish(ctx context.Context, c *Comm, own Report) ([]Report, error) {
 	all := make([]Report, c.world.Size)
 	all[0] = own
 	aborted := !own.OK
+	// One deadline for all the reads, set before ctx's end can move it to the past: then the
+	// read under way and those after it fail at once.
+	deadline := c.deadline(ctx)
+	peers := slices.Clone(c.peers)
+	for _, p := range peers {
+		if p != nil {
+			p.SetReadDeadline(deadline)
+		}
+	}
+	ended := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(ended)
+		for _, p := range peers {
+			if p != nil {
+				p.SetReadDeadline(time.Unix(1, 0))
+			}
+		}
+	})
+	defer func() {
+		if !stop() {
+			<-ended // it ran: let it finish before the caller sets deadlines of its own
+		}
+	}()
 	for r := 1; r < c.world.Size; r++ {
 		rep, err := c.reportFrom(ctx, r)
 		if err != nil {
@@ -111,13 +136,12 @@ func Finish(ctx context.Context, c *Comm, own Report) ([]Report, error) {
 }
 
 // reportFrom reads frames from rank r until its report, skipping what it sent before it gave up
-// (a Barrier or abort frame of the run).
+// (a Barrier or abort frame of the run). Finish has set the connection's read deadline.
 func (c *Comm) reportFrom(ctx context.Context, r int) (Report, error) {
 	conn := c.peers[r]
 	if conn == nil {
 		return Report{}, fmt.Errorf("not connected")
 	}
-	deadline := c.deadline(ctx)
 	for {
 		var kind frameKind
 		var b []byte
@@ -125,10 +149,11 @@ func (c *Comm) reportFrom(ctx context.Context, r int) (Report, error) {
 		if c.early != nil && c.early[r] != nil {
 			kind, b = kindReport, c.early[r]
 		} else {
-			conn.SetReadDeadline(deadline)
 			kind, b, err = readFrame(conn)
 		}
 		switch {
+		case err != nil && ctx.Err() != nil:
+			return Report{}, fmt.Errorf("verdict not collected: rank 0 stopped waiting for it: %v (its own output says how its run ended)", context.Cause(ctx))
 		case err != nil && isTimeout(err):
 			return Report{}, fmt.Errorf("sent no verdict within %v: it is still running or stuck (its own output says where)", c.timeout.Round(time.Second))
 		case err != nil:
