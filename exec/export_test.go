@@ -14,7 +14,8 @@ var (
 
 // FaultGraphForTest builds graphs the checker would reject, for fault tests: "perm" (a write
 // into a buffer without remote_write), "oob" (a read past the end of the peer's buffer),
-// "unmatched" (a send no recv ever matches) and "deadlock" (each rank's send waits for its recv).
+// "unmatched" (a send no recv ever matches), "unsignalled" (the same send after two writes that
+// the compiler leaves unsignalled) and "deadlock" (each rank's send waits for its recv).
 func FaultGraphForTest(kind string) *ir.Graph {
 	b := newBuild(kind, 2)
 	switch kind {
@@ -38,6 +39,16 @@ func FaultGraphForTest(kind string) *ir.Graph {
 		b.forEach(func(rb *rankB) {
 			rb.queue("q", 1-rb.r, "")
 			if rb.r == 0 {
+				rb.op("lonely", opSpec{Kind: ir.OpSend, Q: "q"})
+			}
+		})
+	case "unsignalled":
+		x := b.buffer("x", ir.U8, 8, ir.RemoteWrite, nil)
+		b.forEach(func(rb *rankB) {
+			rb.queue("q", 1-rb.r, "")
+			if rb.r == 0 {
+				rb.op("w1", opSpec{Kind: ir.OpWrite, Q: "q", Src: sl(x, 0, 8), Dst: sl(x, 0, 8)})
+				rb.op("w2", opSpec{Kind: ir.OpWrite, Q: "q", Src: sl(x, 0, 8), Dst: sl(x, 0, 8)})
 				rb.op("lonely", opSpec{Kind: ir.OpSend, Q: "q"})
 			}
 		})

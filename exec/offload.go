@@ -911,7 +911,7 @@ func (e *offloadEngine) diagnose(iter int) error {
 			// The chain entry that would produce the next completion of this CQ.
 			wq := &rp.Queues[cq.wq]
 			seen := cq.count - uint64(iter)*cq.per
-			producer := ""
+			what, producer := "completions", ""
 			var at *WQELoc
 			var n uint64
 			for k := range wq.Chain {
@@ -922,13 +922,20 @@ func (e *offloadEngine) diagnose(iter int) error {
 				if n == seen {
 					producer = fmt.Sprintf("%s %s (%s)", w.Opcode, e.plan.OpOf(w).Name, e.plan.OpOf(w).Pos)
 					at = &WQELoc{Rank: rank, Queue: cq.wq, Index: k}
+					if wq.Kind == ir.RecvQueue && w.Op >= 0 && int(w.Op) < len(e.g.Ops) {
+						// The receive is the stuck entry; its completion comes from the peer's
+						// matching send. (ProducerAt stays nil: a drawing of the hang marks the
+						// WAITs and HOST steps with what they await, not every short CQ.)
+						what = producer
+						producer, _ = recvProducer(e.g, w.Op)
+					}
 					break
 				}
 				n++
 			}
 			// The WAIT in any queue of the rank that blocks on this CQ, if one does.
 			h.Stuck = append(h.Stuck, Stuck{Rank: rank, Queue: wq.Name, CQ: cq.name, Reached: cq.count, Awaited: cq.target,
-				Producer: producer, What: "completions", At: at})
+				Producer: producer, What: what, At: at})
 		}
 	}
 	res := make([]*rankRes, len(e.ranks))

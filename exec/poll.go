@@ -795,15 +795,24 @@ func (e *pollEngine) diagnose(iter int) error {
 		if s.done < s.next {
 			// The completion that would move this side on: the first signalled slot at or after
 			// done (the last posted one if none is signalled: its error completion would come).
+			// That slot's op is the one stuck: the unsignalled ones before it complete with it.
+			// The counts are the CQ's completions in this iteration, one per signalled slot.
 			k := min(s.sigFrom[s.done], s.next-1)
-			id := ir.OpID(s.ops[s.done])
-			what := "post of " + g.Ops[id].Kind.String()
-			if s.recv {
-				what = "posted recv"
+			id := ir.OpID(s.ops[k])
+			reached, awaited := s.sigBefore[s.done], s.sigBefore[k+1]
+			if awaited == reached {
+				awaited++ // no signalled slot posted: the error completion of slot k
 			}
-			h.Stuck = append(h.Stuck, Stuck{Rank: s.rank, Queue: q.Name, CQ: cqName, Reached: uint64(s.done), Awaited: uint64(k + 1),
-				Producer: opRef(g, ir.OpID(s.ops[k])), What: what + " " + g.Ops[id].Name,
-				stuckOp: id, producerOp: ir.OpID(s.ops[k]), byOp: true})
+			what := "post of " + g.Ops[id].Kind.String()
+			producer, producerOp := opRef(g, id), id
+			if s.recv {
+				// A receive completes when its peer's matching send lands.
+				what = "posted recv"
+				producer, producerOp = recvProducer(g, id)
+			}
+			h.Stuck = append(h.Stuck, Stuck{Rank: s.rank, Queue: q.Name, CQ: cqName, Reached: uint64(reached), Awaited: uint64(awaited),
+				Producer: producer, What: what + " " + g.Ops[id].Name,
+				stuckOp: id, producerOp: producerOp, byOp: true})
 			continue
 		}
 		id := ir.OpID(s.ops[s.next])
@@ -837,6 +846,21 @@ func (e *pollEngine) diagnose(iter int) error {
 	}
 	h.Detail = joinMax(det, 6)
 	return h
+}
+
+// recvProducer names what receive id waits for: the send (or notify write) that matches it on
+// the peer, and the rank it waits for, worded as Coll.blame words a peer in a hung World. The op
+// is ir.None when nothing matches the receive.
+func recvProducer(g *ir.Graph, id ir.OpID) (string, ir.OpID) {
+	op := &g.Ops[id]
+	if m := op.Match; m >= 0 && int(m) < len(g.Ops) {
+		return fmt.Sprintf("%s: rank %d waits for rank %d", opRef(g, m), op.Rank, g.Ops[m].Rank), m
+	}
+	peer := op.Rank
+	if op.Queue >= 0 && int(op.Queue) < len(g.Queues) {
+		peer = int32(g.Queues[op.Queue].PeerRank)
+	}
+	return fmt.Sprintf("a send on rank %d, which no op matches: rank %d waits for rank %d", peer, op.Rank, peer), ir.None
 }
 
 // opDone reports whether local op p completed in this iteration.
