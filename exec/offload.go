@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/coredag/coredag/exec/nic"
@@ -102,8 +103,52 @@ type offCQ struct {
 
 const offloadTag = uint64(1) << 62
 
+// A work request ID of the offload engine packs under offloadTag, from the top, the rank, the
+// index of the work queue in the rank's plan and the index of the entry in its chain, each in a
+// field of fixed width (offIDRoom refuses a plan whose numbers do not fit).
+const (
+	offIdxBits  = 24
+	offWQBits   = 16
+	offRankBits = 62 - offWQBits - offIdxBits
+)
+
 func offID(rank, wq, idx int) uint64 {
-	return offloadTag | uint64(rank)<<40 | uint64(wq)<<24 | uint64(idx)
+	return offloadTag | uint64(rank)<<(offWQBits+offIdxBits) | uint64(wq)<<offIdxBits | uint64(idx)
+}
+
+// splitOffID undoes offID.
+func splitOffID(id uint64) (rank, wq, idx int) {
+	return int(id >> (offWQBits + offIdxBits) & (1<<offRankBits - 1)), int(id >> offIdxBits & (1<<offWQBits - 1)), int(id & (1<<offIdxBits - 1))
+}
+
+// offIDRoom refuses rank of a plan when offID cannot tell its work requests apart: a rank
+// numbered past its field, more work queues than the queue field numbers, or a chain (longest,
+// of work queue wq) with more entries than the entry field numbers. A number too large would
+// spill into the field above it, and a failed completion or a stall would then be blamed on
+// another op, queue or rank.
+func offIDRoom(rank, queues, longest int, wq string) error {
+	const hint = "run it on the polling engine (--engine poll)"
+	switch {
+	case rank >= 1<<offRankBits:
+		return fmt.Errorf("the plan has rank %d, past the offload engine's %s ranks (its work request IDs hold a rank in %d bits): %s",
+			rank, thousands(1<<offRankBits), offRankBits, hint)
+	case queues > 1<<offWQBits:
+		return fmt.Errorf("the plan has %s work queues on rank %d, more than the offload engine's %s (its work request IDs hold a work queue index in %d bits): %s",
+			thousands(queues), rank, thousands(1<<offWQBits), offWQBits, hint)
+	case longest > 1<<offIdxBits:
+		return fmt.Errorf("the plan's chain of work queue %s on rank %d has %s entries, more than the offload engine's %s (its work request IDs hold a chain index in %d bits): %s",
+			wq, rank, thousands(longest), thousands(1<<offIdxBits), offIdxBits, hint)
+	}
+	return nil
+}
+
+// thousands formats n (not negative) with its digits grouped by commas: 65,536.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts Options) (*offloadEngine, error) {
@@ -111,6 +156,18 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 	e := &offloadEngine{g: g, plan: plan, mem: mem, wc: make([]nic.WC, 64)}
 	e.prog, _ = p.(nic.Progresser)
 	e.watch = stallWatch{prog: e.prog, limit: opts.HangTimeout}
+	for _, r := range res {
+		rp := &plan.Ranks[r.rank]
+		longest, wq := 0, ""
+		for wi := range rp.Queues {
+			if n := len(rp.Queues[wi].Chain); n > longest {
+				longest, wq = n, rp.Queues[wi].Name
+			}
+		}
+		if err := offIDRoom(r.rank, len(rp.Queues), longest, wq); err != nil {
+			return nil, err
+		}
+	}
 	var err error
 	if e.gates, err = newGates(g, mem, res, p); err != nil {
 		return nil, err
@@ -782,7 +839,7 @@ func (e *offloadEngine) pollCQ(ri, ci int) (int, error) {
 		if wc.Status == nic.StatusSuccess {
 			continue
 		}
-		wi, idx := int(wc.ID>>24&0xffff), int(wc.ID&0xffffff)
+		_, wi, idx := splitOffID(wc.ID)
 		if wc.ID&offloadTag == 0 || wi >= len(or.wqs) {
 			return n, fmt.Errorf("rank %d: CQ %s: work request %d failed with status %s", or.rp.Rank, c.name, wc.ID, wc.Status)
 		}
@@ -950,10 +1007,10 @@ func (e *offloadEngine) diagnose(iter int) error {
 				msg += fmt.Sprintf(" = %s %s (%s)", w.Opcode, e.plan.OpOf(w).Name, e.plan.OpOf(w).Pos)
 				if w.Opcode == ir.OpcWait {
 					cq := &or.cqs[w.Wait.CQ]
-					wi := int(st.ID >> 24 & 0xffff)
+					_, wi, idx := splitOffID(st.ID)
 					h.Stuck = append([]Stuck{{Rank: or.rp.Rank, Queue: or.rp.Queues[wi].Name, CQ: cq.name,
 						Reached: st.Reached, Awaited: st.Awaited, Producer: e.opRef(w.Wait.Op), What: "WAIT before " + e.plan.OpOf(w).Name,
-						At:         &WQELoc{Rank: or.rp.Rank, Queue: wi, Index: int(st.ID & 0xffffff)},
+						At:         &WQELoc{Rank: or.rp.Rank, Queue: wi, Index: idx},
 						ProducerAt: awaitedLoc(e.plan, or.rp.Rank, w.Wait)}}, h.Stuck...)
 				}
 			}
@@ -976,7 +1033,7 @@ func (e *offloadEngine) wqeOf(id uint64) (*ir.WQE, *offRank) {
 	if id&offloadTag == 0 {
 		return nil, nil
 	}
-	rank, wi, k := int(id>>40&0x3fffff), int(id>>24&0xffff), int(id&0xffffff)
+	rank, wi, k := splitOffID(id)
 	for ri := range e.ranks {
 		or := &e.ranks[ri]
 		if or.rp.Rank == rank && wi < len(or.rp.Queues) && k < len(or.rp.Queues[wi].Chain) {
@@ -992,7 +1049,7 @@ func WQEOfID(plan *ir.Plan, id uint64) (*ir.WQE, bool) {
 	if id&offloadTag == 0 {
 		return nil, false
 	}
-	rank, wi, k := int(id>>40&0x3fffff), int(id>>24&0xffff), int(id&0xffffff)
+	rank, wi, k := splitOffID(id)
 	if rank >= len(plan.Ranks) || wi >= len(plan.Ranks[rank].Queues) || k >= len(plan.Ranks[rank].Queues[wi].Chain) {
 		return nil, false
 	}
