@@ -57,6 +57,9 @@ func (c *dotCmd) Run(e *env) error {
 	if c.Timeout <= 0 {
 		return usageError("--timeout %v: want a positive duration", c.Timeout)
 	}
+	if _, err := ir.LookupTarget(c.Target); err != nil { // used by --view plan alone: check it for every view
+		return usageError("--target: %v", err)
+	}
 	l, err := mustLoad(e, c.File, c.paramFlags, false, loadOptions{})
 	if err != nil {
 		return err

@@ -123,6 +123,9 @@ func loadPlan(e *env, path string, p paramFlags, opt loadOptions) (*loaded, erro
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := ir.ParseElemType(p.Type); !ok && p.Type != "" { // read for .xml files only: check it for every file
+		return nil, usageError("--msccl-type %s: want one of u8 i32 u32 i64 u64 f32 f64", p.Type)
+	}
 	b, err := p.budget()
 	if err != nil {
 		return nil, err

@@ -141,7 +141,11 @@ func (c *predictCmd) curves(e *env) ([]curve, error) {
 		}
 		cv := curve{name: sp.name, model: sp.model}
 		for _, s := range sizes {
-			k := max(1, int64(math.Round(float64(s)/float64(sp.unit))))
+			q := math.Round(float64(s) / float64(sp.unit))
+			if q >= float64(math.MaxInt64/sp.unit) {
+				return nil, usageError("--sizes: %s: %s takes sizes in steps of %s, and this many steps pass the largest integer", formatBytes(s), f, formatBytes(sp.unit))
+			}
+			k := max(1, int64(q))
 			res, err := predict.Simulate(e.ctx, sp.plan, par, predict.Options{Scale: float64(k)})
 			if cause := stop.Stopped(e.ctx, err); cause != nil {
 				return nil, cause
@@ -194,6 +198,9 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target, par predict.Para
 	params, err := c.values()
 	if err != nil {
 		return nil, err
+	}
+	if v, ok := params[c.SizeParam]; ok {
+		return nil, usageError("-p %s=%d: --sizes sets %s (--size-param) at each size: drop the -p", c.SizeParam, v, c.SizeParam)
 	}
 	sp.at = func(n int64) (*ir.Graph, error) {
 		ps := map[string]int64{}
@@ -307,7 +314,8 @@ func parseSizes(s string) ([]int64, error) {
 		}
 		out = append(out, n)
 	}
-	return out, nil
+	slices.Sort(out) // a list in any order: tune's switches assume increasing sizes
+	return slices.Compact(out), nil
 }
 
 // sizesSyntax says what --sizes takes.

@@ -194,9 +194,9 @@ func TestParseSizesErrors(t *testing.T) {
 		assert.EqualError(t, err, want, s)
 		assert.NotContains(t, fmt.Sprint(err), "budget", s)
 	}
-	got, err := parseSizes("1TiB, 2 KiB")
+	got, err := parseSizes("1TiB, 2 KiB, 1TiB")
 	require.NoError(t, err)
-	assert.Equal(t, []int64{1 << 40, 2 << 10}, got)
+	assert.Equal(t, []int64{2 << 10, 1 << 40}, got, "a list is sorted, each size once")
 }
 
 // TestParseSizesRange: a range doubles from its start and stops at its end, even at the end of

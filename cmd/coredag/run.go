@@ -104,6 +104,11 @@ func (c *runCmd) Run(e *env) error {
 	if err != nil {
 		return usageError("--provider: %v", err)
 	}
+	if c.NoTriggers && c.Engine == "offload" {
+		return usageError("--no-triggers changes how the polling engine posts: it has no effect with --engine offload")
+	}
+	seen := map[string]bool{} // --dump data --dump data: once
+	c.Dump = slices.DeleteFunc(c.Dump, func(b string) bool { dup := seen[b]; seen[b] = true; return dup })
 	if c.Overlap {
 		return c.runOverlap(e, prov)
 	}
