@@ -722,6 +722,12 @@ func (el *elaborator) queue(st *dsl.QueueStmt, at *stmtCode, s *scope) {
 		peerName = el.text(&pr)
 		peerPos = st.Peer.Pos()
 	}
+	// Queues past one op's worth of memory count against the budget; the first few ride in the
+	// estimate of an op, so that a budget below one op is refused at the op, with its hint.
+	if n := len(g.Queues) + 1; n*BytesPerQueue > BytesPerOp && !el.room(st.Name.Pos(), n, BytesPerQueue, "queues") {
+		fail()
+		return
+	}
 	g.Queues = append(g.Queues, ir.Queue{Name: name, Rank: el.rank, PeerRank: int(peer), Peer: ir.None, Depth: int(depth), Pos: st.Name.Pos()})
 	el.peerRefs = append(el.peerRefs, queueRef{name: peerName, pos: peerPos})
 }

@@ -17,6 +17,11 @@ import (
 // memory budget divided by it caps the ops of a plan (Limits).
 const BytesPerOp = 2 << 10
 
+// BytesPerQueue is about what one queue of a plan costs in memory from elaboration through
+// the checks: the queue, its name, its pairing and FIFO state (320 to 400 bytes measured on
+// plans of a quarter to a million queues, rounded up). A run's queue pairs are its own to count.
+const BytesPerQueue = 512
+
 // Options are the settings of one elaboration: limits below the package's, and the budget.
 // The zero value elaborates within the package's limits and no budget.
 type Options struct {
@@ -161,7 +166,11 @@ func (el *elaborator) room(pos diag.Pos, n int, size uintptr, what string) bool 
 	if need <= el.opt.Budget.Bytes {
 		return true
 	}
-	if el.refusal == nil {
+	switch {
+	case el.refusal != nil:
+	case el.opt.noOps: // a budget below one op: that is the news, with the least that holds one
+		el.refusal = el.opsRefusal(pos, 0, "")
+	default:
 		el.refusal = &budget.Error{Pos: pos, Need: need, Budget: el.opt.Budget,
 			What: fmt.Sprintf("the plan's %s need %s (%d of %d bytes each)", what, budget.Format(need), n, size),
 			Hint: "lower the ranks param or the plan's size"}

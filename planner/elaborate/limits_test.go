@@ -160,6 +160,24 @@ func TestEdgesSizedForRanksThatFit(t *testing.T) {
 	}
 }
 
+// TestQueuesRefusedByBudget: queues count against the memory budget as ops do, at the queue
+// statement that passes it; a plan of queues and no ops used to take any budget (1.9 GB of
+// memory under --mem 64MiB for 4 million queues).
+func TestQueuesRefusedByBudget(t *testing.T) {
+	t.Parallel()
+	src := "plan q\nparam ranks = 512\nfor p in 0 .. ranks {\n  queue link[p] to p peer link[rank]\n}\n"
+	f, err := dsl.Parse("q.dag", []byte(src))
+	require.NoError(t, err)
+	_, err = Elaborate(t.Context(), f, nil, Options{Budget: budget.Budget{Bytes: 64 << 20, From: "--mem"}})
+	var be *budget.Error
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, "q.dag:4:9: the plan's queues need 64 MiB (131073 of 512 bytes each); "+
+		"the memory budget is 64 MiB (set with --mem): lower the ranks param or the plan's size", err.Error())
+	g, err := Elaborate(t.Context(), f, map[string]int64{"ranks": 128}, Options{Budget: budget.Budget{Bytes: 64 << 20, From: "--mem"}})
+	require.NoError(t, err)
+	assert.Len(t, g.Queues, 128*128)
+}
+
 // TestEdgesRefusedByBudget: an edge array that would not fit in the memory budget is refused
 // before it is allocated, with the figure, at the `after` that makes the edges, as a
 // *budget.Error (which coredag reports with exit 2) rather than diagnostics.

@@ -88,7 +88,7 @@ func (el *elaborator) parallel() bool {
 	// beside Ops; if not, the ranks are elaborated one after the other, their arrays growing as
 	// they go, each growth checked (resolveRank).
 	if b := el.opt.Budget.Bytes; b > 0 && budget.Add(budget.Mul(int64(cap(g.Ops)), int64(unsafe.Sizeof(ir.Op{}))),
-		budget.Mul(int64(queues0*g.Ranks), int64(unsafe.Sizeof(ir.Queue{}))),
+		budget.Mul(int64(queues0*g.Ranks), BytesPerQueue),
 		budget.Mul(int64(edges0*g.Ranks), int64(unsafe.Sizeof(ir.Edge{})))) > b {
 		return false
 	}
