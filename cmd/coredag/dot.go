@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/emicklei/dot"
 
+	"github.com/coredag/coredag/internal/budget"
+	"github.com/coredag/coredag/internal/english"
 	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner/lower"
@@ -39,6 +42,11 @@ type dotCmd struct {
 // Help is printed by --help after the flags.
 func (c *dotCmd) Help() string { return dotHelp }
 
+// bytesPerDrawnOp is about what dot --full takes in memory per op it draws: the drawing's nodes
+// and edges, its DOT text and the copies made of it (3.7 to 4 KiB measured at 20 to 80 thousand
+// ops of the ring allreduce, graph view).
+const bytesPerDrawnOp = 4 << 10
+
 func (c *dotCmd) Run(e *env) error {
 	format := viz.DOT
 	if c.Out != "" {
@@ -68,6 +76,22 @@ func (c *dotCmd) Run(e *env) error {
 	for _, r := range c.Rank {
 		if r < 0 || r >= g.Ranks {
 			return usageError("--rank %d: plan %s has ranks 0..%d", r, g.Name, g.Ranks-1)
+		}
+	}
+	if c.Full {
+		drawn := int64(len(g.Ops))
+		if len(c.Rank) > 0 {
+			drawn = 0
+			for i := range g.Ops {
+				if slices.Contains(c.Rank, int(g.Ops[i].Rank)) {
+					drawn++
+				}
+			}
+		}
+		need := budget.Mul(drawn, bytesPerDrawnOp)
+		if err := l.budget.Check(need, fmt.Sprintf("--full draws %s, about %s of memory (%s each)", english.Plural(int(drawn), "op"), budget.Format(need), budget.Format(bytesPerDrawnOp)),
+			"fold the view without --full, or draw fewer ranks with --rank"); err != nil {
+			return refuse(e, l, err)
 		}
 	}
 	opts := viz.Options{Ranks: c.Rank, Limit: c.Limit, Full: c.Full}

@@ -225,3 +225,18 @@ func TestDotRefusesManyEdges(t *testing.T) {
 	assert.NoFileExists(t, out)
 	assert.NoFileExists(t, marker, "dot must not start")
 }
+
+// TestDotFullBudget: dot --full draws every op, about 4 KiB of memory each, and is refused up
+// front past the memory budget (it took 1.3 GB under --mem 1GiB for a 256-rank ring); the ranks
+// it draws are what count.
+func TestDotFullBudget(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := coredag(t, "", "dot", "--full", "--mem", "64MiB", "-p", "ranks=64", "-p", "n=1", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "coredag: plans/ring_allreduce.dag: --full draws 20160 ops, about 78.8 MiB of memory (4 KiB each); "+
+		"the memory budget is 64 MiB (set with --mem): fold the view without --full, or draw fewer ranks with --rank\n", stderr)
+	code, stdout, stderr = coredag(t, "", "dot", "--full", "--mem", "64MiB", "--rank", "0", "-p", "ranks=64", "-p", "n=1", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "digraph")
+}
