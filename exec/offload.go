@@ -156,18 +156,6 @@ func newOffload(plan *ir.Plan, mem *Memory, res []*rankRes, p nic.Provider, opts
 	e := &offloadEngine{g: g, plan: plan, mem: mem, wc: make([]nic.WC, 64)}
 	e.prog, _ = p.(nic.Progresser)
 	e.watch = stallWatch{prog: e.prog, limit: opts.HangTimeout}
-	for _, r := range res {
-		rp := &plan.Ranks[r.rank]
-		longest, wq := 0, ""
-		for wi := range rp.Queues {
-			if n := len(rp.Queues[wi].Chain); n > longest {
-				longest, wq = n, rp.Queues[wi].Name
-			}
-		}
-		if err := offIDRoom(r.rank, len(rp.Queues), longest, wq); err != nil {
-			return nil, err
-		}
-	}
 	var err error
 	if e.gates, err = newGates(g, mem, res, p); err != nil {
 		return nil, err

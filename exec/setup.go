@@ -113,6 +113,15 @@ func clampDepth(d, max int) int {
 // queues; one CQ per plan CQ.
 func offloadLayout(g *ir.Graph, rp *ir.RankPlan) (rankLayout, error) {
 	var l rankLayout
+	longest, wq := 0, ""
+	for wi := range rp.Queues {
+		if n := len(rp.Queues[wi].Chain); n > longest {
+			longest, wq = n, rp.Queues[wi].Name
+		}
+	}
+	if err := offIDRoom(rp.Rank, len(rp.Queues), longest, wq); err != nil { // before any queue is made
+		return l, err
+	}
 	for _, c := range rp.CQs {
 		l.cqs = append(l.cqs, cqSpec{name: c.Name, depth: max(c.Depth, 1)})
 	}
