@@ -15,8 +15,10 @@
 // Load checks the set whole and reports every mistake at its position: a plan whose `expect`
 // is not the set's collective (or that has none), two plans that serve the same size and world
 // size (an overlap), and a size or world size within the set's range that no plan serves (a
-// gap). Every world size from the least to the greatest a plan names must be served at every
-// size from 0 on, so that Select never has to fall back silently.
+// gap), each once for the world sizes in a row where it holds, and at most the first 50 gaps
+// and overlaps (then how many more there are). Every world size from the least to the greatest
+// a plan names must be served at every size from 0 on, so that Select never has to fall back
+// silently.
 package planset
 
 import (
@@ -385,11 +387,35 @@ func (s *Set) Check(ctx context.Context, check Checker) error {
 	return errs.Err()
 }
 
-// coverage reports overlaps and gaps of the entries' ranges. Each world size where the entries
-// serving it change costs a pass over the entries, so ctx is looked at before each: the error is
-// its cause once it is cancelled.
+// maxCoverage is the most gaps and overlaps coverage reports; one more diagnostic says how many
+// it left out. A set whose lines each start one world size after the last can hold thousands,
+// and the first few say what is wrong.
+const maxCoverage = 50
+
+// A finding is a gap or an overlap that coverage sees at a world size, named by the entries it
+// is about, which fix its sizes: the sizes of a gap run from the end of entry last's (0 when last
+// is -1) to the start of entry i's, an overlap's from the start of i's to the nearer end of the
+// two, a trailing gap's from the end of last's on. The same finding at consecutive world sizes
+// is reported once, for all of them.
+type finding struct {
+	kind    int // one of the gap and overlap kinds below
+	i, last int
+}
+
+const (
+	rankGap = iota // no entry serves the world sizes (i: the entry that starts after them)
+	sizeGap
+	overlap
+	tailGap
+)
+
+// coverage reports overlaps and gaps of the entries' ranges: each once for the world sizes in a
+// row at which it is seen, at most maxCoverage of them. It sweeps the world sizes where the
+// entries serving them change, walking the entries that serve each in size order, so ctx is
+// looked at before each: the error is its cause once it is cancelled.
 func (s *Set) coverage(ctx context.Context) (diag.List, error) {
 	var errs diag.List
+	n := len(s.Entries)
 	// the world sizes where the set of entries serving them can change
 	cuts := []int64{}
 	for _, e := range s.Entries {
@@ -404,7 +430,69 @@ func (s *Set) coverage(ctx context.Context) (diag.List, error) {
 	for _, e := range s.Entries {
 		maxR = max(maxR, e.RanksHi)
 	}
-	seen := map[[2]int]bool{} // pairs of entries already reported as overlapping
+	// the entries in size order (then line order): a world size's sweep walks them so
+	bySize := make([]int, n)
+	for i := range bySize {
+		bySize[i] = i
+	}
+	slices.SortStableFunc(bySize, func(a, b int) int { return cmpInt(s.Entries[a].SizeLo, s.Entries[b].SizeLo) })
+	rank := make([]int, n) // rank[i]: entry i's place in bySize
+	for k, i := range bySize {
+		rank[i] = k
+	}
+	// the entries in the order they start serving, for the sweep to add them
+	byLo := slices.Clone(bySize)
+	slices.SortStableFunc(byLo, func(a, b int) int {
+		if c := cmpInt(s.Entries[a].RanksLo, s.Entries[b].RanksLo); c != 0 {
+			return c
+		}
+		return a - b
+	})
+	// and in the order they stop serving, for the sweep to drop them
+	byHi := slices.Clone(bySize)
+	slices.SortFunc(byHi, func(a, b int) int { return cmpInt(s.Entries[a].RanksHi, s.Entries[b].RanksHi) })
+
+	// A finding seen again at the next cut is found in the slot of its entry (the tail gap's and
+	// the world sizes' gap in slots of their own), so that no map is consulted for each entry at
+	// each world size. Only the first maxCoverage findings are worded, once the sweep is over.
+	type run struct {
+		f  finding
+		ci int // the last cut it was seen at
+		at int // its index in shown; -1 past maxCoverage
+	}
+	type report struct {
+		f      finding
+		lo, hi int64 // the world sizes it is seen at
+		d      *diag.Diagnostic
+	}
+	var shown []report
+	found, first := 0, diag.Pos{} // how many findings; where the first one left out is
+	slots := make([]run, n+2)     // entry i's, the tail gap's (n), the world sizes' gap (n+1)
+	for k := range slots {
+		slots[k].ci = -2
+	}
+	see := func(slot *run, f finding, ci int, r, hi int64, pos diag.Pos) *diag.Diagnostic {
+		if slot.ci == ci-1 && slot.f == f {
+			slot.ci = ci
+			if slot.at >= 0 {
+				shown[slot.at].hi = hi
+			}
+			return nil
+		}
+		*slot = run{f: f, ci: ci, at: -1}
+		found++
+		switch {
+		case found <= maxCoverage:
+			slot.at = len(shown)
+			shown = append(shown, report{f: f, lo: r, hi: hi, d: errs.Add(diag.Shape, pos, "")})
+			return shown[slot.at].d
+		case found == maxCoverage+1:
+			first = pos
+		}
+		return nil
+	}
+	var active, added []int // entries serving the world size, in size order
+	p, q := 0, 0            // byLo[p:] have not started serving, byHi[q:] have not stopped
 	for ci, r := range cuts {
 		if r > maxR {
 			break
@@ -416,41 +504,37 @@ func (s *Set) coverage(ctx context.Context) (diag.List, error) {
 		if ci+1 < len(cuts) {
 			hi = cuts[ci+1] - 1
 		}
-		var in []int
-		for i, e := range s.Entries {
-			if e.RanksLo <= r && r <= e.RanksHi {
-				in = append(in, i)
+		if q < n && s.Entries[byHi[q]].RanksHi < r { // some stop serving: one pass drops them all
+			for q < n && s.Entries[byHi[q]].RanksHi < r {
+				q++
+			}
+			active = slices.DeleteFunc(active, func(i int) bool { return s.Entries[i].RanksHi < r })
+		}
+		added = added[:0]
+		for ; p < n && s.Entries[byLo[p]].RanksLo <= r; p++ {
+			if s.Entries[byLo[p]].RanksHi >= r {
+				added = append(added, byLo[p])
 			}
 		}
-		what := fmt.Sprintf("ranks %s", rangeText(r, hi))
-		if len(in) == 0 {
+		if len(added) > 0 {
+			slices.SortFunc(added, func(a, b int) int { return rank[a] - rank[b] })
+			active = mergeBy(active, added, rank)
+		}
+		if len(active) == 0 {
 			// between two entries' world sizes: report at the entry that starts after the gap
-			next := -1
-			for i, e := range s.Entries {
-				if e.RanksLo > r && (next < 0 || e.RanksLo < s.Entries[next].RanksLo) {
-					next = i
-				}
-			}
-			errs.Add(diag.Shape, s.Entries[next].RanksPos, "a gap: no plan serves %s (at any size)", what)
-			continue
+			see(&slots[n+1], finding{rankGap, byLo[p], -1}, ci, r, hi, s.Entries[byLo[p]].RanksPos)
 		}
-		slices.SortStableFunc(in, func(a, b int) int {
-			return cmpInt(s.Entries[a].SizeLo, s.Entries[b].SizeLo)
-		})
 		end := int64(0)
 		last := -1
-		for _, i := range in {
+		for _, i := range active {
 			e := &s.Entries[i]
 			switch {
 			case e.SizeLo > end:
-				d := errs.Add(diag.Shape, e.SizePos, "a gap: no plan serves sizes %s at %s", sizeRangeText(end, e.SizeLo), what)
-				if last >= 0 {
+				if d := see(&slots[i], finding{sizeGap, i, last}, ci, r, hi, e.SizePos); d != nil && last >= 0 {
 					d.Related = append(d.Related, diag.Related{Pos: s.Entries[last].SizePos, Label: "the sizes below the gap end here"})
 				}
 			case e.SizeLo < end:
-				if !seen[[2]int{last, i}] {
-					seen[[2]int{last, i}] = true
-					d := errs.Add(diag.Shape, e.SizePos, "an overlap: sizes %s at %s are served by two plans", sizeRangeText(e.SizeLo, min(end, e.SizeHi)), what)
+				if d := see(&slots[i], finding{overlap, i, last}, ci, r, hi, e.SizePos); d != nil {
 					d.Related = append(d.Related, diag.Related{Pos: s.Entries[last].SizePos, Label: "the other plan serving them"})
 				}
 			}
@@ -458,11 +542,49 @@ func (s *Set) coverage(ctx context.Context) (diag.List, error) {
 				end, last = e.SizeHi, i
 			}
 		}
-		if end != Unbounded {
-			errs.Add(diag.Shape, s.Entries[last].SizePos, "a gap: no plan serves sizes from %s on at %s (end the last range with `..`)", formatSize(end), what)
+		if last >= 0 && end != Unbounded {
+			see(&slots[n], finding{tailGap, last, last}, ci, r, hi, s.Entries[last].SizePos)
 		}
 	}
+	for _, x := range shown {
+		what := fmt.Sprintf("ranks %s", rangeText(x.lo, x.hi))
+		end := int64(0)
+		if x.f.last >= 0 {
+			end = s.Entries[x.f.last].SizeHi
+		}
+		e := &s.Entries[x.f.i]
+		switch x.f.kind {
+		case rankGap:
+			x.d.Msg = fmt.Sprintf("a gap: no plan serves %s (at any size)", what)
+		case sizeGap:
+			x.d.Msg = fmt.Sprintf("a gap: no plan serves sizes %s at %s", sizeRangeText(end, e.SizeLo), what)
+		case overlap:
+			x.d.Msg = fmt.Sprintf("an overlap: sizes %s at %s are served by two plans", sizeRangeText(e.SizeLo, min(end, e.SizeHi)), what)
+		case tailGap:
+			x.d.Msg = fmt.Sprintf("a gap: no plan serves sizes from %s on at %s (end the last range with `..`)", formatSize(end), what)
+		}
+	}
+	if found > maxCoverage {
+		errs.Add(diag.Limit, first, "and %d more gaps and overlaps, the first of them here: a set's check reports at most %d", found-maxCoverage, maxCoverage)
+	}
 	return errs, nil
+}
+
+// mergeBy merges b into a, both sorted by key, and returns the result (in a's array when it
+// has room).
+func mergeBy(a, b []int, key []int) []int {
+	out := slices.Grow(a, len(b))[:len(a)+len(b)]
+	i, j := len(a)-1, len(b)-1
+	for k := len(out) - 1; j >= 0; k-- {
+		if i >= 0 && key[a[i]] > key[b[j]] {
+			out[k] = a[i]
+			i--
+		} else {
+			out[k] = b[j]
+			j--
+		}
+	}
+	return out
 }
 
 func cmpInt(a, b int64) int {

@@ -3,6 +3,7 @@ package planset
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,4 +200,40 @@ func TestCheckStops(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, messages(gap.Check(context.Background(), nil)), "ranks 3 has no plan")
 	assert.Same(t, cause, gap.Check(ctx, nil))
+}
+
+// TestCoverageOnce: a gap or an overlap is reported once for the world sizes in a row where it
+// holds, not once for each range of world sizes the other lines cut, and at most maxCoverage
+// of them, then how many more. A set whose lines each start one world size after the last
+// used to get a gap per line per world size: 500 lines, 125,750 of them.
+func TestCoverageOnce(t *testing.T) {
+	t.Parallel()
+	// the gap between a and b holds at ranks 2..4 (c serves the rest) and 5..8 (d does)
+	_, err := load(t, "collective allreduce\nplan allreduce_a.dag sizes 0..1KiB ranks 2..8\nplan allreduce_b.dag sizes 2KiB..4KiB ranks 2..8\n"+
+		"plan allreduce_c.dag sizes 4KiB.. ranks 2..4\nplan allreduce_d.dag sizes 4KiB.. ranks 5..8\n")
+	assert.Equal(t, []string{"dir/x.set:3:28: a gap: no plan serves sizes 1KiB..2KiB at ranks 2..8"}, messages(err))
+	_, err = load(t, "collective allreduce\nplan allreduce_a.dag sizes 0..4KiB ranks 2..8\nplan allreduce_b.dag sizes 1KiB.. ranks 2..8\n"+
+		"plan allreduce_c.dag sizes 0.. ranks 9..16\nplan allreduce_d.dag sizes 0.. ranks 9..16\n")
+	assert.Equal(t, []string{
+		"dir/x.set:3:28: an overlap: sizes 1KiB..4KiB at ranks 2..8 are served by two plans",
+		"dir/x.set:5:28: an overlap: sizes 0.. at ranks 9..16 are served by two plans",
+	}, messages(err))
+
+	const lines = 500
+	var b strings.Builder
+	b.WriteString("collective allreduce\n")
+	for i := range lines {
+		fmt.Fprintf(&b, "plan allreduce_a.dag sizes %d..%d ranks %d..%d\n", 2*i+1, 2*i+2, i+1, lines)
+	}
+	_, err = load(t, b.String())
+	var l diag.List
+	require.ErrorAs(t, err, &l)
+	require.Len(t, l, maxCoverage+1)
+	// each line's gap below it, at every world size from the line's on; the gap above the last
+	// line at each world size
+	assert.Equal(t, "dir/x.set:2:28: a gap: no plan serves sizes 0..1 at ranks 1..500", l[0].Error())
+	assert.Equal(t, "dir/x.set:2:28: a gap: no plan serves sizes from 2 on at ranks 1 (end the last range with `..`)", l[1].Error())
+	assert.Equal(t, "dir/x.set:3:28: a gap: no plan serves sizes 2..3 at ranks 2..500", l[2].Error())
+	assert.Equal(t, "dir/x.set:27:28: and 950 more gaps and overlaps, the first of them here: a set's check reports at most 50", l[maxCoverage].Error())
+	assert.Equal(t, diag.Limit, l[maxCoverage].Code)
 }
