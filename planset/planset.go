@@ -248,6 +248,7 @@ func parseEntry(toks []token, pos func(token) diag.Pos) (Entry, *diag.Diagnostic
 	}
 	e.Path = toks[1].text
 	var haveSizes, haveRanks bool
+	var given map[string]string // the -p values by name
 	for k := 2; k < len(toks); k++ {
 		t := toks[k]
 		if k+1 >= len(toks) {
@@ -267,11 +268,25 @@ func parseEntry(toks []token, pos func(token) diag.Pos) (Entry, *diag.Diagnostic
 				err = errors.New("a world size is at least 1")
 			}
 		case "-p":
-			if name, _, ok := strings.Cut(v.text, "="); !ok {
+			// the checker parses the params again (planner.SetPlanExpects): what it would refuse
+			// is refused here, at the param, rather than at the line as the plan's error
+			name, val, ok := strings.Cut(v.text, "=")
+			switch {
+			case !ok || name == "" || val == "":
 				err = errors.New("write -p NAME=VALUE")
-			} else if name == "ranks" {
+			case name == "ranks":
 				err = errors.New("the line's `ranks` gives the world size; the plan gets it from there")
+			case given[name] != "":
+				err = fmt.Errorf("%s is given twice on the line (%s=%s before)", name, name, given[name])
+			default:
+				if _, perr := intlit.Parse(val); perr != nil { // at the value, after NAME=
+					return e, diag.Errorf(diag.Syntax, pos(token{val, v.col + len(name) + 1}), "%s %q: %v", t.text, v.text, perr)
+				}
 			}
+			if given == nil {
+				given = map[string]string{}
+			}
+			given[name] = val
 			e.Params = append(e.Params, v.text)
 		default:
 			return e, diag.Errorf(diag.Syntax, pos(t), "unknown word %q: a plan line takes sizes, ranks and -p", t.text)

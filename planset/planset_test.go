@@ -83,6 +83,9 @@ func TestGoodSet(t *testing.T) {
 	s, err = load(t, "collective allreduce\nsize-param count_2\nplan allreduce_a.dag sizes 0.. ranks 2\n")
 	require.NoError(t, err)
 	assert.Equal(t, "count_2", s.SizeParam)
+	s, err = load(t, "collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2 -p n=1KiB -p k=-4 -p m=0x10\n")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n=1KiB", "k=-4", "m=0x10"}, s.Entries[0].Params)
 }
 
 func TestIsSet(t *testing.T) {
@@ -132,6 +135,15 @@ func TestSetErrors(t *testing.T) {
 			[]string{`dir/x.set:2:38: ranks "2..4KiB": not a world size`}},
 		{"collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2.. -p ranks=2\n",
 			[]string{"dir/x.set:2:45: -p \"ranks=2\": the line's `ranks` gives the world size"}},
+		// a -p value the checker would refuse is refused at the value, not at the line's `plan`
+		{"collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2.. -p n=abc\n",
+			[]string{`dir/x.set:2:47: -p "n=abc": invalid integer literal "abc": unexpected 'a'`}},
+		{"collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2.. -p n=9223372036854775808\n",
+			[]string{`dir/x.set:2:47: -p "n=9223372036854775808": integer literal 9223372036854775808 overflows`}},
+		{"collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2.. -p n=4 -p n=8\n",
+			[]string{`dir/x.set:2:52: -p "n=8": n is given twice on the line (n=4 before)`}},
+		{"collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2.. -p n= -p =4\n",
+			[]string{`dir/x.set:2:45: -p "n=": write -p NAME=VALUE`}},
 		{"collective allreduce\nplan allreduce_a.dag sizes 0..\n",
 			[]string{"dir/x.set:2:1: the plan line has no `ranks R..S`"}},
 		{"collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2 root 3\n",
