@@ -12,11 +12,12 @@ import (
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/msccl"
 	"github.com/coredag/coredag/planner/elaborate"
+	"github.com/coredag/coredag/planset"
 )
 
 // SetPlanExpects returns a planset.Checker: it loads a set's plan file (at most dsl.MaxSource)
 // with its line's params at a world size, checked as Load checks it under opts and its ctx, and
-// returns its postconditions.
+// returns its postconditions. A plan set (planset.IsSet) is refused: sets do not nest.
 func SetPlanExpects(opts Options) func(ctx context.Context, path string, ranks int64, params []string) ([]ir.Expect, error) {
 	return func(ctx context.Context, path string, ranks int64, params []string) ([]ir.Expect, error) {
 		ps, err := elaborate.ParseParams(params)
@@ -27,6 +28,9 @@ func SetPlanExpects(opts Options) func(ctx context.Context, path string, ranks i
 		src, err := dsl.ReadFile(path)
 		if err != nil {
 			return nil, err
+		}
+		if planset.IsSet(path, src) { // else the set's language gets the plan's errors on every line
+			return nil, fmt.Errorf("%s is a plan set, not a plan: a set's lines name plan files, and sets do not nest", path)
 		}
 		g, err := Load(ctx, path, src, ps, opts)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -76,4 +78,19 @@ func TestSizeParamStops(t *testing.T) {
 	src := []byte("plan p\nparam n = 4\nbuffer data f32[3 * n] extern\n")
 	_, _, err := SizeParam(ctx, "p.dag", src, "n", 96, nil, elaborate.Options{})
 	assert.Same(t, cause, err)
+}
+
+// A set's line naming another set, by its name or by its first statement, gets one error that
+// says so, not the plan language's error on the set's first line.
+func TestSetPlanExpectsRefusesSets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	set := []byte("collective allreduce\nplan ring.dag sizes 0.. ranks 2\n")
+	check := SetPlanExpects(Options{})
+	for _, name := range []string{"inner.set", "inner.txt"} {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, set, 0o644))
+		_, err := check(t.Context(), path, 2, nil)
+		assert.EqualError(t, err, path+" is a plan set, not a plan: a set's lines name plan files, and sets do not nest")
+	}
 }

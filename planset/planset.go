@@ -247,6 +247,9 @@ func parseEntry(toks []token, pos func(token) diag.Pos) (Entry, *diag.Diagnostic
 		return e, diag.Errorf(diag.Syntax, pos(toks[0]), "write `plan FILE sizes A..B ranks R..S [-p NAME=VALUE ...]`")
 	}
 	e.Path = toks[1].text
+	if strings.HasSuffix(e.Path, ".set") { // IsSet's rule by name; the checker reads the others
+		return e, diag.Errorf(diag.Syntax, pos(toks[1]), "%s is a plan set, not a plan: a set's lines name plan files, and sets do not nest", e.Path)
+	}
 	var haveSizes, haveRanks bool
 	var given map[string]string // the -p values by name
 	for k := 2; k < len(toks); k++ {

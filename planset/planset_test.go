@@ -144,6 +144,8 @@ func TestSetErrors(t *testing.T) {
 			[]string{`dir/x.set:2:52: -p "n=8": n is given twice on the line (n=4 before)`}},
 		{"collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2.. -p n= -p =4\n",
 			[]string{`dir/x.set:2:45: -p "n=": write -p NAME=VALUE`}},
+		{"collective allreduce\nplan inner.set sizes 0.. ranks 2\n",
+			[]string{"dir/x.set:2:6: inner.set is a plan set, not a plan: a set's lines name plan files, and sets do not nest"}},
 		{"collective allreduce\nplan allreduce_a.dag sizes 0..\n",
 			[]string{"dir/x.set:2:1: the plan line has no `ranks R..S`"}},
 		{"collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2 root 3\n",
