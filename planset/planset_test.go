@@ -86,6 +86,8 @@ func TestGoodSet(t *testing.T) {
 	s, err = load(t, "collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2 -p n=1KiB -p k=-4 -p m=0x10\n")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"n=1KiB", "k=-4", "m=0x10"}, s.Entries[0].Params)
+	_, err = load(t, "collective allreduce\nplan allreduce_a.dag sizes 0.. ranks 2 -p k=-9223372036854775808\n")
+	require.NoError(t, err, "the least int64 is a value")
 }
 
 func TestIsSet(t *testing.T) {

@@ -50,25 +50,27 @@ func Format(n int64) string {
 
 // Parse reads an integer written as the language writes literals (42, 0x2a, 1_000, 4KiB),
 // with an optional leading minus sign: values given outside a plan, as in `coredag -p n=4KiB`.
+// It reads every 64-bit signed integer, -9223372036854775808 included.
 func Parse(s string) (int64, error) {
 	neg := strings.HasPrefix(s, "-")
-	v, msg := Value(strings.TrimPrefix(s, "-"))
+	v, msg := value(strings.TrimPrefix(s, "-"), neg)
 	if msg != "" {
 		return 0, errors.New(msg)
-	}
-	if neg {
-		v = -v
 	}
 	return v, nil
 }
 
 // Value returns the value of an integer literal (42, 0x2a, 1_000, 4KiB) or a message saying
 // what is wrong with it.
-func Value(raw string) (int64, string) {
-	digits, mult := raw, int64(1)
+func Value(raw string) (int64, string) { return value(raw, false) }
+
+// value reads the literal raw, negated when neg: its magnitude may then be 2^63, the least
+// int64's, which no literal reaches alone.
+func value(raw string, neg bool) (int64, string) {
+	digits, mult := raw, uint64(1)
 	for _, u := range units {
 		if strings.HasSuffix(raw, u.suffix) && len(raw) > len(u.suffix) {
-			digits, mult = raw[:len(raw)-len(u.suffix)], u.mult
+			digits, mult = raw[:len(raw)-len(u.suffix)], uint64(u.mult)
 			break
 		}
 	}
@@ -79,11 +81,20 @@ func Value(raw string) (int64, string) {
 	if msg := checkDigits(body, base); msg != "" {
 		return 0, fmt.Sprintf("invalid integer literal %q: %s", raw, msg)
 	}
-	u, err := strconv.ParseUint(strings.ReplaceAll(body, "_", ""), base, 64)
-	if err != nil || u > math.MaxInt64 || int64(u) > math.MaxInt64/mult {
-		return 0, fmt.Sprintf("integer literal %s overflows a 64-bit signed integer (largest is %d)", raw, int64(math.MaxInt64))
+	limit := uint64(math.MaxInt64)
+	if neg {
+		limit++ // 2^63
 	}
-	return int64(u) * mult, ""
+	u, err := strconv.ParseUint(strings.ReplaceAll(body, "_", ""), base, 64)
+	switch {
+	case (err != nil || u > limit/mult) && neg:
+		return 0, fmt.Sprintf("integer literal -%s overflows a 64-bit signed integer (smallest is %d)", raw, int64(math.MinInt64))
+	case err != nil || u > limit/mult:
+		return 0, fmt.Sprintf("integer literal %s overflows a 64-bit signed integer (largest is %d)", raw, int64(math.MaxInt64))
+	case neg:
+		return int64(-(u * mult)), "" // -2^63 wraps to itself, the least int64
+	}
+	return int64(u * mult), ""
 }
 
 // checkDigits checks the digits of a literal in base (underscores only between digits).

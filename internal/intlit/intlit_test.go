@@ -1,6 +1,7 @@
 package intlit
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -47,4 +48,30 @@ func TestFormat(t *testing.T) {
 		require.NoError(t, err, n)
 		assert.Equal(t, n, back, n)
 	}
+}
+
+// TestParseExtremes: Parse reads every int64, the least (-2^63, whose magnitude is no int64)
+// included, and refuses one past either end, saying which end.
+func TestParseExtremes(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]int64{
+		"-9223372036854775808": math.MinInt64, "-0x8000000000000000": math.MinInt64, "-8388608TiB": math.MinInt64,
+		"9223372036854775807": math.MaxInt64, "-9223372036854775807": -math.MaxInt64, "0x7fff_ffff_ffff_ffff": math.MaxInt64, "-0": 0,
+	} {
+		v, err := Parse(s)
+		require.NoError(t, err, s)
+		assert.Equal(t, want, v, s)
+	}
+	for s, want := range map[string]string{
+		"9223372036854775808":   "integer literal 9223372036854775808 overflows a 64-bit signed integer (largest is 9223372036854775807)",
+		"8388608TiB":            "integer literal 8388608TiB overflows a 64-bit signed integer (largest is 9223372036854775807)",
+		"-9223372036854775809":  "integer literal -9223372036854775809 overflows a 64-bit signed integer (smallest is -9223372036854775808)",
+		"-8388609TiB":           "integer literal -8388609TiB overflows a 64-bit signed integer (smallest is -9223372036854775808)",
+		"-18446744073709551616": "integer literal -18446744073709551616 overflows a 64-bit signed integer (smallest is -9223372036854775808)",
+	} {
+		_, err := Parse(s)
+		assert.EqualError(t, err, want, s)
+	}
+	_, msg := Value("9223372036854775808") // a literal in a plan: no minus sign is part of it
+	assert.Contains(t, msg, "overflows")
 }
