@@ -25,7 +25,10 @@ func (g *Graph) LandWeight(x OpID, r int, reg Slice, word bool) int64 {
 }
 
 // Landing is what lands in region reg of rank r in one iteration, as LandWeight weighs it: the
-// writes into a counted region, the sum of the atomic adds into a watched word.
+// writes into a counted region, the sum of the atomic adds into a watched word. The sum wraps
+// modulo 2^64, as the NIC's adds do: a caller reads it as a uint64, which is exact for the plans
+// the checks pass (they refuse a word whose adds can take it past the largest value of its type,
+// so the adds bring at most 2^64 - 1 in all).
 func (g *Graph) Landing(r int, reg Slice, word bool) int64 {
 	var n int64
 	for i := range g.Ops {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/big"
+	"math/bits"
 	"slices"
+	"strconv"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/stop"
@@ -28,15 +31,17 @@ import (
 // The orders are found without any ordering between the ops of a queue (ir.OrderNone): what a
 // wait proves holds on every transport.
 
-// waiter is a wait op with its contributors.
+// waiter is a wait op with its contributors. Its weights are unsigned: a word's adds are
+// positive, and may bring it from the bottom of its type to the top (newWaiter refuses a word
+// that they can take past it), which takes all of the 64 bits.
 type waiter struct {
 	op     ir.OpID
-	need   int64     // the weight that completes it
+	need   uint64    // the weight that completes it: writes, or how far the word must grow
 	from   []ir.OpID // the writes or adds that count
-	weight []int64   // their weights
+	weight []uint64  // their weights
 	word   bool      // a word's value, rather than a count of writes
-	total  int64     // the weight of all of from
-	start  int64     // where a word starts
+	total  uint64    // the weight of all of from
+	start  uint64    // where a word starts: its 8 bytes, read as its type says (wordString)
 }
 
 // resolveWaits computes g.Lands when g has wait ops and they are not known yet, or reports why
@@ -77,7 +82,8 @@ func resolveWaits(ctx context.Context, g *ir.Graph) diag.List {
 				return nil
 			}
 			after := adj.from(endOf(w.op), adj.after) // what happens only after w has ended
-			var can int64
+			// What can land before w ends: at most w.total, which newWaiter keeps within 64 bits.
+			var can uint64
 			for k, c := range w.from {
 				if !after[landOf(c)] {
 					can += w.weight[k]
@@ -130,16 +136,17 @@ func resolveWaits(ctx context.Context, g *ir.Graph) diag.List {
 
 // unreachable is the deadlock of a wait whose contributors that can land before it ends weigh
 // only can.
-func unreachable(g *ir.Graph, w *waiter, can int64) *diag.Diagnostic {
+func unreachable(g *ir.Graph, w *waiter, can uint64) *diag.Diagnostic {
 	op := &g.Ops[w.op]
 	at := g.PartPos(w.op, ir.PartDst)
 	if w.word {
+		value, start := wordString(g, op.Dst, uint64(op.A())), wordString(g, op.Dst, w.start)
 		if w.total < w.need {
-			return diag.Errorf(diag.Deadlock, at, "wait %s waits for %s to reach %d, but it starts at %d and the atomic adds to it bring %d in all: it can never complete (wait for less, or add the missing adds)",
-				g.OpString(w.op), g.SliceString(op.Dst), op.A(), w.start, w.total)
+			return diag.Errorf(diag.Deadlock, at, "wait %s waits for %s to reach %s, but it starts at %s and the atomic adds to it bring %d in all: it can never complete (wait for less, or add the missing adds)",
+				g.OpString(w.op), g.SliceString(op.Dst), value, start, w.total)
 		}
-		return diag.Errorf(diag.Deadlock, at, "deadlock: wait %s waits for %s to reach %d, but it starts at %d and the atomic adds that can land before the wait ends bring only %d: the others land only after it (through `after`, queue order or matching)",
-			g.OpString(w.op), g.SliceString(op.Dst), op.A(), w.start, can)
+		return diag.Errorf(diag.Deadlock, at, "deadlock: wait %s waits for %s to reach %s, but it starts at %s and the atomic adds that can land before the wait ends bring only %d: the others land only after it (through `after`, queue order or matching)",
+			g.OpString(w.op), g.SliceString(op.Dst), value, start, can)
 	}
 	if w.total < w.need {
 		land := "land"
@@ -154,7 +161,7 @@ func unreachable(g *ir.Graph, w *waiter, can int64) *diag.Diagnostic {
 }
 
 // writes is "1 write" or "N writes".
-func writes(n int64) string {
+func writes(n uint64) string {
 	if n == 1 {
 		return "1 write"
 	}
@@ -164,7 +171,7 @@ func writes(n int64) string {
 // newWaiter finds the contributors of wait id, or reports a word that a wait cannot watch.
 func newWaiter(g *ir.Graph, id ir.OpID) (*waiter, diag.List) {
 	op := &g.Ops[id]
-	w := &waiter{op: id, need: op.A(), word: op.WaitsWord()}
+	w := &waiter{op: id, need: uint64(op.A()), word: op.WaitsWord()} // a count is at least 1
 	r, region := int(op.Rank), op.Dst
 	var errs diag.List
 	overlaps := func(s ir.Slice) bool {
@@ -204,7 +211,7 @@ func newWaiter(g *ir.Graph, id ir.OpID) (*waiter, diag.List) {
 				continue
 			}
 			if v := g.LandWeight(xid, r, region, w.word); v > 0 {
-				w.from, w.weight = append(w.from, xid), append(w.weight, v)
+				w.from, w.weight = append(w.from, xid), append(w.weight, uint64(v))
 			}
 		}
 		if w.word && int(x.Rank) == r {
@@ -215,17 +222,32 @@ func newWaiter(g *ir.Graph, id ir.OpID) (*waiter, diag.List) {
 			}
 		}
 	}
+	var carry uint64 // the total, past 64 bits: only the adds of a word can get there
 	for _, v := range w.weight {
-		w.total += v
+		var c uint64
+		w.total, c = bits.Add64(w.total, v, 0)
+		carry += c
 	}
 	if w.word && len(errs) == 0 {
 		start, err := wordStart(g, r, region)
 		if err != "" {
 			errs = append(errs, diag.Errorf(diag.Shape, g.PartPos(id, ir.PartDst), "wait %s watches %s, %s", g.OpString(id), g.SliceString(region), err))
 		}
+		// The word only grows if its adds cannot take it past the largest value of its type:
+		// an add past it wraps around to the smallest (the NIC's adds are modulo 2^64), and a
+		// wait whose threshold was reached sees it fall back below.
+		from := wordLevel(g, region, start)
+		if _, c := bits.Add64(from, w.total, 0); err == "" && (c != 0 || carry != 0) {
+			b := &g.Buffers[region.Buf]
+			d := diag.Errorf(diag.Shape, g.PartPos(id, ir.PartDst), "wait %s watches %s, which starts at %s and to which the atomic adds bring %s in all: past %s, the largest %s, it wraps around, so its value does not only grow (start it lower, or add less)",
+				g.OpString(id), g.SliceString(region), wordString(g, region, start), bigSum(w.weight), wordString(g, region, wordTop(g, region)), b.Type)
+			d.Relate(b.Pos, "buffer "+b.Name)
+			errs = append(errs, d)
+		}
 		w.start = start
-		w.need -= start
-		if w.need <= 0 { // reached from the start: nothing to wait for
+		if to := wordLevel(g, region, uint64(op.A())); to > from {
+			w.need = to - from
+		} else { // reached from the start: nothing to wait for
 			w.need, w.from, w.weight = 0, nil, nil
 		}
 	}
@@ -252,9 +274,9 @@ func localWrites(x *ir.Op) []ir.Slice {
 // word starts.
 const maxWordBuffer = 1 << 20
 
-// wordStart is the value the word s starts with on rank r, from its buffer's init; or why it
-// cannot be known.
-func wordStart(g *ir.Graph, r int, s ir.Slice) (int64, string) {
+// wordStart is the value the word s starts with on rank r, from its buffer's init (its 8 bytes,
+// which wordString reads as its type says); or why it cannot be known.
+func wordStart(g *ir.Graph, r int, s ir.Slice) (uint64, string) {
 	b := &g.Buffers[s.Buf]
 	switch {
 	case b.Extern:
@@ -268,7 +290,44 @@ func wordStart(g *ir.Graph, r int, s ir.Slice) (int64, string) {
 	if err := b.Init(r, mem); err != nil {
 		return 0, fmt.Sprintf("whose init fails on rank %d: %v", r, err)
 	}
-	return int64(binary.LittleEndian.Uint64(mem[s.Off*8:])), ""
+	return binary.LittleEndian.Uint64(mem[s.Off*8:]), ""
+}
+
+// wordLevel is where the value v of word s (its 8 bytes) stands among the values of its type,
+// from 0 for the smallest to 2^64 - 1 for the largest: an add of a to the word raises its level
+// by a unless the sum passes 2^64 - 1 (the word wraps around), and a wait's threshold is
+// reached when the word's level is at least that of the threshold, as the engines compare
+// (signed for an i64, unsigned for a u64).
+func wordLevel(g *ir.Graph, s ir.Slice, v uint64) uint64 {
+	if g.Buffers[s.Buf].Type == ir.I64 {
+		return v ^ 1<<63
+	}
+	return v
+}
+
+// wordTop is the largest value of the type of word s, as its 8 bytes.
+func wordTop(g *ir.Graph, s ir.Slice) uint64 {
+	if g.Buffers[s.Buf].Type == ir.I64 {
+		return 1<<63 - 1
+	}
+	return 1<<64 - 1
+}
+
+// wordString is the value v of word s (its 8 bytes) in decimal, as its type reads it.
+func wordString(g *ir.Graph, s ir.Slice, v uint64) string {
+	if g.Buffers[s.Buf].Type == ir.I64 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatUint(v, 10)
+}
+
+// bigSum is the sum of ws in decimal, which may not fit in 64 bits.
+func bigSum(ws []uint64) string {
+	var sum, x big.Int
+	for _, v := range ws {
+		sum.Add(&sum, x.SetUint64(v))
+	}
+	return sum.String()
 }
 
 // waitAdj is the happens-before graph of the events with the orders found so far, for the
