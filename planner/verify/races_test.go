@@ -20,7 +20,7 @@ func ringGraph(b testing.TB, ranks int64) *ir.Graph {
 	return loadPlan(b, "../../testdata/scale/ring_allreduce.dag", map[string]int64{"ranks": ranks, "n": 1024})
 }
 
-func graphOf(t *testing.T, src string) *ir.Graph {
+func graphOf(t testing.TB, src string) *ir.Graph {
 	t.Helper()
 	f, err := dsl.Parse("t.dag", []byte(src))
 	require.NoError(t, err)

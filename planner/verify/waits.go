@@ -1,9 +1,11 @@
 package verify
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/big"
 	"math/bits"
 	"slices"
@@ -53,9 +55,17 @@ func resolveWaits(ctx context.Context, g *ir.Graph) diag.List {
 	}
 	var ws []*waiter
 	var groups diag.Group
+	var ix *landIndex
+	poll := stop.Every(ctx, waitPoll)
 	for i := range g.Ops {
+		if poll.Add(1+ix.takeWork()) != nil {
+			return nil
+		}
 		if g.Ops[i].Kind == ir.OpWait {
-			w, ds := newWaiter(g, ir.OpID(i))
+			if ix == nil {
+				ix = newLandIndex(g)
+			}
+			w, ds := newWaiter(g, ix, ir.OpID(i))
 			for _, d := range ds {
 				groups.Add(d, "wait", int(g.Ops[i].Rank))
 			}
@@ -81,7 +91,7 @@ func resolveWaits(ctx context.Context, g *ir.Graph) diag.List {
 			if stop.Cause(ctx) != nil { // each wait searches the graph: as long as the plan
 				return nil
 			}
-			after := adj.from(endOf(w.op), adj.after) // what happens only after w has ended
+			after := adj.from(endOf(w.op), &adj.after) // what happens only after w has ended
 			// What can land before w ends: at most w.total, which newWaiter keeps within 64 bits.
 			var can uint64
 			for k, c := range w.from {
@@ -99,7 +109,7 @@ func resolveWaits(ctx context.Context, g *ir.Graph) diag.List {
 				}
 				required := can-w.weight[k] < w.need
 				if !required {
-					later := adj.from(landOf(c), adj.later)
+					later := adj.from(landOf(c), &adj.later)
 					rest := can - w.weight[k]
 					for j, d := range w.from {
 						if j != k && !after[landOf(d)] && later[landOf(d)] {
@@ -168,8 +178,14 @@ func writes(n uint64) string {
 	return fmt.Sprintf("%d writes", n)
 }
 
-// newWaiter finds the contributors of wait id, or reports a word that a wait cannot watch.
-func newWaiter(g *ir.Graph, id ir.OpID) (*waiter, diag.List) {
+// waitPoll is how much work resolveWaits does, finding the contributors of the waits, between
+// two looks at its context (ops gone through, and nodes of landIndex visited): a millisecond or
+// so.
+const waitPoll = 1 << 14
+
+// newWaiter finds the contributors of wait id, or reports a word that a wait cannot watch. It
+// looks only at the ops that ix finds may land in the wait's region or write its word.
+func newWaiter(g *ir.Graph, ix *landIndex, id ir.OpID) (*waiter, diag.List) {
 	op := &g.Ops[id]
 	w := &waiter{op: id, need: uint64(op.A()), word: op.WaitsWord()} // a count is at least 1
 	r, region := int(op.Rank), op.Dst
@@ -177,22 +193,15 @@ func newWaiter(g *ir.Graph, id ir.OpID) (*waiter, diag.List) {
 	overlaps := func(s ir.Slice) bool {
 		return s.Valid() && s.Overlaps(region)
 	}
-	peer := func(x *ir.Op) int {
-		if x.Queue == ir.None {
-			return int(x.Rank)
-		}
-		return g.Queues[x.Queue].PeerRank
-	}
 	bad := func(x ir.OpID, what string) {
 		d := diag.Errorf(diag.Shape, g.PartPos(id, ir.PartDst), "wait %s watches %s, which %s %s: a wait's word may change only by atomic adds of positive values, so that its value only grows",
 			g.OpString(id), g.SliceString(region), g.Ops[x].Name, what)
 		d.Relate(g.Ops[x].Pos, fmt.Sprintf("%s %s", g.Ops[x].Kind, g.Ops[x].Name))
 		errs = append(errs, d)
 	}
-	for i := range g.Ops {
-		x := &g.Ops[i]
-		xid := ir.OpID(i)
-		if x.Kind.OnQueue() && peer(x) == r {
+	for _, xid := range ix.find(r, region, w.word) {
+		x := &g.Ops[xid]
+		if x.Kind.OnQueue() && landRank(g, x) == r {
 			switch {
 			case x.Kind == ir.OpWrite && w.word && overlaps(x.Dst):
 				bad(xid, "a write changes")
@@ -255,6 +264,159 @@ func newWaiter(g *ir.Graph, id ir.OpID) (*waiter, diag.List) {
 		return nil, errs
 	}
 	return w, nil
+}
+
+// landRank is the rank where the data of op x, on a queue, lands.
+func landRank(g *ir.Graph, x *ir.Op) int {
+	if x.Queue == ir.None {
+		return int(x.Rank)
+	}
+	return g.Queues[x.Queue].PeerRank
+}
+
+// landIndex finds, for newWaiter, the ops that may matter to a wait among all of the plan's,
+// so that it need not go through every op for each wait (n waits for n writes took n^2 steps):
+// the writes and atomics by the rank and buffer they land in, and, when some wait watches a
+// word, the local writes (localWrites) by their rank and buffer; each (rank, buffer) has its
+// slices in a spanTree. newWaiter acts on no other op: of the ops on a queue, it weighs or
+// refuses only writes and atomics (a send's data lands through the recv that takes it, a local
+// write of the recv's rank).
+type landIndex struct {
+	remote, local map[rankBuf]*spanTree // local only when some wait watches a word
+	found         []ir.OpID             // find's result, until its next call
+	stack         []int32               // find's scratch
+	work          int                   // the tree nodes find visited, since takeWork
+}
+
+// rankBuf is a buffer of a rank.
+type rankBuf struct {
+	rank int
+	buf  ir.BufID
+}
+
+func newLandIndex(g *ir.Graph) *landIndex {
+	type span struct {
+		off, end int64
+		op       ir.OpID
+	}
+	remote := map[rankBuf][]span{}
+	var local map[rankBuf][]span
+	for i := range g.Ops {
+		if g.Ops[i].WaitsWord() {
+			local = map[rankBuf][]span{}
+			break
+		}
+	}
+	for i := range g.Ops {
+		x := &g.Ops[i]
+		switch x.Kind {
+		case ir.OpWrite, ir.OpAtomicAdd, ir.OpAtomicCAS:
+			if x.Dst.Valid() {
+				k := rankBuf{landRank(g, x), x.Dst.Buf}
+				remote[k] = append(remote[k], span{x.Dst.Off, x.Dst.Off + x.Dst.Len, ir.OpID(i)})
+			}
+		}
+		if local != nil {
+			for _, s := range localWrites(x) {
+				if s.Valid() {
+					k := rankBuf{int(x.Rank), s.Buf}
+					local[k] = append(local[k], span{s.Off, s.Off + s.Len, ir.OpID(i)})
+				}
+			}
+		}
+	}
+	trees := func(m map[rankBuf][]span) map[rankBuf]*spanTree {
+		if m == nil {
+			return nil
+		}
+		ts := make(map[rankBuf]*spanTree, len(m))
+		for k, spans := range m {
+			slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.off, b.off) })
+			t := &spanTree{off: make([]int64, len(spans)), op: make([]ir.OpID, len(spans))}
+			leaves := 1
+			for leaves < len(spans) {
+				leaves *= 2
+			}
+			t.top = make([]int64, 2*leaves)
+			for j := range t.top[leaves:] {
+				t.top[leaves+j] = math.MinInt64
+			}
+			for j, sp := range spans {
+				t.off[j], t.op[j], t.top[leaves+j] = sp.off, sp.op, sp.end
+			}
+			for j := leaves - 1; j > 0; j-- {
+				t.top[j] = max(t.top[2*j], t.top[2*j+1])
+			}
+			ts[k] = t
+		}
+		return ts
+	}
+	return &landIndex{remote: trees(remote), local: trees(local)}
+}
+
+// spanTree is the slices of one buffer of a rank that ops write, as closed spans [off, end]
+// sorted by off: leaf j of a complete binary tree (node k has children 2k and 2k + 1, the root
+// is node 1, the leaves are the last half) holds span j, and top holds the largest end under
+// each node, so that the spans that meet a region are found by going down only where some do.
+type spanTree struct {
+	off []int64   // the spans' starts, sorted
+	op  []ir.OpID // the op of each span
+	top []int64   // the largest end under each node: the end of a leaf's span, MinInt64 past the last
+}
+
+// find returns the ops of spans that meet the closed span of region on rank r: those that land
+// there and, for a word (local), those that write it on r; sorted, each once. Closed, the spans
+// that meet include those of the slices that overlap the region and those wholly inside it,
+// empty ones at its edges too (ir.Slice.Within). The result is ix's, until the next call.
+func (ix *landIndex) find(r int, region ir.Slice, local bool) []ir.OpID {
+	ix.found = ix.found[:0]
+	k := rankBuf{r, region.Buf}
+	ix.meet(ix.remote[k], region.Off, region.Off+region.Len)
+	if local {
+		ix.meet(ix.local[k], region.Off, region.Off+region.Len)
+	}
+	slices.Sort(ix.found)
+	ix.found = slices.Compact(ix.found)
+	return ix.found
+}
+
+// meet adds to ix.found the ops of the spans of t that meet [lo, hi]: those that start at or
+// before hi (a prefix of the sorted spans) and end at or after lo.
+func (ix *landIndex) meet(t *spanTree, lo, hi int64) {
+	if t == nil {
+		return
+	}
+	n, _ := slices.BinarySearch(t.off, hi+1) // spans [0, n) start at or before hi
+	leaves := int32(len(t.top) / 2)
+	ix.stack = append(ix.stack[:0], 1)
+	for len(ix.stack) > 0 {
+		k := ix.stack[len(ix.stack)-1]
+		ix.stack = ix.stack[:len(ix.stack)-1]
+		ix.work++
+		if t.top[k] < lo {
+			continue
+		}
+		// The first leaf under k: k shifted left down to the leaves' depth.
+		first := k << (bits.Len32(uint32(leaves)) - bits.Len32(uint32(k)))
+		if int(first-leaves) >= n {
+			continue
+		}
+		if k >= leaves {
+			ix.found = append(ix.found, t.op[k-leaves])
+			continue
+		}
+		ix.stack = append(ix.stack, 2*k+1, 2*k)
+	}
+}
+
+// takeWork returns the work of ix's lookups since the last call (0 for a nil ix), for a poll.
+func (ix *landIndex) takeWork() int {
+	if ix == nil {
+		return 0
+	}
+	w := ix.work
+	ix.work = 0
+	return w
 }
 
 // localWrites are the local slices op x writes on its own rank.
@@ -334,13 +496,21 @@ func bigSum(ws []uint64) string {
 // searches of resolveWaits.
 type waitAdj struct {
 	start, succ  []int32
-	after, later []bool // the sets of the two searches resolveWaits keeps at once
+	after, later reached // the sets of the two searches resolveWaits keeps at once
 	stack        []int32
+}
+
+// reached is a set of events that a search of waitAdj reached, with the list of them, so that
+// the next search clears only those: a search from a wait often reaches few events, and clearing
+// every event for each wait took time in the number of waits times the number of ops.
+type reached struct {
+	seen []bool
+	list []int32
 }
 
 func newWaitAdj(g *ir.Graph, lands []ir.Edge) *waitAdj {
 	n := 3 * len(g.Ops)
-	a := &waitAdj{start: make([]int32, n+1), after: make([]bool, n), later: make([]bool, n)}
+	a := &waitAdj{start: make([]int32, n+1), after: reached{seen: make([]bool, n)}, later: reached{seen: make([]bool, n)}}
 	each := func(add func(x, y event)) {
 		hbEdges(g, true, ir.OrderNone, add)
 		for _, e := range lands {
@@ -360,9 +530,14 @@ func newWaitAdj(g *ir.Graph, lands []ir.Edge) *waitAdj {
 	return a
 }
 
-// from fills seen with the events reachable from e (e excluded unless on a cycle) and returns it.
-func (a *waitAdj) from(e event, seen []bool) []bool {
-	clear(seen)
+// from fills r with the events reachable from e (e excluded unless on a cycle), in place of
+// those of its last search, and returns its set.
+func (a *waitAdj) from(e event, r *reached) []bool {
+	seen := r.seen
+	for _, v := range r.list {
+		seen[v] = false
+	}
+	r.list = r.list[:0]
 	a.stack = append(a.stack[:0], a.succ[a.start[e]:a.start[e+1]]...)
 	for len(a.stack) > 0 {
 		v := a.stack[len(a.stack)-1]
@@ -371,6 +546,7 @@ func (a *waitAdj) from(e event, seen []bool) []bool {
 			continue
 		}
 		seen[v] = true
+		r.list = append(r.list, v)
 		a.stack = append(a.stack, a.succ[a.start[v]:a.start[v+1]]...)
 	}
 	return seen

@@ -2,9 +2,16 @@ package verify
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coredag/coredag/internal/stoptest"
+	"github.com/coredag/coredag/ir"
 )
 
 // wordPlan is a plan of two ranks in which rank 1 makes the atomic adds adds (op statements)
@@ -93,6 +100,126 @@ func TestWaitWords(t *testing.T) {
 				got = append(got, d.Error())
 			}
 			assert.Equal(t, tt.want, got, "%s", tt.src)
+		})
+	}
+}
+
+// TestLandIndex: the ops landIndex finds for a region are those whose slices meet it, the ends
+// included, as a look through every op finds them; among them, every op that newWaiter acts on
+// (one that overlaps the region, or that counts for a wait on it). Writes, atomics and copies
+// land in random slices of a small buffer, empty ones too, and every region of it is looked up.
+func TestLandIndex(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 0))
+	const n = 12
+	for plan := range 30 {
+		var src strings.Builder
+		fmt.Fprintf(&src, "plan p\nparam ranks = 2\nbuffer src u64[%d]\nbuffer dst u64[%d] remote_write remote_atomic\nqueue q to 1 - rank\n", n, n)
+		src.WriteString("op word = wait dst[0] >= 1\n") // so that the local writes are indexed too
+		for i := range 40 {
+			off, l := rng.IntN(n+1), 0
+			if off < n {
+				l = rng.IntN(min(4, n-off) + 1)
+			}
+			switch rng.IntN(4) {
+			case 0:
+				fmt.Fprintf(&src, "op x%d = write q src[0:%d] to dst[%d:%d]\n", i, l, off, off+l)
+			case 1:
+				fmt.Fprintf(&src, "op x%d = copy src[0:%d] to dst[%d:%d]\n", i, l, off, off+l)
+			case 2:
+				fmt.Fprintf(&src, "op x%d = atomic add q dst[%d] 1\n", i, min(off, n-1))
+			default:
+				fmt.Fprintf(&src, "op x%d = atomic cas q dst[%d] 0 1\n", i, min(off, n-1))
+			}
+		}
+		g := graphOf(t, src.String())
+		ix := newLandIndex(g)
+		require.NotNil(t, ix.local)
+		dst := g.Ops[0].Dst.Buf
+		for r := range 2 {
+			for lo := int64(0); lo <= n; lo++ {
+				for hi := lo; hi <= n; hi++ {
+					region := ir.Slice{Buf: dst, Off: lo, Len: hi - lo}
+					for _, word := range []bool{false, true} {
+						meets := func(s ir.Slice) bool { return s.Valid() && s.Buf == dst && s.Off <= hi && s.Off+s.Len >= lo }
+						var want, acts []ir.OpID
+						for i := range g.Ops {
+							x, id := &g.Ops[i], ir.OpID(i)
+							remote := (x.Kind == ir.OpWrite || x.Kind.IsAtomic()) && landRank(g, x) == r
+							local := word && int(x.Rank) == r && slices.ContainsFunc(localWrites(x), meets)
+							if remote && meets(x.Dst) || local {
+								want = append(want, id)
+							}
+							if x.Kind.OnQueue() && landRank(g, x) == r && (x.Dst.Valid() && x.Dst.Overlaps(region) || g.LandWeight(id, r, region, word) > 0) ||
+								word && int(x.Rank) == r && slices.ContainsFunc(localWrites(x), func(s ir.Slice) bool { return s.Valid() && s.Overlaps(region) }) {
+								acts = append(acts, id)
+							}
+						}
+						got := append([]ir.OpID(nil), ix.find(r, region, word)...)
+						require.Equal(t, want, got, "plan %d, rank %d, %s, word %v:\n%s", plan, r, g.SliceString(region), word, src.String())
+						for _, id := range acts {
+							require.Contains(t, got, id, "plan %d, rank %d, %s, word %v:\n%s", plan, r, g.SliceString(region), word, src.String())
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// waitsPlan is a plan of k writes on each rank, and k waits for them, each for the one write
+// into its own element: as many waits as writes.
+func waitsPlan(t testing.TB, k int) *ir.Graph {
+	return graphOf(t, fmt.Sprintf(`plan waits
+param ranks = 2
+buffer src u64[%d] init i
+buffer dst u64[%d] remote_write
+queue q to 1 - rank depth 32768
+for i in 0 .. %d {
+  op w[i] = write q src[i : i + 1] to dst[i : i + 1]
+  op g[i] = wait 1 writes to dst[i : i + 1]
+}
+`, k, k, k))
+}
+
+// TestWaitsStopped: stopped by its context, at its first look or half way, resolveWaits returns
+// nothing and leaves g.Lands unset; a later call with a live context finds what a first one
+// does. Its first look comes as it finds the waits' contributors: before, that step looked at
+// no context, and a check of many waits could not be stopped until it was through.
+func TestWaitsStopped(t *testing.T) {
+	t.Parallel()
+	const k = 3000
+	fresh := waitsPlan(t, k)
+	all := stoptest.CancelAt(0)
+	require.Empty(t, resolveWaits(all, fresh))
+	require.Len(t, fresh.Lands, 2*k)
+	looks := all.Count()
+	require.Greater(t, looks, int64(2*2*k), "a look per wait in each of the two rounds, and some as the contributors are found")
+	for _, at := range []int64{1, looks / 2} {
+		g := waitsPlan(t, k)
+		ctx := stoptest.CancelAt(at)
+		assert.Empty(t, resolveWaits(ctx, g), "cancelled at look %d of %d", at, looks)
+		assert.Nil(t, g.Lands, "cancelled at look %d of %d", at, looks)
+		assert.LessOrEqual(t, ctx.Count(), at+1, "no look after the one that found it cancelled (which asks for its cause)")
+		require.Empty(t, resolveWaits(t.Context(), g))
+		assert.Equal(t, fresh.Lands, g.Lands)
+	}
+}
+
+// BenchmarkResolveWaits finds the orders of k waits, each for one of k writes: the time per
+// wait stays about the same as k grows (before, newWaiter went through every op for each wait).
+func BenchmarkResolveWaits(b *testing.B) {
+	for _, k := range []int{1000, 4000, 16000} {
+		g := waitsPlan(b, k)
+		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				g.Lands = nil
+				if errs := resolveWaits(b.Context(), g); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(2*k), "ns/wait")
 		})
 	}
 }
