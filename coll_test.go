@@ -339,6 +339,12 @@ func TestInitContext(t *testing.T) {
 // initWorlds inits one Coll per rank over chanWorlds, data bound.
 func initWorlds(t *testing.T, p *Plan, ranks int) []*Coll {
 	t.Helper()
+	return initWrapped(t, p, ranks, func(w World) World { return w })
+}
+
+// initWrapped is initWorlds with each rank's World wrapped by wrap.
+func initWrapped(t *testing.T, p *Plan, ranks int, wrap func(World) World) []*Coll {
+	t.Helper()
 	worlds := chanWorlds(ranks)
 	colls := make([]*Coll, ranks)
 	errs := make([]error, ranks)
@@ -347,7 +353,7 @@ func initWorlds(t *testing.T, p *Plan, ranks int) []*Coll {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if colls[r], errs[r] = p.Init(context.Background(), worlds[r]); errs[r] == nil {
+			if colls[r], errs[r] = p.Init(context.Background(), wrap(worlds[r])); errs[r] == nil {
 				errs[r] = colls[r].Bind("data", make([]byte, p.graph.Buffers[0].Bytes()))
 			}
 		}()

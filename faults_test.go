@@ -107,24 +107,8 @@ func (w panicWorld) Allgather(ctx context.Context, send, recv []byte) error {
 // ErrInternal, and the Coll closes; it used to end the process (the runtime's lock, released
 // around the World call, was unlocked a second time on the panic's way out).
 func TestWorldPanics(t *testing.T) {
-	p := openRing(t, 2, 8, true)
 	var armed atomic.Bool
-	worlds := chanWorlds(2)
-	colls := make([]*Coll, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := range colls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if colls[r], errs[r] = p.Init(context.Background(), panicWorld{worlds[r], &armed}); errs[r] == nil {
-				errs[r] = colls[r].Bind("data", make([]byte, p.graph.Buffers[0].Bytes()))
-			}
-		}()
-	}
-	wg.Wait()
-	require.NoError(t, errs[0])
-	require.NoError(t, errs[1])
+	colls := initWrapped(t, openRing(t, 2, 8, true), 2, func(w World) World { return panicWorld{w, &armed} })
 	startAll(t, colls) // the first start connects the queues
 	armed.Store(true)
 	for _, c := range colls {
