@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -343,4 +344,40 @@ func TestPrintLongLine(t *testing.T) {
 			t.Fatalf("col %d: caret at %d under %q", col, caret, string(shown[min(caret, len(shown)-1)]))
 		}
 	}
+}
+
+// TestPrintLongLineCopiesWindow: quoting a line copies the window it shows, not the line, so
+// printing many diagnostics on a megabyte line (a file of one long run of invalid characters)
+// allocates about what it prints. It used to copy the whole line for each diagnostic.
+func TestPrintLongLineCopiesWindow(t *testing.T) {
+	const n = 200
+	line := bytes.Repeat([]byte("$"), 4<<20)
+	src := Sources{"wide.dag": append([]byte("plan p\n"), line...)}
+	var l List
+	for i := 0; i < n; i++ {
+		l.Add(Syntax, At("wide.dag", 2, i*(len(line)/n)+1), "invalid character '$'")
+	}
+	var out bytes.Buffer
+	out.Grow(1 << 20)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	Print(&out, l, src)
+	runtime.ReadMemStats(&after)
+	text := out.String()
+	if got := strings.Count(text, "\n"); got != 3*n {
+		t.Fatalf("%d lines printed, want %d", got, 3*n)
+	}
+	for i, ln := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		if i%3 == 1 && len(ln) > 4+maxQuoted+2*len("…") {
+			t.Fatalf("line %d: quoted %d bytes", i, len(ln))
+		}
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("printing %d diagnostics on a %d-byte line allocated %d bytes; the line is copied", n, len(line), alloc)
+	}
+	// Line still returns the whole line.
+	whole, ok := src.Line("wide.dag", 2)
+	eq(t, ok, true)
+	eq(t, len(whole), len(line))
 }

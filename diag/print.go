@@ -16,14 +16,17 @@ type Sources map[string][]byte
 // Line returns the text of line n (1-based) of file, without its line break (LF, CRLF or a lone
 // CR, as LineStarts counts lines) and, on line 1, without a byte-order mark.
 func (s Sources) Line(file string, n int) (string, bool) {
-	return s.line(map[string][]int{}, file, n)
+	line, ok := s.line(map[string][]int{}, file, n)
+	return string(line), ok
 }
 
-// line is Line with the line starts of each file kept in starts between calls.
-func (s Sources) line(cache map[string][]int, file string, n int) (string, bool) {
+// line is Line with the line starts of each file kept in cache between calls. The line is a
+// slice of the source, not a copy: a printer quotes a window of it (clip), and a generated line
+// may be megabytes long.
+func (s Sources) line(cache map[string][]int, file string, n int) ([]byte, bool) {
 	src, ok := s[file]
 	if !ok || n < 1 {
-		return "", false
+		return nil, false
 	}
 	starts, ok := cache[file]
 	if !ok {
@@ -31,7 +34,7 @@ func (s Sources) line(cache map[string][]int, file string, n int) (string, bool)
 		cache[file] = starts
 	}
 	if n > len(starts) {
-		return "", false
+		return nil, false
 	}
 	end := len(src)
 	if n < len(starts) {
@@ -40,7 +43,7 @@ func (s Sources) line(cache map[string][]int, file string, n int) (string, bool)
 	line := src[starts[n-1]:end]
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	line = bytes.TrimSuffix(line, []byte("\r"))
-	return string(line), true
+	return line, true
 }
 
 // bom is the UTF-8 byte-order mark some editors put at the start of a file.
@@ -84,9 +87,9 @@ func Print(w io.Writer, err error, src Sources) {
 	lines := map[string][]int{} // line starts of each quoted file, found once
 	for _, d := range list {
 		fmt.Fprintln(w, EscapeControls(d.Error()))
-		if line, ok := src.line(lines, d.Pos.Filename(), int(d.Pos.Line)); ok && d.Pos.IsValid() {
-			col := min(int(d.Pos.Col)-1, len(line))
-			line, col = clip(line, max(col, 0))
+		if whole, ok := src.line(lines, d.Pos.Filename(), int(d.Pos.Line)); ok && d.Pos.IsValid() {
+			col := min(int(d.Pos.Col)-1, len(whole))
+			line, col := clip(whole, max(col, 0)) // a copy of the window only
 			shown := escape(line, "\t")
 			pad := caretPad(shown, len(escape(line[:col], "\t"))+1)
 			fmt.Fprintf(w, "    %s\n    %s^\n", expandTabs(shown), pad)
@@ -102,10 +105,11 @@ func Print(w io.Writer, err error, src Sources) {
 const maxQuoted = 160
 
 // clip cuts line to at most maxQuoted bytes around byte column col (0-based), on character
-// boundaries, and returns the column within what it kept, "…" included.
-func clip(line string, col int) (string, int) {
+// boundaries, and returns the column within what it kept, "…" included. Only what it keeps is
+// copied, so quoting a long line costs the same as quoting a short one.
+func clip(line []byte, col int) (string, int) {
 	if len(line) <= maxQuoted {
-		return line, col
+		return string(line), col
 	}
 	lo := max(0, min(col-maxQuoted/2, len(line)-maxQuoted))
 	hi := min(len(line), lo+maxQuoted)
@@ -115,7 +119,7 @@ func clip(line string, col int) (string, int) {
 	for hi < len(line) && !utf8.RuneStart(line[hi]) {
 		hi++
 	}
-	out, col := line[lo:hi], col-lo
+	out, col := string(line[lo:hi]), col-lo
 	if lo > 0 {
 		out, col = "…"+out, col+len("…")
 	}
