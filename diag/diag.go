@@ -105,8 +105,15 @@ func (d *Diagnostic) Relate(pos Pos, label string) *Diagnostic {
 	return d
 }
 
-// compare orders diagnostics by position, then code, message and related positions.
+// compare orders diagnostics by position, then code, message and related positions; the
+// diagnostic that ends a list cut at MaxErrors comes after all the others.
 func compare(a, b *Diagnostic) int {
+	if ta, tb := a.isTooMany(), b.isTooMany(); ta != tb {
+		if ta {
+			return 1
+		}
+		return -1
+	}
 	if c := a.Pos.Compare(b.Pos); c != 0 {
 		return c
 	}
@@ -135,6 +142,36 @@ func (l *List) Add(code Code, pos Pos, format string, args ...any) *Diagnostic {
 	*l = append(*l, d)
 	return d
 }
+
+// MaxErrors is how many diagnostics a phase that reads untrusted text (the .dag lexer, the
+// MSCCL XML reader and its checks) reports before it stops: past it, the rest are mostly
+// consequences of the first ones, and a hostile file could otherwise cost one diagnostic per
+// byte. It is the cap the replay check (planner/replay) has for its own diagnostics.
+const MaxErrors = 50
+
+// tooManyMsg is the message of the diagnostic that ends a list cut at MaxErrors.
+var tooManyMsg = fmt.Sprintf("too many errors: stopped after the first %d", MaxErrors)
+
+func (d *Diagnostic) isTooMany() bool { return d.Code == Limit && d.Msg == tooManyMsg }
+
+// AddCapped is Add for a phase that stops at MaxErrors diagnostics. While l holds fewer, it adds
+// the diagnostic and returns it and true. At MaxErrors it adds instead one last diagnostic, "too
+// many errors", at pos (where the phase stops), and returns false: the caller stops there. Past
+// that it adds nothing and returns false. When it returns false, the *Diagnostic it returns is in
+// no list, so a Relate on it is harmless.
+func (l *List) AddCapped(code Code, pos Pos, format string, args ...any) (*Diagnostic, bool) {
+	switch {
+	case len(*l) < MaxErrors:
+		return l.Add(code, pos, format, args...), true
+	case !l.Capped():
+		*l = append(*l, &Diagnostic{Code: Limit, Pos: pos, Msg: tooManyMsg})
+	}
+	return &Diagnostic{Code: code, Pos: pos}, false
+}
+
+// Capped reports whether l ends with the "too many errors" diagnostic of AddCapped: the phase
+// that filled it stopped before the end of its input. Sort keeps that diagnostic last.
+func (l List) Capped() bool { return len(l) > 0 && l[len(l)-1].isTooMany() }
 
 // Sort sorts the list by position (then code, message and related positions) and removes
 // exact duplicates.

@@ -346,6 +346,38 @@ func TestPrintLongLine(t *testing.T) {
 	}
 }
 
+// TestAddCapped: a phase that adds with AddCapped reports MaxErrors diagnostics and then one
+// "too many errors" where it stopped, which Sort keeps last; nothing after that.
+func TestAddCapped(t *testing.T) {
+	var l List
+	for i := 0; i < MaxErrors; i++ {
+		// added in reverse order of position: Sort must still put "too many" last
+		d, ok := l.AddCapped(Syntax, At("cap.dag", MaxErrors-i+1, 1), "error %d", i)
+		if !ok || d.Msg != fmt.Sprintf("error %d", i) {
+			t.Fatalf("error %d: not added", i)
+		}
+	}
+	eq(t, l.Capped(), false)
+	d, ok := l.AddCapped(Syntax, At("cap.dag", 1, 1), "one too many")
+	eq(t, ok, false)
+	d.Relate(At("cap.dag", 1, 1), "harmless") // a stand-in in no list
+	eq(t, len(l), MaxErrors+1)
+	eq(t, l.Capped(), true)
+	for i := 0; i < 3; i++ {
+		if _, ok := l.AddCapped(Syntax, At("cap.dag", 1, 2), "later"); ok {
+			t.Fatal("added past the cap")
+		}
+	}
+	eq(t, len(l), MaxErrors+1, "one \"too many\" only")
+	l.Sort()
+	eq(t, l[0].Error(), "cap.dag:2:1: error 49")
+	last := l[len(l)-1]
+	eq(t, last.Error(), "cap.dag:1:1: too many errors: stopped after the first 50")
+	eq(t, last.Code, Limit)
+	eq(t, len(last.Related), 0)
+	eq(t, l.Capped(), true, "Sort keeps it last")
+}
+
 // TestPrintLongLineCopiesWindow: quoting a line copies the window it shows, not the line, so
 // printing many diagnostics on a megabyte line (a file of one long run of invalid characters)
 // allocates about what it prints. It used to copy the whole line for each diagnostic.

@@ -31,7 +31,9 @@
 // others have the same mistake with their own figures.
 //
 // A List holds the diagnostics of one phase; it is an error, and Sort orders it by position
-// and drops duplicates. Print writes diagnostics for a person, quoting the source line with a
+// and drops duplicates. A phase that reads untrusted text adds with AddCapped, which stops it
+// after MaxErrors diagnostics with a last one saying "too many errors". Print writes
+// diagnostics for a person, quoting the source line (a window of it, when it is long) with a
 // caret under the column and adding one indented line per related position; ToJSON gives the
 // form the --json outputs use (docs/check-json.md).
 //
