@@ -413,3 +413,13 @@ func TestPrintLongLineCopiesWindow(t *testing.T) {
 	eq(t, ok, true)
 	eq(t, len(whole), len(line))
 }
+
+// TestLineStartsSized: the line starts are counted before they are collected, so a file of
+// millions of short lines leaves no garbage of a growing slice.
+func TestLineStartsSized(t *testing.T) {
+	for _, src := range []string{"a\nb\nc\n", "a\r\nb\r\n", "a\rb\rc", "", "\ufeffx\n\r\n\r"} {
+		l := LineStarts([]byte(src))
+		eq(t, cap(l), len(l), src)
+	}
+	eq(t, LineStarts([]byte("\ufeffx\n\r\n\r")), []int{3, 5, 7, 8})
+}
