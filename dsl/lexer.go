@@ -17,7 +17,9 @@ import (
 
 // lexDef lists the token rules in the order they are tried. Sep is a statement separator
 // (a line break: LF, CRLF or a lone CR; or ";"); Invalid catches any other character so lexing
-// itself never fails.
+// itself never fails: a run of characters that start no token (one diagnostic for the run, so
+// a file of garbage costs one pass and one message), or else the one character a token rule
+// refused (an unterminated string's quote, or a lone ".").
 // Keyword matches nothing here: scan retags reserved Idents with its type.
 var lexDef = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "Comment", Pattern: `#[^\r\n]*`},
@@ -28,7 +30,7 @@ var lexDef = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
 	{Name: "String", Pattern: `"(?:[^"\\\r\n]|\\.)*"`},
 	{Name: "Punct", Pattern: `<<=|>>=|[-+*/%&|^]=|\*\*|\.\.|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^!<>=(){}\[\],:@]`},
-	{Name: "Invalid", Pattern: `.`},
+	{Name: "Invalid", Pattern: `[^#\r\n; \t\f\v0-9A-Za-z_"\-+*/%&|^!<>=(){}\[\],:@.]+|.`},
 	{Name: "Keyword", Pattern: `[^\x00-\x{10FFFF}]`},
 })
 
@@ -82,9 +84,13 @@ const maxNesting = 200
 // The parser needs about a kilobyte per token and takes microseconds for each, so a file is
 // refused past maxTokens (a few hundred megabytes), and one statement past maxOperators
 // operators: far more than any plan needs, and well before the parser's own repetition limit
-// (a million), whose message names the grammar's internals.
+// (a million), whose message names the grammar's internals. Comments never reach the parser,
+// but each is a node of the File and takes the lexer a microsecond or two: a file of nothing
+// but "#" lines would cost half a gigabyte and half a minute, so past maxComments it is refused
+// too. A plan that needs maxTokens tokens has room for a comment on each of its statements.
 const (
 	maxTokens    = 1 << 18
+	maxComments  = maxTokens
 	maxOperators = 1 << 14
 )
 
@@ -124,14 +130,16 @@ func scan(filename string, src []byte, errs *diag.List) *scanned {
 		stack      []lexer.Token // open brackets
 		line       = 1           // line of the current token
 		lineStart  = skip
-		pendingSep *lexer.Token // a separator not yet known to be needed
+		pendingSep lexer.Token // a separator not yet known to be needed, when hasSep
+		hasSep     bool
 		powChain   int          // "**" since the last separator: each one nests the parse
 		opCount    int          // operators since the last separator
 		stmtStart  *lexer.Token // the first token since the last separator
+		slab       []Comment    // where comments are allocated, a block at a time
 	)
 	s.toks = make([]lexer.Token, 0, min(len(src)/3, maxTokens)+1)
 	emit := func(t lexer.Token) {
-		if pendingSep != nil {
+		if hasSep {
 			// A separator before "}" or "else", or at the end, or after "{" or another
 			// separator or at the start, carries no meaning.
 			last := lexer.Token{}
@@ -141,9 +149,9 @@ func scan(filename string, src []byte, errs *diag.List) *scanned {
 			needed := len(s.toks) > 0 && !isPunct(last, "{") && !(last.Type == tokKeyword && last.Value == "else") &&
 				t.Type != lexer.EOF && !isPunct(t, "}") && !(t.Type == tokKeyword && t.Value == "else")
 			if needed {
-				s.toks = append(s.toks, *pendingSep)
+				s.toks = append(s.toks, pendingSep)
 			}
-			pendingSep = nil
+			hasSep = false
 		}
 		s.toks = append(s.toks, t)
 	}
@@ -166,27 +174,29 @@ func scan(filename string, src []byte, errs *diag.List) *scanned {
 		switch t.Type {
 		case lexer.EOF:
 			for _, o := range stack {
-				errs.Add(diag.Syntax, tokPos(o), "unclosed %q: add the matching %q", o.Value, closer(o.Value))
+				if _, ok := errs.AddCapped(diag.Syntax, tokPos(o), "unclosed %q: add the matching %q", o.Value, closer(o.Value)); !ok {
+					break
+				}
 			}
-			pendingSep = nil
+			hasSep = false
 			emit(t)
 			return s
 		case tokSpace:
 			continue
 		case tokComment:
-			s.comments = append(s.comments, &Comment{
-				Span: Span{From: tokPos(t), To: tokEnd(t)},
-				Text: t.Value,
-			})
+			if len(s.comments) >= maxComments {
+				errs.AddCapped(diag.Limit, tokPos(t), "the file has more than %d comments: keep the comments a reader needs", maxComments)
+				return s
+			}
+			if len(slab) == cap(slab) {
+				slab = make([]Comment, 0, min(max(2*cap(slab), 16), 4096))
+			}
+			slab = append(slab, Comment{Span: Span{From: tokPos(t), To: tokEnd(t)}, Text: t.Value})
+			s.comments = append(s.comments, &slab[len(slab)-1])
 			continue
 		case tokInvalid:
-			r, _ := utf8.DecodeRuneInString(t.Value)
-			if r == '"' {
-				errs.Add(diag.Syntax, tokPos(t), "unterminated string: close it with \" on the same line")
-			} else if r == utf8.RuneError {
-				errs.Add(diag.Syntax, tokPos(t), "invalid byte %#02x: a .dag file is UTF-8 text", src[t.Pos.Offset])
-			} else {
-				errs.Add(diag.Syntax, tokPos(t), "invalid character %q: not part of the language (comments start with #)", r)
+			if _, ok := errs.AddCapped(diag.Syntax, invalidPos(t), "%s", invalidMsg(t.Value)); !ok {
+				return s
 			}
 			continue
 		case tokSep:
@@ -194,9 +204,8 @@ func scan(filename string, src []byte, errs *diag.List) *scanned {
 				continue // a newline inside (...) or [...] does not end a statement
 			}
 			powChain, opCount, stmtStart = 0, 0, nil
-			if pendingSep == nil || pendingSep.Value == "\n" {
-				t := t
-				pendingSep = &t
+			if !hasSep || pendingSep.Value == "\n" {
+				pendingSep, hasSep = t, true // by value: a file of blank lines allocates nothing per line
 			}
 			continue
 		case tokIdent:
@@ -210,19 +219,19 @@ func scan(filename string, src []byte, errs *diag.List) *scanned {
 					if stmtStart != nil {
 						at = *stmtStart
 					}
-					errs.Add(diag.Limit, tokPos(at), "expression too long: more than %d operators in one statement; split it with let", maxOperators)
+					errs.AddCapped(diag.Limit, tokPos(at), "expression too long: more than %d operators in one statement; split it with let", maxOperators)
 					return s
 				}
 			}
 			switch t.Value {
 			case "**":
 				if powChain++; powChain > maxNesting {
-					errs.Add(diag.Limit, tokPos(t), "more than %d \"**\" in one statement: split the expression with let", maxNesting)
+					errs.AddCapped(diag.Limit, tokPos(t), "more than %d \"**\" in one statement: split the expression with let", maxNesting)
 					return s
 				}
 			case "(", "[", "{":
 				if len(stack) >= maxNesting {
-					errs.Add(diag.Limit, tokPos(t), "brackets nested more than %d deep: simplify the expression or use let", maxNesting)
+					errs.AddCapped(diag.Limit, tokPos(t), "brackets nested more than %d deep: simplify the expression or use let", maxNesting)
 					return s
 				}
 				stack = append(stack, t)
@@ -232,15 +241,16 @@ func scan(filename string, src []byte, errs *diag.List) *scanned {
 				}
 				top := stack[len(stack)-1]
 				if closer(top.Value) != t.Value {
-					errs.Add(diag.Syntax, tokPos(t), "unexpected %q: the innermost open bracket is %q; close it with %q first",
-						t.Value, top.Value, closer(top.Value)).Relate(tokPos(top), fmt.Sprintf("the innermost open bracket %q", top.Value))
+					d, _ := errs.AddCapped(diag.Syntax, tokPos(t), "unexpected %q: the innermost open bracket is %q; close it with %q first",
+						t.Value, top.Value, closer(top.Value))
+					d.Relate(tokPos(top), fmt.Sprintf("the innermost open bracket %q", top.Value))
 					return s
 				}
 				stack = stack[:len(stack)-1]
 			}
 		}
 		if len(s.toks) >= maxTokens {
-			errs.Add(diag.Limit, tokPos(t), "the file has more than %d tokens (words, numbers and symbols): write repeated statements as for loops", maxTokens)
+			errs.AddCapped(diag.Limit, tokPos(t), "the file has more than %d tokens (words, numbers and symbols): write repeated statements as for loops", maxTokens)
 			return s
 		}
 		if stmtStart == nil {
@@ -249,6 +259,55 @@ func scan(filename string, src []byte, errs *diag.List) *scanned {
 		emit(t)
 	}
 	return s
+}
+
+// maxQuotedInvalid is how many characters of a run of invalid characters a message quotes.
+const maxQuotedInvalid = 16
+
+// invalidPos is where the diagnostic about an Invalid token goes: its first byte that is not
+// UTF-8 if it has one (what the message is about), else its start. A run holds no line break.
+func invalidPos(t lexer.Token) diag.Pos {
+	p := tokPos(t)
+	if i := firstInvalidByte(t.Value); i > 0 {
+		p.Col += uint32(i)
+	}
+	return p
+}
+
+// invalidMsg is the message about an Invalid token v: one character, or a run of them.
+func invalidMsg(v string) string {
+	if i := firstInvalidByte(v); i >= 0 {
+		return fmt.Sprintf("invalid byte %#02x: a .dag file is UTF-8 text", v[i])
+	}
+	r, n := utf8.DecodeRuneInString(v)
+	switch {
+	case r == '"':
+		return "unterminated string: close it with \" on the same line"
+	case n == len(v):
+		return fmt.Sprintf("invalid character %q: not part of the language (comments start with #)", r)
+	}
+	quoted, count := v, utf8.RuneCountInString(v)
+	if count > maxQuotedInvalid {
+		cut := 0
+		for range maxQuotedInvalid {
+			_, n := utf8.DecodeRuneInString(v[cut:])
+			cut += n
+		}
+		return fmt.Sprintf("invalid characters %q… (%d in a row): not part of the language (comments start with #)", v[:cut], count)
+	}
+	return fmt.Sprintf("invalid characters %q: not part of the language (comments start with #)", quoted)
+}
+
+// firstInvalidByte is the offset of the first byte of s that is not UTF-8, -1 if none.
+func firstInvalidByte(s string) int {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return i
+			}
+		}
+	}
+	return -1
 }
 
 func closer(open string) string {
