@@ -47,7 +47,7 @@ type link struct{ from, to, ch int }
 // check validates what the XML says beyond its syntax: ids, peers, step types, buffer bounds,
 // dependencies and that every send has its receive. The algorithm is usable only without errors.
 func check(a *Algo) diag.List {
-	var errs diag.List
+	var errs capped
 	if len(a.GPUs) != a.NGPUs {
 		errs.Add(diag.Shape, a.attrs.at("ngpus"), "ngpus=%d but the algorithm lists %s", a.NGPUs, english.Plural(len(a.GPUs), "<gpu> element"))
 	}
@@ -65,8 +65,8 @@ func check(a *Algo) diag.List {
 		}
 		byID[g.ID] = g
 	}
-	if len(errs) > 0 {
-		return errs
+	if len(errs.List) > 0 {
+		return errs.List
 	}
 	sends := map[link][]*Step{}
 	recvs := map[link][]*Step{}
@@ -99,6 +99,9 @@ func check(a *Algo) diag.List {
 		}
 		for _, t := range g.TBs {
 			for i, s := range t.Steps {
+				if errs.Capped() {
+					return errs.List
+				}
 				if s.S != i {
 					errs.Add(diag.Shape, s.attrs.at("s"), "step s=%d is step %d of its threadblock: steps are numbered 0, 1, 2... in order", s.S, i)
 				}
@@ -154,6 +157,9 @@ func check(a *Algo) diag.List {
 	for _, l := range sortedLinks(sends, recvs) {
 		ss, rs := sends[l], recvs[l]
 		for i := range max(len(ss), len(rs)) {
+			if errs.Capped() {
+				return errs.List
+			}
 			switch {
 			case i >= len(rs):
 				d := errs.Add(diag.Match, ss[i].attrs.at("type"), "this %s step sends to GPU %d on channel %d, but GPU %d receives only %s from GPU %d on that channel", ss[i].Type, l.to, l.ch, l.to, english.Plural(len(rs), "message"), l.from)
@@ -170,11 +176,21 @@ func check(a *Algo) diag.List {
 			}
 		}
 	}
-	return errs
+	return errs.List
+}
+
+// capped is a diag.List that stops taking diagnostics after diag.MaxErrors (AddCapped): an
+// algorithm of a million steps that are all wrong gets the first ones and "too many errors".
+type capped struct{ diag.List }
+
+// Add adds a diagnostic unless the list is full, and returns it (a stand-in when it is full).
+func (c *capped) Add(code diag.Code, pos diag.Pos, format string, args ...any) *diag.Diagnostic {
+	d, _ := c.AddCapped(code, pos, format, args...)
+	return d
 }
 
 // checkRange reports a src or dst range outside the GPU's buffer.
-func checkRange(errs *diag.List, g *GPU, s *Step, which string, buf byte, off int) {
+func checkRange(errs *capped, g *GPU, s *Step, which string, buf byte, off int) {
 	if buf == 0 {
 		errs.Add(diag.Shape, s.attrs.at(which+"buf"), "a %s step needs %sbuf", s.Type, which)
 		return

@@ -115,8 +115,11 @@ func (r *reader) posAt(off int64) diag.Pos {
 	return diag.At(r.file, i+1, max(o-r.lines[i], 0)+1) // in a byte-order mark: column 1
 }
 
-func (r *reader) errorf(pos diag.Pos, format string, args ...any) {
-	r.errs.Add(diag.Syntax, pos, format, args...)
+// errorf adds a diagnostic, up to diag.MaxErrors of them: then one "too many errors", and
+// read stops at the end of the element.
+func (r *reader) errorf(pos diag.Pos, format string, args ...any) *diag.Diagnostic {
+	d, _ := r.errs.AddCapped(diag.Syntax, pos, format, args...)
+	return d
 }
 
 func (r *reader) read() *Algo {
@@ -164,6 +167,9 @@ func (r *reader) read() *Algo {
 			}
 			r.errorf(diag.At(r.file, line, col), "the XML is not well-formed: %s", msg)
 			return nil
+		}
+		if r.errs.Capped() {
+			return nil // diag.MaxErrors: the rest would mostly repeat them
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
@@ -251,7 +257,7 @@ func (r *reader) attrs(t xml.StartElement, from, to int64, elem diag.Pos) attrs 
 			first = slices.Index(a.names, x.Name.Local)
 		}
 		if first >= 0 {
-			r.errs.Add(diag.Syntax, pos, "attribute %s appears twice in <%s>: the XML is not well-formed (keep one)", x.Name.Local, t.Name.Local).
+			r.errorf(pos, "attribute %s appears twice in <%s>: the XML is not well-formed (keep one)", x.Name.Local, t.Name.Local).
 				Relate(a.pos[first], "the first "+x.Name.Local)
 			continue
 		}
