@@ -423,3 +423,57 @@ func TestLineStartsSized(t *testing.T) {
 	}
 	eq(t, LineStarts([]byte("\ufeffx\n\r\n\r")), []int{3, 5, 7, 8})
 }
+
+// TestLineAsLineStarts: Print finds lines as far down as it needs them; every line it finds
+// is the one LineStarts gives, whatever the line breaks and in whatever order lines are asked.
+func TestLineAsLineStarts(t *testing.T) {
+	srcs := []string{"", "a", "\n", "\r", "\r\n", "\n\r", "a\nb\r\nc\rd", "\ufeffa\n", "\ufeff", "a\r\r\n\n\rb\r"}
+	for i := 0; i < 200; i++ { // pseudo-random mixes of breaks and text
+		var b strings.Builder
+		if i%7 == 0 {
+			b.WriteString(bom)
+		}
+		for j := 0; j < i%23; j++ {
+			b.WriteString([]string{"x", "\n", "\r", "\r\n", "yz"}[(i*31+j*17)%5])
+		}
+		srcs = append(srcs, b.String())
+	}
+	for _, src := range srcs {
+		starts := LineStarts([]byte(src))
+		want := func(n int) (string, bool) {
+			if n < 1 || n > len(starts) {
+				return "", false
+			}
+			end := len(src)
+			if n < len(starts) {
+				end = starts[n]
+			}
+			return strings.TrimSuffix(strings.TrimSuffix(src[starts[n-1]:end], "\n"), "\r"), true
+		}
+		s := Sources{"f": []byte(src)}
+		cache := map[string]*lineIndex{}
+		for _, n := range []int{2, 1, len(starts) + 1, 3, len(starts), 0, 4, 5, 6, 7} {
+			got, ok := s.line(cache, "f", n)
+			w, wok := want(n)
+			if ok != wok || string(got) != w {
+				t.Errorf("%q line %d: got %q %v, want %q %v", src, n, got, ok, w, wok)
+			}
+		}
+	}
+}
+
+// TestPrintFindsLinesLazily: a diagnostic near the top of a file of millions of lines does
+// not cost an index of all of them.
+func TestPrintFindsLinesLazily(t *testing.T) {
+	src := Sources{"tall.dag": bytes.Repeat([]byte("$\n"), 4<<20)}
+	var out bytes.Buffer
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	Print(&out, List{{Code: Syntax, Pos: At("tall.dag", 50, 1), Msg: "invalid character '$'"}}, src)
+	runtime.ReadMemStats(&after)
+	eq(t, out.String(), "tall.dag:50:1: invalid character '$'\n    $\n    ^\n")
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<10 {
+		t.Errorf("printing a diagnostic on line 50 of %d lines allocated %d bytes", 4<<20, alloc)
+	}
+}

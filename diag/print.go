@@ -16,23 +16,49 @@ type Sources map[string][]byte
 // Line returns the text of line n (1-based) of file, without its line break (LF, CRLF or a lone
 // CR, as LineStarts counts lines) and, on line 1, without a byte-order mark.
 func (s Sources) Line(file string, n int) (string, bool) {
-	line, ok := s.line(map[string][]int{}, file, n)
+	line, ok := s.line(map[string]*lineIndex{}, file, n)
 	return string(line), ok
+}
+
+// lineIndex is the start of each line of a file as far as a printer has needed them: the
+// first entries of LineStarts, for the bytes before done. A diagnostic near the top of a file
+// of millions of lines costs only the lines above it.
+type lineIndex struct {
+	starts []int
+	done   int
 }
 
 // line is Line with the line starts of each file kept in cache between calls. The line is a
 // slice of the source, not a copy: a printer quotes a window of it (clip), and a generated line
 // may be megabytes long.
-func (s Sources) line(cache map[string][]int, file string, n int) ([]byte, bool) {
+func (s Sources) line(cache map[string]*lineIndex, file string, n int) ([]byte, bool) {
 	src, ok := s[file]
 	if !ok || n < 1 {
 		return nil, false
 	}
-	starts, ok := cache[file]
-	if !ok {
-		starts = LineStarts(src)
-		cache[file] = starts
+	ix := cache[file]
+	if ix == nil {
+		first := 0
+		if bytes.HasPrefix(src, []byte(bom)) {
+			first = len(bom)
+		}
+		ix = &lineIndex{starts: []int{first}, done: first}
+		cache[file] = ix
 	}
+	for len(ix.starts) <= n && ix.done < len(src) { // until the start of line n+1 (or the end)
+		i := bytes.IndexAny(src[ix.done:], "\r\n")
+		if i < 0 {
+			ix.done = len(src)
+			break
+		}
+		i += ix.done
+		if src[i] == '\r' && i+1 < len(src) && src[i+1] == '\n' {
+			i++ // CRLF is one line break
+		}
+		ix.starts = append(ix.starts, i+1)
+		ix.done = i + 1
+	}
+	starts := ix.starts
 	if n > len(starts) {
 		return nil, false
 	}
@@ -88,7 +114,7 @@ func Print(w io.Writer, err error, src Sources) {
 		fmt.Fprintln(w, EscapeControls(err.Error()))
 		return
 	}
-	lines := map[string][]int{} // line starts of each quoted file, found once
+	lines := map[string]*lineIndex{} // line starts of each quoted file, found once
 	for _, d := range list {
 		fmt.Fprintln(w, EscapeControls(d.Error()))
 		if whole, ok := src.line(lines, d.Pos.Filename(), int(d.Pos.Line)); ok && d.Pos.IsValid() {
