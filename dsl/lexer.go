@@ -16,14 +16,15 @@ import (
 // statement separators, and checks bracket nesting, so the grammar only sees meaningful tokens.
 
 // lexDef lists the token rules in the order they are tried. Sep is a statement separator
-// (a line break: LF, CRLF or a lone CR; or ";"); Invalid catches any other character so lexing
-// itself never fails: a run of characters that start no token (one diagnostic for the run, so
-// a file of garbage costs one pass and one message), or else the one character a token rule
-// refused (an unterminated string's quote, or a lone ".").
+// (a line break: LF, CRLF or a lone CR, or a run of them with blank lines between, which scan
+// reads as its last one; or ";"). Invalid catches any other character so lexing itself never
+// fails: a run of characters that start no token (one diagnostic for the run, so a file of
+// garbage costs one pass and one message), or else the one character a token rule refused (an
+// unterminated string's quote, or a lone ".").
 // Keyword matches nothing here: scan retags reserved Idents with its type.
 var lexDef = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "Comment", Pattern: `#[^\r\n]*`},
-	{Name: "Sep", Pattern: `\r\n?|[\n;]`},
+	{Name: "Sep", Pattern: `(?:\r\n?|\n)(?:[ \t\f\v]*(?:\r\n?|\n))*|;`},
 	{Name: "Space", Pattern: `[ \t\f\v]+`},
 	{Name: "Float", Pattern: `[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?[A-Za-z0-9_]*|[0-9]+[eE][+-]?[0-9]+[A-Za-z0-9_]*`},
 	{Name: "Int", Pattern: `[0-9][A-Za-z0-9_]*`},
@@ -164,6 +165,14 @@ func scan(filename string, src []byte, errs *diag.List) *scanned {
 		// Participle counts columns in runes and we promise bytes: recompute from the offset.
 		t.Pos.Offset += skip
 		if t.Type == tokSep && t.Value != ";" {
+			// A run of line breaks stands for its last one, the one the grammar would have
+			// kept had each been a token: one token for a run of blank lines, so a file of
+			// them costs the lexer one token, not one per line.
+			if n := len(t.Value); n >= 2 && t.Value[n-2:] == "\r\n" {
+				t.Pos.Offset += n - 2
+			} else {
+				t.Pos.Offset += n - 1
+			}
 			t.Value = "\n" // one kind of line break for the grammar and messages
 		}
 		for line < len(s.lines) && s.lines[line] <= t.Pos.Offset {
@@ -205,7 +214,7 @@ func scan(filename string, src []byte, errs *diag.List) *scanned {
 			}
 			powChain, opCount, stmtStart = 0, 0, nil
 			if !hasSep || pendingSep.Value == "\n" {
-				pendingSep, hasSep = t, true // by value: a file of blank lines allocates nothing per line
+				pendingSep, hasSep = t, true // by value: no allocation per separator
 			}
 			continue
 		case tokIdent:
