@@ -638,6 +638,9 @@ func (c *Comm) collect(ctx context.Context, kind frameKind, own []byte) ([][]byt
 	for r := 1; r < c.world.Size; r++ {
 		b, err := c.recv(ctx, c.peers[r], r, kind)
 		if err != nil {
+			// The others wait for rank 0's answer: tell them now, rather than let them wait
+			// out their timeout and blame rank 0.
+			c.abort(ctx, strings.TrimPrefix(firstLine(err.Error()), "bootstrap: "))
 			return nil, err
 		}
 		if total += 4 + int64(len(b)); total <= maxFrame {

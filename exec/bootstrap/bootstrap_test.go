@@ -215,21 +215,23 @@ func TestAllGatherOverTheFrameLimit(t *testing.T) {
 }
 
 func TestCollectiveDataOverTheFrameLimit(t *testing.T) {
-	// Rank 1's data alone is over the limit: it says so without sending it, and tells rank 0,
-	// which would otherwise wait for it until the timeout.
+	// Rank 2's data alone is over the limit: it says so without sending it, and tells rank 0,
+	// which would otherwise wait for it until the timeout, and which tells rank 1 (it waited
+	// for rank 0's answer until its own timeout, blaming rank 0).
 	start := time.Now()
-	errs := group(t, 2, 20*time.Second, func(c *Comm) error {
+	errs := group(t, 3, 20*time.Second, func(c *Comm) error {
 		data := []byte("x")
-		if c.Rank() == 1 {
+		if c.Rank() == 2 {
 			data = make([]byte, maxFrame+1)
 		}
 		_, err := c.AllGather(context.Background(), data)
 		return err
 	})
-	const why = "rank 1's AllGather data take 67108865 bytes (about 64 MiB), more than the 64 MiB a bootstrap collective carries"
-	require.EqualError(t, errs[1], "bootstrap: AllGather on rank 1: "+why)
-	require.EqualError(t, errs[0], "bootstrap: AllGather on rank 0: rank 1 failed: "+why)
-	require.Less(t, time.Since(start), 10*time.Second, "rank 0 did not wait for the timeout")
+	const why = "rank 2's AllGather data take 67108865 bytes (about 64 MiB), more than the 64 MiB a bootstrap collective carries"
+	require.EqualError(t, errs[2], "bootstrap: AllGather on rank 2: "+why)
+	require.EqualError(t, errs[0], "bootstrap: AllGather on rank 0: rank 2 failed: "+why)
+	require.EqualError(t, errs[1], "bootstrap: AllGather on rank 1: rank 0 ended the run: AllGather on rank 0: rank 2 failed: "+why)
+	require.Less(t, time.Since(start), 10*time.Second, "no rank waited for the timeout")
 
 	// Rank 0's Broadcast tells every rank.
 	errs = group(t, 3, 20*time.Second, func(c *Comm) error {
