@@ -2,6 +2,7 @@ package exec_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coredag/coredag/exec"
+	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/softnic"
 	"github.com/coredag/coredag/ir"
 	"github.com/coredag/coredag/planner"
@@ -157,18 +159,62 @@ op v = recv q r
 }
 
 // TestSliceLongerThanSGE: a transfer of one slice past a work request's 32-bit length is
-// refused before anything is allocated, naming the op; it used to post its length modulo 4 GiB
-// (8 bytes of 4 GiB + 8).
+// refused before any rank opens its device or allocates memory, naming the op, whichever rank
+// it is on; it used to post its length modulo 4 GiB (8 bytes of 4 GiB + 8).
 func TestSliceLongerThanSGE(t *testing.T) {
-	src := "plan big\nparam ranks = 2\nbuffer x u64[536870913] remote_write\nqueue q to 1 - rank\nif rank == 0 { op w = write q x to x }\n"
+	src := "plan big\nparam ranks = 2\nbuffer x u64[536870913] remote_write\nqueue q to 1 - rank\nif rank == 1 { op w = write q x to x }\n"
 	g, err := planner.Load(t.Context(), "big.dag", []byte(src), nil, planner.Options{})
 	require.NoError(t, err)
 	plan, err := compileFor(g, "generic")
 	require.NoError(t, err)
-	op, err := exec.NewOp(plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Poll})
+	p := &countingNIC{Provider: softnic.New(softnic.Options{})}
+	op, err := exec.NewOp(plan, p, exec.Options{Engine: exec.Poll})
 	require.NoError(t, err)
 	defer op.Close()
 	require.NoError(t, op.Start())
 	assert.ErrorContains(t, op.Wait(context.Background()),
-		"big.dag:5:19: op w on rank 0 moves 4 GiB (4294967304 bytes) in one slice, more than a work request's 4294967295 bytes")
+		"big.dag:5:19: op w on rank 1 moves 4 GiB (4294967304 bytes) in one slice, more than a work request's 4294967295 bytes")
+	assert.Zero(t, p.opened.Load(), "no rank opened its device")
+}
+
+// countingNIC counts the devices opened and closed.
+type countingNIC struct {
+	nic.Provider
+	opened, closed atomic.Int32
+}
+
+func (p *countingNIC) Open(rank int) (nic.Context, error) {
+	c, err := p.Provider.Open(rank)
+	if err == nil {
+		p.opened.Add(1)
+		c = countedCtx{c, &p.closed}
+	}
+	return c, err
+}
+
+type countedCtx struct {
+	nic.Context
+	closed *atomic.Int32
+}
+
+func (c countedCtx) Close() error {
+	c.closed.Add(1)
+	return c.Context.Close()
+}
+
+// TestBoundPanicClosesDevice: a caller's Bound that panics while a rank registers its memory
+// leaves no device open, that rank's included.
+func TestBoundPanicClosesDevice(t *testing.T) {
+	plan, err := compileFor(exec.RingAllreduceForTest(2, 4), "generic")
+	require.NoError(t, err)
+	p := &countingNIC{Provider: softnic.New(softnic.Options{})}
+	bound := func(rank int, _ ir.BufID) (exec.Region, bool) {
+		if rank == 1 {
+			panic("the caller's Bound failed")
+		}
+		return exec.Region{}, false
+	}
+	require.Panics(t, func() { _, _ = exec.Prepare(context.Background(), plan, p, exec.Options{Engine: exec.Poll, Bound: bound}) })
+	assert.Equal(t, int32(2), p.opened.Load())
+	assert.Equal(t, int32(2), p.closed.Load(), "every device opened was closed")
 }

@@ -209,6 +209,7 @@ func openRank(p nic.Provider, g *ir.Graph, rank int, l rankLayout, bound Bound) 
 	fail := func(err error) (*rankRes, error) {
 		return nil, tornDown(err, res.close())
 	}
+	defer closeOnPanic(func() { _ = res.close() }) // the caller's Bound, say
 	if res.pd, err = dev.AllocPD(); err != nil {
 		return fail(fmt.Errorf("rank %d: allocate protection domain: %w", rank, err))
 	}
@@ -536,12 +537,17 @@ func setupRanks(ctx context.Context, p nic.Provider, g *ir.Graph, ranks []int, l
 		return nil, err
 	}
 	defer closeOnPanic(func() { _, _ = fail(nil) }) // a panicking Exchange, say
-	for _, rank := range ranks {
-		l, err := layout(rank)
-		if err != nil {
-			return fail(err)
+	// Every rank's layout first: its refusals (a slice past a work request, IDs the offload
+	// engine cannot tell apart) come before any rank has opened a device or allocated memory.
+	layouts := make([]rankLayout, len(ranks))
+	for i, rank := range ranks {
+		var err error
+		if layouts[i], err = layout(rank); err != nil {
+			return nil, err
 		}
-		r, err := openRank(p, g, rank, l, bound)
+	}
+	for i, rank := range ranks {
+		r, err := openRank(p, g, rank, layouts[i], bound)
 		if err != nil {
 			return fail(err)
 		}
