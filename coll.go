@@ -472,7 +472,8 @@ func (c *Coll) close() (err error) {
 	clear(c.pins)
 	c.mu.Unlock()
 	if err != nil {
-		return mapErr(fmt.Errorf("close: %w", err)) // ErrProvider: the provider kept something
+		// ErrProvider where the provider kept an object, ErrTimeout where a start did not stop
+		return mapErr(fmt.Errorf("close: %w", err))
 	}
 	return ferr // a World error (ErrWorld), already wrapped by Coll.barrier
 }

@@ -122,6 +122,48 @@ func TestWorldPanics(t *testing.T) {
 	}
 }
 
+// stuckWorld is a World whose Allgather, once armed, blocks until released, whatever its
+// context says: a caller's World that does not honour it.
+type stuckWorld struct {
+	World
+	armed            *atomic.Bool
+	entered, release chan struct{}
+}
+
+func (w stuckWorld) Allgather(ctx context.Context, send, recv []byte) error {
+	if w.armed.Load() {
+		w.entered <- struct{}{}
+		<-w.release
+		return errors.New("released")
+	}
+	return w.World.Allgather(ctx, send, recv)
+}
+
+// TestCloseStuckStart: a Close whose start in flight does not stop (its World call ignores
+// the context) returns after twice the hang timeout with ErrTimeout, leaving what the start may
+// still use allocated; it is not a provider's failure.
+func TestCloseStuckStart(t *testing.T) {
+	var armed atomic.Bool
+	entered, release := make(chan struct{}, 2), make(chan struct{})
+	defer close(release)
+	p := openRingHang(t, 2, 8, true, 200*time.Millisecond)
+	colls := initWrapped(t, p, 2, func(w World) World { return stuckWorld{w, &armed, entered, release} })
+	startAll(t, colls)
+	armed.Store(true)
+	require.NoError(t, colls[0].Start())
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the start made no World call")
+	}
+	t0 := time.Now()
+	err := colls[0].Close()
+	require.ErrorIs(t, err, ErrTimeout)
+	assert.NotErrorIs(t, err, ErrProvider)
+	assert.Contains(t, err.Error(), "the start in flight did not stop within 400ms: its queues and memory are left allocated")
+	assert.Less(t, time.Since(t0), 5*time.Second)
+}
+
 // testSecret is the job secret of the tests' bootstrap worlds.
 var testSecret = []byte("coredag library tests: 32 bytes or more of secret")
 

@@ -652,19 +652,20 @@ func (o *Op) Close() error {
 		if limit < hang { // overflowed
 			limit = hang
 		}
+		stuck := fmt.Errorf("%w: the start in flight did not stop within %v: its queues and memory are left allocated", ErrHang, limit)
 		t := time.NewTimer(limit)
 		defer t.Stop()
 		select {
 		case <-o.exited:
 		case <-t.C:
-			err = fmt.Errorf("close: the start in flight did not stop within %v: its queues and memory are left allocated", limit)
+			err = stuck
 			return
 		}
 		select { // a Wait running the start on its goroutine
 		case o.inline <- struct{}{}:
 			defer func() { <-o.inline }()
 		case <-t.C:
-			err = fmt.Errorf("close: the start in flight did not stop within %v: its queues and memory are left allocated", limit)
+			err = stuck
 			return
 		}
 		if o.s != nil {
