@@ -214,7 +214,22 @@ func TestBoundPanicClosesDevice(t *testing.T) {
 		}
 		return exec.Region{}, false
 	}
-	require.Panics(t, func() { _, _ = exec.Prepare(context.Background(), plan, p, exec.Options{Engine: exec.Poll, Bound: bound}) })
+	require.Panics(t, func() {
+		_, _ = exec.Prepare(context.Background(), plan, p, exec.Options{Engine: exec.Poll, Bound: bound})
+	})
 	assert.Equal(t, int32(2), p.opened.Load())
 	assert.Equal(t, int32(2), p.closed.Load(), "every device opened was closed")
+}
+
+// TestNoTriggersNeedsPoll: NoTriggers concerns the polling engine; asked of a run that the
+// offload engine takes (Auto on a NIC with cross-channel), it is refused rather than ignored.
+func TestNoTriggersNeedsPoll(t *testing.T) {
+	plan, err := compileFor(exec.RingAllreduceForTest(2, 4), "connectx")
+	require.NoError(t, err)
+	_, err = exec.Run(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Auto, NoTriggers: true})
+	assert.ErrorContains(t, err, "NoTriggers (--no-triggers) changes how the polling engine posts, and the offload engine runs this plan")
+	plan, err = compileFor(exec.RingAllreduceForTest(2, 4), "generic")
+	require.NoError(t, err)
+	_, err = exec.Run(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Auto, NoTriggers: true})
+	assert.NoError(t, err, "auto takes the polling engine for a generic plan")
 }

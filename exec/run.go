@@ -271,6 +271,9 @@ func prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options, w
 	if err != nil {
 		return nil, err
 	}
+	if opts.NoTriggers && engine != Poll {
+		return nil, fmt.Errorf("run: NoTriggers (--no-triggers) changes how the polling engine posts, and the %v engine runs this plan", engine)
+	}
 	if err := CheckOrder(plan, caps); err != nil {
 		return nil, err
 	}
