@@ -35,7 +35,7 @@ func TestOffIDRoom(t *testing.T) {
 		{"too many queues", 0, 66002, 3, "the plan has 66,002 work queues on rank 0, more than the offload engine's 65,536 (its work request IDs hold a work queue index in 16 bits): run it on the polling engine (--engine poll)"},
 		{"one queue too many", 5, 1<<16 + 1, 3, "the plan has 65,537 work queues on rank 5, more than the offload engine's 65,536"},
 		{"chain too long", 1, 4, 1<<24 + 1, "the plan's chain of work queue q.sq on rank 1 has 16,777,217 entries, more than the offload engine's 16,777,216 (its work request IDs hold a chain index in 24 bits): run it on the polling engine (--engine poll)"},
-		{"rank too large", 1 << 22, 1, 1, "the plan has rank 4194304, past the offload engine's 4,194,304 ranks (its work request IDs hold a rank in 22 bits): run it on the polling engine (--engine poll)"},
+		{"rank too large", 1 << 22, 1, 1, "the plan has rank 4,194,304, past the offload engine's 4,194,304 ranks (its work request IDs hold a rank in 22 bits): run it on the polling engine (--engine poll)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

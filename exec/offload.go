@@ -130,8 +130,8 @@ func offIDRoom(rank, queues, longest int, wq string) error {
 	const hint = "run it on the polling engine (--engine poll)"
 	switch {
 	case rank >= 1<<offRankBits:
-		return fmt.Errorf("the plan has rank %d, past the offload engine's %s ranks (its work request IDs hold a rank in %d bits): %s",
-			rank, thousands(1<<offRankBits), offRankBits, hint)
+		return fmt.Errorf("the plan has rank %s, past the offload engine's %s ranks (its work request IDs hold a rank in %d bits): %s",
+			thousands(rank), thousands(1<<offRankBits), offRankBits, hint)
 	case queues > 1<<offWQBits:
 		return fmt.Errorf("the plan has %s work queues on rank %d, more than the offload engine's %s (its work request IDs hold a work queue index in %d bits): %s",
 			thousands(queues), rank, thousands(1<<offWQBits), offWQBits, hint)

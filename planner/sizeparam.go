@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -30,7 +31,7 @@ func SetPlanExpects(opts Options) func(ctx context.Context, path string, ranks i
 			return nil, err
 		}
 		if planset.IsSet(path, src) { // else the set's language gets the plan's errors on every line
-			return nil, fmt.Errorf("%s is a plan set, not a plan: a set's lines name plan files, and sets do not nest", path)
+			return nil, errors.New(planset.NestedSet(path))
 		}
 		g, err := Load(ctx, path, src, ps, opts)
 		if err != nil {

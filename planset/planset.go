@@ -241,6 +241,11 @@ func fields(line string) []token {
 	return out
 }
 
+// NestedSet says that path, named by a set's line as a plan, is a plan set.
+func NestedSet(path string) string {
+	return path + " is a plan set, not a plan: a set's lines name plan files, and sets do not nest"
+}
+
 func parseEntry(toks []token, pos func(token) diag.Pos) (Entry, *diag.Diagnostic) {
 	e := Entry{Pos: pos(toks[0])}
 	if len(toks) < 2 {
@@ -248,7 +253,7 @@ func parseEntry(toks []token, pos func(token) diag.Pos) (Entry, *diag.Diagnostic
 	}
 	e.Path = toks[1].text
 	if strings.HasSuffix(e.Path, ".set") { // IsSet's rule by name; the checker reads the others
-		return e, diag.Errorf(diag.Syntax, pos(toks[1]), "%s is a plan set, not a plan: a set's lines name plan files, and sets do not nest", e.Path)
+		return e, diag.Errorf(diag.Syntax, pos(toks[1]), "%s", NestedSet(e.Path))
 	}
 	var haveSizes, haveRanks bool
 	var given map[string]string // the -p values by name

@@ -93,11 +93,18 @@ func (c *predictCmd) Run(e *env) error {
 	return nil
 }
 
-// setup reads --sizes and --params.
+// setup reads --sizes and --params, and checks that -p leaves the size param to --sizes.
 func (c *predictCmd) setup() ([]int64, predict.Params, error) {
 	sizes, err := parseSizes(c.Sizes)
 	if err != nil {
 		return nil, predict.Params{}, usageError("--sizes %s: %v", c.Sizes, err)
+	}
+	params, err := c.values()
+	if err != nil {
+		return nil, predict.Params{}, err
+	}
+	if v, ok := params[c.SizeParam]; ok {
+		return nil, predict.Params{}, usageError("-p %s=%d: --sizes sets %s (--size-param) at each size: drop the -p", c.SizeParam, v, c.SizeParam)
 	}
 	par := predict.Default()
 	if c.ParamsFile != "" {
@@ -198,9 +205,6 @@ func (c *predictCmd) prepare(e *env, path string, tg ir.Target, par predict.Para
 	params, err := c.values()
 	if err != nil {
 		return nil, err
-	}
-	if v, ok := params[c.SizeParam]; ok {
-		return nil, usageError("-p %s=%d: --sizes sets %s (--size-param) at each size: drop the -p", c.SizeParam, v, c.SizeParam)
 	}
 	sp.at = func(n int64) (*ir.Graph, error) {
 		ps := map[string]int64{}

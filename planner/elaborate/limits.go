@@ -171,8 +171,12 @@ func (el *elaborator) room(pos diag.Pos, n int, size uintptr, what string) bool 
 	case el.opt.noOps: // a budget below one op: that is the news, with the least that holds one
 		el.refusal = el.opsRefusal(pos, 0, "")
 	default:
+		needs := budget.Format(need)
+		if needs == budget.Format(el.opt.Budget.Bytes) { // rounded alike: the bytes tell them apart
+			needs += fmt.Sprintf(" (%d bytes)", need)
+		}
 		el.refusal = &budget.Error{Pos: pos, Need: need, Budget: el.opt.Budget,
-			What: fmt.Sprintf("the plan's %s need %s (%d of %d bytes each)", what, budget.Format(need), n, size),
+			What: fmt.Sprintf("the plan's %s need %s (%d of %d bytes each)", what, needs, n, size),
 			Hint: "lower the ranks param or the plan's size"}
 	}
 	el.truncated = true

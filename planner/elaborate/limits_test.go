@@ -171,7 +171,7 @@ func TestQueuesRefusedByBudget(t *testing.T) {
 	_, err = Elaborate(t.Context(), f, nil, Options{Budget: budget.Budget{Bytes: 64 << 20, From: "--mem"}})
 	var be *budget.Error
 	require.ErrorAs(t, err, &be)
-	assert.Equal(t, "q.dag:4:9: the plan's queues need 64 MiB (131073 of 512 bytes each); "+
+	assert.Equal(t, "q.dag:4:9: the plan's queues need 64 MiB (67109376 bytes) (131073 of 512 bytes each); "+
 		"the memory budget is 64 MiB (set with --mem): lower the ranks param or the plan's size", err.Error())
 	g, err := Elaborate(t.Context(), f, map[string]int64{"ranks": 128}, Options{Budget: budget.Budget{Bytes: 64 << 20, From: "--mem"}})
 	require.NoError(t, err)
