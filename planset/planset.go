@@ -413,7 +413,7 @@ func (s *Set) Check(ctx context.Context, check Checker) error {
 // maxCoverage is the most gaps and overlaps coverage reports; one more diagnostic says how many
 // it left out. A set whose lines each start one world size after the last can hold thousands,
 // and the first few say what is wrong.
-const maxCoverage = 50
+const maxCoverage = diag.MaxErrors
 
 // A finding is a gap or an overlap that coverage sees at a world size, named by the entries it
 // is about, which fix its sizes: the sizes of a gap run from the end of entry last's (0 when last

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"os"
+
+	"github.com/coredag/coredag/internal/budget"
 )
 
 // Wire format. Every message is a frame: kind (1 byte), payload length (4 bytes, big endian),
@@ -195,9 +197,9 @@ func decodeMember(b []byte) (member, error) {
 func sizeText(n int64) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
+		return budget.Format(n)
 	case n >= 1<<20:
-		return fmt.Sprintf("%d bytes (about %d MiB)", n, (n+1<<19)>>20)
+		return fmt.Sprintf("%d bytes (about %s)", n, budget.Format(n))
 	}
 	return fmt.Sprintf("%d bytes", n)
 }

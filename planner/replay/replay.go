@@ -113,7 +113,7 @@ type checker struct {
 }
 
 // maxErrors is the most diagnostics a replay reports.
-const maxErrors = 50
+const maxErrors = diag.MaxErrors
 
 func (c *checker) errorf(pos diag.Pos, format string, args ...any) {
 	if len(c.errs) < maxErrors {
