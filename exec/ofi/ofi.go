@@ -11,16 +11,13 @@ package ofi
 import "C"
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -187,10 +184,10 @@ func NewProvider(opts Options) (*Provider, error) {
 		// Asked for send-after-write, libfabric 1.17's shm stalls for good a message posted
 		// after a write it moves by segments (over 4 KiB without CMA): every plan with a
 		// notified write hung. Whether a pair of processes moves by segments is settled per
-		// pair when they meet: CMA is off if either side's FI_SHM_DISABLE_CMA says so (set by
-		// its own CMACost measurement, which two ranks starting together can read on either
-		// side of the limit), or if the kernel refuses process_vm_readv between them. One
-		// process cannot know it from its own settings, so shm never gets asked: the message
+		// pair when they meet: CMA is off if either side's FI_SHM_DISABLE_CMA says so (its
+		// environment's, or set from CMACost, which a process that cannot use the shared
+		// record measures on its own), or if the kernel refuses process_vm_readv between them.
+		// One process cannot know it from its own settings, so shm never gets asked: the message
 		// waits for the write's delivery (issueSend), and a plan that relies on the ordering
 		// itself is refused by the runtime.
 		want.order &^= C.FI_ORDER_SAW
@@ -246,35 +243,11 @@ func NewProvider(opts Options) (*Provider, error) {
 
 // CMACost is what one copy of 256 KiB by cross-memory attach (process_vm_readv, as shm's
 // receiver takes a message out of its sender's memory) costs in copies of the same bytes on this
-// machine, the best of 8 each, measured once per process (about 0.1 ms); false when this process
-// cannot use process_vm_readv (then shm has no CMA either). Options.SHMCopies reads it.
-var CMACost = sync.OnceValues(func() (float64, bool) {
-	const n = 256 << 10
-	src, dst := bytes.Repeat([]byte{1}, n), bytes.Repeat([]byte{2}, n) // mapped before the timing
-	local, remote := []unix.Iovec{{Base: &dst[0]}}, []unix.RemoteIovec{{Base: uintptr(unsafe.Pointer(&src[0])), Len: n}}
-	local[0].SetLen(n)
-	var cma, cp time.Duration
-	for i := 0; i < 8; i++ {
-		t0 := time.Now()
-		if got, err := unix.ProcessVMReadv(os.Getpid(), local, remote, 0); err != nil || got != n {
-			return 0, false
-		}
-		t1 := time.Now()
-		copy(dst, src)
-		t2 := time.Now()
-		if d := t1.Sub(t0); i == 0 || d < cma {
-			cma = d
-		}
-		if d := t2.Sub(t1); i == 0 || d < cp {
-			cp = d
-		}
-	}
-	runtime.KeepAlive(src)
-	if cp <= 0 {
-		return 0, false
-	}
-	return float64(cma) / float64(cp), true
-})
+// machine (measureCMA), false when this process cannot use process_vm_readv (then shm has no CMA
+// either). The first process of a user on a host measures it and records it in /dev/shm for the
+// others until the host reboots (sharedCMACost), so that ranks started together decide alike.
+// Options.SHMCopies reads it.
+var CMACost = sync.OnceValues(func() (float64, bool) { return sharedCMACost(shmDir, bootID(), cmaRecordWait, measureCMA) })
 
 // Listed reports whether libfabric offers provider name at all (fi_info -p NAME lists endpoints
 // of it), whether or not coredag can use it: tests skip a provider that is not there and fail on

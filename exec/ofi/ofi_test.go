@@ -129,7 +129,7 @@ func TestDefaultProvider(t *testing.T) {
 func TestCMACost(t *testing.T) {
 	c, ok := CMACost()
 	require.True(t, ok, "process_vm_readv of this process's own memory failed")
-	t.Logf("one CMA copy of 256 KiB costs %.2f copies (shm copies by segments above %d)", c, cmaLimit)
+	t.Logf("one CMA copy of 256 KiB costs %.2f copies (shm copies by segments above %g)", c, cmaLimit)
 	assert.Greater(t, c, 0.0)
 }
 

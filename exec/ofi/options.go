@@ -101,10 +101,14 @@ type Options struct {
 }
 
 // cmaLimit is the cost of one CMA copy, in copies of the same bytes, above which shm is told
-// to move messages by segments: a segmented message is copied twice, so CMA must cost less than
-// two copies to come out ahead. A CMA copy is one copy plus pinning the peer's pages: where
-// pinning is cheap it costs little more than one; on the development VM about 4 (CMACost).
-const cmaLimit = 2
+// to move messages by segments. A segmented message is copied twice, a CMA one once after its
+// pages are pinned, so the break-even would be two copies, but segments also need both
+// processes running at once, which where ranks outnumber cores costs the large messages. On
+// the 2-core AMD VM (CMA about 4 copies) segments won at every size from 64 KiB to 16 MiB by a
+// third or more; on the 2-core Xeon (1.8 to 2.2) CMA won from 1 MiB up by 10 to 17% and lost
+// 14% at 64 and 256 KiB (README.md, Shared memory copies). The limit sits between the two,
+// clear of the Xeon's spread, so that its runs do not flip between the two from one to the next.
+const cmaLimit = 2.5
 
 // SHMCopies returns the FI_SHM_DISABLE_CMA to set, and false when none is. shm moves a message
 // it does not inject (over 4 KiB) either by cross-memory attach (CMA: the receiver copies it out

@@ -80,7 +80,7 @@ func TestSocketsBuffers(t *testing.T) {
 }
 
 // TestSHMCopies: a named shm provider moves messages by segments (FI_SHM_DISABLE_CMA=1) where
-// one CMA copy costs more than two copies, else as libfabric does; the environment's own
+// one CMA copy costs more than 2.5 copies, else as libfabric does; the environment's own
 // setting wins, and other providers get none.
 func TestSHMCopies(t *testing.T) {
 	unset := func(string) (string, bool) { return "", false }
@@ -95,7 +95,9 @@ func TestSHMCopies(t *testing.T) {
 	}{
 		{"shm", unset, cost(4.1, true), "1", true},
 		{"shm", unset, cost(1.3, true), "", false},
-		{"shm", unset, cost(2, true), "", false},
+		{"shm", unset, cost(2.4, true), "", false},
+		{"shm", unset, cost(2.5, true), "", false},
+		{"shm", unset, cost(2.6, true), "1", true},
 		{"shm", unset, cost(0, false), "", false},
 		{"shm", set, cost(4.1, true), "", false},
 		{"tcp;ofi_rxm", unset, cost(4.1, true), "", false},
