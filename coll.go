@@ -311,15 +311,9 @@ func (c *Coll) bind(rank int, buffer string, p unsafe.Pointer, n int, pin bool) 
 		return fmt.Errorf("%w: %s: buffer %s is coredag's scratch, not declared extern: it cannot be bound", ErrBind, b.Pos, b.Name)
 	case !c.local(rank):
 		return fmt.Errorf("%w: %s: buffer %s on rank %d: this Coll runs rank(s) %v", ErrBind, b.Pos, b.Name, rank, c.ranks)
-	case p == nil:
-		return fmt.Errorf("%w: %s: buffer %s on rank %d: no memory given", ErrBind, b.Pos, b.Name, rank)
-	case int64(n) != b.Bytes():
-		return fmt.Errorf("%w: %s: buffer %s is %d bytes (%d %s), the memory given is %d bytes", ErrBind, b.Pos, b.Name, b.Bytes(), b.Count, b.Type, n)
-	case uintptr(p)%uintptr(b.Type.Size()) != 0:
-		return fmt.Errorf("%w: %s: buffer %s holds %s: its memory must be aligned to %d bytes, the address given is %#x", ErrBind, b.Pos, b.Name, b.Type, b.Type.Size(), uintptr(p))
 	}
 	var pinner *runtime.Pinner
-	if pin {
+	if pin && p != nil { // the op refuses a nil address (exec.ErrRegion)
 		pinner = new(runtime.Pinner)
 		pinner.Pin(p)
 	}
@@ -526,7 +520,7 @@ func mapErr(err error) error {
 		return busy{err}
 	case errors.Is(err, exec.ErrUnbound):
 		return fmt.Errorf("%w: %w", ErrUnbound, err)
-	case errors.Is(err, exec.ErrRebindRemote):
+	case errors.Is(err, exec.ErrRebindRemote), errors.Is(err, exec.ErrRegion):
 		return fmt.Errorf("%w: %w", ErrBind, err)
 	case errors.Is(err, exec.ErrHang):
 		return fmt.Errorf("%w: %w", ErrTimeout, err)

@@ -174,6 +174,7 @@ func TestBindErrors(t *testing.T) {
 		{"count", BindSlice(c, 0, "data", make([]float32, 17)), "buffer data has 16 elements, bound to a slice of 17"},
 		{"signed", BindSlice(c, 0, "data", make([]int32, 16)), "buffer data holds f32, bound to a slice of int32"},
 		{"align", c.BindRank(0, "data", raw[2:66]), "aligned to 4 bytes"},
+		{"nil", c.BindRank(0, "data", nil), "buffer data: no memory given"},
 		{"scratch", c.BindRank(0, "tmp", make([]byte, 32)), "buffer tmp is coredag's scratch"},
 		{"unknown", c.BindRank(0, "nope", make([]byte, 32)), `no buffer "nope"`},
 		{"rank", c.BindRank(2, "data", make([]byte, 64)), "rank 2"},

@@ -22,19 +22,26 @@ type Region struct {
 }
 
 // fits says why m cannot be buffer b's memory (no address, another size, an address not
-// aligned to b's elements), nil if it can.
+// aligned to b's elements), nil if it can. Its errors match ErrRegion.
 func fits(b *ir.Buffer, m Region) error {
 	switch {
 	case m.Addr == nil:
-		return fmt.Errorf("%s: buffer %s: the region has no address", b.Pos, b.Name)
+		return regionError(fmt.Sprintf("%s: buffer %s: no memory given", b.Pos, b.Name))
 	case int64(m.Len) != b.Bytes():
-		return fmt.Errorf("%s: buffer %s is %d bytes, the region %d", b.Pos, b.Name, b.Bytes(), m.Len)
+		return regionError(fmt.Sprintf("%s: buffer %s is %d bytes (%d %s), the memory given is %d bytes",
+			b.Pos, b.Name, b.Bytes(), b.Count, b.Type, m.Len))
 	case uintptr(m.Addr)%uintptr(b.Type.Size()) != 0:
-		return fmt.Errorf("%s: buffer %s holds %s: the region must be aligned to %d bytes, its address is %#x",
-			b.Pos, b.Name, b.Type, b.Type.Size(), uintptr(m.Addr))
+		return regionError(fmt.Sprintf("%s: buffer %s holds %s: its memory must be aligned to %d bytes, the address given is %#x",
+			b.Pos, b.Name, b.Type, b.Type.Size(), uintptr(m.Addr)))
 	}
 	return nil
 }
+
+// regionError is fits's error: its message, matching ErrRegion.
+type regionError string
+
+func (e regionError) Error() string        { return string(e) }
+func (e regionError) Is(target error) bool { return target == ErrRegion }
 
 // Bound gives the caller's memory of an extern buffer on a rank (Options.Bound): false when
 // the caller gave none.
@@ -55,6 +62,9 @@ var (
 	ErrInFlight = errors.New("a start is in flight")
 	// ErrRebindRemote: rebinding a buffer peers access one-sidedly, after its key went to them.
 	ErrRebindRemote = errors.New("cannot rebind a remotely accessed buffer")
+	// ErrRegion: memory given for an extern buffer (Op.Bind, Options.Bound, Session.Rebind)
+	// that cannot be its memory: no address, another size, or misaligned for its elements.
+	ErrRegion = errors.New("memory does not fit the buffer")
 	// ErrPanic: a panic inside an iteration, recovered.
 	ErrPanic = errors.New("panic in the engine")
 )

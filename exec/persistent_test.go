@@ -140,18 +140,21 @@ op v = recv q r
 		region exec.Region
 		want   string
 	}{
-		{exec.Region{Addr: base, Len: 16}, "box.dag:3:8: buffer d is 32 bytes, the region 16"},
-		{exec.Region{Len: 32}, "box.dag:3:8: buffer d: the region has no address"},
-		{exec.Region{Addr: unsafe.Add(base, 4), Len: 32}, "box.dag:3:8: buffer d holds u64: the region must be aligned to 8 bytes"},
+		{exec.Region{Addr: base, Len: 16}, "box.dag:3:8: buffer d is 32 bytes (4 u64), the memory given is 16 bytes"},
+		{exec.Region{Len: 32}, "box.dag:3:8: buffer d: no memory given"},
+		{exec.Region{Addr: unsafe.Add(base, 4), Len: 32}, "box.dag:3:8: buffer d holds u64: its memory must be aligned to 8 bytes"},
 	} {
 		op, err := exec.NewOp(plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Poll})
 		require.NoError(t, err)
-		assert.ErrorContains(t, op.Bind(0, 0, tc.region), tc.want)
+		err = op.Bind(0, 0, tc.region)
+		assert.ErrorContains(t, err, tc.want)
+		assert.ErrorIs(t, err, exec.ErrRegion)
 		require.NoError(t, op.Close())
 
 		bound := func(int, ir.BufID) (exec.Region, bool) { return tc.region, true }
 		_, err = exec.Run(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Poll, Bound: bound})
 		assert.ErrorContains(t, err, "rank 0: "+tc.want)
+		assert.ErrorIs(t, err, exec.ErrRegion)
 		assert.NotErrorIs(t, err, exec.ErrPanic)
 	}
 	_, err = exec.Run(context.Background(), plan, softnic.New(softnic.Options{}), exec.Options{Engine: exec.Poll, Ranks: []int{1, 1}})
