@@ -89,3 +89,11 @@ func GenericPlanForTest(g *ir.Graph) (*ir.Plan, error) {
 // HandedForTest says whether the Op's last start ran on its background goroutine (not on the
 // goroutine of its Wait).
 func (o *Op) HandedForTest() bool { return !o.byWait }
+
+// MemoryForTest is the memory of the Op's session (nil before the first start).
+func (o *Op) MemoryForTest() *Memory {
+	if o.s == nil {
+		return nil
+	}
+	return o.s.mem
+}

@@ -134,6 +134,29 @@ func (m *Memory) Reset(rank int) error {
 	return nil
 }
 
+// initWords fills, on each of ranks, the buffers that hold the word of a wait (wait WORD >=
+// VALUE) with their init values: check proved each such wait from where its word starts, and
+// the word's buffer is coredag's own (never extern), which only coredag can set.
+func (m *Memory) initWords(ranks []int) error {
+	words := map[ir.BufID]bool{}
+	for i := range m.g.Ops {
+		if op := &m.g.Ops[i]; op.WaitsWord() {
+			words[op.Dst.Buf] = true
+		}
+	}
+	for b := range m.g.Buffers {
+		if !words[ir.BufID(b)] {
+			continue
+		}
+		for _, r := range ranks {
+			if err := initBuffer(&m.g.Buffers[b], r, m.bufs[r][b]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // ResetAll resets every rank's buffers to their init values.
 func (m *Memory) ResetAll() error {
 	for r := range m.bufs {

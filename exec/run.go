@@ -324,6 +324,13 @@ func prepare(ctx context.Context, plan *ir.Plan, p nic.Provider, opts Options, w
 	if s.mem, err = NewMemoryFrom(g, bufs); err != nil {
 		return fail(err)
 	}
+	// A watched word starts at its init, from which check proved its waits: Run resets it
+	// before every iteration with the rest of the memory, but an Op's session resets no buffer
+	// and would start it at zero. It is set before the first start's barrier, so before any
+	// peer's add can land in it.
+	if err = s.mem.initWords(ranks); err != nil {
+		return fail(err)
+	}
 	if engine == Offload {
 		s.d, err = newOffload(plan, s.mem, res, p, opts)
 	} else {
