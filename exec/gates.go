@@ -21,7 +21,10 @@ import (
 // that a faster peer's writes of the next iteration cannot be lost to a reset. A word is reset
 // only with the rest of the memory, by Run between iterations that a barrier separates (next's
 // fresh); otherwise (Coll.Start, which never resets a buffer) iteration i waits for the value
-// plus i times what the atomic adds into the word add per iteration.
+// plus i times what the atomic adds into the word add per iteration, from the word's init,
+// which the session set before its first iteration (Memory.initWords). Op.Start refuses the
+// iteration whose adds would take a word past its type's largest value (ir.Graph.WordLimit):
+// past it the word wraps, and so would the threshold, and a wait would hang or complete early.
 type gates struct {
 	g        *ir.Graph
 	byOp     map[ir.OpID]*gate
