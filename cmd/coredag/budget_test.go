@@ -201,6 +201,29 @@ func TestMemFlagExtremes(t *testing.T) {
 	assert.Contains(t, firstLine(out), "the memory budget is 100 bytes (set with COREDAG_MEM): one op needs at least 2 KiB (COREDAG_MEM=2KiB), this loop's ops at least 18 KiB (COREDAG_MEM=18KiB)")
 }
 
+// TestMemOneTotal: a plan's ops, queues and `after` edges count against --mem together: any
+// two of them fit here, all three used to pass as well (each was checked against the whole
+// budget alone), and are now refused at what tips the total over, with what the rest holds.
+func TestMemOneTotal(t *testing.T) {
+	t.Parallel()
+	const (
+		queues = "for p in 0 .. ranks {\n  for k in 0 .. 50 { queue link[p, k] to p peer link[rank, k] }\n}\n"
+		ops    = "for j in 0 .. 40 { op a[j] = nop }\nfor j in 0 .. 35 { op b[j] = nop }\n"
+		edges  = "for i in 0 .. 35 {\n  for j in 0 .. 40 { b[i] after a[j] }\n}\n"
+	)
+	two := writeTemp(t, "two.dag", "plan two\nparam ranks = 4\n"+queues+ops)
+	code, out := capped(t, "", nil, "check", "--mem", "1MiB", two)
+	assert.Equal(t, exitOK, code, out)
+
+	all := writeTemp(t, "all.dag", "plan all\nparam ranks = 4\n"+queues+ops+edges)
+	code, out = capped(t, "", nil, "check", "--mem", "1MiB", all)
+	assert.Equal(t, exitUsage, code, out)
+	line, _, _ := strings.Cut(out, "\n") // longer than firstLine's 400 bytes
+	assert.Equal(t, "coredag: "+all+":4:28: the plan's queues need 321 KiB (642 of 512 bytes each) besides 450 KiB for its ops (225 of 2 KiB each), "+
+		"109 KiB for its `after` edges (5600 of 20 bytes each) and 144 KiB for its `after` references (2048 of 72 bytes each): 1 MiB (1048960 bytes) in all; "+
+		"the memory budget is 1 MiB (set with --mem): lower the ranks param or the plan's size", line)
+}
+
 // TestInputSizeLimit: files, devices and stdin are read up to 16 MiB; past that the command
 // stops with exit 2 instead of reading forever.
 func TestInputSizeLimit(t *testing.T) {

@@ -73,8 +73,9 @@ type elaborator struct {
 	memo          *memo                    // def results, for the ranks this elaborator elaborates
 
 	// The limits (limits.go) and what is left of them.
-	maxOps    int    // the op limit: MaxOps, or lower (Options)
+	maxOps    int    // the op limit: MaxOps, or lower (Options), or what the budget leaves for ops (room)
 	whyMaxOps string // why the limit is lower, for its diagnostic
+	budgetOps bool   // the memory budget sets the limit: passing it is a refusal (tooManyOps)
 	iters     int64  // loop iterations so far
 	countWork int    // what is left of maxCountWork
 	truncated bool   // a limit was passed: the rest is not elaborated
@@ -218,7 +219,7 @@ func (el *elaborator) run() (sharded bool) {
 		el.elaborateRank(r)
 		if r == 0 && el.g.Ranks > 1 && !el.truncated { // SPMD: other ranks are as large, so grow once (growOps if not)
 			want := min(len(el.g.Ops)*el.g.Ranks, el.maxOps)
-			if !el.room(diag.Pos{}, want, unsafe.Sizeof(ir.Op{}), "ops") {
+			if !el.room(heldOps, diag.Pos{}, want, unsafe.Sizeof(ir.Op{}), "ops") {
 				break
 			}
 			el.g.Ops = append(make([]ir.Op, 0, want), el.g.Ops...)
@@ -724,7 +725,7 @@ func (el *elaborator) queue(st *dsl.QueueStmt, at *stmtCode, s *scope) {
 	}
 	// Queues past one op's worth of memory count against the budget; the first few ride in the
 	// estimate of an op, so that a budget below one op is refused at the op, with its hint.
-	if n := len(g.Queues) + 1; n*BytesPerQueue > BytesPerOp && !el.room(st.Name.Pos(), n, BytesPerQueue, "queues") {
+	if n := len(g.Queues) + 1; n*BytesPerQueue > BytesPerOp && !el.room(heldQueues, st.Name.Pos(), n, BytesPerQueue, "queues") {
 		fail()
 		return
 	}
@@ -808,7 +809,7 @@ func (el *elaborator) pendingRoom(pos diag.Pos) bool {
 		return true
 	}
 	n := max(2*cap(el.pending), 64)
-	if !el.room(pos, n, unsafe.Sizeof(pendingRef{}), fmt.Sprintf("`after` references on rank %d", el.rank)) {
+	if !el.room(heldRefs, pos, n, unsafe.Sizeof(pendingRef{}), fmt.Sprintf("`after` references on rank %d", el.rank)) {
 		return false
 	}
 	el.pending = arena.GrowTo(el.pending, n)

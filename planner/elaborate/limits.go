@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
+	"unsafe"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/dsl"
@@ -60,7 +62,8 @@ type Options struct {
 }
 
 // Within returns the options that cap a plan's ops so that checking, compiling and running it
-// fit in the memory budget b (BytesPerOp each), and check the Graph's arrays against b.
+// fit in the memory budget b (BytesPerOp each), and count its ops, queues and edges against b
+// together.
 func Within(b budget.Budget) Options {
 	n := b.Bytes / BytesPerOp
 	if b.Bytes <= 0 || n >= MaxOps {
@@ -78,6 +81,12 @@ func newElaborator(ctx context.Context, f *dsl.File, params map[string]int64, op
 		el.maxOps, el.whyMaxOps = 0, opt.Why
 	case opt.MaxOps > 0 && opt.MaxOps < MaxOps:
 		el.maxOps, el.whyMaxOps = opt.MaxOps, opt.Why
+	}
+	// The op limit is the budget's when Within set it, or when the budget holds fewer ops (a
+	// budget given without Within's limit): passing it is then a refusal for the budget.
+	el.budgetOps = opt.Budget.Bytes > 0 && el.whyMaxOps != ""
+	if b := opt.Budget.Bytes; b > 0 && b/BytesPerOp < int64(el.maxOps) {
+		el.maxOps, el.budgetOps = int(b/BytesPerOp), true
 	}
 	steps := int64(MaxSteps)
 	if opt.MaxSteps > 0 && opt.MaxSteps < MaxSteps {
@@ -108,7 +117,7 @@ func (el *elaborator) tooManyOps(pos diag.Pos, loop int64) {
 	if loop > 0 {
 		detail = fmt.Sprintf(" (this loop alone makes at least %d)", loop)
 	}
-	if el.whyMaxOps != "" && el.opt.Budget.Bytes > 0 {
+	if el.budgetOps {
 		if el.refusal == nil {
 			el.refusal = el.opsRefusal(pos, loop, detail)
 		}
@@ -123,17 +132,35 @@ func (el *elaborator) tooManyOps(pos diag.Pos, loop int64) {
 	el.truncated = true
 }
 
-// opsRefusal is the refusal for the memory budget of the ops past the limit it sets, at pos.
-// A budget below BytesPerOp holds no op at all: the refusal then says so, with the least budget
-// that holds one and the least that holds the loop's ops, rather than that the plan has more
-// than 0 ops.
+// opsRefusal is the refusal for the memory budget of the ops past the limit it sets, at pos:
+// what the plan's queues and edges hold counts beside them (held). A budget below BytesPerOp
+// holds no op at all: the refusal then says so, with the least budget that holds one and the
+// least that holds the loop's ops, rather than that the plan has more than 0 ops.
 func (el *elaborator) opsRefusal(pos diag.Pos, loop int64, detail string) *budget.Error {
 	b, per := el.opt.Budget, budget.Format(BytesPerOp)
-	if el.maxOps > 0 {
-		return &budget.Error{Pos: pos, Need: budget.Mul(int64(el.maxOps)+1, BytesPerOp), Budget: b,
-			What: fmt.Sprintf("the plan has more than %s over all its ranks%s, and a plan takes about %s per op to check, compile and run",
-				english.Plural(el.maxOps, "op"), detail, per),
+	h := el.held()
+	h[heldOps] = holding{}
+	others := h.total()
+	besides := ""
+	if others > 0 {
+		besides = ", besides " + h.list()
+	}
+	switch {
+	case el.maxOps > 0:
+		need := budget.Add(budget.Mul(int64(el.maxOps)+1, BytesPerOp), others)
+		if others > 0 {
+			besides += ": " + el.figure(need) + " in all"
+		}
+		return &budget.Error{Pos: pos, Need: need, Budget: b,
+			What: fmt.Sprintf("the plan has more than %s over all its ranks%s, and a plan takes about %s per op to check, compile and run%s",
+				english.Plural(el.maxOps, "op"), detail, per, besides),
 			Hint: "is a loop bound or the rank count wrong? Else lower the ranks param or the plan's size"}
+	case others > 0: // the plan's queues and edges left no room for its first op
+		need := budget.Add(BytesPerOp, others)
+		return &budget.Error{Pos: pos, Need: need, Budget: b,
+			What: fmt.Sprintf("the plan's first op does not fit%s: a plan takes about %s per op to check, compile and run%s: %s in all",
+				detail, per, besides, el.figure(need)),
+			Hint: "lower the ranks param or the plan's size"}
 	}
 	need := budget.Mul(max(loop, 1), BytesPerOp)
 	least := func(n int64) string {
@@ -154,29 +181,129 @@ func (el *elaborator) opsRefusal(pos diag.Pos, loop int64, detail string) *budge
 		Hint: hint}
 }
 
-// room reports whether an array of n elements of size bytes each, which the Graph would hold
-// (what says of what: "ops", "`after` edges on 16 ranks"), fits in the memory budget; if not, the
-// elaboration stops and returns the refusal (a *budget.Error at pos) instead of diagnostics.
-// Without a budget everything fits.
-func (el *elaborator) room(pos diag.Pos, n int, size uintptr, what string) bool {
-	if el.opt.Budget.Bytes <= 0 {
+// What a plan holds of the memory budget, by kind (held). The budget is one running total of
+// them: each check adds what the next thing needs to what the others already hold.
+const (
+	heldOps    = iota // its ops, BytesPerOp each (the op limit), or the room of the Graph's Ops if more
+	heldQueues        // its queues, BytesPerQueue each, or the room of Queues if more (rides)
+	heldEdges         // the room of its `after` edges
+	heldRefs          // the room of the `after` references waiting for the end of a rank (pendingRoom)
+	numHeld
+)
+
+// heldNames names the kinds for the refusals: "32 MiB for its ops (16384 of 2 KiB each)".
+var heldNames = [numHeld]string{"ops", "queues", "`after` edges", "`after` references"}
+
+// holding is what one kind holds: n things of size bytes each.
+type holding struct{ n, size int64 }
+
+func (h holding) bytes() int64 { return budget.Mul(h.n, h.size) }
+
+// larger is the larger holding of a and b: a kind holds the larger of its estimate and the
+// room of its array.
+func larger(a, b holding) holding {
+	if b.bytes() > a.bytes() {
+		return b
+	}
+	return a
+}
+
+// rides is what queues holding h hold of the budget: nothing while they fit in one op's
+// estimate, so that a budget below one op is refused at the op, with its hint.
+func rides(h holding) holding {
+	if h.bytes() <= BytesPerOp {
+		return holding{}
+	}
+	return h
+}
+
+// holdings is what a plan holds, by kind.
+type holdings [numHeld]holding
+
+// total is what h holds in all.
+func (h *holdings) total() int64 {
+	var t int64
+	for _, k := range h {
+		t = budget.Add(t, k.bytes())
+	}
+	return t
+}
+
+// list says what h holds, kind by kind, leaving out the kinds that hold nothing: "32 MiB for its
+// ops (16384 of 2 KiB each) and 1 MiB for its `after` edges (52429 of 20 bytes each)".
+func (h *holdings) list() string {
+	var parts []string
+	for k, x := range h {
+		if x.bytes() > 0 {
+			parts = append(parts, fmt.Sprintf("%s for its %s (%d of %s each)", budget.Format(x.bytes()), heldNames[k], x.n, budget.Format(x.size)))
+		}
+	}
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// held is what the plan holds of the memory budget so far, one rank after the other (in a shard,
+// the pool counts: shardRoom).
+func (el *elaborator) held() holdings {
+	g := el.g
+	var h holdings
+	h[heldOps] = larger(holding{int64(len(g.Ops)), BytesPerOp}, holding{int64(cap(g.Ops)), int64(unsafe.Sizeof(ir.Op{}))})
+	h[heldQueues] = rides(larger(holding{int64(len(g.Queues)), BytesPerQueue}, holding{int64(cap(g.Queues)), int64(unsafe.Sizeof(ir.Queue{}))}))
+	h[heldEdges] = holding{int64(cap(g.Edges)), int64(unsafe.Sizeof(ir.Edge{}))}
+	h[heldRefs] = holding{int64(cap(el.pending)), int64(unsafe.Sizeof(pendingRef{}))}
+	return h
+}
+
+// figure prints n bytes for a refusal: budget.Format, and the bytes when it rounds to what the
+// budget does, which would not tell them apart.
+func (el *elaborator) figure(n int64) string {
+	s := budget.Format(n)
+	if s == budget.Format(el.opt.Budget.Bytes) {
+		s += fmt.Sprintf(" (%d bytes)", n)
+	}
+	return s
+}
+
+// room reports whether n elements of size bytes each, the plan's of kind (heldQueues, ...; what
+// says of what for the refusal: "queues", "`after` edges on 16 ranks"), fit in the memory budget
+// beside what its other kinds already hold (held); if not, the elaboration stops and returns the
+// refusal (a *budget.Error at pos) instead of diagnostics. What fits lowers the op limit to what
+// the budget leaves for ops. Without a budget everything fits.
+func (el *elaborator) room(kind int, pos diag.Pos, n int, size uintptr, what string) bool {
+	b := el.opt.Budget.Bytes
+	if b <= 0 {
 		return true
 	}
-	need := budget.Mul(int64(n), int64(size))
-	if need <= el.opt.Budget.Bytes {
+	if el.shard != nil {
+		return el.shardRoom(kind, n, size)
+	}
+	h := el.held()
+	h[kind] = larger(h[kind], holding{int64(n), int64(size)})
+	if kind == heldQueues {
+		h[kind] = rides(h[kind])
+	}
+	need := h.total()
+	if need <= b {
+		if left := (b - need + h[heldOps].bytes()) / BytesPerOp; left < int64(el.maxOps) {
+			el.maxOps, el.budgetOps = int(left), true
+		}
 		return true
 	}
 	switch {
 	case el.refusal != nil:
-	case el.opt.noOps: // a budget below one op: that is the news, with the least that holds one
+	case b < BytesPerOp: // a budget below one op: that is the news, with the least that holds one
 		el.refusal = el.opsRefusal(pos, 0, "")
 	default:
-		needs := budget.Format(need)
-		if needs == budget.Format(el.opt.Budget.Bytes) { // rounded alike: the bytes tell them apart
-			needs += fmt.Sprintf(" (%d bytes)", need)
+		mine := h[kind]
+		h[kind] = holding{}
+		figure, besides := el.figure(need), ""
+		if h.total() > 0 { // the figure that tipped the total over, then the total
+			figure, besides = budget.Format(mine.bytes()), " besides "+h.list()+": "+el.figure(need)+" in all"
 		}
 		el.refusal = &budget.Error{Pos: pos, Need: need, Budget: el.opt.Budget,
-			What: fmt.Sprintf("the plan's %s need %s (%d of %d bytes each)", what, needs, n, size),
+			What: fmt.Sprintf("the plan's %s need %s (%d of %d bytes each)%s", what, figure, mine.n, mine.size, besides),
 			Hint: "lower the ranks param or the plan's size"}
 	}
 	el.truncated = true

@@ -190,12 +190,15 @@ func TestEdgesRefusedByBudget(t *testing.T) {
 	_, err = Elaborate(t.Context(), f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
 	var be *budget.Error
 	require.ErrorAs(t, err, &be)
-	assert.Equal(t, "edges.dag:6:34: the plan's `after` edges on 16 ranks need 48.8 MiB (2560000 of 20 bytes each); "+
+	// The references of rank 0 hold 18 MiB: the op limit leaves room for 8 ranks' edges beside them.
+	assert.Equal(t, "edges.dag:6:34: the plan's `after` edges on 8 ranks need 24.4 MiB (1280000 of 20 bytes each) "+
+		"besides 1.56 MiB for its ops (800 of 2 KiB each) and 18 MiB for its `after` references (262144 of 72 bytes each): 44 MiB in all; "+
 		"the memory budget is 32 MiB (set with --mem): lower the ranks param or the plan's size", err.Error())
 	// The references wait in a list of their own until the rank is done: 72 bytes each.
 	_, err = Elaborate(t.Context(), f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 4 << 20, From: "--mem"}})
 	require.ErrorAs(t, err, &be)
-	assert.Equal(t, "edges.dag:6:34: the plan's `after` references on rank 0 need 4.5 MiB (65536 of 72 bytes each); "+
+	assert.Equal(t, "edges.dag:6:34: the plan's `after` references on rank 0 need 4.5 MiB (65536 of 72 bytes each) "+
+		"besides 1.56 MiB for its ops (800 of 2 KiB each): 6.06 MiB in all; "+
 		"the memory budget is 4 MiB (set with --mem): lower the ranks param or the plan's size", err.Error())
 
 	// Within a budget that holds them, the same plan elaborates.
@@ -204,6 +207,56 @@ func TestEdgesRefusedByBudget(t *testing.T) {
 	g, err := Elaborate(t.Context(), f, nil, Options{MaxOps: 16384, Budget: budget.Budget{Bytes: 32 << 20, From: "--mem"}})
 	require.NoError(t, err)
 	assert.Len(t, g.Edges, 2*400*400)
+}
+
+// TestBudgetOneTotal: ops, queues and `after` edges count against the memory budget together,
+// one running total, and the refusal names what tipped it over beside what the rest holds. Each
+// was checked against the whole budget on its own, so that a plan could hold about three times
+// the budget: here any two of them fit in 1 MiB, and all three used to pass as well.
+func TestBudgetOneTotal(t *testing.T) {
+	t.Parallel()
+	const (
+		head   = "plan mix\nparam ranks = 4\n"
+		queues = "for p in 0 .. ranks {\n  for k in 0 .. 50 { queue link[p, k] to p peer link[rank, k] }\n}\n" // 800 queues: 400 KiB
+		ops    = "for j in 0 .. 40 { op a[j] = nop }\nfor j in 0 .. 35 { op b[j] = nop }\n"                    // 300 ops: 600 KiB
+		edges  = "for i in 0 .. 35 {\n  for j in 0 .. 40 { b[i] after a[j] }\n}\n"                             // 5600 edges: 109 KiB
+	)
+	mem := Within(budget.Budget{Bytes: 1 << 20, From: "--mem"})
+	for _, src := range []string{queues, ops, ops + edges, queues + ops} {
+		_, err := elaborateWith(t, head+src, nil, mem)
+		require.NoError(t, err, src)
+	}
+	f, err := dsl.Parse("mix.dag", []byte(head+queues+ops+edges))
+	require.NoError(t, err)
+	_, _, err = elaborateBothWith(t, f, nil, mem) // in shards or not
+	var be *budget.Error
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, "mix.dag:4:28: the plan's queues need 321 KiB (642 of 512 bytes each) besides 450 KiB for its ops (225 of 2 KiB each), "+
+		"109 KiB for its `after` edges (5600 of 20 bytes each) and 144 KiB for its `after` references (2048 of 72 bytes each): 1 MiB (1048960 bytes) in all; "+
+		"the memory budget is 1 MiB (set with --mem): lower the ranks param or the plan's size", err.Error())
+	assert.EqualValues(t, 1048960, be.Need)
+
+	// Queues that leave no room for an op: the first one is refused, in those words.
+	_, err = elaborateWith(t, "plan p\nfor k in 0 .. 125 { queue l[k] to rank peer l[k] }\nop x = nop\n", nil, Within(budget.Budget{Bytes: 64 << 10, From: "--mem"}))
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, "t.dag:3:1: the plan's first op does not fit: a plan takes about 2 KiB per op to check, compile and run, "+
+		"besides 62.5 KiB for its queues (125 of 512 bytes each): 64.5 KiB in all; the memory budget is 64 KiB (set with --mem): lower the ranks param or the plan's size", err.Error())
+
+	// Shards count the queues past the windows made for ranks as large as rank 0 against the
+	// budget too: rank 0 has none here, and the shards stop at the budget, as the ranks one
+	// after the other do. The ops tip it over: the op limit is what the budget leaves them.
+	lean := "plan lean\nparam ranks = 8\n" + ops + edges +
+		"if rank > 0 {\n  for p in 1 .. ranks {\n    for k in 0 .. 25 { queue link[p, k] to p peer link[rank, k] }\n  }\n}\n"
+	f, err = dsl.Parse("lean.dag", []byte(lean))
+	require.NoError(t, err)
+	_, _, err = elaborateBothWith(t, f, map[string]int64{"ranks": 3}, Within(budget.Budget{Bytes: 2 << 20, From: "--mem"}))
+	require.NoError(t, err)
+	_, _, err = elaborateBothWith(t, f, nil, Within(budget.Budget{Bytes: 2 << 20, From: "--mem"}))
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, "lean.dag:4:1: the plan has more than 580 ops over all its ranks (this loop alone makes at least 35), "+
+		"and a plan takes about 2 KiB per op to check, compile and run, besides 525 KiB for its queues (1050 of 512 bytes each), "+
+		"219 KiB for its `after` edges (11200 of 20 bytes each) and 144 KiB for its `after` references (2048 of 72 bytes each): 2 MiB (2098944 bytes) in all; "+
+		"the memory budget is 2 MiB (set with --mem): is a loop bound or the rank count wrong? Else lower the ranks param or the plan's size", err.Error())
 }
 
 // The int64 extremes, as a plan writes them (2 ** 63 overflows, so the least is written as a

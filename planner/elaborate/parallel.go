@@ -57,6 +57,19 @@ type pool struct {
 	iters  atomic.Int64 // loop iterations, added rank by rank
 	steps  atomic.Int64 // evaluation steps (steps.go), added rank by rank
 	failed atomic.Bool  // a shard met a diagnostic or a limit: the ranks are done sequentially
+
+	// The memory budget's bytes (0: none) and what of it the shards hold besides their ops:
+	// the queues and edges of the windows, reserved for ranks as large as rank 0, and what they
+	// hold past them (shardRoom). Past the budget the shards stop, and the ranks done one after
+	// the other meet its refusal where they pass it.
+	mem      int64
+	reserved int64
+	held     atomic.Int64
+}
+
+// fits reports whether ops ops fit in the memory budget beside what the shards hold.
+func (p *pool) fits(ops int64) bool {
+	return p.mem <= 0 || budget.Add(p.reserved, p.held.Load(), budget.Mul(ops, BytesPerOp)) <= p.mem
 }
 
 // shard is a run of ranks, first .. end-1, and what their elaboration made.
@@ -64,6 +77,7 @@ type shard struct {
 	first, end int
 	room       int // the ops its ranks would have if they were as large as rank 0
 	taken      int // ops taken from pool.ops
+	queueRoom  int // the queues its window holds (shardRoom)
 	// its ops, queues and edges, in windows of the Graph's arrays (arena.Part)
 	ops      arena.Part[ir.Op]
 	queues   arena.Part[ir.Queue]
@@ -84,17 +98,24 @@ func (el *elaborator) parallel() bool {
 	if n < 2 || g.Ranks < 3 || ops0 == 0 || ops0*g.Ranks < el.parallelOps() || ops0*g.Ranks > el.maxOps || !el.clean() {
 		return false
 	}
-	// Windows for ranks as large as rank 0 (Ops was sized so by run), if they fit in the budget
-	// beside Ops; if not, the ranks are elaborated one after the other, their arrays growing as
-	// they go, each growth checked (resolveRank).
-	if b := el.opt.Budget.Bytes; b > 0 && budget.Add(budget.Mul(int64(cap(g.Ops)), int64(unsafe.Sizeof(ir.Op{}))),
-		budget.Mul(int64(queues0*g.Ranks), BytesPerQueue),
-		budget.Mul(int64(edges0*g.Ranks), int64(unsafe.Sizeof(ir.Edge{})))) > b {
-		return false
+	// Windows for ranks as large as rank 0 (Ops was sized so by run), if their ops, queues and
+	// edges fit in the budget together (held); if not, the ranks are elaborated one after the
+	// other, their arrays growing as they go, each growth checked (room).
+	p := &pool{g: g}
+	maxOps := el.maxOps
+	if b := el.opt.Budget.Bytes; b > 0 {
+		h := el.held()
+		h[heldOps] = holding{int64(ops0 * g.Ranks), BytesPerOp}
+		h[heldQueues] = rides(holding{int64(queues0 * g.Ranks), BytesPerQueue})
+		h[heldEdges] = larger(h[heldEdges], holding{int64(edges0 * g.Ranks), int64(unsafe.Sizeof(ir.Edge{}))})
+		if h.total() > b {
+			return false
+		}
+		p.mem, p.reserved = b, h.total()-h[heldOps].bytes()
+		maxOps = min(maxOps, int((b-p.reserved)/BytesPerOp))
 	}
 	g.Queues = arena.GrowTo(g.Queues, queues0*g.Ranks)
 	g.Edges = arena.GrowTo(g.Edges, edges0*g.Ranks)
-	p := &pool{g: g}
 	p.ops.Store(int64(ops0))
 	p.iters.Store(el.iters)
 	p.steps.Store(el.work.steps())
@@ -109,6 +130,7 @@ func (el *elaborator) parallel() bool {
 	var next atomic.Int64 // the next shard to elaborate
 	for range min(n, k) {
 		w := el.worker(p)
+		w.maxOps = maxOps // what the budget leaves for ops beside the windows
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(k) && !p.failed.Load(); i = next.Add(1) - 1 {
 				w.elaborateShard(shards[i], ops0, queues0, edges0)
@@ -158,6 +180,7 @@ func (el *elaborator) elaborateShard(sh *shard, ops0, queues0, edges0 int) {
 	g.Ops = arena.Window(g.Ops, sh.ops.At, ops0*sh.end)
 	g.Queues = arena.Window(g.Queues, sh.queues.At, queues0*sh.end)
 	g.Edges = arena.Window(g.Edges, sh.edges.At, edges0*sh.end)
+	sh.queueRoom = cap(g.Queues)
 	el.g, el.shard, el.first, el.end, el.peerRefs = &g, sh, sh.first, sh.end, nil
 	el.opBase, el.queueBase = ir.OpID(sh.ops.At), ir.QueueID(sh.queues.At)
 	defer func() { sh.ops.S, sh.queues.S, sh.edges.S, sh.peerRefs = g.Ops, g.Queues, g.Edges, el.peerRefs }()
@@ -232,11 +255,31 @@ func (el *elaborator) opRoom() bool {
 	if left := sh.room - sh.taken; left > 0 {
 		take = min(take, left)
 	}
-	if el.pool.failed.Load() || el.pool.ops.Add(int64(take)) > int64(el.maxOps) {
+	if ops := el.pool.ops.Add(int64(take)); el.pool.failed.Load() || ops > int64(el.maxOps) || !el.pool.fits(ops) {
 		return false
 	}
 	sh.taken += take
 	return true
+}
+
+// shardRoom is room in a shard: what the windows hold was reserved by parallel; past them, an
+// array of n elements of size bytes each (the kind's, held) is held whole, and a queue
+// BytesPerQueue. When the budget does not hold it beside the rest, the shards stop.
+func (el *elaborator) shardRoom(kind int, n int, size uintptr) bool {
+	more := budget.Mul(int64(n), int64(size))
+	if kind == heldQueues {
+		more = 0
+		if n > el.shard.queueRoom {
+			more = BytesPerQueue
+		}
+	}
+	el.pool.held.Add(more)
+	if el.pool.fits(el.pool.ops.Load()) {
+		return true
+	}
+	el.pool.failed.Store(true)
+	el.truncated = true
+	return false
 }
 
 // opsLeft is how many more ops the plan may have; in a shard, at most that (what the other

@@ -58,7 +58,7 @@ func (el *elaborator) resolveRank() {
 		ranks := el.ranksLeft(int(span.EndOp - span.FirstOp))
 		n := len(g.Edges) + len(el.pending)*ranks
 		what := fmt.Sprintf("`after` edges on %s", english.Plural(el.rank-el.first+ranks, "rank"))
-		if !el.room(el.pending[0].from.info.n.Pos(), n, unsafe.Sizeof(ir.Edge{}), what) {
+		if !el.room(heldEdges, el.pending[0].from.info.n.Pos(), n, unsafe.Sizeof(ir.Edge{}), what) {
 			return
 		}
 		g.Edges = arena.GrowTo(g.Edges, n)

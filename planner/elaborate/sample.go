@@ -77,15 +77,15 @@ func (el *elaborator) runOnly() {
 		if i == 0 && len(el.only) > 1 && !el.truncated { // ... but for all of them, when the first is done
 			k := len(el.only)
 			want := min(len(g.Ops)*k, el.maxOps)
-			if !el.room(diag.Pos{}, want, unsafe.Sizeof(ir.Op{}), "ops") {
+			if !el.room(heldOps, diag.Pos{}, want, unsafe.Sizeof(ir.Op{}), "ops") {
 				return
 			}
 			g.Ops = arena.GrowTo(g.Ops, want)
-			if !el.room(diag.Pos{}, len(g.Queues)*k, unsafe.Sizeof(ir.Queue{}), "queues") {
+			if !el.room(heldQueues, diag.Pos{}, len(g.Queues)*k, unsafe.Sizeof(ir.Queue{}), "queues") {
 				return
 			}
 			g.Queues = arena.GrowTo(g.Queues, len(g.Queues)*k)
-			if !el.room(diag.Pos{}, len(g.Edges)*k, unsafe.Sizeof(ir.Edge{}), "`after` edges") {
+			if !el.room(heldEdges, diag.Pos{}, len(g.Edges)*k, unsafe.Sizeof(ir.Edge{}), "`after` edges") {
 				return
 			}
 			g.Edges = arena.GrowTo(g.Edges, len(g.Edges)*k)
