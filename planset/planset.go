@@ -12,13 +12,13 @@
 // optional `size-param NAME` line names the param that scales the plans' message size (n when
 // there is none): opening a plan for a message size sets it, unless a line or the caller does.
 //
-// Load checks the set whole and reports every mistake at its position: a plan whose `expect`
-// is not the set's collective (or that has none), two plans that serve the same size and world
-// size (an overlap), and a size or world size within the set's range that no plan serves (a
-// gap), each once for the world sizes in a row where it holds, and at most the first 50 gaps
-// and overlaps (then how many more there are). Every world size from the least to the greatest
-// a plan names must be served at every size from 0 on, so that Select never has to fall back
-// silently.
+// Load checks the set whole and reports every mistake at its position: a plan that does not
+// load, or whose `expect` is not the set's collective (or that has none), two plans that serve
+// the same size and world size (an overlap), and a size or world size within the set's range
+// that no plan serves (a gap), each once for the world sizes in a row where it holds; at most
+// the first 50 plans' mistakes, and the first 50 gaps and overlaps (each then how many more
+// there are). Every world size from the least to the greatest a plan names must be served at
+// every size from 0 on, so that Select never has to fall back silently.
 package planset
 
 import (
@@ -372,11 +372,21 @@ func ParseSize(s string) (int64, error) {
 
 // Check verifies the set: every plan's expect is the set's collective (through check), and the
 // entries cover every size from 0 on, for every world size from the least to the greatest
-// named, exactly once. Every mistake is reported, at its position. Once ctx is cancelled, Check
-// stops, between two plans (check, given ctx, stops its plan) or within the coverage's sweep of
-// the world sizes, and returns ctx's cause (context.Cause).
+// named, exactly once. Every mistake is reported, at its position, up to maxPlans plans'
+// and maxCoverage gaps and overlaps. Once ctx is cancelled, Check stops, between two plans
+// (check, given ctx, stops its plan) or within the coverage's sweep of the world sizes, and
+// returns ctx's cause (context.Cause).
 func (s *Set) Check(ctx context.Context, check Checker) error {
 	var errs diag.List
+	// The plans with a mistake, and the line of the first one left out: report says whether
+	// a plan's mistake is worded, one of the first maxPlans.
+	failed, first := 0, diag.Pos{}
+	report := func(pos diag.Pos) bool {
+		if failed++; failed == maxPlans+1 {
+			first = pos
+		}
+		return failed <= maxPlans
+	}
 	for _, e := range s.Entries {
 		if check == nil {
 			break
@@ -389,18 +399,25 @@ func (s *Set) Check(ctx context.Context, check Checker) error {
 			return cause
 		}
 		if err != nil {
-			d := errs.Add(diag.Input, e.Pos, "plan %s at ranks=%d: %s", e.Path, e.RanksLo, firstLine(err.Error()))
-			d.Related = append(d.Related, diag.Related{Pos: e.RanksPos, Label: "the least world size it serves"})
+			if report(e.Pos) {
+				d := errs.Add(diag.Input, e.Pos, "plan %s at ranks=%d: %s", e.Path, e.RanksLo, firstLine(err.Error()))
+				d.Related = append(d.Related, diag.Related{Pos: e.RanksPos, Label: "the least world size it serves"})
+			}
 			continue
 		}
 		if len(exps) == 0 {
-			errs.Add(diag.Expect, e.Pos, "plan %s has no `expect`: a set's plans must say they compute its collective (%s)", e.Path, s.Collective)
+			if report(e.Pos) {
+				errs.Add(diag.Expect, e.Pos, "plan %s has no `expect`: a set's plans must say they compute its collective (%s)", e.Path, s.Collective)
+			}
 			continue
 		}
-		if k := exps[0].Kind; k != s.Collective {
+		if k := exps[0].Kind; k != s.Collective && report(e.Pos) {
 			d := errs.Add(diag.Expect, e.Pos, "plan %s computes %s (its expect), not the set's collective %s", e.Path, k, s.Collective)
 			d.Related = append(d.Related, diag.Related{Pos: exps[0].Pos, Label: "its expect"}, diag.Related{Pos: s.Pos, Label: "the set's collective"})
 		}
+	}
+	if failed > maxPlans {
+		errs.Add(diag.Limit, first, "and %d more plans with errors, the first of them here: a set's check reports at most %d", failed-maxPlans, maxPlans)
 	}
 	cov, err := s.coverage(ctx)
 	if err != nil {
@@ -409,6 +426,11 @@ func (s *Set) Check(ctx context.Context, check Checker) error {
 	errs = append(errs, cov...)
 	return errs.Err()
 }
+
+// maxPlans is the most plans whose mistake Check reports (each has one: it does not load, has no
+// expect, or another collective's); one more diagnostic says how many it left out. A set copied
+// without its plans, or read from the wrong directory, would otherwise report every line.
+const maxPlans = diag.MaxErrors
 
 // maxCoverage is the most gaps and overlaps coverage reports; one more diagnostic says how many
 // it left out. A set whose lines each start one world size after the last can hold thousands,

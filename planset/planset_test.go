@@ -253,3 +253,41 @@ func TestCoverageOnce(t *testing.T) {
 	assert.Equal(t, "dir/x.set:27:28: and 950 more gaps and overlaps, the first of them here: a set's check reports at most 50", l[maxCoverage].Error())
 	assert.Equal(t, diag.Limit, l[maxCoverage].Code)
 }
+
+// TestPlanErrorsCapped: the plans that do not load (missing, broken) are reported at most
+// diag.MaxErrors of them (maxPlans), then how many more, as the gaps and overlaps are; each is
+// still checked, to count them. A set copied without its 200 plans used to get 200 errors.
+func TestPlanErrorsCapped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const lines = 200
+	var b strings.Builder
+	b.WriteString("collective allreduce\n")
+	for i := range lines {
+		name := fmt.Sprintf("missing_%d.dag", i)
+		if i%2 == 1 {
+			name = fmt.Sprintf("broken_%d.dag", i)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("plan p\nop x = nothing\n"), 0o644))
+		}
+		fmt.Fprintf(&b, "plan %s sizes 0.. ranks %d\n", name, i+1) // one plan per world size: no gap, no overlap
+	}
+	set := filepath.Join(dir, "x.set")
+	require.NoError(t, os.WriteFile(set, []byte(b.String()), 0o644))
+	checked := 0
+	check := func(_ context.Context, path string, ranks int64, params []string) ([]ir.Expect, error) {
+		checked++
+		if _, err := os.ReadFile(path); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s:2:8: unknown op kind nothing", filepath.Base(path))
+	}
+	_, _, err := Load(context.Background(), set, check)
+	var l diag.List
+	require.ErrorAs(t, err, &l)
+	assert.Equal(t, lines, checked)
+	require.Len(t, l, diag.MaxErrors+1)
+	assert.Equal(t, set+":2:1: plan missing_0.dag at ranks=1: open "+filepath.Join(dir, "missing_0.dag")+": no such file or directory", l[0].Error())
+	assert.Equal(t, set+":3:1: plan broken_1.dag at ranks=2: broken_1.dag:2:8: unknown op kind nothing", l[1].Error())
+	assert.Equal(t, set+":52:1: and 150 more plans with errors, the first of them here: a set's check reports at most 50", l[diag.MaxErrors].Error())
+	assert.Equal(t, diag.Limit, l[diag.MaxErrors].Code)
+}

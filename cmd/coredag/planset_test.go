@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,4 +135,37 @@ func TestSetRefused(t *testing.T) {
 	code, _, errOut = coredag(t, "", "tune", "plans/ring_allreduce.dag", "plans/ring_allgather.dag")
 	assert.Equal(t, 2, code)
 	assert.True(t, strings.Contains(errOut, "computes allgather"), errOut)
+}
+
+// TestSetPlanErrorsCapped: check reports the plans of a set that do not load (here 100
+// missing, 100 that do not parse) for the first 50 of them, then one line that counts the rest,
+// as it does the gaps and overlaps.
+func TestSetPlanErrorsCapped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("collective allreduce\n")
+	for i := range 200 {
+		name := fmt.Sprintf("missing_%d.dag", i)
+		if i%2 == 1 {
+			name = fmt.Sprintf("broken_%d.dag", i)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("plan p\nop x = nothing\n"), 0o644))
+		}
+		fmt.Fprintf(&b, "plan %s sizes 0.. ranks %d\n", name, i+1)
+	}
+	set := filepath.Join(dir, "x.set")
+	require.NoError(t, os.WriteFile(set, []byte(b.String()), 0o644))
+	code, _, errOut := coredag(t, "", "check", set)
+	assert.Equal(t, exitFail, code, errOut)
+	shown := 0 // diagnostics: their related positions and quoted lines are indented
+	for _, line := range strings.Split(errOut, "\n") {
+		if strings.HasPrefix(line, set+":") {
+			shown++
+		}
+	}
+	assert.Equal(t, 51, shown, errOut)
+	assert.Contains(t, errOut, set+":3:1: plan broken_1.dag at ranks=2: "+filepath.Join(dir, "broken_1.dag")+":2:8: expected an operation")
+	assert.Contains(t, errOut, "\n"+set+":51:1: plan broken_49.dag at ranks=50: ")
+	assert.Contains(t, errOut, "\n"+set+":52:1: and 150 more plans with errors, the first of them here: a set's check reports at most 50\n")
+	assert.NotContains(t, errOut, "missing_50.dag at")
 }
