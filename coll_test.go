@@ -616,6 +616,26 @@ func TestOptionsExtern(t *testing.T) {
 	require.ErrorIs(t, c.Bind("c", make([]byte, 8)), ErrBind, "c stays coredag's")
 }
 
+// TestOptionsExternWord: Options.Extern refuses the buffer of a watched word, whose waits check
+// proved from the word's init (check refuses it declared extern). Before, the caller's memory was
+// taken, and the first start overwrote it with the init.
+func TestOptionsExternWord(t *testing.T) {
+	src := `plan w
+param ranks = 2
+buffer word u64[4] remote_atomic init 5
+queue q to 1 - rank peer q
+if rank == 1 {
+  op bump = atomic add q word[0] 1
+}
+if rank == 0 {
+  op got = wait word[0] >= 6
+}
+`
+	_, err := OpenSource("w.dag", []byte(src), Options{Extern: []string{"word"}})
+	require.ErrorIs(t, err, ErrArg)
+	assert.ErrorContains(t, err, "names buffer word (w.dag:3:8), which holds the word that wait got watches")
+}
+
 // A Coll its caller drops without Close, Go memory bound, does not crash the process when it is
 // collected (the runtime panics on a collected Pinner that still pins memory).
 func TestDroppedCollDoesNotCrash(t *testing.T) {

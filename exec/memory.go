@@ -135,8 +135,9 @@ func (m *Memory) Reset(rank int) error {
 }
 
 // initWords fills, on each of ranks, the buffers that hold the word of a wait (wait WORD >=
-// VALUE) with their init values: check proved each such wait from where its word starts, and
-// the word's buffer is coredag's own (never extern), which only coredag can set.
+// VALUE) with their init values: check proved each such wait from where its word starts. Such
+// a buffer is coredag's own (check refuses an extern one, and so does the library's
+// Options.Extern); one that is extern all the same is the caller's, and left alone.
 func (m *Memory) initWords(ranks []int) error {
 	words := map[ir.BufID]bool{}
 	for i := range m.g.Ops {
@@ -145,7 +146,7 @@ func (m *Memory) initWords(ranks []int) error {
 		}
 	}
 	for b := range m.g.Buffers {
-		if !words[ir.BufID(b)] {
+		if !words[ir.BufID(b)] || m.g.Buffers[b].Extern {
 			continue
 		}
 		for _, r := range ranks {

@@ -368,7 +368,7 @@ type Op struct {
 	ticks     atomic.Uint64 // the loop's ticks (Op.Ticks)
 	alone     bool          // the Op runs every rank of the plan, or Options.WaitProgress: Start wakes nobody
 	iterLimit uint64        // the most iterations the plan's counters allow (ir.Plan.CounterLimit)
-	wordLimit uint64        // the most iterations its watched words allow (ir.Graph.WordLimit)
+	words     ir.WordLimit  // the watched word that limits its iterations (ir.Graph.WordLimit)
 	byWait    bool          // the last start ran on the goroutine of its Wait
 	inline    chan struct{} // held while Wait runs an iteration on the caller's goroutine
 	kick      chan struct{}
@@ -431,7 +431,7 @@ func NewOp(plan *ir.Plan, p nic.Provider, opts Options) (*Op, error) {
 	if lim, ok := plan.CounterLimit(); ok {
 		o.iterLimit = lim.Iterations
 	}
-	o.wordLimit = g.WordLimit().Iterations
+	o.words = g.WordLimit()
 	o.claim.Store(1)
 	o.keep.base = time.Now()
 	o.ctx, o.cancel = context.WithCancel(context.Background())
@@ -513,10 +513,8 @@ func (o *Op) Start() error {
 	// Nor is a buffer: a watched word grows by its adds every start, and the start that would
 	// take it past its type's largest value, wrapping it, is refused (its wait would hang or
 	// complete too early). The bound is the same in every process of the plan.
-	if uint64(o.starts)+1 > o.wordLimit {
-		if err := o.plan.Graph.CheckWordIterations(uint64(o.starts) + 1); err != nil {
-			return fmt.Errorf("start: %w", err)
-		}
+	if err := o.words.Check(o.plan.Graph, uint64(o.starts)+1); err != nil {
+		return fmt.Errorf("start: %w", err)
 	}
 	if !o.state.CompareAndSwap(opIdle, opRunning) {
 		if st := o.state.Load(); st == opClosed || st == opClosing {

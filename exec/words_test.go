@@ -100,7 +100,7 @@ func TestOpRefusesWordWrap(t *testing.T) {
 		fit       int
 		msg       string
 	}{
-		{"i64", wordWrapSrc, 1, "start: 2 iterations would wrap word on rank 0, the word that wait got watches: it starts at 4611686018427387904, the atomic adds into it raise it by 2305843009213693952 per iteration and nothing resets it between iterations, so iteration 2 (counting from 1) would take it past 9223372036854775807, the largest i64, and the wait would hang or complete too early: at most 1 iterations fit"},
+		{"i64", wordWrapSrc, 1, "start: 2 iterations would wrap word on rank 0, the word that wait got watches: it starts at 4611686018427387904, the atomic adds into it raise it by 2305843009213693952 per iteration and nothing resets it between iterations, so iteration 2 (counting from 1) would take it past 9223372036854775807, the largest i64, and the wait would hang or complete too early: only the first iteration fits"},
 		{"i64-early", wordEarlySrc, 1, "start: 2 iterations would wrap word on rank 0"},
 		{"u64", wordWrapU64Src, 3, "start: 4 iterations would wrap word on rank 0, the word that wait got watches: it starts at 0, the atomic adds into it raise it by 4611686018427387904 per iteration and nothing resets it between iterations, so iteration 4 (counting from 1) would take it past 18446744073709551615, the largest u64, and the wait would hang or complete too early: at most 3 iterations fit"},
 	}

@@ -67,30 +67,29 @@ func (g *Graph) WordLimit() WordLimit {
 			per[w] += uint64(g.LandWeight(OpID(i), w.rank, w.s, true)) // modulo 2^64, as the NIC adds
 		}
 	}
-	mem := map[word][]byte{} // buffer contents by rank, evaluated once
+	// Each word's start, from its buffer's init on its rank: one buffer's contents at a time
+	// (the words come in op order, so rank by rank), never every rank's at once.
+	var (
+		last = word{rank: -1}
+		data []byte
+	)
 	for _, w := range words {
 		amount := per[w]
-		if amount == 0 {
-			continue
-		}
 		b := &g.Buffers[w.s.Buf]
-		if b.Extern {
+		if amount == 0 || b.Extern {
 			continue
 		}
-		k := word{w.rank, Slice{Buf: w.s.Buf}}
-		data, ok := mem[k]
-		if !ok {
-			data = make([]byte, b.Bytes())
+		if k := (word{w.rank, Slice{Buf: w.s.Buf}}); k != last {
+			last, data = k, make([]byte, b.Bytes())
 			if b.Init != nil && b.Init(w.rank, data) != nil {
 				data = nil
 			}
-			mem[k] = data
 		}
 		if data == nil || (w.s.Off+1)*8 > int64(len(data)) {
 			continue
 		}
 		start := binary.LittleEndian.Uint64(data[w.s.Off*8:])
-		n := (wordLevel(b.Type, wordTop(b.Type)) - wordLevel(b.Type, start)) / amount
+		n := (WordLevel(b.Type, WordTop(b.Type)) - WordLevel(b.Type, start)) / amount
 		if n < out.Iterations || (n == out.Iterations && (w.rank < out.Rank || w.rank == out.Rank && first[w] < out.Wait)) {
 			out = WordLimit{Rank: w.rank, Wait: first[w], Word: w.s, Start: start, PerIteration: amount, Iterations: n}
 		}
@@ -98,41 +97,46 @@ func (g *Graph) WordLimit() WordLimit {
 	return out
 }
 
-// CheckWordIterations returns an error when iters iterations with no reset of the memory
-// between them (counted from the first, which starts every word at its init) would take a
-// watched word past its type's largest value. It names the word, its rank, the wait that
+// Check returns an error when iters iterations with no reset of the memory between them
+// (counted from the first, which starts every word at its init) would take lim's word, a
+// watched word of g, past its type's largest value. It names the word, its rank, the wait that
 // watches it, where it starts, what the adds bring per iteration, the iteration that would
 // wrap it and the most iterations that fit.
-func (g *Graph) CheckWordIterations(iters uint64) error {
-	lim := g.WordLimit()
+func (lim WordLimit) Check(g *Graph, iters uint64) error {
 	if iters <= lim.Iterations {
 		return nil
 	}
 	t := g.Buffers[lim.Word.Buf].Type
-	return fmt.Errorf("%d iterations would wrap %s on rank %d, the word that wait %s watches: it starts at %s, the atomic adds into it raise it by %d per iteration and nothing resets it between iterations, so iteration %d (counting from 1) would take it past %s, the largest %s, and the wait would hang or complete too early: at most %d iterations fit (start the word lower, or add less)",
-		iters, g.SliceString(lim.Word), lim.Rank, g.Ops[lim.Wait].Name, wordString(t, lim.Start), lim.PerIteration, lim.Iterations+1, wordString(t, wordTop(t)), t, lim.Iterations)
+	fit := fmt.Sprintf("at most %d iterations fit", lim.Iterations)
+	if lim.Iterations == 1 {
+		fit = "only the first iteration fits"
+	}
+	return fmt.Errorf("%d iterations would wrap %s on rank %d, the word that wait %s watches: it starts at %s, the atomic adds into it raise it by %d per iteration and nothing resets it between iterations, so iteration %d (counting from 1) would take it past %s, the largest %s, and the wait would hang or complete too early: %s (start the word lower, or add less)",
+		iters, g.SliceString(lim.Word), lim.Rank, g.Ops[lim.Wait].Name, WordString(t, lim.Start), lim.PerIteration, lim.Iterations+1, WordString(t, WordTop(t)), t, fit)
 }
 
-// wordLevel is where the value v (a word's 8 bytes) of type t stands among the values of t,
-// from 0 for the smallest to 2^64 - 1 for the largest, as the engines compare a word with a
-// threshold (signed for an i64, unsigned for a u64).
-func wordLevel(t ElemType, v uint64) uint64 {
+// WordLevel is where the value v (a word's 8 bytes) of type t stands among the values of t,
+// from 0 for the smallest to 2^64 - 1 for the largest: an add of a raises a word's level by a
+// unless the sum passes 2^64 - 1 (the word wraps around), and a wait's threshold is reached
+// when the word's level is at least the threshold's, as the engines compare (signed for an
+// i64, unsigned for a u64).
+func WordLevel(t ElemType, v uint64) uint64 {
 	if t == I64 {
 		return v ^ 1<<63
 	}
 	return v
 }
 
-// wordTop is the largest value of a word of type t (u64 or i64), as its 8 bytes.
-func wordTop(t ElemType) uint64 {
+// WordTop is the largest value of a word of type t (u64 or i64), as its 8 bytes.
+func WordTop(t ElemType) uint64 {
 	if t == I64 {
 		return 1<<63 - 1
 	}
 	return 1<<64 - 1
 }
 
-// wordString is the value v of a word of type t (its 8 bytes) in decimal, as t reads it.
-func wordString(t ElemType, v uint64) string {
+// WordString is the value v of a word of type t (its 8 bytes) in decimal, as t reads it.
+func WordString(t ElemType, v uint64) string {
 	if t == I64 {
 		return strconv.FormatInt(int64(v), 10)
 	}

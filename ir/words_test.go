@@ -26,7 +26,7 @@ op early = wait w[2] >= 1
 
 // WordLimit finds the watched word that wraps first when no iteration resets the memory: it
 // reads the word's start from its buffer's init on its rank, sums the adds into it, and names
-// the first wait that watches it; CheckWordIterations refuses one iteration more, saying so.
+// the first wait that watches it; its Check refuses one iteration more, saying so.
 func TestWordLimit(t *testing.T) {
 	t.Parallel()
 	g, err := planner.Load(t.Context(), "word_ring.dag", []byte(wordRing), nil, planner.Options{})
@@ -38,8 +38,8 @@ func TestWordLimit(t *testing.T) {
 	assert.Equal(t, uint64(1<<62+2), lim.Start)
 	assert.Equal(t, uint64(1<<60), lim.PerIteration)
 	assert.Equal(t, uint64(11), lim.Iterations)
-	require.NoError(t, g.CheckWordIterations(11))
-	err = g.CheckWordIterations(12)
+	require.NoError(t, lim.Check(g, 11))
+	err = lim.Check(g, 12)
 	require.Error(t, err)
 	assert.Equal(t, "12 iterations would wrap w[2] on rank 2, the word that wait got watches: it starts at 4611686018427387906, the atomic adds into it raise it by 1152921504606846976 per iteration and nothing resets it between iterations, so iteration 12 (counting from 1) would take it past 18446744073709551615, the largest u64, and the wait would hang or complete too early: at most 11 iterations fit (start the word lower, or add less)", err.Error())
 
@@ -56,7 +56,9 @@ if rank == 0 {
 }
 `), nil, planner.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), g.WordLimit().Iterations)
+	lim = g.WordLimit()
+	assert.Equal(t, uint64(1), lim.Iterations)
+	assert.ErrorContains(t, lim.Check(g, 2), "only the first iteration fits")
 	// From the smallest i64, -2^63, adds of 2^62 fit three times: the fourth would take it to 2^63.
 	g, err = planner.Load(t.Context(), "neg.dag", []byte(`plan neg
 param ranks = 2
@@ -94,6 +96,6 @@ op got = wait word[0] >= 2
 		lim := g.WordLimit()
 		assert.Equal(t, -1, lim.Rank)
 		assert.Equal(t, uint64(ir.NoIterationLimit), lim.Iterations)
-		require.NoError(t, g.CheckWordIterations(math.MaxUint64))
+		require.NoError(t, lim.Check(g, math.MaxUint64))
 	}
 }

@@ -5,7 +5,6 @@ package ofi
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -52,7 +51,7 @@ func bootID() string {
 // sharedCMACost returns the figure this user's record in dir holds for boot, or measures it
 // (measure) and records it: the lock on the record makes one process measure while the others
 // wait for its figure. Where the record cannot be used (no boot id, no such directory, a file
-// someone else owns or a link, a lock held past wait) the process measures on its own
+// someone else owns, open to others, or a link, a lock held past wait) the process measures on its own
 // and records nothing; a record that does not parse, or is of another boot, is measured again.
 // A failed measurement (no process_vm_readv) is not recorded: each process finds that out.
 func sharedCMACost(dir, boot string, wait time.Duration, measure func() (float64, bool)) (float64, bool) {
@@ -64,10 +63,10 @@ func sharedCMACost(dir, boot string, wait time.Duration, measure func() (float64
 		return measure()
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 != 0 {
 		return measure()
-	} else if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
-		return measure()
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() || st.Nlink != 1 {
+		return measure() // someone else's, or a hard link to another file
 	}
 	if lockWithin(f, wait) != nil {
 		return measure()
@@ -78,7 +77,8 @@ func sharedCMACost(dir, boot string, wait time.Duration, measure func() (float64
 	}
 	c, ok := measure()
 	if ok {
-		rec := fmt.Sprintf("%s %.3f\n", boot, c)
+		// The figure exactly as it was measured, so that readers decide as this process does.
+		rec := boot + " " + strconv.FormatFloat(c, 'g', -1, 64) + "\n"
 		if f.Truncate(0) == nil {
 			_, _ = f.WriteAt([]byte(rec), 0)
 		}

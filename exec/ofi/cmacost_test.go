@@ -53,15 +53,16 @@ func TestSharedCMACostOnce(t *testing.T) {
 	assert.EqualValues(t, 2, calls.Load())
 	b, err := os.ReadFile(cmaRecordPath(dir))
 	require.NoError(t, err)
-	assert.Equal(t, "boot-b 3.500\n", string(b))
+	assert.Equal(t, "boot-b 3.5\n", string(b))
 	fi, err := os.Stat(cmaRecordPath(dir))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }
 
 // TestSharedCMACostUnusable: a record that does not parse is measured again and rewritten;
-// a failed measurement is not recorded; without a boot id, through a link, or with the lock
-// held past its bound, the process measures on its own and leaves the file as it was.
+// a failed measurement is not recorded; without a boot id, through a link (symbolic or hard),
+// in a file others may write, or with the lock held past its bound, the process measures on
+// its own and leaves the file as it was.
 func TestSharedCMACostUnusable(t *testing.T) {
 	for _, junk := range []string{"", "boot-a\n", "boot-a x\n", "boot-a -1\n", "boot-a 1.5", "boot-a 1.5\nmore\n", "boot-a NaN\n", "boot-a 1e300\n"} {
 		dir := t.TempDir()
@@ -72,7 +73,7 @@ func TestSharedCMACostUnusable(t *testing.T) {
 		assert.InDelta(t, 2.25, c, 1e-9, "%q", junk)
 		assert.EqualValues(t, 1, calls.Load(), "%q", junk)
 		b, _ := os.ReadFile(cmaRecordPath(dir))
-		assert.Equal(t, "boot-a 2.250\n", string(b), "%q is rewritten", junk)
+		assert.Equal(t, "boot-a 2.25\n", string(b), "%q is rewritten", junk)
 	}
 
 	dir := t.TempDir()
@@ -87,11 +88,35 @@ func TestSharedCMACostUnusable(t *testing.T) {
 	b, _ = os.ReadFile(cmaRecordPath(dir))
 	assert.Empty(t, b, "no boot id: nothing recorded")
 
+	// The figure is recorded exactly: a reader decides as the process that measured it did,
+	// even next to the limit (with three decimals 2.5004 was read back as 2.5).
+	exact := t.TempDir()
+	c, _ := sharedCMACost(exact, "boot-a", time.Second, counted(2.5004, true, &calls))
+	r, _ := sharedCMACost(exact, "boot-a", time.Second, counted(1, true, &calls))
+	assert.Equal(t, c, r)
+
+	// A hard link to another file of the user's, or a record others may write, is not used.
+	hard := t.TempDir()
+	other := filepath.Join(hard, "other")
+	require.NoError(t, os.WriteFile(other, []byte("keep"), 0o600))
+	require.NoError(t, os.Link(other, cmaRecordPath(hard)))
+	c, _ = sharedCMACost(hard, "boot-a", time.Second, counted(2, true, &calls))
+	assert.InDelta(t, 2, c, 1e-9)
+	b, _ = os.ReadFile(other)
+	assert.Equal(t, "keep", string(b), "a hard link is not written through")
+	open := t.TempDir()
+	require.NoError(t, os.WriteFile(cmaRecordPath(open), []byte("boot-a 9\n"), 0o600))
+	require.NoError(t, os.Chmod(cmaRecordPath(open), 0o622))
+	c, _ = sharedCMACost(open, "boot-a", time.Second, counted(2, true, &calls))
+	assert.InDelta(t, 2, c, 1e-9, "a record others may write is not read")
+	b, _ = os.ReadFile(cmaRecordPath(open))
+	assert.Equal(t, "boot-a 9\n", string(b), "nor written")
+
 	link := t.TempDir()
 	target := filepath.Join(link, "target")
 	require.NoError(t, os.WriteFile(target, []byte("keep"), 0o600))
 	require.NoError(t, os.Symlink(target, cmaRecordPath(link)))
-	c, ok := sharedCMACost(link, "boot-a", time.Second, counted(1.5, true, &calls))
+	c, ok = sharedCMACost(link, "boot-a", time.Second, counted(1.5, true, &calls))
 	assert.True(t, ok)
 	assert.InDelta(t, 1.5, c, 1e-9)
 	b, _ = os.ReadFile(target)

@@ -105,9 +105,10 @@ type Options struct {
 // pages are pinned, so the break-even would be two copies, but segments also need both
 // processes running at once, which where ranks outnumber cores costs the large messages. On
 // the 2-core AMD VM (CMA about 4 copies) segments won at every size from 64 KiB to 16 MiB by a
-// third or more; on the 2-core Xeon (1.8 to 2.2) CMA won from 1 MiB up by 10 to 17% and lost
-// 14% at 64 and 256 KiB (README.md, Shared memory copies). The limit sits between the two,
-// clear of the Xeon's spread, so that its runs do not flip between the two from one to the next.
+// third or more; on the 2-core Xeon (1.8 to 2.2 measured alone, up to 2.4 with four processes
+// measuring at once) CMA won from 1 MiB up by 10 to 17% and lost 14% at 64 and 256 KiB
+// (README.md, Shared memory copies). The limit sits between the two, above the Xeon's spread,
+// so that its runs do not flip between the two from one to the next.
 const cmaLimit = 2.5
 
 // SHMCopies returns the FI_SHM_DISABLE_CMA to set, and false when none is. shm moves a message

@@ -9,7 +9,6 @@ import (
 	"math/big"
 	"math/bits"
 	"slices"
-	"strconv"
 
 	"github.com/coredag/coredag/diag"
 	"github.com/coredag/coredag/internal/stop"
@@ -43,7 +42,7 @@ type waiter struct {
 	weight []uint64  // their weights
 	word   bool      // a word's value, rather than a count of writes
 	total  uint64    // the weight of all of from
-	start  uint64    // where a word starts: its 8 bytes, read as its type says (wordString)
+	start  uint64    // where a word starts: its 8 bytes, read as its type says (ir.WordString)
 }
 
 // resolveWaits computes g.Lands when g has wait ops and they are not known yet, or reports why
@@ -150,7 +149,8 @@ func unreachable(g *ir.Graph, w *waiter, can uint64) *diag.Diagnostic {
 	op := &g.Ops[w.op]
 	at := g.PartPos(w.op, ir.PartDst)
 	if w.word {
-		value, start := wordString(g, op.Dst, uint64(op.A())), wordString(g, op.Dst, w.start)
+		t := g.Buffers[op.Dst.Buf].Type
+		value, start := ir.WordString(t, uint64(op.A())), ir.WordString(t, w.start)
 		if w.total < w.need {
 			return diag.Errorf(diag.Deadlock, at, "wait %s waits for %s to reach %s, but it starts at %s and the atomic adds to it bring %d in all: it can never complete (wait for less, or add the missing adds)",
 				g.OpString(w.op), g.SliceString(op.Dst), value, start, w.total)
@@ -245,16 +245,16 @@ func newWaiter(g *ir.Graph, ix *landIndex, id ir.OpID) (*waiter, diag.List) {
 		// The word only grows if its adds cannot take it past the largest value of its type:
 		// an add past it wraps around to the smallest (the NIC's adds are modulo 2^64), and a
 		// wait whose threshold was reached sees it fall back below.
-		from := wordLevel(g, region, start)
+		b := &g.Buffers[region.Buf]
+		from := ir.WordLevel(b.Type, start)
 		if _, c := bits.Add64(from, w.total, 0); err == "" && (c != 0 || carry != 0) {
-			b := &g.Buffers[region.Buf]
 			d := diag.Errorf(diag.Shape, g.PartPos(id, ir.PartDst), "wait %s watches %s, which starts at %s and to which the atomic adds bring %s in all: past %s, the largest %s, it wraps around, so its value does not only grow (start it lower, or add less)",
-				g.OpString(id), g.SliceString(region), wordString(g, region, start), bigSum(w.weight), wordString(g, region, wordTop(g, region)), b.Type)
+				g.OpString(id), g.SliceString(region), ir.WordString(b.Type, start), bigSum(w.weight), ir.WordString(b.Type, ir.WordTop(b.Type)), b.Type)
 			d.Relate(b.Pos, "buffer "+b.Name)
 			errs = append(errs, d)
 		}
 		w.start = start
-		if to := wordLevel(g, region, uint64(op.A())); to > from {
+		if to := ir.WordLevel(b.Type, uint64(op.A())); to > from {
 			w.need = to - from
 		} else { // reached from the start: nothing to wait for
 			w.need, w.from, w.weight = 0, nil, nil
@@ -437,7 +437,7 @@ func localWrites(x *ir.Op) []ir.Slice {
 const maxWordBuffer = 1 << 20
 
 // wordStart is the value the word s starts with on rank r, from its buffer's init (its 8 bytes,
-// which wordString reads as its type says); or why it cannot be known.
+// which ir.WordString reads as its type says); or why it cannot be known.
 func wordStart(g *ir.Graph, r int, s ir.Slice) (uint64, string) {
 	b := &g.Buffers[s.Buf]
 	switch {
@@ -453,34 +453,6 @@ func wordStart(g *ir.Graph, r int, s ir.Slice) (uint64, string) {
 		return 0, fmt.Sprintf("whose init fails on rank %d: %v", r, err)
 	}
 	return binary.LittleEndian.Uint64(mem[s.Off*8:]), ""
-}
-
-// wordLevel is where the value v of word s (its 8 bytes) stands among the values of its type,
-// from 0 for the smallest to 2^64 - 1 for the largest: an add of a to the word raises its level
-// by a unless the sum passes 2^64 - 1 (the word wraps around), and a wait's threshold is
-// reached when the word's level is at least that of the threshold, as the engines compare
-// (signed for an i64, unsigned for a u64).
-func wordLevel(g *ir.Graph, s ir.Slice, v uint64) uint64 {
-	if g.Buffers[s.Buf].Type == ir.I64 {
-		return v ^ 1<<63
-	}
-	return v
-}
-
-// wordTop is the largest value of the type of word s, as its 8 bytes.
-func wordTop(g *ir.Graph, s ir.Slice) uint64 {
-	if g.Buffers[s.Buf].Type == ir.I64 {
-		return 1<<63 - 1
-	}
-	return 1<<64 - 1
-}
-
-// wordString is the value v of word s (its 8 bytes) in decimal, as its type reads it.
-func wordString(g *ir.Graph, s ir.Slice, v uint64) string {
-	if g.Buffers[s.Buf].Type == ir.I64 {
-		return strconv.FormatInt(int64(v), 10)
-	}
-	return strconv.FormatUint(v, 10)
 }
 
 // bigSum is the sum of ws in decimal, which may not fit in 64 bits.
