@@ -370,7 +370,7 @@ type Op struct {
 	iterLimit uint64        // the most iterations the plan's counters allow (ir.Plan.CounterLimit)
 	words     ir.WordLimit  // the watched word that limits its iterations (ir.Graph.WordLimit)
 	byWait    bool          // the last start ran on the goroutine of its Wait
-	inline    chan struct{} // held while Wait runs an iteration on the caller's goroutine
+	inline    sync.Mutex    // held while Wait runs an iteration on the caller's goroutine
 	kick      chan struct{}
 	done      chan error
 	quit      chan struct{}
@@ -413,7 +413,7 @@ func NewOp(plan *ir.Plan, p nic.Provider, opts Options) (*Op, error) {
 		}
 	}
 	o := &Op{plan: plan, p: p, engine: engine, ranks: ranks, bound: make([][]Region, g.Ranks),
-		inline: make(chan struct{}, 1), kick: make(chan struct{}, 1), done: make(chan error, 1), quit: make(chan struct{}), exited: make(chan struct{})}
+		kick: make(chan struct{}, 1), done: make(chan error, 1), quit: make(chan struct{}), exited: make(chan struct{})}
 	for _, r := range ranks {
 		if r < 0 || r >= g.Ranks {
 			return nil, fmt.Errorf("rank %d is not in the plan (ranks 0..%d)", r, g.Ranks-1)
@@ -545,8 +545,8 @@ func (o *Op) wake() {
 // runInline runs the start in flight, claimed, on the caller's goroutine. Close waits for it
 // (inline) before it releases the session.
 func (o *Op) runInline() error {
-	o.inline <- struct{}{}
-	defer func() { <-o.inline }()
+	o.inline.Lock()
+	defer o.inline.Unlock()
 	if o.state.Load() == opClosed {
 		return o.finish(fmt.Errorf("wait: %w during the start", ErrSessionClosed))
 	}
@@ -679,13 +679,15 @@ func (o *Op) Close() error {
 			err = stuck
 			return
 		}
-		select { // a Wait running the start on its goroutine
-		case o.inline <- struct{}{}:
-			defer func() { <-o.inline }()
-		case <-t.C:
-			err = stuck
-			return
+		for !o.inline.TryLock() { // a Wait running the start on its goroutine (cancelled)
+			select {
+			case <-t.C:
+				err = stuck
+				return
+			case <-time.After(time.Millisecond):
+			}
 		}
+		defer o.inline.Unlock()
 		if o.s != nil {
 			err = o.s.Close()
 		}
