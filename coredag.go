@@ -236,23 +236,13 @@ func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: Options.Extern (C: extern=) names buffer %q, which plan %s does not declare", ErrArg, x, g.Name)
 		}
-		if w, ok := watcher(g, id); ok {
+		if w, ok := g.WordWait(id); ok {
 			b := &g.Buffers[id]
 			return nil, fmt.Errorf("%w: Options.Extern (C: extern=) names buffer %s (%s), which holds the word that wait %s watches: check proved the wait from the word's init, so the buffer stays coredag's", ErrArg, b.Name, b.Pos, g.Ops[w].Name)
 		}
 		g.Buffers[id].Extern = true
 	}
 	return &Plan{name: name, graph: g, opts: opts, engine: engine, prov: prov}, nil
-}
-
-// watcher is the first wait of g that watches a word of buffer b (wait WORD >= VALUE).
-func watcher(g *ir.Graph, b ir.BufID) (ir.OpID, bool) {
-	for i := range g.Ops {
-		if op := &g.Ops[i]; op.WaitsWord() && op.Dst.Buf == b {
-			return ir.OpID(i), true
-		}
-	}
-	return ir.None, false
 }
 
 // Name is the plan's name (its `plan` line).

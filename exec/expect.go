@@ -25,7 +25,7 @@ import (
 func DistinctInits(g *ir.Graph) *ir.Graph {
 	out := g.Clone()
 	for b := range out.Buffers {
-		if watched(g, ir.BufID(b)) {
+		if _, ok := g.WordWait(ir.BufID(b)); ok {
 			continue
 		}
 		buf := &out.Buffers[b]

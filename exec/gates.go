@@ -171,13 +171,3 @@ func (gs *gates) next(fresh bool) {
 		gs.wordFrom = gs.round
 	}
 }
-
-// watched reports whether buffer b holds the word of a wait.
-func watched(g *ir.Graph, b ir.BufID) bool {
-	for i := range g.Ops {
-		if op := &g.Ops[i]; op.WaitsWord() && op.Dst.Buf == b {
-			return true
-		}
-	}
-	return false
-}

@@ -139,14 +139,8 @@ func (m *Memory) Reset(rank int) error {
 // a buffer is coredag's own (check refuses an extern one, and so does the library's
 // Options.Extern); one that is extern all the same is the caller's, and left alone.
 func (m *Memory) initWords(ranks []int) error {
-	words := map[ir.BufID]bool{}
-	for i := range m.g.Ops {
-		if op := &m.g.Ops[i]; op.WaitsWord() {
-			words[op.Dst.Buf] = true
-		}
-	}
 	for b := range m.g.Buffers {
-		if !words[ir.BufID(b)] || m.g.Buffers[b].Extern {
+		if _, ok := m.g.WordWait(ir.BufID(b)); !ok || m.g.Buffers[b].Extern {
 			continue
 		}
 		for _, r := range ranks {

@@ -409,6 +409,17 @@ func (op *Op) segs(first Slice, dst bool) []Slice {
 // WaitsWord reports whether op is a wait on the value of a memory word (not a count of writes).
 func (op *Op) WaitsWord() bool { return op.Kind == OpWait && op.X != nil && op.X.Word }
 
+// WordWait is the first wait of g that watches a word of buffer b (wait WORD >= VALUE), and
+// whether there is one: such a buffer starts at its init, from which check proved the wait.
+func (g *Graph) WordWait(b BufID) (OpID, bool) {
+	for i := range g.Ops {
+		if op := &g.Ops[i]; op.WaitsWord() && op.Dst.Buf == b {
+			return OpID(i), true
+		}
+	}
+	return None, false
+}
+
 // Edge is a dependency: To starts only after From has completed (same rank).
 type Edge struct {
 	From, To OpID
