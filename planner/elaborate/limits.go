@@ -47,10 +47,6 @@ type Options struct {
 	// 0: one per CPU. The Graph does not depend on it.
 	Workers int
 
-	// noOps, set by Within when the budget is below BytesPerOp, makes the op limit 0, which
-	// MaxOps cannot say (0 there is no limit).
-	noOps bool
-
 	// Test hooks: with byIndexSet, the name tables keep at most maxByIndexLen entries
 	// (names.go); with parallelSet, parallelOps replaces the least plan size worth shards
 	// (parallel.go); noMemo turns the memos of def results off (funcs.go).
@@ -69,21 +65,19 @@ func Within(b budget.Budget) Options {
 	if b.Bytes <= 0 || n >= MaxOps {
 		return Options{Budget: b}
 	}
-	return Options{Budget: b, MaxOps: int(n), noOps: n == 0, Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
+	return Options{Budget: b, MaxOps: int(n), Why: fmt.Sprintf("a plan takes about %s per op to check, compile and run, and the memory budget is %s (%s)",
 		budget.Format(BytesPerOp), budget.Format(b.Bytes), b.Source())}
 }
 
 // newElaborator returns an elaborator of f within opt's limits, which ctx stops (steps.go).
 func newElaborator(ctx context.Context, f *dsl.File, params map[string]int64, opt Options) *elaborator {
 	el := &elaborator{file: f, g: &ir.Graph{File: f.Name}, overrides: params, maxOps: MaxOps, countWork: maxCountWork, opt: opt}
-	switch {
-	case opt.noOps:
-		el.maxOps, el.whyMaxOps = 0, opt.Why
-	case opt.MaxOps > 0 && opt.MaxOps < MaxOps:
+	if opt.MaxOps > 0 && opt.MaxOps < MaxOps {
 		el.maxOps, el.whyMaxOps = opt.MaxOps, opt.Why
 	}
 	// The op limit is the budget's when Within set it, or when the budget holds fewer ops (a
-	// budget given without Within's limit): passing it is then a refusal for the budget.
+	// budget given without Within's limit, or one below BytesPerOp, which holds none: MaxOps 0
+	// is no limit): passing it is then a refusal for the budget.
 	el.budgetOps = opt.Budget.Bytes > 0 && el.whyMaxOps != ""
 	if b := opt.Budget.Bytes; b > 0 && b/BytesPerOp < int64(el.maxOps) {
 		el.maxOps, el.budgetOps = int(b/BytesPerOp), true
