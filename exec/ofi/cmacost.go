@@ -31,7 +31,7 @@ import (
 // cmaRecordWait bounds the wait for the record's lock; past it a process measures on its own.
 const cmaRecordWait = 2 * time.Second
 
-// cmaRecordMax is the most of a record read: a boot id, a figure and a flag take ~60 bytes.
+// cmaRecordMax is the most of a record read: a boot id and a figure take about 60 bytes.
 const cmaRecordMax = 256
 
 // cmaRecordPath is this user's record in dir.
@@ -51,8 +51,9 @@ func bootID() string {
 // sharedCMACost returns the figure this user's record in dir holds for boot, or measures it
 // (measure) and records it: the lock on the record makes one process measure while the others
 // wait for its figure. Where the record cannot be used (no boot id, no such directory, a file
-// someone else owns, open to others, or a link, a lock held past wait) the process measures on its own
-// and records nothing; a record that does not parse, or is of another boot, is measured again.
+// someone else owns, open to others or a link, a lock held past wait) the process measures on
+// its own and records nothing; a record that does not parse, or is of another boot, is measured
+// again.
 // A failed measurement (no process_vm_readv) is not recorded: each process finds that out.
 func sharedCMACost(dir, boot string, wait time.Duration, measure func() (float64, bool)) (float64, bool) {
 	if boot == "" || strings.ContainsAny(boot, " \n") {
