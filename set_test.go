@@ -152,10 +152,10 @@ func TestExampleSets(t *testing.T) {
 		{"examples/mpi/shm.set", 2, 4 << 20, "rabenseifner_f32"},
 		{"examples/mpi/shm.set", 4, 128 << 10, "rabenseifner_f32"},
 		{"examples/mpi/tcp.set", 2, 2 << 20, "rabenseifner_f32"},
-		{"examples/mpi/tcp.set", 4, 384 << 10, "rabenseifner_f32"},
+		{"examples/mpi/tcp.set", 4, 128 << 10, "rabenseifner_f32"},
 		{"examples/mpi/sockets.set", 2, 2 << 20, "rabenseifner_f32"},
-		{"examples/mpi/sockets.set", 4, 768 << 10, "rabenseifner_merged_f32"},
-		{"examples/mpi/sockets.set", 8, 768 << 10, "rabenseifner_merged_f32"},
+		{"examples/mpi/sockets.set", 4, 192 << 10, "rabenseifner_merged_f32"},
+		{"examples/mpi/sockets.set", 8, 192 << 10, "rabenseifner_merged_f32"},
 	} {
 		s, err := OpenSet(tc.set)
 		require.NoError(t, err, tc.set)

@@ -40,7 +40,7 @@ for config in "${configs[@]}"; do
   # 4 MiB): 16 KiB, and 256 KiB, where 2 ranks still run the recursive doubling.
   doubling) want2=recursive_doubling_f32 want4=recursive_doubling_f32 opts=(-p examples/mpi/shm.set -c 4096 -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
   rabenseifner) want2=recursive_doubling_f32 want4=rabenseifner_f32 opts=(-p examples/mpi/shm.set -c 65536 -o provider=ofi -o ofi_provider=shm -o engine=poll) ;;
-  # The plan examples/mpi/sockets.set picks from its switch for 4 ranks (768 KiB), triggered: 1
+  # The plan examples/mpi/sockets.set picks from its switch for 4 ranks (192 KiB), triggered: 1
   # MiB (2 ranks switch at 2 MiB).
   merged) want2=recursive_doubling_f32 want4=rabenseifner_merged_f32 opts=(-p examples/mpi/sockets.set -c 262144 -o provider=ofi -o ofi_provider=sockets -o engine=offload -o target=triggered-sockets) ;;
   *) echo "$0: unknown configuration $config (want shm, sockets, boot, mixed, doubling, rabenseifner or merged)" >&2; exit 2 ;;
