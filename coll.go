@@ -526,6 +526,8 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrTimeout, err)
 	case errors.Is(err, exec.ErrPanic):
 		return fmt.Errorf("%w: %w", ErrInternal, err)
+	case errors.Is(err, ir.ErrIterationLimit):
+		return fmt.Errorf("%w: %w", ErrLimit, err)
 	}
 	return fmt.Errorf("%w: %w", ErrProvider, err)
 }

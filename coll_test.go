@@ -636,6 +636,39 @@ if rank == 0 {
 	assert.ErrorContains(t, err, "names buffer word (w.dag:3:8), which holds the word that wait got watches")
 }
 
+// TestStartPastLimit: the start past the most a plan allows, here a watched word that the adds of
+// three starts take to the top of its u64, is refused with ErrLimit (it read as ErrProvider); a
+// Coll joined anew starts over.
+func TestStartPastLimit(t *testing.T) {
+	src := `plan word_limit
+param ranks = 2
+buffer word u64[1] remote_atomic
+queue q to 1 - rank peer q
+if rank == 1 {
+  op bump = atomic add q word[0] 4611686018427387904
+}
+if rank == 0 {
+  op got = wait word[0] >= 1
+}
+`
+	p, err := OpenSource("w.dag", []byte(src), Options{HangTimeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer p.Close()
+	for range 2 {
+		c, err := p.Init(context.Background(), nil)
+		require.NoError(t, err)
+		for i := range 3 {
+			require.NoError(t, c.Start(), "start %d", i+1)
+			require.NoError(t, c.Wait(context.Background()), "start %d", i+1)
+		}
+		err = c.Start()
+		require.ErrorIs(t, err, ErrLimit)
+		assert.NotErrorIs(t, err, ErrProvider)
+		assert.ErrorContains(t, err, "4 iterations would wrap word on rank 0")
+		require.NoError(t, c.Close())
+	}
+}
+
 // A Coll its caller drops without Close, Go memory bound, does not crash the process when it is
 // collected (the runtime panics on a collected Pinner that still pins memory).
 func TestDroppedCollDoesNotCrash(t *testing.T) {

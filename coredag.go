@@ -45,6 +45,11 @@ var (
 	// ErrProvider: the provider could not be opened, cannot run the plan (engine, target), or
 	// failed to release what it holds at Close (the message names the rank and the object).
 	ErrProvider = errors.New("coredag: provider")
+	// ErrLimit: a Start past the most iterations the plan allows: a triggered plan's counters
+	// and a plan's watched words are never reset between starts, and this one would overflow
+	// or wrap one (the message names it and how many starts fit). A Coll joined anew starts
+	// from the beginning.
+	ErrLimit = errors.New("coredag: iteration limit")
 	// ErrArg: an option or argument is wrong (unknown engine, bad params).
 	ErrArg = errors.New("coredag: invalid argument")
 	// ErrInternal: a bug in coredag (a recovered panic, an impossible state); please report it.

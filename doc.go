@@ -68,7 +68,7 @@
 // # Errors
 //
 // Every error can be tested with errors.Is against the sentinels ErrUnbound, ErrBusy,
-// ErrClosed, ErrWorld, ErrTimeout, ErrBind, ErrProvider and ErrArg, or with errors.As against
-// *CheckError. No panic crosses the API: one inside coredag is recovered and returned as an
-// error wrapping ErrInternal.
+// ErrClosed, ErrWorld, ErrTimeout, ErrBind, ErrProvider, ErrLimit and ErrArg, or with
+// errors.As against *CheckError. No panic crosses the API: one inside coredag is recovered and
+// returned as an error wrapping ErrInternal.
 package coredag

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -298,10 +299,22 @@ func (p *Plan) CounterLimit() (lim CounterLimit, ok bool) {
 	return lim, true
 }
 
+// ErrIterationLimit is matched (errors.Is) by the refusals of CheckIterations and
+// WordLimit.Check: one more iteration would overflow a triggered plan's counter or wrap a
+// watched word, neither of which is reset between iterations. Only a fresh start of the plan
+// (a new session, whose counters and words begin again) runs more.
+var ErrIterationLimit = errors.New("iteration limit")
+
+// limitError is a refusal past the iteration limit: its message, matching ErrIterationLimit.
+type limitError struct{ msg string }
+
+func (e limitError) Error() string        { return e.msg }
+func (e limitError) Is(target error) bool { return target == ErrIterationLimit }
+
 // CheckIterations returns an error when running iters iterations (counted from the first of the
 // plan's life: counters are never reset) would take a counter of a triggered plan past the
 // profile's MaxCounter. It names the counter, its per-iteration amount, the limit and the most
-// iterations that fit. Plans of other targets always pass.
+// iterations that fit, and matches ErrIterationLimit. Plans of other targets always pass.
 func (p *Plan) CheckIterations(iters uint64) error {
 	lim, ok := p.CounterLimit()
 	if !ok || iters <= lim.Iterations {
@@ -311,8 +324,8 @@ func (p *Plan) CheckIterations(iters uint64) error {
 	if p.Target.Trigger.Guess(FigMaxCounter) {
 		guess = ", a guess"
 	}
-	return fmt.Errorf("%d iterations would overflow counter %s on rank %d: it grows by %d per iteration and never resets, and target %s's counters stop at %d (profile figure MaxCounter%s): at most %d iterations fit",
-		iters, lim.Name, lim.Rank, lim.PerIteration, p.Target.Name, lim.Max, guess, lim.Iterations)
+	return limitError{fmt.Sprintf("%d iterations would overflow counter %s on rank %d: it grows by %d per iteration and never resets, and target %s's counters stop at %d (profile figure MaxCounter%s): at most %d iterations fit",
+		iters, lim.Name, lim.Rank, lim.PerIteration, p.Target.Name, lim.Max, guess, lim.Iterations)}
 }
 
 // TriggerLoad is one rank's triggered work for one iteration, as its profile counts it.

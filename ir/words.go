@@ -101,7 +101,7 @@ func (g *Graph) WordLimit() WordLimit {
 // (counted from the first, which starts every word at its init) would take lim's word, a
 // watched word of g, past its type's largest value. It names the word, its rank, the wait that
 // watches it, where it starts, what the adds bring per iteration, the iteration that would
-// wrap it and the most iterations that fit.
+// wrap it and the most iterations that fit, and matches ErrIterationLimit.
 func (lim WordLimit) Check(g *Graph, iters uint64) error {
 	if iters <= lim.Iterations {
 		return nil
@@ -111,8 +111,8 @@ func (lim WordLimit) Check(g *Graph, iters uint64) error {
 	if lim.Iterations == 1 {
 		fit = "only the first iteration fits"
 	}
-	return fmt.Errorf("%d iterations would wrap %s on rank %d, the word that wait %s watches: it starts at %s, the atomic adds into it raise it by %d per iteration and nothing resets it between iterations, so iteration %d (counting from 1) would take it past %s, the largest %s, and the wait would hang or complete too early: %s (start the word lower, or add less)",
-		iters, g.SliceString(lim.Word), lim.Rank, g.Ops[lim.Wait].Name, WordString(t, lim.Start), lim.PerIteration, lim.Iterations+1, WordString(t, WordTop(t)), t, fit)
+	return limitError{fmt.Sprintf("%d iterations would wrap %s on rank %d, the word that wait %s watches: it starts at %s, the atomic adds into it raise it by %d per iteration and nothing resets it between iterations, so iteration %d (counting from 1) would take it past %s, the largest %s, and the wait would hang or complete too early: %s (start the word lower, or add less)",
+		iters, g.SliceString(lim.Word), lim.Rank, g.Ops[lim.Wait].Name, WordString(t, lim.Start), lim.PerIteration, lim.Iterations+1, WordString(t, WordTop(t)), t, fit)}
 }
 
 // WordLevel is where the value v (a word's 8 bytes) of type t stands among the values of t,

@@ -40,7 +40,7 @@ func TestWordLimit(t *testing.T) {
 	assert.Equal(t, uint64(11), lim.Iterations)
 	require.NoError(t, lim.Check(g, 11))
 	err = lim.Check(g, 12)
-	require.Error(t, err)
+	require.ErrorIs(t, err, ir.ErrIterationLimit)
 	assert.Equal(t, "12 iterations would wrap w[2] on rank 2, the word that wait got watches: it starts at 4611686018427387906, the atomic adds into it raise it by 1152921504606846976 per iteration and nothing resets it between iterations, so iteration 12 (counting from 1) would take it past 18446744073709551615, the largest u64, and the wait would hang or complete too early: at most 11 iterations fit (start the word lower, or add less)", err.Error())
 
 	// An i64 word is compared signed: from 2^62, adds of 2^61 fit once below 2^63.

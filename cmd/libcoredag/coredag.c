@@ -22,6 +22,7 @@ const char *coredag_strerror(int code) {
     case COREDAG_ERR_TIMEOUT: return "COREDAG_ERR_TIMEOUT";
     case COREDAG_ERR_PROVIDER: return "COREDAG_ERR_PROVIDER";
     case COREDAG_ERR_INTERNAL: return "COREDAG_ERR_INTERNAL";
+    case COREDAG_ERR_LIMIT: return "COREDAG_ERR_LIMIT";
     }
     return "unknown";
 }

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define COREDAG_VERSION_MAJOR 0
-#define COREDAG_VERSION_MINOR 1
+#define COREDAG_VERSION_MINOR 2
 
 typedef struct coredag_plan coredag_plan; /* an opened, checked plan */
 typedef struct coredag_coll coredag_coll; /* a persistent collective: a plan joined to a world */
@@ -77,7 +77,10 @@ enum {
                              names the stuck queues and the ranks they wait for) */
     COREDAG_ERR_PROVIDER, /* the NIC provider cannot be opened or cannot run the plan, or at free
                              it did not release an object (the message names rank and object) */
-    COREDAG_ERR_INTERNAL  /* a bug in coredag, recovered (the message says where: report it) */
+    COREDAG_ERR_INTERNAL, /* a bug in coredag, recovered (the message says where: report it) */
+    COREDAG_ERR_LIMIT     /* a start past the most the plan allows: a triggered plan's counters
+                             or a watched word would overflow (the message names it and how many
+                             starts fit); a collective made anew starts over (since 0.2) */
 };
 
 /* The name of an error code, e.g. "COREDAG_ERR_STATE"; "unknown" for other values. Static. */

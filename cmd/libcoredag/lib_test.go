@@ -94,7 +94,8 @@ func TestC(t *testing.T) {
 			"plan passed as a collective", "wait 10 ms for a start that takes 300", "an allgather that fails in a start",
 			"bind of a scratch buffer", "plan from a set", "short message from a set", "world size a set does not serve",
 			"set with a gap", "set opened for 0 ranks", "set path NULL", "device option", "free whose last barrier fails, rank 1",
-			"free again after a failed free, rank 1"} {
+			"free again after a failed free, rank 1",
+			"start past the iteration limit", "start past the iteration limit again"} {
 			if !strings.Contains(out, "ok "+c+":") && !strings.Contains(out, "ok "+c+"\n") { // an error's line, or a right use's
 				t.Errorf("no line for case %q", c)
 			}

@@ -47,6 +47,7 @@ const (
 	codeTimeout  = C.COREDAG_ERR_TIMEOUT
 	codeProvider = C.COREDAG_ERR_PROVIDER
 	codeInternal = C.COREDAG_ERR_INTERNAL
+	codeLimit    = C.COREDAG_ERR_LIMIT
 )
 
 // plan is what a coredag_plan's handle refers to.
@@ -102,6 +103,8 @@ func codeOf(err error) C.int {
 		return codeTimeout
 	case errors.Is(err, coredag.ErrProvider):
 		return codeProvider
+	case errors.Is(err, coredag.ErrLimit):
+		return codeLimit
 	}
 	return codeInternal
 }

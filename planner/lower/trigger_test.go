@@ -104,7 +104,7 @@ func TestTriggeredCounterLimit(t *testing.T) {
 	assert.Equal(t, ir.CounterLimit{Rank: 0, Counter: lim.Counter, Name: "right.sq.scnt", PerIteration: 6, Max: 60, Iterations: 10}, lim)
 	require.NoError(t, p.CheckIterations(10))
 	err = p.CheckIterations(11)
-	require.Error(t, err)
+	require.ErrorIs(t, err, ir.ErrIterationLimit)
 	assert.Equal(t, "11 iterations would overflow counter right.sq.scnt on rank 0: it grows by 6 per iteration and never resets, and target triggered's counters stop at 60 (profile figure MaxCounter): at most 10 iterations fit", err.Error())
 
 	// Plans of other targets have no counters to overflow.

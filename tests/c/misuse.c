@@ -114,6 +114,20 @@ static const char *copy_remote_src =
     "buffer dst f32[n] extern remote_write\n"
     "op cp = copy src to dst\n";
 
+/* A watched u64 word that the adds of three starts take to the top of its type: nothing resets
+ * it between starts, so the fourth would wrap it. */
+static const char *word_src =
+    "plan word_limit\n"
+    "param ranks = 2\n"
+    "buffer word u64[1] remote_atomic\n"
+    "queue q to 1 - rank peer q\n"
+    "if rank == 1 {\n"
+    "  op bump = atomic add q word[0] 4611686018427387904\n"
+    "}\n"
+    "if rank == 0 {\n"
+    "  op got = wait word[0] >= 1\n"
+    "}\n";
+
 static coredag_plan *open_ok(const char *name, const char *src) {
     coredag_plan *p;
     int rc = coredag_plan_open_source(name, src, NULL, NULL, &p);
@@ -292,6 +306,26 @@ static void lifecycle_one(void) {
     printf("%s world callbacks called (%d calls)\n", calls > 0 ? "ok" : "FAIL", calls);
     failures += calls == 0;
     expect("coll_free", coredag_coll_free(c), COREDAG_OK, "", NULL);
+    expect("plan_free", coredag_plan_free(p), COREDAG_OK, "", NULL);
+}
+
+/* The start past the most a plan allows: COREDAG_ERR_LIMIT, naming the word; a collective made
+ * anew starts over. */
+static void iteration_limit(void) {
+    coredag_plan *p = open_ok("word.dag", word_src);
+    for (int round = 0; round < 2; round++) {
+        coredag_coll *c;
+        int rc = coredag_coll_init(p, NULL, &c);
+        expect(round ? "coll_init again" : "coll_init of the word plan", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+        for (int it = 0; it < 3 && rc == COREDAG_OK; it++) {
+            if ((rc = coredag_coll_start(c)) == COREDAG_OK) rc = coredag_coll_wait(c, -1);
+        }
+        expect(round ? "three starts of a new collective" : "three starts", rc, COREDAG_OK, coredag_coll_error(c), NULL);
+        rc = coredag_coll_start(c);
+        expect(round ? "start past the iteration limit again" : "start past the iteration limit", rc, COREDAG_ERR_LIMIT,
+               coredag_coll_error(c), WORDS("4 iterations would wrap word", "at most 3 iterations fit"));
+        expect("coll_free", coredag_coll_free(c), COREDAG_OK, "", NULL);
+    }
     expect("plan_free", coredag_plan_free(p), COREDAG_OK, "", NULL);
 }
 
@@ -591,6 +625,7 @@ int main(int argc, char **argv) {
     world_errors();
     lifecycle_one();
     lifecycle_two();
+    iteration_limit();
     extern_option();
     slow_world();
     poll_failure();
