@@ -25,6 +25,18 @@ type jsonPlan struct {
 	// CounterLimit, on triggered targets, is the counter that overflows first; absent when none
 	// grows.
 	CounterLimit *jsonCounterLimit `json:"counter_limit,omitempty"`
+	// WordLimit is the watched word that wraps first when nothing resets the memory between
+	// iterations (a library's starts); absent when no watched word grows.
+	WordLimit *jsonWordLimit `json:"word_limit,omitempty"`
+}
+
+type jsonWordLimit struct {
+	Rank         int         `json:"rank"`
+	Word         string      `json:"word"`
+	Wait         string      `json:"wait"`
+	Start        json.Number `json:"start"`
+	PerIteration uint64      `json:"per_iteration"`
+	Iterations   uint64      `json:"iterations"`
 }
 
 type jsonParam struct {
@@ -289,6 +301,11 @@ func jsonDoc(p *ir.Plan) (doc []byte, at int, err error) {
 		Stats: jsonStats(p.Stats)}
 	if lim, ok := p.CounterLimit(); ok {
 		out.CounterLimit = counterLimitJSON(lim)
+	}
+	if lim := g.WordLimit(); lim.Iterations != ir.NoIterationLimit {
+		t := g.Buffers[lim.Word.Buf].Type
+		out.WordLimit = &jsonWordLimit{Rank: lim.Rank, Word: g.SliceString(lim.Word), Wait: g.Ops[lim.Wait].Name,
+			Start: json.Number(ir.WordString(t, lim.Start)), PerIteration: lim.PerIteration, Iterations: lim.Iterations}
 	}
 	for _, prm := range g.Params {
 		out.Params = append(out.Params, jsonParam{prm.Name, prm.Value})

@@ -244,5 +244,8 @@ func (lw *Writer) Close(p *ir.Plan) error {
 	if lim, ok := p.CounterLimit(); ok {
 		fmt.Fprintf(lw.b, "triggered: %s\n", overflowText(lim, true))
 	}
+	if lim := p.Graph.WordLimit(); lim.Iterations != ir.NoIterationLimit {
+		fmt.Fprintf(lw.b, "words: %s\n", wordLimitText(p.Graph, lim))
+	}
 	return lw.b.Flush() // the first write error, if any
 }

@@ -2,6 +2,7 @@ package listing
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,4 +109,51 @@ func TestIndexCell(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWordLimit: a plan whose watched word a library's starts would wrap says after how many,
+// in the text listing's last line and in the JSON's word_limit; a plan without one has neither.
+func TestWordLimit(t *testing.T) {
+	src := `plan word_limit
+param ranks = 2
+buffer word i64[2] remote_atomic init -3
+queue q to 1 - rank peer q
+if rank == 1 {
+  op bump = atomic add q word[1] 4611686018427387904
+}
+if rank == 0 {
+  op got = wait word[1] >= 1
+}
+`
+	g, err := planner.Load(t.Context(), "w.dag", []byte(src), nil, planner.Options{})
+	require.NoError(t, err)
+	tg, err := ir.LookupTarget("generic")
+	require.NoError(t, err)
+	p, err := lower.Compile(t.Context(), g, tg)
+	require.NoError(t, err)
+	var text, js bytes.Buffer
+	require.NoError(t, Write(&text, p, Options{}))
+	require.Contains(t, text.String(), "\nwords: word[1] on rank 0, watched by wait got, wraps after 2 iterations with no reset between them (a library's starts; from -3, +4611686018427387904 per iteration, largest i64 9223372036854775807)\n")
+	require.NoError(t, WriteJSON(&js, p, Options{}))
+	var doc struct {
+		WordLimit map[string]any `json:"word_limit"`
+	}
+	d := json.NewDecoder(&js)
+	d.UseNumber()
+	require.NoError(t, d.Decode(&doc))
+	require.Equal(t, map[string]any{"rank": json.Number("0"), "word": "word[1]", "wait": "got", "start": json.Number("-3"),
+		"per_iteration": json.Number("4611686018427387904"), "iterations": json.Number("2")}, doc.WordLimit)
+
+	ring, err := os.ReadFile("../plans/ring_allreduce.dag")
+	require.NoError(t, err)
+	g, err = planner.Load(t.Context(), "../plans/ring_allreduce.dag", ring, nil, planner.Options{})
+	require.NoError(t, err)
+	p, err = lower.Compile(t.Context(), g, tg)
+	require.NoError(t, err)
+	text.Reset()
+	js.Reset()
+	require.NoError(t, Write(&text, p, Options{}))
+	require.NoError(t, WriteJSON(&js, p, Options{}))
+	require.NotContains(t, text.String(), "words:")
+	require.NotContains(t, js.String(), "word_limit")
 }

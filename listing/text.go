@@ -369,6 +369,14 @@ func triggerSummary(p *ir.Plan, rp *ir.RankPlan) string {
 	return s + ", " + overflowText(p.RankCounterLimit(rp.Rank), false)
 }
 
+// wordLimitText says after how many iterations with no reset between them (a library's starts)
+// the watched word of lim wraps.
+func wordLimitText(g *ir.Graph, lim ir.WordLimit) string {
+	t := g.Buffers[lim.Word.Buf].Type
+	return fmt.Sprintf("%s on rank %d, watched by wait %s, wraps after %d iterations with no reset between them (a library's starts; from %s, +%d per iteration, largest %s %s)",
+		g.SliceString(lim.Word), lim.Rank, g.Ops[lim.Wait].Name, lim.Iterations, ir.WordString(t, lim.Start), lim.PerIteration, t, ir.WordString(t, ir.WordTop(t)))
+}
+
 // overflowText says after how many iterations the counter of lim overflows.
 func overflowText(lim ir.CounterLimit, rank bool) string {
 	if lim.Iterations == ir.NoIterationLimit {
