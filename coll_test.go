@@ -640,18 +640,7 @@ if rank == 0 {
 // three starts take to the top of its u64, is refused with ErrLimit (it read as ErrProvider); a
 // Coll joined anew starts over.
 func TestStartPastLimit(t *testing.T) {
-	src := `plan word_limit
-param ranks = 2
-buffer word u64[1] remote_atomic
-queue q to 1 - rank peer q
-if rank == 1 {
-  op bump = atomic add q word[0] 4611686018427387904
-}
-if rank == 0 {
-  op got = wait word[0] >= 1
-}
-`
-	p, err := OpenSource("w.dag", []byte(src), Options{HangTimeout: 10 * time.Second})
+	p, err := Open("testdata/onesided/word_wrap_u64.dag", Options{HangTimeout: 10 * time.Second})
 	require.NoError(t, err)
 	defer p.Close()
 	for range 2 {

@@ -3,6 +3,7 @@ package exec_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -70,19 +71,9 @@ if rank == 0 {
 }
 `
 
-// wordWrapU64Src: the same on a u64 word that starts at 0, with adds of 2^62: three starts fit,
-// the fourth would take it to 2^64, which wraps to 0.
-const wordWrapU64Src = `plan word_wrap_u64
-param ranks = 2
-buffer word u64[1] remote_atomic
-queue q to 1 - rank peer q
-if rank == 1 {
-  op bump = atomic add q word[0] 4611686018427387904
-}
-if rank == 0 {
-  op got = wait word[0] >= 1
-}
-`
+// wordWrapU64File: the same on a u64 word that starts at 0, with adds of 2^62: three starts
+// fit, the fourth would take it to 2^64, which wraps to 0.
+const wordWrapU64File = "../testdata/onesided/word_wrap_u64.dag"
 
 // wordEarlySrc is wordWrapSrc with a wait for the whole add: there the second start would
 // hold the wait to 2^62 + 2^61 + 2^61 = 2^63, which wraps to -2^63 as its threshold does, so
@@ -95,6 +86,8 @@ var wordEarlySrc = strings.Replace(wordWrapSrc, ">= 4611686018427387905", ">= 69
 // naming the word, the wait and the iteration; the starts before it run, on every engine.
 // Run, which resets the memory before every iteration, runs as many as it likes.
 func TestOpRefusesWordWrap(t *testing.T) {
+	wordWrapU64Src, err := os.ReadFile(wordWrapU64File)
+	require.NoError(t, err)
 	cases := []struct {
 		name, src string
 		fit       int
@@ -102,7 +95,7 @@ func TestOpRefusesWordWrap(t *testing.T) {
 	}{
 		{"i64", wordWrapSrc, 1, "start: 2 iterations would wrap word on rank 0, the word that wait got watches: it starts at 4611686018427387904, the atomic adds into it raise it by 2305843009213693952 per iteration and nothing resets it between iterations, so iteration 2 (counting from 1) would take it past 9223372036854775807, the largest i64, and the wait would hang or complete too early: only the first iteration fits"},
 		{"i64-early", wordEarlySrc, 1, "start: 2 iterations would wrap word on rank 0"},
-		{"u64", wordWrapU64Src, 3, "start: 4 iterations would wrap word on rank 0, the word that wait got watches: it starts at 0, the atomic adds into it raise it by 4611686018427387904 per iteration and nothing resets it between iterations, so iteration 4 (counting from 1) would take it past 18446744073709551615, the largest u64, and the wait would hang or complete too early: at most 3 iterations fit"},
+		{"u64", string(wordWrapU64Src), 3, "start: 4 iterations would wrap word on rank 0, the word that wait got watches: it starts at 0, the atomic adds into it raise it by 4611686018427387904 per iteration and nothing resets it between iterations, so iteration 4 (counting from 1) would take it past 18446744073709551615, the largest u64, and the wait would hang or complete too early: at most 3 iterations fit"},
 	}
 	for _, tc := range cases {
 		g, err := planner.Load(t.Context(), tc.name+".dag", []byte(tc.src), nil, planner.Options{})
