@@ -143,28 +143,37 @@ func TestOpenSetSizeParam(t *testing.T) {
 // The plan sets of the MPI example and its bench load, and pick by size what their headers say,
 // with n worked out for each plan's layout of data.
 func TestExampleSets(t *testing.T) {
+	type step struct {
+		from int64 // the least size the plan runs
+		plan string
+	}
 	for _, tc := range []struct {
 		set   string
 		ranks int
-		from  int64
-		large string
+		steps []step // after the recursive doubling, from 0
 	}{
-		{"examples/mpi/shm.set", 2, 4 << 20, "rabenseifner_f32"},
-		{"examples/mpi/shm.set", 4, 128 << 10, "rabenseifner_f32"},
-		{"examples/mpi/tcp.set", 2, 2 << 20, "rabenseifner_f32"},
-		{"examples/mpi/tcp.set", 4, 128 << 10, "rabenseifner_f32"},
-		{"examples/mpi/sockets.set", 2, 2 << 20, "rabenseifner_f32"},
-		{"examples/mpi/sockets.set", 4, 192 << 10, "rabenseifner_merged_f32"},
-		{"examples/mpi/sockets.set", 8, 192 << 10, "rabenseifner_merged_f32"},
+		{"examples/mpi/shm.set", 2, []step{{4 << 20, "rabenseifner_f32"}}},
+		{"examples/mpi/shm.set", 4, []step{{128 << 10, "rabenseifner_f32"}}},
+		{"examples/mpi/tcp.set", 2, []step{{2 << 20, "rabenseifner_f32"}}},
+		{"examples/mpi/tcp.set", 4, []step{{128 << 10, "rabenseifner_f32"}}},
+		{"examples/mpi/sockets.set", 2, []step{{2 << 20, "rabenseifner_f32"}}},
+		{"examples/mpi/sockets.set", 4, []step{{192 << 10, "rabenseifner_merged_f32"}, {2 << 20, "rabenseifner_f32"}}},
+		{"examples/mpi/sockets.set", 8, []step{{192 << 10, "rabenseifner_merged_f32"}, {2 << 20, "rabenseifner_f32"}}},
 	} {
 		s, err := OpenSet(tc.set)
 		require.NoError(t, err, tc.set)
-		for _, size := range []int64{16, tc.from - 16, tc.from, 16 << 20} {
+		sizes := []int64{16, 16 << 20}
+		for _, st := range tc.steps {
+			sizes = append(sizes, st.from-64, st.from) // 64 B: a whole number of every plan's units
+		}
+		for _, size := range sizes {
 			p, err := s.Open(size, tc.ranks, Options{})
 			require.NoError(t, err, "%s at %d B, %d ranks", tc.set, size, tc.ranks)
 			want := "recursive_doubling_f32"
-			if size >= tc.from {
-				want = tc.large
+			for _, st := range tc.steps {
+				if size >= st.from {
+					want = st.plan
+				}
 			}
 			assert.Equal(t, want, p.Name(), "%s at %d B, %d ranks", tc.set, size, tc.ranks)
 			assert.Equal(t, size, p.Buffers()[0].Bytes, "%s at %d B, %d ranks", tc.set, size, tc.ranks)

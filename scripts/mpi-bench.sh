@@ -11,12 +11,13 @@
 # (examples/mpi/recursive_doubling_f32.dag, two steps) for short vectors, and for long ones
 # Rabenseifner's reduce-scatter and allgather (examples/mpi/rabenseifner_f32.dag: four steps for 4
 # ranks where the ring takes six, the ring's bytes, two-sided messages only, so no World call per
-# start; on sockets its three-step variant, examples/mpi/rabenseifner_merged_f32.dag), as MPI
-# libraries pick their algorithm by size. The bench's table names the plan that ran each size.
-# SET runs another set; LARGE_PLAN, SMALL_PLAN and SMALL_BELOW replace the set's plans and switch
-# (a set of their own is written): LARGE_PLAN a plan whose data is f32[ranks * n] or f32[n]
-# (e.g. plans/ring_allreduce.dag), SMALL_PLAN one for the sizes below SMALL_BELOW bytes (0: the
-# large plan at every size).
+# start; on sockets its three-step variant, examples/mpi/rabenseifner_merged_f32.dag, up to 2
+# MiB), as MPI libraries pick their algorithm by size. The bench's table names the plan that ran
+# each size. SET runs another set; LARGE_PLAN, SMALL_PLAN and SMALL_BELOW replace the set's
+# plans and first switch (a set of their own is written): SMALL_PLAN runs the sizes below
+# SMALL_BELOW bytes (0: none), LARGE_PLAN every size from there up, a plan whose data is
+# f32[ranks * n] or f32[n] (e.g. plans/ring_allreduce.dag); without it the set's own plans run
+# from SMALL_BELOW up (a line that ends below it dropped).
 # Also examples/c/callcost.c: one start+wait of a trivial plan from C. Prints the machine's load
 # (uptime) before and after: on a shared machine the numbers move with it.
 # Env: NP (default 4), MAXBYTES (default 16777216), PREFIX (library; default a temp dir), SET,
@@ -46,23 +47,34 @@ planset() {
   local own=examples/mpi/$1.set
   if [ -n "${SET:-}" ]; then echo "$SET"; return; fi
   if [ -z "${LARGE_PLAN:-}${SMALL_PLAN:-}${SMALL_BELOW:-}" ]; then echo "$own"; return; fi
-  # the transport's set at NP ranks: its first such line's plan below its switch, its second's
-  # from it
-  local small large below lines
+  # the transport's set at NP ranks: its first such line's plan below its switch (SMALL_PLAN,
+  # SMALL_BELOW), then LARGE_PLAN from the switch up, or else the set's own later lines from the
+  # switch up (a line that ends below it dropped)
+  local small below lines
   lines=$(awk -v np="$np" '$1 == "plan" {
       lo = $6; hi = $6; sub(/\.\..*/, "", lo); sub(/.*\.\./, "", hi)
       if (np + 0 >= lo + 0 && (hi == "" || np + 0 <= hi + 0)) print $2, $4 }' "$own")
   small=examples/mpi/$(echo "$lines" | awk 'NR == 1 { print $1 }')
-  large=examples/mpi/$(echo "$lines" | awk 'NR == 2 { print $1 }')
-  below=$(echo "$lines" | awk 'NR == 2 { sub(/\.\.$/, "", $2); print $2 }')
-  small=$(realpath "${SMALL_PLAN:-$small}") large=$(realpath "${LARGE_PLAN:-$large}") below=${SMALL_BELOW:-$below}
+  below=$(echo "$lines" | awk 'NR == 2 { sub(/\.\..*/, "", $2); print $2 }')
+  small=$(realpath "${SMALL_PLAN:-$small}") below=${SMALL_BELOW:-$below}
   {
     echo "collective allreduce"
-    if [ "$below" = 0 ]; then
-      echo "plan $large sizes 0.. ranks 1.."
+    [ "$below" = 0 ] || echo "plan $small sizes 0..$below ranks 1.."
+    if [ -n "${LARGE_PLAN:-}" ]; then
+      echo "plan $(realpath "$LARGE_PLAN") sizes $below.. ranks 1.."
     else
-      echo "plan $small sizes 0..$below ranks 1.."
-      echo "plan $large sizes $below.. ranks 1.."
+      echo "$lines" | awk -v below="$below" -v dir="$root/examples/mpi" '
+        function bytes(x) { # 192KiB, 2MiB, 4096
+          if (x ~ /KiB$/) return substr(x, 1, length(x) - 3) * 1024
+          if (x ~ /MiB$/) return substr(x, 1, length(x) - 3) * 1048576
+          return x + 0
+        }
+        NR >= 2 {
+          lo = $2; hi = $2; sub(/\.\..*/, "", lo); sub(/.*\.\./, "", hi)
+          if (hi != "" && bytes(hi) <= bytes(below)) next
+          if (NR == 2 || bytes(lo) < bytes(below)) lo = below
+          print "plan " dir "/" $1 " sizes " lo ".." hi " ranks 1.."
+        }'
     fi
   } >"$tmp/$1.set"
   echo "$tmp/$1.set"
