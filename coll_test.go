@@ -620,20 +620,9 @@ func TestOptionsExtern(t *testing.T) {
 // proved from the word's init (check refuses it declared extern). Before, the caller's memory was
 // taken, and the first start overwrote it with the init.
 func TestOptionsExternWord(t *testing.T) {
-	src := `plan w
-param ranks = 2
-buffer word u64[4] remote_atomic init 5
-queue q to 1 - rank peer q
-if rank == 1 {
-  op bump = atomic add q word[0] 1
-}
-if rank == 0 {
-  op got = wait word[0] >= 6
-}
-`
-	_, err := OpenSource("w.dag", []byte(src), Options{Extern: []string{"word"}})
+	_, err := Open("testdata/onesided/word_init.dag", Options{Extern: []string{"word"}})
 	require.ErrorIs(t, err, ErrArg)
-	assert.ErrorContains(t, err, "names buffer word (w.dag:3:8), which holds the word that wait got watches")
+	assert.ErrorContains(t, err, "names buffer word (testdata/onesided/word_init.dag:7:8), which holds the word that wait got watches")
 }
 
 // TestStartPastLimit: the start past the most a plan allows, here a watched word that the adds of

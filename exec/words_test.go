@@ -16,24 +16,19 @@ import (
 	"github.com/coredag/coredag/planner"
 )
 
-// wordInitSrc: rank 1 adds 1 to a word of rank 0 that starts at 5, and rank 0 waits for 6.
-const wordInitSrc = `plan word_init
-param ranks = 2
-buffer word u64[1] remote_atomic init 5
-queue q to 1 - rank peer q
-if rank == 1 {
-  op bump = atomic add q word[0] 1
+// readPlan is the text of the plan testdata/onesided/NAME.dag.
+func readPlan(t *testing.T, name string) string {
+	t.Helper()
+	src, err := os.ReadFile("../testdata/onesided/" + name + ".dag")
+	require.NoError(t, err)
+	return string(src)
 }
-if rank == 0 {
-  op got = wait word[0] >= 6
-}
-`
 
 // TestOpWordStartsAtInit: in an Op, whose starts reset no buffer, a watched word starts at its
 // init, as check proved its waits from (the word's buffer is never extern, so nobody else sets
 // it); it then grows by its adds every start, on every engine.
 func TestOpWordStartsAtInit(t *testing.T) {
-	g, err := planner.Load(t.Context(), "word_init.dag", []byte(wordInitSrc), nil, planner.Options{})
+	g, err := planner.Load(t.Context(), "word_init.dag", []byte(readPlan(t, "word_init")), nil, planner.Options{})
 	require.NoError(t, err, "the plan passes check")
 	for _, c := range engineCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -54,48 +49,27 @@ func TestOpWordStartsAtInit(t *testing.T) {
 	}
 }
 
-// wordWrapSrc passes check, but its watched word wraps after a start of an Op: rank 1 adds 2^61
-// to an i64 word of rank 0 that starts at 2^62, and rank 0 waits for it to pass its start. One
-// iteration takes the word to 2^62 + 2^61, which check proves fits its type; Start resets no
-// buffer, so the second takes it to 2^63, past the largest i64: it wraps to -2^63, and the
-// wait, which the second start holds to 2^62 + 2^61 + 1, never completes.
-const wordWrapSrc = `plan word_wrap
-param ranks = 2
-buffer word i64[1] remote_atomic init 4611686018427387904
-queue q to 1 - rank peer q
-if rank == 1 {
-  op bump = atomic add q word[0] 2305843009213693952
-}
-if rank == 0 {
-  op got = wait word[0] >= 4611686018427387905
-}
-`
-
-// wordWrapU64File: the same on a u64 word that starts at 0, with adds of 2^62: three starts
-// fit, the fourth would take it to 2^64, which wraps to 0.
-const wordWrapU64File = "../testdata/onesided/word_wrap_u64.dag"
-
-// wordEarlySrc is wordWrapSrc with a wait for the whole add: there the second start would
-// hold the wait to 2^62 + 2^61 + 2^61 = 2^63, which wraps to -2^63 as its threshold does, so
-// that the wait would complete at once, before the add it waits for has landed.
-var wordEarlySrc = strings.Replace(wordWrapSrc, ">= 4611686018427387905", ">= 6917529027641081856", 1)
-
 // TestOpRefusesWordWrap: an Op never resets a buffer, so the word a wait watches grows by the
 // atomic adds of every start. The start whose adds would take it past its type's largest value
 // (wrapping it, so that the wait would hang or complete too early) is refused before it runs,
 // naming the word, the wait and the iteration; the starts before it run, on every engine.
 // Run, which resets the memory before every iteration, runs as many as it likes.
 func TestOpRefusesWordWrap(t *testing.T) {
-	wordWrapU64Src, err := os.ReadFile(wordWrapU64File)
-	require.NoError(t, err)
+	// word_wrap: an i64 word from 2^62, adds of 2^61: only the first start fits. The early
+	// variant waits for the whole add: there the second start would hold the wait to
+	// 2^62 + 2^61 + 2^61 = 2^63, which wraps to -2^63 as its threshold does, so that the wait
+	// would complete at once, before the add it waits for has landed. word_wrap_u64: a u64 word
+	// from 0, adds of 2^62: three starts fit, the fourth would take it to 2^64, which wraps to 0.
+	wrap := readPlan(t, "word_wrap")
+	early := strings.Replace(wrap, ">= 4611686018427387905", ">= 6917529027641081856", 1)
 	cases := []struct {
 		name, src string
 		fit       int
 		msg       string
 	}{
-		{"i64", wordWrapSrc, 1, "start: 2 iterations would wrap word on rank 0, the word that wait got watches: it starts at 4611686018427387904, the atomic adds into it raise it by 2305843009213693952 per iteration and nothing resets it between iterations, so iteration 2 (counting from 1) would take it past 9223372036854775807, the largest i64, and the wait would hang or complete too early: only the first iteration fits"},
-		{"i64-early", wordEarlySrc, 1, "start: 2 iterations would wrap word on rank 0"},
-		{"u64", string(wordWrapU64Src), 3, "start: 4 iterations would wrap word on rank 0, the word that wait got watches: it starts at 0, the atomic adds into it raise it by 4611686018427387904 per iteration and nothing resets it between iterations, so iteration 4 (counting from 1) would take it past 18446744073709551615, the largest u64, and the wait would hang or complete too early: at most 3 iterations fit"},
+		{"i64", wrap, 1, "start: 2 iterations would wrap word on rank 0, the word that wait got watches: it starts at 4611686018427387904, the atomic adds into it raise it by 2305843009213693952 per iteration and nothing resets it between iterations, so iteration 2 (counting from 1) would take it past 9223372036854775807, the largest i64, and the wait would hang or complete too early: only the first iteration fits"},
+		{"i64-early", early, 1, "start: 2 iterations would wrap word on rank 0"},
+		{"u64", readPlan(t, "word_wrap_u64"), 3, "start: 4 iterations would wrap word on rank 0, the word that wait got watches: it starts at 0, the atomic adds into it raise it by 4611686018427387904 per iteration and nothing resets it between iterations, so iteration 4 (counting from 1) would take it past 18446744073709551615, the largest u64, and the wait would hang or complete too early: at most 3 iterations fit"},
 	}
 	for _, tc := range cases {
 		g, err := planner.Load(t.Context(), tc.name+".dag", []byte(tc.src), nil, planner.Options{})

@@ -2,6 +2,7 @@ package ir_test
 
 import (
 	"math"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -44,17 +45,9 @@ func TestWordLimit(t *testing.T) {
 	assert.Equal(t, "12 iterations would wrap w[2] on rank 2, the word that wait got watches: it starts at 4611686018427387906, the atomic adds into it raise it by 1152921504606846976 per iteration and nothing resets it between iterations, so iteration 12 (counting from 1) would take it past 18446744073709551615, the largest u64, and the wait would hang or complete too early: at most 11 iterations fit (start the word lower, or add less)", err.Error())
 
 	// An i64 word is compared signed: from 2^62, adds of 2^61 fit once below 2^63.
-	g, err = planner.Load(t.Context(), "signed.dag", []byte(`plan signed
-param ranks = 2
-buffer word i64[1] remote_atomic init 4611686018427387904
-queue q to 1 - rank peer q
-if rank == 1 {
-  op bump = atomic add q word[0] 2305843009213693952
-}
-if rank == 0 {
-  op got = wait word[0] >= 4611686018427387905
-}
-`), nil, planner.Options{})
+	signed, err := os.ReadFile("../testdata/onesided/word_wrap.dag")
+	require.NoError(t, err)
+	g, err = planner.Load(t.Context(), "word_wrap.dag", signed, nil, planner.Options{})
 	require.NoError(t, err)
 	lim = g.WordLimit()
 	assert.Equal(t, uint64(1), lim.Iterations)
