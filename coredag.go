@@ -236,12 +236,16 @@ func OpenSource(name string, src []byte, opts Options) (p *Plan, err error) {
 		}
 		return nil, &CheckError{err: err}
 	}
+	var waits []ir.OpID // by buffer, once an extern name needs them
 	for _, x := range opts.Extern {
 		id, ok := exec.BufferByName(g, x)
 		if !ok {
 			return nil, fmt.Errorf("%w: Options.Extern (C: extern=) names buffer %q, which plan %s does not declare", ErrArg, x, g.Name)
 		}
-		if w, ok := g.WordWait(id); ok {
+		if waits == nil {
+			waits = g.WordWaits()
+		}
+		if w := waits[id]; w != ir.None {
 			b := &g.Buffers[id]
 			return nil, fmt.Errorf("%w: Options.Extern (C: extern=) names buffer %s (%s), which holds the word that wait %s watches: check proved the wait from the word's init, so the buffer stays coredag's", ErrArg, b.Name, b.Pos, g.Ops[w].Name)
 		}

@@ -24,8 +24,9 @@ import (
 // word starts decides when the wait completes, and what the check proved of it.
 func DistinctInits(g *ir.Graph) *ir.Graph {
 	out := g.Clone()
+	waits := g.WordWaits()
 	for b := range out.Buffers {
-		if _, ok := g.WordWait(ir.BufID(b)); ok {
+		if waits[b] != ir.None {
 			continue
 		}
 		buf := &out.Buffers[b]

@@ -139,8 +139,8 @@ func (m *Memory) Reset(rank int) error {
 // a buffer is coredag's own (check refuses an extern one, and so does the library's
 // Options.Extern); one that is extern all the same is the caller's, and left alone.
 func (m *Memory) initWords(ranks []int) error {
-	for b := range m.g.Buffers {
-		if _, ok := m.g.WordWait(ir.BufID(b)); !ok || m.g.Buffers[b].Extern {
+	for b, w := range m.g.WordWaits() {
+		if w == ir.None || m.g.Buffers[b].Extern {
 			continue
 		}
 		for _, r := range ranks {

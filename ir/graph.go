@@ -409,15 +409,20 @@ func (op *Op) segs(first Slice, dst bool) []Slice {
 // WaitsWord reports whether op is a wait on the value of a memory word (not a count of writes).
 func (op *Op) WaitsWord() bool { return op.Kind == OpWait && op.X != nil && op.X.Word }
 
-// WordWait is the first wait of g that watches a word of buffer b (wait WORD >= VALUE), and
-// whether there is one: such a buffer starts at its init, from which check proved the wait.
-func (g *Graph) WordWait(b BufID) (OpID, bool) {
+// WordWaits gives, by buffer, the first wait of g that watches a word of it (wait WORD >=
+// VALUE), None for a buffer without one: such a buffer starts at its init, from which check
+// proved the wait. One pass over the ops for every buffer.
+func (g *Graph) WordWaits() []OpID {
+	out := make([]OpID, len(g.Buffers))
+	for b := range out {
+		out[b] = None
+	}
 	for i := range g.Ops {
-		if op := &g.Ops[i]; op.WaitsWord() && op.Dst.Buf == b {
-			return OpID(i), true
+		if op := &g.Ops[i]; op.WaitsWord() && out[op.Dst.Buf] == None {
+			out[op.Dst.Buf] = OpID(i)
 		}
 	}
-	return None, false
+	return out
 }
 
 // Edge is a dependency: To starts only after From has completed (same rank).
