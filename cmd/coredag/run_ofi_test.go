@@ -185,13 +185,24 @@ func TestRunOFIPerProcessUsage(t *testing.T) {
 	}
 }
 
-// TestRunOFIBootstrapLoopbackOnly: the bootstrap of an ofi run listens on loopback only.
+// TestRunOFIBootstrapLoopbackOnly: the bootstrap of an ofi run listens on loopback unless
+// --ofi-addr takes the endpoints off it; --ofi-addr is for ofi, and names what this host has.
+// (TestOFIAcrossHosts, in the library, runs ranks on two hosts.)
 func TestRunOFIBootstrapLoopbackOnly(t *testing.T) {
 	t.Parallel()
 	code, _, stderr := coredagEnv(t, ofiEnv, "", "run", "--provider", "ofi", "--rank", "0", "--ranks", "2",
 		"--bootstrap", "0.0.0.0:1", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, stderr)
-	assert.Contains(t, stderr, "loopback only")
+	assert.Contains(t, stderr, "--bootstrap 0.0.0.0:1: --provider ofi runs on loopback unless --ofi-addr names another address")
+	code, _, stderr = coredag(t, "", "run", "--ofi-addr", "lo", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Contains(t, stderr, "--ofi-addr is for --provider ofi")
+	code, _, stderr = coredag(t, "", "run", "--provider", "ofi", "--ofi-provider", "sockets", "--ofi-addr", "nosuch0", "plans/ring_allreduce.dag")
+	assert.Equal(t, exitFail, code, stderr)
+	assert.Regexp(t, `^coredag: --provider ofi: "nosuch0" is neither an IPv4 address nor an interface of this host \(this host has lo 127\.0\.0\.1`, stderr)
+	code, stdout, stderr := coredag(t, "", "run", "--provider", "ofi", "--ofi-provider", "sockets", "--ofi-addr", "127.0.0.1", "plans/ring_allreduce.dag")
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "PASS")
 }
 
 // A libfabric provider this host lacks (cxi, off Slingshot) is refused as every error is: on

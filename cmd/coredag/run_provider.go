@@ -14,7 +14,7 @@ import (
 // schedule seed, for plan g: the provider is asked for the ordering g relies on, and for
 // atomics only after the ordering when g has none.
 func (c *runCmd) providerConfig(g *ir.Graph, rank int, seed uint64) provider.Config {
-	cfg := provider.Config{Rank: rank, Seeded: seed != 0, Seed: seed, OFIProvider: c.OFIProv, Device: c.Device, GIDIndex: c.GIDIndex, Ranks: g.Ranks,
+	cfg := provider.Config{Rank: rank, Seeded: seed != 0, Seed: seed, OFIProvider: c.OFIProv, OFIAddr: c.OFIAddr, Device: c.Device, GIDIndex: c.GIDIndex, Ranks: g.Ranks,
 		NoAtomics: !g.HasAtomics()}
 	if g.Relies != nil {
 		cfg.Order = uint64(g.Relies.Order)
@@ -40,14 +40,17 @@ func (c *runCmd) checkProvider(prov provider.Entry) error {
 	if !prov.PerProcess && (c.Rank >= 0 || c.NumRanks >= 0 || c.Bootstrap != "") {
 		return usageError("--rank, --ranks and --bootstrap run one rank per process: --provider %s runs every rank in this process (set the world size with -p ranks=N)", prov.Name)
 	}
-	if prov.Loopback && c.Bootstrap != "" {
+	if c.OFIAddr != "" && !prov.Loopback {
+		return usageError("--ofi-addr is for --provider ofi")
+	}
+	if prov.Loopback && c.Bootstrap != "" && c.OFIAddr == "" {
 		// The provider's traffic stays on loopback (endpoints bind 127.0.0.1), so does the bootstrap.
 		host, _, err := net.SplitHostPort(c.Bootstrap)
 		if err != nil {
 			return usageError("--bootstrap %s: %v", c.Bootstrap, err)
 		}
 		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() || ip.To4() == nil {
-			return usageError("--bootstrap %s: --provider %s runs on loopback only: give 127.0.0.1:PORT", c.Bootstrap, prov.Name)
+			return usageError("--bootstrap %s: --provider %s runs on loopback unless --ofi-addr names another address: give 127.0.0.1:PORT, or each rank its host's --ofi-addr", c.Bootstrap, prov.Name)
 		}
 	}
 	return nil

@@ -25,6 +25,7 @@ type verbsFlags struct {
 	Device     string `placeholder:"NAME" help:"With --provider verbs: RDMA device, e.g. mlx5_0 or rxe0 (ibv_devices lists them; default: the first)."`
 	GIDIndex   int    `name:"gid-index" default:"-1" help:"With --provider verbs: GID table index for RoCE (default: the first RoCE v2 GID with an IPv4 address)."`
 	OFIProv    string `name:"ofi-provider" placeholder:"NAME" help:"With --provider ofi: libfabric provider, e.g. shm, tcp;ofi_rxm or sockets (fi_info -l lists them; default: the first offering FI_TRIGGER and FI_RMA). --engine auto runs triggered plans on the offload engine where the provider has FI_TRIGGER, else on the poll engine."`
+	OFIAddr    string `name:"ofi-addr" placeholder:"IFACE|IPV4" help:"With --provider ofi over IP (sockets, tcp;ofi_rxm): where the endpoints bind, a network interface (its first IPv4 address) or an IPv4 address of this host (default: 127.0.0.1, every rank on this host). Ranks on several hosts each give theirs; --bootstrap may then be any address."`
 }
 
 // verbsResult is the --json output of a verbs run on rank 0.

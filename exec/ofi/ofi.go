@@ -33,6 +33,7 @@ const Available = true
 type Provider struct {
 	opts   Options
 	name   string
+	addr   string // the IPv4 address endpoints bind, "" where the provider chose (Addr)
 	info   *C.struct_fi_info
 	fabric *C.struct_fid_fabric
 	ccaps  C.ofi_caps
@@ -123,9 +124,9 @@ var envOnce sync.Mutex
 func NewProvider(opts Options) (*Provider, error) {
 	envOnce.Lock()
 	defer envOnce.Unlock()
-	iface := opts.Iface
-	if iface == "" {
-		iface = "lo"
+	ip, iface, err := opts.Bind(hostInterfaces)
+	if err != nil {
+		return nil, err
 	}
 	// libfabric reads its variables when it starts (the first fi_getinfo); set them before.
 	if err := os.Setenv("FI_SOCKETS_IFACE", iface); err != nil {
@@ -166,6 +167,8 @@ func NewProvider(opts Options) (*Provider, error) {
 		p.yieldEvery = DefaultYieldEvery
 	}
 	var want C.ofi_want
+	want.node = C.CString(ip)
+	defer C.free(unsafe.Pointer(want.node))
 	if opts.Provider != "" {
 		want.prov = C.CString(opts.Provider)
 		defer C.free(unsafe.Pointer(want.prov))
@@ -208,11 +211,14 @@ func NewProvider(opts Options) (*Provider, error) {
 		}
 		return nil, fmt.Errorf("ofi: libfabric has no %s that coredag can use: it needs reliable datagram endpoints "+
 			"(FI_EP_RDM) with FI_MSG and FI_RMA, send-after-send ordering, an address that fits 16 bytes (IPv4 on "+
-			"127.0.0.1 or the device's own, or a shm name), and memory registration within FI_MR_LOCAL, "+
+			"%s or the device's own, or a shm name), and memory registration within FI_MR_LOCAL, "+
 			"FI_MR_VIRT_ADDR, FI_MR_ALLOCATED and FI_MR_PROV_KEY (not FI_MR_ENDPOINT or FI_MR_RAW) (%s): %s",
-			what, hint, fiErr(r))
+			ip, what, hint, fiErr(r))
 	}
 	p.name = C.GoString(&name[0])
+	if p.ccaps.bound != 0 {
+		p.addr = ip
+	}
 	if r := C.ofi_fabric(p.info, &p.fabric); r != 0 {
 		C.fi_freeinfo(p.info)
 		return nil, fmt.Errorf("ofi: fi_fabric(%s): %s", p.name, fiErr(r))
@@ -292,9 +298,9 @@ func (p *Provider) Grants() string { return p.grants }
 // after the write's data (FI_ORDER_SAW), which a write with immediate needs (issueSend).
 func (p *Provider) sendAfterWrite() bool { return p.ccaps.tx_order&C.FI_ORDER_SAW != 0 }
 
-// Loopback reports whether endpoints bind 127.0.0.1 (a provider over IP); otherwise the provider
-// chose its own address (a device's, or a shm name).
-func (p *Provider) Loopback() bool { return p.ccaps.loopback != 0 }
+// Addr is the IPv4 address the endpoints bind (Options.Addr; 127.0.0.1 by default), or "" where
+// the provider chose its own (a device's, or a shm name).
+func (p *Provider) Addr() string { return p.addr }
 
 func (p *Provider) virtAddr() bool { return p.ccaps.mr_mode&C.FI_MR_VIRT_ADDR != 0 }
 func (p *Provider) provKey() bool  { return p.ccaps.mr_mode&C.FI_MR_PROV_KEY != 0 }

@@ -15,12 +15,16 @@
 //	go build -tags ofi ./cmd/coredag
 //
 // Without the tag the package still compiles, and New returns an error that says how to rebuild.
-// Every endpoint binds 127.0.0.1 (see Options.Iface); README.md says what works and what does not.
+// Endpoints of providers over IP bind 127.0.0.1 unless Options.Addr names another address, which
+// ranks on several hosts need; README.md says what works and what does not.
 package ofi
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -31,10 +35,14 @@ type Options struct {
 	// means the first provider that offers reliable datagram endpoints with FI_MSG, FI_RMA and
 	// FI_TRIGGER. A named provider need not offer FI_TRIGGER (PostTriggered then fails).
 	Provider string
-	// Iface is the network interface the sockets provider uses (FI_SOCKETS_IFACE), set in the
-	// process environment before libfabric starts. Empty means "lo": coredag keeps its traffic
-	// on loopback, and endpoints bind 127.0.0.1.
-	Iface string
+	// Addr is where the endpoints of a provider over IP (sockets, tcp;ofi_rxm, verbs;ofi_rxm)
+	// bind: an IPv4 address of this host, or the name of a network interface, whose first IPv4
+	// address is taken. Empty means 127.0.0.1: the traffic stays on loopback, and every rank must
+	// run on this host. Ranks on several hosts each give their own host's address on the network
+	// that joins them (Bind). shm ignores it. The sockets provider also reads the interface from
+	// FI_SOCKETS_IFACE, which New sets to Addr's interface before libfabric starts; libfabric
+	// reads its environment once, so the first provider a process opens sets it.
+	Addr string
 	// AutoProgress asks for libfabric's automatic data progress (FI_PROGRESS_AUTO: sockets runs a
 	// progress thread per domain). False (DefaultOptions) asks for FI_PROGRESS_MANUAL: no
 	// progress thread; the engine's CQ polls move the data, and Context.DriveProgress moves it
@@ -207,6 +215,79 @@ func (o Options) Universe(lookup func(string) (string, bool)) (string, bool) {
 	return strconv.Itoa(max(o.Ranks, minUniverse)), true
 }
 
+// Bind resolves Addr: the IPv4 address endpoints bind and the interface that holds it ("lo" and
+// 127.0.0.1 when Addr is empty). interfaces lists the host's interfaces and their addresses
+// (hostInterfaces; tests pass their own). An address no interface holds, an interface without
+// an IPv4 address or an unknown name is an error that lists what the host has.
+func (o Options) Bind(interfaces func() ([]Interface, error)) (ip, iface string, err error) {
+	if o.Addr == "" {
+		return "127.0.0.1", "lo", nil
+	}
+	all, err := interfaces()
+	if err != nil {
+		return "", "", fmt.Errorf("ofi: address %q: listing the network interfaces: %v", o.Addr, err)
+	}
+	var have []string
+	for _, f := range all {
+		for _, a := range f.IPv4 {
+			have = append(have, f.Name+" "+a)
+		}
+	}
+	listed := "this host has no IPv4 address"
+	if len(have) > 0 {
+		listed = "this host has " + strings.Join(have, ", ")
+	}
+	if addr := net.ParseIP(o.Addr); addr != nil {
+		if addr.To4() == nil {
+			return "", "", fmt.Errorf("ofi: address %s is IPv6: coredag carries IPv4 endpoint addresses only (16 bytes); give an IPv4 address or an interface (%s)", o.Addr, listed)
+		}
+		for _, f := range all {
+			if slices.Contains(f.IPv4, addr.To4().String()) {
+				return addr.To4().String(), f.Name, nil
+			}
+		}
+		return "", "", fmt.Errorf("ofi: address %s: no interface of this host has it (%s)", o.Addr, listed)
+	}
+	for _, f := range all {
+		if f.Name == o.Addr {
+			if len(f.IPv4) == 0 {
+				return "", "", fmt.Errorf("ofi: interface %s has no IPv4 address (%s)", o.Addr, listed)
+			}
+			return f.IPv4[0], f.Name, nil
+		}
+	}
+	return "", "", fmt.Errorf("ofi: %q is neither an IPv4 address nor an interface of this host (%s)", o.Addr, listed)
+}
+
+// Interface is a network interface and its IPv4 addresses, in the host's order.
+type Interface struct {
+	Name string
+	IPv4 []string
+}
+
+// hostInterfaces lists this host's interfaces (Options.Bind).
+func hostInterfaces() ([]Interface, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Interface, 0, len(ifs))
+	for _, f := range ifs {
+		addrs, err := f.Addrs()
+		if err != nil {
+			return nil, err
+		}
+		i := Interface{Name: f.Name}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+				i.IPv4 = append(i.IPv4, n.IP.To4().String())
+			}
+		}
+		out = append(out, i)
+	}
+	return out, nil
+}
+
 // The FI_ORDER_* bits DefaultOptions asks for (libfabric's values).
 const (
 	orderSAW = 1 << 7 // FI_ORDER_SAW
@@ -217,7 +298,7 @@ const (
 // progress, asking for send-after-send and send-after-write ordering, with CQs that are polled
 // (NoBlock).
 func DefaultOptions() Options {
-	return Options{Iface: "lo", PEWaitTime: 0, RxMBufferSize: 1024, RxMEagerLimit: 16 << 20, Order: orderSAS | orderSAW, NoBlock: true}
+	return Options{PEWaitTime: 0, RxMBufferSize: 1024, RxMEagerLimit: 16 << 20, Order: orderSAS | orderSAW, NoBlock: true}
 }
 
 // ErrNotBuilt is returned by New in binaries built without the ofi build tag.

@@ -1,6 +1,10 @@
 package ofi
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+)
 
 // TestUniverse: a verbs provider gets FI_UNIVERSE_SIZE from the plan's world size, at least 64,
 // unless the environment sets it; other providers, or an unknown world size, get none.
@@ -118,5 +122,41 @@ func TestEnvTrue(t *testing.T) {
 		if got := envTrue(v); got != want {
 			t.Errorf("envTrue(%q) = %v, want %v", v, got, want)
 		}
+	}
+}
+
+// TestBind: Options.Addr resolves to the address endpoints bind and its interface, from an
+// address or an interface name; what the host does not have is refused with what it has.
+func TestBind(t *testing.T) {
+	host := func() ([]Interface, error) {
+		return []Interface{{"lo", []string{"127.0.0.1"}}, {"eth0", []string{"10.1.2.3", "10.1.2.4"}}, {"ib0", nil}}, nil
+	}
+	for _, c := range []struct {
+		addr, ip, iface, err string
+	}{
+		{"", "127.0.0.1", "lo", ""},
+		{"eth0", "10.1.2.3", "eth0", ""},
+		{"10.1.2.4", "10.1.2.4", "eth0", ""},
+		{"::ffff:10.1.2.3", "10.1.2.3", "eth0", ""},
+		{"127.0.0.1", "127.0.0.1", "lo", ""},
+		{"10.9.9.9", "", "", "ofi: address 10.9.9.9: no interface of this host has it (this host has lo 127.0.0.1, eth0 10.1.2.3, eth0 10.1.2.4)"},
+		{"ib0", "", "", "ofi: interface ib0 has no IPv4 address (this host has lo 127.0.0.1, eth0 10.1.2.3, eth0 10.1.2.4)"},
+		{"fe80::1", "", "", "ofi: address fe80::1 is IPv6: coredag carries IPv4 endpoint addresses only (16 bytes)"},
+		{"eth9", "", "", `ofi: "eth9" is neither an IPv4 address nor an interface of this host`},
+	} {
+		ip, iface, err := Options{Addr: c.addr}.Bind(host)
+		if c.err != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), c.err) {
+				t.Errorf("Bind(%q) = %q, %q, %v; want an error starting %q", c.addr, ip, iface, err, c.err)
+			}
+			continue
+		}
+		if err != nil || ip != c.ip || iface != c.iface {
+			t.Errorf("Bind(%q) = %q, %q, %v; want %q, %q", c.addr, ip, iface, err, c.ip, c.iface)
+		}
+	}
+	_, _, err := Options{Addr: "eth0"}.Bind(func() ([]Interface, error) { return nil, errors.New("no netlink") })
+	if err == nil || !strings.Contains(err.Error(), "no netlink") {
+		t.Errorf("Bind with a failing interface list: %v", err)
 	}
 }

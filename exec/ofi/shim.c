@@ -14,23 +14,22 @@
 
 // An address coredag can carry: an endpoint's address travels in the 16 bytes of nic.QPInfo.GID.
 struct addr_try {
-	const char *node;
-	uint64_t flags;
+	int bind;  // bind ofi_want.node (FI_SOURCE)
 	uint32_t format;
-	int loopback;
 };
 
 // The address ladder, first match wins:
-//  1. an IPv4 socket address on 127.0.0.1 (FI_SOURCE): providers over IP (sockets, tcp;ofi_rxm),
-//     whose traffic coredag keeps on loopback;
+//  1. an IPv4 socket address on the caller's node (FI_SOURCE; 127.0.0.1 unless Options.Addr
+//     names another): providers over IP (sockets, tcp;ofi_rxm), whose traffic coredag keeps on
+//     loopback unless told otherwise;
 //  2. an IPv4 socket address the provider picks itself (no node): verbs;ofi_rxm, whose device has
 //     its own address (Soft-RoCE on the VM's Ethernet interface);
 //  3. a string name (FI_ADDR_STR): shm, whose endpoints are named by the caller (ofi_ep_open), not
 //     by a host address.
 static const struct addr_try addr_ladder[] = {
-	{"127.0.0.1", FI_SOURCE, FI_SOCKADDR_IN, 1},
-	{NULL, 0, FI_SOCKADDR_IN, 0},
-	{NULL, 0, FI_ADDR_STR, 0},
+	{1, FI_SOCKADDR_IN},
+	{0, FI_SOCKADDR_IN},
+	{0, FI_ADDR_STR},
 };
 
 static int try_getinfo(const ofi_want *w, const struct addr_try *a, uint64_t caps, uint64_t order, struct fi_info **out) {
@@ -60,7 +59,7 @@ static int try_getinfo(const ofi_want *w, const struct addr_try *a, uint64_t cap
 	hints->rx_attr->msg_order = order;
 	hints->addr_format = a->format;
 	if (w->prov && *w->prov) hints->fabric_attr->prov_name = strdup(w->prov);
-	int ret = fi_getinfo(OFI_VERSION, a->node, NULL, a->flags, hints, out);
+	int ret = fi_getinfo(OFI_VERSION, a->bind ? w->node : NULL, NULL, a->bind ? FI_SOURCE : 0, hints, out);
 	fi_freeinfo(hints);
 	return ret;
 }
@@ -111,7 +110,7 @@ int ofi_getinfo(const ofi_want *w, struct fi_info **out, char *name, size_t name
 	c->addr_format = fi->addr_format;
 	c->manual = fi->domain_attr->data_progress == FI_PROGRESS_MANUAL;
 	c->manual_ctrl = fi->domain_attr->control_progress == FI_PROGRESS_MANUAL;
-	c->loopback = a->loopback;
+	c->bound = a->bind;
 	c->iov_limit = fi->tx_attr->iov_limit < fi->rx_attr->iov_limit ? fi->tx_attr->iov_limit : fi->rx_attr->iov_limit;
 	return 0;
 }

@@ -59,12 +59,13 @@ typedef struct ofi_caps {
 	uint32_t addr_format;
 	int manual;      // data progress is FI_PROGRESS_MANUAL: the caller's reads move the data
 	int manual_ctrl; // control progress is FI_PROGRESS_MANUAL
-	int loopback;    // endpoints bind 127.0.0.1 (the provider addresses by IP)
+	int bound;       // endpoints bind ofi_want.node (the provider addresses by IP)
 } ofi_caps;
 
 // ofi_want is what coredag asks of fi_getinfo.
 typedef struct ofi_want {
 	const char *prov;  // provider name, or NULL for any
+	const char *node;  // the IPv4 address endpoints of a provider over IP bind
 	int need_trigger;  // FI_TRIGGER required
 	int manual;        // ask for FI_PROGRESS_MANUAL
 	uint64_t order;    // FI_ORDER_* bits asked for first (granted ones are in ofi_caps.tx_order)

@@ -27,6 +27,9 @@ type Config struct {
 	Seed   uint64
 	// OFIProvider is the libfabric provider of ofi ("": the first offering triggered ops and RMA).
 	OFIProvider string
+	// OFIAddr is where ofi's endpoints over IP bind: an IPv4 address or an interface of this host
+	// ("": 127.0.0.1, every rank on this host; ofi.Options.Addr).
+	OFIAddr string
 	// Device and GIDIndex pick the verbs device and its GID ("" and -1: the defaults).
 	Device   string
 	GIDIndex int
@@ -51,7 +54,8 @@ type Entry struct {
 	// Seeded: the schedule can be seeded (different seeds explore different interleavings) and
 	// a hang is diagnosed at once (the software NIC).
 	Seeded bool
-	// Loopback: its endpoints live on the loopback interface only, so does a bootstrap.
+	// Loopback: its endpoints live on the loopback interface unless Config.OFIAddr names another
+	// address; so does a bootstrap then.
 	Loopback bool
 	// Device: it runs on a named RDMA device (Config.Device, GIDIndex).
 	Device bool
@@ -81,6 +85,7 @@ var table = []Entry{
 		Open: func(c Config) (nic.Provider, error) {
 			o := ofi.DefaultOptions()
 			o.Provider = c.OFIProvider
+			o.Addr = c.OFIAddr
 			o.Order |= c.Order
 			o.NoAtomics = c.NoAtomics
 			o.Ranks = c.Ranks
