@@ -81,7 +81,7 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		hang = exec.DefaultHangTimeout
 	}
 	var ranks []int
-	cfg := provider.Config{OFIProvider: p.opts.OFIProvider, Device: p.opts.Device, GIDIndex: -1, Rank: -1, Ranks: g.Ranks}
+	cfg := provider.Config{OFIProvider: p.opts.OFIProvider, OFIAddr: p.opts.OFIAddr, Device: p.opts.Device, GIDIndex: -1, Rank: -1, Ranks: g.Ranks}
 	if w == nil {
 		if !p.prov.AllRanks {
 			return nil, fmt.Errorf("%w: provider %s runs one rank per process: pass a World (BootstrapWorld, or the caller's; in C a coredag_world, or NULL in processes a launcher started)", ErrArg, p.prov.Name)
@@ -100,8 +100,13 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		ranks = []int{w.Rank()}
 		cfg.Rank = w.Rank()
 		// Every rank checks that the others run the same plan with the same ranks before any
-		// queue is made: a mismatch is an error on every rank, not a hang.
-		if err := agreeOnPlan(ctx, w, g, hang); err != nil {
+		// queue is made: a mismatch is an error on every rank, not a hang. So is a world across
+		// hosts that the provider's addresses cannot join.
+		away, err := agreeOnPlan(ctx, w, g, hang)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.reaches(w, away); err != nil {
 			return nil, err
 		}
 	}
@@ -164,22 +169,47 @@ func unfenced(g *ir.Graph) exec.Unfenced {
 }
 
 // agreeOnPlan allgathers every rank's view of the plan (its ranks and a fingerprint of its
-// buffers) and reports the first rank that differs.
-func agreeOnPlan(parent context.Context, w World, g *ir.Graph, hang time.Duration) error {
+// buffers) and where it runs (hostID), and reports the first rank that differs in the plan. It
+// returns the first rank that runs on another host than rank 0, or -1 if none does.
+func agreeOnPlan(parent context.Context, w World, g *ir.Graph, hang time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(parent, hang)
 	defer cancel()
-	own := planPrint(g)
-	all := make([]byte, len(own)*w.Size())
+	host := hostID()
+	own := append(planPrint(g), host[:]...)
+	n := len(own)
+	all := make([]byte, n*w.Size())
 	if err := w.Allgather(ctx, own, all); err != nil {
 		if cause := stop.Stopped(parent, err); cause != nil {
-			return fmt.Errorf("coredag: Init: allgather of the plan's shape: %w", cause)
+			return -1, fmt.Errorf("coredag: Init: allgather of the plan's shape: %w", cause)
 		}
-		return fmt.Errorf("%w: Init: allgather of the plan's shape: %v", ErrWorld, err)
+		return -1, fmt.Errorf("%w: Init: allgather of the plan's shape: %v", ErrWorld, err)
 	}
+	plan := n - len(host)
 	for r := 0; r < w.Size(); r++ {
-		if string(all[r*len(own):(r+1)*len(own)]) != string(own) {
-			return fmt.Errorf("%w: rank %d opened another plan, or the same one with other params, than rank %d (%s, %d ranks)", ErrWorld, r, w.Rank(), g.Name, g.Ranks)
+		if string(all[r*n:r*n+plan]) != string(own[:plan]) {
+			return -1, fmt.Errorf("%w: rank %d opened another plan, or the same one with other params, than rank %d (%s, %d ranks)", ErrWorld, r, w.Rank(), g.Name, g.Ranks)
 		}
+	}
+	for r := 1; r < w.Size(); r++ {
+		if string(all[r*n+plan:(r+1)*n]) != string(all[plan:n]) {
+			return r, nil
+		}
+	}
+	return -1, nil
+}
+
+// reaches refuses a World whose rank away runs on another host than rank 0 (-1: none does)
+// when the provider's endpoints cannot be reached from there: shm's never, those over IP while
+// they bind 127.0.0.1 (no Options.OFIAddr). Every rank sees the same ranks, so every rank
+// refuses.
+func (p *Plan) reaches(w World, away int) error {
+	switch {
+	case away < 0 || !p.prov.Loopback:
+		return nil
+	case strings.HasPrefix(p.opts.OFIProvider, "shm"):
+		return fmt.Errorf("%w: rank %d runs on another host (or network namespace) than rank 0, and libfabric's shm joins the processes of one host: use a provider over the network, e.g. tcp;ofi_rxm with OFIAddr (C: ofi_addr=)", ErrWorld, away)
+	case p.opts.OFIAddr == "":
+		return fmt.Errorf("%w: rank %d runs on another host (or network namespace) than rank 0, and provider %s's endpoints bind 127.0.0.1 unless given an address: set OFIAddr (C: ofi_addr=) to the interface or IPv4 address on which each host reaches the others", ErrWorld, away, p.prov.Name)
 	}
 	return nil
 }

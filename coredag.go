@@ -76,6 +76,12 @@ type Options struct {
 	// OFIProvider is the libfabric provider of Provider "ofi", e.g. "shm", "tcp;ofi_rxm" or
 	// "sockets" ("": the first offering what coredag needs).
 	OFIProvider string
+	// OFIAddr is where Provider "ofi"'s endpoints bind when its provider runs over IP (sockets,
+	// tcp;ofi_rxm, verbs;ofi_rxm): an IPv4 address of this host or an interface name (its first
+	// IPv4 address). "" means 127.0.0.1, which keeps every rank on one host: Init refuses a World
+	// whose ranks run on several hosts (or network namespaces) without it. Each process gives
+	// its own host's address, or the same interface name on every host.
+	OFIAddr string
 	// Device is the RDMA device of Provider "verbs" (e.g. "mlx5_0"; "": the first).
 	Device string
 	// Extern names more buffers the caller binds, beside those the plan declares extern: for

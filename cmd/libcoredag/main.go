@@ -195,6 +195,8 @@ func openOptions(params, options **C.char) (coredag.Options, error) {
 			opts.Provider = v
 		case "ofi_provider":
 			opts.OFIProvider = v
+		case "ofi_addr":
+			opts.OFIAddr = v
 		case "device":
 			opts.Device = v
 		case "engine":
@@ -222,7 +224,7 @@ func openOptions(params, options **C.char) (coredag.Options, error) {
 			}
 			opts.HangTimeout = time.Duration(ms) * time.Millisecond
 		default:
-			return opts, fmt.Errorf("options[%d] = %q: unknown option %q (known: provider, ofi_provider, device, engine, target, extern, progress, hang_timeout_ms, mem)", i, s, k)
+			return opts, fmt.Errorf("options[%d] = %q: unknown option %q (known: provider, ofi_provider, ofi_addr, device, engine, target, extern, progress, hang_timeout_ms, mem)", i, s, k)
 		}
 	}
 	return opts, nil
