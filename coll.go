@@ -16,6 +16,7 @@ import (
 
 	"github.com/coredag/coredag/exec"
 	"github.com/coredag/coredag/exec/nic"
+	"github.com/coredag/coredag/exec/ofi"
 	"github.com/coredag/coredag/exec/provider"
 	"github.com/coredag/coredag/internal/stop"
 	"github.com/coredag/coredag/ir"
@@ -102,11 +103,11 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		// Every rank checks that the others run the same plan with the same ranks before any
 		// queue is made: a mismatch is an error on every rank, not a hang. So is a world across
 		// hosts that the provider's addresses cannot join.
-		away, err := agreeOnPlan(ctx, w, g, hang)
+		hosts, err := agreeOnPlan(ctx, w, g, hang)
 		if err != nil {
 			return nil, err
 		}
-		if err := p.reaches(w, away); err != nil {
+		if cfg.OFIAddr, err = p.endpointAddr(w.Rank(), hosts); err != nil {
 			return nil, err
 		}
 	}
@@ -169,49 +170,51 @@ func unfenced(g *ir.Graph) exec.Unfenced {
 }
 
 // agreeOnPlan allgathers every rank's view of the plan (its ranks and a fingerprint of its
-// buffers) and where it runs (hostID), and reports the first rank that differs in the plan. It
-// returns the first rank that runs on another host than rank 0, or -1 if none does.
-func agreeOnPlan(parent context.Context, w World, g *ir.Graph, hang time.Duration) (int, error) {
+// buffers) and where it runs (hostPart), and reports the first rank that differs in the plan.
+// It returns every rank's hostPart.
+func agreeOnPlan(parent context.Context, w World, g *ir.Graph, hang time.Duration) ([][]byte, error) {
 	ctx, cancel := context.WithTimeout(parent, hang)
 	defer cancel()
-	host := hostID()
-	own := append(planPrint(g), host[:]...)
+	own := planPrint(g)
+	plan := len(own)
+	own = append(own, hostPart(ofi.HostInterfaces)...)
 	n := len(own)
 	all := make([]byte, n*w.Size())
 	if err := w.Allgather(ctx, own, all); err != nil {
 		if cause := stop.Stopped(parent, err); cause != nil {
-			return -1, fmt.Errorf("coredag: Init: allgather of the plan's shape: %w", cause)
+			return nil, fmt.Errorf("coredag: Init: allgather of the plan's shape: %w", cause)
 		}
-		return -1, fmt.Errorf("%w: Init: allgather of the plan's shape: %v", ErrWorld, err)
+		return nil, fmt.Errorf("%w: Init: allgather of the plan's shape: %v", ErrWorld, err)
 	}
-	plan := n - len(host)
-	for r := 0; r < w.Size(); r++ {
+	hosts := make([][]byte, w.Size())
+	for r := range hosts {
 		if string(all[r*n:r*n+plan]) != string(own[:plan]) {
-			return -1, fmt.Errorf("%w: rank %d opened another plan, or the same one with other params, than rank %d (%s, %d ranks)", ErrWorld, r, w.Rank(), g.Name, g.Ranks)
+			return nil, fmt.Errorf("%w: rank %d opened another plan, or the same one with other params, than rank %d (%s, %d ranks)", ErrWorld, r, w.Rank(), g.Name, g.Ranks)
 		}
+		hosts[r] = all[r*n+plan : (r+1)*n]
 	}
-	for r := 1; r < w.Size(); r++ {
-		if string(all[r*n+plan:(r+1)*n]) != string(all[plan:n]) {
-			return r, nil
-		}
-	}
-	return -1, nil
+	return hosts, nil
 }
 
-// reaches refuses a World whose rank away runs on another host than rank 0 (-1: none does)
-// when the provider's endpoints cannot be reached from there: shm's never, those over IP while
-// they bind 127.0.0.1 (no Options.OFIAddr). Every rank sees the same ranks, so every rank
-// refuses.
-func (p *Plan) reaches(w World, away int) error {
-	switch {
-	case away < 0 || !p.prov.Loopback:
-		return nil
-	case strings.HasPrefix(p.opts.OFIProvider, "shm"):
-		return fmt.Errorf("%w: rank %d runs on another host (or network namespace) than rank 0, and libfabric's shm joins the processes of one host: use a provider over the network, e.g. tcp;ofi_rxm with OFIAddr (C: ofi_addr=)", ErrWorld, away)
-	case p.opts.OFIAddr == "":
-		return fmt.Errorf("%w: rank %d runs on another host (or network namespace) than rank 0, and provider %s's endpoints bind 127.0.0.1 unless given an address: set OFIAddr (C: ofi_addr=) to the interface or IPv4 address on which each host reaches the others", ErrWorld, away, p.prov.Name)
+// endpointAddr is where rank's endpoints bind (provider.Config.OFIAddr) when the ranks run where
+// hosts (agreeOnPlan) say. On one host, or for a provider that picks its own addresses, it is
+// Options.OFIAddr. Across hosts a provider over IP needs an address off loopback: OFIAddr, else
+// the first network of this host that joins it to every other (joinAddr); shm cannot join
+// hosts. Every rank sees the same hosts, so either every rank refuses or none does.
+func (p *Plan) endpointAddr(rank int, hosts [][]byte) (string, error) {
+	if !p.prov.Loopback || p.opts.OFIAddr != "" && !strings.HasPrefix(p.opts.OFIProvider, "shm") {
+		return p.opts.OFIAddr, nil
 	}
-	return nil
+	addr, err := joinAddr(rank, hosts)
+	switch {
+	case addr == "" && err == nil: // one host
+		return p.opts.OFIAddr, nil
+	case strings.HasPrefix(p.opts.OFIProvider, "shm"):
+		return "", fmt.Errorf("%w: the ranks run on several hosts (or network namespaces), and libfabric's shm joins the processes of one host: use a provider over the network, e.g. tcp;ofi_rxm", ErrWorld)
+	case err != nil:
+		return "", fmt.Errorf("%w: %v", ErrWorld, err)
+	}
+	return addr, nil
 }
 
 // planPrint is a fixed-size fingerprint of what ranks must agree on: ranks, ops, buffers.

@@ -78,9 +78,11 @@ type Options struct {
 	OFIProvider string
 	// OFIAddr is where Provider "ofi"'s endpoints bind when its provider runs over IP (sockets,
 	// tcp;ofi_rxm, verbs;ofi_rxm): an IPv4 address of this host or an interface name (its first
-	// IPv4 address). "" means 127.0.0.1, which keeps every rank on one host: Init refuses a World
-	// whose ranks run on several hosts (or network namespaces) without it. Each process gives
-	// its own host's address, or the same interface name on every host.
+	// IPv4 address). "" means 127.0.0.1 when every rank runs on this host, and across hosts (or
+	// network namespaces) the first network of this host in which every other host has an
+	// address of its own; Init refuses a World across hosts that no network joins (hosts on
+	// subnets behind a router), which needs OFIAddr: each process its own host's address, or
+	// the same interface name on every host.
 	OFIAddr string
 	// Device is the RDMA device of Provider "verbs" (e.g. "mlx5_0"; "": the first).
 	Device string

@@ -20,10 +20,11 @@ import (
 // two network namespaces joined by a veth pair, each with its own loopback and one address,
 // as two machines on one network would be (coredag's hostID tells them apart as it tells
 // hosts apart). Ranks 0 and 2 run in the first, 1 and 3 in the second, each a process of this
-// test binary (TestOFIHostRank) on coredag's own bootstrap. Given OFIAddr (each its namespace's
-// interface) the ranks compute the sum of fresh data on tcp;ofi_rxm and sockets; without it
-// every rank's Init refuses the world, naming a rank on the other host, where endpoints bound
-// to 127.0.0.1 would never meet.
+// test binary (TestOFIHostRank) on coredag's own bootstrap. On tcp;ofi_rxm and sockets, with
+// OFIAddr (an interface, an address) or without (Init finds the network that joins them), the
+// ranks compute the sum of fresh data. Where the two hosts' addresses are in two networks routed
+// to each other, every rank's Init refuses the world without OFIAddr (no network joins them
+// directly) and runs it with.
 //
 // It needs root and `ip netns`: with COREDAG_NETNS=1 (.ci/run) it fails where it cannot make
 // the namespaces; otherwise it skips.
@@ -31,29 +32,35 @@ func TestOFIAcrossHosts(t *testing.T) {
 	if os.Getenv("COREDAG_NETNS") != "1" {
 		t.Skip("COREDAG_NETNS=1 runs it (root, ip netns)")
 	}
-	hosts := twoHosts(t)
+	joined, apart := twoHosts(t, "j", true), twoHosts(t, "s", false)
 	for _, c := range []struct {
 		prov   string
 		ranks  int
-		addr   bool
+		hosts  [2]netnsHost
+		addr   string // "iface", "ip" or ""
 		expect string
 	}{
-		{"tcp;ofi_rxm", 4, true, "ok"},
-		{"sockets", 4, true, "ok"},
-		{"sockets", 2, true, "ok"},
-		{"tcp;ofi_rxm", 2, false, "refused"},
+		{"tcp;ofi_rxm", 4, joined, "iface", "ok"},
+		{"tcp;ofi_rxm", 4, joined, "", "ok"},
+		{"sockets", 4, joined, "", "ok"},
+		{"sockets", 2, joined, "ip", "ok"},
+		{"tcp;ofi_rxm", 2, apart, "", "refused"},
+		{"tcp;ofi_rxm", 2, apart, "iface", "ok"},
 	} {
-		t.Run(fmt.Sprintf("%s/%d ranks/addr=%v", c.prov, c.ranks, c.addr), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%d ranks/%s/addr=%s", c.prov, c.ranks, c.hosts[0].ns, c.addr), func(t *testing.T) {
 			var wg sync.WaitGroup
 			outs := make([]string, c.ranks)
 			errs := make([]error, c.ranks)
 			for r := 0; r < c.ranks; r++ {
-				h := hosts[r%2]
+				h := c.hosts[r%2]
 				env := []string{"COREDAG_HOST_RANK=" + strconv.Itoa(r), "OMPI_COMM_WORLD_RANK=" + strconv.Itoa(r),
 					"OMPI_COMM_WORLD_SIZE=" + strconv.Itoa(c.ranks), "COREDAG_JOB_SECRET=across-hosts-test-secret-0123456789",
-					"COREDAG_HOST_BOOT=" + hosts[0].ip + ":7700", "COREDAG_HOST_PROV=" + c.prov}
-				if c.addr {
+					"COREDAG_HOST_BOOT=" + c.hosts[0].ip + ":7700", "COREDAG_HOST_PROV=" + c.prov, "COREDAG_HOST_EXPECT=" + c.expect}
+				switch c.addr {
+				case "iface":
 					env = append(env, "COREDAG_HOST_ADDR="+h.iface)
+				case "ip":
+					env = append(env, "COREDAG_HOST_ADDR="+h.ip)
 				}
 				wg.Add(1)
 				go func() {
@@ -77,12 +84,17 @@ func TestOFIAcrossHosts(t *testing.T) {
 
 type netnsHost struct{ ns, iface, ip string }
 
-// twoHosts makes two network namespaces joined by a veth pair, removed when the test ends.
-func twoHosts(t *testing.T) [2]netnsHost {
+// twoHosts makes two network namespaces joined by a veth pair, removed when the test ends: their
+// addresses in one network (joined), or in two routed to each other (apart).
+func twoHosts(t *testing.T, tag string, joined bool) [2]netnsHost {
 	id := os.Getpid() % 10000
 	net := fmt.Sprintf("10.231.%d", id%250)
-	hosts := [2]netnsHost{{fmt.Sprintf("coredag-%d-a", id), fmt.Sprintf("cd%da", id), net + ".1"},
-		{fmt.Sprintf("coredag-%d-b", id), fmt.Sprintf("cd%db", id), net + ".2"}}
+	other := net
+	if !joined {
+		other = fmt.Sprintf("10.232.%d", id%250)
+	}
+	hosts := [2]netnsHost{{fmt.Sprintf("coredag-%d-%s0", id, tag), fmt.Sprintf("cd%d%s0", id, tag), net + ".1"},
+		{fmt.Sprintf("coredag-%d-%s1", id, tag), fmt.Sprintf("cd%d%s1", id, tag), other + ".2"}}
 	ip := func(args ...string) {
 		t.Helper()
 		out, err := exec.Command("ip", args...).CombinedOutput()
@@ -98,6 +110,10 @@ func twoHosts(t *testing.T) [2]netnsHost {
 		ip("-n", h.ns, "addr", "add", h.ip+"/24", "dev", h.iface)
 		ip("-n", h.ns, "link", "set", h.iface, "up")
 		ip("-n", h.ns, "link", "set", "lo", "up")
+	}
+	if !joined { // routed to each other, as hosts on two subnets behind a router
+		ip("-n", hosts[0].ns, "route", "add", other+".0/24", "dev", hosts[0].iface)
+		ip("-n", hosts[1].ns, "route", "add", net+".0/24", "dev", hosts[1].iface)
 	}
 	return hosts
 }
@@ -121,9 +137,9 @@ func TestOFIHostRank(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 	c, err := p.Init(ctx, w)
-	if p.opts.OFIAddr == "" {
+	if os.Getenv("COREDAG_HOST_EXPECT") == "refused" {
 		require.ErrorIs(t, err, ErrWorld)
-		require.ErrorContains(t, err, "runs on another host (or network namespace) than rank 0")
+		require.ErrorContains(t, err, "the ranks run on 2 hosts (or network namespaces) and no network joins them all")
 		t.Logf("host rank %d: refused: %v", rank, err)
 		return
 	}
@@ -144,5 +160,5 @@ func TestOFIHostRank(t *testing.T) {
 		require.NoError(t, c.Wait(ctx))
 		require.Equal(t, want, data, "iteration %d", it)
 	}
-	t.Logf("host rank %d: ok: %d iterations on %s, endpoints on %s", rank, iters, os.Getenv("COREDAG_HOST_PROV"), p.opts.OFIAddr)
+	t.Logf("host rank %d: ok: %d iterations on %s, OFIAddr %q", rank, iters, os.Getenv("COREDAG_HOST_PROV"), p.opts.OFIAddr)
 }

@@ -98,9 +98,10 @@ const char *coredag_strerror(int code);
  *                                  libibverbs' headers are: scripts/build-lib.sh)
  *     ofi_provider=NAME            libfabric's provider, e.g. shm, sockets, "tcp;ofi_rxm"
  *     ofi_addr=IFACE|IPV4          where endpoints over IP bind: an interface (its first
- *                                  IPv4 address) or an address of this host (default
- *                                  127.0.0.1: every rank on one host; ranks on several
- *                                  hosts need it, or coredag_coll_init refuses them)
+ *                                  IPv4 address) or an address of this host (default:
+ *                                  127.0.0.1 on one host; across hosts the network that
+ *                                  joins them, found by coredag_coll_init, which refuses
+ *                                  hosts that none joins: then give it)
  *     device=NAME                  the RDMA device of provider=verbs, e.g. mlx5_0 (default:
  *                                  the first)
  *     engine=auto|offload|poll     default auto: offload where the NIC can walk the plan

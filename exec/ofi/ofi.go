@@ -124,7 +124,7 @@ var envOnce sync.Mutex
 func NewProvider(opts Options) (*Provider, error) {
 	envOnce.Lock()
 	defer envOnce.Unlock()
-	ip, iface, err := opts.Bind(hostInterfaces)
+	ip, iface, err := opts.Bind(HostInterfaces)
 	if err != nil {
 		return nil, err
 	}

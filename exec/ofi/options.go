@@ -23,8 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -217,7 +217,7 @@ func (o Options) Universe(lookup func(string) (string, bool)) (string, bool) {
 
 // Bind resolves Addr: the IPv4 address endpoints bind and the interface that holds it ("lo" and
 // 127.0.0.1 when Addr is empty). interfaces lists the host's interfaces and their addresses
-// (hostInterfaces; tests pass their own). An address no interface holds, an interface without
+// (HostInterfaces; tests pass their own). An address no interface holds, an interface without
 // an IPv4 address or an unknown name is an error that lists what the host has.
 func (o Options) Bind(interfaces func() ([]Interface, error)) (ip, iface string, err error) {
 	if o.Addr == "" {
@@ -227,46 +227,54 @@ func (o Options) Bind(interfaces func() ([]Interface, error)) (ip, iface string,
 	if err != nil {
 		return "", "", fmt.Errorf("ofi: address %q: listing the network interfaces: %v", o.Addr, err)
 	}
-	var have []string
-	for _, f := range all {
-		for _, a := range f.IPv4 {
-			have = append(have, f.Name+" "+a)
-		}
-	}
-	listed := "this host has no IPv4 address"
-	if len(have) > 0 {
-		listed = "this host has " + strings.Join(have, ", ")
-	}
-	if addr := net.ParseIP(o.Addr); addr != nil {
-		if addr.To4() == nil {
-			return "", "", fmt.Errorf("ofi: address %s is IPv6: coredag carries IPv4 endpoint addresses only (16 bytes); give an IPv4 address or an interface (%s)", o.Addr, listed)
+	if addr, err := netip.ParseAddr(o.Addr); err == nil {
+		if !addr.Unmap().Is4() {
+			return "", "", fmt.Errorf("ofi: address %s is IPv6: coredag carries IPv4 endpoint addresses only (16 bytes); give an IPv4 address or an interface (%s)", o.Addr, listAddrs(all))
 		}
 		for _, f := range all {
-			if slices.Contains(f.IPv4, addr.To4().String()) {
-				return addr.To4().String(), f.Name, nil
+			for _, a := range f.IPv4 {
+				if a.Addr() == addr.Unmap() {
+					return a.Addr().String(), f.Name, nil
+				}
 			}
 		}
-		return "", "", fmt.Errorf("ofi: address %s: no interface of this host has it (%s)", o.Addr, listed)
+		return "", "", fmt.Errorf("ofi: address %s: no interface of this host has it (%s)", o.Addr, listAddrs(all))
 	}
 	for _, f := range all {
 		if f.Name == o.Addr {
 			if len(f.IPv4) == 0 {
-				return "", "", fmt.Errorf("ofi: interface %s has no IPv4 address (%s)", o.Addr, listed)
+				return "", "", fmt.Errorf("ofi: interface %s has no IPv4 address (%s)", o.Addr, listAddrs(all))
 			}
-			return f.IPv4[0], f.Name, nil
+			return f.IPv4[0].Addr().String(), f.Name, nil
 		}
 	}
-	return "", "", fmt.Errorf("ofi: %q is neither an IPv4 address nor an interface of this host (%s)", o.Addr, listed)
+	return "", "", fmt.Errorf("ofi: %q is neither an IPv4 address nor an interface of this host (%s)", o.Addr, listAddrs(all))
 }
 
-// Interface is a network interface and its IPv4 addresses, in the host's order.
+// Interface is a network interface and its IPv4 addresses with their networks' prefix lengths,
+// in the host's order.
 type Interface struct {
 	Name string
-	IPv4 []string
+	IPv4 []netip.Prefix
 }
 
-// hostInterfaces lists this host's interfaces (Options.Bind).
-func hostInterfaces() ([]Interface, error) {
+// listAddrs says what interfaces and addresses a host has, for an error: "this host has lo
+// 127.0.0.1/8, eth0 10.1.2.3/24".
+func listAddrs(all []Interface) string {
+	var have []string
+	for _, f := range all {
+		for _, a := range f.IPv4 {
+			have = append(have, f.Name+" "+a.String())
+		}
+	}
+	if len(have) == 0 {
+		return "this host has no IPv4 address"
+	}
+	return "this host has " + strings.Join(have, ", ")
+}
+
+// HostInterfaces lists this host's interfaces and their IPv4 addresses (Options.Bind).
+func HostInterfaces() ([]Interface, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return nil, err
@@ -279,9 +287,16 @@ func hostInterfaces() ([]Interface, error) {
 		}
 		i := Interface{Name: f.Name}
 		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
-				i.IPv4 = append(i.IPv4, n.IP.To4().String())
+			n, ok := a.(*net.IPNet)
+			if !ok || n.IP.To4() == nil {
+				continue
 			}
+			ones, _ := n.Mask.Size()
+			if ones > 32 { // an IPv4 address given a 16-byte mask
+				ones -= 96
+			}
+			ip, _ := netip.AddrFromSlice(n.IP.To4())
+			i.IPv4 = append(i.IPv4, netip.PrefixFrom(ip, ones))
 		}
 		out = append(out, i)
 	}

@@ -2,6 +2,7 @@ package ofi
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -129,7 +130,8 @@ func TestEnvTrue(t *testing.T) {
 // address or an interface name; what the host does not have is refused with what it has.
 func TestBind(t *testing.T) {
 	host := func() ([]Interface, error) {
-		return []Interface{{"lo", []string{"127.0.0.1"}}, {"eth0", []string{"10.1.2.3", "10.1.2.4"}}, {"ib0", nil}}, nil
+		return []Interface{{"lo", []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}},
+			{"eth0", []netip.Prefix{netip.MustParsePrefix("10.1.2.3/24"), netip.MustParsePrefix("10.1.2.4/16")}}, {"ib0", nil}}, nil
 	}
 	for _, c := range []struct {
 		addr, ip, iface, err string
@@ -139,8 +141,8 @@ func TestBind(t *testing.T) {
 		{"10.1.2.4", "10.1.2.4", "eth0", ""},
 		{"::ffff:10.1.2.3", "10.1.2.3", "eth0", ""},
 		{"127.0.0.1", "127.0.0.1", "lo", ""},
-		{"10.9.9.9", "", "", "ofi: address 10.9.9.9: no interface of this host has it (this host has lo 127.0.0.1, eth0 10.1.2.3, eth0 10.1.2.4)"},
-		{"ib0", "", "", "ofi: interface ib0 has no IPv4 address (this host has lo 127.0.0.1, eth0 10.1.2.3, eth0 10.1.2.4)"},
+		{"10.9.9.9", "", "", "ofi: address 10.9.9.9: no interface of this host has it (this host has lo 127.0.0.1/8, eth0 10.1.2.3/24, eth0 10.1.2.4/16)"},
+		{"ib0", "", "", "ofi: interface ib0 has no IPv4 address (this host has lo 127.0.0.1/8, eth0 10.1.2.3/24, eth0 10.1.2.4/16)"},
 		{"fe80::1", "", "", "ofi: address fe80::1 is IPv6: coredag carries IPv4 endpoint addresses only (16 bytes)"},
 		{"eth9", "", "", `ofi: "eth9" is neither an IPv4 address nor an interface of this host`},
 	} {
