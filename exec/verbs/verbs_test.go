@@ -254,12 +254,12 @@ func TestOpenRestricted(t *testing.T) {
 // TestStamp: a CQ asked to stamp dates each completion, on nic.Now's clock, between the post and
 // the poll that returns it (within the error of the cycle counter's calibration, stampSlack: a
 // few microseconds, but in an emulated VM whose host is busy the counter ran up to 44 µs ahead of
-// the clock between two anchors), in
-// order, also right after pauses without polls (in a VM the counter's rate against the clock drifts
-// by up to 0.7% in 10 ms: no stamp may come from a line extrapolated over a pause); unasked, it
-// leaves the time zero.
+// the clock between two anchors, and in one CI run of session 52 85 to 132 µs ahead from the
+// first completion on), in order, also right after pauses without polls (in a VM the counter's
+// rate against the clock drifts by up to 0.7% in 10 ms: a stamp extrapolated over the 300 ms
+// pause would be 2 ms off, well past the slack); unasked, it leaves the time zero.
 func TestStamp(t *testing.T) {
-	const stampSlack = 100_000 // ns
+	const stampSlack = 500_000 // ns
 	c, _ := pair(t, provider(t), nic.AccessLocalWrite, 0)
 	var last int64
 	for i, tc := range []struct {
