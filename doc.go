@@ -45,7 +45,9 @@
 // next iteration reaches a rank before that rank started it. BootstrapWorld is
 // a ready-made world over coredag's own TCP bootstrap, with the rank and size from the
 // launcher's environment (mpirun, srun). A nil World runs every rank of the plan in this
-// process on the software NIC: for tests, examples and single-node prototyping.
+// process on the software NIC: for tests, examples and single-node prototyping. Across hosts
+// Init also finds the network that joins them, where libfabric's endpoints over IP bind
+// (Options.OFIAddr chooses it where none does; docs/library.md, Ranks on several hosts).
 //
 // # The caller's contract
 //
