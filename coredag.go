@@ -79,8 +79,8 @@ type Options struct {
 	// OFIAddr is where Provider "ofi"'s endpoints bind when its provider runs over IP (sockets,
 	// tcp;ofi_rxm, verbs;ofi_rxm): an IPv4 address of this host or an interface name (its first
 	// IPv4 address). "" means 127.0.0.1 when every rank runs on this host, and across hosts (or
-	// network namespaces) the first network of this host in which every other host has an
-	// address of its own; Init refuses a World across hosts that no network joins (hosts on
+	// network namespaces) the network of this host, the fastest link first, in which every
+	// other host has an address of its own; Init refuses a World across hosts that no network joins (hosts on
 	// subnets behind a router), which needs OFIAddr: each process its own host's address, or
 	// the same interface name on every host.
 	OFIAddr string

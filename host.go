@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/coredag/coredag/exec/ofi"
@@ -20,12 +21,14 @@ const hostLen = 8 + maxNets*5
 
 // hostPart says where this process runs: hostID, then up to maxNets IPv4 addresses of its host
 // with their prefix lengths (4 bytes and 1 each; a zero prefix length ends the list), as
-// interfaces lists them (none where it fails).
+// interfaces lists them (none where it fails), the fastest links first (then in the host's
+// order): so joinAddr prefers a cluster's fast network to its management Ethernet.
 func hostPart(interfaces func() ([]ofi.Interface, error)) []byte {
 	out := make([]byte, 8, hostLen)
 	id := hostID()
 	copy(out, id[:])
 	all, _ := interfaces()
+	slices.SortStableFunc(all, func(a, b ofi.Interface) int { return b.Speed - a.Speed })
 	for _, f := range all {
 		for _, a := range f.IPv4 {
 			if len(out) < hostLen && !a.Addr().IsLoopback() && a.Bits() > 0 {
@@ -65,7 +68,7 @@ func hostID() [8]byte {
 
 // joinAddr is the address rank's endpoints bind in a World whose ranks run where hosts (every
 // rank's hostPart) say: "" (127.0.0.1) when they share one host; across hosts, the first
-// network of rank's host in which every other host has an address of its own (a network that
+// network of rank's host (the fastest link first) in which every other host has an address of its own (a network that
 // joins them: two hosts holding the same address, as every host's default container bridge,
 // are not joined by it). An error when no network joins them all.
 func joinAddr(rank int, hosts [][]byte) (string, error) {

@@ -67,6 +67,13 @@ func TestJoinAddr(t *testing.T) {
 	b := hostPart(func() ([]ofi.Interface, error) { return []ofi.Interface{f, g}, nil })
 	require.Len(t, b, hostLen)
 	require.Equal(t, g.IPv4[:maxNets], hostNets(b))
+	// The fastest link's networks come first: IPoIB at 100 Gb/s before 1 Gb/s Ethernet, whose
+	// network a link of unknown speed follows.
+	eth := ofi.Interface{Name: "eth0", IPv4: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/16")}, Speed: 1000}
+	ib := ofi.Interface{Name: "ib0", IPv4: []netip.Prefix{netip.MustParsePrefix("10.1.0.1/16")}, Speed: 100000}
+	unknown := ofi.Interface{Name: "eth1", IPv4: []netip.Prefix{netip.MustParsePrefix("10.2.0.1/16")}}
+	b = hostPart(func() ([]ofi.Interface, error) { return []ofi.Interface{unknown, eth, ib}, nil })
+	require.Equal(t, []netip.Prefix{ib.IPv4[0], eth.IPv4[0], unknown.IPv4[0]}, hostNets(b))
 }
 
 // awayWorld is a World whose rank away seems to run on another host, one whose networks are

@@ -251,11 +251,12 @@ func (o Options) Bind(interfaces func() ([]Interface, error)) (ip, iface string,
 	return "", "", fmt.Errorf("ofi: %q is neither an IPv4 address nor an interface of this host (%s)", o.Addr, listAddrs(all))
 }
 
-// Interface is a network interface and its IPv4 addresses with their networks' prefix lengths,
-// in the host's order.
+// Interface is a network interface, its IPv4 addresses with their networks' prefix lengths, in
+// the host's order, and its link speed.
 type Interface struct {
-	Name string
-	IPv4 []netip.Prefix
+	Name  string
+	IPv4  []netip.Prefix
+	Speed int // Mb/s as the kernel reports it (/sys/class/net/NAME/speed); 0: unknown
 }
 
 // listAddrs says what interfaces and addresses a host has, for an error: "this host has lo
@@ -286,6 +287,11 @@ func HostInterfaces() ([]Interface, error) {
 			return nil, err
 		}
 		i := Interface{Name: f.Name}
+		if b, err := os.ReadFile("/sys/class/net/" + f.Name + "/speed"); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+				i.Speed = n
+			}
+		}
 		for _, a := range addrs {
 			n, ok := a.(*net.IPNet)
 			if !ok || n.IP.To4() == nil {

@@ -130,8 +130,8 @@ func TestEnvTrue(t *testing.T) {
 // address or an interface name; what the host does not have is refused with what it has.
 func TestBind(t *testing.T) {
 	host := func() ([]Interface, error) {
-		return []Interface{{"lo", []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}},
-			{"eth0", []netip.Prefix{netip.MustParsePrefix("10.1.2.3/24"), netip.MustParsePrefix("10.1.2.4/16")}}, {"ib0", nil}}, nil
+		return []Interface{{Name: "lo", IPv4: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}},
+			{Name: "eth0", IPv4: []netip.Prefix{netip.MustParsePrefix("10.1.2.3/24"), netip.MustParsePrefix("10.1.2.4/16")}}, {Name: "ib0"}}, nil
 	}
 	for _, c := range []struct {
 		addr, ip, iface, err string
