@@ -17,7 +17,7 @@ import (
 // verbsFlags are the flags of `coredag run` for real RDMA devices: one process per rank, started
 // by hand, by mpirun or by srun.
 type verbsFlags struct {
-	Provider   string `default:"softnic" enum:"softnic,verbs,ofi" help:"NIC: softnic (every rank in this process), verbs (a real RDMA device, one process per rank; needs a build with -tags verbs) or ofi (libfabric on loopback: every rank in this process, or one process per rank with --rank/--ranks/--bootstrap; needs a build with -tags ofi)."`
+	Provider   string `default:"softnic" enum:"softnic,verbs,ofi" help:"NIC: softnic (every rank in this process), verbs (a real RDMA device, one process per rank; needs a build with -tags verbs) or ofi (libfabric, on loopback unless --ofi-addr: every rank in this process, or one process per rank with --rank/--ranks/--bootstrap; needs a build with -tags ofi)."`
 	Rank       int    `default:"-1" help:"With one process per rank (--provider verbs or ofi): this process's rank (default: from mpirun or srun, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)."`
 	NumRanks   int    `name:"ranks" default:"-1" help:"With one process per rank (--provider verbs or ofi): the number of processes (default: from mpirun or srun); sets the plan's ranks param unless -p ranks= is given."`
 	Bootstrap  string `placeholder:"HOST:PORT" help:"With one process per rank (--provider verbs or ofi): rank 0 listens on HOST:PORT, the other ranks connect there to exchange endpoint addresses, queue numbers and memory keys."`
