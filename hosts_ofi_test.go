@@ -8,11 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/coredag/coredag/internal/netnstest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,14 +29,12 @@ import (
 // It needs root and `ip netns`: with COREDAG_NETNS=1 (.ci/run) it fails where it cannot make
 // the namespaces; otherwise it skips.
 func TestOFIAcrossHosts(t *testing.T) {
-	if os.Getenv("COREDAG_NETNS") != "1" {
-		t.Skip("COREDAG_NETNS=1 runs it (root, ip netns)")
-	}
-	joined, apart := twoHosts(t, "j", true), twoHosts(t, "s", false)
+	netnstest.Enabled(t)
+	joined, apart := netnstest.TwoHosts(t, "j", true), netnstest.TwoHosts(t, "s", false)
 	for _, c := range []struct {
 		prov   string
 		ranks  int
-		hosts  [2]netnsHost
+		hosts  [2]netnstest.Host
 		addr   string // "iface", "ip" or ""
 		expect string
 	}{
@@ -47,7 +45,7 @@ func TestOFIAcrossHosts(t *testing.T) {
 		{"tcp;ofi_rxm", 2, apart, "", "refused"},
 		{"tcp;ofi_rxm", 2, apart, "iface", "ok"},
 	} {
-		t.Run(fmt.Sprintf("%s/%d ranks/%s/addr=%s", c.prov, c.ranks, c.hosts[0].ns, c.addr), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%d ranks/%s/addr=%s", c.prov, c.ranks, c.hosts[0].NS, c.addr), func(t *testing.T) {
 			var wg sync.WaitGroup
 			outs := make([]string, c.ranks)
 			errs := make([]error, c.ranks)
@@ -55,19 +53,19 @@ func TestOFIAcrossHosts(t *testing.T) {
 				h := c.hosts[r%2]
 				env := []string{"COREDAG_HOST_RANK=" + strconv.Itoa(r), "OMPI_COMM_WORLD_RANK=" + strconv.Itoa(r),
 					"OMPI_COMM_WORLD_SIZE=" + strconv.Itoa(c.ranks), "COREDAG_JOB_SECRET=across-hosts-test-secret-0123456789",
-					"COREDAG_HOST_BOOT=" + c.hosts[0].ip + ":7700", "COREDAG_HOST_PROV=" + c.prov, "COREDAG_HOST_EXPECT=" + c.expect}
+					"COREDAG_HOST_BOOT=" + c.hosts[0].IP + ":7700", "COREDAG_HOST_PROV=" + c.prov, "COREDAG_HOST_EXPECT=" + c.expect}
 				switch c.addr {
 				case "iface":
-					env = append(env, "COREDAG_HOST_ADDR="+h.iface)
+					env = append(env, "COREDAG_HOST_ADDR="+h.Iface)
 				case "ip":
-					env = append(env, "COREDAG_HOST_ADDR="+h.ip)
+					env = append(env, "COREDAG_HOST_ADDR="+h.IP)
 				}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 					defer cancel()
-					cmd := exec.CommandContext(ctx, "ip", "netns", "exec", h.ns, os.Args[0], "-test.run=^TestOFIHostRank$", "-test.v", "-test.count=1")
+					cmd := exec.CommandContext(ctx, "ip", "netns", "exec", h.NS, os.Args[0], "-test.run=^TestOFIHostRank$", "-test.v", "-test.count=1")
 					cmd.Env = append(os.Environ(), env...)
 					out, err := cmd.CombinedOutput()
 					outs[r], errs[r] = string(out), err
@@ -80,42 +78,6 @@ func TestOFIAcrossHosts(t *testing.T) {
 			}
 		})
 	}
-}
-
-type netnsHost struct{ ns, iface, ip string }
-
-// twoHosts makes two network namespaces joined by a veth pair, removed when the test ends: their
-// addresses in one network (joined), or in two routed to each other (apart).
-func twoHosts(t *testing.T, tag string, joined bool) [2]netnsHost {
-	id := os.Getpid() % 10000
-	net := fmt.Sprintf("10.231.%d", id%250)
-	other := net
-	if !joined {
-		other = fmt.Sprintf("10.232.%d", id%250)
-	}
-	hosts := [2]netnsHost{{fmt.Sprintf("coredag-%d-%s0", id, tag), fmt.Sprintf("cd%d%s0", id, tag), net + ".1"},
-		{fmt.Sprintf("coredag-%d-%s1", id, tag), fmt.Sprintf("cd%d%s1", id, tag), other + ".2"}}
-	ip := func(args ...string) {
-		t.Helper()
-		out, err := exec.Command("ip", args...).CombinedOutput()
-		require.NoError(t, err, "ip %s: %s", strings.Join(args, " "), out)
-	}
-	for _, h := range hosts {
-		ip("netns", "add", h.ns)
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", h.ns).Run() })
-	}
-	ip("link", "add", hosts[0].iface, "type", "veth", "peer", "name", hosts[1].iface)
-	for _, h := range hosts {
-		ip("link", "set", h.iface, "netns", h.ns)
-		ip("-n", h.ns, "addr", "add", h.ip+"/24", "dev", h.iface)
-		ip("-n", h.ns, "link", "set", h.iface, "up")
-		ip("-n", h.ns, "link", "set", "lo", "up")
-	}
-	if !joined { // routed to each other, as hosts on two subnets behind a router
-		ip("-n", hosts[0].ns, "route", "add", other+".0/24", "dev", hosts[0].iface)
-		ip("-n", hosts[1].ns, "route", "add", net+".0/24", "dev", hosts[1].iface)
-	}
-	return hosts
 }
 
 // TestOFIHostRank is one rank of TestOFIAcrossHosts, run in its namespace (COREDAG_HOST_RANK).

@@ -3,14 +3,17 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/coredag/coredag/internal/netnstest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -185,15 +188,15 @@ func TestRunOFIPerProcessUsage(t *testing.T) {
 	}
 }
 
-// TestRunOFIBootstrapLoopbackOnly: the bootstrap of an ofi run listens on loopback unless
-// --ofi-addr takes the endpoints off it; --ofi-addr is for ofi, and names what this host has.
-// (TestOFIAcrossHosts, in the library, runs ranks on two hosts.)
+// TestRunOFIBootstrapLoopbackOnly: the bootstrap of an ofi run listens on an address the other
+// ranks can dial; --ofi-addr is for ofi, and names what this host has (TestRunOFIAcrossHosts
+// runs ranks on two hosts).
 func TestRunOFIBootstrapLoopbackOnly(t *testing.T) {
 	t.Parallel()
 	code, _, stderr := coredagEnv(t, ofiEnv, "", "run", "--provider", "ofi", "--rank", "0", "--ranks", "2",
 		"--bootstrap", "0.0.0.0:1", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, stderr)
-	assert.Contains(t, stderr, "--bootstrap 0.0.0.0:1: --provider ofi runs on loopback unless --ofi-addr names another address")
+	assert.Contains(t, stderr, "--bootstrap 0.0.0.0:1: give rank 0's address, which the other ranks dial (127.0.0.1:PORT when every rank runs on this host)")
 	code, _, stderr = coredag(t, "", "run", "--ofi-addr", "lo", "plans/ring_allreduce.dag")
 	assert.Equal(t, exitUsage, code, stderr)
 	assert.Contains(t, stderr, "--ofi-addr is for --provider ofi")
@@ -212,4 +215,43 @@ func TestRunOFIUnknownProvider(t *testing.T) {
 	code, _, stderr := coredag(t, "", "run", "--provider", "ofi", "--ofi-provider", "cxi", "plans/ring_allgather.dag")
 	assert.Equal(t, exitFail, code)
 	assert.Regexp(t, `^coredag: --provider ofi: libfabric offers no provider "cxi"`, stderr)
+}
+
+// TestRunOFIAcrossHosts runs a plan with one process per rank on two hosts (network namespaces
+// joined by a veth pair, internal/netnstest) without --ofi-addr: each rank binds the address on
+// which its host reaches rank 0's --bootstrap, on one network and on two subnets routed to each
+// other. Even ranks run on the first host, odd ones on the second.
+func TestRunOFIAcrossHosts(t *testing.T) {
+	netnstest.Enabled(t)
+	joined, apart := netnstest.TwoHosts(t, "cj", true), netnstest.TwoHosts(t, "ca", false)
+	for _, c := range []struct {
+		prov  string
+		ranks int
+		hosts [2]netnstest.Host
+	}{
+		{"tcp;ofi_rxm", 4, joined},
+		{"sockets", 2, joined},
+		{"tcp;ofi_rxm", 2, apart},
+	} {
+		t.Run(fmt.Sprintf("%s/%d ranks/%s", c.prov, c.ranks, c.hosts[1].IP), func(t *testing.T) {
+			boot := c.hosts[0].IP + ":7701"
+			res := make([]procOut, c.ranks)
+			var wg sync.WaitGroup
+			for r := range c.ranks {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					cmd := exec.Command("ip", "netns", "exec", c.hosts[r%2].NS, binary, "run", "--provider", "ofi", "--ofi-provider", c.prov,
+						"--iters", "3", "--rank", strconv.Itoa(r), "--ranks", strconv.Itoa(c.ranks), "--bootstrap", boot, "plans/ring_allreduce.dag")
+					res[r].code, res[r].stdout, res[r].stderr = runBounded(t, cmd, jobEnv, "")
+				}()
+			}
+			wg.Wait()
+			for r := range res {
+				require.Equal(t, exitOK, res[r].code, "rank %d:\n%s%s", r, res[r].stdout, res[r].stderr)
+			}
+			assert.Contains(t, res[0].stdout, fmt.Sprintf("PASS plans/ring_allreduce.dag: memory matches the reference on every rank (%d ranks, one process each)", c.ranks))
+			assert.Contains(t, res[0].stdout, "ofi on ofi("+c.prov+")")
+		})
+	}
 }

@@ -44,16 +44,36 @@ func (c *runCmd) checkProvider(prov provider.Entry) error {
 		return usageError("--ofi-addr is for --provider ofi")
 	}
 	if prov.Loopback && c.Bootstrap != "" && c.OFIAddr == "" {
-		// The provider's traffic stays on loopback (endpoints bind 127.0.0.1), so does the bootstrap.
+		// A bootstrap on loopback keeps the endpoints there (127.0.0.1); one elsewhere may join
+		// ranks on several hosts, whose endpoints then bind the address on which this host
+		// reaches rank 0's.
 		host, _, err := net.SplitHostPort(c.Bootstrap)
 		if err != nil {
 			return usageError("--bootstrap %s: %v", c.Bootstrap, err)
 		}
-		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() || ip.To4() == nil {
-			return usageError("--bootstrap %s: --provider %s runs on loopback unless --ofi-addr names another address: give 127.0.0.1:PORT, or each rank its host's --ofi-addr", c.Bootstrap, prov.Name)
+		ip := net.ParseIP(host)
+		switch {
+		case ip != nil && ip.IsLoopback() && ip.To4() != nil:
+		case ip != nil && ip.IsUnspecified():
+			return usageError("--bootstrap %s: give rank 0's address, which the other ranks dial (127.0.0.1:PORT when every rank runs on this host)", c.Bootstrap)
+		default:
+			if c.OFIAddr, err = routeTo(host); err != nil {
+				return usageError("--bootstrap %s: %v: give 127.0.0.1:PORT when every rank runs on this host, or --ofi-addr", c.Bootstrap, err)
+			}
 		}
 	}
 	return nil
+}
+
+// routeTo is this host's IPv4 address on its route to host (a name or an address): the address
+// a connection to it would leave from. Nothing is sent.
+func routeTo(host string) (string, error) {
+	conn, err := net.Dial("udp4", net.JoinHostPort(host, "9"))
+	if err != nil {
+		return "", fmt.Errorf("no IPv4 route from this host to %s (%v)", host, err)
+	}
+	defer conn.Close()
+	return conn.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }
 
 // openProvider opens the provider for a run of every rank in this process; a failure is

@@ -17,7 +17,7 @@ import (
 // verbsFlags are the flags of `coredag run` for real RDMA devices: one process per rank, started
 // by hand, by mpirun or by srun.
 type verbsFlags struct {
-	Provider   string `default:"softnic" enum:"softnic,verbs,ofi" help:"NIC: softnic (every rank in this process), verbs (a real RDMA device, one process per rank; needs a build with -tags verbs) or ofi (libfabric, on loopback unless --ofi-addr: every rank in this process, or one process per rank with --rank/--ranks/--bootstrap; needs a build with -tags ofi)."`
+	Provider   string `default:"softnic" enum:"softnic,verbs,ofi" help:"NIC: softnic (every rank in this process), verbs (a real RDMA device, one process per rank; needs a build with -tags verbs) or ofi (libfabric, on loopback unless --ofi-addr or --bootstrap say otherwise: every rank in this process, or one process per rank with --rank/--ranks/--bootstrap; needs a build with -tags ofi)."`
 	Rank       int    `default:"-1" help:"With one process per rank (--provider verbs or ofi): this process's rank (default: from mpirun or srun, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)."`
 	NumRanks   int    `name:"ranks" default:"-1" help:"With one process per rank (--provider verbs or ofi): the number of processes (default: from mpirun or srun); sets the plan's ranks param unless -p ranks= is given."`
 	Bootstrap  string `placeholder:"HOST:PORT" help:"With one process per rank (--provider verbs or ofi): rank 0 listens on HOST:PORT, the other ranks connect there to exchange endpoint addresses, queue numbers and memory keys."`
@@ -25,7 +25,7 @@ type verbsFlags struct {
 	Device     string `placeholder:"NAME" help:"With --provider verbs: RDMA device, e.g. mlx5_0 or rxe0 (ibv_devices lists them; default: the first)."`
 	GIDIndex   int    `name:"gid-index" default:"-1" help:"With --provider verbs: GID table index for RoCE (default: the first RoCE v2 GID with an IPv4 address)."`
 	OFIProv    string `name:"ofi-provider" placeholder:"NAME" help:"With --provider ofi: libfabric provider, e.g. shm, tcp;ofi_rxm or sockets (fi_info -l lists them; default: the first offering FI_TRIGGER and FI_RMA). --engine auto runs triggered plans on the offload engine where the provider has FI_TRIGGER, else on the poll engine."`
-	OFIAddr    string `name:"ofi-addr" placeholder:"IFACE|IPV4" help:"With --provider ofi over IP (sockets, tcp;ofi_rxm): where the endpoints bind, a network interface (its first IPv4 address) or an IPv4 address of this host (default: 127.0.0.1, every rank on this host). Ranks on several hosts each give theirs; --bootstrap may then be any address."`
+	OFIAddr    string `name:"ofi-addr" placeholder:"IFACE|IPV4" help:"With --provider ofi over IP (sockets, tcp;ofi_rxm): where the endpoints bind, a network interface (its first IPv4 address) or an IPv4 address of this host (default: 127.0.0.1 with a --bootstrap on loopback, else the address on which this host reaches rank 0's --bootstrap)."`
 }
 
 // verbsResult is the --json output of a verbs run on rank 0.

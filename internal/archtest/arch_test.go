@@ -74,6 +74,7 @@ var rules = []rule{
 	{pkg: "internal/chunktest", only: bottom, why: "a test helper over the bottom packages"},
 	{pkg: "internal/drawtest", only: bottom, why: "a test helper over the bottom packages"},
 	{pkg: "internal/stoptest", only: []string{}, why: "a test helper"},
+	{pkg: "internal/netnstest", only: []string{}, why: "a test helper: network namespaces as hosts"},
 	{pkg: "internal/nictest", forbid: []string{"dsl", "planner", "planner/...", "ir", "exec", "exec/softnic", "exec/verbs", "exec/ofi"}, why: "the contract tests know only the contract"},
 	{pkg: "internal/randgraph", forbid: []string{"dsl", "planner", "planner/...", "exec", "exec/...", "listing", "viz", "msccl"}, why: "random Graphs are built without the front end"},
 	{pkg: "internal/ringbench", forbid: []string{"listing", "viz", "cmd/..."}, why: "the benchmark compiles and runs, it does not draw"},
