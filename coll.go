@@ -107,7 +107,7 @@ func (p *Plan) Init(ctx context.Context, w World) (c *Coll, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if cfg.OFIAddr, err = p.endpointAddr(w.Rank(), hosts); err != nil {
+		if cfg.OFIAddr, err = p.endpointAddr(w, hosts); err != nil {
 			return nil, err
 		}
 	}
@@ -196,21 +196,26 @@ func agreeOnPlan(parent context.Context, w World, g *ir.Graph, hang time.Duratio
 	return hosts, nil
 }
 
-// endpointAddr is where rank's endpoints bind (provider.Config.OFIAddr) when the ranks run where
-// hosts (agreeOnPlan) say. On one host, or for a provider that picks its own addresses, it is
-// Options.OFIAddr. Across hosts a provider over IP needs an address off loopback: OFIAddr, else
-// the first network of this host that joins it to every other (joinAddr); shm cannot join
-// hosts. Every rank sees the same hosts, so either every rank refuses or none does.
-func (p *Plan) endpointAddr(rank int, hosts [][]byte) (string, error) {
+// endpointAddr is where the endpoints of w's rank bind (provider.Config.OFIAddr) when the ranks
+// run where hosts (agreeOnPlan) say. On one host, or for a provider that picks its own
+// addresses, it is Options.OFIAddr. Across hosts a provider over IP needs an address off
+// loopback: OFIAddr, else the first network of this host that joins it to every other
+// (joinAddr), else, on BootstrapWorld, the address on which this host reaches rank 0's
+// bootstrap (hosts on subnets behind a router); shm cannot join hosts. Every rank sees the same
+// hosts, so either every rank refuses or none does.
+func (p *Plan) endpointAddr(w World, hosts [][]byte) (string, error) {
 	if !p.prov.Loopback || p.opts.OFIAddr != "" && !strings.HasPrefix(p.opts.OFIProvider, "shm") {
 		return p.opts.OFIAddr, nil
 	}
-	addr, err := joinAddr(rank, hosts)
+	addr, err := joinAddr(w.Rank(), hosts)
+	bw, _ := w.(*bootWorld)
 	switch {
 	case addr == "" && err == nil: // one host
 		return p.opts.OFIAddr, nil
 	case strings.HasPrefix(p.opts.OFIProvider, "shm"):
 		return "", fmt.Errorf("%w: the ranks run on several hosts (or network namespaces), and libfabric's shm joins the processes of one host: use a provider over the network, e.g. tcp;ofi_rxm", ErrWorld)
+	case err != nil && bw != nil && bw.local != "":
+		return bw.local, nil
 	case err != nil:
 		return "", fmt.Errorf("%w: %v", ErrWorld, err)
 	}

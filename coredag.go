@@ -80,9 +80,10 @@ type Options struct {
 	// tcp;ofi_rxm, verbs;ofi_rxm): an IPv4 address of this host or an interface name (its first
 	// IPv4 address). "" means 127.0.0.1 when every rank runs on this host, and across hosts (or
 	// network namespaces) the network of this host, the fastest link first, in which every
-	// other host has an address of its own; Init refuses a World across hosts that no network joins (hosts on
-	// subnets behind a router), which needs OFIAddr: each process its own host's address, or
-	// the same interface name on every host.
+	// other host has an address of its own. Where no network joins them (hosts on subnets
+	// behind a router), ranks on BootstrapWorld bind the address on which their host reaches
+	// rank 0's bootstrap, and Init refuses another World: OFIAddr then chooses, each process
+	// its own host's address or the same interface name on every host.
 	OFIAddr string
 	// Device is the RDMA device of Provider "verbs" (e.g. "mlx5_0"; "": the first).
 	Device string

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/coredag/coredag/exec/bootstrap"
 	"github.com/coredag/coredag/exec/nic"
 	"github.com/coredag/coredag/exec/provider"
 	"github.com/coredag/coredag/ir"
@@ -57,23 +58,12 @@ func (c *runCmd) checkProvider(prov provider.Entry) error {
 		case ip != nil && ip.IsUnspecified():
 			return usageError("--bootstrap %s: give rank 0's address, which the other ranks dial (127.0.0.1:PORT when every rank runs on this host)", c.Bootstrap)
 		default:
-			if c.OFIAddr, err = routeTo(host); err != nil {
+			if c.OFIAddr, err = bootstrap.LocalAddr(c.Bootstrap); err != nil {
 				return usageError("--bootstrap %s: %v: give 127.0.0.1:PORT when every rank runs on this host, or --ofi-addr", c.Bootstrap, err)
 			}
 		}
 	}
 	return nil
-}
-
-// routeTo is this host's IPv4 address on its route to host (a name or an address): the address
-// a connection to it would leave from. Nothing is sent.
-func routeTo(host string) (string, error) {
-	conn, err := net.Dial("udp4", net.JoinHostPort(host, "9"))
-	if err != nil {
-		return "", fmt.Errorf("no IPv4 route from this host to %s (%v)", host, err)
-	}
-	defer conn.Close()
-	return conn.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }
 
 // openProvider opens the provider for a run of every rank in this process; a failure is

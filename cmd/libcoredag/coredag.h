@@ -100,8 +100,9 @@ const char *coredag_strerror(int code);
  *     ofi_addr=IFACE|IPV4          where endpoints over IP bind: an interface (its first
  *                                  IPv4 address) or an address of this host (default:
  *                                  127.0.0.1 on one host; across hosts the network that
- *                                  joins them, found by coredag_coll_init, which refuses
- *                                  hosts that none joins: then give it)
+ *                                  joins them, found by coredag_coll_init, else with a
+ *                                  NULL world the route to rank 0's COREDAG_BOOTSTRAP;
+ *                                  coredag_coll_init refuses other worlds then: give it)
  *     device=NAME                  the RDMA device of provider=verbs, e.g. mlx5_0 (default:
  *                                  the first)
  *     engine=auto|offload|poll     default auto: offload where the NIC can walk the plan

@@ -95,6 +95,22 @@ func CheckAddr(addr string) error {
 	return nil
 }
 
+// LocalAddr is this host's IPv4 address on its route to the bootstrap at addr (HOST:PORT, HOST a
+// name or an address): the address a connection to rank 0 leaves from, on rank 0 the address
+// it listens on. Endpoints of ranks on several hosts can bind it. Nothing is sent.
+func LocalAddr(addr string) (string, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("bootstrap address %q: %v (want HOST:PORT)", addr, err)
+	}
+	conn, err := net.Dial("udp4", net.JoinHostPort(host, "9"))
+	if err != nil {
+		return "", fmt.Errorf("no IPv4 route from this host to %s (%v)", host, err)
+	}
+	defer conn.Close()
+	return conn.LocalAddr().(*net.UDPAddr).IP.String(), nil
+}
+
 // Connect joins the group described by cfg: rank 0 waits until every other rank has connected
 // and proved the job secret, the others connect to rank 0. It returns when all ranks are
 // connected, or with an error naming the ranks that were missing when the timeout or ctx expired,
