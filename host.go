@@ -12,8 +12,8 @@ import (
 	"github.com/coredag/coredag/exec/ofi"
 )
 
-// maxNets is how many of its host's IPv4 networks a rank tells the others in Init (the first,
-// in the host's order, loopback left out).
+// maxNets is how many of its host's IPv4 networks a rank tells the others in Init (the first
+// in hostPart's order, loopback left out).
 const maxNets = 8
 
 // hostLen is the size of a rank's part of Init's allgather that says where it runs (hostPart).
@@ -37,7 +37,7 @@ func hostPart(interfaces func() ([]ofi.Interface, error)) []byte {
 			}
 		}
 	}
-	return out[:hostLen]
+	return out[:hostLen] // zeros after the last network: make filled the capacity with them
 }
 
 // hostNets are the networks of a hostPart.
