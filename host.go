@@ -68,9 +68,10 @@ func hostID() [8]byte {
 
 // joinAddr is the address rank's endpoints bind in a World whose ranks run where hosts (every
 // rank's hostPart) say: "" (127.0.0.1) when they share one host; across hosts, the first
-// network of rank's host (the fastest link first) in which every other host has an address of its own (a network that
-// joins them: two hosts holding the same address, as every host's default container bridge,
-// are not joined by it). An error when no network joins them all.
+// network of rank's host (the fastest link first) that joins them all: every host has an
+// address in it, each a different one (every host's default container bridge holds the same
+// address, and joins nothing). Whether a network joins them is the same on every rank, so
+// either every rank finds one or none does. An error when none does.
 func joinAddr(rank int, hosts [][]byte) (string, error) {
 	id := func(r int) uint64 { return binary.LittleEndian.Uint64(hosts[r][:8]) }
 	seen := map[uint64]bool{id(rank): true}
@@ -86,15 +87,16 @@ func joinAddr(rank int, hosts [][]byte) (string, error) {
 	}
 	own := hostNets(hosts[rank])
 	for _, n := range own {
-		joined := true
+		addrs := map[netip.Addr]bool{n.Addr(): true}
 		for _, r := range others {
-			in := false
 			for _, m := range hostNets(hosts[r]) {
-				in = in || m.Bits() == n.Bits() && m.Masked() == n.Masked() && m.Addr() != n.Addr()
+				if m.Bits() == n.Bits() && m.Masked() == n.Masked() && !addrs[m.Addr()] {
+					addrs[m.Addr()] = true
+					break
+				}
 			}
-			joined = joined && in
 		}
-		if joined {
+		if len(addrs) == len(others)+1 {
 			return n.Addr().String(), nil
 		}
 	}
