@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/coredag/coredag/exec"
@@ -64,24 +63,16 @@ func BootstrapWorld(ctx context.Context, addr string) (w World, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrWorld, err)
 	}
-	w = &bootWorld{c: c}
-	if host, _, _ := net.SplitHostPort(addr); host != "" && !isLoopback(host) {
-		w.(*bootWorld).local, _ = bootstrap.LocalAddr(addr)
-	}
-	return w, nil
+	bw := &bootWorld{c: c}
+	bw.local, _ = bootstrap.LocalAddr(addr) // "" for a world of one rank, which has no address
+	return bw, nil
 }
 
 // bootWorld is BootstrapWorld's World; local is the address on which this host reaches rank 0's
-// bootstrap, where that is off loopback ("" otherwise; Plan.endpointAddr).
+// bootstrap (Plan.endpointAddr binds it across hosts that no one network joins).
 type bootWorld struct {
 	c     *bootstrap.Comm
 	local string
-}
-
-// isLoopback reports whether host is a loopback address or localhost.
-func isLoopback(host string) bool {
-	ip := net.ParseIP(host)
-	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 func (w *bootWorld) Rank() int                         { return w.c.Rank() }
