@@ -204,7 +204,8 @@ func agreeOnPlan(parent context.Context, w World, g *ir.Graph, hang time.Duratio
 // bootstrap (hosts on subnets behind a router); shm cannot join hosts. Every rank sees the same
 // hosts, so either every rank refuses or none does.
 func (p *Plan) endpointAddr(w World, hosts [][]byte) (string, error) {
-	if !p.prov.Loopback || p.opts.OFIAddr != "" && !strings.HasPrefix(p.opts.OFIProvider, "shm") {
+	shm := strings.HasPrefix(p.opts.OFIProvider, "shm")
+	if !p.prov.Loopback || p.opts.OFIAddr != "" && !shm {
 		return p.opts.OFIAddr, nil
 	}
 	addr, err := joinAddr(w.Rank(), hosts)
@@ -212,7 +213,7 @@ func (p *Plan) endpointAddr(w World, hosts [][]byte) (string, error) {
 	switch {
 	case addr == "" && err == nil: // one host
 		return p.opts.OFIAddr, nil
-	case strings.HasPrefix(p.opts.OFIProvider, "shm"):
+	case shm:
 		return "", fmt.Errorf("%w: the ranks run on several hosts (or network namespaces), and libfabric's shm joins the processes of one host: use a provider over the network, e.g. tcp;ofi_rxm", ErrWorld)
 	case err != nil && bw != nil && bw.local != "":
 		return bw.local, nil

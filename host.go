@@ -53,11 +53,11 @@ func hostNets(part []byte) []netip.Prefix {
 // namespace (a container may have its own loopback). Two processes whose ids differ cannot
 // reach each other's 127.0.0.1. Where the boot's id cannot be read, the host's name stands in.
 func hostID() [8]byte {
-	where := "boot "
-	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
-		where += string(b)
-	} else if name, err := os.Hostname(); err == nil {
-		where = "host " + name
+	where := "boot " + ofi.BootID()
+	if where == "boot " {
+		if name, err := os.Hostname(); err == nil {
+			where = "host " + name
+		}
 	}
 	if ns, err := os.Readlink("/proc/self/ns/net"); err == nil { // net:[INODE]
 		where += " " + ns

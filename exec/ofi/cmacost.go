@@ -39,15 +39,6 @@ func cmaRecordPath(dir string) string {
 	return filepath.Join(dir, "coredag-cma-"+strconv.Itoa(os.Geteuid()))
 }
 
-// bootID is the kernel's id of this boot, "" where it cannot be read.
-func bootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
 // sharedCMACost returns the figure this user's record in dir holds for boot, or measures it
 // (measure) and records it: the lock on the record makes one process measure while the others
 // wait for its figure. Where the record cannot be used (no boot id, no such directory, a file

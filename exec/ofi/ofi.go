@@ -253,7 +253,7 @@ func NewProvider(opts Options) (*Provider, error) {
 // either). The first process of a user on a host measures it and records it in /dev/shm for the
 // others until the host reboots (sharedCMACost), so that ranks started together decide alike.
 // Options.SHMCopies reads it.
-var CMACost = sync.OnceValues(func() (float64, bool) { return sharedCMACost(shmDir, bootID(), cmaRecordWait, measureCMA) })
+var CMACost = sync.OnceValues(func() (float64, bool) { return sharedCMACost(shmDir, BootID(), cmaRecordWait, measureCMA) })
 
 // Listed reports whether libfabric offers provider name at all (fi_info -p NAME lists endpoints
 // of it), whether or not coredag can use it: tests skip a provider that is not there and fail on

@@ -274,6 +274,15 @@ func listAddrs(all []Interface) string {
 	return "this host has " + strings.Join(have, ", ")
 }
 
+// BootID is the kernel's id of this boot (a host until it reboots), "" where it cannot be read.
+func BootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // HostInterfaces lists this host's interfaces and their IPv4 addresses (Options.Bind).
 func HostInterfaces() ([]Interface, error) {
 	ifs, err := net.Interfaces()
