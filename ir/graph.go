@@ -411,7 +411,7 @@ func (op *Op) WaitsWord() bool { return op.Kind == OpWait && op.X != nil && op.X
 
 // WordWaits gives, by buffer, the first wait of g that watches a word of it (wait WORD >=
 // VALUE), None for a buffer without one: such a buffer starts at its init, from which check
-// proved the wait. One pass over the ops for every buffer.
+// proved the wait. One pass over the ops serves every buffer.
 func (g *Graph) WordWaits() []OpID {
 	out := make([]OpID, len(g.Buffers))
 	for b := range out {
